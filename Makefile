@@ -1,0 +1,42 @@
+# Two commands do all set-up on a fresh machine: `make quickstart` and `make test`.
+# Both create .venv, install the pinned set and warm DeepSpeed's JIT-compiled ops once; repeats reuse them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export DS_ACCELERATOR ?= cpu
+export RAY_AUTH_MODE ?= token
+export TOKENIZERS_PARALLELISM ?= false
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: setup quickstart test test-fast bench clean
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU torch wheel first: any other spec would pull the CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $@
+
+$(VENV)/.ds-warm: $(VENV)/.installed
+	$(PY) -m jobs.warm_deepspeed
+	touch $@
+
+setup: $(VENV)/.ds-warm
+
+quickstart: setup
+	$(PY) jobs/pretrain.py --config configs/pretrain/quickstart.yaml $(ARGS)
+
+test: setup
+	$(PY) -m pytest $(ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow" $(ARGS)
+
+bench: setup
+	$(PY) bench/model_throughput.py
+
+clean:
+	rm -rf $(VENV) runs mlflow.db mlartifacts

@@ -1,0 +1,120 @@
+"""BERT model configuration: one typed dataclass and named presets.
+
+Field names are exactly those of `transformers.BertConfig`, so `config.json` written from
+`to_hf_dict()` loads in `transformers` with no translation table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+ACTIVATIONS = ("gelu", "gelu_new", "relu")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and what is allowed."""
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522  # rows of the word-embedding table (and MLM decoder outputs)
+    hidden_size: int = 768  # H: width of every token representation
+    num_hidden_layers: int = 12  # L: encoder blocks
+    num_attention_heads: int = 12  # A: heads per block; H must divide by A
+    intermediate_size: int = 3072  # FFN inner width, 4H in the original BERT
+    hidden_act: str = "gelu"  # FFN activation (exact erf GELU, as original BERT)
+    hidden_dropout_prob: float = 0.1  # dropout on embeddings and every residual branch
+    attention_probs_dropout_prob: float = 0.1  # dropout on attention weights
+    max_position_embeddings: int = 512  # longest sequence the learned positions cover
+    type_vocab_size: int = 2  # segment ids: sentence A = 0, sentence B = 1
+    layer_norm_eps: float = 1e-12  # original BERT's epsilon; parity with checkpoints needs it
+    initializer_range: float = 0.02  # std of the truncated-normal weight init
+    pad_token_id: int = 0  # padding id: its embedding row starts at zero
+
+    def validate(self) -> "BertConfig":
+        positive = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size", "max_position_embeddings", "type_vocab_size")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"model.hidden_size ({self.hidden_size}) must be divisible by "
+                f"model.num_attention_heads ({self.num_attention_heads})")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"model.hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {value!r}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"model.pad_token_id must be in [0, vocab_size), got {self.pad_token_id}")
+        if self.layer_norm_eps <= 0 or self.initializer_range <= 0:
+            raise ConfigError("model.layer_norm_eps and model.initializer_range must be > 0")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def num_parameters(self, include_embeddings: bool = True) -> int:
+        """Parameter count of BertForPreTraining (decoder tied), used for 6N FLOPs/token."""
+        H, L, I, V = self.hidden_size, self.num_hidden_layers, self.intermediate_size, self.vocab_size
+        per_layer = 4 * H * H + 4 * H + 2 * H * I + I + H + 4 * H  # attention, FFN, two LayerNorms
+        encoder = L * per_layer + H * H + H  # + pooler
+        heads = H * H + H + 2 * H + V + 2 * H + 2  # MLM transform + LN + output bias, NSP
+        embeddings = (V + self.max_position_embeddings + self.type_vocab_size) * H + 2 * H
+        return encoder + heads + (embeddings if include_embeddings else 0)
+
+    def to_hf_dict(self, architectures: list[str] | None = None) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(model_type="bert", position_embedding_type="absolute",
+                 architectures=architectures or ["BertForPreTraining"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BertConfig":
+        """Build from our dict or an HF config.json; unknown HF keys are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _preset(**kw) -> BertConfig:
+    kw.setdefault("intermediate_size", 4 * kw["hidden_size"])
+    return BertConfig(**kw)
+
+
+# Sizes follow Google's BERT miniatures (Turc et al. 2019) and the original base/large.
+def tiny(**kw) -> BertConfig:  # tests and CI: seconds per step on a laptop CPU
+    return _preset(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, **kw)
+
+
+def mini(**kw) -> BertConfig:
+    return _preset(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, **kw)
+
+
+def small(**kw) -> BertConfig:
+    return _preset(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, **kw)
+
+
+def medium(**kw) -> BertConfig:
+    return _preset(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, **kw)
+
+
+def base(**kw) -> BertConfig:  # 110M
+    return _preset(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, **kw)
+
+
+def large(**kw) -> BertConfig:  # 340M
+    return _preset(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, **kw)
+
+
+PRESETS = {f.__name__: f for f in (tiny, mini, small, medium, base, large)}
+
+
+def preset(name: str, **overrides) -> BertConfig:
+    if name not in PRESETS:
+        raise ConfigError(f"model.preset must be one of {sorted(PRESETS)}, got {name!r}")
+    return PRESETS[name](**overrides).validate()
