@@ -1,0 +1,184 @@
+"""WordPiece tokenizer: train, save, load, and the special-token facts masking needs.
+
+Everything is built from the `tokenizers` library's own BERT parts (BertNormalizer,
+BertPreTokenizer, WordPiece model/trainer/decoder); this module only wires them the way
+original BERT does and writes the files `transformers` expects, so a saved directory loads
+with `BertTokenizerFast.from_pretrained(dir)` / `AutoTokenizer` and gives the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import WordPiece
+from tokenizers.trainers import WordPieceTrainer
+
+# Trained vocabularies put these at ids 0..4 in this order. Loaded vocabularies may place them
+# anywhere (the original uncased vocab has [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103),
+# so code must look ids up through SpecialIds, never assume 0..4.
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
+CONTINUATION_PREFIX = "##"
+MAX_INPUT_CHARS_PER_WORD = 100  # longer "words" become a single [UNK], as in original BERT
+
+
+def _normalizer(lowercase: bool, strip_accents: bool | None = None) -> normalizers.BertNormalizer:
+    # strip_accents=None means "follow lowercase": uncased BERT strips accents, cased keeps them.
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                      strip_accents=strip_accents, lowercase=lowercase)
+
+
+def _finish_pipeline(tok: Tokenizer) -> Tokenizer:
+    """Post-processor and decoder; needs the vocab, since [CLS]/[SEP] ids come from it."""
+    cls_id, sep_id = tok.token_to_id(CLS), tok.token_to_id(SEP)
+    if cls_id is None or sep_id is None:
+        raise ValueError(f"vocabulary lacks {CLS} or {SEP}")
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{CLS}:0 $A:0 {SEP}:0",
+        pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
+        special_tokens=[(CLS, cls_id), (SEP, sep_id)])
+    tok.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX)
+    # Registering them as special tokens keeps a literal "[MASK]" in text from being split
+    # into "[", "mask", "]" (transformers does the same); ids are the vocab's own.
+    tok.add_special_tokens([t for t in SPECIAL_TOKENS if tok.token_to_id(t) is not None])
+    return tok
+
+
+def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = True,
+                    min_frequency: int = 2) -> Tokenizer:
+    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens on `texts`."""
+    tok = Tokenizer(WordPiece(unk_token=UNK, continuing_subword_prefix=CONTINUATION_PREFIX,
+                              max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
+    tok.normalizer = _normalizer(lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    # limit_alphabet=1000 as HF's BertWordPieceTokenizer: rare symbols fall to [UNK] instead of
+    # each taking a vocabulary slot.
+    trainer = WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                               special_tokens=SPECIAL_TOKENS, limit_alphabet=1000,
+                               continuing_subword_prefix=CONTINUATION_PREFIX, show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return _finish_pipeline(tok)
+
+
+def _vocab_in_id_order(tok: Tokenizer) -> list[str]:
+    vocab = tok.get_vocab(with_added_tokens=True)
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    if [vocab[t] for t in tokens] != list(range(len(tokens))):
+        raise ValueError("tokenizer ids are not contiguous from 0; cannot write vocab.txt")
+    return tokens
+
+
+def _normalizer_settings(tok: Tokenizer) -> dict:
+    return json.loads(tok.to_str())["normalizer"] or {}
+
+
+def save_tokenizer(tok: Tokenizer, out_dir: str | os.PathLike, model_max_length: int = 512) -> Path:
+    """Write vocab.txt, tokenizer.json, tokenizer_config.json and special_tokens_map.json."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "vocab.txt").write_text("".join(t + "\n" for t in _vocab_in_id_order(tok)), encoding="utf-8")
+    tok.save(str(out / "tokenizer.json"))
+    specials = dict(pad_token=PAD, unk_token=UNK, cls_token=CLS, sep_token=SEP, mask_token=MASK)
+    norm = _normalizer_settings(tok)
+    config = dict(tokenizer_class="BertTokenizerFast", do_lower_case=bool(norm.get("lowercase", False)),
+                  strip_accents=norm.get("strip_accents"), tokenize_chinese_chars=True,
+                  model_max_length=model_max_length, **specials)
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2) + "\n")
+    return out
+
+
+def _read_vocab(vocab_file: Path) -> dict[str, int]:
+    # Same reading as transformers' load_vocab: one token per line, id = line number.
+    lines = vocab_file.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return {token: i for i, token in enumerate(lines)}
+
+
+def load_tokenizer(path: str | os.PathLike, lowercase: bool | None = None) -> Tokenizer:
+    """Load from a directory (tokenizer.json preferred, else vocab.txt) or a single file.
+
+    With only vocab.txt the BERT pipeline is rebuilt around it; `lowercase` defaults to
+    tokenizer_config.json's do_lower_case next to it, else True (uncased BERT).
+    Truncation and padding stored in a tokenizer.json are switched off: callers decide lengths.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "tokenizer.json" if (path / "tokenizer.json").exists() else path / "vocab.txt"
+    if not path.exists():
+        raise FileNotFoundError(f"no tokenizer.json or vocab.txt at {path.parent}")
+    if path.suffix == ".json":
+        tok = Tokenizer.from_file(str(path))
+        tok.no_truncation()
+        tok.no_padding()
+        return tok
+    strip_accents = None
+    config_file = path.parent / "tokenizer_config.json"
+    if config_file.exists():
+        config = json.loads(config_file.read_text())
+        if lowercase is None:
+            lowercase = config.get("do_lower_case")
+        strip_accents = config.get("strip_accents")
+    lowercase = True if lowercase is None else lowercase
+    tok = Tokenizer(WordPiece(_read_vocab(path), unk_token=UNK,
+                              continuing_subword_prefix=CONTINUATION_PREFIX,
+                              max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
+    tok.normalizer = _normalizer(lowercase, strip_accents)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return _finish_pipeline(tok)
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+
+    @classmethod
+    def from_tokenizer(cls, tok: Tokenizer) -> "SpecialIds":
+        ids = [tok.token_to_id(t) for t in SPECIAL_TOKENS]
+        missing = [t for t, i in zip(SPECIAL_TOKENS, ids) if i is None]
+        if missing:
+            raise ValueError(f"tokenizer vocabulary lacks special tokens {missing}")
+        return cls(*ids)
+
+    @property
+    def all(self) -> tuple[int, ...]:
+        """Every special id: never a masking target, never a random replacement."""
+        return (self.pad, self.unk, self.cls, self.sep, self.mask)
+
+
+def tokenizer_hash(path: str | os.PathLike | Tokenizer) -> str:
+    """sha256 of the vocabulary (as vocab.txt text) and everything else that changes ids.
+
+    Equal hashes mean equal token ids for any text, so prepared data can be named by it.
+    Accepts a saved tokenizer's path or an in-memory Tokenizer (same hash once saved).
+    """
+    tok = path if isinstance(path, Tokenizer) else load_tokenizer(path)
+    spec = json.loads(tok.to_str())
+    model = {k: v for k, v in spec["model"].items() if k != "vocab"}
+    h = hashlib.sha256()
+    h.update("".join(t + "\n" for t in _vocab_in_id_order(tok)).encode("utf-8"))
+    h.update(json.dumps({"normalizer": spec["normalizer"], "pre_tokenizer": spec["pre_tokenizer"],
+                         "model": model}, sort_keys=True).encode("utf-8"))
+    return h.hexdigest()
+
+
+def continuation_mask(tok: Tokenizer) -> np.ndarray:
+    """(V,) bool, True for "##" pieces: the tokens that continue the word before them."""
+    vocab = tok.get_vocab(with_added_tokens=True)
+    mask = np.zeros(max(vocab.values()) + 1, dtype=bool)
+    for token, i in vocab.items():
+        if token.startswith(CONTINUATION_PREFIX) and len(token) > len(CONTINUATION_PREFIX):
+            mask[i] = True
+    return mask
