@@ -1,0 +1,217 @@
+"""Release checkpoints in the `transformers` format: config.json + model.safetensors (+ tokenizer).
+
+What we write loads with `transformers.AutoModel*.from_pretrained(dir)` and no code of ours;
+what we read is any BERT directory `transformers` writes: bare BertModel (keys without the
+`bert.` prefix, like all-MiniLM-L6-v2), BertForPreTraining, or a fine-tuned head. Our modules
+carry HF's parameter names (bert_core/model.py), so the only translation is the `bert.` prefix,
+the tied MLM decoder and legacy key spellings.
+
+Writes are atomic: a temp dir in the same parent is filled, fsynced and renamed into place, so
+a reader never sees a half-written checkpoint. Weights are read only from safetensors, or from
+pytorch_model.bin with `torch.load(weights_only=True)` (no pickled code runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from bert_core.config import BertConfig
+from bert_core.model import BertForPreTraining, BertModel
+
+log = logging.getLogger(__name__)
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+LABELLED_HEADS = ("BertForSequenceClassification", "BertForTokenClassification")
+# Buffers HF once saved and we recompute; dropped on load.
+_DERIVED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
+_BACKBONE = ("embeddings.", "encoder.", "pooler.")
+_WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DDP/DeepSpeed and torch.compile wrappers
+
+
+# ----------------------------------------------------------------------------- save
+
+
+def save_pretrained(model: nn.Module, out_dir: str | os.PathLike, tokenizer_dir: str | os.PathLike | None = None,
+                    id2label: dict[int, str] | None = None) -> Path:
+    """Write `model` (any class of bert_core.model) as an HF checkpoint directory; returns its path.
+
+    `id2label` names the classes of a classifier head; default: the model's `id2label`
+    attribute (set by load_pretrained) or LABEL_i.
+    """
+    return save_state_dict(model.state_dict(), model.config, out_dir, architectures=[type(model).__name__],
+                           tokenizer_dir=tokenizer_dir, id2label=id2label or getattr(model, "id2label", None))
+
+
+def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out_dir: str | os.PathLike,
+                    architectures: list[str] | None = None, tokenizer_dir: str | os.PathLike | None = None,
+                    id2label: dict[int, str] | None = None) -> Path:
+    """Same as save_pretrained from a bare state dict (e.g. ZeRO state consolidated on rank 0).
+
+    Keys are those of the bert_core.model class named in `architectures`; wrapper prefixes
+    (`module.`, `_orig_mod.`) are stripped and the tied decoder copy is dropped, as HF does.
+    """
+    architectures = architectures or ["BertForPreTraining"]
+    tensors = {}
+    for key, value in state_dict.items():
+        key = _strip_wrappers(key)
+        if key in BertForPreTraining.tied_weights:
+            continue
+        tensors[key] = value.detach().to("cpu").contiguous()
+
+    hf_config = config.to_hf_dict(architectures)
+    if architectures[0] in LABELLED_HEADS:
+        num_labels = tensors["classifier.weight"].shape[0]
+        id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
+        if len(id2label) != num_labels:
+            raise ValueError(f"id2label has {len(id2label)} entries but the classifier has {num_labels} outputs")
+        hf_config["id2label"] = {str(i): name for i, name in id2label.items()}
+        hf_config["label2id"] = {name: int(i) for i, name in id2label.items()}
+
+    out_dir = Path(out_dir)
+    with _atomic_dir(out_dir) as tmp:
+        (tmp / CONFIG_NAME).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
+        save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})  # HF requires "format"
+        if tokenizer_dir is not None:
+            _copy_tokenizer(Path(tokenizer_dir), tmp)
+    return out_dir
+
+
+def _strip_wrappers(key: str) -> str:
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in _WRAPPER_PREFIXES:
+            if key.startswith(prefix):
+                key, stripped = key[len(prefix):], True
+    return key
+
+
+def _copy_tokenizer(src: Path, dst: Path) -> None:
+    found = [name for name in TOKENIZER_FILES if (src / name).is_file()]
+    if not found:
+        raise FileNotFoundError(f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {src}")
+    for name in found:
+        shutil.copyfile(src / name, dst / name)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _atomic_dir(out_dir: Path):
+    """Yield a temp dir beside `out_dir`; on success it replaces `out_dir` by rename."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        yield tmp
+        for f in tmp.iterdir():
+            _fsync(f)
+        _fsync(tmp)
+        # rename(2) cannot replace a non-empty directory: move the old one aside first, so
+        # out_dir is either the old or the new checkpoint except for one rename's width.
+        old = None
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+            os.replace(out_dir, old / out_dir.name)
+        os.replace(tmp, out_dir)
+        _fsync(out_dir.parent)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# ----------------------------------------------------------------------------- load
+
+
+def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Raw tensors of an HF checkpoint dir: model.safetensors (sharded or not) or pytorch_model.bin."""
+    path = Path(path)
+    if (path / WEIGHTS_NAME).is_file():
+        return load_file(str(path / WEIGHTS_NAME))
+    index = path / f"{WEIGHTS_NAME}.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return {k: v for shard in shards for k, v in load_file(str(path / shard)).items()}
+    if (path / "pytorch_model.bin").is_file():
+        return torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"no {WEIGHTS_NAME}, sharded safetensors or pytorch_model.bin in {path}")
+
+
+def _normalise_keys(raw: dict[str, torch.Tensor], bare_backbone: bool) -> dict[str, torch.Tensor]:
+    """Map any HF BERT checkpoint's keys onto ours: `bert.`-prefixed, or bare for BertModel."""
+    out = {}
+    for key, value in raw.items():
+        key = _strip_wrappers(key).replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta",
+                                                                                           "LayerNorm.bias")
+        if key.startswith(_BACKBONE):
+            key = "bert." + key
+        if key.endswith(_DERIVED_KEYS) or key in BertForPreTraining.tied_weights:
+            continue
+        if key == "cls.predictions.decoder.bias":  # HF ties it to cls.predictions.bias
+            out.setdefault("cls.predictions.bias", value)
+            continue
+        out[key] = value
+    if bare_backbone:
+        out = {(k[len("bert."):] if k.startswith("bert.") else k): v for k, v in out.items()}
+    return out
+
+
+def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTraining,
+                    output_loading_info: bool = False, **head_kwargs):
+    """Build `cls` from an HF BERT checkpoint dir; returns the model in eval mode (as HF does).
+
+    Head weights the checkpoint lacks (a classifier on a pretrained encoder, the MLM head on
+    MiniLM) keep their fresh init and are logged; checkpoint weights the model has no place for
+    are logged too. A missing encoder/embedding weight or a shape mismatch raises.
+    With output_loading_info=True returns (model, {"missing_keys": [...], "unexpected_keys": [...]}).
+    head_kwargs go to the constructor (num_labels); num_labels defaults to the checkpoint's.
+    """
+    path = Path(path)
+    hf_config = json.loads((path / CONFIG_NAME).read_text())
+    config = BertConfig.from_dict(hf_config).validate()
+    if cls.__name__ in LABELLED_HEADS and "num_labels" not in head_kwargs and "id2label" in hf_config:
+        head_kwargs["num_labels"] = len(hf_config["id2label"])
+    model = cls(config, **head_kwargs)
+
+    state = _normalise_keys(read_state_dict(path), bare_backbone=cls is BertModel)
+    expected = {k: v for k, v in model.state_dict().items() if k not in getattr(cls, "tied_weights", {})}
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    mismatched = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
+                  for k in expected.keys() & state.keys() if state[k].shape != expected[k].shape]
+    if mismatched:
+        raise ValueError(f"shape mismatch loading {path} into {cls.__name__}: " + "; ".join(sorted(mismatched)))
+    core_missing = [k for k in missing if k.removeprefix("bert.").startswith(("embeddings.", "encoder."))]
+    if core_missing:
+        raise ValueError(f"{path} is missing encoder weights for {cls.__name__}: {core_missing[:5]}"
+                         f"{' ...' if len(core_missing) > 5 else ''}")
+    model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
+    if missing:
+        log.warning("%s: freshly initialised (not in %s): %s", cls.__name__, path, missing)
+    if unexpected:
+        log.info("%s: checkpoint weights not used: %s", cls.__name__, unexpected)
+    if cls.__name__ in LABELLED_HEADS and len(hf_config.get("id2label", {})) == model.num_labels:
+        model.id2label = {int(i): name for i, name in hf_config["id2label"].items()}
+    model.eval()
+    if output_loading_info:
+        return model, {"missing_keys": missing, "unexpected_keys": unexpected}
+    return model
