@@ -53,7 +53,12 @@ def _finish_pipeline(tok: Tokenizer) -> Tokenizer:
 
 def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = True,
                     min_frequency: int = 2) -> Tokenizer:
-    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens on `texts`."""
+    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens on `texts`.
+
+    Not bit-reproducible: tokenizers <= 0.23 breaks merge-count ties in hash-map order
+    (huggingface/tokenizers#1794), so two runs on the same texts can differ in rare tokens.
+    Train once, save, and name downstream data by `tokenizer_hash` of the saved files.
+    """
     tok = Tokenizer(WordPiece(unk_token=UNK, continuing_subword_prefix=CONTINUATION_PREFIX,
                               max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
     tok.normalizer = _normalizer(lowercase)

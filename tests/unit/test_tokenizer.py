@@ -1,0 +1,139 @@
+"""Training, saving and loading our WordPiece tokenizer; transformers must read what we write."""
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from transformers import AutoTokenizer, BertTokenizerFast  # noqa: E402
+
+from bert_core.tokenizer import (SPECIAL_TOKENS, SpecialIds, continuation_mask, load_tokenizer,  # noqa: E402
+                                 save_tokenizer, tokenizer_hash, train_wordpiece)
+
+STEMS = ["connect", "predict", "transform", "token", "train", "model", "learn", "encode", "mask",
+         "sentence", "paragraph", "document", "pretrain", "attend", "embed", "normal", "Café", "Über"]
+SUFFIXES = ["", "s", "ed", "ing", "ion", "ions", "able", "ization", "er", "ers"]
+FILLER = ["the", "a", "of", "and", "to", "in", "is", "was", "for", "with", "on", "by", "it", "that"]
+
+
+def corpus(n: int = 400, seed: int = 0) -> list[str]:
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [rnd.choice(FILLER) if rnd.random() < 0.4 else rnd.choice(STEMS) + rnd.choice(SUFFIXES)
+                 for _ in range(rnd.randint(5, 20))]
+        out.append(" ".join(words).capitalize() + rnd.choice([".", "!", "?", ", 42."]))
+    return out
+
+
+PROBES = ["Transformations were predictable, and the encoders learned quickly!",
+          "CAFÉ über-normalization of 1234 documents?", "unseen zebra xylophone 😀", "",
+          "short", "two sentences. Here is the second one."]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return train_wordpiece(corpus(), vocab_size=400)
+
+
+@pytest.fixture(scope="module")
+def saved(trained, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tok")
+    save_tokenizer(trained, out, model_max_length=128)
+    return out
+
+
+def test_special_tokens_take_ids_0_to_4(trained):
+    assert [trained.id_to_token(i) for i in range(5)] == SPECIAL_TOKENS
+    assert SpecialIds.from_tokenizer(trained) == SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+
+
+def test_vocab_size_bounded_and_subwords_learned(trained):
+    vocab = trained.get_vocab()
+    assert len(vocab) <= 400
+    assert any(t.startswith("##") for t in vocab)
+    # Lowercased and accent-stripped: no uppercase or accented entries.
+    assert "cafe" in vocab and "café" not in vocab and not any(t != t.lower() for t in vocab if t not in SPECIAL_TOKENS)
+
+
+def test_encodes_with_cls_sep_template(trained):
+    enc = trained.encode("train the model", "mask it")
+    assert enc.ids[0] == 2 and enc.ids.count(3) == 2 and enc.ids[-1] == 3
+    first_sep = enc.ids.index(3)
+    assert enc.type_ids == [0] * (first_sep + 1) + [1] * (len(enc.ids) - first_sep - 1)
+
+
+def test_saved_files(saved, trained):
+    assert {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} <= set(os.listdir(saved))
+    lines = (saved / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert lines == [trained.id_to_token(i) for i in range(trained.get_vocab_size())]
+    config = json.loads((saved / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "BertTokenizerFast"
+    assert config["do_lower_case"] is True and config["model_max_length"] == 128
+
+
+@pytest.mark.parametrize("loader", [BertTokenizerFast.from_pretrained, AutoTokenizer.from_pretrained])
+def test_transformers_loads_saved_tokenizer_with_identical_ids(saved, trained, loader):
+    hf = loader(str(saved))
+    assert hf.model_max_length == 128
+    assert (hf.pad_token_id, hf.unk_token_id, hf.cls_token_id, hf.sep_token_id, hf.mask_token_id) == (0, 1, 2, 3, 4)
+    for text in PROBES:
+        assert hf(text)["input_ids"] == trained.encode(text).ids
+    pair = hf("train the model", "mask it")
+    enc = trained.encode("train the model", "mask it")
+    assert pair["input_ids"] == enc.ids and pair["token_type_ids"] == enc.type_ids
+
+
+def test_load_round_trip_from_json_and_from_vocab_only(saved, trained, tmp_path):
+    from_json = load_tokenizer(saved)
+    (tmp_path / "vocab.txt").write_bytes((saved / "vocab.txt").read_bytes())
+    from_vocab = load_tokenizer(tmp_path / "vocab.txt")
+    for text in PROBES:
+        assert from_json.encode(text).ids == from_vocab.encode(text).ids == trained.encode(text).ids
+    assert tokenizer_hash(saved) == tokenizer_hash(tmp_path) == tokenizer_hash(trained)
+
+
+def test_vocab_only_load_honours_do_lower_case(saved, tmp_path):
+    (tmp_path / "vocab.txt").write_bytes((saved / "vocab.txt").read_bytes())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    cased = load_tokenizer(tmp_path)
+    uncased = load_tokenizer(saved)
+    assert uncased.encode("TRAIN").ids == uncased.encode("train").ids
+    assert cased.encode("TRAIN").ids != cased.encode("train").ids
+    assert load_tokenizer(tmp_path, lowercase=True).encode("TRAIN").ids == uncased.encode("train").ids
+
+
+def test_hash_is_stable_and_sensitive(saved, tmp_path):
+    # Training itself is not reproducible (tokenizers#1794), so stability is asserted on files.
+    h = tokenizer_hash(saved)
+    assert h == tokenizer_hash(saved) == tokenizer_hash(load_tokenizer(saved))
+    vocab = (saved / "vocab.txt").read_text(encoding="utf-8")
+    cased, grown = tmp_path / "cased", tmp_path / "grown"
+    for d, text, lower in ((cased, vocab, False), (grown, vocab + "zebra\n", True)):
+        d.mkdir()
+        (d / "vocab.txt").write_text(text, encoding="utf-8")
+        (d / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower}))
+    assert tokenizer_hash(cased) != h  # same vocabulary, different normalizer
+    assert tokenizer_hash(grown) != h  # one more token
+
+
+def test_continuation_mask_marks_exactly_hash_pieces(trained):
+    mask = continuation_mask(trained)
+    assert mask.shape == (trained.get_vocab_size(),) and mask.dtype == np.bool_
+    for i in range(trained.get_vocab_size()):
+        assert mask[i] == trained.id_to_token(i).startswith("##")
+    assert not mask[:5].any()
+
+
+def test_missing_special_token_is_an_error(tmp_path):
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
+    with pytest.raises(ValueError, match=r"\[MASK\]"):
+        SpecialIds.from_tokenizer(load_tokenizer(tmp_path))
+
+
+def test_load_missing_path_raises(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_tokenizer(tmp_path)
