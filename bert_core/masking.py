@@ -1,0 +1,274 @@
+"""Masked-LM target selection (BERT's 80/10/10 rule) and the pretraining batch collator.
+
+One numpy core, `_mask_batch`, does the work for all three entry points: `mask_tokens` (torch,
+batch time), `mask_example_static` (one sequence, preprocessing time, as NVIDIA's HDF5 files
+store it) and `PretrainingCollator` (Ray Data numpy batches -> model tensors).
+
+Selection follows Google's create_pretraining_data.py rather than HF's i.i.d. Bernoulli draw:
+each sequence gets exactly round(rate * real_tokens) targets (at least 1, at most
+max_predictions), so the masked share is p on average with no per-batch noise, and the MLM
+head never sees a sequence with zero or wildly many targets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import torch
+
+from bert_core.config import ConfigError
+from bert_core.tokenizer import SpecialIds
+
+IGNORE_INDEX = -100  # label at unselected positions; torch's cross_entropy skips it
+
+
+@dataclass
+class MaskingConfig:
+    rate: float = 0.15  # share of real (non-special) tokens selected as MLM targets
+    mask_token_prob: float = 0.8  # of those, replaced by [MASK]
+    random_token_prob: float = 0.1  # of those, replaced by a random non-special token; rest unchanged
+    whole_word: bool = False  # select whole words ("##" pieces go with their head), as BERT-wwm
+    max_predictions: int | None = None  # cap on targets per sequence (20 for seq 128 in BERT)
+
+    def validate(self) -> "MaskingConfig":
+        for name in ("rate", "mask_token_prob", "random_token_prob"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ConfigError(f"masking.{name} must be in [0, 1], got {value!r}")
+        if not 0.0 < self.rate < 1.0:
+            raise ConfigError(f"masking.rate must be in (0, 1), got {self.rate!r}")
+        if self.mask_token_prob + self.random_token_prob > 1.0:
+            raise ConfigError(
+                "masking.mask_token_prob + masking.random_token_prob must be <= 1, got "
+                f"{self.mask_token_prob} + {self.random_token_prob}")
+        if self.max_predictions is not None and (
+                not isinstance(self.max_predictions, int) or self.max_predictions < 1):
+            raise ConfigError(f"masking.max_predictions must be None or an integer >= 1, "
+                              f"got {self.max_predictions!r}")
+        return self
+
+
+def _budget(num_real: np.ndarray, cfg: MaskingConfig) -> np.ndarray:
+    # Round half up (not numpy's half-to-even) to match Python 2's round() in the original.
+    budget = np.floor(num_real * cfg.rate + 0.5).astype(np.int64)
+    budget = np.where(num_real > 0, np.maximum(budget, 1), 0)
+    if cfg.max_predictions is not None:
+        budget = np.minimum(budget, cfg.max_predictions)
+    return budget
+
+
+def _rank_within_rows(scores: np.ndarray) -> np.ndarray:
+    """rank[b, i] = position of scores[b, i] in ascending order of its row."""
+    order = np.argsort(scores, axis=1, kind="stable")
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(scores.shape[1])[None, :].repeat(len(scores), 0), axis=1)
+    return ranks
+
+
+def _select_tokens(candidate: np.ndarray, budget: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    # A uniformly random subset of exactly `budget` candidates per row: the first `budget`
+    # candidates in a random order (non-candidates sort last).
+    scores = np.where(candidate, rng.random(candidate.shape), 2.0)
+    return candidate & (_rank_within_rows(scores) < budget[:, None])
+
+
+def _select_words(candidate: np.ndarray, is_piece: np.ndarray, budget: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Whole-word selection: shuffle words, take each that still fits the budget.
+
+    The greedy skip-and-continue of create_pretraining_data.py (a word that would overshoot
+    is skipped, later shorter words may still fit), vectorised over the batch.
+    """
+    B, T = candidate.shape
+    prev_candidate = np.zeros_like(candidate)
+    prev_candidate[:, 1:] = candidate[:, :-1]
+    # A "##" piece right after [CLS]/[SEP] (a truncated word) starts a word of its own.
+    starts = candidate & ~(is_piece & prev_candidate)
+    word = np.cumsum(starts, axis=1) - 1  # (B, T) word index within the row, at candidates
+    num_words = starts.sum(1)
+    W = max(int(num_words.max(initial=0)), 1)
+    rows = np.broadcast_to(np.arange(B)[:, None], (B, T))
+    word_len = np.bincount((rows * W + word)[candidate], minlength=B * W).reshape(B, W)
+    valid = np.arange(W)[None, :] < num_words[:, None]
+    order = np.argsort(np.where(valid, rng.random((B, W)), 2.0), axis=1, kind="stable")
+    len_in_order = np.take_along_axis(word_len, order, axis=1)
+    taken_in_order = np.zeros((B, W), dtype=bool)
+    total = np.zeros(B, dtype=np.int64)
+    for k in range(W):  # W <= T sequential steps, each vectorised over the batch
+        fits = (len_in_order[:, k] > 0) & (total + len_in_order[:, k] <= budget)
+        taken_in_order[:, k] = fits
+        total += np.where(fits, len_in_order[:, k], 0)
+    taken = np.zeros((B, W), dtype=bool)
+    np.put_along_axis(taken, order, taken_in_order, axis=1)
+    return candidate & np.take_along_axis(taken, np.where(candidate, word, 0), axis=1)
+
+
+def _random_ids(n: int, vocab_size: int, special_ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    # Sample and reject: special ids are a handful out of tens of thousands, so one redraw
+    # round almost always suffices, and no (V,) table is built per call.
+    out = rng.integers(0, vocab_size, size=n)
+    bad = np.isin(out, special_ids)
+    while bad.any():
+        out[bad] = rng.integers(0, vocab_size, size=int(bad.sum()))
+        bad = np.isin(out, special_ids)
+    return out
+
+
+def _mask_batch(ids: np.ndarray, special_mask: np.ndarray, cfg: MaskingConfig, mask_id: int,
+                vocab_size: int, rng: np.random.Generator, continuation: np.ndarray | None,
+                special_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(B, T) ids -> (masked ids, bool selected). The shared core of every entry point."""
+    candidate = ~special_mask
+    budget = _budget(candidate.sum(1), cfg)
+    if cfg.whole_word:
+        if continuation is None:
+            raise ValueError("whole-word masking needs the continuation mask (tokenizer.continuation_mask)")
+        selected = _select_words(candidate, continuation[ids], budget, rng)
+    else:
+        selected = _select_tokens(candidate, budget, rng)
+    # 80/10/10 is decided per token, also under whole-word masking (as the original does).
+    u = rng.random(ids.shape)
+    to_mask = selected & (u < cfg.mask_token_prob)
+    to_random = selected & ~to_mask & (u < cfg.mask_token_prob + cfg.random_token_prob)
+    masked = np.where(to_mask, mask_id, ids)
+    masked[to_random] = _random_ids(int(to_random.sum()), vocab_size, special_ids, rng)
+    return masked, selected
+
+
+def _special_ids(ids: np.ndarray, special_mask: np.ndarray, mask_id: int,
+                 special_ids: Iterable[int] | None) -> np.ndarray:
+    if special_ids is not None:
+        return np.unique(np.asarray(list(special_ids), dtype=np.int64))
+    # Fallback: whatever sits under special_mask ([CLS], [SEP], [PAD]) plus [MASK]. Pass
+    # special_ids=SpecialIds.all to also keep [UNK] out of random replacements.
+    return np.unique(np.append(ids[special_mask], mask_id))
+
+
+def _as_numpy_bool(mask) -> np.ndarray | None:
+    if mask is None:
+        return None
+    if isinstance(mask, torch.Tensor):
+        return mask.detach().cpu().numpy().astype(bool)
+    return np.asarray(mask, dtype=bool)
+
+
+def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, cfg: MaskingConfig, mask_id: int,
+                vocab_size: int, generator: torch.Generator, continuation: torch.Tensor | None = None,
+                special_ids: Iterable[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) ids -> (masked ids, labels); labels are the original id at targets, -100 elsewhere.
+
+    special_mask is True at [CLS]/[SEP]/pad positions, which are never selected. Deterministic
+    from `generator`, which advances by one draw per call.
+    """
+    ids = input_ids.detach().cpu().numpy().astype(np.int64)
+    special = special_mask.detach().cpu().numpy().astype(bool)
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    masked, selected = _mask_batch(ids, special, cfg, mask_id, vocab_size, np.random.default_rng(seed),
+                                   _as_numpy_bool(continuation), _special_ids(ids, special, mask_id, special_ids))
+    labels = np.where(selected, ids, IGNORE_INDEX)
+    device = input_ids.device
+    return torch.from_numpy(masked).to(device), torch.from_numpy(labels).to(device)
+
+
+def mask_example_static(ids: np.ndarray, special_mask: np.ndarray, cfg: MaskingConfig, mask_id: int,
+                        vocab_size: int, rng: np.random.Generator, continuation: np.ndarray | None = None,
+                        special_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One (T,) sequence -> (masked ids, target positions ascending, original ids there).
+
+    The stored form of static masking: the collator turns (positions, original ids) back into labels.
+    """
+    ids = np.asarray(ids, dtype=np.int64)[None, :]
+    special = np.asarray(special_mask, dtype=bool)[None, :]
+    masked, selected = _mask_batch(ids, special, cfg, mask_id, vocab_size, rng, _as_numpy_bool(continuation),
+                                   _special_ids(ids, special, mask_id, special_ids))
+    positions = np.flatnonzero(selected[0])
+    return masked[0], positions, ids[0, positions]
+
+
+def _stack_ragged(column) -> tuple[np.ndarray, np.ndarray]:
+    """Object array of 1-D arrays (or a 2-D array) -> (concatenated values, lengths)."""
+    rows = [np.asarray(r, dtype=np.int64).reshape(-1) for r in column]
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    values = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    return values, lengths
+
+
+class PretrainingCollator:
+    """Ray Data numpy batch of examples -> padded model tensors with MLM and NSP labels.
+
+    Input rows are "[CLS] A [SEP] B [SEP]" without padding (pipelines' example schema);
+    output keys match BertForPreTraining's forward: input_ids, token_type_ids, attention_mask,
+    mlm_labels (-100 except at targets), next_sentence_label, and example_id when given.
+
+    Dynamic masks come from a generator seeded by (seed, batch index), so a collator restored
+    with load_state_dict() reproduces exactly the masks the interrupted run would have drawn.
+    Give each data-parallel worker its own seed (e.g. seed + rank).
+    """
+
+    def __init__(self, special: SpecialIds, vocab_size: int, max_seq_len: int,
+                 cfg: MaskingConfig | None, seed: int, continuation=None, pad_to_multiple_of: int = 8):
+        self.special = special
+        self.vocab_size = vocab_size
+        self.max_seq_len = max_seq_len
+        self.cfg = cfg.validate() if cfg is not None else None
+        self.seed = seed
+        self.continuation = _as_numpy_bool(continuation)
+        self.pad_to_multiple_of = max(int(pad_to_multiple_of or 1), 1)
+        self.batches_produced = 0
+        self._special_ids = np.array(sorted(set(special.all)), dtype=np.int64)
+        # Positions holding these are structure, not text: never MLM targets.
+        self._structural_ids = np.array([special.pad, special.cls, special.sep, special.mask], dtype=np.int64)
+
+    def state_dict(self) -> dict:
+        return {"seed": self.seed, "batches_produced": self.batches_produced}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.seed = int(state["seed"])
+        self.batches_produced = int(state["batches_produced"])
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        values, lengths = _stack_ragged(batch["input_ids"])
+        B = len(lengths)
+        if lengths.max(initial=0) > self.max_seq_len:
+            raise ValueError(f"example of {lengths.max()} tokens exceeds max_seq_len={self.max_seq_len}; "
+                             "examples must be built to fit (truncating here would drop the final [SEP])")
+        m = self.pad_to_multiple_of
+        T = min(-(-int(lengths.max(initial=1)) // m) * m, self.max_seq_len)
+        real = np.arange(T)[None, :] < lengths[:, None]  # (B, T)
+        ids = np.full((B, T), self.special.pad, dtype=np.int64)
+        ids[real] = values  # row-major fill matches concatenation order
+        num_a = np.asarray(batch["num_a_tokens"], dtype=np.int64).reshape(B)
+        token_type = real & (np.arange(T)[None, :] >= num_a[:, None])
+
+        labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64)
+        if "masked_positions" in batch:
+            positions, counts = _stack_ragged(batch["masked_positions"])
+            originals, _ = _stack_ragged(batch["masked_ids"])
+            labels[np.repeat(np.arange(B), counts), positions] = originals
+        elif self.cfg is not None:
+            rng = np.random.default_rng([self.seed, self.batches_produced])
+            special_mask = ~real | np.isin(ids, self._structural_ids)
+            masked, selected = _mask_batch(ids, special_mask, self.cfg, self.special.mask, self.vocab_size,
+                                           rng, self.continuation, self._special_ids)
+            labels = np.where(selected, ids, IGNORE_INDEX)
+            ids = masked
+        else:
+            raise ValueError("batch has no masked_positions (static masking) and the collator has no "
+                             "MaskingConfig (dynamic masking): there would be no MLM targets")
+        self.batches_produced += 1
+
+        out = {
+            "input_ids": torch.from_numpy(ids),
+            "token_type_ids": torch.from_numpy(token_type.astype(np.int64)),
+            "attention_mask": torch.from_numpy(real.astype(np.int64)),
+            "mlm_labels": torch.from_numpy(labels),
+            "next_sentence_label": torch.from_numpy(
+                np.asarray(batch["next_sentence_label"], dtype=np.int64).reshape(B)),
+        }
+        if "example_id" in batch:
+            example_id = np.asarray(batch["example_id"])
+            out["example_id"] = torch.from_numpy(example_id.astype(np.int64)) \
+                if np.issubdtype(example_id.dtype, np.integer) else example_id
+        return out
