@@ -1,0 +1,204 @@
+"""BERT pretraining examples from tokenized documents: Google's sentence-pair algorithm.
+
+A faithful port of `create_instances_from_document` / `truncate_seq_pair` in Google's
+create_pretraining_data.py, restated over flat token arrays so a bucket of documents costs
+two numpy arrays each instead of a list of lists. Where this file departs from the reference,
+the line says so:
+
+* the short target length is redrawn for every example (Google draws it once per document,
+  which makes the realised share of short examples depend on document lengths; Megatron's
+  per-sample draw makes `short_seq_prob` mean what DataConfig says: a share of examples);
+* the random-next document always differs from the current one (Google gives up after 10
+  tries and may pair a document with itself, which makes the NSP label wrong);
+* random-next documents come from the same bucket, not the whole corpus (see `prepare.py`:
+  buckets are uniform random samples of the corpus, so this is the standard sharded
+  approximation of a corpus-wide draw).
+
+Pure Python + numpy: no Ray, so the property tests exercise exactly the code the pipeline runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from bert_core.masking import MaskingConfig, mask_example_static
+from bert_core.tokenizer import SpecialIds
+from pipelines.config import DataConfig
+
+
+def document_key(seed: int, doc_id: str) -> int:
+    """Stable uniform 64-bit key of a document; every random decision about it starts here.
+
+    Contract with prepare.py: key < eval_fraction * 2**64 puts a document in eval; key % buckets
+    picks its bucket; sorting a bucket by key is the global shuffle. None of it depends on how
+    many workers run or how blocks are laid out.
+    """
+    digest = hashlib.blake2b(f"{seed}\x00{doc_id}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def bucket_seed(seed: int, split: str, bucket: int, dupe_pass: int) -> int:
+    """Seed of the RNG that builds one bucket's examples in one dupe pass."""
+    digest = hashlib.blake2b(f"{seed}\x00{split}\x00{bucket}\x00{dupe_pass}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "little")
+
+
+@dataclass
+class Document:
+    """One document's sentences, tokenized: sentence s is ids[offsets[s]:offsets[s + 1]]."""
+
+    doc_id: str
+    ids: np.ndarray  # (num_tokens,) token ids of all sentences back to back
+    offsets: np.ndarray  # (num_sentences + 1,) int64, offsets[0] == 0, strictly increasing
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+
+@dataclass
+class Example:
+    """[CLS] A [SEP] B [SEP] with where A and B came from (sentence ranges are half-open)."""
+
+    input_ids: np.ndarray  # (num_tokens,) no padding
+    num_a_tokens: int  # length of "[CLS] A [SEP]"; segment ids are 0 there and 1 after
+    is_random_next: bool  # next_sentence_label 1 (HF convention: 1 = B is not the continuation)
+    doc_a: int  # index in the bucket's document list
+    a_start: int
+    a_end: int
+    doc_b: int
+    b_start: int
+    b_end: int
+    chunk_end: int  # the chunk was sentences [a_start, chunk_end) of doc_a; after A, B or returned
+    target_length: int  # tokens the chunk aimed for (< max_seq_len - 3 for short examples)
+    masked_positions: np.ndarray | None = None  # static masking only (see mask_static)
+    masked_ids: np.ndarray | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.input_ids)
+
+
+def _target_length(max_num_tokens: int, short_seq_prob: float, rng: random.Random) -> int:
+    # Mostly fill the sequence (padding wastes compute); sometimes go short so pretraining
+    # also sees the short inputs fine-tuning will bring.
+    if rng.random() < short_seq_prob:
+        return rng.randint(2, max_num_tokens)
+    return max_num_tokens
+
+
+def _truncate_pair(len_a: int, len_b: int, max_num_tokens: int, rng: random.Random) -> tuple[int, int, int, int]:
+    """Google's truncate_seq_pair as trim counts: (a_front, a_back, b_front, b_back).
+
+    Trims one token at a time from the longer segment, front or back at random (the random end
+    is the reference's guard against always cutting the same side). Same RNG draws, no list ops.
+    """
+    trim = [0, 0, 0, 0]
+    while len_a + len_b > max_num_tokens:
+        side = 0 if len_a > len_b else 2
+        trim[side + (0 if rng.random() < 0.5 else 1)] += 1
+        if side == 0:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return trim[0], trim[1], trim[2], trim[3]
+
+
+def _random_other_document(num_docs: int, index: int, rng: random.Random) -> int:
+    j = rng.randint(0, num_docs - 2)  # uniform over every document but `index`
+    return j + 1 if j >= index else j
+
+
+def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig, cls_id: int,
+                           sep_id: int, rng: random.Random) -> list[Example]:
+    """All examples whose A segment comes from docs[index] (Google's create_instances_from_document)."""
+    doc = docs[index]
+    offsets = doc.offsets
+    n = doc.num_sentences
+    max_num_tokens = cfg.max_seq_len - 3  # room for [CLS], [SEP], [SEP]
+    target = _target_length(max_num_tokens, cfg.short_seq_prob, rng)
+    out: list[Example] = []
+    chunk_start = 0  # the chunk is sentences [chunk_start, i]
+    i = 0
+    while i < n:
+        if i == n - 1 or offsets[i + 1] - offsets[chunk_start] >= target:
+            chunk_end = i + 1
+            num_chunk = chunk_end - chunk_start
+            # A gets a random number of the chunk's sentences, at least one.
+            a_end = chunk_start + (rng.randint(1, num_chunk - 1) if num_chunk >= 2 else 1)
+            len_a = int(offsets[a_end] - offsets[chunk_start])
+            if (num_chunk == 1 or rng.random() < cfg.nsp_random_prob) and len(docs) > 1:
+                is_random = True
+                doc_b = _random_other_document(len(docs), index, rng)
+                other = docs[doc_b].offsets
+                b_start = rng.randint(0, len(other) - 2)
+                target_b = target - len_a
+                b_end = b_start + 1
+                while b_end < len(other) - 1 and other[b_end] - other[b_start] < target_b:
+                    b_end += 1
+                # The chunk's sentences after A were not used: they start the next chunk.
+                i -= chunk_end - a_end
+            elif num_chunk >= 2:
+                is_random, doc_b, b_start, b_end = False, index, a_end, chunk_end
+            else:  # a one-document bucket with a one-sentence chunk: no B exists anywhere
+                chunk_start, i = i + 1, i + 1
+                continue
+            b_ids = docs[doc_b].ids[docs[doc_b].offsets[b_start]:docs[doc_b].offsets[b_end]]
+            a_ids = doc.ids[offsets[chunk_start]:offsets[a_end]]
+            af, ab, bf, bb = _truncate_pair(len(a_ids), len(b_ids), max_num_tokens, rng)
+            a_ids = a_ids[af:len(a_ids) - ab]
+            b_ids = b_ids[bf:len(b_ids) - bb]
+            ids = np.empty(len(a_ids) + len(b_ids) + 3, dtype=doc.ids.dtype)
+            ids[0] = cls_id
+            ids[1:len(a_ids) + 1] = a_ids
+            ids[len(a_ids) + 1] = sep_id
+            ids[len(a_ids) + 2:-1] = b_ids
+            ids[-1] = sep_id
+            out.append(Example(ids, len(a_ids) + 2, is_random, index, chunk_start, a_end,
+                               doc_b, b_start, b_end, chunk_end, target))
+            chunk_start = i + 1
+            target = _target_length(max_num_tokens, cfg.short_seq_prob, rng)
+        i += 1
+    return out
+
+
+def create_examples(docs: Sequence[Document], cfg: DataConfig, cls_id: int, sep_id: int,
+                    rng: random.Random) -> Iterator[Example]:
+    """One pass over `docs` (already in shuffled order) in the reference's order.
+
+    Documents with no sentences must be filtered out before (they cannot give an A segment).
+    Callers run this once per dupe pass with a fresh RNG; Google's final shuffle of all
+    instances is the caller's too (prepare.py shuffles a bucket's examples before writing).
+    """
+    for index in range(len(docs)):
+        yield from examples_from_document(docs, index, cfg, cls_id, sep_id, rng)
+
+
+def special_tokens_mask(example: Example) -> np.ndarray:
+    """(num_tokens,) bool: the [CLS] and two [SEP] positions, never masking targets."""
+    mask = np.zeros(example.num_tokens, dtype=bool)
+    mask[[0, example.num_a_tokens - 1, example.num_tokens - 1]] = True
+    return mask
+
+
+def masking_config(cfg: DataConfig) -> MaskingConfig:
+    return MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word_masking,
+                         max_predictions=cfg.max_predictions).validate()
+
+
+def mask_static(example: Example, mcfg: MaskingConfig, special: SpecialIds, vocab_size: int,
+                rng: np.random.Generator, continuation: np.ndarray | None = None) -> Example:
+    """Static masking in place: input_ids get the 80/10/10 replacements, and masked_positions /
+    masked_ids (the ORIGINAL ids there) become the labels the collator rebuilds."""
+    masked, positions, originals = mask_example_static(
+        example.input_ids, special_tokens_mask(example), mcfg, special.mask, vocab_size, rng,
+        continuation=continuation, special_ids=special.all)
+    example.input_ids = masked.astype(example.input_ids.dtype)
+    example.masked_positions = positions
+    example.masked_ids = originals
+    return example

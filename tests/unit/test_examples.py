@@ -1,0 +1,177 @@
+"""Property tests of the sentence-pair algorithm on synthetic documents (pipelines/examples.py)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from bert_core.tokenizer import SpecialIds
+from pipelines.config import DataConfig
+from pipelines.examples import (Document, create_examples, document_key, mask_static, masking_config,
+                                special_tokens_mask)
+
+SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)  # a trained vocab's layout
+VOCAB = 1000
+MAX_SENTENCE = 12
+
+
+def make_corpus(num_docs: int, seed: int = 0, min_sentences: int = 40, max_sentences: int = 200) -> list[Document]:
+    """Documents of 1..12-token sentences with non-special ids, so structure checks are exact."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d in range(num_docs):
+        lengths = rng.integers(1, MAX_SENTENCE + 1, size=rng.integers(min_sentences, max_sentences + 1))
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        ids = rng.integers(5, VOCAB, size=offsets[-1]).astype(np.uint16)
+        docs.append(Document(f"doc-{d}", ids, offsets))
+    return docs
+
+
+def build(docs, seed=0, **overrides):
+    cfg = DataConfig(sources=["synthetic"], **overrides)
+    return cfg, list(create_examples(docs, cfg, SPECIAL.cls, SPECIAL.sep, random.Random(seed)))
+
+
+def segment(doc: Document, start: int, end: int) -> np.ndarray:
+    return doc.ids[doc.offsets[start]:doc.offsets[end]]
+
+
+def is_slice_of(part: np.ndarray, whole: np.ndarray) -> bool:
+    """True when `part` is whole[i:j] for some i, j (truncation only trims ends)."""
+    return any(np.array_equal(whole[i:i + len(part)], part) for i in range(len(whole) - len(part) + 1))
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return make_corpus(1000)
+
+
+@pytest.fixture(scope="module")
+def built(corpus):
+    return build(corpus)
+
+
+def test_every_example_is_cls_a_sep_b_sep_within_max_len(corpus, built):
+    cfg, examples = built
+    assert len(examples) > 5000
+    for ex in examples:
+        ids, n_a = ex.input_ids, ex.num_a_tokens
+        assert ex.num_tokens <= cfg.max_seq_len
+        assert 3 <= n_a <= ex.num_tokens - 2  # A and B both non-empty
+        assert np.flatnonzero(ids == SPECIAL.cls).tolist() == [0]
+        assert np.flatnonzero(ids == SPECIAL.sep).tolist() == [n_a - 1, ex.num_tokens - 1]
+        # Segment 0 is exactly A's tokens and segment 1 exactly B's: each is a contiguous piece of
+        # the sentences its debug range names (front/back trimming keeps contiguity).
+        a_src = segment(corpus[ex.doc_a], ex.a_start, ex.a_end)
+        b_src = segment(corpus[ex.doc_b], ex.b_start, ex.b_end)
+        assert is_slice_of(ids[1:n_a - 1], a_src)
+        assert is_slice_of(ids[n_a:-1], b_src)
+        # Truncation only happens past the limit, and then fills it exactly.
+        untruncated = len(a_src) + len(b_src)
+        assert ex.num_tokens - 3 == min(untruncated, cfg.max_seq_len - 3)
+
+
+def test_next_sentence_labels(corpus, built):
+    cfg, examples = built
+    random_next = np.array([ex.is_random_next for ex in examples])
+    one_sentence_chunk = np.array([ex.chunk_end - ex.a_start == 1 for ex in examples])
+    # A one-sentence chunk has no B of its own, so the reference forces random-next there;
+    # the coin decides every other pair.
+    assert random_next[one_sentence_chunk].all()
+    assert abs(random_next[~one_sentence_chunk].mean() - cfg.nsp_random_prob) < 0.02
+    assert one_sentence_chunk.mean() < 0.1
+    for ex in examples:
+        if ex.is_random_next:
+            assert ex.doc_b != ex.doc_a
+        else:  # B is the very next sentences of the same document
+            assert ex.doc_b == ex.doc_a and ex.a_end == ex.b_start
+
+
+def test_random_b_fills_to_the_remaining_target(corpus, built):
+    for ex in (e for e in built[1] if e.is_random_next):
+        other = corpus[ex.doc_b]
+        target_b = ex.target_length - (corpus[ex.doc_a].offsets[ex.a_end] - corpus[ex.doc_a].offsets[ex.a_start])
+        filled = other.offsets[ex.b_end] - other.offsets[ex.b_start]
+        assert filled >= target_b or ex.b_end == other.num_sentences
+        assert ex.b_end - ex.b_start == 1 or other.offsets[ex.b_end - 1] - other.offsets[ex.b_start] < target_b
+
+
+def test_sentences_are_used_once_in_order_and_unused_ones_go_back(corpus, built):
+    # Per document, the A ranges plus real-next B ranges tile [0, num_sentences) in order: the
+    # sentences a random-next pair left unused start the next chunk instead of being dropped.
+    tiles: dict[int, list[tuple[int, int]]] = {}
+    for ex in built[1]:
+        tiles.setdefault(ex.doc_a, []).append((ex.a_start, ex.a_end))
+        if not ex.is_random_next:
+            tiles[ex.doc_a].append((ex.b_start, ex.b_end))
+    assert len(tiles) == len(corpus)
+    for d, ranges in tiles.items():
+        assert ranges[0][0] == 0 and ranges[-1][1] == corpus[d].num_sentences
+        assert all(prev[1] == nxt[0] for prev, nxt in zip(ranges, ranges[1:]))
+
+
+def test_short_targets_at_the_configured_rate_and_lengths_follow_targets(corpus):
+    cfg, examples = build(corpus, short_seq_prob=0.1)
+    max_num = cfg.max_seq_len - 3
+    targets = np.array([ex.target_length for ex in examples])
+    short = targets < max_num
+    assert abs(short.mean() - 0.1) < 0.015
+    assert abs(targets[short].mean() - (2 + max_num) / 2) < 4  # uniform on [2, max_num]
+    lengths = np.array([ex.num_tokens for ex in examples])
+    # A chunk closed by its target (not by its document's end) holds target..target+longest
+    # sentence tokens, so short targets show up as short examples.
+    for ex in examples:
+        doc = corpus[ex.doc_a]
+        if not ex.is_random_next and ex.b_end < doc.num_sentences:
+            untruncated = doc.offsets[ex.b_end] - doc.offsets[ex.a_start]
+            assert ex.target_length <= untruncated < ex.target_length + MAX_SENTENCE
+    clearly_short = lengths < cfg.max_seq_len // 2
+    _, long_only = build(corpus, short_seq_prob=0.0)
+    baseline = np.mean([ex.num_tokens < cfg.max_seq_len // 2 for ex in long_only])
+    assert clearly_short.mean() - baseline > 0.1 * 0.25  # >= a quarter of short targets are < half
+
+
+def test_same_seed_same_examples_other_seed_different(corpus):
+    docs = corpus[:100]
+    _, a = build(docs, seed=7)
+    _, b = build(docs, seed=7)
+    _, c = build(docs, seed=8)
+    assert [e.input_ids.tolist() for e in a] == [e.input_ids.tolist() for e in b]
+    assert [e.input_ids.tolist() for e in a] != [e.input_ids.tolist() for e in c]
+
+
+def test_single_document_bucket_has_only_real_next_pairs():
+    doc = make_corpus(1, min_sentences=40, max_sentences=40)
+    _, examples = build(doc)
+    assert examples and not any(ex.is_random_next for ex in examples)
+
+
+def test_document_key_is_stable_and_spread():
+    assert document_key(1, "a") == document_key(1, "a") != document_key(2, "a")
+    keys = np.array([document_key(0, f"d{i}") for i in range(4000)], dtype=np.float64) / 2.0**64
+    assert abs(keys.mean() - 0.5) < 0.02 and abs((keys < 0.1).mean() - 0.1) < 0.02
+
+
+def test_static_masking_statistics(corpus):
+    cfg, examples = build(corpus[:300], max_predictions=15)
+    mcfg = masking_config(cfg)
+    rng = np.random.default_rng(0)
+    originals = [ex.input_ids.copy() for ex in examples]
+    selected = total = kept_as_mask = 0
+    for ex, orig in zip(examples, originals):
+        mask_static(ex, mcfg, SPECIAL, VOCAB, rng)
+        pos = ex.masked_positions
+        real = ex.num_tokens - 3
+        assert len(pos) == min(15, max(1, int(np.floor(real * 0.15 + 0.5))))
+        assert not special_tokens_mask(ex)[pos].any()
+        assert np.array_equal(ex.masked_ids, orig[pos])  # labels are the ORIGINAL ids
+        unselected = np.ones(ex.num_tokens, dtype=bool)
+        unselected[pos] = False
+        assert np.array_equal(ex.input_ids[unselected], orig[unselected])
+        kept_as_mask += int((ex.input_ids[pos] == SPECIAL.mask).sum())
+        selected += len(pos)
+        total += real
+    assert 0.12 < selected / total < 0.15  # the rate, pulled down a little by the cap
+    assert abs(kept_as_mask / selected - 0.8) < 0.03
