@@ -63,7 +63,7 @@ def _rank_within_rows(scores: np.ndarray) -> np.ndarray:
     """rank[b, i] = position of scores[b, i] in ascending order of its row."""
     order = np.argsort(scores, axis=1, kind="stable")
     ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(scores.shape[1])[None, :].repeat(len(scores), 0), axis=1)
+    np.put_along_axis(ranks, order, np.arange(scores.shape[1])[None, :], axis=1)
     return ranks
 
 
@@ -204,7 +204,8 @@ class PretrainingCollator:
 
     Dynamic masks come from a generator seeded by (seed, batch index), so a collator restored
     with load_state_dict() reproduces exactly the masks the interrupted run would have drawn.
-    Give each data-parallel worker its own seed (e.g. seed + rank).
+    Give each data-parallel worker its own seed (e.g. seed + rank). vocab_size is the
+    tokenizer's, not a padded embedding size: random replacements are drawn below it.
     """
 
     def __init__(self, special: SpecialIds, vocab_size: int, max_seq_len: int,
@@ -213,6 +214,8 @@ class PretrainingCollator:
         self.vocab_size = vocab_size
         self.max_seq_len = max_seq_len
         self.cfg = cfg.validate() if cfg is not None else None
+        if self.cfg is not None and self.cfg.whole_word and continuation is None:
+            raise ValueError("whole-word masking needs the continuation mask (tokenizer.continuation_mask)")
         self.seed = seed
         self.continuation = _as_numpy_bool(continuation)
         self.pad_to_multiple_of = max(int(pad_to_multiple_of or 1), 1)
