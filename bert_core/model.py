@@ -51,6 +51,17 @@ def init_weights(module: nn.Module, config: BertConfig) -> None:
             nn.init.zeros_(m.bias)
 
 
+def compile_model(model: nn.Module, **compile_kwargs) -> nn.Module:
+    """torch.compile with the one dynamo setting this model needs to stay a single graph.
+
+    Packing and sparse MLM use nonzero(), whose output size depends on the data; dynamo only
+    traces it with capture_dynamic_output_shape_ops on (a process-wide flag, hence set here at
+    the caller's request, never at import). N and M then stay symbolic: no recompile per batch.
+    """
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
+    return torch.compile(model, **compile_kwargs)
+
+
 # ----------------------------------------------------------------------------- unpadding
 
 
@@ -245,7 +256,8 @@ class BertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))  # output-only bias, as HF
 
     def forward(self, x):
-        return self.decoder(self.transform(x)) + self.bias  # (..., V)
+        logits = self.decoder(self.transform(x))  # (..., V)
+        return logits + self.bias.to(logits.dtype)  # keep autocast's bf16: V-wide fp32 logits are big
 
 
 class BertPreTrainingHeads(nn.Module):

@@ -1,0 +1,233 @@
+"""bert_core.model on the tiny preset: head shapes, sparse MLM == dense MLM, packed == padded."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bert_core.config import tiny
+from bert_core.model import (IGNORE_INDEX, BertForPreTraining, BertForQuestionAnswering,
+                             BertForSequenceClassification, BertForTokenClassification, BertModel, compile_model)
+
+B, T = 4, 16
+LENGTHS = (16, 11, 5, 1)  # one full row, a single-token row: the edges of packing
+
+
+def config(**kw):
+    kw.setdefault("vocab_size", 500)  # keeps the decoder small; the layout is what is under test
+    return tiny(**kw).validate()
+
+
+def batch(seed=0, vocab=500):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, vocab, (B, T), generator=g)
+    mask = (torch.arange(T) < torch.tensor(LENGTHS)[:, None]).long()  # (B, T) right-padded
+    ids = ids * mask  # pad id 0 at pad positions, as the collator writes them
+    types = ((torch.arange(T) >= 3) & mask.bool()).long()
+    labels = torch.full((B, T), IGNORE_INDEX)
+    chosen = (torch.rand(B, T, generator=g) < 0.3) & mask.bool()
+    chosen[0, 1] = chosen[3, 0] = True  # at least one masked token, also in the one-token row
+    labels[chosen] = ids[chosen]
+    return ids, types, mask, labels, torch.tensor([0, 1, 1, 0])
+
+
+def grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_bert_model_shapes_and_pooler_option():
+    cfg = config()
+    ids, types, mask, *_ = batch()
+    seq, pooled = BertModel(cfg)(ids, types, mask)
+    assert seq.shape == (B, T, cfg.hidden_size) and pooled.shape == (B, cfg.hidden_size)
+    assert torch.all(seq[~mask.bool()] == 0), "packed path leaves pad rows zero"
+    seq, pooled = BertModel(cfg, add_pooling_layer=False)(ids)
+    assert seq.shape == (B, T, cfg.hidden_size) and pooled is None
+
+
+def test_init_matches_hf_conventions_and_decoder_is_tied():
+    cfg = config(vocab_size=2000)
+    model = BertForPreTraining(cfg)
+    emb = model.bert.embeddings.word_embeddings.weight
+    assert torch.all(emb[cfg.pad_token_id] == 0)
+    assert abs(emb[1:].std().item() - cfg.initializer_range) < 2e-3
+    assert model.cls.predictions.decoder.weight is emb
+    assert torch.all(model.cls.predictions.bias == 0)
+    ln = model.bert.encoder.layer[0].output.LayerNorm
+    assert torch.all(ln.weight == 1) and torch.all(ln.bias == 0)
+    assert torch.all(model.bert.encoder.layer[1].attention.self.query.bias == 0)
+    assert len({p.data_ptr() for p in model.parameters()}) == len(list(model.parameters()))
+
+
+def test_pretraining_outputs_sparse_and_dense():
+    cfg = config()
+    model = BertForPreTraining(cfg)
+    ids, types, mask, labels, nsp = batch()
+    out = model(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+    n_masked = int((labels != IGNORE_INDEX).sum())
+    assert out.mlm_logits.shape == (n_masked, cfg.vocab_size)
+    assert torch.equal(out.mlm_targets, labels[labels != IGNORE_INDEX])
+    assert out.nsp_logits.shape == (B, 2)
+    assert torch.allclose(out.loss, out.mlm_loss + out.nsp_loss)
+    dense = model(ids, types, mask)
+    assert dense.mlm_logits.shape == (B, T, cfg.vocab_size)
+    assert dense.loss is None and dense.mlm_targets is None and dense.mlm_loss is None
+    only_mlm = model(ids, types, mask, mlm_labels=labels)
+    assert only_mlm.nsp_loss is None and torch.equal(only_mlm.loss, only_mlm.mlm_loss)
+
+
+def test_sparse_mlm_loss_and_gradients_equal_dense_cross_entropy():
+    cfg = config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = BertForPreTraining(cfg)
+    ids, types, mask, labels, nsp = batch(seed=1)
+
+    sparse = model(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+    sparse.loss.backward()
+    g_sparse = grads(model)
+    model.zero_grad()
+
+    dense = model(ids, types, mask)  # HF-style: logits for all B*T tokens, CE ignoring -100
+    mlm = F.cross_entropy(dense.mlm_logits.view(-1, cfg.vocab_size), labels.view(-1), ignore_index=IGNORE_INDEX)
+    (mlm + F.cross_entropy(dense.nsp_logits, nsp)).backward()
+    g_dense = grads(model)
+
+    torch.testing.assert_close(sparse.mlm_loss, mlm, rtol=1e-6, atol=1e-6)
+    assert g_sparse.keys() == g_dense.keys() and "cls.predictions.bias" in g_sparse
+    for name in g_dense:
+        torch.testing.assert_close(g_sparse[name], g_dense[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_packed_path_equals_padded_path_forward_and_backward():
+    cfg = config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = BertForPreTraining(cfg)
+    ids, types, mask, labels, nsp = batch(seed=2)
+    real = mask.bool()
+    results = {}
+    for unpad in (True, False):
+        model.bert.unpad = unpad
+        model.zero_grad()
+        seq, pooled = model.bert(ids, types, mask)
+        out = model(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+        out.loss.backward()
+        results[unpad] = seq[real], pooled, out.mlm_logits, out.loss, grads(model)
+    for a, b in zip(results[True][:4], results[False][:4]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for name, g in results[False][4].items():
+        torch.testing.assert_close(results[True][4][name], g, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_padding_does_not_change_real_tokens():
+    """A row padded to T gives the same hidden states as the same row alone, unpadded."""
+    model = BertModel(config()).eval()
+    ids, types, mask, *_ = batch(seed=3)
+    n = LENGTHS[1]
+    with torch.no_grad():
+        for unpad in (True, False):
+            model.unpad = unpad
+            padded, pooled = model(ids, types, mask)
+            alone, pooled_alone = model(ids[1:2, :n], types[1:2, :n])
+            torch.testing.assert_close(padded[1, :n], alone[0], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(pooled[1], pooled_alone[0], rtol=1e-5, atol=1e-5)
+
+
+def test_dropout_is_active_in_train_mode_only():
+    model = BertModel(config(hidden_dropout_prob=0.5))
+    ids, types, mask, *_ = batch()
+    assert not torch.equal(model(ids, types, mask)[0], model(ids, types, mask)[0])
+    model.eval()
+    assert torch.equal(model(ids, types, mask)[0], model(ids, types, mask)[0])
+
+
+def test_sequence_classification_heads():
+    cfg = config()
+    ids, types, mask, *_ = batch()
+    clf = BertForSequenceClassification(cfg, num_labels=3)
+    out = clf(ids, types, mask, labels=torch.tensor([0, 2, 1, 2]))
+    assert out.logits.shape == (B, 3) and out.loss.ndim == 0
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits, torch.tensor([0, 2, 1, 2])))
+    assert clf(ids, types, mask).loss is None
+
+    reg = BertForSequenceClassification(cfg, num_labels=1).eval()
+    target = torch.tensor([0.5, 1.0, -2.0, 3.0])
+    out = reg(ids, types, mask, labels=target)
+    assert out.logits.shape == (B, 1)
+    torch.testing.assert_close(out.loss, ((out.logits.squeeze(-1) - target) ** 2).mean())
+
+
+def test_token_classification_ignores_minus_100():
+    cfg = config()
+    ids, types, mask, *_ = batch()
+    model = BertForTokenClassification(cfg, num_labels=5).eval()
+    labels = torch.randint(0, 5, (B, T)).masked_fill(~mask.bool(), IGNORE_INDEX)
+    out = model(ids, types, mask, labels=labels)
+    assert out.logits.shape == (B, T, 5)
+    real = mask.bool()
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[real], labels[real]))
+    assert model.bert.pooler is None
+
+
+def test_question_answering_loss_and_out_of_window_answers():
+    cfg = config()
+    ids, types, mask, *_ = batch()
+    model = BertForQuestionAnswering(cfg).eval()
+    start, end = torch.tensor([1, 2, 3, 0]), torch.tensor([4, 5, 3, 0])
+    out = model(ids, types, mask, start_positions=start, end_positions=end)
+    assert out.logits.shape == (B, T, 2) and out.start_logits.shape == out.end_logits.shape == (B, T)
+    expected = (F.cross_entropy(out.start_logits, start) + F.cross_entropy(out.end_logits, end)) / 2
+    torch.testing.assert_close(out.loss, expected)
+    # An answer outside the window (position >= T) is clamped to T and ignored, as HF does.
+    far = model(ids, types, mask, start_positions=torch.tensor([1, 2, 3, 99]),
+                end_positions=torch.tensor([4, 5, 3, 99])).loss
+    keep = slice(0, 3)
+    expected = (F.cross_entropy(out.start_logits[keep], start[keep])
+                + F.cross_entropy(out.end_logits[keep], end[keep])) / 2
+    torch.testing.assert_close(far, expected)
+    assert model(ids, types, mask).loss is None
+
+
+def test_bf16_autocast_runs_and_stays_close():
+    cfg = config()
+    torch.manual_seed(0)
+    model = BertForPreTraining(cfg).eval()
+    ids, types, mask, labels, nsp = batch()
+    with torch.no_grad():
+        ref = model(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+    assert low.mlm_logits.dtype == torch.bfloat16 and low.loss.dtype == torch.float32
+    assert abs(low.loss.item() - ref.loss.item()) < 0.05
+
+
+@pytest.mark.slow
+def test_compiles_as_one_graph_and_matches_eager():
+    cfg = config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = BertForPreTraining(cfg)
+    ids, types, mask, labels, nsp = batch()
+    eager = model(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+    eager.loss.backward()
+    g_eager = grads(model)
+    model.zero_grad()
+    torch._dynamo.reset()
+    compiled = compile_model(model, fullgraph=True)  # fullgraph: any graph break raises
+    out = compiled(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+    out.loss.backward()
+    torch.testing.assert_close(out.loss, eager.loss, rtol=1e-5, atol=1e-5)
+    for name, g in grads(model).items():
+        torch.testing.assert_close(g, g_eager[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_bf16_packed_matches_padded():
+    cfg = config()
+    model = BertForPreTraining(cfg).cuda().eval()
+    ids, types, mask, labels, nsp = (t.cuda() for t in batch())
+    out = {}
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        for unpad in (True, False):
+            model.bert.unpad = unpad
+            out[unpad] = model(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+    assert out[True].mlm_logits.dtype == torch.bfloat16
+    torch.testing.assert_close(out[True].loss, out[False].loss, rtol=2e-2, atol=2e-2)
