@@ -1,0 +1,146 @@
+"""bert_core.checkpoint: round trips for every head, key normalisation, atomic writes, errors."""
+
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from bert_core.checkpoint import load_pretrained, read_state_dict, save_pretrained, save_state_dict
+from bert_core.config import tiny
+from bert_core.model import (BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
+                             BertForTokenClassification, BertModel, PreTrainingOutput)
+
+HEADS = [(BertModel, {}), (BertForPreTraining, {}), (BertForSequenceClassification, {"num_labels": 3}),
+         (BertForTokenClassification, {"num_labels": 5}), (BertForQuestionAnswering, {})]
+
+
+def config():
+    return tiny(vocab_size=300).validate()
+
+
+def inputs():
+    ids = torch.randint(1, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    return ids, torch.zeros_like(ids), mask
+
+
+def outputs(model):
+    with torch.no_grad():
+        out = model(*inputs())
+    if isinstance(out, tuple):  # BertModel
+        return out[0]
+    return out.mlm_logits if isinstance(out, PreTrainingOutput) else out.logits
+
+
+@pytest.fixture
+def tokenizer_dir(tmp_path):
+    d = tmp_path / "tok"
+    d.mkdir()
+    (d / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
+    (d / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    return d
+
+
+@pytest.mark.parametrize("cls,kwargs", HEADS, ids=[c.__name__ for c, _ in HEADS])
+def test_round_trip_every_class(tmp_path, cls, kwargs, tokenizer_dir):
+    torch.manual_seed(0)
+    model = cls(config(), **kwargs).eval()
+    out_dir = save_pretrained(model, tmp_path / "ckpt", tokenizer_dir=tokenizer_dir)
+    assert sorted(os.listdir(out_dir)) == ["config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
+    hf = json.loads((out_dir / "config.json").read_text())
+    assert hf["architectures"] == [cls.__name__] and hf["model_type"] == "bert"
+    assert "cls.predictions.decoder.weight" not in load_file(str(out_dir / "model.safetensors"))
+
+    loaded, info = load_pretrained(out_dir, cls, output_loading_info=True)
+    assert info == {"missing_keys": [], "unexpected_keys": []}
+    assert not loaded.training
+    torch.testing.assert_close(outputs(loaded), outputs(model), rtol=0, atol=0)
+    if cls is BertForPreTraining:
+        assert loaded.cls.predictions.decoder.weight is loaded.bert.embeddings.word_embeddings.weight
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "tok"], "no temp dirs left behind"
+
+
+def test_classifier_labels_are_written_and_read(tmp_path):
+    model = BertForSequenceClassification(config(), num_labels=2)
+    save_pretrained(model, tmp_path / "c", id2label={0: "negative", 1: "positive"})
+    hf = json.loads((tmp_path / "c" / "config.json").read_text())
+    assert hf["id2label"] == {"0": "negative", "1": "positive"} and hf["label2id"]["positive"] == 1
+    loaded = load_pretrained(tmp_path / "c", BertForSequenceClassification)  # num_labels from config
+    assert loaded.num_labels == 2 and loaded.id2label == {0: "negative", 1: "positive"}
+    save_pretrained(loaded, tmp_path / "again")  # labels travel through a reload
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["id2label"]["1"] == "positive"
+    with pytest.raises(ValueError, match="id2label has 3 entries"):
+        save_pretrained(model, tmp_path / "bad", id2label={0: "a", 1: "b", 2: "c"})
+
+
+def test_state_dict_from_wrapped_engine_saves_cleanly(tmp_path):
+    """DeepSpeed/DDP and torch.compile prefixes are stripped; the tied decoder copy is dropped."""
+    model = BertForPreTraining(config()).eval()
+    wrapped = {f"module._orig_mod.{k}": v for k, v in model.state_dict().items()}
+    save_state_dict(wrapped, model.config, tmp_path / "c", architectures=["BertForPreTraining"])
+    keys = set(read_state_dict(tmp_path / "c"))
+    assert "bert.embeddings.word_embeddings.weight" in keys and "cls.predictions.bias" in keys
+    assert not any(k.startswith("module.") or "decoder" in k for k in keys)
+    torch.testing.assert_close(outputs(load_pretrained(tmp_path / "c")), outputs(model))
+
+
+def test_head_weights_missing_from_backbone_checkpoint_are_reported(tmp_path):
+    backbone = BertModel(config())
+    save_pretrained(backbone, tmp_path / "enc")
+    model, info = load_pretrained(tmp_path / "enc", BertForSequenceClassification, num_labels=4,
+                                  output_loading_info=True)
+    assert info["missing_keys"] == ["classifier.bias", "classifier.weight"] and info["unexpected_keys"] == []
+    assert torch.equal(model.bert.encoder.layer[0].attention.self.query.weight,
+                       backbone.encoder.layer[0].attention.self.query.weight)
+    # The other direction: a pretraining checkpoint into a bare encoder leaves the heads unused.
+    save_pretrained(BertForPreTraining(config()), tmp_path / "pt")
+    _, info = load_pretrained(tmp_path / "pt", BertModel, output_loading_info=True)
+    assert info["missing_keys"] == [] and "cls.seq_relationship.weight" in info["unexpected_keys"]
+
+
+def test_legacy_layouts_load(tmp_path):
+    """pytorch_model.bin, LayerNorm gamma/beta, saved position_ids and an untied decoder bias."""
+    model = BertForPreTraining(config()).eval()
+    sd = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+          for k, v in model.state_dict().items() if k != "cls.predictions.bias"}
+    sd["cls.predictions.decoder.bias"] = model.cls.predictions.bias.detach().clone()
+    sd["bert.embeddings.position_ids"] = torch.arange(512)[None]
+    (tmp_path / "old").mkdir()
+    torch.save(sd, tmp_path / "old" / "pytorch_model.bin")
+    (tmp_path / "old" / "config.json").write_text(json.dumps(model.config.to_hf_dict()))
+    loaded, info = load_pretrained(tmp_path / "old", output_loading_info=True)
+    assert info == {"missing_keys": [], "unexpected_keys": []}
+    torch.testing.assert_close(outputs(loaded), outputs(model))
+
+
+def test_shape_mismatch_and_missing_encoder_raise(tmp_path):
+    save_pretrained(BertForSequenceClassification(config(), num_labels=3), tmp_path / "c")
+    with pytest.raises(ValueError, match="classifier.weight: checkpoint \\(3, 64\\) vs model \\(2, 64\\)"):
+        load_pretrained(tmp_path / "c", BertForSequenceClassification, num_labels=2)
+    tensors = load_file(str(tmp_path / "c" / "model.safetensors"))
+    del tensors["bert.encoder.layer.1.output.dense.weight"]
+    save_file(tensors, str(tmp_path / "c" / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="missing encoder weights.*layer.1.output.dense.weight"):
+        load_pretrained(tmp_path / "c", BertForSequenceClassification)
+
+
+def test_overwrite_is_atomic_and_a_failed_write_keeps_the_old_checkpoint(tmp_path):
+    first = BertModel(config()).eval()
+    save_pretrained(first, tmp_path / "c")
+    with pytest.raises(FileNotFoundError, match="no tokenizer files"):
+        save_pretrained(BertModel(config()), tmp_path / "c", tokenizer_dir=tmp_path / "nowhere")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"], "failed write left a temp dir"
+    torch.testing.assert_close(outputs(load_pretrained(tmp_path / "c", BertModel)), outputs(first))
+
+    second = BertModel(config()).eval()
+    save_pretrained(second, tmp_path / "c")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+    torch.testing.assert_close(outputs(load_pretrained(tmp_path / "c", BertModel)), outputs(second))
+
+
+def test_no_weights_file_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no model.safetensors"):
+        read_state_dict(tmp_path)
