@@ -26,6 +26,7 @@ class DataConfig:
     text_column: str = "text"  # column holding document text in parquet / JSONL sources
     output_root: str = "data/prepared"  # prepared sets land in <output_root>/<hash>/
     min_document_chars: int = 200  # shorter documents are dropped (counted as "too_short")
+    max_line_bytes: int = 4 << 20  # longer lines are skipped unread, their record counted "line_too_long"
     max_seq_len: int = 128  # tokens per example including [CLS] and both [SEP]s
     short_seq_prob: float = 0.1  # share of examples given a shorter random target length
     nsp_random_prob: float = 0.5  # share of pairs whose B comes from another document

@@ -1,0 +1,402 @@
+"""Corpus sources -> one Ray Dataset of cleaned documents, with every bad input counted.
+
+Each row: doc_id, source, text, reject_reason, sample (see DOCUMENT_COLUMNS). Good documents
+have reject_reason "" and sample ""; rejected rows keep text "" (so a 50 MB junk line never
+travels further) and carry the first SAMPLE_CHARS of the bad input in `sample`.
+
+doc_id is "<name>#<n>": <name> is the file path relative to the common directory of all
+resolved files (stable across runs, machines and worker counts for the same sources; it changes
+if sources are added above that directory), <n> the 0-based line (JSONL), row (parquet) or
+page id (wiki XML); a plain-text book is "<name>#0". A reject that concerns a whole file
+(binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, malformed_parquet, and
+missing_text_column for parquet) has doc_id "<name>". `doc_order_key` orders ids numerically.
+
+Semantics of bad input -- the record is rejected and counted, the read goes on:
+  * A source that matches nothing, or a file that cannot be opened (missing, permission
+    denied), raises SourceError naming the path: that is a configuration error, not bad data.
+  * Files are sniffed first: zero bytes -> "empty_file"; NUL bytes or an image/archive magic
+    number in the first 8 KiB of a text or JSONL file -> "binary_file" (one row per file).
+  * The record is the unit of rejection: a JSONL line, a parquet row, a wiki page, and a whole
+    book for .txt. Invalid UTF-8 in a record rejects that record ("invalid_utf8"): text corpora
+    are UTF-8 and guessing another encoding produces mojibake BERT would learn from.
+  * A line longer than cfg.max_line_bytes is skipped in bounded chunks, never held whole, and
+    rejects its record ("line_too_long"); the next JSONL line is read normally.
+  * A compressed stream that ends early yields every complete record before the cut, then one
+    "truncated_bz2" / "truncated_gzip" row; undecodable compressed data -> "corrupt_<codec>".
+    XML that stops parsing yields every page before the error, then one "malformed_xml" row.
+  * Cleaned text that is empty -> "empty_document"; shorter than cfg.min_document_chars ->
+    "too_short". Wiki pages: "redirect", "disambiguation", "non_article_namespace".
+  * Exact duplicates (same cleaned text) -> "duplicate" in `drop_duplicates`, keeping the
+    smallest doc_id, so the survivor does not depend on scheduling.
+
+Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz): .txt/.text/.md -> text;
+.jsonl/.json/.ndjson -> jsonl (WikiExtractor --json output and any JSON-lines file with
+cfg.text_column); .xml -> wiki_xml; .parquet -> parquet; anything else is sniffed: JSON lines
+if it starts with "{" (WikiExtractor's extensionless wiki_00 files), else text.
+
+Reading is streaming, one Ray task per file: a multi-GB .xml.bz2 dump is parsed page by page
+in one task, so split big dumps into parts (Wikipedia publishes them split) for parallelism.
+"""
+
+from __future__ import annotations
+
+import bz2
+import collections
+import gzip
+import hashlib
+import json
+import os
+import posixpath
+import xml.etree.ElementTree as ET
+from typing import BinaryIO, Iterator
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import ray
+
+from pipelines import wiki
+from pipelines.clean import normalize_text
+from pipelines.config import DataConfig
+
+DOCUMENT_COLUMNS = ("doc_id", "source", "text", "reject_reason", "sample")
+REJECT_REASONS = (
+    "invalid_utf8", "binary_file", "empty_file", "empty_document", "too_short", "line_too_long",
+    "truncated_bz2", "truncated_gzip", "corrupt_bz2", "corrupt_gzip", "malformed_json",
+    "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
+    "non_article_namespace", "duplicate",
+)
+SAMPLE_CHARS = 200
+SNIFF_BYTES = 8192
+_BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
+_EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
+               ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
+_CODECS = {".bz2": "bz2", ".gz": "gzip"}
+
+
+class SourceError(RuntimeError):
+    """A configured source matches no files or cannot be read at all; the message names it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolving sources to files
+
+
+def resolve_sources(cfg: DataConfig) -> list[str]:
+    """Expand paths, globs ("**" recurses), directories (recursively) and fsspec URIs into a
+    sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped."""
+    files = set()
+    for source in cfg.sources:
+        files.update(_expand(source))
+    return sorted(files)
+
+
+def _expand(source: str) -> list[str]:
+    try:
+        fs, path = fsspec.core.url_to_fs(source)
+    except (ImportError, ValueError) as e:  # unknown protocol, or its fsspec backend missing
+        raise SourceError(f"data.sources: cannot open a filesystem for {source!r}: {e}") from e
+    local = "://" not in source or source.startswith("file://")
+    try:
+        if fsspec.core.has_magic(path):
+            matches = fs.glob(path)
+        else:
+            matches = [path] if fs.exists(path) else []
+        files = []
+        for m in sorted(matches):
+            if fs.isdir(m):
+                files += [f for f in fs.find(m) if not _hidden(posixpath.relpath(f, m))]
+            else:
+                files.append(m)
+    except OSError as e:
+        raise SourceError(f"data.sources: cannot list {source!r}: {e}") from e
+    if not files:
+        raise SourceError(f"data.sources: {source!r} matches no files")
+    if local:
+        for f in files:
+            if not os.access(f, os.R_OK) or not os.path.isfile(f):
+                raise SourceError(f"data.sources: {f} (from {source!r}) cannot be read")
+        return files
+    return [fs.unstrip_protocol(f) for f in files]
+
+
+def _hidden(relpath: str) -> bool:
+    return any(part.startswith(".") for part in relpath.split("/"))
+
+
+def relative_names(files: list[str]) -> list[str]:
+    """Names of files relative to their common directory: the stable part of doc_ids."""
+    paths = [f.split("://", 1)[-1] for f in files]
+    if len(paths) == 1:
+        return [posixpath.basename(paths[0])]
+    base = posixpath.commonpath([posixpath.dirname(p) for p in paths])
+    return [posixpath.relpath(p, base) for p in paths]
+
+
+def doc_order_key(doc_id: str) -> tuple[str, int]:
+    """Sort key for doc_ids: file name, then record number as a number ("#10" after "#9")."""
+    name, _, n = doc_id.rpartition("#")
+    return (name, int(n)) if name and n.lstrip("-").isdigit() else (doc_id, -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_documents(cfg: DataConfig) -> ray.data.Dataset:
+    """All documents of cfg.sources, good and rejected, streamed one Ray task per file.
+
+    Ray must already be initialised by the caller. Duplicates are not yet marked: that needs a
+    global step, `drop_duplicates`.
+    """
+    files = resolve_sources(cfg)
+    items = [{"path": p, "name": n} for p, n in zip(files, relative_names(files))]
+    return (ray.data.from_items(items, override_num_blocks=len(items))
+            .flat_map(_parse_file, fn_kwargs={"cfg": cfg}))
+
+
+def _parse_file(item: dict, cfg: DataConfig) -> Iterator[dict]:
+    return iter_documents(item["path"], item["name"], cfg)
+
+
+def iter_documents(path: str, name: str, cfg: DataConfig) -> Iterator[dict]:
+    """Rows (DOCUMENT_COLUMNS) of one file, lazily; this is what each Ray task runs."""
+    stem, codec = _split_codec(path)
+    fmt = cfg.format if cfg.format != "auto" else _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
+    try:
+        raw = fsspec.open(path, "rb").open()
+    except OSError as e:
+        raise SourceError(f"cannot read {path}: {e}") from e
+    with raw, _decompressed(raw, codec) as stream:
+        try:
+            head = stream.read(SNIFF_BYTES)
+            if not head:
+                yield _reject(name, path, "empty_file", "")
+                return
+            stream.seek(0)
+            if fmt is None:
+                fmt = "jsonl" if head.lstrip().startswith(b"{") else "text"
+            if fmt in ("text", "jsonl") and _looks_binary(head):
+                yield _reject(name, path, "binary_file", _decode_sample(head))
+                return
+            yield from _READERS[fmt](stream, name, path, cfg)
+        except EOFError:
+            yield _reject(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
+        except OSError as e:
+            if codec is None:
+                raise SourceError(f"error reading {path}: {e}") from e
+            yield _reject(name, path, f"corrupt_{codec}", f"{path}: {e}"[:SAMPLE_CHARS])
+
+
+def _split_codec(path: str) -> tuple[str, str | None]:
+    stem, ext = posixpath.splitext(path)
+    return (stem, _CODECS[ext.lower()]) if ext.lower() in _CODECS else (path, None)
+
+
+def _decompressed(raw: BinaryIO, codec: str | None) -> BinaryIO:
+    if codec == "bz2":
+        return bz2.BZ2File(raw)  # handles multistream dumps (pages-articles-multistream.xml.bz2)
+    if codec == "gzip":
+        return gzip.GzipFile(fileobj=raw)
+    return raw
+
+
+def _looks_binary(head: bytes) -> bool:
+    return b"\x00" in head or head.startswith(_BINARY_MAGIC)
+
+
+def _decode_sample(data: bytes) -> str:
+    return data[: SAMPLE_CHARS * 4].decode("utf-8", errors="replace")[:SAMPLE_CHARS].rstrip("\r\n")
+
+
+def _reject(doc_id: str, source: str, reason: str, sample: str) -> dict:
+    return {"doc_id": doc_id, "source": source, "text": "", "reject_reason": reason,
+            "sample": sample[:SAMPLE_CHARS]}
+
+
+def _document(doc_id: str, source: str, text: str, cfg: DataConfig, raw: str = "") -> dict:
+    """Normalise raw text into a good row, or reject it as empty / too short."""
+    text = normalize_text(text)
+    if not text:
+        return _reject(doc_id, source, "empty_document", raw)
+    if len(text) < cfg.min_document_chars:
+        return _reject(doc_id, source, "too_short", text)
+    return {"doc_id": doc_id, "source": source, "text": text, "reject_reason": "", "sample": ""}
+
+
+def _lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, bytes]]:
+    """(line, b"") per line; (None, first bytes) for a line over `limit` bytes, which is
+    consumed in bounded chunks and never held whole."""
+    while line := stream.readline(limit + 1):
+        if len(line) <= limit:
+            yield line, b""
+            continue
+        head = line[: SAMPLE_CHARS * 4]
+        while line and not line.endswith(b"\n"):
+            line = stream.readline(1 << 20)
+        yield None, head
+
+
+def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
+    chunks = []
+    for line, head in _lines(stream, cfg.max_line_bytes):
+        if line is None:
+            yield _reject(f"{name}#0", path, "line_too_long", _decode_sample(head))
+            return
+        chunks.append(line)
+    data = b"".join(chunks)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        yield _reject(f"{name}#0", path, "invalid_utf8", _decode_sample(data[max(0, e.start - 100):]))
+        return
+    yield _document(f"{name}#0", path, text, cfg)
+
+
+def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
+    for i, (line, head) in enumerate(_lines(stream, cfg.max_line_bytes)):
+        doc_id = f"{name}#{i}"
+        if line is None:
+            yield _reject(doc_id, path, "line_too_long", _decode_sample(head))
+            continue
+        if not line.strip():
+            continue  # blank lines separate nothing in JSON lines; not a record
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            yield _reject(doc_id, path, "invalid_utf8", _decode_sample(line))
+            continue
+        except (json.JSONDecodeError, RecursionError):
+            yield _reject(doc_id, path, "malformed_json", _decode_sample(line))
+            continue
+        text = record.get(cfg.text_column) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            reason = "missing_text_column" if isinstance(record, dict) else "malformed_json"
+            yield _reject(doc_id, path, reason, _decode_sample(line))
+            continue
+        yield _document(doc_id, path, text, cfg, raw=_decode_sample(line))
+
+
+def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
+    try:
+        for page in wiki.iter_pages(stream):
+            doc_id = f"{name}#{page.id}"
+            reason = wiki.page_reject_reason(page)
+            if reason:
+                yield _reject(doc_id, path, reason, page.title)
+            else:
+                yield _document(doc_id, path, wiki.strip_wikitext(page.text), cfg)
+    except (ET.ParseError, StopIteration) as e:  # StopIteration: no root element at all
+        yield _reject(name, path, "malformed_xml", f"{path}: {e}")
+
+
+def _read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
+    try:
+        reader = pq.ParquetFile(stream)
+        if cfg.text_column not in reader.schema_arrow.names:
+            yield _reject(name, path, "missing_text_column",
+                          f"no column {cfg.text_column!r} in {reader.schema_arrow.names}")
+            return
+        row = 0
+        for batch in reader.iter_batches(columns=[cfg.text_column], batch_size=1024):
+            for text in batch.column(0).to_pylist():
+                yield _document(f"{name}#{row}", path, text if isinstance(text, str) else "", cfg)
+                row += 1
+    except (pa.ArrowException, ValueError) as e:
+        yield _reject(name, path, "malformed_parquet", f"{path}: {e}")
+
+
+_READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": _read_parquet}
+
+
+# ---------------------------------------------------------------------------------------------
+# Global steps: duplicates and reject accounting
+
+
+def drop_duplicates(ds: ray.data.Dataset) -> ray.data.Dataset:
+    """Mark exact duplicates (same cleaned text) as "duplicate", keeping the smallest doc_id.
+
+    Materialises the documents once (Ray spills to disk past the object store): the duplicate
+    table needs a full pass, and callers consume documents several times anyway (rejects,
+    tokenizer sample, examples). Only (hash, doc_id) pairs are shuffled, grouped by hash.
+    """
+    ds = ds.map_batches(_add_content_hash, batch_format="pyarrow").materialize()
+    keep = {row["content_hash"]: row["doc_id"] for row in (
+        ds.map_batches(_good_keys, batch_format="pyarrow")
+        .groupby("content_hash")
+        .map_groups(_first_of_duplicates, batch_format="pyarrow")
+        .iter_rows())}
+    return ds.map_batches(_mark_duplicates, batch_format="pyarrow", fn_kwargs={"keep": keep})
+
+
+def _add_content_hash(batch: pa.Table) -> pa.Table:
+    hashes = [hashlib.blake2b(t.encode(), digest_size=16).hexdigest()
+              for t in batch.column("text").to_pylist()]
+    return batch.append_column("content_hash", pa.array(hashes, pa.string()))
+
+
+def _good_keys(batch: pa.Table) -> pa.Table:
+    good = pc.equal(batch.column("reject_reason"), "")
+    return batch.select(["content_hash", "doc_id"]).filter(good)
+
+
+def _first_of_duplicates(group: pa.Table) -> pa.Table:
+    if group.num_rows < 2:
+        return group.slice(0, 0)
+    first = min(group.column("doc_id").to_pylist(), key=doc_order_key)
+    return pa.table({"content_hash": group.column("content_hash").slice(0, 1), "doc_id": [first]})
+
+
+def _mark_duplicates(batch: pa.Table, keep: dict[str, str]) -> pa.Table:
+    cols = {c: batch.column(c).to_pylist() for c in DOCUMENT_COLUMNS}
+    for i, h in enumerate(batch.column("content_hash").to_pylist()):
+        if h in keep and keep[h] != cols["doc_id"][i] and not cols["reject_reason"][i]:
+            cols["sample"][i] = cols["text"][i][:SAMPLE_CHARS]
+            cols["text"][i], cols["reject_reason"][i] = "", "duplicate"
+    return pa.table({c: pa.array(v, pa.string()) for c, v in cols.items()})
+
+
+def summarize_rejects(ds: ray.data.Dataset) -> dict[str, int]:
+    """Rejected rows per reason, e.g. {"too_short": 812, "redirect": 40}; good rows not counted."""
+    counts = collections.Counter()
+    for row in ds.select_columns(["reject_reason"]).map_batches(_count_reasons, batch_format="pyarrow").iter_rows():
+        counts[row["reason"]] += row["count"]
+    return dict(sorted(counts.items()))
+
+
+def _count_reasons(batch: pa.Table) -> pa.Table:
+    counts = pc.value_counts(batch.column("reject_reason")).to_pylist()
+    counts = [c for c in counts if c["values"]]
+    return pa.table({"reason": pa.array([c["values"] for c in counts], pa.string()),
+                     "count": pa.array([c["counts"] for c in counts], pa.int64())})
+
+
+def write_rejects(ds: ray.data.Dataset, path: str, samples_per_reason: int = 20) -> None:
+    """Write a JSONL file of up to `samples_per_reason` rejects per reason (smallest doc_ids,
+    so the file is the same on every run): {"path", "doc_id", "reason", "sample"} per line."""
+    samples = collections.defaultdict(list)
+    cols = ["source", "doc_id", "reject_reason", "sample"]
+    for row in (ds.select_columns(cols)
+                .map_batches(_first_rejects, batch_format="pyarrow", fn_kwargs={"n": samples_per_reason})
+                .iter_rows()):
+        samples[row["reject_reason"]].append(row)
+    fs, fpath = fsspec.core.url_to_fs(path)
+    fs.makedirs(posixpath.dirname(fpath) or ".", exist_ok=True)
+    with fs.open(fpath, "w") as f:
+        for reason in sorted(samples):
+            for row in sorted(samples[reason], key=lambda r: doc_order_key(r["doc_id"]))[:samples_per_reason]:
+                f.write(json.dumps({"path": row["source"], "doc_id": row["doc_id"], "reason": reason,
+                                    "sample": row["sample"]}, ensure_ascii=False) + "\n")
+
+
+def _first_rejects(batch: pa.Table, n: int) -> pa.Table:
+    """Per block, the n smallest doc_ids of each reason: a tiny table for the driver to merge."""
+    rows = [r for r in batch.to_pylist() if r["reject_reason"]]
+    rows.sort(key=lambda r: (r["reject_reason"], doc_order_key(r["doc_id"])))
+    kept, seen = [], collections.Counter()
+    for r in rows:
+        if seen[r["reject_reason"]] < n:
+            seen[r["reject_reason"]] += 1
+            kept.append(r)
+    return pa.Table.from_pylist(kept, schema=batch.schema)
