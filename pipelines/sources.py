@@ -100,7 +100,8 @@ def _expand(source: str) -> list[str]:
     local = "://" not in source or source.startswith("file://")
     try:
         if fsspec.core.has_magic(path):
-            matches = fs.glob(path)
+            base = _glob_base(path)
+            matches = [m for m in fs.glob(path) if not _hidden(posixpath.relpath(m, base))]
         else:
             matches = [path] if fs.exists(path) else []
         files = []
@@ -119,6 +120,12 @@ def _expand(source: str) -> list[str]:
                 raise SourceError(f"data.sources: {f} (from {source!r}) cannot be read")
         return files
     return [fs.unstrip_protocol(f) for f in files]
+
+
+def _glob_base(pattern: str) -> str:
+    parts = pattern.split("/")
+    static = next(i for i, part in enumerate(parts) if fsspec.core.has_magic(part))
+    return "/".join(parts[:static]) or "/"
 
 
 def _hidden(relpath: str) -> bool:
@@ -168,7 +175,17 @@ def iter_documents(path: str, name: str, cfg: DataConfig) -> Iterator[dict]:
         raw = fsspec.open(path, "rb").open()
     except OSError as e:
         raise SourceError(f"cannot read {path}: {e}") from e
-    with raw, _decompressed(raw, codec) as stream:
+    with raw:
+        if not raw.read(1):  # before decompressing: an empty .bz2 is empty, not truncated
+            yield _reject(name, path, "empty_file", "")
+            return
+        raw.seek(0)
+        yield from _read_stream(raw, path, name, fmt, codec, cfg)
+
+
+def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: str | None,
+                 cfg: DataConfig) -> Iterator[dict]:
+    with _decompressed(raw, codec) as stream:
         try:
             head = stream.read(SNIFF_BYTES)
             if not head:

@@ -1,0 +1,197 @@
+"""Source resolution and the per-file readers (what each Ray task runs), without Ray."""
+
+import gzip
+import json
+import os
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.config import DataConfig
+from pipelines.sources import (
+    SourceError, doc_order_key, iter_documents, relative_names, resolve_sources)
+
+BOOK = "It was a bright cold day in April, and the clocks were striking thirteen.\n" * 3
+
+
+def cfg(*sources, **kw) -> DataConfig:
+    kw.setdefault("min_document_chars", 20)
+    return DataConfig(sources=[str(s) for s in sources], **kw)
+
+
+def read(path, name="f", **kw) -> list[dict]:
+    return list(iter_documents(str(path), name, cfg(path, **kw)))
+
+
+def reasons(rows) -> list[tuple[str, str]]:
+    return [(r["doc_id"], r["reject_reason"]) for r in rows]
+
+
+def make_tree(root):
+    for rel in ["a.txt", "sub/b.jsonl", "sub/deeper/c.txt", "sub/.hidden.txt", ".git/config", "d.parquet"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x")
+
+
+# ---------------------------------------------------------------------------- resolve_sources
+
+def test_directories_expand_recursively_sorted_without_hidden(tmp_path):
+    make_tree(tmp_path)
+    assert resolve_sources(cfg(tmp_path)) == [
+        str(tmp_path / p) for p in ["a.txt", "d.parquet", "sub/b.jsonl", "sub/deeper/c.txt"]]
+
+
+def test_globs_and_overlapping_sources(tmp_path):
+    make_tree(tmp_path)
+    assert resolve_sources(cfg(tmp_path / "*.txt")) == [str(tmp_path / "a.txt")]  # "*" stays in one folder
+    assert resolve_sources(cfg(tmp_path / "**" / "*.txt", tmp_path / "a.txt")) == [
+        str(tmp_path / "a.txt"), str(tmp_path / "sub/deeper/c.txt")]
+
+
+def test_file_uri_and_fsspec_filesystem(tmp_path):
+    make_tree(tmp_path)
+    assert resolve_sources(cfg(f"file://{tmp_path}/sub/b.jsonl")) == [str(tmp_path / "sub/b.jsonl")]
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/corpus/x/one.txt", BOOK.encode())
+    fs.pipe("/corpus/two.jsonl", json.dumps({"text": BOOK}).encode())
+    files = resolve_sources(cfg("memory://corpus"))
+    assert files == ["memory:///corpus/two.jsonl", "memory:///corpus/x/one.txt"]
+    rows = [r for f, n in zip(files, relative_names(files)) for r in iter_documents(f, n, cfg(f))]
+    assert reasons(rows) == [("two.jsonl#0", ""), ("x/one.txt#0", "")]
+
+
+def test_missing_or_unreadable_sources_raise_naming_the_path(tmp_path):
+    with pytest.raises(SourceError, match="nothing-here"):
+        resolve_sources(cfg(tmp_path / "nothing-here"))
+    with pytest.raises(SourceError, match=r"\*\.xml"):
+        resolve_sources(cfg(tmp_path / "*.xml"))
+    (tmp_path / "empty-dir").mkdir()
+    with pytest.raises(SourceError, match="empty-dir"):
+        resolve_sources(cfg(tmp_path / "empty-dir"))
+    with pytest.raises(SourceError, match="nosuchproto"):
+        resolve_sources(cfg("nosuchproto://bucket/x"))
+
+
+def test_broken_symlink_is_reported(tmp_path):
+    (tmp_path / "dangling.txt").symlink_to(tmp_path / "gone.txt")
+    with pytest.raises(SourceError, match="dangling.txt"):
+        resolve_sources(cfg(tmp_path / "dangling.txt"))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_permission_denied_raises(tmp_path):
+    path = tmp_path / "secret.txt"
+    path.write_text(BOOK)
+    path.chmod(0)
+    with pytest.raises(SourceError, match="secret.txt"):
+        resolve_sources(cfg(tmp_path))
+
+
+def test_file_vanishing_after_resolution_raises_naming_it(tmp_path):
+    with pytest.raises(SourceError, match="vanished.txt"):
+        list(iter_documents(str(tmp_path / "vanished.txt"), "vanished.txt", cfg(tmp_path)))
+
+
+def test_relative_names_and_doc_order():
+    assert relative_names(["/data/corpus/a.txt", "/data/corpus/x/b.txt"]) == ["a.txt", "x/b.txt"]
+    assert relative_names(["s3://b/corpus/a.txt"]) == ["a.txt"]
+    ids = ["b#0", "a#10", "a#9", "a", "a#-1"]
+    assert sorted(ids, key=doc_order_key) == ["a", "a#-1", "a#9", "a#10", "b#0"]
+
+
+# ------------------------------------------------------------------------------------ readers
+
+def test_text_book_is_one_document_with_paragraphs(tmp_path):
+    path = tmp_path / "book.txt"
+    path.write_text("  Chapter  1\r\n\r\n" + BOOK + "\n\n\n\nThe end of it all, at last.\n")
+    [row] = read(path, "book.txt")
+    assert row["doc_id"] == "book.txt#0" and row["reject_reason"] == "" and row["sample"] == ""
+    assert row["source"] == str(path)
+    assert row["text"].split("\n\n") == ["Chapter 1", BOOK.strip(), "The end of it all, at last."]
+
+
+def test_text_rejects(tmp_path):
+    (tmp_path / "short.txt").write_text("Too short.")
+    (tmp_path / "blank.txt").write_text(" \n\t\n")
+    (tmp_path / "latin1.txt").write_bytes(BOOK.encode() + "caf\xe9".encode("latin-1"))
+    (tmp_path / "long.txt").write_bytes(BOOK.encode() + b"y" * 5000 + b"\n" + BOOK.encode())
+    got = {p.name: read(p, p.name, max_line_bytes=4096) for p in tmp_path.iterdir()}
+    assert {n: reasons(r) for n, r in got.items()} == {
+        "short.txt": [("short.txt#0", "too_short")], "blank.txt": [("blank.txt#0", "empty_document")],
+        "latin1.txt": [("latin1.txt#0", "invalid_utf8")], "long.txt": [("long.txt#0", "line_too_long")]}
+    assert got["short.txt"][0]["sample"] == "Too short."
+    assert got["latin1.txt"][0]["sample"].endswith("caf\ufffd") and got["long.txt"][0]["sample"] == "y" * 200
+    assert all(r["text"] == "" for rows in got.values() for r in rows)
+
+
+def test_jsonl_records_and_their_rejects(tmp_path):
+    path = tmp_path / "wiki_00.jsonl"
+    lines = [json.dumps({"id": "1", "url": "u", "title": "T", "text": BOOK}).encode(),
+             b"",  # blank lines are not records
+             b'{"id": "2", "text": ""}',
+             b'{"id": "3", "text": "tiny"}',
+             b'{"id": "4", "text": "unterminated',
+             b'{"id": "5", "body": "wrong column"}',
+             b'["a list"]',
+             b'{"id": "6", "text": "\xff\xfe bad bytes"}',
+             b'{"id": "7", "text": "' + b"z" * 10000 + b'"}',
+             json.dumps({"id": "8", "text": "Second good one. " * 3}).encode()]
+    path.write_bytes(b"\n".join(lines))
+    rows = read(path, "w", max_line_bytes=4096)
+    assert reasons(rows) == [("w#0", ""), ("w#2", "empty_document"), ("w#3", "too_short"),
+                             ("w#4", "malformed_json"), ("w#5", "missing_text_column"),
+                             ("w#6", "malformed_json"), ("w#7", "invalid_utf8"), ("w#8", "line_too_long"),
+                             ("w#9", "")]
+    assert rows[0]["text"] == BOOK.strip() and rows[-1]["text"] == ("Second good one. " * 3).strip()
+    assert rows[3]["sample"] == '{"id": "4", "text": "unterminated'
+    assert len(rows[7]["sample"]) == 200
+
+
+def test_text_column_and_format_override(tmp_path):
+    path = tmp_path / "docs.data"  # unknown extension: read as the configured format
+    path.write_text(json.dumps({"body": BOOK}) + "\n")
+    [row] = read(path, "d", format="jsonl", text_column="body")
+    assert row["reject_reason"] == "" and row["text"] == BOOK.strip()
+    [row] = read(path, "d", format="text")
+    assert row["text"].startswith('{"body"')
+
+
+def test_extensionless_wikiextractor_files_are_sniffed(tmp_path):
+    (tmp_path / "wiki_00").write_text(json.dumps({"id": "9", "text": BOOK}) + "\n")
+    (tmp_path / "README").write_text(BOOK)
+    assert reasons(read(tmp_path / "wiki_00", "wiki_00")) == [("wiki_00#0", "")]
+    assert read(tmp_path / "README", "README")[0]["text"] == BOOK.strip()
+
+
+def test_gzip_and_truncated_gzip(tmp_path):
+    data = "\n".join(json.dumps({"text": f"Document number {i}. " * 5}) for i in range(200)).encode()
+    (tmp_path / "ok.jsonl.gz").write_bytes(gzip.compress(data))
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(data)[:-40])
+    assert [r["reject_reason"] for r in read(tmp_path / "ok.jsonl.gz")] == [""] * 200
+    rows = read(tmp_path / "cut.jsonl.gz", "cut")
+    assert rows[-1]["doc_id"] == "cut" and rows[-1]["reject_reason"] == "truncated_gzip"
+    assert all(r["reject_reason"] == "" for r in rows[:-1]) and len(rows) > 150
+
+
+def test_binary_and_empty_files(tmp_path):
+    (tmp_path / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    (tmp_path / "nul.txt").write_bytes(BOOK.encode() + b"\x00\x01\x02")
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "empty.txt.bz2").write_bytes(b"")
+    got = {p.name: reasons(read(p, p.name)) for p in tmp_path.iterdir()}
+    assert got == {"img.png": [("img.png", "binary_file")], "nul.txt": [("nul.txt", "binary_file")],
+                   "empty.jsonl": [("empty.jsonl", "empty_file")],
+                   "empty.txt.bz2": [("empty.txt.bz2", "empty_file")]}
+
+
+def test_parquet(tmp_path):
+    pq.write_table(pa.table({"text": [BOOK, None, "short", "Another fine document here."],
+                             "id": [1, 2, 3, 4]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"body": [BOOK]}), tmp_path / "b.parquet")
+    (tmp_path / "c.parquet").write_bytes(b"PAR1 not really parquet PAR1")
+    assert reasons(read(tmp_path / "a.parquet", "a")) == [
+        ("a#0", ""), ("a#1", "empty_document"), ("a#2", "too_short"), ("a#3", "")]
+    assert reasons(read(tmp_path / "b.parquet", "b")) == [("b", "missing_text_column")]
+    assert reasons(read(tmp_path / "c.parquet", "c")) == [("c", "malformed_parquet")]
