@@ -187,7 +187,7 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
                  cfg: DataConfig) -> Iterator[dict]:
     with _decompressed(raw, codec) as stream:
         try:
-            head = stream.read(SNIFF_BYTES)
+            head = _ShortReads(stream).read(SNIFF_BYTES)
             if not head:
                 yield _reject(name, path, "empty_file", "")
                 return
@@ -295,9 +295,21 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iter
         yield _document(doc_id, path, text, cfg, raw=_decode_sample(line))
 
 
+class _ShortReads:
+    """read(n) returns what one step of the stream yields (read1) instead of filling n bytes, so a
+    truncated bz2 stream's EOFError comes only after iterparse has seen every complete block
+    before it (a filling read would drop the blocks it already holds when the error strikes)."""
+
+    def __init__(self, stream: BinaryIO):
+        self._read = getattr(stream, "read1", stream.read)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._read(n if n > 0 else 1 << 16)
+
+
 def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
     try:
-        for page in wiki.iter_pages(stream):
+        for page in wiki.iter_pages(_ShortReads(stream)):
             doc_id = f"{name}#{page.id}"
             reason = wiki.page_reject_reason(page)
             if reason:

@@ -159,3 +159,16 @@ def test_large_dump_streams_in_bounded_memory(tmp_path):
     tracemalloc.stop()
     assert count == 5000
     assert len(data) > 4e6 and peak < 1e6, peak
+
+
+def test_truncated_and_malformed_dumps_keep_pages_before_the_damage(tmp_path):
+    data = dump_xml(SAMPLE_PAGES)
+    cut = data.index(b"<page><title>Talk:Alpha")
+    second = bz2.compress(data[cut:])
+    (tmp_path / "cut.xml.bz2").write_bytes(bz2.compress(data[:cut]) + second[: len(second) // 2])
+    (tmp_path / "bad.xml").write_bytes(data[:cut] + b"<page><title>Oops</titel></page>")
+    config = DataConfig(sources=[str(tmp_path)], min_document_chars=50)
+    for name, reason in [("cut.xml.bz2", "truncated_bz2"), ("bad.xml", "malformed_xml")]:
+        rows = list(iter_documents(str(tmp_path / name), name, config))
+        assert [(r["doc_id"], r["reject_reason"]) for r in rows] == [
+            (f"{name}#12", ""), (f"{name}#13", "redirect"), (f"{name}#14", "disambiguation"), (name, reason)]
