@@ -22,13 +22,15 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
-from bert_core.masking import MaskingConfig, mask_example_static
 from bert_core.tokenizer import SpecialIds
 from pipelines.config import DataConfig
+
+if TYPE_CHECKING:
+    from bert_core.masking import MaskingConfig
 
 
 def document_key(seed: int, doc_id: str) -> int:
@@ -186,15 +188,21 @@ def special_tokens_mask(example: Example) -> np.ndarray:
     return mask
 
 
-def masking_config(cfg: DataConfig) -> MaskingConfig:
+def masking_config(cfg: DataConfig) -> "MaskingConfig":
+    # Imported here, not at the top: bert_core.masking imports torch (~1.5 s), which every Ray
+    # worker unpickling this module's functions would pay even for dynamic-masking runs.
+    from bert_core.masking import MaskingConfig
+
     return MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word_masking,
                          max_predictions=cfg.max_predictions).validate()
 
 
-def mask_static(example: Example, mcfg: MaskingConfig, special: SpecialIds, vocab_size: int,
+def mask_static(example: Example, mcfg: "MaskingConfig", special: SpecialIds, vocab_size: int,
                 rng: np.random.Generator, continuation: np.ndarray | None = None) -> Example:
     """Static masking in place: input_ids get the 80/10/10 replacements, and masked_positions /
     masked_ids (the ORIGINAL ids there) become the labels the collator rebuilds."""
+    from bert_core.masking import mask_example_static  # see masking_config
+
     masked, positions, originals = mask_example_static(
         example.input_ids, special_tokens_mask(example), mcfg, special.mask, vocab_size, rng,
         continuation=continuation, special_ids=special.all)

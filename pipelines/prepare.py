@@ -55,6 +55,7 @@ from pipelines.sources import drop_duplicates, read_documents, resolve_sources, 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
 SHARD_TOKEN_BYTES = 64 << 20  # num_shards=0 aims at this many bytes of token ids per shard ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
+MAX_SHUFFLE_PARTITIONS = 200  # Ray's default; fewer for small sets, where 200 empty partitions cost seconds
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 
 
@@ -348,7 +349,8 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, inputs: list[
                 .map_batches(SentenceTokenizer, batch_format="pyarrow", batch_size=TOKENIZE_BATCH_DOCS,
                              compute=ray.data.ActorPoolStrategy(size=cfg.num_workers),
                              fn_constructor_args=(tok.to_str(), vocab_size))
-                .groupby("shard")
+                # Partitions only group the work; contents are fixed by the shard key alone.
+                .groupby("shard", num_partitions=min(layout.num_train + layout.num_eval, MAX_SHUFFLE_PARTITIONS))
                 .map_groups(_build_shard, batch_format="pyarrow", fn_kwargs={
                     "cfg": cfg, "layout": layout, "special": special, "vocab_size": vocab_size,
                     "continuation": continuation_mask(tok) if cfg.whole_word_masking else None,
