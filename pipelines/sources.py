@@ -34,6 +34,7 @@ Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz): .txt/.text
 cfg.text_column); .xml -> wiki_xml; .parquet -> parquet; anything else is sniffed: JSON lines
 if it starts with "{" (WikiExtractor's extensionless wiki_00 files), else text.
 
+Row order is not guaranteed (Ray Data streams blocks as tasks finish): doc_id is the key.
 Reading is streaming, one Ray task per file: a multi-GB .xml.bz2 dump is parsed page by page
 in one task, so split big dumps into parts (Wikipedia publishes them split) for parallelism.
 """
@@ -378,12 +379,17 @@ def _first_of_duplicates(group: pa.Table) -> pa.Table:
 
 
 def _mark_duplicates(batch: pa.Table, keep: dict[str, str]) -> pa.Table:
-    cols = {c: batch.column(c).to_pylist() for c in DOCUMENT_COLUMNS}
-    for i, h in enumerate(batch.column("content_hash").to_pylist()):
-        if h in keep and keep[h] != cols["doc_id"][i] and not cols["reject_reason"][i]:
-            cols["sample"][i] = cols["text"][i][:SAMPLE_CHARS]
-            cols["text"][i], cols["reject_reason"][i] = "", "duplicate"
-    return pa.table({c: pa.array(v, pa.string()) for c, v in cols.items()})
+    hashes, ids = batch.column("content_hash").to_pylist(), batch.column("doc_id").to_pylist()
+    good = pc.equal(batch.column("reject_reason"), "")
+    dup = pc.and_(good, pa.array([h in keep and keep[h] != i for h, i in zip(hashes, ids)], pa.bool_()))
+    text = batch.column("text")
+    return pa.table({
+        "doc_id": batch.column("doc_id"),
+        "source": batch.column("source"),
+        "text": pc.if_else(dup, "", text),
+        "reject_reason": pc.if_else(dup, "duplicate", batch.column("reject_reason")),
+        "sample": pc.if_else(dup, pc.utf8_slice_codeunits(text, 0, SAMPLE_CHARS), batch.column("sample")),
+    })
 
 
 def summarize_rejects(ds: ray.data.Dataset) -> dict[str, int]:
@@ -421,7 +427,7 @@ def write_rejects(ds: ray.data.Dataset, path: str, samples_per_reason: int = 20)
 
 def _first_rejects(batch: pa.Table, n: int) -> pa.Table:
     """Per block, the n smallest doc_ids of each reason: a tiny table for the driver to merge."""
-    rows = [r for r in batch.to_pylist() if r["reject_reason"]]
+    rows = batch.filter(pc.not_equal(batch.column("reject_reason"), "")).to_pylist()
     rows.sort(key=lambda r: (r["reject_reason"], doc_order_key(r["doc_id"])))
     kept, seen = [], collections.Counter()
     for r in rows:

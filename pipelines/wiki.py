@@ -50,9 +50,11 @@ def iter_pages(stream: BinaryIO) -> Iterator[Page]:
             root.clear()  # drop the finished page (and anything before it) from the tree
 
 
+# Disambiguation templates are named "... disambiguation" or by an alias; an inline
+# "{{disambiguation needed}}" cleanup tag in an article must not match.
 _DISAMBIGUATION = re.compile(
-    r"\{\{\s*(?:[^{}|]*\bdisambiguation\b[^{}|]*|disambig|dab|disamb|hndis|geodis|numberdis)\s*(?:\||\}\})",
-    re.I)
+    r"\{\{\s*(?:(?:[\w -]*\s)?disambiguation(?: cleanup)?|disambig|dab|disamb|hndis|geodis|numberdis)"
+    r"\s*(?:\||\}\})", re.I)
 
 
 def page_reject_reason(page: Page) -> str:
@@ -94,6 +96,24 @@ _SPACE_BEFORE_PUNCT = re.compile(r" +([,.;:])(?=\s|$)")
 _DROPPED_LINK_PREFIX = re.compile(r"\s*(?:(?i:file|image|media|category)|[a-z]{2,3}(?:-[a-z]+)?)\s*:")
 
 
+def _template_text(m: re.Match) -> str:
+    """Most templates are metadata (infoboxes, citations, maintenance tags) and go; the few that
+    render prose inline keep their words: {{lang|fr|Paris}}, {{convert|5|km|mi}} -> "5 km"."""
+    name, _, args = m.group(0)[2:-2].partition("|")
+    name = name.strip().lower()
+    if name in _INLINE_TEMPLATES or name.startswith("lang-"):
+        args = [a for a in args.split("|") if "=" not in a]  # positional arguments only
+        if name == "lang":
+            return args[1] if len(args) > 1 else ""
+        if name in ("convert", "cvt"):
+            return " ".join(args[:2])
+        return args[-1] if args else ""
+    return ""
+
+
+_INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic"])
+
+
 def _link_text(m: re.Match) -> str:
     inner = m.group(1)
     if _DROPPED_LINK_PREFIX.match(inner):
@@ -116,7 +136,7 @@ def strip_wikitext(text: str) -> str:
     if cut:
         text = text[: cut.start()]
     text = _NON_PROSE_ELEMENTS.sub("", text)
-    text = _sub_nested(_TEMPLATE, "", text)
+    text = _sub_nested(_TEMPLATE, _template_text, text)
     text = _sub_nested(_TABLE, "", text)
     text = _sub_nested(_LINK, _link_text, text)
     text = _EXTERNAL_LINK.sub(lambda m: m.group(1) or "", text)

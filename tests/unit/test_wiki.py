@@ -31,10 +31,13 @@ def strip(text: str) -> str:
     ("[[File:P.jpg|thumb|The [[Eiffel Tower]] at night]]Body.", "Body."),
     ("Body.\n[[Category:Capitals]]\n[[de:Paris]]", "Body."),
     ("[[Ali: Fear Eats the Soul]] is a film.", "Ali: Fear Eats the Soul is a film."),
-    ("Paris ({{IPA|fr|pa.ʁi}}; {{lang|fr|x}}) is a city.", "Paris is a city."),
+    ("Paris ({{IPA|fr|pa.ʁi}}; {{audio|Paris.ogg}}) is a city.", "Paris is a city."),
     ("Less &lt;b&gt; than &amp; more&nbsp;here.", "Less <b> than & more here."),
     ("__NOTOC__Start.", "Start."),
     ("Euler: <math>e^{i\\pi}+1=0</math> holds.", "Euler: holds."),
+    ("It is {{convert|5|km|mi|abbr=on}} long.", "It is 5 km long."),
+    ("Called {{lang|fr|la Ville Lumière}} or {{lang-de|Lichtstadt}}.", "Called la Ville Lumière or Lichtstadt."),
+    ("A {{nowrap|{{lang|la|terra nova}}}} here.", "A terra nova here."),
 ])
 def test_strip_inline_markup(wikitext, plain):
     assert strip(wikitext) == plain
@@ -119,6 +122,9 @@ def test_page_reject_reasons():
     assert reasons == ["", "redirect", "disambiguation", "non_article_namespace", "", "disambiguation"]
     # Old dumps mark redirects only in the text.
     assert page_reject_reason(Page(1, 0, "X", False, "#redirect [[Y]]")) == "redirect"
+    assert page_reject_reason(Page(2, 0, "X", False, "Text.{{Hospital disambiguation}}")) == "disambiguation"
+    # An article tagged for a link to fix is still an article.
+    assert page_reject_reason(Page(3, 0, "X", False, "See [[Y]]{{disambiguation needed|date=May 2020}}.")) == ""
 
 
 @pytest.mark.parametrize("compress", [False, True])
