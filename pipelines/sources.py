@@ -395,7 +395,8 @@ def _mark_duplicates(batch: pa.Table, keep: dict[str, str]) -> pa.Table:
 def summarize_rejects(ds: ray.data.Dataset) -> dict[str, int]:
     """Rejected rows per reason, e.g. {"too_short": 812, "redirect": 40}; good rows not counted."""
     counts = collections.Counter()
-    for row in ds.select_columns(["reject_reason"]).map_batches(_count_reasons, batch_format="pyarrow").iter_rows():
+    per_block = ds.select_columns(["reject_reason"]).map_batches(_count_reasons, batch_format="pyarrow")
+    for row in per_block.iter_rows():
         counts[row["reason"]] += row["count"]
     return dict(sorted(counts.items()))
 

@@ -20,7 +20,7 @@ def test_nfc_composes_and_case_is_kept():
 
 def test_control_characters_removed_tab_becomes_space():
     assert normalize_text("a\x00b\x07c\x1bd\x7fe\x85f") == "abcdef"
-    assert normalize_text("col1\tcol2") == "col1 col2"
+    assert normalize_text("col1\tcol2\x0cpage\x0bnext") == "col1 col2 page next"
     assert normalize_text("zero\u200bwidth\ufeff soft\u00adhyphen") == "zerowidth softhyphen"
 
 

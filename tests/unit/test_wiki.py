@@ -61,7 +61,8 @@ The city grew.
 # Second [[item]]
 === Modern era ===
 Today."""
-    assert strip(wikitext) == "Intro text.\n\nHistory\n\nThe city grew.\nFirst item\nSecond item\n\nModern era\n\nToday."
+    assert strip(wikitext).split("\n\n") == [
+        "Intro text.", "History", "The city grew.\nFirst item\nSecond item", "Modern era", "Today."]
 
 
 def test_trailing_reference_sections_cut():
