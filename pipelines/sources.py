@@ -15,7 +15,8 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
   * A source that matches nothing, or a file that cannot be opened (missing, permission
     denied), raises SourceError naming the path: that is a configuration error, not bad data.
   * Files are sniffed first: zero bytes -> "empty_file"; NUL bytes or an image/archive magic
-    number in the first 8 KiB of a text or JSONL file -> "binary_file" (one row per file).
+    number in the first 8 KiB of a text or JSONL file -> "binary_file" (one row per file;
+    UTF-16 text lands here too, by its NULs).
   * The record is the unit of rejection: a JSONL line, a parquet row, a wiki page, and a whole
     book for .txt. Invalid UTF-8 in a record rejects that record ("invalid_utf8"): text corpora
     are UTF-8 and guessing another encoding produces mojibake BERT would learn from.
@@ -317,7 +318,7 @@ def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> I
                 yield _reject(doc_id, path, reason, page.title)
             else:
                 yield _document(doc_id, path, wiki.strip_wikitext(page.text), cfg)
-    except (ET.ParseError, StopIteration) as e:  # StopIteration: no root element at all
+    except ET.ParseError as e:
         yield _reject(name, path, "malformed_xml", f"{path}: {e}")
 
 

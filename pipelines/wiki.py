@@ -35,7 +35,7 @@ class Page:
 def iter_pages(stream: BinaryIO) -> Iterator[Page]:
     """Yield every <page> of a MediaWiki export (any export schema version)."""
     events = ET.iterparse(stream, events=("start", "end"))
-    _, root = next(events)
+    _, root = next(events)  # no root element at all raises ET.ParseError, never StopIteration
     # Elements are namespaced ("{http://www.mediawiki.org/xml/export-0.11/}page"), version varies.
     p = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     for event, elem in events:

@@ -12,7 +12,7 @@ import ray
 
 from pipelines.config import DataConfig
 from pipelines.sources import (
-    DOCUMENT_COLUMNS, SourceError, drop_duplicates, read_documents, summarize_rejects, write_rejects)
+    DOCUMENT_COLUMNS, REJECT_REASONS, SourceError, drop_duplicates, read_documents, summarize_rejects, write_rejects)
 
 pytestmark = pytest.mark.slow  # a real local Ray cluster and a 50 MB line: ~35 s on 2 shared cores
 
@@ -115,6 +115,7 @@ def test_read_completes_with_good_documents(documents):
 
 def test_reject_counts_are_exact(documents):
     assert summarize_rejects(documents) == EXPECTED_REJECTS
+    assert set(EXPECTED_REJECTS) <= set(REJECT_REASONS)
 
 
 def test_duplicates_keep_the_smallest_doc_id_whatever_the_blocks(ray_cluster, corpus, documents):

@@ -195,3 +195,13 @@ def test_parquet(tmp_path):
         ("a#0", ""), ("a#1", "empty_document"), ("a#2", "too_short"), ("a#3", "")]
     assert reasons(read(tmp_path / "b.parquet", "b")) == [("b", "missing_text_column")]
     assert reasons(read(tmp_path / "c.parquet", "c")) == [("c", "malformed_parquet")]
+
+
+def test_corrupt_compressed_files(tmp_path):
+    (tmp_path / "junk.txt.bz2").write_bytes(b"BZh9" + bytes(range(200)))
+    (tmp_path / "junk.jsonl.gz").write_bytes(b"not gzip at all")
+    (tmp_path / "blank.xml").write_bytes(b"  \n")
+    got = {p.name: reasons(read(p, p.name)) for p in tmp_path.iterdir()}
+    assert got == {"junk.txt.bz2": [("junk.txt.bz2", "corrupt_bz2")],
+                   "junk.jsonl.gz": [("junk.jsonl.gz", "corrupt_gzip")],
+                   "blank.xml": [("blank.xml", "malformed_xml")]}
