@@ -353,9 +353,12 @@ def drop_duplicates(ds: ray.data.Dataset) -> ray.data.Dataset:
     tokenizer sample, examples). Only (hash, doc_id) pairs are shuffled, grouped by hash.
     """
     ds = ds.map_batches(_add_content_hash, batch_format="pyarrow").materialize()
+    # The key table is ~60 bytes a document: a partition per 500k documents keeps reduce tasks
+    # busy on big corpora, and spares small ones the default 200 near-empty reduce tasks.
+    partitions = min(200, ds.count() // 500_000 + 1)
     keep = {row["content_hash"]: row["doc_id"] for row in (
         ds.map_batches(_good_keys, batch_format="pyarrow")
-        .groupby("content_hash")
+        .groupby("content_hash", num_partitions=partitions)
         .map_groups(_first_of_duplicates, batch_format="pyarrow")
         .iter_rows())}
     return ds.map_batches(_mark_duplicates, batch_format="pyarrow", fn_kwargs={"keep": keep})
