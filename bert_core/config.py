@@ -81,34 +81,35 @@ class BertConfig:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def _preset(**kw) -> BertConfig:
-    kw.setdefault("intermediate_size", 4 * kw["hidden_size"])
-    return BertConfig(**kw)
+def _preset(sizes: dict, overrides: dict) -> BertConfig:
+    merged = {**sizes, **overrides}  # any field, the sizes included, may be overridden
+    merged.setdefault("intermediate_size", 4 * merged["hidden_size"])
+    return BertConfig(**merged)
 
 
 # Sizes follow Google's BERT miniatures (Turc et al. 2019) and the original base/large.
 def tiny(**kw) -> BertConfig:  # tests and CI: seconds per step on a laptop CPU
-    return _preset(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, **kw)
+    return _preset(dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2), kw)
 
 
 def mini(**kw) -> BertConfig:
-    return _preset(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, **kw)
+    return _preset(dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4), kw)
 
 
 def small(**kw) -> BertConfig:
-    return _preset(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, **kw)
+    return _preset(dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8), kw)
 
 
 def medium(**kw) -> BertConfig:
-    return _preset(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, **kw)
+    return _preset(dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8), kw)
 
 
 def base(**kw) -> BertConfig:  # 110M
-    return _preset(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, **kw)
+    return _preset(dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12), kw)
 
 
 def large(**kw) -> BertConfig:  # 340M
-    return _preset(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, **kw)
+    return _preset(dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16), kw)
 
 
 PRESETS = {f.__name__: f for f in (tiny, mini, small, medium, base, large)}

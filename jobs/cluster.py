@@ -1,0 +1,35 @@
+"""Connect to the Ray cluster a job runs on, or start a local one that listens on loopback only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Where `ray start` records a running local cluster (ray._private.utils.get_ray_address_file).
+_LOCAL_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
+
+
+def prefer_loopback() -> None:
+    """Call before `import ray`. When this process will start its own Ray, make it bind 127.0.0.1.
+
+    Ray resolves a node's IP to the machine's routable address even for a single-machine cluster;
+    this switch (read once, when ray is imported) keeps every Ray port on loopback. It is left alone
+    when joining an existing cluster, whose nodes must keep the addresses they registered with.
+    """
+    if not os.environ.get("RAY_ADDRESS") and not _LOCAL_CLUSTER_FILE.exists():
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
+def init_ray() -> str:
+    """Inside `ray job submit` (RAY_ADDRESS set) or beside `ray start`, connect; else start locally.
+
+    No resources are passed: a job must not redefine the cluster it was submitted to.
+    Returns the dashboard URL ("" when the dashboard is not running).
+    """
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(log_to_driver=True)
+    ctx = ray.get_runtime_context()
+    url = getattr(ray._private.worker.global_worker.node, "dashboard_url", "") if ctx else ""
+    return f"http://{url}" if url and not url.startswith("http") else url

@@ -1,0 +1,138 @@
+"""The pretraining job's configuration: one typed tree, loaded from configs/pretrain/*.yaml.
+
+Everything a Ray Train worker needs travels inside this config (as a plain dict); workers
+rebuild it with `PretrainConfig.from_dict` and capture no globals from the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bert_core.config import BertConfig, ConfigError, tiny
+from bert_core.masking import MaskingConfig
+from jobs.config_io import from_dict, to_dict
+from pipelines.config import DataConfig
+
+OPTIMIZERS = ("adamw",)  # LAMB arrives with the distributed-pretraining work
+SCHEDULES = ("linear", "poly", "constant")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass
+class CorpusConfig:
+    harvest_installed_docs: bool = False  # build a no-download corpus from installed package docs
+    harvest_dir: str = "data/corpus/installed-docs"  # where harvested documents are written
+    harvest_max_mb: float = 8.0  # stop harvesting past this much text
+
+
+@dataclass
+class TrainConfig:
+    micro_batch_size: int = 32  # sequences per worker per forward/backward
+    grad_accum_steps: int = 1  # micro-batches per optimizer step
+    max_steps: int = 1000  # optimizer steps for the whole run
+    log_every: int = 20  # steps per metrics window (report, MLflow, progress line)
+    eval_batches: int = 16  # held-out batches per worker for MLM/NSP accuracy at start and end
+    checkpoint_every: int = 0  # steps between resume checkpoints; 0 = only at the end
+    keep_checkpoints: int = 2  # resume checkpoints kept by Ray Train
+    max_failures: int = 2  # worker/node failures Ray Train recovers from (restart from last checkpoint)
+    seed: int = 0  # model init, dynamic masking and data order
+    masking: MaskingConfig = field(default_factory=MaskingConfig)
+
+
+@dataclass
+class OptimConfig:
+    name: str = "adamw"  # optimizer family (see OPTIMIZERS)
+    lr: float = 1e-3  # peak learning rate after warmup
+    weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-6
+    warmup_steps: int = 100  # linear warmup from 0 to lr
+    schedule: str = "linear"  # decay after warmup: linear | poly | constant
+    poly_power: float = 0.5  # exponent of the poly decay (NVIDIA's BERT uses 0.5)
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+
+
+@dataclass
+class DeepSpeedConfig:
+    zero_stage: int = 2  # 0 = plain data parallel, 1/2/3 = ZeRO partitioning
+    precision: str = "fp32"  # fp32 on CPU; bf16 or fp16 (dynamic loss scaling) on GPU
+    offload_optimizer: bool = False  # ZeRO-Offload: optimizer state and step on CPU
+    offload_params: bool = False  # ZeRO-3 only: parameters live on CPU
+
+
+@dataclass
+class ScalingConfig:
+    num_workers: int = 2  # Ray Train workers (data-parallel ranks)
+    use_gpu: bool = False
+    cpus_per_worker: float = 1.0
+
+
+@dataclass
+class TrackingConfig:
+    tracking_uri: str = "sqlite:///mlflow.db"  # embedded default; http://host:5000 for a server
+    experiment: str = "bert-foundry-pretrain"
+    artifact_location: str = "mlartifacts"  # for a new experiment; relative to the working dir
+    registered_model: str = ""  # register the release checkpoint under this name; "" skips it
+    alias: str = "candidate"  # registry alias set on the new version
+
+
+@dataclass
+class PretrainConfig:
+    run_name: str = ""  # Ray Train + MLflow run name; "" = pretrain-<timestamp>; an existing name resumes
+    output_dir: str = "runs"  # Ray Train storage: checkpoints and the release checkpoint
+    model: BertConfig = field(default_factory=tiny)  # vocab_size is taken from the tokenizer
+    data: DataConfig = field(default_factory=DataConfig)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    scaling: ScalingConfig = field(default_factory=ScalingConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    def validate(self) -> "PretrainConfig":
+        self.model.validate()
+        if self.corpus.harvest_installed_docs and not self.data.sources:
+            self.data.sources = [self.corpus.harvest_dir]
+        self.data.validate()
+        self.train.masking.validate()
+        t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
+        for name in ("micro_batch_size", "grad_accum_steps", "max_steps", "log_every", "eval_batches",
+                     "keep_checkpoints"):
+            if getattr(t, name) < 1:
+                raise ConfigError(f"train.{name} must be >= 1, got {getattr(t, name)}")
+        if t.checkpoint_every < 0 or t.max_failures < 0:
+            raise ConfigError("train.checkpoint_every and train.max_failures must be >= 0")
+        if o.name not in OPTIMIZERS:
+            raise ConfigError(f"optim.name must be one of {OPTIMIZERS}, got {o.name!r}")
+        if o.schedule not in SCHEDULES:
+            raise ConfigError(f"optim.schedule must be one of {SCHEDULES}, got {o.schedule!r}")
+        if o.lr <= 0 or o.warmup_steps < 0 or o.grad_clip < 0:
+            raise ConfigError("optim.lr must be > 0; optim.warmup_steps and optim.grad_clip >= 0")
+        if d.zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(f"deepspeed.zero_stage must be one of (0, 1, 2, 3), got {d.zero_stage}")
+        if d.precision not in PRECISIONS:
+            raise ConfigError(f"deepspeed.precision must be one of {PRECISIONS}, got {d.precision!r}")
+        if d.precision != "fp32" and not s.use_gpu:
+            raise ConfigError(f"deepspeed.precision={d.precision!r} needs scaling.use_gpu=true; use fp32 on CPU")
+        if d.offload_params and d.zero_stage != 3:
+            raise ConfigError("deepspeed.offload_params needs deepspeed.zero_stage=3")
+        if d.offload_optimizer and d.zero_stage == 0:
+            raise ConfigError("deepspeed.offload_optimizer needs deepspeed.zero_stage >= 1")
+        if s.num_workers < 1 or s.cpus_per_worker <= 0:
+            raise ConfigError("scaling.num_workers must be >= 1 and scaling.cpus_per_worker > 0")
+        if self.data.max_seq_len > self.model.max_position_embeddings:
+            raise ConfigError(f"data.max_seq_len ({self.data.max_seq_len}) exceeds "
+                              f"model.max_position_embeddings ({self.model.max_position_embeddings})")
+        if "/" in self.run_name:
+            raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
+        return self
+
+    def to_dict(self) -> dict:
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PretrainConfig":
+        model = d.get("model", {})
+        d = {**d, "model": {"preset": "tiny", **model}} if "preset" not in model else d
+        return from_dict(cls, d)

@@ -1,0 +1,146 @@
+"""Typed configs from YAML plus dotted command-line overrides, validated before any cluster work.
+
+    cfg = load_config(PretrainConfig, "configs/pretrain/quickstart.yaml", ["train.max_steps=50"])
+
+Every key is checked against the dataclass fields: an unknown key or a value of the wrong type fails
+with the dotted name of the field and what it accepts. No `exec`, no import-time side effects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from bert_core.config import BertConfig, ConfigError, preset
+
+T = TypeVar("T")
+
+
+def parse_overrides(overrides: list[str]) -> dict:
+    """`["a.b=1", "c=[x, y]"]` -> nested dict; values are parsed as YAML scalars/lists."""
+    out: dict = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"override {item!r} must look like dotted.key=value")
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
+        node[leaf] = yaml.safe_load(raw) if raw != "" else ""
+    return out
+
+
+def deep_merge(base: dict, update: dict) -> dict:
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        data = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    data = deep_merge(data, parse_overrides(overrides or []))
+    cfg = from_dict(cls, data)
+    validate = getattr(cfg, "validate", None)
+    return validate() if validate else cfg
+
+
+def from_dict(cls: type[T], data: Any, where: str = "") -> T:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
+    if cls is BertConfig:
+        return _model_from_dict(data, where)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown key {_join(where, unknown[0])!r}; allowed: {sorted(fields)}")
+    kwargs = {name: _coerce(hints[name], value, _join(where, name)) for name, value in data.items()}
+    return cls(**kwargs)
+
+
+def to_dict(cfg: Any) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    """Nested dict -> {"a.b": v}: MLflow params and manifest summaries."""
+    out = {}
+    for key, value in d.items():
+        name = _join(prefix, key)
+        if isinstance(value, dict):
+            out.update(flatten(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def _model_from_dict(data: dict, where: str) -> BertConfig:
+    # A model section names a preset and may override any BertConfig field on top of it.
+    data = dict(data)
+    name = data.pop("preset", "tiny")
+    fields = {f.name for f in dataclasses.fields(BertConfig)}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ConfigError(f"unknown key {_join(where, unknown[0])!r}; allowed: {['preset', *sorted(fields)]}")
+    hints = typing.get_type_hints(BertConfig)
+    overrides = {k: _coerce(hints[k], v, _join(where, k)) for k, v in data.items()}
+    return preset(name, **overrides)
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(inner, value, where)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where} must be a list, got {value!r}")
+        (inner,) = typing.get_args(tp) or (Any,)
+        return [_coerce(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is dict or tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
+        return value
+    return value
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key

@@ -1,0 +1,176 @@
+"""The one seam between the training loop and DeepSpeed: build, step, evaluate, save, load, export.
+
+The loop never touches `deepspeed` directly; every backend path (ZeRO 0-3, offload, precision)
+goes through `Engine`, so each has one place to be tested.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from bert_core.checkpoint import save_state_dict
+from bert_core.model import BertForPreTraining, PreTrainingOutput
+from jobs.config import PretrainConfig
+
+
+def deepspeed_config(cfg: PretrainConfig, world_size: int) -> dict:
+    """Our config -> DeepSpeed's JSON config (the template in cluster/deepspeed/ mirrors it)."""
+    t, o, d = cfg.train, cfg.optim, cfg.deepspeed
+    zero: dict = {"stage": d.zero_stage}
+    if d.zero_stage >= 1:
+        zero.update(overlap_comm=False, contiguous_gradients=True, reduce_bucket_size=5e7)
+    if d.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": cfg.scaling.use_gpu}
+    if d.offload_params:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": cfg.scaling.use_gpu}
+    if d.zero_stage == 3:
+        # Release checkpoints need whole weights gathered on rank 0 at export.
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+    ds = {
+        "train_micro_batch_size_per_gpu": t.micro_batch_size,
+        "gradient_accumulation_steps": t.grad_accum_steps,
+        "train_batch_size": t.micro_batch_size * t.grad_accum_steps * world_size,
+        "gradient_clipping": o.grad_clip,
+        "zero_optimization": zero,
+        # DeepSpeed picks the implementation: fused Adam on device, CPU Adam under ZeRO-Offload.
+        "optimizer": {"type": "AdamW", "params": {"lr": o.lr, "betas": [o.beta1, o.beta2], "eps": o.eps,
+                                                 "weight_decay": o.weight_decay}},
+        "steps_per_print": 10**9,  # progress is ours; DeepSpeed's own prints would interleave
+        "wall_clock_breakdown": False,
+    }
+    if d.precision == "bf16":
+        ds["bf16"] = {"enabled": True}
+    elif d.precision == "fp16":
+        ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "hysteresis": 2}
+    return ds
+
+
+def lr_lambda(cfg: PretrainConfig):
+    """Linear warmup, then linear / polynomial decay to zero at max_steps, or constant."""
+    o, total = cfg.optim, cfg.train.max_steps
+
+    def factor(step: int) -> float:
+        if step < o.warmup_steps:
+            return (step + 1) / o.warmup_steps
+        if o.schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - o.warmup_steps) / max(1, total - o.warmup_steps))
+        power = 1.0 if o.schedule == "linear" else o.poly_power
+        return max(0.0, 1.0 - progress) ** power
+
+    return factor
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """No weight decay on biases and LayerNorm weights (original BERT's AdamWeightDecay exclusions)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+@dataclass
+class StepStats:
+    loss: float
+    mlm_loss: float
+    nsp_loss: float
+    mlm_correct: int
+    mlm_count: int
+    nsp_correct: int
+    nsp_count: int
+    optimizer_stepped: bool
+
+
+def _counts(out: PreTrainingOutput, batch: dict) -> tuple[int, int, int, int]:
+    mlm_correct = int((out.mlm_logits.argmax(-1) == out.mlm_targets).sum())
+    nsp = batch["next_sentence_label"]
+    nsp_correct = int((out.nsp_logits.argmax(-1) == nsp).sum())
+    return mlm_correct, int(out.mlm_targets.numel()), nsp_correct, int(nsp.numel())
+
+
+class Engine:
+    def __init__(self, model: BertForPreTraining, cfg: PretrainConfig):
+        import deepspeed  # imported here: DS_ACCELERATOR must be set by the caller first
+
+        self.cfg = cfg
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model,
+            model_parameters=param_groups(model, cfg.optim.weight_decay),
+            config=deepspeed_config(cfg, world),
+            lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg)),
+            dist_init_required=False,
+        )
+        self.device = self.engine.device
+
+    @property
+    def global_step(self) -> int:
+        return self.engine.global_steps
+
+    @property
+    def lr(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+    def grad_norm(self) -> float:
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else math.nan
+
+    def _to_device(self, batch: dict) -> dict:
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items() if k != "example_id"}
+
+    def step(self, batch: dict) -> StepStats:
+        """One micro-batch forward/backward; DeepSpeed steps the optimizer at accumulation boundaries."""
+        self.engine.train()
+        batch = self._to_device(batch)
+        out: PreTrainingOutput = self.engine(**batch)
+        self.engine.backward(out.loss)
+        boundary = self.engine.is_gradient_accumulation_boundary()
+        self.engine.step()
+        return StepStats(float(out.loss), float(out.mlm_loss), float(out.nsp_loss), *_counts(out, batch),
+                         optimizer_stepped=boundary)
+
+    @torch.no_grad()
+    def evaluate(self, batches) -> dict:
+        """MLM/NSP accuracy and loss over `batches`, summed over all ranks (every rank must call it)."""
+        self.engine.eval()
+        totals = torch.zeros(6, dtype=torch.float64)
+        for batch in batches:
+            batch = self._to_device(batch)
+            out: PreTrainingOutput = self.engine(**batch)
+            mc, mn, nc, nn_ = _counts(out, batch)
+            totals += torch.tensor([float(out.mlm_loss) * mn, mc, mn, float(out.nsp_loss) * nn_, nc, nn_],
+                                   dtype=torch.float64)
+        if dist.is_initialized():
+            dist.all_reduce(totals)  # gloo and nccl both reduce CPU float64 tensors
+        mloss, mc, mn, nloss, nc, nn_ = totals.tolist()
+        return {"mlm_loss": mloss / max(mn, 1), "mlm_acc": mc / max(mn, 1),
+                "nsp_loss": nloss / max(nn_, 1), "nsp_acc": nc / max(nn_, 1), "mlm_tokens": int(mn)}
+
+    def save(self, ckpt_dir: str | os.PathLike, client_state: dict) -> None:
+        """Sharded resume checkpoint: every rank writes its ZeRO partition (all ranks must call)."""
+        self.engine.save_checkpoint(str(ckpt_dir), tag="engine", client_state=client_state)
+
+    def load(self, ckpt_dir: str | os.PathLike) -> dict:
+        _, client_state = self.engine.load_checkpoint(str(ckpt_dir), tag="engine")
+        return client_state or {}
+
+    def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None) -> Path | None:
+        """Release checkpoint (HF safetensors + config [+ tokenizer]); every rank calls, rank 0 writes."""
+        if self.cfg.deepspeed.zero_stage == 3:
+            state = self.engine._zero3_consolidated_16bit_state_dict()  # gathers partitions onto rank 0
+        else:
+            state = self.engine.module.state_dict()
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        if rank != 0:
+            return None
+        state = {k: v.detach().float().cpu() for k, v in state.items()}
+        return save_state_dict(state, self.cfg.model, out_dir, architectures=["BertForPreTraining"],
+                               tokenizer_dir=tokenizer_dir)

@@ -1,0 +1,76 @@
+"""Step-window metrics: averages, rates, MFU and ETA, kept out of the training loop's way."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from bert_core.config import BertConfig
+
+
+def flops_per_token(model: BertConfig, seq_len: int) -> float:
+    """Training FLOPs per token: 6N (dense forward + backward) + 12*L*T*H (attention scores and values)."""
+    return 6 * model.num_parameters(include_embeddings=False) + \
+        12 * model.num_hidden_layers * seq_len * model.hidden_size
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+@dataclass
+class MetricsWindow:
+    """Accumulates micro-step statistics between two reports of one rank."""
+
+    start: float = field(default_factory=time.perf_counter)
+    data_wait: float = 0.0
+    micro_steps: int = 0
+    loss: float = 0.0
+    mlm_loss: float = 0.0
+    nsp_loss: float = 0.0
+    mlm_correct: int = 0
+    mlm_count: int = 0
+    nsp_correct: int = 0
+    nsp_count: int = 0
+    tokens: int = 0  # real (non-pad) tokens
+    samples: int = 0
+    nonfinite: int = 0
+
+    def add(self, stats, tokens: int, samples: int, data_wait: float) -> None:
+        self.micro_steps += 1
+        self.loss += stats.loss
+        self.mlm_loss += stats.mlm_loss
+        self.nsp_loss += stats.nsp_loss
+        self.mlm_correct += stats.mlm_correct
+        self.mlm_count += stats.mlm_count
+        self.nsp_correct += stats.nsp_correct
+        self.nsp_count += stats.nsp_count
+        self.tokens += tokens
+        self.samples += samples
+        self.data_wait += data_wait
+
+    def summary(self, world_size: int, flops_token: float, peak_flops: float | None) -> dict:
+        """Per-run rates assume every rank moves at rank 0's pace (they step in lockstep)."""
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        n = max(self.micro_steps, 1)
+        tokens_per_s = self.tokens * world_size / elapsed
+        out = {
+            "loss": self.loss / n, "mlm_loss": self.mlm_loss / n, "nsp_loss": self.nsp_loss / n,
+            "mlm_acc": self.mlm_correct / max(self.mlm_count, 1),
+            "nsp_acc": self.nsp_correct / max(self.nsp_count, 1),
+            "tokens_per_s": tokens_per_s, "samples_per_s": self.samples * world_size / elapsed,
+            "data_wait_share": self.data_wait / elapsed,
+        }
+        if peak_flops:
+            out["mfu"] = tokens_per_s * flops_token / (peak_flops * world_size)
+        return out
+
+
+def progress_line(step: int, total: int, m: dict, eta_s: float) -> str:
+    return (f"step {step:>6}/{total} | loss {m['loss']:.4f} | mlm_acc {m['mlm_acc']:.3f} | "
+            f"nsp_acc {m['nsp_acc']:.3f} | lr {m['lr']:.2e} | {m['tokens_per_s']:,.0f} tok/s | "
+            f"{m['samples_per_s']:,.1f} samples/s | data wait {m['data_wait_share']:.0%} | "
+            f"eta {format_duration(eta_s)}")

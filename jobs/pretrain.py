@@ -1,0 +1,164 @@
+"""Pretrain BERT: corpus -> prepared examples -> Ray Train + DeepSpeed -> release checkpoint -> MLflow.
+
+    python jobs/pretrain.py --config configs/pretrain/quickstart.yaml train.max_steps=200
+    RAY_AUTH_MODE=token ray job submit --working-dir . -- python jobs/pretrain.py --config ...
+
+The job joins the cluster it was submitted to (or one started with `ray start` on this machine)
+and starts a local Ray otherwise. The whole config is validated before any Ray work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.config import PretrainConfig  # noqa: E402
+from jobs.config_io import load_config  # noqa: E402
+
+# Columns the trainer reads; debug columns stay on disk.
+TRAIN_COLUMNS = ["example_id", "input_ids", "num_a_tokens", "next_sentence_label"]
+STATIC_COLUMNS = ["masked_positions", "masked_ids"]
+
+
+@dataclass
+class PretrainResult:
+    run_name: str
+    metrics: dict  # last reported metrics, including eval_before/* and eval_after/*
+    checkpoint_path: str  # the final resume checkpoint (sharded engine state + release/)
+    release_dir: str  # HF-format checkpoint with tokenizer, loads in transformers
+    data_dir: str
+    mlflow: dict = field(default_factory=dict)  # run_id, model_uri, registered_model, version, alias
+
+    @property
+    def mlm_acc_before(self) -> float:
+        return self.metrics["eval_before/mlm_acc"]
+
+    @property
+    def mlm_acc_after(self) -> float:
+        return self.metrics["eval_after/mlm_acc"]
+
+
+def run(cfg: PretrainConfig) -> PretrainResult:
+    prefer_loopback()
+    import numpy as np
+    import ray
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig
+    from ray.train import ScalingConfig as RayScaling
+    from ray.train.torch import TorchTrainer
+
+    from bert_core.tokenizer import SpecialIds, continuation_mask, load_tokenizer
+    from jobs import tracking
+    from jobs.train_loop import train_loop_per_worker
+    from pipelines.harvest import harvest_installed_docs
+    from pipelines.prepare import prepare
+
+    cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
+    dashboard = init_ray()
+    ray.data.DataContext.get_current().enable_progress_bars = False  # our own progress lines instead
+
+    if cfg.corpus.harvest_installed_docs:
+        print(f"[corpus] harvesting installed documentation into {cfg.corpus.harvest_dir}", flush=True)
+        h = harvest_installed_docs(cfg.corpus.harvest_dir, max_mb=cfg.corpus.harvest_max_mb)
+        print(f"[corpus] {h['documents']:,} documents, {h['bytes'] / 2**20:.1f} MB", flush=True)
+    prepared = prepare(cfg.data)
+
+    tok = load_tokenizer(prepared.tokenizer_dir)
+    special = SpecialIds.from_tokenizer(tok)
+    cfg.model.vocab_size, cfg.model.pad_token_id = tok.get_vocab_size(), special.pad
+    cfg.tracking.tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
+    output_dir = Path(cfg.output_dir).resolve()
+    run_id = tracking.start_run(cfg.tracking.tracking_uri, cfg.tracking.experiment, cfg.tracking.artifact_location,
+                                cfg.run_name, cfg.to_dict(), tags={"data_dir": prepared.path})
+
+    columns = TRAIN_COLUMNS + (STATIC_COLUMNS if cfg.data.masking == "static" else [])
+    datasets = {"train": ray.data.read_parquet(prepared.train_files, columns=columns),
+                "eval": ray.data.read_parquet(prepared.eval_files, columns=columns)}
+    loop_config = {
+        "cfg": cfg.to_dict(),
+        "special_ids": {k: getattr(special, k) for k in ("pad", "unk", "cls", "sep", "mask")},
+        "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
+        "mlflow_run_id": run_id,
+    }
+    trainer = TorchTrainer(
+        train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
+        scaling_config=RayScaling(num_workers=cfg.scaling.num_workers, use_gpu=cfg.scaling.use_gpu,
+                                  resources_per_worker={"CPU": cfg.scaling.cpus_per_worker}),
+        run_config=RunConfig(name=cfg.run_name, storage_path=str(output_dir),
+                             checkpoint_config=CheckpointConfig(num_to_keep=cfg.train.keep_checkpoints),
+                             failure_config=FailureConfig(max_failures=cfg.train.max_failures)),
+    )
+    print(f"[train] {cfg.scaling.num_workers} workers, ZeRO-{cfg.deepspeed.zero_stage}, "
+          f"{cfg.model.num_parameters() / 1e6:.1f}M parameters, {cfg.train.max_steps} steps", flush=True)
+    result = trainer.fit()
+    if result.error:
+        raise result.error
+
+    release_dir = output_dir / cfg.run_name / "release"
+    _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
+    info = tracking.finish_run(cfg.tracking.tracking_uri, run_id, result.metrics, str(release_dir),
+                               cfg.tracking.registered_model, cfg.tracking.alias)
+    out = PretrainResult(cfg.run_name, dict(result.metrics), result.checkpoint.path, str(release_dir),
+                         prepared.path, info)
+    print(summary(out, cfg, dashboard), flush=True)
+    return out
+
+
+def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:
+    """Copy the release checkpoint out of Ray storage and add the tokenizer; atomic replace."""
+    tmp = release_dir.with_name(release_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with checkpoint.as_directory() as d:
+        shutil.copytree(Path(d) / "release", tmp)
+    for f in Path(tokenizer_dir).iterdir():
+        if f.is_file():
+            shutil.copy2(f, tmp / f.name)
+    if release_dir.exists():
+        shutil.rmtree(release_dir)
+    tmp.rename(release_dir)
+
+
+def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
+    m = r.metrics
+    store = cfg.tracking.tracking_uri
+    ui = (f"mlflow ui --backend-store-uri {store} --host 127.0.0.1 --port 5000"
+          if store.startswith("sqlite") else store)
+    lines = [
+        "",
+        "=" * 72,
+        f"run              {r.run_name}",
+        f"MLM accuracy     {m['eval_before/mlm_acc']:.4f} before -> {m['eval_after/mlm_acc']:.4f} after "
+        f"(held-out, {m['eval_after/mlm_tokens']:,} masked tokens)",
+        f"NSP accuracy     {m['eval_before/nsp_acc']:.4f} before -> {m['eval_after/nsp_acc']:.4f} after",
+        f"prepared data    {r.data_dir}",
+        f"checkpoint       {r.checkpoint_path}",
+        f"release (HF)     {r.release_dir}",
+        f"MLflow run       {r.mlflow.get('run_id')} in {store}",
+    ]
+    if r.mlflow.get("version"):
+        lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "
+                     f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")
+    lines += [f"MLflow UI        {ui}",
+              f"Ray dashboard    {dashboard or 'not running'} (while Ray runs; `ray start --head` keeps one up)",
+              "=" * 72]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> PretrainResult:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="YAML file (see configs/pretrain/)")
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.max_steps=100")
+    args = parser.parse_args(argv)
+    cfg = load_config(PretrainConfig, args.config, args.overrides)  # fails here, before any Ray work
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()

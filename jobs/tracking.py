@@ -1,0 +1,109 @@
+"""MLflow: the driver opens the run, logs params and the release model, registers it; rank 0 logs metrics.
+
+Tracking and registry calls happen on the driver or rank 0 only. A relative SQLite store is made
+absolute on the driver so workers, whose working directory differs, write to the same file.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from importlib.metadata import version
+from pathlib import Path
+
+from jobs.config_io import flatten
+
+
+def resolve_tracking_uri(uri: str) -> str:
+    """`sqlite:///mlflow.db` -> `sqlite:////abs/path/mlflow.db`; servers and absolute paths unchanged."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        return prefix + str(Path(uri[len(prefix):]).resolve())
+    return uri
+
+
+def _artifact_uri(location: str) -> str:
+    return location if "://" in location else Path(location).resolve().as_uri()
+
+
+class RankZeroLogger:
+    """Metric logging from inside a worker; a no-op except on rank 0 with a run to log to."""
+
+    def __init__(self, tracking_uri: str, run_id: str | None, rank: int):
+        self.client = None
+        self.run_id = run_id
+        if rank == 0 and run_id:
+            from mlflow.tracking import MlflowClient
+
+            self.client = MlflowClient(tracking_uri)
+        self._warned = False
+
+    def log(self, metrics: dict, step: int) -> None:
+        if self.client is None:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
+        try:
+            self.client.log_batch(self.run_id, metrics=batch)
+        except Exception as exc:  # tracking outages must not kill a training run; say so once
+            if not self._warned:
+                warnings.warn(f"MLflow logging failed, training continues: {exc}")
+                self._warned = True
+
+
+def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_name: str, params: dict,
+              tags: dict | None = None) -> str:
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    if mlflow.get_experiment_by_name(experiment) is None:
+        mlflow.create_experiment(experiment, artifact_location=_artifact_uri(artifact_location))
+    mlflow.set_experiment(experiment)
+    run = mlflow.start_run(run_name=run_name, tags=tags)
+    flat = {k: str(v)[:6000] for k, v in flatten(params).items()}  # MLflow caps a param at 6000 chars
+    items = list(flat.items())
+    for i in range(0, len(items), 100):  # log_params takes at most 100 params per call
+        mlflow.log_params(dict(items[i:i + 100]))
+    mlflow.end_run()
+    return run.info.run_id
+
+
+def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str | None, registered_model: str,
+               alias: str) -> dict:
+    """Log final metrics and the release checkpoint as a transformers model; register it under an alias."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    mlflow.set_tracking_uri(tracking_uri)
+    info: dict = {"run_id": run_id}
+    with mlflow.start_run(run_id=run_id):
+        mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
+                            if isinstance(v, (int, float))})
+        if release_dir:
+            model_info = log_release_model(release_dir, registered_model or None)
+            info["model_uri"] = model_info.model_uri
+            registered = getattr(model_info, "registered_model_version", None)
+            if registered_model and registered is not None:
+                MlflowClient(tracking_uri).set_registered_model_alias(registered_model, alias, str(registered))
+                info.update(registered_model=registered_model, version=str(registered), alias=alias)
+    return info
+
+
+def log_release_model(release_dir: str, registered_model: str | None):
+    """The release checkpoint as an MLflow transformers fill-mask model (loads in transformers: a check too)."""
+    import mlflow
+    import transformers
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model = transformers.BertForMaskedLM.from_pretrained(release_dir)
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
+    pins = [f"{pkg}=={version(pkg)}"
+            for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
+    return mlflow.transformers.log_model(
+        transformers_model={"model": model, "tokenizer": tokenizer},
+        name="model", task="fill-mask", pip_requirements=pins,
+        registered_model_name=registered_model,
+    )

@@ -1,0 +1,24 @@
+"""Build DeepSpeed's JIT-compiled CPU ops once at set-up (1-3 min each), so no job or test pays for it.
+
+    python -m jobs.warm_deepspeed            # ops of the default path: gloo shm comm, fused Adam
+    python -m jobs.warm_deepspeed --offload  # + CPU Adam, which only ZeRO-Offload uses
+
+They land in torch's extension cache (~/.cache/torch_extensions), which every later process reuses.
+"""
+
+import os
+import sys
+import time
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+from deepspeed.ops.op_builder.cpu import CPUAdamBuilder, FusedAdamBuilder, ShareMemCommBuilder  # noqa: E402
+
+if __name__ == "__main__":
+    builders = [ShareMemCommBuilder(), FusedAdamBuilder()]
+    if "--offload" in sys.argv[1:]:
+        builders.append(CPUAdamBuilder())
+    for builder in builders:
+        start = time.perf_counter()
+        builder.load(verbose=False)
+        print(f"deepspeed op {builder.NAME}: ready in {time.perf_counter() - start:.1f}s", flush=True)

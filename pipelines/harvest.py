@@ -1,0 +1,123 @@
+"""A corpus of real English prose that needs no download: the documentation installed with Python.
+
+Sources, in a fixed order so the corpus is the same on every machine with the same pinned packages:
+the long descriptions in installed packages' METADATA (their READMEs), then docstrings of the
+standard library and of installed packages (parsed with `ast`, never imported). Each README or
+module becomes one document (paragraphs separated by blank lines), written as WikiExtractor-style
+JSONL (id, url, title, text) in a few files, so the ordinary JSONL reader consumes it in a few
+Ray tasks rather than one per document.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import shutil
+import sysconfig
+from pathlib import Path
+
+_CODE_FENCE = re.compile(r"```.*?```", re.S)
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_RST_ROLE = re.compile(r":[a-z:]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+_URL = re.compile(r"https?://\S+")
+_MARKUP = re.compile(r"[`*_#|=]{1,}")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def _prose_paragraphs(text: str) -> list[str]:
+    """Keep paragraphs that read as English sentences; drop code, tables, parameter lists."""
+    text = _CODE_FENCE.sub("\n", text)
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        lines = [ln.strip() for ln in para.splitlines()]
+        if any(ln.startswith((">>>", "...", "$ ", "pip ", "import ", "from ", "def ", "..")) for ln in lines):
+            continue
+        para = " ".join(ln for ln in lines if ln)
+        para = _RST_ROLE.sub(r"\1", _MD_LINK.sub(r"\1", para))
+        para = _MARKUP.sub(" ", _URL.sub("", para))
+        para = re.sub(r"\s+", " ", para).strip()
+        words = para.split()
+        alpha = len(_WORD.findall(para))
+        # Prose: enough words, mostly alphabetic, and ends like a sentence.
+        if len(words) >= 8 and alpha >= 0.7 * len(words) and para[-1:] in ".!?:)\"'":
+            out.append(para)
+    return out
+
+
+def _docstrings(path: Path) -> list[str]:
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
+        return []
+    docs = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=True)
+            if doc:
+                docs.extend(_prose_paragraphs(doc))
+    return docs
+
+
+def _metadata_description(path: Path) -> list[str]:
+    text = path.read_text(errors="replace")
+    _, _, body = text.partition("\n\n")  # METADATA headers end at the first blank line
+    return _prose_paragraphs(body)
+
+
+_STDLIB = Path(sysconfig.get_paths()["stdlib"])
+_PURELIB = Path(sysconfig.get_paths()["purelib"])
+
+
+def _source_name(kind: str, path: Path) -> str:
+    """Machine-independent name of a source file, so the corpus hash does not depend on where Python lives."""
+    return f"{kind}:{path.relative_to(_STDLIB if kind == 'stdlib' else _PURELIB).as_posix()}"
+
+
+def _candidates() -> list[tuple[str, Path]]:
+    stdlib, purelib = _STDLIB, _PURELIB
+    # READMEs first: the richest prose; then standard-library docstrings, then packages' docstrings.
+    items: list[tuple[str, Path]] = [("readme", p) for p in sorted(purelib.glob("*.dist-info/METADATA"))]
+    for root, kind in ((stdlib, "stdlib"), (purelib, "site")):
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "test", "tests", "__pycache__"))
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    items.append((kind, Path(dirpath) / name))
+    return items
+
+
+def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_chars: int = 400,
+                           num_files: int = 8) -> dict:
+    """Write documents to `out_dir` (idempotent: a complete earlier harvest is reused); return its summary."""
+    out = Path(out_dir)
+    summary_file = out / ".harvest.json"  # hidden: corpus readers skip it
+    if summary_file.is_file():
+        return json.loads(summary_file.read_text())
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    files = [open(tmp / f"installed-docs-{i:02d}.jsonl", "w", encoding="utf-8") for i in range(num_files)]
+    budget, written, docs = int(max_mb * 2**20), 0, 0
+    digest = hashlib.sha256()
+    for kind, path in _candidates():
+        paragraphs = _metadata_description(path) if kind == "readme" else _docstrings(path)
+        text = "\n\n".join(paragraphs)
+        if len(text) < min_chars:
+            continue
+        title = path.parent.name.split("-")[0] if kind == "readme" else path.stem
+        line = json.dumps({"id": str(docs), "url": _source_name(kind, path), "title": title, "text": text}) + "\n"
+        files[docs % num_files].write(line)
+        digest.update(line.encode())
+        written, docs = written + len(text), docs + 1
+        if written >= budget:
+            break
+    for f in files:
+        f.close()
+    summary = {"documents": docs, "bytes": written, "sha256": digest.hexdigest()}
+    (tmp / ".harvest.json").write_text(json.dumps(summary, indent=2))
+    if out.exists():  # an interrupted earlier harvest: replace it whole
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return summary
