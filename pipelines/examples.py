@@ -197,16 +197,38 @@ def masking_config(cfg: DataConfig) -> "MaskingConfig":
                          max_predictions=cfg.max_predictions).validate()
 
 
-def mask_static(example: Example, mcfg: "MaskingConfig", special: SpecialIds, vocab_size: int,
-                rng: np.random.Generator, continuation: np.ndarray | None = None) -> Example:
-    """Static masking in place: input_ids get the 80/10/10 replacements, and masked_positions /
-    masked_ids (the ORIGINAL ids there) become the labels the collator rebuilds."""
-    from bert_core.masking import mask_example_static  # see masking_config
+MASK_CHUNK = 512  # examples per masking call: vectorised, while the padded (B, T) batch stays small
 
-    masked, positions, originals = mask_example_static(
-        example.input_ids, special_tokens_mask(example), mcfg, special.mask, vocab_size, rng,
-        continuation=continuation, special_ids=special.all)
-    example.input_ids = masked.astype(example.input_ids.dtype)
-    example.masked_positions = positions
-    example.masked_ids = originals
-    return example
+
+def mask_static(examples: Sequence[Example], mcfg: "MaskingConfig", special: SpecialIds, vocab_size: int,
+                seed: int, continuation: np.ndarray | None = None) -> None:
+    """Static masking in place: input_ids get the 80/10/10 replacements, and masked_positions /
+    masked_ids (the ORIGINAL ids there) become the labels the collator rebuilds.
+
+    Batched through bert_core.masking.mask_tokens (the dynamic-masking code, so both kinds
+    select targets identically); the result is a function of `seed` and the example order.
+    """
+    import torch  # see masking_config
+
+    from bert_core.masking import IGNORE_INDEX, mask_tokens
+
+    generator = torch.Generator().manual_seed(seed % 2**63)
+    for start in range(0, len(examples), MASK_CHUNK):
+        chunk = examples[start:start + MASK_CHUNK]
+        rows = np.arange(len(chunk))
+        lengths = np.array([e.num_tokens for e in chunk])
+        real = np.arange(lengths.max()) < lengths[:, None]  # (B, T)
+        ids = np.full(real.shape, special.pad, dtype=np.int64)
+        ids[real] = np.concatenate([e.input_ids for e in chunk])
+        structure = ~real
+        structure[rows, 0] = structure[rows, lengths - 1] = True
+        structure[rows, [e.num_a_tokens - 1 for e in chunk]] = True
+        masked, labels = mask_tokens(torch.from_numpy(ids), torch.from_numpy(structure), mcfg, special.mask,
+                                     vocab_size, generator, continuation=continuation, special_ids=special.all)
+        masked, selected = masked.numpy(), labels.numpy() != IGNORE_INDEX
+        r, c = np.nonzero(selected)  # row-major, so each row's positions come out ascending
+        bounds = np.cumsum(selected.sum(1))[:-1]
+        for e, row, positions, originals in zip(chunk, rows, np.split(c, bounds), np.split(ids[r, c], bounds)):
+            e.input_ids = masked[row, :e.num_tokens].astype(e.input_ids.dtype)
+            e.masked_positions = positions
+            e.masked_ids = originals

@@ -258,8 +258,7 @@ def _build_shard(group: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
         seed = bucket_seed(cfg.seed, split, index, dupe_pass)
         part = list(create_examples(docs, cfg, special.cls, special.sep, random.Random(seed)))
         if static:
-            mask_rng = np.random.default_rng(seed)
-            part = [mask_static(ex, mcfg, special, vocab_size, mask_rng, continuation) for ex in part]
+            mask_static(part, mcfg, special, vocab_size, seed, continuation)
         examples += part
     # Google shuffles all instances before writing; here all instances of the shard, so
     # neighbouring rows are not consecutive chunks of one document.

@@ -157,16 +157,16 @@ def test_document_key_is_stable_and_spread():
 def test_static_masking_statistics(corpus):
     cfg, examples = build(corpus[:300], max_predictions=15)
     mcfg = masking_config(cfg)
-    rng = np.random.default_rng(0)
     originals = [ex.input_ids.copy() for ex in examples]
+    mask_static(examples, mcfg, SPECIAL, VOCAB, seed=0)
     selected = total = kept_as_mask = 0
     for ex, orig in zip(examples, originals):
-        mask_static(ex, mcfg, SPECIAL, VOCAB, rng)
         pos = ex.masked_positions
         real = ex.num_tokens - 3
         assert len(pos) == min(15, max(1, int(np.floor(real * 0.15 + 0.5))))
         assert not special_tokens_mask(ex)[pos].any()
         assert np.array_equal(ex.masked_ids, orig[pos])  # labels are the ORIGINAL ids
+        assert np.all(np.diff(pos) > 0) and ex.input_ids.dtype == orig.dtype
         unselected = np.ones(ex.num_tokens, dtype=bool)
         unselected[pos] = False
         assert np.array_equal(ex.input_ids[unselected], orig[unselected])
@@ -175,3 +175,12 @@ def test_static_masking_statistics(corpus):
         total += real
     assert 0.12 < selected / total < 0.15  # the rate, pulled down a little by the cap
     assert abs(kept_as_mask / selected - 0.8) < 0.03
+
+
+def test_static_masking_is_a_function_of_the_seed(corpus):
+    runs = []
+    for seed in (3, 3, 4):
+        _, examples = build(corpus[:50])
+        mask_static(examples, masking_config(DataConfig(sources=["x"])), SPECIAL, VOCAB, seed=seed)
+        runs.append([(e.input_ids.tolist(), e.masked_positions.tolist()) for e in examples])
+    assert runs[0] == runs[1] != runs[2]

@@ -28,8 +28,7 @@ def make_examples(vocab_size: int, static: bool, num_docs: int = 40):
     cfg = DataConfig(sources=["synthetic"], masking="static" if static else "dynamic")
     examples = list(create_examples(docs, cfg, SPECIAL.cls, SPECIAL.sep, random.Random(0)))
     if static:
-        for ex in examples:
-            mask_static(ex, masking_config(cfg), SPECIAL, vocab_size, rng)
+        mask_static(examples, masking_config(cfg), SPECIAL, vocab_size, seed=0)
     return docs, examples
 
 
