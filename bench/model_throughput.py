@@ -3,7 +3,8 @@
 Same config, same batches, same optimizer (AdamW), 15% masked labels, NSP labels. Batches are
 padded like real ones: each row's length is drawn uniformly from [seq_len/2, seq_len]. Tokens/s
 counts real (non-pad) tokens, the work a pretraining run wants done. Steps of the two models
-alternate so that load from other processes on a shared machine hits both alike.
+alternate, and each model's rate is the median over its steps, so that bursts of load from other
+processes on a shared machine neither hit one model only nor dominate the result.
 
 CPU (default): presets tiny, mini, base at seq 128, fp32.
 GPU (when CUDA is available): presets base, large at seq 128 and 512, bf16 autocast, plus MFU
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -86,12 +88,9 @@ def bench_pair(cfg: BertConfig, batch_size: int, seq_len: int, steps: int, warmu
                "hf": (hf, hf_step)}
     opts = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, (m, _) in runners.items()}
     batches = make_batches(cfg, batch_size, seq_len, n=4, device=device)
-    elapsed = {name: 0.0 for name in runners}
-    real_tokens = 0
+    rates = {name: [] for name in runners}  # real tokens/s of each timed step
     for i in range(warmup + steps):
         batch = batches[i % len(batches)]
-        if i >= warmup:
-            real_tokens += int(batch[2].sum())
         for name, (model, step) in runners.items():
             sync(device)
             t0 = time.perf_counter()
@@ -102,8 +101,8 @@ def bench_pair(cfg: BertConfig, batch_size: int, seq_len: int, steps: int, warmu
             opts[name].zero_grad(set_to_none=True)
             sync(device)
             if i >= warmup:
-                elapsed[name] += time.perf_counter() - t0
-    return real_tokens / elapsed["ours"], real_tokens / elapsed["hf"]
+                rates[name].append(int(batch[2].sum()) / (time.perf_counter() - t0))
+    return statistics.median(rates["ours"]), statistics.median(rates["hf"])
 
 
 def flops_per_token(cfg: BertConfig, seq_len: int) -> float:
@@ -160,7 +159,7 @@ def main(argv=None):
 
     device = torch.cuda.get_device_name() if cuda else f"CPU, {torch.get_num_threads()} threads"
     print(f"device: {device}; {'bf16 autocast' if cuda else 'fp32'}; AdamW; 15% MLM + NSP labels; "
-          f"row lengths ~ U[seq/2, seq]; tokens/s counts real tokens")
+          f"row lengths ~ U[seq/2, seq]; tokens/s = median over steps of real tokens / step time")
     print(HEADER, flush=True)
     run(args.presets.split(","), [int(s) for s in args.seq_len.split(",")], args.batch_size, args.steps,
         args.warmup, args.peak_tflops, compile_ours=args.compile)
