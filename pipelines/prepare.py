@@ -55,6 +55,7 @@ from pipelines.sources import drop_duplicates, read_documents, resolve_sources, 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
 SHARD_TOKEN_BYTES = 64 << 20  # num_shards=0 aims at this many bytes of token ids per shard ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
+TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
 MAX_SHUFFLE_PARTITIONS = 200  # Ray's default; fewer for small sets, where 200 empty partitions cost seconds
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 
@@ -127,8 +128,8 @@ class ShardLayout:
     @classmethod
     def plan(cls, cfg: DataConfig, input_bytes: int) -> "ShardLayout":
         # From the corpus size (and config), never the worker count: the layout decides contents.
-        num_train = cfg.num_shards or max(
-            1, math.ceil(input_bytes / INPUT_BYTES_PER_TOKEN * 2 * cfg.dupe_factor / SHARD_TOKEN_BYTES))
+        token_bytes = input_bytes / INPUT_BYTES_PER_TOKEN * TOKEN_ID_BYTES * cfg.dupe_factor
+        num_train = cfg.num_shards or max(1, math.ceil(token_bytes / SHARD_TOKEN_BYTES))
         num_eval = max(1, round(num_train * cfg.eval_fraction)) if cfg.eval_fraction > 0 else 0
         return cls(num_train, num_eval, cfg.eval_fraction)
 
