@@ -1,0 +1,15 @@
+"""Fine-tuning datasets -> model features: GLUE (glue), SQuAD v1.1/v2.0 (squad), CoNLL-2003 NER (conll).
+
+Each module has a reader (`load_*` -> tasks.common.TaskSplit: row dicts + reject counts), a
+featurizer (`*_features` -> dict of fixed-shape numpy arrays named as transformers' heads expect
+them: input_ids, token_type_ids, attention_mask, labels / start_positions / end_positions), and
+the task's official metric. Tokenizers are any fast BERT tokenizer or a directory holding one.
+"""
+
+from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer
+from pipelines.tasks.glue import GLUE_TASKS, GlueFeaturizer, GlueTask, glue_features, glue_metrics, glue_task, load_glue
+
+__all__ = [
+    "TaskDataError", "TaskSplit", "load_tokenizer",
+    "GLUE_TASKS", "GlueFeaturizer", "GlueTask", "glue_features", "glue_metrics", "glue_task", "load_glue",
+]
