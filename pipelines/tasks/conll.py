@@ -1,0 +1,137 @@
+"""CoNLL-2003 NER: column files -> sentences -> word-piece features -> entity-level F1.
+
+File format: one token per line, columns "word POS chunk NER" separated by spaces, sentences
+separated by blank lines, documents started by a "-DOCSTART- -X- -X- O" line (skipped). Tags are
+kept as the file has them: the original Reuters release uses IOB1 (I- opens an entity, B- only
+between two adjacent entities of one type), re-distributions such as the HF hub's use IOB2; the
+label set is the same and the metric (seqeval's conlleval-compatible default mode) scores both.
+
+Alignment contract with the model: labels are -100 (ignored by the loss and the metric) on
+[CLS], [SEP], padding and, unless label_all_subwords, on every word piece after a word's first;
+a word's label sits on its first piece. `conll_align_predictions` reads back exactly those
+positions, so gold and predicted tag sequences always line up.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from seqeval.metrics import accuracy_score, classification_report
+
+from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
+
+CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
+IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
+DOCSTART = "-DOCSTART-"
+
+
+def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSplit:
+    """Sentences {id, document, tokens, pos_tags, chunk_tags, ner_tags} (tags as strings).
+
+    The word is the first column and the NER tag the last; POS and chunk tags are filled for the
+    4-column English layout (None otherwise). The sentence is the unit of rejection -- one bad
+    line would shift every label after it: "wrong_column_count" (a line whose column count
+    differs from the file's first token line), "unknown_tag" (NER tag not in `labels`),
+    "invalid_utf8".
+    """
+    path = require_file(path, "CoNLL file")
+    out = TaskSplit([], path)
+    lines, bad, start, document, n_columns, n = [], None, 0, -1, None, -1
+
+    def flush(end_line):
+        nonlocal lines, bad
+        if bad:
+            out.reject(bad, f"lines {start + 1}-{end_line}", " | ".join(lines[:5]))
+        elif lines:
+            fields = [line.split() for line in lines]
+            four = n_columns == 4
+            out.rows.append({"id": len(out.rows), "document": max(document, 0), "tokens": [f[0] for f in fields],
+                             "pos_tags": [f[1] for f in fields] if four else None,
+                             "chunk_tags": [f[2] for f in fields] if four else None,
+                             "ner_tags": [f[-1] for f in fields]})
+        lines, bad = [], None
+
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                bad, line = bad or "invalid_utf8", raw.decode("utf-8", "replace").strip()
+            if not line or line.startswith(DOCSTART):
+                flush(n)
+                start = n + 1
+                document += line.startswith(DOCSTART)
+                continue
+            fields = line.split()
+            n_columns = n_columns or len(fields)
+            if len(fields) != n_columns or n_columns < 2:
+                bad = bad or "wrong_column_count"
+            elif fields[-1] not in labels:
+                bad = bad or "unknown_tag"
+            lines.append(line)
+        flush(n + 1)
+    if not out.rows:
+        raise TaskDataError(f"{path}: no usable sentences ({dict(out.rejects)})")
+    return out.report()
+
+
+def _inside(tag: str) -> str:
+    return "I-" + tag[2:] if tag.startswith("B-") else tag
+
+
+def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: bool = False,
+                   labels: tuple = CONLL_LABELS) -> dict[str, np.ndarray]:
+    """input_ids, token_type_ids, attention_mask, labels (N, max_seq_len) int64, and truncated (N,)
+    bool: the sentence has words without a labeled piece (cut by max_seq_len, or words the
+    tokenizer reduces to nothing), so their gold tags are absent from evaluation.
+
+    label_all_subwords labels continuation pieces too, B-X becoming I-X (a word is one entity).
+    """
+    tok = load_tokenizer(tokenizer)
+    index = {tag: i for i, tag in enumerate(labels)}
+    enc = tok([list(s["tokens"]) for s in sentences], is_split_into_words=True, truncation=True,
+              max_length=max_seq_len, padding="max_length", return_token_type_ids=True, return_attention_mask=True)
+    out = np.full((len(sentences), max_seq_len), IGNORE_INDEX, dtype=np.int64)
+    truncated = np.zeros(len(sentences), dtype=bool)
+    for i, sentence in enumerate(sentences):
+        tags, previous, labeled = sentence["ner_tags"], None, set()
+        for t, word in enumerate(enc.word_ids(i)):
+            if word is not None and word != previous:
+                out[i, t] = index[tags[word]]
+                labeled.add(word)
+            elif word is not None and label_all_subwords:
+                out[i, t] = index[_inside(tags[word])]
+            previous = word
+        truncated[i] = len(labeled) < len(tags)
+    features = {k: np.asarray(enc[k], dtype=np.int64) for k in ("input_ids", "token_type_ids", "attention_mask")}
+    return {**features, "labels": out, "truncated": truncated}
+
+
+def conll_align_predictions(predictions, labels, label_list: tuple = CONLL_LABELS):
+    """(gold tag sequences, predicted tag sequences) over the labeled positions only.
+
+    predictions: logits (N, T, C) or ids (N, T); labels: the features' labels (N, T).
+    """
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    if predictions.ndim == 3:
+        predictions = predictions.argmax(-1)
+    gold, pred = [], []
+    for p_row, l_row in zip(predictions, labels):
+        keep = l_row != IGNORE_INDEX
+        gold.append([label_list[i] for i in l_row[keep]])
+        pred.append([label_list[i] for i in p_row[keep]])
+    return gold, pred
+
+
+def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]]) -> dict[str, float]:
+    """Entity-level micro precision / recall / F1 (an entity counts only if its type and exact span
+    match, as conlleval), token accuracy, and f1_<TYPE> per entity type; computed by seqeval."""
+    report = classification_report(gold_tags, pred_tags, output_dict=True, zero_division=0)
+    micro = report["micro avg"]
+    out = {"precision": float(micro["precision"]), "recall": float(micro["recall"]),
+           "f1": float(micro["f1-score"]), "accuracy": float(accuracy_score(gold_tags, pred_tags))}
+    for name, row in report.items():
+        if not name.endswith(" avg"):
+            out[f"f1_{name}"] = float(row["f1-score"])
+    return out

