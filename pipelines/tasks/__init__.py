@@ -6,15 +6,15 @@ them: input_ids, token_type_ids, attention_mask, labels / start_positions / end_
 the task's official metric. Tokenizers are any fast BERT tokenizer or a directory holding one.
 """
 
-from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer
+from pipelines.tasks.common import TaskDataError, TaskFeaturizer, TaskSplit, load_tokenizer
 from pipelines.tasks.conll import CONLL_LABELS, conll_align_predictions, conll_features, load_conll, ner_metrics
-from pipelines.tasks.glue import GLUE_TASKS, GlueFeaturizer, GlueTask, glue_features, glue_metrics, glue_task, load_glue
+from pipelines.tasks.glue import GLUE_TASKS, GlueTask, glue_features, glue_metrics, glue_task, load_glue
 from pipelines.tasks.squad import (load_squad, postprocess_predictions, squad_eval_features, squad_metrics,
                                    squad_train_features)
 
 __all__ = [
-    "TaskDataError", "TaskSplit", "load_tokenizer",
+    "TaskDataError", "TaskFeaturizer", "TaskSplit", "load_tokenizer",
     "CONLL_LABELS", "conll_align_predictions", "conll_features", "load_conll", "ner_metrics",
-    "GLUE_TASKS", "GlueFeaturizer", "GlueTask", "glue_features", "glue_metrics", "glue_task", "load_glue",
+    "GLUE_TASKS", "GlueTask", "glue_features", "glue_metrics", "glue_task", "load_glue",
     "load_squad", "postprocess_predictions", "squad_eval_features", "squad_metrics", "squad_train_features",
 ]

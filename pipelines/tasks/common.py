@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,3 +79,28 @@ def load_tokenizer(tokenizer):
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError(f"need a fast tokenizer (offset mapping, word ids), got {type(tokenizer).__name__}")
     return tokenizer
+
+
+def batch_rows(batch) -> list[dict]:
+    """Row dicts from a column batch (Ray Data's numpy / pandas formats) or a list of rows."""
+    if isinstance(batch, Mapping):
+        columns = list(batch)
+        return [dict(zip(columns, values)) for values in zip(*(batch[c] for c in columns))]
+    if hasattr(batch, "to_dict"):  # pandas.DataFrame
+        return batch.to_dict("records")
+    return list(batch)
+
+
+class TaskFeaturizer:
+    """Ray Data `map_batches` callable for any `*_features` function of this package.
+
+    Run it on an actor pool (`ds.map_batches(TaskFeaturizer, fn_constructor_args=(squad_train_features,
+    tokenizer_dir), fn_constructor_kwargs={...}, concurrency=n)`) so each actor loads the tokenizer
+    once; batches may come out with more rows than went in (SQuAD windows).
+    """
+
+    def __init__(self, features: Callable, tokenizer, **kwargs):
+        self.features, self.tokenizer, self.kwargs = features, load_tokenizer(tokenizer), kwargs
+
+    def __call__(self, batch) -> dict:
+        return self.features(batch_rows(batch), self.tokenizer, **self.kwargs)

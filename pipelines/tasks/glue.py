@@ -176,8 +176,7 @@ def load_glue(task: str, data_dir: str | os.PathLike, split: str) -> TaskSplit:
 def glue_features(rows, tokenizer, max_seq_len: int) -> dict[str, np.ndarray]:
     """input_ids, token_type_ids, attention_mask (N, max_seq_len) int64 and labels (N,).
 
-    `rows` is a list of row dicts or a column batch (Ray Data / pandas-style mapping of
-    "text_a", "text_b", "label"). Pairs are truncated longest-first, as original BERT does.
+    `rows` is a list of row dicts or a column mapping of "text_a", "text_b", "label". Pairs are truncated longest-first, as original BERT does.
     labels are int64 class indices (-1 unlabeled) or float32 scores (NaN unlabeled).
     """
     tok = load_tokenizer(tokenizer)
@@ -194,17 +193,6 @@ def glue_features(rows, tokenizer, max_seq_len: int) -> dict[str, np.ndarray]:
     features = {k: enc[k].astype(np.int64) for k in ("input_ids", "token_type_ids", "attention_mask")}
     features["labels"] = np.asarray(labels, dtype=np.float32 if regression else np.int64)
     return features
-
-
-class GlueFeaturizer:
-    """Ray Data `map_batches` callable: loads the tokenizer once per actor (not per batch)."""
-
-    def __init__(self, tokenizer_path: str, max_seq_len: int):
-        self.tokenizer = load_tokenizer(tokenizer_path)
-        self.max_seq_len = max_seq_len
-
-    def __call__(self, batch: Mapping) -> dict[str, np.ndarray]:
-        return glue_features(batch, self.tokenizer, self.max_seq_len)
 
 
 def glue_metrics(task: str, predictions, labels) -> dict[str, float]:

@@ -103,7 +103,7 @@ def squad_train_features(examples, tokenizer, max_seq_len: int = 384, doc_stride
     starts, ends = np.zeros(len(sample), np.int64), np.zeros(len(sample), np.int64)
     for i, offsets in enumerate(enc["offset_mapping"]):
         ex = examples[sample[i]]
-        if ex.get("is_impossible") or not ex["answers"]["text"]:
+        if ex.get("is_impossible") or len(ex["answers"]["text"]) == 0:
             continue
         start_char = ex["answers"]["answer_start"][0]
         end_char = start_char + len(ex["answers"]["text"][0])

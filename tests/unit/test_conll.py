@@ -131,3 +131,14 @@ def test_entity_metrics_by_hand():
     # IOB1: B-LOC after I-LOC opens a second entity; the prediction merges them into one span.
     m = ner_metrics([["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]], [["I-PER", "I-PER", "O", "I-LOC", "I-LOC"]])
     assert (m["precision"], m["recall"], m["f1"], m["accuracy"]) == pytest.approx((1 / 2, 1 / 3, 0.4, 0.8))
+
+
+def test_featurizer_on_numpy_column_batch(tmp_path, tok):
+    from pipelines.tasks import TaskFeaturizer
+
+    sentences = load_conll(write(tmp_path, TRAIN))
+    table = sentences.to_arrow()
+    batch = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
+    out = TaskFeaturizer(conll_features, tok, max_seq_len=24)(batch)
+    direct = conll_features(sentences, tok, max_seq_len=24)
+    assert all(np.array_equal(out[k], direct[k]) for k in direct)

@@ -202,3 +202,18 @@ def test_official_metrics_by_hand():
     assert m == pytest.approx({"exact": 50.0, "f1": (1 + 0 + 2 / 3 + 1) / 4 * 100, "total": 4,
                                "HasAns_exact": 100 / 3, "HasAns_f1": (1 + 2 / 3) / 3 * 100, "HasAns_total": 3,
                                "NoAns_exact": 100.0, "NoAns_f1": 100.0, "NoAns_total": 1})
+
+
+def test_featurizer_on_arrow_batches_matches_direct_call(tmp_path, tok):
+    """What a Ray Data actor receives: pandas / numpy column batches, answers as a struct column."""
+    from pipelines.tasks import TaskFeaturizer
+
+    examples = load_squad(write_squad(tmp_path / "d.json", QAS + [IMPOSSIBLE], "v2.0"))
+    kwargs = dict(max_seq_len=64, doc_stride=16, max_query_length=16)
+    direct = squad_train_features(examples, tok, **kwargs)
+    featurize = TaskFeaturizer(squad_train_features, MINILM, **kwargs)
+    table = examples.to_arrow()
+    for batch in (table.to_pandas(), {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}):
+        out = featurize(batch)
+        assert out.keys() == direct.keys()
+        assert all(np.array_equal(out[k], direct[k]) for k in direct)
