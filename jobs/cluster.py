@@ -30,6 +30,5 @@ def init_ray() -> str:
 
     if not ray.is_initialized():
         ray.init(log_to_driver=True)
-    ctx = ray.get_runtime_context()
-    url = getattr(ray._private.worker.global_worker.node, "dashboard_url", "") if ctx else ""
-    return f"http://{url}" if url and not url.startswith("http") else url
+    url = ray._private.worker.get_dashboard_url() or ""
+    return url if not url or url.startswith("http") else f"http://{url}"

@@ -95,6 +95,8 @@ class PretrainConfig:
         if self.corpus.harvest_installed_docs and not self.data.sources:
             self.data.sources = [self.corpus.harvest_dir]
         self.data.validate()
+        if self.data.eval_fraction <= 0:
+            raise ConfigError("data.eval_fraction must be > 0: the job measures held-out MLM accuracy")
         self.train.masking.validate()
         t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
         for name in ("micro_batch_size", "grad_accum_steps", "max_steps", "log_every", "eval_batches",

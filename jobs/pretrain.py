@@ -62,6 +62,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
 
     cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
     dashboard = init_ray()
+    _check_capacity(cfg, ray.cluster_resources())
     ray.data.DataContext.get_current().enable_progress_bars = False  # our own progress lines instead
 
     if cfg.corpus.harvest_installed_docs:
@@ -79,8 +80,8 @@ def run(cfg: PretrainConfig) -> PretrainResult:
                                 cfg.run_name, cfg.to_dict(), tags={"data_dir": prepared.path})
 
     columns = TRAIN_COLUMNS + (STATIC_COLUMNS if cfg.data.masking == "static" else [])
-    datasets = {"train": ray.data.read_parquet(prepared.train_files, columns=columns),
-                "eval": ray.data.read_parquet(prepared.eval_files, columns=columns)}
+    datasets = {"train": ray.data.read_parquet(prepared.train_files).select_columns(columns),
+                "eval": ray.data.read_parquet(prepared.eval_files).select_columns(columns)}
     loop_config = {
         "cfg": cfg.to_dict(),
         "special_ids": {k: getattr(special, k) for k in ("pad", "unk", "cls", "sep", "mask")},
@@ -109,6 +110,20 @@ def run(cfg: PretrainConfig) -> PretrainResult:
                          prepared.path, info)
     print(summary(out, cfg, dashboard), flush=True)
     return out
+
+
+def _check_capacity(cfg: PretrainConfig, resources: dict) -> None:
+    """Fail fast instead of hanging: training workers must leave a CPU for Ray Data to stream shards."""
+    need = cfg.scaling.num_workers * cfg.scaling.cpus_per_worker + 1
+    have = resources.get("CPU", 0)
+    if have < need:
+        raise RuntimeError(
+            f"the Ray cluster has {have:g} CPUs; scaling.num_workers x scaling.cpus_per_worker "
+            f"({cfg.scaling.num_workers} x {cfg.scaling.cpus_per_worker:g}) plus 1 CPU for Ray Data needs {need:g}. "
+            f"Lower scaling.cpus_per_worker (e.g. 0.5) or add nodes.")
+    if cfg.scaling.use_gpu and resources.get("GPU", 0) < cfg.scaling.num_workers:
+        raise RuntimeError(f"scaling.use_gpu needs {cfg.scaling.num_workers} GPUs; the cluster has "
+                           f"{resources.get('GPU', 0):g}")
 
 
 def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:

@@ -7,6 +7,7 @@ captured from the driver, and no driver-local path is read, so workers may run o
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -21,6 +22,9 @@ from bert_core.model import BertForPreTraining
 from bert_core.tokenizer import SpecialIds
 from jobs.config import PretrainConfig
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
+
+# Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
+log = logging.getLogger("bert_foundry.train")
 
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
 
@@ -85,8 +89,8 @@ def train_loop_per_worker(config: dict) -> None:
     logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), rank)
     before = evaluate() if start_step == 0 else config.get("eval_before", {})
     if rank == 0 and before:
-        print(f"[eval] before training: mlm_acc {before['mlm_acc']:.4f} nsp_acc {before['nsp_acc']:.4f} "
-              f"mlm_loss {before['mlm_loss']:.4f}", flush=True)
+        log.info(f"[eval] before training: mlm_acc {before['mlm_acc']:.4f} nsp_acc {before['nsp_acc']:.4f} "
+                 f"mlm_loss {before['mlm_loss']:.4f}")
         logger.log({f"eval/{k}": v for k, v in before.items()}, step=0)
 
     flops_token = flops_per_token(cfg.model, cfg.data.max_seq_len)
@@ -112,7 +116,7 @@ def train_loop_per_worker(config: dict) -> None:
             elapsed = time.perf_counter() - run_start
             eta = elapsed / (step - start_step) * (t.max_steps - step)
             if rank == 0:
-                print(progress_line(step, t.max_steps, metrics, eta), flush=True)
+                log.info(progress_line(step, t.max_steps, metrics, eta))
             logger.log({f"train/{k}": v for k, v in metrics.items() if k != "step"}, step=step)
             window = MetricsWindow()
         if last or (t.checkpoint_every and step % t.checkpoint_every == 0):
@@ -134,8 +138,8 @@ def _report_checkpoint(engine, collate, cfg, config, step, metrics, before, last
             report.update({f"eval_before/{k}": v for k, v in before.items()})
             report.update({f"eval_after/{k}": v for k, v in after.items()})
             if rank == 0:
-                print(f"[eval] after training:  mlm_acc {after['mlm_acc']:.4f} nsp_acc {after['nsp_acc']:.4f} "
-                      f"mlm_loss {after['mlm_loss']:.4f}", flush=True)
+                log.info(f"[eval] after training:  mlm_acc {after['mlm_acc']:.4f} nsp_acc {after['nsp_acc']:.4f} "
+                         f"mlm_loss {after['mlm_loss']:.4f}")
             logger.log({f"eval/{k}": v for k, v in after.items()}, step=step)
             engine.export(Path(tmp) / "release")  # the driver adds the tokenizer files
         ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp))

@@ -1,0 +1,102 @@
+"""Start a real Ray head (or worker node) with `ray start`, on loopback, and stop only what we started.
+
+`ray stop` would end every Ray on the machine; instead we end the processes whose command line names
+our private --temp-dir, with all their descendants (workers, agents, dashboard modules).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_env() -> dict:
+    env = dict(os.environ)
+    env.update(RAY_AUTH_MODE="token", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+@dataclass
+class Node:
+    temp_dir: str  # short, private: unix socket paths must stay under 108 bytes
+    gcs_address: str
+    dashboard_url: str | None
+
+    def stop(self) -> None:
+        ours = [p for p in psutil.process_iter(["cmdline"])
+                if self.temp_dir in " ".join(p.info["cmdline"] or [])]
+        tree = {p.pid: p for p in ours}
+        for p in ours:
+            try:
+                tree.update((c.pid, c) for c in p.children(recursive=True))
+            except psutil.NoSuchProcess:
+                pass
+        for p in tree.values():
+            try:
+                p.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(list(tree.values()), timeout=15)
+        for p in alive:
+            p.kill()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _ports() -> list[str]:
+    args = []
+    for flag in ("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
+                 "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"):
+        args += [flag, str(free_port())]
+    return args
+
+
+def start_head(num_cpus: int = 2, resources: str | None = None) -> Node:
+    temp_dir = tempfile.mkdtemp(prefix="bf", dir="/tmp")
+    gcs, dash = free_port(), free_port()
+    cmd = [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs),
+           "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--include-dashboard", "true",
+           "--ray-client-server-port", str(free_port()), "--num-cpus", str(num_cpus), "--temp-dir", temp_dir,
+           "--disable-usage-stats", *_ports()]
+    if resources:
+        cmd += ["--resources", resources]
+    node = Node(temp_dir, f"127.0.0.1:{gcs}", f"http://127.0.0.1:{dash}")
+    try:
+        subprocess.run(cmd, env=ray_env(), check=True, capture_output=True, text=True, timeout=120)
+    except BaseException:
+        node.stop()
+        raise
+    return node
+
+
+def start_worker(head: Node, num_cpus: int = 2, resources: str | None = None) -> Node:
+    """A second node of the head's cluster on this machine, with its own resources."""
+    temp_dir = tempfile.mkdtemp(prefix="bfw", dir="/tmp")
+    cmd = [RAY, "start", "--address", head.gcs_address, "--node-ip-address", "127.0.0.1",
+           "--num-cpus", str(num_cpus), "--temp-dir", temp_dir, "--disable-usage-stats", *_ports()]
+    if resources:
+        cmd += ["--resources", resources]
+    node = Node(temp_dir, head.gcs_address, None)
+    try:
+        subprocess.run(cmd, env=ray_env(), check=True, capture_output=True, text=True, timeout=120)
+    except BaseException:
+        node.stop()
+        raise
+    return node

@@ -1,0 +1,59 @@
+"""`ray job submit` of jobs/pretrain.py to a real head started with `ray start --head` on 127.0.0.1,
+with Ray's token auth on; the test stops only the Ray it started."""
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.ray_head import RAY, ray_env, start_head
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def head():
+    node = start_head(num_cpus=2)
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_path):
+    assert (Path.home() / ".ray" / "auth_token").is_file()  # token auth is on for this cluster
+    job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
+    overrides = [
+        "run_name=submitted", f"output_dir={tmp_path}/runs", f"data.output_root={tmp_path}/prepared",
+        f"corpus.harvest_dir={tmp_path}/corpus", "corpus.harvest_max_mb=1", "data.tokenizer.vocab_size=1000",
+        "train.max_steps=20", "train.log_every=10", "train.eval_batches=2",
+        f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/art",
+    ]
+    submit = subprocess.run(
+        [RAY, "job", "submit", "--address", head.dashboard_url, "--submission-id", job_id,
+         "--working-dir", str(REPO), "--", "python", "jobs/pretrain.py",
+         "--config", "configs/pretrain/quickstart.yaml", *overrides],
+        env=ray_env(), capture_output=True, text=True, timeout=900)
+    assert submit.returncode == 0, submit.stdout[-4000:] + submit.stderr[-4000:]
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(head.dashboard_url)  # authenticates with the cluster's token
+    assert client.get_job_status(job_id) == JobStatus.SUCCEEDED
+    logs = client.get_job_logs(job_id)
+    assert "MLM accuracy" in logs and "step     20/20" in logs  # progress and summary reach the job log
+    release = tmp_path / "runs" / "submitted" / "release"
+    assert (release / "model.safetensors").is_file() and (release / "config.json").is_file()
+    assert (release / "vocab.txt").is_file()
+    assert list((tmp_path / "runs" / "submitted").glob("checkpoint_*/engine"))
+
+
+def test_submission_without_a_token_is_refused(head):
+    env = ray_env()
+    env["RAY_AUTH_MODE"] = "disabled"
+    env["RAY_AUTH_TOKEN_PATH"] = "/nonexistent/token"
+    out = subprocess.run([RAY, "job", "list", "--address", head.dashboard_url], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "Unauthorized" in out.stdout + out.stderr or "authentication" in (out.stdout + out.stderr).lower()

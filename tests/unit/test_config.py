@@ -1,0 +1,70 @@
+"""Job configs: YAML + dotted overrides into typed dataclasses, validated with errors naming the field."""
+
+from pathlib import Path
+
+import pytest
+
+from bert_core.config import ConfigError, preset
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config, parse_overrides
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "configs" / "pretrain" / "quickstart.yaml"
+
+
+def test_every_shipped_config_loads_and_validates():
+    files = sorted((REPO / "configs").rglob("*.yaml"))
+    assert QUICKSTART in files
+    for f in files:
+        if f.parent.name == "pretrain":
+            load_config(PretrainConfig, f)
+
+
+def test_overrides_are_typed_and_nested():
+    cfg = load_config(PretrainConfig, QUICKSTART, ["train.max_steps=7", "optim.lr=3e-4",
+                                                  "train.masking.whole_word=true", "model.preset=mini",
+                                                  "data.sources=[a, b]"])
+    assert cfg.train.max_steps == 7 and cfg.optim.lr == pytest.approx(3e-4)
+    assert cfg.train.masking.whole_word is True
+    assert cfg.model.hidden_size == preset("mini").hidden_size
+    assert cfg.data.sources == ["a", "b"]
+
+
+def test_model_preset_fields_can_be_overridden():
+    cfg = load_config(PretrainConfig, None, ["data.sources=[x]", "model.preset=tiny", "model.hidden_size=128",
+                                             "model.num_attention_heads=4"])
+    assert (cfg.model.hidden_size, cfg.model.num_attention_heads, cfg.model.num_hidden_layers) == (128, 4, 2)
+
+
+def test_round_trip_through_worker_dict():
+    cfg = load_config(PretrainConfig, QUICKSTART, ["model.preset=small"])
+    again = PretrainConfig.from_dict(cfg.to_dict())
+    assert again == cfg
+
+
+@pytest.mark.parametrize("override, names", [
+    ("train.max_stepz=3", "train.max_stepz"),
+    ("model.preset=huge", "model.preset"),
+    ("model.hidden_sise=3", "model.hidden_sise"),
+    ("deepspeed.zero_stage=4", "deepspeed.zero_stage"),
+    ("train.micro_batch_size=abc", "train.micro_batch_size"),
+    ("train.micro_batch_size=0", "train.micro_batch_size"),
+    ("optim.schedule=cosine", "optim.schedule"),
+    ("deepspeed.precision=bf16", "deepspeed.precision"),
+    ("deepspeed.offload_params=true", "deepspeed.offload_params"),
+    ("data.masking=sometimes", "data.masking"),
+    ("data.max_seq_len=1024", "data.max_seq_len"),
+    ("model.num_attention_heads=3", "model.num_attention_heads"),
+    ("train.masking.rate=1.5", "rate"),
+    ("run_name=a/b", "run_name"),
+])
+def test_invalid_values_fail_naming_the_field(override, names):
+    with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
+        load_config(PretrainConfig, QUICKSTART, [override])
+
+
+def test_bad_override_syntax_and_missing_file():
+    with pytest.raises(ConfigError, match="dotted.key=value"):
+        parse_overrides(["max_steps"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(PretrainConfig, "configs/nope.yaml")

@@ -1,0 +1,55 @@
+"""The engine seam's pure parts: DeepSpeed config translation, LR schedule, weight-decay groups, FLOPs."""
+
+import pytest
+
+from bert_core.config import tiny
+from bert_core.model import BertForPreTraining
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config
+from jobs.engine import deepspeed_config, lr_lambda, param_groups
+from jobs.metrics import flops_per_token
+
+
+def cfg_with(*overrides):
+    return load_config(PretrainConfig, None, ["data.sources=[x]", *overrides])
+
+
+def test_deepspeed_config_follows_ours():
+    cfg = cfg_with("train.micro_batch_size=8", "train.grad_accum_steps=4", "deepspeed.zero_stage=3",
+                   "deepspeed.offload_optimizer=true", "deepspeed.offload_params=true", "optim.grad_clip=0.5")
+    ds = deepspeed_config(cfg, world_size=2)
+    assert ds["train_batch_size"] == 8 * 4 * 2
+    assert ds["zero_optimization"]["stage"] == 3
+    assert ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert ds["zero_optimization"]["offload_param"]["device"] == "cpu"
+    assert ds["gradient_clipping"] == 0.5
+    assert "bf16" not in ds and "fp16" not in ds
+
+
+@pytest.mark.parametrize("schedule, power", [("linear", 1.0), ("poly", 0.5)])
+def test_lr_schedule_warms_up_then_decays_to_zero(schedule, power):
+    cfg = cfg_with("train.max_steps=110", "optim.warmup_steps=10", f"optim.schedule={schedule}")
+    f = lr_lambda(cfg)
+    assert f(0) == pytest.approx(0.1) and f(9) == pytest.approx(1.0)
+    assert f(10) == pytest.approx(1.0)
+    assert f(60) == pytest.approx(0.5 ** power)
+    assert f(110) == 0.0
+    assert all(f(s) >= f(s + 1) for s in range(10, 110))
+
+
+def test_no_weight_decay_on_biases_and_layernorm():
+    model = BertForPreTraining(tiny(vocab_size=100))
+    decay, no_decay = param_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert all(not names[id(p)].endswith("bias") and "LayerNorm" not in names[id(p)] for p in decay["params"])
+    assert all(names[id(p)].endswith("bias") or "LayerNorm" in names[id(p)] for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+def test_parameter_count_matches_the_model_and_flops_formula():
+    config = tiny(vocab_size=1000)
+    model = BertForPreTraining(config)
+    assert config.num_parameters() == sum(p.numel() for p in model.parameters())
+    n = config.num_parameters(include_embeddings=False)
+    assert flops_per_token(config, 128) == 6 * n + 12 * config.num_hidden_layers * 128 * config.hidden_size

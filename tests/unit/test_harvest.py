@@ -1,0 +1,39 @@
+"""The no-download corpus: real English prose from installed documentation, deterministic and reusable."""
+
+import json
+
+from pipelines.harvest import _prose_paragraphs, harvest_installed_docs
+
+
+def test_harvest_is_deterministic_reused_and_prose(tmp_path):
+    a = harvest_installed_docs(tmp_path / "a", max_mb=0.3)
+    b = harvest_installed_docs(tmp_path / "b", max_mb=0.3)
+    assert a == b and a["documents"] >= 20 and a["bytes"] >= 0.3 * 2**20
+    files = sorted((tmp_path / "a").glob("*.jsonl"))
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    assert harvest_installed_docs(tmp_path / "a", max_mb=0.3) == a  # reused, not rewritten
+    assert [f.stat().st_mtime_ns for f in files] == mtimes
+    docs = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert len(docs) == a["documents"] and len({d["id"] for d in docs}) == len(docs)
+    words = " ".join(d["text"] for d in docs).lower().split()
+    assert sum(w in {"the", "a", "of", "to", "is"} for w in words) > 0.05 * len(words)  # English prose
+    assert not any("/work/" in d["url"] or "site-packages" in d["url"] for d in docs)  # machine-independent
+
+
+def test_prose_filter_drops_code_and_keeps_sentences():
+    text = """Return the number of items in the container, counting duplicates once.
+
+>>> len([1, 2])
+2
+
+```python
+x = compute(1, 2)
+```
+
+| a | b |
+|---|---|
+
+See [the docs](https://example.org) for the full list of options that the parser accepts."""
+    paragraphs = _prose_paragraphs(text)
+    assert paragraphs == ["Return the number of items in the container, counting duplicates once.",
+                          "See the docs for the full list of options that the parser accepts."]
