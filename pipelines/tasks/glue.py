@@ -29,7 +29,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
+from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer
 
 UNLABELED = -1  # label of a classification row from a test split
 
@@ -90,10 +90,11 @@ def _task_file(task: GlueTask, data_dir: str | os.PathLike, split: str) -> str:
         raise ValueError(f"GLUE {task.name} has no split {split!r}; expected one of {sorted(task.files)}")
     name = task.files[split]
     # data_dir may be the task folder (glue_data/MRPC) or the download root (glue_data).
-    for candidate in (os.path.join(data_dir, name), os.path.join(data_dir, task.dir_name, name)):
+    candidates = (os.path.join(data_dir, name), os.path.join(data_dir, task.dir_name, name))
+    for candidate in candidates:
         if os.path.isfile(candidate):
             return candidate
-    return require_file(os.path.join(data_dir, name), f"GLUE {task.name} {split} file ({name})")
+    raise FileNotFoundError(f"GLUE {task.name} {split} file not found: {candidates[0]} (nor {candidates[1]})")
 
 
 def _lines(path: str):
@@ -106,6 +107,31 @@ def _lines(path: str):
                 yield n, raw.decode("utf-8").rstrip("\r\n"), raw
             except UnicodeDecodeError:
                 yield n, None, raw
+
+
+def _row(spec: GlueTask, fields: list[str], col: dict, labeled: bool, index: int | None, data_row: int):
+    """The row dict, or the reject reason."""
+    if len(fields) != len(col):
+        return "wrong_column_count"
+    if not labeled:
+        label = math.nan if spec.is_regression else UNLABELED
+    elif spec.is_regression:
+        try:
+            label = float(fields[col[spec.label_column]])
+        except ValueError:
+            return "bad_score"
+    else:
+        value = fields[col[spec.label_column]].strip()
+        if value not in spec.labels:
+            return "unknown_label"
+        label = spec.labels.index(value)
+    if index is not None:
+        try:
+            data_row = int(fields[index])
+        except ValueError:
+            return "bad_index"
+    texts = [fields[col[c]] for c in spec.text_columns]
+    return {"idx": data_row, "text_a": texts[0], "text_b": texts[1] if len(texts) > 1 else None, "label": label}
 
 
 def load_glue(task: str, data_dir: str | os.PathLike, split: str) -> TaskSplit:
@@ -135,39 +161,14 @@ def load_glue(task: str, data_dir: str | os.PathLike, split: str) -> TaskSplit:
         where = f"line {n + 1}"
         if line is None:
             out.reject("invalid_utf8", where, raw.decode("utf-8", "replace"))
-            continue
-        if not line.strip():
+        elif not line.strip():
             out.reject("blank_line", where, line)
-            continue
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            out.reject("wrong_column_count", where, line)
-            continue
-        if not labeled:
-            label = math.nan if spec.is_regression else UNLABELED
-        elif spec.is_regression:
-            try:
-                label = float(fields[col[spec.label_column]])
-            except ValueError:
-                out.reject("bad_score", where, line)
-                continue
         else:
-            value = fields[col[spec.label_column]].strip()
-            if value not in spec.labels:
-                out.reject("unknown_label", where, line)
-                continue
-            label = spec.labels.index(value)
-        if index is not None:
-            try:
-                idx = int(fields[index])
-            except ValueError:
-                out.reject("bad_index", where, line)
-                continue
-        else:
-            idx = n - first_data_line
-        texts = [fields[col[c]] for c in spec.text_columns]
-        out.rows.append({"idx": idx, "text_a": texts[0], "text_b": texts[1] if len(texts) > 1 else None,
-                         "label": label})
+            row = _row(spec, line.split("\t"), col, labeled, index, n - first_data_line)
+            if isinstance(row, str):
+                out.reject(row, where, line)
+            else:
+                out.rows.append(row)
     if not out.rows:
         raise TaskDataError(f"{path}: no usable rows ({dict(out.rejects)})")
     return out.report()
