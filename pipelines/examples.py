@@ -197,7 +197,49 @@ def masking_config(cfg: DataConfig) -> "MaskingConfig":
                          max_predictions=cfg.max_predictions).validate()
 
 
-MASK_CHUNK = 512  # examples per masking call: vectorised, while the padded (B, T) batch stays small
+MASK_CHUNK = 2048  # examples per masking call: vectorised, while the padded (B, T) batch stays a few MB
+
+
+def mask_static_flat(values: np.ndarray, offsets: np.ndarray, num_a_tokens: np.ndarray, mcfg: "MaskingConfig",
+                     special: SpecialIds, vocab_size: int, seed: int, continuation: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Static masking of examples stored flat: example i is values[offsets[i]:offsets[i + 1]].
+
+    Returns (masked values, same layout; targets per example (B,); target positions (M,),
+    ascending within each example; the ORIGINAL ids there (M,)). Selection is
+    bert_core.masking.mask_tokens (the dynamic-masking code, so both kinds select targets
+    identically); the result is a function of `seed` and the example order. No per-example
+    Python: a shard's examples are masked in a few vectorised calls.
+    """
+    import torch  # see masking_config
+
+    from bert_core.masking import IGNORE_INDEX, mask_tokens
+
+    generator = torch.Generator().manual_seed(seed % 2**63)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    masked_values = np.array(values, copy=True)
+    counts = np.zeros(len(offsets) - 1, dtype=np.int64)
+    positions, originals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for start in range(0, len(offsets) - 1, MASK_CHUNK):
+        stop = min(start + MASK_CHUNK, len(offsets) - 1)
+        lengths = np.diff(offsets[start:stop + 1])
+        rows = np.arange(stop - start)
+        real = np.arange(lengths.max()) < lengths[:, None]  # (B, T)
+        ids = np.full(real.shape, special.pad, dtype=np.int64)
+        span = slice(offsets[start], offsets[stop])
+        ids[real] = values[span]  # row-major boolean indexing walks the flat layout in order
+        structure = ~real
+        structure[rows, 0] = structure[rows, lengths - 1] = True
+        structure[rows, num_a_tokens[start:stop] - 1] = True
+        masked, labels = mask_tokens(torch.from_numpy(ids), torch.from_numpy(structure), mcfg, special.mask,
+                                     vocab_size, generator, continuation=continuation, special_ids=special.all)
+        selected = labels.numpy() != IGNORE_INDEX
+        masked_values[span] = masked.numpy()[real]
+        r, c = np.nonzero(selected)  # row-major, so each row's positions come out ascending
+        counts[start:stop] = selected.sum(1)
+        positions.append(c)
+        originals.append(ids[r, c])
+    return masked_values, counts, np.concatenate(positions), np.concatenate(originals)
 
 
 def mask_static(examples: Sequence[Example], mcfg: "MaskingConfig", special: SpecialIds, vocab_size: int,
@@ -205,30 +247,18 @@ def mask_static(examples: Sequence[Example], mcfg: "MaskingConfig", special: Spe
     """Static masking in place: input_ids get the 80/10/10 replacements, and masked_positions /
     masked_ids (the ORIGINAL ids there) become the labels the collator rebuilds.
 
-    Batched through bert_core.masking.mask_tokens (the dynamic-masking code, so both kinds
-    select targets identically); the result is a function of `seed` and the example order.
+    The per-example form of `mask_static_flat` (the pipeline masks a shard's flat columns).
     """
-    import torch  # see masking_config
-
-    from bert_core.masking import IGNORE_INDEX, mask_tokens
-
-    generator = torch.Generator().manual_seed(seed % 2**63)
-    for start in range(0, len(examples), MASK_CHUNK):
-        chunk = examples[start:start + MASK_CHUNK]
-        rows = np.arange(len(chunk))
-        lengths = np.array([e.num_tokens for e in chunk])
-        real = np.arange(lengths.max()) < lengths[:, None]  # (B, T)
-        ids = np.full(real.shape, special.pad, dtype=np.int64)
-        ids[real] = np.concatenate([e.input_ids for e in chunk])
-        structure = ~real
-        structure[rows, 0] = structure[rows, lengths - 1] = True
-        structure[rows, [e.num_a_tokens - 1 for e in chunk]] = True
-        masked, labels = mask_tokens(torch.from_numpy(ids), torch.from_numpy(structure), mcfg, special.mask,
-                                     vocab_size, generator, continuation=continuation, special_ids=special.all)
-        masked, selected = masked.numpy(), labels.numpy() != IGNORE_INDEX
-        r, c = np.nonzero(selected)  # row-major, so each row's positions come out ascending
-        bounds = np.cumsum(selected.sum(1))[:-1]
-        for e, row, positions, originals in zip(chunk, rows, np.split(c, bounds), np.split(ids[r, c], bounds)):
-            e.input_ids = masked[row, :e.num_tokens].astype(e.input_ids.dtype)
-            e.masked_positions = positions
-            e.masked_ids = originals
+    if not examples:
+        return
+    lengths = np.fromiter((e.num_tokens for e in examples), dtype=np.int64, count=len(examples))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    num_a = np.fromiter((e.num_a_tokens for e in examples), dtype=np.int64, count=len(examples))
+    values, counts, positions, originals = mask_static_flat(
+        np.concatenate([e.input_ids for e in examples]), offsets, num_a, mcfg, special, vocab_size, seed,
+        continuation)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    for i, e in enumerate(examples):
+        e.input_ids = values[offsets[i]:offsets[i + 1]]
+        e.masked_positions = positions[bounds[i]:bounds[i + 1]]
+        e.masked_ids = originals[bounds[i]:bounds[i + 1]]

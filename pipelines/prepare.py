@@ -1,29 +1,40 @@
 """Raw corpus -> a prepared pretraining set: tokenizer, parquet example shards, manifest.
 
-    documents (sources.read_documents, drop_duplicates)          one row per document
-      -> keys: doc key = hash(seed, doc_id) -> split and shard   (_assign_shards, tasks)
-      -> tokenizer: given, or trained on the smallest-key train documents
-      -> sentences tokenized, once per actor                     (SentenceTokenizer, actor pool)
-      -> groupby(shard).map_groups(_build_shard)                 examples.py + shards.py, per shard
-      -> manifest.json; temp dir renamed to <output_root>/<name>/
+    files --(actor pool: DocumentTokenizer, one input file per call)----------------------------
+      read, clean, count rejects, content hash, doc key -> split + shard, sentences, WordPiece
+      -> spill: one Arrow IPC file per input file, one record batch per (chunk, shard)
+      -> returns per-file stats: reject counts and samples, (hash, uid, shard) of good documents
+    driver: exact dedup on (hash, uid) pairs alone (sources.find_duplicates)
+    shards --(tasks: _build_shard, one shard per call)------------------------------------------
+      the shard's spill batches minus duplicates, sorted by key -> examples.py -> static masking
+      -> parquet; returns per-shard stats
+    manifest.json, rejects.jsonl; temp dir renamed to <output_root>/<name>/
+
+Why this shape (it replaced a Ray Data groupby over a materialised document set): every input
+byte is read, cleaned and tokenized in ONE pass, in parallel; dedup needs only 24 bytes a
+document on the driver, not a shuffle of texts; the shuffle of tokenized documents into shards
+goes through local spill files (written once, memory-mapped once), so memory is bounded by one
+input chunk per actor and one shard per task whatever the corpus size, and nothing but small
+stats rows crosses the object store. Duplicates are tokenized before they are known and dropped
+at shard building: exact duplicates are a few percent of real corpora.
 
 Scale and determinism: every random choice derives from (seed, doc_id) or (seed, shard, pass),
 never from worker count or block layout. A shard is a bucket of documents picked by key, so it
 is a uniform random sample of the corpus: documents sorted by key inside it are the global
 shuffle, and its documents are the pool that random-next B segments are drawn from (the
-standard sharded approximation of drawing from the whole corpus). A shard's documents and
-examples are the most any worker holds at once, so the corpus itself may exceed memory.
+standard sharded approximation of drawing from the whole corpus).
 
 Library code: Ray must be initialised by the caller (jobs connect to their cluster first).
 The output root must be a path every node can write (local for one node, a shared file
-system otherwise): workers write their shards directly, and the final rename is atomic only
-within one POSIX file system.
+system otherwise): workers write spill files and shards directly, and the final rename is
+atomic only within one POSIX file system.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
 import json
 import math
 import os
@@ -34,30 +45,39 @@ import uuid
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
+from typing import Iterator
 
 import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import ray
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 
 from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, tokenizer_hash,
                                  train_wordpiece)
 from pipelines.clean import split_sentences
 from pipelines.config import DataConfig
-from pipelines.examples import (Document, bucket_seed, create_examples, document_key, mask_static,
+from pipelines.examples import (Document, bucket_seed, create_examples, document_key, mask_static_flat,
                                 masking_config)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
-                              length_histogram, read_manifest, shard_name, write_manifest, write_shard)
-from pipelines.sources import drop_duplicates, read_documents, resolve_sources, summarize_rejects, write_rejects
+                              length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
+from pipelines.sources import (SAMPLE_CHARS, RejectLog, content_hashes, find_duplicates, iter_documents,
+                               relative_names, resolve_sources)
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
-SHARD_TOKEN_BYTES = 64 << 20  # num_shards=0 aims at this many bytes of token ids per shard ...
+SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids per shard (~4M tokens:
+# a random-next pool of thousands of documents, and enough shards on a 100 MB corpus that
+# shard building spreads over the cores) ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
-MAX_SHUFFLE_PARTITIONS = 200  # Ray's default; fewer for small sets, where 200 empty partitions cost seconds
+PIPELINE_VERSION = 2  # in the dataset name: bump when the same inputs and config give other examples
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
+SPILL_CHUNK_BYTES = 16 << 20  # text an actor gathers before writing spill batches: few, large batches
+RECORD_BITS = 40  # uid = file rank << 40 | record number: orders like sources.doc_order_key
+# Joins a document's sentences so the tokenizer runs once per document (per-sentence calls cost
+# ~2x in per-call overhead); normalize_text strips it from every text, so it only marks joins.
+SENTENCE_MARK = "\x1f"
 
 
 @dataclass
@@ -110,8 +130,8 @@ def hashed_config(cfg: DataConfig) -> dict:
 
 
 def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str | None) -> str:
-    spec = {"format_version": FORMAT_VERSION, "inputs": inputs, "config": hashed_config(cfg),
-            "tokenizer_hash": given_tokenizer_hash}
+    spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
+            "config": hashed_config(cfg), "tokenizer_hash": given_tokenizer_hash}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -144,54 +164,202 @@ class ShardLayout:
         return ("train", shard) if shard < self.num_train else ("eval", shard - self.num_train)
 
 
-def _assign_shards(batch: pa.Table, seed: int, layout: ShardLayout) -> pa.Table:
-    keys = [document_key(seed, doc_id) for doc_id in batch.column("doc_id").to_pylist()]
-    return (batch.append_column("key", pa.array(keys, pa.uint64()))
-            .append_column("shard", pa.array([layout.shard_of(k) for k in keys], pa.int32())))
+# ---------------------------------------------------------------------------------------------
+# Pass over the inputs: documents -> keys, rejects, dedup pairs (and tokens, in DocumentTokenizer)
 
 
-def _good(batch: pa.Table) -> pa.Table:
-    return batch.filter(pc.equal(batch.column("reject_reason"), ""))
+def _file_items(files: list[str], inputs: list[dict]) -> list[dict]:
+    """One work item per input file, biggest first (the pool's tail is then short files)."""
+    names = relative_names(files)
+    rank = {name: r for r, name in enumerate(sorted(names))}  # doc_order_key compares names as strings
+    items = [{"path": p, "name": n, "rank": rank[n], "bytes": i["bytes"]} for p, n, i in zip(files, names, inputs)]
+    return sorted(items, key=lambda i: (-i["bytes"], i["rank"]))
+
+
+def _good_documents(item: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[tuple[str, int, str]]:
+    """(doc_id, uid, text) of one file's good documents; its rejects go to `rejects`."""
+    for row in iter_documents(item["path"], item["name"], cfg):
+        if row["reject_reason"]:
+            rejects.add_row(row)
+            continue
+        record = int(row["doc_id"].rpartition("#")[2])  # good documents are always "<name>#<n>"
+        if not 0 <= record < 1 << RECORD_BITS:
+            raise ValueError(f"{row['doc_id']}: record number out of range for a document uid")
+        yield row["doc_id"], item["rank"] << RECORD_BITS | record, row["text"]
+
+
+def _chunks(docs: Iterator[tuple[str, int, str]], max_bytes: int) -> Iterator[list[tuple[str, int, str]]]:
+    chunk, size = [], 0
+    for doc in docs:
+        chunk.append(doc)
+        size += len(doc[2])
+        if size >= max_bytes:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _dedup_columns(hashes: np.ndarray, uids: np.ndarray, shards: np.ndarray) -> dict:
+    return {"hash_hi": hashes[:, 0], "hash_lo": hashes[:, 1], "uid": uids, "doc_shard": shards}
+
+
+def spill_schema(ids_type: pa.DataType) -> pa.Schema:
+    return pa.schema([("uid", pa.int64()), ("key", pa.uint64()), ("doc_id", pa.string()), ("sample", pa.string()),
+                      ("ids", pa.list_(ids_type)), ("offsets", pa.list_(pa.int32()))])
+
+
+FILE_STATS_SCHEMA = pa.schema([
+    ("rank", pa.int64()), ("name", pa.string()), ("path", pa.string()), ("spill", pa.string()),
+    ("spill_shards", pa.list_(pa.int32())), ("rejects", pa.string()), ("hash_hi", pa.list_(pa.uint64())),
+    ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64())), ("doc_shard", pa.list_(pa.int32()))])
+
+
+class DocumentTokenizer:
+    """Input files -> spill batches of tokenized documents + one stats row per file.
+
+    Spill rows: uid, key, doc_id, sample (first SAMPLE_CHARS: reported if it proves a
+    duplicate), ids (all sentences back to back) and offsets (sentence s is
+    ids[offsets[s]:offsets[s + 1]]; sentences that give no tokens are left out). Loads the
+    tokenizer once per actor.
+    """
+
+    def __init__(self, tokenizer_json: str, vocab_size: int, cfg: DataConfig, layout: "ShardLayout",
+                 spill_dir: str):
+        self.tok = Tokenizer.from_str(tokenizer_json)
+        self.tok.no_truncation()
+        self.tok.no_padding()
+        self.tok.add_special_tokens([AddedToken(SENTENCE_MARK, special=True, normalized=False)])
+        self.mark = self.tok.token_to_id(SENTENCE_MARK)
+        self.ids_type = token_type(vocab_size)
+        self.cfg, self.layout, self.spill_dir = cfg, layout, spill_dir
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return pa.Table.from_pylist([self._file(item) for item in batch.to_pylist()], schema=FILE_STATS_SCHEMA)
+
+    def _file(self, item: dict) -> dict:
+        rejects, dedup, spill_shards = RejectLog(), [], []
+        path = os.path.join(self.spill_dir, f"{item['rank']:08d}.arrow")
+        writer = None
+        for chunk in _chunks(_good_documents(item, self.cfg, rejects), SPILL_CHUNK_BYTES):
+            table, shards = self._tokenize(chunk)
+            dedup.append(_dedup_columns(content_hashes([d[2] for d in chunk]), table.column("uid").to_numpy(), shards))
+            order = np.argsort(shards, kind="stable")
+            table, shards = table.take(order).combine_chunks(), shards[order]
+            bounds = np.flatnonzero(np.diff(shards)) + 1
+            writer = writer or pa.ipc.new_file(path, table.schema)
+            for start, stop in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(shards)]])):
+                writer.write_batch(table.slice(start, stop - start).to_batches()[0])
+                spill_shards.append(int(shards[start]))
+        if writer:
+            writer.close()
+        cols = {k: np.concatenate([d[k] for d in dedup]) if dedup else np.zeros(0, np.int64)
+                for k in ("hash_hi", "hash_lo", "uid", "doc_shard")}
+        return {"rank": item["rank"], "name": item["name"], "path": item["path"],
+                "spill": path if writer else "", "spill_shards": spill_shards,
+                "rejects": rejects.to_json(), **{k: v.tolist() for k, v in cols.items()}}
+
+    def _tokenize(self, chunk: list[tuple[str, int, str]]) -> tuple[pa.Table, np.ndarray]:
+        doc_ids, uids, texts = zip(*chunk)
+        keys = np.array([document_key(self.cfg.seed, d) for d in doc_ids], dtype=np.uint64)
+        shards = np.array([self.layout.shard_of(int(k)) for k in keys], dtype=np.int32)
+        flat, lengths = [], []
+        for start in range(0, len(texts), TOKENIZE_BATCH_DOCS):
+            joined = [SENTENCE_MARK.join(split_sentences(t)) for t in texts[start:start + TOKENIZE_BATCH_DOCS]]
+            encodings = self.tok.encode_batch_fast(joined, add_special_tokens=False)
+            n = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+            flat.append(np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(n.sum())))
+            lengths.append(n)
+        ids, offsets = _sentences(np.concatenate(flat), np.concatenate(lengths), self.mark)
+        table = pa.table({
+            "uid": pa.array(uids, pa.int64()),
+            "key": pa.array(keys, pa.uint64()),
+            "doc_id": pa.array(doc_ids, pa.string()),
+            "sample": pc.utf8_slice_codeunits(pa.array(texts, pa.string()), 0, SAMPLE_CHARS),
+            "ids": pa.ListArray.from_arrays(ids[0], pa.array(ids[1].astype(self.ids_type.to_pandas_dtype()))),
+            "offsets": pa.ListArray.from_arrays(offsets[0], pa.array(offsets[1])),
+        }, schema=spill_schema(self.ids_type))
+        return table, shards
+
+
+def _sentences(flat: np.ndarray, lengths: np.ndarray, mark: int) -> tuple[tuple, tuple]:
+    """Token ids of documents whose sentences are joined by `mark` -> ((list offsets, ids),
+    (list offsets, sentence offsets)) per document, marks and empty sentences gone."""
+    num_docs = len(lengths)
+    doc_of = np.repeat(np.arange(num_docs), lengths)
+    is_mark = flat == mark
+    # A sentence starts at a document's first token and after every mark.
+    starts = np.zeros(len(flat), dtype=bool)
+    starts[np.cumsum(lengths)[:-1][lengths[1:] > 0]] = True
+    starts[:1] = True
+    starts[1:] |= is_mark[:-1]
+    sentence = np.cumsum(starts)
+    keep = ~is_mark
+    ids, sentence, doc_of = flat[keep], sentence[keep], doc_of[keep]
+    first = np.flatnonzero(np.diff(sentence, prepend=-1) != 0)  # first kept token of each non-empty sentence
+    doc_bounds = np.zeros(num_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(doc_of, minlength=num_docs), out=doc_bounds[1:])
+    # Per document: its sentences' starts, then its end (so a document without sentences is [0]).
+    sentence_doc = doc_of[first]
+    entries_doc = np.concatenate([sentence_doc, np.arange(num_docs)])
+    entries_pos = np.concatenate([first, doc_bounds[1:]]) - doc_bounds[entries_doc]
+    order = np.lexsort((entries_pos, entries_doc))
+    list_bounds = np.zeros(num_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sentence_doc, minlength=num_docs) + 1, out=list_bounds[1:])
+    return ((pa.array(doc_bounds.astype(np.int32)), ids),
+            (pa.array(list_bounds.astype(np.int32)), entries_pos[order].astype(np.int32)))
 
 
 # ---------------------------------------------------------------------------------------------
 # Tokenizer: given, or trained on a deterministic sample of train documents
 
 
-def _smallest_train_keys(batch: pa.Table, k: int, num_train: int) -> pa.Table:
-    keys = batch.filter(pc.less(batch.column("shard"), num_train)).column("key").to_numpy()
-    return pa.table({"key": np.sort(keys)[:k]})
+def _sample_file(batch: pa.Table, cfg: DataConfig, layout: "ShardLayout", k: int) -> pa.Table:
+    """Per file: the k smallest-key train documents (key, uid, text) and every good
+    document's dedup pair, so the driver can leave duplicates out of the sample."""
+    rows = []
+    for item in batch.to_pylist():
+        docs = list(_good_documents(item, cfg, RejectLog()))
+        keys = [document_key(cfg.seed, d[0]) for d in docs]
+        smallest = heapq.nsmallest(k, ((key, d[1], d[2]) for key, d in zip(keys, docs)
+                                       if not layout.is_eval(key)))
+        hashes = content_hashes([d[2] for d in docs]) if docs else np.zeros((0, 2), np.uint64)
+        rows.append({"key": [s[0] for s in smallest], "sample_uid": [s[1] for s in smallest],
+                     "text": [s[2] for s in smallest], "hash_hi": hashes[:, 0].tolist(),
+                     "hash_lo": hashes[:, 1].tolist(), "uid": [d[1] for d in docs]})
+    return pa.Table.from_pylist(rows, schema=pa.schema([
+        ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())), ("text", pa.list_(pa.string())),
+        ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
 
 
-def _sample_rows(batch: pa.Table, threshold: int, num_train: int) -> pa.Table:
-    chosen = pc.and_(pc.less(batch.column("shard"), num_train),
-                     pc.less_equal(batch.column("key"), pa.scalar(threshold, pa.uint64())))
-    return batch.filter(chosen).select(["key", "text"])
+def _flat(rows: list[dict], column: str, dtype) -> np.ndarray:
+    return np.fromiter(chain.from_iterable(r[column] for r in rows), dtype=dtype)
 
 
-def _tokenizer_sample(docs: ray.data.Dataset, cfg: DataConfig, layout: ShardLayout) -> list[str]:
-    """Texts of the `sample_documents` train documents with the smallest keys: a uniform sample,
-    the same on every run. Two light passes: per-block smallest keys, then those texts."""
+def _tokenizer_sample(items: list[dict], cfg: DataConfig, layout: "ShardLayout") -> list[str]:
+    """Texts of the `sample_documents` train documents with the smallest keys, duplicates left
+    out: a uniform sample, the same on every run. A light extra pass (no tokenizing)."""
     k = cfg.tokenizer.sample_documents
-    keys = docs.map_batches(_smallest_train_keys, batch_format="pyarrow",
-                            fn_kwargs={"k": k, "num_train": layout.num_train})
-    keys = np.sort(np.concatenate([b["key"] for b in keys.iter_batches(batch_format="numpy")] or [[]]))
-    if len(keys) == 0:
+    rows = (ray.data.from_items(items, override_num_blocks=len(items))
+            .map_batches(_sample_file, batch_size=1, batch_format="pyarrow",
+                         fn_kwargs={"cfg": cfg, "layout": layout, "k": k}).take_all())
+    uids = _flat(rows, "uid", np.int64)
+    hashes = np.stack([_flat(rows, "hash_hi", np.uint64), _flat(rows, "hash_lo", np.uint64)], axis=1)
+    duplicates = set(uids[find_duplicates(hashes, uids)].tolist())
+    candidates = sorted((key, text) for r in rows for key, uid, text in zip(r["key"], r["sample_uid"], r["text"])
+                        if uid not in duplicates)
+    if not candidates:
         raise ValueError("no training documents to train a tokenizer on (all rejected or held out for eval)")
-    threshold = int(keys[min(k, len(keys)) - 1])
-    sample = docs.map_batches(_sample_rows, batch_format="pyarrow",
-                              fn_kwargs={"threshold": threshold, "num_train": layout.num_train})
-    rows = sample.take_all()
-    return [row["text"] for row in sorted(rows, key=lambda r: r["key"])]
+    return [text for _, text in candidates[:k]]
 
 
-def _prepare_tokenizer(docs, cfg: DataConfig, layout: ShardLayout, out_dir: Path) -> Tokenizer:
+def _prepare_tokenizer(items: list[dict], cfg: DataConfig, layout: "ShardLayout", out_dir: Path) -> Tokenizer:
     if cfg.tokenizer.path:
         tok = load_tokenizer(cfg.tokenizer.path)
         _log("tokenizer", f"loaded {cfg.tokenizer.path} ({tok.get_vocab_size()} tokens)")
     else:
         t0 = time.perf_counter()
-        texts = _tokenizer_sample(docs, cfg, layout)
+        texts = _tokenizer_sample(items, cfg, layout)
         tok = train_wordpiece(texts, cfg.tokenizer.vocab_size, cfg.tokenizer.lowercase, cfg.tokenizer.min_frequency)
         _log("tokenizer", f"trained {tok.get_vocab_size()} tokens on {len(texts)} documents "
                           f"in {time.perf_counter() - t0:.1f}s")
@@ -200,37 +368,7 @@ def _prepare_tokenizer(docs, cfg: DataConfig, layout: ShardLayout, out_dir: Path
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-actor and per-shard work
-
-
-class SentenceTokenizer:
-    """Documents -> sentences -> WordPiece ids, one row per document: ids (all sentences back
-    to back) and offsets (sentence s = ids[offsets[s]:offsets[s + 1]]). Sentences that give no
-    tokens are left out. Loads the tokenizer once per actor."""
-
-    def __init__(self, tokenizer_json: str, vocab_size: int):
-        self.tok = Tokenizer.from_str(tokenizer_json)
-        self.tok.no_truncation()
-        self.tok.no_padding()
-        self.ids_type = example_schema(vocab_size, False, False).field("input_ids").type.value_type
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        per_doc = [split_sentences(text) for text in batch.column("text").to_pylist()]
-        encodings = self.tok.encode_batch_fast(list(chain.from_iterable(per_doc)), add_special_tokens=False)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        values = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=self.ids_type.to_pandas_dtype(),
-                             count=int(lengths.sum()))
-        sentence_doc = np.repeat(np.arange(len(per_doc)), [len(s) for s in per_doc])[lengths > 0]
-        starts = np.concatenate([[0], np.cumsum(lengths[lengths > 0])])  # token offset of each kept sentence
-        first = np.concatenate([[0], np.cumsum(np.bincount(sentence_doc, minlength=len(per_doc)))])
-        offsets = [starts[first[d]:first[d + 1] + 1] - starts[first[d]] for d in range(len(per_doc))]
-        return pa.table({
-            "doc_id": batch.column("doc_id"),
-            "key": batch.column("key"),
-            "shard": batch.column("shard"),
-            "ids": pa.ListArray.from_arrays(pa.array(starts[first].astype(np.int32)), pa.array(values, self.ids_type)),
-            "offsets": pa.array(offsets, pa.list_(pa.int32())),
-        })
+# Per-shard work
 
 
 def _documents_of(group: pa.Table) -> list[Document]:
@@ -242,41 +380,72 @@ def _documents_of(group: pa.Table) -> list[Document]:
             for i, doc_id in enumerate(group.column("doc_id").to_pylist())]
 
 
-def _build_shard(group: pa.Table, cfg: DataConfig, layout: ShardLayout, special: SpecialIds, vocab_size: int,
+def _read_spill(paths: list[str], batches: list[int], ids_type: pa.DataType) -> pa.Table:
+    tables = [spill_schema(ids_type).empty_table()]
+    for path, index in zip(paths, batches):
+        with pa.ipc.open_file(pa.memory_map(path)) as reader:
+            tables.append(pa.Table.from_batches([reader.get_batch(index)]))
+    return pa.concat_tables(tables)
+
+
+def _with_static_masking(table: pa.Table, cfg: DataConfig, special: SpecialIds, vocab_size: int, seed: int,
+                         continuation: np.ndarray | None) -> pa.Table:
+    """The shard's examples table with input_ids masked and masked_positions / masked_ids added."""
+    ids = table.column("input_ids").combine_chunks()
+    values, counts, positions, originals = mask_static_flat(
+        ids.values.to_numpy(), ids.offsets.to_numpy(), table.column("num_a_tokens").to_numpy().astype(np.int64),
+        masking_config(cfg), special, vocab_size, seed, continuation)
+    ids_type = ids.type.value_type
+    bounds = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    schema = example_schema(vocab_size, True, cfg.debug_doc_ids)
+    columns = {name: table.column(name) for name in table.column_names}
+    columns["input_ids"] = pa.ListArray.from_arrays(ids.offsets, pa.array(values.astype(ids_type.to_pandas_dtype())))
+    columns["masked_positions"] = pa.ListArray.from_arrays(bounds, pa.array(positions.astype(np.int16)))
+    columns["masked_ids"] = pa.ListArray.from_arrays(bounds, pa.array(originals.astype(ids_type.to_pandas_dtype())))
+    return pa.table({name: columns[name] for name in schema.names}, schema=schema)
+
+
+def _build_shard(batch: pa.Table, cfg: DataConfig, layout: "ShardLayout", special: SpecialIds, vocab_size: int,
                  continuation: np.ndarray | None, out_dir: str) -> pa.Table:
-    """One shard's documents -> its examples, written to out_dir; returns one row of statistics."""
+    """One shard's spilled documents -> its examples, written to out_dir; one row of statistics."""
     t0 = time.perf_counter()
-    shard = int(group.column("shard")[0].as_py())
+    task = batch.to_pylist()[0]
+    shard = task["shard"]
     split, index = layout.split_of(shard)
+    group = _read_spill(task["spill"], task["batch"], token_type(vocab_size))
+    dropped = pc.is_in(group.column("uid"), pa.array(task["drop"], pa.int64()))
+    wanted = group.filter(pc.is_in(group.column("uid"), pa.array(task["sample"], pa.int64())))
+    duplicate_samples = [{"uid": u, "doc_id": d, "sample": s} for u, d, s in zip(
+        *(wanted.column(c).to_pylist() for c in ("uid", "doc_id", "sample")))]
     # Sorting by key is the shuffle, and makes the result independent of how rows arrived.
-    docs = _documents_of(group.sort_by("key"))
+    docs = _documents_of(group.filter(pc.invert(dropped)).sort_by("key"))
     num_empty = sum(d.num_sentences == 0 for d in docs)
     docs = [d for d in docs if d.num_sentences > 0]  # no sentence, no A segment
-    static = cfg.masking == "static"
-    mcfg = masking_config(cfg) if static else None
     examples = []
     for dupe_pass in range(cfg.dupe_factor):
-        seed = bucket_seed(cfg.seed, split, index, dupe_pass)
-        part = list(create_examples(docs, cfg, special.cls, special.sep, random.Random(seed)))
-        if static:
-            mask_static(part, mcfg, special, vocab_size, seed, continuation)
-        examples += part
+        rng = random.Random(bucket_seed(cfg.seed, split, index, dupe_pass))
+        examples += create_examples(docs, cfg, special.cls, special.sep, rng)
     # Google shuffles all instances before writing; here all instances of the shard, so
     # neighbouring rows are not consecutive chunks of one document.
     random.Random(bucket_seed(cfg.seed, split, index, -1)).shuffle(examples)
-    schema = example_schema(vocab_size, static, cfg.debug_doc_ids)
     example_ids = (np.int64(shard) << 32) + np.arange(len(examples), dtype=np.int64)
-    table = examples_to_table(examples, example_ids, schema, [d.doc_id for d in docs])
+    table = examples_to_table(examples, example_ids, example_schema(vocab_size, False, cfg.debug_doc_ids),
+                              [d.doc_id for d in docs])
+    if cfg.masking == "static" and len(examples):
+        table = _with_static_masking(table, cfg, special, vocab_size, bucket_seed(cfg.seed, split, index, -2),
+                                     continuation)
+    elif cfg.masking == "static":
+        table = example_schema(vocab_size, True, cfg.debug_doc_ids).empty_table()
     entry = write_shard(table, Path(out_dir) / shard_name(split, index))
     num_tokens = table.column("num_tokens").to_numpy()
-    return pa.table({
-        "split": [split], "index": [index], "file": [entry["file"]], "rows": [entry["rows"]],
-        "bytes": [entry["bytes"]], "documents": [len(docs)], "documents_empty": [num_empty],
-        "sentences": [sum(d.num_sentences for d in docs)], "tokens": [int(num_tokens.sum())],
-        "random_next": [int(pc.sum(table.column("next_sentence_label")).as_py() or 0)],
-        "histogram": [length_histogram(num_tokens, cfg.max_seq_len)],
-        "seconds": [time.perf_counter() - t0],
-    })
+    return pa.Table.from_pylist([{
+        "split": split, "index": index, "file": entry["file"], "rows": entry["rows"],
+        "bytes": entry["bytes"], "documents": len(docs), "documents_empty": num_empty,
+        "sentences": sum(d.num_sentences for d in docs), "tokens": int(num_tokens.sum()),
+        "random_next": int(pc.sum(table.column("next_sentence_label")).as_py() or 0),
+        "histogram": length_histogram(num_tokens, cfg.max_seq_len),
+        "duplicate_samples": json.dumps(duplicate_samples), "seconds": time.perf_counter() - t0,
+    }])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,7 +479,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
     tmp = final.parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        manifest = _prepare_into(tmp, cfg, layout, inputs, given_hash, timings)
+        manifest = _prepare_into(tmp, cfg, layout, files, inputs, given_hash, timings)
         timings["total"] = time.perf_counter() - t_start
         manifest["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
         write_manifest(tmp, manifest)
@@ -328,33 +497,63 @@ def prepare(cfg: DataConfig) -> PreparedData:
     return _result(final, reused=False)
 
 
-def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, inputs: list[dict], given_hash: str | None,
-                  timings: dict[str, float]) -> dict:
-    t0 = time.perf_counter()
-    docs = drop_duplicates(read_documents(cfg)).map_batches(
-        _assign_shards, batch_format="pyarrow", fn_kwargs={"seed": cfg.seed, "layout": layout})
-    rejects = summarize_rejects(docs)
-    write_rejects(docs, str(out / "rejects.jsonl"))
-    good = docs.map_batches(_good, batch_format="pyarrow")
-    timings["read_clean_dedupe"] = time.perf_counter() - t0
-    _log("read", f"{sum(rejects.values())} rejected documents {rejects} in {timings['read_clean_dedupe']:.1f}s")
+def _tokenize_files(items: list[dict], tok: Tokenizer, cfg: DataConfig, layout: "ShardLayout",
+                    spill_dir: Path) -> list[dict]:
+    spill_dir.mkdir()
+    pool = ray.data.ActorPoolStrategy(size=cfg.num_workers, max_tasks_in_flight_per_actor=1)
+    return (ray.data.from_items(items, override_num_blocks=len(items))
+            .map_batches(DocumentTokenizer, batch_size=1, batch_format="pyarrow", compute=pool,
+                         fn_constructor_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir)))
+            .take_all())
 
+
+def _shard_tasks(files: list[dict], layout: "ShardLayout", rejects: RejectLog) -> tuple[list[dict], dict]:
+    """Dedup on the driver, then what each shard task reads and drops. `files` are the per-file
+    rows of DocumentTokenizer; returns the tasks and uid -> reject row for duplicate samples."""
+    uids = _flat(files, "uid", np.int64)
+    hashes = np.stack([_flat(files, "hash_hi", np.uint64), _flat(files, "hash_lo", np.uint64)], axis=1)
+    doc_shard = _flat(files, "doc_shard", np.int32)
+    dup = find_duplicates(hashes, uids)  # uid order is doc_order_key order: the smallest doc_id stays
+    sampled = np.sort(uids[dup])[:rejects.samples_per_reason]
+    if dup.any():
+        rejects.counts["duplicate"] += int(dup.sum())
+    tasks = []
+    for shard in range(layout.num_train + layout.num_eval):
+        in_shard = doc_shard == shard
+        spill = [(f["rank"], f["spill"], i) for f in files for i, s in enumerate(f["spill_shards"]) if s == shard]
+        spill.sort()
+        tasks.append({"shard": shard, "spill": [s[1] for s in spill], "batch": [s[2] for s in spill],
+                      "drop": uids[in_shard & dup].tolist(), "sample": np.intersect1d(uids[in_shard], sampled).tolist()})
+    return tasks, {f["rank"]: f["path"] for f in files}
+
+
+def _prepare_into(out: Path, cfg: DataConfig, layout: "ShardLayout", files: list[str], inputs: list[dict],
+                  given_hash: str | None, timings: dict[str, float]) -> dict:
+    items = _file_items(files, inputs)
     t0 = time.perf_counter()
-    tok = _prepare_tokenizer(good, cfg, layout, out / "tokenizer")
+    tok = _prepare_tokenizer(items, cfg, layout, out / "tokenizer")
     special, vocab_size = SpecialIds.from_tokenizer(tok), tok.get_vocab_size()
     timings["tokenizer"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    stats_ds = (good.select_columns(["doc_id", "text", "key", "shard"])
-                .map_batches(SentenceTokenizer, batch_format="pyarrow", batch_size=TOKENIZE_BATCH_DOCS,
-                             compute=ray.data.ActorPoolStrategy(size=cfg.num_workers),
-                             fn_constructor_args=(tok.to_str(), vocab_size))
-                # Partitions only group the work; contents are fixed by the shard key alone.
-                .groupby("shard", num_partitions=min(layout.num_train + layout.num_eval, MAX_SHUFFLE_PARTITIONS))
-                .map_groups(_build_shard, batch_format="pyarrow", fn_kwargs={
-                    "cfg": cfg, "layout": layout, "special": special, "vocab_size": vocab_size,
-                    "continuation": continuation_mask(tok) if cfg.whole_word_masking else None,
-                    "out_dir": str(out)}))
+    spill_dir = out / "_spill"
+    per_file = _tokenize_files(items, tok, cfg, layout, spill_dir)
+    rejects = RejectLog()
+    for row in per_file:
+        rejects.update(RejectLog.from_json(row["rejects"]))
+    tasks, paths = _shard_tasks(per_file, layout, rejects)
+    del per_file
+    timings["read_tokenize"] = time.perf_counter() - t0
+    _log("read", f"{len(files)} files tokenized, {sum(rejects.counts.values())} rejected documents "
+                 f"{rejects.summary()} in {timings['read_tokenize']:.1f}s")
+
+    t0 = time.perf_counter()
+    # Biggest shards first: the pool's tail is then the small ones.
+    tasks.sort(key=lambda t: -len(t["batch"]))
+    stats_ds = ray.data.from_items(tasks, override_num_blocks=len(tasks)).map_batches(
+        _build_shard, batch_size=1, batch_format="pyarrow", fn_kwargs={
+            "cfg": cfg, "layout": layout, "special": special, "vocab_size": vocab_size,
+            "continuation": continuation_mask(tok) if cfg.whole_word_masking else None, "out_dir": str(out)})
     shards = {"train": [], "eval": []}
     totals = {"documents": 0, "documents_empty": 0, "sentences": 0, "tokens": 0, "random_next": 0}
     histogram = None
@@ -363,13 +562,18 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, inputs: list[
         for k in totals:
             totals[k] += row[k]
         histogram = np.add(histogram if histogram is not None else 0, row["histogram"])
+        for s in json.loads(row["duplicate_samples"]):
+            rejects.samples["duplicate"].append({"path": paths[s["uid"] >> RECORD_BITS], "doc_id": s["doc_id"],
+                                                 "reason": "duplicate", "sample": s["sample"]})
         elapsed = time.perf_counter() - t0
         done = sum(s["rows"] for split in shards.values() for s in split)
         _log("examples", f"{row['file']}: {row['rows']} examples ({done} in all, {done / elapsed:,.0f}/s)")
+    shutil.rmtree(spill_dir)
+    rejects.write(str(out / "rejects.jsonl"))
     timings["examples"] = time.perf_counter() - t0
 
     counts = {
-        "documents_read": totals["documents"] + totals["documents_empty"] + sum(rejects.values()),
+        "documents_read": totals["documents"] + totals["documents_empty"] + sum(rejects.counts.values()),
         "documents_kept": totals["documents"],
         "documents_without_sentences": totals["documents_empty"],
         "sentences": totals["sentences"],
@@ -391,5 +595,5 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, inputs: list[
         "tokenizer": {"hash": tokenizer_hash(tok), "vocab_size": vocab_size, "special_ids": dataclasses.asdict(special),
                       "trained": cfg.tokenizer.path is None, "given_hash": given_hash},
         "inputs": {"files": inputs, "full_hash_max_bytes": FULL_HASH_MAX_BYTES},
-        "rejects": rejects,
+        "rejects": rejects.summary(),
     }

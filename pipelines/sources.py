@@ -53,6 +53,7 @@ import xml.etree.ElementTree as ET
 from typing import BinaryIO, Iterator
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -345,47 +346,56 @@ _READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml
 # Global steps: duplicates and reject accounting
 
 
+def content_hashes(texts: list[str]) -> np.ndarray:
+    """(N, 2) uint64: a 128-bit blake2b of each text, the identity exact dedup compares."""
+    digests = b"".join(hashlib.blake2b(t.encode(), digest_size=16).digest() for t in texts)
+    return np.frombuffer(digests, dtype=np.uint64).reshape(-1, 2)
+
+
+def find_duplicates(hashes: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """(N,) bool: True where an earlier document in `order` (smaller first) has the same hash.
+
+    Vectorised on (hash, order) pairs alone -- 24 bytes a document, so a driver holds those of
+    tens of millions of documents without the texts (which is why no shuffle is needed).
+    """
+    idx = np.lexsort((order, hashes[:, 1], hashes[:, 0]))
+    h = hashes[idx]
+    same = (h[1:] == h[:-1]).all(axis=1)
+    dup = np.zeros(len(order), dtype=bool)
+    dup[idx[1:][same]] = True
+    return dup
+
+
 def drop_duplicates(ds: ray.data.Dataset) -> ray.data.Dataset:
     """Mark exact duplicates (same cleaned text) as "duplicate", keeping the smallest doc_id.
 
     Materialises the documents once (Ray spills to disk past the object store): the duplicate
-    table needs a full pass, and callers consume documents several times anyway (rejects,
-    tokenizer sample, examples). Only (hash, doc_id) pairs are shuffled, grouped by hash.
+    table needs a full pass, and callers consume documents several times anyway. Only
+    (hash, doc_id) pairs of good documents come to the driver (`find_duplicates`).
+    prepare() does not use this: it dedupes the same way from pairs its tokenizing pass returns.
     """
     ds = ds.map_batches(_add_content_hash, batch_format="pyarrow").materialize()
-    # The key table is ~60 bytes a document: a partition per 500k documents keeps reduce tasks
-    # busy on big corpora, and spares small ones the default 200 near-empty reduce tasks.
-    partitions = min(200, ds.count() // 500_000 + 1)
-    keep = {row["content_hash"]: row["doc_id"] for row in (
-        ds.map_batches(_good_keys, batch_format="pyarrow")
-        .groupby("content_hash", num_partitions=partitions)
-        .map_groups(_first_of_duplicates, batch_format="pyarrow")
-        .iter_rows())}
-    return ds.map_batches(_mark_duplicates, batch_format="pyarrow", fn_kwargs={"keep": keep})
+    hashes, ids = [], []
+    for batch in ds.select_columns(["content_hash", "doc_id", "reject_reason"]).iter_batches(batch_format="pyarrow"):
+        good = batch.filter(pc.equal(batch.column("reject_reason"), ""))
+        hashes.append(np.frombuffer(b"".join(good.column("content_hash").to_pylist()), np.uint64).reshape(-1, 2))
+        ids += good.column("doc_id").to_pylist()
+    if not ids:
+        return ds.map_batches(_mark_duplicates, batch_format="pyarrow", fn_kwargs={"duplicates": set()})
+    order = np.empty(len(ids), dtype=np.int64)
+    order[sorted(range(len(ids)), key=lambda i: doc_order_key(ids[i]))] = np.arange(len(ids))
+    dup = find_duplicates(np.concatenate(hashes), order)
+    duplicates = {ids[i] for i in np.flatnonzero(dup)}
+    return ds.map_batches(_mark_duplicates, batch_format="pyarrow", fn_kwargs={"duplicates": duplicates})
 
 
 def _add_content_hash(batch: pa.Table) -> pa.Table:
-    hashes = [hashlib.blake2b(t.encode(), digest_size=16).hexdigest()
-              for t in batch.column("text").to_pylist()]
-    return batch.append_column("content_hash", pa.array(hashes, pa.string()))
+    hashes = content_hashes(batch.column("text").to_pylist())
+    return batch.append_column("content_hash", pa.array(list(hashes.view(f"S{16}").ravel()), pa.binary(16)))
 
 
-def _good_keys(batch: pa.Table) -> pa.Table:
-    good = pc.equal(batch.column("reject_reason"), "")
-    return batch.select(["content_hash", "doc_id"]).filter(good)
-
-
-def _first_of_duplicates(group: pa.Table) -> pa.Table:
-    if group.num_rows < 2:
-        return group.slice(0, 0)
-    first = min(group.column("doc_id").to_pylist(), key=doc_order_key)
-    return pa.table({"content_hash": group.column("content_hash").slice(0, 1), "doc_id": [first]})
-
-
-def _mark_duplicates(batch: pa.Table, keep: dict[str, str]) -> pa.Table:
-    hashes, ids = batch.column("content_hash").to_pylist(), batch.column("doc_id").to_pylist()
-    good = pc.equal(batch.column("reject_reason"), "")
-    dup = pc.and_(good, pa.array([h in keep and keep[h] != i for h, i in zip(hashes, ids)], pa.bool_()))
+def _mark_duplicates(batch: pa.Table, duplicates: set[str]) -> pa.Table:
+    dup = pa.array([i in duplicates for i in batch.column("doc_id").to_pylist()], pa.bool_())
     text = batch.column("text")
     return pa.table({
         "doc_id": batch.column("doc_id"),
@@ -394,6 +404,63 @@ def _mark_duplicates(batch: pa.Table, keep: dict[str, str]) -> pa.Table:
         "reject_reason": pc.if_else(dup, "duplicate", batch.column("reject_reason")),
         "sample": pc.if_else(dup, pc.utf8_slice_codeunits(text, 0, SAMPLE_CHARS), batch.column("sample")),
     })
+
+
+class RejectLog:
+    """Reject counts per reason and the `samples_per_reason` smallest-doc_id rejects of each:
+    what the manifest and rejects.jsonl report. Logs of separate files merge (`update`), and
+    the result does not depend on merge order, so per-file logs can be built in parallel."""
+
+    def __init__(self, samples_per_reason: int = 20):
+        self.samples_per_reason = samples_per_reason
+        self.counts: collections.Counter = collections.Counter()
+        self.samples: dict[str, list[dict]] = collections.defaultdict(list)
+
+    def add(self, reason: str, doc_id: str, path: str, sample: str, count: int = 1) -> None:
+        self.counts[reason] += count
+        kept = self.samples[reason]
+        kept.append({"path": path, "doc_id": doc_id, "reason": reason, "sample": sample})
+        if len(kept) > 2 * self.samples_per_reason:  # trim now and then: bounded, amortised
+            self._trim(reason)
+
+    def add_row(self, row: dict) -> None:
+        self.add(row["reject_reason"], row["doc_id"], row["source"], row["sample"])
+
+    def _trim(self, reason: str) -> None:
+        kept = sorted(self.samples[reason], key=lambda r: doc_order_key(r["doc_id"]))
+        self.samples[reason] = kept[:self.samples_per_reason]
+
+    def update(self, other: "RejectLog") -> None:
+        self.counts.update(other.counts)
+        for reason, rows in other.samples.items():
+            self.samples[reason] += rows
+            self._trim(reason)
+
+    def to_json(self) -> str:
+        for reason in list(self.samples):
+            self._trim(reason)
+        return json.dumps({"counts": self.counts, "samples": self.samples, "n": self.samples_per_reason})
+
+    @classmethod
+    def from_json(cls, text: str) -> "RejectLog":
+        d = json.loads(text)
+        log = cls(d["n"])
+        log.counts.update(d["counts"])
+        log.samples.update(d["samples"])
+        return log
+
+    def summary(self) -> dict[str, int]:
+        return dict(sorted(self.counts.items()))
+
+    def write(self, path: str) -> None:
+        """JSONL, one {"path", "doc_id", "reason", "sample"} per line, by reason then doc_id."""
+        fs, fpath = fsspec.core.url_to_fs(path)
+        fs.makedirs(posixpath.dirname(fpath) or ".", exist_ok=True)
+        with fs.open(fpath, "w") as f:
+            for reason in sorted(self.samples):
+                self._trim(reason)
+                for row in self.samples[reason]:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def summarize_rejects(ds: ray.data.Dataset) -> dict[str, int]:
@@ -415,19 +482,13 @@ def _count_reasons(batch: pa.Table) -> pa.Table:
 def write_rejects(ds: ray.data.Dataset, path: str, samples_per_reason: int = 20) -> None:
     """Write a JSONL file of up to `samples_per_reason` rejects per reason (smallest doc_ids,
     so the file is the same on every run): {"path", "doc_id", "reason", "sample"} per line."""
-    samples = collections.defaultdict(list)
+    log = RejectLog(samples_per_reason)
     cols = ["source", "doc_id", "reject_reason", "sample"]
     for row in (ds.select_columns(cols)
                 .map_batches(_first_rejects, batch_format="pyarrow", fn_kwargs={"n": samples_per_reason})
                 .iter_rows()):
-        samples[row["reject_reason"]].append(row)
-    fs, fpath = fsspec.core.url_to_fs(path)
-    fs.makedirs(posixpath.dirname(fpath) or ".", exist_ok=True)
-    with fs.open(fpath, "w") as f:
-        for reason in sorted(samples):
-            for row in sorted(samples[reason], key=lambda r: doc_order_key(r["doc_id"]))[:samples_per_reason]:
-                f.write(json.dumps({"path": row["source"], "doc_id": row["doc_id"], "reason": reason,
-                                    "sample": row["sample"]}, ensure_ascii=False) + "\n")
+        log.add_row(row)
+    log.write(path)
 
 
 def _first_rejects(batch: pa.Table, n: int) -> pa.Table:
