@@ -25,6 +25,7 @@ import unicodedata
 _INVISIBLE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u2060\ufeff]")
 _LINE_SEPARATORS = re.compile("\r\n?|[\u2028\u2029]")
 _SPACES = re.compile(r"[^\S\n]+")  # any whitespace run inside a line (incl. NBSP, em space)
+_ODD_SPACE = re.compile(r"[^\S\n ]")  # whitespace a single " " does not already stand for
 _LINE_EDGES = re.compile(r" ?\n ?")
 _PARAGRAPH_BREAK = re.compile(r"\n{2,}")
 
@@ -35,13 +36,21 @@ def normalize_text(text: str) -> str:
     Case is kept: lowercasing (and accent stripping) is the tokenizer's job, so a cased
     tokenizer can be trained from the same prepared documents.
     """
-    text = _LINE_SEPARATORS.sub("\n", text)
-    if not text.isascii():
+    # Each substitution runs only when a cheap test (memchr-speed `in`, or a character-class
+    # search) shows it would change something: most text is clean already, and _SPACES alone,
+    # matching every space, costs more than everything else here put together.
+    ascii_only = text.isascii()
+    if "\r" in text or not ascii_only:
+        text = _LINE_SEPARATORS.sub("\n", text)
+    if not ascii_only:
         text = unicodedata.normalize("NFC", text)
     text = _INVISIBLE.sub("", text)
-    text = _SPACES.sub(" ", text)  # \t included
-    text = _LINE_EDGES.sub("\n", text)
-    text = _PARAGRAPH_BREAK.sub("\n\n", text)
+    if "  " in text or _ODD_SPACE.search(text):
+        text = _SPACES.sub(" ", text)  # \t included
+    if " \n" in text or "\n " in text:
+        text = _LINE_EDGES.sub("\n", text)
+    if "\n\n\n" in text:
+        text = _PARAGRAPH_BREAK.sub("\n\n", text)
     return text.strip("\n ")
 
 

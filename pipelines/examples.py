@@ -97,18 +97,23 @@ def _target_length(max_num_tokens: int, short_seq_prob: float, rng: random.Rando
 def _truncate_pair(len_a: int, len_b: int, max_num_tokens: int, rng: random.Random) -> tuple[int, int, int, int]:
     """Google's truncate_seq_pair as trim counts: (a_front, a_back, b_front, b_back).
 
-    Trims one token at a time from the longer segment, front or back at random (the random end
-    is the reference's guard against always cutting the same side). Same RNG draws, no list ops.
+    The reference trims one token at a time from the longer segment (B on ties), front or back
+    by one rng.random() < 0.5 each (its guard against always cutting the same side). So the
+    first |len_a - len_b| trims hit the longer segment and then they alternate B, A, B, ...:
+    the same draws, counted in closed form instead of a Python loop per token.
     """
-    trim = [0, 0, 0, 0]
-    while len_a + len_b > max_num_tokens:
-        side = 0 if len_a > len_b else 2
-        trim[side + (0 if rng.random() < 0.5 else 1)] += 1
-        if side == 0:
-            len_a -= 1
-        else:
-            len_b -= 1
-    return trim[0], trim[1], trim[2], trim[3]
+    excess = len_a + len_b - max_num_tokens
+    if excess <= 0:
+        return 0, 0, 0, 0
+    front = [rng.random() < 0.5 for _ in range(excess)]
+    gap = min(abs(len_a - len_b), excess)
+    a_steps, b_steps = front[gap + 1::2], front[gap::2]
+    if len_a > len_b:
+        a_steps = front[:gap] + a_steps
+    else:
+        b_steps = front[:gap] + b_steps
+    a_front, b_front = sum(a_steps), sum(b_steps)
+    return a_front, len(a_steps) - a_front, b_front, len(b_steps) - b_front
 
 
 def _random_other_document(num_docs: int, index: int, rng: random.Random) -> int:
@@ -120,7 +125,7 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
                            sep_id: int, rng: random.Random) -> list[Example]:
     """All examples whose A segment comes from docs[index] (Google's create_instances_from_document)."""
     doc = docs[index]
-    offsets = doc.offsets
+    offsets = doc.offsets.tolist()  # Python ints: the loop below indexes per sentence
     n = doc.num_sentences
     max_num_tokens = cfg.max_seq_len - 3  # room for [CLS], [SEP], [SEP]
     target = _target_length(max_num_tokens, cfg.short_seq_prob, rng)
@@ -137,7 +142,7 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             if (num_chunk == 1 or rng.random() < cfg.nsp_random_prob) and len(docs) > 1:
                 is_random = True
                 doc_b = _random_other_document(len(docs), index, rng)
-                other = docs[doc_b].offsets
+                other = docs[doc_b].offsets.tolist()
                 b_start = rng.randint(0, len(other) - 2)
                 target_b = target - len_a
                 b_end = b_start + 1

@@ -101,3 +101,26 @@ def test_split_is_much_faster_than_wordpiece_tokenizing():
     tokenize_s = time.perf_counter() - start
     # Measured ~7x on 2 shared cores; 1.5x leaves room for noisy neighbours.
     assert split_s * 1.5 < tokenize_s, (split_s, tokenize_s)
+
+
+def test_guarded_substitutions_match_the_plain_chain():
+    """normalize_text skips substitutions that cannot change the text; the plain chain of all of
+    them is the specification, on random strings dense in every character the guards test."""
+    import random
+    import re
+
+    from pipelines import clean
+
+    def plain(text):
+        text = clean._LINE_SEPARATORS.sub("\n", text)
+        text = unicodedata.normalize("NFC", text)
+        text = clean._INVISIBLE.sub("", text)
+        text = re.sub(r"[^\S\n]+", " ", text)
+        text = re.sub(r" ?\n ?", "\n", text)
+        return re.sub(r"\n{2,}", "\n\n", text).strip("\n ")
+
+    alphabet = list("ab cD.\n\t\r\x0b\x0c\x00\x1f\u00a0\u2028\u2029\u200b\u0301\u00e9\u3000\x85") + ["  ", "\n\n"]
+    rng = random.Random(0)
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert normalize_text(text) == plain(text), repr(text)

@@ -184,3 +184,24 @@ def test_static_masking_is_a_function_of_the_seed(corpus):
         mask_static(examples, masking_config(DataConfig(sources=["x"])), SPECIAL, VOCAB, seed=seed)
         runs.append([(e.input_ids.tolist(), e.masked_positions.tolist()) for e in examples])
     assert runs[0] == runs[1] != runs[2]
+
+
+def test_truncation_matches_googles_token_by_token_loop():
+    """_truncate_pair counts trims in closed form; Google's loop (one draw per trimmed token,
+    longer side first, B on ties) must give the same trims from the same draws."""
+    from pipelines.examples import _truncate_pair
+
+    def google(len_a, len_b, max_num_tokens, rng):
+        trim = [0, 0, 0, 0]
+        while len_a + len_b > max_num_tokens:
+            side = 0 if len_a > len_b else 2
+            trim[side + (0 if rng.random() < 0.5 else 1)] += 1
+            len_a, len_b = (len_a - 1, len_b) if side == 0 else (len_a, len_b - 1)
+        return tuple(trim)
+
+    cases = random.Random(1)
+    for _ in range(20000):
+        a, b, m, seed = cases.randint(0, 300), cases.randint(0, 300), cases.randint(1, 260), cases.random()
+        ours, theirs = random.Random(seed), random.Random(seed)
+        assert _truncate_pair(a, b, m, ours) == google(a, b, m, theirs), (a, b, m)
+        assert ours.random() == theirs.random()  # the same number of draws
