@@ -1,0 +1,269 @@
+"""cluster/: the launcher YAML, KubeRay manifests, runtime env and DeepSpeed templates parse and keep
+their essentials -- Ray's own schema, token auth on every node, GPUs on the workers, versions equal to
+the pins, and an entrypoint whose config loads through the same code path as `jobs/pretrain.py`.
+"""
+
+import copy
+import json
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config
+from jobs.engine import deepspeed_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "cluster"
+LAUNCHER = CLUSTER / "launcher" / "aws-gpu.yaml"
+KUBERAY = CLUSTER / "kuberay"
+SHARED = "/mnt/shared"  # where every node and pod sees the shared storage
+
+
+def pinned(package: str) -> str:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (version,) = [m.group(1) for d in deps if (m := re.fullmatch(rf"{package}(?:\[[^\]]*\])?==(\S+)", d))]
+    return version
+
+
+def load(path: Path):
+    return yaml.safe_load(path.read_text())
+
+
+def load_all(path: Path) -> list:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def ray_start(commands: list[str]) -> list[str]:
+    """The shell words of the one `ray start` invocation, with its env-var prefix."""
+    segments = [s for c in commands for s in c.split(";") if "ray start" in s]
+    assert len(segments) == 1, commands
+    return shlex.split(segments[0])
+
+
+def test_every_template_parses():
+    files = sorted(p for p in CLUSTER.rglob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    assert {p.relative_to(CLUSTER).as_posix() for p in files} >= {
+        "launcher/aws-gpu.yaml", "kuberay/raycluster.yaml", "kuberay/rayjob.yaml", "runtime-env.yaml",
+        "deepspeed/zero1.json", "deepspeed/zero2.json", "deepspeed/zero3.json", "deepspeed/zero3-offload.json"}
+    for p in files:
+        docs = [json.loads(p.read_text())] if p.suffix == ".json" else load_all(p)
+        assert docs and all(isinstance(d, dict) and d for d in docs), p
+
+
+# --- Ray cluster launcher ------------------------------------------------------------------------
+
+def test_launcher_keys_are_rays_schema_and_pass_ray_ups_checks():
+    import ray.autoscaler
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = load(LAUNCHER)
+    schema = json.loads((Path(ray.autoscaler.__file__).parent / "ray-schema.json").read_text())
+    jsonschema.validate(config, schema)  # additionalProperties: false -> no invented keys
+    validate_config(prepare_config(copy.deepcopy(config)))  # what `ray up` runs before launching
+    assert config["provider"]["type"] == "aws" and config["provider"]["region"]
+
+
+def test_launcher_token_auth_on_every_node():
+    config = load(LAUNCHER)
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        words = ray_start(config[key])
+        assert "RAY_AUTH_MODE=token" in words[:words.index("ray")], key
+    # The locally generated token lands where `ray start` looks on every node (file_mounts reach all).
+    assert config["file_mounts"].get("~/.ray/auth_token") == "~/.ray/auth_token"
+    assert "-e RAY_AUTH_MODE=token" in config["docker"]["run_options"]  # clients on the nodes too
+
+
+def test_launcher_dashboard_only_on_loopback():
+    words = ray_start(load(LAUNCHER)["head_start_ray_commands"])
+    assert "--head" in words
+    hosts = [w.split("=", 1)[1] for w in words if w.startswith("--dashboard-host=")]
+    assert hosts == ["127.0.0.1"]
+
+
+def test_launcher_gpu_workers_image_and_install():
+    config = load(LAUNCHER)
+    types = config["available_node_types"]
+    head = types[config["head_node_type"]]
+    workers = [t for name, t in types.items() if name != config["head_node_type"]]
+    assert head["resources"].get("GPU", 0) == 0 and head["resources"].get("CPU") == 0
+    assert workers and all(t["resources"]["GPU"] > 0 and t["max_workers"] >= 1 for t in workers)
+    assert sum(t["max_workers"] for t in workers) <= config["max_workers"]
+    assert config["docker"]["image"] == f"rayproject/ray:{pinned('ray')}-py311-gpu"
+
+    # The repository is mounted and installed editable; the CPU torch pin never reaches a GPU node.
+    (code_dir,) = [remote for remote, local in config["file_mounts"].items() if local == "."]
+    setup = "\n".join(config["setup_commands"])
+    assert f"-e {code_dir}" in setup
+    assert "grep -v '^torch=='" in setup and "-c /tmp/constraints-gpu.txt" in setup
+    assert "+cpu" not in setup and "download.pytorch.org/whl/cpu" not in setup
+    assert {"/.venv", "/data", "/runs"} <= set(config["rsync_exclude"])
+
+
+# --- KubeRay -------------------------------------------------------------------------------------
+
+def cluster_specs() -> dict:
+    job = load(KUBERAY / "rayjob.yaml")
+    return {"raycluster": load(KUBERAY / "raycluster.yaml")["spec"], "rayjob": job["spec"]["rayClusterSpec"]}
+
+
+def ray_containers(spec: dict) -> list[dict]:
+    pods = [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]
+    return [c for pod in pods for c in pod["spec"]["containers"]]
+
+
+def assert_token_env(container: dict, secret: str):
+    env = {e["name"]: e for e in container.get("env", [])}
+    assert env["RAY_AUTH_MODE"]["value"] == "token", container["name"]
+    ref = env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]  # from the Secret, never a literal value
+    assert "value" not in env["RAY_AUTH_TOKEN"] and ref == {"name": secret, "key": "auth_token"}
+
+
+def test_kuberay_api_kinds_and_versions():
+    assert load(KUBERAY / "raycluster.yaml")["apiVersion"] == "ray.io/v1"
+    assert load(KUBERAY / "raycluster.yaml")["kind"] == "RayCluster"
+    assert load(KUBERAY / "rayjob.yaml")["apiVersion"] == "ray.io/v1"
+    assert load(KUBERAY / "rayjob.yaml")["kind"] == "RayJob"
+    ray = pinned("ray")
+    for spec in cluster_specs().values():
+        assert spec["rayVersion"] == ray
+        assert all(f"ray{ray}" in c["image"] or f"ray:{ray}" in c["image"] for c in ray_containers(spec))
+    assert re.search(rf"^FROM rayproject/ray:{re.escape(ray)}-py311-gpu$",
+                     (CLUSTER / "docker" / "Dockerfile").read_text(), re.M)
+
+
+def test_rayjob_runs_the_same_cluster_as_raycluster():
+    specs = cluster_specs()
+    assert specs["rayjob"] == specs["raycluster"]
+
+
+@pytest.mark.parametrize("name", ["raycluster", "rayjob"])
+def test_kuberay_token_auth_on_head_every_worker_group_and_submitter(name):
+    spec = cluster_specs()[name]
+    auth = spec["authOptions"]
+    assert auth["mode"] == "token"
+    assert spec["workerGroupSpecs"]
+    for container in ray_containers(spec):
+        assert_token_env(container, auth["secretName"])
+    if name == "rayjob":
+        (submitter,) = load(KUBERAY / "rayjob.yaml")["spec"]["submitterPodTemplate"]["spec"]["containers"]
+        assert_token_env(submitter, auth["secretName"])
+
+
+def test_kuberay_manifests_commit_no_secret():
+    for path in KUBERAY.glob("*.yaml"):
+        assert all(d.get("kind") != "Secret" for d in load_all(path)), path
+
+
+def test_kuberay_gpu_workers_shm_and_one_shared_volume():
+    claim = load(KUBERAY / "storage.yaml")
+    assert "ReadWriteMany" in claim["spec"]["accessModes"]
+    mlflow_pod = load_all(KUBERAY / "mlflow.yaml")[0]["spec"]["template"]
+    spec = cluster_specs()["raycluster"]
+    pods = [spec["headGroupSpec"]["template"], mlflow_pod] + [g["template"] for g in spec["workerGroupSpecs"]]
+    for pod in pods:  # the same claim at the same path everywhere: checkpoints and MLflow are shared
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+        assert volumes[mounts[SHARED]]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    for group in spec["workerGroupSpecs"]:
+        pod = group["template"]["spec"]
+        (container,) = pod["containers"]
+        assert int(container["resources"]["limits"]["nvidia.com/gpu"]) > 0
+        shm = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}["/dev/shm"]
+        assert {v["name"]: v for v in pod["volumes"]}[shm]["emptyDir"]["medium"] == "Memory"
+        assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    image = load_all(KUBERAY / "mlflow.yaml")[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image.endswith(f":v{pinned('mlflow')}")
+
+
+def test_rayjob_entrypoint_config_loads_and_fits_the_cluster():
+    job = load(KUBERAY / "rayjob.yaml")["spec"]
+    words = shlex.split(job["entrypoint"])
+    assert words[:3] == ["python", "jobs/pretrain.py", "--config"]
+    assert (ROOT / words[3]).is_file()
+    cfg = load_config(PretrainConfig, ROOT / words[3], words[4:])  # validates, as the job does first
+
+    assert cfg.output_dir.startswith(SHARED) and cfg.data.output_root.startswith(SHARED)
+    assert cfg.tracking.artifact_location.startswith(SHARED)
+    service = load_all(KUBERAY / "mlflow.yaml")[1]
+    assert cfg.tracking.tracking_uri == f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    assert cfg.run_name  # a fixed name: a RayJob retry resumes the run instead of starting over
+
+    workers = job["rayClusterSpec"]["workerGroupSpecs"]
+    limits = [(g["replicas"], g["template"]["spec"]["containers"][0]["resources"]["limits"]) for g in workers]
+    gpus = sum(n * int(lim["nvidia.com/gpu"]) for n, lim in limits)
+    cpus = sum(n * float(lim["cpu"]) for n, lim in limits)
+    assert cfg.scaling.use_gpu and cfg.deepspeed.precision == "bf16"
+    assert cfg.scaling.num_workers == gpus  # one Ray Train worker per GPU
+    assert cfg.scaling.num_workers * cfg.scaling.cpus_per_worker + 1 <= cpus  # pretrain._check_capacity
+    assert job["shutdownAfterJobFinishes"] is True and job["ttlSecondsAfterFinished"] > 0
+
+
+# --- runtime env ---------------------------------------------------------------------------------
+
+def test_runtime_env_is_valid_and_matches_the_rayjob():
+    from ray.runtime_env import RuntimeEnv
+
+    env = load(CLUSTER / "runtime-env.yaml")
+    assert set(env) <= RuntimeEnv.known_fields  # RuntimeEnv accepts unknown keys as plugins; we don't
+    RuntimeEnv(**env)  # Ray's own validation (env_vars must be str -> str, ...)
+    assert env["working_dir"] == "."
+    assert {"/.venv", "/data", "/runs", "/mlflow.db"} <= set(env["excludes"])
+    assert env["env_vars"]["HF_HUB_OFFLINE"] == "1" and env["env_vars"]["TOKENIZERS_PARALLELISM"] == "false"
+    assert env["env_vars"]["DS_ACCELERATOR"] == "cuda"
+    assert any(k.startswith("NCCL_") for k in env["env_vars"])
+    job_env = yaml.safe_load(load(KUBERAY / "rayjob.yaml")["spec"]["runtimeEnvYAML"])
+    assert set(job_env) <= RuntimeEnv.known_fields
+    RuntimeEnv(**{k: v for k, v in job_env.items() if k != "working_dir"})  # that path is in the image
+    (workdir,) = re.findall(r"^WORKDIR (\S+)$", (CLUSTER / "docker" / "Dockerfile").read_text(), re.M)
+    assert job_env["working_dir"] == workdir  # the code baked into the image every pod runs
+    assert job_env["env_vars"] == env["env_vars"]
+
+
+# --- DeepSpeed templates -------------------------------------------------------------------------
+
+# The settings the templates were written for: BERT-base phase 1 on GPUs (bf16), as in rayjob.yaml.
+GPU_BASE = ["data.sources=[x]", "model.preset=base", "scaling.use_gpu=true", "deepspeed.precision=bf16",
+            "train.micro_batch_size=64", "train.grad_accum_steps=4", "optim.lr=5.0e-4", "optim.beta2=0.98"]
+TEMPLATES = {
+    "zero1.json": ["deepspeed.zero_stage=1"],
+    "zero2.json": ["deepspeed.zero_stage=2"],
+    "zero3.json": ["deepspeed.zero_stage=3"],
+    "zero3-offload.json": ["deepspeed.zero_stage=3", "deepspeed.offload_optimizer=true",
+                           "deepspeed.offload_params=true"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_deepspeed_template_mirrors_engine_config(name):
+    cfg = load_config(PretrainConfig, None, GPU_BASE + TEMPLATES[name])
+    produced = deepspeed_config(cfg, world_size=16)
+    # train_batch_size depends on the world size; DeepSpeed derives it from micro batch x accumulation.
+    assert produced.pop("train_batch_size") == 64 * 4 * 16
+    assert json.loads((CLUSTER / "deepspeed" / name).read_text()) == produced
+
+
+def test_rayjob_hyperparameters_match_the_zero2_template():
+    job = load(KUBERAY / "rayjob.yaml")["spec"]
+    words = shlex.split(job["entrypoint"])
+    cfg = load_config(PretrainConfig, ROOT / words[3], words[4:])
+    produced = deepspeed_config(cfg, world_size=cfg.scaling.num_workers)
+    produced.pop("train_batch_size")
+    assert cfg.deepspeed.zero_stage == 2
+    assert json.loads((CLUSTER / "deepspeed" / "zero2.json").read_text()) == produced
+
+
+def test_deepspeed_accepts_every_template():
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    for name, overrides in TEMPLATES.items():
+        parsed = DeepSpeedConfig(json.loads((CLUSTER / "deepspeed" / name).read_text()))
+        assert parsed.zero_optimization_stage == int(overrides[0][-1])
+        assert parsed.bfloat16_config.enabled
+        assert parsed.train_batch_size == 64 * 4  # world size 1 outside a process group
+        assert (parsed.zero_config.offload_optimizer is not None) == ("offload" in name)
