@@ -45,25 +45,23 @@ import uuid
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Iterator
 
 import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import ray
-from tokenizers import AddedToken, Tokenizer
+from tokenizers import Tokenizer
 
 from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, tokenizer_hash,
                                  train_wordpiece)
-from pipelines.clean import split_sentences
 from pipelines.config import DataConfig
 from pipelines.examples import (Document, bucket_seed, create_examples, document_key, mask_static_flat,
                                 masking_config)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
                               length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
-from pipelines.sources import (SAMPLE_CHARS, RejectLog, content_hashes, find_duplicates, iter_documents,
-                               relative_names, resolve_sources)
+from pipelines.sources import RejectLog, content_hashes, find_duplicates, resolve_sources
+from pipelines.spill import RECORD_BITS, DocumentTokenizer, file_items, good_documents, read_spill
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
 SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids per shard (~4M tokens:
@@ -72,12 +70,6 @@ SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
 PIPELINE_VERSION = 2  # in the dataset name: bump when the same inputs and config give other examples
-TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
-SPILL_CHUNK_BYTES = 16 << 20  # text an actor gathers before writing spill batches: few, large batches
-RECORD_BITS = 40  # uid = file rank << 40 | record number: orders like sources.doc_order_key
-# Joins a document's sentences so the tokenizer runs once per document (per-sentence calls cost
-# ~2x in per-call overhead); normalize_text strips it from every text, so it only marks joins.
-SENTENCE_MARK = "\x1f"
 
 
 @dataclass
@@ -146,7 +138,7 @@ class ShardLayout:
     eval_fraction: float
 
     @classmethod
-    def plan(cls, cfg: DataConfig, input_bytes: int) -> "ShardLayout":
+    def plan(cls, cfg: DataConfig, input_bytes: int) -> ShardLayout:
         # From the corpus size (and config), never the worker count: the layout decides contents.
         token_bytes = input_bytes / INPUT_BYTES_PER_TOKEN * TOKEN_ID_BYTES * cfg.dupe_factor
         num_train = cfg.num_shards or max(1, math.ceil(token_bytes / SHARD_TOKEN_BYTES))
@@ -165,161 +157,15 @@ class ShardLayout:
 
 
 # ---------------------------------------------------------------------------------------------
-# Pass over the inputs: documents -> keys, rejects, dedup pairs (and tokens, in DocumentTokenizer)
-
-
-def _file_items(files: list[str], inputs: list[dict]) -> list[dict]:
-    """One work item per input file, biggest first (the pool's tail is then short files)."""
-    names = relative_names(files)
-    rank = {name: r for r, name in enumerate(sorted(names))}  # doc_order_key compares names as strings
-    items = [{"path": p, "name": n, "rank": rank[n], "bytes": i["bytes"]} for p, n, i in zip(files, names, inputs)]
-    return sorted(items, key=lambda i: (-i["bytes"], i["rank"]))
-
-
-def _good_documents(item: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[tuple[str, int, str]]:
-    """(doc_id, uid, text) of one file's good documents; its rejects go to `rejects`."""
-    for row in iter_documents(item["path"], item["name"], cfg):
-        if row["reject_reason"]:
-            rejects.add_row(row)
-            continue
-        record = int(row["doc_id"].rpartition("#")[2])  # good documents are always "<name>#<n>"
-        if not 0 <= record < 1 << RECORD_BITS:
-            raise ValueError(f"{row['doc_id']}: record number out of range for a document uid")
-        yield row["doc_id"], item["rank"] << RECORD_BITS | record, row["text"]
-
-
-def _chunks(docs: Iterator[tuple[str, int, str]], max_bytes: int) -> Iterator[list[tuple[str, int, str]]]:
-    chunk, size = [], 0
-    for doc in docs:
-        chunk.append(doc)
-        size += len(doc[2])
-        if size >= max_bytes:
-            yield chunk
-            chunk, size = [], 0
-    if chunk:
-        yield chunk
-
-
-def _dedup_columns(hashes: np.ndarray, uids: np.ndarray, shards: np.ndarray) -> dict:
-    return {"hash_hi": hashes[:, 0], "hash_lo": hashes[:, 1], "uid": uids, "doc_shard": shards}
-
-
-def spill_schema(ids_type: pa.DataType) -> pa.Schema:
-    return pa.schema([("uid", pa.int64()), ("key", pa.uint64()), ("doc_id", pa.string()), ("sample", pa.string()),
-                      ("ids", pa.list_(ids_type)), ("offsets", pa.list_(pa.int32()))])
-
-
-FILE_STATS_SCHEMA = pa.schema([
-    ("rank", pa.int64()), ("name", pa.string()), ("path", pa.string()), ("spill", pa.string()),
-    ("spill_shards", pa.list_(pa.int32())), ("rejects", pa.string()), ("hash_hi", pa.list_(pa.uint64())),
-    ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64())), ("doc_shard", pa.list_(pa.int32()))])
-
-
-class DocumentTokenizer:
-    """Input files -> spill batches of tokenized documents + one stats row per file.
-
-    Spill rows: uid, key, doc_id, sample (first SAMPLE_CHARS: reported if it proves a
-    duplicate), ids (all sentences back to back) and offsets (sentence s is
-    ids[offsets[s]:offsets[s + 1]]; sentences that give no tokens are left out). Loads the
-    tokenizer once per actor.
-    """
-
-    def __init__(self, tokenizer_json: str, vocab_size: int, cfg: DataConfig, layout: "ShardLayout",
-                 spill_dir: str):
-        self.tok = Tokenizer.from_str(tokenizer_json)
-        self.tok.no_truncation()
-        self.tok.no_padding()
-        self.tok.add_special_tokens([AddedToken(SENTENCE_MARK, special=True, normalized=False)])
-        self.mark = self.tok.token_to_id(SENTENCE_MARK)
-        self.ids_type = token_type(vocab_size)
-        self.cfg, self.layout, self.spill_dir = cfg, layout, spill_dir
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        return pa.Table.from_pylist([self._file(item) for item in batch.to_pylist()], schema=FILE_STATS_SCHEMA)
-
-    def _file(self, item: dict) -> dict:
-        rejects, dedup, spill_shards = RejectLog(), [], []
-        path = os.path.join(self.spill_dir, f"{item['rank']:08d}.arrow")
-        writer = None
-        for chunk in _chunks(_good_documents(item, self.cfg, rejects), SPILL_CHUNK_BYTES):
-            table, shards = self._tokenize(chunk)
-            dedup.append(_dedup_columns(content_hashes([d[2] for d in chunk]), table.column("uid").to_numpy(), shards))
-            order = np.argsort(shards, kind="stable")
-            table, shards = table.take(order).combine_chunks(), shards[order]
-            bounds = np.flatnonzero(np.diff(shards)) + 1
-            writer = writer or pa.ipc.new_file(path, table.schema)
-            for start, stop in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(shards)]])):
-                writer.write_batch(table.slice(start, stop - start).to_batches()[0])
-                spill_shards.append(int(shards[start]))
-        if writer:
-            writer.close()
-        cols = {k: np.concatenate([d[k] for d in dedup]) if dedup else np.zeros(0, np.int64)
-                for k in ("hash_hi", "hash_lo", "uid", "doc_shard")}
-        return {"rank": item["rank"], "name": item["name"], "path": item["path"],
-                "spill": path if writer else "", "spill_shards": spill_shards,
-                "rejects": rejects.to_json(), **{k: v.tolist() for k, v in cols.items()}}
-
-    def _tokenize(self, chunk: list[tuple[str, int, str]]) -> tuple[pa.Table, np.ndarray]:
-        doc_ids, uids, texts = zip(*chunk)
-        keys = np.array([document_key(self.cfg.seed, d) for d in doc_ids], dtype=np.uint64)
-        shards = np.array([self.layout.shard_of(int(k)) for k in keys], dtype=np.int32)
-        flat, lengths = [], []
-        for start in range(0, len(texts), TOKENIZE_BATCH_DOCS):
-            joined = [SENTENCE_MARK.join(split_sentences(t)) for t in texts[start:start + TOKENIZE_BATCH_DOCS]]
-            encodings = self.tok.encode_batch_fast(joined, add_special_tokens=False)
-            n = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-            flat.append(np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(n.sum())))
-            lengths.append(n)
-        ids, offsets = _sentences(np.concatenate(flat), np.concatenate(lengths), self.mark)
-        table = pa.table({
-            "uid": pa.array(uids, pa.int64()),
-            "key": pa.array(keys, pa.uint64()),
-            "doc_id": pa.array(doc_ids, pa.string()),
-            "sample": pc.utf8_slice_codeunits(pa.array(texts, pa.string()), 0, SAMPLE_CHARS),
-            "ids": pa.ListArray.from_arrays(ids[0], pa.array(ids[1].astype(self.ids_type.to_pandas_dtype()))),
-            "offsets": pa.ListArray.from_arrays(offsets[0], pa.array(offsets[1])),
-        }, schema=spill_schema(self.ids_type))
-        return table, shards
-
-
-def _sentences(flat: np.ndarray, lengths: np.ndarray, mark: int) -> tuple[tuple, tuple]:
-    """Token ids of documents whose sentences are joined by `mark` -> ((list offsets, ids),
-    (list offsets, sentence offsets)) per document, marks and empty sentences gone."""
-    num_docs = len(lengths)
-    doc_of = np.repeat(np.arange(num_docs), lengths)
-    is_mark = flat == mark
-    # A sentence starts at a document's first token and after every mark.
-    starts = np.zeros(len(flat), dtype=bool)
-    starts[np.cumsum(lengths)[:-1][lengths[1:] > 0]] = True
-    starts[:1] = True
-    starts[1:] |= is_mark[:-1]
-    sentence = np.cumsum(starts)
-    keep = ~is_mark
-    ids, sentence, doc_of = flat[keep], sentence[keep], doc_of[keep]
-    first = np.flatnonzero(np.diff(sentence, prepend=-1) != 0)  # first kept token of each non-empty sentence
-    doc_bounds = np.zeros(num_docs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(doc_of, minlength=num_docs), out=doc_bounds[1:])
-    # Per document: its sentences' starts, then its end (so a document without sentences is [0]).
-    sentence_doc = doc_of[first]
-    entries_doc = np.concatenate([sentence_doc, np.arange(num_docs)])
-    entries_pos = np.concatenate([first, doc_bounds[1:]]) - doc_bounds[entries_doc]
-    order = np.lexsort((entries_pos, entries_doc))
-    list_bounds = np.zeros(num_docs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sentence_doc, minlength=num_docs) + 1, out=list_bounds[1:])
-    return ((pa.array(doc_bounds.astype(np.int32)), ids),
-            (pa.array(list_bounds.astype(np.int32)), entries_pos[order].astype(np.int32)))
-
-
-# ---------------------------------------------------------------------------------------------
 # Tokenizer: given, or trained on a deterministic sample of train documents
 
 
-def _sample_file(batch: pa.Table, cfg: DataConfig, layout: "ShardLayout", k: int) -> pa.Table:
+def _sample_file(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
     """Per file: the k smallest-key train documents (key, uid, text) and every good
     document's dedup pair, so the driver can leave duplicates out of the sample."""
     rows = []
     for item in batch.to_pylist():
-        docs = list(_good_documents(item, cfg, RejectLog()))
+        docs = list(good_documents(item, cfg, RejectLog()))
         keys = [document_key(cfg.seed, d[0]) for d in docs]
         smallest = heapq.nsmallest(k, ((key, d[1], d[2]) for key, d in zip(keys, docs)
                                        if not layout.is_eval(key)))
@@ -336,7 +182,7 @@ def _flat(rows: list[dict], column: str, dtype) -> np.ndarray:
     return np.fromiter(chain.from_iterable(r[column] for r in rows), dtype=dtype)
 
 
-def _tokenizer_sample(items: list[dict], cfg: DataConfig, layout: "ShardLayout") -> list[str]:
+def _tokenizer_sample(items: list[dict], cfg: DataConfig, layout: ShardLayout) -> list[str]:
     """Texts of the `sample_documents` train documents with the smallest keys, duplicates left
     out: a uniform sample, the same on every run. A light extra pass (no tokenizing)."""
     k = cfg.tokenizer.sample_documents
@@ -353,7 +199,7 @@ def _tokenizer_sample(items: list[dict], cfg: DataConfig, layout: "ShardLayout")
     return [text for _, text in candidates[:k]]
 
 
-def _prepare_tokenizer(items: list[dict], cfg: DataConfig, layout: "ShardLayout", out_dir: Path) -> Tokenizer:
+def _prepare_tokenizer(items: list[dict], cfg: DataConfig, layout: ShardLayout, out_dir: Path) -> Tokenizer:
     if cfg.tokenizer.path:
         tok = load_tokenizer(cfg.tokenizer.path)
         _log("tokenizer", f"loaded {cfg.tokenizer.path} ({tok.get_vocab_size()} tokens)")
@@ -380,14 +226,6 @@ def _documents_of(group: pa.Table) -> list[Document]:
             for i, doc_id in enumerate(group.column("doc_id").to_pylist())]
 
 
-def _read_spill(paths: list[str], batches: list[int], ids_type: pa.DataType) -> pa.Table:
-    tables = [spill_schema(ids_type).empty_table()]
-    for path, index in zip(paths, batches):
-        with pa.ipc.open_file(pa.memory_map(path)) as reader:
-            tables.append(pa.Table.from_batches([reader.get_batch(index)]))
-    return pa.concat_tables(tables)
-
-
 def _with_static_masking(table: pa.Table, cfg: DataConfig, special: SpecialIds, vocab_size: int, seed: int,
                          continuation: np.ndarray | None) -> pa.Table:
     """The shard's examples table with input_ids masked and masked_positions / masked_ids added."""
@@ -405,14 +243,14 @@ def _with_static_masking(table: pa.Table, cfg: DataConfig, special: SpecialIds, 
     return pa.table({name: columns[name] for name in schema.names}, schema=schema)
 
 
-def _build_shard(batch: pa.Table, cfg: DataConfig, layout: "ShardLayout", special: SpecialIds, vocab_size: int,
+def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special: SpecialIds, vocab_size: int,
                  continuation: np.ndarray | None, out_dir: str) -> pa.Table:
     """One shard's spilled documents -> its examples, written to out_dir; one row of statistics."""
     t0 = time.perf_counter()
     task = batch.to_pylist()[0]
     shard = task["shard"]
     split, index = layout.split_of(shard)
-    group = _read_spill(task["spill"], task["batch"], token_type(vocab_size))
+    group = read_spill(task["spill"], task["batch"], token_type(vocab_size))
     dropped = pc.is_in(group.column("uid"), pa.array(task["drop"], pa.int64()))
     wanted = group.filter(pc.is_in(group.column("uid"), pa.array(task["sample"], pa.int64())))
     duplicate_samples = [{"uid": u, "doc_id": d, "sample": s} for u, d, s in zip(
@@ -497,7 +335,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
     return _result(final, reused=False)
 
 
-def _tokenize_files(items: list[dict], tok: Tokenizer, cfg: DataConfig, layout: "ShardLayout",
+def _tokenize_files(items: list[dict], tok: Tokenizer, cfg: DataConfig, layout: ShardLayout,
                     spill_dir: Path) -> list[dict]:
     spill_dir.mkdir()
     pool = ray.data.ActorPoolStrategy(size=cfg.num_workers, max_tasks_in_flight_per_actor=1)
@@ -507,7 +345,7 @@ def _tokenize_files(items: list[dict], tok: Tokenizer, cfg: DataConfig, layout: 
             .take_all())
 
 
-def _shard_tasks(files: list[dict], layout: "ShardLayout", rejects: RejectLog) -> tuple[list[dict], dict]:
+def _shard_tasks(files: list[dict], layout: ShardLayout, rejects: RejectLog) -> tuple[list[dict], dict]:
     """Dedup on the driver, then what each shard task reads and drops. `files` are the per-file
     rows of DocumentTokenizer; returns the tasks and uid -> reject row for duplicate samples."""
     uids = _flat(files, "uid", np.int64)
@@ -527,9 +365,9 @@ def _shard_tasks(files: list[dict], layout: "ShardLayout", rejects: RejectLog) -
     return tasks, {f["rank"]: f["path"] for f in files}
 
 
-def _prepare_into(out: Path, cfg: DataConfig, layout: "ShardLayout", files: list[str], inputs: list[dict],
+def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[str], inputs: list[dict],
                   given_hash: str | None, timings: dict[str, float]) -> dict:
-    items = _file_items(files, inputs)
+    items = file_items(files, inputs)
     t0 = time.perf_counter()
     tok = _prepare_tokenizer(items, cfg, layout, out / "tokenizer")
     special, vocab_size = SpecialIds.from_tokenizer(tok), tok.get_vocab_size()
