@@ -196,48 +196,86 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_inside_deepspeed_zero2_matches_plain_lamb(monkeypatch):
-    """ZeRO-2 flattens each group into one tensor; one group per tensor keeps LAMB layer-wise."""
+@pytest.fixture(scope="module")
+def deepspeed_world_of_one():
+    """A real gloo process group of one rank, as Ray Train gives each worker; yields deepspeed."""
     import deepspeed  # DS_ACCELERATOR=cpu is set by conftest before this import
 
     port = _free_port()
-    monkeypatch.setenv("LOCAL_RANK", "0")  # deepspeed.initialize insists on launcher variables
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("WORLD_SIZE", "1")
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(port))
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        args = dict(lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01)
-        ds_config = {"train_micro_batch_size_per_gpu": 64, "gradient_accumulation_steps": 1,
-                     "train_batch_size": 64, "gradient_clipping": 0.0, "zero_optimization": {"stage": 2},
-                     "steps_per_print": 10**9, **deepspeed_optimizer_config("lamb", **args, use_gpu=False)}
+    with pytest.MonkeyPatch.context() as env:
+        # deepspeed.initialize insists on the launcher's variables even with dist_init_required=False.
+        for key, value in dict(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                               MASTER_PORT=str(port)).items():
+            env.setenv(key, value)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+        try:
+            yield deepspeed
+        finally:
+            dist.destroy_process_group()
 
-        def run(optimizer_for) -> torch.nn.Module:
-            model = _mlp(0)
-            engine, zero_opt, _, _ = deepspeed.initialize(model=model, optimizer=optimizer_for(model),
-                                                          config=ds_config, dist_init_required=False)
-            assert isinstance(zero_opt.optimizer, Lamb)  # ZeRO wraps ours rather than replacing it
-            gen = torch.Generator().manual_seed(3)
-            for _ in range(6):
-                x, y = _batch(gen)
-                engine.backward(torch.nn.functional.mse_loss(engine(x), y))
-                engine.step()
-            return engine.module
 
-        per_tensor = run(lambda m: build_optimizer("lamb", _groups(m), **args, use_gpu=False, zero_stage=2))
-        coarse = run(lambda m: Lamb([{**g, "adapt": g["weight_decay"] > 0} for g in _groups(m)], **args))
-    finally:
-        dist.destroy_process_group()
+LAMB_ARGS = dict(lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01)
+
+
+def _zero2_engine(deepspeed, optimizer_for, seed: int = 0, grad_clip: float = 0.0):
+    ds_config = {"train_micro_batch_size_per_gpu": 64, "gradient_accumulation_steps": 1, "train_batch_size": 64,
+                 "gradient_clipping": grad_clip, "zero_optimization": {"stage": 2}, "steps_per_print": 10**9,
+                 **deepspeed_optimizer_config("lamb", **LAMB_ARGS, use_gpu=False)}
+    model = _mlp(seed)
+    engine, zero_opt, _, _ = deepspeed.initialize(
+        model=model, optimizer=optimizer_for(model), config=ds_config, dist_init_required=False,
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 / (1 + step)))
+    assert isinstance(zero_opt.optimizer, Lamb)  # ZeRO wraps ours rather than replacing it
+    return engine
+
+
+def _engine_steps(engine, gen: torch.Generator, steps: int) -> None:
+    for _ in range(steps):
+        x, y = _batch(gen)
+        engine.backward(torch.nn.functional.mse_loss(engine(x), y))
+        engine.step()
+
+
+def _ours(model):
+    return build_optimizer("lamb", _groups(model), **LAMB_ARGS, use_gpu=False, zero_stage=2)
+
+
+def test_inside_deepspeed_zero2_matches_plain_lamb(deepspeed_world_of_one):
+    """ZeRO-2 flattens each group into one tensor; one group per tensor keeps LAMB layer-wise."""
+    per_tensor = _zero2_engine(deepspeed_world_of_one, _ours)
+    _engine_steps(per_tensor, torch.Generator().manual_seed(3), 6)
+    coarse = _zero2_engine(deepspeed_world_of_one,
+                           lambda m: Lamb([{**g, "adapt": g["weight_decay"] > 0} for g in _groups(m)], **LAMB_ARGS))
+    _engine_steps(coarse, torch.Generator().manual_seed(3), 6)
 
     reference = _mlp(0)
-    ropt = Lamb(per_tensor_groups(_groups(reference)), **args)
-    _train(reference, ropt, torch.Generator().manual_seed(3), 6)
-    for a, b in zip(per_tensor.parameters(), reference.parameters()):
+    ropt = Lamb(per_tensor_groups(_groups(reference)), **LAMB_ARGS)
+    sched = torch.optim.lr_scheduler.LambdaLR(ropt, lambda step: 1 / (1 + step))
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(6):
+        _train(reference, ropt, gen, 1)
+        sched.step()
+    for a, b in zip(per_tensor.module.parameters(), reference.parameters()):
         torch.testing.assert_close(a.detach(), b.detach(), rtol=0, atol=1e-6)
     # Two coarse groups become two flat tensors, each with one trust ratio: no longer LAMB.
-    drift = max((a - b).abs().max().item() for a, b in zip(coarse.parameters(), reference.parameters()))
+    drift = max((a - b).abs().max().item() for a, b in zip(coarse.module.parameters(), reference.parameters()))
     assert drift > 1e-4
+
+
+def test_deepspeed_zero2_checkpoint_resumes_identically(deepspeed_world_of_one, tmp_path):
+    gen = torch.Generator().manual_seed(5)
+    first = _zero2_engine(deepspeed_world_of_one, _ours, grad_clip=1.0)
+    _engine_steps(first, gen, 3)
+    first.save_checkpoint(str(tmp_path), tag="engine")
+    data_state = gen.get_state()
+    _engine_steps(first, gen, 3)
+
+    resumed = _zero2_engine(deepspeed_world_of_one, _ours, seed=1, grad_clip=1.0)
+    resumed.load_checkpoint(str(tmp_path), tag="engine")
+    _engine_steps(resumed, torch.Generator().set_state(data_state), 3)
+    for a, b in zip(first.module.parameters(), resumed.module.parameters()):
+        assert torch.equal(a, b)
+    assert resumed.lr_scheduler.get_last_lr()[0] == first.lr_scheduler.get_last_lr()[0] == pytest.approx(1e-2 / 7)
 
 
 def _partitioned_worker(rank: int, port: int, full: list[torch.Tensor], grads: list[list[torch.Tensor]],
