@@ -27,8 +27,9 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     XML that stops parsing yields every page before the error, then one "malformed_xml" row.
   * Cleaned text that is empty -> "empty_document"; shorter than cfg.min_document_chars ->
     "too_short". Wiki pages: "redirect", "disambiguation", "non_article_namespace".
-  * Exact duplicates (same cleaned text) -> "duplicate" in `drop_duplicates`, keeping the
-    smallest doc_id, so the survivor does not depend on scheduling.
+  * Exact duplicates (same cleaned text) -> "duplicate", keeping the smallest doc_id, so the
+    survivor does not depend on scheduling: `find_duplicates` on (content hash, order) pairs,
+    which `drop_duplicates` applies to a Dataset and prepare() to its tokenizing pass's stats.
 
 Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz): .txt/.text/.md -> text;
 .jsonl/.json/.ndjson -> jsonl (WikiExtractor --json output and any JSON-lines file with
