@@ -1,6 +1,5 @@
 """LAMB against hand-computed steps and a plain-loop reference; inside DeepSpeed ZeRO-2 on CPU; across ranks."""
 
-import copy
 import io
 import math
 import os
@@ -316,3 +315,21 @@ def test_partitioned_norms_give_the_whole_tensor_ratio_across_ranks(tmp_path):
     for i, want in enumerate(expected):
         got = torch.cat([shards[0][i], shards[1][i]])[:want.numel()].view_as(want)
         torch.testing.assert_close(got, want.detach(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_matches_cpu():
+    gen = torch.Generator().manual_seed(6)
+    cpu = [torch.randn(64, 32, generator=gen).requires_grad_(), torch.randn(32, generator=gen).requires_grad_()]
+    gpu = [p.detach().cuda().requires_grad_() for p in cpu]
+    opts = [Lamb(per_tensor_groups([{"params": [w], "weight_decay": 0.01}, {"params": [b], "weight_decay": 0.0}]),
+                 lr=1e-2) for w, b in (cpu, gpu)]
+    for _ in range(10):
+        for a, b in zip(cpu, gpu):
+            a.grad = torch.randn(a.shape, generator=gen)
+            b.grad = a.grad.cuda()
+        for opt in opts:
+            opt.step()
+    for a, b in zip(cpu, gpu):
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=0, atol=1e-5)
