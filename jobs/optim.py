@@ -34,7 +34,8 @@ class Lamb(torch.optim.Optimizer):
                   is max_trust=1.0, DeepSpeed's FusedLamb clamps to [0.01, 10]
     partitioned: each tensor this rank holds is one rank's slice of a larger tensor (ZeRO with more
       than one rank and one tensor per group); squared norms are summed over the default process
-      group, so every rank uses the whole tensor's ratio. All ranks must then call `step` together.
+      group, so every rank uses the whole tensor's ratio. All ranks must then call `step` together
+      (ZeRO-3 calls it once per sub-group, so there it is one small all-reduce per tensor).
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
