@@ -13,7 +13,7 @@ from bert_core.masking import MaskingConfig
 from jobs.config_io import from_dict, to_dict
 from pipelines.config import DataConfig
 
-OPTIMIZERS = ("adamw",)  # LAMB arrives with the distributed-pretraining work
+OPTIMIZERS = ("adamw", "lamb")
 SCHEDULES = ("linear", "poly", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -36,12 +36,29 @@ class TrainConfig:
     keep_checkpoints: int = 2  # resume checkpoints kept by Ray Train
     max_failures: int = 2  # worker/node failures Ray Train recovers from (restart from last checkpoint)
     seed: int = 0  # model init, dynamic masking and data order
+    fail_at_step: int = 0  # testing: SIGKILL one worker at this step, first attempt only (0 = never)
+    record_ids_dir: str = ""  # testing: each rank appends the example ids of every step here
+    init_checkpoint: str = ""  # start from this run's checkpoint (set by the job for phase 2)
+    reset_optimizer: bool = False  # with init_checkpoint: load weights only, fresh optimizer and schedule
     masking: MaskingConfig = field(default_factory=MaskingConfig)
 
 
 @dataclass
+class Phase2Config:
+    """NVIDIA's recipe: most steps at 128 tokens, then a short phase at 512 to learn long positions."""
+
+    max_steps: int = 0  # 0 = single-phase run
+    max_seq_len: int = 512  # phase 2 examples are prepared at this length, with phase 1's tokenizer
+    micro_batch_size: int = 8
+    max_predictions: int = 80  # static masking cap at 512 tokens (20 at 128)
+    lr: float = 0.0  # 0 = phase 1's peak learning rate
+    warmup_steps: int = 0  # re-warmup after the hand-off
+    reset_optimizer: bool = True  # fresh Adam moments (NVIDIA); false carries phase 1's over
+
+
+@dataclass
 class OptimConfig:
-    name: str = "adamw"  # optimizer family (see OPTIMIZERS)
+    name: str = "adamw"  # adamw | lamb (DeepSpeed's FusedLamb on GPU, jobs.optim.Lamb on CPU)
     lr: float = 1e-3  # peak learning rate after warmup
     weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
     beta1: float = 0.9
@@ -66,6 +83,7 @@ class ScalingConfig:
     num_workers: int = 2  # Ray Train workers (data-parallel ranks)
     use_gpu: bool = False
     cpus_per_worker: float = 1.0
+    placement_strategy: str = "PACK"  # Ray placement group strategy; SPREAD/STRICT_SPREAD put workers on different nodes
 
 
 @dataclass
@@ -85,6 +103,7 @@ class PretrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    phase2: Phase2Config = field(default_factory=Phase2Config)
     optim: OptimConfig = field(default_factory=OptimConfig)
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
@@ -119,13 +138,26 @@ class PretrainConfig:
             raise ConfigError(f"deepspeed.precision={d.precision!r} needs scaling.use_gpu=true; use fp32 on CPU")
         if d.offload_params and d.zero_stage != 3:
             raise ConfigError("deepspeed.offload_params needs deepspeed.zero_stage=3")
+        if o.name == "lamb" and d.offload_optimizer:
+            raise ConfigError("optim.name='lamb' is not supported with deepspeed.offload_optimizer "
+                              "(ZeRO-Offload steps only DeepSpeed's CPU Adam)")
         if d.offload_optimizer and d.zero_stage == 0:
             raise ConfigError("deepspeed.offload_optimizer needs deepspeed.zero_stage >= 1")
+        if s.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
+            raise ConfigError("scaling.placement_strategy must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD, "
+                              f"got {s.placement_strategy!r}")
         if s.num_workers < 1 or s.cpus_per_worker <= 0:
             raise ConfigError("scaling.num_workers must be >= 1 and scaling.cpus_per_worker > 0")
         if self.data.max_seq_len > self.model.max_position_embeddings:
             raise ConfigError(f"data.max_seq_len ({self.data.max_seq_len}) exceeds "
                               f"model.max_position_embeddings ({self.model.max_position_embeddings})")
+        p2 = self.phase2
+        if p2.max_steps < 0 or p2.micro_batch_size < 1 or p2.lr < 0 or p2.warmup_steps < 0:
+            raise ConfigError("phase2.max_steps, phase2.lr and phase2.warmup_steps must be >= 0; "
+                              "phase2.micro_batch_size >= 1")
+        if p2.max_steps and not self.data.max_seq_len < p2.max_seq_len <= self.model.max_position_embeddings:
+            raise ConfigError(f"phase2.max_seq_len must be in ({self.data.max_seq_len}, "
+                              f"{self.model.max_position_embeddings}], got {p2.max_seq_len}")
         if "/" in self.run_name:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
         return self

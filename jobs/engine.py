@@ -17,6 +17,7 @@ import torch.distributed as dist
 from bert_core.checkpoint import save_state_dict
 from bert_core.model import BertForPreTraining, PreTrainingOutput
 from jobs.config import PretrainConfig
+from jobs.optim import build_optimizer, deepspeed_optimizer_config, per_tensor_groups
 
 
 def deepspeed_config(cfg: PretrainConfig, world_size: int) -> dict:
@@ -25,6 +26,9 @@ def deepspeed_config(cfg: PretrainConfig, world_size: int) -> dict:
     zero: dict = {"stage": d.zero_stage}
     if d.zero_stage >= 1:
         zero.update(overlap_comm=False, contiguous_gradients=True, reduce_bucket_size=5e7)
+    if d.zero_stage in (1, 2):
+        # Optimizer partitions saved at one data-parallel degree reload at another (resume on N != M workers).
+        zero["elastic_checkpoint"] = True
     if d.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": cfg.scaling.use_gpu}
     if d.offload_params:
@@ -38,9 +42,8 @@ def deepspeed_config(cfg: PretrainConfig, world_size: int) -> dict:
         "train_batch_size": t.micro_batch_size * t.grad_accum_steps * world_size,
         "gradient_clipping": o.grad_clip,
         "zero_optimization": zero,
-        # DeepSpeed picks the implementation: fused Adam on device, CPU Adam under ZeRO-Offload.
-        "optimizer": {"type": "AdamW", "params": {"lr": o.lr, "betas": [o.beta1, o.beta2], "eps": o.eps,
-                                                 "weight_decay": o.weight_decay}},
+        # AdamW and GPU LAMB: DeepSpeed's own (fused Adam, CPU Adam under offload, FusedLamb); CPU LAMB: ours.
+        **deepspeed_optimizer_config(o.name, o.lr, (o.beta1, o.beta2), o.eps, o.weight_decay, cfg.scaling.use_gpu),
         "steps_per_print": 10**9,  # progress is ours; DeepSpeed's own prints would interleave
         "wall_clock_breakdown": False,
     }
@@ -101,10 +104,18 @@ class Engine:
         import deepspeed  # imported here: DS_ACCELERATOR must be set by the caller first
 
         self.cfg = cfg
+        o = cfg.optim
         world = dist.get_world_size() if dist.is_initialized() else 1
+        groups = param_groups(model, o.weight_decay)
+        client_optimizer = build_optimizer(o.name, groups, o.lr, (o.beta1, o.beta2), o.eps, o.weight_decay,
+                                           cfg.scaling.use_gpu, zero_stage=cfg.deepspeed.zero_stage,
+                                           world_size=world)
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model,
-            model_parameters=param_groups(model, cfg.optim.weight_decay),
+            optimizer=client_optimizer,
+            # LAMB's trust ratio is per tensor: DeepSpeed flattens a group, so give it one group per tensor.
+            model_parameters=(per_tensor_groups(groups) if o.name == "lamb" else groups)
+            if client_optimizer is None else None,
             config=deepspeed_config(cfg, world),
             lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg)),
             dist_init_required=False,
@@ -158,8 +169,12 @@ class Engine:
         """Sharded resume checkpoint: every rank writes its ZeRO partition (all ranks must call)."""
         self.engine.save_checkpoint(str(ckpt_dir), tag="engine", client_state=client_state)
 
-    def load(self, ckpt_dir: str | os.PathLike) -> dict:
-        _, client_state = self.engine.load_checkpoint(str(ckpt_dir), tag="engine")
+    def load(self, ckpt_dir: str | os.PathLike, weights_only: bool = False, schedule: bool = True) -> dict:
+        """Resume (everything) or hand off between phases: `weights_only` leaves the optimizer fresh,
+        `schedule=False` keeps this run's own warmup and decay instead of the saved one."""
+        _, client_state = self.engine.load_checkpoint(
+            str(ckpt_dir), tag="engine", load_module_only=weights_only,
+            load_optimizer_states=not weights_only, load_lr_scheduler_states=schedule and not weights_only)
         return client_state or {}
 
     def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None) -> Path | None:

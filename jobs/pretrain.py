@@ -10,6 +10,7 @@ and starts a local Ray otherwise. The whole config is validated before any Ray w
 from __future__ import annotations
 
 import argparse
+import copy
 import shutil
 import sys
 import time
@@ -47,16 +48,12 @@ class PretrainResult:
 
 
 def run(cfg: PretrainConfig) -> PretrainResult:
+    """The whole job; with phase2.max_steps > 0, phase 1 (data.max_seq_len) then phase 2 in one job,
+    as a parent MLflow run with one child run per phase."""
     prefer_loopback()
-    import numpy as np
     import ray
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig
-    from ray.train import ScalingConfig as RayScaling
-    from ray.train.torch import TorchTrainer
 
-    from bert_core.tokenizer import SpecialIds, continuation_mask, load_tokenizer
     from jobs import tracking
-    from jobs.train_loop import train_loop_per_worker
     from pipelines.harvest import harvest_installed_docs
     from pipelines.prepare import prepare
 
@@ -64,26 +61,79 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     dashboard = init_ray()
     _check_capacity(cfg, ray.cluster_resources())
     ray.data.DataContext.get_current().enable_progress_bars = False  # our own progress lines instead
-
     if cfg.corpus.harvest_installed_docs:
         print(f"[corpus] harvesting installed documentation into {cfg.corpus.harvest_dir}", flush=True)
         h = harvest_installed_docs(cfg.corpus.harvest_dir, max_mb=cfg.corpus.harvest_max_mb)
         print(f"[corpus] {h['documents']:,} documents, {h['bytes'] / 2**20:.1f} MB", flush=True)
     prepared = prepare(cfg.data)
+    cfg.tracking.tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
+    t = cfg.tracking
+    run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name, cfg.to_dict(),
+                                tags={"data_dir": prepared.path})
+    if cfg.phase2.max_steps:
+        phase1 = copy.deepcopy(cfg)
+        phase1.run_name = f"{cfg.run_name}-phase1"
+        first = _fit(phase1, prepared, tracking.start_run(
+            t.tracking_uri, t.experiment, t.artifact_location, phase1.run_name, phase1.to_dict(),
+            tags={"data_dir": prepared.path, "mlflow.parentRunId": run_id, "phase": "1"}))
+        phase2 = phase2_config(cfg, first.checkpoint.path, prepared.tokenizer_dir)
+        prepared = prepare(phase2.data)
+        result = _fit(phase2, prepared, tracking.start_run(
+            t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name, phase2.to_dict(),
+            tags={"data_dir": prepared.path, "mlflow.parentRunId": run_id, "phase": "2"}))
+        metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
+    else:
+        result = _fit(cfg, prepared, run_id)
+        metrics = dict(result.metrics)
+
+    release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
+    _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
+    info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias)
+    out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
+    print(summary(out, cfg, dashboard), flush=True)
+    return out
+
+
+def phase2_config(cfg: PretrainConfig, phase1_checkpoint: str, tokenizer_dir: str) -> PretrainConfig:
+    """Phase 2 = phase 1's config at the longer length, same tokenizer, starting from phase 1's weights."""
+    p = cfg.phase2
+    out = copy.deepcopy(cfg)
+    out.run_name = f"{cfg.run_name}-phase2"
+    out.corpus.harvest_installed_docs = False  # the corpus is already in data.sources
+    out.data.max_seq_len, out.data.max_predictions = p.max_seq_len, p.max_predictions
+    out.data.tokenizer.path = tokenizer_dir  # a retrained tokenizer would not match phase 1's embeddings
+    out.train.max_steps, out.train.micro_batch_size = p.max_steps, p.micro_batch_size
+    out.train.init_checkpoint, out.train.reset_optimizer = phase1_checkpoint, p.reset_optimizer
+    out.optim.lr, out.optim.warmup_steps = p.lr or cfg.optim.lr, p.warmup_steps
+    out.phase2 = type(p)()
+    return out.validate()
+
+
+def _fit(cfg: PretrainConfig, prepared, run_id: str):
+    """One Ray Train run over a prepared set; returns Ray's Result (raises the run's error)."""
+    import numpy as np
+    import ray
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig
+    from ray.train import ScalingConfig as RayScaling
+    from ray.train.torch import TorchTrainer
+
+    from bert_core.tokenizer import SpecialIds, continuation_mask, load_tokenizer
+    from jobs.data_position import DataPositionTracker, skip_consumed
+    from jobs.train_loop import train_loop_per_worker
 
     tok = load_tokenizer(prepared.tokenizer_dir)
     special = SpecialIds.from_tokenizer(tok)
     cfg.model.vocab_size, cfg.model.pad_token_id = tok.get_vocab_size(), special.pad
-    cfg.tracking.tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
-    output_dir = Path(cfg.output_dir).resolve()
-    run_id = tracking.start_run(cfg.tracking.tracking_uri, cfg.tracking.experiment, cfg.tracking.artifact_location,
-                                cfg.run_name, cfg.to_dict(), tags={"data_dir": prepared.path})
-
     columns = TRAIN_COLUMNS + (STATIC_COLUMNS if cfg.data.masking == "static" else [])
-    datasets = {"train": ray.data.read_parquet(prepared.train_files).select_columns(columns),
+    shard_rows = [s["rows"] for s in prepared.manifest["shards"]["train"]]
+    tracker = DataPositionTracker.remote(sum(shard_rows))  # lives as long as this driver
+    train = ray.data.read_parquet(prepared.train_files).select_columns(columns)
+    datasets = {"train": skip_consumed(train, tracker, shard_rows),
                 "eval": ray.data.read_parquet(prepared.eval_files).select_columns(columns)}
     loop_config = {
         "cfg": cfg.to_dict(),
+        "train_shard_rows": shard_rows,
+        "data_tracker": tracker,
         "special_ids": {k: getattr(special, k) for k in ("pad", "unk", "cls", "sep", "mask")},
         "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
         "mlflow_run_id": run_id,
@@ -91,25 +141,19 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
         scaling_config=RayScaling(num_workers=cfg.scaling.num_workers, use_gpu=cfg.scaling.use_gpu,
-                                  resources_per_worker={"CPU": cfg.scaling.cpus_per_worker}),
-        run_config=RunConfig(name=cfg.run_name, storage_path=str(output_dir),
+                                  resources_per_worker={"CPU": cfg.scaling.cpus_per_worker},
+                                  placement_strategy=cfg.scaling.placement_strategy),
+        run_config=RunConfig(name=cfg.run_name, storage_path=str(Path(cfg.output_dir).resolve()),
                              checkpoint_config=CheckpointConfig(num_to_keep=cfg.train.keep_checkpoints),
                              failure_config=FailureConfig(max_failures=cfg.train.max_failures)),
     )
-    print(f"[train] {cfg.scaling.num_workers} workers, ZeRO-{cfg.deepspeed.zero_stage}, "
-          f"{cfg.model.num_parameters() / 1e6:.1f}M parameters, {cfg.train.max_steps} steps", flush=True)
+    print(f"[train] {cfg.run_name}: {cfg.scaling.num_workers} workers, ZeRO-{cfg.deepspeed.zero_stage}, "
+          f"{cfg.model.num_parameters() / 1e6:.1f}M parameters, {cfg.train.max_steps} steps at "
+          f"{cfg.data.max_seq_len} tokens", flush=True)
     result = trainer.fit()
     if result.error:
         raise result.error
-
-    release_dir = output_dir / cfg.run_name / "release"
-    _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
-    info = tracking.finish_run(cfg.tracking.tracking_uri, run_id, result.metrics, str(release_dir),
-                               cfg.tracking.registered_model, cfg.tracking.alias)
-    out = PretrainResult(cfg.run_name, dict(result.metrics), result.checkpoint.path, str(release_dir),
-                         prepared.path, info)
-    print(summary(out, cfg, dashboard), flush=True)
-    return out
+    return result
 
 
 def _check_capacity(cfg: PretrainConfig, resources: dict) -> None:

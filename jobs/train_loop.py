@@ -1,26 +1,31 @@
 """What each Ray Train worker runs: stream its shard, mask at batch time, step the engine, report.
 
 Contract with the driver (jobs/pretrain.py): `config` holds the whole PretrainConfig as a dict plus
-the prepared-data facts (special ids, continuation mask) and the MLflow run id. Nothing else is
-captured from the driver, and no driver-local path is read, so workers may run on any node.
+the prepared-data facts (special ids, continuation mask, train shard sizes), the data-position
+tracker actor and the MLflow run id. Nothing else is captured from the driver, and no driver-local
+path is read, so workers may run on any node.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+import ray
 import ray.train
 import torch
+import torch.distributed as dist
 
 from bert_core.masking import PretrainingCollator
 from bert_core.model import BertForPreTraining
 from bert_core.tokenizer import SpecialIds
 from jobs.config import PretrainConfig
+from jobs.data_position import DataPosition, ExampleIndex
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
@@ -37,109 +42,205 @@ def peak_flops(use_gpu: bool) -> float | None:
     return next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
 
 
-def _batches(iterator, collate, batch_size: int, seed: int):
-    """Endless (epoch, batch) stream over this worker's shard; each epoch re-reads the shard."""
-    epoch = 0
-    while True:
-        for batch in iterator.iter_batches(batch_size=batch_size, batch_format="numpy", drop_last=True,
-                                           local_shuffle_buffer_size=8 * batch_size,
-                                           local_shuffle_seed=seed + epoch):
-            yield epoch, collate(batch)
-        epoch += 1
+class Worker:
+    """One rank's training state; `run()` is the loop. Split out so each piece fits on a screen."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.cfg = cfg = PretrainConfig.from_dict(config["cfg"])
+        if not cfg.scaling.use_gpu:
+            os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
+        from jobs.engine import Engine  # noqa: E402  (needs DS_ACCELERATOR)
+        from jobs.tracking import RankZeroLogger
+
+        ctx = ray.train.get_context()
+        self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
+        self.t = cfg.train
+        torch.manual_seed(self.t.seed)  # identical initial weights on every rank
+        self.engine = Engine(BertForPreTraining(cfg.model), cfg)
+        self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
+        self.index = ExampleIndex(config["train_shard_rows"])
+        self.tracker = config["data_tracker"]
+        self.special = SpecialIds(**config["special_ids"])
+        self.continuation = (np.asarray(config["continuation"], dtype=bool) if self.t.masking.whole_word
+                             else None)
+        self.collate = self._collator(self.t.seed * 1000 + self.rank)  # each rank draws its own masks
+        self.position = DataPosition.start(self.index.num_examples)
+        self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
+        self.step, self.before = 0, {}
+
+    def _collator(self, seed: int) -> PretrainingCollator:
+        return PretrainingCollator(self.special, self.cfg.model.vocab_size, self.cfg.data.max_seq_len,
+                                   self.t.masking, seed=seed, continuation=self.continuation)
+
+    # -- data position ---------------------------------------------------------------------------
+    def restore(self) -> None:
+        checkpoint = ray.train.get_checkpoint()
+        if not checkpoint and self.t.init_checkpoint:  # phase hand-off: weights (and maybe optimizer) only
+            with ray.train.Checkpoint(self.t.init_checkpoint).as_directory() as d:
+                self.engine.load(Path(d) / "engine", weights_only=self.t.reset_optimizer, schedule=False)
+            if self.rank == 0:
+                log.info(f"[init] weights from {self.t.init_checkpoint}"
+                         f"{' (fresh optimizer)' if self.t.reset_optimizer else ' (optimizer carried over)'}")
+        elif checkpoint:
+            with checkpoint.as_directory() as d:
+                state = self.engine.load(Path(d) / "engine")
+                self.position = DataPosition.from_bytes((Path(d) / "data_position.npz").read_bytes())
+                rng = np.load(Path(d) / "rng.npz")
+            self.step, self.before = state["step"], state.get("eval_before", {})
+            self.collate.load_state_dict({**self.collate.state_dict(), "batches_produced": state["micro_batches"]})
+            if f"rank{self.rank}" in rng:  # a new rank (more workers than before) keeps its fresh seed
+                torch.set_rng_state(torch.from_numpy(rng[f"rank{self.rank}"]))
+            if self.rank == 0:
+                log.info(f"[resume] step {self.step}, epoch {self.position.epoch}, "
+                         f"{self.position.samples_consumed:,} examples of the epoch already consumed")
+        self._publish_position()
+
+    def _publish_position(self) -> None:
+        """The next streaming execution starts from self.position; every rank waits until it is set."""
+        if self.rank == 0:
+            ray.get(self.tracker.set.remote(self.position.to_bytes()))
+        _barrier()
+
+    def _epoch_batches(self):
+        shard = ray.train.get_dataset_shard("train")
+        return iter(shard.iter_batches(batch_size=self.t.micro_batch_size, batch_format="numpy",
+                                       local_shuffle_buffer_size=8 * self.t.micro_batch_size,
+                                       local_shuffle_seed=self.t.seed + 7919 * self.position.epoch + self.rank))
+
+    def _next_batch(self, batches):
+        """The next batch, or None on every rank once any rank's split is exhausted (ranks step in lockstep)."""
+        batch = next(batches, None)
+        has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
+        if dist.is_initialized():
+            dist.all_reduce(has, op=dist.ReduceOp.MIN)
+        return batch if int(has) else None
+
+    def _new_epoch(self) -> None:
+        self.position = DataPosition(self.position.epoch + 1, np.zeros(self.index.num_examples, dtype=bool))
+        self.pending_ids = []  # those examples belong to the finished epoch
+        self._publish_position()
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def evaluate(self) -> dict:
+        collate = self._collator(10**6 + self.rank)  # fresh each time: the same masks before and after
+        shard = ray.train.get_dataset_shard("eval")
+        batches = (collate(b) for _, b in zip(range(self.t.eval_batches), shard.iter_batches(
+            batch_size=self.t.micro_batch_size, batch_format="numpy")))
+        return self.engine.evaluate(batches)
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> None:
+        t = self.t
+        self.restore()
+        if self.step == 0:
+            self.before = self.evaluate()
+            if self.rank == 0:
+                log.info(f"[eval] before training: mlm_acc {self.before['mlm_acc']:.4f} "
+                         f"nsp_acc {self.before['nsp_acc']:.4f} mlm_loss {self.before['mlm_loss']:.4f}")
+            self.logger.log({f"eval/{k}": v for k, v in self.before.items()}, step=0)
+        flops_token = flops_per_token(self.cfg.model, self.cfg.data.max_seq_len)
+        peak = peak_flops(self.cfg.scaling.use_gpu)
+        window, start_step, run_start, metrics = MetricsWindow(), self.step, time.perf_counter(), {}
+        batches = self._epoch_batches()
+        while self.step < t.max_steps:
+            wait_start = time.perf_counter()
+            raw = self._next_batch(batches)
+            if raw is None:
+                self._new_epoch()
+                batches = self._epoch_batches()
+                continue
+            batch = self.collate(raw)
+            waited = time.perf_counter() - wait_start
+            stats = self.engine.step(batch)
+            self.pending_ids.append(np.asarray(raw["example_id"]))
+            window.add(stats, tokens=int(batch["attention_mask"].sum()), samples=len(raw["example_id"]),
+                       data_wait=waited)
+            if not stats.optimizer_stepped:
+                continue
+            self.step += 1
+            self._maybe_fail()
+            self._record_ids()
+            last = self.step == t.max_steps
+            if self.step % t.log_every == 0 or last:
+                metrics = window.summary(self.world, flops_token, peak)
+                metrics.update(step=self.step, epoch=self.position.epoch, lr=self.engine.lr,
+                               grad_norm=self.engine.grad_norm())
+                if self.cfg.scaling.use_gpu and torch.cuda.is_available():
+                    metrics["gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
+                eta = (time.perf_counter() - run_start) / (self.step - start_step) * (t.max_steps - self.step)
+                if self.rank == 0:
+                    log.info(progress_line(self.step, t.max_steps, metrics, eta))
+                self.logger.log({f"train/{k}": v for k, v in metrics.items() if k != "step"}, step=self.step)
+                window = MetricsWindow()
+            if last or (t.checkpoint_every and self.step % t.checkpoint_every == 0):
+                self.checkpoint(metrics, last)
+        if start_step >= t.max_steps:  # resumed a finished run: report its final state again
+            self.checkpoint(metrics, True)
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def checkpoint(self, metrics: dict, last: bool) -> None:
+        """All ranks save their shard of engine state; rank 0 adds the data position and RNG states.
+        The final report also carries the release checkpoint (HF format)."""
+        from ray.train import Checkpoint
+
+        ids = _gather(np.concatenate(self.pending_ids) if self.pending_ids else np.zeros(0, np.int64))
+        rngs = _gather(torch.get_rng_state().numpy())
+        self.pending_ids = []
+        if self.rank == 0:
+            self.position.consumed[self.index(np.concatenate(ids))] = True
+        report = {"step": self.step, "epoch": self.position.epoch,
+                  "samples_consumed_in_epoch": self.position.samples_consumed,
+                  **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
+        with tempfile.TemporaryDirectory() as tmp:
+            self.engine.save(Path(tmp) / "engine", client_state={
+                "step": self.step, "micro_batches": self.collate.state_dict()["batches_produced"],
+                "eval_before": self.before})
+            if self.rank == 0:
+                (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
+                np.savez(Path(tmp) / "rng.npz", **{f"rank{r}": s for r, s in enumerate(rngs)})
+            if last:
+                after = self.evaluate()
+                report.update({f"eval_before/{k}": v for k, v in self.before.items()})
+                report.update({f"eval_after/{k}": v for k, v in after.items()})
+                if self.rank == 0:
+                    log.info(f"[eval] after training:  mlm_acc {after['mlm_acc']:.4f} "
+                             f"nsp_acc {after['nsp_acc']:.4f} mlm_loss {after['mlm_loss']:.4f}")
+                self.logger.log({f"eval/{k}": v for k, v in after.items()}, step=self.step)
+                self.engine.export(Path(tmp) / "release")  # the driver adds the tokenizer files
+            ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp))
+
+    # -- fault injection and id recording, for the exact-resume tests -----------------------------
+    def _maybe_fail(self) -> None:
+        """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt."""
+        if self.t.fail_at_step and self.step == self.t.fail_at_step and self.rank == min(1, self.world - 1):
+            marker = Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.cfg.run_name}"
+            if not marker.exists():
+                marker.write_text(str(os.getpid()))
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def _record_ids(self) -> None:
+        """train.record_ids_dir: append (attempt pid, step, ids of this optimizer step) per rank."""
+        if not self.t.record_ids_dir:
+            return
+        ids = np.concatenate(self.pending_ids[-self.t.grad_accum_steps:])
+        with open(Path(self.t.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
+            f.write(f"{os.getpid()} {self.step} {' '.join(map(str, ids.tolist()))}\n")
+
+
+def _barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def _gather(array: np.ndarray) -> list[np.ndarray]:
+    """Every rank's array, on every rank (small objects: ids since the last checkpoint, RNG states)."""
+    if not dist.is_initialized():
+        return [array]
+    out: list = [None] * dist.get_world_size()
+    dist.all_gather_object(out, array)
+    return out
 
 
 def train_loop_per_worker(config: dict) -> None:
-    cfg = PretrainConfig.from_dict(config["cfg"])
-    if not cfg.scaling.use_gpu:
-        os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
-    from jobs.engine import Engine  # noqa: E402  (needs DS_ACCELERATOR)
-    from jobs.tracking import RankZeroLogger
-
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    t = cfg.train
-    torch.manual_seed(t.seed)  # identical initial weights on every rank
-    engine = Engine(BertForPreTraining(cfg.model), cfg)
-
-    special = SpecialIds(**config["special_ids"])
-    continuation = np.asarray(config["continuation"], dtype=bool) if t.masking.whole_word else None
-
-    def collator(seed: int) -> PretrainingCollator:
-        return PretrainingCollator(special, cfg.model.vocab_size, cfg.data.max_seq_len, t.masking, seed=seed,
-                                   continuation=continuation)
-
-    train_collate = collator(t.seed * 1000 + rank)  # each rank draws its own masks
-    eval_shard = ray.train.get_dataset_shard("eval")
-
-    def evaluate() -> dict:
-        eval_collate = collator(10**6 + rank)  # fresh each time: same masks before and after training
-        batches = (eval_collate(b) for _, b in zip(range(t.eval_batches), eval_shard.iter_batches(
-            batch_size=t.micro_batch_size, batch_format="numpy")))
-        return engine.evaluate(batches)
-
-    start_step = 0
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint:
-        with checkpoint.as_directory() as d:
-            state = engine.load(Path(d) / "engine")
-        start_step = state["step"]
-        # Every rank produces the same number of micro-batches, so rank 0's count restores them all.
-        train_collate.load_state_dict({**train_collate.state_dict(), "batches_produced": state["micro_batches"]})
-
-    logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), rank)
-    before = evaluate() if start_step == 0 else config.get("eval_before", {})
-    if rank == 0 and before:
-        log.info(f"[eval] before training: mlm_acc {before['mlm_acc']:.4f} nsp_acc {before['nsp_acc']:.4f} "
-                 f"mlm_loss {before['mlm_loss']:.4f}")
-        logger.log({f"eval/{k}": v for k, v in before.items()}, step=0)
-
-    flops_token = flops_per_token(cfg.model, cfg.data.max_seq_len)
-    peak = peak_flops(cfg.scaling.use_gpu)
-    stream = _batches(ray.train.get_dataset_shard("train"), train_collate, t.micro_batch_size, t.seed + rank)
-    window, run_start, step, metrics = MetricsWindow(), time.perf_counter(), start_step, {}
-    while step < t.max_steps:
-        wait_start = time.perf_counter()
-        epoch, batch = next(stream)
-        waited = time.perf_counter() - wait_start
-        stats = engine.step(batch)
-        window.add(stats, tokens=int(batch["attention_mask"].sum()), samples=len(batch["input_ids"]),
-                   data_wait=waited)
-        if not stats.optimizer_stepped:
-            continue
-        step += 1
-        last = step == t.max_steps
-        if step % t.log_every == 0 or last:
-            metrics = window.summary(world, flops_token, peak)
-            metrics.update(step=step, epoch=epoch, lr=engine.lr, grad_norm=engine.grad_norm())
-            if torch.cuda.is_available() and cfg.scaling.use_gpu:
-                metrics["gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
-            elapsed = time.perf_counter() - run_start
-            eta = elapsed / (step - start_step) * (t.max_steps - step)
-            if rank == 0:
-                log.info(progress_line(step, t.max_steps, metrics, eta))
-            logger.log({f"train/{k}": v for k, v in metrics.items() if k != "step"}, step=step)
-            window = MetricsWindow()
-        if last or (t.checkpoint_every and step % t.checkpoint_every == 0):
-            _report_checkpoint(engine, train_collate, cfg, config, step, metrics, before, last, evaluate,
-                               logger, rank)
-    if start_step >= t.max_steps:  # resumed a finished run: report its final state again
-        _report_checkpoint(engine, train_collate, cfg, config, step, metrics, before, True, evaluate, logger, rank)
-
-
-def _report_checkpoint(engine, collate, cfg, config, step, metrics, before, last, evaluate, logger, rank):
-    """All ranks save their shard of engine state; the final report also carries the release checkpoint."""
-    from ray.train import Checkpoint
-
-    report = {"step": step, **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
-    with tempfile.TemporaryDirectory() as tmp:
-        engine.save(Path(tmp) / "engine", client_state={"step": step, "micro_batches": collate.state_dict()["batches_produced"]})
-        if last:
-            after = evaluate()
-            report.update({f"eval_before/{k}": v for k, v in before.items()})
-            report.update({f"eval_after/{k}": v for k, v in after.items()})
-            if rank == 0:
-                log.info(f"[eval] after training:  mlm_acc {after['mlm_acc']:.4f} nsp_acc {after['nsp_acc']:.4f} "
-                         f"mlm_loss {after['mlm_loss']:.4f}")
-            logger.log({f"eval/{k}": v for k, v in after.items()}, step=step)
-            engine.export(Path(tmp) / "release")  # the driver adds the tokenizer files
-        ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp))
+    Worker(config).run()
