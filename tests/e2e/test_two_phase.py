@@ -1,0 +1,46 @@
+"""Two-phase pretraining in one job: 128 tokens, then a longer phase that starts from phase 1's weights
+with a fresh optimizer and re-warmup; a parent MLflow run with one child run per phase."""
+
+from pathlib import Path
+
+import pytest
+import ray
+
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config
+from jobs.pretrain import run
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def test_two_phase_job(tmp_path):
+    cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
+        "run_name=two-phase", f"output_dir={tmp_path}/runs", f"data.output_root={tmp_path}/prepared",
+        f"corpus.harvest_dir={tmp_path}/corpus", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
+        "train.max_steps=40", "train.log_every=10", "train.eval_batches=4", "optim.warmup_steps=5",
+        "phase2.max_steps=10", "phase2.max_seq_len=256", "phase2.micro_batch_size=8", "phase2.warmup_steps=3",
+        f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/art",
+        "tracking.registered_model=two-phase-bert"])
+    try:
+        result = run(cfg)
+    finally:
+        ray.shutdown()
+    m = result.metrics
+    assert m["phase1/step"] == 40 and m["step"] == 10
+    # Phase 2 starts from phase 1's weights, not from scratch.
+    assert m["eval_before/mlm_acc"] > m["phase1/eval_before/mlm_acc"] + 0.02
+    assert (Path(result.release_dir) / "model.safetensors").is_file()
+    import json
+
+    assert json.loads((Path(result.release_dir) / "config.json").read_text())["max_position_embeddings"] >= 256
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(cfg.tracking.tracking_uri)
+    parent = result.mlflow["run_id"]
+    children = client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment).experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent}'")
+    assert sorted(r.data.tags["phase"] for r in children) == ["1", "2"]
+    assert all(r.data.metrics for r in children)  # each phase logged its own metrics
+    assert client.get_model_version_by_alias("two-phase-bert", "candidate").run_id == parent
