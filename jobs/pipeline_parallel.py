@@ -151,6 +151,23 @@ TALLY = ("micro_batches", "mlm_loss", "nsp_loss", "mlm_loss_x_tokens", "nsp_loss
          "mlm_correct", "mlm_count", "nsp_correct", "nsp_count")
 
 
+def pretraining_loss(outputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Last layer's outputs -> (MLM mean over masked tokens + NSP mean, this micro-batch's TALLY row).
+
+    Exactly BertForPreTraining's loss; the labels arrive inside `outputs` (see the stage contract).
+    """
+    mlm_logits, nsp_logits, mlm_targets, nsp_labels = outputs
+    mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_targets)
+    nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
+    with torch.no_grad():
+        mlm, nsp = mlm_loss.double(), nsp_loss.double()
+        M, B = mlm_targets.numel(), nsp_labels.numel()
+        tally = torch.stack([torch.ones_like(mlm), mlm, nsp, mlm * M, nsp * B,
+                             (mlm_logits.argmax(-1) == mlm_targets).sum().double(), torch.full_like(mlm, M),
+                             (nsp_logits.argmax(-1) == nsp_labels).sum().double(), torch.full_like(nsp, B)])
+    return mlm_loss + nsp_loss, tally
+
+
 def _seed_layer(seed) -> None:
     # Torch's generator only (DeepSpeed's default also reseeds `random` and numpy, and fails on the
     # numpy-int layer offsets its "parameters" partitioner produces).
@@ -165,31 +182,20 @@ class BertPipe(PipelineModule):
     data-parallel replica of a stage starts identical; load real weights with `load_pretraining_state`.
     """
 
-    def __init__(self, config: BertConfig, num_stages: int, partition_method: str = "parameters", seed: int = 0,
-                 activation_checkpoint_interval: int = 0):
+    def __init__(self, config: BertConfig, num_stages: int, partition_method: str = "parameters", seed: int = 0):
         if partition_method not in PARTITION_METHODS:
             raise ConfigError(f"partition_method must be one of {PARTITION_METHODS}, got {partition_method!r}")
-        super().__init__(layer_specs(config), num_stages=num_stages, loss_fn=self.pretraining_loss,
+        super().__init__(layer_specs(config), num_stages=num_stages, loss_fn=self._loss,
                          seed_layers=True, seed_fn=_seed_layer, base_seed=seed, partition_method=partition_method,
-                         activation_checkpoint_interval=activation_checkpoint_interval, dynamic_shape=True)
+                         dynamic_shape=True)
         self.config = config
         # A plain tensor, not a buffer: DeepSpeed casts a module's buffers to bf16/fp16 with its weights.
         self.tally = torch.zeros(len(TALLY), dtype=torch.float64, device=next(self.parameters()).device)
 
-    def pretraining_loss(self, outputs, _labels):
-        """MLM mean over masked tokens + NSP mean, exactly BertForPreTraining's loss (labels came in `outputs`)."""
-        mlm_logits, nsp_logits, mlm_targets, nsp_labels = outputs
-        mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_targets)
-        nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
-        with torch.no_grad():
-            M, B = mlm_targets.numel(), nsp_labels.numel()
-            mlm_correct = (mlm_logits.argmax(-1) == mlm_targets).sum().double()
-            nsp_correct = (nsp_logits.argmax(-1) == nsp_labels).sum().double()
-            mlm_loss64, nsp_loss64 = mlm_loss.double(), nsp_loss.double()
-            self.tally += torch.stack([torch.ones_like(mlm_loss64), mlm_loss64, nsp_loss64, mlm_loss64 * M,
-                                       nsp_loss64 * B, mlm_correct, torch.full_like(mlm_loss64, M), nsp_correct,
-                                       torch.full_like(nsp_loss64, B)])
-        return mlm_loss + nsp_loss
+    def _loss(self, outputs, _labels):
+        loss, tally = pretraining_loss(outputs)
+        self.tally += tally
+        return loss
 
     def local_layers(self) -> Iterator[tuple[int, nn.Module]]:
         """(layer index, module) for each module this stage holds; a tied module once, at its first spec."""
@@ -312,9 +318,16 @@ def build_pipeline_engine(cfg: PretrainConfig, num_stages: int, partition_method
     world / num_stages, and DeepSpeed's batch arithmetic uses it, not the world size. `state_dict`
     (HF names) replaces the seeded initial weights.
     """
-    if cfg.deepspeed.zero_stage > 1:
-        raise ConfigError(f"deepspeed.zero_stage={cfg.deepspeed.zero_stage} cannot shard gradients across a "
-                          "pipeline; use 0 or 1 with pipeline stages")
+    d = cfg.deepspeed
+    if d.zero_stage > 1:
+        raise ConfigError(f"deepspeed.zero_stage={d.zero_stage} cannot shard gradients across a pipeline; "
+                          "use 1 (or 0) with pipeline stages")
+    if num_stages > 1 and d.zero_stage == 0 and d.precision == "fp32" and cfg.optim.grad_clip > 0:
+        # DeepSpeed 0.19's plain fp32 clipping (runtime.utils.clip_grad_norm_) counts a gradient only on
+        # model-parallel rank 0, which on a pipeline grid is stage 0: the other stages' gradients are left
+        # out of the norm. ZeRO-1's norm counts every stage (the e2e test checks it against torch).
+        raise ConfigError("pipeline stages with optim.grad_clip > 0 need deepspeed.zero_stage=1 in fp32 "
+                          "(stage 0 clips by a norm that misses the later stages' gradients)")
     deepspeed.init_distributed(dist_init_required=False)  # wrap the existing torch process group
     world = dist.get_world_size()
     if num_stages < 1 or world % num_stages:

@@ -1,10 +1,12 @@
-"""A 2-stage DeepSpeed pipeline of our BERT under Ray Train (2 CPU workers, gloo), against the plain model.
+"""Our BERT as a DeepSpeed pipeline, against the plain BertForPreTraining.
 
-One worker run computes everything; each test asserts one property of what rank 0 reported:
+Fast tests chain the pipeline layers in one process (no DeepSpeed engine). The slow ones run a 2-stage
+pipeline under Ray Train (2 CPU workers, gloo); one worker run computes everything and each test
+asserts one property of what rank 0 reported:
 the pipeline's loss equals BertForPreTraining's on the same weights and batch, training matches a
 plain-PyTorch AdamW run of the same model step for step, the tied embedding/decoder copies on the two
 stages stay identical, and the weights map back to BertForPreTraining (live, from layer checkpoint files,
-and through an exported release checkpoint).
+through an exported release checkpoint, and through an engine checkpoint reload).
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ import pytest
 import ray
 import torch
 
-pytestmark = pytest.mark.slow
+from functools import partial
+
+from bert_core.config import ConfigError, tiny
+from bert_core.model import BertForPreTraining
+from jobs import pipeline_parallel as pp
+from jobs.config import PretrainConfig
 
 VOCAB, MASK_ID, SEED = 96, 4, 0
 STEPS, MICRO_BATCHES = 4, 2
 
 
-def _config():
-    from bert_core.config import tiny
-
+def _config(**kw):
     # No dropout: the pipeline and the reference must draw no random numbers, so losses compare exactly.
-    return tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw)
 
 
 def _batch(seed: int, B: int = 4, T: int = 12) -> dict[str, torch.Tensor]:
@@ -51,14 +56,74 @@ def _max_diff(a: dict, b: dict) -> float:
     return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
 
 
+# ----------------------------------------------------------------------------- one process, no engine
+
+
+def _chain(config, state_dict):
+    """The layers as a multi-stage pipeline holds them: the decoder reads a separate TiedWordEmbeddings
+    (the last stage's copy), loaded from the mapped state like every other layer."""
+    layers = pp.to_layer_states(state_dict, config)
+    funcs = []
+    for idx, spec in enumerate(pp.layer_specs(config)):
+        module = spec.build()
+        module.load_state_dict(layers[idx], strict=True)
+        funcs.append(partial(spec.forward_fn, module) if getattr(spec, "forward_fn", None) else module)
+    return funcs
+
+
+def test_chained_layers_compute_the_plain_models_loss():
+    config = _config(num_hidden_layers=3)
+    torch.manual_seed(1)
+    ref = BertForPreTraining(config).eval()
+    batch = _batch(7)
+    x = tuple(batch[k] for k in pp.PIPE_INPUTS)
+    with torch.no_grad():
+        for f in _chain(config, ref.state_dict()):
+            x = f(x)
+        out = ref(**batch)
+    mlm_logits, nsp_logits, mlm_targets, _ = x
+    assert torch.equal(mlm_targets, out.mlm_targets)
+    assert torch.allclose(mlm_logits, out.mlm_logits, atol=1e-6)
+    assert torch.allclose(nsp_logits, out.nsp_logits, atol=1e-6)
+    loss, tally = pp.pretraining_loss(x)
+    assert float(loss) == pytest.approx(float(out.loss), abs=1e-6)
+    t = dict(zip(pp.TALLY, tally.tolist()))
+    assert t["mlm_count"] == int((batch["mlm_labels"] != -100).sum()) and t["nsp_count"] == 4
+    assert t["mlm_loss"] == pytest.approx(float(out.mlm_loss)) and t["nsp_loss"] == pytest.approx(float(out.nsp_loss))
+
+
+def test_weight_mapping_covers_every_key_both_ways():
+    config = _config(num_hidden_layers=12)  # layer.1. must not swallow layer.10.
+    state = BertForPreTraining(config).state_dict()
+    layers = pp.to_layer_states(state, config)
+    assert sorted(layers) == list(range(12 + 4))
+    assert all(k.startswith(("attention.", "intermediate.", "output.")) for k in layers[11])
+    assert layers[11]["attention.self.query.weight"] is state["bert.encoder.layer.10.attention.self.query.weight"]
+    assert layers[14] == {"word_embeddings.weight": state["bert.embeddings.word_embeddings.weight"]}
+    back = pp.from_layer_states(layers, config)
+    assert back.keys() == state.keys()
+    assert all(torch.equal(back[k], state[k]) for k in state)
+
+
+def test_configs_the_pipeline_cannot_run_are_refused_before_any_cluster_work():
+    cfg = PretrainConfig(model=_config())
+    cfg.deepspeed.zero_stage = 2
+    with pytest.raises(ConfigError, match="zero_stage"):
+        pp.build_pipeline_engine(cfg, num_stages=2)
+    cfg.deepspeed.zero_stage = 0
+    with pytest.raises(ConfigError, match="zero_stage=1"):
+        pp.build_pipeline_engine(cfg, num_stages=2)  # fp32 stage-0 clipping would miss stage 1's grads
+    with pytest.raises(ConfigError, match="partition_method"):
+        pp.BertPipe(cfg.model, num_stages=2, partition_method="profile")
+
+
+# ----------------------------------------------------------------------------- 2 stages under Ray Train
+
+
 def _worker(config: dict) -> None:
-    os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported
     import torch.distributed as dist
 
     from bert_core.checkpoint import load_pretrained
-    from bert_core.model import BertForPreTraining
-    from jobs import pipeline_parallel as pp
-    from jobs.config import PretrainConfig
     from jobs.engine import lr_lambda, param_groups
 
     model_cfg = _config()
@@ -114,6 +179,13 @@ def _worker(config: dict) -> None:
     ev = pp.evaluate(engine, steps[0][:1] if engine.is_first_stage() else None, num_batches=1)
     engine.save_checkpoint(config["ckpt_dir"], tag="pipe")
     release = pp.export(engine, model_cfg, config["release_dir"])
+    # Resume path: one more step moves the weights, loading the engine checkpoint brings them back.
+    pp.train_step(engine, steps[1] if engine.is_first_stage() else None)
+    moved = pp.evaluate(engine, steps[0][:1] if engine.is_first_stage() else None, num_batches=1)
+    engine.load_checkpoint(config["ckpt_dir"], tag="pipe")
+    reloaded = pp.evaluate(engine, steps[0][:1] if engine.is_first_stage() else None, num_batches=1)
+    report.update(moved_eval_loss=moved["mlm_loss"] + moved["nsp_loss"],
+                  reloaded_eval_loss=reloaded["mlm_loss"] + reloaded["nsp_loss"])
     dist.barrier()
     if rank == 0:
         L = model_cfg.num_hidden_layers
@@ -140,7 +212,8 @@ def ray_cluster():
     from jobs.cluster import prefer_loopback
 
     prefer_loopback()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"DS_ACCELERATOR": "cpu"}})  # workers import deepspeed on unpickling
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
     yield
     ray.shutdown()
@@ -167,6 +240,7 @@ def report(ray_cluster, tmp_path_factory):
     return _run(tmp_path_factory.mktemp("pipe"), "parameters")
 
 
+@pytest.mark.slow
 def test_stages_split_the_layers(report):
     # Rank 0 is stage 0: the embeddings and the first encoder layer, by parameter count.
     assert report["stage"] == 0
@@ -174,6 +248,7 @@ def test_stages_split_the_layers(report):
     assert 0 < len(report["layers"]) < _config().num_hidden_layers + 4
 
 
+@pytest.mark.slow
 def test_loss_equals_plain_model_on_same_weights_and_batch(report):
     assert report["initial_roundtrip_diff"] == 0.0
     assert report["pipe_eval_loss"] == pytest.approx(report["ref_loss"], abs=1e-5)
@@ -181,6 +256,7 @@ def test_loss_equals_plain_model_on_same_weights_and_batch(report):
     assert report["pipe_mlm_tokens"] == int((_batch(0)["mlm_labels"] != -100).sum())
 
 
+@pytest.mark.slow
 def test_training_matches_plain_adamw_step_for_step(report):
     assert report["steps"] == STEPS
     assert report["pipe_norms"] == pytest.approx(report["ref_norms"], abs=1e-5)  # clipping saw both stages
@@ -191,17 +267,26 @@ def test_training_matches_plain_adamw_step_for_step(report):
     assert report["last_nsp_count"] == 4 * MICRO_BATCHES
 
 
+@pytest.mark.slow
 def test_loss_falls_when_training_on_one_batch(report):
     losses = report["repeat_losses"]
     assert losses[-1] < losses[0] - 0.3, losses
 
 
+@pytest.mark.slow
 def test_tied_embedding_and_decoder_stay_identical(report):
     assert report["tied_moved"] > 1e-4  # the table did train ...
     assert report["tied_diff"] == 0.0  # ... and both stages' copies moved together
 
 
+@pytest.mark.slow
 def test_weights_map_back_to_bert_for_pretraining(report):
     assert report["mapped_loss"] == pytest.approx(report["pipe_final_eval_loss"], abs=1e-5)
     assert report["layer_files_diff"] == 0.0
     assert report["release_diff"] == 0.0
+
+
+@pytest.mark.slow
+def test_engine_checkpoint_reload_restores_the_weights(report):
+    assert abs(report["moved_eval_loss"] - report["pipe_final_eval_loss"]) > 1e-4
+    assert report["reloaded_eval_loss"] == pytest.approx(report["pipe_final_eval_loss"], abs=1e-6)
