@@ -5,6 +5,7 @@ import json
 import os
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -205,3 +206,40 @@ def test_corrupt_compressed_files(tmp_path):
     assert got == {"junk.txt.bz2": [("junk.txt.bz2", "corrupt_bz2")],
                    "junk.jsonl.gz": [("junk.jsonl.gz", "corrupt_gzip")],
                    "blank.xml": [("blank.xml", "malformed_xml")]}
+
+
+# ---------------------------------------------------------------------------- dedup and reject log
+
+def test_find_duplicates_keeps_the_first_in_order_of_each_hash():
+    from pipelines.sources import content_hashes, find_duplicates
+
+    texts = ["a", "b", "a", "c", "b", "a"]
+    order = [5, 1, 0, 3, 4, 2]  # the "a" with order 0 (index 2) and the "b" with order 1 (index 1) stay
+    dup = find_duplicates(content_hashes(texts), np.array(order))
+    assert dup.tolist() == [True, False, False, False, True, True]
+    assert content_hashes(["x"]).shape == (1, 2) and not find_duplicates(content_hashes([]), order[:0]).any()
+
+
+def test_reject_log_merges_to_the_same_result_in_any_order(tmp_path):
+    from pipelines.sources import RejectLog
+
+    def log(ids):
+        out = RejectLog(samples_per_reason=3)
+        for i in ids:
+            out.add("too_short" if i % 2 else "malformed_json", f"f#{i}", "/data/f", f"sample {i}")
+        return out
+
+    one, two = log(range(10, 0, -1)), log(range(1, 11))
+    merged_a, merged_b = RejectLog(3), RejectLog(3)
+    merged_a.update(RejectLog.from_json(one.to_json()))
+    merged_a.update(log([11, 12]))
+    merged_b.update(log([12, 11]))
+    merged_b.update(two)
+    assert merged_a.summary() == merged_b.summary() == {"malformed_json": 6, "too_short": 6}
+    merged_a.write(str(tmp_path / "a.jsonl"))
+    merged_b.write(str(tmp_path / "b.jsonl"))
+    lines = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+    # Three per reason, smallest doc_ids as numbers ("f#10" after "f#9").
+    assert [r["doc_id"] for r in lines] == ["f#2", "f#4", "f#6", "f#1", "f#3", "f#5"]
+    assert lines[0] == {"path": "/data/f", "doc_id": "f#2", "reason": "malformed_json", "sample": "sample 2"}
