@@ -26,9 +26,6 @@ def deepspeed_config(cfg: PretrainConfig, world_size: int) -> dict:
     zero: dict = {"stage": d.zero_stage}
     if d.zero_stage >= 1:
         zero.update(overlap_comm=False, contiguous_gradients=True, reduce_bucket_size=5e7)
-    if d.zero_stage in (1, 2):
-        # Optimizer partitions saved at one data-parallel degree reload at another (resume on N != M workers).
-        zero["elastic_checkpoint"] = True
     if d.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": cfg.scaling.use_gpu}
     if d.offload_params:
