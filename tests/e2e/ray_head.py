@@ -77,13 +77,7 @@ def start_head(num_cpus: int = 2, resources: str | None = None) -> Node:
            "--disable-usage-stats", *_ports()]
     if resources:
         cmd += ["--resources", resources]
-    node = Node(temp_dir, f"127.0.0.1:{gcs}", f"http://127.0.0.1:{dash}")
-    try:
-        subprocess.run(cmd, env=ray_env(), check=True, capture_output=True, text=True, timeout=120)
-    except BaseException:
-        node.stop()
-        raise
-    return node
+    return _start(cmd, Node(temp_dir, f"127.0.0.1:{gcs}", f"http://127.0.0.1:{dash}"))
 
 
 def start_worker(head: Node, num_cpus: int = 2, resources: str | None = None) -> Node:
@@ -93,10 +87,13 @@ def start_worker(head: Node, num_cpus: int = 2, resources: str | None = None) ->
            "--num-cpus", str(num_cpus), "--temp-dir", temp_dir, "--disable-usage-stats", *_ports()]
     if resources:
         cmd += ["--resources", resources]
-    node = Node(temp_dir, head.gcs_address, None)
+    return _start(cmd, Node(temp_dir, head.gcs_address, None))
+
+
+def _start(cmd: list[str], node: Node) -> Node:
     try:
         subprocess.run(cmd, env=ray_env(), check=True, capture_output=True, text=True, timeout=120)
     except BaseException:
-        node.stop()
+        node.stop()  # a half-started node must not outlive the test
         raise
     return node
