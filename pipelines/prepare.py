@@ -162,17 +162,25 @@ class ShardLayout:
 
 def _sample_file(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
     """Per file: the k smallest-key train documents (key, uid, text) and every good
-    document's dedup pair, so the driver can leave duplicates out of the sample."""
+    document's dedup pair, so the driver can leave duplicates out of the sample. Streams: holds
+    k texts and 24 bytes a document, however big the file."""
     rows = []
     for item in batch.to_pylist():
-        docs = list(good_documents(item, cfg, RejectLog()))
-        keys = [document_key(cfg.seed, d[0]) for d in docs]
-        smallest = heapq.nsmallest(k, ((key, d[1], d[2]) for key, d in zip(keys, docs)
-                                       if not layout.is_eval(key)))
-        hashes = content_hashes([d[2] for d in docs]) if docs else np.zeros((0, 2), np.uint64)
+        uids, hashes = [], []
+
+        def train_documents():
+            for doc_id, uid, text in good_documents(item, cfg, RejectLog()):
+                uids.append(uid)
+                hashes.append(content_hashes([text])[0])
+                key = document_key(cfg.seed, doc_id)
+                if not layout.is_eval(key):
+                    yield key, uid, text
+
+        smallest = heapq.nsmallest(k, train_documents())
+        hashes = np.array(hashes, dtype=np.uint64).reshape(-1, 2)
         rows.append({"key": [s[0] for s in smallest], "sample_uid": [s[1] for s in smallest],
                      "text": [s[2] for s in smallest], "hash_hi": hashes[:, 0].tolist(),
-                     "hash_lo": hashes[:, 1].tolist(), "uid": [d[1] for d in docs]})
+                     "hash_lo": hashes[:, 1].tolist(), "uid": uids})
     return pa.Table.from_pylist(rows, schema=pa.schema([
         ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())), ("text", pa.list_(pa.string())),
         ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
