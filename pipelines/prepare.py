@@ -43,7 +43,6 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 
 import fsspec
@@ -186,22 +185,36 @@ def _sample_file(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) 
         ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
 
 
-def _flat(rows: list[dict], column: str, dtype) -> np.ndarray:
-    return np.fromiter(chain.from_iterable(r[column] for r in rows), dtype=dtype)
+def _stats_table(ds: ray.data.Dataset) -> pa.Table:
+    """All rows of a per-file stats dataset as one Arrow table: its list columns hold a number
+    per document, kept as Arrow/numpy (8 bytes each) rather than Python ints (~36)."""
+    return pa.concat_tables(list(ds.iter_batches(batch_format="pyarrow", batch_size=None)))
+
+
+def _flat(table: pa.Table, column: str) -> np.ndarray:
+    return pc.list_flatten(table.column(column)).to_numpy()
+
+
+def _dedup_mask(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(uids of every good document, True where it duplicates a smaller uid's text)."""
+    uids = _flat(table, "uid")
+    # uid order is doc_order_key order, so the smallest doc_id of each text stays.
+    return uids, find_duplicates(np.stack([_flat(table, "hash_hi"), _flat(table, "hash_lo")], axis=1), uids)
 
 
 def _tokenizer_sample(items: list[dict], cfg: DataConfig, layout: ShardLayout) -> list[str]:
     """Texts of the `sample_documents` train documents with the smallest keys, duplicates left
     out: a uniform sample, the same on every run. A light extra pass (no tokenizing)."""
     k = cfg.tokenizer.sample_documents
-    rows = (ray.data.from_items(items, override_num_blocks=len(items))
-            .map_batches(_sample_file, batch_size=1, batch_format="pyarrow",
-                         fn_kwargs={"cfg": cfg, "layout": layout, "k": k}).take_all())
-    uids = _flat(rows, "uid", np.int64)
-    hashes = np.stack([_flat(rows, "hash_hi", np.uint64), _flat(rows, "hash_lo", np.uint64)], axis=1)
-    duplicates = set(uids[find_duplicates(hashes, uids)].tolist())
-    candidates = sorted((key, text) for r in rows for key, uid, text in zip(r["key"], r["sample_uid"], r["text"])
-                        if uid not in duplicates)
+    table = _stats_table(ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        _sample_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"cfg": cfg, "layout": layout, "k": k}))
+    uids, dup = _dedup_mask(table)
+    # Each file's k smallest are taken before dedup, so a file can fall short by its duplicates:
+    # still a deterministic, uniform sample of the deduplicated corpus.
+    duplicates = set(uids[dup].tolist())
+    candidates = sorted((key, text) for key, uid, text in zip(
+        *(_flat(table, c).tolist() for c in ("key", "sample_uid")), pc.list_flatten(table.column("text")).to_pylist())
+        if uid not in duplicates)
     if not candidates:
         raise ValueError("no training documents to train a tokenizer on (all rejected or held out for eval)")
     return [text for _, text in candidates[:k]]
@@ -344,33 +357,37 @@ def prepare(cfg: DataConfig) -> PreparedData:
 
 
 def _tokenize_files(items: list[dict], tok: Tokenizer, cfg: DataConfig, layout: ShardLayout,
-                    spill_dir: Path) -> list[dict]:
+                    spill_dir: Path) -> pa.Table:
     spill_dir.mkdir()
     pool = ray.data.ActorPoolStrategy(size=cfg.num_workers, max_tasks_in_flight_per_actor=1)
-    return (ray.data.from_items(items, override_num_blocks=len(items))
-            .map_batches(DocumentTokenizer, batch_size=1, batch_format="pyarrow", compute=pool,
-                         fn_constructor_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir)))
-            .take_all())
+    return _stats_table(ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        DocumentTokenizer, batch_size=1, batch_format="pyarrow", compute=pool,
+        fn_constructor_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir))))
 
 
-def _shard_tasks(files: list[dict], layout: ShardLayout, rejects: RejectLog) -> tuple[list[dict], dict]:
-    """Dedup on the driver, then what each shard task reads and drops. `files` are the per-file
-    rows of DocumentTokenizer; returns the tasks and uid -> reject row for duplicate samples."""
-    uids = _flat(files, "uid", np.int64)
-    hashes = np.stack([_flat(files, "hash_hi", np.uint64), _flat(files, "hash_lo", np.uint64)], axis=1)
-    doc_shard = _flat(files, "doc_shard", np.int32)
-    dup = find_duplicates(hashes, uids)  # uid order is doc_order_key order: the smallest doc_id stays
-    sampled = np.sort(uids[dup])[:rejects.samples_per_reason]
+def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> list[dict]:
+    """Dedup on the driver, then what each shard task reads (spill batches, in file rank order)
+    and drops. `files` holds DocumentTokenizer's per-file rows. Linear in files and documents."""
+    num_shards = layout.num_train + layout.num_eval
+    uids, dup = _dedup_mask(files)
     if dup.any():
         rejects.counts["duplicate"] += int(dup.sum())
+    parts = [[] for _ in range(num_shards)]
+    meta = files.select(["rank", "spill", "spill_shards"]).to_pylist()
+    for f in sorted(meta, key=lambda f: f["rank"]):
+        for batch, shard in enumerate(f["spill_shards"]):
+            parts[shard].append((f["spill"], batch))
+    drop, drop_shard = uids[dup], _flat(files, "doc_shard")[dup]
+    order = np.argsort(drop_shard, kind="stable")
+    drop, drop_shard = drop[order], drop_shard[order]
+    bounds = np.searchsorted(drop_shard, np.arange(num_shards + 1))
+    sampled = set(np.sort(drop)[:rejects.samples_per_reason].tolist())  # reported in rejects.jsonl
     tasks = []
-    for shard in range(layout.num_train + layout.num_eval):
-        in_shard = doc_shard == shard
-        spill = [(f["rank"], f["spill"], i) for f in files for i, s in enumerate(f["spill_shards"]) if s == shard]
-        spill.sort()
-        tasks.append({"shard": shard, "spill": [s[1] for s in spill], "batch": [s[2] for s in spill],
-                      "drop": uids[in_shard & dup].tolist(), "sample": np.intersect1d(uids[in_shard], sampled).tolist()})
-    return tasks, {f["rank"]: f["path"] for f in files}
+    for shard in range(num_shards):
+        dropped = drop[bounds[shard]:bounds[shard + 1]].tolist()
+        tasks.append({"shard": shard, "spill": [p[0] for p in parts[shard]], "batch": [p[1] for p in parts[shard]],
+                      "drop": dropped, "sample": [u for u in dropped if u in sampled]})
+    return tasks
 
 
 def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[str], inputs: list[dict],
@@ -385,9 +402,10 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     spill_dir = out / "_spill"
     per_file = _tokenize_files(items, tok, cfg, layout, spill_dir)
     rejects = RejectLog()
-    for row in per_file:
-        rejects.update(RejectLog.from_json(row["rejects"]))
-    tasks, paths = _shard_tasks(per_file, layout, rejects)
+    for log in per_file.column("rejects").to_pylist():
+        rejects.update(RejectLog.from_json(log))
+    tasks = _shard_tasks(per_file, layout, rejects)
+    paths = {item["rank"]: item["path"] for item in items}
     del per_file
     timings["read_tokenize"] = time.perf_counter() - t0
     _log("read", f"{len(files)} files tokenized, {sum(rejects.counts.values())} rejected documents "
