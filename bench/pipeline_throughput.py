@@ -178,50 +178,62 @@ def _reference_document(docs, index, max_num_tokens, rng, cls, sep, mask, vocab_
 # Measurement
 
 
-class PeakMemory:
-    """Peak summed PSS of this process and its descendants: a local Ray cluster's GCS, raylet
-    and workers all descend from the driver that called ray.init (other users' Ray clusters on
-    a shared machine do not)."""
+class ProcessTree:
+    """Peak summed PSS, and CPU seconds used, of this process and its descendants: a local Ray
+    cluster's GCS, raylet and workers all descend from the driver that called ray.init (other
+    users' Ray clusters on a shared machine do not). CPU is sampled too, so a process that exits
+    between samples loses at most one interval of it (an undercount of a second or two)."""
 
     def __init__(self, interval: float = 0.5):
         self.interval, self.peak, self._stop = interval, 0, threading.Event()
+        self._cpu_start: dict[int, float] = {}
+        self._cpu_last: dict[int, float] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> int:
+    def _sample(self) -> None:
         me = psutil.Process()
         total = 0
         for p in [me] + me.children(recursive=True):
             try:
                 total += p.memory_full_info().pss
+                cpu = p.cpu_times()
+                self._cpu_last[p.pid] = cpu.user + cpu.system
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
-        return total
+        self.peak = max(self.peak, total)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(last - self._cpu_start.get(pid, 0.0) for pid, last in self._cpu_last.items())
 
     def _run(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, self._sample())
+            self._sample()
             time.sleep(self.interval)
 
     def __enter__(self):
+        self._sample()
+        self._cpu_start, self.peak = dict(self._cpu_last), 0
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self._sample()
 
 
 def run_pipeline(corpus_dir: str, out_root: str, workers: int) -> dict:
     cfg = DataConfig(sources=[corpus_dir], output_root=out_root, max_seq_len=128, masking="static",
                      num_workers=workers, tokenizer=TokenizerConfig(path=MINILM))
     load = os.getloadavg()[0]
-    with PeakMemory() as mem:
+    with ProcessTree() as tree:
         t0 = time.perf_counter()
         prepared = prepare(cfg)
         seconds = time.perf_counter() - t0
     shutil.rmtree(out_root)
-    return {"seconds": seconds, "examples": prepared.manifest["counts"]["examples"], "peak": mem.peak,
-            "load": load, "timings": prepared.manifest["timings_s"]}
+    return {"seconds": seconds, "cpu": tree.cpu_seconds, "examples": prepared.manifest["counts"]["examples"],
+            "peak": tree.peak, "load": load, "timings": prepared.manifest["timings_s"]}
 
 
 def run_side(side: str, corpus_dir: str, max_mb: float = float("inf")) -> dict:
@@ -237,16 +249,17 @@ def side_main(side: str, corpus_dir: str, max_mb: float) -> None:
     if side == "raw":
         from bert_core.tokenizer import load_tokenizer
         tok = load_tokenizer(MINILM)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         # Batches of RAW_BATCH_DOCS: one call over a 256 MB corpus would hold ~100 bytes of
         # Encoding per token (GBs) and measure the allocator, not the tokenizer.
         count = sum(len(e.ids) for start in range(0, len(texts), RAW_BATCH_DOCS)
                     for e in tok.encode_batch_fast(texts[start:start + RAW_BATCH_DOCS], add_special_tokens=False))
     else:
         tok = FullTokenizer(os.path.join(MINILM, "vocab.txt")) if side == "reference" else RustTokenizer(MINILM)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         count = reference(texts, tok, 128, seed=0)
-    print(json.dumps({"seconds": time.perf_counter() - t0, "mb": mb, "count": count}))
+    print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "mb": mb,
+                      "count": count}))
 
 
 def median(runs: list[dict], key: str) -> float:
@@ -308,11 +321,17 @@ def report(args, runs: dict, mb: float, small_mb: float, num_files: int) -> None
     print(f"{'':44s} {'MB/s':>7s} {'rate':>12s}")
     for name, mbs, rate, unit in rows:
         print(f"{name:44s} {mbs:7.2f} {rate:12,.0f} {unit}")
-    pipe_mbs = rows[-1][1]
-    per_run = ", ".join(f"{r['seconds'] / p['seconds']:.2f}" for p, r in zip(runs["pipeline"], runs["raw"]))
-    print(f"pipeline / raw tokenization (MB/s):               {pipe_mbs / rows[0][1]:.2f}   (per run: {per_run})")
-    print(f"pipeline / reference, pure-Python tokenizer (MB/s): {pipe_mbs / rows[1][1]:.1f}x")
-    print(f"pipeline / reference, Rust tokenizer (MB/s):        {pipe_mbs / rows[2][1]:.1f}x")
+    # Ratios pair each pipeline run with the other sides of the same repeat (run minutes apart,
+    # so under similar load), then take the median: medians of each side alone mix repeats.
+    for label, side in (("raw tokenization", "raw"), ("reference, pure-Python tokenizer", "reference"),
+                        ("reference, Rust tokenizer", "reference-fast")):
+        ratios = [(mb / p["seconds"]) / (r["mb"] / r["seconds"]) for p, r in zip(runs["pipeline"], runs[side])]
+        print(f"pipeline / {label + ' (MB/s):':40s} {statistics.median(ratios):5.2f}x   "
+              f"(per repeat: {', '.join(f'{x:.2f}' for x in ratios)})")
+    raw_cpu, pipe_cpu = median(runs["raw"], "cpu") / mb, median(runs["pipeline"], "cpu") / mb
+    print(f"CPU seconds per MB (all processes): raw {raw_cpu:.3f}, pipeline {pipe_cpu:.3f}, "
+          f"reference {median(runs['reference'], 'cpu') / runs['reference'][0]['mb']:.3f}; "
+          f"raw / pipeline {raw_cpu / pipe_cpu:.2f} (the wall ratio on an unloaded machine, if both used every core)")
     print(f"pipeline stage seconds (median run): {runs['pipeline'][len(runs['pipeline']) // 2]['timings']}")
     peak = max(r["peak"] for r in runs["pipeline"])
     print(f"peak memory, {mb:.0f} MB corpus: {peak / 2**20:,.0f} MiB (pipeline wall, median {pipe_s:.1f}s)")
