@@ -14,6 +14,13 @@ repetition the overhead is (ray - plain) / plain, both on the median step (robus
 other processes) and on the total of the timed steps (catches periodic stalls the median hides);
 repetitions alternate which side goes first, and the summary is the median over repetitions.
 
+Wall time on a machine shared with other jobs swings by tens of percent between runs, so the CPU is
+accounted as well: per rank, the stepping thread's CPU and that of the process's other threads
+(time.thread_time / process_time), and the CPU of Ray's own processes (GCS, raylet, agents, the Train
+controller and its helper actors) over the timed window. "Ray tax" is the CPU only the Ray side
+spends, as a share of the plain side's CPU per step: on a node whose cores the ranks fill, that
+CPU is taken out of the steps, whatever else runs on the machine.
+
 Ray starts its worker processes at niceness 15 (raylet config `worker_niceness`), the launcher at the
 caller's 0. On a machine shared with other jobs that alone decides who gets the cores, so by default
 Ray's workers are started at 0 as well (--ray-worker-niceness 15 keeps Ray's default).
@@ -83,26 +90,71 @@ def rank_main(spec: dict) -> dict:
     batches = torch.load(spec["batches"], weights_only=True)[rank][: spec["warmup"] + spec["steps"]]
     torch.manual_seed(cfg.train.seed)  # identical initial weights and dropout on both sides
     engine = Engine(BertForPreTraining(cfg.model), cfg)
-    dist.barrier()
+    rank_pids: list = [None] * world
+    dist.all_gather_object(rank_pids, os.getpid())
     first_step_at = time.time()
     times, loss = [], float("nan")
+    thread_cpu = process_cpu = 0.0
     for i, batch in enumerate(batches):
+        if i == spec["warmup"]:
+            ray_cpu_start = ray_processes_cpu(spec["ray_pids"], rank_pids) if rank == 0 else {}
+            dist.barrier()
         _sync(use_gpu)
-        start = time.perf_counter()
+        start, thread0, process0 = time.perf_counter(), time.thread_time(), time.process_time()
         loss = engine.step(batch).loss
         _sync(use_gpu)
         if i >= spec["warmup"]:
             times.append(time.perf_counter() - start)
+            thread_cpu += time.thread_time() - thread0
+            process_cpu += time.process_time() - process0
+    ray_cpu_end = ray_processes_cpu(spec["ray_pids"], rank_pids) if rank == 0 else {}
     tokens = sum(int(b["attention_mask"].sum()) for b in batches[spec["warmup"]:])
     per_rank: list = [None] * world
-    dist.all_gather_object(per_rank, (times, tokens))
+    dist.all_gather_object(per_rank, (times, tokens, thread_cpu, process_cpu))
+    steps = max(len(times), 1)
     return {
-        "step_s": [max(ts) for ts in zip(*(t for t, _ in per_rank))],
-        "tokens_per_step": sum(n for _, n in per_rank) / max(len(times), 1),
+        "step_s": [max(ts) for ts in zip(*(r[0] for r in per_rank))],
+        "tokens_per_step": sum(r[1] for r in per_rank) / steps,
+        # Per rank and step: CPU of the thread that steps (compute, and gloo's collectives, which run
+        # in the caller) and of every other thread of the rank's process (Ray's core worker on one
+        # side, the launcher's nothing on the other; gloo's transport threads on both).
+        "step_thread_cpu_s": sum(r[2] for r in per_rank) / (world * steps),
+        "other_threads_cpu_s": sum(r[3] - r[2] for r in per_rank) / (world * steps),
+        # Ray's own processes (GCS, raylet, agents, the Train controller; not the ranks), rank 0's view.
+        "ray_processes_cpu_s": _broadcast(sum(v - ray_cpu_start.get(k, 0.0) for k, v in ray_cpu_end.items()))
+        / steps,
         "first_step_at": first_step_at,
         "final_loss": loss,  # equal on both sides when both did the same computation
         "world": world,
     }
+
+
+def ray_processes_cpu(roots: list[int], exclude: list[int]) -> dict[int, float]:
+    """user + system CPU seconds of every process under `roots` (the Ray node's processes, started
+    before either side ran), by pid, leaving out the ranks themselves."""
+    import psutil
+
+    out = {}
+    for root in roots:
+        try:
+            procs = [psutil.Process(root)]
+            procs += procs[0].children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for proc in procs:
+            try:
+                if proc.pid not in exclude:
+                    t = proc.cpu_times()
+                    out[proc.pid] = t.user + t.system
+            except psutil.NoSuchProcess:
+                pass
+    return out
+
+
+def _broadcast(value: float) -> float:
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def _sync(use_gpu: bool) -> None:
@@ -196,12 +248,18 @@ def run_plain(spec: dict, work: Path) -> dict:
     cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(spec["world"]),
            "--master_port", str(_free_port()), "--no_local_rank",
            str(REPO / "bench" / "ds_launch_entry.py"), str(spec_path)]
+    result = Path(spec["result"])
+    result.unlink(missing_ok=True)  # never read the previous repetition's
     launched = time.time()
     proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
-    if proc.returncode:
+    if proc.returncode and result.exists():
+        # Rank 0 writes after every rank finished its steps, so this is a teardown failure (seen: a
+        # rank aborting at exit with "terminate called without an active exception"), not the run's.
+        print(f"[plain] launcher exited {proc.returncode} after the ranks had finished and reported", flush=True)
+    elif proc.returncode:
         raise RuntimeError(f"deepspeed launcher failed ({proc.returncode}):\n"
                            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    out = json.loads(Path(spec["result"]).read_text())
+    out = json.loads(result.read_text())
     return {**out, "startup_s": out["first_step_at"] - launched, "wall_s": time.time() - launched}
 
 
@@ -282,6 +340,9 @@ def main(argv=None) -> dict:
              _system_config={"worker_niceness": args.ray_worker_niceness},
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
     ray_init_s = time.perf_counter() - started
+    import psutil
+
+    spec["ray_pids"] = [c.pid for c in psutil.Process().children()]  # this driver's Ray node, nothing else yet
     ray.data.DataContext.get_current().enable_progress_bars = False
     device = torch.cuda.get_device_name() if args.gpu else f"CPU, {args.threads} thread(s) per rank"
     print(f"device: {device}; {args.workers} ranks ({spec['backend']}), {args.preset} preset, "
@@ -289,10 +350,11 @@ def main(argv=None) -> dict:
           f"micro-batch {args.batch_size} x seq {seq_len}, {args.warmup} warm-up + {args.steps} timed steps; "
           f"Ray worker niceness {args.ray_worker_niceness}; ray.init {ray_init_s:.1f}s (once, not in any step)",
           flush=True)
-    print(f"{'rep':>3} {'first':>5} | {'median step ms':>17} {'overhead':>8} | {'timed steps s':>13} {'overhead':>8} | "
-          f"{'start s':>11} {'wall s':>11} | {'load1':>5}  final loss", flush=True)
-    print(f"{'':>9} | {'plain':>8} {'ray':>8} {'':>8} | {'plain':>6} {'ray':>6} {'':>8} | "
-          f"{'plain':>5} {'ray':>5} {'plain':>5} {'ray':>5} |", flush=True)
+    print(f"{'':>9} | {'median step ms':^24} | {'timed steps s':^22} | {'CPU ms/step':^43} | "
+          f"{'start s':^11} |", flush=True)
+    print(f"{'rep':>3} {'first':>5} | {'plain':>8} {'ray':>7} {'ovh':>7} | {'plain':>6} {'ray':>7} {'ovh':>7} | "
+          f"{'rank thr':>9} {'rank other':>11} {'Ray procs':>11} {'Ray tax':>7} | {'plain':>5} {'ray':>5} | "
+          f"{'load1':>5}  final loss", flush=True)
     reps = []
     for rep in range(args.repeats):
         order = [("plain", run_plain), ("ray", run_ray)]
@@ -303,10 +365,14 @@ def main(argv=None) -> dict:
         reps.append(r)
         p, y = r.plain, r.ray
         loss = "same" if p["final_loss"] == y["final_loss"] else f"{p['final_loss']:.6f} / {y['final_loss']:.6f}"
-        print(f"{rep:>3} {r.first:>5} | {r.median('plain') * 1e3:>8.1f} {r.median('ray') * 1e3:>8.1f} "
-              f"{r.overhead('median'):>+8.1%} | {r.total('plain'):>6.2f} {r.total('ray'):>6.2f} "
-              f"{r.overhead('total'):>+8.1%} | {p['startup_s']:>5.1f} {y['startup_s']:>5.1f} "
-              f"{p['wall_s']:>5.1f} {y['wall_s']:>5.1f} | {r.load1:>5.1f}  {loss}", flush=True)
+        cpu = (f"{p['step_thread_cpu_s'] * 1e3:>4.0f}/{y['step_thread_cpu_s'] * 1e3:<4.0f} "
+               f"{p['other_threads_cpu_s'] * 1e3:>5.1f}/{y['other_threads_cpu_s'] * 1e3:<5.1f} "
+               f"{p['ray_processes_cpu_s'] * 1e3:>5.1f}/{y['ray_processes_cpu_s'] * 1e3:<5.1f} "
+               f"{r.overhead('cpu'):>+7.1%}")
+        print(f"{rep:>3} {r.first:>5} | {r.median('plain') * 1e3:>8.1f} {r.median('ray') * 1e3:>7.1f} "
+              f"{r.overhead('median'):>+7.1%} | {r.total('plain'):>6.2f} {r.total('ray'):>7.2f} "
+              f"{r.overhead('total'):>+7.1%} | {cpu} | {p['startup_s']:>5.1f} {y['startup_s']:>5.1f} | "
+              f"{r.load1:>5.1f}  {loss}", flush=True)
     ray.shutdown()
     return summarize(args, cfg, seq_len, reps)
 
@@ -328,7 +394,25 @@ class Rep:
         # that the median step hides; the median resists load bursts from other processes.
         return sum(getattr(self, side)["step_s"])
 
+    def cpu(self, side: str) -> float:
+        """CPU seconds per step: the ranks, plus Ray's own processes on the Ray side (on the plain side
+        they sit idle, and a plain deployment would not run them)."""
+        d = getattr(self, side)
+        return d["world"] * (d["step_thread_cpu_s"] + d["other_threads_cpu_s"]) + \
+            (d["ray_processes_cpu_s"] if side == "ray" else 0.0)
+
+    def cpu_tax(self) -> float:
+        """CPU that only the Ray side spends (the ranks' other threads beyond plain's, and Ray's processes),
+        as a share of plain's CPU per step. The stepping thread runs the same code on both sides, so it
+        is left out of the numerator: its CPU time moves with cache pressure from other tenants, not Ray.
+        On a node whose cores the ranks fill, this CPU comes out of the steps."""
+        p, y = self.plain, self.ray
+        extra = y["world"] * (y["other_threads_cpu_s"] - p["other_threads_cpu_s"]) + y["ray_processes_cpu_s"]
+        return extra / self.cpu("plain")
+
     def overhead(self, kind: str) -> float:
+        if kind == "cpu":
+            return self.cpu_tax()
         f = self.median if kind == "median" else self.total
         return (f("ray") - f("plain")) / f("plain")
 
@@ -339,11 +423,16 @@ def summarize(args, cfg: PretrainConfig, seq_len: int, reps: list[Rep]) -> dict:
     summary = {"plain_step_s": plain, "ray_step_s": ray_, "ratio": ray_ / plain,
                "overhead_median_step": statistics.median(r.overhead("median") for r in reps),
                "overhead_total": statistics.median(r.overhead("total") for r in reps),
+               "overhead_cpu": statistics.median(r.overhead("cpu") for r in reps),
                "load1": [r.load1 for r in reps]}
     print(f"over {len(reps)} repetitions: median step plain {plain * 1e3:.1f} ms, ray {ray_ * 1e3:.1f} ms, "
           f"ratio ray/plain {ray_ / plain:.3f}; Ray overhead, median over repetitions: "
           f"{summary['overhead_median_step']:+.1%} of the median step, {summary['overhead_total']:+.1%} of "
           f"total timed-step time; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    wall = {side: statistics.median(getattr(r, side)["wall_s"] for r in reps) for side in ("plain", "ray")}
+    print(f"CPU only the Ray side spends (ranks' other threads + Ray's processes), median over repetitions: "
+          f"{summary['overhead_cpu']:+.1%} of plain's CPU per step; whole side, launch to exit: "
+          f"plain {wall['plain']:.0f} s, ray {wall['ray']:.0f} s", flush=True)
     tokens = statistics.median(r.plain["tokens_per_step"] for r in reps)
     line = f"tokens/s (real tokens, all ranks): plain {tokens / plain:,.0f}, ray {tokens / ray_:,.0f}"
     if args.gpu:
