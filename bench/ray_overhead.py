@@ -95,6 +95,7 @@ def rank_main(spec: dict) -> dict:
     first_step_at = time.time()
     times, loss = [], float("nan")
     thread_cpu = process_cpu = 0.0
+    ray_cpu_start: dict = {}
     for i, batch in enumerate(batches):
         if i == spec["warmup"]:
             ray_cpu_start = ray_processes_cpu(spec["ray_pids"], rank_pids) if rank == 0 else {}
@@ -116,8 +117,8 @@ def rank_main(spec: dict) -> dict:
         "step_s": [max(ts) for ts in zip(*(r[0] for r in per_rank))],
         "tokens_per_step": sum(r[1] for r in per_rank) / steps,
         # Per rank and step: CPU of the thread that steps (compute, and gloo's collectives, which run
-        # in the caller) and of every other thread of the rank's process (Ray's core worker on one
-        # side, the launcher's nothing on the other; gloo's transport threads on both).
+        # in the caller) and of every other thread of the rank's process (Ray's core worker threads on
+        # the Ray side; gloo's transport threads on both).
         "step_thread_cpu_s": sum(r[2] for r in per_rank) / (world * steps),
         "other_threads_cpu_s": sum(r[3] - r[2] for r in per_rank) / (world * steps),
         # Ray's own processes (GCS, raylet, agents, the Train controller; not the ranks), rank 0's view.
