@@ -39,6 +39,7 @@ class Node:
     temp_dir: str  # short, private: unix socket paths must stay under 108 bytes
     gcs_address: str
     dashboard_url: str | None
+    ip: str = "127.0.0.1"  # this node's address; a driver joins with ray.init(..., _node_ip_address=ip)
 
     def stop(self) -> None:
         ours = [p for p in psutil.process_iter(["cmdline"])
@@ -68,31 +69,40 @@ def _ports() -> list[str]:
     return args
 
 
-def start_head(num_cpus: int = 2, resources: str | None = None) -> Node:
+def start_head(num_cpus: int = 2, resources: str | None = None, multi_node: bool = False) -> Node:
+    """A head on 127.0.0.1; with `multi_node`, on 127.0.0.2 so that other nodes can join (below)."""
     temp_dir = tempfile.mkdtemp(prefix="bf", dir="/tmp")
     gcs, dash = free_port(), free_port()
-    cmd = [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs),
+    ip = "127.0.0.2" if multi_node else "127.0.0.1"
+    cmd = [RAY, "start", "--head", "--node-ip-address", ip, "--port", str(gcs),
            "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--include-dashboard", "true",
            "--ray-client-server-port", str(free_port()), "--num-cpus", str(num_cpus), "--temp-dir", temp_dir,
            "--disable-usage-stats", *_ports()]
     if resources:
         cmd += ["--resources", resources]
-    return _start(cmd, Node(temp_dir, f"127.0.0.1:{gcs}", f"http://127.0.0.1:{dash}"))
+    env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"} if multi_node else {}
+    return _start(cmd, Node(temp_dir, f"{ip}:{gcs}", f"http://127.0.0.1:{dash}", ip), **env)
 
 
 def start_worker(head: Node, num_cpus: int = 2, resources: str | None = None) -> Node:
-    """A second node of the head's cluster on this machine, with its own resources."""
+    """A second node of a `multi_node` head's cluster on this machine, with its own resources.
+
+    Nodes take loopback addresses other than 127.0.0.1 (head 127.0.0.2, this one 127.0.0.3):
+    `ray start --address` refuses to join while the loopback switch is on, and with it off Ray
+    rewrites 127.0.0.1 (but not the rest of 127/8) to the machine's routable address. Ray then
+    listens on all interfaces, but every connection goes between loopback addresses.
+    """
     temp_dir = tempfile.mkdtemp(prefix="bfw", dir="/tmp")
-    cmd = [RAY, "start", "--address", head.gcs_address, "--node-ip-address", "127.0.0.1",
+    cmd = [RAY, "start", "--address", head.gcs_address, "--node-ip-address", "127.0.0.3",
            "--num-cpus", str(num_cpus), "--temp-dir", temp_dir, "--disable-usage-stats", *_ports()]
     if resources:
         cmd += ["--resources", resources]
-    return _start(cmd, Node(temp_dir, head.gcs_address, None))
+    return _start(cmd, Node(temp_dir, head.gcs_address, None, "127.0.0.3"), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1")
 
 
-def _start(cmd: list[str], node: Node) -> Node:
+def _start(cmd: list[str], node: Node, **env) -> Node:
     try:
-        subprocess.run(cmd, env=ray_env(), check=True, capture_output=True, text=True, timeout=120)
+        subprocess.run(cmd, env={**ray_env(), **env}, check=True, capture_output=True, text=True, timeout=120)
     except BaseException:
         node.stop()  # a half-started node must not outlive the test
         raise

@@ -1,5 +1,6 @@
 """Two Ray nodes on one machine (`ray start --head` + `ray start --address ...`, each with its own
-resources, on loopback): the two training workers land on different nodes and pretrain across them."""
+resources, on loopback addresses 127.0.0.2 and 127.0.0.3): the two training workers land on
+different nodes and pretrain across them."""
 
 from pathlib import Path
 
@@ -17,11 +18,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    head = start_head(num_cpus=2, resources='{"head_node": 1}')
+    head = start_head(num_cpus=2, resources='{"head_node": 1}', multi_node=True)
     worker = None
     try:
         worker = start_worker(head, num_cpus=2, resources='{"second_node": 1}')
-        ray.init(address=head.gcs_address)
+        ray.init(address=head.gcs_address, _node_ip_address=head.ip)
         yield head
     finally:
         ray.shutdown()
@@ -45,5 +46,6 @@ def test_pretrain_across_two_nodes(two_nodes, tmp_path):
 
     from ray.util.state import list_actors
 
-    workers = list_actors(filters=[("class_name", "=", "RayTrainWorker")], detail=True, limit=100)
+    workers = list_actors(address=two_nodes.dashboard_url, filters=[("class_name", "=", "RayTrainWorker")],
+                          detail=True, limit=100)
     assert len({a.node_id for a in workers}) == 2  # one training worker on each node
