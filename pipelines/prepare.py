@@ -59,7 +59,8 @@ from pipelines.examples import (Document, bucket_seed, create_examples, document
                                 masking_config)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
                               length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
-from pipelines.sources import RejectLog, content_hashes, find_duplicates, resolve_sources
+from pipelines.rejects import RejectLog
+from pipelines.sources import content_hashes, find_duplicates, resolve_sources
 from pipelines.spill import RECORD_BITS, DocumentTokenizer, file_items, good_documents, read_spill
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime

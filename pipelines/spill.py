@@ -27,7 +27,8 @@ from pipelines.clean import split_sentences
 from pipelines.config import DataConfig
 from pipelines.examples import document_key
 from pipelines.shards import token_type
-from pipelines.sources import SAMPLE_CHARS, RejectLog, content_hashes, iter_documents, relative_names
+from pipelines.rejects import RejectLog
+from pipelines.sources import SAMPLE_CHARS, content_hashes, iter_documents, relative_names
 
 if TYPE_CHECKING:
     from pipelines.prepare import ShardLayout

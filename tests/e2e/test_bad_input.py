@@ -11,8 +11,8 @@ import pytest
 import ray
 
 from pipelines.config import DataConfig
-from pipelines.sources import (
-    DOCUMENT_COLUMNS, REJECT_REASONS, SourceError, drop_duplicates, read_documents, summarize_rejects, write_rejects)
+from pipelines.rejects import summarize_rejects, write_rejects
+from pipelines.sources import DOCUMENT_COLUMNS, REJECT_REASONS, SourceError, drop_duplicates, read_documents
 
 pytestmark = pytest.mark.slow  # a real local Ray cluster and a 50 MB line: ~35 s on 2 shared cores
 

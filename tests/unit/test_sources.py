@@ -221,7 +221,7 @@ def test_find_duplicates_keeps_the_first_in_order_of_each_hash():
 
 
 def test_reject_log_merges_to_the_same_result_in_any_order(tmp_path):
-    from pipelines.sources import RejectLog
+    from pipelines.rejects import RejectLog
 
     def log(ids):
         out = RejectLog(samples_per_reason=3)

