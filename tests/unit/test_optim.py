@@ -294,6 +294,7 @@ def _partitioned_worker(rank: int, port: int, full: list[torch.Tensor], grads: l
                 p.grad = shard(g)
             opt.step()
         torch.save([p.detach() for p in params], os.path.join(out_dir, f"rank{rank}.pt"))
+        dist.barrier()  # neither rank tears gloo down while its peer still talks (SIGABRT at exit otherwise)
     finally:
         dist.destroy_process_group()
 
