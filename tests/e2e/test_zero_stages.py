@@ -30,7 +30,7 @@ def workdir(tmp_path_factory):
     ("zero3", ["deepspeed.zero_stage=3"]),
     ("zero3-offload", ["deepspeed.zero_stage=3", "deepspeed.offload_optimizer=true",
                        "deepspeed.offload_params=true"]),
-    ("lamb-zero2", ["deepspeed.zero_stage=2", "optim.name=lamb", "optim.lr=1e-2"]),
+    ("lamb-zero2", ["deepspeed.zero_stage=2", "optim.name=lamb", "optim.lr=2e-2"]),
 ])
 def test_backend_trains_with_falling_loss(workdir, name, overrides):
     cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
