@@ -34,10 +34,14 @@ class TrainConfig:
     eval_batches: int = 16  # held-out batches per worker for MLM/NSP accuracy at start and end
     checkpoint_every: int = 0  # steps between resume checkpoints; 0 = only at the end
     keep_checkpoints: int = 2  # resume checkpoints kept by Ray Train
-    max_failures: int = 2  # worker/node failures Ray Train recovers from (restart from last checkpoint)
+    max_failures: int = 2  # worker failures and loss rollbacks survived (each restarts from the last checkpoint)
+    rollback_after: int = 5  # this many non-finite losses in a row roll back to the last checkpoint; 0 = never
+    rollback_lr_factor: float = 0.5  # each rollback multiplies the learning rate by this
     seed: int = 0  # model init, dynamic masking and data order
     fail_at_step: int = 0  # testing: SIGKILL one worker at this step, first attempt only (0 = never)
     record_ids_dir: str = ""  # testing: each rank appends the example ids of every step here
+    nan_at_step: int = 0  # testing: rank 0's loss is NaN from this step on, first attempt only (0 = never)
+    nan_micro_batches: int = 0  # testing: ... for this many micro-batches
     init_checkpoint: str = ""  # start from this run's checkpoint (set by the job for phase 2)
     reset_optimizer: bool = False  # with init_checkpoint: load weights only, fresh optimizer and schedule
     masking: MaskingConfig = field(default_factory=MaskingConfig)
@@ -122,8 +126,10 @@ class PretrainConfig:
                      "keep_checkpoints"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(t, name)}")
-        if t.checkpoint_every < 0 or t.max_failures < 0:
-            raise ConfigError("train.checkpoint_every and train.max_failures must be >= 0")
+        if t.checkpoint_every < 0 or t.max_failures < 0 or t.rollback_after < 0:
+            raise ConfigError("train.checkpoint_every, train.max_failures and train.rollback_after must be >= 0")
+        if not 0 < t.rollback_lr_factor <= 1:
+            raise ConfigError(f"train.rollback_lr_factor must be in (0, 1], got {t.rollback_lr_factor}")
         if o.name not in OPTIMIZERS:
             raise ConfigError(f"optim.name must be one of {OPTIMIZERS}, got {o.name!r}")
         if o.schedule not in SCHEDULES:

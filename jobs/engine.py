@@ -87,6 +87,11 @@ class StepStats:
     nsp_correct: int
     nsp_count: int
     optimizer_stepped: bool
+    finite: bool = True  # False: the loss was NaN/inf on some rank and the micro-batch was skipped
+
+
+def _losses(loss: torch.Tensor, out: PreTrainingOutput) -> tuple[float, float, float]:
+    return float(loss.detach()), float(out.mlm_loss.detach()), float(out.nsp_loss.detach())
 
 
 def _counts(out: PreTrainingOutput, batch: dict) -> tuple[int, int, int, int]:
@@ -125,24 +130,48 @@ class Engine:
 
     @property
     def lr(self) -> float:
-        return self.scheduler.get_last_lr()[0]
+        return self.scheduler.optimizer.param_groups[0]["lr"]  # what the next step uses
 
     def grad_norm(self) -> float:
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else math.nan
 
+    def scale_lr(self, scale: float) -> None:
+        """Train on at `scale` x the configured learning rate, from the current schedule position on
+        (loss rollbacks). Call after `load`: a checkpoint's scheduler state carries its own base lr."""
+        base = self.cfg.optim.lr * scale
+        self.scheduler.base_lrs = [base] * len(self.scheduler.base_lrs)
+        factor = lr_lambda(self.cfg)(self.scheduler.last_epoch)
+        for group in self.scheduler.optimizer.param_groups:
+            group["lr"] = base * factor
+
     def _to_device(self, batch: dict) -> dict:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items() if k != "example_id"}
 
-    def step(self, batch: dict) -> StepStats:
-        """One micro-batch forward/backward; DeepSpeed steps the optimizer at accumulation boundaries."""
+    def _finite_everywhere(self, loss: torch.Tensor) -> bool:
+        flag = torch.isfinite(loss.detach()).to(torch.int32).reshape(1)
+        if dist.is_initialized():
+            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item())
+
+    def step(self, batch: dict, inject_nan: bool = False) -> StepStats:
+        """One micro-batch forward/backward; DeepSpeed steps the optimizer at accumulation boundaries.
+
+        A NaN/inf loss on any rank skips the micro-batch on every rank: no backward and no engine step,
+        so neither the gradients nor DeepSpeed's accumulation and step counters see it. `inject_nan`
+        (fault injection for tests) makes this rank's loss NaN.
+        """
         self.engine.train()
         batch = self._to_device(batch)
         out: PreTrainingOutput = self.engine(**batch)
-        self.engine.backward(out.loss)
+        loss = out.loss * math.nan if inject_nan else out.loss
+        if not self._finite_everywhere(loss):
+            return StepStats(*_losses(loss, out), *_counts(out, batch),
+                             optimizer_stepped=False, finite=False)
+        self.engine.backward(loss)
         boundary = self.engine.is_gradient_accumulation_boundary()
         self.engine.step()
-        return StepStats(float(out.loss), float(out.mlm_loss), float(out.nsp_loss), *_counts(out, batch),
+        return StepStats(*_losses(loss, out), *_counts(out, batch),
                          optimizer_stepped=boundary)
 
     @torch.no_grad()

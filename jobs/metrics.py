@@ -37,7 +37,7 @@ class MetricsWindow:
     nsp_count: int = 0
     tokens: int = 0  # real (non-pad) tokens
     samples: int = 0
-    nonfinite: int = 0
+    nonfinite: int = 0  # skipped micro-batches (NaN/inf loss); not in the averages above
 
     def add(self, stats, tokens: int, samples: int, data_wait: float) -> None:
         self.micro_steps += 1
@@ -63,6 +63,7 @@ class MetricsWindow:
             "nsp_acc": self.nsp_correct / max(self.nsp_count, 1),
             "tokens_per_s": tokens_per_s, "samples_per_s": self.samples * world_size / elapsed,
             "data_wait_share": self.data_wait / elapsed,
+            "nonfinite_skipped": self.nonfinite,  # micro-batches skipped for a NaN/inf loss in this window
         }
         if peak_flops:
             out["mfu"] = tokens_per_s * flops_token / (peak_flops * world_size)
@@ -73,4 +74,5 @@ def progress_line(step: int, total: int, m: dict, eta_s: float) -> str:
     return (f"step {step:>6}/{total} | loss {m['loss']:.4f} | mlm_acc {m['mlm_acc']:.3f} | "
             f"nsp_acc {m['nsp_acc']:.3f} | lr {m['lr']:.2e} | {m['tokens_per_s']:,.0f} tok/s | "
             f"{m['samples_per_s']:,.1f} samples/s | data wait {m['data_wait_share']:.0%} | "
-            f"eta {format_duration(eta_s)}")
+            f"eta {format_duration(eta_s)}" + (f" | skipped {m['nonfinite_skipped']} non-finite"
+                                               if m.get("nonfinite_skipped") else ""))

@@ -119,6 +119,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
 
     from bert_core.tokenizer import SpecialIds, continuation_mask, load_tokenizer
     from jobs.data_position import DataPositionTracker, skip_consumed
+    from jobs.loss_guard import RollbackLedger
     from jobs.train_loop import train_loop_per_worker
 
     tok = load_tokenizer(prepared.tokenizer_dir)
@@ -134,6 +135,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
         "cfg": cfg.to_dict(),
         "train_shard_rows": shard_rows,
         "data_tracker": tracker,
+        "rollback_ledger": RollbackLedger.remote(),  # outlives worker restarts, as the tracker does
         "special_ids": {k: getattr(special, k) for k in ("pad", "unk", "cls", "sep", "mask")},
         "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
         "mlflow_run_id": run_id,

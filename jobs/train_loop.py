@@ -26,6 +26,7 @@ from bert_core.model import BertForPreTraining
 from bert_core.tokenizer import SpecialIds
 from jobs.config import PretrainConfig
 from jobs.data_position import DataPosition, ExampleIndex
+from jobs.loss_guard import LossGuard, NonFiniteLossError
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
@@ -61,6 +62,9 @@ class Worker:
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
         self.index = ExampleIndex(config["train_shard_rows"])
         self.tracker = config["data_tracker"]
+        self.ledger = config["rollback_ledger"]
+        self.guard = LossGuard(self.t.rollback_after)
+        self.rollbacks, self.nan_injected = 0, 0
         self.special = SpecialIds(**config["special_ids"])
         self.continuation = (np.asarray(config["continuation"], dtype=bool) if self.t.masking.whole_word
                              else None)
@@ -88,13 +92,25 @@ class Worker:
                 self.position = DataPosition.from_bytes((Path(d) / "data_position.npz").read_bytes())
                 rng = np.load(Path(d) / "rng.npz")
             self.step, self.before = state["step"], state.get("eval_before", {})
+            self.guard.skipped = state.get("nonfinite_skipped", 0)
             self.collate.load_state_dict({**self.collate.state_dict(), "batches_produced": state["micro_batches"]})
             if f"rank{self.rank}" in rng:  # a new rank (more workers than before) keeps its fresh seed
                 torch.set_rng_state(torch.from_numpy(rng[f"rank{self.rank}"]))
             if self.rank == 0:
                 log.info(f"[resume] step {self.step}, epoch {self.position.epoch}, "
                          f"{self.position.samples_consumed:,} examples of the epoch already consumed")
+        self._apply_rollbacks()
         self._publish_position()
+
+    def _apply_rollbacks(self) -> None:
+        """After a loss rollback (see jobs/loss_guard.py) train on at the reduced learning rate."""
+        self.rollbacks = len(ray.get(self.ledger.rollbacks.remote()))
+        if self.rollbacks:
+            scale = ray.get(self.ledger.lr_scale.remote())
+            self.engine.scale_lr(scale)
+            if self.rank == 0:
+                log.info(f"[rollback] {self.rollbacks} so far: resuming at step {self.step} with "
+                         f"{scale:g} x the learning rate")
 
     def _publish_position(self) -> None:
         """The next streaming execution starts from self.position; every rank waits until it is set."""
@@ -152,8 +168,13 @@ class Worker:
                 continue
             batch = self.collate(raw)
             waited = time.perf_counter() - wait_start
-            stats = self.engine.step(batch)
+            stats = self.engine.step(batch, inject_nan=self._inject_nan())
             self.pending_ids.append(np.asarray(raw["example_id"]))
+            if self.guard.observe(stats.finite):
+                self._roll_back()
+            if not stats.finite:
+                window.nonfinite += 1
+                continue
             window.add(stats, tokens=int(batch["attention_mask"].sum()), samples=len(raw["example_id"]),
                        data_wait=waited)
             if not stats.optimizer_stepped:
@@ -165,7 +186,8 @@ class Worker:
             if self.step % t.log_every == 0 or last:
                 metrics = window.summary(self.world, flops_token, peak)
                 metrics.update(step=self.step, epoch=self.position.epoch, lr=self.engine.lr,
-                               grad_norm=self.engine.grad_norm())
+                               grad_norm=self.engine.grad_norm(), nonfinite_total=self.guard.skipped,
+                               rollbacks=self.rollbacks)
                 if self.cfg.scaling.use_gpu and torch.cuda.is_available():
                     metrics["gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
                 eta = (time.perf_counter() - run_start) / (self.step - start_step) * (t.max_steps - self.step)
@@ -195,7 +217,7 @@ class Worker:
         with tempfile.TemporaryDirectory() as tmp:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.collate.state_dict()["batches_produced"],
-                "eval_before": self.before})
+                "eval_before": self.before, "nonfinite_skipped": self.guard.skipped})
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
                 np.savez(Path(tmp) / "rng.npz", **{f"rank{r}": s for r, s in enumerate(rngs)})
@@ -210,7 +232,26 @@ class Worker:
                 self.engine.export(Path(tmp) / "release")  # the driver adds the tokenizer files
             ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp))
 
-    # -- fault injection and id recording, for the exact-resume tests -----------------------------
+    def _roll_back(self) -> None:
+        """Every rank sees the same streak (finiteness is all-reduced), so all raise here together."""
+        if self.rank == 0:
+            ray.get(self.ledger.record.remote(self.step, self.t.rollback_lr_factor))
+        _barrier()
+        raise NonFiniteLossError(
+            f"{self.guard.streak} non-finite losses in a row before step {self.step + 1}: rolling back to the "
+            f"last checkpoint at {self.t.rollback_lr_factor:g} x the learning rate (a rollback counts as one "
+            f"of train.max_failures={self.t.max_failures})")
+
+    # -- fault injection and id recording, for the resume and rollback tests ----------------------
+    def _inject_nan(self) -> bool:
+        """train.nan_at_step: rank 0's loss is NaN for train.nan_micro_batches, before any rollback."""
+        t = self.t
+        if (not t.nan_at_step or self.rank != 0 or self.rollbacks or self.step + 1 < t.nan_at_step
+                or self.nan_injected >= t.nan_micro_batches):
+            return False
+        self.nan_injected += 1
+        return True
+
     def _maybe_fail(self) -> None:
         """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt."""
         if self.t.fail_at_step and self.step == self.t.fail_at_step and self.rank == min(1, self.world - 1):

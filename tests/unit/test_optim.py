@@ -3,7 +3,6 @@
 import io
 import math
 import os
-import socket
 
 import pytest
 import torch
@@ -189,30 +188,6 @@ def test_optimizer_choice_and_deepspeed_config():
         build_optimizer("sgd", groups, **args, use_gpu=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def deepspeed_world_of_one():
-    """A real gloo process group of one rank, as Ray Train gives each worker; yields deepspeed."""
-    import deepspeed  # DS_ACCELERATOR=cpu is set by conftest before this import
-
-    port = _free_port()
-    with pytest.MonkeyPatch.context() as env:
-        # deepspeed.initialize insists on the launcher's variables even with dist_init_required=False.
-        for key, value in dict(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                               MASTER_PORT=str(port)).items():
-            env.setenv(key, value)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-        try:
-            yield deepspeed
-        finally:
-            dist.destroy_process_group()
-
-
 LAMB_ARGS = dict(lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01)
 
 
@@ -299,11 +274,11 @@ def _partitioned_worker(rank: int, port: int, full: list[torch.Tensor], grads: l
         dist.destroy_process_group()
 
 
-def test_partitioned_norms_give_the_whole_tensor_ratio_across_ranks(tmp_path):
+def test_partitioned_norms_give_the_whole_tensor_ratio_across_ranks(tmp_path, free_port):
     gen = torch.Generator().manual_seed(4)
     full = [torch.randn(5, 3, generator=gen), torch.randn(7, generator=gen), torch.randn(4, 4, generator=gen)]
     grads = [[torch.randn(t.shape, generator=gen) for t in full] for _ in range(4)]
-    mp.spawn(_partitioned_worker, args=(_free_port(), full, grads, str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_partitioned_worker, args=(free_port, full, grads, str(tmp_path)), nprocs=2, join=True)
     shards = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
 
     expected = [t.clone().requires_grad_() for t in full]

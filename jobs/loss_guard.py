@@ -1,0 +1,57 @@
+"""Non-finite losses: skip and count them; after `train.rollback_after` in a row, roll back.
+
+A micro-batch whose loss is NaN or inf on any rank is skipped on every rank (no backward, no optimizer
+step: the engine's step counters never see it), so one bad batch costs one batch. A run of them means
+the weights or optimizer state are already poisoned, and skipping cannot help: the loop then raises
+`NonFiniteLossError`, which Ray Train's failure handling (`train.max_failures`) answers by restarting
+the worker group from the last checkpoint. The `RollbackLedger` actor, created by the driver, outlives
+the worker group and tells the restarted workers to train on at `rollback_lr_factor` times the learning
+rate (compounding over rollbacks). Every rollback is one of the run's `max_failures`.
+"""
+
+from __future__ import annotations
+
+import ray
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised on every rank at once; Ray Train restarts the workers from the last checkpoint."""
+
+
+@ray.remote(num_cpus=0)
+class RollbackLedger:
+    """The rollbacks of one Ray Train run, kept outside the workers so a restart can read them."""
+
+    def __init__(self):
+        self._rollbacks: list[dict] = []
+
+    def record(self, step: int, lr_factor: float) -> float:
+        self._rollbacks.append({"step": step, "lr_factor": lr_factor})
+        return self.lr_scale()
+
+    def lr_scale(self) -> float:
+        scale = 1.0
+        for r in self._rollbacks:
+            scale *= r["lr_factor"]
+        return scale
+
+    def rollbacks(self) -> list[dict]:
+        return list(self._rollbacks)
+
+
+class LossGuard:
+    """Counts non-finite micro-batches; says when a streak has reached the rollback threshold."""
+
+    def __init__(self, rollback_after: int, skipped: int = 0):
+        self.rollback_after = rollback_after  # 0 = skip forever, never roll back
+        self.skipped = skipped  # in this run's lineage (restored from the checkpoint)
+        self.streak = 0
+
+    def observe(self, finite: bool) -> bool:
+        """Record one micro-batch; True when the run must roll back now."""
+        if finite:
+            self.streak = 0
+            return False
+        self.skipped += 1
+        self.streak += 1
+        return bool(self.rollback_after) and self.streak >= self.rollback_after

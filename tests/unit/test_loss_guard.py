@@ -1,0 +1,73 @@
+"""Non-finite losses: a NaN micro-batch is skipped without touching weights, optimizer or schedule;
+streaks trigger a rollback; a rollback's learning-rate scale applies from the current schedule position."""
+
+import math
+
+import pytest
+import torch
+
+from bert_core.config import tiny
+from bert_core.model import BertForPreTraining
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config
+from jobs.loss_guard import LossGuard
+
+VOCAB = 64
+
+
+def _batch(seed: int, B: int = 4, T: int = 16) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (B, T), generator=g)
+    labels = torch.full((B, T), -100)
+    labels[:, 2:5] = ids[:, 2:5]
+    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+            "mlm_labels": labels, "next_sentence_label": torch.randint(0, 2, (B,), generator=g)}
+
+
+def test_guard_counts_skips_and_asks_for_rollback_only_after_a_streak():
+    guard = LossGuard(rollback_after=3)
+    assert [guard.observe(f) for f in (False, False, True, False, False)] == [False] * 5  # streak broken
+    assert guard.observe(False) is True and guard.skipped == 5
+    never = LossGuard(rollback_after=0)
+    assert not any(never.observe(False) for _ in range(100)) and never.skipped == 100
+
+
+@pytest.fixture
+def engine(deepspeed_world_of_one):
+    from jobs.engine import Engine
+
+    cfg = load_config(PretrainConfig, None, [
+        "data.sources=[x]", "train.max_steps=10", "optim.warmup_steps=2", "optim.lr=1e-2", "deepspeed.zero_stage=2"])
+    cfg.model = tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    return Engine(BertForPreTraining(cfg.model), cfg)
+
+
+def _weights(engine) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in engine.engine.module.state_dict().items()}
+
+
+def test_nan_micro_batch_leaves_weights_optimizer_and_schedule_untouched(engine):
+    assert engine.step(_batch(0)).optimizer_stepped
+    before, lr, steps = _weights(engine), engine.lr, engine.global_step
+    skipped = engine.step(_batch(1), inject_nan=True)
+    assert not skipped.finite and not skipped.optimizer_stepped and math.isnan(skipped.loss)
+    after = _weights(engine)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert (engine.lr, engine.global_step) == (lr, steps)
+    nxt = engine.step(_batch(1))  # the next finite micro-batch steps normally
+    assert nxt.finite and nxt.optimizer_stepped and math.isfinite(nxt.loss)
+    assert engine.global_step == steps + 1
+    assert any(not torch.equal(before[k], v) for k, v in _weights(engine).items())
+
+
+def test_scale_lr_applies_from_the_current_schedule_position(engine):
+    for seed in range(4):
+        engine.step(_batch(seed))
+    unscaled = engine.lr
+    engine.scale_lr(0.25)
+    assert engine.lr == pytest.approx(0.25 * unscaled)
+    assert all(g["lr"] == pytest.approx(0.25 * unscaled) for g in engine.scheduler.optimizer.param_groups)
+    engine.step(_batch(9))
+    schedule = 1 - (5 - 2) / (10 - 2)  # linear decay after 2 warmup steps, at step 5 of 10
+    assert engine.lr == pytest.approx(0.25 * 1e-2 * schedule)
