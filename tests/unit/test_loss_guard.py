@@ -32,22 +32,26 @@ def test_guard_counts_skips_and_asks_for_rollback_only_after_a_streak():
     assert not any(never.observe(False) for _ in range(100)) and never.skipped == 100
 
 
-@pytest.fixture
-def engine(deepspeed_world_of_one):
+def _engine(zero_stage: int):
     from jobs.engine import Engine
 
     cfg = load_config(PretrainConfig, None, [
-        "data.sources=[x]", "train.max_steps=10", "optim.warmup_steps=2", "optim.lr=1e-2", "deepspeed.zero_stage=2"])
+        "data.sources=[x]", "train.max_steps=10", "optim.warmup_steps=2", "optim.lr=1e-2",
+        f"deepspeed.zero_stage={zero_stage}"])
     cfg.model = tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     torch.manual_seed(0)
     return Engine(BertForPreTraining(cfg.model), cfg)
 
 
 def _weights(engine) -> dict[str, torch.Tensor]:
+    if engine.cfg.deepspeed.zero_stage == 3:
+        return {k: v.clone() for k, v in engine.engine._zero3_consolidated_16bit_state_dict().items()}
     return {k: v.detach().clone() for k, v in engine.engine.module.state_dict().items()}
 
 
-def test_nan_micro_batch_leaves_weights_optimizer_and_schedule_untouched(engine):
+@pytest.mark.parametrize("zero_stage", [0, 2, 3])
+def test_nan_micro_batch_leaves_weights_optimizer_and_schedule_untouched(deepspeed_world_of_one, zero_stage):
+    engine = _engine(zero_stage)
     assert engine.step(_batch(0)).optimizer_stepped
     before, lr, steps = _weights(engine), engine.lr, engine.global_step
     skipped = engine.step(_batch(1), inject_nan=True)
@@ -61,7 +65,8 @@ def test_nan_micro_batch_leaves_weights_optimizer_and_schedule_untouched(engine)
     assert any(not torch.equal(before[k], v) for k, v in _weights(engine).items())
 
 
-def test_scale_lr_applies_from_the_current_schedule_position(engine):
+def test_scale_lr_applies_from_the_current_schedule_position(deepspeed_world_of_one):
+    engine = _engine(zero_stage=2)
     for seed in range(4):
         engine.step(_batch(seed))
     unscaled = engine.lr
