@@ -80,6 +80,8 @@ class DeepSpeedConfig:
     precision: str = "fp32"  # fp32 on CPU; bf16 or fp16 (dynamic loss scaling) on GPU
     offload_optimizer: bool = False  # ZeRO-Offload: optimizer state and step on CPU
     offload_params: bool = False  # ZeRO-3 only: parameters live on CPU
+    pipeline_stages: int = 1  # >1: BERT as a DeepSpeed PipelineModule; workers = stages x data-parallel replicas
+    partition_method: str = "parameters"  # how layers are cut into stages: parameters | uniform
 
 
 @dataclass
@@ -149,6 +151,7 @@ class PretrainConfig:
                               "(ZeRO-Offload steps only DeepSpeed's CPU Adam)")
         if d.offload_optimizer and d.zero_stage == 0:
             raise ConfigError("deepspeed.offload_optimizer needs deepspeed.zero_stage >= 1")
+        self._validate_pipeline()
         if s.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
             raise ConfigError("scaling.placement_strategy must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD, "
                               f"got {s.placement_strategy!r}")
@@ -167,6 +170,33 @@ class PretrainConfig:
         if "/" in self.run_name:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
         return self
+
+    def _validate_pipeline(self) -> None:
+        """What jobs/pipeline_parallel.py can run, refused here rather than inside a worker."""
+        t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
+        if d.pipeline_stages < 1:
+            raise ConfigError(f"deepspeed.pipeline_stages must be >= 1, got {d.pipeline_stages}")
+        if d.partition_method not in ("parameters", "uniform"):
+            raise ConfigError(f"deepspeed.partition_method must be parameters or uniform, got {d.partition_method!r}")
+        if d.pipeline_stages == 1:
+            return
+        if s.num_workers % d.pipeline_stages:
+            raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) must divide scaling.num_workers "
+                              f"({s.num_workers})")
+        if d.pipeline_stages > self.model.num_hidden_layers + 4:
+            raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) exceeds the pipeline's "
+                              f"{self.model.num_hidden_layers + 4} layers")
+        if d.zero_stage > 1 or d.offload_optimizer or d.offload_params:
+            raise ConfigError("deepspeed.pipeline_stages > 1 needs deepspeed.zero_stage 0 or 1 and no offload: "
+                              "ZeRO-2/3 shard gradients and parameters that the pipeline keeps per stage")
+        if d.zero_stage == 0 and d.precision == "fp32" and o.grad_clip > 0:
+            raise ConfigError("deepspeed.pipeline_stages > 1 with optim.grad_clip > 0 in fp32 needs "
+                              "deepspeed.zero_stage=1 (DeepSpeed's stage-0 clipping misses the later stages)")
+        if o.name == "lamb" and not s.use_gpu:
+            raise ConfigError("deepspeed.pipeline_stages > 1 with optim.name='lamb' needs scaling.use_gpu "
+                              "(DeepSpeed's FusedLamb); use adamw on CPU")
+        if t.nan_at_step:
+            raise ConfigError("train.nan_at_step (fault injection) is not supported with pipeline stages")
 
     def to_dict(self) -> dict:
         return to_dict(self)

@@ -88,6 +88,7 @@ class StepStats:
     nsp_count: int
     optimizer_stepped: bool
     finite: bool = True  # False: the loss was NaN/inf on some rank and the micro-batch was skipped
+    micro_batches: int = 1  # micro-batches the losses average over (0: buffered, nothing computed yet)
 
 
 def _losses(loss: torch.Tensor, out: PreTrainingOutput) -> tuple[float, float, float]:
@@ -101,7 +102,18 @@ def _counts(out: PreTrainingOutput, batch: dict) -> tuple[int, int, int, int]:
     return mlm_correct, int(out.mlm_targets.numel()), nsp_correct, int(nsp.numel())
 
 
+def build_engine(cfg: PretrainConfig) -> "Engine":
+    """The engine the config asks for: data parallel (ZeRO 0-3) or pipeline x data parallel."""
+    if cfg.deepspeed.pipeline_stages > 1:
+        from jobs.pipeline_parallel import PipelineEngine
+
+        return PipelineEngine(cfg)
+    return Engine(BertForPreTraining(cfg.model), cfg)
+
+
 class Engine:
+    reads_data = True  # every rank streams its own shard (pipelines: only first-stage ranks)
+
     def __init__(self, model: BertForPreTraining, cfg: PretrainConfig):
         import deepspeed  # imported here: DS_ACCELERATOR must be set by the caller first
 
@@ -123,6 +135,11 @@ class Engine:
             dist_init_required=False,
         )
         self.device = self.engine.device
+
+    @property
+    def data_parallel(self) -> tuple[int, int]:
+        """(this rank's replica, number of replicas): who shares the data."""
+        return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
 
     @property
     def global_step(self) -> int:

@@ -40,10 +40,11 @@ class MetricsWindow:
     nonfinite: int = 0  # skipped micro-batches (NaN/inf loss); not in the averages above
 
     def add(self, stats, tokens: int, samples: int, data_wait: float) -> None:
-        self.micro_steps += 1
-        self.loss += stats.loss
-        self.mlm_loss += stats.mlm_loss
-        self.nsp_loss += stats.nsp_loss
+        n = stats.micro_batches  # a pipeline step reports once for all its micro-batches
+        self.micro_steps += n
+        self.loss += stats.loss * n
+        self.mlm_loss += stats.mlm_loss * n
+        self.nsp_loss += stats.nsp_loss * n
         self.mlm_correct += stats.mlm_correct
         self.mlm_count += stats.mlm_count
         self.nsp_correct += stats.nsp_correct
@@ -52,21 +53,22 @@ class MetricsWindow:
         self.samples += samples
         self.data_wait += data_wait
 
-    def summary(self, world_size: int, flops_token: float, peak_flops: float | None) -> dict:
-        """Per-run rates assume every rank moves at rank 0's pace (they step in lockstep)."""
+    def summary(self, replicas: int, flops_token: float, peak_flops: float | None, devices: int) -> dict:
+        """Per-run rates assume every data-parallel replica moves at rank 0's pace (they step in lockstep);
+        MFU divides by all `devices` (replicas x pipeline stages)."""
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         n = max(self.micro_steps, 1)
-        tokens_per_s = self.tokens * world_size / elapsed
+        tokens_per_s = self.tokens * replicas / elapsed
         out = {
             "loss": self.loss / n, "mlm_loss": self.mlm_loss / n, "nsp_loss": self.nsp_loss / n,
             "mlm_acc": self.mlm_correct / max(self.mlm_count, 1),
             "nsp_acc": self.nsp_correct / max(self.nsp_count, 1),
-            "tokens_per_s": tokens_per_s, "samples_per_s": self.samples * world_size / elapsed,
+            "tokens_per_s": tokens_per_s, "samples_per_s": self.samples * replicas / elapsed,
             "data_wait_share": self.data_wait / elapsed,
             "nonfinite_skipped": self.nonfinite,  # micro-batches skipped for a NaN/inf loss in this window
         }
         if peak_flops:
-            out["mfu"] = tokens_per_s * flops_token / (peak_flops * world_size)
+            out["mfu"] = tokens_per_s * flops_token / (peak_flops * devices)
         return out
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import glob
 import itertools
+import math
 import os
 import re
 from pathlib import Path
@@ -46,7 +47,7 @@ from bert_core.config import BertConfig, ConfigError
 from bert_core.model import (IGNORE_INDEX, BertEmbeddings, BertForPreTraining, BertLayer, BertPooler,
                              BertPredictionHeadTransform, Packing, init_weights)
 from jobs.config import PretrainConfig
-from jobs.engine import StepStats, deepspeed_config, lr_lambda, param_groups
+from jobs.engine import Engine, StepStats, deepspeed_config, lr_lambda, param_groups
 
 PARTITION_METHODS = ("parameters", "uniform")
 PIPE_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label")
@@ -396,3 +397,55 @@ def export(engine, config: BertConfig, out_dir: str | os.PathLike, tokenizer_dir
     if state is None:
         return None
     return save_state_dict(state, config, out_dir, architectures=["BertForPreTraining"], tokenizer_dir=tokenizer_dir)
+
+
+# ----------------------------------------------------------------------------- the Engine seam
+
+
+class PipelineEngine(Engine):
+    """jobs.engine.Engine's interface over a DeepSpeed PipelineEngine, so the training loop runs unchanged.
+
+    DeepSpeed's pipeline schedule takes a whole optimizer step (grad_accum_steps micro-batches) in one
+    call: `step` buffers micro-batches and runs the schedule on the last one. Only first-stage ranks read
+    data (`reads_data`); the other stages pass None and receive activations. A non-finite step loss marks
+    the step skipped; ZeRO-1's overflow check (required for clipping, see PretrainConfig) has then already
+    dropped its update and left the schedule where it was.
+    """
+
+    def __init__(self, cfg: PretrainConfig):  # not Engine.__init__: that would build a plain engine
+        self.cfg = cfg
+        d = cfg.deepspeed
+        self.engine, self.optimizer, self.scheduler = build_pipeline_engine(cfg, d.pipeline_stages, d.partition_method)
+        self.device = self.engine.device
+        self._pending: list[dict | None] = []
+
+    @property
+    def reads_data(self) -> bool:
+        return self.engine.is_first_stage()
+
+    @property
+    def data_parallel(self) -> tuple[int, int]:
+        return self.engine.grid.data_parallel_id, self.engine.grid.data_parallel_size
+
+    def step(self, batch: dict | None, inject_nan: bool = False) -> StepStats:
+        if inject_nan:
+            raise ValueError("NaN injection is not supported with pipeline stages")
+        self._pending.append(self._to_device(batch) if batch is not None else None)
+        if len(self._pending) < self.cfg.train.grad_accum_steps:
+            return StepStats(0.0, 0.0, 0.0, 0, 0, 0, 0, optimizer_stepped=False, micro_batches=0)
+        micro_batches, self._pending = self._pending, []
+        stats = train_step(self.engine, micro_batches if self.reads_data else None)
+        stats.micro_batches = len(micro_batches)
+        if not math.isfinite(stats.loss):
+            stats.finite = stats.optimizer_stepped = False
+        return stats
+
+    def evaluate(self, batches) -> dict:
+        """Every rank calls it; first-stage ranks bring the batches, all agree on how many to run."""
+        batches = [self._to_device(b) for b in batches] if self.reads_data else []
+        count = torch.tensor([len(batches) if self.reads_data else 2**31 - 1], dtype=torch.int64)
+        dist.all_reduce(count, op=dist.ReduceOp.MIN)
+        return evaluate(self.engine, batches[:int(count)] if self.reads_data else None, int(count))
+
+    def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None) -> Path | None:
+        return export(self.engine, self.cfg.model, out_dir, tokenizer_dir)

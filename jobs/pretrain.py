@@ -113,7 +113,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     """One Ray Train run over a prepared set; returns Ray's Result (raises the run's error)."""
     import numpy as np
     import ray
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig
     from ray.train import ScalingConfig as RayScaling
     from ray.train.torch import TorchTrainer
 
@@ -142,6 +142,8 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     }
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
+        # Pipelines: only first-stage ranks read, so Ray must not hand the later stages a share.
+        dataset_config=DataConfig(datasets_to_split=[] if cfg.deepspeed.pipeline_stages > 1 else "all"),
         scaling_config=RayScaling(num_workers=cfg.scaling.num_workers, use_gpu=cfg.scaling.use_gpu,
                                   resources_per_worker={"CPU": cfg.scaling.cpus_per_worker},
                                   placement_strategy=cfg.scaling.placement_strategy),
@@ -149,7 +151,8 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
                              checkpoint_config=CheckpointConfig(num_to_keep=cfg.train.keep_checkpoints),
                              failure_config=FailureConfig(max_failures=cfg.train.max_failures)),
     )
-    print(f"[train] {cfg.run_name}: {cfg.scaling.num_workers} workers, ZeRO-{cfg.deepspeed.zero_stage}, "
+    stages = f"{cfg.deepspeed.pipeline_stages} pipeline stages, " if cfg.deepspeed.pipeline_stages > 1 else ""
+    print(f"[train] {cfg.run_name}: {cfg.scaling.num_workers} workers, {stages}ZeRO-{cfg.deepspeed.zero_stage}, "
           f"{cfg.model.num_parameters() / 1e6:.1f}M parameters, {cfg.train.max_steps} steps at "
           f"{cfg.data.max_seq_len} tokens", flush=True)
     result = trainer.fit()

@@ -8,6 +8,7 @@ path is read, so workers may run on any node.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -22,7 +23,6 @@ import torch
 import torch.distributed as dist
 
 from bert_core.masking import PretrainingCollator
-from bert_core.model import BertForPreTraining
 from bert_core.tokenizer import SpecialIds
 from jobs.config import PretrainConfig
 from jobs.data_position import DataPosition, ExampleIndex
@@ -51,14 +51,17 @@ class Worker:
         self.cfg = cfg = PretrainConfig.from_dict(config["cfg"])
         if not cfg.scaling.use_gpu:
             os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
-        from jobs.engine import Engine  # noqa: E402  (needs DS_ACCELERATOR)
+        from jobs.engine import build_engine  # noqa: E402  (needs DS_ACCELERATOR)
         from jobs.tracking import RankZeroLogger
 
         ctx = ray.train.get_context()
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
         self.t = cfg.train
         torch.manual_seed(self.t.seed)  # identical initial weights on every rank
-        self.engine = Engine(BertForPreTraining(cfg.model), cfg)
+        self.engine = build_engine(cfg)
+        # Pipelines: every first-stage rank streams the whole (unsplit) set and keeps its replica's share.
+        self.pipelined = cfg.deepspeed.pipeline_stages > 1
+        self.replica, self.replicas = self.engine.data_parallel
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
         self.index = ExampleIndex(config["train_shard_rows"])
         self.tracker = config["data_tracker"]
@@ -119,10 +122,21 @@ class Worker:
         _barrier()
 
     def _epoch_batches(self):
+        if not self.engine.reads_data:
+            return itertools.repeat({})  # later pipeline stages: activations come from stage 0
         shard = ray.train.get_dataset_shard("train")
-        return iter(shard.iter_batches(batch_size=self.t.micro_batch_size, batch_format="numpy",
-                                       local_shuffle_buffer_size=8 * self.t.micro_batch_size,
-                                       local_shuffle_seed=self.t.seed + 7919 * self.position.epoch + self.rank))
+        return self._replica_share(shard.iter_batches(
+            batch_size=self.t.micro_batch_size * (self.replicas if self.pipelined else 1), batch_format="numpy",
+            local_shuffle_buffer_size=8 * self.t.micro_batch_size,
+            local_shuffle_seed=self.t.seed + 7919 * self.position.epoch + self.rank))
+
+    def _replica_share(self, batches):
+        """Ray splits the data between ranks, except for pipelines (see jobs/pretrain.py): there each
+        first-stage rank keeps the examples whose index falls to its data-parallel replica."""
+        if not self.pipelined or self.replicas == 1:
+            return iter(batches)
+        return ({k: v[keep] for k, v in b.items()} for b in batches
+                for keep in [self.index(b["example_id"]) % self.replicas == self.replica] if keep.any())
 
     def _next_batch(self, batches):
         """The next batch, or None on every rank once any rank's split is exhausted (ranks step in lockstep)."""
@@ -139,10 +153,12 @@ class Worker:
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self) -> dict:
+        if not self.engine.reads_data:
+            return self.engine.evaluate([])
         collate = self._collator(10**6 + self.rank)  # fresh each time: the same masks before and after
         shard = ray.train.get_dataset_shard("eval")
-        batches = (collate(b) for _, b in zip(range(self.t.eval_batches), shard.iter_batches(
-            batch_size=self.t.micro_batch_size, batch_format="numpy")))
+        batches = (collate(b) for _, b in zip(range(self.t.eval_batches), self._replica_share(shard.iter_batches(
+            batch_size=self.t.micro_batch_size * (self.replicas if self.pipelined else 1), batch_format="numpy"))))
         return self.engine.evaluate(batches)
 
     # -- the loop --------------------------------------------------------------------------------
@@ -166,17 +182,18 @@ class Worker:
                 self._new_epoch()
                 batches = self._epoch_batches()
                 continue
-            batch = self.collate(raw)
+            batch = self.collate(raw) if raw else None  # None: a later pipeline stage
             waited = time.perf_counter() - wait_start
             stats = self.engine.step(batch, inject_nan=self._inject_nan())
-            self.pending_ids.append(np.asarray(raw["example_id"]))
+            if raw:
+                self.pending_ids.append(np.asarray(raw["example_id"]))
             if self.guard.observe(stats.finite):
                 self._roll_back()
             if not stats.finite:
                 window.nonfinite += 1
                 continue
-            window.add(stats, tokens=int(batch["attention_mask"].sum()), samples=len(raw["example_id"]),
-                       data_wait=waited)
+            window.add(stats, tokens=int(batch["attention_mask"].sum()) if raw else 0,
+                       samples=len(raw["example_id"]) if raw else 0, data_wait=waited)
             if not stats.optimizer_stepped:
                 continue
             self.step += 1
@@ -184,7 +201,7 @@ class Worker:
             self._record_ids()
             last = self.step == t.max_steps
             if self.step % t.log_every == 0 or last:
-                metrics = window.summary(self.world, flops_token, peak)
+                metrics = window.summary(self.replicas, flops_token, peak, devices=self.world)
                 metrics.update(step=self.step, epoch=self.position.epoch, lr=self.engine.lr,
                                grad_norm=self.engine.grad_norm(), nonfinite_total=self.guard.skipped,
                                rollbacks=self.rollbacks)
@@ -262,7 +279,7 @@ class Worker:
 
     def _record_ids(self) -> None:
         """train.record_ids_dir: append (attempt pid, step, ids of this optimizer step) per rank."""
-        if not self.t.record_ids_dir:
+        if not self.t.record_ids_dir or not self.pending_ids:
             return
         ids = np.concatenate(self.pending_ids[-self.t.grad_accum_steps:])
         with open(Path(self.t.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:

@@ -1,5 +1,6 @@
 """Every engine backend path trains on 2 Ray Train workers: ZeRO 0, 1, 2, 3, ZeRO-3 with CPU offload
-of optimizer and parameters, and LAMB (ours on CPU) under ZeRO-2; each with falling loss."""
+of optimizer and parameters, LAMB (ours on CPU) under ZeRO-2, and a 2-stage pipeline; each with falling
+loss and a release checkpoint."""
 
 from pathlib import Path
 
@@ -31,6 +32,8 @@ def workdir(tmp_path_factory):
     ("zero3-offload", ["deepspeed.zero_stage=3", "deepspeed.offload_optimizer=true",
                        "deepspeed.offload_params=true"]),
     ("lamb-zero2", ["deepspeed.zero_stage=2", "optim.name=lamb", "optim.lr=2e-2"]),
+    ("pipeline2x2", ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1",  # 2 stages x 2 replicas
+                     "scaling.num_workers=4", "scaling.cpus_per_worker=0.25"]),
 ])
 def test_backend_trains_with_falling_loss(workdir, name, overrides):
     cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
@@ -39,8 +42,23 @@ def test_backend_trains_with_falling_loss(workdir, name, overrides):
         "train.max_steps=40", "train.log_every=10", "train.eval_batches=4", "optim.warmup_steps=5",
         f"tracking.tracking_uri=sqlite:///{workdir}/mlflow.db", f"tracking.artifact_location={workdir}/art",
         *overrides])
+    if name.startswith("pipeline"):
+        cfg.train.record_ids_dir = str(workdir / name)
+        (workdir / name).mkdir()
     result = run(cfg)
     m = result.metrics
     assert m["step"] == 40
     assert m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"] - 0.5
     assert (Path(result.release_dir) / "model.safetensors").is_file()  # ZeRO-3 weights consolidated on export
+    if name.startswith("pipeline"):
+        assert_replicas_read_disjoint_shares(workdir / name)
+
+
+def assert_replicas_read_disjoint_shares(record_dir: Path):
+    """Only the first stage's 2 ranks read data, and at every step their examples differ."""
+    files = sorted(p.name for p in record_dir.glob("ids-rank*.txt"))
+    assert files == ["ids-rank0.txt", "ids-rank1.txt"]  # stage 0 = ranks 0 and 1 in DeepSpeed's topology
+    steps = [{int(line.split()[1]): set(line.split()[2:]) for line in (record_dir / f).read_text().splitlines()}
+             for f in files]
+    assert steps[0].keys() == steps[1].keys() == set(range(1, 41))
+    assert all(steps[0][s] and steps[1][s] and not steps[0][s] & steps[1][s] for s in range(1, 41))

@@ -57,10 +57,28 @@ def test_round_trip_through_worker_dict():
     ("model.num_attention_heads=3", "model.num_attention_heads"),
     ("train.masking.rate=1.5", "rate"),
     ("run_name=a/b", "run_name"),
+    ("train.rollback_lr_factor=0", "train.rollback_lr_factor"),
+    ("train.rollback_after=-1", "train.rollback_after"),
 ])
 def test_invalid_values_fail_naming_the_field(override, names):
     with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
         load_config(PretrainConfig, QUICKSTART, [override])
+
+
+@pytest.mark.parametrize("overrides, names", [
+    (["deepspeed.pipeline_stages=3"], "must divide scaling.num_workers"),
+    (["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=2"], "zero_stage 0 or 1"),
+    (["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=0"], "zero_stage=1"),
+    (["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1", "optim.name=lamb"], "lamb"),
+    (["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1", "deepspeed.offload_optimizer=true"], "offload"),
+    (["deepspeed.pipeline_stages=2", "deepspeed.partition_method=profile"], "partition_method"),
+    (["deepspeed.pipeline_stages=8", "scaling.num_workers=8"], "exceeds the pipeline's 6 layers"),
+])
+def test_pipeline_configs_it_cannot_run_are_refused(overrides, names):
+    with pytest.raises(ConfigError, match=names):
+        load_config(PretrainConfig, QUICKSTART, overrides)
+    ok = load_config(PretrainConfig, QUICKSTART, ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1"])
+    assert ok.deepspeed.pipeline_stages == 2
 
 
 def test_bad_override_syntax_and_missing_file():
