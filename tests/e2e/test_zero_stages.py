@@ -32,8 +32,9 @@ def workdir(tmp_path_factory):
     ("zero3-offload", ["deepspeed.zero_stage=3", "deepspeed.offload_optimizer=true",
                        "deepspeed.offload_params=true"]),
     ("lamb-zero2", ["deepspeed.zero_stage=2", "optim.name=lamb", "optim.lr=2e-2"]),
-    ("pipeline2x2", ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1",  # 2 stages x 2 replicas
-                     "scaling.num_workers=4", "scaling.cpus_per_worker=0.25"]),
+    # 2 stages x 2 replicas; rank 1 (stage 0) is SIGKILLed at step 35 and the run resumes from step 20.
+    ("pipeline2x2", ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1", "scaling.num_workers=4",
+                     "scaling.cpus_per_worker=0.25", "train.checkpoint_every=20", "train.fail_at_step=35"]),
 ])
 def test_backend_trains_with_falling_loss(workdir, name, overrides):
     cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
@@ -51,12 +52,15 @@ def test_backend_trains_with_falling_loss(workdir, name, overrides):
     assert m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"] - 0.5
     assert (Path(result.release_dir) / "model.safetensors").is_file()  # ZeRO-3 weights consolidated on export
     if name.startswith("pipeline"):
+        assert (workdir / name / f"failed-{name}").is_file()  # the worker really died, and the run resumed
         assert_replicas_read_disjoint_shares(workdir / name)
 
 
 def assert_replicas_read_disjoint_shares(record_dir: Path):
     """Only the first stage's 2 ranks read data, and at every step their examples differ."""
     files = sorted(p.name for p in record_dir.glob("ids-rank*.txt"))
+    recorded_steps = [int(line.split()[1]) for line in (record_dir / files[0]).read_text().splitlines()]
+    assert recorded_steps.count(20) == 1 and recorded_steps.count(21) == 2  # resumed at step 20, not from 0
     assert files == ["ids-rank0.txt", "ids-rank1.txt"]  # stage 0 = ranks 0 and 1 in DeepSpeed's topology
     steps = [{int(line.split()[1]): set(line.split()[2:]) for line in (record_dir / f).read_text().splitlines()}
              for f in files]
