@@ -25,7 +25,8 @@ def deepspeed_config(cfg: PretrainConfig, world_size: int) -> dict:
     t, o, d = cfg.train, cfg.optim, cfg.deepspeed
     zero: dict = {"stage": d.zero_stage}
     if d.zero_stage >= 1:
-        zero.update(overlap_comm=False, contiguous_gradients=True, reduce_bucket_size=5e7)
+        # overlap_comm: gradient reduction on a side CUDA stream during backward; CPU has no streams.
+        zero.update(overlap_comm=cfg.scaling.use_gpu, contiguous_gradients=True, reduce_bucket_size=5e7)
     if d.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": cfg.scaling.use_gpu}
     if d.offload_params:
