@@ -2,17 +2,13 @@
 resources, on loopback addresses 127.0.0.2 and 127.0.0.3): the two training workers land on
 different nodes and pretrain across them."""
 
-from pathlib import Path
-
 import pytest
 import ray
 
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
 from jobs.pretrain import run
+from tests.e2e.quick import quick_config
 from tests.e2e.ray_head import start_head, start_worker
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
@@ -34,12 +30,8 @@ def two_nodes():
 def test_pretrain_across_two_nodes(two_nodes, tmp_path):
     nodes = [n for n in ray.nodes() if n["Alive"]]
     assert len(nodes) == 2 and {"head_node", "second_node"} <= {r for n in nodes for r in n["Resources"]}
-    cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
-        "run_name=two-nodes", f"output_dir={tmp_path}/runs", f"data.output_root={tmp_path}/prepared",
-        f"corpus.harvest_dir={tmp_path}/corpus", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
-        "train.max_steps=30", "train.log_every=10", "train.eval_batches=4", "scaling.cpus_per_worker=1",
-        "scaling.placement_strategy=STRICT_SPREAD",
-        f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/art"])
+    cfg = quick_config(tmp_path, "two-nodes", "train.max_steps=30", "train.log_every=10", "train.eval_batches=4",
+                       "scaling.cpus_per_worker=1", "scaling.placement_strategy=STRICT_SPREAD")
     result = run(cfg)
     assert result.metrics["step"] == 30
     assert result.metrics["eval_after/mlm_loss"] < result.metrics["eval_before/mlm_loss"]

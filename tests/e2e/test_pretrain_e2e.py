@@ -1,7 +1,6 @@
 """The main path end to end on a real local Ray cluster: corpus -> examples -> Ray Train + DeepSpeed
 ZeRO-2 on 2 workers -> release checkpoint -> MLflow run and registered model."""
 
-from pathlib import Path
 
 import pytest
 import ray
@@ -9,24 +8,17 @@ import torch
 
 from bert_core.checkpoint import load_pretrained
 from bert_core.model import BertForPreTraining
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
 from jobs.pretrain import run
+from tests.e2e.quick import quick_config
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pretrain")
-    cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
-        "run_name=e2e", f"output_dir={tmp}/runs", f"data.output_root={tmp}/prepared",
-        f"corpus.harvest_dir={tmp}/corpus", "corpus.harvest_max_mb=1.5", "data.tokenizer.vocab_size=2000",
-        "train.max_steps=120", "train.log_every=10", "train.eval_batches=8", "optim.warmup_steps=20",
-        f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/artifacts",
-        "tracking.registered_model=e2e-bert",
-    ])
+    cfg = quick_config(tmp, "e2e", "train.max_steps=120", "train.log_every=10", "train.eval_batches=8",
+                       "optim.warmup_steps=20", "tracking.registered_model=e2e-bert", corpus_mb=1.5, vocab=2000)
     try:
         yield run(cfg), cfg
     finally:

@@ -6,22 +6,17 @@ from pathlib import Path
 import pytest
 import ray
 
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
 from jobs.pretrain import run
+from tests.e2e.quick import quick_config
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 def test_two_phase_job(tmp_path):
-    cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
-        "run_name=two-phase", f"output_dir={tmp_path}/runs", f"data.output_root={tmp_path}/prepared",
-        f"corpus.harvest_dir={tmp_path}/corpus", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
-        "train.max_steps=40", "train.log_every=10", "train.eval_batches=4", "optim.warmup_steps=5",
-        "phase2.max_steps=10", "phase2.max_seq_len=256", "phase2.micro_batch_size=8", "phase2.warmup_steps=3",
-        f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/art",
-        "tracking.registered_model=two-phase-bert"])
+    cfg = quick_config(
+        tmp_path, "two-phase", "train.max_steps=40", "train.log_every=10", "train.eval_batches=4",
+        "optim.warmup_steps=5", "phase2.max_steps=10", "phase2.max_seq_len=256", "phase2.micro_batch_size=8",
+        "phase2.warmup_steps=3", "tracking.registered_model=two-phase-bert")
     try:
         result = run(cfg)
     finally:

@@ -5,23 +5,11 @@ loss and a release checkpoint."""
 from pathlib import Path
 
 import pytest
-import ray
 
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
 from jobs.pretrain import run
+from tests.e2e.quick import quick_config
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    ray.init(num_cpus=2)
-    try:
-        yield tmp_path_factory.mktemp("zero")
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.parametrize("name, overrides", [
@@ -36,24 +24,20 @@ def workdir(tmp_path_factory):
     ("pipeline2x2", ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1", "scaling.num_workers=4",
                      "scaling.cpus_per_worker=0.25", "train.checkpoint_every=20", "train.fail_at_step=35"]),
 ])
-def test_backend_trains_with_falling_loss(workdir, name, overrides):
-    cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
-        f"run_name={name}", f"output_dir={workdir}/runs", f"data.output_root={workdir}/prepared",
-        f"corpus.harvest_dir={workdir}/corpus", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
-        "train.max_steps=40", "train.log_every=10", "train.eval_batches=4", "optim.warmup_steps=5",
-        f"tracking.tracking_uri=sqlite:///{workdir}/mlflow.db", f"tracking.artifact_location={workdir}/art",
-        *overrides])
+def test_backend_trains_with_falling_loss(ray_tmp, name, overrides):
+    cfg = quick_config(ray_tmp, name, "train.max_steps=40", "train.log_every=10", "train.eval_batches=4",
+                       "optim.warmup_steps=5", *overrides)
     if name.startswith("pipeline"):
-        cfg.train.record_ids_dir = str(workdir / name)
-        (workdir / name).mkdir()
+        cfg.train.record_ids_dir = str(ray_tmp / name)
+        (ray_tmp / name).mkdir()
     result = run(cfg)
     m = result.metrics
     assert m["step"] == 40
     assert m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"] - 0.5
     assert (Path(result.release_dir) / "model.safetensors").is_file()  # ZeRO-3 weights consolidated on export
     if name.startswith("pipeline"):
-        assert (workdir / name / f"failed-{name}").is_file()  # the worker really died, and the run resumed
-        assert_replicas_read_disjoint_shares(workdir / name)
+        assert (ray_tmp / name / f"failed-{name}").is_file()  # the worker really died, and the run resumed
+        assert_replicas_read_disjoint_shares(ray_tmp / name)
 
 
 def assert_replicas_read_disjoint_shares(record_dir: Path):

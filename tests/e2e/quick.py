@@ -1,0 +1,19 @@
+"""The e2e tests' job config: configs/pretrain/quickstart.yaml shrunk to seconds, everything under one tmp dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "configs/pretrain/quickstart.yaml"
+
+
+def quick_config(tmp: Path, name: str, *overrides: str, corpus_mb: float = 0.5, vocab: int = 1000) -> PretrainConfig:
+    """Run `name` on a harvested corpus of `corpus_mb` MB and a `vocab`-token tokenizer; output, prepared data
+    and the SQLite MLflow store live under `tmp` (runs sharing `tmp` share the corpus and prepared data)."""
+    return load_config(PretrainConfig, QUICKSTART, [
+        f"run_name={name}", f"output_dir={tmp}/runs", f"data.output_root={tmp}/prepared",
+        f"corpus.harvest_dir={tmp}/corpus", f"corpus.harvest_max_mb={corpus_mb}", f"data.tokenizer.vocab_size={vocab}",
+        f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art", *overrides])
