@@ -1,7 +1,6 @@
 """The main path end to end on a real local Ray cluster: corpus -> examples -> Ray Train + DeepSpeed
 ZeRO-2 on 2 workers -> release checkpoint -> MLflow run and registered model."""
 
-
 import pytest
 import ray
 import torch
