@@ -22,11 +22,12 @@ import torch
 import torch.distributed as dist
 
 from bert_core.masking import PretrainingCollator
-from bert_core.model import BertForPreTraining
 from bert_core.tokenizer import SpecialIds
 from jobs.config import PretrainConfig
 from jobs.data_position import DataPosition, ExampleIndex
+from jobs.engine import new_engine
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
+from jobs.reshard import load_engine, write_topology
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -50,14 +51,12 @@ class Worker:
         self.cfg = cfg = PretrainConfig.from_dict(config["cfg"])
         if not cfg.scaling.use_gpu:
             os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
-        from jobs.engine import Engine  # noqa: E402  (needs DS_ACCELERATOR)
         from jobs.tracking import RankZeroLogger
 
-        ctx = ray.train.get_context()
+        self.ctx = ctx = ray.train.get_context()
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
         self.t = cfg.train
-        torch.manual_seed(self.t.seed)  # identical initial weights on every rank
-        self.engine = Engine(BertForPreTraining(cfg.model), cfg)
+        self.engine = None  # built by restore()
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
         self.index = ExampleIndex(config["train_shard_rows"])
         self.tracker = config["data_tracker"]
@@ -73,18 +72,26 @@ class Worker:
         return PretrainingCollator(self.special, self.cfg.model.vocab_size, self.cfg.data.max_seq_len,
                                    self.t.masking, seed=seed, continuation=self.continuation)
 
-    # -- data position ---------------------------------------------------------------------------
+    # -- engine and data position ----------------------------------------------------------------
+    def _load_engine(self, ckpt_dir: Path, weights_only: bool = False, schedule: bool = True) -> dict:
+        self.engine, client_state = load_engine(ckpt_dir, self.cfg, self.world, self.ctx.get_local_rank(),
+                                                self.ctx.get_node_rank(), weights_only=weights_only,
+                                                schedule=schedule)
+        return client_state
+
     def restore(self) -> None:
+        """Build the engine and load what the run resumes from: its own last checkpoint, or the phase
+        hand-off's. The engine is built here, not in __init__: how DeepSpeed loads is fixed at build."""
         checkpoint = ray.train.get_checkpoint()
         if not checkpoint and self.t.init_checkpoint:  # phase hand-off: weights (and maybe optimizer) only
             with ray.train.Checkpoint(self.t.init_checkpoint).as_directory() as d:
-                self.engine.load(Path(d) / "engine", weights_only=self.t.reset_optimizer, schedule=False)
+                self._load_engine(Path(d), weights_only=self.t.reset_optimizer, schedule=False)
             if self.rank == 0:
                 log.info(f"[init] weights from {self.t.init_checkpoint}"
                          f"{' (fresh optimizer)' if self.t.reset_optimizer else ' (optimizer carried over)'}")
         elif checkpoint:
             with checkpoint.as_directory() as d:
-                state = self.engine.load(Path(d) / "engine")
+                state = self._load_engine(Path(d))
                 self.position = DataPosition.from_bytes((Path(d) / "data_position.npz").read_bytes())
                 rng = np.load(Path(d) / "rng.npz")
             self.step, self.before = state["step"], state.get("eval_before", {})
@@ -94,6 +101,8 @@ class Worker:
             if self.rank == 0:
                 log.info(f"[resume] step {self.step}, epoch {self.position.epoch}, "
                          f"{self.position.samples_consumed:,} examples of the epoch already consumed")
+        else:
+            self.engine = new_engine(self.cfg)
         self._publish_position()
 
     def _publish_position(self) -> None:
@@ -198,6 +207,7 @@ class Worker:
                 "eval_before": self.before})
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
+                write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage)
                 np.savez(Path(tmp) / "rng.npz", **{f"rank{r}": s for r, s in enumerate(rngs)})
             if last:
                 after = self.evaluate()
