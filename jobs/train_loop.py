@@ -67,6 +67,8 @@ class Worker:
         self.position = DataPosition.start(self.index.num_examples)
         self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
         self.step, self.before = 0, {}
+        if self.t.record_ids_dir:  # rank 0's pid names this attempt in every rank's record
+            self.attempt = int(_gather(np.array(os.getpid()))[0])
 
     def _collator(self, seed: int) -> PretrainingCollator:
         return PretrainingCollator(self.special, self.cfg.model.vocab_size, self.cfg.data.max_seq_len,
@@ -230,12 +232,12 @@ class Worker:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     def _record_ids(self) -> None:
-        """train.record_ids_dir: append (attempt pid, step, ids of this optimizer step) per rank."""
+        """train.record_ids_dir: append (attempt, step, ids of this optimizer step) per rank."""
         if not self.t.record_ids_dir:
             return
         ids = np.concatenate(self.pending_ids[-self.t.grad_accum_steps:])
         with open(Path(self.t.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
-            f.write(f"{os.getpid()} {self.step} {' '.join(map(str, ids.tolist()))}\n")
+            f.write(f"{self.attempt} {self.step} {' '.join(map(str, ids.tolist()))}\n")
 
 
 def _barrier() -> None:
