@@ -20,8 +20,9 @@ from jobs.config import PretrainConfig
 from jobs.optim import build_optimizer, deepspeed_optimizer_config, per_tensor_groups
 
 
-def deepspeed_config(cfg: PretrainConfig, world_size: int) -> dict:
-    """Our config -> DeepSpeed's JSON config (the template in cluster/deepspeed/ mirrors it)."""
+def deepspeed_config(cfg: PretrainConfig, world_size: int, load_universal: bool = False) -> dict:
+    """Our config -> DeepSpeed's JSON config (the template in cluster/deepspeed/ mirrors it).
+    `load_universal`: the engine loads universal checkpoints (jobs/reshard.py) instead of ZeRO ones."""
     t, o, d = cfg.train, cfg.optim, cfg.deepspeed
     zero: dict = {"stage": d.zero_stage}
     if d.zero_stage >= 1:
@@ -49,6 +50,8 @@ def deepspeed_config(cfg: PretrainConfig, world_size: int) -> dict:
         ds["bf16"] = {"enabled": True}
     elif d.precision == "fp16":
         ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "hysteresis": 2}
+    if load_universal:
+        ds["checkpoint"] = {"load_universal": True}
     return ds
 
 
@@ -103,22 +106,21 @@ def _counts(out: PreTrainingOutput, batch: dict) -> tuple[int, int, int, int]:
     return mlm_correct, int(out.mlm_targets.numel()), nsp_correct, int(nsp.numel())
 
 
-def build_engine(cfg: PretrainConfig) -> "Engine":
-    """The engine the config asks for: data parallel (ZeRO 0-3) or pipeline x data parallel."""
-    if cfg.deepspeed.pipeline_stages > 1:
-        from jobs.pipeline_parallel import PipelineEngine
+TAG = "engine"  # the one tag of a resume checkpoint: `<dir>/engine` holds DeepSpeed's files
 
-        return PipelineEngine(cfg)
-    return Engine(BertForPreTraining(cfg.model), cfg)
+# Parameter-group options that differ between our groups (no decay on biases and LayerNorm; LAMB's adapt).
+PER_GROUP_OPTIONS = ("weight_decay", "adapt")
 
 
 class Engine:
     reads_data = True  # every rank streams its own shard (pipelines: only first-stage ranks)
 
-    def __init__(self, model: BertForPreTraining, cfg: PretrainConfig):
+    def __init__(self, model: BertForPreTraining, cfg: PretrainConfig, load_universal: bool = False):
+        """`load_universal`: built to resume from a universal checkpoint at another world size
+        (jobs/reshard.py); DeepSpeed decides how it loads when the engine is built, not at load."""
         import deepspeed  # imported here: DS_ACCELERATOR must be set by the caller first
 
-        self.cfg = cfg
+        self.cfg, self.load_universal = cfg, load_universal
         o = cfg.optim
         world = dist.get_world_size() if dist.is_initialized() else 1
         groups = param_groups(model, o.weight_decay)
@@ -131,7 +133,7 @@ class Engine:
             # LAMB's trust ratio is per tensor: DeepSpeed flattens a group, so give it one group per tensor.
             model_parameters=(per_tensor_groups(groups) if o.name == "lamb" else groups)
             if client_optimizer is None else None,
-            config=deepspeed_config(cfg, world),
+            config=deepspeed_config(cfg, world, load_universal),
             lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg)),
             dist_init_required=False,
         )
@@ -211,14 +213,25 @@ class Engine:
 
     def save(self, ckpt_dir: str | os.PathLike, client_state: dict) -> None:
         """Sharded resume checkpoint: every rank writes its ZeRO partition (all ranks must call)."""
-        self.engine.save_checkpoint(str(ckpt_dir), tag="engine", client_state=client_state)
+        self.engine.save_checkpoint(str(ckpt_dir), tag=TAG, client_state=client_state)
 
     def load(self, ckpt_dir: str | os.PathLike, weights_only: bool = False, schedule: bool = True) -> dict:
         """Resume (everything) or hand off between phases: `weights_only` leaves the optimizer fresh,
-        `schedule=False` keeps this run's own warmup and decay instead of the saved one."""
+        `schedule=False` keeps this run's own warmup and decay instead of the saved one.
+        `ckpt_dir` is what `save` wrote, or its universal form (jobs/reshard.py) for a load_universal engine."""
+        if self.load_universal and weights_only:
+            # DeepSpeed's universal loader restores the optimizer state whatever it is asked; weights alone
+            # load from the saved checkpoint at any world size.
+            raise ValueError("a load_universal engine loads everything; load weights_only from the saved checkpoint")
+        options = [{k: g[k] for k in PER_GROUP_OPTIONS if k in g} for g in self.optimizer.param_groups]
         _, client_state = self.engine.load_checkpoint(
-            str(ckpt_dir), tag="engine", load_module_only=weights_only,
+            str(ckpt_dir), tag=TAG, load_module_only=weights_only,
             load_optimizer_states=not weights_only, load_lr_scheduler_states=schedule and not weights_only)
+        if self.load_universal and self.cfg.deepspeed.zero_stage == 3:
+            # DeepSpeed 0.19.8's ZeRO-3 universal loader copies group 0's options onto every group, which
+            # would put weight decay on biases and LayerNorm; give each group its own back.
+            for group, own in zip(self.optimizer.param_groups, options):
+                group.update(own)
         return client_state or {}
 
     def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None) -> Path | None:
@@ -233,3 +246,14 @@ class Engine:
         state = {k: v.detach().float().cpu() for k, v in state.items()}
         return save_state_dict(state, self.cfg.model, out_dir, architectures=["BertForPreTraining"],
                                tokenizer_dir=tokenizer_dir)
+
+
+def build_engine(cfg: PretrainConfig, load_universal: bool = False) -> Engine:
+    """A fresh engine as the config asks: data parallel (ZeRO 0-3) or pipeline x data parallel. Seeded, so
+    every rank starts from the same weights; `load_universal` as in Engine (data parallel only)."""
+    torch.manual_seed(cfg.train.seed)
+    if cfg.deepspeed.pipeline_stages > 1:
+        from jobs.pipeline_parallel import PipelineEngine
+
+        return PipelineEngine(cfg)
+    return Engine(BertForPreTraining(cfg.model), cfg, load_universal=load_universal)

@@ -26,8 +26,10 @@ from bert_core.masking import PretrainingCollator
 from bert_core.tokenizer import SpecialIds
 from jobs.config import PretrainConfig
 from jobs.data_position import DataPosition, ExampleIndex
+from jobs.engine import build_engine
 from jobs.loss_guard import LossGuard, NonFiniteLossError
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
+from jobs.reshard import load_engine, write_topology
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -51,17 +53,15 @@ class Worker:
         self.cfg = cfg = PretrainConfig.from_dict(config["cfg"])
         if not cfg.scaling.use_gpu:
             os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
-        from jobs.engine import build_engine  # noqa: E402  (needs DS_ACCELERATOR)
         from jobs.tracking import RankZeroLogger
 
-        ctx = ray.train.get_context()
+        self.ctx = ctx = ray.train.get_context()
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
         self.t = cfg.train
-        torch.manual_seed(self.t.seed)  # identical initial weights on every rank
-        self.engine = build_engine(cfg)
+        self.engine = None  # built by restore()
         # Pipelines: every first-stage rank streams the whole (unsplit) set and keeps its replica's share.
         self.pipelined = cfg.deepspeed.pipeline_stages > 1
-        self.replica, self.replicas = self.engine.data_parallel
+        self.replica, self.replicas = 0, 1  # data-parallel position, known once the engine is built
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
         self.index = ExampleIndex(config["train_shard_rows"])
         self.tracker = config["data_tracker"]
@@ -75,23 +75,33 @@ class Worker:
         self.position = DataPosition.start(self.index.num_examples)
         self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
         self.step, self.before = 0, {}
+        if self.t.record_ids_dir:  # rank 0's pid names this attempt in every rank's record
+            self.attempt = int(_gather(np.array(os.getpid()))[0])
 
     def _collator(self, seed: int) -> PretrainingCollator:
         return PretrainingCollator(self.special, self.cfg.model.vocab_size, self.cfg.data.max_seq_len,
                                    self.t.masking, seed=seed, continuation=self.continuation)
 
-    # -- data position ---------------------------------------------------------------------------
+    # -- engine and data position ----------------------------------------------------------------
+    def _load_engine(self, ckpt_dir: Path, weights_only: bool = False, schedule: bool = True) -> dict:
+        self.engine, client_state = load_engine(ckpt_dir, self.cfg, self.world, self.ctx.get_local_rank(),
+                                                self.ctx.get_node_rank(), weights_only=weights_only,
+                                                schedule=schedule)
+        return client_state
+
     def restore(self) -> None:
+        """Build the engine and load what the run resumes from: its own last checkpoint, or the phase
+        hand-off's. The engine is built here, not in __init__: how DeepSpeed loads is fixed at build."""
         checkpoint = ray.train.get_checkpoint()
         if not checkpoint and self.t.init_checkpoint:  # phase hand-off: weights (and maybe optimizer) only
             with ray.train.Checkpoint(self.t.init_checkpoint).as_directory() as d:
-                self.engine.load(Path(d) / "engine", weights_only=self.t.reset_optimizer, schedule=False)
+                self._load_engine(Path(d), weights_only=self.t.reset_optimizer, schedule=False)
             if self.rank == 0:
                 log.info(f"[init] weights from {self.t.init_checkpoint}"
                          f"{' (fresh optimizer)' if self.t.reset_optimizer else ' (optimizer carried over)'}")
         elif checkpoint:
             with checkpoint.as_directory() as d:
-                state = self.engine.load(Path(d) / "engine")
+                state = self._load_engine(Path(d))
                 self.position = DataPosition.from_bytes((Path(d) / "data_position.npz").read_bytes())
                 rng = np.load(Path(d) / "rng.npz")
             self.step, self.before = state["step"], state.get("eval_before", {})
@@ -102,6 +112,9 @@ class Worker:
             if self.rank == 0:
                 log.info(f"[resume] step {self.step}, epoch {self.position.epoch}, "
                          f"{self.position.samples_consumed:,} examples of the epoch already consumed")
+        else:
+            self.engine = build_engine(self.cfg)
+        self.replica, self.replicas = self.engine.data_parallel
         self._apply_rollbacks()
         self._publish_position()
 
@@ -237,6 +250,7 @@ class Worker:
                 "eval_before": self.before, "nonfinite_skipped": self.guard.skipped})
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
+                write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
                 np.savez(Path(tmp) / "rng.npz", **{f"rank{r}": s for r, s in enumerate(rngs)})
             if last:
                 after = self.evaluate()
@@ -278,12 +292,12 @@ class Worker:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     def _record_ids(self) -> None:
-        """train.record_ids_dir: append (attempt pid, step, ids of this optimizer step) per rank."""
+        """train.record_ids_dir: append (attempt, step, ids of this optimizer step) per rank."""
         if not self.t.record_ids_dir or not self.pending_ids:
             return
         ids = np.concatenate(self.pending_ids[-self.t.grad_accum_steps:])
         with open(Path(self.t.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
-            f.write(f"{os.getpid()} {self.step} {' '.join(map(str, ids.tolist()))}\n")
+            f.write(f"{self.attempt} {self.step} {' '.join(map(str, ids.tolist()))}\n")
 
 
 def _barrier() -> None:

@@ -1,53 +1,51 @@
-"""Exact resume: across a killed worker and a resubmitted run, every example of the epoch is trained
-on exactly once, and the resumed run's loss matches an uninterrupted one."""
+"""Exact resume: across a killed worker, a resubmitted run and a different worker count, every example
+of the epoch is trained on exactly once, and the resumed run's loss matches an uninterrupted one."""
 
 import collections
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import ray
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 from jobs.config import PretrainConfig
 from jobs.config_io import load_config
+from jobs.engine import lr_lambda
 from jobs.pretrain import run
+from tests.e2e.quick import quick_config
+from tests.ports import free_port
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 MICRO_BATCH = 8
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("resume")
-    ray.init(num_cpus=2)
-    try:
-        yield tmp
-    finally:
-        ray.shutdown()
-
-
 def job(tmp: Path, name: str, *extra: str):
+    return run(config(tmp, name, *extra))
+
+
+def config(tmp: Path, name: str, *extra: str) -> PretrainConfig:
     (tmp / name).mkdir(exist_ok=True)
-    cfg = load_config(PretrainConfig, REPO / "configs/pretrain/quickstart.yaml", [
-        f"run_name={name}", f"output_dir={tmp}/runs", f"data.output_root={tmp}/prepared",
-        f"corpus.harvest_dir={tmp}/corpus", "corpus.harvest_max_mb=0.4", "data.tokenizer.vocab_size=1000",
-        f"train.micro_batch_size={MICRO_BATCH}", "train.log_every=10", "train.eval_batches=4",
-        "train.checkpoint_every=5", f"train.record_ids_dir={tmp / name}", "optim.warmup_steps=5",
-        f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art",
-        *extra])
-    return run(cfg)
+    return quick_config(tmp, name, f"train.micro_batch_size={MICRO_BATCH}", "train.log_every=10",
+                        "train.eval_batches=4", "train.checkpoint_every=5", f"train.record_ids_dir={tmp / name}",
+                        "optim.warmup_steps=5", *extra, corpus_mb=0.4)
 
 
 def effective_ids(record_dir: Path) -> collections.Counter:
-    """Ids whose gradient survived: for each (rank, step) the last attempt that ran it wins."""
+    """Ids whose gradient survived: each step counts from the last attempt that ran it, on all the ranks
+    that attempt had (a resume on fewer workers leaves the dropped ranks' later steps behind)."""
+    lines = [line.split() for f in sorted(record_dir.glob("ids-rank*.txt")) for line in f.read_text().splitlines()]
+    # Rank 0 runs in every attempt; its record lists the attempts in the order they ran.
+    rank0 = [line.split()[0] for line in (record_dir / "ids-rank0.txt").read_text().splitlines()]
+    order = {attempt: i for i, attempt in enumerate(dict.fromkeys(rank0))}
+    last = {}
+    for attempt, step, *_ in lines:
+        last[step] = max(last.get(step, attempt), attempt, key=order.__getitem__)
     counts: collections.Counter = collections.Counter()
-    for f in record_dir.glob("ids-rank*.txt"):
-        by_step = {}
-        for line in f.read_text().splitlines():
-            _, step, *ids = line.split()
-            by_step[int(step)] = ids
-        for ids in by_step.values():
+    for attempt, step, *ids in lines:
+        if attempt == last[step]:
             counts.update(int(i) for i in ids)
     return counts
 
@@ -69,23 +67,128 @@ def assert_epoch_covered_once(counts: collections.Counter, ids: set[int], worker
     assert len(ids) - len(counts) < workers  # only the equal split's remainder may be left out
 
 
-def test_killed_worker_resumes_exactly(workdir):
-    steps, _ = steps_per_epoch(workdir)
-    resumed = job(workdir, "killed", f"train.max_steps={steps}", "train.fail_at_step=12")
-    assert (workdir / "killed" / "failed-killed").is_file()  # the worker really died
+def test_killed_worker_resumes_exactly(ray_tmp):
+    steps, _ = steps_per_epoch(ray_tmp)
+    resumed = job(ray_tmp, "killed", f"train.max_steps={steps}", "train.fail_at_step=12")
+    assert (ray_tmp / "killed" / "failed-killed").is_file()  # the worker really died
     ids = train_ids(resumed)
-    assert_epoch_covered_once(effective_ids(workdir / "killed"), ids, workers=2)
+    assert_epoch_covered_once(effective_ids(ray_tmp / "killed"), ids, workers=2)
     assert resumed.metrics["samples_consumed_in_epoch"] >= len(ids) - 1
 
-    clean = job(workdir, "uninterrupted", f"train.max_steps={steps}")
+    clean = job(ray_tmp, "uninterrupted", f"train.max_steps={steps}")
     assert resumed.metrics["eval_after/mlm_loss"] == pytest.approx(clean.metrics["eval_after/mlm_loss"], rel=0.03)
     assert resumed.metrics["eval_before/mlm_loss"] == pytest.approx(clean.metrics["eval_before/mlm_loss"])
 
 
-def test_resubmitted_run_resumes_exactly(workdir):
-    steps, _ = steps_per_epoch(workdir)
-    first = job(workdir, "resubmitted", "train.max_steps=10")
+def test_resubmitted_run_resumes_exactly(ray_tmp):
+    steps, _ = steps_per_epoch(ray_tmp)
+    first = job(ray_tmp, "resubmitted", "train.max_steps=10")
     assert first.metrics["step"] == 10
-    again = job(workdir, "resubmitted", f"train.max_steps={steps}")  # same name: continues at step 10
+    again = job(ray_tmp, "resubmitted", f"train.max_steps={steps}")  # same name: continues at step 10
     assert again.metrics["step"] == steps
-    assert_epoch_covered_once(effective_ids(workdir / "resubmitted"), train_ids(again), workers=2)
+    assert_epoch_covered_once(effective_ids(ray_tmp / "resubmitted"), train_ids(again), workers=2)
+
+
+def test_resumes_on_a_different_worker_count(ray_tmp):
+    """2 workers stop at step 10; the same run resubmitted on 1 worker converts the ZeRO-2 checkpoint to a
+    universal one, continues at step 11 and takes the rest of the epoch."""
+    _, n = steps_per_epoch(ray_tmp)
+    first = job(ray_tmp, "rescaled", "train.max_steps=10")
+    assert first.metrics["step"] == 10
+    left = n - 10 * 2 * MICRO_BATCH
+    target = 10 + -(-left // MICRO_BATCH)  # one worker, 8 examples a step, up to the end of the epoch
+    cfg = config(ray_tmp, "rescaled", f"train.max_steps={target}", "scaling.num_workers=1")
+    again = run(cfg)
+    m = again.metrics
+    assert m["step"] == target and m["epoch"] == 0 and m["samples_consumed_in_epoch"] == n
+    # The first attempt stopped mid-epoch and the last one ran on a single worker: nothing left out.
+    assert_epoch_covered_once(effective_ids(ray_tmp / "rescaled"), train_ids(again), workers=1)
+    assert m["eval_before/mlm_loss"] == first.metrics["eval_before/mlm_loss"]  # client state came through
+    assert m["eval_after/mlm_loss"] < first.metrics["eval_after/mlm_loss"]
+
+    from mlflow.tracking import MlflowClient
+
+    # The schedule came through: step 20 is the scheduler's 20th step, not the 10th of a fresh one.
+    lr = {p.step: p.value for p in MlflowClient(cfg.tracking.tracking_uri).get_metric_history(
+        again.mlflow["run_id"], "train/lr")}
+    assert lr[20] == pytest.approx(cfg.optim.lr * lr_lambda(cfg)(20))
+
+
+# -- the engine alone: a universal checkpoint continues exactly where the saved run would have ---------------
+
+GLOBAL_BATCH = 12  # splits evenly over 1, 2 and 3 ranks
+
+
+def _engine_config(zero_stage: int) -> PretrainConfig:
+    # No dropout: the saved run's continuation and the resumed one must see identical arithmetic.
+    return load_config(PretrainConfig, None, [
+        "data.sources=[x]", "model.vocab_size=100", "model.hidden_dropout_prob=0",
+        "model.attention_probs_dropout_prob=0", f"deepspeed.zero_stage={zero_stage}",
+        "train.max_steps=20", "optim.warmup_steps=2", "optim.lr=1e-2"])
+
+
+def _batches(n: int, seq: int = 16) -> list[dict]:
+    """Two masked tokens in every row, so each rank's mean loss averages to the global batch's mean."""
+    gen = torch.Generator().manual_seed(1)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(5, 100, (GLOBAL_BATCH, seq), generator=gen)
+        labels = torch.full_like(ids, -100)
+        labels[:, [3, 7]] = ids[:, [3, 7]]
+        out.append({"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+                    "mlm_labels": labels, "next_sentence_label": torch.randint(0, 2, (GLOBAL_BATCH,), generator=gen)})
+    return out
+
+
+def _engine_worker(rank: int, world: int, port: int, zero_stage: int, ckpt: str, out: str, resume: bool) -> None:
+    """Train 6 steps, saving after 3; or, with `resume`, load that checkpoint on `world` ranks (2 to a node)
+    and train the same last 3."""
+    from jobs.engine import build_engine
+    from jobs.reshard import load_engine, write_topology
+
+    torch.set_num_threads(1)
+    for key, value in dict(LOCAL_RANK=str(rank % 2), RANK=str(rank), WORLD_SIZE=str(world),
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)).items():
+        os.environ[key] = value
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        cfg, batches = _engine_config(zero_stage), _batches(6)
+        cfg.train.micro_batch_size = GLOBAL_BATCH // world
+        if resume:
+            engine, state = load_engine(Path(ckpt), cfg, world, local_rank=rank % 2, node_rank=rank // 2)
+            assert state["step"] == 3
+        else:
+            engine = build_engine(cfg)
+        rows = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
+        for step, batch in enumerate(batches):
+            if step < 3 and resume:
+                continue
+            if step == 3 and not resume:
+                engine.save(Path(ckpt) / "engine", client_state={"step": 3})
+                if rank == 0:
+                    write_topology(Path(ckpt), world, zero_stage)
+            engine.step({k: v[rows] for k, v in batch.items()})
+        weights = {k: v.detach().clone() for k, v in engine.engine.module.state_dict().items()}
+        if rank == 0:
+            torch.save({"weights": weights, "lr": engine.lr, "step": engine.global_step}, out)
+        dist.barrier()  # no rank tears gloo down while a peer still talks
+    finally:
+        dist.destroy_process_group()
+
+
+# ZeRO-0 loads as saved. ZeRO-1 and 2 share one loader in DeepSpeed (its shrink to 1 rank is the Ray test
+# above); ZeRO-3 has its own, and our fix to it.
+@pytest.mark.parametrize("zero_stage, new_world", [(0, 3), (2, 3), (3, 1)])
+def test_checkpoint_continues_exactly_on_another_world_size(tmp_path, zero_stage, new_world):
+    """Weights, Adam moments, step count and schedule all come through: 3 steps after a resume on another
+    number of ranks land where the saved run's own next 3 steps did (a fresh optimizer and schedule miss by 4e-2)."""
+    ckpt = tmp_path / "ckpt"
+    mp.spawn(_engine_worker, args=(2, free_port(), zero_stage, str(ckpt), str(tmp_path / "saved.pt"), False),
+             nprocs=2)
+    mp.spawn(_engine_worker, args=(new_world, free_port(), zero_stage, str(ckpt), str(tmp_path / "resumed.pt"), True),
+             nprocs=new_world)
+    saved, resumed = torch.load(tmp_path / "saved.pt"), torch.load(tmp_path / "resumed.pt")
+    assert resumed["step"] == saved["step"] == 6
+    assert resumed["lr"] == pytest.approx(saved["lr"])
+    for name, want in saved["weights"].items():
+        torch.testing.assert_close(resumed["weights"][name], want, rtol=0, atol=1e-6, msg=name)

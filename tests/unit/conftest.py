@@ -1,20 +1,9 @@
 """Fixtures shared by unit tests that need a real (one-rank) process group."""
 
-import socket
-
 import pytest
 import torch.distributed as dist
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def free_port() -> int:
-    return _free_port()
+from tests.ports import free_port
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +12,7 @@ def deepspeed_world_of_one():
     One per session: DeepSpeed caches the groups it derives from the first process group it sees."""
     import deepspeed  # DS_ACCELERATOR=cpu is set by conftest before this import
 
-    port = _free_port()
+    port = free_port()
     with pytest.MonkeyPatch.context() as env:
         # deepspeed.initialize insists on the launcher's variables even with dist_init_required=False.
         for key, value in dict(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",

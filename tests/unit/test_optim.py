@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from jobs.optim import Lamb, build_optimizer, deepspeed_optimizer_config, per_tensor_groups
+from tests.ports import free_port
 
 BETAS = (0.9, 0.999)
 
@@ -274,11 +275,11 @@ def _partitioned_worker(rank: int, port: int, full: list[torch.Tensor], grads: l
         dist.destroy_process_group()
 
 
-def test_partitioned_norms_give_the_whole_tensor_ratio_across_ranks(tmp_path, free_port):
+def test_partitioned_norms_give_the_whole_tensor_ratio_across_ranks(tmp_path):
     gen = torch.Generator().manual_seed(4)
     full = [torch.randn(5, 3, generator=gen), torch.randn(7, generator=gen), torch.randn(4, 4, generator=gen)]
     grads = [[torch.randn(t.shape, generator=gen) for t in full] for _ in range(4)]
-    mp.spawn(_partitioned_worker, args=(free_port, full, grads, str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_partitioned_worker, args=(free_port(), full, grads, str(tmp_path)), nprocs=2, join=True)
     shards = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
 
     expected = [t.clone().requires_grad_() for t in full]

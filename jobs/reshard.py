@@ -1,0 +1,124 @@
+"""Resume on a different number of workers: the ZeRO checkpoint, converted to DeepSpeed's universal format.
+
+A ZeRO-1/2/3 checkpoint holds one slice of the optimizer state per data-parallel rank, and DeepSpeed
+refuses to load it at another world size. DeepSpeed's own answer is the universal checkpoint
+(`deepspeed.checkpoint.ds_to_universal`): every parameter's fp32 weight, Adam moments and step, whole,
+which an engine built with `"checkpoint": {"load_universal": true}` re-partitions for its own world
+size. Resume checkpoints are saved the normal way; a resume converts only when the worker count
+changed (`topology.json`, written next to the data position, says what it was). ZeRO-0 keeps the whole
+optimizer state in the model-states file and loads at any world size as it is.
+
+Which ranks convert: each node's local rank 0, into a fresh directory on that node's local disk, from
+its own view of the checkpoint (`Checkpoint.as_directory()`, a download where storage is remote);
+the other ranks of the node read that copy. A rank never reads another node's disk, so this holds on
+any number of nodes, and the conversion (a read of every shard, a write of whole tensors) runs once
+per node, not once per rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import torch.distributed as dist
+
+from bert_core.config import ConfigError
+from jobs.config import PretrainConfig
+from jobs.engine import TAG, Engine, build_engine
+
+TOPOLOGY = "topology.json"
+log = logging.getLogger("bert_foundry.train")
+
+
+def write_topology(ckpt_dir: Path, world_size: int, zero_stage: int, pipeline_stages: int = 1) -> None:
+    (ckpt_dir / TOPOLOGY).write_text(json.dumps({"world_size": world_size, "zero_stage": zero_stage,
+                                                 "pipeline_stages": pipeline_stages}))
+
+
+def read_topology(ckpt_dir: Path) -> dict | None:
+    """The world size and ZeRO stage a checkpoint was saved at; None for checkpoints older than this file."""
+    path = ckpt_dir / TOPOLOGY
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def needs_universal(saved: dict | None, world_size: int, cfg: PretrainConfig) -> bool:
+    """Whether resuming a checkpoint saved at `saved` on `world_size` workers must go through a conversion.
+
+    Raises where no correct resume exists at this world size, before any engine is built.
+    """
+    stages = cfg.deepspeed.pipeline_stages
+    if saved is not None and saved.get("pipeline_stages", 1) != stages:
+        raise ConfigError(f"the checkpoint was saved with deepspeed.pipeline_stages={saved.get('pipeline_stages', 1)}; "
+                          f"a resume keeps it (got {stages})")
+    if saved is not None and stages > 1 and saved["world_size"] != world_size:
+        raise ConfigError(f"a pipeline run resumes on the {saved['world_size']} workers it was saved with, "
+                          f"not {world_size}: DeepSpeed's universal checkpoint covers data parallelism only")
+    if saved is None or saved["world_size"] == world_size or saved["zero_stage"] == 0:
+        return False
+    stage = cfg.deepspeed.zero_stage
+    if saved["zero_stage"] != stage:
+        raise ConfigError(f"resuming on {world_size} workers instead of {saved['world_size']} keeps the ZeRO stage: "
+                          f"the checkpoint is ZeRO-{saved['zero_stage']}, deepspeed.zero_stage is {stage}")
+    if cfg.optim.name == "lamb" and stage in (1, 2) and world_size > 1:
+        # DeepSpeed 0.19.8's ZeRO-1/2 universal loader (BaseOptimizer.load_hp_checkpoint_state_from_checkpoint_dir)
+        # fails with IndexError on a parameter group of which a rank holds no element; LAMB keeps one group
+        # per tensor, and the 2-element NSP bias leaves every rank but the first without one.
+        raise ConfigError(f"optim.name=lamb under ZeRO-{stage} resumes on {saved['world_size']} workers (as saved) "
+                          f"or on 1, not on {world_size}: DeepSpeed's universal checkpoint loader cannot give a "
+                          "rank a one-tensor parameter group it holds no element of")
+    return True
+
+
+def to_universal(engine_dir: Path, out_dir: Path) -> Path:
+    """Convert the ZeRO checkpoint Engine.save wrote to `engine_dir` into its universal form in `out_dir`,
+    the directory to hand Engine.load of an engine built with load_universal; returns `out_dir`."""
+    from deepspeed.checkpoint import ds_to_universal  # here: DS_ACCELERATOR is set by then
+
+    ds_to_universal.main(argparse.Namespace(
+        input_folder=str(engine_dir / TAG), output_folder=str(out_dir / TAG),  # also writes out_dir/latest_universal
+        num_extract_workers=1, num_merge_workers=1,  # no process pool inside a Ray worker
+        keep_temp_folder=False, strict=True,
+        inject_missing_state=True))  # the version marker Megatron models carry and ours has no need of
+    return out_dir
+
+
+def load_engine(ckpt_dir: Path, cfg: PretrainConfig, world_size: int, local_rank: int, node_rank: int,
+                weights_only: bool = False, schedule: bool = True) -> tuple[Engine, dict]:
+    """A new Engine with `ckpt_dir`/engine loaded (see Engine.load); returns (engine, client_state).
+    Every rank calls. Loads as saved where it can, through the universal form where the world size changed."""
+    saved = read_topology(ckpt_dir)
+    if weights_only or not needs_universal(saved, world_size, cfg):
+        engine = build_engine(cfg)  # weights alone load from the model-states file at any world size
+        return engine, engine.load(ckpt_dir / "engine", weights_only=weights_only, schedule=schedule)
+    if dist.is_initialized() and dist.get_rank() == 0:
+        log.info(f"[resume] checkpoint saved by {saved['world_size']} workers, resuming on {world_size}: "
+                 "converting its ZeRO state to a universal checkpoint")
+    with universal_copy(ckpt_dir / "engine", local_rank, node_rank) as load_dir:
+        engine = build_engine(cfg, load_universal=True)
+        return engine, engine.load(load_dir, schedule=schedule)
+
+
+@contextmanager
+def universal_copy(engine_dir: Path, local_rank: int, node_rank: int) -> Iterator[Path]:
+    """The universal form of `engine_dir` on this node's disk, for as long as the block runs (every rank
+    must enter). Node-local rank 0 converts; the path reaches the node's other ranks by all-gather."""
+    out = Path(tempfile.mkdtemp(prefix="bert-foundry-universal-")) if local_rank == 0 else None
+    try:
+        if out is not None:
+            to_universal(engine_dir, out)
+        paths = [(node_rank, str(out) if out else None)]
+        if dist.is_initialized():
+            paths = [None] * dist.get_world_size()
+            dist.all_gather_object(paths, (node_rank, str(out) if out else None))
+        yield Path(dict(p for p in paths if p[1] is not None)[node_rank])
+        if dist.is_initialized():
+            dist.barrier()  # every rank of this node has loaded before the copy goes
+    finally:
+        if out is not None:
+            shutil.rmtree(out, ignore_errors=True)

@@ -1,0 +1,60 @@
+"""When a resume goes through DeepSpeed's universal checkpoint, and when no resume at that size exists."""
+
+import pytest
+
+from bert_core.config import ConfigError
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config
+from jobs.engine import deepspeed_config
+from jobs.reshard import needs_universal, read_topology, write_topology
+
+
+def cfg_with(*overrides):
+    return load_config(PretrainConfig, None, ["data.sources=[x]", *overrides])
+
+
+def test_topology_round_trip(tmp_path):
+    assert read_topology(tmp_path) is None  # a checkpoint from before the file: loads as saved
+    write_topology(tmp_path, world_size=3, zero_stage=2)
+    assert read_topology(tmp_path) == {"world_size": 3, "zero_stage": 2, "pipeline_stages": 1}
+
+
+@pytest.mark.parametrize("saved, world, overrides, expected", [
+    (None, 4, [], False),  # unknown: DeepSpeed's own check speaks if the size changed
+    ({"world_size": 2, "zero_stage": 2}, 2, [], False),
+    ({"world_size": 2, "zero_stage": 2}, 1, [], True),
+    ({"world_size": 2, "zero_stage": 2}, 3, [], True),
+    ({"world_size": 4, "zero_stage": 1}, 2, ["deepspeed.zero_stage=1"], True),
+    ({"world_size": 2, "zero_stage": 3}, 3, ["deepspeed.zero_stage=3"], True),
+    ({"world_size": 2, "zero_stage": 0}, 3, ["deepspeed.zero_stage=0"], False),  # whole state on every rank
+    ({"world_size": 2, "zero_stage": 2}, 1, ["optim.name=lamb"], True),
+    ({"world_size": 2, "zero_stage": 3}, 4, ["deepspeed.zero_stage=3", "optim.name=lamb"], True),
+])
+def test_converts_only_partitioned_state_saved_at_another_size(saved, world, overrides, expected):
+    assert needs_universal(saved, world, cfg_with(*overrides)) is expected
+
+
+def test_a_new_size_keeps_the_zero_stage():
+    with pytest.raises(ConfigError, match="ZeRO-2.*zero_stage is 3"):
+        needs_universal({"world_size": 2, "zero_stage": 2}, 1, cfg_with("deepspeed.zero_stage=3"))
+
+
+def test_lamb_under_zero2_reshards_only_onto_one_worker():
+    with pytest.raises(ConfigError, match="lamb under ZeRO-2 resumes on 2 workers .* or on 1, not on 3"):
+        needs_universal({"world_size": 2, "zero_stage": 2}, 3, cfg_with("optim.name=lamb"))
+
+
+def test_pipeline_runs_resume_on_their_own_topology():
+    pipe = ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1", "scaling.num_workers=4"]
+    assert not needs_universal({"world_size": 4, "zero_stage": 1, "pipeline_stages": 2}, 4, cfg_with(*pipe))
+    with pytest.raises(ConfigError, match="pipeline run resumes on the 4 workers"):
+        needs_universal({"world_size": 4, "zero_stage": 1, "pipeline_stages": 2}, 2,
+                        cfg_with("deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1"))
+    with pytest.raises(ConfigError, match="pipeline_stages=2; a resume keeps it"):
+        needs_universal({"world_size": 4, "zero_stage": 1, "pipeline_stages": 2}, 4, cfg_with("scaling.num_workers=4"))
+
+
+def test_deepspeed_config_asks_for_universal_loading_only_when_told():
+    cfg = cfg_with()
+    assert "checkpoint" not in deepspeed_config(cfg, world_size=2)
+    assert deepspeed_config(cfg, world_size=1, load_universal=True)["checkpoint"] == {"load_universal": True}
