@@ -413,7 +413,7 @@ class PipelineEngine(Engine):
     """
 
     def __init__(self, cfg: PretrainConfig):  # not Engine.__init__: that would build a plain engine
-        self.cfg = cfg
+        self.cfg, self.load_universal = cfg, False  # pipelines resume on their own topology (jobs/reshard.py)
         d = cfg.deepspeed
         self.engine, self.optimizer, self.scheduler = build_pipeline_engine(cfg, d.pipeline_stages, d.partition_method)
         self.device = self.engine.device
