@@ -16,6 +16,7 @@ from pipelines.config import DataConfig
 OPTIMIZERS = ("adamw", "lamb")
 SCHEDULES = ("linear", "poly", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16")
+PARTITION_METHODS = ("parameters", "uniform")  # how DeepSpeed's PipelineModule cuts layers into stages
 
 
 @dataclass
@@ -151,7 +152,10 @@ class PretrainConfig:
                               "(ZeRO-Offload steps only DeepSpeed's CPU Adam)")
         if d.offload_optimizer and d.zero_stage == 0:
             raise ConfigError("deepspeed.offload_optimizer needs deepspeed.zero_stage >= 1")
-        self._validate_pipeline()
+        if d.pipeline_stages > 1 and s.num_workers % d.pipeline_stages:
+            raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) must divide scaling.num_workers "
+                              f"({s.num_workers})")
+        self.validate_pipeline()
         if s.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
             raise ConfigError("scaling.placement_strategy must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD, "
                               f"got {s.placement_strategy!r}")
@@ -171,18 +175,17 @@ class PretrainConfig:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
         return self
 
-    def _validate_pipeline(self) -> None:
-        """What jobs/pipeline_parallel.py can run, refused here rather than inside a worker."""
+    def validate_pipeline(self) -> None:
+        """What jobs/pipeline_parallel.py can run (whatever the worker count), refused before any worker
+        starts; build_pipeline_engine applies the same rules to callers that skip `validate`."""
         t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
         if d.pipeline_stages < 1:
             raise ConfigError(f"deepspeed.pipeline_stages must be >= 1, got {d.pipeline_stages}")
-        if d.partition_method not in ("parameters", "uniform"):
-            raise ConfigError(f"deepspeed.partition_method must be parameters or uniform, got {d.partition_method!r}")
+        if d.partition_method not in PARTITION_METHODS:
+            raise ConfigError(f"deepspeed.partition_method must be one of {PARTITION_METHODS}, "
+                              f"got {d.partition_method!r}")
         if d.pipeline_stages == 1:
             return
-        if s.num_workers % d.pipeline_stages:
-            raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) must divide scaling.num_workers "
-                              f"({s.num_workers})")
         if d.pipeline_stages > self.model.num_hidden_layers + 4:
             raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) exceeds the pipeline's "
                               f"{self.model.num_hidden_layers + 4} layers")
@@ -190,6 +193,9 @@ class PretrainConfig:
             raise ConfigError("deepspeed.pipeline_stages > 1 needs deepspeed.zero_stage 0 or 1 and no offload: "
                               "ZeRO-2/3 shard gradients and parameters that the pipeline keeps per stage")
         if d.zero_stage == 0 and d.precision == "fp32" and o.grad_clip > 0:
+            # DeepSpeed 0.19's plain fp32 clipping (runtime.utils.clip_grad_norm_) counts a gradient only on
+            # model-parallel rank 0, which on a pipeline grid is stage 0: the other stages' gradients are left
+            # out of the norm. ZeRO-1's norm counts every stage (the pipeline e2e test checks it against torch).
             raise ConfigError("deepspeed.pipeline_stages > 1 with optim.grad_clip > 0 in fp32 needs "
                               "deepspeed.zero_stage=1 (DeepSpeed's stage-0 clipping misses the later stages)")
         if o.name == "lamb" and not s.use_gpu:

@@ -27,6 +27,7 @@ Import only after DS_ACCELERATOR is set (as jobs/engine.py): it imports deepspee
 
 from __future__ import annotations
 
+import copy
 import glob
 import itertools
 import math
@@ -46,10 +47,9 @@ from bert_core.checkpoint import save_state_dict
 from bert_core.config import BertConfig, ConfigError
 from bert_core.model import (IGNORE_INDEX, BertEmbeddings, BertForPreTraining, BertLayer, BertPooler,
                              BertPredictionHeadTransform, Packing, init_weights)
-from jobs.config import PretrainConfig
+from jobs.config import PARTITION_METHODS, PretrainConfig
 from jobs.engine import Engine, StepStats, deepspeed_config, lr_lambda, param_groups
 
-PARTITION_METHODS = ("parameters", "uniform")
 PIPE_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label")
 TIED_KEY = "embed"
 TIED_ATTR = "word_embeddings.weight"  # the one tensor both copies of the tied module share
@@ -319,16 +319,9 @@ def build_pipeline_engine(cfg: PretrainConfig, num_stages: int, partition_method
     world / num_stages, and DeepSpeed's batch arithmetic uses it, not the world size. `state_dict`
     (HF names) replaces the seeded initial weights.
     """
-    d = cfg.deepspeed
-    if d.zero_stage > 1:
-        raise ConfigError(f"deepspeed.zero_stage={d.zero_stage} cannot shard gradients across a pipeline; "
-                          "use 1 (or 0) with pipeline stages")
-    if num_stages > 1 and d.zero_stage == 0 and d.precision == "fp32" and cfg.optim.grad_clip > 0:
-        # DeepSpeed 0.19's plain fp32 clipping (runtime.utils.clip_grad_norm_) counts a gradient only on
-        # model-parallel rank 0, which on a pipeline grid is stage 0: the other stages' gradients are left
-        # out of the norm. ZeRO-1's norm counts every stage (the e2e test checks it against torch).
-        raise ConfigError("pipeline stages with optim.grad_clip > 0 need deepspeed.zero_stage=1 in fp32 "
-                          "(stage 0 clips by a norm that misses the later stages' gradients)")
+    checked = copy.deepcopy(cfg)
+    checked.deepspeed.pipeline_stages, checked.deepspeed.partition_method = num_stages, partition_method
+    checked.validate_pipeline()  # the job's rules, before any process-group work
     deepspeed.init_distributed(dist_init_required=False)  # wrap the existing torch process group
     world = dist.get_world_size()
     if num_stages < 1 or world % num_stages:
