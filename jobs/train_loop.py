@@ -137,19 +137,20 @@ class Worker:
     def _epoch_batches(self):
         if not self.engine.reads_data:
             return itertools.repeat({})  # later pipeline stages: activations come from stage 0
-        shard = ray.train.get_dataset_shard("train")
-        return self._replica_share(shard.iter_batches(
-            batch_size=self.t.micro_batch_size * (self.replicas if self.pipelined else 1), batch_format="numpy",
-            local_shuffle_buffer_size=8 * self.t.micro_batch_size,
-            local_shuffle_seed=self.t.seed + 7919 * self.position.epoch + self.rank))
+        return self._read("train", local_shuffle_buffer_size=8 * self.t.micro_batch_size,
+                          local_shuffle_seed=self.t.seed + 7919 * self.position.epoch + self.rank)
 
-    def _replica_share(self, batches):
-        """Ray splits the data between ranks, except for pipelines (see jobs/pretrain.py): there each
-        first-stage rank keeps the examples whose index falls to its data-parallel replica."""
-        if not self.pipelined or self.replicas == 1:
+    def _read(self, dataset: str, **iter_kwargs):
+        """This rank's micro-batches of `dataset`. Ray splits the data between ranks, except for pipelines
+        (see jobs/pretrain.py): there each first-stage rank reads `replicas` times larger batches and keeps
+        the examples whose index falls to its data-parallel replica."""
+        replicas = self.replicas if self.pipelined else 1
+        batches = ray.train.get_dataset_shard(dataset).iter_batches(
+            batch_size=self.t.micro_batch_size * replicas, batch_format="numpy", **iter_kwargs)
+        if replicas == 1:
             return iter(batches)
         return ({k: v[keep] for k, v in b.items()} for b in batches
-                for keep in [self.index(b["example_id"]) % self.replicas == self.replica] if keep.any())
+                for keep in [self.index(b["example_id"]) % replicas == self.replica] if keep.any())
 
     def _next_batch(self, batches):
         """The next batch, or None on every rank once any rank's split is exhausted (ranks step in lockstep)."""
@@ -169,9 +170,7 @@ class Worker:
         if not self.engine.reads_data:
             return self.engine.evaluate([])
         collate = self._collator(10**6 + self.rank)  # fresh each time: the same masks before and after
-        shard = ray.train.get_dataset_shard("eval")
-        batches = (collate(b) for _, b in zip(range(self.t.eval_batches), self._replica_share(shard.iter_batches(
-            batch_size=self.t.micro_batch_size * (self.replicas if self.pipelined else 1), batch_format="numpy"))))
+        batches = (collate(b) for _, b in zip(range(self.t.eval_batches), self._read("eval")))
         return self.engine.evaluate(batches)
 
     # -- the loop --------------------------------------------------------------------------------
