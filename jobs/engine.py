@@ -78,6 +78,11 @@ class Engine(EngineBase):
                          zero_stage=deepspeed.zero_stage, load_universal=load_universal)
         # What `export` names: the model's own class and config (bert_core.checkpoint reads the class name).
         self.architecture, self.model_config = type(model).__name__, model.config
+        if deepspeed.compile:
+            # The collator's host packing leaves no nonzero() in the graph; a batch built without it
+            # still traces with this flag (see bert_core.model.compile_model).
+            torch._dynamo.config.capture_dynamic_output_shape_ops = True
+            engine.compile()
 
     @property
     def data_parallel(self) -> tuple[int, int]:
