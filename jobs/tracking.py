@@ -72,8 +72,8 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
 
 
 def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str | None, registered_model: str,
-               alias: str) -> dict:
-    """Log final metrics and the release checkpoint as a transformers model; register it under an alias."""
+               alias: str, task: str = "fill-mask") -> dict:
+    """Log final metrics and the model folder as a transformers model for `task`; register it under an alias."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -83,7 +83,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
         if release_dir:
-            model_info = log_release_model(release_dir, registered_model or None)
+            model_info = log_release_model(release_dir, registered_model or None, task)
             info["model_uri"] = model_info.model_uri
             registered = getattr(model_info, "registered_model_version", None)
             if registered_model and registered is not None:
@@ -92,18 +92,24 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     return info
 
 
-def log_release_model(release_dir: str, registered_model: str | None):
-    """The release checkpoint as an MLflow transformers fill-mask model (loads in transformers: a check too)."""
+# The transformers class that loads a model folder for each pipeline task we log.
+TASK_MODELS = {"fill-mask": "BertForMaskedLM", "text-classification": "AutoModelForSequenceClassification",
+               "question-answering": "AutoModelForQuestionAnswering",
+               "token-classification": "AutoModelForTokenClassification"}
+
+
+def log_release_model(release_dir: str, registered_model: str | None, task: str = "fill-mask"):
+    """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too)."""
     import mlflow
     import transformers
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    model = transformers.BertForMaskedLM.from_pretrained(release_dir)
+    model = getattr(transformers, TASK_MODELS[task]).from_pretrained(release_dir)
     tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
     pins = [f"{pkg}=={version(pkg)}"
             for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
     return mlflow.transformers.log_model(
         transformers_model={"model": model, "tokenizer": tokenizer},
-        name="model", task="fill-mask", pip_requirements=pins,
+        name="model", task=task, pip_requirements=pins,
         registered_model_name=registered_model,
     )
