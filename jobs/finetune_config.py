@@ -133,7 +133,7 @@ class FinetuneConfig:
             raise ConfigError(f"task.max_seq_len must be in [16, 512], got {k.max_seq_len}")
         if k.max_train_examples < 0 or k.max_eval_examples < 0:
             raise ConfigError("task.max_train_examples and task.max_eval_examples must be >= 0")
-        if k.name in GLUE_TASKS and not Path(k.data_dir).is_dir():
+        if k.name in GLUE_TASKS and not (k.data_dir and Path(k.data_dir).is_dir()):
             raise ConfigError(f"task.data_dir must be a GLUE folder for task {k.name!r}, got {k.data_dir!r}")
         if k.name in ("squad", "conll"):
             for name in ("train_file", "dev_file"):
