@@ -118,20 +118,24 @@ def _engine(model, objective, cfg: FinetuneConfig, total_steps: int) -> LocalEng
 
 
 def build_model(cfg: FinetuneConfig, init_dir: Path):
-    """The task's head on the starting checkpoint's encoder (and pooler): the head is always fresh,
-    even when the checkpoint has one. Returns (model, {"loaded", "fresh", "unused"} key lists)."""
+    """The task's head on the starting checkpoint's encoder (and pooler, where the head has one). The head
+    is always fresh, even when the checkpoint has one of another task or size. Returns (model,
+    {"loaded", "fresh", "unused"} key lists)."""
     from bert_core.checkpoint import load_pretrained
-    from bert_core.model import init_weights
+    from bert_core.model import BertModel
 
+    backbone, info = load_pretrained(init_dir, BertModel, output_loading_info=True)  # any head is left unused
     cls = ft_tasks.head_class(cfg.task)
     kwargs = {} if cfg.task.kind == "question-answering" else {"num_labels": ft_tasks.num_labels(cfg.task)}
-    model, info = load_pretrained(init_dir, cls, output_loading_info=True, **kwargs)
-    head = model.qa_outputs if cfg.task.kind == "question-answering" else model.classifier
-    init_weights(head, model.config)
-    head_keys = {k for k in model.state_dict() if not k.startswith("bert.")}
-    loaded = sorted(set(model.state_dict()) - set(info["missing_keys"]) - head_keys)
-    return model.train(), {"loaded": loaded, "fresh": sorted(set(info["missing_keys"]) | head_keys),
-                           "unused": info["unexpected_keys"]}
+    model = cls(backbone.config, **kwargs)
+    own = model.bert.state_dict()
+    state = {k: v for k, v in backbone.state_dict().items() if k in own and k not in info["missing_keys"]}
+    model.bert.load_state_dict(state, strict=False)
+    loaded = {f"bert.{k}" for k in state}
+    unused = sorted(info["unexpected_keys"] + [f"bert.{k}" for k in backbone.state_dict()
+                                               if k not in own and k not in info["missing_keys"]])
+    return model.train(), {"loaded": sorted(loaded), "fresh": sorted(set(model.state_dict()) - loaded),
+                           "unused": unused}
 
 
 def collate(batch: dict) -> dict:

@@ -105,3 +105,49 @@ def test_each_head_through_its_objective(head, objective, targets):
                 BertForTokenClassification: {"logits": (4, 8, 3)},
                 BertForQuestionAnswering: {"start_logits": (4, 8), "end_logits": (4, 8)}}[head]
     assert shapes == expected and all(v.device.type == "cpu" for v in outputs.values())
+
+
+@pytest.mark.parametrize("name, labels, fresh", [
+    ("squad", [], ["qa_outputs.bias", "qa_outputs.weight"]),
+    ("pkgdocs", ["a", "b", "c"], ["classifier.bias", "classifier.weight"]),  # 3 classes over a 4-class head
+])
+def test_build_model_loads_the_encoder_and_a_fresh_head(tmp_path, name, labels, fresh):
+    from bert_core.checkpoint import save_pretrained
+    from jobs.finetune_config import FinetuneConfig
+    from jobs.ft_worker import build_model
+
+    torch.manual_seed(0)
+    source = BertForSequenceClassification(tiny(vocab_size=50), num_labels=4)
+    save_pretrained(source, tmp_path / "ckpt")
+    model, info = build_model(FinetuneConfig(task=TaskConfig(name=name, labels=labels)), tmp_path / "ckpt")
+    assert info["fresh"] == fresh and "classifier.weight" in info["unused"]
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in source.state_dict().items() if k in info["loaded"])
+    assert len(info["loaded"]) == len([k for k in state if k.startswith("bert.")])
+
+
+def test_glue_rows_features_and_official_metrics(tmp_path, tok):
+    """MNLI: two dev splits (matched, mismatched); the main metric is matched's GLUE score."""
+    header = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
+                        "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label"])
+    pairs = [("A man plays a guitar.", "A person makes music.", "entailment"),
+             ("A man plays a guitar.", "Nobody is playing.", "contradiction"),
+             ("A woman reads.", "She reads a novel.", "neutral")]
+
+    def write(name):
+        lines = [header] + ["\t".join([str(i), "0", "0", "g", "", "", "", "", a, b, label, label])
+                            for i, (a, b, label) in enumerate(pairs)]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+
+    for name in ("train.tsv", "dev_matched.tsv", "dev_mismatched.tsv"):
+        write(name)
+    task = TaskConfig(name="mnli", data_dir=str(tmp_path), max_seq_len=32)
+    train, evals, labels = ft_tasks.load_rows(task)
+    assert labels == ("contradiction", "entailment", "neutral") and set(evals) == {"dev_matched", "dev_mismatched"}
+    assert ft_tasks.main_metric(task) == "dev_matched/score" and [r["row_index"] for r in train] == [0, 1, 2]
+    task.labels = list(labels)
+    f = ft_tasks.Featurizer(vars(task), tok)(numpy_batch(evals["dev_matched"]))
+    assert f["labels"].tolist() == [1, 0, 2] and (f["token_type_ids"].max(1) == 1).all()  # pairs
+    perfect = np.eye(3)[f["labels"]]
+    assert ft_tasks.dev_metrics(task, "dev_matched", evals["dev_matched"], {"logits": perfect, **f}) == {
+        "dev_matched/accuracy": 1.0, "dev_matched/score": 1.0}
