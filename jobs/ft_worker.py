@@ -93,15 +93,16 @@ class LocalEngine:
         return self.objective.metrics(total)
 
     @torch.no_grad()
-    def predict(self, batches, pad_to: int) -> dict[str, np.ndarray]:
-        """Eval outputs of this rank's batches, sequence outputs padded back to `pad_to` positions
-        (batches are padded only to their longest row)."""
+    def predict(self, batches, pad_to: int | None = None) -> dict[str, np.ndarray]:
+        """Eval outputs of these batches; per-token outputs are padded back to `pad_to` positions (batches
+        are padded only to their longest row) with a logit no softmax picks."""
         self.module.eval()
         parts: dict[str, list] = {}
         for batch in batches:
             for k, v in self.objective.outputs(self.module, batch).items():
                 v = v.numpy()
-                if v.ndim >= 2 and k != "logits" or v.ndim == 3:  # (B, T) or (B, T, C)
+                per_token = v.ndim == 3 or (v.ndim == 2 and k != "logits")  # (B, T, C) tokens, (B, T) QA
+                if pad_to and per_token:
                     width = [(0, 0), (0, pad_to - v.shape[1])] + [(0, 0)] * (v.ndim - 2)
                     v = np.pad(v, width, constant_values=-1e4)
                 parts.setdefault(k, []).append(v)
