@@ -48,15 +48,27 @@ def deep_merge(base: dict, update: dict) -> dict:
     return merged
 
 
+def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
+    """A config file as a dict. A top-level `base: other.yaml` (relative to this file) is read first and
+    this file's keys are merged over it: a preset derives from a base and changes one thing."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    if path.resolve() in _seen:
+        raise ConfigError(f"config file {str(path)!r} names itself as a base (through {[str(p) for p in _seen]})")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"base in {str(path)!r} must be a file name, got {base!r}")
+    return deep_merge(read_yaml(path.parent / base, (*_seen, path.resolve())), data)
+
+
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
-    data: dict = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
-        data = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    data = read_yaml(path) if path is not None else {}
     data = deep_merge(data, parse_overrides(overrides or []))
     cfg = from_dict(cls, data)
     validate = getattr(cfg, "validate", None)

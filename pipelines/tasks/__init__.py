@@ -9,12 +9,12 @@ the task's official metric. Tokenizers are any fast BERT tokenizer or a director
 from pipelines.tasks.common import TaskDataError, TaskFeaturizer, TaskSplit, load_tokenizer
 from pipelines.tasks.conll import CONLL_LABELS, conll_align_predictions, conll_features, load_conll, ner_metrics
 from pipelines.tasks.glue import GLUE_TASKS, GlueTask, glue_features, glue_metrics, glue_task, load_glue
-from pipelines.tasks.squad import (load_squad, postprocess_predictions, squad_eval_features, squad_metrics,
+from pipelines.tasks.squad import (best_null_threshold, best_spans, load_squad, postprocess_predictions, squad_eval_features, squad_metrics,
                                    squad_train_features)
 
 __all__ = [
     "TaskDataError", "TaskFeaturizer", "TaskSplit", "load_tokenizer",
     "CONLL_LABELS", "conll_align_predictions", "conll_features", "load_conll", "ner_metrics",
     "GLUE_TASKS", "GlueTask", "glue_features", "glue_metrics", "glue_task", "load_glue",
-    "load_squad", "postprocess_predictions", "squad_eval_features", "squad_metrics", "squad_train_features",
+    "best_null_threshold", "best_spans", "load_squad", "postprocess_predictions", "squad_eval_features", "squad_metrics", "squad_train_features",
 ]

@@ -124,10 +124,19 @@ def conll_align_predictions(predictions, labels, label_list: tuple = CONLL_LABEL
     return gold, pred
 
 
-def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]]) -> dict[str, float]:
+def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]], scheme: str | None = None) -> dict[str, float]:
     """Entity-level micro precision / recall / F1 (an entity counts only if its type and exact span
-    match, as conlleval), token accuracy, and f1_<TYPE> per entity type; computed by seqeval."""
-    report = classification_report(gold_tags, pred_tags, output_dict=True, zero_division=0)
+    match, as conlleval), token accuracy, and f1_<TYPE> per entity type; computed by seqeval.
+
+    scheme ("IOB1", "IOB2") switches seqeval to strict mode for that scheme: entities are read by the
+    scheme's rules only (an I- after O opens no entity under IOB2); None is conlleval's lenient reading.
+    """
+    kwargs = {}
+    if scheme is not None:
+        from seqeval import scheme as schemes
+
+        kwargs = {"mode": "strict", "scheme": getattr(schemes, scheme)}
+    report = classification_report(gold_tags, pred_tags, output_dict=True, zero_division=0, **kwargs)
     micro = report["micro avg"]
     out = {"precision": float(micro["precision"]), "recall": float(micro["recall"]),
            "f1": float(micro["f1-score"]), "accuracy": float(accuracy_score(gold_tags, pred_tags))}

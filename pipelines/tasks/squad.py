@@ -143,16 +143,24 @@ def postprocess_predictions(examples, features, start_logits, end_logits, n_best
     pieces. v2: answer "" when the null score (smallest [CLS] start + end over the windows, as
     original BERT) beats the best span by more than null_threshold.
     """
+    spans = best_spans(examples, features, start_logits, end_logits, n_best, max_answer_length)
+    return {ex_id: "" if version_2 and null - score > null_threshold else text
+            for ex_id, (text, score, null) in spans.items()}
+
+
+def best_spans(examples, features, start_logits, end_logits, n_best: int = 20,
+               max_answer_length: int = 30) -> dict[str, tuple[str, float, float]]:
+    """{example id: (best span text, its score, null score)}; see postprocess_predictions."""
     start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
     windows = collections.defaultdict(list)
     for i, example_id in enumerate(features["example_id"]):
         windows[example_id].append(i)
-    predictions = {}
+    out = {}
     for ex in examples:
         best_score, best_text, null_score = -math.inf, "", math.inf
         for i in windows[ex["id"]]:
             offsets, s_logit, e_logit = features["offset_mapping"][i], start_logits[i], end_logits[i]
-            null_score = min(null_score, s_logit[0] + e_logit[0])
+            null_score = min(null_score, float(s_logit[0] + e_logit[0]))
             top_starts = np.argsort(s_logit)[::-1][:n_best]
             top_ends = np.argsort(e_logit)[::-1][:n_best]
             for s in top_starts:
@@ -162,12 +170,36 @@ def postprocess_predictions(examples, features, start_logits, end_logits, n_best
                     if e < s or e - s + 1 > max_answer_length or e >= len(offsets) or offsets[e] is None:
                         continue
                     if s_logit[s] + e_logit[e] > best_score:
-                        best_score = s_logit[s] + e_logit[e]
+                        best_score = float(s_logit[s] + e_logit[e])
                         best_text = ex["context"][offsets[s][0]:offsets[e][1]]
-        if version_2 and null_score - best_score > null_threshold:
-            best_text = ""
-        predictions[ex["id"]] = best_text
-    return predictions
+        out[ex["id"]] = (best_text, best_score, null_score)
+    return out
+
+
+def best_null_threshold(examples, spans: dict[str, tuple[str, float, float]], metric: str = "f1") -> float:
+    """The v2 null_threshold that maximises `metric` ("exact" or "f1") on these (dev) examples.
+
+    As the official evaluate-v2.0.py's find_best_thresh: an example answers "" when its
+    null - best-span difference exceeds the threshold; lowering the threshold past each difference
+    in turn flips one example to "", so one sorted sweep scores every distinct choice.
+    """
+    which = 0 if metric == "exact" else 1
+    rows = []
+    for ex in examples:
+        text, score, null = spans[ex["id"]]
+        rows.append((null - score, example_scores(ex, text)[which], example_scores(ex, "")[which]))
+    rows.sort(key=lambda r: -r[0])
+    total = sum(r[1] for r in rows)  # threshold above every difference: no example answers ""
+    finite = [r[0] for r in rows if math.isfinite(r[0])]
+    best_total, best = total, (max(finite) + 1.0 if finite else 0.0)
+    for i, (diff, as_span, as_null) in enumerate(rows):
+        total += as_null - as_span
+        if not math.isfinite(diff) or (i + 1 < len(rows) and rows[i + 1][0] == diff):
+            continue  # ties flip together; an infinite difference is not a usable threshold
+        if total > best_total:
+            below = rows[i + 1][0] if i + 1 < len(rows) and math.isfinite(rows[i + 1][0]) else diff - 2.0
+            best_total, best = total, (diff + below) / 2  # midway: both neighbours stay on their side
+    return float(best)
 
 
 # --- The official evaluation (evaluate-v2.0.py; identical to v1.1 on answerable questions) ---
@@ -192,6 +224,15 @@ def _f1(gold: str, pred: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def example_scores(ex, pred: str | None) -> tuple[float, float]:
+    """(exact, f1) of one prediction, each the max over the gold answers; None (missing) scores 0."""
+    if pred is None:
+        return 0.0, 0.0
+    golds = [a for a in ex["answers"]["text"] if normalize_answer(a)] or [""]
+    return (max(float(normalize_answer(g) == normalize_answer(pred)) for g in golds),
+            max(_f1(g, pred) for g in golds))
+
+
 def squad_metrics(predictions: dict[str, str], examples) -> dict[str, float]:
     """Official exact match and F1 in percent, max over gold answers; a missing prediction scores 0.
 
@@ -199,14 +240,7 @@ def squad_metrics(predictions: dict[str, str], examples) -> dict[str, float]:
     """
     scores = {"HasAns": [], "NoAns": []}
     for ex in examples:
-        golds = [a for a in ex["answers"]["text"] if normalize_answer(a)] or [""]
-        pred = predictions.get(ex["id"])
-        if pred is None:
-            exact = f1 = 0.0
-        else:
-            exact = max(float(normalize_answer(g) == normalize_answer(pred)) for g in golds)
-            f1 = max(_f1(g, pred) for g in golds)
-        scores["NoAns" if ex.get("is_impossible") else "HasAns"].append((exact, f1))
+        scores["NoAns" if ex.get("is_impossible") else "HasAns"].append(example_scores(ex, predictions.get(ex["id"])))
 
     def summary(pairs, prefix=""):
         n = len(pairs)

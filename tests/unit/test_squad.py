@@ -217,3 +217,42 @@ def test_featurizer_on_arrow_batches_matches_direct_call(tmp_path, tok):
         out = featurize(batch)
         assert out.keys() == direct.keys()
         assert all(np.array_equal(out[k], direct[k]) for k in direct)
+
+
+def test_n_best_limits_the_candidates():
+    context = "alpha beta gamma delta"
+    ex = {"id": "e", "context": context, "answers": {"text": ["gamma"], "answer_start": [11]}, "is_impossible": False}
+    features = {"example_id": ["e"], "offset_mapping": [[None, (0, 5), (6, 10), (11, 16), (17, 22)]]}
+    # The top two starts (gamma, delta) lie after the top two ends (alpha, beta): with n_best=2 no pair is
+    # valid; the third-ranked end (gamma) makes gamma-gamma (9 + 4) the best of n_best=3.
+    start = np.array([[0.0, 1.0, 4.0, 9.0, 8.0]])
+    end = np.array([[0.0, 9.0, 8.0, 4.0, 0.5]])
+    assert postprocess_predictions([ex], features, start, end, n_best=2) == {"e": ""}
+    assert postprocess_predictions([ex], features, start, end, n_best=3) == {"e": "gamma"}
+
+
+def test_null_threshold_is_chosen_on_dev():
+    """Two answerable questions whose spans are right but weaker than [CLS], two impossible ones:
+    the best threshold keeps the spans and nulls the impossible ones."""
+    from pipelines.tasks.squad import best_null_threshold, best_spans
+
+    context = "alpha beta gamma delta"
+    offsets = [None, (0, 5), (6, 10), (11, 16), (17, 22)]
+    answerable = [{"id": f"a{i}", "context": context, "is_impossible": False,
+                   "answers": {"text": ["beta"], "answer_start": [6]}} for i in range(2)]
+    impossible = [{"id": f"n{i}", "context": context, "is_impossible": True,
+                   "answers": {"text": [], "answer_start": []}} for i in range(2)]
+    examples = answerable + impossible
+    features = {"example_id": [ex["id"] for ex in examples], "offset_mapping": [offsets] * 4}
+    # null - span: a0 = 1, a1 = 3 (spans score below [CLS]); n0 = 5, n1 = 7.
+    start = np.array([[3.0, 0, 2.0, 0, 0], [4.0, 0, 2.0, 0, 0], [5.0, 0, 0.5, 0, 0], [6.0, 0, 0.5, 0, 0]])
+    end = np.array([[3.0, 0, 3.0, 0, 0], [4.0, 0, 3.0, 0, 0], [5.0, 0, 4.5, 0, 0], [6.0, 0, 4.5, 0, 0]])
+    spans = best_spans(examples, features, start, end)
+    assert [round(spans[ex["id"]][2] - spans[ex["id"]][1], 6) for ex in examples] == [1.0, 3.0, 5.0, 7.0]
+    threshold = best_null_threshold(examples, spans)
+    assert 3.0 <= threshold < 5.0
+    predictions = postprocess_predictions(examples, features, start, end, version_2=True, null_threshold=threshold)
+    assert squad_metrics(predictions, examples)["exact"] == 100.0
+    # The default threshold (0) nulls every question: half right.
+    default = postprocess_predictions(examples, features, start, end, version_2=True)
+    assert squad_metrics(default, examples)["exact"] == 50.0

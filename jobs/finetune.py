@@ -1,0 +1,221 @@
+"""Fine-tune a pretrained BERT on a task: rows -> Ray Data features -> Ray Train (DDP) -> best HF model -> MLflow.
+
+    python jobs/finetune.py --config configs/finetune/pkgdocs.yaml init=/path/to/hf-bert-folder
+    python jobs/finetune.py --config configs/finetune/sst2.yaml init=models:/bert-foundry-tiny@candidate
+
+Starting points: any HF BERT folder, a release folder of jobs/pretrain.py, or an MLflow model
+(`models:/NAME@alias`, `runs:/RUN_ID/model`). The whole config is validated before any Ray work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.config_io import load_config  # noqa: E402
+from jobs.finetune_config import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
+
+
+@dataclass
+class FinetuneResult:
+    run_name: str
+    task: str
+    main_metric: str  # e.g. "dev/accuracy"; higher is better
+    best: float  # its best value on dev
+    best_step: int
+    metrics: dict  # every dev metric at the best step
+    history: list  # every evaluation up to the best one: {"step", "epoch", metrics...}
+    export_dir: str  # the best model in HF format with tokenizer (loads in transformers.AutoModelFor*)
+    init_dir: str  # the local folder the run started from
+    labels: list  # class names in index order ([] for QA)
+    mlflow: dict = field(default_factory=dict)  # run_id, model_uri, registered_model, version, alias
+
+
+def run(cfg: FinetuneConfig) -> FinetuneResult:
+    cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
+    prefer_loopback()
+    import ray
+
+    from jobs import ft_tasks, tracking
+
+    run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
+    init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
+    train_rows, eval_rows, labels = ft_tasks.load_rows(cfg.task)
+    resolved = copy.deepcopy(cfg)  # the config this run uses, derived values settled; not changed after logging
+    resolved.run_name, resolved.tracking.tracking_uri = run_name, tracking_uri
+    resolved.task.labels = list(labels) if cfg.task.kind != "question-answering" else []
+    print(f"[data] {cfg.task.name}: {len(train_rows):,} train rows, "
+          + ", ".join(f"{len(r):,} {s} rows" for s, r in eval_rows.items())
+          + (f"; {len(labels)} labels {list(labels)}" if resolved.task.labels else ""), flush=True)
+
+    dashboard = init_ray()
+    _check_capacity(resolved, ray.cluster_resources())
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    datasets = {"train": _features(resolved, train_rows, init_dir)}
+    datasets.update({split: _features(resolved, rows, init_dir) for split, rows in eval_rows.items()})
+    n_train = datasets["train"].count()
+    steps_per_epoch = max(1, math.ceil((n_train // resolved.scaling.num_workers) / resolved.train.batch_size))
+    total = steps_per_epoch * resolved.train.epochs
+    total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
+    t = resolved.tracking
+    run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
+                                tags={"task": cfg.task.name, "init": cfg.init})
+    print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
+          f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
+    result = _fit(resolved, datasets, init_dir, eval_rows, run_id, steps_per_epoch, total)
+
+    export_dir = Path(cfg.output_dir).resolve() / run_name / "best"
+    history = _fetch_best(result.checkpoint, export_dir)
+    best = history[-1]
+    main = ft_tasks.main_metric(resolved.task)
+    dev = {k: v for k, v in best.items() if k not in ("step", "epoch")}
+    info = tracking.finish_run(tracking_uri, run_id, {f"best/{k}": v for k, v in dev.items()}, str(export_dir),
+                               t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind])
+    out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], dev, history, str(export_dir),
+                         str(init_dir), resolved.task.labels, info)
+    print(summary(out, resolved, dashboard), flush=True)
+    return out
+
+
+def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
+    """A local HF folder for `init`: the folder itself, or an MLflow model downloaded into download_dir."""
+    if not init.startswith(MLFLOW_SCHEMES):
+        return Path(init).resolve()
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    if download_dir.exists():
+        shutil.rmtree(download_dir)
+    download_dir.mkdir(parents=True)
+    root = Path(mlflow.artifacts.download_artifacts(artifact_uri=init, dst_path=str(download_dir)))
+    return find_hf_folder(root)
+
+
+def find_hf_folder(root: Path) -> Path:
+    """The folder holding an HF BERT config + weights under `root` (an MLflow transformers model keeps them
+    in model/ and the tokenizer in components/tokenizer/; the tokenizer files are copied beside them)."""
+    configs = sorted(p.parent for p in root.rglob("config.json")
+                     if any(p.parent.glob("*.safetensors")) or (p.parent / "pytorch_model.bin").is_file())
+    if not configs:
+        raise FileNotFoundError(f"no HF checkpoint (config.json + weights) under {root}")
+    folder = configs[0]
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        tokenizers = sorted(p.parent for name in TOKENIZER_FILES for p in root.rglob(name))
+        if not tokenizers:
+            raise FileNotFoundError(f"no tokenizer ({', '.join(TOKENIZER_FILES)}) under {root}")
+        for f in tokenizers[0].iterdir():
+            if f.is_file() and not (folder / f.name).exists():
+                shutil.copy2(f, folder / f.name)
+    return folder
+
+
+def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):
+    """Rows -> model features on an actor pool (each actor loads the tokenizer once), materialized so
+    the trainer streams finished blocks and the driver knows the count."""
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    from jobs.ft_tasks import Featurizer
+    from pipelines.tasks.common import load_tokenizer
+
+    tokenizer = load_tokenizer(str(init_dir))  # a fast tokenizer pickles: actors need no path of ours
+    task = {k: v for k, v in vars(cfg.task).items()}
+    return ray.data.from_items(rows).map_batches(
+        Featurizer, fn_constructor_args=(task, tokenizer), batch_size=cfg.features.batch_size,
+        batch_format="numpy", compute=ActorPoolStrategy(size=cfg.features.num_actors)).materialize()
+
+
+def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, eval_rows: dict, run_id: str, steps_per_epoch: int,
+         total: int):
+    import ray
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig
+    from ray.train import ScalingConfig as RayScaling
+    from ray.train.torch import TorchTrainer
+
+    from jobs.ft_worker import train_loop_per_worker
+
+    files = {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}
+    loop_config = {"cfg": cfg.to_dict(), "init_files": ray.put(files), "eval_rows": ray.put(eval_rows),
+                   "steps_per_epoch": steps_per_epoch, "total_steps": total, "mlflow_run_id": run_id}
+    s = cfg.scaling
+    trainer = TorchTrainer(
+        train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
+        dataset_config=DataConfig(datasets_to_split=["train"]),  # dev: whole, on rank 0
+        scaling_config=RayScaling(num_workers=s.num_workers, use_gpu=s.use_gpu,
+                                  resources_per_worker={"CPU": s.cpus_per_worker},
+                                  placement_strategy=s.placement_strategy),
+        run_config=RunConfig(name=cfg.run_name, storage_path=str(Path(cfg.output_dir).resolve()),
+                             checkpoint_config=CheckpointConfig(num_to_keep=1),
+                             failure_config=FailureConfig(max_failures=0)),
+    )
+    result = trainer.fit()
+    if result.error:
+        raise result.error
+    return result
+
+
+def _fetch_best(checkpoint, export_dir: Path) -> list:
+    """Copy the best model out of Ray storage (atomic replace); returns the evaluation history up to it."""
+    import json
+
+    tmp = export_dir.with_name(export_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with checkpoint.as_directory() as d:
+        shutil.copytree(Path(d) / "model", tmp)
+        history = json.loads((Path(d) / "history.json").read_text())
+    if export_dir.exists():
+        shutil.rmtree(export_dir)
+    tmp.rename(export_dir)
+    return history
+
+
+def _check_capacity(cfg: FinetuneConfig, resources: dict) -> None:
+    """Fail fast instead of hanging: the workers must fit, with a CPU left for Ray Data."""
+    s = cfg.scaling
+    need = s.num_workers * s.cpus_per_worker + 1
+    if resources.get("CPU", 0) < need:
+        raise RuntimeError(f"the Ray cluster has {resources.get('CPU', 0):g} CPUs; scaling.num_workers x "
+                           f"scaling.cpus_per_worker ({s.num_workers} x {s.cpus_per_worker:g}) plus 1 CPU for Ray "
+                           f"Data needs {need:g}. Lower scaling.cpus_per_worker (e.g. 0.5) or add nodes.")
+    if s.use_gpu and resources.get("GPU", 0) < s.num_workers:
+        raise RuntimeError(f"scaling.use_gpu needs {s.num_workers} GPUs; the cluster has {resources.get('GPU', 0):g}")
+
+
+def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
+    lines = ["", "=" * 72,
+             f"run              {r.run_name} ({r.task}, from {cfg.init})",
+             f"best             {r.main_metric} {r.best:.4f} at step {r.best_step} "
+             f"({len(r.history)} evaluations up to it)",
+             f"best model (HF)  {r.export_dir}",
+             f"MLflow run       {r.mlflow.get('run_id')} in {cfg.tracking.tracking_uri}"]
+    if r.mlflow.get("version"):
+        lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "
+                     f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")
+    lines += [f"Ray dashboard    {dashboard or 'not running'}", "=" * 72]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> FinetuneResult:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="YAML file (see configs/finetune/)")
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.epochs=2")
+    args = parser.parse_args(argv)
+    cfg = load_config(FinetuneConfig, args.config, args.overrides)  # fails here, before any Ray work
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()

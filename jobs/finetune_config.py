@@ -1,0 +1,178 @@
+"""The fine-tuning job's configuration: one typed tree, loaded from configs/finetune/*.yaml.
+
+Presets derive from configs/finetune/base.yaml (`base: base.yaml`) and change one thing. The whole
+tree is validated before any Ray work, with errors naming the field and the allowed values.
+Everything a Ray Train worker needs travels inside this config (as a dict) plus the payloads the
+driver puts in the object store (the starting checkpoint's files, the task's eval rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bert_core.config import ConfigError
+from jobs.config import ScalingConfig, TrackingConfig
+from jobs.config_io import from_dict, to_dict
+from pipelines.tasks.conll import CONLL_LABELS
+from pipelines.tasks.glue import GLUE_TASKS
+
+KINDS = {"pkgdocs": "classification", "squad": "question-answering", "conll": "token-classification",
+         **{name: "classification" for name in GLUE_TASKS}}
+TASK_NAMES = tuple(KINDS)
+IOB_SCHEMES = ("IOB1", "IOB2")  # CoNLL-2003's Reuters release is IOB1; the HF hub's copy is IOB2
+MLFLOW_SCHEMES = ("models:/", "runs:/")
+
+
+@dataclass
+class TaskConfig:
+    name: str = "pkgdocs"  # pkgdocs | squad | conll | one of the nine GLUE tasks (cola, sst2, ..., mnli)
+    max_seq_len: int = 128  # features are cut to this many word pieces (batches pad to their longest)
+    labels: list[str] = field(default_factory=list)  # class names; [] = the task's own (set by the job)
+    max_train_examples: int = 0  # quick runs: keep the first N training rows; 0 = all
+    max_eval_examples: int = 0  # quick runs: keep the first N dev rows; 0 = all
+    # GLUE: the download root (glue_data/) or the task's folder; dev is dev.tsv (MNLI: matched + mismatched)
+    data_dir: str = ""
+    # SQuAD (JSON) and CoNLL (column files)
+    train_file: str = ""
+    dev_file: str = ""
+    version_2: bool = False  # SQuAD v2.0: unanswerable questions; the null threshold is chosen on dev
+    doc_stride: int = 128  # SQuAD: tokens shared by consecutive windows of a long context
+    max_query_length: int = 64  # SQuAD: questions are cut to this many pieces
+    n_best: int = 20  # SQuAD: start/end candidates per window
+    max_answer_length: int = 30  # SQuAD: longest answer, in pieces
+    iob_scheme: str = "IOB2"  # CoNLL: the tags' scheme, for seqeval's strict entity matching
+    label_all_subwords: bool = False  # CoNLL: label continuation pieces too (default: first piece only)
+    # pkgdocs: built from the corpus `make quickstart` harvests (harvested here if absent)
+    corpus_dir: str = "data/corpus/installed-docs"
+    harvest_max_mb: float = 8.0  # size of that harvest; a different size is a different task
+    num_classes: int = 4  # pkgdocs: the packages with the most documents
+    max_train_per_label: int = 0  # pkgdocs: cap per class (balanced quick runs); 0 = all
+    max_dev_per_label: int = 0
+
+    @property
+    def kind(self) -> str:
+        return KINDS[self.name]
+
+
+@dataclass
+class FinetuneTrainConfig:
+    batch_size: int = 32  # examples per worker per step
+    eval_batch_size: int = 64
+    epochs: int = 3
+    max_steps: int = 0  # stop after this many optimizer steps; 0 = epochs decide
+    eval_every_steps: int = 0  # evaluate every N steps; 0 = at the end of every epoch
+    patience: int = 2  # stop after this many evaluations without improving the main metric; 0 = never
+    log_every: int = 10  # steps per progress line and MLflow train metrics
+    seed: int = 0  # head init and data order
+
+
+@dataclass
+class FinetuneOptimConfig:
+    """AdamW, linear warmup then linear decay to 0 (BERT's fine-tuning recipe)."""
+
+    lr: float = 2e-5  # peak learning rate after warmup
+    weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    warmup_ratio: float = 0.1  # share of all steps spent warming up
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+
+
+@dataclass
+class FeaturesConfig:
+    num_actors: int = 1  # Ray Data actors that tokenize (each loads the tokenizer once)
+    batch_size: int = 256  # rows per map_batches call
+
+
+@dataclass
+class FinetuneConfig:
+    run_name: str = ""  # Ray Train + MLflow run name; "" = finetune-<task>-<timestamp>
+    output_dir: str = "runs"  # Ray Train storage; the best model is exported to <output_dir>/<run_name>/best
+    init: str = ""  # starting point: an HF BERT folder, our release folder, models:/NAME@alias or runs:/ID/path
+    task: TaskConfig = field(default_factory=TaskConfig)
+    train: FinetuneTrainConfig = field(default_factory=FinetuneTrainConfig)
+    optim: FinetuneOptimConfig = field(default_factory=FinetuneOptimConfig)
+    features: FeaturesConfig = field(default_factory=FeaturesConfig)
+    scaling: ScalingConfig = field(default_factory=ScalingConfig)
+    tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-finetune"))
+
+    def validate(self) -> "FinetuneConfig":
+        self._validate_task()
+        t, o, s = self.train, self.optim, self.scaling
+        for name in ("batch_size", "eval_batch_size", "epochs", "log_every"):
+            if getattr(t, name) < 1:
+                raise ConfigError(f"train.{name} must be >= 1, got {getattr(t, name)}")
+        for name in ("max_steps", "eval_every_steps", "patience"):
+            if getattr(t, name) < 0:
+                raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
+        if o.lr <= 0 or o.weight_decay < 0 or o.grad_clip < 0 or o.eps <= 0:
+            raise ConfigError("optim.lr and optim.eps must be > 0; optim.weight_decay and optim.grad_clip >= 0")
+        if not 0 <= o.warmup_ratio < 1:
+            raise ConfigError(f"optim.warmup_ratio must be in [0, 1), got {o.warmup_ratio}")
+        if self.features.num_actors < 1 or self.features.batch_size < 1:
+            raise ConfigError("features.num_actors and features.batch_size must be >= 1")
+        if s.num_workers < 1 or s.cpus_per_worker <= 0:
+            raise ConfigError("scaling.num_workers must be >= 1 and scaling.cpus_per_worker > 0")
+        if s.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
+            raise ConfigError("scaling.placement_strategy must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD, "
+                              f"got {s.placement_strategy!r}")
+        if self.tracking.registered_model and not self.tracking.alias:
+            raise ConfigError("tracking.alias must be set when tracking.registered_model is")
+        if "/" in self.run_name:
+            raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
+        self._validate_init()
+        return self
+
+    def _validate_task(self) -> None:
+        k = self.task
+        if k.name not in KINDS:
+            raise ConfigError(f"task.name must be one of {TASK_NAMES}, got {k.name!r}")
+        if not 16 <= k.max_seq_len <= 512:
+            raise ConfigError(f"task.max_seq_len must be in [16, 512], got {k.max_seq_len}")
+        if k.max_train_examples < 0 or k.max_eval_examples < 0:
+            raise ConfigError("task.max_train_examples and task.max_eval_examples must be >= 0")
+        if k.name in GLUE_TASKS and not (k.data_dir and Path(k.data_dir).is_dir()):
+            raise ConfigError(f"task.data_dir must be a GLUE folder for task {k.name!r}, got {k.data_dir!r}")
+        if k.name in ("squad", "conll"):
+            for name in ("train_file", "dev_file"):
+                if not Path(getattr(k, name)).is_file():
+                    raise ConfigError(f"task.{name} must be an existing file for task {k.name!r}, "
+                                      f"got {getattr(k, name)!r}")
+        if k.name == "squad":
+            if k.doc_stride < 0 or k.max_query_length < 1 or k.max_query_length + k.doc_stride + 3 >= k.max_seq_len:
+                raise ConfigError(f"task.max_query_length ({k.max_query_length}) + task.doc_stride ({k.doc_stride}) "
+                                  f"+ 3 must be < task.max_seq_len ({k.max_seq_len}), both >= 0")
+            if k.n_best < 1 or k.max_answer_length < 1:
+                raise ConfigError("task.n_best and task.max_answer_length must be >= 1")
+        if k.name == "conll":
+            if k.iob_scheme not in IOB_SCHEMES:
+                raise ConfigError(f"task.iob_scheme must be one of {IOB_SCHEMES}, got {k.iob_scheme!r}")
+            bad = [tag for tag in (k.labels or CONLL_LABELS) if tag != "O" and tag[:2] not in ("B-", "I-")]
+            if bad:
+                raise ConfigError(f"task.labels must be 'O' or B-/I- tags for CoNLL, got {bad}")
+        if k.name == "pkgdocs":
+            if k.num_classes < 2:
+                raise ConfigError(f"task.num_classes must be >= 2, got {k.num_classes}")
+            if k.max_train_per_label < 0 or k.max_dev_per_label < 0 or k.harvest_max_mb <= 0:
+                raise ConfigError("task.max_train_per_label and task.max_dev_per_label must be >= 0, "
+                                  "task.harvest_max_mb > 0")
+
+    def _validate_init(self) -> None:
+        if not self.init:
+            raise ConfigError("init must name a starting checkpoint: an HF BERT folder, a release folder, "
+                              "models:/NAME@alias or runs:/RUN_ID/path")
+        if self.init.startswith(MLFLOW_SCHEMES):
+            return  # resolved through MLflow by the job
+        if "://" in self.init:
+            raise ConfigError(f"init must be a local folder or start with one of {MLFLOW_SCHEMES}, got {self.init!r}")
+        if not (Path(self.init) / "config.json").is_file():
+            raise ConfigError(f"init folder {self.init!r} has no config.json (an HF BERT checkpoint folder)")
+
+    def to_dict(self) -> dict:
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FinetuneConfig":
+        return from_dict(cls, d)

