@@ -45,7 +45,7 @@ from torch import nn
 
 from bert_core.checkpoint import save_state_dict
 from bert_core.config import BertConfig, ConfigError
-from bert_core.model import (IGNORE_INDEX, BertEmbeddings, BertForPreTraining, BertLayer, BertPooler,
+from bert_core.model import (IGNORE_INDEX, _cu_seqlens, BertEmbeddings, BertForPreTraining, BertLayer, BertPooler,
                              BertPredictionHeadTransform, Packing, init_weights)
 from jobs.config import PARTITION_METHODS, PretrainConfig
 from jobs.ds_config import deepspeed_config, lr_lambda, param_groups
@@ -94,7 +94,7 @@ class TiedWordEmbeddings(nn.Module):
 class EncoderLayerPipe(BertLayer):
     def forward(self, inputs):
         x, indices, attention_mask, *labels = inputs
-        packing = Packing(indices, *attention_mask.shape)
+        packing = Packing(indices, _cu_seqlens(attention_mask), *attention_mask.shape)
         mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T), True = attend
         return super().forward(x, mask, packing), indices, attention_mask, *labels
 
@@ -111,7 +111,7 @@ class PreTrainingHeadsPipe(nn.Module):
 
     def forward(self, inputs):
         x, indices, attention_mask, mlm_labels, nsp_labels = inputs
-        sequence_output = Packing(indices, *attention_mask.shape).unpack(x)  # (B, T, H)
+        sequence_output = Packing(indices, None, *attention_mask.shape).unpack(x)  # (B, T, H)
         nsp_logits = self.seq_relationship(self.pooler(sequence_output))  # (B, 2)
         masked = torch.nonzero(mlm_labels.flatten() != IGNORE_INDEX, as_tuple=False).flatten()  # (M,)
         hidden = self.transform(sequence_output.flatten(0, 1).index_select(0, masked))  # (M, H)
