@@ -30,6 +30,7 @@ import torch.distributed as dist
 from jobs import ft_tasks
 from jobs.finetune_config import FinetuneConfig, FinetuneOptimConfig
 from jobs.metrics import format_duration
+from jobs.seam import next_in_lockstep
 
 log = logging.getLogger("bert_foundry.finetune")
 NO_DECAY = ("bias", "LayerNorm.weight")
@@ -179,12 +180,7 @@ class Worker:
             else dict(enumerate(cfg.task.labels))
 
     def _next_batch(self, batches):
-        """The next batch, or None on every rank once any rank's shard is exhausted (DDP steps in lockstep)."""
-        batch = next(batches, None)
-        has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
-        if dist.is_initialized():
-            dist.all_reduce(has, op=dist.ReduceOp.MIN)
-        return batch if int(has) else None
+        return next_in_lockstep(batches)
 
     def run(self) -> None:
         t, total = self.cfg.train, self.config["total_steps"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from jobs.config import OptimConfig
 from jobs.ds_config import lr_lambda
@@ -111,3 +112,12 @@ class EngineBase:
             for group, own in zip(self.optimizer.param_groups, options):
                 group.update(own)
         return client_state or {}
+
+
+def next_in_lockstep(batches):
+    """The next batch, or None on every rank once any rank's data is exhausted (ranks step in lockstep)."""
+    batch = next(batches, None)
+    has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
+    if dist.is_initialized():
+        dist.all_reduce(has, op=dist.ReduceOp.MIN)
+    return batch if int(has) else None

@@ -30,6 +30,7 @@ from jobs.faults import Faults
 from jobs.loss_guard import LossGuard, NonFiniteLossError
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
 from jobs.reshard import load_engine, write_topology
+from jobs.seam import next_in_lockstep
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -154,12 +155,7 @@ class Worker:
                 for keep in [self.index(b["example_id"]) % replicas == self.replica] if keep.any())
 
     def _next_batch(self, batches):
-        """The next batch, or None on every rank once any rank's split is exhausted (ranks step in lockstep)."""
-        batch = next(batches, None)
-        has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
-        if dist.is_initialized():
-            dist.all_reduce(has, op=dist.ReduceOp.MIN)
-        return batch if int(has) else None
+        return next_in_lockstep(batches)
 
     def _new_epoch(self) -> None:
         self.position = DataPosition(self.position.epoch + 1, np.zeros(self.index.num_examples, dtype=bool))
