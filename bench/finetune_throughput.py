@@ -44,7 +44,8 @@ def job_rate(run_id: str, tracking_uri: str) -> float:
     """Median of our worker's logged train/samples_per_s (its step windows, data fetch included)."""
     from mlflow.tracking import MlflowClient
 
-    return statistics.median(m.value for m in MlflowClient(tracking_uri).get_metric_history(run_id, "train/samples_per_s"))
+    history = MlflowClient(tracking_uri).get_metric_history(run_id, "train/samples_per_s")
+    return statistics.median(m.value for m in history)
 
 
 def main(argv: list[str] | None = None) -> None:
