@@ -118,13 +118,14 @@ def local_engine_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict
     trainer_run, "train_s" being the loop with its per-epoch evaluations."""
     import ray.train.torch
 
-    from jobs import ft_tasks, ft_worker
+    from jobs import ft_worker
+    from jobs.objectives import objective_for
 
     torch.manual_seed(cfg.train.seed)  # as the Worker does before building the head
     model, _ = ft_worker.build_model(cfg, init_dir)
     prepare, ray.train.torch.prepare_model = ray.train.torch.prepare_model, lambda m: m
     try:
-        engine = ft_worker.LocalEngine(model, ft_tasks.objective(cfg.task), cfg.optim,
+        engine = ft_worker.LocalEngine(model, objective_for(model), cfg.optim,
                                        total_steps(cfg, len(train["labels"])))
     finally:
         ray.train.torch.prepare_model = prepare
