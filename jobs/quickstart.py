@@ -1,0 +1,102 @@
+"""The whole path in one job: pretrain a tiny BERT, sweep its fine-tuning on pkgdocs, register the winner.
+
+    python jobs/quickstart.py                                   # what `make quickstart` runs
+    python jobs/quickstart.py pretrain.train.max_steps=200 sweep.num_samples=8
+
+Both configs (configs/pretrain/quickstart.yaml, configs/sweep/quickstart.yaml, or --pretrain-config /
+--sweep-config) are read and validated before any Ray work; overrides go to one of them by their
+first key (`pretrain.` or `sweep.`). The sweep starts from the release checkpoint this run just wrote,
+and shares the pretraining's MLflow store; the sweep's parent run and the registered fine-tuned version
+are tagged with the pretraining run behind them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python jobs/quickstart.py` from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.config import ConfigError, PretrainConfig  # noqa: E402
+from jobs.config_io import load_config  # noqa: E402
+from jobs.sweep_config import SweepConfig, load_sweep_config  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+PRETRAIN = REPO / "configs/pretrain/quickstart.yaml"
+SWEEP = REPO / "configs/sweep/quickstart.yaml"
+
+
+def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]) -> tuple[PretrainConfig, SweepConfig]:
+    """Both configs, overrides routed by prefix, both validated. The sweep's `finetune.init` is not known
+    until pretraining has run: it is validated here as the pretrained model's registry URI and set to the
+    release folder once it exists."""
+    routed: dict[str, list[str]] = {"pretrain": [], "sweep": []}
+    for o in overrides:
+        head, _, rest = o.partition(".")
+        if head not in routed or not rest:
+            raise ConfigError(f"override {o!r}: start it with 'pretrain.' or 'sweep.' (e.g. pretrain.train.max_steps=100)")
+        routed[head].append(rest)
+    pretrain = load_config(PretrainConfig, pretrain_path, routed["pretrain"])
+    t = pretrain.tracking
+    placeholder = f"models:/{t.registered_model}@{t.alias}" if t.registered_model else "models:/pretrained@candidate"
+    sweep = load_sweep_config(sweep_path, [f"finetune.init={placeholder}",
+                                           f"finetune.tracking.tracking_uri={t.tracking_uri}", *routed["sweep"]])
+    return pretrain, sweep
+
+
+def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
+    from jobs import pretrain, sweep
+
+    pretrained = pretrain.run(pretrain_cfg)
+    sweep_cfg.finetune.init = pretrained.release_dir  # exactly the weights this run wrote
+    sweep_cfg.finetune.tracking.tracking_uri = pretrain_cfg.tracking.tracking_uri  # resolved by the run
+    swept = sweep.run(sweep_cfg.validate())
+    link_to_pretraining(sweep_cfg.finetune.tracking.tracking_uri, pretrained, swept)
+    print(summary(pretrained, swept), flush=True)
+    return pretrained, swept
+
+
+def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
+    """Tag the sweep's parent run and the registered fine-tuned version with the pretraining run behind them."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    tags = {"pretrain_run_id": pretrained.mlflow.get("run_id", ""), "pretrain_run_name": pretrained.run_name,
+            "pretrain_release_dir": pretrained.release_dir}
+    for k, v in tags.items():
+        client.set_tag(swept.mlflow["parent_run_id"], k, v)
+        if swept.mlflow.get("version"):
+            client.set_model_version_tag(swept.mlflow["registered_model"], swept.mlflow["version"], k, v)
+
+
+def summary(pretrained, swept) -> str:
+    m = pretrained.metrics
+    lines = ["", "=" * 72, "quickstart: corpus -> pretraining -> fine-tuning sweep -> registry",
+             f"pretrained       {pretrained.run_name}: MLM accuracy {m['eval_before/mlm_acc']:.4f} -> "
+             f"{m['eval_after/mlm_acc']:.4f}; release {pretrained.release_dir}",
+             f"fine-tuned       {swept.name}: best trial {swept.metric} {swept.best_score:.4f}"]
+    if swept.seeds.get("scores"):
+        s = swept.seeds
+        lines.append(f"over {len(s['scores'])} seeds     median {s['median']:.4f} (std {s['std']:.4f}, "
+                     f"min {s['min']:.4f}, max {s['max']:.4f}); majority class {s.get('majority', float('nan')):.4f}")
+    if swept.mlflow.get("version"):
+        lines.append(f"registered       models:/{swept.mlflow['registered_model']}@{swept.mlflow['alias']} "
+                     f"(v{swept.mlflow['version']})")
+    lines.append("=" * 72)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pretrain-config", default=str(PRETRAIN))
+    parser.add_argument("--sweep-config", default=str(SWEEP))
+    parser.add_argument("overrides", nargs="*", help="pretrain.dotted.key=value or sweep.dotted.key=value")
+    args = parser.parse_args(argv)
+    pretrain_cfg, sweep_cfg = load(args.pretrain_config, args.sweep_config, args.overrides)  # before any Ray work
+    return run(pretrain_cfg, sweep_cfg)
+
+
+if __name__ == "__main__":
+    main()
