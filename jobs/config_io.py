@@ -9,6 +9,7 @@ with the dotted name of the field and what it accepts. No `exec`, no import-time
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from pathlib import Path
@@ -82,9 +83,9 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
         return _model_from_dict(data, where)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
-        raise ConfigError(f"unknown key {_join(where, unknown[0])!r}; allowed: {sorted(fields)}")
+        raise _unknown_key(where, unknown[0], sorted(fields))
     kwargs = {name: _coerce(hints[name], value, _join(where, name)) for name, value in data.items()}
     return cls(**kwargs)
 
@@ -110,12 +111,18 @@ def _model_from_dict(data: dict, where: str) -> BertConfig:
     data = dict(data)
     name = data.pop("preset", "tiny")
     fields = {f.name for f in dataclasses.fields(BertConfig)}
-    unknown = sorted(set(data) - fields)
+    unknown = sorted(set(data) - fields, key=str)
     if unknown:
-        raise ConfigError(f"unknown key {_join(where, unknown[0])!r}; allowed: {['preset', *sorted(fields)]}")
+        raise _unknown_key(where, unknown[0], ["preset", *sorted(fields)])
     hints = typing.get_type_hints(BertConfig)
     overrides = {k: _coerce(hints[k], v, _join(where, k)) for k, v in data.items()}
     return preset(name, **overrides)
+
+
+def _unknown_key(where: str, key: Any, allowed: list[str]) -> ConfigError:
+    close = difflib.get_close_matches(str(key), allowed, n=1)
+    hint = f"; did you mean {_join(where, close[0])!r}?" if close else ""
+    return ConfigError(f"unknown key {_join(where, str(key))!r}; allowed: {allowed}{hint}")
 
 
 def _coerce(tp: Any, value: Any, where: str) -> Any:
