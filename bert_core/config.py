@@ -40,9 +40,10 @@ class BertConfig:
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
         if self.hidden_size % self.num_attention_heads:
+            divisors = [n for n in range(1, self.hidden_size + 1) if self.hidden_size % n == 0]
             raise ConfigError(
                 f"model.hidden_size ({self.hidden_size}) must be divisible by "
-                f"model.num_attention_heads ({self.num_attention_heads})")
+                f"model.num_attention_heads ({self.num_attention_heads}); allowed heads: {divisors}")
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"model.hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
@@ -50,9 +51,11 @@ class BertConfig:
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {value!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ConfigError(f"model.pad_token_id must be in [0, vocab_size), got {self.pad_token_id}")
-        if self.layer_norm_eps <= 0 or self.initializer_range <= 0:
-            raise ConfigError("model.layer_norm_eps and model.initializer_range must be > 0")
+            raise ConfigError(f"model.pad_token_id must be in [0, model.vocab_size={self.vocab_size}), "
+                              f"got {self.pad_token_id}")
+        for name in ("layer_norm_eps", "initializer_range"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"model.{name} must be > 0, got {getattr(self, name)!r}")
         return self
 
     @property

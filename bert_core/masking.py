@@ -31,20 +31,26 @@ class MaskingConfig:
     whole_word: bool = False  # select whole words ("##" pieces go with their head), as BERT-wwm
     max_predictions: int | None = None  # cap on targets per sequence (20 for seq 128 in BERT)
 
-    def validate(self) -> "MaskingConfig":
+    def validate(self, where: str = "masking") -> "MaskingConfig":
+        """`where` is the section's dotted name in the caller's config (the pretraining job: train.masking)."""
         for name in ("rate", "mask_token_prob", "random_token_prob"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise ConfigError(f"masking.{name} must be in [0, 1], got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{where}.{name} must be a number, got {value!r}")
         if not 0.0 < self.rate < 1.0:
-            raise ConfigError(f"masking.rate must be in (0, 1), got {self.rate!r}")
+            raise ConfigError(f"{where}.rate must be in (0, 1), got {self.rate!r}")
+        for name in ("mask_token_prob", "random_token_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{where}.{name} must be in [0, 1], got {value!r}")
         if self.mask_token_prob + self.random_token_prob > 1.0:
             raise ConfigError(
-                "masking.mask_token_prob + masking.random_token_prob must be <= 1, got "
+                f"{where}.mask_token_prob + {where}.random_token_prob must be <= 1, got "
                 f"{self.mask_token_prob} + {self.random_token_prob}")
         if self.max_predictions is not None and (
-                not isinstance(self.max_predictions, int) or self.max_predictions < 1):
-            raise ConfigError(f"masking.max_predictions must be None or an integer >= 1, "
+                isinstance(self.max_predictions, bool) or not isinstance(self.max_predictions, int)
+                or self.max_predictions < 1):
+            raise ConfigError(f"{where}.max_predictions must be null or an integer >= 1, "
                               f"got {self.max_predictions!r}")
         return self
 

@@ -55,8 +55,9 @@ class DataConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"data.{name} must be in [0, 1), got {value!r}")
-        if self.dupe_factor < 1 or self.num_workers < 1:
-            raise ConfigError("data.dupe_factor and data.num_workers must be >= 1")
+        for name in ("dupe_factor", "num_workers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"data.{name} must be >= 1, got {getattr(self, name)}")
         if self.tokenizer.path is None and self.tokenizer.vocab_size < 128:
             raise ConfigError(f"data.tokenizer.vocab_size must be >= 128, got {self.tokenizer.vocab_size}")
         return self
