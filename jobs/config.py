@@ -17,6 +17,7 @@ OPTIMIZERS = ("adamw", "lamb")
 SCHEDULES = ("linear", "poly", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16")
 PARTITION_METHODS = ("parameters", "uniform")  # how DeepSpeed's PipelineModule cuts layers into stages
+PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 
 @dataclass
@@ -93,6 +94,16 @@ class ScalingConfig:
     cpus_per_worker: float = 1.0
     placement_strategy: str = "PACK"  # Ray placement group strategy; SPREAD/STRICT_SPREAD put workers on different nodes
 
+    def validate(self) -> "ScalingConfig":
+        if self.num_workers < 1:
+            raise ConfigError(f"scaling.num_workers must be >= 1, got {self.num_workers}")
+        if self.cpus_per_worker <= 0:
+            raise ConfigError(f"scaling.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
+        if self.placement_strategy not in PLACEMENT_STRATEGIES:
+            raise ConfigError(f"scaling.placement_strategy must be one of {', '.join(PLACEMENT_STRATEGIES)}, "
+                              f"got {self.placement_strategy!r}")
+        return self
+
 
 @dataclass
 class TrackingConfig:
@@ -123,23 +134,31 @@ class PretrainConfig:
             self.data.sources = [self.corpus.harvest_dir]
         self.data.validate()
         if self.data.eval_fraction <= 0:
-            raise ConfigError("data.eval_fraction must be > 0: the job measures held-out MLM accuracy")
-        self.train.masking.validate()
+            raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.data.eval_fraction}: "
+                              "the job measures held-out MLM accuracy")
+        self.train.masking.validate("train.masking")
         t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
         for name in ("micro_batch_size", "grad_accum_steps", "max_steps", "log_every", "eval_batches",
                      "keep_checkpoints"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(t, name)}")
-        if t.checkpoint_every < 0 or t.max_failures < 0 or t.rollback_after < 0:
-            raise ConfigError("train.checkpoint_every, train.max_failures and train.rollback_after must be >= 0")
+        for name in ("checkpoint_every", "max_failures", "rollback_after"):
+            if getattr(t, name) < 0:
+                raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
         if not 0 < t.rollback_lr_factor <= 1:
             raise ConfigError(f"train.rollback_lr_factor must be in (0, 1], got {t.rollback_lr_factor}")
         if o.name not in OPTIMIZERS:
             raise ConfigError(f"optim.name must be one of {OPTIMIZERS}, got {o.name!r}")
         if o.schedule not in SCHEDULES:
             raise ConfigError(f"optim.schedule must be one of {SCHEDULES}, got {o.schedule!r}")
-        if o.lr <= 0 or o.warmup_steps < 0 or o.grad_clip < 0:
-            raise ConfigError("optim.lr must be > 0; optim.warmup_steps and optim.grad_clip >= 0")
+        if o.lr <= 0:
+            raise ConfigError(f"optim.lr must be > 0, got {o.lr}")
+        for name in ("warmup_steps", "grad_clip", "weight_decay"):
+            if getattr(o, name) < 0:
+                raise ConfigError(f"optim.{name} must be >= 0, got {getattr(o, name)}")
+        if o.warmup_steps > t.max_steps:
+            raise ConfigError(f"optim.warmup_steps must be in [0, train.max_steps={t.max_steps}], "
+                              f"got {o.warmup_steps}: a longer warmup never reaches optim.lr")
         if d.zero_stage not in (0, 1, 2, 3):
             raise ConfigError(f"deepspeed.zero_stage must be one of (0, 1, 2, 3), got {d.zero_stage}")
         if d.precision not in PRECISIONS:
@@ -153,28 +172,32 @@ class PretrainConfig:
                               "ZeRO-3's parameter hooks and pipeline stages run eager")
         if o.name == "lamb" and d.offload_optimizer:
             raise ConfigError("optim.name='lamb' is not supported with deepspeed.offload_optimizer "
-                              "(ZeRO-Offload steps only DeepSpeed's CPU Adam)")
+                              "(ZeRO-Offload steps only DeepSpeed's CPU Adam); allowed: optim.name='adamw'")
         if d.offload_optimizer and d.zero_stage == 0:
             raise ConfigError("deepspeed.offload_optimizer needs deepspeed.zero_stage >= 1")
+        s.validate()
         if d.pipeline_stages > 1 and s.num_workers % d.pipeline_stages:
+            # Each data-parallel replica is a whole pipeline: the workers must split into whole replicas.
+            divisors = [n for n in range(1, s.num_workers + 1) if s.num_workers % n == 0]
             raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) must divide scaling.num_workers "
-                              f"({s.num_workers})")
+                              f"({s.num_workers}); allowed: {divisors}")
         self.validate_pipeline()
-        if s.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
-            raise ConfigError("scaling.placement_strategy must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD, "
-                              f"got {s.placement_strategy!r}")
-        if s.num_workers < 1 or s.cpus_per_worker <= 0:
-            raise ConfigError("scaling.num_workers must be >= 1 and scaling.cpus_per_worker > 0")
         if self.data.max_seq_len > self.model.max_position_embeddings:
             raise ConfigError(f"data.max_seq_len ({self.data.max_seq_len}) exceeds "
-                              f"model.max_position_embeddings ({self.model.max_position_embeddings})")
+                              f"model.max_position_embeddings ({self.model.max_position_embeddings}); "
+                              f"allowed: data.max_seq_len <= {self.model.max_position_embeddings}")
         p2 = self.phase2
-        if p2.max_steps < 0 or p2.micro_batch_size < 1 or p2.lr < 0 or p2.warmup_steps < 0:
-            raise ConfigError("phase2.max_steps, phase2.lr and phase2.warmup_steps must be >= 0; "
-                              "phase2.micro_batch_size >= 1")
+        for name in ("max_steps", "lr", "warmup_steps"):
+            if getattr(p2, name) < 0:
+                raise ConfigError(f"phase2.{name} must be >= 0, got {getattr(p2, name)}")
+        if p2.micro_batch_size < 1:
+            raise ConfigError(f"phase2.micro_batch_size must be >= 1, got {p2.micro_batch_size}")
         if p2.max_steps and not self.data.max_seq_len < p2.max_seq_len <= self.model.max_position_embeddings:
             raise ConfigError(f"phase2.max_seq_len must be in ({self.data.max_seq_len}, "
                               f"{self.model.max_position_embeddings}], got {p2.max_seq_len}")
+        if p2.max_steps and p2.warmup_steps > p2.max_steps:
+            raise ConfigError(f"phase2.warmup_steps must be in [0, phase2.max_steps={p2.max_steps}], "
+                              f"got {p2.warmup_steps}")
         if "/" in self.run_name:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
         return self
@@ -192,7 +215,8 @@ class PretrainConfig:
             return
         if d.pipeline_stages > self.model.num_hidden_layers + 4:
             raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) exceeds the pipeline's "
-                              f"{self.model.num_hidden_layers + 4} layers")
+                              f"{self.model.num_hidden_layers + 4} layers; allowed: 1 to "
+                              f"{self.model.num_hidden_layers + 4} (model.num_hidden_layers + 4)")
         if d.zero_stage > 1 or d.offload_optimizer or d.offload_params:
             raise ConfigError("deepspeed.pipeline_stages > 1 needs deepspeed.zero_stage 0 or 1 and no offload: "
                               "ZeRO-2/3 shard gradients and parameters that the pipeline keeps per stage")
@@ -216,3 +240,4 @@ class PretrainConfig:
         model = d.get("model", {})
         d = {**d, "model": {"preset": "tiny", **model}} if "preset" not in model else d
         return from_dict(cls, d)
+

@@ -107,17 +107,18 @@ class FinetuneConfig:
         for name in ("max_steps", "eval_every_steps", "patience"):
             if getattr(t, name) < 0:
                 raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
-        if o.lr <= 0 or o.weight_decay < 0 or o.grad_clip < 0 or o.eps <= 0:
-            raise ConfigError("optim.lr and optim.eps must be > 0; optim.weight_decay and optim.grad_clip >= 0")
+        for name in ("lr", "eps"):
+            if getattr(o, name) <= 0:
+                raise ConfigError(f"optim.{name} must be > 0, got {getattr(o, name)}")
+        for name in ("weight_decay", "grad_clip"):
+            if getattr(o, name) < 0:
+                raise ConfigError(f"optim.{name} must be >= 0, got {getattr(o, name)}")
         if not 0 <= o.warmup_ratio < 1:
             raise ConfigError(f"optim.warmup_ratio must be in [0, 1), got {o.warmup_ratio}")
-        if self.features.num_actors < 1 or self.features.batch_size < 1:
-            raise ConfigError("features.num_actors and features.batch_size must be >= 1")
-        if s.num_workers < 1 or s.cpus_per_worker <= 0:
-            raise ConfigError("scaling.num_workers must be >= 1 and scaling.cpus_per_worker > 0")
-        if s.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
-            raise ConfigError("scaling.placement_strategy must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD, "
-                              f"got {s.placement_strategy!r}")
+        for name in ("num_actors", "batch_size"):
+            if getattr(self.features, name) < 1:
+                raise ConfigError(f"features.{name} must be >= 1, got {getattr(self.features, name)}")
+        s.validate()
         if self.tracking.registered_model and not self.tracking.alias:
             raise ConfigError("tracking.alias must be set when tracking.registered_model is")
         if "/" in self.run_name:
@@ -131,8 +132,14 @@ class FinetuneConfig:
             raise ConfigError(f"task.name must be one of {TASK_NAMES}, got {k.name!r}")
         if not 16 <= k.max_seq_len <= 512:
             raise ConfigError(f"task.max_seq_len must be in [16, 512], got {k.max_seq_len}")
-        if k.max_train_examples < 0 or k.max_eval_examples < 0:
-            raise ConfigError("task.max_train_examples and task.max_eval_examples must be >= 0")
+        for name in ("max_train_examples", "max_eval_examples"):
+            if getattr(k, name) < 0:
+                raise ConfigError(f"task.{name} must be >= 0, got {getattr(k, name)}")
+        if k.labels and k.name != "conll":
+            raise ConfigError(f"task.labels must be [] for task {k.name!r} (the job takes the task's own labels), "
+                              f"got {k.labels}; only conll reads task.labels")
+        if len(set(k.labels)) != len(k.labels):
+            raise ConfigError(f"task.labels must be distinct, got {k.labels}")
         if k.name in GLUE_TASKS and not (k.data_dir and Path(k.data_dir).is_dir()):
             raise ConfigError(f"task.data_dir must be a GLUE folder for task {k.name!r}, got {k.data_dir!r}")
         if k.name in ("squad", "conll"):
@@ -141,11 +148,16 @@ class FinetuneConfig:
                     raise ConfigError(f"task.{name} must be an existing file for task {k.name!r}, "
                                       f"got {getattr(k, name)!r}")
         if k.name == "squad":
-            if k.doc_stride < 0 or k.max_query_length < 1 or k.max_query_length + k.doc_stride + 3 >= k.max_seq_len:
+            if k.doc_stride < 0:
+                raise ConfigError(f"task.doc_stride must be >= 0, got {k.doc_stride}")
+            for name in ("max_query_length", "n_best", "max_answer_length"):
+                if getattr(k, name) < 1:
+                    raise ConfigError(f"task.{name} must be >= 1, got {getattr(k, name)}")
+            if k.max_query_length + k.doc_stride + 3 >= k.max_seq_len:
+                # [CLS] question [SEP] context [SEP]: a window must have room for more context than the stride
                 raise ConfigError(f"task.max_query_length ({k.max_query_length}) + task.doc_stride ({k.doc_stride}) "
-                                  f"+ 3 must be < task.max_seq_len ({k.max_seq_len}), both >= 0")
-            if k.n_best < 1 or k.max_answer_length < 1:
-                raise ConfigError("task.n_best and task.max_answer_length must be >= 1")
+                                  f"+ 3 must be < task.max_seq_len ({k.max_seq_len}); allowed: task.max_seq_len >= "
+                                  f"{k.max_query_length + k.doc_stride + 4} or a smaller task.doc_stride")
         if k.name == "conll":
             if k.iob_scheme not in IOB_SCHEMES:
                 raise ConfigError(f"task.iob_scheme must be one of {IOB_SCHEMES}, got {k.iob_scheme!r}")
@@ -155,9 +167,11 @@ class FinetuneConfig:
         if k.name == "pkgdocs":
             if k.num_classes < 2:
                 raise ConfigError(f"task.num_classes must be >= 2, got {k.num_classes}")
-            if k.max_train_per_label < 0 or k.max_dev_per_label < 0 or k.harvest_max_mb <= 0:
-                raise ConfigError("task.max_train_per_label and task.max_dev_per_label must be >= 0, "
-                                  "task.harvest_max_mb > 0")
+            for name in ("max_train_per_label", "max_dev_per_label"):
+                if getattr(k, name) < 0:
+                    raise ConfigError(f"task.{name} must be >= 0, got {getattr(k, name)}")
+            if k.harvest_max_mb <= 0:
+                raise ConfigError(f"task.harvest_max_mb must be > 0, got {k.harvest_max_mb}")
 
     def _validate_init(self) -> None:
         if not self.init:
@@ -168,7 +182,9 @@ class FinetuneConfig:
         if "://" in self.init:
             raise ConfigError(f"init must be a local folder or start with one of {MLFLOW_SCHEMES}, got {self.init!r}")
         if not (Path(self.init) / "config.json").is_file():
-            raise ConfigError(f"init folder {self.init!r} has no config.json (an HF BERT checkpoint folder)")
+            found = "" if Path(self.init).is_dir() else " (no such folder)"
+            raise ConfigError(f"init folder {self.init!r} has no config.json{found}; allowed: an HF BERT or "
+                              f"release folder with config.json, models:/NAME@alias or runs:/RUN_ID/path")
 
     def to_dict(self) -> dict:
         return to_dict(self)

@@ -28,7 +28,7 @@ def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_pat
     overrides = [
         "run_name=submitted", f"output_dir={tmp_path}/runs", f"data.output_root={tmp_path}/prepared",
         f"corpus.harvest_dir={tmp_path}/corpus", "corpus.harvest_max_mb=1", "data.tokenizer.vocab_size=1000",
-        "train.max_steps=20", "train.log_every=10", "train.eval_batches=2",
+        "train.max_steps=20", "optim.warmup_steps=5", "train.log_every=10", "train.eval_batches=2",
         f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/art",
     ]
     submit = subprocess.run(

@@ -30,8 +30,8 @@ def two_nodes():
 def test_pretrain_across_two_nodes(two_nodes, tmp_path):
     nodes = [n for n in ray.nodes() if n["Alive"]]
     assert len(nodes) == 2 and {"head_node", "second_node"} <= {r for n in nodes for r in n["Resources"]}
-    cfg = quick_config(tmp_path, "two-nodes", "train.max_steps=30", "train.log_every=10", "train.eval_batches=4",
-                       "scaling.cpus_per_worker=1", "scaling.placement_strategy=STRICT_SPREAD")
+    cfg = quick_config(tmp_path, "two-nodes", "train.max_steps=30", "optim.warmup_steps=5", "train.log_every=10",
+                       "train.eval_batches=4", "scaling.cpus_per_worker=1", "scaling.placement_strategy=STRICT_SPREAD")
     result = run(cfg)
     assert result.metrics["step"] == 30
     assert result.metrics["eval_after/mlm_loss"] < result.metrics["eval_before/mlm_loss"]

@@ -56,7 +56,7 @@ def train_ids(result) -> set[int]:
 
 
 def steps_per_epoch(tmp: Path, workers: int = 2) -> int:
-    probe = job(tmp, "probe", "train.max_steps=1")
+    probe = job(tmp, "probe", "train.max_steps=1", "optim.warmup_steps=0")
     n = len(train_ids(probe))
     return -(-(n // workers) // MICRO_BATCH), n
 

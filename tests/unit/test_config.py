@@ -21,7 +21,7 @@ def test_every_shipped_config_loads_and_validates():
 
 
 def test_overrides_are_typed_and_nested():
-    cfg = load_config(PretrainConfig, QUICKSTART, ["train.max_steps=7", "optim.lr=3e-4",
+    cfg = load_config(PretrainConfig, QUICKSTART, ["train.max_steps=7", "optim.warmup_steps=3", "optim.lr=3e-4",
                                                   "train.masking.whole_word=true", "model.preset=mini",
                                                   "data.sources=[a, b]"])
     assert cfg.train.max_steps == 7 and cfg.optim.lr == pytest.approx(3e-4)
