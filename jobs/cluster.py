@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 # Where `ray start` records a running local cluster (ray._private.utils.get_ray_address_file).
@@ -16,8 +17,17 @@ def prefer_loopback() -> None:
     this switch (read once, when ray is imported) keeps every Ray port on loopback. It is left alone
     when joining an existing cluster, whose nodes must keep the addresses they registered with.
     """
-    if not os.environ.get("RAY_ADDRESS") and not _LOCAL_CLUSTER_FILE.exists():
+    if starts_local_ray():
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
+def starts_local_ray() -> bool:
+    """Whether `init_ray` will start a Ray of its own on this machine: no RAY_ADDRESS, no `ray start` here,
+    and no Ray already running in this process (read without importing ray)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return False
+    return not os.environ.get("RAY_ADDRESS") and not _LOCAL_CLUSTER_FILE.exists()
 
 
 def init_ray() -> str:

@@ -6,10 +6,14 @@ rebuild it with `PretrainConfig.from_dict` and capture no globals from the drive
 
 from __future__ import annotations
 
+import glob
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bert_core.config import BertConfig, ConfigError, tiny
 from bert_core.masking import MaskingConfig
+from jobs.cluster import starts_local_ray
 from jobs.config_io import from_dict, to_dict
 from pipelines.config import DataConfig
 
@@ -104,6 +108,22 @@ class ScalingConfig:
                               f"got {self.placement_strategy!r}")
         return self
 
+    def check_environment(self) -> None:
+        """A job that starts its own Ray gets this machine's GPUs and no more: refuse GPU workers it cannot
+        place here, instead of a Ray Train run waiting forever for them. Joining a cluster (RAY_ADDRESS or
+        `ray start` on this machine), the job checks the cluster's GPUs once connected (jobs/pretrain.py
+        _check_capacity)."""
+        if not self.use_gpu or not starts_local_ray():
+            return
+        import torch
+
+        have = torch.cuda.device_count()
+        if have < self.num_workers:
+            fewer = f", scaling.num_workers <= {have}" if have else ""
+            raise ConfigError(f"scaling.use_gpu=true needs {self.num_workers} GPUs (one per worker) and this machine "
+                              f"has {have}, with no Ray cluster to join (no RAY_ADDRESS, no `ray start` here); "
+                              f"allowed: scaling.use_gpu=false{fewer} or RAY_ADDRESS of a GPU cluster")
+
 
 @dataclass
 class TrackingConfig:
@@ -180,7 +200,7 @@ class PretrainConfig:
             # Each data-parallel replica is a whole pipeline: the workers must split into whole replicas.
             divisors = [n for n in range(1, s.num_workers + 1) if s.num_workers % n == 0]
             raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) must divide scaling.num_workers "
-                              f"({s.num_workers}); allowed: {divisors}")
+                              f"({s.num_workers}); allowed: deepspeed.pipeline_stages in {divisors}")
         self.validate_pipeline()
         if self.data.max_seq_len > self.model.max_position_embeddings:
             raise ConfigError(f"data.max_seq_len ({self.data.max_seq_len}) exceeds "
@@ -232,6 +252,24 @@ class PretrainConfig:
         if t.nan_at_step:
             raise ConfigError("train.nan_at_step (fault injection) is not supported with pipeline stages")
 
+    def check_environment(self) -> "PretrainConfig":
+        """What the machine the job starts on must provide, checked before any Ray work (unlike `validate`,
+        the answer depends on where it runs: a GPU config validates on a laptop, and runs on a cluster)."""
+        check_output_dir("output_dir", self.output_dir)
+        harvested = Path(self.corpus.harvest_dir).resolve() if self.corpus.harvest_installed_docs else None
+        for i, source in enumerate(self.data.sources):
+            if "://" in source and not source.startswith("file://"):
+                continue  # a remote filesystem: Ray Data reads it, and says so if it is not there
+            path = source.removeprefix("file://")
+            if Path(path).resolve() == harvested:
+                continue  # the job harvests it first
+            found = glob.glob(path, recursive=True) if glob.has_magic(path) else Path(path).exists()
+            if not found:
+                raise ConfigError(f"data.sources[{i}] must be an existing file or folder, a glob that matches, "
+                                  f"or a URI, got {source!r} (nothing there)")
+        self.scaling.check_environment()
+        return self
+
     def to_dict(self) -> dict:
         return to_dict(self)
 
@@ -241,3 +279,14 @@ class PretrainConfig:
         d = {**d, "model": {"preset": "tiny", **model}} if "preset" not in model else d
         return from_dict(cls, d)
 
+
+def check_output_dir(name: str, path: str) -> None:
+    """A job writes checkpoints under `path` on this machine: it, or the nearest folder above it that
+    exists, must be a folder this user can write to."""
+    target = Path(path).resolve()
+    existing = next(p for p in (target, *target.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"{name} must be a writable folder, got {path!r} ({str(existing)!r} is a file)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{name} must be a writable folder, got {path!r} ({str(existing)!r} is read-only "
+                          "for this user)")

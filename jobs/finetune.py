@@ -45,6 +45,7 @@ class FinetuneResult:
 
 def run(cfg: FinetuneConfig) -> FinetuneResult:
     cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
+    cfg.check_environment()  # output folder, GPUs: what this machine must provide, also before Ray
     prefer_loopback()
     import ray
 

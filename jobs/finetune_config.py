@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
-from jobs.config import ScalingConfig, TrackingConfig
+from jobs.config import ScalingConfig, TrackingConfig, check_output_dir
 from jobs.config_io import from_dict, to_dict
 from pipelines.tasks.conll import CONLL_LABELS
 from pipelines.tasks.glue import GLUE_TASKS
@@ -185,6 +185,13 @@ class FinetuneConfig:
             found = "" if Path(self.init).is_dir() else " (no such folder)"
             raise ConfigError(f"init folder {self.init!r} has no config.json{found}; allowed: an HF BERT or "
                               f"release folder with config.json, models:/NAME@alias or runs:/RUN_ID/path")
+
+    def check_environment(self) -> "FinetuneConfig":
+        """What the machine the job starts on must provide, checked before any Ray work (see
+        PretrainConfig.check_environment); `init` is checked by `validate`, which needs its config.json."""
+        check_output_dir("output_dir", self.output_dir)
+        self.scaling.check_environment()
+        return self
 
     def to_dict(self) -> dict:
         return to_dict(self)

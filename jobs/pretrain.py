@@ -50,6 +50,7 @@ class PretrainResult:
 def run(cfg: PretrainConfig) -> PretrainResult:
     """The whole job; with phase2.max_steps > 0, phase 1 (data.max_seq_len) then phase 2 in one job,
     as a parent MLflow run with one child run per phase."""
+    cfg.check_environment()  # output folder, corpus paths, GPUs: refused here, before any Ray work
     prefer_loopback()
     import ray
 
