@@ -1,0 +1,241 @@
+"""Bad configs, one mistake each: every one fails with a one-line ConfigError that names the field (dotted)
+and says what is allowed, before any Ray work.
+
+Configs are loaded as the jobs load them: `load_config` (YAML + dotted overrides, types, `validate`), then
+`check_environment` (output folder, corpus paths, GPUs on this machine), which both jobs' `run(cfg)` call
+before Ray starts. Each case starts from configs/pretrain/quickstart.yaml or configs/finetune/pkgdocs.yaml;
+`{name}` in an override is a path from the `paths` fixture.
+"""
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bert_core.config import ConfigError
+from jobs import cluster
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config
+from jobs.finetune_config import FinetuneConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = {
+    "pretrain": (PretrainConfig, str(ROOT / "configs/pretrain/quickstart.yaml")),
+    "finetune": (FinetuneConfig, str(ROOT / "configs/finetune/pkgdocs.yaml")),
+    "pretrain-file": (PretrainConfig, "{typo_yaml}"),  # a YAML file with the mistake in it, not an override
+}
+BASE = {  # what makes the starting configs load here, whatever the working directory
+    "pretrain": ["output_dir={tmp}/runs"],
+    "finetune": ["output_dir={tmp}/runs", "init={init}"],
+    "pretrain-file": ["output_dir={tmp}/runs"],
+}
+CONLL = ["task.name=conll", "task.train_file={tagged}", "task.dev_file={tagged}"]
+SQUAD = ["task.name=squad", "task.train_file={tagged}", "task.dev_file={tagged}"]
+PIPELINE = ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1"]
+NO_HARVEST = ["corpus.harvest_installed_docs=false"]
+
+
+def case(job, overrides, field, allowed, id):
+    return pytest.param(job, overrides, field, allowed, id=id)
+
+
+CASES = [
+    # unknown keys: top level, nested, two levels down, the model section, inside a YAML file
+    case("pretrain", ["optimizer.lr=1e-3"], "'optimizer'", r"allowed: \[.*'optim'.*\]; did you mean 'optim'\?",
+         "unknown-top-level-key"),
+    case("pretrain", ["train.max_stepz=3"], "'train.max_stepz'", r"did you mean 'train\.max_steps'\?",
+         "unknown-nested-key"),
+    case("pretrain", ["train.masking.rat=0.2"], "'train.masking.rat'", r"did you mean 'train\.masking\.rate'\?",
+         "unknown-key-two-levels-down"),
+    case("pretrain", ["model.hidden_sise=128"], "'model.hidden_sise'", r"allowed: \['preset', .*'hidden_size'",
+         "unknown-model-key"),
+    case("pretrain-file", [], "'deepspeed.zero_stag'", r"did you mean 'deepspeed\.zero_stage'\?",
+         "unknown-key-in-yaml-file"),
+    case("finetune", ["train.epoch=2"], "'train.epoch'", r"did you mean 'train\.epochs'\?", "ft-unknown-key"),
+    # wrong types
+    case("pretrain", ["train.max_steps=ten"], "train.max_steps", "must be an integer", "string-for-int"),
+    case("pretrain", ["optim.lr=[1e-3, 2e-3]"], "optim.lr", "must be a number", "list-for-float"),
+    case("pretrain", ["scaling.num_workers=true"], "scaling.num_workers", "must be an integer", "bool-for-int"),
+    case("pretrain", ["deepspeed.offload_optimizer=sometimes"], "deepspeed.offload_optimizer",
+         "must be true or false", "string-for-bool"),
+    case("pretrain", ["train=5"], "train", "must be a mapping", "scalar-for-section"),
+    case("pretrain", ["data.sources=corpus.txt"], "data.sources", "must be a list", "string-for-list"),
+    case("finetune", ["train.batch_size=16.5"], "train.batch_size", "must be an integer", "ft-float-for-int"),
+    # sizes and model shape
+    case("pretrain", ["train.micro_batch_size=0"], "train.micro_batch_size", ">= 1", "zero-micro-batch"),
+    case("pretrain", ["model.hidden_size=-64"], "model.hidden_size", "positive integer", "negative-hidden-size"),
+    case("pretrain", ["model.num_hidden_layers=0"], "model.num_hidden_layers", "positive integer", "zero-layers"),
+    case("pretrain", ["model.num_attention_heads=3"], "model.num_attention_heads",
+         r"allowed heads: \[1, 2, 4, 8, 16, 32, 64\]", "heads-not-dividing-hidden"),
+    case("pretrain", ["model.preset=huge"], "model.preset", r"one of \['base', 'large', 'medium', 'mini'",
+         "unknown-preset"),
+    case("pretrain", ["data.max_seq_len=256", "model.max_position_embeddings=128"], "data.max_seq_len",
+         r"allowed: data\.max_seq_len <= 128", "seq-len-beyond-positions"),
+    case("pretrain", ["data.tokenizer.vocab_size=50"], "data.tokenizer.vocab_size", ">= 128", "vocab-too-small"),
+    case("pretrain", ["phase2.max_steps=10", "phase2.max_seq_len=64"], "phase2.max_seq_len", r"in \(128, 512\]",
+         "phase2-not-longer"),
+    # world size, pipeline stages, ZeRO
+    case("pretrain", [*PIPELINE, "scaling.num_workers=3"], "scaling.num_workers",
+         r"allowed: deepspeed\.pipeline_stages in \[1, 3\]",
+         "pipeline-does-not-divide-workers"),
+    case("pretrain", [*PIPELINE, "deepspeed.pipeline_stages=8", "scaling.num_workers=8"], "deepspeed.pipeline_stages",
+         r"allowed: 1 to 6", "more-stages-than-layers"),
+    case("pretrain", ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=2"], "deepspeed.zero_stage", "0 or 1",
+         "zero2-with-pipeline"),
+    case("pretrain", ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=3"], "deepspeed.zero_stage", "0 or 1",
+         "zero3-with-pipeline"),
+    case("pretrain", ["deepspeed.zero_stage=4"], "deepspeed.zero_stage", r"one of \(0, 1, 2, 3\)", "zero-stage-4"),
+    # optimizer and schedule
+    case("pretrain", ["optim.name=sgd"], "optim.name", r"one of \('adamw', 'lamb'\)", "unknown-optimizer"),
+    case("pretrain", ["optim.lr=0"], "optim.lr", "must be > 0", "zero-lr"),
+    case("pretrain", ["optim.warmup_steps=700"], "optim.warmup_steps", r"in \[0, train\.max_steps=600\]",
+         "warmup-longer-than-run"),
+    case("pretrain", ["train.masking.rate=1.5"], "train.masking.rate", r"in \(0, 1\)", "masking-rate-above-1"),
+    case("pretrain", ["train.masking.rate=0"], "train.masking.rate", r"in \(0, 1\)", "masking-rate-zero"),
+    # precision and devices
+    case("pretrain", ["deepspeed.precision=fp8"], "deepspeed.precision", r"one of \('fp32', 'bf16', 'fp16'\)",
+         "unknown-precision"),
+    case("pretrain", ["deepspeed.precision=bf16"], "deepspeed.precision", "needs scaling.use_gpu=true; use fp32",
+         "bf16-without-gpu"),
+    case("pretrain", ["deepspeed.precision=fp16"], "deepspeed.precision", "needs scaling.use_gpu=true; use fp32",
+         "fp16-without-gpu"),
+    case("pretrain", ["scaling.use_gpu=true"], "scaling.use_gpu", r"allowed: scaling\.use_gpu=false",
+         "gpus-on-a-machine-without"),
+    case("finetune", ["scaling.use_gpu=true"], "scaling.use_gpu", r"allowed: scaling\.use_gpu=false",
+         "ft-gpus-on-a-machine-without"),
+    case("pretrain", ["scaling.cpus_per_worker=0"], "scaling.cpus_per_worker", "> 0", "zero-cpus-per-worker"),
+    case("finetune", ["scaling.placement_strategy=ANYWHERE"], "scaling.placement_strategy",
+         "one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD", "ft-unknown-placement"),
+    # paths on this machine
+    case("pretrain", [*NO_HARVEST, "data.sources=[{tmp}/no-such-corpus]"], "data.sources[0]",
+         "existing file or folder, a glob that matches, or a URI", "missing-corpus-path"),
+    case("pretrain", [*NO_HARVEST, "data.sources=[{corpus}, {tmp}/*.jsonl]"], "data.sources[1]",
+         "existing file or folder, a glob that matches, or a URI", "corpus-glob-without-matches"),
+    case("pretrain", ["output_dir={a_file}/runs"], "output_dir", "must be a writable folder",
+         "output-dir-under-a-file"),
+    case("finetune", ["output_dir={a_file}/runs"], "output_dir", "must be a writable folder",
+         "ft-output-dir-under-a-file"),
+    pytest.param("pretrain", ["output_dir={read_only}/runs"], "output_dir", "must be a writable folder",
+                 id="output-dir-read-only", marks=pytest.mark.skipif(
+                     os.geteuid() == 0, reason="root writes through directory permissions")),
+    case("pretrain", ["run_name=a/b"], "run_name", "plain name without '/'", "run-name-with-slash"),
+    # fine-tuning: the starting checkpoint
+    case("finetune", ["init="], "init", "an HF BERT folder, a release folder, models:/NAME@alias or runs:/RUN_ID/path",
+         "ft-missing-init"),
+    case("finetune", ["init={empty}"], "init", r"has no config\.json; allowed: an HF BERT or release folder",
+         "ft-init-folder-without-config-json"),
+    case("finetune", ["init={tmp}/nowhere"], "init", r"no such folder\); allowed: an HF BERT", "ft-init-not-there"),
+    case("finetune", ["init=s3://bucket/bert"], "init", r"start with one of \('models:/', 'runs:/'\)",
+         "ft-init-unsupported-scheme"),
+    # fine-tuning: the task
+    case("finetune", ["task.name=imdb"], "task.name", r"one of \('pkgdocs', 'squad', 'conll', 'cola'",
+         "ft-unknown-task"),
+    case("finetune", ["task.labels=[python, numpy]"], "task.labels", r"must be \[\] for task 'pkgdocs'",
+         "ft-labels-for-a-task-with-its-own"),
+    case("finetune", [*CONLL, "task.labels=[O, PER]"], "task.labels", "'O' or B-/I- tags", "ft-conll-labels-not-iob"),
+    case("finetune", [*CONLL, "task.labels=[O, B-PER, B-PER]"], "task.labels", "must be distinct",
+         "ft-conll-labels-repeated"),
+    case("finetune", [*CONLL, "task.iob_scheme=BIO"], "task.iob_scheme", r"one of \('IOB1', 'IOB2'\)",
+         "ft-unknown-iob-scheme"),
+    case("finetune", [*SQUAD, "task.max_seq_len=128"], "task.max_seq_len", r"allowed: task\.max_seq_len >= 196",
+         "ft-seq-len-too-small-for-doc-stride"),
+    case("finetune", ["task.max_seq_len=1024"], "task.max_seq_len", r"in \[16, 512\]", "ft-seq-len-too-long"),
+    case("finetune", ["task.name=sst2"], "task.data_dir", "must be a GLUE folder", "ft-glue-without-data-dir"),
+    case("finetune", ["task.num_classes=1"], "task.num_classes", ">= 2", "ft-one-class"),
+    # fine-tuning: training and optimizer
+    case("finetune", ["optim.lr=0"], "optim.lr", "must be > 0", "ft-zero-lr"),
+    case("finetune", ["optim.lr=-2e-5"], "optim.lr", "must be > 0", "ft-negative-lr"),
+    case("finetune", ["train.epochs=0"], "train.epochs", ">= 1", "ft-zero-epochs"),
+    case("finetune", ["train.patience=-1"], "train.patience", ">= 0", "ft-negative-patience"),
+    case("finetune", ["optim.warmup_ratio=1.0"], "optim.warmup_ratio", r"in \[0, 1\)", "ft-warmup-ratio-1"),
+    case("finetune", ["optim.warmup_ratio=-0.1"], "optim.warmup_ratio", r"in \[0, 1\)", "ft-warmup-ratio-negative"),
+]
+
+
+@pytest.fixture
+def paths(tmp_path):
+    init = tmp_path / "init"
+    init.mkdir()
+    (init / "config.json").write_text("{}")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a_file").write_text("not a folder")
+    (tmp_path / "corpus.txt").write_text("A document.\n")
+    (tmp_path / "tagged.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n")
+    read_only = tmp_path / "read_only"
+    read_only.mkdir(mode=0o555)
+    (tmp_path / "typo.yaml").write_text(f"base: {CONFIGS['pretrain'][1]}\ndeepspeed:\n  zero_stag: 3\n")
+    yield {"tmp": tmp_path, "init": init, "empty": tmp_path / "empty", "a_file": tmp_path / "a_file",
+           "corpus": tmp_path / "corpus.txt", "tagged": tmp_path / "tagged.txt", "read_only": read_only,
+           "typo_yaml": tmp_path / "typo.yaml"}
+    read_only.chmod(0o755)
+
+
+@pytest.fixture(autouse=True)
+def machine_without_gpus_or_cluster(monkeypatch, tmp_path):
+    """The job would start its own Ray on a machine with no CUDA device, wherever the test runs."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(cluster, "_LOCAL_CLUSTER_FILE", tmp_path / "no-ray-start-here")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+def load(job: str, overrides: list[str], paths: dict):
+    cls, path = CONFIGS[job]
+    fill = [o.format(**paths) for o in (*BASE[job], *overrides)]
+    return load_config(cls, path.format(**paths), fill).check_environment()
+
+
+def assert_no_ray_started():
+    ray = sys.modules.get("ray")  # none of this needs ray; a suite that imported it must not have started it
+    assert ray is None or not ray.is_initialized()
+
+
+@pytest.mark.parametrize("job", ["pretrain", "finetune"])
+def test_the_starting_configs_load(job, paths):
+    """So that each case below fails for its own mistake and no other."""
+    load(job, [], paths)
+    load(job, CONLL if job == "finetune" else [*NO_HARVEST, "data.sources=[{corpus}, {tmp}/*.txt]"], paths)
+
+
+@pytest.mark.parametrize("job, overrides, field, allowed", CASES)
+def test_a_bad_config_fails_in_one_line_naming_the_field_and_what_is_allowed(job, overrides, field, allowed, paths):
+    with pytest.raises(ConfigError) as error:
+        load(job, overrides, paths)
+    message = str(error.value)
+    assert "\n" not in message, message
+    assert field in message, message
+    assert re.search(allowed, message), message
+    assert_no_ray_started()
+
+
+def test_there_are_at_least_30_distinct_mistakes():
+    assert len({tuple(p.values[1]) + (p.values[0],) for p in CASES}) == len(CASES) >= 30
+
+
+@pytest.mark.parametrize("module, job", [("jobs.pretrain", "pretrain"), ("jobs.finetune", "finetune")])
+def test_the_jobs_check_this_machine_before_ray(module, job, paths, monkeypatch):
+    """main(argv) -> load_config -> run(cfg): run refuses GPUs this machine lacks before it starts Ray."""
+    import importlib
+
+    mod = importlib.import_module(module)
+
+    def no_ray():
+        raise AssertionError("Ray was started for a config that should have been refused")
+
+    monkeypatch.setattr(mod, "init_ray", no_ray)
+    cls, path = CONFIGS[job]
+    argv = ["--config", path, *[o.format(**paths) for o in BASE[job]], "scaling.use_gpu=true"]
+    with pytest.raises(ConfigError, match=r"^scaling\.use_gpu=true needs \d+ GPUs"):
+        mod.main(argv)
+    assert_no_ray_started()
+
+
+def test_gpus_are_counted_only_where_the_job_starts_its_own_ray(paths, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ConfigError, match=r"has 1, .*allowed: scaling\.use_gpu=false, scaling\.num_workers <= 1 or"):
+        load("pretrain", ["scaling.use_gpu=true", "scaling.num_workers=2"], paths)
+    load("pretrain", ["scaling.use_gpu=true", "scaling.num_workers=1"], paths)
+    monkeypatch.setenv("RAY_ADDRESS", "http://head:8265")  # a submitted job: the cluster's GPUs count, checked there
+    load("pretrain", ["scaling.use_gpu=true", "scaling.num_workers=8"], paths)
