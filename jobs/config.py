@@ -267,6 +267,10 @@ class PretrainConfig:
             if not found:
                 raise ConfigError(f"data.sources[{i}] must be an existing file or folder, a glob that matches, "
                                   f"or a URI, got {source!r} (nothing there)")
+        tokenizer = self.data.tokenizer.path
+        if tokenizer and not Path(tokenizer).exists():
+            raise ConfigError(f"data.tokenizer.path must be an existing tokenizer folder or file, or null to train "
+                              f"one, got {tokenizer!r} (nothing there)")
         self.scaling.check_environment()
         return self
 

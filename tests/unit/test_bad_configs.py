@@ -114,6 +114,8 @@ CASES = [
          "existing file or folder, a glob that matches, or a URI", "missing-corpus-path"),
     case("pretrain", [*NO_HARVEST, "data.sources=[{corpus}, {tmp}/*.jsonl]"], "data.sources[1]",
          "existing file or folder, a glob that matches, or a URI", "corpus-glob-without-matches"),
+    case("pretrain", ["data.tokenizer.path={tmp}/no-tokenizer"], "data.tokenizer.path",
+         "existing tokenizer folder or file, or null to train one", "missing-tokenizer-path"),
     case("pretrain", ["output_dir={a_file}/runs"], "output_dir", "must be a writable folder",
          "output-dir-under-a-file"),
     case("finetune", ["output_dir={a_file}/runs"], "output_dir", "must be a writable folder",
