@@ -1,0 +1,117 @@
+"""`make quickstart` end to end on a real local Ray cluster, as shipped (configs/pretrain/quickstart.yaml and
+configs/sweep/quickstart.yaml, paths moved under a tmp dir, the sweep cut to 2 trials and 2 seeds):
+corpus -> examples -> Ray Train + DeepSpeed ZeRO-2 on 2 workers -> release checkpoint -> MLflow run and
+registered model -> Ray Tune sweep fine-tuning that release on pkgdocs -> seed-median model registered.
+One pretraining serves every test here, and the pretraining-helps comparison."""
+
+import statistics
+
+import pytest
+import ray
+import torch
+
+from bert_core.checkpoint import load_pretrained, save_pretrained
+from bert_core.model import BertForPreTraining
+from jobs import quickstart
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("quickstart")
+    pretrain_cfg, sweep_cfg = quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, [
+        "pretrain.run_name=qs", f"pretrain.output_dir={tmp}/runs", f"pretrain.data.output_root={tmp}/prepared",
+        f"pretrain.corpus.harvest_dir={tmp}/corpus", f"pretrain.tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
+        f"pretrain.tracking.artifact_location={tmp}/art", f"sweep.finetune.output_dir={tmp}/runs",
+        f"sweep.finetune.task.corpus_dir={tmp}/corpus", "sweep.num_samples=2", "sweep.seeds.count=2"])
+    try:
+        pretrained, swept = quickstart.run(pretrain_cfg, sweep_cfg)
+        yield pretrained, swept, pretrain_cfg, sweep_cfg, tmp
+    finally:
+        ray.shutdown()
+
+
+def test_loss_goes_down_and_mlm_accuracy_rises(result):
+    pretrained, _, cfg, _, _ = result
+    from mlflow.tracking import MlflowClient
+
+    history = MlflowClient(cfg.tracking.tracking_uri).get_metric_history(pretrained.mlflow["run_id"], "train/loss")
+    losses = [m.value for m in sorted(history, key=lambda m: m.step)]
+    assert len(losses) == cfg.train.max_steps // cfg.train.log_every  # one point per window, logged live from rank 0
+    assert losses[-1] < losses[0] - 1.0
+    assert pretrained.mlm_acc_after > pretrained.mlm_acc_before + 0.05
+    assert pretrained.metrics["step"] == cfg.train.max_steps
+
+
+def test_pretrained_model_is_registered_under_its_alias(result):
+    pretrained, _, cfg, _, _ = result
+    from mlflow.tracking import MlflowClient
+
+    t = cfg.tracking
+    version = MlflowClient(t.tracking_uri).get_model_version_by_alias(t.registered_model, t.alias)
+    assert version.run_id == pretrained.mlflow["run_id"]
+    assert str(version.version) == pretrained.mlflow["version"]
+
+
+def test_release_checkpoint_loads_in_transformers_with_identical_outputs(result):
+    pretrained = result[0]
+    import transformers
+
+    hf, info = transformers.BertForPreTraining.from_pretrained(pretrained.release_dir, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    ours = load_pretrained(pretrained.release_dir, BertForPreTraining).eval()
+    tok = transformers.BertTokenizerFast.from_pretrained(pretrained.release_dir)
+    batch = tok(["The dataset is read from disk.", "A short one."], ["Each worker trains on its shard.", "Yes."],
+                padding=True, return_tensors="pt")
+    with torch.no_grad():
+        a = hf.eval()(**batch)
+        b = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    mask = batch["attention_mask"].bool()
+    assert torch.allclose(a.prediction_logits[mask], b.mlm_logits[mask], atol=1e-4)
+    assert torch.allclose(a.seq_relationship_logits, b.nsp_logits, atol=1e-5)
+
+
+def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(result):
+    pretrained, swept, _, sweep_cfg, _ = result
+    from mlflow.tracking import MlflowClient
+    from transformers import AutoModelForSequenceClassification
+
+    assert len(swept.table) == 2 and len(swept.seeds["scores"]) == 2
+    assert swept.seeds["median"] > swept.seeds.get("majority", 0.25)  # 4 balanced classes: chance is 0.25
+    t = sweep_cfg.finetune.tracking
+    client = MlflowClient(t.tracking_uri)
+    version = client.get_model_version_by_alias(t.registered_model, t.alias)
+    assert str(version.version) == str(swept.mlflow["version"])
+    # lineage: the fine-tuned version and the sweep's parent run name the pretraining run behind them
+    assert version.tags["pretrain_run_id"] == pretrained.mlflow["run_id"]
+    assert client.get_run(swept.mlflow["parent_run_id"]).data.tags["pretrain_run_id"] == pretrained.mlflow["run_id"]
+    model = AutoModelForSequenceClassification.from_pretrained(swept.export_dir)
+    assert model.config.hidden_size == load_pretrained(pretrained.release_dir, BertForPreTraining).config.hidden_size
+
+
+def test_pretraining_helps(result, tmp_path):
+    """The quickstart's pretrained model, fine-tuned on pkgdocs with few labels per class, beats the same
+    architecture and tokenizer from random initialization: same step loop (the job's LocalEngine and
+    objective, in process), hyperparameters, data and seeds; medians over 3 seeds."""
+    from bench.hf_finetune_reference import features, local_engine_run
+    from jobs import ft_tasks
+
+    pretrained, _, _, sweep_cfg, _ = result
+    release = pretrained.release_dir
+    torch.manual_seed(123)
+    save_pretrained(BertForPreTraining(load_pretrained(release, BertForPreTraining).config), tmp_path / "random",
+                    tokenizer_dir=release)
+    cfg = sweep_cfg.finetune
+    cfg.optim.lr, cfg.optim.warmup_ratio, cfg.train.epochs = 1e-3, 0.1, 4
+    train_rows, eval_rows, labels = ft_tasks.load_rows(cfg.task)
+    cfg.task.labels = list(labels)
+    best = {}
+    for name, init in (("pretrained", release), ("random", tmp_path / "random")):
+        train, dev = features(cfg, train_rows, init), features(cfg, eval_rows["dev"], init)
+        scores = []
+        for seed in (1000, 1001, 1002):
+            cfg.train.seed = seed
+            scores.append(local_engine_run(cfg, init, train, dev)["best"])
+        best[name] = statistics.median(scores)
+    assert best["pretrained"] > best["random"] + 0.05, best
