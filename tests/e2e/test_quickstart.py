@@ -14,7 +14,7 @@ from bert_core.checkpoint import load_pretrained, save_pretrained
 from bert_core.model import BertForPreTraining
 from jobs import quickstart
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture runs the whole quickstart
 
 
 @pytest.fixture(scope="module")
