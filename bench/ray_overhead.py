@@ -84,12 +84,13 @@ def rank_main(spec: dict) -> dict:
     if not use_gpu:
         os.environ["DS_ACCELERATOR"] = "cpu"  # before jobs.engine imports deepspeed
         torch.set_num_threads(spec["threads"])  # Ray sets OMP_NUM_THREADS, the launcher does not
-    from jobs.engine import Engine
+    from jobs.engine import Engine, pretrain_engine_options
+    from jobs.objectives import PretrainingObjective
 
     rank, world = dist.get_rank(), dist.get_world_size()
     batches = torch.load(spec["batches"], weights_only=True)[rank][: spec["warmup"] + spec["steps"]]
     torch.manual_seed(cfg.train.seed)  # identical initial weights and dropout on both sides
-    engine = Engine(BertForPreTraining(cfg.model), cfg)
+    engine = Engine(BertForPreTraining(cfg.model), PretrainingObjective(), **pretrain_engine_options(cfg))
     rank_pids: list = [None] * world
     dist.all_gather_object(rank_pids, os.getpid())
     first_step_at = time.time()

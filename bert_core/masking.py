@@ -19,9 +19,8 @@ import numpy as np
 import torch
 
 from bert_core.config import ConfigError
+from bert_core.model import IGNORE_INDEX, host_packing  # IGNORE_INDEX: labels at unselected positions
 from bert_core.tokenizer import SpecialIds
-
-IGNORE_INDEX = -100  # label at unselected positions; torch's cross_entropy skips it
 
 
 @dataclass
@@ -200,7 +199,8 @@ class PretrainingCollator:
 
     Input rows are "[CLS] A [SEP] B [SEP]" without padding (pipelines' example schema);
     output keys match BertForPreTraining's forward: input_ids, token_type_ids, attention_mask,
-    mlm_labels (-100 except at targets), next_sentence_label, and example_id when given.
+    mlm_labels (-100 except at targets), next_sentence_label, the host-built packing
+    (unpad_indices, cu_seqlens, mlm_positions: `bert_core.model.host_packing`), and example_id when given.
 
     Dynamic masks come from a generator seeded by (seed, batch index), so a collator restored
     with load_state_dict() reproduces exactly the masks the interrupted run would have drawn.
@@ -270,6 +270,8 @@ class PretrainingCollator:
             "next_sentence_label": torch.from_numpy(
                 np.asarray(batch["next_sentence_label"], dtype=np.int64).reshape(B)),
         }
+        # Packing built here, on the host, so the device step never waits to learn N or M.
+        out.update(host_packing(out["attention_mask"], out["mlm_labels"]))
         if "example_id" in batch:
             example_id = np.asarray(batch["example_id"])
             out["example_id"] = torch.from_numpy(example_id.astype(np.int64)) \

@@ -6,8 +6,11 @@ move between the two with no key mapping (see bert_core/checkpoint.py).
 
 Two speed levers over the textbook model, both numerically equal to it:
   * unpadding (MosaicBERT): with an attention_mask, pad tokens are dropped right after the
-    embedding lookup; every dense layer runs on the (N_real, H) packed tokens and only attention
-    re-pads to (B, T) so scaled_dot_product_attention can apply the padding mask.
+    embedding lookup and every dense layer runs on the (N_real, H) packed tokens. Attention runs
+    on the packed tokens too, through FlashAttention's variable-length kernel, where it can (CUDA,
+    bf16/fp16); elsewhere it re-pads to (B, T) so scaled_dot_product_attention applies the mask.
+    The packing can be built on the host by the collator (`host_packing`), so that a step never
+    waits on the GPU to learn how many real or masked tokens a batch has.
   * sparse MLM (NVIDIA BERT, cramming): the MLM transform and the V-wide decoder run only on the
     masked positions, not on all B*T tokens.
 
@@ -70,14 +73,16 @@ class Packing:
     """Where the N real tokens of a padded (B, T) batch live; built once per forward."""
 
     indices: torch.Tensor  # (N,) flat positions b*T + t of the real tokens, in order
+    cu_seqlens: torch.Tensor  # (B+1,) int32 offsets of each row's real tokens in the packed order
     batch: int  # B
     seqlen: int  # T
 
     @classmethod
     def from_mask(cls, attention_mask: torch.Tensor) -> "Packing":
+        """On the mask's device; nonzero() makes the host wait for the device to learn N."""
         B, T = attention_mask.shape
         indices = torch.nonzero(attention_mask.flatten(), as_tuple=False).flatten()  # (N,)
-        return cls(indices, B, T)
+        return cls(indices, _cu_seqlens(attention_mask), B, T)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) -> (N, ...)"""
@@ -87,6 +92,28 @@ class Packing:
         """(N, ...) -> (B, T, ...), zeros at pad positions."""
         out = x.new_zeros(self.batch * self.seqlen, *x.shape[1:])
         return out.index_copy(0, self.indices, x).view(self.batch, self.seqlen, *x.shape[1:])
+
+
+def _cu_seqlens(attention_mask: torch.Tensor) -> torch.Tensor:
+    counts = attention_mask.sum(1, dtype=torch.int32)  # (B,)
+    return F.pad(torch.cumsum(counts, 0, dtype=torch.int32), (1, 0))  # (B+1,)
+
+
+def host_packing(attention_mask: torch.Tensor, mlm_labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Packing inputs built on the host (CPU) from a padded batch, for the collator: passed to the
+    model's forward with the batch, they give every tensor its size before the step reaches the GPU,
+    so the step has no host sync (nonzero() on device would wait for the GPU each forward).
+    Keys: unpad_indices (N,), cu_seqlens (B+1,), and mlm_positions (M,) when labels are given."""
+    out = {"unpad_indices": torch.nonzero(attention_mask.flatten(), as_tuple=False).flatten(),
+           "cu_seqlens": _cu_seqlens(attention_mask)}
+    if mlm_labels is not None:
+        out["mlm_positions"] = torch.nonzero(mlm_labels.flatten() != IGNORE_INDEX, as_tuple=False).flatten()
+    return out
+
+
+def flash_varlen_available(x: torch.Tensor, head_dim: int) -> bool:
+    """FlashAttention's variable-length kernel: CUDA, half precision, head dim a multiple of 8 up to 256."""
+    return x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) and head_dim % 8 == 0 and head_dim <= 256
 
 
 # ----------------------------------------------------------------------------- encoder
@@ -121,14 +148,23 @@ class BertSelfAttention(nn.Module):
     def forward(self, x, mask, packing: Packing | None):
         # x: (B, T, H), or (N, H) when packed; mask: (B, 1, 1, T) bool, True = attend, or None
         q, k, v = self.query(x), self.key(x), self.value(x)
+        dropout_p = self.dropout_p if self.training else 0.0
+        if packing is not None and flash_varlen_available(q, q.shape[-1] // self.num_heads):
+            N, H = q.shape
+            q, k, v = (t.view(N, self.num_heads, H // self.num_heads) for t in (q, k, v))  # (N, A, D)
+            # Each row's real tokens attend to each other only: the same set the padding mask allows.
+            # T bounds every row's length, so no device value is read back for max_q / max_k.
+            y = torch.ops.aten._flash_attention_forward(
+                q, k, v, packing.cu_seqlens, packing.cu_seqlens, packing.seqlen, packing.seqlen,
+                dropout_p, False, False)[0]  # (N, A, D)
+            return y.reshape(N, H)
         if packing is not None:  # attention needs the (B, T) grid back
             q, k, v = packing.unpack(q), packing.unpack(k), packing.unpack(v)  # (B, T, H)
         B, T, H = q.shape
         q, k, v = (t.view(B, T, self.num_heads, H // self.num_heads).transpose(1, 2) for t in (q, k, v))  # (B, A, T, D)
         # Pad keys are masked out; pad queries attend normally and are dropped below (packed)
         # or ignored downstream (padded), exactly as HF.
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                           dropout_p=self.dropout_p if self.training else 0.0)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         y = y.transpose(1, 2).reshape(B, T, H)  # (B, T, H)
         return packing.pack(y) if packing is not None else y
 
@@ -201,7 +237,8 @@ class BertPooler(nn.Module):
 class BertModel(nn.Module):
     """Embeddings -> L post-LN transformer blocks -> pooler.
 
-    forward(input_ids (B, T) long, token_type_ids=None, attention_mask=None (B, T) 1=real 0=pad)
+    forward(input_ids (B, T) long, token_type_ids=None, attention_mask=None (B, T) 1=real 0=pad,
+            unpad_indices=None (N,), cu_seqlens=None (B+1,): `host_packing(attention_mask)`, optional)
       -> (sequence_output (B, T, H), pooled_output (B, H) or None without a pooler).
     With an attention_mask and `unpad` on (the default), pad rows of sequence_output are zeros;
     real rows equal the padded computation. Set `unpad = False` for the plain padded reference path.
@@ -216,7 +253,7 @@ class BertModel(nn.Module):
         self.unpad = True
         init_weights(self, config)
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, unpad_indices=None, cu_seqlens=None):
         B, T = input_ids.shape
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
@@ -224,7 +261,8 @@ class BertModel(nn.Module):
         mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
 
         if attention_mask is not None and self.unpad:
-            packing = Packing.from_mask(attention_mask)
+            packing = (Packing(unpad_indices, cu_seqlens, B, T) if unpad_indices is not None
+                       else Packing.from_mask(attention_mask))
             x = self.embeddings(*(packing.pack(t) for t in (input_ids, token_type_ids, position_ids)))  # (N, H)
             x = packing.unpack(self.encoder(x, mask, packing))  # (B, T, H)
         else:
@@ -298,15 +336,19 @@ class BertForPreTraining(nn.Module):
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, mlm_labels=None,
-                next_sentence_label=None) -> PreTrainingOutput:
-        sequence_output, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H), (B, H)
+                next_sentence_label=None, unpad_indices=None, cu_seqlens=None,
+                mlm_positions=None) -> PreTrainingOutput:
+        """`unpad_indices`, `cu_seqlens`, `mlm_positions`: optional, from `host_packing` (no host sync)."""
+        sequence_output, pooled_output = self.bert(input_ids, token_type_ids, attention_mask,
+                                                   unpad_indices, cu_seqlens)  # (B, T, H), (B, H)
         nsp_logits = self.cls.seq_relationship(pooled_output)  # (B, 2)
 
         mlm_loss = nsp_loss = mlm_targets = None
         if mlm_labels is None:
             mlm_logits = self.cls.predictions(sequence_output)  # (B, T, V)
         else:
-            masked = torch.nonzero(mlm_labels.flatten() != IGNORE_INDEX, as_tuple=False).flatten()  # (M,)
+            masked = (mlm_positions if mlm_positions is not None
+                      else torch.nonzero(mlm_labels.flatten() != IGNORE_INDEX, as_tuple=False).flatten())  # (M,)
             hidden = sequence_output.flatten(0, 1).index_select(0, masked)  # (M, H)
             mlm_targets = mlm_labels.flatten().index_select(0, masked)  # (M,)
             mlm_logits = self.cls.predictions(hidden)  # (M, V)
@@ -349,8 +391,9 @@ class BertForSequenceClassification(nn.Module):
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         init_weights(self.classifier, config)
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None) -> HeadOutput:
-        _, pooled = self.bert(input_ids, token_type_ids, attention_mask)  # (B, H)
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None, unpad_indices=None,
+                cu_seqlens=None) -> HeadOutput:
+        _, pooled = self.bert(input_ids, token_type_ids, attention_mask, unpad_indices, cu_seqlens)  # (B, H)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = None
         if labels is not None:
@@ -372,8 +415,9 @@ class BertForTokenClassification(nn.Module):
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         init_weights(self.classifier, config)
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None) -> HeadOutput:
-        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None, unpad_indices=None,
+                cu_seqlens=None) -> HeadOutput:
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask, unpad_indices, cu_seqlens)  # (B, T, H)
         logits = self.classifier(self.dropout(sequence_output))  # (B, T, num_labels)
         loss = None
         if labels is not None:
@@ -392,8 +436,8 @@ class BertForQuestionAnswering(nn.Module):
         init_weights(self.qa_outputs, config)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, start_positions=None,
-                end_positions=None) -> HeadOutput:
-        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
+                end_positions=None, unpad_indices=None, cu_seqlens=None) -> HeadOutput:
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask, unpad_indices, cu_seqlens)  # (B, T, H)
         logits = self.qa_outputs(sequence_output)  # (B, T, 2)
         loss = None
         if start_positions is not None and end_positions is not None:

@@ -83,6 +83,7 @@ class DeepSpeedConfig:
     offload_params: bool = False  # ZeRO-3 only: parameters live on CPU
     pipeline_stages: int = 1  # >1: BERT as a DeepSpeed PipelineModule; workers = stages x data-parallel replicas
     partition_method: str = "parameters"  # how layers are cut into stages: parameters | uniform
+    compile: bool = False  # torch.compile the model inside the engine (fused element-wise; GPU: see BENCHMARKS.md)
 
 
 @dataclass
@@ -147,6 +148,9 @@ class PretrainConfig:
             raise ConfigError(f"deepspeed.precision={d.precision!r} needs scaling.use_gpu=true; use fp32 on CPU")
         if d.offload_params and d.zero_stage != 3:
             raise ConfigError("deepspeed.offload_params needs deepspeed.zero_stage=3")
+        if d.compile and (d.zero_stage == 3 or d.pipeline_stages > 1):
+            raise ConfigError("deepspeed.compile=true needs deepspeed.zero_stage 0, 1 or 2 and pipeline_stages=1: "
+                              "ZeRO-3's parameter hooks and pipeline stages run eager")
         if o.name == "lamb" and d.offload_optimizer:
             raise ConfigError("optim.name='lamb' is not supported with deepspeed.offload_optimizer "
                               "(ZeRO-Offload steps only DeepSpeed's CPU Adam)")

@@ -31,15 +31,6 @@ def head_class(task: TaskConfig):
             "question-answering": model.BertForQuestionAnswering}[task.kind]
 
 
-def objective(task: TaskConfig):
-    from jobs import ft_objectives as o
-
-    if task.kind == "question-answering":
-        return o.QuestionAnsweringObjective()
-    cls = o.ClassificationObjective if task.kind == "classification" else o.TokenClassificationObjective
-    return cls(num_labels(task))
-
-
 def num_labels(task: TaskConfig) -> int:
     from pipelines.tasks.glue import GLUE_TASKS
 

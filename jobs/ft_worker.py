@@ -30,6 +30,8 @@ import torch.distributed as dist
 from jobs import ft_tasks
 from jobs.finetune_config import FinetuneConfig, FinetuneOptimConfig
 from jobs.metrics import format_duration
+from jobs.objectives import objective_for
+from jobs.seam import next_in_lockstep
 
 log = logging.getLogger("bert_foundry.finetune")
 NO_DECAY = ("bias", "LayerNorm.weight")
@@ -46,8 +48,9 @@ class StepStats:
 
 class LocalEngine:
     """The Engine seam (step / evaluate / predict / export) over plain PyTorch: AdamW, warmup then linear
-    decay, DDP through Ray Train. Stands in until jobs.engine.Engine takes objectives; callers use only
-    these methods, so switching is a change to `_engine` below."""
+    decay, DDP through Ray Train. It runs the same objectives (jobs/objectives.py) as jobs.engine.Engine;
+    fine-tuning does not use DeepSpeed yet (a BERT-base fine-tune fits one device without ZeRO), and the
+    loop calls only these methods, so moving it onto Engine is a change to `_engine` below."""
 
     def __init__(self, model, objective, optim: FinetuneOptimConfig, total_steps: int, distributed: bool = True):
         import ray.train.torch
@@ -94,15 +97,16 @@ class LocalEngine:
         return self.objective.metrics(total)
 
     @torch.no_grad()
-    def predict(self, batches, pad_to: int) -> dict[str, np.ndarray]:
-        """Eval outputs of this rank's batches, sequence outputs padded back to `pad_to` positions
-        (batches are padded only to their longest row)."""
+    def predict(self, batches, pad_to: int | None = None) -> dict[str, np.ndarray]:
+        """Eval outputs of these batches; per-token outputs are padded back to `pad_to` positions (batches
+        are padded only to their longest row) with a logit no softmax picks."""
         self.module.eval()
         parts: dict[str, list] = {}
         for batch in batches:
             for k, v in self.objective.outputs(self.module, batch).items():
                 v = v.numpy()
-                if v.ndim >= 2 and k != "logits" or v.ndim == 3:  # (B, T) or (B, T, C)
+                per_token = v.ndim == 3 or (v.ndim == 2 and k != "logits")  # (B, T, C) tokens, (B, T) QA
+                if pad_to and per_token:
                     width = [(0, 0), (0, pad_to - v.shape[1])] + [(0, 0)] * (v.ndim - 2)
                     v = np.pad(v, width, constant_values=-1e4)
                 parts.setdefault(k, []).append(v)
@@ -139,11 +143,17 @@ def build_model(cfg: FinetuneConfig, init_dir: Path):
                            "unused": unused}
 
 
+BOOKKEEPING = ("row_index", "window")  # which dev row and doc-stride window a feature is: not model input
+
+
 def collate(batch: dict) -> dict:
-    """numpy batch -> tensors, padded to the batch's longest row (dynamic padding)."""
+    """numpy batch -> the model's tensors (inputs and labels), padded to the batch's longest row (dynamic
+    padding); the bookkeeping columns stay in the numpy batch."""
     length = int(batch["attention_mask"].sum(1).max())
     out = {}
     for k, v in batch.items():
+        if k in BOOKKEEPING:
+            continue
         t = torch.tensor(v)  # a copy: Ray hands out read-only arrays
         out[k] = t[:, :length] if t.ndim == 2 else t  # ids, types, mask, token labels: (B, T)
     return out
@@ -171,7 +181,7 @@ class Worker:
         if self.rank == 0:
             log.info(f"[init] {len(info['loaded'])} tensors from {cfg.init}; fresh: {info['fresh']}; "
                      f"unused: {info['unused']}")
-        self.engine = _engine(model, ft_tasks.objective(cfg.task), cfg, config["total_steps"])
+        self.engine = _engine(model, objective_for(model), cfg, config["total_steps"])
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
         self.metric = ft_tasks.main_metric(cfg.task)
         self.best, self.best_step, self.history, self.bad_evals = -math.inf, 0, [], 0
@@ -179,12 +189,7 @@ class Worker:
             else dict(enumerate(cfg.task.labels))
 
     def _next_batch(self, batches):
-        """The next batch, or None on every rank once any rank's shard is exhausted (DDP steps in lockstep)."""
-        batch = next(batches, None)
-        has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
-        if dist.is_initialized():
-            dist.all_reduce(has, op=dist.ReduceOp.MIN)
-        return batch if int(has) else None
+        return next_in_lockstep(batches)
 
     def run(self) -> None:
         t, total = self.cfg.train, self.config["total_steps"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from bert_core.config import BertConfig
 
@@ -28,13 +29,8 @@ class MetricsWindow:
     start: float = field(default_factory=time.perf_counter)
     data_wait: float = 0.0
     micro_steps: int = 0
-    loss: float = 0.0
-    mlm_loss: float = 0.0
-    nsp_loss: float = 0.0
-    mlm_correct: int = 0
-    mlm_count: int = 0
-    nsp_correct: int = 0
-    nsp_count: int = 0
+    loss: float = 0.0  # sum over micro-steps of the mean loss
+    sums: dict[str, float] = field(default_factory=dict)  # the objective's sums (jobs/objectives.py)
     tokens: int = 0  # real (non-pad) tokens
     samples: int = 0
     nonfinite: int = 0  # skipped micro-batches (NaN/inf loss); not in the averages above
@@ -43,26 +39,22 @@ class MetricsWindow:
         n = stats.micro_batches  # a pipeline step reports once for all its micro-batches
         self.micro_steps += n
         self.loss += stats.loss * n
-        self.mlm_loss += stats.mlm_loss * n
-        self.nsp_loss += stats.nsp_loss * n
-        self.mlm_correct += stats.mlm_correct
-        self.mlm_count += stats.mlm_count
-        self.nsp_correct += stats.nsp_correct
-        self.nsp_count += stats.nsp_count
+        for k, v in stats.sums.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
         self.tokens += tokens
         self.samples += samples
         self.data_wait += data_wait
 
-    def summary(self, replicas: int, flops_token: float, peak_flops: float | None, devices: int) -> dict:
-        """Per-run rates assume every data-parallel replica moves at rank 0's pace (they step in lockstep);
-        MFU divides by all `devices` (replicas x pipeline stages)."""
+    def summary(self, replicas: int, flops_token: float, peak_flops: float | None, devices: int,
+                metrics: Callable[[dict[str, float]], dict] = lambda sums: {}) -> dict:
+        """The window's mean loss, `metrics` (the objective's) of its sums, and rates. Per-run rates assume
+        every data-parallel replica moves at rank 0's pace (they step in lockstep); MFU divides by all
+        `devices` (replicas x pipeline stages)."""
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         n = max(self.micro_steps, 1)
         tokens_per_s = self.tokens * replicas / elapsed
         out = {
-            "loss": self.loss / n, "mlm_loss": self.mlm_loss / n, "nsp_loss": self.nsp_loss / n,
-            "mlm_acc": self.mlm_correct / max(self.mlm_count, 1),
-            "nsp_acc": self.nsp_correct / max(self.nsp_count, 1),
+            "loss": self.loss / n, **metrics(self.sums),
             "tokens_per_s": tokens_per_s, "samples_per_s": self.samples * replicas / elapsed,
             "data_wait_share": self.data_wait / elapsed,
             "nonfinite_skipped": self.nonfinite,  # micro-batches skipped for a NaN/inf loss in this window

@@ -45,10 +45,12 @@ from torch import nn
 
 from bert_core.checkpoint import save_state_dict
 from bert_core.config import BertConfig, ConfigError
-from bert_core.model import (IGNORE_INDEX, BertEmbeddings, BertForPreTraining, BertLayer, BertPooler,
+from bert_core.model import (IGNORE_INDEX, _cu_seqlens, BertEmbeddings, BertForPreTraining, BertLayer, BertPooler,
                              BertPredictionHeadTransform, Packing, init_weights)
 from jobs.config import PARTITION_METHODS, PretrainConfig
-from jobs.engine import Engine, StepStats, deepspeed_config, lr_lambda, param_groups
+from jobs.ds_config import deepspeed_config, lr_lambda, param_groups
+from jobs.objectives import PretrainingObjective, pretraining_sums
+from jobs.seam import EngineBase, StepStats
 
 PIPE_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label")
 TIED_KEY = "embed"
@@ -92,7 +94,7 @@ class TiedWordEmbeddings(nn.Module):
 class EncoderLayerPipe(BertLayer):
     def forward(self, inputs):
         x, indices, attention_mask, *labels = inputs
-        packing = Packing(indices, *attention_mask.shape)
+        packing = Packing(indices, _cu_seqlens(attention_mask), *attention_mask.shape)
         mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T), True = attend
         return super().forward(x, mask, packing), indices, attention_mask, *labels
 
@@ -109,7 +111,7 @@ class PreTrainingHeadsPipe(nn.Module):
 
     def forward(self, inputs):
         x, indices, attention_mask, mlm_labels, nsp_labels = inputs
-        sequence_output = Packing(indices, *attention_mask.shape).unpack(x)  # (B, T, H)
+        sequence_output = Packing(indices, None, *attention_mask.shape).unpack(x)  # (B, T, H)
         nsp_logits = self.seq_relationship(self.pooler(sequence_output))  # (B, 2)
         masked = torch.nonzero(mlm_labels.flatten() != IGNORE_INDEX, as_tuple=False).flatten()  # (M,)
         hidden = self.transform(sequence_output.flatten(0, 1).index_select(0, masked))  # (M, H)
@@ -147,13 +149,13 @@ def layer_specs(config: BertConfig) -> list[LayerSpec]:
 # ----------------------------------------------------------------------------- module
 
 
-# Running sums the loss function keeps on the last stage; reduced over all ranks by `_reduce_tally`.
-TALLY = ("micro_batches", "mlm_loss", "nsp_loss", "mlm_loss_x_tokens", "nsp_loss_x_examples",
-         "mlm_correct", "mlm_count", "nsp_correct", "nsp_count")
+# Running sums the loss function keeps on the last stage (PretrainingObjective's, so the metrics match
+# the data-parallel engine's); reduced over all ranks by `_reduce_tally`.
+TALLY = PretrainingObjective.sum_keys
 
 
-def pretraining_loss(outputs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Last layer's outputs -> (MLM mean over masked tokens + NSP mean, this micro-batch's TALLY row).
+def pretraining_loss(outputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Last layer's outputs -> (MLM mean over masked tokens + NSP mean, this micro-batch's sums).
 
     Exactly BertForPreTraining's loss; the labels arrive inside `outputs` (see the stage contract).
     """
@@ -161,12 +163,8 @@ def pretraining_loss(outputs) -> tuple[torch.Tensor, torch.Tensor]:
     mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_targets)
     nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
     with torch.no_grad():
-        mlm, nsp = mlm_loss.double(), nsp_loss.double()
-        M, B = mlm_targets.numel(), nsp_labels.numel()
-        tally = torch.stack([torch.ones_like(mlm), mlm, nsp, mlm * M, nsp * B,
-                             (mlm_logits.argmax(-1) == mlm_targets).sum().double(), torch.full_like(mlm, M),
-                             (nsp_logits.argmax(-1) == nsp_labels).sum().double(), torch.full_like(nsp, B)])
-    return mlm_loss + nsp_loss, tally
+        sums = pretraining_sums(mlm_loss, nsp_loss, mlm_logits, mlm_targets, nsp_logits, nsp_labels)
+    return mlm_loss + nsp_loss, sums
 
 
 def _seed_layer(seed) -> None:
@@ -194,8 +192,8 @@ class BertPipe(PipelineModule):
         self.tally = torch.zeros(len(TALLY), dtype=torch.float64, device=next(self.parameters()).device)
 
     def _loss(self, outputs, _labels):
-        loss, tally = pretraining_loss(outputs)
-        self.tally += tally
+        loss, sums = pretraining_loss(outputs)
+        self.tally += torch.stack([sums[k].to(self.tally.device) for k in TALLY])
         return loss
 
     def local_layers(self) -> Iterator[tuple[int, nn.Module]]:
@@ -332,8 +330,10 @@ def build_pipeline_engine(cfg: PretrainConfig, num_stages: int, partition_method
     engine, optimizer, _, scheduler = deepspeed.initialize(
         model=pipe,
         model_parameters=param_groups(pipe, cfg.optim.weight_decay),
-        config=deepspeed_config(cfg, world // num_stages),
-        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg)),
+        config=deepspeed_config(cfg.optim, cfg.deepspeed, micro_batch_size=cfg.train.micro_batch_size,
+                                grad_accum_steps=cfg.train.grad_accum_steps, world_size=world // num_stages,
+                                use_gpu=cfg.scaling.use_gpu),
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg.optim, cfg.train.max_steps)),
         dist_init_required=False,
     )
     return engine, optimizer, scheduler
@@ -362,26 +362,20 @@ def _reduce_tally(engine) -> dict[str, float]:
 def train_step(engine, micro_batches: Iterable[dict] | None) -> StepStats:
     """One optimizer step over gradient_accumulation_steps micro-batches (the pipeline schedule needs them
     all at once). Every rank calls it; only stage-0 ranks need `micro_batches`, others may pass None.
-    Losses are means over the step's micro-batches and data-parallel replicas; counts are totals."""
+    The loss is the mean over the step's micro-batches and data-parallel replicas; sums are totals."""
     engine.module.tally.zero_()
     loss = float(engine.train_batch(_feed(engine, micro_batches)))
-    t = _reduce_tally(engine)
-    n = max(t["micro_batches"], 1.0)
-    return StepStats(loss, t["mlm_loss"] / n, t["nsp_loss"] / n, int(t["mlm_correct"]), int(t["mlm_count"]),
-                     int(t["nsp_correct"]), int(t["nsp_count"]), optimizer_stepped=True)
+    return StepStats(loss, _reduce_tally(engine), optimizer_stepped=True,
+                     micro_batches=engine.gradient_accumulation_steps())
 
 
 @torch.no_grad()
 def evaluate(engine, batches: Iterable[dict] | None, num_batches: int) -> dict:
-    """Token-weighted MLM/NSP loss and accuracy over `num_batches` batches per replica, summed over replicas:
-    the dict jobs.engine.Engine.evaluate returns. Every rank calls it with the same `num_batches`."""
+    """PretrainingObjective's metrics over `num_batches` batches per replica, summed over replicas: the dict
+    jobs.engine.Engine.evaluate returns. Every rank calls it with the same `num_batches`."""
     engine.module.tally.zero_()
     engine.eval_batch(_feed(engine, batches), num_micro_batches=num_batches)
-    t = _reduce_tally(engine)
-    mn, nn_ = max(t["mlm_count"], 1.0), max(t["nsp_count"], 1.0)
-    return {"mlm_loss": t["mlm_loss_x_tokens"] / mn, "mlm_acc": t["mlm_correct"] / mn,
-            "nsp_loss": t["nsp_loss_x_examples"] / nn_, "nsp_acc": t["nsp_correct"] / nn_,
-            "mlm_tokens": int(t["mlm_count"])}
+    return PretrainingObjective().metrics(_reduce_tally(engine))
 
 
 def export(engine, config: BertConfig, out_dir: str | os.PathLike, tokenizer_dir: str | None = None) -> Path | None:
@@ -395,21 +389,23 @@ def export(engine, config: BertConfig, out_dir: str | os.PathLike, tokenizer_dir
 # ----------------------------------------------------------------------------- the Engine seam
 
 
-class PipelineEngine(Engine):
-    """jobs.engine.Engine's interface over a DeepSpeed PipelineEngine, so the training loop runs unchanged.
+class PipelineEngine(EngineBase):
+    """The training loop's engine seam (jobs/seam.py) over a DeepSpeed PipelineEngine, pretraining only.
 
     DeepSpeed's pipeline schedule takes a whole optimizer step (grad_accum_steps micro-batches) in one
     call: `step` buffers micro-batches and runs the schedule on the last one. Only first-stage ranks read
     data (`reads_data`); the other stages pass None and receive activations. A non-finite step loss marks
     the step skipped; ZeRO-1's overflow check (required for clipping, see PretrainConfig) has then already
-    dropped its update and left the schedule where it was.
+    dropped its update and left the schedule where it was. Pipelines resume on their own topology
+    (jobs/reshard.py), so `load_universal` is always False.
     """
 
-    def __init__(self, cfg: PretrainConfig):  # not Engine.__init__: that would build a plain engine
-        self.cfg, self.load_universal = cfg, False  # pipelines resume on their own topology (jobs/reshard.py)
+    def __init__(self, cfg: PretrainConfig):
         d = cfg.deepspeed
-        self.engine, self.optimizer, self.scheduler = build_pipeline_engine(cfg, d.pipeline_stages, d.partition_method)
-        self.device = self.engine.device
+        engine, optimizer, scheduler = build_pipeline_engine(cfg, d.pipeline_stages, d.partition_method)
+        super().__init__(engine, optimizer, scheduler, PretrainingObjective(), optim=cfg.optim,
+                         max_steps=cfg.train.max_steps, zero_stage=d.zero_stage)
+        self.grad_accum_steps, self.model_config = cfg.train.grad_accum_steps, cfg.model
         self._pending: list[dict | None] = []
 
     @property
@@ -424,8 +420,8 @@ class PipelineEngine(Engine):
         if inject_nan:
             raise ValueError("NaN injection is not supported with pipeline stages")
         self._pending.append(self._to_device(batch) if batch is not None else None)
-        if len(self._pending) < self.cfg.train.grad_accum_steps:
-            return StepStats(0.0, 0.0, 0.0, 0, 0, 0, 0, optimizer_stepped=False, micro_batches=0)
+        if len(self._pending) < self.grad_accum_steps:
+            return StepStats(0.0, {}, optimizer_stepped=False, micro_batches=0)
         micro_batches, self._pending = self._pending, []
         stats = train_step(self.engine, micro_batches if self.reads_data else None)
         stats.micro_batches = len(micro_batches)
@@ -441,4 +437,4 @@ class PipelineEngine(Engine):
         return evaluate(self.engine, batches[:int(count)] if self.reads_data else None, int(count))
 
     def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None) -> Path | None:
-        return export(self.engine, self.cfg.model, out_dir, tokenizer_dir)
+        return export(self.engine, self.model_config, out_dir, tokenizer_dir)

@@ -82,14 +82,50 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
-        if release_dir:
+        if release_dir and not _has_pipeline(task):
+            info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
+                                                          registered_model or None)
+        elif release_dir:
             model_info = log_release_model(release_dir, registered_model or None, task)
             info["model_uri"] = model_info.model_uri
             registered = getattr(model_info, "registered_model_version", None)
+        if release_dir:
             if registered_model and registered is not None:
                 MlflowClient(tracking_uri).set_registered_model_alias(registered_model, alias, str(registered))
                 info.update(registered_model=registered_model, version=str(registered), alias=alias)
     return info
+
+
+def _has_pipeline(task: str) -> bool:
+    from transformers.pipelines import SUPPORTED_TASKS
+
+    return task in SUPPORTED_TASKS
+
+
+def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, registered_model: str | None):
+    """A model folder as plain run artifacts (model/), registered as a version whose source is that folder.
+
+    For tasks whose transformers pipeline is gone, which mlflow.transformers cannot log: transformers 5
+    removed "question-answering". The folder still loads with transformers' Auto class for the task, and
+    `models:/NAME@alias` downloads it (jobs/finetune.py starts from such a URI). Returns (uri, version).
+    """
+    import mlflow
+    import transformers
+    from mlflow.tracking import MlflowClient
+
+    getattr(transformers, TASK_MODELS[task]).from_pretrained(model_dir)  # the same load check log_model does
+    mlflow.log_artifacts(model_dir, "model")
+    mlflow.set_tag("model_task", task)
+    if not registered_model:
+        return f"runs:/{run_id}/model", None
+    client = MlflowClient(tracking_uri)
+    try:
+        client.get_registered_model(registered_model)
+    except mlflow.exceptions.MlflowException:
+        client.create_registered_model(registered_model)
+    source = f"{mlflow.get_run(run_id).info.artifact_uri}/model"
+    version = client.create_model_version(registered_model, source, run_id=run_id, tags={"task": task})
+    return f"models:/{registered_model}/{version.version}", version.version
 
 
 # The transformers class that loads a model folder for each pipeline task we log.

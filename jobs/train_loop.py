@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -27,9 +26,11 @@ from bert_core.tokenizer import SpecialIds
 from jobs.config import PretrainConfig
 from jobs.data_position import DataPosition, ExampleIndex
 from jobs.engine import build_engine
+from jobs.faults import Faults
 from jobs.loss_guard import LossGuard, NonFiniteLossError
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
 from jobs.reshard import load_engine, write_topology
+from jobs.seam import next_in_lockstep
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -67,7 +68,8 @@ class Worker:
         self.tracker = config["data_tracker"]
         self.ledger = config["rollback_ledger"]
         self.guard = LossGuard(self.t.rollback_after)
-        self.rollbacks, self.nan_injected = 0, 0
+        self.rollbacks = 0
+        self.faults = Faults(self.t, self.rank, self.world, cfg.run_name)  # tests only (jobs/faults.py)
         self.special = SpecialIds(**config["special_ids"])
         self.continuation = (np.asarray(config["continuation"], dtype=bool) if self.t.masking.whole_word
                              else None)
@@ -153,12 +155,7 @@ class Worker:
                 for keep in [self.index(b["example_id"]) % replicas == self.replica] if keep.any())
 
     def _next_batch(self, batches):
-        """The next batch, or None on every rank once any rank's split is exhausted (ranks step in lockstep)."""
-        batch = next(batches, None)
-        has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
-        if dist.is_initialized():
-            dist.all_reduce(has, op=dist.ReduceOp.MIN)
-        return batch if int(has) else None
+        return next_in_lockstep(batches)
 
     def _new_epoch(self) -> None:
         self.position = DataPosition(self.position.epoch + 1, np.zeros(self.index.num_examples, dtype=bool))
@@ -196,7 +193,7 @@ class Worker:
                 continue
             batch = self.collate(raw) if raw else None  # None: a later pipeline stage
             waited = time.perf_counter() - wait_start
-            stats = self.engine.step(batch, inject_nan=self._inject_nan())
+            stats = self.engine.step(batch, inject_nan=self.faults.nan_now(self.step, self.rollbacks))
             if raw:
                 self.pending_ids.append(np.asarray(raw["example_id"]))
             if self.guard.observe(stats.finite):
@@ -209,11 +206,12 @@ class Worker:
             if not stats.optimizer_stepped:
                 continue
             self.step += 1
-            self._maybe_fail()
+            self.faults.maybe_fail(self.step)
             self._record_ids()
             last = self.step == t.max_steps
             if self.step % t.log_every == 0 or last:
-                metrics = window.summary(self.replicas, flops_token, peak, devices=self.world)
+                metrics = window.summary(self.replicas, flops_token, peak, devices=self.world,
+                                         metrics=self.engine.objective.metrics)
                 metrics.update(step=self.step, epoch=self.position.epoch, lr=self.engine.lr,
                                grad_norm=self.engine.grad_norm(), nonfinite_total=self.guard.skipped,
                                rollbacks=self.rollbacks)
@@ -272,24 +270,7 @@ class Worker:
             f"last checkpoint at {self.t.rollback_lr_factor:g} x the learning rate (a rollback counts as one "
             f"of train.max_failures={self.t.max_failures})")
 
-    # -- fault injection and id recording, for the resume and rollback tests ----------------------
-    def _inject_nan(self) -> bool:
-        """train.nan_at_step: rank 0's loss is NaN for train.nan_micro_batches, before any rollback."""
-        t = self.t
-        if (not t.nan_at_step or self.rank != 0 or self.rollbacks or self.step + 1 < t.nan_at_step
-                or self.nan_injected >= t.nan_micro_batches):
-            return False
-        self.nan_injected += 1
-        return True
-
-    def _maybe_fail(self) -> None:
-        """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt."""
-        if self.t.fail_at_step and self.step == self.t.fail_at_step and self.rank == min(1, self.world - 1):
-            marker = Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.cfg.run_name}"
-            if not marker.exists():
-                marker.write_text(str(os.getpid()))
-                os.kill(os.getpid(), signal.SIGKILL)
-
+    # -- id recording, for the resume tests ------------------------------------------------------
     def _record_ids(self) -> None:
         """train.record_ids_dir: append (attempt, step, ids of this optimizer step) per rank."""
         if not self.t.record_ids_dir or not self.pending_ids:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from itertools import chain
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -26,12 +26,10 @@ from tokenizers import AddedToken, Tokenizer
 from pipelines.clean import split_sentences
 from pipelines.config import DataConfig
 from pipelines.examples import document_key
+from pipelines.layout import ShardLayout
 from pipelines.shards import token_type
 from pipelines.rejects import RejectLog
 from pipelines.sources import SAMPLE_CHARS, content_hashes, iter_documents, relative_names
-
-if TYPE_CHECKING:
-    from pipelines.prepare import ShardLayout
 
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 SPILL_CHUNK_BYTES = 16 << 20  # text an actor gathers before writing spill batches: few, large batches
@@ -97,7 +95,7 @@ class DocumentTokenizer:
     tokenizer once per actor.
     """
 
-    def __init__(self, tokenizer_json: str, vocab_size: int, cfg: DataConfig, layout: "ShardLayout",
+    def __init__(self, tokenizer_json: str, vocab_size: int, cfg: DataConfig, layout: ShardLayout,
                  spill_dir: str):
         self.tok = Tokenizer.from_str(tokenizer_json)
         self.tok.no_truncation()

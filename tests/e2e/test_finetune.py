@@ -30,7 +30,16 @@ def config(tmp, preset, *overrides):
         f"tracking.artifact_location={tmp}/art", *overrides])
 
 
-def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp):
+@pytest.fixture(scope="module")
+def pkgdocs(ray_tmp):
+    """One pkgdocs run from MiniLM, registered as pkgdocs-minilm@candidate (the SQuAD test starts from it)."""
+    return run(config(ray_tmp, "pkgdocs.yaml", "run_name=pkgdocs", f"task.corpus_dir={ray_tmp}/corpus",
+                      "task.harvest_max_mb=2", "task.max_seq_len=64", "task.max_train_per_label=64",
+                      "task.max_dev_per_label=24", "train.epochs=2", "optim.lr=1e-4",
+                      "tracking.registered_model=pkgdocs-minilm", "tracking.alias=candidate"))
+
+
+def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp, pkgdocs):
     from mlflow.tracking import MlflowClient
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -38,11 +47,7 @@ def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp):
     from bert_core.model import BertForSequenceClassification
     from pipelines.tasks.pkgdocs import load_pkgdocs
 
-    cfg = config(ray_tmp, "pkgdocs.yaml", "run_name=pkgdocs", f"task.corpus_dir={ray_tmp}/corpus",
-                 "task.harvest_max_mb=2", "task.max_seq_len=64", "task.max_train_per_label=64",
-                 "task.max_dev_per_label=24", "train.epochs=2", "optim.lr=1e-4",
-                 "tracking.registered_model=pkgdocs-minilm", "tracking.alias=candidate")
-    result = run(cfg)
+    result = pkgdocs
 
     splits, labels = load_pkgdocs(f"{ray_tmp}/corpus", max_per_label={"train": 64, "dev": 24})
     dev = splits["dev"].rows
@@ -110,3 +115,30 @@ def test_conll_ner_short_run_lowers_loss_and_reports_entity_f1(ray_tmp):
 
     hf = AutoModelForTokenClassification.from_pretrained(result.export_dir)
     assert hf.config.id2label[1] == "B-PER" and hf.config.num_labels == 9
+
+
+def test_squad_v2_from_the_registered_mlflow_model(ray_tmp, pkgdocs):
+    """Start from models:/pkgdocs-minilm@candidate (downloaded; its classifier left unused, a fresh QA head)
+    on a hand-written SQuAD v2.0 file whose paragraph needs several windows; the null threshold comes from dev."""
+    from transformers import AutoModelForQuestionAnswering
+
+    from tests.unit.test_squad import IMPOSSIBLE, QAS, write_squad
+
+    data = write_squad(ray_tmp / "squad-v2.json", QAS + [IMPOSSIBLE], "v2.0")
+    cfg = config(ray_tmp, "squad-v2.yaml", "run_name=squad", "init=models:/pkgdocs-minilm@candidate",
+                 f"task.train_file={data}", f"task.dev_file={data}", "task.max_seq_len=64", "task.doc_stride=16",
+                 "task.max_query_length=16", "train.epochs=2", "optim.lr=1e-4", "tracking.registered_model=squad-minilm")
+    result = run(cfg)
+    assert result.init_dir.startswith(str(ray_tmp / "runs" / "squad" / "init"))
+    assert result.main_metric == "dev/f1" and result.labels == []
+    assert {"dev/exact", "dev/HasAns_f1", "dev/NoAns_total", "dev/null_threshold"} <= set(result.metrics)
+    assert result.metrics["dev/total"] == len(QAS) + 1
+    hf = AutoModelForQuestionAnswering.from_pretrained(result.export_dir)
+    assert hf.config.architectures == ["BertForQuestionAnswering"]
+    # transformers 5 has no question-answering pipeline for mlflow.transformers: the HF folder is logged and
+    # registered as is, and the registry alias leads back to a folder transformers loads.
+    from jobs.finetune import resolve_init
+
+    assert result.mlflow["alias"] == "candidate" and result.mlflow["version"] == "1"
+    downloaded = resolve_init("models:/squad-minilm@candidate", f"sqlite:///{ray_tmp}/mlflow.db", ray_tmp / "dl")
+    assert AutoModelForQuestionAnswering.from_pretrained(downloaded).config.architectures == ["BertForQuestionAnswering"]

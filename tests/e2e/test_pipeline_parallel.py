@@ -85,11 +85,13 @@ def test_chained_layers_compute_the_plain_models_loss():
     assert torch.equal(mlm_targets, out.mlm_targets)
     assert torch.allclose(mlm_logits, out.mlm_logits, atol=1e-6)
     assert torch.allclose(nsp_logits, out.nsp_logits, atol=1e-6)
-    loss, tally = pp.pretraining_loss(x)
+    loss, sums = pp.pretraining_loss(x)
     assert float(loss) == pytest.approx(float(out.loss), abs=1e-6)
-    t = dict(zip(pp.TALLY, tally.tolist()))
+    t = {k: float(v) for k, v in sums.items()}
+    assert set(t) == set(pp.TALLY)
     assert t["mlm_count"] == int((batch["mlm_labels"] != -100).sum()) and t["nsp_count"] == 4
-    assert t["mlm_loss"] == pytest.approx(float(out.mlm_loss)) and t["nsp_loss"] == pytest.approx(float(out.nsp_loss))
+    assert t["mlm_loss_sum"] / t["mlm_count"] == pytest.approx(float(out.mlm_loss))
+    assert t["nsp_loss_sum"] / t["nsp_count"] == pytest.approx(float(out.nsp_loss))
 
 
 def test_weight_mapping_covers_every_key_both_ways():
@@ -124,7 +126,7 @@ def _worker(config: dict) -> None:
     import torch.distributed as dist
 
     from bert_core.checkpoint import load_pretrained
-    from jobs.engine import lr_lambda, param_groups
+    from jobs.ds_config import lr_lambda, param_groups
 
     model_cfg = _config()
     cfg = PretrainConfig(model=model_cfg)
@@ -156,7 +158,7 @@ def _worker(config: dict) -> None:
     ref.train()
     opt = torch.optim.AdamW(param_groups(ref, cfg.optim.weight_decay), lr=cfg.optim.lr,
                             betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg.optim, cfg.train.max_steps))
     pipe_losses, ref_losses, pipe_norms, ref_norms = [], [], [], []
     for micro in steps:
         stats = pp.train_step(engine, micro if engine.is_first_stage() else None)
@@ -169,8 +171,8 @@ def _worker(config: dict) -> None:
         opt.step()
         sched.step()
         ref_losses.append(float(loss))
-    report.update(pipe_losses=pipe_losses, ref_losses=ref_losses, pipe_norms=pipe_norms, ref_norms=ref_norms, last_mlm_count=stats.mlm_count,
-                  last_nsp_count=stats.nsp_count, steps=engine.global_steps)
+    report.update(pipe_losses=pipe_losses, ref_losses=ref_losses, pipe_norms=pipe_norms, ref_norms=ref_norms, last_mlm_count=stats.sums["mlm_count"],
+                  last_nsp_count=stats.sums["nsp_count"], steps=engine.global_steps)
     # Train further on the first step's batches alone: the loss must fall.
     repeat = [pp.train_step(engine, steps[0] if engine.is_first_stage() else None).loss for _ in range(6)]
     report["repeat_losses"] = repeat

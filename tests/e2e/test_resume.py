@@ -13,7 +13,7 @@ import torch.multiprocessing as mp
 
 from jobs.config import PretrainConfig
 from jobs.config_io import load_config
-from jobs.engine import lr_lambda
+from jobs.ds_config import lr_lambda
 from jobs.pretrain import run
 from tests.e2e.quick import quick_config
 from tests.ports import free_port
@@ -111,7 +111,7 @@ def test_resumes_on_a_different_worker_count(ray_tmp):
     # The schedule came through: step 20 is the scheduler's 20th step, not the 10th of a fresh one.
     lr = {p.step: p.value for p in MlflowClient(cfg.tracking.tracking_uri).get_metric_history(
         again.mlflow["run_id"], "train/lr")}
-    assert lr[20] == pytest.approx(cfg.optim.lr * lr_lambda(cfg)(20))
+    assert lr[20] == pytest.approx(cfg.optim.lr * lr_lambda(cfg.optim, cfg.train.max_steps)(20))
 
 
 # -- the engine alone: a universal checkpoint continues exactly where the saved run would have ---------------

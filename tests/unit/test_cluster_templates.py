@@ -16,7 +16,7 @@ import yaml
 
 from jobs.config import PretrainConfig
 from jobs.config_io import load_config
-from jobs.engine import deepspeed_config
+from jobs.ds_config import deepspeed_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"
@@ -239,10 +239,15 @@ TEMPLATES = {
 }
 
 
+def pretrain_ds_config(cfg, world_size: int, load_universal: bool = False) -> dict:
+    return deepspeed_config(cfg.optim, cfg.deepspeed, micro_batch_size=cfg.train.micro_batch_size,
+                            grad_accum_steps=cfg.train.grad_accum_steps, world_size=world_size,
+                            use_gpu=cfg.scaling.use_gpu, load_universal=load_universal)
+
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
 def test_deepspeed_template_mirrors_engine_config(name):
     cfg = load_config(PretrainConfig, None, GPU_BASE + TEMPLATES[name])
-    produced = deepspeed_config(cfg, world_size=16)
+    produced = pretrain_ds_config(cfg, world_size=16)
     # train_batch_size depends on the world size; DeepSpeed derives it from micro batch x accumulation.
     assert produced.pop("train_batch_size") == 64 * 4 * 16
     assert json.loads((CLUSTER / "deepspeed" / name).read_text()) == produced
@@ -252,7 +257,7 @@ def test_rayjob_hyperparameters_match_the_zero2_template():
     job = load(KUBERAY / "rayjob.yaml")["spec"]
     words = shlex.split(job["entrypoint"])
     cfg = load_config(PretrainConfig, ROOT / words[3], words[4:])
-    produced = deepspeed_config(cfg, world_size=cfg.scaling.num_workers)
+    produced = pretrain_ds_config(cfg, world_size=cfg.scaling.num_workers)
     produced.pop("train_batch_size")
     assert cfg.deepspeed.zero_stage == 2
     assert json.loads((CLUSTER / "deepspeed" / "zero2.json").read_text()) == produced

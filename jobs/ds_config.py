@@ -1,0 +1,75 @@
+"""Our config sections -> what DeepSpeed is built from: its JSON config, the LR schedule, the param groups.
+
+Each function takes the sections it reads, never a whole job config, so pretraining and fine-tuning
+(whose configs compose the same OptimConfig / DeepSpeedConfig sections) build their engines alike.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from jobs.config import DeepSpeedConfig, OptimConfig
+from jobs.optim import deepspeed_optimizer_config
+
+
+def deepspeed_config(optim: OptimConfig, ds: DeepSpeedConfig, *, micro_batch_size: int, grad_accum_steps: int,
+                     world_size: int, use_gpu: bool, load_universal: bool = False) -> dict:
+    """Our sections -> DeepSpeed's JSON config (the template in cluster/deepspeed/ mirrors it).
+    `world_size` is the data-parallel degree; `load_universal`: the engine loads universal checkpoints
+    (jobs/reshard.py) instead of ZeRO ones."""
+    o, d = optim, ds
+    zero: dict = {"stage": d.zero_stage}
+    if d.zero_stage >= 1:
+        # overlap_comm: gradient reduction on a side CUDA stream during backward; CPU has no streams.
+        zero.update(overlap_comm=use_gpu, contiguous_gradients=True, reduce_bucket_size=5e7)
+    if d.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": use_gpu}
+    if d.offload_params:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": use_gpu}
+    if d.zero_stage == 3:
+        # Release checkpoints need whole weights gathered on rank 0 at export.
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+    config = {
+        "train_micro_batch_size_per_gpu": micro_batch_size,
+        "gradient_accumulation_steps": grad_accum_steps,
+        "train_batch_size": micro_batch_size * grad_accum_steps * world_size,
+        "gradient_clipping": o.grad_clip,
+        "zero_optimization": zero,
+        # AdamW and GPU LAMB: DeepSpeed's own (fused Adam, CPU Adam under offload, FusedLamb); CPU LAMB: ours.
+        **deepspeed_optimizer_config(o.name, o.lr, (o.beta1, o.beta2), o.eps, o.weight_decay, use_gpu),
+        "steps_per_print": 10**9,  # progress is ours; DeepSpeed's own prints would interleave
+        "wall_clock_breakdown": False,
+    }
+    if d.precision == "bf16":
+        config["bf16"] = {"enabled": True}
+    elif d.precision == "fp16":
+        config["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "hysteresis": 2}
+    if load_universal:
+        config["checkpoint"] = {"load_universal": True}
+    return config
+
+
+def lr_lambda(optim: OptimConfig, max_steps: int):
+    """Linear warmup, then linear / polynomial decay to zero at max_steps, or constant."""
+    o = optim
+
+    def factor(step: int) -> float:
+        if step < o.warmup_steps:
+            return (step + 1) / o.warmup_steps
+        if o.schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - o.warmup_steps) / max(1, max_steps - o.warmup_steps))
+        power = 1.0 if o.schedule == "linear" else o.poly_power
+        return max(0.0, 1.0 - progress) ** power
+
+    return factor
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """No weight decay on biases and LayerNorm weights (original BERT's AdamWeightDecay exclusions)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]

@@ -1,0 +1,39 @@
+"""Fault injection for the resume and rollback tests, in one place the training loop consults.
+
+The switches are train.fail_at_step, train.nan_at_step and train.nan_micro_batches (all 0 = off, the
+production default). Production code paths only ask `nan_now` and `maybe_fail`; nothing else in the
+loop or the engine knows about faults (the engine's `step(inject_nan=...)` takes the answer).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+from jobs.config import TrainConfig
+
+
+class Faults:
+    def __init__(self, train: TrainConfig, rank: int, world: int, run_name: str):
+        self.t, self.rank, self.world, self.run_name = train, rank, world, run_name
+        self.nan_injected = 0
+
+    def nan_now(self, step: int, rollbacks: int) -> bool:
+        """train.nan_at_step: rank 0's loss is NaN for train.nan_micro_batches, before any rollback.
+        `step` is the number of optimizer steps taken so far."""
+        t = self.t
+        if (not t.nan_at_step or self.rank != 0 or rollbacks or step + 1 < t.nan_at_step
+                or self.nan_injected >= t.nan_micro_batches):
+            return False
+        self.nan_injected += 1
+        return True
+
+    def maybe_fail(self, step: int) -> None:
+        """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt."""
+        if self.t.fail_at_step and step == self.t.fail_at_step and self.rank == min(1, self.world - 1):
+            marker = Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}"
+            if not marker.exists():
+                marker.write_text(str(os.getpid()))
+                os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,164 @@
+"""Loss -> counts -> metrics, one objective per head; the engine runs whichever it is given.
+
+Contract with jobs/engine.py (and jobs/finetune.py):
+- `objective(model, batch) -> (loss, sums)`: `batch` holds the model's forward kwargs (labels included);
+  `loss` is the mean loss with grad; `sums` are detached scalar float64 tensors that add up over
+  micro-batches and ranks (the engine all-reduces them), so every metric is a ratio of two sums.
+- `objective.metrics(sums) -> dict`: summed counts (as floats) -> metrics.
+- `objective.outputs(model, batch) -> dict`: eval only, no grad: the raw predictions a task metric
+  needs, row-aligned with the batch, detached on CPU. Labels in `batch` are ignored.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from bert_core.model import (IGNORE_INDEX, BertForPreTraining, BertForQuestionAnswering,
+                             BertForSequenceClassification, BertForTokenClassification)
+
+
+def _sums(**values) -> dict[str, torch.Tensor]:
+    # Left on their device: a host sync per micro-batch would stall a GPU pipeline's last stage.
+    return {k: torch.as_tensor(v).detach().to(torch.float64).reshape(()) for k, v in values.items()}
+
+
+def _inputs(batch: dict, labels: tuple[str, ...]) -> dict:
+    return {k: v for k, v in batch.items() if k not in labels}
+
+
+def _ratio(sums: dict[str, float], num: str, den: str) -> float:
+    return sums.get(num, 0.0) / max(sums.get(den, 0.0), 1.0)
+
+
+def pretraining_sums(mlm_loss, nsp_loss, mlm_logits, mlm_targets, nsp_logits, nsp_labels) -> dict[str, torch.Tensor]:
+    """MLM/NSP sums of one micro-batch; jobs/pipeline_parallel.py's last stage computes the same."""
+    M, B = mlm_targets.numel(), nsp_labels.numel()
+    return _sums(mlm_loss_sum=mlm_loss.double() * M, mlm_correct=(mlm_logits.argmax(-1) == mlm_targets).sum(),
+                 mlm_count=M, nsp_loss_sum=nsp_loss.double() * B,
+                 nsp_correct=(nsp_logits.argmax(-1) == nsp_labels.view(-1)).sum(), nsp_count=B)
+
+
+class PretrainingObjective:
+    """Masked LM + next-sentence prediction (BertForPreTraining); loss = MLM mean + NSP mean."""
+
+    name = "pretraining"
+    labels = ("mlm_labels", "next_sentence_label")
+    sum_keys = ("mlm_loss_sum", "mlm_correct", "mlm_count", "nsp_loss_sum", "nsp_correct", "nsp_count")
+
+    def __call__(self, model, batch):
+        out = model(**batch)
+        return out.loss, pretraining_sums(out.mlm_loss, out.nsp_loss, out.mlm_logits, out.mlm_targets,
+                                          out.nsp_logits, batch["next_sentence_label"])
+
+    def metrics(self, sums: dict[str, float]) -> dict[str, float]:
+        """Token-weighted MLM loss and accuracy, example-weighted NSP (the pretraining eval keys)."""
+        return {"mlm_loss": _ratio(sums, "mlm_loss_sum", "mlm_count"),
+                "mlm_acc": _ratio(sums, "mlm_correct", "mlm_count"),
+                "nsp_loss": _ratio(sums, "nsp_loss_sum", "nsp_count"),
+                "nsp_acc": _ratio(sums, "nsp_correct", "nsp_count"),
+                "mlm_tokens": int(sums.get("mlm_count", 0))}
+
+    @torch.no_grad()
+    def outputs(self, model, batch):
+        out = model(**_inputs(batch, self.labels))  # no mlm_labels: dense (B, T, V) logits
+        return {"mlm_logits": out.mlm_logits.detach().cpu(), "nsp_logits": out.nsp_logits.detach().cpu()}
+
+
+class ClassificationObjective:
+    """Sequence classification (cross-entropy), or regression (MSE) when num_labels == 1, as the model."""
+
+    labels = ("labels",)
+
+    def __init__(self, num_labels: int):
+        self.num_labels = num_labels
+        self.name = "regression" if num_labels == 1 else "classification"
+
+    def __call__(self, model, batch):
+        out = model(**batch)
+        labels = batch["labels"].view(-1)
+        B = labels.numel()
+        if self.num_labels == 1:
+            sq_err = ((out.logits.detach().squeeze(-1).double() - labels.double()) ** 2).sum()
+            return out.loss, _sums(loss_sum=out.loss.double() * B, sq_err=sq_err, count=B)
+        correct = (out.logits.detach().argmax(-1) == labels).sum()
+        return out.loss, _sums(loss_sum=out.loss.double() * B, correct=correct, count=B)
+
+    def metrics(self, sums: dict[str, float]) -> dict[str, float]:
+        second = ("mse", "sq_err") if self.num_labels == 1 else ("accuracy", "correct")
+        return {"loss": _ratio(sums, "loss_sum", "count"), second[0]: _ratio(sums, second[1], "count"),
+                "count": int(sums.get("count", 0))}
+
+    @torch.no_grad()
+    def outputs(self, model, batch):
+        return {"logits": model(**_inputs(batch, self.labels)).logits.detach().float().cpu()}  # (B, num_labels)
+
+
+class TokenClassificationObjective:
+    """Per-token cross-entropy; labels IGNORE_INDEX (sub-word continuations, pads) carry no loss or count."""
+
+    name = "token_classification"
+    labels = ("labels",)
+
+    def __call__(self, model, batch):
+        out = model(**batch)
+        labels = batch["labels"]
+        labelled = labels != IGNORE_INDEX
+        count = labelled.sum()
+        # The model's loss is the mean over labelled tokens: NaN when a batch has none, then sum zero.
+        loss_sum = torch.where(count > 0, out.loss.detach().double() * count, 0.0)
+        correct = ((out.logits.detach().argmax(-1) == labels) & labelled).sum()
+        return out.loss, _sums(loss_sum=loss_sum, correct=correct, count=count)
+
+    def metrics(self, sums: dict[str, float]) -> dict[str, float]:
+        return {"loss": _ratio(sums, "loss_sum", "count"), "accuracy": _ratio(sums, "correct", "count"),
+                "count": int(sums.get("count", 0))}
+
+    @torch.no_grad()
+    def outputs(self, model, batch):
+        return {"logits": model(**_inputs(batch, self.labels)).logits.detach().float().cpu()}  # (B, T, C)
+
+
+class QuestionAnsweringObjective:
+    """Mean of start and end cross-entropy; an answer truncated out of the window (position >= T, HF's
+    rule) carries no loss and is not counted."""
+
+    name = "question_answering"
+    labels = ("start_positions", "end_positions")
+
+    def __call__(self, model, batch):
+        out = model(**batch)
+        T = out.logits.shape[1]
+        # The model's clamping: negative positions count as 0 (the [CLS] token), T and beyond are ignored.
+        start, end = batch["start_positions"].view(-1).clamp(0, T), batch["end_positions"].view(-1).clamp(0, T)
+        answered = start < T
+        count = answered.sum()
+        loss_sum = torch.where(count > 0, out.loss.detach().double() * count, 0.0)
+        logits = out.logits.detach()
+        start_correct = ((logits[..., 0].argmax(-1) == start) & answered).sum()
+        end_correct = ((logits[..., 1].argmax(-1) == end) & answered).sum()
+        return out.loss, _sums(loss_sum=loss_sum, start_correct=start_correct, end_correct=end_correct,
+                               count=count)
+
+    def metrics(self, sums: dict[str, float]) -> dict[str, float]:
+        return {"loss": _ratio(sums, "loss_sum", "count"), "start_acc": _ratio(sums, "start_correct", "count"),
+                "end_acc": _ratio(sums, "end_correct", "count"), "count": int(sums.get("count", 0))}
+
+    @torch.no_grad()
+    def outputs(self, model, batch):
+        logits = model(**_inputs(batch, self.labels)).logits.detach().float().cpu()  # (B, T, 2)
+        return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+
+
+def objective_for(model: torch.nn.Module):
+    """The objective that trains `model`'s head (a bert_core.model head, possibly compiled)."""
+    model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
+    if isinstance(model, BertForPreTraining):
+        return PretrainingObjective()
+    if isinstance(model, BertForSequenceClassification):
+        return ClassificationObjective(model.num_labels)
+    if isinstance(model, BertForTokenClassification):
+        return TokenClassificationObjective()
+    if isinstance(model, BertForQuestionAnswering):
+        return QuestionAnsweringObjective()
+    raise TypeError(f"no objective for {type(model).__name__}")

@@ -1,0 +1,123 @@
+"""What the training loop sees of an engine, whichever implementation runs it.
+
+jobs/engine.py's `Engine` (one model on every rank, ZeRO 0-3) and jobs/pipeline_parallel.py's
+`PipelineEngine` (a model cut into stages) are two real implementations of this seam; both own a
+DeepSpeed engine, its optimizer and LR scheduler, and share the parts that do not depend on how the
+model is laid out. Its own module so that neither engine module imports the other.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from jobs.config import OptimConfig
+from jobs.ds_config import lr_lambda
+
+TAG = "engine"  # the one tag of a resume checkpoint: `<dir>/engine` holds DeepSpeed's files
+
+# Parameter-group options that differ between our groups (no decay on biases and LayerNorm; LAMB's adapt).
+PER_GROUP_OPTIONS = ("weight_decay", "adapt")
+
+
+@dataclass
+class StepStats:
+    """One `step`: the mean loss over its micro-batches, and the objective's sums (see jobs/objectives.py)
+    over them -- this rank's for a data-parallel engine, all replicas' for a pipeline."""
+
+    loss: float
+    sums: dict[str, float] = field(default_factory=dict)
+    optimizer_stepped: bool = False
+    finite: bool = True  # False: the loss was NaN/inf on some rank and the micro-batch was skipped
+    micro_batches: int = 1  # micro-batches the loss averages over (0: buffered, nothing computed yet)
+
+
+class EngineBase:
+    """The shared half of both engines: schedule position, LR, gradient norm, resume checkpoints.
+
+    Subclasses build the DeepSpeed engine and implement `step`, `evaluate`, `export` and `data_parallel`.
+    """
+
+    reads_data = True  # this rank streams its own shard (pipelines: only first-stage ranks)
+
+    def __init__(self, engine, optimizer, scheduler, objective, *, optim: OptimConfig, max_steps: int,
+                 zero_stage: int, load_universal: bool = False):
+        self.engine, self.optimizer, self.scheduler = engine, optimizer, scheduler
+        self.objective = objective
+        self.optim, self.max_steps, self.zero_stage, self.load_universal = optim, max_steps, zero_stage, load_universal
+        self.device = engine.device
+
+    @property
+    def data_parallel(self) -> tuple[int, int]:
+        """(this rank's replica, number of replicas): who shares the data."""
+        raise NotImplementedError
+
+    @property
+    def global_step(self) -> int:
+        return self.engine.global_steps
+
+    @property
+    def lr(self) -> float:
+        return self.scheduler.optimizer.param_groups[0]["lr"]  # what the next step uses
+
+    def grad_norm(self) -> float:
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else math.nan
+
+    def scale_lr(self, scale: float) -> None:
+        """Train on at `scale` x the configured learning rate, from the current schedule position on
+        (loss rollbacks). Call after `load`: a checkpoint's scheduler state carries its own base lr."""
+        base = self.optim.lr * scale
+        self.scheduler.base_lrs = [base] * len(self.scheduler.base_lrs)
+        factor = lr_lambda(self.optim, self.max_steps)(self.scheduler.last_epoch)
+        for group in self.scheduler.optimizer.param_groups:
+            group["lr"] = base * factor
+
+    def _to_device(self, batch: dict) -> dict:
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items() if k != "example_id"}
+
+    def step(self, batch: dict | None, inject_nan: bool = False) -> StepStats:
+        raise NotImplementedError
+
+    def evaluate(self, batches) -> dict:
+        raise NotImplementedError
+
+    def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None) -> Path | None:
+        raise NotImplementedError
+
+    def save(self, ckpt_dir: str | os.PathLike, client_state: dict) -> None:
+        """Sharded resume checkpoint: every rank writes its ZeRO partition (all ranks must call)."""
+        self.engine.save_checkpoint(str(ckpt_dir), tag=TAG, client_state=client_state)
+
+    def load(self, ckpt_dir: str | os.PathLike, weights_only: bool = False, schedule: bool = True) -> dict:
+        """Resume (everything) or hand off between phases: `weights_only` leaves the optimizer fresh,
+        `schedule=False` keeps this run's own warmup and decay instead of the saved one.
+        `ckpt_dir` is what `save` wrote, or its universal form (jobs/reshard.py) for a load_universal engine."""
+        if self.load_universal and weights_only:
+            # DeepSpeed's universal loader restores the optimizer state whatever it is asked; weights alone
+            # load from the saved checkpoint at any world size.
+            raise ValueError("a load_universal engine loads everything; load weights_only from the saved checkpoint")
+        options = [{k: g[k] for k in PER_GROUP_OPTIONS if k in g} for g in self.optimizer.param_groups]
+        _, client_state = self.engine.load_checkpoint(
+            str(ckpt_dir), tag=TAG, load_module_only=weights_only,
+            load_optimizer_states=not weights_only, load_lr_scheduler_states=schedule and not weights_only)
+        if self.load_universal and self.zero_stage == 3:
+            # DeepSpeed 0.19.8's ZeRO-3 universal loader copies group 0's options onto every group, which
+            # would put weight decay on biases and LayerNorm; give each group its own back.
+            for group, own in zip(self.optimizer.param_groups, options):
+                group.update(own)
+        return client_state or {}
+
+
+def next_in_lockstep(batches):
+    """The next batch, or None on every rank once any rank's data is exhausted (ranks step in lockstep)."""
+    batch = next(batches, None)
+    has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
+    if dist.is_initialized():
+        dist.all_reduce(has, op=dist.ReduceOp.MIN)
+    return batch if int(has) else None

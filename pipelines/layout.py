@@ -1,0 +1,96 @@
+"""Where a prepared set's contents go: its name (a hash of inputs and config) and its shard layout.
+
+Its own module because both prepare.py (the driver) and spill.py (the tokenizer actors, which route
+each document to its shard) need it, and neither should import the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+
+import fsspec
+
+from pipelines.config import DataConfig
+from pipelines.shards import FORMAT_VERSION
+
+FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
+SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids per shard (~4M tokens:
+# a random-next pool of thousands of documents, and enough shards on a 100 MB corpus that
+# shard building spreads over the cores) ...
+INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
+TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
+PIPELINE_VERSION = 2  # in the dataset name: bump when the same inputs and config give other examples
+
+
+# ---------------------------------------------------------------------------------------------
+# Naming: the output folder is a function of inputs and config alone
+
+
+def fingerprint_inputs(files: list[str]) -> list[dict]:
+    """sha256 of each input up to FULL_HASH_MAX_BYTES; size + mtime above it (a 100 GB corpus
+    is not re-read just to be named)."""
+    out = []
+    for path in files:
+        fs, fpath = fsspec.core.url_to_fs(path)
+        info = fs.info(fpath)
+        entry = {"path": path, "bytes": int(info["size"])}
+        if info["size"] <= FULL_HASH_MAX_BYTES:
+            h = hashlib.sha256()
+            with fs.open(fpath, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+            entry["sha256"] = h.hexdigest()
+        else:
+            mtime = info.get("mtime") or info.get("LastModified") or info.get("updated")
+            entry["mtime"] = str(mtime)
+        out.append(entry)
+    return out
+
+
+def hashed_config(cfg: DataConfig) -> dict:
+    """The config as it affects the output: not where it goes, how many workers, or where a
+    given tokenizer lives (its content hash stands in)."""
+    d = dataclasses.asdict(cfg)
+    for name in ("num_workers", "output_root"):
+        d.pop(name)
+    d["tokenizer"].pop("path")
+    return d
+
+
+def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str | None) -> str:
+    spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
+            "config": hashed_config(cfg), "tokenizer_hash": given_tokenizer_hash}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shard layout: which shard a document's key selects
+
+
+@dataclass(frozen=True)
+class ShardLayout:
+    num_train: int
+    num_eval: int
+    eval_fraction: float
+
+    @classmethod
+    def plan(cls, cfg: DataConfig, input_bytes: int) -> ShardLayout:
+        # From the corpus size (and config), never the worker count: the layout decides contents.
+        token_bytes = input_bytes / INPUT_BYTES_PER_TOKEN * TOKEN_ID_BYTES * cfg.dupe_factor
+        num_train = cfg.num_shards or max(1, math.ceil(token_bytes / SHARD_TOKEN_BYTES))
+        num_eval = max(1, round(num_train * cfg.eval_fraction)) if cfg.eval_fraction > 0 else 0
+        return cls(num_train, num_eval, cfg.eval_fraction)
+
+    def is_eval(self, key: int) -> bool:
+        return key < self.eval_fraction * 2.0**64  # the key's high bits: independent of key % n
+
+    def shard_of(self, key: int) -> int:
+        """Global shard index: train shards 0..num_train-1, eval shards after them."""
+        return self.num_train + key % self.num_eval if self.is_eval(key) else key % self.num_train
+
+    def split_of(self, shard: int) -> tuple[str, int]:
+        return ("train", shard) if shard < self.num_train else ("eval", shard - self.num_train)
