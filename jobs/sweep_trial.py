@@ -29,6 +29,7 @@ import torch
 from jobs import ft_tasks
 from jobs.finetune_config import FinetuneConfig
 from jobs.ft_worker import LocalEngine, build_model, collate, materialize_files
+from jobs.objectives import objective_for
 from jobs.sweep_config import SEARCHABLE, apply
 
 STATE = "state.pt"
@@ -83,7 +84,7 @@ class TrialRun:
         self.steps_per_epoch = max(1, math.ceil(self.n_train / t.batch_size))
         total = self.steps_per_epoch * t.epochs
         self.total = min(total, t.max_steps) if t.max_steps else total
-        self.engine = LocalEngine(model, ft_tasks.objective(cfg.task), cfg.optim, self.total, distributed=False)
+        self.engine = LocalEngine(model, objective_for(model), cfg.optim, self.total, distributed=False)
         self.logger = RankZeroLogger(data["tracking_uri"], run_id, 0)
         self.metric = ft_tasks.main_metric(cfg.task)
         self.step, self.best, self.best_step, self.history, self.bad_evals = 0, -math.inf, 0, [], 0
