@@ -29,6 +29,10 @@ from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.sweep_config import SweepConfig, load_sweep_config, tune_space  # noqa: E402
 
 
+class SweepInterrupted(RuntimeError):
+    """The search was stopped before every trial ended; its state is saved and the same name resumes it."""
+
+
 @dataclass
 class SweepResult:
     name: str
@@ -68,7 +72,25 @@ def run(cfg: SweepConfig) -> SweepResult:
     data = {"base": base.to_dict(), "train": features["train"], "eval": evals, "eval_rows": eval_rows,
             "init_files": {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()},
             "tracking_uri": tracking_uri, "experiment_id": experiment_id, "parent_run_id": parent_id,
-            "sweep": cfg.name, "phase": "search", "threads": cfg.cpus_per_trial}
+            "sweep": cfg.name, "phase": "search", "threads": cfg.cpus_per_trial,
+            "checkpoint_every": cfg.checkpoint_every}
+    try:
+        result = search_and_seeds(cfg, base, data, eval_rows, tracking_uri, parent_id, out_dir)
+    except SweepInterrupted:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri).set_terminated(parent_id, "KILLED")  # RUNNING again when resumed
+        raise
+    print(summary(result, tracking_uri, dashboard, Path(ft.output_dir).resolve()), flush=True)
+    return result
+
+
+def search_and_seeds(cfg: SweepConfig, base, data: dict, eval_rows: dict, tracking_uri: str, parent_id: str,
+                     out_dir: Path) -> SweepResult:
+    """The search (table, plot, best configuration on the parent run), then the seed re-run of the best."""
+    from jobs import ft_tasks
+
+    metric = ft_tasks.main_metric(base.task)
     grid = fit(cfg, cfg.name, data, tune_space(cfg), search=True)
     table = trial_table(cfg, grid, tracking_uri, parent_id)
     table_path, plot_path = out_dir / "trials.csv", out_dir / "trials.png"
@@ -94,7 +116,6 @@ def run(cfg: SweepConfig) -> SweepResult:
         majority = _majority_share(base, eval_rows)
         seed_runs(cfg, data, best_config, majority, result, client, out_dir)
     client.set_terminated(parent_id, "FINISHED")
-    print(summary(result, tracking_uri, dashboard, Path(ft.output_dir).resolve()), flush=True)
     return result
 
 
@@ -141,16 +162,22 @@ def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool):
     path = storage / name
     if tune.Tuner.can_restore(str(path)):
         print(f"[sweep] resuming {name} from {path}", flush=True)
-        return tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
+        grid = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
                                   resume_errored=False).fit()
-    tune_config = tune.TuneConfig(metric="score", mode="max", num_samples=cfg.num_samples if search else 1,
-                                  max_concurrent_trials=cfg.max_concurrent, reuse_actors=True,
-                                  scheduler=_scheduler(cfg) if search else None,
-                                  search_alg=_search(cfg) if search else None)
-    run_config = tune.RunConfig(name=name, storage_path=str(storage),
-                                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-                                failure_config=tune.FailureConfig(max_failures=0), verbose=1)
-    return tune.Tuner(trainable, param_space=space, tune_config=tune_config, run_config=run_config).fit()
+    else:
+        tune_config = tune.TuneConfig(metric="score", mode="max", num_samples=cfg.num_samples if search else 1,
+                                      max_concurrent_trials=cfg.max_concurrent, reuse_actors=True,
+                                      scheduler=_scheduler(cfg) if search else None,
+                                      search_alg=_search(cfg) if search else None)
+        run_config = tune.RunConfig(name=name, storage_path=str(storage),
+                                    checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                                    failure_config=tune.FailureConfig(max_failures=0), verbose=1)
+        grid = tune.Tuner(trainable, param_space=space, tune_config=tune_config, run_config=run_config).fit()
+    unfinished = len(grid) - grid.num_terminated - grid.num_errors
+    if unfinished:  # Ctrl+C (SIGINT) or SIGUSR1 stopped Tune, which saved the experiment's state
+        raise SweepInterrupted(f"{name} was interrupted with {unfinished} trial(s) unfinished; run the same "
+                               f"command again (same name) to resume it from {path}")
+    return grid
 
 
 def _scheduler(cfg: SweepConfig):
@@ -177,9 +204,14 @@ def _search(cfg: SweepConfig):
     return BasicVariantGenerator(random_state=cfg.search_seed)
 
 
+# A trial's MLflow run status from its row's status. A trial the scheduler stopped did not complete its
+# budget and did not fail: KILLED (MLflow's "ended before it finished"), with tag tune_status=stopped early.
+RUN_STATUS = {"finished": "FINISHED", "stopped early": "KILLED", "failed": "FAILED"}
+
+
 def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> list[dict]:
-    """One row per trial; also closes the MLflow runs of trials the scheduler stopped (their process was
-    ended mid-run) and marks errored ones FAILED."""
+    """One row per trial; also ends every trial's MLflow run with Tune's verdict: a trial stopped by the
+    scheduler had its thread ended mid-run (it cannot end its own run), a failed one may have died unseen."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -200,9 +232,8 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
         else:
             status = "finished"
         mlflow_run = runs.get(trial_id)
-        if mlflow_run is not None:
-            if result.error or mlflow_run.info.status == "RUNNING":
-                client.set_terminated(mlflow_run.info.run_id, "FAILED" if result.error else "FINISHED")
+        if mlflow_run is not None:  # Tune's verdict settles the run's status (see RUN_STATUS)
+            client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
             client.set_tag(mlflow_run.info.run_id, "tune_status", status)
         rows.append({"trial_id": trial_id, "status": status,
                      **{k: result.config.get(k) for k in cfg.search_space},

@@ -61,6 +61,9 @@ class SweepConfig:
     cpus_per_trial: float = 1.0  # each trial fine-tunes in-process on one worker
     gpus_per_trial: float = 0.0
     max_evals: int = 0  # evaluations per trial (ASHA's max_t); 0 = what the fine-tuning config's steps give
+    # evaluations between a trial's checkpoints (weights + optimizer: 3x the model), and always the last one;
+    # PBT exploits only checkpoints, so pbt.perturbation_interval must be a multiple of it
+    checkpoint_every: int = 1
     asha: AshaConfig = field(default_factory=AshaConfig)
     pbt: PbtConfig = field(default_factory=PbtConfig)
     seeds: SeedsConfig = field(default_factory=SeedsConfig)
@@ -78,6 +81,8 @@ class SweepConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.cpus_per_trial <= 0 or self.gpus_per_trial < 0:
             raise ConfigError("cpus_per_trial must be > 0 and gpus_per_trial >= 0")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
         if self.max_evals < 0:
             raise ConfigError(f"max_evals must be >= 0, got {self.max_evals}")
         if self.asha.grace_period < 1 or self.asha.reduction_factor <= 1:
@@ -90,6 +95,9 @@ class SweepConfig:
             raise ConfigError("seeds.count, seeds.first_seed and seeds.max_reseeds must be >= 0")
         self._validate_space()
         if self.scheduler == "pbt":
+            if p.perturbation_interval % self.checkpoint_every:
+                raise ConfigError(f"pbt.perturbation_interval ({p.perturbation_interval}) must be a multiple of "
+                                  f"checkpoint_every ({self.checkpoint_every}): PBT exploits checkpoints")
             bad = [k for k in p.mutate if k not in self.search_space or self.search_space[k]["type"] == "grid"]
             if not p.mutate or bad:
                 raise ConfigError(f"pbt.mutate must name searched, non-grid fields of search_space "

@@ -6,8 +6,9 @@ the resolved fine-tuning config as a dict (`base`), the features as numpy arrays
 (`init_files`), and the MLflow ids (`tracking_uri`, `experiment_id`, `parent_run_id`). The trial's
 sampled hyperparameters arrive as Tune's `config` ({"optim.lr": ..., ...}) and win over `base`.
 
-Every evaluation reports the dev metrics (`score` = the task's main metric) with a Tune checkpoint of
-the whole training state, so ASHA can stop a trial at any rung and PBT can exploit any trial. On a
+Every evaluation reports the dev metrics (`score` = the task's main metric), every `checkpoint_every`-th
+and the last with a Tune checkpoint of the whole training state (weights and optimizer moments), which PBT
+exploits and a resumed sweep continues from; ASHA needs only the metrics. On a
 restore the weights, the optimizer moments and the step come from the checkpoint, while the learning
 rate, weight decay and schedule come from this trial's (possibly mutated) config (ray#36660: a
 restored optimizer state would otherwise bring the donor's hyperparameters back).
@@ -48,6 +49,10 @@ def trial(config: dict, data: dict) -> None:
     torch.set_num_threads(max(1, int(data.get("threads", 1))))
     try:
         TrialRun(cfg, data, params, run_id, ctx.get_trial_id()).run()
+    except SystemExit:
+        # Tune ends a trial's thread this way (tune.report raises it) when a scheduler stops or pauses the
+        # trial or the sweep is interrupted; which one it was only the driver knows, so it settles the status.
+        raise
     except BaseException as exc:
         client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
         client.set_terminated(run_id, "FAILED")
@@ -87,7 +92,7 @@ class TrialRun:
         self.engine = LocalEngine(model, objective_for(model), cfg.optim, self.total, distributed=False)
         self.logger = RankZeroLogger(data["tracking_uri"], run_id, 0)
         self.metric = ft_tasks.main_metric(cfg.task)
-        self.step, self.best, self.best_step, self.history, self.bad_evals = 0, -math.inf, 0, [], 0
+        self.step, self.best, self.best_step, self.history, self.bad_evals, self.evals = 0, -math.inf, 0, [], 0, 0
         self.best_state, self.restored_from = None, ""
         self.id2label = None if cfg.task.kind == "question-answering" or ft_tasks.num_labels(cfg.task) == 1 \
             else dict(enumerate(cfg.task.labels))
@@ -160,7 +165,15 @@ class TrialRun:
         self.logger.log({**metrics, **hp}, step=self.step)
         report = {**metrics, "score": value, "best": self.best, "best_step": self.best_step, "step": self.step,
                   "total_steps": self.total, "epoch": epoch, "pred_classes": pred_classes, "restored_from": self.restored_from,
-                  "seed": self.cfg.train.seed}
+                  "seed": self.cfg.train.seed,
+                  # the peak lr and decay the optimizer trains with; after a PBT exploit, this trial's mutated
+                  # values (a restored optimizer state carries the donor's)
+                  "optimizer_lr": self.engine.optimizer.param_groups[0]["initial_lr"],
+                  "optimizer_weight_decay": self.engine.optimizer.param_groups[0]["weight_decay"]}
+        self.evals += 1
+        if not (final or self.evals % self.data.get("checkpoint_every", 1) == 0):
+            tune.report(report)  # ASHA and the table need only the metrics; a checkpoint is the whole state
+            return stop
         with tempfile.TemporaryDirectory() as tmp:
             torch.save({"model": self.engine.module.state_dict(), "optimizer": self.engine.optimizer.state_dict(),
                         "step": self.step, "history": self.history, "best": self.best, "best_step": self.best_step,
