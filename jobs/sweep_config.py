@@ -93,6 +93,10 @@ class SweepConfig:
                               "pbt.resample_probability in [0, 1]")
         if self.seeds.count < 0 or self.seeds.max_reseeds < 0 or self.seeds.first_seed < 0:
             raise ConfigError("seeds.count, seeds.first_seed and seeds.max_reseeds must be >= 0")
+        try:  # the base first: a searched value is checked against it
+            self.finetune.validate()
+        except ConfigError as exc:
+            raise ConfigError(f"finetune.{exc}") from None
         self._validate_space()
         if self.scheduler == "pbt":
             if p.perturbation_interval % self.checkpoint_every:
@@ -102,7 +106,6 @@ class SweepConfig:
             if not p.mutate or bad:
                 raise ConfigError(f"pbt.mutate must name searched, non-grid fields of search_space "
                                   f"{sorted(self.search_space)}, got {p.mutate}")
-        self.finetune.validate()
         return self
 
     def _validate_space(self) -> None:

@@ -41,13 +41,16 @@ def test_overrides_reach_dotted_search_space_fields():
     ("search=grid", "search grid needs every field of type grid"),
     ("num_samples=0", "num_samples must be >= 1"),
     ("pbt.mutate=[train.seed]", "pbt.mutate must name searched, non-grid fields"),
-    ("finetune.optim.lr=-1", "optim.lr and optim.eps must be > 0"),
+    ("finetune.optim.lr=-1", "finetune.optim.lr and optim.eps must be > 0"),
+    ("finetune.init=", "finetune.init must name a starting checkpoint"),
+    ("checkpoint_every=0", "checkpoint_every must be >= 1"),
+    ("checkpoint_every=2", "pbt.perturbation_interval (1) must be a multiple of checkpoint_every (2)"),
     ("name=a/b", "name must be a plain non-empty name"),
 ])
 def test_bad_configs_fail_before_ray_with_the_field_named(override, message):
     import ray
 
-    extra = ["scheduler=pbt"] if override.startswith("pbt.") else []
+    extra = ["scheduler=pbt"] if override.startswith(("pbt.", "checkpoint_every=2")) else []
     with pytest.raises(ConfigError) as err:
         load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *extra, override])
     assert message in str(err.value)
