@@ -91,7 +91,8 @@ def search_and_seeds(cfg: SweepConfig, base, data: dict, eval_rows: dict, tracki
     from jobs import ft_tasks
 
     metric = ft_tasks.main_metric(base.task)
-    grid = fit(cfg, cfg.name, data, tune_space(cfg), search=True)
+    grids = math.prod(len(s["values"]) for s in cfg.search_space.values() if s["type"] == "grid")
+    grid = fit(cfg, cfg.name, data, tune_space(cfg), search=True, expected=cfg.num_samples * grids)
     table = trial_table(cfg, grid, tracking_uri, parent_id)
     table_path, plot_path = out_dir / "trials.csv", out_dir / "trials.png"
     write_table(table, table_path)
@@ -150,8 +151,9 @@ def parent_run(cfg: SweepConfig, base, tracking_uri: str) -> tuple[str, str]:
     return run_id, client.get_run(run_id).info.experiment_id
 
 
-def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool):
-    """One Tune experiment in <output_dir>/<name>; an interrupted one with that name is restored instead."""
+def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expected: int):
+    """One Tune experiment of `expected` trials in <output_dir>/<name>; an interrupted one with that name is
+    restored instead. Raises SweepInterrupted when it stops with trials unfinished."""
     from ray import tune
 
     storage = Path(cfg.finetune.output_dir).resolve()
@@ -170,14 +172,26 @@ def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool):
                                       scheduler=_scheduler(cfg) if search else None,
                                       search_alg=_search(cfg) if search else None)
         run_config = tune.RunConfig(name=name, storage_path=str(storage),
-                                    checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                                    # PBT restores a donor's checkpoint some reports after choosing it
+                                    checkpoint_config=tune.CheckpointConfig(
+                                        num_to_keep=None if search and cfg.scheduler == "pbt" else 2),
                                     failure_config=tune.FailureConfig(max_failures=0), verbose=1)
         grid = tune.Tuner(trainable, param_space=space, tune_config=tune_config, run_config=run_config).fit()
-    unfinished = len(grid) - grid.num_terminated - grid.num_errors
+    unfinished = _unfinished(path, expected)
     if unfinished:  # Ctrl+C (SIGINT) or SIGUSR1 stopped Tune, which saved the experiment's state
         raise SweepInterrupted(f"{name} was interrupted with {unfinished} trial(s) unfinished; run the same "
                                f"command again (same name) to resume it from {path}")
     return grid
+
+
+def _unfinished(path: Path, expected: int) -> int:
+    """Trials of the experiment saved at `path` that a restore would run: not yet created, or saved as pending,
+    running or paused. (After an interrupt the returned ResultGrid counts a stopped trial as terminated; the
+    saved state, which Tuner.restore reads, does not.)"""
+    from ray.tune import ExperimentAnalysis
+
+    trials = ExperimentAnalysis(str(path)).trials
+    return max(0, expected - len(trials)) + sum(t.status in ("PENDING", "RUNNING", "PAUSED") for t in trials)
 
 
 def _scheduler(cfg: SweepConfig):
@@ -298,7 +312,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
         seeds = list(range(next_seed, next_seed + want))
         next_seed += want
         grid = fit(cfg, f"{cfg.name}-seeds-{round_}", data, {**fixed, "train.seed": tune.grid_search(seeds)},
-                   search=False)
+                   search=False, expected=len(seeds))
         bad = 0
         for r in grid:
             why, score = _degenerate(r, majority)
@@ -348,9 +362,10 @@ def _degenerate(r, majority: float) -> tuple[str, float]:
     df = r.metrics_dataframe
     at_best = df[df["step"] == r.metrics["best_step"]].iloc[-1]
     score = float(df["score"].max())
-    if int(at_best["pred_classes"]) == 1 or score <= majority + 1e-9:
-        return (f"collapsed: {int(at_best['pred_classes'])} predicted class(es), {score:.4f} vs majority share "
-                f"{majority:.4f}"), score
+    if int(at_best["pred_classes"]) == 1:
+        return f"collapsed: 1 predicted class(es), {score:.4f} vs majority share {majority:.4f}", score
+    if score <= majority + 1e-9:
+        return f"no better than the majority class: {score:.4f} vs its share {majority:.4f}", score
     return "", score
 
 

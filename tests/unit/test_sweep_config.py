@@ -61,3 +61,28 @@ def test_optuna_refuses_grid():
     with pytest.raises(ConfigError, match="search optuna cannot take type grid"):
         load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search=optuna",
                                     "search_space.train.seed={type: grid, values: [0, 1]}"])
+
+
+def _seed_result(scores, pred_classes, error=None):
+    import pandas as pd
+    from ray.tune import Checkpoint, Result
+
+    df = pd.DataFrame({"step": [2, 4], "score": scores, "pred_classes": pred_classes})
+    best_step = int(df.loc[df["score"].idxmax(), "step"])
+    return Result(metrics={"best_step": best_step}, checkpoint=None if error else Checkpoint("/nonexistent"),
+                  error=error, path="/nonexistent", metrics_dataframe=df)
+
+
+@pytest.mark.parametrize("scores, pred_classes, error, why", [
+    ([0.6, 0.9], [2, 2], None, ""),  # learned: may set the median
+    ([0.5, 0.5], [1, 1], None, "collapsed: 1 predicted class(es)"),  # majority class everywhere
+    ([0.4, 0.5], [2, 2], None, "no better than"),  # two classes predicted, yet at the majority share
+    ([0.5, 0.5], [2, 2], RuntimeError("boom"), "failed: boom"),
+])
+def test_degenerate_seed_runs_are_detected(scores, pred_classes, error, why):
+    from jobs.sweep import _degenerate
+
+    reason, score = _degenerate(_seed_result(scores, pred_classes, error), majority=0.5)
+    assert (why in reason) if why else reason == ""
+    if not error:
+        assert score == max(scores)
