@@ -114,21 +114,15 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
 
 def local_engine_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict) -> dict:
     """Our worker's model, objective and LocalEngine, stepped in this process on the same kind of batches
-    (no Ray: prepare_model, which only wraps DDP for world size > 1, is skipped). Same return shape as
+    (no Ray: distributed=False, as a sweep trial runs it). Same return shape as
     trainer_run, "train_s" being the loop with its per-epoch evaluations."""
-    import ray.train.torch
-
     from jobs import ft_worker
     from jobs.objectives import objective_for
 
     torch.manual_seed(cfg.train.seed)  # as the Worker does before building the head
     model, _ = ft_worker.build_model(cfg, init_dir)
-    prepare, ray.train.torch.prepare_model = ray.train.torch.prepare_model, lambda m: m
-    try:
-        engine = ft_worker.LocalEngine(model, objective_for(model), cfg.optim,
-                                       total_steps(cfg, len(train["labels"])))
-    finally:
-        ray.train.torch.prepare_model = prepare
+    engine = ft_worker.LocalEngine(model, objective_for(model), cfg.optim, total_steps(cfg, len(train["labels"])),
+                                   distributed=False)
     dev_batches = [collate([{k: dev[k][i] for k in (*MODEL_INPUTS, "labels")}
                             for i in range(s, min(s + cfg.train.eval_batch_size, len(dev["labels"])))])
                    for s in range(0, len(dev["labels"]), cfg.train.eval_batch_size)]

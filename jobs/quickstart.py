@@ -80,7 +80,7 @@ def summary(pretrained, swept) -> str:
     if swept.seeds.get("scores"):
         s = swept.seeds
         lines.append(f"over {len(s['scores'])} seeds     median {s['median']:.4f} (std {s['std']:.4f}, "
-                     f"min {s['min']:.4f}, max {s['max']:.4f}); majority class {s.get('majority', float('nan')):.4f}")
+                     f"min {s['min']:.4f}, max {s['max']:.4f})")
     if swept.mlflow.get("version"):
         lines.append(f"registered       models:/{swept.mlflow['registered_model']}@{swept.mlflow['alias']} "
                      f"(v{swept.mlflow['version']})")

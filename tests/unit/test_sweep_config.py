@@ -41,7 +41,7 @@ def test_overrides_reach_dotted_search_space_fields():
     ("search=grid", "search grid needs every field of type grid"),
     ("num_samples=0", "num_samples must be >= 1"),
     ("pbt.mutate=[train.seed]", "pbt.mutate must name searched, non-grid fields"),
-    ("finetune.optim.lr=-1", "finetune.optim.lr and optim.eps must be > 0"),
+    ("finetune.optim.lr=-1", "finetune.optim.lr must be > 0"),
     ("finetune.init=", "finetune.init must name a starting checkpoint"),
     ("checkpoint_every=0", "checkpoint_every must be >= 1"),
     ("checkpoint_every=2", "pbt.perturbation_interval (1) must be a multiple of checkpoint_every (2)"),
