@@ -12,9 +12,8 @@ import json
 import math
 from dataclasses import dataclass
 
-import fsspec
-
 from pipelines.config import DataConfig
+from pipelines.paths import filesystem
 from pipelines.shards import FORMAT_VERSION
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
@@ -35,7 +34,7 @@ def fingerprint_inputs(files: list[str]) -> list[dict]:
     is not re-read just to be named)."""
     out = []
     for path in files:
-        fs, fpath = fsspec.core.url_to_fs(path)
+        fs, fpath = filesystem(path)
         info = fs.info(fpath)
         entry = {"path": path, "bytes": int(info["size"])}
         if info["size"] <= FULL_HASH_MAX_BYTES:

@@ -62,6 +62,7 @@ import ray
 from pipelines import wiki
 from pipelines.clean import normalize_text
 from pipelines.config import DataConfig
+from pipelines.paths import filesystem, is_uri, open_binary
 
 DOCUMENT_COLUMNS = ("doc_id", "source", "text", "reject_reason", "sample")
 REJECT_REASONS = (
@@ -88,7 +89,10 @@ class SourceError(RuntimeError):
 
 def resolve_sources(cfg: DataConfig) -> list[str]:
     """Expand paths, globs ("**" recurses), directories (recursively) and fsspec URIs into a
-    sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped."""
+    sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped.
+
+    Local paths are file names whatever their characters (paths.py); a source that exists is
+    taken literally, and only one that names nothing is tried as a glob."""
     files = set()
     for source in cfg.sources:
         files.update(_expand(source))
@@ -97,16 +101,18 @@ def resolve_sources(cfg: DataConfig) -> list[str]:
 
 def _expand(source: str) -> list[str]:
     try:
-        fs, path = fsspec.core.url_to_fs(source)
+        fs, path = filesystem(source)
     except (ImportError, ValueError) as e:  # unknown protocol, or its fsspec backend missing
         raise SourceError(f"data.sources: cannot open a filesystem for {source!r}: {e}") from e
-    local = "://" not in source or source.startswith("file://")
+    local = not is_uri(source)
     try:
-        if fsspec.core.has_magic(path):
+        # A path that exists is that file or folder whatever characters its name holds ("*", "?",
+        # "[" included); only a source that names nothing is tried as a glob pattern.
+        if fs.exists(path) or not fsspec.core.has_magic(path):
+            matches = [path] if fs.exists(path) else []
+        else:
             base = _glob_base(path)
             matches = [m for m in fs.glob(path) if not _hidden(posixpath.relpath(m, base))]
-        else:
-            matches = [path] if fs.exists(path) else []
         files = []
         for m in sorted(matches):
             if fs.isdir(m):
@@ -137,7 +143,7 @@ def _hidden(relpath: str) -> bool:
 
 def relative_names(files: list[str]) -> list[str]:
     """Names of files relative to their common directory: the stable part of doc_ids."""
-    paths = [f.split("://", 1)[-1] for f in files]
+    paths = [f.split("://", 1)[1] if is_uri(f) else f for f in files]
     if len(paths) == 1:
         return [posixpath.basename(paths[0])]
     base = posixpath.commonpath([posixpath.dirname(p) for p in paths])
@@ -175,7 +181,7 @@ def iter_documents(path: str, name: str, cfg: DataConfig) -> Iterator[dict]:
     stem, codec = _split_codec(path)
     fmt = cfg.format if cfg.format != "auto" else _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
     try:
-        raw = fsspec.open(path, "rb").open()
+        raw = open_binary(path)
     except OSError as e:
         raise SourceError(f"cannot read {path}: {e}") from e
     with raw:
