@@ -38,6 +38,7 @@ class DataConfig:
     eval_fraction: float = 0.02  # share of documents held out for the eval split
     num_shards: int = 0  # 0 = choose from size (about 64 MB of tokens per shard)
     num_workers: int = 2  # Ray Data actor-pool size for tokenization and example building
+    work_unit_bytes: int = 0  # input bytes per tokenizing call: small files grouped, big ones split (0 = auto)
     seed: int = 12345
     debug_doc_ids: bool = False  # keep document and sentence ids in each example (property tests)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -57,6 +58,8 @@ class DataConfig:
                 raise ConfigError(f"data.{name} must be in [0, 1), got {value!r}")
         if self.dupe_factor < 1 or self.num_workers < 1:
             raise ConfigError("data.dupe_factor and data.num_workers must be >= 1")
+        if self.work_unit_bytes < 0:
+            raise ConfigError(f"data.work_unit_bytes must be >= 0 (0 = auto), got {self.work_unit_bytes}")
         if self.tokenizer.path is None and self.tokenizer.vocab_size < 128:
             raise ConfigError(f"data.tokenizer.vocab_size must be >= 128, got {self.tokenizer.vocab_size}")
         return self

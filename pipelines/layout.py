@@ -22,7 +22,7 @@ SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids
 # shard building spreads over the cores) ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
-PIPELINE_VERSION = 2  # in the dataset name: bump when the same inputs and config give other examples
+PIPELINE_VERSION = 3  # in the dataset name: bump when the same inputs and config give other examples
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,10 +51,10 @@ def fingerprint_inputs(files: list[str]) -> list[dict]:
 
 
 def hashed_config(cfg: DataConfig) -> dict:
-    """The config as it affects the output: not where it goes, how many workers, or where a
-    given tokenizer lives (its content hash stands in)."""
+    """The config as it affects the output: not where it goes, how many workers or how the
+    work is cut into units, or where a given tokenizer lives (its content hash stands in)."""
     d = dataclasses.asdict(cfg)
-    for name in ("num_workers", "output_root"):
+    for name in ("num_workers", "work_unit_bytes", "output_root"):
         d.pop(name)
     d["tokenizer"].pop("path")
     return d
