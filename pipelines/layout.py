@@ -12,9 +12,8 @@ import json
 import math
 from dataclasses import dataclass
 
-import fsspec
-
 from pipelines.config import DataConfig
+from pipelines.paths import filesystem
 from pipelines.shards import FORMAT_VERSION
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
@@ -23,7 +22,7 @@ SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids
 # shard building spreads over the cores) ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
-PIPELINE_VERSION = 2  # in the dataset name: bump when the same inputs and config give other examples
+PIPELINE_VERSION = 3  # in the dataset name: bump when the same inputs and config give other examples
 
 
 # ---------------------------------------------------------------------------------------------
@@ -35,7 +34,7 @@ def fingerprint_inputs(files: list[str]) -> list[dict]:
     is not re-read just to be named)."""
     out = []
     for path in files:
-        fs, fpath = fsspec.core.url_to_fs(path)
+        fs, fpath = filesystem(path)
         info = fs.info(fpath)
         entry = {"path": path, "bytes": int(info["size"])}
         if info["size"] <= FULL_HASH_MAX_BYTES:
@@ -52,10 +51,10 @@ def fingerprint_inputs(files: list[str]) -> list[dict]:
 
 
 def hashed_config(cfg: DataConfig) -> dict:
-    """The config as it affects the output: not where it goes, how many workers, or where a
-    given tokenizer lives (its content hash stands in)."""
+    """The config as it affects the output: not where it goes, how many workers or how the
+    work is cut into units, or where a given tokenizer lives (its content hash stands in)."""
     d = dataclasses.asdict(cfg)
-    for name in ("num_workers", "output_root"):
+    for name in ("num_workers", "work_unit_bytes", "output_root"):
         d.pop(name)
     d["tokenizer"].pop("path")
     return d

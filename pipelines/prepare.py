@@ -1,9 +1,9 @@
 """Raw corpus -> a prepared pretraining set: tokenizer, parquet example shards, manifest.
 
-    files --(actor pool: DocumentTokenizer, one input file per call)----------------------------
+    work units --(actor pool: DocumentTokenizer, one unit per call: small files grouped, big ones split)
       read, clean, count rejects, content hash, doc key -> split + shard, sentences, WordPiece
-      -> spill: one Arrow IPC file per input file, one record batch per (chunk, shard)
-      -> returns per-file stats: reject counts and samples, (hash, uid, shard) of good documents
+      -> spill: one Arrow IPC file per work unit, one record batch per (chunk, shard)
+      -> returns per-unit stats: reject counts and samples, (hash, uid, shard) of good documents
     driver: exact dedup on (hash, uid) pairs alone (sources.find_duplicates)
     shards --(tasks: _build_shard, one shard per call)------------------------------------------
       the shard's spill batches minus duplicates, sorted by key -> examples.py -> static masking
@@ -59,7 +59,8 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples
 from pipelines.rejects import RejectLog
 from pipelines.sources import content_hashes, find_duplicates, resolve_sources
 from pipelines.layout import FULL_HASH_MAX_BYTES, ShardLayout, dataset_name, fingerprint_inputs
-from pipelines.spill import RECORD_BITS, DocumentTokenizer, file_items, good_documents, read_spill
+from pipelines.spill import RECORD_BITS, DocumentTokenizer, read_spill, unit_documents
+from pipelines.units import plan_units
 
 
 
@@ -81,16 +82,16 @@ def _log(stage: str, message: str) -> None:
 # Tokenizer: given, or trained on a deterministic sample of train documents
 
 
-def _sample_file(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
-    """Per file: the k smallest-key train documents (key, uid, text) and every good
+def _sample_unit(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
+    """Per work unit: the k smallest-key train documents (key, uid, text) and every good
     document's dedup pair, so the driver can leave duplicates out of the sample. Streams: holds
-    k texts and 24 bytes a document, however big the file."""
+    k texts and 24 bytes a document, however big the unit."""
     rows = []
-    for item in batch.to_pylist():
+    for unit in batch.to_pylist():
         uids, hashes = [], []
 
         def train_documents():
-            for doc_id, uid, text in good_documents(item, cfg, RejectLog()):
+            for doc_id, uid, text in unit_documents(unit, cfg, RejectLog()):
                 uids.append(uid)
                 hashes.append(content_hashes([text])[0])
                 key = document_key(cfg.seed, doc_id)
@@ -124,31 +125,32 @@ def _dedup_mask(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return uids, find_duplicates(np.stack([_flat(table, "hash_hi"), _flat(table, "hash_lo")], axis=1), uids)
 
 
-def _tokenizer_sample(items: list[dict], cfg: DataConfig, layout: ShardLayout) -> list[str]:
-    """Texts of the `sample_documents` train documents with the smallest keys, duplicates left
-    out: a uniform sample, the same on every run. A light extra pass (no tokenizing)."""
+def _tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) -> list[str]:
+    """Texts of the `sample_documents` train documents with the smallest keys, less those that
+    are duplicates: a uniform sample, the same on every run. A light extra pass (no tokenizing)."""
     k = cfg.tokenizer.sample_documents
-    table = _stats_table(ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        _sample_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"cfg": cfg, "layout": layout, "k": k}))
+    table = _stats_table(ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
+        _sample_unit, batch_size=1, batch_format="pyarrow", fn_kwargs={"cfg": cfg, "layout": layout, "k": k}))
     uids, dup = _dedup_mask(table)
-    # Each file's k smallest are taken before dedup, so a file can fall short by its duplicates:
-    # still a deterministic, uniform sample of the deduplicated corpus.
+    # The global k smallest keys are among the units' k smallest however the units are cut;
+    # dropping duplicates only after taking them keeps it so (taking k non-duplicates per unit
+    # would not: a unit's duplicates would decide how deep it reaches).
     duplicates = set(uids[dup].tolist())
-    candidates = sorted((key, text) for key, uid, text in zip(
-        *(_flat(table, c).tolist() for c in ("key", "sample_uid")), pc.list_flatten(table.column("text")).to_pylist())
-        if uid not in duplicates)
-    if not candidates:
+    candidates = sorted(zip(*(_flat(table, c).tolist() for c in ("key", "sample_uid")),
+                            pc.list_flatten(table.column("text")).to_pylist()))[:k]
+    texts = [text for _, uid, text in candidates if uid not in duplicates]
+    if not texts:
         raise ValueError("no training documents to train a tokenizer on (all rejected or held out for eval)")
-    return [text for _, text in candidates[:k]]
+    return texts
 
 
-def _prepare_tokenizer(items: list[dict], cfg: DataConfig, layout: ShardLayout, out_dir: Path) -> Tokenizer:
+def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, out_dir: Path) -> Tokenizer:
     if cfg.tokenizer.path:
         tok = load_tokenizer(cfg.tokenizer.path)
         _log("tokenizer", f"loaded {cfg.tokenizer.path} ({tok.get_vocab_size()} tokens)")
     else:
         t0 = time.perf_counter()
-        texts = _tokenizer_sample(items, cfg, layout)
+        texts = _tokenizer_sample(units, cfg, layout)
         tok = train_wordpiece(texts, cfg.tokenizer.vocab_size, cfg.tokenizer.lowercase, cfg.tokenizer.min_frequency)
         _log("tokenizer", f"trained {tok.get_vocab_size()} tokens on {len(texts)} documents "
                           f"in {time.perf_counter() - t0:.1f}s")
@@ -278,25 +280,25 @@ def prepare(cfg: DataConfig) -> PreparedData:
     return _result(final, reused=False)
 
 
-def _tokenize_files(items: list[dict], tok: Tokenizer, cfg: DataConfig, layout: ShardLayout,
+def _tokenize_units(units: list[dict], tok: Tokenizer, cfg: DataConfig, layout: ShardLayout,
                     spill_dir: Path) -> pa.Table:
     spill_dir.mkdir()
     pool = ray.data.ActorPoolStrategy(size=cfg.num_workers, max_tasks_in_flight_per_actor=1)
-    return _stats_table(ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+    return _stats_table(ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
         DocumentTokenizer, batch_size=1, batch_format="pyarrow", compute=pool,
         fn_constructor_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir))))
 
 
 def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> list[dict]:
-    """Dedup on the driver, then what each shard task reads (spill batches, in file rank order)
-    and drops. `files` holds DocumentTokenizer's per-file rows. Linear in files and documents."""
+    """Dedup on the driver, then what each shard task reads (spill batches, in unit order) and
+    drops. `files` holds DocumentTokenizer's per-unit rows. Linear in units and documents."""
     num_shards = layout.num_train + layout.num_eval
     uids, dup = _dedup_mask(files)
     if dup.any():
         rejects.counts["duplicate"] += int(dup.sum())
     parts = [[] for _ in range(num_shards)]
-    meta = files.select(["rank", "spill", "spill_shards"]).to_pylist()
-    for f in sorted(meta, key=lambda f: f["rank"]):
+    meta = files.select(["unit", "spill", "spill_shards"]).to_pylist()
+    for f in sorted(meta, key=lambda f: f["unit"]):
         for batch, shard in enumerate(f["spill_shards"]):
             parts[shard].append((f["spill"], batch))
     drop, drop_shard = uids[dup], _flat(files, "doc_shard")[dup]
@@ -314,21 +316,25 @@ def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> li
 
 def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[str], inputs: list[dict],
                   given_hash: str | None, timings: dict[str, float]) -> dict:
-    items = file_items(files, inputs)
     t0 = time.perf_counter()
-    tok = _prepare_tokenizer(items, cfg, layout, out / "tokenizer")
+    units = plan_units(files, inputs, cfg)
+    timings["plan"] = time.perf_counter() - t0
+    _log("plan", f"{len(files)} files -> {len(units)} work units of up to "
+                 f"{max(u['bytes'] for u in units) / 2**20:.1f} MiB")
+    t0 = time.perf_counter()
+    tok = _prepare_tokenizer(units, cfg, layout, out / "tokenizer")
     special, vocab_size = SpecialIds.from_tokenizer(tok), tok.get_vocab_size()
     timings["tokenizer"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     spill_dir = out / "_spill"
-    per_file = _tokenize_files(items, tok, cfg, layout, spill_dir)
+    per_unit = _tokenize_units(units, tok, cfg, layout, spill_dir)
     rejects = RejectLog()
-    for log in per_file.column("rejects").to_pylist():
+    for log in per_unit.column("rejects").to_pylist():
         rejects.update(RejectLog.from_json(log))
-    tasks = _shard_tasks(per_file, layout, rejects)
-    paths = {item["rank"]: item["path"] for item in items}
-    del per_file
+    tasks = _shard_tasks(per_unit, layout, rejects)
+    paths = {part["rank"]: part["path"] for unit in units for part in unit["parts"]}
+    del per_unit
     timings["read_tokenize"] = time.perf_counter() - t0
     _log("read", f"{len(files)} files tokenized, {sum(rejects.counts.values())} rejected documents "
                  f"{rejects.summary()} in {timings['read_tokenize']:.1f}s")

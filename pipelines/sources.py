@@ -7,7 +7,9 @@ travels further) and carry the first SAMPLE_CHARS of the bad input in `sample`.
 doc_id is "<name>#<n>": <name> is the file path relative to the common directory of all
 resolved files (stable across runs, machines and worker counts for the same sources; it changes
 if sources are added above that directory), <n> the 0-based line (JSONL), row (parquet) or
-page id (wiki XML); a plain-text book is "<name>#0". A reject that concerns a whole file
+page id (wiki XML). A text file is cut into documents at the first blank line at or after
+every TEXT_DOCUMENT_BYTES; a document's <n> is the line it starts on (a book under 1 MiB is
+one document, "<name>#0"). A reject that concerns a whole file
 (binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, malformed_parquet, and
 missing_text_column for parquet) has doc_id "<name>". `doc_order_key` orders ids numerically.
 
@@ -37,8 +39,11 @@ cfg.text_column); .xml -> wiki_xml; .parquet -> parquet; anything else is sniffe
 if it starts with "{" (WikiExtractor's extensionless wiki_00 files), else text.
 
 Row order is not guaranteed (Ray Data streams blocks as tasks finish): doc_id is the key.
-Reading is streaming, one Ray task per file: a multi-GB .xml.bz2 dump is parsed page by page
-in one task, so split big dumps into parts (Wikipedia publishes them split) for parallelism.
+Reading is streaming. `iter_documents` reads a whole file or a Span of one (units.py plans
+them): uncompressed text and JSONL split at record boundaries, parquet by row groups. A gzip
+or bz2 file, and wiki XML, is one task: a multi-GB .xml.bz2 dump is parsed page by page in one
+task, so split big dumps into parts (Wikipedia publishes them split) for parallelism.
+`read_documents` (the Dataset API, not prepare()) still reads one task per file.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import json
 import os
 import posixpath
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 import fsspec
@@ -62,6 +68,7 @@ import ray
 from pipelines import wiki
 from pipelines.clean import normalize_text
 from pipelines.config import DataConfig
+from pipelines.paths import filesystem, is_uri, open_binary
 
 DOCUMENT_COLUMNS = ("doc_id", "source", "text", "reject_reason", "sample")
 REJECT_REASONS = (
@@ -71,6 +78,7 @@ REJECT_REASONS = (
     "non_article_namespace", "duplicate",
 )
 SAMPLE_CHARS = 200
+TEXT_DOCUMENT_BYTES = 1 << 20  # a text file is cut into documents at the first blank line past every MiB
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
@@ -88,7 +96,10 @@ class SourceError(RuntimeError):
 
 def resolve_sources(cfg: DataConfig) -> list[str]:
     """Expand paths, globs ("**" recurses), directories (recursively) and fsspec URIs into a
-    sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped."""
+    sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped.
+
+    Local paths are file names whatever their characters (paths.py); a source that exists is
+    taken literally, and only one that names nothing is tried as a glob."""
     files = set()
     for source in cfg.sources:
         files.update(_expand(source))
@@ -97,16 +108,18 @@ def resolve_sources(cfg: DataConfig) -> list[str]:
 
 def _expand(source: str) -> list[str]:
     try:
-        fs, path = fsspec.core.url_to_fs(source)
+        fs, path = filesystem(source)
     except (ImportError, ValueError) as e:  # unknown protocol, or its fsspec backend missing
         raise SourceError(f"data.sources: cannot open a filesystem for {source!r}: {e}") from e
-    local = "://" not in source or source.startswith("file://")
+    local = not is_uri(source)
     try:
-        if fsspec.core.has_magic(path):
+        # A path that exists is that file or folder whatever characters its name holds ("*", "?",
+        # "[" included); only a source that names nothing is tried as a glob pattern.
+        if fs.exists(path) or not fsspec.core.has_magic(path):
+            matches = [path] if fs.exists(path) else []
+        else:
             base = _glob_base(path)
             matches = [m for m in fs.glob(path) if not _hidden(posixpath.relpath(m, base))]
-        else:
-            matches = [path] if fs.exists(path) else []
         files = []
         for m in sorted(matches):
             if fs.isdir(m):
@@ -137,7 +150,7 @@ def _hidden(relpath: str) -> bool:
 
 def relative_names(files: list[str]) -> list[str]:
     """Names of files relative to their common directory: the stable part of doc_ids."""
-    paths = [f.split("://", 1)[-1] for f in files]
+    paths = [f.split("://", 1)[1] if is_uri(f) else f for f in files]
     if len(paths) == 1:
         return [posixpath.basename(paths[0])]
     base = posixpath.commonpath([posixpath.dirname(p) for p in paths])
@@ -170,24 +183,55 @@ def _parse_file(item: dict, cfg: DataConfig) -> Iterator[dict]:
     return iter_documents(item["path"], item["name"], cfg)
 
 
-def iter_documents(path: str, name: str, cfg: DataConfig) -> Iterator[dict]:
-    """Rows (DOCUMENT_COLUMNS) of one file, lazily; this is what each Ray task runs."""
+def file_format(path: str, cfg: DataConfig) -> str | None:
+    """The reader a file gets: cfg.format, else by extension; None = sniff its first bytes.
+    Compressed files are "gzip" / "bz2" here: they can only be read whole, from the start."""
+    stem, codec = _split_codec(path)
+    if codec:
+        return codec
+    return cfg.format if cfg.format != "auto" else _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
+
+
+@dataclass(frozen=True)
+class Span:
+    """The part of a file a reader owns (units.py): records that start in [start, end).
+    Byte offsets for text and JSONL, row groups for parquet; end -1 = to the end. `first` is
+    the number of the first record before `start` (newlines, or rows) so doc_ids stay global."""
+    start: int = 0
+    end: int = -1
+    first: int = 0
+
+    def owns(self, offset: int) -> bool:
+        return self.end < 0 or offset < self.end
+
+
+WHOLE = Span()
+
+
+def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) -> Iterator[dict]:
+    """Rows (DOCUMENT_COLUMNS) of one file, or of the records of `span`, lazily; this is what
+    each Ray task runs. Whole-file rejects (empty, binary, ...) come from the span at 0 only."""
     stem, codec = _split_codec(path)
     fmt = cfg.format if cfg.format != "auto" else _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
+    if span != WHOLE and (codec or fmt not in ("text", "jsonl", "parquet")):
+        raise ValueError(f"{path}: only uncompressed text, JSONL and parquet are read in ranges")
     try:
-        raw = fsspec.open(path, "rb").open()
+        raw = open_binary(path)
     except OSError as e:
         raise SourceError(f"cannot read {path}: {e}") from e
     with raw:
         if not raw.read(1):  # before decompressing: an empty .bz2 is empty, not truncated
-            yield _reject(name, path, "empty_file", "")
+            if span.start == 0:
+                yield _reject(name, path, "empty_file", "")
             return
         raw.seek(0)
-        yield from _read_stream(raw, path, name, fmt, codec, cfg)
+        for row in _read_stream(raw, path, name, fmt, codec, cfg, span):
+            if span.start == 0 or row["doc_id"] != name:  # a file's own reject: once per file
+                yield row
 
 
 def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: str | None,
-                 cfg: DataConfig) -> Iterator[dict]:
+                 cfg: DataConfig, span: Span) -> Iterator[dict]:
     with _decompressed(raw, codec) as stream:
         try:
             head = _ShortReads(stream).read(SNIFF_BYTES)
@@ -200,7 +244,7 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
             if fmt in ("text", "jsonl") and _looks_binary(head):
                 yield _reject(name, path, "binary_file", _decode_sample(head))
                 return
-            yield from _READERS[fmt](stream, name, path, cfg)
+            yield from _READERS[fmt](stream, name, path, cfg, span)
         except EOFError:
             yield _reject(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
         except OSError as e:
@@ -245,37 +289,89 @@ def _document(doc_id: str, source: str, text: str, cfg: DataConfig, raw: str = "
     return {"doc_id": doc_id, "source": source, "text": text, "reject_reason": "", "sample": ""}
 
 
-def _lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, bytes]]:
-    """(line, b"") per line; (None, first bytes) for a line over `limit` bytes, which is
-    consumed in bounded chunks and never held whole."""
+def _lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, bytes, int]]:
+    """(line, b"", its length) per line; (None, first bytes, length) for a line over `limit`
+    bytes, which is consumed in bounded chunks and never held whole."""
     while line := stream.readline(limit + 1):
         if len(line) <= limit:
-            yield line, b""
+            yield line, b"", len(line)
             continue
-        head = line[: SAMPLE_CHARS * 4]
+        head, size = line[: SAMPLE_CHARS * 4], len(line)
         while line and not line.endswith(b"\n"):
             line = stream.readline(1 << 20)
-        yield None, head
+            size += len(line)
+        yield None, head, size
 
 
-def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
-    chunks = []
-    for line, head in _lines(stream, cfg.max_line_bytes):
-        if line is None:
-            yield _reject(f"{name}#0", path, "line_too_long", _decode_sample(head))
+def _span_lines(stream: BinaryIO, limit: int, span: Span) -> Iterator[tuple[int, int, bytes | None, bytes]]:
+    """(byte offset, line number, line, head) of every line from the first that starts at or
+    after span.start to the end of the file (callers stop where their span ends). A line
+    that starts before span.start belongs to the span before, which reads it past its end."""
+    offset, number = span.start, span.first
+    if span.start > 0:
+        stream.seek(span.start - 1)
+        if stream.read(1) != b"\n":  # span.start is inside a line: skip to the next one
+            while (part := stream.readline(1 << 20)) and not part.endswith(b"\n"):
+                offset += len(part)
+            offset += len(part)
+            number += 1
+    for line, head, size in _lines(stream, limit):
+        yield offset, number, line, head
+        offset += size
+        number += 1
+
+
+def _blank(line: bytes | None) -> bool:
+    return line is not None and not line.strip()
+
+
+def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
+    """Text -> documents. A file is cut at the first blank line at or after every
+    TEXT_DOCUMENT_BYTES (a book under that size is one document, "<name>#0"; a big file is a
+    series of ~1 MiB documents, each starting at a paragraph, "<name>#<its first line>"). The
+    cuts depend on the bytes alone: a span starting at a multiple of TEXT_DOCUMENT_BYTES
+    starts after the cut at or past its start and reads to the cut at or past its end."""
+    lines = _span_lines(stream, cfg.max_line_bytes, span)
+    boundary = TEXT_DOCUMENT_BYTES
+    if span.start > 0:  # find this span's first cut; the blank line there ends the span before
+        for offset, _, line, _ in lines:
+            if _blank(line):
+                boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
+                break
+        else:
             return
-        chunks.append(line)
+    chunks, first, too_long = [], None, None
+    for offset, number, line, head in lines:
+        first = number if first is None else first
+        if line is None:
+            too_long = too_long or head
+        elif too_long is None:
+            chunks.append(line)
+        if _blank(line) and offset >= boundary:
+            yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
+            if not span.owns(offset):
+                return
+            chunks, first, too_long = [], None, None
+            boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
+    if first is not None:
+        yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
+
+
+def _text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig) -> dict:
+    if too_long is not None:
+        return _reject(doc_id, path, "line_too_long", _decode_sample(too_long))
     data = b"".join(chunks)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        yield _reject(f"{name}#0", path, "invalid_utf8", _decode_sample(data[max(0, e.start - 100):]))
-        return
-    yield _document(f"{name}#0", path, text, cfg)
+        return _reject(doc_id, path, "invalid_utf8", _decode_sample(data[max(0, e.start - 100):]))
+    return _document(doc_id, path, text, cfg)
 
 
-def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
-    for i, (line, head) in enumerate(_lines(stream, cfg.max_line_bytes)):
+def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
+    for offset, i, line, head in _span_lines(stream, cfg.max_line_bytes, span):
+        if not span.owns(offset):
+            return
         doc_id = f"{name}#{i}"
         if line is None:
             yield _reject(doc_id, path, "line_too_long", _decode_sample(head))
@@ -310,7 +406,7 @@ class _ShortReads:
         return self._read(n if n > 0 else 1 << 16)
 
 
-def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
+def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
     try:
         for page in wiki.iter_pages(_ShortReads(stream)):
             doc_id = f"{name}#{page.id}"
@@ -323,15 +419,16 @@ def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> I
         yield _reject(name, path, "malformed_xml", f"{path}: {e}")
 
 
-def _read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
+def _read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
     try:
         reader = pq.ParquetFile(stream)
         if cfg.text_column not in reader.schema_arrow.names:
             yield _reject(name, path, "missing_text_column",
                           f"no column {cfg.text_column!r} in {reader.schema_arrow.names}")
             return
-        row = 0
-        for batch in reader.iter_batches(columns=[cfg.text_column], batch_size=1024):
+        row = span.first
+        groups = range(span.start, reader.num_row_groups if span.end < 0 else span.end)
+        for batch in reader.iter_batches(row_groups=list(groups), columns=[cfg.text_column], batch_size=1024):
             for text in batch.column(0).to_pylist():
                 yield _document(f"{name}#{row}", path, text if isinstance(text, str) else "", cfg)
                 row += 1

@@ -1,9 +1,9 @@
-"""The one pass over the inputs: files -> tokenized documents, spilled by shard, + per-file stats.
+"""The one pass over the inputs: work units -> tokenized documents, spilled by shard, + per-unit stats.
 
-Contract with prepare.py: `DocumentTokenizer` (an actor, one input file per call) writes one
-Arrow IPC spill file per input file -- one record batch per (chunk, shard), rows of
-`spill_schema` -- and returns one `FILE_STATS_SCHEMA` row: the shard of each spill batch, the
-file's RejectLog as JSON, and (hash_hi, hash_lo, uid, doc_shard) of every good document, which
+Contract with prepare.py: `DocumentTokenizer` (an actor, one work unit per call: files grouped
+or a range of one, units.py) writes one Arrow IPC spill file per unit -- one record batch per
+(chunk, shard), rows of `spill_schema` -- and returns one `UNIT_STATS_SCHEMA` row: the shard of
+each spill batch, the unit's RejectLog as JSON, and (hash_hi, hash_lo, uid, doc_shard) of every good document, which
 is all the driver needs to find exact duplicates (sources.find_duplicates). A document's uid is
 file rank << RECORD_BITS | record number, so uid order is sources.doc_order_key order and the
 smallest doc_id of a duplicate group is its smallest uid.
@@ -29,7 +29,7 @@ from pipelines.examples import document_key
 from pipelines.layout import ShardLayout
 from pipelines.shards import token_type
 from pipelines.rejects import RejectLog
-from pipelines.sources import SAMPLE_CHARS, content_hashes, iter_documents, relative_names
+from pipelines.sources import SAMPLE_CHARS, Span, content_hashes, iter_documents
 
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 SPILL_CHUNK_BYTES = 16 << 20  # text an actor gathers before writing spill batches: few, large batches
@@ -39,24 +39,22 @@ RECORD_BITS = 40  # uid = file rank << 40 | record number
 SENTENCE_MARK = "\x1f"
 
 
-def file_items(files: list[str], inputs: list[dict]) -> list[dict]:
-    """One work item per input file, biggest first (the pool's tail is then short files)."""
-    names = relative_names(files)
-    rank = {name: r for r, name in enumerate(sorted(names))}  # doc_order_key compares names as strings
-    items = [{"path": p, "name": n, "rank": rank[n], "bytes": i["bytes"]} for p, n, i in zip(files, names, inputs)]
-    return sorted(items, key=lambda i: (-i["bytes"], i["rank"]))
-
-
-def good_documents(item: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[tuple[str, int, str]]:
-    """(doc_id, uid, text) of one file's good documents; its rejects go to `rejects`."""
-    for row in iter_documents(item["path"], item["name"], cfg):
+def good_documents(part: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[tuple[str, int, str]]:
+    """(doc_id, uid, text) of the good documents of one part of a work unit (units.py); its
+    rejects go to `rejects`."""
+    span = Span(part["start"], part["end"], part["first"])
+    for row in iter_documents(part["path"], part["name"], cfg, span):
         if row["reject_reason"]:
             rejects.add_row(row)
             continue
         record = int(row["doc_id"].rpartition("#")[2])  # good documents are always "<name>#<n>"
         if not 0 <= record < 1 << RECORD_BITS:
             raise ValueError(f"{row['doc_id']}: record number out of range for a document uid")
-        yield row["doc_id"], item["rank"] << RECORD_BITS | record, row["text"]
+        yield row["doc_id"], part["rank"] << RECORD_BITS | record, row["text"]
+
+
+def unit_documents(unit: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[tuple[str, int, str]]:
+    return chain.from_iterable(good_documents(part, cfg, rejects) for part in unit["parts"])
 
 
 def _chunks(docs: Iterator[tuple[str, int, str]], max_bytes: int) -> Iterator[list[tuple[str, int, str]]]:
@@ -80,14 +78,14 @@ def spill_schema(ids_type: pa.DataType) -> pa.Schema:
                       ("ids", pa.list_(ids_type)), ("offsets", pa.list_(pa.int32()))])
 
 
-FILE_STATS_SCHEMA = pa.schema([
-    ("rank", pa.int64()), ("name", pa.string()), ("path", pa.string()), ("spill", pa.string()),
+UNIT_STATS_SCHEMA = pa.schema([
+    ("unit", pa.int64()), ("spill", pa.string()),
     ("spill_shards", pa.list_(pa.int32())), ("rejects", pa.string()), ("hash_hi", pa.list_(pa.uint64())),
     ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64())), ("doc_shard", pa.list_(pa.int32()))])
 
 
 class DocumentTokenizer:
-    """Input files -> spill batches of tokenized documents + one stats row per file.
+    """Work units -> spill batches of tokenized documents + one stats row per unit.
 
     Spill rows: uid, key, doc_id, sample (first SAMPLE_CHARS: reported if it proves a
     duplicate), ids (all sentences back to back) and offsets (sentence s is
@@ -106,13 +104,13 @@ class DocumentTokenizer:
         self.cfg, self.layout, self.spill_dir = cfg, layout, spill_dir
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return pa.Table.from_pylist([self._file(item) for item in batch.to_pylist()], schema=FILE_STATS_SCHEMA)
+        return pa.Table.from_pylist([self._unit(unit) for unit in batch.to_pylist()], schema=UNIT_STATS_SCHEMA)
 
-    def _file(self, item: dict) -> dict:
+    def _unit(self, unit: dict) -> dict:
         rejects, dedup, spill_shards = RejectLog(), [], []
-        path = os.path.join(self.spill_dir, f"{item['rank']:08d}.arrow")
+        path = os.path.join(self.spill_dir, f"{unit['unit']:08d}.arrow")
         writer = None
-        for chunk in _chunks(good_documents(item, self.cfg, rejects), SPILL_CHUNK_BYTES):
+        for chunk in _chunks(unit_documents(unit, self.cfg, rejects), SPILL_CHUNK_BYTES):
             table, shards = self._tokenize(chunk)
             dedup.append(_dedup_columns(content_hashes([d[2] for d in chunk]), table.column("uid").to_numpy(), shards))
             order = np.argsort(shards, kind="stable")
@@ -126,8 +124,7 @@ class DocumentTokenizer:
             writer.close()
         cols = {k: np.concatenate([d[k] for d in dedup]) if dedup else np.zeros(0, np.int64)
                 for k in ("hash_hi", "hash_lo", "uid", "doc_shard")}
-        return {"rank": item["rank"], "name": item["name"], "path": item["path"],
-                "spill": path if writer else "", "spill_shards": spill_shards,
+        return {"unit": unit["unit"], "spill": path if writer else "", "spill_shards": spill_shards,
                 "rejects": rejects.to_json(), **{k: v.tolist() for k, v in cols.items()}}
 
     def _tokenize(self, chunk: list[tuple[str, int, str]]) -> tuple[pa.Table, np.ndarray]:

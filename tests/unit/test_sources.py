@@ -243,3 +243,25 @@ def test_reject_log_merges_to_the_same_result_in_any_order(tmp_path):
     # Three per reason, smallest doc_ids as numbers ("f#10" after "f#9").
     assert [r["doc_id"] for r in lines] == ["f#2", "f#4", "f#6", "f#1", "f#3", "f#5"]
     assert lines[0] == {"path": "/data/f", "doc_id": "f#2", "reason": "malformed_json", "sample": "sample 2"}
+
+
+# ---------------------------------------------------------------------------- any file name
+
+ODD_NAMES = ["Dpkg::Source.txt", "notes#2.txt", "why?.jsonl", "star*.txt", "with space.txt", "Привет мир.txt",
+             "a::b#c?d*e.jsonl"]
+
+
+def test_local_paths_with_any_characters_read_as_those_files(tmp_path):
+    for name in ODD_NAMES:
+        path = tmp_path / name
+        path.write_text(json.dumps({"text": BOOK}) + "\n" if name.endswith(".jsonl") else BOOK)
+    files = resolve_sources(cfg(tmp_path))
+    assert files == sorted(str(tmp_path / n) for n in ODD_NAMES)
+    for name in ODD_NAMES:  # each named on its own, literally, even where it looks like a glob
+        assert resolve_sources(cfg(tmp_path / name)) == [str(tmp_path / name)]
+    rows = [r for f, n in zip(files, relative_names(files)) for r in iter_documents(f, n, cfg(f))]
+    assert sorted(reasons(rows)) == sorted((f"{n}#0", "") for n in ODD_NAMES)
+    assert resolve_sources(cfg(f"file://{tmp_path}/Dpkg::Source.txt")) == [str(tmp_path / "Dpkg::Source.txt")]
+    assert resolve_sources(cfg(tmp_path / "*::*")) == [str(tmp_path / n) for n in sorted(ODD_NAMES) if "::" in n]
+    from pipelines.layout import fingerprint_inputs
+    assert [i["bytes"] for i in fingerprint_inputs(files)] == [os.path.getsize(f) for f in files]

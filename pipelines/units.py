@@ -1,0 +1,144 @@
+"""Work units sized by bytes, not by files: what one tokenizing / sampling call reads.
+
+A unit is a list of parts; a part is one input file or a range of it:
+    {"path", "name", "rank", "start", "end", "first"}
+  * text / JSONL: start, end are byte offsets (end -1 = to the end of the file). A part owns
+    the records that START in [start, end): a JSONL line, or a text document (sources.py cuts
+    text into documents at the first blank line at or after each TEXT_DOCUMENT_BYTES, so every
+    text range starts at a multiple of it). The reader finishes its last record past `end`
+    and skips a partial one at `start`, so no record is split or read twice, wherever the
+    cuts fall. `first` is the number of newlines before `start`, which keeps doc_ids the
+    0-based line a record starts on (`number_lines` counts them, in parallel).
+  * parquet: start, end are row-group indices; `first` is the number of rows before `start`.
+  * everything else (gzip, bz2, wiki XML, sniffed formats) is read whole: start 0, end -1.
+    A gzip or single-stream bz2 stream cannot be entered in the middle; a multistream bz2
+    dump could be split at its stream offsets (its index file), which is not done yet.
+Small files are grouped into one unit up to the target size (per-task overhead is ~25 ms, a
+fixed cost per Ray call), big files split into units of about the target size.
+
+Determinism: doc_ids, record boundaries and text document cuts depend on the file's bytes
+alone, never on the target size or the grouping, so any plan gives the same documents; the
+target only changes how work is spread (hence not in the dataset name).
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+
+import numpy as np
+import pyarrow.parquet as pq
+import ray
+
+from pipelines.config import DataConfig
+from pipelines.paths import open_binary
+from pipelines.sources import TEXT_DOCUMENT_BYTES, file_format, relative_names
+
+MIN_UNIT_BYTES = TEXT_DOCUMENT_BYTES  # text ranges are multiples of this
+MAX_AUTO_UNIT_BYTES = 64 << 20  # work_unit_bytes=0: at most this much a call ...
+UNITS_PER_WORKER = 4  # ... and at least this many units per worker when the corpus allows
+COUNT_CHUNK_BYTES = 4 << 20
+
+
+def target_bytes(cfg: DataConfig, total_bytes: int) -> int:
+    if cfg.work_unit_bytes:
+        return max(MIN_UNIT_BYTES, cfg.work_unit_bytes)
+    per_worker = total_bytes // (UNITS_PER_WORKER * cfg.num_workers)
+    return int(min(MAX_AUTO_UNIT_BYTES, max(MIN_UNIT_BYTES, per_worker)))
+
+
+def file_parts(files: list[str], inputs: list[dict], cfg: DataConfig, target: int) -> list[dict]:
+    """Each input file as one part, or (text, JSONL, parquet above `target`) as several ranges.
+    `first` is still 0 for byte ranges: `number_lines` fills it in."""
+    names = relative_names(files)
+    rank = {name: r for r, name in enumerate(sorted(names))}  # doc_order_key compares names as strings
+    parts = []
+    for path, name, info in sorted(zip(files, names, inputs), key=lambda x: rank[x[1]]):
+        size, fmt = info["bytes"], file_format(path, cfg)
+        whole = {"path": path, "name": name, "rank": rank[name], "start": 0, "end": -1, "first": 0, "bytes": size,
+                 "kind": "whole"}
+        if size <= target or fmt not in ("text", "jsonl", "parquet"):
+            parts.append(whole)
+        elif fmt == "parquet":
+            parts += _row_group_parts(whole, target)
+        else:
+            step = max(MIN_UNIT_BYTES, target // MIN_UNIT_BYTES * MIN_UNIT_BYTES)
+            cuts = list(range(0, size, step))
+            for start, end in zip(cuts, cuts[1:] + [size]):
+                parts.append({**whole, "kind": "bytes", "start": start, "end": -1 if end == size else end,
+                              "bytes": end - start})
+    return parts
+
+
+def _row_group_parts(whole: dict, target: int) -> list[dict]:
+    try:
+        with open_binary(whole["path"]) as f:
+            meta = pq.read_metadata(f)
+    except Exception:  # malformed: read whole, and the reader reports it
+        return [whole]
+    rows = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    n = min(len(rows), math.ceil(whole["bytes"] / target))
+    if n <= 1:
+        return [whole]
+    cuts = [round(i * len(rows) / n) for i in range(n + 1)]
+    return [{**whole, "kind": "row_groups", "start": a, "end": b if b < len(rows) else -1, "first": sum(rows[:a]),
+             "bytes": whole["bytes"] * (b - a) // len(rows)} for a, b in zip(cuts, cuts[1:])]
+
+
+def count_newlines(path: str, start: int, end: int) -> int:
+    """Newlines in bytes [start, end) of `path`."""
+    n = 0
+    with open_binary(path) as f:
+        f.seek(start)
+        left = end - start
+        while left > 0 and (chunk := f.read(min(COUNT_CHUNK_BYTES, left))):
+            n += chunk.count(b"\n")
+            left -= len(chunk)
+    return n
+
+
+def _count_batch(batch: dict) -> dict:
+    counts = [count_newlines(p, s, e) for p, s, e in zip(batch["path"], batch["start"], batch["end"])]
+    return {**batch, "newlines": np.array(counts, dtype=np.int64)}
+
+
+def number_lines(parts: list[dict]) -> list[dict]:
+    """Fill in `first` (newlines before `start`) of byte ranges: one Ray pass that counts the
+    newlines of every range but each file's last, in parallel. Needs Ray initialised when any
+    file is split; reads those files once more (fast on local disk, a second download on S3)."""
+    to_count = [{"path": p["path"], "start": p["start"], "end": p["end"]} for p in parts
+                if p["kind"] == "bytes" and p["end"] >= 0]
+    if not to_count:
+        return parts
+    newlines = {(r["path"], r["start"]): int(r["newlines"]) for r in ray.data.from_items(
+        to_count, override_num_blocks=len(to_count)).map_batches(_count_batch, batch_size=1).iter_rows()}
+    out, before = [], {}
+    for p in parts:  # in rank, then offset order: a file's ranges come in sequence
+        if p["kind"] == "bytes":
+            p = {**p, "first": before.get(p["path"], 0)}
+            if p["end"] >= 0:
+                before[p["path"]] = p["first"] + newlines[(p["path"], p["start"])]
+        out.append(p)
+    return out
+
+
+def group_units(parts: list[dict], target: int) -> list[dict]:
+    """Parts -> units of about `target` bytes, in rank order; returned biggest first (the pool's
+    tail is then the small ones). Each unit: {"unit": index, "bytes": total, "parts": [...]}."""
+    units, current, size = [], [], 0
+    for p in parts:
+        if current and size + p["bytes"] > target:
+            units.append(current)
+            current, size = [], 0
+        current.append(p)
+        size += p["bytes"]
+    if current:
+        units.append(current)
+    out = [{"unit": i, "bytes": sum(p["bytes"] for p in u), "parts": u} for i, u in enumerate(units)]
+    return sorted(out, key=lambda u: (-u["bytes"], u["unit"]))
+
+
+def plan_units(files: list[str], inputs: list[dict], cfg: DataConfig) -> list[dict]:
+    """The work units of a prepare run (Ray initialised: `number_lines` runs on the cluster)."""
+    target = target_bytes(cfg, sum(i["bytes"] for i in inputs))
+    return group_units(number_lines(file_parts(files, inputs, cfg, target)), target)

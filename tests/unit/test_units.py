@@ -1,0 +1,126 @@
+"""Work units: ranges of one file read every record exactly once, wherever the cuts fall (no Ray)."""
+
+import json
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.config import DataConfig
+from pipelines.sources import TEXT_DOCUMENT_BYTES, Span, iter_documents
+from pipelines.units import count_newlines, file_parts, group_units, target_bytes
+
+WORDS = "river stone light garden winter market letter window mountain story paper engine".split()
+
+
+def cfg(path, **kw) -> DataConfig:
+    kw.setdefault("min_document_chars", 20)
+    return DataConfig(sources=[str(path)], **kw)
+
+
+def prose(rng: random.Random, sentences: int) -> str:
+    return " ".join(" ".join(rng.choice(WORDS) for _ in range(8)).capitalize() + "." for _ in range(sentences))
+
+
+def read_spans(path, cuts: list[int], config: DataConfig) -> list[dict]:
+    """The rows of `path` read as byte ranges [cuts[i], cuts[i+1]), each numbered as units.py does."""
+    rows, ends = [], cuts[1:] + [-1]
+    for start, end in zip(cuts, ends):
+        span = Span(start, end, count_newlines(str(path), 0, start))
+        rows += iter_documents(str(path), path.name, config, span)
+    return rows
+
+
+def test_jsonl_ranges_read_every_line_once_wherever_the_cuts_fall(tmp_path):
+    rng = random.Random(1)
+    path = tmp_path / "docs.jsonl"
+    lines = [json.dumps({"text": prose(rng, rng.randint(1, 6))}) for _ in range(300)]
+    lines[40], lines[41], lines[77] = "", "{broken", json.dumps({"text": "x" * 5000})  # blank, bad, too long
+    path.write_text("\n".join(lines) + "\n")
+    config = cfg(path, max_line_bytes=4096)
+    whole = list(iter_documents(str(path), path.name, config))
+    data = path.read_bytes()
+    line_starts = [0] + [i + 1 for i, b in enumerate(data) if b == ord("\n")][:-1]
+    for cuts in ([0, line_starts[10], line_starts[200]],  # exactly at line starts
+                 [0, line_starts[10] + 1, line_starts[41] - 1, line_starts[77] + 100, len(data) - 2],  # inside lines
+                 [0] + sorted(rng.sample(range(1, len(data)), 25)),
+                 list(range(0, len(data), 997))):
+        assert read_spans(path, cuts, config) == whole
+    assert [r["reject_reason"] for r in whole].count("") == 297
+    assert {r["doc_id"]: r["reject_reason"] for r in whole if r["reject_reason"]} == {
+        "docs.jsonl#41": "malformed_json", "docs.jsonl#77": "line_too_long"}
+
+
+def test_text_is_cut_into_documents_at_blank_lines_the_same_way_in_any_ranges(tmp_path):
+    rng = random.Random(2)
+    paragraphs = [prose(rng, rng.randint(2, 20)) for _ in range(8000)]
+    text = "\n\n".join(paragraphs[:2500]) + "\n" + "\n".join(paragraphs[2500:5000]) + "\n\n" + \
+        "\n\n".join(paragraphs[5000:]) + "\n"  # a stretch of over 1 MiB with no blank line
+    path = tmp_path / "big.txt"
+    path.write_text(text)
+    size = len(text.encode())
+    assert size > 4 * TEXT_DOCUMENT_BYTES
+    config = cfg(path)
+    whole = list(iter_documents(str(path), path.name, config))
+    assert 3 <= len(whole) <= size // TEXT_DOCUMENT_BYTES + 1
+    assert all(r["reject_reason"] == "" for r in whole) and whole[0]["doc_id"] == "big.txt#0"
+    # Every paragraph is in exactly one document, in order.
+    assert " ".join(r["text"] for r in whole).split() == text.split()
+    for step in (1, 2, 3):
+        cuts = list(range(0, size, step * TEXT_DOCUMENT_BYTES))
+        assert read_spans(path, cuts, config) == whole
+    small = tmp_path / "book.txt"
+    small.write_text("\n\n".join(paragraphs[:50]))
+    assert [r["doc_id"] for r in iter_documents(str(small), "book.txt", cfg(small))] == ["book.txt#0"]
+
+
+def test_parquet_row_group_ranges(tmp_path):
+    rng = random.Random(3)
+    texts = [prose(rng, 3) if i % 7 else "short" for i in range(500)]
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=60)
+    config = cfg(path)
+    whole = list(iter_documents(str(path), "docs.parquet", config))
+    parts = file_parts([str(path)], [{"bytes": path.stat().st_size}], config, path.stat().st_size // 4)
+    assert len(parts) >= 4 and {p["kind"] for p in parts} == {"row_groups"}
+    rows = [r for p in parts for r in iter_documents(str(path), "docs.parquet", config,
+                                                     Span(p["start"], p["end"], p["first"]))]
+    assert rows == whole and len(rows) == 500
+
+
+def test_binary_file_in_ranges_is_rejected_once(tmp_path):
+    path = tmp_path / "blob.jsonl"
+    path.write_bytes(b"\x00\x01" * (3 * TEXT_DOCUMENT_BYTES))
+    config = cfg(path)
+    rows = read_spans(path, [0, TEXT_DOCUMENT_BYTES, 2 * TEXT_DOCUMENT_BYTES], config)
+    assert [(r["doc_id"], r["reject_reason"]) for r in rows] == [("blob.jsonl", "binary_file")]
+
+
+def test_plan_groups_small_files_and_splits_big_ones(tmp_path):
+    files, inputs = [], []
+    for i in range(10):
+        (tmp_path / f"small{i}.jsonl").write_text("{}\n")
+        files.append(str(tmp_path / f"small{i}.jsonl"))
+        inputs.append({"bytes": 300 << 10})  # planning goes by the fingerprinted size
+    for name in ("big.jsonl", "big.txt.gz", "big.xml"):
+        (tmp_path / name).write_text("{}\n")
+        files.append(str(tmp_path / name))
+        inputs.append({"bytes": 5 << 20})
+    config = cfg(tmp_path)
+    parts = file_parts(files, inputs, config, 2 << 20)
+    kinds = {}
+    for p in parts:
+        kinds.setdefault(p["name"], []).append((p["kind"], p["start"], p["end"]))
+    assert kinds["big.jsonl"] == [("bytes", 0, 2 << 20), ("bytes", 2 << 20, 4 << 20), ("bytes", 4 << 20, -1)]
+    assert kinds["big.txt.gz"] == [("whole", 0, -1)] and kinds["big.xml"] == [("whole", 0, -1)]
+    units = group_units(parts, 2 << 20)
+    assert sorted(len(u["parts"]) for u in units) == [1] * 5 + [4, 6]  # 10 small files in two units
+    assert sum(u["bytes"] for u in units) == sum(i["bytes"] for i in inputs)
+    assert sorted(p["name"] for u in units for p in u["parts"]) == sorted(p["name"] for p in parts)
+
+
+@pytest.mark.parametrize("total,workers,expected", [(1 << 30, 2, 64 << 20), (20 << 20, 2, 2.5 * (1 << 20)),
+                                                    (1 << 10, 4, 1 << 20)])
+def test_auto_target_size(total, workers, expected):
+    assert target_bytes(DataConfig(sources=["x"], num_workers=workers), total) == int(expected)
