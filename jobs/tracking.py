@@ -7,9 +7,10 @@ absolute on the driver so workers, whose working directory differs, write to the
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 import warnings
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from jobs.config_io import flatten
@@ -54,19 +55,49 @@ class RankZeroLogger:
                 self._warned = True
 
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_ARTIFACT = "config.yaml"
+
+
+def code_version() -> dict:
+    """Tags naming the code a run used: the installed package's version (`code.version`) and, where the code
+    runs from a git checkout, its commit and whether the checkout had changes the commit lacks
+    (`code.git_dirty`, untracked files included). A Ray job's copy of the working dir has no .git: version only."""
+    tags = {}
+    try:
+        tags["code.version"] = version("bert-foundry")
+    except PackageNotFoundError:
+        pass
+    try:
+        tags["code.git_commit"] = _git("rev-parse", "HEAD")
+        tags["code.git_dirty"] = str(bool(_git("status", "--porcelain"))).lower()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
+        pass
+    return tags
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=True,
+                          timeout=30).stdout.strip()
+
+
 def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_name: str, params: dict,
               tags: dict | None = None) -> str:
+    """Open a run with `params` (the resolved config, every derived value settled) as flattened params and
+    as config.yaml, tagged with `tags` and the code version. Nothing mutates the config afterwards."""
     import mlflow
+    import yaml
 
     mlflow.set_tracking_uri(tracking_uri)
     if mlflow.get_experiment_by_name(experiment) is None:
         mlflow.create_experiment(experiment, artifact_location=_artifact_uri(artifact_location))
     mlflow.set_experiment(experiment)
-    run = mlflow.start_run(run_name=run_name, tags=tags)
+    run = mlflow.start_run(run_name=run_name, tags={**code_version(), **(tags or {})})
     flat = {k: str(v)[:6000] for k, v in flatten(params).items()}  # MLflow caps a param at 6000 chars
     items = list(flat.items())
     for i in range(0, len(items), 100):  # log_params takes at most 100 params per call
         mlflow.log_params(dict(items[i:i + 100]))
+    mlflow.log_text(yaml.safe_dump(params, sort_keys=False), CONFIG_ARTIFACT)
     mlflow.end_run()
     return run.info.run_id
 

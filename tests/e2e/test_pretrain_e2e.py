@@ -1,6 +1,8 @@
 """The main path end to end on a real local Ray cluster: corpus -> examples -> Ray Train + DeepSpeed
 ZeRO-2 on 2 workers -> release checkpoint -> MLflow run and registered model."""
 
+from pathlib import Path
+
 import pytest
 import ray
 import torch
@@ -43,6 +45,25 @@ def test_model_is_registered_under_its_alias(result):
     version = MlflowClient(cfg.tracking.tracking_uri).get_model_version_by_alias("e2e-bert", "candidate")
     assert version.run_id == r.mlflow["run_id"]
     assert str(version.version) == r.mlflow["version"]
+
+
+def test_logged_params_are_the_config_the_run_used(result):
+    """vocab size and pad id are settled by the trained tokenizer (2000 tokens or fewer, not the preset's 30522)
+    before the config is logged; the release checkpoint was built from the same values."""
+    r, cfg = result
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.tokenizer import SpecialIds, load_tokenizer
+
+    tok = load_tokenizer(r.release_dir)
+    pad = SpecialIds.from_tokenizer(tok).pad
+    params = MlflowClient(cfg.tracking.tracking_uri).get_run(r.mlflow["run_id"]).data.params
+    assert params["model.vocab_size"] == str(tok.get_vocab_size()) != "30522"
+    assert params["model.pad_token_id"] == str(pad)
+    released = json.loads((Path(r.release_dir) / "config.json").read_text())
+    assert (released["vocab_size"], released["pad_token_id"]) == (tok.get_vocab_size(), pad)
 
 
 def test_release_checkpoint_loads_in_transformers_with_identical_outputs(result):
