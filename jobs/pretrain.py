@@ -207,6 +207,8 @@ def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:
 
 
 def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
+    from jobs.tracking import outage_line
+
     m = r.metrics
     store = cfg.tracking.tracking_uri
     ui = (f"mlflow ui --backend-store-uri {store} --host 127.0.0.1 --port 5000"
@@ -222,6 +224,7 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
         f"checkpoint       {r.checkpoint_path}",
         f"release (HF)     {r.release_dir}",
         f"MLflow run       {r.mlflow.get('run_id')} in {store}",
+        f"tracking         {outage_line(m)}",
     ]
     if r.mlflow.get("version"):
         lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "

@@ -29,16 +29,35 @@ def _artifact_uri(location: str) -> str:
 
 
 class RankZeroLogger:
-    """Metric logging from inside a worker; a no-op except on rank 0 with a run to log to."""
+    """Metric logging from inside a worker; a no-op except on rank 0 with a run to log to.
 
-    def __init__(self, tracking_uri: str, run_id: str | None, rank: int):
+    A tracking outage must neither stop training nor lose its metrics. A write that fails is counted
+    (`failures`, one per failed request) and its points stay buffered; later `log` calls retry the buffer
+    first, after a backoff that starts at `backoff_s` and doubles per failure up to `max_backoff_s`, so a
+    step never waits on more than one request. MLflow's own HTTP retries (minutes by default) are turned
+    down to one quick try in this process: the backoff here replaces them. A replayed point is harmless:
+    MLflow keys a metric by (key, step, timestamp, value) and drops exact repeats. `close()` at the end of
+    training retries until the buffer is empty or `close_timeout_s` has passed. Beyond `max_buffered`
+    points the oldest are dropped and counted (`dropped`).
+    """
+
+    MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per request
+
+    def __init__(self, tracking_uri: str, run_id: str | None, rank: int, backoff_s: float = 1.0,
+                 max_backoff_s: float = 60.0, max_buffered: int = 100_000):
         self.client = None
         self.run_id = run_id
+        self.failures = 0
+        self.dropped = 0
+        self.pending: list = []  # mlflow.entities.Metric not yet written, oldest first
+        self.backoff_s, self.max_backoff_s, self.max_buffered = backoff_s, max_backoff_s, max_buffered
+        self._delay, self._retry_at = backoff_s, 0.0
         if rank == 0 and run_id:
             from mlflow.tracking import MlflowClient
 
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
             self.client = MlflowClient(tracking_uri)
-        self._warned = False
 
     def log(self, metrics: dict, step: int) -> None:
         if self.client is None:
@@ -46,13 +65,54 @@ class RankZeroLogger:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
-        try:
-            self.client.log_batch(self.run_id, metrics=batch)
-        except Exception as exc:  # tracking outages must not kill a training run; say so once
-            if not self._warned:
-                warnings.warn(f"MLflow logging failed, training continues: {exc}")
-                self._warned = True
+        self.pending += [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
+        if len(self.pending) > self.max_buffered:
+            self.dropped += len(self.pending) - self.max_buffered
+            del self.pending[:len(self.pending) - self.max_buffered]
+        if time.monotonic() >= self._retry_at:
+            self.flush()
+
+    def flush(self) -> bool:
+        """Write the buffer, oldest first; on a failure count it, keep the rest and back off. True if empty."""
+        while self.pending:
+            chunk = self.pending[:self.MAX_BATCH]
+            try:
+                self.client.log_batch(self.run_id, metrics=chunk)
+            except Exception as exc:  # any MLflow or network error: training goes on
+                self.failures += 1
+                if self.failures == 1:
+                    warnings.warn(f"MLflow logging failed, training continues; metrics are buffered and retried "
+                                  f"(tracking_failures counts failed writes): {exc}")
+                self._retry_at = time.monotonic() + self._delay
+                self._delay = min(2 * self._delay, self.max_backoff_s)
+                return False
+            del self.pending[:len(chunk)]
+        self._delay, self._retry_at = self.backoff_s, 0.0
+        return True
+
+    def close(self, close_timeout_s: float = 60.0) -> dict:
+        """Last flush, retried with backoff for up to `close_timeout_s`; returns the counts the job reports."""
+        deadline = time.monotonic() + close_timeout_s
+        while self.client is not None and not self.flush() and time.monotonic() < deadline:
+            time.sleep(max(0.0, min(self._retry_at, deadline) - time.monotonic()))
+        return self.counts()
+
+    def counts(self) -> dict:
+        """tracking_failures: failed writes; tracking_undelivered: metric points not in MLflow (dropped or
+        still buffered)."""
+        return {"tracking_failures": self.failures, "tracking_undelivered": self.dropped + len(self.pending)}
+
+
+def outage_line(metrics: dict) -> str:
+    """The summary line for the workers' tracking counts (phases summed): failed writes, lost points."""
+    def total(name: str) -> int:
+        return int(sum(v for k, v in metrics.items() if k.rsplit("/", 1)[-1] == name))
+
+    failures, lost = total("tracking_failures"), total("tracking_undelivered")
+    if not failures:
+        return "0 failed MLflow writes"
+    return (f"{failures} failed MLflow writes, retried: "
+            + (f"{lost} metric points NOT delivered" if lost else "every buffered metric delivered"))
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

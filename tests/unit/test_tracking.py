@@ -1,6 +1,12 @@
-"""What jobs/tracking.py writes to a real MLflow store (SQLite): the resolved config and the code version."""
+"""What jobs/tracking.py writes to real MLflow stores (SQLite; a real `mlflow server` for outages): the resolved
+config, the code version, and metrics logged while the server was down."""
 
+import os
+import signal
 import subprocess
+import sys
+import time
+import urllib.request
 from importlib.metadata import version
 from pathlib import Path
 
@@ -13,6 +19,7 @@ from jobs.config import PretrainConfig
 from jobs.config_io import load_config
 from jobs.pretrain import resolve_config
 from tests.e2e.quick import QUICKSTART
+from tests.ports import free_port
 from tests.unit.test_tokenizer import corpus
 
 
@@ -56,4 +63,84 @@ def test_runs_are_tagged_with_the_code_version(tmp_path):
     assert tags["code.git_commit"] == head
     assert tags["code.git_dirty"] in ("true", "false")
     assert tags["code.version"] == version("bert-foundry")
+
+
+class MlflowServer:
+    """A real `mlflow server` subprocess on 127.0.0.1 with a SQLite backend; `stop()` kills it (SIGKILL, its
+    whole process group: a crash, not a shutdown) and `start()` brings it back on the same port and store."""
+
+    def __init__(self, root: Path, port: int):
+        self.root, self.port = root, port
+        self.uri = f"http://127.0.0.1:{port}"
+        self.proc = None
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job-runner processes
+        log = open(self.root / "server.log", "a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+             "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root}/server.db",
+             "--default-artifact-root", (self.root / "art").as_uri()],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, (self.root / "server.log").read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"mlflow server not up after {timeout_s:g}s: {(self.root / 'server.log').read_text()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    for name in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):  # the logger sets these
+        monkeypatch.delenv(name, raising=False)
+    s = MlflowServer(tmp_path, free_port())
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(server.uri)
+    run_id = client.create_run(client.create_experiment("outage")).info.run_id
+    logger = tracking.RankZeroLogger(server.uri, run_id, rank=0, backoff_s=0.2, max_backoff_s=1.0)
+    for step in range(5):
+        logger.log({"train/loss": 10.0 - step}, step=step)
+    assert logger.counts() == {"tracking_failures": 0, "tracking_undelivered": 0}
+
+    server.stop()  # mid-logging
+    with pytest.warns(UserWarning, match="MLflow logging failed"):
+        for step in range(5, 15):
+            logger.log({"train/loss": 10.0 - step}, step=step)
+            time.sleep(0.2)  # a few steps' time: the backoff lets some writes be retried, each one fails
+    assert logger.failures >= 2  # the first failure and at least one retry
+    assert len(logger.pending) == 10
+
+    server.start()
+    counts = logger.close(close_timeout_s=30)
+    assert counts == {"tracking_failures": logger.failures, "tracking_undelivered": 0}
+    history = MlflowClient(server.uri).get_metric_history(run_id, "train/loss")
+    assert sorted((m.step, m.value) for m in history) == [(s, 10.0 - s) for s in range(15)]  # once each
+    assert f"{logger.failures} failed MLflow writes, retried: every buffered metric delivered" \
+        == tracking.outage_line(counts)
+
+
+def test_outage_line_sums_phases_and_names_lost_points():
+    assert tracking.outage_line({"loss": 1.0}) == "0 failed MLflow writes"
+    assert tracking.outage_line({"phase1/tracking_failures": 2, "tracking_failures": 1, "tracking_undelivered": 7,
+                                 "phase1/tracking_undelivered": 0}) \
+        == "3 failed MLflow writes, retried: 7 metric points NOT delivered"
 
