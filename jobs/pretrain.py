@@ -90,7 +90,8 @@ def run(cfg: PretrainConfig) -> PretrainResult:
 
     release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
     _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
-    info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias)
+    info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias,
+                               task=tracking.PRETRAINING)
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
     print(summary(out, cfg, dashboard), flush=True)
     return out

@@ -163,8 +163,9 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
 
 
 def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str | None, registered_model: str,
-               alias: str, task: str = "fill-mask") -> dict:
-    """Log final metrics and the model folder as a transformers model for `task`; register it under an alias."""
+               alias: str, task: str) -> dict:
+    """Log final metrics and the model folder for `task` (PRETRAINING: the release checkpoint as is; a pipeline
+    task: a transformers model); register it under an alias."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -173,7 +174,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
-        if release_dir and not _has_pipeline(task):
+        if release_dir and (task == PRETRAINING or not _has_pipeline(task)):
             info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
                                                           registered_model or None)
         elif release_dir:
@@ -194,11 +195,14 @@ def _has_pipeline(task: str) -> bool:
 
 
 def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, registered_model: str | None):
-    """A model folder as plain run artifacts (model/), registered as a version whose source is that folder.
+    """A model folder as plain run artifacts (model/), every file as is, registered as a version whose source
+    is that folder. Returns (uri, version).
 
-    For tasks whose transformers pipeline is gone, which mlflow.transformers cannot log: transformers 5
-    removed "question-answering". The folder still loads with transformers' Auto class for the task, and
-    `models:/NAME@alias` downloads it (jobs/finetune.py starts from such a URI). Returns (uri, version).
+    For what a transformers pipeline model would cut down or cannot hold: the pretraining release checkpoint
+    (a fill-mask model keeps only the MLM head, dropping the pooler and the NSP head that fine-tuning
+    starts from), and tasks whose pipeline is gone (transformers 5 removed "question-answering"). The folder
+    loads with transformers' class for the task, and `models:/NAME@alias` downloads it (jobs/finetune.py
+    starts from such a URI).
     """
     import mlflow
     import transformers
@@ -219,13 +223,14 @@ def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, reg
     return f"models:/{registered_model}/{version.version}", version.version
 
 
-# The transformers class that loads a model folder for each pipeline task we log.
-TASK_MODELS = {"fill-mask": "BertForMaskedLM", "text-classification": "AutoModelForSequenceClassification",
+PRETRAINING = "pretraining"  # not a pipeline task: the release checkpoint, every tensor, as the model
+# The transformers class that loads a model folder for each task we log.
+TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM", "text-classification": "AutoModelForSequenceClassification",
                "question-answering": "AutoModelForQuestionAnswering",
                "token-classification": "AutoModelForTokenClassification"}
 
 
-def log_release_model(release_dir: str, registered_model: str | None, task: str = "fill-mask"):
+def log_release_model(release_dir: str, registered_model: str | None, task: str):
     """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too)."""
     import mlflow
     import transformers

@@ -36,6 +36,7 @@ def test_loss_goes_down_and_mlm_accuracy_rises(result):
     assert losses[-1] < losses[0] - 1.0
     assert r.mlm_acc_after > r.mlm_acc_before + 0.03
     assert r.metrics["step"] == 120
+    assert (r.metrics["tracking_failures"], r.metrics["tracking_undelivered"]) == (0, 0)  # rank 0's, reported
 
 
 def test_model_is_registered_under_its_alias(result):
@@ -45,6 +46,19 @@ def test_model_is_registered_under_its_alias(result):
     version = MlflowClient(cfg.tracking.tracking_uri).get_model_version_by_alias("e2e-bert", "candidate")
     assert version.run_id == r.mlflow["run_id"]
     assert str(version.version) == r.mlflow["version"]
+
+
+def test_registered_model_is_the_whole_release_checkpoint(result, tmp_path):
+    """The registered version holds every tensor of the release, pooler and NSP head included, so a fine-tune
+    from models:/e2e-bert@candidate starts from all of them."""
+    r, cfg = result
+    from bert_core.checkpoint import read_state_dict
+    from jobs.finetune import resolve_init
+
+    registered = read_state_dict(resolve_init("models:/e2e-bert@candidate", cfg.tracking.tracking_uri, tmp_path))
+    released = read_state_dict(r.release_dir)
+    assert {"bert.pooler.dense.weight", "cls.seq_relationship.weight"} <= released.keys() == registered.keys()
+    assert all(torch.equal(registered[k], released[k]) for k in released)
 
 
 def test_logged_params_are_the_config_the_run_used(result):

@@ -20,6 +20,8 @@ from jobs.config_io import load_config
 from jobs.pretrain import resolve_config
 from tests.e2e.quick import QUICKSTART
 from tests.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 from tests.unit.test_tokenizer import corpus
 
 
@@ -144,3 +146,37 @@ def test_outage_line_sums_phases_and_names_lost_points():
                                  "phase1/tracking_undelivered": 0}) \
         == "3 failed MLflow writes, retried: 7 metric points NOT delivered"
 
+
+def test_registered_pretrained_model_is_the_whole_release_checkpoint(tokenizer_dir, tmp_path):
+    """Every tensor of the release (pooler and NSP head included) is in the registered version, and a fine-tune
+    from models:/NAME@alias starts from the pretrained pooler, not a fresh one."""
+    import torch
+
+    from bert_core.checkpoint import read_state_dict, save_pretrained
+    from bert_core.config import tiny
+    from bert_core.model import BertForPreTraining
+    from jobs.finetune import resolve_init
+    from jobs.finetune_config import FinetuneConfig
+    from jobs.ft_worker import build_model
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
+    release = save_pretrained(model, tmp_path / "release", tokenizer_dir=tokenizer_dir)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = tracking.start_run(uri, "registry", str(tmp_path / "art"), "pretrain", {"a": 1})
+    info = tracking.finish_run(uri, run_id, {"eval_after/mlm_acc": 0.5}, str(release), "tiny-bert", "candidate",
+                               task=tracking.PRETRAINING)
+    assert (info["registered_model"], info["version"], info["alias"]) == ("tiny-bert", "1", "candidate")
+
+    init = "models:/tiny-bert@candidate"
+    init_dir = resolve_init(init, uri, tmp_path / "download")
+    released, registered = read_state_dict(release), read_state_dict(init_dir)
+    assert {"bert.pooler.dense.weight", "cls.seq_relationship.weight"} <= released.keys()
+    assert registered.keys() == released.keys()
+    assert all(torch.equal(registered[k], released[k]) for k in released)
+
+    cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [f"init={init}", "task.labels=[a, b]"])
+    finetune_model, loading = build_model(cfg, init_dir)
+    assert {"bert.pooler.dense.weight", "bert.pooler.dense.bias"} <= set(loading["loaded"])
+    assert not any(k.startswith("bert.") for k in loading["fresh"])  # only the classifier head is new
+    assert torch.equal(finetune_model.bert.pooler.dense.weight, released["bert.pooler.dense.weight"])
