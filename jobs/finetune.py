@@ -71,8 +71,9 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     total = steps_per_epoch * resolved.train.epochs
     total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
     t = resolved.tracking
+    lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
-                                tags={"task": cfg.task.name, "init": cfg.init})
+                                tags={"task": cfg.task.name, "init": cfg.init, **lineage})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     result = _fit(resolved, datasets, init_dir, eval_rows, run_id, steps_per_epoch, total)

@@ -70,19 +70,19 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     resolved = resolve_config(cfg, prepared.tokenizer_dir)  # logged as is, never changed after
     t = resolved.tracking
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
-                                resolved.to_dict(), tags={"data_dir": prepared.path})
+                                resolved.to_dict(), tags=_lineage(prepared))
     if cfg.phase2.max_steps:
         phase1 = copy.deepcopy(resolved)
         phase1.run_name = f"{cfg.run_name}-phase1"
         first = _fit(phase1, prepared, tracking.start_run(
             t.tracking_uri, t.experiment, t.artifact_location, phase1.run_name, phase1.to_dict(),
-            tags={"data_dir": prepared.path, "mlflow.parentRunId": run_id, "phase": "1"}))
+            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "1"}))
         phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
         prepared = prepare(phase2.data)
         phase2 = resolve_config(phase2, prepared.tokenizer_dir)
         result = _fit(phase2, prepared, tracking.start_run(
             t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name, phase2.to_dict(),
-            tags={"data_dir": prepared.path, "mlflow.parentRunId": run_id, "phase": "2"}))
+            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "2"}))
         metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
     else:
         result = _fit(resolved, prepared, run_id)
@@ -95,6 +95,14 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
     print(summary(out, cfg, dashboard), flush=True)
     return out
+
+
+def _lineage(prepared) -> dict:
+    """A pretraining run's tags: data_dir (as before) and the lineage of its prepared set and tokenizer."""
+    from jobs.tracking import lineage_tags
+
+    return {"data_dir": prepared.path,
+            **lineage_tags("pretrain", prepared=prepared, tokenizer_dir=prepared.tokenizer_dir)}
 
 
 def resolve_config(cfg: PretrainConfig, tokenizer_dir: str) -> PretrainConfig:

@@ -1,4 +1,5 @@
-"""MLflow: the driver opens the run, logs params and the release model, registers it; rank 0 logs metrics.
+"""MLflow: the driver opens the run (resolved config, lineage tags), logs and registers the model; rank 0 logs
+metrics, buffered through outages.
 
 Tracking and registry calls happen on the driver or rank 0 only. A relative SQLite store is made
 absolute on the driver so workers, whose working directory differs, write to the same file.
@@ -141,18 +142,91 @@ def _git(*args: str) -> str:
                           timeout=30).stdout.strip()
 
 
+def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, init: str | None = None,
+                 tracking_uri: str | None = None) -> dict:
+    """What a run was made from, as tags; every job's come from here.
+
+    lineage.job                    "pretrain" or "finetune"
+    code.*                         code_version()
+    lineage.data_dir, lineage.data_name, lineage.data_manifest_sha256
+                                   a prepared set (pipelines.prepare.PreparedData): its folder, its name (a hash
+                                   of its inputs and config) and the sha256 of its manifest.json
+    lineage.tokenizer_sha256       bert_core.tokenizer.tokenizer_hash of `tokenizer_dir` (equal hash, equal ids)
+    lineage.init                   a fine-tune's starting point, as given
+    lineage.init_run_id            for an MLflow model (models:/NAME@alias, models:/NAME/version, runs:/ID/...):
+                                   the run that logged it
+    lineage.pretrain_run_id        the pretraining run behind it: that run, or the one its own tags name
+    """
+    import hashlib
+
+    from bert_core.tokenizer import tokenizer_hash
+
+    tags = {"lineage.job": job, **code_version()}
+    if prepared is not None:
+        manifest = Path(prepared.path) / "manifest.json"
+        tags.update({"lineage.data_dir": str(prepared.path), "lineage.data_name": Path(prepared.path).name,
+                     "lineage.data_manifest_sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()})
+    if tokenizer_dir is not None:
+        tags["lineage.tokenizer_sha256"] = tokenizer_hash(tokenizer_dir)
+    if init is not None:
+        tags["lineage.init"] = init
+        tags.update(_source_run_tags(init, tracking_uri))
+    return tags
+
+
+def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
+    """lineage.init_run_id and lineage.pretrain_run_id for an MLflow model URI; {} for a folder."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    if init.startswith("runs:/"):
+        run_id = init[len("runs:/"):].split("/", 1)[0]
+    elif init.startswith("models:/"):
+        name, _, version = init[len("models:/"):].partition("/")
+        name, _, alias = name.partition("@")
+        model_version = (client.get_model_version_by_alias(name, alias) if alias
+                         else client.get_model_version(name, version.split("/", 1)[0]))
+        run_id = model_version.run_id
+    else:
+        return {}
+    if not run_id:
+        return {}
+    source = client.get_run(run_id).data.tags
+    # A run from before lineage tags: a fine-tune has a "task" tag, a pretraining run has none.
+    job = source.get("lineage.job", "finetune" if "task" in source else "pretrain")
+    pretrain = run_id if job == "pretrain" else source.get("lineage.pretrain_run_id")
+    return {"lineage.init_run_id": run_id, **({"lineage.pretrain_run_id": pretrain} if pretrain else {})}
+
+
+def log_dataset(path: str, digest: str, name: str, context: str = "training") -> None:
+    """A prepared set as an input of the active run (MLflow's dataset view): metadata only, pointing at its
+    folder, with `digest` naming its content; nothing is read."""
+    import mlflow
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    with warnings.catch_warnings():  # MLflow registers its local source for both "" and "file" and warns so
+        warnings.simplefilter("ignore", UserWarning)
+        source = resolve_dataset_source(Path(path).resolve().as_uri())
+    mlflow.log_input(MetaDataset(source, name=name, digest=digest), context=context)
+
+
 def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_name: str, params: dict,
               tags: dict | None = None) -> str:
     """Open a run with `params` (the resolved config, every derived value settled) as flattened params and
-    as config.yaml, tagged with `tags` and the code version. Nothing mutates the config afterwards."""
+    as config.yaml, tagged with `tags` (lineage_tags(...) and the job's own). Where the tags name a prepared
+    set, it is logged as the run's training input. Nothing mutates the config afterwards."""
     import mlflow
     import yaml
 
+    tags = tags or {}
     mlflow.set_tracking_uri(tracking_uri)
     if mlflow.get_experiment_by_name(experiment) is None:
         mlflow.create_experiment(experiment, artifact_location=_artifact_uri(artifact_location))
     mlflow.set_experiment(experiment)
-    run = mlflow.start_run(run_name=run_name, tags={**code_version(), **(tags or {})})
+    run = mlflow.start_run(run_name=run_name, tags=tags)
+    if "lineage.data_dir" in tags:
+        log_dataset(tags["lineage.data_dir"], digest=tags["lineage.data_name"], name="pretraining-examples")
     flat = {k: str(v)[:6000] for k, v in flatten(params).items()}  # MLflow caps a param at 6000 chars
     items = list(flat.items())
     for i in range(0, len(items), 100):  # log_params takes at most 100 params per call
@@ -225,7 +299,8 @@ def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, reg
 
 PRETRAINING = "pretraining"  # not a pipeline task: the release checkpoint, every tensor, as the model
 # The transformers class that loads a model folder for each task we log.
-TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM", "text-classification": "AutoModelForSequenceClassification",
+TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM",
+               "text-classification": "AutoModelForSequenceClassification",
                "question-answering": "AutoModelForQuestionAnswering",
                "token-classification": "AutoModelForTokenClassification"}
 

@@ -80,6 +80,21 @@ def test_logged_params_are_the_config_the_run_used(result):
     assert (released["vocab_size"], released["pad_token_id"]) == (tok.get_vocab_size(), pad)
 
 
+def test_run_names_its_prepared_data_tokenizer_and_code(result):
+    r, cfg = result
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.tokenizer import tokenizer_hash
+
+    run = MlflowClient(cfg.tracking.tracking_uri).get_run(r.mlflow["run_id"])
+    tags = run.data.tags
+    assert tags["lineage.job"] == "pretrain" and tags["lineage.data_name"] == Path(r.data_dir).name
+    assert tags["lineage.tokenizer_sha256"] == tokenizer_hash(r.release_dir)
+    assert {"code.version", "code.git_commit", "code.git_dirty"} <= tags.keys()
+    (data,) = run.inputs.dataset_inputs
+    assert data.dataset.digest == Path(r.data_dir).name
+
+
 def test_release_checkpoint_loads_in_transformers_with_identical_outputs(result):
     r, _ = result
     import transformers

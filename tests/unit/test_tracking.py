@@ -58,7 +58,8 @@ def test_runs_are_tagged_with_the_code_version(tmp_path):
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    run_id = tracking.start_run(uri, "code", str(tmp_path / "art"), "code", {"a": 1})
+    run_id = tracking.start_run(uri, "code", str(tmp_path / "art"), "code", {"a": 1},
+                                tags=tracking.lineage_tags("pretrain"))
     tags = MlflowClient(uri).get_run(run_id).data.tags
     head = subprocess.run(["git", "-C", str(tracking.REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()
@@ -180,3 +181,51 @@ def test_registered_pretrained_model_is_the_whole_release_checkpoint(tokenizer_d
     assert {"bert.pooler.dense.weight", "bert.pooler.dense.bias"} <= set(loading["loaded"])
     assert not any(k.startswith("bert.") for k in loading["fresh"])  # only the classifier head is new
     assert torch.equal(finetune_model.bert.pooler.dense.weight, released["bert.pooler.dense.weight"])
+
+
+def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_tune(tokenizer_dir, tmp_path):
+    """A pretraining run names its prepared set (tags and a dataset input) and tokenizer; a fine-tune from its
+    registered model names that run, and so does a fine-tune from that fine-tune."""
+    import hashlib
+    import json
+
+    import torch
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.checkpoint import save_pretrained
+    from bert_core.config import tiny
+    from bert_core.model import BertForPreTraining
+    from bert_core.tokenizer import tokenizer_hash
+    from pipelines.prepare import PreparedData
+
+    data = tmp_path / "prepared" / "0123456789abcdef"  # a prepared set's folder is named by a hash of its inputs
+    data.mkdir(parents=True)
+    (data / "manifest.json").write_text(json.dumps({"counts": {"examples": 3}}))
+    prepared = PreparedData(str(data), {}, [], [], str(tokenizer_dir), reused=False)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+
+    tags = tracking.lineage_tags("pretrain", prepared=prepared, tokenizer_dir=str(tokenizer_dir))
+    assert tags["lineage.data_name"] == "0123456789abcdef"
+    assert tags["lineage.data_manifest_sha256"] == hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
+    assert tags["lineage.tokenizer_sha256"] == tokenizer_hash(tokenizer_dir)
+    pretrain_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "pretrain", {"a": 1}, tags=tags)
+    run = client.get_run(pretrain_id)
+    assert tags.items() <= run.data.tags.items()
+    (dataset_input,) = run.inputs.dataset_inputs
+    assert (dataset_input.dataset.name, dataset_input.dataset.digest) == ("pretraining-examples", "0123456789abcdef")
+    assert json.loads(dataset_input.dataset.source)["uri"] == data.as_uri()
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
+    release = save_pretrained(model, tmp_path / "release", tokenizer_dir=tokenizer_dir)
+    tracking.finish_run(uri, pretrain_id, {}, str(release), "lineage-bert", "candidate", task=tracking.PRETRAINING)
+
+    finetune = tracking.lineage_tags("finetune", tokenizer_dir=str(release), init="models:/lineage-bert@candidate",
+                                     tracking_uri=uri)
+    assert finetune["lineage.init_run_id"] == finetune["lineage.pretrain_run_id"] == pretrain_id
+    assert finetune["lineage.tokenizer_sha256"] == tags["lineage.tokenizer_sha256"]
+    finetune_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "finetune", {"a": 1}, tags=finetune)
+    again = tracking.lineage_tags("finetune", init=f"runs:/{finetune_id}/model", tracking_uri=uri)
+    assert (again["lineage.init_run_id"], again["lineage.pretrain_run_id"]) == (finetune_id, pretrain_id)
+    assert "lineage.init_run_id" not in tracking.lineage_tags("finetune", init=str(release))  # a folder: no run
