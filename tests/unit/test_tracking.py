@@ -19,7 +19,7 @@ from jobs.config import PretrainConfig
 from jobs.config_io import load_config
 from jobs.pretrain import resolve_config
 from tests.e2e.quick import QUICKSTART
-from tests.ports import free_port
+from tests.ports import free_server_port
 
 ROOT = Path(__file__).resolve().parents[2]
 from tests.unit.test_tokenizer import corpus
@@ -68,6 +68,10 @@ def test_runs_are_tagged_with_the_code_version(tmp_path):
     assert tags["code.version"] == version("bert-foundry")
 
 
+class ServerExited(RuntimeError):
+    pass
+
+
 class MlflowServer:
     """A real `mlflow server` subprocess on 127.0.0.1 with a SQLite backend; `stop()` kills it (SIGKILL, its
     whole process group: a crash, not a shutdown) and `start()` brings it back on the same port and store."""
@@ -87,7 +91,9 @@ class MlflowServer:
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, (self.root / "server.log").read_text()[-2000:]
+            if self.proc.poll() is not None:
+                raise ServerExited(f"mlflow server exited with {self.proc.returncode}: "
+                                   + (self.root / "server.log").read_text()[-2000:])
             try:
                 with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
                     if response.status == 200:
@@ -106,8 +112,14 @@ class MlflowServer:
 def server(tmp_path, monkeypatch):
     for name in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):  # the logger sets these
         monkeypatch.delenv(name, raising=False)
-    s = MlflowServer(tmp_path, free_port())
-    s.start()
+    for attempt in range(3):  # a first start that dies (its port taken meanwhile) is retried on another port
+        s = MlflowServer(tmp_path, free_server_port())
+        try:
+            s.start()
+            break
+        except ServerExited:
+            if attempt == 2:
+                raise
     try:
         yield s
     finally:
