@@ -182,10 +182,10 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     if init.startswith("runs:/"):
         run_id = init[len("runs:/"):].split("/", 1)[0]
     elif init.startswith("models:/"):
-        name, _, version = init[len("models:/"):].partition("/")
+        name, _, number = init[len("models:/"):].partition("/")
         name, _, alias = name.partition("@")
         model_version = (client.get_model_version_by_alias(name, alias) if alias
-                         else client.get_model_version(name, version.split("/", 1)[0]))
+                         else client.get_model_version(name, number.split("/", 1)[0]))
         run_id = model_version.run_id
     else:
         return {}

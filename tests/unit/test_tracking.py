@@ -236,6 +236,8 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
     finetune = tracking.lineage_tags("finetune", tokenizer_dir=str(release), init="models:/lineage-bert@candidate",
                                      tracking_uri=uri)
     assert finetune["lineage.init_run_id"] == finetune["lineage.pretrain_run_id"] == pretrain_id
+    by_number = tracking.lineage_tags("finetune", init="models:/lineage-bert/1", tracking_uri=uri)
+    assert by_number["lineage.init_run_id"] == by_number["lineage.pretrain_run_id"] == pretrain_id
     assert finetune["lineage.tokenizer_sha256"] == tags["lineage.tokenizer_sha256"]
     finetune_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "finetune", {"a": 1}, tags=finetune)
     again = tracking.lineage_tags("finetune", init=f"runs:/{finetune_id}/model", tracking_uri=uri)
