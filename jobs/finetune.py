@@ -40,7 +40,7 @@ class FinetuneResult:
     export_dir: str  # the best model in HF format with tokenizer (loads in transformers.AutoModelFor*)
     init_dir: str  # the local folder the run started from
     labels: list  # class names in index order ([] for QA)
-    mlflow: dict = field(default_factory=dict)  # run_id, model_uri, registered_model, version, alias
+    mlflow: dict = field(default_factory=dict)  # run_id, model_uri, registered_model, version, alias, tracking_*
 
 
 def run(cfg: FinetuneConfig) -> FinetuneResult:
@@ -72,8 +72,9 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     total = steps_per_epoch * resolved.train.epochs
     total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
     t = resolved.tracking
+    lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
-                                tags={"task": cfg.task.name, "init": cfg.init})
+                                tags={"task": cfg.task.name, "init": cfg.init, **lineage})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     result = _fit(resolved, datasets, init_dir, eval_rows, run_id, steps_per_epoch, total)
@@ -83,8 +84,10 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     best = history[-1]
     main = ft_tasks.main_metric(resolved.task)
     dev = {k: v for k, v in best.items() if k not in ("step", "epoch")}
-    info = tracking.finish_run(tracking_uri, run_id, {f"best/{k}": v for k, v in dev.items()}, str(export_dir),
-                               t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind])
+    counts = {k: result.metrics.get(k, 0) for k in ("tracking_failures", "tracking_undelivered")}
+    info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in dev.items()}, **counts},
+                               str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind])
+    info.update(counts)
     out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], dev, history, str(export_dir),
                          str(init_dir), resolved.task.labels, info)
     print(summary(out, resolved, dashboard), flush=True)
@@ -196,12 +199,15 @@ def _check_capacity(cfg: FinetuneConfig, resources: dict) -> None:
 
 
 def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
+    from jobs.tracking import outage_line
+
     lines = ["", "=" * 72,
              f"run              {r.run_name} ({r.task}, from {cfg.init})",
              f"best             {r.main_metric} {r.best:.4f} at step {r.best_step} "
              f"({len(r.history)} evaluations up to it)",
              f"best model (HF)  {r.export_dir}",
-             f"MLflow run       {r.mlflow.get('run_id')} in {cfg.tracking.tracking_uri}"]
+             f"MLflow run       {r.mlflow.get('run_id')} in {cfg.tracking.tracking_uri}",
+             f"tracking         {outage_line(r.mlflow)}"]
     if r.mlflow.get("version"):
         lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "
                      f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")

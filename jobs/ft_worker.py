@@ -227,6 +227,7 @@ class Worker:
                     break
         if not self.history or self.history[-1]["step"] != step:
             self.evaluate(step, epoch)  # the last steps are always evaluated
+        ray.train.report(self.logger.close())  # every rank reports; the driver reads rank 0's counts
 
     def evaluate(self, step: int, epoch: int) -> bool:
         """Rank 0 scores the dev set; every rank reports (a checkpoint only on improvement). Returns

@@ -68,31 +68,54 @@ def run(cfg: PretrainConfig) -> PretrainResult:
         print(f"[corpus] {h['documents']:,} documents, {h['bytes'] / 2**20:.1f} MB", flush=True)
     prepared = prepare(cfg.data)
     cfg.tracking.tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
-    t = cfg.tracking
-    run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name, cfg.to_dict(),
-                                tags={"data_dir": prepared.path})
+    resolved = resolve_config(cfg, prepared.tokenizer_dir)  # logged as is, never changed after
+    t = resolved.tracking
+    run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
+                                resolved.to_dict(), tags=_lineage(prepared))
     if cfg.phase2.max_steps:
-        phase1 = copy.deepcopy(cfg)
+        phase1 = copy.deepcopy(resolved)
         phase1.run_name = f"{cfg.run_name}-phase1"
         first = _fit(phase1, prepared, tracking.start_run(
             t.tracking_uri, t.experiment, t.artifact_location, phase1.run_name, phase1.to_dict(),
-            tags={"data_dir": prepared.path, "mlflow.parentRunId": run_id, "phase": "1"}))
-        phase2 = phase2_config(cfg, first.checkpoint.path, prepared.tokenizer_dir)
+            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "1"}))
+        phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
         prepared = prepare(phase2.data)
+        phase2 = resolve_config(phase2, prepared.tokenizer_dir)
         result = _fit(phase2, prepared, tracking.start_run(
             t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name, phase2.to_dict(),
-            tags={"data_dir": prepared.path, "mlflow.parentRunId": run_id, "phase": "2"}))
+            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "2"}))
         metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
     else:
-        result = _fit(cfg, prepared, run_id)
+        result = _fit(resolved, prepared, run_id)
         metrics = dict(result.metrics)
 
     release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
     _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
-    info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias)
+    info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias,
+                               task=tracking.PRETRAINING)
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
     print(summary(out, cfg, dashboard), flush=True)
     return out
+
+
+def _lineage(prepared) -> dict:
+    """A pretraining run's tags: data_dir (as before) and the lineage of its prepared set and tokenizer."""
+    from jobs.tracking import lineage_tags
+
+    return {"data_dir": prepared.path,
+            **lineage_tags("pretrain", prepared=prepared, tokenizer_dir=prepared.tokenizer_dir)}
+
+
+def resolve_config(cfg: PretrainConfig, tokenizer_dir: str) -> PretrainConfig:
+    """A copy of `cfg` with the values derived from the prepared data settled: the model's vocab size and
+    pad id are the tokenizer's (a trained tokenizer has data.tokenizer.vocab_size tokens or fewer, not
+    the preset's 30522). This is the config the run uses and logs."""
+    from bert_core.tokenizer import SpecialIds, load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    out = copy.deepcopy(cfg)
+    out.model.vocab_size, out.model.pad_token_id = tok.get_vocab_size(), SpecialIds.from_tokenizer(tok).pad
+    return out.validate()
 
 
 def phase2_config(cfg: PretrainConfig, phase1_checkpoint: str, tokenizer_dir: str) -> PretrainConfig:
@@ -125,7 +148,10 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
 
     tok = load_tokenizer(prepared.tokenizer_dir)
     special = SpecialIds.from_tokenizer(tok)
-    cfg.model.vocab_size, cfg.model.pad_token_id = tok.get_vocab_size(), special.pad
+    if (cfg.model.vocab_size, cfg.model.pad_token_id) != (tok.get_vocab_size(), special.pad):
+        raise ValueError("_fit needs a config from resolve_config: model.vocab_size/pad_token_id "
+                         f"{cfg.model.vocab_size}/{cfg.model.pad_token_id} vs the tokenizer's "
+                         f"{tok.get_vocab_size()}/{special.pad}")
     columns = TRAIN_COLUMNS + (STATIC_COLUMNS if cfg.data.masking == "static" else [])
     shard_rows = [s["rows"] for s in prepared.manifest["shards"]["train"]]
     tracker = DataPositionTracker.remote(sum(shard_rows))  # lives as long as this driver
@@ -191,6 +217,8 @@ def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:
 
 
 def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
+    from jobs.tracking import outage_line
+
     m = r.metrics
     store = cfg.tracking.tracking_uri
     ui = (f"mlflow ui --backend-store-uri {store} --host 127.0.0.1 --port 5000"
@@ -206,6 +234,7 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
         f"checkpoint       {r.checkpoint_path}",
         f"release (HF)     {r.release_dir}",
         f"MLflow run       {r.mlflow.get('run_id')} in {store}",
+        f"tracking         {outage_line(m)}",
     ]
     if r.mlflow.get("version"):
         lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "

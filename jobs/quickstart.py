@@ -63,8 +63,9 @@ def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
-    tags = {"pretrain_run_id": pretrained.mlflow.get("run_id", ""), "pretrain_run_name": pretrained.run_name,
-            "pretrain_release_dir": pretrained.release_dir}
+    # the names jobs.tracking.lineage_tags gives a fine-tune started from a registered pretrained model
+    tags = {"lineage.pretrain_run_id": pretrained.mlflow.get("run_id", ""),
+            "lineage.pretrain_run_name": pretrained.run_name, "lineage.init": pretrained.release_dir}
     for k, v in tags.items():
         client.set_tag(swept.mlflow["parent_run_id"], k, v)
         if swept.mlflow.get("version"):

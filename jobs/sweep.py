@@ -146,7 +146,8 @@ def parent_run(cfg: SweepConfig, base, tracking_uri: str) -> tuple[str, str]:
     params = {**cfg.to_dict(), "finetune": base.to_dict()}
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, cfg.name, params,
                                 tags={"sweep": cfg.name, "phase": "parent", "task": base.task.name,
-                                      "init": base.init})
+                                      "init": base.init,
+                                      **tracking.lineage_tags("sweep", init=base.init, tracking_uri=tracking_uri)})
     client.update_run(run_id, status="RUNNING")  # ended when the sweep is
     return run_id, client.get_run(run_id).info.experiment_id
 

@@ -1,4 +1,5 @@
-"""MLflow: the driver opens the run, logs params and the release model, registers it; rank 0 logs metrics.
+"""MLflow: the driver opens the run (resolved config, lineage tags), logs and registers the model; rank 0 logs
+metrics, buffered through outages.
 
 Tracking and registry calls happen on the driver or rank 0 only. A relative SQLite store is made
 absolute on the driver so workers, whose working directory differs, write to the same file.
@@ -7,9 +8,10 @@ absolute on the driver so workers, whose working directory differs, write to the
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 import warnings
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from jobs.config_io import flatten
@@ -28,16 +30,35 @@ def _artifact_uri(location: str) -> str:
 
 
 class RankZeroLogger:
-    """Metric logging from inside a worker; a no-op except on rank 0 with a run to log to."""
+    """Metric logging from inside a worker; a no-op except on rank 0 with a run to log to.
 
-    def __init__(self, tracking_uri: str, run_id: str | None, rank: int):
+    A tracking outage must neither stop training nor lose its metrics. A write that fails is counted
+    (`failures`, one per failed request) and its points stay buffered; later `log` calls retry the buffer
+    first, after a backoff that starts at `backoff_s` and doubles per failure up to `max_backoff_s`, so a
+    step never waits on more than one request. MLflow's own HTTP retries (minutes by default) are turned
+    down to one quick try in this process: the backoff here replaces them. A replayed point is harmless:
+    MLflow keys a metric by (key, step, timestamp, value) and drops exact repeats. `close()` at the end of
+    training retries until the buffer is empty or `close_timeout_s` has passed. Beyond `max_buffered`
+    points the oldest are dropped and counted (`dropped`).
+    """
+
+    MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per request
+
+    def __init__(self, tracking_uri: str, run_id: str | None, rank: int, backoff_s: float = 1.0,
+                 max_backoff_s: float = 60.0, max_buffered: int = 100_000):
         self.client = None
         self.run_id = run_id
+        self.failures = 0
+        self.dropped = 0
+        self.pending: list = []  # mlflow.entities.Metric not yet written, oldest first
+        self.backoff_s, self.max_backoff_s, self.max_buffered = backoff_s, max_backoff_s, max_buffered
+        self._delay, self._retry_at = backoff_s, 0.0
         if rank == 0 and run_id:
             from mlflow.tracking import MlflowClient
 
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
             self.client = MlflowClient(tracking_uri)
-        self._warned = False
 
     def log(self, metrics: dict, step: int) -> None:
         if self.client is None:
@@ -45,35 +66,180 @@ class RankZeroLogger:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
-        try:
-            self.client.log_batch(self.run_id, metrics=batch)
-        except Exception as exc:  # tracking outages must not kill a training run; say so once
-            if not self._warned:
-                warnings.warn(f"MLflow logging failed, training continues: {exc}")
-                self._warned = True
+        self.pending += [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
+        if len(self.pending) > self.max_buffered:
+            self.dropped += len(self.pending) - self.max_buffered
+            del self.pending[:len(self.pending) - self.max_buffered]
+        if time.monotonic() >= self._retry_at:
+            self.flush()
+
+    def flush(self) -> bool:
+        """Write the buffer, oldest first; on a failure count it, keep the rest and back off. True if empty."""
+        while self.pending:
+            chunk = self.pending[:self.MAX_BATCH]
+            try:
+                self.client.log_batch(self.run_id, metrics=chunk)
+            except Exception as exc:  # any MLflow or network error: training goes on
+                self.failures += 1
+                if self.failures == 1:
+                    warnings.warn(f"MLflow logging failed, training continues; metrics are buffered and retried "
+                                  f"(tracking_failures counts failed writes): {exc}")
+                self._retry_at = time.monotonic() + self._delay
+                self._delay = min(2 * self._delay, self.max_backoff_s)
+                return False
+            del self.pending[:len(chunk)]
+        self._delay, self._retry_at = self.backoff_s, 0.0
+        return True
+
+    def close(self, close_timeout_s: float = 60.0) -> dict:
+        """Last flush, retried with backoff for up to `close_timeout_s`; returns the counts the job reports."""
+        deadline = time.monotonic() + close_timeout_s
+        while self.client is not None and not self.flush() and time.monotonic() < deadline:
+            time.sleep(max(0.0, min(self._retry_at, deadline) - time.monotonic()))
+        return self.counts()
+
+    def counts(self) -> dict:
+        """tracking_failures: failed writes; tracking_undelivered: metric points not in MLflow (dropped or
+        still buffered)."""
+        return {"tracking_failures": self.failures, "tracking_undelivered": self.dropped + len(self.pending)}
+
+
+def outage_line(metrics: dict) -> str:
+    """The summary line for the workers' tracking counts (phases summed): failed writes, lost points."""
+    def total(name: str) -> int:
+        return int(sum(v for k, v in metrics.items() if k.rsplit("/", 1)[-1] == name))
+
+    failures, lost = total("tracking_failures"), total("tracking_undelivered")
+    if not failures:
+        return "0 failed MLflow writes"
+    return (f"{failures} failed MLflow writes, retried: "
+            + (f"{lost} metric points NOT delivered" if lost else "every buffered metric delivered"))
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_ARTIFACT = "config.yaml"
+
+
+def code_version() -> dict:
+    """Tags naming the code a run used: the installed package's version (`code.version`) and, where the code
+    runs from a git checkout, its commit and whether the checkout had changes the commit lacks
+    (`code.git_dirty`, untracked files included). A Ray job's copy of the working dir has no .git: version only."""
+    tags = {}
+    try:
+        tags["code.version"] = version("bert-foundry")
+    except PackageNotFoundError:
+        pass
+    try:
+        tags["code.git_commit"] = _git("rev-parse", "HEAD")
+        tags["code.git_dirty"] = str(bool(_git("status", "--porcelain"))).lower()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
+        pass
+    return tags
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=True,
+                          timeout=30).stdout.strip()
+
+
+def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, init: str | None = None,
+                 tracking_uri: str | None = None) -> dict:
+    """What a run was made from, as tags; every job's come from here.
+
+    lineage.job                    "pretrain" or "finetune"
+    code.*                         code_version()
+    lineage.data_dir, lineage.data_name, lineage.data_manifest_sha256
+                                   a prepared set (pipelines.prepare.PreparedData): its folder, its name (a hash
+                                   of its inputs and config) and the sha256 of its manifest.json
+    lineage.tokenizer_sha256       bert_core.tokenizer.tokenizer_hash of `tokenizer_dir` (equal hash, equal ids)
+    lineage.init                   a fine-tune's starting point, as given
+    lineage.init_run_id            for an MLflow model (models:/NAME@alias, models:/NAME/version, runs:/ID/...):
+                                   the run that logged it
+    lineage.pretrain_run_id        the pretraining run behind it: that run, or the one its own tags name
+    """
+    import hashlib
+
+    from bert_core.tokenizer import tokenizer_hash
+
+    tags = {"lineage.job": job, **code_version()}
+    if prepared is not None:
+        manifest = Path(prepared.path) / "manifest.json"
+        tags.update({"lineage.data_dir": str(prepared.path), "lineage.data_name": Path(prepared.path).name,
+                     "lineage.data_manifest_sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()})
+    if tokenizer_dir is not None:
+        tags["lineage.tokenizer_sha256"] = tokenizer_hash(tokenizer_dir)
+    if init is not None:
+        tags["lineage.init"] = init
+        tags.update(_source_run_tags(init, tracking_uri))
+    return tags
+
+
+def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
+    """lineage.init_run_id and lineage.pretrain_run_id for an MLflow model URI; {} for a folder."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    if init.startswith("runs:/"):
+        run_id = init[len("runs:/"):].split("/", 1)[0]
+    elif init.startswith("models:/"):
+        name, _, number = init[len("models:/"):].partition("/")
+        name, _, alias = name.partition("@")
+        model_version = (client.get_model_version_by_alias(name, alias) if alias
+                         else client.get_model_version(name, number.split("/", 1)[0]))
+        run_id = model_version.run_id
+    else:
+        return {}
+    if not run_id:
+        return {}
+    source = client.get_run(run_id).data.tags
+    # A run from before lineage tags: a fine-tune has a "task" tag, a pretraining run has none.
+    job = source.get("lineage.job", "finetune" if "task" in source else "pretrain")
+    pretrain = run_id if job == "pretrain" else source.get("lineage.pretrain_run_id")
+    return {"lineage.init_run_id": run_id, **({"lineage.pretrain_run_id": pretrain} if pretrain else {})}
+
+
+def log_dataset(path: str, digest: str, name: str, context: str = "training") -> None:
+    """A prepared set as an input of the active run (MLflow's dataset view): metadata only, pointing at its
+    folder, with `digest` naming its content; nothing is read."""
+    import mlflow
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    with warnings.catch_warnings():  # MLflow registers its local source for both "" and "file" and warns so
+        warnings.simplefilter("ignore", UserWarning)
+        source = resolve_dataset_source(Path(path).resolve().as_uri())
+    mlflow.log_input(MetaDataset(source, name=name, digest=digest), context=context)
 
 
 def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_name: str, params: dict,
               tags: dict | None = None) -> str:
+    """Open a run with `params` (the resolved config, every derived value settled) as flattened params and
+    as config.yaml, tagged with `tags` (lineage_tags(...) and the job's own). Where the tags name a prepared
+    set, it is logged as the run's training input. Nothing mutates the config afterwards."""
     import mlflow
+    import yaml
 
+    tags = tags or {}
     mlflow.set_tracking_uri(tracking_uri)
     if mlflow.get_experiment_by_name(experiment) is None:
         mlflow.create_experiment(experiment, artifact_location=_artifact_uri(artifact_location))
     mlflow.set_experiment(experiment)
     run = mlflow.start_run(run_name=run_name, tags=tags)
+    if "lineage.data_dir" in tags:
+        log_dataset(tags["lineage.data_dir"], digest=tags["lineage.data_name"], name="pretraining-examples")
     flat = {k: str(v)[:6000] for k, v in flatten(params).items()}  # MLflow caps a param at 6000 chars
     items = list(flat.items())
     for i in range(0, len(items), 100):  # log_params takes at most 100 params per call
         mlflow.log_params(dict(items[i:i + 100]))
+    mlflow.log_text(yaml.safe_dump(params, sort_keys=False), CONFIG_ARTIFACT)
     mlflow.end_run()
     return run.info.run_id
 
 
 def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str | None, registered_model: str,
-               alias: str, task: str = "fill-mask") -> dict:
-    """Log final metrics and the model folder as a transformers model for `task`; register it under an alias."""
+               alias: str, task: str) -> dict:
+    """Log final metrics and the model folder for `task` (PRETRAINING: the release checkpoint as is; a pipeline
+    task: a transformers model); register it under an alias."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -82,7 +248,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
-        if release_dir and not _has_pipeline(task):
+        if release_dir and (task == PRETRAINING or not _has_pipeline(task)):
             info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
                                                           registered_model or None)
         elif release_dir:
@@ -103,11 +269,14 @@ def _has_pipeline(task: str) -> bool:
 
 
 def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, registered_model: str | None):
-    """A model folder as plain run artifacts (model/), registered as a version whose source is that folder.
+    """A model folder as plain run artifacts (model/), every file as is, registered as a version whose source
+    is that folder. Returns (uri, version).
 
-    For tasks whose transformers pipeline is gone, which mlflow.transformers cannot log: transformers 5
-    removed "question-answering". The folder still loads with transformers' Auto class for the task, and
-    `models:/NAME@alias` downloads it (jobs/finetune.py starts from such a URI). Returns (uri, version).
+    For what a transformers pipeline model would cut down or cannot hold: the pretraining release checkpoint
+    (a fill-mask model keeps only the MLM head, dropping the pooler and the NSP head that fine-tuning
+    starts from), and tasks whose pipeline is gone (transformers 5 removed "question-answering"). The folder
+    loads with transformers' class for the task, and `models:/NAME@alias` downloads it (jobs/finetune.py
+    starts from such a URI).
     """
     import mlflow
     import transformers
@@ -128,13 +297,15 @@ def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, reg
     return f"models:/{registered_model}/{version.version}", version.version
 
 
-# The transformers class that loads a model folder for each pipeline task we log.
-TASK_MODELS = {"fill-mask": "BertForMaskedLM", "text-classification": "AutoModelForSequenceClassification",
+PRETRAINING = "pretraining"  # not a pipeline task: the release checkpoint, every tensor, as the model
+# The transformers class that loads a model folder for each task we log.
+TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM",
+               "text-classification": "AutoModelForSequenceClassification",
                "question-answering": "AutoModelForQuestionAnswering",
                "token-classification": "AutoModelForTokenClassification"}
 
 
-def log_release_model(release_dir: str, registered_model: str | None, task: str = "fill-mask"):
+def log_release_model(release_dir: str, registered_model: str | None, task: str):
     """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too)."""
     import mlflow
     import transformers

@@ -73,6 +73,15 @@ def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp, pkgdocs):
     assert mlflow_run.data.metrics["best.dev.accuracy"] == pytest.approx(result.best)
     assert len(client.get_metric_history(mlflow_run.info.run_id, "dev/accuracy")) >= len(result.history)
     assert mlflow_run.data.params["task.labels"] == str(list(labels))  # logged after it was derived
+    # rank 0's tracking counts reach the driver (summary) and the run: no failed writes, nothing lost
+    assert (result.mlflow["tracking_failures"], result.mlflow["tracking_undelivered"]) == (0, 0)
+    assert mlflow_run.data.metrics["tracking_failures"] == 0
+    from bert_core.tokenizer import tokenizer_hash
+
+    lineage = mlflow_run.data.tags
+    assert (lineage["lineage.job"], lineage["lineage.init"]) == ("finetune", MINILM)
+    assert lineage["lineage.tokenizer_sha256"] == tokenizer_hash(MINILM)
+    assert "lineage.init_run_id" not in lineage  # a folder, not an MLflow model: no run behind it
     version = client.get_model_version_by_alias("pkgdocs-minilm", "candidate")
     assert version.run_id == mlflow_run.info.run_id and str(version.version) == result.mlflow["version"]
 

@@ -5,6 +5,7 @@ registered model -> Ray Tune sweep fine-tuning that release on pkgdocs -> seed-m
 One pretraining serves every test here, and the pretraining-helps comparison."""
 
 import statistics
+from pathlib import Path
 
 import pytest
 import ray
@@ -42,6 +43,7 @@ def test_loss_goes_down_and_mlm_accuracy_rises(result):
     assert losses[-1] < losses[0] - 1.0
     assert pretrained.mlm_acc_after > pretrained.mlm_acc_before + 0.05
     assert pretrained.metrics["step"] == cfg.train.max_steps
+    assert (pretrained.metrics["tracking_failures"], pretrained.metrics["tracking_undelivered"]) == (0, 0)
 
 
 def test_pretrained_model_is_registered_under_its_alias(result):
@@ -52,6 +54,54 @@ def test_pretrained_model_is_registered_under_its_alias(result):
     version = MlflowClient(t.tracking_uri).get_model_version_by_alias(t.registered_model, t.alias)
     assert version.run_id == pretrained.mlflow["run_id"]
     assert str(version.version) == pretrained.mlflow["version"]
+
+
+def test_registered_model_is_the_whole_release_checkpoint(result, tmp_path):
+    """The registered version holds every tensor of the release, pooler and NSP head included, so a fine-tune
+    from models:/NAME@candidate starts from all of them."""
+    pretrained, _, cfg, _, _ = result
+    from bert_core.checkpoint import read_state_dict
+    from jobs.finetune import resolve_init
+
+    t = cfg.tracking
+    registered = read_state_dict(resolve_init(f"models:/{t.registered_model}@{t.alias}", t.tracking_uri, tmp_path))
+    released = read_state_dict(pretrained.release_dir)
+    assert {"bert.pooler.dense.weight", "cls.seq_relationship.weight"} <= released.keys() == registered.keys()
+    assert all(torch.equal(registered[k], released[k]) for k in released)
+
+
+def test_logged_params_are_the_config_the_run_used(result):
+    """vocab size and pad id are settled by the trained tokenizer (8192 tokens or fewer, not the preset's 30522)
+    before the config is logged; the release checkpoint was built from the same values."""
+    pretrained, _, cfg, _, _ = result
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.tokenizer import SpecialIds, load_tokenizer
+
+    tok = load_tokenizer(pretrained.release_dir)
+    pad = SpecialIds.from_tokenizer(tok).pad
+    params = MlflowClient(cfg.tracking.tracking_uri).get_run(pretrained.mlflow["run_id"]).data.params
+    assert params["model.vocab_size"] == str(tok.get_vocab_size()) != "30522"
+    assert params["model.pad_token_id"] == str(pad)
+    released = json.loads((Path(pretrained.release_dir) / "config.json").read_text())
+    assert (released["vocab_size"], released["pad_token_id"]) == (tok.get_vocab_size(), pad)
+
+
+def test_run_names_its_prepared_data_tokenizer_and_code(result):
+    pretrained, _, cfg, _, _ = result
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.tokenizer import tokenizer_hash
+
+    run = MlflowClient(cfg.tracking.tracking_uri).get_run(pretrained.mlflow["run_id"])
+    tags = run.data.tags
+    assert tags["lineage.job"] == "pretrain" and tags["lineage.data_name"] == Path(pretrained.data_dir).name
+    assert tags["lineage.tokenizer_sha256"] == tokenizer_hash(pretrained.release_dir)
+    assert {"code.version", "code.git_commit", "code.git_dirty"} <= tags.keys()
+    (data,) = run.inputs.dataset_inputs
+    assert data.dataset.digest == Path(pretrained.data_dir).name
 
 
 def test_release_checkpoint_loads_in_transformers_with_identical_outputs(result):
@@ -84,8 +134,9 @@ def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(resul
     version = client.get_model_version_by_alias(t.registered_model, t.alias)
     assert str(version.version) == str(swept.mlflow["version"])
     # lineage: the fine-tuned version and the sweep's parent run name the pretraining run behind them
-    assert version.tags["pretrain_run_id"] == pretrained.mlflow["run_id"]
-    assert client.get_run(swept.mlflow["parent_run_id"]).data.tags["pretrain_run_id"] == pretrained.mlflow["run_id"]
+    assert version.tags["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
+    parent = client.get_run(swept.mlflow["parent_run_id"]).data.tags
+    assert parent["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
     model = AutoModelForSequenceClassification.from_pretrained(swept.export_dir)
     assert model.config.hidden_size == load_pretrained(pretrained.release_dir, BertForPreTraining).config.hidden_size
 

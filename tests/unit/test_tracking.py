@@ -1,0 +1,245 @@
+"""What jobs/tracking.py writes to real MLflow stores (SQLite; a real `mlflow server` for outages): the resolved
+config, the code version, and metrics logged while the server was down."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bert_core.tokenizer import SpecialIds, load_tokenizer, save_tokenizer, train_wordpiece
+from jobs import tracking
+from jobs.config import PretrainConfig
+from jobs.config_io import load_config
+from jobs.pretrain import resolve_config
+from tests.e2e.quick import QUICKSTART
+from tests.ports import free_server_port
+
+ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.test_tokenizer import corpus
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tok")
+    save_tokenizer(train_wordpiece(corpus(), vocab_size=300), out)
+    return out
+
+
+def test_logged_params_are_the_resolved_config(tokenizer_dir, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    cfg = load_config(PretrainConfig, QUICKSTART, ["run_name=resolved", f"corpus.harvest_dir={tmp_path}/corpus"])
+    assert cfg.model.vocab_size == 30522  # the preset's, before the tokenizer is known
+    resolved = resolve_config(cfg, str(tokenizer_dir))
+    tok = load_tokenizer(tokenizer_dir)
+    assert cfg.model.vocab_size == 30522  # the caller's config is not changed
+    assert resolved.model.vocab_size == tok.get_vocab_size() <= 300
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = tracking.start_run(uri, "resolved", str(tmp_path / "art"), "resolved", resolved.to_dict())
+    client = MlflowClient(uri)
+    run = client.get_run(run_id)
+    assert run.data.params["model.vocab_size"] == str(tok.get_vocab_size())
+    assert run.data.params["model.pad_token_id"] == str(SpecialIds.from_tokenizer(tok).pad)
+    logged = yaml.safe_load(Path(client.download_artifacts(run_id, tracking.CONFIG_ARTIFACT, str(tmp_path)))
+                            .read_text())
+    assert logged == resolved.to_dict()
+    assert PretrainConfig.from_dict(logged).model == resolved.model
+
+
+def test_runs_are_tagged_with_the_code_version(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = tracking.start_run(uri, "code", str(tmp_path / "art"), "code", {"a": 1},
+                                tags=tracking.lineage_tags("pretrain"))
+    tags = MlflowClient(uri).get_run(run_id).data.tags
+    head = subprocess.run(["git", "-C", str(tracking.REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert tags["code.git_commit"] == head
+    assert tags["code.git_dirty"] in ("true", "false")
+    assert tags["code.version"] == version("bert-foundry")
+
+
+class ServerExited(RuntimeError):
+    pass
+
+
+class MlflowServer:
+    """A real `mlflow server` subprocess on 127.0.0.1 with a SQLite backend; `stop()` kills it (SIGKILL, its
+    whole process group: a crash, not a shutdown) and `start()` brings it back on the same port and store."""
+
+    def __init__(self, root: Path, port: int):
+        self.root, self.port = root, port
+        self.uri = f"http://127.0.0.1:{port}"
+        self.proc = None
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job-runner processes
+        log = open(self.root / "server.log", "a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+             "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root}/server.db",
+             "--default-artifact-root", (self.root / "art").as_uri()],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerExited(f"mlflow server exited with {self.proc.returncode}: "
+                                   + (self.root / "server.log").read_text()[-2000:])
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"mlflow server not up after {timeout_s:g}s: {(self.root / 'server.log').read_text()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    for name in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):  # the logger sets these
+        monkeypatch.delenv(name, raising=False)
+    for attempt in range(3):  # a first start that dies (its port taken meanwhile) is retried on another port
+        s = MlflowServer(tmp_path, free_server_port())
+        try:
+            s.start()
+            break
+        except ServerExited:
+            if attempt == 2:
+                raise
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(server.uri)
+    run_id = client.create_run(client.create_experiment("outage")).info.run_id
+    logger = tracking.RankZeroLogger(server.uri, run_id, rank=0, backoff_s=0.2, max_backoff_s=1.0)
+    for step in range(5):
+        logger.log({"train/loss": 10.0 - step}, step=step)
+    assert logger.counts() == {"tracking_failures": 0, "tracking_undelivered": 0}
+
+    server.stop()  # mid-logging
+    with pytest.warns(UserWarning, match="MLflow logging failed"):
+        for step in range(5, 15):
+            logger.log({"train/loss": 10.0 - step}, step=step)
+            time.sleep(0.2)  # a few steps' time: the backoff lets some writes be retried, each one fails
+    assert logger.failures >= 2  # the first failure and at least one retry
+    assert len(logger.pending) == 10
+
+    server.start()
+    counts = logger.close(close_timeout_s=30)
+    assert counts == {"tracking_failures": logger.failures, "tracking_undelivered": 0}
+    history = MlflowClient(server.uri).get_metric_history(run_id, "train/loss")
+    assert sorted((m.step, m.value) for m in history) == [(s, 10.0 - s) for s in range(15)]  # once each
+    assert f"{logger.failures} failed MLflow writes, retried: every buffered metric delivered" \
+        == tracking.outage_line(counts)
+
+
+def test_outage_line_sums_phases_and_names_lost_points():
+    assert tracking.outage_line({"loss": 1.0}) == "0 failed MLflow writes"
+    assert tracking.outage_line({"phase1/tracking_failures": 2, "tracking_failures": 1, "tracking_undelivered": 7,
+                                 "phase1/tracking_undelivered": 0}) \
+        == "3 failed MLflow writes, retried: 7 metric points NOT delivered"
+
+
+def test_registered_pretrained_model_is_the_whole_release_checkpoint(tokenizer_dir, tmp_path):
+    """Every tensor of the release (pooler and NSP head included) is in the registered version, and a fine-tune
+    from models:/NAME@alias starts from the pretrained pooler, not a fresh one."""
+    import torch
+
+    from bert_core.checkpoint import read_state_dict, save_pretrained
+    from bert_core.config import tiny
+    from bert_core.model import BertForPreTraining
+    from jobs.finetune import resolve_init
+    from jobs.finetune_config import FinetuneConfig
+    from jobs.ft_worker import build_model
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
+    release = save_pretrained(model, tmp_path / "release", tokenizer_dir=tokenizer_dir)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = tracking.start_run(uri, "registry", str(tmp_path / "art"), "pretrain", {"a": 1})
+    info = tracking.finish_run(uri, run_id, {"eval_after/mlm_acc": 0.5}, str(release), "tiny-bert", "candidate",
+                               task=tracking.PRETRAINING)
+    assert (info["registered_model"], info["version"], info["alias"]) == ("tiny-bert", "1", "candidate")
+
+    init = "models:/tiny-bert@candidate"
+    init_dir = resolve_init(init, uri, tmp_path / "download")
+    released, registered = read_state_dict(release), read_state_dict(init_dir)
+    assert {"bert.pooler.dense.weight", "cls.seq_relationship.weight"} <= released.keys()
+    assert registered.keys() == released.keys()
+    assert all(torch.equal(registered[k], released[k]) for k in released)
+
+    cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [f"init={init}", "task.labels=[a, b]"])
+    finetune_model, loading = build_model(cfg, init_dir)
+    assert {"bert.pooler.dense.weight", "bert.pooler.dense.bias"} <= set(loading["loaded"])
+    assert not any(k.startswith("bert.") for k in loading["fresh"])  # only the classifier head is new
+    assert torch.equal(finetune_model.bert.pooler.dense.weight, released["bert.pooler.dense.weight"])
+
+
+def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_tune(tokenizer_dir, tmp_path):
+    """A pretraining run names its prepared set (tags and a dataset input) and tokenizer; a fine-tune from its
+    registered model names that run, and so does a fine-tune from that fine-tune."""
+    import hashlib
+    import json
+
+    import torch
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.checkpoint import save_pretrained
+    from bert_core.config import tiny
+    from bert_core.model import BertForPreTraining
+    from bert_core.tokenizer import tokenizer_hash
+    from pipelines.prepare import PreparedData
+
+    data = tmp_path / "prepared" / "0123456789abcdef"  # a prepared set's folder is named by a hash of its inputs
+    data.mkdir(parents=True)
+    (data / "manifest.json").write_text(json.dumps({"counts": {"examples": 3}}))
+    prepared = PreparedData(str(data), {}, [], [], str(tokenizer_dir), reused=False)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+
+    tags = tracking.lineage_tags("pretrain", prepared=prepared, tokenizer_dir=str(tokenizer_dir))
+    assert tags["lineage.data_name"] == "0123456789abcdef"
+    assert tags["lineage.data_manifest_sha256"] == hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
+    assert tags["lineage.tokenizer_sha256"] == tokenizer_hash(tokenizer_dir)
+    pretrain_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "pretrain", {"a": 1}, tags=tags)
+    run = client.get_run(pretrain_id)
+    assert tags.items() <= run.data.tags.items()
+    (dataset_input,) = run.inputs.dataset_inputs
+    assert (dataset_input.dataset.name, dataset_input.dataset.digest) == ("pretraining-examples", "0123456789abcdef")
+    assert json.loads(dataset_input.dataset.source)["uri"] == data.as_uri()
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
+    release = save_pretrained(model, tmp_path / "release", tokenizer_dir=tokenizer_dir)
+    tracking.finish_run(uri, pretrain_id, {}, str(release), "lineage-bert", "candidate", task=tracking.PRETRAINING)
+
+    finetune = tracking.lineage_tags("finetune", tokenizer_dir=str(release), init="models:/lineage-bert@candidate",
+                                     tracking_uri=uri)
+    assert finetune["lineage.init_run_id"] == finetune["lineage.pretrain_run_id"] == pretrain_id
+    by_number = tracking.lineage_tags("finetune", init="models:/lineage-bert/1", tracking_uri=uri)
+    assert by_number["lineage.init_run_id"] == by_number["lineage.pretrain_run_id"] == pretrain_id
+    assert finetune["lineage.tokenizer_sha256"] == tags["lineage.tokenizer_sha256"]
+    finetune_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "finetune", {"a": 1}, tags=finetune)
+    again = tracking.lineage_tags("finetune", init=f"runs:/{finetune_id}/model", tracking_uri=uri)
+    assert (again["lineage.init_run_id"], again["lineage.pretrain_run_id"]) == (finetune_id, pretrain_id)
+    assert "lineage.init_run_id" not in tracking.lineage_tags("finetune", init=str(release))  # a folder: no run
