@@ -188,7 +188,8 @@ def test_registered_pretrained_model_is_the_whole_release_checkpoint(tokenizer_d
     assert registered.keys() == released.keys()
     assert all(torch.equal(registered[k], released[k]) for k in released)
 
-    cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [f"init={init}", "task.labels=[a, b]"])
+    cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [f"init={init}"])
+    cfg.task.labels = ["a", "b"]  # as the job settles them from the task's data
     finetune_model, loading = build_model(cfg, init_dir)
     assert {"bert.pooler.dense.weight", "bert.pooler.dense.bias"} <= set(loading["loaded"])
     assert not any(k.startswith("bert.") for k in loading["fresh"])  # only the classifier head is new
