@@ -125,6 +125,19 @@ def _unknown_key(where: str, key: Any, allowed: list[str]) -> ConfigError:
     return ConfigError(f"unknown key {_join(where, str(key))!r}; allowed: {allowed}{hint}")
 
 
+def as_number(value, where: str) -> int | float:
+    """An int or float, as YAML gives it; a string like "3e-4" (YAML 1.1 reads no-dot exponents as strings)
+    is read as a float. Anything else is refused, naming `where`."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where} must be a number, got {value!r}")
+    return value
+
+
 def _coerce(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
@@ -151,14 +164,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be an integer, got {value!r}")
         return value
     if tp is float:
-        if isinstance(value, str):  # YAML 1.1 reads "3e-4" (no dot) as a string
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where} must be a number, got {value!r}")
-        return float(value)
+        return float(as_number(value, where))
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where} must be a string, got {value!r}")

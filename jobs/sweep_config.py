@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
-from jobs.config_io import deep_merge, from_dict, parse_overrides, read_yaml, to_dict
+from jobs.config_io import as_number, deep_merge, from_dict, parse_overrides, read_yaml, to_dict
 from jobs.finetune_config import FinetuneConfig
 
 # The fine-tuning fields a sweep may search, with their types.
@@ -128,7 +128,7 @@ class SweepConfig:
                 for v in values:
                     self._check_value(key, v, f"{where}.values")
             else:
-                low, high = (_number(spec[k], f"{where}.{k}") for k in ("low", "high"))
+                low, high = (as_number(spec[k], f"{where}.{k}") for k in ("low", "high"))
                 if SEARCHABLE[key] is int:
                     raise ConfigError(f"{where}: {key} is an integer; use type choice or grid")
                 if not low < high or (kind == "loguniform" and low <= 0):
@@ -147,7 +147,7 @@ class SweepConfig:
         tp = SEARCHABLE[key]
         if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{where}: {key} takes integers, got {value!r}")
-        value = _number(value, where)
+        value = as_number(value, where)
         trial = FinetuneConfig.from_dict(deep_merge(self.finetune.to_dict(), nested(key, tp(value))))
         try:
             trial.validate()
@@ -160,17 +160,6 @@ class SweepConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "SweepConfig":
         return from_dict(cls, d)
-
-
-def _number(value, where: str) -> float:
-    if isinstance(value, str):  # YAML 1.1 reads "1e-4" (no dot) as a string
-        try:
-            value = float(value)
-        except ValueError:
-            pass
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where} must be a number, got {value!r}")
-    return value
 
 
 def nested(dotted: str, value) -> dict:
