@@ -51,6 +51,9 @@ def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
 
     pretrained = pretrain.run(pretrain_cfg)
     sweep_cfg.finetune.init = pretrained.release_dir  # exactly the weights this run wrote
+    # One sweep per pretraining: a new quickstart must not "resume" the sweep of an earlier model, and the
+    # same pretraining run name again (a resumed quickstart) resumes its own sweep.
+    sweep_cfg.name = f"{pretrained.run_name}-{sweep_cfg.name}"
     sweep_cfg.finetune.tracking.tracking_uri = pretrain_cfg.tracking.tracking_uri  # resolved by the run
     swept = sweep.run(sweep_cfg.validate())
     link_to_pretraining(sweep_cfg.finetune.tracking.tracking_uri, pretrained, swept)
