@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,9 +161,11 @@ def collate(batch: dict) -> dict:
     return out
 
 
-def materialize_files(files: dict[str, bytes]) -> Path:
-    """The starting checkpoint's files (sent through the object store) in a local folder."""
+def materialize_files(files: dict[str, bytes], owner: object) -> Path:
+    """The starting checkpoint's files (sent through the object store) in a local folder that lives as long as
+    `owner` (Ray reuses worker processes: a folder per trial left behind filled /tmp by ~90 MB a trial)."""
     d = Path(tempfile.mkdtemp(prefix="ft-init-"))
+    weakref.finalize(owner, shutil.rmtree, d, ignore_errors=True)
     for name, data in files.items():
         (d / name).write_bytes(data)
     return d
@@ -176,7 +180,7 @@ class Worker:
         ctx = ray.train.get_context()
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
         torch.manual_seed(cfg.train.seed)  # the same fresh head on every rank
-        self.init_dir = materialize_files(ray.get(config["init_files"]))
+        self.init_dir = materialize_files(ray.get(config["init_files"]), self)
         model, info = build_model(cfg, self.init_dir)
         if self.rank == 0:
             log.info(f"[init] {len(info['loaded'])} tensors from {cfg.init}; fresh: {info['fresh']}; "

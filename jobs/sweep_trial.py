@@ -82,7 +82,7 @@ class TrialRun:
 
         self.cfg, self.data, self.params, self.trial_id = cfg, data, params, trial_id
         torch.manual_seed(cfg.train.seed)
-        self.init_dir = materialize_files(data["init_files"])
+        self.init_dir = materialize_files(data["init_files"], self)
         model, _ = build_model(cfg, self.init_dir)
         t = cfg.train
         self.n_train = len(data["train"]["input_ids"])
@@ -143,6 +143,11 @@ class TrialRun:
             if self.step % every == 0 or self.step == self.total:
                 if self.evaluate(epoch):
                     break
+        if self.evals == 0:
+            # Restored at the last step (PBT cloned a donor's final checkpoint while the donor was still running):
+            # no step is left, but this trial's result must be its own (restored_from, its hyperparameters), not
+            # the donor's metrics that Tune copied with the checkpoint.
+            self.evaluate((self.step - 1) // self.steps_per_epoch)
 
     def evaluate(self, epoch: int) -> bool:
         from ray import tune
@@ -158,7 +163,8 @@ class TrialRun:
                 self.best_state = copy.deepcopy(self.engine.module.state_dict())
         else:
             self.bad_evals += 1
-        self.history.append({"step": self.step, "epoch": epoch, **metrics})
+        if not self.history or self.history[-1]["step"] != self.step:
+            self.history.append({"step": self.step, "epoch": epoch, **metrics})
         stop = bool(self.cfg.train.patience and self.bad_evals >= self.cfg.train.patience)
         final = stop or self.step >= self.total
         hp = {f"hp/{k}": float(getattr(getattr(self.cfg, k.split('.')[0]), k.split('.')[1])) for k in self.params}
