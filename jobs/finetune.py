@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make the repo importable
@@ -85,8 +86,11 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     main = ft_tasks.main_metric(resolved.task)
     dev = {k: v for k, v in best.items() if k not in ("step", "epoch")}
     counts = {k: result.metrics.get(k, 0) for k in ("tracking_failures", "tracking_undelivered")}
+    card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}", dev, lineage)
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in dev.items()}, **counts},
-                               str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind])
+                               str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind],
+                               version_tags={"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name},
+                               description=card)
     info.update(counts)
     out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], dev, history, str(export_dir),
                          str(init_dir), resolved.task.labels, info)

@@ -1,4 +1,5 @@
-"""The whole path in one job: pretrain a tiny BERT, sweep its fine-tuning on pkgdocs, register the winner.
+"""The whole path in one job: pretrain a tiny BERT, sweep its fine-tuning on pkgdocs, register the winner,
+and decide whether it becomes @champion (jobs/promote.py: the paired-bootstrap gate against the champion).
 
     python jobs/quickstart.py                                   # what `make quickstart` runs
     python jobs/quickstart.py pretrain.train.max_steps=200 sweep.num_samples=8
@@ -7,7 +8,7 @@ Both configs (configs/pretrain/quickstart.yaml, configs/sweep/quickstart.yaml, o
 --sweep-config) are read and validated before any Ray work; overrides go to one of them by their
 first key (`pretrain.` or `sweep.`). The sweep starts from the release checkpoint this run just wrote,
 and shares the pretraining's MLflow store; the sweep's parent run and the registered fine-tuned version
-are tagged with the pretraining run behind them.
+are tagged with the pretraining run behind them. The promotion decision is printed with its evidence.
 """
 
 from __future__ import annotations
@@ -57,8 +58,17 @@ def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
     sweep_cfg.finetune.tracking.tracking_uri = pretrain_cfg.tracking.tracking_uri  # resolved by the run
     swept = sweep.run(sweep_cfg.validate())
     link_to_pretraining(sweep_cfg.finetune.tracking.tracking_uri, pretrained, swept)
-    print(summary(pretrained, swept), flush=True)
-    return pretrained, swept
+    promoted = None
+    if swept.mlflow.get("version"):
+        from jobs import promote
+
+        t = sweep_cfg.finetune.tracking
+        promoted = promote.run(promote.PromoteConfig(
+            model=swept.mlflow["registered_model"], version=int(swept.mlflow["version"]),
+            tracking=promote.TrackingConfig(tracking_uri=t.tracking_uri, experiment="bert-foundry-promotion",
+                                            artifact_location=t.artifact_location)))
+    print(summary(pretrained, swept, promoted), flush=True)
+    return pretrained, swept, promoted
 
 
 def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
@@ -75,9 +85,9 @@ def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
             client.set_model_version_tag(swept.mlflow["registered_model"], swept.mlflow["version"], k, v)
 
 
-def summary(pretrained, swept) -> str:
+def summary(pretrained, swept, promoted=None) -> str:
     m = pretrained.metrics
-    lines = ["", "=" * 72, "quickstart: corpus -> pretraining -> fine-tuning sweep -> registry",
+    lines = ["", "=" * 72, "quickstart: corpus -> pretraining -> fine-tuning sweep -> registry -> promotion",
              f"pretrained       {pretrained.run_name}: MLM accuracy {m['eval_before/mlm_acc']:.4f} -> "
              f"{m['eval_after/mlm_acc']:.4f}; release {pretrained.release_dir}",
              f"fine-tuned       {swept.name}: best trial {swept.metric} {swept.best_score:.4f}"]
@@ -88,6 +98,8 @@ def summary(pretrained, swept) -> str:
     if swept.mlflow.get("version"):
         lines.append(f"registered       models:/{swept.mlflow['registered_model']}@{swept.mlflow['alias']} "
                      f"(v{swept.mlflow['version']})")
+    if promoted is not None:
+        lines.append(f"promotion        {promoted.decision}: {promoted.reason}")
     lines.append("=" * 72)
     return "\n".join(lines)
 

@@ -346,7 +346,8 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
     with median_run.checkpoint.as_directory() as d:
         shutil.copytree(Path(d) / "best", export_dir)
     median_run_id = _run_of(client, parent_id, median_run)
-    info = register(cfg, client, median_run_id, export_dir, stats, spread)
+    info = register(cfg, client, median_run_id, export_dir, stats, spread, data["base"]["task"],
+                    client.get_run(data["parent_run_id"]).data.tags)
     result.seeds = {**stats, "scores": scores, "seeds": [r.config["train.seed"] for _, r in runs],
                     "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
     result.export_dir = str(export_dir)
@@ -370,18 +371,22 @@ def _degenerate(r, majority: float) -> tuple[str, float]:
     return "", score
 
 
-def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dict, spread: str) -> dict:
-    """Log the median run's model in its own MLflow run; register it, tagged with the seed spread."""
+def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dict, spread: str, task: dict,
+             lineage: dict) -> dict:
+    """Log the median run's model in its own MLflow run; register it with the seed spread, the task config
+    that evaluates it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
+    import json
+
     from jobs import ft_tasks, tracking
 
-    t = cfg.finetune.tracking
-    info = tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, {}, str(export_dir), t.registered_model, t.alias,
-                               task=ft_tasks.HF_TASK[cfg.finetune.task.kind])
-    if info.get("version"):
-        for k, v in {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread,
-                     "sweep": cfg.name}.items():
-            client.set_model_version_tag(t.registered_model, info["version"], k, v)
-    return info
+    t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
+    tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
+            "task": task["name"], "task_config": json.dumps(task)}
+    card = tracking.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}",
+                               {f"seed median {ft_tasks.main_metric(cfg.finetune.task)}": stats["median"]}, lineage,
+                               spread)
+    return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, {}, str(export_dir),
+                               t.registered_model, t.alias, task=hf_task, version_tags=tags, description=card)
 
 
 def _run_of(client, parent_id: str, result) -> str:

@@ -198,6 +198,18 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     return {"lineage.init_run_id": run_id, **({"lineage.pretrain_run_id": pretrain} if pretrain else {})}
 
 
+def model_card(task: str, metrics: dict, tags: dict, spread: str = "") -> str:
+    """A registered version's description: what it does, how well, and what it was made from."""
+    lines = [f"**{task}**", "", "| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items() if isinstance(v, (int, float))]
+    if spread:
+        lines += ["", f"Seed spread: {spread}"]
+    lineage = {k: v for k, v in tags.items() if k.startswith(("lineage.", "code."))}
+    if lineage:
+        lines += ["", "Lineage: " + ", ".join(f"{k}={v}" for k, v in sorted(lineage.items()))]
+    return "\n".join(lines)
+
+
 def log_dataset(path: str, digest: str, name: str, context: str = "training") -> None:
     """A prepared set as an input of the active run (MLflow's dataset view): metadata only, pointing at its
     folder, with `digest` naming its content; nothing is read."""
@@ -237,9 +249,10 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
 
 
 def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str | None, registered_model: str,
-               alias: str, task: str) -> dict:
+               alias: str, task: str, version_tags: dict | None = None, description: str = "") -> dict:
     """Log final metrics and the model folder for `task` (PRETRAINING: the release checkpoint as is; a pipeline
-    task: a transformers model); register it under an alias."""
+    task: a transformers model); register it under an alias, with `version_tags` and `description` (the
+    version's model card) on the new version."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -257,7 +270,12 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
             registered = getattr(model_info, "registered_model_version", None)
         if release_dir:
             if registered_model and registered is not None:
-                MlflowClient(tracking_uri).set_registered_model_alias(registered_model, alias, str(registered))
+                client = MlflowClient(tracking_uri)
+                for k, v in (version_tags or {}).items():
+                    client.set_model_version_tag(registered_model, str(registered), k, str(v)[:5000])
+                if description:
+                    client.update_model_version(registered_model, str(registered), description=description)
+                client.set_registered_model_alias(registered_model, alias, str(registered))
                 info.update(registered_model=registered_model, version=str(registered), alias=alias)
     return info
 

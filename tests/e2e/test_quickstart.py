@@ -27,14 +27,14 @@ def result(tmp_path_factory):
         f"pretrain.tracking.artifact_location={tmp}/art", f"sweep.finetune.output_dir={tmp}/runs",
         f"sweep.finetune.task.corpus_dir={tmp}/corpus", "sweep.num_samples=2", "sweep.seeds.count=2"])
     try:
-        pretrained, swept = quickstart.run(pretrain_cfg, sweep_cfg)
-        yield pretrained, swept, pretrain_cfg, sweep_cfg, tmp
+        pretrained, swept, promoted = quickstart.run(pretrain_cfg, sweep_cfg)
+        yield pretrained, swept, pretrain_cfg, sweep_cfg, tmp, promoted
     finally:
         ray.shutdown()
 
 
 def test_loss_goes_down_and_mlm_accuracy_rises(result):
-    pretrained, _, cfg, _, _ = result
+    pretrained, _, cfg, _, _, _ = result
     from mlflow.tracking import MlflowClient
 
     history = MlflowClient(cfg.tracking.tracking_uri).get_metric_history(pretrained.mlflow["run_id"], "train/loss")
@@ -47,7 +47,7 @@ def test_loss_goes_down_and_mlm_accuracy_rises(result):
 
 
 def test_pretrained_model_is_registered_under_its_alias(result):
-    pretrained, _, cfg, _, _ = result
+    pretrained, _, cfg, _, _, _ = result
     from mlflow.tracking import MlflowClient
 
     t = cfg.tracking
@@ -59,7 +59,7 @@ def test_pretrained_model_is_registered_under_its_alias(result):
 def test_registered_model_is_the_whole_release_checkpoint(result, tmp_path):
     """The registered version holds every tensor of the release, pooler and NSP head included, so a fine-tune
     from models:/NAME@candidate starts from all of them."""
-    pretrained, _, cfg, _, _ = result
+    pretrained, _, cfg, _, _, _ = result
     from bert_core.checkpoint import read_state_dict
     from jobs.finetune import resolve_init
 
@@ -73,7 +73,7 @@ def test_registered_model_is_the_whole_release_checkpoint(result, tmp_path):
 def test_logged_params_are_the_config_the_run_used(result):
     """vocab size and pad id are settled by the trained tokenizer (8192 tokens or fewer, not the preset's 30522)
     before the config is logged; the release checkpoint was built from the same values."""
-    pretrained, _, cfg, _, _ = result
+    pretrained, _, cfg, _, _, _ = result
     import json
 
     from mlflow.tracking import MlflowClient
@@ -90,7 +90,7 @@ def test_logged_params_are_the_config_the_run_used(result):
 
 
 def test_run_names_its_prepared_data_tokenizer_and_code(result):
-    pretrained, _, cfg, _, _ = result
+    pretrained, _, cfg, _, _, _ = result
     from mlflow.tracking import MlflowClient
 
     from bert_core.tokenizer import tokenizer_hash
@@ -123,7 +123,7 @@ def test_release_checkpoint_loads_in_transformers_with_identical_outputs(result)
 
 
 def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(result):
-    pretrained, swept, _, sweep_cfg, _ = result
+    pretrained, swept, _, sweep_cfg, _, _ = result
     from mlflow.tracking import MlflowClient
     from transformers import AutoModelForSequenceClassification
 
@@ -148,7 +148,7 @@ def test_pretraining_helps(result, tmp_path):
     from bench.hf_finetune_reference import features, local_engine_run
     from jobs import ft_tasks
 
-    pretrained, _, _, sweep_cfg, _ = result
+    pretrained, _, _, sweep_cfg, _, _ = result
     release = pretrained.release_dir
     torch.manual_seed(123)
     save_pretrained(BertForPreTraining(load_pretrained(release, BertForPreTraining).config), tmp_path / "random",
@@ -166,3 +166,30 @@ def test_pretraining_helps(result, tmp_path):
             scores.append(local_engine_run(cfg, init, train, dev)["best"])
         best[name] = statistics.median(scores)
     assert best["pretrained"] > best["random"] + 0.05, best
+
+
+def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
+    """pretrain -> fine-tune -> register -> promote -> load by alias -> predict, on the SQLite store."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from jobs import ft_tasks
+
+    _, swept, _, sweep_cfg, _, promoted = result
+    t = sweep_cfg.finetune.tracking
+    client = MlflowClient(t.tracking_uri)
+    assert (promoted.decision, promoted.candidate, promoted.champion) == ("promoted", str(swept.mlflow["version"]), "")
+    champion = client.get_model_version_by_alias(t.registered_model, "champion")
+    assert str(champion.version) == promoted.candidate
+    assert champion.tags["promotion.decision"] == "promoted" and champion.tags["promotion.run_id"] == promoted.run_id
+    # judged on the same dev rows the sweep selected on, with the score the sweep saw for the median seed
+    assert promoted.evidence["candidate"] == pytest.approx(swept.seeds["median"], abs=0.01)
+    assert champion.description.startswith("**text-classification")
+    mlflow.set_tracking_uri(t.tracking_uri)
+    pipe = mlflow.transformers.load_model(f"models:/{t.registered_model}@champion")
+    task = sweep_cfg.finetune.task
+    _, evals, labels = ft_tasks.load_rows(task)
+    rows = evals["dev"]
+    predicted = [p["label"] for p in pipe([r["text_a"] for r in rows], truncation=True, max_length=task.max_seq_len)]
+    accuracy = sum(p == labels[r["label"]] for p, r in zip(predicted, rows)) / len(rows)
+    assert accuracy == pytest.approx(promoted.evidence["candidate"], abs=0.02)

@@ -1,0 +1,159 @@
+"""A fine-tuned model folder on a task's evaluation rows, scored per example so two models can be compared
+on resamples of the same rows (jobs/promote.py's paired bootstrap).
+
+The model is loaded with transformers' own class for its task (what a user gets from the registry), the
+rows are featurized with the model's own tokenizer (two models with different vocabularies are compared
+on the same text), and the main metric is the one fine-tuning selects on (jobs/ft_tasks.main_metric):
+  classification   the task's official metric (GLUE score, pkgdocs accuracy) recomputed on each resample
+  NER              entity-level micro F1 from per-sentence (true positive, predicted, gold) entity counts
+  SQuAD            the mean of per-question F1 (percent), the null threshold chosen as the dev metric does
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from jobs import ft_tasks
+from jobs.finetune_config import TaskConfig
+
+
+@dataclass
+class Scores:
+    metric: str  # e.g. "dev/accuracy"; higher is better
+    value: float  # on every row
+    n: int  # rows (sentences, questions)
+    on: Callable[[np.ndarray], float]  # the metric on a resample: row indices, repeats allowed
+
+
+def rows_digest(task: TaskConfig, rows: list[dict]) -> str:
+    """sha256 naming the evaluation data: the task config and every row's content, in order."""
+    h = hashlib.sha256(json.dumps(asdict(task), sort_keys=True).encode())
+    for row in rows:
+        h.update(json.dumps(row, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def load_model(model_dir: Path, task: TaskConfig):
+    import transformers
+
+    from jobs.tracking import TASK_MODELS
+
+    model = getattr(transformers, TASK_MODELS[ft_tasks.HF_TASK[task.kind]]).from_pretrained(model_dir)
+    return model.eval()
+
+
+def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch_size: int = 64) -> Scores:
+    """The model in `model_dir` (HF folder with its tokenizer) on `rows` of `split`."""
+    from pipelines.tasks.common import load_tokenizer
+
+    model, tokenizer = load_model(model_dir, task), load_tokenizer(str(model_dir))
+    metric = ft_tasks.main_metric(task)
+    if task.kind == "question-answering":
+        return _squad(model, tokenizer, task, metric, rows, batch_size)
+    feats = ft_tasks.Featurizer(asdict(task), tokenizer)(rows)
+    if not np.array_equal(feats["row_index"], [r["row_index"] for r in rows]):
+        raise RuntimeError("features out of step with the evaluation rows (one feature per row expected)")
+    outputs = [_forward(model, {k: v[i:i + batch_size] for k, v in feats.items()})
+               for i in range(0, len(rows), batch_size)]
+    if task.kind == "token-classification":
+        return _ner(task, metric, outputs, feats["labels"], batch_size)
+    logits, labels = np.concatenate([o["logits"] for o in outputs]), feats["labels"]
+
+    def on(idx: np.ndarray) -> float:
+        return ft_tasks.dev_metrics(task, split, [], {"logits": logits[idx], "labels": labels[idx]})[metric]
+
+    return Scores(metric, on(np.arange(len(rows))), len(rows), on)
+
+
+@torch.no_grad()
+def _forward(model, batch: dict) -> dict[str, np.ndarray]:
+    """One batch, padded only to its longest row."""
+    length = int(batch["attention_mask"].sum(1).max())
+    inputs = {k: torch.as_tensor(batch[k][:, :length]) for k in ft_tasks.MODEL_INPUTS}
+    out = model(**inputs)
+    return {k: getattr(out, k).float().numpy() for k in ("logits", "start_logits", "end_logits")
+            if getattr(out, k, None) is not None}
+
+
+def _ner(task: TaskConfig, metric: str, outputs: list[dict], labels: np.ndarray, batch_size: int) -> Scores:
+    from pipelines.tasks import conll_align_predictions
+
+    gold, pred = [], []
+    for i, o in enumerate(outputs):
+        chunk = labels[i * batch_size:(i + 1) * batch_size, :o["logits"].shape[1]]
+        g, p = conll_align_predictions(o["logits"], chunk, tuple(task.labels))
+        gold += g
+        pred += p
+    counts = entity_counts(gold, pred, task.iob_scheme)
+
+    def on(idx: np.ndarray) -> float:
+        tp, n_pred, n_gold = counts[idx].sum(0)
+        return float(2 * tp / (n_pred + n_gold)) if n_pred + n_gold else 0.0
+
+    return Scores(metric, on(np.arange(len(gold))), len(gold), on)
+
+
+def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | None) -> np.ndarray:
+    """(sentences, 3): exact-match entities, predicted entities, gold entities per sentence, read as
+    pipelines.tasks.ner_metrics reads them (seqeval strict mode for `scheme`); their sums give its micro F1."""
+    if scheme:
+        from seqeval import scheme as schemes
+        from seqeval.scheme import Entities
+
+        def entities(seqs):
+            return [{e.to_tuple()[1:] for e in sent} for sent in Entities(seqs, getattr(schemes, scheme)).entities]
+    else:
+        from seqeval.metrics.sequence_labeling import get_entities
+
+        def entities(seqs):
+            return [set(get_entities(s)) for s in seqs]
+
+    g, p = entities(gold), entities(pred)
+    return np.array([(len(a & b), len(b), len(a)) for a, b in zip(g, p)], dtype=np.int64).reshape(-1, 3)
+
+
+def _squad(model, tokenizer, task: TaskConfig, metric: str, rows: list[dict], batch_size: int) -> Scores:
+    from pipelines.tasks import best_null_threshold, best_spans, squad_eval_features
+    from pipelines.tasks.squad import example_scores
+
+    feats = squad_eval_features(rows, tokenizer, task.max_seq_len, task.doc_stride, task.max_query_length)
+    n, width = len(feats["input_ids"]), feats["input_ids"].shape[1]
+    starts, ends = [], []
+    for i in range(0, n, batch_size):
+        out = _forward(model, {k: feats[k][i:i + batch_size] for k in ft_tasks.MODEL_INPUTS})
+        pad = [(0, 0), (0, width - out["start_logits"].shape[1])]
+        starts.append(np.pad(out["start_logits"], pad, constant_values=-1e4))
+        ends.append(np.pad(out["end_logits"], pad, constant_values=-1e4))
+    spans = best_spans(rows, feats, np.concatenate(starts), np.concatenate(ends), task.n_best, task.max_answer_length)
+    threshold = best_null_threshold(rows, spans) if task.version_2 else float("inf")
+    predictions = {k: "" if null - s > threshold else text for k, (text, s, null) in spans.items()}
+    f1 = np.array([example_scores(row, predictions.get(row["id"]))[1] for row in rows]) * 100.0
+
+    def on(idx: np.ndarray) -> float:
+        return float(f1[idx].mean())
+
+    return Scores(metric, on(np.arange(len(rows))), len(rows), on)
+
+
+def paired_bootstrap(candidate: Scores, champion: Scores, samples: int, confidence: float, seed: int) -> dict:
+    """Resample the rows with replacement `samples` times, scoring both models on the same resample.
+    Returns delta (candidate - champion on every row), p_better (the share of resamples where the candidate
+    scores higher) and the central `confidence` interval of the resampled deltas."""
+    if candidate.n != champion.n:
+        raise ValueError(f"the models were scored on different rows ({candidate.n} vs {champion.n})")
+    rng = np.random.default_rng(seed)
+    deltas = np.empty(samples)
+    for b in range(samples):
+        idx = rng.integers(0, candidate.n, candidate.n)
+        deltas[b] = candidate.on(idx) - champion.on(idx)
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(deltas, [tail, 1 - tail])
+    return {"delta": candidate.value - champion.value, "p_better": float((deltas > 0).mean()),
+            "ci_low": float(lo), "ci_high": float(hi)}

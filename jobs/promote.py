@@ -1,0 +1,267 @@
+"""Move a registered model's @champion alias only on evidence, and keep every move auditable.
+
+    python jobs/promote.py bert-foundry-tiny-pkgdocs                  # the @candidate version vs @champion
+    python jobs/promote.py NAME --version 7 min_delta=0.01 confidence=0.99
+    python jobs/promote.py NAME task.dev_file=/data/heldout.json      # evaluate on other rows of the task
+    python jobs/promote.py NAME --rollback                            # @champion back to the one before it
+
+The candidate and the current champion are scored on the same evaluation rows: the candidate's task (the
+`task_config` tag its registration wrote, with any `task.*` override), read afresh, each model with its own
+tokenizer (jobs/evaluate.py). The candidate becomes champion when there is no champion, or when it beats
+the champion's main metric by at least `min_delta` AND a paired bootstrap over the evaluation rows gives a
+probability of at least `confidence` that it is better. Otherwise the champion stays and the one-line
+reason says why. While it is judged the candidate holds @challenger; a candidate that lost keeps it.
+
+Evidence: a run in the promotion experiment (params, both scores, delta, interval, p_better, the rows'
+sha256) and `promotion.*` tags on the candidate version. Every alias move is a registered-model tag
+`alias_move.NNNN` ("champion v3 -> v5 promote run <id> <time>"), so the champion history can be read back
+and `--rollback` restores the previous champion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bert_core.config import ConfigError  # noqa: E402
+from jobs.config import TrackingConfig  # noqa: E402
+from jobs.config_io import load_config  # noqa: E402
+
+CANDIDATE, CHALLENGER, CHAMPION = "candidate", "challenger", "champion"
+MOVE_TAG = "alias_move."
+
+
+@dataclass
+class PromoteConfig:
+    model: str = ""  # the registered model's name
+    version: int = 0  # the version to judge; 0 = the one under `candidate_alias`
+    candidate_alias: str = CANDIDATE
+    min_delta: float = 0.0  # the candidate must beat the champion's main metric by at least this much
+    confidence: float = 0.95  # ... and be better in at least this share of bootstrap resamples
+    bootstrap_samples: int = 1000
+    seed: int = 0  # bootstrap resamples
+    batch_size: int = 64  # evaluation batch
+    task: dict = field(default_factory=dict)  # overrides on the candidate's task config (task.dev_file=...)
+    rollback: bool = False  # move @champion back to the previous champion instead
+    tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-promotion"))
+
+    def validate(self) -> "PromoteConfig":
+        from jobs.finetune_config import TaskConfig
+
+        if not self.model:
+            raise ConfigError("model must name a registered model (python jobs/promote.py NAME)")
+        if self.version < 0:
+            raise ConfigError(f"version must be a version number (0 = @{self.candidate_alias}), got {self.version}")
+        if self.min_delta < 0:
+            raise ConfigError(f"min_delta must be >= 0 (a margin the candidate must win by), got {self.min_delta}")
+        if not 0.5 <= self.confidence < 1:
+            raise ConfigError(f"confidence must be in [0.5, 1), got {self.confidence}")
+        if self.bootstrap_samples < 100:
+            raise ConfigError(f"bootstrap_samples must be >= 100, got {self.bootstrap_samples}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
+        allowed = {f.name for f in fields(TaskConfig)} - {"name", "labels"}
+        unknown = sorted(set(self.task) - allowed)
+        if unknown:
+            raise ConfigError(f"task.{unknown[0]}: not a task setting that may change for evaluation; "
+                              f"allowed: {', '.join(sorted(allowed))}")
+        return self
+
+
+@dataclass
+class PromoteResult:
+    model: str
+    decision: str  # "promoted", "kept" or "rolled back"
+    reason: str  # one line
+    candidate: str = ""  # version numbers
+    champion: str = ""  # the champion before the decision ("" if none)
+    metric: str = ""
+    evidence: dict = field(default_factory=dict)  # candidate, champion, delta, p_better, ci_low, ci_high
+    eval_sha256: str = ""
+    eval_rows: int = 0
+    run_id: str = ""  # the promotion run
+
+
+def run(cfg: PromoteConfig) -> PromoteResult:
+    from mlflow.tracking import MlflowClient
+
+    from jobs import tracking
+
+    cfg.validate()
+    uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
+    client = MlflowClient(uri)
+    client.get_registered_model(cfg.model)  # a clear MLflow error if the name is wrong
+    result = rollback(cfg, client) if cfg.rollback else judge(cfg, client, uri)
+    print(f"[promote] {result.model}: {result.decision}: {result.reason}", flush=True)
+    return result
+
+
+def _alias(client, name: str, alias: str):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_model_version_by_alias(name, alias)
+    except MlflowException:
+        return None
+
+
+def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
+    from jobs import evaluate, ft_tasks
+    from jobs.finetune_config import TaskConfig
+
+    candidate = client.get_model_version(cfg.model, str(cfg.version)) if cfg.version else _alias(
+        client, cfg.model, cfg.candidate_alias)
+    if candidate is None:
+        raise ValueError(f"{cfg.model} has no version under @{cfg.candidate_alias}; pass --version N")
+    champion = _alias(client, cfg.model, CHAMPION)
+    ours, theirs = str(candidate.version), str(champion.version) if champion is not None else ""  # int or str
+    if theirs == ours:
+        return PromoteResult(cfg.model, "kept", f"v{ours} is already the champion", ours, theirs)
+    task = TaskConfig(**{**_task_of(candidate), **cfg.task})
+    if champion is not None:
+        other = _task_of(champion, required=False)
+        if other and (other["name"], other["labels"]) != (task.name, task.labels):
+            raise ValueError(f"v{theirs} (champion) is a {other['name']} model with labels {other['labels']}; "
+                             f"v{ours} is {task.name} with {task.labels}: not comparable")
+    _, eval_rows, _ = ft_tasks.load_rows(task)
+    split = ft_tasks.eval_splits(task)[0]
+    rows = eval_rows[split]
+    client.set_registered_model_alias(cfg.model, CHALLENGER, ours)
+    mine = evaluate.score(_download(uri, cfg.model, ours), task, split, rows, cfg.batch_size)
+    evidence = {"candidate": mine.value}
+    if champion is None:
+        decision, reason = "promoted", f"no champion yet; v{ours} {mine.metric} {mine.value:.4f}"
+    else:
+        best = evaluate.score(_download(uri, cfg.model, theirs), task, split, rows, cfg.batch_size)
+        evidence.update(champion=best.value, **evaluate.paired_bootstrap(
+            mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
+        decision, reason = _decide(cfg, evidence, mine.metric, ours, theirs)
+    result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence,
+                           evaluate.rows_digest(task, rows), mine.n)
+    result.run_id = _record(cfg, client, uri, result, task)
+    if decision == "promoted":
+        _move(client, cfg.model, CHAMPION, theirs, ours, f"promote run {result.run_id}")
+        client.delete_registered_model_alias(cfg.model, CHALLENGER)
+    return result
+
+
+def _decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str) -> tuple[str, str]:
+    interval = f"{cfg.confidence:.0%} interval [{e['ci_low']:+.4f}, {e['ci_high']:+.4f}]"
+    line = (f"v{ours} {metric} {e['candidate']:.4f} vs champion v{theirs} {e['champion']:.4f}: "
+            f"delta {e['delta']:+.4f}, {interval}, P(better) {e['p_better']:.3f}")
+    if e["delta"] < cfg.min_delta:
+        return "kept", f"{line}; below min_delta {cfg.min_delta:g}"
+    if e["p_better"] < cfg.confidence:
+        return "kept", f"{line}; within the noise (P(better) < confidence {cfg.confidence:g})"
+    return "promoted", line
+
+
+def _task_of(version, required: bool = True) -> dict:
+    raw = version.tags.get("task_config")
+    if raw is None and required:
+        raise ValueError(f"v{version.version} has no task_config tag (registered by an older job), so the data "
+                         "that evaluates it is unknown; register it again with jobs/finetune.py or jobs/sweep.py")
+    return json.loads(raw) if raw else {}
+
+
+def _download(uri: str, name: str, version: str) -> Path:
+    import tempfile
+
+    from jobs.finetune import resolve_init
+
+    return resolve_init(f"models:/{name}/{version}", uri, Path(tempfile.mkdtemp(prefix="promote-")) / "model")
+
+
+def _record(cfg: PromoteConfig, client, uri: str, r: PromoteResult, task) -> str:
+    """The promotion run (params, evidence, decision) and the candidate version's promotion.* tags."""
+    from jobs import tracking
+
+    params = {"model": cfg.model, "candidate_version": r.candidate, "champion_version": r.champion or "none",
+              "min_delta": cfg.min_delta, "confidence": cfg.confidence, "bootstrap_samples": cfg.bootstrap_samples,
+              "seed": cfg.seed, "task": asdict(task)}
+    tags = {"decision": r.decision, "reason": r.reason[:5000], "metric": r.metric, "eval_sha256": r.eval_sha256,
+            "eval_rows": str(r.eval_rows), **tracking.code_version()}
+    t = cfg.tracking
+    run_id = tracking.start_run(uri, t.experiment, t.artifact_location, f"promote-{cfg.model}-v{r.candidate}",
+                                params, tags=tags)
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in r.evidence.items()])
+    client.set_terminated(run_id, "FINISHED")
+    version_tags = {"promotion.decision": r.decision, "promotion.reason": r.reason[:5000],
+                    "promotion.metric": r.metric, "promotion.champion_version": r.champion or "none",
+                    "promotion.eval_sha256": r.eval_sha256, "promotion.eval_rows": str(r.eval_rows),
+                    "promotion.run_id": run_id, **{f"promotion.{k}": f"{v:.6f}" for k, v in r.evidence.items()}}
+    for k, v in version_tags.items():
+        client.set_model_version_tag(cfg.model, r.candidate, k, v)
+    return run_id
+
+
+def _move(client, name: str, alias: str, old: str, new: str, why: str) -> None:
+    """Point `alias` at `new` and append the move to the registered model's alias history."""
+    client.set_registered_model_alias(name, alias, new)
+    moves = history(client, name)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    client.set_registered_model_tag(name, f"{MOVE_TAG}{len(moves) + 1:04d}",
+                                    f"{alias} v{old or 'none'} -> v{new} {why} {stamp}")
+
+
+def history(client, name: str) -> list[str]:
+    """Every recorded alias move of `name`, oldest first."""
+    tags = client.get_registered_model(name).tags
+    return [tags[k] for k in sorted(k for k in tags if k.startswith(MOVE_TAG))]
+
+
+def champions(client, name: str) -> list[str]:
+    """The champion versions in order, rolled-back ones removed: the last is the current champion."""
+    stack: list[str] = []
+    for move in history(client, name):
+        alias, old, _, new, why = move.split(" ", 4)
+        if alias != CHAMPION:
+            continue
+        if why.startswith("rollback") and stack:
+            stack.pop()
+        else:
+            stack.append(new[1:])
+    return stack
+
+
+def rollback(cfg: PromoteConfig, client) -> PromoteResult:
+    current = _alias(client, cfg.model, CHAMPION)
+    stack = champions(client, cfg.model)
+    if current is None or len(stack) < 2 or stack[-1] != str(current.version):
+        raise ValueError(f"{cfg.model}: no previous champion to roll back to (champion history: "
+                         f"{' -> '.join('v' + v for v in stack) or 'none'}; @champion is "
+                         f"{f'v{current.version}' if current else 'unset'})")
+    previous, now = stack[-2], str(current.version)
+    _move(client, cfg.model, CHAMPION, now, previous, "rollback")
+    client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
+                                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return PromoteResult(cfg.model, "rolled back", f"@champion v{now} -> v{previous}", candidate=previous,
+                         champion=now)
+
+
+def main(argv: list[str] | None = None) -> PromoteResult:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="registered model name")
+    parser.add_argument("--version", type=int, default=0, help="version to judge (default: the @candidate one)")
+    parser.add_argument("--rollback", action="store_true", help="move @champion back to the previous champion")
+    parser.add_argument("--config", help="YAML file with PromoteConfig fields")
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. min_delta=0.01")
+    args = parser.parse_args(argv)
+    extra = [f"model={json.dumps(args.model)}"] + ([f"version={args.version}"] if args.version else []) \
+        + (["rollback=true"] if args.rollback else [])
+    cfg = load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""jobs/promote.py against real MLflow registries (SQLite; a real `mlflow server`): the gate promotes only on
+evidence, every alias move is recorded, rollback restores the previous champion, and the champion loads by
+alias and predicts.
+
+The models are tiny transformers BERT classifiers on an SST-2-format task written here: one trained until it
+separates the two classes, one left at random init (worse), one the trained model with noise far below any
+decision (better by less than the noise: equal predictions).
+"""
+
+import json
+import random
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+import torch
+
+from bert_core.tokenizer import save_tokenizer, train_wordpiece
+from jobs import evaluate, promote, tracking
+from jobs.finetune_config import TaskConfig
+from jobs.promote import PromoteConfig
+from pipelines.tasks.glue import GLUE_TASKS
+from tests.unit.test_tracking import server  # noqa: F401  (the real mlflow server fixture)
+
+NAME = "sst-toy"
+GOOD, BAD = ("good", "great", "fine", "lovely", "superb"), ("bad", "awful", "poor", "dreadful", "grim")
+FILLER = ("the", "film", "was", "a", "story", "plot", "actors", "very", "quite", "and", "of", "it", "music")
+
+
+def sentences(n: int, seed: int) -> list[tuple[str, int]]:
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        label = rnd.randint(0, 1)
+        words = [rnd.choice(FILLER) for _ in range(rnd.randint(4, 10))]
+        words.insert(rnd.randint(0, len(words)), rnd.choice(GOOD if label else BAD))
+        out.append((" ".join(words), label))
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """(task config, {"good": dir, "weak": dir, "same": dir}): HF folders with the tokenizer beside them."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    root = tmp_path_factory.mktemp("promote")
+    data = root / "SST-2"
+    data.mkdir()
+    train, dev = sentences(400, 0), sentences(300, 1)
+    for split, rows in (("train", train), ("dev", dev)):
+        (data / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    tok_dir = root / "tok"
+    save_tokenizer(train_wordpiece([s for s, _ in train], vocab_size=200, min_frequency=1), tok_dir)
+    from pipelines.tasks.common import load_tokenizer
+
+    tok = load_tokenizer(str(tok_dir))
+    labels = list(GLUE_TASKS["sst2"].labels)
+    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, num_labels=2,
+                        id2label=dict(enumerate(labels)), label2id={k: i for i, k in enumerate(labels)})
+    torch.manual_seed(0)
+    weak = BertForSequenceClassification(config)
+    good = BertForSequenceClassification(config)
+    good.load_state_dict(weak.state_dict())
+    enc = tok([s for s, _ in train], padding=True, return_tensors="pt")
+    y = torch.tensor([label for _, label in train])
+    opt = torch.optim.AdamW(good.parameters(), lr=3e-3)
+    good.train()
+    for step in range(150):
+        idx = torch.randint(0, len(y), (32,))
+        loss = good(**{k: v[idx] for k, v in enc.items()}, labels=y[idx]).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    same = BertForSequenceClassification(config)
+    same.load_state_dict({k: v + 1e-7 * torch.randn_like(v) if v.is_floating_point() else v
+                          for k, v in good.state_dict().items()})
+    dirs = {}
+    for name, model in (("good", good), ("weak", weak), ("same", same)):
+        dirs[name] = root / name
+        model.eval().save_pretrained(dirs[name])
+        tok.save_pretrained(dirs[name])
+    task = TaskConfig(name="sst2", data_dir=str(data), max_seq_len=32, labels=labels)
+    return task, dirs
+
+
+def register(uri: str, task: TaskConfig, model_dir) -> str:
+    run_id = tracking.start_run(uri, "toy-finetune", str(model_dir.parent / "art"), "toy", {"task": asdict(task)})
+    info = tracking.finish_run(uri, run_id, {}, str(model_dir), NAME, "candidate", task="text-classification",
+                               version_tags={"task_config": json.dumps(asdict(task))})
+    return str(info["version"])
+
+
+def judge(uri: str, **kw) -> promote.PromoteResult:
+    return promote.run(PromoteConfig(model=NAME, bootstrap_samples=300, **kw,
+                                     tracking=promote.TrackingConfig(tracking_uri=uri, experiment="toy-promotion",
+                                                                     artifact_location="unused")))
+
+
+def test_the_good_model_separates_the_classes_and_the_weak_one_does_not(models):
+    task, dirs = models
+    from jobs import ft_tasks
+
+    _, evals, _ = ft_tasks.load_rows(task)
+    good = evaluate.score(dirs["good"], task, "dev", evals["dev"])
+    weak = evaluate.score(dirs["weak"], task, "dev", evals["dev"])
+    assert good.metric == "dev/score" and good.n == 300
+    assert good.value > 0.9 and weak.value < 0.7, (good.value, weak.value)
+    e = evaluate.paired_bootstrap(good, weak, 300, 0.95, seed=0)
+    assert e["p_better"] == 1.0 and e["ci_low"] > 0.1 and e["delta"] == pytest.approx(good.value - weak.value)
+
+
+def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(models, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    task, dirs = models
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+
+    v1 = register(uri, task, dirs["weak"])
+    first = judge(uri)
+    assert (first.decision, first.candidate, first.champion) == ("promoted", v1, "")
+    assert "no champion yet" in first.reason
+
+    v2 = register(uri, task, dirs["good"])
+    better = judge(uri)
+    assert (better.decision, better.candidate, better.champion) == ("promoted", v2, v1), better.reason
+    assert better.evidence["p_better"] >= 0.95 and better.evidence["delta"] > 0.2
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == v2
+
+    v3 = register(uri, task, dirs["same"])  # better by less than the noise
+    noise = judge(uri)
+    assert noise.decision == "kept" and "within the noise" in noise.reason, noise.reason
+    assert str(client.get_model_version_by_alias(NAME, "challenger").version) == v3  # the one that lost keeps it
+
+    v4 = register(uri, task, dirs["weak"])  # worse
+    worse = judge(uri)
+    assert worse.decision == "kept" and "below min_delta" in worse.reason and worse.evidence["delta"] < 0
+
+    margin = judge(uri, version=int(v3), min_delta=0.0, confidence=0.5)  # equal: p_better 0 < 0.5
+    assert margin.decision == "kept"
+
+    # the evidence: tags on each judged version, a promotion run per decision, all on the same rows
+    for v, r in ((v2, better), (v3, margin), (v4, worse)):
+        tags = client.get_model_version(NAME, v).tags
+        assert tags["promotion.decision"] == r.decision
+        assert tags["promotion.champion_version"] == (v1 if v == v2 else v2)
+        assert tags["promotion.eval_sha256"] == better.eval_sha256 and tags["promotion.eval_rows"] == "300"
+        for k in ("candidate", "champion", "delta", "p_better", "ci_low", "ci_high"):
+            assert float(tags[f"promotion.{k}"]) == pytest.approx(r.evidence[k], abs=1e-6)
+        run = client.get_run(tags["promotion.run_id"])
+        assert run.data.tags["decision"] == r.decision and run.data.metrics["p_better"] == pytest.approx(
+            r.evidence["p_better"])
+
+    back = judge(uri, rollback=True)
+    assert (back.decision, back.candidate, back.champion) == ("rolled back", v1, v2)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == v1
+    assert "promotion.rolled_back" in client.get_model_version(NAME, v2).tags
+    moves = promote.history(client, NAME)
+    assert [m.split(" ")[:4] for m in moves] == [["champion", "vnone", "->", f"v{v1}"],
+                                                 ["champion", f"v{v1}", "->", f"v{v2}"],
+                                                 ["champion", f"v{v2}", "->", f"v{v1}"]]
+    with pytest.raises(ValueError, match="no previous champion"):
+        judge(uri, rollback=True)
+
+
+def test_refused_before_any_evaluation(models, tmp_path):
+    from bert_core.config import ConfigError
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    with pytest.raises(ConfigError, match="min_delta must be >= 0"):
+        judge(uri, min_delta=-0.1)
+    with pytest.raises(ConfigError, match="confidence must be in"):
+        judge(uri, confidence=1.0)
+    with pytest.raises(ConfigError, match="task.labels"):
+        judge(uri, task={"labels": ["x"]})
+
+
+def test_promoted_model_loads_by_alias_from_a_server_and_predicts(models, server):  # noqa: F811
+    import mlflow
+
+    task, dirs = models
+    register(server.uri, task, dirs["good"])
+    assert judge(server.uri).decision == "promoted"
+    mlflow.set_tracking_uri(server.uri)
+    pipe = mlflow.transformers.load_model(f"models:/{NAME}@champion")
+    texts = ["the plot was superb and lovely", "the film was awful and grim"]
+    labels = [p["label"] for p in pipe(texts)]
+    assert labels == [task.labels[1], task.labels[0]], labels
+
+
+def test_entity_counts_give_seqeval_micro_f1():
+    from pipelines.tasks import ner_metrics
+
+    rnd = np.random.default_rng(0)
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    gold = [[tags[i] for i in rnd.integers(0, 5, rnd.integers(1, 12))] for _ in range(200)]
+    pred = [[t if rnd.random() < 0.7 else tags[rnd.integers(0, 5)] for t in g] for g in gold]
+    for scheme in ("IOB2", None):
+        counts = evaluate.entity_counts(gold, pred, scheme)
+        tp, n_pred, n_gold = counts.sum(0)
+        assert 2 * tp / (n_pred + n_gold) == pytest.approx(ner_metrics(gold, pred, scheme=scheme)["f1"])
