@@ -74,7 +74,8 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
     except MlflowException as exc:
         links.append(Link("model version", uri, False, why=f"not in the registry: {exc.message.splitlines()[0]}"))
         return result
-    details = [f"aliases: {', '.join(version.aliases) or '-'}", *(f"{k} = {v}" for k, v in sorted(version.tags.items()))]
+    tags = sorted(version.tags.items())
+    details = [f"aliases: {', '.join(version.aliases) or '-'}", *(f"{k} = {v}" for k, v in tags)]
     links.append(Link("model version", f"{version.name} v{version.version}", details=details))
     if not version.run_id:
         links.append(Link("run", "of the version", False, why="the version names no run"))
@@ -160,7 +161,8 @@ def _walk_pretraining(client, r, links: list[Link]) -> None:
     needed = ("lineage.data_dir", "lineage.data_manifest_sha256", "lineage.tokenizer_sha256")
     absent = [k for k in needed if k not in tags]
     if absent:
-        links.append(Link("prepared data", "tag " + ", ".join(absent), False, why=f"absent on pretraining run {run_id}"))
+        why = f"absent on pretraining run {run_id}"
+        links.append(Link("prepared data", "tag " + ", ".join(absent), False, why=why))
         return
     data_dir, want = tags["lineage.data_dir"], tags["lineage.data_manifest_sha256"]
     manifest = Path(data_dir) / "manifest.json"
