@@ -128,7 +128,8 @@ def _walk_run(client, run_id: str, named_by: str, outer_tags: dict, links: list[
         links.append(Link("sweep", parent_id, details=_describe(parent) + [f"sweep {tags['sweep']}"]))
         sources.append(parent.data.tags)
     else:
-        links.append(Link("fine-tune run", run_id, details=_describe(r)))
+        kind = "sweep" if tags.get("lineage.job") == "sweep" else "fine-tune run"  # runs:/ of a sweep's parent
+        links.append(Link(kind, run_id, details=_describe(r)))
     merged = {k: v for src in reversed([*sources, outer_tags]) for k, v in src.items() if k.startswith("lineage.")}
     _walk_start(client, merged, run_id, links, seen)
 

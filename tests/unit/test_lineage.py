@@ -133,3 +133,20 @@ def test_an_unknown_alias_and_a_bad_uri(chain):
     assert missing.startswith("model version models:/ft-model@champion (not in the registry")
     with pytest.raises(SystemExit):
         lineage.main(["/some/folder", "--tracking-uri", uri])
+
+
+def test_a_sweep_trial_takes_its_lineage_from_the_sweep(chain):
+    """The quickstart's registered version: logged by a seed trial nested under the sweep's parent run, which
+    (like the version) carries lineage.pretrain_run_id; the trial itself has no lineage tags."""
+    client, uri, pre, _, _ = chain
+    exp = client.get_experiment_by_name("lineage").experiment_id
+    parent = client.create_run(exp, tags={"sweep": "sw", "phase": "parent", "lineage.job": "sweep",
+                                          "lineage.init": "/runs/qs/release", "lineage.pretrain_run_id": pre})
+    trial = client.create_run(exp, tags={"mlflow.parentRunId": parent.info.run_id, "sweep": "sw", "trial_id": "t1"})
+    _register(client, "swept", trial.info.run_id)
+    result = lineage.run("models:/swept@candidate", uri)
+    assert result.missing == []
+    assert [link.kind for link in result.links][1:5] == ["sweep trial run", "sweep", "init", "pretraining run"]
+    client.delete_run(parent.info.run_id)
+    (missing,) = lineage.run("models:/swept@candidate", uri).missing
+    assert missing.startswith(f"sweep {parent.info.run_id} (tag mlflow.parentRunId of run {trial.info.run_id}")
