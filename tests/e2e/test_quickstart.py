@@ -193,3 +193,51 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     predicted = [p["label"] for p in pipe([r["text_a"] for r in rows], truncation=True, max_length=task.max_seq_len)]
     accuracy = sum(p == labels[r["label"]] for p, r in zip(predicted, rows)) / len(rows)
     assert accuracy == pytest.approx(promoted.evidence["candidate"], abs=0.02)
+
+
+def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result):
+    """jobs/lineage.py (issue 11): registered version -> seed trial run -> sweep -> pretraining run -> prepared
+    data (manifest sha256 checked) -> tokenizer -> every raw corpus file of the manifest, re-hashed."""
+    import json
+
+    from jobs import lineage
+
+    pretrained, swept, _, sweep_cfg, _, _ = result
+    t = sweep_cfg.finetune.tracking
+    found = lineage.run(f"models:/{t.registered_model}@{t.alias}", t.tracking_uri)
+    assert found.missing == []
+    by_kind = {link.kind: link for link in found.links}
+    assert by_kind["sweep trial run"].name == swept.mlflow["median_run_id"]
+    assert by_kind["sweep"].name == swept.mlflow["parent_run_id"]
+    assert by_kind["pretraining run"].name == pretrained.mlflow["run_id"]
+    assert by_kind["tokenizer"].details[-1].endswith("(re-hashed, equal)")
+    out = lineage.format(found)
+    inputs = json.loads((Path(pretrained.data_dir) / "manifest.json").read_text())["inputs"]["files"]
+    assert inputs and all(f"{f['path']}" in out and f["sha256"] in out for f in inputs)
+    assert len([link for link in found.links if link.kind == "corpus file"]) == len(inputs)
+
+
+def test_lineage_with_a_link_removed_fails_naming_it(result, tmp_path):
+    """The manifest's hash tag deleted from the pretraining run, in a copy of the store (the module's other
+    tests keep theirs): the command prints the chain so far and exits 1 naming the tag."""
+    import shutil
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    from jobs import lineage
+
+    pretrained, _, _, sweep_cfg, tmp, _ = result
+    shutil.copy(tmp / "mlflow.db", tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    MlflowClient(uri).delete_tag(pretrained.mlflow["run_id"], "lineage.data_manifest_sha256")
+    t = sweep_cfg.finetune.tracking
+    model = f"models:/{t.registered_model}@{t.alias}"
+    (missing,) = lineage.run(model, uri).missing
+    assert "lineage.data_manifest_sha256" in missing and pretrained.mlflow["run_id"] in missing
+    proc = subprocess.run([sys.executable, "jobs/lineage.py", model, "--tracking-uri", uri], capture_output=True,
+                          text=True, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 1, proc.stderr
+    assert f"pretraining run  {pretrained.mlflow['run_id']}" in proc.stdout
+    assert "missing link: prepared data tag lineage.data_manifest_sha256" in proc.stdout

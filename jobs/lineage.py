@@ -1,0 +1,244 @@
+"""A model's lineage, from the registry back to the raw corpus files, each link checked.
+
+    python jobs/lineage.py models:/bert-foundry-pkgdocs@champion
+    python jobs/lineage.py models:/NAME/3 --tracking-uri sqlite:///mlflow.db
+    python jobs/lineage.py runs:/RUN_ID
+
+The chain: model version -> the run that logged it (a sweep trial also names its sweep's parent run) ->
+its start (`lineage.init`, `lineage.init_run_id`, `lineage.pretrain_run_id`, from the run, its sweep or the
+version) -> the pretraining run -> its prepared data (manifest.json, its sha256 against the run's tag) ->
+the tokenizer -> the raw corpus files the manifest lists (path, bytes, sha256), each re-hashed now.
+
+A fine-tune whose `lineage.init` is a plain model folder (an HF checkpoint, no MLflow run behind it) ends
+there: that is a complete chain, and the output says so. A missing link is a tag that should be there and
+is not, a run or version a tag names that does not exist (or was deleted), a manifest that is gone or whose
+sha256 differs from the tag, or a raw corpus file that vanished or changed since preparation (each such
+file is also printed as a warning line). With any missing link the command exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python jobs/lineage.py` from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.config import TrackingConfig  # noqa: E402
+from jobs.tracking import resolve_tracking_uri  # noqa: E402
+
+CODE_TAGS = ("code.version", "code.git_commit", "code.git_dirty")
+
+
+@dataclass
+class Link:
+    kind: str  # "model version", "sweep trial run", "sweep", "fine-tune run", "init", "pretraining run", ...
+    name: str  # what identifies it: a version, a run id, a folder, a file path, or the tag that names it
+    found: bool = True
+    details: list[str] = field(default_factory=list)
+    why: str = ""  # for a link not found: why
+
+
+@dataclass
+class LineageResult:
+    uri: str
+    links: list[Link] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[str]:
+        """`<what> (<why>)` for each link not found; empty for a complete chain."""
+        return [f"{link.kind} {link.name} ({link.why})" for link in self.links if not link.found]
+
+
+def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageResult:
+    """Walk `uri` (models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID[/path]) back to its corpus files."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(resolve_tracking_uri(tracking_uri))
+    result = LineageResult(uri)
+    links = result.links
+    if uri.startswith("runs:/") and uri[len("runs:/"):].split("/")[0]:
+        _walk_run(client, uri[len("runs:/"):].split("/")[0], "the URI", {}, links, set())
+        return result
+    if not uri.startswith("models:/"):
+        raise ValueError(f"lineage of {uri!r}: give models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID")
+    name, _, number = uri[len("models:/"):].partition("/")
+    name, _, alias = name.partition("@")
+    try:
+        version = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, number)
+    except MlflowException as exc:
+        links.append(Link("model version", uri, False, why=f"not in the registry: {exc.message.splitlines()[0]}"))
+        return result
+    tags = sorted(version.tags.items())
+    details = [f"aliases: {', '.join(version.aliases) or '-'}", *(f"{k} = {v}" for k, v in tags)]
+    links.append(Link("model version", f"{version.name} v{version.version}", details=details))
+    if not version.run_id:
+        links.append(Link("run", "of the version", False, why="the version names no run"))
+    else:
+        _walk_run(client, version.run_id, f"model version {version.version}", version.tags, links, set())
+    return result
+
+
+def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
+    """The run, or None with a missing link saying why (absent or deleted)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        found = client.get_run(run_id)
+    except MlflowException:
+        found = None
+    if found is None or found.info.lifecycle_stage == "deleted":
+        gone = "was deleted" if found else "does not exist"
+        links.append(Link(kind, run_id, False, why=f"{named_by} names it, but it {gone}"))
+        return None
+    return found
+
+
+def _describe(r) -> list[str]:
+    tags = r.data.tags
+    keys = (*CODE_TAGS, "lineage.tokenizer_sha256")
+    return [f"name {r.info.run_name}", *(f"{k} = {tags[k]}" for k in keys if k in tags)]
+
+
+def _walk_run(client, run_id: str, named_by: str, outer_tags: dict, links: list[Link], seen: set) -> None:
+    """A run that logged a model: a pretraining run, a sweep trial (and its sweep) or a fine-tune; then its start.
+    Lineage tags are taken from the run first, then its sweep's parent run, then `outer_tags` (the version's)."""
+    if run_id in seen:
+        links.append(Link("run", run_id, False, why="the chain loops back to it"))
+        return
+    seen.add(run_id)
+    r = _get_run(client, run_id, "run", named_by, links)
+    if r is None:
+        return
+    tags = r.data.tags
+    if tags.get("lineage.job") == "pretrain":
+        return _walk_pretraining(client, r, links)
+    sources = [tags]
+    parent_id = tags.get("mlflow.parentRunId")
+    if parent_id and "sweep" in tags:
+        links.append(Link("sweep trial run", run_id, details=_describe(r) + [f"trial {tags.get('trial_id', '?')}"]))
+        parent = _get_run(client, parent_id, "sweep", f"tag mlflow.parentRunId of run {run_id}", links)
+        if parent is None:
+            return
+        links.append(Link("sweep", parent_id, details=_describe(parent) + [f"sweep {tags['sweep']}"]))
+        sources.append(parent.data.tags)
+    else:
+        kind = "sweep" if tags.get("lineage.job") == "sweep" else "fine-tune run"  # runs:/ of a sweep's parent
+        links.append(Link(kind, run_id, details=_describe(r)))
+    merged = {k: v for src in reversed([*sources, outer_tags]) for k, v in src.items() if k.startswith("lineage.")}
+    _walk_start(client, merged, run_id, links, seen)
+
+
+def _walk_start(client, tags: dict, run_id: str, links: list[Link], seen: set) -> None:
+    """From a fine-tune's lineage tags to the pretraining run, an earlier MLflow model's run, or a plain folder."""
+    init = tags.get("lineage.init")
+    if tags.get("lineage.pretrain_run_id"):
+        pretrain_id = tags["lineage.pretrain_run_id"]
+        links.append(Link("init", init or "(not tagged)", details=[f"lineage.pretrain_run_id = {pretrain_id}"]))
+        r = _get_run(client, pretrain_id, "pretraining run", f"lineage.pretrain_run_id of run {run_id}", links)
+        if r is not None:
+            _walk_pretraining(client, r, links)
+    elif tags.get("lineage.init_run_id"):  # an MLflow model that was not pretrained here: walk its own run
+        init_run = tags["lineage.init_run_id"]
+        links.append(Link("init", init or "(not tagged)", details=[f"lineage.init_run_id = {init_run}"]))
+        _walk_run(client, init_run, f"lineage.init_run_id of run {run_id}", {}, links, seen)
+    elif init and not init.startswith(("models:/", "runs:/")):
+        links.append(Link("init", init, details=["a model folder with no MLflow pretraining run behind it: "
+                                                 "the chain ends here, as the run says (lineage.init)"]))
+    else:
+        what = "lineage.init_run_id" if init else "lineage.init / lineage.pretrain_run_id"
+        links.append(Link("init", f"tag {what}", False, why=f"absent on run {run_id}, its sweep and the version"))
+
+
+def _walk_pretraining(client, r, links: list[Link]) -> None:
+    """The pretraining run -> its prepared data (manifest sha256 checked) -> tokenizer -> raw corpus files."""
+    tags, run_id = r.data.tags, r.info.run_id
+    links.append(Link("pretraining run", run_id, details=_describe(r)))
+    needed = ("lineage.data_dir", "lineage.data_manifest_sha256", "lineage.tokenizer_sha256")
+    absent = [k for k in needed if k not in tags]
+    if absent:
+        why = f"absent on pretraining run {run_id}"
+        links.append(Link("prepared data", "tag " + ", ".join(absent), False, why=why))
+        return
+    data_dir, want = tags["lineage.data_dir"], tags["lineage.data_manifest_sha256"]
+    manifest = Path(data_dir) / "manifest.json"
+    if not manifest.is_file():
+        links.append(Link("prepared data", str(manifest), False, why="not found"))
+        return
+    got = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    if got != want:
+        links.append(Link("prepared data", str(manifest), False, why=f"sha256 {got}, the run's tag says {want}"))
+        return
+    links.append(Link("prepared data", data_dir, details=[f"manifest.json sha256 {got} (equals the run's tag)"]))
+    links.append(_tokenizer(Path(data_dir) / "tokenizer", tags["lineage.tokenizer_sha256"]))
+    inputs = json.loads(manifest.read_text()).get("inputs", {}).get("files", [])
+    if not inputs:
+        links.append(Link("corpus files", str(manifest), False, why="the manifest lists no input files"))
+    links.extend(_corpus_file(entry) for entry in inputs)
+
+
+def _tokenizer(folder: Path, want: str) -> Link:
+    if not folder.is_dir():
+        return Link("tokenizer", f"sha256 {want}", details=[f"{folder} not found: hash not re-checked"])
+    from bert_core.tokenizer import tokenizer_hash
+
+    got = tokenizer_hash(folder)
+    if got != want:
+        return Link("tokenizer", str(folder), False, why=f"sha256 {got}, the run's tag says {want}")
+    return Link("tokenizer", f"sha256 {want}", details=[f"{folder} (re-hashed, equal)"])
+
+
+def _corpus_file(entry: dict) -> Link:
+    """One raw input as the manifest lists it, fingerprinted again the same way (sha256, or size + mtime)."""
+    from pipelines.layout import fingerprint_inputs
+
+    path = entry["path"]
+    mark = f"sha256 {entry['sha256']}" if "sha256" in entry else f"mtime {entry.get('mtime')}"
+    recorded = f"{entry['bytes']} bytes, {mark}"
+    try:
+        (now,) = fingerprint_inputs([path])
+    except (OSError, ValueError) as exc:
+        return Link("corpus file", path, False, details=[recorded], why=f"vanished: {type(exc).__name__}")
+    changed = [f"{k} now {now.get(k)}" for k in ("bytes", "sha256", "mtime") if k in entry and now.get(k) != entry[k]]
+    if changed:
+        why = "changed since preparation: " + ", ".join(changed)
+        return Link("corpus file", path, False, details=[recorded], why=why)
+    return Link("corpus file", path, details=[recorded + " (unchanged)"])
+
+
+def format(result: LineageResult) -> str:  # noqa: A001 - the name the job's API gives it
+    lines = [f"lineage of {result.uri}"]
+    for link in result.links:
+        lines.append(f"  {link.kind:<16} {link.name}" + ("" if link.found else "   MISSING"))
+        lines += [f"  {'':<16}   {d}" for d in link.details]
+    lines += [f"warning: corpus file {link.name} {link.why}" for link in result.links
+              if link.kind == "corpus file" and not link.found]
+    if result.missing:
+        lines += [f"missing link: {m}" for m in result.missing]
+    else:
+        end = result.links[-1] if result.links else None
+        lines.append("complete: " + ("ends at a plain model folder (no pretraining run behind it)"
+                                     if end and end.kind == "init" else "reaches the raw corpus files"))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> LineageResult:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("uri", help="models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID")
+    parser.add_argument("--tracking-uri", default=TrackingConfig.tracking_uri)
+    args = parser.parse_args(argv)
+    try:
+        result = run(args.uri, args.tracking_uri)
+    except ValueError as exc:
+        parser.error(str(exc))
+    print(format(result), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(1 if main().missing else 0)

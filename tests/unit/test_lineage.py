@@ -1,0 +1,152 @@
+"""jobs/lineage.py on a small chain written with real MlflowClient calls to a SQLite store: a pretraining run
+tagged as jobs/pretrain.py tags it (its prepared set's manifest listing two raw files), a fine-tune run tagged
+as jobs/finetune.py tags one started from the registered pretrained model, and a registered fine-tuned version."""
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs import lineage
+from pipelines.layout import fingerprint_inputs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory) -> Path:
+    """A migrated SQLite store, made once: copying it is much faster than MLflow creating the schema per test."""
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path_factory.mktemp("store") / "mlflow.db"
+    MlflowClient(f"sqlite:///{db}").search_experiments()
+    return db
+
+
+@pytest.fixture
+def chain(tmp_path, empty_store):
+    from mlflow.tracking import MlflowClient
+
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("lineage", artifact_location=(tmp_path / "art").as_uri())
+    corpus = [tmp_path / "corpus" / "a.txt", tmp_path / "corpus" / "b.txt"]
+    corpus[0].parent.mkdir()
+    for i, f in enumerate(corpus):
+        f.write_text(f"raw text {i}\n" * 10)
+    data = tmp_path / "prepared" / "0123abcd"
+    data.mkdir(parents=True)
+    (data / "manifest.json").write_text(json.dumps({"inputs": {"files": fingerprint_inputs([str(f) for f in corpus])}}))
+    manifest_sha = hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
+    pre = client.create_run(exp, run_name="pre", tags={
+        "lineage.job": "pretrain", "data_dir": str(data), "lineage.data_dir": str(data), "lineage.data_name": data.name,
+        "lineage.data_manifest_sha256": manifest_sha, "lineage.tokenizer_sha256": "f" * 64,
+        "code.version": "0.1.0", "code.git_commit": "abc123", "code.git_dirty": "false"}).info.run_id
+    ft = client.create_run(exp, run_name="ft", tags={
+        "lineage.job": "finetune", "task": "pkgdocs", "lineage.init": "models:/pre@candidate",
+        "lineage.init_run_id": pre, "lineage.pretrain_run_id": pre, "code.git_commit": "abc123"}).info.run_id
+    _register(client, "ft-model", ft)
+    return client, uri, pre, ft, corpus
+
+
+def _register(client, name: str, run_id: str) -> None:
+    client.create_registered_model(name)
+    source = f"{client.get_run(run_id).info.artifact_uri}/model"
+    version = client.create_model_version(name, source, run_id=run_id, tags={"task": "text-classification"})
+    client.set_registered_model_alias(name, "candidate", version.version)
+
+
+def test_full_chain_reaches_the_raw_corpus_hashes(chain, capsys):
+    _, uri, pre, ft, corpus = chain
+    result = lineage.main(["models:/ft-model@candidate", "--tracking-uri", uri])
+    assert result.missing == []
+    kinds = [link.kind for link in result.links]
+    assert kinds == ["model version", "fine-tune run", "init", "pretraining run", "prepared data", "tokenizer",
+                     "corpus file", "corpus file"]
+    out = capsys.readouterr().out
+    assert pre in out and ft in out and "code.git_commit = abc123" in out
+    for f in corpus:
+        assert f"{f}" in out and hashlib.sha256(f.read_bytes()).hexdigest() in out
+    assert "missing link" not in out and "complete: reaches the raw corpus files" in out
+
+
+def test_a_vanished_corpus_file_is_a_missing_link_and_exits_1(chain):
+    _, uri, _, _, corpus = chain
+    corpus[1].unlink()
+    result = lineage.run("models:/ft-model/1", uri)
+    assert result.missing == [f"corpus file {corpus[1]} (vanished: FileNotFoundError)"]
+    proc = subprocess.run([sys.executable, str(REPO / "jobs/lineage.py"), "models:/ft-model@candidate",
+                           "--tracking-uri", uri], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 1, proc.stderr
+    assert f"warning: corpus file {corpus[1]} vanished" in proc.stdout
+    assert f"missing link: corpus file {corpus[1]}" in proc.stdout
+
+
+def test_a_changed_corpus_file_is_a_missing_link(chain):
+    _, uri, _, _, corpus = chain
+    corpus[0].write_text("edited after preparation\n")
+    (missing,) = lineage.run("models:/ft-model@candidate", uri).missing
+    assert missing.startswith(f"corpus file {corpus[0]} (changed since preparation: bytes now")
+
+
+def test_a_deleted_pretraining_run_is_named(chain):
+    client, uri, pre, _, _ = chain
+    client.delete_run(pre)
+    result = lineage.run("models:/ft-model@candidate", uri)
+    (missing,) = result.missing
+    assert missing.startswith(f"pretraining run {pre} (") and "was deleted" in missing
+    assert "corpus file" not in [link.kind for link in result.links]
+
+
+def test_a_manifest_that_differs_from_its_tag_is_a_missing_link(chain):
+    client, uri, pre, _, _ = chain
+    client.set_tag(pre, "lineage.data_manifest_sha256", "0" * 64)
+    (missing,) = lineage.run(f"runs:/{pre}", uri).missing
+    assert missing.startswith("prepared data ") and "the run's tag says 000" in missing
+
+
+def test_a_fine_tune_from_a_plain_folder_ends_there_complete(chain, capsys):
+    client, uri, _, _, _ = chain
+    run_id = client.create_run(client.get_experiment_by_name("lineage").experiment_id, tags={
+        "lineage.job": "finetune", "lineage.init": "/models/all-MiniLM-L6-v2"}).info.run_id
+    _register(client, "minilm-ft", run_id)
+    result = lineage.main(["models:/minilm-ft@candidate", "--tracking-uri", uri])
+    assert result.missing == [] and result.links[-1].kind == "init"
+    assert "no MLflow pretraining run behind it" in capsys.readouterr().out
+
+
+def test_a_fine_tune_with_no_lineage_tags_is_a_missing_link(chain):
+    client, uri, _, _, _ = chain
+    run_id = client.create_run(client.get_experiment_by_name("lineage").experiment_id).info.run_id
+    (missing,) = lineage.run(f"runs:/{run_id}/model", uri).missing
+    assert "lineage.init / lineage.pretrain_run_id" in missing
+
+
+def test_an_unknown_alias_and_a_bad_uri(chain):
+    _, uri, _, _, _ = chain
+    (missing,) = lineage.run("models:/ft-model@champion", uri).missing
+    assert missing.startswith("model version models:/ft-model@champion (not in the registry")
+    with pytest.raises(SystemExit):
+        lineage.main(["/some/folder", "--tracking-uri", uri])
+
+
+def test_a_sweep_trial_takes_its_lineage_from_the_sweep(chain):
+    """The quickstart's registered version: logged by a seed trial nested under the sweep's parent run, which
+    (like the version) carries lineage.pretrain_run_id; the trial itself has no lineage tags."""
+    client, uri, pre, _, _ = chain
+    exp = client.get_experiment_by_name("lineage").experiment_id
+    parent = client.create_run(exp, tags={"sweep": "sw", "phase": "parent", "lineage.job": "sweep",
+                                          "lineage.init": "/runs/qs/release", "lineage.pretrain_run_id": pre})
+    trial = client.create_run(exp, tags={"mlflow.parentRunId": parent.info.run_id, "sweep": "sw", "trial_id": "t1"})
+    _register(client, "swept", trial.info.run_id)
+    result = lineage.run("models:/swept@candidate", uri)
+    assert result.missing == []
+    assert [link.kind for link in result.links][1:5] == ["sweep trial run", "sweep", "init", "pretraining run"]
+    client.delete_run(parent.info.run_id)
+    (missing,) = lineage.run("models:/swept@candidate", uri).missing
+    assert missing.startswith(f"sweep {parent.info.run_id} (tag mlflow.parentRunId of run {trial.info.run_id}")
