@@ -90,7 +90,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in dev.items()}, **counts},
                                str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind],
                                version_tags={"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name},
-                               description=card)
+                               description=card,
+                               input_example=tracking.input_example(next(iter(eval_rows.values()))))
     info.update(counts)
     out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], dev, history, str(export_dir),
                          str(init_dir), resolved.task.labels, info)

@@ -347,7 +347,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
         shutil.copytree(Path(d) / "best", export_dir)
     median_run_id = _run_of(client, parent_id, median_run)
     info = register(cfg, client, median_run_id, export_dir, stats, spread, data["base"]["task"],
-                    client.get_run(data["parent_run_id"]).data.tags)
+                    client.get_run(data["parent_run_id"]).data.tags, next(iter(data["eval_rows"].values())))
     result.seeds = {**stats, "scores": scores, "seeds": [r.config["train.seed"] for _, r in runs],
                     "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
     result.export_dir = str(export_dir)
@@ -372,7 +372,7 @@ def _degenerate(r, majority: float) -> tuple[str, float]:
 
 
 def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dict, spread: str, task: dict,
-             lineage: dict) -> dict:
+             lineage: dict, eval_rows: list[dict]) -> dict:
     """Log the median run's model in its own MLflow run; register it with the seed spread, the task config
     that evaluates it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
     import json
@@ -386,7 +386,8 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
                                {f"seed median {ft_tasks.main_metric(cfg.finetune.task)}": stats["median"]}, lineage,
                                spread)
     return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, {}, str(export_dir),
-                               t.registered_model, t.alias, task=hf_task, version_tags=tags, description=card)
+                               t.registered_model, t.alias, task=hf_task, version_tags=tags, description=card,
+                               input_example=tracking.input_example(eval_rows))
 
 
 def _run_of(client, parent_id: str, result) -> str:

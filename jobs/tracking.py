@@ -40,12 +40,17 @@ class RankZeroLogger:
     MLflow keys a metric by (key, step, timestamp, value) and drops exact repeats. `close()` at the end of
     training retries until the buffer is empty or `close_timeout_s` has passed. Beyond `max_buffered`
     points the oldest are dropped and counted (`dropped`).
+
+    System metrics (`system/cpu_utilization_percentage`, memory, disk, network, and `system/gpu_*` where
+    NVIDIA's NVML is present) are sampled with MLflow's own monitors every `system_metrics_s` seconds, at a
+    `log` call, on the node rank 0 trains on, and go through the same buffer: MLflow's background monitor
+    would need the run to stay RUNNING in this process and stops at the first failed request.
     """
 
     MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per request
 
     def __init__(self, tracking_uri: str, run_id: str | None, rank: int, backoff_s: float = 1.0,
-                 max_backoff_s: float = 60.0, max_buffered: int = 100_000):
+                 max_backoff_s: float = 60.0, max_buffered: int = 100_000, system_metrics_s: float = 10.0):
         self.client = None
         self.run_id = run_id
         self.failures = 0
@@ -59,12 +64,19 @@ class RankZeroLogger:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
             self.client = MlflowClient(tracking_uri)
+        self.monitors = system_monitors() if self.client is not None and system_metrics_s > 0 else []
+        self.system_metrics_s, self._next_sample = system_metrics_s, time.monotonic()
+        for m in self.monitors:
+            m.collect_metrics()  # CPU utilization is measured between two samples: this is the first
 
     def log(self, metrics: dict, step: int) -> None:
         if self.client is None:
             return
         from mlflow.entities import Metric
 
+        if self.monitors and time.monotonic() >= self._next_sample:
+            self._next_sample = time.monotonic() + self.system_metrics_s
+            metrics = {**metrics, **self.system_metrics()}
         now = int(time.time() * 1000)
         self.pending += [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
         if len(self.pending) > self.max_buffered:
@@ -72,6 +84,17 @@ class RankZeroLogger:
             del self.pending[:len(self.pending) - self.max_buffered]
         if time.monotonic() >= self._retry_at:
             self.flush()
+
+    def system_metrics(self) -> dict:
+        out = {}
+        for m in self.monitors:
+            try:
+                m.collect_metrics()
+                out.update({f"system/{k}": v for k, v in m.aggregate_metrics().items()})
+            except Exception:  # a sensor that fails (a GPU gone, a disk unmounted) must not stop training
+                pass
+            m.clear_metrics()
+        return out
 
     def flush(self) -> bool:
         """Write the buffer, oldest first; on a failure count it, keep the rest and back off. True if empty."""
@@ -102,6 +125,25 @@ class RankZeroLogger:
         """tracking_failures: failed writes; tracking_undelivered: metric points not in MLflow (dropped or
         still buffered)."""
         return {"tracking_failures": self.failures, "tracking_undelivered": self.dropped + len(self.pending)}
+
+
+def system_monitors() -> list:
+    """MLflow's system-metric monitors for this node: CPU and memory, disk, network, NVIDIA GPUs if NVML loads."""
+    from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
+    from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
+    from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
+
+    monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
+
+            monitors.append(GPUMonitor())
+    except Exception:  # no pynvml, or NVML cannot start: CPU metrics only
+        pass
+    return monitors
 
 
 def outage_line(metrics: dict) -> str:
@@ -249,15 +291,18 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
 
 
 def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str | None, registered_model: str,
-               alias: str, task: str, version_tags: dict | None = None, description: str = "") -> dict:
+               alias: str, task: str, version_tags: dict | None = None, description: str = "",
+               input_example: list[str] | None = None) -> dict:
     """Log final metrics and the model folder for `task` (PRETRAINING: the release checkpoint as is; a pipeline
     task: a transformers model); register it under an alias, with `version_tags` and `description` (the
-    version's model card) on the new version."""
+    version's model card) on the new version. `input_example`: a few inputs of the task, saved with a
+    pipeline model, whose signature MLflow infers from running the pipeline on them."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
     mlflow.set_tracking_uri(tracking_uri)
     info: dict = {"run_id": run_id}
+    log_curves(tracking_uri, run_id)
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
@@ -265,7 +310,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
             info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
                                                           registered_model or None)
         elif release_dir:
-            model_info = log_release_model(release_dir, registered_model or None, task)
+            model_info = log_release_model(release_dir, registered_model or None, task, input_example)
             info["model_uri"] = model_info.model_uri
             registered = getattr(model_info, "registered_model_version", None)
         if release_dir:
@@ -278,6 +323,62 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
                 client.set_registered_model_alias(registered_model, alias, str(registered))
                 info.update(registered_model=registered_model, version=str(registered), alias=alias)
     return info
+
+
+CURVES = "curves.png"
+
+
+def input_example(rows: list[dict], n: int = 2) -> list[str] | None:
+    """The first `n` evaluation rows as a pipeline's input: a sentence (classification with one text, or NER's
+    tokens joined); None for sentence pairs and QA, whose pipelines take structured inputs."""
+    if not rows:
+        return None
+    if "tokens" in rows[0]:
+        return [" ".join(map(str, r["tokens"])) for r in rows[:n]]
+    if "text_a" in rows[0] and not isinstance(rows[0].get("text_b"), str):
+        return [str(r["text_a"]) for r in rows[:n]]
+    return None
+
+
+def log_curves(tracking_uri: str, run_id: str, max_panels: int = 12) -> str | None:
+    """Every training and evaluation metric the run logged over steps (train/*, eval/*, dev*/...), one panel
+    each, as the run's artifact curves.png; None when it logged none."""
+    import math
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    keys = sorted(k for k in client.get_run(run_id).data.metrics
+                  if k.split("/", 1)[0] in ("train", "eval") or k.startswith("dev"))
+    histories = {k: sorted((m.step, m.value) for m in client.get_metric_history(run_id, k)) for k in keys}
+    histories = {k: h for k, h in histories.items() if len(h) > 1}
+    if not histories:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = list(histories)[:max_panels]
+    cols = min(3, len(shown))
+    rows = math.ceil(len(shown) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, shown):
+        steps, values = zip(*histories[key])
+        ax.plot(steps, values, marker="." if len(steps) < 50 else None)
+        ax.set_title(key, fontsize="small")
+        ax.set_xlabel("step", fontsize="small")
+    for ax in list(axes.flat)[len(shown):]:
+        ax.axis("off")
+    fig.tight_layout()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / CURVES
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        client.log_artifact(run_id, str(path))
+    return CURVES
 
 
 def _has_pipeline(task: str) -> bool:
@@ -323,8 +424,10 @@ TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM"
                "token-classification": "AutoModelForTokenClassification"}
 
 
-def log_release_model(release_dir: str, registered_model: str | None, task: str):
-    """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too)."""
+def log_release_model(release_dir: str, registered_model: str | None, task: str,
+                      input_example: list[str] | None = None):
+    """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too), with
+    `input_example` and the signature inferred from it."""
     import mlflow
     import transformers
 
@@ -335,6 +438,6 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str)
             for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
     return mlflow.transformers.log_model(
         transformers_model={"model": model, "tokenizer": tokenizer},
-        name="model", task=task, pip_requirements=pins,
+        name="model", task=task, pip_requirements=pins, input_example=input_example,
         registered_model_name=registered_model,
     )

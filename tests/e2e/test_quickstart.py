@@ -175,9 +175,13 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
 
     from jobs import ft_tasks
 
-    _, swept, _, sweep_cfg, _, promoted = result
+    pretrained, swept, _, sweep_cfg, _, promoted = result
     t = sweep_cfg.finetune.tracking
     client = MlflowClient(t.tracking_uri)
+    # every job's run: curves as an artifact, system metrics from the training node
+    for run_id in (pretrained.mlflow["run_id"], swept.mlflow["median_run_id"]):
+        assert "curves.png" in [a.path for a in client.list_artifacts(run_id)]
+        assert "system/cpu_utilization_percentage" in client.get_run(run_id).data.metrics
     assert (promoted.decision, promoted.candidate, promoted.champion) == ("promoted", str(swept.mlflow["version"]), "")
     champion = client.get_model_version_by_alias(t.registered_model, "champion")
     assert str(champion.version) == promoted.candidate
@@ -186,6 +190,7 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     assert promoted.evidence["candidate"] == pytest.approx(swept.seeds["median"], abs=0.01)
     assert champion.description.startswith("**text-classification")
     mlflow.set_tracking_uri(t.tracking_uri)
+    assert mlflow.models.get_model_info(f"models:/{t.registered_model}@champion").signature is not None
     pipe = mlflow.transformers.load_model(f"models:/{t.registered_model}@champion")
     task = sweep_cfg.finetune.task
     _, evals, labels = ft_tasks.load_rows(task)

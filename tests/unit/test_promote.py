@@ -87,7 +87,8 @@ def models(tmp_path_factory):
 def register(uri: str, task: TaskConfig, model_dir) -> str:
     run_id = tracking.start_run(uri, "toy-finetune", str(model_dir.parent / "art"), "toy", {"task": asdict(task)})
     info = tracking.finish_run(uri, run_id, {}, str(model_dir), NAME, "candidate", task="text-classification",
-                               version_tags={"task_config": json.dumps(asdict(task))})
+                               version_tags={"task_config": json.dumps(asdict(task))},
+                               input_example=["the film was good", "the plot was awful"])
     return str(info["version"])
 
 
@@ -183,10 +184,14 @@ def test_promoted_model_loads_by_alias_from_a_server_and_predicts(models, server
     register(server.uri, task, dirs["good"])
     assert judge(server.uri).decision == "promoted"
     mlflow.set_tracking_uri(server.uri)
+    info = mlflow.models.get_model_info(f"models:/{NAME}@champion")
+    assert info.signature is not None and info.saved_input_example_info is not None
     pipe = mlflow.transformers.load_model(f"models:/{NAME}@champion")
     texts = ["the plot was superb and lovely", "the film was awful and grim"]
     labels = [p["label"] for p in pipe(texts)]
     assert labels == [task.labels[1], task.labels[0]], labels
+    served = mlflow.pyfunc.load_model(f"models:/{NAME}@champion").predict(texts)  # what `mlflow models serve` runs
+    assert list(served["label"]) == labels
 
 
 def test_entity_counts_give_seqeval_micro_f1():

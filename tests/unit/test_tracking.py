@@ -131,7 +131,8 @@ def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server
 
     client = MlflowClient(server.uri)
     run_id = client.create_run(client.create_experiment("outage")).info.run_id
-    logger = tracking.RankZeroLogger(server.uri, run_id, rank=0, backoff_s=0.2, max_backoff_s=1.0)
+    logger = tracking.RankZeroLogger(server.uri, run_id, rank=0, backoff_s=0.2, max_backoff_s=1.0,
+                                     system_metrics_s=0)  # only the points this test logs
     for step in range(5):
         logger.log({"train/loss": 10.0 - step}, step=step)
     assert logger.counts() == {"tracking_failures": 0, "tracking_undelivered": 0}
@@ -151,6 +152,28 @@ def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server
     assert sorted((m.step, m.value) for m in history) == [(s, 10.0 - s) for s in range(15)]  # once each
     assert f"{logger.failures} failed MLflow writes, retried: every buffered metric delivered" \
         == tracking.outage_line(counts)
+
+
+def test_system_metrics_are_sampled_on_the_logging_rank_and_reach_the_run(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("system", (tmp_path / "art").as_uri())).info.run_id
+    logger = tracking.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0.3)
+    for step in range(6):
+        logger.log({"train/loss": 6.0 - step, "dev/accuracy": step / 6}, step=step)
+        time.sleep(0.2)
+    assert logger.close() == {"tracking_failures": 0, "tracking_undelivered": 0}
+    cpu = client.get_metric_history(run_id, "system/cpu_utilization_percentage")
+    memory = client.get_metric_history(run_id, "system/system_memory_usage_megabytes")
+    assert 2 <= len(cpu) <= 4 and all(0 <= m.value <= 100 for m in cpu)  # every 0.3 s, at a log call
+    assert memory and all(m.value > 0 for m in memory)
+    assert not tracking.RankZeroLogger(uri, run_id, rank=1).monitors  # other ranks sample nothing
+    # finishing the run plots every train/eval/dev curve it logged (system metrics are not training curves)
+    tracking.finish_run(uri, run_id, {"final": 1.0}, None, "", "candidate", task="text-classification")
+    assert [a.path for a in client.list_artifacts(run_id)] == [tracking.CURVES]
+    assert (tmp_path / "art" / run_id / "artifacts" / tracking.CURVES).stat().st_size > 5000
 
 
 def test_outage_line_sums_phases_and_names_lost_points():
