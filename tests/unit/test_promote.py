@@ -20,7 +20,7 @@ from jobs import evaluate, promote, tracking
 from jobs.finetune_config import TaskConfig
 from jobs.promote import PromoteConfig
 from pipelines.tasks.glue import GLUE_TASKS
-from tests.unit.test_tracking import server  # noqa: F401  (the real mlflow server fixture)
+from tests.mlflow_server import server  # noqa: F401  (a real mlflow server per test)
 
 NAME = "sst-toy"
 GOOD, BAD = ("good", "great", "fine", "lovely", "superb"), ("bad", "awful", "poor", "dreadful", "grim")

@@ -1,12 +1,8 @@
 """What jobs/tracking.py writes to real MLflow stores (SQLite; a real `mlflow server` for outages): the resolved
 config, the code version, and metrics logged while the server was down."""
 
-import os
-import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from importlib.metadata import version
 from pathlib import Path
 
@@ -19,7 +15,7 @@ from jobs.config import PretrainConfig
 from jobs.config_io import load_config
 from jobs.pretrain import resolve_config
 from tests.e2e.quick import QUICKSTART
-from tests.ports import free_server_port
+from tests.mlflow_server import server  # noqa: F401  (a real mlflow server per test)
 
 ROOT = Path(__file__).resolve().parents[2]
 from tests.unit.test_tokenizer import corpus
@@ -66,64 +62,6 @@ def test_runs_are_tagged_with_the_code_version(tmp_path):
     assert tags["code.git_commit"] == head
     assert tags["code.git_dirty"] in ("true", "false")
     assert tags["code.version"] == version("bert-foundry")
-
-
-class ServerExited(RuntimeError):
-    pass
-
-
-class MlflowServer:
-    """A real `mlflow server` subprocess on 127.0.0.1 with a SQLite backend; `stop()` kills it (SIGKILL, its
-    whole process group: a crash, not a shutdown) and `start()` brings it back on the same port and store."""
-
-    def __init__(self, root: Path, port: int):
-        self.root, self.port = root, port
-        self.uri = f"http://127.0.0.1:{port}"
-        self.proc = None
-
-    def start(self, timeout_s: float = 120.0) -> None:
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job-runner processes
-        log = open(self.root / "server.log", "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root}/server.db",
-             "--default-artifact-root", (self.root / "art").as_uri()],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServerExited(f"mlflow server exited with {self.proc.returncode}: "
-                                   + (self.root / "server.log").read_text()[-2000:])
-            try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.5)
-        raise TimeoutError(f"mlflow server not up after {timeout_s:g}s: {(self.root / 'server.log').read_text()}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-
-@pytest.fixture
-def server(tmp_path, monkeypatch):
-    for name in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):  # the logger sets these
-        monkeypatch.delenv(name, raising=False)
-    for attempt in range(3):  # a first start that dies (its port taken meanwhile) is retried on another port
-        s = MlflowServer(tmp_path, free_server_port())
-        try:
-            s.start()
-            break
-        except ServerExited:
-            if attempt == 2:
-                raise
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server):
