@@ -26,7 +26,7 @@ class MlflowServer:
         self.uri = f"http://127.0.0.1:{port}"
         self.proc = None
 
-    def start(self, timeout_s: float = 120.0) -> None:
+    def start(self, timeout_s: float = 300.0) -> None:
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job-runner processes
         log = open(self.root / "server.log", "a")
         self.proc = subprocess.Popen(

@@ -72,7 +72,7 @@ def test_zero2_survives_a_tracking_server_outage(ray_tmp, tmp_path, capsys):
                 server.stop()
                 down["at"] = time.monotonic()
                 time.sleep(10)
-                server.start()
+                server.start(timeout_s=600)  # a loaded 2-core machine has taken minutes to start one
                 down["for_s"] = time.monotonic() - down["at"]
                 return
             time.sleep(0.2)
@@ -90,7 +90,7 @@ def test_zero2_survives_a_tracking_server_outage(ray_tmp, tmp_path, capsys):
     assert m["tracking_failures"] >= 1 and m["tracking_undelivered"] == 0, m
     assert f"{int(m['tracking_failures'])} failed MLflow writes, retried: every buffered metric delivered" \
         in capsys.readouterr().out
-    server.start()
+    server.start(timeout_s=600)
     try:
         history = MlflowClient(server.uri).get_metric_history(result.mlflow["run_id"], "train/loss")
     finally:
