@@ -57,7 +57,8 @@ from pipelines.examples import (Document, bucket_seed, create_examples, document
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
                               length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
 from pipelines.rejects import RejectLog
-from pipelines.sources import content_hashes, find_duplicates, resolve_sources
+from pipelines.dedup import content_hashes, find_duplicates
+from pipelines.sources import resolve_sources
 from pipelines.layout import FULL_HASH_MAX_BYTES, ShardLayout, dataset_name, fingerprint_inputs
 from pipelines.spill import RECORD_BITS, DocumentTokenizer, read_spill, unit_documents
 from pipelines.units import plan_units

@@ -29,7 +29,8 @@ from pipelines.examples import document_key
 from pipelines.layout import ShardLayout
 from pipelines.shards import token_type
 from pipelines.rejects import RejectLog
-from pipelines.sources import SAMPLE_CHARS, Span, content_hashes, iter_documents
+from pipelines.dedup import content_hashes
+from pipelines.sources import SAMPLE_CHARS, Span, iter_documents
 
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 SPILL_CHUNK_BYTES = 16 << 20  # text an actor gathers before writing spill batches: few, large batches

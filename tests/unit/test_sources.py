@@ -211,7 +211,7 @@ def test_corrupt_compressed_files(tmp_path):
 # ---------------------------------------------------------------------------- dedup and reject log
 
 def test_find_duplicates_keeps_the_first_in_order_of_each_hash():
-    from pipelines.sources import content_hashes, find_duplicates
+    from pipelines.dedup import content_hashes, find_duplicates
 
     texts = ["a", "b", "a", "c", "b", "a"]
     order = [5, 1, 0, 3, 4, 2]  # the "a" with order 0 (index 2) and the "b" with order 1 (index 1) stay
