@@ -132,6 +132,13 @@ class TrackingConfig:
     artifact_location: str = "mlartifacts"  # for a new experiment; relative to the working dir
     registered_model: str = ""  # register the release checkpoint under this name; "" skips it
     alias: str = "candidate"  # registry alias set on the new version
+    # at the end of training, how long rank 0 keeps retrying metrics buffered through a tracking outage
+    flush_timeout_s: float = 60.0
+
+    def validate(self) -> "TrackingConfig":
+        if self.flush_timeout_s < 0:
+            raise ConfigError(f"tracking.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
+        return self
 
 
 @dataclass
@@ -149,6 +156,7 @@ class PretrainConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     def validate(self) -> "PretrainConfig":
+        self.tracking.validate()
         self.model.validate()
         if self.corpus.harvest_installed_docs and not self.data.sources:
             self.data.sources = [self.corpus.harvest_dir]

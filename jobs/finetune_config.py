@@ -119,6 +119,7 @@ class FinetuneConfig:
             if getattr(self.features, name) < 1:
                 raise ConfigError(f"features.{name} must be >= 1, got {getattr(self.features, name)}")
         s.validate()
+        self.tracking.validate()
         if self.tracking.registered_model and not self.tracking.alias:
             raise ConfigError("tracking.alias must be set when tracking.registered_model is")
         if "/" in self.run_name:

@@ -231,7 +231,8 @@ class Worker:
                     break
         if not self.history or self.history[-1]["step"] != step:
             self.evaluate(step, epoch)  # the last steps are always evaluated
-        ray.train.report(self.logger.close())  # every rank reports; the driver reads rank 0's counts
+        # every rank reports; the driver reads rank 0's counts
+        ray.train.report(self.logger.close(self.cfg.tracking.flush_timeout_s))
 
     def evaluate(self, step: int, epoch: int) -> bool:
         """Rank 0 scores the dev set; every rank reports (a checkpoint only on improvement). Returns

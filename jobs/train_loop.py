@@ -257,7 +257,8 @@ class Worker:
                     log.info(f"[eval] after training:  mlm_acc {after['mlm_acc']:.4f} "
                              f"nsp_acc {after['nsp_acc']:.4f} mlm_loss {after['mlm_loss']:.4f}")
                 self.logger.log({f"eval/{k}": v for k, v in after.items()}, step=self.step)
-                report.update(self.logger.close())  # rank 0's counts reach the driver's summary
+                # rank 0's counts reach the driver's summary
+                report.update(self.logger.close(self.cfg.tracking.flush_timeout_s))
                 self.engine.export(Path(tmp) / "release")  # the driver adds the tokenizer files
             ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp))
 

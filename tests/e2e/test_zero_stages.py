@@ -60,18 +60,19 @@ def test_zero2_survives_a_tracking_server_outage(ray_tmp, tmp_path, capsys):
 
     server = start_server(tmp_path)
     cfg = quick_config(ray_tmp, "zero2", "train.max_steps=40", "train.log_every=2", "train.eval_batches=4",
-                       "optim.warmup_steps=5", "deepspeed.zero_stage=2", f"tracking.tracking_uri={server.uri}")
+                       "optim.warmup_steps=5", "deepspeed.zero_stage=2", f"tracking.tracking_uri={server.uri}",
+                       "tracking.flush_timeout_s=600")  # the end of training waits for a slow restart
     client, down = MlflowClient(server.uri), {}
 
     def outage():
-        """Kill the server (SIGKILL) once the first training point has arrived; bring it back 10 s later."""
+        """Kill the server (SIGKILL) once the first training point has arrived; bring it back 5 s later."""
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             runs = client.search_runs([e.experiment_id for e in client.search_experiments()], "attributes.run_name = 'zero2'")
             if runs and client.get_metric_history(runs[0].info.run_id, "train/loss"):
                 server.stop()
                 down["at"] = time.monotonic()
-                time.sleep(10)
+                time.sleep(5)
                 server.start(timeout_s=600)  # a loaded 2-core machine has taken minutes to start one
                 down["for_s"] = time.monotonic() - down["at"]
                 return
@@ -84,7 +85,7 @@ def test_zero2_survives_a_tracking_server_outage(ray_tmp, tmp_path, capsys):
     finally:
         killer.join(timeout=60)
         server.stop()
-    assert down.get("for_s", 0) >= 10, "the server was never taken down during the run"
+    assert down.get("for_s", 0) >= 5, "the server was never taken down during the run"
     m = result.metrics
     assert m["step"] == 40 and m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"] - 0.5
     assert m["tracking_failures"] >= 1 and m["tracking_undelivered"] == 0, m

@@ -55,6 +55,8 @@ CASES = [
     case("pretrain-file", [], "'deepspeed.zero_stag'", r"did you mean 'deepspeed\.zero_stage'\?",
          "unknown-key-in-yaml-file"),
     case("finetune", ["train.epoch=2"], "'train.epoch'", r"did you mean 'train\.epochs'\?", "ft-unknown-key"),
+    case("pretrain", ["tracking.flush_timeout_s=-1"], "tracking.flush_timeout_s", "must be >= 0",
+         "negative-flush-timeout"),
     # wrong types
     case("pretrain", ["train.max_steps=ten"], "train.max_steps", "must be an integer", "string-for-int"),
     case("pretrain", ["optim.lr=[1e-3, 2e-3]"], "optim.lr", "must be a number", "list-for-float"),
