@@ -92,10 +92,10 @@ def register(uri: str, task: TaskConfig, model_dir) -> str:
     return str(info["version"])
 
 
-def judge(uri: str, **kw) -> promote.PromoteResult:
+def judge(uri: str, art, **kw) -> promote.PromoteResult:
     return promote.run(PromoteConfig(model=NAME, bootstrap_samples=300, **kw,
                                      tracking=promote.TrackingConfig(tracking_uri=uri, experiment="toy-promotion",
-                                                                     artifact_location="unused")))
+                                                                     artifact_location=str(art))))
 
 
 def test_the_good_model_separates_the_classes_and_the_weak_one_does_not(models):
@@ -119,26 +119,26 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
     client = MlflowClient(uri)
 
     v1 = register(uri, task, dirs["weak"])
-    first = judge(uri)
+    first = judge(uri, tmp_path / "art")
     assert (first.decision, first.candidate, first.champion) == ("promoted", v1, "")
     assert "no champion yet" in first.reason
 
     v2 = register(uri, task, dirs["good"])
-    better = judge(uri)
+    better = judge(uri, tmp_path / "art")
     assert (better.decision, better.candidate, better.champion) == ("promoted", v2, v1), better.reason
     assert better.evidence["p_better"] >= 0.95 and better.evidence["delta"] > 0.2
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == v2
 
     v3 = register(uri, task, dirs["same"])  # better by less than the noise
-    noise = judge(uri)
+    noise = judge(uri, tmp_path / "art")
     assert noise.decision == "kept" and "within the noise" in noise.reason, noise.reason
     assert str(client.get_model_version_by_alias(NAME, "challenger").version) == v3  # the one that lost keeps it
 
     v4 = register(uri, task, dirs["weak"])  # worse
-    worse = judge(uri)
+    worse = judge(uri, tmp_path / "art")
     assert worse.decision == "kept" and "below min_delta" in worse.reason and worse.evidence["delta"] < 0
 
-    margin = judge(uri, version=int(v3), min_delta=0.0, confidence=0.5)  # equal: p_better 0 < 0.5
+    margin = judge(uri, tmp_path / "art", version=int(v3), min_delta=0.0, confidence=0.5)  # equal: p_better 0 < 0.5
     assert margin.decision == "kept"
 
     # the evidence: tags on each judged version, a promotion run per decision, all on the same rows
@@ -153,7 +153,7 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
         assert run.data.tags["decision"] == r.decision and run.data.metrics["p_better"] == pytest.approx(
             r.evidence["p_better"])
 
-    back = judge(uri, rollback=True)
+    back = judge(uri, tmp_path / "art", rollback=True)
     assert (back.decision, back.candidate, back.champion) == ("rolled back", v1, v2)
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == v1
     assert "promotion.rolled_back" in client.get_model_version(NAME, v2).tags
@@ -162,7 +162,7 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
                                                  ["champion", f"v{v1}", "->", f"v{v2}"],
                                                  ["champion", f"v{v2}", "->", f"v{v1}"]]
     with pytest.raises(ValueError, match="no previous champion"):
-        judge(uri, rollback=True)
+        judge(uri, tmp_path / "art", rollback=True)
 
 
 def test_refused_before_any_evaluation(models, tmp_path):
@@ -170,11 +170,11 @@ def test_refused_before_any_evaluation(models, tmp_path):
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     with pytest.raises(ConfigError, match="min_delta must be >= 0"):
-        judge(uri, min_delta=-0.1)
+        judge(uri, tmp_path / "art", min_delta=-0.1)
     with pytest.raises(ConfigError, match="confidence must be in"):
-        judge(uri, confidence=1.0)
+        judge(uri, tmp_path / "art", confidence=1.0)
     with pytest.raises(ConfigError, match="task.labels"):
-        judge(uri, task={"labels": ["x"]})
+        judge(uri, tmp_path / "art", task={"labels": ["x"]})
 
 
 def test_promoted_model_loads_by_alias_from_a_server_and_predicts(models, server):  # noqa: F811
@@ -182,7 +182,7 @@ def test_promoted_model_loads_by_alias_from_a_server_and_predicts(models, server
 
     task, dirs = models
     register(server.uri, task, dirs["good"])
-    assert judge(server.uri).decision == "promoted"
+    assert judge(server.uri, server.root / "art").decision == "promoted"
     mlflow.set_tracking_uri(server.uri)
     info = mlflow.models.get_model_info(f"models:/{NAME}@champion")
     assert info.signature is not None and info.saved_input_example_info is not None
