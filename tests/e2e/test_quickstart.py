@@ -186,8 +186,10 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     champion = client.get_model_version_by_alias(t.registered_model, "champion")
     assert str(champion.version) == promoted.candidate
     assert champion.tags["promotion.decision"] == "promoted" and champion.tags["promotion.run_id"] == promoted.run_id
-    # judged on the same dev rows the sweep selected on, with the score the sweep saw for the median seed
-    assert promoted.evidence["candidate"] == pytest.approx(swept.seeds["median"], abs=0.01)
+    # judged on the same dev rows the sweep selected on: the registered seed run's score as the sweep saw it
+    # (transformers' BERT against ours: a near-tie may flip), not the median itself (of 2 seeds, their mean)
+    registered = swept.seeds["scores"][swept.seeds["seeds"].index(swept.seeds["median_seed"])]
+    assert promoted.evidence["candidate"] == pytest.approx(registered, abs=0.01)
     assert champion.description.startswith("**text-classification")
     mlflow.set_tracking_uri(t.tracking_uri)
     assert mlflow.models.get_model_info(f"models:/{t.registered_model}@champion").signature is not None
