@@ -346,7 +346,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
     with median_run.checkpoint.as_directory() as d:
         shutil.copytree(Path(d) / "best", export_dir)
     median_run_id = _run_of(client, parent_id, median_run)
-    info = register(cfg, client, median_run_id, export_dir, stats, spread, data["base"]["task"],
+    info = register(cfg, client, median_run_id, export_dir, {**stats, "run": score}, spread, data["base"]["task"],
                     client.get_run(data["parent_run_id"]).data.tags, next(iter(data["eval_rows"].values())))
     result.seeds = {**stats, "scores": scores, "seeds": [r.config["train.seed"] for _, r in runs],
                     "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
@@ -382,9 +382,9 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
     t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
     tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
             "task": task["name"], "task_config": json.dumps(task)}
+    metric = ft_tasks.main_metric(cfg.finetune.task)
     card = tracking.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}",
-                               {f"seed median {ft_tasks.main_metric(cfg.finetune.task)}": stats["median"]}, lineage,
-                               spread)
+                               {metric: stats["run"], f"seed median {metric}": stats["median"]}, lineage, spread)
     return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, {}, str(export_dir),
                                t.registered_model, t.alias, task=hf_task, version_tags=tags, description=card,
                                input_example=tracking.input_example(eval_rows))
