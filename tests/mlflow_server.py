@@ -45,6 +45,7 @@ class MlflowServer:
                         return
             except OSError:
                 time.sleep(0.5)
+        self.stop()  # not left running behind the test
         raise TimeoutError(f"mlflow server not up after {timeout_s:g}s: {(self.root / 'server.log').read_text()}")
 
     def stop(self) -> None:
