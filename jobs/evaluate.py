@@ -74,9 +74,10 @@ def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch
 
 @torch.no_grad()
 def _forward(model, batch: dict) -> dict[str, np.ndarray]:
-    """One batch, padded only to its longest row."""
-    length = int(batch["attention_mask"].sum(1).max())
-    inputs = {k: torch.as_tensor(batch[k][:, :length]) for k in ft_tasks.MODEL_INPUTS}
+    """One batch, padded only to its longest row (the fine-tuning collator's dynamic padding)."""
+    from jobs.ft_worker import collate
+
+    inputs = collate({k: batch[k] for k in ft_tasks.MODEL_INPUTS})
     out = model(**inputs)
     return {k: getattr(out, k).float().numpy() for k in ("logits", "start_logits", "end_logits")
             if getattr(out, k, None) is not None}
@@ -120,7 +121,7 @@ def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | No
 
 
 def _squad(model, tokenizer, task: TaskConfig, metric: str, rows: list[dict], batch_size: int) -> Scores:
-    from pipelines.tasks import best_null_threshold, best_spans, squad_eval_features
+    from pipelines.tasks import squad_eval_features
     from pipelines.tasks.squad import example_scores
 
     feats = squad_eval_features(rows, tokenizer, task.max_seq_len, task.doc_stride, task.max_query_length)
@@ -131,9 +132,7 @@ def _squad(model, tokenizer, task: TaskConfig, metric: str, rows: list[dict], ba
         pad = [(0, 0), (0, width - out["start_logits"].shape[1])]
         starts.append(np.pad(out["start_logits"], pad, constant_values=-1e4))
         ends.append(np.pad(out["end_logits"], pad, constant_values=-1e4))
-    spans = best_spans(rows, feats, np.concatenate(starts), np.concatenate(ends), task.n_best, task.max_answer_length)
-    threshold = best_null_threshold(rows, spans) if task.version_2 else float("inf")
-    predictions = {k: "" if null - s > threshold else text for k, (text, s, null) in spans.items()}
+    predictions, _ = ft_tasks.squad_predictions(task, rows, feats, np.concatenate(starts), np.concatenate(ends))
     f1 = np.array([example_scores(row, predictions.get(row["id"]))[1] for row in rows]) * 100.0
 
     def on(idx: np.ndarray) -> float:

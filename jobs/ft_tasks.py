@@ -149,17 +149,25 @@ def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str
 
 
 def _squad_metrics(task: TaskConfig, rows: list[dict], arrays: dict, tokenizer) -> dict:
-    from pipelines.tasks import best_null_threshold, best_spans, squad_eval_features, squad_metrics
+    from pipelines.tasks import squad_eval_features, squad_metrics
 
     features = squad_eval_features(rows, tokenizer, task.max_seq_len, task.doc_stride, task.max_query_length)
-    if len(features["example_id"]) != len(arrays["start_logits"]):
-        raise RuntimeError(f"{len(arrays['start_logits'])} predicted windows for {len(features['example_id'])} "
-                           "dev windows: the eval features and the predictions are out of step")
-    spans = best_spans(rows, features, arrays["start_logits"], arrays["end_logits"], task.n_best,
-                       task.max_answer_length)
-    threshold = best_null_threshold(rows, spans) if task.version_2 else float("inf")
-    predictions = {k: "" if null - score > threshold else text for k, (text, score, null) in spans.items()}
+    predictions, threshold = squad_predictions(task, rows, features, arrays["start_logits"], arrays["end_logits"])
     out = squad_metrics(predictions, rows)
     if task.version_2:
         out["null_threshold"] = threshold  # chosen on this dev set: use it when serving
     return out
+
+
+def squad_predictions(task: TaskConfig, rows: list[dict], features: dict, start_logits, end_logits
+                      ) -> tuple[dict[str, str], float]:
+    """({question id: answer text, "" for no answer}, the null threshold): the n-best spans of every window,
+    and for SQuAD v2 the no-answer threshold chosen on these rows."""
+    from pipelines.tasks import best_null_threshold, best_spans
+
+    if len(features["example_id"]) != len(start_logits):
+        raise RuntimeError(f"{len(start_logits)} predicted windows for {len(features['example_id'])} "
+                           "eval windows: the eval features and the predictions are out of step")
+    spans = best_spans(rows, features, start_logits, end_logits, task.n_best, task.max_answer_length)
+    threshold = best_null_threshold(rows, spans) if task.version_2 else float("inf")
+    return {k: "" if null - score > threshold else text for k, (text, score, null) in spans.items()}, threshold

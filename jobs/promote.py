@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -134,15 +135,16 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     split = ft_tasks.eval_splits(task)[0]
     rows = eval_rows[split]
     client.set_registered_model_alias(cfg.model, CHALLENGER, ours)
-    mine = evaluate.score(_download(uri, cfg.model, ours), task, split, rows, cfg.batch_size)
-    evidence = {"candidate": mine.value}
-    if champion is None:
-        decision, reason = "promoted", f"no champion yet; v{ours} {mine.metric} {mine.value:.4f}"
-    else:
-        best = evaluate.score(_download(uri, cfg.model, theirs), task, split, rows, cfg.batch_size)
-        evidence.update(champion=best.value, **evaluate.paired_bootstrap(
-            mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
-        decision, reason = _decide(cfg, evidence, mine.metric, ours, theirs)
+    with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
+        mine = evaluate.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
+        evidence = {"candidate": mine.value}
+        if champion is None:
+            decision, reason = "promoted", f"no champion yet; v{ours} {mine.metric} {mine.value:.4f}"
+        else:
+            best = evaluate.score(_download(uri, cfg.model, theirs, Path(tmp)), task, split, rows, cfg.batch_size)
+            evidence.update(champion=best.value, **evaluate.paired_bootstrap(
+                mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
+            decision, reason = _decide(cfg, evidence, mine.metric, ours, theirs)
     result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence,
                            evaluate.rows_digest(task, rows), mine.n)
     result.run_id = _record(cfg, client, uri, result, task)
@@ -171,12 +173,10 @@ def _task_of(version, required: bool = True) -> dict:
     return json.loads(raw) if raw else {}
 
 
-def _download(uri: str, name: str, version: str) -> Path:
-    import tempfile
-
+def _download(uri: str, name: str, version: str, root: Path) -> Path:
     from jobs.finetune import resolve_init
 
-    return resolve_init(f"models:/{name}/{version}", uri, Path(tempfile.mkdtemp(prefix="promote-")) / "model")
+    return resolve_init(f"models:/{name}/{version}", uri, root / f"v{version}")
 
 
 def _record(cfg: PromoteConfig, client, uri: str, r: PromoteResult, task) -> str:

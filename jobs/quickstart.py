@@ -62,11 +62,10 @@ def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
     if swept.mlflow.get("version"):
         from jobs import promote
 
-        t = sweep_cfg.finetune.tracking
-        promoted = promote.run(promote.PromoteConfig(
-            model=swept.mlflow["registered_model"], version=int(swept.mlflow["version"]),
-            tracking=promote.TrackingConfig(tracking_uri=t.tracking_uri, experiment="bert-foundry-promotion",
-                                            artifact_location=t.artifact_location)))
+        t, judge = sweep_cfg.finetune.tracking, promote.PromoteConfig(
+            model=swept.mlflow["registered_model"], version=int(swept.mlflow["version"]))
+        judge.tracking.tracking_uri, judge.tracking.artifact_location = t.tracking_uri, t.artifact_location
+        promoted = promote.run(judge)
     print(summary(pretrained, swept, promoted), flush=True)
     return pretrained, swept, promoted
 
