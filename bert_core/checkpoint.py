@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -152,7 +153,13 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
         return {k: v for shard in shards for k, v in load_file(str(path / shard)).items()}
     if (path / "pytorch_model.bin").is_file():
-        return torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        try:  # tensors only: a pickled object (code that would run on load) is refused, not executed
+            return torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"{path / 'pytorch_model.bin'} holds pickled objects besides tensors and was refused "
+                             f"(loaded with weights_only=True; {first}); allowed: {WEIGHTS_NAME}, or a "
+                             f"pytorch_model.bin of plain tensors") from None
     raise FileNotFoundError(f"no {WEIGHTS_NAME}, sharded safetensors or pytorch_model.bin in {path}")
 
 

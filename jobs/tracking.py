@@ -8,6 +8,7 @@ absolute on the driver so workers, whose working directory differs, write to the
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 import warnings
@@ -265,15 +266,41 @@ def log_dataset(path: str, digest: str, name: str, context: str = "training") ->
     mlflow.log_input(MetaDataset(source, name=name, digest=digest), context=context)
 
 
+# A config field or tag whose name ends in one of these words (`hf_token`, `api_key`, `db_password`; not
+# `pad_token_id`) holds a secret; its value is never logged.
+SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "credential", "credentials")
+REDACTED = "***"
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")  # scheme://user[:password]@host
+
+
+def is_secret_name(name: str) -> bool:
+    return re.split(r"[_\-]", name.rsplit(".", 1)[-1].lower())[-1] in SECRET_PARTS
+
+
+def redact(value, name: str = ""):
+    """`value` (a config dict, a tag dict or one value named `name`) safe to log: the values of secret-looking
+    names (SECRET_PARTS) become REDACTED, and credentials inside URIs (`https://user:pass@host`) are removed."""
+    if isinstance(value, dict):
+        return {k: redact(v, f"{name}.{k}" if name else str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v, name) for v in value)
+    if name and is_secret_name(name) and value not in ("", None):
+        return REDACTED
+    if isinstance(value, str):
+        return _URI_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+    return value
+
+
 def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_name: str, params: dict,
               tags: dict | None = None) -> str:
     """Open a run with `params` (the resolved config, every derived value settled) as flattened params and
-    as config.yaml, tagged with `tags` (lineage_tags(...) and the job's own). Where the tags name a prepared
-    set, it is logged as the run's training input. Nothing mutates the config afterwards."""
+    as config.yaml, tagged with `tags` (lineage_tags(...) and the job's own), both redacted (`redact`). Where
+    the tags name a prepared set, it is logged as the run's training input. Nothing mutates the config
+    afterwards."""
     import mlflow
     import yaml
 
-    tags = tags or {}
+    params, tags = redact(params), redact(tags or {})  # secrets never reach the store
     mlflow.set_tracking_uri(tracking_uri)
     if mlflow.get_experiment_by_name(experiment) is None:
         mlflow.create_experiment(experiment, artifact_location=_artifact_uri(artifact_location))

@@ -144,3 +144,29 @@ def test_overwrite_is_atomic_and_a_failed_write_keeps_the_old_checkpoint(tmp_pat
 def test_no_weights_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no model.safetensors"):
         read_state_dict(tmp_path)
+
+
+class _Payload:
+    """What a malicious checkpoint pickles: unpickling it would create `marker` (any call could run)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_planted_malicious_pickle_is_refused_and_never_runs(tmp_path):
+    folder = tmp_path / "release"
+    save_pretrained(BertForPreTraining(tiny(vocab_size=64)), folder)
+    tensors = load_file(str(folder / "model.safetensors"))
+    (folder / "model.safetensors").unlink()  # only the pickle is left to load
+    marker = tmp_path / "payload-ran"
+    torch.save({**tensors, "bert.embeddings.extra": _Payload(marker)}, folder / "pytorch_model.bin")
+
+    with pytest.raises(ValueError, match=r"pytorch_model\.bin holds pickled objects besides tensors and was refused"):
+        load_pretrained(folder, BertForPreTraining)
+    assert not marker.exists()
+
+    torch.save(tensors, folder / "pytorch_model.bin")  # plain tensors in the same format load
+    assert load_pretrained(folder, BertForPreTraining).config.vocab_size == 64

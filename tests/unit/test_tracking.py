@@ -205,3 +205,32 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
     again = tracking.lineage_tags("finetune", init=f"runs:/{finetune_id}/model", tracking_uri=uri)
     assert (again["lineage.init_run_id"], again["lineage.pretrain_run_id"]) == (finetune_id, pretrain_id)
     assert "lineage.init_run_id" not in tracking.lineage_tags("finetune", init=str(release))  # a folder: no run
+
+
+def test_secrets_in_params_tags_and_uris_never_reach_the_store(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from jobs.finetune_config import FinetuneConfig
+    from jobs.sweep_config import SweepConfig
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    params = {"tracking": {"tracking_uri": "postgresql://bob:hunter2@db:5432/mlflow", "api_key": "sk-live-1",
+                           "password": ""},
+              "init": "https://ghp_tok3n@git.example.com/models/bert", "storage": {"aws_secret_access_key": "AKIAX"},
+              "model": {"pad_token_id": 0}, "data": {"tokenizer": {"vocab_size": 8192}, "sources": ["s3://id:pw@bucket/corpus", "/data/a.txt"]}}
+    run_id = tracking.start_run(uri, "secrets", str(tmp_path / "art"), "secrets", params,
+                                tags={"init": "https://ghp_tok3n@git.example.com/x", "hf_token": "hf_abc"})
+    run = MlflowClient(uri).get_run(run_id)
+    logged = {**run.data.params, **run.data.tags}
+    config_yaml = (Path(MlflowClient(uri).download_artifacts(run_id, tracking.CONFIG_ARTIFACT, str(tmp_path))).read_text())
+    for secret in ("hunter2", "sk-live-1", "ghp_tok3n", "AKIAX", "hf_abc", "id:pw"):
+        assert not any(secret in str(v) for v in logged.values()) and secret not in config_yaml, secret
+    assert logged["tracking.tracking_uri"] == "postgresql://***@db:5432/mlflow"
+    assert logged["tracking.api_key"] == "***" and logged["hf_token"] == "***"
+    assert logged["tracking.password"] == ""  # an empty secret says it is unset
+    assert logged["data.tokenizer.vocab_size"] == "8192" and logged["model.pad_token_id"] == "0"  # not secrets
+    assert yaml.safe_load(config_yaml)["data"]["sources"] == ["s3://***@bucket/corpus", "/data/a.txt"]
+
+    # no field of the shipped configs looks like a secret: redaction changes none of their values
+    for cfg in (PretrainConfig(), FinetuneConfig(), SweepConfig()):
+        assert tracking.redact(cfg.to_dict()) == cfg.to_dict(), type(cfg).__name__
