@@ -4,8 +4,8 @@ pkgdocs from all-MiniLM-L6-v2, same rows, features, hyperparameters, seed, fp32 
 (bench/hf_finetune_reference.py). Three comparisons, each like for like:
 
   step loop      forward + backward + clip + AdamW + schedule per optimizer step, summed over the run:
-                 our LocalEngine.step (in this process) vs Trainer between on_step_begin and on_step_end
-  train loop     the whole loop with the per-epoch dev evaluations: our LocalEngine loop vs
+                 our Engine.step (in this process) vs Trainer between on_step_begin and on_step_end
+  train loop     the whole loop with the per-epoch dev evaluations: our engine's loop vs
                  Trainer.train()'s train_runtime (its data loading included)
   job            jobs.finetune.run(cfg) wall time (Ray start-up, Ray Data featurizing, MLflow, export
                  included) vs the Trainer side's whole wall time (features, model load, train, eval)
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     hf = ref.trainer_run(cfg, init, train, dev, len(labels), tmp / "hf")
     hf_wall = time.perf_counter() - t0
     load.append(os.getloadavg()[0])
-    ours = ref.local_engine_run(cfg, init, train, dev)
+    ours = ref.engine_run(cfg, init, train, dev)
     load.append(os.getloadavg()[0])
 
     cfg.task.labels = []  # the job derives them itself

@@ -1,5 +1,6 @@
 """The reference for jobs/finetune.py: the same classification fine-tune with `transformers.Trainer`, and our
-LocalEngine's step loop run in process on the same batches. Used by tests/e2e/test_finetune_reference.py
+engine's step loop (jobs/engine.py, DeepSpeed, as the fine-tuning worker builds it) run in process on the
+same batches. Used by tests/e2e/test_finetune_reference.py
 and bench/finetune_throughput.py.
 
 What is the same on both sides: the starting checkpoint, the rows, the features (our `glue_features`,
@@ -9,7 +10,7 @@ int(warmup_ratio * total) steps then linear decay to 0, grad clipping, batch siz
 fp32, and the model's dropout (both read hidden_dropout_prob from the same config.json). What differs,
 and is seed noise: the fresh classifier head's draw (same N(0, 0.02) init, different RNG stream),
 the shuffling (Trainer: a full random permutation; our job: Ray Data's local shuffle buffer), and the
-first warmup step (HF starts at lr 0, we at lr/(warmup+1)).
+first warmup step (HF starts at lr 0, we at lr/warmup).
 """
 
 from __future__ import annotations
@@ -112,17 +113,16 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
             "train_s": out.metrics["train_runtime"], "samples": len(train["labels"]) * t.epochs}
 
 
-def local_engine_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict) -> dict:
-    """Our worker's model, objective and LocalEngine, stepped in this process on the same kind of batches
-    (no Ray: distributed=False, as a sweep trial runs it). Same return shape as
+def engine_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict) -> dict:
+    """Our worker's model, objective and engine, stepped in this process on the same kind of batches
+    (no Ray: a one-rank process group, as a sweep trial runs it). Same return shape as
     trainer_run, "train_s" being the loop with its per-epoch evaluations."""
     from jobs import ft_worker
-    from jobs.objectives import objective_for
 
     torch.manual_seed(cfg.train.seed)  # as the Worker does before building the head
     model, _ = ft_worker.build_model(cfg, init_dir)
-    engine = ft_worker.LocalEngine(model, objective_for(model), cfg.optim, total_steps(cfg, len(train["labels"])),
-                                   distributed=False)
+    ft_worker.single_process_group()
+    engine = ft_worker.build_engine(model, cfg, total_steps(cfg, len(train["labels"])))
     dev_batches = [collate([{k: dev[k][i] for k in (*MODEL_INPUTS, "labels")}
                             for i in range(s, min(s + cfg.train.eval_batch_size, len(dev["labels"])))])
                    for s in range(0, len(dev["labels"]), cfg.train.eval_batch_size)]

@@ -90,6 +90,28 @@ class DeepSpeedConfig:
     partition_method: str = "parameters"  # how layers are cut into stages: parameters | uniform
     compile: bool = False  # torch.compile the model inside the engine (fused element-wise; GPU: see BENCHMARKS.md)
 
+    def validate(self, scaling: "ScalingConfig", optimizer: str) -> "DeepSpeedConfig":
+        """What any engine (jobs/engine.py) can run with these scaling and optimizer choices; jobs add their own
+        limits (pipelines: validate_pipeline; fine-tuning: no ZeRO-3, one stage)."""
+        d = self
+        if d.zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(f"deepspeed.zero_stage must be one of (0, 1, 2, 3), got {d.zero_stage}")
+        if d.precision not in PRECISIONS:
+            raise ConfigError(f"deepspeed.precision must be one of {PRECISIONS}, got {d.precision!r}")
+        if d.precision != "fp32" and not scaling.use_gpu:
+            raise ConfigError(f"deepspeed.precision={d.precision!r} needs scaling.use_gpu=true; use fp32 on CPU")
+        if d.offload_params and d.zero_stage != 3:
+            raise ConfigError("deepspeed.offload_params needs deepspeed.zero_stage=3")
+        if d.compile and (d.zero_stage == 3 or d.pipeline_stages > 1):
+            raise ConfigError("deepspeed.compile=true needs deepspeed.zero_stage 0, 1 or 2 and pipeline_stages=1: "
+                              "ZeRO-3's parameter hooks and pipeline stages run eager")
+        if optimizer == "lamb" and d.offload_optimizer:
+            raise ConfigError("optim.name='lamb' is not supported with deepspeed.offload_optimizer "
+                              "(ZeRO-Offload steps only DeepSpeed's CPU Adam); allowed: optim.name='adamw'")
+        if d.offload_optimizer and d.zero_stage == 0:
+            raise ConfigError("deepspeed.offload_optimizer needs deepspeed.zero_stage >= 1")
+        return self
+
 
 @dataclass
 class ScalingConfig:
@@ -187,22 +209,7 @@ class PretrainConfig:
         if o.warmup_steps > t.max_steps:
             raise ConfigError(f"optim.warmup_steps must be in [0, train.max_steps={t.max_steps}], "
                               f"got {o.warmup_steps}: a longer warmup never reaches optim.lr")
-        if d.zero_stage not in (0, 1, 2, 3):
-            raise ConfigError(f"deepspeed.zero_stage must be one of (0, 1, 2, 3), got {d.zero_stage}")
-        if d.precision not in PRECISIONS:
-            raise ConfigError(f"deepspeed.precision must be one of {PRECISIONS}, got {d.precision!r}")
-        if d.precision != "fp32" and not s.use_gpu:
-            raise ConfigError(f"deepspeed.precision={d.precision!r} needs scaling.use_gpu=true; use fp32 on CPU")
-        if d.offload_params and d.zero_stage != 3:
-            raise ConfigError("deepspeed.offload_params needs deepspeed.zero_stage=3")
-        if d.compile and (d.zero_stage == 3 or d.pipeline_stages > 1):
-            raise ConfigError("deepspeed.compile=true needs deepspeed.zero_stage 0, 1 or 2 and pipeline_stages=1: "
-                              "ZeRO-3's parameter hooks and pipeline stages run eager")
-        if o.name == "lamb" and d.offload_optimizer:
-            raise ConfigError("optim.name='lamb' is not supported with deepspeed.offload_optimizer "
-                              "(ZeRO-Offload steps only DeepSpeed's CPU Adam); allowed: optim.name='adamw'")
-        if d.offload_optimizer and d.zero_stage == 0:
-            raise ConfigError("deepspeed.offload_optimizer needs deepspeed.zero_stage >= 1")
+        d.validate(s, o.name)
         s.validate()
         if d.pipeline_stages > 1 and s.num_workers % d.pipeline_stages:
             # Each data-parallel replica is a whole pipeline: the workers must split into whole replicas.

@@ -125,13 +125,20 @@ class Engine(EngineBase):
         return self.objective.metrics(all_reduce_sums(totals))
 
     @torch.no_grad()
-    def predict(self, batches) -> dict[str, np.ndarray]:
+    def predict(self, batches, pad_to: int | None = None) -> dict[str, np.ndarray]:
         """objective.outputs over this rank's `batches`, concatenated along rows (the caller gathers across
-        ranks); a batch's "example_id" column, when it has one, comes back as "example_id"."""
+        ranks); a batch's "example_id" column, when it has one, comes back as "example_id". Batches padded
+        only to their longest row (dynamic padding) give per-token outputs that are padded back to `pad_to`
+        positions, with a logit no softmax picks."""
         self.engine.eval()
         parts: dict[str, list[np.ndarray]] = {}
         for batch in batches:
             outputs = {k: v.numpy() for k, v in self.objective.outputs(self.engine, self._to_device(batch)).items()}
+            for k, v in outputs.items():
+                per_token = v.ndim == 3 or k in ("start_logits", "end_logits")  # (B, T, C), QA's (B, T)
+                if pad_to and per_token:
+                    width = [(0, 0), (0, pad_to - v.shape[1])] + [(0, 0)] * (v.ndim - 2)
+                    outputs[k] = np.pad(v, width, constant_values=-1e4)
             if "example_id" in batch:
                 outputs["example_id"] = np.asarray(batch["example_id"])
             for k, v in outputs.items():

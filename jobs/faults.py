@@ -1,7 +1,7 @@
 """Fault injection for the resume and rollback tests, in one place the training loop consults.
 
 The switches are train.fail_at_step, train.nan_at_step and train.nan_micro_batches (all 0 = off, the
-production default). Production code paths only ask `nan_now` and `maybe_fail`; nothing else in the
+production default); sweeps' kill_trial_at_step (jobs/sweep_trial.py) uses `sigkill_once`. Production code paths only ask `nan_now` and `maybe_fail`; nothing else in the
 loop or the engine knows about faults (the engine's `step(inject_nan=...)` takes the answer).
 """
 
@@ -33,7 +33,13 @@ class Faults:
     def maybe_fail(self, step: int) -> None:
         """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt."""
         if self.t.fail_at_step and step == self.t.fail_at_step and self.rank == min(1, self.world - 1):
-            marker = Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}"
-            if not marker.exists():
-                marker.write_text(str(os.getpid()))
-                os.kill(os.getpid(), signal.SIGKILL)
+            sigkill_once(Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}", str(os.getpid()))
+
+
+def sigkill_once(marker: Path, note: str) -> None:
+    """SIGKILL this process, as a dead node would, unless `marker` says it was done before (so the restarted
+    attempt goes on); the marker holds `note`."""
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(note)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,4 +1,4 @@
-"""Fine-tune a pretrained BERT on a task: rows -> Ray Data features -> Ray Train (DDP) -> best HF model -> MLflow.
+"""Fine-tune a pretrained BERT on a task: rows -> Ray Data features -> Ray Train + DeepSpeed -> best HF model -> MLflow.
 
     python jobs/finetune.py --config configs/finetune/pkgdocs.yaml init=/path/to/hf-bert-folder
     python jobs/finetune.py --config configs/finetune/sst2.yaml init=models:/bert-foundry-tiny@candidate
@@ -85,7 +85,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     best = history[-1]
     main = ft_tasks.main_metric(resolved.task)
     dev = {k: v for k, v in best.items() if k not in ("step", "epoch")}
-    counts = {k: result.metrics.get(k, 0) for k in ("tracking_failures", "tracking_undelivered")}
+    counts = {k: result.metrics.get(k, 0) for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped")}
     card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}", dev, lineage)
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in dev.items()}, **counts},
                                str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind],

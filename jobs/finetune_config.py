@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
-from jobs.config import ScalingConfig, TrackingConfig, check_output_dir
+from jobs.config import DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir
 from jobs.config_io import from_dict, to_dict
 from pipelines.tasks.conll import CONLL_LABELS
 from pipelines.tasks.glue import GLUE_TASKS
@@ -79,6 +79,12 @@ class FinetuneOptimConfig:
     warmup_ratio: float = 0.1  # share of all steps spent warming up
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
 
+    def engine_optim(self, total_steps: int) -> OptimConfig:
+        """The engine's optimizer section for a run of `total_steps` (jobs/engine.py speaks OptimConfig)."""
+        return OptimConfig(name="adamw", lr=self.lr, weight_decay=self.weight_decay, beta1=self.beta1,
+                           beta2=self.beta2, eps=self.eps, warmup_steps=int(self.warmup_ratio * total_steps),
+                           schedule="linear", grad_clip=self.grad_clip)
+
 
 @dataclass
 class FeaturesConfig:
@@ -95,6 +101,9 @@ class FinetuneConfig:
     train: FinetuneTrainConfig = field(default_factory=FinetuneTrainConfig)
     optim: FinetuneOptimConfig = field(default_factory=FinetuneOptimConfig)
     features: FeaturesConfig = field(default_factory=FeaturesConfig)
+    # The engine pretraining uses (jobs/engine.py); plain data parallel by default: a BERT-base fine-tune fits
+    # one device, and ZeRO-1/2 (optimizer state, gradients sharded) or bf16 are for large models on GPUs.
+    deepspeed: DeepSpeedConfig = field(default_factory=lambda: DeepSpeedConfig(zero_stage=0))
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-finetune"))
 
@@ -119,6 +128,7 @@ class FinetuneConfig:
             if getattr(self.features, name) < 1:
                 raise ConfigError(f"features.{name} must be >= 1, got {getattr(self.features, name)}")
         s.validate()
+        self._validate_deepspeed()
         self.tracking.validate()
         if self.tracking.registered_model and not self.tracking.alias:
             raise ConfigError("tracking.alias must be set when tracking.registered_model is")
@@ -173,6 +183,16 @@ class FinetuneConfig:
                     raise ConfigError(f"task.{name} must be >= 0, got {getattr(k, name)}")
             if k.harvest_max_mb <= 0:
                 raise ConfigError(f"task.harvest_max_mb must be > 0, got {k.harvest_max_mb}")
+
+    def _validate_deepspeed(self) -> None:
+        d = self.deepspeed.validate(self.scaling, "adamw")
+        if d.zero_stage == 3:
+            # dev evaluation runs on rank 0 alone (exact metrics over the whole dev set); ZeRO-3's forward needs
+            # every rank to gather the parameters
+            raise ConfigError("deepspeed.zero_stage must be 0, 1 or 2 for fine-tuning, got 3 (rank 0 evaluates "
+                              "alone and ZeRO-3 needs every rank in each forward)")
+        if d.pipeline_stages != 1:
+            raise ConfigError(f"deepspeed.pipeline_stages must be 1 for fine-tuning, got {d.pipeline_stages}")
 
     def _validate_init(self) -> None:
         if not self.init:

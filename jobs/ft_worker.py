@@ -8,7 +8,7 @@ metrics), `steps_per_epoch`, `total_steps` and the MLflow run id.
 Evaluation runs on rank 0 over the whole (unsplit) dev set while the other ranks wait: dev sets are
 small, and an exact metric needs every row exactly once. A checkpoint (the HF export plus the
 evaluation history) is reported only when the main metric improves, so the latest checkpoint Ray
-keeps is the best one.
+keeps is the best one. Training runs on the engine pretraining uses (jobs/engine.py: DeepSpeed, ZeRO 0-2).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import shutil
 import tempfile
 import time
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,98 +30,32 @@ import torch
 import torch.distributed as dist
 
 from jobs import ft_tasks
-from jobs.finetune_config import FinetuneConfig, FinetuneOptimConfig
+from jobs.finetune_config import FinetuneConfig
 from jobs.metrics import format_duration
 from jobs.objectives import objective_for
 from jobs.seam import next_in_lockstep
 
 log = logging.getLogger("bert_foundry.finetune")
-NO_DECAY = ("bias", "LayerNorm.weight")
+def build_engine(model, cfg: FinetuneConfig, total_steps: int):
+    """The engine pretraining runs (jobs/engine.py: DeepSpeed, ZeRO 0-2, gradient clipping, AdamW with
+    warmup then linear decay), over `model` and its task's objective. Needs a process group: Ray Train's
+    in a fine-tuning worker, `single_process_group()` in a sweep trial."""
+    if not cfg.scaling.use_gpu:
+        os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
+    from jobs.engine import Engine
+
+    return Engine(model, objective_for(model), optim=cfg.optim.engine_optim(total_steps), deepspeed=cfg.deepspeed,
+                  micro_batch_size=cfg.train.batch_size, grad_accum_steps=1, max_steps=total_steps,
+                  use_gpu=cfg.scaling.use_gpu)
 
 
-@dataclass
-class StepStats:
-    loss: float
-    sums: dict
-    optimizer_stepped: bool
-    finite: bool
-    micro_batches: int = 1
-
-
-class LocalEngine:
-    """The Engine seam (step / evaluate / predict / export) over plain PyTorch: AdamW, warmup then linear
-    decay, DDP through Ray Train. It runs the same objectives (jobs/objectives.py) as jobs.engine.Engine;
-    fine-tuning does not use DeepSpeed yet (a BERT-base fine-tune fits one device without ZeRO), and the
-    loop calls only these methods, so moving it onto Engine is a change to `_engine` below."""
-
-    def __init__(self, model, objective, optim: FinetuneOptimConfig, total_steps: int, distributed: bool = True):
-        import ray.train.torch
-
-        self.module, self.objective, self.grad_clip = model, objective, optim.grad_clip
-        # DDP over gloo on CPU; a sweep trial (jobs/sweep_trial.py) runs in-process, outside Ray Train
-        self.model = ray.train.torch.prepare_model(model) if distributed else model
-        params = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
-        groups = [{"params": [p for n, p in params if not n.endswith(NO_DECAY)], "weight_decay": optim.weight_decay},
-                  {"params": [p for n, p in params if n.endswith(NO_DECAY)], "weight_decay": 0.0}]
-        self.optimizer = torch.optim.AdamW(groups, lr=optim.lr, betas=(optim.beta1, optim.beta2), eps=optim.eps)
-        warmup = int(optim.warmup_ratio * total_steps)
-
-        def schedule(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / (warmup + 1)
-            return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
-
-    @property
-    def lr(self) -> float:
-        return self.scheduler.get_last_lr()[0]
-
-    def step(self, batch: dict) -> StepStats:
-        self.model.train()
-        loss, sums = self.objective(self.model, batch)
-        loss.backward()
-        if self.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.grad_clip)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = loss.detach()
-        return StepStats(float(loss), sums, True, bool(torch.isfinite(loss)))
-
-    @torch.no_grad()
-    def evaluate(self, batches) -> dict:
-        self.module.eval()
-        total: dict = {}
-        for batch in batches:
-            _, sums = self.objective(self.module, batch)
-            total = {k: total.get(k, 0) + v for k, v in sums.items()}
-        return self.objective.metrics(total)
-
-    @torch.no_grad()
-    def predict(self, batches, pad_to: int | None = None) -> dict[str, np.ndarray]:
-        """Eval outputs of these batches; per-token outputs are padded back to `pad_to` positions (batches
-        are padded only to their longest row) with a logit no softmax picks."""
-        self.module.eval()
-        parts: dict[str, list] = {}
-        for batch in batches:
-            for k, v in self.objective.outputs(self.module, batch).items():
-                v = v.numpy()
-                per_token = v.ndim == 3 or (v.ndim == 2 and k != "logits")  # (B, T, C) tokens, (B, T) QA
-                if pad_to and per_token:
-                    width = [(0, 0), (0, pad_to - v.shape[1])] + [(0, 0)] * (v.ndim - 2)
-                    v = np.pad(v, width, constant_values=-1e4)
-                parts.setdefault(k, []).append(v)
-        return {k: np.concatenate(v) for k, v in parts.items()}
-
-    def export(self, out_dir: Path, tokenizer_dir: Path, id2label: dict | None) -> None:
-        from bert_core.checkpoint import save_pretrained
-
-        save_pretrained(self.module, out_dir, tokenizer_dir=tokenizer_dir, id2label=id2label)
-
-
-def _engine(model, objective, cfg: FinetuneConfig, total_steps: int) -> LocalEngine:
-    return LocalEngine(model, objective, cfg.optim, total_steps)
+def single_process_group() -> None:
+    """A one-rank gloo group for an engine that runs outside Ray Train (a Tune trial): DeepSpeed needs a
+    group even alone. Kept for the process's life; a reused trial actor finds it already there."""
+    for key, value in (("LOCAL_RANK", "0"), ("RANK", "0"), ("WORLD_SIZE", "1")):
+        os.environ.setdefault(key, value)  # deepspeed.initialize asserts a launcher's variables even so
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 
 
 def build_model(cfg: FinetuneConfig, init_dir: Path):
@@ -185,10 +119,10 @@ class Worker:
         if self.rank == 0:
             log.info(f"[init] {len(info['loaded'])} tensors from {cfg.init}; fresh: {info['fresh']}; "
                      f"unused: {info['unused']}")
-        self.engine = _engine(model, objective_for(model), cfg, config["total_steps"])
+        self.engine = build_engine(model, cfg, config["total_steps"])
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
         self.metric = ft_tasks.main_metric(cfg.task)
-        self.best, self.best_step, self.history, self.bad_evals = -math.inf, 0, [], 0
+        self.best, self.best_step, self.history, self.bad_evals, self.nonfinite = -math.inf, 0, [], 0, 0
         self.id2label = None if cfg.task.kind == "question-answering" or ft_tasks.num_labels(cfg.task) == 1 \
             else dict(enumerate(cfg.task.labels))
 
@@ -209,12 +143,17 @@ class Worker:
                     break
                 stats = self.engine.step(collate(raw))
                 step += 1
-                window_loss, window_n = window_loss + stats.loss, window_n + 1
+                if stats.finite:
+                    window_loss, window_n = window_loss + stats.loss, window_n + 1
+                else:  # skipped on every rank by the engine: no update from a NaN/inf loss
+                    self.nonfinite += 1
+                    if self.rank == 0:
+                        log.warning(f"step {step}: non-finite loss {stats.loss}, batch skipped ({self.nonfinite} so far)")
                 window_samples += len(raw["row_index"]) * self.world
                 if step % t.log_every == 0 or step == total:
                     rate = window_samples / max(time.perf_counter() - window_start, 1e-9)
                     eta = (time.perf_counter() - start) / step * (total - step)
-                    metrics = {"loss": window_loss / window_n, "lr": self.engine.lr, "samples_per_s": rate,
+                    metrics = {"loss": window_loss / window_n if window_n else math.nan, "lr": self.engine.lr, "samples_per_s": rate,
                                "epoch": epoch}
                     if self.rank == 0:
                         log.info(f"step {step:>6}/{total} | epoch {epoch + 1}/{t.epochs} | loss {metrics['loss']:.4f} "
@@ -232,7 +171,7 @@ class Worker:
         if not self.history or self.history[-1]["step"] != step:
             self.evaluate(step, epoch)  # the last steps are always evaluated
         # every rank reports; the driver reads rank 0's counts
-        ray.train.report(self.logger.close(self.cfg.tracking.flush_timeout_s))
+        ray.train.report({**self.logger.close(self.cfg.tracking.flush_timeout_s), "nonfinite_skipped": self.nonfinite})
 
     def evaluate(self, step: int, epoch: int) -> bool:
         """Rank 0 scores the dev set; every rank reports (a checkpoint only on improvement). Returns

@@ -58,6 +58,11 @@ class EngineBase:
         raise NotImplementedError
 
     @property
+    def module(self) -> torch.nn.Module:
+        """The model DeepSpeed wraps (whole on this rank below ZeRO-3; a pipeline's stages otherwise)."""
+        return self.engine.module
+
+    @property
     def global_step(self) -> int:
         return self.engine.global_steps
 

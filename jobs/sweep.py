@@ -73,7 +73,8 @@ def run(cfg: SweepConfig) -> SweepResult:
             "init_files": {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()},
             "tracking_uri": tracking_uri, "experiment_id": experiment_id, "parent_run_id": parent_id,
             "sweep": cfg.name, "phase": "search", "threads": cfg.cpus_per_trial,
-            "checkpoint_every": cfg.checkpoint_every}
+            "checkpoint_every": cfg.checkpoint_every, "kill_trial_at_step": cfg.kill_trial_at_step,
+            "kill_marker": str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial")}
     try:
         result = search_and_seeds(cfg, base, data, eval_rows, tracking_uri, parent_id, out_dir)
     except SweepInterrupted:
@@ -176,7 +177,7 @@ def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expe
                                     # PBT restores a donor's checkpoint some reports after choosing it
                                     checkpoint_config=tune.CheckpointConfig(
                                         num_to_keep=None if search and cfg.scheduler == "pbt" else 2),
-                                    failure_config=tune.FailureConfig(max_failures=0), verbose=1)
+                                    failure_config=tune.FailureConfig(max_failures=cfg.max_trial_failures), verbose=1)
         grid = tune.Tuner(trainable, param_space=space, tune_config=tune_config, run_config=run_config).fit()
     unfinished = _unfinished(path, expected)
     if unfinished:  # Ctrl+C (SIGINT) or SIGUSR1 stopped Tune, which saved the experiment's state

@@ -68,6 +68,10 @@ class SweepConfig:
     pbt: PbtConfig = field(default_factory=PbtConfig)
     seeds: SeedsConfig = field(default_factory=SeedsConfig)
     search_seed: int = 0  # random/Optuna sampling seed
+    # a trial whose process dies (a lost node, an OOM kill) or that raises restarts from its last checkpoint
+    # (from scratch before its first) this many times before it counts as failed
+    max_trial_failures: int = 1
+    kill_trial_at_step: int = 0  # testing: SIGKILL the first trial's process after this step, once (0 = never)
 
     def validate(self) -> "SweepConfig":
         if not self.name or "/" in self.name:
@@ -83,8 +87,9 @@ class SweepConfig:
             raise ConfigError("cpus_per_trial must be > 0 and gpus_per_trial >= 0")
         if self.checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
-        if self.max_evals < 0:
-            raise ConfigError(f"max_evals must be >= 0, got {self.max_evals}")
+        for name in ("max_evals", "max_trial_failures", "kill_trial_at_step"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.asha.grace_period < 1 or self.asha.reduction_factor <= 1:
             raise ConfigError("asha.grace_period must be >= 1 and asha.reduction_factor > 1")
         p = self.pbt
@@ -97,6 +102,10 @@ class SweepConfig:
             self.finetune.validate()
         except ConfigError as exc:
             raise ConfigError(f"finetune.{exc}") from None
+        if self.finetune.deepspeed.zero_stage != 0:
+            raise ConfigError(f"finetune.deepspeed.zero_stage must be 0 in a sweep, got "
+                              f"{self.finetune.deepspeed.zero_stage}: each trial trains in one process, so ZeRO has "
+                              f"no ranks to shard over")
         self._validate_space()
         if self.scheduler == "pbt":
             if p.perturbation_interval % self.checkpoint_every:

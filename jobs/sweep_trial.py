@@ -7,8 +7,9 @@ the resolved fine-tuning config as a dict (`base`), the features as numpy arrays
 sampled hyperparameters arrive as Tune's `config` ({"optim.lr": ..., ...}) and win over `base`.
 
 Every evaluation reports the dev metrics (`score` = the task's main metric), every `checkpoint_every`-th
-and the last with a Tune checkpoint of the whole training state (weights and optimizer moments), which PBT
-exploits and a resumed sweep continues from; ASHA needs only the metrics. On a
+and the last with a Tune checkpoint of the whole training state (the engine's DeepSpeed checkpoint: weights,
+optimizer moments, step), which PBT exploits and a resumed sweep continues from; ASHA needs only the metrics.
+Training runs on the engine pretraining and fine-tuning use (jobs/engine.py), in a one-rank process group. On a
 restore the weights, the optimizer moments and the step come from the checkpoint, while the learning
 rate, weight decay and schedule come from this trial's (possibly mutated) config (ray#36660: a
 restored optimizer state would otherwise bring the donor's hyperparameters back).
@@ -28,12 +29,10 @@ import numpy as np
 import torch
 
 from jobs import ft_tasks
-from jobs.finetune_config import FinetuneConfig
-from jobs.ft_worker import LocalEngine, build_model, collate, materialize_files
-from jobs.objectives import objective_for
+from jobs.faults import sigkill_once
+from jobs.finetune_config import FinetuneConfig, FinetuneOptimConfig
+from jobs.ft_worker import build_engine, build_model, collate, materialize_files, single_process_group
 from jobs.sweep_config import SEARCHABLE, apply
-
-STATE = "state.pt"
 
 
 def trial(config: dict, data: dict) -> None:
@@ -47,8 +46,10 @@ def trial(config: dict, data: dict) -> None:
     client = MlflowClient(data["tracking_uri"])
     run_id = trial_run(client, data, ctx.get_trial_id(), ctx.get_trial_name(), params)
     torch.set_num_threads(max(1, int(data.get("threads", 1))))
+    run = None
     try:
-        TrialRun(cfg, data, params, run_id, ctx.get_trial_id()).run()
+        run = TrialRun(cfg, data, params, run_id, ctx.get_trial_id())
+        run.run()
     except SystemExit:
         # Tune ends a trial's thread this way (tune.report raises it) when a scheduler stops or pauses the
         # trial or the sweep is interrupted; which one it was only the driver knows, so it settles the status.
@@ -57,6 +58,9 @@ def trial(config: dict, data: dict) -> None:
         client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
         client.set_terminated(run_id, "FAILED")
         raise
+    finally:
+        if run is not None:
+            run.close(client)
     client.set_terminated(run_id, "FINISHED")
 
 
@@ -67,13 +71,29 @@ def trial_run(client, data: dict, trial_id: str, trial_name: str, params: dict) 
     parent = data["parent_run_id"]
     found = client.search_runs([data["experiment_id"]], filter_string=(
         f"tags.`mlflow.parentRunId` = '{parent}' and tags.trial_id = '{trial_id}'"), max_results=1)
-    if found:
-        client.update_run(found[0].info.run_id, status="RUNNING")
-        return found[0].info.run_id
+    if found:  # a restart: the trial's process died or the sweep was interrupted; counted on the run
+        run = found[0]
+        client.set_tag(run.info.run_id, "restarts", str(int(run.data.tags.get("restarts", "0")) + 1))
+        client.update_run(run.info.run_id, status="RUNNING")
+        return run.info.run_id
     run = client.create_run(data["experiment_id"], run_name=trial_name, tags={
         "mlflow.parentRunId": parent, "trial_id": trial_id, "sweep": data["sweep"], "phase": data["phase"]})
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     return run.info.run_id
+
+
+def retune(engine, optim: FinetuneOptimConfig, step: int) -> None:
+    """Put `optim`'s peak learning rate and weight decay on a restored engine, at schedule position `step`: a
+    loaded optimizer state carries the saving trial's values (the decay-free group keeps none)."""
+    sched = engine.scheduler
+    for group, decay in zip(engine.optimizer.param_groups, (optim.weight_decay, 0.0)):
+        group["weight_decay"], group["initial_lr"] = decay, optim.lr
+    sched.base_lrs = [optim.lr] * len(sched.base_lrs)
+    sched.last_epoch = step
+    lrs = [optim.lr * f(step) for f in sched.lr_lambdas]
+    for group, lr in zip(engine.optimizer.param_groups, lrs):
+        group["lr"] = lr
+    sched._last_lr = lrs
 
 
 class TrialRun:
@@ -89,7 +109,8 @@ class TrialRun:
         self.steps_per_epoch = max(1, math.ceil(self.n_train / t.batch_size))
         total = self.steps_per_epoch * t.epochs
         self.total = min(total, t.max_steps) if t.max_steps else total
-        self.engine = LocalEngine(model, objective_for(model), cfg.optim, self.total, distributed=False)
+        single_process_group()
+        self.engine = build_engine(model, cfg, self.total)
         self.logger = RankZeroLogger(data["tracking_uri"], run_id, 0)
         self.metric = ft_tasks.main_metric(cfg.task)
         self.step, self.best, self.best_step, self.history, self.bad_evals, self.evals = 0, -math.inf, 0, [], 0, 0
@@ -104,9 +125,8 @@ class TrialRun:
 
     def restore(self, checkpoint) -> None:
         with checkpoint.as_directory() as d:
-            state = torch.load(Path(d) / STATE, weights_only=False)
-        self.engine.module.load_state_dict(state["model"])
-        self.engine.optimizer.load_state_dict(state["optimizer"])  # moments; brings the old lr and decay too
+            # weights and moments; the optimizer state brings the old lr and decay too, the schedule stays this trial's
+            state = self.engine.load(d, schedule=False)
         self.step, self.history = state["step"], state["history"]
         self.best, self.best_step = state["best"], state["best_step"]
         self.best_state = state.get("best_state")
@@ -114,16 +134,17 @@ class TrialRun:
             self.restored_from = state["trial_id"]
             if self.logger.client is not None:
                 self.logger.client.set_tag(self.logger.run_id, "pbt.restored_from", self.restored_from)
-        # This config's hyperparameters win over the restored ones (ray#36660).
-        o, sched = self.cfg.optim, self.engine.scheduler
-        for group, decay in zip(self.engine.optimizer.param_groups, (o.weight_decay, 0.0)):
-            group["weight_decay"], group["initial_lr"] = decay, o.lr
-        sched.base_lrs = [o.lr] * len(sched.base_lrs)
-        sched.last_epoch = self.step
-        lrs = [o.lr * f(self.step) for f in sched.lr_lambdas]
-        for group, lr in zip(self.engine.optimizer.param_groups, lrs):
-            group["lr"] = lr
-        sched._last_lr = lrs
+        retune(self.engine, self.cfg.optim, self.step)  # this config's hyperparameters win (ray#36660)
+
+    def close(self, client) -> None:
+        """Flush the metrics still buffered (a tracking server that was down) and record on the trial's run how
+        many writes failed or never arrived, as the fine-tuning job's summary does."""
+        counts = self.logger.close(self.cfg.tracking.flush_timeout_s)
+        if any(counts.values()):
+            try:
+                client.set_tag(self.logger.run_id, "tracking", " ".join(f"{k}={v}" for k, v in counts.items()))
+            except Exception:  # still unreachable: Tune's own result files hold the metrics
+                pass
 
     def run(self) -> None:
         t = self.cfg.train
@@ -138,6 +159,9 @@ class TrialRun:
             if not stats.finite:
                 raise FloatingPointError(f"non-finite loss {stats.loss} at step {self.step} "
                                          f"(optim.lr={self.cfg.optim.lr:g})")
+            if (self.step == self.data.get("kill_trial_at_step") and self.data["phase"] == "search"
+                    and self.trial_id.endswith("_00000")):
+                sigkill_once(Path(self.data["kill_marker"]), self.trial_id)  # tests: a trial's process dies
             if self.step % t.log_every == 0:
                 self.logger.log({"train/loss": stats.loss, "train/lr": self.engine.lr}, step=self.step)
             if self.step % every == 0 or self.step == self.total:
@@ -181,9 +205,8 @@ class TrialRun:
             tune.report(report)  # ASHA and the table need only the metrics; a checkpoint is the whole state
             return stop
         with tempfile.TemporaryDirectory() as tmp:
-            torch.save({"model": self.engine.module.state_dict(), "optimizer": self.engine.optimizer.state_dict(),
-                        "step": self.step, "history": self.history, "best": self.best, "best_step": self.best_step,
-                        "best_state": self.best_state, "trial_id": self.trial_id}, Path(tmp) / STATE)
+            self.engine.save(tmp, {"step": self.step, "history": self.history, "best": self.best,
+                                   "best_step": self.best_step, "best_state": self.best_state, "trial_id": self.trial_id})
             if final and self.data.get("export"):
                 self.export_best(Path(tmp) / "best")
             tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))

@@ -7,7 +7,8 @@ Tolerance: dev is 96 rows (24 per class), so one run's accuracy near 0.8 has a b
 of sqrt(0.8 * 0.2 / 96) = 0.041, and the difference of two runs with independent head draws and data
 orders one of ~0.058; 0.12 is about two of those. Measured on this test's size (2026-11-23, best of 2
 epochs, in process via bench/hf_finetune_reference.py, 1 thread), seeds 0 / 1 / 2: Trainer 0.802 /
-0.771 / 0.781, our LocalEngine 0.813 / 0.781 / 0.823; seed spread per side 0.03-0.04, largest gap
+0.771 / 0.781, our step loop (then plain PyTorch AdamW, before fine-tuning moved onto jobs/engine.py) 0.813 /
+0.781 / 0.823; seed spread per side 0.03-0.04, largest gap
 0.042. Our Ray job at seed 0 (bench/finetune_throughput.py): 0.823.
 """
 

@@ -5,7 +5,8 @@ learns in a few steps (a 2-layer cut of it did not learn at all in 16). Trials t
 - ASHA over 8 trials (a grid of 4 learning rates, one of them absurd, x 2 samples of the rest): a trial
   stopped early, the absurd ones recorded as failed, every trial a nested MLflow run with Tune's verdict as
   its status, the table and plot on the parent; then the best configuration over 3 seeds, the spread on the
-  parent and the seed-median run's model registered with it.
+  parent and the seed-median run's model registered with it. The first trial's process is SIGKILLed once
+  (as a lost node would): the trial restarts, is scored, and its run counts the restart.
 - PBT: a trial restored from another's checkpoint trains with its own mutated learning rate.
 - Optuna TPE, interrupted (SIGUSR1, as Ctrl+C) and resumed by running the same sweep again.
 """
@@ -53,12 +54,14 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
     from mlflow.tracking import MlflowClient
 
     cfg = config(ray_tmp, "asha", "num_samples=2", "seeds.count=3", "checkpoint_every=100",
-                 "finetune.tracking.registered_model=pkgdocs-sweep", "finetune.tracking.alias=champion")
+                 "finetune.tracking.registered_model=pkgdocs-sweep", "finetune.tracking.alias=champion",
+                 "kill_trial_at_step=1")  # the first trial's process is SIGKILLed once, after its first step
     cfg.search_space["optim.lr"] = {"type": "grid", "values": [1e-5, 1e-4, 3e-4, ABSURD_LR]}
     result = run(cfg.validate())
     out = capsys.readouterr().out
 
-    # 8 trials; ASHA stopped at least one; the absurd learning rate failed and the sweep went on
+    # 8 trials; ASHA stopped at least one; the absurd learning rate failed (after its one restart) and the
+    # sweep went on
     table = result.table
     assert len(table) == 8 and result.metric == "dev/accuracy"
     assert any(row["status"] == "stopped early" for row in table), table
@@ -71,6 +74,11 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
     parent_id = result.mlflow["parent_run_id"]
     trials = {r.info.run_id: r for r in children(client, parent_id, "search")}
     assert set(trials) == {row["mlflow_run_id"] for row in table}
+    # the killed trial restarted (max_trial_failures=1), went on to be scored, and its run counts the restart
+    killed = (ray_tmp / "runs" / "asha" / "killed-trial").read_text()
+    (row,) = [row for row in table if row["trial_id"] == killed]
+    assert row["status"] != "failed" and row["evaluations"] >= 1, row
+    assert trials[row["mlflow_run_id"]].data.tags["restarts"] == "1"
     expected = {"finished": "FINISHED", "stopped early": "KILLED", "failed": "FAILED"}
     for row in table:
         r = trials[row["mlflow_run_id"]]

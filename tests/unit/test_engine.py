@@ -49,6 +49,8 @@ def test_classification_engine_steps_evaluates_predicts_and_exports(deepspeed_wo
     assert preds["example_id"].tolist() == [10, 11, 12, 13, 20, 21, 22, 23]
     right = (preds["logits"].argmax(-1) == np.concatenate([_batch(1)["labels"], _batch(2)["labels"]])).sum()
     assert metrics["accuracy"] == pytest.approx(right / (2 * B))
+    padded = engine.predict([_batch(1)], pad_to=T + 8)  # per-sequence logits are not per-token: never padded
+    assert np.array_equal(padded["logits"], preds["logits"][:B])
 
     out = engine.export(tmp_path / "release", id2label={0: "a", 1: "b", 2: "c"})
     hf = json.loads((out / "config.json").read_text())
@@ -100,3 +102,40 @@ def test_compiled_engine_trains_like_eager(deepspeed_world_of_one):
         torch._dynamo.reset()
     assert losses[True] == pytest.approx(losses[False], rel=1e-4, abs=1e-5)
     assert losses[True][-1] < losses[True][0]
+
+
+def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparameters(deepspeed_world_of_one, tmp_path):
+    """PBT's exploit through the engine: trial B loads trial A's DeepSpeed checkpoint (weights, Adam moments,
+    step) and then trains with B's own learning rate and weight decay (jobs/sweep_trial.retune)."""
+    from jobs.ds_config import lr_lambda
+    from jobs.finetune_config import FinetuneConfig
+    from jobs.ft_worker import build_engine
+    from jobs.sweep_trial import retune
+
+    def trial(lr: float, decay: float, seed: int):
+        cfg = FinetuneConfig()
+        cfg.train.batch_size, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.warmup_ratio = B, lr, decay, 0.2
+        torch.manual_seed(seed)
+        model = BertForSequenceClassification(tiny(vocab_size=VOCAB), num_labels=LABELS)
+        return cfg, build_engine(model, cfg, total_steps=10)
+
+    cfg_a, a = trial(1e-3, 0.01, seed=0)
+    for i in range(3):
+        assert a.step(_batch(i)).optimizer_stepped
+    a.save(tmp_path, {"step": 3, "trial_id": "a"})
+    cfg_b, b = trial(5e-4, 0.1, seed=1)
+    state = b.load(tmp_path, schedule=False)
+    retune(b, cfg_b.optim, state["step"])
+
+    assert (state["step"], state["trial_id"], b.global_step) == (3, "a", 3)
+    for (name, p), q in zip(a.module.state_dict().items(), b.module.state_dict().values()):
+        assert torch.equal(p, q), name
+    moments_a, moments_b = a.optimizer.state_dict()["state"], b.optimizer.state_dict()["state"]
+    assert moments_a and moments_a.keys() == moments_b.keys()
+    for k in moments_a:
+        for key, v in moments_a[k].items():
+            assert torch.equal(torch.as_tensor(v), torch.as_tensor(moments_b[k][key])), (k, key)
+    factor = lr_lambda(cfg_b.optim.engine_optim(10), 10)
+    assert b.lr == pytest.approx(5e-4 * factor(3))
+    assert [g["weight_decay"] for g in b.optimizer.param_groups] == [0.1, 0.0]
+    assert b.step(_batch(3)).finite and b.lr == pytest.approx(5e-4 * factor(4))

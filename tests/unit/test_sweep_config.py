@@ -46,6 +46,8 @@ def test_overrides_reach_dotted_search_space_fields():
     ("checkpoint_every=0", "checkpoint_every must be >= 1"),
     ("checkpoint_every=2", "pbt.perturbation_interval (1) must be a multiple of checkpoint_every (2)"),
     ("name=a/b", "name must be a plain non-empty name"),
+    ("finetune.deepspeed.zero_stage=1", "finetune.deepspeed.zero_stage must be 0 in a sweep"),
+    ("max_trial_failures=-1", "max_trial_failures must be >= 0"),
 ])
 def test_bad_configs_fail_before_ray_with_the_field_named(override, message):
     import ray
