@@ -10,10 +10,14 @@ from jobs.config_io import load_config
 QUICKSTART = Path(__file__).resolve().parents[2] / "configs/pretrain/quickstart.yaml"
 
 
-def quick_config(tmp: Path, name: str, *overrides: str, corpus_mb: float = 0.5, vocab: int = 1000) -> PretrainConfig:
+def quick_config(tmp: Path, name: str, *overrides: str, corpus_mb: float = 0.5, vocab: int = 1000,
+                 data_dir: Path | None = None) -> PretrainConfig:
     """Run `name` on a harvested corpus of `corpus_mb` MB and a `vocab`-token tokenizer; output, prepared data
-    and the SQLite MLflow store live under `tmp` (runs sharing `tmp` share the corpus and prepared data)."""
+    and the SQLite MLflow store live under `tmp` (runs sharing `tmp` share the corpus and prepared data).
+    With `data_dir` (the `shared_data` fixture), the corpus and prepared data live there instead, the corpus
+    in a folder named by its size: runs of any module with the same `data_dir` share them."""
+    corpus = f"{data_dir}/corpus-{corpus_mb:g}mb" if data_dir else f"{tmp}/corpus"
     return load_config(PretrainConfig, QUICKSTART, [
-        f"run_name={name}", f"output_dir={tmp}/runs", f"data.output_root={tmp}/prepared",
-        f"corpus.harvest_dir={tmp}/corpus", f"corpus.harvest_max_mb={corpus_mb}", f"data.tokenizer.vocab_size={vocab}",
+        f"run_name={name}", f"output_dir={tmp}/runs", f"data.output_root={data_dir or tmp}/prepared",
+        f"corpus.harvest_dir={corpus}", f"corpus.harvest_max_mb={corpus_mb}", f"data.tokenizer.vocab_size={vocab}",
         f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art", *overrides])

@@ -13,24 +13,25 @@ pytestmark = pytest.mark.slow
 LR = 2e-3
 
 
-def job(tmp: Path, name: str, nan_micro_batches: int) -> dict:
+def job(tmp: Path, data: Path, name: str, nan_micro_batches: int) -> dict:
     return run(quick_config(
         tmp, name, "train.max_steps=20", "train.log_every=5", "train.checkpoint_every=5", "train.eval_batches=2",
         "train.rollback_after=3", "train.rollback_lr_factor=0.5", "train.max_failures=1",
         "train.nan_at_step=8", f"train.nan_micro_batches={nan_micro_batches}",
-        f"optim.lr={LR}", "optim.warmup_steps=2", "optim.schedule=constant", corpus_mb=0.4)).metrics
+        f"optim.lr={LR}", "optim.warmup_steps=2", "optim.schedule=constant", corpus_mb=0.4,
+        data_dir=data)).metrics
 
 
-def test_short_nan_streak_is_skipped_and_counted(ray_tmp):
-    m = job(ray_tmp, "skipped", nan_micro_batches=2)
+def test_short_nan_streak_is_skipped_and_counted(ray_tmp, shared_data):
+    m = job(ray_tmp, shared_data, "skipped", nan_micro_batches=2)
     assert m["step"] == 20 and m["rollbacks"] == 0
     assert m["nonfinite_total"] == 2
     assert m["lr"] == pytest.approx(LR)
     assert math.isfinite(m["loss"]) and m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"]
 
 
-def test_nan_streak_rolls_back_to_the_last_checkpoint_at_a_lower_lr(ray_tmp):
-    m = job(ray_tmp, "rolled-back", nan_micro_batches=3)
+def test_nan_streak_rolls_back_to_the_last_checkpoint_at_a_lower_lr(ray_tmp, shared_data):
+    m = job(ray_tmp, shared_data, "rolled-back", nan_micro_batches=3)
     assert m["step"] == 20 and m["rollbacks"] == 1
     assert m["lr"] == pytest.approx(0.5 * LR)  # the restarted workers train on at half the rate
     assert m["nonfinite_total"] == 0  # the skips happened after step 5's checkpoint, in the discarded attempt

@@ -22,15 +22,16 @@ pytestmark = pytest.mark.slow
 MICRO_BATCH = 8
 
 
-def job(tmp: Path, name: str, *extra: str):
-    return run(config(tmp, name, *extra))
+def job(tmp: Path, data: Path, name: str, *extra: str):
+    return run(config(tmp, data, name, *extra))
 
 
-def config(tmp: Path, name: str, *extra: str) -> PretrainConfig:
+def config(tmp: Path, data: Path, name: str, *extra: str) -> PretrainConfig:
+    """Run `name` under `tmp` on the corpus and prepared set in `data` (the session's `shared_data`)."""
     (tmp / name).mkdir(exist_ok=True)
     return quick_config(tmp, name, f"train.micro_batch_size={MICRO_BATCH}", "train.log_every=10",
                         "train.eval_batches=4", "train.checkpoint_every=5", f"train.record_ids_dir={tmp / name}",
-                        "optim.warmup_steps=5", *extra, corpus_mb=0.4)
+                        "optim.warmup_steps=5", *extra, corpus_mb=0.4, data_dir=data)
 
 
 def effective_ids(record_dir: Path) -> collections.Counter:
@@ -55,10 +56,25 @@ def train_ids(result) -> set[int]:
     return {int(i) for f in files for i in pq.read_table(f, columns=["example_id"])["example_id"].to_pylist()}
 
 
-def steps_per_epoch(tmp: Path, workers: int = 2) -> int:
-    probe = job(tmp, "probe", "train.max_steps=1", "optim.warmup_steps=0")
-    n = len(train_ids(probe))
-    return -(-(n // workers) // MICRO_BATCH), n
+def first_steps(record_dir: Path) -> list[int]:
+    """The first step each attempt ran, in the order the attempts ran (rank 0 runs in every attempt)."""
+    firsts: dict[str, int] = {}
+    for line in (record_dir / "ids-rank0.txt").read_text().splitlines():
+        attempt, step = line.split()[:2]
+        firsts.setdefault(attempt, int(step))
+    return list(firsts.values())
+
+
+@pytest.fixture(scope="module")
+def epoch_examples(ray_tmp, shared_data) -> int:
+    """Train examples in an epoch of the set every run here trains on: harvested and prepared as the job
+    does (the jobs then reuse both, named by the same inputs and config)."""
+    from pipelines.harvest import harvest_installed_docs
+    from pipelines.prepare import prepare  # here: mp.spawn's children import this module and need no Ray
+
+    cfg = config(ray_tmp, shared_data, "probe")
+    harvest_installed_docs(cfg.corpus.harvest_dir, max_mb=cfg.corpus.harvest_max_mb)
+    return prepare(cfg.data).manifest["counts"]["examples_train"]
 
 
 def assert_epoch_covered_once(counts: collections.Counter, ids: set[int], workers: int):
@@ -67,51 +83,48 @@ def assert_epoch_covered_once(counts: collections.Counter, ids: set[int], worker
     assert len(ids) - len(counts) < workers  # only the equal split's remainder may be left out
 
 
-def test_killed_worker_resumes_exactly(ray_tmp):
-    steps, _ = steps_per_epoch(ray_tmp)
-    resumed = job(ray_tmp, "killed", f"train.max_steps={steps}", "train.fail_at_step=12")
+def test_killed_worker_resumes_exactly(ray_tmp, shared_data, epoch_examples):
+    steps = -(-(epoch_examples // 2) // MICRO_BATCH)  # one epoch on 2 workers
+    resumed = job(ray_tmp, shared_data, "killed", f"train.max_steps={steps}", "train.fail_at_step=12")
     assert (ray_tmp / "killed" / "failed-killed").is_file()  # the worker really died
     ids = train_ids(resumed)
+    assert len(ids) == epoch_examples
     assert_epoch_covered_once(effective_ids(ray_tmp / "killed"), ids, workers=2)
     assert resumed.metrics["samples_consumed_in_epoch"] >= len(ids) - 1
 
-    clean = job(ray_tmp, "uninterrupted", f"train.max_steps={steps}")
+    clean = job(ray_tmp, shared_data, "uninterrupted", f"train.max_steps={steps}")
     assert resumed.metrics["eval_after/mlm_loss"] == pytest.approx(clean.metrics["eval_after/mlm_loss"], rel=0.03)
     assert resumed.metrics["eval_before/mlm_loss"] == pytest.approx(clean.metrics["eval_before/mlm_loss"])
 
 
-def test_resubmitted_run_resumes_exactly(ray_tmp):
-    steps, _ = steps_per_epoch(ray_tmp)
-    first = job(ray_tmp, "resubmitted", "train.max_steps=10")
+def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tmp, shared_data, epoch_examples):
+    """2 workers stop at step 10; the same run resubmitted on 2 workers continues at step 11 and stops at 20;
+    resubmitted again on 1 worker, it converts the ZeRO-2 checkpoint to a universal one, continues at step 21
+    and takes the rest of the epoch."""
+    n = epoch_examples
+    first = job(ray_tmp, shared_data, "rescaled", "train.max_steps=10")
     assert first.metrics["step"] == 10
-    again = job(ray_tmp, "resubmitted", f"train.max_steps={steps}")  # same name: continues at step 10
-    assert again.metrics["step"] == steps
-    assert_epoch_covered_once(effective_ids(ray_tmp / "resubmitted"), train_ids(again), workers=2)
-
-
-def test_resumes_on_a_different_worker_count(ray_tmp):
-    """2 workers stop at step 10; the same run resubmitted on 1 worker converts the ZeRO-2 checkpoint to a
-    universal one, continues at step 11 and takes the rest of the epoch."""
-    _, n = steps_per_epoch(ray_tmp)
-    first = job(ray_tmp, "rescaled", "train.max_steps=10")
-    assert first.metrics["step"] == 10
-    left = n - 10 * 2 * MICRO_BATCH
-    target = 10 + -(-left // MICRO_BATCH)  # one worker, 8 examples a step, up to the end of the epoch
-    cfg = config(ray_tmp, "rescaled", f"train.max_steps={target}", "scaling.num_workers=1")
-    again = run(cfg)
-    m = again.metrics
+    again = job(ray_tmp, shared_data, "rescaled", "train.max_steps=20")  # same name: continues at step 10
+    assert again.metrics["step"] == 20
+    left = n - 20 * 2 * MICRO_BATCH
+    target = 20 + -(-left // MICRO_BATCH)  # one worker, 8 examples a step, up to the end of the epoch
+    assert target > 30  # step 30's learning rate is checked below
+    cfg = config(ray_tmp, shared_data, "rescaled", f"train.max_steps={target}", "scaling.num_workers=1")
+    last = run(cfg)
+    m = last.metrics
     assert m["step"] == target and m["epoch"] == 0 and m["samples_consumed_in_epoch"] == n
-    # The first attempt stopped mid-epoch and the last one ran on a single worker: nothing left out.
-    assert_epoch_covered_once(effective_ids(ray_tmp / "rescaled"), train_ids(again), workers=1)
+    assert first_steps(ray_tmp / "rescaled") == [1, 11, 21]  # each submission took up where the last stopped
+    # Two attempts stopped mid-epoch and the last one ran on a single worker: nothing left out.
+    assert_epoch_covered_once(effective_ids(ray_tmp / "rescaled"), train_ids(last), workers=1)
     assert m["eval_before/mlm_loss"] == first.metrics["eval_before/mlm_loss"]  # client state came through
     assert m["eval_after/mlm_loss"] < first.metrics["eval_after/mlm_loss"]
 
     from mlflow.tracking import MlflowClient
 
-    # The schedule came through: step 20 is the scheduler's 20th step, not the 10th of a fresh one.
+    # The schedule came through: step 30 is the scheduler's 30th step, not the 10th of a fresh one.
     lr = {p.step: p.value for p in MlflowClient(cfg.tracking.tracking_uri).get_metric_history(
-        again.mlflow["run_id"], "train/lr")}
-    assert lr[20] == pytest.approx(cfg.optim.lr * lr_lambda(cfg.optim, cfg.train.max_steps)(20))
+        last.mlflow["run_id"], "train/lr")}
+    assert lr[30] == pytest.approx(cfg.optim.lr * lr_lambda(cfg.optim, cfg.train.max_steps)(30))
 
 
 # -- the engine alone: a universal checkpoint continues exactly where the saved run would have ---------------

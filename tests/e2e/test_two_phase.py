@@ -12,11 +12,11 @@ from tests.e2e.quick import quick_config
 pytestmark = pytest.mark.slow
 
 
-def test_two_phase_job(tmp_path):
+def test_two_phase_job(tmp_path, shared_data):
     cfg = quick_config(
         tmp_path, "two-phase", "train.max_steps=40", "train.log_every=10", "train.eval_batches=4",
         "optim.warmup_steps=5", "phase2.max_steps=10", "phase2.max_seq_len=256", "phase2.micro_batch_size=8",
-        "phase2.warmup_steps=3", "tracking.registered_model=two-phase-bert")
+        "phase2.warmup_steps=3", "tracking.registered_model=two-phase-bert", data_dir=shared_data)
     try:
         result = run(cfg)
     finally:
