@@ -1,8 +1,8 @@
 """Fault injection for the resume and rollback tests, in one place the training loop consults.
 
 The switches are train.fail_at_step, train.nan_at_step and train.nan_micro_batches (all 0 = off, the
-production default); sweeps' kill_trial_at_step (jobs/sweep_trial.py) uses `sigkill_once`. Production code paths only ask `nan_now` and `maybe_fail`; nothing else in the
-loop or the engine knows about faults (the engine's `step(inject_nan=...)` takes the answer).
+production default); sweeps' kill_trial_at_step (jobs/sweep_trial.py) uses `sigkill_once`. Production
+code paths only ask `nan_now` and `maybe_fail`; nothing else in the loop or the engine knows about faults (the engine's `step(inject_nan=...)` takes the answer).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class Faults:
     def maybe_fail(self, step: int) -> None:
         """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt."""
         if self.t.fail_at_step and step == self.t.fail_at_step and self.rank == min(1, self.world - 1):
-            sigkill_once(Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}", str(os.getpid()))
+            marker = Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}"
+            sigkill_once(marker, str(os.getpid()))
 
 
 def sigkill_once(marker: Path, note: str) -> None:

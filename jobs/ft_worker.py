@@ -36,6 +36,8 @@ from jobs.objectives import objective_for
 from jobs.seam import next_in_lockstep
 
 log = logging.getLogger("bert_foundry.finetune")
+
+
 def build_engine(model, cfg: FinetuneConfig, total_steps: int):
     """The engine pretraining runs (jobs/engine.py: DeepSpeed, ZeRO 0-2, gradient clipping, AdamW with
     warmup then linear decay), over `model` and its task's objective. Needs a process group: Ray Train's
@@ -148,13 +150,14 @@ class Worker:
                 else:  # skipped on every rank by the engine: no update from a NaN/inf loss
                     self.nonfinite += 1
                     if self.rank == 0:
-                        log.warning(f"step {step}: non-finite loss {stats.loss}, batch skipped ({self.nonfinite} so far)")
+                        log.warning(f"step {step}: non-finite loss {stats.loss}, batch skipped "
+                                    f"({self.nonfinite} so far)")
                 window_samples += len(raw["row_index"]) * self.world
                 if step % t.log_every == 0 or step == total:
                     rate = window_samples / max(time.perf_counter() - window_start, 1e-9)
                     eta = (time.perf_counter() - start) / step * (total - step)
-                    metrics = {"loss": window_loss / window_n if window_n else math.nan, "lr": self.engine.lr, "samples_per_s": rate,
-                               "epoch": epoch}
+                    metrics = {"loss": window_loss / window_n if window_n else math.nan, "lr": self.engine.lr,
+                               "samples_per_s": rate, "epoch": epoch}
                     if self.rank == 0:
                         log.info(f"step {step:>6}/{total} | epoch {epoch + 1}/{t.epochs} | loss {metrics['loss']:.4f} "
                                  f"| lr {metrics['lr']:.2e} | {rate:,.1f} samples/s | eta {format_duration(eta)}")
@@ -171,7 +174,8 @@ class Worker:
         if not self.history or self.history[-1]["step"] != step:
             self.evaluate(step, epoch)  # the last steps are always evaluated
         # every rank reports; the driver reads rank 0's counts
-        ray.train.report({**self.logger.close(self.cfg.tracking.flush_timeout_s), "nonfinite_skipped": self.nonfinite})
+        ray.train.report({**self.logger.close(self.cfg.tracking.flush_timeout_s),
+                          "nonfinite_skipped": self.nonfinite})
 
     def evaluate(self, step: int, epoch: int) -> bool:
         """Rank 0 scores the dev set; every rank reports (a checkpoint only on improvement). Returns
