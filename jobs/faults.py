@@ -1,8 +1,9 @@
 """Fault injection for the resume and rollback tests, in one place the training loop consults.
 
 The switches are train.fail_at_step, train.nan_at_step and train.nan_micro_batches (all 0 = off, the
-production default); sweeps' kill_trial_at_step (jobs/sweep_trial.py) uses `sigkill_once`. Production
-code paths only ask `nan_now` and `maybe_fail`; nothing else in the loop or the engine knows about faults (the engine's `step(inject_nan=...)` takes the answer).
+production default), and the sweep's kill_trial_at_step. Production code paths only ask `nan_now`,
+`maybe_fail` and `maybe_kill_trial`; nothing else in the loops or the engine knows about faults (the
+engine's `step(inject_nan=...)` takes the answer).
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ class Faults:
         if self.t.fail_at_step and step == self.t.fail_at_step and self.rank == min(1, self.world - 1):
             marker = Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}"
             sigkill_once(marker, str(os.getpid()))
+
+
+def maybe_kill_trial(data: dict, step: int, trial_id: str) -> None:
+    """The sweep's kill_trial_at_step (in the trial's shared `data`): SIGKILL the first trial's process in the
+    search phase after that step, once, as a lost node or an OOM kill would; Tune restarts it."""
+    if step == data.get("kill_trial_at_step") and data.get("phase") == "search" and trial_id.endswith("_00000"):
+        sigkill_once(Path(data["kill_marker"]), trial_id)
 
 
 def sigkill_once(marker: Path, note: str) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from jobs import ft_tasks
-from jobs.faults import sigkill_once
+from jobs.faults import maybe_kill_trial
 from jobs.finetune_config import FinetuneConfig, FinetuneOptimConfig
 from jobs.ft_worker import build_engine, build_model, collate, materialize_files, single_process_group
 from jobs.sweep_config import SEARCHABLE, apply
@@ -159,9 +159,7 @@ class TrialRun:
             if not stats.finite:
                 raise FloatingPointError(f"non-finite loss {stats.loss} at step {self.step} "
                                          f"(optim.lr={self.cfg.optim.lr:g})")
-            if (self.step == self.data.get("kill_trial_at_step") and self.data["phase"] == "search"
-                    and self.trial_id.endswith("_00000")):
-                sigkill_once(Path(self.data["kill_marker"]), self.trial_id)  # tests: a trial's process dies
+            maybe_kill_trial(self.data, self.step, self.trial_id)
             if self.step % t.log_every == 0:
                 self.logger.log({"train/loss": stats.loss, "train/lr": self.engine.lr}, step=self.step)
             if self.step % every == 0 or self.step == self.total:
