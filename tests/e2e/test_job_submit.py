@@ -2,6 +2,7 @@
 with Ray's token auth on; the test stops only the Ray it started."""
 
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -57,3 +58,33 @@ def test_submission_without_a_token_is_refused(head):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "Unauthorized" in out.stdout + out.stderr or "authentication" in (out.stdout + out.stderr).lower()
+
+
+LISTENERS = """
+import json, psutil
+from jobs import pretrain  # the job module, as `python jobs/pretrain.py` imports it
+pretrain.prefer_loopback()  # what the job's run() calls before Ray is imported
+url = pretrain.init_ray()
+import ray
+socks = [(p.name(), c.laddr.ip, c.laddr.port) for p in psutil.Process().children(recursive=True)
+         for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+print(json.dumps({"url": url, "node_ip": ray.util.get_node_ip_address(), "listening": socks}))
+ray.shutdown()
+"""
+
+
+def test_a_job_that_starts_its_own_ray_listens_on_loopback_only():
+    """Started with no cluster to join (no RAY_ADDRESS, no `ray start`, none of the tests' loopback switch in
+    the environment), the job's Ray (GCS, raylet, dashboard, agents, workers) listens on 127.0.0.1 alone."""
+    import json
+
+    env = ray_env()
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")  # the job must set it itself
+    out = subprocess.run([sys.executable, "-c", LISTENERS], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["url"].startswith("http://127.0.0.1:") and seen["node_ip"] == "127.0.0.1", seen
+    names = {name for name, _, _ in seen["listening"]}
+    assert {"gcs_server", "raylet"} <= names, seen  # the scan saw Ray's own servers
+    assert all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for _, ip, _ in seen["listening"]), seen["listening"]
