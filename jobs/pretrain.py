@@ -156,8 +156,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     shard_rows = [s["rows"] for s in prepared.manifest["shards"]["train"]]
     tracker = DataPositionTracker.remote(sum(shard_rows))  # lives as long as this driver
     train = ray.data.read_parquet(prepared.train_files).select_columns(columns)
-    datasets = {"train": skip_consumed(train, tracker, shard_rows),
-                "eval": ray.data.read_parquet(prepared.eval_files).select_columns(columns)}
+    datasets = {"train": skip_consumed(train, tracker, shard_rows)}
     loop_config = {
         "cfg": cfg.to_dict(),
         "train_shard_rows": shard_rows,
@@ -166,6 +165,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
         "special_ids": {k: getattr(special, k) for k in ("pad", "unk", "cls", "sep", "mask")},
         "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
         "mlflow_run_id": run_id,
+        "eval_rows": ray.put(_eval_rows(cfg, prepared, columns)),
     }
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
@@ -186,6 +186,20 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     if result.error:
         raise result.error
     return result
+
+
+def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
+    """The fixed held-out set every evaluation of the run scores: the eval split's first eval_batches x
+    micro_batch_size examples per data-parallel replica (fewer when the split is smaller), cut to a multiple
+    of the replicas so each gets as many batches. Read here once and shipped through the object store:
+    the workers score the same examples before and after training, and no evaluation starts a Ray Data
+    stream (one costs a job's launch more than the evaluation itself at quickstart sizes)."""
+    from pipelines.shards import read_head
+
+    replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
+    table = read_head(prepared.eval_files, cfg.train.eval_batches * cfg.train.micro_batch_size * replicas, columns)
+    table = table.slice(0, table.num_rows - table.num_rows % replicas)
+    return {c: table.column(c).to_numpy(zero_copy_only=False) for c in columns}
 
 
 def _check_capacity(cfg: PretrainConfig, resources: dict) -> None:

@@ -164,11 +164,14 @@ class Worker:
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self) -> dict:
+        """MLM/NSP metrics on this replica's share of the run's fixed eval rows (jobs/pretrain.py), with the
+        same masks every time: before and after training score the same examples the same way."""
         if not self.engine.reads_data:
             return self.engine.evaluate([])
-        collate = self._collator(10**6 + self.rank)  # fresh each time: the same masks before and after
-        batches = (collate(b) for _, b in zip(range(self.t.eval_batches), self._read("eval")))
-        return self.engine.evaluate(batches)
+        collate = self._collator(10**6 + self.rank)
+        share = {k: v[self.replica::self.replicas] for k, v in ray.get(self.config["eval_rows"]).items()}
+        n, mb = len(share["example_id"]), self.t.micro_batch_size
+        return self.engine.evaluate(collate({k: v[i:i + mb] for k, v in share.items()}) for i in range(0, n, mb))
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> None:

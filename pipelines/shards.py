@@ -135,6 +135,24 @@ def read_split(directory: str | os.PathLike, split: str, columns: list[str] | No
     return pa.concat_tables(pq.read_table(f, columns=columns) for f in files)
 
 
+def read_head(files: Sequence[str], rows: int, columns: list[str] | None = None) -> pa.Table:
+    """The first `rows` examples of a split's shards, in example_id order (all of them when the split is
+    smaller), reading only the row groups they sit in: the trainer's fixed evaluation set."""
+    if not files:
+        raise ValueError("no shards to read: the prepared set has an empty split")
+    batches, need = [], rows
+    for f in files:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=max(min(need, 65536), 1), columns=columns):
+            batches.append(batch.slice(0, need))
+            need -= batches[-1].num_rows
+            if need <= 0:
+                return pa.Table.from_batches(batches)
+    if batches:
+        return pa.Table.from_batches(batches)
+    schema = pq.read_schema(files[0])
+    return (pa.schema([schema.field(c) for c in columns]) if columns else schema).empty_table()
+
+
 def example_schema_of(directory: str | os.PathLike) -> pa.Schema:
     manifest = read_manifest(directory)
     return example_schema(manifest["tokenizer"]["vocab_size"], manifest["config"]["masking"] == "static",

@@ -13,7 +13,7 @@ from bert_core.tokenizer import SpecialIds
 from pipelines.config import DataConfig
 from pipelines.examples import Document, create_examples, mask_static, masking_config
 from pipelines.shards import (FORMAT_VERSION, example_schema, examples_to_table, length_histogram,
-                              read_manifest, read_split, shard_files, shard_name, write_manifest, write_shard)
+                              read_head, read_manifest, read_split, shard_files, shard_name, write_manifest, write_shard)
 
 SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 
@@ -98,3 +98,23 @@ def test_manifest_round_trip_and_version_check(tmp_path):
     write_manifest(tmp_path, {**manifest, "format_version": FORMAT_VERSION + 1})
     with pytest.raises(ValueError, match="format_version"):
         read_manifest(tmp_path)
+
+
+def test_read_head_reads_the_first_rows_across_shards_in_order(tmp_path):
+    docs, examples = make_examples(30522, static=False)
+    schema = example_schema(30522, static_masking=False, debug=False)
+    files = []
+    for i, part in enumerate((examples[:7], examples[7:20])):
+        ids = np.arange(len(part), dtype=np.int64) + (0 if i == 0 else 7)
+        write_shard(examples_to_table(part, ids, schema, None), tmp_path / shard_name("eval", i))
+        files.append(str(tmp_path / shard_name("eval", i)))
+    head = read_head(files, 12, ["example_id", "input_ids"])
+    assert head.column_names == ["example_id", "input_ids"] and head["example_id"].to_pylist() == list(range(12))
+    assert head["input_ids"].to_pylist() == [e.input_ids.tolist() for e in examples[:12]]
+    assert read_head(files, 1000).num_rows == 20  # a smaller split: all of it
+    assert read_head(files[:1], 0, ["example_id"]).num_rows == 0
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(schema.empty_table(), empty)
+    assert read_head([str(empty)], 5, ["input_ids"]).schema.names == ["input_ids"]
+    with pytest.raises(ValueError, match="empty split"):
+        read_head([], 5)
