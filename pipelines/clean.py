@@ -42,9 +42,9 @@ def normalize_text(text: str) -> str:
     ascii_only = text.isascii()
     if "\r" in text or not ascii_only:
         text = _LINE_SEPARATORS.sub("\n", text)
+    text = _INVISIBLE.sub("", text)  # before NFC: a dropped U+200B may join a letter and its accent
     if not ascii_only:
         text = unicodedata.normalize("NFC", text)
-    text = _INVISIBLE.sub("", text)
     if "  " in text or _ODD_SPACE.search(text):
         text = _SPACES.sub(" ", text)  # \t included
     if " \n" in text or "\n " in text:

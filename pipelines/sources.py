@@ -54,6 +54,7 @@ import json
 import os
 import posixpath
 import xml.etree.ElementTree as ET
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
@@ -244,7 +245,7 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
             yield from _READERS[fmt](stream, name, path, cfg, span)
         except EOFError:
             yield _reject(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
-        except OSError as e:
+        except (OSError, zlib.error) as e:  # zlib.error: a gzip member with a bad deflate block
             if codec is None:
                 raise SourceError(f"error reading {path}: {e}") from e
             yield _reject(name, path, f"corrupt_{codec}", f"{path}: {e}"[:SAMPLE_CHARS])
@@ -380,7 +381,7 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
         except UnicodeDecodeError:
             yield _reject(doc_id, path, "invalid_utf8", _decode_sample(line))
             continue
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: JSONDecodeError, or an int past 4300 digits
             yield _reject(doc_id, path, "malformed_json", _decode_sample(line))
             continue
         text = record.get(cfg.text_column) if isinstance(record, dict) else None
