@@ -38,7 +38,11 @@ def init_ray() -> str:
     """
     import ray
 
+    from jobs import console
+
     if not ray.is_initialized():
-        ray.init(log_to_driver=True)
+        ray.init(log_to_driver=True, logging_level=console.ray_logging_level())
+        console.install_worker_filter()
+    console.quiet_ray_data()
     url = ray._private.worker.get_dashboard_url() or ""
     return url if not url or url.startswith("http") else f"http://{url}"

@@ -22,6 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobs import console  # noqa: E402
 from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config_io import load_config  # noqa: E402
 from jobs.finetune_config import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
@@ -167,6 +168,7 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, eval_rows: dict, r
                                   resources_per_worker={"CPU": s.cpus_per_worker},
                                   placement_strategy=s.placement_strategy),
         run_config=RunConfig(name=cfg.run_name, storage_path=str(Path(cfg.output_dir).resolve()),
+                             logging_config=console.train_logging(),
                              checkpoint_config=CheckpointConfig(num_to_keep=1),
                              failure_config=FailureConfig(max_failures=0)),
     )
@@ -216,15 +218,19 @@ def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
     if r.mlflow.get("version"):
         lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "
                      f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")
-    lines += [f"Ray dashboard    {dashboard or 'not running'}", "=" * 72]
+    lines += [f"Ray dashboard    {dashboard or 'not running'}",
+              f"Ray logs         {console.logs_dir() or 'on the cluster'} (workers, Ray Train, Ray Data; --verbose prints them)",
+              "=" * 72]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> FinetuneResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML file (see configs/finetune/)")
+    console.add_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.epochs=2")
     args = parser.parse_args(argv)
+    console.configure(args.verbose)
     cfg = load_config(FinetuneConfig, args.config, args.overrides)  # fails here, before any Ray work
     return run(cfg)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobs import console  # noqa: E402
 from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config import PretrainConfig  # noqa: E402
 from jobs.config_io import load_config  # noqa: E402
@@ -175,6 +176,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
                                   resources_per_worker={"CPU": cfg.scaling.cpus_per_worker},
                                   placement_strategy=cfg.scaling.placement_strategy),
         run_config=RunConfig(name=cfg.run_name, storage_path=str(Path(cfg.output_dir).resolve()),
+                             logging_config=console.train_logging(),
                              checkpoint_config=CheckpointConfig(num_to_keep=cfg.train.keep_checkpoints),
                              failure_config=FailureConfig(max_failures=cfg.train.max_failures)),
     )
@@ -255,6 +257,7 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
                      f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")
     lines += [f"MLflow UI        {ui}",
               f"Ray dashboard    {dashboard or 'not running'} (while Ray runs; `ray start --head` keeps one up)",
+              f"Ray logs         {console.logs_dir() or 'on the cluster'} (workers, Ray Train, Ray Data; --verbose prints them)",
               "=" * 72]
     return "\n".join(lines)
 
@@ -262,8 +265,10 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
 def main(argv: list[str] | None = None) -> PretrainResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML file (see configs/pretrain/)")
+    console.add_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.max_steps=100")
     args = parser.parse_args(argv)
+    console.configure(args.verbose)
     cfg = load_config(PretrainConfig, args.config, args.overrides)  # fails here, before any Ray work
     return run(cfg)
 

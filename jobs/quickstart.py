@@ -20,6 +20,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/quickstart.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobs import console  # noqa: E402
 from jobs.config import ConfigError, PretrainConfig  # noqa: E402
 from jobs.config_io import load_config  # noqa: E402
 from jobs.sweep_config import SweepConfig, load_sweep_config  # noqa: E402
@@ -107,8 +108,10 @@ def main(argv: list[str] | None = None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pretrain-config", default=str(PRETRAIN))
     parser.add_argument("--sweep-config", default=str(SWEEP))
+    console.add_argument(parser)
     parser.add_argument("overrides", nargs="*", help="pretrain.dotted.key=value or sweep.dotted.key=value")
     args = parser.parse_args(argv)
+    console.configure(args.verbose)
     pretrain_cfg, sweep_cfg = load(args.pretrain_config, args.sweep_config, args.overrides)  # before any Ray work
     return run(pretrain_cfg, sweep_cfg)
 

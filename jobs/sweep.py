@@ -25,6 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobs import console  # noqa: E402
 from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.sweep_config import SweepConfig, load_sweep_config, tune_space  # noqa: E402
 
@@ -422,15 +423,19 @@ def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) ->
                      f"(v{r.mlflow['version']})")
     lines += [f"MLflow parent    {r.mlflow['parent_run_id']} in {tracking_uri}",
               f"table / plot     {r.table_path} / {r.plot_path}",
-              f"Tune results     {storage / r.name}", f"Ray dashboard    {dashboard or 'not running'}", "=" * 72]
+              f"Tune results     {storage / r.name}", f"Ray dashboard    {dashboard or 'not running'}",
+              f"Ray logs         {console.logs_dir() or 'on the cluster'} (trials, Ray Tune; --verbose prints them)",
+              "=" * 72]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> SweepResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML file (see configs/sweep/)")
+    console.add_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. num_samples=16")
     args = parser.parse_args(argv)
+    console.configure(args.verbose)
     cfg = load_sweep_config(args.config, args.overrides)  # fails here, before any Ray work
     return run(cfg)
 

@@ -1,6 +1,7 @@
 """`ray job submit` of jobs/pretrain.py to a real head started with `ray start --head` on 127.0.0.1,
 with Ray's token auth on; the test stops only the Ray it started."""
 
+import re
 import subprocess
 import sys
 import uuid
@@ -44,6 +45,10 @@ def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_pat
     assert client.get_job_status(job_id) == JobStatus.SUCCEEDED
     logs = client.get_job_logs(job_id)
     assert "MLM accuracy" in logs and "step     20/20" in logs  # progress and summary reach the job log
+    # a quiet console (jobs/console.py): no Ray Train, Ray Data or DeepSpeed chatter from the workers
+    for chatter in ("Started training worker group", "built successfully", "Starting execution of Dataset"):
+        assert chatter not in logs, chatter
+    assert re.search(r"Ray logs +/\S+/logs ", logs)  # where the chatter went
     release = tmp_path / "runs" / "submitted" / "release"
     assert (release / "model.safetensors").is_file() and (release / "config.json").is_file()
     assert (release / "vocab.txt").is_file()

@@ -1,0 +1,134 @@
+"""What a job prints: by default our progress lines, warnings that matter, and errors; `--verbose` brings back
+everything Ray, Ray Data, Ray Train, DeepSpeed, MLflow and transformers say.
+
+Nothing is lost in quiet mode, only kept off the console: Ray writes every worker's and actor's output to its
+session's log folder (the job summaries print `logs_dir()`), Ray Train writes its own logs there too, and
+Python loggers keep their warnings on the console.
+
+Worker output reaches the driver through Ray's log streaming (`log_to_driver`); quiet mode puts a filter in
+front of Ray's printer that passes our lines (`[prepare] ...`, `[eval] ...`, `step   10/100 | ...`), error
+reports (a batch holding a traceback or an error) and Ray Train's controller, which quiet mode sets to
+warnings only (its "worker group failed, restarting" is a warning users must see). What the raylet pushes
+to the driver (a worker died, memory pressure, too many worker processes) is printed as before, and so is
+what Ray's C++ core writes straight to the driver's stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import warnings
+
+_quiet = False
+
+OURS = re.compile(r"^\s*(\[[a-z][a-z0-9 _-]*\]|step\s+\d+)")  # jobs' and workers' progress lines
+TROUBLE = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|\bERROR\b"
+                     r"|(?i:\b(died|killed|out of memory)\b)")  # a dead worker is news, whoever reports it
+BENIGN = re.compile(r"has constructor arguments in the object store and max_restarts > 0")  # Ray's own advice
+LOUD_ACTORS = ("TrainController",)  # kept whole: quiet mode sets Ray Train's console to warnings (train_logging)
+LIBRARIES = ("mlflow", "alembic", "ray.tune", "ray.train", "transformers", "deepspeed", "urllib3", "filelock",
+             "huggingface_hub")
+
+
+def add_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verbose", action="store_true",
+                        help="print Ray, DeepSpeed and MLflow internals too (by default they go to the log files)")
+
+
+def configure(verbose: bool) -> None:
+    """Call once in a job's main(), before Ray starts (and before `import ray`: see cluster.prefer_loopback).
+    Quiet: library loggers keep only warnings and Python's deprecation notices are dropped; init_ray then
+    quiets Ray Data's console and filters what workers stream back (install_worker_filter)."""
+    global _quiet
+    _quiet = not verbose
+    if verbose:
+        return
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # mlflow sets its level from this on import
+    for name in LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
+        warnings.filterwarnings("ignore", category=category)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # "Loading weights: 100%" on every registration
+    except ImportError:
+        pass
+
+
+def quiet() -> bool:
+    return _quiet
+
+
+def ray_logging_level() -> int:
+    """ray.init's logging_level: the driver's own Ray lines ("Started a local Ray instance ...")."""
+    return logging.WARNING if _quiet else logging.INFO
+
+
+def train_logging():
+    """Ray Train's LoggingConfig for a RunConfig: warnings only on the console in quiet mode (all levels
+    still go to Ray Train's system log files)."""
+    from ray.train import LoggingConfig
+
+    return LoggingConfig(log_level="WARNING" if _quiet else "INFO")
+
+
+def quiet_ray_data() -> None:
+    """Ray Data's console on the driver: errors only in quiet mode ("Starting execution of Dataset ...", its
+    execution plans, and warnings about its own progress bars). Its log file (ray-data.log in the session's
+    logs) keeps every level. Call after ray.data is imported: importing it configures its loggers."""
+    if not _quiet:
+        return
+    import ray.data  # noqa: F401  (configures the "ray.data" logger)
+
+    for handler in logging.getLogger("ray.data").handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.ERROR)
+
+
+def keep_lines(data: dict) -> list[str]:
+    """The lines of one batch of a worker's streamed output that quiet mode prints. `data` is Ray's batch:
+    "lines", "pid", "actor_name" or "task_name", "is_err"."""
+    lines = data.get("lines") or []
+    lines = [line for line in lines if not BENIGN.search(line)]
+    if (data.get("actor_name") or "").startswith(LOUD_ACTORS) or any(TROUBLE.search(line) for line in lines):
+        return lines
+    return [line for line in lines if OURS.match(line)]
+
+
+def install_worker_filter() -> None:
+    """In quiet mode, replace Ray's printer of streamed worker output (ray.init(log_to_driver=True)) with one
+    that prints only keep_lines. Ray's printer is private API (pinned Ray): when it is not where this
+    expects it, everything is printed as before."""
+    if not _quiet:
+        return
+    try:
+        from ray._private import worker as ray_worker
+        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+    except ImportError:
+        return
+    names = [name for name, _ in dispatcher.handlers]
+    if "ray_print_logs" not in names:
+        return
+    ignore_prefix = ray_worker._should_ignore_worker_log_prefix(ray_worker.global_worker)
+
+    def print_kept(data: dict) -> None:
+        lines = keep_lines(data)
+        if lines:
+            ray_worker.print_to_stdstream({**data, "lines": lines}, ignore_prefix=ignore_prefix)
+
+    dispatcher.remove_handler("ray_print_logs")
+    dispatcher.add_handler("ray_print_logs", print_kept)
+
+
+def logs_dir() -> str:
+    """This Ray session's log folder on the driver's node ("" when Ray is not running here)."""
+    try:
+        import ray
+
+        node = ray._private.worker._global_node
+        return node.get_logs_dir_path() if ray.is_initialized() and node is not None else ""
+    except Exception:  # private API: a summary line is not worth a failed job
+        return ""

@@ -1,0 +1,92 @@
+"""Quiet console (jobs/console.py): worker output that reaches the driver keeps our progress and every error,
+and drops Ray, DeepSpeed and library chatter. The lines are real ones, from a quickstart pretraining run."""
+
+import logging
+import os
+
+import pytest
+
+from jobs import console
+
+NOISE = [
+    ("RayTrainWorker", "DeepSpeed deepspeed.ops.comm.deepspeed_shm_comm_op built successfully"),
+    ("RayTrainWorker", "Setting up process group for: env:// [rank=0, world_size=2]"),
+    ("RayTrainWorker", "Checkpoint successfully created at: Checkpoint(filesystem=local, path=/tmp/l1/checkpoint_1)"),
+    ("SplitCoordinator", "Starting execution of Dataset train_0352wCfp04awVGOqisiCRh_0. Full logs are in /tmp/ray/s"),
+    ("SplitCoordinator", "Progress bars disabled. To enable, set `ray.data.DataContext.get_current()."
+                         "enable_progress_bars = True`."),
+    ("DatasetManager", "  self.exclude_resources = exclude_resources"),
+    ("RayTrainWorker", "/x/torch/distributed/c10d_logger.py:83: FutureWarning: `torch.distributed.reduce_op` is "
+                       "deprecated"),
+    ("", "WARNING: 8 PYTHON worker processes have been started on node: 66573b2a with address: 127.0.0.1"),
+]
+OURS = [
+    "[eval] before training: mlm_acc 0.0008 nsp_acc 0.4722 mlm_loss 6.9278",
+    "step     10/20 | loss 7.4082 | mlm_acc 0.018 | nsp_acc 0.547 | lr 1.33e-03 | 5,122 tok/s",
+    "[init] 101 tensors from /models/minilm; fresh: ['classifier.weight']; unused: []",
+    "[resume] step 40, epoch 1, 1,280 examples of the epoch already consumed",
+    "step 7: non-finite loss nan, batch skipped (2 so far)",
+]
+
+
+def batch(actor, *lines, is_err=False):
+    return {"lines": list(lines), "pid": 4242, "actor_name": actor, "is_err": is_err}
+
+
+@pytest.mark.parametrize("actor, line", NOISE)
+def test_library_chatter_is_dropped(actor, line):
+    assert console.keep_lines(batch(actor, line)) == []
+
+
+def test_our_progress_lines_are_kept_and_chatter_between_them_dropped():
+    lines = [OURS[0], NOISE[0][1], OURS[1], NOISE[2][1], *OURS[2:]]
+    assert console.keep_lines(batch("RayTrainWorker", *lines)) == OURS
+
+
+def test_an_error_keeps_its_whole_batch():
+    trace = ["Error in training function:", "Traceback (most recent call last):",
+             '  File "/repo/jobs/train_loop.py", line 300, in train_loop_per_worker', "    Worker(config).run()",
+             "jobs.loss_guard.NonFiniteLossError: 3 non-finite steps in a row"]
+    assert console.keep_lines(batch("RayTrainWorker", *trace, is_err=True)) == trace
+    for news in ("A worker died or was killed while executing a task by an unexpected system error.",
+                 "ray.exceptions.RayTaskError(OutOfMemoryError): Task was killed due to the node running low on "
+                 "memory."):
+        assert console.keep_lines(batch("", news)) == [news]  # the raylet's word on a dead worker
+
+
+def test_ray_trains_controller_is_kept_whole():
+    """Quiet mode sets Ray Train's console to warnings (console.train_logging): what still comes, matters."""
+    line = "Worker group failed: restarting (1/3) from the latest checkpoint"
+    assert console.keep_lines(batch("TrainController", line)) == [line]
+
+
+def test_rays_advice_on_actor_arguments_is_dropped_even_from_the_controller():
+    line = ("[2026-11-24 04:01:10,075 E 18622 18736] core_worker.cc:2465: Actor with class name: 'PreemptionWatcher' "
+            "and ID: '869f' has constructor arguments in the object store and max_restarts > 0. If the arguments")
+    assert console.keep_lines(batch("TrainController", line)) == []
+
+
+def test_configure_quiet_then_verbose():
+    mlflow_level = os.environ.get("MLFLOW_LOGGING_LEVEL")
+    try:
+        console.configure(verbose=False)
+        assert console.quiet() and console.ray_logging_level() == logging.WARNING
+        assert console.train_logging().log_level == "WARNING"
+        assert logging.getLogger("mlflow").level == logging.WARNING
+        import ray.data  # noqa: F401
+
+        console.quiet_ray_data()
+        consoles = [h for h in logging.getLogger("ray.data").handlers if type(h).__name__ == "PlainRayHandler"]
+        assert consoles and all(h.level == logging.ERROR for h in consoles)
+        assert logging.getLogger("ray.data").level == logging.DEBUG  # its log file still gets everything
+        console.configure(verbose=True)
+        assert not console.quiet() and console.train_logging().log_level == "INFO"
+    finally:
+        console._quiet = False
+        if mlflow_level is None:
+            os.environ.pop("MLFLOW_LOGGING_LEVEL", None)
+        for name in console.LIBRARIES:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+        for h in logging.getLogger("ray.data").handlers:
+            if type(h).__name__ == "PlainRayHandler":
+                h.setLevel(logging.INFO)
