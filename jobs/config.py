@@ -45,6 +45,7 @@ class TrainConfig:
     rollback_lr_factor: float = 0.5  # each rollback multiplies the learning rate by this
     seed: int = 0  # model init, dynamic masking and data order
     fail_at_step: int = 0  # testing: SIGKILL one worker at this step, first attempt only (0 = never)
+    fail_in_checkpoint: bool = False  # testing: ... while it writes that step's checkpoint (a checkpoint step)
     record_ids_dir: str = ""  # testing: each rank appends the example ids of every step here
     nan_at_step: int = 0  # testing: rank 0's loss is NaN from this step on, first attempt only (0 = never)
     nan_micro_batches: int = 0  # testing: ... for this many micro-batches
@@ -195,6 +196,10 @@ class PretrainConfig:
         for name in ("checkpoint_every", "max_failures", "rollback_after"):
             if getattr(t, name) < 0:
                 raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
+        if t.fail_in_checkpoint and not (t.fail_at_step and t.checkpoint_every
+                                         and t.fail_at_step % t.checkpoint_every == 0):
+            raise ConfigError(f"train.fail_in_checkpoint needs train.fail_at_step on a checkpoint step (a multiple "
+                              f"of train.checkpoint_every={t.checkpoint_every}), got {t.fail_at_step}")
         if not 0 < t.rollback_lr_factor <= 1:
             raise ConfigError(f"train.rollback_lr_factor must be in (0, 1], got {t.rollback_lr_factor}")
         if o.name not in OPTIMIZERS:

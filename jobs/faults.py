@@ -1,6 +1,6 @@
 """Fault injection for the resume and rollback tests, in one place the training loop consults.
 
-The switches are train.fail_at_step, train.nan_at_step and train.nan_micro_batches (all 0 = off, the
+The switches are train.fail_at_step (with train.fail_in_checkpoint), train.nan_at_step and train.nan_micro_batches (all 0 = off, the
 production default), and the sweep's kill_trial_at_step. Production code paths only ask `nan_now`,
 `maybe_fail` and `maybe_kill_trial`; nothing else in the loops or the engine knows about faults (the
 engine's `step(inject_nan=...)` takes the answer).
@@ -31,9 +31,12 @@ class Faults:
         self.nan_injected += 1
         return True
 
-    def maybe_fail(self, step: int) -> None:
-        """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt."""
-        if self.t.fail_at_step and step == self.t.fail_at_step and self.rank == min(1, self.world - 1):
+    def maybe_fail(self, step: int, in_checkpoint: bool = False) -> None:
+        """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt: after
+        the step, or with train.fail_in_checkpoint once it has written its shard of that step's checkpoint and
+        before it reports it (the other ranks are then writing or reporting theirs)."""
+        if (self.t.fail_at_step and step == self.t.fail_at_step and in_checkpoint == self.t.fail_in_checkpoint
+                and self.rank == min(1, self.world - 1)):
             marker = Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}"
             sigkill_once(marker, str(os.getpid()))
 

@@ -248,6 +248,7 @@ class Worker:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.collate.state_dict()["batches_produced"],
                 "eval_before": self.before, "nonfinite_skipped": self.guard.skipped})
+            self.faults.maybe_fail(self.step, in_checkpoint=True)
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
                 write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
@@ -277,12 +278,12 @@ class Worker:
 
     # -- id recording, for the resume tests ------------------------------------------------------
     def _record_ids(self) -> None:
-        """train.record_ids_dir: append (attempt, step, ids of this optimizer step) per rank."""
+        """train.record_ids_dir: append (attempt, step, epoch, ids of this optimizer step) per rank."""
         if not self.t.record_ids_dir or not self.pending_ids:
             return
         ids = np.concatenate(self.pending_ids[-self.t.grad_accum_steps:])
         with open(Path(self.t.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
-            f.write(f"{self.attempt} {self.step} {' '.join(map(str, ids.tolist()))}\n")
+            f.write(f"{self.attempt} {self.step} {self.position.epoch} {' '.join(map(str, ids.tolist()))}\n")
 
 
 def _barrier() -> None:

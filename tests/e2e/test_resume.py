@@ -1,5 +1,6 @@
-"""Exact resume: across a killed worker, a resubmitted run and a different worker count, every example
-of the epoch is trained on exactly once, and the resumed run's loss matches an uninterrupted one."""
+"""Exact resume: across a worker killed while writing a checkpoint in epoch 2, a resubmitted run and a different
+worker count, every example of an epoch is trained on exactly once, and the resumed run's loss matches an
+uninterrupted one."""
 
 import collections
 import os
@@ -34,9 +35,9 @@ def config(tmp: Path, data: Path, name: str, *extra: str) -> PretrainConfig:
                         "optim.warmup_steps=5", *extra, corpus_mb=0.4, data_dir=data)
 
 
-def effective_ids(record_dir: Path) -> collections.Counter:
-    """Ids whose gradient survived: each step counts from the last attempt that ran it, on all the ranks
-    that attempt had (a resume on fewer workers leaves the dropped ranks' later steps behind)."""
+def effective_ids(record_dir: Path, epoch: int = 0) -> collections.Counter:
+    """Ids of `epoch` whose gradient survived: each step counts from the last attempt that ran it, on all the
+    ranks that attempt had (a resume on fewer workers leaves the dropped ranks' later steps behind)."""
     lines = [line.split() for f in sorted(record_dir.glob("ids-rank*.txt")) for line in f.read_text().splitlines()]
     # Rank 0 runs in every attempt; its record lists the attempts in the order they ran.
     rank0 = [line.split()[0] for line in (record_dir / "ids-rank0.txt").read_text().splitlines()]
@@ -45,8 +46,8 @@ def effective_ids(record_dir: Path) -> collections.Counter:
     for attempt, step, *_ in lines:
         last[step] = max(last.get(step, attempt), attempt, key=order.__getitem__)
     counts: collections.Counter = collections.Counter()
-    for attempt, step, *ids in lines:
-        if attempt == last[step]:
+    for attempt, step, step_epoch, *ids in lines:
+        if attempt == last[step] and int(step_epoch) == epoch:
             counts.update(int(i) for i in ids)
     return counts
 
@@ -83,13 +84,23 @@ def assert_epoch_covered_once(counts: collections.Counter, ids: set[int], worker
     assert len(ids) - len(counts) < workers  # only the equal split's remainder may be left out
 
 
-def test_killed_worker_resumes_exactly(ray_tmp, shared_data, epoch_examples):
-    steps = -(-(epoch_examples // 2) // MICRO_BATCH)  # one epoch on 2 workers
-    resumed = job(ray_tmp, shared_data, "killed", f"train.max_steps={steps}", "train.fail_at_step=12")
+def test_worker_killed_writing_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp, shared_data, epoch_examples):
+    """Rank 1 is SIGKILLed after writing its shard of the step-`kill` checkpoint, in the second epoch, before it
+    reports it: Ray registers a checkpoint only once every rank reported, so the restarted workers resume from
+    an earlier complete one, and over both epochs every example is trained on once per epoch."""
+    per_epoch = -(-(epoch_examples // 2) // MICRO_BATCH)  # steps of one epoch on 2 workers
+    steps, kill = 2 * per_epoch, (per_epoch // 5 + 2) * 5  # a checkpoint step (every 5) inside epoch 2
+    resumed = job(ray_tmp, shared_data, "killed", f"train.max_steps={steps}", f"train.fail_at_step={kill}",
+                  "train.fail_in_checkpoint=true")
     assert (ray_tmp / "killed" / "failed-killed").is_file()  # the worker really died
+    first, restart = first_steps(ray_tmp / "killed")
+    # Resumed after a complete checkpoint before the half-written one: step kill - 5, or an earlier one when the
+    # controller had not yet collected that report (Ray Train gathers reports by polling the workers).
+    assert first == 1 and (restart - 1) % 5 == 0 and restart <= kill - 4, (restart, kill)
     ids = train_ids(resumed)
-    assert len(ids) == epoch_examples
-    assert_epoch_covered_once(effective_ids(ray_tmp / "killed"), ids, workers=2)
+    assert len(ids) == epoch_examples and resumed.metrics["epoch"] == 1
+    for epoch in (0, 1):
+        assert_epoch_covered_once(effective_ids(ray_tmp / "killed", epoch), ids, workers=2)
     assert resumed.metrics["samples_consumed_in_epoch"] >= len(ids) - 1
 
     clean = job(ray_tmp, shared_data, "uninterrupted", f"train.max_steps={steps}")

@@ -50,7 +50,7 @@ def assert_replicas_read_disjoint_shares(record_dir: Path):
     recorded_steps = [int(line.split()[1]) for line in (record_dir / files[0]).read_text().splitlines()]
     assert recorded_steps.count(20) == 1 and recorded_steps.count(21) == 2  # resumed at step 20, not from 0
     assert files == ["ids-rank0.txt", "ids-rank1.txt"]  # stage 0 = ranks 0 and 1 in DeepSpeed's topology
-    steps = [{int(line.split()[1]): set(line.split()[2:]) for line in (record_dir / f).read_text().splitlines()}
+    steps = [{int(line.split()[1]): set(line.split()[3:]) for line in (record_dir / f).read_text().splitlines()}
              for f in files]
     assert steps[0].keys() == steps[1].keys() == set(range(1, 41))
     assert all(steps[0][s] and steps[1][s] and not steps[0][s] & steps[1][s] for s in range(1, 41))

@@ -57,6 +57,8 @@ CASES = [
     case("finetune", ["train.epoch=2"], "'train.epoch'", r"did you mean 'train\.epochs'\?", "ft-unknown-key"),
     case("pretrain", ["tracking.flush_timeout_s=-1"], "tracking.flush_timeout_s", "must be >= 0",
          "negative-flush-timeout"),
+    case("pretrain", ["train.fail_in_checkpoint=true", "train.fail_at_step=7", "train.checkpoint_every=5"],
+         "train.fail_in_checkpoint", r"a multiple of train\.checkpoint_every=5\), got 7", "fault-off-a-checkpoint-step"),
     # wrong types
     case("pretrain", ["train.max_steps=ten"], "train.max_steps", "must be an integer", "string-for-int"),
     case("pretrain", ["optim.lr=[1e-3, 2e-3]"], "optim.lr", "must be a number", "list-for-float"),
