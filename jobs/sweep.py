@@ -43,7 +43,7 @@ class SweepResult:
     table: list[dict]  # one row per trial: trial_id, status, searched fields, best, evaluations, mlflow_run_id
     table_path: str  # the table as CSV (also an artifact of the parent run)
     plot_path: str  # every trial's metric over training steps (PNG; also an artifact)
-    seeds: dict = field(default_factory=dict)  # scores, seeds, degenerate, median, mean, std, min, max
+    seeds: dict = field(default_factory=dict)  # scores and seeds (aligned), degenerate, median, mean, std, min, max
     export_dir: str = ""  # the seed-median run's best model in HF format ("" without a seed re-run)
     mlflow: dict = field(default_factory=dict)  # parent_run_id, median_run_id, model_uri, registered_model, ...
 
@@ -350,7 +350,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
     median_run_id = _run_of(client, parent_id, median_run)
     info = register(cfg, client, median_run_id, export_dir, {**stats, "run": score}, spread, data["base"]["task"],
                     client.get_run(data["parent_run_id"]).data.tags, next(iter(data["eval_rows"].values())))
-    result.seeds = {**stats, "scores": scores, "seeds": [r.config["train.seed"] for _, r in runs],
+    result.seeds = {**stats, "scores": [sc for sc, _ in runs], "seeds": [r.config["train.seed"] for _, r in runs],
                     "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
     result.export_dir = str(export_dir)
     result.mlflow.update(info, median_run_id=median_run_id)
