@@ -123,6 +123,11 @@ def install_worker_filter() -> None:
     dispatcher.add_handler("ray_print_logs", print_kept)
 
 
+def logs_line(what: str = "workers, Ray Train, Ray Data") -> str:
+    """The job summaries' line saying where quiet mode left the internals."""
+    return f"Ray logs         {logs_dir() or 'on the cluster'} ({what}; --verbose prints them)"
+
+
 def logs_dir() -> str:
     """This Ray session's log folder on the driver's node ("" when Ray is not running here)."""
     try:

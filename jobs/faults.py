@@ -1,7 +1,7 @@
 """Fault injection for the resume and rollback tests, in one place the training loop consults.
 
-The switches are train.fail_at_step (with train.fail_in_checkpoint), train.nan_at_step and train.nan_micro_batches (all 0 = off, the
-production default), and the sweep's kill_trial_at_step. Production code paths only ask `nan_now`,
+The switches are train.fail_at_step (with train.fail_in_checkpoint), train.nan_at_step and
+train.nan_micro_batches (all 0 = off, the production default), and the sweep's kill_trial_at_step. Production code paths only ask `nan_now`,
 `maybe_fail` and `maybe_kill_trial`; nothing else in the loops or the engine knows about faults (the
 engine's `step(inject_nan=...)` takes the answer).
 """

@@ -219,7 +219,7 @@ def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
         lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "
                      f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")
     lines += [f"Ray dashboard    {dashboard or 'not running'}",
-              f"Ray logs         {console.logs_dir() or 'on the cluster'} (workers, Ray Train, Ray Data; --verbose prints them)",
+              console.logs_line(),
               "=" * 72]
     return "\n".join(lines)
 

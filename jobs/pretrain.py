@@ -257,7 +257,7 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
                      f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")
     lines += [f"MLflow UI        {ui}",
               f"Ray dashboard    {dashboard or 'not running'} (while Ray runs; `ray start --head` keeps one up)",
-              f"Ray logs         {console.logs_dir() or 'on the cluster'} (workers, Ray Train, Ray Data; --verbose prints them)",
+              console.logs_line(),
               "=" * 72]
     return "\n".join(lines)
 

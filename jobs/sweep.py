@@ -424,7 +424,7 @@ def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) ->
     lines += [f"MLflow parent    {r.mlflow['parent_run_id']} in {tracking_uri}",
               f"table / plot     {r.table_path} / {r.plot_path}",
               f"Tune results     {storage / r.name}", f"Ray dashboard    {dashboard or 'not running'}",
-              f"Ray logs         {console.logs_dir() or 'on the cluster'} (trials, Ray Tune; --verbose prints them)",
+              console.logs_line("trials, Ray Tune"),
               "=" * 72]
     return "\n".join(lines)
 
