@@ -152,7 +152,9 @@ class ScalingConfig:
 class TrackingConfig:
     tracking_uri: str = "sqlite:///mlflow.db"  # embedded default; http://host:5000 for a server
     experiment: str = "bert-foundry-pretrain"
-    artifact_location: str = "mlartifacts"  # for a new experiment; relative to the working dir
+    # for a new experiment: a path or URI; "" = the server's artifact store (uploads through the server) with an
+    # http(s) tracking URI, ./mlartifacts with a local store
+    artifact_location: str = ""
     registered_model: str = ""  # register the release checkpoint under this name; "" skips it
     alias: str = "candidate"  # registry alias set on the new version
     # at the end of training, how long rank 0 keeps retrying metrics buffered through a tracking outage

@@ -26,7 +26,17 @@ def resolve_tracking_uri(uri: str) -> str:
     return uri
 
 
-def _artifact_uri(location: str) -> str:
+LOCAL_ARTIFACTS = "mlartifacts"  # beside a local store, relative to the working dir
+
+
+def _artifact_uri(location: str, tracking_uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts: `location` as given (a path resolved to a file URI); when
+    empty, the tracking server's own artifact store (None: uploads go through the server, which every
+    client can reach), or ./mlartifacts beside a local store."""
+    if not location:
+        if tracking_uri.startswith(("http://", "https://")):
+            return None
+        location = LOCAL_ARTIFACTS
     return location if "://" in location else Path(location).resolve().as_uri()
 
 
@@ -303,7 +313,7 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
     params, tags = redact(params), redact(tags or {})  # secrets never reach the store
     mlflow.set_tracking_uri(tracking_uri)
     if mlflow.get_experiment_by_name(experiment) is None:
-        mlflow.create_experiment(experiment, artifact_location=_artifact_uri(artifact_location))
+        mlflow.create_experiment(experiment, artifact_location=_artifact_uri(artifact_location, tracking_uri))
     mlflow.set_experiment(experiment)
     run = mlflow.start_run(run_name=run_name, tags=tags)
     if "lineage.data_dir" in tags:

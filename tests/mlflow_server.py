@@ -1,4 +1,5 @@
-"""A real `mlflow server` process for tests: SQLite backend, file artifact root, bound to 127.0.0.1."""
+"""A real `mlflow server` process for tests: SQLite backend, artifacts served through it (a client sends them over
+HTTP to its `--artifacts-destination`, as to a team server), bound to 127.0.0.1."""
 
 import os
 import signal
@@ -32,7 +33,7 @@ class MlflowServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
              "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root}/server.db",
-             "--default-artifact-root", (self.root / "art").as_uri()],
+             "--artifacts-destination", (self.root / "art").as_uri()],  # served: uploads go through it
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

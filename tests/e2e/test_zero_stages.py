@@ -3,19 +3,25 @@ optimizer and parameters), LAMB (ours on CPU) under ZeRO-2, and a 2-stage pipeli
 loss and a release checkpoint. ZeRO-3 without offload steps on 2 ranks in test_resume.py (whose
 world-size case continues it exactly on 1) and exports in tests/unit/test_engine.py. The ZeRO-2 run
 logs to a real `mlflow server` that is killed mid-run and restarted: the run completes, reports the
-outage, and every metric point arrives once."""
+outage, and every metric point arrives once; then the rest of the chain runs on that server: fine-tune from the
+registered pretrained version, register, promote, load the champion by alias, predict, lineage."""
 
+import contextlib
+import io
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 from jobs.pretrain import run
 from tests.e2e.quick import quick_config
 from tests.mlflow_server import start_server
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name, overrides", [
@@ -56,14 +62,33 @@ def assert_replicas_read_disjoint_shares(record_dir: Path):
     assert all(steps[0][s] and steps[1][s] and not steps[0][s] & steps[1][s] for s in range(1, 41))
 
 
-def test_zero2_survives_a_tracking_server_outage(ray_tmp, shared_data, tmp_path, capsys):
-    from mlflow.tracking import MlflowClient
+class Tee(io.TextIOBase):
+    """stdout as it is, and a copy to read back (a module fixture has no capsys)."""
 
-    server = start_server(tmp_path)
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self):
+        for stream in self.streams:
+            stream.flush()
+
+
+@pytest.fixture(scope="module")
+def served(ray_tmp, shared_data, tmp_path_factory):
+    """A real `mlflow server` (artifacts served through it: the config leaves the location to the server) and a
+    ZeRO-2 pretraining run logging to it, registered as bert-foundry-tiny@candidate; the server is SIGKILLed once
+    the first training point arrived and back 5 s later. Yields the server up, the run's result and its stdout."""
+    server = start_server(tmp_path_factory.mktemp("mlflow-server"))
     cfg = quick_config(ray_tmp, "zero2", "train.max_steps=40", "train.log_every=2", "train.eval_batches=4",
                        "optim.warmup_steps=5", "deepspeed.zero_stage=2", f"tracking.tracking_uri={server.uri}",
                        "tracking.flush_timeout_s=600",  # the end of training waits for a slow restart
                        data_dir=shared_data)
+    cfg.tracking.artifact_location = ""  # the server's store, as a team server is used
     client, down = MlflowClient(server.uri), {}
 
     def outage():
@@ -80,22 +105,70 @@ def test_zero2_survives_a_tracking_server_outage(ray_tmp, shared_data, tmp_path,
                 return
             time.sleep(0.2)
 
-    killer = threading.Thread(target=outage, daemon=True)
+    killer, out = threading.Thread(target=outage, daemon=True), io.StringIO()
     killer.start()
     try:
-        result = run(cfg)
+        with contextlib.redirect_stdout(Tee(sys.stdout, out)):
+            result = run(cfg)
+        killer.join(timeout=600)
+        if server.proc.poll() is not None:  # the outage thread did not bring it back (it failed the test)
+            server.start(timeout_s=600)
+        yield server, result, down, out.getvalue()
     finally:
-        killer.join(timeout=60)
         server.stop()
+
+
+def test_zero2_survives_a_tracking_server_outage(served):
+    server, result, down, printed = served
     assert down.get("for_s", 0) >= 5, "the server was never taken down during the run"
     m = result.metrics
     assert m["step"] == 40 and m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"] - 0.5
     assert m["tracking_failures"] >= 1 and m["tracking_undelivered"] == 0, m
-    assert f"{int(m['tracking_failures'])} failed MLflow writes, retried: every buffered metric delivered" \
-        in capsys.readouterr().out
-    server.start(timeout_s=600)
-    try:
-        history = MlflowClient(server.uri).get_metric_history(result.mlflow["run_id"], "train/loss")
-    finally:
-        server.stop()
+    assert f"{int(m['tracking_failures'])} failed MLflow writes, retried: every buffered metric delivered" in printed
+    history = MlflowClient(server.uri).get_metric_history(result.mlflow["run_id"], "train/loss")
     assert sorted(p.step for p in history) == list(range(2, 41, 2))  # every window, once, outage or not
+
+
+def test_the_whole_chain_on_the_tracking_server(served, ray_tmp, shared_data):
+    """pretrain -> fine-tune -> register -> promote -> load by alias -> predict, every step against the real
+    server, artifacts through it: the fine-tune starts from the pretraining's registered version (downloaded
+    from the server), the gate promotes it, the champion loads by alias and predicts what the gate measured,
+    and lineage runs from the champion back to the raw corpus files."""
+    import mlflow
+
+    from jobs import ft_tasks, lineage, promote
+    from jobs.config_io import load_config
+    from jobs.finetune import run as finetune
+    from jobs.finetune_config import FinetuneConfig
+
+    server, pretrained, _, _ = served
+    client = MlflowClient(server.uri)
+    assert client.get_run(pretrained.mlflow["run_id"]).info.artifact_uri.startswith("mlflow-artifacts:")
+    cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [
+        "init=models:/bert-foundry-tiny@candidate", f"output_dir={ray_tmp}/runs", "run_name=served-ft",
+        f"tracking.tracking_uri={server.uri}", "tracking.registered_model=served-pkgdocs",
+        f"task.corpus_dir={shared_data}/pkgdocs-2mb", "task.harvest_max_mb=2", "task.max_seq_len=64",
+        "task.max_train_per_label=32", "task.max_dev_per_label=16", "train.epochs=2", "optim.lr=1e-3",
+        "scaling.num_workers=1", "scaling.cpus_per_worker=1"])
+    tuned = finetune(cfg)
+    assert tuned.mlflow["version"] == "1"
+    assert client.get_run(tuned.mlflow["run_id"]).data.tags["lineage.init_run_id"] == pretrained.mlflow["run_id"]
+
+    judge = promote.PromoteConfig(model="served-pkgdocs", version=1)
+    judge.tracking.tracking_uri = server.uri
+    promoted = promote.run(judge)
+    assert (promoted.decision, promoted.champion) == ("promoted", "")
+    assert client.get_model_version_by_alias("served-pkgdocs", "champion").version == "1"
+
+    mlflow.set_tracking_uri(server.uri)
+    pipe = mlflow.transformers.load_model("models:/served-pkgdocs@champion")
+    _, evals, labels = ft_tasks.load_rows(cfg.task)
+    rows = evals["dev"]
+    predicted = [p["label"] for p in pipe([r["text_a"] for r in rows], truncation=True, max_length=64)]
+    accuracy = sum(p == labels[r["label"]] for p, r in zip(predicted, rows)) / len(rows)
+    assert accuracy == pytest.approx(promoted.evidence["candidate"], abs=2.5 / len(rows))  # a near-tie may flip
+
+    found = lineage.run("models:/served-pkgdocs@champion", server.uri)
+    assert found.missing == []
+    assert [link.name for link in found.links if link.kind == "pretraining run"] == [pretrained.mlflow["run_id"]]
+    assert any(link.kind == "corpus file" for link in found.links)

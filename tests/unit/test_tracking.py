@@ -64,6 +64,23 @@ def test_runs_are_tagged_with_the_code_version(tmp_path):
     assert tags["code.version"] == version("bert-foundry")
 
 
+def test_artifacts_go_through_a_server_unless_a_location_is_given(server, tmp_path, monkeypatch):
+    """With no artifact location a run on a server stores its artifacts in the server's store (served over HTTP,
+    reachable from every machine), not on the disk of the process that happened to create the experiment; a
+    local store keeps them in ./mlartifacts; a location given is used as is."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    on_server = tracking.start_run(server.uri, "served", "", "a", {"a": 1})
+    assert MlflowClient(server.uri).get_run(on_server).info.artifact_uri.startswith("mlflow-artifacts:")
+    assert (server.root / "art").is_dir() and not (tmp_path / "mlartifacts").exists()
+    local = f"sqlite:///{tmp_path}/mlflow.db"
+    here = MlflowClient(local).get_run(tracking.start_run(local, "local", "", "b", {"a": 1})).info.artifact_uri
+    assert here.startswith((tmp_path / "mlartifacts").as_uri())
+    given = tracking.start_run(server.uri, "given", str(tmp_path / "mine"), "c", {"a": 1})
+    assert MlflowClient(server.uri).get_run(given).info.artifact_uri.startswith((tmp_path / "mine").as_uri())
+
+
 def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server):
     from mlflow.tracking import MlflowClient
 
