@@ -1,6 +1,6 @@
 """The reference for jobs/finetune.py: the same classification fine-tune with `transformers.Trainer`, and our
 engine's step loop (jobs/engine.py, DeepSpeed, as the fine-tuning worker builds it) run in process on the
-same batches. Used by tests/e2e/test_finetune_reference.py
+same batches. Used by tests/e2e/test_finetune.py::test_pkgdocs_matches_the_transformers_trainer
 and bench/finetune_throughput.py.
 
 What is the same on both sides: the starting checkpoint, the rows, the features (our `glue_features`,
