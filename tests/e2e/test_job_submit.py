@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def head():
     node = start_head(num_cpus=2)
     try:
@@ -24,12 +24,13 @@ def head():
         node.stop()
 
 
-def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_path):
+def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_path, shared_data):
     assert (Path.home() / ".ray" / "auth_token").is_file()  # token auth is on for this cluster
     job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
     overrides = [
-        "run_name=submitted", f"output_dir={tmp_path}/runs", f"data.output_root={tmp_path}/prepared",
-        f"corpus.harvest_dir={tmp_path}/corpus", "corpus.harvest_max_mb=1", "data.tokenizer.vocab_size=1000",
+        # the corpus and prepared set every e2e module shares (tests/e2e/quick.py): made here if this is the first
+        "run_name=submitted", f"output_dir={tmp_path}/runs", f"data.output_root={shared_data}/prepared",
+        f"corpus.harvest_dir={shared_data}/corpus-0.5mb", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
         "train.max_steps=20", "optim.warmup_steps=5", "train.log_every=10", "train.eval_batches=2",
         f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/art",
     ]
