@@ -68,6 +68,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
         h = harvest_installed_docs(cfg.corpus.harvest_dir, max_mb=cfg.corpus.harvest_max_mb)
         print(f"[corpus] {h['documents']:,} documents, {h['bytes'] / 2**20:.1f} MB", flush=True)
     prepared = prepare(cfg.data)
+    corpus_metrics = data_metrics(prepared.manifest)
     cfg.tracking.tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     resolved = resolve_config(cfg, prepared.tokenizer_dir)  # logged as is, never changed after
     t = resolved.tracking
@@ -89,6 +90,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     else:
         result = _fit(resolved, prepared, run_id)
         metrics = dict(result.metrics)
+    metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
 
     release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
     _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
@@ -97,6 +99,26 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
     print(summary(out, cfg, dashboard), flush=True)
     return out
+
+
+def data_metrics(manifest: dict) -> dict:
+    """What the corpus gave: documents read and kept, and every rejected document counted under its reason
+    (`data/rejected/<reason>`, all of them: a run never drops bad input silently)."""
+    counts, rejects = manifest["counts"], manifest["rejects"]
+    return {"data/documents_read": counts["documents_read"], "data/documents_kept": counts["documents_kept"],
+            "data/documents_rejected": sum(rejects.values()),
+            **{f"data/rejected/{reason}": n for reason, n in sorted(rejects.items())},
+            "data/examples_train": counts["examples_train"]}
+
+
+def rejects_line(metrics: dict, data_dir: str) -> str:
+    """The summary's line for the corpus: how many documents were rejected, by reason, and where they are."""
+    total, read = int(metrics.get("data/documents_rejected", 0)), int(metrics.get("data/documents_read", 0))
+    if not total:
+        return f"0 of {read:,} documents rejected"
+    reasons = ", ".join(f"{k.rsplit('/', 1)[1]} {int(v)}" for k, v in metrics.items()
+                        if k.startswith("data/rejected/") and v)
+    return f"{total:,} of {read:,} documents rejected ({reasons}): {data_dir}/rejects.jsonl"
 
 
 def _lineage(prepared) -> dict:
@@ -247,6 +269,7 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
         f"(held-out, {m['eval_after/mlm_tokens']:,} masked tokens)",
         f"NSP accuracy     {m['eval_before/nsp_acc']:.4f} before -> {m['eval_after/nsp_acc']:.4f} after",
         f"prepared data    {r.data_dir}",
+        f"corpus           {rejects_line(m, r.data_dir)}",
         f"checkpoint       {r.checkpoint_path}",
         f"release (HF)     {r.release_dir}",
         f"MLflow run       {r.mlflow.get('run_id')} in {store}",

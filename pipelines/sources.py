@@ -147,12 +147,17 @@ def _hidden(relpath: str) -> bool:
 
 
 def relative_names(files: list[str]) -> list[str]:
-    """Names of files relative to their common directory: the stable part of doc_ids."""
+    """Names of files relative to their common directory: the stable part of doc_ids. Always valid UTF-8: a
+    local name whose bytes are not (Python holds them as surrogate escapes) shows them as `\\xNN`."""
     paths = [f.split("://", 1)[1] if is_uri(f) else f for f in files]
     if len(paths) == 1:
-        return [posixpath.basename(paths[0])]
+        return [_printable(posixpath.basename(paths[0]))]
     base = posixpath.commonpath([posixpath.dirname(p) for p in paths])
-    return [posixpath.relpath(p, base) for p in paths]
+    return [_printable(posixpath.relpath(p, base)) for p in paths]
+
+
+def _printable(name: str) -> str:
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def doc_order_key(doc_id: str) -> tuple[str, int]:

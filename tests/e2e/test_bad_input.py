@@ -1,9 +1,11 @@
 """Acceptance: a corpus with every kind of bad input reads through on a real local Ray cluster,
-good documents come out, and every reject is counted under its reason, exactly."""
+good documents come out, and every reject is counted under its reason, exactly: by the readers alone, and
+on the production path (prepare() inside a pretraining job, counts in the manifest, MLflow and the summary)."""
 
 import bz2
 import json
 import os
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -154,3 +156,58 @@ def test_unreadable_sources_raise_source_error(ray_cluster, corpus, tmp_path):
     with pytest.raises(Exception, match="doomed.txt") as info:
         ds.take_all()
     assert "SourceError" in repr(info.value) or isinstance(info.value, SourceError)
+
+
+def generated_books(root, n: int, seed: int = 0) -> int:
+    """`n` distinct good documents of 12 sentences each, words drawn from the standard library's docstrings
+    (real English words; documents no reader rejects), written as plain-text books under `root`."""
+    import random
+    import re
+    import string
+    import textwrap
+
+    words = sorted({w.lower() for mod in (os, json, re, string, textwrap, random, bz2, pytest)
+                    for w in re.findall(r"[A-Za-z]{3,12}", mod.__doc__ or "")})
+    rng = random.Random(seed)
+    root.mkdir(parents=True)
+    for i in range(n):
+        sentences = [" ".join(rng.choices(words, k=rng.randint(8, 16))).capitalize() + "." for _ in range(12)]
+        (root / f"book-{i:04d}.txt").write_text(" ".join(sentences[:6]) + "\n\n" + " ".join(sentences[6:]))
+    return n
+
+
+def test_bad_corpus_through_prepare_and_a_short_pretraining_run(ray_cluster, corpus, tmp_path, capsys):
+    """The production path: the whole bad-input corpus, plus a book whose file name is not UTF-8 and enough
+    good books to train on, goes through prepare() inside the pretraining job; the run completes, and the
+    manifest, the MLflow run and the job summary count every reject under its reason, exactly."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from jobs.pretrain import rejects_line, run
+    from tests.e2e.quick import quick_config
+
+    root = tmp_path / "corpus"
+    shutil.copytree(corpus, root)
+    (root / "books" / os.fsdecode(b"caf\xe9-menu.txt")).write_text(prose("the menu"))  # Latin-1 bytes in the name
+    good = len(EXPECTED_GOOD) + 1 + generated_books(root / "generated", 150)
+    cfg = quick_config(tmp_path, "bad-corpus", f"data.sources=[{root}]", "corpus.harvest_installed_docs=false",
+                       "data.min_document_chars=50", "data.eval_fraction=0.1", "train.max_steps=6",
+                       "train.micro_batch_size=8", "train.log_every=3", "train.eval_batches=1",
+                       "optim.warmup_steps=2")
+    result = run(cfg)
+    m = result.metrics
+    assert m["step"] == 6
+    manifest = json.loads((Path(result.data_dir) / "manifest.json").read_text())
+    assert manifest["rejects"] == EXPECTED_REJECTS
+    assert manifest["counts"]["documents_kept"] == good
+    assert manifest["counts"]["documents_read"] == good + sum(EXPECTED_REJECTS.values())
+    assert {k.split("/")[-1]: v for k, v in m.items() if k.startswith("data/rejected/")} == EXPECTED_REJECTS
+    logged = MlflowClient(cfg.tracking.tracking_uri).get_run(result.mlflow["run_id"]).data.metrics
+    # final metrics are logged with "." for "/" (jobs/tracking.finish_run)
+    assert {k.split(".")[-1]: v for k, v in logged.items() if k.startswith("data.rejected.")} == EXPECTED_REJECTS
+    assert logged["data.documents_rejected"] == sum(EXPECTED_REJECTS.values())
+    line = rejects_line(m, result.data_dir)
+    assert line.startswith(f"{sum(EXPECTED_REJECTS.values())} of {good + sum(EXPECTED_REJECTS.values())} documents "
+                           "rejected (binary_file 1, disambiguation 1, duplicate 3,")
+    assert f"corpus           {line}" in capsys.readouterr().out

@@ -98,6 +98,10 @@ def test_file_vanishing_after_resolution_raises_naming_it(tmp_path):
 def test_relative_names_and_doc_order():
     assert relative_names(["/data/corpus/a.txt", "/data/corpus/x/b.txt"]) == ["a.txt", "x/b.txt"]
     assert relative_names(["s3://b/corpus/a.txt"]) == ["a.txt"]
+    # a file name that is not UTF-8 (os.listdir gives its bytes as surrogate escapes): an id Arrow, JSON and
+    # hashing take, showing the bytes
+    latin1 = "/data/corpus/" + os.fsdecode(b"caf\xe9.txt")
+    assert relative_names([latin1, "/data/corpus/b.txt"]) == ["caf\\xe9.txt", "b.txt"]
     ids = ["b#0", "a#10", "a#9", "a", "a#-1"]
     assert sorted(ids, key=doc_order_key) == ["a", "a#-1", "a#9", "a#10", "b#0"]
 
