@@ -158,3 +158,42 @@ def test_trains_a_tokenizer_when_none_is_given(ray_cluster, corpus, tmp_path):
     table = read_split(prepared.path, "train")
     assert table.schema.names == ["example_id", "input_ids", "num_a_tokens", "next_sentence_label", "num_tokens"]
     assert max(max(ids) for ids in table.column("input_ids").to_pylist()) < tok.get_vocab_size()
+
+
+@pytest.mark.slow
+def test_a_ray_data_worker_killed_mid_preparation_changes_nothing(ray_cluster, corpus, two_runs, tmp_path):
+    """SIGKILL the Ray worker process of a tokenizing actor (a lost node) while it runs a work unit (its process
+    title ends in .submit then): Ray Data restarts it and runs the unit again, and the prepared set is byte for
+    byte an undisturbed run's."""
+    import signal
+    import threading
+
+    import psutil
+
+    killed, done = [], threading.Event()
+
+    def kill_first_tokenizer():
+        while not done.is_set():
+            for p in psutil.process_iter(["cmdline"]):
+                title = " ".join(p.info["cmdline"] or []).strip()
+                if "DocumentTokenizer" in title and title.endswith(".submit"):
+                    os.kill(p.pid, signal.SIGKILL)
+                    killed.append(title)
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_first_tokenizer, daemon=True)
+    killer.start()
+    try:
+        disturbed = prepare(config(corpus[0], tmp_path, num_workers=2))
+    finally:
+        done.set()
+        killer.join()
+    assert killed, "no tokenizing worker was seen running a unit"
+    undisturbed, _ = two_runs
+    assert [os.path.basename(f) for f in disturbed.train_files + disturbed.eval_files] == \
+        [os.path.basename(f) for f in undisturbed.train_files + undisturbed.eval_files]
+    for a, b in zip(disturbed.train_files + disturbed.eval_files, undisturbed.train_files + undisturbed.eval_files):
+        assert pq.read_table(a).equals(pq.read_table(b))
+    strip = lambda m: {k: v for k, v in m.items() if k not in ("timings_s", "config")}  # noqa: E731
+    assert strip(disturbed.manifest) == strip(undisturbed.manifest)
