@@ -340,6 +340,9 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     mlflow.set_tracking_uri(tracking_uri)
     info: dict = {"run_id": run_id}
     log_curves(tracking_uri, run_id)
+    # the run's own experiment as the active one: MLflow refuses to reopen a run under another (one set earlier
+    # in this process, perhaps on another store)
+    mlflow.set_experiment(experiment_id=MlflowClient(tracking_uri).get_run(run_id).info.experiment_id)
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
