@@ -87,9 +87,10 @@ def run(cfg: PretrainConfig) -> PretrainResult:
             t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name, phase2.to_dict(),
             tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "2"}))
         metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
+        metrics["checkpoints_ignored"] = _report_ignored(phase1) + _report_ignored(phase2)
     else:
         result = _fit(resolved, prepared, run_id)
-        metrics = dict(result.metrics)
+        metrics = {**result.metrics, "checkpoints_ignored": _report_ignored(resolved)}
     metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
 
     release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
@@ -212,6 +213,17 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     return result
 
 
+def _report_ignored(cfg: PretrainConfig) -> int:
+    """Print each checkpoint folder of the run that Ray Train never registered (a rank died while writing or
+    reporting it: no resume read it, and it is not the result); returns how many there are."""
+    from jobs.checkpoint_parts import ignored_checkpoints
+
+    ignored = ignored_checkpoints(Path(cfg.output_dir).resolve() / cfg.run_name)
+    for name, why in ignored.items():
+        print(f"[train] warning: ignored {name} ({why}): never registered, never resumed from", flush=True)
+    return len(ignored)
+
+
 def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     """The fixed held-out set every evaluation of the run scores: the eval split's first eval_batches x
     micro_batch_size examples per data-parallel replica (fewer when the split is smaller), cut to a multiple
@@ -270,7 +282,9 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
         f"NSP accuracy     {m['eval_before/nsp_acc']:.4f} before -> {m['eval_after/nsp_acc']:.4f} after",
         f"prepared data    {r.data_dir}",
         f"corpus           {rejects_line(m, r.data_dir)}",
-        f"checkpoint       {r.checkpoint_path}",
+        f"checkpoint       {r.checkpoint_path}" + (f" ({int(m['checkpoints_ignored'])} partial or unregistered "
+                                                   "checkpoint folders ignored, listed above)"
+                                                   if m.get("checkpoints_ignored") else ""),
         f"release (HF)     {r.release_dir}",
         f"MLflow run       {r.mlflow.get('run_id')} in {store}",
         f"tracking         {outage_line(m)}",

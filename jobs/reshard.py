@@ -29,22 +29,11 @@ from typing import Iterator
 import torch.distributed as dist
 
 from bert_core.config import ConfigError
+from jobs.checkpoint_parts import read_topology
 from jobs.config import PretrainConfig
 from jobs.engine import TAG, Engine, build_engine
 
-TOPOLOGY = "topology.json"
 log = logging.getLogger("bert_foundry.train")
-
-
-def write_topology(ckpt_dir: Path, world_size: int, zero_stage: int, pipeline_stages: int = 1) -> None:
-    (ckpt_dir / TOPOLOGY).write_text(json.dumps({"world_size": world_size, "zero_stage": zero_stage,
-                                                 "pipeline_stages": pipeline_stages}))
-
-
-def read_topology(ckpt_dir: Path) -> dict | None:
-    """The world size and ZeRO stage a checkpoint was saved at; None for checkpoints older than this file."""
-    path = ckpt_dir / TOPOLOGY
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def needs_universal(saved: dict | None, world_size: int, cfg: PretrainConfig) -> bool:

@@ -29,7 +29,8 @@ from jobs.engine import build_engine
 from jobs.faults import Faults
 from jobs.loss_guard import LossGuard, NonFiniteLossError
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
-from jobs.reshard import load_engine, write_topology
+from jobs.checkpoint_parts import write_rank_files, write_topology
+from jobs.reshard import load_engine
 from jobs.seam import next_in_lockstep
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
@@ -264,6 +265,7 @@ class Worker:
                 # rank 0's counts reach the driver's summary
                 report.update(self.logger.close(self.cfg.tracking.flush_timeout_s))
                 self.engine.export(Path(tmp) / "release")  # the driver adds the tokenizer files
+            write_rank_files(Path(tmp), self.rank)  # last: a part without it is known to be partial
             ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp))
 
     def _roll_back(self) -> None:

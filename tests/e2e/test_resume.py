@@ -3,6 +3,7 @@ worker count, every example of an epoch is trained on exactly once, and the resu
 uninterrupted one."""
 
 import collections
+import json
 import os
 from pathlib import Path
 
@@ -84,10 +85,12 @@ def assert_epoch_covered_once(counts: collections.Counter, ids: set[int], worker
     assert len(ids) - len(counts) < workers  # only the equal split's remainder may be left out
 
 
-def test_worker_killed_writing_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp, shared_data, epoch_examples):
+def test_worker_killed_writing_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp, shared_data, epoch_examples,
+                                                                       capsys):
     """Rank 1 is SIGKILLed after writing its shard of the step-`kill` checkpoint, in the second epoch, before it
     reports it: Ray registers a checkpoint only once every rank reported, so the restarted workers resume from
-    an earlier complete one, and over both epochs every example is trained on once per epoch."""
+    an earlier complete one, and over both epochs every example is trained on once per epoch. Every checkpoint
+    folder Ray never registered is reported as ignored, and counted."""
     per_epoch = -(-(epoch_examples // 2) // MICRO_BATCH)  # steps of one epoch on 2 workers
     steps, kill = 2 * per_epoch, (per_epoch // 5 + 2) * 5  # a checkpoint step (every 5) inside epoch 2
     resumed = job(ray_tmp, shared_data, "killed", f"train.max_steps={steps}", f"train.fail_at_step={kill}",
@@ -102,6 +105,15 @@ def test_worker_killed_writing_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp, 
     for epoch in (0, 1):
         assert_epoch_covered_once(effective_ids(ray_tmp / "killed", epoch), ids, workers=2)
     assert resumed.metrics["samples_consumed_in_epoch"] >= len(ids) - 1
+    # The folders Ray never registered: whole ones whose report it lost (then it resumed before them), and
+    # partial ones (a rank killed while its part uploaded: tests/unit/test_checkpoint_parts.py).
+    run_dir = ray_tmp / "runs" / "killed"
+    snapshot = json.loads((run_dir / "checkpoint_manager_snapshot.json").read_text())
+    unregistered = {d.name for d in run_dir.glob("checkpoint_*") if d.is_dir()} - {
+        c["checkpoint_dir_name"] for c in snapshot["checkpoint_results"]}
+    warned = [line.split()[3] for line in capsys.readouterr().out.splitlines() if "[train] warning: ignored" in line]
+    assert sorted(warned) == sorted(unregistered) and resumed.metrics["checkpoints_ignored"] == len(unregistered)
+    assert restart == kill - 4 or unregistered  # a lost report left its (whole) folder behind
 
     clean = job(ray_tmp, shared_data, "uninterrupted", f"train.max_steps={steps}")
     assert resumed.metrics["eval_after/mlm_loss"] == pytest.approx(clean.metrics["eval_after/mlm_loss"], rel=0.03)
@@ -168,7 +180,8 @@ def _engine_worker(rank: int, world: int, port: int, zero_stage: int, ckpt: str,
     """Train 6 steps, saving after 3; or, with `resume`, load that checkpoint on `world` ranks (2 to a node)
     and train the same last 3."""
     from jobs.engine import build_engine
-    from jobs.reshard import load_engine, write_topology
+    from jobs.checkpoint_parts import write_topology
+    from jobs.reshard import load_engine
 
     torch.set_num_threads(1)
     for key, value in dict(LOCAL_RANK=str(rank % 2), RANK=str(rank), WORLD_SIZE=str(world),

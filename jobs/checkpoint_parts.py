@@ -1,0 +1,76 @@
+"""What a resume checkpoint holds, part by part, so that a half-written one is recognised and reported.
+
+Every rank writes its part of a checkpoint into its own folder and reports it; Ray Train uploads the parts
+into one `checkpoint_<time>` folder of the run and registers the checkpoint once every rank has reported.
+Two kinds of folder are never registered, so Ray never resumes from them and deletes neither:
+- a partial one: a rank died while Ray uploaded its part (a rank killed before it reports leaves no folder:
+  the ranks agree on the folder before any of them uploads);
+- a whole one whose report the controller never collected: it polls the workers, and a worker group that
+  dies can take the last reports with it (the run then resumes from an earlier checkpoint).
+Nothing else would say they are there: the job reports them (pretrain.py, `checkpoints_ignored`).
+
+- `topology.json` (rank 0): the world size and ZeRO stage the checkpoint was saved at (jobs/reshard.py).
+- `rank-<r>.files.json` (every rank, the last file it adds): each file of its part, with its size.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TOPOLOGY = "topology.json"
+RANK_FILES = "rank-{}.files.json"
+RAY_SNAPSHOT = "checkpoint_manager_snapshot.json"  # Ray Train's list of the checkpoints it registered
+
+
+def write_topology(ckpt_dir: Path, world_size: int, zero_stage: int, pipeline_stages: int = 1) -> None:
+    (ckpt_dir / TOPOLOGY).write_text(json.dumps({"world_size": world_size, "zero_stage": zero_stage,
+                                                 "pipeline_stages": pipeline_stages}))
+
+
+def read_topology(ckpt_dir: Path) -> dict | None:
+    """The world size and ZeRO stage a checkpoint was saved at; None for checkpoints older than this file."""
+    path = ckpt_dir / TOPOLOGY
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write_rank_files(ckpt_dir: Path, rank: int) -> None:
+    """List every file of this rank's part, with its size: the last thing a rank writes before reporting."""
+    files = {p.relative_to(ckpt_dir).as_posix(): p.stat().st_size for p in sorted(ckpt_dir.rglob("*")) if p.is_file()}
+    (ckpt_dir / RANK_FILES.format(rank)).write_text(json.dumps(files, indent=0))
+
+
+def missing_parts(ckpt_dir: Path) -> list[str]:
+    """What a checkpoint folder lacks to be whole ([] = nothing): a rank's part never written, or a file
+    absent or shorter than its rank listed."""
+    topology = read_topology(ckpt_dir)
+    if topology is None:
+        return [f"{TOPOLOGY} (rank 0's part)"]
+    missing = []
+    for rank in range(topology["world_size"]):
+        listing = ckpt_dir / RANK_FILES.format(rank)
+        if not listing.is_file():
+            missing.append(f"rank {rank}'s part")
+            continue
+        for name, size in json.loads(listing.read_text()).items():
+            path = ckpt_dir / name
+            if not path.is_file() or path.stat().st_size != size:
+                missing.append(f"{name} (rank {rank})")
+    return missing
+
+
+def ignored_checkpoints(run_dir: Path) -> dict[str, str]:
+    """Checkpoint folders of a run that Ray Train never registered, so no resume reads them: {name: why}."""
+    snapshot = run_dir / RAY_SNAPSHOT
+    try:
+        registered = {c["checkpoint_dir_name"] for c in json.loads(snapshot.read_text())["checkpoint_results"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}  # no registry to compare with (a run that never checkpointed, another Ray version)
+    ignored = {}
+    for folder in sorted(run_dir.glob("checkpoint_*")):
+        if folder.is_dir() and folder.name not in registered:
+            missing = missing_parts(folder)
+            ignored[folder.name] = (f"incomplete, missing {', '.join(missing[:3])}"
+                                    + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+                                    if missing else "whole, but its report never reached Ray Train")
+    return ignored

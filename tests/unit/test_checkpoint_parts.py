@@ -1,0 +1,51 @@
+"""A checkpoint folder's parts: which ones a half-written checkpoint lacks, and which folders of a run Ray Train
+never registered (ignored on resume, reported by the job)."""
+
+import json
+
+from jobs.checkpoint_parts import RAY_SNAPSHOT, ignored_checkpoints, missing_parts, write_rank_files, write_topology
+
+
+def part(folder, rank, files):
+    """What rank `rank` uploads: its files, then its listing (rank 0 adds the topology)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = folder.parent / f".staging-{folder.name}-{rank}"
+    for name, data in files.items():
+        (staging / name).parent.mkdir(parents=True, exist_ok=True)
+        (staging / name).write_bytes(data)
+    if rank == 0:
+        write_topology(staging, world_size=2, zero_stage=2)
+    write_rank_files(staging, rank)
+    for path in staging.rglob("*"):
+        if path.is_file():
+            target = folder / path.relative_to(staging)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+
+
+def whole(folder):
+    part(folder, 0, {"engine/zero_pp_rank_0_optim_states.pt": b"a" * 100, "data_position.npz": b"p"})
+    part(folder, 1, {"engine/zero_pp_rank_1_optim_states.pt": b"b" * 100})
+
+
+def test_missing_parts_names_the_rank_and_the_short_file(tmp_path):
+    whole(tmp_path / "ok")
+    assert missing_parts(tmp_path / "ok") == []
+    part(tmp_path / "rank1-died", 0, {"engine/zero_pp_rank_0_optim_states.pt": b"a" * 100})
+    assert missing_parts(tmp_path / "rank1-died") == ["rank 1's part"]
+    whole(tmp_path / "cut")
+    (tmp_path / "cut/engine/zero_pp_rank_1_optim_states.pt").write_bytes(b"b" * 40)  # an upload cut short
+    assert missing_parts(tmp_path / "cut") == ["engine/zero_pp_rank_1_optim_states.pt (rank 1)"]
+    part(tmp_path / "rank0-died", 1, {"engine/zero_pp_rank_1_optim_states.pt": b"b"})
+    assert missing_parts(tmp_path / "rank0-died") == ["topology.json (rank 0's part)"]
+
+
+def test_ignored_checkpoints_are_the_folders_ray_never_registered(tmp_path):
+    run = tmp_path / "run"
+    whole(run / "checkpoint_1")
+    part(run / "checkpoint_2", 0, {"engine/zero_pp_rank_0_optim_states.pt": b"a"})
+    whole(run / "checkpoint_3")
+    assert ignored_checkpoints(run) == {}  # no registry: nothing to compare with, nothing claimed
+    (run / RAY_SNAPSHOT).write_text(json.dumps({"checkpoint_results": [{"checkpoint_dir_name": "checkpoint_1"}]}))
+    assert ignored_checkpoints(run) == {"checkpoint_2": "incomplete, missing rank 1's part",
+                                        "checkpoint_3": "whole, but its report never reached Ray Train"}
