@@ -63,7 +63,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
 
-from pipelines import wiki
+from pipelines import multistream, wiki
 from pipelines.clean import normalize_text
 from pipelines.config import DataConfig
 from pipelines.paths import filesystem, is_uri, open_binary
@@ -188,7 +188,8 @@ def _parse_file(item: dict, cfg: DataConfig) -> Iterator[dict]:
 
 def file_format(path: str, cfg: DataConfig) -> str | None:
     """The reader a file gets: cfg.format, else by extension; None = sniff its first bytes.
-    Compressed files are "gzip" / "bz2" here: they can only be read whole, from the start."""
+    Compressed files are "gzip" / "bz2" here: read whole, from the start, but for multistream bz2 XML
+    (pipelines/units.py splits that at its stream offsets)."""
     stem, codec = _split_codec(path)
     if codec:
         return codec
@@ -216,12 +217,17 @@ def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) ->
     each Ray task runs. Whole-file rejects (empty, binary, ...) come from the span at 0 only."""
     stem, codec = _split_codec(path)
     fmt = cfg.format if cfg.format != "auto" else _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
-    if span != WHOLE and (codec or fmt not in ("text", "jsonl", "parquet")):
-        raise ValueError(f"{path}: only uncompressed text, JSONL and parquet are read in ranges")
+    wiki_streams = codec == "bz2" and fmt == "wiki_xml"
+    if span != WHOLE and not wiki_streams and (codec or fmt not in ("text", "jsonl", "parquet")):
+        raise ValueError(f"{path}: only uncompressed text, JSONL, parquet and multistream bz2 XML are read in ranges")
     try:
         raw = open_binary(path)
     except OSError as e:
         raise SourceError(f"cannot read {path}: {e}") from e
+    if span != WHOLE and wiki_streams:
+        with raw:
+            yield from _read_wiki_streams(raw, name, path, cfg, span)
+        return
     with raw:
         if not raw.read(1):  # before decompressing: an empty .bz2 is empty, not truncated
             if span.start == 0:
@@ -409,7 +415,8 @@ class _ShortReads:
         return self._read(n if n > 0 else 1 << 16)
 
 
-def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
+def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span,
+                   reject_as: str = "") -> Iterator[dict]:
     try:
         for page in wiki.iter_pages(_ShortReads(stream)):
             doc_id = f"{name}#{page.id}"
@@ -419,7 +426,21 @@ def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span
             else:
                 yield _document(doc_id, path, wiki.strip_wikitext(page.text), cfg)
     except ET.ParseError as e:
-        yield _reject(name, path, "malformed_xml", f"{path}: {e}")
+        yield _reject(reject_as or name, path, "malformed_xml", f"{path}: {e}")
+
+
+def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
+    """The pages a range of a multistream bz2 dump owns (pipelines/multistream.py). Its own rejects are named
+    `<name>@<start>`: each range reports what went wrong in its part of the file."""
+    try:
+        stream = multistream.ChunkStream(multistream.owned_xml(raw, span.start, span.end))
+        yield from _read_wiki_xml(stream, name, path, cfg, WHOLE, reject_as=f"{name}@{span.start}")
+    except EOFError:
+        yield _reject(f"{name}@{span.start}", path, "truncated_bz2", f"{path} ended before its end-of-stream marker")
+    except OSError as e:  # invalid bz2 data
+        yield _reject(f"{name}@{span.start}", path, "corrupt_bz2", f"{path}: {e}")
+    except ValueError as e:  # no <mediawiki> root in the first stream
+        yield _reject(f"{name}@{span.start}", path, "malformed_xml", f"{path}: {e}")
 
 
 def _read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:

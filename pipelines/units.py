@@ -10,9 +10,13 @@ A unit is a list of parts; a part is one input file or a range of it:
     cuts fall. `first` is the number of newlines before `start`, which keeps doc_ids the
     0-based line a record starts on (`number_lines` counts them, in parallel).
   * parquet: start, end are row-group indices; `first` is the number of rows before `start`.
-  * everything else (gzip, bz2, wiki XML, sniffed formats) is read whole: start 0, end -1.
-    A gzip or single-stream bz2 stream cannot be entered in the middle; a multistream bz2
-    dump could be split at its stream offsets (its index file), which is not done yet.
+  * multistream bz2 XML dumps (`*.xml.bz2` with more than one stream): start, end are compressed
+    offsets where streams start; a range owns the pages whose `<page>` tag its streams hold, and
+    reads on to finish its last one (pipelines/multistream.py). Offsets come from one scan of the
+    file here, so an index file is not needed.
+  * everything else (gzip, single-stream bz2, plain XML, sniffed formats) is read whole: start 0,
+    end -1. A gzip or single-stream bz2 stream cannot be entered in the middle, and plain XML has
+    no cut a reader could find without parsing from the start.
 Small files are grouped into one unit up to the target size (per-task overhead is ~25 ms, a
 fixed cost per Ray call), big files split into units of about the target size.
 
@@ -30,6 +34,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import ray
 
+from pipelines import multistream
 from pipelines.config import DataConfig
 from pipelines.paths import open_binary
 from pipelines.sources import TEXT_DOCUMENT_BYTES, file_format, relative_names
@@ -57,7 +62,9 @@ def file_parts(files: list[str], inputs: list[dict], cfg: DataConfig, target: in
         size, fmt = info["bytes"], file_format(path, cfg)
         whole = {"path": path, "name": name, "rank": rank[name], "start": 0, "end": -1, "first": 0, "bytes": size,
                  "kind": "whole"}
-        if size <= target or fmt not in ("text", "jsonl", "parquet"):
+        if size > target and fmt == "bz2" and file_format(path[:-len(".bz2")], cfg) == "wiki_xml":
+            parts += _bz2_stream_parts(whole, target)
+        elif size <= target or fmt not in ("text", "jsonl", "parquet"):
             parts.append(whole)
         elif fmt == "parquet":
             parts += _row_group_parts(whole, target)
@@ -83,6 +90,23 @@ def _row_group_parts(whole: dict, target: int) -> list[dict]:
     cuts = [round(i * len(rows) / n) for i in range(n + 1)]
     return [{**whole, "kind": "row_groups", "start": a, "end": b if b < len(rows) else -1, "first": sum(rows[:a]),
              "bytes": whole["bytes"] * (b - a) // len(rows)} for a, b in zip(cuts, cuts[1:])]
+
+
+def _bz2_stream_parts(whole: dict, target: int) -> list[dict]:
+    """A multistream bz2 dump as ranges of whole streams of about `target` compressed bytes."""
+    with open_binary(whole["path"]) as f:
+        offsets = multistream.stream_offsets(f)
+    if len(offsets) < 2 or offsets[0] != 0:  # one stream, or not bz2 at all: read whole, the reader reports it
+        return [whole]
+    cuts = [0]
+    for offset in offsets[1:]:
+        if offset - cuts[-1] >= target:
+            cuts.append(offset)
+    size = whole["bytes"]
+    if len(cuts) == 1:
+        return [whole]
+    return [{**whole, "kind": "bz2_streams", "start": a, "end": -1 if b == size else b, "bytes": b - a}
+            for a, b in zip(cuts, cuts[1:] + [size])]
 
 
 def count_newlines(path: str, start: int, end: int) -> int:

@@ -1,0 +1,128 @@
+"""Multistream bz2 XML dumps read in ranges, so that one big dump is prepared by every worker of the cluster.
+
+A multistream bz2 file is bz2 streams laid end to end: Wikipedia's `pages-articles-multistream.xml.bz2`
+(100 pages a stream, its index file lists the offsets), and what pbzip2 / lbzip2 write (one stream per
+block, cut anywhere, pages included). Each stream starts on a byte with `BZh<level>` and the block magic
+`1AY&SY` (`stream_offsets` finds them; a false match inside compressed data has odds of 2^-76 a byte).
+
+A range is the streams that start in compressed bytes [start, end). It owns the pages whose `<page>` tag
+starts in what its streams decompress to, wherever the streams cut the XML:
+  * it skips what comes before its first `<page>` (the end of a page an earlier range owns; for the
+    first range, nothing: it keeps the dump's header);
+  * past its last stream, it reads on into the next streams only to finish its last page (up to the next
+    `<page>` tag, which the next range owns);
+  * what it hands the XML parser is wrapped in the dump's own root tag (read from the first stream, with
+    its namespace) and closed with `</mediawiki>`, so each range parses as a small dump of its pages.
+So every page is read once, by exactly one range, and doc_ids (`<name>#<page id>`) do not depend on the
+ranges. MediaWiki escapes `<` in page text, so `<page>` in the decompressed bytes is always a tag.
+"""
+
+from __future__ import annotations
+
+import bz2
+import re
+from typing import BinaryIO, Iterator
+
+STREAM_MAGIC = re.compile(rb"BZh[1-9]1AY&SY")
+SCAN_BYTES = 16 << 20
+READ_BYTES = 1 << 20
+PAGE = b"<page>"
+END = b"</mediawiki>\n"
+ROOT_SEARCH_BYTES = 1 << 20  # the root tag must come within the dump's first MiB
+
+
+def stream_offsets(f: BinaryIO) -> list[int]:
+    """Compressed offsets where bz2 streams start, in order (one scan of the file)."""
+    offsets: list[int] = []
+    pos, carry = 0, b""
+    f.seek(0)
+    while chunk := f.read(SCAN_BYTES):
+        data, base = carry + chunk, pos - len(carry)
+        offsets += [base + m.start() for m in STREAM_MAGIC.finditer(data) if not offsets or base + m.start() > offsets[-1]]
+        carry, pos = data[-9:], pos + len(chunk)  # a magic cut by the chunk edge is found in the next scan
+    return offsets
+
+
+def root_tag(f: BinaryIO) -> bytes:
+    """The dump's `<mediawiki ...>` start tag, from the start of the file (the first streams)."""
+    head = b""
+    for data, _ in _decompressed(f, 0, -1):
+        head += data
+        i = head.find(b"<mediawiki")
+        if i >= 0 and (j := head.find(b">", i)) >= 0:
+            return head[i:j + 1]
+        if len(head) >= ROOT_SEARCH_BYTES:
+            break
+    raise ValueError("no <mediawiki> root tag at the start of the dump")
+
+
+def _decompressed(f: BinaryIO, start: int, end: int) -> Iterator[tuple[bytes, bool]]:
+    """(bytes, past_end) from the streams starting at `start`; past_end once a stream starts at or after
+    `end` (end -1: never). EOFError if the file ends inside a stream, OSError on invalid data."""
+    f.seek(start)
+    pos = stream_start = start
+    d = bz2.BZ2Decompressor()
+    while raw := f.read(READ_BYTES):
+        while raw:
+            out = d.decompress(raw)
+            if out:
+                yield out, 0 <= end <= stream_start
+            if d.eof:
+                rest = d.unused_data
+                pos += len(raw) - len(rest)
+                stream_start, raw, d = pos, rest, bz2.BZ2Decompressor()
+            else:
+                pos, raw = pos + len(raw), b""
+    if stream_start != pos:
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+
+
+def owned_xml(f: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    """The XML a range [start, end) of stream offsets owns (module docstring), as one parseable document."""
+    skipping = start > 0
+    if skipping:
+        yield root_tag(f)
+    buf, total, boundary = b"", 0, None  # total: decompressed bytes so far; buf ends there
+    for data, past_end in _decompressed(f, start, end):
+        if past_end and boundary is None:
+            boundary = total  # decompressed offset where the range's own streams end
+        buf, total = buf + data, total + len(data)
+        base = total - len(buf)  # decompressed offset of buf[0]
+        if skipping:
+            i = buf.find(PAGE)
+            if i < 0:
+                buf = buf[-(len(PAGE) - 1):]
+                continue
+            buf, base, skipping = buf[i:], base + i, False
+        if boundary is not None:
+            j = buf.find(PAGE, max(0, boundary - base))  # the first page the range does not own
+            if j >= 0:
+                yield buf[:j]
+                yield END
+                return
+        keep = max(0, len(buf) - (len(PAGE) - 1))  # a tag may straddle the next chunk
+        if boundary is not None:
+            keep = max(keep, min(len(buf), boundary - base))
+        yield buf[:keep]
+        buf = buf[keep:]
+    # the end of the file: the dump's own closing tag is in buf, unless the range owned no page at all
+    yield END if skipping else buf
+
+
+class ChunkStream:
+    """A read()-able view of an iterator of byte chunks, for the XML parser."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks, self._buf = chunks, b""
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._buf:
+            try:
+                self._buf = next(self._chunks)
+            except StopIteration:
+                return b""
+        if n < 0 or n >= len(self._buf):
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:n], self._buf[n:]
+        return out

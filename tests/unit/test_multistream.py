@@ -1,0 +1,96 @@
+"""Multistream bz2 XML dumps in ranges of streams: every page read once, by exactly one range, whatever the
+ranges and wherever the streams cut the XML (Wikipedia cuts between pages, pbzip2 anywhere). No Ray."""
+
+import bz2
+import random
+
+import pytest
+
+from pipelines.config import DataConfig
+from pipelines.multistream import stream_offsets
+from pipelines.sources import Span, iter_documents
+from pipelines.units import file_parts
+
+WORDS = "river stone light garden winter market letter window mountain story paper engine".split()
+ROOT = '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11" xml:lang="en">\n'
+SITEINFO = "  <siteinfo><sitename>Test</sitename></siteinfo>\n"
+
+
+def page(rng: random.Random, page_id: int) -> str:
+    text = " ".join(" ".join(rng.choice(WORDS) for _ in range(9)).capitalize() + "." for _ in range(rng.randint(3, 12)))
+    if page_id % 17 == 0:
+        text = f"#REDIRECT [[Page {page_id - 1}]]"  # a reject inside some range
+    return (f"  <page>\n    <title>Page {page_id}</title>\n    <ns>0</ns>\n    <id>{page_id}</id>\n"
+            f"    <revision><id>{page_id}0</id><text xml:space=\"preserve\">{text} a &lt;page&gt; in text</text>"
+            "</revision>\n  </page>\n")
+
+
+def dump(n_pages: int = 120, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [ROOT + SITEINFO] + [page(rng, i) for i in range(1, n_pages + 1)] + ["</mediawiki>\n"]
+
+
+def write_multistream(path, pieces: list[str], cut_every: int | None = None) -> list[int]:
+    """Streams of 5 pieces each (as Wikipedia: pages whole), or of `cut_every` bytes of XML (as pbzip2:
+    cut anywhere, in the middle of tags included). Returns the stream offsets."""
+    xml = "".join(pieces).encode()
+    if cut_every:
+        chunks = [xml[i:i + cut_every] for i in range(0, len(xml), cut_every)]
+    else:
+        chunks = [pieces[0].encode()] + ["".join(pieces[i:i + 5]).encode() for i in range(1, len(pieces), 5)]
+    offsets, data = [], b""
+    for chunk in chunks:
+        offsets.append(len(data))
+        data += bz2.compress(chunk)
+    path.write_bytes(data)
+    return offsets
+
+
+def config(path) -> DataConfig:
+    return DataConfig(sources=[str(path)], min_document_chars=20)
+
+
+def read_ranges(path, cuts: list[int]) -> list[dict]:
+    rows = []
+    for start, end in zip(cuts, cuts[1:] + [-1]):
+        rows += iter_documents(str(path), path.name, config(path), Span(start, end))
+    return rows
+
+
+@pytest.mark.parametrize("cut_every", [None, 997, 64], ids=["between-pages", "pbzip2-like", "mid-tag"])
+def test_ranges_of_streams_read_every_page_once(tmp_path, cut_every):
+    path = tmp_path / "dump.xml.bz2"
+    offsets = write_multistream(path, dump(), cut_every)
+    assert stream_offsets(open(path, "rb")) == offsets
+    whole = list(iter_documents(str(path), path.name, config(path)))  # bz2.BZ2File over the whole file
+    assert len(whole) == 120 and sum(r["reject_reason"] == "redirect" for r in whole) == 7
+    rng = random.Random(1)
+    for cuts in ([0, offsets[1]], offsets, offsets[::3], [0] + sorted(rng.sample(offsets[1:], 5))):
+        assert read_ranges(path, cuts) == whole, cuts
+
+
+def test_a_truncated_last_stream_is_reported_by_its_range_and_the_rest_is_read(tmp_path):
+    path = tmp_path / "cut.xml.bz2"
+    offsets = write_multistream(path, dump())
+    data = path.read_bytes()
+    path.write_bytes(data[: offsets[-1] + (len(data) - offsets[-1]) // 2])
+    cuts = [0, offsets[10], offsets[-3]]
+    rows = read_ranges(path, cuts)
+    assert [r["doc_id"] for r in rows if r["reject_reason"] == "truncated_bz2"] == [f"cut.xml.bz2@{offsets[-3]}"]
+    whole_pages = [r for r in rows if r["doc_id"].startswith("cut.xml.bz2#")]
+    assert [int(r["doc_id"].split("#")[1]) for r in whole_pages] == list(range(1, len(whole_pages) + 1))
+    assert len(whole_pages) >= 120 - 10  # at most the cut stream's pages (5) and its range's unfinished page lost
+
+
+def test_planner_cuts_a_big_dump_at_stream_offsets(tmp_path):
+    path = tmp_path / "big.xml.bz2"
+    offsets = write_multistream(path, dump(600), 997)
+    size = path.stat().st_size
+    parts = file_parts([str(path)], [{"bytes": size}], config(path), size // 4)
+    assert [p["kind"] for p in parts] == ["bz2_streams"] * len(parts) and 4 <= len(parts) <= 5
+    assert {p["start"] for p in parts} <= set(offsets) and parts[0]["start"] == 0 and parts[-1]["end"] == -1
+    assert all(a["end"] == b["start"] for a, b in zip(parts, parts[1:]))
+    assert sum(p["bytes"] for p in parts) == size
+    single = tmp_path / "single.xml.bz2"
+    single.write_bytes(bz2.compress("".join(dump(600)).encode()))  # one stream: read whole
+    assert [p["kind"] for p in file_parts([str(single)], [{"bytes": size}], config(single), size // 4)] == ["whole"]
