@@ -46,6 +46,9 @@ def configure(verbose: bool) -> None:
     if verbose:
         return
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # mlflow sets its level from this on import
+    # Tune's "experiment state snapshotting ... may become a bottleneck": every few trial checkpoints on a
+    # small sweep; what a user acts on is in the sweep's own table
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
     for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):

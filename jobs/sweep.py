@@ -170,10 +170,11 @@ def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expe
         grid = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
                                   resume_errored=False).fit()
     else:
+        alg = _search(cfg) if search else None
         tune_config = tune.TuneConfig(metric="score", mode="max", num_samples=cfg.num_samples if search else 1,
-                                      max_concurrent_trials=cfg.max_concurrent, reuse_actors=True,
-                                      scheduler=_scheduler(cfg) if search else None,
-                                      search_alg=_search(cfg) if search else None)
+                                      # a variant generator limits itself (Tune ignores this for one, and warns)
+                                      max_concurrent_trials=None if cfg.search != "optuna" and alg else cfg.max_concurrent,
+                                      reuse_actors=True, scheduler=_scheduler(cfg) if search else None, search_alg=alg)
         run_config = tune.RunConfig(name=name, storage_path=str(storage),
                                     # PBT restores a donor's checkpoint some reports after choosing it
                                     checkpoint_config=tune.CheckpointConfig(
@@ -218,7 +219,7 @@ def _search(cfg: SweepConfig):
         return OptunaSearch(sampler=optuna.samplers.TPESampler(seed=cfg.search_seed))
     from ray.tune.search import BasicVariantGenerator
 
-    return BasicVariantGenerator(random_state=cfg.search_seed)
+    return BasicVariantGenerator(random_state=cfg.search_seed, max_concurrent=cfg.max_concurrent)
 
 
 # A trial's MLflow run status from its row's status. A trial the scheduler stopped did not complete its
