@@ -27,6 +27,9 @@ OURS = re.compile(r"^\s*(\[[a-z][a-z0-9 _-]*\]|step\s+\d+)")  # jobs' and worker
 TROUBLE = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|\bERROR\b"
                      r"|(?i:\b(died|killed|out of memory)\b)")  # a dead worker is news, whoever reports it
 BENIGN = re.compile(r"has constructor arguments in the object store and max_restarts > 0")  # Ray's own advice
+# what the raylet pushes to every driver on a small machine (fractional-CPU workers and actors outnumber
+# the cores); its other messages (a worker killed for memory, ...) are printed
+RAYLET_BENIGN = re.compile(r"PYTHON worker processes have been started on node")
 LOUD_ACTORS = ("TrainController",)  # kept whole: quiet mode sets Ray Train's console to warnings (train_logging)
 LIBRARIES = ("mlflow", "alembic", "ray.tune", "ray.train", "transformers", "deepspeed", "urllib3", "filelock",
              "huggingface_hub")
@@ -51,6 +54,8 @@ def configure(verbose: bool) -> None:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # "Token authentication is enabled for this Ray cluster" on every start: the state we require, not news
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
         warnings.filterwarnings("ignore", category=category)
     try:
@@ -124,6 +129,25 @@ def install_worker_filter() -> None:
 
     dispatcher.remove_handler("ray_print_logs")
     dispatcher.add_handler("ray_print_logs", print_kept)
+    _filter_raylet_messages(ray_worker)
+
+
+def _filter_raylet_messages(ray_worker) -> None:
+    """The raylet's pushed messages reach the driver's printer directly (not through the dispatcher): drop
+    RAYLET_BENIGN ones there, once per process."""
+    printer = ray_worker.print_to_stdstream
+    if getattr(printer, "bert_foundry_filter", False):
+        return
+
+    def print_to_stdstream(data: dict, ignore_prefix: bool) -> None:
+        if data.get("pid") == "raylet":
+            data = {**data, "lines": [line for line in data.get("lines") or [] if not RAYLET_BENIGN.search(line)]}
+            if not data["lines"]:
+                return
+        printer(data, ignore_prefix=ignore_prefix)
+
+    print_to_stdstream.bert_foundry_filter = True
+    ray_worker.print_to_stdstream = print_to_stdstream
 
 
 def logs_line(what: str = "workers, Ray Train, Ray Data") -> str:

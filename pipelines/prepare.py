@@ -284,13 +284,11 @@ def prepare(cfg: DataConfig) -> PreparedData:
 def _tokenize_units(units: list[dict], tok: Tokenizer, cfg: DataConfig, layout: ShardLayout,
                     spill_dir: Path) -> pa.Table:
     spill_dir.mkdir()
-    pool = ray.data.ActorPoolStrategy(size=cfg.num_workers, max_tasks_in_flight_per_actor=1)
-    # The tokenizer (up to a few MB of JSON) by reference: inline, it would make the actors' constructor
-    # arguments an object-store object, which Ray warns may be lost before a restart (ray#53727).
-    tokenizer = ray.put(tok.to_str())
+    # no more tokenizer actors than units: an idle one would only load the tokenizer (and Ray Data warns)
+    pool = ray.data.ActorPoolStrategy(size=min(cfg.num_workers, len(units)), max_tasks_in_flight_per_actor=1)
     return _stats_table(ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
         DocumentTokenizer, batch_size=1, batch_format="pyarrow", compute=pool,
-        fn_constructor_args=(tokenizer, tok.get_vocab_size(), cfg, layout, str(spill_dir))))
+        fn_constructor_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir))))
 
 
 def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> list[dict]:

@@ -21,7 +21,6 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import ray
 from tokenizers import AddedToken, Tokenizer
 
 from pipelines.clean import split_sentences
@@ -95,9 +94,8 @@ class DocumentTokenizer:
     tokenizer once per actor.
     """
 
-    def __init__(self, tokenizer_json, vocab_size: int, cfg: DataConfig, layout: ShardLayout, spill_dir: str):
-        if isinstance(tokenizer_json, ray.ObjectRef):  # passed by reference: the actor's arguments stay small
-            tokenizer_json = ray.get(tokenizer_json)
+    def __init__(self, tokenizer_json: str, vocab_size: int, cfg: DataConfig, layout: ShardLayout,
+                 spill_dir: str):
         self.tok = Tokenizer.from_str(tokenizer_json)
         self.tok.no_truncation()
         self.tok.no_padding()

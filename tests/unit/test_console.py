@@ -66,6 +66,23 @@ def test_rays_advice_on_actor_arguments_is_dropped_even_from_the_controller():
     assert console.keep_lines(batch("TrainController", line)) == []
 
 
+def test_the_raylets_worker_count_warning_is_dropped_and_its_other_messages_kept():
+    """The raylet's pushed messages go straight to Ray's printer (ray._private.worker.print_to_stdstream)."""
+    import types
+
+    printed = []
+    fake = types.SimpleNamespace(print_to_stdstream=lambda data, ignore_prefix: printed.append(data["lines"]))
+    console._filter_raylet_messages(fake)
+    console._filter_raylet_messages(fake)  # a second init_ray in the process: wrapped once
+    count = ("WARNING: 10 PYTHON worker processes have been started on node: ba19 with address: 127.0.0.1, which "
+             "is 5x the maximum expected startup concurrency (2).")
+    oom = "Task was killed due to the node running low on memory."
+    fake.print_to_stdstream({"lines": [count], "pid": "raylet"}, ignore_prefix=False)
+    fake.print_to_stdstream({"lines": [count, oom], "pid": "raylet"}, ignore_prefix=False)
+    fake.print_to_stdstream({"lines": [count], "pid": 4242}, ignore_prefix=False)  # not the raylet's: as is
+    assert printed == [[oom], [count]]
+
+
 def test_configure_quiet_then_verbose():
     mlflow_level = os.environ.get("MLFLOW_LOGGING_LEVEL")
     try:
