@@ -22,14 +22,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/...`: the bench package too
 
-from jobs.config_io import load_config
-from jobs.finetune_config import FinetuneConfig
+import torch  # noqa: E402
+
+from jobs.config_io import load_config  # noqa: E402
+from jobs.finetune_config import FinetuneConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
