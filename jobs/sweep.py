@@ -171,10 +171,11 @@ def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expe
                                   resume_errored=False).fit()
     else:
         alg = _search(cfg) if search else None
+        # a variant generator limits itself (Tune ignores max_concurrent_trials for one, and warns)
+        limit = None if alg is not None and cfg.search != "optuna" else cfg.max_concurrent
         tune_config = tune.TuneConfig(metric="score", mode="max", num_samples=cfg.num_samples if search else 1,
-                                      # a variant generator limits itself (Tune ignores this for one, and warns)
-                                      max_concurrent_trials=None if cfg.search != "optuna" and alg else cfg.max_concurrent,
-                                      reuse_actors=True, scheduler=_scheduler(cfg) if search else None, search_alg=alg)
+                                      max_concurrent_trials=limit, reuse_actors=True,
+                                      scheduler=_scheduler(cfg) if search else None, search_alg=alg)
         run_config = tune.RunConfig(name=name, storage_path=str(storage),
                                     # PBT restores a donor's checkpoint some reports after choosing it
                                     checkpoint_config=tune.CheckpointConfig(

@@ -38,7 +38,8 @@ def stream_offsets(f: BinaryIO) -> list[int]:
     f.seek(0)
     while chunk := f.read(SCAN_BYTES):
         data, base = carry + chunk, pos - len(carry)
-        offsets += [base + m.start() for m in STREAM_MAGIC.finditer(data) if not offsets or base + m.start() > offsets[-1]]
+        found = [base + m.start() for m in STREAM_MAGIC.finditer(data)]
+        offsets += [o for o in found if not offsets or o > offsets[-1]]
         carry, pos = data[-9:], pos + len(chunk)  # a magic cut by the chunk edge is found in the next scan
     return offsets
 
