@@ -19,6 +19,7 @@ from jobs.ds_config import lr_lambda
 from jobs.pretrain import run
 from tests.e2e.quick import quick_config
 from tests.ports import free_port
+from tests.ranks import exit_rank
 
 pytestmark = pytest.mark.slow
 MICRO_BATCH = 8
@@ -209,6 +210,7 @@ def _engine_worker(rank: int, world: int, port: int, zero_stage: int, ckpt: str,
         if rank == 0:
             torch.save({"weights": weights, "lr": engine.lr, "step": engine.global_step}, out)
         dist.barrier()  # no rank tears gloo down while a peer still talks
+        exit_rank()  # and none tears it down at all: the teardown itself can still abort (tests/ranks.py)
     finally:
         dist.destroy_process_group()
 

@@ -11,6 +11,7 @@ import torch.multiprocessing as mp
 
 from jobs.optim import Lamb, build_optimizer, deepspeed_optimizer_config, per_tensor_groups
 from tests.ports import free_port
+from tests.ranks import exit_rank
 
 BETAS = (0.9, 0.999)
 
@@ -271,6 +272,7 @@ def _partitioned_worker(rank: int, port: int, full: list[torch.Tensor], grads: l
             opt.step()
         torch.save([p.detach() for p in params], os.path.join(out_dir, f"rank{rank}.pt"))
         dist.barrier()  # neither rank tears gloo down while its peer still talks (SIGABRT at exit otherwise)
+        exit_rank()  # and none tears it down at all: the teardown itself can still abort (tests/ranks.py)
     finally:
         dist.destroy_process_group()
 
