@@ -7,11 +7,15 @@ already in the restored checkpoint:
 
 - `DataPosition` (saved in each checkpoint by rank 0) holds the epoch and a bitmap of the examples
   consumed so far in it: all ranks' ids are gathered at checkpoint time.
-- `DataPositionTracker`, a tiny Ray actor created by the driver, holds the position the next
-  execution must start from. Rank 0 sets it from the restored checkpoint before any rank iterates,
-  and resets it at each epoch boundary.
-- `SkipConsumed`, an actor-pool stage appended to the training dataset, reads the tracker once when
-  its execution starts and drops consumed examples.
+- `DataPositionTracker`, a tiny Ray actor created by the driver, holds the position the streams of
+  the current epoch start from. Rank 0 sets it from the restored checkpoint before any rank opens a
+  stream. Each reading rank reports when it has read an epoch to the end; once all have, the tracker
+  moves to the next epoch with nothing consumed, and only then do the ranks open that epoch's stream
+  (jobs/train_loop.py). So every stream of an epoch sees that epoch's position, however far ahead of
+  the training loop its rank reads (jobs/epoch_stream.py).
+- `skip_consumed`, a map stage appended to the training dataset (fused with the parquet read), drops
+  the examples the tracker's position marks consumed. It runs as plain tasks, which fetch the
+  position once per process and version: no actor to start at every epoch.
 
 Example ids are `(shard << 32) + row` (pipelines.prepare); the manifest's shard sizes map them to
 dense indices 0..N-1 for the bitmap.
@@ -62,31 +66,52 @@ class ExampleIndex:
         return self.offsets[ids >> 32] + (ids & 0xFFFFFFFF)
 
 
-@ray.remote(num_cpus=0)
-class DataPositionTracker:
-    def __init__(self, num_examples: int):
-        self._position = DataPosition.start(num_examples).to_bytes()
+class PositionTracker:
+    """The state behind DataPositionTracker (a plain class, so it can be tested without Ray)."""
+
+    def __init__(self, num_examples: int, readers: int):
+        self.num_examples, self.readers, self._version = num_examples, readers, 0
+        self.set(DataPosition.start(num_examples).to_bytes())
 
     def set(self, position: bytes) -> None:
-        self._position = position
+        """The position a (restored) run starts from; forgets which readers ended which epoch."""
+        self._position, self._epoch = position, DataPosition.from_bytes(position).epoch
+        self._ended: set[int] = set()
+        self._version += 1
+
+    def end_epoch(self, epoch: int, rank: int) -> None:
+        """`rank` has read `epoch` to the end; when every reader has, the next epoch starts empty."""
+        if epoch != self._epoch:
+            return  # a report from before the last set() (a restarted run)
+        self._ended.add(rank)
+        if len(self._ended) == self.readers:
+            self.set(DataPosition(epoch + 1, np.zeros(self.num_examples, dtype=bool)).to_bytes())
+
+    def epoch(self) -> int:
+        return self._epoch
 
     def get(self) -> bytes:
         return self._position
 
+    def get_if_newer(self, version: int) -> tuple[int, bytes | None]:
+        return self._version, (self._position if self._version != version else None)
 
-class SkipConsumed:
-    """Ray Data actor-pool stage: drop examples already consumed in the current epoch."""
 
-    def __init__(self, tracker, shard_rows: list[int]):
-        self.index = ExampleIndex(shard_rows)
-        self.consumed = DataPosition.from_bytes(ray.get(tracker.get.remote())).consumed
+DataPositionTracker = ray.remote(num_cpus=0)(PositionTracker)
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        keep = ~self.consumed[self.index(batch["example_id"])]
-        return {k: v[keep] for k, v in batch.items()}
+_positions: dict = {}  # per task process: tracker -> (version, consumed bitmap, ExampleIndex)
+
+
+def _skip(batch: dict[str, np.ndarray], tracker, shard_rows: list[int]) -> dict[str, np.ndarray]:
+    """Ray Data map task: drop examples already consumed in the current epoch."""
+    version, consumed, index = _positions.get(tracker, (0, None, None))
+    latest, position = ray.get(tracker.get_if_newer.remote(version))
+    if position is not None:
+        consumed, index = DataPosition.from_bytes(position).consumed, index or ExampleIndex(shard_rows)
+        _positions[tracker] = (latest, consumed, index)
+    keep = ~consumed[index(batch["example_id"])]
+    return batch if keep.all() else {k: v[keep] for k, v in batch.items()}
 
 
 def skip_consumed(ds: "ray.data.Dataset", tracker, shard_rows: list[int]) -> "ray.data.Dataset":
-    # A lookup per row: no CPU reserved, so the stage never starves the parquet reads beside it.
-    return ds.map_batches(SkipConsumed, fn_constructor_args=(tracker, shard_rows), batch_format="numpy",
-                          compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0, zero_copy_batch=True)
+    return ds.map_batches(_skip, fn_args=(tracker, shard_rows), batch_format="numpy", zero_copy_batch=True)

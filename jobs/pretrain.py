@@ -178,7 +178,8 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
                          f"{tok.get_vocab_size()}/{special.pad}")
     columns = TRAIN_COLUMNS + (STATIC_COLUMNS if cfg.data.masking == "static" else [])
     shard_rows = [s["rows"] for s in prepared.manifest["shards"]["train"]]
-    tracker = DataPositionTracker.remote(sum(shard_rows))  # lives as long as this driver
+    readers = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages  # first-stage ranks read the data
+    tracker = DataPositionTracker.remote(sum(shard_rows), readers)  # lives as long as this driver
     train = ray.data.read_parquet(prepared.train_files).select_columns(columns)
     datasets = {"train": skip_consumed(train, tracker, shard_rows)}
     loop_config = {

@@ -121,7 +121,11 @@ class EngineBase:
 
 def next_in_lockstep(batches):
     """The next batch, or None on every rank once any rank's data is exhausted (ranks step in lockstep)."""
-    batch = next(batches, None)
+    return in_lockstep(next(batches, None))
+
+
+def in_lockstep(batch):
+    """`batch`, or None on every rank if any rank has none (an all-reduce: every rank waits for the others)."""
     has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
     if dist.is_initialized():
         dist.all_reduce(has, op=dist.ReduceOp.MIN)
