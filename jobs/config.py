@@ -38,6 +38,7 @@ class TrainConfig:
     max_steps: int = 1000  # optimizer steps for the whole run
     log_every: int = 20  # steps per metrics window (report, MLflow, progress line)
     eval_batches: int = 16  # held-out batches per worker for MLM/NSP accuracy at start and end
+    prefetch_batches: int = 64  # micro-batches read ahead, across epoch ends (jobs/epoch_stream.py); 0 = none
     checkpoint_every: int = 0  # steps between resume checkpoints; 0 = only at the end
     keep_checkpoints: int = 2  # resume checkpoints kept by Ray Train
     max_failures: int = 2  # worker failures and loss rollbacks survived (each restarts from the last checkpoint)
@@ -45,7 +46,8 @@ class TrainConfig:
     rollback_lr_factor: float = 0.5  # each rollback multiplies the learning rate by this
     seed: int = 0  # model init, dynamic masking and data order
     fail_at_step: int = 0  # testing: SIGKILL one worker at this step, first attempt only (0 = never)
-    fail_in_checkpoint: bool = False  # testing: ... while it writes that step's checkpoint (a checkpoint step)
+    fail_in_checkpoint: str = ""  # testing: ... in that step's checkpoint: "write" (its part written, not reported)
+    #                               or "upload" (half-way through copying its part to storage); "" = after the step
     record_ids_dir: str = ""  # testing: each rank appends the example ids of every step here
     nan_at_step: int = 0  # testing: rank 0's loss is NaN from this step on, first attempt only (0 = never)
     nan_micro_batches: int = 0  # testing: ... for this many micro-batches
@@ -195,9 +197,12 @@ class PretrainConfig:
                      "keep_checkpoints"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(t, name)}")
-        for name in ("checkpoint_every", "max_failures", "rollback_after"):
+        for name in ("checkpoint_every", "max_failures", "rollback_after", "prefetch_batches"):
             if getattr(t, name) < 0:
                 raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
+        if t.fail_in_checkpoint not in ("", "write", "upload"):
+            raise ConfigError(f"train.fail_in_checkpoint must be 'write', 'upload' or '' (after the step), "
+                              f"got {t.fail_in_checkpoint!r}")
         if t.fail_in_checkpoint and not (t.fail_at_step and t.checkpoint_every
                                          and t.fail_at_step % t.checkpoint_every == 0):
             raise ConfigError(f"train.fail_in_checkpoint needs train.fail_at_step on a checkpoint step (a multiple "

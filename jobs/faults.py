@@ -1,9 +1,9 @@
 """Fault injection for the resume and rollback tests, in one place the training loop consults.
 
 The switches are train.fail_at_step (with train.fail_in_checkpoint), train.nan_at_step and
-train.nan_micro_batches (all 0 = off, the production default), and the sweep's kill_trial_at_step. Production code paths only ask `nan_now`,
-`maybe_fail` and `maybe_kill_trial`; nothing else in the loops or the engine knows about faults (the
-engine's `step(inject_nan=...)` takes the answer).
+train.nan_micro_batches (all 0 = off, the production default), and the sweep's kill_trial_at_step.
+Production code paths only ask `nan_now`, `maybe_fail`, `upload_fn` and `maybe_kill_trial`; nothing else
+in the loops or the engine knows about faults (the engine's `step(inject_nan=...)` takes the answer).
 """
 
 from __future__ import annotations
@@ -31,14 +31,41 @@ class Faults:
         self.nan_injected += 1
         return True
 
-    def maybe_fail(self, step: int, in_checkpoint: bool = False) -> None:
+    def _armed(self, step: int, point: str) -> bool:
+        return (bool(self.t.fail_at_step) and step == self.t.fail_at_step and point == self.t.fail_in_checkpoint
+                and self.rank == min(1, self.world - 1))
+
+    @property
+    def _marker(self) -> Path:
+        return Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}"
+
+    def maybe_fail(self, step: int, point: str = "") -> None:
         """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt: after
-        the step, or with train.fail_in_checkpoint once it has written its shard of that step's checkpoint and
-        before it reports it (the other ranks are then writing or reporting theirs)."""
-        if (self.t.fail_at_step and step == self.t.fail_at_step and in_checkpoint == self.t.fail_in_checkpoint
-                and self.rank == min(1, self.world - 1)):
-            marker = Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}"
+        the step, or with train.fail_in_checkpoint="write" once it has written its part of that step's
+        checkpoint and before it reports it (the other ranks are then writing or reporting theirs)."""
+        if self._armed(step, point):
+            sigkill_once(self._marker, str(os.getpid()))
+
+    def upload_fn(self, step: int, run_dir: Path):
+        """The report's `checkpoint_upload_fn`: None (Ray's own upload) unless train.fail_in_checkpoint="upload"
+        arms this step, where rank 1 copies its part into the run's checkpoint folder file by file, as Ray's
+        copy does, and is SIGKILLed half-way: the folder is left partial, its report never completes."""
+        if not self._armed(step, "upload") or self._marker.exists():
+            return None
+        marker = self._marker
+
+        def copy_half_then_die(checkpoint, checkpoint_dir_name: str):
+            import pyarrow.fs
+
+            src = Path(checkpoint.path)
+            files = sorted(p for p in src.rglob("*") if p.is_file())
+            for path in files[:len(files) // 2]:
+                dest = run_dir / checkpoint_dir_name / path.relative_to(src)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                pyarrow.fs.copy_files(str(path), str(dest))
             sigkill_once(marker, str(os.getpid()))
+
+        return copy_half_then_die
 
 
 def maybe_kill_trial(data: dict, step: int, trial_id: str) -> None:

@@ -26,12 +26,13 @@ from bert_core.tokenizer import SpecialIds
 from jobs.config import PretrainConfig
 from jobs.data_position import DataPosition, ExampleIndex
 from jobs.engine import build_engine
+from jobs.epoch_stream import EpochStream
 from jobs.faults import Faults
 from jobs.loss_guard import LossGuard, NonFiniteLossError
 from jobs.metrics import MetricsWindow, flops_per_token, progress_line
 from jobs.checkpoint_parts import write_rank_files, write_topology
 from jobs.reshard import load_engine
-from jobs.seam import next_in_lockstep
+from jobs.seam import in_lockstep
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -78,6 +79,7 @@ class Worker:
         self.position = DataPosition.start(self.index.num_examples)
         self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
         self.step, self.before = 0, {}
+        self.stream = None  # opened by restore()
         if self.t.record_ids_dir:  # rank 0's pid names this attempt in every rank's record
             self.attempt = int(_gather(np.array(os.getpid()))[0])
 
@@ -93,19 +95,16 @@ class Worker:
         return client_state
 
     def restore(self) -> None:
-        """Build the engine and load what the run resumes from: its own last checkpoint, or the phase
-        hand-off's. The engine is built here, not in __init__: how DeepSpeed loads is fixed at build."""
+        """Load what the run resumes from (its own last checkpoint, or the phase hand-off's), build the
+        engine, open this rank's stream. The engine is built here, not in __init__: how DeepSpeed loads is
+        fixed at build. The stream opens first, so the first batches are on their way while DeepSpeed
+        initialises (pipelines open it after: the engine says which ranks read)."""
         checkpoint = ray.train.get_checkpoint()
-        if not checkpoint and self.t.init_checkpoint:  # phase hand-off: weights (and maybe optimizer) only
-            with ray.train.Checkpoint(self.t.init_checkpoint).as_directory() as d:
-                self._load_engine(Path(d), weights_only=self.t.reset_optimizer, schedule=False)
-            if self.rank == 0:
-                log.info(f"[init] weights from {self.t.init_checkpoint}"
-                         f"{' (fresh optimizer)' if self.t.reset_optimizer else ' (optimizer carried over)'}")
-        elif checkpoint:
+        if checkpoint:
             with checkpoint.as_directory() as d:
-                state = self._load_engine(Path(d))
                 self.position = DataPosition.from_bytes((Path(d) / "data_position.npz").read_bytes())
+                self._open_stream()
+                state = self._load_engine(Path(d))
                 rng = np.load(Path(d) / "rng.npz")
             self.step, self.before = state["step"], state.get("eval_before", {})
             self.guard.skipped = state.get("nonfinite_skipped", 0)
@@ -115,11 +114,21 @@ class Worker:
             if self.rank == 0:
                 log.info(f"[resume] step {self.step}, epoch {self.position.epoch}, "
                          f"{self.position.samples_consumed:,} examples of the epoch already consumed")
+        elif self.t.init_checkpoint:  # phase hand-off: weights (and maybe optimizer) only
+            self._open_stream()
+            with ray.train.Checkpoint(self.t.init_checkpoint).as_directory() as d:
+                self._load_engine(Path(d), weights_only=self.t.reset_optimizer, schedule=False)
+            if self.rank == 0:
+                log.info(f"[init] weights from {self.t.init_checkpoint}"
+                         f"{' (fresh optimizer)' if self.t.reset_optimizer else ' (optimizer carried over)'}")
         else:
+            self._open_stream()
             self.engine = build_engine(self.cfg)
         self.replica, self.replicas = self.engine.data_parallel
         self._apply_rollbacks()
-        self._publish_position()
+        if self.pipelined:
+            self.stream = (EpochStream(self._open_epoch, self.position.epoch, self.t.prefetch_batches)
+                           if self.engine.reads_data else itertools.repeat({}))  # later stages: stage 0's activations
 
     def _apply_rollbacks(self) -> None:
         """After a loss rollback (see jobs/loss_guard.py) train on at the reduced learning rate."""
@@ -131,17 +140,26 @@ class Worker:
                 log.info(f"[rollback] {self.rollbacks} so far: resuming at step {self.step} with "
                          f"{scale:g} x the learning rate")
 
-    def _publish_position(self) -> None:
-        """The next streaming execution starts from self.position; every rank waits until it is set."""
+    def _open_stream(self) -> None:
+        """Publish the position the run starts from (every rank waits until it is set), then open this
+        rank's batches, epoch after epoch, read ahead across epoch ends (jobs/epoch_stream.py)."""
         if self.rank == 0:
             ray.get(self.tracker.set.remote(self.position.to_bytes()))
         _barrier()
+        self.first_epoch = self.position.epoch
+        if not self.pipelined:
+            self.stream = EpochStream(self._open_epoch, self.position.epoch, self.t.prefetch_batches)
 
-    def _epoch_batches(self):
-        if not self.engine.reads_data:
-            return itertools.repeat({})  # later pipeline stages: activations come from stage 0
+    def _open_epoch(self, epoch: int):
+        """Epoch `epoch`'s batches (called by the stream's reader, ahead of the loop). A later epoch opens
+        once every reading rank has read the one before to the end and the tracker has moved on: its
+        streams then drop nothing, whatever the restored epoch's position was (jobs/data_position.py)."""
+        if epoch > self.first_epoch:
+            self.tracker.end_epoch.remote(epoch - 1, self.rank)
+            while ray.get(self.tracker.epoch.remote()) < epoch:
+                time.sleep(0.05)
         return self._read("train", local_shuffle_buffer_size=8 * self.t.micro_batch_size,
-                          local_shuffle_seed=self.t.seed + 7919 * self.position.epoch + self.rank)
+                          local_shuffle_seed=self.t.seed + 7919 * epoch + self.rank)
 
     def _read(self, dataset: str, **iter_kwargs):
         """This rank's micro-batches of `dataset`. Ray splits the data between ranks, except for pipelines
@@ -155,13 +173,19 @@ class Worker:
         return ({k: v[keep] for k, v in b.items()} for b in batches
                 for keep in [self.index(b["example_id"]) % replicas == self.replica] if keep.any())
 
-    def _next_batch(self, batches):
-        return next_in_lockstep(batches)
+    @staticmethod
+    def _next_batch(batches) -> tuple[dict | None, float]:
+        """The next batch in lockstep, and the seconds this rank waited for its data (the all-reduce that
+        keeps ranks in lockstep is a wait for the other ranks, not for data: it is not counted)."""
+        start = time.perf_counter()
+        raw = next(batches, None)
+        return in_lockstep(raw), time.perf_counter() - start
 
-    def _new_epoch(self) -> None:
+    def _new_epoch(self, stream) -> None:
         self.position = DataPosition(self.position.epoch + 1, np.zeros(self.index.num_examples, dtype=bool))
         self.pending_ids = []  # those examples belong to the finished epoch
-        self._publish_position()
+        if isinstance(stream, EpochStream):
+            stream.advance()
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self) -> dict:
@@ -187,16 +211,15 @@ class Worker:
         flops_token = flops_per_token(self.cfg.model, self.cfg.data.max_seq_len)
         peak = peak_flops(self.cfg.scaling.use_gpu)
         window, start_step, run_start, metrics = MetricsWindow(), self.step, time.perf_counter(), {}
-        batches = self._epoch_batches()
+        batches = self.stream
         while self.step < t.max_steps:
-            wait_start = time.perf_counter()
-            raw = self._next_batch(batches)
+            raw, waited = self._next_batch(batches)
             if raw is None:
-                self._new_epoch()
-                batches = self._epoch_batches()
+                self._new_epoch(batches)
                 continue
+            collate_start = time.perf_counter()
             batch = self.collate(raw) if raw else None  # None: a later pipeline stage
-            waited = time.perf_counter() - wait_start
+            waited += time.perf_counter() - collate_start
             stats = self.engine.step(batch, inject_nan=self.faults.nan_now(self.step, self.rollbacks))
             if raw:
                 self.pending_ids.append(np.asarray(raw["example_id"]))
@@ -228,6 +251,8 @@ class Worker:
                 window = MetricsWindow()
             if last or (t.checkpoint_every and self.step % t.checkpoint_every == 0):
                 self.checkpoint(metrics, last)
+        if isinstance(batches, EpochStream):
+            batches.close()
         if start_step >= t.max_steps:  # resumed a finished run: report its final state again
             self.checkpoint(metrics, True)
 
@@ -249,7 +274,7 @@ class Worker:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.collate.state_dict()["batches_produced"],
                 "eval_before": self.before, "nonfinite_skipped": self.guard.skipped})
-            self.faults.maybe_fail(self.step, in_checkpoint=True)
+            self.faults.maybe_fail(self.step, "write")
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
                 write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
@@ -266,7 +291,9 @@ class Worker:
                 report.update(self.logger.close(self.cfg.tracking.flush_timeout_s))
                 self.engine.export(Path(tmp) / "release")  # the driver adds the tokenizer files
             write_rank_files(Path(tmp), self.rank)  # last: a part without it is known to be partial
-            ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp))
+            run_dir = Path(self.cfg.output_dir).resolve() / self.cfg.run_name  # pretrain.py's RunConfig
+            ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp),
+                             checkpoint_upload_fn=self.faults.upload_fn(self.step, run_dir))
 
     def _roll_back(self) -> None:
         """Every rank sees the same streak (finiteness is all-reduced), so all raise here together."""

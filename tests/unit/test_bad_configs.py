@@ -57,8 +57,11 @@ CASES = [
     case("finetune", ["train.epoch=2"], "'train.epoch'", r"did you mean 'train\.epochs'\?", "ft-unknown-key"),
     case("pretrain", ["tracking.flush_timeout_s=-1"], "tracking.flush_timeout_s", "must be >= 0",
          "negative-flush-timeout"),
-    case("pretrain", ["train.fail_in_checkpoint=true", "train.fail_at_step=7", "train.checkpoint_every=5"],
+    case("pretrain", ["train.fail_in_checkpoint=write", "train.fail_at_step=7", "train.checkpoint_every=5"],
          "train.fail_in_checkpoint", r"a multiple of train\.checkpoint_every=5\), got 7", "fault-off-a-checkpoint-step"),
+    case("pretrain", ["train.fail_in_checkpoint=during"], "train.fail_in_checkpoint",
+         r"must be 'write', 'upload' or ''", "unknown-fault-point"),
+    case("pretrain", ["train.prefetch_batches=-8"], "train.prefetch_batches", "must be >= 0", "negative-read-ahead"),
     # wrong types
     case("pretrain", ["train.max_steps=ten"], "train.max_steps", "must be an integer", "string-for-int"),
     case("pretrain", ["optim.lr=[1e-3, 2e-3]"], "optim.lr", "must be a number", "list-for-float"),
