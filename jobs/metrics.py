@@ -27,7 +27,7 @@ class MetricsWindow:
     """Accumulates micro-step statistics between two reports of one rank."""
 
     start: float = field(default_factory=time.perf_counter)
-    data_wait: float = 0.0  # seconds waiting for the next batch and collating it (not the lockstep all-reduce)
+    data_wait: float = 0.0  # seconds waiting for the next batch (collation included unless read ahead; not lockstep)
     micro_steps: int = 0
     loss: float = 0.0  # sum over micro-steps of the mean loss
     sums: dict[str, float] = field(default_factory=dict)  # the objective's sums (jobs/objectives.py)

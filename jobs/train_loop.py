@@ -14,6 +14,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import ray
@@ -36,6 +37,17 @@ from jobs.seam import in_lockstep
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
+
+
+class Prepared(NamedTuple):
+    """A micro-batch as the stream hands it to the loop: read and collated (masks drawn) ahead of it."""
+
+    raw: dict  # the rows as read (the loop records their example ids); {} on later pipeline stages
+    batch: dict | None  # the model's tensors; None on later pipeline stages
+    index: int  # the collator's count when it drew this batch's masks (masks are a function of it)
+
+
+NO_DATA = Prepared({}, None, 0)  # later pipeline stages: their inputs are stage 0's activations
 
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
 
@@ -76,6 +88,7 @@ class Worker:
         self.continuation = (np.asarray(config["continuation"], dtype=bool) if self.t.masking.whole_word
                              else None)
         self.collate = self._collator(self.t.seed * 1000 + self.rank)  # each rank draws its own masks
+        self.mask_next = 0  # the collator count of the next batch the loop takes (checkpointed)
         self.position = DataPosition.start(self.index.num_examples)
         self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
         self.step, self.before = 0, {}
@@ -103,12 +116,15 @@ class Worker:
         if checkpoint:
             with checkpoint.as_directory() as d:
                 self.position = DataPosition.from_bytes((Path(d) / "data_position.npz").read_bytes())
-                self._open_stream()
+                rng = dict(np.load(Path(d) / "rng.npz"))
+                saved = rng.get("mask_next")  # per rank; absent in checkpoints from before read-ahead collation
+                if saved is not None:
+                    self._start_masks(int(saved[min(self.rank, len(saved) - 1)]))
                 state = self._load_engine(Path(d))
-                rng = np.load(Path(d) / "rng.npz")
+                if saved is None:
+                    self._start_masks(state["micro_batches"])
             self.step, self.before = state["step"], state.get("eval_before", {})
             self.guard.skipped = state.get("nonfinite_skipped", 0)
-            self.collate.load_state_dict({**self.collate.state_dict(), "batches_produced": state["micro_batches"]})
             if f"rank{self.rank}" in rng:  # a new rank (more workers than before) keeps its fresh seed
                 torch.set_rng_state(torch.from_numpy(rng[f"rank{self.rank}"]))
             if self.rank == 0:
@@ -128,7 +144,13 @@ class Worker:
         self._apply_rollbacks()
         if self.pipelined:
             self.stream = (EpochStream(self._open_epoch, self.position.epoch, self.t.prefetch_batches)
-                           if self.engine.reads_data else itertools.repeat({}))  # later stages: stage 0's activations
+                           if self.engine.reads_data else itertools.repeat(NO_DATA))
+
+    def _start_masks(self, index: int) -> None:
+        """Resume the masks where the checkpoint's loop was, then open the stream (which draws them ahead)."""
+        self.collate.load_state_dict({**self.collate.state_dict(), "batches_produced": index})
+        self.mask_next = index
+        self._open_stream()
 
     def _apply_rollbacks(self) -> None:
         """After a loss rollback (see jobs/loss_guard.py) train on at the reduced learning rate."""
@@ -158,8 +180,16 @@ class Worker:
             self.tracker.end_epoch.remote(epoch - 1, self.rank)
             while ray.get(self.tracker.epoch.remote()) < epoch:
                 time.sleep(0.05)
-        return self._read("train", local_shuffle_buffer_size=8 * self.t.micro_batch_size,
-                          local_shuffle_seed=self.t.seed + 7919 * epoch + self.rank)
+        batches = self._read("train", local_shuffle_buffer_size=8 * self.t.micro_batch_size,
+                             local_shuffle_seed=self.t.seed + 7919 * epoch + self.rank)
+        return (self._prepare(raw) for raw in batches)
+
+    def _prepare(self, raw: dict) -> Prepared:
+        """Collate in the stream's reader, ahead of the loop. Masks are a function of the collator's seed
+        and count, so a batch read ahead and left behind at an epoch end only skips a count, and a
+        resumed run that restarts the count at the checkpoint's `mask_next` draws what the first would."""
+        index = self.collate.batches_produced
+        return Prepared(raw, self.collate(raw), index)
 
     def _read(self, dataset: str, **iter_kwargs):
         """This rank's micro-batches of `dataset`. Ray splits the data between ranks, except for pipelines
@@ -174,9 +204,10 @@ class Worker:
                 for keep in [self.index(b["example_id"]) % replicas == self.replica] if keep.any())
 
     @staticmethod
-    def _next_batch(batches) -> tuple[dict | None, float]:
-        """The next batch in lockstep, and the seconds this rank waited for its data (the all-reduce that
-        keeps ranks in lockstep is a wait for the other ranks, not for data: it is not counted)."""
+    def _next_batch(batches) -> tuple[Prepared | None, float]:
+        """The next batch in lockstep, and the seconds this rank waited for it, collation included where
+        it was not done ahead (the all-reduce that keeps ranks in lockstep is a wait for the other ranks,
+        not for data: it is not counted)."""
         start = time.perf_counter()
         raw = next(batches, None)
         return in_lockstep(raw), time.perf_counter() - start
@@ -213,13 +244,13 @@ class Worker:
         window, start_step, run_start, metrics = MetricsWindow(), self.step, time.perf_counter(), {}
         batches = self.stream
         while self.step < t.max_steps:
-            raw, waited = self._next_batch(batches)
-            if raw is None:
+            item, waited = self._next_batch(batches)
+            if item is None:
                 self._new_epoch(batches)
                 continue
-            collate_start = time.perf_counter()
-            batch = self.collate(raw) if raw else None  # None: a later pipeline stage
-            waited += time.perf_counter() - collate_start
+            raw, batch = item.raw, item.batch
+            if raw:
+                self.mask_next = item.index + 1
             stats = self.engine.step(batch, inject_nan=self.faults.nan_now(self.step, self.rollbacks))
             if raw:
                 self.pending_ids.append(np.asarray(raw["example_id"]))
@@ -264,6 +295,7 @@ class Worker:
 
         ids = _gather(np.concatenate(self.pending_ids) if self.pending_ids else np.zeros(0, np.int64))
         rngs = _gather(torch.get_rng_state().numpy())
+        mask_next = _gather(np.array(self.mask_next))
         self.pending_ids = []
         if self.rank == 0:
             self.position.consumed[self.index(np.concatenate(ids))] = True
@@ -272,13 +304,14 @@ class Worker:
                   **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
         with tempfile.TemporaryDirectory() as tmp:
             self.engine.save(Path(tmp) / "engine", client_state={
-                "step": self.step, "micro_batches": self.collate.state_dict()["batches_produced"],
+                "step": self.step, "micro_batches": self.mask_next,
                 "eval_before": self.before, "nonfinite_skipped": self.guard.skipped})
             self.faults.maybe_fail(self.step, "write")
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
                 write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
-                np.savez(Path(tmp) / "rng.npz", **{f"rank{r}": s for r, s in enumerate(rngs)})
+                np.savez(Path(tmp) / "rng.npz", mask_next=np.stack(mask_next),
+                         **{f"rank{r}": s for r, s in enumerate(rngs)})
             if last:
                 after = self.evaluate()
                 report.update({f"eval_before/{k}": v for k, v in self.before.items()})
