@@ -1,7 +1,8 @@
 """Fault injection for the resume and rollback tests, in one place the training loop consults.
 
-The switches are train.fail_at_step (with train.fail_in_checkpoint), train.nan_at_step and
-train.nan_micro_batches (all 0 = off, the production default), and the sweep's kill_trial_at_step.
+The switches are train.fail_at_step (pretraining and fine-tuning; in pretraining also
+train.fail_in_checkpoint), train.nan_at_step and train.nan_micro_batches (all 0 = off, the production
+default), and the sweep's kill_trial_at_step.
 Production code paths only ask `nan_now`, `maybe_fail`, `upload_fn` and `maybe_kill_trial`; nothing else
 in the loops or the engine knows about faults (the engine's `step(inject_nan=...)` takes the answer).
 """
@@ -17,8 +18,12 @@ from jobs.config import TrainConfig
 
 
 class Faults:
-    def __init__(self, train: TrainConfig, rank: int, world: int, run_name: str):
+    def __init__(self, train: TrainConfig, rank: int, world: int, run_name: str, marker_dir: Path | None = None):
+        """`train` is pretraining's TrainConfig or fine-tuning's (which has fail_at_step only). The marker
+        that makes a kill happen once goes to `marker_dir`, else train.record_ids_dir, else the temp folder."""
         self.t, self.rank, self.world, self.run_name = train, rank, world, run_name
+        self.point = getattr(train, "fail_in_checkpoint", "")
+        self.marker_dir = marker_dir or Path(getattr(train, "record_ids_dir", "") or tempfile.gettempdir())
         self.nan_injected = 0
 
     def nan_now(self, step: int, rollbacks: int) -> bool:
@@ -32,12 +37,12 @@ class Faults:
         return True
 
     def _armed(self, step: int, point: str) -> bool:
-        return (bool(self.t.fail_at_step) and step == self.t.fail_at_step and point == self.t.fail_in_checkpoint
+        return (bool(self.t.fail_at_step) and step == self.t.fail_at_step and point == self.point
                 and self.rank == min(1, self.world - 1))
 
     @property
     def _marker(self) -> Path:
-        return Path(self.t.record_ids_dir or tempfile.gettempdir()) / f"failed-{self.run_name}"
+        return self.marker_dir / f"failed-{self.run_name}"
 
     def maybe_fail(self, step: int, point: str = "") -> None:
         """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt: after

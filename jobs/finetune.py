@@ -86,7 +86,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     best = history[-1]
     main = ft_tasks.main_metric(resolved.task)
     dev = {k: v for k, v in best.items() if k not in ("step", "epoch")}
-    counts = {k: result.metrics.get(k, 0) for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped")}
+    counts = {k: result.metrics.get(k, 0)
+              for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes")}
     card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}", dev, lineage)
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in dev.items()}, **counts},
                                str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind],
@@ -169,8 +170,8 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, eval_rows: dict, r
                                   placement_strategy=s.placement_strategy),
         run_config=RunConfig(name=cfg.run_name, storage_path=str(Path(cfg.output_dir).resolve()),
                              logging_config=console.train_logging(),
-                             checkpoint_config=CheckpointConfig(num_to_keep=1),
-                             failure_config=FailureConfig(max_failures=0)),
+                             checkpoint_config=CheckpointConfig(num_to_keep=1),  # the latest holds the best model
+                             failure_config=FailureConfig(max_failures=cfg.train.max_failures)),
     )
     result = trainer.fit()
     if result.error:
@@ -213,6 +214,7 @@ def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
              f"best             {r.main_metric} {r.best:.4f} at step {r.best_step} "
              f"({len(r.history)} evaluations up to it)",
              f"best model (HF)  {r.export_dir}",
+             f"worker failures  {r.mlflow.get('resumes', 0)} survived (each resumed from the last evaluation)",
              f"MLflow run       {r.mlflow.get('run_id')} in {cfg.tracking.tracking_uri}",
              f"tracking         {outage_line(r.mlflow)}"]
     if r.mlflow.get("version"):

@@ -65,6 +65,8 @@ class FinetuneTrainConfig:
     patience: int = 2  # stop after this many evaluations without improving the main metric; 0 = never
     log_every: int = 10  # steps per progress line and MLflow train metrics
     seed: int = 0  # head init and data order
+    max_failures: int = 2  # worker failures survived; each resumes from the last evaluation's checkpoint
+    fail_at_step: int = 0  # testing: SIGKILL one worker after this step, first attempt only (0 = never)
 
 
 @dataclass
@@ -113,7 +115,7 @@ class FinetuneConfig:
         for name in ("batch_size", "eval_batch_size", "epochs", "log_every"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(t, name)}")
-        for name in ("max_steps", "eval_every_steps", "patience"):
+        for name in ("max_steps", "eval_every_steps", "patience", "max_failures", "fail_at_step"):
             if getattr(t, name) < 0:
                 raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
         for name in ("lr", "eps"):

@@ -6,9 +6,13 @@ any node can build the model), `eval_rows` (object ref: {split: rows}, read by r
 metrics), `steps_per_epoch`, `total_steps` and the MLflow run id.
 
 Evaluation runs on rank 0 over the whole (unsplit) dev set while the other ranks wait: dev sets are
-small, and an exact metric needs every row exactly once. A checkpoint (the HF export plus the
-evaluation history) is reported only when the main metric improves, so the latest checkpoint Ray
-keeps is the best one. Training runs on the engine pretraining uses (jobs/engine.py: DeepSpeed, ZeRO 0-2).
+small, and an exact metric needs every row exactly once. Every evaluation reports a checkpoint of the
+whole training state: each rank's part of the engine (weights, optimizer moments, schedule) and its RNG,
+and rank 0's place in the data, evaluation history, early-stopping count and the best model so far (HF
+format). A worker that dies (train.max_failures) costs the steps since the last evaluation: the restarted
+group loads that checkpoint and takes up the epoch where it was. The final report's checkpoint holds the
+best model and its history, which the driver exports. Training runs on the engine pretraining uses
+(jobs/engine.py: DeepSpeed, ZeRO 0-2).
 """
 
 from __future__ import annotations
@@ -109,6 +113,7 @@ def materialize_files(files: dict[str, bytes], owner: object) -> Path:
 
 class Worker:
     def __init__(self, config: dict):
+        from jobs.faults import Faults
         from jobs.tracking import RankZeroLogger
 
         self.cfg = cfg = FinetuneConfig.from_dict(config["cfg"])
@@ -117,34 +122,80 @@ class Worker:
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
         torch.manual_seed(cfg.train.seed)  # the same fresh head on every rank
         self.init_dir = materialize_files(ray.get(config["init_files"]), self)
+        self.best_dir = Path(tempfile.mkdtemp(prefix="ft-best-"))  # rank 0: the best export so far
+        weakref.finalize(self, shutil.rmtree, self.best_dir, ignore_errors=True)
+        self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
+        self.faults = Faults(cfg.train, self.rank, self.world, cfg.run_name,
+                             marker_dir=Path(cfg.output_dir).resolve() / cfg.run_name)  # tests only
+        self.metric = ft_tasks.main_metric(cfg.task)
+        self.id2label = None if cfg.task.kind == "question-answering" or ft_tasks.num_labels(cfg.task) == 1 \
+            else dict(enumerate(cfg.task.labels))
+        # The training state a checkpoint holds (state.json): where the loop is and what it has seen.
+        self.step, self.epoch, self.epoch_steps = 0, 0, 0  # epoch_steps: steps of `epoch` already taken
+        self.best, self.best_step, self.history, self.bad_evals = -math.inf, 0, [], 0
+        self.nonfinite, self.resumes, self.stopped = 0, 0, False
         model, info = build_model(cfg, self.init_dir)
         if self.rank == 0:
             log.info(f"[init] {len(info['loaded'])} tensors from {cfg.init}; fresh: {info['fresh']}; "
                      f"unused: {info['unused']}")
         self.engine = build_engine(model, cfg, config["total_steps"])
-        self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
-        self.metric = ft_tasks.main_metric(cfg.task)
-        self.best, self.best_step, self.history, self.bad_evals, self.nonfinite = -math.inf, 0, [], 0, 0
-        self.id2label = None if cfg.task.kind == "question-answering" or ft_tasks.num_labels(cfg.task) == 1 \
-            else dict(enumerate(cfg.task.labels))
+        checkpoint = ray.train.get_checkpoint()
+        if checkpoint:
+            self.restore(checkpoint)
+
+    STATE = ("step", "epoch", "epoch_steps", "best", "best_step", "history", "bad_evals", "nonfinite", "resumes",
+             "stopped")
+
+    def restore(self, checkpoint) -> None:
+        """A restarted worker group (a worker died: train.max_failures) goes on from the last evaluation's
+        checkpoint: weights, optimizer moments and schedule, this rank's RNG, the loop's place, the best model.
+        A final checkpoint has no engine: the run had finished and only reports again."""
+        with checkpoint.as_directory() as d:
+            d = Path(d)
+            state = json.loads((d / "state.json").read_text())
+            if (d / "engine").is_dir():
+                self.engine.load(d / "engine")
+            if (d / f"rng-rank{self.rank}.npy").is_file():
+                torch.set_rng_state(torch.from_numpy(np.load(d / f"rng-rank{self.rank}.npy")))
+            if self.rank == 0 and (d / "model").is_dir():
+                shutil.copytree(d / "model", self.best_dir, dirs_exist_ok=True)
+        for name in self.STATE:
+            setattr(self, name, state[name])
+        self.resumes += 1
+        if self.rank == 0:
+            log.info(f"[resume] step {self.step}, epoch {self.epoch + 1}, {self.epoch_steps} steps of it already "
+                     f"taken; best {self.metric} {self.best:.4f} at step {self.best_step} (restart {self.resumes})")
 
     def _next_batch(self, batches):
         return next_in_lockstep(batches)
 
+    def _epoch_batches(self, epoch: int):
+        """This rank's batches of `epoch`, less the ones a resumed run took before it restarted (with one worker
+        exactly those; with more, Ray Data's split may hand a rank other rows in a new execution)."""
+        t = self.cfg.train
+        batches = iter(ray.train.get_dataset_shard("train").iter_batches(
+            batch_size=t.batch_size, batch_format="numpy", local_shuffle_buffer_size=4 * t.batch_size,
+            local_shuffle_seed=t.seed + 7919 * epoch + self.rank))
+        for _ in range(self.epoch_steps):
+            next(batches, None)
+        return batches
+
     def run(self) -> None:
         t, total = self.cfg.train, self.config["total_steps"]
-        step, start, stop = 0, time.perf_counter(), False
+        first, start = self.step, time.perf_counter()
         window_loss, window_n, window_samples, window_start = 0.0, 0, 0, time.perf_counter()
-        for epoch in range(t.epochs):
-            batches = iter(ray.train.get_dataset_shard("train").iter_batches(
-                batch_size=t.batch_size, batch_format="numpy", local_shuffle_buffer_size=4 * t.batch_size,
-                local_shuffle_seed=t.seed + 7919 * epoch + self.rank))
-            while step < total and not stop:
+        epoch = min(self.epoch, t.epochs - 1)
+        while self.epoch < t.epochs and self.step < total and not self.stopped:
+            epoch = self.epoch
+            batches = self._epoch_batches(epoch)
+            while self.step < total and not self.stopped:
                 raw = self._next_batch(batches)
                 if raw is None:
                     break
                 stats = self.engine.step(collate(raw))
-                step += 1
+                self.step, self.epoch_steps = self.step + 1, self.epoch_steps + 1
+                self.faults.maybe_fail(self.step)
+                step = self.step
                 if stats.finite:
                     window_loss, window_n = window_loss + stats.loss, window_n + 1
                 else:  # skipped on every rank by the engine: no update from a NaN/inf loss
@@ -155,7 +206,7 @@ class Worker:
                 window_samples += len(raw["row_index"]) * self.world
                 if step % t.log_every == 0 or step == total:
                     rate = window_samples / max(time.perf_counter() - window_start, 1e-9)
-                    eta = (time.perf_counter() - start) / step * (total - step)
+                    eta = (time.perf_counter() - start) / (step - first) * (total - step)
                     metrics = {"loss": window_loss / window_n if window_n else math.nan, "lr": self.engine.lr,
                                "samples_per_s": rate, "epoch": epoch}
                     if self.rank == 0:
@@ -164,22 +215,23 @@ class Worker:
                     self.logger.log({f"train/{k}": v for k, v in metrics.items()}, step=step)
                     window_loss, window_n, window_samples, window_start = 0.0, 0, 0, time.perf_counter()
                 if t.eval_every_steps and step % t.eval_every_steps == 0:
-                    stop = self.evaluate(step, epoch)
-            if stop or step >= total:
+                    self.evaluate(epoch)
+            if self.stopped or self.step >= total:
                 break
+            self.epoch, self.epoch_steps = epoch + 1, 0  # before the evaluation: its checkpoint resumes there
             if not t.eval_every_steps:
-                stop = self.evaluate(step, epoch)
-                if stop:
-                    break
-        if not self.history or self.history[-1]["step"] != step:
-            self.evaluate(step, epoch)  # the last steps are always evaluated
-        # every rank reports; the driver reads rank 0's counts
-        ray.train.report({**self.logger.close(self.cfg.tracking.flush_timeout_s),
-                          "nonfinite_skipped": self.nonfinite})
+                self.evaluate(epoch)
+        if not self.history or self.history[-1]["step"] != self.step:
+            self.evaluate(epoch)  # the last steps are always evaluated
+        # every rank reports; the driver reads rank 0's counts (a checkpoint carries them into the Result)
+        counts = {**self.logger.close(self.cfg.tracking.flush_timeout_s), "nonfinite_skipped": self.nonfinite,
+                  "resumes": self.resumes}
+        self._report(counts, engine=False)
 
-    def evaluate(self, step: int, epoch: int) -> bool:
-        """Rank 0 scores the dev set; every rank reports (a checkpoint only on improvement). Returns
-        whether to stop early, the same on every rank."""
+    def evaluate(self, epoch: int) -> None:
+        """Rank 0 scores the dev set; every rank reports it with a checkpoint of the whole training state (the
+        best model so far rides along). Sets `stopped` (early stopping), the same on every rank."""
+        step = self.step
         metrics = self._dev_metrics() if self.rank == 0 else {}
         decision = [metrics]
         if dist.is_initialized():
@@ -192,19 +244,36 @@ class Worker:
         else:
             self.bad_evals += 1
         self.history.append({"step": step, "epoch": epoch, **metrics})
-        report = {**metrics, "step": step, "epoch": epoch, "best_step": self.best_step, "best": self.best}
+        self.stopped = bool(self.cfg.train.patience and self.bad_evals >= self.cfg.train.patience)
         if self.rank == 0:
             log.info(f"[eval] step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
                      + (" (best so far)" if improved else f" (best {self.best:.4f} at step {self.best_step})"))
+            if improved:
+                shutil.rmtree(self.best_dir, ignore_errors=True)
+                self.engine.export(self.best_dir, self.init_dir, self.id2label)
         self.logger.log(metrics, step=step)
+        self._report({**metrics, "step": step, "epoch": epoch, "best_step": self.best_step, "best": self.best},
+                     engine=True)
+
+    def _report(self, metrics: dict, engine: bool) -> None:
+        """Report `metrics` with a checkpoint: every rank's part of the engine (resume) and RNG; rank 0's
+        training state, the best model so far and its history (what the driver exports). The final report
+        leaves the engine out: nothing is left to train."""
+        from jobs.checkpoint_parts import write_rank_files
+
         with tempfile.TemporaryDirectory() as tmp:
-            checkpoint = None
-            if improved and self.rank == 0:
-                self.engine.export(Path(tmp) / "model", self.init_dir, self.id2label)
-                (Path(tmp) / "history.json").write_text(json.dumps(self.history, indent=1))
-                checkpoint = ray.train.Checkpoint.from_directory(tmp)
-            ray.train.report(report, checkpoint=checkpoint)
-        return bool(self.cfg.train.patience and self.bad_evals >= self.cfg.train.patience)
+            tmp = Path(tmp)
+            if engine:
+                self.engine.save(tmp / "engine", client_state={"step": self.step})
+            np.save(tmp / f"rng-rank{self.rank}.npy", torch.get_rng_state().numpy())
+            if self.rank == 0:
+                (tmp / "state.json").write_text(json.dumps({k: getattr(self, k) for k in self.STATE}))
+                (tmp / "history.json").write_text(json.dumps(
+                    [h for h in self.history if h["step"] <= self.best_step], indent=1))
+                if any(self.best_dir.iterdir()):
+                    shutil.copytree(self.best_dir, tmp / "model")
+            write_rank_files(tmp, self.rank)  # last: a part without it is known to be partial
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
     def _dev_metrics(self) -> dict:
         from pipelines.tasks.common import load_tokenizer

@@ -3,7 +3,8 @@
 pkgdocs: beats the majority class by >= 20 points in about two CPU minutes; the exported best model
 loads in transformers with no code of ours and predicts what our model predicts; MLflow has the
 run's metrics and the registered version carries the alias; the same run ends within seed noise of
-transformers.Trainer's on the same features, hyperparameters and seed. CoNLL NER: a short run on a file written
+transformers.Trainer's on the same features, hyperparameters and seed; a run whose worker is killed in epoch 2
+resumes from epoch 1's checkpoint and ends as the undisturbed run does. CoNLL NER: a short run on a file written
 here lowers the loss and reports seqeval entity F1.
 """
 
@@ -130,6 +131,41 @@ def test_pkgdocs_matches_the_transformers_trainer(ray_tmp, pkgdocs):
     assert ours.best >= majority + 0.30, (ours.best, majority)
     assert hf["best"] >= majority + 0.30, (hf["best"], majority)
     assert abs(ours.best - hf["best"]) <= TOLERANCE, (ours.best, hf["dev"])
+
+
+def test_pkgdocs_worker_killed_in_epoch_2_resumes_from_epoch_1s_checkpoint_exactly(ray_tmp, pkgdocs):
+    """SIGKILL the only worker two steps into epoch 2: Ray Train restarts it from the checkpoint of epoch 1's
+    evaluation, and from there it trains exactly as the undisturbed run (the fixture: the same config on one
+    worker, so the same data order) did: the same training loss after the restart, the same evaluations, the
+    same best model."""
+    from mlflow.tracking import MlflowClient
+    from safetensors.torch import load_file
+
+    cfg = pkgdocs_config(ray_tmp)
+    per_epoch = pkgdocs.history[0]["step"]  # epoch 1's evaluation
+    cfg.run_name, cfg.train.fail_at_step = "pkgdocs-killed", per_epoch + 2
+    cfg.tracking.registered_model = cfg.tracking.alias = ""
+    killed = run(cfg)
+
+    assert (ray_tmp / "runs" / "pkgdocs-killed" / "failed-pkgdocs-killed").is_file()  # the worker really died
+    assert (killed.mlflow["resumes"], pkgdocs.mlflow["resumes"]) == (1, 0)
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+
+    def history(result, key):
+        return {m.step: m.value for m in client.get_metric_history(result.mlflow["run_id"], key)}
+
+    dev, dev_clean = history(killed, "dev/accuracy"), history(pkgdocs, "dev/accuracy")
+    assert sorted(dev) == sorted(dev_clean) == [per_epoch, 2 * per_epoch]
+    assert dev == pytest.approx(dev_clean, abs=1e-9)
+    loss, loss_clean = history(killed, "train/loss"), history(pkgdocs, "train/loss")
+    logged = sorted(loss_clean)  # a window's loss is the mean since the last log (or the restart)
+    after = [s for before, s in zip(logged, logged[1:]) if before > per_epoch + 2]  # windows after the restart
+    assert after and {s: loss[s] for s in after} == pytest.approx({s: loss_clean[s] for s in after}, rel=1e-5)
+    assert killed.best_step == pkgdocs.best_step and killed.best == pytest.approx(pkgdocs.best, abs=1e-9)
+    ours, clean = (load_file(Path(r.export_dir) / "model.safetensors") for r in (killed, pkgdocs))
+    assert ours.keys() == clean.keys()
+    for name, tensor in clean.items():
+        torch.testing.assert_close(ours[name], tensor, rtol=0, atol=1e-6, msg=name)
 
 
 CONLL = """-DOCSTART- -X- -X- O

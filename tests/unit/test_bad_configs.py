@@ -165,6 +165,7 @@ CASES = [
     case("finetune", ["optim.lr=-2e-5"], "optim.lr", "must be > 0", "ft-negative-lr"),
     case("finetune", ["train.epochs=0"], "train.epochs", ">= 1", "ft-zero-epochs"),
     case("finetune", ["train.patience=-1"], "train.patience", ">= 0", "ft-negative-patience"),
+    case("finetune", ["train.max_failures=-1"], "train.max_failures", ">= 0", "ft-negative-max-failures"),
     case("finetune", ["optim.warmup_ratio=1.0"], "optim.warmup_ratio", r"in \[0, 1\)", "ft-warmup-ratio-1"),
     case("finetune", ["optim.warmup_ratio=-0.1"], "optim.warmup_ratio", r"in \[0, 1\)", "ft-warmup-ratio-negative"),
 ]
