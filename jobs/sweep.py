@@ -19,8 +19,11 @@ import math
 import shutil
 import statistics
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -116,7 +119,7 @@ def search_and_seeds(cfg: SweepConfig, base, data: dict, eval_rows: dict, tracki
     result = SweepResult(cfg.name, metric, best_config, best_score, table, str(table_path), str(plot_path),
                          mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
     if cfg.seeds.count:
-        majority = _majority_share(base, eval_rows)
+        majority = _majority_baseline(base, eval_rows)
         seed_runs(cfg, data, best_config, majority, result, client, out_dir)
     client.set_terminated(parent_id, "FINISHED")
     return result
@@ -290,17 +293,22 @@ def plot(grid, metric: str, path: Path) -> None:
     plt.close(fig)
 
 
-def _majority_share(cfg, eval_rows: dict) -> float:
-    """The first dev split's majority-class share (classification), the score a collapsed model gets."""
+def _majority_baseline(cfg, eval_rows: dict) -> float:
+    """What a collapsed model scores on the task's main metric: the first dev split scored as if every row
+    were predicted as its majority class (the share for accuracy, 0 for MCC; -inf where no class exists)."""
     from jobs import ft_tasks
 
-    if cfg.task.kind != "classification" or ft_tasks.num_labels(cfg.task) == 1:
+    task = cfg.task
+    if task.kind != "classification" or ft_tasks.num_labels(task) == 1:
         return -math.inf
-    rows = eval_rows[ft_tasks.eval_splits(cfg.task)[0]]
-    counts: dict = {}
-    for r in rows:
-        counts[r["label"]] = counts.get(r["label"], 0) + 1
-    return max(counts.values()) / len(rows)
+    split = ft_tasks.eval_splits(task)[0]
+    rows = eval_rows[split]
+    labels = np.asarray([int(r["label"]) for r in rows])
+    logits = np.eye(ft_tasks.num_labels(task))[np.full(len(rows), np.bincount(labels).argmax())]
+    with warnings.catch_warnings():  # sklearn warns that MCC of a constant prediction is 0, which it is
+        warnings.simplefilter("ignore")
+        metrics = ft_tasks.dev_metrics(task, split, rows, {"logits": logits, "labels": labels})
+    return metrics[ft_tasks.main_metric(task)]
 
 
 def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, result: SweepResult, client,
@@ -362,16 +370,17 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
 
 def _degenerate(r, majority: float) -> tuple[str, float]:
     """Why a seed run must not set the median ("" if it may): it failed, or at its best evaluation it
-    predicted a single class or scored no better than the majority class."""
+    predicted a single class or scored no better than `majority`, the majority-class baseline's score
+    on the same metric (see _majority_baseline)."""
     if r.error or r.checkpoint is None:
         return f"failed: {r.error}", float("nan")
     df = r.metrics_dataframe
     at_best = df[df["step"] == r.metrics["best_step"]].iloc[-1]
     score = float(df["score"].max())
     if int(at_best["pred_classes"]) == 1:
-        return f"collapsed: 1 predicted class(es), {score:.4f} vs majority share {majority:.4f}", score
+        return f"collapsed: 1 predicted class(es), {score:.4f} vs the majority class's {majority:.4f}", score
     if score <= majority + 1e-9:
-        return f"no better than the majority class: {score:.4f} vs its share {majority:.4f}", score
+        return f"no better than the majority class: {score:.4f} vs its {majority:.4f}", score
     return "", score
 
 

@@ -88,3 +88,23 @@ def test_degenerate_seed_runs_are_detected(scores, pred_classes, error, why):
     assert (why in reason) if why else reason == ""
     if not error:
         assert score == max(scores)
+
+
+@pytest.mark.parametrize("task, labels, baseline", [
+    ("pkgdocs", [0, 0, 0, 1, 2, 3, 1, 0], 0.5),  # accuracy: the majority share
+    ("cola", [1] * 69 + [0] * 31, 0.0),  # MCC of a constant prediction is 0, not the 0.69 share
+    ("mrpc", [1] * 68 + [0] * 32, (0.68 + 2 * 0.68 / 1.68) / 2),  # mean of accuracy and positive-class F1
+    ("stsb", [1.0, 2.5, 4.0], float("-inf")),  # regression: no class to collapse to
+])
+def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, baseline):
+    from types import SimpleNamespace
+
+    from jobs.finetune_config import TaskConfig
+    from jobs.sweep import _degenerate, _majority_baseline
+
+    names = {"pkgdocs": ["a", "b", "c", "d"], "cola": ["0", "1"], "mrpc": ["0", "1"], "stsb": []}[task]
+    rows = [{"label": y, "row_index": i} for i, y in enumerate(labels)]
+    got = _majority_baseline(SimpleNamespace(task=TaskConfig(name=task, labels=names)), {"dev": rows})
+    assert got == pytest.approx(baseline)
+    if task == "cola":  # a healthy CoLA run (MCC 0.5, both classes predicted) is not re-seeded
+        assert _degenerate(_seed_result([0.3, 0.5], [2, 2]), majority=got)[0] == ""
