@@ -67,6 +67,9 @@ def run(cfg: PretrainConfig) -> PretrainResult:
         print(f"[corpus] harvesting installed documentation into {cfg.corpus.harvest_dir}", flush=True)
         h = harvest_installed_docs(cfg.corpus.harvest_dir, max_mb=cfg.corpus.harvest_max_mb)
         print(f"[corpus] {h['documents']:,} documents, {h['bytes'] / 2**20:.1f} MB", flush=True)
+        if h.get("unparsed"):  # harvests from before the count lack it
+            print(f"[corpus] warning: {h['unparsed']} source file(s) could not be parsed and were skipped, e.g. "
+                  f"{', '.join(h['unparsed_sample'])}", flush=True)
     prepared = prepare(cfg.data)
     corpus_metrics = data_metrics(prepared.manifest)
     cfg.tracking.tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)

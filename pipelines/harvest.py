@@ -47,11 +47,12 @@ def _prose_paragraphs(text: str) -> list[str]:
     return out
 
 
-def _docstrings(path: Path) -> list[str]:
+def _docstrings(path: Path) -> list[str] | None:
+    """The prose paragraphs of a module's docstrings; None if the file cannot be read or parsed."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
-        return []
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return None
     docs = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -91,7 +92,9 @@ def _candidates() -> list[tuple[str, Path]]:
 
 def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_chars: int = 400,
                            num_files: int = 8) -> dict:
-    """Write documents to `out_dir` (idempotent: a complete earlier harvest is reused); return its summary."""
+    """Write documents to `out_dir` (idempotent: a complete earlier harvest is reused); return its summary:
+    documents, bytes, sha256, and the source files that could not be parsed (`unparsed`, a count, and
+    `unparsed_sample`, the first few names): skipped, never silently."""
     out = Path(out_dir)
     summary_file = out / ".harvest.json"  # hidden: corpus readers skip it
     if summary_file.is_file():
@@ -100,9 +103,12 @@ def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_
     tmp.mkdir(parents=True, exist_ok=True)
     files = [open(tmp / f"installed-docs-{i:02d}.jsonl", "w", encoding="utf-8") for i in range(num_files)]
     budget, written, docs = int(max_mb * 2**20), 0, 0
-    digest = hashlib.sha256()
+    digest, unparsed = hashlib.sha256(), []
     for kind, path in _candidates():
         paragraphs = _metadata_description(path) if kind == "readme" else _docstrings(path)
+        if paragraphs is None:
+            unparsed.append(_source_name(kind, path))
+            continue
         text = "\n\n".join(paragraphs)
         if len(text) < min_chars:
             continue
@@ -115,7 +121,8 @@ def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_
             break
     for f in files:
         f.close()
-    summary = {"documents": docs, "bytes": written, "sha256": digest.hexdigest()}
+    summary = {"documents": docs, "bytes": written, "sha256": digest.hexdigest(), "unparsed": len(unparsed),
+               "unparsed_sample": unparsed[:5]}
     (tmp / ".harvest.json").write_text(json.dumps(summary, indent=2))
     if out.exists():  # an interrupted earlier harvest: replace it whole
         shutil.rmtree(out)

@@ -37,3 +37,21 @@ See [the docs](https://example.org) for the full list of options that the parser
     paragraphs = _prose_paragraphs(text)
     assert paragraphs == ["Return the number of items in the container, counting duplicates once.",
                           "See the docs for the full list of options that the parser accepts."]
+
+
+def test_source_files_that_do_not_parse_are_counted_and_named(tmp_path, monkeypatch):
+    from pipelines import harvest
+
+    stdlib, purelib = tmp_path / "stdlib", tmp_path / "purelib"
+    (stdlib / "pkg").mkdir(parents=True)
+    purelib.mkdir()
+    prose = "This module explains, in plain words, how the parser reads every line of the input it is given."
+    (stdlib / "good.py").write_text(f'"""{prose}\n\n{prose}\n\n{prose}\n\n{prose}\n\n{prose}"""\n')
+    (stdlib / "pkg" / "broken.py").write_text('"""A docstring.\n\ndef f(:\n')  # unterminated: a SyntaxError
+    (stdlib / "latin1.py").write_bytes(b'"""caf\xe9 with no coding line."""\n')  # not UTF-8
+    monkeypatch.setattr(harvest, "_STDLIB", stdlib)
+    monkeypatch.setattr(harvest, "_PURELIB", purelib)
+    summary = harvest.harvest_installed_docs(tmp_path / "out", max_mb=1)
+    assert summary["documents"] == 1
+    assert summary["unparsed"] == 2
+    assert sorted(summary["unparsed_sample"]) == ["stdlib:latin1.py", "stdlib:pkg/broken.py"]
