@@ -27,7 +27,8 @@ class MetricsWindow:
     """Accumulates micro-step statistics between two reports of one rank."""
 
     start: float = field(default_factory=time.perf_counter)
-    data_wait: float = 0.0  # seconds waiting for the next batch (collation included unless read ahead; not lockstep)
+    data_wait: float = 0.0  # seconds waiting for the next batch (collation included unless read ahead; at a report,
+    #                       the longest of any rank: the lockstep all-reduce makes the others wait for it)
     micro_steps: int = 0
     loss: float = 0.0  # sum over micro-steps of the mean loss
     sums: dict[str, float] = field(default_factory=dict)  # the objective's sums (jobs/objectives.py)

@@ -8,6 +8,7 @@ path is read, so workers may run on any node.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import os
@@ -124,6 +125,7 @@ class Worker:
                 if saved is None:
                     self._start_masks(state["micro_batches"])
             self.step, self.before = state["step"], state.get("eval_before", {})
+            self._record_weights("restored")
             self.guard.skipped = state.get("nonfinite_skipped", 0)
             if f"rank{self.rank}" in rng:  # a new rank (more workers than before) keeps its fresh seed
                 torch.set_rng_state(torch.from_numpy(rng[f"rank{self.rank}"]))
@@ -210,7 +212,8 @@ class Worker:
         not for data: it is not counted)."""
         start = time.perf_counter()
         raw = next(batches, None)
-        return in_lockstep(raw), time.perf_counter() - start
+        waited = time.perf_counter() - start
+        return in_lockstep(raw), waited
 
     def _new_epoch(self, stream) -> None:
         self.position = DataPosition(self.position.epoch + 1, np.zeros(self.index.num_examples, dtype=bool))
@@ -268,6 +271,7 @@ class Worker:
             self._record_ids()
             last = self.step == t.max_steps
             if self.step % t.log_every == 0 or last:
+                window.data_wait = _longest(window.data_wait)  # in lockstep, a rank short of data stalls all
                 metrics = window.summary(self.replicas, flops_token, peak, devices=self.world,
                                          metrics=self.engine.objective.metrics)
                 metrics.update(step=self.step, epoch=self.position.epoch, lr=self.engine.lr,
@@ -306,6 +310,7 @@ class Worker:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.mask_next,
                 "eval_before": self.before, "nonfinite_skipped": self.guard.skipped})
+            self._record_weights("saved")
             self.faults.maybe_fail(self.step, "write")
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
@@ -347,10 +352,30 @@ class Worker:
         with open(Path(self.t.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
             f.write(f"{self.attempt} {self.step} {self.position.epoch} {' '.join(map(str, ids.tolist()))}\n")
 
+    def _record_weights(self, event: str) -> None:
+        """train.record_ids_dir: append (attempt, event, step, sha256 of this rank's module parameters) to
+        weights-rank{r}.txt, at every checkpoint saved and every checkpoint restored."""
+        if not self.t.record_ids_dir:
+            return
+        digest = hashlib.sha256()
+        for _, p in sorted(self.engine.engine.module.named_parameters()):
+            digest.update(p.detach().float().cpu().numpy().tobytes())
+        with open(Path(self.t.record_ids_dir) / f"weights-rank{self.rank}.txt", "a") as f:
+            f.write(f"{self.attempt} {event} {self.step} {digest.hexdigest()}\n")
+
 
 def _barrier() -> None:
     if dist.is_initialized():
         dist.barrier()
+
+
+def _longest(seconds: float) -> float:
+    """The most seconds any rank spent (every rank calls this)."""
+    if not dist.is_initialized():
+        return seconds
+    longest = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(longest, op=dist.ReduceOp.MAX)
+    return float(longest)
 
 
 def _gather(array: np.ndarray) -> list[np.ndarray]:
