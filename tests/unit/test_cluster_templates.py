@@ -86,6 +86,31 @@ def test_launcher_dashboard_only_on_loopback():
     assert hosts == ["127.0.0.1"]
 
 
+def _keys(node, key: str) -> list:
+    """Every value stored under `key` anywhere in a parsed YAML tree."""
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == key] + [x for v in node.values() for x in _keys(v, key)]
+    return [x for v in node for x in _keys(v, key)] if isinstance(node, list) else []
+
+
+def test_mlflow_server_and_dashboard_stay_inside_the_cluster():
+    """Inside a cluster MLflow and the dashboard listen on all interfaces of their pod or head node (rank 0
+    on a GPU worker logs to MLflow; the submitter reaches the dashboard), so what keeps them private is the
+    network around them: no Service but ClusterIP, no Ingress, no host ports or host network, and the
+    launcher keeps Ray's own security group (the cluster's nodes and SSH only). Started by hand, the
+    server the README shows binds 127.0.0.1."""
+    docs = [d for f in sorted(KUBERAY.glob("*.yaml")) for d in load_all(f)]
+    assert "Ingress" not in {d["kind"] for d in docs}
+    assert [d["spec"].get("type", "ClusterIP") for d in docs if d["kind"] == "Service"] == ["ClusterIP"]
+    assert set(_keys(docs, "serviceType")) <= {"ClusterIP"}
+    assert not _keys(docs, "hostNetwork") and not _keys(docs, "hostPort")
+    launcher = load(LAUNCHER)
+    assert "security_group" not in launcher["provider"]
+    assert not re.search(r"--dashboard-host=(?!127\.0\.0\.1)", json.dumps(launcher))
+    servers = re.findall(r"^mlflow server .*$", (ROOT / "README.md").read_text(), re.M)
+    assert servers and all("--host 127.0.0.1" in line for line in servers), servers
+
+
 def test_launcher_gpu_workers_image_and_install():
     config = load(LAUNCHER)
     types = config["available_node_types"]
