@@ -55,15 +55,18 @@ def test_nan_micro_batch_leaves_weights_optimizer_and_schedule_untouched(deepspe
     engine = _engine(zero_stage)
     assert engine.step(_batch(0)).optimizer_stepped
     before, lr, steps = _weights(engine), engine.lr, engine.global_step
+    position = engine.scheduler.last_epoch  # the lr factor is 1.0 on both sides of warmup's end: check the count
     skipped = engine.step(_batch(1), inject_nan=True)
     assert not skipped.finite and not skipped.optimizer_stepped and math.isnan(skipped.loss)
     after = _weights(engine)
     assert all(torch.equal(before[k], after[k]) for k in before)
-    assert (engine.lr, engine.global_step) == (lr, steps)
+    assert (engine.lr, engine.global_step, engine.scheduler.last_epoch) == (lr, steps, position)
     nxt = engine.step(_batch(1))  # the next finite micro-batch steps normally
     assert nxt.finite and nxt.optimizer_stepped and math.isfinite(nxt.loss)
     assert engine.global_step == steps + 1
-    assert any(not torch.equal(before[k], v) for k, v in _weights(engine).items())
+    stepped = _weights(engine)
+    assert any(not torch.equal(before[k], v) for k, v in stepped.items())
+    assert all(torch.isfinite(v).all() for v in stepped.values())  # no NaN gradient was left behind
 
 
 def test_scale_lr_applies_from_the_current_schedule_position(deepspeed_world_of_one):
