@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import yaml
 
@@ -174,3 +175,14 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
 
 def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
+
+
+def cli(main: Callable[[], object]) -> None:
+    """A job's entry point: a config mistake ends the process with one line on stderr (`error: ...`) and exit
+    status 2, as argparse does for a bad flag, instead of a traceback around that line; other errors keep
+    their traceback."""
+    try:
+        main()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)

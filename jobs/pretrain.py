@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make
 from jobs import console  # noqa: E402
 from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config import PretrainConfig  # noqa: E402
-from jobs.config_io import load_config  # noqa: E402
+from jobs.config_io import cli, load_config  # noqa: E402
 
 # Columns the trainer reads; debug columns stay on disk.
 TRAIN_COLUMNS = ["example_id", "input_ids", "num_a_tokens", "next_sentence_label"]
@@ -315,4 +315,4 @@ def main(argv: list[str] | None = None) -> PretrainResult:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make 
 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config import TrackingConfig  # noqa: E402
-from jobs.config_io import load_config  # noqa: E402
+from jobs.config_io import cli, load_config  # noqa: E402
 
 CANDIDATE, CHALLENGER, CHAMPION = "candidate", "challenger", "champion"
 MOVE_TAG = "alias_move."
@@ -256,12 +256,15 @@ def main(argv: list[str] | None = None) -> PromoteResult:
     parser.add_argument("--rollback", action="store_true", help="move @champion back to the previous champion")
     parser.add_argument("--config", help="YAML file with PromoteConfig fields")
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. min_delta=0.01")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # NAME --rollback key=value: flags between the positionals
     extra = [f"model={json.dumps(args.model)}"] + ([f"version={args.version}"] if args.version else []) \
         + (["rollback=true"] if args.rollback else [])
     cfg = load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
-    return run(cfg)
+    try:
+        return run(cfg)
+    except ValueError as exc:  # no candidate, models not comparable, no champion to roll back to: one line
+        parser.exit(1, f"error: {exc}\n")
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # `python jobs/quickstart.py` from a checkout: ma
 
 from jobs import console  # noqa: E402
 from jobs.config import ConfigError, PretrainConfig  # noqa: E402
-from jobs.config_io import load_config  # noqa: E402
+from jobs.config_io import cli, load_config  # noqa: E402
 from jobs.sweep_config import SweepConfig, load_sweep_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -117,4 +117,4 @@ def main(argv: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make th
 
 from jobs import console  # noqa: E402
 from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.config_io import cli  # noqa: E402
 from jobs.sweep_config import SweepConfig, load_sweep_config, tune_space  # noqa: E402
 
 
@@ -452,4 +453,4 @@ def main(argv: list[str] | None = None) -> SweepResult:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -255,3 +255,21 @@ def test_gpus_are_counted_only_where_the_job_starts_its_own_ray(paths, monkeypat
     load("pretrain", ["scaling.use_gpu=true", "scaling.num_workers=1"], paths)
     monkeypatch.setenv("RAY_ADDRESS", "http://head:8265")  # a submitted job: the cluster's GPUs count, checked there
     load("pretrain", ["scaling.use_gpu=true", "scaling.num_workers=8"], paths)
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["jobs/pretrain.py", "--config", "configs/pretrain/quickstart.yaml", "optim.lr=0"], "optim.lr must be > 0"),
+    (["jobs/finetune.py", "--config", "configs/finetune/pkgdocs.yaml", "train.epochs=0"], "train.epochs must be >= 1"),
+    (["jobs/sweep.py", "--config", "configs/sweep/quickstart.yaml", "num_samples=0"], "num_samples must be >= 1"),
+    (["jobs/quickstart.py", "sweep.max_concurrent=0"], "max_concurrent must be >= 1"),
+    (["jobs/promote.py", "any-model", "min_delta=-1"], "min_delta must be >= 0"),
+], ids=["pretrain", "finetune", "sweep", "quickstart", "promote"])
+def test_each_job_refuses_a_bad_config_with_one_line_and_exit_status_2(argv, line):
+    """From the command line, as users and `ray job submit` run them: `error: <the message>` on stderr, nothing
+    else (no traceback, no Ray), exit status 2."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().startswith(f"error: {line}") and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stdout == ""

@@ -9,7 +9,10 @@ decision (better by less than the noise: equal predictions).
 
 import json
 import random
+import subprocess
+import sys
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +25,7 @@ from jobs.promote import PromoteConfig
 from pipelines.tasks.glue import GLUE_TASKS
 from tests.mlflow_server import server  # noqa: F401  (a real mlflow server per test)
 
+ROOT = Path(__file__).resolve().parents[2]
 NAME = "sst-toy"
 GOOD, BAD = ("good", "great", "fine", "lovely", "superb"), ("bad", "awful", "poor", "dreadful", "grim")
 FILLER = ("the", "film", "was", "a", "story", "plot", "actors", "very", "quite", "and", "of", "it", "music")
@@ -153,16 +157,21 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
         assert run.data.tags["decision"] == r.decision and run.data.metrics["p_better"] == pytest.approx(
             r.evidence["p_better"])
 
-    back = judge(uri, tmp_path / "art", rollback=True)
-    assert (back.decision, back.candidate, back.champion) == ("rolled back", v1, v2)
+    # the rollback from the command line, as users run it
+    cli = [sys.executable, "jobs/promote.py", NAME, "--rollback", f"tracking.tracking_uri={uri}",
+           "tracking.experiment=toy-promotion", f"tracking.artifact_location={tmp_path / 'art'}"]
+    back = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert back.returncode == 0, back.stderr[-3000:]
+    assert f"[promote] {NAME}: rolled back: @champion v{v2} -> v{v1}" in back.stdout, back.stdout
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == v1
     assert "promotion.rolled_back" in client.get_model_version(NAME, v2).tags
     moves = promote.history(client, NAME)
     assert [m.split(" ")[:4] for m in moves] == [["champion", "vnone", "->", f"v{v1}"],
                                                  ["champion", f"v{v1}", "->", f"v{v2}"],
                                                  ["champion", f"v{v2}", "->", f"v{v1}"]]
-    with pytest.raises(ValueError, match="no previous champion"):
-        judge(uri, tmp_path / "art", rollback=True)
+    again = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1 and again.stderr.startswith("error: ") and "no previous champion" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1, again.stderr  # one line, no traceback
 
 
 def test_refused_before_any_evaluation(models, tmp_path):
