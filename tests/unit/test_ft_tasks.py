@@ -155,3 +155,19 @@ def test_glue_rows_features_and_official_metrics(tmp_path, tok):
     perfect = np.eye(3)[f["labels"]]
     assert ft_tasks.dev_metrics(task, "dev_matched", evals["dev_matched"], {"logits": perfect, **f}) == {
         "dev_matched/accuracy": 1.0, "dev_matched/score": 1.0}
+
+
+@pytest.mark.parametrize("scheme, f1, types", [
+    ("IOB1", 1.0, {"PER", "LOC"}),  # I- opens an entity after O: both spans are entities
+    ("IOB2", 1.0, {"PER"}),  # strict IOB2: an entity must open with B-, so "O I-LOC" is no entity at all
+])
+def test_ner_dev_metrics_read_tags_by_the_tasks_scheme(scheme, f1, types):
+    """The fine-tuning job's NER score (ft_tasks.dev_metrics) follows task.iob_scheme: the same perfect
+    prediction of an IOB1-tagged sentence finds two entities under IOB1 and one under strict IOB2."""
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    tags = ["B-PER", "I-PER", "O", "I-LOC", "I-LOC"]  # first token B-: PER follows nothing of its type
+    ids = np.array([[-100] + [labels.index(t) for t in tags] + [-100]])  # [CLS] ... [SEP] are ignored
+    logits = np.eye(len(labels))[np.where(ids < 0, 0, ids)]  # one-hot: the prediction is the gold tag
+    task = TaskConfig(name="conll", labels=labels, iob_scheme=scheme)
+    m = ft_tasks.dev_metrics(task, "dev", [], {"logits": logits, "labels": ids})
+    assert m["dev/f1"] == f1 and {k[len("dev/f1_"):] for k in m if k.startswith("dev/f1_")} == types
