@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make
 
 from jobs import console  # noqa: E402
 from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
-from jobs.config_io import load_config  # noqa: E402
+from jobs.config_io import cli, load_config  # noqa: E402
 from jobs.finetune_config import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
@@ -74,7 +74,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     total = steps_per_epoch * resolved.train.epochs
     total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
     t = resolved.tracking
-    lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri)
+    lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri,
+                                    task_data=(ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(train_rows, eval_rows)))
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
                                 tags={"task": cfg.task.name, "init": cfg.init, **lineage})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
@@ -87,7 +88,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     main = ft_tasks.main_metric(resolved.task)
     dev = {k: v for k, v in best.items() if k not in ("step", "epoch")}
     counts = {k: result.metrics.get(k, 0)
-              for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes")}
+              for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes", "stopped_at_step")}
     card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}", dev, lineage)
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in dev.items()}, **counts},
                                str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind],
@@ -214,6 +215,9 @@ def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
              f"best             {r.main_metric} {r.best:.4f} at step {r.best_step} "
              f"({len(r.history)} evaluations up to it)",
              f"best model (HF)  {r.export_dir}",
+             f"early stopping   " + (f"stopped at step {r.mlflow['stopped_at_step']}: {cfg.train.patience} evaluations "
+                                     f"without a better {r.main_metric}" if r.mlflow.get("stopped_at_step")
+                                     else f"not triggered (patience {cfg.train.patience or 'off'})"),
              f"worker failures  {r.mlflow.get('resumes', 0)} survived (each resumed from the last evaluation)",
              f"MLflow run       {r.mlflow.get('run_id')} in {cfg.tracking.tracking_uri}",
              f"tracking         {outage_line(r.mlflow)}"]
@@ -238,4 +242,4 @@ def main(argv: list[str] | None = None) -> FinetuneResult:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -84,6 +84,22 @@ def load_rows(task: TaskConfig) -> tuple[list[dict], dict[str, list[dict]], tupl
     return train, evals, tuple(labels)
 
 
+def data_source(task: TaskConfig) -> str:
+    """Where the task's rows are read from (a folder or the training file), for lineage."""
+    if task.name == "pkgdocs":
+        return task.corpus_dir
+    return task.data_dir if task.data_dir else task.train_file
+
+
+def rows_digest(train: list[dict], evals: dict[str, list[dict]]) -> str:
+    """sha256 of exactly the rows a run trains and evaluates on (after caps): equal digest, equal data."""
+    import hashlib
+    import json
+
+    payload = json.dumps({"train": train, **evals}, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
 def _indexed(rows: list[dict], limit: int) -> list[dict]:
     rows = rows[:limit] if limit else rows
     return [{**row, "row_index": i} for i, row in enumerate(rows)]

@@ -225,7 +225,7 @@ class Worker:
             self.evaluate(epoch)  # the last steps are always evaluated
         # every rank reports; the driver reads rank 0's counts (a checkpoint carries them into the Result)
         counts = {**self.logger.close(self.cfg.tracking.flush_timeout_s), "nonfinite_skipped": self.nonfinite,
-                  "resumes": self.resumes}
+                  "resumes": self.resumes, "stopped_at_step": self.step if self.stopped else 0}
         self._report(counts, engine=False)
 
     def evaluate(self, epoch: int) -> None:

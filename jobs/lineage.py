@@ -101,7 +101,7 @@ def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
 
 def _describe(r) -> list[str]:
     tags = r.data.tags
-    keys = (*CODE_TAGS, "lineage.tokenizer_sha256")
+    keys = (*CODE_TAGS, "lineage.tokenizer_sha256", "lineage.task_source", "lineage.task_data_sha256")
     return [f"name {r.info.run_name}", *(f"{k} = {tags[k]}" for k in keys if k in tags)]
 
 

@@ -73,7 +73,8 @@ def run(cfg: SweepConfig) -> SweepResult:
           f"{sorted(cfg.search_space)}; {len(train_rows):,} train rows; main metric {metric}", flush=True)
 
     dashboard = init_ray()
-    parent_id, experiment_id = parent_run(cfg, base, tracking_uri)
+    parent_id, experiment_id = parent_run(cfg, base, tracking_uri, task_data=(
+        ft_tasks.data_source(ft.task), ft_tasks.rows_digest(train_rows, eval_rows)))
     data = {"base": base.to_dict(), "train": features["train"], "eval": evals, "eval_rows": eval_rows,
             "init_files": {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()},
             "tracking_uri": tracking_uri, "experiment_id": experiment_id, "parent_run_id": parent_id,
@@ -134,7 +135,7 @@ def featurize(cfg, rows: list[dict], init_dir: Path) -> dict:
     return Featurizer(dict(vars(cfg.task)), load_tokenizer(str(init_dir)))(rows)
 
 
-def parent_run(cfg: SweepConfig, base, tracking_uri: str) -> tuple[str, str]:
+def parent_run(cfg: SweepConfig, base, tracking_uri: str, task_data: tuple[str, str]) -> tuple[str, str]:
     """The sweep's parent MLflow run: the one of an earlier attempt with this name (resume), else a new one."""
     from mlflow.tracking import MlflowClient
 
@@ -153,7 +154,8 @@ def parent_run(cfg: SweepConfig, base, tracking_uri: str) -> tuple[str, str]:
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, cfg.name, params,
                                 tags={"sweep": cfg.name, "phase": "parent", "task": base.task.name,
                                       "init": base.init,
-                                      **tracking.lineage_tags("sweep", init=base.init, tracking_uri=tracking_uri)})
+                                      **tracking.lineage_tags("sweep", init=base.init, tracking_uri=tracking_uri,
+                                                              task_data=task_data)})
     client.update_run(run_id, status="RUNNING")  # ended when the sweep is
     return run_id, client.get_run(run_id).info.experiment_id
 
@@ -394,7 +396,8 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
     from jobs import ft_tasks, tracking
 
     t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
-    tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
+    tags = {**{k: v for k, v in lineage.items() if k.startswith(("lineage.", "code."))},  # the sweep's
+            **{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
             "task": task["name"], "task_config": json.dumps(task)}
     metric = ft_tasks.main_metric(cfg.finetune.task)
     card = tracking.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}",

@@ -196,7 +196,7 @@ def _git(*args: str) -> str:
 
 
 def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, init: str | None = None,
-                 tracking_uri: str | None = None) -> dict:
+                 tracking_uri: str | None = None, task_data: tuple[str, str] | None = None) -> dict:
     """What a run was made from, as tags; every job's come from here.
 
     lineage.job                    "pretrain" or "finetune"
@@ -209,6 +209,11 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
     lineage.init_run_id            for an MLflow model (models:/NAME@alias, models:/NAME/version, runs:/ID/...):
                                    the run that logged it
     lineage.pretrain_run_id        the pretraining run behind it: that run, or the one its own tags name
+    lineage.task_source, lineage.task_data_sha256
+                                   a fine-tune's `task_data` (source, digest): where its rows come from and the
+                                   sha256 of the rows it trained and evaluated on (jobs.ft_tasks.rows_digest)
+
+    finish_run copies these tags from the run onto the model version it registers.
     """
     import hashlib
 
@@ -224,6 +229,8 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
     if init is not None:
         tags["lineage.init"] = init
         tags.update(_source_run_tags(init, tracking_uri))
+    if task_data is not None:
+        tags["lineage.task_source"], tags["lineage.task_data_sha256"] = str(Path(task_data[0]).resolve()), task_data[1]
     return tags
 
 
@@ -318,6 +325,9 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
     run = mlflow.start_run(run_name=run_name, tags=tags)
     if "lineage.data_dir" in tags:
         log_dataset(tags["lineage.data_dir"], digest=tags["lineage.data_name"], name="pretraining-examples")
+    if "lineage.task_source" in tags:
+        log_dataset(tags["lineage.task_source"], digest=tags["lineage.task_data_sha256"][:32],
+                    name=f"{tags.get('task', 'task')}-rows")
     flat = {k: str(v)[:6000] for k, v in flatten(params).items()}  # MLflow caps a param at 6000 chars
     items = list(flat.items())
     for i in range(0, len(items), 100):  # log_params takes at most 100 params per call
@@ -356,7 +366,9 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
         if release_dir:
             if registered_model and registered is not None:
                 client = MlflowClient(tracking_uri)
-                for k, v in (version_tags or {}).items():
+                lineage = {k: v for k, v in client.get_run(run_id).data.tags.items()
+                           if k.startswith(("lineage.", "code."))}  # the run's lineage_tags, on the version too
+                for k, v in {**lineage, **(version_tags or {})}.items():
                     client.set_model_version_tag(registered_model, str(registered), k, str(v)[:5000])
                 if description:
                     client.update_model_version(registered_model, str(registered), description=description)

@@ -208,6 +208,26 @@ def test_conll_ner_short_run_lowers_loss_and_reports_entity_f1(ray_tmp):
     assert hf.config.id2label[1] == "B-PER" and hf.config.num_labels == 9
 
 
+def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvement(ray_tmp):
+    """A learning rate far below float32's resolution leaves the weights as they are, so the dev F1 never
+    improves after the first evaluation: with patience 2 and an evaluation every 2 steps the run stops at step 6
+    of 18, keeps step 2's model, and says so in the result, MLflow and the summary."""
+    from mlflow.tracking import MlflowClient
+
+    train, dev = write_conll(ray_tmp / "es-train.txt", 96, 2), write_conll(ray_tmp / "es-dev.txt", 24, 3)
+    cfg = config(ray_tmp, "conll.yaml", "run_name=early-stop", f"task.train_file={train}", f"task.dev_file={dev}",
+                 "task.max_seq_len=32", "train.epochs=3", "train.batch_size=16", "train.eval_every_steps=2",
+                 "train.patience=2", "optim.lr=1e-30", "scaling.num_workers=1", "scaling.cpus_per_worker=1")
+    result = run(cfg)
+    assert result.mlflow["stopped_at_step"] == 6  # evaluations at 2 (the best), 4 and 6 (no better: patience 2)
+    assert result.best_step == 2 and [h["step"] for h in result.history] == [2]
+    run_data = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db").get_run(result.mlflow["run_id"]).data
+    assert run_data.metrics["stopped_at_step"] == 6
+    f1 = [m.step for m in MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db").get_metric_history(
+        result.mlflow["run_id"], "dev/f1")]
+    assert sorted(f1) == [2, 4, 6]  # no evaluation (and no training) after the stop
+
+
 def test_squad_v2_from_the_registered_mlflow_model(ray_tmp, pkgdocs):
     """Start from models:/pkgdocs-minilm@candidate (downloaded; its classifier left unused, a fresh QA head)
     on a hand-written SQuAD v2.0 file whose paragraph needs several windows; the null threshold comes from dev."""

@@ -227,6 +227,13 @@ def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result)
     inputs = json.loads((Path(pretrained.data_dir) / "manifest.json").read_text())["inputs"]["files"]
     assert inputs and all(f"{f['path']}" in out and f["sha256"] in out for f in inputs)
     assert len([link for link in found.links if link.kind == "corpus file"]) == len(inputs)
+    # the sweep's task rows (source and digest) and the pretraining data, on the registered version itself
+    from mlflow.tracking import MlflowClient
+
+    version = MlflowClient(t.tracking_uri).get_model_version_by_alias(t.registered_model, t.alias)
+    assert len(version.tags["lineage.task_data_sha256"]) == 64 and version.tags["lineage.job"] == "sweep"
+    assert f"lineage.task_data_sha256 = {version.tags['lineage.task_data_sha256']}" in out
+    assert version.tags["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
 
 
 def test_lineage_with_a_link_removed_fails_naming_it(result, tmp_path):

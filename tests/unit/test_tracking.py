@@ -211,14 +211,25 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
     model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
     release = save_pretrained(model, tmp_path / "release", tokenizer_dir=tokenizer_dir)
     tracking.finish_run(uri, pretrain_id, {}, str(release), "lineage-bert", "candidate", task=tracking.PRETRAINING)
+    version = client.get_model_version_by_alias("lineage-bert", "candidate")
+    assert tags.items() <= version.tags.items()  # the run's lineage, on the registered version too
 
+    from jobs import ft_tasks
+
+    rows = ([{"text_a": "a", "label": 0}], {"dev": [{"text_a": "b", "label": 1}]})
+    digest = ft_tasks.rows_digest(*rows)
+    assert digest != ft_tasks.rows_digest(rows[0], {"dev": [{"text_a": "b", "label": 0}]})  # one label changed
     finetune = tracking.lineage_tags("finetune", tokenizer_dir=str(release), init="models:/lineage-bert@candidate",
-                                     tracking_uri=uri)
+                                     tracking_uri=uri, task_data=(str(tmp_path / "task"), digest))
+    assert (finetune["lineage.task_source"], finetune["lineage.task_data_sha256"]) == (str(tmp_path / "task"), digest)
     assert finetune["lineage.init_run_id"] == finetune["lineage.pretrain_run_id"] == pretrain_id
     by_number = tracking.lineage_tags("finetune", init="models:/lineage-bert/1", tracking_uri=uri)
     assert by_number["lineage.init_run_id"] == by_number["lineage.pretrain_run_id"] == pretrain_id
     assert finetune["lineage.tokenizer_sha256"] == tags["lineage.tokenizer_sha256"]
-    finetune_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "finetune", {"a": 1}, tags=finetune)
+    finetune_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "finetune", {"a": 1},
+                                     tags={"task": "toy", **finetune})
+    (task_input,) = client.get_run(finetune_id).inputs.dataset_inputs  # the task's rows in MLflow's dataset view
+    assert (task_input.dataset.name, task_input.dataset.digest) == ("toy-rows", digest[:32])
     again = tracking.lineage_tags("finetune", init=f"runs:/{finetune_id}/model", tracking_uri=uri)
     assert (again["lineage.init_run_id"], again["lineage.pretrain_run_id"]) == (finetune_id, pretrain_id)
     assert "lineage.init_run_id" not in tracking.lineage_tags("finetune", init=str(release))  # a folder: no run
