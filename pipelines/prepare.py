@@ -109,10 +109,36 @@ def _sample_unit(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) 
         ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
 
 
-def _stats_table(ds: ray.data.Dataset) -> pa.Table:
+def _stats_table(ds: ray.data.Dataset, on_batch=None) -> pa.Table:
     """All rows of a per-file stats dataset as one Arrow table: its list columns hold a number
-    per document, kept as Arrow/numpy (8 bytes each) rather than Python ints (~36)."""
-    return pa.concat_tables(list(ds.iter_batches(batch_format="pyarrow", batch_size=None)))
+    per document, kept as Arrow/numpy (8 bytes each) rather than Python ints (~36). `on_batch` sees
+    each batch as it arrives (progress)."""
+    batches = []
+    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+        batches.append(batch)
+        if on_batch is not None:
+            on_batch(batch)
+    return pa.concat_tables(batches)
+
+
+class ReadProgress:
+    """`[prepare] read: ...` while work units are tokenized, at most every `every` seconds: units and bytes
+    done of the total, the rate and an ETA. Quiet on runs shorter than `every`."""
+
+    def __init__(self, units: list[dict], every: float = 15.0):
+        self.size = {u["unit"]: u["bytes"] for u in units}
+        self.total, self.done, self.count, self.every = sum(self.size.values()), 0, 0, every
+        self.t0 = self.last = time.perf_counter()
+
+    def __call__(self, batch: pa.Table) -> None:
+        for unit in batch.column("unit").to_pylist():
+            self.done, self.count = self.done + self.size[unit], self.count + 1
+        now = time.perf_counter()
+        if now - self.last >= self.every and self.count < len(self.size):
+            self.last, rate = now, self.done / max(now - self.t0, 1e-9)
+            _log("read", f"{self.count}/{len(self.size)} work units, {self.done / 2**20:,.1f} of "
+                         f"{self.total / 2**20:,.1f} MiB ({rate / 2**20:,.2f} MiB/s), "
+                         f"eta {(self.total - self.done) / max(rate, 1e-9):,.0f}s")
 
 
 def _flat(table: pa.Table, column: str) -> np.ndarray:
@@ -288,7 +314,7 @@ def _tokenize_units(units: list[dict], tok: Tokenizer, cfg: DataConfig, layout: 
     pool = ray.data.ActorPoolStrategy(size=min(cfg.num_workers, len(units)), max_tasks_in_flight_per_actor=1)
     return _stats_table(ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
         DocumentTokenizer, batch_size=1, batch_format="pyarrow", compute=pool,
-        fn_constructor_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir))))
+        fn_constructor_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir))), ReadProgress(units))
 
 
 def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> list[dict]:
@@ -361,7 +387,10 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
                                                  "reason": "duplicate", "sample": s["sample"]})
         elapsed = time.perf_counter() - t0
         done = sum(s["rows"] for split in shards.values() for s in split)
-        _log("examples", f"{row['file']}: {row['rows']} examples ({done} in all, {done / elapsed:,.0f}/s)")
+        finished = sum(map(len, shards.values()))
+        eta = f", eta {elapsed / finished * (len(tasks) - finished):,.0f}s" if finished < len(tasks) else ""
+        _log("examples", f"{row['file']}: {row['rows']} examples (shard {finished}/{len(tasks)}, {done} in all, "
+                         f"{done / elapsed:,.0f}/s{eta})")
     shutil.rmtree(spill_dir)
     rejects.write(str(out / "rejects.jsonl"))
     timings["examples"] = time.perf_counter() - t0

@@ -124,3 +124,20 @@ def test_plan_groups_small_files_and_splits_big_ones(tmp_path):
                                                     (1 << 10, 4, 1 << 20)])
 def test_auto_target_size(total, workers, expected):
     assert target_bytes(DataConfig(sources=["x"], num_workers=workers), total) == int(expected)
+
+
+def test_read_progress_reports_bytes_rate_and_eta_and_stays_quiet_on_short_runs(capsys):
+    from pipelines.prepare import ReadProgress
+
+    units = [{"unit": i, "bytes": b} for i, b in enumerate([3 * 2**20, 2**20, 2**20, 3 * 2**20])]
+    quiet = ReadProgress(units)  # 15 s between lines: a run this short prints nothing here
+    quiet(pa.table({"unit": [0, 1]}))
+    assert capsys.readouterr().out == ""
+    loud = ReadProgress(units, every=0.0)
+    loud(pa.table({"unit": [0]}))
+    loud(pa.table({"unit": [2]}))
+    loud(pa.table({"unit": [1, 3]}))  # the last: the stage's own summary line follows, no progress line
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("[prepare] read: 1/4 work units, 3.0 of 8.0 MiB (")
+    assert lines[1].startswith("[prepare] read: 2/4 work units, 4.0 of 8.0 MiB (") and " MiB/s), eta " in lines[1]
+    assert float(lines[1].rsplit("eta ", 1)[1].rstrip("s").replace(",", "")) >= 0
