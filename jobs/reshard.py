@@ -69,6 +69,10 @@ def to_universal(engine_dir: Path, out_dir: Path) -> Path:
     the directory to hand Engine.load of an engine built with load_universal; returns `out_dir`."""
     from deepspeed.checkpoint import ds_to_universal  # here: DS_ACCELERATOR is set by then
 
+    from jobs.seam import load_checkpoint_file
+
+    for f in sorted((engine_dir / TAG).glob("*.pt")):  # the converter unpickles them freely: check them first
+        load_checkpoint_file(f, map_location="cpu")
     ds_to_universal.main(argparse.Namespace(
         input_folder=str(engine_dir / TAG), output_folder=str(out_dir / TAG),  # also writes out_dir/latest_universal
         num_extract_workers=1, num_merge_workers=1,  # no process pool inside a Ray worker

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
+import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +23,42 @@ from jobs.config import OptimConfig
 from jobs.ds_config import lr_lambda
 
 TAG = "engine"  # the one tag of a resume checkpoint: `<dir>/engine` holds DeepSpeed's files
+
+
+def _deepspeed_globals() -> list:
+    """What DeepSpeed pickles, besides tensors, containers and numbers, in the checkpoints our engines write
+    (fp32 and bf16, ZeRO 0-3, pipeline stages): its loss scaler, ZeRO stage enum and fragment addresses."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    return [LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]
+
+
+def load_checkpoint_file(path: str | os.PathLike, map_location=None):
+    """One file of a DeepSpeed resume checkpoint, unpickled with `torch.load(weights_only=True)` and only
+    DeepSpeed's own classes allowed (DeepSpeed itself loads with weights_only=False: any code in the file
+    would run). A file holding anything else is refused, naming it."""
+    with torch.serialization.safe_globals(_deepspeed_globals()):
+        try:
+            return torch.load(path, map_location=map_location, weights_only=True)
+        except pickle.UnpicklingError as exc:
+            found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+            raise ValueError(f"{path}: refused to load a checkpoint file that holds objects other than tensors "
+                             f"and DeepSpeed's training state ({found[1] if found else exc}); unpickling it could "
+                             f"run code") from None
+
+
+@contextmanager
+def weights_only_loading(engine):
+    """DeepSpeed `engine`'s checkpoint reads (model, optimizer and pipeline-layer files) go through
+    load_checkpoint_file while the block runs."""
+    checkpoint_engine = engine.checkpoint_engine
+    checkpoint_engine.load = load_checkpoint_file  # an instance attribute: shadows the class's method
+    try:
+        yield
+    finally:
+        del checkpoint_engine.load
 
 # Parameter-group options that differ between our groups (no decay on biases and LayerNorm; LAMB's adapt).
 PER_GROUP_OPTIONS = ("weight_decay", "adapt")
@@ -108,9 +147,10 @@ class EngineBase:
             # load from the saved checkpoint at any world size.
             raise ValueError("a load_universal engine loads everything; load weights_only from the saved checkpoint")
         options = [{k: g[k] for k in PER_GROUP_OPTIONS if k in g} for g in self.optimizer.param_groups]
-        _, client_state = self.engine.load_checkpoint(
-            str(ckpt_dir), tag=TAG, load_module_only=weights_only,
-            load_optimizer_states=not weights_only, load_lr_scheduler_states=schedule and not weights_only)
+        with weights_only_loading(self.engine):
+            _, client_state = self.engine.load_checkpoint(
+                str(ckpt_dir), tag=TAG, load_module_only=weights_only,
+                load_optimizer_states=not weights_only, load_lr_scheduler_states=schedule and not weights_only)
         if self.load_universal and self.zero_stage == 3:
             # DeepSpeed 0.19.8's ZeRO-3 universal loader copies group 0's options onto every group, which
             # would put weight decay on biases and LayerNorm; give each group its own back.

@@ -139,3 +139,27 @@ def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparam
     assert b.lr == pytest.approx(5e-4 * factor(3))
     assert [g["weight_decay"] for g in b.optimizer.param_groups] == [0.1, 0.0]
     assert b.step(_batch(3)).finite and b.lr == pytest.approx(5e-4 * factor(4))
+
+
+@pytest.mark.parametrize("planted", ["mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"])
+def test_a_pickle_planted_in_a_resume_checkpoint_is_refused_and_never_runs(deepspeed_world_of_one, tmp_path, planted):
+    """DeepSpeed unpickles its checkpoint files with weights_only=False; Engine.load reads them with
+    weights_only=True and DeepSpeed's own classes alone, so a planted object is refused before it runs, and an
+    untouched checkpoint (ZeRO-1: loss scaler and ZeRO stage objects in the optimizer file) still loads."""
+    from tests.unit.test_checkpoint import _Payload
+
+    a = _engine(1)
+    a.step(_batch(0))
+    a.save(tmp_path / "ckpt", {"step": 1})
+    b = _engine(1)
+    assert b.load(tmp_path / "ckpt")["step"] == 1 and b.global_step == 1
+    for p, q in zip(a.module.parameters(), b.module.parameters()):
+        assert torch.equal(p, q)
+
+    path, marker = tmp_path / "ckpt" / "engine" / planted, tmp_path / "payload-ran"
+    state = torch.load(path, weights_only=False)  # the test's own file: trusted
+    torch.save({**state, "extra": _Payload(marker)}, path)
+    refused = rf"{planted}: refused to load a checkpoint file .*\(io\.open\); unpickling it could run code"
+    with pytest.raises(ValueError, match=refused):
+        _engine(1).load(tmp_path / "ckpt")
+    assert not marker.exists()
