@@ -100,6 +100,17 @@ def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp, pkgdocs):
     assert "lineage.init_run_id" not in lineage  # a folder, not an MLflow model: no run behind it
     version = client.get_model_version_by_alias("pkgdocs-minilm", "candidate")
     assert version.run_id == mlflow_run.info.run_id and str(version.version) == result.mlflow["version"]
+    # the rows it trained and evaluated on, by digest, on the run, the version and MLflow's dataset view
+    rows = ft_tasks.load_rows(pkgdocs_config(ray_tmp).task)
+    digest = ft_tasks.rows_digest(rows[0], rows[1])
+    assert lineage["lineage.task_data_sha256"] == version.tags["lineage.task_data_sha256"] == digest
+    assert version.tags["lineage.tokenizer_sha256"] == tokenizer_hash(MINILM)
+    assert [d.dataset.digest for d in mlflow_run.inputs.dataset_inputs] == [digest[:32]]
+    # the version's description is its model card: task, the best dev metrics, lineage
+    card = version.description
+    assert card.startswith(f"**text-classification: pkgdocs, from {MINILM}**")
+    assert f"| dev/accuracy | {result.best:.4f} |" in card
+    assert f"lineage.task_data_sha256={digest}" in card and "code.version=" in card
 
 
 def test_pkgdocs_matches_the_transformers_trainer(ray_tmp, pkgdocs):
@@ -195,7 +206,8 @@ def test_conll_ner_short_run_lowers_loss_and_reports_entity_f1(ray_tmp):
 
     train, dev = write_conll(ray_tmp / "train.txt", 96, 0), write_conll(ray_tmp / "dev.txt", 24, 1)
     cfg = config(ray_tmp, "conll.yaml", "run_name=ner", f"task.train_file={train}", f"task.dev_file={dev}",
-                 "task.max_seq_len=32", "train.epochs=2", "train.log_every=1", "optim.lr=1e-4")
+                 "task.max_seq_len=32", "train.epochs=2", "train.log_every=1", "optim.lr=1e-4",
+                 "tracking.registered_model=ner-minilm")
     result = run(cfg)
     assert result.main_metric == "dev/f1" and {"dev/precision", "dev/recall", "dev/f1_PER"} <= set(result.metrics)
     assert 0.0 <= result.best <= 1.0 and result.best > 0.5
@@ -206,6 +218,19 @@ def test_conll_ner_short_run_lowers_loss_and_reports_entity_f1(ray_tmp):
 
     hf = AutoModelForTokenClassification.from_pretrained(result.export_dir)
     assert hf.config.id2label[1] == "B-PER" and hf.config.num_labels == 9
+    # registered with the transformers flavor for its task: the alias loads a token-classification pipeline
+    # that tags as the exported model does, and pyfunc serves it
+    import mlflow
+    from transformers import AutoTokenizer, pipeline
+
+    mlflow.set_tracking_uri(f"sqlite:///{ray_tmp}/mlflow.db")
+    served = mlflow.transformers.load_model("models:/ner-minilm@candidate")
+    assert served.task == "token-classification"
+    direct = pipeline("token-classification", model=hf, tokenizer=AutoTokenizer.from_pretrained(result.export_dir))
+    sentence = f"{PEOPLE[0]} visited {PLACES[0]} ."
+    tags = [(e["word"], e["entity"]) for e in served(sentence)]
+    assert tags == [(e["word"], e["entity"]) for e in direct(sentence)] and any(t.endswith("-PER") for _, t in tags)
+    assert mlflow.pyfunc.load_model("models:/ner-minilm@candidate").predict([sentence]) != [""]
 
 
 def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvement(ray_tmp):

