@@ -16,9 +16,11 @@ what Ray's C++ core writes straight to the driver's stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
+import tempfile
 import warnings
 
 _quiet = False
@@ -164,3 +166,17 @@ def logs_dir() -> str:
         return node.get_logs_dir_path() if ray.is_initialized() and node is not None else ""
     except Exception:  # private API: a summary line is not worth a failed job
         return ""
+
+
+@contextlib.contextmanager
+def to_log_file(name: str):
+    """In quiet mode, what libraries print straight to stdout and stderr while the block runs (MLflow's
+    "Successfully registered model ..." lines, progress bars of a model being written) goes to
+    `bert-foundry-<name>.log` in Ray's log folder (the temp folder when Ray is not running here), and so do
+    the records of loggers whose handlers write to the current sys.stderr (MLflow's)."""
+    if not _quiet:
+        yield
+        return
+    path = os.path.join(logs_dir() or tempfile.gettempdir(), f"bert-foundry-{name}.log")
+    with open(path, "a", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+        yield

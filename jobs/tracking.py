@@ -15,6 +15,7 @@ import warnings
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from jobs import console
 from jobs.config_io import flatten
 
 
@@ -356,13 +357,15 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
-        if release_dir and (task == PRETRAINING or not _has_pipeline(task)):
-            info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
-                                                          registered_model or None)
-        elif release_dir:
-            model_info = log_release_model(release_dir, registered_model or None, task, input_example)
-            info["model_uri"] = model_info.model_uri
-            registered = getattr(model_info, "registered_model_version", None)
+        with console.to_log_file("mlflow"):  # MLflow's own lines around a registration, progress bars
+            if release_dir and (task == PRETRAINING or not _has_pipeline(task)):
+                info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
+                                                              registered_model or None)
+            elif release_dir:
+                model_info = log_release_model(release_dir, registered_model or None, task, input_example,
+                                               description)
+                info["model_uri"] = model_info.model_uri
+                registered = getattr(model_info, "registered_model_version", None)
         if release_dir:
             if registered_model and registered is not None:
                 client = MlflowClient(tracking_uri)
@@ -477,11 +480,13 @@ TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM"
 
 
 def log_release_model(release_dir: str, registered_model: str | None, task: str,
-                      input_example: list[str] | None = None):
+                      input_example: list[str] | None = None, card: str = ""):
     """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too), with
-    `input_example` and the signature inferred from it."""
+    `input_example` and the signature inferred from it, and `card` (markdown) as its model card: MLflow then
+    does not look for one on the Hugging Face Hub, which has never seen this model."""
     import mlflow
     import transformers
+    from huggingface_hub import ModelCard
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     model = getattr(transformers, TASK_MODELS[task]).from_pretrained(release_dir)
@@ -492,4 +497,5 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str,
         transformers_model={"model": model, "tokenizer": tokenizer},
         name="model", task=task, pip_requirements=pins, input_example=input_example,
         registered_model_name=registered_model,
+        model_card=ModelCard(f"---\nlibrary_name: transformers\n---\n{card or task}"),
     )

@@ -107,3 +107,21 @@ def test_configure_quiet_then_verbose():
         for h in logging.getLogger("ray.data").handlers:
             if type(h).__name__ == "PlainRayHandler":
                 h.setLevel(logging.INFO)
+
+
+def test_what_libraries_print_goes_to_a_log_file_in_quiet_mode_only(tmp_path, monkeypatch, capsys):
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # Ray is not running here: the temp folder
+    monkeypatch.setattr(console, "_quiet", True)
+    with console.to_log_file("mlflow"):
+        print("Successfully registered model 'm'.", file=sys.stderr)
+        print("Writing model shards: 100%")
+    assert capsys.readouterr() == ("", "")
+    assert (tmp_path / "bert-foundry-mlflow.log").read_text().splitlines() == [
+        "Successfully registered model 'm'.", "Writing model shards: 100%"]
+    monkeypatch.setattr(console, "_quiet", False)
+    with console.to_log_file("mlflow"):
+        print("Created version '1' of model 'm'.", file=sys.stderr)
+    assert capsys.readouterr().err == "Created version '1' of model 'm'.\n"
