@@ -111,7 +111,9 @@ def search_and_seeds(cfg: SweepConfig, base, data: dict, eval_rows: dict, tracki
     client.log_artifact(parent_id, str(plot_path))
     import pandas as pd
 
-    print("\n" + pd.DataFrame(table).to_string(index=False), flush=True)
+    rule = "=" * 72  # a block of its own, as the summaries are
+    print("\n".join(["", rule, f"trials           {table_path}", pd.DataFrame(table).to_string(index=False), rule]),
+          flush=True)
 
     best = grid.get_best_result(metric="score", mode="max", scope="all")
     best_config = {k: v for k, v in best.config.items() if k in cfg.search_space}
@@ -186,7 +188,8 @@ def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expe
                                     # PBT restores a donor's checkpoint some reports after choosing it
                                     checkpoint_config=tune.CheckpointConfig(
                                         num_to_keep=None if search and cfg.scheduler == "pbt" else 2),
-                                    failure_config=tune.FailureConfig(max_failures=cfg.max_trial_failures), verbose=1)
+                                    failure_config=tune.FailureConfig(max_failures=cfg.max_trial_failures),
+                                    verbose=0 if console.quiet() else 1)  # quiet: our table, not Tune's status
         grid = tune.Tuner(trainable, param_space=space, tune_config=tune_config, run_config=run_config).fit()
     unfinished = _unfinished(path, expected)
     if unfinished:  # Ctrl+C (SIGINT) or SIGUSR1 stopped Tune, which saved the experiment's state

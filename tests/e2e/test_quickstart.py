@@ -4,33 +4,60 @@ corpus -> examples -> Ray Train + DeepSpeed ZeRO-2 on 2 workers -> release check
 registered model -> Ray Tune sweep fine-tuning that release on pkgdocs -> seed-median model registered.
 One pretraining serves every test here, and the pretraining-helps comparison."""
 
+import pickle
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-import ray
 import torch
 
 from bert_core.checkpoint import load_pretrained, save_pretrained
 from bert_core.model import BertForPreTraining
-from jobs import quickstart
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture runs the whole quickstart
+
+
+# jobs/quickstart.py's main() in a child process, as `make quickstart` runs it (a quiet console), handing back
+# what run() returned and the configs it settled; the child's console is kept for the test that reads it
+CHILD = """
+import pickle, sys
+from jobs import console, quickstart
+console.configure(verbose=False)
+pretrain_cfg, sweep_cfg = quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, sys.argv[2:])
+pretrained, swept, promoted = quickstart.run(pretrain_cfg, sweep_cfg)
+with open(sys.argv[1], "wb") as f:
+    pickle.dump((pretrained, swept, pretrain_cfg, sweep_cfg, promoted), f)
+"""
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("quickstart")
-    pretrain_cfg, sweep_cfg = quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, [
+    overrides = [
         "pretrain.run_name=qs", f"pretrain.output_dir={tmp}/runs", f"pretrain.data.output_root={tmp}/prepared",
         f"pretrain.corpus.harvest_dir={tmp}/corpus", f"pretrain.tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
         f"pretrain.tracking.artifact_location={tmp}/art", f"sweep.finetune.output_dir={tmp}/runs",
-        f"sweep.finetune.task.corpus_dir={tmp}/corpus", "sweep.num_samples=2", "sweep.seeds.count=2"])
-    try:
-        pretrained, swept, promoted = quickstart.run(pretrain_cfg, sweep_cfg)
-        yield pretrained, swept, pretrain_cfg, sweep_cfg, tmp, promoted
-    finally:
-        ray.shutdown()
+        f"sweep.finetune.task.corpus_dir={tmp}/corpus", "sweep.num_samples=2", "sweep.seeds.count=2"]
+    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp / "result.pkl"), *overrides], cwd=ROOT,
+                         capture_output=True, text=True, timeout=2400)
+    (tmp / "console.txt").write_text(out.stdout + out.stderr)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    with open(tmp / "result.pkl", "rb") as f:
+        pretrained, swept, pretrain_cfg, sweep_cfg, promoted = pickle.load(f)  # written by our own child
+    yield pretrained, swept, pretrain_cfg, sweep_cfg, tmp, promoted
+
+
+def test_the_console_holds_our_lines_only(result):
+    """`make quickstart` prints our progress lines, the summaries and the trials table, no Ray, Ray Tune,
+    DeepSpeed, MLflow or transformers internals (they are in the log files the summaries name)."""
+    from tests.e2e.test_job_submit import foreign_lines
+
+    console = (result[4] / "console.txt").read_text()
+    assert "[prepare] done" in console and "[promote]" in console and "quickstart: corpus" in console
+    assert foreign_lines(console) == [], foreign_lines(console)
 
 
 def test_loss_goes_down_and_mlm_accuracy_rises(result):
