@@ -74,8 +74,9 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     total = steps_per_epoch * resolved.train.epochs
     total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
     t = resolved.tracking
+    task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(train_rows, eval_rows))
     lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri,
-                                    task_data=(ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(train_rows, eval_rows)))
+                                    task_data=task_data)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
                                 tags={"task": cfg.task.name, "init": cfg.init, **lineage})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "

@@ -26,8 +26,9 @@ TAG = "engine"  # the one tag of a resume checkpoint: `<dir>/engine` holds DeepS
 
 
 def _deepspeed_globals() -> list:
-    """What DeepSpeed pickles, besides tensors, containers and numbers, in the checkpoints our engines write
-    (fp32 and bf16, ZeRO 0-3, pipeline stages): its loss scaler, ZeRO stage enum and fragment addresses."""
+    """What DeepSpeed pickles, besides tensors, containers and numbers, in the checkpoints our engines write:
+    its loss scaler, ZeRO stage enum and fragment addresses (read file by file for fp32 ZeRO 0-3; the e2e
+    tests resume pipeline-stage checkpoints and world-size changes through it too)."""
     from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
     from deepspeed.runtime.zero.config import ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
@@ -59,6 +60,7 @@ def weights_only_loading(engine):
         yield
     finally:
         del checkpoint_engine.load
+
 
 # Parameter-group options that differ between our groups (no decay on biases and LayerNorm; LAMB's adapt).
 PER_GROUP_OPTIONS = ("weight_decay", "adapt")
