@@ -54,6 +54,10 @@ def configure(verbose: bool) -> None:
     # Tune's "experiment state snapshotting ... may become a bottleneck": every few trial checkpoints on a
     # small sweep; what a user acts on is in the sweep's own table
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Tune's new output engine prints its experiment header and "View detailed results here" at any
+    # verbosity; the legacy one at verbose=0 (jobs/sweep.py in quiet mode) prints nothing
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # "Downloading artifacts: 8%|..."
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
     # "Token authentication is enabled for this Ray cluster" on every start: the state we require, not news

@@ -85,11 +85,14 @@ def test_the_raylets_worker_count_warning_is_dropped_and_its_other_messages_kept
 
 def test_configure_quiet_then_verbose():
     mlflow_level = os.environ.get("MLFLOW_LOGGING_LEVEL")
+    saved = {k: os.environ.get(k) for k in ("RAY_AIR_NEW_OUTPUT", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")}
     try:
         console.configure(verbose=False)
         assert console.quiet() and console.ray_logging_level() == logging.WARNING
         assert console.train_logging().log_level == "WARNING"
         assert logging.getLogger("mlflow").level == logging.WARNING
+        # Tune's legacy output (silent at verbose=0), no MLflow download bars
+        assert (os.environ["RAY_AIR_NEW_OUTPUT"], os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"]) == ("0", "false")
         import ray.data  # noqa: F401
 
         console.quiet_ray_data()
@@ -102,6 +105,9 @@ def test_configure_quiet_then_verbose():
         console._quiet = False
         if mlflow_level is None:
             os.environ.pop("MLFLOW_LOGGING_LEVEL", None)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
         for name in console.LIBRARIES:
             logging.getLogger(name).setLevel(logging.NOTSET)
         for h in logging.getLogger("ray.data").handlers:
