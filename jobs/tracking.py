@@ -491,11 +491,8 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str,
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     model = getattr(transformers, TASK_MODELS[task]).from_pretrained(release_dir)
     tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
-    pins = [f"{pkg}=={version(pkg)}"
-            for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
+    pins = [f"{pkg}=={version(pkg)}" for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
     return mlflow.transformers.log_model(
-        transformers_model={"model": model, "tokenizer": tokenizer},
-        name="model", task=task, pip_requirements=pins, input_example=input_example,
-        registered_model_name=registered_model,
-        model_card=ModelCard(f"---\nlibrary_name: transformers\n---\n{card or task}"),
-    )
+        transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins,
+        input_example=input_example, registered_model_name=registered_model,
+        model_card=ModelCard(f"---\nlibrary_name: transformers\n---\n{card or task}"))
