@@ -96,8 +96,12 @@ def rows_digest(train: list[dict], evals: dict[str, list[dict]]) -> str:
     import hashlib
     import json
 
-    payload = json.dumps({"train": train, **evals}, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    digest = hashlib.sha256()
+    for split, rows in {"train": train, **evals}.items():  # row by row: a large task is never one string
+        digest.update(f"\n[{split}]".encode())
+        for row in rows:
+            digest.update(json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode() + b"\n")
+    return digest.hexdigest()
 
 
 def _indexed(rows: list[dict], limit: int) -> list[dict]:

@@ -399,8 +399,7 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
     from jobs import ft_tasks, tracking
 
     t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
-    tags = {**{k: v for k, v in lineage.items() if k.startswith(("lineage.", "code."))},  # the sweep's
-            **{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
+    tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
             "task": task["name"], "task_config": json.dumps(task)}
     metric = ft_tasks.main_metric(cfg.finetune.task)
     card = tracking.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}",

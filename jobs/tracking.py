@@ -347,6 +347,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     pipeline model, whose signature MLflow infers from running the pipeline on them."""
     import mlflow
     from mlflow.tracking import MlflowClient
+    from transformers.pipelines import SUPPORTED_TASKS
 
     mlflow.set_tracking_uri(tracking_uri)
     info: dict = {"run_id": run_id}
@@ -358,7 +359,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
         with console.to_log_file("mlflow"):  # MLflow's own lines around a registration, progress bars
-            if release_dir and (task == PRETRAINING or not _has_pipeline(task)):
+            if release_dir and (task == PRETRAINING or task not in SUPPORTED_TASKS):  # no pipeline for it
                 info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
                                                               registered_model or None)
             elif release_dir:
@@ -369,15 +370,21 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
         if release_dir:
             if registered_model and registered is not None:
                 client = MlflowClient(tracking_uri)
-                lineage = {k: v for k, v in client.get_run(run_id).data.tags.items()
-                           if k.startswith(("lineage.", "code."))}  # the run's lineage_tags, on the version too
-                for k, v in {**lineage, **(version_tags or {})}.items():
+                for k, v in {**_lineage_of(client, run_id), **(version_tags or {})}.items():
                     client.set_model_version_tag(registered_model, str(registered), k, str(v)[:5000])
                 if description:
                     client.update_model_version(registered_model, str(registered), description=description)
                 client.set_registered_model_alias(registered_model, alias, str(registered))
                 info.update(registered_model=registered_model, version=str(registered), alias=alias)
     return info
+
+
+def _lineage_of(client, run_id: str) -> dict:
+    """A run's lineage_tags, for the model version it registers: its own, over its parent run's when it is
+    nested (a sweep's trial run; the sweep's parent holds the lineage)."""
+    tags = client.get_run(run_id).data.tags
+    parent = client.get_run(tags["mlflow.parentRunId"]).data.tags if "mlflow.parentRunId" in tags else {}
+    return {k: v for k, v in {**parent, **tags}.items() if k.startswith(("lineage.", "code."))}
 
 
 CURVES = "curves.png"
@@ -434,12 +441,6 @@ def log_curves(tracking_uri: str, run_id: str, max_panels: int = 12) -> str | No
         plt.close(fig)
         client.log_artifact(run_id, str(path))
     return CURVES
-
-
-def _has_pipeline(task: str) -> bool:
-    from transformers.pipelines import SUPPORTED_TASKS
-
-    return task in SUPPORTED_TASKS
 
 
 def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, registered_model: str | None):
