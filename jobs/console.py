@@ -29,6 +29,9 @@ OURS = re.compile(r"^\s*(\[[a-z][a-z0-9 _-]*\]|step\s+\d+)")  # jobs' and worker
 TROUBLE = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|\bERROR\b"
                      r"|(?i:\b(died|killed|out of memory)\b)")  # a dead worker is news, whoever reports it
 BENIGN = re.compile(r"has constructor arguments in the object store and max_restarts > 0")  # Ray's own advice
+# Ray ending an actor on purpose (a trial Tune stopped or no longer needs) with SIGTERM: when the signal lands
+# in a weakref callback, Python reports the SystemExit of Ray's handler as "Exception ignored in ..."
+ENDED_BY_RAY = re.compile(r"ray/_private/worker\.py\", line \d+, in sigterm_handler")
 # what the raylet pushes to every driver on a small machine (fractional-CPU workers and actors outnumber
 # the cores); its other messages (a worker killed for memory, ...) are printed
 RAYLET_BENIGN = re.compile(r"PYTHON worker processes have been started on node")
@@ -107,7 +110,8 @@ def keep_lines(data: dict) -> list[str]:
     "lines", "pid", "actor_name" or "task_name", "is_err"."""
     lines = data.get("lines") or []
     lines = [line for line in lines if not BENIGN.search(line)]
-    if (data.get("actor_name") or "").startswith(LOUD_ACTORS) or any(TROUBLE.search(line) for line in lines):
+    trouble = any(TROUBLE.search(line) for line in lines) and not any(ENDED_BY_RAY.search(line) for line in lines)
+    if (data.get("actor_name") or "").startswith(LOUD_ACTORS) or trouble:
         return lines
     return [line for line in lines if OURS.match(line)]
 

@@ -83,6 +83,19 @@ def test_the_raylets_worker_count_warning_is_dropped_and_its_other_messages_kept
     assert printed == [[oom], [count]]
 
 
+def test_an_actor_ray_ended_with_sigterm_is_not_an_error():
+    """A trial Tune stopped gets SIGTERM; caught inside a weakref callback, Python prints the SystemExit of
+    Ray's handler as an ignored exception (seen in test_quickstart's console). An error is still kept."""
+    ended = ["Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7fa7c6bba3e0>",
+             "Traceback (most recent call last):",
+             '  File "/usr/lib/python3.11/_weakrefset.py", line 39, in _remove',
+             '  File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 1063, in sigterm_handler',
+             "    raise_sys_exit_with_custom_error_message(",
+             "SystemExit: 1"]
+    assert console.keep_lines(batch("", *ended, is_err=True)) == []
+    assert console.keep_lines(batch("", *ended[:3], "ValueError: bad", is_err=True)) == [*ended[:3], "ValueError: bad"]
+
+
 def test_configure_quiet_then_verbose():
     mlflow_level = os.environ.get("MLFLOW_LOGGING_LEVEL")
     saved = {k: os.environ.get(k) for k in ("RAY_AIR_NEW_OUTPUT", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")}
