@@ -9,19 +9,27 @@ in the loops or the engine knows about faults (the engine's `step(inject_nan=...
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import tempfile
+import time
 from pathlib import Path
 
+from jobs.checkpoint_parts import RAY_SNAPSHOT
 from jobs.config import TrainConfig
 
 
 class Faults:
-    def __init__(self, train: TrainConfig, rank: int, world: int, run_name: str, marker_dir: Path | None = None):
+    def __init__(self, train: TrainConfig, rank: int, world: int, run_name: str, marker_dir: Path | None = None,
+                 registered_in: Path | None = None):
         """`train` is pretraining's TrainConfig or fine-tuning's (which has fail_at_step only). The marker
-        that makes a kill happen once goes to `marker_dir`, else train.record_ids_dir, else the temp folder."""
+        that makes a kill happen once goes to `marker_dir`, else train.record_ids_dir, else the temp folder.
+        With `registered_in` (a Ray Train run folder) a kill first waits until Ray Train has registered every
+        checkpoint reported there, so the restart resumes from the last one (fine-tuning's test asks exactly
+        that). Without it the kill can beat the controller's poll of the last report (pretraining's test)."""
         self.t, self.rank, self.world, self.run_name = train, rank, world, run_name
+        self.registered_in = registered_in
         self.point = getattr(train, "fail_in_checkpoint", "")
         self.marker_dir = marker_dir or Path(getattr(train, "record_ids_dir", "") or tempfile.gettempdir())
         self.nan_injected = 0
@@ -49,6 +57,8 @@ class Faults:
         the step, or with train.fail_in_checkpoint="write" once it has written its part of that step's
         checkpoint and before it reports it (the other ranks are then writing or reporting theirs)."""
         if self._armed(step, point):
+            if self.registered_in and not self._marker.exists():
+                wait_until_registered(self.registered_in)
             sigkill_once(self._marker, str(os.getpid()))
 
     def upload_fn(self, step: int, run_dir: Path):
@@ -78,6 +88,22 @@ def maybe_kill_trial(data: dict, step: int, trial_id: str) -> None:
     search phase after that step, once, as a lost node or an OOM kill would; Tune restarts it."""
     if step == data.get("kill_trial_at_step") and data.get("phase") == "search" and trial_id.endswith("_00000"):
         sigkill_once(Path(data["kill_marker"]), trial_id)
+
+
+def wait_until_registered(run_dir: Path, timeout_s: float = 120.0) -> None:
+    """Block until Ray Train's checkpoint registry in `run_dir` lists every checkpoint folder there (it collects
+    reports by polling the workers, so a report is registered a moment after `ray.train.report` returns)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            snapshot = json.loads((run_dir / RAY_SNAPSHOT).read_text())
+            registered = {c["checkpoint_dir_name"] for c in snapshot["checkpoint_results"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            registered = set()  # none registered yet, or the file is being rewritten
+        if {d.name for d in run_dir.glob("checkpoint_*") if d.is_dir()} <= registered:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"Ray Train registered no checkpoint in {run_dir} within {timeout_s:.0f} s")
 
 
 def sigkill_once(marker: Path, note: str) -> None:

@@ -125,8 +125,9 @@ class Worker:
         self.best_dir = Path(tempfile.mkdtemp(prefix="ft-best-"))  # rank 0: the best export so far
         weakref.finalize(self, shutil.rmtree, self.best_dir, ignore_errors=True)
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
-        self.faults = Faults(cfg.train, self.rank, self.world, cfg.run_name,
-                             marker_dir=Path(cfg.output_dir).resolve() / cfg.run_name)  # tests only
+        run_dir = Path(cfg.output_dir).resolve() / cfg.run_name  # Ray Train's storage of this run
+        self.faults = Faults(cfg.train, self.rank, self.world, cfg.run_name, marker_dir=run_dir,
+                             registered_in=run_dir)  # tests only
         self.metric = ft_tasks.main_metric(cfg.task)
         self.id2label = None if cfg.task.kind == "question-answering" or ft_tasks.num_labels(cfg.task) == 1 \
             else dict(enumerate(cfg.task.labels))

@@ -49,3 +49,28 @@ def test_ignored_checkpoints_are_the_folders_ray_never_registered(tmp_path):
     (run / RAY_SNAPSHOT).write_text(json.dumps({"checkpoint_results": [{"checkpoint_dir_name": "checkpoint_1"}]}))
     assert ignored_checkpoints(run) == {"checkpoint_2": "incomplete, missing rank 1's part",
                                         "checkpoint_3": "whole, but its report never reached Ray Train"}
+
+
+def test_a_test_kill_waits_until_ray_registered_the_last_checkpoint(tmp_path):
+    """Fine-tuning's fault injection kills only once Ray Train lists every reported checkpoint folder, so
+    the restart resumes from the last one; a folder the registry lacks keeps it waiting (here: timing out)."""
+    import threading
+
+    import pytest
+
+    from jobs.faults import wait_until_registered
+
+    run = tmp_path / "run"
+    (run / "checkpoint_1").mkdir(parents=True)
+    with pytest.raises(TimeoutError, match="registered no checkpoint"):
+        wait_until_registered(run, timeout_s=0.5)  # no registry yet
+    snapshot = {"checkpoint_results": [{"checkpoint_dir_name": "checkpoint_1"}]}
+    (run / RAY_SNAPSHOT).write_text(json.dumps(snapshot))
+    (run / "checkpoint_2").mkdir()
+    with pytest.raises(TimeoutError):
+        wait_until_registered(run, timeout_s=0.5)  # the last report not collected yet
+    snapshot["checkpoint_results"].append({"checkpoint_dir_name": "checkpoint_2"})
+    later = threading.Timer(0.3, lambda: (run / RAY_SNAPSHOT).write_text(json.dumps(snapshot)))
+    later.start()
+    wait_until_registered(run, timeout_s=10)  # returns once the controller registers it
+    later.join()
