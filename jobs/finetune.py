@@ -22,6 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bert_core.config import ConfigError  # noqa: E402
 from jobs import console  # noqa: E402
 from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config_io import cli, load_config  # noqa: E402
@@ -70,6 +71,9 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     datasets = {"train": _features(resolved, train_rows, init_dir)}
     datasets.update({split: _features(resolved, rows, init_dir) for split, rows in eval_rows.items()})
     n_train = datasets["train"].count()
+    if n_train < resolved.scaling.num_workers:  # Ray Data's equal split would hand some worker no rows at all
+        raise ConfigError(f"scaling.num_workers={resolved.scaling.num_workers}: {cfg.task.name} has {n_train} training "
+                          f"features, so a worker would train on nothing; use at most {n_train} workers")
     steps_per_epoch = max(1, math.ceil((n_train // resolved.scaling.num_workers) / resolved.train.batch_size))
     total = steps_per_epoch * resolved.train.epochs
     total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
@@ -90,7 +94,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     dev = {k: v for k, v in best.items() if k not in ("step", "epoch")}
     counts = {k: result.metrics.get(k, 0)
               for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes", "stopped_at_step")}
-    card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}", dev, lineage)
+    card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}", dev,
+                               lineage)
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in dev.items()}, **counts},
                                str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind],
                                version_tags={"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name},

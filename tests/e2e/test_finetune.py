@@ -253,6 +253,24 @@ def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvem
     assert sorted(f1) == [2, 4, 6]  # no evaluation (and no training) after the stop
 
 
+def test_more_workers_than_training_features_is_refused_before_training(ray_tmp):
+    """2 training sentences on 3 workers: Ray Data's equal split would give a worker no rows, and it would
+    train on nothing while the others step. Refused once the features are counted, naming the field and the
+    largest worker count that fits; no MLflow run is started."""
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.config import ConfigError
+
+    train, dev = write_conll(ray_tmp / "few-train.txt", 2, 4), write_conll(ray_tmp / "few-dev.txt", 4, 5)
+    cfg = config(ray_tmp, "conll.yaml", "run_name=too-many-workers", f"task.train_file={train}",
+                 f"task.dev_file={dev}", "scaling.num_workers=3", "scaling.cpus_per_worker=0.3")
+    with pytest.raises(ConfigError, match=r"scaling.num_workers=3: conll has 2 training features, .* at most 2"):
+        run(cfg)
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    assert not client.search_runs(experiments, filter_string="attributes.run_name = 'too-many-workers'")
+
+
 def test_squad_v2_from_the_registered_mlflow_model(ray_tmp, pkgdocs):
     """Start from models:/pkgdocs-minilm@candidate (downloaded; its classifier left unused, a fresh QA head)
     on a hand-written SQuAD v2.0 file whose paragraph needs several windows; the null threshold comes from dev."""
