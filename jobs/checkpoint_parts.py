@@ -59,16 +59,28 @@ def missing_parts(ckpt_dir: Path) -> list[str]:
     return missing
 
 
+def registered_checkpoints(run_dir: Path) -> set[str] | None:
+    """The checkpoint folder names Ray Train's registry in `run_dir` lists; None where there is no readable
+    registry (a run that never checkpointed, another Ray version, the file being rewritten)."""
+    try:
+        snapshot = json.loads((run_dir / RAY_SNAPSHOT).read_text())
+        return {c["checkpoint_dir_name"] for c in snapshot["checkpoint_results"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def checkpoint_folders(run_dir: Path) -> list[Path]:
+    return [folder for folder in sorted(run_dir.glob("checkpoint_*")) if folder.is_dir()]
+
+
 def ignored_checkpoints(run_dir: Path) -> dict[str, str]:
     """Checkpoint folders of a run that Ray Train never registered, so no resume reads them: {name: why}."""
-    snapshot = run_dir / RAY_SNAPSHOT
-    try:
-        registered = {c["checkpoint_dir_name"] for c in json.loads(snapshot.read_text())["checkpoint_results"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}  # no registry to compare with (a run that never checkpointed, another Ray version)
+    registered = registered_checkpoints(run_dir)
+    if registered is None:
+        return {}  # no registry to compare with: nothing claimed
     ignored = {}
-    for folder in sorted(run_dir.glob("checkpoint_*")):
-        if folder.is_dir() and folder.name not in registered:
+    for folder in checkpoint_folders(run_dir):
+        if folder.name not in registered:
             missing = missing_parts(folder)
             ignored[folder.name] = (f"incomplete, missing {', '.join(missing[:3])}"
                                     + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")

@@ -9,14 +9,13 @@ in the loops or the engine knows about faults (the engine's `step(inject_nan=...
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import tempfile
 import time
 from pathlib import Path
 
-from jobs.checkpoint_parts import RAY_SNAPSHOT
+from jobs.checkpoint_parts import checkpoint_folders, registered_checkpoints
 from jobs.config import TrainConfig
 
 
@@ -95,12 +94,7 @@ def wait_until_registered(run_dir: Path, timeout_s: float = 120.0) -> None:
     reports by polling the workers, so a report is registered a moment after `ray.train.report` returns)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            snapshot = json.loads((run_dir / RAY_SNAPSHOT).read_text())
-            registered = {c["checkpoint_dir_name"] for c in snapshot["checkpoint_results"]}
-        except (OSError, ValueError, KeyError, TypeError):
-            registered = set()  # none registered yet, or the file is being rewritten
-        if {d.name for d in run_dir.glob("checkpoint_*") if d.is_dir()} <= registered:
+        if {d.name for d in checkpoint_folders(run_dir)} <= (registered_checkpoints(run_dir) or set()):
             return
         time.sleep(0.2)
     raise TimeoutError(f"Ray Train registered no checkpoint in {run_dir} within {timeout_s:.0f} s")
