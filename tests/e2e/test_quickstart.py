@@ -1,5 +1,5 @@
 """`make quickstart` end to end on a real local Ray cluster, as shipped (configs/pretrain/quickstart.yaml and
-configs/sweep/quickstart.yaml, paths moved under a tmp dir, the sweep cut to 2 trials and 2 seeds):
+configs/sweep/quickstart.yaml, paths moved under a tmp dir, the sweep widened to 8 trials and cut to 2 seeds):
 corpus -> examples -> Ray Train + DeepSpeed ZeRO-2 on 2 workers -> release checkpoint -> MLflow run and
 registered model -> Ray Tune sweep fine-tuning that release on pkgdocs -> seed-median model registered.
 One pretraining serves every test here, and the pretraining-helps comparison."""
@@ -40,7 +40,7 @@ def result(tmp_path_factory):
         "pretrain.run_name=qs", f"pretrain.output_dir={tmp}/runs", f"pretrain.data.output_root={tmp}/prepared",
         f"pretrain.corpus.harvest_dir={tmp}/corpus", f"pretrain.tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
         f"pretrain.tracking.artifact_location={tmp}/art", f"sweep.finetune.output_dir={tmp}/runs",
-        f"sweep.finetune.task.corpus_dir={tmp}/corpus", "sweep.num_samples=2", "sweep.seeds.count=2"]
+        f"sweep.finetune.task.corpus_dir={tmp}/corpus", "sweep.num_samples=8", "sweep.seeds.count=2"]
     out = subprocess.run([sys.executable, "-c", CHILD, str(tmp / "result.pkl"), *overrides], cwd=ROOT,
                          capture_output=True, text=True, timeout=2400)
     (tmp / "console.txt").write_text(out.stdout + out.stderr)
@@ -154,10 +154,18 @@ def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(resul
     from mlflow.tracking import MlflowClient
     from transformers import AutoModelForSequenceClassification
 
-    assert len(swept.table) == 2 and len(swept.seeds["scores"]) == 2
+    # the tiny preset on 2 CPUs: ASHA over 8 trials stops at least one early, and every trial is a nested
+    # MLflow run under the sweep's one parent, which holds the table and the plot
+    assert len(swept.table) == 8 and len(swept.seeds["scores"]) == 2
+    assert any(row["status"] == "stopped early" for row in swept.table), swept.table
     assert swept.seeds["median"] > 0.25  # 4 balanced classes: chance is 0.25
     t = sweep_cfg.finetune.tracking
     client = MlflowClient(t.tracking_uri)
+    parent_id = swept.mlflow["parent_run_id"]
+    nested = client.search_runs([client.get_run(parent_id).info.experiment_id],
+                                filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.phase = 'search'")
+    assert {r.info.run_id for r in nested} == {row["mlflow_run_id"] for row in swept.table}
+    assert {"trials.csv", "trials.png"} <= {a.path for a in client.list_artifacts(parent_id)}
     version = client.get_model_version_by_alias(t.registered_model, t.alias)
     assert str(version.version) == str(swept.mlflow["version"])
     # lineage: the fine-tuned version and the sweep's parent run name the pretraining run behind them

