@@ -1,6 +1,6 @@
 """Raw corpus -> a prepared pretraining set: tokenizer, parquet example shards, manifest.
 
-    work units --(actor pool: DocumentTokenizer, one unit per call: small files grouped, big ones split)
+    work units --(tasks: tokenize_unit, one unit per call: small files grouped, big ones split)-----
       read, clean, count rejects, content hash, doc key -> split + shard, sentences, WordPiece
       -> spill: one Arrow IPC file per work unit, one record batch per (chunk, shard)
       -> returns per-unit stats: reject counts and samples, (hash, uid, shard) of good documents
@@ -14,7 +14,7 @@ Why this shape (it replaced a Ray Data groupby over a materialised document set)
 byte is read, cleaned and tokenized in ONE pass, in parallel; dedup needs only 24 bytes a
 document on the driver, not a shuffle of texts; the shuffle of tokenized documents into shards
 goes through local spill files (written once, memory-mapped once), so memory is bounded by one
-input chunk per actor and one shard per task whatever the corpus size, and nothing but small
+input chunk per task and one shard per task whatever the corpus size, and nothing but small
 stats rows crosses the object store. Duplicates are tokenized before they are known and dropped
 at shard building: exact duplicates are a few percent of real corpora.
 
@@ -60,7 +60,7 @@ from pipelines.rejects import RejectLog
 from pipelines.dedup import content_hashes, find_duplicates
 from pipelines.sources import resolve_sources
 from pipelines.layout import FULL_HASH_MAX_BYTES, ShardLayout, dataset_name, fingerprint_inputs
-from pipelines.spill import RECORD_BITS, DocumentTokenizer, read_spill, unit_documents
+from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit, unit_documents
 from pipelines.units import plan_units
 
 
@@ -310,11 +310,20 @@ def prepare(cfg: DataConfig) -> PreparedData:
 def _tokenize_units(units: list[dict], tok: Tokenizer, cfg: DataConfig, layout: ShardLayout,
                     spill_dir: Path) -> pa.Table:
     spill_dir.mkdir()
-    # no more tokenizer actors than units: an idle one would only load the tokenizer (and Ray Data warns)
-    pool = ray.data.ActorPoolStrategy(size=min(cfg.num_workers, len(units)), max_tasks_in_flight_per_actor=1)
-    return _stats_table(ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
-        DocumentTokenizer, batch_size=1, batch_format="pyarrow", compute=pool,
-        fn_constructor_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir))), ReadProgress(units))
+    pool = ray.data.TaskPoolStrategy(size=min(cfg.num_workers, len(units)))
+    return _stats_table(_one_block_each(units).map_batches(
+        tokenize_unit, batch_size=1, batch_format="pyarrow", compute=pool,
+        fn_args=(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill_dir))), ReadProgress(units))
+
+
+def _one_block_each(items: list[dict]) -> ray.data.Dataset:
+    """A dataset of one block per item (a work unit, a shard) for one map operator. Without per-operator
+    resource reservation: with one operator it only holds the map to a share of the CPUs until its first task's
+    output size is known (on 2 CPUs the second unit started when the first ended). This dataset's context only."""
+    ds = ray.data.from_items(items, override_num_blocks=len(items))
+    ds.context.op_resource_reservation_enabled = False
+    ds.context.set_config("backpressure_policies.enabled", [])
+    return ds
 
 
 def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> list[dict]:
@@ -370,7 +379,7 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     t0 = time.perf_counter()
     # Biggest shards first: the pool's tail is then the small ones.
     tasks.sort(key=lambda t: -len(t["batch"]))
-    stats_ds = ray.data.from_items(tasks, override_num_blocks=len(tasks)).map_batches(
+    stats_ds = _one_block_each(tasks).map_batches(
         _build_shard, batch_size=1, batch_format="pyarrow", fn_kwargs={
             "cfg": cfg, "layout": layout, "special": special, "vocab_size": vocab_size,
             "continuation": continuation_mask(tok) if cfg.whole_word_masking else None, "out_dir": str(out)})

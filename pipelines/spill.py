@@ -1,6 +1,6 @@
 """The one pass over the inputs: work units -> tokenized documents, spilled by shard, + per-unit stats.
 
-Contract with prepare.py: `DocumentTokenizer` (an actor, one work unit per call: files grouped
+Contract with prepare.py: `DocumentTokenizer` (in a Ray Data task, one work unit per call: files grouped
 or a range of one, units.py) writes one Arrow IPC spill file per unit -- one record batch per
 (chunk, shard), rows of `spill_schema` -- and returns one `UNIT_STATS_SCHEMA` row: the shard of
 each spill batch, the unit's RejectLog as JSON, and (hash_hi, hash_lo, uid, doc_shard) of every good document, which
@@ -8,7 +8,7 @@ is all the driver needs to find exact duplicates (sources.find_duplicates). A do
 file rank << RECORD_BITS | record number, so uid order is sources.doc_order_key order and the
 smallest doc_id of a duplicate group is its smallest uid.
 
-Memory: an actor holds one chunk (SPILL_CHUNK_BYTES of text and its tokens) at a time, however
+Memory: a task holds one chunk (SPILL_CHUNK_BYTES of text and its tokens) at a time, however
 big the file; shard tasks memory-map only their own batches (`read_spill`).
 """
 
@@ -33,7 +33,7 @@ from pipelines.dedup import content_hashes
 from pipelines.sources import SAMPLE_CHARS, Span, iter_documents
 
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
-SPILL_CHUNK_BYTES = 16 << 20  # text an actor gathers before writing spill batches: few, large batches
+SPILL_CHUNK_BYTES = 16 << 20  # text a task gathers before writing spill batches: few, large batches
 RECORD_BITS = 40  # uid = file rank << 40 | record number
 # Joins a document's sentences so the tokenizer runs once per document (per-sentence calls cost
 # ~2x in per-call overhead); normalize_text strips it from every text, so it only marks joins.
@@ -91,7 +91,7 @@ class DocumentTokenizer:
     Spill rows: uid, key, doc_id, sample (first SAMPLE_CHARS: reported if it proves a
     duplicate), ids (all sentences back to back) and offsets (sentence s is
     ids[offsets[s]:offsets[s + 1]]; sentences that give no tokens are left out). Loads the
-    tokenizer once per actor.
+    tokenizer once (prepare runs it per worker process through `tokenize_unit`).
     """
 
     def __init__(self, tokenizer_json: str, vocab_size: int, cfg: DataConfig, layout: ShardLayout,
@@ -149,6 +149,21 @@ class DocumentTokenizer:
             "offsets": pa.ListArray.from_arrays(offsets[0], pa.array(offsets[1])),
         }, schema=spill_schema(self.ids_type))
         return table, shards
+
+
+_WORKERS: dict[str, DocumentTokenizer] = {}  # per worker process: the current run's, by its spill folder
+
+
+def tokenize_unit(batch: pa.Table, tokenizer_json: str, vocab_size: int, cfg: DataConfig, layout: ShardLayout,
+                  spill_dir: str) -> pa.Table:
+    """`map_batches` function (Ray Data tasks): DocumentTokenizer on one unit. Tasks run in Ray's pooled worker
+    processes, which the next stage's tasks reuse; an actor pool would start processes of its own. The
+    tokenizer is built once per process and run (the spill folder names the run)."""
+    worker = _WORKERS.get(spill_dir)
+    if worker is None:
+        _WORKERS.clear()
+        worker = _WORKERS[spill_dir] = DocumentTokenizer(tokenizer_json, vocab_size, cfg, layout, spill_dir)
+    return worker(batch)
 
 
 def sentence_ids(flat: np.ndarray, lengths: np.ndarray, mark: int) -> tuple[tuple, tuple]:

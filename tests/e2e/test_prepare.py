@@ -162,9 +162,9 @@ def test_trains_a_tokenizer_when_none_is_given(ray_cluster, corpus, tmp_path):
 
 @pytest.mark.slow
 def test_a_ray_data_worker_killed_mid_preparation_changes_nothing(ray_cluster, corpus, two_runs, tmp_path):
-    """SIGKILL the Ray worker process of a tokenizing actor (a lost node) while it runs a work unit (its process
-    title ends in .submit then): Ray Data restarts it and runs the unit again, and the prepared set is byte for
-    byte an undisturbed run's."""
+    """SIGKILL the Ray worker process running a work unit's tokenizing task (a lost node; its process title
+    names the task then): Ray runs the unit again in another process, and the prepared set is byte for byte an
+    undisturbed run's."""
     import signal
     import threading
 
@@ -176,7 +176,7 @@ def test_a_ray_data_worker_killed_mid_preparation_changes_nothing(ray_cluster, c
         while not done.is_set():
             for p in psutil.process_iter(["cmdline"]):
                 title = " ".join(p.info["cmdline"] or []).strip()
-                if "DocumentTokenizer" in title and title.endswith(".submit"):
+                if title == "ray::MapBatches(tokenize_unit)":
                     os.kill(p.pid, signal.SIGKILL)
                     killed.append(title)
                     return

@@ -83,3 +83,26 @@ def test_file_rows_equal_per_sentence_encoding(tmp_path, tok):
         assert r["offsets"] == np.cumsum([0] + [len(s) for s in expected]).tolist()
         assert r["ids"] == [i for s in expected for i in s]
         assert r["sample"] == normalize_text(text)[:200]
+
+
+def test_tokenize_unit_builds_the_tokenizer_once_per_process_and_run(tmp_path, tok):
+    """Ray Data tasks run tokenize_unit in pooled processes: one DocumentTokenizer per process and run (its spill
+    folder), reused by the run's later units, replaced (not kept beside) when the next run starts."""
+    from pipelines import spill as spill_module
+
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("\n".join(json.dumps({"text": t}) for t in TEXTS) + "\n")
+    cfg = DataConfig(sources=[str(corpus)], min_document_chars=10, tokenizer=TokenizerConfig(path=MINILM))
+    layout = ShardLayout.plan(cfg, corpus.stat().st_size)
+    [unit] = group_units(file_parts([str(corpus)], [{"bytes": corpus.stat().st_size}], cfg, 1 << 20), 1 << 20)
+    runs = [tmp_path / "run-a", tmp_path / "run-b"]
+    for run in runs:
+        run.mkdir()
+    args = (tok.to_str(), tok.get_vocab_size(), cfg, layout)
+    first = spill_module.tokenize_unit(pa.Table.from_pylist([unit]), *args, str(runs[0])).to_pylist()[0]
+    worker = spill_module._WORKERS[str(runs[0])]
+    again = spill_module.tokenize_unit(pa.Table.from_pylist([unit]), *args, str(runs[0])).to_pylist()[0]
+    assert spill_module._WORKERS == {str(runs[0]): worker} and again == first
+    spill_module.tokenize_unit(pa.Table.from_pylist([unit]), *args, str(runs[1]))
+    assert list(spill_module._WORKERS) == [str(runs[1])]
+    assert first["spill"].startswith(str(runs[0])) and first["uid"]
