@@ -37,7 +37,7 @@ class DataConfig:
     whole_word_masking: bool = False
     eval_fraction: float = 0.02  # share of documents held out for the eval split
     num_shards: int = 0  # 0 = choose from size (about 64 MB of tokens per shard)
-    num_workers: int = 2  # Ray Data actor-pool size for tokenization and example building
+    num_workers: int = 2  # tokenizing tasks at once (work units are sized from it)
     work_unit_bytes: int = 0  # input bytes per tokenizing call: small files grouped, big ones split (0 = auto)
     seed: int = 12345
     debug_doc_ids: bool = False  # keep document and sentence ids in each example (property tests)

@@ -1,6 +1,6 @@
 """Where a prepared set's contents go: its name (a hash of inputs and config) and its shard layout.
 
-Its own module because both prepare.py (the driver) and spill.py (the tokenizer actors, which route
+Its own module because both prepare.py (the driver) and spill.py (the tokenizing tasks, which route
 each document to its shard) need it, and neither should import the other.
 """
 
