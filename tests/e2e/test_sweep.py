@@ -10,10 +10,10 @@ learns in a few steps (a 2-layer cut of it did not learn at all in 16). Trials t
 - PBT: a trial restored from another's checkpoint trains with its own mutated learning rate.
 - Optuna TPE, interrupted (SIGUSR1, as Ctrl+C) and resumed by running the same sweep again.
 
-PBT fine-tunes the tiny preset instead (2 layers, hidden 64, random initialization, MiniLM's tokenizer), which
-tells its two trials apart at a higher learning rate over 32 steps. ASHA over 8 trials of the tiny preset,
-pretrained, is in tests/e2e/test_quickstart.py. Optuna stays on MiniLM: the test interrupts it after a trial's
-first report, and tiny trials (a reused actor, milliseconds a step) all end before the interrupt lands.
+PBT and Optuna fine-tune the tiny preset instead (2 layers, hidden 64, random initialization, MiniLM's tokenizer):
+PBT at a higher learning rate over 32 steps, which tells its two trials apart; Optuna over 320 steps a trial, so
+that its interrupt lands while trials remain (at 16 steps all three ended first). ASHA over 8 trials of the tiny
+preset, pretrained, is in tests/e2e/test_quickstart.py; the test here keeps MiniLM because it asserts learning.
 """
 
 import json
@@ -163,11 +163,13 @@ def history(experiment: Path, trial_id: str):
     return pd.DataFrame([{**r, **{f"config/{k}": v for k, v in r["config"].items()}} for r in rows])
 
 
-def test_optuna_sweep_interrupted_then_resumed(ray_tmp, capsys):
+def test_optuna_sweep_interrupted_then_resumed(ray_tmp, tiny, capsys):
     from mlflow.tracking import MlflowClient
 
-    cfg = config(ray_tmp, "optuna", "num_samples=3", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100",
-                 preset="pkgdocs-optuna.yaml")
+    # the tiny preset over 320 steps a trial (evaluated every 40): the interrupt lands while trials remain
+    args = ("num_samples=3", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100", *TINY,
+            "finetune.train.epochs=40", "finetune.train.eval_every_steps=40")
+    cfg = config(ray_tmp, "optuna", *args, preset="pkgdocs-optuna.yaml", init=tiny)
     storage = Path(ray_tmp) / "runs" / "optuna"
 
     def interrupt_after_first_report():  # as Ctrl+C would, once Tune runs and a trial has reported
@@ -186,8 +188,7 @@ def test_optuna_sweep_interrupted_then_resumed(ray_tmp, capsys):
     first = {r.data.tags["trial_id"] for r in children(client, parent.info.run_id)}
     assert first
 
-    result = run(config(ray_tmp, "optuna", "num_samples=3", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100",
-                        preset="pkgdocs-optuna.yaml"))
+    result = run(config(ray_tmp, "optuna", *args, preset="pkgdocs-optuna.yaml", init=tiny))
     assert "resuming optuna" in capsys.readouterr().out
     assert result.mlflow["parent_run_id"] == parent.info.run_id
     assert client.get_run(parent.info.run_id).info.status == "FINISHED"
