@@ -166,8 +166,13 @@ def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(resul
                                 filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.phase = 'search'")
     assert {r.info.run_id for r in nested} == {row["mlflow_run_id"] for row in swept.table}
     assert {"trials.csv", "trials.png"} <= {a.path for a in client.list_artifacts(parent_id)}
+    # the best configuration over 2 seeds: median and spread on the parent, the registered version tagged with it
+    parent = client.get_run(parent_id).data
+    for k in ("median", "mean", "std", "min", "max"):
+        assert parent.metrics[f"seeds.{k}"] == pytest.approx(swept.seeds[k])
     version = client.get_model_version_by_alias(t.registered_model, t.alias)
     assert str(version.version) == str(swept.mlflow["version"])
+    assert version.run_id == swept.mlflow["median_run_id"] and version.tags["seed_spread"] == parent.tags["seed_spread"]
     # lineage: the fine-tuned version and the sweep's parent run name the pretraining run behind them
     assert version.tags["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
     parent = client.get_run(swept.mlflow["parent_run_id"]).data.tags

@@ -129,6 +129,20 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
     assert os.path.isfile(os.path.join(result.export_dir, "config.json"))
 
 
+def test_tiny_preset_trial_with_a_nan_loss_is_recorded_failed_and_the_sweep_finishes(ray_tmp, tiny):
+    from mlflow.tracking import MlflowClient
+
+    cfg = config(ray_tmp, "tiny-nan", "num_samples=1", "seeds.count=0", *TINY, init=tiny)
+    cfg.search_space = {"optim.lr": {"type": "grid", "values": [2e-3, ABSURD_LR]}}
+    result = run(cfg.validate())
+    status = {row["optim.lr"]: row["status"] for row in result.table}
+    assert status == {2e-3: "finished", ABSURD_LR: "failed"}, result.table
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    assert client.get_run(result.mlflow["parent_run_id"]).info.status == "FINISHED"
+    runs = {r.data.tags["tune_status"]: r for r in children(client, result.mlflow["parent_run_id"])}
+    assert runs["failed"].info.status == "FAILED" and "non-finite loss" in runs["failed"].data.tags["error"]
+
+
 def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp, tiny):
     from mlflow.tracking import MlflowClient
 
