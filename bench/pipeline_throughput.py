@@ -174,8 +174,8 @@ def reference(texts: list[str], tok, max_seq_len: int, seed: int) -> int:
     for index in range(len(docs)):
         instances += _reference_document(docs, index, max_seq_len - 3, rng, cls, sep, mask, len(vocab))
     rng.shuffle(instances)
-    table = pa.table({name: [inst[i] for inst in instances] for i, name in
-                      enumerate(["input_ids", "num_a_tokens", "next_sentence_label", "masked_positions", "masked_ids"])})
+    columns = ["input_ids", "num_a_tokens", "next_sentence_label", "masked_positions", "masked_ids"]
+    table = pa.table({name: [inst[i] for inst in instances] for i, name in enumerate(columns)})
     pq.write_table(table, os.path.join(tempfile.gettempdir(), "reference-bench.parquet"))
     return len(instances)
 
@@ -282,7 +282,8 @@ def run_pipeline(corpus_dir: str, out_root: str, workers: int) -> dict:
 def run_side(side: str, corpus_dir: str, max_mb: float = float("inf")) -> dict:
     """One side in a child process (its own memory, and RAYON threads as configured)."""
     out = subprocess.run([sys.executable, __file__, "--side", side, "--corpus", corpus_dir, "--max-mb", str(max_mb)],
-                         check=True, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "true"})
+                         check=True, capture_output=True, text=True,
+                         env={**os.environ, "TOKENIZERS_PARALLELISM": "true"})
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "load": os.getloadavg()[0]}
 
 

@@ -194,7 +194,8 @@ def _documents_of(group: pa.Table) -> list[Document]:
     values, bounds = ids.values.to_numpy(), ids.offsets.to_numpy()
     sentence_offsets = offsets.values.to_numpy().astype(np.int64)
     sentence_bounds = offsets.offsets.to_numpy()
-    return [Document(doc_id, values[bounds[i]:bounds[i + 1]], sentence_offsets[sentence_bounds[i]:sentence_bounds[i + 1]])
+    return [Document(doc_id, values[bounds[i]:bounds[i + 1]],
+                     sentence_offsets[sentence_bounds[i]:sentence_bounds[i + 1]])
             for i, doc_id in enumerate(group.column("doc_id").to_pylist())]
 
 
