@@ -43,8 +43,10 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
     pretrain = load_config(PretrainConfig, pretrain_path, routed["pretrain"])
     t = pretrain.tracking
     placeholder = f"models:/{t.registered_model}@{t.alias}" if t.registered_model else "models:/pretrained@candidate"
-    sweep = load_sweep_config(sweep_path, [f"finetune.init={placeholder}",
-                                           f"finetune.tracking.tracking_uri={t.tracking_uri}", *routed["sweep"]])
+    # one tracking store for the whole quickstart: the sweep (and the promotion after it) log where pretraining does
+    store = [f"finetune.tracking.tracking_uri={t.tracking_uri}"]
+    store += [f"finetune.tracking.artifact_location={t.artifact_location}"] if t.artifact_location else []
+    sweep = load_sweep_config(sweep_path, [f"finetune.init={placeholder}", *store, *routed["sweep"]])
     return pretrain, sweep
 
 

@@ -231,6 +231,9 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     champion = client.get_model_version_by_alias(t.registered_model, "champion")
     assert str(champion.version) == promoted.candidate
     assert champion.tags["promotion.decision"] == "promoted" and champion.tags["promotion.run_id"] == promoted.run_id
+    # every run's artifacts under pretrain.tracking.artifact_location, the promotion's too (not ./mlartifacts)
+    for run_id in (pretrained.mlflow["run_id"], swept.mlflow["parent_run_id"], promoted.run_id):
+        assert client.get_run(run_id).info.artifact_uri.startswith(f"file://{result[4]}/art"), run_id
     # judged on the same dev rows the sweep selected on: the registered seed run's score as the sweep saw it
     # (transformers' BERT against ours: a near-tie may flip), not the median itself (of 2 seeds, their mean)
     registered = swept.seeds["scores"][swept.seeds["seeds"].index(swept.seeds["median_seed"])]
