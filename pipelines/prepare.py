@@ -318,9 +318,11 @@ def _tokenize_units(units: list[dict], tok: Tokenizer, cfg: DataConfig, layout: 
 
 
 def _one_block_each(items: list[dict]) -> ray.data.Dataset:
-    """A dataset of one block per item (a work unit, a shard) for one map operator. Without per-operator
-    resource reservation: with one operator it only holds the map to a share of the CPUs until its first task's
-    output size is known (on 2 CPUs the second unit started when the first ended). This dataset's context only."""
+    """A dataset of one block per item (a work unit, a shard) for one map operator, without Ray Data's
+    per-operator resource reservation and backpressure policies (on this dataset's context only). With one
+    operator, inputs already in memory and small stats rows out, they only held the map below its CPUs: the
+    reservation until the first task's output size was known (on 2 CPUs the second unit started when the first
+    ended), backpressure now and then mid-run. The task pool's size and Ray's CPU accounting still bound it."""
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     ds.context.op_resource_reservation_enabled = False
     ds.context.set_config("backpressure_policies.enabled", [])
