@@ -154,6 +154,8 @@ def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(resul
     from mlflow.tracking import MlflowClient
     from transformers import AutoModelForSequenceClassification
 
+    from tests.e2e.test_sweep import children
+
     # the tiny preset on 2 CPUs: ASHA over 8 trials stops at least one early, and every trial is a nested
     # MLflow run under the sweep's one parent, which holds the table and the plot
     assert len(swept.table) == 8 and len(swept.seeds["scores"]) == 2
@@ -162,8 +164,7 @@ def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(resul
     t = sweep_cfg.finetune.tracking
     client = MlflowClient(t.tracking_uri)
     parent_id = swept.mlflow["parent_run_id"]
-    nested = client.search_runs([client.get_run(parent_id).info.experiment_id],
-                                filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.phase = 'search'")
+    nested = children(client, parent_id, "search")
     assert {r.info.run_id for r in nested} == {row["mlflow_run_id"] for row in swept.table}
     assert {"trials.csv", "trials.png"} <= {a.path for a in client.list_artifacts(parent_id)}
     # the best configuration over 2 seeds: median and spread on the parent, the registered version tagged with it
@@ -175,8 +176,7 @@ def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(resul
     assert version.run_id == swept.mlflow["median_run_id"] and version.tags["seed_spread"] == parent.tags["seed_spread"]
     # lineage: the fine-tuned version and the sweep's parent run name the pretraining run behind them
     assert version.tags["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
-    parent = client.get_run(swept.mlflow["parent_run_id"]).data.tags
-    assert parent["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
+    assert parent.tags["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
     model = AutoModelForSequenceClassification.from_pretrained(swept.export_dir)
     assert model.config.hidden_size == load_pretrained(pretrained.release_dir, BertForPreTraining).config.hidden_size
 
