@@ -43,7 +43,8 @@ class FinetuneResult:
     export_dir: str  # the best model in HF format with tokenizer (loads in transformers.AutoModelFor*)
     init_dir: str  # the local folder the run started from
     labels: list  # class names in index order ([] for QA)
-    mlflow: dict = field(default_factory=dict)  # run_id, model_uri, registered_model, version, alias, tracking_*
+    # run_id, model_uri, registered_model, version, alias, tracking_*, continued_from/_at_step (a resubmitted run)
+    mlflow: dict = field(default_factory=dict)
 
 
 def run(cfg: FinetuneConfig) -> FinetuneResult:
@@ -64,6 +65,10 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     print(f"[data] {cfg.task.name}: {len(train_rows):,} train rows, "
           + ", ".join(f"{len(r):,} {s} rows" for s, r in eval_rows.items())
           + (f"; {len(labels)} labels {list(labels)}" if resolved.task.labels else ""), flush=True)
+    task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(train_rows, eval_rows))
+    init_id = cfg.init if cfg.init.startswith(MLFLOW_SCHEMES) else str(init_dir)
+    basis = continuation_basis(resolved, task_data[1], init_id)
+    earlier = continuation(Path(cfg.output_dir).resolve() / run_name, basis)  # refused here if the basis changed
 
     dashboard = init_ray()
     _check_capacity(resolved, ray.cluster_resources())
@@ -78,14 +83,19 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     total = steps_per_epoch * resolved.train.epochs
     total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
     t = resolved.tracking
-    task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(train_rows, eval_rows))
     lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri,
                                     task_data=task_data)
+    continued = {"continued_from": earlier.get("run_id", "unrecorded"), "continued_at_step": str(earlier["step"])} \
+        if earlier else {}
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
-                                tags={"task": cfg.task.name, "init": cfg.init, **lineage})
+                                tags={"task": cfg.task.name, "init": cfg.init, **lineage, **continued})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
-    result = _fit(resolved, datasets, init_dir, eval_rows, run_id, steps_per_epoch, total)
+    if earlier:
+        print(f"[train] {run_name} continues from its checkpoint at step {earlier['step']} (MLflow run "
+              f"{continued['continued_from']})" + ("; nothing left to train" if earlier["step"] >= total else ""),
+              flush=True)
+    result = _fit(resolved, datasets, init_dir, eval_rows, run_id, steps_per_epoch, total, basis)
 
     export_dir = Path(cfg.output_dir).resolve() / run_name / "best"
     history = _fetch_best(result.checkpoint, export_dir)
@@ -101,7 +111,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
                                version_tags={"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name},
                                description=card,
                                input_example=tracking.input_example(next(iter(eval_rows.values()))))
-    info.update(counts)
+    info.update(counts, **continued)
     out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], dev, history, str(export_dir),
                          str(init_dir), resolved.task.labels, info)
     print(summary(out, resolved, dashboard), flush=True)
@@ -140,6 +150,38 @@ def find_hf_folder(root: Path) -> Path:
     return folder
 
 
+PATH_FIELDS = ("data_dir", "train_file", "dev_file", "corpus_dir")  # where rows live; the rows' digest says what
+
+
+def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:
+    """What a checkpoint's training state means only together with: the task (its settings, not its paths), the rows
+    it trains and is scored on, where it started (`init`: a model URI or the resolved folder), and the batch size (a
+    resumed epoch skips the batches it took)."""
+    task = {f"task.{k}": v for k, v in asdict(cfg.task).items() if k not in PATH_FIELDS}
+    return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size}
+
+
+def continuation(run_dir: Path, basis: dict) -> dict | None:
+    """The training state (state.json) this submission continues, or None for a new run. Ray Train restores a run
+    whose storage (`output_dir`/`run_name`) holds a checkpoint from the latest one; that is refused, naming what
+    changed, when the checkpoint was written on another basis (`continuation_basis`): its place in the epoch and
+    its best dev score would belong to other data."""
+    snapshot = run_dir / "checkpoint_manager_snapshot.json"  # Ray Train's record of the run's checkpoints
+    latest = json.loads(snapshot.read_text()).get("latest_checkpoint_result") if snapshot.is_file() else None
+    state_file = run_dir / latest["checkpoint_dir_name"] / "state.json" if latest else None
+    if state_file is None or not state_file.is_file():
+        return None
+    state = json.loads(state_file.read_text())
+    before = state.get("basis") or basis  # checkpoints written before the basis was recorded are not checked
+    changed = [f"{k} {before.get(k)!r} -> {basis.get(k)!r}" for k in sorted(set(before) | set(basis))
+               if before.get(k) != basis.get(k)]
+    if changed:
+        raise ConfigError(f"run_name={run_dir.name!r} already holds a checkpoint (step {state['step']}) written with "
+                          f"other settings: {'; '.join(changed)}. A resubmitted run continues from its checkpoint only "
+                          f"on the same basis: choose a new run_name, or remove {run_dir} to start over")
+    return state
+
+
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):
     """Rows -> model features on an actor pool (each actor loads the tokenizer once), materialized so
     the trainer streams finished blocks and the driver knows the count."""
@@ -157,7 +199,7 @@ def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):
 
 
 def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, eval_rows: dict, run_id: str, steps_per_epoch: int,
-         total: int):
+         total: int, basis: dict):
     import ray
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig
     from ray.train import ScalingConfig as RayScaling
@@ -167,7 +209,8 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, eval_rows: dict, r
 
     files = {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}
     loop_config = {"cfg": cfg.to_dict(), "init_files": ray.put(files), "eval_rows": ray.put(eval_rows),
-                   "steps_per_epoch": steps_per_epoch, "total_steps": total, "mlflow_run_id": run_id}
+                   "steps_per_epoch": steps_per_epoch, "total_steps": total, "mlflow_run_id": run_id,
+                   "basis": basis}
     s = cfg.scaling
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
@@ -225,6 +268,8 @@ def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
                                      f"without a better {r.main_metric}" if r.mlflow.get("stopped_at_step")
                                      else f"not triggered (patience {cfg.train.patience or 'off'})"),
              f"worker failures  {r.mlflow.get('resumes', 0)} survived (each resumed from the last evaluation)",
+             *([f"continued        from step {r.mlflow['continued_at_step']} of MLflow run {r.mlflow['continued_from']}"
+                f" (an earlier submission of {r.run_name})"] if r.mlflow.get("continued_from") else []),
              f"MLflow run       {r.mlflow.get('run_id')} in {cfg.tracking.tracking_uri}",
              f"tracking         {outage_line(r.mlflow)}"]
     if r.mlflow.get("version"):

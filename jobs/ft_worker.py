@@ -148,9 +148,10 @@ class Worker:
              "stopped")
 
     def restore(self, checkpoint) -> None:
-        """A restarted worker group (a worker died: train.max_failures) goes on from the last evaluation's
-        checkpoint: weights, optimizer moments and schedule, this rank's RNG, the loop's place, the best model.
-        A final checkpoint has no engine: the run had finished and only reports again."""
+        """A restarted worker group (a worker died: train.max_failures) or a resubmitted run (the same run_name)
+        goes on from the last evaluation's checkpoint: weights, optimizer moments and schedule, this rank's RNG,
+        the loop's place, the best model. A final checkpoint has no engine: the run had finished and only reports
+        again."""
         with checkpoint.as_directory() as d:
             d = Path(d)
             state = json.loads((d / "state.json").read_text())
@@ -162,10 +163,14 @@ class Worker:
                 shutil.copytree(d / "model", self.best_dir, dirs_exist_ok=True)
         for name in self.STATE:
             setattr(self, name, state[name])
-        self.resumes += 1
+        # A checkpoint of this submission's own MLflow run: a worker died. Another's: the run was resubmitted
+        # (jobs/finetune.py `continuation` checked the basis), and its failures were that submission's.
+        resubmitted = state.get("run_id") != self.config.get("mlflow_run_id")
+        self.resumes = 0 if resubmitted else self.resumes + 1
         if self.rank == 0:
             log.info(f"[resume] step {self.step}, epoch {self.epoch + 1}, {self.epoch_steps} steps of it already "
-                     f"taken; best {self.metric} {self.best:.4f} at step {self.best_step} (restart {self.resumes})")
+                     f"taken; best {self.metric} {self.best:.4f} at step {self.best_step} "
+                     + ("(continued from an earlier submission)" if resubmitted else f"(restart {self.resumes})"))
 
     def _next_batch(self, batches):
         return next_in_lockstep(batches)
@@ -268,7 +273,9 @@ class Worker:
                 self.engine.save(tmp / "engine", client_state={"step": self.step})
             np.save(tmp / f"rng-rank{self.rank}.npy", torch.get_rng_state().numpy())
             if self.rank == 0:
-                (tmp / "state.json").write_text(json.dumps({k: getattr(self, k) for k in self.STATE}))
+                (tmp / "state.json").write_text(json.dumps({**{k: getattr(self, k) for k in self.STATE},
+                                                            "run_id": self.config.get("mlflow_run_id"),
+                                                            "basis": self.config.get("basis")}))
                 (tmp / "history.json").write_text(json.dumps(
                     [h for h in self.history if h["step"] <= self.best_step], indent=1))
                 if any(self.best_dir.iterdir()):

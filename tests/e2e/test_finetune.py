@@ -22,6 +22,7 @@ from jobs import ft_tasks
 from jobs.config_io import load_config
 from jobs.finetune import run
 from jobs.finetune_config import FinetuneConfig
+from tests.e2e.quick import tiny_bert
 
 pytestmark = pytest.mark.slow
 
@@ -251,6 +252,50 @@ def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvem
     f1 = [m.step for m in MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db").get_metric_history(
         result.mlflow["run_id"], "dev/f1")]
     assert sorted(f1) == [2, 4, 6]  # no evaluation (and no training) after the stop
+
+
+def test_resubmitted_run_continues_from_its_checkpoint_and_a_changed_basis_is_refused(ray_tmp, capsys):
+    """The same run_name submitted again continues from its checkpoint: 4 steps, then resubmitted for 8, the second
+    submission trains steps 5-8 only, evaluates at 6 and 8, counts no worker failure and names the run it continued
+    in its MLflow tags and summary. Resubmitted over other training rows or another batch size, it is refused before
+    any Ray work, naming what changed, and no MLflow run is started."""
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.config import ConfigError
+
+    train, dev = write_conll(ray_tmp / "again-train.txt", 96, 6), write_conll(ray_tmp / "again-dev.txt", 24, 7)
+    init = tiny_bert(ray_tmp / "tiny")  # what is checked is where the run goes on, not how well it learns
+
+    def submit(*overrides):
+        return run(config(ray_tmp, "conll.yaml", "run_name=again", f"init={init}", f"task.train_file={train}",
+                          f"task.dev_file={dev}", "task.max_seq_len=32", "train.batch_size=16",
+                          "train.eval_every_steps=2", "train.log_every=1", "train.patience=0", "scaling.num_workers=1",
+                          "scaling.cpus_per_worker=1", *overrides))
+
+    first = submit("train.max_steps=4")
+    capsys.readouterr()
+    second = submit("train.max_steps=8")
+    assert f"continued        from step 4 of MLflow run {first.mlflow['run_id']}" in capsys.readouterr().out
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+
+    def steps(result, key):
+        return sorted(m.step for m in client.get_metric_history(result.mlflow["run_id"], key))
+
+    assert steps(first, "train/loss") == [1, 2, 3, 4] and steps(first, "dev/f1") == [2, 4]
+    assert steps(second, "train/loss") == [5, 6, 7, 8] and steps(second, "dev/f1") == [6, 8]
+    tags = client.get_run(second.mlflow["run_id"]).data.tags
+    assert (tags["continued_from"], tags["continued_at_step"]) == (first.mlflow["run_id"], "4")
+    assert (second.mlflow["resumes"], second.mlflow["continued_from"]) == (0, first.mlflow["run_id"])
+    assert "continued_from" not in client.get_run(first.mlflow["run_id"]).data.tags
+
+    write_conll(train, 96, 8)  # other rows in the same file
+    with pytest.raises(ConfigError, match=r"run_name='again' already holds a checkpoint \(step 8\).*task rows sha256"):
+        submit("train.max_steps=12")
+    write_conll(train, 96, 6)
+    with pytest.raises(ConfigError, match=r"train.batch_size 16 -> 8"):
+        submit("train.max_steps=12", "train.batch_size=8")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    assert len(client.search_runs(experiments, filter_string="attributes.run_name = 'again'")) == 2
 
 
 def test_more_workers_than_training_features_is_refused_before_training(ray_tmp):
