@@ -23,6 +23,7 @@ with FLOPs/token = 6N + 12*L*T*H (N = parameter count, Kaplan et al. / PaLM appe
 
     python bench/model_throughput.py                       # defaults for the device found
     python bench/model_throughput.py --presets base --seq-len 128 --tokens 32768 --profile
+    python bench/model_throughput.py --presets base --seq-len 128 --attention-dropout 0   # MosaicBERT's recipe
 """
 
 from __future__ import annotations
@@ -224,12 +225,14 @@ def cfg_name(cfg: BertConfig) -> str:
     return f"L{cfg.num_hidden_layers}/H{cfg.hidden_size}"
 
 
-def run(presets, seq_lens, tokens, runners, blocks, block, warmup, peak_tflops, batch_size=None) -> list[Row]:
+def run(presets, seq_lens, tokens, runners, blocks, block, warmup, peak_tflops, batch_size=None,
+        dropout: dict | None = None) -> list[Row]:
+    """`dropout`: BertConfig dropout fields to override, for both models alike (default: BERT's 0.1 everywhere)."""
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     rows = []
     for name in presets:
-        cfg = preset(name)
+        cfg = preset(name, **(dropout or {}))
         for seq_len in seq_lens:
             bs = batch_size or max(1, tokens // seq_len)
             tps = bench_config(cfg, runners, bs, seq_len, blocks, block, warmup, device, bf16=cuda)
@@ -272,23 +275,30 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=6 if cuda else 1)
     p.add_argument("--peak-tflops", type=float, default=default_peak_tflops(),
                    help="accelerator peak for MFU (default by device name: H100/H200 989 bf16)")
+    p.add_argument("--hidden-dropout", type=float, default=None,
+                   help="dropout on embeddings and residual branches, both models (default: the preset's, 0.1)")
+    p.add_argument("--attention-dropout", type=float, default=None,
+                   help="dropout on attention weights, both models (default 0.1; MosaicBERT and cramming use 0)")
     p.add_argument("--profile", action="store_true", help="also profile the first runner on the first config")
     p.add_argument("--profile-dir", default=os.environ.get("OUT"), help="where the full profile tables go")
     args = p.parse_args(argv)
 
     runners = args.runners.split(",")
+    dropout = {k: v for k, v in (("hidden_dropout_prob", args.hidden_dropout),
+                                 ("attention_probs_dropout_prob", args.attention_dropout)) if v is not None}
     presets, seq_lens = args.presets.split(","), [int(s) for s in args.seq_len.split(",")]
     device = torch.cuda.get_device_name() if cuda else f"CPU, {torch.get_num_threads()} threads"
     print(f"device: {device}; torch {torch.__version__}; {'bf16 autocast' if cuda else 'fp32'}; "
           f"AdamW{' (fused)' if cuda else ''}; 15% MLM + NSP labels; row lengths ~ U[seq/2, seq]; "
-          f"tokens/s = median over {args.blocks} blocks of {args.block} steps of real tokens / block time")
+          f"tokens/s = median over {args.blocks} blocks of {args.block} steps of real tokens / block time"
+          + (f"; dropout {dropout}" if dropout else ""))
     if args.profile:
-        cfg = preset(presets[0])
+        cfg = preset(presets[0], **dropout)
         profile(cfg, runners[0], args.batch_size or args.tokens // seq_lens[0], seq_lens[0],
                 torch.device("cuda" if cuda else "cpu"), cuda, args.profile_dir)
     print(header(runners), flush=True)
     run(presets, seq_lens, args.tokens, runners, args.blocks, args.block, args.warmup, args.peak_tflops,
-        batch_size=args.batch_size)
+        batch_size=args.batch_size, dropout=dropout)
 
 
 if __name__ == "__main__":
