@@ -53,7 +53,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     prefer_loopback()
     import ray
 
-    from jobs import ft_tasks, tracking
+    from jobs import continuation, ft_tasks, tracking
 
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
@@ -68,7 +68,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(train_rows, eval_rows))
     init_id = cfg.init if cfg.init.startswith(MLFLOW_SCHEMES) else str(init_dir)
     basis = continuation_basis(resolved, task_data[1], init_id)
-    earlier = continuation(Path(cfg.output_dir).resolve() / run_name, basis)  # refused here if the basis changed
+    earlier = continuation.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
 
     dashboard = init_ray()
     _check_capacity(resolved, ray.cluster_resources())
@@ -85,8 +85,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     t = resolved.tracking
     lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri,
                                     task_data=task_data)
-    continued = {"continued_from": earlier.get("run_id", "unrecorded"), "continued_at_step": str(earlier["step"])} \
-        if earlier else {}
+    continued = continuation.tags(earlier)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
                                 tags={"task": cfg.task.name, "init": cfg.init, **lineage, **continued})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
@@ -154,32 +153,11 @@ PATH_FIELDS = ("data_dir", "train_file", "dev_file", "corpus_dir")  # where rows
 
 
 def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:
-    """What a checkpoint's training state means only together with: the task (its settings, not its paths), the rows
-    it trains and is scored on, where it started (`init`: a model URI or the resolved folder), and the batch size (a
-    resumed epoch skips the batches it took)."""
+    """What a fine-tune's checkpoint means only together with (jobs/continuation.py): the task (its settings, not
+    its paths), the rows it trains and is scored on, where it started (`init`: a model URI or the resolved folder),
+    and the batch size (a resumed epoch skips the batches it took)."""
     task = {f"task.{k}": v for k, v in asdict(cfg.task).items() if k not in PATH_FIELDS}
     return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size}
-
-
-def continuation(run_dir: Path, basis: dict) -> dict | None:
-    """The training state (state.json) this submission continues, or None for a new run. Ray Train restores a run
-    whose storage (`output_dir`/`run_name`) holds a checkpoint from the latest one; that is refused, naming what
-    changed, when the checkpoint was written on another basis (`continuation_basis`): its place in the epoch and
-    its best dev score would belong to other data."""
-    snapshot = run_dir / "checkpoint_manager_snapshot.json"  # Ray Train's record of the run's checkpoints
-    latest = json.loads(snapshot.read_text()).get("latest_checkpoint_result") if snapshot.is_file() else None
-    state_file = run_dir / latest["checkpoint_dir_name"] / "state.json" if latest else None
-    if state_file is None or not state_file.is_file():
-        return None
-    state = json.loads(state_file.read_text())
-    before = state.get("basis") or basis  # checkpoints written before the basis was recorded are not checked
-    changed = [f"{k} {before.get(k)!r} -> {basis.get(k)!r}" for k in sorted(set(before) | set(basis))
-               if before.get(k) != basis.get(k)]
-    if changed:
-        raise ConfigError(f"run_name={run_dir.name!r} already holds a checkpoint (step {state['step']}) written with "
-                          f"other settings: {'; '.join(changed)}. A resubmitted run continues from its checkpoint only "
-                          f"on the same basis: choose a new run_name, or remove {run_dir} to start over")
-    return state
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):

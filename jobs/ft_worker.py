@@ -33,7 +33,7 @@ import ray.train
 import torch
 import torch.distributed as dist
 
-from jobs import ft_tasks
+from jobs import continuation, ft_tasks
 from jobs.finetune_config import FinetuneConfig
 from jobs.metrics import format_duration
 from jobs.objectives import objective_for
@@ -155,6 +155,7 @@ class Worker:
         with checkpoint.as_directory() as d:
             d = Path(d)
             state = json.loads((d / "state.json").read_text())
+            earlier = continuation.read(d)
             if (d / "engine").is_dir():
                 self.engine.load(d / "engine")
             if (d / f"rng-rank{self.rank}.npy").is_file():
@@ -164,8 +165,8 @@ class Worker:
         for name in self.STATE:
             setattr(self, name, state[name])
         # A checkpoint of this submission's own MLflow run: a worker died. Another's: the run was resubmitted
-        # (jobs/finetune.py `continuation` checked the basis), and its failures were that submission's.
-        resubmitted = state.get("run_id") != self.config.get("mlflow_run_id")
+        # (the driver checked its basis: jobs/continuation.py), and its failures were that submission's.
+        resubmitted = earlier is not None and earlier["run_id"] != self.config.get("mlflow_run_id")
         self.resumes = 0 if resubmitted else self.resumes + 1
         if self.rank == 0:
             log.info(f"[resume] step {self.step}, epoch {self.epoch + 1}, {self.epoch_steps} steps of it already "
@@ -273,9 +274,8 @@ class Worker:
                 self.engine.save(tmp / "engine", client_state={"step": self.step})
             np.save(tmp / f"rng-rank{self.rank}.npy", torch.get_rng_state().numpy())
             if self.rank == 0:
-                (tmp / "state.json").write_text(json.dumps({**{k: getattr(self, k) for k in self.STATE},
-                                                            "run_id": self.config.get("mlflow_run_id"),
-                                                            "basis": self.config.get("basis")}))
+                (tmp / "state.json").write_text(json.dumps({k: getattr(self, k) for k in self.STATE}))
+                continuation.record(tmp, self.config.get("mlflow_run_id"), self.step, self.config["basis"])
                 (tmp / "history.json").write_text(json.dumps(
                     [h for h in self.history if h["step"] <= self.best_step], indent=1))
                 if any(self.best_dir.iterdir()):

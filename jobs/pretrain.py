@@ -55,7 +55,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     prefer_loopback()
     import ray
 
-    from jobs import tracking
+    from jobs import continuation, tracking
     from pipelines.harvest import harvest_installed_docs
     from pipelines.prepare import prepare
 
@@ -75,20 +75,23 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     cfg.tracking.tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     resolved = resolve_config(cfg, prepared.tokenizer_dir)  # logged as is, never changed after
     t = resolved.tracking
+    phase1 = copy.deepcopy(resolved)
+    phase1.run_name = f"{cfg.run_name}-phase1" if cfg.phase2.max_steps else cfg.run_name
+    continued = continuation.tags(_continues(phase1, prepared))  # refused here, before any MLflow run
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
-                                resolved.to_dict(), tags=_lineage(prepared))
+                                resolved.to_dict(), tags={**_lineage(prepared),
+                                                          **({} if cfg.phase2.max_steps else continued)})
     if cfg.phase2.max_steps:
-        phase1 = copy.deepcopy(resolved)
-        phase1.run_name = f"{cfg.run_name}-phase1"
         first = _fit(phase1, prepared, tracking.start_run(
             t.tracking_uri, t.experiment, t.artifact_location, phase1.run_name, phase1.to_dict(),
-            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "1"}))
+            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "1", **continued}))
         phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
         prepared = prepare(phase2.data)
         phase2 = resolve_config(phase2, prepared.tokenizer_dir)
         result = _fit(phase2, prepared, tracking.start_run(
             t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name, phase2.to_dict(),
-            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "2"}))
+            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "2",
+                  **continuation.tags(_continues(phase2, prepared))}))
         metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
         metrics["checkpoints_ignored"] = _report_ignored(phase1) + _report_ignored(phase2)
     else:
@@ -131,6 +134,28 @@ def _lineage(prepared) -> dict:
 
     return {"data_dir": prepared.path,
             **lineage_tags("pretrain", prepared=prepared, tokenizer_dir=prepared.tokenizer_dir)}
+
+
+MODEL_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "max_position_embeddings", "type_vocab_size")
+
+
+def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
+    """What a pretraining checkpoint means only together with (jobs/continuation.py): the prepared set its data
+    position counts examples of (named by a hash of its inputs and config) and the model's shape."""
+    return {"prepared set": Path(prepared.path).name, **{f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE}}
+
+
+def _continues(cfg: PretrainConfig, prepared) -> dict | None:
+    """The record of the checkpoint a run of `cfg` on `prepared` continues from (refused if written on another
+    basis), with a line saying so; None for a new run."""
+    from jobs import continuation
+
+    earlier = continuation.check(Path(cfg.output_dir).resolve() / cfg.run_name, continuation_basis(cfg, prepared))
+    if earlier:
+        print(f"[train] {cfg.run_name} continues from its checkpoint at step {earlier['step']} (MLflow run "
+              f"{earlier['run_id']})", flush=True)
+    return earlier
 
 
 def resolve_config(cfg: PretrainConfig, tokenizer_dir: str) -> PretrainConfig:
@@ -193,6 +218,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
         "special_ids": {k: getattr(special, k) for k in ("pad", "unk", "cls", "sep", "mask")},
         "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
         "mlflow_run_id": run_id,
+        "basis": continuation_basis(cfg, prepared),
         "eval_rows": ray.put(_eval_rows(cfg, prepared, columns)),
     }
     trainer = TorchTrainer(

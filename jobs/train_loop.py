@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from bert_core.masking import PretrainingCollator
 from bert_core.tokenizer import SpecialIds
+from jobs import continuation
 from jobs.config import PretrainConfig
 from jobs.data_position import DataPosition, ExampleIndex
 from jobs.engine import build_engine
@@ -315,6 +316,7 @@ class Worker:
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
                 write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
+                continuation.record(Path(tmp), self.config.get("mlflow_run_id"), self.step, self.config["basis"])
                 np.savez(Path(tmp) / "rng.npz", mask_next=np.stack(mask_next),
                          **{f"rank{r}": s for r, s in enumerate(rngs)})
             if last:

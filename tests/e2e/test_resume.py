@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from bert_core.config import ConfigError
 from jobs.config import PretrainConfig
 from jobs.config_io import load_config
 from jobs.ds_config import lr_lambda
@@ -127,7 +128,8 @@ def test_worker_killed_uploading_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp
 def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tmp, shared_data, epoch_examples):
     """2 workers stop at step 10; the same run resubmitted on 2 workers continues at step 11 and stops at 20;
     resubmitted again on 1 worker, it converts the ZeRO-2 checkpoint to a universal one, continues at step 21
-    and takes the rest of the epoch."""
+    and takes the rest of the epoch. Each resubmission's MLflow run names the run it continued; one with another
+    model shape is refused before any MLflow run starts."""
     n = epoch_examples
     first = job(ray_tmp, shared_data, "rescaled", "train.max_steps=10")
     assert first.metrics["step"] == 10
@@ -149,9 +151,20 @@ def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tm
     from mlflow.tracking import MlflowClient
 
     # The schedule came through: step 30 is the scheduler's 30th step, not the 10th of a fresh one.
-    lr = {p.step: p.value for p in MlflowClient(cfg.tracking.tracking_uri).get_metric_history(
-        last.mlflow["run_id"], "train/lr")}
+    client = MlflowClient(cfg.tracking.tracking_uri)
+    lr = {p.step: p.value for p in client.get_metric_history(last.mlflow["run_id"], "train/lr")}
     assert lr[30] == pytest.approx(cfg.optim.lr * lr_lambda(cfg.optim, cfg.train.max_steps)(30))
+    # Each submission's MLflow run names the one it continued, and from which step.
+    continued = [(t["continued_from"], t["continued_at_step"]) for t in
+                 (client.get_run(r.mlflow["run_id"]).data.tags for r in (again, last))]
+    assert continued == [(first.mlflow["run_id"], "10"), (again.mlflow["run_id"], "20")]
+    assert "continued_from" not in client.get_run(first.mlflow["run_id"]).data.tags
+    # Another model shape under the same run_name: refused before a run starts, naming the change.
+    runs = len(client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment).experiment_id]))
+    with pytest.raises(ConfigError, match=rf"run_name='rescaled' already holds a checkpoint \(step {target}\) .*"
+                                          r"model.num_hidden_layers 2 -> 3"):
+        job(ray_tmp, shared_data, "rescaled", f"train.max_steps={target + 5}", "model.num_hidden_layers=3")
+    assert len(client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment).experiment_id])) == runs
 
 
 # -- the engine alone: a universal checkpoint continues exactly where the saved run would have ---------------

@@ -1,0 +1,58 @@
+"""A resubmitted run: the same `run_name` and `output_dir` submitted again goes on from the latest checkpoint Ray
+Train recorded for it (its checkpoint manager restores that one). Right only on the basis the checkpoint was
+written on: the same data, and the same model shape or task. Each job's rank 0 records that basis in every
+checkpoint (`record`); the driver reads the record of the checkpoint Ray will restore before it starts the run
+and refuses a changed basis, naming each change (`check`). The record also names the MLflow run that wrote it,
+which tells a resubmission (another run) from a worker restart (this one).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bert_core.config import ConfigError
+
+FILE = "continuation.json"
+
+
+def record(folder: Path, run_id: str | None, step: int, basis: dict) -> None:
+    """Rank 0: what a checkpoint being written in `folder` continues on, and which MLflow run wrote it."""
+    (folder / FILE).write_text(json.dumps({"run_id": run_id, "step": step, "basis": basis}))
+
+
+def read(folder: Path) -> dict | None:
+    """A checkpoint folder's record; None for one written before records were kept."""
+    path = Path(folder) / FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def latest(run_dir: Path) -> Path | None:
+    """The checkpoint Ray Train restores a run from: the latest its checkpoint manager snapshot names."""
+    snapshot = run_dir / "checkpoint_manager_snapshot.json"
+    result = json.loads(snapshot.read_text()).get("latest_checkpoint_result") if snapshot.is_file() else None
+    return run_dir / result["checkpoint_dir_name"] if result else None
+
+
+def check(run_dir: Path, basis: dict) -> dict | None:
+    """The record of the checkpoint a submission to `run_dir` continues from, or None for a new run. Raises
+    ConfigError, naming each change, when it was written on another basis. A checkpoint without a record (written
+    before records were kept) continues unchecked."""
+    checkpoint = latest(run_dir)
+    earlier = read(checkpoint) if checkpoint else None
+    if earlier is None:
+        return None
+    before = earlier["basis"]
+    changed = [f"{k} {before.get(k)!r} -> {basis.get(k)!r}" for k in sorted(set(before) | set(basis))
+               if before.get(k) != basis.get(k)]
+    if changed:
+        raise ConfigError(f"run_name={run_dir.name!r} already holds a checkpoint (step {earlier['step']}) written with "
+                          f"other settings: {'; '.join(changed)}. A resubmitted run continues from its checkpoint only "
+                          f"on the same basis: choose a new run_name, or remove {run_dir} to start over")
+    return earlier
+
+
+def tags(earlier: dict | None) -> dict:
+    """MLflow tags of a run that continues `earlier` (check's result): the run it continues and from which step."""
+    return {"continued_from": earlier["run_id"] or "unrecorded", "continued_at_step": str(earlier["step"])} \
+        if earlier else {}
