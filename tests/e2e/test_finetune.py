@@ -22,7 +22,6 @@ from jobs import ft_tasks
 from jobs.config_io import load_config
 from jobs.finetune import run
 from jobs.finetune_config import FinetuneConfig
-from tests.e2e.quick import tiny_bert
 
 pytestmark = pytest.mark.slow
 
@@ -254,48 +253,64 @@ def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvem
     assert sorted(f1) == [2, 4, 6]  # no evaluation (and no training) after the stop
 
 
-def test_resubmitted_run_continues_from_its_checkpoint_and_a_changed_basis_is_refused(ray_tmp, capsys):
-    """The same run_name submitted again continues from its checkpoint: 4 steps, then resubmitted for 8, the second
-    submission trains steps 5-8 only, evaluates at 6 and 8, counts no worker failure and names the run it continued
-    in its MLflow tags and summary. Resubmitted over other training rows or another batch size, it is refused before
-    any Ray work, naming what changed, and no MLflow run is started."""
+def test_pkgdocs_job_lost_in_epoch_2_resubmitted_ends_as_the_undisturbed_run(ray_tmp, pkgdocs, capsys):
+    """The only worker SIGKILLed two steps into epoch 2 with no failure allowed: the job is lost. Submitted again
+    under the same run_name, it continues from epoch 1's checkpoint and ends as the undisturbed run (the fixture)
+    did: the same evaluations and the same best weights. Its MLflow run and summary name the lost run it continued
+    and count no worker failure, and its final checkpoint holds the engine (a larger train.max_steps trains on
+    from it). Resubmitted over other rows or another batch size, it is refused before any Ray work, naming the
+    change, and no MLflow run starts."""
+    import ray.train
     from mlflow.tracking import MlflowClient
+    from safetensors.torch import load_file
 
     from bert_core.config import ConfigError
+    from jobs import continuation
 
-    train, dev = write_conll(ray_tmp / "again-train.txt", 96, 6), write_conll(ray_tmp / "again-dev.txt", 24, 7)
-    init = tiny_bert(ray_tmp / "tiny")  # what is checked is where the run goes on, not how well it learns
-
-    def submit(*overrides):
-        return run(config(ray_tmp, "conll.yaml", "run_name=again", f"init={init}", f"task.train_file={train}",
-                          f"task.dev_file={dev}", "task.max_seq_len=32", "train.batch_size=16",
-                          "train.eval_every_steps=2", "train.log_every=1", "train.patience=0", "scaling.num_workers=1",
-                          "scaling.cpus_per_worker=1", *overrides))
-
-    first = submit("train.max_steps=4")
+    cfg = pkgdocs_config(ray_tmp)
+    per_epoch = pkgdocs.history[0]["step"]  # epoch 1's evaluation
+    cfg.run_name, cfg.train.fail_at_step, cfg.train.max_failures = "pkgdocs-lost", per_epoch + 2, 0
+    cfg.tracking.registered_model = cfg.tracking.alias = ""
+    with pytest.raises(ray.train.TrainingFailedError):
+        run(cfg)
     capsys.readouterr()
-    second = submit("train.max_steps=8")
-    assert f"continued        from step 4 of MLflow run {first.mlflow['run_id']}" in capsys.readouterr().out
+    again = run(cfg)  # train.fail_at_step kills the first attempt only
+
     client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    experiment = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
+    runs = client.search_runs([experiment], filter_string="attributes.run_name = 'pkgdocs-lost'",
+                              order_by=["attributes.start_time ASC"])
+    lost = runs[0].info.run_id
+    assert [r.info.run_id for r in runs] == [lost, again.mlflow["run_id"]]
+    tags = client.get_run(again.mlflow["run_id"]).data.tags
+    assert (tags["continued_from"], tags["continued_at_step"]) == (lost, str(per_epoch))
+    assert again.mlflow["resumes"] == 0
+    assert f"continued        from step {per_epoch} of MLflow run {lost}" in capsys.readouterr().out
 
-    def steps(result, key):
-        return sorted(m.step for m in client.get_metric_history(result.mlflow["run_id"], key))
+    def history(result, key):
+        return {m.step: m.value for m in client.get_metric_history(result.mlflow["run_id"], key)}
 
-    assert steps(first, "train/loss") == [1, 2, 3, 4] and steps(first, "dev/f1") == [2, 4]
-    assert steps(second, "train/loss") == [5, 6, 7, 8] and steps(second, "dev/f1") == [6, 8]
-    tags = client.get_run(second.mlflow["run_id"]).data.tags
-    assert (tags["continued_from"], tags["continued_at_step"]) == (first.mlflow["run_id"], "4")
-    assert (second.mlflow["resumes"], second.mlflow["continued_from"]) == (0, first.mlflow["run_id"])
-    assert "continued_from" not in client.get_run(first.mlflow["run_id"]).data.tags
+    clean = history(pkgdocs, "dev/accuracy")  # the lost run's evaluation is in its own run; this one's is epoch 2's
+    assert history(again, "dev/accuracy") == pytest.approx({2 * per_epoch: clean[2 * per_epoch]}, abs=1e-9)
+    assert [h["step"] for h in again.history] == [h["step"] for h in pkgdocs.history]
+    assert again.best_step == pkgdocs.best_step and again.best == pytest.approx(pkgdocs.best, abs=1e-9)
+    ours, clean = (load_file(Path(r.export_dir) / "model.safetensors") for r in (again, pkgdocs))
+    assert ours.keys() == clean.keys()
+    for name, tensor in clean.items():
+        torch.testing.assert_close(ours[name], tensor, rtol=0, atol=1e-6, msg=name)
+    run_dir = ray_tmp / "runs" / "pkgdocs-lost"
+    assert (continuation.latest(run_dir) / "engine").is_dir()
 
-    write_conll(train, 96, 8)  # other rows in the same file
-    with pytest.raises(ConfigError, match=r"run_name='again' already holds a checkpoint \(step 8\).*task rows sha256"):
-        submit("train.max_steps=12")
-    write_conll(train, 96, 6)
-    with pytest.raises(ConfigError, match=r"train.batch_size 16 -> 8"):
-        submit("train.max_steps=12", "train.batch_size=8")
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    assert len(client.search_runs(experiments, filter_string="attributes.run_name = 'again'")) == 2
+    changed = pkgdocs_config(ray_tmp)
+    changed.run_name, changed.task.max_train_per_label = "pkgdocs-lost", TRAIN_PER_LABEL - 8
+    with pytest.raises(ConfigError, match=rf"run_name='pkgdocs-lost' already holds a checkpoint \(step "
+                                          rf"{2 * per_epoch}\) .*task rows sha256 '\w+' -> '\w+'; task.max_train_per_label 48 -> 40"):
+        run(changed)
+    changed = pkgdocs_config(ray_tmp)
+    changed.run_name, changed.train.batch_size = "pkgdocs-lost", 2 * cfg.train.batch_size
+    with pytest.raises(ConfigError, match=rf"train.batch_size {cfg.train.batch_size} -> {2 * cfg.train.batch_size}"):
+        run(changed)
+    assert len(client.search_runs([experiment], filter_string="attributes.run_name = 'pkgdocs-lost'")) == 2
 
 
 def test_more_workers_than_training_features_is_refused_before_training(ray_tmp):

@@ -28,7 +28,6 @@ import pytest
 
 from jobs.sweep import SweepInterrupted, run
 from jobs.sweep_config import load_sweep_config
-from tests.e2e.quick import tiny_bert
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +43,15 @@ TINY = ("search_space.optim.lr.low=1e-3", "search_space.optim.lr.high=3e-3", "fi
 
 @pytest.fixture(scope="module")
 def tiny(ray_tmp):
-    """The tiny preset, randomly initialized, as an HF folder with MiniLM's tokenizer (`quick.tiny_bert`)."""
-    return tiny_bert(ray_tmp / "tiny")
+    """The tiny preset (2 layers, hidden 64), randomly initialized, as an HF folder with MiniLM's tokenizer."""
+    import torch
+
+    from bert_core.checkpoint import save_pretrained
+    from bert_core.config import preset
+    from bert_core.model import BertForPreTraining
+
+    torch.manual_seed(0)
+    return save_pretrained(BertForPreTraining(preset("tiny")), ray_tmp / "tiny", tokenizer_dir=MINILM)
 
 
 def config(tmp, name, *overrides, preset="pkgdocs.yaml", init=MINILM):
