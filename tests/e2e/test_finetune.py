@@ -304,7 +304,8 @@ def test_pkgdocs_job_lost_in_epoch_2_resubmitted_ends_as_the_undisturbed_run(ray
     changed = pkgdocs_config(ray_tmp)
     changed.run_name, changed.task.max_train_per_label = "pkgdocs-lost", TRAIN_PER_LABEL - 8
     with pytest.raises(ConfigError, match=rf"run_name='pkgdocs-lost' already holds a checkpoint \(step "
-                                          rf"{2 * per_epoch}\) .*task rows sha256 '\w+' -> '\w+'; task.max_train_per_label 48 -> 40"):
+                                          rf"{2 * per_epoch}\) .*task rows sha256 '\w+' -> '\w+'; "
+                                          r"task.max_train_per_label 48 -> 40"):
         run(changed)
     changed = pkgdocs_config(ray_tmp)
     changed.run_name, changed.train.batch_size = "pkgdocs-lost", 2 * cfg.train.batch_size
