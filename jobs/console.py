@@ -28,7 +28,10 @@ _quiet = False
 OURS = re.compile(r"^\s*(\[[a-z][a-z0-9 _-]*\]|step\s+\d+)")  # jobs' and workers' progress lines
 TROUBLE = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|\bERROR\b"
                      r"|(?i:\b(died|killed|out of memory)\b)")  # a dead worker is news, whoever reports it
-BENIGN = re.compile(r"has constructor arguments in the object store and max_restarts > 0")  # Ray's own advice
+# Ray's advice on actor arguments; and the GCS's error log of a KillActor whose actor exited before it replied,
+# which is how a kill succeeds (Ray's maintainers, ray-project/ray#53412 and #58544, which drops the log)
+BENIGN = re.compile(r"has constructor arguments in the object store and max_restarts > 0"
+                    r"|KillActor RPC failed for actor \w+: RpcError: .*Socket closed")
 # Ray ending an actor on purpose (a trial Tune stopped or no longer needs) with SIGTERM: when the signal lands
 # in a weakref callback, Python reports the SystemExit of Ray's handler as "Exception ignored in ..."
 ENDED_BY_RAY = re.compile(r"ray/_private/worker\.py\", line \d+, in sigterm_handler")

@@ -97,8 +97,9 @@ SUBMISSION = re.compile(r"\sjob_manager\.py:\d+ -- |^Running entrypoint for job 
 def foreign_lines(log: str) -> list[str]:
     """The lines of a job's console that are not ours: not a progress line (console.OURS, from the driver or
     a worker), not in the summary between its ==== rules, not blank, not Ray Jobs' two lines around any job.
-    One line of Ray's is let through, and only it: the C++ core worker's advice on Ray Data's actor arguments
-    (console.BENIGN), which the driver writes straight to its stderr, where no Python filter reaches."""
+    Ray's lines that console.BENIGN names are let through, and only they: the C++ core worker's advice on Ray
+    Data's actor arguments, which the driver writes straight to its stderr, where no Python filter reaches, and
+    the GCS's log of a kill whose actor had already exited."""
     from jobs.console import BENIGN, OURS
 
     foreign, in_summary = [], False

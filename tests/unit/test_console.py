@@ -66,6 +66,18 @@ def test_rays_advice_on_actor_arguments_is_dropped_even_from_the_controller():
     assert console.keep_lines(batch("TrainController", line)) == []
 
 
+def test_the_gcs_log_of_a_kill_whose_actor_already_exited_is_dropped_and_its_other_errors_kept():
+    """Seen in a submitted pretraining job's console (CI, 2026-11-25): the GCS logs a KillActor RPC that failed
+    because the actor exited before replying, which is how a kill succeeds."""
+    kill = ("[2026-11-25 22:21:08,175 E 4458 4458] (gcs_server) gcs_actor_scheduler.cc:538: Failed to kill actor "
+            "d2567755f3d6b0786aafa7f702000000, return status: Invalid: KillActor RPC failed for actor "
+            "d2567755f3d6b0786aafa7f702000000: RpcError: RPC error: Socket closed rpc_code: 14")
+    other = ("[2026-11-25 22:21:09,001 E 4458 4458] (gcs_server) gcs_actor_manager.cc:1120: Actor 94ae died: its "
+             "worker process exited unexpectedly (RpcError: RPC error: Socket closed)")
+    assert console.keep_lines({"lines": [kill], "pid": "gcs_server"}) == []
+    assert console.keep_lines({"lines": [kill, other], "pid": "gcs_server"}) == [other]
+
+
 def test_the_raylets_worker_count_warning_is_dropped_and_its_other_messages_kept():
     """The raylet's pushed messages go straight to Ray's printer (ray._private.worker.print_to_stdstream)."""
     import types
