@@ -52,6 +52,13 @@ def check(run_dir: Path, basis: dict) -> dict | None:
     return earlier
 
 
+def line(run_name: str, earlier: dict, total_steps: int) -> str:
+    """The job's console line for a run that continues `earlier` (check's result) and ends at `total_steps`."""
+    return (f"[train] {run_name} continues from its checkpoint at step {earlier['step']} (MLflow run "
+            f"{earlier['run_id'] or 'unrecorded'})" + ("; nothing left to train" if earlier["step"] >= total_steps
+                                                       else ""))
+
+
 def tags(earlier: dict | None) -> dict:
     """MLflow tags of a run that continues `earlier` (check's result): the run it continues and from which step."""
     return {"continued_from": earlier["run_id"] or "unrecorded", "continued_at_step": str(earlier["step"])} \

@@ -91,9 +91,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
-        print(f"[train] {run_name} continues from its checkpoint at step {earlier['step']} (MLflow run "
-              f"{continued['continued_from']})" + ("; nothing left to train" if earlier["step"] >= total else ""),
-              flush=True)
+        print(continuation.line(run_name, earlier, total), flush=True)
     result = _fit(resolved, datasets, init_dir, eval_rows, run_id, steps_per_epoch, total, basis)
 
     export_dir = Path(cfg.output_dir).resolve() / run_name / "best"

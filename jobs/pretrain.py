@@ -153,8 +153,7 @@ def _continues(cfg: PretrainConfig, prepared) -> dict | None:
 
     earlier = continuation.check(Path(cfg.output_dir).resolve() / cfg.run_name, continuation_basis(cfg, prepared))
     if earlier:
-        print(f"[train] {cfg.run_name} continues from its checkpoint at step {earlier['step']} (MLflow run "
-              f"{earlier['run_id']})", flush=True)
+        print(continuation.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     return earlier
 
 

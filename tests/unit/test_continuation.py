@@ -34,6 +34,9 @@ def test_the_same_basis_continues_from_the_checkpoint_the_snapshot_names(tmp_pat
     earlier = continuation.check(run_dir(tmp_path), dict(BASIS))
     assert (earlier["run_id"], earlier["step"]) == ("run-a", 20)
     assert continuation.tags(earlier) == {"continued_from": "run-a", "continued_at_step": "20"}
+    assert continuation.line("pretrain-x", earlier, 40) == \
+        "[train] pretrain-x continues from its checkpoint at step 20 (MLflow run run-a)"
+    assert continuation.line("pretrain-x", earlier, 20).endswith("; nothing left to train")
     earlier = continuation.check(run_dir(tmp_path / "older", latest="checkpoint_1"), dict(BASIS))
     assert earlier["step"] == 10  # Ray restores the snapshot's latest, not the newest-looking folder
 
