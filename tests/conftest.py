@@ -2,6 +2,7 @@
 
 - Ray started by a test binds loopback only (see jobs/cluster.py) and keeps token auth on.
 - DeepSpeed uses its CPU accelerator; transformers never reaches for a hub.
+- The summary ends with the seconds each test directory took (TESTING.md keeps the table).
 """
 
 import os
@@ -25,3 +26,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Seconds per test directory (unit, parity, e2e): set-up, call and tear-down of its tests."""
+    import collections
+
+    seconds, tests = collections.Counter(), collections.Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            nodeid, duration = getattr(report, "nodeid", ""), getattr(report, "duration", None)
+            if duration is None or not nodeid.startswith("tests/"):
+                continue
+            part = nodeid.split("/")[1]
+            seconds[part] += duration
+            tests[part] += getattr(report, "when", "") == "call"
+    if seconds:
+        terminalreporter.write_sep("=", "seconds per test directory (set-up + call + tear-down)")
+        for part, total in seconds.most_common():
+            terminalreporter.write_line(f"{part:8s} {total:8.1f} s  {tests[part]:4d} tests")

@@ -1,18 +1,48 @@
-"""A local Ray cluster (2 CPUs, loopback, token auth) per test module that asks for `ray_tmp`, and one
-folder of corpora and prepared sets that the pretraining modules share (`shared_data`)."""
+"""One local Ray cluster (2 CPUs, loopback, token auth) per pytest process, shared by every module that asks for
+`ray_tmp` or `ray_up`, and one folder of corpora and prepared sets that the pretraining modules share
+(`shared_data`).
+
+Starting Ray costs seconds, and a new cluster starts every worker process cold; a module that needs a cluster of
+its own (other nodes, another address) shuts the shared one down first, and the next module that asks for it
+starts it again. Tests never depend on what another module left in the cluster: jobs name their runs, folders
+and MLflow stores under their own tmp dirs.
+"""
 
 import pytest
 import ray
 
 
+def ensure_ray() -> None:
+    """The shared cluster, started here unless this process is already connected to one."""
+    if not ray.is_initialized():
+        ray.init(num_cpus=2)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ray_down_at_the_end():
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture(scope="module")
-def ray_tmp(tmp_path_factory, request):
-    """A tmp dir shared by the module's runs, with Ray up for as long as the module runs."""
-    ray.init(num_cpus=2)
-    try:
-        yield tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
-    finally:
-        ray.shutdown()
+def ray_up():
+    """Ray up for the module's tests (the shared cluster)."""
+    ensure_ray()
+
+
+@pytest.fixture(scope="module")
+def no_shared_ray():
+    """For a module whose jobs run on a Ray of another process (a child job, a `ray start` head): the shared one
+    goes down first. With two Ray instances on one machine, Ray Train's PlacementGroupCleaner (which finds its
+    cluster by address=None) fails with 'Found multiple active Ray instances' and prints its traceback into the
+    job's console; users run one Ray per machine, and so do these tests."""
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_tmp(ray_up, tmp_path_factory, request):
+    """A tmp dir shared by the module's runs, with the shared Ray up."""
+    return tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
 
 
 @pytest.fixture(scope="session")

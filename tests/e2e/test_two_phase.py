@@ -4,7 +4,6 @@ with a fresh optimizer and re-warmup; a parent MLflow run with one child run per
 from pathlib import Path
 
 import pytest
-import ray
 
 from jobs.pretrain import run
 from tests.e2e.quick import quick_config
@@ -12,15 +11,12 @@ from tests.e2e.quick import quick_config
 pytestmark = pytest.mark.slow
 
 
-def test_two_phase_job(tmp_path, shared_data):
+def test_two_phase_job(ray_up, tmp_path, shared_data):
     cfg = quick_config(
         tmp_path, "two-phase", "train.max_steps=40", "train.log_every=10", "train.eval_batches=4",
         "optim.warmup_steps=5", "phase2.max_steps=10", "phase2.max_seq_len=256", "phase2.micro_batch_size=8",
         "phase2.warmup_steps=3", "tracking.registered_model=two-phase-bert", data_dir=shared_data)
-    try:
-        result = run(cfg)
-    finally:
-        ray.shutdown()
+    result = run(cfg)
     m = result.metrics
     assert m["phase1/step"] == 40 and m["step"] == 10
     # Phase 2 starts from phase 1's weights, not from scratch: its held-out MLM loss before any
