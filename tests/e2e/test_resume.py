@@ -23,7 +23,7 @@ from tests.ports import free_port
 from tests.ranks import exit_rank
 
 pytestmark = pytest.mark.slow
-MICRO_BATCH = 8
+MICRO_BATCH = 16  # twice 8: half the steps (and checkpoints) per epoch, the same properties
 
 
 def job(tmp: Path, data: Path, name: str, *extra: str):
@@ -136,7 +136,7 @@ def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tm
     again = job(ray_tmp, shared_data, "rescaled", "train.max_steps=20")  # same name: continues at step 10
     assert again.metrics["step"] == 20
     left = n - 20 * 2 * MICRO_BATCH
-    target = 20 + -(-left // MICRO_BATCH)  # one worker, 8 examples a step, up to the end of the epoch
+    target = 20 + -(-left // MICRO_BATCH)  # one worker, MICRO_BATCH examples a step, up to the end of the epoch
     assert target > 30  # step 30's learning rate is checked below
     cfg = config(ray_tmp, shared_data, "rescaled", f"train.max_steps={target}", "scaling.num_workers=1")
     last = run(cfg)
