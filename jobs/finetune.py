@@ -159,19 +159,17 @@ def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):
-    """Rows -> model features on an actor pool (each actor loads the tokenizer once), materialized so
-    the trainer streams finished blocks and the driver knows the count."""
+    """Rows -> model features as Ray Data tasks (jobs.ft_tasks.featurize), materialized so the trainer streams
+    finished blocks and the driver knows the count."""
     import ray
-    from ray.data import ActorPoolStrategy
 
-    from jobs.ft_tasks import Featurizer
+    from jobs.ft_tasks import featurize
     from pipelines.tasks.common import load_tokenizer
 
-    tokenizer = load_tokenizer(str(init_dir))  # a fast tokenizer pickles: actors need no path of ours
+    tokenizer = load_tokenizer(str(init_dir))  # a fast tokenizer pickles: tasks need no path of ours
     task = {k: v for k, v in vars(cfg.task).items()}
     return ray.data.from_items(rows).map_batches(
-        Featurizer, fn_constructor_args=(task, tokenizer), batch_size=cfg.features.batch_size,
-        batch_format="numpy", compute=ActorPoolStrategy(size=cfg.features.num_actors)).materialize()
+        featurize, fn_args=(task, tokenizer), batch_size=cfg.features.batch_size, batch_format="numpy").materialize()
 
 
 def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, eval_rows: dict, run_id: str, steps_per_epoch: int,

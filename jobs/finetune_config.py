@@ -90,8 +90,7 @@ class FinetuneOptimConfig:
 
 @dataclass
 class FeaturesConfig:
-    num_actors: int = 1  # Ray Data actors that tokenize (each loads the tokenizer once)
-    batch_size: int = 256  # rows per map_batches call
+    batch_size: int = 256  # rows per featurizing task (Ray Data map_batches, in Ray's pooled worker processes)
 
 
 @dataclass
@@ -126,9 +125,8 @@ class FinetuneConfig:
                 raise ConfigError(f"optim.{name} must be >= 0, got {getattr(o, name)}")
         if not 0 <= o.warmup_ratio < 1:
             raise ConfigError(f"optim.warmup_ratio must be in [0, 1), got {o.warmup_ratio}")
-        for name in ("num_actors", "batch_size"):
-            if getattr(self.features, name) < 1:
-                raise ConfigError(f"features.{name} must be >= 1, got {getattr(self.features, name)}")
+        if self.features.batch_size < 1:
+            raise ConfigError(f"features.batch_size must be >= 1, got {self.features.batch_size}")
         s.validate()
         self._validate_deepspeed()
         self.tracking.validate()

@@ -109,11 +109,19 @@ def _indexed(rows: list[dict], limit: int) -> list[dict]:
     return [{**row, "row_index": i} for i, row in enumerate(rows)]
 
 
-# -- features (Ray Data actors) ------------------------------------------------------------------
+# -- features (Ray Data tasks) -------------------------------------------------------------------
+
+def featurize(batch, task: dict, tokenizer) -> dict[str, np.ndarray]:
+    """`map_batches` function: one batch of rows -> its features. Runs as Ray Data tasks in Ray's pooled worker
+    processes, which stay up between splits, jobs and trials; an actor pool would start (and import
+    transformers in) a process of its own for every split. The fast tokenizer arrives deserialized with the
+    task's arguments: no file is read per batch."""
+    return Featurizer(task, tokenizer)(batch)
+
 
 class Featurizer:
-    """`map_batches` callable: rows -> model features for `task`, on an actor that loaded the tokenizer
-    once. Keeps only tensor columns the model, the objective and the bookkeeping need."""
+    """Rows -> model features for `task` with a loaded fast tokenizer. Keeps only tensor columns the model, the
+    objective and the bookkeeping need."""
 
     def __init__(self, task: dict, tokenizer):
         from pipelines.tasks import conll_features, glue_features, squad_train_features
