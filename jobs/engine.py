@@ -21,7 +21,7 @@ from bert_core.model import BertForPreTraining
 from jobs.config import DeepSpeedConfig, OptimConfig, PretrainConfig
 from jobs.ds_config import deepspeed_config, lr_lambda, param_groups
 from jobs.objectives import PretrainingObjective
-from jobs.op_locks import clear_stale_locks
+from jobs.op_locks import before_op_loads
 from jobs.optim import build_optimizer, per_tensor_groups
 from jobs.seam import PER_GROUP_OPTIONS, TAG, EngineBase, StepStats
 
@@ -56,7 +56,7 @@ class Engine(EngineBase):
     def __init__(self, model: torch.nn.Module, objective, *, optim: OptimConfig, deepspeed: DeepSpeedConfig,
                  micro_batch_size: int, grad_accum_steps: int, max_steps: int, use_gpu: bool,
                  load_universal: bool = False):
-        clear_stale_locks()  # before DeepSpeed loads (and perhaps builds) its ops
+        before_op_loads()  # before DeepSpeed loads (and perhaps builds) its ops
         import deepspeed as ds  # imported here: DS_ACCELERATOR must be set by the caller first
 
         o = optim
@@ -175,7 +175,7 @@ def build_engine(cfg: PretrainConfig, load_universal: bool = False) -> EngineBas
     Seeded, so every rank starts from the same weights; `load_universal` as in Engine (data parallel only)."""
     torch.manual_seed(cfg.train.seed)
     if cfg.deepspeed.pipeline_stages > 1:
-        clear_stale_locks()  # before DeepSpeed loads (and perhaps builds) its ops
+        before_op_loads()  # before DeepSpeed loads (and perhaps builds) its ops
         from jobs.pipeline_parallel import PipelineEngine  # imports deepspeed: only once DS_ACCELERATOR is set
 
         return PipelineEngine(cfg)

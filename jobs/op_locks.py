@@ -1,4 +1,7 @@
-"""Stale build locks in torch's JIT extension cache, where DeepSpeed's CPU and CUDA ops are compiled.
+"""What a process needs before DeepSpeed loads its JIT-compiled ops (`before_op_loads`): no stale build lock in
+torch's extension cache, and one py-cpuinfo answer for every op.
+
+Stale build locks in torch's JIT extension cache, where DeepSpeed's CPU and CUDA ops are compiled.
 
 torch builds an op under a lock file (`<cache>/<python and device>/<op>/lock`, its FileBaton) and every
 other process that needs the op waits until the file is gone. A build that is killed (a SIGKILLed worker,
@@ -43,3 +46,24 @@ def clear_stale_locks(root: Path | None = None, stale_after_s: float = STALE_AFT
         except FileNotFoundError:  # another rank on this node removed it, or the build finished
             continue
     return removed
+
+
+def before_op_loads() -> None:
+    """Call before DeepSpeed loads (and perhaps builds) its ops: in every engine's process, once per engine."""
+    clear_stale_locks()
+    remember_cpu_info()
+
+
+def remember_cpu_info() -> None:
+    """DeepSpeed names each op's build by its compiler flags, and for the CPU flags (-march, SIMD width) asks
+    py-cpuinfo twice per op it loads; each answer runs a Python subprocess (about 1 s of CPU, measured here), so
+    a worker that loads three ops spends 6 s on the same answer. The CPU does not change while a process lives:
+    the first answer is kept (DeepSpeed imports `get_cpu_info` from the module at each call)."""
+    import functools
+
+    try:
+        import cpuinfo
+    except ImportError:  # DeepSpeed then reads lscpu instead
+        return
+    if not hasattr(cpuinfo.get_cpu_info, "cache_info"):
+        cpuinfo.get_cpu_info = functools.cache(cpuinfo.get_cpu_info)

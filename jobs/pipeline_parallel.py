@@ -49,6 +49,7 @@ from bert_core.model import (IGNORE_INDEX, _cu_seqlens, BertEmbeddings, BertForP
                              BertPredictionHeadTransform, Packing, init_weights)
 from jobs.config import PARTITION_METHODS, PretrainConfig
 from jobs.ds_config import deepspeed_config, lr_lambda, param_groups
+from jobs.op_locks import before_op_loads
 from jobs.objectives import PretrainingObjective, pretraining_sums
 from jobs.seam import EngineBase, StepStats
 
@@ -320,6 +321,7 @@ def build_pipeline_engine(cfg: PretrainConfig, num_stages: int, partition_method
     checked = copy.deepcopy(cfg)
     checked.deepspeed.pipeline_stages, checked.deepspeed.partition_method = num_stages, partition_method
     checked.validate_pipeline()  # the job's rules, before any process-group work
+    before_op_loads()  # its communication op loads here
     deepspeed.init_distributed(dist_init_required=False)  # wrap the existing torch process group
     world = dist.get_world_size()
     if num_stages < 1 or world % num_stages:

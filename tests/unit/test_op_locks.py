@@ -30,3 +30,21 @@ def test_the_cache_is_torchs_or_the_one_named_in_the_environment(tmp_path, monke
     assert extensions_root() == tmp_path
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
     assert extensions_root().name == "torch_extensions"
+
+
+def test_deepspeed_asks_py_cpuinfo_once_per_process_for_every_op():
+    """Each op DeepSpeed loads asks for the CPU's -march and SIMD flags, and each ask ran a py-cpuinfo subprocess
+    (~1 s), twice per op; after remember_cpu_info, the flags of two ops come from one answer."""
+    import cpuinfo
+    from deepspeed.ops.op_builder.cpu import CPUAdamBuilder, FusedAdamBuilder
+
+    from jobs.op_locks import remember_cpu_info
+
+    remember_cpu_info()
+    remember_cpu_info()  # idempotent: one cache, not a cache of a cache
+    cpuinfo.get_cpu_info.cache_clear()
+    flags = [FusedAdamBuilder().cxx_args(), CPUAdamBuilder().cxx_args()]
+    assert all("-march=native" in f for f in flags)
+    info = cpuinfo.get_cpu_info.cache_info()
+    assert (info.misses, info.currsize) == (1, 1) and info.hits >= 3, info
+    assert not hasattr(cpuinfo.get_cpu_info.__wrapped__, "cache_info")
