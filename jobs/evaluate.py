@@ -142,9 +142,12 @@ def _squad(model, tokenizer, task: TaskConfig, metric: str, rows: list[dict], ba
 
 
 def paired_bootstrap(candidate: Scores, champion: Scores, samples: int, confidence: float, seed: int) -> dict:
-    """Resample the rows with replacement `samples` times, scoring both models on the same resample.
-    Returns delta (candidate - champion on every row), p_better (the share of resamples where the candidate
-    scores higher) and the central `confidence` interval of the resampled deltas."""
+    """Resample the rows with replacement `samples` times and score both models on the same resample (paired: a
+    row both models get right, or both wrong, moves neither side). Returns
+      delta        candidate - champion on every row
+      lower_bound  the one-sided lower confidence bound on delta at level `confidence`: the (1 - confidence)
+                   quantile of the resampled deltas; the gate promotes only when it is above min_delta
+      p_better     the share of resamples where the candidate scores higher (reported, not decided on)"""
     if candidate.n != champion.n:
         raise ValueError(f"the models were scored on different rows ({candidate.n} vs {champion.n})")
     rng = np.random.default_rng(seed)
@@ -152,7 +155,5 @@ def paired_bootstrap(candidate: Scores, champion: Scores, samples: int, confiden
     for b in range(samples):
         idx = rng.integers(0, candidate.n, candidate.n)
         deltas[b] = candidate.on(idx) - champion.on(idx)
-    tail = (1 - confidence) / 2
-    lo, hi = np.quantile(deltas, [tail, 1 - tail])
-    return {"delta": candidate.value - champion.value, "p_better": float((deltas > 0).mean()),
-            "ci_low": float(lo), "ci_high": float(hi)}
+    return {"delta": candidate.value - champion.value, "lower_bound": float(np.quantile(deltas, 1 - confidence)),
+            "p_better": float((deltas > 0).mean())}

@@ -7,13 +7,15 @@
 
 The candidate and the current champion are scored on the same evaluation rows: the candidate's task (the
 `task_config` tag its registration wrote, with any `task.*` override), read afresh, each model with its own
-tokenizer (jobs/evaluate.py). The candidate becomes champion when there is no champion, or when it beats
-the champion's main metric by at least `min_delta` AND a paired bootstrap over the evaluation rows gives a
-probability of at least `confidence` that it is better. Otherwise the champion stays and the one-line
-reason says why. While it is judged the candidate holds @challenger; a candidate that lost keeps it.
+tokenizer (jobs/evaluate.py). The candidate becomes champion when there is no champion, or when the one-sided
+lower confidence bound (level `confidence`) of a paired bootstrap of candidate minus champion over the
+evaluation rows is above `min_delta`: the improvement is shown to clear the margin, not merely estimated to.
+A tie, or anything less, keeps the champion, and the one-line reason says why. While it is judged the
+candidate holds @challenger; a candidate that lost keeps it.
 
-Evidence: a run in the promotion experiment (params, both scores, delta, interval, p_better, the rows'
-sha256) and `promotion.*` tags on the candidate version. Every alias move is a registered-model tag
+Evidence: a run in the promotion experiment (params, both scores, the point delta, the bound the decision used,
+P(better), the rows' sha256) and `promotion.*` tags on the candidate version (the same, with the level and the
+number of resamples). Every alias move is a registered-model tag
 `alias_move.NNNN` ("champion v3 -> v5 promote run <id> <time>"), so the champion history can be read back
 and `--rollback` restores the previous champion.
 """
@@ -44,8 +46,8 @@ class PromoteConfig:
     model: str = ""  # the registered model's name
     version: int = 0  # the version to judge; 0 = the one under `candidate_alias`
     candidate_alias: str = CANDIDATE
-    min_delta: float = 0.0  # the candidate must beat the champion's main metric by at least this much
-    confidence: float = 0.95  # ... and be better in at least this share of bootstrap resamples
+    min_delta: float = 0.0  # the margin: promoted only if the lower bound on (candidate - champion) is above it
+    confidence: float = 0.95  # the level of that one-sided bound (paired bootstrap over the evaluation rows)
     bootstrap_samples: int = 1000
     seed: int = 0  # bootstrap resamples
     batch_size: int = 64  # evaluation batch
@@ -84,7 +86,7 @@ class PromoteResult:
     candidate: str = ""  # version numbers
     champion: str = ""  # the champion before the decision ("" if none)
     metric: str = ""
-    evidence: dict = field(default_factory=dict)  # candidate, champion, delta, p_better, ci_low, ci_high
+    evidence: dict = field(default_factory=dict)  # candidate, champion, delta, lower_bound, p_better
     eval_sha256: str = ""
     eval_rows: int = 0
     run_id: str = ""  # the promotion run
@@ -144,7 +146,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
             best = evaluate.score(_download(uri, cfg.model, theirs, Path(tmp)), task, split, rows, cfg.batch_size)
             evidence.update(champion=best.value, **evaluate.paired_bootstrap(
                 mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
-            decision, reason = _decide(cfg, evidence, mine.metric, ours, theirs)
+            decision, reason = decide(cfg, evidence, mine.metric, ours, theirs, mine.n)
     result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence,
                            evaluate.rows_digest(task, rows), mine.n)
     result.run_id = _record(cfg, client, uri, result, task)
@@ -154,15 +156,15 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     return result
 
 
-def _decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str) -> tuple[str, str]:
-    interval = f"{cfg.confidence:.0%} interval [{e['ci_low']:+.4f}, {e['ci_high']:+.4f}]"
-    line = (f"v{ours} {metric} {e['candidate']:.4f} vs champion v{theirs} {e['champion']:.4f}: "
-            f"delta {e['delta']:+.4f}, {interval}, P(better) {e['p_better']:.3f}")
-    if e["delta"] < cfg.min_delta:
-        return "kept", f"{line}; below min_delta {cfg.min_delta:g}"
-    if e["p_better"] < cfg.confidence:
-        return "kept", f"{line}; within the noise (P(better) < confidence {cfg.confidence:g})"
-    return "promoted", line
+def decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str, rows: int) -> tuple[str, str]:
+    """("promoted" or "kept", the decision in one sentence) from the paired bootstrap's evidence `e`."""
+    line = (f"v{ours} {metric} {e['candidate']:.4f} vs champion v{theirs} {e['champion']:.4f} on {rows} rows: "
+            f"delta {e['delta']:+.4f}, one-sided {cfg.confidence:.0%} lower bound {e['lower_bound']:+.4f} "
+            f"({cfg.bootstrap_samples} paired resamples)")
+    if e["lower_bound"] > cfg.min_delta:
+        return "promoted", f"{line} > min_delta {cfg.min_delta:g}"
+    why = "below min_delta" if e["delta"] <= cfg.min_delta else "within the noise"
+    return "kept", f"{line} <= min_delta {cfg.min_delta:g} ({why})"
 
 
 def _task_of(version, required: bool = True) -> dict:
@@ -199,6 +201,8 @@ def _record(cfg: PromoteConfig, client, uri: str, r: PromoteResult, task) -> str
     version_tags = {"promotion.decision": r.decision, "promotion.reason": r.reason[:5000],
                     "promotion.metric": r.metric, "promotion.champion_version": r.champion or "none",
                     "promotion.eval_sha256": r.eval_sha256, "promotion.eval_rows": str(r.eval_rows),
+                    "promotion.level": str(cfg.confidence), "promotion.bootstrap_samples": str(cfg.bootstrap_samples),
+                    "promotion.min_delta": str(cfg.min_delta),
                     "promotion.run_id": run_id, **{f"promotion.{k}": f"{v:.6f}" for k, v in r.evidence.items()}}
     for k, v in version_tags.items():
         client.set_model_version_tag(cfg.model, r.candidate, k, v)

@@ -112,7 +112,7 @@ def test_the_good_model_separates_the_classes_and_the_weak_one_does_not(models):
     assert good.metric == "dev/score" and good.n == 300
     assert good.value > 0.9 and weak.value < 0.7, (good.value, weak.value)
     e = evaluate.paired_bootstrap(good, weak, 300, 0.95, seed=0)
-    assert e["p_better"] == 1.0 and e["ci_low"] > 0.1 and e["delta"] == pytest.approx(good.value - weak.value)
+    assert e["p_better"] == 1.0 and e["lower_bound"] > 0.1 and e["delta"] == pytest.approx(good.value - weak.value)
 
 
 def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(models, tmp_path):
@@ -130,19 +130,20 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
     v2 = register(uri, task, dirs["good"])
     better = judge(uri, tmp_path / "art")
     assert (better.decision, better.candidate, better.champion) == ("promoted", v2, v1), better.reason
-    assert better.evidence["p_better"] >= 0.95 and better.evidence["delta"] > 0.2
+    assert better.evidence["lower_bound"] > 0.1 and better.evidence["delta"] > 0.2
+    assert "one-sided 95% lower bound" in better.reason and "300 rows" in better.reason
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == v2
 
-    v3 = register(uri, task, dirs["same"])  # better by less than the noise
+    v3 = register(uri, task, dirs["same"])  # the same predictions: a tie keeps the champion
     noise = judge(uri, tmp_path / "art")
-    assert noise.decision == "kept" and "within the noise" in noise.reason, noise.reason
+    assert noise.decision == "kept" and noise.evidence["lower_bound"] <= 0, noise.reason
     assert str(client.get_model_version_by_alias(NAME, "challenger").version) == v3  # the one that lost keeps it
 
     v4 = register(uri, task, dirs["weak"])  # worse
     worse = judge(uri, tmp_path / "art")
     assert worse.decision == "kept" and "below min_delta" in worse.reason and worse.evidence["delta"] < 0
 
-    margin = judge(uri, tmp_path / "art", version=int(v3), min_delta=0.0, confidence=0.5)  # equal: p_better 0 < 0.5
+    margin = judge(uri, tmp_path / "art", version=int(v3), min_delta=0.0, confidence=0.5)  # equal: bound 0, not > 0
     assert margin.decision == "kept"
 
     # the evidence: tags on each judged version, a promotion run per decision, all on the same rows
@@ -151,8 +152,9 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
         assert tags["promotion.decision"] == r.decision
         assert tags["promotion.champion_version"] == (v1 if v == v2 else v2)
         assert tags["promotion.eval_sha256"] == better.eval_sha256 and tags["promotion.eval_rows"] == "300"
-        for k in ("candidate", "champion", "delta", "p_better", "ci_low", "ci_high"):
+        for k in ("candidate", "champion", "delta", "lower_bound", "p_better"):
             assert float(tags[f"promotion.{k}"]) == pytest.approx(r.evidence[k], abs=1e-6)
+        assert (tags["promotion.level"], tags["promotion.bootstrap_samples"]) == ("0.5" if v == v3 else "0.95", "300")
         run = client.get_run(tags["promotion.run_id"])
         assert run.data.tags["decision"] == r.decision and run.data.metrics["p_better"] == pytest.approx(
             r.evidence["p_better"])
@@ -214,3 +216,79 @@ def test_entity_counts_give_seqeval_micro_f1():
         counts = evaluate.entity_counts(gold, pred, scheme)
         tp, n_pred, n_gold = counts.sum(0)
         assert 2 * tp / (n_pred + n_gold) == pytest.approx(ner_metrics(gold, pred, scheme=scheme)["f1"])
+
+
+# -- the gate alone: per-row correctness of two models on the same rows ------------------------------------------
+
+ROWS = 400
+
+
+def accuracy_scores(correct: np.ndarray) -> evaluate.Scores:
+    return evaluate.Scores("dev/accuracy", float(correct.mean()), len(correct), lambda idx: float(correct[idx].mean()))
+
+
+def pair(extra_right: int, extra_wrong: int = 0, base: int = 300, seed: int = 0):
+    """(candidate, champion) correctness on ROWS rows: the champion right on `base` of them; the candidate right
+    where the champion is, plus `extra_right` rows the champion misses, minus `extra_wrong` it gets right."""
+    rng = np.random.default_rng(seed)
+    champion = np.zeros(ROWS, dtype=bool)
+    champion[rng.choice(ROWS, base, replace=False)] = True
+    candidate = champion.copy()
+    candidate[rng.choice(np.flatnonzero(~champion), extra_right, replace=False)] = True
+    candidate[rng.choice(np.flatnonzero(champion), extra_wrong, replace=False)] = False
+    return candidate, champion
+
+
+def gate(candidate: np.ndarray, champion: np.ndarray, min_delta: float = 0.0, confidence: float = 0.95):
+    cfg = PromoteConfig(model=NAME, min_delta=min_delta, confidence=confidence, bootstrap_samples=2000)
+    mine, best = accuracy_scores(candidate), accuracy_scores(champion)
+    e = {"candidate": mine.value, "champion": best.value,
+         **evaluate.paired_bootstrap(mine, best, cfg.bootstrap_samples, cfg.confidence, seed=0)}
+    decision, reason = promote.decide(cfg, e, mine.metric, "2", "1", mine.n)
+    return decision, reason, e
+
+
+def unpaired_lower_bound(candidate: np.ndarray, champion: np.ndarray, confidence: float = 0.95) -> float:
+    """The same bound from resampling each model's rows on their own: what a gate that ignores the pairing sees."""
+    rng = np.random.default_rng(0)
+    deltas = [candidate[rng.integers(0, ROWS, ROWS)].mean() - champion[rng.integers(0, ROWS, ROWS)].mean()
+              for _ in range(2000)]
+    return float(np.quantile(deltas, 1 - confidence))
+
+
+def test_a_candidate_better_by_a_few_rows_is_kept_and_a_clearly_better_one_promoted():
+    """Right on 7 rows the champion misses and wrong on 4 it gets right (+3 of 400): not significant, kept.
+    +40 rows net: promoted. The reason names the delta, the bound, its level and the rows."""
+    decision, reason, e = gate(*pair(7, 4))
+    assert decision == "kept" and e["delta"] == pytest.approx(3 / ROWS) and e["lower_bound"] < 0, reason
+    assert "within the noise" in reason
+    decision, reason, e = gate(*pair(44, 4))
+    assert decision == "promoted" and e["lower_bound"] > 0.05, reason
+    assert f"delta {e['delta']:+.4f}, one-sided 95% lower bound {e['lower_bound']:+.4f}" in reason
+    assert f"on {ROWS} rows" in reason and "2000 paired resamples" in reason
+
+
+def test_only_a_paired_bound_sees_that_a_correlated_candidate_clears_the_margin():
+    """The candidate is the champion plus 12 rows it also gets right (never worse): every paired resample has
+    delta >= 0, and the bound clears min_delta 0.01. Resampled unpaired, the models' shared errors look like
+    noise and the same bound falls below zero: a gate that lost the pairing would keep the champion."""
+    candidate, champion = pair(12)
+    decision, reason, e = gate(candidate, champion, min_delta=0.01)
+    assert decision == "promoted" and e["lower_bound"] > 0.01, reason
+    assert unpaired_lower_bound(candidate, champion) < 0
+
+
+def test_significantly_better_but_not_by_the_margin_is_kept():
+    """+20 rows of 400 (delta 0.05) is significant (bound above 0) and above min_delta 0.04 as a point estimate,
+    but its lower bound is not above 0.04: kept. With min_delta 0 the same evidence promotes."""
+    candidate, champion = pair(20)
+    decision, reason, e = gate(candidate, champion, min_delta=0.04)
+    assert decision == "kept" and 0 < e["lower_bound"] <= 0.04 < e["delta"], reason
+    assert "<= min_delta 0.04 (within the noise)" in reason
+    assert gate(candidate, champion, min_delta=0.0)[0] == "promoted"
+
+
+def test_a_tie_and_a_worse_candidate_keep_the_champion():
+    for candidate, champion in (pair(0), pair(0, 10), pair(5, 5)):
+        decision, reason, e = gate(candidate, champion)
+        assert decision == "kept" and e["lower_bound"] <= 0, reason
