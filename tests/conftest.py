@@ -6,6 +6,7 @@
 """
 
 import os
+import sys
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")
@@ -26,6 +27,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def pytest_runtest_setup(item):
+    """Outside tests/e2e no test runs with Ray up: the e2e modules' shared cluster (tests/e2e/conftest.py) goes down
+    before the first unit or parity test (some assert that a refused config started no Ray)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized() and not item.nodeid.startswith("tests/e2e/"):
+        ray.shutdown()
 
 
 def pytest_terminal_summary(terminalreporter):
