@@ -55,10 +55,10 @@ def before_op_loads() -> None:
 
 
 def remember_cpu_info() -> None:
-    """DeepSpeed names each op's build by its compiler flags, and for the CPU flags (-march, SIMD width) asks
-    py-cpuinfo twice per op it loads; each answer runs a Python subprocess (about 1 s of CPU, measured here), so
-    a worker that loads three ops spends 6 s on the same answer. The CPU does not change while a process lives:
-    the first answer is kept (DeepSpeed imports `get_cpu_info` from the module at each call)."""
+    """DeepSpeed names each CPU op's build by its compiler flags and asks py-cpuinfo for two of them (-march,
+    SIMD width) at every load of FusedAdam or CPUAdam, and CPUAdam's constructor asks once more; each answer runs
+    a Python subprocess (1.1 s wall, measured here). The CPU does not change while a process lives: the first
+    answer is kept (DeepSpeed imports `get_cpu_info` from the module at each call)."""
     import functools
 
     try:
