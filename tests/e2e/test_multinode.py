@@ -13,12 +13,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def two_nodes():
+def two_nodes(no_shared_ray):
     head = start_head(num_cpus=2, resources='{"head_node": 1}', multi_node=True)
     worker = None
     try:
         worker = start_worker(head, num_cpus=2, resources='{"second_node": 1}')
-        ray.shutdown()  # the process's shared local cluster (tests/e2e/conftest.py); the next module restarts it
         ray.init(address=head.gcs_address, _node_ip_address=head.ip)
         yield head
     finally:
