@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -313,7 +314,10 @@ class PretrainConfig:
 
 def check_output_dir(name: str, path: str) -> None:
     """A job writes checkpoints under `path` on this machine: it, or the nearest folder above it that
-    exists, must be a folder this user can write to."""
+    exists, must be a folder this user can write to. Permissions (and read-only mounts) are asked first; a
+    folder is then made there and removed, for what they do not show: root passes the permission check on
+    every folder, yet /proc and /sys take no new folder from anyone, nor does an NFS export that squashes
+    root. Such a job would otherwise fail only after Ray's work began."""
     target = Path(path).resolve()
     existing = next(p for p in (target, *target.parents) if p.exists())
     if not existing.is_dir():
@@ -321,3 +325,8 @@ def check_output_dir(name: str, path: str) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{name} must be a writable folder, got {path!r} ({str(existing)!r} is read-only "
                           "for this user)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".write-check-", dir=existing))
+    except OSError as e:
+        raise ConfigError(f"{name} must be a writable folder, got {path!r} ({str(existing)!r} takes no new "
+                          f"folder: {e.strerror or e})") from None

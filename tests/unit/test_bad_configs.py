@@ -36,6 +36,11 @@ CONLL = ["task.name=conll", "task.train_file={tagged}", "task.dev_file={tagged}"
 SQUAD = ["task.name=squad", "task.train_file={tagged}", "task.dev_file={tagged}"]
 PIPELINE = ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1"]
 NO_HARVEST = ["corpus.harvest_installed_docs=false"]
+# An output folder no user, root included, can make: Linux's /proc takes no new entries from anyone.
+NO_ONE_WRITES = "/proc/bert-foundry-test/runs"
+WHY_NOT_WRITABLE = (r"must be a writable folder, got '/proc/bert-foundry-test/runs' \('/proc' "
+                    + (r"takes no new folder: \w" if os.geteuid() == 0 else r"is read-only for this user\)"))
+NEEDS_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
 
 
 def case(job, overrides, field, allowed, id):
@@ -130,6 +135,12 @@ CASES = [
     pytest.param("pretrain", ["output_dir={read_only}/runs"], "output_dir", "must be a writable folder",
                  id="output-dir-read-only", marks=pytest.mark.skipif(
                      os.geteuid() == 0, reason="root writes through directory permissions")),
+    # ... and a folder no one can add to, so that the case runs as root too (as CI runs): permissions let root
+    # through, making a folder there does not
+    pytest.param("pretrain", [f"output_dir={NO_ONE_WRITES}"], "output_dir", WHY_NOT_WRITABLE,
+                 id="output-dir-where-no-one-can-write", marks=NEEDS_PROC),
+    pytest.param("finetune", [f"output_dir={NO_ONE_WRITES}"], "output_dir", WHY_NOT_WRITABLE,
+                 id="ft-output-dir-where-no-one-can-write", marks=NEEDS_PROC),
     case("pretrain", ["run_name=a/b"], "run_name", "plain name without '/'", "run-name-with-slash"),
     # fine-tuning: the starting checkpoint
     case("finetune", ["init="], "init", "an HF BERT folder, a release folder, models:/NAME@alias or runs:/RUN_ID/path",
@@ -231,8 +242,13 @@ def test_there_are_at_least_30_distinct_mistakes():
 
 
 @pytest.mark.parametrize("module, job", [("jobs.pretrain", "pretrain"), ("jobs.finetune", "finetune")])
-def test_the_jobs_check_this_machine_before_ray(module, job, paths, monkeypatch):
-    """main(argv) -> load_config -> run(cfg): run refuses GPUs this machine lacks before it starts Ray."""
+@pytest.mark.parametrize("override, error", [
+    ("scaling.use_gpu=true", r"^scaling\.use_gpu=true needs \d+ GPUs"),
+    pytest.param(f"output_dir={NO_ONE_WRITES}", f"^output_dir {WHY_NOT_WRITABLE}", marks=NEEDS_PROC),
+], ids=["gpus", "output-dir"])
+def test_the_jobs_check_this_machine_before_ray(module, job, override, error, paths, monkeypatch):
+    """main(argv) -> load_config -> run(cfg): run refuses GPUs this machine lacks, and an output folder it cannot
+    make, before it starts Ray."""
     import importlib
 
     mod = importlib.import_module(module)
@@ -242,8 +258,8 @@ def test_the_jobs_check_this_machine_before_ray(module, job, paths, monkeypatch)
 
     monkeypatch.setattr(mod, "init_ray", no_ray)
     cls, path = CONFIGS[job]
-    argv = ["--config", path, *[o.format(**paths) for o in BASE[job]], "scaling.use_gpu=true"]
-    with pytest.raises(ConfigError, match=r"^scaling\.use_gpu=true needs \d+ GPUs"):
+    argv = ["--config", path, *[o.format(**paths) for o in BASE[job]], override]
+    with pytest.raises(ConfigError, match=error):
         mod.main(argv)
     assert_no_ray_started()
 
