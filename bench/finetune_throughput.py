@@ -81,11 +81,13 @@ def main(argv: list[str] | None = None) -> None:
         "scaling.num_workers=1", f"scaling.cpus_per_worker={args.threads}"])
     load = [os.getloadavg()[0]]
 
-    train_rows, evals, labels = ft_tasks.load_rows(cfg.task)  # harvests the corpus once
+    rows = ft_tasks.load_rows(cfg.task)  # harvests the corpus once
+    train_rows, labels = rows.train, rows.labels
     cfg.task.labels = list(labels)
     init = Path(cfg.init)
     t0 = time.perf_counter()
-    train, dev = ref.features(cfg, train_rows, init), ref.features(cfg, evals["dev"], init)
+    # every side evaluates each epoch on the select split, the one the job chooses its checkpoint on
+    train, dev = ref.features(cfg, train_rows, init), ref.features(cfg, rows.select, init)
     hf = ref.trainer_run(cfg, init, train, dev, len(labels), tmp / "hf")
     hf_wall = time.perf_counter() - t0
     load.append(os.getloadavg()[0])
@@ -108,10 +110,10 @@ def main(argv: list[str] | None = None) -> None:
             ("train loop (+ per-epoch eval)", n / ours["train_s"], n / hf["train_s"], ours["best"], hf["best"]),
             ("job, Ray start-up included", n / job_wall, n / hf_wall, job.best, hf["best"])]
     print(f"pkgdocs from all-MiniLM-L6-v2: {len(train_rows)} train rows x {args.epochs} epochs, {len(dev['labels'])} "
-          f"dev rows, seq {args.seq_len}, batch {args.batch_size}, lr {args.lr:g}, seed {args.seed}, fp32, "
+          f"select rows, seq {args.seq_len}, batch {args.batch_size}, lr {args.lr:g}, seed {args.seed}, fp32, "
           f"{args.threads} torch thread(s); load avg (1 min) during run: "
           + " / ".join(f"{x:.1f}" for x in load))
-    print(f"{'comparison':<30} {'ours ex/s':>10} {'HF ex/s':>9} {'ratio':>6} {'ours dev acc':>13} {'HF dev acc':>11}")
+    print(f"{'comparison':<30} {'ours ex/s':>10} {'HF ex/s':>9} {'ratio':>6} {'ours sel acc':>13} {'HF sel acc':>11}")
     for name, o, h, oa, ha in rows:
         print(f"{name:<30} {o:>10.2f} {h:>9.2f} {o / h:>5.2f}x {oa:>13.4f} {ha:>11.4f}")
     print(f"our job's worker logged {in_job:.2f} ex/s (median over its step windows, data fetch included); "

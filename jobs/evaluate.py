@@ -1,12 +1,16 @@
 """A fine-tuned model folder on a task's evaluation rows, scored per example so two models can be compared
-on resamples of the same rows (jobs/promote.py's paired bootstrap).
+on resamples of the same rows (jobs/promote.py's paired bootstrap), and with every official metric (the
+fine-tuning job and the sweep score their chosen model here, once, on the evaluation split: the numbers of the
+model card and the registered version).
 
 The model is loaded with transformers' own class for its task (what a user gets from the registry), the
 rows are featurized with the model's own tokenizer (two models with different vocabularies are compared
-on the same text), and the main metric is the one fine-tuning selects on (jobs/ft_tasks.main_metric):
+on the same text), and the main metric is the one fine-tuning selects on (jobs/ft_tasks.metric_name), here on
+the evaluation split:
   classification   the task's official metric (GLUE score, pkgdocs accuracy) recomputed on each resample
   NER              entity-level micro F1 from per-sentence (true positive, predicted, gold) entity counts
-  SQuAD            the mean of per-question F1 (percent), the null threshold chosen as the dev metric does
+  SQuAD            the mean of per-question F1 (percent); SQuAD v2's null threshold is the one chosen on the select
+                   split during fine-tuning (`null_threshold` in the model's config.json), never tuned on these rows
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +34,16 @@ class Scores:
     value: float  # on every row
     n: int  # rows (sentences, questions)
     on: Callable[[np.ndarray], float]  # the metric on a resample: row indices, repeats allowed
+    metrics: dict = field(default_factory=dict)  # every official metric on every row, "<split>/<name>"
+
+
+def evaluate_model(model_dir: Path, task: TaskConfig, evaluation: dict[str, list[dict]], batch_size: int = 64
+                   ) -> dict[str, float]:
+    """Every official metric of the model in `model_dir` on each evaluation split ({"dev/accuracy": ...})."""
+    out: dict[str, float] = {}
+    for split, rows in evaluation.items():
+        out.update(score(model_dir, task, split, rows, batch_size).metrics)
+    return out
 
 
 def rows_digest(task: TaskConfig, rows: list[dict]) -> str:
@@ -54,22 +68,23 @@ def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch
     from pipelines.tasks.common import load_tokenizer
 
     model, tokenizer = load_model(model_dir, task), load_tokenizer(str(model_dir))
-    metric = ft_tasks.main_metric(task)
+    metric = f"{split}/{ft_tasks.metric_name(task)}"
     if task.kind == "question-answering":
-        return _squad(model, tokenizer, task, metric, rows, batch_size)
+        return _squad(model, tokenizer, task, split, rows, batch_size)
     feats = ft_tasks.Featurizer(asdict(task), tokenizer)(rows)
     if not np.array_equal(feats["row_index"], [r["row_index"] for r in rows]):
         raise RuntimeError("features out of step with the evaluation rows (one feature per row expected)")
     outputs = [_forward(model, {k: v[i:i + batch_size] for k, v in feats.items()})
                for i in range(0, len(rows), batch_size)]
     if task.kind == "token-classification":
-        return _ner(task, metric, outputs, feats["labels"], batch_size)
+        return _ner(task, split, outputs, feats["labels"], batch_size)
     logits, labels = np.concatenate([o["logits"] for o in outputs]), feats["labels"]
 
     def on(idx: np.ndarray) -> float:
         return ft_tasks.dev_metrics(task, split, [], {"logits": logits[idx], "labels": labels[idx]})[metric]
 
-    return Scores(metric, on(np.arange(len(rows))), len(rows), on)
+    every = ft_tasks.dev_metrics(task, split, [], {"logits": logits, "labels": labels})
+    return Scores(metric, every[metric], len(rows), on, every)
 
 
 @torch.no_grad()
@@ -83,8 +98,8 @@ def _forward(model, batch: dict) -> dict[str, np.ndarray]:
             if getattr(out, k, None) is not None}
 
 
-def _ner(task: TaskConfig, metric: str, outputs: list[dict], labels: np.ndarray, batch_size: int) -> Scores:
-    from pipelines.tasks import conll_align_predictions
+def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, batch_size: int) -> Scores:
+    from pipelines.tasks import conll_align_predictions, ner_metrics
 
     gold, pred = [], []
     for i, o in enumerate(outputs):
@@ -98,7 +113,9 @@ def _ner(task: TaskConfig, metric: str, outputs: list[dict], labels: np.ndarray,
         tp, n_pred, n_gold = counts[idx].sum(0)
         return float(2 * tp / (n_pred + n_gold)) if n_pred + n_gold else 0.0
 
-    return Scores(metric, on(np.arange(len(gold))), len(gold), on)
+    metric = f"{split}/{ft_tasks.metric_name(task)}"
+    every = {f"{split}/{k}": float(v) for k, v in ner_metrics(gold, pred, scheme=task.iob_scheme).items()}
+    return Scores(metric, on(np.arange(len(gold))), len(gold), on, every)
 
 
 def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | None) -> np.ndarray:
@@ -120,8 +137,8 @@ def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | No
     return np.array([(len(a & b), len(b), len(a)) for a, b in zip(g, p)], dtype=np.int64).reshape(-1, 3)
 
 
-def _squad(model, tokenizer, task: TaskConfig, metric: str, rows: list[dict], batch_size: int) -> Scores:
-    from pipelines.tasks import squad_eval_features
+def _squad(model, tokenizer, task: TaskConfig, split: str, rows: list[dict], batch_size: int) -> Scores:
+    from pipelines.tasks import squad_eval_features, squad_metrics
     from pipelines.tasks.squad import example_scores
 
     feats = squad_eval_features(rows, tokenizer, task.max_seq_len, task.doc_stride, task.max_query_length)
@@ -132,13 +149,29 @@ def _squad(model, tokenizer, task: TaskConfig, metric: str, rows: list[dict], ba
         pad = [(0, 0), (0, width - out["start_logits"].shape[1])]
         starts.append(np.pad(out["start_logits"], pad, constant_values=-1e4))
         ends.append(np.pad(out["end_logits"], pad, constant_values=-1e4))
-    predictions, _ = ft_tasks.squad_predictions(task, rows, feats, np.concatenate(starts), np.concatenate(ends))
+    # SQuAD v2: the threshold chosen on the select split (written into the model's config by the job); a model
+    # without one predicts "no answer" where the null score beats the best span (threshold 0)
+    threshold = float(getattr(model.config, "null_threshold", 0.0)) if task.version_2 else None
+    predictions, threshold = ft_tasks.squad_predictions(task, rows, feats, np.concatenate(starts),
+                                                        np.concatenate(ends), threshold)
     f1 = np.array([example_scores(row, predictions.get(row["id"]))[1] for row in rows]) * 100.0
 
     def on(idx: np.ndarray) -> float:
         return float(f1[idx].mean())
 
-    return Scores(metric, on(np.arange(len(rows))), len(rows), on)
+    every = {f"{split}/{k}": float(v) for k, v in squad_metrics(predictions, rows).items()}
+    if task.version_2:
+        every[f"{split}/null_threshold"] = threshold
+    metric = f"{split}/{ft_tasks.metric_name(task)}"
+    return Scores(metric, on(np.arange(len(rows))), len(rows), on, every)
+
+
+def lower_bound(scores: Scores, samples: int, confidence: float, seed: int) -> float:
+    """The one-sided lower confidence bound (level `confidence`) on one model's metric: the (1 - confidence)
+    quantile of its value over `samples` resamples of the rows (what a first champion is known to score at least)."""
+    rng = np.random.default_rng(seed)
+    values = [scores.on(rng.integers(0, scores.n, scores.n)) for _ in range(samples)]
+    return float(np.quantile(values, 1 - confidence))
 
 
 def paired_bootstrap(candidate: Scores, champion: Scores, samples: int, confidence: float, seed: int) -> dict:

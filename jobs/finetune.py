@@ -1,5 +1,10 @@
 """Fine-tune a pretrained BERT on a task: rows -> Ray Data features -> Ray Train + DeepSpeed -> best HF model -> MLflow.
 
+The task's rows play three roles (pipelines/tasks/roles.py): the workers train on `train` and choose the best
+checkpoint (and stop early) on `select`, carved from train; the chosen model is then scored once, here, on the
+evaluation split (the benchmark's dev), which no choice saw: those are the numbers the run, the model card and
+the registered version carry.
+
     python jobs/finetune.py --config configs/finetune/pkgdocs.yaml init=/path/to/hf-bert-folder
     python jobs/finetune.py --config configs/finetune/sst2.yaml init=models:/bert-foundry-tiny@candidate
 
@@ -35,16 +40,19 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 class FinetuneResult:
     run_name: str
     task: str
-    main_metric: str  # e.g. "dev/accuracy"; higher is better
-    best: float  # its best value on dev
+    main_metric: str  # the select metric that chose the checkpoint, e.g. "select/accuracy"; higher is better
+    best: float  # its best value on select
     best_step: int
-    metrics: dict  # every dev metric at the best step
-    history: list  # every evaluation up to the best one: {"step", "epoch", metrics...}
+    metrics: dict  # every select metric at the best step
+    history: list  # every evaluation on select up to the best one: {"step", "epoch", metrics...}
     export_dir: str  # the best model in HF format with tokenizer (loads in transformers.AutoModelFor*)
     init_dir: str  # the local folder the run started from
     labels: list  # class names in index order ([] for QA)
     # run_id, model_uri, registered_model, version, alias, tracking_*, continued_from/_at_step (a resubmitted run)
     mlflow: dict = field(default_factory=dict)
+    eval_metric: str = ""  # the main metric on the evaluation split, e.g. "dev/accuracy"
+    evaluation: dict = field(default_factory=dict)  # the chosen model on the evaluation split(s), scored once
+    data: dict = field(default_factory=dict)  # {split: {"rows", "sha256"}} for train, select and evaluation
 
 
 def run(cfg: FinetuneConfig) -> FinetuneResult:
@@ -58,14 +66,12 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
-    train_rows, eval_rows, labels = ft_tasks.load_rows(cfg.task)
+    rows = ft_tasks.load_rows(cfg.task)
     resolved = copy.deepcopy(cfg)  # the config this run uses, derived values settled; not changed after logging
     resolved.run_name, resolved.tracking.tracking_uri = run_name, tracking_uri
-    resolved.task.labels = list(labels) if cfg.task.kind != "question-answering" else []
-    print(f"[data] {cfg.task.name}: {len(train_rows):,} train rows, "
-          + ", ".join(f"{len(r):,} {s} rows" for s, r in eval_rows.items())
-          + (f"; {len(labels)} labels {list(labels)}" if resolved.task.labels else ""), flush=True)
-    task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(train_rows, eval_rows))
+    resolved.task.labels = list(rows.labels) if cfg.task.kind != "question-answering" else []
+    print(ft_tasks.rows_line(cfg.task, rows), flush=True)
+    task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(rows))
     init_id = cfg.init if cfg.init.startswith(MLFLOW_SCHEMES) else str(init_dir)
     basis = continuation_basis(resolved, task_data[1], init_id)
     earlier = continuation.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
@@ -73,8 +79,9 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     dashboard = init_ray()
     _check_capacity(resolved, ray.cluster_resources())
     ray.data.DataContext.get_current().enable_progress_bars = False
-    datasets = {"train": _features(resolved, train_rows, init_dir)}
-    datasets.update({split: _features(resolved, rows, init_dir) for split, rows in eval_rows.items()})
+    # the workers get train and select only: no evaluation row reaches a choice
+    datasets = {"train": _features(resolved, rows.train, init_dir), ft_tasks.SELECT: _features(resolved, rows.select,
+                                                                                                 init_dir)}
     n_train = datasets["train"].count()
     if n_train < resolved.scaling.num_workers:  # Ray Data's equal split would hand some worker no rows at all
         raise ConfigError(f"scaling.num_workers={resolved.scaling.num_workers}: {cfg.task.name} has {n_train} training "
@@ -86,33 +93,57 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri,
                                     task_data=task_data)
     continued = continuation.tags(earlier)
+    data_tags = ft_tasks.split_tags(rows)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
-                                tags={"task": cfg.task.name, "init": cfg.init, **lineage, **continued})
+                                tags={"task": cfg.task.name, "init": cfg.init, **lineage, **continued, **data_tags})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
         print(continuation.line(run_name, earlier, total), flush=True)
-    result = _fit(resolved, datasets, init_dir, eval_rows, run_id, steps_per_epoch, total, basis)
+    result = _fit(resolved, datasets, init_dir, rows.select, run_id, steps_per_epoch, total, basis)
 
     export_dir = Path(cfg.output_dir).resolve() / run_name / "best"
     history = _fetch_best(result.checkpoint, export_dir)
     best = history[-1]
     main = ft_tasks.main_metric(resolved.task)
-    dev = {k: v for k, v in best.items() if k not in ("step", "epoch")}
+    chosen = {k: v for k, v in best.items() if k not in ("step", "epoch")}
+    evaluation = judge_chosen(export_dir, resolved.task, chosen, rows, resolved.train.eval_batch_size)
     counts = {k: result.metrics.get(k, 0)
               for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes", "stopped_at_step")}
-    card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}", dev,
-                               lineage)
-    info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in dev.items()}, **counts},
+    card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}",
+                               evaluation, lineage, chosen_on=f"{main} {best[main]:.4f} at step {best['step']}",
+                               data=rows.summary())
+    info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in chosen.items()}, **evaluation,
+                                                      **counts},
                                str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind],
-                               version_tags={"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name},
-                               description=card,
-                               input_example=tracking.input_example(next(iter(eval_rows.values()))))
+                               version_tags={"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name,
+                                             **data_tags, **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}},
+                               description=card, input_example=tracking.input_example(rows.select))
     info.update(counts, **continued)
-    out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], dev, history, str(export_dir),
-                         str(init_dir), resolved.task.labels, info)
+    out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], chosen, history, str(export_dir),
+                         str(init_dir), resolved.task.labels, info, eval_metric=ft_tasks.eval_metric(resolved.task),
+                         evaluation=evaluation, data=rows.summary())
     print(summary(out, resolved, dashboard), flush=True)
     return out
+
+
+def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) -> dict[str, float]:
+    """The chosen model (in `export_dir`) on the evaluation split(s), once. SQuAD v2's null threshold chosen on
+    select goes into the model's config.json first: the evaluation, the registry's copy and serving all use it."""
+    from jobs import evaluate, ft_tasks
+
+    threshold = chosen.get(f"{ft_tasks.SELECT}/null_threshold")
+    if threshold is not None:
+        config = json.loads((export_dir / "config.json").read_text())
+        config["null_threshold"] = threshold
+        tmp = export_dir / "config.json.tmp"
+        tmp.write_text(json.dumps(config, indent=2, sort_keys=True))
+        tmp.replace(export_dir / "config.json")
+    evaluation = evaluate.evaluate_model(export_dir, task, rows.evaluation, batch_size)
+    main = ft_tasks.eval_metric(task)
+    print(f"[evaluate] the chosen model on {', '.join(f'{len(r):,} {s}' for s, r in rows.evaluation.items())} rows "
+          f"(no choice saw them): {main} {evaluation[main]:.4f}", flush=True)
+    return evaluation
 
 
 def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
@@ -172,8 +203,8 @@ def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):
         featurize, fn_args=(task, tokenizer), batch_size=cfg.features.batch_size, batch_format="numpy").materialize()
 
 
-def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, eval_rows: dict, run_id: str, steps_per_epoch: int,
-         total: int, basis: dict):
+def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, select_rows: list[dict], run_id: str,
+         steps_per_epoch: int, total: int, basis: dict):
     import ray
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig
     from ray.train import ScalingConfig as RayScaling
@@ -182,13 +213,13 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, eval_rows: dict, r
     from jobs.ft_worker import train_loop_per_worker
 
     files = {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}
-    loop_config = {"cfg": cfg.to_dict(), "init_files": ray.put(files), "eval_rows": ray.put(eval_rows),
+    loop_config = {"cfg": cfg.to_dict(), "init_files": ray.put(files), "select_rows": ray.put(select_rows),
                    "steps_per_epoch": steps_per_epoch, "total_steps": total, "mlflow_run_id": run_id,
                    "basis": basis}
     s = cfg.scaling
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
-        dataset_config=DataConfig(datasets_to_split=["train"]),  # dev: whole, on rank 0
+        dataset_config=DataConfig(datasets_to_split=["train"]),  # select: whole, on rank 0
         scaling_config=RayScaling(num_workers=s.num_workers, use_gpu=s.use_gpu,
                                   resources_per_worker={"CPU": s.cpus_per_worker},
                                   placement_strategy=s.placement_strategy),
@@ -233,10 +264,13 @@ def _check_capacity(cfg: FinetuneConfig, resources: dict) -> None:
 def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
     from jobs.tracking import outage_line
 
+    sizes = ", ".join(f"{split} {info['rows']:,}" for split, info in r.data.items())
     lines = ["", "=" * 72,
              f"run              {r.run_name} ({r.task}, from {cfg.init})",
-             f"best             {r.main_metric} {r.best:.4f} at step {r.best_step} "
-             f"({len(r.history)} evaluations up to it)",
+             f"chosen           step {r.best_step}: {r.main_metric} {r.best:.4f} "
+             f"({len(r.history)} evaluations on select up to it)",
+             f"evaluation       {r.eval_metric} {r.evaluation[r.eval_metric]:.4f} "
+             f"({sizes} rows)",
              f"best model (HF)  {r.export_dir}",
              f"early stopping   " + (f"stopped at step {r.mlflow['stopped_at_step']}: {cfg.train.patience} evaluations "
                                      f"without a better {r.main_metric}" if r.mlflow.get("stopped_at_step")

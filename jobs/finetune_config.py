@@ -3,7 +3,7 @@
 Presets derive from configs/finetune/base.yaml (`base: base.yaml`) and change one thing. The whole
 tree is validated before any Ray work, with errors naming the field and the allowed values.
 Everything a Ray Train worker needs travels inside this config (as a dict) plus the payloads the
-driver puts in the object store (the starting checkpoint's files, the task's eval rows).
+driver puts in the object store (the starting checkpoint's files, the task's select rows; evaluation rows stay on the driver).
 """
 
 from __future__ import annotations
@@ -30,13 +30,18 @@ class TaskConfig:
     max_seq_len: int = 128  # features are cut to this many word pieces (batches pad to their longest)
     labels: list[str] = field(default_factory=list)  # class names; [] = the task's own (set by the job)
     max_train_examples: int = 0  # quick runs: keep the first N training rows; 0 = all
-    max_eval_examples: int = 0  # quick runs: keep the first N dev rows; 0 = all
+    max_eval_examples: int = 0  # quick runs: keep the first N select and dev rows; 0 = all
+    # Three roles (pipelines/tasks/roles.py): train fits, select chooses (checkpoint, trial, seed, threshold),
+    # dev judges (model card, registered metrics, promotion). Select is carved from train by a stable hash of
+    # each row's group: this share of it, at most this many rows (pkgdocs: a share of its documents).
+    selection_fraction: float = 0.1
+    selection_max_rows: int = 5000
     # GLUE: the download root (glue_data/) or the task's folder; dev is dev.tsv (MNLI: matched + mismatched)
     data_dir: str = ""
     # SQuAD (JSON) and CoNLL (column files)
     train_file: str = ""
     dev_file: str = ""
-    version_2: bool = False  # SQuAD v2.0: unanswerable questions; the null threshold is chosen on dev
+    version_2: bool = False  # SQuAD v2.0: unanswerable questions; the null threshold is chosen on select
     doc_stride: int = 128  # SQuAD: tokens shared by consecutive windows of a long context
     max_query_length: int = 64  # SQuAD: questions are cut to this many pieces
     n_best: int = 20  # SQuAD: start/end candidates per window
@@ -146,6 +151,11 @@ class FinetuneConfig:
         for name in ("max_train_examples", "max_eval_examples"):
             if getattr(k, name) < 0:
                 raise ConfigError(f"task.{name} must be >= 0, got {getattr(k, name)}")
+        if not 0 < k.selection_fraction < 1:
+            raise ConfigError(f"task.selection_fraction must be in (0, 1) (the share of train carved out to make the "
+                              f"run's choices), got {k.selection_fraction}")
+        if k.selection_max_rows < 1:
+            raise ConfigError(f"task.selection_max_rows must be >= 1, got {k.selection_max_rows}")
         if k.labels and k.name != "conll":
             raise ConfigError(f"task.labels must be [] for task {k.name!r} (the job takes the task's own labels), "
                               f"got {k.labels}; only conll reads task.labels")
@@ -187,7 +197,7 @@ class FinetuneConfig:
     def _validate_deepspeed(self) -> None:
         d = self.deepspeed.validate(self.scaling, "adamw")
         if d.zero_stage == 3:
-            # dev evaluation runs on rank 0 alone (exact metrics over the whole dev set); ZeRO-3's forward needs
+            # selection evaluation runs on rank 0 alone (exact metrics over the whole select split); ZeRO-3's forward needs
             # every rank to gather the parameters
             raise ConfigError("deepspeed.zero_stage must be 0, 1 or 2 for fine-tuning, got 3 (rank 0 evaluates "
                               "alone and ZeRO-3 needs every rank in each forward)")

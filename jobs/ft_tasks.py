@@ -1,20 +1,24 @@
-"""What fine-tuning needs from each task: rows, features, the head, and the official dev metrics.
+"""What fine-tuning needs from each task: rows in their three roles, features, the head, and the official metrics.
 
 The readers, featurizers and metrics live in pipelines/tasks; this module only wires them to a
-task name. Contracts with the worker (jobs/ft_worker.py):
+task name. Roles (pipelines/tasks/roles.py): `train` fits, `select` makes every choice (best checkpoint,
+early stopping, trial, seed, SQuAD v2's null threshold), the evaluation splits (`dev`; MNLI: `dev_matched`
+and `dev_mismatched`) judge the chosen model once, on the driver. Contracts with the worker (jobs/ft_worker.py):
   * every row gets `row_index` (its position in its split); every feature carries it, plus `window`
     (the feature's number among its row's features: SQuAD windows; 0 elsewhere), so predictions
     gathered in any order sort back to the order `squad_eval_features` produces;
   * `dev_metrics` takes the gathered, sorted arrays and returns the task's official metrics, with
-    `main_metric(task)` the one early stopping and the best checkpoint follow (higher is better).
+    `main_metric(task)` (on select) the one early stopping and the best checkpoint follow (higher is better).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from bert_core.config import ConfigError
 from jobs.finetune_config import TaskConfig
 from pipelines.tasks.common import batch_rows, load_tokenizer
+from pipelines.tasks.roles import TaskRows, assign_roles
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 TARGETS = {"classification": ("labels",), "token-classification": ("labels",),
@@ -39,35 +43,51 @@ def num_labels(task: TaskConfig) -> int:
     return len(task.labels) if task.kind != "question-answering" else 2
 
 
+SELECT = "select"  # the split that makes the run's choices
+
+
 def eval_splits(task: TaskConfig) -> tuple[str, ...]:
+    """The evaluation splits: the benchmark's official dev split(s), never seen by a choice."""
     return ("dev_matched", "dev_mismatched") if task.name == "mnli" else ("dev",)
 
 
-def main_metric(task: TaskConfig) -> str:
-    """The dev metric that picks the best checkpoint: GLUE's score (mean of the task's official
-    metrics; MNLI's on matched), pkgdocs' accuracy, CoNLL's entity F1, SQuAD's F1."""
-    split = eval_splits(task)[0]
+def metric_name(task: TaskConfig) -> str:
+    """The task's main metric: GLUE's score (mean of the task's official metrics), pkgdocs' accuracy, CoNLL's
+    entity F1, SQuAD's F1."""
     if task.name == "pkgdocs":
-        return f"{split}/accuracy"
-    return f"{split}/{'score' if task.kind == 'classification' else 'f1'}"
+        return "accuracy"
+    return "score" if task.kind == "classification" else "f1"
+
+
+def main_metric(task: TaskConfig) -> str:
+    """The select metric that picks the best checkpoint, trial and seed (higher is better)."""
+    return f"{SELECT}/{metric_name(task)}"
+
+
+def eval_metric(task: TaskConfig) -> str:
+    """The evaluation metric the model card, the registered version and the promotion gate report (MNLI: matched)."""
+    return f"{eval_splits(task)[0]}/{metric_name(task)}"
 
 
 # -- rows (on the driver) ----------------------------------------------------------------------------
 
-def load_rows(task: TaskConfig) -> tuple[list[dict], dict[str, list[dict]], tuple[str, ...]]:
-    """(train rows, {eval split: rows}, label names) with `row_index` set; first-N caps applied."""
+def load_rows(task: TaskConfig) -> TaskRows:
+    """The task's rows in their three roles, `row_index` set in each split; first-N caps applied."""
     from pipelines.tasks import load_conll, load_glue, load_squad
     from pipelines.tasks.conll import CONLL_LABELS
     from pipelines.tasks.glue import GLUE_TASKS
 
+    select = None
     if task.name == "pkgdocs":
         from pipelines.harvest import harvest_installed_docs
         from pipelines.tasks.pkgdocs import load_pkgdocs
 
         harvest_installed_docs(task.corpus_dir, max_mb=task.harvest_max_mb)  # reused when already there
-        splits, labels = load_pkgdocs(task.corpus_dir, num_labels=task.num_classes, max_per_label={
-            "train": task.max_train_per_label, "dev": task.max_dev_per_label})
-        train, evals = splits["train"].rows, {"dev": splits["dev"].rows}
+        splits, labels = load_pkgdocs(task.corpus_dir, num_labels=task.num_classes,
+                                      select_fraction=task.selection_fraction, max_per_label={
+                                          "train": task.max_train_per_label, "select": task.max_dev_per_label,
+                                          "dev": task.max_dev_per_label})
+        train, select, evals = splits["train"].rows, splits["select"].rows, {"dev": splits["dev"].rows}
     elif task.name in GLUE_TASKS:
         spec = GLUE_TASKS[task.name]
         train = load_glue(task.name, task.data_dir, "train").rows
@@ -79,9 +99,15 @@ def load_rows(task: TaskConfig) -> tuple[list[dict], dict[str, list[dict]], tupl
         labels = tuple(task.labels) or CONLL_LABELS
         train = load_conll(task.train_file, labels).rows
         evals = {"dev": load_conll(task.dev_file, labels).rows}
-    train = _indexed(train, task.max_train_examples)
-    evals = {name: _indexed(rows, task.max_eval_examples) for name, rows in evals.items()}
-    return train, evals, tuple(labels)
+    rows = assign_roles(train, evals, task.kind, task.selection_fraction, task.selection_max_rows, select)
+    rows.train = _indexed(rows.train, task.max_train_examples)
+    rows.select = _indexed(rows.select, task.max_eval_examples)
+    rows.evaluation = {name: _indexed(r, task.max_eval_examples) for name, r in rows.evaluation.items()}
+    rows.labels = tuple(labels)
+    if not rows.select:
+        raise ConfigError(f"task {task.name}: the select split is empty (every carved row also occurs in train or "
+                          f"dev); raise task.selection_fraction (now {task.selection_fraction})")
+    return rows
 
 
 def data_source(task: TaskConfig) -> str:
@@ -91,17 +117,33 @@ def data_source(task: TaskConfig) -> str:
     return task.data_dir if task.data_dir else task.train_file
 
 
-def rows_digest(train: list[dict], evals: dict[str, list[dict]]) -> str:
-    """sha256 of exactly the rows a run trains and evaluates on (after caps): equal digest, equal data."""
+def rows_digest(rows: TaskRows) -> str:
+    """sha256 of exactly the rows a run trains, selects and is evaluated on (after caps): equal digest, equal data."""
     import hashlib
-    import json
 
     digest = hashlib.sha256()
-    for split, rows in {"train": train, **evals}.items():  # row by row: a large task is never one string
-        digest.update(f"\n[{split}]".encode())
-        for row in rows:
-            digest.update(json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode() + b"\n")
+    for split, info in rows.summary().items():
+        digest.update(f"[{split}] {info['rows']} {info['sha256']}\n".encode())
     return digest.hexdigest()
+
+
+def split_tags(rows: TaskRows) -> dict[str, str]:
+    """`data.<split>.rows` / `data.<split>.sha256` for every split, and the leaks removed: run and version tags."""
+    tags = {}
+    for split, info in rows.summary().items():
+        tags[f"data.{split}.rows"], tags[f"data.{split}.sha256"] = str(info["rows"]), info["sha256"]
+    tags["data.roles"] = f"train fits, {SELECT} chooses, {'/'.join(rows.evaluation)} evaluates"
+    tags.update({f"data.dropped.{k}": str(v) for k, v in rows.dropped.items()})
+    return tags
+
+
+def rows_line(task: TaskConfig, rows: TaskRows) -> str:
+    """One console line: each split's size and the leaks removed."""
+    dropped = {k: v for k, v in rows.dropped.items() if v}
+    return (f"[data] {task.name}: {len(rows.train):,} train, {len(rows.select):,} {SELECT} (chooses), "
+            + ", ".join(f"{len(r):,} {s}" for s, r in rows.evaluation.items()) + " (evaluates)"
+            + (f"; {len(rows.labels)} labels {list(rows.labels)}" if task.kind != "question-answering" else "")
+            + (f"; removed as leaks: {dropped}" if dropped else ""))
 
 
 def _indexed(rows: list[dict], limit: int) -> list[dict]:
@@ -152,11 +194,12 @@ class Featurizer:
         return {**{k: out[k] for k in keep}, "row_index": row_index[source], "window": window}
 
 
-# -- dev metrics (rank 0) ------------------------------------------------------------------------
+# -- metrics (select: rank 0; evaluation: jobs/evaluate.py) ------------------------------------------------------------------------
 
 def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str, np.ndarray],
                 tokenizer=None) -> dict[str, float]:
-    """The task's official metrics on one eval split, named `<split>/<metric>`.
+    """The task's official metrics on one split, named `<split>/<metric>` (SQuAD v2: with the null threshold
+    chosen on these rows: call it on the select split only; jobs/evaluate.py applies the chosen one to dev).
 
     arrays: the model outputs (logits / start_logits, end_logits) and the features' targets, one row per
     feature, sorted by (row_index, window).
@@ -183,19 +226,22 @@ def _squad_metrics(task: TaskConfig, rows: list[dict], arrays: dict, tokenizer) 
     predictions, threshold = squad_predictions(task, rows, features, arrays["start_logits"], arrays["end_logits"])
     out = squad_metrics(predictions, rows)
     if task.version_2:
-        out["null_threshold"] = threshold  # chosen on this dev set: use it when serving
+        out["null_threshold"] = threshold  # chosen on the select split: the job writes it into the model's config
     return out
 
 
-def squad_predictions(task: TaskConfig, rows: list[dict], features: dict, start_logits, end_logits
-                      ) -> tuple[dict[str, str], float]:
+def squad_predictions(task: TaskConfig, rows: list[dict], features: dict, start_logits, end_logits,
+                      threshold: float | None = None) -> tuple[dict[str, str], float]:
     """({question id: answer text, "" for no answer}, the null threshold): the n-best spans of every window,
-    and for SQuAD v2 the no-answer threshold chosen on these rows."""
+    and for SQuAD v2 the no-answer threshold given, or (None) the one chosen on these rows."""
     from pipelines.tasks import best_null_threshold, best_spans
 
     if len(features["example_id"]) != len(start_logits):
         raise RuntimeError(f"{len(start_logits)} predicted windows for {len(features['example_id'])} "
                            "eval windows: the eval features and the predictions are out of step")
     spans = best_spans(rows, features, start_logits, end_logits, task.n_best, task.max_answer_length)
-    threshold = best_null_threshold(rows, spans) if task.version_2 else float("inf")
+    if not task.version_2:
+        threshold = float("inf")
+    elif threshold is None:
+        threshold = best_null_threshold(rows, spans)
     return {k: "" if null - score > threshold else text for k, (text, score, null) in spans.items()}, threshold

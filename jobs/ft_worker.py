@@ -1,11 +1,12 @@
-"""What each fine-tuning worker runs: stream its train shard, step, evaluate on dev, keep the best.
+"""What each fine-tuning worker runs: stream its train shard, step, evaluate on select, keep the best.
 
 Contract with the driver (jobs/finetune.py): `config` holds the resolved FinetuneConfig as a dict
 (labels settled), `init_files` (an object ref to the starting checkpoint's files, so a worker on
-any node can build the model), `eval_rows` (object ref: {split: rows}, read by rank 0 for the
-metrics), `steps_per_epoch`, `total_steps` and the MLflow run id.
+any node can build the model), `select_rows` (object ref: the select split's rows, read by rank 0 for the
+metrics), `steps_per_epoch`, `total_steps` and the MLflow run id. The workers never see an evaluation row:
+the driver scores the chosen model on those once the run is over.
 
-Evaluation runs on rank 0 over the whole (unsplit) dev set while the other ranks wait: dev sets are
+Evaluation on select runs on rank 0 over the whole (unsplit) split while the other ranks wait: it is
 small, and an exact metric needs every row exactly once. Every evaluation reports a checkpoint of the
 whole training state: each rank's part of the engine (weights, optimizer moments, schedule) and its RNG,
 and rank 0's place in the data, evaluation history, early-stopping count and the best model so far (HF
@@ -85,7 +86,7 @@ def build_model(cfg: FinetuneConfig, init_dir: Path):
                            "unused": unused}
 
 
-BOOKKEEPING = ("row_index", "window")  # which dev row and doc-stride window a feature is: not model input
+BOOKKEEPING = ("row_index", "window")  # which row and doc-stride window a feature is: not model input
 
 
 def collate(batch: dict) -> dict:
@@ -236,10 +237,10 @@ class Worker:
         self._report(counts)  # with the engine too: a resubmission with more steps trains on from here
 
     def evaluate(self, epoch: int) -> None:
-        """Rank 0 scores the dev set; every rank reports it with a checkpoint of the whole training state (the
+        """Rank 0 scores the select split; every rank reports it with a checkpoint of the whole training state (the
         best model so far rides along). Sets `stopped` (early stopping), the same on every rank."""
         step = self.step
-        metrics = self._dev_metrics() if self.rank == 0 else {}
+        metrics = self._select_metrics() if self.rank == 0 else {}
         decision = [metrics]
         if dist.is_initialized():
             dist.broadcast_object_list(decision, src=0)
@@ -280,26 +281,23 @@ class Worker:
             write_rank_files(tmp, self.rank)  # last: a part without it is known to be partial
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
-    def _dev_metrics(self) -> dict:
+    def _select_metrics(self) -> dict:
+        """The task's official metrics on the select split, `select/<name>`."""
         from pipelines.tasks.common import load_tokenizer
 
-        eval_rows = ray.get(self.config["eval_rows"])
-        tokenizer = load_tokenizer(str(self.init_dir)) if self.cfg.task.kind == "question-answering" else None
-        out = {}
-        for split in ft_tasks.eval_splits(self.cfg.task):
-            raw = list(ray.train.get_dataset_shard(split).iter_batches(
-                batch_size=self.cfg.train.eval_batch_size, batch_format="numpy"))
-            arrays = self.engine.predict([collate(b) for b in raw], pad_to=self.cfg.task.max_seq_len)
-            for k in ("row_index", "window", *ft_tasks.TARGETS[self.cfg.task.kind]):
-                parts = [b[k] for b in raw]
-                if parts[0].ndim == 2:  # token labels: pad back to full width with the ignore index
-                    parts = [np.pad(p, [(0, 0), (0, self.cfg.task.max_seq_len - p.shape[1])], constant_values=-100)
-                             for p in parts]
-                arrays[k] = np.concatenate(parts)
-            order = np.lexsort((arrays["window"], arrays["row_index"]))
-            arrays = {k: v[order] for k, v in arrays.items()}
-            out.update(ft_tasks.dev_metrics(self.cfg.task, split, eval_rows[split], arrays, tokenizer))
-        return out
+        task = self.cfg.task
+        tokenizer = load_tokenizer(str(self.init_dir)) if task.kind == "question-answering" else None
+        raw = list(ray.train.get_dataset_shard(ft_tasks.SELECT).iter_batches(
+            batch_size=self.cfg.train.eval_batch_size, batch_format="numpy"))
+        arrays = self.engine.predict([collate(b) for b in raw], pad_to=task.max_seq_len)
+        for k in ("row_index", "window", *ft_tasks.TARGETS[task.kind]):
+            parts = [b[k] for b in raw]
+            if parts[0].ndim == 2:  # token labels: pad back to full width with the ignore index
+                parts = [np.pad(p, [(0, 0), (0, task.max_seq_len - p.shape[1])], constant_values=-100) for p in parts]
+            arrays[k] = np.concatenate(parts)
+        order = np.lexsort((arrays["window"], arrays["row_index"]))
+        arrays = {k: v[order] for k, v in arrays.items()}
+        return ft_tasks.dev_metrics(task, ft_tasks.SELECT, ray.get(self.config["select_rows"]), arrays, tokenizer)
 
 
 def train_loop_per_worker(config: dict) -> None:

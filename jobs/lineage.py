@@ -102,7 +102,11 @@ def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
 def _describe(r) -> list[str]:
     tags = r.data.tags
     keys = (*CODE_TAGS, "lineage.tokenizer_sha256", "lineage.task_source", "lineage.task_data_sha256")
-    return [f"name {r.info.run_name}", *(f"{k} = {tags[k]}" for k in keys if k in tags)]
+    splits = [k[len("data."):-len(".rows")] for k in tags if k.startswith("data.") and k.endswith(".rows")]
+    roles = [f"data {s} ({'fits' if s == 'train' else 'chooses' if s == 'select' else 'evaluates'}): "
+             f"{tags[f'data.{s}.rows']} rows, sha256 {tags.get(f'data.{s}.sha256', '?')}"
+             for s in sorted(splits, key=lambda s: (s != "train", s != "select", s))]
+    return [f"name {r.info.run_name}", *(f"{k} = {tags[k]}" for k in keys if k in tags), *roles]
 
 
 def _walk_run(client, run_id: str, named_by: str, outer_tags: dict, links: list[Link], seen: set) -> None:

@@ -13,11 +13,15 @@ evaluation rows is above `min_delta`: the improvement is shown to clear the marg
 A tie, or anything less, keeps the champion, and the one-line reason says why. While it is judged the
 candidate holds @challenger; a candidate that lost keeps it.
 
+The evaluation rows are the task's evaluation split (its official dev; pipelines/tasks/roles.py): the split no
+choice of either model saw (checkpoints, trials and seeds are chosen on the select split, carved from train).
+
 Evidence: a run in the promotion experiment (params, both scores, the point delta, the bound the decision used,
 P(better), the rows' sha256) and `promotion.*` tags on the candidate version (the same, with the level and the
-number of resamples). Every alias move is a registered-model tag
-`alias_move.NNNN` ("champion v3 -> v5 promote run <id> <time>"), so the champion history can be read back
-and `--rollback` restores the previous champion.
+number of resamples). Every alias move (@candidate at registration, @challenger, @champion, a rollback) is a
+registered-model tag `alias_move.<time>` ("champion v3 -> v5 promoted: <reason> (run <id>) <time>", made by
+jobs/tracking.move_alias), so the history of each alias can be read back and `--rollback` restores the previous
+champion.
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config import TrackingConfig  # noqa: E402
 from jobs.config_io import cli, load_config  # noqa: E402
+from jobs.tracking import alias_history, move_alias  # noqa: E402
 
 CANDIDATE, CHALLENGER, CHAMPION = "candidate", "challenger", "champion"
-MOVE_TAG = "alias_move."
 
 
 @dataclass
@@ -133,26 +137,29 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         if other and (other["name"], other["labels"]) != (task.name, task.labels):
             raise ValueError(f"v{theirs} (champion) is a {other['name']} model with labels {other['labels']}; "
                              f"v{ours} is {task.name} with {task.labels}: not comparable")
-    _, eval_rows, _ = ft_tasks.load_rows(task)
     split = ft_tasks.eval_splits(task)[0]
-    rows = eval_rows[split]
-    client.set_registered_model_alias(cfg.model, CHALLENGER, ours)
+    rows = ft_tasks.load_rows(task).evaluation[split]  # the evaluation split: no choice of either model saw it
+    run_id = _start_record(cfg, uri, ours, theirs, task)
+    move_alias(client, cfg.model, CHALLENGER, ours, f"judged against champion v{theirs or 'none'}", run_id)
     with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
         mine = evaluate.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
         evidence = {"candidate": mine.value}
-        if champion is None:
-            decision, reason = "promoted", f"no champion yet; v{ours} {mine.metric} {mine.value:.4f}"
+        if champion is None:  # nothing to compare with: the bound says what the first champion scores at least
+            evidence["lower_bound"] = evaluate.lower_bound(mine, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
+            decision, reason = "promoted", (
+                f"no champion yet; v{ours} {mine.metric} {mine.value:.4f} on {mine.n} rows, one-sided "
+                f"{cfg.confidence:.0%} lower bound {evidence['lower_bound']:.4f} ({cfg.bootstrap_samples} resamples)")
         else:
             best = evaluate.score(_download(uri, cfg.model, theirs, Path(tmp)), task, split, rows, cfg.batch_size)
             evidence.update(champion=best.value, **evaluate.paired_bootstrap(
                 mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
             decision, reason = decide(cfg, evidence, mine.metric, ours, theirs, mine.n)
     result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence,
-                           evaluate.rows_digest(task, rows), mine.n)
-    result.run_id = _record(cfg, client, uri, result, task)
+                           evaluate.rows_digest(task, rows), mine.n, run_id)
+    _record(cfg, client, result)
     if decision == "promoted":
-        _move(client, cfg.model, CHAMPION, theirs, ours, f"promote run {result.run_id}")
-        client.delete_registered_model_alias(cfg.model, CHALLENGER)
+        move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
+        move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id)
     return result
 
 
@@ -181,23 +188,31 @@ def _download(uri: str, name: str, version: str, root: Path) -> Path:
     return resolve_init(f"models:/{name}/{version}", uri, root / f"v{version}")
 
 
-def _record(cfg: PromoteConfig, client, uri: str, r: PromoteResult, task) -> str:
-    """The promotion run (params, evidence, decision) and the candidate version's promotion.* tags."""
+def _start_record(cfg: PromoteConfig, uri: str, ours: str, theirs: str, task) -> str:
+    """The promotion's MLflow run, opened before anything moves: every alias move names it."""
     from jobs import tracking
 
-    params = {"model": cfg.model, "candidate_version": r.candidate, "champion_version": r.champion or "none",
+    params = {"model": cfg.model, "candidate_version": ours, "champion_version": theirs or "none",
               "min_delta": cfg.min_delta, "confidence": cfg.confidence, "bootstrap_samples": cfg.bootstrap_samples,
-              "seed": cfg.seed, "task": asdict(task)}
-    tags = {"decision": r.decision, "reason": r.reason[:5000], "metric": r.metric, "eval_sha256": r.eval_sha256,
-            "eval_rows": str(r.eval_rows), **tracking.code_version()}
+              "seed": cfg.seed, "task": asdict(task) if task is not None else "none"}
     t = cfg.tracking
-    run_id = tracking.start_run(uri, t.experiment, t.artifact_location, f"promote-{cfg.model}-v{r.candidate}",
-                                params, tags=tags)
-    from mlflow.entities import Metric
+    name = f"rollback-{cfg.model}" if cfg.rollback else f"promote-{cfg.model}-v{ours}"
+    return tracking.start_run(uri, t.experiment, t.artifact_location, name, params, tags=tracking.code_version())
 
+
+def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
+    """The evidence and decision on the promotion run, and the candidate version's promotion.* tags."""
+    from mlflow.entities import Metric, RunTag
+
+    run_id = r.run_id
+    tags = {"decision": r.decision, "reason": r.reason[:5000], "metric": r.metric, "eval_sha256": r.eval_sha256,
+            "eval_rows": str(r.eval_rows)}
     now = int(time.time() * 1000)
-    client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in r.evidence.items()])
+    client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in r.evidence.items()],
+                     tags=[RunTag(k, v) for k, v in tags.items()])
     client.set_terminated(run_id, "FINISHED")
+    if r.decision == "rolled back":  # the versions keep the evidence of their own promotions
+        return
     version_tags = {"promotion.decision": r.decision, "promotion.reason": r.reason[:5000],
                     "promotion.metric": r.metric, "promotion.champion_version": r.champion or "none",
                     "promotion.eval_sha256": r.eval_sha256, "promotion.eval_rows": str(r.eval_rows),
@@ -206,31 +221,18 @@ def _record(cfg: PromoteConfig, client, uri: str, r: PromoteResult, task) -> str
                     "promotion.run_id": run_id, **{f"promotion.{k}": f"{v:.6f}" for k, v in r.evidence.items()}}
     for k, v in version_tags.items():
         client.set_model_version_tag(cfg.model, r.candidate, k, v)
-    return run_id
-
-
-def _move(client, name: str, alias: str, old: str, new: str, why: str) -> None:
-    """Point `alias` at `new` and append the move to the registered model's alias history."""
-    client.set_registered_model_alias(name, alias, new)
-    moves = history(client, name)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    client.set_registered_model_tag(name, f"{MOVE_TAG}{len(moves) + 1:04d}",
-                                    f"{alias} v{old or 'none'} -> v{new} {why} {stamp}")
 
 
 def history(client, name: str) -> list[str]:
-    """Every recorded alias move of `name`, oldest first."""
-    tags = client.get_registered_model(name).tags
-    return [tags[k] for k in sorted(k for k in tags if k.startswith(MOVE_TAG))]
+    """Every recorded alias move of `name`, oldest first (jobs/tracking.move_alias writes them)."""
+    return alias_history(client, name)
 
 
 def champions(client, name: str) -> list[str]:
     """The champion versions in order, rolled-back ones removed: the last is the current champion."""
     stack: list[str] = []
-    for move in history(client, name):
+    for move in alias_history(client, name, CHAMPION):
         alias, old, _, new, why = move.split(" ", 4)
-        if alias != CHAMPION:
-            continue
         if why.startswith("rollback") and stack:
             stack.pop()
         else:
@@ -246,11 +248,16 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
                          f"{' -> '.join('v' + v for v in stack) or 'none'}; @champion is "
                          f"{f'v{current.version}' if current else 'unset'})")
     previous, now = stack[-2], str(current.version)
-    _move(client, cfg.model, CHAMPION, now, previous, "rollback")
+    from jobs import tracking
+
+    run_id = _start_record(cfg, tracking.resolve_tracking_uri(cfg.tracking.tracking_uri), previous, now, None)
+    move_alias(client, cfg.model, CHAMPION, previous, f"rollback: v{now} withdrawn, v{previous} restored", run_id)
     client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
                                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    return PromoteResult(cfg.model, "rolled back", f"@champion v{now} -> v{previous}", candidate=previous,
-                         champion=now)
+    result = PromoteResult(cfg.model, "rolled back", f"@champion v{now} -> v{previous}", candidate=previous,
+                           champion=now, run_id=run_id)
+    _record(cfg, client, result)
+    return result
 
 
 def main(argv: list[str] | None = None) -> PromoteResult:

@@ -97,6 +97,9 @@ def summary(pretrained, swept, promoted=None) -> str:
         s = swept.seeds
         lines.append(f"over {len(s['scores'])} seeds     median {s['median']:.4f} (std {s['std']:.4f}, "
                      f"min {s['min']:.4f}, max {s['max']:.4f})")
+    if swept.evaluation:
+        lines.append(f"evaluation       {swept.eval_metric} {swept.evaluation[swept.eval_metric]:.4f} "
+                     f"(the median model on {swept.data[swept.eval_metric.split('/')[0]]['rows']} rows no choice saw)")
     if swept.mlflow.get("version"):
         lines.append(f"registered       models:/{swept.mlflow['registered_model']}@{swept.mlflow['alias']} "
                      f"(v{swept.mlflow['version']})")

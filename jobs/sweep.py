@@ -8,6 +8,9 @@ an MLflow run nested under the sweep's parent run, which gets the results table 
 every trial's metric over training (PNG). The best configuration is then re-run over `seeds.count`
 seeds; runs that collapsed to one class are reported and replaced by new seeds; the median, mean, std,
 min and max go to the parent run, and the median run's model is registered, tagged with the spread.
+Every choice (ASHA's and PBT's, the best trial, the seed-median run) is made on the task's select split; the
+trials never see the evaluation split, on which the registered model alone is scored, once (the model card's
+and the version's numbers; pipelines/tasks/roles.py).
 The same command again, with the same name, resumes an interrupted sweep from Tune's storage.
 """
 
@@ -41,7 +44,7 @@ class SweepInterrupted(RuntimeError):
 @dataclass
 class SweepResult:
     name: str
-    metric: str  # the task's main dev metric (e.g. "dev/accuracy"); higher is better; Tune's "score"
+    metric: str  # the task's main select metric (e.g. "select/accuracy"); higher is better; Tune's "score"
     best_config: dict  # the best trial's searched fields {"optim.lr": ...}
     best_score: float  # its best evaluation
     table: list[dict]  # one row per trial: trial_id, status, searched fields, best, evaluations, mlflow_run_id
@@ -50,6 +53,9 @@ class SweepResult:
     seeds: dict = field(default_factory=dict)  # scores and seeds (aligned), degenerate, median, mean, std, min, max
     export_dir: str = ""  # the seed-median run's best model in HF format ("" without a seed re-run)
     mlflow: dict = field(default_factory=dict)  # parent_run_id, median_run_id, model_uri, registered_model, ...
+    eval_metric: str = ""  # the main metric on the evaluation split (e.g. "dev/accuracy")
+    evaluation: dict = field(default_factory=dict)  # the registered (seed-median) model on the evaluation split
+    data: dict = field(default_factory=dict)  # {split: {"rows", "sha256"}} for train, select and evaluation
 
 
 def run(cfg: SweepConfig) -> SweepResult:
@@ -62,27 +68,29 @@ def run(cfg: SweepConfig) -> SweepResult:
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
     out_dir = Path(ft.output_dir).resolve() / cfg.name
     init_dir = resolve_init(ft.init, tracking_uri, out_dir / "init")
-    train_rows, eval_rows, labels = ft_tasks.load_rows(ft.task)
+    rows = ft_tasks.load_rows(ft.task)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
     base.run_name, base.tracking.tracking_uri = cfg.name, tracking_uri
-    base.task.labels = list(labels) if ft.task.kind != "question-answering" else []
-    features = {"train": featurize(base, train_rows, init_dir)}
-    evals = {split: featurize(base, rows, init_dir) for split, rows in eval_rows.items()}
+    base.task.labels = list(rows.labels) if ft.task.kind != "question-answering" else []
+    print(ft_tasks.rows_line(ft.task, rows), flush=True)
+    # the trials get train and select only: no evaluation row reaches a choice
+    features = {"train": featurize(base, rows.train, init_dir), ft_tasks.SELECT: featurize(base, rows.select, init_dir)}
     metric = ft_tasks.main_metric(base.task)
     print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
-          f"{sorted(cfg.search_space)}; {len(train_rows):,} train rows; main metric {metric}", flush=True)
+          f"{sorted(cfg.search_space)}; {len(rows.train):,} train rows; main metric {metric}", flush=True)
 
     dashboard = init_ray()
     parent_id, experiment_id = parent_run(cfg, base, tracking_uri, task_data=(
-        ft_tasks.data_source(ft.task), ft_tasks.rows_digest(train_rows, eval_rows)))
-    data = {"base": base.to_dict(), "train": features["train"], "eval": evals, "eval_rows": eval_rows,
+        ft_tasks.data_source(ft.task), ft_tasks.rows_digest(rows)), data_tags=ft_tasks.split_tags(rows))
+    data = {"base": base.to_dict(), "train": features["train"], "select": features[ft_tasks.SELECT],
+            "select_rows": rows.select,
             "init_files": {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()},
             "tracking_uri": tracking_uri, "experiment_id": experiment_id, "parent_run_id": parent_id,
             "sweep": cfg.name, "phase": "search", "threads": cfg.cpus_per_trial,
             "checkpoint_every": cfg.checkpoint_every, "kill_trial_at_step": cfg.kill_trial_at_step,
             "kill_marker": str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial")}
     try:
-        result = search_and_seeds(cfg, base, data, eval_rows, tracking_uri, parent_id, out_dir)
+        result = search_and_seeds(cfg, base, data, rows, tracking_uri, parent_id, out_dir)
     except SweepInterrupted:
         from mlflow.tracking import MlflowClient
 
@@ -92,7 +100,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     return result
 
 
-def search_and_seeds(cfg: SweepConfig, base, data: dict, eval_rows: dict, tracking_uri: str, parent_id: str,
+def search_and_seeds(cfg: SweepConfig, base, data: dict, rows, tracking_uri: str, parent_id: str,
                      out_dir: Path) -> SweepResult:
     """The search (table, plot, best configuration on the parent run), then the seed re-run of the best."""
     from jobs import ft_tasks
@@ -121,10 +129,11 @@ def search_and_seeds(cfg: SweepConfig, base, data: dict, eval_rows: dict, tracki
     client.log_batch(parent_id, metrics=_metrics({"best_trial_score": best_score}))
     client.set_tag(parent_id, "best_config", str(best_config))
     result = SweepResult(cfg.name, metric, best_config, best_score, table, str(table_path), str(plot_path),
-                         mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
+                         mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]},
+                         data=rows.summary())
     if cfg.seeds.count:
-        majority = _majority_baseline(base, eval_rows)
-        seed_runs(cfg, data, best_config, majority, result, client, out_dir)
+        majority = _majority_baseline(base, rows.select)
+        seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows)
     client.set_terminated(parent_id, "FINISHED")
     return result
 
@@ -137,7 +146,8 @@ def featurize(cfg, rows: list[dict], init_dir: Path) -> dict:
     return Featurizer(dict(vars(cfg.task)), load_tokenizer(str(init_dir)))(rows)
 
 
-def parent_run(cfg: SweepConfig, base, tracking_uri: str, task_data: tuple[str, str]) -> tuple[str, str]:
+def parent_run(cfg: SweepConfig, base, tracking_uri: str, task_data: tuple[str, str], data_tags: dict
+               ) -> tuple[str, str]:
     """The sweep's parent MLflow run: the one of an earlier attempt with this name (resume), else a new one."""
     from mlflow.tracking import MlflowClient
 
@@ -157,7 +167,7 @@ def parent_run(cfg: SweepConfig, base, tracking_uri: str, task_data: tuple[str, 
                                 tags={"sweep": cfg.name, "phase": "parent", "task": base.task.name,
                                       "init": base.init,
                                       **tracking.lineage_tags("sweep", init=base.init, tracking_uri=tracking_uri,
-                                                              task_data=task_data)})
+                                                              task_data=task_data), **data_tags})
     client.update_run(run_id, status="RUNNING")  # ended when the sweep is
     return run_id, client.get_run(run_id).info.experiment_id
 
@@ -178,7 +188,7 @@ def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expe
         grid = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
                                   resume_errored=False).fit()
     else:
-        alg = _search(cfg) if search else None
+        alg = _search(cfg, path) if search else None
         # a variant generator limits itself (Tune ignores max_concurrent_trials for one, and warns)
         limit = None if alg is not None and cfg.search != "optuna" else cfg.max_concurrent
         tune_config = tune.TuneConfig(metric="score", mode="max", num_samples=cfg.num_samples if search else 1,
@@ -221,12 +231,20 @@ def _scheduler(cfg: SweepConfig):
                                    hyperparam_mutations={k: space[k] for k in p.mutate})
 
 
-def _search(cfg: SweepConfig):
+def optuna_storage(path: Path) -> str:
+    """Where a sweep's Optuna study lives: SQLite beside Tune's results (optuna-dashboard opens it)."""
+    return f"sqlite:///{path / 'optuna.db'}"
+
+
+def _search(cfg: SweepConfig, path: Path):
     if cfg.search == "optuna":
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
-        return OptunaSearch(sampler=optuna.samplers.TPESampler(seed=cfg.search_seed))
+        path.mkdir(parents=True, exist_ok=True)
+        sampler = optuna.samplers.TPESampler(seed=cfg.search_seed, n_startup_trials=cfg.optuna.startup_trials)
+        return OptunaSearch(sampler=sampler, study_name=cfg.name,
+                            storage=optuna.storages.RDBStorage(optuna_storage(path)))
     from ray.tune.search import BasicVariantGenerator
 
     return BasicVariantGenerator(random_state=cfg.search_seed, max_concurrent=cfg.max_concurrent)
@@ -299,16 +317,15 @@ def plot(grid, metric: str, path: Path) -> None:
     plt.close(fig)
 
 
-def _majority_baseline(cfg, eval_rows: dict) -> float:
-    """What a collapsed model scores on the task's main metric: the first dev split scored as if every row
+def _majority_baseline(cfg, rows: list[dict]) -> float:
+    """What a collapsed model scores on the task's main metric: the select split scored as if every row
     were predicted as its majority class (the share for accuracy, 0 for MCC; -inf where no class exists)."""
     from jobs import ft_tasks
 
     task = cfg.task
     if task.kind != "classification" or ft_tasks.num_labels(task) == 1:
         return -math.inf
-    split = ft_tasks.eval_splits(task)[0]
-    rows = eval_rows[split]
+    split = ft_tasks.SELECT
     labels = np.asarray([int(r["label"]) for r in rows])
     logits = np.eye(ft_tasks.num_labels(task))[np.full(len(rows), np.bincount(labels).argmax())]
     with warnings.catch_warnings():  # sklearn warns that MCC of a constant prediction is 0, which it is
@@ -318,10 +335,12 @@ def _majority_baseline(cfg, eval_rows: dict) -> float:
 
 
 def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, result: SweepResult, client,
-              out_dir: Path) -> None:
+              out_dir: Path, rows) -> None:
     """The best configuration over `seeds.count` seeds; degenerate runs (one predicted class, or no better than
     the majority class) are reported and replaced by new seeds, at most `seeds.max_reseeds` times."""
     from ray import tune
+
+    from jobs import ft_tasks
 
     s = cfg.seeds
     fixed = {k: v for k, v in best_config.items() if k != "train.seed"}
@@ -364,8 +383,16 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
     with median_run.checkpoint.as_directory() as d:
         shutil.copytree(Path(d) / "best", export_dir)
     median_run_id = _run_of(client, parent_id, median_run)
+    from jobs.finetune import judge_chosen
+    from jobs.finetune_config import TaskConfig
+
+    df = median_run.metrics_dataframe
+    chosen = df[df["step"] == median_run.metrics["best_step"]].iloc[-1].to_dict()  # its select metrics when chosen
+    evaluation = judge_chosen(export_dir, TaskConfig(**data["base"]["task"]), chosen, rows,
+                              cfg.finetune.train.eval_batch_size)
+    result.evaluation, result.eval_metric = evaluation, ft_tasks.eval_metric(TaskConfig(**data["base"]["task"]))
     info = register(cfg, client, median_run_id, export_dir, {**stats, "run": score}, spread, data["base"]["task"],
-                    client.get_run(data["parent_run_id"]).data.tags, next(iter(data["eval_rows"].values())))
+                    client.get_run(data["parent_run_id"]).data.tags, rows, evaluation)
     result.seeds = {**stats, "scores": [sc for sc, _ in runs], "seeds": [r.config["train.seed"] for _, r in runs],
                     "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
     result.export_dir = str(export_dir)
@@ -391,22 +418,25 @@ def _degenerate(r, majority: float) -> tuple[str, float]:
 
 
 def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dict, spread: str, task: dict,
-             lineage: dict, eval_rows: list[dict]) -> dict:
-    """Log the median run's model in its own MLflow run; register it with the seed spread, the task config
-    that evaluates it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
+             lineage: dict, rows, evaluation: dict) -> dict:
+    """Log the median run's model in its own MLflow run, with its evaluation-split metrics; register it with the
+    seed spread (on select), the evaluation metrics, each split's size and digest, the task config that evaluates
+    it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
     import json
 
     from jobs import ft_tasks, tracking
 
     t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
     tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
-            "task": task["name"], "task_config": json.dumps(task)}
+            "task": task["name"], "task_config": json.dumps(task), **ft_tasks.split_tags(rows),
+            **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
     metric = ft_tasks.main_metric(cfg.finetune.task)
-    card = tracking.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}",
-                               {metric: stats["run"], f"seed median {metric}": stats["median"]}, lineage, spread)
-    return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, {}, str(export_dir),
+    card = tracking.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}", evaluation,
+                               lineage, spread, chosen_on=f"the seed-median run, {metric} {stats['run']:.4f} (seed "
+                               f"median {stats['median']:.4f})", data=rows.summary())
+    return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, evaluation, str(export_dir),
                                t.registered_model, t.alias, task=hf_task, version_tags=tags, description=card,
-                               input_example=tracking.input_example(eval_rows))
+                               input_example=tracking.input_example(rows.select))
 
 
 def _run_of(client, parent_id: str, result) -> str:
@@ -435,6 +465,10 @@ def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) ->
                      f"std {r.seeds['std']:.4f} min {r.seeds['min']:.4f} max {r.seeds['max']:.4f} "
                      f"({len(r.seeds['scores'])} seeds, {len(r.seeds['degenerate'])} degenerate)")
         lines.append(f"median model     {r.export_dir}")
+    if r.evaluation:
+        main = r.eval_metric
+        sizes = ", ".join(f"{split} {info['rows']:,}" for split, info in r.data.items())
+        lines.append(f"evaluation       {main} {r.evaluation[main]:.4f} (the registered model, once; {sizes} rows)")
     if r.mlflow.get("version"):
         lines.append(f"registered model models:/{r.mlflow['registered_model']}@{r.mlflow['alias']} "
                      f"(v{r.mlflow['version']})")

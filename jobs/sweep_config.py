@@ -43,6 +43,13 @@ class PbtConfig:
 
 
 @dataclass
+class OptunaConfig:
+    # TPE's random start-up: the first this-many trials are sampled at random, the rest by TPE from the scores so
+    # far (Optuna's default 10; a sweep of fewer trials than this never leaves random search)
+    startup_trials: int = 10
+
+
+@dataclass
 class SeedsConfig:
     count: int = 5  # the best configuration is re-run over this many seeds; 0 skips the re-run (and registration)
     first_seed: int = 1000  # seeds first_seed, first_seed + 1, ...; a degenerate run gets the next unused one
@@ -66,6 +73,7 @@ class SweepConfig:
     checkpoint_every: int = 1
     asha: AshaConfig = field(default_factory=AshaConfig)
     pbt: PbtConfig = field(default_factory=PbtConfig)
+    optuna: OptunaConfig = field(default_factory=OptunaConfig)
     seeds: SeedsConfig = field(default_factory=SeedsConfig)
     search_seed: int = 0  # random/Optuna sampling seed
     # a trial whose process dies (a lost node, an OOM kill) or that raises restarts from its last checkpoint
@@ -96,6 +104,13 @@ class SweepConfig:
         if p.perturbation_interval < 1 or not 0 < p.quantile_fraction <= 0.5 or not 0 <= p.resample_probability <= 1:
             raise ConfigError("pbt.perturbation_interval must be >= 1, pbt.quantile_fraction in (0, 0.5], "
                               "pbt.resample_probability in [0, 1]")
+        if self.optuna.startup_trials < 1:
+            raise ConfigError(f"optuna.startup_trials must be >= 1, got {self.optuna.startup_trials}")
+        if self.search == "optuna" and self.optuna.startup_trials >= self.num_samples:
+            import warnings
+
+            warnings.warn(f"optuna.startup_trials={self.optuna.startup_trials} >= num_samples={self.num_samples}: "
+                          "every trial is sampled at random, TPE never runs", stacklevel=2)
         if self.seeds.count < 0 or self.seeds.max_reseeds < 0 or self.seeds.first_seed < 0:
             raise ConfigError("seeds.count, seeds.first_seed and seeds.max_reseeds must be >= 0")
         try:  # the base first: a searched value is checked against it

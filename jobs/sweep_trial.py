@@ -1,12 +1,13 @@
 """One sweep trial: fine-tune in-process inside a Ray Tune function trainable (one worker, no Ray Train).
 
 Contract with the driver (jobs/sweep.py), through `tune.with_parameters(trial, data=...)`: `data` holds
-the resolved fine-tuning config as a dict (`base`), the features as numpy arrays (`train`, `eval`:
-{split: arrays}, made once on the driver), the dev rows (`eval_rows`), the starting checkpoint's files
+the resolved fine-tuning config as a dict (`base`), the features as numpy arrays (`train`, `select`, made
+once on the driver), the select split's rows (`select_rows`), the starting checkpoint's files
 (`init_files`), and the MLflow ids (`tracking_uri`, `experiment_id`, `parent_run_id`). The trial's
 sampled hyperparameters arrive as Tune's `config` ({"optim.lr": ..., ...}) and win over `base`.
 
-Every evaluation reports the dev metrics (`score` = the task's main metric), every `checkpoint_every`-th
+Every evaluation reports the select split's metrics (`score` = the task's main metric; a trial never sees the
+evaluation split), every `checkpoint_every`-th
 and the last with a Tune checkpoint of the whole training state (the engine's DeepSpeed checkpoint: weights,
 optimizer moments, step), which PBT exploits and a resumed sweep continues from; ASHA needs only the metrics.
 Training runs on the engine pretraining and fine-tuning use (jobs/engine.py), in a one-rank process group. On a
@@ -222,23 +223,20 @@ class TrialRun:
 
     @torch.no_grad()
     def dev_metrics(self) -> tuple[dict, int]:
-        """The task's official dev metrics (as the fine-tuning worker's), and how many classes were predicted
-        on the first split (1 = collapsed to one class; 0 where that does not apply)."""
+        """The task's official metrics on the select split (as the fine-tuning worker's), and how many classes
+        were predicted (1 = collapsed to one class; 0 where that does not apply)."""
         from pipelines.tasks.common import load_tokenizer
 
-        task, out, pred_classes = self.cfg.task, {}, 0
+        task, pred_classes = self.cfg.task, 0
         tokenizer = load_tokenizer(str(self.init_dir)) if task.kind == "question-answering" else None
-        size = self.cfg.train.eval_batch_size
-        for split in ft_tasks.eval_splits(task):
-            feats = self.data["eval"][split]
-            n = len(feats["input_ids"])
-            batches = [collate({k: v[i:i + size] for k, v in feats.items()}) for i in range(0, n, size)]
-            arrays = self.engine.predict(batches, pad_to=task.max_seq_len)
-            for k in ("row_index", "window", *ft_tasks.TARGETS[task.kind]):
-                arrays[k] = feats[k]
-            order = np.lexsort((arrays["window"], arrays["row_index"]))
-            arrays = {k: v[order] for k, v in arrays.items()}
-            if task.kind == "classification" and not pred_classes and arrays["logits"].shape[-1] > 1:
-                pred_classes = len(np.unique(arrays["logits"].argmax(-1)))
-            out.update(ft_tasks.dev_metrics(task, split, self.data["eval_rows"][split], arrays, tokenizer))
-        return out, pred_classes
+        size, feats = self.cfg.train.eval_batch_size, self.data["select"]
+        n = len(feats["input_ids"])
+        batches = [collate({k: v[i:i + size] for k, v in feats.items()}) for i in range(0, n, size)]
+        arrays = self.engine.predict(batches, pad_to=task.max_seq_len)
+        for k in ("row_index", "window", *ft_tasks.TARGETS[task.kind]):
+            arrays[k] = feats[k]
+        order = np.lexsort((arrays["window"], arrays["row_index"]))
+        arrays = {k: v[order] for k, v in arrays.items()}
+        if task.kind == "classification" and arrays["logits"].shape[-1] > 1:
+            pred_classes = len(np.unique(arrays["logits"].argmax(-1)))
+        return ft_tasks.dev_metrics(task, ft_tasks.SELECT, self.data["select_rows"], arrays, tokenizer), pred_classes

@@ -7,10 +7,10 @@ or per module's docstrings). A document's label is its top-level package (`site:
 document is one example (at most `max_paragraphs_per_document`, so one long module cannot
 dominate its class).
 
-The split is BY DOCUMENT: a document's paragraphs are all in train or all in dev, so dev measures
-recognising a package from modules never seen, not recalling a paragraph's neighbours. Which
-documents go to dev is fixed by a hash of their source name, so the task is the same on every
-machine with the same installed packages. Rows have the GLUE shape (idx, text_a, text_b=None,
+The splits are BY DOCUMENT: a document's paragraphs are all in train, all in select or all in dev, so
+select and dev measure recognising a package from modules never seen, not recalling a paragraph's
+neighbours. Which documents go where is fixed by a hash of their source name, so the task is the same
+on every machine with the same installed packages. Rows have the GLUE shape (idx, text_a, text_b=None,
 label) and go through `glue_features`.
 """
 
@@ -44,40 +44,48 @@ def _documents(corpus_dir: str | os.PathLike) -> list[dict]:
     return sorted(docs, key=lambda d: int(d["id"]))
 
 
-def _is_dev(url: str, dev_fraction: float) -> bool:
-    h = int.from_bytes(hashlib.sha256(url.encode()).digest()[:8], "big")
-    return h / 2**64 < dev_fraction
+def _position(url: str) -> float:
+    """A document's stable place in [0, 1): which split it goes to."""
+    return int.from_bytes(hashlib.sha256(url.encode()).digest()[:8], "big") / 2**64
 
 
 def load_pkgdocs(corpus_dir: str | os.PathLike, num_labels: int = 4, dev_fraction: float = 0.25,
-                 min_documents: int = 4, max_paragraphs_per_document: int = 10,
+                 select_fraction: float = 0.15, min_documents: int = 4, max_paragraphs_per_document: int = 10,
                  min_words: int = 12, max_per_label: dict | None = None,
                  ) -> tuple[dict[str, TaskSplit], tuple[str, ...]]:
-    """({"train": TaskSplit, "dev": TaskSplit}, label names in class-index order).
+    """({"train", "select", "dev": TaskSplit}, label names in class-index order).
 
-    max_per_label caps the examples of each class per split ({"train": 120, "dev": 40}; 0 or absent =
-    all), keeping the first in document order: quick runs stay balanced and deterministic.
+    Three splits BY DOCUMENT (pipelines/tasks/roles.py: select makes the choices, dev judges): a document's
+    place in [0, 1) (a hash of its source name) below `dev_fraction` puts it in dev, below `dev_fraction +
+    select_fraction` in select, else in train. Each class keeps at least one document in each split.
+    max_per_label caps the examples of each class per split ({"train": 120, "select": 40, "dev": 40}; 0 or
+    absent = all), keeping the first in document order: quick runs stay balanced and deterministic.
     """
     caps = max_per_label or {}
     docs = _documents(corpus_dir)
     by_label = collections.defaultdict(list)
     for doc in docs:
         by_label[package_of(doc)].append(doc)
-    eligible = [(len(d), name) for name, d in by_label.items() if len(d) >= min_documents]
+    need = max(min_documents, 3)  # a document for each split at least
+    eligible = [(len(d), name) for name, d in by_label.items() if len(d) >= need]
     if len(eligible) < num_labels:
-        raise TaskDataError(f"{corpus_dir}: only {len(eligible)} packages have >= {min_documents} documents; "
+        raise TaskDataError(f"{corpus_dir}: only {len(eligible)} packages have >= {need} documents; "
                             f"need {num_labels} (harvest more text, or lower num_labels)")
     labels = tuple(sorted(name for _, name in sorted(eligible, key=lambda x: (-x[0], x[1]))[:num_labels]))
-    splits = {"train": TaskSplit([], str(corpus_dir)), "dev": TaskSplit([], str(corpus_dir))}
+    splits = {name: TaskSplit([], str(corpus_dir)) for name in ("train", "select", "dev")}
+    bounds = (("dev", dev_fraction), ("select", dev_fraction + select_fraction))
     for label, name in enumerate(labels):
-        group = by_label[name]
-        dev = {d["url"] for d in group if _is_dev(d["url"], dev_fraction)}
-        if not dev or len(dev) == len(group):  # each class needs documents on both sides
-            ranked = sorted(group, key=lambda d: hashlib.sha256(d["url"].encode()).hexdigest())
-            dev = {d["url"] for d in ranked[:max(1, round(dev_fraction * len(group)))]}
+        group = sorted(by_label[name], key=lambda d: (_position(d["url"]), d["url"]))  # in place order
+        role = {d["url"]: next((s for s, bound in bounds if _position(d["url"]) < bound), "train") for d in group}
+        for split in ("dev", "select", "train"):  # a class lacking a split takes a document from its largest
+            counts = collections.Counter(role.values())
+            if not counts[split]:
+                donor = max(counts, key=lambda s: (counts[s], s))
+                urls = [d["url"] for d in group if role[d["url"]] == donor]
+                role[urls[-1] if split == "train" else urls[0]] = split
         kept = collections.Counter()
-        for doc in group:
-            which = "dev" if doc["url"] in dev else "train"
+        for doc in by_label[name]:  # document order
+            which = role[doc["url"]]
             split = splits[which]
             paragraphs = [p for p in doc["text"].split("\n\n") if len(p.split()) >= min_words]
             for p in paragraphs[:max_paragraphs_per_document]:

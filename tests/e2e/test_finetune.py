@@ -61,15 +61,19 @@ def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp, pkgdocs):
 
     from bert_core.checkpoint import load_pretrained
     from bert_core.model import BertForSequenceClassification
-    from pipelines.tasks.pkgdocs import load_pkgdocs
 
     result = pkgdocs
 
-    splits, labels = load_pkgdocs(f"{ray_tmp}/corpus", max_per_label={"train": TRAIN_PER_LABEL, "dev": DEV_PER_LABEL})
-    dev = splits["dev"].rows
+    rows = ft_tasks.load_rows(pkgdocs_config(ray_tmp).task)
+    dev, labels = rows.evaluation["dev"], rows.labels
     majority = max(collections.Counter(r["label"] for r in dev).values()) / len(dev)
-    assert result.main_metric == "dev/accuracy" and result.labels == list(labels)
-    assert result.best >= majority + 0.20, (result.best, majority)
+    assert (result.main_metric, result.eval_metric) == ("select/accuracy", "dev/accuracy")
+    assert result.labels == list(labels)
+    assert result.evaluation["dev/accuracy"] >= majority + 0.20, (result.evaluation, majority)
+    # chosen on select, judged on dev: the workers were never handed a dev row
+    assert {h["step"] for h in result.history} and all(k.startswith("select/") for h in result.history
+                                                       for k in h if k not in ("step", "epoch"))
+    assert result.data["select"]["rows"] == len(rows.select) and result.data["dev"]["rows"] == len(dev)
 
     # The export loads in transformers alone, with our label names, and predicts what our model does.
     hf = AutoModelForSequenceClassification.from_pretrained(result.export_dir).eval()
@@ -82,12 +86,13 @@ def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp, pkgdocs):
         our_logits = ours(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"]).logits
     assert torch.allclose(hf_logits, our_logits, atol=1e-4)
     accuracy = float((hf_logits.argmax(-1).numpy() == np.array([r["label"] for r in dev])).mean())
-    assert accuracy == pytest.approx(result.best, abs=1e-6)
+    assert accuracy == pytest.approx(result.evaluation["dev/accuracy"], abs=1e-6)
 
     client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
     mlflow_run = client.get_run(result.mlflow["run_id"])
-    assert mlflow_run.data.metrics["best.dev.accuracy"] == pytest.approx(result.best)
-    assert len(client.get_metric_history(mlflow_run.info.run_id, "dev/accuracy")) >= len(result.history)
+    assert mlflow_run.data.metrics["best.select.accuracy"] == pytest.approx(result.best)
+    assert mlflow_run.data.metrics["dev.accuracy"] == pytest.approx(accuracy)
+    assert len(client.get_metric_history(mlflow_run.info.run_id, "select/accuracy")) >= len(result.history)
     assert mlflow_run.data.params["task.labels"] == str(list(labels))  # logged after it was derived
     # rank 0's tracking counts reach the driver (summary) and the run: no failed writes, nothing lost
     assert (result.mlflow["tracking_failures"], result.mlflow["tracking_undelivered"]) == (0, 0)
@@ -100,16 +105,19 @@ def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp, pkgdocs):
     assert "lineage.init_run_id" not in lineage  # a folder, not an MLflow model: no run behind it
     version = client.get_model_version_by_alias("pkgdocs-minilm", "candidate")
     assert version.run_id == mlflow_run.info.run_id and str(version.version) == result.mlflow["version"]
-    # the rows it trained and evaluated on, by digest, on the run, the version and MLflow's dataset view
-    rows = ft_tasks.load_rows(pkgdocs_config(ray_tmp).task)
-    digest = ft_tasks.rows_digest(rows[0], rows[1])
+    # the rows it trained, selected and was evaluated on, by digest, on the run, the version and MLflow's dataset view
+    digest = ft_tasks.rows_digest(rows)
     assert lineage["lineage.task_data_sha256"] == version.tags["lineage.task_data_sha256"] == digest
+    for split, info in rows.summary().items():
+        for tags in (lineage, version.tags):
+            assert (tags[f"data.{split}.rows"], tags[f"data.{split}.sha256"]) == (str(info["rows"]), info["sha256"])
+    assert float(version.tags["eval.dev/accuracy"]) == pytest.approx(accuracy, abs=1e-6)
     assert version.tags["lineage.tokenizer_sha256"] == tokenizer_hash(MINILM)
     assert [d.dataset.digest for d in mlflow_run.inputs.dataset_inputs] == [digest[:32]]
-    # the version's description is its model card: task, the best dev metrics, lineage
+    # the version's description is its model card: task, the evaluation metrics, how it was chosen, lineage
     card = version.description
     assert card.startswith(f"**text-classification: pkgdocs, from {MINILM}**")
-    assert f"| dev/accuracy | {result.best:.4f} |" in card
+    assert f"| dev/accuracy | {accuracy:.4f} |" in card and f"select/accuracy {result.best:.4f}" in card
     assert f"lineage.task_data_sha256={digest}" in card and "code.version=" in card
 
 
@@ -126,10 +134,12 @@ def test_pkgdocs_matches_the_transformers_trainer(ray_tmp, pkgdocs):
     """
     ours, cfg = pkgdocs, pkgdocs_config(ray_tmp)  # the fixture's run and its config
 
-    train_rows, evals, labels = ft_tasks.load_rows(cfg.task)  # the corpus the job harvested
+    rows = ft_tasks.load_rows(cfg.task)  # the corpus the job harvested
+    train_rows, labels = rows.train, rows.labels
     cfg.task.labels = list(labels)
     init = Path(ours.init_dir)
-    train, dev = ref.features(cfg, train_rows, init), ref.features(cfg, evals["dev"], init)
+    # both sides pick their best epoch on select, as the job does
+    train, dev = ref.features(cfg, train_rows, init), ref.features(cfg, rows.select, init)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as our Ray worker (1 CPU); on 2 loaded cores also the faster setting
     try:
@@ -137,7 +147,7 @@ def test_pkgdocs_matches_the_transformers_trainer(ray_tmp, pkgdocs):
     finally:
         torch.set_num_threads(threads)
 
-    majority = max(collections.Counter(r["label"] for r in evals["dev"]).values()) / len(evals["dev"])
+    majority = max(collections.Counter(r["label"] for r in rows.select).values()) / len(rows.select)
     assert len(hf["dev"]) == cfg.train.epochs and len(hf["step_s"]) == ref.total_steps(cfg, len(train_rows))
     assert ours.best >= majority + 0.30, (ours.best, majority)
     assert hf["best"] >= majority + 0.30, (hf["best"], majority)
@@ -165,7 +175,7 @@ def test_pkgdocs_worker_killed_in_epoch_2_resumes_from_epoch_1s_checkpoint_exact
     def history(result, key):
         return {m.step: m.value for m in client.get_metric_history(result.mlflow["run_id"], key)}
 
-    dev, dev_clean = history(killed, "dev/accuracy"), history(pkgdocs, "dev/accuracy")
+    dev, dev_clean = history(killed, "select/accuracy"), history(pkgdocs, "select/accuracy")
     assert sorted(dev) == sorted(dev_clean) == [per_epoch, 2 * per_epoch]
     assert dev == pytest.approx(dev_clean, abs=1e-9)
     loss, loss_clean = history(killed, "train/loss"), history(pkgdocs, "train/loss")
@@ -206,11 +216,14 @@ def test_conll_ner_short_run_lowers_loss_and_reports_entity_f1(ray_tmp):
 
     train, dev = write_conll(ray_tmp / "train.txt", 96, 0), write_conll(ray_tmp / "dev.txt", 24, 1)
     cfg = config(ray_tmp, "conll.yaml", "run_name=ner", f"task.train_file={train}", f"task.dev_file={dev}",
-                 "task.max_seq_len=32", "train.epochs=2", "train.log_every=1", "optim.lr=1e-4",
+                 "task.max_seq_len=32", "task.selection_fraction=0.25", "train.epochs=3", "train.log_every=1",
+                 "optim.lr=2e-4",
                  "tracking.registered_model=ner-minilm")
     result = run(cfg)
-    assert result.main_metric == "dev/f1" and {"dev/precision", "dev/recall", "dev/f1_PER"} <= set(result.metrics)
-    assert 0.0 <= result.best <= 1.0 and result.best > 0.5
+    assert result.main_metric == "select/f1" and {"select/precision", "select/recall", "select/f1_PER"} <= set(result.metrics)
+    assert {"dev/precision", "dev/recall", "dev/f1_PER"} <= set(result.evaluation)
+    assert 0.0 <= result.best <= 1.0 and result.best > 0.5, result.metrics
+    assert result.evaluation["dev/f1"] > 0.5, result.evaluation
     losses = [m.value for m in sorted(MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db").get_metric_history(
         result.mlflow["run_id"], "train/loss"), key=lambda m: m.step)]
     assert len(losses) >= 6 and np.mean(losses[-3:]) < np.mean(losses[:3]), losses
@@ -249,8 +262,33 @@ def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvem
     run_data = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db").get_run(result.mlflow["run_id"]).data
     assert run_data.metrics["stopped_at_step"] == 6
     f1 = [m.step for m in MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db").get_metric_history(
-        result.mlflow["run_id"], "dev/f1")]
+        result.mlflow["run_id"], "select/f1")]
     assert sorted(f1) == [2, 4, 6]  # no evaluation (and no training) after the stop
+
+
+def test_a_changed_evaluation_row_changes_no_choice(ray_tmp):
+    """Selection never sees an evaluation row: the same CoNLL run (one worker: the same data order) with one dev
+    sentence changed makes the same choices (every select evaluation, the chosen step, the chosen weights), and
+    only its evaluation differs."""
+    from safetensors.torch import load_file
+
+    train = write_conll(ray_tmp / "choice-train.txt", 48, 6)
+    dev = write_conll(ray_tmp / "choice-dev.txt", 12, 7)
+    changed = ray_tmp / "choice-dev-changed.txt"
+    text = dev.read_text()
+    first = text.index("NNP B-NP B-PER")  # the first sentence's first name becomes one that occurs nowhere else
+    changed.write_text(text[:text.rindex("\n", 0, first) + 1] + "Zenobia" + text[text.index(" ", text.rindex("\n", 0, first) + 1):])
+    results = [run(config(ray_tmp, "conll.yaml", f"run_name=choice-{i}", f"task.train_file={train}",
+                          f"task.dev_file={d}", "task.max_seq_len=32", "train.epochs=2", "train.batch_size=8",
+                          "train.eval_every_steps=2", "train.patience=0", "optim.lr=1e-4",
+                          "scaling.num_workers=1", "scaling.cpus_per_worker=1"))
+               for i, d in enumerate((dev, changed))]
+    a, b = results
+    assert a.data["dev"]["sha256"] != b.data["dev"]["sha256"]  # the evaluation split did change
+    assert (a.data["train"], a.data["select"]) == (b.data["train"], b.data["select"])
+    assert a.history == b.history and a.best_step == b.best_step  # every select evaluation, the same choice
+    weights = [load_file(Path(r.export_dir) / "model.safetensors") for r in results]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
 
 
 def test_pkgdocs_job_lost_in_epoch_2_resubmitted_ends_as_the_undisturbed_run(ray_tmp, pkgdocs, capsys):
@@ -290,8 +328,8 @@ def test_pkgdocs_job_lost_in_epoch_2_resubmitted_ends_as_the_undisturbed_run(ray
     def history(result, key):
         return {m.step: m.value for m in client.get_metric_history(result.mlflow["run_id"], key)}
 
-    clean = history(pkgdocs, "dev/accuracy")  # the lost run's evaluation is in its own run; this one's is epoch 2's
-    assert history(again, "dev/accuracy") == pytest.approx({2 * per_epoch: clean[2 * per_epoch]}, abs=1e-9)
+    clean = history(pkgdocs, "select/accuracy")  # the lost run's evaluation is in its own run; this one's is epoch 2's
+    assert history(again, "select/accuracy") == pytest.approx({2 * per_epoch: clean[2 * per_epoch]}, abs=1e-9)
     assert [h["step"] for h in again.history] == [h["step"] for h in pkgdocs.history]
     assert again.best_step == pkgdocs.best_step and again.best == pytest.approx(pkgdocs.best, abs=1e-9)
     ours, clean = (load_file(Path(r.export_dir) / "model.safetensors") for r in (again, pkgdocs))
@@ -322,32 +360,65 @@ def test_more_workers_than_training_features_is_refused_before_training(ray_tmp)
 
     from bert_core.config import ConfigError
 
-    train, dev = write_conll(ray_tmp / "few-train.txt", 2, 4), write_conll(ray_tmp / "few-dev.txt", 4, 5)
+    train, dev = write_conll(ray_tmp / "few-train.txt", 3, 4), write_conll(ray_tmp / "few-dev.txt", 4, 5)
     cfg = config(ray_tmp, "conll.yaml", "run_name=too-many-workers", f"task.train_file={train}",
                  f"task.dev_file={dev}", "scaling.num_workers=3", "scaling.cpus_per_worker=0.3")
-    with pytest.raises(ConfigError, match=r"scaling.num_workers=3: conll has 2 training features, .* at most 2"):
+    n = len(ft_tasks.load_rows(cfg.task).train)  # 3 sentences less select's share (and any that dev repeats)
+    assert 1 <= n < 3
+    with pytest.raises(ConfigError, match=rf"scaling.num_workers=3: conll has {n} training features, .* at most {n}"):
         run(cfg)
     client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
     experiments = [e.experiment_id for e in client.search_experiments()]
     assert not client.search_runs(experiments, filter_string="attributes.run_name = 'too-many-workers'")
 
 
+def squad_v2_file(path, copies: int, tag: str = ""):
+    """The hand-written SQuAD v2.0 questions (a paragraph that needs several windows, one unanswerable question)
+    on `copies` paragraphs, each its own context ("Paragraph <tag><k>. " before the text) with its own ids; with
+    no tag, the original paragraph and ids."""
+    import json
+
+    from tests.unit.test_squad import CONTEXT, IMPOSSIBLE, QAS
+
+    def shifted(answers, by):
+        return [{**a, "answer_start": a["answer_start"] + by} for a in answers]
+
+    paragraphs = []
+    for k in range(copies):
+        prefix = f"Paragraph {tag}{k}. " if tag else ""
+        qas = [{**qa, "id": qa["id"] + (f"-{tag}{k}" if tag else ""), "answers": shifted(qa["answers"], len(prefix)),
+                **({"plausible_answers": shifted(qa["plausible_answers"], len(prefix))} if "plausible_answers" in qa
+                   else {})} for qa in QAS + [IMPOSSIBLE]]
+        paragraphs.append({"context": prefix + CONTEXT, "qas": qas})
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "Super_Bowl_50", "paragraphs": paragraphs}]}))
+    return path
+
+
 def test_squad_v2_from_the_registered_mlflow_model(ray_tmp, pkgdocs):
     """Start from models:/pkgdocs-minilm@candidate (downloaded; its classifier left unused, a fresh QA head)
-    on a hand-written SQuAD v2.0 file whose paragraph needs several windows; the null threshold comes from dev."""
+    on a hand-written SQuAD v2.0 task whose paragraph needs several windows. The null threshold is chosen on
+    select (one of the training paragraphs, carved by context), written into the model's config, and applied
+    unchanged to dev (the original paragraph, no choice saw it)."""
+    import json
+
     from transformers import AutoModelForQuestionAnswering
 
-    from tests.unit.test_squad import IMPOSSIBLE, QAS, write_squad
+    from tests.unit.test_squad import QAS
 
-    data = write_squad(ray_tmp / "squad-v2.json", QAS + [IMPOSSIBLE], "v2.0")
+    train, dev = squad_v2_file(ray_tmp / "squad-train.json", 4, "t"), squad_v2_file(ray_tmp / "squad-dev.json", 1)
     cfg = config(ray_tmp, "squad-v2.yaml", "run_name=squad", "init=models:/pkgdocs-minilm@candidate",
-                 f"task.train_file={data}", f"task.dev_file={data}", "task.max_seq_len=64", "task.doc_stride=16",
+                 f"task.train_file={train}", f"task.dev_file={dev}", "task.max_seq_len=64", "task.doc_stride=16",
                  "task.max_query_length=16", "train.epochs=2", "optim.lr=1e-4", "tracking.registered_model=squad-minilm")
     result = run(cfg)
     assert result.init_dir.startswith(str(ray_tmp / "runs" / "squad" / "init"))
-    assert result.main_metric == "dev/f1" and result.labels == []
-    assert {"dev/exact", "dev/HasAns_f1", "dev/NoAns_total", "dev/null_threshold"} <= set(result.metrics)
-    assert result.metrics["dev/total"] == len(QAS) + 1
+    assert (result.main_metric, result.eval_metric, result.labels) == ("select/f1", "dev/f1", [])
+    assert result.data["select"]["rows"] == len(QAS) + 1 and result.data["train"]["rows"] == 3 * (len(QAS) + 1)
+    assert {"select/exact", "select/null_threshold"} <= set(result.metrics)
+    assert {"dev/exact", "dev/HasAns_f1", "dev/NoAns_total", "dev/null_threshold"} <= set(result.evaluation)
+    assert result.evaluation["dev/total"] == len(QAS) + 1
+    chosen = result.metrics["select/null_threshold"]
+    assert result.evaluation["dev/null_threshold"] == chosen  # dev applies select's threshold, never tunes its own
+    assert json.loads((Path(result.export_dir) / "config.json").read_text())["null_threshold"] == chosen
     hf = AutoModelForQuestionAnswering.from_pretrained(result.export_dir)
     assert hf.config.architectures == ["BertForQuestionAnswering"]
     # transformers 5 has no question-answering pipeline for mlflow.transformers: the HF folder is logged and

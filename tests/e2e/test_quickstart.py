@@ -199,12 +199,12 @@ def test_pretraining_helps(result, tmp_path):
                     tokenizer_dir=release)
     cfg = sweep_cfg.finetune
     cfg.optim.lr, cfg.optim.warmup_ratio, cfg.train.epochs = 1e-3, 0.1, 4
-    train_rows, eval_rows, labels = ft_tasks.load_rows(cfg.task)
-    cfg.task.labels = list(labels)
+    rows = ft_tasks.load_rows(cfg.task)
+    cfg.task.labels = list(rows.labels)
     best = {}
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
         for name, init in (("pretrained", release), ("random", tmp_path / "random")):
-            train, dev = features(cfg, train_rows, init), features(cfg, eval_rows["dev"], init)
+            train, dev = features(cfg, rows.train, init), features(cfg, rows.select, init)
             scores = []
             for seed in (1000, 1001, 1002):
                 cfg.train.seed = seed
@@ -234,17 +234,24 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     # every run's artifacts under pretrain.tracking.artifact_location, the promotion's too (not ./mlartifacts)
     for run_id in (pretrained.mlflow["run_id"], swept.mlflow["parent_run_id"], promoted.run_id):
         assert client.get_run(run_id).info.artifact_uri.startswith(f"file://{result[4]}/art"), run_id
-    # judged on the same dev rows the sweep selected on: the registered seed run's score as the sweep saw it
-    # (transformers' BERT against ours: a near-tie may flip), not the median itself (of 2 seeds, their mean)
-    registered = swept.seeds["scores"][swept.seeds["seeds"].index(swept.seeds["median_seed"])]
-    assert promoted.evidence["candidate"] == pytest.approx(registered, abs=0.01)
+    # judged on dev, which no trial or seed saw: the score the registered version carries from its evaluation,
+    # with each split's size and digest; the decision names the bound it used
+    assert swept.metric == "select/accuracy" and swept.eval_metric == "dev/accuracy"
+    assert promoted.metric == "dev/accuracy"
+    assert promoted.evidence["candidate"] == pytest.approx(swept.evaluation["dev/accuracy"], abs=1e-6)
+    assert float(champion.tags["eval.dev/accuracy"]) == pytest.approx(promoted.evidence["candidate"], abs=1e-6)
+    for split, info in swept.data.items():
+        assert champion.tags[f"data.{split}.rows"] == str(info["rows"])
+        assert champion.tags[f"data.{split}.sha256"] == info["sha256"]
+    assert champion.tags["promotion.eval_sha256"] == promoted.eval_sha256 and promoted.eval_rows == swept.data["dev"]["rows"]
+    assert "one-sided 95% lower bound" in promoted.reason and "promotion.lower_bound" in champion.tags
     assert champion.description.startswith("**text-classification")
     mlflow.set_tracking_uri(t.tracking_uri)
     assert mlflow.models.get_model_info(f"models:/{t.registered_model}@champion").signature is not None
     pipe = mlflow.transformers.load_model(f"models:/{t.registered_model}@champion")
     task = sweep_cfg.finetune.task
-    _, evals, labels = ft_tasks.load_rows(task)
-    rows = evals["dev"]
+    loaded = ft_tasks.load_rows(task)
+    rows, labels = loaded.evaluation["dev"], loaded.labels
     predicted = [p["label"] for p in pipe([r["text_a"] for r in rows], truncation=True, max_length=task.max_seq_len)]
     accuracy = sum(p == labels[r["label"]] for p, r in zip(predicted, rows)) / len(rows)
     assert accuracy == pytest.approx(promoted.evidence["candidate"], abs=0.02)
@@ -276,6 +283,8 @@ def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result)
     version = MlflowClient(t.tracking_uri).get_model_version_by_alias(t.registered_model, t.alias)
     assert len(version.tags["lineage.task_data_sha256"]) == 64 and version.tags["lineage.job"] == "sweep"
     assert f"lineage.task_data_sha256 = {version.tags['lineage.task_data_sha256']}" in out
+    for split, info in swept.data.items():  # each split's role, size and digest, on the sweep's run
+        assert f"data {split} (" in out and f"{info['rows']} rows, sha256 {info['sha256']}" in out
     assert version.tags["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
 
 

@@ -18,6 +18,7 @@ preset, pretrained, is in tests/e2e/test_quickstart.py; the test here keeps Mini
 
 import json
 import os
+import statistics
 import signal
 import threading
 import time
@@ -84,7 +85,7 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
     # 8 trials; ASHA stopped at least one; the absurd learning rate failed (after its one restart) and the
     # sweep went on
     table = result.table
-    assert len(table) == 8 and result.metric == "dev/accuracy"
+    assert len(table) == 8 and result.metric == "select/accuracy"
     assert any(row["status"] == "stopped early" for row in table), table
     assert {row["status"] for row in table if row["optim.lr"] == ABSURD_LR} == {"failed"}, table
     assert all(row["status"] != "failed" for row in table if row["optim.lr"] != ABSURD_LR), table
@@ -107,7 +108,7 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
         if row["status"] == "failed":
             assert "non-finite loss" in r.data.tags["error"]
         else:
-            assert "dev/accuracy" in r.data.metrics
+            assert "select/accuracy" in r.data.metrics and "dev/accuracy" not in r.data.metrics  # trials never see dev
     artifacts = {a.path for a in client.list_artifacts(parent_id)}
     assert {"trials.csv", "trials.png"} <= artifacts
     assert result.best_score >= 0.75  # 2 balanced classes: the best trial learned
@@ -120,6 +121,16 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
     for k in ("median", "mean", "std", "min", "max"):
         assert parent.data.metrics[f"seeds.{k}"] == pytest.approx(seeds[k])
     assert seeds["min"] <= seeds["median"] <= seeds["max"] and "seed_spread" in parent.data.tags
+    # recomputed from each seed run's own logged select metric (its best evaluation), the seeds distinct
+    by_seed = {float(r.data.params["train.seed"]): r for r in children(client, parent_id, "seeds")}
+    assert len(set(seeds["seeds"])) == len(seeds["seeds"]) == 3 and set(map(float, seeds["seeds"])) <= set(by_seed)
+    own = sorted(max(m.value for m in client.get_metric_history(by_seed[float(s)].info.run_id, "select/accuracy"))
+                 for s in seeds["seeds"])
+    assert own == pytest.approx(sorted(seeds["scores"]))
+    recomputed = {"median": statistics.median(own), "mean": statistics.fmean(own), "std": statistics.stdev(own),
+                  "min": own[0], "max": own[-1]}
+    for k, v in recomputed.items():
+        assert parent.data.metrics[f"seeds.{k}"] == pytest.approx(v), k
     version = client.get_model_version_by_alias("pkgdocs-sweep", "champion")
     assert version.run_id == result.mlflow["median_run_id"]
     assert version.tags["seed_spread"] == parent.data.tags["seed_spread"]
@@ -127,6 +138,12 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
     assert median_run.data.tags["mlflow.parentRunId"] == parent_id and median_run.data.tags["phase"] == "seeds"
     assert float(median_run.data.params["train.seed"]) == seeds["median_seed"]
     assert os.path.isfile(os.path.join(result.export_dir, "config.json"))
+    # the registered model is judged once, on dev (no trial or seed saw it), with each split's size and digest
+    assert float(version.tags["eval.dev/accuracy"]) == pytest.approx(result.evaluation["dev/accuracy"], abs=1e-6)
+    assert median_run.data.metrics["dev.accuracy"] == pytest.approx(result.evaluation["dev/accuracy"])
+    for split, info in result.data.items():
+        assert version.tags[f"data.{split}.sha256"] == parent.data.tags[f"data.{split}.sha256"] == info["sha256"]
+    assert "| dev/accuracy |" in version.description and "Chosen on the select split" in version.description
 
 
 def test_tiny_preset_trial_with_a_nan_loss_is_recorded_failed_and_the_sweep_finishes(ray_tmp, tiny):
@@ -181,7 +198,8 @@ def test_optuna_sweep_interrupted_then_resumed(ray_tmp, tiny, capsys):
     from mlflow.tracking import MlflowClient
 
     # the tiny preset over 320 steps a trial (evaluated every 40): the interrupt lands while trials remain
-    args = ("num_samples=3", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100", *TINY,
+    args = ("num_samples=3", "optuna.startup_trials=2", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100",
+            *TINY,
             "finetune.train.epochs=40", "finetune.train.eval_every_steps=40")
     cfg = config(ray_tmp, "optuna", *args, preset="pkgdocs-optuna.yaml", init=tiny)
     storage = Path(ray_tmp) / "runs" / "optuna"
@@ -211,3 +229,23 @@ def test_optuna_sweep_interrupted_then_resumed(ray_tmp, tiny, capsys):
     assert first <= {row["trial_id"] for row in table}  # the interrupted attempt's trials went on, not anew
     assert len(children(client, parent.info.run_id)) == 3  # one nested run per trial across both attempts
     assert len({row["optim.lr"] for row in table}) == 3 and 0 < result.best_score <= 1
+    # Optuna searched: its study (SQLite beside Tune's results) holds the three trials with their scores, the
+    # third proposed by TPE after the two random start-up trials, across the interrupt
+    import optuna
+
+    from jobs.sweep import optuna_storage
+
+    study = optuna.load_study(study_name="optuna", storage=optuna_storage(storage))
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 3 > 2 == cfg.optuna.startup_trials, study.trials
+    assert sorted(t.params["optim.lr"] for t in done) == sorted(row["optim.lr"] for row in table)
+    assert all(0 <= t.value <= 1 for t in done) and study.direction == optuna.study.StudyDirection.MAXIMIZE
+    # the proposals are TPE's with 2 start-up trials: a fresh TPE sampler with the sweep's seed, told the same
+    # scores in the same order, proposes the same three learning rates (with Optuna's default start-up, or random
+    # search, the third would be another random draw)
+    replay = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(
+        seed=cfg.search_seed, n_startup_trials=2))
+    for t in sorted(done, key=lambda t: t.number):
+        again = replay.ask(t.distributions)
+        assert again.params == pytest.approx(t.params), (again.params, t.params)
+        replay.tell(again, t.value)

@@ -162,8 +162,8 @@ def test_the_whole_chain_on_the_tracking_server(served, ray_tmp, shared_data):
 
     mlflow.set_tracking_uri(server.uri)
     pipe = mlflow.transformers.load_model("models:/served-pkgdocs@champion")
-    _, evals, labels = ft_tasks.load_rows(cfg.task)
-    rows = evals["dev"]
+    loaded = ft_tasks.load_rows(cfg.task)
+    rows, labels = loaded.evaluation["dev"], loaded.labels
     predicted = [p["label"] for p in pipe([r["text_a"] for r in rows], truncation=True, max_length=64)]
     accuracy = sum(p == labels[r["label"]] for p, r in zip(predicted, rows)) / len(rows)
     assert accuracy == pytest.approx(promoted.evidence["candidate"], abs=2.5 / len(rows))  # a near-tie may flip

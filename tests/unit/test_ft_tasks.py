@@ -57,7 +57,7 @@ def test_squad_windows_keep_their_row_and_oracle_logits_score_100(tmp_path, tok)
     order = np.lexsort((arrays["window"], arrays["row_index"]))
     metrics = ft_tasks.dev_metrics(task, "dev", rows, {k: v[order] for k, v in arrays.items()}, tok)
     assert metrics["dev/exact"] == metrics["dev/f1"] == 100.0 and metrics["dev/NoAns_total"] == 1
-    assert ft_tasks.main_metric(task) == "dev/f1"
+    assert ft_tasks.main_metric(task) == "select/f1" and ft_tasks.eval_metric(task) == "dev/f1"
 
 
 def test_conll_featurizer_labels_first_pieces(tok):
@@ -131,24 +131,31 @@ def test_build_model_loads_the_encoder_and_a_fresh_head(tmp_path, name, labels, 
 
 
 def test_glue_rows_features_and_official_metrics(tmp_path, tok):
-    """MNLI: two dev splits (matched, mismatched); the main metric is matched's GLUE score."""
+    """MNLI: two evaluation splits (matched, mismatched); select is carved from train; the main metric is the
+    GLUE score, chosen on select and reported on matched."""
     header = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
                         "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label"])
     pairs = [("A man plays a guitar.", "A person makes music.", "entailment"),
              ("A man plays a guitar.", "Nobody is playing.", "contradiction"),
              ("A woman reads.", "She reads a novel.", "neutral")]
+    train_pairs = [(f"Sentence number {i} here.", f"Another one, {i}.", ("entailment", "neutral", "contradiction")[i % 3])
+                   for i in range(30)]
 
-    def write(name):
+    def write(name, rows):
         lines = [header] + ["\t".join([str(i), "0", "0", "g", "", "", "", "", a, b, label, label])
-                            for i, (a, b, label) in enumerate(pairs)]
+                            for i, (a, b, label) in enumerate(rows)]
         (tmp_path / name).write_text("\n".join(lines) + "\n")
 
-    for name in ("train.tsv", "dev_matched.tsv", "dev_mismatched.tsv"):
-        write(name)
+    write("train.tsv", train_pairs + pairs[:1])  # one train row is also a dev row: removed from train as a leak
+    for name in ("dev_matched.tsv", "dev_mismatched.tsv"):
+        write(name, pairs)
     task = TaskConfig(name="mnli", data_dir=str(tmp_path), max_seq_len=32)
-    train, evals, labels = ft_tasks.load_rows(task)
+    rows = ft_tasks.load_rows(task)
+    evals, labels = rows.evaluation, rows.labels
     assert labels == ("contradiction", "entailment", "neutral") and set(evals) == {"dev_matched", "dev_mismatched"}
-    assert ft_tasks.main_metric(task) == "dev_matched/score" and [r["row_index"] for r in train] == [0, 1, 2]
+    assert ft_tasks.main_metric(task) == "select/score" and ft_tasks.eval_metric(task) == "dev_matched/score"
+    assert rows.dropped["train_in_evaluation"] == 1 and len(rows.train) + len(rows.select) == 30 and rows.select
+    assert [r["row_index"] for r in rows.train] == list(range(len(rows.train)))
     task.labels = list(labels)
     f = ft_tasks.Featurizer(vars(task), tok)(numpy_batch(evals["dev_matched"]))
     assert f["labels"].tolist() == [1, 0, 2] and (f["token_type_ids"].max(1) == 1).all()  # pairs

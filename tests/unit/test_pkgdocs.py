@@ -25,21 +25,23 @@ def write_corpus(path, counts):
     return path
 
 
-def test_labels_split_by_document_and_deterministic(tmp_path):
+def test_labels_split_three_ways_by_document_and_deterministic(tmp_path):
     corpus = write_corpus(tmp_path / "corpus", {"alpha": 12, "beta": 9, "gamma": 8, "delta": 3})
     splits, labels = load_pkgdocs(corpus, num_labels=3, min_documents=4)
     assert labels == ("alpha", "beta", "gamma")  # delta has too few documents; class order is by name
-    train_docs = {r["document"] for r in splits["train"]}
-    dev_docs = {r["document"] for r in splits["dev"]}
-    assert train_docs and dev_docs and not train_docs & dev_docs
-    for label in range(3):  # every class is on both sides
-        assert any(r["label"] == label for r in splits["train"]) and any(r["label"] == label for r in splits["dev"])
+    docs = {s: {r["document"] for r in splits[s]} for s in ("train", "select", "dev")}
+    assert all(docs.values())
+    assert not docs["train"] & docs["dev"] and not docs["train"] & docs["select"] and not docs["select"] & docs["dev"]
+    for label in range(3):  # every class is in every split
+        assert all(any(r["label"] == label for r in splits[s]) for s in ("train", "select", "dev"))
     assert all(len([r for r in splits[s] if r["document"] == d]) == 3 for s in splits for d in {r["document"] for r in splits[s]})
     again, _ = load_pkgdocs(corpus, num_labels=3, min_documents=4)
-    assert again["dev"].rows == splits["dev"].rows and again["train"].rows == splits["train"].rows
-    capped, _ = load_pkgdocs(corpus, num_labels=3, min_documents=4, max_per_label={"train": 5, "dev": 2})
+    assert all(again[s].rows == splits[s].rows for s in splits)
+    capped, _ = load_pkgdocs(corpus, num_labels=3, min_documents=4,
+                             max_per_label={"train": 5, "select": 1, "dev": 2})
     for label in range(3):
         assert sum(r["label"] == label for r in capped["train"]) == 5
+        assert sum(r["label"] == label for r in capped["select"]) == 1
         assert sum(r["label"] == label for r in capped["dev"]) <= 2
 
 

@@ -106,7 +106,7 @@ def test_the_good_model_separates_the_classes_and_the_weak_one_does_not(models):
     task, dirs = models
     from jobs import ft_tasks
 
-    _, evals, _ = ft_tasks.load_rows(task)
+    evals = ft_tasks.load_rows(task).evaluation
     good = evaluate.score(dirs["good"], task, "dev", evals["dev"])
     weak = evaluate.score(dirs["weak"], task, "dev", evals["dev"])
     assert good.metric == "dev/score" and good.n == 300
@@ -168,9 +168,24 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == v1
     assert "promotion.rolled_back" in client.get_model_version(NAME, v2).tags
     moves = promote.history(client, NAME)
-    assert [m.split(" ")[:4] for m in moves] == [["champion", "vnone", "->", f"v{v1}"],
-                                                 ["champion", f"v{v1}", "->", f"v{v2}"],
-                                                 ["champion", f"v{v2}", "->", f"v{v1}"]]
+    champion_moves = [m for m in moves if m.startswith("champion ")]
+    assert [m.split(" ")[:4] for m in champion_moves] == [["champion", "vnone", "->", f"v{v1}"],
+                                                          ["champion", f"v{v1}", "->", f"v{v2}"],
+                                                          ["champion", f"v{v2}", "->", f"v{v1}"]]
+    # every alias move is recorded, in order, with the run that made it: registration (@candidate), judging
+    # (@challenger), promotion (@champion, and @challenger cleared), the rollback
+    runs = {r.info.run_id: r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])}
+    expected = [("candidate", "none", v1), ("challenger", "none", v1), ("champion", "none", v1),
+                ("challenger", v1, "none"), ("candidate", v1, v2), ("challenger", "none", v2),
+                ("champion", v1, v2), ("challenger", v2, "none"), ("candidate", v2, v3), ("challenger", "none", v3),
+                ("candidate", v3, v4), ("challenger", v3, v4), ("challenger", v4, v3), ("champion", v2, v1)]
+    assert [(m.split(" ")[0], m.split(" ")[1][1:], m.split(" ")[3][1:]) for m in moves] == expected, moves
+    for move in moves:
+        run_id = move.rsplit("(run ", 1)[1].split(")")[0]
+        assert run_id in runs, move
+    assert runs[champion_moves[1].rsplit("(run ", 1)[1].split(")")[0]].data.tags["decision"] == "promoted"
+    assert "rollback" in champion_moves[2] and runs[champion_moves[2].rsplit("(run ", 1)[1].split(")")[0]].data.tags[
+        "decision"] == "rolled back"
     again = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 1 and again.stderr.startswith("error: ") and "no previous champion" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1, again.stderr  # one line, no traceback

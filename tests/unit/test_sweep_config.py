@@ -104,7 +104,7 @@ def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, b
 
     names = {"pkgdocs": ["a", "b", "c", "d"], "cola": ["0", "1"], "mrpc": ["0", "1"], "stsb": []}[task]
     rows = [{"label": y, "row_index": i} for i, y in enumerate(labels)]
-    got = _majority_baseline(SimpleNamespace(task=TaskConfig(name=task, labels=names)), {"dev": rows})
+    got = _majority_baseline(SimpleNamespace(task=TaskConfig(name=task, labels=names)), rows)
     assert got == pytest.approx(baseline)
     if task == "cola":  # a healthy CoLA run (MCC 0.5, both classes predicted) is not re-seeded
         assert _degenerate(_seed_result([0.3, 0.5], [2, 2]), majority=got)[0] == ""

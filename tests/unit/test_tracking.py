@@ -216,9 +216,14 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
 
     from jobs import ft_tasks
 
-    rows = ([{"text_a": "a", "label": 0}], {"dev": [{"text_a": "b", "label": 1}]})
-    digest = ft_tasks.rows_digest(*rows)
-    assert digest != ft_tasks.rows_digest(rows[0], {"dev": [{"text_a": "b", "label": 0}]})  # one label changed
+    from pipelines.tasks.roles import TaskRows
+
+    def rows(dev_label):
+        return TaskRows([{"text_a": "a", "label": 0}], [{"text_a": "c", "label": 0}],
+                        {"dev": [{"text_a": "b", "label": dev_label}]})
+
+    digest = ft_tasks.rows_digest(rows(1))
+    assert digest != ft_tasks.rows_digest(rows(0))  # one evaluation label changed
     finetune = tracking.lineage_tags("finetune", tokenizer_dir=str(release), init="models:/lineage-bert@candidate",
                                      tracking_uri=uri, task_data=(str(tmp_path / "task"), digest))
     assert (finetune["lineage.task_source"], finetune["lineage.task_data_sha256"]) == (str(tmp_path / "task"), digest)

@@ -1,0 +1,130 @@
+"""Three roles of a task's data: *train* fits the weights, *select* makes every choice (the checkpoint, the
+trial, the seed, SQuAD v2's no-answer threshold, early stopping), *evaluation* judges the chosen model (the model
+card, the registered version's metrics, the promotion gate). A model chosen on a split and then judged on the same
+split looks better than it is, so selection never sees an evaluation row.
+
+Benchmarks ship two splits, train and dev: dev becomes the evaluation split and selection is carved from train
+by a stable hash of each row's *group*, the unit that must not straddle two splits (a document's paragraphs, a
+SQuAD context's questions, a GLUE row's text). The carve depends only on the rows' content: the same rows in any
+order, on any machine, give the same split, and a change to the evaluation split changes nothing in the other two.
+
+A row of train or select whose input text (or, for SQuAD, whose question id) also occurs in the evaluation split
+is dropped and counted, as is a select row whose text is in train: benchmarks have duplicates across their splits.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+# what a row of each kind is made of: its model input (the content that must not leak) and its group
+INPUT_FIELDS = {"classification": ("text_a", "text_b"), "token-classification": ("tokens",),
+                "question-answering": ("question", "context")}
+MIN_DOCUMENT_GROUPS = 10  # fewer documents than this (a CoNLL file without -DOCSTART-): carve by sentence
+
+
+def content_key(row: dict, kind: str) -> str:
+    """sha256 of the row's model input: equal inputs, equal key (labels and positions left out)."""
+    payload = json.dumps([row.get(f) for f in INPUT_FIELDS[kind]], ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def leak_keys(row: dict, kind: str) -> set[str]:
+    """What identifies a row across splits: its input's content key, and a SQuAD question's id."""
+    keys = {content_key(row, kind)}
+    if kind == "question-answering" and row.get("id"):
+        keys.add(f"id:{row['id']}")
+    return keys
+
+
+def group_key(rows: list[dict], kind: str) -> Callable[[dict], str]:
+    """The unit the carve keeps whole: a document (pkgdocs, CoNLL with enough -DOCSTART- documents), a SQuAD
+    context, else the row's own input."""
+    if kind == "question-answering":
+        return lambda r: str(r["context"])
+    if rows and "document" in rows[0] and len({r.get("document") for r in rows}) >= MIN_DOCUMENT_GROUPS:
+        return lambda r: f"document:{r['document']}"
+    return lambda r: content_key(r, kind)
+
+
+def unit_hash(key: str) -> float:
+    """A stable number in [0, 1) for a group key."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
+
+
+def carve(rows: list[dict], group: Callable[[dict], str], fraction: float, max_rows: int
+          ) -> tuple[list[dict], list[dict]]:
+    """(train, select): the groups whose hash is below `fraction` go to select, lowest hashes first, until
+    `max_rows` rows (a group is never cut). Each side keeps at least one group when there are two."""
+    keys = [group(row) for row in rows]
+    by_group: dict[str, list[dict]] = collections.defaultdict(list)
+    for key, row in zip(keys, rows):
+        by_group[key].append(row)
+    ranked = sorted(by_group, key=lambda g: (unit_hash(g), g))
+    chosen: set[str] = set()
+    taken = 0
+    for g in ranked:
+        if unit_hash(g) >= fraction or (chosen and taken + len(by_group[g]) > max_rows):
+            break
+        chosen.add(g)
+        taken += len(by_group[g])
+    if not chosen and ranked:
+        chosen.add(ranked[0])
+    if len(chosen) == len(ranked) > 1:
+        chosen.discard(ranked[-1])
+    train = [r for k, r in zip(keys, rows) if k not in chosen]
+    select = [r for k, r in zip(keys, rows) if k in chosen]
+    return train, select
+
+
+def without(rows: list[dict], forbidden: set[str], kind: str) -> tuple[list[dict], int]:
+    """`rows` less those sharing a leak key with `forbidden`, and how many that was."""
+    kept = [r for r in rows if not (leak_keys(r, kind) & forbidden)]
+    return kept, len(rows) - len(kept)
+
+
+def keys_of(rows: Iterable[dict], kind: str) -> set[str]:
+    return set().union(*(leak_keys(r, kind) for r in rows)) if rows else set()
+
+
+def split_digest(rows: list[dict]) -> str:
+    """sha256 of a split's rows as the job uses them, row by row: equal digest, equal data."""
+    h = hashlib.sha256()
+    for row in rows:
+        h.update(json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode() + b"\n")
+    return h.hexdigest()
+
+
+@dataclass
+class TaskRows:
+    """A task's rows in their three roles, `row_index` set within each split."""
+
+    train: list[dict]
+    select: list[dict]
+    evaluation: dict[str, list[dict]]  # split name ("dev"; MNLI: "dev_matched", "dev_mismatched") -> rows
+    labels: tuple = ()
+    dropped: dict[str, int] = field(default_factory=dict)  # leak -> rows removed (train_in_evaluation, ...)
+
+    def splits(self) -> dict[str, list[dict]]:
+        return {"train": self.train, "select": self.select, **self.evaluation}
+
+    def summary(self) -> dict[str, dict]:
+        """{split: {"rows": n, "sha256": digest}} for every split: tagged on runs and versions."""
+        return {name: {"rows": len(rows), "sha256": split_digest(rows)} for name, rows in self.splits().items()}
+
+
+def assign_roles(train: list[dict], evaluation: dict[str, list[dict]], kind: str, fraction: float, max_rows: int,
+                 select: list[dict] | None = None) -> TaskRows:
+    """Train and evaluation rows (and select rows, when the task ships them) -> the three roles, leaks removed.
+    Select is carved from train when not given."""
+    forbidden = keys_of((r for rows in evaluation.values() for r in rows), kind)
+    train, in_eval = without(train, forbidden, kind)
+    dropped = {"train_in_evaluation": in_eval}
+    if select is None:
+        train, select = carve(train, group_key(train, kind), fraction, max_rows)
+    select, dropped["select_in_evaluation"] = without(select, forbidden, kind)
+    select, dropped["select_in_train"] = without(select, keys_of(train, kind), kind)
+    return TaskRows(train, select, evaluation, dropped=dropped)

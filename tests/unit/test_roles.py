@@ -1,0 +1,171 @@
+"""The three roles of a task's data (pipelines/tasks/roles.py through jobs/ft_tasks.load_rows), for every kind of
+task: no evaluation row (by content, or by SQuAD question id) is in train or select; select is carved by a stable
+hash of each row's group, whole groups only, the same for any row order; and changing an evaluation row changes
+nothing the run chooses with (train and select stay byte-identical)."""
+
+import copy
+import json
+import random
+
+import pytest
+
+from jobs import ft_tasks
+from jobs.finetune_config import TaskConfig
+from pipelines.tasks.roles import carve, content_key, leak_keys, split_digest
+from tests.unit.test_squad import CONTEXT, answer
+
+KIND = {"sst2": "classification", "squad": "question-answering", "conll": "token-classification",
+        "pkgdocs": "classification"}
+
+
+def write_sst2(root, train, dev):
+    root.mkdir(exist_ok=True)
+    for name, rows in (("train.tsv", train), ("dev.tsv", dev)):
+        (root / name).write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    return root
+
+
+def squad_json(path, questions):
+    """`questions`: (id, question) on one of 40 paragraphs (each a different context: SQuAD groups by context)."""
+    paragraphs = {}
+    for qid, q, p in questions:
+        paragraphs.setdefault(p, []).append({"id": qid, "question": q, "answers": [answer("Denver Broncos")]})
+    data = [{"title": "t", "paragraphs": [{"context": f"Paragraph {p}. " + CONTEXT, "qas": [
+        {**qa, "answers": [{"text": "Denver Broncos", "answer_start": len(f"Paragraph {p}. ") + a["answer_start"]}
+                           for a in qa["answers"]]} for qa in qas]} for p, qas in paragraphs.items()]}]
+    path.write_text(json.dumps({"version": "1.1", "data": data}))
+    return path
+
+
+def write_corpus(path, counts):
+    """A harvested-docs corpus (pipelines/harvest.py's layout, marked complete): documents with their own
+    paragraphs, plus one boilerplate paragraph that every document of a package repeats (a license notice)."""
+    docs = []
+    for package, n in counts.items():
+        for i in range(n):
+            own = [f"The {package} module number {i} handles part {j} of its work for the users, in detail." for j in range(3)]
+            docs.append({"id": str(len(docs)), "url": f"site:{package}/module_{i}.py", "title": f"module_{i}",
+                         "text": "\n\n".join(own + [f"Licensed under the terms of the {package} license, see the file."])})
+    path.mkdir()
+    (path / "installed-docs-00.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (path / ".harvest.json").write_text("{}")  # complete: the job reuses it
+    return path
+
+
+def conll_text(sentences):
+    docs = []
+    for d in range(0, len(sentences), 3):  # three sentences per -DOCSTART- document
+        blocks = ["\n".join(f"{w} NNP B-NP {'B-PER' if i == 0 else 'O'}" for i, w in enumerate(s.split()))
+                  for s in sentences[d:d + 3]]
+        docs.append("-DOCSTART- -X- -X- O\n\n" + "\n\n".join(blocks))
+    return "\n\n".join(docs) + "\n"
+
+
+@pytest.fixture
+def tasks(tmp_path):
+    """One TaskConfig per kind, each with evaluation rows that also occur in its train file (benchmarks have
+    such duplicates) and a way to change one evaluation row."""
+    sst_train = [(f"review number {i} was {'good' if i % 2 else 'bad'}", i % 2) for i in range(200)]
+    sst_dev = [(f"a held out review {i}", i % 2) for i in range(20)] + sst_train[:5]  # 5 leaks
+    squad_train = [(f"q{i}", f"Question {i} about the game?", i // 3) for i in range(120)]
+    squad_dev = [(f"d{i}", f"Dev question {i}?", 100 + i) for i in range(10)] + [
+        ("q7", "A reused id?", 200), ("x1", "Question 9 about the game?", 3)]  # an id leak and a content leak
+    conll_train = [f"Person{i} visited Town{i % 17} ." for i in range(150)]
+    conll_dev = [f"Dev{i} left City{i} ." for i in range(12)] + conll_train[40:42]
+    corpus = write_corpus(tmp_path / "corpus", {"alpha": 30, "beta": 24, "gamma": 20})
+    (tmp_path / "conll").mkdir()
+    made = {
+        "sst2": TaskConfig(name="sst2", data_dir=str(write_sst2(tmp_path / "sst2", sst_train, sst_dev))),
+        "squad": TaskConfig(name="squad", train_file=str(squad_json(tmp_path / "train.json", squad_train)),
+                            dev_file=str(squad_json(tmp_path / "dev.json", squad_dev))),
+        "conll": TaskConfig(name="conll", train_file=str(tmp_path / "conll" / "train.txt"),
+                            dev_file=str(tmp_path / "conll" / "dev.txt")),
+        "pkgdocs": TaskConfig(name="pkgdocs", corpus_dir=str(corpus), num_classes=3, harvest_max_mb=1),
+    }
+    (tmp_path / "conll" / "train.txt").write_text(conll_text(conll_train))
+    (tmp_path / "conll" / "dev.txt").write_text(conll_text(conll_dev))
+
+    def change_one_evaluation_row(name):
+        if name == "sst2":
+            write_sst2(tmp_path / "sst2", sst_train, [("a brand new dev review", 1)] + sst_dev[1:])
+        elif name == "squad":
+            squad_json(tmp_path / "dev.json", [("d-new", "A new question?", 300)] + squad_dev[1:])
+        elif name == "conll":
+            (tmp_path / "conll" / "dev.txt").write_text(conll_text(["Newcomer met Someone ."] + conll_dev[1:]))
+        else:  # a dev document's text changes
+            docs = [json.loads(line) for line in (corpus / "installed-docs-00.jsonl").read_text().splitlines()]
+            dev_doc = ft_tasks.load_rows(made["pkgdocs"]).evaluation["dev"][0]["document"]
+            for d in docs:
+                if d["url"] == dev_doc:
+                    d["text"] = d["text"].replace("The", "A changed", 1)
+            (corpus / "installed-docs-00.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+
+    return made, change_one_evaluation_row
+
+
+def strip(rows):
+    return [{k: v for k, v in r.items() if k not in ("row_index", "idx", "id")} for r in rows]
+
+
+@pytest.mark.parametrize("name", list(KIND))
+def test_no_evaluation_row_is_in_train_or_select(tasks, name):
+    made, _ = tasks
+    task, kind = made[name], KIND[name]
+    rows = ft_tasks.load_rows(task)
+    evaluation = {k for r in rows.evaluation["dev"] for k in leak_keys(r, kind)}
+    assert rows.train and rows.select and rows.evaluation["dev"]
+    for split in (rows.train, rows.select):
+        assert not [r for r in split if leak_keys(r, kind) & evaluation]
+    assert not {content_key(r, kind) for r in rows.select} & {content_key(r, kind) for r in rows.train}
+    if name != "pkgdocs":  # the fixtures plant leaks; each is removed and counted
+        assert rows.dropped["train_in_evaluation"] == {"sst2": 5, "squad": 2, "conll": 2}[name]
+    assert [r["row_index"] for r in rows.select] == list(range(len(rows.select)))
+    if name == "pkgdocs":  # by document: a document's paragraphs stay in one split
+        docs = [{r["document"] for r in split} for split in (rows.train, rows.select, rows.evaluation["dev"])]
+        assert not (docs[0] & docs[1] or docs[0] & docs[2] or docs[1] & docs[2])
+    if name == "squad":  # by context: a paragraph's questions stay in one split
+        assert not {r["context"] for r in rows.train} & {r["context"] for r in rows.select}
+    tags = ft_tasks.split_tags(rows)
+    assert tags["data.select.rows"] == str(len(rows.select))
+    assert tags["data.dev.sha256"] == split_digest(rows.evaluation["dev"])
+
+
+@pytest.mark.parametrize("name", list(KIND))
+def test_changing_an_evaluation_row_changes_no_train_or_select_row(tasks, name):
+    made, change = tasks
+    before = ft_tasks.load_rows(made[name])
+    change(name)
+    after = ft_tasks.load_rows(made[name])
+    assert split_digest(after.evaluation["dev"]) != split_digest(before.evaluation["dev"])
+    assert split_digest(after.train) == split_digest(before.train)
+    assert split_digest(after.select) == split_digest(before.select)
+
+
+def test_carve_is_stable_whole_groups_and_capped():
+    rows = [{"text_a": f"sentence {i}", "text_b": None, "label": i % 2, "document": f"doc{i // 4}"} for i in range(400)]
+    group = lambda r: r["document"]  # noqa: E731
+    train, select = carve(rows, group, 0.1, 10_000)
+    assert 0.04 * len(rows) < len(select) < 0.2 * len(rows) and len(train) + len(select) == len(rows)
+    assert not {r["document"] for r in train} & {r["document"] for r in select}
+    shuffled = copy.deepcopy(rows)
+    random.Random(0).shuffle(shuffled)
+    _, again = carve(shuffled, group, 0.1, 10_000)
+    assert sorted(map(json.dumps, again)) == sorted(map(json.dumps, select))  # the order of rows does not matter
+    _, capped = carve(rows, group, 0.1, 8)
+    assert len(capped) == 8 and {r["document"] for r in capped} <= {r["document"] for r in select}
+    _, tiny = carve(rows[:4], group, 0.1, 10)  # one group only: select keeps it (each side keeps one when it can)
+    assert len(tiny) == 4
+    train2, select2 = carve(rows[:8], group, 0.999, 100)
+    assert train2 and select2  # two groups: one each
+
+
+def test_selection_options_are_validated():
+    from bert_core.config import ConfigError
+    from jobs.finetune_config import FinetuneConfig
+
+    for bad, match in (({"selection_fraction": 0.0}, "selection_fraction"), ({"selection_fraction": 1.0},
+                                                                              "selection_fraction"),
+                       ({"selection_max_rows": 0}, "selection_max_rows")):
+        cfg = FinetuneConfig(init="x", task=TaskConfig(**bad))
+        with pytest.raises(ConfigError, match=match):
+            cfg._validate_task()
