@@ -117,12 +117,15 @@ def data_source(task: TaskConfig) -> str:
     return task.data_dir if task.data_dir else task.train_file
 
 
-def rows_digest(rows: TaskRows) -> str:
-    """sha256 of exactly the rows a run trains, selects and is evaluated on (after caps): equal digest, equal data."""
+def rows_digest(rows: TaskRows, splits: tuple[str, ...] = ()) -> str:
+    """sha256 of exactly the rows a run trains, selects and is evaluated on (after caps), or of `splits` only:
+    equal digest, equal data."""
     import hashlib
 
     digest = hashlib.sha256()
     for split, info in rows.summary().items():
+        if splits and split not in splits:
+            continue
         digest.update(f"[{split}] {info['rows']} {info['sha256']}\n".encode())
     return digest.hexdigest()
 
