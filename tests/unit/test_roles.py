@@ -169,3 +169,15 @@ def test_selection_options_are_validated():
         cfg = FinetuneConfig(init="x", task=TaskConfig(**bad))
         with pytest.raises(ConfigError, match=match):
             cfg._validate_task()
+
+
+def test_a_checkpoints_basis_ignores_the_evaluation_split_and_the_runs_digest_does_not(tasks):
+    """A resubmitted fine-tune resumes when only dev changed (its checkpoint trained and chose on train and select),
+    while the run's data digest (lineage) names all three splits."""
+    made, change = tasks
+    before = ft_tasks.load_rows(made["sst2"])
+    change("sst2")
+    after = ft_tasks.load_rows(made["sst2"])
+    basis = ("train", ft_tasks.SELECT)
+    assert ft_tasks.rows_digest(after, basis) == ft_tasks.rows_digest(before, basis)
+    assert ft_tasks.rows_digest(after) != ft_tasks.rows_digest(before)
