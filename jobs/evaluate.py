@@ -15,8 +15,6 @@ the evaluation split:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,14 +42,6 @@ def evaluate_model(model_dir: Path, task: TaskConfig, evaluation: dict[str, list
     for split, rows in evaluation.items():
         out.update(score(model_dir, task, split, rows, batch_size).metrics)
     return out
-
-
-def rows_digest(task: TaskConfig, rows: list[dict]) -> str:
-    """sha256 naming the evaluation data: the task config and every row's content, in order."""
-    h = hashlib.sha256(json.dumps(asdict(task), sort_keys=True).encode())
-    for row in rows:
-        h.update(json.dumps(row, sort_keys=True, default=str).encode())
-    return h.hexdigest()
 
 
 def load_model(model_dir: Path, task: TaskConfig):

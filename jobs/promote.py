@@ -38,9 +38,11 @@ if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bert_core.config import ConfigError  # noqa: E402
+from jobs import console  # noqa: E402
 from jobs.config import TrackingConfig  # noqa: E402
 from jobs.config_io import cli, load_config  # noqa: E402
 from jobs.tracking import alias_history, move_alias  # noqa: E402
+from pipelines.tasks.roles import split_digest  # noqa: E402
 
 CANDIDATE, CHALLENGER, CHAMPION = "candidate", "challenger", "champion"
 
@@ -140,7 +142,8 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     split = ft_tasks.eval_splits(task)[0]
     rows = ft_tasks.load_rows(task).evaluation[split]  # the evaluation split: no choice of either model saw it
     run_id = _start_record(cfg, uri, ours, theirs, task)
-    move_alias(client, cfg.model, CHALLENGER, ours, f"judged against champion v{theirs or 'none'}", run_id)
+    move_alias(client, cfg.model, CHALLENGER, ours,
+               f"judged against champion v{theirs}" if theirs else "judged with no champion yet", run_id)
     with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
         mine = evaluate.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
         evidence = {"candidate": mine.value}
@@ -154,8 +157,9 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
             evidence.update(champion=best.value, **evaluate.paired_bootstrap(
                 mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
             decision, reason = decide(cfg, evidence, mine.metric, ours, theirs, mine.n)
-    result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence,
-                           evaluate.rows_digest(task, rows), mine.n, run_id)
+    # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): the same rows, the same digest
+    result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
+                           mine.n, run_id)
     _record(cfg, client, result)
     if decision == "promoted":
         move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
@@ -266,8 +270,10 @@ def main(argv: list[str] | None = None) -> PromoteResult:
     parser.add_argument("--version", type=int, default=0, help="version to judge (default: the @candidate one)")
     parser.add_argument("--rollback", action="store_true", help="move @champion back to the previous champion")
     parser.add_argument("--config", help="YAML file with PromoteConfig fields")
+    console.add_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. min_delta=0.01")
     args = parser.parse_intermixed_args(argv)  # NAME --rollback key=value: flags between the positionals
+    console.configure(args.verbose)  # our [promote] line; no download or weight-loading progress bars
     extra = [f"model={json.dumps(args.model)}"] + ([f"version={args.version}"] if args.version else []) \
         + (["rollback=true"] if args.rollback else [])
     cfg = load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()

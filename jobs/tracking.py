@@ -388,7 +388,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
 
 
 # -- the registry's alias history ----------------------------------------------------------------------
-MOVE_TAG = "alias_move."  # registered-model tags alias_move.<UTC nanoseconds>, one per move, in time order
+MOVE_TAG = "alias_move."  # registered-model tags alias_move.<UTC time to the nanosecond>, one per move, in time order
 
 
 def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = "") -> str:
@@ -404,9 +404,14 @@ def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = 
         client.set_registered_model_alias(name, alias, new)
     elif old:
         client.delete_registered_model_alias(name, alias)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    client.set_registered_model_tag(name, f"{MOVE_TAG}{time.time_ns():020d}",
-                                    f"{alias} v{old or 'none'} -> v{new or 'none'} {why} (run {run_id or 'none'}) {stamp}")
+    now = time.time_ns()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now / 1e9))
+    key = f"{MOVE_TAG}{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now / 1e9))}.{now % 10**9:09d}Z"  # sorts by time
+
+    def side(v: str) -> str:
+        return f"v{v}" if v else "none"
+
+    client.set_registered_model_tag(name, key, f"{alias} {side(old)} -> {side(new)} {why} (run {run_id or 'none'}) {stamp}")
     return old
 
 

@@ -26,9 +26,19 @@ INPUT_FIELDS = {"classification": ("text_a", "text_b"), "token-classification": 
 MIN_DOCUMENT_GROUPS = 10  # fewer documents than this (a CoNLL file without -DOCSTART-): carve by sentence
 
 
+def _normalized(value):
+    """Text as the tokenizer sees it: runs of whitespace are one space, none at the ends ("a  film " == "a film")."""
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, (list, tuple)):
+        return [_normalized(v) for v in value]
+    return value
+
+
 def content_key(row: dict, kind: str) -> str:
-    """sha256 of the row's model input: equal inputs, equal key (labels and positions left out)."""
-    payload = json.dumps([row.get(f) for f in INPUT_FIELDS[kind]], ensure_ascii=False, default=str)
+    """sha256 of the row's model input, whitespace normalized: equal inputs, equal key (labels and positions left
+    out)."""
+    payload = json.dumps([_normalized(row.get(f)) for f in INPUT_FIELDS[kind]], ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -243,7 +243,8 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     for split, info in swept.data.items():
         assert champion.tags[f"data.{split}.rows"] == str(info["rows"])
         assert champion.tags[f"data.{split}.sha256"] == info["sha256"]
-    assert champion.tags["promotion.eval_sha256"] == promoted.eval_sha256 and promoted.eval_rows == swept.data["dev"]["rows"]
+    assert champion.tags["promotion.eval_sha256"] == promoted.eval_sha256 == swept.data["dev"]["sha256"]
+    assert promoted.eval_rows == swept.data["dev"]["rows"]  # the gate judged exactly the rows the version names
     assert "one-sided 95% lower bound" in promoted.reason and "promotion.lower_bound" in champion.tags
     assert champion.description.startswith("**text-classification")
     mlflow.set_tracking_uri(t.tracking_uri)

@@ -169,7 +169,7 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
     assert "promotion.rolled_back" in client.get_model_version(NAME, v2).tags
     moves = promote.history(client, NAME)
     champion_moves = [m for m in moves if m.startswith("champion ")]
-    assert [m.split(" ")[:4] for m in champion_moves] == [["champion", "vnone", "->", f"v{v1}"],
+    assert [m.split(" ")[:4] for m in champion_moves] == [["champion", "none", "->", f"v{v1}"],
                                                           ["champion", f"v{v1}", "->", f"v{v2}"],
                                                           ["champion", f"v{v2}", "->", f"v{v1}"]]
     # every alias move is recorded, in order, with the run that made it: registration (@candidate), judging
@@ -179,7 +179,8 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
                 ("challenger", v1, "none"), ("candidate", v1, v2), ("challenger", "none", v2),
                 ("champion", v1, v2), ("challenger", v2, "none"), ("candidate", v2, v3), ("challenger", "none", v3),
                 ("candidate", v3, v4), ("challenger", v3, v4), ("challenger", v4, v3), ("champion", v2, v1)]
-    assert [(m.split(" ")[0], m.split(" ")[1][1:], m.split(" ")[3][1:]) for m in moves] == expected, moves
+    assert [(m.split(" ")[0], m.split(" ")[1].removeprefix("v"), m.split(" ")[3].removeprefix("v"))
+            for m in moves] == expected, moves
     for move in moves:
         run_id = move.rsplit("(run ", 1)[1].split(")")[0]
         assert run_id in runs, move

@@ -66,7 +66,8 @@ def tasks(tmp_path):
     """One TaskConfig per kind, each with evaluation rows that also occur in its train file (benchmarks have
     such duplicates) and a way to change one evaluation row."""
     sst_train = [(f"review number {i} was {'good' if i % 2 else 'bad'}", i % 2) for i in range(200)]
-    sst_dev = [(f"a held out review {i}", i % 2) for i in range(20)] + sst_train[:5]  # 5 leaks
+    sst_dev = [(f"a held out review {i}", i % 2) for i in range(20)] + sst_train[:4] + [  # 5 leaks, one spaced
+        (sst_train[4][0].replace(" ", "  ") + " ", sst_train[4][1])]
     squad_train = [(f"q{i}", f"Question {i} about the game?", i // 3) for i in range(120)]
     squad_dev = [(f"d{i}", f"Dev question {i}?", 100 + i) for i in range(10)] + [
         ("q7", "A reused id?", 200), ("x1", "Question 9 about the game?", 3)]  # an id leak and a content leak
