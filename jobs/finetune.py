@@ -91,12 +91,12 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     total = steps_per_epoch * resolved.train.epochs
     total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
     t = resolved.tracking
-    lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=cfg.init, tracking_uri=tracking_uri,
+    lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=init_id, tracking_uri=tracking_uri,
                                     task_data=task_data)
     continued = continuation.tags(earlier)
     data_tags = ft_tasks.split_tags(rows)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
-                                tags={"task": cfg.task.name, "init": cfg.init, **lineage, **continued, **data_tags})
+                                tags={"task": cfg.task.name, "init": init_id, **lineage, **continued, **data_tags})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
@@ -111,7 +111,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     evaluation = judge_chosen(export_dir, resolved.task, chosen, rows, resolved.train.eval_batch_size)
     counts = {k: result.metrics.get(k, 0)
               for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes", "stopped_at_step")}
-    card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {cfg.init}",
+    card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {init_id}",
                                evaluation, lineage, chosen_on=f"{main} {best[main]:.4f} at step {best['step']}",
                                data=rows.summary())
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in chosen.items()}, **evaluation,
