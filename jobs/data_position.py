@@ -104,11 +104,25 @@ _positions: dict = {}  # per task process: tracker -> (version, consumed bitmap,
 
 def _skip(batch: dict[str, np.ndarray], tracker, shard_rows: list[int]) -> dict[str, np.ndarray]:
     """Ray Data map task: drop examples already consumed in the current epoch."""
+    consumed, index = current_position(tracker, shard_rows,
+                                       lambda version: ray.get(tracker.get_if_newer.remote(version)))
+    return drop_consumed(batch, consumed, index)
+
+
+def current_position(tracker, shard_rows: list[int], ask) -> tuple[np.ndarray, ExampleIndex]:
+    """This task process's copy of `tracker`'s position (the consumed bitmap, the index into it). `ask(version)`
+    returns (the latest version, its position bytes, or None while `version` is the latest): a task fetches a
+    position once per version, not once per batch."""
     version, consumed, index = _positions.get(tracker, (0, None, None))
-    latest, position = ray.get(tracker.get_if_newer.remote(version))
+    latest, position = ask(version)
     if position is not None:
         consumed, index = DataPosition.from_bytes(position).consumed, index or ExampleIndex(shard_rows)
         _positions[tracker] = (latest, consumed, index)
+    return consumed, index
+
+
+def drop_consumed(batch: dict[str, np.ndarray], consumed: np.ndarray, index: ExampleIndex) -> dict[str, np.ndarray]:
+    """`batch` less the examples `consumed` marks (the batch itself when none is)."""
     keep = ~consumed[index(batch["example_id"])]
     return batch if keep.all() else {k: v[keep] for k, v in batch.items()}
 

@@ -9,8 +9,9 @@ import pytest
 
 from bert_core.tokenizer import SpecialIds
 from pipelines.config import DataConfig
-from pipelines.examples import (Document, create_examples, document_key, mask_static, masking_config,
-                                special_tokens_mask)
+from pipelines import examples as examples_module
+from pipelines.examples import (Document, bucket_seed, create_examples, document_key, mask_static, mask_static_flat,
+                                masking_config, special_tokens_mask)
 
 SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)  # a trained vocab's layout
 VOCAB = 1000
@@ -48,7 +49,7 @@ def corpus():
     return make_corpus(1000)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # per test (50 ms): mutmut credits a module fixture's calls to the first test that uses it only
 def built(corpus):
     return build(corpus)
 
@@ -62,6 +63,9 @@ def test_every_example_is_cls_a_sep_b_sep_within_max_len(corpus, built):
         assert 3 <= n_a <= ex.num_tokens - 2  # A and B both non-empty
         assert np.flatnonzero(ids == SPECIAL.cls).tolist() == [0]
         assert np.flatnonzero(ids == SPECIAL.sep).tolist() == [n_a - 1, ex.num_tokens - 1]
+        assert ids.dtype == corpus[ex.doc_a].ids.dtype  # the shards' integer type, as the documents hold it
+        structure = special_tokens_mask(ex)
+        assert structure.dtype == bool and np.flatnonzero(structure).tolist() == [0, n_a - 1, ex.num_tokens - 1]
         # Segment 0 is exactly A's tokens and segment 1 exactly B's: each is a contiguous piece of
         # the sentences its debug range names (front/back trimming keeps contiguity).
         a_src = segment(corpus[ex.doc_a], ex.a_start, ex.a_end)
@@ -112,6 +116,22 @@ def test_sentences_are_used_once_in_order_and_unused_ones_go_back(corpus, built)
         assert all(prev[1] == nxt[0] for prev, nxt in zip(ranges, ranges[1:]))
 
 
+def test_a_chunk_is_the_shortest_run_of_sentences_reaching_its_target_and_a_gets_a_random_part_of_it(corpus, built):
+    """Google's chunking: sentences are added until the chunk holds `target` tokens (or the document ends); A is
+    the first 1..k-1 of its k sentences, drawn uniformly."""
+    a_share = []
+    for ex in built[1]:
+        doc = corpus[ex.doc_a]
+        start = doc.offsets[ex.a_start]
+        assert doc.offsets[ex.chunk_end] - start >= ex.target_length or ex.chunk_end == doc.num_sentences
+        assert ex.chunk_end - ex.a_start == 1 or doc.offsets[ex.chunk_end - 1] - start < ex.target_length
+        k = ex.chunk_end - ex.a_start
+        if k >= 3:
+            assert 1 <= ex.a_end - ex.a_start <= k - 1
+            a_share.append((ex.a_end - ex.a_start - 1) / (k - 2))  # 0 .. 1 over the allowed range
+    assert len(a_share) > 1000 and abs(np.mean(a_share) - 0.5) < 0.03
+
+
 def test_short_targets_at_the_configured_rate_and_lengths_follow_targets(corpus):
     cfg, examples = build(corpus, short_seq_prob=0.1)
     max_num = cfg.max_seq_len - 3
@@ -119,6 +139,7 @@ def test_short_targets_at_the_configured_rate_and_lengths_follow_targets(corpus)
     short = targets < max_num
     assert abs(short.mean() - 0.1) < 0.015
     assert abs(targets[short].mean() - (2 + max_num) / 2) < 4  # uniform on [2, max_num]
+    assert targets[short].min() == 2
     lengths = np.array([ex.num_tokens for ex in examples])
     # A chunk closed by its target (not by its document's end) holds target..target+longest
     # sentence tokens, so short targets show up as short examples.
@@ -148,10 +169,48 @@ def test_single_document_bucket_has_only_real_next_pairs():
     assert examples and not any(ex.is_random_next for ex in examples)
 
 
+def test_single_document_bucket_drops_only_the_one_sentence_chunks_that_have_no_b():
+    """Sentences 11 and 12 are each longer than the target, so each is a chunk of its own, and a one-document bucket
+    has no other document to draw a B from: both are dropped, and every other sentence is used, in order."""
+    lengths = [6] * 11 + [200, 200] + [6] * 17
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    doc = Document("long-sentences", np.arange(5, 5 + offsets[-1]).astype(np.uint16), offsets)
+    _, examples = build([doc], max_seq_len=64, short_seq_prob=0.0)
+    ranges = [r for ex in examples for r in ((ex.a_start, ex.a_end), (ex.b_start, ex.b_end))]
+    assert all(prev[1] <= nxt[0] for prev, nxt in zip(ranges, ranges[1:]))
+    used = {s for start, end in ranges for s in range(start, end)}
+    assert used == set(range(len(lengths))) - {11, 12}
+
+
 def test_document_key_is_stable_and_spread():
     assert document_key(1, "a") == document_key(1, "a") != document_key(2, "a")
     keys = np.array([document_key(0, f"d{i}") for i in range(4000)], dtype=np.float64) / 2.0**64
     assert abs(keys.mean() - 0.5) < 0.02 and abs((keys < 0.1).mean() - 0.1) < 0.02
+
+
+def test_keys_and_seeds_are_the_ones_prepared_data_was_built_with():
+    """The eval split, buckets, shuffles and static masks of a prepared set derive from these: a change would make
+    a re-run of the same config produce a different dataset. Values of the code when this test was written."""
+    assert document_key(0, "doc-0") == 3752354261563677787
+    assert document_key(12345, "wiki/Ada_Lovelace") == 2028611583743093166
+    assert bucket_seed(0, "train", 0, 0) == 8037165284253252044
+    assert bucket_seed(7, "eval", 3, -2) == 12207192986505638102
+
+
+def test_bucket_seeds_are_64_bit_and_differ_in_every_argument():
+    base = (0, "train", 0, 0)
+    variants = [base, (1, "train", 0, 0), (0, "eval", 0, 0), (0, "train", 1, 0), (0, "train", 0, 1),
+                (0, "train", 0, -1), (0, "train", 0, -2)]
+    seeds = [bucket_seed(*v) for v in variants]
+    assert len(set(seeds)) == len(seeds) and bucket_seed(*base) == seeds[0]
+    spread = np.array([bucket_seed(0, "train", b, 0) for b in range(2000)], dtype=np.float64) / 2.0**64
+    assert spread.max() < 1 and abs(spread.mean() - 0.5) < 0.03
+
+
+def test_masking_config_carries_every_data_setting():
+    cfg = DataConfig(sources=["x"], mask_rate=0.2, whole_word_masking=True, max_predictions=7)
+    m = masking_config(cfg)
+    assert (m.rate, m.whole_word, m.max_predictions) == (0.2, True, 7)
 
 
 def test_static_masking_statistics(corpus):
@@ -179,11 +238,30 @@ def test_static_masking_statistics(corpus):
 
 def test_static_masking_is_a_function_of_the_seed(corpus):
     runs = []
-    for seed in (3, 3, 4):
+    for seed in (3, 3, 4, 6, 2**64 - 1):  # bucket_seed gives 64-bit seeds
         _, examples = build(corpus[:50])
         mask_static(examples, masking_config(DataConfig(sources=["x"])), SPECIAL, VOCAB, seed=seed)
         runs.append([(e.input_ids.tolist(), e.masked_positions.tolist()) for e in examples])
-    assert runs[0] == runs[1] != runs[2]
+    assert runs[0] == runs[1]
+    assert all(runs[i] != runs[j] for i in range(1, 5) for j in range(i + 1, 5))
+
+
+@pytest.mark.parametrize("n", [8, 9])  # a whole number of chunks, and one example more
+def test_static_masking_in_chunks_masks_every_example_and_leaves_its_input_alone(corpus, monkeypatch, n):
+    monkeypatch.setattr(examples_module, "MASK_CHUNK", 4)
+    examples = build(corpus[:5])[1][:n]
+    values = np.concatenate([e.input_ids for e in examples])
+    values.flags.writeable = False  # as pyarrow's to_numpy() hands a shard's column over
+    offsets = np.concatenate([[0], np.cumsum([e.num_tokens for e in examples])])
+    num_a = np.array([e.num_a_tokens for e in examples])
+    masked, counts, positions, originals = mask_static_flat(values, offsets, num_a, masking_config(DataConfig(
+        sources=["x"])), SPECIAL, VOCAB, seed=0)
+    assert np.array_equal(values, np.concatenate([e.input_ids for e in examples]))
+    assert counts.shape == (n,) and (counts >= 1).all() and counts.sum() == len(positions) == len(originals)
+    assert positions.dtype.kind == originals.dtype.kind == "i"
+    starts = np.repeat(offsets[:-1], counts)
+    np.testing.assert_array_equal(values[starts + positions], originals)
+    assert masked.dtype == values.dtype and len(masked) == len(values)
 
 
 def test_truncation_matches_googles_token_by_token_loop():

@@ -159,14 +159,110 @@ def test_static_example_masking():
     np.testing.assert_array_equal(again[0], masked)
 
 
-@pytest.mark.parametrize("field,kw", [("rate", dict(rate=0.0)), ("rate", dict(rate=1.5)),
-                                      ("mask_token_prob", dict(mask_token_prob=-0.1)),
-                                      ("random_token_prob", dict(mask_token_prob=0.9, random_token_prob=0.2)),
-                                      ("max_predictions", dict(max_predictions=0))])
-def test_config_validation_names_the_field(field, kw):
-    with pytest.raises(ConfigError, match=field):
-        MaskingConfig(**kw).validate()
-    assert MaskingConfig().validate() == MaskingConfig()
+@pytest.mark.parametrize("kw,message", [
+    (dict(rate=0.0), "rate must be in (0, 1)"), (dict(rate=1.0), "rate must be in (0, 1)"),
+    (dict(rate=1.5), "rate must be in (0, 1)"),
+    (dict(rate=True), "rate must be a number"), (dict(rate="0.15"), "rate must be a number"),
+    (dict(mask_token_prob=-0.1), "mask_token_prob must be in [0, 1]"),
+    (dict(mask_token_prob=0.0, random_token_prob=1.5), "random_token_prob must be in [0, 1]"),
+    (dict(mask_token_prob=0.9, random_token_prob=0.2),
+     "mask_token_prob + {where}.random_token_prob must be <= 1"),
+    (dict(max_predictions=0), "max_predictions must be null or an integer >= 1"),
+    (dict(max_predictions=True), "max_predictions must be null or an integer >= 1"),
+    (dict(max_predictions=2.5), "max_predictions must be null or an integer >= 1")])
+def test_config_validation_names_the_field_by_its_place_in_the_config(kw, message):
+    for where in ("masking", "train.masking"):  # the default, and the pretraining job's section
+        args = () if where == "masking" else (where,)
+        with pytest.raises(ConfigError) as err:
+            MaskingConfig(**kw).validate(*args)
+        assert str(err.value).startswith(f"{where}." + message.format(where=where)), str(err.value)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(mask_token_prob=0.0, random_token_prob=0.0),
+                                dict(mask_token_prob=1.0, random_token_prob=0.0),
+                                dict(mask_token_prob=0.0, random_token_prob=1.0),
+                                dict(mask_token_prob=0.5, random_token_prob=0.5), dict(rate=0.999, max_predictions=1)])
+def test_config_validation_accepts_the_closed_ends_of_each_range(kw):
+    assert MaskingConfig(**kw).validate() == MaskingConfig(**kw)
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_a_sequence_with_one_real_token_gets_one_target_and_one_with_none_gets_none(whole_word):
+    ids, special, _, _ = make_batch(4, T=32, seed=1)
+    ids[0, 2:], special[0, 2:] = SPECIAL.pad, True  # [CLS] x [PAD]...: one real token
+    ids[1, :], special[1, :] = SPECIAL.pad, True  # padding only
+    _, labels = run_mask(ids, special, MaskingConfig(whole_word=whole_word))
+    counts = (labels != IGNORE_INDEX).sum(1)
+    assert counts[:2].tolist() == [1, 0]
+    assert labels[0, 1] == ids[0, 1]
+    if not whole_word:
+        np.testing.assert_array_equal(counts[2:], expected_budget((~special[2:]).sum(1), 0.15))
+
+
+def test_whole_word_masking_of_one_word_sequences_takes_the_whole_word():
+    """Every row holds a single word of 1-3 pieces; the rate gives a budget that fits it, so it is selected whole."""
+    rows = [[SPECIAL.cls, 1000, SPECIAL.sep], [SPECIAL.cls, 1001, FIRST_PIECE, SPECIAL.sep],
+            [SPECIAL.cls, 1002, FIRST_PIECE + 1, FIRST_PIECE + 2, SPECIAL.sep]]
+    ids = np.full((3, 6), SPECIAL.pad)
+    for i, row in enumerate(rows):
+        ids[i, :len(row)] = row
+    special = np.isin(ids, [SPECIAL.pad, SPECIAL.cls, SPECIAL.sep])
+    _, labels = run_mask(ids, special, MaskingConfig(rate=0.9, whole_word=True))
+    np.testing.assert_array_equal(labels != IGNORE_INDEX, ~special)
+
+
+def random_replacements(ids, special, vocab, mask_id, special_ids, seed=0):
+    cfg = MaskingConfig(mask_token_prob=0.0, random_token_prob=1.0, rate=0.5)
+    masked, labels = mask_tokens(torch.from_numpy(ids), torch.from_numpy(special), cfg, mask_id, vocab,
+                                 torch.Generator().manual_seed(seed), special_ids=special_ids)
+    return masked.numpy()[labels.numpy() != IGNORE_INDEX]
+
+
+def test_random_replacements_reach_every_non_special_id_evenly_id_0_included():
+    # A vocab of 8 where 5 ids are special: most first draws are rejected and drawn again.
+    special_ids = SpecialIds(pad=1, unk=2, cls=3, sep=4, mask=5)
+    rng = np.random.default_rng(0)
+    ids = rng.choice([0, 6, 7], size=(2048, 16))
+    ids[:, 0], ids[:, -1] = special_ids.cls, special_ids.sep
+    replacements = random_replacements(ids, np.isin(ids, [3, 4]), 8, special_ids.mask, special_ids.all)
+    counts = np.bincount(replacements, minlength=8)
+    assert counts[[1, 2, 3, 4, 5]].sum() == 0
+    assert counts[[0, 6, 7]].min() > 0.9 * counts[[0, 6, 7]].mean(), counts
+
+
+def test_without_special_ids_replacements_avoid_the_masked_structure_and_mask_but_span_the_vocab():
+    """The fallback when no special ids are given: whatever the special mask covers, plus [MASK], is never a random
+    replacement; any other id of the vocabulary is, also ids the batch does not contain."""
+    vocab, pad, cls, sep, mask = 32, 0, 20, 21, 22
+    rng = np.random.default_rng(1)
+    ids = rng.integers(10, 20, size=(1024, 16))  # text uses ids 10..19 only
+    ids[:, 0], ids[:, -2], ids[:, -1] = cls, sep, pad
+    replacements = random_replacements(ids, np.isin(ids, [pad, cls, sep]), vocab, mask, special_ids=None)
+    assert set(replacements.tolist()) == set(range(vocab)) - {pad, cls, sep, mask}
+
+
+def test_static_example_masking_whole_words_and_special_ids():
+    rng = np.random.default_rng(0)
+    ids, special, _, _ = make_batch(64, T=48, seed=3)
+    for row, flags in zip(ids, special):
+        masked, positions, _ = mask_example_static(row, flags, MaskingConfig(whole_word=True, rate=0.3),
+                                                   SPECIAL.mask, V, rng, continuation=CONTINUATION,
+                                                   special_ids=SPECIAL.all)
+        selected = np.zeros(len(row), dtype=bool)
+        selected[positions] = True
+        for word in words_of(row, flags):
+            assert selected[word].all() or not selected[word].any()
+    # Random replacements avoid the special ids given ([UNK] too), and without them, the masked structure and [MASK].
+    vocab, special_ids = 16, SpecialIds(pad=0, unk=9, cls=10, sep=11, mask=12)
+    cfg = MaskingConfig(mask_token_prob=0.0, random_token_prob=1.0, rate=0.5)
+    for given, never in ((special_ids.all, {0, 9, 10, 11, 12}), (None, {0, 10, 11, 12})):
+        seen = []
+        for _ in range(300):
+            row = np.concatenate([[10], rng.integers(1, 3, 18), [11, 0]])  # text: ids 1 and 2 only
+            masked, positions, _ = mask_example_static(row, np.isin(row, [0, 10, 11]), cfg, 12, vocab, rng,
+                                                       special_ids=given)
+            seen += masked[positions].tolist()
+        assert set(seen) == set(range(vocab)) - never
 
 
 # ---- collator --------------------------------------------------------------------------------
@@ -281,3 +377,58 @@ def test_collator_whole_word_uses_continuation():
             assert flags.all() or not flags.any()
     with pytest.raises(ValueError, match="continuation"):
         make_collator(cfg=MaskingConfig(whole_word=True))
+
+
+@pytest.mark.parametrize("multiple", [None, 0, 1])
+def test_collator_pads_only_to_the_longest_row_when_no_multiple_is_asked(multiple):
+    # An odd longest row tells padding to 1 from padding to 2.
+    batch = next(b for b in map(ray_batch, [8] * 20, range(20)) if max(len(r) for r in b["input_ids"]) % 2)
+    longest = max(len(r) for r in batch["input_ids"])
+    out = make_collator(pad_to_multiple_of=multiple)(batch)
+    assert out["input_ids"].shape[1] == longest
+
+
+def shard_batch(n, seed=0):
+    """The batch as the shards store it (pipelines/shards.py): uint16 ids, int16 num_a_tokens, int8 NSP labels."""
+    batch = ray_batch(n, seed=seed)
+    rows = np.empty(n, dtype=object)
+    rows[:] = [r.astype(np.uint16) for r in batch["input_ids"]]
+    return {**batch, "input_ids": rows, "num_a_tokens": batch["num_a_tokens"].astype(np.int16),
+            "next_sentence_label": batch["next_sentence_label"].astype(np.int8)}
+
+
+def test_collator_gives_the_model_int64_tensors_whatever_the_shard_dtypes():
+    batch = shard_batch(8)
+    out = make_collator()(batch)
+    for key in ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label", "example_id"):
+        assert isinstance(out[key], torch.Tensor) and out[key].dtype == torch.int64, key
+    assert out["next_sentence_label"].tolist() == batch["next_sentence_label"].tolist()
+    assert out["example_id"].tolist() == batch["example_id"].tolist()
+
+
+def test_collator_passes_non_integer_example_ids_through():
+    batch = ray_batch(4)
+    batch["example_id"] = np.array(["a-0", "a-1", "b-0", "b-1"])
+    out = make_collator()(batch)
+    assert list(out["example_id"]) == ["a-0", "a-1", "b-0", "b-1"]
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "whole_word", "static"])
+def test_collator_turns_an_empty_batch_into_zero_row_tensors(kind):
+    collator = {"dynamic": make_collator(), "whole_word": make_collator(cfg=MaskingConfig(whole_word=True),
+                                                                        continuation=CONTINUATION),
+                "static": make_collator(cfg=None)}[kind]
+    out = collator(ray_batch(0, static=kind == "static"))
+    for key in ("input_ids", "token_type_ids", "attention_mask", "mlm_labels"):
+        assert out[key].shape[0] == 0 and out[key].dtype == torch.int64
+    assert out["next_sentence_label"].shape == (0,) and out["mlm_positions"].numel() == 0
+
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_mask_tokens_returns_its_tensors_on_the_device_of_its_input():
+    ids, special, _, _ = make_batch(8, T=32)
+    masked, labels = mask_tokens(torch.from_numpy(ids).cuda(), torch.from_numpy(special).cuda(), MaskingConfig(),
+                                 SPECIAL.mask, V, torch.Generator().manual_seed(0), special_ids=SPECIAL.all)
+    assert masked.device.type == labels.device.type == "cuda"
