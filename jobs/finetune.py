@@ -97,7 +97,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     data_tags = ft_tasks.split_tags(rows)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
                                 tags={"task": cfg.task.name, "init": init_id, **lineage, **continued, **data_tags})
-    print(f"[train] {run_name}: {resolved.scaling.num_workers} workers, {n_train:,} train features, "
+    print(f"[train] {run_name}: {resolved.scaling.num_workers} worker{'s' if resolved.scaling.num_workers > 1 else ''}, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
         print(continuation.line(run_name, earlier, total), flush=True)
@@ -144,6 +144,11 @@ def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) ->
     main = ft_tasks.eval_metric(task)
     print(f"[evaluate] the chosen model on {', '.join(f'{len(r):,} {s}' for s, r in rows.evaluation.items())} rows "
           f"(no choice saw them): {main} {evaluation[main]:.4f}", flush=True)
+    split = ft_tasks.eval_splits(task)[0]
+    majority = ft_tasks.majority_baseline(task, rows.evaluation[split], split)
+    if evaluation[main] <= majority + 1e-9:  # a collapsed model: say so before anyone registers or promotes it
+        print(f"[evaluate] warning: {main} {evaluation[main]:.4f} is no better than predicting the majority class "
+              f"({majority:.4f}): more steps, another learning rate or more data", flush=True)
     return evaluation
 
 

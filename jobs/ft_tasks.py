@@ -154,6 +154,21 @@ def _indexed(rows: list[dict], limit: int) -> list[dict]:
     return [{**row, "row_index": i} for i, row in enumerate(rows)]
 
 
+def majority_baseline(task: TaskConfig, rows: list[dict], split: str = SELECT) -> float:
+    """What a collapsed model scores on the task's main metric: `rows` of `split` scored as if every row were
+    predicted as its majority class (the share for accuracy, 0 for MCC; -inf where no class exists)."""
+    import warnings
+
+    if task.kind != "classification" or num_labels(task) == 1:
+        return -np.inf
+    labels = np.asarray([int(r["label"]) for r in rows])
+    logits = np.eye(num_labels(task))[np.full(len(rows), np.bincount(labels).argmax())]
+    with warnings.catch_warnings():  # sklearn warns that MCC of a constant prediction is 0, which it is
+        warnings.simplefilter("ignore")
+        metrics = dev_metrics(task, split, rows, {"logits": logits, "labels": labels})
+    return metrics[f"{split}/{metric_name(task)}"]
+
+
 # -- features (Ray Data tasks) -------------------------------------------------------------------
 
 def featurize(batch, task: dict, tokenizer) -> dict[str, np.ndarray]:

@@ -22,11 +22,8 @@ import math
 import shutil
 import statistics
 import sys
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -132,7 +129,7 @@ def search_and_seeds(cfg: SweepConfig, base, data: dict, rows, tracking_uri: str
                          mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]},
                          data=rows.summary())
     if cfg.seeds.count:
-        majority = _majority_baseline(base, rows.select)
+        majority = ft_tasks.majority_baseline(base.task, rows.select)
         seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows)
     client.set_terminated(parent_id, "FINISHED")
     return result
@@ -317,23 +314,6 @@ def plot(grid, metric: str, path: Path) -> None:
     plt.close(fig)
 
 
-def _majority_baseline(cfg, rows: list[dict]) -> float:
-    """What a collapsed model scores on the task's main metric: the select split scored as if every row
-    were predicted as its majority class (the share for accuracy, 0 for MCC; -inf where no class exists)."""
-    from jobs import ft_tasks
-
-    task = cfg.task
-    if task.kind != "classification" or ft_tasks.num_labels(task) == 1:
-        return -math.inf
-    split = ft_tasks.SELECT
-    labels = np.asarray([int(r["label"]) for r in rows])
-    logits = np.eye(ft_tasks.num_labels(task))[np.full(len(rows), np.bincount(labels).argmax())]
-    with warnings.catch_warnings():  # sklearn warns that MCC of a constant prediction is 0, which it is
-        warnings.simplefilter("ignore")
-        metrics = ft_tasks.dev_metrics(task, split, rows, {"logits": logits, "labels": labels})
-    return metrics[ft_tasks.main_metric(task)]
-
-
 def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, result: SweepResult, client,
               out_dir: Path, rows) -> None:
     """The best configuration over `seeds.count` seeds; degenerate runs (one predicted class, or no better than
@@ -404,7 +384,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
 def _degenerate(r, majority: float) -> tuple[str, float]:
     """Why a seed run must not set the median ("" if it may): it failed, or at its best evaluation it
     predicted a single class or scored no better than `majority`, the majority-class baseline's score
-    on the same metric (see _majority_baseline)."""
+    on the same metric (see jobs.ft_tasks.majority_baseline)."""
     if r.error or r.checkpoint is None:
         return f"failed: {r.error}", float("nan")
     df = r.metrics_dataframe

@@ -97,14 +97,13 @@ def test_degenerate_seed_runs_are_detected(scores, pred_classes, error, why):
     ("stsb", [1.0, 2.5, 4.0], float("-inf")),  # regression: no class to collapse to
 ])
 def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, baseline):
-    from types import SimpleNamespace
-
     from jobs.finetune_config import TaskConfig
-    from jobs.sweep import _degenerate, _majority_baseline
+    from jobs.ft_tasks import majority_baseline
+    from jobs.sweep import _degenerate
 
     names = {"pkgdocs": ["a", "b", "c", "d"], "cola": ["0", "1"], "mrpc": ["0", "1"], "stsb": []}[task]
     rows = [{"label": y, "row_index": i} for i, y in enumerate(labels)]
-    got = _majority_baseline(SimpleNamespace(task=TaskConfig(name=task, labels=names)), rows)
+    got = majority_baseline(TaskConfig(name=task, labels=names), rows)
     assert got == pytest.approx(baseline)
     if task == "cola":  # a healthy CoLA run (MCC 0.5, both classes predicted) is not re-seeded
         assert _degenerate(_seed_result([0.3, 0.5], [2, 2]), majority=got)[0] == ""
