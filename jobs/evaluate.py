@@ -50,7 +50,7 @@ def load_model(model_dir: Path, task: TaskConfig):
     from jobs.tracking import TASK_MODELS
 
     model = getattr(transformers, TASK_MODELS[ft_tasks.HF_TASK[task.kind]]).from_pretrained(model_dir)
-    return model.eval()
+    return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()  # a GPU driver scores on its GPU
 
 
 def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch_size: int = 64) -> Scores:
@@ -82,9 +82,9 @@ def _forward(model, batch: dict) -> dict[str, np.ndarray]:
     """One batch, padded only to its longest row (the fine-tuning collator's dynamic padding)."""
     from jobs.ft_worker import collate
 
-    inputs = collate({k: batch[k] for k in ft_tasks.MODEL_INPUTS})
+    inputs = {k: v.to(model.device) for k, v in collate({k: batch[k] for k in ft_tasks.MODEL_INPUTS}).items()}
     out = model(**inputs)
-    return {k: getattr(out, k).float().numpy() for k in ("logits", "start_logits", "end_logits")
+    return {k: getattr(out, k).float().cpu().numpy() for k in ("logits", "start_logits", "end_logits")
             if getattr(out, k, None) is not None}
 
 

@@ -74,6 +74,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(rows))
     init_id = cfg.init if cfg.init.startswith(MLFLOW_SCHEMES) else str(init_dir)
     # a checkpoint means something together with the rows that trained and chose it; the evaluation split may change
+    # (where it takes in rows of train, they leave train as leaks, and the basis changes with them)
     basis = continuation_basis(resolved, ft_tasks.rows_digest(rows, ("train", ft_tasks.SELECT)), init_id)
     earlier = continuation.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
 
@@ -190,7 +191,7 @@ PATH_FIELDS = ("data_dir", "train_file", "dev_file", "corpus_dir")  # where rows
 def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:
     """What a fine-tune's checkpoint means only together with (jobs/continuation.py): the task (its settings, not
     its paths), the rows it trains and chooses on (train and select: a new evaluation split leaves a checkpoint
-    valid), where it started (`init`: a model URI or the resolved folder),
+    valid, unless it holds rows of train, which then leave train as leaks), where it started (`init`: a model URI or the resolved folder),
     and the batch size (a resumed epoch skips the batches it took)."""
     task = {f"task.{k}": v for k, v in asdict(cfg.task).items() if k not in PATH_FIELDS}
     return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size}

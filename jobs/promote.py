@@ -122,7 +122,7 @@ def _alias(client, name: str, alias: str):
 
 
 def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
-    from jobs import evaluate, ft_tasks
+    from jobs import ft_tasks
     from jobs.finetune_config import TaskConfig
 
     candidate = client.get_model_version(cfg.model, str(cfg.version)) if cfg.version else _alias(
@@ -144,10 +144,32 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     run_id = _start_record(cfg, uri, ours, theirs, task)
     move_alias(client, cfg.model, CHALLENGER, ours,
                f"judged against champion v{theirs}" if theirs else "judged with no champion yet", run_id)
+    try:
+        decision, reason, mine, evidence = _judge(cfg, uri, task, split, rows, ours, theirs, champion is not None)
+    except BaseException as exc:  # the run says why no decision came; the challenger's move stays recorded
+        client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
+        client.set_terminated(run_id, "FAILED")
+        raise
+    # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): the same rows, the same digest
+    result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
+                           mine.n, run_id)
+    _record(cfg, client, result)
+    if decision == "promoted":
+        move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
+        move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id)
+    return result
+
+
+def _judge(cfg: PromoteConfig, uri: str, task, split: str, rows: list[dict], ours: str, theirs: str,
+           has_champion: bool):
+    """Both models scored on `rows`, the decision and its evidence: (decision, reason, the candidate's Scores,
+    evidence)."""
+    from jobs import evaluate
+
     with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
         mine = evaluate.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
         evidence = {"candidate": mine.value}
-        if champion is None:  # nothing to compare with: the bound says what the first champion scores at least
+        if not has_champion:  # nothing to compare with: the bound says what the first champion scores at least
             evidence["lower_bound"] = evaluate.lower_bound(mine, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
             decision, reason = "promoted", (
                 f"no champion yet; v{ours} {mine.metric} {mine.value:.4f} on {mine.n} rows, one-sided "
@@ -157,14 +179,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
             evidence.update(champion=best.value, **evaluate.paired_bootstrap(
                 mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
             decision, reason = decide(cfg, evidence, mine.metric, ours, theirs, mine.n)
-    # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): the same rows, the same digest
-    result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
-                           mine.n, run_id)
-    _record(cfg, client, result)
-    if decision == "promoted":
-        move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
-        move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id)
-    return result
+    return decision, reason, mine, evidence
 
 
 def decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str, rows: int) -> tuple[str, str]:

@@ -239,6 +239,9 @@ def _search(cfg: SweepConfig, path: Path):
         from ray.tune.search.optuna import OptunaSearch
 
         path.mkdir(parents=True, exist_ok=True)
+        # a new search (Tune found nothing to restore): a study left by an attempt that died before Tune saved its
+        # state would hand TPE trials of that attempt, some forever RUNNING
+        (path / "optuna.db").unlink(missing_ok=True)
         sampler = optuna.samplers.TPESampler(seed=cfg.search_seed, n_startup_trials=cfg.optuna.startup_trials)
         return OptunaSearch(sampler=sampler, study_name=cfg.name,
                             storage=optuna.storages.RDBStorage(optuna_storage(path)))

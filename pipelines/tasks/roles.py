@@ -5,8 +5,9 @@ split looks better than it is, so selection never sees an evaluation row.
 
 Benchmarks ship two splits, train and dev: dev becomes the evaluation split and selection is carved from train
 by a stable hash of each row's *group*, the unit that must not straddle two splits (a document's paragraphs, a
-SQuAD context's questions, a GLUE row's text). The carve depends only on the rows' content: the same rows in any
-order, on any machine, give the same split, and a change to the evaluation split changes nothing in the other two.
+SQuAD context's questions, a sentence pair's first sentence, a single sentence). The carve depends only on the rows'
+content: the same rows in any order, on any machine, give the same split. A change to the evaluation split changes
+the other two only where it removes a leak (a train row now also in the evaluation split); otherwise not at all.
 
 A row of train or select whose input text (or, for SQuAD, whose question id) also occurs in the evaluation split
 is dropped and counted, as is a select row whose text is in train: benchmarks have duplicates across their splits.
@@ -51,12 +52,21 @@ def leak_keys(row: dict, kind: str) -> set[str]:
 
 
 def group_key(rows: list[dict], kind: str) -> Callable[[dict], str]:
-    """The unit the carve keeps whole: a document (pkgdocs, CoNLL with enough -DOCSTART- documents), a SQuAD
-    context, else the row's own input."""
+    """The unit the carve keeps whole: a document (pkgdocs, CoNLL with enough -DOCSTART- documents; named by its
+    content, so adding a document elsewhere in the file moves no other), a SQuAD context, a sentence pair's first
+    sentence (MNLI's premise with its ~3 hypotheses, QQP's reused questions), else the row's own input."""
     if kind == "question-answering":
         return lambda r: str(r["context"])
     if rows and "document" in rows[0] and len({r.get("document") for r in rows}) >= MIN_DOCUMENT_GROUPS:
-        return lambda r: f"document:{r['document']}"
+        if isinstance(rows[0]["document"], str):  # pkgdocs: the document's source name
+            return lambda r: f"document:{r['document']}"
+        content: dict = collections.defaultdict(hashlib.sha256)  # CoNLL: a numbered document, by its sentences
+        for r in rows:
+            content[r["document"]].update(content_key(r, kind).encode())
+        names = {doc: h.hexdigest() for doc, h in content.items()}
+        return lambda r: f"document:{names[r['document']]}"
+    if kind == "classification" and rows and any(isinstance(r.get("text_b"), str) for r in rows):
+        return lambda r: "text_a:" + json.dumps(_normalized(r.get("text_a")), ensure_ascii=False)
     return lambda r: content_key(r, kind)
 
 
