@@ -182,3 +182,18 @@ def test_a_checkpoints_basis_ignores_the_evaluation_split_and_the_runs_digest_do
     basis = ("train", ft_tasks.SELECT)
     assert ft_tasks.rows_digest(after, basis) == ft_tasks.rows_digest(before, basis)
     assert ft_tasks.rows_digest(after) != ft_tasks.rows_digest(before)
+
+
+def test_a_premise_and_its_hypotheses_stay_in_one_split_and_conll_documents_are_named_by_content():
+    """Sentence pairs are carved by their first sentence (an MNLI premise has ~3 hypotheses: a hypothesis in select
+    whose premise trained the model would flatter select); a CoNLL document keeps its place whatever its number."""
+    from pipelines.tasks.roles import group_key
+
+    pairs = [{"text_a": f"premise {i // 3}", "text_b": f"hypothesis {i}", "label": i % 3} for i in range(300)]
+    train, select = carve(pairs, group_key(pairs, "classification"), 0.1, 10_000)
+    assert select and not {r["text_a"] for r in train} & {r["text_a"] for r in select}
+    docs = [{"document": d, "tokens": [f"w{d}", f"s{s}"], "ner_tags": ["O", "O"]} for d in range(40) for s in range(2)]
+    _, before = carve(docs, group_key(docs, "token-classification"), 0.2, 10_000)
+    shifted = [{**r, "document": r["document"] + 1} for r in docs]  # a document added at the top of the file
+    _, after = carve(shifted, group_key(shifted, "token-classification"), 0.2, 10_000)
+    assert [r["tokens"] for r in after] == [r["tokens"] for r in before]
