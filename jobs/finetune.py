@@ -61,7 +61,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     prefer_loopback()
     import ray
 
-    from jobs import continuation, ft_tasks, tracking
+    from jobs import continuation, ft_tasks, registry, tracking
 
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
@@ -112,7 +112,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     evaluation = judge_chosen(export_dir, resolved.task, chosen, rows, resolved.train.eval_batch_size)
     counts = {k: result.metrics.get(k, 0)
               for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes", "stopped_at_step")}
-    card = tracking.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {init_id}",
+    card = registry.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {init_id}",
                                evaluation, lineage, chosen_on=f"{main} {best[main]:.4f} at step {best['step']}",
                                data=rows.summary())
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in chosen.items()}, **evaluation,

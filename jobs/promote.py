@@ -20,7 +20,7 @@ Evidence: a run in the promotion experiment (params, both scores, the point delt
 P(better), the rows' sha256) and `promotion.*` tags on the candidate version (the same, with the level and the
 number of resamples). Every alias move (@candidate at registration, @challenger, @champion, a rollback) is a
 registered-model tag `alias_move.<time>` ("champion v3 -> v5 promoted: <reason> (run <id>) <time>", made by
-jobs/tracking.move_alias), so the history of each alias can be read back and `--rollback` restores the previous
+jobs/registry.py), so the history of each alias can be read back and `--rollback` restores the previous
 champion.
 """
 
@@ -41,7 +41,7 @@ from bert_core.config import ConfigError  # noqa: E402
 from jobs import console  # noqa: E402
 from jobs.config import TrackingConfig  # noqa: E402
 from jobs.config_io import cli, load_config  # noqa: E402
-from jobs.tracking import alias_history, move_alias  # noqa: E402
+from jobs.registry import alias_history, move_alias  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
 
 CANDIDATE, CHALLENGER, CHAMPION = "candidate", "challenger", "champion"
@@ -243,7 +243,7 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
 
 
 def history(client, name: str) -> list[str]:
-    """Every recorded alias move of `name`, oldest first (jobs/tracking.move_alias writes them)."""
+    """Every recorded alias move of `name`, oldest first (jobs/registry.move_alias writes them)."""
     return alias_history(client, name)
 
 

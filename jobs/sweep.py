@@ -407,14 +407,14 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
     it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
     import json
 
-    from jobs import ft_tasks, tracking
+    from jobs import ft_tasks, registry, tracking
 
     t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
     tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
             "task": task["name"], "task_config": json.dumps(task), **ft_tasks.split_tags(rows),
             **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
     metric = ft_tasks.main_metric(cfg.finetune.task)
-    card = tracking.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}", evaluation,
+    card = registry.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}", evaluation,
                                lineage, spread, chosen_on=f"the seed-median run, {metric} {stats['run']:.4f} (seed "
                                f"median {stats['median']:.4f})", data=rows.summary())
     return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, evaluation, str(export_dir),

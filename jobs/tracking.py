@@ -259,26 +259,6 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     return {"lineage.init_run_id": run_id, **({"lineage.pretrain_run_id": pretrain} if pretrain else {})}
 
 
-def model_card(task: str, metrics: dict, tags: dict, spread: str = "", chosen_on: str = "",
-               data: dict | None = None) -> str:
-    """A registered version's description: what it does, how well (`metrics`: on the evaluation split, which no
-    choice saw), how it was chosen, what data played which role, and what it was made from."""
-    lines = [f"**{task}**", "", "| metric (evaluation split) | value |", "|---|---|"]
-    lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items() if isinstance(v, (int, float))]
-    if chosen_on:
-        lines += ["", f"Chosen on the select split: {chosen_on}."]
-    if spread:
-        lines += ["", f"Seed spread (select split): {spread}"]
-    if data:
-        lines += ["", "| split | role | rows | sha256 |", "|---|---|---|---|"]
-        role = {"train": "fits", "select": "chooses"}
-        lines += [f"| {s} | {role.get(s, 'evaluates')} | {d['rows']:,} | {d['sha256'][:16]} |" for s, d in data.items()]
-    lineage = {k: v for k, v in tags.items() if k.startswith(("lineage.", "code."))}
-    if lineage:
-        lines += ["", "Lineage: " + ", ".join(f"{k}={v}" for k, v in sorted(lineage.items()))]
-    return "\n".join(lines)
-
-
 def log_dataset(path: str, digest: str, name: str, context: str = "training") -> None:
     """A prepared set as an input of the active run (MLflow's dataset view): metadata only, pointing at its
     folder, with `digest` naming its content; nothing is read."""
@@ -382,44 +362,11 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
                     client.set_model_version_tag(registered_model, str(registered), k, str(v)[:5000])
                 if description:
                     client.update_model_version(registered_model, str(registered), description=description)
+                from jobs.registry import move_alias
+
                 move_alias(client, registered_model, alias, str(registered), f"registered v{registered}", run_id)
                 info.update(registered_model=registered_model, version=str(registered), alias=alias)
     return info
-
-
-# -- the registry's alias history ----------------------------------------------------------------------
-MOVE_TAG = "alias_move."  # registered-model tags alias_move.<UTC time to the nanosecond>, one per move, in time order
-
-
-def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = "") -> str:
-    """Point `alias` of registered model `name` at version `new` ("" removes it) and record the move as a tag:
-    "<alias> v<old> -> v<new> <why> (run <run id>) <UTC time>", `none` for a missing side. Returns the old version."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        old = str(client.get_model_version_by_alias(name, alias).version)
-    except MlflowException:
-        old = ""
-    if new:
-        client.set_registered_model_alias(name, alias, new)
-    elif old:
-        client.delete_registered_model_alias(name, alias)
-    now = time.time_ns()
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now / 1e9))
-    key = f"{MOVE_TAG}{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now / 1e9))}.{now % 10**9:09d}Z"  # sorts by time
-
-    def side(v: str) -> str:
-        return f"v{v}" if v else "none"
-
-    client.set_registered_model_tag(name, key, f"{alias} {side(old)} -> {side(new)} {why} (run {run_id or 'none'}) {stamp}")
-    return old
-
-
-def alias_history(client, name: str, alias: str = "") -> list[str]:
-    """Every recorded alias move of `name` (only `alias`'s, if given), oldest first."""
-    tags = client.get_registered_model(name).tags
-    moves = [tags[k] for k in sorted(k for k in tags if k.startswith(MOVE_TAG))]
-    return [m for m in moves if not alias or m.split(" ", 1)[0] == alias]
 
 
 def _lineage_of(client, run_id: str) -> dict:

@@ -1,0 +1,72 @@
+"""What a registered version says about itself (its model card) and the registry's alias history: every move of a registered model's aliases (@candidate at registration, @challenger
+while judged, @champion, a rollback) is a registered-model tag naming what moved, why and the run that moved it, so
+the history of each alias can be read back (jobs/promote.py's `--rollback` follows @champion's)."""
+
+from __future__ import annotations
+
+import calendar
+import time
+
+MOVE_TAG = "alias_move."  # registered-model tags alias_move.<UTC time to the nanosecond>, one per move, in order
+
+
+def _key(ns: int) -> str:
+    return f"{MOVE_TAG}{time.strftime('%Y%m%dT%H%M%S', time.gmtime(ns // 10**9))}.{ns % 10**9:09d}Z"
+
+
+def _ns(key: str) -> int:
+    stamp, frac = key[len(MOVE_TAG):].rstrip("Z").split(".")
+    return calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%S")) * 10**9 + int(frac)
+
+
+def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = "") -> str:
+    """Point `alias` of registered model `name` at version `new` ("" removes it) and record the move as a tag:
+    "<alias> v<old> -> v<new> <why> (run <run id>) <UTC time>", `none` for a missing side. The tag's key sorts after
+    every earlier move's, even from a host whose clock is behind. Returns the old version."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        old = str(client.get_model_version_by_alias(name, alias).version)
+    except MlflowException:
+        old = ""
+    if new:
+        client.set_registered_model_alias(name, alias, new)
+    elif old:
+        client.delete_registered_model_alias(name, alias)
+    earlier = [_ns(k) for k in client.get_registered_model(name).tags if k.startswith(MOVE_TAG)]
+    ns = max([time.time_ns(), *(t + 1 for t in earlier)])
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns // 10**9))
+
+    def side(v: str) -> str:
+        return f"v{v}" if v else "none"
+
+    client.set_registered_model_tag(name, _key(ns), f"{alias} {side(old)} -> {side(new)} {why} "
+                                                    f"(run {run_id or 'none'}) {stamp}")
+    return old
+
+
+def alias_history(client, name: str, alias: str = "") -> list[str]:
+    """Every recorded alias move of `name` (only `alias`'s, if given), oldest first."""
+    tags = client.get_registered_model(name).tags
+    moves = [tags[k] for k in sorted(k for k in tags if k.startswith(MOVE_TAG))]
+    return [m for m in moves if not alias or m.split(" ", 1)[0] == alias]
+
+
+def model_card(task: str, metrics: dict, tags: dict, spread: str = "", chosen_on: str = "",
+               data: dict | None = None) -> str:
+    """A registered version's description: what it does, how well (`metrics`: on the evaluation split, which no
+    choice saw), how it was chosen, what data played which role, and what it was made from."""
+    lines = [f"**{task}**", "", "| metric (evaluation split) | value |", "|---|---|"]
+    lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items() if isinstance(v, (int, float))]
+    if chosen_on:
+        lines += ["", f"Chosen on the select split: {chosen_on}."]
+    if spread:
+        lines += ["", f"Seed spread (select split): {spread}"]
+    if data:
+        lines += ["", "| split | role | rows | sha256 |", "|---|---|---|---|"]
+        role = {"train": "fits", "select": "chooses"}
+        lines += [f"| {s} | {role.get(s, 'evaluates')} | {d['rows']:,} | {d['sha256'][:16]} |" for s, d in data.items()]
+    lineage = {k: v for k, v in tags.items() if k.startswith(("lineage.", "code."))}
+    if lineage:
+        lines += ["", "Lineage: " + ", ".join(f"{k}={v}" for k, v in sorted(lineage.items()))]
+    return "\n".join(lines)
