@@ -17,12 +17,12 @@ label) and go through `glue_features`.
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from pipelines.tasks.common import TaskDataError, TaskSplit
+from pipelines.tasks.roles import unit_hash  # a document's stable place in [0, 1)
 
 METRICS = ("accuracy",)
 
@@ -42,11 +42,6 @@ def _documents(corpus_dir: str | os.PathLike) -> list[dict]:
                                 "(pipelines.harvest.harvest_installed_docs)")
     docs = [json.loads(line) for f in files for line in f.read_text(encoding="utf-8").splitlines() if line]
     return sorted(docs, key=lambda d: int(d["id"]))
-
-
-def _position(url: str) -> float:
-    """A document's stable place in [0, 1): which split it goes to."""
-    return int.from_bytes(hashlib.sha256(url.encode()).digest()[:8], "big") / 2**64
 
 
 def load_pkgdocs(corpus_dir: str | os.PathLike, num_labels: int = 4, dev_fraction: float = 0.25,
@@ -75,8 +70,8 @@ def load_pkgdocs(corpus_dir: str | os.PathLike, num_labels: int = 4, dev_fractio
     splits = {name: TaskSplit([], str(corpus_dir)) for name in ("train", "select", "dev")}
     bounds = (("dev", dev_fraction), ("select", dev_fraction + select_fraction))
     for label, name in enumerate(labels):
-        group = sorted(by_label[name], key=lambda d: (_position(d["url"]), d["url"]))  # in place order
-        role = {d["url"]: next((s for s, bound in bounds if _position(d["url"]) < bound), "train") for d in group}
+        group = sorted(by_label[name], key=lambda d: (unit_hash(d["url"]), d["url"]))  # in place order
+        role = {d["url"]: next((s for s, bound in bounds if unit_hash(d["url"]) < bound), "train") for d in group}
         for split in ("dev", "select", "train"):  # a class lacking a split takes a document from its largest
             counts = collections.Counter(role.values())
             if not counts[split]:
