@@ -63,8 +63,8 @@ bench: setup
 # MUTANTS picks the mutants run: all of masking, examples and data_position, and of evaluate.py and promote.py the
 # gate's paired_bootstrap and decide (`make mutants MUTANTS=` runs every mutant of the five modules).
 # A fresh mutants/ each time: mutmut keeps the copies of unmutated files it finds there, however stale.
-MUTANTS ?= 'bert_core.masking.*' 'pipelines.examples.*' 'jobs.data_position.*' \
-	'jobs.evaluate.x_paired_bootstrap__mutmut_*' 'jobs.promote.x_decide__mutmut_*'
+MUTANTS ?= 'bert_core.masking.*' 'pipelines.examples.*' 'jobs.loops.data_position.*' \
+	'jobs.registry.scorer.x_paired_bootstrap__mutmut_*' 'jobs.promote.x_decide__mutmut_*'
 mutants: setup
 	rm -rf mutants
 	OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run --max-children 1 $(MUTANTS)

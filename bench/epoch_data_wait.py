@@ -5,7 +5,7 @@ over the same prepared set (harvested installed docs, prepared once before eithe
 same number of epochs, logging a metrics window every --log-every steps:
 
   on demand   train.prefetch_batches=0: each epoch's Ray Data stream opens when the loop reaches it
-              (what every run did before jobs/epoch_stream.py)
+              (what every run did before jobs/loops/epoch_stream.py)
   read ahead  train.prefetch_batches=N (default 64): a reader thread opens the next epoch's stream
               while the loop still trains on the current one
 
@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.config import PretrainConfig  # noqa: E402
-from jobs.config_io import load_config  # noqa: E402
+from jobs.config.pretrain import PretrainConfig  # noqa: E402
+from jobs.config.io import load_config  # noqa: E402
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs/pretrain/quickstart.yaml"
 
@@ -76,7 +76,7 @@ def main() -> None:
     args = p.parse_args()
 
     from jobs import pretrain
-    from jobs.cluster import init_ray
+    from jobs.runtime.cluster import init_ray
     from pipelines.harvest import harvest_installed_docs
     from pipelines.prepare import prepare
 

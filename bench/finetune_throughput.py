@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench
 
 import torch  # noqa: E402
 
-from jobs.config_io import load_config  # noqa: E402
-from jobs.finetune_config import FinetuneConfig  # noqa: E402
+from jobs.config.io import load_config  # noqa: E402
+from jobs.config.finetune import FinetuneConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     import ray
 
     from bench import hf_finetune_reference as ref
-    from jobs import ft_tasks
+    from jobs.loops import ft_tasks
     from jobs.finetune import run
 
     torch.set_num_threads(args.threads)

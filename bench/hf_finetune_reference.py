@@ -1,10 +1,10 @@
 """The reference for jobs/finetune.py: the same classification fine-tune with `transformers.Trainer`, and our
-engine's step loop (jobs/engine.py, DeepSpeed, as the fine-tuning worker builds it) run in process on the
+engine's step loop (jobs/engine/data_parallel.py, DeepSpeed, as the fine-tuning worker builds it) run in process on the
 same batches. Used by tests/e2e/test_finetune.py::test_pkgdocs_matches_the_transformers_trainer
 and bench/finetune_throughput.py.
 
 What is the same on both sides: the starting checkpoint, the rows, the features (our `glue_features`,
-same tokenizer and max_seq_len, batches cut to their longest row as jobs.ft_worker.collate does), the
+same tokenizer and max_seq_len, batches cut to their longest row as jobs.workers.finetune_worker.collate does), the
 hyperparameters (AdamW lr / betas / eps, weight decay off for biases and LayerNorm weights, warmup of
 int(warmup_ratio * total) steps then linear decay to 0, grad clipping, batch size, epochs), the seed,
 fp32, and the model's dropout (both read hidden_dropout_prob from the same config.json). What differs,
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from jobs.finetune_config import FinetuneConfig
+from jobs.config.finetune import FinetuneConfig
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -37,7 +37,7 @@ def features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path) -> dict[str,
 
 
 def collate(items: list[dict]) -> dict[str, torch.Tensor]:
-    """Rows -> a batch cut to its longest row: jobs.ft_worker.collate's dynamic padding."""
+    """Rows -> a batch cut to its longest row: jobs.workers.finetune_worker.collate's dynamic padding."""
     batch = {k: torch.as_tensor(np.stack([it[k] for it in items])) for k in (*MODEL_INPUTS, "labels")}
     length = int(batch["attention_mask"].sum(1).max())
     return {k: v[:, :length] if v.ndim == 2 else v for k, v in batch.items()}
@@ -117,12 +117,12 @@ def engine_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict) -> d
     """Our worker's model, objective and engine, stepped in this process on the same kind of batches
     (no Ray: a one-rank process group, as a sweep trial runs it). Same return shape as
     trainer_run, "train_s" being the loop with its per-epoch evaluations."""
-    from jobs import ft_worker
+    from jobs.workers import finetune_worker
 
     torch.manual_seed(cfg.train.seed)  # as the Worker does before building the head
-    model, _ = ft_worker.build_model(cfg, init_dir)
-    ft_worker.single_process_group()
-    engine = ft_worker.build_engine(model, cfg, total_steps(cfg, len(train["labels"])))
+    model, _ = finetune_worker.build_model(cfg, init_dir)
+    finetune_worker.single_process_group()
+    engine = finetune_worker.build_engine(model, cfg, total_steps(cfg, len(train["labels"])))
     dev_batches = [collate([{k: dev[k][i] for k in (*MODEL_INPUTS, "labels")}
                             for i in range(s, min(s + cfg.train.eval_batch_size, len(dev["labels"])))])
                    for s in range(0, len(dev["labels"]), cfg.train.eval_batch_size)]

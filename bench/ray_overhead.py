@@ -1,7 +1,7 @@
 """Ray Train's overhead on the training step: one run under Ray Train and under the plain `deepspeed` launcher.
 
 Both sides run `rank_main` below on every rank: the same BertForPreTraining, the same
-jobs.engine.Engine built from the same PretrainConfig (ZeRO-2), the same pre-collated batches
+jobs.engine.data_parallel.Engine built from the same PretrainConfig (ZeRO-2), the same pre-collated batches
 (written once to a .pt file by the driver, so data loading cannot differ), the same thread count,
 W warm-up steps and then K timed steps. Only the launcher differs:
 
@@ -27,7 +27,7 @@ Ray's workers are started at 0 as well (--ray-worker-niceness 15 keeps Ray's def
 
 CPU (default): tiny preset, seq 128, 2 ranks on gloo, fp32, 1 thread per rank.
 GPU (when CUDA is available): base preset, seq 128, NCCL, bf16, one rank per GPU (up to 2), plus
-tokens/s and MFU (FLOPs/token from jobs.metrics.flops_per_token, peak 989 TFLOP/s bf16 for H100/H200).
+tokens/s and MFU (FLOPs/token from jobs.loops.metrics.flops_per_token, peak 989 TFLOP/s bf16 for H100/H200).
 
     python bench/ray_overhead.py                                  # defaults for the device found
     python bench/ray_overhead.py --preset mini --steps 40 --repeats 5
@@ -63,8 +63,8 @@ from bert_core.config import preset  # noqa: E402
 from bert_core.masking import PretrainingCollator  # noqa: E402
 from bert_core.model import BertForPreTraining  # noqa: E402
 from bert_core.tokenizer import SpecialIds, load_tokenizer  # noqa: E402
-from jobs.config import PretrainConfig  # noqa: E402
-from jobs.metrics import flops_per_token  # noqa: E402
+from jobs.config.pretrain import PretrainConfig  # noqa: E402
+from jobs.loops.metrics import flops_per_token  # noqa: E402
 
 PEAK_BF16_FLOPS = 989e12  # H100 / H200 SXM dense bf16
 SYNTHETIC_VOCAB = 8192  # the quickstart tokenizer's size
@@ -82,10 +82,11 @@ def rank_main(spec: dict) -> dict:
     cfg = PretrainConfig.from_dict(spec["cfg"])
     use_gpu = cfg.scaling.use_gpu
     if not use_gpu:
-        os.environ["DS_ACCELERATOR"] = "cpu"  # before jobs.engine imports deepspeed
+        os.environ["DS_ACCELERATOR"] = "cpu"  # before jobs.engine.data_parallel imports deepspeed
         torch.set_num_threads(spec["threads"])  # Ray sets OMP_NUM_THREADS, the launcher does not
-    from jobs.engine import Engine, pretrain_engine_options
-    from jobs.objectives import PretrainingObjective
+    from jobs.engine.data_parallel import Engine
+    from jobs.workers.pretrain_engine import pretrain_engine_options
+    from jobs.engine.objectives import PretrainingObjective
 
     rank, world = dist.get_rank(), dist.get_world_size()
     batches = torch.load(spec["batches"], weights_only=True)[rank][: spec["warmup"] + spec["steps"]]
@@ -204,7 +205,7 @@ def prepared_rows(prepared_dir: str, n: int) -> tuple[dict, SpecialIds, int, int
 
 
 def write_batches(path: Path, rows: dict, cfg: PretrainConfig, special: SpecialIds, world: int, per_rank: int) -> None:
-    """Collate (dynamic masking, each rank its own seed as in jobs.train_loop) once; both sides load the file."""
+    """Collate (dynamic masking, each rank its own seed as in jobs.workers.pretrain_worker) once; both sides load the file."""
     b = cfg.train.micro_batch_size
     out = []
     for rank in range(world):

@@ -28,10 +28,10 @@ if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bert_core.config import ConfigError  # noqa: E402
-from jobs import console  # noqa: E402
-from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
-from jobs.config_io import cli, load_config  # noqa: E402
-from jobs.finetune_config import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
+from jobs.runtime import console  # noqa: E402
+from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.config.finetune import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 
@@ -61,7 +61,10 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     prefer_loopback()
     import ray
 
-    from jobs import continuation, ft_tasks, registry, tracking
+    from jobs.runtime import resubmit
+    from jobs.loops import ft_tasks
+    from jobs.registry import versions
+    from jobs.registry import tracking
 
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
@@ -76,7 +79,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     # a checkpoint means something together with the rows that trained and chose it; the evaluation split may change
     # (where it takes in rows of train, they leave train as leaks, and the basis changes with them)
     basis = continuation_basis(resolved, ft_tasks.rows_digest(rows, ("train", ft_tasks.SELECT)), init_id)
-    earlier = continuation.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
+    earlier = resubmit.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
 
     dashboard = init_ray()
     _check_capacity(resolved, ray.cluster_resources())
@@ -94,14 +97,14 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     t = resolved.tracking
     lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=init_id, tracking_uri=tracking_uri,
                                     task_data=task_data)
-    continued = continuation.tags(earlier)
+    continued = resubmit.tags(earlier)
     data_tags = ft_tasks.split_tags(rows)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
                                 tags={"task": cfg.task.name, "init": init_id, **lineage, **continued, **data_tags})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} worker{'s' if resolved.scaling.num_workers > 1 else ''}, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
-        print(continuation.line(run_name, earlier, total), flush=True)
+        print(resubmit.line(run_name, earlier, total), flush=True)
     result = _fit(resolved, datasets, init_dir, rows.select, run_id, steps_per_epoch, total, basis)
 
     export_dir = Path(cfg.output_dir).resolve() / run_name / "best"
@@ -112,7 +115,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     evaluation = judge_chosen(export_dir, resolved.task, chosen, rows, resolved.train.eval_batch_size)
     counts = {k: result.metrics.get(k, 0)
               for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes", "stopped_at_step")}
-    card = registry.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {init_id}",
+    card = versions.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {init_id}",
                                evaluation, lineage, chosen_on=f"{main} {best[main]:.4f} at step {best['step']}",
                                data=rows.summary())
     info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in chosen.items()}, **evaluation,
@@ -132,7 +135,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
 def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) -> dict[str, float]:
     """The chosen model (in `export_dir`) on the evaluation split(s), once. SQuAD v2's null threshold chosen on
     select goes into the model's config.json first: the evaluation, the registry's copy and serving all use it."""
-    from jobs import evaluate, ft_tasks
+    from jobs.registry import scorer
+    from jobs.loops import ft_tasks
 
     threshold = chosen.get(f"{ft_tasks.SELECT}/null_threshold")
     if threshold is not None:
@@ -141,7 +145,7 @@ def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) ->
         tmp = export_dir / "config.json.tmp"
         tmp.write_text(json.dumps(config, indent=2, sort_keys=True))
         tmp.replace(export_dir / "config.json")
-    evaluation = evaluate.evaluate_model(export_dir, task, rows.evaluation, batch_size)
+    evaluation = scorer.evaluate_model(export_dir, task, rows.evaluation, batch_size)
     main = ft_tasks.eval_metric(task)
     print(f"[evaluate] the chosen model on {', '.join(f'{len(r):,} {s}' for s, r in rows.evaluation.items())} rows "
           f"(no choice saw them): {main} {evaluation[main]:.4f}", flush=True)
@@ -189,7 +193,7 @@ PATH_FIELDS = ("data_dir", "train_file", "dev_file", "corpus_dir")  # where rows
 
 
 def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:
-    """What a fine-tune's checkpoint means only together with (jobs/continuation.py): the task (its settings, not
+    """What a fine-tune's checkpoint means only together with (jobs/resubmit.py): the task (its settings, not
     its paths), the rows it trains and chooses on (train and select: a new evaluation split leaves a checkpoint
     valid, unless it holds rows of train, which then leave train as leaks), where it started (`init`: a model URI or the resolved folder),
     and the batch size (a resumed epoch skips the batches it took)."""
@@ -198,11 +202,11 @@ def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):
-    """Rows -> model features as Ray Data tasks (jobs.ft_tasks.featurize), materialized so the trainer streams
+    """Rows -> model features as Ray Data tasks (jobs.loops.ft_tasks.featurize), materialized so the trainer streams
     finished blocks and the driver knows the count."""
     import ray
 
-    from jobs.ft_tasks import featurize
+    from jobs.loops.ft_tasks import featurize
     from pipelines.tasks.common import load_tokenizer
 
     tokenizer = load_tokenizer(str(init_dir))  # a fast tokenizer pickles: tasks need no path of ours
@@ -218,7 +222,7 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, select_rows: list[
     from ray.train import ScalingConfig as RayScaling
     from ray.train.torch import TorchTrainer
 
-    from jobs.ft_worker import train_loop_per_worker
+    from jobs.workers.finetune_worker import train_loop_per_worker
 
     files = {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}
     loop_config = {"cfg": cfg.to_dict(), "init_files": ray.put(files), "select_rows": ray.put(select_rows),
@@ -270,7 +274,7 @@ def _check_capacity(cfg: FinetuneConfig, resources: dict) -> None:
 
 
 def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
-    from jobs.tracking import outage_line
+    from jobs.registry.tracking import outage_line
 
     sizes = ", ".join(f"{split} {info['rows']:,}" for split, info in r.data.items())
     lines = ["", "=" * 72,

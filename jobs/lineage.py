@@ -28,8 +28,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/lineage.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.config import TrackingConfig  # noqa: E402
-from jobs.tracking import resolve_tracking_uri  # noqa: E402
+from jobs.config.sections import TrackingConfig  # noqa: E402
+from jobs.registry.tracking import resolve_tracking_uri  # noqa: E402
 
 CODE_TAGS = ("code.version", "code.git_commit", "code.git_dirty")
 

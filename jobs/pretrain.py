@@ -20,10 +20,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs import console  # noqa: E402
-from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
-from jobs.config import PretrainConfig  # noqa: E402
-from jobs.config_io import cli, load_config  # noqa: E402
+from jobs.runtime import console  # noqa: E402
+from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.config.pretrain import PretrainConfig  # noqa: E402
+from jobs.config.io import cli, load_config  # noqa: E402
 
 # Columns the trainer reads; debug columns stay on disk.
 TRAIN_COLUMNS = ["example_id", "input_ids", "num_a_tokens", "next_sentence_label"]
@@ -55,7 +55,8 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     prefer_loopback()
     import ray
 
-    from jobs import continuation, tracking
+    from jobs.runtime import resubmit
+    from jobs.registry import tracking
     from pipelines.harvest import harvest_installed_docs
     from pipelines.prepare import prepare
 
@@ -77,7 +78,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     t = resolved.tracking
     phase1 = copy.deepcopy(resolved)
     phase1.run_name = f"{cfg.run_name}-phase1" if cfg.phase2.max_steps else cfg.run_name
-    continued = continuation.tags(_continues(phase1, prepared))  # refused here, before any MLflow run
+    continued = resubmit.tags(_continues(phase1, prepared))  # refused here, before any MLflow run
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
                                 resolved.to_dict(), tags={**_lineage(prepared),
                                                           **({} if cfg.phase2.max_steps else continued)})
@@ -91,7 +92,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
         result = _fit(phase2, prepared, tracking.start_run(
             t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name, phase2.to_dict(),
             tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "2",
-                  **continuation.tags(_continues(phase2, prepared))}))
+                  **resubmit.tags(_continues(phase2, prepared))}))
         metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
         metrics["checkpoints_ignored"] = _report_ignored(phase1) + _report_ignored(phase2)
     else:
@@ -130,7 +131,7 @@ def rejects_line(metrics: dict, data_dir: str) -> str:
 
 def _lineage(prepared) -> dict:
     """A pretraining run's tags: data_dir (as before) and the lineage of its prepared set and tokenizer."""
-    from jobs.tracking import lineage_tags
+    from jobs.registry.tracking import lineage_tags
 
     return {"data_dir": prepared.path,
             **lineage_tags("pretrain", prepared=prepared, tokenizer_dir=prepared.tokenizer_dir)}
@@ -141,7 +142,7 @@ MODEL_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_
 
 
 def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
-    """What a pretraining checkpoint means only together with (jobs/continuation.py): the prepared set its data
+    """What a pretraining checkpoint means only together with (jobs/resubmit.py): the prepared set its data
     position counts examples of (named by a hash of its inputs and config) and the model's shape."""
     return {"prepared set": Path(prepared.path).name, **{f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE}}
 
@@ -149,11 +150,11 @@ def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
 def _continues(cfg: PretrainConfig, prepared) -> dict | None:
     """The record of the checkpoint a run of `cfg` on `prepared` continues from (refused if written on another
     basis), with a line saying so; None for a new run."""
-    from jobs import continuation
+    from jobs.runtime import resubmit
 
-    earlier = continuation.check(Path(cfg.output_dir).resolve() / cfg.run_name, continuation_basis(cfg, prepared))
+    earlier = resubmit.check(Path(cfg.output_dir).resolve() / cfg.run_name, continuation_basis(cfg, prepared))
     if earlier:
-        print(continuation.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
+        print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     return earlier
 
 
@@ -193,9 +194,9 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     from ray.train.torch import TorchTrainer
 
     from bert_core.tokenizer import SpecialIds, continuation_mask, load_tokenizer
-    from jobs.data_position import DataPositionTracker, skip_consumed
-    from jobs.loss_guard import RollbackLedger
-    from jobs.train_loop import train_loop_per_worker
+    from jobs.loops.data_position import DataPositionTracker, skip_consumed
+    from jobs.loops.loss_guard import RollbackLedger
+    from jobs.workers.pretrain_worker import train_loop_per_worker
 
     tok = load_tokenizer(prepared.tokenizer_dir)
     special = SpecialIds.from_tokenizer(tok)
@@ -245,7 +246,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
 def _report_ignored(cfg: PretrainConfig) -> int:
     """Print each checkpoint folder of the run that Ray Train never registered (a rank died while writing or
     reporting it: no resume read it, and it is not the result); returns how many there are."""
-    from jobs.checkpoint_parts import ignored_checkpoints
+    from jobs.engine.checkpoint_parts import ignored_checkpoints
 
     ignored = ignored_checkpoints(Path(cfg.output_dir).resolve() / cfg.run_name)
     for name, why in ignored.items():
@@ -296,7 +297,7 @@ def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:
 
 
 def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
-    from jobs.tracking import outage_line
+    from jobs.registry.tracking import outage_line
 
     m = r.metrics
     store = cfg.tracking.tracking_uri

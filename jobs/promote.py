@@ -7,7 +7,7 @@
 
 The candidate and the current champion are scored on the same evaluation rows: the candidate's task (the
 `task_config` tag its registration wrote, with any `task.*` override), read afresh, each model with its own
-tokenizer (jobs/evaluate.py). The candidate becomes champion when there is no champion, or when the one-sided
+tokenizer (jobs/scorer.py). The candidate becomes champion when there is no champion, or when the one-sided
 lower confidence bound (level `confidence`) of a paired bootstrap of candidate minus champion over the
 evaluation rows is above `min_delta`: the improvement is shown to clear the margin, not merely estimated to.
 A tie, or anything less, keeps the champion, and the one-line reason says why. While it is judged the
@@ -20,7 +20,7 @@ Evidence: a run in the promotion experiment (params, both scores, the point delt
 P(better), the rows' sha256) and `promotion.*` tags on the candidate version (the same, with the level and the
 number of resamples). Every alias move (@candidate at registration, @challenger, @champion, a rollback) is a
 registered-model tag `alias_move.<time>` ("champion v3 -> v5 promoted: <reason> (run <id>) <time>", made by
-jobs/registry.py), so the history of each alias can be read back and `--rollback` restores the previous
+jobs/registry/versions.py), so the history of each alias can be read back and `--rollback` restores the previous
 champion.
 """
 
@@ -38,10 +38,10 @@ if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bert_core.config import ConfigError  # noqa: E402
-from jobs import console  # noqa: E402
-from jobs.config import TrackingConfig  # noqa: E402
-from jobs.config_io import cli, load_config  # noqa: E402
-from jobs.registry import alias_history, move_alias  # noqa: E402
+from jobs.runtime import console  # noqa: E402
+from jobs.config.sections import TrackingConfig  # noqa: E402
+from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.registry.versions import alias_history, move_alias  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
 
 CANDIDATE, CHALLENGER, CHAMPION = "candidate", "challenger", "champion"
@@ -62,7 +62,7 @@ class PromoteConfig:
     tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-promotion"))
 
     def validate(self) -> "PromoteConfig":
-        from jobs.finetune_config import TaskConfig
+        from jobs.config.finetune import TaskConfig
 
         if not self.model:
             raise ConfigError("model must name a registered model (python jobs/promote.py NAME)")
@@ -101,7 +101,7 @@ class PromoteResult:
 def run(cfg: PromoteConfig) -> PromoteResult:
     from mlflow.tracking import MlflowClient
 
-    from jobs import tracking
+    from jobs.registry import tracking
 
     cfg.validate()
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
@@ -122,8 +122,8 @@ def _alias(client, name: str, alias: str):
 
 
 def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
-    from jobs import ft_tasks
-    from jobs.finetune_config import TaskConfig
+    from jobs.loops import ft_tasks
+    from jobs.config.finetune import TaskConfig
 
     candidate = client.get_model_version(cfg.model, str(cfg.version)) if cfg.version else _alias(
         client, cfg.model, cfg.candidate_alias)
@@ -164,19 +164,19 @@ def _judge(cfg: PromoteConfig, uri: str, task, split: str, rows: list[dict], our
            has_champion: bool):
     """Both models scored on `rows`, the decision and its evidence: (decision, reason, the candidate's Scores,
     evidence)."""
-    from jobs import evaluate
+    from jobs.registry import scorer
 
     with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
-        mine = evaluate.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
+        mine = scorer.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
         evidence = {"candidate": mine.value}
         if not has_champion:  # nothing to compare with: the bound says what the first champion scores at least
-            evidence["lower_bound"] = evaluate.lower_bound(mine, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
+            evidence["lower_bound"] = scorer.lower_bound(mine, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
             decision, reason = "promoted", (
                 f"no champion yet; v{ours} {mine.metric} {mine.value:.4f} on {mine.n} rows, one-sided "
                 f"{cfg.confidence:.0%} lower bound {evidence['lower_bound']:.4f} ({cfg.bootstrap_samples} resamples)")
         else:
-            best = evaluate.score(_download(uri, cfg.model, theirs, Path(tmp)), task, split, rows, cfg.batch_size)
-            evidence.update(champion=best.value, **evaluate.paired_bootstrap(
+            best = scorer.score(_download(uri, cfg.model, theirs, Path(tmp)), task, split, rows, cfg.batch_size)
+            evidence.update(champion=best.value, **scorer.paired_bootstrap(
                 mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
             decision, reason = decide(cfg, evidence, mine.metric, ours, theirs, mine.n)
     return decision, reason, mine, evidence
@@ -209,7 +209,7 @@ def _download(uri: str, name: str, version: str, root: Path) -> Path:
 
 def _start_record(cfg: PromoteConfig, uri: str, ours: str, theirs: str, task) -> str:
     """The promotion's MLflow run, opened before anything moves: every alias move names it."""
-    from jobs import tracking
+    from jobs.registry import tracking
 
     params = {"model": cfg.model, "candidate_version": ours, "champion_version": theirs or "none",
               "min_delta": cfg.min_delta, "confidence": cfg.confidence, "bootstrap_samples": cfg.bootstrap_samples,
@@ -267,7 +267,7 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
                          f"{' -> '.join('v' + v for v in stack) or 'none'}; @champion is "
                          f"{f'v{current.version}' if current else 'unset'})")
     previous, now = stack[-2], str(current.version)
-    from jobs import tracking
+    from jobs.registry import tracking
 
     run_id = _start_record(cfg, tracking.resolve_tracking_uri(cfg.tracking.tracking_uri), previous, now, None)
     move_alias(client, cfg.model, CHAMPION, previous, f"rollback: v{now} withdrawn, v{previous} restored", run_id)

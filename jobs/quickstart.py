@@ -20,10 +20,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/quickstart.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs import console  # noqa: E402
-from jobs.config import ConfigError, PretrainConfig  # noqa: E402
-from jobs.config_io import cli, load_config  # noqa: E402
-from jobs.sweep_config import SweepConfig, load_sweep_config  # noqa: E402
+from jobs.runtime import console  # noqa: E402
+from jobs.config.sections import ConfigError  # noqa: E402
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.config.sweep import SweepConfig, load_sweep_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PRETRAIN = REPO / "configs/pretrain/quickstart.yaml"
@@ -78,7 +79,7 @@ def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
-    # the names jobs.tracking.lineage_tags gives a fine-tune started from a registered pretrained model
+    # the names jobs.registry.tracking.lineage_tags gives a fine-tune started from a registered pretrained model
     tags = {"lineage.pretrain_run_id": pretrained.mlflow.get("run_id", ""),
             "lineage.pretrain_run_name": pretrained.run_name, "lineage.init": pretrained.release_dir}
     for k, v in tags.items():

@@ -2,7 +2,7 @@
 
     python jobs/sweep.py --config configs/sweep/pkgdocs.yaml finetune.init=/path/to/hf-bert-folder
 
-Trials fine-tune in-process in a Tune function trainable (jobs/sweep_trial.py) on features made once
+Trials fine-tune in-process in a Tune function trainable (jobs/workers/sweep_trial.py) on features made once
 here; ASHA (default) or PBT schedules them, random / grid / Optuna TPE samples them. Every trial is
 an MLflow run nested under the sweep's parent run, which gets the results table (CSV) and a plot of
 every trial's metric over training (PNG). The best configuration is then re-run over `seeds.count`
@@ -28,10 +28,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs import console  # noqa: E402
-from jobs.cluster import init_ray, prefer_loopback  # noqa: E402
-from jobs.config_io import cli  # noqa: E402
-from jobs.sweep_config import SweepConfig, load_sweep_config, tune_space  # noqa: E402
+from jobs.runtime import console  # noqa: E402
+from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.config.io import cli  # noqa: E402
+from jobs.config.sweep import SweepConfig, load_sweep_config, tune_space  # noqa: E402
 
 
 class SweepInterrupted(RuntimeError):
@@ -58,7 +58,8 @@ class SweepResult:
 def run(cfg: SweepConfig) -> SweepResult:
     cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
     prefer_loopback()
-    from jobs import ft_tasks, tracking
+    from jobs.loops import ft_tasks
+    from jobs.registry import tracking
     from jobs.finetune import resolve_init
 
     ft = cfg.finetune
@@ -100,7 +101,7 @@ def run(cfg: SweepConfig) -> SweepResult:
 def search_and_seeds(cfg: SweepConfig, base, data: dict, rows, tracking_uri: str, parent_id: str,
                      out_dir: Path) -> SweepResult:
     """The search (table, plot, best configuration on the parent run), then the seed re-run of the best."""
-    from jobs import ft_tasks
+    from jobs.loops import ft_tasks
 
     metric = ft_tasks.main_metric(base.task)
     grids = math.prod(len(s["values"]) for s in cfg.search_space.values() if s["type"] == "grid")
@@ -137,7 +138,7 @@ def search_and_seeds(cfg: SweepConfig, base, data: dict, rows, tracking_uri: str
 
 def featurize(cfg, rows: list[dict], init_dir: Path) -> dict:
     """Rows -> feature arrays, once, on the driver (sweep tasks are small; every trial reuses them)."""
-    from jobs.ft_tasks import Featurizer
+    from jobs.loops.ft_tasks import Featurizer
     from pipelines.tasks.common import load_tokenizer
 
     return Featurizer(dict(vars(cfg.task)), load_tokenizer(str(init_dir)))(rows)
@@ -148,7 +149,7 @@ def parent_run(cfg: SweepConfig, base, tracking_uri: str, task_data: tuple[str, 
     """The sweep's parent MLflow run: the one of an earlier attempt with this name (resume), else a new one."""
     from mlflow.tracking import MlflowClient
 
-    from jobs import tracking
+    from jobs.registry import tracking
 
     client = MlflowClient(tracking_uri)
     t = base.tracking
@@ -175,7 +176,7 @@ def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expe
     from ray import tune
 
     storage = Path(cfg.finetune.output_dir).resolve()
-    from jobs.sweep_trial import trial
+    from jobs.workers.sweep_trial import trial
 
     trainable = tune.with_resources(tune.with_parameters(trial, data=data),
                                     {"cpu": cfg.cpus_per_trial, "gpu": cfg.gpus_per_trial})
@@ -323,7 +324,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
     the majority class) are reported and replaced by new seeds, at most `seeds.max_reseeds` times."""
     from ray import tune
 
-    from jobs import ft_tasks
+    from jobs.loops import ft_tasks
 
     s = cfg.seeds
     fixed = {k: v for k, v in best_config.items() if k != "train.seed"}
@@ -367,7 +368,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
         shutil.copytree(Path(d) / "best", export_dir)
     median_run_id = _run_of(client, parent_id, median_run)
     from jobs.finetune import judge_chosen
-    from jobs.finetune_config import TaskConfig
+    from jobs.config.finetune import TaskConfig
 
     df = median_run.metrics_dataframe
     chosen = df[df["step"] == median_run.metrics["best_step"]].iloc[-1].to_dict()  # its select metrics when chosen
@@ -387,7 +388,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
 def _degenerate(r, majority: float) -> tuple[str, float]:
     """Why a seed run must not set the median ("" if it may): it failed, or at its best evaluation it
     predicted a single class or scored no better than `majority`, the majority-class baseline's score
-    on the same metric (see jobs.ft_tasks.majority_baseline)."""
+    on the same metric (see jobs.loops.ft_tasks.majority_baseline)."""
     if r.error or r.checkpoint is None:
         return f"failed: {r.error}", float("nan")
     df = r.metrics_dataframe
@@ -407,14 +408,16 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
     it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
     import json
 
-    from jobs import ft_tasks, registry, tracking
+    from jobs.loops import ft_tasks
+    from jobs.registry import versions
+    from jobs.registry import tracking
 
     t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
     tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
             "task": task["name"], "task_config": json.dumps(task), **ft_tasks.split_tags(rows),
             **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
     metric = ft_tasks.main_metric(cfg.finetune.task)
-    card = registry.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}", evaluation,
+    card = versions.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}", evaluation,
                                lineage, spread, chosen_on=f"the seed-median run, {metric} {stats['run']:.4f} (seed "
                                f"median {stats['median']:.4f})", data=rows.summary())
     return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, evaluation, str(export_dir),

@@ -1,6 +1,6 @@
 """Test-wide environment, set before anything imports ray, deepspeed or transformers.
 
-- Ray started by a test binds loopback only (see jobs/cluster.py) and keeps token auth on.
+- Ray started by a test binds loopback only (see jobs/runtime/cluster.py) and keeps token auth on.
 - DeepSpeed uses its CPU accelerator; transformers never reaches for a hub.
 - The summary ends with the seconds each test directory took (TESTING.md keeps the table).
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "configs/pretrain/quickstart.yaml"
 

@@ -18,10 +18,10 @@ import pytest
 import torch
 
 from bench import hf_finetune_reference as ref
-from jobs import ft_tasks
-from jobs.config_io import load_config
+from jobs.loops import ft_tasks
+from jobs.config.io import load_config
 from jobs.finetune import run
-from jobs.finetune_config import FinetuneConfig
+from jobs.config.finetune import FinetuneConfig
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +128,7 @@ def test_pkgdocs_matches_the_transformers_trainer(ray_tmp, pkgdocs):
     of sqrt(0.8 * 0.2 / 96) = 0.041, and the difference of two runs with independent head draws and data
     orders one of ~0.058; 0.12 is about two of those. Measured on this test's size (2026-11-23, best of 2
     epochs, in process via bench/hf_finetune_reference.py, 1 thread), seeds 0 / 1 / 2: Trainer 0.802 /
-    0.771 / 0.781, our step loop (then plain PyTorch AdamW, before fine-tuning moved onto jobs/engine.py) 0.813 /
+    0.771 / 0.781, our step loop (then plain PyTorch AdamW, before fine-tuning moved onto jobs/engine/data_parallel.py) 0.813 /
     0.781 / 0.823; seed spread per side 0.03-0.04, largest gap
     0.042. Our Ray job at seed 0 (bench/finetune_throughput.py): 0.823.
     """
@@ -303,7 +303,7 @@ def test_pkgdocs_job_lost_in_epoch_2_resubmitted_ends_as_the_undisturbed_run(ray
     from safetensors.torch import load_file
 
     from bert_core.config import ConfigError
-    from jobs import continuation
+    from jobs.runtime import resubmit
 
     cfg = pkgdocs_config(ray_tmp)
     per_epoch = pkgdocs.history[0]["step"]  # epoch 1's evaluation
@@ -337,7 +337,7 @@ def test_pkgdocs_job_lost_in_epoch_2_resubmitted_ends_as_the_undisturbed_run(ray
     for name, tensor in clean.items():
         torch.testing.assert_close(ours[name], tensor, rtol=0, atol=1e-6, msg=name)
     run_dir = ray_tmp / "runs" / "pkgdocs-lost"
-    assert (continuation.latest(run_dir) / "engine").is_dir()
+    assert (resubmit.latest(run_dir) / "engine").is_dir()
 
     changed = pkgdocs_config(ray_tmp)
     changed.run_name, changed.task.max_train_per_label = "pkgdocs-lost", TRAIN_PER_LABEL - 8

@@ -46,7 +46,7 @@ def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_pat
     assert client.get_job_status(job_id) == JobStatus.SUCCEEDED
     logs = client.get_job_logs(job_id)
     assert "MLM accuracy" in logs and "step     20/20" in logs  # progress and summary reach the job log
-    # a quiet console (jobs/console.py): every line is ours (progress, summary), none from Ray, DeepSpeed or MLflow
+    # a quiet console (jobs/runtime/console.py): every line is ours (progress, summary), none from Ray, DeepSpeed or MLflow
     assert foreign_lines(logs) == [], foreign_lines(logs)
     assert re.search(r"Ray logs +/\S+/logs ", logs)  # where the chatter went
     release = tmp_path / "runs" / "submitted" / "release"
@@ -100,7 +100,7 @@ def foreign_lines(log: str) -> list[str]:
     Ray's lines that console.BENIGN names are let through, and only they: the C++ core worker's advice on Ray
     Data's actor arguments, which the driver writes straight to its stderr, where no Python filter reaches, and
     the GCS's log of a kill whose actor had already exited."""
-    from jobs.console import BENIGN, OURS
+    from jobs.runtime.console import BENIGN, OURS
 
     foreign, in_summary = [], False
     for raw in log.splitlines():

@@ -23,8 +23,8 @@ from functools import partial
 
 from bert_core.config import ConfigError, tiny
 from bert_core.model import BertForPreTraining
-from jobs import pipeline_parallel as pp
-from jobs.config import PretrainConfig
+from jobs.engine import pipeline as pp
+from jobs.config.pretrain import PretrainConfig
 
 VOCAB, MASK_ID, SEED = 96, 4, 0
 STEPS, MICRO_BATCHES = 4, 2
@@ -126,7 +126,7 @@ def _worker(config: dict) -> None:
     import torch.distributed as dist
 
     from bert_core.checkpoint import load_pretrained
-    from jobs.ds_config import lr_lambda, param_groups
+    from jobs.engine.ds_config import lr_lambda, param_groups
 
     model_cfg = _config()
     cfg = PretrainConfig(model=model_cfg)

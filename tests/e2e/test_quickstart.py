@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture
 # what run() returned and the configs it settled; the child's console is kept for the test that reads it
 CHILD = """
 import pickle, sys
-from jobs import console, quickstart
+from jobs import quickstart
+from jobs.runtime import console
 console.configure(verbose=False)
 pretrain_cfg, sweep_cfg = quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, sys.argv[2:])
 pretrained, swept, promoted = quickstart.run(pretrain_cfg, sweep_cfg)
@@ -190,7 +191,7 @@ def test_pretraining_helps(result, tmp_path):
     from concurrent.futures import ProcessPoolExecutor
 
     from bench.hf_finetune_reference import engine_run, features
-    from jobs import ft_tasks
+    from jobs.loops import ft_tasks
 
     pretrained, _, _, sweep_cfg, _, _ = result
     release = pretrained.release_dir
@@ -218,7 +219,7 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from jobs import ft_tasks
+    from jobs.loops import ft_tasks
 
     pretrained, swept, _, sweep_cfg, _, promoted = result
     t = sweep_cfg.finetune.tracking

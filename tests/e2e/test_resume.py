@@ -14,9 +14,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from bert_core.config import ConfigError
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
-from jobs.ds_config import lr_lambda
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
+from jobs.engine.ds_config import lr_lambda
 from jobs.pretrain import run
 from tests.e2e.quick import quick_config
 from tests.ports import free_port
@@ -196,9 +196,9 @@ def _batches(n: int, seq: int = 16) -> list[dict]:
 def _engine_worker(rank: int, world: int, port: int, zero_stage: int, ckpt: str, out: str, resume: bool) -> None:
     """Train 6 steps, saving after 3; or, with `resume`, load that checkpoint on `world` ranks (2 to a node)
     and train the same last 3."""
-    from jobs.engine import build_engine
-    from jobs.checkpoint_parts import write_topology
-    from jobs.reshard import load_engine
+    from jobs.workers.pretrain_engine import build_engine
+    from jobs.engine.checkpoint_parts import write_topology
+    from jobs.workers.reshard import load_engine
 
     torch.set_num_threads(1)
     for key, value in dict(LOCAL_RANK=str(rank % 2), RANK=str(rank), WORLD_SIZE=str(world),

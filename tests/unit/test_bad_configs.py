@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from bert_core.config import ConfigError
-from jobs import cluster
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
-from jobs.finetune_config import FinetuneConfig
+from jobs.runtime import cluster
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
+from jobs.config.finetune import FinetuneConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = {

@@ -3,7 +3,7 @@ never registered (ignored on resume, reported by the job)."""
 
 import json
 
-from jobs.checkpoint_parts import RAY_SNAPSHOT, ignored_checkpoints, missing_parts, write_rank_files, write_topology
+from jobs.engine.checkpoint_parts import RAY_SNAPSHOT, ignored_checkpoints, missing_parts, write_rank_files, write_topology
 
 
 def part(folder, rank, files):
@@ -58,7 +58,7 @@ def test_a_test_kill_waits_until_ray_registered_the_last_checkpoint(tmp_path):
 
     import pytest
 
-    from jobs.faults import wait_until_registered
+    from jobs.runtime.faults import wait_until_registered
 
     run = tmp_path / "run"
     (run / "checkpoint_1").mkdir(parents=True)

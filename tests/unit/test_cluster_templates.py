@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 import yaml
 
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
-from jobs.ds_config import deepspeed_config
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
+from jobs.engine.ds_config import deepspeed_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"

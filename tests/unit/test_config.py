@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from bert_core.config import ConfigError, preset
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config, parse_overrides
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config, parse_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "configs" / "pretrain" / "quickstart.yaml"

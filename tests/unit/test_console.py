@@ -1,4 +1,4 @@
-"""Quiet console (jobs/console.py): worker output that reaches the driver keeps our progress and every error,
+"""Quiet console (jobs/runtime/console.py): worker output that reaches the driver keeps our progress and every error,
 and drops Ray, DeepSpeed and library chatter. The lines are real ones, from a quickstart pretraining run."""
 
 import logging
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from jobs import console
+from jobs.runtime import console
 
 NOISE = [
     ("RayTrainWorker", "DeepSpeed deepspeed.ops.comm.deepspeed_shm_comm_op built successfully"),
@@ -45,8 +45,8 @@ def test_our_progress_lines_are_kept_and_chatter_between_them_dropped():
 
 def test_an_error_keeps_its_whole_batch():
     trace = ["Error in training function:", "Traceback (most recent call last):",
-             '  File "/repo/jobs/train_loop.py", line 300, in train_loop_per_worker', "    Worker(config).run()",
-             "jobs.loss_guard.NonFiniteLossError: 3 non-finite steps in a row"]
+             '  File "/repo/jobs/workers/pretrain_worker.py", line 300, in train_loop_per_worker', "    Worker(config).run()",
+             "jobs.loops.loss_guard.NonFiniteLossError: 3 non-finite steps in a row"]
     assert console.keep_lines(batch("RayTrainWorker", *trace, is_err=True)) == trace
     for news in ("A worker died or was killed while executing a task by an unexpected system error.",
                  "ray.exceptions.RayTaskError(OutOfMemoryError): Task was killed due to the node running low on "

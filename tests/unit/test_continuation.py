@@ -1,4 +1,4 @@
-"""jobs/continuation.py on a run folder laid out as Ray Train leaves it (checkpoint_manager_snapshot.json naming the
+"""jobs/resubmit.py on a run folder laid out as Ray Train leaves it (checkpoint_manager_snapshot.json naming the
 latest checkpoint folder); the e2e resubmission tests run it on real Ray Train storage."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from bert_core.config import ConfigError
-from jobs import continuation
+from jobs.runtime import resubmit
 
 BASIS = {"prepared set": "set-1a2b", "model.hidden_size": 64}
 
@@ -16,35 +16,35 @@ def run_dir(tmp_path, basis=BASIS, step=20, run_id="run-a", latest="checkpoint_2
     d = tmp_path / "runs" / "pretrain-x"
     for name, at in (("checkpoint_1", step - 10), ("checkpoint_2", step)):
         (d / name).mkdir(parents=True)
-        continuation.record(d / name, run_id, at, basis)
+        resubmit.record(d / name, run_id, at, basis)
     (d / "checkpoint_manager_snapshot.json").write_text(json.dumps(
         {"latest_checkpoint_result": {"version": 0, "checkpoint_dir_name": latest, "metrics": {}}}))
     return d
 
 
 def test_a_new_run_or_a_checkpoint_without_a_record_continues_unchecked(tmp_path):
-    assert continuation.check(tmp_path / "never-ran", BASIS) is None
+    assert resubmit.check(tmp_path / "never-ran", BASIS) is None
     d = run_dir(tmp_path)
-    (d / "checkpoint_2" / continuation.FILE).unlink()  # written before records were kept
-    assert continuation.check(d, {"prepared set": "other"}) is None
-    assert continuation.tags(None) == {}
+    (d / "checkpoint_2" / resubmit.FILE).unlink()  # written before records were kept
+    assert resubmit.check(d, {"prepared set": "other"}) is None
+    assert resubmit.tags(None) == {}
 
 
 def test_the_same_basis_continues_from_the_checkpoint_the_snapshot_names(tmp_path):
-    earlier = continuation.check(run_dir(tmp_path), dict(BASIS))
+    earlier = resubmit.check(run_dir(tmp_path), dict(BASIS))
     assert (earlier["run_id"], earlier["step"]) == ("run-a", 20)
-    assert continuation.tags(earlier) == {"continued_from": "run-a", "continued_at_step": "20"}
-    assert continuation.line("pretrain-x", earlier, 40) == \
+    assert resubmit.tags(earlier) == {"continued_from": "run-a", "continued_at_step": "20"}
+    assert resubmit.line("pretrain-x", earlier, 40) == \
         "[train] pretrain-x continues from its checkpoint at step 20 (MLflow run run-a)"
-    assert continuation.line("pretrain-x", earlier, 20).endswith("; nothing left to train")
-    earlier = continuation.check(run_dir(tmp_path / "older", latest="checkpoint_1"), dict(BASIS))
+    assert resubmit.line("pretrain-x", earlier, 20).endswith("; nothing left to train")
+    earlier = resubmit.check(run_dir(tmp_path / "older", latest="checkpoint_1"), dict(BASIS))
     assert earlier["step"] == 10  # Ray restores the snapshot's latest, not the newest-looking folder
 
 
 def test_a_changed_basis_is_refused_naming_every_change(tmp_path):
     d = run_dir(tmp_path)
     with pytest.raises(ConfigError) as refused:
-        continuation.check(d, {"prepared set": "set-9f8e", "model.hidden_size": 64, "model.num_hidden_layers": 3})
+        resubmit.check(d, {"prepared set": "set-9f8e", "model.hidden_size": 64, "model.num_hidden_layers": 3})
     message = str(refused.value)
     assert message.startswith("run_name='pretrain-x' already holds a checkpoint (step 20)")
     assert "model.num_hidden_layers None -> 3; prepared set 'set-1a2b' -> 'set-9f8e'." in message

@@ -1,4 +1,4 @@
-"""jobs/data_position.py's pure parts: the example-id -> bitmap index, the saved position, and what the map stage
+"""jobs/loops/data_position.py's pure parts: the example-id -> bitmap index, the saved position, and what the map stage
 does with them: fetch the position once per version, drop the examples a restored run already trained on (the
 tracker's state machine is in test_epoch_stream.py; the stage on a real Ray Data pipeline in tests/e2e/test_resume.py).
 The tracker here is the actor's own class, PositionTracker, called directly."""
@@ -6,8 +6,8 @@ The tracker here is the actor's own class, PositionTracker, called directly."""
 import numpy as np
 import pytest
 
-from jobs import data_position
-from jobs.data_position import DataPosition, ExampleIndex, PositionTracker, current_position, drop_consumed
+from jobs.loops import data_position
+from jobs.loops.data_position import DataPosition, ExampleIndex, PositionTracker, current_position, drop_consumed
 
 SHARD_ROWS = [3, 0, 2, 4]  # an empty shard in the middle, as a tiny bucket can leave
 
@@ -54,7 +54,7 @@ def tracker():
 
 
 def skip(batch, t: Tracker):
-    """What the stage (jobs.data_position._skip) does with a batch, the actor call replaced by the tracker's method."""
+    """What the stage (jobs.loops.data_position._skip) does with a batch, the actor call replaced by the tracker's method."""
     return drop_consumed(batch, *current_position(t, SHARD_ROWS, t.ask))
 
 

@@ -9,8 +9,8 @@ import torch
 from bert_core.checkpoint import load_pretrained
 from bert_core.config import tiny
 from bert_core.model import BertForSequenceClassification
-from jobs.config import DeepSpeedConfig, OptimConfig
-from jobs.objectives import ClassificationObjective
+from jobs.config.sections import DeepSpeedConfig, OptimConfig
+from jobs.engine.objectives import ClassificationObjective
 
 B, T, VOCAB, LABELS = 4, 16, 100, 3
 
@@ -23,7 +23,7 @@ def _batch(seed: int) -> dict[str, torch.Tensor]:
 
 
 def _engine(zero_stage: int):
-    from jobs.engine import Engine
+    from jobs.engine.data_parallel import Engine
 
     torch.manual_seed(0)
     model = BertForSequenceClassification(tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0,
@@ -69,8 +69,8 @@ def test_nan_step_is_skipped(deepspeed_world_of_one):
 
 def _pretraining_engine(compile_model: bool):
     from bert_core.model import BertForPreTraining
-    from jobs.engine import Engine
-    from jobs.objectives import PretrainingObjective
+    from jobs.engine.data_parallel import Engine
+    from jobs.engine.objectives import PretrainingObjective
 
     torch.manual_seed(0)
     model = BertForPreTraining(tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
@@ -107,10 +107,10 @@ def test_compiled_engine_trains_like_eager(deepspeed_world_of_one):
 def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparameters(deepspeed_world_of_one, tmp_path):
     """PBT's exploit through the engine: trial B loads trial A's DeepSpeed checkpoint (weights, Adam moments,
     step) and then trains with B's own learning rate and weight decay (jobs/sweep_trial.retune)."""
-    from jobs.ds_config import lr_lambda
-    from jobs.finetune_config import FinetuneConfig
-    from jobs.ft_worker import build_engine
-    from jobs.sweep_trial import retune
+    from jobs.engine.ds_config import lr_lambda
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.workers.finetune_worker import build_engine
+    from jobs.workers.sweep_trial import retune
 
     def trial(lr: float, decay: float, seed: int):
         cfg = FinetuneConfig()

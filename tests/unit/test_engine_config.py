@@ -4,10 +4,10 @@ import pytest
 
 from bert_core.config import tiny
 from bert_core.model import BertForPreTraining
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
-from jobs.ds_config import deepspeed_config, lr_lambda, param_groups
-from jobs.metrics import flops_per_token
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
+from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
+from jobs.loops.metrics import flops_per_token
 
 
 def cfg_with(*overrides):

@@ -23,9 +23,9 @@ import torch, torch.distributed as dist
 dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}", rank=0, world_size=1)
 from bert_core.config import tiny
 from bert_core.model import IGNORE_INDEX, host_packing
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
-from jobs.engine import build_engine
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
+from jobs.workers.pretrain_engine import build_engine
 
 cfg = load_config(PretrainConfig, None, ["data.sources=[x]", "train.max_steps=30", "optim.warmup_steps=2",
                                          "optim.lr=2e-3", "deepspeed.zero_stage=2", "deepspeed.precision=bf16",

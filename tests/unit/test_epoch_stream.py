@@ -1,4 +1,4 @@
-"""jobs.epoch_stream: epochs read ahead in a thread, seen by the loop one at a time; and the position
+"""jobs.loops.epoch_stream: epochs read ahead in a thread, seen by the loop one at a time; and the position
 tracker that lets a rank open the next epoch only once every rank has read this one."""
 
 import threading
@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from jobs.data_position import DataPosition, PositionTracker
-from jobs.epoch_stream import EpochStream
+from jobs.loops.data_position import DataPosition, PositionTracker
+from jobs.loops.epoch_stream import EpochStream
 
 
 class Epochs:
@@ -102,7 +102,7 @@ def test_close_ends_the_reader():
     assert not stream._thread.is_alive()
 
 
-# -- the tracker the streams of an epoch read their position from (jobs/data_position.py) ----------
+# -- the tracker the streams of an epoch read their position from (jobs/loops/data_position.py) ----------
 
 def position(epoch: int, consumed: list[bool]) -> bytes:
     return DataPosition(epoch, np.array(consumed)).to_bytes()

@@ -1,4 +1,4 @@
-"""The sweep's trial kill (jobs/faults.py) kills a real process once, only where it is asked to."""
+"""The sweep's trial kill (jobs/runtime/faults.py) kills a real process once, only where it is asked to."""
 
 import signal
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 
 CHILD = """
 import sys
-from jobs.faults import maybe_kill_trial
+from jobs.runtime.faults import maybe_kill_trial
 data = {{"kill_trial_at_step": 3, "phase": {phase!r}, "kill_marker": sys.argv[1]}}
 for step in range(1, 6):
     maybe_kill_trial(data, step, {trial!r})

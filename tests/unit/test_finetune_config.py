@@ -8,9 +8,9 @@ import pytest
 import ray
 
 from bert_core.config import ConfigError
-from jobs.config_io import load_config, read_yaml
+from jobs.config.io import load_config, read_yaml
 from jobs.finetune import main
-from jobs.finetune_config import TASK_NAMES, FinetuneConfig
+from jobs.config.finetune import TASK_NAMES, FinetuneConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PRESETS = os.path.join(ROOT, "configs/finetune")

@@ -10,10 +10,10 @@ import torch
 
 from bert_core.config import tiny
 from bert_core.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from jobs import ft_tasks
-from jobs.finetune_config import TaskConfig
-from jobs.objectives import objective_for
-from jobs.ft_worker import collate
+from jobs.loops import ft_tasks
+from jobs.config.finetune import TaskConfig
+from jobs.engine.objectives import objective_for
+from jobs.workers.finetune_worker import collate
 from pipelines.tasks import load_squad
 from tests.unit.test_squad import IMPOSSIBLE, QAS, write_squad
 
@@ -117,8 +117,8 @@ def test_each_head_through_its_objective(head, num_labels, targets):
 ])
 def test_build_model_loads_the_encoder_and_a_fresh_head(tmp_path, name, labels, fresh):
     from bert_core.checkpoint import save_pretrained
-    from jobs.finetune_config import FinetuneConfig
-    from jobs.ft_worker import build_model
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.workers.finetune_worker import build_model
 
     torch.manual_seed(0)
     source = BertForSequenceClassification(tiny(vocab_size=50), num_labels=4)

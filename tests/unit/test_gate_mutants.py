@@ -1,4 +1,4 @@
-"""The promotion gate's two decisions, property by property: the paired bootstrap (jobs/evaluate.py) and the rule
+"""The promotion gate's two decisions, property by property: the paired bootstrap (jobs/registry/scorer.py) and the rule
 that reads it (jobs/promote.py's decide); no model, no MLflow. Written for the six mutants of paired_bootstrap and
 decide that test_promote.py alone left alive (`make mutants`; BENCHMARKS.md, "Quality: mutation testing"): an
 ignored seed, a first row never resampled, ties counted as wins, a point estimate at the margin called "within
@@ -7,7 +7,7 @@ the noise", and two messages."""
 import numpy as np
 import pytest
 
-from jobs.evaluate import Scores, paired_bootstrap
+from jobs.registry.scorer import Scores, paired_bootstrap
 from jobs.promote import PromoteConfig, decide
 
 

@@ -8,9 +8,9 @@ import torch
 
 from bert_core.config import tiny
 from bert_core.model import BertForPreTraining
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
-from jobs.loss_guard import LossGuard
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
+from jobs.loops.loss_guard import LossGuard
 
 VOCAB = 64
 
@@ -33,8 +33,9 @@ def test_guard_counts_skips_and_asks_for_rollback_only_after_a_streak():
 
 
 def _engine(zero_stage: int):
-    from jobs.engine import Engine, pretrain_engine_options
-    from jobs.objectives import PretrainingObjective
+    from jobs.engine.data_parallel import Engine
+    from jobs.workers.pretrain_engine import pretrain_engine_options
+    from jobs.engine.objectives import PretrainingObjective
 
     cfg = load_config(PretrainConfig, None, [
         "data.sources=[x]", "train.max_steps=10", "optim.warmup_steps=2", "optim.lr=1e-2",

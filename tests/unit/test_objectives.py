@@ -1,4 +1,4 @@
-"""jobs/objectives.py: each head's loss, sums that add up over micro-batches, metrics on hand-computed cases."""
+"""jobs/engine/objectives.py: each head's loss, sums that add up over micro-batches, metrics on hand-computed cases."""
 
 import math
 
@@ -10,7 +10,7 @@ from torch import nn
 from bert_core.config import tiny
 from bert_core.model import (IGNORE_INDEX, BertForPreTraining, BertForQuestionAnswering,
                              BertForSequenceClassification, BertForTokenClassification, HeadOutput)
-from jobs.objectives import (ClassificationObjective, PretrainingObjective, QuestionAnsweringObjective,
+from jobs.engine.objectives import (ClassificationObjective, PretrainingObjective, QuestionAnsweringObjective,
                              TokenClassificationObjective, objective_for)
 
 B, T, VOCAB = 6, 12, 100

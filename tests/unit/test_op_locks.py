@@ -5,7 +5,7 @@ import logging
 import os
 import time
 
-from jobs.op_locks import clear_stale_locks, extensions_root
+from jobs.runtime.op_locks import clear_stale_locks, extensions_root
 
 
 def lock(root, op, age_s):
@@ -38,7 +38,7 @@ def test_deepspeed_asks_py_cpuinfo_once_per_process_for_every_op():
     import cpuinfo
     from deepspeed.ops.op_builder.cpu import CPUAdamBuilder, FusedAdamBuilder
 
-    from jobs.op_locks import remember_cpu_info
+    from jobs.runtime.op_locks import remember_cpu_info
 
     remember_cpu_info()
     remember_cpu_info()  # idempotent: one cache, not a cache of a cache

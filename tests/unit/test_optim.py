@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from jobs.optim import Lamb, build_optimizer, deepspeed_optimizer_config, per_tensor_groups
+from jobs.engine.optim import Lamb, build_optimizer, deepspeed_optimizer_config, per_tensor_groups
 from tests.ports import free_port
 from tests.ranks import exit_rank
 
@@ -118,7 +118,7 @@ def _mlp(seed: int) -> torch.nn.Module:
 
 
 def _groups(model: torch.nn.Module) -> list[dict]:
-    """jobs.engine.param_groups' split: no decay on biases and LayerNorm."""
+    """jobs.engine.data_parallel.param_groups' split: no decay on biases and LayerNorm."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     return [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]

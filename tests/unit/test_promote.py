@@ -19,8 +19,10 @@ import pytest
 import torch
 
 from bert_core.tokenizer import save_tokenizer, train_wordpiece
-from jobs import evaluate, promote, tracking
-from jobs.finetune_config import TaskConfig
+from jobs import promote
+from jobs.registry import scorer
+from jobs.registry import tracking
+from jobs.config.finetune import TaskConfig
 from jobs.promote import PromoteConfig
 from pipelines.tasks.glue import GLUE_TASKS
 from tests.mlflow_server import server  # noqa: F401  (a real mlflow server per test)
@@ -104,14 +106,14 @@ def judge(uri: str, art, **kw) -> promote.PromoteResult:
 
 def test_the_good_model_separates_the_classes_and_the_weak_one_does_not(models):
     task, dirs = models
-    from jobs import ft_tasks
+    from jobs.loops import ft_tasks
 
     evals = ft_tasks.load_rows(task).evaluation
-    good = evaluate.score(dirs["good"], task, "dev", evals["dev"])
-    weak = evaluate.score(dirs["weak"], task, "dev", evals["dev"])
+    good = scorer.score(dirs["good"], task, "dev", evals["dev"])
+    weak = scorer.score(dirs["weak"], task, "dev", evals["dev"])
     assert good.metric == "dev/score" and good.n == 300
     assert good.value > 0.9 and weak.value < 0.7, (good.value, weak.value)
-    e = evaluate.paired_bootstrap(good, weak, 300, 0.95, seed=0)
+    e = scorer.paired_bootstrap(good, weak, 300, 0.95, seed=0)
     assert e["p_better"] == 1.0 and e["lower_bound"] > 0.1 and e["delta"] == pytest.approx(good.value - weak.value)
 
 
@@ -229,7 +231,7 @@ def test_entity_counts_give_seqeval_micro_f1():
     gold = [[tags[i] for i in rnd.integers(0, 5, rnd.integers(1, 12))] for _ in range(200)]
     pred = [[t if rnd.random() < 0.7 else tags[rnd.integers(0, 5)] for t in g] for g in gold]
     for scheme in ("IOB2", None):
-        counts = evaluate.entity_counts(gold, pred, scheme)
+        counts = scorer.entity_counts(gold, pred, scheme)
         tp, n_pred, n_gold = counts.sum(0)
         assert 2 * tp / (n_pred + n_gold) == pytest.approx(ner_metrics(gold, pred, scheme=scheme)["f1"])
 
@@ -239,8 +241,8 @@ def test_entity_counts_give_seqeval_micro_f1():
 ROWS = 400
 
 
-def accuracy_scores(correct: np.ndarray) -> evaluate.Scores:
-    return evaluate.Scores("dev/accuracy", float(correct.mean()), len(correct), lambda idx: float(correct[idx].mean()))
+def accuracy_scores(correct: np.ndarray) -> scorer.Scores:
+    return scorer.Scores("dev/accuracy", float(correct.mean()), len(correct), lambda idx: float(correct[idx].mean()))
 
 
 def pair(extra_right: int, extra_wrong: int = 0, base: int = 300, seed: int = 0):
@@ -259,7 +261,7 @@ def gate(candidate: np.ndarray, champion: np.ndarray, min_delta: float = 0.0, co
     cfg = PromoteConfig(model=NAME, min_delta=min_delta, confidence=confidence, bootstrap_samples=2000)
     mine, best = accuracy_scores(candidate), accuracy_scores(champion)
     e = {"candidate": mine.value, "champion": best.value,
-         **evaluate.paired_bootstrap(mine, best, cfg.bootstrap_samples, cfg.confidence, seed=0)}
+         **scorer.paired_bootstrap(mine, best, cfg.bootstrap_samples, cfg.confidence, seed=0)}
     decision, reason = promote.decide(cfg, e, mine.metric, "2", "1", mine.n)
     return decision, reason, e
 

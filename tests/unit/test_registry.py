@@ -1,9 +1,9 @@
-"""jobs/registry.py on a real MLflow store (SQLite): an alias move's record sorts after every earlier one, even when
+"""jobs/registry/versions.py on a real MLflow store (SQLite): an alias move's record sorts after every earlier one, even when
 an earlier move came from a host whose clock was ahead (a rollback must undo the move before it, not another)."""
 
 import time
 
-from jobs.registry import _key, alias_history, move_alias
+from jobs.registry.versions import _key, alias_history, move_alias
 
 
 def test_a_move_is_recorded_after_every_earlier_one_whatever_this_clock_says(tmp_path):

@@ -3,11 +3,11 @@
 import pytest
 
 from bert_core.config import ConfigError
-from jobs.checkpoint_parts import read_topology, write_topology
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
-from jobs.ds_config import deepspeed_config
-from jobs.reshard import needs_universal
+from jobs.engine.checkpoint_parts import read_topology, write_topology
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
+from jobs.engine.ds_config import deepspeed_config
+from jobs.workers.reshard import needs_universal
 
 
 def cfg_with(*overrides):

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from jobs import ft_tasks
-from jobs.finetune_config import TaskConfig
+from jobs.loops import ft_tasks
+from jobs.config.finetune import TaskConfig
 from pipelines.tasks.roles import carve, content_key, leak_keys, split_digest
 from tests.unit.test_squad import CONTEXT, answer
 
@@ -162,7 +162,7 @@ def test_carve_is_stable_whole_groups_and_capped():
 
 def test_selection_options_are_validated():
     from bert_core.config import ConfigError
-    from jobs.finetune_config import FinetuneConfig
+    from jobs.config.finetune import FinetuneConfig
 
     for bad, match in (({"selection_fraction": 0.0}, "selection_fraction"), ({"selection_fraction": 1.0},
                                                                               "selection_fraction"),

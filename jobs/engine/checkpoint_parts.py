@@ -9,7 +9,7 @@ Two kinds of folder are never registered, so Ray never resumes from them and del
   dies can take the last reports with it (the run then resumes from an earlier checkpoint).
 Nothing else would say they are there: the job reports them (pretrain.py, `checkpoints_ignored`).
 
-- `topology.json` (rank 0): the world size and ZeRO stage the checkpoint was saved at (jobs/reshard.py).
+- `topology.json` (rank 0): the world size and ZeRO stage the checkpoint was saved at (jobs/workers/reshard.py).
 - `rank-<r>.files.json` (every rank, the last file it adds): each file of its part, with its size.
 """
 

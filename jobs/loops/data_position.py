@@ -11,8 +11,8 @@ already in the restored checkpoint:
   the current epoch start from. Rank 0 sets it from the restored checkpoint before any rank opens a
   stream. Each reading rank reports when it has read an epoch to the end; once all have, the tracker
   moves to the next epoch with nothing consumed, and only then do the ranks open that epoch's stream
-  (jobs/train_loop.py). So every stream of an epoch sees that epoch's position, however far ahead of
-  the training loop its rank reads (jobs/epoch_stream.py).
+  (jobs/workers/pretrain_worker.py). So every stream of an epoch sees that epoch's position, however far ahead of
+  the training loop its rank reads (jobs/loops/epoch_stream.py).
 - `skip_consumed`, a map stage appended to the training dataset (fused with the parquet read), drops
   the examples the tracker's position marks consumed. It runs as plain tasks, which fetch the
   position once per process and version: no actor to start at every epoch.

@@ -38,7 +38,7 @@ def init_ray() -> str:
     """
     import ray
 
-    from jobs import console
+    from jobs.runtime import console
 
     if not ray.is_initialized():
         ray.init(log_to_driver=True, logging_level=console.ray_logging_level())

@@ -1,9 +1,9 @@
 """The one seam between a training loop and DeepSpeed: build, step, evaluate, predict, save, load, export.
 
-`Engine` runs any bert_core model under any objective (jobs/objectives.py): pretraining and
+`Engine` runs any bert_core model under any objective (jobs/engine/objectives.py): pretraining and
 fine-tuning share it. Loops never touch `deepspeed` directly; every backend path (ZeRO 0-3, offload,
 precision) goes through here, so each has one place to be tested. Pipeline stages are the other
-implementation of the same seam (jobs/pipeline_parallel.py; the shared half is jobs/seam.py).
+implementation of the same seam (jobs/engine/pipeline.py; the shared half is jobs/engine/seam.py).
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ import torch
 import torch.distributed as dist
 
 from bert_core.checkpoint import save_state_dict
-from bert_core.model import BertForPreTraining
-from jobs.config import DeepSpeedConfig, OptimConfig, PretrainConfig
-from jobs.ds_config import deepspeed_config, lr_lambda, param_groups
-from jobs.objectives import PretrainingObjective
-from jobs.op_locks import before_op_loads
-from jobs.optim import build_optimizer, per_tensor_groups
-from jobs.seam import PER_GROUP_OPTIONS, TAG, EngineBase, StepStats
+from jobs.config.sections import DeepSpeedConfig, OptimConfig
+from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
+from jobs.runtime.op_locks import before_op_loads
+from jobs.engine.optim import build_optimizer, per_tensor_groups
+from jobs.engine.seam import PER_GROUP_OPTIONS, TAG, EngineBase, StepStats
 
 __all__ = ["Engine", "StepStats", "TAG", "PER_GROUP_OPTIONS", "build_engine", "pretrain_engine_options"]
 
@@ -50,7 +48,7 @@ class Engine(EngineBase):
 
     Takes the config sections it needs, not a job config: fine-tuning passes its own.
     `load_universal`: built to resume from a universal checkpoint at another world size
-    (jobs/reshard.py); DeepSpeed decides how it loads when the engine is built, not at load.
+    (jobs/workers/reshard.py); DeepSpeed decides how it loads when the engine is built, not at load.
     """
 
     def __init__(self, model: torch.nn.Module, objective, *, optim: OptimConfig, deepspeed: DeepSpeedConfig,
@@ -101,7 +99,7 @@ class Engine(EngineBase):
 
         A NaN/inf loss on any rank skips the micro-batch on every rank: no backward and no engine step,
         so neither the gradients nor DeepSpeed's accumulation and step counters see it. `inject_nan`
-        (fault injection for tests, jobs/faults.py) makes this rank's loss NaN.
+        (fault injection for tests, jobs/runtime/faults.py) makes this rank's loss NaN.
         """
         self.engine.train()
         batch = self._to_device(batch)
@@ -161,23 +159,3 @@ class Engine(EngineBase):
         state = {k: v.detach().float().cpu() for k, v in state.items()}
         return save_state_dict(state, self.model_config, out_dir, architectures=[self.architecture],
                                tokenizer_dir=tokenizer_dir, id2label=id2label)
-
-
-def pretrain_engine_options(cfg: PretrainConfig) -> dict:
-    """The sections and numbers of a PretrainConfig that an engine is built from."""
-    return dict(optim=cfg.optim, deepspeed=cfg.deepspeed, micro_batch_size=cfg.train.micro_batch_size,
-                grad_accum_steps=cfg.train.grad_accum_steps, max_steps=cfg.train.max_steps,
-                use_gpu=cfg.scaling.use_gpu)
-
-
-def build_engine(cfg: PretrainConfig, load_universal: bool = False) -> EngineBase:
-    """A fresh pretraining engine as the config asks: data parallel (ZeRO 0-3) or pipeline x data parallel.
-    Seeded, so every rank starts from the same weights; `load_universal` as in Engine (data parallel only)."""
-    torch.manual_seed(cfg.train.seed)
-    if cfg.deepspeed.pipeline_stages > 1:
-        before_op_loads()  # before DeepSpeed loads (and perhaps builds) its ops
-        from jobs.pipeline_parallel import PipelineEngine  # imports deepspeed: only once DS_ACCELERATOR is set
-
-        return PipelineEngine(cfg)
-    return Engine(BertForPreTraining(cfg.model), PretrainingObjective(), load_universal=load_universal,
-                  **pretrain_engine_options(cfg))

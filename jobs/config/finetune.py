@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
-from jobs.config import DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir
-from jobs.config_io import from_dict, to_dict
+from jobs.config.sections import DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir
+from jobs.config.io import from_dict, to_dict
 from pipelines.tasks.conll import CONLL_LABELS
 from pipelines.tasks.glue import GLUE_TASKS
 
@@ -87,7 +87,7 @@ class FinetuneOptimConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
 
     def engine_optim(self, total_steps: int) -> OptimConfig:
-        """The engine's optimizer section for a run of `total_steps` (jobs/engine.py speaks OptimConfig)."""
+        """The engine's optimizer section for a run of `total_steps` (jobs/engine/data_parallel.py speaks OptimConfig)."""
         return OptimConfig(name="adamw", lr=self.lr, weight_decay=self.weight_decay, beta1=self.beta1,
                            beta2=self.beta2, eps=self.eps, warmup_steps=int(self.warmup_ratio * total_steps),
                            schedule="linear", grad_clip=self.grad_clip)
@@ -107,7 +107,7 @@ class FinetuneConfig:
     train: FinetuneTrainConfig = field(default_factory=FinetuneTrainConfig)
     optim: FinetuneOptimConfig = field(default_factory=FinetuneOptimConfig)
     features: FeaturesConfig = field(default_factory=FeaturesConfig)
-    # The engine pretraining uses (jobs/engine.py); plain data parallel by default: a BERT-base fine-tune fits
+    # The engine pretraining uses (jobs/engine/data_parallel.py); plain data parallel by default: a BERT-base fine-tune fits
     # one device, and ZeRO-1/2 (optimizer state, gradients sharded) or bf16 are for large models on GPUs.
     deepspeed: DeepSpeedConfig = field(default_factory=lambda: DeepSpeedConfig(zero_stage=0))
     scaling: ScalingConfig = field(default_factory=ScalingConfig)

@@ -22,7 +22,7 @@ batch. Only stage-0 ranks read data; `train_step`/`evaluate` feed the other stag
 N (real tokens), M (masked tokens) and T (padded length) change per batch, so the module is built
 with `dynamic_shape=True` (one small shape message per transfer).
 
-Import only after DS_ACCELERATOR is set (as jobs/engine.py): it imports deepspeed.
+Import only after DS_ACCELERATOR is set (as jobs/engine/data_parallel.py): it imports deepspeed.
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ from bert_core.checkpoint import save_state_dict
 from bert_core.config import BertConfig, ConfigError
 from bert_core.model import (IGNORE_INDEX, _cu_seqlens, BertEmbeddings, BertForPreTraining, BertLayer, BertPooler,
                              BertPredictionHeadTransform, Packing, init_weights)
-from jobs.config import PARTITION_METHODS, PretrainConfig
-from jobs.ds_config import deepspeed_config, lr_lambda, param_groups
-from jobs.op_locks import before_op_loads
-from jobs.objectives import PretrainingObjective, pretraining_sums
-from jobs.seam import EngineBase, StepStats
+from jobs.config.sections import PARTITION_METHODS
+from jobs.config.pretrain import PretrainConfig
+from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
+from jobs.runtime.op_locks import before_op_loads
+from jobs.engine.objectives import PretrainingObjective, pretraining_sums
+from jobs.engine.seam import EngineBase, StepStats
 
 PIPE_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label")
 TIED_KEY = "embed"
@@ -374,7 +375,7 @@ def train_step(engine, micro_batches: Iterable[dict] | None) -> StepStats:
 @torch.no_grad()
 def evaluate(engine, batches: Iterable[dict] | None, num_batches: int) -> dict:
     """PretrainingObjective's metrics over `num_batches` batches per replica, summed over replicas: the dict
-    jobs.engine.Engine.evaluate returns. Every rank calls it with the same `num_batches`."""
+    jobs.engine.data_parallel.Engine.evaluate returns. Every rank calls it with the same `num_batches`."""
     engine.module.tally.zero_()
     engine.eval_batch(_feed(engine, batches), num_micro_batches=num_batches)
     return PretrainingObjective().metrics(_reduce_tally(engine))
@@ -392,14 +393,14 @@ def export(engine, config: BertConfig, out_dir: str | os.PathLike, tokenizer_dir
 
 
 class PipelineEngine(EngineBase):
-    """The training loop's engine seam (jobs/seam.py) over a DeepSpeed PipelineEngine, pretraining only.
+    """The training loop's engine seam (jobs/engine/seam.py) over a DeepSpeed PipelineEngine, pretraining only.
 
     DeepSpeed's pipeline schedule takes a whole optimizer step (grad_accum_steps micro-batches) in one
     call: `step` buffers micro-batches and runs the schedule on the last one. Only first-stage ranks read
     data (`reads_data`); the other stages pass None and receive activations. A non-finite step loss marks
     the step skipped; ZeRO-1's overflow check (required for clipping, see PretrainConfig) has then already
     dropped its update and left the schedule where it was. Pipelines resume on their own topology
-    (jobs/reshard.py), so `load_universal` is always False.
+    (jobs/workers/reshard.py), so `load_universal` is always False.
     """
 
     def __init__(self, cfg: PretrainConfig):

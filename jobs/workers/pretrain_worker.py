@@ -25,17 +25,17 @@ import torch.distributed as dist
 
 from bert_core.masking import PretrainingCollator
 from bert_core.tokenizer import SpecialIds
-from jobs import continuation
-from jobs.config import PretrainConfig
-from jobs.data_position import DataPosition, ExampleIndex
-from jobs.engine import build_engine
-from jobs.epoch_stream import EpochStream
-from jobs.faults import Faults
-from jobs.loss_guard import LossGuard, NonFiniteLossError
-from jobs.metrics import MetricsWindow, flops_per_token, progress_line
-from jobs.checkpoint_parts import write_rank_files, write_topology
-from jobs.reshard import load_engine
-from jobs.seam import in_lockstep
+from jobs.runtime import resubmit
+from jobs.config.pretrain import PretrainConfig
+from jobs.loops.data_position import DataPosition, ExampleIndex
+from jobs.workers.pretrain_engine import build_engine
+from jobs.loops.epoch_stream import EpochStream
+from jobs.runtime.faults import Faults
+from jobs.loops.loss_guard import LossGuard, NonFiniteLossError
+from jobs.loops.metrics import MetricsWindow, flops_per_token, progress_line
+from jobs.engine.checkpoint_parts import write_rank_files, write_topology
+from jobs.workers.reshard import load_engine
+from jobs.engine.seam import in_lockstep
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -70,7 +70,7 @@ class Worker:
         self.cfg = cfg = PretrainConfig.from_dict(config["cfg"])
         if not cfg.scaling.use_gpu:
             os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
-        from jobs.tracking import RankZeroLogger
+        from jobs.registry.tracking import RankZeroLogger
 
         self.ctx = ctx = ray.train.get_context()
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
@@ -85,7 +85,7 @@ class Worker:
         self.ledger = config["rollback_ledger"]
         self.guard = LossGuard(self.t.rollback_after)
         self.rollbacks = 0
-        self.faults = Faults(self.t, self.rank, self.world, cfg.run_name)  # tests only (jobs/faults.py)
+        self.faults = Faults(self.t, self.rank, self.world, cfg.run_name)  # tests only (jobs/runtime/faults.py)
         self.special = SpecialIds(**config["special_ids"])
         self.continuation = (np.asarray(config["continuation"], dtype=bool) if self.t.masking.whole_word
                              else None)
@@ -156,7 +156,7 @@ class Worker:
         self._open_stream()
 
     def _apply_rollbacks(self) -> None:
-        """After a loss rollback (see jobs/loss_guard.py) train on at the reduced learning rate."""
+        """After a loss rollback (see jobs/loops/loss_guard.py) train on at the reduced learning rate."""
         self.rollbacks = len(ray.get(self.ledger.rollbacks.remote()))
         if self.rollbacks:
             scale = ray.get(self.ledger.lr_scale.remote())
@@ -167,7 +167,7 @@ class Worker:
 
     def _open_stream(self) -> None:
         """Publish the position the run starts from (every rank waits until it is set), then open this
-        rank's batches, epoch after epoch, read ahead across epoch ends (jobs/epoch_stream.py)."""
+        rank's batches, epoch after epoch, read ahead across epoch ends (jobs/loops/epoch_stream.py)."""
         if self.rank == 0:
             ray.get(self.tracker.set.remote(self.position.to_bytes()))
         _barrier()
@@ -178,7 +178,7 @@ class Worker:
     def _open_epoch(self, epoch: int):
         """Epoch `epoch`'s batches (called by the stream's reader, ahead of the loop). A later epoch opens
         once every reading rank has read the one before to the end and the tracker has moved on: its
-        streams then drop nothing, whatever the restored epoch's position was (jobs/data_position.py)."""
+        streams then drop nothing, whatever the restored epoch's position was (jobs/loops/data_position.py)."""
         if epoch > self.first_epoch:
             self.tracker.end_epoch.remote(epoch - 1, self.rank)
             while ray.get(self.tracker.epoch.remote()) < epoch:
@@ -316,7 +316,7 @@ class Worker:
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
                 write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
-                continuation.record(Path(tmp), self.config.get("mlflow_run_id"), self.step, self.config["basis"])
+                resubmit.record(Path(tmp), self.config.get("mlflow_run_id"), self.step, self.config["basis"])
                 np.savez(Path(tmp) / "rng.npz", mask_next=np.stack(mask_next),
                          **{f"rank{r}": s for r, s in enumerate(rngs)})
             if last:

@@ -10,7 +10,7 @@ Every evaluation reports the select split's metrics (`score` = the task's main m
 evaluation split), every `checkpoint_every`-th
 and the last with a Tune checkpoint of the whole training state (the engine's DeepSpeed checkpoint: weights,
 optimizer moments, step), which PBT exploits and a resumed sweep continues from; ASHA needs only the metrics.
-Training runs on the engine pretraining and fine-tuning use (jobs/engine.py), in a one-rank process group. On a
+Training runs on the engine pretraining and fine-tuning use (jobs/engine/data_parallel.py), in a one-rank process group. On a
 restore the weights, the optimizer moments and the step come from the checkpoint, while the learning
 rate, weight decay and schedule come from this trial's (possibly mutated) config (ray#36660: a
 restored optimizer state would otherwise bring the donor's hyperparameters back).
@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from jobs import ft_tasks
-from jobs.faults import maybe_kill_trial
-from jobs.finetune_config import FinetuneConfig, FinetuneOptimConfig
-from jobs.ft_worker import build_engine, build_model, collate, materialize_files, single_process_group
-from jobs.sweep_config import SEARCHABLE, apply
+from jobs.loops import ft_tasks
+from jobs.runtime.faults import maybe_kill_trial
+from jobs.config.finetune import FinetuneConfig, FinetuneOptimConfig
+from jobs.workers.finetune_worker import build_engine, build_model, collate, materialize_files, single_process_group
+from jobs.config.sweep import SEARCHABLE, apply
 
 
 def trial(config: dict, data: dict) -> None:
@@ -99,7 +99,7 @@ def retune(engine, optim: FinetuneOptimConfig, step: int) -> None:
 
 class TrialRun:
     def __init__(self, cfg: FinetuneConfig, data: dict, params: dict, run_id: str, trial_id: str):
-        from jobs.tracking import RankZeroLogger
+        from jobs.registry.tracking import RankZeroLogger
 
         self.cfg, self.data, self.params, self.trial_id = cfg, data, params, trial_id
         torch.manual_seed(cfg.train.seed)

@@ -31,7 +31,7 @@ class MetricsWindow:
     #                       the longest of any rank: the lockstep all-reduce makes the others wait for it)
     micro_steps: int = 0
     loss: float = 0.0  # sum over micro-steps of the mean loss
-    sums: dict[str, float] = field(default_factory=dict)  # the objective's sums (jobs/objectives.py)
+    sums: dict[str, float] = field(default_factory=dict)  # the objective's sums (jobs/engine/objectives.py)
     tokens: int = 0  # real (non-pad) tokens
     samples: int = 0
     nonfinite: int = 0  # skipped micro-batches (NaN/inf loss); not in the averages above

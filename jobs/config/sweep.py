@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
-from jobs.config_io import as_number, deep_merge, from_dict, parse_overrides, read_yaml, to_dict
-from jobs.finetune_config import FinetuneConfig
+from jobs.config.io import as_number, deep_merge, from_dict, parse_overrides, read_yaml, to_dict
+from jobs.config.finetune import FinetuneConfig
 
 # The fine-tuning fields a sweep may search, with their types.
 SEARCHABLE = {"optim.lr": float, "optim.weight_decay": float, "optim.warmup_ratio": float,

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs.checkpoint_parts import checkpoint_folders, registered_checkpoints
-from jobs.config import TrainConfig
+from jobs.engine.checkpoint_parts import checkpoint_folders, registered_checkpoints
+from jobs.config.pretrain import TrainConfig
 
 
 class Faults:

@@ -13,7 +13,7 @@ and rank 0's place in the data, evaluation history, early-stopping count and the
 format). A worker that dies (train.max_failures) costs the steps since the last evaluation: the restarted
 group loads that checkpoint and takes up the epoch where it was. The final report's checkpoint holds the
 best model and its history, which the driver exports. Training runs on the engine pretraining uses
-(jobs/engine.py: DeepSpeed, ZeRO 0-2).
+(jobs/engine/data_parallel.py: DeepSpeed, ZeRO 0-2).
 """
 
 from __future__ import annotations
@@ -34,22 +34,23 @@ import ray.train
 import torch
 import torch.distributed as dist
 
-from jobs import continuation, ft_tasks
-from jobs.finetune_config import FinetuneConfig
-from jobs.metrics import format_duration
-from jobs.objectives import objective_for
-from jobs.seam import next_in_lockstep
+from jobs.runtime import resubmit
+from jobs.loops import ft_tasks
+from jobs.config.finetune import FinetuneConfig
+from jobs.loops.metrics import format_duration
+from jobs.engine.objectives import objective_for
+from jobs.engine.seam import next_in_lockstep
 
 log = logging.getLogger("bert_foundry.finetune")
 
 
 def build_engine(model, cfg: FinetuneConfig, total_steps: int):
-    """The engine pretraining runs (jobs/engine.py: DeepSpeed, ZeRO 0-2, gradient clipping, AdamW with
+    """The engine pretraining runs (jobs/engine/data_parallel.py: DeepSpeed, ZeRO 0-2, gradient clipping, AdamW with
     warmup then linear decay), over `model` and its task's objective. Needs a process group: Ray Train's
     in a fine-tuning worker, `single_process_group()` in a sweep trial."""
     if not cfg.scaling.use_gpu:
         os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
-    from jobs.engine import Engine
+    from jobs.engine.data_parallel import Engine
 
     return Engine(model, objective_for(model), optim=cfg.optim.engine_optim(total_steps), deepspeed=cfg.deepspeed,
                   micro_batch_size=cfg.train.batch_size, grad_accum_steps=1, max_steps=total_steps,
@@ -114,8 +115,8 @@ def materialize_files(files: dict[str, bytes], owner: object) -> Path:
 
 class Worker:
     def __init__(self, config: dict):
-        from jobs.faults import Faults
-        from jobs.tracking import RankZeroLogger
+        from jobs.runtime.faults import Faults
+        from jobs.registry.tracking import RankZeroLogger
 
         self.cfg = cfg = FinetuneConfig.from_dict(config["cfg"])
         self.config = config
@@ -156,7 +157,7 @@ class Worker:
         with checkpoint.as_directory() as d:
             d = Path(d)
             state = json.loads((d / "state.json").read_text())
-            earlier = continuation.read(d)
+            earlier = resubmit.read(d)
             if (d / "engine").is_dir():
                 self.engine.load(d / "engine")
             if (d / f"rng-rank{self.rank}.npy").is_file():
@@ -166,7 +167,7 @@ class Worker:
         for name in self.STATE:
             setattr(self, name, state[name])
         # A checkpoint of this submission's own MLflow run: a worker died. Another's: the run was resubmitted
-        # (the driver checked its basis: jobs/continuation.py), and its failures were that submission's.
+        # (the driver checked its basis: jobs/resubmit.py), and its failures were that submission's.
         resubmitted = earlier is not None and earlier["run_id"] != self.config.get("mlflow_run_id")
         self.resumes = 0 if resubmitted else self.resumes + 1
         if self.rank == 0:
@@ -265,7 +266,7 @@ class Worker:
     def _report(self, metrics: dict) -> None:
         """Report `metrics` with a checkpoint: every rank's part of the engine (resume) and RNG; rank 0's
         training state, the best model so far and its history (what the driver exports)."""
-        from jobs.checkpoint_parts import write_rank_files
+        from jobs.engine.checkpoint_parts import write_rank_files
 
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
@@ -273,7 +274,7 @@ class Worker:
             np.save(tmp / f"rng-rank{self.rank}.npy", torch.get_rng_state().numpy())
             if self.rank == 0:
                 (tmp / "state.json").write_text(json.dumps({k: getattr(self, k) for k in self.STATE}))
-                continuation.record(tmp, self.config.get("mlflow_run_id"), self.step, self.config["basis"])
+                resubmit.record(tmp, self.config.get("mlflow_run_id"), self.step, self.config["basis"])
                 (tmp / "history.json").write_text(json.dumps(
                     [h for h in self.history if h["step"] <= self.best_step], indent=1))
                 if any(self.best_dir.iterdir()):

@@ -15,8 +15,8 @@ import warnings
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from jobs import console
-from jobs.config_io import flatten
+from jobs.runtime import console
+from jobs.config.io import flatten
 
 
 def resolve_tracking_uri(uri: str) -> str:
@@ -212,7 +212,7 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
     lineage.pretrain_run_id        the pretraining run behind it: that run, or the one its own tags name
     lineage.task_source, lineage.task_data_sha256
                                    a fine-tune's `task_data` (source, digest): where its rows come from and the
-                                   sha256 of the rows it trained and evaluated on (jobs.ft_tasks.rows_digest)
+                                   sha256 of the rows it trained and evaluated on (jobs.loops.ft_tasks.rows_digest)
 
     finish_run copies these tags from the run onto the model version it registers.
     """
@@ -362,7 +362,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
                     client.set_model_version_tag(registered_model, str(registered), k, str(v)[:5000])
                 if description:
                     client.update_model_version(registered_model, str(registered), description=description)
-                from jobs.registry import move_alias
+                from jobs.registry.versions import move_alias
 
                 move_alias(client, registered_model, alias, str(registered), f"registered v{registered}", run_id)
                 info.update(registered_model=registered_model, version=str(registered), alias=alias)

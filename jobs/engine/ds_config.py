@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import torch
 
-from jobs.config import DeepSpeedConfig, OptimConfig
-from jobs.optim import deepspeed_optimizer_config
+from jobs.config.sections import DeepSpeedConfig, OptimConfig
+from jobs.engine.optim import deepspeed_optimizer_config
 
 
 def deepspeed_config(optim: OptimConfig, ds: DeepSpeedConfig, *, micro_batch_size: int, grad_accum_steps: int,
                      world_size: int, use_gpu: bool, load_universal: bool = False) -> dict:
     """Our sections -> DeepSpeed's JSON config (the template in cluster/deepspeed/ mirrors it).
     `world_size` is the data-parallel degree; `load_universal`: the engine loads universal checkpoints
-    (jobs/reshard.py) instead of ZeRO ones."""
+    (jobs/workers/reshard.py) instead of ZeRO ones."""
     o, d = optim, ds
     zero: dict = {"stage": d.zero_stage}
     if d.zero_stage >= 1:

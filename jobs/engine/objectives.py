@@ -1,6 +1,6 @@
 """Loss -> counts -> metrics, one objective per head; the engine runs whichever it is given.
 
-Contract with jobs/engine.py (and jobs/finetune.py):
+Contract with jobs/engine/data_parallel.py (and jobs/finetune.py):
 - `objective(model, batch) -> (loss, sums)`: `batch` holds the model's forward kwargs (labels included);
   `loss` is the mean loss with grad; `sums` are detached scalar float64 tensors that add up over
   micro-batches and ranks (the engine all-reduces them), so every metric is a ratio of two sums.
@@ -32,7 +32,7 @@ def _ratio(sums: dict[str, float], num: str, den: str) -> float:
 
 
 def pretraining_sums(mlm_loss, nsp_loss, mlm_logits, mlm_targets, nsp_logits, nsp_labels) -> dict[str, torch.Tensor]:
-    """MLM/NSP sums of one micro-batch; jobs/pipeline_parallel.py's last stage computes the same."""
+    """MLM/NSP sums of one micro-batch; jobs/engine/pipeline.py's last stage computes the same."""
     M, B = mlm_targets.numel(), nsp_labels.numel()
     return _sums(mlm_loss_sum=mlm_loss.double() * M, mlm_correct=(mlm_logits.argmax(-1) == mlm_targets).sum(),
                  mlm_count=M, nsp_loss_sum=nsp_loss.double() * B,

@@ -3,7 +3,7 @@
 The readers, featurizers and metrics live in pipelines/tasks; this module only wires them to a
 task name. Roles (pipelines/tasks/roles.py): `train` fits, `select` makes every choice (best checkpoint,
 early stopping, trial, seed, SQuAD v2's null threshold), the evaluation splits (`dev`; MNLI: `dev_matched`
-and `dev_mismatched`) judge the chosen model once, on the driver. Contracts with the worker (jobs/ft_worker.py):
+and `dev_mismatched`) judge the chosen model once, on the driver. Contracts with the worker (jobs/workers/finetune_worker.py):
   * every row gets `row_index` (its position in its split); every feature carries it, plus `window`
     (the feature's number among its row's features: SQuAD windows; 0 elsewhere), so predictions
     gathered in any order sort back to the order `squad_eval_features` produces;
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from bert_core.config import ConfigError
-from jobs.finetune_config import TaskConfig
+from jobs.config.finetune import TaskConfig
 from pipelines.tasks.common import batch_rows, load_tokenizer
 from pipelines.tasks.roles import TaskRows, assign_roles
 
@@ -212,12 +212,12 @@ class Featurizer:
         return {**{k: out[k] for k in keep}, "row_index": row_index[source], "window": window}
 
 
-# -- metrics (select: rank 0; evaluation: jobs/evaluate.py) ------------------------------------------------------------------------
+# -- metrics (select: rank 0; evaluation: jobs/registry/scorer.py) ------------------------------------------------------------------------
 
 def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str, np.ndarray],
                 tokenizer=None) -> dict[str, float]:
     """The task's official metrics on one split, named `<split>/<metric>` (SQuAD v2: with the null threshold
-    chosen on these rows: call it on the select split only; jobs/evaluate.py applies the chosen one to dev).
+    chosen on these rows: call it on the select split only; jobs/registry/scorer.py applies the chosen one to dev).
 
     arrays: the model outputs (logits / start_logits, end_logits) and the features' targets, one row per
     feature, sorted by (row_index, window).

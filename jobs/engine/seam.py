@@ -1,6 +1,6 @@
 """What the training loop sees of an engine, whichever implementation runs it.
 
-jobs/engine.py's `Engine` (one model on every rank, ZeRO 0-3) and jobs/pipeline_parallel.py's
+jobs/engine/data_parallel.py's `Engine` (one model on every rank, ZeRO 0-3) and jobs/engine/pipeline.py's
 `PipelineEngine` (a model cut into stages) are two real implementations of this seam; both own a
 DeepSpeed engine, its optimizer and LR scheduler, and share the parts that do not depend on how the
 model is laid out. Its own module so that neither engine module imports the other.
@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from jobs.config import OptimConfig
-from jobs.ds_config import lr_lambda
+from jobs.config.sections import OptimConfig
+from jobs.engine.ds_config import lr_lambda
 
 TAG = "engine"  # the one tag of a resume checkpoint: `<dir>/engine` holds DeepSpeed's files
 
@@ -68,7 +68,7 @@ PER_GROUP_OPTIONS = ("weight_decay", "adapt")
 
 @dataclass
 class StepStats:
-    """One `step`: the mean loss over its micro-batches, and the objective's sums (see jobs/objectives.py)
+    """One `step`: the mean loss over its micro-batches, and the objective's sums (see jobs/engine/objectives.py)
     over them -- this rank's for a data-parallel engine, all replicas' for a pipeline."""
 
     loss: float
@@ -143,7 +143,7 @@ class EngineBase:
     def load(self, ckpt_dir: str | os.PathLike, weights_only: bool = False, schedule: bool = True) -> dict:
         """Resume (everything) or hand off between phases: `weights_only` leaves the optimizer fresh,
         `schedule=False` keeps this run's own warmup and decay instead of the saved one.
-        `ckpt_dir` is what `save` wrote, or its universal form (jobs/reshard.py) for a load_universal engine."""
+        `ckpt_dir` is what `save` wrote, or its universal form (jobs/workers/reshard.py) for a load_universal engine."""
         if self.load_universal and weights_only:
             # DeepSpeed's universal loader restores the optimizer state whatever it is asked; weights alone
             # load from the saved checkpoint at any world size.

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from jobs import ft_tasks
-from jobs.finetune_config import TaskConfig
+from jobs.loops import ft_tasks
+from jobs.config.finetune import TaskConfig
 
 
 @dataclass
@@ -47,7 +47,7 @@ def evaluate_model(model_dir: Path, task: TaskConfig, evaluation: dict[str, list
 def load_model(model_dir: Path, task: TaskConfig):
     import transformers
 
-    from jobs.tracking import TASK_MODELS
+    from jobs.registry.tracking import TASK_MODELS
 
     model = getattr(transformers, TASK_MODELS[ft_tasks.HF_TASK[task.kind]]).from_pretrained(model_dir)
     return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()  # a GPU driver scores on its GPU
@@ -80,7 +80,7 @@ def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch
 @torch.no_grad()
 def _forward(model, batch: dict) -> dict[str, np.ndarray]:
     """One batch, padded only to its longest row (the fine-tuning collator's dynamic padding)."""
-    from jobs.ft_worker import collate
+    from jobs.workers.finetune_worker import collate
 
     inputs = {k: v.to(model.device) for k, v in collate({k: batch[k] for k in ft_tasks.MODEL_INPUTS}).items()}
     out = model(**inputs)

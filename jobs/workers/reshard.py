@@ -29,9 +29,10 @@ from typing import Iterator
 import torch.distributed as dist
 
 from bert_core.config import ConfigError
-from jobs.checkpoint_parts import read_topology
-from jobs.config import PretrainConfig
-from jobs.engine import TAG, Engine, build_engine
+from jobs.engine.checkpoint_parts import read_topology
+from jobs.config.pretrain import PretrainConfig
+from jobs.engine.data_parallel import TAG, Engine
+from jobs.workers.pretrain_engine import build_engine
 
 log = logging.getLogger("bert_foundry.train")
 
@@ -69,7 +70,7 @@ def to_universal(engine_dir: Path, out_dir: Path) -> Path:
     the directory to hand Engine.load of an engine built with load_universal; returns `out_dir`."""
     from deepspeed.checkpoint import ds_to_universal  # here: DS_ACCELERATOR is set by then
 
-    from jobs.seam import load_checkpoint_file
+    from jobs.engine.seam import load_checkpoint_file
 
     for f in sorted((engine_dir / TAG).glob("*.pt")):  # the converter unpickles them freely: check them first
         load_checkpoint_file(f, map_location="cpu")

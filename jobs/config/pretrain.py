@@ -7,22 +7,16 @@ rebuild it with `PretrainConfig.from_dict` and capture no globals from the drive
 from __future__ import annotations
 
 import glob
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import BertConfig, ConfigError, tiny
 from bert_core.masking import MaskingConfig
-from jobs.cluster import starts_local_ray
-from jobs.config_io import from_dict, to_dict
+from jobs.config.io import from_dict, to_dict
+from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
+                                  ScalingConfig, TrackingConfig, check_output_dir)
 from pipelines.config import DataConfig
 
-OPTIMIZERS = ("adamw", "lamb")
-SCHEDULES = ("linear", "poly", "constant")
-PRECISIONS = ("fp32", "bf16", "fp16")
-PARTITION_METHODS = ("parameters", "uniform")  # how DeepSpeed's PipelineModule cuts layers into stages
-PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 
 @dataclass
@@ -39,7 +33,7 @@ class TrainConfig:
     max_steps: int = 1000  # optimizer steps for the whole run
     log_every: int = 20  # steps per metrics window (report, MLflow, progress line)
     eval_batches: int = 16  # held-out batches per worker for MLM/NSP accuracy at start and end
-    prefetch_batches: int = 64  # micro-batches read ahead, across epoch ends (jobs/epoch_stream.py); 0 = none
+    prefetch_batches: int = 64  # micro-batches read ahead, across epoch ends (jobs/loops/epoch_stream.py); 0 = none
     checkpoint_every: int = 0  # steps between resume checkpoints; 0 = only at the end
     keep_checkpoints: int = 2  # resume checkpoints kept by Ray Train
     max_failures: int = 2  # worker failures and loss rollbacks survived (each restarts from the last checkpoint)
@@ -68,105 +62,6 @@ class Phase2Config:
     lr: float = 0.0  # 0 = phase 1's peak learning rate
     warmup_steps: int = 0  # re-warmup after the hand-off
     reset_optimizer: bool = True  # fresh Adam moments (NVIDIA); false carries phase 1's over
-
-
-@dataclass
-class OptimConfig:
-    name: str = "adamw"  # adamw | lamb (DeepSpeed's FusedLamb on GPU, jobs.optim.Lamb on CPU)
-    lr: float = 1e-3  # peak learning rate after warmup
-    weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-6
-    warmup_steps: int = 100  # linear warmup from 0 to lr
-    schedule: str = "linear"  # decay after warmup: linear | poly | constant
-    poly_power: float = 0.5  # exponent of the poly decay (NVIDIA's BERT uses 0.5)
-    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
-
-
-@dataclass
-class DeepSpeedConfig:
-    zero_stage: int = 2  # 0 = plain data parallel, 1/2/3 = ZeRO partitioning
-    precision: str = "fp32"  # fp32 on CPU; bf16 or fp16 (dynamic loss scaling) on GPU
-    offload_optimizer: bool = False  # ZeRO-Offload: optimizer state and step on CPU
-    offload_params: bool = False  # ZeRO-3 only: parameters live on CPU
-    pipeline_stages: int = 1  # >1: BERT as a DeepSpeed PipelineModule; workers = stages x data-parallel replicas
-    partition_method: str = "parameters"  # how layers are cut into stages: parameters | uniform
-    compile: bool = False  # torch.compile the model inside the engine (fused element-wise; GPU: see BENCHMARKS.md)
-
-    def validate(self, scaling: "ScalingConfig", optimizer: str) -> "DeepSpeedConfig":
-        """What any engine (jobs/engine.py) can run with these scaling and optimizer choices; jobs add their own
-        limits (pipelines: validate_pipeline; fine-tuning: no ZeRO-3, one stage)."""
-        d = self
-        if d.zero_stage not in (0, 1, 2, 3):
-            raise ConfigError(f"deepspeed.zero_stage must be one of (0, 1, 2, 3), got {d.zero_stage}")
-        if d.precision not in PRECISIONS:
-            raise ConfigError(f"deepspeed.precision must be one of {PRECISIONS}, got {d.precision!r}")
-        if d.precision != "fp32" and not scaling.use_gpu:
-            raise ConfigError(f"deepspeed.precision={d.precision!r} needs scaling.use_gpu=true; use fp32 on CPU")
-        if d.offload_params and d.zero_stage != 3:
-            raise ConfigError("deepspeed.offload_params needs deepspeed.zero_stage=3")
-        if d.compile and (d.zero_stage == 3 or d.pipeline_stages > 1):
-            raise ConfigError("deepspeed.compile=true needs deepspeed.zero_stage 0, 1 or 2 and pipeline_stages=1: "
-                              "ZeRO-3's parameter hooks and pipeline stages run eager")
-        if optimizer == "lamb" and d.offload_optimizer:
-            raise ConfigError("optim.name='lamb' is not supported with deepspeed.offload_optimizer "
-                              "(ZeRO-Offload steps only DeepSpeed's CPU Adam); allowed: optim.name='adamw'")
-        if d.offload_optimizer and d.zero_stage == 0:
-            raise ConfigError("deepspeed.offload_optimizer needs deepspeed.zero_stage >= 1")
-        return self
-
-
-@dataclass
-class ScalingConfig:
-    num_workers: int = 2  # Ray Train workers (data-parallel ranks)
-    use_gpu: bool = False
-    cpus_per_worker: float = 1.0
-    placement_strategy: str = "PACK"  # Ray placement group strategy; SPREAD/STRICT_SPREAD put workers on different nodes
-
-    def validate(self) -> "ScalingConfig":
-        if self.num_workers < 1:
-            raise ConfigError(f"scaling.num_workers must be >= 1, got {self.num_workers}")
-        if self.cpus_per_worker <= 0:
-            raise ConfigError(f"scaling.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
-        if self.placement_strategy not in PLACEMENT_STRATEGIES:
-            raise ConfigError(f"scaling.placement_strategy must be one of {', '.join(PLACEMENT_STRATEGIES)}, "
-                              f"got {self.placement_strategy!r}")
-        return self
-
-    def check_environment(self) -> None:
-        """A job that starts its own Ray gets this machine's GPUs and no more: refuse GPU workers it cannot
-        place here, instead of a Ray Train run waiting forever for them. Joining a cluster (RAY_ADDRESS or
-        `ray start` on this machine), the job checks the cluster's GPUs once connected (jobs/pretrain.py
-        _check_capacity)."""
-        if not self.use_gpu or not starts_local_ray():
-            return
-        import torch
-
-        have = torch.cuda.device_count()
-        if have < self.num_workers:
-            fewer = f", scaling.num_workers <= {have}" if have else ""
-            raise ConfigError(f"scaling.use_gpu=true needs {self.num_workers} GPUs (one per worker) and this machine "
-                              f"has {have}, with no Ray cluster to join (no RAY_ADDRESS, no `ray start` here); "
-                              f"allowed: scaling.use_gpu=false{fewer} or RAY_ADDRESS of a GPU cluster")
-
-
-@dataclass
-class TrackingConfig:
-    tracking_uri: str = "sqlite:///mlflow.db"  # embedded default; http://host:5000 for a server
-    experiment: str = "bert-foundry-pretrain"
-    # for a new experiment: a path or URI; "" = the server's artifact store (uploads through the server) with an
-    # http(s) tracking URI, ./mlartifacts with a local store
-    artifact_location: str = ""
-    registered_model: str = ""  # register the release checkpoint under this name; "" skips it
-    alias: str = "candidate"  # registry alias set on the new version
-    # at the end of training, how long rank 0 keeps retrying metrics buffered through a tracking outage
-    flush_timeout_s: float = 60.0
-
-    def validate(self) -> "TrackingConfig":
-        if self.flush_timeout_s < 0:
-            raise ConfigError(f"tracking.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
-        return self
 
 
 @dataclass
@@ -251,7 +146,7 @@ class PretrainConfig:
         return self
 
     def validate_pipeline(self) -> None:
-        """What jobs/pipeline_parallel.py can run (whatever the worker count), refused before any worker
+        """What jobs/engine/pipeline.py can run (whatever the worker count), refused before any worker
         starts; build_pipeline_engine applies the same rules to callers that skip `validate`."""
         t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
         if d.pipeline_stages < 1:
@@ -311,22 +206,3 @@ class PretrainConfig:
         d = {**d, "model": {"preset": "tiny", **model}} if "preset" not in model else d
         return from_dict(cls, d)
 
-
-def check_output_dir(name: str, path: str) -> None:
-    """A job writes checkpoints under `path` on this machine: it, or the nearest folder above it that
-    exists, must be a folder this user can write to. Permissions (and read-only mounts) are asked first; a
-    folder is then made there and removed, for what they do not show: root passes the permission check on
-    every folder, yet /proc and /sys take no new folder from anyone, nor does an NFS export that squashes
-    root. Such a job would otherwise fail only after Ray's work began."""
-    target = Path(path).resolve()
-    existing = next(p for p in (target, *target.parents) if p.exists())
-    if not existing.is_dir():
-        raise ConfigError(f"{name} must be a writable folder, got {path!r} ({str(existing)!r} is a file)")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{name} must be a writable folder, got {path!r} ({str(existing)!r} is read-only "
-                          "for this user)")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".write-check-", dir=existing))
-    except OSError as e:
-        raise ConfigError(f"{name} must be a writable folder, got {path!r} ({str(existing)!r} takes no new "
-                          f"folder: {e.strerror or e})") from None

@@ -1,0 +1,1 @@
+"""Runs and tracking, registered versions and their aliases, and the promotion scorer."""

@@ -1,0 +1,1 @@
+"""Runtime helpers: console, cluster connection, fault injection, resubmission checks, DeepSpeed op locks."""

@@ -1,0 +1,1 @@
+"""Ray Train workers and the Tune trial: batches in, reports and checkpoints out."""
