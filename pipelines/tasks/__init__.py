@@ -1,4 +1,5 @@
-"""Fine-tuning datasets -> model features: GLUE (glue), SQuAD v1.1/v2.0 (squad), CoNLL-2003 NER (conll).
+"""Fine-tuning datasets -> model features: GLUE (glue), SQuAD v1.1/v2.0 (squad), CoNLL-2003 NER (conll),
+and a user's own labeled files (files: CSV, TSV, JSON Lines, Parquet, datasets folders) for five kinds of task.
 
 Each module has a reader (`load_*` -> tasks.common.TaskSplit: row dicts + reject counts), a
 featurizer (`*_features` -> dict of fixed-shape numpy arrays named as transformers' heads expect
@@ -7,6 +8,8 @@ the task's official metric. Tokenizers are any fast BERT tokenizer or a director
 """
 
 from pipelines.tasks.common import TaskDataError, TaskFeaturizer, TaskSplit, load_tokenizer
+from pipelines.tasks.files import (FORMATS, KINDS, Columns, FileBatch, encode_labels, file_metrics, label_set, read_file,
+                                   resolve_files)
 from pipelines.tasks.conll import CONLL_LABELS, conll_align_predictions, conll_features, load_conll, ner_metrics
 from pipelines.tasks.glue import GLUE_TASKS, GlueTask, glue_features, glue_metrics, glue_task, load_glue
 from pipelines.tasks.squad import (best_null_threshold, best_spans, load_squad, postprocess_predictions, squad_eval_features, squad_metrics,
@@ -14,6 +17,7 @@ from pipelines.tasks.squad import (best_null_threshold, best_spans, load_squad, 
 
 __all__ = [
     "TaskDataError", "TaskFeaturizer", "TaskSplit", "load_tokenizer",
+    "FORMATS", "KINDS", "Columns", "FileBatch", "encode_labels", "file_metrics", "label_set", "read_file", "resolve_files",
     "CONLL_LABELS", "conll_align_predictions", "conll_features", "load_conll", "ner_metrics",
     "GLUE_TASKS", "GlueTask", "glue_features", "glue_metrics", "glue_task", "load_glue",
     "best_null_threshold", "best_spans", "load_squad", "postprocess_predictions", "squad_eval_features", "squad_metrics", "squad_train_features",

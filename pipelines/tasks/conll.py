@@ -15,6 +15,7 @@ positions, so gold and predicted tag sequences always line up.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import numpy as np
 from seqeval.metrics import accuracy_score, classification_report
@@ -26,51 +27,56 @@ IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
 DOCSTART = "-DOCSTART-"
 
 
+def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None):
+    """(document, lines, reject reason or None, where) per sentence of a CoNLL column file's raw lines.
+
+    The word is the first column and the NER tag the last. The sentence is the unit of rejection --
+    one bad line would shift every label after it: "wrong_column_count" (a line whose column count
+    differs from the file's first token line), "unknown_tag" (NER tag not in `labels`; None accepts
+    any tag), "invalid_utf8". document counts -DOCSTART- lines from 0.
+    """
+    lines, bad, start, document, n_columns, n = [], None, 0, -1, None, -1
+    for n, raw in enumerate(raw_lines):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            bad, line = bad or "invalid_utf8", raw.decode("utf-8", "replace").strip()
+        if not line or line.startswith(DOCSTART):
+            if bad or lines:
+                yield max(document, 0), lines, bad, f"lines {start + 1}-{n}"
+            lines, bad, start = [], None, n + 1
+            document += line.startswith(DOCSTART)
+            continue
+        fields = line.split()
+        n_columns = n_columns or len(fields)
+        if len(fields) != n_columns or n_columns < 2:
+            bad = bad or "wrong_column_count"
+        elif labels is not None and fields[-1] not in labels:
+            bad = bad or "unknown_tag"
+        lines.append(line)
+    if bad or lines:
+        yield max(document, 0), lines, bad, f"lines {start + 1}-{n + 1}"
+
+
 def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSplit:
     """Sentences {id, document, tokens, pos_tags, chunk_tags, ner_tags} (tags as strings).
 
-    The word is the first column and the NER tag the last; POS and chunk tags are filled for the
-    4-column English layout (None otherwise). The sentence is the unit of rejection -- one bad
-    line would shift every label after it: "wrong_column_count" (a line whose column count
-    differs from the file's first token line), "unknown_tag" (NER tag not in `labels`),
-    "invalid_utf8".
+    POS and chunk tags are filled for the 4-column English layout (None otherwise); the columns
+    and reject reasons are conll_sentences'.
     """
     path = require_file(path, "CoNLL file")
     out = TaskSplit([], path)
-    lines, bad, start, document, n_columns, n = [], None, 0, -1, None, -1
-
-    def flush(end_line):
-        nonlocal lines, bad
-        if bad:
-            out.reject(bad, f"lines {start + 1}-{end_line}", " | ".join(lines[:5]))
-        elif lines:
+    with open(path, "rb") as f:
+        for document, lines, bad, where in conll_sentences(f, labels):
+            if bad:
+                out.reject(bad, where, " | ".join(lines[:5]))
+                continue
             fields = [line.split() for line in lines]
-            four = n_columns == 4
-            out.rows.append({"id": len(out.rows), "document": max(document, 0), "tokens": [f[0] for f in fields],
+            four = len(fields[0]) == 4
+            out.rows.append({"id": len(out.rows), "document": document, "tokens": [f[0] for f in fields],
                              "pos_tags": [f[1] for f in fields] if four else None,
                              "chunk_tags": [f[2] for f in fields] if four else None,
                              "ner_tags": [f[-1] for f in fields]})
-        lines, bad = [], None
-
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                bad, line = bad or "invalid_utf8", raw.decode("utf-8", "replace").strip()
-            if not line or line.startswith(DOCSTART):
-                flush(n)
-                start = n + 1
-                document += line.startswith(DOCSTART)
-                continue
-            fields = line.split()
-            n_columns = n_columns or len(fields)
-            if len(fields) != n_columns or n_columns < 2:
-                bad = bad or "wrong_column_count"
-            elif fields[-1] not in labels:
-                bad = bad or "unknown_tag"
-            lines.append(line)
-        flush(n + 1)
     if not out.rows:
         raise TaskDataError(f"{path}: no usable sentences ({dict(out.rejects)})")
     return out.report()

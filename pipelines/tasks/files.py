@@ -1,0 +1,557 @@
+"""A user's own labeled files -> task rows: CSV, TSV, JSON Lines, Parquet, HF `save_to_disk` folders,
+CoNLL column files and SQuAD JSON, for five kinds of task (KINDS), at a local path or any fsspec URL.
+
+`resolve_files` turns a file, folder, glob or `folder:split` into (path, format) pairs; `read_file`
+streams one of them as FileBatch-es of at most `batch_rows` rows (bounded memory: only SQuAD JSON,
+one JSON document, is read whole); `label_set` fixes the label names from the train split and
+`encode_labels` maps every split onto them. Columns are found by name (`Columns`), never by position.
+
+Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
+  * classification, multi-label, regression: {id, text_a, text_b (None without a pair column), label}
+    with label a str (JSON 3 -> "3"), a list of str (from a JSON / Parquet list, or a cell split on
+    Columns.label_separator; [] = no label), or a float.
+  * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names).
+  * question-answering: squad.load_squad's {id, title, question, context, answers, is_impossible}.
+id is the id column's value or "<path>:<n>", n the record's 0-based position in the file.
+
+A bad record is skipped and counted by reason, never fatal: invalid_utf8, blank_line, bad_json (a line
+that is not a JSON object), bad_csv, wrong_column_count, missing_text, missing_label, unparseable_label
+(JSON bool / float / null / list as a class, a non-finite score), mixed_label_types (a label of another
+JSON type than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field,
+duplicate_id, answer_offset_mismatch, no_valid_answer (QA, as load_squad), empty_file (0 bytes or a
+header only; counted once). TaskDataError is raised only for a file unusable as a whole: a required
+column absent (the message names expected, found and the task.columns.* to set), not parseable at all.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import csv
+import io
+import itertools
+import json
+import math
+import os
+import posixpath
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+from scipy.special import expit
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score
+
+from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
+from pipelines.tasks.conll import conll_sentences
+from pipelines.tasks.squad import load_squad
+
+KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
+FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad")
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+              ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # .json may be "squad"; .txt only as conll
+_SENTENCES = ("text", "text_pair", "label")
+_KIND_COLUMNS = {"classification": _SENTENCES, "multi-label": _SENTENCES, "regression": _SENTENCES,
+                 "token-classification": ("tokens", "tags"), "question-answering": ("context", "question", "answers")}
+_KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
+                 "question-answering": ("jsonl", "parquet", "hf", "squad")}  # the others: csv tsv jsonl parquet hf
+_SNIFF_BYTES = 1 << 20  # read of a .json file to tell one SQuAD document from JSON Lines
+_BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
+_INTEGER = re.compile(r"[+-]?\d+")
+_SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
+_ABSENT = object()
+
+
+
+def _name(path: str) -> str:
+    """A file's name without its folder, for the ids of rows without one: the same rows give the same digest (and
+    resubmission basis) wherever the file lies."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Column names in the user's files (task.columns in the fine-tuning config)."""
+
+    text: str = "text"
+    text_pair: str = ""  # "" = single sentences
+    label: str = "label"  # a class (str/int), a list of classes (multi-label), or a number (regression)
+    tokens: str = "tokens"  # token classification: a list of words ...
+    tags: str = "tags"  # ... and a list of tags, one per word
+    context: str = "context"  # question answering
+    question: str = "question"
+    answers: str = "answers"  # {"text": [...], "answer_start": [...]} or a list of {"text", "answer_start"}
+    id: str = ""  # "" = the record's position "<path>:<n>"
+    label_separator: str = ""  # multi-label cells of CSV/TSV, e.g. "|"; "" = the cell holds a JSON list
+
+
+@dataclass
+class FileBatch:
+    rows: list[dict]
+    rejects: collections.Counter = field(default_factory=collections.Counter)  # reason -> count
+    samples: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, where, excerpt), a few
+
+    def reject(self, reason: str, where: str, record) -> None:
+        self.rejects[reason] += 1
+        if len(self.samples) < _BATCH_SAMPLES:
+            excerpt = record if isinstance(record, str) else json.dumps(record, default=str)
+            self.samples.append((str(reason), where, excerpt[:SAMPLE_CHARS]))
+
+
+# --- Finding the files ---
+
+def _format(fs, path: str, fmt: str, spec: str) -> str:
+    ext = posixpath.splitext(path)[1].lower()
+    if fmt:
+        return fmt
+    if ext not in EXTENSIONS:
+        raise TaskDataError(f"{spec}: unknown file type {ext or path!r}; accepted: {', '.join(EXTENSIONS)} and "
+                            f"datasets save_to_disk folders; or set task.format (one of {', '.join(FORMATS)})")
+    if ext != ".json":
+        return EXTENSIONS[ext]
+    with fs.open(path, "rb") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
+        head = f.read(_SNIFF_BYTES).lstrip()
+    try:
+        first = json.loads(head.split(b"\n", 1)[0]) if head.startswith(b"{") else {}
+    except ValueError:
+        return "squad"  # a document over several lines (or a first line past _SNIFF_BYTES)
+    return "squad" if isinstance(first.get("data"), list) else "jsonl"
+
+
+def _data_file(path: str, fmt: str | None) -> bool:
+    """Not hidden (.crc, _SUCCESS); in a folder (fmt not None) also named as data (of `fmt`, if set)."""
+    ext = posixpath.splitext(path)[1].lower()
+    if posixpath.basename(path).startswith((".", "_")):
+        return False
+    if fmt is None:
+        return True
+    if not fmt:
+        return ext in EXTENSIONS
+    return EXTENSIONS.get(ext) == fmt or (ext, fmt) in ((".json", "squad"), (".txt", "conll"))
+
+
+def resolve_files(spec: str, fmt: str = "") -> list[tuple[str, str]]:
+    """(path, format) pairs for a file, a folder (its data files, sorted), a glob, or a datasets
+    save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any fsspec URL."""
+    if fmt and fmt not in FORMATS:
+        raise ValueError(f"unknown task.format {fmt!r}; expected one of {list(FORMATS)}")
+    fs, root = fsspec.core.url_to_fs(spec)
+    split = re.fullmatch(r"(.+):([\w.-]+)", root)
+    if split and not fs.exists(root) and fs.isfile(posixpath.join(split[1], "dataset_dict.json")):
+        root = posixpath.join(split[1], split[2])
+        if not fs.isdir(root):
+            raise FileNotFoundError(f"no split {split[2]!r} in {split[1]} ({spec})")
+    if fs.isdir(root):
+        if fs.isfile(posixpath.join(root, "dataset_dict.json")):
+            with fs.open(posixpath.join(root, "dataset_dict.json")) as f:
+                splits = json.load(f).get("splits")
+            raise TaskDataError(f"{spec} is a DatasetDict with splits {splits}; name one as {spec}:<split>")
+        if fs.isfile(posixpath.join(root, "state.json")):
+            return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
+        paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt) and fs.isfile(p)]
+    elif any(c in root for c in "*?["):
+        paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
+    else:
+        paths = [root] if fs.isfile(root) else []
+    if not paths:
+        raise FileNotFoundError(f"no data files match {spec!r} (accepted: {', '.join(EXTENSIONS)}, or set task.format)")
+    return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p), _format(fs, p, fmt, spec))
+            for p in sorted(paths)]
+
+
+# --- Records: (0-based n, where, column -> value dict or a _Reject, excerpt), per format ---
+
+class _Reject(str):
+    """A reject reason where a reader yields records: told apart from a line of text by its type."""
+
+
+def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]:
+    """The columns `kind` reads (and the optional title); raises naming the missing ones."""
+    need = {f: getattr(columns, f) for f in (*_KIND_COLUMNS[kind], "id") if getattr(columns, f)}
+    missing = [f for f, name in need.items() if name not in found]
+    if missing:
+        raise TaskDataError(f"{path}: expected columns {list(need.values())}, found {list(found)}; set "
+                            + " / ".join(f"task.columns.{f}" for f in missing))
+    return [c for c in found if c in {*need.values(), "title"}]
+
+
+def _lines(f):
+    for n, raw in enumerate(f):
+        raw = raw[3:] if n == 0 and raw.startswith(b"\xef\xbb\xbf") else raw  # a UTF-8 byte-order mark
+        try:
+            text = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            yield n, f"line {n + 1}", _Reject("invalid_utf8"), raw.decode("utf-8", "replace")
+            continue
+        yield n, f"line {n + 1}", text if text.strip() else _Reject("blank_line"), text
+
+
+def _json_object(text):
+    try:
+        record = text if isinstance(text, _Reject) else json.loads(text)
+    except ValueError:
+        record = None
+    return record if isinstance(record, (dict, _Reject)) else _Reject("bad_json")
+
+
+def _csv_lines(f):
+    """Records of fields (quoted commas and newlines kept). Decoding keeps bytes that are not UTF-8
+    as surrogates, so one bad record is found and counted, not the whole file."""
+    reader = csv.reader(io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=""))
+    for n in itertools.count():
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:  # e.g. a field past csv.field_size_limit (an unclosed quote)
+            yield n, f"line {reader.line_num}", _Reject("bad_csv"), str(e)
+            continue
+        line = ",".join(fields)
+        if _SURROGATE.search(line):
+            yield n, f"line {reader.line_num}", _Reject("invalid_utf8"), \
+                line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        else:
+            yield n, f"line {reader.line_num}", fields if line.replace(",", "").strip() else _Reject("blank_line"), line
+
+
+def _header_records(path, lines, kind, columns):
+    """Records of CSV / TSV lines of fields, the first non-blank one being the header."""
+    header = None
+    for n, where, fields, excerpt in lines:
+        if header is None and fields != "blank_line":
+            if isinstance(fields, _Reject):
+                raise TaskDataError(f"{path}: unreadable header ({fields}): {excerpt[:SAMPLE_CHARS]!r}")
+            header, first = [h.strip() for h in fields], n + 1
+            _require_columns(path, header, kind, columns)
+        elif header is not None:
+            if not isinstance(fields, _Reject):
+                fields = dict(zip(header, fields)) if len(fields) == len(header) else _Reject("wrong_column_count")
+            yield n - first, where, fields, excerpt
+
+
+def _arrow_records(batches, batch_rows: int, classes: dict):
+    """Records of Arrow batches; `classes`: column -> ClassLabel names, to turn datasets' ids into
+    names (an id out of range, datasets' -1 for unlabeled, drops the label)."""
+    n = 0
+    for batch in batches:
+        for start in range(0, batch.num_rows, batch_rows):
+            for record in batch.slice(start, batch_rows).to_pylist():
+                for column, names in classes.items():
+                    value = record.get(column)
+                    if isinstance(value, list):
+                        record[column] = [names[v] if isinstance(v, int) and 0 <= v < len(names) else v for v in value]
+                    elif isinstance(value, int) and 0 <= value < len(names):
+                        record[column] = names[value]
+                    elif isinstance(value, int):
+                        del record[column]
+                yield n, f"row {n}", record, record
+                n += 1
+
+
+def _parquet_records(path, f, kind, columns, batch_rows):
+    try:
+        pf = pq.ParquetFile(f)
+    except (pa.ArrowException, OSError) as e:
+        raise TaskDataError(f"{path}: not a Parquet file ({e})") from e
+    wanted = _require_columns(path, pf.schema_arrow.names, kind, columns)
+    yield from _arrow_records(pf.iter_batches(batch_size=batch_rows, columns=wanted), batch_rows, {})
+
+
+def _class_names(feature):
+    """ClassLabel names of a datasets feature or of its List / Sequence items (datasets < 4: [item])."""
+    if isinstance(feature, list):
+        return _class_names(feature[0]) if feature else None
+    if not isinstance(feature, dict):
+        return None
+    return feature.get("names") if feature.get("_type") == "ClassLabel" else _class_names(feature.get("feature"))
+
+
+def _hf_records(path, kind, columns, batch_rows):
+    """A datasets save_to_disk folder: state.json lists Arrow IPC stream files, dataset_info.json's
+    features name the ClassLabel ids. Read with pyarrow alone: datasets need not be installed."""
+    fs, root = fsspec.core.url_to_fs(path)
+    try:
+        with fs.open(posixpath.join(root, "state.json"), "rb") as f:
+            files = [d["filename"] for d in json.load(f)["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise TaskDataError(f"{path}: not a datasets save_to_disk folder (state.json with _data_files): {e!r}") from e
+    features = {}
+    if fs.isfile(posixpath.join(root, "dataset_info.json")):
+        with fs.open(posixpath.join(root, "dataset_info.json"), "rb") as f:
+            features = json.load(f).get("features") or {}
+    classes = {c: _class_names(features.get(c)) for c in (columns.label, columns.tags)}
+
+    def batches():
+        for i, name in enumerate(files):
+            with fs.open(posixpath.join(root, name), "rb") as f:
+                try:
+                    reader = pa.ipc.open_stream(f)
+                except pa.ArrowException as e:
+                    raise TaskDataError(f"{path}: {name} is not an Arrow stream ({e})") from e
+                wanted = _require_columns(path, reader.schema.names, kind, columns)
+                yield from (batch.select(wanted) for batch in reader)
+
+    yield from _arrow_records(batches(), batch_rows, {c: v for c, v in classes.items() if v})
+
+
+def _records(path, f, fmt, kind, columns, batch_rows):
+    if fmt == "csv":
+        return _header_records(path, _csv_lines(f), kind, columns)
+    if fmt == "tsv":  # GLUE style: split on tabs, quotes are characters
+        split = ((n, w, t if isinstance(t, _Reject) else t.split("\t"), t) for n, w, t, _ in _lines(f))
+        return _header_records(path, split, kind, columns)
+    if fmt == "jsonl":
+        return ((n, where, _json_object(text), excerpt) for n, where, text, excerpt in _lines(f))
+    if fmt == "parquet":
+        return _parquet_records(path, f, kind, columns, batch_rows)
+    if fmt == "hf":
+        return _hf_records(path, kind, columns, batch_rows)
+    return ((n, where, _Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
+             {"id": f"{_name(path)}:{n}", "document": f"{_name(path)}:doc{document}", "tokens": [x.split()[0] for x in lines],
+              "ner_tags": [x.split()[-1] for x in lines]}, " | ".join(lines[:5]))
+            for n, (document, lines, bad, where) in enumerate(conll_sentences(f)))
+
+
+# --- Rows ---
+
+class _Rows:
+    """One file's records -> rows of `kind`, collected into FileBatch-es.
+
+    The first valid row fixes the file's label type (JSON int vs str class, number vs str score):
+    a file that mixes them follows two conventions, and one of them would map onto the wrong labels.
+    """
+
+    def __init__(self, path: str, kind: str, columns: Columns):
+        self.path, self.kind, self.columns = path, kind, columns
+        self.batch, self.seen, self.label_type, self.ids = FileBatch([]), 0, None, set()
+
+    def put(self, row, where: str, excerpt) -> None:
+        """Keep a row, or count a reject reason (a blank line is not a record)."""
+        self.seen += row != "blank_line"
+        if isinstance(row, str):
+            self.batch.reject(str(row), where, excerpt)
+        else:
+            self.batch.rows.append(row)
+
+    def take(self) -> FileBatch:
+        batch, self.batch = self.batch, FileBatch([])
+        return batch
+
+    def row(self, n: int, record: dict, where: str) -> dict | str:
+        """The row, or the reason to reject the record."""
+        c = self.columns
+        rid = record.get(c.id) if c.id else None
+        rid = f"{_name(self.path)}:{n}" if rid is None or rid == "" else str(rid)
+        if self.kind == "token-classification":
+            return self._tokens(rid, record.get(c.tokens), record.get(c.tags))
+        if self.kind == "question-answering":
+            return self._qa(rid, record, where)
+        texts = [record.get(name) for name in (c.text, c.text_pair) if name]
+        if not all(isinstance(t, str) and t.strip() for t in texts):
+            return "missing_text"
+        label = self._label(record.get(c.label, _ABSENT))
+        if isinstance(label, str):
+            return label
+        if label[1] is not None and self.label_type not in (None, label[1]):
+            return "mixed_label_types"
+        self.label_type = self.label_type or label[1]
+        return {"id": rid, "text_a": texts[0], "text_b": texts[1] if len(texts) > 1 else None, "label": label[0]}
+
+    def _label(self, value) -> tuple | str:
+        """(raw label, its type or None) or a reject reason."""
+        sep = self.columns.label_separator if self.kind == "multi-label" else ""
+        if value is _ABSENT or (isinstance(value, str) and not value.strip() and not sep):
+            return "missing_label"
+        if isinstance(value, bool):
+            return "unparseable_label"
+        if self.kind == "classification":
+            return (str(value).strip(), type(value).__name__) if isinstance(value, (int, str)) else "unparseable_label"
+        if self.kind == "regression":
+            try:
+                score = float(value) if isinstance(value, (int, float, str)) else math.nan
+            except ValueError:
+                score = math.nan
+            return (score, "str" if isinstance(value, str) else "number") if math.isfinite(score) else "unparseable_label"
+        if isinstance(value, str) and sep:
+            return [x for x in dict.fromkeys(x.strip() for x in value.split(sep)) if x], "str"
+        try:
+            value = json.loads(value) if isinstance(value, str) else value
+        except ValueError:
+            return "unparseable_label"
+        if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, str)) for x in value):
+            return "unparseable_label"
+        types = {type(x).__name__ for x in value}
+        if len(types) > 1:
+            return "mixed_label_types"
+        return [x for x in dict.fromkeys(str(x).strip() for x in value) if x], (types.pop() if types else None)
+
+    @staticmethod
+    def _tokens(rid: str, tokens, tags) -> dict | str:
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            return "missing_text"
+        if not tokens:
+            return "empty_row"
+        if tags is None:
+            return "missing_label"
+        if not isinstance(tags, list) or any(isinstance(t, bool) or not isinstance(t, (int, str)) for t in tags):
+            return "unparseable_label"
+        if len(tags) != len(tokens):
+            return "tags_tokens_length_mismatch"
+        return {"id": rid, "document": rid, "tokens": tokens, "ner_tags": [str(t) for t in tags]}
+
+    def _qa(self, rid: str, record: dict, where: str) -> dict | str:
+        """As load_squad: an answer must be the context's text at its answer_start."""
+        c = self.columns
+        context, question, answers = record.get(c.context), record.get(c.question), record.get(c.answers)
+        if not isinstance(context, str) or not context or not isinstance(question, str) or not question.strip():
+            return "missing_field"
+        if rid in self.ids:
+            return "duplicate_id"
+        if isinstance(answers, dict):  # the SQuAD / HF layout: {"text": [...], "answer_start": [...]}
+            answers = [{"text": t, "answer_start": s}
+                       for t, s in zip(answers.get("text") or [], answers.get("answer_start") or [])]
+        answers = [] if answers is None else answers
+        if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
+            return "unparseable_label"
+        good = {"text": [], "answer_start": []}
+        for a in answers:
+            text, start = a.get("text"), a.get("answer_start")
+            if isinstance(start, int) and not isinstance(start, bool) and isinstance(text, str) and text \
+                    and context[start:start + len(text)] == text:
+                good["text"].append(text)
+                good["answer_start"].append(start)
+            else:
+                self.batch.reject("answer_offset_mismatch", where, a)  # an answer dropped, not the question
+        if answers and not good["text"]:
+            return "no_valid_answer"
+        self.ids.add(rid)
+        title = record.get("title")
+        return {"id": rid, "title": title if isinstance(title, str) else "", "question": question, "context": context,
+                "answers": good, "is_impossible": not good["text"]}
+
+
+def _squad_batches(path: str, batch_rows: int) -> Iterator[FileBatch]:
+    fs, p = fsspec.core.url_to_fs(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        local = p if isinstance(fs, LocalFileSystem) else os.path.join(tmp, "squad.json")
+        if local != p:
+            fs.get_file(p, local)  # load_squad reads a local file
+        try:
+            split = load_squad(local)
+        except TaskDataError as e:
+            raise TaskDataError(str(e).replace(local, path)) from None
+    for start in range(0, len(split.rows), batch_rows):
+        batch = FileBatch(split.rows[start:start + batch_rows])
+        if start == 0:
+            batch.rejects.update(split.rejects)
+            batch.samples = split.samples[:_BATCH_SAMPLES]
+        yield batch
+
+
+def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
+              batch_rows: int = 2048) -> Iterator[FileBatch]:
+    """Stream one file (a resolve_files pair) as FileBatch-es; see the module docstring."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown task kind {kind!r}; expected one of {list(KINDS)}")
+    allowed = _KIND_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf"))
+    if fmt not in allowed:
+        raise TaskDataError(f"{path}: format {fmt!r} cannot hold {kind} rows; use one of {list(allowed)}")
+    rows = _Rows(path, kind, columns)
+    fs, fs_path = fsspec.core.url_to_fs(path)
+    if fmt != "hf" and fs.size(fs_path) == 0:
+        rows.put("empty_file", path, "")
+        yield rows.take()
+        return
+    if fmt == "squad":
+        yield from _squad_batches(path, batch_rows)
+        return
+    keys = {} if fmt == "jsonl" else None  # JSON Lines has no header: its columns are the first batch's keys
+    with contextlib.nullcontext() if fmt == "hf" else fsspec.open(path, "rb") as f:
+        for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):
+            if keys is not None and isinstance(record, dict):
+                keys.update(dict.fromkeys(record))
+            rows.put(record if isinstance(record, _Reject) or fmt == "conll" else rows.row(n, record, where),
+                     where, excerpt)
+            if len(rows.batch.rows) >= batch_rows:
+                if keys is not None:
+                    _check_keys(path, keys, rows.batch, kind, columns)
+                    keys = None
+                yield rows.take()
+    if keys is not None:
+        _check_keys(path, keys, rows.batch, kind, columns)
+    if not rows.seen:
+        rows.put("empty_file", path, "")
+    if rows.batch.rows or rows.batch.rejects:
+        yield rows.take()
+
+
+def _check_keys(path, keys, batch, kind, columns) -> None:
+    if keys:
+        _require_columns(path, list(keys), kind, columns)
+    elif batch.rejects["bad_json"]:
+        raise TaskDataError(f"{path}: not JSON Lines, no line is a JSON object (first: {batch.samples[0][2]!r})")
+
+
+# --- Labels and metrics ---
+
+def label_set(labels: Iterable, kind: str) -> tuple[str, ...]:
+    """Label names in class-index order from the train split's raw labels (per row: a class, or a list
+    of classes for multi-label / tags for token classification): all integer-like -> sorted numerically
+    ("2" < "10"), else sorted as strings."""
+    if kind not in ("classification", "multi-label", "token-classification"):
+        raise ValueError(f"{kind} has no label set")
+    names = set()
+    for label in labels:
+        names.update([str(label)] if kind == "classification" else map(str, label))
+    if not names:
+        raise TaskDataError(f"no labels in the train split of this {kind} task")
+    integers = all(_INTEGER.fullmatch(x) for x in names)
+    return tuple(sorted(names, key=lambda x: (int(x), x) if integers else x))
+
+
+def encode_labels(rows, kind: str, labels: tuple[str, ...]) -> tuple[list[dict], collections.Counter]:
+    """Rows with label as its index into `labels` (multi-label: a list of indices); a row whose label
+    (token classification: any tag) is not in `labels` is rejected, never mapped to another class."""
+    index = {name: i for i, name in enumerate(labels)}
+    out, rejects = [], collections.Counter()
+    for row in rows:
+        if kind == "classification" and str(row["label"]) in index:
+            out.append({**row, "label": index[str(row["label"])]})
+        elif kind == "multi-label" and all(str(x) in index for x in row["label"]):
+            out.append({**row, "label": [index[str(x)] for x in row["label"]]})
+        elif kind in ("regression", "question-answering") or (
+                kind == "token-classification" and all(str(t) in index for t in row["ner_tags"])):
+            out.append(row)
+        else:
+            rejects["tag_not_in_train" if kind == "token-classification" else "label_not_in_train"] += 1
+    return out, rejects
+
+
+def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
+                 threshold: float = 0.5) -> dict[str, float]:
+    """classification: accuracy, macro_f1 of class ids (N,) or logits (N, C); multi-label: micro_f1,
+    macro_f1 (over all C labels; 0 for one never true nor predicted) and exact_match (all C right) of
+    sigmoid(logits) > threshold against (N, C) 0/1 labels; regression: pearson, spearman, mse.
+    Computed by scikit-learn / scipy."""
+    preds, gold = np.asarray(predictions), np.asarray(labels)
+    if kind == "classification":
+        preds = preds.argmax(-1) if preds.ndim == 2 else preds
+        return {"accuracy": float(accuracy_score(gold, preds)), "macro_f1": float(f1_score(gold, preds, average="macro"))}
+    if kind == "multi-label":
+        if preds.shape != gold.shape or preds.shape[-1] != len(label_names):
+            raise ValueError(f"logits {preds.shape} and labels {gold.shape} must both be (N, {len(label_names)})")
+        hits, gold = (expit(preds.astype(np.float64)) > threshold).astype(int), gold.astype(int)
+        return {"micro_f1": float(f1_score(gold, hits, average="micro", zero_division=0)),
+                "macro_f1": float(f1_score(gold, hits, average="macro", zero_division=0)),
+                "exact_match": float(accuracy_score(gold, hits))}
+    if kind == "regression":
+        preds, gold = preds.reshape(-1).astype(np.float64), gold.reshape(-1).astype(np.float64)
+        return {"pearson": float(pearsonr(preds, gold)[0]), "spearman": float(spearmanr(preds, gold)[0]),
+                "mse": float(np.mean((preds - gold) ** 2))}
+    raise ValueError(f"file_metrics scores classification, multi-label and regression; {kind} keeps its task's metric")

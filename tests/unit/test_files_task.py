@@ -1,0 +1,324 @@
+"""A user's own labeled files: every format and kind, each reject reason, label order, metrics."""
+
+import json
+import shutil
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.tasks import (Columns, TaskDataError, encode_labels, file_metrics, label_set, load_squad, read_file,
+                             resolve_files)
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return str(path)
+
+
+def read(path, fmt, kind="classification", columns=Columns(), batch_rows=2048):
+    """(rows, rejects, samples) of all batches, and the batches' row counts."""
+    rows, rejects, samples, sizes = [], {}, [], []
+    for batch in read_file(path, fmt, kind, columns, batch_rows):
+        rows += batch.rows
+        sizes.append(len(batch.rows))
+        samples += batch.samples
+        for reason, count in batch.rejects.items():
+            rejects[reason] = rejects.get(reason, 0) + count
+    return rows, rejects, samples, sizes
+
+
+def jsonl(*records):
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+
+
+# --- sentence classification from CSV / TSV / JSON Lines ---
+
+def test_tsv_rows_and_numeric_label_order(tmp_path):
+    path = write(tmp_path, "train.tsv", "text\tlabel\ngood film\t10\nbad film\t2\nok \"film\"\t1\n")
+    rows, rejects, _, _ = read(path, "tsv")
+    assert rows[0] == {"id": "train.tsv:0", "text_a": "good film", "text_b": None, "label": "10"}
+    assert rows[2]["text_a"] == 'ok "film"' and not rejects  # quotes are characters in TSV
+    assert label_set([r["label"] for r in rows], "classification") == ("1", "2", "10")  # not "1" < "10" < "2"
+
+
+def test_label_set_orders_and_unions():
+    assert label_set(["pos", "neg", "neutral", "neg"], "classification") == ("neg", "neutral", "pos")
+    assert label_set(["10", "2", "b"], "classification") == ("10", "2", "b")  # not all integers: as strings
+    assert label_set(["-1", "0", "+3"], "classification") == ("-1", "0", "+3")
+    assert label_set([["b", "a"], [], ["c"]], "multi-label") == ("a", "b", "c")
+    assert label_set([["O", "B-PER"], ["I-PER"]], "token-classification") == ("B-PER", "I-PER", "O")
+    with pytest.raises(TaskDataError, match="no labels"):
+        label_set([[], []], "multi-label")
+
+
+def test_csv_quoting_bom_pairs_and_ids(tmp_path):
+    text = '\ufeffid,premise,hypothesis,label\nq1,"Hello, world","line one\nline two",entail\nq2,a,b,contra\n'
+    path = write(tmp_path, "pairs.csv", text)
+    columns = Columns(text="premise", text_pair="hypothesis", id="id")
+    rows, rejects, _, _ = read(path, "csv", columns=columns)
+    assert rows == [{"id": "q1", "text_a": "Hello, world", "text_b": "line one\nline two", "label": "entail"},
+                    {"id": "q2", "text_a": "a", "text_b": "b", "label": "contra"}]
+    assert not rejects
+
+
+def test_csv_bad_records_are_counted(tmp_path):
+    data = (b"text,label\ngood,pos\n\nCaf\xff,pos\none,two,three\n,neg\nfine,\n"
+            b'"quoted, with comma",neg\nlast,neg\n')
+    rows, rejects, samples, _ = read(write(tmp_path, "t.csv", data), "csv")
+    assert [r["text_a"] for r in rows] == ["good", "quoted, with comma", "last"]
+    assert rejects == {"blank_line": 1, "invalid_utf8": 1, "wrong_column_count": 1, "missing_text": 1,
+                       "missing_label": 1}
+    assert ("invalid_utf8", "line 4", "Caf\ufffd,pos") in samples
+
+
+def test_tsv_bad_lines_are_counted(tmp_path):
+    data = b"sentence\tlabel\na\t0\nCaf\xff\t1\nx\ty\tz\n\n   \nb\t1\n"
+    rows, rejects, samples, _ = read(write(tmp_path, "t.tsv", data), "tsv", columns=Columns(text="sentence"))
+    assert [(r["id"].rsplit(":", 1)[1], r["label"]) for r in rows] == [("0", "0"), ("5", "1")]  # ids: data line
+    assert rejects == {"invalid_utf8": 1, "wrong_column_count": 1, "blank_line": 2}
+    assert samples[0][:2] == ("invalid_utf8", "line 3")
+
+
+def test_jsonl_rejects_and_label_types(tmp_path):
+    path = write(tmp_path, "t.jsonl", jsonl(
+        {"text": "a", "label": 1}, "{not json", "[1, 2]", "", {"text": "b", "label": "pos"},
+        {"text": "c", "label": 2.0}, {"text": "d", "label": True}, {"text": "e", "label": None},
+        {"text": "f", "label": [1]}, {"text": "g"}, {"text": "", "label": 1}, {"text": "h", "label": 3}))
+    rows, rejects, _, _ = read(path, "jsonl")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1"), ("h", "3")]
+    assert rejects == {"bad_json": 2, "blank_line": 1, "mixed_label_types": 1, "unparseable_label": 4,
+                       "missing_label": 1, "missing_text": 1}
+    rows, rejects, _, _ = read(write(tmp_path, "u.jsonl", b'{"text": "a", "label": "x"}\n{"text": "\xff"}\n'), "jsonl")
+    assert rejects == {"invalid_utf8": 1} and len(rows) == 1
+
+
+def test_missing_columns_name_expected_found_and_the_setting(tmp_path):
+    expected = r"expected columns \['text', 'label'\], found \['sentence', 'y'\]; set task.columns.text / task.columns.label"
+    with pytest.raises(TaskDataError, match=expected):
+        read(write(tmp_path, "a.csv", "sentence,y\nhi,1\n"), "csv")
+    with pytest.raises(TaskDataError, match=expected):
+        read(write(tmp_path, "a.jsonl", jsonl({"sentence": "hi", "y": 1})), "jsonl")
+    pq.write_table(pa.table({"sentence": ["hi"], "y": [1]}), tmp_path / "a.parquet")
+    with pytest.raises(TaskDataError, match=expected):
+        read(str(tmp_path / "a.parquet"), "parquet")
+    with pytest.raises(TaskDataError, match="not JSON Lines"):
+        read(write(tmp_path, "b.jsonl", "text,label\nhi,1\n"), "jsonl")
+
+
+def test_empty_files_count_once(tmp_path):
+    pq.write_table(pa.table({"text": pa.array([], pa.string()), "label": pa.array([], pa.int64())}),
+                   tmp_path / "e.parquet")
+    for path, fmt in [(write(tmp_path, "e.csv", ""), "csv"), (write(tmp_path, "h.csv", "text,label\n"), "csv"),
+                      (write(tmp_path, "h.tsv", "text\tlabel\n"), "tsv"), (write(tmp_path, "e.jsonl", ""), "jsonl"),
+                      (write(tmp_path, "z.parquet", b""), "parquet"), (str(tmp_path / "e.parquet"), "parquet"),
+                      (write(tmp_path, "e.json", b""), "squad"), (write(tmp_path, "e.conll", "-DOCSTART- -X- O\n\n"), "conll")]:
+        kind = {"squad": "question-answering", "conll": "token-classification"}.get(fmt, "classification")
+        rows, rejects, _, _ = read(path, fmt, kind)
+        assert rows == [] and rejects == {"empty_file": 1}, path
+
+
+# --- multi-label, regression ---
+
+def test_multi_label_from_lists_and_separated_cells(tmp_path):
+    rows, rejects, _, _ = read(write(tmp_path, "m.jsonl", jsonl(
+        {"text": "a", "label": ["sports", " news", "sports"]}, {"text": "b", "label": []},
+        {"text": "c", "label": "[\"x\"]"}, {"text": "d", "label": "x|y"}, {"text": "e", "label": [1, "x"]},
+        {"text": "f", "label": [True]})), "jsonl", "multi-label")
+    assert [r["label"] for r in rows] == [["sports", "news"], [], ["x"]]
+    assert rejects == {"unparseable_label": 2, "mixed_label_types": 1}
+    path = write(tmp_path, "m.csv", "text,label\na,sports|news\nb,\nc, x |\n")
+    rows, rejects, _, _ = read(path, "csv", "multi-label", Columns(label_separator="|"))
+    assert [r["label"] for r in rows] == [["sports", "news"], [], ["x"]] and not rejects
+    labels = label_set([r["label"] for r in rows], "multi-label")
+    assert labels == ("news", "sports", "x")
+    encoded, rejected = encode_labels(rows + [{"text_a": "z", "label": ["other"]}], "multi-label", labels)
+    assert [r["label"] for r in encoded] == [[1, 0], [], [2]] and rejected == {"label_not_in_train": 1}
+
+
+def test_regression_scores(tmp_path):
+    rows, rejects, _, _ = read(write(tmp_path, "r.csv", "text,label\na,3.5\nb, 1 \nc,nan\nd,high\ne,inf\n"), "csv",
+                               "regression")
+    assert [r["label"] for r in rows] == [3.5, 1.0] and rejects == {"unparseable_label": 3}
+    rows, rejects, _, _ = read(write(tmp_path, "r.jsonl", jsonl({"text": "a", "label": 2}, {"text": "b", "label": 0.5},
+                                                              {"text": "c", "label": "0.7"})), "jsonl", "regression")
+    assert [r["label"] for r in rows] == [2.0, 0.5] and rejects == {"mixed_label_types": 1}
+    assert encode_labels(rows, "regression", ())[0] == rows
+
+
+def test_encode_labels_rejects_labels_unseen_in_train():
+    rows = [{"label": "neg"}, {"label": "pos"}, {"label": "neutral"}]
+    encoded, rejects = encode_labels(rows, "classification", ("neg", "pos"))
+    assert [r["label"] for r in encoded] == [0, 1] and rejects == {"label_not_in_train": 1}
+    assert rows[0]["label"] == "neg"  # inputs untouched
+    sentences = [{"tokens": ["a"], "ner_tags": ["B-PER"]}, {"tokens": ["b"], "ner_tags": ["B-ORG"]}]
+    kept, rejects = encode_labels(sentences, "token-classification", ("B-PER", "O"))
+    assert kept == sentences[:1] and rejects == {"tag_not_in_train": 1}
+
+
+# --- Parquet, HF save_to_disk ---
+
+def test_parquet_streams_bounded_batches(tmp_path):
+    pq.write_table(pa.table({"text": [f"t{i}" for i in range(5)], "label": [["a"], ["b", "a"], [], ["c"], None],
+                             "extra": list(range(5))}), tmp_path / "m.parquet", row_group_size=2)
+    rows, rejects, _, sizes = read(str(tmp_path / "m.parquet"), "parquet", "multi-label", batch_rows=2)
+    assert sizes == [2, 2, 0] and rejects == {"unparseable_label": 1}  # a null list: JSON null's rule
+    assert [r["label"] for r in rows] == [["a"], ["b", "a"], [], ["c"]]
+    with pytest.raises(TaskDataError, match="not a Parquet file"):
+        read(write(tmp_path, "bad.parquet", "text,label\n"), "parquet")
+
+
+HF = Path(__file__).resolve().parents[1] / "data" / "hf"  # made by `datasets` itself: tests/data/make_hf_fixtures.py
+
+
+def test_hf_save_to_disk_folders(tmp_path):
+    shutil.copytree(HF, tmp_path / "hf")
+    one = tmp_path / "hf" / "sentiment"
+    assert resolve_files(str(one)) == [(str(one), "hf")]
+    rows, rejects, _, _ = read(str(one), "hf", columns=Columns(text="sentence"))
+    assert [(r["text_a"], r["label"]) for r in rows] == [("bad", "neg"), ("good", "pos")]  # ClassLabel names
+    assert rejects == {"missing_label": 1}  # datasets' -1: no label
+
+    dd = tmp_path / "hf" / "ner-dict"  # a DatasetDict: train and validation
+    [(path, fmt)] = resolve_files(f"{dd}:validation")
+    assert (path, fmt) == (str(dd / "validation"), "hf")
+    rows, rejects, _, _ = read(path, fmt, "token-classification", Columns(tags="ner_tags"))
+    assert [r["ner_tags"] for r in rows] == [["B-ORG", "O"]] and rejects == {"tags_tokens_length_mismatch": 1}
+    with pytest.raises(TaskDataError, match=r"DatasetDict with splits \['train', 'validation'\]"):
+        resolve_files(str(dd))
+    with pytest.raises(FileNotFoundError, match="no split 'test'"):
+        resolve_files(f"{dd}:test")
+
+
+# --- token classification, question answering ---
+
+def test_token_rows_from_jsonl_and_conll(tmp_path):
+    rows, rejects, _, _ = read(write(tmp_path, "n.jsonl", jsonl(
+        {"tokens": ["Peter", "lives"], "tags": ["B-PER", "O"]}, {"tokens": ["a", "b"], "tags": ["O"]},
+        {"tokens": [], "tags": []}, {"tokens": ["a"]}, {"tokens": ["a"], "tags": [0]})), "jsonl", "token-classification")
+    assert rows[0] == {"id": rows[0]["id"], "document": rows[0]["id"], "tokens": ["Peter", "lives"],
+                       "ner_tags": ["B-PER", "O"]}
+    assert rows[1]["ner_tags"] == ["0"]
+    assert rejects == {"tags_tokens_length_mismatch": 1, "empty_row": 1, "missing_label": 1}
+    conll = b"-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\nCaf\xe9 NNP B-LOC\n\n-DOCSTART- -X- O\n\nBonn NNP B-PLACE\n"
+    path = write(tmp_path, "n.txt", conll)
+    assert resolve_files(path, "conll") == [(path, "conll")]
+    rows, rejects, _, _ = read(path, "conll", "token-classification")
+    assert [(r["tokens"], r["ner_tags"]) for r in rows] == [(["EU", "rejects"], ["B-ORG", "O"]), (["Bonn"], ["B-PLACE"])]
+    assert rows[0]["document"] != rows[1]["document"] and rejects == {"invalid_utf8": 1}
+
+
+SQUAD = {"version": "v2.0", "data": [{"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": [
+    {"id": "q1", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]},
+    {"id": "q2", "question": "Bad?", "answers": [{"text": "France", "answer_start": 3}]},
+    {"id": "q3", "question": "None?", "answers": [], "is_impossible": True}]}]}]}
+
+
+def test_qa_rows_from_jsonl(tmp_path):
+    context = "Paris is in France."
+    rows, rejects, _, _ = read(write(tmp_path, "qa.jsonl", jsonl(
+        {"context": context, "question": "Where?", "answers": {"text": ["France", "Fr"], "answer_start": [12, 0]}},
+        {"context": context, "question": "Which?", "answers": [{"text": "Paris", "answer_start": 0}], "title": "T"},
+        {"context": context, "question": "No?", "answers": {"text": [], "answer_start": []}},
+        {"context": context, "question": "Bad?", "answers": [{"text": "Paris", "answer_start": 5}]},
+        {"context": "", "question": "Empty?", "answers": []})), "jsonl", "question-answering")
+    assert [r["answers"] for r in rows] == [{"text": ["France"], "answer_start": [12]},
+                                            {"text": ["Paris"], "answer_start": [0]}, {"text": [], "answer_start": []}]
+    assert [r["is_impossible"] for r in rows] == [False, False, True] and rows[1]["title"] == "T"
+    assert rows[0]["id"] == "qa.jsonl:0"  # the file's name, not its folder: the digest moves with nothing
+    assert set(rows[0]) == {"id", "title", "question", "context", "answers", "is_impossible"}  # load_squad's
+    assert rejects == {"answer_offset_mismatch": 2, "no_valid_answer": 1, "missing_field": 1}
+
+
+def test_qa_rows_from_parquet_structs(tmp_path):
+    answers = [{"text": ["France"], "answer_start": [12]}, {"text": [], "answer_start": []}]
+    pq.write_table(pa.table({"qid": ["a", "b"], "context": ["Paris is in France."] * 2, "question": ["Where?", "No?"],
+                             "answers": answers}), tmp_path / "qa.parquet")
+    rows, rejects, _, _ = read(str(tmp_path / "qa.parquet"), "parquet", "question-answering", Columns(id="qid"))
+    assert [(r["id"], r["answers"], r["is_impossible"]) for r in rows] == [("a", answers[0], False),
+                                                                          ("b", answers[1], True)]
+    assert not rejects
+
+
+def test_squad_json_is_detected_and_read_as_load_squad(tmp_path):
+    pretty = write(tmp_path, "dev.json", json.dumps(SQUAD, indent=2))
+    one_line = write(tmp_path, "dev1.json", json.dumps(SQUAD))
+    lines = write(tmp_path, "rows.json", jsonl({"data": "not a list", "text": "x"}, {"text": "y"}))
+    assert resolve_files(str(tmp_path / "*.json")) == [(pretty, "squad"), (one_line, "squad"), (lines, "jsonl")]
+    rows, rejects, _, _ = read(pretty, "squad", "question-answering")
+    assert rows == load_squad(pretty).rows and [r["id"] for r in rows] == ["q1", "q3"]
+    assert rejects == {"answer_offset_mismatch": 1, "no_valid_answer": 1}
+    with pytest.raises(TaskDataError, match="cannot hold question-answering"):
+        read(pretty, "csv", "question-answering")
+
+
+# --- finding files ---
+
+def test_resolve_folders_globs_and_errors(tmp_path):
+    for name in ("b.csv", "a.tsv", "c.jsonl", "README.md", "_SUCCESS", ".hidden.csv"):
+        write(tmp_path, name, "text,label\nx,1\n")
+    (tmp_path / "sub").mkdir()
+    assert resolve_files(str(tmp_path)) == [(str(tmp_path / n), f) for n, f in
+                                            [("a.tsv", "tsv"), ("b.csv", "csv"), ("c.jsonl", "jsonl")]]
+    assert resolve_files(str(tmp_path), "csv") == [(str(tmp_path / "b.csv"), "csv")]
+    assert resolve_files(str(tmp_path / "*.?sv")) == [(str(tmp_path / "a.tsv"), "tsv"), (str(tmp_path / "b.csv"), "csv")]
+    assert resolve_files(str(tmp_path / "README.md"), "csv") == [(str(tmp_path / "README.md"), "csv")]
+    with pytest.raises(TaskDataError, match=r"unknown file type '.md'.*\.csv.*set task.format"):
+        resolve_files(str(tmp_path / "README.md"))
+    with pytest.raises(FileNotFoundError, match="nope"):
+        resolve_files(str(tmp_path / "nope.csv"))
+    with pytest.raises(FileNotFoundError, match=r"\*\.xlsx"):
+        resolve_files(str(tmp_path / "*.xlsx"))
+    with pytest.raises(FileNotFoundError, match="sub"):
+        resolve_files(str(tmp_path / "sub"))
+
+
+def test_memory_urls_resolve_and_read():
+    fs = fsspec.filesystem("memory")
+    fs.pipe({"/files_task/d/train.tsv": b"text\tlabel\nhi\tpos\n", "/files_task/d/more.jsonl": jsonl(
+        {"text": "yo", "label": "neg"}).encode()})
+    try:
+        pairs = resolve_files("memory://files_task/d")
+        assert [(p.rsplit("/", 1)[1], f) for p, f in pairs] == [("more.jsonl", "jsonl"), ("train.tsv", "tsv")]
+        assert all(p.startswith("memory://") for p, _ in pairs)
+        rows = [r for p, f in pairs for r in read(p, f)[0]]
+        assert [(r["text_a"], r["label"]) for r in rows] == [("yo", "neg"), ("hi", "pos")]
+        fs.pipe("/files_task/squad.json", json.dumps(SQUAD).encode())
+        [(path, fmt)] = resolve_files("memory://files_task/squad.json")
+        assert fmt == "squad" and [r["id"] for r in read(path, fmt, "question-answering")[0]] == ["q1", "q3"]
+    finally:
+        fs.rm("/files_task", recursive=True)
+
+
+def test_batches_stream_and_count_rejects_per_batch(tmp_path):
+    path = write(tmp_path, "big.jsonl", jsonl(*[{"text": f"t{i}", "label": i % 3} for i in range(10)], "oops"))
+    batches = list(read_file(path, "jsonl", "classification", Columns(), batch_rows=4))
+    assert [len(b.rows) for b in batches] == [4, 4, 2] and batches[-1].rejects == {"bad_json": 1}
+
+
+# --- metrics ---
+
+def test_file_metrics_against_hand_computed_values():
+    # gold 0 0 1 2, predicted 0 1 1 2: accuracy 3/4; F1 per class 2/3, 2/3, 1 -> macro 7/9
+    logits = np.eye(3)[[0, 1, 1, 2]] * 5
+    m = file_metrics("classification", logits, [0, 0, 1, 2], ("a", "b", "c"))
+    assert m == pytest.approx({"accuracy": 0.75, "macro_f1": 7 / 9})
+    # threshold 0.5 <=> logit > 0. hits [[1,0],[1,1],[0,0]] vs gold [[1,0],[0,1],[0,1]]
+    # label 0: tp 1 fp 1 fn 0 -> F1 2/3; label 1: tp 1 fp 0 fn 1 -> 2/3; micro tp 2 fp 1 fn 1 -> 2/3; exact 1/3
+    logits = np.array([[2.0, -1.0], [0.5, 3.0], [-2.0, -0.1]])
+    gold = np.array([[1, 0], [0, 1], [0, 1]])
+    m = file_metrics("multi-label", logits, gold, ("x", "y"))
+    assert m == pytest.approx({"micro_f1": 2 / 3, "macro_f1": 2 / 3, "exact_match": 1 / 3})
+    # threshold 0.9: sigmoid(2.0)=0.88 and sigmoid(0.5) no longer hit, only 3.0 (0.95) does: hits [[0,0],[0,1],[0,0]]
+    # label 0: F1 0; label 1: tp 1 fn 1 -> 2/3; macro 1/3; micro tp 1 fn 2 -> 1/2; exact rows 2 -> 1/3
+    m = file_metrics("multi-label", logits, gold, ("x", "y"), threshold=0.9)
+    assert m == pytest.approx({"micro_f1": 0.5, "macro_f1": 1 / 3, "exact_match": 1 / 3})
+    m = file_metrics("regression", [[1.0], [2.0], [4.0]], [1.0, 3.0, 2.0], ())
+    # pearson: deviations (-4/3,-1/3,5/3), (-1,1,0): 1 / sqrt(42/9 * 2) = 3/sqrt(84); ranks (1,2,3), (1,3,2): 0.5
+    assert m == pytest.approx({"pearson": 3 / 84 ** 0.5, "spearman": 0.5, "mse": 5 / 3})
+    with pytest.raises(ValueError, match="must both be"):
+        file_metrics("multi-label", logits, gold, ("x", "y", "z"))
