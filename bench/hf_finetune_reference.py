@@ -4,7 +4,7 @@ same batches. Used by tests/e2e/test_finetune.py::test_pkgdocs_matches_the_trans
 and bench/finetune_throughput.py.
 
 What is the same on both sides: the starting checkpoint, the rows, the features (our `glue_features`,
-same tokenizer and max_seq_len, batches cut to their longest row as jobs.workers.finetune_worker.collate does), the
+same tokenizer and max_seq_len, batches cut to their longest row as jobs.loops.finetune.collate does), the
 hyperparameters (AdamW lr / betas / eps, weight decay off for biases and LayerNorm weights, warmup of
 int(warmup_ratio * total) steps then linear decay to 0, grad clipping, batch size, epochs), the seed,
 fp32, and the model's dropout (both read hidden_dropout_prob from the same config.json). What differs,
@@ -37,7 +37,7 @@ def features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path) -> dict[str,
 
 
 def collate(items: list[dict]) -> dict[str, torch.Tensor]:
-    """Rows -> a batch cut to its longest row: jobs.workers.finetune_worker.collate's dynamic padding."""
+    """Rows -> a batch cut to its longest row: jobs.loops.finetune.collate's dynamic padding."""
     batch = {k: torch.as_tensor(np.stack([it[k] for it in items])) for k in (*MODEL_INPUTS, "labels")}
     length = int(batch["attention_mask"].sum(1).max())
     return {k: v[:, :length] if v.ndim == 2 else v for k, v in batch.items()}
@@ -60,8 +60,10 @@ def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float((np.asarray(logits).argmax(-1) == np.asarray(labels)).mean())
 
 
-def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num_labels: int, out_dir: Path) -> dict:
-    """transformers.Trainer on the same features and hyperparameters, evaluated after every epoch.
+def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num_labels: int, out_dir: Path,
+                test: dict | None = None) -> dict:
+    """transformers.Trainer on the same features and hyperparameters, evaluated after every epoch (and, given
+    `test`, its final model's accuracy there: "test").
 
     Returns {"dev": [accuracy per epoch], "best", "step_s": [seconds of each optimizer step, from
     on_step_begin to on_step_end: forward, backward, clip, AdamW, schedule], "train_s": Trainer's
@@ -109,8 +111,11 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
                       data_collator=collate, callbacks=[clock],
                       compute_metrics=lambda p: {"accuracy": accuracy(p.predictions, p.label_ids)})
     out = trainer.train()
-    return {"dev": clock.dev, "best": max(clock.dev), "step_s": clock.step_s,
-            "train_s": out.metrics["train_runtime"], "samples": len(train["labels"]) * t.epochs}
+    result = {"dev": clock.dev, "best": max(clock.dev), "step_s": clock.step_s,
+              "train_s": out.metrics["train_runtime"], "samples": len(train["labels"]) * t.epochs}
+    if test is not None:
+        result["test"] = accuracy(trainer.predict(Rows(test)).predictions, test["labels"])
+    return result
 
 
 def engine_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict) -> dict:

@@ -52,13 +52,15 @@ def save_pretrained(model: nn.Module, out_dir: str | os.PathLike, tokenizer_dir:
     attribute (set by load_pretrained) or LABEL_i.
     """
     return save_state_dict(model.state_dict(), model.config, out_dir, architectures=[type(model).__name__],
-                           tokenizer_dir=tokenizer_dir, id2label=id2label or getattr(model, "id2label", None))
+                           tokenizer_dir=tokenizer_dir, id2label=id2label or getattr(model, "id2label", None),
+                           problem_type=getattr(model, "problem_type", None))
 
 
 def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out_dir: str | os.PathLike,
                     architectures: list[str] | None = None, tokenizer_dir: str | os.PathLike | None = None,
-                    id2label: dict[int, str] | None = None) -> Path:
-    """Same as save_pretrained from a bare state dict (e.g. ZeRO state consolidated on rank 0).
+                    id2label: dict[int, str] | None = None, problem_type: str | None = None) -> Path:
+    """Same as save_pretrained from a bare state dict (e.g. ZeRO state consolidated on rank 0). `problem_type`
+    (a sequence head's: regression, single- or multi-label classification) goes into the config as HF writes it.
 
     Keys are those of the bert_core.model class named in `architectures`; wrapper prefixes
     (`module.`, `_orig_mod.`) are stripped and the tied decoder copy is dropped, as HF does.
@@ -79,6 +81,8 @@ def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out
             raise ValueError(f"id2label has {len(id2label)} entries but the classifier has {num_labels} outputs")
         hf_config["id2label"] = {str(i): name for i, name in id2label.items()}
         hf_config["label2id"] = {name: int(i) for i, name in id2label.items()}
+        if problem_type:
+            hf_config["problem_type"] = problem_type
 
     out_dir = Path(out_dir)
     with _atomic_dir(out_dir) as tmp:
@@ -197,6 +201,8 @@ def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTr
     config = BertConfig.from_dict(hf_config).validate()
     if cls.__name__ in LABELLED_HEADS and "num_labels" not in head_kwargs and "id2label" in hf_config:
         head_kwargs["num_labels"] = len(hf_config["id2label"])
+    if cls.__name__ == "BertForSequenceClassification" and "multi_label" not in head_kwargs:
+        head_kwargs["multi_label"] = hf_config.get("problem_type") == "multi_label_classification"
     model = cls(config, **head_kwargs)
 
     state = _normalise_keys(read_state_dict(path), bare_backbone=cls is BertModel)

@@ -381,11 +381,13 @@ class HeadOutput:
 
 
 class BertForSequenceClassification(nn.Module):
-    """Pooled [CLS] -> dropout -> linear. num_labels == 1 is regression (MSE), as HF."""
+    """Pooled [CLS] -> dropout -> linear. num_labels == 1 is regression (MSE), as HF; `multi_label`: one
+    independent yes/no per label (sigmoid, binary cross-entropy over (B, num_labels) 0/1 targets), HF's
+    problem_type "multi_label_classification"."""
 
-    def __init__(self, config: BertConfig, num_labels: int = 2):
+    def __init__(self, config: BertConfig, num_labels: int = 2, multi_label: bool = False):
         super().__init__()
-        self.config, self.num_labels = config, num_labels
+        self.config, self.num_labels, self.multi_label = config, num_labels, multi_label
         self.bert = BertModel(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
@@ -399,9 +401,18 @@ class BertForSequenceClassification(nn.Module):
         if labels is not None:
             if self.num_labels == 1:
                 loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            elif self.multi_label:
+                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
             else:
                 loss = F.cross_entropy(logits.float(), labels.view(-1))
         return HeadOutput(loss, logits)
+
+    @property
+    def problem_type(self) -> str:
+        """HF's name for what the head does: its config says it, so HF losses and pipelines do the same."""
+        if self.num_labels == 1:
+            return "regression"
+        return "multi_label_classification" if self.multi_label else "single_label_classification"
 
 
 class BertForTokenClassification(nn.Module):

@@ -69,10 +69,12 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
-    rows = ft_tasks.load_rows(cfg.task)
+    dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks
+    rows = ft_tasks.load_rows(cfg.task, init_dir)
     resolved = copy.deepcopy(cfg)  # the config this run uses, derived values settled; not changed after logging
     resolved.run_name, resolved.tracking.tracking_uri = run_name, tracking_uri
     resolved.task.labels = list(rows.labels) if cfg.task.kind != "question-answering" else []
+    ft_tasks.note_truncated(resolved.task, rows, init_dir)
     print(ft_tasks.rows_line(cfg.task, rows), flush=True)
     task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(rows))
     init_id = cfg.init if cfg.init.startswith(MLFLOW_SCHEMES) else str(init_dir)
@@ -81,7 +83,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     basis = continuation_basis(resolved, ft_tasks.rows_digest(rows, ("train", ft_tasks.SELECT)), init_id)
     earlier = resubmit.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
 
-    dashboard = init_ray()
+    dashboard = dashboard or init_ray()
     _check_capacity(resolved, ray.cluster_resources())
     ray.data.DataContext.get_current().enable_progress_bars = False
     # the workers get train and select only: no evaluation row reaches a choice
@@ -189,7 +191,7 @@ def find_hf_folder(root: Path) -> Path:
     return folder
 
 
-PATH_FIELDS = ("data_dir", "train_file", "dev_file", "corpus_dir")  # where rows live; the rows' digest says what
+PATH_FIELDS = ("data_dir", "train_file", "dev_file", "select_file", "corpus_dir")  # where rows live; the rows' digest says what
 
 
 def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:
@@ -211,7 +213,8 @@ def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):
 
     tokenizer = load_tokenizer(str(init_dir))  # a fast tokenizer pickles: tasks need no path of ours
     task = {k: v for k, v in vars(cfg.task).items()}
-    return ray.data.from_items(rows).map_batches(
+    source = rows.dataset if hasattr(rows, "dataset") else ray.data.from_items(rows)  # your files: in the cluster
+    return source.map_batches(
         featurize, fn_args=(task, tokenizer), batch_size=cfg.features.batch_size, batch_format="numpy").materialize()
 
 
@@ -225,7 +228,7 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, select_rows: list[
     from jobs.workers.finetune_worker import train_loop_per_worker
 
     files = {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}
-    loop_config = {"cfg": cfg.to_dict(), "init_files": ray.put(files), "select_rows": ray.put(select_rows),
+    loop_config = {"cfg": cfg, "init_files": ray.put(files), "select_rows": ray.put(select_rows),
                    "steps_per_epoch": steps_per_epoch, "total_steps": total, "mlflow_run_id": run_id,
                    "basis": basis}
     s = cfg.scaling

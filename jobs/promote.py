@@ -123,7 +123,6 @@ def _alias(client, name: str, alias: str):
 
 def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     from jobs.loops import ft_tasks
-    from jobs.config.finetune import TaskConfig
 
     candidate = client.get_model_version(cfg.model, str(cfg.version)) if cfg.version else _alias(
         client, cfg.model, cfg.candidate_alias)
@@ -133,13 +132,17 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     ours, theirs = str(candidate.version), str(champion.version) if champion is not None else ""  # int or str
     if theirs == ours:
         return PromoteResult(cfg.model, "kept", f"v{ours} is already the champion", ours, theirs)
-    task = TaskConfig(**{**_task_of(candidate), **cfg.task})
+    task = ft_tasks.task_config({**_task_of(candidate), **cfg.task})
     if champion is not None:
         other = _task_of(champion, required=False)
         if other and (other["name"], other["labels"]) != (task.name, task.labels):
             raise ValueError(f"v{theirs} (champion) is a {other['name']} model with labels {other['labels']}; "
                              f"v{ours} is {task.name} with {task.labels}: not comparable")
     split = ft_tasks.eval_splits(task)[0]
+    if task.name == "files":  # your files are read by Ray Data tasks
+        from jobs.runtime.cluster import init_ray
+
+        init_ray()
     rows = ft_tasks.load_rows(task).evaluation[split]  # the evaluation split: no choice of either model saw it
     run_id = _start_record(cfg, uri, ours, theirs, task)
     move_alias(client, cfg.model, CHALLENGER, ours,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import math
 import shutil
 import statistics
@@ -66,27 +67,34 @@ def run(cfg: SweepConfig) -> SweepResult:
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
     out_dir = Path(ft.output_dir).resolve() / cfg.name
     init_dir = resolve_init(ft.init, tracking_uri, out_dir / "init")
-    rows = ft_tasks.load_rows(ft.task)
+    dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks
+    rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
     base.run_name, base.tracking.tracking_uri = cfg.name, tracking_uri
     base.task.labels = list(rows.labels) if ft.task.kind != "question-answering" else []
+    ft_tasks.note_truncated(base.task, rows, init_dir)
     print(ft_tasks.rows_line(ft.task, rows), flush=True)
-    # the trials get train and select only: no evaluation row reaches a choice
-    features = {"train": featurize(base, rows.train, init_dir), ft_tasks.SELECT: featurize(base, rows.select, init_dir)}
-    metric = ft_tasks.main_metric(base.task)
-    print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
-          f"{sorted(cfg.search_space)}; {len(rows.train):,} train rows; main metric {metric}", flush=True)
 
-    dashboard = init_ray()
+    dashboard = dashboard or init_ray()
+    import ray
+
+    from jobs.finetune import _features
+    from jobs.workers.sweep_trial import TrialInputs
+
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    # features once, as Ray Data tasks (as the fine-tuning job's), materialized: every trial iterates the same blocks.
+    # The trials get train and select only: no evaluation row reaches a choice
+    train, select = (_features(base, split, init_dir) for split in (rows.train, rows.select))
+    n_train, metric = train.count(), ft_tasks.main_metric(base.task)
+    print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
+          f"{sorted(cfg.search_space)}; {n_train:,} train features; main metric {metric}", flush=True)
     parent_id, experiment_id = parent_run(cfg, base, tracking_uri, task_data=(
         ft_tasks.data_source(ft.task), ft_tasks.rows_digest(rows)), data_tags=ft_tasks.split_tags(rows))
-    data = {"base": base.to_dict(), "train": features["train"], "select": features[ft_tasks.SELECT],
-            "select_rows": rows.select,
-            "init_files": {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()},
-            "tracking_uri": tracking_uri, "experiment_id": experiment_id, "parent_run_id": parent_id,
-            "sweep": cfg.name, "phase": "search", "threads": cfg.cpus_per_trial,
-            "checkpoint_every": cfg.checkpoint_every, "kill_trial_at_step": cfg.kill_trial_at_step,
-            "kill_marker": str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial")}
+    data = TrialInputs(base, train, select, n_train, rows.select,
+                       {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}, tracking_uri,
+                       experiment_id, parent_id, cfg.name, threads=cfg.cpus_per_trial,
+                       checkpoint_every=cfg.checkpoint_every, faults=cfg.faults,
+                       kill_marker=str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial"))
     try:
         result = search_and_seeds(cfg, base, data, rows, tracking_uri, parent_id, out_dir)
     except SweepInterrupted:
@@ -98,7 +106,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     return result
 
 
-def search_and_seeds(cfg: SweepConfig, base, data: dict, rows, tracking_uri: str, parent_id: str,
+def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, parent_id: str,
                      out_dir: Path) -> SweepResult:
     """The search (table, plot, best configuration on the parent run), then the seed re-run of the best."""
     from jobs.loops import ft_tasks
@@ -136,14 +144,6 @@ def search_and_seeds(cfg: SweepConfig, base, data: dict, rows, tracking_uri: str
     return result
 
 
-def featurize(cfg, rows: list[dict], init_dir: Path) -> dict:
-    """Rows -> feature arrays, once, on the driver (sweep tasks are small; every trial reuses them)."""
-    from jobs.loops.ft_tasks import Featurizer
-    from pipelines.tasks.common import load_tokenizer
-
-    return Featurizer(dict(vars(cfg.task)), load_tokenizer(str(init_dir)))(rows)
-
-
 def parent_run(cfg: SweepConfig, base, tracking_uri: str, task_data: tuple[str, str], data_tags: dict
                ) -> tuple[str, str]:
     """The sweep's parent MLflow run: the one of an earlier attempt with this name (resume), else a new one."""
@@ -170,7 +170,7 @@ def parent_run(cfg: SweepConfig, base, tracking_uri: str, task_data: tuple[str, 
     return run_id, client.get_run(run_id).info.experiment_id
 
 
-def fit(cfg: SweepConfig, name: str, data: dict, space: dict, search: bool, expected: int):
+def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: int):
     """One Tune experiment of `expected` trials in <output_dir>/<name>; an interrupted one with that name is
     restored instead. Raises SweepInterrupted when it stops with trials unfinished."""
     from ray import tune
@@ -318,7 +318,7 @@ def plot(grid, metric: str, path: Path) -> None:
     plt.close(fig)
 
 
-def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, result: SweepResult, client,
+def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result: SweepResult, client,
               out_dir: Path, rows) -> None:
     """The best configuration over `seeds.count` seeds; degenerate runs (one predicted class, or no better than
     the majority class) are reported and replaced by new seeds, at most `seeds.max_reseeds` times."""
@@ -328,7 +328,7 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
 
     s = cfg.seeds
     fixed = {k: v for k, v in best_config.items() if k != "train.seed"}
-    data = {**data, "phase": "seeds", "export": True}
+    data = dataclasses.replace(data, phase="seeds", export=True)
     good, degenerate, next_seed, round_, want, reseeds_left = [], [], s.first_seed, 0, s.count, s.max_reseeds
     while want:
         seeds = list(range(next_seed, next_seed + want))
@@ -368,15 +368,14 @@ def seed_runs(cfg: SweepConfig, data: dict, best_config: dict, majority: float, 
         shutil.copytree(Path(d) / "best", export_dir)
     median_run_id = _run_of(client, parent_id, median_run)
     from jobs.finetune import judge_chosen
-    from jobs.config.finetune import TaskConfig
 
     df = median_run.metrics_dataframe
     chosen = df[df["step"] == median_run.metrics["best_step"]].iloc[-1].to_dict()  # its select metrics when chosen
-    evaluation = judge_chosen(export_dir, TaskConfig(**data["base"]["task"]), chosen, rows,
-                              cfg.finetune.train.eval_batch_size)
-    result.evaluation, result.eval_metric = evaluation, ft_tasks.eval_metric(TaskConfig(**data["base"]["task"]))
-    info = register(cfg, client, median_run_id, export_dir, {**stats, "run": score}, spread, data["base"]["task"],
-                    client.get_run(data["parent_run_id"]).data.tags, rows, evaluation)
+    task = data.base.task
+    evaluation = judge_chosen(export_dir, task, chosen, rows, cfg.finetune.train.eval_batch_size)
+    result.evaluation, result.eval_metric = evaluation, ft_tasks.eval_metric(task)
+    info = register(cfg, client, median_run_id, export_dir, {**stats, "run": score}, spread, dataclasses.asdict(task),
+                    client.get_run(data.parent_run_id).data.tags, rows, evaluation)
     result.seeds = {**stats, "scores": [sc for sc, _ in runs], "seeds": [r.config["train.seed"] for _, r in runs],
                     "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
     result.export_dir = str(export_dir)

@@ -2,7 +2,7 @@
 
 Presets derive from configs/finetune/base.yaml (`base: base.yaml`) and change one thing. The whole
 tree is validated before any Ray work, with errors naming the field and the allowed values.
-Everything a Ray Train worker needs travels inside this config (as a dict) plus the payloads the
+Everything a Ray Train worker needs travels inside this config (the dataclass itself) plus the payloads the
 driver puts in the object store (the starting checkpoint's files, the task's select rows; evaluation rows stay on the driver).
 """
 
@@ -14,19 +14,29 @@ from pathlib import Path
 from bert_core.config import ConfigError
 from jobs.config.sections import DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir
 from jobs.config.io import from_dict, to_dict
+from jobs.runtime.faults import FaultsConfig
 from pipelines.tasks.conll import CONLL_LABELS
+from pipelines.tasks.files import KINDS as FILE_KINDS
+from pipelines.tasks.files import FORMATS, Columns
 from pipelines.tasks.glue import GLUE_TASKS
 
 KINDS = {"pkgdocs": "classification", "squad": "question-answering", "conll": "token-classification",
          **{name: "classification" for name in GLUE_TASKS}}
-TASK_NAMES = tuple(KINDS)
+TASK_NAMES = (*KINDS, "files")  # files: the user's own data (pipelines/tasks/files.py), of any kind in FILE_KINDS
+# the main metric (select: picks checkpoint, trial, seed; dev: the model card and the gate) each kind allows, default first
+FILE_METRICS = {"classification": ("accuracy", "macro_f1"), "multi-label": ("micro_f1", "macro_f1", "exact_match"),
+                "regression": ("pearson", "spearman"), "token-classification": ("f1", "accuracy"),
+                "question-answering": ("f1", "exact")}
 IOB_SCHEMES = ("IOB1", "IOB2")  # CoNLL-2003's Reuters release is IOB1; the HF hub's copy is IOB2
 MLFLOW_SCHEMES = ("models:/", "runs:/")
 
 
 @dataclass
 class TaskConfig:
-    name: str = "pkgdocs"  # pkgdocs | squad | conll | one of the nine GLUE tasks (cola, sst2, ..., mnli)
+    name: str = "pkgdocs"  # files (your own data) | pkgdocs | squad | conll | one of the nine GLUE tasks (cola, ...)
+    # files: classification | multi-label | regression | token-classification | question-answering ("" =
+    # classification); the benchmarks' kind is their own
+    kind: str = ""
     max_seq_len: int = 128  # features are cut to this many word pieces (batches pad to their longest)
     labels: list[str] = field(default_factory=list)  # class names; [] = the task's own (set by the job)
     max_train_examples: int = 0  # quick runs: keep the first N training rows; 0 = all
@@ -38,9 +48,16 @@ class TaskConfig:
     selection_max_rows: int = 5000
     # GLUE: the download root (glue_data/) or the task's folder; dev is dev.tsv (MNLI: matched + mismatched)
     data_dir: str = ""
-    # SQuAD (JSON) and CoNLL (column files)
+    # files, SQuAD (JSON) and CoNLL (column files). files: each a file, folder, glob or fsspec URL; an HF `datasets`
+    # save_to_disk folder (`folder:split` for a DatasetDict); dev_file and select_file are optional: what is missing
+    # is carved from train by the stable hash (dev first, then select)
     train_file: str = ""
     dev_file: str = ""
+    select_file: str = ""  # files only
+    format: str = ""  # files: csv | tsv | jsonl | parquet | hf | conll | squad; "" = from each file's extension
+    columns: Columns = field(default_factory=Columns)  # files: which column holds the text, the pair, the label...
+    metric: str = ""  # files: the main metric (FILE_METRICS); "" = the kind's first
+    multi_label_threshold: float = 0.5  # files, multi-label: a label is predicted where its sigmoid is above this
     version_2: bool = False  # SQuAD v2.0: unanswerable questions; the null threshold is chosen on select
     doc_stride: int = 128  # SQuAD: tokens shared by consecutive windows of a long context
     max_query_length: int = 64  # SQuAD: questions are cut to this many pieces
@@ -55,9 +72,9 @@ class TaskConfig:
     max_train_per_label: int = 0  # pkgdocs: cap per class (balanced quick runs); 0 = all
     max_dev_per_label: int = 0
 
-    @property
-    def kind(self) -> str:
-        return KINDS[self.name]
+    def __post_init__(self):
+        if not self.kind:
+            self.kind = KINDS.get(self.name, "classification")
 
 
 @dataclass
@@ -71,7 +88,9 @@ class FinetuneTrainConfig:
     log_every: int = 10  # steps per progress line and MLflow train metrics
     seed: int = 0  # head init and data order
     max_failures: int = 2  # worker failures survived; each resumes from the last evaluation's checkpoint
-    fail_at_step: int = 0  # testing: SIGKILL one worker after this step, first attempt only (0 = never)
+    # a non-finite loss skips its batch (no update) and is counted; this many in a row end the run with
+    # FloatingPointError: the weights have diverged and skipping cannot help (jobs/loops/finetune.py)
+    max_nonfinite_steps: int = 10
 
 
 @dataclass
@@ -112,14 +131,15 @@ class FinetuneConfig:
     deepspeed: DeepSpeedConfig = field(default_factory=lambda: DeepSpeedConfig(zero_stage=0))
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-finetune"))
+    faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: injected faults (all off)
 
     def validate(self) -> "FinetuneConfig":
         self._validate_task()
         t, o, s = self.train, self.optim, self.scaling
-        for name in ("batch_size", "eval_batch_size", "epochs", "log_every"):
+        for name in ("batch_size", "eval_batch_size", "epochs", "log_every", "max_nonfinite_steps"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(t, name)}")
-        for name in ("max_steps", "eval_every_steps", "patience", "max_failures", "fail_at_step"):
+        for name in ("max_steps", "eval_every_steps", "patience", "max_failures"):
             if getattr(t, name) < 0:
                 raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
         for name in ("lr", "eps"):
@@ -140,12 +160,18 @@ class FinetuneConfig:
         if "/" in self.run_name:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
         self._validate_init()
+        self.faults.validate("finetune")
         return self
 
     def _validate_task(self) -> None:
         k = self.task
-        if k.name not in KINDS:
+        if k.name not in TASK_NAMES:
             raise ConfigError(f"task.name must be one of {TASK_NAMES}, got {k.name!r}")
+        if k.name == "files":
+            self._validate_files()
+        elif k.kind != KINDS[k.name]:
+            raise ConfigError(f"task.kind of task {k.name!r} is {KINDS[k.name]!r}, got {k.kind!r}; task.kind is set "
+                              "for task.name=files only")
         if not 16 <= k.max_seq_len <= 512:
             raise ConfigError(f"task.max_seq_len must be in [16, 512], got {k.max_seq_len}")
         for name in ("max_train_examples", "max_eval_examples"):
@@ -156,9 +182,9 @@ class FinetuneConfig:
                               f"run's choices), got {k.selection_fraction}")
         if k.selection_max_rows < 1:
             raise ConfigError(f"task.selection_max_rows must be >= 1, got {k.selection_max_rows}")
-        if k.labels and k.name != "conll":
+        if k.labels and k.name not in ("conll", "files"):
             raise ConfigError(f"task.labels must be [] for task {k.name!r} (the job takes the task's own labels), "
-                              f"got {k.labels}; only conll reads task.labels")
+                              f"got {k.labels}; only conll and files read task.labels")
         if len(set(k.labels)) != len(k.labels):
             raise ConfigError(f"task.labels must be distinct, got {k.labels}")
         if k.name in GLUE_TASKS and not (k.data_dir and Path(k.data_dir).is_dir()):
@@ -193,6 +219,33 @@ class FinetuneConfig:
                     raise ConfigError(f"task.{name} must be >= 0, got {getattr(k, name)}")
             if k.harvest_max_mb <= 0:
                 raise ConfigError(f"task.harvest_max_mb must be > 0, got {k.harvest_max_mb}")
+
+    def _validate_files(self) -> None:
+        """Your own data: a kind, a format, files that exist, a metric the kind has; checked before any Ray work."""
+        from pipelines.tasks.files import resolve_files
+
+        k = self.task
+        if k.kind not in FILE_KINDS:
+            raise ConfigError(f"task.kind must be one of {FILE_KINDS} for task.name=files, got {k.kind!r}")
+        if k.format and k.format not in FORMATS:
+            raise ConfigError(f"task.format must be one of {FORMATS} or '' (from the extension), got {k.format!r}")
+        if not k.train_file:
+            raise ConfigError("task.train_file must name your training data (a file, folder, glob or URL) for "
+                              "task.name=files")
+        for name in ("train_file", "dev_file", "select_file"):
+            if getattr(k, name):
+                try:
+                    resolve_files(getattr(k, name), k.format)
+                except (FileNotFoundError, ValueError) as e:
+                    raise ConfigError(f"task.{name}: {e}") from None
+        allowed = FILE_METRICS[k.kind]
+        if k.metric and k.metric not in allowed:
+            raise ConfigError(f"task.metric must be one of {allowed} for task.kind={k.kind}, got {k.metric!r}")
+        if not 0 < k.multi_label_threshold < 1:
+            raise ConfigError(f"task.multi_label_threshold must be in (0, 1), got {k.multi_label_threshold}")
+        if k.kind == "question-answering" and k.max_query_length + k.doc_stride + 3 >= k.max_seq_len:
+            raise ConfigError(f"task.max_query_length ({k.max_query_length}) + task.doc_stride ({k.doc_stride}) + 3 "
+                              f"must be < task.max_seq_len ({k.max_seq_len})")
 
     def _validate_deepspeed(self) -> None:
         d = self.deepspeed.validate(self.scaling, "adamw")

@@ -15,6 +15,7 @@ from bert_core.masking import MaskingConfig
 from jobs.config.io import from_dict, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
                                   ScalingConfig, TrackingConfig, check_output_dir)
+from jobs.runtime.faults import FaultsConfig
 from pipelines.config import DataConfig
 
 
@@ -40,12 +41,6 @@ class TrainConfig:
     rollback_after: int = 5  # this many non-finite losses in a row roll back to the last checkpoint; 0 = never
     rollback_lr_factor: float = 0.5  # each rollback multiplies the learning rate by this
     seed: int = 0  # model init, dynamic masking and data order
-    fail_at_step: int = 0  # testing: SIGKILL one worker at this step, first attempt only (0 = never)
-    fail_in_checkpoint: str = ""  # testing: ... in that step's checkpoint: "write" (its part written, not reported)
-    #                               or "upload" (half-way through copying its part to storage); "" = after the step
-    record_ids_dir: str = ""  # testing: each rank appends the example ids of every step here
-    nan_at_step: int = 0  # testing: rank 0's loss is NaN from this step on, first attempt only (0 = never)
-    nan_micro_batches: int = 0  # testing: ... for this many micro-batches
     init_checkpoint: str = ""  # start from this run's checkpoint (set by the job for phase 2)
     reset_optimizer: bool = False  # with init_checkpoint: load weights only, fresh optimizer and schedule
     masking: MaskingConfig = field(default_factory=MaskingConfig)
@@ -77,6 +72,7 @@ class PretrainConfig:
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: injected faults (all off)
 
     def validate(self) -> "PretrainConfig":
         self.tracking.validate()
@@ -96,13 +92,7 @@ class PretrainConfig:
         for name in ("checkpoint_every", "max_failures", "rollback_after", "prefetch_batches"):
             if getattr(t, name) < 0:
                 raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
-        if t.fail_in_checkpoint not in ("", "write", "upload"):
-            raise ConfigError(f"train.fail_in_checkpoint must be 'write', 'upload' or '' (after the step), "
-                              f"got {t.fail_in_checkpoint!r}")
-        if t.fail_in_checkpoint and not (t.fail_at_step and t.checkpoint_every
-                                         and t.fail_at_step % t.checkpoint_every == 0):
-            raise ConfigError(f"train.fail_in_checkpoint needs train.fail_at_step on a checkpoint step (a multiple "
-                              f"of train.checkpoint_every={t.checkpoint_every}), got {t.fail_at_step}")
+        self.faults.validate("pretrain", checkpoint_every=t.checkpoint_every)
         if not 0 < t.rollback_lr_factor <= 1:
             raise ConfigError(f"train.rollback_lr_factor must be in (0, 1], got {t.rollback_lr_factor}")
         if o.name not in OPTIMIZERS:
@@ -148,7 +138,7 @@ class PretrainConfig:
     def validate_pipeline(self) -> None:
         """What jobs/engine/pipeline.py can run (whatever the worker count), refused before any worker
         starts; build_pipeline_engine applies the same rules to callers that skip `validate`."""
-        t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
+        o, d, s = self.optim, self.deepspeed, self.scaling
         if d.pipeline_stages < 1:
             raise ConfigError(f"deepspeed.pipeline_stages must be >= 1, got {d.pipeline_stages}")
         if d.partition_method not in PARTITION_METHODS:
@@ -172,8 +162,8 @@ class PretrainConfig:
         if o.name == "lamb" and not s.use_gpu:
             raise ConfigError("deepspeed.pipeline_stages > 1 with optim.name='lamb' needs scaling.use_gpu "
                               "(DeepSpeed's FusedLamb); use adamw on CPU")
-        if t.nan_at_step:
-            raise ConfigError("train.nan_at_step (fault injection) is not supported with pipeline stages")
+        if self.faults.nan_at_step:
+            raise ConfigError("faults.nan_at_step (fault injection) is not supported with pipeline stages")
 
     def check_environment(self) -> "PretrainConfig":
         """What the machine the job starts on must provide, checked before any Ray work (unlike `validate`,

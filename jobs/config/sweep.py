@@ -18,6 +18,7 @@ from pathlib import Path
 from bert_core.config import ConfigError
 from jobs.config.io import as_number, deep_merge, from_dict, parse_overrides, read_yaml, to_dict
 from jobs.config.finetune import FinetuneConfig
+from jobs.runtime.faults import FaultsConfig
 
 # The fine-tuning fields a sweep may search, with their types.
 SEARCHABLE = {"optim.lr": float, "optim.weight_decay": float, "optim.warmup_ratio": float,
@@ -79,7 +80,7 @@ class SweepConfig:
     # a trial whose process dies (a lost node, an OOM kill) or that raises restarts from its last checkpoint
     # (from scratch before its first) this many times before it counts as failed
     max_trial_failures: int = 1
-    kill_trial_at_step: int = 0  # testing: SIGKILL the first trial's process after this step, once (0 = never)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: faults.kill_trial_at_step
 
     def validate(self) -> "SweepConfig":
         if not self.name or "/" in self.name:
@@ -95,7 +96,7 @@ class SweepConfig:
             raise ConfigError("cpus_per_trial must be > 0 and gpus_per_trial >= 0")
         if self.checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
-        for name in ("max_evals", "max_trial_failures", "kill_trial_at_step"):
+        for name in ("max_evals", "max_trial_failures"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.asha.grace_period < 1 or self.asha.reduction_factor <= 1:
@@ -113,10 +114,14 @@ class SweepConfig:
                           "every trial is sampled at random, TPE never runs", stacklevel=2)
         if self.seeds.count < 0 or self.seeds.max_reseeds < 0 or self.seeds.first_seed < 0:
             raise ConfigError("seeds.count, seeds.first_seed and seeds.max_reseeds must be >= 0")
+        self.faults.validate("sweep")
         try:  # the base first: a searched value is checked against it
             self.finetune.validate()
         except ConfigError as exc:
             raise ConfigError(f"finetune.{exc}") from None
+        if self.finetune.faults != FaultsConfig():
+            raise ConfigError("finetune.faults must be left off in a sweep: a trial is not a Ray Train worker; "
+                              "the sweep's own faults section (faults.kill_trial_at_step) injects its faults")
         if self.finetune.deepspeed.zero_stage != 0:
             raise ConfigError(f"finetune.deepspeed.zero_stage must be 0 in a sweep, got "
                               f"{self.finetune.deepspeed.zero_stage}: each trial trains in one process, so ZeRO has "

@@ -70,12 +70,16 @@ class ClassificationObjective:
 
     labels = ("labels",)
 
-    def __init__(self, num_labels: int):
-        self.num_labels = num_labels
-        self.name = "regression" if num_labels == 1 else "classification"
+    def __init__(self, num_labels: int, multi_label: bool = False):
+        self.num_labels, self.multi_label = num_labels, multi_label
+        self.name = "regression" if num_labels == 1 else "multi_label" if multi_label else "classification"
 
     def __call__(self, model, batch):
         out = model(**batch)
+        if self.multi_label:  # (B, C) 0/1 targets: "accuracy" is the share of rows with every label right
+            B = batch["labels"].shape[0]
+            exact = ((out.logits.detach() > 0) == (batch["labels"] > 0.5)).all(-1).sum()
+            return out.loss, _sums(loss_sum=out.loss.double() * B, correct=exact, count=B)
         labels = batch["labels"].view(-1)
         B = labels.numel()
         if self.num_labels == 1:
@@ -156,7 +160,7 @@ def objective_for(model: torch.nn.Module):
     if isinstance(model, BertForPreTraining):
         return PretrainingObjective()
     if isinstance(model, BertForSequenceClassification):
-        return ClassificationObjective(model.num_labels)
+        return ClassificationObjective(model.num_labels, getattr(model, "multi_label", False))
     if isinstance(model, BertForTokenClassification):
         return TokenClassificationObjective()
     if isinstance(model, BertForQuestionAnswering):

@@ -15,30 +15,47 @@ from __future__ import annotations
 
 import numpy as np
 
+import collections
+import json
+
 from bert_core.config import ConfigError
 from jobs.config.finetune import TaskConfig
-from pipelines.tasks.common import batch_rows, load_tokenizer
+from pipelines.tasks.common import TaskDataError, batch_rows, load_tokenizer
 from pipelines.tasks.roles import TaskRows, assign_roles
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
-TARGETS = {"classification": ("labels",), "token-classification": ("labels",),
-           "question-answering": ("start_positions", "end_positions")}
-HF_TASK = {"classification": "text-classification", "token-classification": "token-classification",
+TARGETS = {"classification": ("labels",), "multi-label": ("labels",), "regression": ("labels",),
+           "token-classification": ("labels",), "question-answering": ("start_positions", "end_positions")}
+HF_TASK = {"classification": "text-classification", "multi-label": "text-classification",
+           "regression": "text-classification", "token-classification": "token-classification",
            "question-answering": "question-answering"}
+SEQUENCE_KINDS = ("classification", "multi-label", "regression")  # one label (or labels, or a score) per row
 
 
 def head_class(task: TaskConfig):
     from bert_core import model
 
-    return {"classification": model.BertForSequenceClassification,
+    return {**dict.fromkeys(SEQUENCE_KINDS, model.BertForSequenceClassification),
             "token-classification": model.BertForTokenClassification,
             "question-answering": model.BertForQuestionAnswering}[task.kind]
+
+
+def head_kwargs(task: TaskConfig) -> dict:
+    """The head's constructor arguments: its number of outputs, and for multi-label the sigmoid loss."""
+    if task.kind == "question-answering":
+        return {}
+    return {"num_labels": num_labels(task), **({"multi_label": True} if task.kind == "multi-label" else {})}
+
+
+def id2label(task: TaskConfig) -> dict[int, str] | None:
+    """Class names for the exported config (None: QA, regression)."""
+    return None if task.kind == "question-answering" or num_labels(task) == 1 else dict(enumerate(task.labels))
 
 
 def num_labels(task: TaskConfig) -> int:
     from pipelines.tasks.glue import GLUE_TASKS
 
-    if task.name in GLUE_TASKS and GLUE_TASKS[task.name].is_regression:
+    if task.kind == "regression" or (task.name in GLUE_TASKS and GLUE_TASKS[task.name].is_regression):
         return 1
     return len(task.labels) if task.kind != "question-answering" else 2
 
@@ -54,6 +71,10 @@ def eval_splits(task: TaskConfig) -> tuple[str, ...]:
 def metric_name(task: TaskConfig) -> str:
     """The task's main metric: GLUE's score (mean of the task's official metrics), pkgdocs' accuracy, CoNLL's
     entity F1, SQuAD's F1."""
+    if task.name == "files":
+        from jobs.config.finetune import FILE_METRICS
+
+        return task.metric or FILE_METRICS[task.kind][0]
     if task.name == "pkgdocs":
         return "accuracy"
     return "score" if task.kind == "classification" else "f1"
@@ -71,13 +92,17 @@ def eval_metric(task: TaskConfig) -> str:
 
 # -- rows (on the driver) ----------------------------------------------------------------------------
 
-def load_rows(task: TaskConfig) -> TaskRows:
-    """The task's rows in their three roles, `row_index` set in each split; first-N caps applied."""
+def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
+    """The task's rows in their three roles, `row_index` set in each split; first-N caps applied. Your own files
+    (task.name=files) are read by Ray Data tasks: their training split stays in the cluster (a StreamedSplit;
+    Ray must be up) and `tokenizer_dir` counts its rows too long for task.max_seq_len as they pass."""
     from pipelines.tasks import load_conll, load_glue, load_squad
     from pipelines.tasks.conll import CONLL_LABELS
     from pipelines.tasks.glue import GLUE_TASKS
 
-    select = None
+    select, rejected = None, {}
+    if task.name == "files":
+        return _load_files(task, tokenizer_dir)
     if task.name == "pkgdocs":
         from pipelines.harvest import harvest_installed_docs
         from pipelines.tasks.pkgdocs import load_pkgdocs
@@ -90,23 +115,86 @@ def load_rows(task: TaskConfig) -> TaskRows:
         train, select, evals = splits["train"].rows, splits["select"].rows, {"dev": splits["dev"].rows}
     elif task.name in GLUE_TASKS:
         spec = GLUE_TASKS[task.name]
-        train = load_glue(task.name, task.data_dir, "train").rows
-        evals = {split: load_glue(task.name, task.data_dir, split).rows for split in eval_splits(task)}
+        train = _kept(load_glue(task.name, task.data_dir, "train"), "train", rejected)
+        evals = {split: _kept(load_glue(task.name, task.data_dir, split), split, rejected) for split in eval_splits(task)}
         labels = spec.labels or ("score",)
     elif task.name == "squad":
-        train, evals, labels = load_squad(task.train_file).rows, {"dev": load_squad(task.dev_file).rows}, ()
+        train, labels = _kept(load_squad(task.train_file), "train", rejected), ()
+        evals = {"dev": _kept(load_squad(task.dev_file), "dev", rejected)}
     else:
         labels = tuple(task.labels) or CONLL_LABELS
-        train = load_conll(task.train_file, labels).rows
-        evals = {"dev": load_conll(task.dev_file, labels).rows}
+        train = _kept(load_conll(task.train_file, labels), "train", rejected)
+        evals = {"dev": _kept(load_conll(task.dev_file, labels), "dev", rejected)}
     rows = assign_roles(train, evals, task.kind, task.selection_fraction, task.selection_max_rows, select)
     rows.train = _indexed(rows.train, task.max_train_examples)
     rows.select = _indexed(rows.select, task.max_eval_examples)
     rows.evaluation = {name: _indexed(r, task.max_eval_examples) for name, r in rows.evaluation.items()}
     rows.labels = tuple(labels)
+    rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}
     if not rows.select:
         raise ConfigError(f"task {task.name}: the select split is empty (every carved row also occurs in train or "
                           f"dev); raise task.selection_fraction (now {task.selection_fraction})")
+    return rows
+
+
+def _kept(split, name: str, rejected: dict) -> list[dict]:
+    """A benchmark reader's rows; what it rejected is counted under the split's name."""
+    rejected[name] = collections.Counter(split.rejects)
+    return split.rows
+
+
+def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
+    """Your own data (pipelines/tasks/files.py): the training files through Ray Data (pipelines/tasks/stream.py),
+    the label set from them in a stable order (or task.labels); select and dev from their files where given (on the
+    driver: they judge and choose, and are capped), else carved from train by the stable hash, dev first. A row whose
+    label train lacks is rejected and counted; leaks leave train and select as for the benchmarks."""
+    from pipelines.tasks.files import encode_labels
+    from pipelines.tasks.roles import keys_of, without
+    from pipelines.tasks.stream import stream_rows
+
+    kind, rejected = task.kind, {}
+    given = {name: _read_files(task, spec, rejected.setdefault(name, collections.Counter()))
+             for name, spec in (("dev", task.dev_file), (SELECT, task.select_file)) if spec}
+    tokenizer = load_tokenizer(str(tokenizer_dir)) if tokenizer_dir else None
+    streamed = stream_rows(task.train_file, task.format, kind, task.columns, fraction=task.selection_fraction,
+                           max_rows=task.selection_max_rows, labels=tuple(task.labels), dev=given.get("dev"),
+                           select=given.get(SELECT), max_train=task.max_train_examples, tokenizer=tokenizer,
+                           max_seq_len=task.max_seq_len)
+    for name, counts in streamed.rejected.items():
+        rejected.setdefault(name, collections.Counter()).update(counts)
+    dev, select = streamed.dev, streamed.select
+    if streamed.labels:
+        for name in given:  # a carved split was encoded in the cluster
+            rows, counts = encode_labels(dev if name == "dev" else select, kind, streamed.labels)
+            rejected[name].update(counts)
+            dev, select = (rows, select) if name == "dev" else (dev, rows)
+    dropped = dict(streamed.dropped)
+    select, dropped["select_in_evaluation"] = without(select, keys_of(dev, kind), kind)
+    for name, spec, rows in (("dev", task.dev_file, dev), (SELECT, task.select_file, select)):
+        if not rows:
+            leaks = {k: v for k, v in dropped.items() if k.startswith(name) and v}
+            why = {**rejected.get(name, {}), **leaks} or "none carved: raise task.selection_fraction"
+            raise TaskDataError(f"task.{name}_file {spec or task.train_file!r}: no usable rows ({why}"
+                                + ("; rows whose input is also in another split leave this one" if leaks else "") + ")")
+    rows = TaskRows(streamed.train, _indexed(select, task.max_eval_examples),
+                    {"dev": _indexed(dev, task.max_eval_examples)}, labels=streamed.labels, dropped=dropped)
+    rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}
+    rows.truncated = {"train": streamed.truncated} if streamed.truncated else {}
+    return rows
+
+
+def _read_files(task: TaskConfig, spec: str, rejected: collections.Counter) -> list[dict]:
+    """Every row of the files `spec` names, in file order; rejects counted by reason into `rejected`."""
+    from pipelines.tasks.files import read_file, resolve_files
+
+    rows = []
+    for path, fmt in resolve_files(spec, task.format):
+        for batch in read_file(path, fmt, task.kind, task.columns):
+            rows.extend(batch.rows)
+            rejected.update(batch.rejects)
+            for reason, where, excerpt in batch.samples[:1]:
+                if rejected[reason] == batch.rejects[reason]:  # the first of its kind in this split: say where
+                    print(f"[data] {path}: rejected ({reason}) {where}: {excerpt[:120]!r}", flush=True)
     return rows
 
 
@@ -137,6 +225,9 @@ def split_tags(rows: TaskRows) -> dict[str, str]:
         tags[f"data.{split}.rows"], tags[f"data.{split}.sha256"] = str(info["rows"]), info["sha256"]
     tags["data.roles"] = f"train fits, {SELECT} chooses, {'/'.join(rows.evaluation)} evaluates"
     tags.update({f"data.dropped.{k}": str(v) for k, v in rows.dropped.items()})
+    tags.update({f"data.rejected.{split}.{reason}": str(n) for split, counts in rows.rejected.items()
+                 for reason, n in counts.items()})
+    tags.update({f"data.truncated.{split}": str(n) for split, n in rows.truncated.items()})
     return tags
 
 
@@ -146,7 +237,9 @@ def rows_line(task: TaskConfig, rows: TaskRows) -> str:
     return (f"[data] {task.name}: {len(rows.train):,} train, {len(rows.select):,} {SELECT} (chooses), "
             + ", ".join(f"{len(r):,} {s}" for s, r in rows.evaluation.items()) + " (evaluates)"
             + (f"; {len(rows.labels)} labels {list(rows.labels)}" if task.kind != "question-answering" else "")
-            + (f"; removed as leaks: {dropped}" if dropped else ""))
+            + (f"; removed as leaks: {dropped}" if dropped else "")
+            + (f"; rejected: {rows.rejected}" if rows.rejected else "")
+            + (f"; cut to {task.max_seq_len} word pieces: {rows.truncated}" if rows.truncated else ""))
 
 
 def _indexed(rows: list[dict], limit: int) -> list[dict]:
@@ -159,7 +252,7 @@ def majority_baseline(task: TaskConfig, rows: list[dict], split: str = SELECT) -
     predicted as its majority class (the share for accuracy, 0 for MCC; -inf where no class exists)."""
     import warnings
 
-    if task.kind != "classification" or num_labels(task) == 1:
+    if task.kind != "classification" or num_labels(task) == 1 or not rows:
         return -np.inf
     labels = np.asarray([int(r["label"]) for r in rows])
     logits = np.eye(num_labels(task))[np.full(len(rows), np.bincount(labels).argmax())]
@@ -186,7 +279,7 @@ class Featurizer:
     def __init__(self, task: dict, tokenizer):
         from pipelines.tasks import conll_features, glue_features, squad_train_features
 
-        self.task = TaskConfig(**task)
+        self.task = task_config(task)
         self.tokenizer = load_tokenizer(tokenizer)
         t = self.task
         if t.kind == "question-answering":
@@ -195,13 +288,25 @@ class Featurizer:
         elif t.kind == "token-classification":
             self.features = lambda rows: conll_features(rows, self.tokenizer, t.max_seq_len, t.label_all_subwords,
                                                         tuple(t.labels))
-        else:  # Arrow hands back numpy strings, and NaN or None for a column of None (single sentences)
+        elif t.kind == "multi-label":  # labels: the row's label indices -> a (N, C) 0/1 float target
+            def multi_hot(rows):
+                out = glue_features([{**_texts(r), "label": 0} for r in rows], self.tokenizer, t.max_seq_len)
+                out["labels"] = np.zeros((len(rows), len(t.labels)), dtype=np.float32)
+                for i, r in enumerate(rows):
+                    out["labels"][i, np.asarray(r["label"], dtype=np.int64)] = 1.0
+                return out
+
+            self.features = multi_hot
+        else:  # classification (int labels), regression (float scores)
+            regression = t.kind == "regression" or num_labels(t) == 1
             self.features = lambda rows: glue_features(
-                [{"text_a": str(r["text_a"]), "text_b": str(r["text_b"]) if isinstance(r.get("text_b"), str) else None,
-                  "label": r["label"]} for r in rows], self.tokenizer, t.max_seq_len)
+                [{**_texts(r), "label": float(r["label"]) if regression else int(r["label"])} for r in rows],
+                self.tokenizer, t.max_seq_len)
 
     def __call__(self, batch) -> dict[str, np.ndarray]:
         rows = batch_rows(batch)
+        if rows and set(rows[0]) == {"row"}:  # your own files' training rows: JSON, one per row (a StreamedSplit)
+            rows = [{**json.loads(r["row"]), "row_index": 0} for r in rows]
         out = self.features(rows)
         row_index = np.asarray([int(r["row_index"]) for r in rows], dtype=np.int64)
         source = out.get("example_index", np.arange(len(rows)))  # SQuAD: the window's row in this batch
@@ -210,6 +315,46 @@ class Featurizer:
             window[i] = window[i - 1] + 1 if source[i] == source[i - 1] else 0
         keep = (*MODEL_INPUTS, *TARGETS[self.task.kind])
         return {**{k: out[k] for k in keep}, "row_index": row_index[source], "window": window}
+
+
+def _texts(row: dict) -> dict:
+    """Arrow hands back numpy strings, and NaN or None for a column of None (single sentences)."""
+    return {"text_a": str(row["text_a"]), "text_b": str(row["text_b"]) if isinstance(row.get("text_b"), str) else None}
+
+
+def task_config(task) -> TaskConfig:
+    """A TaskConfig from itself or its dict (as `asdict` or `vars` gives it)."""
+    if isinstance(task, TaskConfig):
+        return task
+    from jobs.config.io import from_dict
+
+    return from_dict(TaskConfig, {k: v if not hasattr(v, "__dataclass_fields__") else vars(v)
+                                  for k, v in task.items()})
+
+
+def note_truncated(task: TaskConfig, rows: TaskRows, tokenizer_dir) -> None:
+    """Count, in every split, the rows the features will cut to task.max_seq_len (reported, never silent)."""
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+    rows.truncated.update({split: n for split, r in rows.splits().items()  # a streamed split was counted as it passed
+                           if isinstance(r, list) and (n := count_truncated(task, r, tokenizer))})
+
+
+def count_truncated(task: TaskConfig, rows: list[dict], tokenizer) -> int:
+    """Rows longer than task.max_seq_len word pieces, which the features cut to fit (QA: long contexts are spread
+    over windows instead, nothing is cut)."""
+    if task.kind == "question-answering" or not rows:
+        return 0
+    tok, n = load_tokenizer(tokenizer), 0
+    for i in range(0, len(rows), 2048):
+        chunk = rows[i:i + 2048]
+        if task.kind == "token-classification":
+            enc = tok([list(r["tokens"]) for r in chunk], is_split_into_words=True)
+        else:
+            texts = [_texts(r) for r in chunk]
+            pairs = [x["text_b"] for x in texts]
+            enc = tok([x["text_a"] for x in texts], pairs if all(isinstance(b, str) for b in pairs) else None)
+        n += sum(len(ids) > task.max_seq_len for ids in enc["input_ids"])
+    return n
 
 
 # -- metrics (select: rank 0; evaluation: jobs/registry/scorer.py) ------------------------------------------------------------------------
@@ -229,12 +374,31 @@ def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str
         out = glue_metrics(task.name, arrays["logits"], arrays["labels"])
     elif task.name == "pkgdocs":
         out = {"accuracy": float((arrays["logits"].argmax(-1) == arrays["labels"]).mean())}
+    elif task.kind in SEQUENCE_KINDS:  # your own data
+        from pipelines.tasks.files import file_metrics
+
+        logits = arrays["logits"][:, 0] if task.kind == "regression" else arrays["logits"]
+        out = file_metrics(task.kind, logits, arrays["labels"], tuple(task.labels), task.multi_label_threshold)
     elif task.kind == "token-classification":
         gold, pred = conll_align_predictions(arrays["logits"], arrays["labels"], tuple(task.labels))
-        out = ner_metrics(gold, pred, scheme=task.iob_scheme)
+        out = ner_metrics(gold, pred, scheme=task.iob_scheme) if is_iob(task.labels) else tag_metrics(gold, pred)
     else:
         out = _squad_metrics(task, rows, arrays, tokenizer)
     return {f"{split}/{k}": float(v) for k, v in out.items()}
+
+
+def is_iob(labels) -> bool:
+    """Entity tags (O, B-X, I-X): scored by entity. Other word tags (part of speech, ...) are scored by word."""
+    return all(tag == "O" or tag[:2] in ("B-", "I-") for tag in labels)
+
+
+def tag_metrics(gold: list[list[str]], pred: list[list[str]]) -> dict[str, float]:
+    """Word tags that are not entities: every word counts; "f1" is the macro F1 over the tags."""
+    from sklearn.metrics import f1_score
+
+    flat_gold, flat_pred = [g for s in gold for g in s], [q for s in pred for q in s]
+    return {"accuracy": float(np.mean([g == q for g, q in zip(flat_gold, flat_pred)])) if flat_gold else 0.0,
+            "f1": float(f1_score(flat_gold, flat_pred, average="macro", zero_division=0))}
 
 
 def _squad_metrics(task: TaskConfig, rows: list[dict], arrays: dict, tokenizer) -> dict:

@@ -80,7 +80,7 @@ def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch
 @torch.no_grad()
 def _forward(model, batch: dict) -> dict[str, np.ndarray]:
     """One batch, padded only to its longest row (the fine-tuning collator's dynamic padding)."""
-    from jobs.workers.finetune_worker import collate
+    from jobs.loops.finetune import collate
 
     inputs = {k: v.to(model.device) for k, v in collate({k: batch[k] for k in ft_tasks.MODEL_INPUTS}).items()}
     out = model(**inputs)
@@ -97,13 +97,21 @@ def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, 
         g, p = conll_align_predictions(o["logits"], chunk, tuple(task.labels))
         gold += g
         pred += p
+    metric = f"{split}/{ft_tasks.metric_name(task)}"
+    if not ft_tasks.is_iob(task.labels):  # word tags: recomputed on each resample of sentences
+        every = {f"{split}/{k}": v for k, v in ft_tasks.tag_metrics(gold, pred).items()}
+
+        def on_tags(idx: np.ndarray) -> float:
+            m = ft_tasks.tag_metrics([gold[i] for i in idx], [pred[i] for i in idx])
+            return m[metric.split("/", 1)[1]]
+
+        return Scores(metric, every[metric], len(gold), on_tags, every)
     counts = entity_counts(gold, pred, task.iob_scheme)
 
     def on(idx: np.ndarray) -> float:
         tp, n_pred, n_gold = counts[idx].sum(0)
         return float(2 * tp / (n_pred + n_gold)) if n_pred + n_gold else 0.0
 
-    metric = f"{split}/{ft_tasks.metric_name(task)}"
     every = {f"{split}/{k}": float(v) for k, v in ner_metrics(gold, pred, scheme=task.iob_scheme).items()}
     return Scores(metric, on(np.arange(len(gold))), len(gold), on, every)
 

@@ -1,8 +1,7 @@
-"""Fault injection for the resume and rollback tests, in one place the training loop consults.
+"""Fault injection for the resume, rollback and trial-restart tests: the `faults:` section of every job's config
+and the one place the loops and workers consult it. Testing only: every field defaults to off, and a
+production config never sets one.
 
-The switches are train.fail_at_step (pretraining and fine-tuning; in pretraining also
-train.fail_in_checkpoint), train.nan_at_step and train.nan_micro_batches (all 0 = off, the production
-default), and the sweep's kill_trial_at_step.
 Production code paths only ask `nan_now`, `maybe_fail`, `upload_fn` and `maybe_kill_trial`; nothing else
 in the loops or the engine knows about faults (the engine's `step(inject_nan=...)` takes the answer).
 """
@@ -13,28 +12,66 @@ import os
 import signal
 import tempfile
 import time
+from dataclasses import dataclass, fields
 from pathlib import Path
 
+from bert_core.config import ConfigError
 from jobs.engine.checkpoint_parts import checkpoint_folders, registered_checkpoints
-from jobs.config.pretrain import TrainConfig
+
+FAULT_POINTS = ("", "write", "upload")  # where faults.fail_at_step kills: after the step, or in its checkpoint
+
+
+@dataclass
+class FaultsConfig:
+    """Testing only: faults a test injects to prove a recovery path. 0 / "" = off, the production default."""
+
+    fail_at_step: int = 0  # pretrain, finetune: SIGKILL one worker (rank 1, else 0) at this step, first attempt only
+    fail_in_checkpoint: str = ""  # pretrain: ... in that step's checkpoint: "write" (its part written, not
+    #                               reported) or "upload" (half-way through copying its part); "" = after the step
+    nan_at_step: int = 0  # pretrain: rank 0's loss is NaN from this step on, first attempt only
+    nan_micro_batches: int = 0  # pretrain: ... for this many micro-batches
+    record_ids_dir: str = ""  # pretrain: each rank appends the example ids (and weight digests) of every step here
+    kill_trial_at_step: int = 0  # sweep: SIGKILL the first search trial's process after this step, once
+
+    # the fields each job reads; one set elsewhere would silently do nothing, so validate refuses it
+    USED = {"pretrain": ("fail_at_step", "fail_in_checkpoint", "nan_at_step", "nan_micro_batches", "record_ids_dir"),
+            "finetune": ("fail_at_step",), "sweep": ("kill_trial_at_step",)}
+
+    def validate(self, job: str, checkpoint_every: int = 0) -> "FaultsConfig":
+        """`job`: pretrain | finetune | sweep. `checkpoint_every`: pretraining's train.checkpoint_every."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value != f.default and f.name not in self.USED[job]:
+                raise ConfigError(f"faults.{f.name} does not apply to {job} (set {value!r}); allowed in {job}: "
+                                  f"{', '.join(f'faults.{n}' for n in self.USED[job])}")
+            if isinstance(value, int) and value < 0:
+                raise ConfigError(f"faults.{f.name} must be >= 0, got {value}")
+        if self.fail_in_checkpoint not in FAULT_POINTS:
+            raise ConfigError(f"faults.fail_in_checkpoint must be 'write', 'upload' or '' (after the step), "
+                              f"got {self.fail_in_checkpoint!r}")
+        if self.fail_in_checkpoint and not (self.fail_at_step and checkpoint_every
+                                            and self.fail_at_step % checkpoint_every == 0):
+            raise ConfigError(f"faults.fail_in_checkpoint needs faults.fail_at_step on a checkpoint step (a multiple "
+                              f"of train.checkpoint_every={checkpoint_every}), got {self.fail_at_step}")
+        return self
 
 
 class Faults:
-    def __init__(self, train: TrainConfig, rank: int, world: int, run_name: str, marker_dir: Path | None = None,
+    def __init__(self, faults: FaultsConfig, rank: int, world: int, run_name: str, marker_dir: Path | None = None,
                  registered_in: Path | None = None):
-        """`train` is pretraining's TrainConfig or fine-tuning's (which has fail_at_step only). The marker
-        that makes a kill happen once goes to `marker_dir`, else train.record_ids_dir, else the temp folder.
-        With `registered_in` (a Ray Train run folder) a kill first waits until Ray Train has registered every
-        checkpoint reported there, so the restart resumes from the last one (fine-tuning's test asks exactly
-        that). Without it the kill can beat the controller's poll of the last report (pretraining's test)."""
-        self.t, self.rank, self.world, self.run_name = train, rank, world, run_name
+        """`faults`: the job's faults section. The marker that makes a kill happen once goes to `marker_dir`,
+        else faults.record_ids_dir, else the temp folder. With `registered_in` (a Ray Train run folder) a kill
+        first waits until Ray Train has registered every checkpoint reported there, so the restart resumes from
+        the last one (fine-tuning's test asks exactly that). Without it the kill can beat the controller's poll
+        of the last report (pretraining's test)."""
+        self.t, self.rank, self.world, self.run_name = faults, rank, world, run_name
         self.registered_in = registered_in
-        self.point = getattr(train, "fail_in_checkpoint", "")
-        self.marker_dir = marker_dir or Path(getattr(train, "record_ids_dir", "") or tempfile.gettempdir())
+        self.point = faults.fail_in_checkpoint
+        self.marker_dir = marker_dir or Path(faults.record_ids_dir or tempfile.gettempdir())
         self.nan_injected = 0
 
     def nan_now(self, step: int, rollbacks: int) -> bool:
-        """train.nan_at_step: rank 0's loss is NaN for train.nan_micro_batches, before any rollback.
+        """faults.nan_at_step: rank 0's loss is NaN for faults.nan_micro_batches, before any rollback.
         `step` is the number of optimizer steps taken so far."""
         t = self.t
         if (not t.nan_at_step or self.rank != 0 or rollbacks or step + 1 < t.nan_at_step
@@ -52,8 +89,8 @@ class Faults:
         return self.marker_dir / f"failed-{self.run_name}"
 
     def maybe_fail(self, step: int, point: str = "") -> None:
-        """train.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt: after
-        the step, or with train.fail_in_checkpoint="write" once it has written its part of that step's
+        """faults.fail_at_step kills rank 1's process (SIGKILL, as a dead node would) on the first attempt: after
+        the step, or with faults.fail_in_checkpoint="write" once it has written its part of that step's
         checkpoint and before it reports it (the other ranks are then writing or reporting theirs)."""
         if self._armed(step, point):
             if self.registered_in and not self._marker.exists():
@@ -61,7 +98,7 @@ class Faults:
             sigkill_once(self._marker, str(os.getpid()))
 
     def upload_fn(self, step: int, run_dir: Path):
-        """The report's `checkpoint_upload_fn`: None (Ray's own upload) unless train.fail_in_checkpoint="upload"
+        """The report's `checkpoint_upload_fn`: None (Ray's own upload) unless faults.fail_in_checkpoint="upload"
         arms this step, where rank 1 copies its part into the run's checkpoint folder file by file, as Ray's
         copy does, and is SIGKILLed half-way: the folder is left partial, its report never completes."""
         if not self._armed(step, "upload") or self._marker.exists():
@@ -82,11 +119,11 @@ class Faults:
         return copy_half_then_die
 
 
-def maybe_kill_trial(data: dict, step: int, trial_id: str) -> None:
-    """The sweep's kill_trial_at_step (in the trial's shared `data`): SIGKILL the first trial's process in the
-    search phase after that step, once, as a lost node or an OOM kill would; Tune restarts it."""
-    if step == data.get("kill_trial_at_step") and data.get("phase") == "search" and trial_id.endswith("_00000"):
-        sigkill_once(Path(data["kill_marker"]), trial_id)
+def maybe_kill_trial(faults: FaultsConfig, step: int, trial_id: str, phase: str, marker: Path) -> None:
+    """faults.kill_trial_at_step (the sweep's): SIGKILL the first trial's process in the search phase after that
+    step, once (`marker` remembers it), as a lost node or an OOM kill would; Tune restarts it."""
+    if step == faults.kill_trial_at_step and phase == "search" and trial_id.endswith("_00000"):
+        sigkill_once(marker, trial_id)
 
 
 def wait_until_registered(run_dir: Path, timeout_s: float = 120.0) -> None:

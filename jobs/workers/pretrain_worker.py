@@ -85,7 +85,7 @@ class Worker:
         self.ledger = config["rollback_ledger"]
         self.guard = LossGuard(self.t.rollback_after)
         self.rollbacks = 0
-        self.faults = Faults(self.t, self.rank, self.world, cfg.run_name)  # tests only (jobs/runtime/faults.py)
+        self.faults = Faults(cfg.faults, self.rank, self.world, cfg.run_name)  # tests only (jobs/runtime/faults.py)
         self.special = SpecialIds(**config["special_ids"])
         self.continuation = (np.asarray(config["continuation"], dtype=bool) if self.t.masking.whole_word
                              else None)
@@ -95,7 +95,7 @@ class Worker:
         self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
         self.step, self.before = 0, {}
         self.stream = None  # opened by restore()
-        if self.t.record_ids_dir:  # rank 0's pid names this attempt in every rank's record
+        if self.cfg.faults.record_ids_dir:  # rank 0's pid names this attempt in every rank's record
             self.attempt = int(_gather(np.array(os.getpid()))[0])
 
     def _collator(self, seed: int) -> PretrainingCollator:
@@ -347,22 +347,22 @@ class Worker:
 
     # -- id recording, for the resume tests ------------------------------------------------------
     def _record_ids(self) -> None:
-        """train.record_ids_dir: append (attempt, step, epoch, ids of this optimizer step) per rank."""
-        if not self.t.record_ids_dir or not self.pending_ids:
+        """faults.record_ids_dir: append (attempt, step, epoch, ids of this optimizer step) per rank."""
+        if not self.cfg.faults.record_ids_dir or not self.pending_ids:
             return
         ids = np.concatenate(self.pending_ids[-self.t.grad_accum_steps:])
-        with open(Path(self.t.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
+        with open(Path(self.cfg.faults.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
             f.write(f"{self.attempt} {self.step} {self.position.epoch} {' '.join(map(str, ids.tolist()))}\n")
 
     def _record_weights(self, event: str) -> None:
-        """train.record_ids_dir: append (attempt, event, step, sha256 of this rank's module parameters) to
+        """faults.record_ids_dir: append (attempt, event, step, sha256 of this rank's module parameters) to
         weights-rank{r}.txt, at every checkpoint saved and every checkpoint restored."""
-        if not self.t.record_ids_dir:
+        if not self.cfg.faults.record_ids_dir:
             return
         digest = hashlib.sha256()
         for _, p in sorted(self.engine.engine.module.named_parameters()):
             digest.update(p.detach().float().cpu().numpy().tobytes())
-        with open(Path(self.t.record_ids_dir) / f"weights-rank{self.rank}.txt", "a") as f:
+        with open(Path(self.cfg.faults.record_ids_dir) / f"weights-rank{self.rank}.txt", "a") as f:
             f.write(f"{self.attempt} {event} {self.step} {digest.hexdigest()}\n")
 
 

@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 # what a row of each kind is made of: its model input (the content that must not leak) and its group
-INPUT_FIELDS = {"classification": ("text_a", "text_b"), "token-classification": ("tokens",),
+INPUT_FIELDS = {"classification": ("text_a", "text_b"), "multi-label": ("text_a", "text_b"),
+                "regression": ("text_a", "text_b"), "token-classification": ("tokens",),
                 "question-answering": ("question", "context")}
 MIN_DOCUMENT_GROUPS = 10  # fewer documents than this (a CoNLL file without -DOCSTART-): carve by sentence
 
@@ -65,7 +66,7 @@ def group_key(rows: list[dict], kind: str) -> Callable[[dict], str]:
             content[r["document"]].update(content_key(r, kind).encode())
         names = {doc: h.hexdigest() for doc, h in content.items()}
         return lambda r: f"document:{names[r['document']]}"
-    if kind == "classification" and rows and any(isinstance(r.get("text_b"), str) for r in rows):
+    if INPUT_FIELDS[kind][0] == "text_a" and rows and any(isinstance(r.get("text_b"), str) for r in rows):
         return lambda r: "text_a:" + json.dumps(_normalized(r.get("text_a")), ensure_ascii=False)
     return lambda r: content_key(r, kind)
 
@@ -127,13 +128,16 @@ class TaskRows:
     evaluation: dict[str, list[dict]]  # split name ("dev"; MNLI: "dev_matched", "dev_mismatched") -> rows
     labels: tuple = ()
     dropped: dict[str, int] = field(default_factory=dict)  # leak -> rows removed (train_in_evaluation, ...)
+    rejected: dict[str, dict[str, int]] = field(default_factory=dict)  # split -> bad-record reason -> rows
+    truncated: dict[str, int] = field(default_factory=dict)  # split -> rows longer than the sequence length (cut)
 
     def splits(self) -> dict[str, list[dict]]:
         return {"train": self.train, "select": self.select, **self.evaluation}
 
     def summary(self) -> dict[str, dict]:
         """{split: {"rows": n, "sha256": digest}} for every split: tagged on runs and versions."""
-        return {name: {"rows": len(rows), "sha256": split_digest(rows)} for name, rows in self.splits().items()}
+        return {name: {"rows": len(rows), "sha256": getattr(rows, "sha256", None) or split_digest(rows)}
+                for name, rows in self.splits().items()}  # a split left in the cluster brings its own digest
 
 
 def assign_roles(train: list[dict], evaluation: dict[str, list[dict]], kind: str, fraction: float, max_rows: int,

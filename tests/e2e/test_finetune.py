@@ -164,7 +164,7 @@ def test_pkgdocs_worker_killed_in_epoch_2_resumes_from_epoch_1s_checkpoint_exact
 
     cfg = pkgdocs_config(ray_tmp)
     per_epoch = pkgdocs.history[0]["step"]  # epoch 1's evaluation
-    cfg.run_name, cfg.train.fail_at_step = "pkgdocs-killed", per_epoch + 2
+    cfg.run_name, cfg.faults.fail_at_step = "pkgdocs-killed", per_epoch + 2
     cfg.tracking.registered_model = cfg.tracking.alias = ""
     killed = run(cfg)
 
@@ -307,12 +307,12 @@ def test_pkgdocs_job_lost_in_epoch_2_resubmitted_ends_as_the_undisturbed_run(ray
 
     cfg = pkgdocs_config(ray_tmp)
     per_epoch = pkgdocs.history[0]["step"]  # epoch 1's evaluation
-    cfg.run_name, cfg.train.fail_at_step, cfg.train.max_failures = "pkgdocs-lost", per_epoch + 2, 0
+    cfg.run_name, cfg.faults.fail_at_step, cfg.train.max_failures = "pkgdocs-lost", per_epoch + 2, 0
     cfg.tracking.registered_model = cfg.tracking.alias = ""
     with pytest.raises(ray.train.TrainingFailedError):
         run(cfg)
     capsys.readouterr()
-    again = run(cfg)  # train.fail_at_step kills the first attempt only
+    again = run(cfg)  # faults.fail_at_step kills the first attempt only
 
     client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
     experiment = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id

@@ -17,9 +17,9 @@ LR = 2e-3
 def job(tmp: Path, data: Path, name: str, nan_micro_batches: int) -> dict:
     (tmp / name).mkdir(exist_ok=True)
     return run(quick_config(
-        tmp, name, f"train.record_ids_dir={tmp / name}", "train.max_steps=20", "train.log_every=5", "train.checkpoint_every=5", "train.eval_batches=2",
+        tmp, name, f"faults.record_ids_dir={tmp / name}", "train.max_steps=20", "train.log_every=5", "train.checkpoint_every=5", "train.eval_batches=2",
         "train.rollback_after=3", "train.rollback_lr_factor=0.5", "train.max_failures=1",
-        "train.nan_at_step=8", f"train.nan_micro_batches={nan_micro_batches}",
+        "faults.nan_at_step=8", f"faults.nan_micro_batches={nan_micro_batches}",
         f"optim.lr={LR}", "optim.warmup_steps=2", "optim.schedule=constant", corpus_mb=0.4,
         data_dir=data)).metrics
 

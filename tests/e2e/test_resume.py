@@ -34,7 +34,7 @@ def config(tmp: Path, data: Path, name: str, *extra: str) -> PretrainConfig:
     """Run `name` under `tmp` on the corpus and prepared set in `data` (the session's `shared_data`)."""
     (tmp / name).mkdir(exist_ok=True)
     return quick_config(tmp, name, f"train.micro_batch_size={MICRO_BATCH}", "train.log_every=10",
-                        "train.eval_batches=4", "train.checkpoint_every=5", f"train.record_ids_dir={tmp / name}",
+                        "train.eval_batches=4", "train.checkpoint_every=5", f"faults.record_ids_dir={tmp / name}",
                         "optim.warmup_steps=5", *extra, corpus_mb=0.4, data_dir=data)
 
 
@@ -95,8 +95,8 @@ def test_worker_killed_uploading_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp
     per epoch. The partial folder, and any other Ray never registered, is reported as ignored, and counted."""
     per_epoch = -(-(epoch_examples // 2) // MICRO_BATCH)  # steps of one epoch on 2 workers
     steps, kill = 2 * per_epoch, (per_epoch // 5 + 2) * 5  # a checkpoint step (every 5) inside epoch 2
-    resumed = job(ray_tmp, shared_data, "killed", f"train.max_steps={steps}", f"train.fail_at_step={kill}",
-                  "train.fail_in_checkpoint=upload")
+    resumed = job(ray_tmp, shared_data, "killed", f"train.max_steps={steps}", f"faults.fail_at_step={kill}",
+                  "faults.fail_in_checkpoint=upload")
     assert (ray_tmp / "killed" / "failed-killed").is_file()  # the worker really died
     first, restart = first_steps(ray_tmp / "killed")
     # Resumed after a complete checkpoint before the half-written one: step kill - 5, or an earlier one when the

@@ -77,7 +77,7 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
 
     cfg = config(ray_tmp, "asha", "num_samples=2", "seeds.count=3", "checkpoint_every=100",
                  "finetune.tracking.registered_model=pkgdocs-sweep", "finetune.tracking.alias=champion",
-                 "kill_trial_at_step=1")  # the first trial's process is SIGKILLed once, after its first step
+                 "faults.kill_trial_at_step=1")  # the first trial's process is SIGKILLed once, after its first step
     cfg.search_space["optim.lr"] = {"type": "grid", "values": [1e-5, 1e-4, 3e-4, ABSURD_LR]}
     result = run(cfg.validate())
     out = capsys.readouterr().out

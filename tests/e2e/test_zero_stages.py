@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
     ("lamb-zero2", ["deepspeed.zero_stage=2", "optim.name=lamb", "optim.lr=2e-2"]),
     # 2 stages x 2 replicas; rank 1 (stage 0) is SIGKILLed at step 35 and the run resumes from step 20.
     ("pipeline2x2", ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1", "scaling.num_workers=4",
-                     "scaling.cpus_per_worker=0.25", "train.checkpoint_every=20", "train.fail_at_step=35"]),
+                     "scaling.cpus_per_worker=0.25", "train.checkpoint_every=20", "faults.fail_at_step=35"]),
 ])
 def test_backend_trains_with_falling_loss(ray_tmp, shared_data, name, overrides):
     cfg = quick_config(ray_tmp, name, "train.max_steps=40", "train.log_every=10", "train.eval_batches=4",
                        "optim.warmup_steps=5", *overrides, data_dir=shared_data)
     if name.startswith("pipeline"):
-        cfg.train.record_ids_dir = str(ray_tmp / name)
+        cfg.faults.record_ids_dir = str(ray_tmp / name)
         (ray_tmp / name).mkdir()
     result = run(cfg)
     m = result.metrics

@@ -8,10 +8,11 @@ import pytest
 
 CHILD = """
 import sys
-from jobs.runtime.faults import maybe_kill_trial
-data = {{"kill_trial_at_step": 3, "phase": {phase!r}, "kill_marker": sys.argv[1]}}
+from pathlib import Path
+from jobs.runtime.faults import FaultsConfig, maybe_kill_trial
+faults = FaultsConfig(kill_trial_at_step=3)
 for step in range(1, 6):
-    maybe_kill_trial(data, step, {trial!r})
+    maybe_kill_trial(faults, step, {trial!r}, {phase!r}, Path(sys.argv[1]))
 print("survived")
 """
 

@@ -13,7 +13,7 @@ from bert_core.model import BertForQuestionAnswering, BertForSequenceClassificat
 from jobs.loops import ft_tasks
 from jobs.config.finetune import TaskConfig
 from jobs.engine.objectives import objective_for
-from jobs.workers.finetune_worker import collate
+from jobs.loops.finetune import collate
 from pipelines.tasks import load_squad
 from tests.unit.test_squad import IMPOSSIBLE, QAS, write_squad
 

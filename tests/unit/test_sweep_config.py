@@ -18,6 +18,7 @@ def test_presets_load_over_the_finetune_config(preset):
     cfg = load_sweep_config(os.path.join(ROOT, "configs/sweep", preset), [f"finetune.init={MINILM}"])
     assert cfg.finetune.task.name == "pkgdocs" and cfg.finetune.train.patience == 0  # the sweep's override wins
     assert cfg.finetune.scaling.num_workers == 2  # from configs/finetune/base.yaml
+    assert cfg.finetune.train.max_nonfinite_steps == 1  # a diverged trial fails at its first NaN loss
     assert "optim.lr" in cfg.search_space
 
 
@@ -48,6 +49,9 @@ def test_overrides_reach_dotted_search_space_fields():
     ("name=a/b", "name must be a plain non-empty name"),
     ("finetune.deepspeed.zero_stage=1", "finetune.deepspeed.zero_stage must be 0 in a sweep"),
     ("max_trial_failures=-1", "max_trial_failures must be >= 0"),
+    ("faults.fail_at_step=3", "faults.fail_at_step does not apply to sweep (set 3); allowed in sweep: "
+                              "faults.kill_trial_at_step"),
+    ("finetune.faults.fail_at_step=3", "finetune.faults must be left off in a sweep"),
 ])
 def test_bad_configs_fail_before_ray_with_the_field_named(override, message):
     import ray

@@ -1,0 +1,296 @@
+"""Your own training files through Ray Data: read, checked, labelled and given their roles in tasks, so the driver
+never holds the training rows and its memory stays flat as the data grows.
+
+The driver gets what is small: the counts, the rejects by reason, the label set, the carved `select` and `dev`
+rows (at most `max_rows` each) and the training split's size and digest. The training rows stay in Ray's object
+store as a Dataset of JSON-encoded rows (one column, `row`: files of any kind and schema share one block layout),
+ready for the featurizing tasks. The roles are those of pipelines/tasks/roles.py, computed per row: a row's group
+(its document, its SQuAD context, a pair's first sentence, else its own input) hashes to where it goes, the
+evaluation carve first with a salted hash, then the select carve from what is left, each capped at `max_rows` by
+taking the lowest hashes (a group is never cut). A row whose input also occurs in the evaluation split leaves
+train, and a select row whose input is in train leaves select, as for the benchmarks.
+
+Passes over the read rows (materialized once; each pass is Ray Data tasks returning one small summary per block):
+  1. read: files -> JSON rows (+ one reject-count record per file batch)
+  2. survey: rows, rejects, label names, whether documents or pairs decide the groups
+  3. candidates, once per carve: the groups whose hash falls under the fraction, at most max_rows rows a block
+  4. roles: the carved rows to the driver; train less leaks, labels encoded, stays in the cluster
+  5. train survey: its size, digest (order-free: a sum of row hashes), the select rows it also holds, truncation
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipelines.tasks.common import TaskDataError
+from pipelines.tasks.files import Columns, encode_labels, label_set, read_file, resolve_files
+from pipelines.tasks.roles import INPUT_FIELDS, content_key, leak_keys, unit_hash
+
+EVALUATION_SALT = "evaluation|"  # the evaluation carve's hash is not the select carve's
+MAX_LABELS = 100_000  # more distinct labels than this: the label column is not a label
+
+
+@dataclass
+class StreamedSplit:
+    """The training split, left in the cluster: `dataset` has one column `row` (a JSON row, labels encoded)."""
+
+    dataset: object  # ray.data.Dataset
+    rows: int
+    sha256: str
+
+    def __len__(self) -> int:
+        return self.rows
+
+
+@dataclass
+class StreamedRows:
+    train: StreamedSplit
+    select: list[dict] | None  # carved here (None: the caller read a select file)
+    dev: list[dict] | None  # carved here (None: the caller read a dev file)
+    labels: tuple
+    rejected: dict[str, collections.Counter] = field(default_factory=dict)  # split -> reason -> rows
+    dropped: dict[str, int] = field(default_factory=dict)  # leak -> rows
+    truncated: int = 0  # training rows longer than max_seq_len word pieces
+
+
+# -- pass 1: read ---------------------------------------------------------------------------------------------
+
+def _read(batch, kind: str, columns: Columns):
+    """Files -> batches of JSON rows; each file batch's rejects ride along as one record with `row` empty."""
+    for path, fmt in zip(batch["path"], batch["fmt"]):
+        for part in read_file(str(path), str(fmt), kind, columns):
+            rows = [json.dumps(r, ensure_ascii=False) for r in part.rows]
+            yield {"row": np.asarray([*rows, ""], dtype=object),
+                   "rejects": np.asarray([""] * len(rows) + [json.dumps(dict(part.rejects))], dtype=object)}
+
+
+def _rows(batch) -> list[dict]:
+    return [json.loads(r) for r in batch["row"] if r]
+
+
+# -- groups (roles.group_key, decided once for the whole file set) ----------------------------------------------
+
+def _group(row: dict, kind: str, mode: str) -> str:
+    if kind == "question-answering":
+        return str(row["context"])
+    if mode == "document":
+        return f"document:{row['document']}"
+    if mode == "pair":
+        return "text_a:" + json.dumps(" ".join(str(row.get("text_a")).split()), ensure_ascii=False)
+    return content_key(row, kind)
+
+
+def _survey(batch, kind: str) -> dict:
+    """Pass 2, one record per block: rows, rejects, raw label names, documents, pairs."""
+    rows, rejects, names, documents = _rows(batch), collections.Counter(), set(), set()
+    for r in batch["rejects"]:
+        if r:
+            rejects.update(json.loads(r))
+    for row in rows:
+        if kind == "classification":
+            names.add(str(row["label"]))
+        elif kind == "multi-label":
+            names.update(map(str, row["label"]))
+        elif kind == "token-classification":
+            names.update(map(str, row["ner_tags"]))
+            documents.add(str(row.get("document")))
+        if len(names) > MAX_LABELS:
+            break
+    return {"n": [len(rows)], "rejects": [json.dumps(rejects)], "names": [json.dumps(sorted(names))],
+            "documents": [json.dumps(sorted(documents)[:MIN_DOCS])], "docs_shared": [len(documents) < len(rows)],
+            "pairs": [any(isinstance(r.get("text_b"), str) for r in rows)]}
+
+
+MIN_DOCS = 10  # roles.MIN_DOCUMENT_GROUPS: fewer documents than this, and sentences are the groups
+
+
+def _lowest(counts: dict, max_rows: int) -> dict:
+    """The entries of {(hash, group): rows} that a carve of at most `max_rows` rows could take: lowest hashes first,
+    up to and including the first that would pass `max_rows` (whatever follows it can never be taken)."""
+    kept, taken = {}, 0
+    for key in sorted(counts):
+        kept[key] = counts[key]
+        taken += counts[key]
+        if taken > max_rows:
+            break
+    return kept
+
+
+def _candidates(batch, kind: str, mode: str, fraction: float, max_rows: int, carve: str, exclude: set) -> dict:
+    """Pass 3 (once per carve): (hash, group, rows) of the groups under the fraction that the carve could take,
+    groups in `exclude` (the evaluation carve's, for select) left out; and the lowest. A block sends at most
+    `max_rows` rows' worth: the driver's share stays flat."""
+    found, lowest = collections.Counter(), None
+    for row in _rows(batch):
+        g = _group(row, kind, mode)
+        if g in exclude:
+            continue
+        h = unit_hash(EVALUATION_SALT + g if carve == "dev" else g)
+        if h < fraction:
+            found[(h, g)] += 1
+        if lowest is None or (h, g) < lowest:
+            lowest = (h, g)
+    return {"found": [json.dumps([[h, g, n] for (h, g), n in _lowest(found, max_rows).items()])],
+            "lowest": [json.dumps(lowest)]}
+
+
+def _chosen(records, max_rows: int) -> set[str]:
+    """roles.carve's rule over the candidates (an iterator of pass 3's records): lowest hashes first until
+    `max_rows` rows, a group never cut; at least one group. Merged record by record, pruned as it goes."""
+    counts: collections.Counter = collections.Counter()
+    lowest = []
+    for rec in records:
+        for h, g, n in json.loads(rec["found"]):
+            counts[(h, g)] += n
+        counts = collections.Counter(_lowest(counts, max_rows))
+        low = json.loads(rec["lowest"])
+        if low:
+            lowest = min(lowest, [tuple(low)]) if lowest else [tuple(low)]
+    chosen, taken = set(), 0
+    for h, g in sorted(counts):
+        if chosen and taken + counts[(h, g)] > max_rows:
+            break
+        chosen.add(g)
+        taken += counts[(h, g)]
+    if not chosen and lowest:
+        chosen.add(lowest[0][1])
+    return chosen
+
+
+# -- pass 4: roles --------------------------------------------------------------------------------------------
+
+def _roles(batch, kind: str, mode: str, dev_groups: set, select_groups: set, labels: tuple, forbidden: set,
+           want: str, counts_only: bool = False):
+    """`want` = "train": the training rows (labels encoded, leaks out) as JSON, or (`counts_only`) what was left
+    out of them; else the carved rows of `want` and the counts, for the driver."""
+    out, rejects, leaks = [], collections.Counter(), 0
+    for row in _rows(batch):
+        g = _group(row, kind, mode)
+        role = "dev" if g in dev_groups else "select" if g in select_groups else "train"
+        if role != want:
+            continue
+        if role == "train" and leak_keys(row, kind) & forbidden:
+            leaks += 1
+            continue
+        if labels:
+            kept, counts = encode_labels([row], kind, labels)
+            rejects.update(counts)
+            if not kept:
+                continue
+            row = kept[0]
+        out.append(json.dumps(row, ensure_ascii=False) if want == "train" else row)
+    if want == "train" and not counts_only:
+        return {"row": np.asarray(out, dtype=object)}
+    return {"rows": [json.dumps([] if counts_only else out, ensure_ascii=False)], "rejects": [json.dumps(rejects)],
+            "leaks": [leaks]}
+
+
+def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: int) -> dict:
+    """Pass 5: rows, the digest's sum of row hashes, rejects and leaks, select keys found here, rows too long."""
+    rows = [json.loads(r) for r in batch["row"]]
+    total = sum(int.from_bytes(hashlib.sha256(json.dumps(r, sort_keys=True, ensure_ascii=False).encode()).digest(),
+                               "big") for r in rows)
+    in_select = sorted(set().union(*(leak_keys(r, kind) for r in rows)) & select_keys) if select_keys else []
+    return {"n": [len(rows)], "hash_sum": [str(total)], "in_select": [json.dumps(in_select)],
+            "truncated": [_too_long(rows, kind, tokenizer, max_seq_len)]}
+
+
+def _too_long(rows: list[dict], kind: str, tokenizer, max_seq_len: int) -> int:
+    if tokenizer is None or kind == "question-answering" or not rows:
+        return 0
+    if kind == "token-classification":
+        enc = tokenizer([r["tokens"] for r in rows], is_split_into_words=True)
+    else:
+        pairs = [r.get("text_b") for r in rows]
+        enc = tokenizer([str(r["text_a"]) for r in rows], pairs if all(isinstance(b, str) for b in pairs) else None)
+    return sum(len(ids) > max_seq_len for ids in enc["input_ids"])
+
+
+# -- the whole -----------------------------------------------------------------------------------------------
+
+def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: float, max_rows: int,
+                labels: tuple = (), dev: list[dict] | None = None, select: list[dict] | None = None,
+                max_train: int = 0, tokenizer=None,
+                max_seq_len: int = 128) -> StreamedRows:
+    """The training files `spec` through Ray Data (see the module docstring). `dev` / `select`: rows the caller
+    read from their own files (None: carved here). `labels`: fixed by the user, else taken from train."""
+    import ray
+
+    files = resolve_files(spec, fmt)
+    read = ray.data.from_items([{"path": p, "fmt": f} for p, f in files], override_num_blocks=len(files)) \
+        .map_batches(_read, batch_size=1, batch_format="numpy", fn_kwargs={"kind": kind, "columns": columns}) \
+        .materialize()
+
+    survey = read.map_batches(_survey, batch_size=None, batch_format="numpy", fn_kwargs={"kind": kind}).take_all()
+    rejected = {"train": collections.Counter()}
+    names, documents = set(), set()
+    for rec in survey:
+        rejected["train"].update(json.loads(rec["rejects"]))
+        names.update(json.loads(rec["names"]))
+        documents.update(json.loads(rec["documents"]))
+    if not sum(rec["n"] for rec in survey):
+        raise TaskDataError(f"task.train_file {spec!r}: no usable rows ({dict(rejected['train']) or 'empty'})")
+    if len(names) > MAX_LABELS:
+        raise TaskDataError(f"task.train_file {spec!r}: more than {MAX_LABELS:,} distinct labels; is the label column "
+                            f"({columns.label!r}) a label?")
+    if kind in ("classification", "multi-label", "token-classification") and not labels:
+        labels = label_set(names, "classification")
+    elif kind == "regression":
+        labels = ()
+    mode = ("document" if kind == "token-classification" and any(rec["docs_shared"] for rec in survey)
+            and len(documents) >= MIN_DOCS else
+            "pair" if INPUT_FIELDS[kind][0] == "text_a" and any(rec["pairs"] for rec in survey) else "content")
+
+    def chosen(carve: str, exclude: set) -> set[str]:
+        return _chosen(read.map_batches(_candidates, batch_size=None, batch_format="numpy", fn_kwargs=dict(
+            kind=kind, mode=mode, fraction=fraction, max_rows=max_rows, carve=carve, exclude=exclude)).iter_rows(),
+            max_rows)
+
+    dev_groups = chosen("dev", set()) if dev is None else set()
+    select_groups = chosen("select", dev_groups) if select is None else set()
+
+    def carved(want: str, forbidden: set = frozenset(), counts_only: bool = False):
+        recs = read.map_batches(_roles, batch_size=None, batch_format="numpy", fn_kwargs=dict(
+            kind=kind, mode=mode, dev_groups=dev_groups, select_groups=select_groups, labels=labels,
+            forbidden=forbidden, want=want, counts_only=counts_only)).take_all()
+        rows, counts, leaks = [], collections.Counter(), 0
+        for rec in recs:
+            rows.extend(json.loads(rec["rows"]))
+            counts.update(json.loads(rec["rejects"]))
+            leaks += int(rec["leaks"])
+        return rows, counts, leaks
+
+    if dev is None:
+        dev, rejected["dev"], _ = carved("dev")
+    if select is None:
+        select, rejected["select"], _ = carved("select")
+    forbidden = set().union(*(leak_keys(r, kind) for r in dev)) if dev else set()
+    _, train_rejects, train_leaks = carved("train", forbidden, counts_only=True)
+    rejected["train"].update(train_rejects)
+    train = read.map_batches(_roles, batch_size=None, batch_format="numpy", fn_kwargs=dict(
+        kind=kind, mode=mode, dev_groups=dev_groups, select_groups=select_groups, labels=labels, forbidden=forbidden,
+        want="train"))
+    if max_train:
+        train = train.limit(max_train)
+    train = train.materialize()
+    select_keys = set().union(*(leak_keys(r, kind) for r in select)) if select else set()
+    stats = train.map_batches(_train_survey, batch_size=None, batch_format="numpy", fn_kwargs=dict(
+        kind=kind, select_keys=select_keys, tokenizer=tokenizer, max_seq_len=max_seq_len)).take_all()
+    n_train = sum(rec["n"] for rec in stats)
+    if not n_train:
+        left_out = dict(rejected["train"]) or "none rejected"
+        raise TaskDataError(f"task.train_file {spec!r}: no training rows are left ({left_out}; {train_leaks} also in "
+                            f"dev; {len(dev)} carved to dev, {len(select)} to select): too few distinct inputs to "
+                            "carve from; give task.dev_file and task.select_file")
+    digest = hashlib.sha256(f"{n_train} {sum(int(rec['hash_sum']) for rec in stats) % 2**256:064x}".encode())
+    in_select = set().union(*(json.loads(rec["in_select"]) for rec in stats)) if stats else set()
+    kept_select = [r for r in select if not (leak_keys(r, kind) & in_select)]
+    out = StreamedRows(StreamedSplit(train, n_train, digest.hexdigest()), kept_select, dev, tuple(labels),
+                       rejected=rejected, truncated=sum(rec["truncated"] for rec in stats))
+    out.dropped = {"train_in_evaluation": train_leaks, "select_in_train": len(select) - len(kept_select)}
+    return out

