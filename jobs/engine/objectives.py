@@ -12,7 +12,6 @@ Contract with jobs/engine/data_parallel.py (and jobs/finetune.py):
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from bert_core.model import (IGNORE_INDEX, BertForPreTraining, BertForQuestionAnswering,
                              BertForSequenceClassification, BertForTokenClassification)

@@ -348,11 +348,12 @@ def count_truncated(task: TaskConfig, rows: list[dict], tokenizer) -> int:
     for i in range(0, len(rows), 2048):
         chunk = rows[i:i + 2048]
         if task.kind == "token-classification":
-            enc = tok([list(r["tokens"]) for r in chunk], is_split_into_words=True)
+            enc = tok([list(r["tokens"]) for r in chunk], is_split_into_words=True, verbose=False)
         else:
             texts = [_texts(r) for r in chunk]
             pairs = [x["text_b"] for x in texts]
-            enc = tok([x["text_a"] for x in texts], pairs if all(isinstance(b, str) for b in pairs) else None)
+            enc = tok([x["text_a"] for x in texts], pairs if all(isinstance(b, str) for b in pairs) else None,
+                      verbose=False)  # counting: no "longer than the maximum" warning per long row
         n += sum(len(ids) > task.max_seq_len for ids in enc["input_ids"])
     return n
 

@@ -18,7 +18,6 @@ per node, not once per rank.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import tempfile

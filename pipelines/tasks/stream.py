@@ -204,10 +204,11 @@ def _too_long(rows: list[dict], kind: str, tokenizer, max_seq_len: int) -> int:
     if tokenizer is None or kind == "question-answering" or not rows:
         return 0
     if kind == "token-classification":
-        enc = tokenizer([r["tokens"] for r in rows], is_split_into_words=True)
+        enc = tokenizer([r["tokens"] for r in rows], is_split_into_words=True, verbose=False)
     else:
         pairs = [r.get("text_b") for r in rows]
-        enc = tokenizer([str(r["text_a"]) for r in rows], pairs if all(isinstance(b, str) for b in pairs) else None)
+        enc = tokenizer([str(r["text_a"]) for r in rows], pairs if all(isinstance(b, str) for b in pairs) else None,
+                        verbose=False)  # counting: no "longer than the maximum" warning per long row
     return sum(len(ids) > max_seq_len for ids in enc["input_ids"])
 
 
