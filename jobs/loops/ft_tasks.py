@@ -236,7 +236,7 @@ def rows_line(task: TaskConfig, rows: TaskRows) -> str:
     dropped = {k: v for k, v in rows.dropped.items() if v}
     return (f"[data] {task.name}: {len(rows.train):,} train, {len(rows.select):,} {SELECT} (chooses), "
             + ", ".join(f"{len(r):,} {s}" for s, r in rows.evaluation.items()) + " (evaluates)"
-            + (f"; {len(rows.labels)} labels {list(rows.labels)}" if task.kind != "question-answering" else "")
+            + (f"; {len(rows.labels)} labels {list(rows.labels)}" if rows.labels and task.kind != "regression" else "")
             + (f"; removed as leaks: {dropped}" if dropped else "")
             + (f"; rejected: {rows.rejected}" if rows.rejected else "")
             + (f"; cut to {task.max_seq_len} word pieces: {rows.truncated}" if rows.truncated else ""))
