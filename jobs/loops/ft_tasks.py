@@ -148,7 +148,7 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     the label set from them in a stable order (or task.labels); select and dev from their files where given (on the
     driver: they judge and choose, and are capped), else carved from train by the stable hash, dev first. A row whose
     label train lacks is rejected and counted; leaks leave train and select as for the benchmarks."""
-    from pipelines.tasks.files import encode_labels
+    from pipelines.tasks.labels import encode_labels
     from pipelines.tasks.roles import keys_of, without
     from pipelines.tasks.stream import stream_rows
 
@@ -376,7 +376,7 @@ def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str
     elif task.name == "pkgdocs":
         out = {"accuracy": float((arrays["logits"].argmax(-1) == arrays["labels"]).mean())}
     elif task.kind in SEQUENCE_KINDS:  # your own data
-        from pipelines.tasks.files import file_metrics
+        from pipelines.tasks.labels import file_metrics
 
         logits = arrays["logits"][:, 0] if task.kind == "regression" else arrays["logits"]
         out = file_metrics(task.kind, logits, arrays["labels"], tuple(task.labels), task.multi_label_threshold)

@@ -95,13 +95,6 @@ def materialize_files(files: dict[str, bytes], owner: object) -> Path:
     return d
 
 
-def id2label(cfg: FinetuneConfig) -> dict[int, str] | None:
-    """The class names an export carries (none for QA and a single regression output)."""
-    if cfg.task.kind == "question-answering" or ft_tasks.num_labels(cfg.task) == 1:
-        return None
-    return dict(enumerate(cfg.task.labels))
-
-
 class Worker:
     """One rank: the model and engine, this rank's batches, the select metrics (rank 0's, shared), the report and
     its checkpoint. The loop, with its evaluation, early stopping and non-finite policy, is FinetuneLoop's."""
@@ -196,7 +189,7 @@ class Worker:
     def _keep_best(self) -> None:
         if self.rank == 0:
             shutil.rmtree(self.best_dir, ignore_errors=True)
-            self.engine.export(self.best_dir, self.init_dir, id2label(self.cfg))
+            self.engine.export(self.best_dir, self.init_dir, ft_tasks.id2label(self.cfg.task))
 
     def run(self) -> None:
         self.loop.run()

@@ -37,8 +37,7 @@ from jobs.config.sweep import SEARCHABLE, apply
 from jobs.loops import ft_tasks
 from jobs.loops.finetune import FinetuneLoop, select_metrics, skip
 from jobs.runtime.faults import FaultsConfig, maybe_kill_trial
-from jobs.workers.finetune_worker import (build_engine, build_model, id2label, materialize_files,
-                                          single_process_group)
+from jobs.workers.finetune_worker import build_engine, build_model, materialize_files, single_process_group
 
 
 @dataclass
@@ -233,5 +232,5 @@ class TrialRun:
         """The best evaluation's weights in HF format (the last checkpoint carries them), and the history up to it."""
         if self.best_state is not None:
             self.engine.module.load_state_dict(self.best_state)
-        self.engine.export(out, self.init_dir, id2label(self.cfg))
+        self.engine.export(out, self.init_dir, ft_tasks.id2label(self.cfg.task))
         (out.parent / "history.json").write_text(json.dumps(self.loop.best_history(), indent=1))

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipelines.tasks.common import TaskDataError
-from pipelines.tasks.files import Columns, encode_labels, label_set, read_file, resolve_files
+from pipelines.tasks.files import Columns, read_file, resolve_files
+from pipelines.tasks.labels import encode_labels, label_set
 from pipelines.tasks.roles import INPUT_FIELDS, content_key, leak_keys, unit_hash
 
 EVALUATION_SALT = "evaluation|"  # the evaluation carve's hash is not the select carve's

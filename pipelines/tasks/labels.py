@@ -1,0 +1,75 @@
+"""Labels and metrics of a user's own data (pipelines/tasks/files.py reads the rows): the label set taken from train
+in a stable order, labels encoded as indices (a label train lacks is rejected and counted, never mapped to another
+class), and the metrics of classification, multi-label classification and regression."""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Iterable
+
+import numpy as np
+from scipy.special import expit
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score
+
+from pipelines.tasks.common import TaskDataError
+
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def label_set(labels: Iterable, kind: str) -> tuple[str, ...]:
+    """Label names in class-index order from the train split's raw labels (per row: a class, or a list
+    of classes for multi-label / tags for token classification): all integer-like -> sorted numerically
+    ("2" < "10"), else sorted as strings."""
+    if kind not in ("classification", "multi-label", "token-classification"):
+        raise ValueError(f"{kind} has no label set")
+    names = set()
+    for label in labels:
+        names.update([str(label)] if kind == "classification" else map(str, label))
+    if not names:
+        raise TaskDataError(f"no labels in the train split of this {kind} task")
+    integers = all(_INTEGER.fullmatch(x) for x in names)
+    return tuple(sorted(names, key=lambda x: (int(x), x) if integers else x))
+
+
+def encode_labels(rows, kind: str, labels: tuple[str, ...]) -> tuple[list[dict], collections.Counter]:
+    """Rows with label as its index into `labels` (multi-label: a list of indices); a row whose label
+    (token classification: any tag) is not in `labels` is rejected, never mapped to another class."""
+    index = {name: i for i, name in enumerate(labels)}
+    out, rejects = [], collections.Counter()
+    for row in rows:
+        if kind == "classification" and str(row["label"]) in index:
+            out.append({**row, "label": index[str(row["label"])]})
+        elif kind == "multi-label" and all(str(x) in index for x in row["label"]):
+            out.append({**row, "label": [index[str(x)] for x in row["label"]]})
+        elif kind in ("regression", "question-answering") or (
+                kind == "token-classification" and all(str(t) in index for t in row["ner_tags"])):
+            out.append(row)
+        else:
+            rejects["tag_not_in_train" if kind == "token-classification" else "label_not_in_train"] += 1
+    return out, rejects
+
+
+def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
+                 threshold: float = 0.5) -> dict[str, float]:
+    """classification: accuracy, macro_f1 of class ids (N,) or logits (N, C); multi-label: micro_f1,
+    macro_f1 (over all C labels; 0 for one never true nor predicted) and exact_match (all C right) of
+    sigmoid(logits) > threshold against (N, C) 0/1 labels; regression: pearson, spearman, mse.
+    Computed by scikit-learn / scipy."""
+    preds, gold = np.asarray(predictions), np.asarray(labels)
+    if kind == "classification":
+        preds = preds.argmax(-1) if preds.ndim == 2 else preds
+        return {"accuracy": float(accuracy_score(gold, preds)), "macro_f1": float(f1_score(gold, preds, average="macro"))}
+    if kind == "multi-label":
+        if preds.shape != gold.shape or preds.shape[-1] != len(label_names):
+            raise ValueError(f"logits {preds.shape} and labels {gold.shape} must both be (N, {len(label_names)})")
+        hits, gold = (expit(preds.astype(np.float64)) > threshold).astype(int), gold.astype(int)
+        return {"micro_f1": float(f1_score(gold, hits, average="micro", zero_division=0)),
+                "macro_f1": float(f1_score(gold, hits, average="macro", zero_division=0)),
+                "exact_match": float(accuracy_score(gold, hits))}
+    if kind == "regression":
+        preds, gold = preds.reshape(-1).astype(np.float64), gold.reshape(-1).astype(np.float64)
+        return {"pearson": float(pearsonr(preds, gold)[0]), "spearman": float(spearmanr(preds, gold)[0]),
+                "mse": float(np.mean((preds - gold) ** 2))}
+    raise ValueError(f"file_metrics scores classification, multi-label and regression; {kind} keeps its task's metric")
