@@ -197,7 +197,7 @@ PATH_FIELDS = ("data_dir", "train_file", "dev_file", "select_file", "corpus_dir"
 
 
 def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:
-    """What a fine-tune's checkpoint means only together with (jobs/resubmit.py): the task (its settings, not
+    """What a fine-tune's checkpoint means only together with (jobs/runtime/resubmit.py): the task (its settings, not
     its paths), the rows it trains and chooses on (train and select: a new evaluation split leaves a checkpoint
     valid, unless it holds rows of train, which then leave train as leaks), where it started (`init`: a model URI or the resolved folder),
     and the batch size (a resumed epoch skips the batches it took)."""

@@ -142,7 +142,7 @@ MODEL_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_
 
 
 def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
-    """What a pretraining checkpoint means only together with (jobs/resubmit.py): the prepared set its data
+    """What a pretraining checkpoint means only together with (jobs/runtime/resubmit.py): the prepared set its data
     position counts examples of (named by a hash of its inputs and config) and the model's shape."""
     return {"prepared set": Path(prepared.path).name, **{f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE}}
 

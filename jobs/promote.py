@@ -7,7 +7,7 @@
 
 The candidate and the current champion are scored on the same evaluation rows: the candidate's task (the
 `task_config` tag its registration wrote, with any `task.*` override), read afresh, each model with its own
-tokenizer (jobs/scorer.py). The candidate becomes champion when there is no champion, or when the one-sided
+tokenizer (jobs/registry/scorer.py). The candidate becomes champion when there is no champion, or when the one-sided
 lower confidence bound (level `confidence`) of a paired bootstrap of candidate minus champion over the
 evaluation rows is above `min_delta`: the improvement is shown to clear the margin, not merely estimated to.
 A tie, or anything less, keeps the champion, and the one-line reason says why. While it is judged the
@@ -246,7 +246,7 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
 
 
 def history(client, name: str) -> list[str]:
-    """Every recorded alias move of `name`, oldest first (jobs/registry.move_alias writes them)."""
+    """Every recorded alias move of `name`, oldest first (jobs/registry/versions.move_alias writes them)."""
     return alias_history(client, name)
 
 

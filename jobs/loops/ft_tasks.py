@@ -13,14 +13,14 @@ and `dev_mismatched`) judge the chosen model once, on the driver. Contracts with
 
 from __future__ import annotations
 
-import numpy as np
-
 import collections
 import json
 
+import numpy as np
+
 from bert_core.config import ConfigError
 from jobs.config.finetune import TaskConfig
-from pipelines.tasks.common import TaskDataError, batch_rows, load_tokenizer
+from pipelines.tasks.common import TaskDataError, batch_rows, count_too_long, load_tokenizer
 from pipelines.tasks.roles import TaskRows, assign_roles
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -162,12 +162,15 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
                            max_seq_len=task.max_seq_len)
     for name, counts in streamed.rejected.items():
         rejected.setdefault(name, collections.Counter()).update(counts)
-    dev, select = streamed.dev, streamed.select
-    if streamed.labels:
-        for name in given:  # a carved split was encoded in the cluster
-            rows, counts = encode_labels(dev if name == "dev" else select, kind, streamed.labels)
-            rejected[name].update(counts)
-            dev, select = (rows, select) if name == "dev" else (dev, rows)
+
+    def encoded(name: str, rows: list[dict]) -> list[dict]:  # a carved split was encoded in the cluster
+        if name not in given or not streamed.labels:
+            return rows
+        rows, counts = encode_labels(rows, kind, streamed.labels)
+        rejected[name].update(counts)
+        return rows
+
+    dev, select = encoded("dev", streamed.dev), encoded(SELECT, streamed.select)
     dropped = dict(streamed.dropped)
     select, dropped["select_in_evaluation"] = without(select, keys_of(dev, kind), kind)
     for name, spec, rows in (("dev", task.dev_file, dev), (SELECT, task.select_file, select)):
@@ -342,20 +345,8 @@ def note_truncated(task: TaskConfig, rows: TaskRows, tokenizer_dir) -> None:
 def count_truncated(task: TaskConfig, rows: list[dict], tokenizer) -> int:
     """Rows longer than task.max_seq_len word pieces, which the features cut to fit (QA: long contexts are spread
     over windows instead, nothing is cut)."""
-    if task.kind == "question-answering" or not rows:
-        return 0
-    tok, n = load_tokenizer(tokenizer), 0
-    for i in range(0, len(rows), 2048):
-        chunk = rows[i:i + 2048]
-        if task.kind == "token-classification":
-            enc = tok([list(r["tokens"]) for r in chunk], is_split_into_words=True, verbose=False)
-        else:
-            texts = [_texts(r) for r in chunk]
-            pairs = [x["text_b"] for x in texts]
-            enc = tok([x["text_a"] for x in texts], pairs if all(isinstance(b, str) for b in pairs) else None,
-                      verbose=False)  # counting: no "longer than the maximum" warning per long row
-        n += sum(len(ids) > task.max_seq_len for ids in enc["input_ids"])
-    return n
+    tok = load_tokenizer(tokenizer)
+    return sum(count_too_long(rows[i:i + 2048], task.kind, tok, task.max_seq_len) for i in range(0, len(rows), 2048))
 
 
 # -- metrics (select: rank 0; evaluation: jobs/registry/scorer.py) ------------------------------------------------------------------------

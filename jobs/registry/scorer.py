@@ -5,7 +5,7 @@ model card and the registered version).
 
 The model is loaded with transformers' own class for its task (what a user gets from the registry), the
 rows are featurized with the model's own tokenizer (two models with different vocabularies are compared
-on the same text), and the main metric is the one fine-tuning selects on (jobs/ft_tasks.metric_name), here on
+on the same text), and the main metric is the one fine-tuning selects on (jobs/loops/ft_tasks.metric_name), here on
 the evaluation split:
   classification   the task's official metric (GLUE score, pkgdocs accuracy) recomputed on each resample
   NER              entity-level micro F1 from per-sentence (true positive, predicted, gold) entity counts

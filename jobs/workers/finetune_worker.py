@@ -148,7 +148,7 @@ class Worker:
                 shutil.copytree(d / "model", self.best_dir, dirs_exist_ok=True)
         self.loop.load_state(state)
         # A checkpoint of this submission's own MLflow run: a worker died. Another's: the run was resubmitted
-        # (the driver checked its basis: jobs/resubmit.py), and its failures were that submission's.
+        # (the driver checked its basis: jobs/runtime/resubmit.py), and its failures were that submission's.
         resubmitted = earlier is not None and earlier["run_id"] != self.config.get("mlflow_run_id")
         self.resumes = 0 if resubmitted else state.get("resumes", 0) + 1
         loop = self.loop

@@ -81,6 +81,22 @@ def load_tokenizer(tokenizer):
     return tokenizer
 
 
+def count_too_long(rows: list[dict], kind: str, tokenizer, max_seq_len: int) -> int:
+    """Rows longer than `max_seq_len` word pieces with their special tokens, which the features cut to fit: sentences
+    (and pairs) of `text_a`/`text_b`, or a token-classification row's `tokens`. Extractive QA spreads a long context
+    over windows instead, so nothing is cut: 0."""
+    if kind == "question-answering" or not rows:
+        return 0
+    if kind == "token-classification":
+        enc = tokenizer([list(r["tokens"]) for r in rows], is_split_into_words=True, verbose=False)
+    else:  # Arrow hands back numpy strings, and NaN or None for a missing pair
+        pairs = [r.get("text_b") for r in rows]
+        enc = tokenizer([str(r["text_a"]) for r in rows],
+                        [str(b) for b in pairs] if all(isinstance(b, str) for b in pairs) else None,
+                        verbose=False)  # counting: no "longer than the maximum" warning per long row
+    return sum(len(ids) > max_seq_len for ids in enc["input_ids"])
+
+
 def batch_rows(batch) -> list[dict]:
     """Row dicts from a column batch (Ray Data's numpy / pandas formats) or a list of rows."""
     if isinstance(batch, Mapping):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipelines.tasks.common import TaskDataError
+from pipelines.tasks.common import TaskDataError, count_too_long
 from pipelines.tasks.files import Columns, read_file, resolve_files
 from pipelines.tasks.labels import encode_labels, label_set
 from pipelines.tasks.roles import INPUT_FIELDS, content_key, leak_keys, unit_hash
@@ -198,19 +198,7 @@ def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: in
                                "big") for r in rows)
     in_select = sorted(set().union(*(leak_keys(r, kind) for r in rows)) & select_keys) if select_keys else []
     return {"n": [len(rows)], "hash_sum": [str(total)], "in_select": [json.dumps(in_select)],
-            "truncated": [_too_long(rows, kind, tokenizer, max_seq_len)]}
-
-
-def _too_long(rows: list[dict], kind: str, tokenizer, max_seq_len: int) -> int:
-    if tokenizer is None or kind == "question-answering" or not rows:
-        return 0
-    if kind == "token-classification":
-        enc = tokenizer([r["tokens"] for r in rows], is_split_into_words=True, verbose=False)
-    else:
-        pairs = [r.get("text_b") for r in rows]
-        enc = tokenizer([str(r["text_a"]) for r in rows], pairs if all(isinstance(b, str) for b in pairs) else None,
-                        verbose=False)  # counting: no "longer than the maximum" warning per long row
-    return sum(len(ids) > max_seq_len for ids in enc["input_ids"])
+            "truncated": [count_too_long(rows, kind, tokenizer, max_seq_len) if tokenizer else 0]}
 
 
 # -- the whole -----------------------------------------------------------------------------------------------

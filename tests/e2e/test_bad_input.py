@@ -196,7 +196,7 @@ def test_bad_corpus_through_prepare_and_a_short_pretraining_run(ray_up, corpus, 
     assert manifest["counts"]["documents_read"] == good + sum(EXPECTED_REJECTS.values())
     assert {k.split("/")[-1]: v for k, v in m.items() if k.startswith("data/rejected/")} == EXPECTED_REJECTS
     logged = MlflowClient(cfg.tracking.tracking_uri).get_run(result.mlflow["run_id"]).data.metrics
-    # final metrics are logged with "." for "/" (jobs/tracking.finish_run)
+    # final metrics are logged with "." for "/" (jobs/registry/tracking.finish_run)
     assert {k.split(".")[-1]: v for k, v in logged.items() if k.startswith("data.rejected.")} == EXPECTED_REJECTS
     assert logged["data.documents_rejected"] == sum(EXPECTED_REJECTS.values())
     line = rejects_line(m, result.data_dir)

@@ -1,4 +1,4 @@
-"""jobs/resubmit.py on a run folder laid out as Ray Train leaves it (checkpoint_manager_snapshot.json naming the
+"""jobs/runtime/resubmit.py on a run folder laid out as Ray Train leaves it (checkpoint_manager_snapshot.json naming the
 latest checkpoint folder); the e2e resubmission tests run it on real Ray Train storage."""
 
 import json

@@ -1,4 +1,4 @@
-"""jobs/engine.Engine over a fine-tuning head: one real DeepSpeed step, evaluate, predict, export."""
+"""jobs/engine/data_parallel.Engine over a fine-tuning head: one real DeepSpeed step, evaluate, predict, export."""
 
 import json
 
@@ -106,7 +106,7 @@ def test_compiled_engine_trains_like_eager(deepspeed_world_of_one):
 
 def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparameters(deepspeed_world_of_one, tmp_path):
     """PBT's exploit through the engine: trial B loads trial A's DeepSpeed checkpoint (weights, Adam moments,
-    step) and then trains with B's own learning rate and weight decay (jobs/sweep_trial.retune)."""
+    step) and then trains with B's own learning rate and weight decay (jobs/workers/sweep_trial.retune)."""
     from jobs.engine.ds_config import lr_lambda
     from jobs.config.finetune import FinetuneConfig
     from jobs.workers.finetune_worker import build_engine

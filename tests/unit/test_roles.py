@@ -1,4 +1,4 @@
-"""The three roles of a task's data (pipelines/tasks/roles.py through jobs/ft_tasks.load_rows), for every kind of
+"""The three roles of a task's data (pipelines/tasks/roles.py through jobs/loops/ft_tasks.load_rows), for every kind of
 task: no evaluation row (by content, or by SQuAD question id) is in train or select; select is carved by a stable
 hash of each row's group, whole groups only, the same for any row order; and changing an evaluation row changes
 nothing the run chooses with (train and select stay byte-identical)."""
