@@ -38,6 +38,11 @@ ENDED_BY_RAY = re.compile(r"ray/_private/worker\.py\", line \d+, in sigterm_hand
 # what the raylet pushes to every driver on a small machine (fractional-CPU workers and actors outnumber
 # the cores); its other messages (a worker killed for memory, ...) are printed
 RAYLET_BENIGN = re.compile(r"PYTHON worker processes have been started on node")
+# Ray Data's listing of files ends its thread pool while the thread that signals completion is still telling
+# the pool's workers to stop (ray/data/_internal/dynamic_work_queue.py, _signal_completion does not catch the
+# InterruptedError that pool.shutdown causes): a traceback after every file was listed, from a thread
+# named pool-N/completion-signaler and ending in a bare InterruptedError. Only that exact shape is dropped.
+SIGNALER = re.compile(r"^Exception in thread pool-\d+/completion-signaler:$")
 LOUD_ACTORS = ("TrainController",)  # kept whole: quiet mode sets Ray Train's console to warnings (train_logging)
 LIBRARIES = ("mlflow", "alembic", "ray.tune", "ray.train", "transformers", "deepspeed", "urllib3", "filelock",
              "huggingface_hub")
@@ -112,11 +117,33 @@ def keep_lines(data: dict) -> list[str]:
     """The lines of one batch of a worker's streamed output that quiet mode prints. `data` is Ray's batch:
     "lines", "pid", "actor_name" or "task_name", "is_err"."""
     lines = data.get("lines") or []
-    lines = [line for line in lines if not BENIGN.search(line)]
+    lines = _drop_signaler_race([line for line in lines if not BENIGN.search(line)])
     trouble = any(TROUBLE.search(line) for line in lines) and not any(ENDED_BY_RAY.search(line) for line in lines)
     if (data.get("actor_name") or "").startswith(LOUD_ACTORS) or trouble:
         return lines
     return [line for line in lines if OURS.match(line)]
+
+
+def _drop_signaler_race(lines: list[str]) -> list[str]:
+    """`lines` less each SIGNALER traceback that runs through dynamic_work_queue's _signal_completion and ends
+    in a bare InterruptedError; any other traceback, and any line after that one, is kept."""
+    kept, i = [], 0
+    while i < len(lines):
+        if SIGNALER.match(_bare(lines[i])):
+            inside = (" ", "Traceback")
+            end = next((j for j in range(i + 1, len(lines)) if not _bare(lines[j]).startswith(inside)), None)
+            block = lines[i:end + 1] if end is not None else []
+            if (end is not None and _bare(lines[end]) == "InterruptedError"
+                    and any("in _signal_completion" in line for line in block)):
+                i = end + 1
+                continue
+        kept.append(lines[i])
+        i += 1
+    return kept
+
+
+def _bare(line: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip()
 
 
 def install_worker_filter() -> None:

@@ -156,3 +156,31 @@ def test_what_libraries_print_goes_to_a_log_file_in_quiet_mode_only(tmp_path, mo
     with console.to_log_file("mlflow"):
         print("Created version '1' of model 'm'.", file=sys.stderr)
     assert capsys.readouterr().err == "Created version '1' of model 'm'.\n"
+
+
+SIGNALER_RACE = [
+    "Exception in thread pool-3/completion-signaler:",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.11/threading.py", line 1045, in _bootstrap_inner',
+    "    self.run()",
+    '  File "/venv/lib/python3.11/site-packages/ray/data/_internal/dynamic_work_queue.py", line 180, in '
+    "_signal_completion",
+    "    pool.work_queue.put(SENTINEL)",
+    '  File "/venv/lib/python3.11/site-packages/ray/data/_internal/util.py", line 1082, in put',
+    "    raise InterruptedError()",
+    "InterruptedError",
+]
+
+
+def test_ray_datas_listing_race_is_dropped_and_nothing_else():
+    """Ray Data's file listing shuts its thread pool while its completion signaler still posts stop markers
+    (seen in a CI run's pretraining job log, from a ListFiles actor): that traceback alone is dropped."""
+    assert console.keep_lines(batch("ListFiles", *SIGNALER_RACE, is_err=True)) == []
+    other = ["ValueError: bad"]
+    assert console.keep_lines(batch("ListFiles", *SIGNALER_RACE, *other, is_err=True)) == other
+    # the same thread failing some other way is an error, printed whole
+    failed = [*SIGNALER_RACE[:-1], "OSError: disk full"]
+    assert console.keep_lines(batch("ListFiles", *failed, is_err=True)) == failed
+    # an InterruptedError from elsewhere in another thread is kept
+    elsewhere = [SIGNALER_RACE[0], SIGNALER_RACE[1], '  File "x.py", line 1, in f', "InterruptedError"]
+    assert console.keep_lines(batch("ListFiles", *elsewhere, is_err=True)) == elsewhere
