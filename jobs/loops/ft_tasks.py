@@ -418,4 +418,4 @@ def squad_predictions(task: TaskConfig, rows: list[dict], features: dict, start_
         threshold = float("inf")
     elif threshold is None:
         threshold = best_null_threshold(rows, spans)
-    return {k: "" if null - score > threshold else text for k, (text, score, null) in spans.items()}, threshold
+    return {k: "" if null - score > threshold else text for k, (text, score, null, _) in spans.items()}, threshold

@@ -49,7 +49,7 @@ from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.squad import load_squad
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
-FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad")
+FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad", "text")  # text: unlabeled only
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
               ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # .json may be "squad"; .txt only as conll
 _SENTENCES = ("text", "text_pair", "label")
@@ -57,6 +57,7 @@ _KIND_COLUMNS = {"classification": _SENTENCES, "multi-label": _SENTENCES, "regre
                  "token-classification": ("tokens", "tags"), "question-answering": ("context", "question", "answers")}
 _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
                  "question-answering": ("jsonl", "parquet", "hf", "squad")}  # the others: csv tsv jsonl parquet hf
+_UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "squad")}  # others: + text
 _SNIFF_BYTES = 1 << 20  # read of a .json file to tell one SQuAD document from JSON Lines
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
@@ -169,6 +170,8 @@ class _Reject(str):
 def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]:
     """The columns `kind` reads (and the optional title); raises naming the missing ones."""
     need = {f: getattr(columns, f) for f in (*_KIND_COLUMNS[kind], "id") if getattr(columns, f)}
+    if kind == "token-classification" and not columns.tokens:  # unlabeled text to tag
+        need["text"] = columns.text
     missing = [f for f, name in need.items() if name not in found]
     if missing:
         raise TaskDataError(f"{path}: expected columns {list(need.values())}, found {list(found)}; set "
@@ -307,6 +310,9 @@ def _records(path, f, fmt, kind, columns, batch_rows):
         return _parquet_records(path, f, kind, columns, batch_rows)
     if fmt == "hf":
         return _hf_records(path, kind, columns, batch_rows)
+    if fmt == "text":  # one input per line
+        return ((n, where, text if isinstance(text, _Reject) else {columns.text: text}, excerpt)
+                for n, where, text, excerpt in _lines(f))
     return ((n, where, _Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
              {"id": f"{_name(path)}:{n}", "document": f"{_name(path)}:doc{document}", "tokens": [x.split()[0] for x in lines],
               "ner_tags": [x.split()[-1] for x in lines]}, " | ".join(lines[:5]))
@@ -343,14 +349,17 @@ class _Rows:
         c = self.columns
         rid = record.get(c.id) if c.id else None
         rid = f"{_name(self.path)}:{n}" if rid is None or rid == "" else str(rid)
+        if self.kind == "token-classification" and not c.tokens:  # unlabeled text to tag
+            text = record.get(c.text)
+            return {"id": rid, "text": text} if isinstance(text, str) and text.strip() else "missing_text"
         if self.kind == "token-classification":
-            return self._tokens(rid, record.get(c.tokens), record.get(c.tags))
+            return self._tokens(rid, record.get(c.tokens), record.get(c.tags), labeled=bool(c.tags))
         if self.kind == "question-answering":
             return self._qa(rid, record, where)
         texts = [record.get(name) for name in (c.text, c.text_pair) if name]
         if not all(isinstance(t, str) and t.strip() for t in texts):
             return "missing_text"
-        label = self._label(record.get(c.label, _ABSENT))
+        label = self._label(record.get(c.label, _ABSENT)) if c.label else (None, None)
         if isinstance(label, str):
             return label
         if label[1] is not None and self.label_type not in (None, label[1]):
@@ -387,11 +396,13 @@ class _Rows:
         return [x for x in dict.fromkeys(str(x).strip() for x in value) if x], (types.pop() if types else None)
 
     @staticmethod
-    def _tokens(rid: str, tokens, tags) -> dict | str:
+    def _tokens(rid: str, tokens, tags, labeled: bool = True) -> dict | str:
         if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
             return "missing_text"
         if not tokens:
             return "empty_row"
+        if not labeled:
+            return {"id": rid, "document": rid, "tokens": tokens, "ner_tags": None}
         if tags is None:
             return "missing_label"
         if not isinstance(tags, list) or any(isinstance(t, bool) or not isinstance(t, (int, str)) for t in tags):
@@ -450,11 +461,20 @@ def _squad_batches(path: str, batch_rows: int) -> Iterator[FileBatch]:
 
 
 def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
-              batch_rows: int = 2048) -> Iterator[FileBatch]:
-    """Stream one file (a resolve_files pair) as FileBatch-es; see the module docstring."""
+              batch_rows: int = 2048, labeled: bool = True) -> Iterator[FileBatch]:
+    """Stream one file (a resolve_files pair) as FileBatch-es; see the module docstring. `labeled=False`: inputs to
+    predict (unlabeled): no label column is read (a row's label is None; QA's answers []), plain text is a
+    format (one input per line, the `text` column), and token classification reads a `text` column to tag
+    when `columns.tokens` is "" (a row {id, text})."""
     if kind not in KINDS:
         raise ValueError(f"unknown task kind {kind!r}; expected one of {list(KINDS)}")
-    allowed = _KIND_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf"))
+    if not labeled:
+        columns = unlabeled(columns)
+        allowed = _UNLABELED_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf", "text"))
+        if kind == "token-classification" and columns.tokens:
+            allowed = _KIND_FORMATS[kind]
+    else:
+        allowed = _KIND_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf"))
     if fmt not in allowed:
         raise TaskDataError(f"{path}: format {fmt!r} cannot hold {kind} rows; use one of {list(allowed)}")
     rows = _Rows(path, kind, columns)
@@ -484,6 +504,13 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         rows.put("empty_file", path, "")
     if rows.batch.rows or rows.batch.rejects:
         yield rows.take()
+
+
+def unlabeled(columns: Columns) -> Columns:
+    """`columns` reading no label: what prediction inputs are read with."""
+    import dataclasses
+
+    return dataclasses.replace(columns, label="", tags="", answers="")
 
 
 def _check_keys(path, keys, batch, kind, columns) -> None:

@@ -20,6 +20,7 @@ import math
 import os
 import re
 import string
+from typing import NamedTuple
 
 import numpy as np
 
@@ -145,19 +146,26 @@ def postprocess_predictions(examples, features, start_logits, end_logits, n_best
     """
     spans = best_spans(examples, features, start_logits, end_logits, n_best, max_answer_length)
     return {ex_id: "" if version_2 and null - score > null_threshold else text
-            for ex_id, (text, score, null) in spans.items()}
+            for ex_id, (text, score, null, _) in spans.items()}
+
+
+class Span(NamedTuple):
+    text: str  # the best span's text ("" when no window has a span)
+    score: float  # its start + end logit
+    null: float  # the null score: the smallest [CLS] start + end over the windows
+    start: int  # its first character in the context (-1 without a span)
 
 
 def best_spans(examples, features, start_logits, end_logits, n_best: int = 20,
-               max_answer_length: int = 30) -> dict[str, tuple[str, float, float]]:
-    """{example id: (best span text, its score, null score)}; see postprocess_predictions."""
+               max_answer_length: int = 30) -> dict[str, Span]:
+    """{example id: its best Span}; see postprocess_predictions."""
     start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
     windows = collections.defaultdict(list)
     for i, example_id in enumerate(features["example_id"]):
         windows[example_id].append(i)
     out = {}
     for ex in examples:
-        best_score, best_text, null_score = -math.inf, "", math.inf
+        best_score, best_text, best_start, null_score = -math.inf, "", -1, math.inf
         for i in windows[ex["id"]]:
             offsets, s_logit, e_logit = features["offset_mapping"][i], start_logits[i], end_logits[i]
             null_score = min(null_score, float(s_logit[0] + e_logit[0]))
@@ -171,12 +179,12 @@ def best_spans(examples, features, start_logits, end_logits, n_best: int = 20,
                         continue
                     if s_logit[s] + e_logit[e] > best_score:
                         best_score = float(s_logit[s] + e_logit[e])
-                        best_text = ex["context"][offsets[s][0]:offsets[e][1]]
-        out[ex["id"]] = (best_text, best_score, null_score)
+                        best_text, best_start = ex["context"][offsets[s][0]:offsets[e][1]], offsets[s][0]
+        out[ex["id"]] = Span(best_text, best_score, null_score, best_start)
     return out
 
 
-def best_null_threshold(examples, spans: dict[str, tuple[str, float, float]], metric: str = "f1") -> float:
+def best_null_threshold(examples, spans: dict[str, Span], metric: str = "f1") -> float:
     """The v2 null_threshold that maximises `metric` ("exact" or "f1") on these (dev) examples.
 
     As the official evaluate-v2.0.py's find_best_thresh: an example answers "" when its
@@ -186,7 +194,7 @@ def best_null_threshold(examples, spans: dict[str, tuple[str, float, float]], me
     which = 0 if metric == "exact" else 1
     rows = []
     for ex in examples:
-        text, score, null = spans[ex["id"]]
+        text, score, null, _ = spans[ex["id"]]
         rows.append((null - score, example_scores(ex, text)[which], example_scores(ex, "")[which]))
     rows.sort(key=lambda r: -r[0])
     total = sum(r[1] for r in rows)  # threshold above every difference: no example answers ""

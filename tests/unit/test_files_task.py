@@ -1,5 +1,6 @@
 """A user's own labeled files: every format and kind, each reject reason, label order, metrics."""
 
+import collections
 import json
 import shutil
 from pathlib import Path
@@ -322,3 +323,28 @@ def test_file_metrics_against_hand_computed_values():
     assert m == pytest.approx({"pearson": 3 / 84 ** 0.5, "spearman": 0.5, "mse": 5 / 3})
     with pytest.raises(ValueError, match="must both be"):
         file_metrics("multi-label", logits, gold, ("x", "y", "z"))
+
+
+def test_inputs_to_predict_are_read_without_labels(tmp_path):
+    """labeled=False (jobs/predict.py): no label column needed, a label present is not read, plain text is one
+    input per line, token classification tags a text column; a bad record is still counted."""
+    def rows(path, fmt, kind, columns=Columns()):
+        batches = list(read_file(str(path), fmt, kind, columns, labeled=False))
+        return [r for b in batches for r in b.rows], sum((b.rejects for b in batches), collections.Counter())
+
+    (tmp_path / "a.csv").write_text("text,label\nfine day,pos\nno label here,\n")
+    got, rejects = rows(tmp_path / "a.csv", "csv", "classification")
+    assert [(r["text_a"], r["label"]) for r in got] == [("fine day", None), ("no label here", None)] and not rejects
+    (tmp_path / "b.txt").write_bytes(b"first line\n\n\xff\xfe bad\nthird\n")
+    got, rejects = rows(tmp_path / "b.txt", "text", "classification")
+    assert [(r["id"], r["text_a"]) for r in got] == [("b.txt:0", "first line"), ("b.txt:3", "third")]
+    assert rejects == {"blank_line": 1, "invalid_utf8": 1}
+    got, _ = rows(tmp_path / "b.txt", "text", "token-classification", Columns(tokens=""))
+    assert got[0] == {"id": "b.txt:0", "text": "first line"}
+    (tmp_path / "c.jsonl").write_text('{"tokens": ["Ada", "Lovelace"]}\n')
+    got, _ = rows(tmp_path / "c.jsonl", "jsonl", "token-classification")  # words, no tags
+    assert got[0]["tokens"] == ["Ada", "Lovelace"] and got[0]["ner_tags"] is None
+    with pytest.raises(TaskDataError, match="expected columns"):
+        rows(tmp_path / "a.csv", "csv", "classification", Columns(text="sentence"))
+    with pytest.raises(TaskDataError, match="cannot hold"):  # text is for inputs only
+        list(read_file(str(tmp_path / "b.txt"), "text", "classification"))

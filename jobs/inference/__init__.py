@@ -1,0 +1,1 @@
+"""Batch prediction and serving parts without Ray: the predictor (jobs/predict.py runs it in Ray Data)."""

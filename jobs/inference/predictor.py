@@ -1,0 +1,240 @@
+"""A fine-tuned model folder -> a prediction for each input row: what its registered transformers pipeline
+answers (jobs/registry/tracking.pipeline_config: truncation, windows for token classification), computed in
+batches of inputs sorted by length. No Ray here: jobs/predict.py runs `encode` in Ray Data tasks and
+`Predictor.forward` + `Predictor.decode` in an actor pool; tests call them on plain lists.
+
+    predictor = Predictor(model_dir)
+    predictions = predictor.predict([{"id": "a", "text_a": "a fine day"}])  # encode, forward, decode
+
+Each kind's prediction (the output columns, besides `id` and `file`):
+  classification        label, score (its probability), scores (JSON: label -> probability)
+  multi-label           labels (JSON list: every label whose sigmoid is over the threshold), score (the
+                        best label's), scores
+  regression            value
+  token-classification  entities (JSON list of {entity_group, score, word, start, end}, offsets into the
+                        text), as the pipeline with aggregation "first" and windows overlapping by a quarter
+  question-answering    answer, answer_start (-1: none), score (start + end logit), null_score; an
+                        answer is "" when the null score beats the span by more than the model's
+                        null_threshold (SQuAD v2 models; chosen during fine-tuning)
+Rows longer than the model's limit are truncated (classification) or windowed (token classification, QA);
+`truncated` counts the first, `windows` > 1 marks the others.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
+OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
+                  "regression": ("value",), "token-classification": ("entities",),
+                  "question-answering": ("answer", "answer_start", "score", "null_score")}
+
+
+def model_kind(config) -> str:
+    """The task kind of an HF BERT config: its architecture's head, and for sequence heads the problem type
+    (what the fine-tuning job exports: multi_label_classification, regression)."""
+    arch = (config.architectures or [""])[0]
+    if arch.endswith("ForTokenClassification"):
+        return "token-classification"
+    if arch.endswith("ForQuestionAnswering"):
+        return "question-answering"
+    if not arch.endswith("ForSequenceClassification"):
+        raise ValueError(f"not a fine-tuned model: architecture {arch or '(none)'!r}; predict needs a "
+                         "sequence classification, token classification or question answering head")
+    if config.problem_type == "multi_label_classification":
+        return "multi-label"
+    if config.problem_type == "regression" or config.num_labels == 1:
+        return "regression"
+    return "classification"
+
+
+@dataclass
+class QASettings:
+    """Windows and spans for question answering (the fine-tuning task's settings when the registry has them)."""
+
+    max_seq_len: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best: int = 20
+    max_answer_length: int = 30
+
+
+class Encoder:
+    """Rows -> token windows, with the tokenizer and limits of the model folder. Cheap to build (no weights):
+    Ray Data's tokenizing tasks build one per process."""
+
+    def __init__(self, model_dir: str | Path, qa: QASettings | None = None):
+        from transformers import AutoConfig, BertTokenizerFast
+
+        self.config = AutoConfig.from_pretrained(model_dir)
+        self.kind = model_kind(self.config)
+        self.tokenizer = BertTokenizerFast.from_pretrained(model_dir)
+        self.limit = min(int(self.tokenizer.model_max_length), int(self.config.max_position_embeddings))
+        self.tokenizer.model_max_length = self.limit  # as the logged pipeline (tracking.pipeline_config)
+        self.stride = self.limit // 4
+        self.qa = qa or QASettings()
+        self.qa.max_seq_len = min(self.qa.max_seq_len, self.limit)
+
+    def encode(self, rows: list[dict]) -> list[dict]:
+        """One {"windows": [{input_ids, token_type_ids, ...}], "truncated": bool} per row."""
+        if not rows:
+            return []
+        if self.kind == "token-classification":
+            return self._tag_windows(rows)
+        if self.kind == "question-answering":
+            return self._qa_windows(rows)
+        texts, pairs = [r["text_a"] for r in rows], [r.get("text_b") for r in rows]
+        pairs = pairs if any(pairs) else None
+        enc = self.tokenizer(texts, pairs, truncation=True, return_token_type_ids=True)
+        at_limit = [i for i, ids in enumerate(enc["input_ids"]) if len(ids) >= self.limit]  # cut, or just fit
+        whole = self.tokenizer([texts[i] for i in at_limit], [pairs[i] for i in at_limit] if pairs else None,
+                               truncation=False, verbose=False)["input_ids"] if at_limit else []
+        cut = {i for i, ids in zip(at_limit, whole) if len(ids) > self.limit}
+        return [{"windows": [{"input_ids": ids, "token_type_ids": tt}], "truncated": i in cut}
+                for i, (ids, tt) in enumerate(zip(enc["input_ids"], enc["token_type_ids"]))]
+
+    def _tag_windows(self, rows: list[dict]) -> list[dict]:
+        """The pipeline's windows (TokenClassificationPipeline.preprocess with `stride`): overlapping by
+        `stride` pieces, with offsets and the special-token mask its postprocess reads."""
+        texts = [text_of(r) for r in rows]
+        enc = self.tokenizer(texts, truncation=True, stride=self.stride, return_overflowing_tokens=True,
+                             return_special_tokens_mask=True, return_offsets_mapping=True,
+                             return_token_type_ids=True)
+        out = [{"windows": [], "truncated": False} for _ in rows]
+        for i, j in enumerate(enc["overflow_to_sample_mapping"]):
+            out[j]["windows"].append({"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
+                                      "offsets": [list(o) for o in enc["offset_mapping"][i]],
+                                      "special": enc["special_tokens_mask"][i]})
+        return out
+
+    def _qa_windows(self, rows: list[dict]) -> list[dict]:
+        from pipelines.tasks.squad import squad_eval_features
+
+        q = self.qa
+        features = squad_eval_features(rows, self.tokenizer, q.max_seq_len, q.doc_stride, q.max_query_length)
+        index = {r["id"]: k for k, r in enumerate(rows)}
+        out = [{"windows": [], "truncated": False} for _ in rows]
+        for i, example_id in enumerate(features["example_id"]):
+            n = int(features["attention_mask"][i].sum())  # the window unpadded
+            out[index[example_id]]["windows"].append(
+                {"input_ids": features["input_ids"][i, :n].tolist(),
+                 "token_type_ids": features["token_type_ids"][i, :n].tolist(),
+                 "offsets": [list(o) if o is not None else None for o in features["offset_mapping"][i][:n]]})
+        return out
+
+
+def text_of(row: dict) -> str:
+    """What token classification tags: the row's text, or its words joined by spaces."""
+    return row["text"] if "text" in row else " ".join(row["tokens"])
+
+
+class Predictor(Encoder):
+    """The model folder's weights too: `forward` runs windows through the model, `decode` turns logits into
+    each row's prediction."""
+
+    def __init__(self, model_dir: str | Path, qa: QASettings | None = None, batch_size: int = 32,
+                 threshold: float = 0.5, device: str | None = None):
+        import transformers
+
+        from jobs.registry.tracking import TASK_MODELS
+        from jobs.loops.ft_tasks import HF_TASK
+
+        super().__init__(model_dir, qa)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        head = getattr(transformers, TASK_MODELS[HF_TASK[self.kind]])
+        self.model = head.from_pretrained(model_dir).to(self.device).eval()
+        self.batch_size, self.threshold = batch_size, threshold
+        self.labels = [self.config.id2label[i] for i in range(self.config.num_labels)]
+        self.null_threshold = getattr(self.config, "null_threshold", None)
+        self._tagger = None
+
+    def predict(self, rows: list[dict]) -> list[dict]:
+        encoded = self.encode(rows)
+        return self.decode(rows, encoded, self.forward(encoded))
+
+    @torch.inference_mode()
+    def forward(self, encoded: list[dict]) -> list[list[np.ndarray]]:
+        """Each row's windows' logits (float32 numpy): the windows of all rows sorted by length and run in
+        batches of `batch_size`, each padded to its longest, so little is spent on padding."""
+        windows = [(i, k, w) for i, e in enumerate(encoded) for k, w in enumerate(e["windows"])]
+        order = sorted(range(len(windows)), key=lambda j: len(windows[j][2]["input_ids"]))
+        logits: list[list] = [[None] * len(e["windows"]) for e in encoded]
+        for start in range(0, len(order), self.batch_size):
+            chunk = [windows[j] for j in order[start:start + self.batch_size]]
+            width = max(len(w["input_ids"]) for _, _, w in chunk)
+            ids = torch.zeros(len(chunk), width, dtype=torch.long)
+            types, mask = torch.zeros_like(ids), torch.zeros_like(ids)
+            for b, (_, _, w) in enumerate(chunk):
+                n = len(w["input_ids"])
+                ids[b, :n], types[b, :n], mask[b, :n] = torch.tensor(w["input_ids"]), torch.tensor(w["token_type_ids"]), 1
+            out = self.model(input_ids=ids.to(self.device), token_type_ids=types.to(self.device),
+                             attention_mask=mask.to(self.device))
+            if self.kind == "question-answering":
+                batch = torch.stack([out.start_logits, out.end_logits], -1).float().cpu().numpy()
+            else:
+                batch = out.logits.float().cpu().numpy()
+            for b, (i, k, w) in enumerate(chunk):
+                n = len(w["input_ids"])
+                logits[i][k] = batch[b, :n] if batch.ndim == 3 else batch[b]
+        return logits
+
+    def decode(self, rows: list[dict], encoded: list[dict], logits: list[list[np.ndarray]]) -> list[dict]:
+        decode = {"token-classification": self._entities, "question-answering": self._answer}.get(
+            self.kind, self._sequence)
+        return [{"id": r["id"], **decode(r, e, lg)} for r, e, lg in zip(rows, encoded, logits)]
+
+    def _sequence(self, row: dict, encoded: dict, logits: list[np.ndarray]) -> dict:
+        """As TextClassificationPipeline.postprocess: softmax, sigmoid for multi-label (and a single label
+        that is not regression), the raw value for regression."""
+        x = logits[0].astype(np.float64)
+        if self.kind == "regression":
+            return {"value": float(x[0])}
+        if self.kind == "multi-label" or len(x) == 1:
+            p = 1.0 / (1.0 + np.exp(-x))
+        else:
+            p = np.exp(x - x.max())
+            p = p / p.sum()
+        scores = json.dumps({label: round(float(v), 6) for label, v in zip(self.labels, p)})
+        best = int(np.argmax(p))
+        if self.kind == "multi-label":
+            chosen = [label for label, v in zip(self.labels, p) if v > self.threshold]
+            return {"labels": json.dumps(chosen), "score": float(p[best]), "scores": scores}
+        return {"label": self.labels[best], "score": float(p[best]), "scores": scores}
+
+    def _entities(self, row: dict, encoded: dict, logits: list[np.ndarray]) -> dict:
+        """TokenClassificationPipeline.postprocess itself, on these windows' logits."""
+        from transformers.pipelines import AggregationStrategy, TokenClassificationPipeline
+
+        if self._tagger is None:
+            self._tagger = TokenClassificationPipeline(model=self.model, tokenizer=self.tokenizer,
+                                                       device=self.device)
+        text = text_of(row)
+        outputs = [{"logits": torch.from_numpy(lg[None]), "sentence": text if k == 0 else None,
+                    "input_ids": torch.tensor([w["input_ids"]]), "offset_mapping": torch.tensor([w["offsets"]]),
+                    "special_tokens_mask": torch.tensor([w["special"]]), "is_last": k == len(logits) - 1}
+                   for k, (w, lg) in enumerate(zip(encoded["windows"], logits))]
+        entities = self._tagger.postprocess(outputs, aggregation_strategy=AggregationStrategy.FIRST)
+        return {"entities": json.dumps([{"entity_group": e["entity_group"], "score": round(float(e["score"]), 6),
+                                         "word": e["word"], "start": int(e["start"]), "end": int(e["end"])}
+                                        for e in entities], ensure_ascii=False)}
+
+    def _answer(self, row: dict, encoded: dict, logits: list[np.ndarray]) -> dict:
+        from pipelines.tasks.squad import best_spans
+
+        features = {"example_id": [row["id"]] * len(logits),
+                    "offset_mapping": [[tuple(o) if o is not None else None for o in w["offsets"]]
+                                       for w in encoded["windows"]]}
+        width = max(len(lg) for lg in logits)
+        start, end = (np.full((len(logits), width), -np.inf, dtype=np.float32) for _ in range(2))
+        for k, lg in enumerate(logits):
+            start[k, :len(lg)], end[k, :len(lg)] = lg[:, 0], lg[:, 1]
+        span = best_spans([row], features, start, end, self.qa.n_best, self.qa.max_answer_length)[row["id"]]
+        answered = span.start >= 0 and (self.null_threshold is None or span.null - span.score <= self.null_threshold)
+        return {"answer": span.text if answered else "", "answer_start": span.start if answered else -1,
+                "score": span.score if math.isfinite(span.score) else None, "null_score": span.null}

