@@ -27,14 +27,19 @@ class MlflowServer:
         self.uri = f"http://127.0.0.1:{port}"
         self.proc = None
 
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+                "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root}/server.db",
+                "--artifacts-destination", (self.root / "art").as_uri()]  # served: uploads go through it
+
+    def environment(self) -> dict:
+        return {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job-runner processes
+
     def start(self, timeout_s: float = 300.0) -> None:
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job-runner processes
+        """Started, and answering GET /health (the model server, tests/e2e/test_serve.py, answers it too)."""
         log = open(self.root / "server.log", "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root}/server.db",
-             "--artifacts-destination", (self.root / "art").as_uri()],  # served: uploads go through it
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.environment(),
+                                     start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -66,10 +71,11 @@ def server(tmp_path, monkeypatch):
         s.stop()
 
 
-def start_server(root: Path) -> MlflowServer:
-    """A started server under `root`; a first start that dies (its port taken meanwhile) is retried on another port."""
+def start_server(root: Path, kind=None, **kwargs) -> MlflowServer:
+    """A started server under `root` (an MlflowServer, or `kind(root, port, **kwargs)`, a subclass); a first start
+    that dies (its port taken meanwhile) is retried on another port."""
     for attempt in range(3):
-        s = MlflowServer(root, free_server_port())
+        s = (kind or MlflowServer)(root, free_server_port(), **kwargs)
         try:
             s.start()
             return s

@@ -1,0 +1,152 @@
+"""A registered model served over HTTP as users serve it: `mlflow models serve -m models:/NAME@champion --env-manager
+local` on 127.0.0.1, a real subprocess. Its answers equal what batch prediction writes (jobs/inference/predictor.py)
+for the same inputs, inputs far longer than the model's 64 positions included (truncated for classification,
+windowed for token classification: jobs/registry/tracking.pipeline_config), and it keeps answering after them."""
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jobs.inference.predictor import Predictor
+from jobs.registry import tracking
+from tests.mlflow_server import MlflowServer, start_server
+from tests.unit.test_predictor import LABELS, TAGS, tiny
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent  # `mlflow` and the `uvicorn` that `mlflow models serve` runs
+MLFLOW = str(BIN / "mlflow")
+LONG = " ".join(["the river flows past Paris and London"] * 43)  # 301 words: far over 64 positions
+LONGER = " ".join(["Marie Curie worked with Pierre Curie at the Sorbonne in Paris"] * 30)  # 330 words
+SHORT = ["a fine day in the park", "terrible, never again", "Marie Curie worked in Paris with Pierre Curie", "ok"]
+
+
+class ModelServer(MlflowServer):
+    """`mlflow models serve` of `model_uri` from the registry at `tracking_uri`: MlflowServer's start (waits for
+    GET /health, which the scoring server answers once the model is loaded) and stop (SIGKILL to its group)."""
+
+    def __init__(self, root: Path, port: int, model_uri: str, tracking_uri: str):
+        super().__init__(root, port)
+        self.model_uri, self.tracking_uri = model_uri, tracking_uri
+
+    def command(self) -> list[str]:
+        return [MLFLOW, "models", "serve", "-m", self.model_uri, "--env-manager", "local",
+                "--host", "127.0.0.1", "-p", str(self.port)]
+
+    def environment(self) -> dict:
+        return {**os.environ, "MLFLOW_TRACKING_URI": self.tracking_uri, "HF_HUB_OFFLINE": "1",
+                "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def invoke(self, payload: dict) -> tuple[int, dict]:
+        request = urllib.request.Request(f"{self.uri}/invocations", data=json.dumps(payload).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as e:  # 4xx/5xx: the scoring server's error JSON
+            return e.code, json.loads(e.read() or b"{}")
+
+    @staticmethod
+    def error(body: dict) -> str:
+        """A failed request's message and the end of the traceback the scoring server sends with it."""
+        return f"{body.get('message', body)}\n{body.get('stack_trace', '')[-800:]}"
+
+    def listening(self) -> list[tuple[str, int]]:
+        """(address, port) of every listening socket of the server's process tree."""
+        root = psutil.Process(self.proc.pid)
+        return [(c.laddr.ip, c.laddr.port) for p in [root, *root.children(recursive=True)]
+                for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+
+
+def champion(root: Path, folder: str, name: str, task: str) -> ModelServer:
+    """`folder` registered as NAME@champion (start_run + finish_run, as the fine-tuning job does) in a SQLite store
+    under `root`, and served."""
+    uri = f"sqlite:///{root}/mlflow.db"
+    run_id = tracking.start_run(uri, "serve", str(root / "art"), name, {"task": task})
+    info = tracking.finish_run(uri, run_id, {}, folder, name, "champion", task=task,
+                               input_example=["a fine day", "Marie Curie in Paris"])
+    assert (info["registered_model"], info["alias"]) == (name, "champion")
+    return start_server(root, ModelServer, model_uri=f"models:/{name}@champion", tracking_uri=uri)
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve-cls")
+    # initializer_range 1.0: a random head whose labels differ between inputs (at 0.02 every input is ~1/3 "pos")
+    folder = tiny(root, "BertForSequenceClassification", num_labels=3, id2label=dict(enumerate(LABELS)),
+                  label2id={v: i for i, v in enumerate(LABELS)}, initializer_range=1.0)
+    server = champion(root, folder, "serve-cls", "text-classification")
+    try:
+        yield server, Predictor(folder)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def tagger(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve-ner")
+    folder = tiny(root, "BertForTokenClassification", num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                  label2id={v: i for i, v in enumerate(TAGS)})
+    server = champion(root, folder, "serve-ner", "token-classification")
+    try:
+        yield server, Predictor(folder)
+    finally:
+        server.stop()
+
+
+def test_served_classifier_answers_as_batch_prediction_long_inputs_truncated(classifier):
+    server, predictor = classifier
+    assert {ip for ip, _ in server.listening()} == {"127.0.0.1"} and server.port in {p for _, p in server.listening()}
+    for texts in ([SHORT[0], LONG, *SHORT[1:]], [LONGER, "ok"]):  # a second request, after a long input
+        rows = [{"id": str(i), "text_a": t} for i, t in enumerate(texts)]
+        assert any(e["truncated"] for e in predictor.encode(rows))  # over 64 positions: the pipeline must cut it
+        status, body = server.invoke({"inputs": texts})
+        assert status == 200, server.error(body)
+        ours = predictor.predict(rows)
+        served = body["predictions"]
+        assert [p["label"] for p in served] == [p["label"] for p in ours]
+        assert [p["score"] for p in served] == pytest.approx([p["score"] for p in ours], abs=1e-4)
+    assert len({p["label"] for p in predictor.predict([{"id": t, "text_a": t} for t in [*SHORT, LONG]])}) > 1
+
+
+def test_served_tagger_answers_as_batch_prediction_long_inputs_windowed(tagger):
+    """The served answer per input is MLflow's: the entity groups joined by commas (its _parse_tokenizer_output);
+    batch prediction's entities, grouped the same way, must give the same string."""
+    server, predictor = tagger
+    assert {ip for ip, _ in server.listening()} == {"127.0.0.1"} and server.port in {p for _, p in server.listening()}
+    for texts in ([SHORT[2], LONG, *SHORT[:2]], [LONGER, "ok"]):  # a second request, after a long input
+        rows = [{"id": str(i), "text": t} for i, t in enumerate(texts)]
+        windows = [len(e["windows"]) for e in predictor.encode(rows)]
+        assert max(windows) > 1  # over 64 positions: tagged in overlapping windows
+        status, body = server.invoke({"inputs": texts})
+        assert status == 200, server.error(body)
+        entities = [json.loads(p["entities"]) for p in predictor.predict(rows)]
+        assert all(entities), "every input has an entity (see the test below for one without)"
+        assert body["predictions"] == [",".join(e["entity_group"] for e in ents) for ents in entities]
+        long = windows.index(max(windows))  # its entities reach past the first window's 64 pieces
+        first_window = predictor.tokenizer(texts[long], truncation=True, return_offsets_mapping=True)
+        assert max(e["end"] for e in entities[long]) > max(end for _, end in first_window["offset_mapping"])
+
+
+def test_served_tagger_and_an_input_without_entities(tagger):
+    """Not equal, and why: MLflow 3.17's transformers pyfunc cannot answer a token-classification input without
+    entities (its _parse_tokenizer_output reads [0] of that input's empty list): the whole request fails with 400,
+    where batch prediction answers `entities` [] for that row. Marked xfail for exactly that failure; once MLflow
+    answers, the answer must be "" for it and the others' groups."""
+    server, predictor = tagger
+    texts = ["", "Marie Curie worked in Paris"]  # "": no tokens, so no entities (as a sentence a model tags all O)
+    entities = [json.loads(p["entities"]) for p in predictor.predict([{"id": t, "text": t} for t in texts])]
+    assert entities[0] == [] and entities[1]
+    status, body = server.invoke({"inputs": texts})
+    if status == 400 and "_parse_tokenizer_output" in body.get("stack_trace", "") \
+            and "IndexError: list index out of range" in body.get("stack_trace", ""):
+        pytest.xfail("MLflow's served token classification fails (400, IndexError in _parse_tokenizer_output) on "
+                     "an input without entities")
+    assert status == 200, server.error(body)
+    assert body["predictions"] == [",".join(e["entity_group"] for e in ents) for ents in entities]
