@@ -3,6 +3,7 @@
     python jobs/lineage.py models:/bert-foundry-pkgdocs@champion
     python jobs/lineage.py models:/NAME/3 --tracking-uri sqlite:///mlflow.db
     python jobs/lineage.py runs:/RUN_ID
+    python jobs/lineage.py predictions/      # a jobs/predict.py output folder: its run, then the model's chain
 
 The chain: model version -> the run that logged it (a sweep trial also names its sweep's parent run) ->
 its start (`lineage.init`, `lineage.init_run_id`, `lineage.pretrain_run_id`, from the run, its sweep or the
@@ -62,6 +63,10 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
     client = MlflowClient(resolve_tracking_uri(tracking_uri))
     result = LineageResult(uri)
     links = result.links
+    if (Path(uri) / "manifest.json").is_file() and "://" not in uri:  # a prediction folder (jobs/predict.py)
+        uri = _walk_predictions(client, Path(uri), links)
+        if not uri:
+            return result
     if uri.startswith("runs:/") and uri[len("runs:/"):].split("/")[0]:
         _walk_run(client, uri[len("runs:/"):].split("/")[0], "the URI", {}, links, set())
         return result
@@ -82,6 +87,33 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
     else:
         _walk_run(client, version.run_id, f"model version {version.version}", version.tags, links, set())
     return result
+
+
+def _walk_predictions(client, folder: Path, links: list[Link]) -> str:
+    """A prediction folder's manifest -> its MLflow run -> the model it used: the URI to walk on from ("" when
+    the chain ends here: a plain model folder, or a missing link)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    model = manifest.get("model", {})
+    links.append(Link("predictions", str(folder.resolve()), details=[
+        f"status {manifest.get('status')}, {manifest.get('rows', '?')} rows, {len(manifest.get('shards', {}))} shards",
+        f"input {manifest.get('input')}", f"model {model.get('uri')} (sha256 {model.get('sha256')})"]))
+    run_id = manifest.get("mlflow", {}).get("run_id", "")
+    found = _get_run(client, run_id, "prediction run", "the manifest", links) if run_id else None
+    if run_id and found is None:
+        return ""
+    if found is not None:
+        tags = found.data.tags
+        links.append(Link("prediction run", run_id, details=_describe(found)))
+        if tags.get("lineage.model_sha256") != model.get("sha256"):
+            links.append(Link("model", model.get("uri", ""), False, why="the run's lineage.model_sha256 is not the "
+                              "manifest's model sha256"))
+            return ""
+    if model.get("name") and model.get("version"):
+        return f"models:/{model['name']}/{model['version']}"
+    if model.get("run_id"):
+        return f"runs:/{model['run_id']}"
+    links.append(Link("init", model.get("uri", ""), details=["a plain model folder (no MLflow run behind it)"]))
+    return ""
 
 
 def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
@@ -233,7 +265,7 @@ def format(result: LineageResult) -> str:  # noqa: A001 - the name the job's API
 
 def main(argv: list[str] | None = None) -> LineageResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("uri", help="models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID")
+    parser.add_argument("uri", help="models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID or a prediction folder")
     parser.add_argument("--tracking-uri", default=TrackingConfig.tracking_uri)
     args = parser.parse_args(argv)
     try:

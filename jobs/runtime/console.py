@@ -75,6 +75,8 @@ def configure(verbose: bool) -> None:
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
         warnings.filterwarnings("ignore", category=category)
+    # Ray Data, when an actor pool gets fewer blocks than actors (a small input to predict): not the user's to fix
+    warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
     try:
         from transformers.utils import logging as hf_logging
 

@@ -52,6 +52,7 @@ KINDS = ("classification", "multi-label", "regression", "token-classification", 
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad", "text")  # text: unlabeled only
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
               ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # .json may be "squad"; .txt only as conll
+INPUT_EXTENSIONS = {**EXTENSIONS, ".txt": "text"}  # inputs to predict (unlabeled): .txt is plain text
 _SENTENCES = ("text", "text_pair", "label")
 _KIND_COLUMNS = {"classification": _SENTENCES, "multi-label": _SENTENCES, "regression": _SENTENCES,
                  "token-classification": ("tokens", "tags"), "question-answering": ("context", "question", "answers")}
@@ -102,15 +103,15 @@ class FileBatch:
 
 # --- Finding the files ---
 
-def _format(fs, path: str, fmt: str, spec: str) -> str:
+def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -> str:
     ext = posixpath.splitext(path)[1].lower()
     if fmt:
         return fmt
-    if ext not in EXTENSIONS:
-        raise TaskDataError(f"{spec}: unknown file type {ext or path!r}; accepted: {', '.join(EXTENSIONS)} and "
-                            f"datasets save_to_disk folders; or set task.format (one of {', '.join(FORMATS)})")
+    if ext not in extensions:
+        raise TaskDataError(f"{spec}: unknown file type {ext or path!r}; accepted: {', '.join(extensions)} and "
+                            f"datasets save_to_disk folders; or set task.format, or predict's format (one of {', '.join(FORMATS)})")
     if ext != ".json":
-        return EXTENSIONS[ext]
+        return extensions[ext]
     with fs.open(path, "rb") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
         head = f.read(_SNIFF_BYTES).lstrip()
     try:
@@ -120,7 +121,7 @@ def _format(fs, path: str, fmt: str, spec: str) -> str:
     return "squad" if isinstance(first.get("data"), list) else "jsonl"
 
 
-def _data_file(path: str, fmt: str | None) -> bool:
+def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> bool:
     """Not hidden (.crc, _SUCCESS); in a folder (fmt not None) also named as data (of `fmt`, if set)."""
     ext = posixpath.splitext(path)[1].lower()
     if posixpath.basename(path).startswith((".", "_")):
@@ -128,13 +129,15 @@ def _data_file(path: str, fmt: str | None) -> bool:
     if fmt is None:
         return True
     if not fmt:
-        return ext in EXTENSIONS
-    return EXTENSIONS.get(ext) == fmt or (ext, fmt) in ((".json", "squad"), (".txt", "conll"))
+        return ext in extensions
+    return extensions.get(ext) == fmt or (ext, fmt) in ((".json", "squad"), (".txt", "conll"), (".txt", "text"))
 
 
-def resolve_files(spec: str, fmt: str = "") -> list[tuple[str, str]]:
+def resolve_files(spec: str, fmt: str = "", labeled: bool = True) -> list[tuple[str, str]]:
     """(path, format) pairs for a file, a folder (its data files, sorted), a glob, or a datasets
-    save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any fsspec URL."""
+    save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any fsspec URL. `labeled=False`:
+    inputs to predict, where a .txt file is plain text."""
+    extensions = EXTENSIONS if labeled else INPUT_EXTENSIONS
     if fmt and fmt not in FORMATS:
         raise ValueError(f"unknown task.format {fmt!r}; expected one of {list(FORMATS)}")
     fs, root = fsspec.core.url_to_fs(spec)
@@ -150,14 +153,14 @@ def resolve_files(spec: str, fmt: str = "") -> list[tuple[str, str]]:
             raise TaskDataError(f"{spec} is a DatasetDict with splits {splits}; name one as {spec}:<split>")
         if fs.isfile(posixpath.join(root, "state.json")):
             return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
-        paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt) and fs.isfile(p)]
+        paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt, extensions) and fs.isfile(p)]
     elif any(c in root for c in "*?["):
         paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
     else:
         paths = [root] if fs.isfile(root) else []
     if not paths:
-        raise FileNotFoundError(f"no data files match {spec!r} (accepted: {', '.join(EXTENSIONS)}, or set task.format)")
-    return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p), _format(fs, p, fmt, spec))
+        raise FileNotFoundError(f"no data files match {spec!r} (accepted: {', '.join(extensions)}, or set the format)")
+    return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p), _format(fs, p, fmt, spec, extensions))
             for p in sorted(paths)]
 
 

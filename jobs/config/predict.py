@@ -1,0 +1,59 @@
+"""The prediction job's configuration (jobs/predict.py), validated before any Ray work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bert_core.config import ConfigError
+from jobs.config.sections import TrackingConfig, check_output_dir
+from pipelines.tasks.files import FORMATS, Columns
+
+KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
+
+
+@dataclass
+class PredictConfig:
+    model: str = ""  # models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID/model, or a model folder
+    input: str = ""  # a file, folder, glob or fsspec URL: CSV, TSV, JSON Lines, Parquet, datasets folder, plain text
+    output: str = ""  # a folder on this machine (or storage every node mounts): shards + manifest.json
+    format: str = ""  # one of pipelines.tasks.files.FORMATS; "" = each file's extension (.txt: plain text)
+    # which column holds the text, the pair, the id, (QA) the question and context; token classification tags
+    # `text` (set columns.tokens to read lists of words instead)
+    columns: Columns = field(default_factory=lambda: Columns(tokens=""))
+    batch_size: int = 32  # windows per forward pass, sorted by length within `window`
+    window: int = 1024  # rows an actor sorts by length at once
+    shard_rows: int = 10_000  # rows per output shard: the unit a rerun skips when complete
+    num_actors: int = 0  # model replicas; 0 = one per GPU of the cluster, else one per cpus_per_actor CPUs
+    cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
+    threshold: float = 0.0  # multi-label: a label is predicted over this sigmoid; 0 = the model's task setting (0.5)
+    run_name: str = ""  # the MLflow run; "" = predict-<model>
+    faults: dict = field(default_factory=dict)  # testing only: {"kill_actor_after_batches": N}
+    tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-predictions"))
+
+    def validate(self) -> "PredictConfig":
+        if not self.model:
+            raise ConfigError("model must name a model: models:/NAME@champion, models:/NAME/3, runs:/ID/model or a "
+                              "folder (python jobs/predict.py MODEL --input FILES --output DIR)")
+        if not self.input:
+            raise ConfigError("input must name the files to predict (--input: a file, folder, glob or URL)")
+        if not self.output:
+            raise ConfigError("output must name a folder for the predictions (--output)")
+        if self.format and self.format not in FORMATS:
+            raise ConfigError(f"format must be one of {FORMATS} or '' (from the extension), got {self.format!r}")
+        for name in ("batch_size", "window", "shard_rows"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_actors < 0 or self.cpus_per_actor <= 0:
+            raise ConfigError(f"num_actors must be >= 0 and cpus_per_actor > 0, got {self.num_actors} and "
+                              f"{self.cpus_per_actor}")
+        if not 0 <= self.threshold < 1:
+            raise ConfigError(f"threshold must be in [0, 1) (0 = the model's own), got {self.threshold}")
+        unknown = sorted(set(self.faults) - {"kill_actor_after_batches"})
+        if unknown:
+            raise ConfigError(f"faults.{unknown[0]} does not apply to predict; allowed: faults.kill_actor_after_batches")
+        if "://" not in self.output:
+            check_output_dir("output", self.output)
+        else:
+            raise ConfigError(f"output must be a local folder (or one every node mounts), got {self.output!r}")
+        self.tracking.validate()
+        return self

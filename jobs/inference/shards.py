@@ -1,0 +1,118 @@
+"""A prediction job's output folder, and which of its shards are complete: what a rerun skips.
+
+    <output>/manifest.json                           the job's record (model, version, inputs, shards, counts)
+    <output>/shards/<shard>/_rows.json               the shard's input: file, rows read, rejects (written first)
+    <output>/shards/<shard>/part-<first>-<n>-<h>.parquet   predictions of n of its rows, from position `first`
+
+A shard is the k-th run of `shard_rows` consecutive readable rows of one input file (pipelines/tasks/files.py
+reads a file the same way every time), named `<file index>-<k>`. Every file lands whole or not at all (written
+beside its name, then renamed), so a killed job leaves complete files only. A shard is complete when its
+_rows.json is there and its parts hold that many rows; a rerun removes the parts of every other shard and
+predicts it again, so each input row is predicted exactly once in the output. A part's name comes from the rows
+it holds: a retried task (an actor that died) writes the same part again, over itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MANIFEST = "manifest.json"
+ROWS = "_rows.json"
+SHARDS = "shards"
+
+
+def shard_id(file_index: int, k: int) -> str:
+    return f"{file_index:05d}-{k:06d}"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """`data` at `path`, whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, value) -> None:
+    write_atomic(path, json.dumps(value, indent=1, ensure_ascii=False).encode())
+
+
+def write_rows(output: Path, shard: str, info: dict) -> None:
+    """The shard's input record, before any of its rows is predicted: {file, rows, rejects, samples}."""
+    write_json(output / SHARDS / shard / ROWS, info)
+
+
+def write_part(output: Path, shard: str, table: pa.Table) -> str:
+    """A part of the shard's predictions (`table` has a `position` column: each row's place in the shard)."""
+    positions = table.column("position").to_pylist()
+    digest = hashlib.sha256(json.dumps(positions).encode()).hexdigest()[:12]
+    name = f"part-{min(positions):07d}-{len(positions)}-{digest}.parquet"
+    buffer = io.BytesIO()
+    pq.write_table(table.sort_by("position"), buffer)
+    write_atomic(output / SHARDS / shard / name, buffer.getvalue())
+    return name
+
+
+@dataclass
+class ShardState:
+    rows: int | None = None  # from _rows.json; None: the shard was never read whole
+    parts: dict[str, int] = field(default_factory=dict)  # part file -> rows
+
+    @property
+    def complete(self) -> bool:
+        return self.rows is not None and sum(self.parts.values()) == self.rows
+
+
+def scan(output: Path) -> dict[str, ShardState]:
+    """Every shard folder under `output` and what it holds (from file names and _rows.json alone)."""
+    states: dict[str, ShardState] = {}
+    root = output / SHARDS
+    if not root.is_dir():
+        return states
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        state = states.setdefault(folder.name, ShardState())
+        if (folder / ROWS).is_file():
+            state.rows = int(json.loads((folder / ROWS).read_text())["rows"])
+        for part in folder.glob("part-*.parquet"):
+            state.parts[part.name] = int(part.name.split("-")[2])
+    return states
+
+
+def clear_incomplete(output: Path, states: dict[str, ShardState]) -> list[str]:
+    """Remove every shard that is not complete (its parts, its _rows.json): a rerun predicts it again. Returns
+    the complete shards."""
+    for shard, state in states.items():
+        if not state.complete:
+            shutil.rmtree(output / SHARDS / shard)
+    return sorted(s for s, state in states.items() if state.complete)
+
+
+def verify(output: Path, shard: str, rows: int) -> None:
+    """Each of the shard's rows is in its parts exactly once (positions 0 .. rows-1); raises otherwise."""
+    folder = output / SHARDS / shard
+    positions = sorted(p for part in sorted(folder.glob("part-*.parquet"))
+                       for p in pq.read_table(part, columns=["position"]).column("position").to_pylist())
+    if positions != list(range(rows)):
+        raise RuntimeError(f"shard {shard}: its parts hold positions {positions[:5]}... ({len(positions)} rows) for "
+                           f"{rows} input rows: not each exactly once")
+
+
+def part_files(output: Path, shard: str) -> list[str]:
+    return sorted(str(p.relative_to(output)) for p in (output / SHARDS / shard).glob("part-*.parquet"))

@@ -1,0 +1,465 @@
+"""Batch prediction with a registered model: your files in, parquet shards and a manifest out, through Ray Data.
+
+    python jobs/predict.py models:/NAME@champion --input 'new/*.csv' --output predictions/
+    ray job submit --working-dir . -- python jobs/predict.py models:/NAME@champion --input ... --output ...
+    python jobs/predict.py models:/NAME/3 --input docs.txt --output out/ columns.text=body batch_size=64
+
+1. The model: a registry alias or version, a run's model, or a folder, downloaded once; its version, run and task
+   settings (multi-label threshold, QA windows) come from the registry. A URI that does not resolve is one line.
+2. The plan: the input files (CSV, TSV, JSON Lines, Parquet, datasets folders, plain text: pipelines/tasks/files.py
+   reading without labels) and the output's shards (jobs/inference/shards.py): complete ones are skipped, the
+   others cleared. An output folder holds one model's predictions of one input: another is refused.
+3. Ray Data: read (tasks; bad records counted by reason) -> tokenize (tasks) -> predict (an actor pool, one model
+   replica per GPU or per `cpus_per_actor` CPUs; windows sorted by length; each actor writes its parts) -> one
+   small summary per batch to the driver: progress with rows/s and ETA, the manifest rewritten as shards complete.
+4. Every shard checked (each input row exactly once), the manifest finished, an MLflow run logged with the model
+   version it used (jobs/lineage.py follows a prediction folder back to the model and on to the corpus).
+
+Outputs per kind: jobs/inference/predictor.py. They equal the registered model's pipeline (what `mlflow models
+serve` answers), long inputs included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python jobs/predict.py` from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.runtime.cluster import prefer_loopback  # noqa: E402
+
+prefer_loopback()  # before anything imports ray
+
+import numpy as np  # noqa: E402
+
+from bert_core.config import ConfigError  # noqa: E402
+from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.config.predict import PredictConfig  # noqa: E402
+from jobs.inference import shards  # noqa: E402
+from jobs.runtime import console  # noqa: E402
+
+PROGRESS_EVERY_S = 10.0
+
+
+@dataclass
+class ModelRef:
+    uri: str
+    folder: Path
+    kind: str
+    name: str = ""  # registered model ("" for a folder or a run's model)
+    version: str = ""
+    run_id: str = ""  # the run that logged it
+    task: dict = field(default_factory=dict)  # the version's task_config tag
+    digest: str = ""  # sha256 over the folder's files: what "the same model" means to a rerun
+
+
+@dataclass
+class PredictResult:
+    output: Path
+    model: ModelRef
+    rows: int  # predicted, in this run and earlier ones
+    rejected: dict  # reason -> rows
+    truncated: int
+    skipped_shards: int  # complete before this run
+    seconds: float
+    run_id: str = ""  # the prediction's MLflow run
+
+
+def run(cfg: PredictConfig) -> PredictResult:
+    import mlflow
+
+    from jobs.registry import tracking
+    from jobs.runtime.cluster import init_ray
+    from pipelines.tasks.files import resolve_files
+
+    started = time.time()
+    output = Path(cfg.output).resolve()
+    uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
+    model = resolve_model(cfg.model, uri, output / ".model")
+    try:
+        files = resolve_files(cfg.input, cfg.format, labeled=False)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"input: {exc}") from None
+    basis = {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files], "format": cfg.format,
+             "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows, "threshold": cfg.threshold}
+    manifest = _open_manifest(output, cfg, model, files, basis)
+    done = shards.clear_incomplete(output, shards.scan(output))
+    manifest["shards"] = {s: v for s, v in manifest.get("shards", {}).items() if s in done}
+    if done:
+        print(f"[predict] {len(done)} complete shards of an earlier run kept in {output}", flush=True)
+
+    dashboard = init_ray()
+    run_id = _start_run(uri, cfg, model, output)
+    manifest["mlflow"] = {"tracking_uri": uri, "run_id": run_id}
+    shards.write_json(output / shards.MANIFEST, manifest)
+    try:
+        _predict(cfg, model, files, output, set(done), manifest)
+    except BaseException as exc:
+        mlflow.MlflowClient(uri).set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
+        mlflow.MlflowClient(uri).set_terminated(run_id, "FAILED")
+        raise
+    result = _finish(output, manifest, model, len(done), time.time() - started, run_id)
+    _log_run(uri, run_id, result, output)
+    print(summary(result, dashboard), flush=True)
+    return result
+
+
+# -- 1. the model ------------------------------------------------------------------------------------------------
+
+def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
+    """The model behind `uri`, as a local folder, with what the registry says of it."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from jobs.finetune import resolve_init
+    from jobs.inference.predictor import model_kind
+
+    name = version = run_id = ""
+    task: dict = {}
+    try:
+        if uri.startswith("models:/"):
+            client = MlflowClient(tracking_uri)
+            name, _, number = uri[len("models:/"):].partition("/")
+            name, _, alias = name.partition("@")
+            found = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, number)
+            version, run_id = str(found.version), found.run_id or ""
+            task = json.loads(found.tags.get("task_config", "{}"))
+            uri = f"models:/{name}/{version}"  # the alias resolved once: the whole job uses this version
+        elif uri.startswith("runs:/"):
+            run_id = uri[len("runs:/"):].split("/")[0]
+        elif not Path(uri).is_dir():
+            raise FileNotFoundError(f"no such folder {uri}")
+        folder = resolve_init(uri, tracking_uri, download_dir)
+    except (MlflowException, FileNotFoundError, OSError) as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        raise ConfigError(f"model {uri!r} does not resolve: {message.splitlines()[0]}") from None
+    from transformers import AutoConfig
+
+    try:
+        kind = model_kind(AutoConfig.from_pretrained(folder))
+    except ValueError as exc:
+        raise ConfigError(f"model {uri!r}: {exc}") from None
+    digest = hashlib.sha256()
+    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+        digest.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest())
+
+
+def _qa_settings(model: ModelRef):
+    from jobs.inference.predictor import QASettings
+
+    keys = ("max_seq_len", "doc_stride", "max_query_length", "n_best", "max_answer_length")
+    return QASettings(**{k: int(model.task[k]) for k in keys if k in model.task})
+
+
+def _threshold(cfg: PredictConfig, model: ModelRef) -> float:
+    return cfg.threshold or float(model.task.get("multi_label_threshold", 0.5))
+
+
+# -- 2. the plan -------------------------------------------------------------------------------------------------
+
+def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, basis: dict) -> dict:
+    """The output's manifest: an earlier run's, when it predicted the same input with the same model; refused
+    when it did not; a new one for an empty folder."""
+    path = output / shards.MANIFEST
+    if path.is_file():
+        old = json.loads(path.read_text())
+        if old.get("basis") != basis:
+            changed = sorted(k for k in basis if old.get("basis", {}).get(k) != basis[k])
+            raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
+                              f"{', '.join(changed)}): give a new output folder, or remove that one")
+        return old
+    if output.is_dir() and any(p.name != ".model" for p in output.iterdir()):
+        raise ConfigError(f"output {output} is not empty and holds no {shards.MANIFEST}: give a new or empty folder")
+    output.mkdir(parents=True, exist_ok=True)
+    from jobs.inference.predictor import OUTPUT_COLUMNS
+
+    return {"basis": basis, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "model": {"uri": model.uri, "name": model.name, "version": model.version, "run_id": model.run_id,
+                      "kind": model.kind, "sha256": model.digest, "asked": cfg.model},
+            "input": cfg.input, "files": [{"index": i, "path": p, "format": f} for i, (p, f) in enumerate(files)],
+            "columns": ["id", "file", "position", *OUTPUT_COLUMNS[model.kind], "truncated", "windows"],
+            "shards": {}}
+
+
+def _estimate_rows(files) -> int:
+    """About how many rows the inputs hold (for the ETA): Parquet's own count, else lines; 0 = unknown."""
+    import fsspec
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path, fmt in files:
+        try:
+            if fmt == "parquet":
+                with fsspec.open(path, "rb") as f:
+                    total += pq.ParquetFile(f).metadata.num_rows
+            elif fmt in ("csv", "tsv", "jsonl", "text"):
+                with fsspec.open(path, "rb") as f:
+                    total += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+            else:
+                return 0
+        except OSError:
+            return 0
+    return total
+
+
+# -- 3. Ray Data -------------------------------------------------------------------------------------------------
+
+def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set, manifest: dict) -> None:
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    package = ray.put({f.name: f.read_bytes() for f in model.folder.iterdir() if f.is_file()})
+    shipped = {"files": package, "digest": model.digest}  # a ref inside a dict: fetched where it is used
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    actors = cfg.num_actors or (gpus if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)
+                                                            // cfg.cpus_per_actor)))
+    qa = _qa_settings(model)
+    reads = ray.data.from_items([{"index": i, "path": p, "fmt": f} for i, (p, f) in enumerate(files)],
+                                override_num_blocks=max(1, len(files)))
+    # Reading and tokenizing run in tasks (flat_map is never fused into the tokenizing map_batches, and tasks of
+    # other resources are never fused into the actors). On GPUs they take a CPU each; on a CPU-only cluster the
+    # model replicas take every CPU and these light tasks share them (0 CPUs: they never wait for a free one).
+    task_cpus = 1 if gpus else 0
+    ds = reads.flat_map(_read, num_cpus=task_cpus, fn_kwargs={
+        "kind": model.kind, "columns": cfg.columns, "shard_rows": cfg.shard_rows, "skip": done, "output": output})
+    ds = ds.map_batches(_tokenize, batch_size=256, num_cpus=task_cpus, fn_kwargs={"model": shipped, "qa": qa})
+    ds = ds.map_batches(_Predict, batch_size=cfg.window, compute=ActorPoolStrategy(size=actors),
+                        num_gpus=1 if gpus else 0, num_cpus=cfg.cpus_per_actor if not gpus else 1,
+                        fn_constructor_kwargs={"model": shipped, "qa": qa, "batch_size": cfg.batch_size,
+                                               "threshold": _threshold(cfg, model), "output": output,
+                                               "threads": max(1, int(cfg.cpus_per_actor)),
+                                               "kill_after": int(cfg.faults.get("kill_actor_after_batches", 0))})
+    expected = _estimate_rows(files)
+    before = sum(s["rows"] for s in manifest["shards"].values())
+    seen: dict[str, int] = {}
+    rows = truncated = 0
+    start = last = time.time()
+    print(f"[predict] {model.kind} with {model.uri}{f' (v{model.version})' if model.version else ''}: "
+          f"{len(files)} input files, ~{expected:,} rows, {actors} model replicas "
+          f"({'GPU' if gpus else f'{cfg.cpus_per_actor:g} CPU'} each)", flush=True)
+    for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        for shard, n, cut in zip(batch["shard"], batch["rows"], batch["truncated"]):
+            seen[str(shard)] = seen.get(str(shard), 0) + int(n)
+            rows, truncated = rows + int(n), truncated + int(cut)
+        _complete_shards(output, manifest, seen)
+        if time.time() - last >= PROGRESS_EVERY_S:
+            last = time.time()
+            rate = rows / max(last - start, 1e-9)
+            left = max(expected - before - rows, 0)
+            eta = f" | ETA {_duration(left / rate)}" if expected and rate > 0 else ""
+            print(f"[predict] {before + rows:,}{f'/~{expected:,}' if expected else ''} rows | {rate:,.0f} rows/s"
+                  f"{eta} | {len(manifest['shards'])} shards complete", flush=True)
+    _complete_shards(output, manifest, seen, final=True)
+
+
+def _complete_shards(output: Path, manifest: dict, seen: dict, final: bool = False) -> None:
+    """Shards whose parts now hold all their rows, into the manifest (rewritten when one completes)."""
+    changed = False
+    for shard, state in shards.scan(output).items():
+        if shard in manifest["shards"] or not (state.complete or final):
+            continue
+        if not state.complete:
+            raise RuntimeError(f"shard {shard}: {sum(state.parts.values())} of {state.rows} rows predicted when the "
+                               "job's data ended")
+        shards.verify(output, shard, state.rows)
+        info = json.loads((output / shards.SHARDS / shard / shards.ROWS).read_text())
+        manifest["shards"][shard] = {**info, "parts": shards.part_files(output, shard)}
+        changed = True
+    if changed:
+        shards.write_json(output / shards.MANIFEST, manifest)
+
+
+def _read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Path):
+    """One input file -> its rows (JSON) with their shard and place in it; each shard's _rows.json first."""
+    from pipelines.tasks.files import read_file
+
+    path, fmt = str(item["path"]), str(item["fmt"])
+    for k, part in enumerate(read_file(path, fmt, kind, columns, batch_rows=shard_rows, labeled=False)):
+        shard = shards.shard_id(int(item["index"]), k)
+        if shard in skip:
+            continue
+        shards.write_rows(output, shard, {"file": path, "rows": len(part.rows), "rejects": dict(part.rejects),
+                                          "samples": [list(s) for s in part.samples]})
+        for position, row in enumerate(part.rows):
+            yield {"row": json.dumps(row, ensure_ascii=False), "shard": shard, "position": position, "file": path}
+
+
+_ENCODERS: dict[str, object] = {}  # per worker process: model digest -> its Encoder
+
+
+def _folder(model: dict) -> Path:
+    """The shipped model's files in a folder of this node (written once per node, by whichever process is first)."""
+    import tempfile
+
+    import ray
+
+    folder = Path(tempfile.gettempdir()) / "bert-foundry-models" / model["digest"]
+    if not (folder / ".complete").is_file():
+        files = ray.get(model["files"])
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{model['digest']}.", dir=folder.parent))
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        (tmp / ".complete").write_text("")
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another process got there first
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def _tokenize(batch, model: dict, qa):
+    from jobs.inference.predictor import Encoder
+
+    key = model["digest"]
+    if key not in _ENCODERS:
+        _ENCODERS[key] = Encoder(_folder(model), qa)
+    rows = [json.loads(r) for r in batch["row"]]
+    batch["enc"] = np.asarray([json.dumps(e) for e in _ENCODERS[key].encode(rows)], dtype=object)
+    return batch
+
+
+class _Predict:
+    """One model replica: windows -> predictions -> the shard's parts, written here; returns what it wrote."""
+
+    def __init__(self, model: dict, qa, batch_size: int, threshold: float, output: Path, threads: int,
+                 kill_after: int = 0):
+        import torch
+
+        from jobs.inference.predictor import Predictor
+
+        torch.set_num_threads(threads)
+        self.predictor = Predictor(_folder(model), qa, batch_size=batch_size, threshold=threshold)
+        self.output, self.kill_after, self.batches = output, kill_after, 0
+
+    def __call__(self, batch):
+        import pyarrow as pa
+
+        from jobs.inference.predictor import OUTPUT_COLUMNS
+
+        rows = [json.loads(r) for r in batch["row"]]
+        encoded = [json.loads(e) for e in batch["enc"]]
+        predictions = self.predictor.decode(rows, encoded, self.predictor.forward(encoded))
+        out = {"shard": [], "rows": [], "truncated": []}
+        columns = OUTPUT_COLUMNS[self.predictor.kind]
+        for shard in dict.fromkeys(batch["shard"]):
+            take = [i for i, s in enumerate(batch["shard"]) if s == shard]
+            table = pa.table({"id": [predictions[i]["id"] for i in take], "file": [batch["file"][i] for i in take],
+                              "position": [int(batch["position"][i]) for i in take],
+                              **{c: [predictions[i][c] for i in take] for c in columns},
+                              "truncated": [bool(encoded[i]["truncated"]) for i in take],
+                              "windows": [len(encoded[i]["windows"]) for i in take]})
+            shards.write_part(self.output, str(shard), table)
+            out["shard"].append(str(shard))
+            out["rows"].append(len(take))
+            out["truncated"].append(sum(bool(encoded[i]["truncated"]) for i in take))
+        self.batches += 1
+        self._maybe_die()
+        return {k: np.asarray(v, dtype=object if k == "shard" else np.int64) for k, v in out.items()}
+
+    def _maybe_die(self) -> None:
+        """Testing only (faults.kill_actor_after_batches): this replica's process is killed after that many
+        batches, once per output folder: Ray restarts the actor and retries its batch."""
+        marker = self.output / ".fault-killed-actor"
+        if self.kill_after and self.batches >= self.kill_after and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), 9)
+
+
+# -- 4. the record -----------------------------------------------------------------------------------------------
+
+def _finish(output: Path, manifest: dict, model: ModelRef, skipped: int, seconds: float, run_id: str) -> PredictResult:
+    rejected: dict[str, int] = {}
+    for info in manifest["shards"].values():
+        for reason, n in info.get("rejects", {}).items():
+            rejected[reason] = rejected.get(reason, 0) + int(n)
+    rows = sum(int(s["rows"]) for s in manifest["shards"].values())
+    truncated = 0
+    import pyarrow.parquet as pq
+
+    for info in manifest["shards"].values():
+        for part in info["parts"]:
+            truncated += sum(pq.read_table(output / part, columns=["truncated"]).column("truncated").to_pylist())
+    manifest.update(status="complete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), rows=rows, rejected=rejected,
+                    truncated=truncated)
+    shards.write_json(output / shards.MANIFEST, manifest)
+    return PredictResult(output, model, rows, rejected, truncated, skipped, seconds, run_id)
+
+
+def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> str:
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry import tracking
+
+    params = {"model": cfg.model, "model_uri": model.uri, "input": cfg.input, "output": str(output),
+              "format": cfg.format, "batch_size": cfg.batch_size, "window": cfg.window, "shard_rows": cfg.shard_rows}
+    name = cfg.run_name or f"predict-{model.name or Path(model.uri).name}"
+    run_id = tracking.start_run(uri, cfg.tracking.experiment, cfg.tracking.artifact_location, name, params)
+    client = MlflowClient(uri)
+    for k, v in {"job": "predict", "lineage.model_uri": model.uri, "lineage.model_name": model.name,
+                 "lineage.model_version": model.version, "lineage.model_run_id": model.run_id,
+                 "lineage.model_sha256": model.digest, "prediction.output": str(output),
+                 **tracking.code_version()}.items():
+        client.set_tag(run_id, k, str(v))
+    return run_id
+
+
+def _log_run(uri: str, run_id: str, r: PredictResult, output: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    for k, v in {"rows": r.rows, "rejected": sum(r.rejected.values()), "truncated": r.truncated,
+                 "seconds": r.seconds}.items():
+        client.log_metric(run_id, k, float(v))
+    client.log_artifact(run_id, str(output / shards.MANIFEST))
+    client.set_terminated(run_id, "FINISHED")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def summary(r: PredictResult, dashboard: str = "") -> str:
+    m = r.model
+    rejected = ", ".join(f"{k} {v}" for k, v in sorted(r.rejected.items())) or "none"
+    lines = ["=" * 72, f"predicted {r.rows:,} rows with {m.uri}" + (f" ({m.name} v{m.version})" if m.version else ""),
+             f"  output      {r.output} ({len(list((r.output / shards.SHARDS).glob('*')))} shards; "
+             f"{r.skipped_shards} complete before this run)",
+             f"  rejected    {rejected}", f"  truncated   {r.truncated} rows over the model's length limit",
+             f"  time        {_duration(r.seconds)} ({r.rows / max(r.seconds, 1e-9):,.0f} rows/s overall)",
+             f"  MLflow run  {r.run_id}"]
+    if dashboard:
+        lines.append(f"  Ray         {dashboard}")
+    lines.append(f"  {console.logs_line()}")
+    return "\n".join([*lines, "=" * 72])
+
+
+def main(argv: list[str] | None = None) -> PredictResult:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID/model or a folder")
+    parser.add_argument("--input", help="files to predict: a file, folder, glob or URL")
+    parser.add_argument("--output", help="a folder for the predictions (parquet shards + manifest.json)")
+    parser.add_argument("--config", help="YAML file with PredictConfig fields")
+    console.add_argument(parser)
+    parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. columns.text=body")
+    args = parser.parse_intermixed_args(argv)
+    console.configure(args.verbose)
+    extra = [f"model={json.dumps(args.model)}"] + ([f"input={json.dumps(args.input)}"] if args.input else []) \
+        + ([f"output={json.dumps(args.output)}"] if args.output else [])
+    cfg = load_config(PredictConfig, args.config, [*args.overrides, *extra])  # fails here, before any Ray work
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    cli(main)

@@ -1,0 +1,144 @@
+"""Using the champion, end to end (real local Ray, real SQLite MLflow, from the real all-MiniLM-L6-v2): two
+fine-tunes of a CSV task registered and promoted through jobs/promote.py, then jobs/predict.py with
+models:/NAME@champion over CSV, JSON Lines and plain-text files. Every prediction equals what the registered
+model's own pipeline (mlflow.transformers.load_model, with its inference settings) predicts; a prediction actor
+killed mid-job and a rerun over a half-finished output each leave every input predicted exactly once; a
+promotion and a rollback change the version the next job uses, and the manifest says which."""
+
+import csv
+import json
+import os
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bert_core.config import ConfigError
+from jobs.config.io import load_config
+from jobs.config.predict import PredictConfig
+from tests.e2e.test_own_data import TOPICS, config, sentence
+
+pytestmark = pytest.mark.slow
+
+NAME = "topics"
+
+
+def predict(tmp, model: str, inputs, output, *overrides):
+    from jobs.predict import run
+
+    return run(load_config(PredictConfig, None, [
+        f"model={model}", f"input={inputs}", f"output={output}", f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
+        f"tracking.artifact_location={tmp}/art", *overrides]))
+
+
+def promote(tmp, *overrides):
+    from jobs.promote import PromoteConfig
+    from jobs.promote import run as promote_run
+
+    return promote_run(load_config(PromoteConfig, None, [
+        f"model={NAME}", f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", "bootstrap_samples=200", *overrides]))
+
+
+def outputs(folder) -> list[dict]:
+    return pq.read_table(folder / "shards").to_pylist()
+
+
+@pytest.fixture(scope="module")
+def registry(ray_tmp):
+    """v1 barely trained (lr 1e-7), promoted as the first champion; v2 trained, promoted over it."""
+    rng = np.random.default_rng(0)
+    path = ray_tmp / "topics.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label"])
+        for i in range(300):
+            topic = list(TOPICS)[i % 3]
+            w.writerow([sentence(rng, topic), topic])
+    common = [f"task.train_file={path}", f"tracking.registered_model={NAME}", "train.epochs=1"]
+    from jobs.finetune import run as finetune
+
+    finetune(config(ray_tmp, "weak", *common, "optim.lr=1e-7"))
+    assert promote(ray_tmp).decision == "promoted"  # no champion yet
+    finetune(config(ray_tmp, "strong", *common, "optim.lr=2e-4", "train.epochs=2"))
+    decision = promote(ray_tmp)
+    assert decision.decision == "promoted", decision.reason
+    rng = np.random.default_rng(7)
+    inputs = ray_tmp / "inputs"
+    inputs.mkdir()
+    texts = [sentence(rng, list(TOPICS)[i % 3]) for i in range(90)]
+    with open(inputs / "a.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text"])
+        w.writerows([[t] for t in texts[:40]])
+    long = " ".join(["recipe soup bread"] * 300)  # ~900 pieces: over MiniLM's 512 positions
+    lines = [json.dumps({"text": t}) for t in texts[40:70]] + [json.dumps({"text": long}), "{not json"]
+    (inputs / "b.jsonl").write_text("\n".join(lines) + "\n")
+    (inputs / "c.txt").write_text("\n".join(texts[70:]) + "\n\n")
+    return {"inputs": inputs, "texts": {"a.csv": texts[:40], "b.jsonl": [*texts[40:70], long], "c.txt": texts[70:]}}
+
+
+def test_champion_predicts_three_formats_as_its_registered_pipeline(ray_tmp, registry):
+    import mlflow
+
+    out = ray_tmp / "pred"
+    result = predict(ray_tmp, f"models:/{NAME}@champion", registry["inputs"], out, "shard_rows=25", "window=16")
+    assert result.model.version == "2" and result.model.uri == f"models:/{NAME}/2"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["model"]["version"] == "2" and manifest["status"] == "complete"
+    assert result.rows == 91 and result.rejected == {"bad_json": 1, "blank_line": 1} and result.truncated == 1
+    rows = outputs(out)
+    assert sorted(r["id"] for r in rows) == sorted({r["id"] for r in rows})  # each input once
+    mlflow.set_tracking_uri(f"sqlite:///{ray_tmp}/mlflow.db")
+    pipe = mlflow.transformers.load_model(f"models:/{NAME}/2")
+    settings = mlflow.pyfunc.load_model(f"models:/{NAME}/2").model_config  # what the server calls it with
+    assert settings.get("truncation") is True
+    for name, texts in registry["texts"].items():
+        ours = sorted((r for r in rows if r["file"].endswith(name)), key=lambda r: int(r["id"].rsplit(":", 1)[1]))
+        theirs = pipe(texts, **settings)
+        assert [r["label"] for r in ours] == [t["label"] for t in theirs], name
+        assert [r["score"] for r in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-4), name
+    accuracy = np.mean([r["label"] == list(TOPICS)[int(r["id"].split(":")[1]) % 3] for r in rows
+                        if r["file"].endswith("a.csv")])
+    assert accuracy > 0.6, accuracy  # the champion learned the topics (chance: 1/3)
+    tags = mlflow.MlflowClient().get_run(result.run_id).data.tags
+    assert (tags["lineage.model_name"], tags["lineage.model_version"]) == (NAME, "2")
+    from jobs.lineage import run as lineage
+
+    chain = lineage(str(out), f"sqlite:///{ray_tmp}/mlflow.db")
+    assert [link.kind for link in chain.links][:3] == ["predictions", "prediction run", "model version"]
+    assert chain.links[2].name == f"{NAME} v2" and not chain.missing, chain.missing
+
+
+def test_a_killed_actor_and_a_rerun_leave_every_input_predicted_exactly_once(ray_tmp, registry):
+    out = ray_tmp / "killed"
+    result = predict(ray_tmp, f"models:/{NAME}/2", registry["inputs"], out, "shard_rows=25", "window=8",
+                     "faults.kill_actor_after_batches=2")
+    assert (out / ".fault-killed-actor").is_file()  # an actor died mid-job; Ray restarted it, retried its batch
+    ids = [r["id"] for r in outputs(out)]
+    assert len(ids) == len(set(ids)) == result.rows == 91
+    # a job killed before it finished: one shard's last part and its manifest entry never written
+    manifest = json.loads((out / "manifest.json").read_text())
+    shard = sorted(manifest["shards"])[1]
+    os.remove(out / sorted(manifest["shards"][shard]["parts"])[-1])
+    del manifest["shards"][shard]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    again = predict(ray_tmp, f"models:/{NAME}/2", registry["inputs"], out, "shard_rows=25", "window=8")
+    assert again.skipped_shards == len(manifest["shards"])  # only the broken shard was predicted again
+    ids = [r["id"] for r in outputs(out)]
+    assert len(ids) == len(set(ids)) == again.rows == 91
+    with pytest.raises(ConfigError, match="another model or input"):  # the folder holds v2's predictions
+        predict(ray_tmp, f"models:/{NAME}/1", registry["inputs"], out)
+
+
+def test_promotion_and_rollback_move_what_the_next_job_uses(ray_tmp, registry):
+    one = registry["inputs"] / "c.txt"
+    assert predict(ray_tmp, f"models:/{NAME}@champion", one, ray_tmp / "before").model.version == "2"
+    assert promote(ray_tmp, "rollback=true").decision == "rolled back"
+    after = predict(ray_tmp, f"models:/{NAME}@champion", one, ray_tmp / "after")
+    assert after.model.version == "1"
+    assert json.loads((ray_tmp / "after" / "manifest.json").read_text())["model"]["version"] == "1"
+
+
+def test_a_model_uri_that_does_not_resolve_is_one_line(ray_tmp, registry):
+    with pytest.raises(ConfigError, match=f"model 'models:/{NAME}@nobody' does not resolve"):
+        predict(ray_tmp, f"models:/{NAME}@nobody", registry["inputs"], ray_tmp / "none")

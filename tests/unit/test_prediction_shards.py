@@ -1,0 +1,44 @@
+"""jobs/inference/shards.py: what a rerun of jobs/predict.py keeps and what it predicts again."""
+
+import pyarrow as pa
+import pytest
+
+from jobs.inference import shards
+
+
+def part(positions):
+    return pa.table({"id": [f"r{p}" for p in positions], "position": positions})
+
+
+def test_complete_shards_are_kept_and_the_rest_cleared(tmp_path):
+    shards.write_rows(tmp_path, "00000-000000", {"file": "a.csv", "rows": 4})
+    shards.write_part(tmp_path, "00000-000000", part([0, 1]))
+    shards.write_part(tmp_path, "00000-000000", part([2, 3]))
+    shards.write_rows(tmp_path, "00000-000001", {"file": "a.csv", "rows": 4})  # killed after one part
+    shards.write_part(tmp_path, "00000-000001", part([0, 1]))
+    shards.write_part(tmp_path, "00001-000000", part([0]))  # parts but no _rows.json: never read whole
+    shards.write_rows(tmp_path, "00002-000000", {"file": "b.txt", "rows": 0})  # every record rejected
+    states = shards.scan(tmp_path)
+    assert {s: st.complete for s, st in states.items()} == {
+        "00000-000000": True, "00000-000001": False, "00001-000000": False, "00002-000000": True}
+    assert shards.clear_incomplete(tmp_path, states) == ["00000-000000", "00002-000000"]
+    assert sorted(p.name for p in (tmp_path / "shards").iterdir()) == ["00000-000000", "00002-000000"]
+    shards.verify(tmp_path, "00000-000000", 4)
+
+
+def test_a_retried_part_lands_on_itself_and_verify_catches_a_double(tmp_path):
+    shards.write_rows(tmp_path, "s", {"rows": 3})
+    first = shards.write_part(tmp_path, "s", part([2, 0]))
+    assert shards.write_part(tmp_path, "s", part([2, 0])) == first  # the same rows: the same file
+    assert shards.scan(tmp_path)["s"].parts == {first: 2}
+    shards.write_part(tmp_path, "s", part([0]))  # another run's block holding row 0 again: 3 rows, one twice
+    assert shards.scan(tmp_path)["s"].complete  # the count alone cannot tell ...
+    with pytest.raises(RuntimeError, match="not each exactly once"):
+        shards.verify(tmp_path, "s", 3)  # ... the positions can
+
+
+def test_writes_are_whole_or_absent(tmp_path):
+    target = tmp_path / "x" / "manifest.json"
+    with pytest.raises(TypeError):
+        shards.write_atomic(target, "not bytes")
+    assert not target.exists() and list((tmp_path / "x").iterdir()) == []
