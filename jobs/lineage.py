@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # `python jobs/lineage.py` from a checkout: make 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.config.sections import TrackingConfig  # noqa: E402
+from jobs.runtime import console  # noqa: E402
 from jobs.registry.tracking import resolve_tracking_uri  # noqa: E402
 
 CODE_TAGS = ("code.version", "code.git_commit", "code.git_dirty")
@@ -267,7 +268,9 @@ def main(argv: list[str] | None = None) -> LineageResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("uri", help="models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID or a prediction folder")
     parser.add_argument("--tracking-uri", default=TrackingConfig.tracking_uri)
+    console.add_argument(parser)
     args = parser.parse_args(argv)
+    console.configure(args.verbose)
     try:
         result = run(args.uri, args.tracking_uri)
     except ValueError as exc:

@@ -46,6 +46,7 @@ from jobs.inference import shards  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 
 PROGRESS_EVERY_S = 10.0
+BLOCK_BYTES = 256 << 10  # a few hundred rows a block: the replicas share a file, each reports per block
 
 
 @dataclass
@@ -88,7 +89,8 @@ def run(cfg: PredictConfig) -> PredictResult:
     except FileNotFoundError as exc:
         raise ConfigError(f"input: {exc}") from None
     basis = {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files], "format": cfg.format,
-             "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows, "threshold": cfg.threshold}
+             "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows, "threshold": cfg.threshold,
+             "precision": cfg.precision}
     manifest = _open_manifest(output, cfg, model, files, basis)
     done = shards.clear_incomplete(output, shards.scan(output))
     manifest["shards"] = {s: v for s, v in manifest.get("shards", {}).items() if s in done}
@@ -222,6 +224,10 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     actors = cfg.num_actors or (gpus if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)
                                                             // cfg.cpus_per_actor)))
     qa = _qa_settings(model)
+    # small blocks (Ray Data's default is 128 MiB): one file's rows spread over the tokenizing tasks and the model
+    # replicas, and each replica's summary reaches the driver as it finishes a block; one block holding a whole
+    # file would go to one replica. (A repartition would need a CPU the replicas hold on a CPU-only cluster.)
+    ray.data.DataContext.get_current().target_max_block_size = BLOCK_BYTES
     reads = ray.data.from_items([{"index": i, "path": p, "fmt": f} for i, (p, f) in enumerate(files)],
                                 override_num_blocks=max(1, len(files)))
     # Reading and tokenizing run in tasks (flat_map is never fused into the tokenizing map_batches, and tasks of
@@ -235,21 +241,18 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
                         num_gpus=1 if gpus else 0, num_cpus=cfg.cpus_per_actor if not gpus else 1,
                         fn_constructor_kwargs={"model": shipped, "qa": qa, "batch_size": cfg.batch_size,
                                                "threshold": _threshold(cfg, model), "output": output,
-                                               "threads": max(1, int(cfg.cpus_per_actor)),
+                                               "threads": max(1, int(cfg.cpus_per_actor)), "precision": cfg.precision,
                                                "kill_after": int(cfg.faults.get("kill_actor_after_batches", 0))})
     expected = _estimate_rows(files)
     before = sum(s["rows"] for s in manifest["shards"].values())
-    seen: dict[str, int] = {}
-    rows = truncated = 0
+    rows = 0
     start = last = time.time()
     print(f"[predict] {model.kind} with {model.uri}{f' (v{model.version})' if model.version else ''}: "
           f"{len(files)} input files, ~{expected:,} rows, {actors} model replicas "
           f"({'GPU' if gpus else f'{cfg.cpus_per_actor:g} CPU'} each)", flush=True)
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-        for shard, n, cut in zip(batch["shard"], batch["rows"], batch["truncated"]):
-            seen[str(shard)] = seen.get(str(shard), 0) + int(n)
-            rows, truncated = rows + int(n), truncated + int(cut)
-        _complete_shards(output, manifest, seen)
+        rows += int(batch["rows"].sum())
+        _complete_shards(output, manifest, {str(s) for s in batch["shard"]})
         if time.time() - last >= PROGRESS_EVERY_S:
             last = time.time()
             rate = rows / max(last - start, 1e-9)
@@ -257,14 +260,16 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
             eta = f" | ETA {_duration(left / rate)}" if expected and rate > 0 else ""
             print(f"[predict] {before + rows:,}{f'/~{expected:,}' if expected else ''} rows | {rate:,.0f} rows/s"
                   f"{eta} | {len(manifest['shards'])} shards complete", flush=True)
-    _complete_shards(output, manifest, seen, final=True)
+    _complete_shards(output, manifest, set(shards.scan(output)), final=True)
 
 
-def _complete_shards(output: Path, manifest: dict, seen: dict, final: bool = False) -> None:
-    """Shards whose parts now hold all their rows, into the manifest (rewritten when one completes)."""
+def _complete_shards(output: Path, manifest: dict, touched: set, final: bool = False) -> None:
+    """Those of the `touched` shards whose parts now hold all their rows, into the manifest (rewritten when one
+    completes); `final`: every shard must be complete."""
     changed = False
-    for shard, state in shards.scan(output).items():
-        if shard in manifest["shards"] or not (state.complete or final):
+    for shard in sorted(touched - set(manifest["shards"])):
+        state = shards.state(output, shard)
+        if not (state.complete or final):
             continue
         if not state.complete:
             raise RuntimeError(f"shard {shard}: {sum(state.parts.values())} of {state.rows} rows predicted when the "
@@ -333,13 +338,14 @@ class _Predict:
     """One model replica: windows -> predictions -> the shard's parts, written here; returns what it wrote."""
 
     def __init__(self, model: dict, qa, batch_size: int, threshold: float, output: Path, threads: int,
-                 kill_after: int = 0):
+                 precision: str = "fp32", kill_after: int = 0):
         import torch
 
         from jobs.inference.predictor import Predictor
 
         torch.set_num_threads(threads)
-        self.predictor = Predictor(_folder(model), qa, batch_size=batch_size, threshold=threshold)
+        self.predictor = Predictor(_folder(model), qa, batch_size=batch_size, threshold=threshold,
+                                   precision=precision)
         self.output, self.kill_after, self.batches = output, kill_after, 0
 
     def __call__(self, batch):
@@ -402,7 +408,8 @@ def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> s
     from jobs.registry import tracking
 
     params = {"model": cfg.model, "model_uri": model.uri, "input": cfg.input, "output": str(output),
-              "format": cfg.format, "batch_size": cfg.batch_size, "window": cfg.window, "shard_rows": cfg.shard_rows}
+              "format": cfg.format, "batch_size": cfg.batch_size, "window": cfg.window, "shard_rows": cfg.shard_rows,
+              "precision": cfg.precision}
     name = cfg.run_name or f"predict-{model.name or Path(model.uri).name}"
     run_id = tracking.start_run(uri, cfg.tracking.experiment, cfg.tracking.artifact_location, name, params)
     client = MlflowClient(uri)

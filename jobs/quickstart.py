@@ -1,5 +1,6 @@
 """The whole path in one job: pretrain a tiny BERT, sweep its fine-tuning on pkgdocs, register the winner,
-and decide whether it becomes @champion (jobs/promote.py: the paired-bootstrap gate against the champion).
+decide whether it becomes @champion (jobs/promote.py: the paired-bootstrap gate against the champion), and predict
+the task's evaluation rows with @champion through jobs/predict.py, counting how many it gets right.
 
     python jobs/quickstart.py                                   # what `make quickstart` runs
     python jobs/quickstart.py pretrain.train.max_steps=200 sweep.num_samples=8
@@ -70,8 +71,38 @@ def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
             model=swept.mlflow["registered_model"], version=int(swept.mlflow["version"]))
         judge.tracking.tracking_uri, judge.tracking.artifact_location = t.tracking_uri, t.artifact_location
         promoted = promote.run(judge)
-    print(summary(pretrained, swept, promoted), flush=True)
-    return pretrained, swept, promoted
+    predicted = predict_champion(sweep_cfg, swept) if promoted is not None else None
+    print(summary(pretrained, swept, promoted, predicted), flush=True)
+    return pretrained, swept, promoted, predicted
+
+
+def predict_champion(sweep_cfg: SweepConfig, swept) -> dict:
+    """The task's evaluation rows as a user's file, predicted by jobs/predict.py with models:/NAME@champion (whichever
+    version the promotion left there): {"uri", "version", "rows", "right", "output"}."""
+    import json
+
+    from jobs import predict
+    from jobs.config.predict import PredictConfig
+    from jobs.loops import ft_tasks
+
+    task, t = sweep_cfg.finetune.task, sweep_cfg.finetune.tracking
+    rows = ft_tasks.load_rows(task).evaluation[ft_tasks.eval_splits(task)[0]]
+    folder = Path(sweep_cfg.finetune.output_dir).resolve() / f"{sweep_cfg.name}-predictions"
+    folder.mkdir(parents=True, exist_ok=True)
+    inputs = folder / "evaluation.jsonl"
+    inputs.write_text("".join(json.dumps({"id": str(i), "text": r["text_a"]}) + "\n" for i, r in enumerate(rows)))
+    uri = f"models:/{swept.mlflow['registered_model']}@champion"
+    cfg = PredictConfig(model=uri, input=str(inputs), output=str(folder / "predicted"), run_name="quickstart-predict")
+    cfg.columns.id = "id"
+    cfg.tracking.tracking_uri, cfg.tracking.artifact_location = t.tracking_uri, t.artifact_location
+    result = predict.run(cfg.validate())
+    import pyarrow.parquet as pq
+
+    gold = {str(i): task.labels[r["label"]] if task.labels else str(r["label"]) for i, r in enumerate(rows)}
+    predicted = pq.read_table(folder / "predicted" / "shards", columns=["id", "label"]).to_pylist()
+    right = sum(p["label"] == gold[p["id"]] for p in predicted)
+    return {"uri": uri, "version": result.model.version, "rows": len(predicted), "right": right,
+            "output": str(folder / "predicted")}
 
 
 def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
@@ -88,7 +119,7 @@ def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
             client.set_model_version_tag(swept.mlflow["registered_model"], swept.mlflow["version"], k, v)
 
 
-def summary(pretrained, swept, promoted=None) -> str:
+def summary(pretrained, swept, promoted=None, predicted: dict | None = None) -> str:
     m = pretrained.metrics
     lines = ["", "=" * 72, "quickstart: corpus -> pretraining -> fine-tuning sweep -> registry -> promotion",
              f"pretrained       {pretrained.run_name}: MLM accuracy {m['eval_before/mlm_acc']:.4f} -> "
@@ -106,6 +137,10 @@ def summary(pretrained, swept, promoted=None) -> str:
                      f"(v{swept.mlflow['version']})")
     if promoted is not None:
         lines.append(f"promotion        {promoted.decision}: {promoted.reason}")
+    if predicted:
+        p = predicted
+        lines.append(f"predicted        {p['rows']} evaluation rows with {p['uri']} (v{p['version']}) through "
+                     f"jobs/predict.py: {p['right']} right ({p['right'] / max(p['rows'], 1):.4f}); {p['output']}")
     lines.append("=" * 72)
     return "\n".join(lines)
 

@@ -8,7 +8,7 @@ from bert_core.config import ConfigError
 from jobs.config.sections import TrackingConfig, check_output_dir
 from pipelines.tasks.files import FORMATS, Columns
 
-KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
+PRECISIONS = ("fp32", "bf16")  # bf16: autocast, on GPUs and on CPUs with bf16 instructions (avx512_bf16, AMX)
 
 
 @dataclass
@@ -25,6 +25,7 @@ class PredictConfig:
     shard_rows: int = 10_000  # rows per output shard: the unit a rerun skips when complete
     num_actors: int = 0  # model replicas; 0 = one per GPU of the cluster, else one per cpus_per_actor CPUs
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
+    precision: str = "fp32"  # fp32: equal to the registered pipeline; bf16: autocast, faster (GPU, CPUs with bf16)
     threshold: float = 0.0  # multi-label: a label is predicted over this sigmoid; 0 = the model's task setting (0.5)
     run_name: str = ""  # the MLflow run; "" = predict-<model>
     faults: dict = field(default_factory=dict)  # testing only: {"kill_actor_after_batches": N}
@@ -46,11 +47,14 @@ class PredictConfig:
         if self.num_actors < 0 or self.cpus_per_actor <= 0:
             raise ConfigError(f"num_actors must be >= 0 and cpus_per_actor > 0, got {self.num_actors} and "
                               f"{self.cpus_per_actor}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if not 0 <= self.threshold < 1:
             raise ConfigError(f"threshold must be in [0, 1) (0 = the model's own), got {self.threshold}")
         unknown = sorted(set(self.faults) - {"kill_actor_after_batches"})
         if unknown:
-            raise ConfigError(f"faults.{unknown[0]} does not apply to predict; allowed: faults.kill_actor_after_batches")
+            raise ConfigError(f"faults.{unknown[0]} does not apply to predict; allowed: "
+                              "faults.kill_actor_after_batches")
         if "://" not in self.output:
             check_output_dir("output", self.output)
         else:

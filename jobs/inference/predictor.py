@@ -13,11 +13,14 @@ Each kind's prediction (the output columns, besides `id` and `file`):
   regression            value
   token-classification  entities (JSON list of {entity_group, score, word, start, end}, offsets into the
                         text), as the pipeline with aggregation "first" and windows overlapping by a quarter
+                        (the served pipeline also answers the "O" groups between them)
   question-answering    answer, answer_start (-1: none), score (start + end logit), null_score; an
                         answer is "" when the null score beats the span by more than the model's
                         null_threshold (SQuAD v2 models; chosen during fine-tuning)
-Rows longer than the model's limit are truncated (classification) or windowed (token classification, QA);
-`truncated` counts the first, `windows` > 1 marks the others.
+`precision="bf16"` runs the model under bfloat16 autocast: faster, and no longer equal to the fp32 pipeline to the
+last digit (BENCHMARKS.md: how often the labels agree). Rows longer than the model's limit are truncated
+(classification) or windowed (token classification, QA): `truncated` counts the first, `windows` > 1 marks the
+others.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from jobs.config.predict import PRECISIONS
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
@@ -139,7 +144,7 @@ class Predictor(Encoder):
     each row's prediction."""
 
     def __init__(self, model_dir: str | Path, qa: QASettings | None = None, batch_size: int = 32,
-                 threshold: float = 0.5, device: str | None = None):
+                 threshold: float = 0.5, device: str | None = None, precision: str = "fp32"):
         import transformers
 
         from jobs.registry.tracking import TASK_MODELS
@@ -150,6 +155,9 @@ class Predictor(Encoder):
         head = getattr(transformers, TASK_MODELS[HF_TASK[self.kind]])
         self.model = head.from_pretrained(model_dir).to(self.device).eval()
         self.batch_size, self.threshold = batch_size, threshold
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        self.precision = precision
         self.labels = [self.config.id2label[i] for i in range(self.config.num_labels)]
         self.null_threshold = getattr(self.config, "null_threshold", None)
         self._tagger = None
@@ -172,9 +180,11 @@ class Predictor(Encoder):
             types, mask = torch.zeros_like(ids), torch.zeros_like(ids)
             for b, (_, _, w) in enumerate(chunk):
                 n = len(w["input_ids"])
-                ids[b, :n], types[b, :n], mask[b, :n] = torch.tensor(w["input_ids"]), torch.tensor(w["token_type_ids"]), 1
-            out = self.model(input_ids=ids.to(self.device), token_type_ids=types.to(self.device),
-                             attention_mask=mask.to(self.device))
+                ids[b, :n], types[b, :n] = torch.tensor(w["input_ids"]), torch.tensor(w["token_type_ids"])
+                mask[b, :n] = 1
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+                out = self.model(input_ids=ids.to(self.device), token_type_ids=types.to(self.device),
+                                 attention_mask=mask.to(self.device))
             if self.kind == "question-answering":
                 batch = torch.stack([out.start_logits, out.end_logits], -1).float().cpu().numpy()
             else:
@@ -219,7 +229,9 @@ class Predictor(Encoder):
                     "input_ids": torch.tensor([w["input_ids"]]), "offset_mapping": torch.tensor([w["offsets"]]),
                     "special_tokens_mask": torch.tensor([w["special"]]), "is_last": k == len(logits) - 1}
                    for k, (w, lg) in enumerate(zip(encoded["windows"], logits))]
-        entities = self._tagger.postprocess(outputs, aggregation_strategy=AggregationStrategy.FIRST)
+        # as served (tracking.pipeline_config): the "O" groups kept through the windows' merge, then left out here
+        entities = [e for e in self._tagger.postprocess(outputs, aggregation_strategy=AggregationStrategy.FIRST,
+                                                        ignore_labels=[]) if e["entity_group"] != "O"]
         return {"entities": json.dumps([{"entity_group": e["entity_group"], "score": round(float(e["score"]), 6),
                                          "word": e["word"], "start": int(e["start"]), "end": int(e["end"])}
                                         for e in entities], ensure_ascii=False)}

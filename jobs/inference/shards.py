@@ -82,17 +82,19 @@ class ShardState:
 
 def scan(output: Path) -> dict[str, ShardState]:
     """Every shard folder under `output` and what it holds (from file names and _rows.json alone)."""
-    states: dict[str, ShardState] = {}
     root = output / SHARDS
     if not root.is_dir():
-        return states
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        state = states.setdefault(folder.name, ShardState())
-        if (folder / ROWS).is_file():
-            state.rows = int(json.loads((folder / ROWS).read_text())["rows"])
-        for part in folder.glob("part-*.parquet"):
-            state.parts[part.name] = int(part.name.split("-")[2])
-    return states
+        return {}
+    return {folder.name: state(output, folder.name) for folder in sorted(p for p in root.iterdir() if p.is_dir())}
+
+
+def state(output: Path, shard: str) -> ShardState:
+    folder, found = output / SHARDS / shard, ShardState()
+    if (folder / ROWS).is_file():
+        found.rows = int(json.loads((folder / ROWS).read_text())["rows"])
+    for part in folder.glob("part-*.parquet"):
+        found.parts[part.name] = int(part.name.split("-")[2])
+    return found
 
 
 def clear_incomplete(output: Path, states: dict[str, ShardState]) -> list[str]:

@@ -109,7 +109,8 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
         return fmt
     if ext not in extensions:
         raise TaskDataError(f"{spec}: unknown file type {ext or path!r}; accepted: {', '.join(extensions)} and "
-                            f"datasets save_to_disk folders; or set task.format, or predict's format (one of {', '.join(FORMATS)})")
+                            f"datasets save_to_disk folders; or set task.format, or predict's format "
+                            f"(one of {', '.join(FORMATS)})")
     if ext != ".json":
         return extensions[ext]
     with fs.open(path, "rb") as f:  # one SQuAD document ({"data": [...]}) or one object per line?

@@ -28,9 +28,9 @@ from jobs import quickstart
 from jobs.runtime import console
 console.configure(verbose=False)
 pretrain_cfg, sweep_cfg = quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, sys.argv[2:])
-pretrained, swept, promoted = quickstart.run(pretrain_cfg, sweep_cfg)
+pretrained, swept, promoted, predicted = quickstart.run(pretrain_cfg, sweep_cfg)
 with open(sys.argv[1], "wb") as f:
-    pickle.dump((pretrained, swept, pretrain_cfg, sweep_cfg, promoted), f)
+    pickle.dump((pretrained, swept, pretrain_cfg, sweep_cfg, promoted, predicted), f)
 """
 
 
@@ -47,8 +47,8 @@ def result(no_shared_ray, tmp_path_factory):
     (tmp / "console.txt").write_text(out.stdout + out.stderr)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     with open(tmp / "result.pkl", "rb") as f:
-        pretrained, swept, pretrain_cfg, sweep_cfg, promoted = pickle.load(f)  # written by our own child
-    yield pretrained, swept, pretrain_cfg, sweep_cfg, tmp, promoted
+        pretrained, swept, pretrain_cfg, sweep_cfg, promoted, predicted = pickle.load(f)  # written by our own child
+    yield pretrained, swept, pretrain_cfg, sweep_cfg, tmp, promoted, predicted
 
 
 def test_the_console_holds_our_lines_only(result):
@@ -62,7 +62,7 @@ def test_the_console_holds_our_lines_only(result):
 
 
 def test_loss_goes_down_and_mlm_accuracy_rises(result):
-    pretrained, _, cfg, _, _, _ = result
+    pretrained, _, cfg, _, _, _, _ = result
     from mlflow.tracking import MlflowClient
 
     history = MlflowClient(cfg.tracking.tracking_uri).get_metric_history(pretrained.mlflow["run_id"], "train/loss")
@@ -75,7 +75,7 @@ def test_loss_goes_down_and_mlm_accuracy_rises(result):
 
 
 def test_pretrained_model_is_registered_under_its_alias(result):
-    pretrained, _, cfg, _, _, _ = result
+    pretrained, _, cfg, _, _, _, _ = result
     from mlflow.tracking import MlflowClient
 
     t = cfg.tracking
@@ -87,7 +87,7 @@ def test_pretrained_model_is_registered_under_its_alias(result):
 def test_registered_model_is_the_whole_release_checkpoint(result, tmp_path):
     """The registered version holds every tensor of the release, pooler and NSP head included, so a fine-tune
     from models:/NAME@candidate starts from all of them."""
-    pretrained, _, cfg, _, _, _ = result
+    pretrained, _, cfg, _, _, _, _ = result
     from bert_core.checkpoint import read_state_dict
     from jobs.finetune import resolve_init
 
@@ -101,7 +101,7 @@ def test_registered_model_is_the_whole_release_checkpoint(result, tmp_path):
 def test_logged_params_are_the_config_the_run_used(result):
     """vocab size and pad id are settled by the trained tokenizer (8192 tokens or fewer, not the preset's 30522)
     before the config is logged; the release checkpoint was built from the same values."""
-    pretrained, _, cfg, _, _, _ = result
+    pretrained, _, cfg, _, _, _, _ = result
     import json
 
     from mlflow.tracking import MlflowClient
@@ -118,7 +118,7 @@ def test_logged_params_are_the_config_the_run_used(result):
 
 
 def test_run_names_its_prepared_data_tokenizer_and_code(result):
-    pretrained, _, cfg, _, _, _ = result
+    pretrained, _, cfg, _, _, _, _ = result
     from mlflow.tracking import MlflowClient
 
     from bert_core.tokenizer import tokenizer_hash
@@ -151,7 +151,7 @@ def test_release_checkpoint_loads_in_transformers_with_identical_outputs(result)
 
 
 def test_sweep_fine_tunes_the_fresh_release_and_registers_the_median_model(result):
-    pretrained, swept, _, sweep_cfg, _, _ = result
+    pretrained, swept, _, sweep_cfg, _, _, _ = result
     from mlflow.tracking import MlflowClient
     from transformers import AutoModelForSequenceClassification
 
@@ -193,7 +193,7 @@ def test_pretraining_helps(result, tmp_path):
     from bench.hf_finetune_reference import engine_run, features
     from jobs.loops import ft_tasks
 
-    pretrained, _, _, sweep_cfg, _, _ = result
+    pretrained, _, _, sweep_cfg, _, _, _ = result
     release = pretrained.release_dir
     torch.manual_seed(123)
     save_pretrained(BertForPreTraining(load_pretrained(release, BertForPreTraining).config), tmp_path / "random",
@@ -221,7 +221,7 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
 
     from jobs.loops import ft_tasks
 
-    pretrained, swept, _, sweep_cfg, _, promoted = result
+    pretrained, swept, _, sweep_cfg, _, promoted, _ = result
     t = sweep_cfg.finetune.tracking
     client = MlflowClient(t.tracking_uri)
     # every job's run: curves as an artifact, system metrics from the training node
@@ -257,6 +257,11 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     predicted = [p["label"] for p in pipe([r["text_a"] for r in rows], truncation=True, max_length=task.max_seq_len)]
     accuracy = sum(p == labels[r["label"]] for p, r in zip(predicted, rows)) / len(rows)
     assert accuracy == pytest.approx(promoted.evidence["candidate"], abs=0.02)
+    # the quickstart's last step: jobs/predict.py with @champion over the same rows, as a user's file
+    job = result[6]
+    assert (job["version"], job["rows"]) == (promoted.candidate, len(rows))
+    assert job["right"] / job["rows"] == pytest.approx(accuracy, abs=0.02)
+    assert "predicted        " in (result[4] / "console.txt").read_text()
 
 
 def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result):
@@ -266,7 +271,7 @@ def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result)
 
     from jobs import lineage
 
-    pretrained, swept, _, sweep_cfg, _, _ = result
+    pretrained, swept, _, sweep_cfg, _, _, _ = result
     t = sweep_cfg.finetune.tracking
     found = lineage.run(f"models:/{t.registered_model}@{t.alias}", t.tracking_uri)
     assert found.missing == []
@@ -301,7 +306,7 @@ def test_lineage_with_a_link_removed_fails_naming_it(result, tmp_path):
 
     from jobs import lineage
 
-    pretrained, _, _, sweep_cfg, tmp, _ = result
+    pretrained, _, _, sweep_cfg, tmp, _, _ = result
     shutil.copy(tmp / "mlflow.db", tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     MlflowClient(uri).delete_tag(pretrained.mlflow["run_id"], "lineage.data_manifest_sha256")

