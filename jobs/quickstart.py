@@ -84,6 +84,7 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict:
     from jobs import predict
     from jobs.config.predict import PredictConfig
     from jobs.loops import ft_tasks
+    from pipelines.tasks.files import Columns
 
     task, t = sweep_cfg.finetune.task, sweep_cfg.finetune.tracking
     rows = ft_tasks.load_rows(task).evaluation[ft_tasks.eval_splits(task)[0]]
@@ -92,8 +93,8 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict:
     inputs = folder / "evaluation.jsonl"
     inputs.write_text("".join(json.dumps({"id": str(i), "text": r["text_a"]}) + "\n" for i, r in enumerate(rows)))
     uri = f"models:/{swept.mlflow['registered_model']}@champion"
-    cfg = PredictConfig(model=uri, input=str(inputs), output=str(folder / "predicted"), run_name="quickstart-predict")
-    cfg.columns.id = "id"
+    cfg = PredictConfig(model=uri, input=str(inputs), output=str(folder / "predicted"), run_name="quickstart-predict",
+                        columns=Columns(id="id", tokens=""))
     cfg.tracking.tracking_uri, cfg.tracking.artifact_location = t.tracking_uri, t.artifact_location
     result = predict.run(cfg.validate())
     import pyarrow.parquet as pq
