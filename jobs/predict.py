@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,16 +75,22 @@ class PredictResult:
 
 
 def run(cfg: PredictConfig) -> PredictResult:
-    import mlflow
-
     from jobs.registry import tracking
-    from jobs.runtime.cluster import init_ray
-    from pipelines.tasks.files import resolve_files
 
     started = time.time()
     output = Path(cfg.output).resolve()
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
-    model = resolve_model(cfg.model, uri, output / ".model")
+    with tempfile.TemporaryDirectory(prefix="predict-model-") as tmp:  # the replicas get the files from Ray
+        model = resolve_model(cfg.model, uri, Path(tmp) / "model")
+        return _run(cfg, model, uri, output, started)
+
+
+def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started: float) -> "PredictResult":
+    import mlflow
+
+    from jobs.runtime.cluster import init_ray
+    from pipelines.tasks.files import resolve_files
+
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
     except FileNotFoundError as exc:
@@ -178,7 +185,7 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
             raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
                               f"{', '.join(changed)}): give a new output folder, or remove that one")
         return old
-    if output.is_dir() and any(p.name != ".model" for p in output.iterdir()):
+    if output.is_dir() and any(output.iterdir()):
         raise ConfigError(f"output {output} is not empty and holds no {shards.MANIFEST}: give a new or empty folder")
     output.mkdir(parents=True, exist_ok=True)
     from jobs.inference.predictor import OUTPUT_COLUMNS
@@ -218,8 +225,11 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     import ray
     from ray.data import ActorPoolStrategy
 
-    package = ray.put({f.name: f.read_bytes() for f in model.folder.iterdir() if f.is_file()})
-    shipped = {"files": package, "digest": model.digest}  # a ref inside a dict: fetched where it is used
+    model_files = {f.name: f.read_bytes() for f in model.folder.iterdir() if f.is_file()}
+    weights = (".safetensors", ".bin", ".pt")
+    # refs inside a dict: fetched where they are used (the tokenizing tasks need no weights)
+    small = {k: v for k, v in model_files.items() if not k.endswith(weights)}
+    shipped = {"files": ray.put(model_files), "tokenizer": ray.put(small), "digest": model.digest}
     gpus = int(ray.cluster_resources().get("GPU", 0))
     actors = cfg.num_actors or (gpus if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)
                                                             // cfg.cpus_per_actor)))
@@ -300,27 +310,19 @@ def _read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Pa
 _ENCODERS: dict[str, object] = {}  # per worker process: model digest -> its Encoder
 
 
-def _folder(model: dict) -> Path:
-    """The shipped model's files in a folder of this node (written once per node, by whichever process is first)."""
-    import tempfile
+_FOLDERS: dict[tuple, tempfile.TemporaryDirectory] = {}  # per worker process, removed when it exits
 
+
+def _folder(model: dict, weights: bool = True) -> Path:
+    """The shipped model's files (with its weights, or only its config and tokenizer) in a folder of this process."""
     import ray
 
-    folder = Path(tempfile.gettempdir()) / "bert-foundry-models" / model["digest"]
-    if not (folder / ".complete").is_file():
-        files = ray.get(model["files"])
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{model['digest']}.", dir=folder.parent))
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
-        (tmp / ".complete").write_text("")
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another process got there first
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+    key = (model["digest"], weights)
+    if key not in _FOLDERS:
+        _FOLDERS[key] = tempfile.TemporaryDirectory(prefix="predict-model-")
+        for name, data in ray.get(model["files" if weights else "tokenizer"]).items():
+            (Path(_FOLDERS[key].name) / name).write_bytes(data)
+    return Path(_FOLDERS[key].name)
 
 
 def _tokenize(batch, model: dict, qa):
@@ -328,7 +330,7 @@ def _tokenize(batch, model: dict, qa):
 
     key = model["digest"]
     if key not in _ENCODERS:
-        _ENCODERS[key] = Encoder(_folder(model), qa)
+        _ENCODERS[key] = Encoder(_folder(model, weights=False), qa)
     rows = [json.loads(r) for r in batch["row"]]
     batch["enc"] = np.asarray([json.dumps(e) for e in _ENCODERS[key].encode(rows)], dtype=object)
     return batch

@@ -87,7 +87,8 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict:
     from pipelines.tasks.files import Columns
 
     task, t = sweep_cfg.finetune.task, sweep_cfg.finetune.tracking
-    rows = ft_tasks.load_rows(task).evaluation[ft_tasks.eval_splits(task)[0]]
+    loaded = ft_tasks.load_rows(task)
+    rows, labels = loaded.evaluation[ft_tasks.eval_splits(task)[0]], loaded.labels
     folder = Path(sweep_cfg.finetune.output_dir).resolve() / f"{sweep_cfg.name}-predictions"
     folder.mkdir(parents=True, exist_ok=True)
     inputs = folder / "evaluation.jsonl"
@@ -99,7 +100,7 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict:
     result = predict.run(cfg.validate())
     import pyarrow.parquet as pq
 
-    gold = {str(i): task.labels[r["label"]] if task.labels else str(r["label"]) for i, r in enumerate(rows)}
+    gold = {str(i): labels[r["label"]] for i, r in enumerate(rows)}
     predicted = pq.read_table(folder / "predicted" / "shards", columns=["id", "label"]).to_pylist()
     right = sum(p["label"] == gold[p["id"]] for p in predicted)
     return {"uri": uri, "version": result.model.version, "rows": len(predicted), "right": right,

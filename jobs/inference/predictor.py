@@ -84,7 +84,11 @@ class Encoder:
         self.tokenizer.model_max_length = self.limit  # as the logged pipeline (tracking.pipeline_config)
         self.stride = self.limit // 4
         self.qa = qa or QASettings()
-        self.qa.max_seq_len = min(self.qa.max_seq_len, self.limit)
+        if self.qa.max_seq_len > self.limit:  # a model of fewer positions: its windows, questions and overlaps shrink
+            q = self.qa
+            q.max_seq_len = self.limit
+            q.doc_stride = min(q.doc_stride, self.limit // 4)
+            q.max_query_length = min(q.max_query_length, self.limit // 4)
 
     def encode(self, rows: list[dict]) -> list[dict]:
         """One {"windows": [{input_ids, token_type_ids, ...}], "truncated": bool} per row."""

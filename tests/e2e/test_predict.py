@@ -142,3 +142,28 @@ def test_promotion_and_rollback_move_what_the_next_job_uses(ray_tmp, registry):
 def test_a_model_uri_that_does_not_resolve_is_one_line(ray_tmp, registry):
     with pytest.raises(ConfigError, match=f"model 'models:/{NAME}@nobody' does not resolve"):
         predict(ray_tmp, f"models:/{NAME}@nobody", registry["inputs"], ray_tmp / "none")
+
+
+def test_a_tagger_and_a_reader_from_folders(ray_tmp):
+    """Token classification over plain text and QA over JSON Lines through the job, from model folders (no
+    registry): each row's output is the predictor's (jobs/inference/predictor.py) for it, a long text windowed."""
+    from jobs.inference.predictor import Predictor
+    from tests.unit.test_predictor import TAGS, tiny
+
+    tagger = tiny(ray_tmp / "models", "BertForTokenClassification", num_labels=len(TAGS),
+                  id2label=dict(enumerate(TAGS)), label2id={v: i for i, v in enumerate(TAGS)})
+    texts = ["Marie Curie worked in Paris", " ".join(["the river flows past Paris and London"] * 12)]
+    (ray_tmp / "tag.txt").write_text("\n".join(texts) + "\n")
+    result = predict(ray_tmp, tagger, ray_tmp / "tag.txt", ray_tmp / "tagged")
+    rows = sorted(outputs(ray_tmp / "tagged"), key=lambda r: r["position"])
+    assert result.rows == 2 and [r["windows"] for r in rows][1] > 1
+    ours = Predictor(tagger).predict([{"id": str(i), "text": t} for i, t in enumerate(texts)])
+    assert [json.loads(r["entities"]) for r in rows] == [json.loads(p["entities"]) for p in ours]
+    reader = tiny(ray_tmp / "models", "BertForQuestionAnswering")
+    questions = [{"id": "q1", "question": "where does it flow", "context": texts[1]},
+                 {"id": "q2", "question": "who worked", "context": texts[0]}]
+    (ray_tmp / "qa.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    predict(ray_tmp, reader, ray_tmp / "qa.jsonl", ray_tmp / "read", "columns.id=id")
+    rows = {r["id"]: r for r in outputs(ray_tmp / "read")}
+    for p in Predictor(reader).predict(questions):
+        assert (rows[p["id"]]["answer"], rows[p["id"]]["answer_start"]) == (p["answer"], p["answer_start"])
