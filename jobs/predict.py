@@ -310,19 +310,15 @@ def _read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Pa
 _ENCODERS: dict[str, object] = {}  # per worker process: model digest -> its Encoder
 
 
-_FOLDERS: dict[tuple, tempfile.TemporaryDirectory] = {}  # per worker process, removed when it exits
-
-
-def _folder(model: dict, weights: bool = True) -> Path:
-    """The shipped model's files (with its weights, or only its config and tokenizer) in a folder of this process."""
+def _load(model: dict, make, weights: bool = True):
+    """`make(folder)` over the shipped model's files (with its weights, or only its config and tokenizer), written to a
+    temporary folder that is removed once it has loaded: workers may be killed without running any cleanup."""
     import ray
 
-    key = (model["digest"], weights)
-    if key not in _FOLDERS:
-        _FOLDERS[key] = tempfile.TemporaryDirectory(prefix="predict-model-")
+    with tempfile.TemporaryDirectory(prefix="predict-model-") as folder:
         for name, data in ray.get(model["files" if weights else "tokenizer"]).items():
-            (Path(_FOLDERS[key].name) / name).write_bytes(data)
-    return Path(_FOLDERS[key].name)
+            (Path(folder) / name).write_bytes(data)
+        return make(folder)
 
 
 def _tokenize(batch, model: dict, qa):
@@ -330,7 +326,7 @@ def _tokenize(batch, model: dict, qa):
 
     key = model["digest"]
     if key not in _ENCODERS:
-        _ENCODERS[key] = Encoder(_folder(model, weights=False), qa)
+        _ENCODERS[key] = _load(model, lambda folder: Encoder(folder, qa), weights=False)
     rows = [json.loads(r) for r in batch["row"]]
     batch["enc"] = np.asarray([json.dumps(e) for e in _ENCODERS[key].encode(rows)], dtype=object)
     return batch
@@ -346,8 +342,8 @@ class _Predict:
         from jobs.inference.predictor import Predictor
 
         torch.set_num_threads(threads)
-        self.predictor = Predictor(_folder(model), qa, batch_size=batch_size, threshold=threshold,
-                                   precision=precision)
+        self.predictor = _load(model, lambda folder: Predictor(folder, qa, batch_size=batch_size, threshold=threshold,
+                                                               precision=precision))
         self.output, self.kill_after, self.batches = output, kill_after, 0
 
     def __call__(self, batch):
