@@ -1,5 +1,5 @@
 """A fine-tuned model folder -> a prediction for each input row: what its registered transformers pipeline
-answers (jobs/registry/tracking.pipeline_config: truncation, windows for token classification), computed in
+answers (jobs/inference/serving.pipeline_config: truncation, windows for token classification), computed in
 batches of inputs sorted by length. No Ray here: jobs/predict.py runs `encode` in Ray Data tasks and
 `Predictor.forward` + `Predictor.decode` in an actor pool; tests call them on plain lists.
 
@@ -81,7 +81,7 @@ class Encoder:
         self.kind = model_kind(self.config)
         self.tokenizer = BertTokenizerFast.from_pretrained(model_dir)
         self.limit = min(int(self.tokenizer.model_max_length), int(self.config.max_position_embeddings))
-        self.tokenizer.model_max_length = self.limit  # as the logged pipeline (tracking.pipeline_config)
+        self.tokenizer.model_max_length = self.limit  # as the logged pipeline (serving.pipeline_config)
         self.stride = self.limit // 4
         self.qa = qa or QASettings()
         if self.qa.max_seq_len > self.limit:  # a model of fewer positions: its windows, questions and overlaps shrink
@@ -233,7 +233,7 @@ class Predictor(Encoder):
                     "input_ids": torch.tensor([w["input_ids"]]), "offset_mapping": torch.tensor([w["offsets"]]),
                     "special_tokens_mask": torch.tensor([w["special"]]), "is_last": k == len(logits) - 1}
                    for k, (w, lg) in enumerate(zip(encoded["windows"], logits))]
-        # as served (tracking.pipeline_config): the "O" groups kept through the windows' merge, then left out here
+        # as served (serving.pipeline_config): the "O" groups kept through the windows' merge, then left out here
         entities = [e for e in self._tagger.postprocess(outputs, aggregation_strategy=AggregationStrategy.FIRST,
                                                         ignore_labels=[]) if e["entity_group"] != "O"]
         return {"entities": json.dumps([{"entity_group": e["entity_group"], "score": round(float(e["score"]), 6),

@@ -1,7 +1,7 @@
 """A registered model served over HTTP as users serve it: `mlflow models serve -m models:/NAME@champion --env-manager
 local` on 127.0.0.1, a real subprocess. Its answers equal what batch prediction writes (jobs/inference/predictor.py)
 for the same inputs, inputs far longer than the model's 64 positions included (truncated for classification,
-windowed for token classification: jobs/registry/tracking.pipeline_config), and it keeps answering after them."""
+windowed for token classification: jobs/inference/serving.pipeline_config), and it keeps answering after them."""
 
 import json
 import os
@@ -162,7 +162,7 @@ def quiet_tagger(tmp_path_factory):
 def test_served_tagger_answers_a_sentence_without_entities(quiet_tagger):
     """MLflow 3.17's served tagger fails a whole request (400, IndexError in its _parse_tokenizer_output, which reads
     [0] of each input's list) when an input answers nothing. The registered model answers the "O" groups too
-    (tracking.pipeline_config's ignore_labels=[]), so a sentence without entities answers "O" and the request
+    (serving.pipeline_config's ignore_labels=[]), so a sentence without entities answers "O" and the request
     succeeds; batch prediction answers [] for it."""
     server, predictor = quiet_tagger
     words = "river city paris table apple music night green house water stone light road cloud field".split()

