@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -45,6 +46,7 @@ from jobs.config.io import cli, load_config  # noqa: E402
 from jobs.config.predict import PredictConfig  # noqa: E402
 from jobs.inference import shards  # noqa: E402
 from jobs.runtime import console  # noqa: E402
+from jobs.runtime.scratch import scratch_dir  # noqa: E402
 
 PROGRESS_EVERY_S = 10.0
 BLOCK_BYTES = 256 << 10  # a few hundred rows a block: the replicas share a file, each reports per block
@@ -315,10 +317,13 @@ def _load(model: dict, make, weights: bool = True):
     temporary folder that is removed once it has loaded: workers may be killed without running any cleanup."""
     import ray
 
-    with tempfile.TemporaryDirectory(prefix="predict-model-") as folder:
+    folder = scratch_dir("predict-model")  # a killed worker's is removed by the next one on its host
+    try:
         for name, data in ray.get(model["files" if weights else "tokenizer"]).items():
-            (Path(folder) / name).write_bytes(data)
-        return make(folder)
+            (folder / name).write_bytes(data)
+        return make(str(folder))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _tokenize(batch, model: dict, qa):

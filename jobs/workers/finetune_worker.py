@@ -24,7 +24,6 @@ import logging
 import os
 import shutil
 import tempfile
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +38,7 @@ from jobs.engine.seam import next_in_lockstep
 from jobs.loops import ft_tasks
 from jobs.loops.finetune import FinetuneLoop, select_metrics, skip
 from jobs.runtime import resubmit
+from jobs.runtime.scratch import scratch_dir
 
 log = logging.getLogger("bert_foundry.finetune")
 
@@ -87,9 +87,9 @@ def build_model(cfg: FinetuneConfig, init_dir: Path):
 
 def materialize_files(files: dict[str, bytes], owner: object) -> Path:
     """The starting checkpoint's files (sent through the object store) in a local folder that lives as long as
-    `owner` (Ray reuses worker processes: a folder per trial left behind filled /tmp by ~90 MB a trial)."""
-    d = Path(tempfile.mkdtemp(prefix="ft-init-"))
-    weakref.finalize(owner, shutil.rmtree, d, ignore_errors=True)
+    `owner`, or until a later worker on this host finds its process gone (jobs/runtime/scratch.py: Ray kills its
+workers without cleanup, and a folder per worker left behind filled /tmp by ~90 MB a worker)."""
+    d = scratch_dir("ft-init", owner)
     for name, data in files.items():
         (d / name).write_bytes(data)
     return d
@@ -109,8 +109,7 @@ class Worker:
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
         torch.manual_seed(cfg.train.seed)  # the same fresh head on every rank
         self.init_dir = materialize_files(ray.get(config["init_files"]), self)
-        self.best_dir = Path(tempfile.mkdtemp(prefix="ft-best-"))  # rank 0: the best export so far
-        weakref.finalize(self, shutil.rmtree, self.best_dir, ignore_errors=True)
+        self.best_dir = scratch_dir("ft-best", self)  # rank 0: the best export so far
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
         run_dir = Path(cfg.output_dir).resolve() / cfg.run_name  # Ray Train's storage of this run
         faults = Faults(cfg.faults, self.rank, self.world, cfg.run_name, marker_dir=run_dir,

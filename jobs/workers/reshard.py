@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -31,6 +30,7 @@ from bert_core.config import ConfigError
 from jobs.engine.checkpoint_parts import read_topology
 from jobs.config.pretrain import PretrainConfig
 from jobs.engine.data_parallel import TAG, Engine
+from jobs.runtime.scratch import scratch_dir
 from jobs.workers.pretrain_engine import build_engine
 
 log = logging.getLogger("bert_foundry.train")
@@ -101,7 +101,7 @@ def load_engine(ckpt_dir: Path, cfg: PretrainConfig, world_size: int, local_rank
 def universal_copy(engine_dir: Path, local_rank: int, node_rank: int) -> Iterator[Path]:
     """The universal form of `engine_dir` on this node's disk, for as long as the block runs (every rank
     must enter). Node-local rank 0 converts; the path reaches the node's other ranks by all-gather."""
-    out = Path(tempfile.mkdtemp(prefix="bert-foundry-universal-")) if local_rank == 0 else None
+    out = scratch_dir("universal") if local_rank == 0 else None
     try:
         if out is not None:
             to_universal(engine_dir, out)

@@ -1,0 +1,65 @@
+"""Scratch folders that do not outlive their process, even one that is SIGKILLed.
+
+Ray ends Train workers, Tune trials and actor-pool workers without running their cleanup (`weakref.finalize`,
+`atexit` and `finally` blocks are skipped), so a temporary folder a worker made for its starting checkpoint
+stayed behind in /tmp: ~90 MB per fine-tuning worker, about 47 GB after a day of test runs on one machine.
+
+A scratch folder is named after the host and the process that made it
+(`<tmp>/bert-foundry-scratch/<prefix>-<host>-<pid>-<random>`), and each new one first removes the folders of this
+host's processes that no longer run. What a killed process leaves is therefore gone at the next start of any
+worker on that machine; a live process's folders are never touched.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import socket
+import tempfile
+import weakref
+from pathlib import Path
+
+
+def root() -> Path:
+    return Path(tempfile.gettempdir()) / "bert-foundry-scratch"
+
+
+def _host() -> str:
+    return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:40] or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep(under: Path | None = None) -> list[Path]:
+    """Remove the scratch folders of this host's processes that have exited; returns them."""
+    under = root() if under is None else under
+    host, removed = f"-{_host()}-", []
+    for d in sorted(under.glob(f"*{host}*")) if under.is_dir() else []:
+        pid = d.name.split(host, 1)[1].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+def scratch_dir(prefix: str, owner: object | None = None, under: Path | None = None) -> Path:
+    """A new empty folder for this process, removed when `owner` is collected (if given), when the process ends
+    normally, or, if it is killed, by the next scratch_dir call on this host."""
+    under = root() if under is None else under
+    under.mkdir(parents=True, exist_ok=True)
+    sweep(under)
+    d = Path(tempfile.mkdtemp(prefix=f"{prefix}-{_host()}-{os.getpid()}-", dir=under))
+    if owner is not None:
+        weakref.finalize(owner, shutil.rmtree, d, ignore_errors=True)  # also runs at a normal exit
+    else:
+        atexit.register(shutil.rmtree, d, ignore_errors=True)
+    return d
