@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make
 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.runtime import console  # noqa: E402
+from jobs.runtime.capacity import ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config.io import cli, load_config  # noqa: E402
 from jobs.config.finetune import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
@@ -84,7 +85,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     earlier = resubmit.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
 
     dashboard = dashboard or init_ray()
-    _check_capacity(resolved, ray.cluster_resources())
+    ensure_capacity(resolved.scaling)  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
     ray.data.DataContext.get_current().enable_progress_bars = False
     # the workers get train and select only: no evaluation row reaches a choice
     datasets = {"train": _features(resolved, rows.train, init_dir), ft_tasks.SELECT: _features(resolved, rows.select,
@@ -264,18 +265,6 @@ def _fetch_best(checkpoint, export_dir: Path) -> list:
         shutil.rmtree(export_dir)
     tmp.rename(export_dir)
     return history
-
-
-def _check_capacity(cfg: FinetuneConfig, resources: dict) -> None:
-    """Fail fast instead of hanging: the workers must fit, with a CPU left for Ray Data."""
-    s = cfg.scaling
-    need = s.num_workers * s.cpus_per_worker + 1
-    if resources.get("CPU", 0) < need:
-        raise RuntimeError(f"the Ray cluster has {resources.get('CPU', 0):g} CPUs; scaling.num_workers x "
-                           f"scaling.cpus_per_worker ({s.num_workers} x {s.cpus_per_worker:g}) plus 1 CPU for Ray "
-                           f"Data needs {need:g}. Lower scaling.cpus_per_worker (e.g. 0.5) or add nodes.")
-    if s.use_gpu and resources.get("GPU", 0) < s.num_workers:
-        raise RuntimeError(f"scaling.use_gpu needs {s.num_workers} GPUs; the cluster has {resources.get('GPU', 0):g}")
 
 
 def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:

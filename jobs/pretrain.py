@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.runtime import console  # noqa: E402
+from jobs.runtime.capacity import ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
 from jobs.config.io import cli, load_config  # noqa: E402
@@ -62,7 +63,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
 
     cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
     dashboard = init_ray()
-    _check_capacity(cfg, ray.cluster_resources())
+    ensure_capacity(cfg.scaling)  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
     ray.data.DataContext.get_current().enable_progress_bars = False  # our own progress lines instead
     if cfg.corpus.harvest_installed_docs:
         print(f"[corpus] harvesting installed documentation into {cfg.corpus.harvest_dir}", flush=True)
@@ -266,20 +267,6 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     table = read_head(prepared.eval_files, cfg.train.eval_batches * cfg.train.micro_batch_size * replicas, columns)
     table = table.slice(0, table.num_rows - table.num_rows % replicas)
     return {c: table.column(c).to_numpy(zero_copy_only=False) for c in columns}
-
-
-def _check_capacity(cfg: PretrainConfig, resources: dict) -> None:
-    """Fail fast instead of hanging: training workers must leave a CPU for Ray Data to stream shards."""
-    need = cfg.scaling.num_workers * cfg.scaling.cpus_per_worker + 1
-    have = resources.get("CPU", 0)
-    if have < need:
-        raise RuntimeError(
-            f"the Ray cluster has {have:g} CPUs; scaling.num_workers x scaling.cpus_per_worker "
-            f"({cfg.scaling.num_workers} x {cfg.scaling.cpus_per_worker:g}) plus 1 CPU for Ray Data needs {need:g}. "
-            f"Lower scaling.cpus_per_worker (e.g. 0.5) or add nodes.")
-    if cfg.scaling.use_gpu and resources.get("GPU", 0) < cfg.scaling.num_workers:
-        raise RuntimeError(f"scaling.use_gpu needs {cfg.scaling.num_workers} GPUs; the cluster has "
-                           f"{resources.get('GPU', 0):g}")
 
 
 def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:

@@ -73,12 +73,15 @@ class ScalingConfig:
     use_gpu: bool = False
     cpus_per_worker: float = 1.0
     placement_strategy: str = "PACK"  # Ray placement group strategy; SPREAD/STRICT_SPREAD put workers on different nodes
+    capacity_timeout_s: float = 900.0  # how long to wait for an autoscaler to bring the workers' nodes
 
     def validate(self) -> "ScalingConfig":
         if self.num_workers < 1:
             raise ConfigError(f"scaling.num_workers must be >= 1, got {self.num_workers}")
         if self.cpus_per_worker <= 0:
             raise ConfigError(f"scaling.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
+        if self.capacity_timeout_s < 0:
+            raise ConfigError(f"scaling.capacity_timeout_s must be >= 0, got {self.capacity_timeout_s}")
         if self.placement_strategy not in PLACEMENT_STRATEGIES:
             raise ConfigError(f"scaling.placement_strategy must be one of {', '.join(PLACEMENT_STRATEGIES)}, "
                               f"got {self.placement_strategy!r}")
@@ -87,8 +90,8 @@ class ScalingConfig:
     def check_environment(self) -> None:
         """A job that starts its own Ray gets this machine's GPUs and no more: refuse GPU workers it cannot
         place here, instead of a Ray Train run waiting forever for them. Joining a cluster (RAY_ADDRESS or
-        `ray start` on this machine), the job checks the cluster's GPUs once connected (jobs/pretrain.py
-        _check_capacity)."""
+        `ray start` on this machine), the job checks the cluster once connected, and waits for an autoscaler
+        (jobs/runtime/capacity.py)."""
         if not self.use_gpu or not starts_local_ray():
             return
         import torch

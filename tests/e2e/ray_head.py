@@ -6,6 +6,7 @@ our private --temp-dir, with all their descendants (workers, agents, dashboard m
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -69,8 +70,11 @@ def _ports() -> list[str]:
     return args
 
 
-def start_head(num_cpus: int = 2, resources: str | None = None, multi_node: bool = False) -> Node:
-    """A head on 127.0.0.1; with `multi_node`, on 127.0.0.2 so that other nodes can join (below)."""
+def start_head(num_cpus: int = 2, resources: str | None = None, multi_node: bool = False,
+               autoscaling_config: dict | None = None) -> Node:
+    """A head on 127.0.0.1; with `multi_node`, on 127.0.0.2 so that other nodes can join (below). With
+    `autoscaling_config` (a cluster config of Ray's fake multi-node provider), the head runs Ray's autoscaler, which
+    starts worker nodes on this machine as a cloud provider would start VMs (Ray's own autoscaler tests do this)."""
     # `ray start` with token auth refuses to run without a token; `ray.init()` makes one, `ray start` does not,
     # so on a fresh machine (a clean CI runner) the head makes it first, as the cluster README tells users to
     subprocess.run([RAY, "get-auth-token", "--generate"], env=ray_env(), check=True, capture_output=True, timeout=60)
@@ -84,6 +88,15 @@ def start_head(num_cpus: int = 2, resources: str | None = None, multi_node: bool
     if resources:
         cmd += ["--resources", resources]
     env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"} if multi_node else {}
+    if autoscaling_config is not None:
+        config = Path(temp_dir) / "autoscaling.json"
+        provider = {**autoscaling_config["provider"], "gcs_address": f"{ip}:{gcs}"}  # where new nodes join
+        config.write_text(json.dumps({**autoscaling_config, "provider": provider}))
+        cmd += [f"--autoscaling-config={config}"]
+        from ray.autoscaler._private.fake_multi_node.node_provider import FAKE_HEAD_NODE_ID
+
+        env.update(RAY_FAKE_CLUSTER="1", AUTOSCALER_UPDATE_INTERVAL_S="1", RAY_enable_autoscaler_v2="1",
+                   RAY_CLOUD_INSTANCE_ID=FAKE_HEAD_NODE_ID, RAY_OVERRIDE_NODE_ID_FOR_TESTING=FAKE_HEAD_NODE_ID)
     return _start(cmd, Node(temp_dir, f"{ip}:{gcs}", f"http://127.0.0.1:{dash}", ip), **env)
 
 

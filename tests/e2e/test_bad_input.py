@@ -203,3 +203,21 @@ def test_bad_corpus_through_prepare_and_a_short_pretraining_run(ray_up, corpus, 
     assert line.startswith(f"{sum(EXPECTED_REJECTS.values())} of {good + sum(EXPECTED_REJECTS.values())} documents "
                            "rejected (binary_file 1, disambiguation 1, duplicate 3,")
     assert f"corpus           {line}" in capsys.readouterr().out
+
+
+def test_a_fixed_cluster_too_small_is_refused_at_once(ray_up, tmp_path):
+    """No autoscaler (the shared local cluster: 2 CPUs): a job that needs more is refused in one line, without
+    waiting out scaling.capacity_timeout_s (jobs/runtime/capacity.py; the autoscaling side is
+    test_autoscaling.py)."""
+    import time
+
+    from jobs.pretrain import run
+    from tests.e2e.quick import quick_config
+
+    cfg = quick_config(tmp_path, "too-big", "scaling.num_workers=3", "scaling.cpus_per_worker=1",
+                       "scaling.capacity_timeout_s=600")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^the Ray cluster has CPU 2 of 4 needed by scaling.num_workers x "
+                                           r"scaling.cpus_per_worker \(3 x 1\) plus 1 CPU for Ray Data"):
+        run(cfg)
+    assert time.monotonic() - start < 60

@@ -1,0 +1,96 @@
+"""What a training job's workers need from the cluster, and waiting for it when an autoscaler can bring it.
+
+A cloud cluster starts with a head of 0 CPUs and worker types of `min_workers: 0`: nodes come when something asks.
+`ensure_capacity` asks the autoscaler for the job's bundles (one per Ray Train worker, plus a CPU for Ray Data) with
+`ray.autoscaler.sdk.request_resources`, prints where the wait stands, and fails with one line naming what never
+arrived once `scaling.capacity_timeout_s` has passed. A cluster without an autoscaler (a local Ray, `ray start`
+nodes) cannot grow: a shortfall is refused at once. The request is withdrawn once the nodes are there (the workers'
+placement group holds them from then on; a standing request would keep them up after the job).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+POLL_S = 2.0
+
+
+def bundles(scaling) -> list[dict[str, float]]:
+    """One bundle per training worker (its CPUs, and its GPU), and one CPU for Ray Data's streaming."""
+    worker = {"CPU": float(scaling.cpus_per_worker), **({"GPU": 1.0} if scaling.use_gpu else {})}
+    return [dict(worker) for _ in range(scaling.num_workers)] + [{"CPU": 1.0}]
+
+
+def needs(scaling) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for b in bundles(scaling):
+        for k, v in b.items():
+            total[k] = total.get(k, 0.0) + v
+    return total
+
+
+def shortfall(need: dict[str, float], have: dict) -> dict[str, tuple[float, float]]:
+    """resource -> (have, need) for every resource the cluster lacks."""
+    return {k: (float(have.get(k, 0)), v) for k, v in need.items() if have.get(k, 0) < v}
+
+
+def describe(short: dict[str, tuple[float, float]]) -> str:
+    return ", ".join(f"{k} {have:g} of {need:g}" for k, (have, need) in short.items())
+
+
+def refusal(scaling, short: dict[str, tuple[float, float]]) -> str:
+    what = (f"scaling.num_workers x scaling.cpus_per_worker ({scaling.num_workers} x {scaling.cpus_per_worker:g}) "
+            f"plus 1 CPU for Ray Data" + (f", and {scaling.num_workers} GPUs (scaling.use_gpu)" if scaling.use_gpu
+                                          else ""))
+    hint = "Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes."
+    return f"the Ray cluster has {describe(short)} needed by {what}. {hint}"
+
+
+def has_autoscaler() -> bool:
+    """Whether the connected cluster runs Ray's autoscaler v2 (it flags itself in the GCS). Every head runs a v1
+    monitor, a local one too, so v1's published status says nothing about whether nodes can be added: on a v1
+    cluster (`RAY_enable_autoscaler_v2` unset) a shortfall is refused as on a fixed cluster."""
+    try:
+        from ray.autoscaler.v2.utils import is_autoscaler_v2
+
+        return bool(is_autoscaler_v2(fetch_from_server=True))
+    except Exception:  # noqa: BLE001 - a Ray without v2's flag: no autoscaler we can ask
+        return False
+
+
+def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: float,
+             say: Callable[[str], None] = print, poll_s: float = POLL_S,
+             clock: Callable[[], float] = time.monotonic) -> None:
+    """Until `resources()` covers `need`, saying where it stands every ~10 s; RuntimeError after `timeout_s`."""
+    start = next_line = clock()
+    while short := shortfall(need, resources()):
+        waited = clock() - start
+        if waited >= timeout_s:
+            raise RuntimeError(f"the autoscaler did not bring {describe(short)} within scaling.capacity_timeout_s="
+                               f"{timeout_s:g} s: check the cluster's node types, quotas and `ray status`")
+        if clock() >= next_line:
+            say(f"[cluster] waiting for the autoscaler: {describe(short)}, {int(waited) // 60}m{int(waited) % 60:02d}s")
+            next_line = clock() + 10
+        time.sleep(poll_s)
+
+
+def ensure_capacity(scaling, say: Callable[[str], None] = print) -> None:
+    """Return once the connected cluster has what `scaling` needs, waiting for the autoscaler if there is one (the
+    request is withdrawn once the nodes are there: the workers' placement group then holds them)."""
+    import ray
+
+    need = needs(scaling)
+    short = shortfall(need, ray.cluster_resources())
+    if not short:
+        return
+    if not has_autoscaler():
+        raise RuntimeError(refusal(scaling, short))
+    from ray.autoscaler.sdk import request_resources
+
+    request_resources(bundles=bundles(scaling))
+    try:
+        wait_for(need, ray.cluster_resources, scaling.capacity_timeout_s, say)
+        say(f"[cluster] the autoscaler brought {', '.join(f'{k} {v:g}' for k, v in need.items())}")
+    finally:
+        request_resources(bundles=[])

@@ -1,0 +1,64 @@
+"""jobs/runtime/capacity.py's pure parts: the bundles a job asks the autoscaler for, what is short, and the wait
+(its progress lines and its one-line failure). The wait on a real autoscaling cluster is
+tests/e2e/test_autoscaling.py."""
+
+import pytest
+
+from jobs.config.sections import ScalingConfig
+from jobs.runtime.capacity import bundles, needs, refusal, shortfall, wait_for
+
+
+def test_one_bundle_per_worker_and_a_cpu_for_ray_data():
+    assert bundles(ScalingConfig(num_workers=2, cpus_per_worker=0.5)) == [{"CPU": 0.5}, {"CPU": 0.5}, {"CPU": 1.0}]
+    gpu = ScalingConfig(num_workers=3, use_gpu=True, cpus_per_worker=4)
+    assert bundles(gpu) == [{"CPU": 4.0, "GPU": 1.0}] * 3 + [{"CPU": 1.0}]
+    assert needs(gpu) == {"CPU": 13.0, "GPU": 3.0}
+
+
+def test_shortfall_names_each_missing_resource_and_nothing_else():
+    assert shortfall({"CPU": 3.0}, {"CPU": 3.0, "memory": 1e9}) == {}
+    assert shortfall({"CPU": 13.0, "GPU": 3.0}, {"CPU": 16.0, "GPU": 2.0}) == {"GPU": (2.0, 3.0)}
+    assert shortfall({"CPU": 3.0, "GPU": 1.0}, {}) == {"CPU": (0.0, 3.0), "GPU": (0.0, 1.0)}
+    line = refusal(ScalingConfig(num_workers=2), {"CPU": (2.0, 3.0)})
+    assert "has CPU 2 of 3" in line and "2 x 1" in line and "scaling.cpus_per_worker" in line
+
+
+class Clock:
+    """Time that moves only when the wait sleeps (each poll advances it by `poll_s`)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_wait_returns_when_the_nodes_arrive_and_says_where_it_stands(monkeypatch):
+    clock, lines = Clock(), []
+    monkeypatch.setattr("jobs.runtime.capacity.time.sleep", lambda s: setattr(clock, "now", clock.now + s))
+    arrivals = {0: {"CPU": 0.0}, 6: {"CPU": 2.0}, 30: {"CPU": 4.0}}  # seconds -> the cluster's resources
+
+    def resources():
+        return arrivals[max(t for t in arrivals if t <= clock.now)]
+
+    wait_for({"CPU": 3.0}, resources, timeout_s=60, say=lines.append, poll_s=2, clock=clock)
+    assert clock.now == 30
+    assert lines == ["[cluster] waiting for the autoscaler: CPU 0 of 3, 0m00s",
+                     "[cluster] waiting for the autoscaler: CPU 2 of 3, 0m10s",
+                     "[cluster] waiting for the autoscaler: CPU 2 of 3, 0m20s"]
+
+
+def test_wait_fails_after_the_timeout_naming_what_never_arrived(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr("jobs.runtime.capacity.time.sleep", lambda s: setattr(clock, "now", clock.now + s))
+    with pytest.raises(RuntimeError, match=r"did not bring GPU 8 of 16 within scaling.capacity_timeout_s=120 s"):
+        wait_for({"CPU": 17.0, "GPU": 16.0}, lambda: {"CPU": 40.0, "GPU": 8.0}, timeout_s=120, say=lambda _: None,
+                 poll_s=5, clock=clock)
+    assert 120 <= clock.now < 125
+
+
+def test_capacity_timeout_is_validated():
+    from bert_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="capacity_timeout_s"):
+        ScalingConfig(capacity_timeout_s=-1).validate()
