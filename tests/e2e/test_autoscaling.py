@@ -14,10 +14,13 @@ from tests.e2e.ray_head import start_head
 pytestmark = pytest.mark.slow
 
 WORKER_TYPE = "cpu2"
+# The fake provider as an "external" one: under its own type name Ray merges in a defaults file that its wheel does
+# not ship (fake_multi_node/example.yaml), and the autoscaler fails to start
+FAKE_PROVIDER = "ray.autoscaler._private.fake_multi_node.node_provider.FakeMultiNodeProvider"
 CLUSTER = {  # Ray's cluster-launcher schema with the fake provider; nothing but the node types matters here
     "cluster_name": "bert-foundry-autoscaling-test",
     "max_workers": 2,
-    "provider": {"type": "external", "module": "ray.autoscaler._private.fake_multi_node.node_provider.FakeMultiNodeProvider",
+    "provider": {"type": "external", "module": FAKE_PROVIDER,
                  "use_node_id_as_ip": True, "disable_node_updaters": True,
                  "disable_launch_config_check": True, "launch_multiple": True, "head_node_id": FAKE_HEAD_NODE_ID},
     "available_node_types": {
