@@ -14,7 +14,10 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 from deepspeed.ops.op_builder.cpu import CPUAdamBuilder, FusedAdamBuilder, ShareMemCommBuilder  # noqa: E402
 
+from jobs.runtime.op_locks import before_op_loads  # noqa: E402
+
 if __name__ == "__main__":
+    before_op_loads()  # a build killed earlier (a cancelled set-up) does not block this one
     builders = [ShareMemCommBuilder(), FusedAdamBuilder()]
     if "--offload" in sys.argv[1:]:
         builders.append(CPUAdamBuilder())

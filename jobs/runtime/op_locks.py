@@ -1,22 +1,28 @@
-"""What a process needs before DeepSpeed loads its JIT-compiled ops (`before_op_loads`): no stale build lock in
-torch's extension cache, and one py-cpuinfo answer for every op.
-
-Stale build locks in torch's JIT extension cache, where DeepSpeed's CPU and CUDA ops are compiled.
+"""What a process needs before DeepSpeed loads its JIT-compiled ops (`before_op_loads`): no build lock left by a
+killed build in torch's extension cache, and one py-cpuinfo answer for every op.
 
 torch builds an op under a lock file (`<cache>/<python and device>/<op>/lock`, its FileBaton) and every
 other process that needs the op waits until the file is gone. A build that is killed (a SIGKILLed worker,
 a cancelled job) leaves the file behind, and from then on every process that loads that op, on that
-machine, waits forever with nothing on the console. Before DeepSpeed loads its ops an engine calls
-`clear_stale_locks`: a lock older than any build takes is removed, with a warning that says so; a younger
-one is named, so that a job that waits on it says on what.
+machine, waits forever with nothing on the console. So:
+
+- `HolderBaton` (installed by `before_op_loads` in place of torch's FileBaton) writes the building process's host
+  and pid into the lock, and a process waiting on a lock whose holder on this host has died stops waiting with an
+  error that says so, instead of forever;
+- `clear_stale_locks`, called before DeepSpeed loads its ops, removes a lock whose holder on this host is gone
+  (the next job builds the op at once), and a lock of unknown holder (written by a plain torch) once it is older
+  than any build takes; a lock of a live build is named, so that a job that waits on it says on what.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from pathlib import Path
+
+from torch.utils.file_baton import FileBaton
 
 STALE_AFTER_S = 20 * 60  # DeepSpeed's ops build in 1-3 minutes on CPU and about as long with CUDA
 log = logging.getLogger("bert_foundry.train")
@@ -28,14 +34,78 @@ def extensions_root() -> Path:
     return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
 
 
+def _host() -> str:
+    return socket.gethostname()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def holder(lock: Path) -> tuple[str, int] | None:
+    """(host, pid) of the process building under `lock`, or None if the lock does not name one."""
+    try:
+        host, pid = Path(lock).read_text().split()
+        return host, int(pid)
+    except (OSError, ValueError):
+        return None
+
+
+def holder_gone(lock: Path) -> bool:
+    """Whether `lock` names a process of this host that no longer runs."""
+    h = holder(lock)
+    return h is not None and h[0] == _host() and not _alive(h[1])
+
+
+class HolderBaton(FileBaton):
+    """torch's build lock, with the builder's host and pid in the file, and a wait that ends if the builder dies."""
+
+    def try_acquire(self) -> bool:
+        acquired = bool(super().try_acquire())
+        if acquired:
+            Path(self.lock_file_path).write_text(f"{_host()} {os.getpid()}\n")
+        return acquired
+
+    def wait(self) -> None:
+        while os.path.exists(self.lock_file_path):
+            if holder_gone(Path(self.lock_file_path)):
+                who = holder(Path(self.lock_file_path))
+                try:
+                    os.remove(self.lock_file_path)
+                except FileNotFoundError:
+                    pass
+                raise RuntimeError(f"the build this process waited on was killed (pid {who[1]} held "
+                                   f"{self.lock_file_path}); the lock is removed: the next load builds the op")
+            time.sleep(self.wait_seconds)
+
+
+def install_holder_baton() -> None:
+    """Make torch's JIT builds (DeepSpeed's ops) lock with HolderBaton in this process."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    cpp_extension.FileBaton = HolderBaton
+
+
 def clear_stale_locks(root: Path | None = None, stale_after_s: float = STALE_AFTER_S) -> list[Path]:
-    """Remove build locks older than `stale_after_s` under `root` (torch's extension cache); returns them."""
+    """Remove, under `root` (torch's extension cache), the build locks whose holder on this host is gone and those
+    of unknown holder older than `stale_after_s`; returns them."""
     root = extensions_root() if root is None else root
     removed, now = [], time.time()
     for lock in sorted(root.glob("*/*/lock")) + sorted(root.glob("*/lock")):
         try:
-            age = now - lock.stat().st_mtime
-            if age > stale_after_s:
+            age, held_by = now - lock.stat().st_mtime, holder(lock)
+            if holder_gone(lock):
+                lock.unlink()
+                removed.append(lock)
+                log.warning(f"[deepspeed] removed {lock}: the build that held it (pid {held_by[1]}) was killed, and "
+                            "every load of that op would have waited on it")
+            elif (held_by is None or held_by[0] != _host()) and age > stale_after_s:  # another host: age only
                 lock.unlink()
                 removed.append(lock)
                 log.warning(f"[deepspeed] removed {lock}, a build lock {age / 60:.0f} min old: a killed build "
@@ -50,6 +120,7 @@ def clear_stale_locks(root: Path | None = None, stale_after_s: float = STALE_AFT
 
 def before_op_loads() -> None:
     """Call before DeepSpeed loads (and perhaps builds) its ops: in every engine's process, once per engine."""
+    install_holder_baton()
     clear_stale_locks()
     remember_cpu_info()
 

@@ -48,3 +48,71 @@ def test_deepspeed_asks_py_cpuinfo_once_per_process_for_every_op():
     info = cpuinfo.get_cpu_info.cache_info()
     assert (info.misses, info.currsize) == (1, 1) and info.hits >= 3, info
     assert not hasattr(cpuinfo.get_cpu_info.__wrapped__, "cache_info")
+
+
+BUILD = """
+import sys, time
+from pathlib import Path
+from jobs.runtime.op_locks import HolderBaton
+baton = HolderBaton(sys.argv[1])
+assert baton.try_acquire()
+print("building", flush=True)
+time.sleep(600)  # killed mid-build
+"""
+
+
+def _killed_build(lock_path) -> int:
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    p = subprocess.Popen([sys.executable, "-c", BUILD, str(lock_path)], cwd=Path(__file__).resolve().parents[2],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "building"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    return p.pid
+
+
+def test_a_killed_builds_lock_names_it_and_is_removed_at_once(tmp_path, caplog):
+    """The lock of a build killed a moment ago (young: the age rule would keep it for 20 minutes) is removed
+    before the next load, because its holder is gone; a live holder's lock is kept."""
+    from jobs.runtime.op_locks import HolderBaton, holder
+
+    lock_path = tmp_path / "py311_cpu" / "fused_adam" / "lock"
+    lock_path.parent.mkdir(parents=True)
+    pid = _killed_build(lock_path)
+    assert lock_path.exists() and holder(lock_path)[1] == pid
+    live = HolderBaton(str(tmp_path / "py311_cpu" / "cpu_adam" / "lock"))
+    (tmp_path / "py311_cpu" / "cpu_adam").mkdir()
+    assert live.try_acquire()  # this process: alive
+    with caplog.at_level(logging.WARNING, logger="bert_foundry.train"):
+        assert clear_stale_locks(tmp_path) == [lock_path]
+    assert f"the build that held it (pid {pid}) was killed" in caplog.text
+    assert not lock_path.exists() and os.path.exists(live.lock_file_path)
+    live.release()
+
+
+def test_a_process_waiting_on_a_killed_build_stops_waiting(tmp_path):
+    import pytest
+
+    from jobs.runtime.op_locks import HolderBaton
+
+    lock_path = tmp_path / "lock"
+    _killed_build(lock_path)
+    waiter = HolderBaton(str(lock_path), wait_seconds=0.01)
+    assert not waiter.try_acquire()  # torch then waits on the holder
+    with pytest.raises(RuntimeError, match="the build this process waited on was killed"):
+        waiter.wait()
+    assert not lock_path.exists() and waiter.try_acquire()  # the next load builds
+    waiter.release()
+
+
+def test_torchs_builds_lock_with_the_holder_baton_once_ops_are_about_to_load():
+    import torch.utils.cpp_extension as cpp_extension
+
+    from jobs.runtime.op_locks import HolderBaton, before_op_loads
+
+    before_op_loads()
+    assert cpp_extension.FileBaton is HolderBaton
