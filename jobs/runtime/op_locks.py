@@ -24,6 +24,8 @@ from pathlib import Path
 
 from torch.utils.file_baton import FileBaton
 
+from jobs.runtime.scratch import alive
+
 STALE_AFTER_S = 20 * 60  # DeepSpeed's ops build in 1-3 minutes on CPU and about as long with CUDA
 log = logging.getLogger("bert_foundry.train")
 
@@ -38,16 +40,6 @@ def _host() -> str:
     return socket.gethostname()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def holder(lock: Path) -> tuple[str, int] | None:
     """(host, pid) of the process building under `lock`, or None if the lock does not name one."""
     try:
@@ -60,7 +52,7 @@ def holder(lock: Path) -> tuple[str, int] | None:
 def holder_gone(lock: Path) -> bool:
     """Whether `lock` names a process of this host that no longer runs."""
     h = holder(lock)
-    return h is not None and h[0] == _host() and not _alive(h[1])
+    return h is not None and h[0] == _host() and not alive(h[1])
 
 
 class HolderBaton(FileBaton):

@@ -29,7 +29,8 @@ def _host() -> str:
     return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:40] or "host"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process `pid` of this host runs (a zombie counts until reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -45,7 +46,7 @@ def sweep(under: Path | None = None) -> list[Path]:
     host, removed = f"-{_host()}-", []
     for d in sorted(under.glob(f"*{host}*")) if under.is_dir() else []:
         pid = d.name.split(host, 1)[1].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
