@@ -91,7 +91,7 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
     import mlflow
 
     from jobs.runtime.cluster import init_ray
-    from pipelines.tasks.files import resolve_files
+    from pipelines.tasks.file_finder import resolve_files
 
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)

@@ -222,7 +222,7 @@ class FinetuneConfig:
 
     def _validate_files(self) -> None:
         """Your own data: a kind, a format, files that exist, a metric the kind has; checked before any Ray work."""
-        from pipelines.tasks.files import resolve_files
+        from pipelines.tasks.file_finder import resolve_files
 
         k = self.task
         if k.kind not in FILE_KINDS:

@@ -188,7 +188,8 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
 
 def _read_files(task: TaskConfig, spec: str, rejected: collections.Counter) -> list[dict]:
     """Every row of the files `spec` names, in file order; rejects counted by reason into `rejected`."""
-    from pipelines.tasks.files import read_file, resolve_files
+    from pipelines.tasks.file_finder import resolve_files
+    from pipelines.tasks.files import read_file
 
     rows = []
     for path, fmt in resolve_files(spec, task.format):

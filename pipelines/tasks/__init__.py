@@ -8,7 +8,8 @@ the task's official metric. Tokenizers are any fast BERT tokenizer or a director
 """
 
 from pipelines.tasks.common import TaskDataError, TaskFeaturizer, TaskSplit, load_tokenizer
-from pipelines.tasks.files import FORMATS, KINDS, Columns, FileBatch, read_file, resolve_files
+from pipelines.tasks.file_finder import resolve_files
+from pipelines.tasks.files import FORMATS, KINDS, Columns, FileBatch, read_file
 from pipelines.tasks.labels import encode_labels, file_metrics, label_set
 from pipelines.tasks.conll import CONLL_LABELS, conll_align_predictions, conll_features, load_conll, ner_metrics
 from pipelines.tasks.glue import GLUE_TASKS, GlueTask, glue_features, glue_metrics, glue_task, load_glue

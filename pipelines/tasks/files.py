@@ -1,8 +1,8 @@
 """A user's own labeled files -> task rows: CSV, TSV, JSON Lines, Parquet, HF `save_to_disk` folders,
 CoNLL column files and SQuAD JSON, for five kinds of task (KINDS), at a local path or any fsspec URL.
 
-`resolve_files` turns a file, folder, glob or `folder:split` into (path, format) pairs; `read_file`
-streams one of them as FileBatch-es of at most `batch_rows` rows (bounded memory: only SQuAD JSON,
+`pipelines.tasks.file_finder.resolve_files` turns a file, folder, glob or `folder:split` into (path, format)
+pairs; `read_file` streams one of them as FileBatch-es of at most `batch_rows` rows (bounded memory: only SQuAD JSON,
 one JSON document, is read whole); `label_set` fixes the label names from the train split and
 `encode_labels` maps every split onto them. Columns are found by name (`Columns`), never by position.
 
@@ -50,16 +50,12 @@ from pipelines.tasks.squad import load_squad
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad", "text")  # text: unlabeled only
-EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-              ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # .json may be "squad"; .txt only as conll
-INPUT_EXTENSIONS = {**EXTENSIONS, ".txt": "text"}  # inputs to predict (unlabeled): .txt is plain text
 _SENTENCES = ("text", "text_pair", "label")
 _KIND_COLUMNS = {"classification": _SENTENCES, "multi-label": _SENTENCES, "regression": _SENTENCES,
                  "token-classification": ("tokens", "tags"), "question-answering": ("context", "question", "answers")}
 _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
                  "question-answering": ("jsonl", "parquet", "hf", "squad")}  # the others: csv tsv jsonl parquet hf
 _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "squad")}  # others: + text
-_SNIFF_BYTES = 1 << 20  # read of a .json file to tell one SQuAD document from JSON Lines
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _ABSENT = object()
@@ -99,70 +95,6 @@ class FileBatch:
         if len(self.samples) < _BATCH_SAMPLES:
             excerpt = record if isinstance(record, str) else json.dumps(record, default=str)
             self.samples.append((str(reason), where, excerpt[:SAMPLE_CHARS]))
-
-
-# --- Finding the files ---
-
-def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -> str:
-    ext = posixpath.splitext(path)[1].lower()
-    if fmt:
-        return fmt
-    if ext not in extensions:
-        raise TaskDataError(f"{spec}: unknown file type {ext or path!r}; accepted: {', '.join(extensions)} and "
-                            f"datasets save_to_disk folders; or set task.format, or predict's format "
-                            f"(one of {', '.join(FORMATS)})")
-    if ext != ".json":
-        return extensions[ext]
-    with fs.open(path, "rb") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
-        head = f.read(_SNIFF_BYTES).lstrip()
-    try:
-        first = json.loads(head.split(b"\n", 1)[0]) if head.startswith(b"{") else {}
-    except ValueError:
-        return "squad"  # a document over several lines (or a first line past _SNIFF_BYTES)
-    return "squad" if isinstance(first.get("data"), list) else "jsonl"
-
-
-def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> bool:
-    """Not hidden (.crc, _SUCCESS); in a folder (fmt not None) also named as data (of `fmt`, if set)."""
-    ext = posixpath.splitext(path)[1].lower()
-    if posixpath.basename(path).startswith((".", "_")):
-        return False
-    if fmt is None:
-        return True
-    if not fmt:
-        return ext in extensions
-    return extensions.get(ext) == fmt or (ext, fmt) in ((".json", "squad"), (".txt", "conll"), (".txt", "text"))
-
-
-def resolve_files(spec: str, fmt: str = "", labeled: bool = True) -> list[tuple[str, str]]:
-    """(path, format) pairs for a file, a folder (its data files, sorted), a glob, or a datasets
-    save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any fsspec URL. `labeled=False`:
-    inputs to predict, where a .txt file is plain text."""
-    extensions = EXTENSIONS if labeled else INPUT_EXTENSIONS
-    if fmt and fmt not in FORMATS:
-        raise ValueError(f"unknown task.format {fmt!r}; expected one of {list(FORMATS)}")
-    fs, root = fsspec.core.url_to_fs(spec)
-    split = re.fullmatch(r"(.+):([\w.-]+)", root)
-    if split and not fs.exists(root) and fs.isfile(posixpath.join(split[1], "dataset_dict.json")):
-        root = posixpath.join(split[1], split[2])
-        if not fs.isdir(root):
-            raise FileNotFoundError(f"no split {split[2]!r} in {split[1]} ({spec})")
-    if fs.isdir(root):
-        if fs.isfile(posixpath.join(root, "dataset_dict.json")):
-            with fs.open(posixpath.join(root, "dataset_dict.json")) as f:
-                splits = json.load(f).get("splits")
-            raise TaskDataError(f"{spec} is a DatasetDict with splits {splits}; name one as {spec}:<split>")
-        if fs.isfile(posixpath.join(root, "state.json")):
-            return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
-        paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt, extensions) and fs.isfile(p)]
-    elif any(c in root for c in "*?["):
-        paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
-    else:
-        paths = [root] if fs.isfile(root) else []
-    if not paths:
-        raise FileNotFoundError(f"no data files match {spec!r} (accepted: {', '.join(extensions)}, or set the format)")
-    return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p), _format(fs, p, fmt, spec, extensions))
-            for p in sorted(paths)]
 
 
 # --- Records: (0-based n, where, column -> value dict or a _Reject, excerpt), per format ---

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipelines.tasks.common import TaskDataError, count_too_long
-from pipelines.tasks.files import Columns, read_file, resolve_files
+from pipelines.tasks.file_finder import resolve_files
+from pipelines.tasks.files import Columns, read_file
 from pipelines.tasks.labels import encode_labels, label_set
 from pipelines.tasks.roles import INPUT_FIELDS, content_key, leak_keys, unit_hash
 

@@ -1,0 +1,82 @@
+"""Where a user's files are: a file, folder, glob or `folder:split` (a datasets save_to_disk DatasetDict), at a local
+path or any fsspec URL -> (path, format) pairs for pipelines.tasks.files.read_file. A file's format comes from the
+configured one, else its extension (a .json file is sniffed: one SQuAD document or JSON Lines)."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from pipelines.tasks.common import TaskDataError
+from pipelines.tasks.files import FORMATS
+
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+              ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # .json may be "squad"; .txt only as conll
+INPUT_EXTENSIONS = {**EXTENSIONS, ".txt": "text"}  # inputs to predict (unlabeled): .txt is plain text
+_SNIFF_BYTES = 1 << 20  # read of a .json file to tell one SQuAD document from JSON Lines
+
+
+def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -> str:
+    ext = posixpath.splitext(path)[1].lower()
+    if fmt:
+        return fmt
+    if ext not in extensions:
+        raise TaskDataError(f"{spec}: unknown file type {ext or path!r}; accepted: {', '.join(extensions)} and "
+                            f"datasets save_to_disk folders; or set task.format, or predict's format "
+                            f"(one of {', '.join(FORMATS)})")
+    if ext != ".json":
+        return extensions[ext]
+    with fs.open(path, "rb") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
+        head = f.read(_SNIFF_BYTES).lstrip()
+    try:
+        first = json.loads(head.split(b"\n", 1)[0]) if head.startswith(b"{") else {}
+    except ValueError:
+        return "squad"  # a document over several lines (or a first line past _SNIFF_BYTES)
+    return "squad" if isinstance(first.get("data"), list) else "jsonl"
+
+
+def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> bool:
+    """Not hidden (.crc, _SUCCESS); in a folder (fmt not None) also named as data (of `fmt`, if set)."""
+    ext = posixpath.splitext(path)[1].lower()
+    if posixpath.basename(path).startswith((".", "_")):
+        return False
+    if fmt is None:
+        return True
+    if not fmt:
+        return ext in extensions
+    return extensions.get(ext) == fmt or (ext, fmt) in ((".json", "squad"), (".txt", "conll"), (".txt", "text"))
+
+
+def resolve_files(spec: str, fmt: str = "", labeled: bool = True) -> list[tuple[str, str]]:
+    """(path, format) pairs for a file, a folder (its data files, sorted), a glob, or a datasets
+    save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any fsspec URL. `labeled=False`:
+    inputs to predict, where a .txt file is plain text."""
+    extensions = EXTENSIONS if labeled else INPUT_EXTENSIONS
+    if fmt and fmt not in FORMATS:
+        raise ValueError(f"unknown task.format {fmt!r}; expected one of {list(FORMATS)}")
+    fs, root = fsspec.core.url_to_fs(spec)
+    split = re.fullmatch(r"(.+):([\w.-]+)", root)
+    if split and not fs.exists(root) and fs.isfile(posixpath.join(split[1], "dataset_dict.json")):
+        root = posixpath.join(split[1], split[2])
+        if not fs.isdir(root):
+            raise FileNotFoundError(f"no split {split[2]!r} in {split[1]} ({spec})")
+    if fs.isdir(root):
+        if fs.isfile(posixpath.join(root, "dataset_dict.json")):
+            with fs.open(posixpath.join(root, "dataset_dict.json")) as f:
+                splits = json.load(f).get("splits")
+            raise TaskDataError(f"{spec} is a DatasetDict with splits {splits}; name one as {spec}:<split>")
+        if fs.isfile(posixpath.join(root, "state.json")):
+            return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
+        paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt, extensions) and fs.isfile(p)]
+    elif any(c in root for c in "*?["):
+        paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
+    else:
+        paths = [root] if fs.isfile(root) else []
+    if not paths:
+        raise FileNotFoundError(f"no data files match {spec!r} (accepted: {', '.join(extensions)}, or set the format)")
+    return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p), _format(fs, p, fmt, spec, extensions))
+            for p in sorted(paths)]
