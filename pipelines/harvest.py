@@ -77,15 +77,22 @@ def _source_name(kind: str, path: Path) -> str:
     return f"{kind}:{path.relative_to(_STDLIB if kind == 'stdlib' else _PURELIB).as_posix()}"
 
 
+def _ours(name: str) -> bool:
+    """This project's own install (its METADATA is README.md; an editable install's finder module): left out, so
+    editing the README does not change the corpus, the quickstart's pretraining or any result measured on it."""
+    return name.startswith(("bert_foundry-", "__editable__.bert_foundry-", "__editable___bert_foundry_"))
+
+
 def _candidates() -> list[tuple[str, Path]]:
     stdlib, purelib = _STDLIB, _PURELIB
     # READMEs first: the richest prose; then standard-library docstrings, then packages' docstrings.
-    items: list[tuple[str, Path]] = [("readme", p) for p in sorted(purelib.glob("*.dist-info/METADATA"))]
+    items: list[tuple[str, Path]] = [("readme", p) for p in sorted(purelib.glob("*.dist-info/METADATA"))
+                                     if not _ours(p.parent.name)]
     for root, kind in ((stdlib, "stdlib"), (purelib, "site")):
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "test", "tests", "__pycache__"))
             for name in sorted(filenames):
-                if name.endswith(".py"):
+                if name.endswith(".py") and not _ours(name):
                     items.append((kind, Path(dirpath) / name))
     return items
 

@@ -55,3 +55,22 @@ def test_source_files_that_do_not_parse_are_counted_and_named(tmp_path, monkeypa
     assert summary["documents"] == 1
     assert summary["unparsed"] == 2
     assert sorted(summary["unparsed_sample"]) == ["stdlib:latin1.py", "stdlib:pkg/broken.py"]
+
+
+def test_this_projects_own_install_is_left_out(tmp_path, monkeypatch):
+    """Our README is our METADATA: were it harvested, a README edit would change the quickstart's corpus."""
+    from pipelines import harvest
+
+    stdlib, purelib = tmp_path / "stdlib", tmp_path / "purelib"
+    stdlib.mkdir()
+    prose = "\n\n".join(["This package explains, in plain words, how its parser reads each line it is given."] * 6)
+    for dist in ("bert_foundry-0.1.0", "alpha-1.0", "zeta-2.0"):
+        (purelib / f"{dist}.dist-info").mkdir(parents=True)
+        (purelib / f"{dist}.dist-info" / "METADATA").write_text(f"Name: {dist}\nVersion: 1\n\n{prose}\n")
+    (purelib / "__editable___bert_foundry_0_1_0_finder.py").write_text(f'"""{prose}"""\n')
+    (purelib / "other.py").write_text(f'"""{prose}"""\n')
+    monkeypatch.setattr(harvest, "_STDLIB", stdlib)
+    monkeypatch.setattr(harvest, "_PURELIB", purelib)
+    harvest.harvest_installed_docs(tmp_path / "out", max_mb=1, num_files=1)
+    urls = [json.loads(line)["url"] for line in (tmp_path / "out" / "installed-docs-00.jsonl").open()]
+    assert urls == ["readme:alpha-1.0.dist-info/METADATA", "readme:zeta-2.0.dist-info/METADATA", "site:other.py"]
