@@ -3,7 +3,8 @@
     python -m jobs.warm_deepspeed            # ops of the default path: gloo shm comm, fused Adam
     python -m jobs.warm_deepspeed --offload  # + CPU Adam, which only ZeRO-Offload uses
 
-They land in torch's extension cache (~/.cache/torch_extensions), which every later process reuses.
+They land in this environment's extension cache (`<venv>/torch_extensions`, or TORCH_EXTENSIONS_DIR when set:
+jobs/runtime/op_locks.py), which every later process of this environment reuses and no other checkout touches.
 """
 
 import os

@@ -1,5 +1,6 @@
 """What a process needs before DeepSpeed loads its JIT-compiled ops (`before_op_loads`): no build lock left by a
-killed build in torch's extension cache, and one py-cpuinfo answer for every op.
+killed build in torch's extension cache, a cache of this Python environment's own, and one py-cpuinfo answer for
+every op.
 
 torch builds an op under a lock file (`<cache>/<python and device>/<op>/lock`, its FileBaton) and every
 other process that needs the op waits until the file is gone. A build that is killed (a SIGKILLed worker,
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -31,9 +33,23 @@ log = logging.getLogger("bert_foundry.train")
 
 
 def extensions_root() -> Path:
+    """Where torch builds and finds DeepSpeed's ops: TORCH_EXTENSIONS_DIR when set; else inside this Python
+    environment (`<venv>/torch_extensions`), so two checkouts, each with its own environment, never rebuild or lock
+    each other's ops (torch's default, one folder per user, is shared by all of them); torch's default only where
+    the environment is read-only (a system Python in an image)."""
+    if os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return Path(os.environ["TORCH_EXTENSIONS_DIR"])
+    if os.access(sys.prefix, os.W_OK):
+        return Path(sys.prefix) / "torch_extensions"
     from torch.utils.cpp_extension import get_default_build_root
 
-    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    return Path(get_default_build_root())
+
+
+def use_environment_cache() -> None:
+    """Point torch's JIT builds at `extensions_root()` in this process and the processes it starts."""
+    if not os.environ.get("TORCH_EXTENSIONS_DIR") and os.access(sys.prefix, os.W_OK):
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(extensions_root())
 
 
 def _host() -> str:
@@ -112,6 +128,7 @@ def clear_stale_locks(root: Path | None = None, stale_after_s: float = STALE_AFT
 
 def before_op_loads() -> None:
     """Call before DeepSpeed loads (and perhaps builds) its ops: in every engine's process, once per engine."""
+    use_environment_cache()
     install_holder_baton()
     clear_stale_locks()
     remember_cpu_info()

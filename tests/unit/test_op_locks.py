@@ -4,6 +4,7 @@
 import logging
 import os
 import time
+from pathlib import Path
 
 from jobs.runtime.op_locks import clear_stale_locks, extensions_root
 
@@ -25,11 +26,24 @@ def test_stale_locks_are_removed_and_young_ones_named(tmp_path, caplog):
     assert clear_stale_locks(tmp_path / "empty") == []  # no cache yet: nothing to do
 
 
-def test_the_cache_is_torchs_or_the_one_named_in_the_environment(tmp_path, monkeypatch):
+def test_the_cache_is_the_environments_own_or_the_one_named_in_the_environment(tmp_path, monkeypatch):
+    """Two checkouts with their own virtual environments build their ops into their own caches, not torch's
+    per-user one: before_op_loads names the cache for torch (and the processes it starts), unless one is named."""
+    import sys
+
+    from jobs.runtime.op_locks import before_op_loads
+
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     assert extensions_root() == tmp_path
+    before_op_loads()
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == str(tmp_path)  # a cache the user named is kept
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
-    assert extensions_root().name == "torch_extensions"
+    assert extensions_root() == Path(sys.prefix) / "torch_extensions"
+    before_op_loads()
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == str(Path(sys.prefix) / "torch_extensions")
+    from torch.utils.cpp_extension import _get_build_directory
+
+    assert Path(_get_build_directory("fused_adam", verbose=False)).parent == Path(sys.prefix) / "torch_extensions"
 
 
 def test_deepspeed_asks_py_cpuinfo_once_per_process_for_every_op():
