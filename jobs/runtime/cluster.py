@@ -30,6 +30,14 @@ def starts_local_ray() -> bool:
     return not os.environ.get("RAY_ADDRESS") and not _LOCAL_CLUSTER_FILE.exists()
 
 
+def _joins_local_cluster() -> str:
+    """The address of the `ray start` cluster on this machine that `ray.init()` is about to join ("" for none):
+    a job that silently joined a leftover cluster would run on whatever that cluster has."""
+    if os.environ.get("RAY_ADDRESS") or not _LOCAL_CLUSTER_FILE.exists():
+        return ""
+    return _LOCAL_CLUSTER_FILE.read_text().strip() or "address unknown"
+
+
 def init_ray() -> str:
     """Inside `ray job submit` (RAY_ADDRESS set) or beside `ray start`, connect; else start locally.
 
@@ -41,8 +49,12 @@ def init_ray() -> str:
     from jobs.runtime import console
 
     if not ray.is_initialized():
+        joins = _joins_local_cluster()
         ray.init(log_to_driver=True, logging_level=console.ray_logging_level())
         console.install_worker_filter()
+        if joins:
+            print(f"[cluster] joined the Ray cluster already running on this machine ({joins}, started by "
+                  "`ray start`); `ray stop` ends it", flush=True)
     console.quiet_ray_data()
     url = ray._private.worker.get_dashboard_url() or ""
     return url if not url or url.startswith("http") else f"http://{url}"
