@@ -31,7 +31,7 @@ from bert_core.config import ConfigError  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.runtime.capacity import ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
-from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.config.finetune import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
@@ -299,10 +299,14 @@ def main(argv: list[str] | None = None) -> FinetuneResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML file (see configs/finetune/)")
     console.add_argument(parser)
+    add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.epochs=2")
     args = parser.parse_args(argv)
     console.configure(args.verbose)
     cfg = load_config(FinetuneConfig, args.config, args.overrides)  # fails here, before any Ray work
+    if args.check:
+        cfg.check_environment()
+        return checked("finetune", args.config, args.overrides)
     return run(cfg)
 
 

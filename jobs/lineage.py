@@ -29,7 +29,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/lineage.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.config.sections import TrackingConfig  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
+from jobs.config.sections import TrackingConfig, refuse_relative_when_submitted  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.registry.tracking import resolve_tracking_uri  # noqa: E402
 
@@ -269,8 +270,13 @@ def main(argv: list[str] | None = None) -> LineageResult:
     parser.add_argument("uri", help="models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID or a prediction folder")
     parser.add_argument("--tracking-uri", default=TrackingConfig.tracking_uri)
     console.add_argument(parser)
+    add_check_argument(parser)
     args = parser.parse_args(argv)
     console.configure(args.verbose)
+    refuse_relative_when_submitted({"--tracking-uri": args.tracking_uri})  # in the job's copy: a new, empty store
+    if args.check:
+        checked("lineage", args.uri, [])
+        return LineageResult(args.uri)
     try:
         result = run(args.uri, args.tracking_uri)
     except ValueError as exc:
@@ -280,4 +286,4 @@ def main(argv: list[str] | None = None) -> LineageResult:
 
 
 if __name__ == "__main__":
-    sys.exit(1 if main().missing else 0)
+    cli(lambda: sys.exit(1 if main().missing else 0))

@@ -42,7 +42,7 @@ prefer_loopback()  # before anything imports ray
 import numpy as np  # noqa: E402
 
 from bert_core.config import ConfigError  # noqa: E402
-from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.config.predict import PredictConfig  # noqa: E402
 from jobs.inference import shards  # noqa: E402
 from jobs.runtime import console  # noqa: E402
@@ -462,12 +462,15 @@ def main(argv: list[str] | None = None) -> PredictResult:
     parser.add_argument("--output", help="a folder for the predictions (parquet shards + manifest.json)")
     parser.add_argument("--config", help="YAML file with PredictConfig fields")
     console.add_argument(parser)
+    add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. columns.text=body")
     args = parser.parse_intermixed_args(argv)
     console.configure(args.verbose)
     extra = [f"model={json.dumps(args.model)}"] + ([f"input={json.dumps(args.input)}"] if args.input else []) \
         + ([f"output={json.dumps(args.output)}"] if args.output else [])
     cfg = load_config(PredictConfig, args.config, [*args.overrides, *extra])  # fails here, before any Ray work
+    if args.check:
+        return checked("predict", args.config, args.overrides)
     return run(cfg)
 
 

@@ -24,7 +24,7 @@ from jobs.runtime import console  # noqa: E402
 from jobs.runtime.capacity import ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
-from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 
 # Columns the trainer reads; debug columns stay on disk.
 TRAIN_COLUMNS = ["example_id", "input_ids", "num_a_tokens", "next_sentence_label"]
@@ -320,10 +320,14 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML file (see configs/pretrain/)")
     console.add_argument(parser)
+    add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.max_steps=100")
     args = parser.parse_args(argv)
     console.configure(args.verbose)
     cfg = load_config(PretrainConfig, args.config, args.overrides)  # fails here, before any Ray work
+    if args.check:
+        cfg.check_environment()
+        return checked("pretrain", args.config, args.overrides)
     return run(cfg)
 
 

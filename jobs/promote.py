@@ -39,8 +39,8 @@ if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make 
 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.runtime import console  # noqa: E402
-from jobs.config.sections import TrackingConfig  # noqa: E402
-from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.config.sections import TrackingConfig, refuse_relative_when_submitted  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.registry.versions import alias_history, move_alias  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
 
@@ -289,12 +289,16 @@ def main(argv: list[str] | None = None) -> PromoteResult:
     parser.add_argument("--rollback", action="store_true", help="move @champion back to the previous champion")
     parser.add_argument("--config", help="YAML file with PromoteConfig fields")
     console.add_argument(parser)
+    add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. min_delta=0.01")
     args = parser.parse_intermixed_args(argv)  # NAME --rollback key=value: flags between the positionals
     console.configure(args.verbose)  # our [promote] line; no download or weight-loading progress bars
     extra = [f"model={json.dumps(args.model)}"] + ([f"version={args.version}"] if args.version else []) \
         + (["rollback=true"] if args.rollback else [])
     cfg = load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
+    refuse_relative_when_submitted(cfg.tracking.written_paths())  # a store in the job's copy is a new, empty one
+    if args.check:
+        return checked("promote", args.config, args.overrides)
     try:
         return run(cfg)
     except ValueError as exc:  # no candidate, models not comparable, no champion to roll back to: one line

@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # `python jobs/quickstart.py` from a checkout: ma
 from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import ConfigError  # noqa: E402
 from jobs.config.pretrain import PretrainConfig
-from jobs.config.io import cli, load_config  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.config.sweep import SweepConfig, load_sweep_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -152,10 +152,15 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--pretrain-config", default=str(PRETRAIN))
     parser.add_argument("--sweep-config", default=str(SWEEP))
     console.add_argument(parser)
+    add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="pretrain.dotted.key=value or sweep.dotted.key=value")
     args = parser.parse_args(argv)
     console.configure(args.verbose)
     pretrain_cfg, sweep_cfg = load(args.pretrain_config, args.sweep_config, args.overrides)  # before any Ray work
+    if args.check:
+        pretrain_cfg.check_environment()
+        sweep_cfg.finetune.check_environment()
+        return checked("quickstart", f"{args.pretrain_config} and {args.sweep_config}", args.overrides)
     return run(pretrain_cfg, sweep_cfg)
 
 

@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make th
 
 from jobs.runtime import console  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
-from jobs.config.io import cli  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sweep import SweepConfig, load_sweep_config, tune_space  # noqa: E402
 
 
@@ -58,6 +58,7 @@ class SweepResult:
 
 def run(cfg: SweepConfig) -> SweepResult:
     cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
+    cfg.finetune.check_environment()  # output folder, GPUs, paths of a submitted job: also before Ray
     prefer_loopback()
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
@@ -469,10 +470,14 @@ def main(argv: list[str] | None = None) -> SweepResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML file (see configs/sweep/)")
     console.add_argument(parser)
+    add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. num_samples=16")
     args = parser.parse_args(argv)
     console.configure(args.verbose)
     cfg = load_sweep_config(args.config, args.overrides)  # fails here, before any Ray work
+    if args.check:
+        cfg.finetune.check_environment()
+        return checked("sweep", args.config, args.overrides)
     return run(cfg)
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
-from jobs.config.sections import DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir
+from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir,
+                                  refuse_relative_when_submitted)
 from jobs.config.io import from_dict, to_dict
 from jobs.runtime.faults import FaultsConfig
 from pipelines.tasks.conll import CONLL_LABELS
@@ -273,6 +274,7 @@ class FinetuneConfig:
     def check_environment(self) -> "FinetuneConfig":
         """What the machine the job starts on must provide, checked before any Ray work (see
         PretrainConfig.check_environment); `init` is checked by `validate`, which needs its config.json."""
+        refuse_relative_when_submitted({"output_dir": self.output_dir, **self.tracking.written_paths()})
         check_output_dir("output_dir", self.output_dir)
         self.scaling.check_environment()
         return self

@@ -177,6 +177,18 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
+def add_check_argument(parser) -> None:
+    parser.add_argument("--check", action="store_true",
+                        help="validate the config and what this machine must provide, say so, and exit: no Ray work")
+
+
+def checked(job: str, source: str | None, overrides: list[str]) -> None:
+    """What a job prints for --check once its config passed every check a run makes before Ray."""
+    n = len(overrides)
+    given = f"{source or 'the defaults'}" + (f" + {n} override{'s' if n > 1 else ''}" if n else "")
+    print(f"[check] {job}: {given}: valid; nothing was run", flush=True)
+
+
 def cli(main: Callable[[], object]) -> None:
     """A job's entry point: a config mistake ends the process with one line on stderr (`error: ...`) and exit
     status 2, as argparse does for a bad flag, instead of a traceback around that line; other errors keep

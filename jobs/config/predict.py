@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bert_core.config import ConfigError
-from jobs.config.sections import TrackingConfig, check_output_dir
+from jobs.config.sections import TrackingConfig, check_output_dir, refuse_relative_when_submitted
 from pipelines.tasks.files import FORMATS, Columns
 
 PRECISIONS = ("fp32", "bf16")  # bf16: autocast, on GPUs and on CPUs with bf16 instructions (avx512_bf16, AMX)
@@ -56,6 +56,7 @@ class PredictConfig:
             raise ConfigError(f"faults.{unknown[0]} does not apply to predict; allowed: "
                               "faults.kill_actor_after_batches")
         if "://" not in self.output:
+            refuse_relative_when_submitted({"output": self.output, **self.tracking.written_paths()})
             check_output_dir("output", self.output)
         else:
             raise ConfigError(f"output must be a local folder (or one every node mounts), got {self.output!r}")

@@ -14,7 +14,7 @@ from bert_core.config import BertConfig, ConfigError, tiny
 from bert_core.masking import MaskingConfig
 from jobs.config.io import from_dict, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
-                                  ScalingConfig, TrackingConfig, check_output_dir)
+                                  ScalingConfig, TrackingConfig, check_output_dir, refuse_relative_when_submitted)
 from jobs.runtime.faults import FaultsConfig
 from pipelines.config import DataConfig
 
@@ -165,9 +165,18 @@ class PretrainConfig:
         if self.faults.nan_at_step:
             raise ConfigError("faults.nan_at_step (fault injection) is not supported with pipeline stages")
 
+    def written_paths(self) -> dict[str, str]:
+        """Every path or URI the job writes to, by field."""
+        written = {"output_dir": self.output_dir, "data.output_root": self.data.output_root,
+                   **self.tracking.written_paths()}
+        if self.corpus.harvest_installed_docs:
+            written["corpus.harvest_dir"] = self.corpus.harvest_dir
+        return written
+
     def check_environment(self) -> "PretrainConfig":
         """What the machine the job starts on must provide, checked before any Ray work (unlike `validate`,
         the answer depends on where it runs: a GPU config validates on a laptop, and runs on a cluster)."""
+        refuse_relative_when_submitted(self.written_paths())
         check_output_dir("output_dir", self.output_dir)
         harvested = Path(self.corpus.harvest_dir).resolve() if self.corpus.harvest_installed_docs else None
         for i, source in enumerate(self.data.sources):

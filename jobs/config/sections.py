@@ -5,6 +5,7 @@ One home for each: jobs/config/pretrain.py, finetune.py and sweep.py build their
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -121,6 +122,14 @@ class TrackingConfig:
             raise ConfigError(f"tracking.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
         return self
 
+    def written_paths(self) -> dict[str, str]:
+        """What the job writes through MLflow: a local store (sqlite, a folder) and, beside one, the artifacts
+        (./mlartifacts when artifact_location is empty); a tracking server keeps both itself."""
+        paths = {"tracking.tracking_uri": self.tracking_uri}
+        if self.artifact_location or not self.tracking_uri.startswith(("http://", "https://")):
+            paths["tracking.artifact_location"] = self.artifact_location or "./mlartifacts"
+        return paths
+
 
 def check_output_dir(name: str, path: str) -> None:
     """A job writes checkpoints under `path` on this machine: it, or the nearest folder above it that
@@ -140,3 +149,37 @@ def check_output_dir(name: str, path: str) -> None:
     except OSError as e:
         raise ConfigError(f"{name} must be a writable folder, got {path!r} ({str(existing)!r} takes no new "
                           f"folder: {e.strerror or e})") from None
+
+
+def submitted_working_dir() -> str:
+    """The `--working-dir` this process runs in a copy of, as a job of `ray job submit` ("" when it is not one):
+    Ray's job supervisor hands the job's runtime environment to the driver in RAY_JOB_CONFIG_JSON_ENV_VAR."""
+    try:
+        job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+    except ValueError:
+        return ""
+    return str((job.get("runtime_env") or {}).get("working_dir") or "")
+
+
+def _local_path(value: str) -> str | None:
+    """The local path in a path or URI a job writes to (None for shared storage: s3://, gs://, http://, ...)."""
+    for prefix in ("sqlite:///", "file://"):
+        if value.startswith(prefix):
+            return value[len(prefix):]
+    return None if "://" in value else value
+
+
+def refuse_relative_when_submitted(paths: dict[str, str]) -> None:
+    """A job submitted with `--working-dir` runs in Ray's temporary copy of that folder, on whichever node runs the
+    driver: a relative output path lands in the copy and is lost with it. Refuse one there, before any Ray work,
+    naming the field; inputs (a config file, a task's files in the repository) are read from the copy and stay
+    relative."""
+    if not submitted_working_dir():
+        return
+    for name, value in paths.items():
+        local = _local_path(value)
+        if local is not None and not os.path.isabs(local):
+            raise ConfigError(
+                f"{name}={value!r} is relative, and this job runs in Ray's temporary copy of its --working-dir: what "
+                f"it writes there is lost when the job ends; allowed: an absolute path on storage every node shares "
+                f"(for example /shared/...), or a URI (s3://, gs://; http:// for tracking)")

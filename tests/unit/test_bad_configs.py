@@ -7,6 +7,7 @@ before Ray starts. Each case starts from configs/pretrain/quickstart.yaml or con
 `{name}` in an override is a path from the `paths` fixture.
 """
 
+import json
 import os
 import re
 import sys
@@ -294,3 +295,56 @@ def test_each_job_refuses_a_bad_config_with_one_line_and_exit_status_2(argv, lin
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().startswith(f"error: {line}") and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert out.stdout == ""
+
+
+SUBMITTED = json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_0123456789abcdef.zip"}})  # as Ray sets it
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["jobs/pretrain.py", "--config", "configs/pretrain/quickstart.yaml"], "output_dir='runs' is relative"),
+    (["jobs/pretrain.py", "--config", "configs/pretrain/quickstart.yaml", "output_dir=/shared/runs"],
+     "data.output_root='data/prepared' is relative"),
+    (["jobs/pretrain.py", "--config", "configs/pretrain/quickstart.yaml", "output_dir=/shared/runs",
+      "data.output_root=/shared/prepared", "tracking.tracking_uri=sqlite:////shared/mlflow.db",
+      "tracking.artifact_location=/shared/art"], "corpus.harvest_dir='data/corpus/installed-docs' is relative"),
+    (["jobs/finetune.py", "--config", "configs/finetune/pkgdocs.yaml", "init={init}", "output_dir=/shared/runs"],
+     "tracking.tracking_uri='sqlite:///mlflow.db' is relative"),
+    (["jobs/sweep.py", "--config", "configs/sweep/quickstart.yaml", "finetune.init={init}"],
+     "output_dir='runs' is relative"),
+    (["jobs/promote.py", "any-model", "tracking.tracking_uri=sqlite:////shared/mlflow.db"],
+     "tracking.artifact_location='./mlartifacts' is relative"),
+    (["jobs/predict.py", "models:/m@champion", "--input", "rows.csv", "--output", "predictions"],
+     "output='predictions' is relative"),
+    (["jobs/lineage.py", "models:/m@champion"], "--tracking-uri='sqlite:///mlflow.db' is relative"),
+], ids=["pretrain-output", "pretrain-prepared", "pretrain-harvest", "finetune", "sweep", "promote", "predict",
+        "lineage"])
+def test_a_submitted_job_refuses_a_relative_path_it_would_write_with_one_line(argv, line, paths):
+    """Under `ray job submit --working-dir`, the job runs in Ray's temporary copy of that folder: what it writes to a
+    relative path is lost with the copy. Refused before any Ray work, naming the field; the config file itself is
+    read relative to the copy, as it should be."""
+    import subprocess
+
+    env = dict(os.environ, RAY_JOB_CONFIG_JSON_ENV_VAR=SUBMITTED)
+    argv = [a.format(**paths) for a in argv]
+    out = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().startswith(f"error: {line}, and this job runs in Ray's temporary copy"), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stdout == ""
+
+
+def test_relative_paths_are_refused_only_in_a_submitted_job_and_shared_ones_never(monkeypatch):
+    from jobs.config.sections import refuse_relative_when_submitted
+
+    written = {"output_dir": "runs", "tracking.tracking_uri": "sqlite:///mlflow.db"}
+    refuse_relative_when_submitted(written)  # run here: relative to this working directory, as always
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps({"runtime_env": {}}))
+    refuse_relative_when_submitted(written)  # submitted without --working-dir: it runs where it was started
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", SUBMITTED)
+    with pytest.raises(ConfigError, match=r"^output_dir='runs' is relative"):
+        refuse_relative_when_submitted(written)
+    refuse_relative_when_submitted({"output_dir": "/shared/runs", "data.output_root": "s3://bucket/prepared",
+                                    "tracking.tracking_uri": "http://mlflow:5000", "a": "sqlite:////shared/m.db",
+                                    "b": "file:///shared/art", "c": "gs://bucket/x"})
+    with pytest.raises(ConfigError, match=r"^tracking.artifact_location='file://art' is relative"):
+        refuse_relative_when_submitted({"tracking.artifact_location": "file://art"})
