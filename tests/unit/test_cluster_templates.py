@@ -252,15 +252,16 @@ def test_runtime_env_is_valid_and_matches_the_rayjob():
 
 # --- DeepSpeed templates -------------------------------------------------------------------------
 
-# The settings the templates were written for: BERT-base phase 1 on GPUs (bf16), as in rayjob.yaml.
-GPU_BASE = ["data.sources=[x]", "model.preset=base", "scaling.use_gpu=true", "deepspeed.precision=bf16",
-            "train.micro_batch_size=64", "train.grad_accum_steps=4", "optim.lr=5.0e-4", "optim.beta2=0.98"]
+# The templates are what the job builds for configs/pretrain/cluster-base.yaml (BERT-base phase 1 on 16 GPUs, bf16,
+# LAMB), the config rayjob.yaml and the launcher example run, at each ZeRO stage. ZeRO-Offload steps only DeepSpeed's
+# CPU Adam (the config refuses LAMB with it), so its template is the same run with AdamW.
+CLUSTER_BASE = ROOT / "configs" / "pretrain" / "cluster-base.yaml"
 TEMPLATES = {
     "zero1.json": ["deepspeed.zero_stage=1"],
     "zero2.json": ["deepspeed.zero_stage=2"],
     "zero3.json": ["deepspeed.zero_stage=3"],
     "zero3-offload.json": ["deepspeed.zero_stage=3", "deepspeed.offload_optimizer=true",
-                           "deepspeed.offload_params=true"],
+                           "deepspeed.offload_params=true", "optim.name=adamw", "optim.lr=5.0e-4", "optim.beta2=0.98"],
 }
 
 
@@ -271,7 +272,7 @@ def pretrain_ds_config(cfg, world_size: int, load_universal: bool = False) -> di
 
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
 def test_deepspeed_template_mirrors_engine_config(name):
-    cfg = load_config(PretrainConfig, None, GPU_BASE + TEMPLATES[name])
+    cfg = load_config(PretrainConfig, CLUSTER_BASE, TEMPLATES[name])
     produced = pretrain_ds_config(cfg, world_size=16)
     # train_batch_size depends on the world size; DeepSpeed derives it from micro batch x accumulation.
     assert produced.pop("train_batch_size") == 64 * 4 * 16
@@ -297,3 +298,41 @@ def test_deepspeed_accepts_every_template():
         assert parsed.bfloat16_config.enabled
         assert parsed.train_batch_size == 64 * 4  # world size 1 outside a process group
         assert (parsed.zero_config.offload_optimizer is not None) == ("offload" in name)
+
+
+# --- the commands cluster/README.md shows ---------------------------------------------------------
+
+def submitted_commands(markdown: str) -> list[list[str]]:
+    """The job command (after `--`) of every `ray job submit` in the markdown's bash blocks."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", markdown, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:3] == ["ray", "job", "submit"]:
+                commands.append(words[words.index("--") + 1:])
+    return commands
+
+
+def test_the_launcher_and_kuberay_pretrain_bert_base_from_one_config_with_only_uris_changed(monkeypatch):
+    (launcher,) = submitted_commands((CLUSTER / "README.md").read_text())
+    rayjob = shlex.split(load(KUBERAY / "rayjob.yaml")["spec"]["entrypoint"])
+    configs = []
+    for words in (launcher, rayjob):
+        assert words[:4] == ["python", "jobs/pretrain.py", "--config", "configs/pretrain/cluster-base.yaml"]
+        assert all(w.split("=", 1)[0].endswith("_uri") for w in words[4:]), words  # URIs only
+        configs.append(load_config(PretrainConfig, ROOT / words[3], words[4:]))  # validated, as the job does first
+    launched, kuberay = (c.to_dict() for c in configs)
+    assert launched["tracking"].pop("tracking_uri").startswith("http://")  # the head's MLflow server
+    assert kuberay["tracking"].pop("tracking_uri") == "http://bert-foundry-mlflow:5000"
+    assert launched == kuberay
+    assert launched["model"]["hidden_size"] == 768 and launched["model"]["num_hidden_layers"] == 12  # BERT-base
+    assert launched["data"]["tokenizer"]["vocab_size"] == 30522
+    assert launched["data"]["sources"] == [f"{SHARED}/corpus"] and not launched["corpus"]["harvest_installed_docs"]
+
+    # as submitted jobs (Ray's copy of the working dir) every path they write is shared: none is refused
+    from jobs.config.sections import refuse_relative_when_submitted
+
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps({"runtime_env": {"working_dir": "gcs://pkg.zip"}}))
+    for cfg in configs:
+        assert all(v.startswith((SHARED, "http://")) for v in cfg.written_paths().values()), cfg.written_paths()
+        refuse_relative_when_submitted(cfg.written_paths())
