@@ -6,8 +6,12 @@ import os
 import sys
 from pathlib import Path
 
-# Where `ray start` records a running local cluster (ray._private.utils.get_ray_address_file).
-_LOCAL_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
+def _local_cluster_file() -> Path:
+    """Where `ray start` records the cluster it started and `ray.init()` looks for one: Ray's default temp dir
+    (RAY_TMPDIR, else TMPDIR on Linux, else /tmp; ray._common.utils.get_ray_address_file), read without importing
+    ray."""
+    root = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
+    return Path(root or "/tmp") / "ray" / "ray_current_cluster"
 
 
 def prefer_loopback() -> None:
@@ -27,15 +31,15 @@ def starts_local_ray() -> bool:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         return False
-    return not os.environ.get("RAY_ADDRESS") and not _LOCAL_CLUSTER_FILE.exists()
+    return not os.environ.get("RAY_ADDRESS") and not _local_cluster_file().exists()
 
 
 def _joins_local_cluster() -> str:
     """The address of the `ray start` cluster on this machine that `ray.init()` is about to join ("" for none):
     a job that silently joined a leftover cluster would run on whatever that cluster has."""
-    if os.environ.get("RAY_ADDRESS") or not _LOCAL_CLUSTER_FILE.exists():
+    if os.environ.get("RAY_ADDRESS") or not _local_cluster_file().exists():
         return ""
-    return _LOCAL_CLUSTER_FILE.read_text().strip() or "address unknown"
+    return _local_cluster_file().read_text().strip() or "address unknown"
 
 
 def init_ray() -> str:

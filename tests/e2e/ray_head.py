@@ -71,14 +71,14 @@ def _ports() -> list[str]:
 
 
 def start_head(num_cpus: int = 2, resources: str | None = None, multi_node: bool = False,
-               autoscaling_config: dict | None = None) -> Node:
+               autoscaling_config: dict | None = None, temp_dir: str | None = None) -> Node:
     """A head on 127.0.0.1; with `multi_node`, on 127.0.0.2 so that other nodes can join (below). With
     `autoscaling_config` (a cluster config of Ray's fake multi-node provider), the head runs Ray's autoscaler, which
     starts worker nodes on this machine as a cloud provider would start VMs (Ray's own autoscaler tests do this)."""
     # `ray start` with token auth refuses to run without a token; `ray.init()` makes one, `ray start` does not,
     # so on a fresh machine (a clean CI runner) the head makes it first, as the cluster README tells users to
     subprocess.run([RAY, "get-auth-token", "--generate"], env=ray_env(), check=True, capture_output=True, timeout=60)
-    temp_dir = tempfile.mkdtemp(prefix="bf", dir="/tmp")
+    temp_dir = temp_dir or tempfile.mkdtemp(prefix="bf", dir="/tmp")  # where `ray start` writes its address file
     gcs, dash = free_port(), free_port()
     ip = "127.0.0.2" if multi_node else "127.0.0.1"
     cmd = [RAY, "start", "--head", "--node-ip-address", ip, "--port", str(gcs),

@@ -1,9 +1,12 @@
 """`ray job submit` of jobs/pretrain.py to a real head started with `ray start --head` on 127.0.0.1,
 with Ray's token auth on; the test stops only the Ray it started."""
 
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -55,14 +58,31 @@ def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_pat
     assert list((tmp_path / "runs" / "submitted").glob("checkpoint_*/engine"))
 
 
+JOIN = """
+from jobs.runtime.cluster import init_ray
+init_ray()
+import ray
+print(ray.get_runtime_context().gcs_address)
+"""
+
+
 def test_a_job_started_beside_a_running_cluster_says_it_joined_it_and_how_to_stop_it(head):
     """`make quickstart` beside a leftover `ray start` cluster runs on that cluster: the console says so, with its
-    address and `ray stop`."""
-    joined = subprocess.run([sys.executable, "-c", "from jobs.runtime.cluster import init_ray; init_ray()"],
-                            cwd=REPO, env=ray_env(), capture_output=True, text=True, timeout=300)
+    address and `ray stop`. The leftover is a plain `ray start --head` whose Ray temp dir is the one every process
+    here defaults to (RAY_TMPDIR/ray), where it writes the address file that `ray.init()` joins by."""
+    root = tempfile.mkdtemp(prefix="bfj", dir="/tmp")  # short: Ray's unix sockets live under it
+    leftover = start_head(num_cpus=1, temp_dir=os.path.join(root, "ray"))
+    try:
+        env = dict(ray_env(), RAY_TMPDIR=root)
+        joined = subprocess.run([sys.executable, "-c", JOIN], cwd=REPO, env=env, capture_output=True, text=True,
+                                timeout=300)
+    finally:
+        leftover.stop()
+        shutil.rmtree(root, ignore_errors=True)
     assert joined.returncode == 0, joined.stderr[-4000:]
-    assert (f"[cluster] joined the Ray cluster already running on this machine ({head.gcs_address}, started by "
+    assert (f"[cluster] joined the Ray cluster already running on this machine ({leftover.gcs_address}, started by "
             "`ray start`); `ray stop` ends it") in joined.stdout, joined.stdout
+    assert joined.stdout.strip().splitlines()[-1] == leftover.gcs_address  # and it did run on that cluster
 
 
 def test_a_submitted_job_that_would_write_into_its_working_copy_is_refused_in_one_line(head):

@@ -17,7 +17,6 @@ import pytest
 import torch
 
 from bert_core.config import ConfigError
-from jobs.runtime import cluster
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.io import load_config
 from jobs.config.finetune import FinetuneConfig
@@ -210,7 +209,7 @@ def paths(tmp_path):
 def machine_without_gpus_or_cluster(monkeypatch, tmp_path):
     """The job would start its own Ray on a machine with no CUDA device, wherever the test runs."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(cluster, "_LOCAL_CLUSTER_FILE", tmp_path / "no-ray-start-here")
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no `ray start` address file there
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
 
 
