@@ -39,17 +39,23 @@ def extensions_root() -> Path:
     the environment is read-only (a system Python in an image)."""
     if os.environ.get("TORCH_EXTENSIONS_DIR"):
         return Path(os.environ["TORCH_EXTENSIONS_DIR"])
-    if os.access(sys.prefix, os.W_OK):
-        return Path(sys.prefix) / "torch_extensions"
+    if (own := _environment_cache()) is not None:
+        return own
     from torch.utils.cpp_extension import get_default_build_root
 
     return Path(get_default_build_root())
 
 
+def _environment_cache() -> Path | None:
+    """`<venv>/torch_extensions`, or None where the environment is read-only."""
+    return Path(sys.prefix) / "torch_extensions" if os.access(sys.prefix, os.W_OK) else None
+
+
 def use_environment_cache() -> None:
-    """Point torch's JIT builds at `extensions_root()` in this process and the processes it starts."""
-    if not os.environ.get("TORCH_EXTENSIONS_DIR") and os.access(sys.prefix, os.W_OK):
-        os.environ["TORCH_EXTENSIONS_DIR"] = str(extensions_root())
+    """Point torch's JIT builds at the environment's own cache in this process and the processes it starts (a
+    TORCH_EXTENSIONS_DIR already set is kept)."""
+    if not os.environ.get("TORCH_EXTENSIONS_DIR") and (own := _environment_cache()) is not None:
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(own)
 
 
 def _host() -> str:
