@@ -197,6 +197,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     from bert_core.tokenizer import SpecialIds, continuation_mask, load_tokenizer
     from jobs.loops.data_position import DataPositionTracker, skip_consumed
     from jobs.loops.loss_guard import RollbackLedger
+    from jobs.runtime.cluster import on_driver_node
     from jobs.workers.pretrain_worker import train_loop_per_worker
 
     tok = load_tokenizer(prepared.tokenizer_dir)
@@ -208,14 +209,14 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     columns = TRAIN_COLUMNS + (STATIC_COLUMNS if cfg.data.masking == "static" else [])
     shard_rows = [s["rows"] for s in prepared.manifest["shards"]["train"]]
     readers = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages  # first-stage ranks read the data
-    tracker = DataPositionTracker.remote(sum(shard_rows), readers)  # lives as long as this driver
+    tracker = DataPositionTracker.options(**on_driver_node()).remote(sum(shard_rows), readers)  # as long as the driver
     train = ray.data.read_parquet(prepared.train_files).select_columns(columns)
     datasets = {"train": skip_consumed(train, tracker, shard_rows)}
     loop_config = {
         "cfg": cfg.to_dict(),
         "train_shard_rows": shard_rows,
         "data_tracker": tracker,
-        "rollback_ledger": RollbackLedger.remote(),  # outlives worker restarts, as the tracker does
+        "rollback_ledger": RollbackLedger.options(**on_driver_node()).remote(),  # outlives worker restarts
         "special_ids": {k: getattr(special, k) for k in ("pad", "unk", "cls", "sep", "mask")},
         "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
         "mlflow_run_id": run_id,

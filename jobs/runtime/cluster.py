@@ -62,3 +62,14 @@ def init_ray() -> str:
     console.quiet_ray_data()
     url = ray._private.worker.get_dashboard_url() or ""
     return url if not url or url.startswith("http") else f"http://{url}"
+
+
+def on_driver_node() -> dict:
+    """Actor options that place a run's bookkeeping actor (the data-position tracker, the rollback ledger) on the
+    driver's node, as Ray Train places its controller. Left to Ray, it lands on any node, often a worker's, and a
+    worker node lost mid-run (a preempted VM) would take it along: the restarted workers could not learn where the
+    data stood, and the run would end instead of resuming."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}

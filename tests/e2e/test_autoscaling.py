@@ -1,15 +1,24 @@
 """A cluster as clouds start one: a head with 0 CPUs and a worker type with `min_workers: 0`, run by Ray's own
 autoscaler (its fake multi-node provider, which Ray's autoscaler tests use: worker nodes are started on this
 machine where a cloud would start VMs). A pretraining job on it asks the autoscaler for its workers' nodes, says
-that it waits, and trains once they are there; on a fixed cluster the same shortfall is refused at once."""
+that it waits, and trains once they are there; a node that vanishes mid-run (its raylet and every process on it
+killed, as when a cloud reclaims a VM) costs the run the steps since its last checkpoint, not the run; on a fixed
+cluster the same shortfall is refused at once."""
 
+import threading
+import time
+from pathlib import Path
+
+import psutil
 import pytest
 import ray
+from ray.util.state import list_actors
 from ray.autoscaler._private.fake_multi_node.node_provider import FAKE_HEAD_NODE_ID
 
 from jobs.pretrain import run
 from tests.e2e.quick import quick_config
 from tests.e2e.ray_head import start_head
+from tests.e2e.records import assert_epoch_covered_once, effective_ids, first_steps, train_ids
 
 pytestmark = pytest.mark.slow
 
@@ -64,6 +73,60 @@ def test_pretraining_waits_for_the_autoscaler_then_trains(autoscaling_cluster, t
     from transformers import AutoModelForMaskedLM
 
     AutoModelForMaskedLM.from_pretrained(result.release_dir)  # the release checkpoint is readable
+
+
+def test_a_node_removed_mid_run_costs_the_steps_since_the_checkpoint_not_the_run(autoscaling_cluster, tmp_path,
+                                                                                 shared_data):
+    """Once Ray has registered the step-10 checkpoint, the node of a training rank goes away with everything on it.
+    Ray Train restarts the worker group (train.max_failures) on the nodes that are left and the ones the autoscaler
+    brings; the run resumes from a checkpoint, not from step 1, finishes, and trains on every example of each epoch
+    exactly once across the loss."""
+    record = tmp_path / "record"
+    record.mkdir()
+    cfg = quick_config(tmp_path, "node-lost", "train.max_steps=60", "optim.warmup_steps=2", "train.log_every=10",
+                       "train.eval_batches=2", "train.checkpoint_every=10", f"faults.record_ids_dir={record}",
+                       "scaling.num_workers=2", "scaling.cpus_per_worker=1", "scaling.capacity_timeout_s=300",
+                       data_dir=shared_data)
+    removed: dict = {}
+    remover = threading.Thread(target=remove_a_training_node_once_a_checkpoint_is_registered,
+                               args=(Path(cfg.output_dir) / cfg.run_name, removed), daemon=True)
+    remover.start()
+    result = run(cfg)
+    remover.join(timeout=5)
+    assert removed, "no training node was removed: the run ended before Ray registered its first checkpoint"
+    assert removed["node"] not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}  # the node really went away
+    # the data-position tracker and the rollback ledger live on the driver's node (the head), never a worker's
+    assert removed["bookkeeping"] == {"PositionTracker": removed["head"], "RollbackLedger": removed["head"]}
+    first, restart = first_steps(record)  # two attempts: the one that lost its node, and the resumed one
+    assert first == 1 and restart > 1 and (restart - 1) % 10 == 0, restart  # resumed from a checkpoint
+    assert result.metrics["step"] == 60
+    ids = train_ids(result)
+    for epoch in range(result.metrics["epoch"]):  # every epoch the run finished
+        assert_epoch_covered_once(effective_ids(record, epoch), ids, workers=2)
+    from transformers import AutoModelForMaskedLM
+
+    AutoModelForMaskedLM.from_pretrained(result.release_dir)
+
+
+def remove_a_training_node_once_a_checkpoint_is_registered(run_dir: Path, removed: dict, timeout: float = 240):
+    """Wait until Ray has registered the run's first checkpoint (its snapshot of them is written), then kill the
+    raylet of a node that runs a training rank, with every process under it. Never the head: the driver runs
+    there, and with it the Train controller and the run's bookkeeping actors (a lost head is a lost cluster)."""
+    deadline = time.monotonic() + timeout
+    while not (run_dir / "checkpoint_manager_snapshot.json").exists():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+    head = ray.get_runtime_context().get_node_id()
+    alive = list_actors(filters=[("state", "=", "ALIVE")], limit=10_000)
+    bookkeeping = {a.class_name: a.node_id for a in alive if a.class_name in ("PositionTracker", "RollbackLedger")}
+    training = [a.node_id for a in alive if a.class_name == "RayTrainWorker" and a.node_id != head]
+    # a node with the run's bookkeeping on it, if there is one: losing it is what the run must survive too
+    node = next((n for n in training if n in bookkeeping.values()), training[0])
+    raylet = next(p for p in psutil.process_iter(["cmdline"]) if f"--node_id={node}" in (p.info["cmdline"] or []))
+    for p in [*raylet.children(recursive=True), raylet]:
+        p.kill()
+    removed.update(node=node, bookkeeping=bookkeeping, head=head)
 
 
 def test_a_shortfall_the_autoscaler_cannot_fill_fails_with_one_line(autoscaling_cluster, tmp_path, shared_data):

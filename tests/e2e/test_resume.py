@@ -2,12 +2,10 @@
 worker count, every example of an epoch is trained on exactly once, and the resumed run's loss matches an
 uninterrupted one."""
 
-import collections
 import json
 import os
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import torch
 import torch.distributed as dist
@@ -19,6 +17,7 @@ from jobs.config.io import load_config
 from jobs.engine.ds_config import lr_lambda
 from jobs.pretrain import run
 from tests.e2e.quick import quick_config
+from tests.e2e.records import assert_epoch_covered_once, effective_ids, first_steps, train_ids
 from tests.ports import free_port
 from tests.ranks import exit_rank
 
@@ -38,37 +37,6 @@ def config(tmp: Path, data: Path, name: str, *extra: str) -> PretrainConfig:
                         "optim.warmup_steps=5", *extra, corpus_mb=0.4, data_dir=data)
 
 
-def effective_ids(record_dir: Path, epoch: int = 0) -> collections.Counter:
-    """Ids of `epoch` whose gradient survived: each step counts from the last attempt that ran it, on all the
-    ranks that attempt had (a resume on fewer workers leaves the dropped ranks' later steps behind)."""
-    lines = [line.split() for f in sorted(record_dir.glob("ids-rank*.txt")) for line in f.read_text().splitlines()]
-    # Rank 0 runs in every attempt; its record lists the attempts in the order they ran.
-    rank0 = [line.split()[0] for line in (record_dir / "ids-rank0.txt").read_text().splitlines()]
-    order = {attempt: i for i, attempt in enumerate(dict.fromkeys(rank0))}
-    last = {}
-    for attempt, step, *_ in lines:
-        last[step] = max(last.get(step, attempt), attempt, key=order.__getitem__)
-    counts: collections.Counter = collections.Counter()
-    for attempt, step, step_epoch, *ids in lines:
-        if attempt == last[step] and int(step_epoch) == epoch:
-            counts.update(int(i) for i in ids)
-    return counts
-
-
-def train_ids(result) -> set[int]:
-    files = sorted(Path(result.data_dir).glob("train/*.parquet"))
-    return {int(i) for f in files for i in pq.read_table(f, columns=["example_id"])["example_id"].to_pylist()}
-
-
-def first_steps(record_dir: Path) -> list[int]:
-    """The first step each attempt ran, in the order the attempts ran (rank 0 runs in every attempt)."""
-    firsts: dict[str, int] = {}
-    for line in (record_dir / "ids-rank0.txt").read_text().splitlines():
-        attempt, step = line.split()[:2]
-        firsts.setdefault(attempt, int(step))
-    return list(firsts.values())
-
-
 @pytest.fixture(scope="module")
 def epoch_examples(ray_tmp, shared_data) -> int:
     """Train examples in an epoch of the set every run here trains on: harvested and prepared as the job
@@ -79,12 +47,6 @@ def epoch_examples(ray_tmp, shared_data) -> int:
     cfg = config(ray_tmp, shared_data, "probe")
     harvest_installed_docs(cfg.corpus.harvest_dir, max_mb=cfg.corpus.harvest_max_mb)
     return prepare(cfg.data).manifest["counts"]["examples_train"]
-
-
-def assert_epoch_covered_once(counts: collections.Counter, ids: set[int], workers: int):
-    assert max(counts.values()) == 1, "an example was trained on twice"
-    assert set(counts) <= ids
-    assert len(ids) - len(counts) < workers  # only the equal split's remainder may be left out
 
 
 def test_worker_killed_uploading_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp, shared_data, epoch_examples,
