@@ -16,8 +16,14 @@ def quick_config(tmp: Path, name: str, *overrides: str, corpus_mb: float = 0.5, 
     and the SQLite MLflow store live under `tmp` (runs sharing `tmp` share the corpus and prepared data).
     With `data_dir` (the `shared_data` fixture), the corpus and prepared data live there instead, the corpus
     in a folder named by its size: runs of any module with the same `data_dir` share them."""
+    return load_config(PretrainConfig, QUICKSTART, quick_overrides(tmp, name, *overrides, corpus_mb=corpus_mb,
+                                                                   vocab=vocab, data_dir=data_dir))
+
+
+def quick_overrides(tmp: Path, name: str, *overrides: str, corpus_mb: float = 0.5, vocab: int = 1000,
+                    data_dir: Path | None = None) -> list[str]:
+    """quick_config's overrides of configs/pretrain/quickstart.yaml, for a command line (`ray job submit`)."""
     corpus = f"{data_dir}/corpus-{corpus_mb:g}mb" if data_dir else f"{tmp}/corpus"
-    return load_config(PretrainConfig, QUICKSTART, [
-        f"run_name={name}", f"output_dir={tmp}/runs", f"data.output_root={data_dir or tmp}/prepared",
-        f"corpus.harvest_dir={corpus}", f"corpus.harvest_max_mb={corpus_mb}", f"data.tokenizer.vocab_size={vocab}",
-        f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art", *overrides])
+    return [f"run_name={name}", f"output_dir={tmp}/runs", f"data.output_root={data_dir or tmp}/prepared",
+            f"corpus.harvest_dir={corpus}", f"corpus.harvest_max_mb={corpus_mb}", f"data.tokenizer.vocab_size={vocab}",
+            f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art", *overrides]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.quick import quick_overrides
 from tests.e2e.ray_head import RAY, ray_env, start_head
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,13 +31,9 @@ def head(no_shared_ray):
 def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_path, shared_data):
     assert (Path.home() / ".ray" / "auth_token").is_file()  # token auth is on for this cluster
     job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
-    overrides = [
-        # the corpus and prepared set every e2e module shares (tests/e2e/quick.py): made here if this is the first
-        "run_name=submitted", f"output_dir={tmp_path}/runs", f"data.output_root={shared_data}/prepared",
-        f"corpus.harvest_dir={shared_data}/corpus-0.5mb", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
-        "train.max_steps=20", "optim.warmup_steps=5", "train.log_every=10", "train.eval_batches=2",
-        f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/art",
-    ]
+    # the corpus and prepared set every e2e module shares (tests/e2e/quick.py): made here if this is the first
+    overrides = quick_overrides(tmp_path, "submitted", "train.max_steps=20", "optim.warmup_steps=5",
+                                "train.log_every=10", "train.eval_batches=2", data_dir=shared_data)
     submit = subprocess.run(
         [RAY, "job", "submit", "--address", head.dashboard_url, "--submission-id", job_id,
          "--working-dir", str(REPO), "--", "python", "jobs/pretrain.py",
