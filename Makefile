@@ -60,11 +60,12 @@ bench: setup
 
 # Mutation testing (issue 26; not in CI: too slow): mutmut mutates the modules in pyproject's [tool.mutmut] and runs
 # the unit tests there against each mutant, one child process at a time; the table and the survivors come last.
-# MUTANTS picks the mutants run: all of masking, examples and data_position, and of evaluate.py and promote.py the
-# gate's paired_bootstrap and decide (`make mutants MUTANTS=` runs every mutant of the five modules).
+# MUTANTS picks the mutants run: all of masking, examples, data_position and the promotion scorer, and of promote.py
+# the gate's rule, decide (`make mutants MUTANTS=` runs every mutant of the five modules, the rest of promote.py's
+# MLflow plumbing included).
 # A fresh mutants/ each time: mutmut keeps the copies of unmutated files it finds there, however stale.
-MUTANTS ?= 'bert_core.masking.*' 'pipelines.examples.*' 'jobs.loops.data_position.*' \
-	'jobs.registry.scorer.x_paired_bootstrap__mutmut_*' 'jobs.promote.x_decide__mutmut_*'
+MUTANTS ?= 'bert_core.masking.*' 'pipelines.examples.*' 'jobs.loops.data_position.*' 'jobs.registry.scorer.*' \
+	'jobs.promote.x_decide__mutmut_*'
 mutants: setup
 	rm -rf mutants
 	OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run --max-children 1 $(MUTANTS)
