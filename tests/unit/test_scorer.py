@@ -178,7 +178,8 @@ def test_rows_out_of_step_with_their_features_are_refused(classifier, tok, monke
             return {k: np.concatenate([v[:1], v]) for k, v in out.items()}
 
     monkeypatch.setattr(ft_tasks, "Featurizer", TwoForTheFirstRow)
-    with pytest.raises(RuntimeError, match="features out of step with the evaluation rows"):
+    with pytest.raises(RuntimeError,
+                       match=r"^features out of step with the evaluation rows \(one feature per row expected\)$"):
         scorer.score(folder, TaskConfig(name="sst2", max_seq_len=64), "dev", rows, batch_size=BATCH)
 
 
