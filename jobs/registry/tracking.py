@@ -7,6 +7,7 @@ absolute on the driver so workers, whose working directory differs, write to the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -347,7 +348,12 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
         with console.to_log_file("mlflow"):  # MLflow's own lines around a registration, progress bars
-            if release_dir and (task == PRETRAINING or task not in SUPPORTED_TASKS):  # no pipeline for it
+            if release_dir and task == "question-answering":  # no pipeline in transformers 5: our pyfunc
+                model_info = log_qa_model(release_dir, registered_model or None, input_example,
+                                          json.loads((version_tags or {}).get("task_config", "{}")))
+                info["model_uri"] = model_info.model_uri
+                registered = getattr(model_info, "registered_model_version", None)
+            elif release_dir and (task == PRETRAINING or task not in SUPPORTED_TASKS):  # no pipeline for it
                 info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
                                                               registered_model or None)
             elif release_dir:
@@ -380,11 +386,14 @@ def _lineage_of(client, run_id: str) -> dict:
 CURVES = "curves.png"
 
 
-def input_example(rows: list[dict], n: int = 2) -> list[str] | None:
-    """The first `n` evaluation rows as a pipeline's input: a sentence (classification with one text, or NER's
-    tokens joined); None for sentence pairs and QA, whose pipelines take structured inputs."""
+def input_example(rows: list[dict], n: int = 2) -> list | None:
+    """The first `n` evaluation rows as the served model's input: a sentence (classification with one text, or NER's
+    tokens joined), a {question, context} record (QA); None for sentence pairs, whose pipeline takes structured
+    inputs."""
     if not rows:
         return None
+    if "question" in rows[0] and "context" in rows[0]:
+        return [{"question": str(r["question"]), "context": str(r["context"])} for r in rows[:n]]
     if "tokens" in rows[0]:
         return [" ".join(map(str, r["tokens"])) for r in rows[:n]]
     if "text_a" in rows[0] and not isinstance(rows[0].get("text_b"), str):
@@ -470,6 +479,31 @@ TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM"
                "token-classification": "AutoModelForTokenClassification"}
 
 
+def pins() -> list[str]:
+    """The served model's requirements: the versions this environment runs."""
+    return [f"{pkg}=={version(pkg)}" for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
+
+
+def log_qa_model(release_dir: str, registered_model: str | None, input_example: list[dict] | None, task: dict):
+    """A question-answering model folder as an MLflow pyfunc (jobs/inference/qa_model.py), with the fine-tuning
+    task's windows and spans (`task`: its TaskConfig as a dict) and `input_example`'s signature."""
+    from dataclasses import fields
+
+    import mlflow
+    import pandas as pd
+    import transformers
+
+    from jobs.inference.predictor import QASettings
+    from jobs.inference.qa_model import QuestionAnswering
+
+    transformers.AutoModelForQuestionAnswering.from_pretrained(release_dir)  # the load check log_model does
+    return mlflow.pyfunc.log_model(
+        name="model", python_model=QuestionAnswering(), artifacts={"model": release_dir}, pip_requirements=pins(),
+        model_config={f.name: int(task[f.name]) for f in fields(QASettings) if f.name in task},
+        input_example=pd.DataFrame(input_example) if input_example else None,
+        registered_model_name=registered_model, metadata={"task": "question-answering"})
+
+
 def log_release_model(release_dir: str, registered_model: str | None, task: str,
                       input_example: list[str] | None = None, card: str = ""):
     """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too), with
@@ -484,9 +518,8 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str,
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     model = getattr(transformers, TASK_MODELS[task]).from_pretrained(release_dir)
     tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
-    pins = [f"{pkg}=={version(pkg)}" for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
     return mlflow.transformers.log_model(
-        transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins,
+        transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins(),
         input_example=input_example, registered_model_name=registered_model,
         model_config=pipeline_config(task, model, tokenizer),
         model_card=ModelCard(f"---\nlibrary_name: transformers\n---\n{card or task}"))

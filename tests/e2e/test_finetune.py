@@ -421,10 +421,23 @@ def test_squad_v2_from_the_registered_mlflow_model(ray_tmp, pkgdocs):
     assert json.loads((Path(result.export_dir) / "config.json").read_text())["null_threshold"] == chosen
     hf = AutoModelForQuestionAnswering.from_pretrained(result.export_dir)
     assert hf.config.architectures == ["BertForQuestionAnswering"]
-    # transformers 5 has no question-answering pipeline for mlflow.transformers: the HF folder is logged and
-    # registered as is, and the registry alias leads back to a folder transformers loads.
+    # transformers 5 has no question-answering pipeline for mlflow.transformers: the model is registered as our pyfunc
+    # (jobs/inference/qa_model.py), what `mlflow models serve` runs, and the alias still leads to a folder
+    # transformers loads.
     from jobs.finetune import resolve_init
 
     assert result.mlflow["alias"] == "candidate" and result.mlflow["version"] == "1"
     downloaded = resolve_init("models:/squad-minilm@candidate", f"sqlite:///{ray_tmp}/mlflow.db", ray_tmp / "dl")
     assert AutoModelForQuestionAnswering.from_pretrained(downloaded).config.architectures == ["BertForQuestionAnswering"]
+    import mlflow
+    import pandas as pd
+
+    from jobs.inference.predictor import Predictor, QASettings
+    from tests.unit.test_squad import CONTEXT, IMPOSSIBLE
+
+    records = [{"question": qa["question"], "context": CONTEXT} for qa in QAS + [IMPOSSIBLE]]
+    served = mlflow.pyfunc.load_model("models:/squad-minilm@candidate").predict(pd.DataFrame(records))
+    ours = Predictor(downloaded, qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16)).predict(
+        [{"id": str(i), **r} for i, r in enumerate(records)])  # what jobs/predict.py answers with the task's windows
+    assert list(served["answer"]) == [p["answer"] for p in ours]
+    assert list(served["answer_start"]) == [p["answer_start"] for p in ours]

@@ -1,7 +1,8 @@
 """A registered model served over HTTP as users serve it: `mlflow models serve -m models:/NAME@champion --env-manager
 local` on 127.0.0.1, a real subprocess. Its answers equal what batch prediction writes (jobs/inference/predictor.py)
 for the same inputs, inputs far longer than the model's 64 positions included (truncated for classification,
-windowed for token classification: jobs/inference/serving.pipeline_config), and it keeps answering after them."""
+windowed for token classification: jobs/inference/serving.pipeline_config; question answering, which transformers 5
+has no pipeline for, through our pyfunc: jobs/inference/qa_model.py), and it keeps answering after them."""
 
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from jobs.inference.predictor import Predictor
+from jobs.inference.predictor import Predictor, QASettings
 from jobs.registry import tracking
 from tests.mlflow_server import MlflowServer, start_server
 from tests.unit.test_predictor import LABELS, TAGS, tiny
@@ -64,13 +65,14 @@ class ModelServer(MlflowServer):
                 for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
 
 
-def champion(root: Path, folder: str, name: str, task: str) -> ModelServer:
+def champion(root: Path, folder: str, name: str, task: str, input_example: list | None = None,
+             version_tags: dict | None = None) -> ModelServer:
     """`folder` registered as NAME@champion (start_run + finish_run, as the fine-tuning job does) in a SQLite store
     under `root`, and served."""
     uri = f"sqlite:///{root}/mlflow.db"
     run_id = tracking.start_run(uri, "serve", str(root / "art"), name, {"task": task})
-    info = tracking.finish_run(uri, run_id, {}, folder, name, "champion", task=task,
-                               input_example=["a fine day", "Marie Curie in Paris"])
+    info = tracking.finish_run(uri, run_id, {}, folder, name, "champion", task=task, version_tags=version_tags,
+                               input_example=input_example or ["a fine day", "Marie Curie in Paris"])
     assert (info["registered_model"], info["alias"]) == (name, "champion")
     return start_server(root, ModelServer, model_uri=f"models:/{name}@champion", tracking_uri=uri)
 
@@ -176,3 +178,43 @@ def test_served_tagger_answers_a_sentence_without_entities(quiet_tagger):
     assert set(body["predictions"][0].split(",")) == {"O"}
     ours = [json.loads(p["entities"]) for p in predictor.predict([{"id": t, "text": t} for t in texts])]
     assert [served(p) for p in body["predictions"]] == [[e["entity_group"] for e in ents] for ents in ours]
+
+
+QA = {"max_seq_len": 64, "doc_stride": 16, "max_query_length": 16}  # the fine-tuning task's windows, as registered
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory):
+    """A question-answering model registered as the fine-tuning job registers one: with its task config."""
+    root = tmp_path_factory.mktemp("serve-qa")
+    folder = tiny(root, "BertForQuestionAnswering", initializer_range=1.0)  # spans that differ between inputs
+    example = [{"question": "Where did Marie Curie work?", "context": SHORT[2]}]
+    server = champion(root, folder, "serve-qa", "question-answering", input_example=example,
+                      version_tags={"task_config": json.dumps({"name": "squad", **QA})})
+    try:
+        yield server, Predictor(folder, qa=QASettings(**QA))
+    finally:
+        server.stop()
+
+
+def test_served_reader_answers_as_batch_prediction_long_contexts_windowed(reader):
+    """POST /invocations with question and context records: the same answers, starts and scores as batch
+    prediction with the registered task's windows, a context of 330 words (many windows of 64) included."""
+    server, predictor = reader
+    assert {ip for ip, _ in server.listening()} == {"127.0.0.1"} and server.port in {p for _, p in server.listening()}
+    questions = ["Where did Marie Curie work?", "Who worked with her?", "What flows past Paris?"]
+    for contexts in ([SHORT[2], LONGER, LONG], [SHORT[0], LONGER, SHORT[3]]):  # a second request, after long ones
+        records = [{"question": q, "context": c} for q, c in zip(questions, contexts)]
+        rows = [{"id": str(i), **r} for i, r in enumerate(records)]
+        assert max(len(e["windows"]) for e in predictor.encode(rows)) > 1  # the long context: several windows
+        status, body = server.invoke({"dataframe_records": records})
+        assert status == 200, server.error(body)
+        ours = predictor.predict(rows)
+        served = body["predictions"]
+        assert [p["answer"] for p in served] == [p["answer"] for p in ours]
+        assert [p["answer_start"] for p in served] == [p["answer_start"] for p in ours]
+        assert [p["score"] for p in served] == pytest.approx([p["score"] for p in ours], abs=1e-4)
+        assert all(p["answer"] == c[p["answer_start"]:p["answer_start"] + len(p["answer"])]
+                   for p, c in zip(served, contexts) if p["answer_start"] >= 0)  # spans of the context
+    status, body = server.invoke({"dataframe_records": [{"question": "Where?"}]})  # the signature refuses it
+    assert status == 400 and "missing inputs ['context']" in server.error(body)
