@@ -25,8 +25,9 @@ def effective_ids(record_dir: Path, epoch: int = 0) -> collections.Counter:
     return counts
 
 
-def train_ids(result) -> set[int]:
-    files = sorted(Path(result.data_dir).glob("train/*.parquet"))
+def train_ids(data_dir: Path) -> set[int]:
+    """The example ids of a prepared set's train shards (a run's `data_dir`)."""
+    files = sorted(Path(data_dir).glob("train/*.parquet"))
     return {int(i) for f in files for i in pq.read_table(f, columns=["example_id"])["example_id"].to_pylist()}
 
 
@@ -37,6 +38,11 @@ def first_steps(record_dir: Path) -> list[int]:
         attempt, step = line.split()[:2]
         firsts.setdefault(attempt, int(step))
     return list(firsts.values())
+
+
+def finished_epochs(record_dir: Path) -> int:
+    """How many epochs the run finished: the epoch of rank 0's last recorded step (it runs in every attempt)."""
+    return int((record_dir / "ids-rank0.txt").read_text().splitlines()[-1].split()[2])
 
 
 def assert_epoch_covered_once(counts: collections.Counter, ids: set[int], workers: int):

@@ -64,7 +64,7 @@ def test_worker_killed_uploading_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp
     # Resumed after a complete checkpoint before the half-written one: step kill - 5, or an earlier one when the
     # controller had not yet collected that report (Ray Train gathers reports by polling the workers).
     assert first == 1 and (restart - 1) % 5 == 0 and restart <= kill - 4, (restart, kill)
-    ids = train_ids(resumed)
+    ids = train_ids(resumed.data_dir)
     assert len(ids) == epoch_examples and resumed.metrics["epoch"] == 1
     for epoch in (0, 1):
         assert_epoch_covered_once(effective_ids(ray_tmp / "killed", epoch), ids, workers=2)
@@ -106,7 +106,7 @@ def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tm
     assert m["step"] == target and m["epoch"] == 0 and m["samples_consumed_in_epoch"] == n
     assert first_steps(ray_tmp / "rescaled") == [1, 11, 21]  # each submission took up where the last stopped
     # Two attempts stopped mid-epoch and the last one ran on a single worker: nothing left out.
-    assert_epoch_covered_once(effective_ids(ray_tmp / "rescaled"), train_ids(last), workers=1)
+    assert_epoch_covered_once(effective_ids(ray_tmp / "rescaled"), train_ids(last.data_dir), workers=1)
     assert m["eval_before/mlm_loss"] == first.metrics["eval_before/mlm_loss"]  # client state came through
     assert m["eval_after/mlm_loss"] < first.metrics["eval_after/mlm_loss"]
 
