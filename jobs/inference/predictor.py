@@ -151,7 +151,7 @@ class Predictor(Encoder):
                  threshold: float = 0.5, device: str | None = None, precision: str = "fp32"):
         import transformers
 
-        from jobs.registry.tracking import TASK_MODELS
+        from jobs.inference.serving import TASK_MODELS
         from jobs.loops.ft_tasks import HF_TASK
 
         super().__init__(model_dir, qa)

@@ -1,6 +1,15 @@
-"""What a registered pipeline is served with: the inference settings logged with it (MLflow's model_config)."""
+"""What a registered model is loaded and served with: the transformers class for its task, and the inference settings
+logged with a pipeline (MLflow's model_config)."""
 
 from __future__ import annotations
+
+PRETRAINING = "pretraining"  # not a pipeline task: the release checkpoint, every tensor, as the model
+# The transformers class that loads a model folder for each task the registry logs (jobs/registry/tracking.py), and
+# that batch prediction and the promotion scorer load it with.
+TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM",
+               "text-classification": "AutoModelForSequenceClassification",
+               "question-answering": "AutoModelForQuestionAnswering",
+               "token-classification": "AutoModelForTokenClassification"}
 
 
 def pipeline_config(task: str, model, tokenizer) -> dict:

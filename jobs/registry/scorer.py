@@ -47,7 +47,7 @@ def evaluate_model(model_dir: Path, task: TaskConfig, evaluation: dict[str, list
 def load_model(model_dir: Path, task: TaskConfig):
     import transformers
 
-    from jobs.registry.tracking import TASK_MODELS
+    from jobs.inference.serving import TASK_MODELS
 
     model = getattr(transformers, TASK_MODELS[ft_tasks.HF_TASK[task.kind]]).from_pretrained(model_dir)
     return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()  # a GPU driver scores on its GPU

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from jobs.runtime import console
 from jobs.config.io import flatten
+from jobs.inference.serving import PRETRAINING, TASK_MODELS  # noqa: F401  (PRETRAINING: the jobs' name for it)
 
 
 def resolve_tracking_uri(uri: str) -> str:
@@ -469,14 +470,6 @@ def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, reg
     source = f"{mlflow.get_run(run_id).info.artifact_uri}/model"
     version = client.create_model_version(registered_model, source, run_id=run_id, tags={"task": task})
     return f"models:/{registered_model}/{version.version}", version.version
-
-
-PRETRAINING = "pretraining"  # not a pipeline task: the release checkpoint, every tensor, as the model
-# The transformers class that loads a model folder for each task we log.
-TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM",
-               "text-classification": "AutoModelForSequenceClassification",
-               "question-answering": "AutoModelForQuestionAnswering",
-               "token-classification": "AutoModelForTokenClassification"}
 
 
 def pins() -> list[str]:
