@@ -1,0 +1,521 @@
+"""A modern encoder (ModernBERT, Warner et al. 2024) in one file: config, presets, masked-LM model, conversion.
+
+What changes against bert_core/model.py, each a ModernBERT choice:
+  * pre-LN blocks with a final LayerNorm, and a LayerNorm on the embeddings that doubles as block 0's
+    attention norm (block 0 has none of its own);
+  * rotary positions (no position table), with a larger base for global layers than for local ones;
+  * attention alternates: every n-th block (0, n, 2n, ...) is global, the others see a sliding window;
+  * a GeGLU feed-forward (Wi -> [value | gate], act(value) * gate -> Wo);
+  * no biases in attention, feed-forward or LayerNorms; no token types, no pooler, no NSP;
+  * the vocabulary is padded to a multiple of 64, so the decoder matmul tiles evenly on a GPU.
+
+Parameter names are exactly those of `transformers.ModernBertForMaskedLM` (model.embeddings.tok_embeddings,
+model.layers.N.attn.Wqkv, head.dense, decoder, ...), as bert_core/model.py does for BERT: a state dict moves
+between the two unchanged, and conversion is a translation of the config only. The exported release
+folder (`save_pretrained`) loads with `transformers.AutoModelForMaskedLM` and no code of ours.
+
+Attention runs padded, through torch's scaled_dot_product_attention with an explicit boolean mask; the
+unpadded FlashAttention path that bert_core/model.py has is left for later.
+
+Shapes: B batch, T sequence length, H hidden, A heads, D = H/A head dim, I GLU width, V vocab,
+M masked tokens in the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bert_core.checkpoint import CONFIG_NAME, read_state_dict, save_state_dict
+from bert_core.config import ConfigError
+from bert_core.model import IGNORE_INDEX
+
+ACTIVATIONS = {  # transformers' ACT2FN names, so config.json needs no translation
+    "gelu": nn.GELU,  # exact erf GELU: the GLU is then GeGLU, ModernBERT's choice
+    "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
+    "silu": nn.SiLU,  # SwiGLU
+    "relu": nn.ReLU,
+}
+GLOBAL, LOCAL = "full_attention", "sliding_attention"  # transformers' layer_types values
+ARCHITECTURE = "ModernBertForMaskedLM"  # the transformers class a release folder loads as
+VOCAB_MULTIPLE = 64
+
+
+def pad_vocab_size(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
+    """Round a tokenizer's vocab size (`tok.get_vocab_size()`) up to a multiple of `multiple`.
+
+    The extra rows are never produced by the tokenizer; they only make V a tile-friendly width for the
+    decoder matmul (ModernBERT's 50368 is one). They still get logits, which training pushes down.
+    """
+    return -(-vocab_size // multiple) * multiple
+
+
+# ----------------------------------------------------------------------------- config
+
+
+@dataclass
+class ModernConfig:
+    # Field names are those of transformers.ModernBertConfig (the legacy spellings for the two rope
+    # thetas and the global-layer period, which HF still reads), so to_hf_dict is nearly the identity.
+    vocab_size: int = 30528  # BERT's 30522 WordPiece ids padded to a multiple of 64 (pad_vocab_size)
+    hidden_size: int = 768  # H: width of every token representation
+    num_hidden_layers: int = 12  # L: encoder blocks
+    num_attention_heads: int = 12  # A: heads per block; H/A must be even (RoPE rotates pairs of dims)
+    intermediate_size: int = 2048  # I: GLU width; Wi projects H -> 2I (value and gate), Wo I -> H
+    hidden_activation: str = "gelu"  # activation of the GLU's value half: gelu makes it GeGLU
+    max_position_embeddings: int = 8192  # longest sequence meant; RoPE has no table, so it costs nothing
+    local_attention: int = 128  # sliding window: a local layer's token sees keys within local_attention // 2
+    global_attn_every_n_layers: int = 3  # blocks 0, n, 2n, ... attend globally, the others locally
+    global_rope_theta: float = 160_000.0  # RoPE base of global layers: slow rotations tell far positions apart
+    local_rope_theta: float = 10_000.0  # RoPE base of local layers: they only ever see the window
+    norm_eps: float = 1e-5  # every LayerNorm (embeddings, blocks, final, head)
+    norm_bias: bool = False  # LayerNorms without bias, as ModernBERT
+    attention_bias: bool = False  # Wqkv and Wo without bias
+    mlp_bias: bool = False  # Wi and Wo without bias
+    decoder_bias: bool = True  # the MLM decoder keeps an output bias; its weight is the tied embedding
+    classifier_bias: bool = False  # the MLM head's dense layer (HF's name: that head is shared with classifiers)
+    classifier_activation: str = "gelu"  # the MLM head's activation
+    embedding_dropout: float = 0.0  # ModernBERT pretrains with every dropout off
+    attention_dropout: float = 0.0  # on the attention weights and on the attention output (HF's out_drop)
+    mlp_dropout: float = 0.0  # on the GLU output, before Wo
+    initializer_range: float = 0.02  # std of the truncated-normal init of input-side weights
+    initializer_cutoff_factor: float = 2.0  # init is truncated at +-this many std
+    pad_token_id: int = 0  # padding id: the embedding lookup sends its row no gradient (padding_idx)
+
+    def validate(self) -> "ModernConfig":
+        positive = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                    "max_position_embeddings", "local_attention", "global_attn_every_n_layers")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            divisors = [n for n in range(1, self.hidden_size + 1) if self.hidden_size % n == 0]
+            raise ConfigError(f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_attention_heads "
+                              f"({self.num_attention_heads}); allowed heads: {divisors}")
+        if self.head_dim % 2:
+            raise ConfigError(f"model.hidden_size / model.num_attention_heads (the head dim, {self.head_dim}) "
+                              "must be even: RoPE rotates pairs of dimensions")
+        if self.local_attention % 2:
+            raise ConfigError(f"model.local_attention must be even (the window is +-local_attention/2 around a "
+                              f"token), got {self.local_attention}")
+        for name in ("hidden_activation", "classifier_activation"):
+            if getattr(self, name) not in ACTIVATIONS:
+                raise ConfigError(f"model.{name} must be one of {tuple(ACTIVATIONS)}, got {getattr(self, name)!r}")
+        for name in ("embedding_dropout", "attention_dropout", "mlp_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)!r}")
+        for name in ("global_rope_theta", "local_rope_theta", "norm_eps", "initializer_range",
+                     "initializer_cutoff_factor"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"model.{name} must be > 0, got {getattr(self, name)!r}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"model.pad_token_id must be in [0, model.vocab_size={self.vocab_size}), "
+                              f"got {self.pad_token_id}")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def layer_types(self) -> list[str]:
+        """Per block: GLOBAL or LOCAL, transformers' layer_types."""
+        return _layer_types(self.num_hidden_layers, self.global_attn_every_n_layers)
+
+    def num_parameters(self, include_embeddings: bool = True) -> int:
+        """Parameter count of ModernBertForMaskedLM (decoder tied), used for 6N FLOPs/token."""
+        H, L, I, V = self.hidden_size, self.num_hidden_layers, self.intermediate_size, self.vocab_size
+        norm = H * (1 + self.norm_bias)
+        attention = 4 * H * H + 4 * H * self.attention_bias
+        mlp = 3 * H * I + (2 * I + H) * self.mlp_bias
+        blocks = L * (attention + mlp + 2 * norm) - norm  # block 0 has no attention norm of its own
+        head = H * H + H * self.classifier_bias + norm + V * self.decoder_bias
+        embeddings = V * H + norm
+        return blocks + norm + head + (embeddings if include_embeddings else 0)  # + the final norm
+
+    def to_hf_dict(self, architectures: list[str] | None = None) -> dict:
+        """transformers.ModernBertConfig fields (config.json), in its current format (layer_types, rope_parameters)."""
+        d = dataclasses.asdict(self)
+        for legacy in ("global_rope_theta", "local_rope_theta"):  # written as rope_parameters below
+            del d[legacy]
+        d.update(model_type="modernbert", architectures=architectures or [ARCHITECTURE],
+                 layer_types=self.layer_types,
+                 rope_parameters={GLOBAL: {"rope_type": "default", "rope_theta": self.global_rope_theta},
+                                  LOCAL: {"rope_type": "default", "rope_theta": self.local_rope_theta}},
+                 tie_word_embeddings=True, sparse_prediction=False,  # HF then returns dense (B, T, V) logits
+                 # Special ids other than padding are the tokenizer's business; HF's defaults (50281...)
+                 # would name ids outside a padded 30522 vocabulary.
+                 bos_token_id=None, eos_token_id=None, cls_token_id=None, sep_token_id=None)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModernConfig":
+        """Build from our dict or a ModernBERT config.json (current or legacy format); unknown keys are ignored.
+
+        Raises ConfigError for what this model does not implement: a rope type other than "default",
+        a global/local pattern other than "every n-th block from block 0", untied decoder weights.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names and v is not None}
+        for layer_type, field in ((GLOBAL, "global_rope_theta"), (LOCAL, "local_rope_theta")):
+            params = (d.get("rope_parameters") or {}).get(layer_type) or {}
+            if params.get("rope_type", "default") != "default":
+                raise ConfigError(f"model.rope_parameters.{layer_type}.rope_type must be 'default', "
+                                  f"got {params['rope_type']!r}")
+            if "rope_theta" in params:
+                kw[field] = float(params["rope_theta"])
+        if d.get("layer_types") is not None:
+            kw["global_attn_every_n_layers"] = _period(list(d["layer_types"]), kw.get("global_attn_every_n_layers"))
+        if d.get("tie_word_embeddings") is False:
+            raise ConfigError("model.tie_word_embeddings must be true: the MLM decoder is the word embedding")
+        return cls(**kw)
+
+
+def _layer_types(num_layers: int, every_n: int) -> list[str]:
+    return [LOCAL if i % every_n else GLOBAL for i in range(num_layers)]  # transformers' own rule
+
+
+def _period(layer_types: list[str], hint: int | None) -> int:
+    """The n for which `layer_types` is "global every n-th block from block 0"; `hint` wins when it fits."""
+    later_globals = [i for i, t in enumerate(layer_types) if t == GLOBAL and i > 0]
+    for n in (hint, later_globals[0] if later_globals else len(layer_types)):
+        if n and _layer_types(len(layer_types), n) == layer_types:
+            return n
+    raise ConfigError(f"model.layer_types must be global at blocks 0, n, 2n, ... and local elsewhere "
+                      f"(values {GLOBAL!r}, {LOCAL!r}), got {layer_types}")
+
+
+def _preset(sizes: dict, overrides: dict) -> ModernConfig:
+    merged = {**sizes, **overrides}  # any field, the sizes included, may be overridden
+    merged.setdefault("intermediate_size", glu_width(merged["hidden_size"]))
+    return ModernConfig(**merged)
+
+
+def glu_width(hidden_size: int) -> int:
+    """The GLU width I with the parameters of BERT's 4H feed-forward: 3*H*I = 8*H^2, I ~ 8H/3 to a multiple of 64."""
+    return max(VOCAB_MULTIPLE, round(8 * hidden_size / 3 / VOCAB_MULTIPLE) * VOCAB_MULTIPLE)
+
+
+# Width, depth and heads are those of bert_core.config's preset of the same name (head dim 64, except tiny's
+# 32, kept so the debug preset is BERT tiny's shape), and the GLU width matches BERT's FFN parameter count:
+# a modern preset and a BERT preset differ in the recipe only, with non-embedding parameters within 4% of
+# each other (I rounds to a multiple of 64; no biases, pooler or NSP head here). ModernBERT itself spends a
+# budget deeper and narrower: ModernBERT-base is
+# base(num_hidden_layers=22, intermediate_size=1152, vocab_size=50368), -large is
+# large(num_hidden_layers=28, intermediate_size=2624, vocab_size=50368).
+def tiny(**kw) -> ModernConfig:  # tests and CI: one global and one local block
+    return _preset(dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2), kw)  # I = 192
+
+
+def mini(**kw) -> ModernConfig:
+    return _preset(dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4), kw)  # I = 704
+
+
+def small(**kw) -> ModernConfig:
+    return _preset(dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8), kw)  # I = 1344
+
+
+def medium(**kw) -> ModernConfig:
+    return _preset(dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8), kw)  # I = 1344
+
+
+def base(**kw) -> ModernConfig:  # 109M with the default vocabulary
+    return _preset(dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12), kw)  # I = 2048
+
+
+def large(**kw) -> ModernConfig:  # 336M with the default vocabulary
+    return _preset(dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16), kw)  # I = 2752
+
+
+PRESETS = {f.__name__: f for f in (tiny, mini, small, medium, base, large)}
+
+
+def preset(name: str, **overrides) -> ModernConfig:
+    if name not in PRESETS:
+        raise ConfigError(f"model.preset must be one of {sorted(PRESETS)}, got {name!r}")
+    return PRESETS[name](**overrides).validate()
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def init_weights(model: "ModernBertForMaskedLM") -> None:
+    """ModernBERT's init: truncated normals, output projections scaled down by sqrt(2L), unit LayerNorms."""
+    cfg = model.config
+    std_in, std_out = cfg.initializer_range, cfg.initializer_range / (2.0 * cfg.num_hidden_layers) ** 0.5
+
+    def normal(linear_or_embedding: nn.Module, std: float) -> None:
+        c = cfg.initializer_cutoff_factor
+        nn.init.trunc_normal_(linear_or_embedding.weight, std=std, a=-c * std, b=c * std)
+
+    normal(model.model.embeddings.tok_embeddings, std_in)  # also the decoder's weight (tied)
+    for layer in model.model.layers:
+        normal(layer.attn.Wqkv, std_in)
+        normal(layer.mlp.Wi, std_in)
+        normal(layer.attn.Wo, std_out)  # the two residual-branch outputs
+        normal(layer.mlp.Wo, std_out)
+    normal(model.head.dense, std_out)
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.LayerNorm)) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+        if isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+
+
+def rotary(seq_len: int, head_dim: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin (T, D) of RoPE in the half-split layout: dims i and i + D/2 rotate together by angle t * theta^(-2i/D).
+
+    Computed per forward in float32 rather than held in a buffer, so casting the model to bf16 cannot
+    round the frequencies.
+    """
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float, device=device) / head_dim))  # (D/2,)
+    freqs = torch.arange(seq_len, device=device).float()[:, None] * inv_freq  # (T, D/2)
+    angles = torch.cat((freqs, freqs), dim=-1)  # (T, D)
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate (B, A, T, D) queries or keys; in float32, as transformers does, then back to x's dtype."""
+    xf = x.float()
+    x1, x2 = xf.chunk(2, dim=-1)
+    return (xf * cos + torch.cat((-x2, x1), dim=-1) * sin).to(x.dtype)
+
+
+def attention_masks(attention_mask: torch.Tensor | None, seq_len: int, window: int,
+                    device: torch.device) -> dict[str, torch.Tensor | None]:
+    """Boolean SDPA masks (True = attend) for global and local blocks, built once per forward.
+
+    Global: every real key, (B, 1, 1, T), or None without padding. Local: real keys within `window // 2`
+    positions of the query, |i - j| <= window // 2, (B, 1, T, T) (as transformers' bidirectional
+    sliding-window mask). Each token may also attend to itself: a pad query far from every real token
+    would otherwise have no key at all, a fully masked row, which some SDPA kernels return as NaN (torch
+    2.13 on CPU gives zeros), and the next block's attention would spread a NaN (0 * NaN) into real rows.
+    Real rows are unchanged by it: they attend to themselves anyway. Pad rows are meaningless either way
+    and never reach the loss.
+    """
+    pos = torch.arange(seq_len, device=device)
+    near = (pos[:, None] - pos[None, :]).abs() <= window // 2  # (T, T)
+    if attention_mask is None:
+        return {GLOBAL: None, LOCAL: near}
+    real_keys = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+    itself = torch.eye(seq_len, dtype=torch.bool, device=device)  # (T, T)
+    return {GLOBAL: real_keys, LOCAL: (real_keys & near) | itself}
+
+
+class ModernBertEmbeddings(nn.Module):
+    def __init__(self, config: ModernConfig):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+        self.drop = nn.Dropout(config.embedding_dropout)
+
+    def forward(self, input_ids):
+        return self.drop(self.norm(self.tok_embeddings(input_ids)))  # (B, T, H)
+
+
+class ModernBertAttention(nn.Module):
+    def __init__(self, config: ModernConfig):
+        super().__init__()
+        H = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.Wqkv = nn.Linear(H, 3 * H, bias=config.attention_bias)  # output laid out [q | k | v], each (A, D)
+        self.Wo = nn.Linear(H, H, bias=config.attention_bias)
+        self.dropout_p = config.attention_dropout
+        self.out_drop = nn.Dropout(config.attention_dropout)
+
+    def forward(self, x, mask, cos, sin):
+        # x: (B, T, H); mask: bool, broadcastable to (B, A, T, T), True = attend, or None; cos, sin: (T, D)
+        B, T, H = x.shape
+        q, k, v = self.Wqkv(x).view(B, T, 3, self.num_heads, H // self.num_heads).unbind(2)  # 3 x (B, T, A, D)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, A, T, D)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0)
+        return self.out_drop(self.Wo(y.transpose(1, 2).reshape(B, T, H)))  # (B, T, H)
+
+
+class ModernBertMLP(nn.Module):
+    """GLU feed-forward: Wi gives value and gate, act(value) * gate, Wo back to H."""
+
+    def __init__(self, config: ModernConfig):
+        super().__init__()
+        self.Wi = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=config.mlp_bias)
+        self.act = ACTIVATIONS[config.hidden_activation]()
+        self.drop = nn.Dropout(config.mlp_dropout)
+        self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
+
+    def forward(self, x):
+        value, gate = self.Wi(x).chunk(2, dim=-1)  # (B, T, I) each; the first half is activated
+        return self.Wo(self.drop(self.act(value) * gate))  # (B, T, H)
+
+
+class ModernBertEncoderLayer(nn.Module):
+    """Pre-LN block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: ModernConfig, index: int):
+        super().__init__()
+        # Block 0's input is the embedding LayerNorm's output already: a second norm there would be redundant.
+        self.attn_norm = (nn.Identity() if index == 0
+                          else nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias))
+        self.attn = ModernBertAttention(config)
+        self.mlp_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+        self.mlp = ModernBertMLP(config)
+        self.attention_type = config.layer_types[index]  # GLOBAL or LOCAL: picks the mask and the rope base
+
+    def forward(self, x, mask, cos, sin):
+        x = x + self.attn(self.attn_norm(x), mask, cos, sin)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class ModernBertModel(nn.Module):
+    """Embeddings (+ LayerNorm) -> L pre-LN blocks, alternating global and local attention -> final LayerNorm.
+
+    forward(input_ids (B, T) long, attention_mask=None (B, T) 1=real 0=pad) -> (B, T, H).
+    Pad rows of the output are computed but meaningless (as in transformers).
+    """
+
+    def __init__(self, config: ModernConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = ModernBertEmbeddings(config)
+        self.layers = nn.ModuleList(ModernBertEncoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+
+    def forward(self, input_ids, attention_mask=None):
+        cfg, T, device = self.config, input_ids.shape[1], input_ids.device
+        masks = attention_masks(attention_mask, T, cfg.local_attention, device)
+        rope = {GLOBAL: rotary(T, cfg.head_dim, cfg.global_rope_theta, device),
+                LOCAL: rotary(T, cfg.head_dim, cfg.local_rope_theta, device)}
+        x = self.embeddings(input_ids)  # (B, T, H)
+        for layer in self.layers:
+            x = layer(x, masks[layer.attention_type], *rope[layer.attention_type])
+        return self.final_norm(x)  # (B, T, H)
+
+
+class ModernBertPredictionHead(nn.Module):
+    def __init__(self, config: ModernConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.classifier_bias)
+        self.act = ACTIVATIONS[config.classifier_activation]()
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+
+    def forward(self, x):
+        return self.norm(self.act(self.dense(x)))
+
+
+@dataclass
+class MaskedLMOutput:
+    loss: torch.Tensor | None  # mean CE over the masked tokens, or None without labels
+    logits: torch.Tensor  # (M, V) with labels (masked positions only), else (B, T, V)
+    targets: torch.Tensor | None  # (M,) labels row-aligned with logits, or None
+
+
+class ModernBertForMaskedLM(nn.Module):
+    """Masked LM: encoder -> head (dense, act, LayerNorm) -> decoder tied to the word embeddings (+ bias).
+
+    Same contract as BertForPreTraining's MLM half: labels (B, T) are IGNORE_INDEX except at the masked
+    positions; only those M positions reach the head, so logits are (M, V) and the loss is their mean CE,
+    equal to transformers' dense CE with ignore_index. Without labels, logits are (B, T, V).
+    """
+
+    tied_weights = {"decoder.weight": "model.embeddings.tok_embeddings.weight"}  # omitted from release files
+
+    def __init__(self, config: ModernConfig):
+        super().__init__()
+        self.config = config
+        self.model = ModernBertModel(config)
+        self.head = ModernBertPredictionHead(config)
+        # A module of its own (not F.linear on the embedding) so ZeRO-3 gathers it like any layer.
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=config.decoder_bias)
+        self.decoder.weight = self.model.embeddings.tok_embeddings.weight
+        init_weights(self)
+
+    def forward(self, input_ids, attention_mask=None, labels=None, mlm_positions=None) -> MaskedLMOutput:
+        """`mlm_positions` (M,): flat indices of the masked tokens, optional (bert_core.model.host_packing
+        builds them on the host, so the step needs no nonzero() on the device)."""
+        hidden = self.model(input_ids, attention_mask)  # (B, T, H)
+        if labels is None:
+            return MaskedLMOutput(None, self.decoder(self.head(hidden)), None)  # (B, T, V)
+        masked = (mlm_positions if mlm_positions is not None
+                  else torch.nonzero(labels.flatten() != IGNORE_INDEX, as_tuple=False).flatten())  # (M,)
+        targets = labels.flatten().index_select(0, masked)  # (M,)
+        logits = self.decoder(self.head(hidden.flatten(0, 1).index_select(0, masked)))  # (M, V)
+        return MaskedLMOutput(F.cross_entropy(logits.float(), targets), logits, targets)
+
+
+# ----------------------------------------------------------------------------- conversion and release
+
+
+def to_transformers(model: ModernBertForMaskedLM):
+    """-> (transformers.ModernBertConfig, state dict) for `transformers.ModernBertForMaskedLM`.
+
+    The names agree, so the state dict is ours as it is (the tied decoder key included: HF expects it).
+    """
+    return transformers_config(model.config), {k: v.detach() for k, v in model.state_dict().items()}
+
+
+def transformers_config(config: ModernConfig):
+    """The `transformers.ModernBertConfig` equal to `config`. transformers is imported here (and nowhere else
+    in bert_core), so the model itself stays pure PyTorch."""
+    import transformers
+
+    d = config.to_hf_dict()
+    d.pop("model_type")  # a class attribute of ModernBertConfig, not an argument
+    return transformers.ModernBertConfig(**d)
+
+
+def from_transformers(hf_model) -> ModernBertForMaskedLM:
+    """Ours from a `transformers.ModernBertForMaskedLM`, in the same train/eval mode.
+
+    Loaded strictly: a key or shape ours lacks (a feature this model does not implement) raises.
+    """
+    config = ModernConfig.from_dict(hf_model.config.to_dict()).validate()
+    state = {k: v.detach().clone() for k, v in hf_model.state_dict().items()}  # ours shares no memory with theirs
+    return from_state_dict(config, state).train(hf_model.training)
+
+
+def save_pretrained(model: ModernBertForMaskedLM, out_dir: str | os.PathLike,
+                    tokenizer_dir: str | os.PathLike | None = None) -> Path:
+    """Write a release folder (config.json + model.safetensors [+ tokenizer]) that
+    `transformers.AutoModelForMaskedLM.from_pretrained` loads as ModernBertForMaskedLM with no code of ours.
+
+    Written by bert_core.checkpoint.save_state_dict (atomic, safetensors), which asks the config only for
+    `to_hf_dict(architectures)`. The tied decoder copy is left out, as transformers does.
+    """
+    state = {k: v for k, v in model.state_dict().items() if k not in ModernBertForMaskedLM.tied_weights}
+    return save_state_dict(state, model.config, out_dir, architectures=[ARCHITECTURE], tokenizer_dir=tokenizer_dir)
+
+
+def load_pretrained(path: str | os.PathLike) -> ModernBertForMaskedLM:
+    """Ours from a ModernBertForMaskedLM folder (ours or transformers'), in eval mode; any missing,
+    unexpected or mis-shaped weight raises (only the tied decoder copy may be absent)."""
+    path = Path(path)
+    config = ModernConfig.from_dict(json.loads((path / CONFIG_NAME).read_text())).validate()
+    return from_state_dict(config, read_state_dict(path)).eval()
+
+
+def from_state_dict(config: ModernConfig, state: dict[str, torch.Tensor]) -> ModernBertForMaskedLM:
+    """Ours holding `state`'s tensors (not copies): e.g. weights consolidated from ZeRO on rank 0.
+
+    Built on the meta device and filled by assignment: no time spent on an init that would be overwritten
+    (seconds for the large preset) and no second copy in memory. Strict: any missing, unexpected or
+    mis-shaped key raises, and so does a decoder that is not the embedding (the tied copy may be absent,
+    as in release files). The model has no buffers (RoPE is computed per forward), so nothing stays on meta."""
+    state = dict(state)
+    embedding = state.get("model.embeddings.tok_embeddings.weight")
+    if embedding is not None:
+        decoder = state.setdefault("decoder.weight", embedding)
+        if decoder is not embedding and not torch.equal(decoder, embedding):
+            raise ValueError("decoder.weight differs from model.embeddings.tok_embeddings.weight: ours ties the two")
+    with torch.device("meta"):
+        model = ModernBertForMaskedLM(config)
+    model.load_state_dict(state, strict=True, assign=True)
+    model.decoder.weight = model.model.embeddings.tok_embeddings.weight  # assignment replaced the tied Parameter
+    return model
