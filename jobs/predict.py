@@ -163,13 +163,6 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest())
 
 
-def _qa_settings(model: ModelRef):
-    from jobs.inference.predictor import QASettings
-
-    keys = ("max_seq_len", "doc_stride", "max_query_length", "n_best", "max_answer_length")
-    return QASettings(**{k: int(model.task[k]) for k in keys if k in model.task})
-
-
 def _threshold(cfg: PredictConfig, model: ModelRef) -> float:
     return cfg.threshold or float(model.task.get("multi_label_threshold", 0.5))
 
@@ -227,6 +220,8 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     import ray
     from ray.data import ActorPoolStrategy
 
+    from jobs.inference.predictor import QASettings
+
     model_files = {f.name: f.read_bytes() for f in model.folder.iterdir() if f.is_file()}
     weights = (".safetensors", ".bin", ".pt")
     # refs inside a dict: fetched where they are used (the tokenizing tasks need no weights)
@@ -235,7 +230,7 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     gpus = int(ray.cluster_resources().get("GPU", 0))
     actors = cfg.num_actors or (gpus if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)
                                                             // cfg.cpus_per_actor)))
-    qa = _qa_settings(model)
+    qa = QASettings.from_task(model.task)
     # small blocks (Ray Data's default is 128 MiB): one file's rows spread over the tokenizing tasks and the model
     # replicas, and each replica's summary reaches the driver as it finishes a block; one block holding a whole
     # file would go to one replica. (A repartition would need a CPU the replicas hold on a CPU-only cluster.)

@@ -69,6 +69,12 @@ class QASettings:
     n_best: int = 20
     max_answer_length: int = 30
 
+    @classmethod
+    def from_task(cls, task: dict) -> "QASettings":
+        """The settings a fine-tuning task (its TaskConfig as a dict, e.g. a version's `task_config`) names; the
+        defaults for the rest."""
+        return cls(**{f: int(task[f]) for f in cls.__dataclass_fields__ if f in task})
+
 
 class Encoder:
     """Rows -> token windows, with the tokenizer and limits of the model folder. Cheap to build (no weights):

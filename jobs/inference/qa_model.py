@@ -15,8 +15,6 @@ MLflow drop and re-import the package from the copy).
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 import mlflow.pyfunc
 
 ANSWER_COLUMNS = ("answer", "answer_start", "score", "null_score")
@@ -26,9 +24,7 @@ class QuestionAnswering(mlflow.pyfunc.PythonModel):
     def load_context(self, context) -> None:
         from jobs.inference.predictor import Predictor, QASettings
 
-        settings = {f.name: int(context.model_config[f.name]) for f in fields(QASettings)
-                    if f.name in (context.model_config or {})}
-        self.predictor = Predictor(context.artifacts["model"], qa=QASettings(**settings))
+        self.predictor = Predictor(context.artifacts["model"], qa=QASettings.from_task(context.model_config or {}))
 
     def predict(self, context, model_input, params=None):
         import pandas as pd

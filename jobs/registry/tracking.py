@@ -18,7 +18,8 @@ from pathlib import Path
 
 from jobs.runtime import console
 from jobs.config.io import flatten
-from jobs.inference.serving import PRETRAINING, TASK_MODELS  # noqa: F401  (PRETRAINING: the jobs' name for it)
+from jobs.inference.serving import PRETRAINING
+from jobs.registry.model_logging import log_hf_folder, log_qa_model, log_release_model
 
 
 def resolve_tracking_uri(uri: str) -> str:
@@ -441,79 +442,3 @@ def log_curves(tracking_uri: str, run_id: str, max_panels: int = 12) -> str | No
         plt.close(fig)
         client.log_artifact(run_id, str(path))
     return CURVES
-
-
-def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, registered_model: str | None):
-    """A model folder as plain run artifacts (model/), every file as is, registered as a version whose source
-    is that folder. Returns (uri, version).
-
-    For what a transformers pipeline model would cut down or cannot hold: the pretraining release checkpoint
-    (a fill-mask model keeps only the MLM head, dropping the pooler and the NSP head that fine-tuning
-    starts from), and tasks whose pipeline is gone (transformers 5 removed "question-answering"). The folder
-    loads with transformers' class for the task, and `models:/NAME@alias` downloads it (jobs/finetune.py
-    starts from such a URI).
-    """
-    import mlflow
-    import transformers
-    from mlflow.tracking import MlflowClient
-
-    getattr(transformers, TASK_MODELS[task]).from_pretrained(model_dir)  # the same load check log_model does
-    mlflow.log_artifacts(model_dir, "model")
-    mlflow.set_tag("model_task", task)
-    if not registered_model:
-        return f"runs:/{run_id}/model", None
-    client = MlflowClient(tracking_uri)
-    try:
-        client.get_registered_model(registered_model)
-    except mlflow.exceptions.MlflowException:
-        client.create_registered_model(registered_model)
-    source = f"{mlflow.get_run(run_id).info.artifact_uri}/model"
-    version = client.create_model_version(registered_model, source, run_id=run_id, tags={"task": task})
-    return f"models:/{registered_model}/{version.version}", version.version
-
-
-def pins() -> list[str]:
-    """The served model's requirements: the versions this environment runs."""
-    return [f"{pkg}=={version(pkg)}" for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
-
-
-def log_qa_model(release_dir: str, registered_model: str | None, input_example: list[dict] | None, task: dict):
-    """A question-answering model folder as an MLflow pyfunc (jobs/inference/qa_model.py), with the fine-tuning
-    task's windows and spans (`task`: its TaskConfig as a dict) and `input_example`'s signature."""
-    from dataclasses import fields
-
-    import mlflow
-    import pandas as pd
-    import transformers
-
-    from jobs.inference.predictor import QASettings
-    from jobs.inference.qa_model import QuestionAnswering
-
-    transformers.AutoModelForQuestionAnswering.from_pretrained(release_dir)  # the load check log_model does
-    return mlflow.pyfunc.log_model(
-        name="model", python_model=QuestionAnswering(), artifacts={"model": release_dir}, pip_requirements=pins(),
-        model_config={f.name: int(task[f.name]) for f in fields(QASettings) if f.name in task},
-        input_example=pd.DataFrame(input_example) if input_example else None,
-        registered_model_name=registered_model, metadata={"task": "question-answering"})
-
-
-def log_release_model(release_dir: str, registered_model: str | None, task: str,
-                      input_example: list[str] | None = None, card: str = ""):
-    """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too), with
-    `input_example` and the signature inferred from it, and `card` (markdown) as its model card: MLflow then
-    does not look for one on the Hugging Face Hub, which has never seen this model."""
-    import mlflow
-    import transformers
-    from huggingface_hub import ModelCard
-
-    from jobs.inference.serving import pipeline_config
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    model = getattr(transformers, TASK_MODELS[task]).from_pretrained(release_dir)
-    tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
-    return mlflow.transformers.log_model(
-        transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins(),
-        input_example=input_example, registered_model_name=registered_model,
-        model_config=pipeline_config(task, model, tokenizer),
-        model_card=ModelCard(f"---\nlibrary_name: transformers\n---\n{card or task}"))
-
