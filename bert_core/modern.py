@@ -1,4 +1,5 @@
-"""A modern encoder (ModernBERT, Warner et al. 2024) in one file: config, presets, masked-LM model, conversion.
+"""A modern encoder (ModernBERT, Warner et al. 2024): the masked-LM model and its conversion to and from transformers
+(its config and presets: bert_core/modern_config.py, re-exported here).
 
 What changes against bert_core/model.py, each a ModernBERT choice:
   * pre-LN blocks with a final LayerNorm, and a LayerNorm on the embeddings that doubles as block 0's
@@ -23,7 +24,6 @@ M masked tokens in the batch.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -34,214 +34,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from bert_core.checkpoint import CONFIG_NAME, read_state_dict, save_state_dict
-from bert_core.config import ConfigError
 from bert_core.model import IGNORE_INDEX
-
-ACTIVATIONS = {  # transformers' ACT2FN names, so config.json needs no translation
-    "gelu": nn.GELU,  # exact erf GELU: the GLU is then GeGLU, ModernBERT's choice
-    "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
-    "silu": nn.SiLU,  # SwiGLU
-    "relu": nn.ReLU,
-}
-GLOBAL, LOCAL = "full_attention", "sliding_attention"  # transformers' layer_types values
-ARCHITECTURE = "ModernBertForMaskedLM"  # the transformers class a release folder loads as
-VOCAB_MULTIPLE = 64
-
-
-def pad_vocab_size(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
-    """Round a tokenizer's vocab size (`tok.get_vocab_size()`) up to a multiple of `multiple`.
-
-    The extra rows are never produced by the tokenizer; they only make V a tile-friendly width for the
-    decoder matmul (ModernBERT's 50368 is one). They still get logits, which training pushes down.
-    """
-    return -(-vocab_size // multiple) * multiple
-
-
-# ----------------------------------------------------------------------------- config
-
-
-@dataclass
-class ModernConfig:
-    # Field names are those of transformers.ModernBertConfig (the legacy spellings for the two rope
-    # thetas and the global-layer period, which HF still reads), so to_hf_dict is nearly the identity.
-    vocab_size: int = 30528  # BERT's 30522 WordPiece ids padded to a multiple of 64 (pad_vocab_size)
-    hidden_size: int = 768  # H: width of every token representation
-    num_hidden_layers: int = 12  # L: encoder blocks
-    num_attention_heads: int = 12  # A: heads per block; H/A must be even (RoPE rotates pairs of dims)
-    intermediate_size: int = 2048  # I: GLU width; Wi projects H -> 2I (value and gate), Wo I -> H
-    hidden_activation: str = "gelu"  # activation of the GLU's value half: gelu makes it GeGLU
-    max_position_embeddings: int = 8192  # longest sequence meant; RoPE has no table, so it costs nothing
-    local_attention: int = 128  # sliding window: a local layer's token sees keys within local_attention // 2
-    global_attn_every_n_layers: int = 3  # blocks 0, n, 2n, ... attend globally, the others locally
-    global_rope_theta: float = 160_000.0  # RoPE base of global layers: slow rotations tell far positions apart
-    local_rope_theta: float = 10_000.0  # RoPE base of local layers: they only ever see the window
-    norm_eps: float = 1e-5  # every LayerNorm (embeddings, blocks, final, head)
-    norm_bias: bool = False  # LayerNorms without bias, as ModernBERT
-    attention_bias: bool = False  # Wqkv and Wo without bias
-    mlp_bias: bool = False  # Wi and Wo without bias
-    decoder_bias: bool = True  # the MLM decoder keeps an output bias; its weight is the tied embedding
-    classifier_bias: bool = False  # the MLM head's dense layer (HF's name: that head is shared with classifiers)
-    classifier_activation: str = "gelu"  # the MLM head's activation
-    embedding_dropout: float = 0.0  # ModernBERT pretrains with every dropout off
-    attention_dropout: float = 0.0  # on the attention weights and on the attention output (HF's out_drop)
-    mlp_dropout: float = 0.0  # on the GLU output, before Wo
-    initializer_range: float = 0.02  # std of the truncated-normal init of input-side weights
-    initializer_cutoff_factor: float = 2.0  # init is truncated at +-this many std
-    pad_token_id: int = 0  # padding id: the embedding lookup sends its row no gradient (padding_idx)
-
-    def validate(self) -> "ModernConfig":
-        positive = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                    "max_position_embeddings", "local_attention", "global_attn_every_n_layers")
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
-        if self.hidden_size % self.num_attention_heads:
-            divisors = [n for n in range(1, self.hidden_size + 1) if self.hidden_size % n == 0]
-            raise ConfigError(f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_attention_heads "
-                              f"({self.num_attention_heads}); allowed heads: {divisors}")
-        if self.head_dim % 2:
-            raise ConfigError(f"model.hidden_size / model.num_attention_heads (the head dim, {self.head_dim}) "
-                              "must be even: RoPE rotates pairs of dimensions")
-        if self.local_attention % 2:
-            raise ConfigError(f"model.local_attention must be even (the window is +-local_attention/2 around a "
-                              f"token), got {self.local_attention}")
-        for name in ("hidden_activation", "classifier_activation"):
-            if getattr(self, name) not in ACTIVATIONS:
-                raise ConfigError(f"model.{name} must be one of {tuple(ACTIVATIONS)}, got {getattr(self, name)!r}")
-        for name in ("embedding_dropout", "attention_dropout", "mlp_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)!r}")
-        for name in ("global_rope_theta", "local_rope_theta", "norm_eps", "initializer_range",
-                     "initializer_cutoff_factor"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"model.{name} must be > 0, got {getattr(self, name)!r}")
-        if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ConfigError(f"model.pad_token_id must be in [0, model.vocab_size={self.vocab_size}), "
-                              f"got {self.pad_token_id}")
-        return self
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def layer_types(self) -> list[str]:
-        """Per block: GLOBAL or LOCAL, transformers' layer_types."""
-        return _layer_types(self.num_hidden_layers, self.global_attn_every_n_layers)
-
-    def num_parameters(self, include_embeddings: bool = True) -> int:
-        """Parameter count of ModernBertForMaskedLM (decoder tied), used for 6N FLOPs/token."""
-        H, L, I, V = self.hidden_size, self.num_hidden_layers, self.intermediate_size, self.vocab_size
-        norm = H * (1 + self.norm_bias)
-        attention = 4 * H * H + 4 * H * self.attention_bias
-        mlp = 3 * H * I + (2 * I + H) * self.mlp_bias
-        blocks = L * (attention + mlp + 2 * norm) - norm  # block 0 has no attention norm of its own
-        head = H * H + H * self.classifier_bias + norm + V * self.decoder_bias
-        embeddings = V * H + norm
-        return blocks + norm + head + (embeddings if include_embeddings else 0)  # + the final norm
-
-    def to_hf_dict(self, architectures: list[str] | None = None) -> dict:
-        """transformers.ModernBertConfig fields (config.json), in its current format (layer_types, rope_parameters)."""
-        d = dataclasses.asdict(self)
-        for legacy in ("global_rope_theta", "local_rope_theta"):  # written as rope_parameters below
-            del d[legacy]
-        d.update(model_type="modernbert", architectures=architectures or [ARCHITECTURE],
-                 layer_types=self.layer_types,
-                 rope_parameters={GLOBAL: {"rope_type": "default", "rope_theta": self.global_rope_theta},
-                                  LOCAL: {"rope_type": "default", "rope_theta": self.local_rope_theta}},
-                 tie_word_embeddings=True, sparse_prediction=False,  # HF then returns dense (B, T, V) logits
-                 # Special ids other than padding are the tokenizer's business; HF's defaults (50281...)
-                 # would name ids outside a padded 30522 vocabulary.
-                 bos_token_id=None, eos_token_id=None, cls_token_id=None, sep_token_id=None)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ModernConfig":
-        """Build from our dict or a ModernBERT config.json (current or legacy format); unknown keys are ignored.
-
-        Raises ConfigError for what this model does not implement: a rope type other than "default",
-        a global/local pattern other than "every n-th block from block 0", untied decoder weights.
-        """
-        names = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names and v is not None}
-        for layer_type, field in ((GLOBAL, "global_rope_theta"), (LOCAL, "local_rope_theta")):
-            params = (d.get("rope_parameters") or {}).get(layer_type) or {}
-            if params.get("rope_type", "default") != "default":
-                raise ConfigError(f"model.rope_parameters.{layer_type}.rope_type must be 'default', "
-                                  f"got {params['rope_type']!r}")
-            if "rope_theta" in params:
-                kw[field] = float(params["rope_theta"])
-        if d.get("layer_types") is not None:
-            kw["global_attn_every_n_layers"] = _period(list(d["layer_types"]), kw.get("global_attn_every_n_layers"))
-        if d.get("tie_word_embeddings") is False:
-            raise ConfigError("model.tie_word_embeddings must be true: the MLM decoder is the word embedding")
-        return cls(**kw)
-
-
-def _layer_types(num_layers: int, every_n: int) -> list[str]:
-    return [LOCAL if i % every_n else GLOBAL for i in range(num_layers)]  # transformers' own rule
-
-
-def _period(layer_types: list[str], hint: int | None) -> int:
-    """The n for which `layer_types` is "global every n-th block from block 0"; `hint` wins when it fits."""
-    later_globals = [i for i, t in enumerate(layer_types) if t == GLOBAL and i > 0]
-    for n in (hint, later_globals[0] if later_globals else len(layer_types)):
-        if n and _layer_types(len(layer_types), n) == layer_types:
-            return n
-    raise ConfigError(f"model.layer_types must be global at blocks 0, n, 2n, ... and local elsewhere "
-                      f"(values {GLOBAL!r}, {LOCAL!r}), got {layer_types}")
-
-
-def _preset(sizes: dict, overrides: dict) -> ModernConfig:
-    merged = {**sizes, **overrides}  # any field, the sizes included, may be overridden
-    merged.setdefault("intermediate_size", glu_width(merged["hidden_size"]))
-    return ModernConfig(**merged)
-
-
-def glu_width(hidden_size: int) -> int:
-    """The GLU width I with the parameters of BERT's 4H feed-forward: 3*H*I = 8*H^2, I ~ 8H/3 to a multiple of 64."""
-    return max(VOCAB_MULTIPLE, round(8 * hidden_size / 3 / VOCAB_MULTIPLE) * VOCAB_MULTIPLE)
-
-
-# Width, depth and heads are those of bert_core.config's preset of the same name (head dim 64, except tiny's
-# 32, kept so the debug preset is BERT tiny's shape), and the GLU width matches BERT's FFN parameter count:
-# a modern preset and a BERT preset differ in the recipe only, with non-embedding parameters within 4% of
-# each other (I rounds to a multiple of 64; no biases, pooler or NSP head here). ModernBERT itself spends a
-# budget deeper and narrower: ModernBERT-base is
-# base(num_hidden_layers=22, intermediate_size=1152, vocab_size=50368), -large is
-# large(num_hidden_layers=28, intermediate_size=2624, vocab_size=50368).
-def tiny(**kw) -> ModernConfig:  # tests and CI: one global and one local block
-    return _preset(dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2), kw)  # I = 192
-
-
-def mini(**kw) -> ModernConfig:
-    return _preset(dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4), kw)  # I = 704
-
-
-def small(**kw) -> ModernConfig:
-    return _preset(dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8), kw)  # I = 1344
-
-
-def medium(**kw) -> ModernConfig:
-    return _preset(dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8), kw)  # I = 1344
-
-
-def base(**kw) -> ModernConfig:  # 109M with the default vocabulary
-    return _preset(dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12), kw)  # I = 2048
-
-
-def large(**kw) -> ModernConfig:  # 336M with the default vocabulary
-    return _preset(dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16), kw)  # I = 2752
-
-
-PRESETS = {f.__name__: f for f in (tiny, mini, small, medium, base, large)}
-
-
-def preset(name: str, **overrides) -> ModernConfig:
-    if name not in PRESETS:
-        raise ConfigError(f"model.preset must be one of {sorted(PRESETS)}, got {name!r}")
-    return PRESETS[name](**overrides).validate()
+from bert_core.modern_config import (  # noqa: F401  (re-exported: the config is part of this module's API)
+    ACTIVATIONS, ARCHITECTURE, GLOBAL, LOCAL, PRESETS, VOCAB_MULTIPLE, ModernConfig, base, glu_width, large, medium,
+    mini, pad_vocab_size, preset, small, tiny)
 
 
 # ----------------------------------------------------------------------------- model
