@@ -1,0 +1,123 @@
+"""Fine-tuning heads on the modern encoder (bert_core/modern.py): sequence classification, token classification,
+extractive QA, with the call contract of bert_core/model.py's BERT heads, so the fine-tuning loop runs either.
+
+Parameter names are exactly those of transformers' classes of the same names (model.*, head.dense, head.norm,
+classifier), so a state dict moves between the two unchanged. Unlike BERT's heads, all three put the MLM
+head's dense -> act -> LayerNorm (`head`, ModernBertPredictionHead) between the encoder and the classifier,
+and QA's start/end layer is `classifier` (two outputs), not BERT's `qa_outputs`.
+
+Two transformers config keys have no ModernConfig field and are arguments here, with transformers' defaults:
+`classifier_pooling` ("cls") and `classifier_dropout` (0.0). A caller that sets them otherwise must write them
+into config.json itself, or transformers builds a different head from the same folder.
+
+ModernBERT has no segment embeddings: every forward accepts `token_type_ids` and ignores it, and ignores
+`unpad_indices` / `cu_seqlens` too (the encoder runs padded; see bert_core/modern.py).
+
+Shapes: B batch, T sequence length, H hidden, C num_labels.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bert_core.config import ConfigError
+from bert_core.model import IGNORE_INDEX, HeadOutput
+from bert_core.modern import ModernBertModel, ModernBertPredictionHead, ModernConfig, init_weights
+
+POOLINGS = ("cls", "mean")  # transformers' classifier_pooling values
+
+
+class _ModernBertClassifierHead(nn.Module):
+    """encoder -> head (dense, act, LayerNorm) -> dropout -> classifier; the three heads differ in what they pool
+    and in the loss."""
+
+    def __init__(self, config: ModernConfig, num_labels: int, classifier_dropout: float):
+        super().__init__()
+        self.config, self.num_labels = config, num_labels
+        self.model = ModernBertModel(config)
+        self.head = ModernBertPredictionHead(config)
+        self.drop = nn.Dropout(classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        # modern.init_weights reads only .config, .model, .head and the module tree, all of which this has;
+        # it also zeroes the classifier's bias. The classifier's weight then gets transformers' "final_out" std.
+        init_weights(self)
+        std, c = config.hidden_size ** -0.5, config.initializer_cutoff_factor
+        nn.init.trunc_normal_(self.classifier.weight, std=std, a=-c * std, b=c * std)
+
+    def classify(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.drop(self.head(hidden)))  # (..., H) -> (..., C)
+
+
+class ModernBertForSequenceClassification(_ModernBertClassifierHead):
+    """Pooled hidden state -> head -> dropout -> linear. Pooling per transformers' `classifier_pooling`: "cls"
+    takes token 0, "mean" averages the real tokens. Losses as BertForSequenceClassification: num_labels == 1 is
+    regression (MSE), `multi_label` is BCE-with-logits over (B, C) 0/1 targets, otherwise cross-entropy."""
+
+    def __init__(self, config: ModernConfig, num_labels: int = 2, multi_label: bool = False, *,
+                 classifier_pooling: str = "cls", classifier_dropout: float = 0.0):
+        if classifier_pooling not in POOLINGS:
+            raise ConfigError(f"classifier_pooling must be one of {POOLINGS}, got {classifier_pooling!r}")
+        super().__init__(config, num_labels, classifier_dropout)
+        self.multi_label, self.classifier_pooling = multi_label, classifier_pooling
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None, unpad_indices=None,
+                cu_seqlens=None) -> HeadOutput:
+        hidden = self.model(input_ids, attention_mask)  # (B, T, H)
+        if self.classifier_pooling == "cls":
+            pooled = hidden[:, 0]  # (B, H)
+        else:
+            mask = torch.ones(hidden.shape[:2], device=hidden.device) if attention_mask is None else attention_mask
+            pooled = (hidden * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True)  # (B, H), as HF
+        logits = self.classify(pooled)  # (B, C)
+        loss = None
+        if labels is not None:
+            if self.num_labels == 1:
+                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            elif self.multi_label:
+                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+            else:
+                loss = F.cross_entropy(logits.float(), labels.view(-1))
+        return HeadOutput(loss, logits)
+
+    @property
+    def problem_type(self) -> str:
+        """HF's name for what the head does: its config says it, so HF losses and pipelines do the same."""
+        if self.num_labels == 1:
+            return "regression"
+        return "multi_label_classification" if self.multi_label else "single_label_classification"
+
+
+class ModernBertForTokenClassification(_ModernBertClassifierHead):
+    """Per-token head (NER, POS); labels IGNORE_INDEX at sub-word continuations and pads."""
+
+    def __init__(self, config: ModernConfig, num_labels: int = 2, *, classifier_dropout: float = 0.0):
+        super().__init__(config, num_labels, classifier_dropout)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None, unpad_indices=None,
+                cu_seqlens=None) -> HeadOutput:
+        logits = self.classify(self.model(input_ids, attention_mask))  # (B, T, C)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return HeadOutput(loss, logits)
+
+
+class ModernBertForQuestionAnswering(_ModernBertClassifierHead):
+    """Extractive QA: start/end logits per token; loss is the mean of start and end CE, as HF."""
+
+    def __init__(self, config: ModernConfig, *, classifier_dropout: float = 0.0):
+        super().__init__(config, 2, classifier_dropout)  # transformers sizes it by config.num_labels: 2 by default
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, start_positions=None,
+                end_positions=None, unpad_indices=None, cu_seqlens=None) -> HeadOutput:
+        logits = self.classify(self.model(input_ids, attention_mask))  # (B, T, 2)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            # Answers truncated out of the window point past the end and are ignored (HF's rule).
+            T = logits.shape[1]
+            start, end = start_positions.clamp(0, T), end_positions.clamp(0, T)
+            loss = (F.cross_entropy(logits[..., 0].float(), start, ignore_index=T)
+                    + F.cross_entropy(logits[..., 1].float(), end, ignore_index=T)) / 2
+        return HeadOutput(loss, logits)
