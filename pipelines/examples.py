@@ -139,7 +139,19 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             # A gets a random number of the chunk's sentences, at least one.
             a_end = chunk_start + (rng.randint(1, num_chunk - 1) if num_chunk >= 2 else 1)
             len_a = int(offsets[a_end] - offsets[chunk_start])
-            if (num_chunk == 1 or rng.random() < cfg.nsp_random_prob) and len(docs) > 1:
+            a_ids = b_ids = None  # the sentence ranges' tokens, unless a lone sentence is cut in two below
+            if num_chunk == 1 and cfg.nsp_random_prob == 0:
+                # No NSP (train.nsp=false): every pair is contiguous text. A lone sentence has no next sentence to
+                # be B, and Google's code would give it a random one (a label no loss reads, a context that
+                # breaks off): it is cut in two at a random token instead, A its start and B the rest.
+                sentence = doc.ids[offsets[chunk_start]:offsets[chunk_end]]
+                if len(sentence) < 2:  # one token: no pair at all
+                    chunk_start, i = i + 1, i + 1
+                    continue
+                cut = rng.randint(1, len(sentence) - 1)
+                a_ids, b_ids = sentence[:cut], sentence[cut:]
+                is_random, doc_b, b_start, b_end = False, index, chunk_start, chunk_end
+            elif (num_chunk == 1 or rng.random() < cfg.nsp_random_prob) and len(docs) > 1:
                 is_random = True
                 doc_b = _random_other_document(len(docs), index, rng)
                 other = docs[doc_b].offsets.tolist()
@@ -155,8 +167,9 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             else:  # a one-document bucket with a one-sentence chunk: no B exists anywhere
                 chunk_start, i = i + 1, i + 1
                 continue
-            b_ids = docs[doc_b].ids[docs[doc_b].offsets[b_start]:docs[doc_b].offsets[b_end]]
-            a_ids = doc.ids[offsets[chunk_start]:offsets[a_end]]
+            if a_ids is None:
+                b_ids = docs[doc_b].ids[docs[doc_b].offsets[b_start]:docs[doc_b].offsets[b_end]]
+                a_ids = doc.ids[offsets[chunk_start]:offsets[a_end]]
             af, ab, bf, bb = _truncate_pair(len(a_ids), len(b_ids), max_num_tokens, rng)
             a_ids = a_ids[af:len(a_ids) - ab]
             b_ids = b_ids[bf:len(b_ids) - bb]

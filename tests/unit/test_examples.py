@@ -93,6 +93,29 @@ def test_next_sentence_labels(corpus, built):
             assert ex.doc_b == ex.doc_a and ex.a_end == ex.b_start
 
 
+def test_without_nsp_every_pair_is_contiguous_text_and_a_lone_sentence_is_cut_in_two(corpus):
+    """nsp_random_prob=0 (train.nsp=false): no random B at all, not even for a one-sentence chunk (Google's code
+    forces one there): that sentence is cut at a random token into A and B. Every sentence is still used once."""
+    cfg, examples = build(corpus[:300], nsp_random_prob=0.0)
+    assert not any(ex.is_random_next for ex in examples)
+    cut, tiles = [], {}
+    for ex in examples:
+        assert ex.doc_b == ex.doc_a
+        a, b = ex.input_ids[1:ex.num_a_tokens - 1], ex.input_ids[ex.num_a_tokens:-1]
+        if ex.chunk_end - ex.a_start == 1:  # a lone sentence: A and B are its two parts, in order
+            assert (ex.b_start, ex.b_end) == (ex.a_start, ex.a_end) and len(a) >= 1 and len(b) >= 1
+            assert np.array_equal(np.concatenate([a, b]), segment(corpus[ex.doc_a], ex.a_start, ex.a_end))
+            cut.append(len(a) / (len(a) + len(b)))
+            tiles.setdefault(ex.doc_a, []).append((ex.a_start, ex.a_end))
+        else:
+            assert ex.a_end == ex.b_start
+            tiles.setdefault(ex.doc_a, []).extend([(ex.a_start, ex.a_end), (ex.b_start, ex.b_end)])
+    assert len(cut) > 10 and len(set(cut)) > 3  # the cut is drawn, not fixed
+    for d, ranges in tiles.items():  # one-token lone sentences (no pair possible) are the only ones left out
+        gaps = [(prev[1], nxt[0]) for prev, nxt in zip(ranges, ranges[1:]) if prev[1] != nxt[0]]
+        assert all(end - start == 1 and len(segment(corpus[d], start, end)) == 1 for start, end in gaps), gaps
+
+
 def test_random_b_fills_to_the_remaining_target(corpus, built):
     for ex in (e for e in built[1] if e.is_random_next):
         other = corpus[ex.doc_b]
