@@ -20,6 +20,7 @@ import os
 import pickle
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
-LABELLED_HEADS = ("BertForSequenceClassification", "BertForTokenClassification")
+LABELLED_HEADS = ("BertForSequenceClassification", "BertForTokenClassification",
+                  "ModernBertForSequenceClassification", "ModernBertForTokenClassification")
 # Buffers HF once saved and we recompute; dropped on load.
 _DERIVED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
 _BACKBONE = ("embeddings.", "encoder.", "pooler.")
@@ -58,18 +60,21 @@ def save_pretrained(model: nn.Module, out_dir: str | os.PathLike, tokenizer_dir:
 
 def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out_dir: str | os.PathLike,
                     architectures: list[str] | None = None, tokenizer_dir: str | os.PathLike | None = None,
-                    id2label: dict[int, str] | None = None, problem_type: str | None = None) -> Path:
+                    id2label: dict[int, str] | None = None, problem_type: str | None = None,
+                    tied_weights: Iterable[str] = ()) -> Path:
     """Same as save_pretrained from a bare state dict (e.g. ZeRO state consolidated on rank 0). `problem_type`
     (a sequence head's: regression, single- or multi-label classification) goes into the config as HF writes it.
 
     Keys are those of the bert_core.model class named in `architectures`; wrapper prefixes
-    (`module.`, `_orig_mod.`) are stripped and the tied decoder copy is dropped, as HF does.
+    (`module.`, `_orig_mod.`) are stripped and the tied decoder copy is dropped, as HF does (BERT's, and
+    `tied_weights`: the model's own, e.g. bert_core.modern.ModernBertForMaskedLM.tied_weights).
     """
     architectures = architectures or ["BertForPreTraining"]
+    tied = {*BertForPreTraining.tied_weights, *tied_weights}
     tensors = {}
     for key, value in state_dict.items():
         key = _strip_wrappers(key)
-        if key in BertForPreTraining.tied_weights:
+        if key in tied:
             continue
         tensors[key] = value.detach().to("cpu").contiguous()
 

@@ -145,7 +145,9 @@ MODEL_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_
 def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
     """What a pretraining checkpoint means only together with (jobs/runtime/resubmit.py): the prepared set its data
     position counts examples of (named by a hash of its inputs and config) and the model's shape."""
-    return {"prepared set": Path(prepared.path).name, **{f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE}}
+    shape = {f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE if hasattr(cfg.model, k)}
+    recipe = {"model.recipe": cfg.recipe} if cfg.recipe != "bert" else {}  # BERT's basis as before recipes
+    return {"prepared set": Path(prepared.path).name, **recipe, **shape}
 
 
 def _continues(cfg: PretrainConfig, prepared) -> dict | None:
@@ -162,13 +164,22 @@ def _continues(cfg: PretrainConfig, prepared) -> dict | None:
 def resolve_config(cfg: PretrainConfig, tokenizer_dir: str) -> PretrainConfig:
     """A copy of `cfg` with the values derived from the prepared data settled: the model's vocab size and
     pad id are the tokenizer's (a trained tokenizer has data.tokenizer.vocab_size tokens or fewer, not
-    the preset's 30522). This is the config the run uses and logs."""
+    the preset's 30522; the modern recipe pads it to a multiple of 64). This is the config the run uses and logs."""
     from bert_core.tokenizer import SpecialIds, load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
     out = copy.deepcopy(cfg)
-    out.model.vocab_size, out.model.pad_token_id = tok.get_vocab_size(), SpecialIds.from_tokenizer(tok).pad
+    out.model.vocab_size, out.model.pad_token_id = model_vocab_size(cfg, tok.get_vocab_size()), \
+        SpecialIds.from_tokenizer(tok).pad
     return out.validate()
+
+
+def model_vocab_size(cfg: PretrainConfig, tokenizer_size: int) -> int:
+    """The embedding rows for a tokenizer of `tokenizer_size` ids: as many (BERT), or padded to a multiple of 64
+    (the modern recipe: bert_core.modern_config.pad_vocab_size)."""
+    from bert_core.modern_config import pad_vocab_size
+
+    return pad_vocab_size(tokenizer_size) if cfg.recipe == "modern" else tokenizer_size
 
 
 def phase2_config(cfg: PretrainConfig, phase1_checkpoint: str, tokenizer_dir: str) -> PretrainConfig:
@@ -202,7 +213,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
 
     tok = load_tokenizer(prepared.tokenizer_dir)
     special = SpecialIds.from_tokenizer(tok)
-    if (cfg.model.vocab_size, cfg.model.pad_token_id) != (tok.get_vocab_size(), special.pad):
+    if (cfg.model.vocab_size, cfg.model.pad_token_id) != (model_vocab_size(cfg, tok.get_vocab_size()), special.pad):
         raise ValueError("_fit needs a config from resolve_config: model.vocab_size/pad_token_id "
                          f"{cfg.model.vocab_size}/{cfg.model.pad_token_id} vs the tokenizer's "
                          f"{tok.get_vocab_size()}/{special.pad}")
@@ -218,6 +229,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
         "data_tracker": tracker,
         "rollback_ledger": RollbackLedger.options(**on_driver_node()).remote(),  # outlives worker restarts
         "special_ids": {k: getattr(special, k) for k in ("pad", "unk", "cls", "sep", "mask")},
+        "tokenizer_size": tok.get_vocab_size(),  # random MLM replacements are drawn below it, not a padded vocab
         "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
         "mlflow_run_id": run_id,
         "basis": continuation_basis(cfg, prepared),
@@ -236,7 +248,8 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
                              failure_config=FailureConfig(max_failures=cfg.train.max_failures)),
     )
     stages = f"{cfg.deepspeed.pipeline_stages} pipeline stages, " if cfg.deepspeed.pipeline_stages > 1 else ""
-    print(f"[train] {cfg.run_name}: {cfg.scaling.num_workers} workers, {stages}ZeRO-{cfg.deepspeed.zero_stage}, "
+    print(f"[train] {cfg.run_name}: {cfg.recipe} recipe, {cfg.scaling.num_workers} workers, {stages}"
+          f"ZeRO-{cfg.deepspeed.zero_stage}, "
           f"{cfg.model.num_parameters() / 1e6:.1f}M parameters, {cfg.train.max_steps} steps at "
           f"{cfg.data.max_seq_len} tokens", flush=True)
     result = trainer.fit()
@@ -297,7 +310,8 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
         f"run              {r.run_name}",
         f"MLM accuracy     {m['eval_before/mlm_acc']:.4f} before -> {m['eval_after/mlm_acc']:.4f} after "
         f"(held-out, {m['eval_after/mlm_tokens']:,} masked tokens)",
-        f"NSP accuracy     {m['eval_before/nsp_acc']:.4f} before -> {m['eval_after/nsp_acc']:.4f} after",
+        *([f"NSP accuracy     {m['eval_before/nsp_acc']:.4f} before -> {m['eval_after/nsp_acc']:.4f} after"]
+          if "eval_after/nsp_acc" in m else []),
         f"prepared data    {r.data_dir}",
         f"corpus           {rejects_line(m, r.data_dir)}",
         f"checkpoint       {r.checkpoint_path}" + (f" ({int(m['checkpoints_ignored'])} partial or unregistered "

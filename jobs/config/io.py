@@ -18,7 +18,10 @@ from typing import Any, Callable, TypeVar
 
 import yaml
 
+from bert_core import modern_config
 from bert_core.config import BertConfig, ConfigError, preset
+
+RECIPES = ("bert", "modern")  # model.recipe: BERT of 2018 (bert_core/model.py) or the modern encoder (modern.py)
 
 T = TypeVar("T")
 
@@ -80,8 +83,11 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
-    if cls is BertConfig:
+    if cls in (BertConfig, modern_config.ModernConfig):
         return _model_from_dict(data, where)
+    defaults = getattr(cls, "recipe_defaults", None)
+    if defaults is not None:  # what the chosen recipe changes, under what the config itself says
+        data = deep_merge(defaults(data), data)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(data) - set(fields), key=str)
@@ -92,7 +98,16 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
 
 
 def to_dict(cfg: Any) -> dict:
-    return dataclasses.asdict(cfg)
+    """A config as plain data that `from_dict` reads back: a modern model section says its recipe."""
+    d = dataclasses.asdict(cfg)
+    if isinstance(getattr(cfg, "model", None), modern_config.ModernConfig):
+        d["model"]["recipe"] = "modern"
+    return d
+
+
+def recipe_of(model: Any) -> str:
+    """"modern" for a ModernConfig, "bert" for a BertConfig."""
+    return "modern" if isinstance(model, modern_config.ModernConfig) else "bert"
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -107,17 +122,22 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _model_from_dict(data: dict, where: str) -> BertConfig:
-    # A model section names a preset and may override any BertConfig field on top of it.
+def _model_from_dict(data: dict, where: str) -> BertConfig | modern_config.ModernConfig:
+    # A model section names a recipe (bert: BertConfig, modern: ModernConfig) and a preset, and may override
+    # any field of that recipe's config on top of it.
     data = dict(data)
+    recipe = data.pop("recipe", "bert")
+    if recipe not in RECIPES:
+        raise ConfigError(f"{_join(where, 'recipe')} must be one of {RECIPES}, got {recipe!r}")
+    cls, make = (BertConfig, preset) if recipe == "bert" else (modern_config.ModernConfig, modern_config.preset)
     name = data.pop("preset", "tiny")
-    fields = {f.name for f in dataclasses.fields(BertConfig)}
+    fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - fields, key=str)
     if unknown:
-        raise _unknown_key(where, unknown[0], ["preset", *sorted(fields)])
-    hints = typing.get_type_hints(BertConfig)
+        raise _unknown_key(where, unknown[0], ["preset", "recipe", *sorted(fields)])
+    hints = typing.get_type_hints(cls)
     overrides = {k: _coerce(hints[k], v, _join(where, k)) for k, v in data.items()}
-    return preset(name, **overrides)
+    return make(name, **overrides)
 
 
 def _unknown_key(where: str, key: Any, allowed: list[str]) -> ConfigError:
@@ -145,7 +165,10 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
+        inner = [a for a in args if a is not type(None)]
+        if BertConfig in inner:  # a model section: its recipe picks the config class
+            return _model_from_dict(value, where) if isinstance(value, dict) else from_dict(BertConfig, value, where)
+        (inner,) = inner
         return _coerce(inner, value, where)
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, where)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from bert_core.config import BertConfig, ConfigError, tiny
 from bert_core.masking import MaskingConfig
-from jobs.config.io import from_dict, to_dict
+from bert_core.modern_config import ModernConfig
+from jobs.config.io import from_dict, recipe_of, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
                                   ScalingConfig, TrackingConfig, check_output_dir, refuse_relative_when_submitted)
 from jobs.runtime.faults import FaultsConfig
@@ -44,6 +45,7 @@ class TrainConfig:
     init_checkpoint: str = ""  # start from this run's checkpoint (set by the job for phase 2)
     reset_optimizer: bool = False  # with init_checkpoint: load weights only, fresh optimizer and schedule
     masking: MaskingConfig = field(default_factory=MaskingConfig)
+    nsp: bool = True  # next-sentence prediction in the loss; false: MLM only, on contiguous pairs (see recipe_defaults)
 
 
 @dataclass
@@ -63,7 +65,9 @@ class Phase2Config:
 class PretrainConfig:
     run_name: str = ""  # Ray Train + MLflow run name; "" = pretrain-<timestamp>; an existing name resumes
     output_dir: str = "runs"  # Ray Train storage: checkpoints and the release checkpoint
-    model: BertConfig = field(default_factory=tiny)  # vocab_size is taken from the tokenizer
+    # model.recipe: "bert" (BertConfig, bert_core/model.py) or "modern" (ModernConfig, bert_core/modern.py);
+    # vocab_size is taken from the tokenizer (the modern recipe pads it to a multiple of 64)
+    model: BertConfig | ModernConfig = field(default_factory=tiny)
     data: DataConfig = field(default_factory=DataConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -74,9 +78,40 @@ class PretrainConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: injected faults (all off)
 
+    @staticmethod
+    def recipe_defaults(data: dict) -> dict:
+        """What the config's recipe and objective switches change by default; the config's own values win.
+
+        model.recipe=modern: no NSP, 30% masking (MosaicBERT, ModernBERT). No NSP (either recipe): pairs are
+        contiguous text (data.nsp_random_prob=0): a random second segment only cuts the context when no loss
+        asks whether it follows."""
+        def section(name: str) -> dict:  # a section that is not a mapping is refused by from_dict, not here
+            value = data.get(name)
+            return value if isinstance(value, dict) else {}
+
+        model, train = section("model"), section("train")
+        modern = model.get("recipe") == "modern"
+        out: dict = {"train": {"nsp": False, "masking": {"rate": 0.3}}, "data": {}} if modern else {"data": {}}
+        if modern and section("data").get("masking") == "static":
+            out["data"]["mask_rate"] = 0.3  # masks drawn once, when the examples are prepared
+        if not train.get("nsp", not modern):
+            out["data"]["nsp_random_prob"] = 0.0
+        return out
+
+    @property
+    def recipe(self) -> str:
+        return recipe_of(self.model)
+
     def validate(self) -> "PretrainConfig":
         self.tracking.validate()
         self.model.validate()
+        if self.recipe == "modern" and self.train.nsp:
+            raise ConfigError("train.nsp must be false with model.recipe=modern: the modern encoder has no "
+                              "next-sentence head (ModernBertForMaskedLM)")
+        if self.deepspeed.pipeline_stages > 1 and (self.recipe == "modern" or not self.train.nsp):
+            raise ConfigError("deepspeed.pipeline_stages > 1 needs model.recipe=bert and train.nsp=true: the "
+                              "pipeline's stages (jobs/engine/pipeline.py) are BERT's layers and loss; the modern "
+                              "encoder and MLM-only training run data parallel with ZeRO 0-3")
         if self.corpus.harvest_installed_docs and not self.data.sources:
             self.data.sources = [self.corpus.harvest_dir]
         self.data.validate()

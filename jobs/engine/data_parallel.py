@@ -158,5 +158,6 @@ class Engine(EngineBase):
             return None
         state = {k: v.detach().float().cpu() for k, v in state.items()}
         return save_state_dict(state, self.model_config, out_dir, architectures=[self.architecture],
+                               tied_weights=getattr(self.engine.module, "tied_weights", ()),
                                problem_type=getattr(self.engine.module, "problem_type", None),
                                tokenizer_dir=tokenizer_dir, id2label=id2label)

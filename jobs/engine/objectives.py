@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from bert_core import modern, modern_heads
 from bert_core.model import (IGNORE_INDEX, BertForPreTraining, BertForQuestionAnswering,
                              BertForSequenceClassification, BertForTokenClassification)
 
@@ -38,20 +39,45 @@ def pretraining_sums(mlm_loss, nsp_loss, mlm_logits, mlm_targets, nsp_logits, ns
                  nsp_correct=(nsp_logits.argmax(-1) == nsp_labels.view(-1)).sum(), nsp_count=B)
 
 
+def mlm_sums(mlm_loss, mlm_logits, mlm_targets) -> dict[str, torch.Tensor]:
+    M = mlm_targets.numel()
+    return _sums(mlm_loss_sum=mlm_loss.double() * M, mlm_correct=(mlm_logits.argmax(-1) == mlm_targets).sum(),
+                 mlm_count=M)
+
+
+def mlm_metrics(sums: dict[str, float]) -> dict[str, float]:
+    """Token-weighted MLM loss and accuracy (the pretraining eval keys)."""
+    return {"mlm_loss": _ratio(sums, "mlm_loss_sum", "mlm_count"), "mlm_acc": _ratio(sums, "mlm_correct", "mlm_count"),
+            "mlm_tokens": int(sums.get("mlm_count", 0))}
+
+
 class PretrainingObjective:
-    """Masked LM + next-sentence prediction (BertForPreTraining); loss = MLM mean + NSP mean."""
+    """Masked LM + next-sentence prediction (BertForPreTraining); loss = MLM mean + NSP mean.
+
+    `nsp=False` (train.nsp): the loss is the MLM mean alone, and no NSP metric is reported. The NSP head and
+    pooler stay in the model (a BERT release checkpoint has them) and get zero gradients: `0 * nsp_logits`
+    keeps them in the graph, so ZeRO and DDP see a gradient for every parameter on every step."""
 
     name = "pretraining"
     labels = ("mlm_labels", "next_sentence_label")
     sum_keys = ("mlm_loss_sum", "mlm_correct", "mlm_count", "nsp_loss_sum", "nsp_correct", "nsp_count")
 
+    def __init__(self, nsp: bool = True):
+        self.nsp = nsp
+
     def __call__(self, model, batch):
+        if not self.nsp:
+            out = model(**_inputs(batch, ("next_sentence_label",)))
+            loss = out.mlm_loss + 0.0 * out.nsp_logits.sum()
+            return loss, mlm_sums(out.mlm_loss, out.mlm_logits, out.mlm_targets)
         out = model(**batch)
         return out.loss, pretraining_sums(out.mlm_loss, out.nsp_loss, out.mlm_logits, out.mlm_targets,
                                           out.nsp_logits, batch["next_sentence_label"])
 
     def metrics(self, sums: dict[str, float]) -> dict[str, float]:
-        """Token-weighted MLM loss and accuracy, example-weighted NSP (the pretraining eval keys)."""
+        """Token-weighted MLM loss and accuracy, example-weighted NSP (with NSP in the loss)."""
+        if not self.nsp:
+            return mlm_metrics(sums)
         return {"mlm_loss": _ratio(sums, "mlm_loss_sum", "mlm_count"),
                 "mlm_acc": _ratio(sums, "mlm_correct", "mlm_count"),
                 "nsp_loss": _ratio(sums, "nsp_loss_sum", "nsp_count"),
@@ -62,6 +88,30 @@ class PretrainingObjective:
     def outputs(self, model, batch):
         out = model(**_inputs(batch, self.labels))  # no mlm_labels: dense (B, T, V) logits
         return {"mlm_logits": out.mlm_logits.detach().cpu(), "nsp_logits": out.nsp_logits.detach().cpu()}
+
+
+class MaskedLMObjective:
+    """Masked LM alone, for the modern encoder (bert_core.modern.ModernBertForMaskedLM): the pretraining batch
+    (bert_core.masking.PretrainingCollator's) without segments or NSP labels; the same MLM sums and metrics as
+    PretrainingObjective without NSP. The host-built masked positions spare the step a nonzero()."""
+
+    name = "masked_lm"
+    labels = ("mlm_labels", "next_sentence_label")
+
+    @staticmethod
+    def _inputs(batch: dict) -> dict:
+        return {"input_ids": batch["input_ids"], "attention_mask": batch.get("attention_mask")}
+
+    def __call__(self, model, batch):
+        out = model(**self._inputs(batch), labels=batch["mlm_labels"], mlm_positions=batch.get("mlm_positions"))
+        return out.loss, mlm_sums(out.loss, out.logits, out.targets)
+
+    def metrics(self, sums: dict[str, float]) -> dict[str, float]:
+        return mlm_metrics(sums)
+
+    @torch.no_grad()
+    def outputs(self, model, batch):
+        return {"mlm_logits": model(**self._inputs(batch)).logits.detach().cpu()}  # (B, T, V)
 
 
 class ClassificationObjective:
@@ -154,14 +204,17 @@ class QuestionAnsweringObjective:
 
 
 def objective_for(model: torch.nn.Module):
-    """The objective that trains `model`'s head (a bert_core.model head, possibly compiled)."""
+    """The objective that trains `model`'s head (a bert_core.model or bert_core.modern_heads head, possibly
+    compiled): the heads of both recipes share a call contract, so one objective serves a task's two heads."""
     model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
     if isinstance(model, BertForPreTraining):
         return PretrainingObjective()
-    if isinstance(model, BertForSequenceClassification):
+    if isinstance(model, modern.ModernBertForMaskedLM):
+        return MaskedLMObjective()
+    if isinstance(model, (BertForSequenceClassification, modern_heads.ModernBertForSequenceClassification)):
         return ClassificationObjective(model.num_labels, getattr(model, "multi_label", False))
-    if isinstance(model, BertForTokenClassification):
+    if isinstance(model, (BertForTokenClassification, modern_heads.ModernBertForTokenClassification)):
         return TokenClassificationObjective()
-    if isinstance(model, BertForQuestionAnswering):
+    if isinstance(model, (BertForQuestionAnswering, modern_heads.ModernBertForQuestionAnswering)):
         return QuestionAnsweringObjective()
     raise TypeError(f"no objective for {type(model).__name__}")

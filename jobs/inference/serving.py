@@ -3,13 +3,30 @@ logged with a pipeline (MLflow's model_config)."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 PRETRAINING = "pretraining"  # not a pipeline task: the release checkpoint, every tensor, as the model
 # The transformers class that loads a model folder for each task the registry logs (jobs/registry/tracking.py), and
 # that batch prediction and the promotion scorer load it with.
-TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "BertForMaskedLM",
+TASK_MODELS = {PRETRAINING: "BertForPreTraining", "fill-mask": "AutoModelForMaskedLM",
                "text-classification": "AutoModelForSequenceClassification",
                "question-answering": "AutoModelForQuestionAnswering",
                "token-classification": "AutoModelForTokenClassification"}
+
+
+def model_class(task: str, model_dir: str | os.PathLike):
+    """The transformers class that loads `model_dir` for `task`. A pretraining release loads as its own
+    architecture (config.json's: BertForPreTraining, or ModernBertForMaskedLM for the modern recipe):
+    transformers' AutoModelForPreTraining knows no ModernBERT, and a BERT class would load a ModernBERT folder
+    with every weight missing and only a warning."""
+    import transformers
+
+    name = TASK_MODELS[task]
+    if task == PRETRAINING:
+        name = json.loads((Path(model_dir) / "config.json").read_text())["architectures"][0]
+    return getattr(transformers, name)
 
 
 def pipeline_config(task: str, model, tokenizer) -> dict:

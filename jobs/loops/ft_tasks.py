@@ -32,12 +32,27 @@ HF_TASK = {"classification": "text-classification", "multi-label": "text-classif
 SEQUENCE_KINDS = ("classification", "multi-label", "regression")  # one label (or labels, or a score) per row
 
 
-def head_class(task: TaskConfig):
-    from bert_core import model
+def head_class(task: TaskConfig, recipe: str = "bert"):
+    """The task's head for an encoder of `recipe` ("bert": bert_core/model.py; "modern": bert_core/modern_heads.py)."""
+    if recipe == "modern":
+        from bert_core import modern_heads as heads
 
-    return {**dict.fromkeys(SEQUENCE_KINDS, model.BertForSequenceClassification),
-            "token-classification": model.BertForTokenClassification,
-            "question-answering": model.BertForQuestionAnswering}[task.kind]
+        prefix = "ModernBert"
+    else:
+        from bert_core import model as heads
+
+        prefix = "Bert"
+    name = {**dict.fromkeys(SEQUENCE_KINDS, "ForSequenceClassification"),
+            "token-classification": "ForTokenClassification", "question-answering": "ForQuestionAnswering"}[task.kind]
+    return getattr(heads, prefix + name)
+
+
+def recipe_of_checkpoint(model_dir) -> str:
+    """"modern" for a ModernBERT folder (config.json's model_type "modernbert"), else "bert"."""
+    from pathlib import Path
+
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    return "modern" if config.get("model_type") == "modernbert" else "bert"
 
 
 def head_kwargs(task: TaskConfig) -> dict:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bert_core.config import BertConfig
+from bert_core.modern_config import ModernConfig
 
 
-def flops_per_token(model: BertConfig, seq_len: int) -> float:
+def flops_per_token(model: BertConfig | ModernConfig, seq_len: int) -> float:
     """Training FLOPs per token: 6N (dense forward + backward) + 12*L*T*H (attention scores and values)."""
     return 6 * model.num_parameters(include_embeddings=False) + \
         12 * model.num_hidden_layers * seq_len * model.hidden_size
@@ -66,8 +67,9 @@ class MetricsWindow:
 
 
 def progress_line(step: int, total: int, m: dict, eta_s: float) -> str:
+    nsp = f"nsp_acc {m['nsp_acc']:.3f} | " if "nsp_acc" in m else ""  # MLM-only objectives have none
     return (f"step {step:>6}/{total} | loss {m['loss']:.4f} | mlm_acc {m['mlm_acc']:.3f} | "
-            f"nsp_acc {m['nsp_acc']:.3f} | lr {m['lr']:.2e} | {m['tokens_per_s']:,.0f} tok/s | "
+            f"{nsp}lr {m['lr']:.2e} | {m['tokens_per_s']:,.0f} tok/s | "
             f"{m['samples_per_s']:,.1f} samples/s | data wait {m['data_wait_share']:.0%} | "
             f"eta {format_duration(eta_s)}" + (f" | skipped {m['nonfinite_skipped']} non-finite"
                                                if m.get("nonfinite_skipped") else ""))

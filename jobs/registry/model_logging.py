@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from importlib.metadata import version
 
-from jobs.inference.serving import TASK_MODELS
+from jobs.inference.serving import model_class
 
 
 def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, registered_model: str | None):
@@ -25,10 +25,9 @@ def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, reg
     starts from such a URI).
     """
     import mlflow
-    import transformers
     from mlflow.tracking import MlflowClient
 
-    getattr(transformers, TASK_MODELS[task]).from_pretrained(model_dir)  # the same load check log_model does
+    model_class(task, model_dir).from_pretrained(model_dir)  # the same load check log_model does
     mlflow.log_artifacts(model_dir, "model")
     mlflow.set_tag("model_task", task)
     if not registered_model:
@@ -80,7 +79,7 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str,
     from jobs.inference.serving import pipeline_config
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    model = getattr(transformers, TASK_MODELS[task]).from_pretrained(release_dir)
+    model = model_class(task, release_dir).from_pretrained(release_dir)
     tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
     return mlflow.transformers.log_model(
         transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins(),

@@ -67,11 +67,14 @@ def single_process_group() -> None:
 
 def build_model(cfg: FinetuneConfig, init_dir: Path):
     """The task's head on the starting checkpoint's encoder (and pooler, where the head has one). The head
-    is always fresh, even when the checkpoint has one of another task or size. Returns (model,
-    {"loaded", "fresh", "unused"} key lists)."""
+    is always fresh, even when the checkpoint has one of another task or size. A BERT checkpoint gets BERT's
+    heads (bert_core/model.py), a ModernBERT one (the modern recipe's release) ModernBERT's
+    (bert_core/modern_heads.py). Returns (model, {"loaded", "fresh", "unused"} key lists)."""
     from bert_core.checkpoint import load_pretrained
     from bert_core.model import BertModel
 
+    if ft_tasks.recipe_of_checkpoint(init_dir) == "modern":
+        return _build_modern(cfg, init_dir)
     backbone, info = load_pretrained(init_dir, BertModel, output_loading_info=True)  # any head is left unused
     cls = ft_tasks.head_class(cfg.task)
     model = cls(backbone.config, **ft_tasks.head_kwargs(cfg.task))
@@ -83,6 +86,33 @@ def build_model(cfg: FinetuneConfig, init_dir: Path):
                                                if k not in own and k not in info["missing_keys"]])
     return model.train(), {"loaded": sorted(loaded), "fresh": sorted(set(model.state_dict()) - loaded),
                            "unused": unused}
+
+
+def _build_modern(cfg: FinetuneConfig, init_dir: Path):
+    """build_model for a ModernBERT checkpoint (any of its heads, or none): the encoder's weights (`model.*`) all
+    load, strictly, and so does the head's dense/act/norm (`head.*`) where the checkpoint has one (the MLM head
+    has the same layer under the same name: transformers' from_pretrained starts a classifier from it too); the
+    classifier is fresh, and whatever else the checkpoint holds (the decoder, another task's classifier) is left
+    unused."""
+    from bert_core.checkpoint import read_state_dict
+    from bert_core.modern_config import ModernConfig
+
+    config = ModernConfig.from_dict(json.loads((init_dir / "config.json").read_text())).validate()
+    model = ft_tasks.head_class(cfg.task, "modern")(config, **ft_tasks.head_kwargs(cfg.task))
+    state = read_state_dict(init_dir)
+    own = model.model.state_dict()
+    missing = sorted(f"model.{k}" for k in own if f"model.{k}" not in state)
+    if missing:
+        raise ValueError(f"{init_dir} is a ModernBERT checkpoint without {len(missing)} of its encoder's weights "
+                         f"(e.g. {missing[:3]}): a fine-tune would start that part from random values")
+    model.model.load_state_dict({k: state[f"model.{k}"] for k in own}, strict=True)
+    loaded = {f"model.{k}" for k in own}
+    head = model.head.state_dict()
+    if all(f"head.{k}" in state for k in head):
+        model.head.load_state_dict({k: state[f"head.{k}"] for k in head}, strict=True)
+        loaded |= {f"head.{k}" for k in head}
+    return model.train(), {"loaded": sorted(loaded), "fresh": sorted(set(model.state_dict()) - loaded),
+                           "unused": sorted(set(state) - loaded)}
 
 
 def materialize_files(files: dict[str, bytes], owner: object) -> Path:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import torch
 
 from bert_core.model import BertForPreTraining
+from bert_core.modern import ModernBertForMaskedLM
 from jobs.config.pretrain import PretrainConfig
 from jobs.engine.data_parallel import Engine
-from jobs.engine.objectives import PretrainingObjective
+from jobs.engine.objectives import MaskedLMObjective, PretrainingObjective
 from jobs.engine.seam import EngineBase
 from jobs.runtime.op_locks import before_op_loads
 
@@ -29,5 +30,8 @@ def build_engine(cfg: PretrainConfig, load_universal: bool = False) -> EngineBas
         from jobs.engine.pipeline import PipelineEngine  # imports deepspeed: only once DS_ACCELERATOR is set
 
         return PipelineEngine(cfg)
-    return Engine(BertForPreTraining(cfg.model), PretrainingObjective(), load_universal=load_universal,
-                  **pretrain_engine_options(cfg))
+    if cfg.recipe == "modern":
+        model, objective = ModernBertForMaskedLM(cfg.model), MaskedLMObjective()
+    else:
+        model, objective = BertForPreTraining(cfg.model), PretrainingObjective(nsp=cfg.train.nsp)
+    return Engine(model, objective, load_universal=load_universal, **pretrain_engine_options(cfg))

@@ -62,6 +62,11 @@ def peak_flops(use_gpu: bool) -> float | None:
     return next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
 
 
+def eval_line(m: dict) -> str:
+    nsp = f"nsp_acc {m['nsp_acc']:.4f} " if "nsp_acc" in m else ""  # no NSP in the loss: none measured
+    return f"mlm_acc {m['mlm_acc']:.4f} {nsp}mlm_loss {m['mlm_loss']:.4f}"
+
+
 class Worker:
     """One rank's training state; `run()` is the loop. Split out so each piece fits on a screen."""
 
@@ -99,7 +104,7 @@ class Worker:
             self.attempt = int(_gather(np.array(os.getpid()))[0])
 
     def _collator(self, seed: int) -> PretrainingCollator:
-        return PretrainingCollator(self.special, self.cfg.model.vocab_size, self.cfg.data.max_seq_len,
+        return PretrainingCollator(self.special, self.config["tokenizer_size"], self.cfg.data.max_seq_len,
                                    self.t.masking, seed=seed, continuation=self.continuation)
 
     # -- engine and data position ----------------------------------------------------------------
@@ -240,8 +245,7 @@ class Worker:
         if self.step == 0:
             self.before = self.evaluate()
             if self.rank == 0:
-                log.info(f"[eval] before training: mlm_acc {self.before['mlm_acc']:.4f} "
-                         f"nsp_acc {self.before['nsp_acc']:.4f} mlm_loss {self.before['mlm_loss']:.4f}")
+                log.info(f"[eval] before training: {eval_line(self.before)}")
             self.logger.log({f"eval/{k}": v for k, v in self.before.items()}, step=0)
         flops_token = flops_per_token(self.cfg.model, self.cfg.data.max_seq_len)
         peak = peak_flops(self.cfg.scaling.use_gpu)
@@ -324,8 +328,7 @@ class Worker:
                 report.update({f"eval_before/{k}": v for k, v in self.before.items()})
                 report.update({f"eval_after/{k}": v for k, v in after.items()})
                 if self.rank == 0:
-                    log.info(f"[eval] after training:  mlm_acc {after['mlm_acc']:.4f} "
-                             f"nsp_acc {after['nsp_acc']:.4f} mlm_loss {after['mlm_loss']:.4f}")
+                    log.info(f"[eval] after training:  {eval_line(after)}")
                 self.logger.log({f"eval/{k}": v for k, v in after.items()}, step=self.step)
                 # rank 0's counts reach the driver's summary
                 report.update(self.logger.close(self.cfg.tracking.flush_timeout_s))

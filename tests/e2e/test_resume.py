@@ -134,11 +134,13 @@ def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tm
 GLOBAL_BATCH = 12  # splits evenly over 1, 2 and 3 ranks
 
 
-def _engine_config(zero_stage: int) -> PretrainConfig:
-    # No dropout: the saved run's continuation and the resumed one must see identical arithmetic.
+def _engine_config(zero_stage: int, recipe: str = "bert") -> PretrainConfig:
+    # No dropout: the saved run's continuation and the resumed one must see identical arithmetic (the modern
+    # recipe has none by default). Either recipe: a BERT with NSP, or the modern encoder's masked LM.
+    model = (["model.hidden_dropout_prob=0", "model.attention_probs_dropout_prob=0"] if recipe == "bert"
+             else ["model.recipe=modern"])
     return load_config(PretrainConfig, None, [
-        "data.sources=[x]", "model.vocab_size=100", "model.hidden_dropout_prob=0",
-        "model.attention_probs_dropout_prob=0", f"deepspeed.zero_stage={zero_stage}",
+        "data.sources=[x]", "model.vocab_size=100", *model, f"deepspeed.zero_stage={zero_stage}",
         "train.max_steps=20", "optim.warmup_steps=2", "optim.lr=1e-2"])
 
 
@@ -155,7 +157,8 @@ def _batches(n: int, seq: int = 16) -> list[dict]:
     return out
 
 
-def _engine_worker(rank: int, world: int, port: int, zero_stage: int, ckpt: str, out: str, resume: bool) -> None:
+def _engine_worker(rank: int, world: int, port: int, zero_stage: int, ckpt: str, out: str, resume: bool,
+                   recipe: str = "bert") -> None:
     """Train 6 steps, saving after 3; or, with `resume`, load that checkpoint on `world` ranks (2 to a node)
     and train the same last 3."""
     from jobs.workers.pretrain_engine import build_engine
@@ -168,7 +171,7 @@ def _engine_worker(rank: int, world: int, port: int, zero_stage: int, ckpt: str,
         os.environ[key] = value
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        cfg, batches = _engine_config(zero_stage), _batches(6)
+        cfg, batches = _engine_config(zero_stage, recipe), _batches(6)
         cfg.train.micro_batch_size = GLOBAL_BATCH // world
         if resume:
             engine, state = load_engine(Path(ckpt), cfg, world, local_rank=rank % 2, node_rank=rank // 2)
@@ -194,16 +197,18 @@ def _engine_worker(rank: int, world: int, port: int, zero_stage: int, ckpt: str,
 
 
 # ZeRO-0 loads as saved. ZeRO-1 and 2 share one loader in DeepSpeed (its shrink to 1 rank is the Ray test
-# above); ZeRO-3 has its own, and our fix to it.
-@pytest.mark.parametrize("zero_stage, new_world", [(0, 3), (2, 3), (3, 1)])
-def test_checkpoint_continues_exactly_on_another_world_size(tmp_path, zero_stage, new_world):
+# above); ZeRO-3 has its own, and our fix to it. The modern encoder (model.recipe=modern) through both loaders:
+# its decoder is the word embedding itself, which ZeRO-3 partitions once.
+@pytest.mark.parametrize("zero_stage, new_world, recipe", [(0, 3, "bert"), (2, 3, "bert"), (3, 1, "bert"),
+                                                           (2, 3, "modern"), (3, 1, "modern")])
+def test_checkpoint_continues_exactly_on_another_world_size(tmp_path, zero_stage, new_world, recipe):
     """Weights, Adam moments, step count and schedule all come through: 3 steps after a resume on another
     number of ranks land where the saved run's own next 3 steps did (a fresh optimizer and schedule miss by 4e-2)."""
     ckpt = tmp_path / "ckpt"
-    mp.spawn(_engine_worker, args=(2, free_port(), zero_stage, str(ckpt), str(tmp_path / "saved.pt"), False),
+    mp.spawn(_engine_worker, args=(2, free_port(), zero_stage, str(ckpt), str(tmp_path / "saved.pt"), False, recipe),
              nprocs=2)
-    mp.spawn(_engine_worker, args=(new_world, free_port(), zero_stage, str(ckpt), str(tmp_path / "resumed.pt"), True),
-             nprocs=new_world)
+    mp.spawn(_engine_worker, args=(new_world, free_port(), zero_stage, str(ckpt), str(tmp_path / "resumed.pt"), True,
+                                   recipe), nprocs=new_world)
     saved, resumed = torch.load(tmp_path / "saved.pt"), torch.load(tmp_path / "resumed.pt")
     assert resumed["step"] == saved["step"] == 6
     assert resumed["lr"] == pytest.approx(saved["lr"])

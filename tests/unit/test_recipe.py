@@ -1,0 +1,188 @@
+"""model.recipe and the objective switches (issue 31): what each recipe sets, what is refused before any cluster
+work, the MLM-only objectives, and a modern release taken by fine-tuning as transformers takes it."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from bert_core.config import BertConfig, ConfigError
+from bert_core.model import IGNORE_INDEX, BertForPreTraining
+from bert_core.modern import ModernBertForMaskedLM, save_pretrained
+from bert_core.modern_config import ModernConfig, tiny as modern_tiny
+from jobs.config.finetune import FinetuneConfig
+from jobs.config.io import load_config
+from jobs.config.pretrain import PretrainConfig
+from jobs.engine.objectives import MaskedLMObjective, PretrainingObjective, objective_for
+from tests.unit.test_objectives import B, VOCAB, config, pretraining_batch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pretrain(*overrides: str) -> PretrainConfig:
+    return load_config(PretrainConfig, ROOT / "configs/pretrain/quickstart.yaml", list(overrides))
+
+
+# -- the config ------------------------------------------------------------------------------------
+
+def test_bert_stays_the_default_with_nsp_and_fifteen_percent():
+    cfg = pretrain()
+    assert type(cfg.model) is BertConfig and cfg.recipe == "bert"
+    assert (cfg.train.nsp, cfg.train.masking.rate, cfg.data.nsp_random_prob) == (True, 0.15, 0.5)
+
+
+def test_modern_recipe_turns_nsp_off_masks_thirty_percent_and_pairs_contiguous_text():
+    cfg = pretrain("model.recipe=modern")
+    assert type(cfg.model) is ModernConfig and cfg.recipe == "modern" and cfg.model == modern_tiny()
+    assert (cfg.train.nsp, cfg.train.masking.rate, cfg.data.nsp_random_prob) == (False, 0.3, 0.0)
+    assert pretrain("model.recipe=modern", "model.preset=mini").model == modern_tiny(
+        hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=704)
+
+
+def test_what_the_config_says_wins_over_the_recipe():
+    cfg = pretrain("model.recipe=modern", "train.masking.rate=0.2", "data.nsp_random_prob=0.25",
+                   "model.global_attn_every_n_layers=1")
+    assert (cfg.train.masking.rate, cfg.data.nsp_random_prob, cfg.model.global_attn_every_n_layers) == (0.2, 0.25, 1)
+    static = pretrain("model.recipe=modern", "data.masking=static")
+    assert static.data.mask_rate == 0.3  # masks drawn when the examples are prepared follow the recipe too
+
+
+def test_nsp_off_on_bert_alone_only_changes_the_pairs_and_the_loss():
+    cfg = pretrain("train.nsp=false")
+    assert type(cfg.model) is BertConfig and (cfg.train.nsp, cfg.data.nsp_random_prob) == (False, 0.0)
+    assert cfg.train.masking.rate == 0.15
+
+
+def test_the_recipe_survives_the_trip_to_the_workers():
+    for cfg in (pretrain("model.recipe=modern", "model.num_hidden_layers=3"), pretrain("train.nsp=false")):
+        back = PretrainConfig.from_dict(cfg.to_dict())
+        assert back == cfg and type(back.model) is type(cfg.model)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (["model.recipe=roberta"], r"model.recipe must be one of \('bert', 'modern'\), got 'roberta'"),
+    (["model.recipe=modern", "train.nsp=true"], r"train.nsp must be false with model.recipe=modern"),
+    (["model.recipe=modern", "model.type_vocab_size=2"], r"unknown key 'model.type_vocab_size'"),
+    (["model.hidden_activation=gelu"], r"unknown key 'model.hidden_activation'"),  # a modern field on BERT
+    (["model.recipe=modern", "model.num_attention_heads=3"], r"model.hidden_size \(64\) must be divisible"),
+    (["model.recipe=modern", "deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1"],
+     r"deepspeed.pipeline_stages > 1 needs model.recipe=bert and train.nsp=true"),
+    (["train.nsp=false", "deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1"],
+     r"deepspeed.pipeline_stages > 1 needs model.recipe=bert and train.nsp=true"),
+])
+def test_a_recipe_it_cannot_run_is_refused_naming_the_field(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        pretrain(*overrides)
+
+
+def test_a_modern_checkpoint_is_not_continued_as_a_bert():
+    from types import SimpleNamespace
+
+    from jobs.pretrain import continuation_basis
+
+    prepared = SimpleNamespace(path="/data/prepared/abc")
+    bert = continuation_basis(pretrain(), prepared)
+    modern = continuation_basis(pretrain("model.recipe=modern"), prepared)
+    assert "model.recipe" not in bert and "model.type_vocab_size" in bert  # BERT's basis as before recipes existed
+    assert modern["model.recipe"] == "modern" and "model.type_vocab_size" not in modern
+
+
+def test_the_modern_vocabulary_is_padded_to_a_multiple_of_64():
+    from jobs.pretrain import model_vocab_size
+
+    assert model_vocab_size(pretrain("model.recipe=modern"), 1000) == 1024
+    assert model_vocab_size(pretrain("model.recipe=modern"), 1024) == 1024
+    assert model_vocab_size(pretrain(), 1000) == 1000
+
+
+# -- the objectives --------------------------------------------------------------------------------
+
+def test_without_nsp_the_loss_is_mlm_alone_and_every_parameter_still_gets_a_gradient():
+    """train.nsp=false on BERT: the NSP head stays (the release has it) with zero gradients, not None: ZeRO and DDP
+    expect a gradient for every parameter on every step."""
+    torch.manual_seed(0)
+    model, batch = BertForPreTraining(config()), pretraining_batch()
+    loss, sums = PretrainingObjective(nsp=False)(model, batch)
+    with torch.no_grad():
+        out = model(**{k: v for k, v in batch.items() if k != "next_sentence_label"})
+    assert torch.allclose(loss, out.mlm_loss)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+    assert torch.count_nonzero(model.cls.seq_relationship.weight.grad) == 0
+    assert torch.count_nonzero(model.bert.encoder.layer[0].attention.self.query.weight.grad) > 0
+    metrics = PretrainingObjective(nsp=False).metrics({k: float(v) for k, v in sums.items()})
+    assert set(metrics) == {"mlm_loss", "mlm_acc", "mlm_tokens"}
+    assert metrics["mlm_tokens"] == int((batch["mlm_labels"] != IGNORE_INDEX).sum())
+    with_nsp, _ = PretrainingObjective()(model, batch)
+    assert float(with_nsp) > float(loss)  # NSP's cross-entropy is in the default objective's loss
+
+
+def test_masked_lm_objective_takes_the_pretraining_batch_as_the_collator_builds_it():
+    from bert_core.model import host_packing
+
+    torch.manual_seed(0)
+    model = ModernBertForMaskedLM(modern_tiny(vocab_size=VOCAB)).eval()
+    batch = pretraining_batch()  # BERT's keys: segments and NSP labels are not the modern model's
+    batch.update(host_packing(batch["attention_mask"], batch["mlm_labels"]))
+    objective = objective_for(model)
+    assert isinstance(objective, MaskedLMObjective)
+    loss, sums = objective(model, batch)
+    want = model(batch["input_ids"], batch["attention_mask"], labels=batch["mlm_labels"])
+    assert torch.allclose(loss, want.loss)
+    halves = [objective(model, {k: v[rows] for k, v in pretraining_batch().items()})[1]
+              for rows in (slice(0, 2), slice(2, B))]
+    for k, v in sums.items():
+        assert float(halves[0][k] + halves[1][k]) == pytest.approx(float(v), rel=1e-5), k
+    metrics = objective.metrics({k: float(v) for k, v in sums.items()})
+    assert metrics["mlm_loss"] == pytest.approx(float(want.loss)) and set(metrics) == {"mlm_loss", "mlm_acc",
+                                                                                       "mlm_tokens"}
+    assert all(math.isfinite(v) for v in metrics.values())
+    assert objective.outputs(model, batch)["mlm_logits"].shape == (*batch["input_ids"].shape, VOCAB)
+
+
+# -- fine-tuning a modern release ------------------------------------------------------------------
+
+def test_fine_tuning_starts_from_a_modern_release_as_transformers_does(tmp_path):
+    """build_model on a ModernBertForMaskedLM release: the encoder and the MLM head's dense/norm load (the layer
+    transformers' from_pretrained also starts a classifier from), the classifier is fresh; with its weights
+    copied over, transformers' ModernBertForSequenceClassification on the same folder gives the same logits."""
+    from transformers import AutoModelForSequenceClassification
+
+    from bert_core import modern_heads
+    from jobs.inference.serving import PRETRAINING, model_class
+    from jobs.workers.finetune_worker import build_model
+
+    torch.manual_seed(0)
+    release = save_pretrained(ModernBertForMaskedLM(modern_tiny(vocab_size=VOCAB)), tmp_path / "release")
+    assert model_class(PRETRAINING, release).__name__ == "ModernBertForMaskedLM"
+    cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [f"init={release}"])
+    cfg.task.labels = ["deepspeed", "ray", "torch", "transformers"]  # the job sets them once the rows are read
+    model, info = build_model(cfg, release)
+    assert isinstance(model, modern_heads.ModernBertForSequenceClassification) and model.num_labels == 4
+    assert info["fresh"] == ["classifier.bias", "classifier.weight"]
+    assert info["unused"] == ["decoder.bias"] and "head.dense.weight" in info["loaded"]
+    hf = AutoModelForSequenceClassification.from_pretrained(release, num_labels=4).eval()
+    hf.classifier.load_state_dict(model.classifier.state_dict())
+    ids = torch.randint(5, VOCAB, (3, 10))
+    mask = (torch.arange(10) < torch.tensor([10, 6, 3])[:, None]).long()
+    with torch.no_grad():
+        ours = model.eval()(ids, attention_mask=mask).logits
+        theirs = hf(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_a_modern_checkpoint_without_its_encoder_is_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from jobs.workers.finetune_worker import build_model
+
+    release = save_pretrained(ModernBertForMaskedLM(modern_tiny(vocab_size=VOCAB)), tmp_path / "release")
+    weights = load_file(release / "model.safetensors")
+    del weights["model.layers.1.mlp.Wo.weight"]
+    save_file(weights, release / "model.safetensors", metadata={"format": "pt"})
+    cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [f"init={release}"])
+    with pytest.raises(ValueError, match=r"without 1 of its encoder's weights .*model.layers.1.mlp.Wo.weight"):
+        build_model(cfg, release)
+    assert json.loads((release / "config.json").read_text())["model_type"] == "modernbert"
