@@ -34,10 +34,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from bert_core.checkpoint import CONFIG_NAME, read_state_dict, save_state_dict
+from bert_core.config import ConfigError
 from bert_core.model import IGNORE_INDEX
 from bert_core.modern_config import (  # noqa: F401  (re-exported: the config is part of this module's API)
-    ACTIVATIONS, ARCHITECTURE, GLOBAL, LOCAL, PRESETS, VOCAB_MULTIPLE, ModernConfig, base, glu_width, large, medium,
-    mini, pad_vocab_size, preset, small, tiny)
+    ACTIVATIONS, ARCHITECTURE, GLOBAL, LOCAL, PRESETS, SWITCHES, VOCAB_MULTIPLE, ModernConfig, base, glu_width, large,
+    medium, mini, pad_vocab_size, preset, small, tiny)
 
 
 # ----------------------------------------------------------------------------- model
@@ -53,6 +54,8 @@ def init_weights(model: "ModernBertForMaskedLM") -> None:
         nn.init.trunc_normal_(linear_or_embedding.weight, std=std, a=-c * std, b=c * std)
 
     normal(model.model.embeddings.tok_embeddings, std_in)  # also the decoder's weight (tied)
+    if not cfg.rotary:
+        normal(model.model.embeddings.position_embeddings, std_in)
     for layer in model.model.layers:
         normal(layer.attn.Wqkv, std_in)
         normal(layer.mlp.Wi, std_in)
@@ -110,11 +113,16 @@ class ModernBertEmbeddings(nn.Module):
     def __init__(self, config: ModernConfig):
         super().__init__()
         self.tok_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        if not config.rotary:  # the `rotary` switch off: BERT's learned absolute positions
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
         self.drop = nn.Dropout(config.embedding_dropout)
 
     def forward(self, input_ids):
-        return self.drop(self.norm(self.tok_embeddings(input_ids)))  # (B, T, H)
+        x = self.tok_embeddings(input_ids)  # (B, T, H)
+        if hasattr(self, "position_embeddings"):
+            x = x + self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device))
+        return self.drop(self.norm(x))  # (B, T, H)
 
 
 class ModernBertAttention(nn.Module):
@@ -128,37 +136,46 @@ class ModernBertAttention(nn.Module):
         self.out_drop = nn.Dropout(config.attention_dropout)
 
     def forward(self, x, mask, cos, sin):
-        # x: (B, T, H); mask: bool, broadcastable to (B, A, T, T), True = attend, or None; cos, sin: (T, D)
+        # x: (B, T, H); mask: bool, broadcastable to (B, A, T, T), True = attend, or None; cos, sin: (T, D),
+        # or None with the `rotary` switch off (positions are then in the embeddings)
         B, T, H = x.shape
         q, k, v = self.Wqkv(x).view(B, T, 3, self.num_heads, H // self.num_heads).unbind(2)  # 3 x (B, T, A, D)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, A, T, D)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if cos is not None:
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0)
         return self.out_drop(self.Wo(y.transpose(1, 2).reshape(B, T, H)))  # (B, T, H)
 
 
 class ModernBertMLP(nn.Module):
-    """GLU feed-forward: Wi gives value and gate, act(value) * gate, Wo back to H."""
+    """GLU feed-forward: Wi gives value and gate, act(value) * gate, Wo back to H. With the `glu` switch off,
+    BERT's: act(Wi x), Wo back to H."""
 
     def __init__(self, config: ModernConfig):
         super().__init__()
-        self.Wi = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=config.mlp_bias)
+        self.glu = config.glu
+        width = 2 * config.intermediate_size if config.glu else config.intermediate_size
+        self.Wi = nn.Linear(config.hidden_size, width, bias=config.mlp_bias)
         self.act = ACTIVATIONS[config.hidden_activation]()
         self.drop = nn.Dropout(config.mlp_dropout)
         self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
 
     def forward(self, x):
+        if not self.glu:
+            return self.Wo(self.drop(self.act(self.Wi(x))))  # (B, T, H)
         value, gate = self.Wi(x).chunk(2, dim=-1)  # (B, T, I) each; the first half is activated
         return self.Wo(self.drop(self.act(value) * gate))  # (B, T, H)
 
 
 class ModernBertEncoderLayer(nn.Module):
-    """Pre-LN block: x + attn(norm(x)), then x + mlp(norm(x))."""
+    """Pre-LN block: x + attn(norm(x)), then x + mlp(norm(x)). With the `pre_norm` switch off, BERT's post-LN
+    block: norm(x + attn(x)), then norm(x + mlp(x)) (the same two norms, after the residual sums)."""
 
     def __init__(self, config: ModernConfig, index: int):
         super().__init__()
-        # Block 0's input is the embedding LayerNorm's output already: a second norm there would be redundant.
-        self.attn_norm = (nn.Identity() if index == 0
+        self.pre_norm = config.pre_norm
+        # Pre-LN: block 0's input is the embedding LayerNorm's output already: a second norm there would be redundant.
+        self.attn_norm = (nn.Identity() if index == 0 and config.pre_norm
                           else nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias))
         self.attn = ModernBertAttention(config)
         self.mlp_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
@@ -166,6 +183,9 @@ class ModernBertEncoderLayer(nn.Module):
         self.attention_type = config.layer_types[index]  # GLOBAL or LOCAL: picks the mask and the rope base
 
     def forward(self, x, mask, cos, sin):
+        if not self.pre_norm:
+            x = self.attn_norm(x + self.attn(x, mask, cos, sin))
+            return self.mlp_norm(x + self.mlp(x))
         x = x + self.attn(self.attn_norm(x), mask, cos, sin)
         return x + self.mlp(self.mlp_norm(x))
 
@@ -182,13 +202,16 @@ class ModernBertModel(nn.Module):
         self.config = config
         self.embeddings = ModernBertEmbeddings(config)
         self.layers = nn.ModuleList(ModernBertEncoderLayer(config, i) for i in range(config.num_hidden_layers))
-        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+        # post-LN (`pre_norm` off): every block ends normalized already
+        self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+                           if config.pre_norm else nn.Identity())
 
     def forward(self, input_ids, attention_mask=None):
         cfg, T, device = self.config, input_ids.shape[1], input_ids.device
         masks = attention_masks(attention_mask, T, cfg.local_attention, device)
         rope = {GLOBAL: rotary(T, cfg.head_dim, cfg.global_rope_theta, device),
-                LOCAL: rotary(T, cfg.head_dim, cfg.local_rope_theta, device)}
+                LOCAL: rotary(T, cfg.head_dim, cfg.local_rope_theta, device)} if cfg.rotary else \
+            {GLOBAL: (None, None), LOCAL: (None, None)}
         x = self.embeddings(input_ids)  # (B, T, H)
         for layer in self.layers:
             x = layer(x, masks[layer.attention_type], *rope[layer.attention_type])
@@ -262,6 +285,10 @@ def transformers_config(config: ModernConfig):
     in bert_core), so the model itself stays pure PyTorch."""
     import transformers
 
+    if not config.is_transformers:
+        off = [name for name in SWITCHES if not getattr(config, name)]
+        raise ConfigError(f"model.{off[0]}=false: transformers' ModernBERT has no such switch, so no transformers "
+                          f"class is this model (switches off: {off}); it loads with bert_core.modern only")
     d = config.to_hf_dict()
     d.pop("model_type")  # a class attribute of ModernBertConfig, not an argument
     return transformers.ModernBertConfig(**d)

@@ -20,6 +20,12 @@ ACTIVATIONS = {  # transformers' ACT2FN names, so config.json needs no translati
 GLOBAL, LOCAL = "full_attention", "sliding_attention"  # transformers' layer_types values
 ARCHITECTURE = "ModernBertForMaskedLM"  # the transformers class a release folder loads as
 VOCAB_MULTIPLE = 64
+MODEL_TYPE = "modernbert"  # transformers' model_type
+# A config with one of the architecture switches off (pre_norm, glu, rotary: the recipe ladder's rungs) is a model
+# transformers does not implement: its config.json says so with a model_type transformers refuses loudly, rather
+# than one it would load, with a warning, as the wrong model.
+VARIANT_MODEL_TYPE = "bert-foundry-modern-variant"
+SWITCHES = ("pre_norm", "glu", "rotary")  # ours, not transformers': each True in ModernBERT
 
 
 def pad_vocab_size(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
@@ -62,6 +68,11 @@ class ModernConfig:
     initializer_range: float = 0.02  # std of the truncated-normal init of input-side weights
     initializer_cutoff_factor: float = 2.0  # init is truncated at +-this many std
     pad_token_id: int = 0  # padding id: the embedding lookup sends its row no gradient (padding_idx)
+    # Architecture switches, each on in ModernBERT; turned off one by one they lead back to BERT's layout
+    # (bench/recipe_ladder.py). Off, the model is ours only: transformers has no class for it.
+    pre_norm: bool = True  # False: post-LN blocks, x = norm(x + f(x)), as BERT; no final norm
+    glu: bool = True  # False: a plain feed-forward, act(Wi x) -> Wo, Wi H -> I (the preset's I is then 4H)
+    rotary: bool = True  # False: a learned position table (max_position_embeddings rows) added to the embeddings
 
     def validate(self) -> "ModernConfig":
         positive = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -100,6 +111,11 @@ class ModernConfig:
         return self.hidden_size // self.num_attention_heads
 
     @property
+    def is_transformers(self) -> bool:
+        """Every architecture switch on: transformers' ModernBertForMaskedLM is this model."""
+        return all(getattr(self, name) for name in SWITCHES)
+
+    @property
     def layer_types(self) -> list[str]:
         """Per block: GLOBAL or LOCAL, transformers' layer_types."""
         return _layer_types(self.num_hidden_layers, self.global_attn_every_n_layers)
@@ -109,18 +125,23 @@ class ModernConfig:
         H, L, I, V = self.hidden_size, self.num_hidden_layers, self.intermediate_size, self.vocab_size
         norm = H * (1 + self.norm_bias)
         attention = 4 * H * H + 4 * H * self.attention_bias
-        mlp = 3 * H * I + (2 * I + H) * self.mlp_bias
-        blocks = L * (attention + mlp + 2 * norm) - norm  # block 0 has no attention norm of its own
+        mlp = (3 if self.glu else 2) * H * I + ((2 if self.glu else 1) * I + H) * self.mlp_bias
+        # pre-LN: block 0 has no attention norm of its own, and a final norm follows the blocks
+        blocks = L * (attention + mlp + 2 * norm) - (norm if self.pre_norm else 0)
         head = H * H + H * self.classifier_bias + norm + V * self.decoder_bias
-        embeddings = V * H + norm
-        return blocks + norm + head + (embeddings if include_embeddings else 0)  # + the final norm
+        embeddings = V * H + norm + (0 if self.rotary else self.max_position_embeddings * H)
+        return blocks + (norm if self.pre_norm else 0) + head + (embeddings if include_embeddings else 0)
 
     def to_hf_dict(self, architectures: list[str] | None = None) -> dict:
         """transformers.ModernBertConfig fields (config.json), in its current format (layer_types, rope_parameters)."""
         d = dataclasses.asdict(self)
         for legacy in ("global_rope_theta", "local_rope_theta"):  # written as rope_parameters below
             del d[legacy]
-        d.update(model_type="modernbert", architectures=architectures or [ARCHITECTURE],
+        if self.is_transformers:
+            for name in SWITCHES:  # not transformers' keys: a ModernBERT config.json stays exactly theirs
+                del d[name]
+        d.update(model_type=MODEL_TYPE if self.is_transformers else VARIANT_MODEL_TYPE,
+                 architectures=architectures or [ARCHITECTURE],
                  layer_types=self.layer_types,
                  rope_parameters={GLOBAL: {"rope_type": "default", "rope_theta": self.global_rope_theta},
                                   LOCAL: {"rope_type": "default", "rope_theta": self.local_rope_theta}},
@@ -169,7 +190,9 @@ def _period(layer_types: list[str], hint: int | None) -> int:
 
 def _preset(sizes: dict, overrides: dict) -> ModernConfig:
     merged = {**sizes, **overrides}  # any field, the sizes included, may be overridden
-    merged.setdefault("intermediate_size", glu_width(merged["hidden_size"]))
+    # the same feed-forward parameters either way: a GLU of width ~8H/3, or BERT's 4H
+    merged.setdefault("intermediate_size", glu_width(merged["hidden_size"]) if merged.get("glu", True)
+                      else 4 * merged["hidden_size"])
     return ModernConfig(**merged)
 
 

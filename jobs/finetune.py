@@ -69,7 +69,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
 
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
-    init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
+    init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init",
+                            cfg.tracking.registered_model)
     dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(cfg.task, init_dir)
     resolved = copy.deepcopy(cfg)  # the config this run uses, derived values settled; not changed after logging
@@ -162,10 +163,24 @@ def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) ->
     return evaluation
 
 
-def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
-    """A local HF folder for `init`: the folder itself, or an MLflow model downloaded into download_dir."""
-    if not init.startswith(MLFLOW_SCHEMES):
-        return Path(init).resolve()
+def resolve_init(init: str, tracking_uri: str, download_dir: Path, registered_model: str = "") -> Path:
+    """A local HF folder for `init`: the folder itself, or an MLflow model downloaded into download_dir. A model
+    transformers has no class for (the modern encoder with an architecture switch off) is refused when the run
+    would register one, before any training: the registry's models load with transformers."""
+    folder = Path(init).resolve() if not init.startswith(MLFLOW_SCHEMES) else _download(init, tracking_uri,
+                                                                                        download_dir)
+    if registered_model and (folder / "config.json").is_file():
+        from bert_core.modern_config import VARIANT_MODEL_TYPE
+
+        if json.loads((folder / "config.json").read_text()).get("model_type") == VARIANT_MODEL_TYPE:
+            raise ConfigError(f"init {init!r} is the modern encoder with an architecture switch off, which no "
+                              f"transformers class loads; tracking.registered_model={registered_model!r} would "
+                              f"register it as one: set tracking.registered_model='' (the run still exports its model)")
+    return folder
+
+
+def _download(init: str, tracking_uri: str, download_dir: Path) -> Path:
+    """An MLflow model URI's files, downloaded into download_dir: the folder holding its config and weights."""
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri)

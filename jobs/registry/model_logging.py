@@ -8,10 +8,26 @@
 
 from __future__ import annotations
 
+import json
 import os
 from importlib.metadata import version
+from pathlib import Path
 
 from jobs.inference.serving import model_class
+
+
+def load_check(task: str, model_dir: str) -> None:
+    """The load check log_model does: the folder loads with transformers' class for `task`. The modern encoder with
+    an architecture switch off has no transformers class (its config.json's model_type says so): it is checked
+    with bert_core.modern, the only code that loads it."""
+    from bert_core.modern_config import VARIANT_MODEL_TYPE
+
+    if json.loads((Path(model_dir) / "config.json").read_text()).get("model_type") == VARIANT_MODEL_TYPE:
+        from bert_core.modern import load_pretrained
+
+        load_pretrained(model_dir)
+    else:
+        model_class(task, model_dir).from_pretrained(model_dir)
 
 
 def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, registered_model: str | None):
@@ -27,7 +43,7 @@ def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, reg
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    model_class(task, model_dir).from_pretrained(model_dir)  # the same load check log_model does
+    load_check(task, model_dir)
     mlflow.log_artifacts(model_dir, "model")
     mlflow.set_tag("model_task", task)
     if not registered_model:

@@ -186,3 +186,24 @@ def test_a_modern_checkpoint_without_its_encoder_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"without 1 of its encoder's weights .*model.layers.1.mlp.Wo.weight"):
         build_model(cfg, release)
     assert json.loads((release / "config.json").read_text())["model_type"] == "modernbert"
+
+
+def test_a_variant_is_fine_tuned_but_not_registered_as_a_transformers_model(tmp_path):
+    """The modern encoder with a switch off (a ladder rung) fine-tunes from its release, and a run that would
+    register it is refused before any training: no transformers class loads it. Its pretraining release still
+    passes the registry's load check, by the one loader that knows it."""
+    from jobs.finetune import resolve_init
+    from jobs.registry.model_logging import load_check
+    from jobs.inference.serving import PRETRAINING
+    from jobs.workers.finetune_worker import build_model
+
+    release = save_pretrained(ModernBertForMaskedLM(modern_tiny(vocab_size=VOCAB, rotary=False)), tmp_path / "rung")
+    with pytest.raises(ConfigError, match=r"architecture switch off, which no transformers class loads; "
+                                          r"tracking.registered_model='ladder'"):
+        resolve_init(str(release), "sqlite:///unused.db", tmp_path / "dl", registered_model="ladder")
+    assert resolve_init(str(release), "sqlite:///unused.db", tmp_path / "dl") == release
+    load_check(PRETRAINING, str(release))
+    cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [f"init={release}"])
+    cfg.task.labels = ["a", "b"]
+    model, info = build_model(cfg, release)
+    assert "model.embeddings.position_embeddings.weight" in info["loaded"] and not model.config.rotary
