@@ -9,7 +9,8 @@ Rungs, each adding one change to the one before:
   +pre-ln      model.pre_norm=true: pre-LN blocks, a final norm
   +geglu       model.glu=true: GeGLU feed-forward (the same parameters: width 8H/3 rounded, not 4H)
   +rope        model.rotary=true: rotary positions, no position table
-  modern       model.recipe=modern as shipped: no biases, local attention in 2 of 3 blocks (= ModernBERT)
+  +modern-attn no biases, local attention in 2 of 3 blocks: ModernBERT's architecture, rows unpacked
+  +packing     train.packing=true: several examples per row, attention within each = model.recipe=modern
 
 Each rung: jobs/pretrain.py on the quickstart's config (tiny, 2 workers, ZeRO-2, the installed-docs corpus,
 --steps steps of 2 x 32 sequences of up to 128 tokens: the same budget for every rung), then pkgdocs fine-tuned
@@ -19,8 +20,8 @@ select split chooses, judged once on dev. Reported per rung: the dev accuracy's 
 the paired-bootstrap difference to the rung before (rows resampled; a row's score is its mean correctness over
 the seeds), held-out MLM accuracy after pretraining, and pretraining tokens/s (mean over the logged windows).
 
-    python bench/recipe_ladder.py                       # 600 steps, 5 seeds: ~25 min on 2 cores
-    python bench/recipe_ladder.py --steps 100 --seeds 2 --rungs bert modern
+    python bench/recipe_ladder.py                       # 600 steps, 5 seeds: ~30 min on 2 cores
+    python bench/recipe_ladder.py --steps 100 --seeds 2 --rungs bert +packing
 """
 
 from __future__ import annotations
@@ -40,18 +41,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYOUT = ["model.recipe=modern", "model.pre_norm=false", "model.glu=false", "model.rotary=false",
-          "model.attention_bias=true", "model.mlp_bias=true", "model.norm_bias=true", "model.classifier_bias=true",
+MODERN = ["model.recipe=modern", "train.packing=false"]  # the recipe's other defaults (no NSP, 30%) already
+LAYOUT = [*MODERN, "model.pre_norm=false", "model.glu=false", "model.rotary=false", "model.attention_bias=true",
+          "model.mlp_bias=true", "model.norm_bias=true", "model.classifier_bias=true",
           "model.global_attn_every_n_layers=1", "model.norm_eps=1e-12", "model.max_position_embeddings=512"]
 RUNGS = {
     "bert": [],
     "-nsp": ["train.nsp=false"],
     "mask30": ["train.nsp=false", "train.masking.rate=0.3"],
-    "bert-layout": LAYOUT,  # the modern recipe's defaults (no NSP, 30%) already
+    "bert-layout": LAYOUT,
     "+pre-ln": [*LAYOUT, "model.pre_norm=true"],
     "+geglu": [*LAYOUT, "model.pre_norm=true", "model.glu=true"],
     "+rope": [*LAYOUT[:-1], "model.pre_norm=true", "model.glu=true", "model.rotary=true"],
-    "modern": ["model.recipe=modern"],
+    "+modern-attn": MODERN,  # no biases, local attention in 2 of 3 blocks: ModernBERT's architecture
+    "+packing": ["model.recipe=modern"],  # the modern recipe as shipped
 }
 
 

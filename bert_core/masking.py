@@ -200,6 +200,23 @@ def _stack_ragged(column) -> tuple[np.ndarray, np.ndarray]:
     return values, lengths
 
 
+def pack_rows(lengths: np.ndarray, capacity: int) -> list[list[int]]:
+    """First fit, in the given order: row i goes into the first bin with room for lengths[i] more tokens.
+    Returns the bins' row indices; every row is in exactly one bin, none over `capacity`."""
+    bins: list[list[int]] = []
+    fill: list[int] = []
+    for i, n in enumerate(lengths.tolist()):
+        for b, used in enumerate(fill):
+            if used + n <= capacity:
+                bins[b].append(i)
+                fill[b] += n
+                break
+        else:
+            bins.append([i])
+            fill.append(n)
+    return bins
+
+
 class PretrainingCollator:
     """Ray Data numpy batch of examples -> padded model tensors with MLM and NSP labels.
 
@@ -215,7 +232,8 @@ class PretrainingCollator:
     """
 
     def __init__(self, special: SpecialIds, vocab_size: int, max_seq_len: int,
-                 cfg: MaskingConfig | None, seed: int, continuation=None, pad_to_multiple_of: int = 8):
+                 cfg: MaskingConfig | None, seed: int, continuation=None, pad_to_multiple_of: int = 8,
+                 packing: bool = False):
         self.special = special
         self.vocab_size = vocab_size
         self.max_seq_len = max_seq_len
@@ -223,12 +241,40 @@ class PretrainingCollator:
         if self.cfg is not None and self.cfg.whole_word and continuation is None:
             raise ValueError("whole-word masking needs the continuation mask (tokenizer.continuation_mask)")
         self.seed = seed
+        self.packing = packing
         self.continuation = _as_numpy_bool(continuation)
         self.pad_to_multiple_of = max(int(pad_to_multiple_of or 1), 1)
         self.batches_produced = 0
         self._special_ids = np.array(sorted(set(special.all)), dtype=np.int64)
         # Positions holding these are structure, not text: never MLM targets.
         self._structural_ids = np.array([special.pad, special.cls, special.sep, special.mask], dtype=np.int64)
+
+    def _packed(self, ids: np.ndarray, labels: np.ndarray, lengths: np.ndarray) -> dict[str, torch.Tensor]:
+        """The masked rows packed several to a row of max_seq_len (the modern recipe's `train.packing`): the same
+        tokens and targets in fewer, fuller rows, with `sequence_ids` (1, 2, ... per row; 0 = padding) and
+        `position_ids` (restarting at each sequence) that keep every sequence's attention and positions its own
+        (bert_core.modern). No segments or NSP labels: packing is for MLM-only training."""
+        bins = pack_rows(lengths, self.max_seq_len)
+        fill = max(int(lengths[b].sum()) for b in bins)
+        m = self.pad_to_multiple_of
+        T = min(-(-fill // m) * m, self.max_seq_len)
+        shape = (len(bins), T)
+        out_ids = np.full(shape, self.special.pad, dtype=np.int64)
+        out_labels = np.full(shape, IGNORE_INDEX, dtype=np.int64)
+        sequence_ids, position_ids = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+        for row, members in enumerate(bins):
+            at = 0
+            for k, i in enumerate(members, start=1):
+                n = int(lengths[i])
+                out_ids[row, at:at + n], out_labels[row, at:at + n] = ids[i, :n], labels[i, :n]
+                sequence_ids[row, at:at + n], position_ids[row, at:at + n] = k, np.arange(n)
+                at += n
+        out = {"input_ids": torch.from_numpy(out_ids), "attention_mask": torch.from_numpy((sequence_ids > 0)
+                                                                                           .astype(np.int64)),
+               "mlm_labels": torch.from_numpy(out_labels), "sequence_ids": torch.from_numpy(sequence_ids),
+               "position_ids": torch.from_numpy(position_ids)}
+        out.update(host_packing(out["attention_mask"], out["mlm_labels"]))
+        return out
 
     def state_dict(self) -> dict:
         return {"seed": self.seed, "batches_produced": self.batches_produced}
@@ -267,6 +313,8 @@ class PretrainingCollator:
             raise ValueError("batch has no masked_positions (static masking) and the collator has no "
                              "MaskingConfig (dynamic masking): there would be no MLM targets")
         self.batches_produced += 1
+        if self.packing:
+            return self._packed(ids, labels, lengths)
 
         out = {
             "input_ids": torch.from_numpy(ids),

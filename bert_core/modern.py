@@ -69,15 +69,20 @@ def init_weights(model: "ModernBertForMaskedLM") -> None:
             nn.init.ones_(m.weight)
 
 
-def rotary(seq_len: int, head_dim: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary(seq_len: int, head_dim: int, theta: float, device: torch.device,
+           position_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin (T, D) of RoPE in the half-split layout: dims i and i + D/2 rotate together by angle t * theta^(-2i/D).
+    With `position_ids` (B, T) (packed rows: positions restart at each sequence), (B, 1, T, D).
 
     Computed per forward in float32 rather than held in a buffer, so casting the model to bf16 cannot
     round the frequencies.
     """
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float, device=device) / head_dim))  # (D/2,)
-    freqs = torch.arange(seq_len, device=device).float()[:, None] * inv_freq  # (T, D/2)
-    angles = torch.cat((freqs, freqs), dim=-1)  # (T, D)
+    if position_ids is None:
+        freqs = torch.arange(seq_len, device=device).float()[:, None] * inv_freq  # (T, D/2)
+    else:
+        freqs = (position_ids.float()[..., None] * inv_freq)[:, None]  # (B, 1, T, D/2): broadcast over heads
+    angles = torch.cat((freqs, freqs), dim=-1)  # (T, D) or (B, 1, T, D)
     return angles.cos(), angles.sin()
 
 
@@ -88,8 +93,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return (xf * cos + torch.cat((-x2, x1), dim=-1) * sin).to(x.dtype)
 
 
-def attention_masks(attention_mask: torch.Tensor | None, seq_len: int, window: int,
-                    device: torch.device) -> dict[str, torch.Tensor | None]:
+def attention_masks(attention_mask: torch.Tensor | None, seq_len: int, window: int, device: torch.device,
+                    sequence_ids: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
     """Boolean SDPA masks (True = attend) for global and local blocks, built once per forward.
 
     Global: every real key, (B, 1, 1, T), or None without padding. Local: real keys within `window // 2`
@@ -99,9 +104,16 @@ def attention_masks(attention_mask: torch.Tensor | None, seq_len: int, window: i
     2.13 on CPU gives zeros), and the next block's attention would spread a NaN (0 * NaN) into real rows.
     Real rows are unchanged by it: they attend to themselves anyway. Pad rows are meaningless either way
     and never reach the loss.
+
+    Packed rows (`sequence_ids` (B, T): 1, 2, ... for the row's sequences, 0 for padding): a token attends only to
+    keys of its own sequence, (B, 1, T, T), so each sequence sees exactly what it would alone.
     """
     pos = torch.arange(seq_len, device=device)
     near = (pos[:, None] - pos[None, :]).abs() <= window // 2  # (T, T)
+    if sequence_ids is not None:
+        itself = torch.eye(seq_len, dtype=torch.bool, device=device)  # (T, T)
+        same = (sequence_ids[:, :, None] == sequence_ids[:, None, :]) & (sequence_ids[:, None, :] > 0)  # (B, T, T)
+        return {GLOBAL: (same | itself)[:, None], LOCAL: ((same & near) | itself)[:, None]}
     if attention_mask is None:
         return {GLOBAL: None, LOCAL: near}
     real_keys = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
@@ -118,10 +130,11 @@ class ModernBertEmbeddings(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
         self.drop = nn.Dropout(config.embedding_dropout)
 
-    def forward(self, input_ids):
+    def forward(self, input_ids, position_ids=None):
         x = self.tok_embeddings(input_ids)  # (B, T, H)
         if hasattr(self, "position_embeddings"):
-            x = x + self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device))
+            x = x + self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device)
+                                             if position_ids is None else position_ids)
         return self.drop(self.norm(x))  # (B, T, H)
 
 
@@ -195,6 +208,9 @@ class ModernBertModel(nn.Module):
 
     forward(input_ids (B, T) long, attention_mask=None (B, T) 1=real 0=pad) -> (B, T, H).
     Pad rows of the output are computed but meaningless (as in transformers).
+    Packed rows (several sequences per row, bert_core.masking.pack_rows): `sequence_ids` (B, T) keeps attention
+    within each sequence and `position_ids` (B, T) restarts positions at each, so every sequence's output is
+    the one it would have alone.
     """
 
     def __init__(self, config: ModernConfig):
@@ -206,13 +222,13 @@ class ModernBertModel(nn.Module):
         self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
                            if config.pre_norm else nn.Identity())
 
-    def forward(self, input_ids, attention_mask=None):
+    def forward(self, input_ids, attention_mask=None, sequence_ids=None, position_ids=None):
         cfg, T, device = self.config, input_ids.shape[1], input_ids.device
-        masks = attention_masks(attention_mask, T, cfg.local_attention, device)
-        rope = {GLOBAL: rotary(T, cfg.head_dim, cfg.global_rope_theta, device),
-                LOCAL: rotary(T, cfg.head_dim, cfg.local_rope_theta, device)} if cfg.rotary else \
+        masks = attention_masks(attention_mask, T, cfg.local_attention, device, sequence_ids)
+        rope = {GLOBAL: rotary(T, cfg.head_dim, cfg.global_rope_theta, device, position_ids),
+                LOCAL: rotary(T, cfg.head_dim, cfg.local_rope_theta, device, position_ids)} if cfg.rotary else \
             {GLOBAL: (None, None), LOCAL: (None, None)}
-        x = self.embeddings(input_ids)  # (B, T, H)
+        x = self.embeddings(input_ids, position_ids)  # (B, T, H)
         for layer in self.layers:
             x = layer(x, masks[layer.attention_type], *rope[layer.attention_type])
         return self.final_norm(x)  # (B, T, H)
@@ -256,10 +272,12 @@ class ModernBertForMaskedLM(nn.Module):
         self.decoder.weight = self.model.embeddings.tok_embeddings.weight
         init_weights(self)
 
-    def forward(self, input_ids, attention_mask=None, labels=None, mlm_positions=None) -> MaskedLMOutput:
+    def forward(self, input_ids, attention_mask=None, labels=None, mlm_positions=None, sequence_ids=None,
+                position_ids=None) -> MaskedLMOutput:
         """`mlm_positions` (M,): flat indices of the masked tokens, optional (bert_core.model.host_packing
-        builds them on the host, so the step needs no nonzero() on the device)."""
-        hidden = self.model(input_ids, attention_mask)  # (B, T, H)
+        builds them on the host, so the step needs no nonzero() on the device). `sequence_ids`, `position_ids`:
+        packed rows (ModernBertModel)."""
+        hidden = self.model(input_ids, attention_mask, sequence_ids, position_ids)  # (B, T, H)
         if labels is None:
             return MaskedLMOutput(None, self.decoder(self.head(hidden)), None)  # (B, T, V)
         masked = (mlm_positions if mlm_positions is not None

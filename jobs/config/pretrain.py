@@ -46,6 +46,7 @@ class TrainConfig:
     reset_optimizer: bool = False  # with init_checkpoint: load weights only, fresh optimizer and schedule
     masking: MaskingConfig = field(default_factory=MaskingConfig)
     nsp: bool = True  # next-sentence prediction in the loss; false: MLM only, on contiguous pairs (see recipe_defaults)
+    packing: bool = False  # several examples per row, attention within each (model.recipe=modern; on by its default)
 
 
 @dataclass
@@ -82,7 +83,7 @@ class PretrainConfig:
     def recipe_defaults(data: dict) -> dict:
         """What the config's recipe and objective switches change by default; the config's own values win.
 
-        model.recipe=modern: no NSP, 30% masking (MosaicBERT, ModernBERT). No NSP (either recipe): pairs are
+        model.recipe=modern: no NSP, 30% masking, packed rows (MosaicBERT, ModernBERT). No NSP (either recipe): pairs are
         contiguous text (data.nsp_random_prob=0): a random second segment only cuts the context when no loss
         asks whether it follows."""
         def section(name: str) -> dict:  # a section that is not a mapping is refused by from_dict, not here
@@ -91,7 +92,8 @@ class PretrainConfig:
 
         model, train = section("model"), section("train")
         modern = model.get("recipe") == "modern"
-        out: dict = {"train": {"nsp": False, "masking": {"rate": 0.3}}, "data": {}} if modern else {"data": {}}
+        out: dict = ({"train": {"nsp": False, "packing": True, "masking": {"rate": 0.3}}, "data": {}} if modern
+                     else {"data": {}})
         if modern and section("data").get("masking") == "static":
             out["data"]["mask_rate"] = 0.3  # masks drawn once, when the examples are prepared
         if not train.get("nsp", not modern):
@@ -108,6 +110,9 @@ class PretrainConfig:
         if self.recipe == "modern" and self.train.nsp:
             raise ConfigError("train.nsp must be false with model.recipe=modern: the modern encoder has no "
                               "next-sentence head (ModernBertForMaskedLM)")
+        if self.train.packing and self.recipe != "modern":
+            raise ConfigError("train.packing=true needs model.recipe=modern: BERT's rows are sentence pairs with "
+                              "segments and an NSP label each (and bert_core/model.py drops padding already)")
         if self.deepspeed.pipeline_stages > 1 and (self.recipe == "modern" or not self.train.nsp):
             raise ConfigError("deepspeed.pipeline_stages > 1 needs model.recipe=bert and train.nsp=true: the "
                               "pipeline's stages (jobs/engine/pipeline.py) are BERT's layers and loss; the modern "

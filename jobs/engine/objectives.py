@@ -100,7 +100,9 @@ class MaskedLMObjective:
 
     @staticmethod
     def _inputs(batch: dict) -> dict:
-        return {"input_ids": batch["input_ids"], "attention_mask": batch.get("attention_mask")}
+        """The model's inputs; packed rows (train.packing) carry their sequence and position ids."""
+        return {"input_ids": batch["input_ids"], "attention_mask": batch.get("attention_mask"),
+                **{k: batch[k] for k in ("sequence_ids", "position_ids") if k in batch}}
 
     def __call__(self, model, batch):
         out = model(**self._inputs(batch), labels=batch["mlm_labels"], mlm_positions=batch.get("mlm_positions"))

@@ -105,7 +105,7 @@ class Worker:
 
     def _collator(self, seed: int) -> PretrainingCollator:
         return PretrainingCollator(self.special, self.config["tokenizer_size"], self.cfg.data.max_seq_len,
-                                   self.t.masking, seed=seed, continuation=self.continuation)
+                                   self.t.masking, seed=seed, continuation=self.continuation, packing=self.t.packing)
 
     # -- engine and data position ----------------------------------------------------------------
     def _load_engine(self, ckpt_dir: Path, weights_only: bool = False, schedule: bool = True) -> dict:

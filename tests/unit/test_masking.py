@@ -432,3 +432,46 @@ def test_mask_tokens_returns_its_tensors_on_the_device_of_its_input():
     masked, labels = mask_tokens(torch.from_numpy(ids).cuda(), torch.from_numpy(special).cuda(), MaskingConfig(),
                                  SPECIAL.mask, V, torch.Generator().manual_seed(0), special_ids=SPECIAL.all)
     assert masked.device.type == labels.device.type == "cuda"
+
+
+def test_packing_puts_every_masked_row_once_into_fewer_fuller_rows():
+    """train.packing: the same rows, masked exactly as unpacked (same seed, same draws), first-fit into rows of
+    max_seq_len; each sequence keeps its tokens and targets in order, with its own sequence id and positions
+    from 0; padding only at the end of a row."""
+    batch = ray_batch(24)
+    plain, packed = make_collator(seed=3)(batch), make_collator(seed=3, packing=True)(batch)
+    lengths = [len(r) for r in batch["input_ids"]]
+    B, T = packed["input_ids"].shape
+    assert B < 24 and T <= 128 and sum(lengths) <= B * 128
+    assert {"token_type_ids", "next_sentence_label"}.isdisjoint(packed)  # MLM-only rows
+    seen = []
+    for row in range(B):
+        seq = packed["sequence_ids"][row]
+        real = int((seq > 0).sum())
+        assert packed["attention_mask"][row].tolist() == [1] * real + [0] * (T - real)
+        assert seq[:real].tolist() == sorted(seq[:real].tolist()) and seq[0] == 1
+        for k in range(1, int(seq.max()) + 1):
+            at = (seq == k).nonzero().flatten()
+            assert at.tolist() == list(range(int(at[0]), int(at[-1]) + 1))  # contiguous
+            assert packed["position_ids"][row, at].tolist() == list(range(len(at)))
+            seen.append((packed["input_ids"][row, at], packed["mlm_labels"][row, at]))
+    from bert_core.masking import pack_rows
+
+    order = [i for members in pack_rows(np.array(lengths), 128) for i in members]  # the rows, bin by bin
+    assert len(seen) == 24 and sorted(order) == list(range(24))
+    for i, (ids, labels) in zip(order, seen):
+        n = lengths[i]
+        assert torch.equal(ids, plain["input_ids"][i, :n]) and torch.equal(labels, plain["mlm_labels"][i, :n])
+    flat = packed["mlm_labels"].flatten()
+    assert torch.equal(packed["mlm_positions"], (flat != IGNORE_INDEX).nonzero().flatten())
+
+
+def test_pack_rows_is_first_fit_and_never_overfills():
+    from bert_core.masking import pack_rows
+
+    assert pack_rows(np.array([60, 70, 50, 10, 128, 5]), 128) == [[0, 2, 3, 5], [1], [4]]
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 129, 500)
+    bins = pack_rows(lengths, 128)
+    assert sorted(i for b in bins for i in b) == list(range(500))
+    assert all(lengths[b].sum() <= 128 for b in bins)

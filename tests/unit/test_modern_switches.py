@@ -4,6 +4,8 @@ a model with a switch off is ours only, and its release folder says so to transf
 
 import itertools
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -118,3 +120,35 @@ def test_a_variant_is_ours_only_and_its_folder_says_so(tmp_path):
     # ModernBERT itself still writes exactly transformers' config: no key of ours in it
     plain = modern.tiny(vocab_size=VOCAB).to_hf_dict()
     assert plain["model_type"] == "modernbert" and not {"pre_norm", "glu", "rotary"} & set(plain)
+
+
+@pytest.mark.parametrize("rotary", [True, False])
+def test_a_packed_sequence_sees_only_itself(rotary):
+    """Packed rows (train.packing): each sequence's logits equal its logits run alone, global and local blocks
+    alike (a window of 4 here, so local masks matter), with rotary or learned positions restarting per sequence."""
+    from bert_core.masking import pack_rows
+
+    torch.manual_seed(0)
+    cfg = modern.tiny(vocab_size=VOCAB, num_hidden_layers=3, global_attn_every_n_layers=2, local_attention=4,
+                      rotary=rotary, max_position_embeddings=64)
+    model = modern.ModernBertForMaskedLM(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    g = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(5, VOCAB, (n,), generator=g) for n in (5, 9, 3, 7, 12, 2)]
+    bins = pack_rows(np.array([len(s) for s in seqs]), 16)
+    assert len(bins) < len(seqs)
+    ids, seq_ids, pos = (torch.zeros(len(bins), 16, dtype=torch.long) for _ in range(3))
+    for row, members in enumerate(bins):
+        at = 0
+        for k, i in enumerate(members, start=1):
+            n = len(seqs[i])
+            ids[row, at:at + n], seq_ids[row, at:at + n], pos[row, at:at + n] = seqs[i], k, torch.arange(n)
+            at += n
+    with torch.no_grad():
+        packed = model(ids, (seq_ids > 0).long(), sequence_ids=seq_ids, position_ids=pos).logits
+        for row, members in enumerate(bins):
+            for k, i in enumerate(members, start=1):
+                alone = model(seqs[i][None]).logits[0]
+                torch.testing.assert_close(packed[row][seq_ids[row] == k], alone, atol=1e-5, rtol=1e-5)

@@ -37,6 +37,7 @@ def test_modern_recipe_turns_nsp_off_masks_thirty_percent_and_pairs_contiguous_t
     cfg = pretrain("model.recipe=modern")
     assert type(cfg.model) is ModernConfig and cfg.recipe == "modern" and cfg.model == modern_tiny()
     assert (cfg.train.nsp, cfg.train.masking.rate, cfg.data.nsp_random_prob) == (False, 0.3, 0.0)
+    assert cfg.train.packing and not pretrain().train.packing and not pretrain("train.nsp=false").train.packing
     assert pretrain("model.recipe=modern", "model.preset=mini").model == modern_tiny(
         hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=704)
 
@@ -71,6 +72,7 @@ def test_the_recipe_survives_the_trip_to_the_workers():
      r"deepspeed.pipeline_stages > 1 needs model.recipe=bert and train.nsp=true"),
     (["train.nsp=false", "deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1"],
      r"deepspeed.pipeline_stages > 1 needs model.recipe=bert and train.nsp=true"),
+    (["train.nsp=false", "train.packing=true"], r"train.packing=true needs model.recipe=modern"),
 ])
 def test_a_recipe_it_cannot_run_is_refused_naming_the_field(overrides, match):
     with pytest.raises(ConfigError, match=match):
