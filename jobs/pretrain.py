@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import shutil
 import sys
 import time
@@ -145,9 +146,13 @@ MODEL_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_
 def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
     """What a pretraining checkpoint means only together with (jobs/runtime/resubmit.py): the prepared set its data
     position counts examples of (named by a hash of its inputs and config) and the model's shape."""
-    shape = {f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE if hasattr(cfg.model, k)}
-    recipe = {"model.recipe": cfg.recipe} if cfg.recipe != "bert" else {}  # BERT's basis as before recipes
-    return {"prepared set": Path(prepared.path).name, **recipe, **shape}
+    if cfg.recipe == "bert":  # BERT's basis as before recipes existed
+        return {"prepared set": Path(prepared.path).name, **{f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE}}
+    # the modern encoder: every field that makes it another model (switches, biases, attention pattern, positions)
+    fields = {k: v for k, v in dataclasses.asdict(cfg.model).items()
+              if not k.endswith(("dropout", "initializer_range", "initializer_cutoff_factor"))}
+    return {"prepared set": Path(prepared.path).name, "model.recipe": cfg.recipe,
+            **{f"model.{k}": v for k, v in fields.items()}}
 
 
 def _continues(cfg: PretrainConfig, prepared) -> dict | None:

@@ -83,9 +83,9 @@ class PretrainConfig:
     def recipe_defaults(data: dict) -> dict:
         """What the config's recipe and objective switches change by default; the config's own values win.
 
-        model.recipe=modern: no NSP, 30% masking, packed rows (MosaicBERT, ModernBERT). No NSP (either recipe): pairs are
-        contiguous text (data.nsp_random_prob=0): a random second segment only cuts the context when no loss
-        asks whether it follows."""
+        model.recipe=modern: no NSP, 30% masking, packed rows (MosaicBERT, ModernBERT). No NSP (either recipe):
+        pairs are contiguous text (data.nsp_random_prob=0): a random second segment only cuts the context when no
+        loss asks whether it follows."""
         def section(name: str) -> dict:  # a section that is not a mapping is refused by from_dict, not here
             value = data.get(name)
             return value if isinstance(value, dict) else {}

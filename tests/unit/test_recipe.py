@@ -89,6 +89,9 @@ def test_a_modern_checkpoint_is_not_continued_as_a_bert():
     modern = continuation_basis(pretrain("model.recipe=modern"), prepared)
     assert "model.recipe" not in bert and "model.type_vocab_size" in bert  # BERT's basis as before recipes existed
     assert modern["model.recipe"] == "modern" and "model.type_vocab_size" not in modern
+    # a switch makes another model: a run of it is never continued from the other's checkpoint
+    assert continuation_basis(pretrain("model.recipe=modern", "model.glu=false"), prepared) != modern
+    assert continuation_basis(pretrain("model.recipe=modern", "model.embedding_dropout=0.1"), prepared) == modern
 
 
 def test_the_modern_vocabulary_is_padded_to_a_multiple_of_64():
