@@ -170,9 +170,10 @@ def resolve_init(init: str, tracking_uri: str, download_dir: Path, registered_mo
     folder = Path(init).resolve() if not init.startswith(MLFLOW_SCHEMES) else _download(init, tracking_uri,
                                                                                         download_dir)
     if registered_model and (folder / "config.json").is_file():
+        from bert_core.checkpoint import model_type
         from bert_core.modern_config import VARIANT_MODEL_TYPE
 
-        if json.loads((folder / "config.json").read_text()).get("model_type") == VARIANT_MODEL_TYPE:
+        if model_type(folder) == VARIANT_MODEL_TYPE:
             raise ConfigError(f"init {init!r} is the modern encoder with an architecture switch off, which no "
                               f"transformers class loads; tracking.registered_model={registered_model!r} would "
                               f"register it as one: set tracking.registered_model='' (the run still exports its model)")

@@ -50,12 +50,10 @@ def head_class(task: TaskConfig, recipe: str = "bert"):
 def recipe_of_checkpoint(model_dir) -> str:
     """"modern" for a ModernBERT folder (config.json's model_type "modernbert", or our variant of it with an
     architecture switch off), else "bert"."""
-    from pathlib import Path
-
+    from bert_core.checkpoint import model_type
     from bert_core.modern_config import MODEL_TYPE, VARIANT_MODEL_TYPE
 
-    config = json.loads((Path(model_dir) / "config.json").read_text())
-    return "modern" if config.get("model_type") in (MODEL_TYPE, VARIANT_MODEL_TYPE) else "bert"
+    return "modern" if model_type(model_dir) in (MODEL_TYPE, VARIANT_MODEL_TYPE) else "bert"
 
 
 def head_kwargs(task: TaskConfig) -> dict:
