@@ -24,9 +24,11 @@ def result(ray_tmp, shared_data):
     from jobs import quickstart
 
     tmp = ray_tmp
+    (tmp / "ids").mkdir()
     pretrain = [f"pretrain.{o}" for o in quick_overrides(tmp, "modern", "model.recipe=modern", "train.max_steps=100",
                                                          "train.log_every=20", "train.micro_batch_size=16",
-                                                         "optim.warmup_steps=10", data_dir=shared_data)]
+                                                         "optim.warmup_steps=10", f"faults.record_ids_dir={tmp}/ids",
+                                                         data_dir=shared_data)]
     sweep = [f"sweep.finetune.output_dir={tmp}/runs", f"sweep.finetune.task.corpus_dir={shared_data}/pkgdocs-2mb",
              "sweep.finetune.task.harvest_max_mb=2", "sweep.num_samples=2", "sweep.seeds.count=2"]
     pretrain_cfg, sweep_cfg = quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, pretrain + sweep)
@@ -46,6 +48,17 @@ def test_the_recipe_sets_its_objective_and_the_examples_follow(result):
     assert not [k for k in m if "nsp" in k]
     assert m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"] - 0.5
     assert pretrained.mlm_acc_after > pretrained.mlm_acc_before + 0.03
+
+
+def test_every_example_is_trained_on_once_per_epoch_through_packing(result, ray_tmp):
+    """Packed rows are the same examples in fewer rows: each finished epoch still trains on every example of the
+    prepared set exactly once (the per-step id record), as the BERT recipe's runs do (test_resume.py)."""
+    from tests.e2e.records import assert_epoch_covered_once, effective_ids, finished_epochs, train_ids
+
+    pretrained = result[1]
+    ids = train_ids(pretrained.data_dir)
+    assert finished_epochs(ray_tmp / "ids") >= 1  # 100 steps of 2 x 16 rows: at least one whole epoch
+    assert_epoch_covered_once(effective_ids(ray_tmp / "ids", 0), ids, workers=2)
 
 
 def test_thirty_percent_of_the_text_is_masked(result):

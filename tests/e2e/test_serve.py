@@ -77,11 +77,12 @@ def champion(root: Path, folder: str, name: str, task: str, input_example: list 
     return start_server(root, ModelServer, model_uri=f"models:/{name}@champion", tracking_uri=uri)
 
 
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory):
+@pytest.fixture(scope="module", params=["BertForSequenceClassification", "ModernBertForSequenceClassification"])
+def classifier(tmp_path_factory, request):
+    """Either recipe's classifier (the modern recipe's fine-tunes are ModernBertForSequenceClassification)."""
     root = tmp_path_factory.mktemp("serve-cls")
     # initializer_range 1.0: a random head whose labels differ between inputs (at 0.02 every input is ~1/3 "pos")
-    folder = tiny(root, "BertForSequenceClassification", num_labels=3, id2label=dict(enumerate(LABELS)),
+    folder = tiny(root, request.param, num_labels=3, id2label=dict(enumerate(LABELS)),
                   label2id={v: i for i, v in enumerate(LABELS)}, initializer_range=1.0)
     server = champion(root, folder, "serve-cls", "text-classification")
     try:

@@ -23,10 +23,16 @@ TEXTS = ["a fine day in the park", "terrible, never again", "It is what it is.",
 
 
 def tiny(tmp_path, head: str, **config) -> str:
-    """A small random BERT with MiniLM's real uncased vocabulary, 64 positions, saved as a model folder."""
+    """A small random BERT (or ModernBERT: a `head` named ModernBert...) with MiniLM's real uncased vocabulary, 64
+    positions, saved as a model folder."""
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, max_position_embeddings=64, **config)
+    sizes = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                 max_position_embeddings=64)
+    if head.startswith("ModernBert"):  # MiniLM's special ids, not ModernBERT's own (50281, ...)
+        cfg = transformers.ModernBertConfig(**sizes, pad_token_id=0, cls_token_id=101, sep_token_id=102,
+                                            bos_token_id=None, eos_token_id=None, **config)
+    else:
+        cfg = transformers.BertConfig(**sizes, **config)
     model = getattr(transformers, head)(cfg)
     folder = tmp_path / head
     model.save_pretrained(folder)
