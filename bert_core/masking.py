@@ -224,6 +224,8 @@ class PretrainingCollator:
     output keys match BertForPreTraining's forward: input_ids, token_type_ids, attention_mask,
     mlm_labels (-100 except at targets), next_sentence_label, the host-built packing
     (unpad_indices, cu_seqlens, mlm_positions: `bert_core.model.host_packing`), and example_id when given.
+    With `packing` (the modern recipe), rows packed several to a row instead: input_ids, attention_mask,
+    mlm_labels, sequence_ids, position_ids and the host-built packing; no segments, NSP labels or example ids.
 
     Dynamic masks come from a generator seeded by (seed, batch index), so a collator restored
     with load_state_dict() reproduces exactly the masks the interrupted run would have drawn.
@@ -255,7 +257,7 @@ class PretrainingCollator:
         `position_ids` (restarting at each sequence) that keep every sequence's attention and positions its own
         (bert_core.modern). No segments or NSP labels: packing is for MLM-only training."""
         bins = pack_rows(lengths, self.max_seq_len)
-        fill = max(int(lengths[b].sum()) for b in bins)
+        fill = max((int(lengths[b].sum()) for b in bins), default=0)
         m = self.pad_to_multiple_of
         T = min(-(-fill // m) * m, self.max_seq_len)
         shape = (len(bins), T)

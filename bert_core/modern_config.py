@@ -28,6 +28,13 @@ VARIANT_MODEL_TYPE = "bert-foundry-modern-variant"
 SWITCHES = ("pre_norm", "glu", "rotary")  # ours, not transformers': each True in ModernBERT
 
 
+def is_variant(model_dir) -> bool:
+    """Whether a model folder holds the modern encoder with a switch off (its config.json's model_type says so)."""
+    from bert_core.checkpoint import model_type  # checkpoint imports bert_core.model; this module stays light
+
+    return model_type(model_dir) == VARIANT_MODEL_TYPE
+
+
 def pad_vocab_size(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
     """Round a tokenizer's vocab size (`tok.get_vocab_size()`) up to a multiple of `multiple`.
 
@@ -48,9 +55,9 @@ class ModernConfig:
     hidden_size: int = 768  # H: width of every token representation
     num_hidden_layers: int = 12  # L: encoder blocks
     num_attention_heads: int = 12  # A: heads per block; H/A must be even (RoPE rotates pairs of dims)
-    intermediate_size: int = 2048  # I: GLU width; Wi projects H -> 2I (value and gate), Wo I -> H
+    intermediate_size: int = 2048  # I: GLU width; Wi projects H -> 2I (value and gate; glu=false: H -> I), Wo I -> H
     hidden_activation: str = "gelu"  # activation of the GLU's value half: gelu makes it GeGLU
-    max_position_embeddings: int = 8192  # longest sequence meant; RoPE has no table, so it costs nothing
+    max_position_embeddings: int = 8192  # longest sequence meant; RoPE has no table (rotary=false: a table, 512)
     local_attention: int = 128  # sliding window: a local layer's token sees keys within local_attention // 2
     global_attn_every_n_layers: int = 3  # blocks 0, n, 2n, ... attend globally, the others locally
     global_rope_theta: float = 160_000.0  # RoPE base of global layers: slow rotations tell far positions apart
@@ -85,7 +92,7 @@ class ModernConfig:
             divisors = [n for n in range(1, self.hidden_size + 1) if self.hidden_size % n == 0]
             raise ConfigError(f"model.hidden_size ({self.hidden_size}) must be divisible by model.num_attention_heads "
                               f"({self.num_attention_heads}); allowed heads: {divisors}")
-        if self.head_dim % 2:
+        if self.rotary and self.head_dim % 2:
             raise ConfigError(f"model.hidden_size / model.num_attention_heads (the head dim, {self.head_dim}) "
                               "must be even: RoPE rotates pairs of dimensions")
         if self.local_attention % 2:
@@ -193,6 +200,8 @@ def _preset(sizes: dict, overrides: dict) -> ModernConfig:
     # the same feed-forward parameters either way: a GLU of width ~8H/3, or BERT's 4H
     merged.setdefault("intermediate_size", glu_width(merged["hidden_size"]) if merged.get("glu", True)
                       else 4 * merged["hidden_size"])
+    if not merged.get("rotary", True):  # a learned table has a row per position: BERT's 512, not RoPE's 8192
+        merged.setdefault("max_position_embeddings", 512)
     return ModernConfig(**merged)
 
 

@@ -69,8 +69,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
 
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
-    init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init",
-                            cfg.tracking.registered_model)
+    init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
     dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(cfg.task, init_dir)
     resolved = copy.deepcopy(cfg)  # the config this run uses, derived values settled; not changed after logging
@@ -163,20 +162,19 @@ def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) ->
     return evaluation
 
 
-def resolve_init(init: str, tracking_uri: str, download_dir: Path, registered_model: str = "") -> Path:
+def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
     """A local HF folder for `init`: the folder itself, or an MLflow model downloaded into download_dir. A model
-    transformers has no class for (the modern encoder with an architecture switch off) is refused when the run
-    would register one, before any training: the registry's models load with transformers."""
+    transformers has no class for (the modern encoder with an architecture switch off: a recipe-ladder rung) is
+    refused before any training: the job judges, registers and serves its model with transformers."""
+    from bert_core.modern_config import is_variant
+
     folder = Path(init).resolve() if not init.startswith(MLFLOW_SCHEMES) else _download(init, tracking_uri,
                                                                                         download_dir)
-    if registered_model and (folder / "config.json").is_file():
-        from bert_core.checkpoint import model_type
-        from bert_core.modern_config import VARIANT_MODEL_TYPE
-
-        if model_type(folder) == VARIANT_MODEL_TYPE:
-            raise ConfigError(f"init {init!r} is the modern encoder with an architecture switch off, which no "
-                              f"transformers class loads; tracking.registered_model={registered_model!r} would "
-                              f"register it as one: set tracking.registered_model='' (the run still exports its model)")
+    if (folder / "config.json").is_file() and is_variant(folder):
+        raise ConfigError(f"init {init!r} is the modern encoder with an architecture switch off (model.pre_norm, "
+                          f"model.glu or model.rotary false), which no transformers class loads, and this job judges, "
+                          f"registers and serves its model with transformers; fine-tune it in process as "
+                          f"bench/recipe_ladder.py does, or start from a bert or modern release")
     return folder
 
 

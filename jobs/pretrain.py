@@ -218,10 +218,11 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
 
     tok = load_tokenizer(prepared.tokenizer_dir)
     special = SpecialIds.from_tokenizer(tok)
-    if (cfg.model.vocab_size, cfg.model.pad_token_id) != (model_vocab_size(cfg, tok.get_vocab_size()), special.pad):
+    want = model_vocab_size(cfg, tok.get_vocab_size())
+    if (cfg.model.vocab_size, cfg.model.pad_token_id) != (want, special.pad):
         raise ValueError("_fit needs a config from resolve_config: model.vocab_size/pad_token_id "
-                         f"{cfg.model.vocab_size}/{cfg.model.pad_token_id} vs the tokenizer's "
-                         f"{tok.get_vocab_size()}/{special.pad}")
+                         f"{cfg.model.vocab_size}/{cfg.model.pad_token_id} vs {want}/{special.pad} from the "
+                         f"tokenizer ({tok.get_vocab_size()} ids)")
     columns = TRAIN_COLUMNS + (STATIC_COLUMNS if cfg.data.masking == "static" else [])
     shard_rows = [s["rows"] for s in prepared.manifest["shards"]["train"]]
     readers = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages  # first-stage ranks read the data

@@ -67,7 +67,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     ft = cfg.finetune
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
     out_dir = Path(ft.output_dir).resolve() / cfg.name
-    init_dir = resolve_init(ft.init, tracking_uri, out_dir / "init", ft.tracking.registered_model)
+    init_dir = resolve_init(ft.init, tracking_uri, out_dir / "init")
     dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging

@@ -84,7 +84,7 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
     if cls in (BertConfig, modern_config.ModernConfig):
-        return _model_from_dict(data, where)
+        return _model_from_dict(data, where, default_recipe=recipe_of(cls()))
     defaults = getattr(cls, "recipe_defaults", None)
     if defaults is not None:  # what the chosen recipe changes, under what the config itself says
         data = deep_merge(defaults(data), data)
@@ -122,11 +122,11 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _model_from_dict(data: dict, where: str) -> BertConfig | modern_config.ModernConfig:
+def _model_from_dict(data: dict, where: str, default_recipe: str = "bert") -> BertConfig | modern_config.ModernConfig:
     # A model section names a recipe (bert: BertConfig, modern: ModernConfig) and a preset, and may override
     # any field of that recipe's config on top of it.
     data = dict(data)
-    recipe = data.pop("recipe", "bert")
+    recipe = data.pop("recipe", default_recipe)
     if recipe not in RECIPES:
         raise ConfigError(f"{_join(where, 'recipe')} must be one of {RECIPES}, got {recipe!r}")
     cls, make = (BertConfig, preset) if recipe == "bert" else (modern_config.ModernConfig, modern_config.preset)
@@ -134,7 +134,11 @@ def _model_from_dict(data: dict, where: str) -> BertConfig | modern_config.Moder
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - fields, key=str)
     if unknown:
-        raise _unknown_key(where, unknown[0], ["preset", "recipe", *sorted(fields)])
+        error = _unknown_key(where, unknown[0], ["preset", "recipe", *sorted(fields)])
+        modern_only = {f.name for f in dataclasses.fields(modern_config.ModernConfig)} - fields
+        if recipe == "bert" and unknown[0] in modern_only:  # e.g. model.glu without model.recipe=modern
+            raise ConfigError(f"{error}; {_join(where, str(unknown[0]))} needs {_join(where, 'recipe')}=modern")
+        raise error
     hints = typing.get_type_hints(cls)
     overrides = {k: _coerce(hints[k], v, _join(where, k)) for k, v in data.items()}
     return make(name, **overrides)

@@ -7,6 +7,7 @@ rebuild it with `PretrainConfig.from_dict` and capture no globals from the drive
 from __future__ import annotations
 
 import glob
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +47,7 @@ class TrainConfig:
     reset_optimizer: bool = False  # with init_checkpoint: load weights only, fresh optimizer and schedule
     masking: MaskingConfig = field(default_factory=MaskingConfig)
     nsp: bool = True  # next-sentence prediction in the loss; false: MLM only, on contiguous pairs (see recipe_defaults)
-    packing: bool = False  # several examples per row, attention within each (model.recipe=modern; on by its default)
+    packing: bool = False  # several examples per row, attention within each (model.recipe=modern; its recipe sets it)
 
 
 @dataclass
@@ -94,8 +95,14 @@ class PretrainConfig:
         modern = model.get("recipe") == "modern"
         out: dict = ({"train": {"nsp": False, "packing": True, "masking": {"rate": 0.3}}, "data": {}} if modern
                      else {"data": {}})
-        if modern and section("data").get("masking") == "static":
-            out["data"]["mask_rate"] = 0.3  # masks drawn once, when the examples are prepared
+        if modern and section("data").get("masking") == "static":  # masks drawn once, when examples are prepared
+            # 30% of each example, and a cap that lets it be (BERT's 20 per 128 tokens would stop it at 16%)
+            length = section("data").get("max_seq_len", DataConfig.max_seq_len)
+            phase2 = section("phase2").get("max_seq_len", Phase2Config.max_seq_len)
+            out["data"].update(mask_rate=0.3, max_predictions=math.ceil(0.3 * length) if isinstance(length, int)
+                               else DataConfig.max_predictions)
+            out["phase2"] = {"max_predictions": math.ceil(0.3 * phase2) if isinstance(phase2, int)
+                             else Phase2Config.max_predictions}
         if not train.get("nsp", not modern):
             out["data"]["nsp_random_prob"] = 0.0
         return out
@@ -110,6 +117,11 @@ class PretrainConfig:
         if self.recipe == "modern" and self.train.nsp:
             raise ConfigError("train.nsp must be false with model.recipe=modern: the modern encoder has no "
                               "next-sentence head (ModernBertForMaskedLM)")
+        if self.recipe == "modern" and not self.model.is_transformers and self.tracking.registered_model:
+            off = [name for name in ("pre_norm", "glu", "rotary") if not getattr(self.model, name)]
+            raise ConfigError(f"tracking.registered_model must be '' with model.{off[0]}=false: no transformers "
+                              f"class loads the modern encoder with a switch off (a recipe-ladder rung), so the "
+                              f"registry would hold a model nothing downstream can use")
         if self.train.packing and self.recipe != "modern":
             raise ConfigError("train.packing=true needs model.recipe=modern: BERT's rows are sentence pairs with "
                               "segments and an NSP label each (and bert_core/model.py drops padding already)")

@@ -55,8 +55,8 @@ class PretrainingObjective:
     """Masked LM + next-sentence prediction (BertForPreTraining); loss = MLM mean + NSP mean.
 
     `nsp=False` (train.nsp): the loss is the MLM mean alone, and no NSP metric is reported. The NSP head and
-    pooler stay in the model (a BERT release checkpoint has them) and get zero gradients: `0 * nsp_logits`
-    keeps them in the graph, so ZeRO and DDP see a gradient for every parameter on every step."""
+    pooler stay in the model (a BERT release checkpoint has them), frozen by the builder
+    (jobs/workers/pretrain_engine.pretraining_model), so every trainable parameter gets a gradient."""
 
     name = "pretraining"
     labels = ("mlm_labels", "next_sentence_label")
@@ -68,8 +68,7 @@ class PretrainingObjective:
     def __call__(self, model, batch):
         if not self.nsp:
             out = model(**_inputs(batch, ("next_sentence_label",)))
-            loss = out.mlm_loss + 0.0 * out.nsp_logits.sum()
-            return loss, mlm_sums(out.mlm_loss, out.mlm_logits, out.mlm_targets)
+            return out.mlm_loss, mlm_sums(out.mlm_loss, out.mlm_logits, out.mlm_targets)
         out = model(**batch)
         return out.loss, pretraining_sums(out.mlm_loss, out.nsp_loss, out.mlm_logits, out.mlm_targets,
                                           out.nsp_logits, batch["next_sentence_label"])
@@ -78,11 +77,8 @@ class PretrainingObjective:
         """Token-weighted MLM loss and accuracy, example-weighted NSP (with NSP in the loss)."""
         if not self.nsp:
             return mlm_metrics(sums)
-        return {"mlm_loss": _ratio(sums, "mlm_loss_sum", "mlm_count"),
-                "mlm_acc": _ratio(sums, "mlm_correct", "mlm_count"),
-                "nsp_loss": _ratio(sums, "nsp_loss_sum", "nsp_count"),
-                "nsp_acc": _ratio(sums, "nsp_correct", "nsp_count"),
-                "mlm_tokens": int(sums.get("mlm_count", 0))}
+        return {**mlm_metrics(sums), "nsp_loss": _ratio(sums, "nsp_loss_sum", "nsp_count"),
+                "nsp_acc": _ratio(sums, "nsp_correct", "nsp_count")}
 
     @torch.no_grad()
     def outputs(self, model, batch):
@@ -96,7 +92,6 @@ class MaskedLMObjective:
     PretrainingObjective without NSP. The host-built masked positions spare the step a nonzero()."""
 
     name = "masked_lm"
-    labels = ("mlm_labels", "next_sentence_label")
 
     @staticmethod
     def _inputs(batch: dict) -> dict:

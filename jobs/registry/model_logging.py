@@ -18,10 +18,9 @@ def load_check(task: str, model_dir: str) -> None:
     """The load check log_model does: the folder loads with transformers' class for `task`. The modern encoder with
     an architecture switch off has no transformers class (its config.json's model_type says so): it is checked
     with bert_core.modern, the only code that loads it."""
-    from bert_core.checkpoint import model_type
-    from bert_core.modern_config import VARIANT_MODEL_TYPE
+    from bert_core.modern_config import is_variant
 
-    if model_type(model_dir) == VARIANT_MODEL_TYPE:
+    if is_variant(model_dir):
         from bert_core.modern import load_pretrained
 
         load_pretrained(model_dir)

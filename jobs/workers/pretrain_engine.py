@@ -30,8 +30,17 @@ def build_engine(cfg: PretrainConfig, load_universal: bool = False) -> EngineBas
         from jobs.engine.pipeline import PipelineEngine  # imports deepspeed: only once DS_ACCELERATOR is set
 
         return PipelineEngine(cfg)
-    if cfg.recipe == "modern":
-        model, objective = ModernBertForMaskedLM(cfg.model), MaskedLMObjective()
-    else:
-        model, objective = BertForPreTraining(cfg.model), PretrainingObjective(nsp=cfg.train.nsp)
+    model, objective = pretraining_model(cfg)
     return Engine(model, objective, load_universal=load_universal, **pretrain_engine_options(cfg))
+
+
+def pretraining_model(cfg: PretrainConfig):
+    """(model, objective) for the config's recipe. BERT without NSP (train.nsp=false) keeps its pooler and NSP
+    head, as its release does, frozen: no loss trains them, and weight decay would otherwise wear them down."""
+    if cfg.recipe == "modern":
+        return ModernBertForMaskedLM(cfg.model), MaskedLMObjective()
+    model = BertForPreTraining(cfg.model)
+    if not cfg.train.nsp:
+        for p in (*model.bert.pooler.parameters(), *model.cls.seq_relationship.parameters()):
+            p.requires_grad_(False)
+    return model, PretrainingObjective(nsp=cfg.train.nsp)

@@ -424,6 +424,13 @@ def test_collator_turns_an_empty_batch_into_zero_row_tensors(kind):
     assert out["next_sentence_label"].shape == (0,) and out["mlm_positions"].numel() == 0
 
 
+def test_packing_turns_an_empty_batch_into_zero_row_tensors():
+    out = make_collator(packing=True)(ray_batch(0))
+    for key in ("input_ids", "attention_mask", "mlm_labels", "sequence_ids", "position_ids"):
+        assert out[key].shape[0] == 0 and out[key].dtype == torch.int64
+    assert out["mlm_positions"].numel() == 0
+
+
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from bert_core.config import BertConfig, ConfigError
-from bert_core.model import IGNORE_INDEX, BertForPreTraining
+from bert_core.model import IGNORE_INDEX
 from bert_core.modern import ModernBertForMaskedLM, save_pretrained
 from bert_core.modern_config import ModernConfig, tiny as modern_tiny
 from jobs.config.finetune import FinetuneConfig
 from jobs.config.io import load_config
 from jobs.config.pretrain import PretrainConfig
 from jobs.engine.objectives import MaskedLMObjective, PretrainingObjective, objective_for
-from tests.unit.test_objectives import B, VOCAB, config, pretraining_batch
+from tests.unit.test_objectives import B, VOCAB, pretraining_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,8 @@ def test_a_modern_checkpoint_is_not_continued_as_a_bert():
     assert "model.recipe" not in bert and "model.type_vocab_size" in bert  # BERT's basis as before recipes existed
     assert modern["model.recipe"] == "modern" and "model.type_vocab_size" not in modern
     # a switch makes another model: a run of it is never continued from the other's checkpoint
-    assert continuation_basis(pretrain("model.recipe=modern", "model.glu=false"), prepared) != modern
+    assert continuation_basis(pretrain("model.recipe=modern", "model.glu=false", "tracking.registered_model="),
+                              prepared) != modern
     assert continuation_basis(pretrain("model.recipe=modern", "model.embedding_dropout=0.1"), prepared) == modern
 
 
@@ -104,24 +105,35 @@ def test_the_modern_vocabulary_is_padded_to_a_multiple_of_64():
 
 # -- the objectives --------------------------------------------------------------------------------
 
-def test_without_nsp_the_loss_is_mlm_alone_and_every_parameter_still_gets_a_gradient():
-    """train.nsp=false on BERT: the NSP head stays (the release has it) with zero gradients, not None: ZeRO and DDP
-    expect a gradient for every parameter on every step."""
+def test_without_nsp_the_loss_is_mlm_alone_and_the_nsp_head_is_frozen_not_decayed():
+    """train.nsp=false on BERT: the pooler and NSP head stay (the release has them), frozen: out of the optimizer's
+    groups (weight decay would wear them down with no loss to hold them), while every trainable parameter gets a
+    gradient from the MLM loss alone."""
+    from jobs.engine.ds_config import param_groups
+    from jobs.workers.pretrain_engine import pretraining_model
+
     torch.manual_seed(0)
-    model, batch = BertForPreTraining(config()), pretraining_batch()
-    loss, sums = PretrainingObjective(nsp=False)(model, batch)
+    cfg = pretrain("train.nsp=false", f"model.vocab_size={VOCAB}", "model.hidden_dropout_prob=0",
+                   "model.attention_probs_dropout_prob=0")
+    model, objective = pretraining_model(cfg)
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert frozen == {"bert.pooler.dense.weight", "bert.pooler.dense.bias", "cls.seq_relationship.weight",
+                      "cls.seq_relationship.bias"}
+    grouped = {id(p) for g in param_groups(model, 0.01) for p in g["params"]}
+    assert grouped == {id(p) for n, p in model.named_parameters() if n not in frozen}
+    batch = pretraining_batch()
+    loss, sums = objective(model, batch)
     with torch.no_grad():
         out = model(**{k: v for k, v in batch.items() if k != "next_sentence_label"})
     assert torch.allclose(loss, out.mlm_loss)
     loss.backward()
-    assert all(p.grad is not None for p in model.parameters())
-    assert torch.count_nonzero(model.cls.seq_relationship.weight.grad) == 0
-    assert torch.count_nonzero(model.bert.encoder.layer[0].attention.self.query.weight.grad) > 0
-    metrics = PretrainingObjective(nsp=False).metrics({k: float(v) for k, v in sums.items()})
+    assert all(p.grad is not None for n, p in model.named_parameters() if n not in frozen)
+    metrics = objective.metrics({k: float(v) for k, v in sums.items()})
     assert set(metrics) == {"mlm_loss", "mlm_acc", "mlm_tokens"}
     assert metrics["mlm_tokens"] == int((batch["mlm_labels"] != IGNORE_INDEX).sum())
     with_nsp, _ = PretrainingObjective()(model, batch)
     assert float(with_nsp) > float(loss)  # NSP's cross-entropy is in the default objective's loss
+    assert not any(not p.requires_grad for p in pretraining_model(pretrain())[0].parameters())  # BERT with NSP
 
 
 def test_masked_lm_objective_takes_the_pretraining_batch_as_the_collator_builds_it():
@@ -193,22 +205,44 @@ def test_a_modern_checkpoint_without_its_encoder_is_refused(tmp_path):
     assert json.loads((release / "config.json").read_text())["model_type"] == "modernbert"
 
 
-def test_a_variant_is_fine_tuned_but_not_registered_as_a_transformers_model(tmp_path):
-    """The modern encoder with a switch off (a ladder rung) fine-tunes from its release, and a run that would
-    register it is refused before any training: no transformers class loads it. Its pretraining release still
-    passes the registry's load check, by the one loader that knows it."""
+def test_a_variant_is_a_bench_model_the_jobs_refuse_before_any_work(tmp_path):
+    """The modern encoder with a switch off (a ladder rung): the fine-tuning jobs refuse it as init before any
+    training (they judge, register and serve with transformers, which has no class for it); pretraining one
+    refuses to register it; its release passes the load check by the one loader that knows it, and fine-tunes
+    in process (build_model, as bench/recipe_ladder.py runs it)."""
     from jobs.finetune import resolve_init
     from jobs.registry.model_logging import load_check
     from jobs.inference.serving import PRETRAINING
     from jobs.workers.finetune_worker import build_model
 
     release = save_pretrained(ModernBertForMaskedLM(modern_tiny(vocab_size=VOCAB, rotary=False)), tmp_path / "rung")
-    with pytest.raises(ConfigError, match=r"architecture switch off, which no transformers class loads; "
-                                          r"tracking.registered_model='ladder'"):
-        resolve_init(str(release), "sqlite:///unused.db", tmp_path / "dl", registered_model="ladder")
-    assert resolve_init(str(release), "sqlite:///unused.db", tmp_path / "dl") == release
+    with pytest.raises(ConfigError, match=r"architecture switch off \(model.pre_norm, model.glu or model.rotary "
+                                          r"false\), which no transformers class loads"):
+        resolve_init(str(release), "sqlite:///unused.db", tmp_path / "dl")
     load_check(PRETRAINING, str(release))
+    with pytest.raises(ConfigError, match=r"tracking.registered_model must be '' with model.rotary=false"):
+        pretrain("model.recipe=modern", "model.rotary=false")
+    assert pretrain("model.recipe=modern", "model.rotary=false", "tracking.registered_model=").model.rotary is False
     cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [f"init={release}"])
     cfg.task.labels = ["a", "b"]
     model, info = build_model(cfg, release)
     assert "model.embeddings.position_embeddings.weight" in info["loaded"] and not model.config.rotary
+
+
+def test_static_masking_in_the_modern_recipe_masks_thirty_percent_with_room_to():
+    """Masks drawn when the examples are prepared follow the recipe, and their per-example cap makes room for
+    30% (BERT's 20 per 128 tokens would stop it at 16%), in both phases; the config's own values still win."""
+    cfg = pretrain("model.recipe=modern", "data.masking=static")
+    assert (cfg.data.mask_rate, cfg.data.max_predictions, cfg.phase2.max_predictions) == (0.3, 39, 154)
+    cfg = pretrain("model.recipe=modern", "data.masking=static", "data.max_seq_len=64", "data.max_predictions=10")
+    assert (cfg.data.mask_rate, cfg.data.max_predictions) == (0.3, 10)
+    assert (pretrain().data.max_predictions, pretrain().phase2.max_predictions) == (20, 80)
+
+
+def test_a_modern_field_on_a_bert_model_says_what_it_needs():
+    with pytest.raises(ConfigError, match=r"unknown key 'model.glu'.*; model.glu needs model.recipe=modern"):
+        pretrain("model.glu=false")
+    from jobs.config.io import from_dict
+
+    assert from_dict(ModernConfig, {"preset": "mini"}) == modern_tiny(hidden_size=256, num_hidden_layers=4,
+                                                                     num_attention_heads=4, intermediate_size=704)
