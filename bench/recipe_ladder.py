@@ -42,9 +42,10 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODERN = ["model.recipe=modern", "train.packing=false"]  # the recipe's other defaults (no NSP, 30%) already
-LAYOUT = [*MODERN, "model.pre_norm=false", "model.glu=false", "model.rotary=false", "model.attention_bias=true",
-          "model.mlp_bias=true", "model.norm_bias=true", "model.classifier_bias=true",
-          "model.global_attn_every_n_layers=1", "model.norm_eps=1e-12", "model.max_position_embeddings=512"]
+# The variants are not registered (no transformers class loads them); their dropout stays the modern recipe's 0.
+LAYOUT = [*MODERN, "tracking.registered_model=", "model.pre_norm=false", "model.glu=false", "model.rotary=false",
+          "model.attention_bias=true", "model.mlp_bias=true", "model.norm_bias=true", "model.classifier_bias=true",
+          "model.global_attn_every_n_layers=1", "model.norm_eps=1e-12"]
 RUNGS = {
     "bert": [],
     "-nsp": ["train.nsp=false"],
@@ -52,7 +53,7 @@ RUNGS = {
     "bert-layout": LAYOUT,
     "+pre-ln": [*LAYOUT, "model.pre_norm=true"],
     "+geglu": [*LAYOUT, "model.pre_norm=true", "model.glu=true"],
-    "+rope": [*LAYOUT[:-1], "model.pre_norm=true", "model.glu=true", "model.rotary=true"],
+    "+rope": [*LAYOUT, "model.pre_norm=true", "model.glu=true", "model.rotary=true"],
     "+modern-attn": MODERN,  # no biases, local attention in 2 of 3 blocks: ModernBERT's architecture
     "+packing": ["model.recipe=modern"],  # the modern recipe as shipped
 }
@@ -61,6 +62,8 @@ RUNGS = {
 def pretrain(name: str, overrides: list[str], out: Path, steps: int) -> dict:
     from mlflow.tracking import MlflowClient
 
+    from bert_core.config import BertConfig
+    from bert_core.modern_config import ModernConfig
     from jobs import pretrain as job
     from jobs.config.io import load_config
     from jobs.config.pretrain import PretrainConfig
@@ -68,15 +71,17 @@ def pretrain(name: str, overrides: list[str], out: Path, steps: int) -> dict:
     cfg = load_config(PretrainConfig, ROOT / "configs/pretrain/quickstart.yaml", [
         f"run_name={name}", f"output_dir={out}/runs", f"data.output_root={out}/prepared",
         f"corpus.harvest_dir={out}/corpus", f"tracking.tracking_uri=sqlite:///{out}/mlflow.db",
-        f"tracking.artifact_location={out}/art", "tracking.registered_model=", f"train.max_steps={steps}",
+        f"tracking.artifact_location={out}/art", f"train.max_steps={steps}",
         f"optim.warmup_steps={steps // 10}", *overrides])
     start = time.perf_counter()
     result = job.run(cfg)
     history = MlflowClient(cfg.tracking.tracking_uri).get_metric_history(result.mlflow["run_id"], "train/tokens_per_s")
     rates = [m.value for m in sorted(history, key=lambda m: m.step)][1:] or [m.value for m in history]
+    released = json.loads((Path(result.release_dir) / "config.json").read_text())  # the vocabulary the run had
+    model = (ModernConfig if cfg.recipe == "modern" else BertConfig).from_dict(released)
     return {"release": result.release_dir, "mlm_acc": result.mlm_acc_after,
             "mlm_loss": result.metrics["eval_after/mlm_loss"], "tokens_per_s": statistics.mean(rates),
-            "params": cfg.model.num_parameters(include_embeddings=False), "wall_s": time.perf_counter() - start}
+            "params": model.num_parameters(include_embeddings=False), "wall_s": time.perf_counter() - start}
 
 
 def finetune(init: str, seed: int, corpus: str, lr: float) -> dict:
