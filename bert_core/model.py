@@ -397,22 +397,29 @@ class BertForSequenceClassification(nn.Module):
                 cu_seqlens=None) -> HeadOutput:
         _, pooled = self.bert(input_ids, token_type_ids, attention_mask, unpad_indices, cu_seqlens)  # (B, H)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            elif self.multi_label:
-                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
-            else:
-                loss = F.cross_entropy(logits.float(), labels.view(-1))
+        loss = None if labels is None else sequence_loss(logits, labels, self.problem_type)
         return HeadOutput(loss, logits)
 
     @property
     def problem_type(self) -> str:
-        """HF's name for what the head does: its config says it, so HF losses and pipelines do the same."""
-        if self.num_labels == 1:
-            return "regression"
-        return "multi_label_classification" if self.multi_label else "single_label_classification"
+        return problem_type(self.num_labels, self.multi_label)
+
+
+def problem_type(num_labels: int, multi_label: bool) -> str:
+    """HF's name for what a sequence head does: its config says it, so HF losses and pipelines do the same."""
+    if num_labels == 1:
+        return "regression"
+    return "multi_label_classification" if multi_label else "single_label_classification"
+
+
+def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
+    """A sequence head's loss for its `problem_type`, as HF computes it: MSE, BCE-with-logits over (B, C) 0/1
+    targets, or cross-entropy."""
+    if kind == "regression":
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    if kind == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+    return F.cross_entropy(logits.float(), labels.view(-1))
 
 
 class BertForTokenClassification(nn.Module):
@@ -450,11 +457,15 @@ class BertForQuestionAnswering(nn.Module):
                 end_positions=None, unpad_indices=None, cu_seqlens=None) -> HeadOutput:
         sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask, unpad_indices, cu_seqlens)  # (B, T, H)
         logits = self.qa_outputs(sequence_output)  # (B, T, 2)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            # Answers truncated out of the window point past the end and are ignored (HF's rule).
-            T = logits.shape[1]
-            start, end = start_positions.clamp(0, T), end_positions.clamp(0, T)
-            loss = (F.cross_entropy(logits[..., 0].float(), start, ignore_index=T)
-                    + F.cross_entropy(logits[..., 1].float(), end, ignore_index=T)) / 2
-        return HeadOutput(loss, logits)
+        return HeadOutput(span_loss(logits, start_positions, end_positions), logits)
+
+
+def span_loss(logits: torch.Tensor, start_positions, end_positions) -> torch.Tensor | None:
+    """Extractive QA's loss from (B, T, 2) start/end logits: the mean of start and end cross-entropy, as HF;
+    None without positions. Answers truncated out of the window point past the end and are ignored (HF's rule)."""
+    if start_positions is None or end_positions is None:
+        return None
+    T = logits.shape[1]
+    start, end = start_positions.clamp(0, T), end_positions.clamp(0, T)
+    return (F.cross_entropy(logits[..., 0].float(), start, ignore_index=T)
+            + F.cross_entropy(logits[..., 1].float(), end, ignore_index=T)) / 2

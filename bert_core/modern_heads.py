@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bert_core.config import ConfigError
-from bert_core.model import IGNORE_INDEX, HeadOutput
+from bert_core.model import IGNORE_INDEX, HeadOutput, problem_type, sequence_loss, span_loss
 from bert_core.modern import ModernBertModel, ModernBertPredictionHead, ModernConfig, init_weights
 
 POOLINGS = ("cls", "mean")  # transformers' classifier_pooling values
@@ -71,22 +71,12 @@ class ModernBertForSequenceClassification(_ModernBertClassifierHead):
             mask = torch.ones(hidden.shape[:2], device=hidden.device) if attention_mask is None else attention_mask
             pooled = (hidden * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True)  # (B, H), as HF
         logits = self.classify(pooled)  # (B, C)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            elif self.multi_label:
-                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
-            else:
-                loss = F.cross_entropy(logits.float(), labels.view(-1))
+        loss = None if labels is None else sequence_loss(logits, labels, self.problem_type)
         return HeadOutput(loss, logits)
 
     @property
     def problem_type(self) -> str:
-        """HF's name for what the head does: its config says it, so HF losses and pipelines do the same."""
-        if self.num_labels == 1:
-            return "regression"
-        return "multi_label_classification" if self.multi_label else "single_label_classification"
+        return problem_type(self.num_labels, self.multi_label)
 
 
 class ModernBertForTokenClassification(_ModernBertClassifierHead):
@@ -113,11 +103,4 @@ class ModernBertForQuestionAnswering(_ModernBertClassifierHead):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, start_positions=None,
                 end_positions=None, unpad_indices=None, cu_seqlens=None) -> HeadOutput:
         logits = self.classify(self.model(input_ids, attention_mask))  # (B, T, 2)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            # Answers truncated out of the window point past the end and are ignored (HF's rule).
-            T = logits.shape[1]
-            start, end = start_positions.clamp(0, T), end_positions.clamp(0, T)
-            loss = (F.cross_entropy(logits[..., 0].float(), start, ignore_index=T)
-                    + F.cross_entropy(logits[..., 1].float(), end, ignore_index=T)) / 2
-        return HeadOutput(loss, logits)
+        return HeadOutput(span_loss(logits, start_positions, end_positions), logits)
