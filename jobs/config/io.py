@@ -84,7 +84,7 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
     if cls in (BertConfig, modern_config.ModernConfig):
-        return _model_from_dict(data, where, default_recipe=recipe_of(cls()))
+        return _model_from_dict(data, where, default_recipe="modern" if cls is modern_config.ModernConfig else "bert")
     defaults = getattr(cls, "recipe_defaults", None)
     if defaults is not None:  # what the chosen recipe changes, under what the config itself says
         data = deep_merge(defaults(data), data)
