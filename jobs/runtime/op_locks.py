@@ -1,6 +1,6 @@
 """What a process needs before DeepSpeed loads its JIT-compiled ops (`before_op_loads`): no build lock left by a
-killed build in torch's extension cache, a cache of this Python environment's own, and one py-cpuinfo answer for
-every op.
+killed build in torch's extension cache, a cache of this Python environment's own, and one py-cpuinfo answer per
+CPU, kept beside the ops.
 
 torch builds an op under a lock file (`<cache>/<python and device>/<op>/lock`, its FileBaton) and every
 other process that needs the op waits until the file is gone. A build that is killed (a SIGKILLed worker,
@@ -17,8 +17,11 @@ machine, waits forever with nothing on the console. So:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
+import platform
 import socket
 import sys
 import time
@@ -140,16 +143,58 @@ def before_op_loads() -> None:
     remember_cpu_info()
 
 
-def remember_cpu_info() -> None:
+def remember_cpu_info(root: Path | None = None) -> None:
     """DeepSpeed names each CPU op's build by its compiler flags and asks py-cpuinfo for two of them (-march,
     SIMD width) at every load of FusedAdam or CPUAdam, and CPUAdam's constructor asks once more; each answer runs
-    a Python subprocess (1.1 s wall, measured here). The CPU does not change while a process lives: the first
-    answer is kept (DeepSpeed imports `get_cpu_info` from the module at each call)."""
+    a Python subprocess (about 2 CPU-seconds here, in every worker of every job). The answer depends on the CPU
+    alone: the first one is kept for the process (DeepSpeed imports `get_cpu_info` from the module at each call)
+    and on disk beside the ops it built (`<extensions_root>/cpuinfo/<cpu key>.json`), so later processes on a
+    machine with this CPU ask no one."""
     import functools
 
     try:
         import cpuinfo
     except ImportError:  # DeepSpeed then reads lscpu instead
         return
-    if not hasattr(cpuinfo.get_cpu_info, "cache_info"):
-        cpuinfo.get_cpu_info = functools.cache(cpuinfo.get_cpu_info)
+    if hasattr(cpuinfo.get_cpu_info, "cache_info"):
+        return
+    ask = cpuinfo.get_cpu_info
+    folder = (extensions_root() if root is None else root) / "cpuinfo"
+
+    @functools.cache
+    def get_cpu_info() -> dict:
+        key = cpu_key()
+        if key is None:  # no /proc/cpuinfo to name the CPU by: this process's answer only
+            return ask()
+        path = folder / f"{key}.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):  # not yet asked on this CPU, or a torn file from before atomic writes
+            info = ask()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(info))
+            os.replace(tmp, path)  # atomic: a reader sees the whole answer or none
+        except OSError:  # a read-only cache: ask again in the next process
+            pass
+        return info
+
+    get_cpu_info.__wrapped__ = ask
+    cpuinfo.get_cpu_info = get_cpu_info
+
+
+def cpu_key() -> str | None:
+    """A name for this machine's CPU model and features (what py-cpuinfo's answer depends on): a hash of
+    /proc/cpuinfo's identifying fields and py-cpuinfo's version; None where there is no /proc/cpuinfo."""
+    import cpuinfo
+
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    fields = sorted({line.strip() for line in text.splitlines()
+                     if line.split(":")[0].strip() in ("vendor_id", "cpu family", "model", "model name", "stepping",
+                                                       "flags", "Features", "CPU implementer", "CPU part")})
+    fields.append(f"py-cpuinfo {getattr(cpuinfo, 'CPUINFO_VERSION_STRING', '')} {platform.machine()}")
+    return hashlib.sha256("\n".join(fields).encode()).hexdigest()[:16]

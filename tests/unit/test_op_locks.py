@@ -1,6 +1,7 @@
 """A build lock a killed JIT build left in torch's extension cache is removed before DeepSpeed loads its ops
 (otherwise every later load of that op waits forever); a young one is named and kept."""
 
+import json
 import logging
 import os
 import time
@@ -62,6 +63,40 @@ def test_deepspeed_asks_py_cpuinfo_once_per_process_for_every_op():
     info = cpuinfo.get_cpu_info.cache_info()
     assert (info.misses, info.currsize) == (1, 1) and info.hits >= 3, info
     assert not hasattr(cpuinfo.get_cpu_info.__wrapped__, "cache_info")
+
+
+
+def test_the_cpu_answer_is_kept_on_disk_for_later_processes(tmp_path, monkeypatch):
+    """py-cpuinfo's answer (a subprocess of ~2 CPU-seconds in every worker of every job) is asked once per CPU: a
+    later process on the same CPU reads it from the cache; another CPU, or a torn file, asks again."""
+    import cpuinfo
+
+    from jobs.runtime import op_locks
+
+    asked = []
+
+    def ask():
+        asked.append(1)
+        return {"arch": "X86_64", "flags": ["avx2", "avx512f"]}
+
+    def new_process():  # py-cpuinfo's own function again, as a fresh process imports it
+        monkeypatch.setattr(cpuinfo, "get_cpu_info", ask)
+        op_locks.remember_cpu_info(tmp_path)
+
+    new_process()
+    assert cpuinfo.get_cpu_info() == cpuinfo.get_cpu_info() == ask() and len(asked) == 2  # one ask, plus mine
+    new_process()
+    assert cpuinfo.get_cpu_info()["flags"] == ["avx2", "avx512f"] and len(asked) == 2  # from disk: nobody asked
+    cached = tmp_path / "cpuinfo" / f"{op_locks.cpu_key()}.json"
+    assert [p.name for p in (tmp_path / "cpuinfo").iterdir()] == [cached.name]
+    cached.write_text('{"arch": "X86')  # torn
+    new_process()
+    assert cpuinfo.get_cpu_info()["arch"] == "X86_64" and len(asked) == 3
+    assert json.loads(cached.read_text())["arch"] == "X86_64"  # rewritten whole
+    monkeypatch.setattr(op_locks, "cpu_key", lambda: "another-cpu")
+    new_process()
+    cpuinfo.get_cpu_info()
+    assert len(asked) == 4 and (tmp_path / "cpuinfo" / "another-cpu.json").is_file()
 
 
 BUILD = """
