@@ -255,6 +255,7 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     ds = ds.map_batches(_Predict, batch_size=cfg.window, compute=ActorPoolStrategy(size=actors),
                         num_gpus=1 if gpus else 0, num_cpus=cfg.cpus_per_actor if not gpus else 1,
                         fn_constructor_kwargs={"model": shipped, "qa": qa, "batch_size": cfg.batch_size,
+                                               "max_batch_tokens": cfg.max_batch_tokens,
                                                "threshold": _threshold(cfg, model), "output": output,
                                                "threads": max(1, int(cfg.cpus_per_actor)), "precision": cfg.precision,
                                                "kill_after": int(cfg.faults.get("kill_actor_after_batches", 0))})
@@ -344,14 +345,15 @@ class _Predict:
     """One model replica: windows -> predictions -> the shard's parts, written here; returns what it wrote."""
 
     def __init__(self, model: dict, qa, batch_size: int, threshold: float, output: Path, threads: int,
-                 precision: str = "fp32", kill_after: int = 0):
+                 precision: str = "fp32", kill_after: int = 0, max_batch_tokens: int = 0):
         import torch
 
         from jobs.inference.predictor import Predictor
 
         torch.set_num_threads(threads)
         self.predictor = _load(model, lambda folder: Predictor(folder, qa, batch_size=batch_size, threshold=threshold,
-                                                               precision=precision))
+                                                               precision=precision,
+                                                               max_batch_tokens=max_batch_tokens))
         self.output, self.kill_after, self.batches = output, kill_after, 0
 
     def __call__(self, batch):

@@ -22,6 +22,7 @@ class PredictConfig:
     columns: Columns = field(default_factory=lambda: Columns(tokens=""))
     batch_size: int = 32  # windows per forward pass, sorted by length within `window`
     window: int = 1024  # rows an actor sorts by length at once
+    max_batch_tokens: int = 4096  # padded positions per forward pass at most (long rows in smaller batches); 0 = off
     shard_rows: int = 10_000  # rows per output shard: the unit a rerun skips when complete
     num_actors: int = 0  # model replicas; 0 = one per GPU of the cluster, else one per cpus_per_actor CPUs
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
@@ -44,6 +45,8 @@ class PredictConfig:
         for name in ("batch_size", "window", "shard_rows"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_batch_tokens < 0:
+            raise ConfigError(f"max_batch_tokens must be >= 0 (0 = batch_size alone), got {self.max_batch_tokens}")
         if self.num_actors < 0 or self.cpus_per_actor <= 0:
             raise ConfigError(f"num_actors must be >= 0 and cpus_per_actor > 0, got {self.num_actors} and "
                               f"{self.cpus_per_actor}")

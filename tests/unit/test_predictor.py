@@ -69,6 +69,31 @@ def test_classification_equals_the_served_pipeline_long_inputs_truncated(tmp_pat
     # unsorted, one at a time: the same (sorting and padding change nothing but speed)
     single = Predictor(folder, batch_size=1).predict(rows)
     assert [p["score"] for p in single] == pytest.approx([p["score"] for p in ours], abs=1e-5)
+    budgeted = Predictor(folder, batch_size=4, max_batch_tokens=70).predict(rows)  # the 64-piece row runs alone
+    assert [p["score"] for p in budgeted] == pytest.approx([p["score"] for p in ours], abs=1e-5)
+
+
+@pytest.mark.parametrize("batch_size, budget", [(4, 0), (4, 100), (32, 4096), (1, 50), (3, 10)])
+def test_batches_hold_every_row_once_shortest_first_within_both_limits(batch_size, budget):
+    """Rows sorted by length, cut at batch_size rows and at `max_batch_tokens` padded positions (rows x the longest);
+    a row longer than the budget runs alone. With no budget, batches of batch_size (the last one shorter)."""
+    import random
+
+    lengths = [random.Random(seed).randint(1, 120) for seed in range(57)]
+    p = Predictor.__new__(Predictor)
+    p.batch_size, p.max_batch_tokens = batch_size, budget
+    batches = p.batches(lengths)
+    assert sorted(j for b in batches for j in b) == list(range(len(lengths)))
+    flat = [lengths[j] for b in batches for j in b]
+    assert flat == sorted(lengths)
+    for b in batches:
+        assert len(b) <= batch_size
+        assert len(b) == 1 or not budget or len(b) * max(lengths[j] for j in b) <= budget
+    if not budget:
+        assert [len(b) for b in batches[:-1]] == [batch_size] * (len(batches) - 1)
+    else:  # a batch closes only when the next row would break a limit
+        for b, nxt in zip(batches, batches[1:]):
+            assert len(b) == batch_size or (len(b) + 1) * lengths[nxt[0]] > budget
 
 
 def test_sentence_pairs_equal_the_pipeline(tmp_path):
