@@ -168,33 +168,59 @@ def remember_cpu_info(root: Path | None = None) -> None:
             return ask()
         path = folder / f"{key}.json"
         try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):  # not yet asked on this CPU, or a torn file from before atomic writes
-            info = ask()
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(info))
-            os.replace(tmp, path)  # atomic: a reader sees the whole answer or none
-        except OSError:  # a read-only cache: ask again in the next process
+            info = json.loads(path.read_text())
+            if complete(info):
+                return info
+        except (OSError, ValueError):  # not yet asked on this CPU, or an unreadable file
             pass
+        info = ask()
+        if complete(info):  # a failed ask answers {} (py-cpuinfo's child died): never kept, asked again next time
+            _write_atomic(path, json.dumps(info))
         return info
 
     get_cpu_info.__wrapped__ = ask
     cpuinfo.get_cpu_info = get_cpu_info
 
 
+def complete(info: dict) -> bool:
+    """Whether a py-cpuinfo answer holds what DeepSpeed reads (`arch` outside any try, and `flags`)."""
+    return isinstance(info, dict) and bool(info.get("arch")) and "flags" in info
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """`text` into `path` whole or not at all (a temporary file named by host and pid, then renamed); a cache that
+    cannot be written (read-only) is left as it is: the next process asks again."""
+    tmp = path.with_name(f"{path.name}.{_host()}.{os.getpid()}.tmp")  # hosts sharing the cache: distinct names
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+# The /proc/cpuinfo fields that name a CPU's model and features, on x86 (vendor_id .. flags), Arm (Features, CPU
+# ...), POWER (cpu, revision) and RISC-V (isa); per-core fields (processor, cpu MHz, apicid) are left out.
+CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "Features", "CPU implementer",
+              "CPU architecture", "CPU variant", "CPU part", "CPU revision", "cpu", "revision", "isa")
+
+
 def cpu_key() -> str | None:
-    """A name for this machine's CPU model and features (what py-cpuinfo's answer depends on): a hash of
-    /proc/cpuinfo's identifying fields and py-cpuinfo's version; None where there is no /proc/cpuinfo."""
+    """A name for this machine's CPU model and features (what py-cpuinfo's answer depends on); None where there is
+    no /proc/cpuinfo."""
     import cpuinfo
 
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return None
-    fields = sorted({line.strip() for line in text.splitlines()
-                     if line.split(":")[0].strip() in ("vendor_id", "cpu family", "model", "model name", "stepping",
-                                                       "flags", "Features", "CPU implementer", "CPU part")})
-    fields.append(f"py-cpuinfo {getattr(cpuinfo, 'CPUINFO_VERSION_STRING', '')} {platform.machine()}")
+    return cpu_key_of(text, platform.machine(), getattr(cpuinfo, "CPUINFO_VERSION_STRING", ""))
+
+
+def cpu_key_of(cpuinfo_text: str, machine: str, version: str) -> str:
+    """A hash of /proc/cpuinfo's identifying fields (CPU_FIELDS, each distinct line once: the core count does not
+    change it), the machine type and py-cpuinfo's version."""
+    fields = sorted({line.strip() for line in cpuinfo_text.splitlines()
+                     if line.split(":")[0].strip() in CPU_FIELDS})
+    fields.append(f"py-cpuinfo {version} {machine}")
     return hashlib.sha256("\n".join(fields).encode()).hexdigest()[:16]

@@ -65,7 +65,6 @@ def test_deepspeed_asks_py_cpuinfo_once_per_process_for_every_op():
     assert not hasattr(cpuinfo.get_cpu_info.__wrapped__, "cache_info")
 
 
-
 def test_the_cpu_answer_is_kept_on_disk_for_later_processes(tmp_path, monkeypatch):
     """py-cpuinfo's answer (a subprocess of ~2 CPU-seconds in every worker of every job) is asked once per CPU: a
     later process on the same CPU reads it from the cache; another CPU, or a torn file, asks again."""
@@ -97,6 +96,49 @@ def test_the_cpu_answer_is_kept_on_disk_for_later_processes(tmp_path, monkeypatc
     new_process()
     cpuinfo.get_cpu_info()
     assert len(asked) == 4 and (tmp_path / "cpuinfo" / "another-cpu.json").is_file()
+    monkeypatch.setattr(op_locks, "cpu_key", lambda: "a-third-cpu")
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: asked.append(1) or {})  # py-cpuinfo's child died
+    op_locks.remember_cpu_info(tmp_path)
+    assert cpuinfo.get_cpu_info() == {} and not (tmp_path / "cpuinfo" / "a-third-cpu.json").exists()  # not kept
+    (tmp_path / "cpuinfo" / "a-third-cpu.json").write_text("{}")  # nor trusted, if some other writer kept it
+    new_process()
+    assert cpuinfo.get_cpu_info()["arch"] == "X86_64" and len(asked) == 6
+    assert json.loads((tmp_path / "cpuinfo" / "a-third-cpu.json").read_text())["arch"] == "X86_64"
+    assert not list((tmp_path / "cpuinfo").glob("*.tmp"))
+
+
+CPUINFO = """processor\t: {core}
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
+stepping\t: 1
+cpu MHz\t\t: {mhz}
+apicid\t\t: {core}
+flags\t\t: {flags}
+"""
+
+
+def test_the_cpu_key_names_model_and_features_not_cores_or_clocks():
+    """Two CPUs share a cached answer only if their model and flags are the same: a build for avx512 must never be
+    taken for a CPU without it. Per-core lines (processor, apicid, cpu MHz) and the core count change nothing."""
+    from jobs.runtime.op_locks import cpu_key_of
+
+    def text(cores=2, flags="fpu avx2 avx512f", mhz="2400.0", **swap):
+        body = "\n".join(CPUINFO.format(core=c, mhz=mhz, flags=flags) for c in range(cores))
+        for old, new in swap.items():
+            body = body.replace(old.replace("_", " "), new)
+        return body
+
+    key = cpu_key_of(text(), "x86_64", "9.0.0")
+    assert cpu_key_of(text(cores=64, mhz="3100.5"), "x86_64", "9.0.0") == key
+    assert cpu_key_of(text(flags="fpu avx2"), "x86_64", "9.0.0") != key
+    assert cpu_key_of(text(AMD_EPYC="AMD EPYC 9654"), "x86_64", "9.0.0") != key
+    assert cpu_key_of(text().replace("model\t\t: 17", "model\t\t: 160"), "x86_64", "9.0.0") != key
+    assert cpu_key_of(text(), "aarch64", "9.0.0") != key
+    assert cpu_key_of(text(), "x86_64", "9.0.1") != key
+    power = "processor\t: 0\ncpu\t\t: POWER9 (raw), altivec supported\nrevision\t: 2.2 (pvr 004e 1202)\n"
+    assert cpu_key_of(power, "ppc64le", "9.0.0") != cpu_key_of(power.replace("POWER9", "POWER10"), "ppc64le", "9.0.0")
 
 
 BUILD = """
