@@ -245,17 +245,17 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     task_cpus = 1 if gpus else 0
     ds = reads.flat_map(_read, num_cpus=task_cpus, fn_kwargs={
         "kind": model.kind, "columns": cfg.columns, "shard_rows": cfg.shard_rows, "skip": done, "output": output})
-    # Tokenizing tasks in a capped pool, which reuses its processes and their tokenizer (_ENCODERS): tasks of 0 CPUs
-    # have no other bound, and each new process pays for transformers and the tokenizer (measured, 10,000 rows on 2
-    # cores: 13 processes and 70 CPU-seconds, against the model's 82). One task per GPU replica; on CPUs one per
-    # TOKENIZERS_PER_CPU_REPLICA replicas (a process tokenizes thousands of rows a second, a CPU replica ~100).
-    tokenizers = actors if gpus else math.ceil(actors / TOKENIZERS_PER_CPU_REPLICA)
-    ds = ds.map_batches(_tokenize, batch_size=256, num_cpus=task_cpus, compute=TaskPoolStrategy(size=tokenizers),
+    # On a CPU-only cluster the tokenizing tasks (0 CPUs) have no bound: each new process paid for transformers and
+    # the tokenizer (measured, 10,000 rows on 2 cores: 13 processes and 70 CPU-seconds, against the model's 82). A
+    # pool of one per TOKENIZERS_PER_CPU_REPLICA replicas keeps its processes and their tokenizer (_ENCODERS): a
+    # process tokenizes thousands of rows a second, a CPU replica ~100. With GPUs they take a CPU each, as before.
+    tokenizing = None if gpus else TaskPoolStrategy(size=math.ceil(actors / TOKENIZERS_PER_CPU_REPLICA))
+    ds = ds.map_batches(_tokenize, batch_size=256, num_cpus=task_cpus, compute=tokenizing,
                         fn_kwargs={"model": shipped, "qa": qa})
     ds = ds.map_batches(_Predict, batch_size=cfg.window, compute=ActorPoolStrategy(size=actors),
                         num_gpus=1 if gpus else 0, num_cpus=cfg.cpus_per_actor if not gpus else 1,
                         fn_constructor_kwargs={"model": shipped, "qa": qa, "batch_size": cfg.batch_size,
-                                               "max_batch_tokens": cfg.max_batch_tokens,
+                                               "max_batch_tokens": 0 if gpus else cfg.max_batch_tokens,
                                                "threshold": _threshold(cfg, model), "output": output,
                                                "threads": max(1, int(cfg.cpus_per_actor)), "precision": cfg.precision,
                                                "kill_after": int(cfg.faults.get("kill_actor_after_batches", 0))})
@@ -417,7 +417,7 @@ def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> s
 
     params = {"model": cfg.model, "model_uri": model.uri, "input": cfg.input, "output": str(output),
               "format": cfg.format, "batch_size": cfg.batch_size, "window": cfg.window, "shard_rows": cfg.shard_rows,
-              "precision": cfg.precision}
+              "precision": cfg.precision, "max_batch_tokens": cfg.max_batch_tokens}
     name = cfg.run_name or f"predict-{model.name or Path(model.uri).name}"
     run_id = tracking.start_run(uri, cfg.tracking.experiment, cfg.tracking.artifact_location, name, params)
     client = MlflowClient(uri)

@@ -22,7 +22,9 @@ class PredictConfig:
     columns: Columns = field(default_factory=lambda: Columns(tokens=""))
     batch_size: int = 32  # windows per forward pass, sorted by length within `window`
     window: int = 1024  # rows an actor sorts by length at once
-    max_batch_tokens: int = 4096  # padded positions per forward pass at most (long rows in smaller batches); 0 = off
+    # CPU replicas: padded positions per forward pass at most (long rows in smaller batches); 0 = off. Measured on
+    # CPUs only: GPU replicas run batch_size windows whatever their length
+    max_batch_tokens: int = 4096
     shard_rows: int = 10_000  # rows per output shard: the unit a rerun skips when complete
     num_actors: int = 0  # model replicas; 0 = one per GPU of the cluster, else one per cpus_per_actor CPUs
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
