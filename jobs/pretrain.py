@@ -29,6 +29,8 @@ from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 
+FOOTER_READERS = "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"  # Ray Data's parquet listing: see read_shards
+
 # Columns the trainer reads; debug columns stay on disk.
 TRAIN_COLUMNS = ["example_id", "input_ids", "num_a_tokens", "next_sentence_label"]
 STATIC_COLUMNS = ["masked_positions", "masked_ids"]
@@ -266,25 +268,32 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     return result
 
 
-FOOTER_READERS = "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"
-
-
 def read_shards(files: list[str]):
     """The prepared set's parquet shards as a Ray Dataset. Ray Data lists a parquet read by reading each file's
     footer on a pool of new actor processes, 32 unless RAY_DATA_PARQUET_FOOTER_NUM_ACTORS says otherwise, at every
     execution of the dataset (each epoch; each restart). A prepared set names its files: the pool is sized to them,
     one reader per 10 files (Ray's footer batch), at most Ray's 32. For a set of a few shards that is one process
     where Ray starts 32 (measured on 2 cores: about 7 CPU-seconds less in a 20-step job). A value the user set is
-    kept."""
+    kept. The variable is read here, in this process, by the listing's indexer that read_parquet builds; its module
+    is imported first, so that its own default (read at import) stays Ray's."""
     import ray
+
+    try:  # Ray's private module (Ray is pinned): if it moves, only the pool's own default changes
+        import ray.data._internal.datasource_v2.formats.parquet.footer_file_indexer  # noqa: F401
+    except ImportError:
+        pass
 
     if os.environ.get(FOOTER_READERS):
         return ray.data.read_parquet(files)
+    before = os.environ.get(FOOTER_READERS)
     os.environ[FOOTER_READERS] = str(min(32, max(1, math.ceil(len(files) / 10))))
-    try:  # read by the listing's indexer, which read_parquet builds here, in this process
+    try:
         return ray.data.read_parquet(files)
     finally:
-        del os.environ[FOOTER_READERS]
+        if before is None:
+            del os.environ[FOOTER_READERS]
+        else:
+            os.environ[FOOTER_READERS] = before
 
 
 def _report_ignored(cfg: PretrainConfig) -> int:
