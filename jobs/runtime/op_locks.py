@@ -188,15 +188,14 @@ def complete(info: dict) -> bool:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """`text` into `path` whole or not at all (a temporary file named by host and pid, then renamed); a cache that
-    cannot be written (read-only) is left as it is: the next process asks again."""
-    tmp = path.with_name(f"{path.name}.{_host()}.{os.getpid()}.tmp")  # hosts sharing the cache: distinct names
+    """`text` into `path` whole or not at all (prediction's writer: a unique temporary file, then a rename); a cache
+    that cannot be written (read-only) is left as it is: the next process asks again."""
+    from jobs.inference.shards import write_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_atomic(path, text.encode())
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 # The /proc/cpuinfo fields that name a CPU's model and features, on x86 (vendor_id .. flags), Arm (Features, CPU
