@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bert_core.config import BertConfig, ConfigError, tiny
 from bert_core.masking import MaskingConfig
-from bert_core.modern_config import ModernConfig
+from bert_core.modern_config import SWITCHES, ModernConfig
 from jobs.config.io import from_dict, recipe_of, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
                                   ScalingConfig, TrackingConfig, check_output_dir, refuse_relative_when_submitted)
@@ -118,7 +118,7 @@ class PretrainConfig:
             raise ConfigError("train.nsp must be false with model.recipe=modern: the modern encoder has no "
                               "next-sentence head (ModernBertForMaskedLM)")
         if self.recipe == "modern" and not self.model.is_transformers and self.tracking.registered_model:
-            off = [name for name in ("pre_norm", "glu", "rotary") if not getattr(self.model, name)]
+            off = [name for name in SWITCHES if not getattr(self.model, name)]
             raise ConfigError(f"tracking.registered_model must be '' with model.{off[0]}=false: no transformers "
                               f"class loads the modern encoder with a switch off (a recipe-ladder rung), so the "
                               f"registry would hold a model nothing downstream can use")

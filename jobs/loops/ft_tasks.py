@@ -51,9 +51,9 @@ def recipe_of_checkpoint(model_dir) -> str:
     """"modern" for a ModernBERT folder (config.json's model_type "modernbert", or our variant of it with an
     architecture switch off), else "bert"."""
     from bert_core.checkpoint import model_type
-    from bert_core.modern_config import MODEL_TYPE, is_variant
+    from bert_core.modern_config import MODEL_TYPE, VARIANT_MODEL_TYPE
 
-    return "modern" if model_type(model_dir) == MODEL_TYPE or is_variant(model_dir) else "bert"
+    return "modern" if model_type(model_dir) in (MODEL_TYPE, VARIANT_MODEL_TYPE) else "bert"
 
 
 def head_kwargs(task: TaskConfig) -> dict:
