@@ -12,47 +12,14 @@ head never sees a sequence with zero or wildly many targets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
 import torch
 
-from bert_core.config import ConfigError
+from bert_core.config import MaskingConfig  # noqa: F401  (re-exported: the masking's own config)
 from bert_core.model import IGNORE_INDEX, host_packing  # IGNORE_INDEX: labels at unselected positions
 from bert_core.tokenizer import SpecialIds
-
-
-@dataclass
-class MaskingConfig:
-    rate: float = 0.15  # share of real (non-special) tokens selected as MLM targets
-    mask_token_prob: float = 0.8  # of those, replaced by [MASK]
-    random_token_prob: float = 0.1  # of those, replaced by a random non-special token; rest unchanged
-    whole_word: bool = False  # select whole words ("##" pieces go with their head), as BERT-wwm
-    max_predictions: int | None = None  # cap on targets per sequence (20 for seq 128 in BERT)
-
-    def validate(self, where: str = "masking") -> "MaskingConfig":
-        """`where` is the section's dotted name in the caller's config (the pretraining job: train.masking)."""
-        for name in ("rate", "mask_token_prob", "random_token_prob"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{where}.{name} must be a number, got {value!r}")
-        if not 0.0 < self.rate < 1.0:
-            raise ConfigError(f"{where}.rate must be in (0, 1), got {self.rate!r}")
-        for name in ("mask_token_prob", "random_token_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"{where}.{name} must be in [0, 1], got {value!r}")
-        if self.mask_token_prob + self.random_token_prob > 1.0:
-            raise ConfigError(
-                f"{where}.mask_token_prob + {where}.random_token_prob must be <= 1, got "
-                f"{self.mask_token_prob} + {self.random_token_prob}")
-        if self.max_predictions is not None and (
-                isinstance(self.max_predictions, bool) or not isinstance(self.max_predictions, int)
-                or self.max_predictions < 1):
-            raise ConfigError(f"{where}.max_predictions must be null or an integer >= 1, "
-                              f"got {self.max_predictions!r}")
-        return self
 
 
 def _budget(num_real: np.ndarray, cfg: MaskingConfig) -> np.ndarray:

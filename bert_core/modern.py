@@ -46,6 +46,14 @@ from bert_core.modern_config import (  # noqa: F401  (re-exported: the config is
     ACTIVATIONS, ARCHITECTURE, GLOBAL, LOCAL, PRESETS, SWITCHES, VOCAB_MULTIPLE, ModernConfig, base, glu_width, large,
     medium, mini, pad_vocab_size, preset, small, tiny)
 
+ACT = {  # ACTIVATIONS' names -> modules
+    "gelu": nn.GELU,  # exact erf GELU: the GLU is then GeGLU, ModernBERT's choice
+    "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
+    "silu": nn.SiLU,  # SwiGLU
+    "relu": nn.ReLU,
+}
+assert set(ACT) == set(ACTIVATIONS)
+
 
 # ----------------------------------------------------------------------------- model
 
@@ -175,7 +183,7 @@ class ModernBertMLP(nn.Module):
         self.glu = config.glu
         width = 2 * config.intermediate_size if config.glu else config.intermediate_size
         self.Wi = nn.Linear(config.hidden_size, width, bias=config.mlp_bias)
-        self.act = ACTIVATIONS[config.hidden_activation]()
+        self.act = ACT[config.hidden_activation]()
         self.drop = nn.Dropout(config.mlp_dropout)
         self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
 
@@ -244,7 +252,7 @@ class ModernBertPredictionHead(nn.Module):
     def __init__(self, config: ModernConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.classifier_bias)
-        self.act = ACTIVATIONS[config.classifier_activation]()
+        self.act = ACT[config.classifier_activation]()
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
 
     def forward(self, x):

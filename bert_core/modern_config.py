@@ -7,16 +7,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from torch import nn
-
 from bert_core.config import ConfigError
 
-ACTIVATIONS = {  # transformers' ACT2FN names, so config.json needs no translation
-    "gelu": nn.GELU,  # exact erf GELU: the GLU is then GeGLU, ModernBERT's choice
-    "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
-    "silu": nn.SiLU,  # SwiGLU
-    "relu": nn.ReLU,
-}
+# transformers' ACT2FN names, so config.json needs no translation (bert_core/modern.py maps them to modules; this
+# module stays free of torch, so a job's config checks import no framework)
+ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "silu", "relu")
 GLOBAL, LOCAL = "full_attention", "sliding_attention"  # transformers' layer_types values
 ARCHITECTURE = "ModernBertForMaskedLM"  # the transformers class a release folder loads as
 VOCAB_MULTIPLE = 64
@@ -100,7 +95,7 @@ class ModernConfig:
                               f"token), got {self.local_attention}")
         for name in ("hidden_activation", "classifier_activation"):
             if getattr(self, name) not in ACTIVATIONS:
-                raise ConfigError(f"model.{name} must be one of {tuple(ACTIVATIONS)}, got {getattr(self, name)!r}")
+                raise ConfigError(f"model.{name} must be one of {ACTIVATIONS}, got {getattr(self, name)!r}")
         for name in ("embedding_dropout", "attention_dropout", "mlp_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)!r}")

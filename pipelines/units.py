@@ -28,7 +28,6 @@ target only changes how work is spread (hence not in the dataset name).
 from __future__ import annotations
 
 import math
-import posixpath
 
 import numpy as np
 import pyarrow.parquet as pq

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import re
+import sys
 import tempfile
 import warnings
 
@@ -77,12 +78,13 @@ def configure(verbose: bool) -> None:
         warnings.filterwarnings("ignore", category=category)
     # Ray Data, when an actor pool gets fewer blocks than actors (a small input to predict): not the user's to fix
     warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
-    try:
+    # "Loading weights: 100%" on every registration: transformers reads this when it is first imported (here, in
+    # Ray's workers and in child processes); one imported already is told directly
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # "Loading weights: 100%" on every registration
-    except ImportError:
-        pass
+        hf_logging.disable_progress_bar()
 
 
 def quiet() -> bool:

@@ -18,7 +18,6 @@ import os
 from collections.abc import Iterable
 
 import numpy as np
-from seqeval.metrics import accuracy_score, classification_report
 
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
 
@@ -137,6 +136,8 @@ def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]], scheme: 
     scheme ("IOB1", "IOB2") switches seqeval to strict mode for that scheme: entities are read by the
     scheme's rules only (an I- after O opens no entity under IOB2); None is conlleval's lenient reading.
     """
+    from seqeval.metrics import accuracy_score, classification_report  # deferred: it imports scikit-learn and scipy
+
     kwargs = {}
     if scheme is not None:
         from seqeval import scheme as schemes

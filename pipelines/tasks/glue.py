@@ -26,8 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer
 
@@ -202,6 +200,9 @@ def glue_metrics(task: str, predictions, labels) -> dict[str, float]:
     predictions: class ids (N,) or logits (N, C); for STS-B, scores (N,) or (N, 1).
     Metrics come from scikit-learn / scipy; F1 is of the positive class (MRPC, QQP).
     """
+    from scipy.stats import pearsonr, spearmanr  # deferred: a job's config checks need neither
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
     spec = glue_task(task)
     preds, gold = np.asarray(predictions), np.asarray(labels)
     if spec.is_regression:

@@ -9,9 +9,6 @@ import re
 from collections.abc import Iterable
 
 import numpy as np
-from scipy.special import expit
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score
 
 from pipelines.tasks.common import TaskDataError
 
@@ -57,6 +54,10 @@ def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
     macro_f1 (over all C labels; 0 for one never true nor predicted) and exact_match (all C right) of
     sigmoid(logits) > threshold against (N, C) 0/1 labels; regression: pearson, spearman, mse.
     Computed by scikit-learn / scipy."""
+    from scipy.special import expit  # deferred, as seqeval in conll.py: a job's config checks need neither
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score
+
     preds, gold = np.asarray(predictions), np.asarray(labels)
     if kind == "classification":
         preds = preds.argmax(-1) if preds.ndim == 2 else preds

@@ -68,13 +68,20 @@ def placed(command: str, ws: Path) -> list[str]:
     return shlex.split(text)
 
 
+# What a config check must not import: each costs 0.3-1 s of a user's wait for a typo's one line (and of this
+# suite's ~60 checks); a job imports them when it runs
+FRAMEWORKS = ("torch", "transformers", "ray", "deepspeed", "mlflow", "sklearn", "scipy", "seqeval", "pandas")
+
+
 def check(words: list[str], cwd: Path, env: dict | None = None) -> str:
-    """Run a job's command, as written plus --check; return its console."""
+    """Run a job's command, as written plus --check; return its console. The check imports no framework."""
     assert words[0] == "python" and words[1].startswith("jobs/"), words
-    out = subprocess.run([sys.executable, *words[1:], "--check"], cwd=cwd, env=env or dict(os.environ),
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-X", "importtime", *words[1:], "--check"], cwd=cwd,
+                         env=env or dict(os.environ), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, f"{shlex.join(words)}\n{out.stdout[-2000:]}{out.stderr[-3000:]}"
     assert re.search(r"^\[check\] \w+: .*: valid; nothing was run$", out.stdout, re.M), out.stdout
+    imported = set(re.findall(r"^import time:.*\| *([\w.]+)$", out.stderr, re.M))
+    assert not imported & set(FRAMEWORKS), f"{shlex.join(words)} --check imported {sorted(imported & set(FRAMEWORKS))}"
     return out.stdout
 
 
