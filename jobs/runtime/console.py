@@ -78,9 +78,14 @@ def configure(verbose: bool) -> None:
         warnings.filterwarnings("ignore", category=category)
     # Ray Data, when an actor pool gets fewer blocks than actors (a small input to predict): not the user's to fix
     warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
-    # "Loading weights: 100%" on every registration: transformers reads this when it is first imported (here, in
-    # Ray's workers and in child processes); one imported already is told directly
+    # "Loading weights: 100%" on every registration: huggingface_hub reads this when it is first imported (here, in
+    # Ray's workers and in child processes), and transformers asks it on its own import; either one imported
+    # already is told directly
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 

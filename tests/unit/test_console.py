@@ -3,6 +3,8 @@ and drops Ray, DeepSpeed and library chatter. The lines are real ones, from a qu
 
 import logging
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -110,7 +112,8 @@ def test_an_actor_ray_ended_with_sigterm_is_not_an_error():
 
 def test_configure_quiet_then_verbose():
     mlflow_level = os.environ.get("MLFLOW_LOGGING_LEVEL")
-    saved = {k: os.environ.get(k) for k in ("RAY_AIR_NEW_OUTPUT", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")}
+    saved = {k: os.environ.get(k) for k in ("RAY_AIR_NEW_OUTPUT", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR",
+                                            "HF_HUB_DISABLE_PROGRESS_BARS")}
     try:
         console.configure(verbose=False)
         assert console.quiet() and console.ray_logging_level() == logging.WARNING
@@ -140,8 +143,19 @@ def test_configure_quiet_then_verbose():
                 h.setLevel(logging.INFO)
 
 
+@pytest.mark.parametrize("before", ["", "import huggingface_hub.utils.tqdm"], ids=["nothing", "huggingface_hub"])
+def test_quiet_mode_turns_transformers_progress_bars_off_whatever_was_imported_first(before):
+    """configure() imports no transformers (a job's config check imports no framework), yet its "Loading weights"
+    bars stay off when transformers comes later, also after huggingface_hub read its environment first."""
+    code = (f"{before}\nfrom jobs.runtime import console\nconsole.configure(verbose=False)\n"
+            "import sys\nassert 'transformers' not in sys.modules\n"
+            "from transformers.utils import logging\nprint(logging.is_progress_bar_enabled())")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stdout + out.stderr[-2000:]
+
+
 def test_what_libraries_print_goes_to_a_log_file_in_quiet_mode_only(tmp_path, monkeypatch, capsys):
-    import sys
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # Ray is not running here: the temp folder
