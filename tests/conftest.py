@@ -19,6 +19,10 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Ray Train's controller polls its workers every 2 s: a run's end (and a dead worker) is seen up to 2 s late. The
 # suite runs ~150 short Train runs on the clusters it starts (they inherit this), so it polls at 0.25 s.
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.25")
+# Every cluster here is on this one machine, where nothing is preempted: Ray Train's preemption watcher (an actor
+# process per worker group, for the drain notices of a cloud's spot nodes) stays off, as in a job that starts its
+# own Ray (jobs/runtime/cluster.py); ~1 CPU-second per worker group, of which the suite starts ~200.
+os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

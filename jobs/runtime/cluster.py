@@ -25,6 +25,9 @@ def prefer_loopback() -> None:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
+PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"  # Ray Train passes it from the driver to its controller
+
+
 def starts_local_ray() -> bool:
     """Whether `init_ray` will start a Ray of its own on this machine: no RAY_ADDRESS, no `ray start` here,
     and no Ray already running in this process (read without importing ray)."""
@@ -53,6 +56,10 @@ def init_ray() -> str:
     from jobs.runtime import console
 
     if not ray.is_initialized():
+        if starts_local_ray():
+            # Ray Train's preemption watcher (an actor per worker group, polling the GCS for the nodes a cloud is
+            # about to reclaim) has nothing to watch on a Ray this job starts on one machine; a user's setting wins
+            os.environ.setdefault(PREEMPTION_WATCHER, "0")
         joins = _joins_local_cluster()
         ray.init(log_to_driver=True, logging_level=console.ray_logging_level())
         console.install_worker_filter()

@@ -3,13 +3,24 @@
 (`shared_data`).
 
 Starting Ray costs seconds, and a new cluster starts every worker process cold; a module that needs a cluster of
-its own (other nodes, another address) shuts the shared one down first, and the next module that asks for it
-starts it again. Tests never depend on what another module left in the cluster: jobs name their runs, folders
-and MLflow stores under their own tmp dirs.
+its own (other nodes, another address) shuts the shared one down first, and such modules run after all the others
+(pytest_collection_modifyitems below), so that the shared cluster starts once. Tests never depend on what another
+module left in the cluster: jobs name their runs, folders and MLflow stores under their own tmp dirs.
 """
 
 import pytest
 import ray
+
+
+def pytest_collection_modifyitems(items):
+    """The modules on a Ray of their own (they ask for `no_shared_ray`) run after every module on the shared
+    cluster, so that it starts once per session instead of again after each of them; otherwise pytest's order."""
+    own = {item.module.__name__ for item in items
+           if item.nodeid.startswith("tests/e2e/") and "no_shared_ray" in item.fixturenames}
+    e2e = [i for i, item in enumerate(items) if item.nodeid.startswith("tests/e2e/")]
+    ordered = sorted((items[i] for i in e2e), key=lambda item: item.module.__name__ in own)  # stable
+    for i, item in zip(e2e, ordered):
+        items[i] = item
 
 
 def ensure_ray() -> None:

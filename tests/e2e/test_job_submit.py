@@ -56,9 +56,11 @@ def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_pat
 
 
 JOIN = """
+import os
 from jobs.runtime.cluster import init_ray
 init_ray()
 import ray
+print(os.environ.get("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"))
 print(ray.get_runtime_context().gcs_address)
 """
 
@@ -71,6 +73,7 @@ def test_a_job_started_beside_a_running_cluster_says_it_joined_it_and_how_to_sto
     leftover = start_head(num_cpus=1, temp_dir=os.path.join(root, "ray"))
     try:
         env = dict(ray_env(), RAY_TMPDIR=root)
+        env.pop("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", None)
         joined = subprocess.run([sys.executable, "-c", JOIN], cwd=REPO, env=env, capture_output=True, text=True,
                                 timeout=300)
     finally:
@@ -80,6 +83,7 @@ def test_a_job_started_beside_a_running_cluster_says_it_joined_it_and_how_to_sto
     assert (f"[cluster] joined the Ray cluster already running on this machine ({leftover.gcs_address}, started by "
             "`ray start`); `ray stop` ends it") in joined.stdout, joined.stdout
     assert joined.stdout.strip().splitlines()[-1] == leftover.gcs_address  # and it did run on that cluster
+    assert joined.stdout.strip().splitlines()[-2] == "None"  # a cluster it joins keeps Ray Train's preemption watcher
 
 
 def test_a_submitted_job_that_would_write_into_its_working_copy_is_refused_in_one_line(head):
@@ -169,25 +173,28 @@ def test_submission_without_a_token_is_refused(head):
 
 
 LISTENERS = """
-import json, psutil
+import json, os, psutil
 from jobs import pretrain  # the job module, as `python jobs/pretrain.py` imports it
 pretrain.prefer_loopback()  # what the job's run() calls before Ray is imported
 url = pretrain.init_ray()
 import ray
 socks = [(p.name(), c.laddr.ip, c.laddr.port) for p in psutil.Process().children(recursive=True)
          for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
-print(json.dumps({"url": url, "node_ip": ray.util.get_node_ip_address(), "listening": socks}))
+print(json.dumps({"url": url, "node_ip": ray.util.get_node_ip_address(), "listening": socks,
+                  "preemption_watcher": os.environ.get("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER")}))
 ray.shutdown()
 """
 
 
 def test_a_job_that_starts_its_own_ray_listens_on_loopback_only(no_shared_ray):
     """Started with no cluster to join (no RAY_ADDRESS, no `ray start`, none of the tests' loopback switch in
-    the environment), the job's Ray (GCS, raylet, dashboard, agents, workers) listens on 127.0.0.1 alone."""
+    the environment), the job's Ray (GCS, raylet, dashboard, agents, workers) listens on 127.0.0.1 alone, and its
+    Train runs start no preemption watcher (nothing on one machine is preempted)."""
     import json
 
     env = ray_env()
-    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")  # the job must set it itself
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")  # the job must set these itself
+    env.pop("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", None)
     out = subprocess.run([sys.executable, "-c", LISTENERS], cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-4000:]
@@ -196,3 +203,4 @@ def test_a_job_that_starts_its_own_ray_listens_on_loopback_only(no_shared_ray):
     names = {name for name, _, _ in seen["listening"]}
     assert {"gcs_server", "raylet"} <= names, seen  # the scan saw Ray's own servers
     assert all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for _, ip, _ in seen["listening"]), seen["listening"]
+    assert seen["preemption_watcher"] == "0"  # nothing to preempt on a Ray of one machine (jobs/runtime/cluster.py)
