@@ -1,6 +1,6 @@
 """What a process needs before DeepSpeed loads its JIT-compiled ops (`before_op_loads`): no build lock left by a
-killed build in torch's extension cache, a cache of this Python environment's own, and one py-cpuinfo answer per
-CPU, kept beside the ops.
+killed build in torch's extension cache, a cache and a `ninja` of this Python environment's own, and one py-cpuinfo
+answer per CPU, kept beside the ops.
 
 torch builds an op under a lock file (`<cache>/<python and device>/<op>/lock`, its FileBaton) and every
 other process that needs the op waits until the file is gone. A build that is killed (a SIGKILLed worker,
@@ -59,6 +59,18 @@ def use_environment_cache() -> None:
     TORCH_EXTENSIONS_DIR already set is kept)."""
     if not os.environ.get("TORCH_EXTENSIONS_DIR") and (own := _environment_cache()) is not None:
         os.environ["TORCH_EXTENSIONS_DIR"] = str(own)
+
+
+def use_environment_ninja() -> None:
+    """Put this environment's `ninja` (the pip package DeepSpeed requires) first on PATH for torch's builds, in this
+    process and the processes it starts. torch runs the first `ninja` on PATH, and two ninjas of different versions
+    (here the environment's 1.13 and the system's 1.11) hash a build's commands differently: each takes the other's
+    build for a stale one and rebuilds the op, 25-35 s each, whenever a job started without the environment on PATH
+    (`make`, `python jobs/...`) follows one started with it (`ray job submit`, an activated environment)."""
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if os.path.isfile(os.path.join(bin_dir, "ninja")) and path.split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
 
 
 def _host() -> str:
@@ -138,6 +150,7 @@ def clear_stale_locks(root: Path | None = None, stale_after_s: float = STALE_AFT
 def before_op_loads() -> None:
     """Call before DeepSpeed loads (and perhaps builds) its ops: in every engine's process, once per engine."""
     use_environment_cache()
+    use_environment_ninja()
     install_holder_baton()
     clear_stale_locks()
     remember_cpu_info()

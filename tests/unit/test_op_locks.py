@@ -47,6 +47,26 @@ def test_the_cache_is_the_environments_own_or_the_one_named_in_the_environment(t
     assert Path(_get_build_directory("fused_adam", verbose=False)).parent == Path(sys.prefix) / "torch_extensions"
 
 
+def test_ops_build_with_the_environments_ninja_whatever_path_the_job_started_with(monkeypatch):
+    """torch runs the first `ninja` on PATH; a system ninja of another version hashes a build's commands differently
+    from the environment's, so the two take each other's builds for stale ones and rebuild the op (seen: every job
+    after a `ray job submit` one rebuilt both ops, ~55 s). Whatever PATH a job starts with, before_op_loads puts
+    the environment's ninja first, once."""
+    import shutil
+    import sys
+
+    from jobs.runtime.op_locks import before_op_loads
+
+    bin_dir = str(Path(sys.executable).parent)
+    assert os.path.isfile(os.path.join(bin_dir, "ninja"))  # the `ninja` package, which DeepSpeed requires
+    others = [d for d in os.environ["PATH"].split(os.pathsep) if d != bin_dir]
+    monkeypatch.setenv("PATH", os.pathsep.join(others))  # as `make` and a plain `python jobs/...` start a job
+    before_op_loads()
+    assert shutil.which("ninja") == os.path.join(bin_dir, "ninja")
+    before_op_loads()
+    assert os.environ["PATH"] == os.pathsep.join([bin_dir, *others])  # once, not once per engine
+
+
 def test_deepspeed_asks_py_cpuinfo_once_per_process_for_every_op():
     """Each op DeepSpeed loads asks for the CPU's -march and SIMD flags, and each ask ran a py-cpuinfo subprocess
     (~1 s), twice per op; after remember_cpu_info, the flags of two ops come from one answer."""
