@@ -11,6 +11,7 @@ Ray tasks rather than one per document.
 from __future__ import annotations
 
 import ast
+import collections
 import hashlib
 import json
 import os
@@ -54,12 +55,29 @@ def _docstrings(path: Path) -> list[str] | None:
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return None
     docs = []
-    for node in ast.walk(tree):
+    for node in _blocks(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             doc = ast.get_docstring(node, clean=True)
             if doc:
                 docs.extend(_prose_paragraphs(doc))
     return docs
+
+
+_BLOCK = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _blocks(tree: ast.AST):
+    """The module and its statements (and except/case clauses) in ast.walk's order, without the expressions: no
+    docstring lives in one, and they are ~85% of the nodes (ast.walk over them was 14 of the harvest's 20 s). The
+    order is ast.walk's because every ancestor of a statement is a statement, a clause or the module."""
+    queue = collections.deque([tree])
+    while queue:
+        node = queue.popleft()
+        yield node
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                queue.extend(item for item in value if isinstance(item, _BLOCK))
 
 
 def _metadata_description(path: Path) -> list[str]:

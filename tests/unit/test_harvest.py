@@ -2,7 +2,7 @@
 
 import json
 
-from pipelines.harvest import _prose_paragraphs, harvest_installed_docs
+from pipelines.harvest import _blocks, _prose_paragraphs, harvest_installed_docs
 
 
 def test_harvest_is_deterministic_reused_and_prose(tmp_path):
@@ -74,3 +74,65 @@ def test_this_projects_own_install_is_left_out(tmp_path, monkeypatch):
     harvest.harvest_installed_docs(tmp_path / "out", max_mb=1, num_files=1)
     urls = [json.loads(line)["url"] for line in (tmp_path / "out" / "installed-docs-00.jsonl").open()]
     assert urls == ["readme:alpha-1.0.dist-info/METADATA", "readme:zeta-2.0.dist-info/METADATA", "site:other.py"]
+
+
+NESTED = '''
+"""Module."""
+import os
+X = [lambda: None for _ in range(3)]
+class A:
+    """A."""
+    def f(self):
+        """f."""
+        def g():
+            """g."""
+        class B:
+            """B."""
+    if os.name:
+        def h():
+            """h."""
+    else:
+        async def i():
+            """i."""
+try:
+    def j():
+        """j."""
+except OSError:
+    def k():
+        """k."""
+else:
+    class L:
+        """L."""
+finally:
+    def m():
+        """m."""
+with open(__file__) as fh:
+    for _ in fh:
+        while True:
+            def n():
+                """n."""
+            break
+match X:
+    case [*_]:
+        def o():
+            """o."""
+    case _:
+        pass
+@staticmethod
+def p(q=lambda: None):
+    """p."""
+'''
+
+
+def test_the_statement_walk_finds_every_docstring_in_ast_walks_order():
+    """_blocks skips expressions (no docstring lives in one) and must keep ast.walk's order, which the corpus'
+    content (and every prepared set's hash) depends on; checked on nesting in every kind of block."""
+    import ast
+
+    tree = ast.parse(NESTED)
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    walked = [ast.get_docstring(n) for n in ast.walk(tree) if isinstance(n, kinds)]
+    assert len(walked) == 14 and None not in walked
+    assert [ast.get_docstring(n) for n in _blocks(tree) if isinstance(n, kinds)] == walked
+    assert sum(1 for _ in _blocks(tree)) < sum(1 for _ in ast.walk(tree)) / 2
+
