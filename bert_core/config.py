@@ -1,7 +1,8 @@
-"""BERT model configuration: one typed dataclass and named presets.
+"""BERT model configuration: one typed dataclass and named presets; and the masking's configuration.
 
 Field names are exactly those of `transformers.BertConfig`, so `config.json` written from
-`to_hf_dict()` loads in `transformers` with no translation table.
+`to_hf_dict()` loads in `transformers` with no translation table. Nothing here imports torch: a job's config
+checks read this module and no framework.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from bert_core.config import MaskingConfig  # noqa: F401  (re-exported: the masking's own config)
+from bert_core.config import MaskingConfig  # its home is the light config module; importable from here as before
 from bert_core.model import IGNORE_INDEX, host_packing  # IGNORE_INDEX: labels at unselected positions
 from bert_core.tokenizer import SpecialIds
 

@@ -22,15 +22,13 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
+from bert_core.config import MaskingConfig
 from bert_core.tokenizer import SpecialIds
 from pipelines.config import DataConfig
-
-if TYPE_CHECKING:
-    from bert_core.masking import MaskingConfig
 
 
 def document_key(seed: int, doc_id: str) -> int:
@@ -206,11 +204,7 @@ def special_tokens_mask(example: Example) -> np.ndarray:
     return mask
 
 
-def masking_config(cfg: DataConfig) -> "MaskingConfig":
-    # Imported here, not at the top: bert_core.masking imports torch (~1.5 s), which every Ray
-    # worker unpickling this module's functions would pay even for dynamic-masking runs.
-    from bert_core.masking import MaskingConfig
-
+def masking_config(cfg: DataConfig) -> MaskingConfig:
     return MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word_masking,
                          max_predictions=cfg.max_predictions).validate()
 
@@ -218,7 +212,7 @@ def masking_config(cfg: DataConfig) -> "MaskingConfig":
 MASK_CHUNK = 2048  # examples per masking call: vectorised, while the padded (B, T) batch stays a few MB
 
 
-def mask_static_flat(values: np.ndarray, offsets: np.ndarray, num_a_tokens: np.ndarray, mcfg: "MaskingConfig",
+def mask_static_flat(values: np.ndarray, offsets: np.ndarray, num_a_tokens: np.ndarray, mcfg: MaskingConfig,
                      special: SpecialIds, vocab_size: int, seed: int, continuation: np.ndarray | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Static masking of examples stored flat: example i is values[offsets[i]:offsets[i + 1]].
@@ -260,7 +254,7 @@ def mask_static_flat(values: np.ndarray, offsets: np.ndarray, num_a_tokens: np.n
     return masked_values, counts, np.concatenate(positions), np.concatenate(originals)
 
 
-def mask_static(examples: Sequence[Example], mcfg: "MaskingConfig", special: SpecialIds, vocab_size: int,
+def mask_static(examples: Sequence[Example], mcfg: MaskingConfig, special: SpecialIds, vocab_size: int,
                 seed: int, continuation: np.ndarray | None = None) -> None:
     """Static masking in place: input_ids get the 80/10/10 replacements, and masked_positions /
     masked_ids (the ORIGINAL ids there) become the labels the collator rebuilds.

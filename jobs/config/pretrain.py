@@ -11,8 +11,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bert_core.config import BertConfig, ConfigError, tiny
-from bert_core.config import MaskingConfig
+from bert_core.config import BertConfig, ConfigError, MaskingConfig, tiny
 from bert_core.modern_config import SWITCHES, ModernConfig
 from jobs.config.io import from_dict, recipe_of, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,

@@ -62,15 +62,20 @@ def use_environment_cache() -> None:
 
 
 def use_environment_ninja() -> None:
-    """Put this environment's `ninja` (the pip package DeepSpeed requires) first on PATH for torch's builds, in this
-    process and the processes it starts. torch runs the first `ninja` on PATH, and two ninjas of different versions
-    (here the environment's 1.13 and the system's 1.11) hash a build's commands differently: each takes the other's
-    build for a stale one and rebuilds the op, 25-35 s each, whenever a job started without the environment on PATH
-    (`make`, `python jobs/...`) follows one started with it (`ray job submit`, an activated environment)."""
-    bin_dir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
+    """Put the `ninja` of this environment's `ninja` package (which DeepSpeed requires) first on PATH for torch's
+    builds, in this process and the processes it starts. torch runs the first `ninja` on PATH, and two ninjas of
+    different versions (here the package's 1.13 and the system's 1.11) hash a build's commands differently: each
+    takes the other's build for a stale one and rebuilds the op, 25-35 s each, whenever a job started without the
+    environment on PATH (`make`, `python jobs/...`) follows one started with it (`ray job submit`, an activated
+    environment). Without the package (a system ninja only) PATH is left as it is."""
+    try:
+        import ninja  # the pip package: its binary's folder, the environment's scripts folder
+    except ImportError:
+        return
+    bin_dir = ninja.BIN_DIR
+    path = os.environ.get("PATH", os.defpath)
     if os.path.isfile(os.path.join(bin_dir, "ninja")) and path.split(os.pathsep)[0] != bin_dir:
-        os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
+        os.environ["PATH"] = os.pathsep.join([bin_dir, path])
 
 
 def _host() -> str:

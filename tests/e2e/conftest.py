@@ -8,17 +8,21 @@ its own (other nodes, another address) shuts the shared one down first, and such
 module left in the cluster: jobs name their runs, folders and MLflow stores under their own tmp dirs.
 """
 
+from pathlib import Path
+
 import pytest
 import ray
+
+
+HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items):
     """The modules on a Ray of their own (they ask for `no_shared_ray`) run after every module on the shared
     cluster, so that it starts once per session instead of again after each of them; otherwise pytest's order."""
-    own = {item.module.__name__ for item in items
-           if item.nodeid.startswith("tests/e2e/") and "no_shared_ray" in item.fixturenames}
-    e2e = [i for i, item in enumerate(items) if item.nodeid.startswith("tests/e2e/")]
-    ordered = sorted((items[i] for i in e2e), key=lambda item: item.module.__name__ in own)  # stable
+    e2e = [i for i, item in enumerate(items) if HERE in Path(item.path).resolve().parents]
+    own = {items[i].path for i in e2e if "no_shared_ray" in getattr(items[i], "fixturenames", ())}
+    ordered = sorted((items[i] for i in e2e), key=lambda item: item.path in own)  # stable
     for i, item in zip(e2e, ordered):
         items[i] = item
 

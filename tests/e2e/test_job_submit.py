@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.runtime.cluster import PREEMPTION_WATCHER
 from tests.e2e.quick import quick_overrides
 from tests.e2e.ray_head import RAY, ray_env, start_head
 
@@ -57,10 +58,10 @@ def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_pat
 
 JOIN = """
 import os
-from jobs.runtime.cluster import init_ray
+from jobs.runtime.cluster import PREEMPTION_WATCHER, init_ray
 init_ray()
 import ray
-print(os.environ.get("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"))
+print(os.environ.get(PREEMPTION_WATCHER))
 print(ray.get_runtime_context().gcs_address)
 """
 
@@ -73,7 +74,7 @@ def test_a_job_started_beside_a_running_cluster_says_it_joined_it_and_how_to_sto
     leftover = start_head(num_cpus=1, temp_dir=os.path.join(root, "ray"))
     try:
         env = dict(ray_env(), RAY_TMPDIR=root)
-        env.pop("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", None)
+        env.pop(PREEMPTION_WATCHER, None)
         joined = subprocess.run([sys.executable, "-c", JOIN], cwd=REPO, env=env, capture_output=True, text=True,
                                 timeout=300)
     finally:
@@ -175,13 +176,14 @@ def test_submission_without_a_token_is_refused(head):
 LISTENERS = """
 import json, os, psutil
 from jobs import pretrain  # the job module, as `python jobs/pretrain.py` imports it
+from jobs.runtime.cluster import PREEMPTION_WATCHER
 pretrain.prefer_loopback()  # what the job's run() calls before Ray is imported
 url = pretrain.init_ray()
 import ray
 socks = [(p.name(), c.laddr.ip, c.laddr.port) for p in psutil.Process().children(recursive=True)
          for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
 print(json.dumps({"url": url, "node_ip": ray.util.get_node_ip_address(), "listening": socks,
-                  "preemption_watcher": os.environ.get("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER")}))
+                  "preemption_watcher": os.environ.get(PREEMPTION_WATCHER)}))
 ray.shutdown()
 """
 
@@ -194,7 +196,7 @@ def test_a_job_that_starts_its_own_ray_listens_on_loopback_only(no_shared_ray):
 
     env = ray_env()
     env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")  # the job must set these itself
-    env.pop("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", None)
+    env.pop(PREEMPTION_WATCHER, None)
     out = subprocess.run([sys.executable, "-c", LISTENERS], cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-4000:]

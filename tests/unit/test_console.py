@@ -143,12 +143,14 @@ def test_configure_quiet_then_verbose():
                 h.setLevel(logging.INFO)
 
 
-@pytest.mark.parametrize("before", ["", "import huggingface_hub.utils.tqdm"], ids=["nothing", "huggingface_hub"])
+@pytest.mark.parametrize("before", ["", "import huggingface_hub.utils.tqdm", "import transformers"],
+                         ids=["nothing", "huggingface_hub", "transformers"])
 def test_quiet_mode_turns_transformers_progress_bars_off_whatever_was_imported_first(before):
     """configure() imports no transformers (a job's config check imports no framework), yet its "Loading weights"
-    bars stay off when transformers comes later, also after huggingface_hub read its environment first."""
+    bars stay off when transformers comes later, also after huggingface_hub read its environment first, and when
+    transformers was imported before."""
     code = (f"{before}\nfrom jobs.runtime import console\nconsole.configure(verbose=False)\n"
-            "import sys\nassert 'transformers' not in sys.modules\n"
+            f"import sys\nassert ('transformers' in sys.modules) == {'transformers' in before}\n"
             "from transformers.utils import logging\nprint(logging.is_progress_bar_enabled())")
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

@@ -135,4 +135,3 @@ def test_the_statement_walk_finds_every_docstring_in_ast_walks_order():
     assert len(walked) == 14 and None not in walked
     assert [ast.get_docstring(n) for n in _blocks(tree) if isinstance(n, kinds)] == walked
     assert sum(1 for _ in _blocks(tree)) < sum(1 for _ in ast.walk(tree)) / 2
-

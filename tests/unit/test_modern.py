@@ -17,6 +17,13 @@ def test_vocab_is_padded_to_a_multiple_of_64():
     assert modern.ModernConfig().vocab_size == modern.pad_vocab_size(30522)
 
 
+def test_every_activation_a_config_accepts_is_a_module():
+    """modern_config names the activations (no torch there); modern.ACT builds them: the same names, each a module."""
+    assert set(modern.ACT) == set(modern.ACTIVATIONS)
+    for name in modern.ACTIVATIONS:
+        assert isinstance(modern.ACT[name](), torch.nn.Module)
+
+
 @pytest.mark.parametrize("name", list(modern.PRESETS))
 def test_presets_parallel_bert_and_count_their_parameters(name):
     cfg, bert = modern.preset(name, vocab_size=512), bert_config.preset(name, vocab_size=512)

@@ -55,16 +55,19 @@ def test_ops_build_with_the_environments_ninja_whatever_path_the_job_started_wit
     import shutil
     import sys
 
-    from jobs.runtime.op_locks import before_op_loads
+    from jobs.runtime.op_locks import use_environment_ninja
 
     bin_dir = str(Path(sys.executable).parent)
     assert os.path.isfile(os.path.join(bin_dir, "ninja"))  # the `ninja` package, which DeepSpeed requires
     others = [d for d in os.environ["PATH"].split(os.pathsep) if d != bin_dir]
     monkeypatch.setenv("PATH", os.pathsep.join(others))  # as `make` and a plain `python jobs/...` start a job
-    before_op_loads()
+    use_environment_ninja()  # what before_op_loads calls first thing
     assert shutil.which("ninja") == os.path.join(bin_dir, "ninja")
-    before_op_loads()
+    use_environment_ninja()
     assert os.environ["PATH"] == os.pathsep.join([bin_dir, *others])  # once, not once per engine
+    monkeypatch.delenv("PATH")
+    use_environment_ninja()
+    assert os.environ["PATH"] == os.pathsep.join([bin_dir, os.defpath])  # the system's tools still found
 
 
 def test_deepspeed_asks_py_cpuinfo_once_per_process_for_every_op():
