@@ -69,7 +69,7 @@ _BLOCK = (ast.stmt, ast.excepthandler, ast.match_case)
 
 def _blocks(tree: ast.AST) -> Iterator[ast.AST]:
     """The module and its statements (and except/case clauses) in ast.walk's order, without the expressions: no
-    docstring lives in one, and they are ~85% of the nodes (ast.walk over them was 14 of the harvest's 20 s). The
+    docstring lives in one, and they are ~89% of the nodes (ast.walk over them was 14 of the harvest's 20 s). The
     order is ast.walk's because every ancestor of a statement is a statement, a clause or the module."""
     queue = collections.deque([tree])
     while queue:
