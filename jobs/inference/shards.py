@@ -17,14 +17,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from jobs.runtime.files import write_atomic
 
 MANIFEST = "manifest.json"
 ROWS = "_rows.json"
@@ -33,21 +33,6 @@ SHARDS = "shards"
 
 def shard_id(file_index: int, k: int) -> str:
     return f"{file_index:05d}-{k:06d}"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """`data` at `path`, whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: Path, value) -> None:

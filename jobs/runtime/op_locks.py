@@ -29,6 +29,7 @@ from pathlib import Path
 
 from torch.utils.file_baton import FileBaton
 
+from jobs.runtime.files import write_atomic
 from jobs.runtime.scratch import alive
 
 STALE_AFTER_S = 20 * 60  # DeepSpeed's ops build in 1-3 minutes on CPU and about as long with CUDA
@@ -206,10 +207,8 @@ def complete(info: dict) -> bool:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """`text` into `path` whole or not at all (prediction's writer: a unique temporary file, then a rename); a cache
-    that cannot be written (read-only) is left as it is: the next process asks again."""
-    from jobs.inference.shards import write_atomic
-
+    """`text` into `path` whole or not at all; a cache that cannot be written (read-only) is left as it is: the next
+    process asks again."""
     try:
         write_atomic(path, text.encode())
     except OSError:
