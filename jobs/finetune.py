@@ -138,16 +138,15 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
 def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) -> dict[str, float]:
     """The chosen model (in `export_dir`) on the evaluation split(s), once. SQuAD v2's null threshold chosen on
     select goes into the model's config.json first: the evaluation, the registry's copy and serving all use it."""
-    from jobs.registry import scorer
     from jobs.loops import ft_tasks
+    from jobs.registry import scorer
+    from jobs.runtime.files import write_atomic
 
     threshold = chosen.get(f"{ft_tasks.SELECT}/null_threshold")
     if threshold is not None:
         config = json.loads((export_dir / "config.json").read_text())
         config["null_threshold"] = threshold
-        tmp = export_dir / "config.json.tmp"
-        tmp.write_text(json.dumps(config, indent=2, sort_keys=True))
-        tmp.replace(export_dir / "config.json")
+        write_atomic(export_dir / "config.json", json.dumps(config, indent=2, sort_keys=True).encode())
     evaluation = scorer.evaluate_model(export_dir, task, rows.evaluation, batch_size)
     main = ft_tasks.eval_metric(task)
     print(f"[evaluate] the chosen model on {', '.join(f'{len(r):,} {s}' for s, r in rows.evaluation.items())} rows "
