@@ -39,8 +39,25 @@ def parse_overrides(overrides: list[str]) -> dict:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
-        node[leaf] = yaml.safe_load(raw) if raw != "" else ""
+        node[leaf] = _override_value(raw)
     return out
+
+
+YAML_NULLS = ("null", "Null", "NULL", "~")
+
+
+def _override_value(raw: str) -> Any:
+    """A YAML scalar or list; text YAML reads as nothing (`|` and `>` open block scalars, `#` a comment) or cannot
+    read at all (a lone `,` or `@`) is the text itself: `task.columns.label_separator=|` means "|", not ""."""
+    if raw == "":
+        return ""
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+    if (value is None and raw.strip() not in YAML_NULLS) or (value == "" and raw.strip() not in ("''", '""')):
+        return raw
+    return value
 
 
 def deep_merge(base: dict, update: dict) -> dict:
@@ -194,6 +211,8 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if tp is float:
         return float(as_number(value, where))
     if tp is str:
+        if isinstance(value, int) and not isinstance(value, bool):  # a name YAML reads as a number: `run_name=2024`
+            return str(value)
         if not isinstance(value, str):
             raise ConfigError(f"{where} must be a string, got {value!r}")
         return value

@@ -88,6 +88,27 @@ def test_bad_override_syntax_and_missing_file():
         load_config(PretrainConfig, "configs/nope.yaml")
 
 
+@pytest.mark.parametrize("raw, value", [("|", "|"), (">", ">"), ("#", "#"), (",", ","), ("@x", "@x"), ("a|b", "a|b"),
+                                        ("''", ""), ('""', ""), ("null", None), ("~", None), ("3", 3),
+                                        ("[1, 2]", [1, 2])])
+def test_override_text_yaml_reads_as_nothing_or_cannot_read_is_kept(raw, value):
+    """`task.columns.label_separator=|` (the documented separator) is "|": YAML alone reads it as an empty block."""
+    assert parse_overrides([f"a.b={raw}"]) == {"a": {"b": value}}
+
+
+def test_a_string_field_takes_an_override_yaml_reads_as_an_integer(tmp_path):
+    from jobs.config.finetune import FinetuneConfig
+
+    (tmp_path / "tags.csv").write_text("1,tags\nfirst text,a|b\nsecond text,b\n")
+    cfg = load_config(FinetuneConfig, REPO / "configs" / "finetune" / "files.yaml",
+                      [f"task.train_file={tmp_path / 'tags.csv'}", "task.kind=multi-label", "init=models:/m@a",
+                       "run_name=2024", "task.columns.text=1", "task.columns.label=tags",
+                       "task.columns.label_separator=|"])
+    assert (cfg.run_name, cfg.task.columns.text, cfg.task.columns.label_separator) == ("2024", "1", "|")
+    with pytest.raises(ConfigError, match=r"train.max_steps must be an integer, got ','"):
+        load_config(PretrainConfig, QUICKSTART, ["train.max_steps=,"])
+
+
 @pytest.mark.parametrize("overrides", [["deepspeed.compile=true", "deepspeed.zero_stage=3"],
                                        ["deepspeed.compile=true", "deepspeed.pipeline_stages=2",
                                         "deepspeed.zero_stage=1"]])
