@@ -132,12 +132,14 @@ class Encoder:
         from pipelines.tasks.squad import squad_eval_features
 
         q = self.qa
-        features = squad_eval_features(rows, self.tokenizer, q.max_seq_len, q.doc_stride, q.max_query_length)
-        index = {r["id"]: k for k, r in enumerate(rows)}
+        # windows keyed by each row's place in the batch, not its id: ids a user's files repeat must not pool two
+        # rows' windows (one row would get none, the other a span from the wrong context)
+        positional = [{**r, "id": k} for k, r in enumerate(rows)]
+        features = squad_eval_features(positional, self.tokenizer, q.max_seq_len, q.doc_stride, q.max_query_length)
         out = [{"windows": [], "truncated": False} for _ in rows]
-        for i, example_id in enumerate(features["example_id"]):
+        for i, k in enumerate(features["example_id"]):
             n = int(features["attention_mask"][i].sum())  # the window unpadded
-            out[index[example_id]]["windows"].append(
+            out[k]["windows"].append(
                 {"input_ids": features["input_ids"][i, :n].tolist(),
                  "token_type_ids": features["token_type_ids"][i, :n].tolist(),
                  "offsets": [list(o) if o is not None else None for o in features["offset_mapping"][i][:n]]})

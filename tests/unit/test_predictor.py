@@ -159,3 +159,22 @@ def test_question_answering_windows_a_long_context_and_respects_the_null_thresho
     assert p["answer"] == context[p["answer_start"]:p["answer_start"] + len(p["answer"])] and p["answer"]
     predictor.null_threshold = p["score"] - p["null_score"] - 1.0 if p["null_score"] > p["score"] else -1e9
     assert predictor.predict(rows)[0]["answer"] == ""  # a threshold under null - span: no answer
+
+
+def test_question_answering_rows_sharing_an_id_are_answered_each_from_its_own_context(tmp_path):
+    """Ids a user's files repeat (two files, each numbering from 1): each row keeps its own windows and its answer
+    comes from its own context, as when the row is predicted alone."""
+    from jobs.inference.predictor import QASettings
+
+    folder = tiny(tmp_path, "BertForQuestionAnswering")
+    contexts = [" ".join(["the river flows past Paris and London"] * 12), "the cat sat on the mat near the door"]
+    rows = [{"id": "1", "question": "where does the river flow", "context": c} for c in contexts]
+    predictor = Predictor(folder, qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16))
+    encoded = predictor.encode(rows)
+    assert len(encoded[0]["windows"]) > 1 and len(encoded[1]["windows"]) == 1
+    together = predictor.predict(rows)
+    alone = [predictor.predict([r])[0] for r in rows]
+    for p, a, context in zip(together, alone, contexts):
+        assert (p["answer"], p["answer_start"]) == (a["answer"], a["answer_start"])
+        assert p["answer"] == context[p["answer_start"]:p["answer_start"] + len(p["answer"])]
+
