@@ -173,16 +173,22 @@ def _threshold(cfg: PredictConfig, model: ModelRef) -> float:
 
 def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, basis: dict) -> dict:
     """The output's manifest: an earlier run's, when it predicted the same input with the same model; refused
-    when it did not; a new one for an empty folder."""
+    when it did not and completed a shard; a new one for an empty folder, or over an earlier run that completed
+    none (a wrong column or a crash at its start: nothing to keep, and the corrected rerun goes where it was asked)."""
     path = output / shards.MANIFEST
     if path.is_file():
         old = json.loads(path.read_text())
-        if old.get("basis") != basis:
-            changed = sorted(k for k in basis if old.get("basis", {}).get(k) != basis[k])
+        if old.get("basis") == basis:
+            return old
+        changed = ", ".join(sorted(k for k in basis if old.get("basis", {}).get(k) != basis[k]))
+        found = shards.scan(output)
+        if any(state.complete for state in found.values()):
             raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
-                              f"{', '.join(changed)}): give a new output folder, or remove that one")
-        return old
-    if output.is_dir() and any(output.iterdir()):
+                              f"{changed}): give a new output folder, or remove that one")
+        shards.clear_incomplete(output, found)
+        print(f"[predict] {output}: an earlier run with another {changed} completed no shard: starting over",
+              flush=True)
+    elif output.is_dir() and any(output.iterdir()):
         raise ConfigError(f"output {output} is not empty and holds no {shards.MANIFEST}: give a new or empty folder")
     output.mkdir(parents=True, exist_ok=True)
     from jobs.inference.predictor import OUTPUT_COLUMNS

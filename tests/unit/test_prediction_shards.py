@@ -42,3 +42,26 @@ def test_writes_are_whole_or_absent(tmp_path):
     with pytest.raises(TypeError):
         shards.write_atomic(target, "not bytes")
     assert not target.exists() and list((tmp_path / "x").iterdir()) == []
+
+
+def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_completed(tmp_path, capsys):
+    """A first run with a wrong column fails before its first shard: the corrected rerun may use the same folder.
+    Once a shard is complete, the folder holds another run's predictions and a different rerun is refused."""
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import ModelRef, _open_manifest
+
+    cfg = PredictConfig(model="m", input="in.csv", output=str(tmp_path))
+    model = ModelRef("m", tmp_path, "classification")
+    wrong, right = {"columns": {"text": "body"}}, {"columns": {"text": "review"}}
+    shards.write_json(tmp_path / shards.MANIFEST, _open_manifest(tmp_path, cfg, model, [], wrong))
+    shards.write_rows(tmp_path, "00000-000000", {"file": "in.csv", "rows": 4})  # started, never completed
+    manifest = _open_manifest(tmp_path, cfg, model, [], right)
+    assert manifest["basis"] == right and not (tmp_path / "shards" / "00000-000000").exists()
+    assert "completed no shard: starting over" in capsys.readouterr().out
+    shards.write_json(tmp_path / shards.MANIFEST, manifest)
+    shards.write_rows(tmp_path, "00000-000000", {"file": "in.csv", "rows": 1})
+    shards.write_part(tmp_path, "00000-000000", part([0]))
+    with pytest.raises(ConfigError, match=r"another model or input \(differs in columns\)"):
+        _open_manifest(tmp_path, cfg, model, [], wrong)
+    assert _open_manifest(tmp_path, cfg, model, [], right)["basis"] == right  # the same settings: resumed
