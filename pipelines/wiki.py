@@ -1,7 +1,8 @@
 """MediaWiki XML dumps: stream pages out of (possibly bz2, multistream) exports, strip wikitext.
 
 `iter_pages` walks the dump with `xml.etree.ElementTree.iterparse` and clears the tree after
-every page, so memory stays at one page however large the dump. Parse errors propagate
+every page, so memory stays at one page however large the dump. A history export lists a page's
+revisions oldest first; only the latest is kept, older ones dropped as they are parsed. Parse errors propagate
 (`ET.ParseError`, or `EOFError` from a truncated bz2 stream) after every complete page before
 them has been yielded; pipelines/sources.py turns them into "malformed_xml" / "truncated_bz2".
 
@@ -33,13 +34,29 @@ class Page:
 
 
 def iter_pages(stream: BinaryIO) -> Iterator[Page]:
-    """Yield every <page> of a MediaWiki export (any export schema version)."""
+    """Yield every <page> of a MediaWiki export (any export schema version), with the text of its
+    latest revision: the greatest <timestamp>, the last one on a tie (ISO 8601 UTC sorts as text)."""
     events = ET.iterparse(stream, events=("start", "end"))
     _, root = next(events)  # no root element at all raises ET.ParseError, never StopIteration
     # Elements are namespaced ("{http://www.mediawiki.org/xml/export-0.11/}page"), version varies.
     p = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+    page, latest, depth, page_depth = None, None, 0, -1
     for event, elem in events:
-        if event == "end" and elem.tag == p + "page":
+        if event == "start":
+            depth += 1
+            if elem.tag == p + "page":
+                page, latest, page_depth = elem, None, depth
+            continue
+        depth -= 1
+        if elem.tag == p + "revision" and page is not None and depth == page_depth:  # a child of the page
+            if latest is not None and _timestamp(elem, p) < _timestamp(latest, p):
+                page.remove(elem)
+                continue
+            if latest is not None:
+                page.remove(latest)  # a whole history never sits in memory
+            latest = elem
+        if elem.tag == p + "page":
+            page = None
             yield Page(
                 id=int(elem.findtext(p + "id") or -1),
                 ns=int(elem.findtext(p + "ns") or ARTICLE_NAMESPACE),
@@ -48,6 +65,10 @@ def iter_pages(stream: BinaryIO) -> Iterator[Page]:
                 text=elem.findtext(f"{p}revision/{p}text") or "",
             )
             root.clear()  # drop the finished page (and anything before it) from the tree
+
+
+def _timestamp(revision: ET.Element, p: str) -> str:
+    return revision.findtext(p + "timestamp") or ""
 
 
 # Disambiguation templates are named "... disambiguation" or by an alias; an inline

@@ -179,3 +179,38 @@ def test_truncated_and_malformed_dumps_keep_pages_before_the_damage(tmp_path):
         rows = list(iter_documents(str(tmp_path / name), name, config))
         assert [(r["doc_id"], r["reject_reason"]) for r in rows] == [
             (f"{name}#12", ""), (f"{name}#13", "redirect"), (f"{name}#14", "disambiguation"), (name, reason)]
+
+
+def history_xml(revisions: list[tuple[str, str]]) -> bytes:
+    """One page of a history export: its revisions (timestamp, text) in the order given."""
+    revs = "".join(f"<revision><id>{n}</id><timestamp>{ts}</timestamp><text>{escape(text)}</text></revision>"
+                   for n, (ts, text) in enumerate(revisions))
+    return ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/">'
+            f"<page><title>P</title><ns>0</ns><id>1</id>{revs}</page></mediawiki>").encode()
+
+
+def test_history_export_gives_the_latest_revision():
+    oldest_first = [("2001-01-01T00:00:00Z", "first draft"), ("2010-05-01T00:00:00Z", "middle"),
+                    ("2024-01-01T00:00:00Z", "current text")]
+    [page] = iter_pages(io.BytesIO(history_xml(oldest_first)))
+    assert page.text == "current text"
+    shuffled = [oldest_first[1], oldest_first[2], oldest_first[0], ("2024-01-01T00:00:00Z", "same time, later")]
+    [page] = iter_pages(io.BytesIO(history_xml(shuffled)))
+    assert page.text == "same time, later"  # the greatest timestamp; on a tie the later one
+
+
+def test_history_export_streams_in_bounded_memory():
+    """300 revisions of 20 KB (6 MB) in one page: memory for a revision or two, not the history."""
+    data = history_xml([(f"2020-01-01T00:{i // 60:02d}:{i % 60:02d}Z", f"revision {i} " + "w" * 20000)
+                        for i in range(300)])
+    tracemalloc.start()
+    [page] = iter_pages(io.BytesIO(data))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert page.text.startswith("revision 299 ")
+    assert len(data) > 6e6 and peak < 1e6, peak
+
+
+def test_byte_order_mark_before_the_xml_declaration():
+    data = b"\xef\xbb\xbf" + dump_xml(SAMPLE_PAGES)
+    assert [p.id for p in iter_pages(io.BytesIO(data))] == [12, 13, 14, 15, 16, 17]
