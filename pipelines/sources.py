@@ -6,10 +6,10 @@ travels further) and carry the first SAMPLE_CHARS of the bad input in `sample`.
 
 doc_id is "<name>#<n>": <name> is the file path relative to the common directory of all
 resolved files (stable across runs, machines and worker counts for the same sources; it changes
-if sources are added above that directory), <n> the 0-based line (JSONL), row (parquet) or
-page id (wiki XML). A text file is cut into documents at the first blank line at or after
-every TEXT_DOCUMENT_BYTES; a document's <n> is the line it starts on (a book under 1 MiB is
-one document, "<name>#0"). A reject that concerns a whole file
+if sources are added above that directory), <n> the 0-based line (JSONL), element (a .json file
+holding one JSON array), row (parquet) or page id (wiki XML). A text file is cut into
+documents at the first blank line at or after every TEXT_DOCUMENT_BYTES; a document's <n> is
+the line it starts on (a book under 1 MiB is one document, "<name>#0"). A reject that concerns a whole file
 (binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, malformed_parquet, and
 missing_text_column for parquet) has doc_id "<name>". `doc_order_key` orders ids numerically.
 
@@ -20,8 +20,9 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     number in the first 8 KiB of a text or JSONL file -> "binary_file" (one row per file;
     UTF-16 text lands here too, by its NULs).
   * The record is the unit of rejection: a JSONL line, a parquet row, a wiki page, and a whole
-    book for .txt. Invalid UTF-8 in a record rejects that record ("invalid_utf8"): text corpora
-    are UTF-8 and guessing another encoding produces mojibake BERT would learn from.
+    book for .txt. Invalid UTF-8 in a record rejects that record ("invalid_utf8"), and so does a
+    JSON string with a lone surrogate escape ("\\ud83d"): text corpora are UTF-8 and guessing
+    another encoding produces mojibake BERT would learn from.
   * A line longer than cfg.max_line_bytes is skipped in bounded chunks, never held whole, and
     rejects its record ("line_too_long"); the next JSONL line is read normally.
   * A compressed stream that ends early yields every complete record before the cut, then one
@@ -36,7 +37,12 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
 Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz): .txt/.text/.md -> text;
 .jsonl/.json/.ndjson -> jsonl (WikiExtractor --json output and any JSON-lines file with
 cfg.text_column); .xml -> wiki_xml; .parquet -> parquet; anything else is sniffed: JSON lines
-if it starts with "{" (WikiExtractor's extensionless wiki_00 files), else text.
+if it starts with "{" (WikiExtractor's extensionless wiki_00 files), else text. A .json file
+that starts with "[" is one JSON array whose elements are the records (same field rules; broken
+JSON between elements ends the file with one "malformed_json" row), read whole by the range at
+byte 0. A UTF-8 byte order mark opening a file is not part of its first record. A parquet text
+column may be string or binary (decoded as UTF-8 row by row, "invalid_utf8" if it is not); a
+column of another type (list, struct, ...) is one "missing_text_column" row naming the type.
 
 Row order is not guaranteed (Ray Data streams blocks as tasks finish): doc_id is the key.
 Reading is streaming. `iter_documents` reads a whole file or a Span of one (units.py plans
@@ -49,10 +55,12 @@ task, so split big dumps into parts (Wikipedia publishes them split) for paralle
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import json
 import os
 import posixpath
+import re
 import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import dataclass
@@ -82,6 +90,8 @@ _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
                ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
 _CODECS = {".bz2": "bz2", ".gz": "gzip"}
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark some editors and Windows tools write first
+_JSON_CHUNK = 1 << 20  # bytes a JSON array file is read by
 
 
 class SourceError(RuntimeError):
@@ -249,9 +259,13 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
                 return
             stream.seek(0)
             if fmt is None:
-                fmt = "jsonl" if head.lstrip().startswith(b"{") else "text"
+                fmt = "jsonl" if head.removeprefix(_BOM).lstrip().startswith(b"{") else "text"
             if fmt in ("text", "jsonl") and _looks_binary(head):
                 yield _reject(name, path, "binary_file", _decode_sample(head))
+                return
+            if fmt == "jsonl" and _is_json_array(path, head):
+                if span.start == 0:  # the array is read whole by the part at 0: it has no line to start at
+                    yield from _read_json_array(stream, name, path, cfg)
                 return
             yield from _READERS[fmt](stream, name, path, cfg, span)
         except EOFError:
@@ -265,6 +279,12 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
 def _split_codec(path: str) -> tuple[str, str | None]:
     stem, ext = posixpath.splitext(path)
     return (stem, _CODECS[ext.lower()]) if ext.lower() in _CODECS else (path, None)
+
+
+def _is_json_array(path: str, head: bytes) -> bool:
+    """A .json file holding one JSON array, not JSON lines: its first character past JSON whitespace is "["."""
+    stem = _split_codec(path)[0]
+    return posixpath.splitext(stem)[1].lower() == ".json" and head.removeprefix(_BOM).lstrip(b" \t\n\r")[:1] == b"["
 
 
 def _decompressed(raw: BinaryIO, codec: str | None) -> BinaryIO:
@@ -385,6 +405,8 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
         if line is None:
             yield _reject(doc_id, path, "line_too_long", _decode_sample(head))
             continue
+        if offset == 0:
+            line = line.removeprefix(_BOM)
         if not line.strip():
             continue  # blank lines separate nothing in JSON lines; not a record
         try:
@@ -395,12 +417,168 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
         except (ValueError, RecursionError):  # ValueError: JSONDecodeError, or an int past 4300 digits
             yield _reject(doc_id, path, "malformed_json", _decode_sample(line))
             continue
-        text = record.get(cfg.text_column) if isinstance(record, dict) else None
-        if not isinstance(text, str):
-            reason = "missing_text_column" if isinstance(record, dict) else "malformed_json"
-            yield _reject(doc_id, path, reason, _decode_sample(line))
+        yield _record(doc_id, path, record, _decode_sample(line), cfg)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig) -> dict:
+    """The row of one parsed JSON record (a JSONL line or a JSON array element)."""
+    text = record.get(cfg.text_column) if isinstance(record, dict) else None
+    if not isinstance(text, str):
+        reason = "missing_text_column" if isinstance(record, dict) else "malformed_json"
+        return _reject(doc_id, path, reason, sample)
+    if _SURROGATE.search(text):  # a lone "\ud83d" escape (half an emoji): no UTF-8 for it, Arrow refuses the row
+        return _reject(doc_id, path, "invalid_utf8", sample)
+    return _document(doc_id, path, text, cfg, raw=sample)
+
+
+# A .json file holding one JSON array. Its elements are found by brackets and strings, then parsed one at a
+# time by the C decoder, so memory is a chunk and an element however big the file; json.load would hold it all.
+_JSON = json.JSONDecoder()
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_IN_STRING = re.compile(r'\\[\s\S]|"')
+_OUTSIDE_STRING = re.compile(r'["\[\]{},]')
+_AFTER_ELEMENT = frozenset(" \t\n\r,]")
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # an invalid UTF-8 byte, as surrogateescape decodes it
+
+
+class _Chunks:
+    """The decoded text of a byte stream, read on demand: `buf[pos:]` is what is not consumed yet.
+    A BOM is dropped; invalid UTF-8 becomes surrogate escapes, so an element holding some is rejected alone."""
+
+    def __init__(self, stream: BinaryIO):
+        self._read = getattr(stream, "read1", stream.read)
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")("surrogateescape")
+        self._error: Exception | None = None
+        self.buf, self.pos, self.eof = "", 0, False
+
+    def more(self) -> bool:
+        """Drop what is consumed and append the next chunk; False at the end of the stream."""
+        if self._error:
+            raise self._error
+        pieces, size = [], 0
+        try:  # read1 steps: a truncated or corrupt stream's error waits until the bytes before it are used
+            while size < _JSON_CHUNK and (piece := self._read(_JSON_CHUNK - size)):
+                pieces.append(piece)
+                size += len(piece)
+        except (EOFError, OSError, zlib.error) as e:
+            if not pieces:
+                raise
+            self._error = e
+        chunk = b"".join(pieces)
+        self.eof = not chunk
+        self.buf, self.pos = self.buf[self.pos:] + self._decoder.decode(chunk, final=self.eof), 0
+        return not self.eof
+
+    def peek(self) -> str:
+        """The next character that is not JSON whitespace (not consumed); "" at the end."""
+        while True:
+            self.pos = _JSON_SPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf) or not self.more():
+                return self.buf[self.pos:self.pos + 1]
+
+
+def _read_json_array(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
+    """Each element of the array is a record with the field rules of a JSONL line; <n> is its index.
+    Broken JSON between elements ends the file with one "malformed_json" row: there is no next line to
+    resume at. The caller has sniffed the "["."""
+    text, i, after_element = _Chunks(stream), 0, False
+    text.peek()
+    text.pos += 1
+    while c := text.peek():
+        if c == "]":
+            text.pos += 1
+            if text.peek():
+                rest = _str_sample(text.buf[text.pos:])
+                yield _reject(f"{name}#{i}", path, "malformed_json", f"after the array: {rest}")
+            return
+        if after_element or c == ",":
+            if not after_element or c != ",":
+                yield _reject(f"{name}#{i}", path, "malformed_json", _str_sample(text.buf[text.pos:]))
+                return
+            text.pos, after_element = text.pos + 1, False
             continue
-        yield _document(doc_id, path, text, cfg, raw=_decode_sample(line))
+        row = _array_element(text, f"{name}#{i}", path, cfg)
+        if row is None:
+            break
+        yield row
+        i, after_element = i + 1, True
+    yield _reject(f"{name}#{i}", path, "malformed_json", f"{path} ended inside its JSON array")
+
+
+def _array_element(text: _Chunks, doc_id: str, path: str, cfg: DataConfig) -> dict | None:
+    """The row of the element at text.pos, which is consumed; None if the stream ends inside it."""
+    start = text.pos
+    try:  # the common case: the element is whole in the buffer ("0" of "0.5" cut after "0." is not)
+        record, end = _JSON.raw_decode(text.buf, start)
+        follows = text.buf[end:end + 1]
+        whole = follows in _AFTER_ELEMENT if follows else text.eof
+    except (ValueError, RecursionError):
+        whole = False
+    if whole:
+        text.pos = end
+    else:
+        scanned, head = _element_end(text, cfg.max_line_bytes)
+        if scanned < 0:
+            return None
+        start, text.pos = text.pos, scanned
+        if head:
+            return _reject(doc_id, path, "line_too_long", _str_sample(head))
+        try:
+            record, end = _JSON.raw_decode(text.buf[:scanned], start)
+            whole = not text.buf[end:scanned].strip()
+        except (ValueError, RecursionError):
+            whole = False
+        if not whole:
+            return _reject(doc_id, path, "malformed_json", _str_sample(text.buf[start:scanned]))
+    raw = text.buf[start:end]
+    if end - start > cfg.max_line_bytes:
+        return _reject(doc_id, path, "line_too_long", _str_sample(raw))
+    if _ESCAPED_BYTE.search(raw):
+        return _reject(doc_id, path, "invalid_utf8", _str_sample(raw))
+    return _record(doc_id, path, record, _str_sample(raw), cfg)
+
+
+def _element_end(text: _Chunks, limit: int) -> tuple[int, str]:
+    """Where the JSON value at text.pos ends, by its brackets and strings alone, reading on as needed:
+    (end, "") with the value in text.buf[text.pos:end]; for a value over `limit` characters, consumed in
+    bounded chunks, (end, its first characters) with text.pos at its end; (-1, ...) if the stream ends first."""
+    i, depth, in_string, head = text.pos, 0, False, ""
+    while True:
+        m = (_IN_STRING if in_string else _OUTSIDE_STRING).search(text.buf, i)
+        if m is None:
+            if not head and len(text.buf) - text.pos > limit:
+                head = text.buf[text.pos:text.pos + SAMPLE_CHARS * 4]
+            unpaired = in_string and len(text.buf) > i and text.buf.endswith("\\")
+            i = len(text.buf) - 1 if unpaired else len(text.buf)  # it escapes the next chunk's first character
+            if head:
+                text.pos = i
+            shift = text.pos
+            if not text.more():
+                return -1, head
+            i -= shift
+            continue
+        c, i = m.group(), m.end()
+        if in_string:
+            in_string = c != '"'
+            if c == '"' and depth == 0:
+                return i, head
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+        elif depth == 0:  # "," or the array's "]": the end of a number or literal
+            return m.start(), head
+        elif c != ",":
+            depth -= 1
+            if depth == 0:
+                return i, head
+
+
+def _str_sample(text: str) -> str:
+    return _decode_sample(text[: SAMPLE_CHARS * 4].encode("utf-8", "surrogateescape"))
 
 
 class _ShortReads:
@@ -446,18 +624,40 @@ def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, spa
 def _read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
     try:
         reader = pq.ParquetFile(stream)
-        if cfg.text_column not in reader.schema_arrow.names:
+        schema = reader.schema_arrow
+        if cfg.text_column not in schema.names:
+            yield _reject(name, path, "missing_text_column", f"no column {cfg.text_column!r} in {schema.names}")
+            return
+        column_type = schema.field(schema.get_all_field_indices(cfg.text_column)[0]).type
+        if not _is_text_type(column_type):  # as a JSONL record whose text is not a string, but for every row
             yield _reject(name, path, "missing_text_column",
-                          f"no column {cfg.text_column!r} in {reader.schema_arrow.names}")
+                          f"column {cfg.text_column!r} is {column_type}, not string or binary")
             return
         row = span.first
         groups = range(span.start, reader.num_row_groups if span.end < 0 else span.end)
         for batch in reader.iter_batches(row_groups=list(groups), columns=[cfg.text_column], batch_size=1024):
             for text in batch.column(0).to_pylist():
-                yield _document(f"{name}#{row}", path, text if isinstance(text, str) else "", cfg)
+                yield _parquet_row(f"{name}#{row}", path, text, cfg)
                 row += 1
     except (pa.ArrowException, ValueError) as e:
         yield _reject(name, path, "malformed_parquet", f"{path}: {e}")
+
+
+def _is_text_type(t: pa.DataType) -> bool:
+    """String columns, and binary ones (what some writers give text): decoded as UTF-8 row by row."""
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    return any(is_type(t) for is_type in (
+        pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view, pa.types.is_null,
+        pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view, pa.types.is_fixed_size_binary))
+
+
+def _parquet_row(doc_id: str, path: str, text: str | bytes | None, cfg: DataConfig) -> dict:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return _reject(doc_id, path, "invalid_utf8", _decode_sample(text[max(0, e.start - 100):]))
+    return _document(doc_id, path, text if isinstance(text, str) else "", cfg)
 
 
 _READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": _read_parquet}

@@ -3,6 +3,7 @@
 import gzip
 import json
 import os
+import tracemalloc
 
 import fsspec
 import numpy as np
@@ -10,9 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines import sources
 from pipelines.config import DataConfig
 from pipelines.sources import (
-    SourceError, doc_order_key, iter_documents, relative_names, resolve_sources)
+    Span, SourceError, doc_order_key, iter_documents, relative_names, resolve_sources)
 
 BOOK = "It was a bright cold day in April, and the clocks were striking thirteen.\n" * 3
 
@@ -200,6 +202,113 @@ def test_parquet(tmp_path):
         ("a#0", ""), ("a#1", "empty_document"), ("a#2", "too_short"), ("a#3", "")]
     assert reasons(read(tmp_path / "b.parquet", "b")) == [("b", "missing_text_column")]
     assert reasons(read(tmp_path / "c.parquet", "c")) == [("c", "malformed_parquet")]
+
+
+def test_parquet_binary_text_is_decoded_and_other_column_types_are_named(tmp_path):
+    for kind in [pa.binary(), pa.large_binary()]:
+        values = pa.array([BOOK.encode(), None, b"caf\xe9 " * 10, "Another fine document here.".encode()], kind)
+        pq.write_table(pa.table({"text": values}), tmp_path / "bin.parquet")
+        rows = read(tmp_path / "bin.parquet", "b")
+        assert reasons(rows) == [("b#0", ""), ("b#1", "empty_document"), ("b#2", "invalid_utf8"), ("b#3", "")]
+        assert rows[0]["text"] == BOOK.strip() and rows[2]["sample"].startswith("caf\ufffd")
+    pq.write_table(pa.table({"text": [["a", "list"]] * 5}), tmp_path / "list.parquet")
+    pq.write_table(pa.table({"text": [{"body": BOOK}] * 5}), tmp_path / "struct.parquet")
+    for name, kind in [("list", "list<element: string>"), ("struct", "struct<body: string>")]:
+        [row] = read(tmp_path / f"{name}.parquet", name)
+        assert (row["doc_id"], row["reject_reason"]) == (name, "missing_text_column")
+        assert row["sample"] == f"column 'text' is {kind}, not string or binary"
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_record(tmp_path):
+    bom, record = b"\xef\xbb\xbf", json.dumps({"text": BOOK}).encode()
+    (tmp_path / "a.jsonl").write_bytes(bom + record + b"\n" + record.replace(b"April", b"May"))
+    (tmp_path / "wiki_00").write_bytes(bom + record + b"\n")  # sniffed as JSON lines, not trained on as text
+    (tmp_path / "book.txt").write_bytes(bom + BOOK.encode())
+    (tmp_path / "array.json").write_bytes(bom + b"[" + record + b"]")
+    got = {p.name: read(p, p.name) for p in tmp_path.iterdir()}
+    assert {n: reasons(r) for n, r in got.items()} == {
+        "a.jsonl": [("a.jsonl#0", ""), ("a.jsonl#1", "")], "wiki_00": [("wiki_00#0", "")],
+        "book.txt": [("book.txt#0", "")], "array.json": [("array.json#0", "")]}
+    assert {r["text"] for r in [got["a.jsonl"][0], got["wiki_00"][0], got["book.txt"][0]]} == {BOOK.strip()}
+
+
+def json_array(n: int) -> list:
+    return [{"id": i, "text": f"Document number {i} of the array, long enough."} for i in range(n)]
+
+
+def test_json_array_file_elements_are_records(tmp_path, monkeypatch):
+    path = tmp_path / "docs.json"
+    path.write_text(json.dumps(json_array(1000)))
+    rows = read(path, "d")
+    assert reasons(rows) == [(f"d#{i}", "") for i in range(1000)]
+    assert rows[999]["text"] == "Document number 999 of the array, long enough."
+    elements = [json.dumps({"text": BOOK}).encode(), b'{"text": ""}', b'{"text": "tiny"}', b'{"body": "x"}',
+                b'["a list"]', b"42", b'"a string"', b'{"text": "\xff\xfe bad bytes"}', b'{"text": "trailing" "x"}',
+                b'{"text": "' + b"z" * 5000 + b'"}', b'{"text": "Escaped \\"quotes\\" and \\\\ all, ok."}']
+    path.write_bytes(b"\xef\xbb\xbf [\n  " + b",\n  ".join(elements) + b"\n]\n")
+    expected = [("d#0", ""), ("d#1", "empty_document"), ("d#2", "too_short"), ("d#3", "missing_text_column"),
+                ("d#4", "malformed_json"), ("d#5", "malformed_json"), ("d#6", "malformed_json"),
+                ("d#7", "invalid_utf8"), ("d#8", "malformed_json"), ("d#9", "line_too_long"), ("d#10", "")]
+    rows = read(path, "d", max_line_bytes=4096)
+    assert reasons(rows) == expected and rows[10]["text"] == 'Escaped "quotes" and \\ all, ok.'
+    for chunk in [1, 2, 7, 64]:  # elements, strings, escapes and UTF-8 cut across chunks read the same
+        monkeypatch.setattr(sources, "_JSON_CHUNK", chunk)
+        assert read(path, "d", max_line_bytes=4096) == rows, chunk
+
+
+def test_lone_surrogate_escape_is_invalid_utf8(tmp_path):
+    """Half an emoji escaped in JSON has no UTF-8 form: a row holding it would fail the whole Arrow block."""
+    record = b'{"text": "A record cut inside an emoji \\ud83d, long enough to keep."}'
+    (tmp_path / "a.jsonl").write_bytes(record + b"\n" + json.dumps({"text": BOOK}).encode())
+    (tmp_path / "b.json").write_bytes(b"[" + record + b"]")
+    rows = read(tmp_path / "a.jsonl", "a") + read(tmp_path / "b.json", "b")
+    assert reasons(rows) == [("a#0", "invalid_utf8"), ("a#1", ""), ("b#0", "invalid_utf8")]
+    assert rows[0]["sample"] == record.decode() and pa.Table.from_pylist(rows).num_rows == 3
+
+
+def test_broken_json_array_keeps_the_elements_before_the_damage(tmp_path):
+    data = json.dumps(json_array(5)).encode()
+    cases = {"cut.json": data[:-30], "garbage.json": data + b" {}", "nocomma.json": data.replace(b"}, {", b"} {", 1)}
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+    got = {n: reasons(read(tmp_path / n, "d")) for n in cases}
+    assert got == {"cut.json": [(f"d#{i}", "") for i in range(4)] + [("d#4", "malformed_json")],
+                   "garbage.json": [(f"d#{i}", "") for i in range(5)] + [("d#5", "malformed_json")],
+                   "nocomma.json": [("d#0", ""), ("d#1", "malformed_json")]}
+    (tmp_path / "cut.json.gz").write_bytes(gzip.compress(json.dumps(json_array(200)).encode())[:-40])
+    rows = read(tmp_path / "cut.json.gz", "cut")
+    assert rows[-1]["doc_id"] == "cut" and rows[-1]["reject_reason"] == "truncated_gzip"
+    assert all(r["reject_reason"] == "" for r in rows[:-1]) and len(rows) > 150
+    (tmp_path / "lines.jsonl").write_bytes(b'["a list"]\n' + json.dumps({"text": BOOK}).encode())
+    assert reasons(read(tmp_path / "lines.jsonl", "l")) == [("l#0", "malformed_json"), ("l#1", "")]  # lines still
+
+
+def test_json_array_is_read_whole_by_the_range_at_byte_zero(tmp_path):
+    """units.py cuts a big .json file into byte ranges as if it were JSON lines: the array is read once."""
+    path = tmp_path / "docs.json"
+    path.write_text(json.dumps(json_array(300), indent=1))
+    data, config = path.read_bytes(), cfg(path)
+    cuts = [0, len(data) // 3, 2 * len(data) // 3]
+    spans = [Span(a, b, data[:a].count(b"\n")) for a, b in zip(cuts, cuts[1:] + [-1])]
+    per_span = [list(iter_documents(str(path), "d", config, span)) for span in spans]
+    assert [len(rows) for rows in per_span] == [300, 0, 0]
+    assert per_span[0] == read(path, "d")
+
+
+def test_json_array_streams_in_bounded_memory(tmp_path, monkeypatch):
+    """A 2.7 MB array holding a 2 MB element over the limit: memory for a chunk or two, not the file."""
+    path = tmp_path / "big.json"
+    big = {"text": "x" * 2_000_000}
+    path.write_text(json.dumps(json_array(10_000)[:5000] + [big] + json_array(10_000)[5000:]))
+    monkeypatch.setattr(sources, "_JSON_CHUNK", 1 << 16)
+    tracemalloc.start()
+    counts = {}
+    for row in iter_documents(str(path), "big", cfg(path, max_line_bytes=100_000)):
+        counts[row["reject_reason"]] = counts.get(row["reject_reason"], 0) + 1
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert counts == {"": 10_000, "line_too_long": 1}
+    assert path.stat().st_size > 2.5e6 and peak < 1e6, peak
 
 
 def test_corrupt_compressed_files(tmp_path):
