@@ -187,6 +187,11 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
         return rows
 
     dev, select = encoded("dev", streamed.dev), encoded(SELECT, streamed.select)
+    if kind == "question-answering":  # evaluation pools a question's windows by id: refused now, not mid-training
+        from pipelines.tasks.squad import require_unique_ids
+
+        for name, rows in (("dev", dev), (SELECT, select)):
+            require_unique_ids(rows, f"the {name} split")
     dropped = dict(streamed.dropped)
     select, dropped["select_in_evaluation"] = without(select, keys_of(dev, kind), kind)
     for name, spec, rows in (("dev", task.dev_file, dev), (SELECT, task.select_file, select)):

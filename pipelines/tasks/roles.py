@@ -9,8 +9,9 @@ SQuAD context's questions, a sentence pair's first sentence, a single sentence).
 content: the same rows in any order, on any machine, give the same split. A change to the evaluation split changes
 the other two only where it removes a leak (a train row now also in the evaluation split); otherwise not at all.
 
-A row of train or select whose input text (or, for SQuAD, whose question id) also occurs in the evaluation split
-is dropped and counted, as is a select row whose text is in train: benchmarks have duplicates across their splits.
+A row of train or select whose input text (or, for SQuAD, whose question id over the same context) also occurs in
+the evaluation split is dropped and counted, as is a select row whose text is in train: benchmarks have duplicates
+across their splits.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ def content_key(row: dict, kind: str) -> str:
 
 
 def leak_keys(row: dict, kind: str) -> set[str]:
-    """What identifies a row across splits: its input's content key, and a SQuAD question's id."""
+    """What identifies a row across splits: its input's content key, and a SQuAD question's id with its context
+    (the same question reworded). An id alone names nothing across files: ids that restart in each file, and the
+    position "<file name>:<n>" of rows without one, repeat in unrelated questions of another split."""
     keys = {content_key(row, kind)}
-    if kind == "question-answering" and row.get("id"):
-        keys.add(f"id:{row['id']}")
+    if kind == "question-answering" and row.get("id") not in (None, ""):
+        payload = json.dumps([row["id"], _normalized(row.get("context"))], ensure_ascii=False, default=str)
+        keys.add("id:" + hashlib.sha256(payload.encode()).hexdigest())
     return keys
 
 

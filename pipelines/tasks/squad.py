@@ -37,7 +37,7 @@ def load_squad(path: str | os.PathLike) -> TaskSplit:
     """
     path = require_file(path, "SQuAD file")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # -sig: a byte-order mark, as Windows tools write, is no JSON
             data = json.load(f)["data"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise TaskDataError(f"{path}: not a SQuAD JSON file with a 'data' list ({e!r})") from e
@@ -48,10 +48,12 @@ def load_squad(path: str | os.PathLike) -> TaskSplit:
             context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
                 where = f"{title!r} paragraph {p} question {qa.get('id')!r}"
-                if not isinstance(context, str) or not qa.get("id") or not isinstance(qa.get("question"), str):
+                qid = qa.get("id")  # 0 is an id; a dict or list is none (and unhashable)
+                if not isinstance(context, str) or not isinstance(qid, (str, int)) or isinstance(qid, bool) \
+                        or qid == "" or not isinstance(qa.get("question"), str):
                     out.reject("missing_field", where, json.dumps(qa)[:200])
                     continue
-                if qa["id"] in seen:
+                if qid in seen:
                     out.reject("duplicate_id", where, qa["question"])
                     continue
                 impossible = bool(qa.get("is_impossible", False))
@@ -67,8 +69,8 @@ def load_squad(path: str | os.PathLike) -> TaskSplit:
                 if not impossible and not answers["text"]:
                     out.reject("no_valid_answer", where, qa["question"])
                     continue
-                seen.add(qa["id"])
-                out.rows.append({"id": qa["id"], "title": title, "question": qa["question"], "context": context,
+                seen.add(qid)
+                out.rows.append({"id": qid, "title": title, "question": qa["question"], "context": context,
                                  "answers": answers, "is_impossible": impossible})
     if not out.rows:
         raise TaskDataError(f"{path}: no usable questions ({dict(out.rejects)})")
@@ -123,10 +125,24 @@ def squad_train_features(examples, tokenizer, max_seq_len: int = 384, doc_stride
             "example_index": np.asarray(sample, dtype=np.int64)}
 
 
+def require_unique_ids(examples, split: str = "one split") -> None:
+    """TaskDataError naming the question ids that occur more than once in `examples`."""
+    shared = [i for i, k in collections.Counter(ex["id"] for ex in examples).items() if k > 1]
+    if shared:
+        raise TaskDataError(f"{len(shared)} question ids occur more than once in {split}, e.g. {shared[:3]}: "
+                            "give the files of a split different names, or set task.columns.id to ids unique "
+                            "across them")
+
+
 def squad_eval_features(examples, tokenizer, max_seq_len: int = 384, doc_stride: int = 128,
                         max_query_length: int = 64) -> dict:
     """Windows as in training, plus example_id (list of str) and offset_mapping (list per window of
-    (start_char, end_char) for context tokens, None for question, special and padding tokens)."""
+    (start_char, end_char) for context tokens, None for question, special and padding tokens).
+
+    Ids must be unique: postprocessing pools an id's windows, so two questions sharing one would be answered
+    from each other's contexts. Raises naming them (two files of one split with the same name and no id
+    column give their rows the same "<file name>:<n>"; ids that restart in each file clash too)."""
+    require_unique_ids(examples)
     enc = _encode(examples, load_tokenizer(tokenizer), max_seq_len, doc_stride, max_query_length)
     sample = enc["overflow_to_sample_mapping"]
     offsets = [[tuple(o) if s == 1 else None for o, s in zip(offs, enc.sequence_ids(i))]

@@ -136,3 +136,22 @@ def test_rows_longer_than_the_sequence_length_are_counted(tmp_path, ray_up):
     assert sum(int(tags.get(f"data.truncated.{split}", 0)) for split in rows.splits()) == 10
 
 
+
+
+def test_question_ids_that_repeat_across_a_splits_files_are_refused_before_training(tmp_path, ray_up):
+    """Two dev files named alike and without ids give their rows the same "<file name>:<n>"; evaluation pools a
+    question's windows by id, so the job stops at loading, naming them, not at the first evaluation."""
+    from pipelines.tasks.common import TaskDataError
+
+    def qa(i, folder):
+        context = f"The item number {i} is stored in {folder} near the door."
+        return {"question": f"where is item {i}", "context": context,
+                "answers": {"text": [folder], "answer_start": [context.index(folder)]}}
+
+    train = write_jsonl(tmp_path / "train.jsonl", [qa(i, "box") for i in range(20)])
+    for folder in ("a", "b"):
+        (tmp_path / "dev" / folder).mkdir(parents=True)
+        write_jsonl(tmp_path / "dev" / folder / "qa.jsonl", [qa(100 + i, folder) for i in range(3)])
+    with pytest.raises(TaskDataError, match=r"question ids occur more than once in the dev split.*'qa.jsonl:0'"):
+        loaded(task(f"task.train_file={train}", f"task.dev_file={tmp_path / 'dev' / '*' / 'qa.jsonl'}",
+                    "task.kind=question-answering", "task.max_seq_len=384"))

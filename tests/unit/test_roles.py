@@ -1,7 +1,7 @@
 """The three roles of a task's data (pipelines/tasks/roles.py through jobs/loops/ft_tasks.load_rows), for every kind of
-task: no evaluation row (by content, or by SQuAD question id) is in train or select; select is carved by a stable
-hash of each row's group, whole groups only, the same for any row order; and changing an evaluation row changes
-nothing the run chooses with (train and select stay byte-identical)."""
+task: no evaluation row (by content, or by SQuAD question id over its context) is in train or select; select is
+carved by a stable hash of each row's group, whole groups only, the same for any row order; and changing an
+evaluation row changes nothing the run chooses with (train and select stay byte-identical)."""
 
 import copy
 import json
@@ -70,7 +70,7 @@ def tasks(tmp_path):
         (sst_train[4][0].replace(" ", "  ") + " ", sst_train[4][1])]
     squad_train = [(f"q{i}", f"Question {i} about the game?", i // 3) for i in range(120)]
     squad_dev = [(f"d{i}", f"Dev question {i}?", 100 + i) for i in range(10)] + [
-        ("q7", "A reused id?", 200), ("x1", "Question 9 about the game?", 3)]  # an id leak and a content leak
+        ("q7", "Question 7, reworded?", 2), ("x1", "Question 9 about the game?", 3)]  # an id leak and a content leak
     conll_train = [f"Person{i} visited Town{i % 17} ." for i in range(150)]
     conll_dev = [f"Dev{i} left City{i} ." for i in range(12)] + conll_train[40:42]
     corpus = write_corpus(tmp_path / "corpus", {"alpha": 30, "beta": 24, "gamma": 20})
@@ -140,6 +140,28 @@ def test_changing_an_evaluation_row_changes_no_train_or_select_row(tasks, name):
     assert split_digest(after.evaluation["dev"]) != split_digest(before.evaluation["dev"])
     assert split_digest(after.train) == split_digest(before.train)
     assert split_digest(after.select) == split_digest(before.select)
+
+
+@pytest.mark.parametrize("id_column", ["", "qid"])
+def test_question_ids_that_repeat_across_files_are_no_leak(tmp_path, id_column):
+    """Rows without an id column are "<file name>:<n>": train tr/data.jsonl and dev dv/data.jsonl share those ids, as
+    do a user's ids that restart in each file. Only a row also in dev (same question and context) leaves train."""
+    from pipelines.tasks import Columns, read_file
+    from pipelines.tasks.roles import assign_roles
+
+    def qa_file(folder, questions):
+        (tmp_path / folder).mkdir()
+        path = tmp_path / folder / "data.jsonl"
+        path.write_text("".join(json.dumps({"qid": str(i), "question": q, "context": f"Paragraph {p}. " + CONTEXT,
+                                            "answers": []}) + "\n" for i, (q, p) in enumerate(questions)))
+        return [r for b in read_file(str(path), "jsonl", "question-answering", Columns(id=id_column)) for r in b.rows]
+
+    train = qa_file("tr", [(f"Train question {i}?", i) for i in range(30)])
+    dev = qa_file("dv", [("Train question 0?", 0)] + [(f"Dev question {i}?", 100 + i) for i in range(5)])
+    assert train[1]["id"] == dev[1]["id"]  # "data.jsonl:1" or "1"
+    rows = assign_roles(train, {"dev": dev}, "question-answering", 0.2, 100)
+    assert rows.dropped["train_in_evaluation"] == 1  # the one row dev also holds
+    assert len(rows.train) + len(rows.select) == 29
 
 
 def test_carve_is_stable_whole_groups_and_capped():

@@ -94,6 +94,24 @@ def test_missing_and_malformed_files(tmp_path):
         load_squad(tmp_path / "bad.json")
 
 
+def test_a_byte_order_mark_and_the_id_0_are_read(tmp_path):
+    """Windows tools write a UTF-8 byte-order mark; an integer id 0 is an id, not a missing one."""
+    path = write_squad(tmp_path / "bom.json", [dict(QAS[0], id=0), dict(QAS[1], id=[1])])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    split = load_squad(path)
+    assert [ex["id"] for ex in split] == [0] and split.rejects == {"missing_field": 1}  # a list is no id
+
+
+def test_eval_features_refuse_an_id_two_questions_share(tok):
+    """Postprocessing pools an id's windows: two files of one split with the same name and no id column (both
+    "data.jsonl:0") would answer each other's questions. It fails naming the id instead."""
+    rows = [{"id": "data.jsonl:0", "question": q["question"], "context": CONTEXT} for q in QAS[:2]]
+    with pytest.raises(TaskDataError, match=r"1 question ids occur more than once in one split.*'data.jsonl:0'"):
+        squad_eval_features(rows, tok, max_seq_len=128, doc_stride=32)
+    rows[1]["id"] = "data.jsonl:1"
+    assert squad_eval_features(rows, tok, max_seq_len=128, doc_stride=32)["example_id"][0] == "data.jsonl:0"
+
+
 def test_train_targets_point_at_the_answer_or_cls(tmp_path, tok):
     examples = load_squad(write_squad(tmp_path / "d.json", QAS + [IMPOSSIBLE], "v2.0"))
     kwargs = dict(max_seq_len=64, doc_stride=16, max_query_length=16)
