@@ -15,6 +15,7 @@ positions, so gold and predicted tag sequences always line up.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -24,22 +25,30 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
 DOCSTART = "-DOCSTART-"
+_COMMENT = re.compile(r"#(\s|$|[\w.-]+\s*=)")  # "# text = ...", "#sent_id=1"; not a hashtag token such as "#Bonn O"
 
 
-def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None):
+def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True):
     """(document, lines, reject reason or None, where) per sentence of a CoNLL column file's raw lines.
 
     The word is the first column and the NER tag the last. The sentence is the unit of rejection --
     one bad line would shift every label after it: "wrong_column_count" (a line whose column count
-    differs from the file's first token line), "unknown_tag" (NER tag not in `labels`; None accepts
-    any tag), "invalid_utf8". document counts -DOCSTART- lines from 0.
+    differs from the file's first token line, or a single column where tags are wanted: `tagged`),
+    "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8". document counts
+    -DOCSTART- lines from 0. A '#' line before a sentence's first token is a comment (CoNLL-U's
+    "# sent_id = 1", "# text = ..."), skipped; inside a sentence it is a token (a hashtag, the '#' sign).
     """
     lines, bad, start, document, n_columns, n = [], None, 0, -1, None, -1
     for n, raw in enumerate(raw_lines):
+        raw = raw.removeprefix(b"\xef\xbb\xbf") if n == 0 else raw  # a UTF-8 byte-order mark
         try:
-            line = raw.decode("utf-8").strip()
+            line, broken = raw.decode("utf-8").strip(), False
         except UnicodeDecodeError:
-            bad, line = bad or "invalid_utf8", raw.decode("utf-8", "replace").strip()
+            line, broken = raw.decode("utf-8", "replace").strip(), True
+        if not lines and not bad and _COMMENT.match(line):
+            start = n + 1
+            continue
+        bad = bad or ("invalid_utf8" if broken else None)
         if not line or line.startswith(DOCSTART):
             if bad or lines:
                 yield max(document, 0), lines, bad, f"lines {start + 1}-{n}"
@@ -48,7 +57,7 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None):
             continue
         fields = line.split()
         n_columns = n_columns or len(fields)
-        if len(fields) != n_columns or n_columns < 2:
+        if len(fields) != n_columns or n_columns < (2 if tagged else 1):
             bad = bad or "wrong_column_count"
         elif labels is not None and fields[-1] not in labels:
             bad = bad or "unknown_tag"

@@ -31,7 +31,7 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
     if ext != ".json":
         return extensions[ext]
     with fs.open(path, "rb") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
-        head = f.read(_SNIFF_BYTES).lstrip()
+        head = f.read(_SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf").lstrip()  # less a UTF-8 byte-order mark
     try:
         first = json.loads(head.split(b"\n", 1)[0]) if head.startswith(b"{") else {}
     except ValueError:

@@ -2,9 +2,10 @@
 CoNLL column files and SQuAD JSON, for five kinds of task (KINDS), at a local path or any fsspec URL.
 
 `pipelines.tasks.file_finder.resolve_files` turns a file, folder, glob or `folder:split` into (path, format)
-pairs; `read_file` streams one of them as FileBatch-es of at most `batch_rows` rows (bounded memory: only SQuAD JSON,
-one JSON document, is read whole); `label_set` fixes the label names from the train split and
-`encode_labels` maps every split onto them. Columns are found by name (`Columns`), never by position.
+pairs; `read_file` streams one of them as FileBatch-es of at most `batch_rows` rows (bounded memory: only SQuAD JSON
+and a JSON array where JSON Lines was expected, one JSON document each, are read whole); `label_set` fixes the label
+names from the train split and `encode_labels` maps every split onto them. Columns are found by name (`Columns`),
+never by position.
 
 Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
   * classification, multi-label, regression: {id, text_a, text_b (None without a pair column), label}
@@ -12,15 +13,18 @@ Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
     Columns.label_separator; [] = no label), or a float.
   * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names).
   * question-answering: squad.load_squad's {id, title, question, context, answers, is_impossible}.
-id is the id column's value or "<path>:<n>", n the record's 0-based position in the file.
+id is the id column's value or "<file name>:<n>", n the record's 0-based position in the file (unique in a file;
+files of one split sharing a name share these ids, which QA's squad_eval_features refuses, naming them).
 
-A bad record is skipped and counted by reason, never fatal: invalid_utf8, blank_line, bad_json (a line
-that is not a JSON object), bad_csv, wrong_column_count, missing_text, missing_label, unparseable_label
-(JSON bool / float / null / list as a class, a non-finite score), mixed_label_types (a label of another
-JSON type than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field,
-duplicate_id, answer_offset_mismatch, no_valid_answer (QA, as load_squad), empty_file (0 bytes or a
-header only; counted once). TaskDataError is raised only for a file unusable as a whole: a required
-column absent (the message names expected, found and the task.columns.* to set), not parseable at all.
+A bad record is skipped and counted by reason, never fatal: invalid_utf8, blank_line, bad_json (a line that is not
+a JSON object), bad_csv (text after a closing quote), unclosed_quote (a CSV / TSV quote that never closes: its line,
+the lines after it are read again), wrong_column_count, missing_text, missing_label (absent, empty, JSON null, NaN),
+unparseable_label (JSON bool / list as a class, a non-finite score), non_integer_label (a float class such as 1.5;
+1.0, as pandas writes an int column holding a NaN, is the class 1), mixed_label_types (a label of another JSON type
+than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id,
+answer_offset_mismatch, no_valid_answer (QA, as load_squad), empty_file (0 bytes or a header only; counted once).
+TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
+found and the task.columns.* to set) or named twice in the header, not parseable at all.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _ABSENT = object()
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as Windows tools write
+_SNIFF_BYTES = 1 << 12  # read of a JSON Lines file to tell a JSON array from it
 
 
 
@@ -80,7 +86,7 @@ class Columns:
     context: str = "context"  # question answering
     question: str = "question"
     answers: str = "answers"  # {"text": [...], "answer_start": [...]} or a list of {"text", "answer_start"}
-    id: str = ""  # "" = the record's position "<path>:<n>"
+    id: str = ""  # "" = the record's position "<file name>:<n>"
     label_separator: str = ""  # multi-label cells of CSV/TSV, e.g. "|"; "" = the cell holds a JSON list
 
 
@@ -117,7 +123,7 @@ def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]
 
 def _lines(f):
     for n, raw in enumerate(f):
-        raw = raw[3:] if n == 0 and raw.startswith(b"\xef\xbb\xbf") else raw  # a UTF-8 byte-order mark
+        raw = raw.removeprefix(_BOM) if n == 0 else raw
         try:
             text = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError:
@@ -134,24 +140,118 @@ def _json_object(text):
     return record if isinstance(record, (dict, _Reject)) else _Reject("bad_json")
 
 
+class _Feed:
+    """A text file's numbered lines as csv.reader pulls them, the current record's kept in `taken`. A quoted field
+    still open past csv.field_size_limit() characters ends its record there (csv reports it unclosed), and
+    `give_back` returns all but that record's first line to be read again: an unclosed quote costs one line, not
+    the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad record is found and counted."""
+
+    def __init__(self, f, newline: str):
+        text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
+        self.lines, self.back, self.taken, self.size, self.open_to = enumerate(text, 1), collections.deque(), [], 0, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        if self.size > csv.field_size_limit():
+            raise StopIteration
+        n, line = self.back.popleft() if self.back else next(self.lines)
+        self.taken.append((n, line))
+        self.size += len(line)
+        return line
+
+    def start(self) -> None:
+        self.taken, self.size, self.open_to = [], 0, 0
+
+    def where(self) -> str:
+        first, last = self.taken[0][0], self.taken[-1][0]
+        if self.open_to > first:
+            return f"line {first}, quote not closed by line {self.open_to}"
+        return f"line {first}" if first == last else f"lines {first}-{last}"
+
+    def give_back(self) -> None:
+        """Put back all but the record's first line (where() then says how far the quote was looked for)."""
+        self.open_to = self.taken[-1][0]
+        self.back.extendleft(reversed(self.taken[1:]))
+        del self.taken[1:]
+
+
+def _unclosed(e: csv.Error, feed: _Feed) -> bool:
+    """A quote that opened and never closed well: csv's error where its input ended (the file's, or _Feed's cut), or
+    any error in a record that ran on over lines (a stray quote, closed by the next line's quote, text after it)."""
+    return str(e).startswith("unexpected end of data") or len(feed.taken) > 1
+
+
+def _fields(n, feed: _Feed, fields: list, sep: str):
+    """A record of fields as the readers yield it, or invalid_utf8 / blank_line."""
+    text = sep.join(fields)
+    if _SURROGATE.search(text):
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return n, feed.where(), _Reject("invalid_utf8"), text
+    return n, feed.where(), fields if text.replace(sep, "").strip() else _Reject("blank_line"), text
+
+
 def _csv_lines(f):
-    """Records of fields (quoted commas and newlines kept). Decoding keeps bytes that are not UTF-8
-    as surrogates, so one bad record is found and counted, not the whole file."""
-    reader = csv.reader(io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=""))
+    """Records of fields (quoted commas and newlines kept), parsed strictly: text after a closing quote is bad_csv,
+    a quote that never closes well is unclosed_quote on its own line (the lines after it are read again)."""
+    feed = _Feed(f, newline="")
+    reader = csv.reader(feed, strict=True)
     for n in itertools.count():
+        feed.start()
         try:
             fields = next(reader)
         except StopIteration:
             return
-        except csv.Error as e:  # e.g. a field past csv.field_size_limit (an unclosed quote)
-            yield n, f"line {reader.line_num}", _Reject("bad_csv"), str(e)
+        except csv.Error as e:
+            first = feed.taken[0][1].rstrip("\r\n")
+            unclosed = _unclosed(e, feed)
+            if unclosed:
+                feed.give_back()
+            yield n, feed.where(), _Reject("unclosed_quote" if unclosed else "bad_csv"), f"{e}: {first}"
             continue
-        line = ",".join(fields)
-        if _SURROGATE.search(line):
-            yield n, f"line {reader.line_num}", _Reject("invalid_utf8"), \
-                line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        else:
-            yield n, f"line {reader.line_num}", fields if line.replace(",", "").strip() else _Reject("blank_line"), line
+        yield _fields(n, feed, fields, ",")
+
+
+def _tsv_lines(f):
+    """Records of TSV fields. GLUE style: split on tabs, quotes are characters. A line a CSV writer made
+    (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
+    quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
+    lines (an embedded newline) where its line has fewer fields than the header. A run-on quote that never closes
+    is unclosed_quote on its own line, and the lines after it are read again."""
+    feed, columns, quoted = _Feed(f, newline="\n"), 0, False
+    while True:
+        feed.start()
+        try:
+            line = next(feed)
+        except StopIteration:
+            return
+        n, text = feed.taken[0][0] - 1, line.rstrip("\r\n")
+        fields = parsed = text.split("\t")
+        if '"' in text:
+            parsed = _tsv_quoted(feed, line, fields, columns, quoted or not columns)
+            if isinstance(parsed, _Reject):
+                yield n, feed.where(), parsed, text
+                continue
+        record = _fields(n, feed, parsed, "\t")
+        if not columns and isinstance(record[2], list):  # the header; quoted, it was a CSV writer's (QUOTE_ALL)
+            columns, quoted = len(parsed), parsed != fields
+        yield record
+
+
+def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool):
+    """A TSV line with quotes -> its fields as CSV where a CSV writer made it (see _tsv_lines), else `fields`."""
+    try:
+        parsed = next(csv.reader([line], delimiter="\t", strict=True))
+    except csv.Error as e:
+        if not _unclosed(e, feed) or not (quoted or len(fields) < columns):
+            return fields
+        try:  # the quoted field runs on: the record is the lines up to its closing quote
+            return next(csv.reader(itertools.chain([line], feed), delimiter="\t", strict=True))
+        except csv.Error:
+            feed.give_back()
+            return _Reject("unclosed_quote")
+    return parsed if quoted or any('"' in p or "\t" in p for p in parsed) else fields
 
 
 def _header_records(path, lines, kind, columns):
@@ -162,7 +262,10 @@ def _header_records(path, lines, kind, columns):
             if isinstance(fields, _Reject):
                 raise TaskDataError(f"{path}: unreadable header ({fields}): {excerpt[:SAMPLE_CHARS]!r}")
             header, first = [h.strip() for h in fields], n + 1
-            _require_columns(path, header, kind, columns)
+            twice = [c for c, k in collections.Counter(_require_columns(path, header, kind, columns)).items() if k > 1]
+            if twice:  # dict(zip(header, ...)) would keep the last one's values, unsaid
+                raise TaskDataError(f"{path}: the header names column {twice[0]!r} more than once "
+                                    f"({header}); rename all but the one to read")
         elif header is not None:
             if not isinstance(fields, _Reject):
                 fields = dict(zip(header, fields)) if len(fields) == len(header) else _Reject("wrong_column_count")
@@ -237,10 +340,12 @@ def _hf_records(path, kind, columns, batch_rows):
 def _records(path, f, fmt, kind, columns, batch_rows):
     if fmt == "csv":
         return _header_records(path, _csv_lines(f), kind, columns)
-    if fmt == "tsv":  # GLUE style: split on tabs, quotes are characters
-        split = ((n, w, t if isinstance(t, _Reject) else t.split("\t"), t) for n, w, t, _ in _lines(f))
-        return _header_records(path, split, kind, columns)
+    if fmt == "tsv":
+        return _header_records(path, _tsv_lines(f), kind, columns)
     if fmt == "jsonl":
+        items = _json_array(path, f)
+        if items is not None:
+            return ((n, f"item {n}", r if isinstance(r, dict) else _Reject("bad_json"), r) for n, r in enumerate(items))
         return ((n, where, _json_object(text), excerpt) for n, where, text, excerpt in _lines(f))
     if fmt == "parquet":
         return _parquet_records(path, f, kind, columns, batch_rows)
@@ -249,10 +354,33 @@ def _records(path, f, fmt, kind, columns, batch_rows):
     if fmt == "text":  # one input per line
         return ((n, where, text if isinstance(text, _Reject) else {columns.text: text}, excerpt)
                 for n, where, text, excerpt in _lines(f))
+    tagged = bool(columns.tags)  # "": words alone, to tag (predict), where a file may have one column
     return ((n, where, _Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
              {"id": f"{_name(path)}:{n}", "document": f"{_name(path)}:doc{document}", "tokens": [x.split()[0] for x in lines],
-              "ner_tags": [x.split()[-1] for x in lines]}, " | ".join(lines[:5]))
-            for n, (document, lines, bad, where) in enumerate(conll_sentences(f)))
+              "ner_tags": [x.split()[-1] for x in lines] if tagged else None}, " | ".join(lines[:5]))
+            for n, (document, lines, bad, where) in enumerate(conll_sentences(f, tagged=tagged)))
+
+
+def _json_array(path, f) -> list | None:
+    """The items of a JSON Lines file that is one JSON array instead (pandas' to_json(orient="records") without
+    lines=True, a pretty-printed list), read whole as SQuAD JSON is; None for JSON Lines. Read line by line, such a
+    file would keep its one-line objects and reject the others as bad_json."""
+    head = f.read(_SNIFF_BYTES).removeprefix(_BOM).lstrip()
+    f.seek(0)
+    if not head.startswith(b"["):
+        return None
+    data = f.read().removeprefix(_BOM)
+    f.seek(0)
+    try:
+        items = json.loads(data)
+    except ValueError as e:
+        try:
+            json.loads(data.lstrip().split(b"\n", 1)[0])
+        except ValueError:
+            raise TaskDataError(f"{path}: a JSON array, not JSON Lines (one object per line), and not valid JSON "
+                                f"either: {e}") from None
+        return None  # JSON Lines whose first line is an array (a bad record)
+    return items if isinstance(items, list) else None
 
 
 # --- Rows ---
@@ -306,10 +434,15 @@ class _Rows:
     def _label(self, value) -> tuple | str:
         """(raw label, its type or None) or a reject reason."""
         sep = self.columns.label_separator if self.kind == "multi-label" else ""
-        if value is _ABSENT or (isinstance(value, str) and not value.strip() and not sep):
+        if value is _ABSENT or value is None or (isinstance(value, str) and not value.strip() and not sep) \
+                or (isinstance(value, float) and math.isnan(value)):  # JSON null, pandas' NaN: no label
             return "missing_label"
         if isinstance(value, bool):
             return "unparseable_label"
+        if self.kind == "classification" and isinstance(value, float):  # pandas writes an int column with a NaN
+            if not value.is_integer():  # as floats (1.0, 0.0, null): 1.0 is the class 1, 1.5 is none
+                return "non_integer_label"
+            value = int(value)
         if self.kind == "classification":
             return (str(value).strip(), type(value).__name__) if isinstance(value, (int, str)) else "unparseable_label"
         if self.kind == "regression":

@@ -72,6 +72,29 @@ def test_bad_sentences_are_counted_whole(tmp_path):
     assert split.samples[0][:2] == ("wrong_column_count", "lines 3-11")
 
 
+def test_a_byte_order_mark_and_conllu_comments_are_no_sentences(tmp_path):
+    """A BOM made "\ufeff-DOCSTART-" a training sentence; '#' comments before a sentence (CoNLL-U) rejected every
+    sentence as wrong_column_count. Inside a sentence, and as a hashtag, '#' is a token."""
+    split = load_conll(write(tmp_path, b"\xef\xbb\xbf" + TRAIN.encode()))
+    assert [s["tokens"][0] for s in split] == ["EU", "Peter", "BRUSSELS"] and not split.rejects
+    text = ("# newdoc id = a\n# sent_id = 1\n# text = EU rejects\nEU NNP B-NP B-ORG\n# NN I-NP O\n"
+            "rejects VBZ B-VP O\n\n#sent_id=2\n#Bonn NNP B-NP B-LOC\n\n#\nx NN B-NP O\n")
+    split = load_conll(write(tmp_path, text))
+    assert [s["tokens"] for s in split] == [["EU", "#", "rejects"], ["#Bonn"], ["x"]] and not split.rejects
+
+
+def test_words_alone_are_read_to_tag_but_not_to_train(tmp_path):
+    """A one-column file (words, no tags) is what predict tags: read with no tags (columns.tags ""), it gives rows
+    with ner_tags None; to train, its sentences stay rejected."""
+    from pipelines.tasks import Columns, read_file
+
+    path = str(write(tmp_path, "-DOCSTART-\n\nEU\nrejects\n\nBonn\n", "words.conll"))
+    rows = [r for b in read_file(path, "conll", "token-classification", Columns(), labeled=False) for r in b.rows]
+    assert [(r["tokens"], r["ner_tags"]) for r in rows] == [(["EU", "rejects"], None), (["Bonn"], None)]
+    [batch] = read_file(path, "conll", "token-classification", Columns())
+    assert not batch.rows and batch.rejects == {"wrong_column_count": 2}
+
+
 def test_missing_and_empty_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="CoNLL file not found: .*eng.testa"):
         load_conll(tmp_path / "eng.testa")

@@ -77,6 +77,87 @@ def test_csv_bad_records_are_counted(tmp_path):
     assert ("invalid_utf8", "line 4", "Caf\ufffd,pos") in samples
 
 
+def test_a_csv_quote_that_never_closes_costs_its_line_not_the_rest(tmp_path):
+    data = 'text,label\ngood,pos\n"unclosed,neg\nfine,pos\nlast,neg\n"ok" then text,neg\n"two\nlines",pos\n'
+    rows, rejects, samples, _ = read(write(tmp_path, "q.csv", data), "csv")
+    assert [r["text_a"] for r in rows] == ["good", "fine", "last", "two\nlines"]
+    assert rejects == {"unclosed_quote": 1, "bad_csv": 1}  # text after a closing quote: not read as "ok then text"
+    assert samples[0][:2] == ("unclosed_quote", "line 3, quote not closed by line 6")
+
+
+def test_tsv_written_by_a_csv_writer(tmp_path):
+    """pandas' to_csv(sep="\t") quotes a field holding a quote, a tab or a newline; a GLUE TSV's quotes are
+    characters. A field quoted whole without a doubled quote is GLUE's (a quotation as the sentence)."""
+    data = ('text\tlabel\n"He said ""hi"""\t1\n"two\nlines"\t0\n"tab\there"\t1\n"a quotation"\t0\n'
+            'she said "no\t1\n"so it goes\n')
+    rows, rejects, samples, _ = read(write(tmp_path, "w.tsv", data), "tsv")
+    assert [r["text_a"] for r in rows] == ['He said "hi"', "two\nlines", "tab\there", '"a quotation"', 'she said "no']
+    assert [r["id"] for r in rows][:3] == ["w.tsv:0", "w.tsv:1", "w.tsv:3"]  # ids: the record's first line
+    assert rejects == {"unclosed_quote": 1} and samples[0][:2] == ("unclosed_quote", "line 8")
+    data = '"text"\t"label"\n"plain"\t"1"\n"x"\t"0"\n'  # QUOTE_ALL: the quoted header says so
+    rows, rejects, _, _ = read(write(tmp_path, "all.tsv", data), "tsv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("plain", "1"), ("x", "0")] and not rejects
+
+
+def test_a_run_on_tsv_quote_never_makes_a_half_row(tmp_path):
+    """A quoted field that never closes is rejected on its own line; the lines after it are read as they are (a
+    GLUE TSV whose sentence opens a quotation), never as the second half of a record."""
+    data = 'text\tlabel\n"opens\nnext line\t1\nhe said "ok" then\t0\n'
+    rows, rejects, samples, _ = read(write(tmp_path, "r.tsv", data), "tsv")
+    assert [r["text_a"] for r in rows] == ["next line", 'he said "ok" then']
+    assert rejects == {"unclosed_quote": 1} and samples[0][1] == "line 2, quote not closed by line 4"
+
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path):
+    with pytest.raises(TaskDataError, match=r"t.csv: the header names column 'text' more than once"):
+        read(write(tmp_path, "t.csv", "text,label,text\na,1,b\n"), "csv")
+    with pytest.raises(TaskDataError, match=r"t.tsv: the header names column 'label' more than once"):
+        read(write(tmp_path, "t.tsv", "text\tlabel\tlabel\na\t1\t2\n"), "tsv")
+    rows, _, _, _ = read(write(tmp_path, "u.csv", "note,text,note,label\nx,a,y,1\n"), "csv")  # not a mapped column
+    assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1")]
+
+
+def test_a_byte_order_mark_is_never_in_a_header_or_a_record(tmp_path):
+    bom = b"\xef\xbb\xbf"
+    rows, rejects, _, _ = read(write(tmp_path, "b.tsv", bom + b"text\tlabel\na\t1\n"), "tsv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1")] and not rejects
+    rows, rejects, _, _ = read(write(tmp_path, "b.jsonl", bom + jsonl({"text": "a", "label": 1}).encode()), "jsonl")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1")] and not rejects
+    squad = write(tmp_path, "dev.json", bom + json.dumps(SQUAD, indent=2).encode())
+    assert resolve_files(squad) == [(squad, "squad")]  # sniffed past the mark: not JSON Lines
+    assert [r["id"] for r in read(squad, "squad", "question-answering")[0]] == ["q1", "q3"]
+
+
+def test_float_class_labels_as_pandas_writes_them(tmp_path):
+    """An int label column holding a NaN is written by pandas as floats: 1.0, 0.0, null (NaN in Parquet)."""
+    path = write(tmp_path, "f.jsonl", jsonl({"text": "a", "label": 1.0}, {"text": "b", "label": 0.0},
+                                             {"text": "c", "label": None}, {"text": "d", "label": 1.5},
+                                             {"text": "e", "label": 2}))
+    rows, rejects, _, _ = read(path, "jsonl")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1"), ("b", "0"), ("e", "2")]
+    assert rejects == {"missing_label": 1, "non_integer_label": 1}
+    pq.write_table(pa.table({"text": ["a", "b", "c"], "label": [1.0, float("nan"), None]}), tmp_path / "f.parquet")
+    rows, rejects, _, _ = read(str(tmp_path / "f.parquet"), "parquet")
+    assert [r["label"] for r in rows] == ["1"] and rejects == {"missing_label": 2}
+
+
+def test_a_json_array_where_json_lines_was_expected(tmp_path):
+    """pandas' to_json(orient="records") without lines=True, or a pretty-printed list: read line by line it kept
+    its last object only."""
+    records = [{"text": "a", "label": 1}, {"text": "b", "label": 0}, "not an object"]
+    path = write(tmp_path, "arr.jsonl", "\n".join(["[", *(json.dumps(r) + "," for r in records[:-1]),
+                                                   json.dumps(records[-1]), "]"]))
+    rows, rejects, samples, _ = read(path, "jsonl")
+    assert [r["text_a"] for r in rows] == ["a", "b"] and rejects == {"bad_json": 1} and samples[0][1] == "item 2"
+    path = write(tmp_path, "pretty.json", json.dumps(records[:2], indent=2))
+    assert resolve_files(path) == [(path, "jsonl")] and len(read(path, "jsonl")[0]) == 2
+    with pytest.raises(TaskDataError, match="a JSON array, not JSON Lines .* not valid JSON"):
+        read(write(tmp_path, "broken.jsonl", '[\n{"text": "a", "label": 1},\n{"text": "b", "label": 0},\n]\n'),
+             "jsonl")
+    rows, rejects, _, _ = read(write(tmp_path, "lines.jsonl", jsonl([1, 2], {"text": "a", "label": 1})), "jsonl")
+    assert len(rows) == 1 and rejects == {"bad_json": 1}  # JSON Lines whose first line is an array
+
+
 def test_tsv_bad_lines_are_counted(tmp_path):
     data = b"sentence\tlabel\na\t0\nCaf\xff\t1\nx\ty\tz\n\n   \nb\t1\n"
     rows, rejects, samples, _ = read(write(tmp_path, "t.tsv", data), "tsv", columns=Columns(text="sentence"))
@@ -91,9 +172,9 @@ def test_jsonl_rejects_and_label_types(tmp_path):
         {"text": "c", "label": 2.0}, {"text": "d", "label": True}, {"text": "e", "label": None},
         {"text": "f", "label": [1]}, {"text": "g"}, {"text": "", "label": 1}, {"text": "h", "label": 3}))
     rows, rejects, _, _ = read(path, "jsonl")
-    assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1"), ("h", "3")]
-    assert rejects == {"bad_json": 2, "blank_line": 1, "mixed_label_types": 1, "unparseable_label": 4,
-                       "missing_label": 1, "missing_text": 1}
+    assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1"), ("c", "2"), ("h", "3")]  # 2.0 is the class 2
+    assert rejects == {"bad_json": 2, "blank_line": 1, "mixed_label_types": 1, "unparseable_label": 2,
+                       "missing_label": 2, "missing_text": 1}
     rows, rejects, _, _ = read(write(tmp_path, "u.jsonl", b'{"text": "a", "label": "x"}\n{"text": "\xff"}\n'), "jsonl")
     assert rejects == {"invalid_utf8": 1} and len(rows) == 1
 
@@ -167,7 +248,7 @@ def test_parquet_streams_bounded_batches(tmp_path):
     pq.write_table(pa.table({"text": [f"t{i}" for i in range(5)], "label": [["a"], ["b", "a"], [], ["c"], None],
                              "extra": list(range(5))}), tmp_path / "m.parquet", row_group_size=2)
     rows, rejects, _, sizes = read(str(tmp_path / "m.parquet"), "parquet", "multi-label", batch_rows=2)
-    assert sizes == [2, 2, 0] and rejects == {"unparseable_label": 1}  # a null list: JSON null's rule
+    assert sizes == [2, 2, 0] and rejects == {"missing_label": 1}  # a null list: JSON null's rule
     assert [r["label"] for r in rows] == [["a"], ["b", "a"], [], ["c"]]
     with pytest.raises(TaskDataError, match="not a Parquet file"):
         read(write(tmp_path, "bad.parquet", "text,label\n"), "parquet")
