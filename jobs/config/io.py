@@ -26,8 +26,10 @@ RECIPES = ("bert", "modern")  # model.recipe: BERT of 2018 (bert_core/model.py) 
 T = TypeVar("T")
 
 
-def parse_overrides(overrides: list[str]) -> dict:
-    """`["a.b=1", "c=[x, y]"]` -> nested dict; values are parsed as YAML scalars/lists."""
+def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
+    """`["a.b=1", "c=[x, y]"]` -> nested dict; values are parsed as YAML scalars/lists, except where `cls` says the
+    field is a string: its text as typed (`run_name=010`, `task.columns.label_separator=-`, a column named `yes`),
+    YAML only to unquote ('...') or, for an optional one, to read null."""
     out: dict = {}
     for item in overrides:
         key, sep, raw = item.partition("=")
@@ -39,8 +41,30 @@ def parse_overrides(overrides: list[str]) -> dict:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
-        node[leaf] = _override_value(raw)
+        tp = _field_type(cls, key.split("."))
+        as_typed = tp in (str, str | None) and raw.strip()[:1] not in ("'", '"') and not (
+            tp != str and raw.strip() in YAML_NULLS)
+        node[leaf] = raw if as_typed else _override_value(raw)
     return out
+
+
+def _field_type(cls: type | None, path: list[str]) -> Any:
+    """The declared type of the dotted field `path` of config class `cls`; None where there is none."""
+    tp: Any = cls
+    for part in path:
+        args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+        inner = [a for a in args if a is not type(None)]
+        if BertConfig in inner or modern_config.ModernConfig in inner:  # a model section: either recipe's fields
+            hints = {**typing.get_type_hints(BertConfig), **typing.get_type_hints(modern_config.ModernConfig),
+                     "recipe": str, "preset": str}
+        elif len(inner) == 1 and dataclasses.is_dataclass(inner[0]):
+            hints = typing.get_type_hints(inner[0])
+        else:
+            return None
+        if part not in hints:
+            return None
+        tp = hints[part]
+    return tp
 
 
 YAML_NULLS = ("null", "Null", "NULL", "~")
@@ -91,7 +115,7 @@ def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
     data = read_yaml(path) if path is not None else {}
-    data = deep_merge(data, parse_overrides(overrides or []))
+    data = deep_merge(data, parse_overrides(overrides or [], cls))
     cfg = from_dict(cls, data)
     validate = getattr(cfg, "validate", None)
     return validate() if validate else cfg
@@ -211,8 +235,6 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if tp is float:
         return float(as_number(value, where))
     if tp is str:
-        if isinstance(value, int) and not isinstance(value, bool):  # a name YAML reads as a number: `run_name=2024`
-            return str(value)
         if not isinstance(value, str):
             raise ConfigError(f"{where} must be a string, got {value!r}")
         return value

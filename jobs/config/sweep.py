@@ -215,7 +215,7 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
         if not isinstance(base, str):
             raise ConfigError(f"finetune_config must be a file name, got {base!r}")
         data["finetune"] = deep_merge(read_yaml(Path(path).parent / base), data.get("finetune") or {})
-    updates = parse_overrides(overrides or [])
+    updates = parse_overrides(overrides or [], SweepConfig)
     # search_space keys are dotted field names, which overrides split: merge both nested, then join again
     space = deep_merge(_nest(data.get("search_space") or {}), updates.pop("search_space", {}))
     data = deep_merge(data, updates)

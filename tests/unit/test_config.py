@@ -96,15 +96,19 @@ def test_override_text_yaml_reads_as_nothing_or_cannot_read_is_kept(raw, value):
     assert parse_overrides([f"a.b={raw}"]) == {"a": {"b": value}}
 
 
-def test_a_string_field_takes_an_override_yaml_reads_as_an_integer(tmp_path):
+def test_a_string_field_takes_its_override_as_typed(tmp_path):
     from jobs.config.finetune import FinetuneConfig
 
     (tmp_path / "tags.csv").write_text("1,tags\nfirst text,a|b\nsecond text,b\n")
     cfg = load_config(FinetuneConfig, REPO / "configs" / "finetune" / "files.yaml",
                       [f"task.train_file={tmp_path / 'tags.csv'}", "task.kind=multi-label", "init=models:/m@a",
-                       "run_name=2024", "task.columns.text=1", "task.columns.label=tags",
-                       "task.columns.label_separator=|"])
-    assert (cfg.run_name, cfg.task.columns.text, cfg.task.columns.label_separator) == ("2024", "1", "|")
+                       "run_name=010", "task.columns.text=1", "task.columns.label=tags",
+                       "task.columns.label_separator=-"])
+    assert (cfg.run_name, cfg.task.columns.text, cfg.task.columns.label_separator) == ("010", "1", "-")
+    typed = parse_overrides(["task.columns.text=yes", "task.columns.label='a b'", "task.columns.id=?",
+                             "run_name=2024-01-01", "train.epochs=3"], FinetuneConfig)
+    assert typed == {"task": {"columns": {"text": "yes", "label": "a b", "id": "?"}}, "run_name": "2024-01-01",
+                     "train": {"epochs": 3}}
     with pytest.raises(ConfigError, match=r"train.max_steps must be an integer, got ','"):
         load_config(PretrainConfig, QUICKSTART, ["train.max_steps=,"])
 
