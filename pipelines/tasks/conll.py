@@ -25,7 +25,9 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
 DOCSTART = "-DOCSTART-"
-_COMMENT = re.compile(r"#(\s|$|[\w.-]+\s*=)")  # "# text = ...", "#sent_id=1"; not a hashtag token such as "#Bonn O"
+# CoNLL-U's comments ("# sent_id = 1", "# text = ...", "#sent_id=1", "# newdoc id = d1", "# newpar"), and a '#'
+# line of another column count than the file's tokens; not a token line such as "#Bonn B-LOC" or "# O" (the sign)
+_COMMENT = re.compile(r"#\s*(newdoc|newpar)(\s|$)|#\s*[\w.-]+(\s+[\w.-]+)?\s*=")
 
 
 def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True):
@@ -36,7 +38,8 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     differs from the file's first token line, or a single column where tags are wanted: `tagged`),
     "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8". document counts
     -DOCSTART- lines from 0. A '#' line before a sentence's first token is a comment (CoNLL-U's
-    "# sent_id = 1", "# text = ..."), skipped; inside a sentence it is a token (a hashtag, the '#' sign).
+    "# sent_id = 1", "# text = ...", or of another column count than the file's tokens), skipped; otherwise, and
+    inside a sentence, it is a token (a hashtag, the '#' sign).
     """
     lines, bad, start, document, n_columns, n = [], None, 0, -1, None, -1
     for n, raw in enumerate(raw_lines):
@@ -45,7 +48,8 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
             line, broken = raw.decode("utf-8").strip(), False
         except UnicodeDecodeError:
             line, broken = raw.decode("utf-8", "replace").strip(), True
-        if not lines and not bad and _COMMENT.match(line):
+        if not lines and not bad and line.startswith("#") and (
+                _COMMENT.match(line) or (n_columns and len(line.split()) != n_columns)):
             start = n + 1
             continue
         bad = bad or ("invalid_utf8" if broken else None)

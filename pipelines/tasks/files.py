@@ -142,27 +142,25 @@ def _json_object(text):
 
 class _Feed:
     """A text file's numbered lines as csv.reader pulls them, the current record's kept in `taken`. A quoted field
-    still open past csv.field_size_limit() characters ends its record there (csv reports it unclosed), and
-    `give_back` returns all but that record's first line to be read again: an unclosed quote costs one line, not
-    the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad record is found and counted."""
+    that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, or at
+    the end of the file), and `give_back` returns all but that record's first line to be read again: an unclosed
+    quote costs one line, not the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad record
+    is found and counted."""
 
     def __init__(self, f, newline: str):
         text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
-        self.lines, self.back, self.taken, self.size, self.open_to = enumerate(text, 1), collections.deque(), [], 0, 0
+        self.lines, self.back, self.taken, self.open_to = enumerate(text, 1), collections.deque(), [], 0
 
     def __iter__(self):
         return self
 
     def __next__(self) -> str:
-        if self.size > csv.field_size_limit():
-            raise StopIteration
         n, line = self.back.popleft() if self.back else next(self.lines)
         self.taken.append((n, line))
-        self.size += len(line)
         return line
 
     def start(self) -> None:
-        self.taken, self.size, self.open_to = [], 0, 0
+        self.taken, self.open_to = [], 0
 
     def where(self) -> str:
         first, last = self.taken[0][0], self.taken[-1][0]
@@ -244,13 +242,21 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
     try:
         parsed = next(csv.reader([line], delimiter="\t", strict=True))
     except csv.Error as e:
-        if not _unclosed(e, feed) or not (quoted or len(fields) < columns):
+        short = quoted or len(fields) < columns
+        last_opens = len(fields) == columns and fields[-1].startswith('"')  # a text column last, as pandas wrote it
+        if not _unclosed(e, feed) or not (short or last_opens):
             return fields
         try:  # the quoted field runs on: the record is the lines up to its closing quote
-            return next(csv.reader(itertools.chain([line], feed), delimiter="\t", strict=True))
+            record = next(csv.reader(itertools.chain([line], feed), delimiter="\t", strict=True))
+            if short or len(record) == columns:
+                return record
         except csv.Error:
-            feed.give_back()
+            pass
+        feed.give_back()
+        if short:
             return _Reject("unclosed_quote")
+        feed.open_to = 0  # a whole line whose last field opens a quotation (GLUE's quotes are text): as it is
+        return fields
     return parsed if quoted or any('"' in p or "\t" in p for p in parsed) else fields
 
 
@@ -573,6 +579,19 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         rows.put("empty_file", path, "")
     if rows.batch.rows or rows.batch.rejects:
         yield rows.take()
+
+
+def check_columns(files: list[tuple[str, str]], kind: str, columns: Columns = Columns(), labeled: bool = True) -> None:
+    """The first file of each format read up to its first good record, here: a column the mapping names and the file
+    lacks, or a format that cannot hold `kind`, raises TaskDataError before any cluster work (a job's Ray tasks
+    would raise it later, as a task's traceback, after the model and the MLflow run). SQuAD JSON, fixed fields read
+    whole, is left to the job."""
+    first: dict[str, str] = {}
+    for path, fmt in files:
+        first.setdefault(fmt, path)
+    for fmt, path in first.items():
+        if fmt != "squad":
+            next(read_file(path, fmt, kind, columns, batch_rows=1, labeled=labeled), None)
 
 
 def unlabeled(columns: Columns) -> Columns:

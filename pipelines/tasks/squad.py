@@ -53,6 +53,7 @@ def load_squad(path: str | os.PathLike) -> TaskSplit:
                         or qid == "" or not isinstance(qa.get("question"), str):
                     out.reject("missing_field", where, json.dumps(qa)[:200])
                     continue
+                qid = str(qid)  # as files.py gives every other id: ids of all files compare, and Arrow gets one type
                 if qid in seen:
                     out.reject("duplicate_id", where, qa["question"])
                     continue

@@ -81,6 +81,8 @@ def test_a_byte_order_mark_and_conllu_comments_are_no_sentences(tmp_path):
             "rejects VBZ B-VP O\n\n#sent_id=2\n#Bonn NNP B-NP B-LOC\n\n#\nx NN B-NP O\n")
     split = load_conll(write(tmp_path, text))
     assert [s["tokens"] for s in split] == [["EU", "#", "rejects"], ["#Bonn"], ["x"]] and not split.rejects
+    split = load_conll(write(tmp_path, "# O\nrose O\n\n#hashtag B-MISC\n"))  # the '#' sign opening a sentence
+    assert [s["tokens"] for s in split] == [["#", "rose"], ["#hashtag"]] and not split.rejects
 
 
 def test_words_alone_are_read_to_tag_but_not_to_train(tmp_path):

@@ -108,6 +108,27 @@ def test_a_run_on_tsv_quote_never_makes_a_half_row(tmp_path):
     assert rejects == {"unclosed_quote": 1} and samples[0][1] == "line 2, quote not closed by line 4"
 
 
+def test_a_csv_record_of_big_quoted_fields_over_many_lines_is_one_row(tmp_path):
+    """csv.field_size_limit() bounds a field, not a record: two quoted fields of 70,000 characters each, with
+    newlines in them, are one row (not an unclosed quote whose last lines become a row of their own)."""
+    a, b = "x" * 70_000 + "\ny", "z" * 70_000 + "\nw"
+    rows, rejects, _, _ = read(write(tmp_path, "big.csv", f'a,b,label\n"{a}","{b}",1\nnext,one,2\n'), "csv",
+                               columns=Columns(text="a", text_pair="b"))
+    assert [(r["text_a"], r["text_b"], r["label"]) for r in rows] == [(a, b, "1"), ("next", "one", "2")]
+    assert not rejects
+
+
+def test_a_tsv_text_column_last_running_over_lines_is_one_row(tmp_path):
+    """pandas with the text column last: its quoted field with a newline ends the line at full width; the record
+    is the lines up to the closing quote. A GLUE line whose last field opens a quotation stays as it is."""
+    data = 'label\ttext\n0\t"first part\nsecond\tpart"\n1\tnext\n'
+    rows, rejects, _, _ = read(write(tmp_path, "last.tsv", data), "tsv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("first part\nsecond\tpart", "0"), ("next", "1")]
+    data = 'label\ttext\n0\t"a quotation opens\n1\tthen "closes" here\n1\tthird\n'
+    rows, rejects, _, _ = read(write(tmp_path, "glue.tsv", data), "tsv")
+    assert [r["text_a"] for r in rows] == ['"a quotation opens', 'then "closes" here', "third"] and not rejects
+
+
 def test_a_header_naming_a_column_twice_is_refused(tmp_path):
     with pytest.raises(TaskDataError, match=r"t.csv: the header names column 'text' more than once"):
         read(write(tmp_path, "t.csv", "text,label,text\na,1,b\n"), "csv")

@@ -99,7 +99,9 @@ def test_a_byte_order_mark_and_the_id_0_are_read(tmp_path):
     path = write_squad(tmp_path / "bom.json", [dict(QAS[0], id=0), dict(QAS[1], id=[1])])
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     split = load_squad(path)
-    assert [ex["id"] for ex in split] == [0] and split.rejects == {"missing_field": 1}  # a list is no id
+    assert [ex["id"] for ex in split] == ["0"] and split.rejects == {"missing_field": 1}  # a list is no id
+    mixed = load_squad(write_squad(tmp_path / "mixed.json", [dict(QAS[0], id=7), QAS[1]]))
+    assert [ex["id"] for ex in mixed] == ["7", QAS[1]["id"]]  # one type, as files.py's ids: Arrow takes them
 
 
 def test_eval_features_refuse_an_id_two_questions_share(tok):
