@@ -263,7 +263,7 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
             if fmt in ("text", "jsonl") and _looks_binary(head):
                 yield _reject(name, path, "binary_file", _decode_sample(head))
                 return
-            if fmt == "jsonl" and _is_json_array(path, head):
+            if fmt == "jsonl" and is_json_array(path, head):
                 if span.start == 0:  # the array is read whole by the part at 0: it has no line to start at
                     yield from _read_json_array(stream, name, path, cfg)
                 return
@@ -281,7 +281,7 @@ def _split_codec(path: str) -> tuple[str, str | None]:
     return (stem, _CODECS[ext.lower()]) if ext.lower() in _CODECS else (path, None)
 
 
-def _is_json_array(path: str, head: bytes) -> bool:
+def is_json_array(path: str, head: bytes) -> bool:
     """A .json file holding one JSON array, not JSON lines: its first character past JSON whitespace is "["."""
     stem = _split_codec(path)[0]
     return posixpath.splitext(stem)[1].lower() == ".json" and head.removeprefix(_BOM).lstrip(b" \t\n\r")[:1] == b"["

@@ -36,7 +36,7 @@ import ray
 from pipelines import multistream
 from pipelines.config import DataConfig
 from pipelines.paths import open_binary
-from pipelines.sources import TEXT_DOCUMENT_BYTES, file_format, relative_names
+from pipelines.sources import SNIFF_BYTES, TEXT_DOCUMENT_BYTES, file_format, is_json_array, relative_names
 
 MIN_UNIT_BYTES = TEXT_DOCUMENT_BYTES  # text ranges are multiples of this
 MAX_AUTO_UNIT_BYTES = 64 << 20  # work_unit_bytes=0: at most this much a call ...
@@ -63,8 +63,8 @@ def file_parts(files: list[str], inputs: list[dict], cfg: DataConfig, target: in
                  "kind": "whole"}
         if size > target and fmt == "bz2" and file_format(path[:-len(".bz2")], cfg) == "wiki_xml":
             parts += _bz2_stream_parts(whole, target)
-        elif size <= target or fmt not in ("text", "jsonl", "parquet"):
-            parts.append(whole)
+        elif size <= target or fmt not in ("text", "jsonl", "parquet") or (fmt == "jsonl" and _json_array(path)):
+            parts.append(whole)  # a .json file holding one JSON array has no line a range could start at
         elif fmt == "parquet":
             parts += _row_group_parts(whole, target)
         else:
@@ -74,6 +74,11 @@ def file_parts(files: list[str], inputs: list[dict], cfg: DataConfig, target: in
                 parts.append({**whole, "kind": "bytes", "start": start, "end": -1 if end == size else end,
                               "bytes": end - start})
     return parts
+
+
+def _json_array(path: str) -> bool:
+    with open_binary(path) as f:
+        return is_json_array(path, f.read(SNIFF_BYTES))
 
 
 def _row_group_parts(whole: dict, target: int) -> list[dict]:

@@ -103,8 +103,9 @@ def test_plan_groups_small_files_and_splits_big_ones(tmp_path):
         (tmp_path / f"small{i}.jsonl").write_text("{}\n")
         files.append(str(tmp_path / f"small{i}.jsonl"))
         inputs.append({"bytes": 300 << 10})  # planning goes by the fingerprinted size
-    for name in ("big.jsonl", "big.txt.gz", "big.xml"):
-        (tmp_path / name).write_text("{}\n")
+    for name, text in (("big.jsonl", "{}\n"), ("big.txt.gz", "{}\n"), ("big.xml", "{}\n"), ("lines.json", "{}\n"),
+                       ("array.json", ' [{"text": "one"},\n{"text": "two"}]\n')):
+        (tmp_path / name).write_text(text)
         files.append(str(tmp_path / name))
         inputs.append({"bytes": 5 << 20})
     config = cfg(tmp_path)
@@ -114,8 +115,10 @@ def test_plan_groups_small_files_and_splits_big_ones(tmp_path):
         kinds.setdefault(p["name"], []).append((p["kind"], p["start"], p["end"]))
     assert kinds["big.jsonl"] == [("bytes", 0, 2 << 20), ("bytes", 2 << 20, 4 << 20), ("bytes", 4 << 20, -1)]
     assert kinds["big.txt.gz"] == [("whole", 0, -1)] and kinds["big.xml"] == [("whole", 0, -1)]
+    assert kinds["lines.json"] == kinds["big.jsonl"]  # JSON lines named .json: ranges
+    assert kinds["array.json"] == [("whole", 0, -1)]  # one JSON array: no line a range could start at
     units = group_units(parts, 2 << 20)
-    assert sorted(len(u["parts"]) for u in units) == [1] * 5 + [4, 6]  # 10 small files in two units
+    assert sorted(len(u["parts"]) for u in units) == [1] * 9 + [4, 6]  # 10 small files in two units
     assert sum(u["bytes"] for u in units) == sum(i["bytes"] for i in inputs)
     assert sorted(p["name"] for u in units for p in u["parts"]) == sorted(p["name"] for p in parts)
 
