@@ -70,6 +70,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
+    if cfg.task.name == "files":
+        ft_tasks.check_files(cfg.task)  # a column your files lack: one line now, not a Ray task's traceback
     dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(cfg.task, init_dir)
     resolved = copy.deepcopy(cfg)  # the config this run uses, derived values settled; not changed after logging

@@ -93,11 +93,14 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
     import mlflow
 
     from jobs.runtime.cluster import init_ray
+    from pipelines.tasks.common import TaskDataError
     from pipelines.tasks.file_finder import resolve_files
+    from pipelines.tasks.files import check_columns
 
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
-    except FileNotFoundError as exc:
+        check_columns(files, model.kind, cfg.columns, labeled=False)  # before the manifest and Ray
+    except (FileNotFoundError, TaskDataError) as exc:
         raise ConfigError(f"input: {exc}") from None
     basis = {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files], "format": cfg.format,
              "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows, "threshold": cfg.threshold,
@@ -185,6 +188,9 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         if any(state.complete for state in found.values()):
             raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
                               f"{changed}): give a new output folder, or remove that one")
+        if _may_still_run(old.get("mlflow", {})):
+            raise ConfigError(f"output {output}: an earlier prediction with another {changed} may still be writing "
+                              f"there (its MLflow run is not ended): give a new output folder, or remove that one")
         shards.clear_incomplete(output, found)
         print(f"[predict] {output}: an earlier run with another {changed} completed no shard: starting over",
               flush=True)
@@ -199,6 +205,17 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
             "input": cfg.input, "files": [{"index": i, "path": p, "format": f} for i, (p, f) in enumerate(files)],
             "columns": ["id", "file", "position", *OUTPUT_COLUMNS[model.kind], "truncated", "windows"],
             "shards": {}}
+
+
+def _may_still_run(earlier: dict) -> bool:
+    """Whether the run that wrote a manifest may still be going: its MLflow run RUNNING, or not to be found (a
+    killed job's run stays RUNNING too: its folder is then refused, as a live one's must be)."""
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(earlier["tracking_uri"]).get_run(earlier["run_id"]).info.status == "RUNNING"
+    except Exception:  # noqa: BLE001 - no manifest entry, no such run, the store unreachable: assume it may
+        return True
 
 
 def _estimate_rows(files) -> int:

