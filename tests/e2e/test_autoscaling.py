@@ -140,8 +140,6 @@ def test_a_shortfall_the_autoscaler_cannot_fill_fails_with_one_line(autoscaling_
     the nodes of the test before are still up: 4 CPUs at most, whatever the timeout)."""
     cfg = quick_config(tmp_path, "too-big", "scaling.num_workers=5", "scaling.cpus_per_worker=1",
                        "scaling.capacity_timeout_s=6", data_dir=shared_data)
-    start = time.monotonic()
     with pytest.raises(RuntimeError, match=r"the autoscaler did not bring CPU [024] of 6 within "
                                            r"scaling.capacity_timeout_s=6 s"):
         run(cfg)
-    assert time.monotonic() - start >= 6  # it waited its timeout out
