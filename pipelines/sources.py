@@ -417,19 +417,20 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
         except (ValueError, RecursionError):  # ValueError: JSONDecodeError, or an int past 4300 digits
             yield _reject(doc_id, path, "malformed_json", _decode_sample(line))
             continue
-        yield _record(doc_id, path, record, _decode_sample(line), cfg)
+        yield _record(doc_id, path, record, _decode_sample(line), cfg, escaped=b"\\u" in line)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig) -> dict:
-    """The row of one parsed JSON record (a JSONL line or a JSON array element)."""
+def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig, escaped: bool = True) -> dict:
+    """The row of one parsed JSON record (a JSONL line or a JSON array element); `escaped`: its JSON text holds a
+    \\u escape (only an escape can make a lone surrogate: the scan for one is skipped where there is none)."""
     text = record.get(cfg.text_column) if isinstance(record, dict) else None
     if not isinstance(text, str):
         reason = "missing_text_column" if isinstance(record, dict) else "malformed_json"
         return _reject(doc_id, path, reason, sample)
-    if _SURROGATE.search(text):  # a lone "\ud83d" escape (half an emoji): no UTF-8 for it, Arrow refuses the row
+    if escaped and _SURROGATE.search(text):  # a lone "\ud83d" escape (half an emoji): no UTF-8, Arrow refuses it
         return _reject(doc_id, path, "invalid_utf8", sample)
     return _document(doc_id, path, text, cfg, raw=sample)
 
@@ -538,7 +539,7 @@ def _array_element(text: _Chunks, doc_id: str, path: str, cfg: DataConfig) -> di
         return _reject(doc_id, path, "line_too_long", _str_sample(raw))
     if _ESCAPED_BYTE.search(raw):
         return _reject(doc_id, path, "invalid_utf8", _str_sample(raw))
-    return _record(doc_id, path, record, _str_sample(raw), cfg)
+    return _record(doc_id, path, record, _str_sample(raw), cfg, escaped="\\u" in raw)
 
 
 def _element_end(text: _Chunks, limit: int) -> tuple[int, str]:
