@@ -100,8 +100,8 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
         check_columns(files, model.kind, cfg.columns, labeled=False)  # before the manifest and Ray
-    except (FileNotFoundError, TaskDataError) as exc:
-        raise ConfigError(f"input: {exc}") from None
+    except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
+        raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
     basis = {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files], "format": cfg.format,
              "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows, "threshold": cfg.threshold,
              "precision": cfg.precision}

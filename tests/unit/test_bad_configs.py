@@ -384,7 +384,7 @@ def test_prediction_inputs_lacking_the_text_column_are_refused_before_the_manife
                   label2id={v: i for i, v in enumerate(LABELS)})
     (tmp_path / "in.csv").write_text("body\nA fine day.\n")
     out = tmp_path / "out"
-    with pytest.raises(ConfigError, match=r"^input: .*in\.csv.*'text'.*columns\.text"):
+    with pytest.raises(ConfigError, match=r"^input: .*in\.csv.*'text'.*; set columns\.text$"):
         main([folder, "--input", str(tmp_path / "in.csv"), "--output", str(out),
               f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     assert not out.exists()
