@@ -188,7 +188,10 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         if any(state.complete for state in found.values()):
             raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
                               f"{changed}): give a new output folder, or remove that one")
-        if _may_still_run(old.get("mlflow", {})):
+        from jobs.registry import tracking
+
+        earlier = old.get("mlflow", {})
+        if tracking.may_still_run(earlier.get("tracking_uri", ""), earlier.get("run_id", "")):  # or was killed
             raise ConfigError(f"output {output}: an earlier prediction with another {changed} may still be writing "
                               f"there (its MLflow run is not ended): give a new output folder, or remove that one")
         shards.clear_incomplete(output, found)
@@ -205,17 +208,6 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
             "input": cfg.input, "files": [{"index": i, "path": p, "format": f} for i, (p, f) in enumerate(files)],
             "columns": ["id", "file", "position", *OUTPUT_COLUMNS[model.kind], "truncated", "windows"],
             "shards": {}}
-
-
-def _may_still_run(earlier: dict) -> bool:
-    """Whether the run that wrote a manifest may still be going: its MLflow run RUNNING, or not to be found (a
-    killed job's run stays RUNNING too: its folder is then refused, as a live one's must be)."""
-    from mlflow.tracking import MlflowClient
-
-    try:
-        return MlflowClient(earlier["tracking_uri"]).get_run(earlier["run_id"]).info.status == "RUNNING"
-    except Exception:  # noqa: BLE001 - no manifest entry, no such run, the store unreachable: assume it may
-        return True
 
 
 def _estimate_rows(files) -> int:

@@ -388,6 +388,17 @@ def _lineage_of(client, run_id: str) -> dict:
 CURVES = "curves.png"
 
 
+def may_still_run(tracking_uri: str, run_id: str) -> bool:
+    """Whether the MLflow run may still be going: RUNNING, or not to be found (a killed job's run stays RUNNING:
+    a caller that must not touch a live run's output treats both as live)."""
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(tracking_uri).get_run(run_id).info.status == "RUNNING"
+    except Exception:  # noqa: BLE001 - no such run, no run id, the store unreachable: it may be going
+        return True
+
+
 def input_example(rows: list[dict], n: int = 2) -> list | None:
     """The first `n` evaluation rows as the served model's input: a sentence (classification with one text, or NER's
     tokens joined), a {question, context} record (QA); None for sentence pairs, whose pipeline takes structured
