@@ -31,14 +31,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import csv
-import io
-import itertools
 import json
 import math
 import os
 import posixpath
-import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -51,6 +47,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.squad import load_squad
+from pipelines.tasks.text_records import Reject, csv_records, json_array, json_object, text_lines, tsv_records
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad", "text")  # text: unlabeled only
@@ -61,10 +58,7 @@ _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
                  "question-answering": ("jsonl", "parquet", "hf", "squad")}  # the others: csv tsv jsonl parquet hf
 _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "squad")}  # others: + text
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
-_SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _ABSENT = object()
-_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as Windows tools write
-_SNIFF_BYTES = 1 << 12  # read of a JSON Lines file to tell a JSON array from it
 
 
 
@@ -103,10 +97,8 @@ class FileBatch:
             self.samples.append((str(reason), where, excerpt[:SAMPLE_CHARS]))
 
 
-# --- Records: (0-based n, where, column -> value dict or a _Reject, excerpt), per format ---
+# --- Records: (0-based n, where, column -> value dict or a Reject, excerpt), per format ---
 
-class _Reject(str):
-    """A reject reason where a reader yields records: told apart from a line of text by its type."""
 
 
 def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]:
@@ -121,151 +113,12 @@ def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]
     return [c for c in found if c in {*need.values(), "title"}]
 
 
-def _lines(f):
-    for n, raw in enumerate(f):
-        raw = raw.removeprefix(_BOM) if n == 0 else raw
-        try:
-            text = raw.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError:
-            yield n, f"line {n + 1}", _Reject("invalid_utf8"), raw.decode("utf-8", "replace")
-            continue
-        yield n, f"line {n + 1}", text if text.strip() else _Reject("blank_line"), text
-
-
-def _json_object(text):
-    try:
-        record = text if isinstance(text, _Reject) else json.loads(text)
-    except ValueError:
-        record = None
-    return record if isinstance(record, (dict, _Reject)) else _Reject("bad_json")
-
-
-class _Feed:
-    """A text file's numbered lines as csv.reader pulls them, the current record's kept in `taken`. A quoted field
-    that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, or at
-    the end of the file), and `give_back` returns all but that record's first line to be read again: an unclosed
-    quote costs one line, not the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad record
-    is found and counted."""
-
-    def __init__(self, f, newline: str):
-        text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
-        self.lines, self.back, self.taken, self.open_to = enumerate(text, 1), collections.deque(), [], 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> str:
-        n, line = self.back.popleft() if self.back else next(self.lines)
-        self.taken.append((n, line))
-        return line
-
-    def start(self) -> None:
-        self.taken, self.open_to = [], 0
-
-    def where(self) -> str:
-        first, last = self.taken[0][0], self.taken[-1][0]
-        if self.open_to > first:
-            return f"line {first}, quote not closed by line {self.open_to}"
-        return f"line {first}" if first == last else f"lines {first}-{last}"
-
-    def give_back(self) -> None:
-        """Put back all but the record's first line (where() then says how far the quote was looked for)."""
-        self.open_to = self.taken[-1][0]
-        self.back.extendleft(reversed(self.taken[1:]))
-        del self.taken[1:]
-
-
-def _unclosed(e: csv.Error, feed: _Feed) -> bool:
-    """A quote that opened and never closed well: csv's error where its input ended (the file's, or _Feed's cut), or
-    any error in a record that ran on over lines (a stray quote, closed by the next line's quote, text after it)."""
-    return str(e).startswith("unexpected end of data") or len(feed.taken) > 1
-
-
-def _fields(n, feed: _Feed, fields: list, sep: str):
-    """A record of fields as the readers yield it, or invalid_utf8 / blank_line."""
-    text = sep.join(fields)
-    if _SURROGATE.search(text):
-        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        return n, feed.where(), _Reject("invalid_utf8"), text
-    return n, feed.where(), fields if text.replace(sep, "").strip() else _Reject("blank_line"), text
-
-
-def _csv_lines(f):
-    """Records of fields (quoted commas and newlines kept), parsed strictly: text after a closing quote is bad_csv,
-    a quote that never closes well is unclosed_quote on its own line (the lines after it are read again)."""
-    feed = _Feed(f, newline="")
-    reader = csv.reader(feed, strict=True)
-    for n in itertools.count():
-        feed.start()
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            first = feed.taken[0][1].rstrip("\r\n")
-            unclosed = _unclosed(e, feed)
-            if unclosed:
-                feed.give_back()
-            yield n, feed.where(), _Reject("unclosed_quote" if unclosed else "bad_csv"), f"{e}: {first}"
-            continue
-        yield _fields(n, feed, fields, ",")
-
-
-def _tsv_lines(f):
-    """Records of TSV fields. GLUE style: split on tabs, quotes are characters. A line a CSV writer made
-    (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
-    quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
-    lines (an embedded newline) where its line has fewer fields than the header. A run-on quote that never closes
-    is unclosed_quote on its own line, and the lines after it are read again."""
-    feed, columns, quoted = _Feed(f, newline="\n"), 0, False
-    while True:
-        feed.start()
-        try:
-            line = next(feed)
-        except StopIteration:
-            return
-        n, text = feed.taken[0][0] - 1, line.rstrip("\r\n")
-        fields = parsed = text.split("\t")
-        if '"' in text:
-            parsed = _tsv_quoted(feed, line, fields, columns, quoted or not columns)
-            if isinstance(parsed, _Reject):
-                yield n, feed.where(), parsed, text
-                continue
-        record = _fields(n, feed, parsed, "\t")
-        if not columns and isinstance(record[2], list):  # the header; quoted, it was a CSV writer's (QUOTE_ALL)
-            columns, quoted = len(parsed), parsed != fields
-        yield record
-
-
-def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool):
-    """A TSV line with quotes -> its fields as CSV where a CSV writer made it (see _tsv_lines), else `fields`."""
-    try:
-        parsed = next(csv.reader([line], delimiter="\t", strict=True))
-    except csv.Error as e:
-        short = quoted or len(fields) < columns
-        last_opens = len(fields) == columns and fields[-1].startswith('"')  # a text column last, as pandas wrote it
-        if not _unclosed(e, feed) or not (short or last_opens):
-            return fields
-        try:  # the quoted field runs on: the record is the lines up to its closing quote
-            record = next(csv.reader(itertools.chain([line], feed), delimiter="\t", strict=True))
-            if short or len(record) == columns:
-                return record
-        except csv.Error:
-            pass
-        feed.give_back()
-        if short:
-            return _Reject("unclosed_quote")
-        feed.open_to = 0  # a whole line whose last field opens a quotation (GLUE's quotes are text): as it is
-        return fields
-    return parsed if quoted or any('"' in p or "\t" in p for p in parsed) else fields
-
-
 def _header_records(path, lines, kind, columns):
     """Records of CSV / TSV lines of fields, the first non-blank one being the header."""
     header = None
     for n, where, fields, excerpt in lines:
         if header is None and fields != "blank_line":
-            if isinstance(fields, _Reject):
+            if isinstance(fields, Reject):
                 raise TaskDataError(f"{path}: unreadable header ({fields}): {excerpt[:SAMPLE_CHARS]!r}")
             header, first = [h.strip() for h in fields], n + 1
             twice = [c for c, k in collections.Counter(_require_columns(path, header, kind, columns)).items() if k > 1]
@@ -273,8 +126,8 @@ def _header_records(path, lines, kind, columns):
                 raise TaskDataError(f"{path}: the header names column {twice[0]!r} more than once "
                                     f"({header}); rename all but the one to read")
         elif header is not None:
-            if not isinstance(fields, _Reject):
-                fields = dict(zip(header, fields)) if len(fields) == len(header) else _Reject("wrong_column_count")
+            if not isinstance(fields, Reject):
+                fields = dict(zip(header, fields)) if len(fields) == len(header) else Reject("wrong_column_count")
             yield n - first, where, fields, excerpt
 
 
@@ -345,48 +198,26 @@ def _hf_records(path, kind, columns, batch_rows):
 
 def _records(path, f, fmt, kind, columns, batch_rows):
     if fmt == "csv":
-        return _header_records(path, _csv_lines(f), kind, columns)
+        return _header_records(path, csv_records(f), kind, columns)
     if fmt == "tsv":
-        return _header_records(path, _tsv_lines(f), kind, columns)
+        return _header_records(path, tsv_records(f), kind, columns)
     if fmt == "jsonl":
-        items = _json_array(path, f)
+        items = json_array(path, f)
         if items is not None:
-            return ((n, f"item {n}", r if isinstance(r, dict) else _Reject("bad_json"), r) for n, r in enumerate(items))
-        return ((n, where, _json_object(text), excerpt) for n, where, text, excerpt in _lines(f))
+            return ((n, f"item {n}", r if isinstance(r, dict) else Reject("bad_json"), r) for n, r in enumerate(items))
+        return ((n, where, json_object(text), excerpt) for n, where, text, excerpt in text_lines(f))
     if fmt == "parquet":
         return _parquet_records(path, f, kind, columns, batch_rows)
     if fmt == "hf":
         return _hf_records(path, kind, columns, batch_rows)
     if fmt == "text":  # one input per line
-        return ((n, where, text if isinstance(text, _Reject) else {columns.text: text}, excerpt)
-                for n, where, text, excerpt in _lines(f))
+        return ((n, where, text if isinstance(text, Reject) else {columns.text: text}, excerpt)
+                for n, where, text, excerpt in text_lines(f))
     tagged = bool(columns.tags)  # "": words alone, to tag (predict), where a file may have one column
-    return ((n, where, _Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
+    return ((n, where, Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
              {"id": f"{_name(path)}:{n}", "document": f"{_name(path)}:doc{document}", "tokens": [x.split()[0] for x in lines],
               "ner_tags": [x.split()[-1] for x in lines] if tagged else None}, " | ".join(lines[:5]))
             for n, (document, lines, bad, where) in enumerate(conll_sentences(f, tagged=tagged)))
-
-
-def _json_array(path, f) -> list | None:
-    """The items of a JSON Lines file that is one JSON array instead (pandas' to_json(orient="records") without
-    lines=True, a pretty-printed list), read whole as SQuAD JSON is; None for JSON Lines. Read line by line, such a
-    file would keep its one-line objects and reject the others as bad_json."""
-    head = f.read(_SNIFF_BYTES).removeprefix(_BOM).lstrip()
-    f.seek(0)
-    if not head.startswith(b"["):
-        return None
-    data = f.read().removeprefix(_BOM)
-    f.seek(0)
-    try:
-        items = json.loads(data)
-    except ValueError as e:
-        try:
-            json.loads(data.lstrip().split(b"\n", 1)[0])
-        except ValueError:
-            raise TaskDataError(f"{path}: a JSON array, not JSON Lines (one object per line), and not valid JSON "
-                                f"either: {e}") from None
-        return None  # JSON Lines whose first line is an array (a bad record)
-    return items if isinstance(items, list) else None
 
 
 # --- Rows ---
@@ -566,7 +397,7 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):
             if keys is not None and isinstance(record, dict):
                 keys.update(dict.fromkeys(record))
-            rows.put(record if isinstance(record, _Reject) or fmt == "conll" else rows.row(n, record, where),
+            rows.put(record if isinstance(record, Reject) or fmt == "conll" else rows.row(n, record, where),
                      where, excerpt)
             if len(rows.batch.rows) >= batch_rows:
                 if keys is not None:

@@ -1,0 +1,184 @@
+"""A text file's bytes as numbered records for pipelines/tasks/files.py: (0-based n, where, fields or a text or a
+Reject, excerpt). Plain lines, JSON Lines (or one JSON array where they were expected), CSV (strict: an unclosed
+quote costs its line) and TSV (GLUE style, quotes as text; lines a CSV writer made read as CSV). A record that is
+not UTF-8 is a Reject of its own; a UTF-8 byte-order mark is never part of the first one."""
+
+from __future__ import annotations
+
+import collections
+import csv
+import io
+import itertools
+import json
+import re
+
+from pipelines.tasks.common import TaskDataError
+
+_SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as Windows tools write
+_SNIFF_BYTES = 1 << 12  # read of a JSON Lines file to tell a JSON array from it
+
+
+class Reject(str):
+    """A reject reason where a reader yields records: told apart from a line of text by its type."""
+
+
+def text_lines(f):
+    for n, raw in enumerate(f):
+        raw = raw.removeprefix(_BOM) if n == 0 else raw
+        try:
+            text = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            yield n, f"line {n + 1}", Reject("invalid_utf8"), raw.decode("utf-8", "replace")
+            continue
+        yield n, f"line {n + 1}", text if text.strip() else Reject("blank_line"), text
+
+
+def json_object(text):
+    try:
+        record = text if isinstance(text, Reject) else json.loads(text)
+    except ValueError:
+        record = None
+    return record if isinstance(record, (dict, Reject)) else Reject("bad_json")
+
+
+class _Feed:
+    """A text file's numbered lines as csv.reader pulls them, the current record's kept in `taken`. A quoted field
+    that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, or at
+    the end of the file), and `give_back` returns all but that record's first line to be read again: an unclosed
+    quote costs one line, not the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad record
+    is found and counted."""
+
+    def __init__(self, f, newline: str):
+        text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
+        self.lines, self.back, self.taken, self.open_to = enumerate(text, 1), collections.deque(), [], 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        n, line = self.back.popleft() if self.back else next(self.lines)
+        self.taken.append((n, line))
+        return line
+
+    def start(self) -> None:
+        self.taken, self.open_to = [], 0
+
+    def where(self) -> str:
+        first, last = self.taken[0][0], self.taken[-1][0]
+        if self.open_to > first:
+            return f"line {first}, quote not closed by line {self.open_to}"
+        return f"line {first}" if first == last else f"lines {first}-{last}"
+
+    def give_back(self) -> None:
+        """Put back all but the record's first line (where() then says how far the quote was looked for)."""
+        self.open_to = self.taken[-1][0]
+        self.back.extendleft(reversed(self.taken[1:]))
+        del self.taken[1:]
+
+
+def _unclosed(e: csv.Error, feed: _Feed) -> bool:
+    """A quote that opened and never closed well: csv's error where its input ended (the file's, or _Feed's cut), or
+    any error in a record that ran on over lines (a stray quote, closed by the next line's quote, text after it)."""
+    return str(e).startswith("unexpected end of data") or len(feed.taken) > 1
+
+
+def _fields(n, feed: _Feed, fields: list, sep: str):
+    """A record of fields as the readers yield it, or invalid_utf8 / blank_line."""
+    text = sep.join(fields)
+    if _SURROGATE.search(text):
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return n, feed.where(), Reject("invalid_utf8"), text
+    return n, feed.where(), fields if text.replace(sep, "").strip() else Reject("blank_line"), text
+
+
+def csv_records(f):
+    """Records of fields (quoted commas and newlines kept), parsed strictly: text after a closing quote is bad_csv,
+    a quote that never closes well is unclosed_quote on its own line (the lines after it are read again)."""
+    feed = _Feed(f, newline="")
+    reader = csv.reader(feed, strict=True)
+    for n in itertools.count():
+        feed.start()
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            first = feed.taken[0][1].rstrip("\r\n")
+            unclosed = _unclosed(e, feed)
+            if unclosed:
+                feed.give_back()
+            yield n, feed.where(), Reject("unclosed_quote" if unclosed else "bad_csv"), f"{e}: {first}"
+            continue
+        yield _fields(n, feed, fields, ",")
+
+
+def tsv_records(f):
+    """Records of TSV fields. GLUE style: split on tabs, quotes are characters. A line a CSV writer made
+    (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
+    quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
+    lines (an embedded newline) where its line has fewer fields than the header. A run-on quote that never closes
+    is unclosed_quote on its own line, and the lines after it are read again."""
+    feed, columns, quoted = _Feed(f, newline="\n"), 0, False
+    while True:
+        feed.start()
+        try:
+            line = next(feed)
+        except StopIteration:
+            return
+        n, text = feed.taken[0][0] - 1, line.rstrip("\r\n")
+        fields = parsed = text.split("\t")
+        if '"' in text:
+            parsed = _tsv_quoted(feed, line, fields, columns, quoted or not columns)
+            if isinstance(parsed, Reject):
+                yield n, feed.where(), parsed, text
+                continue
+        record = _fields(n, feed, parsed, "\t")
+        if not columns and isinstance(record[2], list):  # the header; quoted, it was a CSV writer's (QUOTE_ALL)
+            columns, quoted = len(parsed), parsed != fields
+        yield record
+
+
+def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool):
+    """A TSV line with quotes -> its fields as CSV where a CSV writer made it (see tsv_records), else `fields`."""
+    try:
+        parsed = next(csv.reader([line], delimiter="\t", strict=True))
+    except csv.Error as e:
+        short = quoted or len(fields) < columns
+        last_opens = len(fields) == columns and fields[-1].startswith('"')  # a text column last, as pandas wrote it
+        if not _unclosed(e, feed) or not (short or last_opens):
+            return fields
+        try:  # the quoted field runs on: the record is the lines up to its closing quote
+            record = next(csv.reader(itertools.chain([line], feed), delimiter="\t", strict=True))
+            if short or len(record) == columns:
+                return record
+        except csv.Error:
+            pass
+        feed.give_back()
+        if short:
+            return Reject("unclosed_quote")
+        feed.open_to = 0  # a whole line whose last field opens a quotation (GLUE's quotes are text): as it is
+        return fields
+    return parsed if quoted or any('"' in p or "\t" in p for p in parsed) else fields
+
+
+def json_array(path, f) -> list | None:
+    """The items of a JSON Lines file that is one JSON array instead (pandas' to_json(orient="records") without
+    lines=True, a pretty-printed list), read whole as SQuAD JSON is; None for JSON Lines. Read line by line, such a
+    file would keep its one-line objects and reject the others as bad_json."""
+    head = f.read(_SNIFF_BYTES).removeprefix(_BOM).lstrip()
+    f.seek(0)
+    if not head.startswith(b"["):
+        return None
+    data = f.read().removeprefix(_BOM)
+    f.seek(0)
+    try:
+        items = json.loads(data)
+    except ValueError as e:
+        try:
+            json.loads(data.lstrip().split(b"\n", 1)[0])
+        except ValueError:
+            raise TaskDataError(f"{path}: a JSON array, not JSON Lines (one object per line), and not valid JSON "
+                                f"either: {e}") from None
+        return None  # JSON Lines whose first line is an array (a bad record)
+    return items if isinstance(items, list) else None
