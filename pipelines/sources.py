@@ -55,7 +55,6 @@ task, so split big dumps into parts (Wikipedia publishes them split) for paralle
 from __future__ import annotations
 
 import bz2
-import codecs
 import gzip
 import json
 import os
@@ -71,7 +70,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
 
-from pipelines import multistream, wiki
+from pipelines import json_array, multistream, wiki
 from pipelines.clean import normalize_text
 from pipelines.config import DataConfig
 from pipelines.paths import filesystem, is_uri, open_binary
@@ -91,7 +90,6 @@ _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl"
                ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
 _CODECS = {".bz2": "bz2", ".gz": "gzip"}
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark some editors and Windows tools write first
-_JSON_CHUNK = 1 << 20  # bytes a JSON array file is read by
 
 
 class SourceError(RuntimeError):
@@ -435,147 +433,17 @@ def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig, escape
     return _document(doc_id, path, text, cfg, raw=sample)
 
 
-# A .json file holding one JSON array. Its elements are found by brackets and strings, then parsed one at a
-# time by the C decoder, so memory is a chunk and an element however big the file; json.load would hold it all.
-_JSON = json.JSONDecoder()
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
-_IN_STRING = re.compile(r'\\[\s\S]|"')
-_OUTSIDE_STRING = re.compile(r'["\[\]{},]')
-_AFTER_ELEMENT = frozenset(" \t\n\r,]")
-_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # an invalid UTF-8 byte, as surrogateescape decodes it
-
-
-class _Chunks:
-    """The decoded text of a byte stream, read on demand: `buf[pos:]` is what is not consumed yet.
-    A BOM is dropped; invalid UTF-8 becomes surrogate escapes, so an element holding some is rejected alone."""
-
-    def __init__(self, stream: BinaryIO):
-        self._read = getattr(stream, "read1", stream.read)
-        self._decoder = codecs.getincrementaldecoder("utf-8-sig")("surrogateescape")
-        self._error: Exception | None = None
-        self.buf, self.pos, self.eof = "", 0, False
-
-    def more(self) -> bool:
-        """Drop what is consumed and append the next chunk; False at the end of the stream."""
-        if self._error:
-            raise self._error
-        pieces, size = [], 0
-        try:  # read1 steps: a truncated or corrupt stream's error waits until the bytes before it are used
-            while size < _JSON_CHUNK and (piece := self._read(_JSON_CHUNK - size)):
-                pieces.append(piece)
-                size += len(piece)
-        except (EOFError, OSError, zlib.error) as e:
-            if not pieces:
-                raise
-            self._error = e
-        chunk = b"".join(pieces)
-        self.eof = not chunk
-        self.buf, self.pos = self.buf[self.pos:] + self._decoder.decode(chunk, final=self.eof), 0
-        return not self.eof
-
-    def peek(self) -> str:
-        """The next character that is not JSON whitespace (not consumed); "" at the end."""
-        while True:
-            self.pos = _JSON_SPACE.match(self.buf, self.pos).end()
-            if self.pos < len(self.buf) or not self.more():
-                return self.buf[self.pos:self.pos + 1]
-
-
 def _read_json_array(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
-    """Each element of the array is a record with the field rules of a JSONL line; <n> is its index.
-    Broken JSON between elements ends the file with one "malformed_json" row: there is no next line to
-    resume at. The caller has sniffed the "["."""
-    text, i, after_element = _Chunks(stream), 0, False
-    text.peek()
-    text.pos += 1
-    while c := text.peek():
-        if c == "]":
-            text.pos += 1
-            if text.peek():
-                rest = _str_sample(text.buf[text.pos:])
-                yield _reject(f"{name}#{i}", path, "malformed_json", f"after the array: {rest}")
-            return
-        if after_element or c == ",":
-            if not after_element or c != ",":
-                yield _reject(f"{name}#{i}", path, "malformed_json", _str_sample(text.buf[text.pos:]))
-                return
-            text.pos, after_element = text.pos + 1, False
-            continue
-        row = _array_element(text, f"{name}#{i}", path, cfg)
-        if row is None:
-            break
-        yield row
-        i, after_element = i + 1, True
-    yield _reject(f"{name}#{i}", path, "malformed_json", f"{path} ended inside its JSON array")
-
-
-def _array_element(text: _Chunks, doc_id: str, path: str, cfg: DataConfig) -> dict | None:
-    """The row of the element at text.pos, which is consumed; None if the stream ends inside it."""
-    start = text.pos
-    try:  # the common case: the element is whole in the buffer ("0" of "0.5" cut after "0." is not)
-        record, end = _JSON.raw_decode(text.buf, start)
-        follows = text.buf[end:end + 1]
-        whole = follows in _AFTER_ELEMENT if follows else text.eof
-    except (ValueError, RecursionError):
-        whole = False
-    if whole:
-        text.pos = end
-    else:
-        scanned, head = _element_end(text, cfg.max_line_bytes)
-        if scanned < 0:
-            return None
-        start, text.pos = text.pos, scanned
-        if head:
-            return _reject(doc_id, path, "line_too_long", _str_sample(head))
-        try:
-            record, end = _JSON.raw_decode(text.buf[:scanned], start)
-            whole = not text.buf[end:scanned].strip()
-        except (ValueError, RecursionError):
-            whole = False
-        if not whole:
-            return _reject(doc_id, path, "malformed_json", _str_sample(text.buf[start:scanned]))
-    raw = text.buf[start:end]
-    if end - start > cfg.max_line_bytes:
-        return _reject(doc_id, path, "line_too_long", _str_sample(raw))
-    if _ESCAPED_BYTE.search(raw):
-        return _reject(doc_id, path, "invalid_utf8", _str_sample(raw))
-    return _record(doc_id, path, record, _str_sample(raw), cfg, escaped="\\u" in raw)
-
-
-def _element_end(text: _Chunks, limit: int) -> tuple[int, str]:
-    """Where the JSON value at text.pos ends, by its brackets and strings alone, reading on as needed:
-    (end, "") with the value in text.buf[text.pos:end]; for a value over `limit` characters, consumed in
-    bounded chunks, (end, its first characters) with text.pos at its end; (-1, ...) if the stream ends first."""
-    i, depth, in_string, head = text.pos, 0, False, ""
-    while True:
-        m = (_IN_STRING if in_string else _OUTSIDE_STRING).search(text.buf, i)
-        if m is None:
-            if not head and len(text.buf) - text.pos > limit:
-                head = text.buf[text.pos:text.pos + SAMPLE_CHARS * 4]
-            unpaired = in_string and len(text.buf) > i and text.buf.endswith("\\")
-            i = len(text.buf) - 1 if unpaired else len(text.buf)  # it escapes the next chunk's first character
-            if head:
-                text.pos = i
-            shift = text.pos
-            if not text.more():
-                return -1, head
-            i -= shift
-            continue
-        c, i = m.group(), m.end()
-        if in_string:
-            in_string = c != '"'
-            if c == '"' and depth == 0:
-                return i, head
-        elif c == '"':
-            in_string = True
-        elif c in "[{":
-            depth += 1
-        elif depth == 0:  # "," or the array's "]": the end of a number or literal
-            return m.start(), head
-        elif c != ",":
-            depth -= 1
-            if depth == 0:
-                return i, head
+    """A .json file holding one JSON array (pipelines/json_array.py): each element is a record with the field rules
+    of a JSONL line; <n> is its index. Broken JSON between elements ends the file with one "malformed_json" row."""
+    for i, element in enumerate(json_array.elements(stream, cfg.max_line_bytes)):
+        doc_id = f"{name}#{i}"
+        if element.text == json_array.ENDED:
+            yield _reject(doc_id, path, element.bad, f"{path} {json_array.ENDED}")
+        elif element.bad:
+            yield _reject(doc_id, path, element.bad, _str_sample(element.text))
+        else:
+            yield _record(doc_id, path, element.value, _str_sample(element.text), cfg, escaped="\\u" in element.text)
 
 
 def _str_sample(text: str) -> str:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import sources
+from pipelines import json_array as arrays
 from pipelines.config import DataConfig
 from pipelines.sources import (
     Span, SourceError, doc_order_key, iter_documents, relative_names, resolve_sources)
@@ -252,7 +252,7 @@ def test_json_array_file_elements_are_records(tmp_path, monkeypatch):
     rows = read(path, "d", max_line_bytes=4096)
     assert reasons(rows) == expected and rows[10]["text"] == 'Escaped "quotes" and \\ all, ok.'
     for chunk in [1, 2, 7, 64]:  # elements, strings, escapes and UTF-8 cut across chunks read the same
-        monkeypatch.setattr(sources, "_JSON_CHUNK", chunk)
+        monkeypatch.setattr(arrays, "CHUNK", chunk)
         assert read(path, "d", max_line_bytes=4096) == rows, chunk
 
 
@@ -300,7 +300,7 @@ def test_json_array_streams_in_bounded_memory(tmp_path, monkeypatch):
     path = tmp_path / "big.json"
     big = {"text": "x" * 2_000_000}
     path.write_text(json.dumps(json_array(10_000)[:5000] + [big] + json_array(10_000)[5000:]))
-    monkeypatch.setattr(sources, "_JSON_CHUNK", 1 << 16)
+    monkeypatch.setattr(arrays, "CHUNK", 1 << 16)
     tracemalloc.start()
     counts = {}
     for row in iter_documents(str(path), "big", cfg(path, max_line_bytes=100_000)):
