@@ -55,6 +55,7 @@ task, so split big dumps into parts (Wikipedia publishes them split) for paralle
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import json
 import os
@@ -89,7 +90,6 @@ _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
                ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
 _CODECS = {".bz2": "bz2", ".gz": "gzip"}
-_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark some editors and Windows tools write first
 
 
 class SourceError(RuntimeError):
@@ -257,7 +257,7 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
                 return
             stream.seek(0)
             if fmt is None:
-                fmt = "jsonl" if head.removeprefix(_BOM).lstrip().startswith(b"{") else "text"
+                fmt = "jsonl" if head.removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"{") else "text"
             if fmt in ("text", "jsonl") and _looks_binary(head):
                 yield _reject(name, path, "binary_file", _decode_sample(head))
                 return
@@ -282,7 +282,8 @@ def _split_codec(path: str) -> tuple[str, str | None]:
 def is_json_array(path: str, head: bytes) -> bool:
     """A .json file holding one JSON array, not JSON lines: its first character past JSON whitespace is "["."""
     stem = _split_codec(path)[0]
-    return posixpath.splitext(stem)[1].lower() == ".json" and head.removeprefix(_BOM).lstrip(b" \t\n\r")[:1] == b"["
+    return (posixpath.splitext(stem)[1].lower() == ".json"
+            and head.removeprefix(codecs.BOM_UTF8).lstrip(b" \t\n\r")[:1] == b"[")
 
 
 def _decompressed(raw: BinaryIO, codec: str | None) -> BinaryIO:
@@ -404,7 +405,7 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
             yield _reject(doc_id, path, "line_too_long", _decode_sample(head))
             continue
         if offset == 0:
-            line = line.removeprefix(_BOM)
+            line = line.removeprefix(codecs.BOM_UTF8)
         if not line.strip():
             continue  # blank lines separate nothing in JSON lines; not a record
         try:

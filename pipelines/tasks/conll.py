@@ -14,6 +14,7 @@ positions, so gold and predicted tag sequences always line up.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from collections.abc import Iterable
@@ -43,7 +44,7 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     """
     lines, bad, start, document, n_columns, n = [], None, 0, -1, None, -1
     for n, raw in enumerate(raw_lines):
-        raw = raw.removeprefix(b"\xef\xbb\xbf") if n == 0 else raw  # a UTF-8 byte-order mark
+        raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw  # a UTF-8 byte-order mark
         try:
             line, broken = raw.decode("utf-8").strip(), False
         except UnicodeDecodeError:

@@ -4,6 +4,7 @@ configured one, else its extension (a .json file is sniffed: one SQuAD document 
 
 from __future__ import annotations
 
+import codecs
 import json
 import posixpath
 import re
@@ -31,7 +32,7 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
     if ext != ".json":
         return extensions[ext]
     with fs.open(path, "rb") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
-        head = f.read(_SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf").lstrip()  # less a UTF-8 byte-order mark
+        head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()  # less a UTF-8 byte-order mark
     try:
         first = json.loads(head.split(b"\n", 1)[0]) if head.startswith(b"{") else {}
     except ValueError:

@@ -5,6 +5,7 @@ not UTF-8 is a Reject of its own; a UTF-8 byte-order mark is never part of the f
 
 from __future__ import annotations
 
+import codecs
 import collections
 import csv
 import io
@@ -15,7 +16,6 @@ import re
 from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
-_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as Windows tools write
 _SNIFF_BYTES = 1 << 12  # read of a JSON Lines file to tell a JSON array from it
 
 
@@ -25,7 +25,7 @@ class Reject(str):
 
 def text_lines(f):
     for n, raw in enumerate(f):
-        raw = raw.removeprefix(_BOM) if n == 0 else raw
+        raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw
         try:
             text = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError:
@@ -166,11 +166,11 @@ def json_array(path, f) -> list | None:
     """The items of a JSON Lines file that is one JSON array instead (pandas' to_json(orient="records") without
     lines=True, a pretty-printed list), read whole as SQuAD JSON is; None for JSON Lines. Read line by line, such a
     file would keep its one-line objects and reject the others as bad_json."""
-    head = f.read(_SNIFF_BYTES).removeprefix(_BOM).lstrip()
+    head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()
     f.seek(0)
     if not head.startswith(b"["):
         return None
-    data = f.read().removeprefix(_BOM)
+    data = f.read().removeprefix(codecs.BOM_UTF8)
     f.seek(0)
     try:
         items = json.loads(data)
