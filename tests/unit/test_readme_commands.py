@@ -9,7 +9,9 @@ thing a new user meets. Each command line of README.md's bash blocks is exercise
 - `ray job submit ... -- python jobs/X.py ...`: the job's command as above, in the environment Ray gives a submitted
   job (so its paths must be ones a submitted job may write). Submission itself, `ray start` with token auth and
   `ray stop` run for real in tests/e2e/test_job_submit.py; here their flags are checked against the CLIs' own help.
-- `make test`: its recipe is pytest (`.ci/run` runs it). `mlflow server`, `ray ...`: every flag used exists.
+- `make test`: its recipe is pytest (`.ci/run` runs it). `mlflow server`, `mlflow models serve`, `ray ...`: every
+  flag used exists. `curl`: it asks the served model (127.0.0.1, the port `mlflow models serve` was given, its
+  /invocations) with a body MLflow's scoring server parses. Serving for real: tests/e2e/test_serve.py.
 
 A command this module cannot place fails the test: a new README command comes with a way to exercise it.
 cluster/README.md's commands are cloud ones: tests/unit/test_cluster_templates.py parses them and validates their
@@ -86,13 +88,27 @@ def check(words: list[str], cwd: Path, env: dict | None = None) -> str:
 
 
 def flags_exist(words: list[str]) -> None:
-    """Every --flag of an external CLI's command is one its help lists."""
+    """Every flag (--long or -s) of an external CLI's command is one its help lists."""
     program = words[:next((i for i, w in enumerate(words) if w.startswith("-")), len(words))]
     exe = shutil.which(program[0], path=str(ROOT / ".venv" / "bin"))
     assert exe, program
     helptext = subprocess.run([exe, *program[1:], "--help"], capture_output=True, text=True, timeout=120).stdout
-    for flag in (w.split("=", 1)[0] for w in words if w.startswith("--")):
-        assert re.search(rf"{re.escape(flag)}\b", helptext), f"{shlex.join(words)}: {flag} is not in {program}'s help"
+    for flag in (w.split("=", 1)[0] for w in words if re.match(r"--?[a-z]", w)):
+        assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", helptext), \
+            f"{shlex.join(words)}: {flag} is not in {program}'s help"
+
+
+def asks_the_served_model(words: list[str]) -> None:
+    """A `curl` to the model `mlflow models serve` serves: 127.0.0.1 on the port the README serves it on, its
+    /invocations, JSON, and a body MLflow's scoring server parses (one of the input fields it accepts)."""
+    from mlflow.pyfunc.scoring_server import infer_and_parse_data
+
+    serve = next(shlex.split(c) for c in README if c.startswith("mlflow models serve"))
+    port = serve[serve.index("-p") + 1]
+    assert f"http://127.0.0.1:{port}/invocations" in words, words
+    assert words[words.index("-H") + 1] == "Content-Type: application/json", words
+    body = json.loads(words[words.index("-d") + 1])
+    assert len(infer_and_parse_data(body)) > 0, body
 
 
 MAKE_TARGETS_THAT_RUN_A_JOB = ("quickstart", "finetune", "sweep", "pretrain")
@@ -124,6 +140,8 @@ def test_every_readme_command_runs_as_written(command, workspace):
         check(job, workspace, dict(os.environ, RAY_JOB_CONFIG_JSON_ENV_VAR=SUBMITTED))
     elif words[0] in ("ray", "mlflow"):
         flags_exist(words)
+    elif words[0] == "curl":
+        asks_the_served_model(words)
     else:
         pytest.fail(f"README command with no way to exercise it here: {command}")
 
@@ -133,3 +151,5 @@ def test_the_readme_has_the_commands_this_module_knows():
     assert sum(c.startswith("python jobs/") for c in README) >= 10
     assert {"make quickstart", "make test"} <= set(README)
     assert any(c.startswith("ray job submit") for c in README)
+    assert any(c.startswith("python jobs/predict.py models:/") for c in README)
+    assert any(c.startswith("mlflow models serve") for c in README) and any(c.startswith("curl") for c in README)
