@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 
-from pipelines.sources import SAMPLE_CHARS, doc_order_key
+from pipelines.source_files import doc_order_key
+from pipelines.sources import SAMPLE_CHARS
 
 
 def content_hashes(texts: list[str]) -> np.ndarray:

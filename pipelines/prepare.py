@@ -60,7 +60,7 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples
                               length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
 from pipelines.rejects import RejectLog
 from pipelines.dedup import content_hashes, find_duplicates
-from pipelines.sources import resolve_sources
+from pipelines.source_files import resolve_sources
 from pipelines.layout import FULL_HASH_MAX_BYTES, ShardLayout, dataset_name, fingerprint_inputs
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit, unit_documents
 from pipelines.units import plan_units

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 
-from pipelines.sources import doc_order_key
+from pipelines.source_files import doc_order_key
 
 
 class RejectLog:

@@ -5,7 +5,7 @@ or a range of one, units.py) writes one Arrow IPC spill file per unit -- one rec
 (chunk, shard), rows of `spill_schema` -- and returns one `UNIT_STATS_SCHEMA` row: the shard of
 each spill batch, the unit's RejectLog as JSON, and (hash_hi, hash_lo, uid, doc_shard) of every good document, which
 is all the driver needs to find exact duplicates (sources.find_duplicates). A document's uid is
-file rank << RECORD_BITS | record number, so uid order is sources.doc_order_key order and the
+file rank << RECORD_BITS | record number, so uid order is source_files.doc_order_key order and the
 smallest doc_id of a duplicate group is its smallest uid.
 
 Memory: a task holds one chunk (SPILL_CHUNK_BYTES of text and its tokens) at a time, however

@@ -36,7 +36,8 @@ import ray
 from pipelines import multistream
 from pipelines.config import DataConfig
 from pipelines.paths import open_binary
-from pipelines.sources import SNIFF_BYTES, TEXT_DOCUMENT_BYTES, file_format, is_json_array, relative_names
+from pipelines.source_files import relative_names
+from pipelines.sources import SNIFF_BYTES, TEXT_DOCUMENT_BYTES, file_format, is_json_array
 
 MIN_UNIT_BYTES = TEXT_DOCUMENT_BYTES  # text ranges are multiples of this
 MAX_AUTO_UNIT_BYTES = 64 << 20  # work_unit_bytes=0: at most this much a call ...

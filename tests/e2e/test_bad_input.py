@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.config import DataConfig
-from pipelines.rejects import summarize_rejects, write_rejects
 from pipelines.dedup import drop_duplicates
-from pipelines.sources import DOCUMENT_COLUMNS, REJECT_REASONS, SourceError, read_documents
+from pipelines.rejects import summarize_rejects, write_rejects
+from pipelines.source_files import SourceError
+from pipelines.sources import DOCUMENT_COLUMNS, REJECT_REASONS, read_documents
 
 pytestmark = pytest.mark.slow  # a real local Ray cluster and a 50 MB line: ~35 s on 2 shared cores
 

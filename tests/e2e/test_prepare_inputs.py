@@ -11,7 +11,8 @@ import pytest
 from pipelines.config import TokenizerConfig
 from pipelines.layout import ShardLayout, fingerprint_inputs
 from pipelines.prepare import _tokenizer_sample, prepare
-from pipelines.sources import iter_documents, resolve_sources
+from pipelines.source_files import resolve_sources
+from pipelines.sources import iter_documents
 from pipelines.units import plan_units
 from tests.e2e.test_prepare import config, sentence
 

@@ -13,8 +13,8 @@ import pytest
 
 from pipelines import json_array as arrays
 from pipelines.config import DataConfig
-from pipelines.sources import (
-    Span, SourceError, doc_order_key, iter_documents, relative_names, resolve_sources)
+from pipelines.source_files import SourceError, doc_order_key, relative_names, resolve_sources
+from pipelines.sources import Span, iter_documents
 
 BOOK = "It was a bright cold day in April, and the clocks were striking thirteen.\n" * 3
 

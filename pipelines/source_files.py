@@ -1,0 +1,94 @@
+"""Corpus sources -> the files they name, and each file's stable name (the part of a doc_id before "#").
+
+`resolve_sources` expands paths, globs ("**" recurses), directories and fsspec URIs into a sorted file list;
+`relative_names` names each file relative to their common directory, so a document's id is the same across runs,
+machines and worker counts; `doc_order_key` orders doc_ids numerically. pipelines/sources.py reads the files.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+import fsspec
+
+from pipelines.config import DataConfig
+from pipelines.paths import filesystem, is_uri
+
+
+class SourceError(RuntimeError):
+    """A configured source matches no files or cannot be read at all; the message names it."""
+
+
+def resolve_sources(cfg: DataConfig) -> list[str]:
+    """Expand paths, globs ("**" recurses), directories (recursively) and fsspec URIs into a
+    sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped.
+
+    Local paths are file names whatever their characters (paths.py); a source that exists is
+    taken literally, and only one that names nothing is tried as a glob."""
+    files = set()
+    for source in cfg.sources:
+        files.update(_expand(source))
+    return sorted(files)
+
+
+def _expand(source: str) -> list[str]:
+    try:
+        fs, path = filesystem(source)
+    except (ImportError, ValueError) as e:  # unknown protocol, or its fsspec backend missing
+        raise SourceError(f"data.sources: cannot open a filesystem for {source!r}: {e}") from e
+    local = not is_uri(source)
+    try:
+        # A path that exists is that file or folder whatever characters its name holds ("*", "?",
+        # "[" included); only a source that names nothing is tried as a glob pattern.
+        if fs.exists(path) or not fsspec.core.has_magic(path):
+            matches = [path] if fs.exists(path) else []
+        else:
+            base = _glob_base(path)
+            matches = [m for m in fs.glob(path) if not _hidden(posixpath.relpath(m, base))]
+        files = []
+        for m in sorted(matches):
+            if fs.isdir(m):
+                files += [f for f in fs.find(m) if not _hidden(posixpath.relpath(f, m))]
+            else:
+                files.append(m)
+    except OSError as e:
+        raise SourceError(f"data.sources: cannot list {source!r}: {e}") from e
+    if not files:
+        raise SourceError(f"data.sources: {source!r} matches no files")
+    if local:
+        for f in files:
+            if not os.access(f, os.R_OK) or not os.path.isfile(f):
+                raise SourceError(f"data.sources: {f} (from {source!r}) cannot be read")
+        return files
+    return [fs.unstrip_protocol(f) for f in files]
+
+
+def _glob_base(pattern: str) -> str:
+    parts = pattern.split("/")
+    static = next(i for i, part in enumerate(parts) if fsspec.core.has_magic(part))
+    return "/".join(parts[:static]) or "/"
+
+
+def _hidden(relpath: str) -> bool:
+    return any(part.startswith(".") for part in relpath.split("/"))
+
+
+def relative_names(files: list[str]) -> list[str]:
+    """Names of files relative to their common directory: the stable part of doc_ids. Always valid UTF-8: a
+    local name whose bytes are not (Python holds them as surrogate escapes) shows them as `\\xNN`."""
+    paths = [f.split("://", 1)[1] if is_uri(f) else f for f in files]
+    if len(paths) == 1:
+        return [_printable(posixpath.basename(paths[0]))]
+    base = posixpath.commonpath([posixpath.dirname(p) for p in paths])
+    return [_printable(posixpath.relpath(p, base)) for p in paths]
+
+
+def _printable(name: str) -> str:
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def doc_order_key(doc_id: str) -> tuple[str, int]:
+    """Sort key for doc_ids: file name, then record number as a number ("#10" after "#9")."""
+    name, _, n = doc_id.rpartition("#")
+    return (name, int(n)) if name and n.lstrip("-").isdigit() else (doc_id, -1)
