@@ -1,6 +1,7 @@
 """Where a user's files are: a file, folder, glob or `folder:split` (a datasets save_to_disk DatasetDict), at a local
 path or any fsspec URL -> (path, format) pairs for pipelines.tasks.files.read_file. A file's format comes from the
-configured one, else its extension (a .json file is sniffed: one SQuAD document or JSON Lines)."""
+configured one, else its extension (a .json file is sniffed: one SQuAD document or JSON Lines), read under a
+compression suffix (.gz, .bz2, .xz: `data.csv.gz` is CSV, decompressed as it is read)."""
 
 from __future__ import annotations
 
@@ -19,19 +20,28 @@ EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".
               ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # .json may be "squad"; .txt only as conll
 INPUT_EXTENSIONS = {**EXTENSIONS, ".txt": "text"}  # inputs to predict (unlabeled): .txt is plain text
 _SNIFF_BYTES = 1 << 20  # read of a .json file to tell one SQuAD document from JSON Lines
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz"}  # fsspec's names; files.read_file decompresses
+
+
+def extension(path: str) -> str:
+    """A file's data extension, lower case, under any compression suffix: "a.CSV.gz" -> ".csv"."""
+    stem, ext = posixpath.splitext(path)
+    if ext.lower() in COMPRESSIONS:
+        stem, ext = posixpath.splitext(stem)
+    return ext.lower()
 
 
 def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -> str:
-    ext = posixpath.splitext(path)[1].lower()
+    ext = extension(path)
     if fmt:
         return fmt
     if ext not in extensions:
-        raise TaskDataError(f"{spec}: unknown file type {ext or path!r}; accepted: {', '.join(extensions)} and "
-                            f"datasets save_to_disk folders; or set task.format, or predict's format "
-                            f"(one of {', '.join(FORMATS)})")
+        raise TaskDataError(f"{spec}: unknown file type {ext or path!r}; accepted: {', '.join(extensions)} (also "
+                            f"as .gz, .bz2, .xz) and datasets save_to_disk folders; or set task.format, or predict's "
+                            f"format (one of {', '.join(FORMATS)})")
     if ext != ".json":
         return extensions[ext]
-    with fs.open(path, "rb") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
+    with fs.open(path, "rb", compression="infer") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
         head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()  # less a UTF-8 byte-order mark
     try:
         first = json.loads(head.split(b"\n", 1)[0]) if head.startswith(b"{") else {}
@@ -41,9 +51,10 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
 
 
 def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> bool:
-    """Not hidden (.crc, _SUCCESS); in a folder (fmt not None) also named as data (of `fmt`, if set)."""
-    ext = posixpath.splitext(path)[1].lower()
-    if posixpath.basename(path).startswith((".", "_")):
+    """Not hidden (.crc, _SUCCESS, Excel's ~$ lock files); in a folder (fmt not None) also named as data (of `fmt`, if
+    set)."""
+    ext = extension(path)
+    if posixpath.basename(path).startswith((".", "_", "~$")):
         return False
     if fmt is None:
         return True

@@ -13,18 +13,21 @@ Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
     Columns.label_separator; [] = no label), or a float.
   * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names).
   * question-answering: squad.load_squad's {id, title, question, context, answers, is_impossible}.
-id is the id column's value or "<file name>:<n>", n the record's 0-based position in the file (unique in a file;
-files of one split sharing a name share these ids, which QA's squad_eval_features refuses, naming them).
+id is the id column's value (an integral float as the integer: 101.0 -> "101") or "<file name>:<n>", n the record's
+0-based position in the file (unique in a file; files of one split sharing a name share these ids, which QA's
+squad_eval_features refuses, naming them).
 
-A bad record is skipped and counted by reason, never fatal: invalid_utf8, blank_line, bad_json (a line that is not
-a JSON object), bad_csv (text after a closing quote), unclosed_quote (a CSV / TSV quote that never closes: its line,
-the lines after it are read again), wrong_column_count, missing_text, missing_label (absent, empty, JSON null, NaN),
-unparseable_label (JSON bool / list as a class, a non-finite score), non_integer_label (a float class such as 1.5;
-1.0, as pandas writes an int column holding a NaN, is the class 1), mixed_label_types (a label of another JSON type
-than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id,
-answer_offset_mismatch, no_valid_answer (QA, as load_squad), empty_file (0 bytes or a header only; counted once).
+A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompressed as it is read. A bad record is
+skipped and counted by reason, never fatal: invalid_utf8 (or a JSON string with a lone surrogate escape),
+blank_line, bad_json (a line that is not a JSON object), bad_csv (text after a closing quote), unclosed_quote (a CSV
+/ TSV quote that never closes: its line, the lines after it are read again), wrong_column_count, missing_text,
+missing_label (absent, empty, JSON null, NaN), unparseable_label (JSON bool / list as a class, a non-finite score),
+non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1),
+mixed_label_types (a label of another JSON type than the file's first valid row's), empty_row,
+tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer (QA, as
+load_squad), empty_file (0 bytes or a header only; counted once).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
-found and the task.columns.* to set) or named twice in the header, not parseable at all.
+found and the task.columns.* to set) or named twice in the header, UTF-16 / UTF-32 text, not parseable at all.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import json
 import math
 import os
 import posixpath
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,7 +51,8 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.squad import load_squad
-from pipelines.tasks.text_records import Reject, csv_records, json_array, json_object, text_lines, tsv_records
+from pipelines.tasks.text_records import (Reject, csv_records, json_array, json_item, json_object, refuse_utf16,
+                                          text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad", "text")  # text: unlabeled only
@@ -66,6 +71,16 @@ def _name(path: str) -> str:
     """A file's name without its folder, for the ids of rows without one: the same rows give the same digest (and
     resubmission basis) wherever the file lies."""
     return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _id(value) -> str | None:
+    """A record's id as text, None where it has none (absent, "", null, NaN). An integral float is the integer
+    pandas meant (an int column holding a NaN is written as floats: 101 -> 101.0)."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -197,6 +212,8 @@ def _hf_records(path, kind, columns, batch_rows):
 
 
 def _records(path, f, fmt, kind, columns, batch_rows):
+    if fmt in ("csv", "tsv", "jsonl", "text", "conll"):
+        refuse_utf16(path, f)
     if fmt == "csv":
         return _header_records(path, csv_records(f), kind, columns)
     if fmt == "tsv":
@@ -204,7 +221,7 @@ def _records(path, f, fmt, kind, columns, batch_rows):
     if fmt == "jsonl":
         items = json_array(path, f)
         if items is not None:
-            return ((n, f"item {n}", r if isinstance(r, dict) else Reject("bad_json"), r) for n, r in enumerate(items))
+            return ((n, f"item {n}", json_item(r), r) for n, r in enumerate(items))
         return ((n, where, json_object(text), excerpt) for n, where, text, excerpt in text_lines(f))
     if fmt == "parquet":
         return _parquet_records(path, f, kind, columns, batch_rows)
@@ -248,8 +265,8 @@ class _Rows:
     def row(self, n: int, record: dict, where: str) -> dict | str:
         """The row, or the reason to reject the record."""
         c = self.columns
-        rid = record.get(c.id) if c.id else None
-        rid = f"{_name(self.path)}:{n}" if rid is None or rid == "" else str(rid)
+        rid = _id(record.get(c.id) if c.id else None)
+        rid = f"{_name(self.path)}:{n}" if rid is None else rid
         if self.kind == "token-classification" and not c.tokens:  # unlabeled text to tag
             text = record.get(c.text)
             return {"id": rid, "text": text} if isinstance(text, str) and text.strip() else "missing_text"
@@ -320,10 +337,11 @@ class _Rows:
     def _qa(self, rid: str, record: dict, where: str) -> dict | str:
         """As load_squad: an answer must be the context's text at its answer_start."""
         c = self.columns
-        context, question, answers = record.get(c.context), record.get(c.question), record.get(c.answers)
+        context, question = record.get(c.context), record.get(c.question)
+        answers = record.get(c.answers) if c.answers else None  # "": inputs to predict (a header's "" is no answer)
         if not isinstance(context, str) or not context or not isinstance(question, str) or not question.strip():
             return "missing_field"
-        if rid in self.ids:
+        if c.answers and rid in self.ids:  # to predict, each row is answered on its own (by position)
             return "duplicate_id"
         if isinstance(answers, dict):  # the SQuAD / HF layout: {"text": [...], "answer_start": [...]}
             answers = [{"text": t, "answer_start": s}
@@ -351,9 +369,11 @@ class _Rows:
 def _squad_batches(path: str, batch_rows: int) -> Iterator[FileBatch]:
     fs, p = fsspec.core.url_to_fs(path)
     with tempfile.TemporaryDirectory() as tmp:
-        local = p if isinstance(fs, LocalFileSystem) else os.path.join(tmp, "squad.json")
-        if local != p:
-            fs.get_file(p, local)  # load_squad reads a local file
+        plain = isinstance(fs, LocalFileSystem) and fsspec.utils.infer_compression(p) is None
+        local = p if plain else os.path.join(tmp, "squad.json")
+        if local != p:  # load_squad reads a local, uncompressed file
+            with fsspec.open(path, "rb", compression="infer") as src, open(local, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
         try:
             split = load_squad(local)
         except TaskDataError as e:
@@ -393,7 +413,7 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         yield from _squad_batches(path, batch_rows)
         return
     keys = {} if fmt == "jsonl" else None  # JSON Lines has no header: its columns are the first batch's keys
-    with contextlib.nullcontext() if fmt == "hf" else fsspec.open(path, "rb") as f:
+    with contextlib.nullcontext() if fmt == "hf" else fsspec.open(path, "rb", compression="infer") as f:
         for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):
             if keys is not None and isinstance(record, dict):
                 keys.update(dict.fromkeys(record))
@@ -413,14 +433,12 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
 
 
 def check_columns(files: list[tuple[str, str]], kind: str, columns: Columns = Columns(), labeled: bool = True) -> None:
-    """The first file of each format read up to its first good record, here: a column the mapping names and the file
-    lacks, or a format that cannot hold `kind`, raises TaskDataError before any cluster work (a job's Ray tasks
-    would raise it later, as a task's traceback, after the model and the MLflow run). SQuAD JSON, fixed fields read
+    """Every file read up to its first good record (a header, a Parquet schema, a first line), here: a column the
+    mapping names and a file lacks, or a format that cannot hold `kind`, raises TaskDataError before any cluster work
+    (a job's Ray tasks would raise it later, as a task's traceback, after other files were read). Each file, not one
+    per format: files exported on different days may name their columns differently. SQuAD JSON, fixed fields read
     whole, is left to the job."""
-    first: dict[str, str] = {}
     for path, fmt in files:
-        first.setdefault(fmt, path)
-    for fmt, path in first.items():
         if fmt != "squad":
             next(read_file(path, fmt, kind, columns, batch_rows=1, labeled=labeled), None)
 

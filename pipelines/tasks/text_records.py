@@ -1,7 +1,9 @@
 """A text file's bytes as numbered records for pipelines/tasks/files.py: (0-based n, where, fields or a text or a
-Reject, excerpt). Plain lines, JSON Lines (or one JSON array where they were expected), CSV (strict: an unclosed
-quote costs its line) and TSV (GLUE style, quotes as text; lines a CSV writer made read as CSV). A record that is
-not UTF-8 is a Reject of its own; a UTF-8 byte-order mark is never part of the first one."""
+Reject, excerpt). Plain lines and JSON Lines (a line ends at \\n, \\r\\n or a lone \\r; or one JSON array where JSON
+Lines were expected), CSV (strict: an unclosed quote costs its line) and TSV (GLUE style, quotes as text; lines a CSV
+writer made read as CSV), their fields up to 16 MiB. A record that is not UTF-8 is a Reject of its own
+(invalid_utf8), and so is a JSON record holding a lone surrogate escape; a UTF-8 byte-order mark is never part of the
+first one, and a file with a UTF-16 / UTF-32 one is refused whole (refuse_utf16, before it is read)."""
 
 from __future__ import annotations
 
@@ -16,38 +18,101 @@ import re
 from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
 _SNIFF_BYTES = 1 << 12  # read of a JSON Lines file to tell a JSON array from it
+_FIELD_LIMIT = 16 << 20  # characters of a CSV / TSV field: a long document pandas wrote to one cell
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
+              (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))  # starts as UTF-16LE's FF FE
 
 
 class Reject(str):
     """A reject reason where a reader yields records: told apart from a line of text by its type."""
 
 
+def refuse_utf16(path, f) -> None:
+    """Raise TaskDataError for a text file opening with a UTF-16 / UTF-32 byte-order mark (Excel's "Unicode Text" is
+    UTF-16LE): read as UTF-8 it would be lines of NUL-interleaved text or invalid_utf8. Leaves f at its start."""
+    head = f.read(4)
+    f.seek(0)
+    for bom, name in _WIDE_BOMS:
+        if head.startswith(bom):
+            raise TaskDataError(f"{path}: {name} text (its byte-order mark); save it as UTF-8 (Excel: 'CSV UTF-8')")
+
+
 def text_lines(f):
-    for n, raw in enumerate(f):
+    """A binary file's lines as records: \\n, \\r\\n and a lone \\r (old Mac Excel) end a line."""
+    n = 0
+    for raw in f:
         raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw
         try:
             text = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError:
-            yield n, f"line {n + 1}", Reject("invalid_utf8"), raw.decode("utf-8", "replace")
+            text = None
+        if text is not None and "\r" not in text:  # one line, as nearly all are: read as fast as before
+            yield n, f"line {n + 1}", text if text.strip() else Reject("blank_line"), text
+            n += 1
             continue
-        yield n, f"line {n + 1}", text if text.strip() else Reject("blank_line"), text
+        for line in raw.rstrip(b"\r\n").split(b"\r"):  # lone CRs, or not UTF-8: each line decoded on its own
+            yield _line(n, line)
+            n += 1
+
+
+def _line(n: int, line: bytes):
+    """One of text_lines' records, from a line's bytes without its end."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return n, f"line {n + 1}", Reject("invalid_utf8"), line.decode("utf-8", "replace")
+    return n, f"line {n + 1}", text if text.strip() else Reject("blank_line"), text
+
+
+def has_lone_surrogate(value) -> bool:
+    """Whether a parsed JSON value holds a lone surrogate in any string, nested or a key: a "\\ud83d" escape without
+    its pair (an emoji a JavaScript tool cut). No UTF-8 can hold it: Arrow and the tokenizers raise on it."""
+    stack = [value]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if _LONE_SURROGATE.search(value):
+                return True
+        elif isinstance(value, dict):
+            stack += value
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+    return False
+
+
+def json_item(value, escaped: bool = True):
+    """A parsed JSON value as a record: the object, else bad_json, or invalid_utf8 where it holds a lone surrogate
+    (as pipelines/sources.py's records). `escaped`: its text has a \\u escape; without one there is no surrogate
+    to look for. For json_array's items (json.loads of bytes lets surrogates through unescaped too)."""
+    if not isinstance(value, dict):
+        return value if isinstance(value, Reject) else Reject("bad_json")
+    return Reject("invalid_utf8") if escaped and has_lone_surrogate(value) else value
 
 
 def json_object(text):
+    """A JSON Lines line (or a text_lines Reject) as a record, see json_item."""
     try:
         record = text if isinstance(text, Reject) else json.loads(text)
     except ValueError:
         record = None
-    return record if isinstance(record, (dict, Reject)) else Reject("bad_json")
+    return json_item(record, "\\u" in text)
+
+
+def _allow_long_fields() -> None:
+    """Raise csv's field limit (process-global, 131,072 characters by default) to 16 MiB, never lower it: a longer
+    document quoted in one cell would read as a quote that never closes, its lines as rows of their own."""
+    csv.field_size_limit(max(csv.field_size_limit(), _FIELD_LIMIT))
 
 
 class _Feed:
     """A text file's numbered lines as csv.reader pulls them, the current record's kept in `taken`. A quoted field
-    that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, or at
-    the end of the file), and `give_back` returns all but that record's first line to be read again: an unclosed
-    quote costs one line, not the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad record
-    is found and counted."""
+    that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, 16 MiB
+    here, or at the end of the file), and `give_back` returns all but that record's first line to be read again: an
+    unclosed quote costs one line, not the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad
+    record is found and counted."""
 
     def __init__(self, f, newline: str):
         text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
@@ -95,6 +160,7 @@ def _fields(n, feed: _Feed, fields: list, sep: str):
 def csv_records(f):
     """Records of fields (quoted commas and newlines kept), parsed strictly: text after a closing quote is bad_csv,
     a quote that never closes well is unclosed_quote on its own line (the lines after it are read again)."""
+    _allow_long_fields()
     feed = _Feed(f, newline="")
     reader = csv.reader(feed, strict=True)
     for n in itertools.count():
@@ -119,6 +185,7 @@ def tsv_records(f):
     quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
     lines (an embedded newline) where its line has fewer fields than the header. A run-on quote that never closes
     is unclosed_quote on its own line, and the lines after it are read again."""
+    _allow_long_fields()
     feed, columns, quoted = _Feed(f, newline="\n"), 0, False
     while True:
         feed.start()

@@ -450,3 +450,55 @@ def test_inputs_to_predict_are_read_without_labels(tmp_path):
         rows(tmp_path / "a.csv", "csv", "classification", Columns(text="sentence"))
     with pytest.raises(TaskDataError, match="cannot hold"):  # text is for inputs only
         list(read_file(str(tmp_path / "b.txt"), "text", "classification"))
+
+
+def test_inputs_as_pandas_writes_them(tmp_path):
+    """What pandas writes by default: to_csv's unnamed index column (QA inputs were all rejected: the header's ""
+    was read as the answers), ids of an int column holding a NaN (floats: 101.0 is the id 101, NaN none); and QA
+    inputs to predict repeating an id are each answered (windows are keyed by position)."""
+    def rows(path, fmt, kind, columns=Columns()):
+        batches = list(read_file(str(path), fmt, kind, columns, labeled=False))
+        return [r for b in batches for r in b.rows], sum((b.rejects for b in batches), collections.Counter())
+
+    (tmp_path / "qa.csv").write_text(",id,question,context\n0,q1,Where?,In Paris.\n1,q1,Who?,Ada did.\n")
+    got, rejects = rows(tmp_path / "qa.csv", "csv", "question-answering", Columns(id="id"))
+    assert [(r["id"], r["question"]) for r in got] == [("q1", "Where?"), ("q1", "Who?")] and not rejects
+    pq.write_table(pa.table({"id": [101.0, float("nan"), 103.0], "text": ["a", "b", "c"]}), tmp_path / "ids.parquet")
+    got, _ = rows(tmp_path / "ids.parquet", "parquet", "classification", Columns(id="id"))
+    assert [r["id"] for r in got] == ["101", "ids.parquet:1", "103"]
+
+
+def test_every_file_is_checked_for_its_columns_before_any_work(tmp_path):
+    """A folder of exports whose later file names a column differently is refused up front, naming that file (it
+    was found by a Ray task, after the files before it were read); a UTF-16 file too, naming the fix."""
+    from pipelines.tasks.files import check_columns
+
+    (tmp_path / "a.csv").write_text("text\nfine\n")
+    (tmp_path / "b.csv").write_text("Text\nfine\n")
+    with pytest.raises(TaskDataError, match=r"b\.csv: expected columns \['text'\], found \['Text'\]"):
+        check_columns(resolve_files(str(tmp_path), labeled=False), "classification", labeled=False)
+    (tmp_path / "b.csv").write_bytes("text\nfine\n".encode("utf-16"))
+    with pytest.raises(TaskDataError, match=r"b\.csv: UTF-16 text .*save it as UTF-8"):
+        check_columns(resolve_files(str(tmp_path), labeled=False), "classification", labeled=False)
+
+
+def test_compressed_files_are_read_as_their_inner_format(tmp_path):
+    """Exports are often compressed: data.csv.gz is CSV, .jsonl.bz2 JSON Lines, a .json.xz SQuAD document (sniffed
+    under the compression), each decompressed as it is read; in a folder too."""
+    import bz2
+    import gzip
+    import lzma
+
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress(b"text,label\nfine day,pos\nbad day,neg\n"))
+    (tmp_path / "b.jsonl.bz2").write_bytes(bz2.compress(b'{"text": "a walk", "label": "pos"}\n'))
+    (tmp_path / "~$a.csv").write_bytes(b"\x00" * 162)  # the lock file Excel keeps beside a file it has open
+    files = resolve_files(str(tmp_path))
+    assert [(Path(p).name, f) for p, f in files] == [("a.csv.gz", "csv"), ("b.jsonl.bz2", "jsonl")]
+    assert [read(p, f)[0][0]["text_a"] for p, f in files] == ["fine day", "a walk"]
+    squad = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "Ada wrote it.", "qas": [
+        {"id": "q", "question": "Who?", "answers": [{"text": "Ada", "answer_start": 0}], "is_impossible": False}]}]}]}
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "dev.json.xz").write_bytes(lzma.compress(json.dumps(squad).encode()))
+    [(path, fmt)] = resolve_files(str(tmp_path / "s" / "dev.json.xz"))
+    assert fmt == "squad" and read(path, fmt, "question-answering")[0][0]["answers"]["text"] == ["Ada"]
+

@@ -1,0 +1,117 @@
+"""text_records: a text file's bytes as records, on the files real users' tools write (long cells, lone surrogate
+escapes, UTF-16 / UTF-32 exports, old Mac line ends)."""
+
+import codecs
+import csv
+import io
+import json
+
+import pytest
+
+from pipelines.tasks.common import TaskDataError
+from pipelines.tasks.text_records import (Reject, csv_records, has_lone_surrogate, json_array, json_item, json_object,
+                                          refuse_utf16, text_lines, tsv_records)
+
+LONG = "\n".join(f"paragraph {i}: " + "word " * 40 for i in range(1000))  # ~210,000 characters, 1,000 lines
+
+
+def written(delimiter: str) -> bytes:
+    """id,text rows as pandas' to_csv (QUOTE_MINIMAL, "\\n") / csv.writer write them, a long document in the middle."""
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+    writer.writerows([["id", "text"], ["1", "short"], ["2", LONG], ["3", 'last, "quoted"']])
+    return out.getvalue().encode()
+
+
+# --- 1. a cell past csv's default field limit (131,072 characters) ---
+
+@pytest.mark.parametrize("reader, delimiter", [(csv_records, ","), (tsv_records, "\t")])
+def test_a_long_multiline_cell_is_one_record(reader, delimiter):
+    assert len(LONG) > 200_000
+    records = list(reader(io.BytesIO(written(delimiter))))
+    assert [r[2] for r in records] == [["id", "text"], ["1", "short"], ["2", LONG], ["3", 'last, "quoted"']]
+    assert records[2][1] == "lines 3-1002"
+
+
+@pytest.mark.parametrize("reader, delimiter", [(csv_records, ","), (tsv_records, "\t")])
+def test_a_quote_that_never_closes_still_costs_its_line(reader, delimiter):
+    """Read to the end of the file (now allowed 16 MiB), it is still unclosed_quote, and the lines after it are
+    read again. (A TSV line cut short: one of full length opening a quote is GLUE's quotation, kept as it is.)"""
+    data = f'text{delimiter}label\n"never closed\nb{delimiter}1\nc{delimiter}0\n'.encode()
+    records = list(reader(io.BytesIO(data)))
+    assert [r[2] for r in records] == [["text", "label"], "unclosed_quote", ["b", "1"], ["c", "0"]]
+    assert records[1][1] == "line 2, quote not closed by line 4"
+
+
+# --- 2. a lone surrogate escape ("\ud83d", half an emoji) ---
+
+def lines(data: bytes) -> list:
+    return [json_object(text) for _, _, text, _ in text_lines(io.BytesIO(data))]
+
+
+def test_a_lone_surrogate_escape_is_invalid_utf8():
+    data = (b'{"text": "ok \\ud83d\\ude00", "label": 1}\n'  # a whole pair: the emoji
+            b'{"text": "cut \\ud83d", "label": 1}\n'
+            b'{"text": "tail \\ude00"}\n'
+            b'{"tokens": ["a", "\\ud83d"], "tags": ["O", "O"]}\n'  # nested values count
+            b'{"answers": {"text": ["\\udfff"]}}\n'
+            b'{"\\ud83d": "a key"}\n'
+            b'{"text": "\\\\ud83d is how it is escaped"}\n')  # an escaped backslash: text, not an escape
+    records = lines(data)
+    assert records[0] == {"text": "ok \U0001F600", "label": 1}
+    assert records[1:6] == ["invalid_utf8"] * 5 and all(isinstance(r, Reject) for r in records[1:6])
+    assert records[6] == {"text": "\\ud83d is how it is escaped"}
+
+
+def test_has_lone_surrogate():
+    assert not has_lone_surrogate({"a": ["\U0001F600", 1, None, {"b": 2.5}]})
+    assert has_lone_surrogate({"a": [{"b": "x\ud83d"}]})
+    assert has_lone_surrogate("\udc80") and not has_lone_surrogate(3)
+
+
+def test_json_array_items_with_a_lone_surrogate_are_invalid_utf8():
+    data = b'[{"text": "a"}, {"text": "b \\ud83d"}, {"t": ["\\ude00"]}, 3]'
+    items = json_array("x.jsonl", io.BytesIO(data))
+    assert [json_item(item) for item in items] == [{"text": "a"}, "invalid_utf8", "invalid_utf8", "bad_json"]
+    assert isinstance(json_item(3), Reject)
+
+
+# --- 3. UTF-16 / UTF-32 (Excel's "Unicode Text") ---
+
+@pytest.mark.parametrize("encoding, name", [("utf-16-le", "UTF-16"), ("utf-16-be", "UTF-16"),
+                                            ("utf-32-le", "UTF-32"), ("utf-32-be", "UTF-32")])
+def test_utf16_and_utf32_are_refused_naming_the_fix(encoding, name):
+    bom = {"utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE,
+           "utf-32-le": codecs.BOM_UTF32_LE, "utf-32-be": codecs.BOM_UTF32_BE}[encoding]
+    f = io.BytesIO(bom + "id\ttext\n1\thello\n".encode(encoding))
+    with pytest.raises(TaskDataError) as e:
+        refuse_utf16("data/train.tsv", f)
+    assert str(e.value).startswith(f"data/train.tsv: {name} text") and "UTF-8" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("data", [b"", b"\xff", codecs.BOM_UTF8 + b"id,text\n", b"id,text\n1,a\n", b'{"a": 1}\n'])
+def test_utf8_passes_and_the_file_is_not_moved(data):
+    f = io.BytesIO(data)
+    refuse_utf16("x.csv", f)
+    assert f.tell() == 0 and f.read() == data
+
+
+# --- 4. old Mac line ends (a lone CR) ---
+
+def test_a_lone_cr_ends_a_line():
+    records = list(text_lines(io.BytesIO(codecs.BOM_UTF8 + b"a\rb\r\nc\n\rd\r")))
+    assert [r[2] for r in records] == ["a", "b", "c", "blank_line", "d"]
+    assert [r[1] for r in records] == ["line 1", "line 2", "line 3", "line 4", "line 5"]
+    assert [r[0] for r in records] == [0, 1, 2, 3, 4]
+
+
+def test_json_lines_with_lone_crs():
+    data = "\r".join(json.dumps({"text": t}) for t in "abc").encode()
+    assert lines(data) == [{"text": "a"}, {"text": "b"}, {"text": "c"}]
+
+
+def test_line_ends_are_not_text():
+    records = list(text_lines(io.BytesIO(b"a\r\nb\nc")))
+    assert [r[2] for r in records] == ["a", "b", "c"]
+    assert [r[2] for r in text_lines(io.BytesIO(b"x\xff\ny\n"))] == ["invalid_utf8", "y"]
