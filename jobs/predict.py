@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.config.predict import PredictConfig  # noqa: E402
-from jobs.inference import shards  # noqa: E402
+from jobs.inference import inputs, shards  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.runtime.scratch import scratch_dir  # noqa: E402
 
@@ -102,10 +102,7 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
         check_columns(files, model.kind, cfg.columns, labeled=False)  # before the manifest and Ray
     except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
         raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
-    basis = {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files], "format": cfg.format,
-             "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows, "threshold": cfg.threshold,
-             "precision": cfg.precision}
-    manifest = _open_manifest(output, cfg, model, files, basis)
+    manifest = _open_manifest(output, cfg, model, files, _basis(cfg, model, files))
     done = shards.clear_incomplete(output, shards.scan(output))
     manifest["shards"] = {s: v for s, v in manifest.get("shards", {}).items() if s in done}
     if done:
@@ -122,8 +119,13 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
         mlflow.MlflowClient(uri).set_terminated(run_id, "FAILED")
         raise
     result = _finish(output, manifest, model, len(done), time.time() - started, run_id)
-    _log_run(uri, run_id, result, output)
+    _log_run(uri, run_id, result, output, "FINISHED" if result.rows else "FAILED")
     print(summary(result, dashboard), flush=True)
+    if not result.rows:  # every record rejected (a file in another encoding, the wrong columns' values): not a success
+        sample = next((s for info in manifest["shards"].values() for s in info.get("samples", [])), None)
+        raise ConfigError(f"input: no row could be predicted, every record was rejected ("
+                          + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items()))
+                          + (f"; first: {sample[0]} at {sample[1]}: {sample[2][:80]!r}" if sample else "") + ")")
     return result
 
 
@@ -184,6 +186,10 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         if old.get("basis") == basis:
             return old
         changed = ", ".join(sorted(k for k in basis if old.get("basis", {}).get(k) != basis[k]))
+        if changed == "file_versions":  # the same files, edited since: name them
+            before = dict(zip(old["basis"]["files"], old["basis"]["file_versions"]))
+            edited = [path for path, version in zip(basis["files"], basis["file_versions"]) if before[path] != version]
+            changed = f"the input files' contents: {', '.join(edited[:3])}{' ...' if len(edited) > 3 else ''} changed"
         found = shards.scan(output)
         if any(state.complete for state in found.values()):
             raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
@@ -210,25 +216,11 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
             "shards": {}}
 
 
-def _estimate_rows(files) -> int:
-    """About how many rows the inputs hold (for the ETA): Parquet's own count, else lines; 0 = unknown."""
-    import fsspec
-    import pyarrow.parquet as pq
-
-    total = 0
-    for path, fmt in files:
-        try:
-            if fmt == "parquet":
-                with fsspec.open(path, "rb") as f:
-                    total += pq.ParquetFile(f).metadata.num_rows
-            elif fmt in ("csv", "tsv", "jsonl", "text"):
-                with fsspec.open(path, "rb") as f:
-                    total += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-            else:
-                return 0
-        except OSError:
-            return 0
-    return total
+def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:
+    """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal."""
+    return {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files],
+            "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
+            "shard_rows": cfg.shard_rows, "threshold": cfg.threshold, "precision": cfg.precision}
 
 
 # -- 3. Ray Data -------------------------------------------------------------------------------------------------
@@ -274,12 +266,12 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
                                                "threshold": _threshold(cfg, model), "output": output,
                                                "threads": max(1, int(cfg.cpus_per_actor)), "precision": cfg.precision,
                                                "kill_after": int(cfg.faults.get("kill_actor_after_batches", 0))})
-    expected = _estimate_rows(files)
+    expected = inputs.estimate_rows(files)
     before = sum(s["rows"] for s in manifest["shards"].values())
     rows = 0
     start = last = time.time()
     print(f"[predict] {model.kind} with {model.uri}{f' (v{model.version})' if model.version else ''}: "
-          f"{len(files)} input files, ~{expected:,} rows, {actors} model replicas "
+          f"{len(files)} input files ({inputs.formats(files)}), ~{expected:,} rows, {actors} model replicas "
           f"({'GPU' if gpus else f'{cfg.cpus_per_actor:g} CPU'} each)", flush=True)
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
         rows += int(batch["rows"].sum())
@@ -372,22 +364,14 @@ class _Predict:
         self.output, self.kill_after, self.batches = output, kill_after, 0
 
     def __call__(self, batch):
-        import pyarrow as pa
-
-        from jobs.inference.predictor import OUTPUT_COLUMNS
-
         rows = [json.loads(r) for r in batch["row"]]
         encoded = [json.loads(e) for e in batch["enc"]]
         predictions = self.predictor.decode(rows, encoded, self.predictor.forward(encoded))
         out = {"shard": [], "rows": [], "truncated": []}
-        columns = OUTPUT_COLUMNS[self.predictor.kind]
         for shard in dict.fromkeys(batch["shard"]):
             take = [i for i, s in enumerate(batch["shard"]) if s == shard]
-            table = pa.table({"id": [predictions[i]["id"] for i in take], "file": [batch["file"][i] for i in take],
-                              "position": [int(batch["position"][i]) for i in take],
-                              **{c: [predictions[i][c] for i in take] for c in columns},
-                              "truncated": [bool(encoded[i]["truncated"]) for i in take],
-                              "windows": [len(encoded[i]["windows"]) for i in take]})
+            table = part_table(self.predictor.kind, [predictions[i] for i in take], [batch["file"][i] for i in take],
+                               [int(batch["position"][i]) for i in take], [encoded[i] for i in take])
             shards.write_part(self.output, str(shard), table)
             out["shard"].append(str(shard))
             out["rows"].append(len(take))
@@ -403,6 +387,22 @@ class _Predict:
         if self.kill_after and self.batches >= self.kill_after and not marker.exists():
             marker.write_text(str(os.getpid()))
             os.kill(os.getpid(), 9)
+
+
+def part_table(kind: str, predictions: list[dict], files: list[str], positions: list[int], encoded: list[dict]):
+    """A shard's part: the rows' predictions, each column of its own Arrow type (OUTPUT_TYPES), so that a part whose
+    values are all missing (QA rows with no span: score None) has the type of the others, and the folder reads as
+    one table."""
+    import pyarrow as pa
+
+    from jobs.inference.predictor import OUTPUT_COLUMNS, OUTPUT_TYPES
+
+    return pa.table({"id": pa.array([p["id"] for p in predictions], pa.string()), "file": pa.array(files, pa.string()),
+                     "position": pa.array(positions, pa.int64()),
+                     **{c: pa.array([p[c] for p in predictions], pa.type_for_alias(OUTPUT_TYPES[c]))
+                        for c in OUTPUT_COLUMNS[kind]},
+                     "truncated": pa.array([bool(e["truncated"]) for e in encoded], pa.bool_()),
+                     "windows": pa.array([len(e["windows"]) for e in encoded], pa.int64())})
 
 
 # -- 4. the record -----------------------------------------------------------------------------------------------
@@ -444,7 +444,7 @@ def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> s
     return run_id
 
 
-def _log_run(uri: str, run_id: str, r: PredictResult, output: Path) -> None:
+def _log_run(uri: str, run_id: str, r: PredictResult, output: Path, status: str = "FINISHED") -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -452,7 +452,7 @@ def _log_run(uri: str, run_id: str, r: PredictResult, output: Path) -> None:
                  "seconds": r.seconds}.items():
         client.log_metric(run_id, k, float(v))
     client.log_artifact(run_id, str(output / shards.MANIFEST))
-    client.set_terminated(run_id, "FINISHED")
+    client.set_terminated(run_id, status)
 
 
 def _duration(seconds: float) -> str:

@@ -39,11 +39,14 @@ KINDS = ("classification", "multi-label", "regression", "token-classification", 
 OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
                   "regression": ("value",), "token-classification": ("entities",),
                   "question-answering": ("answer", "answer_start", "score", "null_score")}
+OUTPUT_TYPES = {"label": "string", "labels": "string", "score": "double", "scores": "string", "value": "double",
+                "entities": "string", "answer": "string", "answer_start": "int64", "null_score": "double"}  # Arrow's
 
 
 def model_kind(config) -> str:
     """The task kind of an HF BERT config: its architecture's head, and for sequence heads the problem type
-    (what the fine-tuning job exports: multi_label_classification, regression)."""
+    (what the fine-tuning job exports: multi_label_classification, regression). As the pipeline reads it: one logit
+    without a problem type is a label with its sigmoid, not a regression value."""
     arch = (config.architectures or [""])[0]
     if arch.endswith("ForTokenClassification"):
         return "token-classification"
@@ -54,7 +57,7 @@ def model_kind(config) -> str:
                          "sequence classification, token classification or question answering head")
     if config.problem_type == "multi_label_classification":
         return "multi-label"
-    if config.problem_type == "regression" or config.num_labels == 1:
+    if config.problem_type == "regression":  # one logit without it (another tool's model): the pipeline's sigmoid
         return "regression"
     return "classification"
 

@@ -144,6 +144,21 @@ def test_a_model_uri_that_does_not_resolve_is_one_line(ray_tmp, registry):
         predict(ray_tmp, f"models:/{NAME}@nobody", registry["inputs"], ray_tmp / "none")
 
 
+def test_a_job_that_predicts_no_row_fails_naming_the_rejects(ray_tmp, registry):
+    """Every record rejected (a spreadsheet's cp1252 export: not UTF-8) is not a success: one line naming the
+    reasons and the first sample, and the MLflow run FAILED."""
+    import mlflow
+
+    bad = ray_tmp / "cp1252.csv"
+    bad.write_bytes("text\ncaf\xe9 au lait\nna\xefve\n".encode("cp1252"))
+    with pytest.raises(ConfigError, match=r"no row could be predicted.*invalid_utf8 2; first: invalid_utf8 at line"):
+        predict(ray_tmp, f"models:/{NAME}@champion", bad, ray_tmp / "nothing")
+    client = mlflow.MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              filter_string=f"tags.`prediction.output` = '{ray_tmp / 'nothing'}'")
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
 def test_a_tagger_and_a_reader_from_folders(ray_tmp):
     """Token classification over plain text and QA over JSON Lines through the job, from model folders (no
     registry): each row's output is the predictor's (jobs/inference/predictor.py) for it, a long text windowed."""

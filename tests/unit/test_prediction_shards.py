@@ -1,6 +1,7 @@
 """jobs/inference/shards.py: what a rerun of jobs/predict.py keeps and what it predicts again."""
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from jobs.inference import shards
@@ -75,3 +76,68 @@ def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_complete
     with pytest.raises(ConfigError, match=r"another model or input \(differs in columns\)"):
         _open_manifest(out, cfg, model, [], wrong)
     assert _open_manifest(out, cfg, model, [], right)["basis"] == right  # the same settings: resumed
+
+
+def test_parts_are_typed_so_a_part_without_any_span_reads_with_the_others(tmp_path):
+    """A QA part whose rows all have no span (score None) is written with score a double, not Arrow's null type:
+    the output folder reads as one table."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from jobs.predict import part_table
+
+    def qa(score):
+        return {"id": "q", "answer": "", "answer_start": -1, "score": score, "null_score": 1.5}
+
+    encoded = [{"truncated": False, "windows": [{}]}]
+    pq.write_table(part_table("question-answering", [qa(None)], ["f.csv"], [0], encoded), tmp_path / "a.parquet")
+    pq.write_table(part_table("question-answering", [qa(2.5)], ["f.csv"], [1], encoded), tmp_path / "b.parquet")
+    table = ds.dataset(tmp_path).to_table()
+    assert table.num_rows == 2 and sorted(table.column("score").to_pylist(), key=str) == [2.5, None]
+
+
+def test_a_rerun_over_an_edited_input_file_is_refused_naming_it(tmp_path):
+    """Shards of a file's old rows beside predictions of its new ones would duplicate some rows and miss others: a
+    rerun keeps complete shards only while every input file is as it was (size and modification time)."""
+    import os
+
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import ModelRef, _basis, _open_manifest
+
+    data, out = tmp_path / "in.csv", tmp_path / "out"
+    data.write_text("text\na\nb\n")
+    files = [(str(data), "csv")]
+    cfg = PredictConfig(model="m", input=str(data), output=str(out))
+    model = ModelRef("m", tmp_path, "classification")
+
+    def basis():
+        return _basis(cfg, model, files)
+
+    shards.write_json(out / shards.MANIFEST, _open_manifest(out, cfg, model, files, basis()))
+    shards.write_rows(out, "00000-000000", {"file": str(data), "rows": 1})
+    shards.write_part(out, "00000-000000", part([0]))
+    assert _open_manifest(out, cfg, model, files, basis())["basis"] == basis()  # untouched: resumed
+    data.write_text("text\nnew\na\nb\n")
+    os.utime(data, (1_000_000_000, 1_000_000_000))
+    with pytest.raises(ConfigError, match=rf"the input files' contents: {data} changed"):
+        _open_manifest(out, cfg, model, files, basis())
+
+
+def test_the_rows_of_big_inputs_are_estimated_from_a_sample(tmp_path):
+    """The ETA's row count: exact for a file within the sample; from the sample's lines and the file's size past it
+    (the driver does not read a whole big input); Parquet's own count."""
+    import gzip
+
+    from jobs.inference.inputs import estimate_rows
+
+    small, big = tmp_path / "small.csv", tmp_path / "big.csv"
+    small.write_text("text\n" + "a row\n" * 10)
+    big.write_text("text\n" + "".join(f"row {i:06d}\n" for i in range(100_000)))  # 11 bytes a row
+    pq.write_table(pa.table({"text": ["x"] * 7}), tmp_path / "p.parquet")
+    assert estimate_rows([(str(small), "csv")]) == 11
+    assert estimate_rows([(str(big), "csv")], sample_bytes=1 << 16) == pytest.approx(100_001, rel=0.01)
+    assert estimate_rows([(str(small), "csv"), (str(tmp_path / "p.parquet"), "parquet")]) == 18
+    (tmp_path / "big.csv.gz").write_bytes(gzip.compress(big.read_bytes()))
+    assert estimate_rows([(str(tmp_path / "big.csv.gz"), "csv")], sample_bytes=1 << 16) == 0  # unknown
+    assert estimate_rows([(str(tmp_path / "big.csv.gz"), "csv")]) == 100_001

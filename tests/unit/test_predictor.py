@@ -126,6 +126,19 @@ def test_multi_label_and_regression_follow_the_exported_problem_type(tmp_path):
     assert values == pytest.approx([t["score"] for t in pipe(TEXTS, **kwargs)], abs=1e-5)
 
 
+def test_one_logit_without_a_problem_type_is_a_sigmoid_label_as_the_pipeline_answers(tmp_path):
+    """A model of another tool (a cross-encoder: one logit, no problem_type): the pipeline answers its label with
+    the logit's sigmoid, not a regression value."""
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=1)
+    pipe, kwargs = served(folder, "text-classification")
+    predictor = Predictor(folder)
+    assert predictor.kind == "classification"
+    ours = predictor.predict([{"id": str(i), "text_a": t} for i, t in enumerate(TEXTS)])
+    theirs = pipe(TEXTS, **kwargs)
+    assert [p["label"] for p in ours] == [t["label"] for t in theirs]
+    assert [p["score"] for p in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-5)
+
+
 def test_token_classification_equals_the_served_pipeline_long_inputs_windowed(tmp_path):
     folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS),
                   id2label=dict(enumerate(TAGS)), label2id={v: i for i, v in enumerate(TAGS)})

@@ -1,0 +1,59 @@
+"""A prediction job's input files, as resolve_files lists them ((path, format) pairs): which version each is (a rerun
+over edited files must not keep the old rows' shards), what formats they are, about how many rows they hold."""
+
+from __future__ import annotations
+
+import collections
+import posixpath
+
+
+def file_versions(files) -> list[str]:
+    """Each input file's size and modification time (an object store's ETag where it has one): a rerun over files
+    edited since would keep shards of the old rows beside predictions of the new ones, duplicating some rows and
+    missing others."""
+    import fsspec
+
+    versions = []
+    for path, fmt in files:
+        fs, local = fsspec.core.url_to_fs(path)
+        info = fs.info(posixpath.join(local, "state.json") if fmt == "hf" else local)  # a datasets folder: its index
+        stamp = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified") or ""
+        versions.append(f"{info.get('size')}:{stamp}")
+    return versions
+
+
+def formats(files) -> str:
+    """How many input files of each format: "2 csv, 1 text" (a README.txt beside the exports shows here)."""
+    return ", ".join(f"{n} {fmt}" for fmt, n in sorted(collections.Counter(fmt for _, fmt in files).items()))
+
+
+def estimate_rows(files, sample_bytes: int = 4 << 20) -> int:
+    """About how many rows the inputs hold (for the ETA), 0 = unknown: Parquet's own count; for text formats the
+    lines of each file's first `sample_bytes`, scaled by its size (the driver does not read a 50 GB input to
+    count it; a compressed file longer than the sample is unknown)."""
+    import fsspec
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path, fmt in files:
+        try:
+            if fmt == "parquet":
+                with fsspec.open(path, "rb") as f:
+                    total += pq.ParquetFile(f).metadata.num_rows
+            elif fmt in ("csv", "tsv", "jsonl", "text"):
+                with fsspec.open(path, "rb", compression="infer") as f:
+                    head = f.read(sample_bytes)
+                    whole = not f.read(1)
+                lines = head.count(b"\n")
+                if whole:
+                    total += lines
+                elif fsspec.utils.infer_compression(path) is None and head:
+                    fs, local = fsspec.core.url_to_fs(path)
+                    total += round(lines * fs.size(local) / len(head))
+                else:
+                    return 0
+            else:
+                return 0
+        except OSError:
+            return 0
+    return total
