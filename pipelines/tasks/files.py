@@ -83,6 +83,17 @@ def _id(value) -> str | None:
     return str(value)
 
 
+def _text(value):
+    """A text cell as text: a Parquet binary column's bytes decoded (older Hive / Impala writers), an integer as the
+    digits a CSV would hold; anything else as it is (a non-str is missing_text)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return "invalid_utf8"
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 @dataclass(frozen=True)
 class Columns:
     """Column names in the user's files (task.columns in the fine-tuning config)."""
@@ -274,7 +285,9 @@ class _Rows:
             return self._tokens(rid, record.get(c.tokens), record.get(c.tags), labeled=bool(c.tags))
         if self.kind == "question-answering":
             return self._qa(rid, record, where)
-        texts = [record.get(name) for name in (c.text, c.text_pair) if name]
+        texts = [_text(record.get(name)) for name in (c.text, c.text_pair) if name]
+        if "invalid_utf8" in texts:
+            return "invalid_utf8"
         if not all(isinstance(t, str) and t.strip() for t in texts):
             return "missing_text"
         label = self._label(record.get(c.label, _ABSENT)) if c.label else (None, None)

@@ -96,7 +96,7 @@ def json_object(text):
     """A JSON Lines line (or a text_lines Reject) as a record, see json_item."""
     try:
         record = text if isinstance(text, Reject) else json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
         record = None
     return json_item(record, "\\u" in text)
 

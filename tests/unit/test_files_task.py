@@ -502,3 +502,18 @@ def test_compressed_files_are_read_as_their_inner_format(tmp_path):
     [(path, fmt)] = resolve_files(str(tmp_path / "s" / "dev.json.xz"))
     assert fmt == "squad" and read(path, fmt, "question-answering")[0][0]["answers"]["text"] == ["Ada"]
 
+
+
+def test_text_cells_of_other_types(tmp_path):
+    """Parquet text written as binary (older Hive / Impala writers) is decoded (invalid_utf8 when it is not UTF-8);
+    integer texts are their digits, as a CSV holds them; a JSON line nested past Python's stack is bad_json."""
+    def inputs(path, fmt):
+        batches = list(read_file(str(path), fmt, "classification", labeled=False))
+        return [r["text_a"] for b in batches for r in b.rows], sum((b.rejects for b in batches), collections.Counter())
+
+    pq.write_table(pa.table({"text": pa.array([b"caf\xc3\xa9", b"\xff"], pa.binary())}), tmp_path / "b.parquet")
+    assert inputs(tmp_path / "b.parquet", "parquet") == (["café"], {"invalid_utf8": 1})
+    pq.write_table(pa.table({"text": [12345, 678]}), tmp_path / "n.parquet")
+    assert inputs(tmp_path / "n.parquet", "parquet") == (["12345", "678"], {})
+    path = write(tmp_path, "deep.jsonl", jsonl({"text": "fine"}, "[" * 100_000 + "]" * 100_000))
+    assert inputs(path, "jsonl") == (["fine"], {"bad_json": 1})
