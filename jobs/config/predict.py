@@ -9,6 +9,7 @@ from jobs.config.sections import TrackingConfig, check_output_dir, refuse_relati
 from pipelines.tasks.files import FORMATS, Columns
 
 PRECISIONS = ("fp32", "bf16")  # bf16: autocast, on GPUs and on CPUs with bf16 instructions (avx512_bf16, AMX)
+CPU_KERNELS = ("onednn", "torch")  # fp32 linear layers on a CPU: oneDNN's prepacked kernels, or nn.Linear's BLAS
 
 
 @dataclass
@@ -29,6 +30,9 @@ class PredictConfig:
     num_actors: int = 0  # model replicas; 0 = one per GPU of the cluster, else one per cpus_per_actor CPUs
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
     precision: str = "fp32"  # fp32: equal to the registered pipeline; bf16: autocast, faster (GPU, CPUs with bf16)
+    # CPU replicas in fp32: linear layers on oneDNN's prepacked kernels (jobs/inference/onednn.py: ~1.9x rows per
+    # thread measured here, logits within ~1e-7), or "torch": nn.Linear as the pipeline runs it
+    cpu_kernels: str = "onednn"
     threshold: float = 0.0  # multi-label: a label is predicted over this sigmoid; 0 = the model's task setting (0.5)
     run_name: str = ""  # the MLflow run; "" = predict-<model>
     faults: dict = field(default_factory=dict)  # testing only: {"kill_actor_after_batches": N}
@@ -54,6 +58,8 @@ class PredictConfig:
                               f"{self.cpus_per_actor}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.cpu_kernels not in CPU_KERNELS:
+            raise ConfigError(f"cpu_kernels must be one of {CPU_KERNELS}, got {self.cpu_kernels!r}")
         if not 0 <= self.threshold < 1:
             raise ConfigError(f"threshold must be in [0, 1) (0 = the model's own), got {self.threshold}")
         unknown = sorted(set(self.faults) - {"kill_actor_after_batches"})

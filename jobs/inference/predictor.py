@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from jobs.config.predict import PRECISIONS
+from jobs.config.predict import CPU_KERNELS, PRECISIONS
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
@@ -160,7 +160,7 @@ class Predictor(Encoder):
 
     def __init__(self, model_dir: str | Path, qa: QASettings | None = None, batch_size: int = 32,
                  threshold: float = 0.5, device: str | None = None, precision: str = "fp32",
-                 max_batch_tokens: int = 0):
+                 max_batch_tokens: int = 0, cpu_kernels: str = "onednn"):
         import transformers
 
         from jobs.inference.serving import TASK_MODELS
@@ -174,6 +174,13 @@ class Predictor(Encoder):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.precision = precision
+        if cpu_kernels not in CPU_KERNELS:
+            raise ValueError(f"cpu_kernels must be one of {CPU_KERNELS}, got {cpu_kernels!r}")
+        self.packed = 0  # linear layers on oneDNN's prepacked kernels (CPU, fp32): jobs/inference/onednn.py
+        if cpu_kernels == "onednn" and self.device.type == "cpu" and precision == "fp32":
+            from jobs.inference.onednn import pack_linears
+
+            self.packed = pack_linears(self.model)
         self.labels = [self.config.id2label[i] for i in range(self.config.num_labels)]
         self.null_threshold = getattr(self.config, "null_threshold", None)
         self._tagger = None

@@ -1,0 +1,87 @@
+"""oneDNN's prepacked linear kernels (jobs/inference/onednn.py) against nn.Linear, side by side in one run, one thread.
+
+  gemm     a BERT-small FFN product, 1600 tokens x 384 -> 1536 (a batch of 32 rows of 50 pieces): nn.Linear (the
+           build's BLAS: MKL in the official wheels) against PackedLinear, GFLOP/s
+  model    jobs/inference/predictor.Predictor's forward over real rows (the pkgdocs harvest: installed packages'
+           documentation, mean ~50 word pieces) with all-MiniLM-L6-v2 and a 4-class head, cpu_kernels="torch"
+           against "onednn", rows/s, and the largest difference of their logits
+
+    python bench/onednn_linear.py              # 1,000 rows
+    python bench/onednn_linear.py --rows 3000 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gemm(repeats: int = 50) -> tuple[float, float]:
+    import torch
+
+    from jobs.inference.onednn import PackedLinear
+
+    linear = torch.nn.Linear(384, 1536)
+    packed, x = PackedLinear(linear), torch.randn(1600, 384)
+    flops = 2 * 1600 * 384 * 1536
+
+    def rate(f) -> float:
+        with torch.inference_mode():
+            f(x)
+            start = time.perf_counter()
+            for _ in range(repeats):
+                f(x)
+        return flops * repeats / (time.perf_counter() - start) / 1e9
+
+    return rate(linear), rate(packed)
+
+
+def model_rows(folder: Path, texts: list[str], kernels: str) -> tuple[float, list]:
+    from jobs.inference.predictor import Predictor
+
+    predictor = Predictor(folder, max_batch_tokens=4096, cpu_kernels=kernels)
+    encoded = predictor.encode([{"id": str(i), "text_a": t} for i, t in enumerate(texts)])
+    predictor.forward(encoded[:64])  # warm
+    start = time.perf_counter()
+    logits = predictor.forward(encoded)
+    return len(texts) / (time.perf_counter() - start), logits
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=1000)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--corpus-dir", default=str(ROOT / "data/corpus/bench-own-data"))
+    args = p.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import numpy as np
+    import torch
+
+    from predict_vs_pipeline import model_folder, texts_of
+
+    torch.set_num_threads(args.threads)
+    dense, packed = gemm()
+    texts = texts_of(args.corpus_dir, args.rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = model_folder(Path(tmp) / "model")
+        torch_rate, torch_logits = model_rows(folder, texts, "torch")
+        onednn_rate, onednn_logits = model_rows(folder, texts, "onednn")
+    diff = max(float(np.abs(a[0] - b[0]).max()) for a, b in zip(torch_logits, onednn_logits))
+    print(f"threads {args.threads} | cores {os.cpu_count()} | load {os.getloadavg()[0]:.2f} | torch {torch.__version__}")
+    print(f"gemm 1600x384 @ 384x1536   nn.Linear {dense:7.1f} GFLOP/s   PackedLinear {packed:7.1f} GFLOP/s   "
+          f"{packed / dense:.2f}x")
+    print(f"MiniLM-L6, {len(texts)} rows      torch {torch_rate:7.1f} rows/s     onednn {onednn_rate:7.1f} "
+          f"rows/s     {onednn_rate / torch_rate:.2f}x   max |logit diff| {diff:.1e}")
+
+
+if __name__ == "__main__":
+    main()

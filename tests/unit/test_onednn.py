@@ -1,0 +1,55 @@
+"""jobs/inference/onednn.py: a model's linear layers on oneDNN's prepacked kernels answer as nn.Linear does."""
+
+import copy
+
+import pytest
+import torch
+import transformers
+
+from jobs.inference import onednn
+
+# the build's oneDNN, not onednn.available(): that also checks the kernels' answers, which these tests must see fail
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+
+
+def bert(head=transformers.BertForSequenceClassification):
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64,
+                                  num_labels=2 if head is transformers.BertForQuestionAnswering else 3)
+    return head(cfg).eval()
+
+
+@pytest.mark.parametrize("head", [transformers.BertForSequenceClassification, transformers.BertForTokenClassification,
+                                  transformers.BertForQuestionAnswering])
+def test_every_linear_is_packed_and_the_logits_are_nn_linears(head):
+    model = bert(head)
+    reference = copy.deepcopy(model)
+    linears = sum(type(m) is torch.nn.Linear for m in model.modules())
+    assert onednn.pack_linears(model) == linears > 0
+    assert not any(type(m) is torch.nn.Linear for m in model.modules())
+    ids = torch.randint(1, 100, (3, 17))
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0  # padding: the kernels see the same masked rows as nn.Linear
+    with torch.inference_mode():
+        ours, theirs = model(input_ids=ids, attention_mask=mask), reference(input_ids=ids, attention_mask=mask)
+    for key in theirs.keys():
+        assert torch.allclose(ours[key], theirs[key], rtol=1e-4, atol=1e-5), key
+
+
+def test_only_fp32_cpu_linears_are_packed():
+    model = bert().to(torch.bfloat16)
+    assert onednn.pack_linears(model) == 0
+    assert all(type(m) is not onednn.PackedLinear for m in model.modules())
+
+
+def test_the_predictor_packs_cpu_fp32_only(tmp_path):
+    from jobs.inference.predictor import Predictor
+    from tests.unit.test_predictor import tiny
+
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=2)
+    assert Predictor(folder).packed > 0
+    assert Predictor(folder, precision="bf16").packed == 0  # autocast does not reach the packed kernels
+    assert Predictor(folder, cpu_kernels="torch").packed == 0
+    with pytest.raises(ValueError, match="cpu_kernels must be one of"):
+        Predictor(folder, cpu_kernels="mkl")
