@@ -9,7 +9,8 @@ recompile when batch shapes change.
 
     packed = pack_linears(model)  # after .eval(), on the CPU; 0 where oneDNN is missing or disagrees
 
-Inference only: the packed weight has no gradient and is not in the state dict. bf16 autocast does not reach these
+Inference only: the packed weight has no gradient and is not in the state dict; pickling the model stores it
+in plain layout and packs it again on load. bf16 autocast does not reach these
 kernels, so bf16 runs keep nn.Linear.
 """
 
@@ -29,6 +30,15 @@ class PackedLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+
+    def __getstate__(self):
+        """Pickled (MLflow saving a pyfunc that holds the model, copy.deepcopy) with its weight in plain layout: a
+        oneDNN tensor has no storage to pickle."""
+        return {**super().__getstate__(), "weight": self.weight.to_dense()}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
 
 
 def available() -> bool:

@@ -26,6 +26,11 @@ class QuestionAnswering(mlflow.pyfunc.PythonModel):
 
         self.predictor = Predictor(context.artifacts["model"], qa=QASettings.from_task(context.model_config or {}))
 
+    def __getstate__(self):
+        """Pickled without a loaded model: MLflow runs the input example through the instance before it pickles it,
+        and the weights would be stored a second time beside the artifact; load_context loads them."""
+        return {k: v for k, v in self.__dict__.items() if k != "predictor"}
+
     def predict(self, context, model_input, params=None):
         import pandas as pd
 

@@ -37,6 +37,20 @@ def test_every_linear_is_packed_and_the_logits_are_nn_linears(head):
         assert torch.allclose(ours[key], theirs[key], rtol=1e-4, atol=1e-5), key
 
 
+def test_a_packed_model_pickles_and_copies():
+    """MLflow pickles a pyfunc holding a Predictor (the QA model), and deepcopy pickles too."""
+    import pickle
+
+    model = bert()
+    onednn.pack_linears(model)
+    ids = torch.randint(1, 100, (2, 9))
+    with torch.inference_mode():
+        expected = model(input_ids=ids).logits
+        for again in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+            assert isinstance(again.classifier, onednn.PackedLinear)
+            assert torch.equal(again(input_ids=ids).logits, expected)
+
+
 def test_only_fp32_cpu_linears_are_packed():
     model = bert().to(torch.bfloat16)
     assert onednn.pack_linears(model) == 0
@@ -53,3 +67,15 @@ def test_the_predictor_packs_cpu_fp32_only(tmp_path):
     assert Predictor(folder, cpu_kernels="torch").packed == 0
     with pytest.raises(ValueError, match="cpu_kernels must be one of"):
         Predictor(folder, cpu_kernels="mkl")
+
+
+def test_the_qa_pyfunc_pickles_without_its_loaded_model():
+    """MLflow pickles the QA pyfunc after running its input example (load_context done): the weights must not be
+    stored a second time beside the model's artifact."""
+    import pickle
+
+    from jobs.inference.qa_model import QuestionAnswering
+
+    qa = QuestionAnswering()
+    qa.predictor = bert()
+    assert "predictor" not in pickle.loads(pickle.dumps(qa)).__dict__
