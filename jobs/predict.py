@@ -119,13 +119,21 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
         mlflow.MlflowClient(uri).set_terminated(run_id, "FAILED")
         raise
     result = _finish(output, manifest, model, len(done), time.time() - started, run_id)
-    _log_run(uri, run_id, result, output, "FINISHED" if result.rows else "FAILED")
-    print(summary(result, dashboard), flush=True)
-    if not result.rows:  # every record rejected (a file in another encoding, the wrong columns' values): not a success
+    # every record rejected (a file in another encoding, the wrong column's values) is not a success; inputs with no
+    # record at all (empty files: a nightly export with nothing new) are
+    failed = not result.rows and set(result.rejected) - {"empty_file", "blank_line"}
+    if failed:
         sample = next((s for info in manifest["shards"].values() for s in info.get("samples", [])), None)
-        raise ConfigError(f"input: no row could be predicted, every record was rejected ("
-                          + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items()))
-                          + (f"; first: {sample[0]} at {sample[1]}: {sample[2][:80]!r}" if sample else "") + ")")
+        error = (f"input: no row could be predicted, every record was rejected ("
+                 + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items()))
+                 + (f"; first: {sample[0]} at {sample[1]}: {sample[2][:80]!r}" if sample else "") + ")")
+        manifest["status"] = "failed"
+        shards.write_json(output / shards.MANIFEST, manifest)
+        mlflow.MlflowClient(uri).set_tag(run_id, "error", error)
+    _log_run(uri, run_id, result, output, "FAILED" if failed else "FINISHED")
+    print(summary(result, dashboard), flush=True)
+    if failed:
+        raise ConfigError(error)
     return result
 
 
@@ -178,20 +186,23 @@ def _threshold(cfg: PredictConfig, model: ModelRef) -> float:
 
 def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, basis: dict) -> dict:
     """The output's manifest: an earlier run's, when it predicted the same input with the same model; refused
-    when it did not and completed a shard; a new one for an empty folder, or over an earlier run that completed
-    none (a wrong column or a crash at its start: nothing to keep, and the corrected rerun goes where it was asked)."""
+    when it did not and predicted rows there; a new one for an empty folder, or over an earlier run that predicted
+    none (a wrong column, every record rejected, a crash at its start: nothing to keep, and the corrected rerun goes
+    where it was asked)."""
     path = output / shards.MANIFEST
     if path.is_file():
         old = json.loads(path.read_text())
         if old.get("basis") == basis:
             return old
-        changed = ", ".join(sorted(k for k in basis if old.get("basis", {}).get(k) != basis[k]))
-        if changed == "file_versions":  # the same files, edited since: name them
-            before = dict(zip(old["basis"]["files"], old["basis"]["file_versions"]))
-            edited = [path for path, version in zip(basis["files"], basis["file_versions"]) if before[path] != version]
-            changed = f"the input files' contents: {', '.join(edited[:3])}{' ...' if len(edited) > 3 else ''} changed"
+        before = old.get("basis", {})
+        changed = ", ".join(sorted(k for k in basis if before.get(k) != basis[k]))
+        if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
+            was = dict(zip(before["files"], before["file_versions"]))
+            edited = [path for path, version in zip(basis["files"], basis["file_versions"]) if was[path] != version]
+            changed = (f"the input files: {', '.join(edited[:3])}{' ...' if len(edited) > 3 else ''} changed (size or "
+                       "modification time)")
         found = shards.scan(output)
-        if any(state.complete for state in found.values()):
+        if any(state.complete and state.rows for state in found.values()):
             raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
                               f"{changed}): give a new output folder, or remove that one")
         from jobs.registry import tracking
@@ -200,8 +211,8 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         if tracking.may_still_run(earlier.get("tracking_uri", ""), earlier.get("run_id", "")):  # or was killed
             raise ConfigError(f"output {output}: an earlier prediction with another {changed} may still be writing "
                               f"there (its MLflow run is not ended): give a new output folder, or remove that one")
-        shards.clear_incomplete(output, found)
-        print(f"[predict] {output}: an earlier run with another {changed} completed no shard: starting over",
+        shutil.rmtree(output / shards.SHARDS, ignore_errors=True)  # nothing predicted there: all of it goes
+        print(f"[predict] {output}: an earlier run with another {changed} predicted no row: starting over",
               flush=True)
     elif output.is_dir() and any(output.iterdir()):
         raise ConfigError(f"output {output} is not empty and holds no {shards.MANIFEST}: give a new or empty folder")
@@ -445,7 +456,7 @@ def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> s
     return run_id
 
 
-def _log_run(uri: str, run_id: str, r: PredictResult, output: Path, status: str = "FINISHED") -> None:
+def _log_run(uri: str, run_id: str, r: PredictResult, output: Path, status: str) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)

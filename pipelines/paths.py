@@ -7,7 +7,7 @@ rule decides what a string means:
     "*.txt" and non-ASCII names are file names. fsspec.core.url_to_fs would read "::" as URL
     chaining (and, for some filesystems, "#"/"?" as fragment/query), so local paths never go
     through it. Chained URLs ("simplecache::s3://...") are not supported as sources.
-Globbing is sources.py's business: it tries a source as a literal path before as a pattern.
+Globbing is source_files.py's business: it tries a source as a literal path before as a pattern.
 """
 
 from __future__ import annotations

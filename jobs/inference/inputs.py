@@ -7,6 +7,9 @@ import collections
 import posixpath
 
 
+_STAMPS = ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated", "created")
+
+
 def file_versions(files) -> list[str]:
     """Each input file's size and modification time (an object store's ETag where it has one): a rerun over files
     edited since would keep shards of the old rows beside predictions of the new ones, duplicating some rows and
@@ -17,7 +20,7 @@ def file_versions(files) -> list[str]:
     for path, fmt in files:
         fs, local = fsspec.core.url_to_fs(path)
         info = fs.info(posixpath.join(local, "state.json") if fmt == "hf" else local)  # a datasets folder: its index
-        stamp = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified") or ""
+        stamp = next((info[k] for k in _STAMPS if info.get(k)), "")  # none: the size alone tells
         versions.append(f"{info.get('size')}:{stamp}")
     return versions
 
@@ -54,6 +57,6 @@ def estimate_rows(files, sample_bytes: int = 4 << 20) -> int:
                     return 0
             else:
                 return 0
-        except OSError:
+        except (OSError, ValueError):  # ValueError: Arrow's, a file that is not what its name says
             return 0
     return total

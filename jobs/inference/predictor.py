@@ -39,8 +39,9 @@ KINDS = ("classification", "multi-label", "regression", "token-classification", 
 OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
                   "regression": ("value",), "token-classification": ("entities",),
                   "question-answering": ("answer", "answer_start", "score", "null_score")}
+# each output column's Arrow type: a part whose values are all None (QA rows without a span) keeps it
 OUTPUT_TYPES = {"label": "string", "labels": "string", "score": "double", "scores": "string", "value": "double",
-                "entities": "string", "answer": "string", "answer_start": "int64", "null_score": "double"}  # Arrow's
+                "entities": "string", "answer": "string", "answer_start": "int64", "null_score": "double"}
 
 
 def model_kind(config) -> str:

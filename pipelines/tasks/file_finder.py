@@ -20,14 +20,16 @@ EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".
               ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # .json may be "squad"; .txt only as conll
 INPUT_EXTENSIONS = {**EXTENSIONS, ".txt": "text"}  # inputs to predict (unlabeled): .txt is plain text
 _SNIFF_BYTES = 1 << 20  # read of a .json file to tell one SQuAD document from JSON Lines
-COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz"}  # fsspec's names; files.read_file decompresses
+COMPRESSIONS = (".gz", ".bz2", ".xz")  # files.read_file decompresses them as it reads (fsspec's compression="infer")
 
 
 def extension(path: str) -> str:
-    """A file's data extension, lower case, under any compression suffix: "a.CSV.gz" -> ".csv"."""
+    """A file's data extension, lower case, under any compression suffix: "a.CSV.gz" -> ".csv". Parquet compresses
+    inside: a compressed Parquet file keeps its outer suffix (an unknown type)."""
     stem, ext = posixpath.splitext(path)
     if ext.lower() in COMPRESSIONS:
-        stem, ext = posixpath.splitext(stem)
+        inner = posixpath.splitext(stem)[1].lower()
+        return ext.lower() if inner in (".parquet", ".pq") else inner
     return ext.lower()
 
 
@@ -84,6 +86,10 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True) -> list[tuple[
         if fs.isfile(posixpath.join(root, "state.json")):
             return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
         paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt, extensions) and fs.isfile(p)]
+        twice = sorted({p for p in paths} & {posixpath.splitext(p)[0] for p in paths
+                                             if posixpath.splitext(p)[1].lower() in COMPRESSIONS})
+        if twice:  # the same export twice, plain and compressed: every row would be read twice
+            raise TaskDataError(f"{spec} holds {posixpath.basename(twice[0])} and a compressed copy of it: keep one")
     elif any(c in root for c in "*?["):
         paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
     else:

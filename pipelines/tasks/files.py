@@ -25,7 +25,8 @@ missing_label (absent, empty, JSON null, NaN), unparseable_label (JSON bool / li
 non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1),
 mixed_label_types (a label of another JSON type than the file's first valid row's), empty_row,
 tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer (QA, as
-load_squad), empty_file (0 bytes or a header only; counted once).
+load_squad), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a
+compressed file cut short or not of its codec: the records before it are kept).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, UTF-16 / UTF-32 text, not parseable at all.
 """
@@ -35,11 +36,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import lzma
 import math
 import os
 import posixpath
 import shutil
 import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -90,7 +93,7 @@ def _text(value):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
-            return "invalid_utf8"
+            return Reject("invalid_utf8")
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
@@ -240,7 +243,7 @@ def _records(path, f, fmt, kind, columns, batch_rows):
         return _hf_records(path, kind, columns, batch_rows)
     if fmt == "text":  # one input per line
         return ((n, where, text if isinstance(text, Reject) else {columns.text: text}, excerpt)
-                for n, where, text, excerpt in text_lines(f))
+                for n, where, text, excerpt in text_lines(f, lone_cr=True))
     tagged = bool(columns.tags)  # "": words alone, to tag (predict), where a file may have one column
     return ((n, where, Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
              {"id": f"{_name(path)}:{n}", "document": f"{_name(path)}:doc{document}", "tokens": [x.split()[0] for x in lines],
@@ -279,14 +282,16 @@ class _Rows:
         rid = _id(record.get(c.id) if c.id else None)
         rid = f"{_name(self.path)}:{n}" if rid is None else rid
         if self.kind == "token-classification" and not c.tokens:  # unlabeled text to tag
-            text = record.get(c.text)
+            text = _text(record.get(c.text))
+            if isinstance(text, Reject):
+                return str(text)
             return {"id": rid, "text": text} if isinstance(text, str) and text.strip() else "missing_text"
         if self.kind == "token-classification":
             return self._tokens(rid, record.get(c.tokens), record.get(c.tags), labeled=bool(c.tags))
         if self.kind == "question-answering":
             return self._qa(rid, record, where)
         texts = [_text(record.get(name)) for name in (c.text, c.text_pair) if name]
-        if "invalid_utf8" in texts:
+        if any(isinstance(t, Reject) for t in texts):
             return "invalid_utf8"
         if not all(isinstance(t, str) and t.strip() for t in texts):
             return "missing_text"
@@ -350,8 +355,10 @@ class _Rows:
     def _qa(self, rid: str, record: dict, where: str) -> dict | str:
         """As load_squad: an answer must be the context's text at its answer_start."""
         c = self.columns
-        context, question = record.get(c.context), record.get(c.question)
+        context, question = _text(record.get(c.context)), _text(record.get(c.question))
         answers = record.get(c.answers) if c.answers else None  # "": inputs to predict (a header's "" is no answer)
+        if isinstance(context, Reject) or isinstance(question, Reject):
+            return "invalid_utf8"
         if not isinstance(context, str) or not context or not isinstance(question, str) or not question.strip():
             return "missing_field"
         if c.answers and rid in self.ids:  # to predict, each row is answered on its own (by position)
@@ -373,7 +380,8 @@ class _Rows:
                 self.batch.reject("answer_offset_mismatch", where, a)  # an answer dropped, not the question
         if answers and not good["text"]:
             return "no_valid_answer"
-        self.ids.add(rid)
+        if c.answers:
+            self.ids.add(rid)
         title = record.get("title")
         return {"id": rid, "title": title if isinstance(title, str) else "", "question": question, "context": context,
                 "answers": good, "is_impossible": not good["text"]}
@@ -426,17 +434,23 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         yield from _squad_batches(path, batch_rows)
         return
     keys = {} if fmt == "jsonl" else None  # JSON Lines has no header: its columns are the first batch's keys
+    codec = None if fmt == "hf" else fsspec.utils.infer_compression(path)
     with contextlib.nullcontext() if fmt == "hf" else fsspec.open(path, "rb", compression="infer") as f:
-        for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):
-            if keys is not None and isinstance(record, dict):
-                keys.update(dict.fromkeys(record))
-            rows.put(record if isinstance(record, Reject) or fmt == "conll" else rows.row(n, record, where),
-                     where, excerpt)
-            if len(rows.batch.rows) >= batch_rows:
-                if keys is not None:
-                    _check_keys(path, keys, rows.batch, kind, columns)
-                    keys = None
-                yield rows.take()
+        try:
+            for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):
+                if keys is not None and isinstance(record, dict):
+                    keys.update(dict.fromkeys(record))
+                rows.put(record if isinstance(record, Reject) or fmt == "conll" else rows.row(n, record, where),
+                         where, excerpt)
+                if len(rows.batch.rows) >= batch_rows:
+                    if keys is not None:
+                        _check_keys(path, keys, rows.batch, kind, columns)
+                        keys = None
+                    yield rows.take()
+        except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:  # a download cut short, or not that codec
+            if codec is None:
+                raise
+            rows.put(Reject(f"truncated_{codec}" if isinstance(e, EOFError) else f"corrupt_{codec}"), path, str(e))
     if keys is not None:
         _check_keys(path, keys, rows.batch, kind, columns)
     if not rows.seen:
@@ -446,13 +460,20 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
 
 
 def check_columns(files: list[tuple[str, str]], kind: str, columns: Columns = Columns(), labeled: bool = True) -> None:
-    """Every file read up to its first good record (a header, a Parquet schema, a first line), here: a column the
+    """Every file read up to its first good record (a header, a first line; a Parquet file's schema), here: a column the
     mapping names and a file lacks, or a format that cannot hold `kind`, raises TaskDataError before any cluster work
     (a job's Ray tasks would raise it later, as a task's traceback, after other files were read). Each file, not one
     per format: files exported on different days may name their columns differently. SQuAD JSON, fixed fields read
     whole, is left to the job."""
     for path, fmt in files:
-        if fmt != "squad":
+        if fmt == "parquet":  # its footer: reading a row would read the file's first row group (hundreds of MB)
+            with fsspec.open(path, "rb") as f:
+                try:
+                    names = pq.ParquetFile(f).schema_arrow.names
+                except (pa.ArrowException, OSError) as e:
+                    raise TaskDataError(f"{path}: not a Parquet file ({e})") from e
+            _require_columns(path, names, kind, unlabeled(columns) if not labeled else columns)
+        elif fmt != "squad":
             next(read_file(path, fmt, kind, columns, batch_rows=1, labeled=labeled), None)
 
 

@@ -1,7 +1,7 @@
 """A text file's bytes as numbered records for pipelines/tasks/files.py: (0-based n, where, fields or a text or a
-Reject, excerpt). Plain lines and JSON Lines (a line ends at \\n, \\r\\n or a lone \\r; or one JSON array where JSON
-Lines were expected), CSV (strict: an unclosed quote costs its line) and TSV (GLUE style, quotes as text; lines a CSV
-writer made read as CSV), their fields up to 16 MiB. A record that is not UTF-8 is a Reject of its own
+Reject, excerpt). Plain lines (a line ends at \\n, \\r\\n or a lone \\r), JSON Lines (at \\n; or one JSON array where
+they were expected), CSV (strict: an unclosed quote costs its line) and TSV (GLUE style, quotes as text; lines a CSV
+writer made read as CSV), their fields up to 16 Mi characters. A record that is not UTF-8 is a Reject of its own
 (invalid_utf8), and so is a JSON record holding a lone surrogate escape; a UTF-8 byte-order mark is never part of the
 first one, and a file with a UTF-16 / UTF-32 one is refused whole (refuse_utf16, before it is read)."""
 
@@ -39,20 +39,16 @@ def refuse_utf16(path, f) -> None:
             raise TaskDataError(f"{path}: {name} text (its byte-order mark); save it as UTF-8 (Excel: 'CSV UTF-8')")
 
 
-def text_lines(f):
-    """A binary file's lines as records: \\n, \\r\\n and a lone \\r (old Mac Excel) end a line."""
+def text_lines(f, lone_cr: bool = False):
+    """A binary file's lines as records. A line ends at \n (a \r before it is not text); with `lone_cr` (plain
+    text: old Mac Excel ended lines so) a lone \r ends one too. JSON Lines keeps its spec's \n: a \r between a
+    record's tokens is JSON whitespace, not a line end."""
     n = 0
     for raw in f:
         raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw
-        try:
-            text = raw.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError:
-            text = None
-        if text is not None and "\r" not in text:  # one line, as nearly all are: read as fast as before
-            yield n, f"line {n + 1}", text if text.strip() else Reject("blank_line"), text
-            n += 1
-            continue
-        for line in raw.rstrip(b"\r\n").split(b"\r"):  # lone CRs, or not UTF-8: each line decoded on its own
+        body = raw[:-1] if raw.endswith(b"\n") else raw
+        body = body[:-1] if body.endswith(b"\r") else body
+        for line in body.split(b"\r") if lone_cr and b"\r" in body else (body,):
             yield _line(n, line)
             n += 1
 
@@ -102,14 +98,14 @@ def json_object(text):
 
 
 def _allow_long_fields() -> None:
-    """Raise csv's field limit (process-global, 131,072 characters by default) to 16 MiB, never lower it: a longer
-    document quoted in one cell would read as a quote that never closes, its lines as rows of their own."""
+    """Raise csv's field limit (process-global, 131,072 characters by default) to 16 Mi characters, never lower it:
+    a longer document quoted in one cell would read as a quote that never closes, its lines as rows of their own."""
     csv.field_size_limit(max(csv.field_size_limit(), _FIELD_LIMIT))
 
 
 class _Feed:
     """A text file's numbered lines as csv.reader pulls them, the current record's kept in `taken`. A quoted field
-    that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, 16 MiB
+    that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, 16 Mi
     here, or at the end of the file), and `give_back` returns all but that record's first line to be read again: an
     unclosed quote costs one line, not the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad
     record is found and counted."""
@@ -241,10 +237,10 @@ def json_array(path, f) -> list | None:
     f.seek(0)
     try:
         items = json.loads(data)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than Python's stack
         try:
             json.loads(data.lstrip().split(b"\n", 1)[0])
-        except ValueError:
+        except (ValueError, RecursionError):
             raise TaskDataError(f"{path}: a JSON array, not JSON Lines (one object per line), and not valid JSON "
                                 f"either: {e}") from None
         return None  # JSON Lines whose first line is an array (a bad record)

@@ -157,6 +157,9 @@ def test_a_job_that_predicts_no_row_fails_naming_the_rejects(ray_tmp, registry):
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
                               filter_string=f"tags.`prediction.output` = '{ray_tmp / 'nothing'}'")
     assert [r.info.status for r in runs] == ["FAILED"]
+    assert json.loads((ray_tmp / "nothing" / "manifest.json").read_text())["status"] == "failed"
+    bad.write_text("text\ncafe au lait\nnaive\n")  # saved again as UTF-8: the rerun takes the folder over
+    assert predict(ray_tmp, f"models:/{NAME}@champion", bad, ray_tmp / "nothing").rows == 2
 
 
 def test_a_tagger_and_a_reader_from_folders(ray_tmp):

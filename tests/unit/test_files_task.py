@@ -503,7 +503,6 @@ def test_compressed_files_are_read_as_their_inner_format(tmp_path):
     assert fmt == "squad" and read(path, fmt, "question-answering")[0][0]["answers"]["text"] == ["Ada"]
 
 
-
 def test_text_cells_of_other_types(tmp_path):
     """Parquet text written as binary (older Hive / Impala writers) is decoded (invalid_utf8 when it is not UTF-8);
     integer texts are their digits, as a CSV holds them; a JSON line nested past Python's stack is bad_json."""
@@ -517,3 +516,46 @@ def test_text_cells_of_other_types(tmp_path):
     assert inputs(tmp_path / "n.parquet", "parquet") == (["12345", "678"], {})
     path = write(tmp_path, "deep.jsonl", jsonl({"text": "fine"}, "[" * 100_000 + "]" * 100_000))
     assert inputs(path, "jsonl") == (["fine"], {"bad_json": 1})
+
+
+def test_a_compressed_file_cut_short_keeps_its_records_and_says_so(tmp_path):
+    """An interrupted download: the records before the cut are read, then one truncated_gzip reject (it was an
+    EOFError out of a Ray task); a file named .gz that is not gzip is corrupt_gzip; a compressed Parquet file (it
+    compresses inside) is an unknown type; a folder holding an export and a compressed copy of it is refused."""
+    import gzip
+
+    data = gzip.compress(b"text,label\n" + b"".join(b"row %d,a\n" % i for i in range(5000)))
+    (tmp_path / "cut.csv.gz").write_bytes(data[:len(data) // 2])
+    rows, rejects, _, _ = read(str(tmp_path / "cut.csv.gz"), "csv")
+    assert 0 < len(rows) < 5000 and rejects == {"truncated_gzip": 1}
+    assert [r["text_a"] for r in rows] == [f"row {i}" for i in range(len(rows))]
+    (tmp_path / "not.csv.gz").write_bytes(b"text,label\nplain,a\n")
+    assert read(str(tmp_path / "not.csv.gz"), "csv")[:2] == ([], {"corrupt_gzip": 1})
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "t.parquet.gz").write_bytes(gzip.compress(b"PAR1"))
+    with pytest.raises(TaskDataError, match=r"unknown file type '\.gz'"):
+        resolve_files(str(tmp_path / "p" / "t.parquet.gz"))
+    (tmp_path / "twice").mkdir()
+    (tmp_path / "twice" / "train.csv").write_text("text,label\na,b\n")
+    (tmp_path / "twice" / "train.csv.gz").write_bytes(gzip.compress(b"text,label\na,b\n"))
+    with pytest.raises(TaskDataError, match=r"holds train\.csv and a compressed copy of it"):
+        resolve_files(str(tmp_path / "twice"))
+
+
+def test_every_kind_decodes_binary_text_and_a_cell_may_say_invalid_utf8(tmp_path):
+    """QA contexts and questions, and text to tag, read from binary Parquet columns too; a CSV cell whose text is
+    the words "invalid_utf8" is text, not a reject."""
+    def inputs(path, fmt, kind, columns=Columns()):
+        batches = list(read_file(str(path), fmt, kind, columns, labeled=False))
+        return [r for b in batches for r in b.rows], sum((b.rejects for b in batches), collections.Counter())
+
+    pq.write_table(pa.table({"question": pa.array([b"Who?", b"\xff"], pa.binary()),
+                             "context": pa.array([b"Ada did.", b"x"], pa.binary())}), tmp_path / "qa.parquet")
+    rows, rejects = inputs(tmp_path / "qa.parquet", "parquet", "question-answering")
+    assert [(r["question"], r["context"]) for r in rows] == [("Who?", "Ada did.")] and rejects == {"invalid_utf8": 1}
+    pq.write_table(pa.table({"text": pa.array([b"Ada Lovelace"], pa.binary())}), tmp_path / "tag.parquet")
+    rows, _ = inputs(tmp_path / "tag.parquet", "parquet", "token-classification", Columns(tokens=""))
+    assert rows[0]["text"] == "Ada Lovelace"
+    (tmp_path / "t.csv").write_text("text\ninvalid_utf8\n")
+    assert [r["text_a"] for r in inputs(tmp_path / "t.csv", "csv", "classification")[0]] == ["invalid_utf8"]
+

@@ -1,5 +1,7 @@
 """jobs/inference/shards.py: what a rerun of jobs/predict.py keeps and what it predicts again."""
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -69,7 +71,7 @@ def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_complete
     client.set_terminated(first, "FAILED")
     manifest = _open_manifest(out, cfg, model, [], right)
     assert manifest["basis"] == right and not (out / "shards" / "00000-000000").exists()
-    assert "completed no shard: starting over" in capsys.readouterr().out
+    assert "predicted no row: starting over" in capsys.readouterr().out
     shards.write_json(out / shards.MANIFEST, manifest)
     shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 1})
     shards.write_part(out, "00000-000000", part([0]))
@@ -118,10 +120,40 @@ def test_a_rerun_over_an_edited_input_file_is_refused_naming_it(tmp_path):
     shards.write_rows(out, "00000-000000", {"file": str(data), "rows": 1})
     shards.write_part(out, "00000-000000", part([0]))
     assert _open_manifest(out, cfg, model, files, basis())["basis"] == basis()  # untouched: resumed
-    data.write_text("text\nnew\na\nb\n")
+    data.write_text("text\nB\nA\n")  # the same size: only the modification time tells
     os.utime(data, (1_000_000_000, 1_000_000_000))
-    with pytest.raises(ConfigError, match=rf"the input files' contents: {data} changed"):
+    with pytest.raises(ConfigError, match=rf"the input files: {data} changed \(size or modification time\)"):
         _open_manifest(out, cfg, model, files, basis())
+    old = json.loads((out / shards.MANIFEST).read_text())  # written before file_versions was in the basis
+    del old["basis"]["file_versions"]
+    shards.write_json(out / shards.MANIFEST, old)
+    with pytest.raises(ConfigError, match=r"differs in file_versions"):
+        _open_manifest(out, cfg, model, files, basis())
+
+
+def test_a_folder_whose_earlier_run_predicted_no_row_is_taken_over(tmp_path, capsys):
+    """Every record of the first run rejected (its shards complete with 0 rows, its run FAILED): the rerun over the
+    corrected file starts over there, every earlier shard removed."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import ModelRef, _basis, _open_manifest
+
+    data, out, uri = tmp_path / "in.csv", tmp_path / "out", f"sqlite:///{tmp_path}/mlflow.db"
+    data.write_bytes(b"text\ncaf\xe9\n")
+    files = [(str(data), "csv")]
+    cfg = PredictConfig(model="m", input=str(data), output=str(out))
+    model = ModelRef("m", tmp_path, "classification")
+    client = MlflowClient(uri)
+    first = client.create_run(client.create_experiment("predict")).info.run_id
+    client.set_terminated(first, "FAILED")
+    shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, files, _basis(cfg, model, files)),
+                                              "mlflow": {"tracking_uri": uri, "run_id": first}})
+    shards.write_rows(out, "00000-000000", {"file": str(data), "rows": 0, "rejects": {"invalid_utf8": 1}})
+    data.write_text("text\ncafe au lait\n")
+    manifest = _open_manifest(out, cfg, model, files, _basis(cfg, model, files))
+    assert manifest["basis"] == _basis(cfg, model, files) and not (out / shards.SHARDS).exists()
+    assert "predicted no row: starting over" in capsys.readouterr().out
 
 
 def test_the_rows_of_big_inputs_are_estimated_from_a_sample(tmp_path):

@@ -4,7 +4,6 @@ escapes, UTF-16 / UTF-32 exports, old Mac line ends)."""
 import codecs
 import csv
 import io
-import json
 
 import pytest
 
@@ -99,19 +98,27 @@ def test_utf8_passes_and_the_file_is_not_moved(data):
 
 # --- 4. old Mac line ends (a lone CR) ---
 
-def test_a_lone_cr_ends_a_line():
-    records = list(text_lines(io.BytesIO(codecs.BOM_UTF8 + b"a\rb\r\nc\n\rd\r")))
-    assert [r[2] for r in records] == ["a", "b", "c", "blank_line", "d"]
-    assert [r[1] for r in records] == ["line 1", "line 2", "line 3", "line 4", "line 5"]
-    assert [r[0] for r in records] == [0, 1, 2, 3, 4]
+def test_a_lone_cr_ends_a_line_of_plain_text():
+    records = list(text_lines(io.BytesIO(codecs.BOM_UTF8 + b"a\rb\r\nc\n\rd\r\re\r\r\nf"), lone_cr=True))
+    assert [r[2] for r in records] == ["a", "b", "c", "blank_line", "d", "blank_line", "e", "blank_line", "f"]
+    assert [r[1] for r in records] == [f"line {k}" for k in range(1, 10)]
+    assert [r[0] for r in records] == list(range(9))
 
 
-def test_json_lines_with_lone_crs():
-    data = "\r".join(json.dumps({"text": t}) for t in "abc").encode()
-    assert lines(data) == [{"text": "a"}, {"text": "b"}, {"text": "c"}]
+def test_json_lines_end_at_newlines_only():
+    """A \r between a JSON record's tokens is whitespace (the JSON Lines spec ends lines at \n): one record, and
+    the next line keeps its number."""
+    records = list(text_lines(io.BytesIO(b'{"text": "x",\r "label": 1}\r\n{"text": "y"}\n')))
+    assert [(r[0], json_object(r[2])) for r in records] == [(0, {"text": "x", "label": 1}), (1, {"text": "y"})]
 
 
 def test_line_ends_are_not_text():
     records = list(text_lines(io.BytesIO(b"a\r\nb\nc")))
     assert [r[2] for r in records] == ["a", "b", "c"]
     assert [r[2] for r in text_lines(io.BytesIO(b"x\xff\ny\n"))] == ["invalid_utf8", "y"]
+
+
+def test_a_json_array_nested_past_the_stack_is_one_error_naming_the_file():
+    with pytest.raises(TaskDataError, match="not valid JSON either"):
+        json_array("deep.jsonl", io.BytesIO(b"[" * 100_000 + b"]" * 100_000))
+
