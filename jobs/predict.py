@@ -382,8 +382,9 @@ class _Predict:
         out = {"shard": [], "rows": [], "truncated": []}
         for shard in dict.fromkeys(batch["shard"]):
             take = [i for i, s in enumerate(batch["shard"]) if s == shard]
-            table = part_table(self.predictor.kind, [predictions[i] for i in take], [batch["file"][i] for i in take],
-                               [int(batch["position"][i]) for i in take], [encoded[i] for i in take])
+            table = shards.part_table(self.predictor.kind, [predictions[i] for i in take],
+                                      [batch["file"][i] for i in take], [int(batch["position"][i]) for i in take],
+                                      [encoded[i] for i in take])
             shards.write_part(self.output, str(shard), table)
             out["shard"].append(str(shard))
             out["rows"].append(len(take))
@@ -399,22 +400,6 @@ class _Predict:
         if self.kill_after and self.batches >= self.kill_after and not marker.exists():
             marker.write_text(str(os.getpid()))
             os.kill(os.getpid(), 9)
-
-
-def part_table(kind: str, predictions: list[dict], files: list[str], positions: list[int], encoded: list[dict]):
-    """A shard's part: the rows' predictions, each column of its own Arrow type (OUTPUT_TYPES), so that a part whose
-    values are all missing (QA rows with no span: score None) has the type of the others, and the folder reads as
-    one table."""
-    import pyarrow as pa
-
-    from jobs.inference.predictor import OUTPUT_COLUMNS, OUTPUT_TYPES
-
-    return pa.table({"id": pa.array([p["id"] for p in predictions], pa.string()), "file": pa.array(files, pa.string()),
-                     "position": pa.array(positions, pa.int64()),
-                     **{c: pa.array([p[c] for p in predictions], pa.type_for_alias(OUTPUT_TYPES[c]))
-                        for c in OUTPUT_COLUMNS[kind]},
-                     "truncated": pa.array([bool(e["truncated"]) for e in encoded], pa.bool_()),
-                     "windows": pa.array([len(e["windows"]) for e in encoded], pa.int64())})
 
 
 # -- 4. the record -----------------------------------------------------------------------------------------------

@@ -103,3 +103,17 @@ def verify(output: Path, shard: str, rows: int) -> None:
 
 def part_files(output: Path, shard: str) -> list[str]:
     return sorted(str(p.relative_to(output)) for p in (output / SHARDS / shard).glob("part-*.parquet"))
+
+
+def part_table(kind: str, predictions: list[dict], files: list[str], positions: list[int], encoded: list[dict]):
+    """A shard's part: the rows' predictions, each column of its own Arrow type (OUTPUT_TYPES), so that a part whose
+    values are all missing (QA rows with no span: score None) has the type of the others, and the folder reads as
+    one table."""
+    from jobs.inference.predictor import OUTPUT_COLUMNS, OUTPUT_TYPES
+
+    return pa.table({"id": pa.array([p["id"] for p in predictions], pa.string()), "file": pa.array(files, pa.string()),
+                     "position": pa.array(positions, pa.int64()),
+                     **{c: pa.array([p[c] for p in predictions], pa.type_for_alias(OUTPUT_TYPES[c]))
+                        for c in OUTPUT_COLUMNS[kind]},
+                     "truncated": pa.array([bool(e["truncated"]) for e in encoded], pa.bool_()),
+                     "windows": pa.array([len(e["windows"]) for e in encoded], pa.int64())})

@@ -84,16 +84,14 @@ def test_parts_are_typed_so_a_part_without_any_span_reads_with_the_others(tmp_pa
     """A QA part whose rows all have no span (score None) is written with score a double, not Arrow's null type:
     the output folder reads as one table."""
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
-
-    from jobs.predict import part_table
 
     def qa(score):
         return {"id": "q", "answer": "", "answer_start": -1, "score": score, "null_score": 1.5}
 
     encoded = [{"truncated": False, "windows": [{}]}]
-    pq.write_table(part_table("question-answering", [qa(None)], ["f.csv"], [0], encoded), tmp_path / "a.parquet")
-    pq.write_table(part_table("question-answering", [qa(2.5)], ["f.csv"], [1], encoded), tmp_path / "b.parquet")
+    for name, score in (("a", None), ("b", 2.5)):
+        part = shards.part_table("question-answering", [qa(score)], ["f.csv"], [0 if score is None else 1], encoded)
+        pq.write_table(part, tmp_path / f"{name}.parquet")
     table = ds.dataset(tmp_path).to_table()
     assert table.num_rows == 2 and sorted(table.column("score").to_pylist(), key=str) == [2.5, None]
 

@@ -1,0 +1,121 @@
+"""A user's own files as other tools write them (pandas, spreadsheets, downloads): compressed, cut short, with an
+index column, float ids, binary or integer text, a later export naming a column differently."""
+
+import collections
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.tasks import Columns, TaskDataError, read_file, resolve_files
+from tests.unit.test_files_task import jsonl, read, write
+
+
+def test_inputs_as_pandas_writes_them(tmp_path):
+    """What pandas writes by default: to_csv's unnamed index column (QA inputs were all rejected: the header's ""
+    was read as the answers), ids of an int column holding a NaN (floats: 101.0 is the id 101, NaN none); and QA
+    inputs to predict repeating an id are each answered (windows are keyed by position)."""
+    def rows(path, fmt, kind, columns=Columns()):
+        batches = list(read_file(str(path), fmt, kind, columns, labeled=False))
+        return [r for b in batches for r in b.rows], sum((b.rejects for b in batches), collections.Counter())
+
+    (tmp_path / "qa.csv").write_text(",id,question,context\n0,q1,Where?,In Paris.\n1,q1,Who?,Ada did.\n")
+    got, rejects = rows(tmp_path / "qa.csv", "csv", "question-answering", Columns(id="id"))
+    assert [(r["id"], r["question"]) for r in got] == [("q1", "Where?"), ("q1", "Who?")] and not rejects
+    pq.write_table(pa.table({"id": [101.0, float("nan"), 103.0], "text": ["a", "b", "c"]}), tmp_path / "ids.parquet")
+    got, _ = rows(tmp_path / "ids.parquet", "parquet", "classification", Columns(id="id"))
+    assert [r["id"] for r in got] == ["101", "ids.parquet:1", "103"]
+
+
+def test_every_file_is_checked_for_its_columns_before_any_work(tmp_path):
+    """A folder of exports whose later file names a column differently is refused up front, naming that file (it
+    was found by a Ray task, after the files before it were read); a UTF-16 file too, naming the fix."""
+    from pipelines.tasks.files import check_columns
+
+    (tmp_path / "a.csv").write_text("text\nfine\n")
+    (tmp_path / "b.csv").write_text("Text\nfine\n")
+    with pytest.raises(TaskDataError, match=r"b\.csv: expected columns \['text'\], found \['Text'\]"):
+        check_columns(resolve_files(str(tmp_path), labeled=False), "classification", labeled=False)
+    (tmp_path / "b.csv").write_bytes("text\nfine\n".encode("utf-16"))
+    with pytest.raises(TaskDataError, match=r"b\.csv: UTF-16 text .*save it as UTF-8"):
+        check_columns(resolve_files(str(tmp_path), labeled=False), "classification", labeled=False)
+
+
+def test_compressed_files_are_read_as_their_inner_format(tmp_path):
+    """Exports are often compressed: data.csv.gz is CSV, .jsonl.bz2 JSON Lines, a .json.xz SQuAD document (sniffed
+    under the compression), each decompressed as it is read; in a folder too."""
+    import bz2
+    import gzip
+    import lzma
+
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress(b"text,label\nfine day,pos\nbad day,neg\n"))
+    (tmp_path / "b.jsonl.bz2").write_bytes(bz2.compress(b'{"text": "a walk", "label": "pos"}\n'))
+    (tmp_path / "~$a.csv").write_bytes(b"\x00" * 162)  # the lock file Excel keeps beside a file it has open
+    files = resolve_files(str(tmp_path))
+    assert [(Path(p).name, f) for p, f in files] == [("a.csv.gz", "csv"), ("b.jsonl.bz2", "jsonl")]
+    assert [read(p, f)[0][0]["text_a"] for p, f in files] == ["fine day", "a walk"]
+    squad = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "Ada wrote it.", "qas": [
+        {"id": "q", "question": "Who?", "answers": [{"text": "Ada", "answer_start": 0}], "is_impossible": False}]}]}]}
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "dev.json.xz").write_bytes(lzma.compress(json.dumps(squad).encode()))
+    [(path, fmt)] = resolve_files(str(tmp_path / "s" / "dev.json.xz"))
+    assert fmt == "squad" and read(path, fmt, "question-answering")[0][0]["answers"]["text"] == ["Ada"]
+
+
+def test_text_cells_of_other_types(tmp_path):
+    """Parquet text written as binary (older Hive / Impala writers) is decoded (invalid_utf8 when it is not UTF-8);
+    integer texts are their digits, as a CSV holds them; a JSON line nested past Python's stack is bad_json."""
+    def inputs(path, fmt):
+        batches = list(read_file(str(path), fmt, "classification", labeled=False))
+        return [r["text_a"] for b in batches for r in b.rows], sum((b.rejects for b in batches), collections.Counter())
+
+    pq.write_table(pa.table({"text": pa.array([b"caf\xc3\xa9", b"\xff"], pa.binary())}), tmp_path / "b.parquet")
+    assert inputs(tmp_path / "b.parquet", "parquet") == (["café"], {"invalid_utf8": 1})
+    pq.write_table(pa.table({"text": [12345, 678]}), tmp_path / "n.parquet")
+    assert inputs(tmp_path / "n.parquet", "parquet") == (["12345", "678"], {})
+    path = write(tmp_path, "deep.jsonl", jsonl({"text": "fine"}, "[" * 100_000 + "]" * 100_000))
+    assert inputs(path, "jsonl") == (["fine"], {"bad_json": 1})
+
+
+def test_a_compressed_file_cut_short_keeps_its_records_and_says_so(tmp_path):
+    """An interrupted download: the records before the cut are read, then one truncated_gzip reject (it was an
+    EOFError out of a Ray task); a file named .gz that is not gzip is corrupt_gzip; a compressed Parquet file (it
+    compresses inside) is an unknown type; a folder holding an export and a compressed copy of it is refused."""
+    import gzip
+
+    data = gzip.compress(b"text,label\n" + b"".join(b"row %d,a\n" % i for i in range(5000)))
+    (tmp_path / "cut.csv.gz").write_bytes(data[:len(data) // 2])
+    rows, rejects, _, _ = read(str(tmp_path / "cut.csv.gz"), "csv")
+    assert 0 < len(rows) < 5000 and rejects == {"truncated_gzip": 1}
+    assert [r["text_a"] for r in rows] == [f"row {i}" for i in range(len(rows))]
+    (tmp_path / "not.csv.gz").write_bytes(b"text,label\nplain,a\n")
+    assert read(str(tmp_path / "not.csv.gz"), "csv")[:2] == ([], {"corrupt_gzip": 1})
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "t.parquet.gz").write_bytes(gzip.compress(b"PAR1"))
+    with pytest.raises(TaskDataError, match=r"unknown file type '\.gz'"):
+        resolve_files(str(tmp_path / "p" / "t.parquet.gz"))
+    (tmp_path / "twice").mkdir()
+    (tmp_path / "twice" / "train.csv").write_text("text,label\na,b\n")
+    (tmp_path / "twice" / "train.csv.gz").write_bytes(gzip.compress(b"text,label\na,b\n"))
+    with pytest.raises(TaskDataError, match=r"holds train\.csv and a compressed copy of it"):
+        resolve_files(str(tmp_path / "twice"))
+
+
+def test_every_kind_decodes_binary_text_and_a_cell_may_say_invalid_utf8(tmp_path):
+    """QA contexts and questions, and text to tag, read from binary Parquet columns too; a CSV cell whose text is
+    the words "invalid_utf8" is text, not a reject."""
+    def inputs(path, fmt, kind, columns=Columns()):
+        batches = list(read_file(str(path), fmt, kind, columns, labeled=False))
+        return [r for b in batches for r in b.rows], sum((b.rejects for b in batches), collections.Counter())
+
+    pq.write_table(pa.table({"question": pa.array([b"Who?", b"\xff"], pa.binary()),
+                             "context": pa.array([b"Ada did.", b"x"], pa.binary())}), tmp_path / "qa.parquet")
+    rows, rejects = inputs(tmp_path / "qa.parquet", "parquet", "question-answering")
+    assert [(r["question"], r["context"]) for r in rows] == [("Who?", "Ada did.")] and rejects == {"invalid_utf8": 1}
+    pq.write_table(pa.table({"text": pa.array([b"Ada Lovelace"], pa.binary())}), tmp_path / "tag.parquet")
+    rows, _ = inputs(tmp_path / "tag.parquet", "parquet", "token-classification", Columns(tokens=""))
+    assert rows[0]["text"] == "Ada Lovelace"
+    (tmp_path / "t.csv").write_text("text\ninvalid_utf8\n")
+    assert [r["text_a"] for r in inputs(tmp_path / "t.csv", "csv", "classification")[0]] == ["invalid_utf8"]
