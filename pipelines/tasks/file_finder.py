@@ -86,8 +86,8 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True) -> list[tuple[
         if fs.isfile(posixpath.join(root, "state.json")):
             return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
         paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt, extensions) and fs.isfile(p)]
-        twice = sorted({p for p in paths} & {posixpath.splitext(p)[0] for p in paths
-                                             if posixpath.splitext(p)[1].lower() in COMPRESSIONS})
+        twice = sorted(set(paths) & {posixpath.splitext(p)[0] for p in paths
+                                     if posixpath.splitext(p)[1].lower() in COMPRESSIONS})
         if twice:  # the same export twice, plain and compressed: every row would be read twice
             raise TaskDataError(f"{spec} holds {posixpath.basename(twice[0])} and a compressed copy of it: keep one")
     elif any(c in root for c in "*?["):

@@ -179,11 +179,15 @@ def _arrow_records(batches, batch_rows: int, classes: dict):
                 n += 1
 
 
-def _parquet_records(path, f, kind, columns, batch_rows):
+def _parquet_file(path, f) -> pq.ParquetFile:
     try:
-        pf = pq.ParquetFile(f)
+        return pq.ParquetFile(f)
     except (pa.ArrowException, OSError) as e:
         raise TaskDataError(f"{path}: not a Parquet file ({e})") from e
+
+
+def _parquet_records(path, f, kind, columns, batch_rows):
+    pf = _parquet_file(path, f)
     wanted = _require_columns(path, pf.schema_arrow.names, kind, columns)
     yield from _arrow_records(pf.iter_batches(batch_size=batch_rows, columns=wanted), batch_rows, {})
 
@@ -468,10 +472,7 @@ def check_columns(files: list[tuple[str, str]], kind: str, columns: Columns = Co
     for path, fmt in files:
         if fmt == "parquet":  # its footer: reading a row would read the file's first row group (hundreds of MB)
             with fsspec.open(path, "rb") as f:
-                try:
-                    names = pq.ParquetFile(f).schema_arrow.names
-                except (pa.ArrowException, OSError) as e:
-                    raise TaskDataError(f"{path}: not a Parquet file ({e})") from e
+                names = _parquet_file(path, f).schema_arrow.names
             _require_columns(path, names, kind, unlabeled(columns) if not labeled else columns)
         elif fmt != "squad":
             next(read_file(path, fmt, kind, columns, batch_rows=1, labeled=labeled), None)

@@ -40,8 +40,8 @@ def refuse_utf16(path, f) -> None:
 
 
 def text_lines(f, lone_cr: bool = False):
-    """A binary file's lines as records. A line ends at \n (a \r before it is not text); with `lone_cr` (plain
-    text: old Mac Excel ended lines so) a lone \r ends one too. JSON Lines keeps its spec's \n: a \r between a
+    """A binary file's lines as records. A line ends at \\n (a \\r before it is not text); with `lone_cr` (plain
+    text: old Mac Excel ended lines so) a lone \\r ends one too. JSON Lines keeps its spec's \\n: a \\r between a
     record's tokens is JSON whitespace, not a line end."""
     n = 0
     for raw in f:
