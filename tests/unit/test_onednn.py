@@ -12,10 +12,10 @@ from jobs.inference import onednn
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
 
 
-def bert(head=transformers.BertForSequenceClassification):
+def bert(head=transformers.BertForSequenceClassification, hidden_act="gelu"):
     torch.manual_seed(0)
     cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, max_position_embeddings=64,
+                                  intermediate_size=64, max_position_embeddings=64, hidden_act=hidden_act,
                                   num_labels=2 if head is transformers.BertForQuestionAnswering else 3)
     return head(cfg).eval()
 
@@ -37,6 +37,25 @@ def test_every_linear_is_packed_and_the_logits_are_nn_linears(head):
         assert torch.allclose(ours[key], theirs[key], rtol=1e-4, atol=1e-5), key
 
 
+@pytest.mark.parametrize("act, fused", [("gelu", True), ("gelu_new", False), ("gelu_python", False), ("relu", False)])
+def test_the_exact_gelu_is_fused_into_the_feed_forward_kernel_and_nothing_else(act, fused):
+    """BERT's "gelu" (erf) runs inside the intermediate layer's kernel; tanh GELUs and other activations stay apart.
+    Either way the logits are nn.Linear's."""
+    model = bert(hidden_act=act)
+    reference = copy.deepcopy(model)
+    onednn.pack_linears(model)
+    for layer in model.bert.encoder.layer:
+        block = layer.intermediate
+        assert (block.dense.activation == "gelu") is fused
+        assert isinstance(block.intermediate_act_fn, torch.nn.Identity) is fused
+    ids = torch.randint(1, 100, (3, 11))
+    x = 4 * torch.randn(3, 11, 32)  # activations over the range where a tanh GELU and the erf one part by ~1e-3
+    with torch.inference_mode():
+        assert torch.allclose(model(input_ids=ids).logits, reference(input_ids=ids).logits, rtol=1e-4, atol=1e-5)
+        ours, theirs = model.bert.encoder.layer[0].intermediate(x), reference.bert.encoder.layer[0].intermediate(x)
+        assert torch.allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
 def test_a_packed_model_pickles_and_copies():
     """MLflow pickles a pyfunc holding a Predictor (the QA model), and deepcopy pickles too."""
     import pickle
@@ -48,6 +67,7 @@ def test_a_packed_model_pickles_and_copies():
         expected = model(input_ids=ids).logits
         for again in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
             assert isinstance(again.classifier, onednn.PackedLinear)
+            assert again.bert.encoder.layer[0].intermediate.dense.activation == "gelu"  # still fused
             assert torch.equal(again(input_ids=ids).logits, expected)
 
 
