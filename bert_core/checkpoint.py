@@ -152,12 +152,6 @@ def _atomic_dir(out_dir: Path):
 # ----------------------------------------------------------------------------- load
 
 
-def model_type(path: str | os.PathLike) -> str:
-    """config.json's model_type: "bert", "modernbert", or ours for the modern encoder with a switch off
-    (bert_core.modern_config.VARIANT_MODEL_TYPE)."""
-    return json.loads((Path(path) / CONFIG_NAME).read_text()).get("model_type", "")
-
-
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """Raw tensors of an HF checkpoint dir: model.safetensors (sharded or not) or pytorch_model.bin."""
     path = Path(path)

@@ -5,7 +5,9 @@ transformers.ModernBertConfig's, and size presets parallel to bert_core/config.p
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from bert_core.config import ConfigError
 
@@ -23,10 +25,14 @@ VARIANT_MODEL_TYPE = "bert-foundry-modern-variant"
 SWITCHES = ("pre_norm", "glu", "rotary")  # ours, not transformers': each True in ModernBERT
 
 
+def model_type(model_dir) -> str:
+    """config.json's model_type: "bert", "modernbert", or VARIANT_MODEL_TYPE. Read as JSON, without torch: the
+    prediction job's driver asks it of every model."""
+    return json.loads((Path(model_dir) / "config.json").read_text()).get("model_type", "")
+
+
 def is_variant(model_dir) -> bool:
     """Whether a model folder holds the modern encoder with a switch off (its config.json's model_type says so)."""
-    from bert_core.checkpoint import model_type  # checkpoint imports bert_core.model; this module stays light
-
     return model_type(model_dir) == VARIANT_MODEL_TYPE
 
 

@@ -145,7 +145,7 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     from mlflow.tracking import MlflowClient
 
     from jobs.finetune import resolve_init
-    from jobs.inference.predictor import model_kind
+    from jobs.inference.kinds import folder_kind
 
     name = version = run_id = ""
     task: dict = {}
@@ -166,10 +166,8 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     except (MlflowException, FileNotFoundError, OSError) as exc:
         message = getattr(exc, "message", None) or str(exc)
         raise ConfigError(f"model {uri!r} does not resolve: {message.splitlines()[0]}") from None
-    from transformers import AutoConfig
-
     try:
-        kind = model_kind(AutoConfig.from_pretrained(folder))
+        kind = folder_kind(folder)  # config.json as JSON: the driver never imports torch or transformers
     except ValueError as exc:
         raise ConfigError(f"model {uri!r}: {exc}") from None
     digest = hashlib.sha256()
@@ -217,7 +215,7 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     elif output.is_dir() and any(output.iterdir()):
         raise ConfigError(f"output {output} is not empty and holds no {shards.MANIFEST}: give a new or empty folder")
     output.mkdir(parents=True, exist_ok=True)
-    from jobs.inference.predictor import OUTPUT_COLUMNS
+    from jobs.inference.kinds import OUTPUT_COLUMNS
 
     return {"basis": basis, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "model": {"uri": model.uri, "name": model.name, "version": model.version, "run_id": model.run_id,
@@ -240,7 +238,7 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     import ray
     from ray.data import ActorPoolStrategy, TaskPoolStrategy
 
-    from jobs.inference.predictor import QASettings
+    from jobs.inference.kinds import QASettings
 
     model_files = {f.name: f.read_bytes() for f in model.folder.iterdir() if f.is_file()}
     weights = (".safetensors", ".bin", ".pt")

@@ -27,58 +27,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from jobs.config.predict import CPU_KERNELS, PRECISIONS
-
-KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
-OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
-                  "regression": ("value",), "token-classification": ("entities",),
-                  "question-answering": ("answer", "answer_start", "score", "null_score")}
-# each output column's Arrow type: a part whose values are all None (QA rows without a span) keeps it
-OUTPUT_TYPES = {"label": "string", "labels": "string", "score": "double", "scores": "string", "value": "double",
-                "entities": "string", "answer": "string", "answer_start": "int64", "null_score": "double"}
-
-
-def model_kind(config) -> str:
-    """The task kind of an HF BERT config: its architecture's head, and for sequence heads the problem type
-    (what the fine-tuning job exports: multi_label_classification, regression). As the pipeline reads it: one logit
-    without a problem type is a label with its sigmoid, not a regression value."""
-    arch = (config.architectures or [""])[0]
-    if arch.endswith("ForTokenClassification"):
-        return "token-classification"
-    if arch.endswith("ForQuestionAnswering"):
-        return "question-answering"
-    if not arch.endswith("ForSequenceClassification"):
-        raise ValueError(f"not a fine-tuned model: architecture {arch or '(none)'!r}; predict needs a "
-                         "sequence classification, token classification or question answering head")
-    if config.problem_type == "multi_label_classification":
-        return "multi-label"
-    if config.problem_type == "regression":  # one logit without it (another tool's model): the pipeline's sigmoid
-        return "regression"
-    return "classification"
-
-
-@dataclass
-class QASettings:
-    """Windows and spans for question answering (the fine-tuning task's settings when the registry has them)."""
-
-    max_seq_len: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best: int = 20
-    max_answer_length: int = 30
-
-    @classmethod
-    def from_task(cls, task: dict) -> "QASettings":
-        """The settings a fine-tuning task (its TaskConfig as a dict, e.g. a version's `task_config`) names; the
-        defaults for the rest."""
-        return cls(**{f: int(task[f]) for f in cls.__dataclass_fields__ if f in task})
-
+from jobs.inference.kinds import QASettings, model_kind
 
 class Encoder:
     """Rows -> token windows, with the tokenizer and limits of the model folder. Cheap to build (no weights):

@@ -22,7 +22,8 @@ ANSWER_COLUMNS = ("answer", "answer_start", "score", "null_score")
 
 class QuestionAnswering(mlflow.pyfunc.PythonModel):
     def load_context(self, context) -> None:
-        from jobs.inference.predictor import Predictor, QASettings
+        from jobs.inference.kinds import QASettings
+        from jobs.inference.predictor import Predictor
 
         self.predictor = Predictor(context.artifacts["model"], qa=QASettings.from_task(context.model_config or {}))
 

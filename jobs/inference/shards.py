@@ -109,7 +109,7 @@ def part_table(kind: str, predictions: list[dict], files: list[str], positions: 
     """A shard's part: the rows' predictions, each column of its own Arrow type (OUTPUT_TYPES), so that a part whose
     values are all missing (QA rows with no span: score None) has the type of the others, and the folder reads as
     one table."""
-    from jobs.inference.predictor import OUTPUT_COLUMNS, OUTPUT_TYPES
+    from jobs.inference.kinds import OUTPUT_COLUMNS, OUTPUT_TYPES
 
     return pa.table({"id": pa.array([p["id"] for p in predictions], pa.string()), "file": pa.array(files, pa.string()),
                      "position": pa.array(positions, pa.int64()),

@@ -50,8 +50,7 @@ def head_class(task: TaskConfig, recipe: str = "bert"):
 def recipe_of_checkpoint(model_dir) -> str:
     """"modern" for a ModernBERT folder (config.json's model_type "modernbert", or our variant of it with an
     architecture switch off), else "bert"."""
-    from bert_core.checkpoint import model_type
-    from bert_core.modern_config import MODEL_TYPE, VARIANT_MODEL_TYPE
+    from bert_core.modern_config import MODEL_TYPE, VARIANT_MODEL_TYPE, model_type
 
     return "modern" if model_type(model_dir) in (MODEL_TYPE, VARIANT_MODEL_TYPE) else "bert"
 

@@ -70,7 +70,7 @@ def log_qa_model(release_dir: str, registered_model: str | None, input_example: 
     import pandas as pd
     import transformers
 
-    from jobs.inference.predictor import QASettings
+    from jobs.inference.kinds import QASettings
     from jobs.inference.qa_model import QuestionAnswering
 
     transformers.AutoModelForQuestionAnswering.from_pretrained(release_dir)  # the load check log_model does

@@ -1,0 +1,71 @@
+"""What a fine-tuned model folder predicts, read without torch or transformers: its kind (config.json's architecture
+and problem type), each kind's output columns and their Arrow types, and the question-answering windows. The driver
+of jobs/predict.py needs only these, so it starts without importing torch and transformers (~1.6 s on a 2-core
+machine, before Ray starts); the model replicas load the weights (jobs/inference/predictor.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
+OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
+                  "regression": ("value",), "token-classification": ("entities",),
+                  "question-answering": ("answer", "answer_start", "score", "null_score")}
+# each output column's Arrow type: a part whose values are all None (QA rows without a span) keeps it
+OUTPUT_TYPES = {"label": "string", "labels": "string", "score": "double", "scores": "string", "value": "double",
+                "entities": "string", "answer": "string", "answer_start": "int64", "null_score": "double"}
+
+
+def model_kind(config) -> str:
+    """The task kind of an HF BERT config: its architecture's head, and for sequence heads the problem type
+    (what the fine-tuning job exports: multi_label_classification, regression). As the pipeline reads it: one logit
+    without a problem type is a label with its sigmoid, not a regression value."""
+    arch = (config.architectures or [""])[0]
+    if arch.endswith("ForTokenClassification"):
+        return "token-classification"
+    if arch.endswith("ForQuestionAnswering"):
+        return "question-answering"
+    if not arch.endswith("ForSequenceClassification"):
+        raise ValueError(f"not a fine-tuned model: architecture {arch or '(none)'!r}; predict needs a "
+                         "sequence classification, token classification or question answering head")
+    if config.problem_type == "multi_label_classification":
+        return "multi-label"
+    if config.problem_type == "regression":  # one logit without it (another tool's model): the pipeline's sigmoid
+        return "regression"
+    return "classification"
+
+
+def folder_kind(folder: str | Path) -> str:
+    """model_kind of a model folder's config.json, read as JSON (what AutoConfig would read for these two fields)."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise ValueError(f"no config.json in {folder}: not a transformers model folder")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a JSON config ({exc})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} is not a JSON config (a {type(config).__name__}, not an object)")
+    return model_kind(SimpleNamespace(architectures=config.get("architectures"),
+                                      problem_type=config.get("problem_type")))
+
+
+@dataclass
+class QASettings:
+    """Windows and spans for question answering (the fine-tuning task's settings when the registry has them)."""
+
+    max_seq_len: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best: int = 20
+    max_answer_length: int = 30
+
+    @classmethod
+    def from_task(cls, task: dict) -> "QASettings":
+        """The settings a fine-tuning task (its TaskConfig as a dict, e.g. a version's `task_config`) names; the
+        defaults for the rest."""
+        return cls(**{f: int(task[f]) for f in cls.__dataclass_fields__ if f in task})
