@@ -224,12 +224,17 @@ class FinetuneConfig:
     def _validate_files(self) -> None:
         """Your own data: a kind, a format, files that exist, a metric the kind has; checked before any Ray work."""
         from pipelines.tasks.file_finder import resolve_files
+        from pipelines.tasks.text_records import check_encoding
 
         k = self.task
         if k.kind not in FILE_KINDS:
             raise ConfigError(f"task.kind must be one of {FILE_KINDS} for task.name=files, got {k.kind!r}")
         if k.format and k.format not in FORMATS:
             raise ConfigError(f"task.format must be one of {FORMATS} or '' (from the extension), got {k.format!r}")
+        try:
+            check_encoding(k.columns.encoding)
+        except ValueError as e:
+            raise ConfigError(f"task.columns.encoding: {e}") from None
         if not k.train_file:
             raise ConfigError("task.train_file must name your training data (a file, folder, glob or URL) for "
                               "task.name=files")

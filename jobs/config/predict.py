@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from bert_core.config import ConfigError
 from jobs.config.sections import TrackingConfig, check_output_dir, refuse_relative_when_submitted
 from pipelines.tasks.files import FORMATS, Columns
+from pipelines.tasks.text_records import check_encoding
 
 PRECISIONS = ("fp32", "bf16")  # bf16: autocast, on GPUs and on CPUs with bf16 instructions (avx512_bf16, AMX)
 CPU_KERNELS = ("onednn", "torch")  # fp32 linear layers on a CPU: oneDNN's prepacked kernels, or nn.Linear's BLAS
@@ -48,6 +49,10 @@ class PredictConfig:
             raise ConfigError("output must name a folder for the predictions (--output)")
         if self.format and self.format not in FORMATS:
             raise ConfigError(f"format must be one of {FORMATS} or '' (from the extension), got {self.format!r}")
+        try:
+            check_encoding(self.columns.encoding)
+        except ValueError as e:
+            raise ConfigError(f"columns.encoding: {e}") from None
         for name in ("batch_size", "window", "shard_rows"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -17,8 +17,10 @@ id is the id column's value (an integral float as the integer: 101.0 -> "101") o
 0-based position in the file (unique in a file; files of one split sharing a name share these ids, which QA's
 squad_eval_features refuses, naming them).
 
-A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompressed as it is read. A bad record is
-skipped and counted by reason, never fatal: invalid_utf8 (or a JSON string with a lone surrogate escape),
+A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompressed as it is read; its text is UTF-8, or
+the encoding Columns.encoding names (transcoded as it is read). A bad record is skipped and counted by reason, never
+fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invalid_<encoding>, e.g. invalid_cp1252, a byte
+the named encoding does not define),
 blank_line, bad_json (a line that is not a JSON object), bad_csv (text after a closing quote), unclosed_quote (a CSV
 / TSV quote that never closes: its line, the lines after it are read again), wrong_column_count, missing_text,
 missing_label (absent, empty, JSON null, NaN), unparseable_label (JSON bool / list as a class, a non-finite score),
@@ -28,7 +30,8 @@ tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch
 load_squad), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a
 compressed file cut short or not of its codec: the records before it are kept).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
-found and the task.columns.* to set) or named twice in the header, UTF-16 / UTF-32 text, not parseable at all.
+found and the task.columns.* to set) or named twice in the header, UTF-16 / UTF-32 text where no encoding is named,
+not parseable at all.
 """
 
 from __future__ import annotations
@@ -54,8 +57,8 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.squad import load_squad
-from pipelines.tasks.text_records import (Reject, csv_records, json_array, json_item, json_object, refuse_utf16,
-                                          text_lines, tsv_records)
+from pipelines.tasks.text_records import (Reject, as_utf8, check_encoding, csv_records, invalid_reason, json_array,
+                                          json_item, json_object, text_file, text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad", "text")  # text: unlabeled only
@@ -67,7 +70,6 @@ _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
 _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "squad")}  # others: + text
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _ABSENT = object()
-
 
 
 def _name(path: str) -> str:
@@ -111,6 +113,9 @@ class Columns:
     answers: str = "answers"  # {"text": [...], "answer_start": [...]} or a list of {"text", "answer_start"}
     id: str = ""  # "" = the record's position "<file name>:<n>"
     label_separator: str = ""  # multi-label cells of CSV/TSV, e.g. "|"; "" = the cell holds a JSON list
+    # text files' encoding (CSV, TSV, JSON Lines, plain text, CoNLL, SQuAD JSON): "" = UTF-8; cp1252 (Excel's "CSV" on
+    # Windows), latin-1, utf-16, shift_jis, ...: any Python codec name. Its undefined bytes: invalid_<encoding>
+    encoding: str = ""
 
 
 @dataclass
@@ -230,8 +235,6 @@ def _hf_records(path, kind, columns, batch_rows):
 
 
 def _records(path, f, fmt, kind, columns, batch_rows):
-    if fmt in ("csv", "tsv", "jsonl", "text", "conll"):
-        refuse_utf16(path, f)
     if fmt == "csv":
         return _header_records(path, csv_records(f), kind, columns)
     if fmt == "tsv":
@@ -391,14 +394,14 @@ class _Rows:
                 "answers": good, "is_impossible": not good["text"]}
 
 
-def _squad_batches(path: str, batch_rows: int) -> Iterator[FileBatch]:
+def _squad_batches(path: str, batch_rows: int, encoding: str = "") -> Iterator[FileBatch]:
     fs, p = fsspec.core.url_to_fs(path)
     with tempfile.TemporaryDirectory() as tmp:
-        plain = isinstance(fs, LocalFileSystem) and fsspec.utils.infer_compression(p) is None
+        plain = isinstance(fs, LocalFileSystem) and fsspec.utils.infer_compression(p) is None and not encoding
         local = p if plain else os.path.join(tmp, "squad.json")
-        if local != p:  # load_squad reads a local, uncompressed file
+        if local != p:  # load_squad reads a local, uncompressed UTF-8 file
             with fsspec.open(path, "rb", compression="infer") as src, open(local, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+                shutil.copyfileobj(as_utf8(src, check_encoding(encoding)), dst, 1 << 20)
         try:
             split = load_squad(local)
         except TaskDataError as e:
@@ -435,13 +438,17 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         yield rows.take()
         return
     if fmt == "squad":
-        yield from _squad_batches(path, batch_rows)
+        yield from _squad_batches(path, batch_rows, columns.encoding)
         return
     keys = {} if fmt == "jsonl" else None  # JSON Lines has no header: its columns are the first batch's keys
     codec = None if fmt == "hf" else fsspec.utils.infer_compression(path)
+    invalid = invalid_reason(columns.encoding)  # a byte the named encoding does not define: invalid_cp1252
     with contextlib.nullcontext() if fmt == "hf" else fsspec.open(path, "rb", compression="infer") as f:
         try:
+            if fmt not in ("hf", "parquet"):
+                f = text_file(path, f, columns.encoding)
             for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):
+                record = Reject(invalid) if record == "invalid_utf8" else record
                 if keys is not None and isinstance(record, dict):
                     keys.update(dict.fromkeys(record))
                 rows.put(record if isinstance(record, Reject) or fmt == "conll" else rows.row(n, record, where),

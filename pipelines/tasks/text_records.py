@@ -3,7 +3,9 @@ Reject, excerpt). Plain lines (a line ends at \\n, \\r\\n or a lone \\r), JSON L
 they were expected), CSV (strict: an unclosed quote costs its line) and TSV (GLUE style, quotes as text; lines a CSV
 writer made read as CSV), their fields up to 16 Mi characters. A record that is not UTF-8 is a Reject of its own
 (invalid_utf8), and so is a JSON record holding a lone surrogate escape; a UTF-8 byte-order mark is never part of the
-first one, and a file with a UTF-16 / UTF-32 one is refused whole (refuse_utf16, before it is read)."""
+first one, and a file with a UTF-16 / UTF-32 one is refused whole (refuse_utf16, before it is read) unless its
+encoding is named. A file in an encoding the user names (Excel's "CSV" on Windows is cp1252) is read through
+`as_utf8`: the same readers, its bytes transcoded on the way."""
 
 from __future__ import annotations
 
@@ -36,7 +38,83 @@ def refuse_utf16(path, f) -> None:
     f.seek(0)
     for bom, name in _WIDE_BOMS:
         if head.startswith(bom):
-            raise TaskDataError(f"{path}: {name} text (its byte-order mark); save it as UTF-8 (Excel: 'CSV UTF-8')")
+            raise TaskDataError(f"{path}: {name} text (its byte-order mark); set task.columns.encoding={name.lower()}, "
+                                "or save it as UTF-8 (Excel: 'CSV UTF-8')")
+
+
+def check_encoding(name: str) -> str:
+    """A text encoding's canonical name ("" for "": UTF-8); ValueError naming it where Python has no such codec or it is
+    not a text encoding (base64, zlib)."""
+    if not name:
+        return ""
+    try:
+        "a".encode(name)  # LookupError for a name Python does not know, and for base64, zlib: not text encodings
+    except LookupError:
+        raise ValueError(f"{name!r} is not a text encoding Python knows (its names: utf-8, cp1252, latin-1, utf-16, "
+                         "shift_jis, gb18030, ...)") from None
+    return codecs.lookup(name).name
+
+
+class _Utf8(io.RawIOBase):
+    """A binary file in `encoding`, read as UTF-8 bytes (see as_utf8). Seeks to its start only (what refuse_utf16 and
+    json_array do)."""
+
+    def __init__(self, f, encoding: str):
+        self.f, self.encoding = f, encoding
+        self.seek(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if (offset, whence) != (0, io.SEEK_SET) and not (whence == io.SEEK_CUR and offset == 0):
+            raise io.UnsupportedOperation("a transcoded file seeks to its start only")
+        if whence == io.SEEK_CUR:
+            return self.pos
+        self.f.seek(0)
+        # an undefined byte (cp1252's 0x81) stays a lone byte, invalid UTF-8: its record is invalid_utf8
+        self.text, self.pending, self.pos = codecs.getreader(self.encoding)(self.f, errors="surrogateescape"), b"", 0
+        return 0
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            chunk = self.text.read(1 << 16)
+            if not chunk:
+                return 0
+            self.pending = chunk.encode("utf-8", "surrogateescape")
+        n = min(len(buffer), len(self.pending))
+        buffer[:n], self.pending, self.pos = self.pending[:n], self.pending[n:], self.pos + n
+        return n
+
+
+def as_utf8(f, encoding: str):
+    """The binary file `f`, in `encoding` (a check_encoding name; "" or UTF-8: `f` itself), as UTF-8 bytes: lines,
+    reads and a seek to the start, as the readers here use a file."""
+    if not encoding or codecs.lookup(encoding).name == "utf-8":
+        return f
+    return io.BufferedReader(_Utf8(f, encoding), 1 << 16)
+
+
+def text_file(path, f, encoding: str = ""):
+    """A text file as the readers here take it, UTF-8 bytes: refused whole where a UTF-16 / UTF-32 byte-order mark
+    says it is in another encoding than the one named (refuse_utf16), transcoded from a named one (as_utf8)."""
+    name = check_encoding(encoding)
+    if not name.startswith(("utf-16", "utf-32")):
+        refuse_utf16(path, f)
+    return as_utf8(f, name)
+
+
+def invalid_reason(encoding: str = "") -> str:
+    """The reject reason of a record the readers find invalid_utf8, in a file of `encoding`: a byte it does not
+    define (cp1252's 0x81) is invalid_cp1252."""
+    name = check_encoding(encoding)
+    return "invalid_utf8" if name in ("", "utf-8") else f"invalid_{name.replace('-', '_')}"
 
 
 def text_lines(f, lone_cr: bool = False):

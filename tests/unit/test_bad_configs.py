@@ -184,6 +184,9 @@ CASES = [
     case("finetune", ["train.max_failures=-1"], "train.max_failures", ">= 0", "ft-negative-max-failures"),
     case("finetune", ["optim.warmup_ratio=1.0"], "optim.warmup_ratio", r"in \[0, 1\)", "ft-warmup-ratio-1"),
     case("finetune", ["optim.warmup_ratio=-0.1"], "optim.warmup_ratio", r"in \[0, 1\)", "ft-warmup-ratio-negative"),
+    case("finetune", ["task.name=files", "task.kind=classification", "task.train_file={corpus}",
+                      "task.columns.encoding=cp-1252"], "task.columns.encoding",
+         r"'cp-1252' is not a text encoding Python knows \(its names: utf-8, cp1252", "ft-unknown-encoding"),
 ]
 
 
@@ -388,4 +391,20 @@ def test_prediction_inputs_lacking_the_text_column_are_refused_before_the_manife
         main([folder, "--input", str(tmp_path / "in.csv"), "--output", str(out),
               f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     assert not out.exists()
+    assert_no_ray_started()
+
+
+def test_prediction_inputs_in_utf16_or_an_unknown_encoding_are_one_line_naming_the_setting(tmp_path, monkeypatch):
+    import jobs.runtime.cluster
+    from jobs.predict import main
+    from tests.unit.test_predictor import tiny
+
+    monkeypatch.setattr(jobs.runtime.cluster, "init_ray", lambda: pytest.fail("Ray started for refused inputs"))
+    (tmp_path / "in.csv").write_bytes("text\nA fine day.\n".encode("utf-16"))
+    argv = [tiny(tmp_path, "BertForSequenceClassification", num_labels=2), "--input", str(tmp_path / "in.csv"),
+            "--output", str(tmp_path / "out"), f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db"]
+    with pytest.raises(ConfigError, match=r"^columns\.encoding: 'utf16le' is not a text encoding Python knows"):
+        main([*argv, "columns.encoding=utf16le"])
+    with pytest.raises(ConfigError, match=r"^input: .*in\.csv: UTF-16 text .*; set columns\.encoding=utf-16, or save"):
+        main(argv)
     assert_no_ray_started()

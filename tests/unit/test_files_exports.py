@@ -119,3 +119,57 @@ def test_every_kind_decodes_binary_text_and_a_cell_may_say_invalid_utf8(tmp_path
     assert rows[0]["text"] == "Ada Lovelace"
     (tmp_path / "t.csv").write_text("text\ninvalid_utf8\n")
     assert [r["text_a"] for r in inputs(tmp_path / "t.csv", "csv", "classification")[0]] == ["invalid_utf8"]
+
+
+# --- text in another encoding than UTF-8 (columns.encoding) ---
+
+def test_excel_csv_in_cp1252_reads_with_its_encoding_named(tmp_path):
+    """Excel's "CSV" on Windows writes cp1252: read as UTF-8 every row with an accent or a curly quote is invalid_utf8
+    (a whole French file rejected); with task.columns.encoding=cp1252 each reads as its text, and a byte cp1252 does
+    not define (0x81) costs its record alone, counted as invalid_cp1252."""
+    text = "text,label\nCafé crème,pos\n“Quoted” – dash,neg\nplain,pos\n".encode("cp1252") + b"bad \x81 byte,neg\n"
+    path = write(tmp_path, "reviews.csv", text)
+    _, rejects, _, _ = read(path, "csv")
+    assert rejects == {"invalid_utf8": 3}
+    rows, rejects, samples, _ = read(path, "csv", columns=Columns(encoding="cp1252"))
+    assert [r["text_a"] for r in rows] == ["Café crème", "“Quoted” – dash", "plain"]
+    assert rejects == {"invalid_cp1252": 1} and samples[0][:2] == ("invalid_cp1252", "line 5")
+
+
+@pytest.mark.parametrize("fmt, name, data", [
+    ("tsv", "a.tsv", "text\tlabel\nnaïve\tpos\n"),
+    ("jsonl", "a.jsonl", '{"text": "naïve", "label": "pos"}\n'),
+    ("jsonl", "b.jsonl", '[{"text": "naïve", "label": "pos"}]'),  # a JSON array where JSON Lines was expected
+])
+def test_every_text_format_reads_in_the_named_encoding_compressed_too(tmp_path, fmt, name, data):
+    import gzip
+
+    for encoding, suffix in (("latin-1", ""), ("utf-16", ".gz")):  # utf-16: its byte-order mark is read, not refused
+        raw = data.encode(encoding)
+        path = write(tmp_path, name + suffix, gzip.compress(raw) if suffix else raw)
+        rows, rejects, _, _ = read(path, fmt, columns=Columns(encoding=encoding))
+        assert [r["text_a"] for r in rows] == ["naïve"] and not rejects, (encoding, rejects)
+
+
+def test_plain_text_conll_and_squad_read_in_the_named_encoding(tmp_path):
+    path = write(tmp_path, "docs.txt", "première ligne\r\nseconde\n".encode("cp1252"))
+    got = [r for b in read_file(path, "text", "classification", Columns(encoding="cp1252"), labeled=False)
+           for r in b.rows]
+    assert [r["text_a"] for r in got] == ["première ligne", "seconde"]
+    path = write(tmp_path, "train.conll", "Zürich B-LOC\nliegt O\n\n".encode("latin-1"))
+    rows, rejects, _, _ = read(path, "conll", "token-classification", Columns(encoding="latin-1"))
+    assert rows[0]["tokens"] == ["Zürich", "liegt"] and not rejects
+    qa = {"id": "q", "question": "Wer?", "answers": [{"text": "Müller", "answer_start": 0}], "is_impossible": False}
+    paragraph = {"context": "Müller schrieb es.", "qas": [qa]}
+    squad = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [paragraph]}]}
+    path = write(tmp_path, "dev.json", json.dumps(squad, ensure_ascii=False).encode("latin-1"))
+    rows, rejects, _, _ = read(path, "squad", "question-answering", Columns(encoding="latin-1"))
+    assert rows[0]["answers"]["text"] == ["Müller"] and not rejects
+
+
+def test_a_utf16_file_names_the_encoding_to_set_and_an_unknown_encoding_is_refused(tmp_path):
+    path = write(tmp_path, "a.csv", "text\nfine\n".encode("utf-16"))
+    with pytest.raises(TaskDataError, match=r"a\.csv: UTF-16 text .*set task\.columns\.encoding=utf-16"):
+        read(path, "csv")
+    with pytest.raises(ValueError, match="'cp-1252' is not a text encoding Python knows"):
+        read(path, "csv", columns=Columns(encoding="cp-1252"))

@@ -8,8 +8,8 @@ import io
 import pytest
 
 from pipelines.tasks.common import TaskDataError
-from pipelines.tasks.text_records import (Reject, csv_records, has_lone_surrogate, json_array, json_item, json_object,
-                                          refuse_utf16, text_lines, tsv_records)
+from pipelines.tasks.text_records import (Reject, as_utf8, check_encoding, csv_records, has_lone_surrogate, json_array,
+                                          json_item, json_object, refuse_utf16, text_lines, tsv_records)
 
 LONG = "\n".join(f"paragraph {i}: " + "word " * 40 for i in range(1000))  # ~210,000 characters, 1,000 lines
 
@@ -122,3 +122,20 @@ def test_a_json_array_nested_past_the_stack_is_one_error_naming_the_file():
     with pytest.raises(TaskDataError, match="not valid JSON either"):
         json_array("deep.jsonl", io.BytesIO(b"[" * 100_000 + b"]" * 100_000))
 
+
+
+# --- 5. another encoding, named (as_utf8) ---
+
+def test_as_utf8_transcodes_across_its_chunks_and_seeks_to_its_start():
+    """Multi-byte characters cut by the transcoder's 64 KiB reads come out whole; a seek to the start (refuse_utf16,
+    json_array) reads the file again from its first byte."""
+    line = "日本語のテキスト、行\n"
+    text = line * 20_000  # ~400 KB of shift_jis
+    f = as_utf8(io.BytesIO(text.encode("shift_jis")), check_encoding("shift_jis"))
+    assert f.read(5) == line.encode()[:5]
+    f.seek(0)
+    assert f.read() == text.encode("utf-8")
+    f.seek(0)
+    assert next(iter(f)) == line.encode() and [*text_lines(f)][0][2] == line[:-1]
+    plain = io.BytesIO(b"a\n")
+    assert as_utf8(plain, "") is plain and as_utf8(plain, check_encoding("UTF8")) is plain
