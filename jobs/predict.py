@@ -9,9 +9,10 @@
 2. The plan: the input files (CSV, TSV, JSON Lines, Parquet, datasets folders, plain text: pipelines/tasks/files.py
    reading without labels) and the output's shards (jobs/inference/shards.py): complete ones are skipped, the
    others cleared. An output folder holds one model's predictions of one input: another is refused.
-3. Ray Data: read (tasks; bad records counted by reason) -> tokenize (tasks) -> predict (an actor pool, one model
-   replica per GPU or per `cpus_per_actor` CPUs; windows sorted by length; each actor writes its parts) -> one
-   small summary per batch to the driver: progress with rows/s and ETA, the manifest rewritten as shards complete.
+3. Ray Data: read (tasks; bad records counted by reason; each shard's rows longest first) -> tokenize (tasks) ->
+   predict (an actor pool, one model replica per GPU or per `cpus_per_actor` CPUs; windows sorted by length; each
+   actor writes its parts) -> one small summary per batch to the driver: progress with rows/s and ETA, the manifest
+   rewritten as shards complete.
 4. Every shard checked (each input row exactly once), the manifest finished, an MLflow run logged with the model
    version it used (jobs/lineage.py follows a prediction folder back to the model and on to the corpus).
 
@@ -316,7 +317,10 @@ def _complete_shards(output: Path, manifest: dict, touched: set, final: bool = F
 
 
 def _read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Path):
-    """One input file -> its rows (JSON) with their shard and place in it; each shard's _rows.json first."""
+    """One input file -> its rows (JSON) with their shard and place in it; each shard's _rows.json first. A shard's
+    rows go out longest first: the replicas' windows hold rows of like length (little padding in a batch), and the
+    last windows of the job are its shortest, quickest rows, so the replicas finish together instead of one working
+    through a long window alone. Each row keeps its position: the parts are written in its order."""
     from pipelines.tasks.files import read_file
 
     path, fmt = str(item["path"]), str(item["fmt"])
@@ -326,8 +330,9 @@ def _read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Pa
             continue
         shards.write_rows(output, shard, {"file": path, "rows": len(part.rows), "rejects": dict(part.rejects),
                                           "samples": [list(s) for s in part.samples]})
-        for position, row in enumerate(part.rows):
-            yield {"row": json.dumps(row, ensure_ascii=False), "shard": shard, "position": position, "file": path}
+        rows = [json.dumps(row, ensure_ascii=False) for row in part.rows]
+        for position in sorted(range(len(rows)), key=lambda i: -len(rows[i])):  # stable: ties in the file's order
+            yield {"row": rows[position], "shard": shard, "position": position, "file": path}
 
 
 _ENCODERS: dict[str, object] = {}  # per worker process: model digest -> its Encoder

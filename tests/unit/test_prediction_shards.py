@@ -171,3 +171,20 @@ def test_the_rows_of_big_inputs_are_estimated_from_a_sample(tmp_path):
     (tmp_path / "big.csv.gz").write_bytes(gzip.compress(big.read_bytes()))
     assert estimate_rows([(str(tmp_path / "big.csv.gz"), "csv")], sample_bytes=1 << 16) == 0  # unknown
     assert estimate_rows([(str(tmp_path / "big.csv.gz"), "csv")]) == 100_001
+
+
+def test_a_shards_rows_reach_the_replicas_longest_first_each_keeping_its_position(tmp_path):
+    """Windows of like lengths pad little, and the job ends on its shortest rows (the replicas finish together):
+    10,000 real rows, 58-59 s in file order, 52-54 s longest first (BENCHMARKS.md). The positions are the file's."""
+    from jobs.predict import _read
+    from pipelines.tasks.files import Columns
+
+    long = "a much longer text than the others"
+    texts = ["short", long, "a middling text", "tiny", long]
+    (tmp_path / "in.csv").write_text("text\n" + "\n".join(texts) + "\n")
+    out = list(_read({"index": 0, "path": str(tmp_path / "in.csv"), "fmt": "csv"}, "classification",
+                     Columns(tokens=""), 10_000, set(), tmp_path / "out"))
+    assert [json.loads(r["row"])["text_a"] for r in out] == sorted(texts, key=len, reverse=True)
+    assert [r["position"] for r in out] == [1, 4, 2, 0, 3]  # ties in the file's order
+    assert {r["shard"] for r in out} == {"00000-000000"}
+    assert json.loads((tmp_path / "out" / "shards" / "00000-000000" / "_rows.json").read_text())["rows"] == 5
