@@ -4,7 +4,8 @@
            build's BLAS: MKL in the official wheels) against PackedLinear, GFLOP/s
   model    jobs/inference/predictor.Predictor's forward over real rows (the pkgdocs harvest: installed packages'
            documentation, mean ~50 word pieces) with all-MiniLM-L6-v2 and a 4-class head, cpu_kernels="torch"
-           against "onednn", rows/s, and the largest difference of their logits
+           against "onednn" (and "onednn" with the feed-forward GELU left outside the kernel), rows/s, and the
+           largest difference of their logits
 
     python bench/onednn_linear.py              # 1,000 rows
     python bench/onednn_linear.py --rows 3000 --threads 2
@@ -45,10 +46,13 @@ def gemm(repeats: int = 50) -> tuple[float, float]:
     return rate(linear), rate(packed)
 
 
-def model_rows(folder: Path, texts: list[str], kernels: str) -> tuple[float, list]:
+def model_rows(folder: Path, texts: list[str], kernels: str, fuse_gelu: bool = True) -> tuple[float, list]:
+    from jobs.inference.onednn import pack_linears
     from jobs.inference.predictor import Predictor
 
-    predictor = Predictor(folder, max_batch_tokens=4096, cpu_kernels=kernels)
+    predictor = Predictor(folder, max_batch_tokens=4096, cpu_kernels=kernels if fuse_gelu else "torch")
+    if not fuse_gelu:
+        assert pack_linears(predictor.model, fuse_gelu=False) > 0
     encoded = predictor.encode([{"id": str(i), "text_a": t} for i, t in enumerate(texts)])
     predictor.forward(encoded[:64])  # warm
     start = time.perf_counter()
@@ -74,13 +78,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = model_folder(Path(tmp) / "model")
         torch_rate, torch_logits = model_rows(folder, texts, "torch")
+        unfused_rate, _ = model_rows(folder, texts, "onednn", fuse_gelu=False)
         onednn_rate, onednn_logits = model_rows(folder, texts, "onednn")
     diff = max(float(np.abs(a[0] - b[0]).max()) for a, b in zip(torch_logits, onednn_logits))
     print(f"threads {args.threads} | cores {os.cpu_count()} | load {os.getloadavg()[0]:.2f} | torch {torch.__version__}")
     print(f"gemm 1600x384 @ 384x1536   nn.Linear {dense:7.1f} GFLOP/s   PackedLinear {packed:7.1f} GFLOP/s   "
           f"{packed / dense:.2f}x")
     print(f"MiniLM-L6, {len(texts)} rows      torch {torch_rate:7.1f} rows/s     onednn {onednn_rate:7.1f} "
-          f"rows/s     {onednn_rate / torch_rate:.2f}x   max |logit diff| {diff:.1e}")
+          f"rows/s     {onednn_rate / torch_rate:.2f}x   max |logit diff| {diff:.1e}   (GELU outside the kernel: "
+          f"{unfused_rate:.1f} rows/s, {unfused_rate / torch_rate:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -59,16 +59,16 @@ def available() -> bool:
         return False
 
 
-def pack_linears(model: torch.nn.Module) -> int:
+def pack_linears(model: torch.nn.Module, fuse_gelu: bool = True) -> int:
     """Replace every fp32 nn.Linear of a CPU model by a PackedLinear, the exact GELU after a feed-forward layer's
-    fused into it; how many were replaced (0: none, where oneDNN is unavailable)."""
+    fused into it (`fuse_gelu`); how many were replaced (0: none, where oneDNN is unavailable)."""
     linears = [(parent, name) for parent in model.modules() for name, child in parent.named_children()
                if type(child) is torch.nn.Linear and child.weight.device.type == "cpu"
                and child.weight.dtype == torch.float32]
     if not linears or not available():
         return 0
     for parent, name in linears:
-        if name == "dense" and _exact_gelu(getattr(parent, "intermediate_act_fn", None)):
+        if fuse_gelu and name == "dense" and _exact_gelu(getattr(parent, "intermediate_act_fn", None)):
             _fuse_gelu(parent)
         else:
             setattr(parent, name, PackedLinear(getattr(parent, name)))
