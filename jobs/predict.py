@@ -191,6 +191,7 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     path = output / shards.MANIFEST
     if path.is_file():
         old = json.loads(path.read_text())
+        old.get("basis", {}).get("columns", {}).setdefault("encoding", "")  # a folder from before columns.encoding
         if old.get("basis") == basis:
             return old
         before = old.get("basis", {})

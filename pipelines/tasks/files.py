@@ -30,8 +30,8 @@ tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch
 load_squad), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a
 compressed file cut short or not of its codec: the records before it are kept).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
-found and the task.columns.* to set) or named twice in the header, UTF-16 / UTF-32 text where no encoding is named,
-not parseable at all.
+found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
+named (UTF-16 / UTF-32 where none is), not parseable at all.
 """
 
 from __future__ import annotations
@@ -397,7 +397,8 @@ class _Rows:
 def _squad_batches(path: str, batch_rows: int, encoding: str = "") -> Iterator[FileBatch]:
     fs, p = fsspec.core.url_to_fs(path)
     with tempfile.TemporaryDirectory() as tmp:
-        plain = isinstance(fs, LocalFileSystem) and fsspec.utils.infer_compression(p) is None and not encoding
+        plain = isinstance(fs, LocalFileSystem) and fsspec.utils.infer_compression(p) is None \
+            and not check_encoding(encoding)
         local = p if plain else os.path.join(tmp, "squad.json")
         if local != p:  # load_squad reads a local, uncompressed UTF-8 file
             with fsspec.open(path, "rb", compression="infer") as src, open(local, "wb") as dst:

@@ -43,16 +43,26 @@ def refuse_utf16(path, f) -> None:
 
 
 def check_encoding(name: str) -> str:
-    """A text encoding's canonical name ("" for "": UTF-8); ValueError naming it where Python has no such codec or it is
-    not a text encoding (base64, zlib)."""
+    """A text encoding's canonical name ("" for "" and for UTF-8, with or without its byte-order mark, which the
+    readers skip); ValueError naming it where Python has no such codec or it is not a text encoding (base64, zlib)."""
     if not name:
         return ""
     try:
         "a".encode(name)  # LookupError for a name Python does not know, and for base64, zlib: not text encodings
-    except LookupError:
+    except (LookupError, UnicodeError):  # UnicodeError: the "undefined" codec
         raise ValueError(f"{name!r} is not a text encoding Python knows (its names: utf-8, cp1252, latin-1, utf-16, "
                          "shift_jis, gb18030, ...)") from None
-    return codecs.lookup(name).name
+    canonical = codecs.lookup(name).name
+    return "" if canonical in ("utf-8", "utf-8-sig") else canonical
+
+
+def _invalid_bytes(error: UnicodeDecodeError):
+    """A codec error handler: bytes the encoding does not define (cp1252's 0x81, half a UTF-16 surrogate pair, a
+    sequence cut at the end of the file) become one byte that is never UTF-8, so their record is rejected alone."""
+    return "\udcff", error.end  # encoded with surrogateescape: the byte 0xFF
+
+
+codecs.register_error("bert_foundry.invalid_bytes", _invalid_bytes)
 
 
 class _Utf8(io.RawIOBase):
@@ -61,6 +71,7 @@ class _Utf8(io.RawIOBase):
 
     def __init__(self, f, encoding: str):
         self.f, self.encoding = f, encoding
+        self.read_raw = getattr(f, "read1", f.read)  # read1: what a truncated .gz decompressed is returned first
         self.seek(0)
 
     def readable(self) -> bool:
@@ -78,43 +89,52 @@ class _Utf8(io.RawIOBase):
         if whence == io.SEEK_CUR:
             return self.pos
         self.f.seek(0)
-        # an undefined byte (cp1252's 0x81) stays a lone byte, invalid UTF-8: its record is invalid_utf8
-        self.text, self.pending, self.pos = codecs.getreader(self.encoding)(self.f, errors="surrogateescape"), b"", 0
+        self.decoder = codecs.getincrementaldecoder(self.encoding)(errors="bert_foundry.invalid_bytes")
+        self.pending, self.pos, self.started, self.ended = b"", 0, False, False
         return 0
 
     def readinto(self, buffer) -> int:
-        while not self.pending:
-            chunk = self.text.read(1 << 16)
-            if not chunk:
-                return 0
-            self.pending = chunk.encode("utf-8", "surrogateescape")
+        while not self.pending and not self.ended:
+            raw = self.read_raw(1 << 16)
+            self.ended = not raw
+            text = self.decoder.decode(raw, final=self.ended)
+            if not self.started and text:  # a byte-order mark is never data (utf-16-le named, the file has one)
+                text, self.started = text.removeprefix("\ufeff"), True
+            self.pending = text.encode("utf-8", "surrogateescape")
         n = min(len(buffer), len(self.pending))
         buffer[:n], self.pending, self.pos = self.pending[:n], self.pending[n:], self.pos + n
         return n
 
 
 def as_utf8(f, encoding: str):
-    """The binary file `f`, in `encoding` (a check_encoding name; "" or UTF-8: `f` itself), as UTF-8 bytes: lines,
-    reads and a seek to the start, as the readers here use a file."""
-    if not encoding or codecs.lookup(encoding).name == "utf-8":
-        return f
-    return io.BufferedReader(_Utf8(f, encoding), 1 << 16)
+    """The binary file `f`, in `encoding` (a check_encoding name; "": UTF-8, `f` itself), as UTF-8 bytes: lines, reads
+    and a seek to the start, as the readers here use a file. Memory: one 64 KiB read at a time."""
+    return io.BufferedReader(_Utf8(f, encoding), 1 << 16) if encoding else f
 
 
 def text_file(path, f, encoding: str = ""):
-    """A text file as the readers here take it, UTF-8 bytes: refused whole where a UTF-16 / UTF-32 byte-order mark
-    says it is in another encoding than the one named (refuse_utf16), transcoded from a named one (as_utf8)."""
+    """A text file as the readers here take it, UTF-8 bytes, transcoded from the encoding named (as_utf8). Refused
+    whole where a byte-order mark contradicts it: UTF-16 / UTF-32 where none is named (refuse_utf16: Excel's "Unicode
+    Text"), or another than the one named (a UTF-8 file read as cp1252 would start with "ï»¿" and be garbled)."""
     name = check_encoding(encoding)
-    if not name.startswith(("utf-16", "utf-32")):
+    if not name:
         refuse_utf16(path, f)
+        return f
+    head = f.read(4)
+    f.seek(0)
+    family = name[:6] if name.startswith(("utf-16", "utf-32")) else name
+    found = next((found for bom, found in (*_WIDE_BOMS, (codecs.BOM_UTF8, "UTF-8")) if head.startswith(bom)), "")
+    if found and found.lower() != family:
+        fix = "leave task.columns.encoding unset" if found == "UTF-8" else f"set task.columns.encoding={found.lower()}"
+        raise TaskDataError(f"{path}: {found} text (its byte-order mark), not {encoding}: {fix}")
     return as_utf8(f, name)
 
 
 def invalid_reason(encoding: str = "") -> str:
     """The reject reason of a record the readers find invalid_utf8, in a file of `encoding`: a byte it does not
-    define (cp1252's 0x81) is invalid_cp1252."""
+    define (cp1252's 0x81) makes it invalid_cp1252 (and so does a JSON escape of half a surrogate pair there)."""
     name = check_encoding(encoding)
-    return "invalid_utf8" if name in ("", "utf-8") else f"invalid_{name.replace('-', '_')}"
+    return f"invalid_{name.replace('-', '_')}" if name else "invalid_utf8"
 
 
 def text_lines(f, lone_cr: bool = False):

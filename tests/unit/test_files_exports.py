@@ -173,3 +173,44 @@ def test_a_utf16_file_names_the_encoding_to_set_and_an_unknown_encoding_is_refus
         read(path, "csv")
     with pytest.raises(ValueError, match="'cp-1252' is not a text encoding Python knows"):
         read(path, "csv", columns=Columns(encoding="cp-1252"))
+
+
+def test_bytes_the_named_encoding_does_not_define_cost_their_record_alone_never_the_file(tmp_path):
+    """Half a UTF-16 surrogate pair (an emoji a tool cut) and a file ending in an odd byte: the record holding it is
+    rejected and counted, the rest read; the decoding never raises (a raised error failed the file's Ray task)."""
+    head = "text,label\nfirst,a\n".encode("utf-16")
+    cut = "cut ".encode("utf-16-le") + b"\x3d\xd8" + ",b\n".encode("utf-16-le")  # a high surrogate alone
+    tail = "last,c\n".encode("utf-16-le") + b"Z"  # an odd byte: no UTF-16 character
+    path = write(tmp_path, "a.csv", head + cut + tail)
+    rows, rejects, _, _ = read(path, "csv", columns=Columns(encoding="utf-16"))
+    assert [r["text_a"] for r in rows] == ["first", "last"] and rejects == {"invalid_utf_16": 2}
+
+
+def test_a_truncated_download_keeps_every_record_before_the_cut_in_any_encoding(tmp_path):
+    import gzip
+
+    data = "text,label\n" + "".join(f"row {i} café,a\n" for i in range(20_000))
+    whole = gzip.compress(data.encode("latin-1"))
+    path = write(tmp_path, "a.csv.gz", whole[:len(whole) // 2])
+    as_utf8, _, _, _ = read(write(tmp_path, "b.csv.gz", gzip.compress(data.encode())[:len(whole) // 2]), "csv")
+    rows, rejects, _, _ = read(path, "csv", columns=Columns(encoding="latin-1"))
+    assert rejects == {"truncated_gzip": 1} and len(rows) > 0.9 * len(as_utf8) > 5_000
+    assert [r["text_a"] for r in rows] == [f"row {i} café" for i in range(len(rows))]
+
+
+@pytest.mark.parametrize("data, encoding, error", [
+    ("text\nfine\n".encode("utf-32"), "utf-16", r"UTF-32 text \(its byte-order mark\), not utf-16: set "
+                                                r"task\.columns\.encoding=utf-32"),
+    (b"\xef\xbb\xbftext\ncaf\xc3\xa9\n", "cp1252", r"UTF-8 text \(its byte-order mark\), not cp1252: leave "
+                                                  r"task\.columns\.encoding unset"),
+], ids=["utf-32-named-utf-16", "utf-8-named-cp1252"])
+def test_a_byte_order_mark_that_contradicts_the_named_encoding_is_refused(tmp_path, data, encoding, error):
+    """Read as the named encoding, such a file is text full of NULs or starting "ï»¿" (its header unreadable)."""
+    with pytest.raises(TaskDataError, match=error):
+        read(write(tmp_path, "a.csv", data), "csv", columns=Columns(encoding=encoding))
+    rows, _, _, _ = read(write(tmp_path, "b.csv", "\ufefftext,label\nfine,a\n".encode("utf-16-le")), "csv",
+                         columns=Columns(encoding="utf-16-le"))  # named without a BOM, written with one
+    assert [r["text_a"] for r in rows] == ["fine"]
+    rows, rejects, _, _ = read(write(tmp_path, "c.csv", b"\xef\xbb\xbftext,label\nfine,a\n"), "csv",
+                               columns=Columns(encoding="utf-8-sig"))
+    assert [r["text_a"] for r in rows] == ["fine"] and not rejects

@@ -60,7 +60,7 @@ def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_complete
     out, uri = tmp_path / "out", f"sqlite:///{tmp_path}/mlflow.db"
     cfg = PredictConfig(model="m", input="in.csv", output=str(out))
     model = ModelRef("m", tmp_path, "classification")
-    wrong, right = {"columns": {"text": "body"}}, {"columns": {"text": "review"}}
+    wrong, right = {"columns": {"text": "body", "encoding": ""}}, {"columns": {"text": "review", "encoding": ""}}
     client = MlflowClient(uri)
     first = client.create_run(client.create_experiment("predict")).info.run_id
     shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, [], wrong),
@@ -118,6 +118,10 @@ def test_a_rerun_over_an_edited_input_file_is_refused_naming_it(tmp_path):
     shards.write_rows(out, "00000-000000", {"file": str(data), "rows": 1})
     shards.write_part(out, "00000-000000", part([0]))
     assert _open_manifest(out, cfg, model, files, basis())["basis"] == basis()  # untouched: resumed
+    older = json.loads((out / shards.MANIFEST).read_text())  # written before columns.encoding existed: resumed too
+    del older["basis"]["columns"]["encoding"]
+    shards.write_json(out / shards.MANIFEST, older)
+    assert _open_manifest(out, cfg, model, files, basis())["basis"] == basis()
     data.write_text("text\nB\nA\n")  # the same size: only the modification time tells
     os.utime(data, (1_000_000_000, 1_000_000_000))
     with pytest.raises(ConfigError, match=rf"the input files: {data} changed \(size or modification time\)"):
