@@ -57,7 +57,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.squad import load_squad
-from pipelines.tasks.text_records import (Reject, as_utf8, check_encoding, csv_records, invalid_reason, json_array,
+from pipelines.tasks.text_records import (Reject, check_encoding, csv_records, invalid_reason, json_array,
                                           json_item, json_object, text_file, text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
@@ -402,7 +402,7 @@ def _squad_batches(path: str, batch_rows: int, encoding: str = "") -> Iterator[F
         local = p if plain else os.path.join(tmp, "squad.json")
         if local != p:  # load_squad reads a local, uncompressed UTF-8 file
             with fsspec.open(path, "rb", compression="infer") as src, open(local, "wb") as dst:
-                shutil.copyfileobj(as_utf8(src, check_encoding(encoding)), dst, 1 << 20)
+                shutil.copyfileobj(text_file(path, src, encoding), dst, 1 << 20)
         try:
             split = load_squad(local)
         except TaskDataError as e:

@@ -23,23 +23,30 @@ _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of byte
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
 _SNIFF_BYTES = 1 << 12  # read of a JSON Lines file to tell a JSON array from it
 _FIELD_LIMIT = 16 << 20  # characters of a CSV / TSV field: a long document pandas wrote to one cell
-_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
-              (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))  # starts as UTF-16LE's FF FE
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
+         (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),  # starts as UTF-16LE's FF FE
+         (codecs.BOM_UTF8, "UTF-8"))
 
 
 class Reject(str):
     """A reject reason where a reader yields records: told apart from a line of text by its type."""
 
 
+def _bom(f) -> str:
+    """The encoding a binary file's byte-order mark names ("UTF-8", "UTF-16", "UTF-32"; "" for none). Leaves f at its
+    start."""
+    head = f.read(4)
+    f.seek(0)
+    return next((name for bom, name in _BOMS if head.startswith(bom)), "")
+
+
 def refuse_utf16(path, f) -> None:
     """Raise TaskDataError for a text file opening with a UTF-16 / UTF-32 byte-order mark (Excel's "Unicode Text" is
     UTF-16LE): read as UTF-8 it would be lines of NUL-interleaved text or invalid_utf8. Leaves f at its start."""
-    head = f.read(4)
-    f.seek(0)
-    for bom, name in _WIDE_BOMS:
-        if head.startswith(bom):
-            raise TaskDataError(f"{path}: {name} text (its byte-order mark); set task.columns.encoding={name.lower()}, "
-                                "or save it as UTF-8 (Excel: 'CSV UTF-8')")
+    name = _bom(f)
+    if name in ("UTF-16", "UTF-32"):
+        raise TaskDataError(f"{path}: {name} text (its byte-order mark); set task.columns.encoding={name.lower()}, "
+                            "or save it as UTF-8 (Excel: 'CSV UTF-8')")
 
 
 def check_encoding(name: str) -> str:
@@ -120,10 +127,8 @@ def text_file(path, f, encoding: str = ""):
     if not name:
         refuse_utf16(path, f)
         return f
-    head = f.read(4)
-    f.seek(0)
     family = name[:6] if name.startswith(("utf-16", "utf-32")) else name
-    found = next((found for bom, found in (*_WIDE_BOMS, (codecs.BOM_UTF8, "UTF-8")) if head.startswith(bom)), "")
+    found = _bom(f)
     if found and found.lower() != family:
         fix = "leave task.columns.encoding unset" if found == "UTF-8" else f"set task.columns.encoding={found.lower()}"
         raise TaskDataError(f"{path}: {found} text (its byte-order mark), not {encoding}: {fix}")
