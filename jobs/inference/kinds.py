@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
                   "regression": ("value",), "token-classification": ("entities",),
                   "question-answering": ("answer", "answer_start", "score", "null_score")}
