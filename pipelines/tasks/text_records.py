@@ -21,7 +21,7 @@ from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
-_SNIFF_BYTES = 1 << 12  # read of a JSON Lines file to tell a JSON array from it
+_SNIFF_BYTES = 1 << 12  # head of a JSON Lines file (a JSON array instead?) or a TSV file (its line end)
 _FIELD_LIMIT = 16 << 20  # characters of a CSV / TSV field: a long document pandas wrote to one cell
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),  # starts as UTF-16LE's FF FE
@@ -279,13 +279,14 @@ def csv_records(f):
 
 
 def tsv_records(f):
-    """Records of TSV fields. GLUE style: split on tabs, quotes are characters. A line a CSV writer made
+    """Records of TSV fields. GLUE style: split on tabs, quotes are characters; lines end at \n, or at a lone \r in
+    a file that has no \n (_tsv_line_end). A line a CSV writer made
     (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
     quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
     lines (an embedded newline) where its line has fewer fields than the header. A run-on quote that never closes
     is unclosed_quote on its own line, and the lines after it are read again."""
     _allow_long_fields()
-    feed, columns, quoted = _Feed(f, newline="\n"), 0, False
+    feed, columns, quoted = _Feed(f, newline=_tsv_line_end(f)), 0, False
     while True:
         feed.start()
         try:
@@ -303,6 +304,15 @@ def tsv_records(f):
         if not columns and isinstance(record[2], list):  # the header; quoted, it was a CSV writer's (QUOTE_ALL)
             columns, quoted = len(parsed), parsed != fields
         yield record
+
+
+def _tsv_line_end(f) -> str:
+    """How a TSV file's lines end: "\r" where its head holds a \r and no \n (Mac Excel's "Tab delimited Text"
+    ends lines with a lone CR; read at \n, the whole file would be one line), else "\n" (a \r before it is not
+    text, and a lone \r inside a line is a character of its field, as GLUE's files have them)."""
+    head = f.read(_SNIFF_BYTES)
+    f.seek(0)
+    return "\r" if b"\r" in head and b"\n" not in head else "\n"
 
 
 def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool):

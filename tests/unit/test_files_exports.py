@@ -151,6 +151,23 @@ def test_every_text_format_reads_in_the_named_encoding_compressed_too(tmp_path, 
         assert [r["text_a"] for r in rows] == ["naïve"] and not rejects, (encoding, rejects)
 
 
+def test_mac_excel_tab_delimited_text_lines_end_in_a_lone_cr(tmp_path):
+    """Excel for Mac's "Tab delimited Text" ends its lines with a lone CR, in Mac Roman: read at \\n the whole file
+    was one line (its header swallowing every row); now each CR ends a row, with and without the encoding named,
+    compressed too. In a file with \\n line ends a lone CR is a character of its field, as before."""
+    import gzip
+
+    text = "text\tlabel\rCafé crème\tpos\r\"said \"\"no\"\"\"\tneg\rplain\tpos\r".encode("mac_roman")
+    rows, rejects, _, _ = read(write(tmp_path, "a.txt", text), "tsv", columns=Columns(encoding="mac_roman"))
+    assert [(r["text_a"], r["label"]) for r in rows] == [("Café crème", "pos"), ('said "no"', "neg"),
+                                                        ("plain", "pos")] and not rejects
+    plain = b"text\tlabel\rfine day\tpos\rbad day\tneg\r"
+    rows, rejects, _, _ = read(write(tmp_path, "b.tsv.gz", gzip.compress(plain)), "tsv")
+    assert [r["text_a"] for r in rows] == ["fine day", "bad day"] and not rejects
+    rows, _, _, _ = read(write(tmp_path, "c.tsv", b"text\tlabel\nline\rbreak\tpos\n"), "tsv")
+    assert [r["text_a"] for r in rows] == ["line\rbreak"]
+
+
 def test_plain_text_conll_and_squad_read_in_the_named_encoding(tmp_path):
     path = write(tmp_path, "docs.txt", "première ligne\r\nseconde\n".encode("cp1252"))
     got = [r for b in read_file(path, "text", "classification", Columns(encoding="cp1252"), labeled=False)
