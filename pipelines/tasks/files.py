@@ -13,22 +13,22 @@ Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
     Columns.label_separator; [] = no label), or a float.
   * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names).
   * question-answering: squad.load_squad's {id, title, question, context, answers, is_impossible}.
-id is the id column's value (an integral float as the integer: 101.0 -> "101") or "<file name>:<n>", n the record's
-0-based position in the file (unique in a file; files of one split sharing a name share these ids, which QA's
-squad_eval_features refuses, naming them).
+id is the id column's value (an integral float as the integer: 101.0 or a CSV's "101.0" -> "101", cells.py) or
+"<file name>:<n>", n the record's 0-based position in the file (unique in a file; files of one split sharing a name
+share these ids, which QA's squad_eval_features refuses, naming them).
 
-A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompressed as it is read; its text is UTF-8, or
-the encoding Columns.encoding names (transcoded as it is read). A bad record is skipped and counted by reason, never
-fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invalid_<encoding>, e.g. invalid_cp1252, a byte
-the named encoding does not define),
-blank_line, bad_json (a line that is not a JSON object), bad_csv (text after a closing quote), unclosed_quote (a CSV
-/ TSV quote that never closes: its line, the lines after it are read again), wrong_column_count, missing_text,
-missing_label (absent, empty, JSON null, NaN), unparseable_label (JSON bool / list as a class, a non-finite score),
-non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1),
-mixed_label_types (a label of another JSON type than the file's first valid row's), empty_row,
-tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer (QA, as
-load_squad), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a
-compressed file cut short or not of its codec: the records before it are kept).
+A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompressed as it is read; its text is UTF-8,
+or the encoding Columns.encoding names (transcoded as it is read). A bad record is skipped and counted by reason,
+never fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invalid_<encoding>, e.g. invalid_cp1252, a
+byte the named encoding does not define), blank_line, bad_json (a line that is not a JSON object), bad_csv (text
+after a closing quote), unclosed_quote (a CSV / TSV quote that never closes: its line, the lines after it are read
+again), wrong_column_count, missing_text, missing_label (absent, empty, JSON null, NaN), unparseable_label (JSON
+bool / list as a class, a non-finite score), non_integer_label (a float class such as 1.5; 1.0, as pandas writes an
+int column holding a NaN, is the class 1, and so is a CSV cell "1.0"), mixed_label_types (a label of another JSON
+type than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id,
+answer_offset_mismatch, no_valid_answer (QA, as load_squad), empty_file (0 bytes or a header only; counted once),
+truncated_<codec> / corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are
+kept).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
 named (UTF-16 / UTF-32 where none is), not parseable at all.
@@ -54,6 +54,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from pipelines.tasks.cells import cell_id, cell_text, integral
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.squad import load_squad
@@ -76,27 +77,6 @@ def _name(path: str) -> str:
     """A file's name without its folder, for the ids of rows without one: the same rows give the same digest (and
     resubmission basis) wherever the file lies."""
     return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _id(value) -> str | None:
-    """A record's id as text, None where it has none (absent, "", null, NaN). An integral float is the integer
-    pandas meant (an int column holding a NaN is written as floats: 101 -> 101.0)."""
-    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _text(value):
-    """A text cell as text: a Parquet binary column's bytes decoded (older Hive / Impala writers), an integer as the
-    digits a CSV would hold; anything else as it is (a non-str is missing_text)."""
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return Reject("invalid_utf8")
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 @dataclass(frozen=True)
@@ -286,10 +266,10 @@ class _Rows:
     def row(self, n: int, record: dict, where: str) -> dict | str:
         """The row, or the reason to reject the record."""
         c = self.columns
-        rid = _id(record.get(c.id) if c.id else None)
+        rid = cell_id(record.get(c.id) if c.id else None)
         rid = f"{_name(self.path)}:{n}" if rid is None else rid
         if self.kind == "token-classification" and not c.tokens:  # unlabeled text to tag
-            text = _text(record.get(c.text))
+            text = cell_text(record.get(c.text))
             if isinstance(text, Reject):
                 return str(text)
             return {"id": rid, "text": text} if isinstance(text, str) and text.strip() else "missing_text"
@@ -297,7 +277,7 @@ class _Rows:
             return self._tokens(rid, record.get(c.tokens), record.get(c.tags), labeled=bool(c.tags))
         if self.kind == "question-answering":
             return self._qa(rid, record, where)
-        texts = [_text(record.get(name)) for name in (c.text, c.text_pair) if name]
+        texts = [cell_text(record.get(name)) for name in (c.text, c.text_pair) if name]
         if any(isinstance(t, Reject) for t in texts):
             return "invalid_utf8"
         if not all(isinstance(t, str) and t.strip() for t in texts):
@@ -323,7 +303,8 @@ class _Rows:
                 return "non_integer_label"
             value = int(value)
         if self.kind == "classification":
-            return (str(value).strip(), type(value).__name__) if isinstance(value, (int, str)) else "unparseable_label"
+            return (integral(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
+                else "unparseable_label"
         if self.kind == "regression":
             try:
                 score = float(value) if isinstance(value, (int, float, str)) else math.nan
@@ -362,7 +343,7 @@ class _Rows:
     def _qa(self, rid: str, record: dict, where: str) -> dict | str:
         """As load_squad: an answer must be the context's text at its answer_start."""
         c = self.columns
-        context, question = _text(record.get(c.context)), _text(record.get(c.question))
+        context, question = cell_text(record.get(c.context)), cell_text(record.get(c.question))
         answers = record.get(c.answers) if c.answers else None  # "": inputs to predict (a header's "" is no answer)
         if isinstance(context, Reject) or isinstance(question, Reject):
             return "invalid_utf8"

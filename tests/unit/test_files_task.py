@@ -160,6 +160,12 @@ def test_float_class_labels_as_pandas_writes_them(tmp_path):
     pq.write_table(pa.table({"text": ["a", "b", "c"], "label": [1.0, float("nan"), None]}), tmp_path / "f.parquet")
     rows, rejects, _, _ = read(str(tmp_path / "f.parquet"), "parquet")
     assert [r["label"] for r in rows] == ["1"] and rejects == {"missing_label": 2}
+    # to_csv writes them "1.0", "0.0", "": the classes 1 and 0 of a file written without the gap, ids too; a class
+    # "1.5" or "v1.0" in a CSV is text, as it was
+    text = "id,text,label\n101.0,a,1.0\n,b,\n103.0,c,0.0\n104.5,d,1.5\n-2.00,e,v1.0\n"
+    rows, rejects, _, _ = read(write(tmp_path, "f.csv", text), "csv", columns=Columns(id="id"))
+    assert [(r["id"], r["label"]) for r in rows] == [("101", "1"), ("103", "0"), ("104.5", "1.5"), ("-2", "v1.0")]
+    assert rejects == {"missing_label": 1}
 
 
 def test_a_json_array_where_json_lines_was_expected(tmp_path):

@@ -1,0 +1,35 @@
+"""A cell of a user's file as a row's value, whatever wrote the file: ids and class names written as integral
+floats (pandas writes an int column holding a NaN as floats: 101.0 in Parquet and JSON, "101.0" in CSV) are the
+integers meant; text stored as bytes or as an integer is the text a CSV would hold."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pipelines.tasks.text_records import Reject
+
+_INTEGRAL = re.compile(r"-?\d+\.0+")  # "101.0", "-3.00"
+
+
+def integral(text: str) -> str:
+    """A text cell holding an integral float as the integer ("101.0" -> "101"); any other text as it is."""
+    return text.split(".", 1)[0] if _INTEGRAL.fullmatch(text) else text
+
+
+def cell_id(value) -> str | None:
+    """A record's id as text, None where it has none (absent, "", null, NaN); an integral float is the integer."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else integral(str(value))
+
+
+def cell_text(value):
+    """A text cell as text: a Parquet binary column's bytes decoded (older Hive / Impala writers), an integer as the
+    digits a CSV would hold; anything else as it is (a non-str is missing_text)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return Reject("invalid_utf8")
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
