@@ -9,10 +9,10 @@
 2. The plan: the input files (CSV, TSV, JSON Lines, Parquet, datasets folders, plain text: pipelines/tasks/files.py
    reading without labels) and the output's shards (jobs/inference/shards.py): complete ones are skipped, the
    others cleared. An output folder holds one model's predictions of one input: another is refused.
-3. Ray Data: read (tasks; bad records counted by reason; each shard's rows longest first) -> tokenize (tasks) ->
-   predict (an actor pool, one model replica per GPU or per `cpus_per_actor` CPUs; windows sorted by length; each
-   actor writes its parts) -> one small summary per batch to the driver: progress with rows/s and ETA, the manifest
-   rewritten as shards complete.
+3. Ray Data: read (tasks; bad records counted by reason; each shard's rows longest first, positions in their file:
+   sorted by file and position, the output is in input order) -> tokenize (tasks) -> predict (an actor pool, one
+   model replica per GPU or per `cpus_per_actor` CPUs; windows sorted by length; each actor writes its parts) -> a
+   summary per batch to the driver (progress, ETA; the manifest rewritten as shards complete).
 4. Every shard checked (each input row exactly once), the manifest finished, an MLflow run logged with the model
    version it used (jobs/lineage.py follows a prediction folder back to the model and on to the corpus).
 
@@ -231,7 +231,7 @@ def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:
     """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal."""
     return {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files],
             "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
-            "shard_rows": cfg.shard_rows, "threshold": cfg.threshold, "precision": cfg.precision}
+            "shard_rows": cfg.shard_rows, "threshold": cfg.threshold, "precision": cfg.precision, "positions": "in file"}
 
 
 # -- 3. Ray Data -------------------------------------------------------------------------------------------------
@@ -321,19 +321,20 @@ def _read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Pa
     """One input file -> its rows (JSON) with their shard and place in it; each shard's _rows.json first. A shard's
     rows go out longest first: the replicas' windows hold rows of like length (little padding in a batch), and the
     last windows of the job are its shortest, quickest rows, so the replicas finish together instead of one working
-    through a long window alone. Each row keeps its position: the parts are written in its order."""
+    through a long window alone. Each row keeps its position in the file: the parts are written in its order."""
     from pipelines.tasks.files import read_file
 
     path, fmt = str(item["path"]), str(item["fmt"])
+    read = 0  # the file's readable rows before this shard: its rows are the file's `read`, `read` + 1, ...
     for k, part in enumerate(read_file(path, fmt, kind, columns, batch_rows=shard_rows, labeled=False)):
-        shard = shards.shard_id(int(item["index"]), k)
+        shard, first, read = shards.shard_id(int(item["index"]), k), read, read + len(part.rows)
         if shard in skip:
             continue
-        shards.write_rows(output, shard, {"file": path, "rows": len(part.rows), "rejects": dict(part.rejects),
-                                          "samples": [list(s) for s in part.samples]})
+        shards.write_rows(output, shard, {"file": path, "first": first, "rows": len(part.rows),
+                                          "rejects": dict(part.rejects), "samples": [list(s) for s in part.samples]})
         rows = [json.dumps(row, ensure_ascii=False) for row in part.rows]
-        for position in sorted(range(len(rows)), key=lambda i: -len(rows[i])):  # stable: ties in the file's order
-            yield {"row": rows[position], "shard": shard, "position": position, "file": path}
+        for i in sorted(range(len(rows)), key=lambda i: -len(rows[i])):  # stable: ties in the file's order
+            yield {"row": rows[i], "shard": shard, "position": first + i, "file": path}
 
 
 _ENCODERS: dict[str, object] = {}  # per worker process: model digest -> its Encoder

@@ -1,11 +1,13 @@
 """A prediction job's output folder, and which of its shards are complete: what a rerun skips.
 
     <output>/manifest.json                           the job's record (model, version, inputs, shards, counts)
-    <output>/shards/<shard>/_rows.json               the shard's input: file, rows read, rejects (written first)
+    <output>/shards/<shard>/_rows.json               the shard's input: file, first position, rows, rejects (first)
     <output>/shards/<shard>/part-<first>-<n>-<h>.parquet   predictions of n of its rows, from position `first`
 
 A shard is the k-th run of `shard_rows` consecutive readable rows of one input file (pipelines/tasks/files.py
-reads a file the same way every time), named `<file index>-<k>`. Every file lands whole or not at all (written
+reads a file the same way every time), named `<file index>-<k>`. A row's position is its place among its file's
+readable rows (the shard's `first` = k * shard_rows, and on): sorted by file and position, the output is in input
+order. Every file lands whole or not at all (written
 beside its name, then renamed), so a killed job leaves complete files only. A shard is complete when its
 _rows.json is there and its parts hold that many rows; a rerun removes the parts of every other shard and
 predicts it again, so each input row is predicted exactly once in the output. A part's name comes from the rows
@@ -40,12 +42,12 @@ def write_json(path: Path, value) -> None:
 
 
 def write_rows(output: Path, shard: str, info: dict) -> None:
-    """The shard's input record, before any of its rows is predicted: {file, rows, rejects, samples}."""
+    """The shard's input record, before any of its rows is predicted: {file, first, rows, rejects, samples}."""
     write_json(output / SHARDS / shard / ROWS, info)
 
 
 def write_part(output: Path, shard: str, table: pa.Table) -> str:
-    """A part of the shard's predictions (`table` has a `position` column: each row's place in the shard)."""
+    """A part of the shard's predictions (`table` has a `position` column: each row's place in its file)."""
     positions = table.column("position").to_pylist()
     digest = hashlib.sha256(json.dumps(positions).encode()).hexdigest()[:12]
     name = f"part-{min(positions):07d}-{len(positions)}-{digest}.parquet"
@@ -92,11 +94,13 @@ def clear_incomplete(output: Path, states: dict[str, ShardState]) -> list[str]:
 
 
 def verify(output: Path, shard: str, rows: int) -> None:
-    """Each of the shard's rows is in its parts exactly once (positions 0 .. rows-1); raises otherwise."""
+    """Each of the shard's rows is in its parts exactly once (positions first .. first + rows - 1); raises
+    otherwise."""
     folder = output / SHARDS / shard
+    first = int(json.loads((folder / ROWS).read_text()).get("first", 0))
     positions = sorted(p for part in sorted(folder.glob("part-*.parquet"))
                        for p in pq.read_table(part, columns=["position"]).column("position").to_pylist())
-    if positions != list(range(rows)):
+    if positions != list(range(first, first + rows)):
         raise RuntimeError(f"shard {shard}: its parts hold positions {positions[:5]}... ({len(positions)} rows) for "
                            f"{rows} input rows: not each exactly once")
 

@@ -88,6 +88,9 @@ def test_champion_predicts_three_formats_as_its_registered_pipeline(ray_tmp, reg
     assert result.rows == 91 and result.rejected == {"bad_json": 1, "blank_line": 1} and result.truncated == 1
     rows = outputs(out)
     assert sorted(r["id"] for r in rows) == sorted({r["id"] for r in rows})  # each input once
+    # sorted by file and position, the output is the input in order (ids "<file>:<n>": no record before the last
+    # is rejected here, so n is the row's place in its file; a.csv's 40 rows span two shards of 25)
+    assert all(int(r["id"].rsplit(":", 1)[1]) == r["position"] for r in rows), rows
     mlflow.set_tracking_uri(f"sqlite:///{ray_tmp}/mlflow.db")
     pipe = mlflow.transformers.load_model(f"models:/{NAME}/2")
     settings = mlflow.pyfunc.load_model(f"models:/{NAME}/2").model_config  # what the server calls it with

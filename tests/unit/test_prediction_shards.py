@@ -192,3 +192,25 @@ def test_a_shards_rows_reach_the_replicas_longest_first_each_keeping_its_positio
     assert [r["position"] for r in out] == [1, 4, 2, 0, 3]  # ties in the file's order
     assert {r["shard"] for r in out} == {"00000-000000"}
     assert json.loads((tmp_path / "out" / "shards" / "00000-000000" / "_rows.json").read_text())["rows"] == 5
+
+
+def test_positions_are_places_in_the_file_so_the_output_sorts_into_input_order(tmp_path):
+    """A position is the row's place among its file's readable rows, not in its shard: the whole output folder,
+    sorted by file and position, is the input in order (a rejected record takes no position). verify checks a
+    shard's positions from its first."""
+    from jobs.predict import _read
+    from pipelines.tasks.files import Columns
+
+    (tmp_path / "in.csv").write_text("text\na\nbb\n\nccc\ndddd\neeeee\n")  # a blank line: rejected
+    out = list(_read({"index": 0, "path": str(tmp_path / "in.csv"), "fmt": "csv"}, "classification",
+                     Columns(tokens=""), 2, set(), tmp_path / "out"))
+    assert [(r["shard"], r["position"]) for r in out] == [
+        ("00000-000000", 1), ("00000-000000", 0), ("00000-000001", 3), ("00000-000001", 2), ("00000-000002", 4)]
+    assert [json.loads(r["row"])["text_a"] for r in sorted(out, key=lambda r: r["position"])] == \
+        ["a", "bb", "ccc", "dddd", "eeeee"]
+    for shard, positions in (("00000-000001", [3, 2]), ("00000-000002", [4])):
+        shards.write_part(tmp_path / "out", shard, part(positions))
+        shards.verify(tmp_path / "out", shard, len(positions))
+    shards.write_part(tmp_path / "out", "00000-000000", part([0, 1, 2]))  # a position of the next shard
+    with pytest.raises(RuntimeError, match="not each exactly once"):
+        shards.verify(tmp_path / "out", "00000-000000", 2)
