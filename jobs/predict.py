@@ -231,7 +231,7 @@ def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:
     """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal."""
     return {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files],
             "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
-            "shard_rows": cfg.shard_rows, "threshold": cfg.threshold, "precision": cfg.precision, "positions": "in file"}
+            "shard_rows": cfg.shard_rows, "threshold": cfg.threshold, "precision": cfg.precision, "positions": "file"}
 
 
 # -- 3. Ray Data -------------------------------------------------------------------------------------------------
