@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 
 from bert_core.config import ConfigError
@@ -24,6 +25,9 @@ class DataConfig:
     sources: list[str] = field(default_factory=list)  # paths, globs or filesystem URIs
     format: str = "auto"  # how to read sources; "auto" decides per file by extension
     text_column: str = "text"  # column holding document text in parquet / JSONL sources
+    # plain-text sources' encoding: "" = UTF-8; latin-1, cp1252, mac_roman, shift_jis, ...: a Python codec that
+    # writes ASCII as ASCII (files are cut at \n bytes). JSON Lines, XML and parquet text are read as UTF-8
+    text_encoding: str = ""
     output_root: str = "data/prepared"  # prepared sets land in <output_root>/<hash>/
     min_document_chars: int = 200  # shorter documents are dropped (counted as "too_short")
     max_line_bytes: int = 4 << 20  # longer lines are skipped unread, their record counted "line_too_long"
@@ -48,6 +52,7 @@ class DataConfig:
             raise ConfigError("data.sources must name at least one path, glob or URI")
         if self.format not in FORMATS:
             raise ConfigError(f"data.format must be one of {FORMATS}, got {self.format!r}")
+        check_text_encoding(self.text_encoding)
         if self.masking not in MASKING:
             raise ConfigError(f"data.masking must be one of {MASKING}, got {self.masking!r}")
         if not 8 <= self.max_seq_len <= 4096:
@@ -64,3 +69,24 @@ class DataConfig:
         if self.tokenizer.path is None and self.tokenizer.vocab_size < 128:
             raise ConfigError(f"data.tokenizer.vocab_size must be >= 128, got {self.tokenizer.vocab_size}")
         return self
+
+
+def check_text_encoding(name: str) -> None:
+    """data.text_encoding: "" or a codec Python knows that keeps ASCII bytes as they are, so that a file is cut into
+    lines and ranges at its \\n bytes (UTF-16 and UTF-32 are not: their \\n is two or four bytes)."""
+    if not name:
+        return
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        raise ConfigError(f"data.text_encoding={name!r} is not a text encoding Python knows (latin-1, cp1252, "
+                          "mac_roman, shift_jis, ...)") from None
+    probe = "Ab 1\t\n\r."
+    try:
+        same = probe.encode(name) == probe.encode("ascii")
+    except (UnicodeError, LookupError, TypeError):  # a codec that is not text to bytes (rot13, base64)
+        same = False
+    if not same:
+        raise ConfigError(f"data.text_encoding={name!r}: its text is not ASCII-compatible (UTF-16 and UTF-32 write "
+                          f"\\n as 2 or 4 bytes), so its files cannot be cut into lines; convert them to UTF-8 "
+                          f"(iconv -f {name} -t UTF-8) and leave data.text_encoding unset")

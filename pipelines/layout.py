@@ -56,6 +56,8 @@ def hashed_config(cfg: DataConfig) -> dict:
     d = dataclasses.asdict(cfg)
     for name in ("num_workers", "work_unit_bytes", "output_root"):
         d.pop(name)
+    if not d["text_encoding"]:  # UTF-8, as before the setting: prepared sets keep their names
+        d.pop("text_encoding")
     d["tokenizer"].pop("path")
     return d
 

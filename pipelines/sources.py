@@ -22,7 +22,9 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
   * The record is the unit of rejection: a JSONL line, a parquet row, a wiki page, and a whole
     book for .txt. Invalid UTF-8 in a record rejects that record ("invalid_utf8"), and so does a
     JSON string with a lone surrogate escape ("\\ud83d"): text corpora are UTF-8 and guessing
-    another encoding produces mojibake BERT would learn from.
+    another encoding produces mojibake BERT would learn from. Plain text in another encoding is read
+    in the one cfg.text_encoding names (latin-1, cp1252, ...: an older Project Gutenberg book), a
+    byte it does not define rejecting the document ("invalid_cp1252").
   * A line longer than cfg.max_line_bytes is skipped in bounded chunks, never held whole, and
     rejects its record ("line_too_long"); the next JSONL line is read normally.
   * A compressed stream that ends early yields every complete record before the cut, then one
@@ -76,7 +78,7 @@ from pipelines.paths import open_binary
 from pipelines.source_files import SourceError, relative_names, resolve_sources
 
 DOCUMENT_COLUMNS = ("doc_id", "source", "text", "reject_reason", "sample")
-REJECT_REASONS = (
+REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in the data.text_encoding named
     "invalid_utf8", "binary_file", "empty_file", "empty_document", "too_short", "line_too_long",
     "truncated_bz2", "truncated_gzip", "corrupt_bz2", "corrupt_gzip", "malformed_json",
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
@@ -215,8 +217,8 @@ def _looks_binary(head: bytes) -> bool:
     return b"\x00" in head or head.startswith(_BINARY_MAGIC)
 
 
-def _decode_sample(data: bytes) -> str:
-    return data[: SAMPLE_CHARS * 4].decode("utf-8", errors="replace")[:SAMPLE_CHARS].rstrip("\r\n")
+def _decode_sample(data: bytes, encoding: str = "utf-8") -> str:
+    return data[: SAMPLE_CHARS * 4].decode(encoding, errors="replace")[:SAMPLE_CHARS].rstrip("\r\n")
 
 
 def _reject(doc_id: str, source: str, reason: str, sample: str) -> dict:
@@ -303,13 +305,15 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
 
 
 def _text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig) -> dict:
+    encoding = codecs.lookup(cfg.text_encoding or "utf-8").name
     if too_long is not None:
-        return _reject(doc_id, path, "line_too_long", _decode_sample(too_long))
+        return _reject(doc_id, path, "line_too_long", _decode_sample(too_long, encoding))
     data = b"".join(chunks)
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return _reject(doc_id, path, "invalid_utf8", _decode_sample(data[max(0, e.start - 100):]))
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:  # invalid_utf8; a byte cp1252 does not define: invalid_cp1252
+        reason = "invalid_utf8" if encoding == "utf-8" else f"invalid_{encoding.replace('-', '_')}"
+        return _reject(doc_id, path, reason, _decode_sample(data[max(0, e.start - 100):], encoding))
     return _document(doc_id, path, text, cfg)
 
 

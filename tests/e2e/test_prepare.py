@@ -207,6 +207,25 @@ def test_trains_a_tokenizer_when_none_is_given(ray_up, corpus, tmp_path):
     assert max(max(ids) for ids in table.column("input_ids").to_pylist()) < tok.get_vocab_size()
 
 
+def test_a_corpus_of_cp1252_books_is_prepared_in_the_encoding_named(ray_up, tmp_path):
+    """Plain-text books in cp1252 (curly quotes, accents: an older Project Gutenberg download) through prepare() on
+    Ray: with data.text_encoding=cp1252 every book is kept and a byte cp1252 does not define rejects its book
+    (invalid_cp1252, counted in the manifest); without the setting each book is invalid_utf8."""
+    rng = random.Random(3)
+    books = tmp_path / "books"
+    books.mkdir()
+    for i in range(6):
+        text = "\n\n".join(" ".join(f"“{sentence(rng)}” – café" for _ in range(12)) for _ in range(4))
+        (books / f"book-{i}.txt").write_bytes(text.encode("cp1252") + (b" \x81\n" if i == 5 else b"\n"))
+    cfg = config(str(books), tmp_path / "prepared", text_encoding="cp1252", num_shards=1)
+    prepared = prepare(cfg)
+    assert prepared.manifest["counts"]["documents_kept"] == 5, prepared.manifest["counts"]
+    assert prepared.manifest["rejects"] == {"invalid_cp1252": 1}, prepared.manifest["rejects"]
+    assert read_split(prepared.path, "train").num_rows > 0
+    utf8 = prepare(config(str(books), tmp_path / "prepared", num_shards=1))
+    assert utf8.manifest["counts"]["documents_kept"] == 0 and utf8.manifest["rejects"] == {"invalid_utf8": 6}
+
+
 @pytest.mark.slow
 def test_a_ray_data_worker_killed_mid_preparation_changes_nothing(ray_up, corpus, two_runs, tmp_path):
     """SIGKILL the Ray worker process running a work unit's tokenizing task (a lost node; its process title

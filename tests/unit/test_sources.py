@@ -133,6 +133,31 @@ def test_text_rejects(tmp_path):
     assert all(r["text"] == "" for rows in got.values() for r in rows)
 
 
+def test_plain_text_in_the_encoding_named(tmp_path):
+    """An older Project Gutenberg book is latin-1 or cp1252: read as UTF-8 it is rejected whole (invalid_utf8); with
+    data.text_encoding named, each is its text; a byte the encoding does not define rejects
+    its document (invalid_cp1252), its sample decoded in that encoding. An encoding whose \\n is not the byte \\n
+    (UTF-16) or that Python lacks is refused by the config; UTF-8 corpora keep their prepared sets' names."""
+    from bert_core.config import ConfigError
+    from pipelines.layout import dataset_name, hashed_config
+
+    book = "Le café du coin était fermé.\n" * 4
+    (tmp_path / "gutenberg.txt").write_bytes(book.encode("latin-1"))
+    assert reasons(read(tmp_path / "gutenberg.txt", "g")) == [("g#0", "invalid_utf8")]
+    [row] = read(tmp_path / "gutenberg.txt", "g", text_encoding="latin-1")
+    assert row["text"].startswith("Le café du coin était fermé.") and row["reject_reason"] == ""
+    quotes = "“Quoted” – and so on, at length.\n" * 3
+    (tmp_path / "quotes.txt").write_bytes(quotes.encode("cp1252") + b"\n" + b"bad \x81 byte " * 3 + b"\n")
+    path = tmp_path / "quotes.txt"
+    whole = list(iter_documents(str(path), "q", cfg(path, text_encoding="cp1252")))
+    assert [r["reject_reason"] for r in whole] == ["invalid_cp1252"] and "“Quoted”" in whole[0]["sample"]
+    for name, message in (("utf-16", "not ASCII-compatible"), ("cp-1252", "not a text encoding Python knows")):
+        with pytest.raises(ConfigError, match=message):
+            cfg(tmp_path, text_encoding=name).validate()
+    assert "text_encoding" not in hashed_config(cfg(tmp_path))  # a UTF-8 corpus hashes as before the setting
+    assert dataset_name(cfg(tmp_path), [], None) != dataset_name(cfg(tmp_path, text_encoding="cp1252"), [], None)
+
+
 def test_jsonl_records_and_their_rejects(tmp_path):
     path = tmp_path / "wiki_00.jsonl"
     lines = [json.dumps({"id": "1", "url": "u", "title": "T", "text": BOOK}).encode(),
