@@ -358,6 +358,12 @@ def test_squad_json_is_detected_and_read_as_load_squad(tmp_path):
     one_line = write(tmp_path, "dev1.json", json.dumps(SQUAD))
     lines = write(tmp_path, "rows.json", jsonl({"data": "not a list", "text": "x"}, {"text": "y"}))
     assert resolve_files(str(tmp_path / "*.json")) == [(pretty, "squad"), (one_line, "squad"), (lines, "jsonl")]
+    # JSON Lines whose first record is longer than the 1 MiB sniffed (a long document): not SQuAD by its first key
+    long = write(tmp_path, "long.json", jsonl({"text": "word " * 300_000, "label": "a"}, {"text": "y", "label": "b"}))
+    assert resolve_files(long) == [(long, "jsonl")]
+    assert [r["label"] for r in read(long, "jsonl")[0]] == ["a", "b"]
+    big = write(tmp_path, "big.json", json.dumps({**SQUAD, "version": "v2.0 " + "x" * (1 << 20)}))  # one long line
+    assert resolve_files(big) == [(big, "squad")]
     rows, rejects, _, _ = read(pretty, "squad", "question-answering")
     assert rows == load_squad(pretty).rows and [r["id"] for r in rows] == ["q1", "q3"]
     assert rejects == {"answer_offset_mismatch": 1, "no_valid_answer": 1}
