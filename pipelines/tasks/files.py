@@ -43,6 +43,7 @@ import lzma
 import math
 import os
 import posixpath
+import re
 import shutil
 import tempfile
 import zlib
@@ -58,8 +59,8 @@ from pipelines.tasks.cells import cell_id, cell_text, integral
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.squad import load_squad
-from pipelines.tasks.text_records import (Reject, check_encoding, csv_records, invalid_reason, json_array,
-                                          json_item, json_object, text_file, text_lines, tsv_records)
+from pipelines.tasks.text_records import (Reject, check_encoding, csv_delimiter, csv_records, invalid_reason,
+                                          json_array, json_item, json_object, text_file, text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad", "text")  # text: unlabeled only
@@ -71,6 +72,7 @@ _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
 _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "squad")}  # others: + text
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _ABSENT = object()
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
 def _name(path: str) -> str:
@@ -250,6 +252,7 @@ class _Rows:
     def __init__(self, path: str, kind: str, columns: Columns):
         self.path, self.kind, self.columns = path, kind, columns
         self.batch, self.seen, self.label_type, self.ids = FileBatch([]), 0, None, set()
+        self.decimal_comma = False  # a semicolon CSV's numbers: "0,5" is 0.5
 
     def put(self, row, where: str, excerpt) -> None:
         """Keep a row, or count a reject reason (a blank line is not a record)."""
@@ -306,6 +309,8 @@ class _Rows:
             return (integral(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
                 else "unparseable_label"
         if self.kind == "regression":
+            if self.decimal_comma and isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
+                value = value.replace(",", ".")
             try:
                 score = float(value) if isinstance(value, (int, float, str)) else math.nan
             except ValueError:
@@ -429,6 +434,7 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         try:
             if fmt not in ("hf", "parquet"):
                 f = text_file(path, f, columns.encoding)
+                rows.decimal_comma = fmt == "csv" and csv_delimiter(f) == ";"
             for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):
                 record = Reject(invalid) if record == "invalid_utf8" else record
                 if keys is not None and isinstance(record, dict):

@@ -258,10 +258,13 @@ def _fields(n, feed: _Feed, fields: list, sep: str):
 
 def csv_records(f):
     """Records of fields (quoted commas and newlines kept), parsed strictly: text after a closing quote is bad_csv,
-    a quote that never closes well is unclosed_quote on its own line (the lines after it are read again)."""
+    a quote that never closes well is unclosed_quote on its own line (the lines after it are read again). Fields
+    are split at commas, or at semicolons where the header has a semicolon and no comma (Excel's "CSV" where the
+    decimal mark is a comma: most of Europe)."""
     _allow_long_fields()
+    delimiter = csv_delimiter(f)
     feed = _Feed(f, newline="")
-    reader = csv.reader(feed, strict=True)
+    reader = csv.reader(feed, strict=True, delimiter=delimiter)
     for n in itertools.count():
         feed.start()
         try:
@@ -275,7 +278,14 @@ def csv_records(f):
                 feed.give_back()
             yield n, feed.where(), Reject("unclosed_quote" if unclosed else "bad_csv"), f"{e}: {first}"
             continue
-        yield _fields(n, feed, fields, ",")
+        yield _fields(n, feed, fields, delimiter)
+
+
+def csv_delimiter(f) -> str:
+    """";" where the file's header (its first line that is not blank) holds one and no comma, else ","."""
+    header = [line for line in f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).splitlines() if line.strip()][:1]
+    f.seek(0)
+    return ";" if header and b";" in header[0] and b"," not in header[0] else ","
 
 
 def tsv_records(f):

@@ -151,6 +151,27 @@ def test_every_text_format_reads_in_the_named_encoding_compressed_too(tmp_path, 
         assert [r["text_a"] for r in rows] == ["naïve"] and not rejects, (encoding, rejects)
 
 
+def test_excel_csv_with_semicolons_where_the_decimal_mark_is_a_comma(tmp_path):
+    """Excel in most of Europe writes "CSV" with semicolons (its decimal mark is the comma), in cp1252: read at commas
+    every row was one field and the file was refused for its columns; a header with a semicolon and no comma splits
+    the file at semicolons (quoted ones kept), and a regression label's decimal comma is its decimal point. A
+    comma-separated file whose text holds semicolons is read as before."""
+    text = 'Text;Label\r\n"Gut; sehr gut, wirklich";pos\r\nSchlecht;neg\r\n'.encode("cp1252")
+    rows, rejects, _, _ = read(write(tmp_path, "de.csv", text), "csv",
+                               columns=Columns(text="Text", label="Label", encoding="cp1252"))
+    assert [(r["text_a"], r["label"]) for r in rows] == [("Gut; sehr gut, wirklich", "pos"), ("Schlecht", "neg")]
+    assert not rejects
+    rows, _, _, _ = read(write(tmp_path, "us.csv", "text,label\nfine; really,pos\n"), "csv")
+    assert [r["text_a"] for r in rows] == ["fine; really"]
+    # its numbers have decimal commas: a regression label "3,5" is 3.5 there; in a comma CSV "1,000" is no number
+    rows, rejects, _, _ = read(write(tmp_path, "scores.csv", "text;score\na;3,5\nb;-1\nc;2.25\n"), "csv",
+                               "regression", Columns(label="score"))
+    assert [r["label"] for r in rows] == [3.5, -1.0, 2.25] and not rejects
+    rows, rejects, _, _ = read(write(tmp_path, "us-scores.csv", 'text,score\na,"1,000"\nb,2\n'), "csv",
+                               "regression", Columns(label="score"))
+    assert [r["label"] for r in rows] == [2.0] and rejects == {"unparseable_label": 1}
+
+
 def test_mac_excel_tab_delimited_text_lines_end_in_a_lone_cr(tmp_path):
     """Excel for Mac's "Tab delimited Text" ends its lines with a lone CR, in Mac Roman: read at \\n the whole file
     was one line (its header swallowing every row); now each CR ends a row, with and without the encoding named,
