@@ -191,7 +191,6 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     path = output / shards.MANIFEST
     if path.is_file():
         old = json.loads(path.read_text())
-        old.get("basis", {}).get("columns", {}).setdefault("encoding", "")  # a folder from before columns.encoding
         if old.get("basis") == basis:
             return old
         before = old.get("basis", {})
@@ -278,7 +277,7 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
                                                "threads": max(1, int(cfg.cpus_per_actor)), "precision": cfg.precision,
                                                "cpu_kernels": cfg.cpu_kernels,
                                                "kill_after": int(cfg.faults.get("kill_actor_after_batches", 0))})
-    expected = inputs.estimate_rows(files)
+    expected = inputs.estimate_rows(files, sheet=cfg.columns.sheet)
     before = sum(s["rows"] for s in manifest["shards"].values())
     rows = 0
     start = last = time.time()

@@ -30,12 +30,15 @@ def formats(files) -> str:
     return ", ".join(f"{n} {fmt}" for fmt, n in sorted(collections.Counter(fmt for _, fmt in files).items()))
 
 
-def estimate_rows(files, sample_bytes: int = 4 << 20) -> int:
-    """About how many rows the inputs hold (for the ETA), 0 = unknown: Parquet's own count; for text formats the
+def estimate_rows(files, sample_bytes: int = 4 << 20, sheet: str = "") -> int:
+    """About how many rows the inputs hold (for the ETA), 0 = unknown: Parquet's and Excel's own count (the `sheet`
+    read); for text formats the
     lines of each file's first `sample_bytes`, scaled by its size (the driver does not read a 50 GB input to
     count it; a compressed file longer than the sample is unknown)."""
     import fsspec
     import pyarrow.parquet as pq
+
+    from pipelines.tasks import excel
 
     total = 0
     for path, fmt in files:
@@ -43,6 +46,9 @@ def estimate_rows(files, sample_bytes: int = 4 << 20) -> int:
             if fmt == "parquet":
                 with fsspec.open(path, "rb") as f:
                     total += pq.ParquetFile(f).metadata.num_rows
+            elif fmt == "xlsx":
+                with fsspec.open(path, "rb") as f:
+                    total += excel.row_count(path, f, sheet)
             elif fmt in ("csv", "tsv", "jsonl", "text"):
                 with fsspec.open(path, "rb", compression="infer") as f:
                     head = f.read(sample_bytes)

@@ -16,8 +16,9 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.common import TaskDataError
 from pipelines.tasks.files import FORMATS
 
+# .json may be "squad"; .txt only as conll
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-              ".parquet": "parquet", ".pq": "parquet", ".conll": "conll"}  # .json may be "squad"; .txt only as conll
+              ".parquet": "parquet", ".pq": "parquet", ".xlsx": "xlsx", ".xlsm": "xlsx", ".conll": "conll"}
 INPUT_EXTENSIONS = {**EXTENSIONS, ".txt": "text"}  # inputs to predict (unlabeled): .txt is plain text
 _SNIFF_BYTES = 1 << 20  # read of a .json file to tell one SQuAD document from JSON Lines
 COMPRESSIONS = (".gz", ".bz2", ".xz")  # files.read_file decompresses them as it reads (fsspec's compression="infer")

@@ -1,5 +1,5 @@
-"""A user's own labeled files -> task rows: CSV, TSV, JSON Lines, Parquet, HF `save_to_disk` folders,
-CoNLL column files and SQuAD JSON, for five kinds of task (KINDS), at a local path or any fsspec URL.
+"""A user's own labeled files -> task rows: CSV, TSV, JSON Lines, Parquet, HF `save_to_disk` folders, Excel
+workbooks (excel.py), CoNLL column files and SQuAD JSON, for five kinds of task (KINDS), at a path or fsspec URL.
 
 `pipelines.tasks.file_finder.resolve_files` turns a file, folder, glob or `folder:split` into (path, format)
 pairs; `read_file` streams one of them as FileBatch-es of at most `batch_rows` rows (bounded memory: only SQuAD JSON
@@ -58,18 +58,19 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.cells import cell_id, cell_text, integral
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
+from pipelines.tasks.excel import excel_records
 from pipelines.tasks.squad import load_squad
 from pipelines.tasks.text_records import (Reject, check_encoding, csv_delimiter, csv_records, invalid_reason,
                                           json_array, json_item, json_object, text_file, text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
-FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "conll", "squad", "text")  # text: unlabeled only
+FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "conll", "squad", "text")  # text: unlabeled only
 _SENTENCES = ("text", "text_pair", "label")
 _KIND_COLUMNS = {"classification": _SENTENCES, "multi-label": _SENTENCES, "regression": _SENTENCES,
                  "token-classification": ("tokens", "tags"), "question-answering": ("context", "question", "answers")}
 _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
                  "question-answering": ("jsonl", "parquet", "hf", "squad")}  # the others: csv tsv jsonl parquet hf
-_UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "squad")}  # others: + text
+_UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "squad")}  # others: + text
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _ABSENT = object()
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
@@ -98,6 +99,7 @@ class Columns:
     # text files' encoding (CSV, TSV, JSON Lines, plain text, CoNLL, SQuAD JSON): "" = UTF-8; cp1252 (Excel's "CSV" on
     # Windows), latin-1, utf-16, shift_jis, ...: any Python codec name. Its undefined bytes: invalid_<encoding>
     encoding: str = ""
+    sheet: str = ""  # Excel workbooks (.xlsx): the sheet to read; "" = the first
 
 
 @dataclass
@@ -117,11 +119,17 @@ class FileBatch:
 
 
 
-def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]:
-    """The columns `kind` reads (and the optional title); raises naming the missing ones."""
+def _needed(kind: str, columns: Columns) -> dict[str, str]:
+    """The columns `kind` reads: Columns field -> the name in the user's files."""
     need = {f: getattr(columns, f) for f in (*_KIND_COLUMNS[kind], "id") if getattr(columns, f)}
     if kind == "token-classification" and not columns.tokens:  # unlabeled text to tag
         need["text"] = columns.text
+    return need
+
+
+def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]:
+    """The columns `kind` reads (and the optional title); raises naming the missing ones."""
+    need = _needed(kind, columns)
     missing = [f for f, name in need.items() if name not in found]
     if missing:
         raise TaskDataError(f"{path}: expected columns {list(need.values())}, found {list(found)}; set "
@@ -221,6 +229,9 @@ def _records(path, f, fmt, kind, columns, batch_rows):
         return _header_records(path, csv_records(f), kind, columns)
     if fmt == "tsv":
         return _header_records(path, tsv_records(f), kind, columns)
+    if fmt == "xlsx":
+        return _header_records(path, excel_records(path, f, columns.sheet, _needed(kind, columns).values()), kind,
+                               columns)
     if fmt == "jsonl":
         items = json_array(path, f)
         if items is not None:
@@ -411,11 +422,11 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         raise ValueError(f"unknown task kind {kind!r}; expected one of {list(KINDS)}")
     if not labeled:
         columns = unlabeled(columns)
-        allowed = _UNLABELED_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf", "text"))
+        allowed = _UNLABELED_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "text"))
         if kind == "token-classification" and columns.tokens:
             allowed = _KIND_FORMATS[kind]
     else:
-        allowed = _KIND_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf"))
+        allowed = _KIND_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx"))
     if fmt not in allowed:
         raise TaskDataError(f"{path}: format {fmt!r} cannot hold {kind} rows; use one of {list(allowed)}")
     rows = _Rows(path, kind, columns)
@@ -432,7 +443,7 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
     invalid = invalid_reason(columns.encoding)  # a byte the named encoding does not define: invalid_cp1252
     with contextlib.nullcontext() if fmt == "hf" else fsspec.open(path, "rb", compression="infer") as f:
         try:
-            if fmt not in ("hf", "parquet"):
+            if fmt not in ("hf", "parquet", "xlsx"):
                 f = text_file(path, f, columns.encoding)
                 rows.decimal_comma = fmt == "csv" and csv_delimiter(f) == ";"
             for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):

@@ -121,17 +121,32 @@ def test_jsonl_multi_label_trains_with_a_sigmoid_and_reports_micro_f1(ray_tmp):
     assert hf.config.problem_type == "multi_label_classification" and hf.config.num_labels == 5
 
 
-def test_parquet_regression_reports_pearson(ray_tmp):
+def test_parquet_regression_with_an_excel_dev_sheet_reports_pearson(ray_tmp):
+    """Train scores in parquet; the dev scores in an Excel workbook's second sheet, under a title row, beside a
+    notes column, read by the job's Ray tasks (task.columns.sheet)."""
+    import openpyxl
+
     rng = np.random.default_rng(3)
     texts, scores = [], []
-    for i in range(160):
+    for i in range(200):
         n = int(rng.integers(0, 4))  # the score counts sports words
         texts.append(" ".join([*rng.choice(TOPICS["sports"], n), *rng.choice(FILLER, 5 - n)]))
         scores.append(float(n) + float(rng.normal(0, 0.1)))
     path = ray_tmp / "scores.parquet"
-    pq.write_table(pa.table({"text": texts, "label": scores}), path)
-    result = run(config(ray_tmp, "parquet-regression", f"task.train_file={path}", "task.kind=regression"))
+    pq.write_table(pa.table({"text": texts[:160], "label": scores[:160]}), path)
+    book = openpyxl.Workbook()
+    book.active.append(["read me first"])
+    sheet = book.create_sheet("Dev")
+    sheet.append(["Scores, checked by hand"])
+    sheet.append([])
+    sheet.append(["text", "label", None, "notes"])
+    for text, score in zip(texts[160:], scores[160:]):
+        sheet.append([text, score, None, "ok"])
+    book.save(ray_tmp / "dev.xlsx")
+    result = run(config(ray_tmp, "parquet-regression", f"task.train_file={path}", "task.kind=regression",
+                        f"task.dev_file={ray_tmp / 'dev.xlsx'}", "task.columns.sheet=Dev"))
     assert result.main_metric == "select/pearson" and "dev/spearman" in result.evaluation
+    assert result.evaluation["dev/pearson"] > 0.3, result.evaluation  # the 40 Excel rows were read as numbers
     from transformers import AutoConfig
 
     hf = AutoConfig.from_pretrained(result.export_dir)

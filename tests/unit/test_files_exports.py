@@ -172,6 +172,48 @@ def test_excel_csv_with_semicolons_where_the_decimal_mark_is_a_comma(tmp_path):
     assert [r["label"] for r in rows] == [2.0] and rejects == {"unparseable_label": 1}
 
 
+def test_excel_workbooks_as_people_keep_them(tmp_path):
+    """An .xlsx as labels are kept by hand: a title and a blank row above the table, a column without a header and
+    notes right of it, numbers as labels (1 and 1.0 are the class 1), a blank row inside (counted), formatted empty
+    rows below (not counted), the data on a named sheet; the lock file Excel keeps beside an open workbook is not
+    data. Predict reads it unlabeled and counts its rows from the workbook."""
+    import openpyxl
+
+    from jobs.inference.inputs import estimate_rows
+
+    book = openpyxl.Workbook()
+    book.active.title = "Notes"
+    sheet = book.create_sheet("Labels")
+    for row in (["Support tickets, labelled by hand"], [], ["id", "text", "label", None, None, "comment"],
+                [7, "Cannot log in", 1, None, None, "checked"], [8.0, "Refund please", 2.0], [],
+                [9, "Where is my parcel", None], [10, "App crashes", 1]):
+        sheet.append(row)
+    sheet.cell(row=40, column=2).number_format = "0.00"  # a formatted cell far below: an empty row in the XML
+    path = tmp_path / "tickets.xlsx"
+    book.save(path)
+    (tmp_path / "~$tickets.xlsx").write_bytes(b"\x00" * 165)
+    files = resolve_files(str(tmp_path))
+    assert files == [(str(path), "xlsx")]
+    rows, rejects, samples, _ = read(str(path), "xlsx", columns=Columns(id="id", sheet="Labels"))
+    assert [(r["id"], r["text_a"], r["label"]) for r in rows] == [
+        ("7", "Cannot log in", "1"), ("8", "Refund please", "2"), ("10", "App crashes", "1")]
+    assert rejects == {"blank_line": 1, "missing_label": 1} and samples[1][:2] == ("missing_label", "row 7")
+    inputs = [r for b in read_file(str(path), "xlsx", "classification", Columns(sheet="Labels"), labeled=False)
+              for r in b.rows]
+    assert [r["text_a"] for r in inputs] == ["Cannot log in", "Refund please", "Where is my parcel", "App crashes"]
+    assert estimate_rows(files, sheet="Labels") >= 5
+    with pytest.raises(TaskDataError, match=r"no sheet 'Sheet1'; its sheets: \['Notes', 'Labels'\]"):
+        read(str(path), "xlsx", columns=Columns(sheet="Sheet1"))
+    with pytest.raises(TaskDataError, match=r"expected columns \['text', 'label'\], found \['read me'\]"):
+        book = openpyxl.Workbook()
+        book.active.append(["read me"])
+        book.save(tmp_path / "other.xlsx")
+        read(str(tmp_path / "other.xlsx"), "xlsx")
+    old = write(tmp_path, "old.xlsx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 512)  # a .xls renamed
+    with pytest.raises(TaskDataError, match="not an Excel workbook .*save a .xls"):
+        read(old, "xlsx")
+
+
 def test_mac_excel_tab_delimited_text_lines_end_in_a_lone_cr(tmp_path):
     """Excel for Mac's "Tab delimited Text" ends its lines with a lone CR, in Mac Roman: read at \\n the whole file
     was one line (its header swallowing every row); now each CR ends a row, with and without the encoding named,

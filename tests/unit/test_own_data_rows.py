@@ -28,7 +28,7 @@ def test_the_config_refuses_a_kind_a_format_a_metric_or_files_that_are_not_there
     path.write_text('{"text": "a", "label": 1}\n')
     for overrides, message in (
             (["task.kind=ranking"], "task.kind must be one of"),
-            (["task.format=xlsx"], "task.format must be one of"),
+            (["task.format=xls"], "task.format must be one of"),
             (["task.metric=pearson"], "task.metric must be one of .* for task.kind=classification"),
             ([f"task.dev_file={tmp_path}/missing.csv"], "task.dev_file: .*missing.csv"),
             (["task.train_file="], "task.train_file must name your training data")):

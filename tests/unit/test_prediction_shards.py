@@ -118,10 +118,13 @@ def test_a_rerun_over_an_edited_input_file_is_refused_naming_it(tmp_path):
     shards.write_rows(out, "00000-000000", {"file": str(data), "rows": 1})
     shards.write_part(out, "00000-000000", part([0]))
     assert _open_manifest(out, cfg, model, files, basis())["basis"] == basis()  # untouched: resumed
-    older = json.loads((out / shards.MANIFEST).read_text())  # written before columns.encoding existed: resumed too
-    del older["basis"]["columns"]["encoding"]
+    current = json.loads((out / shards.MANIFEST).read_text())
+    older = json.loads(json.dumps(current))  # an earlier version's folder: its positions were places in their shard
+    del older["basis"]["positions"], older["basis"]["columns"]["sheet"]
     shards.write_json(out / shards.MANIFEST, older)
-    assert _open_manifest(out, cfg, model, files, basis())["basis"] == basis()
+    with pytest.raises(ConfigError, match=r"another model or input \(differs in columns, positions\)"):
+        _open_manifest(out, cfg, model, files, basis())
+    shards.write_json(out / shards.MANIFEST, current)
     data.write_text("text\nB\nA\n")  # the same size: only the modification time tells
     os.utime(data, (1_000_000_000, 1_000_000_000))
     with pytest.raises(ConfigError, match=rf"the input files: {data} changed \(size or modification time\)"):

@@ -1,0 +1,89 @@
+"""Excel workbooks (.xlsx, .xlsm) as lines of fields, as csv_records gives a CSV file's: the sheet `Columns.sheet`
+names, or the first, read row by row with openpyxl in read-only mode (bounded memory; a formula's cell holds the
+value Excel last computed). Its header is the first row naming the task's columns (a title above the table is
+passed over); files.py reads the rows under it as a CSV's.
+
+Cells keep their types: text is a str, a number an int (Excel's 3) or a float (3.5), so a class label 1 or 1.0 is
+the class 1 and a regression label a number, as from JSON; a date is its ISO text. A header cell left empty names
+no column; cells right of the header's last name (notes beside a table) are not read.
+"""
+
+from __future__ import annotations
+
+import datetime
+import zipfile
+
+from pipelines.tasks.common import TaskDataError
+from pipelines.tasks.text_records import Reject
+
+
+def _value(cell):
+    if isinstance(cell, (datetime.datetime, datetime.date, datetime.time)):
+        return cell.isoformat()
+    return cell.strip() if isinstance(cell, str) else cell
+
+
+def _open(path: str, f, sheet: str):
+    import openpyxl
+
+    try:
+        book = openpyxl.load_workbook(f, read_only=True, data_only=True)
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError) as e:  # a .xls renamed, a copy cut short
+        raise TaskDataError(f"{path}: not an Excel workbook that openpyxl can read ({e}); save a .xls (Excel 97-2003) "
+                            "file as .xlsx or CSV") from None
+    if sheet and sheet not in book.sheetnames:
+        book.close()
+        raise TaskDataError(f"{path}: no sheet {sheet!r}; its sheets: {book.sheetnames} (task.columns.sheet)")
+    return book, book[sheet] if sheet else book.worksheets[0]
+
+
+def excel_records(path: str, f, sheet: str = "", names=()):
+    """(n, where, fields or Reject("blank_line"), excerpt) per row of the sheet from its header row, n counted from
+    the sheet's first row. The header is the first row holding every one of `names` (the columns the task reads):
+    a title or notes above the table are passed over; without such a row in the first _HEADER_ROWS rows that are
+    not empty, the first one (whose columns files.py then refuses, naming the missing). Its fields are text."""
+    book, ws = _open(path, f, sheet)
+    try:
+        start = _header_row(ws, set(names))
+        width, blank = None, []  # the header's width: up to its last name; blank rows not yet known to be inside
+        for n, row in enumerate(ws.iter_rows(min_row=start + 1, values_only=True), start):
+            values = [_value(c) for c in row]
+            if not any(v is not None and v != "" for v in values):
+                blank.append(n)  # counted once a row with values follows: not the formatted empty rows at the end
+                continue
+            yield from ((b, f"row {b + 1}", Reject("blank_line"), "") for b in blank)
+            blank = []
+            if width is None:
+                width = max(i for i, v in enumerate(values) if v is not None and v != "") + 1
+                values = ["" if v is None else str(v) for v in values]
+            fields = (values + [None] * width)[:width]
+            yield n, f"row {n + 1}", fields, "\t".join("" if v is None else str(v) for v in fields)
+    finally:
+        book.close()
+
+
+_HEADER_ROWS = 20  # rows that are not empty searched for the header
+
+
+def _header_row(ws, names: set) -> int:
+    """The 0-based index of the header row (see excel_records); 0 for an empty sheet."""
+    first = None
+    for n, row in enumerate(ws.iter_rows(values_only=True)):
+        cells = {str(_value(c)) for c in row if c is not None and str(c).strip()}
+        if not cells:
+            continue
+        first = n if first is None else first
+        if names <= cells:
+            return n
+        if n - first >= _HEADER_ROWS:
+            break
+    return first or 0
+
+
+def row_count(path: str, f, sheet: str = "") -> int:
+    """About how many rows the sheet holds under its header (its recorded dimension; 0 = unknown)."""
+    book, ws = _open(path, f, sheet)
+    try:
+        return max((ws.max_row or 1) - 1, 0)
+    finally:
+        book.close()
