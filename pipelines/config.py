@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import codecs
 from dataclasses import dataclass, field
 
 from bert_core.config import ConfigError
+from pipelines.encodings import check_encoding
 
 FORMATS = ("auto", "text", "jsonl", "wiki_xml", "parquet")
 MASKING = ("dynamic", "static")
@@ -71,22 +71,16 @@ class DataConfig:
         return self
 
 
-def check_text_encoding(name: str) -> None:
-    """data.text_encoding: "" or a codec Python knows that keeps ASCII bytes as they are, so that a file is cut into
-    lines and ranges at its \\n bytes (UTF-16 and UTF-32 are not: their \\n is two or four bytes)."""
-    if not name:
-        return
+def check_text_encoding(name: str) -> str:
+    """data.text_encoding's canonical name ("" for UTF-8), refused where Python lacks it or it does not keep ASCII
+    bytes as they are: a file is cut into lines and ranges at its \\n bytes (UTF-16 and UTF-32 write 2 or 4)."""
     try:
-        codecs.lookup(name)
-    except LookupError:
-        raise ConfigError(f"data.text_encoding={name!r} is not a text encoding Python knows (latin-1, cp1252, "
-                          "mac_roman, shift_jis, ...)") from None
+        canonical = check_encoding(name)
+    except ValueError as e:
+        raise ConfigError(f"data.text_encoding: {e}") from None
     probe = "Ab 1\t\n\r."
-    try:
-        same = probe.encode(name) == probe.encode("ascii")
-    except (UnicodeError, LookupError, TypeError):  # a codec that is not text to bytes (rot13, base64)
-        same = False
-    if not same:
-        raise ConfigError(f"data.text_encoding={name!r}: its text is not ASCII-compatible (UTF-16 and UTF-32 write "
-                          f"\\n as 2 or 4 bytes), so its files cannot be cut into lines; convert them to UTF-8 "
+    if canonical and probe.encode(canonical, "replace") != probe.encode("ascii"):
+        raise ConfigError(f"data.text_encoding={name!r}: its text is not ASCII-compatible ({canonical} does not write "
+                          f"\\n as the byte \\n), so its files cannot be cut into lines; convert them to UTF-8 "
                           f"(iconv -f {name} -t UTF-8) and leave data.text_encoding unset")
+    return canonical

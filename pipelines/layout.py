@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from pipelines.config import DataConfig
+from pipelines.encodings import check_encoding
 from pipelines.paths import filesystem
 from pipelines.shards import FORMAT_VERSION
 
@@ -56,7 +57,8 @@ def hashed_config(cfg: DataConfig) -> dict:
     d = dataclasses.asdict(cfg)
     for name in ("num_workers", "work_unit_bytes", "output_root"):
         d.pop(name)
-    if not d["text_encoding"]:  # UTF-8, as before the setting: prepared sets keep their names
+    d["text_encoding"] = check_encoding(cfg.text_encoding)  # its canonical name: latin1 and latin-1 are one
+    if not d["text_encoding"]:  # UTF-8 (named or not), as before the setting: prepared sets keep their names
         d.pop("text_encoding")
     d["tokenizer"].pop("path")
     return d

@@ -74,6 +74,7 @@ import ray
 from pipelines import json_array, multistream, wiki
 from pipelines.clean import normalize_text
 from pipelines.config import DataConfig
+from pipelines.encodings import check_encoding, invalid_reason
 from pipelines.paths import open_binary
 from pipelines.source_files import SourceError, relative_names, resolve_sources
 
@@ -305,14 +306,14 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
 
 
 def _text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig) -> dict:
-    encoding = codecs.lookup(cfg.text_encoding or "utf-8").name
+    encoding = check_encoding(cfg.text_encoding) or "utf-8"
     if too_long is not None:
         return _reject(doc_id, path, "line_too_long", _decode_sample(too_long, encoding))
     data = b"".join(chunks)
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as e:  # invalid_utf8; a byte cp1252 does not define: invalid_cp1252
-        reason = "invalid_utf8" if encoding == "utf-8" else f"invalid_{encoding.replace('-', '_')}"
+        reason = invalid_reason(cfg.text_encoding)
         return _reject(doc_id, path, reason, _decode_sample(data[max(0, e.start - 100):], encoding))
     return _document(doc_id, path, text, cfg)
 

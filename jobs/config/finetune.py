@@ -224,7 +224,7 @@ class FinetuneConfig:
     def _validate_files(self) -> None:
         """Your own data: a kind, a format, files that exist, a metric the kind has; checked before any Ray work."""
         from pipelines.tasks.file_finder import resolve_files
-        from pipelines.tasks.text_records import check_encoding
+        from pipelines.encodings import check_encoding
 
         k = self.task
         if k.kind not in FILE_KINDS:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from bert_core.config import ConfigError
 from jobs.config.sections import TrackingConfig, check_output_dir, refuse_relative_when_submitted
 from pipelines.tasks.files import FORMATS, Columns
-from pipelines.tasks.text_records import check_encoding
+from pipelines.encodings import check_encoding
 
 PRECISIONS = ("fp32", "bf16")  # bf16: autocast, on GPUs and on CPUs with bf16 instructions (avx512_bf16, AMX)
 CPU_KERNELS = ("onednn", "torch")  # fp32 linear layers on a CPU: oneDNN's prepacked kernels, or nn.Linear's BLAS

@@ -155,7 +155,9 @@ def test_plain_text_in_the_encoding_named(tmp_path):
         with pytest.raises(ConfigError, match=message):
             cfg(tmp_path, text_encoding=name).validate()
     assert "text_encoding" not in hashed_config(cfg(tmp_path))  # a UTF-8 corpus hashes as before the setting
-    assert dataset_name(cfg(tmp_path), [], None) != dataset_name(cfg(tmp_path, text_encoding="cp1252"), [], None)
+    assert "text_encoding" not in hashed_config(cfg(tmp_path, text_encoding="UTF8"))  # named or not
+    name = {e: dataset_name(cfg(tmp_path, text_encoding=e), [], None) for e in ("", "cp1252", "latin1", "latin-1")}
+    assert name[""] != name["cp1252"] != name["latin1"] == name["latin-1"]
 
 
 def test_jsonl_records_and_their_rejects(tmp_path):
