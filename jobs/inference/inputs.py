@@ -53,7 +53,7 @@ def estimate_rows(files, sample_bytes: int = 4 << 20, sheet: str = "") -> int:
                 with fsspec.open(path, "rb", compression="infer") as f:
                     head = f.read(sample_bytes)
                     whole = not f.read(1)
-                lines = head.count(b"\n")
+                lines = head.count(b"\n") or head.count(b"\r")  # or a lone CR's (Excel for Mac)
                 if whole:
                     total += lines
                 elif fsspec.utils.infer_compression(path) is None and head:

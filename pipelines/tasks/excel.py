@@ -1,11 +1,11 @@
 """Excel workbooks (.xlsx, .xlsm) as lines of fields, as csv_records gives a CSV file's: the sheet `Columns.sheet`
-names, or the first, read row by row with openpyxl in read-only mode (bounded memory; a formula's cell holds the
-value Excel last computed). Its header is the first row naming the task's columns (a title above the table is
-passed over); files.py reads the rows under it as a CSV's.
+names, or the first, read row by row with openpyxl in read-only mode (rows streamed; the workbook's table of shared
+strings is held whole; a formula's cell holds the value Excel last computed). Its header is the first row naming the
+task's columns (a title above the table is passed over); files.py reads the rows under it as a CSV's.
 
-Cells keep their types: text is a str, a number an int (Excel's 3) or a float (3.5), so a class label 1 or 1.0 is
-the class 1 and a regression label a number, as from JSON; a date is its ISO text. A header cell left empty names
-no column; cells right of the header's last name (notes beside a table) are not read.
+Cells are read as Excel's own CSV export writes them: a number as its digits (a class 1 or 1.0 is the class 1, a
+score parses, a column mixing numbers and numbers stored as text is one type), TRUE / FALSE, a date as ISO text. A
+header cell left empty names no column; cells right of the header's last name (notes beside a table) are not read.
 """
 
 from __future__ import annotations
@@ -17,10 +17,14 @@ from pipelines.tasks.common import TaskDataError
 from pipelines.tasks.text_records import Reject
 
 
-def _value(cell):
+def _value(cell) -> str | None:
+    if cell is None or isinstance(cell, str):
+        return cell.strip() if cell else None
+    if isinstance(cell, bool):
+        return "TRUE" if cell else "FALSE"
     if isinstance(cell, (datetime.datetime, datetime.date, datetime.time)):
         return cell.isoformat()
-    return cell.strip() if isinstance(cell, str) else cell
+    return str(cell)  # int, float: the digits a CSV holds
 
 
 def _open(path: str, f, sheet: str):
@@ -31,10 +35,12 @@ def _open(path: str, f, sheet: str):
     except (zipfile.BadZipFile, KeyError, OSError, ValueError) as e:  # a .xls renamed, a copy cut short
         raise TaskDataError(f"{path}: not an Excel workbook that openpyxl can read ({e}); save a .xls (Excel 97-2003) "
                             "file as .xlsx or CSV") from None
-    if sheet and sheet not in book.sheetnames:
+    sheets = {ws.title: ws for ws in book.worksheets}  # chart sheets hold no cells
+    if not sheets or (sheet and sheet not in sheets):
         book.close()
-        raise TaskDataError(f"{path}: no sheet {sheet!r}; its sheets: {book.sheetnames} (task.columns.sheet)")
-    return book, book[sheet] if sheet else book.worksheets[0]
+        raise TaskDataError(f"{path}: " + (f"no sheet {sheet!r} of cells; its sheets: {list(sheets)} "
+                                           "(task.columns.sheet)" if sheets else "no sheet of cells (only charts)"))
+    return book, sheets[sheet] if sheet else book.worksheets[0]
 
 
 def excel_records(path: str, f, sheet: str = "", names=()):
@@ -44,20 +50,21 @@ def excel_records(path: str, f, sheet: str = "", names=()):
     not empty, the first one (whose columns files.py then refuses, naming the missing). Its fields are text."""
     book, ws = _open(path, f, sheet)
     try:
+        ws.reset_dimensions()  # read every row there is: some writers record a smaller table than they wrote
         start = _header_row(ws, set(names))
         width, blank = None, []  # the header's width: up to its last name; blank rows not yet known to be inside
         for n, row in enumerate(ws.iter_rows(min_row=start + 1, values_only=True), start):
             values = [_value(c) for c in row]
-            if not any(v is not None and v != "" for v in values):
+            if not any(values):
                 blank.append(n)  # counted once a row with values follows: not the formatted empty rows at the end
                 continue
             yield from ((b, f"row {b + 1}", Reject("blank_line"), "") for b in blank)
             blank = []
             if width is None:
-                width = max(i for i, v in enumerate(values) if v is not None and v != "") + 1
-                values = ["" if v is None else str(v) for v in values]
+                width = max(i for i, v in enumerate(values) if v) + 1
+                values = ["" if v is None else v for v in values]
             fields = (values + [None] * width)[:width]
-            yield n, f"row {n + 1}", fields, "\t".join("" if v is None else str(v) for v in fields)
+            yield n, f"row {n + 1}", fields, "\t".join(v or "" for v in fields)
     finally:
         book.close()
 
@@ -69,7 +76,7 @@ def _header_row(ws, names: set) -> int:
     """The 0-based index of the header row (see excel_records); 0 for an empty sheet."""
     first = None
     for n, row in enumerate(ws.iter_rows(values_only=True)):
-        cells = {str(_value(c)) for c in row if c is not None and str(c).strip()}
+        cells = {v for v in map(_value, row) if v}
         if not cells:
             continue
         first = n if first is None else first
@@ -81,7 +88,7 @@ def _header_row(ws, names: set) -> int:
 
 
 def row_count(path: str, f, sheet: str = "") -> int:
-    """About how many rows the sheet holds under its header (its recorded dimension; 0 = unknown)."""
+    """About how many rows the sheet holds under its header (the dimension its writer recorded; 0 = unknown)."""
     book, ws = _open(path, f, sheet)
     try:
         return max((ws.max_row or 1) - 1, 0)

@@ -17,6 +17,7 @@ import itertools
 import json
 import re
 
+from pipelines.encodings import check_encoding, invalid_reason  # noqa: F401 (files.py reads them here)
 from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
@@ -47,20 +48,6 @@ def refuse_utf16(path, f) -> None:
     if name in ("UTF-16", "UTF-32"):
         raise TaskDataError(f"{path}: {name} text (its byte-order mark); set task.columns.encoding={name.lower()}, "
                             "or save it as UTF-8 (Excel: 'CSV UTF-8')")
-
-
-def check_encoding(name: str) -> str:
-    """A text encoding's canonical name ("" for "" and for UTF-8, with or without its byte-order mark, which the
-    readers skip); ValueError naming it where Python has no such codec or it is not a text encoding (base64, zlib)."""
-    if not name:
-        return ""
-    try:
-        "a".encode(name)  # LookupError for a name Python does not know, and for base64, zlib: not text encodings
-    except (LookupError, UnicodeError):  # UnicodeError: the "undefined" codec
-        raise ValueError(f"{name!r} is not a text encoding Python knows (its names: utf-8, cp1252, latin-1, utf-16, "
-                         "shift_jis, gb18030, ...)") from None
-    canonical = codecs.lookup(name).name
-    return "" if canonical in ("utf-8", "utf-8-sig") else canonical
 
 
 def _invalid_bytes(error: UnicodeDecodeError):
@@ -133,13 +120,6 @@ def text_file(path, f, encoding: str = ""):
         fix = "leave task.columns.encoding unset" if found == "UTF-8" else f"set task.columns.encoding={found.lower()}"
         raise TaskDataError(f"{path}: {found} text (its byte-order mark), not {encoding}: {fix}")
     return as_utf8(f, name)
-
-
-def invalid_reason(encoding: str = "") -> str:
-    """The reject reason of a record the readers find invalid_utf8, in a file of `encoding`: a byte it does not
-    define (cp1252's 0x81) makes it invalid_cp1252 (and so does a JSON escape of half a surrogate pair there)."""
-    name = check_encoding(encoding)
-    return f"invalid_{name.replace('-', '_')}" if name else "invalid_utf8"
 
 
 def text_lines(f, lone_cr: bool = False):
@@ -282,15 +262,18 @@ def csv_records(f):
 
 
 def csv_delimiter(f) -> str:
-    """";" where the file's header (its first line that is not blank) holds one and no comma, else ","."""
-    header = [line for line in f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).splitlines() if line.strip()][:1]
+    """";" where the file's header (its first line that is not blank) parses into more fields at semicolons than at
+    commas (quotes kept: `id;"text, raw";label` is three), else ","."""
+    head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8)
     f.seek(0)
-    return ";" if header and b";" in header[0] and b"," not in header[0] else ","
+    header = next((line for line in head.decode("utf-8", "surrogateescape").splitlines() if line.strip()), "")
+    fields = {d: len(next(csv.reader([header], delimiter=d), [])) for d in ",;"}
+    return ";" if fields[";"] > fields[","] else ","
 
 
 def tsv_records(f):
-    """Records of TSV fields. GLUE style: split on tabs, quotes are characters; lines end at \n, or at a lone \r in
-    a file that has no \n (_tsv_line_end). A line a CSV writer made
+    """Records of TSV fields. GLUE style: split on tabs, quotes are characters; lines end at \\n, or at a lone \\r in
+    a file of such line ends (_tsv_line_end). A line a CSV writer made
     (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
     quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
     lines (an embedded newline) where its line has fewer fields than the header. A run-on quote that never closes
@@ -317,12 +300,13 @@ def tsv_records(f):
 
 
 def _tsv_line_end(f) -> str:
-    """How a TSV file's lines end: "\r" where its head holds a \r and no \n (Mac Excel's "Tab delimited Text"
-    ends lines with a lone CR; read at \n, the whole file would be one line), else "\n" (a \r before it is not
-    text, and a lone \r inside a line is a character of its field, as GLUE's files have them)."""
+    """How a TSV file's lines end: "\\r" where its head holds more lone CRs than LFs (Mac Excel's "Tab delimited
+    Text" ends lines with a lone CR, and a line break inside a cell with a LF; read at \\n, the whole file would be
+    one line), else "\\n" (a \\r before it is not text, and a lone \\r inside a line is a character of its field, as
+    GLUE's files have them)."""
     head = f.read(_SNIFF_BYTES)
     f.seek(0)
-    return "\r" if b"\r" in head and b"\n" not in head else "\n"
+    return "\r" if head.count(b"\r") - head.count(b"\r\n") > head.count(b"\n") else "\n"
 
 
 def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool):
@@ -345,7 +329,7 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
             return Reject("unclosed_quote")
         feed.open_to = 0  # a whole line whose last field opens a quotation (GLUE's quotes are text): as it is
         return fields
-    return parsed if quoted or any('"' in p or "\t" in p for p in parsed) else fields
+    return parsed if quoted or any(c in p for p in parsed for c in '"\t\n\r') else fields  # a CSV writer's quoting
 
 
 def json_array(path, f) -> list | None:

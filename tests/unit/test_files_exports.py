@@ -163,6 +163,12 @@ def test_excel_csv_with_semicolons_where_the_decimal_mark_is_a_comma(tmp_path):
     assert not rejects
     rows, _, _, _ = read(write(tmp_path, "us.csv", "text,label\nfine; really,pos\n"), "csv")
     assert [r["text_a"] for r in rows] == ["fine; really"]
+    rows, _, _, _ = read(write(tmp_path, "q.csv", 'id;"text, raw";label\n1;"a, b";pos\n'), "csv",
+                         columns=Columns(text="text, raw"))  # a quoted comma in a semicolon header
+    assert [r["text_a"] for r in rows] == ["a, b"]
+    rows, _, _, _ = read(write(tmp_path, "one.csv", '"text; raw",label\n"hello; world",pos\n'), "csv",
+                         columns=Columns(text="text; raw"))  # a quoted semicolon in a comma header
+    assert [r["text_a"] for r in rows] == ["hello; world"]
     # its numbers have decimal commas: a regression label "3,5" is 3.5 there; in a comma CSV "1,000" is no number
     rows, rejects, _, _ = read(write(tmp_path, "scores.csv", "text;score\na;3,5\nb;-1\nc;2.25\n"), "csv",
                                "regression", Columns(label="score"))
@@ -202,7 +208,7 @@ def test_excel_workbooks_as_people_keep_them(tmp_path):
               for r in b.rows]
     assert [r["text_a"] for r in inputs] == ["Cannot log in", "Refund please", "Where is my parcel", "App crashes"]
     assert estimate_rows(files, sheet="Labels") >= 5
-    with pytest.raises(TaskDataError, match=r"no sheet 'Sheet1'; its sheets: \['Notes', 'Labels'\]"):
+    with pytest.raises(TaskDataError, match=r"no sheet 'Sheet1' of cells; its sheets: \['Notes', 'Labels'\]"):
         read(str(path), "xlsx", columns=Columns(sheet="Sheet1"))
     with pytest.raises(TaskDataError, match=r"expected columns \['text', 'label'\], found \['read me'\]"):
         book = openpyxl.Workbook()
@@ -212,6 +218,40 @@ def test_excel_workbooks_as_people_keep_them(tmp_path):
     old = write(tmp_path, "old.xlsx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 512)  # a .xls renamed
     with pytest.raises(TaskDataError, match="not an Excel workbook .*save a .xls"):
         read(old, "xlsx")
+
+
+def test_excel_cells_read_as_excels_csv_export_writes_them(tmp_path):
+    """TRUE / FALSE labels are the classes "TRUE" and "FALSE" (as from Excel's CSV), a score column mixing numbers
+    and numbers stored as text is one type, every row is read where the writer recorded a smaller table than it wrote
+    (openpyxl's read-only mode stops at that dimension), and a chart sheet is passed over, or refused by name."""
+    import re
+    import zipfile
+
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    for row in (["text", "label", "score"], ["a", True, "3"], ["b", False, 4], ["c", True, 2.5], *[["d", False, 1]] * 7):
+        book.active.append(row)
+    book.save(tmp_path / "full.xlsx")
+    with zipfile.ZipFile(tmp_path / "full.xlsx") as src, zipfile.ZipFile(tmp_path / "cut.xlsx", "w") as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == "xl/worksheets/sheet1.xml":
+                data = re.sub(rb'<dimension ref="[^"]+"', b'<dimension ref="A1:C4"', data)
+            dst.writestr(item, data)
+    rows, rejects, _, _ = read(str(tmp_path / "cut.xlsx"), "xlsx")
+    assert [r["label"] for r in rows] == ["TRUE", "FALSE", "TRUE"] + ["FALSE"] * 7 and not rejects
+    rows, rejects, _, _ = read(str(tmp_path / "cut.xlsx"), "xlsx", "regression", Columns(label="score"))
+    assert [r["label"] for r in rows[:3]] == [3.0, 4.0, 2.5] and len(rows) == 10 and not rejects
+    from openpyxl.chart import BarChart, Reference
+
+    chart = BarChart()
+    chart.add_data(Reference(book.active, min_col=3, min_row=1, max_row=4), titles_from_data=True)
+    book.create_chartsheet("Chart", 0).add_chart(chart)  # a chart sheet first: the data sheet is still the one read
+    book.save(tmp_path / "charts.xlsx")
+    assert len(read(str(tmp_path / "charts.xlsx"), "xlsx")[0]) == 10
+    with pytest.raises(TaskDataError, match=r"no sheet 'Chart' of cells; its sheets: \['Sheet'\]"):
+        read(str(tmp_path / "charts.xlsx"), "xlsx", columns=Columns(sheet="Chart"))
 
 
 def test_mac_excel_tab_delimited_text_lines_end_in_a_lone_cr(tmp_path):
@@ -229,6 +269,9 @@ def test_mac_excel_tab_delimited_text_lines_end_in_a_lone_cr(tmp_path):
     assert [r["text_a"] for r in rows] == ["fine day", "bad day"] and not rejects
     rows, _, _, _ = read(write(tmp_path, "c.tsv", b"text\tlabel\nline\rbreak\tpos\n"), "tsv")
     assert [r["text_a"] for r in rows] == ["line\rbreak"]
+    cell = b'text\tlabel\r"line one\nline two"\tpos\rb\tneg\r'  # a line break inside a cell: Excel writes a LF
+    rows, _, _, _ = read(write(tmp_path, "d.tsv", cell), "tsv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("line one\nline two", "pos"), ("b", "neg")]
 
 
 def test_plain_text_conll_and_squad_read_in_the_named_encoding(tmp_path):
