@@ -48,9 +48,10 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
         head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()  # less a UTF-8 byte-order mark
     try:
         first = json.loads(head.split(b"\n", 1)[0]) if head.startswith(b"{") else {}
-    except ValueError:  # a document over several lines, a first line past _SNIFF_BYTES, or a bad first record
-        key = re.match(rb'\{\s*"([^"\\]*)"', head)  # SQuAD's first key is "version" or "data"
-        return "jsonl" if key and key.group(1) not in (b"data", b"version") else "squad"
+    except ValueError:  # a document over several lines, a bad first record, or a first line past _SNIFF_BYTES:
+        key = re.match(rb'\{\s*"([^"\\]*)"', head)  # one SQuAD document starts with "version" or "data" on one line
+        long_line = b"\n" not in head and key and key.group(1) not in (b"data", b"version")
+        return "jsonl" if long_line else "squad"
     return "squad" if isinstance(first.get("data"), list) else "jsonl"
 
 

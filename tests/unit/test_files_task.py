@@ -364,6 +364,8 @@ def test_squad_json_is_detected_and_read_as_load_squad(tmp_path):
     assert [r["label"] for r in read(long, "jsonl")[0]] == ["a", "b"]
     big = write(tmp_path, "big.json", json.dumps({**SQUAD, "version": "v2.0 " + "x" * (1 << 20)}))  # one long line
     assert resolve_files(big) == [(big, "squad")]
+    titled = write(tmp_path, "titled.json", '{"title": "dev",\n' + json.dumps(SQUAD, indent=2)[1:])  # over lines
+    assert resolve_files(titled) == [(titled, "squad")]
     rows, rejects, _, _ = read(pretty, "squad", "question-answering")
     assert rows == load_squad(pretty).rows and [r["id"] for r in rows] == ["q1", "q3"]
     assert rejects == {"answer_offset_mismatch": 1, "no_valid_answer": 1}
