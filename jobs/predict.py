@@ -6,9 +6,9 @@
 
 1. The model: a registry alias or version, a run's model, or a folder, downloaded once; its version, run and task
    settings (multi-label threshold, QA windows) come from the registry. A URI that does not resolve is one line.
-2. The plan: the input files (CSV, TSV, JSON Lines, Parquet, datasets folders, plain text: pipelines/tasks/files.py
-   reading without labels) and the output's shards (jobs/inference/shards.py): complete ones are skipped, the
-   others cleared. An output folder holds one model's predictions of one input: another is refused.
+2. The plan: the input files (CSV, TSV, JSON Lines, Parquet, Excel, datasets folders, plain text:
+   pipelines/tasks/files.py reading without labels) and the output's shards (jobs/inference/shards.py): complete ones
+   are skipped, the others cleared. An output folder holds one model's predictions of one input: another is refused.
 3. Ray Data: read (tasks; bad records counted by reason; each shard's rows longest first, positions in their file:
    sorted by file and position, the output is in input order) -> tokenize (tasks) -> predict (an actor pool, one
    model replica per GPU or per `cpus_per_actor` CPUs; windows sorted by length; each actor writes its parts) -> a
@@ -194,7 +194,8 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         if old.get("basis") == basis:
             return old
         before = old.get("basis", {})
-        changed = ", ".join(sorted(k for k in basis if before.get(k) != basis[k]))
+        changed = ", ".join(sorted(k for k in basis if before.get(k) != basis[k])).replace(
+            "positions", "positions (an earlier version of jobs/predict.py wrote it)")
         if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
             was = dict(zip(before["files"], before["file_versions"]))
             edited = [path for path, version in zip(basis["files"], basis["file_versions"]) if was[path] != version]

@@ -122,7 +122,7 @@ def test_a_rerun_over_an_edited_input_file_is_refused_naming_it(tmp_path):
     older = json.loads(json.dumps(current))  # an earlier version's folder: its positions were places in their shard
     del older["basis"]["positions"], older["basis"]["columns"]["sheet"]
     shards.write_json(out / shards.MANIFEST, older)
-    with pytest.raises(ConfigError, match=r"another model or input \(differs in columns, positions\)"):
+    with pytest.raises(ConfigError, match=r"another model or input \(differs in columns, positions \(an earlier"):
         _open_manifest(out, cfg, model, files, basis())
     shards.write_json(out / shards.MANIFEST, current)
     data.write_text("text\nB\nA\n")  # the same size: only the modification time tells
