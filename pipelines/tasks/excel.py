@@ -46,8 +46,9 @@ def _open(path: str, f, sheet: str):
 def excel_records(path: str, f, sheet: str = "", names=()):
     """(n, where, fields or Reject("blank_line"), excerpt) per row of the sheet from its header row, n counted from
     the sheet's first row. The header is the first row holding every one of `names` (the columns the task reads):
-    a title or notes above the table are passed over; without such a row in the first _HEADER_ROWS rows that are
-    not empty, the first one (whose columns files.py then refuses, naming the missing). Its fields are text."""
+    a title or notes above the table are passed over; without such a row in the _HEADER_ROWS rows from the first
+    that is not empty, that first one (whose columns files.py then refuses, naming the missing). Its fields are
+    text."""
     book, ws = _open(path, f, sheet)
     try:
         ws.reset_dimensions()  # read every row there is: some writers record a smaller table than they wrote
@@ -69,7 +70,7 @@ def excel_records(path: str, f, sheet: str = "", names=()):
         book.close()
 
 
-_HEADER_ROWS = 20  # rows that are not empty searched for the header
+_HEADER_ROWS = 20  # rows searched for the header, from the first that is not empty
 
 
 def _header_row(ws, names: set) -> int:

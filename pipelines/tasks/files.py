@@ -69,7 +69,7 @@ _SENTENCES = ("text", "text_pair", "label")
 _KIND_COLUMNS = {"classification": _SENTENCES, "multi-label": _SENTENCES, "regression": _SENTENCES,
                  "token-classification": ("tokens", "tags"), "question-answering": ("context", "question", "answers")}
 _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
-                 "question-answering": ("jsonl", "parquet", "hf", "squad")}  # the others: csv tsv jsonl parquet hf
+                 "question-answering": ("jsonl", "parquet", "hf", "squad")}  # the others: csv tsv jsonl parquet hf xlsx
 _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "squad")}  # others: + text
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _ABSENT = object()
