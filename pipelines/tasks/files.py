@@ -60,8 +60,9 @@ from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.squad import load_squad
-from pipelines.tasks.text_records import (Reject, check_encoding, csv_delimiter, csv_records, invalid_reason,
-                                          json_array, json_item, json_object, text_file, text_lines, tsv_records)
+from pipelines.encodings import check_encoding, invalid_reason
+from pipelines.tasks.text_records import (Reject, csv_delimiter, csv_records, json_array, json_item, json_object,
+                                          text_file, text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "conll", "squad", "text")  # text: unlabeled only
@@ -224,9 +225,9 @@ def _hf_records(path, kind, columns, batch_rows):
     yield from _arrow_records(batches(), batch_rows, {c: v for c, v in classes.items() if v})
 
 
-def _records(path, f, fmt, kind, columns, batch_rows):
+def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
     if fmt == "csv":
-        return _header_records(path, csv_records(f), kind, columns)
+        return _header_records(path, csv_records(f, delimiter), kind, columns)
     if fmt == "tsv":
         return _header_records(path, tsv_records(f), kind, columns)
     if fmt == "xlsx":
@@ -445,8 +446,9 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         try:
             if fmt not in ("hf", "parquet", "xlsx"):
                 f = text_file(path, f, columns.encoding)
-                rows.decimal_comma = fmt == "csv" and csv_delimiter(f) == ";"
-            for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows):
+            delimiter = csv_delimiter(f) if fmt == "csv" else ","
+            rows.decimal_comma = delimiter == ";"
+            for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows, delimiter):
                 record = Reject(invalid) if record == "invalid_utf8" else record
                 if keys is not None and isinstance(record, dict):
                     keys.update(dict.fromkeys(record))

@@ -17,7 +17,7 @@ import itertools
 import json
 import re
 
-from pipelines.encodings import check_encoding, invalid_reason  # noqa: F401 (files.py reads them here)
+from pipelines.encodings import check_encoding
 from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
@@ -236,13 +236,13 @@ def _fields(n, feed: _Feed, fields: list, sep: str):
     return n, feed.where(), fields if text.replace(sep, "").strip() else Reject("blank_line"), text
 
 
-def csv_records(f):
+def csv_records(f, delimiter: str = ""):
     """Records of fields (quoted commas and newlines kept), parsed strictly: text after a closing quote is bad_csv,
     a quote that never closes well is unclosed_quote on its own line (the lines after it are read again). Fields
     are split at commas, or at semicolons where the header has a semicolon and no comma (Excel's "CSV" where the
-    decimal mark is a comma: most of Europe)."""
+    decimal mark is a comma: most of Europe; csv_delimiter, unless the caller gives it)."""
     _allow_long_fields()
-    delimiter = csv_delimiter(f)
+    delimiter = delimiter or csv_delimiter(f)
     feed = _Feed(f, newline="")
     reader = csv.reader(feed, strict=True, delimiter=delimiter)
     for n in itertools.count():

@@ -8,8 +8,9 @@ import io
 import pytest
 
 from pipelines.tasks.common import TaskDataError
-from pipelines.tasks.text_records import (Reject, as_utf8, check_encoding, csv_records, has_lone_surrogate, json_array,
-                                          json_item, json_object, refuse_utf16, text_lines, tsv_records)
+from pipelines.encodings import check_encoding
+from pipelines.tasks.text_records import (Reject, as_utf8, csv_records, has_lone_surrogate, json_array, json_item,
+                                          json_object, refuse_utf16, text_lines, tsv_records)
 
 LONG = "\n".join(f"paragraph {i}: " + "word " * 40 for i in range(1000))  # ~210,000 characters, 1,000 lines
 
