@@ -477,7 +477,8 @@ def summary(r: PredictResult, dashboard: str = "") -> str:
     return "\n".join([*lines, "=" * 72])
 
 
-def main(argv: list[str] | None = None) -> PredictResult:
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PredictConfig]:
+    """The command line and the config it makes, loaded and validated as a run uses it (no framework imported)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID/model or a folder")
     parser.add_argument("--input", help="files to predict: a file, folder, glob or URL")
@@ -487,10 +488,14 @@ def main(argv: list[str] | None = None) -> PredictResult:
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. columns.text=body")
     args = parser.parse_intermixed_args(argv)
-    console.configure(args.verbose)
     extra = [f"model={json.dumps(args.model)}"] + ([f"input={json.dumps(args.input)}"] if args.input else []) \
         + ([f"output={json.dumps(args.output)}"] if args.output else [])
-    cfg = load_config(PredictConfig, args.config, [*args.overrides, *extra])  # fails here, before any Ray work
+    return args, load_config(PredictConfig, args.config, [*args.overrides, *extra])
+
+
+def main(argv: list[str] | None = None) -> PredictResult:
+    args, cfg = parse(argv)  # fails here, before any Ray work
+    console.configure(args.verbose)
     if args.check:
         return checked("predict", args.config, args.overrides)
     return run(cfg)

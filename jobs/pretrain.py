@@ -369,15 +369,20 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> PretrainResult:
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PretrainConfig]:
+    """The command line and the config it names, loaded and validated as a run uses it (no framework imported)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML file (see configs/pretrain/)")
     console.add_argument(parser)
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.max_steps=100")
     args = parser.parse_args(argv)
+    return args, load_config(PretrainConfig, args.config, args.overrides)
+
+
+def main(argv: list[str] | None = None) -> PretrainResult:
+    args, cfg = parse(argv)  # fails here, before any Ray work
     console.configure(args.verbose)
-    cfg = load_config(PretrainConfig, args.config, args.overrides)  # fails here, before any Ray work
     if args.check:
         cfg.check_environment()
         return checked("pretrain", args.config, args.overrides)

@@ -282,7 +282,8 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
     return result
 
 
-def main(argv: list[str] | None = None) -> PromoteResult:
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PromoteConfig]:
+    """The command line and the config it makes, loaded and validated as a run uses it (no framework imported)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="registered model name")
     parser.add_argument("--version", type=int, default=0, help="version to judge (default: the @candidate one)")
@@ -292,17 +293,21 @@ def main(argv: list[str] | None = None) -> PromoteResult:
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. min_delta=0.01")
     args = parser.parse_intermixed_args(argv)  # NAME --rollback key=value: flags between the positionals
-    console.configure(args.verbose)  # our [promote] line; no download or weight-loading progress bars
     extra = [f"model={json.dumps(args.model)}"] + ([f"version={args.version}"] if args.version else []) \
         + (["rollback=true"] if args.rollback else [])
-    cfg = load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
+    return args, load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
+
+
+def main(argv: list[str] | None = None) -> PromoteResult:
+    args, cfg = parse(argv)
+    console.configure(args.verbose)  # our [promote] line; no download or weight-loading progress bars
     refuse_relative_when_submitted(cfg.tracking.written_paths())  # a store in the job's copy is a new, empty one
     if args.check:
         return checked("promote", args.config, args.overrides)
     try:
         return run(cfg)
     except ValueError as exc:  # no candidate, models not comparable, no champion to roll back to: one line
-        parser.exit(1, f"error: {exc}\n")
+        sys.exit(f"error: {exc}")  # exit status 1, the line on stderr, as argparse's exit(1, ...) wrote it
 
 
 if __name__ == "__main__":

@@ -147,7 +147,9 @@ def summary(pretrained, swept, promoted=None, predicted: dict | None = None) -> 
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None):
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, tuple[PretrainConfig, SweepConfig]]:
+    """The command line and the two configs it makes, loaded and validated as a run uses them (no framework
+    imported)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pretrain-config", default=str(PRETRAIN))
     parser.add_argument("--sweep-config", default=str(SWEEP))
@@ -155,8 +157,12 @@ def main(argv: list[str] | None = None):
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="pretrain.dotted.key=value or sweep.dotted.key=value")
     args = parser.parse_args(argv)
+    return args, load(args.pretrain_config, args.sweep_config, args.overrides)
+
+
+def main(argv: list[str] | None = None):
+    args, (pretrain_cfg, sweep_cfg) = parse(argv)  # before any Ray work
     console.configure(args.verbose)
-    pretrain_cfg, sweep_cfg = load(args.pretrain_config, args.sweep_config, args.overrides)  # before any Ray work
     if args.check:
         pretrain_cfg.check_environment()
         sweep_cfg.finetune.check_environment()

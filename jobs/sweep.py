@@ -466,15 +466,20 @@ def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) ->
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> SweepResult:
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, SweepConfig]:
+    """The command line and the config it names, loaded and validated as a run uses it (no framework imported)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML file (see configs/sweep/)")
     console.add_argument(parser)
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. num_samples=16")
     args = parser.parse_args(argv)
+    return args, load_sweep_config(args.config, args.overrides)
+
+
+def main(argv: list[str] | None = None) -> SweepResult:
+    args, cfg = parse(argv)  # fails here, before any Ray work
     console.configure(args.verbose)
-    cfg = load_sweep_config(args.config, args.overrides)  # fails here, before any Ray work
     if args.check:
         cfg.finetune.check_environment()
         return checked("sweep", args.config, args.overrides)
