@@ -21,9 +21,11 @@ def quick_config(tmp: Path, name: str, *overrides: str, corpus_mb: float = 0.5, 
 
 
 def quick_overrides(tmp: Path, name: str, *overrides: str, corpus_mb: float = 0.5, vocab: int = 1000,
-                    data_dir: Path | None = None) -> list[str]:
-    """quick_config's overrides of configs/pretrain/quickstart.yaml, for a command line (`ray job submit`)."""
+                    data_dir: Path | None = None, tracking: bool = True) -> list[str]:
+    """quick_config's overrides of configs/pretrain/quickstart.yaml, for a command line (README.md's commands,
+    tests/readme.py); without `tracking`, none of the MLflow store (the command names its own)."""
     corpus = f"{data_dir}/corpus-{corpus_mb:g}mb" if data_dir else f"{tmp}/corpus"
+    store = [f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art"]
     return [f"run_name={name}", f"output_dir={tmp}/runs", f"data.output_root={data_dir or tmp}/prepared",
             f"corpus.harvest_dir={corpus}", f"corpus.harvest_max_mb={corpus_mb}", f"data.tokenizer.vocab_size={vocab}",
-            f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art", *overrides]
+            *(store if tracking else []), *overrides]

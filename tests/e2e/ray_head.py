@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.readme import readme
+
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
@@ -83,12 +85,15 @@ def start_head(num_cpus: int = 2, resources: str | None = None, multi_node: bool
     starts worker nodes on this machine as a cloud provider would start VMs (Ray's own autoscaler tests do this)."""
     # `ray start` with token auth refuses to run without a token; `ray.init()` makes one, `ray start` does not,
     # so on a fresh machine (a clean CI runner) the head makes it first, as the cluster README tells users to
-    subprocess.run([RAY, "get-auth-token", "--generate"], env=ray_env(), check=True, capture_output=True, timeout=60)
+    # (README.md's two commands, run as written; `ray start` then gets the ports and folder that keep this head
+    # apart from every other Ray on the machine)
+    token = readme("ray get-auth-token --generate")
+    subprocess.run([RAY, *token[1:]], env=ray_env(), check=True, capture_output=True, timeout=60)
     temp_dir = temp_dir or tempfile.mkdtemp(prefix="bf", dir="/tmp")  # where `ray start` writes its address file
     gcs, dash = free_port(), free_port()
     ip = "127.0.0.2" if multi_node else "127.0.0.1"
-    cmd = [RAY, "start", "--head", "--node-ip-address", ip, "--port", str(gcs),
-           "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--include-dashboard", "true",
+    cmd = [RAY, *readme("ray start --head")[1:], "--node-ip-address", ip, "--port", str(gcs),
+           "--dashboard-port", str(dash), "--include-dashboard", "true",
            "--ray-client-server-port", str(free_port()), "--num-cpus", str(num_cpus), "--temp-dir", temp_dir,
            "--disable-usage-stats", *_ports()]
     if resources:

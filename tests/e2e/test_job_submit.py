@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobs.runtime.cluster import PREEMPTION_WATCHER
-from tests.e2e.quick import quick_overrides
+from tests.readme import readme
 from tests.e2e.ray_head import RAY, ray_env, start_head
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,14 +32,13 @@ def head(no_shared_ray):
 def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, tmp_path, shared_data):
     assert (Path.home() / ".ray" / "auth_token").is_file()  # token auth is on for this cluster
     job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
-    # the corpus and prepared set every e2e module shares (tests/e2e/quick.py): made here if this is the first
-    overrides = quick_overrides(tmp_path, "submitted", "train.max_steps=20", "optim.warmup_steps=5",
-                                "train.log_every=10", "train.eval_batches=2", data_dir=shared_data)
-    submit = subprocess.run(
-        [RAY, "job", "submit", "--address", head.dashboard_url, "--submission-id", job_id,
-         "--working-dir", str(REPO), "--", "python", "jobs/pretrain.py",
-         "--config", "configs/pretrain/quickstart.yaml", *overrides],
-        env=ray_env(), capture_output=True, text=True, timeout=900)
+    # README.md's command, its /shared/ paths here: the corpus and prepared set every e2e module shares
+    # (tests/e2e/quick.py), made here if this is the first; then the e2e size
+    words = readme("ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/pretrain.py",
+                   shared_places(head, tmp_path, shared_data))
+    sizes = ["run_name=submitted", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
+             "train.max_steps=20", "optim.warmup_steps=5", "train.log_every=10", "train.eval_batches=2"]
+    submit = submitted(words, job_id, sizes)
     assert submit.returncode == 0, submit.stdout[-4000:] + submit.stderr[-4000:]
     from ray.job_submission import JobStatus, JobSubmissionClient
 
@@ -113,28 +112,61 @@ def test_submitted_finetune_job_registers_its_model_with_a_quiet_console(head, t
     from tests.e2e.test_finetune import MINILM, write_conll
 
     job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
-    train, dev = write_conll(tmp_path / "train.txt", 64, 0), write_conll(tmp_path / "dev.txt", 16, 1)
-    overrides = [
-        "run_name=submitted-ner", f"init={MINILM}", f"output_dir={tmp_path}/runs", f"task.train_file={train}",
-        f"task.dev_file={dev}", "task.max_seq_len=32", "train.epochs=1", "optim.lr=1e-4", "scaling.num_workers=1",
-        "scaling.cpus_per_worker=1", f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
-        f"tracking.artifact_location={tmp_path}/art", "tracking.registered_model=ner-submitted",
-    ]
-    submit = subprocess.run(
-        [RAY, "job", "submit", "--address", head.dashboard_url, "--submission-id", job_id,
-         "--working-dir", str(REPO), "--", "python", "jobs/finetune.py", "--config", "configs/finetune/conll.yaml",
-         *overrides], env=ray_env(), capture_output=True, text=True, timeout=900)
+    (tmp_path / "conll2003").mkdir()
+    write_conll(tmp_path / "conll2003" / "train.txt", 64, 0), write_conll(tmp_path / "conll2003" / "valid.txt", 16, 1)
+    # README.md's command, /shared/ here and the release it starts from the MiniLM, then the e2e size
+    words = readme("ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/finetune.py",
+                   {"/shared/runs/<run>/release": MINILM, **shared_places(head, tmp_path)})
+    sizes = ["run_name=submitted-ner", "task.max_seq_len=32", "train.epochs=1", "optim.lr=1e-4",
+             "scaling.num_workers=1", "scaling.cpus_per_worker=1"]
+    submit = submitted(words, job_id, sizes)
     assert submit.returncode == 0, submit.stdout[-4000:] + submit.stderr[-4000:]
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     client = JobSubmissionClient(head.dashboard_url)
     assert client.get_job_status(job_id) == JobStatus.SUCCEEDED
     logs = client.get_job_logs(job_id)
-    assert "[eval] step" in logs and "registered model ner-submitted v1 (alias @candidate)" in logs
+    assert "[eval] step" in logs and "registered model ner v1 (alias @candidate)" in logs
     assert foreign_lines(logs) == [], foreign_lines(logs)
-    version = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_model_version_by_alias("ner-submitted", "candidate")
+    version = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_model_version_by_alias("ner", "candidate")
     assert version.tags["task"] == "conll" and len(version.tags["lineage.task_data_sha256"]) == 64
     assert (tmp_path / "runs" / "submitted-ner" / "best" / "config.json").is_file()
+
+    # README.md's submitted prediction of the registered tagger over a folder of text files, as it is written
+    # (@champion: the version promoted here first)
+    MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").set_registered_model_alias("ner", "champion", version.version)
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "notes.txt").write_text("Marie Curie worked in Paris\na fine day in the park\n")
+    job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
+    words = readme("ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/predict.py",
+                   {"NAME": "ner", **shared_places(head, tmp_path)})
+    submit = submitted(words, job_id, [])
+    assert submit.returncode == 0, submit.stdout[-4000:] + submit.stderr[-4000:]
+    assert client.get_job_status(job_id) == JobStatus.SUCCEEDED
+    assert foreign_lines(client.get_job_logs(job_id)) == []
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "predictions" / "shards").to_pylist()
+    assert sorted(r["position"] for r in rows) == [0, 1] and all("entities" in r for r in rows), rows
+
+
+def shared_places(head, tmp: Path, data: Path | None = None) -> dict[str, str]:
+    """README.md's submission commands with their cluster and shared storage here: the head started above, `tmp`
+    for /shared/ (`data`, the e2e modules' shared corpus and prepared set, for its corpus and prepared data)."""
+    places = {"http://127.0.0.1:8265": head.dashboard_url}
+    if data:
+        places.update({"/shared/prepared": f"{data}/prepared", "/shared/corpus": f"{data}/corpus-0.5mb"})
+    return {**places, "/shared/": f"{tmp}/"}
+
+
+def submitted(words: list[str], job_id: str, sizes: list[str]) -> subprocess.CompletedProcess:
+    """`ray job submit` as README.md writes it, with a submission id the test can look up and `sizes` appended to
+    the job's command, run from the checkout (README's `--working-dir .`)."""
+    from tests.readme import job_argv
+
+    job = job_argv(words, *sizes)  # the README's job command, sizes appended (none overriding what it sets)
+    cmd = [RAY, *words[1:3], "--submission-id", job_id, *words[3:words.index("--") + 1], *job]
+    return subprocess.run(cmd, cwd=REPO, env=ray_env(), capture_output=True, text=True, timeout=900)
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

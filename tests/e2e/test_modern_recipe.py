@@ -5,6 +5,7 @@ release folder transformers loads as ModernBertForMaskedLM -> a Tune sweep fine-
 One quickstart serves every test here."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from tests.e2e.quick import quick_overrides
+from tests.readme import job_argv, job_config, readme
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,13 +27,15 @@ def result(ray_tmp, shared_data):
 
     tmp = ray_tmp
     (tmp / "ids").mkdir()
-    pretrain = [f"pretrain.{o}" for o in quick_overrides(tmp, "modern", "model.recipe=modern", "train.max_steps=100",
+    pretrain = [f"pretrain.{o}" for o in quick_overrides(tmp, "modern", "train.max_steps=100",
                                                          "train.log_every=20", "train.micro_batch_size=16",
                                                          "optim.warmup_steps=10", f"faults.record_ids_dir={tmp}/ids",
                                                          data_dir=shared_data)]
     sweep = [f"sweep.finetune.output_dir={tmp}/runs", f"sweep.finetune.task.corpus_dir={shared_data}/pkgdocs-2mb",
              "sweep.finetune.task.harvest_max_mb=2", "sweep.num_samples=2", "sweep.seeds.count=2"]
-    pretrain_cfg, sweep_cfg = quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, pretrain + sweep)
+    # README.md's command (the Makefile's recipe with its ARGS), sized here
+    argv = job_argv(readme("make quickstart ARGS=pretrain.model.recipe=modern"), *pretrain, *sweep)
+    _, (pretrain_cfg, sweep_cfg) = quickstart.parse(argv[2:])
     pretrained, swept, promoted, predicted = quickstart.run(pretrain_cfg, sweep_cfg)
     return pretrain_cfg, pretrained, swept, promoted, predicted
 
@@ -124,3 +128,22 @@ def test_the_champion_is_a_modern_classifier_promoted_and_predicting(result):
     # batch prediction is the registered model: its accuracy is the one the promotion judged on the same rows
     # (how good a 100-step model gets is bench/recipe_ladder.py's question, not this test's)
     assert predicted["right"] / predicted["rows"] == pytest.approx(promoted.evidence["candidate"], abs=0.02)
+
+
+def test_the_base_size_trains_and_loads_as_transformers_modernbert(ray_tmp, shared_data, result):
+    """README.md's modern BERT-base command as written, on the e2e corpus (a 1,000-token vocabulary) for 2 steps:
+    base's ~100M encoder parameters train on 2 Ray Train workers under the config's ZeRO-2 with a finite loss, and
+    the release is a ModernBertForMaskedLM of base's shape."""
+    from jobs.pretrain import run
+
+    cfg = job_config(readme("python jobs/pretrain.py --config configs/pretrain/quickstart.yaml model.recipe=modern"),
+                     *quick_overrides(ray_tmp, "modern-base", "train.max_steps=2", "train.log_every=1",
+                                      "train.micro_batch_size=4", "train.eval_batches=1", "optim.warmup_steps=1",
+                                      data_dir=shared_data))
+    assert cfg.recipe == "modern" and cfg.model.hidden_size == 768
+    pretrained = run(cfg)
+    m = pretrained.metrics
+    assert m["step"] == 2 and math.isfinite(m["eval_before/mlm_loss"]) and math.isfinite(m["eval_after/mlm_loss"])
+    config = json.loads((Path(pretrained.release_dir) / "config.json").read_text())
+    assert config["architectures"] == ["ModernBertForMaskedLM"]
+    assert (config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]) == (768, 12, 2048)

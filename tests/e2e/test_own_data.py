@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.config.finetune import FinetuneConfig
+from tests.readme import job_config, readme
 from jobs.config.io import load_config
 from jobs.finetune import run
 
@@ -29,12 +30,16 @@ TOPICS = {"sports": ["goal", "match", "team", "coach", "league"], "food": ["reci
 FILLER = ["today", "really", "a", "the", "quite", "new", "old", "story", "about", "my", "big", "small"]
 
 
-def config(tmp, name, *overrides):
-    return load_config(FinetuneConfig, os.path.join(ROOT, "configs/finetune/files.yaml"), [
-        f"init={MINILM}", f"output_dir={tmp}/runs", f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
-        f"tracking.artifact_location={tmp}/art", f"run_name={name}", "task.max_seq_len=32", "train.epochs=2",
-        "train.patience=0", "train.log_every=5", "optim.lr=2e-4", "scaling.num_workers=1",
-        "scaling.cpus_per_worker=1", *overrides])
+def config(tmp, name, *overrides, command: list[str] | None = None):
+    """configs/finetune/files.yaml from MiniLM at the e2e size; with `command`, README.md's command for a user's
+    file (which names MiniLM and the file's columns itself)."""
+    sizes = [f"output_dir={tmp}/runs", f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
+             f"tracking.artifact_location={tmp}/art", f"run_name={name}", "task.max_seq_len=32", "train.epochs=2",
+             "train.patience=0", "train.log_every=5", "optim.lr=2e-4", "scaling.num_workers=1",
+             "scaling.cpus_per_worker=1", *overrides]
+    if command:
+        return job_config(command, *sizes)
+    return load_config(FinetuneConfig, os.path.join(ROOT, "configs/finetune/files.yaml"), [f"init={MINILM}", *sizes])
 
 
 def sentence(rng, topic: str) -> str:
@@ -62,15 +67,16 @@ def test_csv_with_five_string_classes_and_bad_records_counted(ray_tmp, client):
     path = ray_tmp / "reviews.csv"
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["id", "sentence", "topic"])
+        w.writerow(["id", "review", "stars"])  # README.md's columns
         for i in range(300):
             topic = list(TOPICS)[i % 5]
             w.writerow([i, sentence(rng, topic) + (", with a comma" if i % 7 == 0 else ""), topic])
         w.writerow([300, "a row without its label", ""])
     with open(path, "ab") as f:
         f.write(b'301,"caf\xe9 bytes that are not utf-8",food\n')
-    result = run(config(ray_tmp, "csv-topics", f"task.train_file={path}", "task.columns.text=sentence",
-                        "task.columns.label=topic", "task.columns.id=id"))
+    # README.md's command for a user's CSV, the file written here
+    command = readme("python jobs/finetune.py --config configs/finetune/files.yaml", {"reviews.csv": str(path)})
+    result = run(config(ray_tmp, "csv-topics", "task.columns.id=id", command=command))
     assert result.labels == sorted(TOPICS)
     assert (result.main_metric, result.eval_metric) == ("select/accuracy", "dev/accuracy")
     assert result.evaluation["dev/accuracy"] >= 0.2 + 0.2, result.evaluation  # 5 balanced classes: majority 0.2

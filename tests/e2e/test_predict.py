@@ -17,6 +17,7 @@ from bert_core.config import ConfigError
 from jobs.config.io import load_config
 from jobs.config.predict import PredictConfig
 from tests.e2e.test_own_data import TOPICS, config, sentence
+from tests.readme import job_config, readme
 
 pytestmark = pytest.mark.slow
 
@@ -31,12 +32,19 @@ def predict(tmp, model: str, inputs, output, *overrides):
         f"tracking.artifact_location={tmp}/art", *overrides]))
 
 
-def promote(tmp, *overrides):
-    from jobs.promote import PromoteConfig
-    from jobs.promote import run as promote_run
+def readme_predict(tmp, command: list[str], *overrides):
+    """README.md's prediction `command` (placeholders given), run against this module's store."""
+    from jobs.predict import run
 
-    return promote_run(load_config(PromoteConfig, None, [
-        f"model={NAME}", f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", "bootstrap_samples=200", *overrides]))
+    return run(job_config(command, f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
+                          f"tracking.artifact_location={tmp}/art", *overrides))
+
+
+def promote(tmp, command: list[str]):
+    """README.md's promotion `command` (NAME given), run against this module's store."""
+    from jobs.promote import run
+
+    return run(job_config(command, f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", "bootstrap_samples=200"))
 
 
 def outputs(folder) -> list[dict]:
@@ -58,10 +66,14 @@ def registry(ray_tmp):
     from jobs.finetune import run as finetune
 
     finetune(config(ray_tmp, "weak", *common, "optim.lr=1e-7"))
-    assert promote(ray_tmp).decision == "promoted"  # no champion yet
+    first = promote(ray_tmp, readme("python jobs/promote.py bert-foundry-tiny-pkgdocs",
+                                    {"bert-foundry-tiny-pkgdocs": NAME}))
+    assert first.decision == "promoted"  # no champion yet
     finetune(config(ray_tmp, "strong", *common, "optim.lr=2e-4", "train.epochs=2"))
-    decision = promote(ray_tmp)
-    assert decision.decision == "promoted", decision.reason
+    # README.md's stricter gate, naming the version (v2 here)
+    decision = promote(ray_tmp, readme("python jobs/promote.py NAME --version", {"NAME": NAME, "--version 7":
+                                                                                  "--version 2"}))
+    assert decision.decision == "promoted" and decision.candidate == "2", decision.reason
     rng = np.random.default_rng(7)
     inputs = ray_tmp / "inputs"
     inputs.mkdir()
@@ -81,7 +93,10 @@ def test_champion_predicts_three_formats_as_its_registered_pipeline(ray_tmp, reg
     import mlflow
 
     out = ray_tmp / "pred"
-    result = predict(ray_tmp, f"models:/{NAME}@champion", registry["inputs"], out, "shard_rows=25", "window=16")
+    # README.md's command: the champion over a glob of files (every file of the folder here, in three formats)
+    command = readme("python jobs/predict.py models:/NAME@champion --input", {
+        "NAME": NAME, "new/*.csv": f"{registry['inputs']}/*", "--output predictions/": f"--output {out}"})
+    result = readme_predict(ray_tmp, command, "shard_rows=25", "window=16")
     assert result.model.version == "2" and result.model.uri == f"models:/{NAME}/2"
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["model"]["version"] == "2" and manifest["status"] == "complete"
@@ -134,12 +149,27 @@ def test_a_killed_actor_and_a_rerun_leave_every_input_predicted_exactly_once(ray
 
 
 def test_promotion_and_rollback_move_what_the_next_job_uses(ray_tmp, registry):
+    """README.md's commands in a user's order: predict with a version by number, roll @champion back, predict
+    with @champion (the version it moved to), then judge the candidate again on a held-out file: promoted back."""
     one = registry["inputs"] / "c.txt"
-    assert predict(ray_tmp, f"models:/{NAME}@champion", one, ray_tmp / "before").model.version == "2"
-    assert promote(ray_tmp, "rollback=true").decision == "rolled back"
+    command = readme("python jobs/predict.py models:/NAME/3", {
+        "NAME/3": f"{NAME}/2", "--input docs.txt": f"--input {one}", "--output out/": f"--output {ray_tmp}/before"})
+    before = readme_predict(ray_tmp, command)
+    assert before.model.version == "2" and before.rows == 20  # a text file's lines (its column setting unused)
+    rollback = promote(ray_tmp, readme("python jobs/promote.py NAME --rollback", {"NAME": NAME}))
+    assert rollback.decision == "rolled back"
     after = predict(ray_tmp, f"models:/{NAME}@champion", one, ray_tmp / "after")
     assert after.model.version == "1"
     assert json.loads((ray_tmp / "after" / "manifest.json").read_text())["model"]["version"] == "1"
+
+    rng = np.random.default_rng(11)
+    heldout = ray_tmp / "heldout.json"  # rows neither model trained on nor was chosen with
+    heldout.write_text(json.dumps([{"text": sentence(rng, list(TOPICS)[i % 3]), "label": list(TOPICS)[i % 3]}
+                                   for i in range(60)]))
+    again = promote(ray_tmp, readme("python jobs/promote.py NAME task.dev_file=", {
+        "NAME": NAME, "/data/heldout.json": str(heldout)}))
+    assert (again.decision, again.candidate, again.champion) == ("promoted", "2", "1"), again.reason
+    assert again.eval_rows == 60, again
 
 
 def test_a_model_uri_that_does_not_resolve_is_one_line(ray_tmp, registry):

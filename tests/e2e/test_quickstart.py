@@ -15,6 +15,7 @@ import torch
 
 from bert_core.checkpoint import load_pretrained, save_pretrained
 from bert_core.model import BertForPreTraining
+from tests.readme import job_argv, readme, run_job
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture runs the whole quickstart
@@ -26,8 +27,8 @@ CHILD = """
 import pickle, sys
 from jobs import quickstart
 from jobs.runtime import console
-console.configure(verbose=False)
-pretrain_cfg, sweep_cfg = quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, sys.argv[2:])
+args, (pretrain_cfg, sweep_cfg) = quickstart.parse(sys.argv[2:])
+console.configure(args.verbose)
 pretrained, swept, promoted, predicted = quickstart.run(pretrain_cfg, sweep_cfg)
 with open(sys.argv[1], "wb") as f:
     pickle.dump((pretrained, swept, pretrain_cfg, sweep_cfg, promoted, predicted), f)
@@ -42,7 +43,8 @@ def result(no_shared_ray, tmp_path_factory):
         f"pretrain.corpus.harvest_dir={tmp}/corpus", f"pretrain.tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
         f"pretrain.tracking.artifact_location={tmp}/art", f"sweep.finetune.output_dir={tmp}/runs",
         f"sweep.finetune.task.corpus_dir={tmp}/corpus", "sweep.num_samples=8", "sweep.seeds.count=2"]
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp / "result.pkl"), *overrides], cwd=ROOT,
+    argv = job_argv(readme("make quickstart"), *overrides)  # README's command: the Makefile's recipe, sized here
+    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp / "result.pkl"), *argv[2:]], cwd=ROOT,
                          capture_output=True, text=True, timeout=2400)
     (tmp / "console.txt").write_text(out.stdout + out.stderr)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
@@ -264,16 +266,20 @@ def test_quickstart_ends_with_a_promotion_and_the_champion_predicts(result):
     assert "predicted        " in (result[4] / "console.txt").read_text()
 
 
-def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result):
+def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result, monkeypatch, capsys):
     """jobs/lineage.py (issue 11): registered version -> seed trial run -> sweep -> pretraining run -> prepared
     data (manifest sha256 checked) -> tokenizer -> every raw corpus file of the manifest, re-hashed."""
     import json
 
     from jobs import lineage
 
-    pretrained, swept, _, sweep_cfg, _, _, _ = result
+    pretrained, swept, _, sweep_cfg, tmp, _, _ = result
     t = sweep_cfg.finetune.tracking
-    found = lineage.run(f"models:/{t.registered_model}@{t.alias}", t.tracking_uri)
+    # README.md's command as written, in the folder whose mlflow.db (the default store) is the quickstart's
+    assert t.tracking_uri == f"sqlite:///{tmp}/mlflow.db"
+    monkeypatch.chdir(tmp)
+    found = run_job(readme("python jobs/lineage.py models:/bert-foundry-tiny-pkgdocs@candidate"))
+    assert capsys.readouterr().out.strip() == lineage.format(found).strip()  # what it printed
     assert found.missing == []
     by_kind = {link.kind: link for link in found.links}
     assert by_kind["sweep trial run"].name == swept.mlflow["median_run_id"]
@@ -314,8 +320,48 @@ def test_lineage_with_a_link_removed_fails_naming_it(result, tmp_path):
     model = f"models:/{t.registered_model}@{t.alias}"
     (missing,) = lineage.run(model, uri).missing
     assert "lineage.data_manifest_sha256" in missing and pretrained.mlflow["run_id"] in missing
-    proc = subprocess.run([sys.executable, "jobs/lineage.py", model, "--tracking-uri", uri], capture_output=True,
-                          text=True, cwd=Path(__file__).resolve().parents[2])
+    # README.md's command as written (the champion: the quickstart promoted the version above), from the copy's folder
+    words = readme("python jobs/lineage.py models:/NAME@champion", {"NAME": t.registered_model})
+    assert lineage.run(words[2], uri).missing == [missing]
+    proc = subprocess.run([sys.executable, str(ROOT / words[1]), *words[2:]], capture_output=True, text=True,
+                          cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert f"pretraining run  {pretrained.mlflow['run_id']}" in proc.stdout
     assert "missing link: prepared data tag lineage.data_manifest_sha256" in proc.stdout
+
+
+def test_glue_command_fine_tunes_the_registered_pretraining_from_a_glue_download(result, tmp_path):
+    """README.md's GLUE command as written, run where a user runs it: a checkout (the code and configs linked into
+    a folder here) holding glue_data/ (SST-2, written here small) and the MLflow store (a copy of the
+    quickstart's). It resolves models:/bert-foundry-tiny@candidate, the quickstart's registered pretraining,
+    fine-tunes it and registers bert-foundry-sst2 naming that run."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    pretrained, _, _, _, tmp, _, _ = result
+    for name in ("jobs", "configs", "bert_core", "pipelines", ".venv"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    shutil.copy(tmp / "mlflow.db", tmp_path / "mlflow.db")  # the store the command's default tracking URI opens
+    sst2 = tmp_path / "glue_data" / "SST-2"
+    sst2.mkdir(parents=True)
+    rng = torch.Generator().manual_seed(0)
+    words = {1: ["a fine warm film", "truly good fun", "a lovely story"], 0: ["a dull flat mess", "badly made",
+                                                                              "a boring slog"]}
+    for split, n in (("train", 96), ("dev", 32)):
+        lines = ["sentence\tlabel"]
+        for i in range(n):
+            label = i % 2
+            lines.append(f"{words[label][int(torch.randint(3, (1,), generator=rng))]} , take {i}\t{label}")
+        (sst2 / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    words = readme("python jobs/finetune.py --config configs/finetune/sst2.yaml")
+    argv = job_argv(words, "run_name=sst2", "task.max_seq_len=32", "train.epochs=2", "train.patience=0",
+                    "optim.lr=1e-3", "scaling.num_workers=1", "scaling.cpus_per_worker=1")
+    out = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "registered model bert-foundry-sst2 v1 (alias @candidate)" in out.stdout, out.stdout[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    version = client.get_model_version_by_alias("bert-foundry-sst2", "candidate")
+    tags = client.get_run(version.run_id).data.tags
+    assert version.tags["task"] == "sst2" and tags["lineage.init_run_id"] == pretrained.mlflow["run_id"]
+    assert (tmp_path / "runs" / "sst2" / "best" / "config.json").is_file()  # the config's relative output_dir

