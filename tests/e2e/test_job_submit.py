@@ -3,6 +3,7 @@ with Ray's token auth on; the test stops only the Ray it started."""
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -238,3 +239,38 @@ def test_a_job_that_starts_its_own_ray_listens_on_loopback_only(no_shared_ray):
     assert {"gcs_server", "raylet"} <= names, seen  # the scan saw Ray's own servers
     assert all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for _, ip, _ in seen["listening"]), seen["listening"]
     assert seen["preemption_watcher"] == "0"  # nothing to preempt on a Ray of one machine (jobs/runtime/cluster.py)
+
+
+# README.md's cluster block on a machine of its own: Linux namespaces give the commands their own processes (what
+# `ray stop` ends), their own loopback (Ray's default ports) and their own /tmp (where `ray start` records the
+# cluster that a later `ray.init()` joins); the token in ~/.ray is the machine's, as a user's would be.
+OWN_MACHINE = ["unshare", "--pid", "--fork", "--mount-proc", "--net", "--mount", "bash", "-c"]
+BLOCK = """
+set -u
+ip link set lo up
+mount -t tmpfs tmpfs /tmp
+{start} > /tmp/start.log 2>&1 || {{ cat /tmp/start.log; exit 11; }}
+python -c '
+import urllib.request, urllib.error
+try:
+    urllib.request.urlopen("http://127.0.0.1:8265/api/version", timeout=60)
+    print("anonymous: answered")
+except urllib.error.HTTPError as e:
+    print(f"anonymous: {{e.code}}")
+'
+ray job list --address http://127.0.0.1:8265 > /tmp/jobs.log 2>&1 && echo "with the token: listed"
+{stop} > /tmp/stop.log 2>&1 || {{ cat /tmp/stop.log; exit 12; }}
+pgrep -af "[r]aylet|[g]cs_server|[d]ashboard[/.]" && echo "left running" || echo "nothing left"
+"""
+
+
+def test_readme_ray_start_and_ray_stop_as_written_on_a_machine_of_their_own():
+    """`ray start --head --dashboard-host 127.0.0.1` and `ray stop` word for word (the README's default ports
+    included): the head's dashboard refuses an anonymous API call (token auth on) and lists jobs for a client with
+    the token; `ray stop` ends every Ray process. `ray stop` ends every Ray of a machine, so the block runs in
+    namespaces of its own (OWN_MACHINE), not beside this suite's clusters."""
+    script = BLOCK.format(start=shlex.join(readme("ray start --head")), stop=shlex.join(readme("ray stop")))
+    out = subprocess.run([*OWN_MACHINE, script], env=dict(ray_env(), RAY_USAGE_STATS_ENABLED="0"),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.split() == "anonymous: 401 with the token: listed nothing left".split(), out.stdout

@@ -1,7 +1,7 @@
 """Every command README.md shows, run as written.
 
 A README command that no longer works (a renamed config, a field that moved, a flag a job dropped) is the first
-thing a new user meets. Every local command runs for real in one test that claims it (tests/readme.py): its own
+thing a new user meets. Every local command runs for real in a test that claims it (tests/readme.py): its own
 words, placeholders given, sizes appended, never overriding what the command sets; a command no test claims fails
 here, and the few no test may run are named with the reason (NOT_RUN). Each command line of README.md's bash
 blocks is also exercised here, in seconds:
@@ -152,8 +152,6 @@ def test_every_readme_command_runs_as_written(command, workspace):
 # README commands no test runs as written, and why; each is checked above as far as this machine allows
 NOT_RUN = {
     "make test": "the suite itself (CI runs it through .ci/run): its recipe is checked above",
-    "ray stop": "it ends every Ray on the machine, this suite's own clusters too; tests/e2e/ray_head.py's Node.stop "
-                "ends only a test's own (test_job_submit.py runs jobs on a `ray start` head that way)",
     "mlflow server": "it needs a PostgreSQL database and an S3 bucket; tests/mlflow_server.py runs `mlflow server` "
                      "itself, on SQLite, for the tests that need a server",
 }
@@ -166,8 +164,8 @@ def must_run(command: str) -> bool:
 
 
 def test_every_local_command_is_run_for_real_by_one_test():
-    """Each must-run README command is claimed by exactly one readme() call in tests/ (tests/readme.py),
-    and each claim names one command: the claiming test runs its words, so a README command that breaks fails it."""
+    """Each must-run README command is claimed by a readme() call in tests/ (tests/readme.py), and each claim
+    names one command: the claiming test runs its words, so a README command that breaks fails it."""
     from tests.readme import CLAIM, claimed
 
     claims = {}
@@ -178,8 +176,6 @@ def test_every_local_command_is_run_for_real_by_one_test():
             claims.setdefault(found[0], []).append(str(path.relative_to(ROOT)))
     unclaimed = [c for c in README if must_run(c) and c not in claims]
     assert not unclaimed, "README commands no test runs:\n" + "\n".join(unclaimed)
-    twice = {c: where for c, where in claims.items() if len(where) > 1}
-    assert not twice, twice
     assert not [c for c in claims if not must_run(c)], "a claim of a command this module does not run for real"
 
 
