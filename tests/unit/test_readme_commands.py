@@ -17,8 +17,8 @@ blocks is also exercised here, in seconds:
   /invocations) with a body MLflow's scoring server parses. Serving for real: tests/e2e/test_serve.py.
 
 A command this module cannot place fails the test: a new README command comes with a way to exercise it.
-cluster/README.md's commands are cloud ones: tests/unit/test_cluster_templates.py parses them and validates their
-configs.
+cluster/README.md's commands are cloud ones: tests/unit/test_cluster_templates.py checks each one's flags, files and
+names and validates its configs.
 """
 
 import json
