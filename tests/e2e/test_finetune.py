@@ -42,13 +42,13 @@ TRAIN_PER_LABEL, DEV_PER_LABEL = 48, 24
 
 def pkgdocs_config(tmp, command: list[str] | None = None):
     """pkgdocs from MiniLM on 1 worker (as the Trainer it is compared with runs in one process), every epoch run
-    (no patience), registered as pkgdocs-minilm@candidate: README.md's `make finetune` (or `command`, another
-    README command fine-tuning pkgdocs from MiniLM) at this size."""
-    return job_config(command or readme("make finetune"), f"output_dir={tmp}/runs",
-                      f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art",
-                      "run_name=pkgdocs", f"task.corpus_dir={tmp}/corpus", "task.harvest_max_mb=2",
-                      "task.max_seq_len=64", f"task.max_train_per_label={TRAIN_PER_LABEL}",
-                      f"task.max_dev_per_label={DEV_PER_LABEL}", "train.epochs=2", "train.patience=0", "optim.lr=1e-4",
+    (no patience), registered as pkgdocs-minilm@candidate: README.md's `make finetune` (or `command`, README's
+    pkgdocs command by hand, at the learning rate the Makefile's recipe sets) at this size."""
+    return job_config(command or readme("make finetune"), *(["optim.lr=1e-4"] if command else []),
+                      f"output_dir={tmp}/runs", f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db",
+                      f"tracking.artifact_location={tmp}/art", "run_name=pkgdocs", f"task.corpus_dir={tmp}/corpus",
+                      "task.harvest_max_mb=2", "task.max_seq_len=64", f"task.max_train_per_label={TRAIN_PER_LABEL}",
+                      f"task.max_dev_per_label={DEV_PER_LABEL}", "train.epochs=2", "train.patience=0",
                       "scaling.num_workers=1", "scaling.cpus_per_worker=1",
                       "tracking.registered_model=pkgdocs-minilm", "tracking.alias=candidate")
 
@@ -168,7 +168,7 @@ def test_pkgdocs_worker_killed_in_epoch_2_resumes_from_epoch_1s_checkpoint_exact
 
     # README.md's pkgdocs command (MiniLM by the path relative to the checkout), at the fixture's size
     cfg = pkgdocs_config(ray_tmp, readme("python jobs/finetune.py --config configs/finetune/pkgdocs.yaml"))
-    assert not os.path.isabs(cfg.init)
+    assert not os.path.isabs(cfg.init) and cfg.optim.lr == pkgdocs_config(ray_tmp).optim.lr
     per_epoch = pkgdocs.history[0]["step"]  # epoch 1's evaluation
     cfg.run_name, cfg.faults.fail_at_step = "pkgdocs-killed", per_epoch + 2
     cfg.tracking.registered_model = cfg.tracking.alias = ""

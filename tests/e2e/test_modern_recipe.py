@@ -140,7 +140,8 @@ def test_the_base_size_trains_and_loads_as_transformers_modernbert(ray_tmp, shar
                      *quick_overrides(ray_tmp, "modern-base", "train.max_steps=2", "train.log_every=1",
                                       "train.micro_batch_size=4", "train.eval_batches=1", "optim.warmup_steps=1",
                                       data_dir=shared_data))
-    assert cfg.recipe == "modern" and cfg.model.hidden_size == 768
+    assert (cfg.recipe, cfg.model.hidden_size) == ("modern", 768)
+    assert (cfg.scaling.num_workers, cfg.deepspeed.zero_stage) == (2, 2)
     pretrained = run(cfg)
     m = pretrained.metrics
     assert m["step"] == 2 and math.isfinite(m["eval_before/mlm_loss"]) and math.isfinite(m["eval_after/mlm_loss"])

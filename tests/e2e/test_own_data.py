@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.config.finetune import FinetuneConfig
-from tests.readme import job_config, readme
 from jobs.config.io import load_config
 from jobs.finetune import run
+from tests.readme import job_config, readme
 
 pytestmark = pytest.mark.slow
 

@@ -40,11 +40,14 @@ def readme_predict(tmp, command: list[str], *overrides):
                           f"tracking.artifact_location={tmp}/art", *overrides))
 
 
-def promote(tmp, command: list[str]):
-    """README.md's promotion `command` (NAME given), run against this module's store."""
-    from jobs.promote import run
+def promote(tmp, command: list[str] | None = None):
+    """README.md's promotion `command` (NAME given), or the plain `jobs/promote.py NAME`, on this module's store."""
+    from jobs.promote import PromoteConfig, run
 
-    return run(job_config(command, f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", "bootstrap_samples=200"))
+    sizes = [f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", "bootstrap_samples=200"]
+    if command:
+        return run(job_config(command, *sizes))
+    return run(load_config(PromoteConfig, None, [f"model={NAME}", *sizes]).validate())
 
 
 def outputs(folder) -> list[dict]:
@@ -66,9 +69,7 @@ def registry(ray_tmp):
     from jobs.finetune import run as finetune
 
     finetune(config(ray_tmp, "weak", *common, "optim.lr=1e-7"))
-    first = promote(ray_tmp, readme("python jobs/promote.py bert-foundry-tiny-pkgdocs",
-                                    {"bert-foundry-tiny-pkgdocs": NAME}))
-    assert first.decision == "promoted"  # no champion yet
+    assert promote(ray_tmp).decision == "promoted"  # no champion yet
     finetune(config(ray_tmp, "strong", *common, "optim.lr=2e-4", "train.epochs=2"))
     # README.md's stricter gate, naming the version (v2 here)
     decision = promote(ray_tmp, readme("python jobs/promote.py NAME --version", {"NAME": NAME, "--version 7":

