@@ -41,29 +41,34 @@ PLACEHOLDERS = {
     "new/*.csv": "a glob of a user's files",
     "--output predictions/": "where predictions go",
     "--output out/": "where predictions go",
+    "/shared/": "storage every node shares",
+    "/shared/corpus": "a corpus on shared storage (the e2e modules' shared one)",
+    "/shared/prepared": "a prepared set on shared storage (the e2e modules' shared one)",
     "http://127.0.0.1:8265": "the cluster's dashboard (a test's own head)",
     "http://127.0.0.1:5000": "a team's tracking server (a test's own)",
     "-p 5001": "the port the model is served on",
     "127.0.0.1:5001": "the port the model is served on",
 }
 # A key whose value is a size: a test may give its own even where the command sets one
-SIZES = re.compile(r"(^|\.)(max_steps|epochs|max_\w+_per_label|max_seq_len|num_samples|count|micro_batch_size|"
-                   r"eval_batches|eval_every_steps|log_every|warmup_steps|harvest_max_mb|vocab_size|num_workers|"
-                   r"cpus_per_worker|cpus_per_trial|max_concurrent)$")
+SIZES = re.compile(r"(^|\.)(max_steps|epochs|max_\w+_per_label|max_seq_len|num_samples|seeds\.count|micro_batch_size|"
+                   r"eval_batches|eval_every_steps|log_every|warmup_steps|harvest_max_mb|vocab_size)$")
 
 
 def readme(prefix: str, places: dict[str, str] | None = None) -> list[str]:
     """The words of the README command `prefix` names (equal to it, else the one starting with it), each
-    placeholder in `places` (a PLACEHOLDERS entry, or a path under /shared/) replaced by the test's value in one
-    pass; a placeholder the command does not hold fails, so a changed command is noticed."""
+    placeholder in `places` (a PLACEHOLDERS entry) replaced by the test's value in one pass; a placeholder the
+    command does not hold fails, so a changed command is noticed."""
     found = claimed(prefix)
     assert len(found) == 1, f"README.md has {len(found)} commands starting {prefix!r}, not 1"
     text, places = found[0], places or {}
+    def whole(p: str) -> str:  # NAME, not the NAME in RUN_NAME
+        return ("(?<!\\w)" if p[0].isalnum() else "") + re.escape(p) + ("(?!\\w)" if p[-1].isalnum() else "")
+
     for placeholder in places:
-        assert placeholder in PLACEHOLDERS or placeholder.startswith("/shared/"), f"{placeholder!r} is no placeholder"
-        assert placeholder in text, f"{placeholder!r} is not in README.md's command {text!r}"
+        assert placeholder in PLACEHOLDERS, f"{placeholder!r} is no placeholder"
+        assert re.search(whole(placeholder), text), f"{placeholder!r} is not in README.md's command {text!r}"
     if places:
-        pattern = "|".join(re.escape(p) for p in sorted(places, key=len, reverse=True))
+        pattern = "|".join(whole(p) for p in sorted(places, key=len, reverse=True))
         text = re.sub(pattern, lambda m: places[m.group(0)], text)
     return shlex.split(text)
 
@@ -96,7 +101,8 @@ def job_argv(words: list[str], *added: str) -> list[str]:
     the README's ARGS= and then `added` as its ARGS. An added override of a key the command sets fails, but for
     a size."""
     if words[0] == "make":
-        args = [a for w in words[2:] if w.startswith("ARGS=") for a in shlex.split(w.split("=", 1)[1])]
+        assert all(w.startswith("ARGS=") for w in words[2:]), words  # a target and its ARGS, nothing else
+        args = [a for w in words[2:] for a in shlex.split(w.split("=", 1)[1])]
         # a make below `make test` says which directory it enters unless told not to
         env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
         recipe = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", words[1], "PY=python",
@@ -106,6 +112,7 @@ def job_argv(words: list[str], *added: str) -> list[str]:
         assert len(lines) == 1, lines
         argv = shlex.split(lines[0])
         own = argv[:len(argv) - len(added)]  # the recipe's words and the README's ARGS
+        assert argv[len(own):] == list(added), (argv, added)  # $(ARGS) ends the recipe, as written
     else:
         own = words[words.index("--") + 1:] if words[:3] == ["ray", "job", "submit"] else words
         argv = [*own, *added]

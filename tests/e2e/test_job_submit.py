@@ -39,9 +39,9 @@ def pretraining(head, tmp_path_factory, shared_data):
     job_id = f"bf-test-{uuid.uuid4().hex[:8]}"
     words = readme("ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/pretrain.py",
                    shared_places(head, shared, shared_data))
-    sizes = ["run_name=submitted", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
-             "train.max_steps=20", "optim.warmup_steps=5", "train.log_every=10", "train.eval_batches=2"]
-    return shared, job_id, submitted(words, job_id, sizes)
+    appended = ["run_name=submitted", "corpus.harvest_max_mb=0.5", "data.tokenizer.vocab_size=1000",
+                "train.max_steps=20", "optim.warmup_steps=5", "train.log_every=10", "train.eval_batches=2"]
+    return shared, job_id, submitted(words, job_id, appended)
 
 
 def test_submitted_pretrain_job_succeeds_and_writes_its_checkpoint(head, pretraining):
@@ -127,9 +127,9 @@ def test_submitted_finetune_job_registers_its_model_with_a_quiet_console(head, p
     # README.md's command: the release of the run above, /shared/ here, then the e2e size
     words = readme("ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/finetune.py",
                    {"<run>": "submitted", **shared_places(head, shared)})
-    sizes = ["run_name=submitted-ner", "task.max_seq_len=32", "train.epochs=1", "optim.lr=1e-4",
-             "scaling.num_workers=1", "scaling.cpus_per_worker=1"]
-    submit = submitted(words, job_id, sizes)
+    appended = ["run_name=submitted-ner", "task.max_seq_len=32", "train.epochs=1", "optim.lr=1e-4",
+                "scaling.num_workers=1", "scaling.cpus_per_worker=1"]
+    submit = submitted(words, job_id, appended)
     assert submit.returncode == 0, submit.stdout[-4000:] + submit.stderr[-4000:]
     from ray.job_submission import JobStatus, JobSubmissionClient
 
@@ -171,12 +171,12 @@ def shared_places(head, tmp: Path, data: Path | None = None) -> dict[str, str]:
     return {**places, "/shared/": f"{tmp}/"}
 
 
-def submitted(words: list[str], job_id: str, sizes: list[str]) -> subprocess.CompletedProcess:
-    """`ray job submit` as README.md writes it, with a submission id the test can look up and `sizes` appended to
+def submitted(words: list[str], job_id: str, appended: list[str]) -> subprocess.CompletedProcess:
+    """`ray job submit` as README.md writes it, with a submission id the test can look up and `appended` after
     the job's command, run from the checkout (README's `--working-dir .`)."""
     from tests.readme import job_argv
 
-    job = job_argv(words, *sizes)  # the README's job command, sizes appended (none overriding what it sets)
+    job = job_argv(words, *appended)  # the README's job command, then the test's (none overriding what it sets)
     cmd = [RAY, *words[1:3], "--submission-id", job_id, *words[3:words.index("--") + 1], *job]
     return subprocess.run(cmd, cwd=REPO, env=ray_env(), capture_output=True, text=True, timeout=900)
 
@@ -272,9 +272,11 @@ except urllib.error.HTTPError as e:
 '
 ray job list --address http://127.0.0.1:8265 > /tmp/ray/jobs.log 2>&1 && echo "with the token: listed"
 {stop} > /tmp/ray/stop.log 2>&1 || {{ cat /tmp/ray/stop.log; exit 12; }}
-# the dashboard's forkserver outlives `ray stop` by a moment on a busy machine: its pipes closed, it exits
-for i in $(seq 60); do pgrep -f "[r]aylet|[g]cs_server|[d]ashboard[/.]|ray[.]dashboard" > /dev/null || break; sleep 0.5; done
-pgrep -af "[r]aylet|[g]cs_server|[d]ashboard[/.]|ray[.]dashboard" && echo "left running" || echo "nothing left"
+# every process of this namespace but its shell (PID 1) and the listing's own; the dashboard's forkserver outlives
+# `ray stop` by a moment on a busy machine (its pipes closed, it exits)
+others() {{ ps -e -o pid=,comm=,args= | awk '$1 != 1 && $2 != "ps" && $2 != "awk" && $2 != "bash"'; }}
+for i in $(seq 60); do [ -z "$(others)" ] && break; sleep 0.5; done
+[ -z "$(others)" ] && echo "nothing left" || {{ echo "left running"; others; }}
 """
 
 

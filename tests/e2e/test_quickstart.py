@@ -303,7 +303,8 @@ def test_lineage_of_the_fine_tuned_version_reaches_the_raw_corpus_hashes(result,
 
 def test_the_promote_command_as_written_keeps_the_champion_it_already_is(result, monkeypatch):
     """README.md's `python jobs/promote.py bert-foundry-tiny-pkgdocs` in the quickstart's folder (its mlflow.db is
-    the default store): the quickstart promoted its candidate already, so the gate keeps it, saying so."""
+    the default store): the quickstart promoted its candidate already, so the command finds @candidate is
+    @champion and keeps it, saying so, before any evaluation (the gate's evaluation: tests/e2e/test_predict.py)."""
     _, _, _, sweep_cfg, tmp, promoted, _ = result
     monkeypatch.chdir(tmp)
     kept = run_job(readme("python jobs/promote.py bert-foundry-tiny-pkgdocs"))

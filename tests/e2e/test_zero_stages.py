@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
     # resumes from step 20.
     ("pipeline2x2",
      readme("python jobs/pretrain.py --config configs/pretrain/quickstart.yaml deepspeed.pipeline_stages=2"),
-     ["scaling.num_workers=4", "scaling.cpus_per_worker=0.25", "train.checkpoint_every=20", "faults.fail_at_step=35"]),
+     ["train.checkpoint_every=20", "faults.fail_at_step=35"]),
 ], ids=["zero0", "zero1", "zero3", "zero3-offload", "lamb-zero2", "pipeline2x2"])
 def test_backend_trains_with_falling_loss(ray_tmp, shared_data, name, command, overrides):
     sizes = ("train.max_steps=40", "train.log_every=10", "train.eval_batches=4", "optim.warmup_steps=5", *overrides)
