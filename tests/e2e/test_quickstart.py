@@ -356,13 +356,13 @@ def test_glue_command_fine_tunes_the_registered_pretraining_from_a_glue_download
     sst2 = tmp_path / "glue_data" / "SST-2"
     sst2.mkdir(parents=True)
     rng = torch.Generator().manual_seed(0)
-    words = {1: ["a fine warm film", "truly good fun", "a lovely story"], 0: ["a dull flat mess", "badly made",
-                                                                              "a boring slog"]}
+    phrases = {1: ["a fine warm film", "truly good fun", "a lovely story"],
+               0: ["a dull flat mess", "badly made", "a boring slog"]}
     for split, n in (("train", 96), ("dev", 32)):
         lines = ["sentence\tlabel"]
         for i in range(n):
             label = i % 2
-            lines.append(f"{words[label][int(torch.randint(3, (1,), generator=rng))]} , take {i}\t{label}")
+            lines.append(f"{phrases[label][int(torch.randint(3, (1,), generator=rng))]} , take {i}\t{label}")
         (sst2 / f"{split}.tsv").write_text("\n".join(lines) + "\n")
     words = readme("python jobs/finetune.py --config configs/finetune/sst2.yaml")
     argv = job_argv(words, "run_name=sst2", "task.max_seq_len=32", "train.epochs=2", "train.patience=0",
