@@ -29,7 +29,8 @@ from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 
-FOOTER_READERS = "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"  # Ray Data's parquet listing: see read_shards
+DATASOURCE_V2 = "RAY_DATA_USE_DATASOURCE_V2"  # Ray Data's parquet reader (V1 or V2): see read_shards
+FOOTER_READERS = "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"  # V2's parquet listing: see read_shards
 
 # Columns the trainer reads; debug columns stay on disk.
 TRAIN_COLUMNS = ["example_id", "input_ids", "num_a_tokens", "next_sentence_label"]
@@ -269,14 +270,25 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
 
 
 def read_shards(files: list[str]):
-    """The prepared set's parquet shards as a Ray Dataset. Ray Data lists a parquet read by reading each file's
-    footer on a pool of new actor processes, 32 unless RAY_DATA_PARQUET_FOOTER_NUM_ACTORS says otherwise, at every
-    execution of the dataset (each epoch; each restart). A prepared set names its files: the pool is sized to them,
-    one reader per 10 files (Ray's footer batch), at most Ray's 32. For a set of a few shards that is one process
-    where Ray starts 32 (measured on 2 cores: about 7 CPU-seconds less in a 20-step job). A value the user set is
-    kept. The variable is read here, in this process, by the listing's indexer that read_parquet builds; its module
-    is imported first, so that its own default (read at import) stays Ray's."""
+    """The prepared set's parquet shards as a Ray Dataset. Ray Data's V2 parquet read (its default) lists the
+    files at every execution of the dataset (each epoch; each restart) by reading each footer on a pool of new
+    actor processes, 32 unless RAY_DATA_PARQUET_FOOTER_NUM_ACTORS says otherwise; its V1 read reads the footers
+    once, here, when the dataset is made, and each epoch runs only the read tasks. A prepared set names its
+    files and is read whole, the same way, every epoch, so it is read through V1 (measured on 2 cores: one to two
+    footer-reader processes an epoch, ~5 CPU-seconds of a 40-step job). A user who chose a reader
+    (RAY_DATA_USE_DATASOURCE_V2 set) keeps it; on V2 the footer pool is sized to the files, one reader per 10
+    (Ray's footer batch), at most Ray's 32, unless the user set that too. The setting and the variable are read
+    here, in this process, when read_parquet builds the read; both are as they were after it."""
     import ray
+
+    if not os.environ.get(DATASOURCE_V2):
+        context = ray.data.DataContext.get_current()
+        before = context.use_datasource_v2
+        context.use_datasource_v2 = False
+        try:
+            return ray.data.read_parquet(files)
+        finally:
+            context.use_datasource_v2 = before
 
     try:  # Ray's private module (Ray is pinned): if it moves, only the pool's own default changes
         import ray.data._internal.datasource_v2.formats.parquet.footer_file_indexer  # noqa: F401
@@ -285,15 +297,11 @@ def read_shards(files: list[str]):
 
     if os.environ.get(FOOTER_READERS):
         return ray.data.read_parquet(files)
-    before = os.environ.get(FOOTER_READERS)
     os.environ[FOOTER_READERS] = str(min(32, max(1, math.ceil(len(files) / 10))))
     try:
         return ray.data.read_parquet(files)
     finally:
-        if before is None:
-            del os.environ[FOOTER_READERS]
-        else:
-            os.environ[FOOTER_READERS] = before
+        del os.environ[FOOTER_READERS]
 
 
 def _report_ignored(cfg: PretrainConfig) -> int:
