@@ -1,10 +1,11 @@
 """Every engine backend path trains on 2 Ray Train workers: ZeRO 0, 1, 2, ZeRO-3 (README.md's command, the mini
 preset) and ZeRO-3 with CPU offload of optimizer and parameters, LAMB (ours on CPU) under ZeRO-2, and a 2-stage
 pipeline (README.md's command); each with falling loss and a release checkpoint. A ZeRO-3 checkpoint continues
-exactly on another world size in test_resume.py and exports in tests/unit/test_engine.py. The ZeRO-2 run
+exactly on another world size in test_resume.py and exports in tests/unit/test_engine.py. The LAMB ZeRO-2 run
 logs to a real `mlflow server` that is killed mid-run and restarted: the run completes, reports the
 outage, and every metric point arrives once; then the rest of the chain runs on that server: fine-tune from the
-registered pretrained version, register, promote, load the champion by alias, predict, lineage."""
+registered pretrained version, register, promote, load the champion by alias, predict, lineage. (ZeRO-2 with
+AdamW, the quickstart's, is every other pretraining test's.)"""
 
 import contextlib
 import io
@@ -33,21 +34,28 @@ ROOT = Path(__file__).resolve().parents[2]
      ["train.micro_batch_size=4"]),
     ("zero3-offload", None, ["deepspeed.zero_stage=3", "deepspeed.offload_optimizer=true",
                              "deepspeed.offload_params=true"]),
-    ("lamb-zero2", None, ["deepspeed.zero_stage=2", "optim.name=lamb", "optim.lr=2e-2"]),
+    # LAMB under ZeRO-2: the tracking-server run below (the `served` fixture) trains with it
+    ("lamb-zero2", None, None),
     # README.md's pipeline command: 2 stages x 2 replicas; rank 1 (stage 0) is SIGKILLed at step 35 and the run
     # resumes from step 20.
     ("pipeline2x2",
      readme("python jobs/pretrain.py --config configs/pretrain/quickstart.yaml deepspeed.pipeline_stages=2"),
      ["train.checkpoint_every=20", "faults.fail_at_step=35"]),
 ], ids=["zero0", "zero1", "zero3", "zero3-offload", "lamb-zero2", "pipeline2x2"])
-def test_backend_trains_with_falling_loss(ray_tmp, shared_data, name, command, overrides):
-    sizes = ("train.max_steps=40", "train.log_every=10", "train.eval_batches=4", "optim.warmup_steps=5", *overrides)
-    cfg = (job_config(command, *quick_overrides(ray_tmp, name, *sizes, data_dir=shared_data)) if command
-           else quick_config(ray_tmp, name, *sizes, data_dir=shared_data))
-    if name.startswith("pipeline"):
-        cfg.faults.record_ids_dir = str(ray_tmp / name)
-        (ray_tmp / name).mkdir()
-    result = run(cfg)
+def test_backend_trains_with_falling_loss(ray_tmp, shared_data, request, name, command, overrides):
+    if overrides is None:  # a run another test shares: one job, both tests' properties
+        server, result, _, _ = request.getfixturevalue("served")
+        params = MlflowClient(server.uri).get_run(result.mlflow["run_id"]).data.params
+        assert (params["optim.name"], params["deepspeed.zero_stage"]) == ("lamb", "2"), params
+    else:
+        sizes = ("train.max_steps=40", "train.log_every=10", "train.eval_batches=4", "optim.warmup_steps=5",
+                 *overrides)
+        cfg = (job_config(command, *quick_overrides(ray_tmp, name, *sizes, data_dir=shared_data)) if command
+               else quick_config(ray_tmp, name, *sizes, data_dir=shared_data))
+        if name.startswith("pipeline"):
+            cfg.faults.record_ids_dir = str(ray_tmp / name)
+            (ray_tmp / name).mkdir()
+        result = run(cfg)
     m = result.metrics
     assert m["step"] == 40
     assert m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"] - 0.5
@@ -88,8 +96,9 @@ class Tee(io.TextIOBase):
 @pytest.fixture(scope="module")
 def served(ray_tmp, shared_data, tmp_path_factory):
     """A real `mlflow server` (artifacts served through it: the config leaves the location to the server) and a
-    ZeRO-2 pretraining run logging to it, registered as bert-foundry-tiny@candidate; the server is SIGKILLed once
-    the first training point arrived and back 5 s later. Yields the server up, the run's result and its stdout."""
+    ZeRO-2 pretraining run with LAMB (the backend test's lamb-zero2 case) logging to it, registered as
+    bert-foundry-tiny@candidate; the server is SIGKILLed once the first training point arrived and back 5 s later.
+    Yields the server up, the run's result and its stdout."""
     server = start_server(tmp_path_factory.mktemp("mlflow-server"))
     # README.md's command for a team's tracking server, pointed at this one
     command = readme("python jobs/pretrain.py --config configs/pretrain/quickstart.yaml tracking.tracking_uri=",
@@ -97,6 +106,7 @@ def served(ray_tmp, shared_data, tmp_path_factory):
     cfg = job_config(command,
                      *quick_overrides(ray_tmp, "zero2", "train.max_steps=40", "train.log_every=2",
                                       "train.eval_batches=4", "optim.warmup_steps=5", "deepspeed.zero_stage=2",
+                                      "optim.name=lamb", "optim.lr=2e-2",  # test_backend_trains...[lamb-zero2]
                                       "tracking.flush_timeout_s=600",  # the end of training waits for a slow restart
                                       data_dir=shared_data, tracking=False))
     cfg.tracking.artifact_location = ""  # the server's store, as a team server is used
