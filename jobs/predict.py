@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import json
 import math
-import os
 import shutil
 import sys
 import tempfile
@@ -41,14 +40,11 @@ from jobs.runtime.cluster import prefer_loopback  # noqa: E402
 
 prefer_loopback()  # before anything imports ray
 
-import numpy as np  # noqa: E402
-
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.config.predict import PredictConfig  # noqa: E402
-from jobs.inference import inputs, shards  # noqa: E402
+from jobs.inference import inputs, shards, stages  # noqa: E402
 from jobs.runtime import console  # noqa: E402
-from jobs.runtime.scratch import scratch_dir  # noqa: E402
 
 PROGRESS_EVERY_S = 10.0
 BLOCK_BYTES = 256 << 10  # a few hundred rows a block: the replicas share a file, each reports per block
@@ -261,16 +257,16 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     # other resources are never fused into the actors). On GPUs they take a CPU each; on a CPU-only cluster the
     # model replicas take every CPU and these light tasks share them (0 CPUs: they never wait for a free one).
     task_cpus = 1 if gpus else 0
-    ds = reads.flat_map(_read, num_cpus=task_cpus, fn_kwargs={
+    ds = reads.flat_map(stages.read, num_cpus=task_cpus, fn_kwargs={
         "kind": model.kind, "columns": cfg.columns, "shard_rows": cfg.shard_rows, "skip": done, "output": output})
     # On a CPU-only cluster the tokenizing tasks (0 CPUs) have no bound: each new process paid for transformers and
     # the tokenizer (measured, 10,000 rows on 2 cores: 13 processes and 70 CPU-seconds, against the model's 82). A
-    # pool of one per TOKENIZERS_PER_CPU_REPLICA replicas keeps its processes and their tokenizer (_ENCODERS): a
+    # pool of one per TOKENIZERS_PER_CPU_REPLICA replicas keeps its processes and their tokenizer (stages.ENCODERS): a
     # process tokenizes thousands of rows a second, a CPU replica ~100. With GPUs they take a CPU each, as before.
     tokenizing = None if gpus else TaskPoolStrategy(size=math.ceil(actors / TOKENIZERS_PER_CPU_REPLICA))
-    ds = ds.map_batches(_tokenize, batch_size=256, num_cpus=task_cpus, compute=tokenizing,
+    ds = ds.map_batches(stages.tokenize, batch_size=256, num_cpus=task_cpus, compute=tokenizing,
                         fn_kwargs={"model": shipped, "qa": qa})
-    ds = ds.map_batches(_Predict, batch_size=cfg.window, compute=ActorPoolStrategy(size=actors),
+    ds = ds.map_batches(stages.Predict, batch_size=cfg.window, compute=ActorPoolStrategy(size=actors),
                         num_gpus=1 if gpus else 0, num_cpus=cfg.cpus_per_actor if not gpus else 1,
                         fn_constructor_kwargs={"model": shipped, "qa": qa, "batch_size": cfg.batch_size,
                                                "max_batch_tokens": 0 if gpus else cfg.max_batch_tokens,
@@ -315,96 +311,6 @@ def _complete_shards(output: Path, manifest: dict, touched: set, final: bool = F
         changed = True
     if changed:
         shards.write_json(output / shards.MANIFEST, manifest)
-
-
-def _read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Path):
-    """One input file -> its rows (JSON) with their shard and place in it; each shard's _rows.json first. A shard's
-    rows go out longest first: the replicas' windows hold rows of like length (little padding in a batch), and the
-    last windows of the job are its shortest, quickest rows, so the replicas finish together instead of one working
-    through a long window alone. Each row keeps its position in the file: the parts are written in its order."""
-    from pipelines.tasks.files import read_file
-
-    path, fmt = str(item["path"]), str(item["fmt"])
-    read = 0  # the file's readable rows before this shard: its rows are the file's `read`, `read` + 1, ...
-    for k, part in enumerate(read_file(path, fmt, kind, columns, batch_rows=shard_rows, labeled=False)):
-        shard, first, read = shards.shard_id(int(item["index"]), k), read, read + len(part.rows)
-        if shard in skip:
-            continue
-        shards.write_rows(output, shard, {"file": path, "first": first, "rows": len(part.rows),
-                                          "rejects": dict(part.rejects), "samples": [list(s) for s in part.samples]})
-        rows = [json.dumps(row, ensure_ascii=False) for row in part.rows]
-        for i in sorted(range(len(rows)), key=lambda i: -len(rows[i])):  # stable: ties in the file's order
-            yield {"row": rows[i], "shard": shard, "position": first + i, "file": path}
-
-
-_ENCODERS: dict[str, object] = {}  # per worker process: model digest -> its Encoder
-
-
-def _load(model: dict, make, weights: bool = True):
-    """`make(folder)` over the shipped model's files (with its weights, or only its config and tokenizer), written to a
-    temporary folder that is removed once it has loaded: workers may be killed without running any cleanup."""
-    import ray
-
-    folder = scratch_dir("predict-model")  # a killed worker's is removed by the next one on its host
-    try:
-        for name, data in ray.get(model["files" if weights else "tokenizer"]).items():
-            (folder / name).write_bytes(data)
-        return make(str(folder))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _tokenize(batch, model: dict, qa):
-    from jobs.inference.predictor import Encoder
-
-    key = model["digest"]
-    if key not in _ENCODERS:
-        _ENCODERS[key] = _load(model, lambda folder: Encoder(folder, qa), weights=False)
-    rows = [json.loads(r) for r in batch["row"]]
-    batch["enc"] = np.asarray([json.dumps(e) for e in _ENCODERS[key].encode(rows)], dtype=object)
-    return batch
-
-
-class _Predict:
-    """One model replica: windows -> predictions -> the shard's parts, written here; returns what it wrote."""
-
-    def __init__(self, model: dict, qa, batch_size: int, threshold: float, output: Path, threads: int,
-                 precision: str = "fp32", kill_after: int = 0, max_batch_tokens: int = 0, cpu_kernels: str = "onednn"):
-        import torch
-
-        from jobs.inference.predictor import Predictor
-
-        torch.set_num_threads(threads)
-        self.predictor = _load(model, lambda folder: Predictor(folder, qa, batch_size=batch_size, threshold=threshold,
-                                                               precision=precision, cpu_kernels=cpu_kernels,
-                                                               max_batch_tokens=max_batch_tokens))
-        self.output, self.kill_after, self.batches = output, kill_after, 0
-
-    def __call__(self, batch):
-        rows = [json.loads(r) for r in batch["row"]]
-        encoded = [json.loads(e) for e in batch["enc"]]
-        predictions = self.predictor.decode(rows, encoded, self.predictor.forward(encoded))
-        out = {"shard": [], "rows": [], "truncated": []}
-        for shard in dict.fromkeys(batch["shard"]):
-            take = [i for i, s in enumerate(batch["shard"]) if s == shard]
-            table = shards.part_table(self.predictor.kind, [predictions[i] for i in take],
-                                      [batch["file"][i] for i in take], [int(batch["position"][i]) for i in take],
-                                      [encoded[i] for i in take])
-            shards.write_part(self.output, str(shard), table)
-            out["shard"].append(str(shard))
-            out["rows"].append(len(take))
-            out["truncated"].append(sum(bool(encoded[i]["truncated"]) for i in take))
-        self.batches += 1
-        self._maybe_die()
-        return {k: np.asarray(v, dtype=object if k == "shard" else np.int64) for k, v in out.items()}
-
-    def _maybe_die(self) -> None:
-        """Testing only (faults.kill_actor_after_batches): this replica's process is killed after that many
-        batches, once per output folder: Ray restarts the actor and retries its batch."""
-        marker = self.output / ".fault-killed-actor"
-        if self.kill_after and self.batches >= self.kill_after and not marker.exists():
-            marker.write_text(str(os.getpid()))
-            os.kill(os.getpid(), 9)
 
 
 # -- 4. the record -----------------------------------------------------------------------------------------------

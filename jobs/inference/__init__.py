@@ -1,1 +1,2 @@
-"""Batch prediction and serving parts without Ray: the predictor (jobs/predict.py runs it in Ray Data)."""
+"""Batch prediction and serving parts: the predictor (no Ray), the output's shards, and the stages jobs/predict.py
+runs in Ray Data's tasks and actors."""

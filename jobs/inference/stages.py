@@ -1,0 +1,106 @@
+"""The stages jobs/predict.py's Ray Data pipeline runs in its tasks and actors, on whichever node Ray places them:
+read one input file into rows (`read`), tokenize a batch (`tokenize`, the encoder kept per process), predict a window
+and write its shard's parts (`Predict`, one model replica). The model travels as its files' bytes in the object store
+(`shipped`: "files", "tokenizer" (no weights), "digest") and is written to a scratch folder only while it loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from jobs.inference import shards
+from jobs.runtime.scratch import scratch_dir
+
+
+def read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Path):
+    """One input file -> its rows (JSON) with their shard and place in it; each shard's _rows.json first. A shard's
+    rows go out longest first: the replicas' windows hold rows of like length (little padding in a batch), and the
+    last windows of the job are its shortest, quickest rows, so the replicas finish together instead of one working
+    through a long window alone. Each row keeps its position in the file: the parts are written in its order."""
+    from pipelines.tasks.files import read_file
+
+    path, fmt = str(item["path"]), str(item["fmt"])
+    read = 0  # the file's readable rows before this shard: its rows are the file's `read`, `read` + 1, ...
+    for k, part in enumerate(read_file(path, fmt, kind, columns, batch_rows=shard_rows, labeled=False)):
+        shard, first, read = shards.shard_id(int(item["index"]), k), read, read + len(part.rows)
+        if shard in skip:
+            continue
+        shards.write_rows(output, shard, {"file": path, "first": first, "rows": len(part.rows),
+                                          "rejects": dict(part.rejects), "samples": [list(s) for s in part.samples]})
+        rows = [json.dumps(row, ensure_ascii=False) for row in part.rows]
+        for i in sorted(range(len(rows)), key=lambda i: -len(rows[i])):  # stable: ties in the file's order
+            yield {"row": rows[i], "shard": shard, "position": first + i, "file": path}
+
+
+ENCODERS: dict[str, object] = {}  # per worker process: model digest -> its Encoder
+
+
+def load(model: dict, make, weights: bool = True):
+    """`make(folder)` over the shipped model's files (with its weights, or only its config and tokenizer), written to a
+    temporary folder that is removed once it has loaded: workers may be killed without running any cleanup."""
+    import ray
+
+    folder = scratch_dir("predict-model")  # a killed worker's is removed by the next one on its host
+    try:
+        for name, data in ray.get(model["files" if weights else "tokenizer"]).items():
+            (folder / name).write_bytes(data)
+        return make(str(folder))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def tokenize(batch, model: dict, qa):
+    from jobs.inference.predictor import Encoder
+
+    key = model["digest"]
+    if key not in ENCODERS:
+        ENCODERS[key] = load(model, lambda folder: Encoder(folder, qa), weights=False)
+    rows = [json.loads(r) for r in batch["row"]]
+    batch["enc"] = np.asarray([json.dumps(e) for e in ENCODERS[key].encode(rows)], dtype=object)
+    return batch
+
+
+class Predict:
+    """One model replica: windows -> predictions -> the shard's parts, written here; returns what it wrote."""
+
+    def __init__(self, model: dict, qa, batch_size: int, threshold: float, output: Path, threads: int,
+                 precision: str = "fp32", kill_after: int = 0, max_batch_tokens: int = 0, cpu_kernels: str = "onednn"):
+        import torch
+
+        from jobs.inference.predictor import Predictor
+
+        torch.set_num_threads(threads)
+        self.predictor = load(model, lambda folder: Predictor(folder, qa, batch_size=batch_size, threshold=threshold,
+                                                               precision=precision, cpu_kernels=cpu_kernels,
+                                                               max_batch_tokens=max_batch_tokens))
+        self.output, self.kill_after, self.batches = output, kill_after, 0
+
+    def __call__(self, batch):
+        rows = [json.loads(r) for r in batch["row"]]
+        encoded = [json.loads(e) for e in batch["enc"]]
+        predictions = self.predictor.decode(rows, encoded, self.predictor.forward(encoded))
+        out = {"shard": [], "rows": [], "truncated": []}
+        for shard in dict.fromkeys(batch["shard"]):
+            take = [i for i, s in enumerate(batch["shard"]) if s == shard]
+            table = shards.part_table(self.predictor.kind, [predictions[i] for i in take],
+                                      [batch["file"][i] for i in take], [int(batch["position"][i]) for i in take],
+                                      [encoded[i] for i in take])
+            shards.write_part(self.output, str(shard), table)
+            out["shard"].append(str(shard))
+            out["rows"].append(len(take))
+            out["truncated"].append(sum(bool(encoded[i]["truncated"]) for i in take))
+        self.batches += 1
+        self._maybe_die()
+        return {k: np.asarray(v, dtype=object if k == "shard" else np.int64) for k, v in out.items()}
+
+    def _maybe_die(self) -> None:
+        """Testing only (faults.kill_actor_after_batches): this replica's process is killed after that many
+        batches, once per output folder: Ray restarts the actor and retries its batch."""
+        marker = self.output / ".fault-killed-actor"
+        if self.kill_after and self.batches >= self.kill_after and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), 9)
