@@ -9,10 +9,11 @@
 2. The plan: the input files (CSV, TSV, JSON Lines, Parquet, Excel, datasets folders, plain text:
    pipelines/tasks/files.py reading without labels) and the output's shards (jobs/inference/shards.py): complete ones
    are skipped, the others cleared. An output folder holds one model's predictions of one input: another is refused.
-3. Ray Data: read (tasks; bad records counted by reason; each shard's rows longest first, positions in their file:
-   sorted by file and position, the output is in input order) -> tokenize (tasks) -> predict (an actor pool, one
-   model replica per GPU or per `cpus_per_actor` CPUs; windows sorted by length; each actor writes its parts) -> a
-   summary per batch to the driver (progress, ETA; the manifest rewritten as shards complete).
+3. Ray Data (its stages: jobs/inference/stages.py): read (tasks; bad records counted by reason; each shard's rows
+   longest first, positions in their file: sorted by file and position, the output is in input order) -> tokenize
+   (tasks) -> predict (an actor pool, one model replica per GPU or per `cpus_per_actor` CPUs; windows sorted by
+   length; each actor writes its parts) -> a summary per batch to the driver (progress, ETA; the manifest rewritten
+   as shards complete).
 4. Every shard checked (each input row exactly once), the manifest finished, an MLflow run logged with the model
    version it used (jobs/lineage.py follows a prediction folder back to the model and on to the corpus).
 
@@ -257,7 +258,7 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     # other resources are never fused into the actors). On GPUs they take a CPU each; on a CPU-only cluster the
     # model replicas take every CPU and these light tasks share them (0 CPUs: they never wait for a free one).
     task_cpus = 1 if gpus else 0
-    ds = reads.flat_map(stages.read, num_cpus=task_cpus, fn_kwargs={
+    ds = reads.flat_map(stages.read_rows, num_cpus=task_cpus, fn_kwargs={
         "kind": model.kind, "columns": cfg.columns, "shard_rows": cfg.shard_rows, "skip": done, "output": output})
     # On a CPU-only cluster the tokenizing tasks (0 CPUs) have no bound: each new process paid for transformers and
     # the tokenizer (measured, 10,000 rows on 2 cores: 13 processes and 70 CPU-seconds, against the model's 82). A

@@ -274,29 +274,29 @@ def read_shards(files: list[str]):
     files at every execution of the dataset (each epoch; each restart) by reading each footer on a pool of new
     actor processes, 32 unless RAY_DATA_PARQUET_FOOTER_NUM_ACTORS says otherwise; its V1 read reads the footers
     once, here, when the dataset is made, and each epoch runs only the read tasks. A prepared set names its
-    files and is read whole, the same way, every epoch, so it is read through V1 (measured on 2 cores: one to two
-    footer-reader processes an epoch, ~5 CPU-seconds of a 40-step job). A user who chose a reader
-    (RAY_DATA_USE_DATASOURCE_V2 set) keeps it; on V2 the footer pool is sized to the files, one reader per 10
-    (Ray's footer batch), at most Ray's 32, unless the user set that too. The setting and the variable are read
-    here, in this process, when read_parquet builds the read; both are as they were after it."""
+    files and is read whole, the same way, every epoch, so it is read through V1: no footer-reader process at all,
+    where V2, even with its pool sized to the files, started one or two an epoch (measured on 2 cores: ~5
+    CPU-seconds of a 40-step job). A user who set RAY_DATA_USE_DATASOURCE_V2 keeps the reader Ray took from it;
+    on V2 the footer pool is sized to the files, one reader per 10 (Ray's footer batch), at most Ray's 32, unless
+    the user sized it. The setting and the variable are read here, in this process, when read_parquet builds the
+    read; both are as they were after it."""
     import ray
 
-    if not os.environ.get(DATASOURCE_V2):
-        context = ray.data.DataContext.get_current()
+    context = ray.data.DataContext.get_current()
+    if DATASOURCE_V2 not in os.environ:
         before = context.use_datasource_v2
         context.use_datasource_v2 = False
         try:
             return ray.data.read_parquet(files)
         finally:
             context.use_datasource_v2 = before
+    if not context.use_datasource_v2 or FOOTER_READERS in os.environ:  # the user's V1, or the user's pool
+        return ray.data.read_parquet(files)
 
     try:  # Ray's private module (Ray is pinned): if it moves, only the pool's own default changes
         import ray.data._internal.datasource_v2.formats.parquet.footer_file_indexer  # noqa: F401
     except ImportError:
         pass
-
-    if os.environ.get(FOOTER_READERS):
-        return ray.data.read_parquet(files)
     os.environ[FOOTER_READERS] = str(min(32, max(1, math.ceil(len(files) / 10))))
     try:
         return ray.data.read_parquet(files)

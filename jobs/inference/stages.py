@@ -1,7 +1,8 @@
 """The stages jobs/predict.py's Ray Data pipeline runs in its tasks and actors, on whichever node Ray places them:
-read one input file into rows (`read`), tokenize a batch (`tokenize`, the encoder kept per process), predict a window
-and write its shard's parts (`Predict`, one model replica). The model travels as its files' bytes in the object store
-(`shipped`: "files", "tokenizer" (no weights), "digest") and is written to a scratch folder only while it loads."""
+read one input file into rows (`read_rows`), tokenize a batch (`tokenize`, the encoder kept per process), predict
+a window and write its shard's parts (`Predict`, one model replica). The model travels as its files' bytes in the
+object store (a dict of refs: "files", "tokenizer" (no weights), and its "digest") and is written to a scratch
+folder only while it loads."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from jobs.inference import shards
 from jobs.runtime.scratch import scratch_dir
 
 
-def read(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Path):
+def read_rows(item: dict, kind: str, columns, shard_rows: int, skip: set, output: Path):
     """One input file -> its rows (JSON) with their shard and place in it; each shard's _rows.json first. A shard's
     rows go out longest first: the replicas' windows hold rows of like length (little padding in a batch), and the
     last windows of the job are its shortest, quickest rows, so the replicas finish together instead of one working
@@ -75,8 +76,8 @@ class Predict:
 
         torch.set_num_threads(threads)
         self.predictor = load(model, lambda folder: Predictor(folder, qa, batch_size=batch_size, threshold=threshold,
-                                                               precision=precision, cpu_kernels=cpu_kernels,
-                                                               max_batch_tokens=max_batch_tokens))
+                                                              precision=precision, cpu_kernels=cpu_kernels,
+                                                              max_batch_tokens=max_batch_tokens))
         self.output, self.kill_after, self.batches = output, kill_after, 0
 
     def __call__(self, batch):

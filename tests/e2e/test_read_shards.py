@@ -1,8 +1,8 @@
 """jobs/pretrain.read_shards on the shared cluster: Ray Data's V2 parquet read lists the files on a pool of
 footer-reader actors, 32 new processes at every execution unless told otherwise; a prepared set is read through
-V1, which reads the footers once, in the driver, and starts no such process. A user who chose V2 keeps it, its
-pool sized to the files (3 shards: one reader) unless the user sized it. Reader setting and environment are as
-they were after the read."""
+V1, which reads the footers once, in the driver, and starts no such process. A user who set
+RAY_DATA_USE_DATASOURCE_V2 keeps the reader Ray took from it: V1 for 0, V2 for 1 with its pool sized to the files
+(3 shards: one reader) unless the user sized it. Reader setting and environment are as they were after the read."""
 
 import os
 
@@ -19,8 +19,8 @@ def footer_readers() -> int:
     return len(list_actors(filters=[("class_name", "=", "FooterReader")], limit=10_000, raise_on_missing_output=False))
 
 
-@pytest.mark.parametrize("user_v2, user_readers, started", [(None, None, 0), ("1", None, 1), ("1", "2", 2)],
-                         ids=["default", "v2", "v2-sized"])
+@pytest.mark.parametrize("user_v2, user_readers, started", [(None, None, 0), ("0", None, 0), ("1", None, 1),
+                                                             ("1", "2", 2)], ids=["default", "v1", "v2", "v2-sized"])
 def test_a_few_shards_are_read_with_the_fewest_footer_readers_and_the_environment_is_kept(
         ray_tmp, monkeypatch, user_v2, user_readers, started):
     files = []
@@ -33,6 +33,8 @@ def test_a_few_shards_are_read_with_the_fewest_footer_readers_and_the_environmen
         else:
             monkeypatch.setenv(name, value)
     context = ray.data.DataContext.get_current()
+    if user_v2 is not None:  # Ray reads the variable once, at import: here, as a user's job would have it
+        monkeypatch.setattr(context, "use_datasource_v2", user_v2 == "1")
     v2_before = context.use_datasource_v2
     before = footer_readers()
     ds = read_shards(files)

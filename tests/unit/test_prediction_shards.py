@@ -183,14 +183,14 @@ def test_the_rows_of_big_inputs_are_estimated_from_a_sample(tmp_path):
 def test_a_shards_rows_reach_the_replicas_longest_first_each_keeping_its_position(tmp_path):
     """Windows of like lengths pad little, and the job ends on its shortest rows (the replicas finish together):
     10,000 real rows, 58-59 s in file order, 52-54 s longest first (BENCHMARKS.md). The positions are the file's."""
-    from jobs.inference.stages import read
+    from jobs.inference.stages import read_rows
     from pipelines.tasks.files import Columns
 
     long = "a much longer text than the others"
     texts = ["short", long, "a middling text", "tiny", long]
     (tmp_path / "in.csv").write_text("text\n" + "\n".join(texts) + "\n")
-    out = list(read({"index": 0, "path": str(tmp_path / "in.csv"), "fmt": "csv"}, "classification",
-                     Columns(tokens=""), 10_000, set(), tmp_path / "out"))
+    out = list(read_rows({"index": 0, "path": str(tmp_path / "in.csv"), "fmt": "csv"}, "classification",
+                         Columns(tokens=""), 10_000, set(), tmp_path / "out"))
     assert [json.loads(r["row"])["text_a"] for r in out] == sorted(texts, key=len, reverse=True)
     assert [r["position"] for r in out] == [1, 4, 2, 0, 3]  # ties in the file's order
     assert {r["shard"] for r in out} == {"00000-000000"}
@@ -201,12 +201,12 @@ def test_positions_are_places_in_the_file_so_the_output_sorts_into_input_order(t
     """A position is the row's place among its file's readable rows, not in its shard: the whole output folder,
     sorted by file and position, is the input in order (a rejected record takes no position). verify checks a
     shard's positions from its first."""
-    from jobs.inference.stages import read
+    from jobs.inference.stages import read_rows
     from pipelines.tasks.files import Columns
 
     (tmp_path / "in.csv").write_text("text\na\nbb\n\nccc\ndddd\neeeee\n")  # a blank line: rejected
-    out = list(read({"index": 0, "path": str(tmp_path / "in.csv"), "fmt": "csv"}, "classification",
-                     Columns(tokens=""), 2, set(), tmp_path / "out"))
+    out = list(read_rows({"index": 0, "path": str(tmp_path / "in.csv"), "fmt": "csv"}, "classification",
+                         Columns(tokens=""), 2, set(), tmp_path / "out"))
     assert [(r["shard"], r["position"]) for r in out] == [
         ("00000-000000", 1), ("00000-000000", 0), ("00000-000001", 3), ("00000-000001", 2), ("00000-000002", 4)]
     assert [json.loads(r["row"])["text_a"] for r in sorted(out, key=lambda r: r["position"])] == \
