@@ -1,6 +1,6 @@
 """A cell of a user's file as a row's value, whatever wrote the file: ids and class names written as integral
 floats (pandas writes an int column holding a NaN as floats: 101.0 in Parquet and JSON, "101.0" in CSV) are the
-integers meant; text stored as bytes or as an integer is the text a CSV would hold."""
+integers meant; text stored as bytes or as a number is the text a CSV would hold."""
 
 from __future__ import annotations
 
@@ -25,11 +25,14 @@ def cell_id(value) -> str | None:
 
 
 def cell_text(value):
-    """A text cell as text: a Parquet binary column's bytes decoded (older Hive / Impala writers), an integer as the
-    digits a CSV would hold; anything else as it is (a non-str is missing_text)."""
+    """A text cell as text: a Parquet binary column's bytes decoded (older Hive / Impala writers), a number as the
+    text a CSV would hold (an integer's digits; a float as pandas' to_csv writes it: 3.5, 101.0, where a column of
+    numeric codes with a gap became floats); anything else as it is (NaN, null and other non-str: missing_text)."""
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
             return Reject("invalid_utf8")
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else None
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value

@@ -66,7 +66,8 @@ def test_compressed_files_are_read_as_their_inner_format(tmp_path):
 
 def test_text_cells_of_other_types(tmp_path):
     """Parquet text written as binary (older Hive / Impala writers) is decoded (invalid_utf8 when it is not UTF-8);
-    integer texts are their digits, as a CSV holds them; a JSON line nested past Python's stack is bad_json."""
+    numeric texts are what a CSV holds (an integer's digits; a float as pandas' to_csv writes it, NaN missing_text);
+    a JSON line nested past Python's stack is bad_json."""
     def inputs(path, fmt):
         batches = list(read_file(str(path), fmt, "classification", labeled=False))
         return [r["text_a"] for b in batches for r in b.rows], sum((b.rejects for b in batches), collections.Counter())
@@ -75,6 +76,10 @@ def test_text_cells_of_other_types(tmp_path):
     assert inputs(tmp_path / "b.parquet", "parquet") == (["café"], {"invalid_utf8": 1})
     pq.write_table(pa.table({"text": [12345, 678]}), tmp_path / "n.parquet")
     assert inputs(tmp_path / "n.parquet", "parquet") == (["12345", "678"], {})
+    pq.write_table(pa.table({"text": [3.5, float("nan"), 101.0, 1e-07]}), tmp_path / "f.parquet")
+    assert inputs(tmp_path / "f.parquet", "parquet") == (["3.5", "101.0", "1e-07"], {"missing_text": 1})
+    assert inputs(write(tmp_path, "f.jsonl", jsonl({"text": 2.25}, {"text": None})), "jsonl") == (["2.25"],
+                                                                                                   {"missing_text": 1})
     path = write(tmp_path, "deep.jsonl", jsonl({"text": "fine"}, "[" * 100_000 + "]" * 100_000))
     assert inputs(path, "jsonl") == (["fine"], {"bad_json": 1})
 
