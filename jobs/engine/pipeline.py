@@ -52,7 +52,7 @@ from jobs.config.pretrain import PretrainConfig
 from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
 from jobs.runtime.op_locks import before_op_loads
 from jobs.engine.objectives import PretrainingObjective, pretraining_sums
-from jobs.engine.seam import EngineBase, StepStats
+from jobs.engine.seam import EngineBase, StepStats, compile_muon_at_first_call
 
 PIPE_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label")
 TIED_KEY = "embed"
@@ -323,6 +323,7 @@ def build_pipeline_engine(cfg: PretrainConfig, num_stages: int, partition_method
     checked.deepspeed.pipeline_stages, checked.deepspeed.partition_method = num_stages, partition_method
     checked.validate_pipeline()  # the job's rules, before any process-group work
     before_op_loads()  # its communication op loads here
+    compile_muon_at_first_call()
     deepspeed.init_distributed(dist_init_required=False)  # wrap the existing torch process group
     world = dist.get_world_size()
     if num_stages < 1 or world % num_stages:

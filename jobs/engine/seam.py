@@ -8,6 +8,7 @@ model is laid out. Its own module so that neither engine module imports the othe
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import pickle
@@ -48,6 +49,36 @@ def load_checkpoint_file(path: str | os.PathLike, map_location=None):
             raise ValueError(f"{path}: refused to load a checkpoint file that holds objects other than tensors "
                              f"and DeepSpeed's training state ({found[1] if found else exc}); unpickling it could "
                              f"run code") from None
+
+
+def compile_muon_at_first_call() -> None:
+    """DeepSpeed's ZeRO 1-3 import its Muon optimizer at every engine build and first gradient reduction, whatever
+    the optimizer (to ask isinstance), and that module decorates three functions with `torch.compile`, whose
+    decorator imports Inductor's compiler: ~1.5 CPU-seconds in every worker of every job, every restart, for kernels
+    only Muon runs. DeepSpeed's `compiler.compile()` (those three decorators are its only users) is made to compile
+    at a function's first call: the same `torch.compile`, loaded only by a run that steps Muon. Call once DeepSpeed
+    is importable (DS_ACCELERATOR set), before deepspeed.initialize."""
+    from deepspeed.runtime import compiler
+
+    if getattr(compiler.compile, "at_first_call", False):
+        return
+
+    def at_first_call(**options):
+        def decorate(fn):
+            compiled = []
+
+            @functools.wraps(fn)
+            def call(*args, **kwargs):
+                if not compiled:
+                    compiled.append(torch.compile(fn, **options))
+                return compiled[0](*args, **kwargs)
+
+            return call
+
+        return decorate
+
+    at_first_call.at_first_call = True
+    compiler.compile = at_first_call
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """jobs/engine/data_parallel.Engine over a fine-tuning head: one real DeepSpeed step, evaluate, predict, export."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ from bert_core.config import tiny
 from bert_core.model import BertForSequenceClassification
 from jobs.config.sections import DeepSpeedConfig, OptimConfig
 from jobs.engine.objectives import ClassificationObjective
+from tests.ports import free_port
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 B, T, VOCAB, LABELS = 4, 16, 100, 3
 
 
@@ -163,3 +166,37 @@ def test_a_pickle_planted_in_a_resume_checkpoint_is_refused_and_never_runs(deeps
     with pytest.raises(ValueError, match=refused):
         _engine(1).load(tmp_path / "ckpt")
     assert not marker.exists()
+
+
+def test_a_zero_engine_steps_without_loading_inductor_and_muons_kernels_still_compile(tmp_path):
+    """DeepSpeed's ZeRO imports its Muon module at the engine build and first reduction whatever the optimizer, and
+    that module's torch.compile decorators loaded Inductor's compiler (~1.5 CPU-seconds per worker): with
+    compile_muon_at_first_call a ZeRO-2 engine (AdamW) builds and steps in a fresh process without loading it, and
+    a function under DeepSpeed's compile decorator still goes through torch.compile at its first call."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import os, sys
+        os.environ.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT="{free_port()}")
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", rank=0, world_size=1)
+        from tests.unit.test_engine import _batch, _engine
+        engine = _engine(2)
+        assert engine.step(_batch(0)).finite
+        assert "deepspeed.runtime.zero.muon.original_muon" in sys.modules  # DeepSpeed imported it
+        print("inductor loaded:", "torch._inductor.compile_fx" in sys.modules)
+        from deepspeed.runtime import compiler
+        seen = []
+        def backend(gm, example_inputs):
+            seen.append(gm)
+            return gm.forward
+        square = compiler.compile(backend=backend)(lambda x: x * x)
+        assert not seen and torch.equal(square(torch.arange(3.0)), torch.tensor([0.0, 1.0, 4.0])) and seen
+    """)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert "inductor loaded: False" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:]
