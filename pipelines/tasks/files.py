@@ -61,7 +61,7 @@ from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.squad import load_squad
 from pipelines.encodings import check_encoding, invalid_reason
-from pipelines.tasks.text_records import (Reject, csv_delimiter, csv_records, json_array, json_item, json_object,
+from pipelines.tasks.text_records import (Reject, csv_delimiter, csv_records, json_array, json_object,
                                           text_file, text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
@@ -234,10 +234,8 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
         return _header_records(path, excel_records(path, f, columns.sheet, _needed(kind, columns).values()), kind,
                                columns)
     if fmt == "jsonl":
-        items = json_array(path, f)
-        if items is not None:
-            return ((n, f"item {n}", json_item(r), r) for n, r in enumerate(items))
-        return ((n, where, json_object(text), excerpt) for n, where, text, excerpt in text_lines(f))
+        return json_array(f) or ((n, where, json_object(text), excerpt)  # or one JSON array of records
+                                 for n, where, text, excerpt in text_lines(f))
     if fmt == "parquet":
         return _parquet_records(path, f, kind, columns, batch_rows)
     if fmt == "hf":

@@ -18,6 +18,7 @@ import json
 import re
 
 from pipelines.encodings import check_encoding
+from pipelines.json_array import ENDED, elements
 from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
@@ -332,23 +333,31 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
     return parsed if quoted or any(c in p for p in parsed for c in '"\t\n\r') else fields  # a CSV writer's quoting
 
 
-def json_array(path, f) -> list | None:
-    """The items of a JSON Lines file that is one JSON array instead (pandas' to_json(orient="records") without
-    lines=True, a pretty-printed list), read whole as SQuAD JSON is; None for JSON Lines. Read line by line, such a
-    file would keep its one-line objects and reject the others as bad_json."""
+def json_array(f):
+    """The records of a JSON Lines file that is one JSON array instead (pandas' to_json(orient="records") without
+    lines=True, a pretty-printed list), element by element in bounded memory (pipelines/json_array.py, the corpus
+    reader's); None for JSON Lines. Read line by line, such a file would keep its one-line objects and reject the
+    others as bad_json. A first line that is a JSON value of its own, with records after it, is JSON Lines whose
+    first record is an array (a bad one). Broken JSON between elements ends the file with one bad_json."""
     head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()
     f.seek(0)
     if not head.startswith(b"["):
         return None
-    data = f.read().removeprefix(codecs.BOM_UTF8)
-    f.seek(0)
-    try:
-        items = json.loads(data)
-    except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than Python's stack
+    first, newline, rest = head.partition(b"\n")
+    if newline and rest.strip():
         try:
-            json.loads(data.lstrip().split(b"\n", 1)[0])
+            json.loads(first)
+            return None
         except (ValueError, RecursionError):
-            raise TaskDataError(f"{path}: a JSON array, not JSON Lines (one object per line), and not valid JSON "
-                                f"either: {e}") from None
-        return None  # JSON Lines whose first line is an array (a bad record)
-    return items if isinstance(items, list) else None
+            pass
+    return _array_records(f)
+
+
+def _array_records(f):
+    for n, element in enumerate(elements(f, _FIELD_LIMIT)):
+        excerpt = element.text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        if element.bad:
+            bad = "bad_json" if element.bad == "malformed_json" else element.bad  # or invalid_utf8, line_too_long
+            yield n, "the end of the file" if element.text == ENDED else f"item {n}", Reject(bad), excerpt
+        else:
+            yield n, f"item {n}", json_item(element.value, "\\u" in element.text), excerpt

@@ -178,9 +178,15 @@ def test_a_json_array_where_json_lines_was_expected(tmp_path):
     assert [r["text_a"] for r in rows] == ["a", "b"] and rejects == {"bad_json": 1} and samples[0][1] == "item 2"
     path = write(tmp_path, "pretty.json", json.dumps(records[:2], indent=2))
     assert resolve_files(path) == [(path, "jsonl")] and len(read(path, "jsonl")[0]) == 2
-    with pytest.raises(TaskDataError, match="a JSON array, not JSON Lines .* not valid JSON"):
-        read(write(tmp_path, "broken.jsonl", '[\n{"text": "a", "label": 1},\n{"text": "b", "label": 0},\n]\n'),
-             "jsonl")
+    # broken JSON between elements (a file cut short, text between them) ends the file with one bad_json; the
+    # records before it are kept
+    rows, rejects, samples, _ = read(write(tmp_path, "cut.jsonl", '[\n{"text": "a", "label": 1},\n{"text": "b", "la'),
+                                     "jsonl")
+    assert [r["text_a"] for r in rows] == ["a"] and rejects == {"bad_json": 1}
+    assert samples[0][1] == "the end of the file"
+    rows, rejects, samples, _ = read(write(tmp_path, "junk.jsonl", '[{"text": "a", "label": 1} x {"text": "b"}]'),
+                                     "jsonl")
+    assert [r["text_a"] for r in rows] == ["a"] and rejects == {"bad_json": 1} and samples[0][2].startswith("x {")
     rows, rejects, _, _ = read(write(tmp_path, "lines.jsonl", jsonl([1, 2], {"text": "a", "label": 1})), "jsonl")
     assert len(rows) == 1 and rejects == {"bad_json": 1}  # JSON Lines whose first line is an array
 
