@@ -25,6 +25,7 @@ class Element:
     value: object = None  # the parsed element, when it is good
     text: str = ""  # its JSON text (the first HEAD_CHARS where it is bad)
     bad: str = ""  # "" or a reject reason: line_too_long, malformed_json, invalid_utf8
+    ends: bool = False  # the array's JSON breaks here (text after it, between elements, or none): the last element
 
 
 _JSON = json.JSONDecoder()
@@ -81,11 +82,11 @@ def elements(stream: BinaryIO, limit: int) -> Iterator[Element]:
         if c == "]":
             text.pos += 1
             if text.peek():
-                yield Element(bad="malformed_json", text=AFTER + text.buf[text.pos:text.pos + HEAD_CHARS])
+                yield Element(bad="malformed_json", text=AFTER + text.buf[text.pos:text.pos + HEAD_CHARS], ends=True)
             return
         if after_element or c == ",":
             if not after_element or c != ",":
-                yield Element(bad="malformed_json", text=text.buf[text.pos:text.pos + HEAD_CHARS])
+                yield Element(bad="malformed_json", text=text.buf[text.pos:text.pos + HEAD_CHARS], ends=True)
                 return
             text.pos, after_element = text.pos + 1, False
             continue
@@ -94,7 +95,7 @@ def elements(stream: BinaryIO, limit: int) -> Iterator[Element]:
             break
         yield element
         after_element = True
-    yield Element(bad="malformed_json", text=ENDED)
+    yield Element(bad="malformed_json", text=ENDED, ends=True)
 
 
 def _element(text: _Chunks, limit: int) -> Element | None:

@@ -52,32 +52,34 @@ def load_checkpoint_file(path: str | os.PathLike, map_location=None):
 
 
 def compile_muon_at_first_call() -> None:
-    """DeepSpeed's ZeRO 1-3 import its Muon optimizer at every engine build and first gradient reduction, whatever
-    the optimizer (to ask isinstance), and that module decorates three functions with `torch.compile`, whose
-    decorator imports Inductor's compiler: ~1.5 CPU-seconds in every worker of every job, every restart, for kernels
-    only Muon runs. DeepSpeed's `compiler.compile()` (those three decorators are its only users) is made to compile
-    at a function's first call: the same `torch.compile`, loaded only by a run that steps Muon. Call once DeepSpeed
-    is importable (DS_ACCELERATOR set), before deepspeed.initialize."""
+    """DeepSpeed's ZeRO 1-3 and bf16 optimizers import its Muon optimizer (once a process, at the engine build or the
+    first gradient reduction) whatever the optimizer, to ask isinstance, and that module decorates three functions
+    with `@compiler.compile()`, i.e. `torch.compile`, whose decorator imports Inductor's compiler: ~1.5 CPU-seconds
+    in every worker of every job, every restart, for kernels only Muon runs. Made to compile at a function's first
+    call instead: the same `torch.compile(fn)`, loaded only by a run that steps Muon. Left as it is where DeepSpeed's
+    `compile()` is no longer plain `torch.compile` (another version) or Muon was imported already. Call once
+    DeepSpeed is importable (DS_ACCELERATOR set), before deepspeed.initialize."""
+    import sys
+
     from deepspeed.runtime import compiler
 
-    if getattr(compiler.compile, "at_first_call", False):
+    if compiler.compile() is not torch.compile or "deepspeed.runtime.zero.muon.original_muon" in sys.modules:
         return
 
-    def at_first_call(**options):
+    def at_first_call():
         def decorate(fn):
             compiled = []
 
             @functools.wraps(fn)
             def call(*args, **kwargs):
                 if not compiled:
-                    compiled.append(torch.compile(fn, **options))
+                    compiled.append(torch.compile(fn))
                 return compiled[0](*args, **kwargs)
 
             return call
 
         return decorate
 
-    at_first_call.at_first_call = True
     compiler.compile = at_first_call
 
 

@@ -26,13 +26,14 @@ def cell_id(value) -> str | None:
 
 def cell_text(value):
     """A text cell as text: a Parquet binary column's bytes decoded (older Hive / Impala writers), a number as the
-    text a CSV would hold (an integer's digits; a float as pandas' to_csv writes it: 3.5, 101.0, where a column of
-    numeric codes with a gap became floats); anything else as it is (NaN, null and other non-str: missing_text)."""
+    text a CSV would hold (an integer's digits; a float as Python and pandas' to_csv write a float64: 3.5, 101.0,
+    where a column of numeric codes with a gap became floats; a float32 column's values widened first); anything
+    else as it is (null, a non-finite float and other non-str: missing_text)."""
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
             return Reject("invalid_utf8")
     if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else None
+        return repr(float(value)) if math.isfinite(value) else None  # float(): numpy 2's repr names its type
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value

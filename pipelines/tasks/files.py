@@ -2,10 +2,10 @@
 workbooks (excel.py), CoNLL column files and SQuAD JSON, for five kinds of task (KINDS), at a path or fsspec URL.
 
 `pipelines.tasks.file_finder.resolve_files` turns a file, folder, glob or `folder:split` into (path, format)
-pairs; `read_file` streams one of them as FileBatch-es of at most `batch_rows` rows (bounded memory: only SQuAD JSON
-and a JSON array where JSON Lines was expected, one JSON document each, are read whole); `label_set` fixes the label
-names from the train split and `encode_labels` maps every split onto them. Columns are found by name (`Columns`),
-never by position.
+pairs; `read_file` streams one of them as FileBatch-es of at most `batch_rows` rows (bounded memory: only SQuAD JSON,
+one JSON document, is read whole; a JSON array where JSON Lines was expected is read element by element);
+`label_set` fixes the label names from the train split and `encode_labels` maps every split onto them. Columns are
+found by name (`Columns`), never by position.
 
 Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
   * classification, multi-label, regression: {id, text_a, text_b (None without a pair column), label}
@@ -20,18 +20,18 @@ share these ids, which QA's squad_eval_features refuses, naming them).
 A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompressed as it is read; its text is UTF-8,
 or the encoding Columns.encoding names (transcoded as it is read). A bad record is skipped and counted by reason,
 never fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invalid_<encoding>, e.g. invalid_cp1252, a
-byte the named encoding does not define), blank_line, bad_json (a line that is not a JSON object), bad_csv (text
-after a closing quote), unclosed_quote (a CSV / TSV quote that never closes: its line, the lines after it are read
-again), wrong_column_count, missing_text, missing_label (absent, empty, JSON null, NaN), unparseable_label (JSON
-bool / list as a class, a non-finite score), non_integer_label (a float class such as 1.5; 1.0, as pandas writes an
-int column holding a NaN, is the class 1, and so is a CSV cell "1.0"), mixed_label_types (a label of another JSON
-type than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id,
-answer_offset_mismatch, no_valid_answer (QA, as load_squad), empty_file (0 bytes or a header only; counted once),
-truncated_<codec> / corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are
-kept).
+byte the named encoding does not define), blank_line, bad_json (a line or array element that is not a JSON object),
+line_too_long (an array element past 16 Mi characters), bad_csv (text after a closing quote), unclosed_quote (a CSV
+/ TSV quote that never closes: its line, the lines after it are read again), wrong_column_count, missing_text,
+missing_label (absent, empty, JSON null, NaN), unparseable_label (JSON bool / list as a class, a non-finite score),
+non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1, and
+so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first valid row's),
+empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer (QA, as
+load_squad), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a compressed
+file cut short or not of its codec: the records before it are kept).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
-named (UTF-16 / UTF-32 where none is), not parseable at all.
+named (UTF-16 / UTF-32 where none is), a JSON array whose JSON breaks between its elements, not parseable at all.
 """
 
 from __future__ import annotations
@@ -234,8 +234,8 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
         return _header_records(path, excel_records(path, f, columns.sheet, _needed(kind, columns).values()), kind,
                                columns)
     if fmt == "jsonl":
-        return json_array(f) or ((n, where, json_object(text), excerpt)  # or one JSON array of records
-                                 for n, where, text, excerpt in text_lines(f))
+        return json_array(path, f) or ((n, where, json_object(text), excerpt)  # or one JSON array of records
+                                       for n, where, text, excerpt in text_lines(f))
     if fmt == "parquet":
         return _parquet_records(path, f, kind, columns, batch_rows)
     if fmt == "hf":

@@ -23,7 +23,8 @@ from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
-_SNIFF_BYTES = 1 << 12  # head of a JSON Lines file (a JSON array instead?) or a TSV file (its line end)
+_SNIFF_BYTES = 1 << 12  # head of a JSON Lines file (records after its first line?) or a TSV file (its line end)
+_JSON_SPACE = b" \t\n\r"
 _FIELD_LIMIT = 16 << 20  # characters of a CSV / TSV field: a long document pandas wrote to one cell
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),  # starts as UTF-16LE's FF FE
@@ -166,7 +167,7 @@ def has_lone_surrogate(value) -> bool:
 def json_item(value, escaped: bool = True):
     """A parsed JSON value as a record: the object, else bad_json, or invalid_utf8 where it holds a lone surrogate
     (as pipelines/sources.py's records). `escaped`: its text has a \\u escape; without one there is no surrogate
-    to look for. For json_array's items (json.loads of bytes lets surrogates through unescaped too)."""
+    to look for (text that is not UTF-8 is rejected before it is parsed)."""
     if not isinstance(value, dict):
         return value if isinstance(value, Reject) else Reject("bad_json")
     return Reject("invalid_utf8") if escaped and has_lone_surrogate(value) else value
@@ -333,31 +334,39 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
     return parsed if quoted or any(c in p for p in parsed for c in '"\t\n\r') else fields  # a CSV writer's quoting
 
 
-def json_array(f):
+def json_array(path, f):
     """The records of a JSON Lines file that is one JSON array instead (pandas' to_json(orient="records") without
     lines=True, a pretty-printed list), element by element in bounded memory (pipelines/json_array.py, the corpus
     reader's); None for JSON Lines. Read line by line, such a file would keep its one-line objects and reject the
-    others as bad_json. A first line that is a JSON value of its own, with records after it, is JSON Lines whose
-    first record is an array (a bad one). Broken JSON between elements ends the file with one bad_json."""
-    head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()
+    others as bad_json. A first line that is a JSON value of its own, with records after it, is JSON Lines whose first
+    record is an array (a bad one). A bad element is a bad record (bad_json, invalid_utf8, line_too_long past 16 Mi
+    characters); an array whose JSON breaks (cut short, text between elements or after it) is refused, naming the
+    item, as it was when such a file was parsed whole: read on, it would drop every record after the break. A comma
+    before the closing bracket is let pass."""
+    line = f.readline(_FIELD_LIMIT).removeprefix(codecs.BOM_UTF8)
+    while line and not line.strip(_JSON_SPACE):
+        line = f.readline(_FIELD_LIMIT)
+    line, more = line.strip(_JSON_SPACE), f.read(_SNIFF_BYTES).strip(_JSON_SPACE)
     f.seek(0)
-    if not head.startswith(b"["):
+    if not line.startswith(b"["):
         return None
-    first, newline, rest = head.partition(b"\n")
-    if newline and rest.strip():
+    if more:
         try:
-            json.loads(first)
+            json.loads(line)
             return None
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError):  # "[" of a pretty-printed array, or a one-line array's head
             pass
-    return _array_records(f)
+    return _array_records(path, f)
 
 
-def _array_records(f):
+def _array_records(path, f):
     for n, element in enumerate(elements(f, _FIELD_LIMIT)):
+        if not element.bad:
+            yield n, f"item {n}", json_item(element.value, "\\u" in element.text), element.text
+            continue
         excerpt = element.text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        if element.bad:
-            bad = "bad_json" if element.bad == "malformed_json" else element.bad  # or invalid_utf8, line_too_long
-            yield n, "the end of the file" if element.text == ENDED else f"item {n}", Reject(bad), excerpt
-        else:
-            yield n, f"item {n}", json_item(element.value, "\\u" in element.text), excerpt
+        if element.ends:
+            where = "the file ended inside it" if element.text == ENDED else repr(excerpt[:80])
+            raise TaskDataError(f"{path}: a JSON array (not JSON Lines, one object per line) that is not valid JSON "
+                                f"from item {n} on: {where}")
+        yield n, f"item {n}", Reject("bad_json" if element.bad == "malformed_json" else element.bad), excerpt

@@ -2,6 +2,7 @@
 
 import collections
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -178,17 +179,23 @@ def test_a_json_array_where_json_lines_was_expected(tmp_path):
     assert [r["text_a"] for r in rows] == ["a", "b"] and rejects == {"bad_json": 1} and samples[0][1] == "item 2"
     path = write(tmp_path, "pretty.json", json.dumps(records[:2], indent=2))
     assert resolve_files(path) == [(path, "jsonl")] and len(read(path, "jsonl")[0]) == 2
-    # broken JSON between elements (a file cut short, text between them) ends the file with one bad_json; the
-    # records before it are kept
-    rows, rejects, samples, _ = read(write(tmp_path, "cut.jsonl", '[\n{"text": "a", "label": 1},\n{"text": "b", "la'),
-                                     "jsonl")
-    assert [r["text_a"] for r in rows] == ["a"] and rejects == {"bad_json": 1}
-    assert samples[0][1] == "the end of the file"
-    rows, rejects, samples, _ = read(write(tmp_path, "junk.jsonl", '[{"text": "a", "label": 1} x {"text": "b"}]'),
-                                     "jsonl")
-    assert [r["text_a"] for r in rows] == ["a"] and rejects == {"bad_json": 1} and samples[0][2].startswith("x {")
+    # broken JSON between elements (a file cut short, text between them or after the array) is refused naming the
+    # item: read on, every record after the break would be lost; a comma before the closing bracket is let pass
+    cases = {"cut": ('[\n{"text": "a", "label": 1},\n{"text": "b", "la', "item 1 on: the file ended inside it"),
+             "junk": ('[{"text": "a", "label": 1} x {"text": "b"}]', "item 1 on: 'x {"),
+             "after": ('[{"text": "a", "label": 1}] {"text": "b"}', "item 1 on: 'after the array: {")}
+    for name, (text, where) in cases.items():
+        refused = r"a JSON array \(not JSON Lines.*not valid JSON from " + re.escape(where)
+        with pytest.raises(TaskDataError, match=refused):
+            read(write(tmp_path, f"{name}.jsonl", text), "jsonl")
+    comma = '[\n{"text": "a", "label": 1},\n{"text": "b", "label": 0},\n]'
+    rows, rejects, _, _ = read(write(tmp_path, "comma.jsonl", comma), "jsonl")
+    assert [r["text_a"] for r in rows] == ["a", "b"] and not rejects
     rows, rejects, _, _ = read(write(tmp_path, "lines.jsonl", jsonl([1, 2], {"text": "a", "label": 1})), "jsonl")
     assert len(rows) == 1 and rejects == {"bad_json": 1}  # JSON Lines whose first line is an array
+    long_first = jsonl([{"text": f"t{i}", "label": 0} for i in range(400)], *[{"text": "a", "label": 1}] * 1000)
+    rows, rejects, _, _ = read(write(tmp_path, "long.jsonl", long_first), "jsonl")  # a first line past the sniff
+    assert len(rows) == 1000 and rejects == {"bad_json": 1}
 
 
 def test_tsv_bad_lines_are_counted(tmp_path):
