@@ -14,7 +14,7 @@ from pathlib import Path
 from bert_core.config import ConfigError
 from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir,
                                   refuse_relative_when_submitted)
-from jobs.config.io import from_dict, to_dict
+from jobs.config.io import ClassName, from_dict, to_dict
 from jobs.runtime.faults import FaultsConfig
 from pipelines.tasks.conll import CONLL_LABELS
 from pipelines.tasks.files import KINDS as FILE_KINDS
@@ -39,7 +39,7 @@ class TaskConfig:
     # classification); the benchmarks' kind is their own
     kind: str = ""
     max_seq_len: int = 128  # features are cut to this many word pieces (batches pad to their longest)
-    labels: list[str] = field(default_factory=list)  # class names; [] = the task's own (set by the job)
+    labels: list[ClassName] = field(default_factory=list)  # class names; [] = the task's own (set by the job)
     max_train_examples: int = 0  # quick runs: keep the first N training rows; 0 = all
     max_eval_examples: int = 0  # quick runs: keep the first N select and dev rows; 0 = all
     # Three roles (pipelines/tasks/roles.py): train fits, select chooses (checkpoint, trial, seed, threshold),

@@ -204,6 +204,23 @@ def as_number(value, where: str) -> int | float:
     return value
 
 
+class ClassName(str):
+    """The type of a class label a config names (task.labels), read as the data readers read a label cell: text, or
+    a YAML integer (`task.labels=[0, 1]`) or integral float (1.0, "1.0") as the integer's digits ("1"). A plain str
+    in the config."""
+
+
+def _class_name(value: Any, where: str) -> str:
+    from pipelines.tasks.cells import integral  # the data readers' rule for "1.0"
+
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ConfigError(f"{where} must be a class name (text or an integer), got {value!r}"
+                          + ("; quote it (YAML reads yes/no/on/off as true/false)" if isinstance(value, bool) else ""))
+    return integral(str(value).strip())
+
+
 def _coerce(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
@@ -234,6 +251,8 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
         return value
     if tp is float:
         return float(as_number(value, where))
+    if tp is ClassName:
+        return _class_name(value, where)
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where} must be a string, got {value!r}")

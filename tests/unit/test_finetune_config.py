@@ -80,3 +80,17 @@ def test_conll_and_squad_specific_rules(conll_file):
                                           r"task.max_seq_len \(128\)"):
         main([*squad, "task.max_seq_len=128"])
     assert not ray.is_initialized()
+
+
+def test_class_names_are_read_as_the_data_readers_read_label_cells(tmp_path):
+    """task.labels=[0, 1] (YAML integers, the natural way to fix the order of integer classes) are the classes "0"
+    and "1" the readers make of such cells, and so are 0.0 and "1.0"; YAML's yes/no (booleans) are refused asking
+    for quotes, a fraction is no class."""
+    (tmp_path / "t.csv").write_text("text,label\na,1\nb,0\n")
+    files = [os.path.join(PRESETS, "files.yaml"), [f"init={MINILM}", f"task.train_file={tmp_path / 't.csv'}"]]
+    for given in ("[1, 0]", "[1.0, 0.0]", '["1.0", " 0 "]'):
+        assert load_config(FinetuneConfig, files[0], [*files[1], f"task.labels={given}"]).task.labels == ["1", "0"]
+    with pytest.raises(ConfigError, match=r"task.labels\[0\] must be a class name .*got True; quote it"):
+        load_config(FinetuneConfig, files[0], [*files[1], "task.labels=[yes, no]"])
+    with pytest.raises(ConfigError, match=r"task.labels\[1\] must be a class name \(text or an integer\), got 1.5"):
+        load_config(FinetuneConfig, files[0], [*files[1], "task.labels=[1, 1.5]"])
