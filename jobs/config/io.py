@@ -29,7 +29,7 @@ T = TypeVar("T")
 def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
     """`["a.b=1", "c=[x, y]"]` -> nested dict; values are parsed as YAML scalars/lists, except where `cls` says the
     field is a string: its text as typed (`run_name=010`, `task.columns.label_separator=-`, a column named `yes`),
-    YAML only to unquote ('...') or, for an optional one, to read null."""
+    YAML only to unquote ('...') or, for an optional one, to read null; a list of class names: its items as typed."""
     out: dict = {}
     for item in overrides:
         key, sep, raw = item.partition("=")
@@ -44,7 +44,7 @@ def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
         tp = _field_type(cls, key.split("."))
         as_typed = tp in (str, str | None) and raw.strip()[:1] not in ("'", '"') and not (
             tp != str and raw.strip() in YAML_NULLS)
-        node[leaf] = raw if as_typed else _override_value(raw)
+        node[leaf] = raw if as_typed else _text_list(raw) if tp == list[ClassName] else _override_value(raw)
     return out
 
 
@@ -68,6 +68,15 @@ def _field_type(cls: type | None, path: list[str]) -> Any:
 
 
 YAML_NULLS = ("null", "Null", "NULL", "~")
+
+
+def _text_list(raw: str) -> Any:
+    """A list override whose items are text (class names): YAML's flow list, every scalar as typed (`[01, yes]`:
+    "01", "yes", where YAML would read 1 and true); what is no list is left to the field's check."""
+    try:
+        return yaml.load(raw, Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        return raw
 
 
 def _override_value(raw: str) -> Any:
@@ -205,20 +214,19 @@ def as_number(value, where: str) -> int | float:
 
 
 class ClassName(str):
-    """The type of a class label a config names (task.labels), read as the data readers read a label cell: text, or
-    a YAML integer (`task.labels=[0, 1]`) or integral float (1.0, "1.0") as the integer's digits ("1"). A plain str
-    in the config."""
+    """The type of a class label a config names (task.labels): text as written, or, in a YAML file, an integer
+    (`labels: [0, 1]`) or integral float (1.0) as the integer's digits ("1"), as the readers read such a label cell.
+    On the command line the list is read as text (`task.labels=[01, yes, 2]`: "01", "yes", "2"). A plain str in
+    the config, so labels a job stored come back as they were."""
 
 
 def _class_name(value: Any, where: str) -> str:
-    from pipelines.tasks.cells import integral  # the data readers' rule for "1.0"
-
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ConfigError(f"{where} must be a class name (text or an integer), got {value!r}"
                           + ("; quote it (YAML reads yes/no/on/off as true/false)" if isinstance(value, bool) else ""))
-    return integral(str(value).strip())
+    return str(value)
 
 
 def _coerce(tp: Any, value: Any, where: str) -> Any:

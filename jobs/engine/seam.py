@@ -56,9 +56,10 @@ def compile_muon_at_first_call() -> None:
     first gradient reduction) whatever the optimizer, to ask isinstance, and that module decorates three functions
     with `@compiler.compile()`, i.e. `torch.compile`, whose decorator imports Inductor's compiler: ~1.5 CPU-seconds
     in every worker of every job, every restart, for kernels only Muon runs. Made to compile at a function's first
-    call instead: the same `torch.compile(fn)`, loaded only by a run that steps Muon. Left as it is where DeepSpeed's
-    `compile()` is no longer plain `torch.compile` (another version) or Muon was imported already. Call once
-    DeepSpeed is importable (DS_ACCELERATOR set), before deepspeed.initialize."""
+    call instead: the same `torch.compile(fn)`, loaded only by a run that steps Muon (optim.name offers no Muon
+    here, so none does). Left as it is where DeepSpeed's `compile()` is no longer plain `torch.compile` (another
+    version) or Muon was imported already. Call once DeepSpeed is importable (DS_ACCELERATOR set), before
+    deepspeed.initialize."""
     import sys
 
     from deepspeed.runtime import compiler
@@ -68,6 +69,8 @@ def compile_muon_at_first_call() -> None:
 
     def at_first_call():
         def decorate(fn):
+            import torch._dynamo  # loaded already: every torch optimizer's constructor imports it
+
             compiled = []
 
             @functools.wraps(fn)
@@ -76,7 +79,8 @@ def compile_muon_at_first_call() -> None:
                     compiled.append(torch.compile(fn))
                 return compiled[0](*args, **kwargs)
 
-            return call
+            # traced from a compiled caller (Muon's update), Dynamo steps over this frame, not into its compile
+            return torch._dynamo.disable(call, recursive=False)
 
         return decorate
 

@@ -18,13 +18,14 @@ import json
 import re
 
 from pipelines.encodings import check_encoding
-from pipelines.json_array import ENDED, elements
+from pipelines.json_array import AFTER, ENDED, elements
 from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
 _SNIFF_BYTES = 1 << 12  # head of a JSON Lines file (records after its first line?) or a TSV file (its line end)
 _JSON_SPACE = b" \t\n\r"
+_CONTENT = re.compile(rb"[^ \t\n\r]")  # a byte that is not JSON whitespace
 _FIELD_LIMIT = 16 << 20  # characters of a CSV / TSV field: a long document pandas wrote to one cell
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),  # starts as UTF-16LE's FF FE
@@ -343,20 +344,43 @@ def json_array(path, f):
     characters); an array whose JSON breaks (cut short, text between elements or after it) is refused, naming the
     item, as it was when such a file was parsed whole: read on, it would drop every record after the break. A comma
     before the closing bracket is let pass."""
-    line = f.readline(_FIELD_LIMIT).removeprefix(codecs.BOM_UTF8)
-    while line and not line.strip(_JSON_SPACE):
-        line = f.readline(_FIELD_LIMIT)
-    line, more = line.strip(_JSON_SPACE), f.read(_SNIFF_BYTES).strip(_JSON_SPACE)
+    line, more = _first_line(f)
     f.seek(0)
     if not line.startswith(b"["):
         return None
-    if more:
+    if more and line.endswith(b"]"):
         try:
             json.loads(line)
             return None
-        except (ValueError, RecursionError):  # "[" of a pretty-printed array, or a one-line array's head
+        except (ValueError, RecursionError):  # a one-line array cut at the sniff, or no JSON
             pass
     return _array_records(path, f)
+
+
+def _first_line(f) -> tuple[bytes, bool]:
+    """(the file's first line with more than JSON whitespace, a BOM and that whitespace dropped, its first 16 Mi
+    bytes at most; whether more than whitespace follows it), read by f.read alone: fsspec's remote files take no
+    size in readline, and a one-line array may be gigabytes."""
+    head, start, end = bytearray(), None, None
+    while len(head) <= _FIELD_LIMIT:
+        chunk = f.read(1 << 16)
+        if not chunk:
+            break
+        scanned = len(head)
+        head += chunk
+        if start is None:
+            found = _CONTENT.search(head, len(codecs.BOM_UTF8) if head.startswith(codecs.BOM_UTF8) else 0)
+            if found is None:
+                continue
+            start = found.start()
+        if end is None:
+            end = head.find(b"\n", max(start, scanned))
+            if end < 0:
+                end = None
+                continue
+        if _CONTENT.search(head, end):
+            return bytes(head[start:end]).rstrip(_JSON_SPACE), True
+    return (b"" if start is None else bytes(head[start:end]).rstrip(_JSON_SPACE)), False
 
 
 def _array_records(path, f):
@@ -366,7 +390,16 @@ def _array_records(path, f):
             continue
         excerpt = element.text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         if element.ends:
-            where = "the file ended inside it" if element.text == ENDED else repr(excerpt[:80])
-            raise TaskDataError(f"{path}: a JSON array (not JSON Lines, one object per line) that is not valid JSON "
-                                f"from item {n} on: {where}")
+            raise TaskDataError(f"{path}: a JSON array (not JSON Lines, one object per line) that is not valid JSON: "
+                                f"{_break(n, element.text, excerpt)} (were it JSON Lines, its first line would have "
+                                f"to be one whole JSON value)")
         yield n, f"item {n}", Reject("bad_json" if element.bad == "malformed_json" else element.bad), excerpt
+
+
+def _break(n: int, text: str, excerpt: str) -> str:
+    """Where and how an array's JSON breaks, `n` its elements before the break."""
+    if text == ENDED:
+        return f"the file ends inside it, at item {n}"
+    if excerpt.startswith(AFTER):
+        return f"text follows its closing bracket: {excerpt.removeprefix(AFTER)[:80]!r}"
+    return f"{'at its start' if n == 0 else f'after item {n - 1}'}: {excerpt[:80]!r}"

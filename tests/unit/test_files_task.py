@@ -181,11 +181,11 @@ def test_a_json_array_where_json_lines_was_expected(tmp_path):
     assert resolve_files(path) == [(path, "jsonl")] and len(read(path, "jsonl")[0]) == 2
     # broken JSON between elements (a file cut short, text between them or after the array) is refused naming the
     # item: read on, every record after the break would be lost; a comma before the closing bracket is let pass
-    cases = {"cut": ('[\n{"text": "a", "label": 1},\n{"text": "b", "la', "item 1 on: the file ended inside it"),
-             "junk": ('[{"text": "a", "label": 1} x {"text": "b"}]', "item 1 on: 'x {"),
-             "after": ('[{"text": "a", "label": 1}] {"text": "b"}', "item 1 on: 'after the array: {")}
+    cases = {"cut": ('[\n{"text": "a", "label": 1},\n{"text": "b", "la', "the file ends inside it, at item 1"),
+             "junk": ('[{"text": "a", "label": 1} x {"text": "b"}]', "after item 0: 'x {"),
+             "after": ('[{"text": "a", "label": 1}] {"text": "b"}', "text follows its closing bracket: '{")}
     for name, (text, where) in cases.items():
-        refused = r"a JSON array \(not JSON Lines.*not valid JSON from " + re.escape(where)
+        refused = r"a JSON array \(not JSON Lines.*not valid JSON: " + re.escape(where)
         with pytest.raises(TaskDataError, match=refused):
             read(write(tmp_path, f"{name}.jsonl", text), "jsonl")
     comma = '[\n{"text": "a", "label": 1},\n{"text": "b", "label": 0},\n]'

@@ -83,14 +83,19 @@ def test_conll_and_squad_specific_rules(conll_file):
 
 
 def test_class_names_are_read_as_the_data_readers_read_label_cells(tmp_path):
-    """task.labels=[0, 1] (YAML integers, the natural way to fix the order of integer classes) are the classes "0"
-    and "1" the readers make of such cells, and so are 0.0 and "1.0"; YAML's yes/no (booleans) are refused asking
-    for quotes, a fraction is no class."""
+    """task.labels=[2, 0] (the natural way to fix the order of integer classes) names the classes "2" and "0" the
+    readers make of such cells: on the command line its items are text as typed ("01" stays "01", yes is "yes"); in
+    a YAML file an integer or an integral float (0.0) is its digits and YAML's booleans are refused asking for
+    quotes; a fraction is no class. Text is kept as written: labels a job stored come back as they were."""
     (tmp_path / "t.csv").write_text("text,label\na,1\nb,0\n")
-    files = [os.path.join(PRESETS, "files.yaml"), [f"init={MINILM}", f"task.train_file={tmp_path / 't.csv'}"]]
-    for given in ("[1, 0]", "[1.0, 0.0]", '["1.0", " 0 "]'):
-        assert load_config(FinetuneConfig, files[0], [*files[1], f"task.labels={given}"]).task.labels == ["1", "0"]
-    with pytest.raises(ConfigError, match=r"task.labels\[0\] must be a class name .*got True; quote it"):
-        load_config(FinetuneConfig, files[0], [*files[1], "task.labels=[yes, no]"])
-    with pytest.raises(ConfigError, match=r"task.labels\[1\] must be a class name \(text or an integer\), got 1.5"):
-        load_config(FinetuneConfig, files[0], [*files[1], "task.labels=[1, 1.5]"])
+    files, init = os.path.join(PRESETS, "files.yaml"), [f"init={MINILM}", f"task.train_file={tmp_path / 't.csv'}"]
+    typed = {"[2, 0]": ["2", "0"], "[01, yes, a b]": ["01", "yes", "a b"], '["1.0", " x"]': ["1.0", " x"]}
+    for given, labels in typed.items():
+        assert load_config(FinetuneConfig, files, [*init, f"task.labels={given}"]).task.labels == labels
+    (tmp_path / "c.yaml").write_text(f"base: {files}\ntask:\n  labels: [2, 0.0, 'x ']\n")
+    assert load_config(FinetuneConfig, tmp_path / "c.yaml", init).task.labels == ["2", "0", "x "]
+    for given, error in [("[yes, no]", r"task.labels\[0\] must be a class name .*got True; quote it"),
+                         ("[1, 1.5]", r"task.labels\[1\] must be a class name \(text or an integer\), got 1.5")]:
+        (tmp_path / "c.yaml").write_text(f"base: {files}\ntask:\n  labels: {given}\n")
+        with pytest.raises(ConfigError, match=error):
+            load_config(FinetuneConfig, tmp_path / "c.yaml", init)

@@ -132,6 +132,26 @@ def test_line_ends_are_not_text():
     assert [r[2] for r in text_lines(io.BytesIO(b"x\xff\ny\n"))] == ["invalid_utf8", "y"]
 
 
+def test_a_remote_file_is_sniffed_with_read_alone():
+    """fsspec's remote files (s3://, gs://, https://: an AbstractBufferedFile) take no size in readline; the sniff
+    reads with read, so a remote JSON array and a remote JSON Lines file are told apart as local ones are."""
+    from fsspec.spec import AbstractBufferedFile
+
+    class Remote(AbstractBufferedFile):
+        def __init__(self, data: bytes):
+            self.data = data
+            super().__init__(None, "bucket/train.jsonl", "rb", size=len(data))
+
+        def _fetch_range(self, start, end):
+            return self.data[start:end]
+
+    with pytest.raises(TypeError):
+        Remote(b"{}\n").readline(1)
+    array = json.dumps([{"text": "a"}, {"text": "b"}], indent=1).encode()
+    assert [r[2] for r in json_array("s3://bucket/train.jsonl", Remote(array))] == [{"text": "a"}, {"text": "b"}]
+    assert json_array("s3://bucket/train.jsonl", Remote(b'[1]\n{"text": "a"}\n')) is None
+
+
 def test_a_json_array_element_nested_past_the_stack_is_one_bad_record():
     deep = b"[" * 100_000 + b"]" * 100_000
     records = list(json_array("deep.jsonl", io.BytesIO(b'[{"text": "a"}, ' + deep + b', {"text": "b"}]')))
