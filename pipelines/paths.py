@@ -12,11 +12,13 @@ Globbing is source_files.py's business: it tries a source as a literal path befo
 
 from __future__ import annotations
 
+import io
 import os
 import re
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.spec import AbstractBufferedFile
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 
@@ -41,6 +43,9 @@ def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
 
 
 def open_binary(path: str):
-    """The file at `path`, opened for binary reading (seekable). OSError if it cannot be opened."""
+    """The file at `path`, opened for binary reading (seekable), with the file methods the readers use: a remote
+    filesystem's file (fsspec's AbstractBufferedFile: s3, gcs, http) takes no size in readline, which the line
+    readers bound every line by, so it comes wrapped in an io.BufferedReader. OSError if it cannot be opened."""
     fs, fpath = filesystem(path)
-    return fs.open(fpath, "rb")
+    f = fs.open(fpath, "rb")
+    return io.BufferedReader(f) if isinstance(f, AbstractBufferedFile) else f

@@ -65,6 +65,48 @@ def test_file_uri_and_fsspec_filesystem(tmp_path):
     assert reasons(rows) == [("two.jsonl#0", ""), ("x/one.txt#0", "")]
 
 
+def test_a_remote_corpus_reads_as_a_local_one(tmp_path):
+    """A remote filesystem's file (s3, gcs, http: fsspec's AbstractBufferedFile) takes no size in readline, which
+    the text and JSON Lines readers bound each line by: a corpus on one reads as the same files do locally, whole
+    and in byte ranges."""
+    from fsspec.implementations.memory import MemoryFileSystem
+    from fsspec.spec import AbstractBufferedFile
+
+    class RemoteFile(AbstractBufferedFile):
+        def _fetch_range(self, start, end):
+            return self.fs.cat_file(self.path)[start:end]
+
+    class RemoteFS(MemoryFileSystem):  # memory's listing, a remote store's files
+        protocol = "remotetest"
+
+        @classmethod
+        def _strip_protocol(cls, path):
+            return MemoryFileSystem._strip_protocol(path.replace("remotetest://", "memory://", 1))
+
+        def _open(self, path, mode="rb", **kwargs):
+            return RemoteFile(self, path, mode, size=self.size(path)) if mode == "rb" else super()._open(
+                path, mode, **kwargs)
+
+    fsspec.register_implementation("remotetest", RemoteFS, clobber=True)
+    fs = fsspec.filesystem("remotetest")
+    fs.pipe("/remote-corpus/probe", b"x\n")
+    with pytest.raises(TypeError), fs.open("/remote-corpus/probe") as f:  # what the readers met
+        f.readline(1)
+    fs.rm("/remote-corpus/probe")
+    books = {"a.txt": (BOOK * 40).encode(), "b.jsonl": b"".join(json.dumps({"text": BOOK + str(i)}).encode() + b"\n"
+                                                                  for i in range(30))}
+    for name, data in books.items():
+        fs.pipe(f"/remote-corpus/{name}", data)
+        (tmp_path / name).write_bytes(data)
+        remote = read(f"remotetest:///remote-corpus/{name}", name)
+        local = read(tmp_path / name, name)
+        assert remote and [{**r, "source": ""} for r in remote] == [{**r, "source": ""} for r in local]
+        spans = (Span(0, len(data) // 2), Span(len(data) // 2, -1))  # as two tasks read a big file
+        ranges = [[r["text"] for span in spans for r in iter_documents(path, name, cfg(path), span)]
+                  for path in (f"remotetest:///remote-corpus/{name}", str(tmp_path / name))]
+        assert ranges[0] == ranges[1] == [r["text"] for r in local]
+
+
 def test_missing_or_unreadable_sources_raise_naming_the_path(tmp_path):
     with pytest.raises(SourceError, match="nothing-here"):
         resolve_sources(cfg(tmp_path / "nothing-here"))
