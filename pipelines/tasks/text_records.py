@@ -23,7 +23,7 @@ from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
-_SNIFF_BYTES = 1 << 12  # head of a JSON Lines file (records after its first line?) or a TSV file (its line end)
+_SNIFF_BYTES = 1 << 12  # head of a CSV file (its delimiter) or a TSV file (its line end)
 _JSON_SPACE = b" \t\n\r"
 _CONTENT = re.compile(rb"[^ \t\n\r]")  # a byte that is not JSON whitespace
 _FIELD_LIMIT = 16 << 20  # characters of a CSV / TSV field: a long document pandas wrote to one cell

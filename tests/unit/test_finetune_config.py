@@ -82,7 +82,7 @@ def test_conll_and_squad_specific_rules(conll_file):
     assert not ray.is_initialized()
 
 
-def test_class_names_are_read_as_the_data_readers_read_label_cells(tmp_path):
+def test_class_names_are_text_as_typed_and_a_yaml_files_integers_their_digits(tmp_path):
     """task.labels=[2, 0] (the natural way to fix the order of integer classes) names the classes "2" and "0" the
     readers make of such cells: on the command line its items are text as typed ("01" stays "01", yes is "yes"); in
     a YAML file an integer or an integral float (0.0) is its digits and YAML's booleans are refused asking for
