@@ -43,9 +43,14 @@ def filesystem(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
 
 
 def open_binary(path: str):
-    """The file at `path`, opened for binary reading (seekable), with the file methods the readers use: a remote
-    filesystem's file (fsspec's AbstractBufferedFile: s3, gcs, http) takes no size in readline, which the line
-    readers bound every line by, so it comes wrapped in an io.BufferedReader. OSError if it cannot be opened."""
+    """The file at `path`, opened for binary reading (seekable), with a sized readline (sized_readline). OSError if
+    it cannot be opened."""
     fs, fpath = filesystem(path)
-    f = fs.open(fpath, "rb")
+    return sized_readline(fs.open(fpath, "rb"))
+
+
+def sized_readline(f):
+    """A binary file whose readline takes a size, which the line readers bound every line by: `f`, or a remote
+    filesystem's file (fsspec's AbstractBufferedFile: s3, gcs, http), whose readline takes none, in an
+    io.BufferedReader."""
     return io.BufferedReader(f) if isinstance(f, AbstractBufferedFile) else f

@@ -19,13 +19,13 @@ import re
 
 from pipelines.encodings import check_encoding
 from pipelines.json_array import AFTER, ENDED, elements
+from pipelines.paths import sized_readline
 from pipelines.tasks.common import TaskDataError
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
-_SNIFF_BYTES = 1 << 12  # head of a CSV file (its delimiter) or a TSV file (its line end)
+_SNIFF_BYTES = 1 << 12  # head of a CSV file (its delimiter), a TSV file (its line end), a JSON Lines file's 2nd line
 _JSON_SPACE = b" \t\n\r"
-_CONTENT = re.compile(rb"[^ \t\n\r]")  # a byte that is not JSON whitespace
 _FIELD_LIMIT = 16 << 20  # characters of a CSV / TSV field: a long document pandas wrote to one cell
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),  # starts as UTF-16LE's FF FE
@@ -112,7 +112,9 @@ def as_utf8(f, encoding: str):
 def text_file(path, f, encoding: str = ""):
     """A text file as the readers here take it, UTF-8 bytes, transcoded from the encoding named (as_utf8). Refused
     whole where a byte-order mark contradicts it: UTF-16 / UTF-32 where none is named (refuse_utf16: Excel's "Unicode
-    Text"), or another than the one named (a UTF-8 file read as cp1252 would start with "ï»¿" and be garbled)."""
+    Text"), or another than the one named (a UTF-8 file read as cp1252 would start with "ï»¿" and be garbled). A
+    remote file comes with a sized readline (pipelines/paths.sized_readline)."""
+    f = sized_readline(f)
     name = check_encoding(encoding)
     if not name:
         refuse_utf16(path, f)
@@ -344,7 +346,10 @@ def json_array(path, f):
     characters); an array whose JSON breaks (cut short, text between elements or after it) is refused, naming the
     item, as it was when such a file was parsed whole: read on, it would drop every record after the break. A comma
     before the closing bracket is let pass."""
-    line, more = _first_line(f)
+    line = f.readline(_FIELD_LIMIT).removeprefix(codecs.BOM_UTF8)
+    while line and not line.strip(_JSON_SPACE):
+        line = f.readline(_FIELD_LIMIT)
+    line, more = line.strip(_JSON_SPACE), f.read(_SNIFF_BYTES).strip(_JSON_SPACE)
     f.seek(0)
     if not line.startswith(b"["):
         return None
@@ -355,32 +360,6 @@ def json_array(path, f):
         except (ValueError, RecursionError):  # a one-line array cut at the sniff, or no JSON
             pass
     return _array_records(path, f)
-
-
-def _first_line(f) -> tuple[bytes, bool]:
-    """(the file's first line with more than JSON whitespace, a BOM and that whitespace dropped, its first 16 Mi
-    bytes at most; whether more than whitespace follows it), read by f.read alone: fsspec's remote files take no
-    size in readline, and a one-line array may be gigabytes."""
-    head, start, end = bytearray(), None, None
-    while len(head) <= _FIELD_LIMIT:
-        chunk = f.read(1 << 16)
-        if not chunk:
-            break
-        scanned = len(head)
-        head += chunk
-        if start is None:
-            found = _CONTENT.search(head, len(codecs.BOM_UTF8) if head.startswith(codecs.BOM_UTF8) else 0)
-            if found is None:
-                continue
-            start = found.start()
-        if end is None:
-            end = head.find(b"\n", max(start, scanned))
-            if end < 0:
-                end = None
-                continue
-        if _CONTENT.search(head, end):
-            return bytes(head[start:end]).rstrip(_JSON_SPACE), True
-    return (b"" if start is None else bytes(head[start:end]).rstrip(_JSON_SPACE)), False
 
 
 def _array_records(path, f):

@@ -11,7 +11,7 @@ import pytest
 from pipelines.tasks.common import TaskDataError
 from pipelines.encodings import check_encoding
 from pipelines.tasks.text_records import (Reject, as_utf8, csv_records, has_lone_surrogate, json_array, json_object,
-                                          refuse_utf16, text_lines, tsv_records)
+                                          refuse_utf16, text_file, text_lines, tsv_records)
 
 LONG = "\n".join(f"paragraph {i}: " + "word " * 40 for i in range(1000))  # ~210,000 characters, 1,000 lines
 
@@ -132,9 +132,10 @@ def test_line_ends_are_not_text():
     assert [r[2] for r in text_lines(io.BytesIO(b"x\xff\ny\n"))] == ["invalid_utf8", "y"]
 
 
-def test_a_remote_file_is_sniffed_with_read_alone():
-    """fsspec's remote files (s3://, gs://, https://: an AbstractBufferedFile) take no size in readline; the sniff
-    reads with read, so a remote JSON array and a remote JSON Lines file are told apart as local ones are."""
+def test_a_remote_file_is_sniffed_as_a_local_one():
+    """fsspec's remote files (s3://, gs://, https://: an AbstractBufferedFile) take no size in readline, which the
+    sniff bounds its first line by; text_file gives them one, so a remote JSON array and a remote JSON Lines file are
+    told apart as local ones are."""
     from fsspec.spec import AbstractBufferedFile
 
     class Remote(AbstractBufferedFile):
@@ -148,8 +149,9 @@ def test_a_remote_file_is_sniffed_with_read_alone():
     with pytest.raises(TypeError):
         Remote(b"{}\n").readline(1)
     array = json.dumps([{"text": "a"}, {"text": "b"}], indent=1).encode()
-    assert [r[2] for r in json_array("s3://bucket/train.jsonl", Remote(array))] == [{"text": "a"}, {"text": "b"}]
-    assert json_array("s3://bucket/train.jsonl", Remote(b'[1]\n{"text": "a"}\n')) is None
+    path = "s3://bucket/train.jsonl"
+    assert [r[2] for r in json_array(path, text_file(path, Remote(array)))] == [{"text": "a"}, {"text": "b"}]
+    assert json_array(path, text_file(path, Remote(b'[1]\n{"text": "a"}\n'))) is None
 
 
 def test_a_json_array_element_nested_past_the_stack_is_one_bad_record():
