@@ -64,8 +64,10 @@ class TaskConfig:
     max_query_length: int = 64  # SQuAD: questions are cut to this many pieces
     n_best: int = 20  # SQuAD: start/end candidates per window
     max_answer_length: int = 30  # SQuAD: longest answer, in pieces
-    iob_scheme: str = "IOB2"  # CoNLL: the tags' scheme, for seqeval's strict entity matching
-    label_all_subwords: bool = False  # CoNLL: label continuation pieces too (default: first piece only)
+    # token classification (conll; files): the entity tags' scheme, for seqeval's strict entity matching; IOB1 for
+    # the original Reuters CoNLL-2003 files (an entity may open with I-), IOB2 for the HF hub's copy
+    iob_scheme: str = "IOB2"
+    label_all_subwords: bool = False  # token classification: label continuation pieces too (default: first only)
     # pkgdocs: built from the corpus `make quickstart` harvests (harvested here if absent)
     corpus_dir: str = "data/corpus/installed-docs"
     harvest_max_mb: float = 8.0  # size of that harvest; a different size is a different task
@@ -206,9 +208,9 @@ class FinetuneConfig:
                 raise ConfigError(f"task.max_query_length ({k.max_query_length}) + task.doc_stride ({k.doc_stride}) "
                                   f"+ 3 must be < task.max_seq_len ({k.max_seq_len}); allowed: task.max_seq_len >= "
                                   f"{k.max_query_length + k.doc_stride + 4} or a smaller task.doc_stride")
+        if k.kind == "token-classification" and k.iob_scheme not in IOB_SCHEMES:  # conll, and files of that kind
+            raise ConfigError(f"task.iob_scheme must be one of {IOB_SCHEMES}, got {k.iob_scheme!r}")
         if k.name == "conll":
-            if k.iob_scheme not in IOB_SCHEMES:
-                raise ConfigError(f"task.iob_scheme must be one of {IOB_SCHEMES}, got {k.iob_scheme!r}")
             bad = [tag for tag in (k.labels or CONLL_LABELS) if tag != "O" and tag[:2] not in ("B-", "I-")]
             if bad:
                 raise ConfigError(f"task.labels must be 'O' or B-/I- tags for CoNLL, got {bad}")

@@ -4,7 +4,8 @@ File format: one token per line, columns "word POS chunk NER" separated by space
 separated by blank lines, documents started by a "-DOCSTART- -X- -X- O" line (skipped). Tags are
 kept as the file has them: the original Reuters release uses IOB1 (I- opens an entity, B- only
 between two adjacent entities of one type), re-distributions such as the HF hub's use IOB2; the
-label set is the same and the metric (seqeval's conlleval-compatible default mode) scores both.
+label set is the same, but the scheme must be named for scoring (ner_metrics' scheme, the job's
+task.iob_scheme): strict IOB2 reads no entity from an I- after O, so IOB1 files need IOB1.
 
 Alignment contract with the model: labels are -100 (ignored by the loss and the metric) on
 [CLS], [SEP], padding and, unless label_all_subwords, on every word piece after a word's first;
@@ -26,9 +27,10 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
 DOCSTART = "-DOCSTART-"
-# CoNLL-U's comments ("# sent_id = 1", "# text = ...", "#sent_id=1", "# newdoc id = d1", "# newpar"), and a '#'
-# line of another column count than the file's tokens; not a token line such as "#Bonn B-LOC" or "# O" (the sign)
+# CoNLL-U's comments ("# sent_id = 1", "# text = ...", "#sent_id=1", "# newdoc id = d1", "# newpar")
 _COMMENT = re.compile(r"#\s*(newdoc|newpar)(\s|$)|#\s*[\w.-]+(\s+[\w.-]+)?\s*=")
+# an entity tag (IOB, IOBES, BILOU): what a '#' token line ends with when no label set says which tags there are
+_TAG = re.compile(r"O|[BIESLU]-\S+")
 
 
 def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True):
@@ -38,9 +40,11 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     one bad line would shift every label after it: "wrong_column_count" (a line whose column count
     differs from the file's first token line, or a single column where tags are wanted: `tagged`),
     "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8". document counts
-    -DOCSTART- lines from 0. A '#' line before a sentence's first token is a comment (CoNLL-U's
-    "# sent_id = 1", "# text = ...", or of another column count than the file's tokens), skipped; otherwise, and
-    inside a sentence, it is a token (a hashtag, the '#' sign).
+    -DOCSTART- lines from 0. A '#' line before a sentence's first token is a comment, skipped, when it
+    is CoNLL-U's ("# sent_id = 1"), of another column count than the file's tokens, or -- before the file's
+    first token line fixes that count -- ends in no tag it could carry (one of `labels`; without labels 'O' or
+    an IOB/IOBES/BILOU tag) and is no lone word of an untagged file, as "# exported from tool v2"; otherwise,
+    and inside a sentence, it is a token (a hashtag, the '#' sign: "# O", "#Bonn B-LOC").
     """
     lines, bad, start, document, n_columns, n = [], None, 0, -1, None, -1
     for n, raw in enumerate(raw_lines):
@@ -49,8 +53,7 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
             line, broken = raw.decode("utf-8").strip(), False
         except UnicodeDecodeError:
             line, broken = raw.decode("utf-8", "replace").strip(), True
-        if not lines and not bad and line.startswith("#") and (
-                _COMMENT.match(line) or (n_columns and len(line.split()) != n_columns)):
+        if not lines and not bad and line.startswith("#") and _comment(line, n_columns, labels, tagged):
             start = n + 1
             continue
         bad = bad or ("invalid_utf8" if broken else None)
@@ -69,6 +72,19 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
         lines.append(line)
     if bad or lines:
         yield max(document, 0), lines, bad, f"lines {start + 1}-{n + 1}"
+
+
+def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: bool) -> bool:
+    """Whether a '#' line before a sentence's first token is a comment (conll_sentences' rule): a free-text comment
+    taken for the first token line would fix the column count and reject every sentence of the file."""
+    fields = line.split()
+    if _COMMENT.match(line):
+        return True
+    if n_columns:
+        return len(fields) != n_columns
+    if len(fields) == 1 and not tagged:  # a words-only file's first word
+        return False
+    return not (fields[-1] in labels if labels is not None else _TAG.fullmatch(fields[-1]))
 
 
 def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSplit:
@@ -105,10 +121,13 @@ def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: b
     bool: the sentence has words without a labeled piece (cut by max_seq_len, or words the
     tokenizer reduces to nothing), so their gold tags are absent from evaluation.
 
-    label_all_subwords labels continuation pieces too, B-X becoming I-X (a word is one entity).
+    label_all_subwords labels continuation pieces too, B-X becoming I-X (a word is one entity), or staying B-X
+    where I-X is no label.
     """
     tok = load_tokenizer(tokenizer)
     index = {tag: i for i, tag in enumerate(labels)}
+    # a label set read from training data often has B-X but no I-X (single-word entity types): HF run_ner's b_to_i_label
+    continuation = {tag: index.get(_inside(tag), i) for tag, i in index.items()}
     enc = tok([list(s["tokens"]) for s in sentences], is_split_into_words=True, truncation=True,
               max_length=max_seq_len, padding="max_length", return_token_type_ids=True, return_attention_mask=True)
     out = np.full((len(sentences), max_seq_len), IGNORE_INDEX, dtype=np.int64)
@@ -120,7 +139,7 @@ def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: b
                 out[i, t] = index[tags[word]]
                 labeled.add(word)
             elif word is not None and label_all_subwords:
-                out[i, t] = index[_inside(tags[word])]
+                out[i, t] = continuation[tags[word]]
             previous = word
         truncated[i] = len(labeled) < len(tags)
     features = {k: np.asarray(enc[k], dtype=np.int64) for k in ("input_ids", "token_type_ids", "attention_mask")}

@@ -165,6 +165,10 @@ CASES = [
          "ft-conll-labels-repeated"),
     case("finetune", [*CONLL, "task.iob_scheme=BIO"], "task.iob_scheme", r"one of \('IOB1', 'IOB2'\)",
          "ft-unknown-iob-scheme"),
+    # own token data is scored with task.iob_scheme too: a bad one failed only at the first evaluation, after training
+    case("finetune", ["task.name=files", "task.kind=token-classification", "task.format=conll",
+                      "task.train_file={tagged}", "task.iob_scheme=iob2"], "task.iob_scheme",
+         r"one of \('IOB1', 'IOB2'\), got 'iob2'", "ft-files-token-iob-scheme"),
     case("finetune", [*SQUAD, "task.max_seq_len=128"], "task.max_seq_len", r"allowed: task\.max_seq_len >= 196",
          "ft-seq-len-too-small-for-doc-stride"),
     case("finetune", ["deepspeed.zero_stage=3"], "deepspeed.zero_stage", r"must be 0, 1 or 2 for fine-tuning",

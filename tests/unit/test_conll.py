@@ -85,6 +85,28 @@ def test_a_byte_order_mark_and_conllu_comments_are_no_sentences(tmp_path):
     assert [s["tokens"] for s in split] == [["#", "rose"], ["#hashtag"]] and not split.rejects
 
 
+def test_a_free_text_comment_before_the_first_token_line_is_skipped(tmp_path):
+    """'# exported from annotation tool v2' opening a file (or its first document) fixed the column count at 6, so
+    every real sentence was rejected wrong_column_count. Before the first token line, a '#' line is a token only if
+    it ends in a tag it could carry (a label; without labels an entity tag) or is a lone word of an untagged file."""
+    from pipelines.tasks import Columns, read_file
+
+    body = "EU B-ORG\nrejects O\n\nBonn B-LOC\n"
+    comment = "# exported from annotation tool v2\n"
+    for head in (comment, f"-DOCSTART- -X- -X- O\n{comment}\n", f"#\n{comment}#\n"):
+        split = load_conll(write(tmp_path, head + body))
+        assert [s["tokens"] for s in split] == [["EU", "rejects"], ["Bonn"]] and not split.rejects, head
+        path = str(write(tmp_path, head + body, "own.conll"))  # own data: no label set, any tag
+        [batch] = read_file(path, "conll", "token-classification", Columns())
+        assert [r["tokens"] for r in batch.rows] == [["EU", "rejects"], ["Bonn"]] and not batch.rejects, head
+    path = str(write(tmp_path, "# NN B-NP O\nrose VBD B-VP O\n\n#hashtag NN B-NP B-person\n", "own.conll"))
+    [batch] = read_file(path, "conll", "token-classification", Columns())  # '#' token lines: kept
+    assert [r["tokens"] for r in batch.rows] == [["#", "rose"], ["#hashtag"]] and not batch.rejects
+    path = str(write(tmp_path, "#hashtag\nrocks\n", "words.conll"))
+    rows = [r for b in read_file(path, "conll", "token-classification", Columns(), labeled=False) for r in b.rows]
+    assert [r["tokens"] for r in rows] == [["#hashtag", "rocks"]]
+
+
 def test_words_alone_are_read_to_tag_but_not_to_train(tmp_path):
     """A one-column file (words, no tags) is what predict tags: read with no tags (columns.tags ""), it gives rows
     with ner_tags None; to train, its sentences stay rejected."""
@@ -129,6 +151,18 @@ def test_label_all_subwords_continues_entities(tok):
     expected = [CONLL_LABELS.index("B-ORG")] + [CONLL_LABELS.index("I-ORG")] * n  # word 1 rest + "rovers"
     assert f["labels"][0, 1:n + 2].tolist() == expected
     assert f["labels"][0, 0] == f["labels"][0, n + 2] == IGNORE_INDEX  # [CLS], [SEP]
+
+
+def test_label_all_subwords_without_an_inside_tag_keeps_the_begin_tag(tok):
+    """A label set from training data with B-PER but no I-PER (single-word names) crashed with KeyError 'I-PER';
+    a continuation piece takes I-X where I-X is a label, else B-X's own (HF run_ner's b_to_i_label)."""
+    sentence = {"tokens": ["Visit", "Schwarzenegger", "today"], "ner_tags": ["O", "B-PER", "O"]}
+    n = len(tok("Schwarzenegger", add_special_tokens=False)["input_ids"])
+    assert n > 1
+    f = conll_features([sentence], tok, max_seq_len=16, label_all_subwords=True, labels=("B-PER", "O"))
+    assert f["labels"][0, 1:n + 3].tolist() == [1] + [0] * n + [1]
+    f = conll_features([sentence], tok, max_seq_len=16, label_all_subwords=True, labels=("B-PER", "O", "I-PER"))
+    assert f["labels"][0, 2:n + 2].tolist() == [0] + [2] * (n - 1)
 
 
 def test_truncation_is_flagged(tok):
