@@ -134,8 +134,8 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
         evals = {split: _kept(load_glue(task.name, task.data_dir, split), split, rejected) for split in eval_splits(task)}
         labels = spec.labels or ("score",)
     elif task.name == "squad":
-        train, labels = _kept(load_squad(task.train_file), "train", rejected), ()
-        evals = {"dev": _kept(load_squad(task.dev_file), "dev", rejected)}
+        train, labels = _kept(load_squad(task.train_file, version_2=task.version_2), "train", rejected), ()
+        evals = {"dev": _kept(load_squad(task.dev_file, version_2=task.version_2), "dev", rejected)}
     else:
         labels = tuple(task.labels) or CONLL_LABELS
         train = _kept(load_conll(task.train_file, labels), "train", rejected)
@@ -174,7 +174,7 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     streamed = stream_rows(task.train_file, task.format, kind, task.columns, fraction=task.selection_fraction,
                            max_rows=task.selection_max_rows, labels=tuple(task.labels), dev=given.get("dev"),
                            select=given.get(SELECT), max_train=task.max_train_examples, tokenizer=tokenizer,
-                           max_seq_len=task.max_seq_len)
+                           max_seq_len=task.max_seq_len, version_2=task.version_2)
     for name, counts in streamed.rejected.items():
         rejected.setdefault(name, collections.Counter()).update(counts)
 
@@ -227,7 +227,7 @@ def _read_files(task: TaskConfig, spec: str, rejected: collections.Counter) -> l
 
     rows = []
     for path, fmt in resolve_files(spec, task.format):
-        for batch in read_file(path, fmt, task.kind, task.columns):
+        for batch in read_file(path, fmt, task.kind, task.columns, version_2=task.version_2):
             rows.extend(batch.rows)
             rejected.update(batch.rejects)
             for reason, where, excerpt in batch.samples[:1]:

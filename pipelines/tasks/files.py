@@ -11,8 +11,10 @@ Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
   * classification, multi-label, regression: {id, text_a, text_b (None without a pair column), label}
     with label a str (JSON 3 -> "3"), a list of str (from a JSON / Parquet list, or a cell split on
     Columns.label_separator; [] = no label), or a float.
-  * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names).
-  * question-answering: squad.load_squad's {id, title, question, context, answers, is_impossible}.
+  * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names, from a
+    save_to_disk folder or a Parquet file datasets wrote: arrow_files.py).
+  * question-answering: squad.load_squad's {id, title, question, context, answers, is_impossible}; answers in
+    squad.answer_list's shapes, each trimmed of the whitespace around it (squad.gold_answers).
 id is the id column's value (an integral float as the integer: 101.0 or a CSV's "101.0" -> "101", cells.py) or
 "<file name>:<n>", n the record's 0-based position in the file (unique in a file; files of one split sharing a name
 share these ids, which QA's squad_eval_features refuses, naming them).
@@ -23,15 +25,18 @@ never fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invali
 byte the named encoding does not define), blank_line, bad_json (a line or array element that is not a JSON object),
 line_too_long (an array element past 16 Mi characters), bad_csv (text after a closing quote), unclosed_quote (a CSV
 / TSV quote that never closes: its line, the lines after it are read again), wrong_column_count, missing_text,
-missing_label (absent, empty, JSON null, NaN), unparseable_label (JSON bool / list as a class, a non-finite score),
+missing_label (absent, empty, JSON null, NaN; QA: answers absent or null, where [] is a question without an answer),
+unparseable_label (JSON bool / list as a class, a non-finite score, QA answers of no shape squad.answer_list reads),
 non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1, and
 so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first valid row's),
-empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer (QA, as
-load_squad), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a compressed
-file cut short or not of its codec: the records before it are kept).
+empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer,
+unanswerable_needs_version_2 (QA, as load_squad; the last: a question without an answer, read with version_2 false:
+set task.version_2=true to train on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> /
+corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are kept).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
-named (UTF-16 / UTF-32 where none is), a JSON array whose JSON breaks between its elements, not parseable at all.
+named (UTF-16 / UTF-32 where none is), a JSON array whose JSON breaks between its elements, a Parquet file's datasets
+metadata that is no JSON, not parseable at all.
 """
 
 from __future__ import annotations
@@ -42,7 +47,6 @@ import json
 import lzma
 import math
 import os
-import posixpath
 import re
 import shutil
 import tempfile
@@ -51,15 +55,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import fsspec
-import pyarrow as pa
-import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
 from pipelines.tasks.cells import cell_id, cell_text, integral
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences
 from pipelines.tasks.excel import excel_records
-from pipelines.tasks.squad import load_squad
+from pipelines.tasks.squad import NEEDS_VERSION_2, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
 from pipelines.tasks.text_records import (Reject, csv_delimiter, csv_records, json_array, json_object,
                                           text_file, text_lines, tsv_records)
@@ -119,7 +122,6 @@ class FileBatch:
 # --- Records: (0-based n, where, column -> value dict or a Reject, excerpt), per format ---
 
 
-
 def _needed(kind: str, columns: Columns) -> dict[str, str]:
     """The columns `kind` reads: Columns field -> the name in the user's files."""
     need = {f: getattr(columns, f) for f in (*_KIND_COLUMNS[kind], "id") if getattr(columns, f)}
@@ -156,76 +158,10 @@ def _header_records(path, lines, kind, columns):
             yield n - first, where, fields, excerpt
 
 
-def _arrow_records(batches, batch_rows: int, classes: dict):
-    """Records of Arrow batches; `classes`: column -> ClassLabel names, to turn datasets' ids into
-    names (an id out of range, datasets' -1 for unlabeled, drops the label)."""
-    n = 0
-    for batch in batches:
-        for start in range(0, batch.num_rows, batch_rows):
-            for record in batch.slice(start, batch_rows).to_pylist():
-                for column, names in classes.items():
-                    value = record.get(column)
-                    if isinstance(value, list):
-                        record[column] = [names[v] if isinstance(v, int) and 0 <= v < len(names) else v for v in value]
-                    elif isinstance(value, int) and 0 <= value < len(names):
-                        record[column] = names[value]
-                    elif isinstance(value, int):
-                        del record[column]
-                yield n, f"row {n}", record, record
-                n += 1
-
-
-def _parquet_file(path, f) -> pq.ParquetFile:
-    try:
-        return pq.ParquetFile(f)
-    except (pa.ArrowException, OSError) as e:
-        raise TaskDataError(f"{path}: not a Parquet file ({e})") from e
-
-
-def _parquet_records(path, f, kind, columns, batch_rows):
-    pf = _parquet_file(path, f)
-    wanted = _require_columns(path, pf.schema_arrow.names, kind, columns)
-    yield from _arrow_records(pf.iter_batches(batch_size=batch_rows, columns=wanted), batch_rows, {})
-
-
-def _class_names(feature):
-    """ClassLabel names of a datasets feature or of its List / Sequence items (datasets < 4: [item])."""
-    if isinstance(feature, list):
-        return _class_names(feature[0]) if feature else None
-    if not isinstance(feature, dict):
-        return None
-    return feature.get("names") if feature.get("_type") == "ClassLabel" else _class_names(feature.get("feature"))
-
-
-def _hf_records(path, kind, columns, batch_rows):
-    """A datasets save_to_disk folder: state.json lists Arrow IPC stream files, dataset_info.json's
-    features name the ClassLabel ids. Read with pyarrow alone: datasets need not be installed."""
-    fs, root = fsspec.core.url_to_fs(path)
-    try:
-        with fs.open(posixpath.join(root, "state.json"), "rb") as f:
-            files = [d["filename"] for d in json.load(f)["_data_files"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise TaskDataError(f"{path}: not a datasets save_to_disk folder (state.json with _data_files): {e!r}") from e
-    features = {}
-    if fs.isfile(posixpath.join(root, "dataset_info.json")):
-        with fs.open(posixpath.join(root, "dataset_info.json"), "rb") as f:
-            features = json.load(f).get("features") or {}
-    classes = {c: _class_names(features.get(c)) for c in (columns.label, columns.tags)}
-
-    def batches():
-        for i, name in enumerate(files):
-            with fs.open(posixpath.join(root, name), "rb") as f:
-                try:
-                    reader = pa.ipc.open_stream(f)
-                except pa.ArrowException as e:
-                    raise TaskDataError(f"{path}: {name} is not an Arrow stream ({e})") from e
-                wanted = _require_columns(path, reader.schema.names, kind, columns)
-                yield from (batch.select(wanted) for batch in reader)
-
-    yield from _arrow_records(batches(), batch_rows, {c: v for c, v in classes.items() if v})
-
-
 def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
+    def require(names):
+        return _require_columns(path, names, kind, columns)
+
     if fmt == "csv":
         return _header_records(path, csv_records(f, delimiter), kind, columns)
     if fmt == "tsv":
@@ -237,9 +173,9 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
         return json_array(path, f) or ((n, where, json_object(text), excerpt)  # or one JSON array of records
                                        for n, where, text, excerpt in text_lines(f))
     if fmt == "parquet":
-        return _parquet_records(path, f, kind, columns, batch_rows)
+        return parquet_records(path, f, batch_rows, (columns.label, columns.tags), require)
     if fmt == "hf":
-        return _hf_records(path, kind, columns, batch_rows)
+        return hf_records(path, batch_rows, (columns.label, columns.tags), require)
     if fmt == "text":  # one input per line
         return ((n, where, text if isinstance(text, Reject) else {columns.text: text}, excerpt)
                 for n, where, text, excerpt in text_lines(f, lone_cr=True))
@@ -259,8 +195,8 @@ class _Rows:
     a file that mixes them follows two conventions, and one of them would map onto the wrong labels.
     """
 
-    def __init__(self, path: str, kind: str, columns: Columns):
-        self.path, self.kind, self.columns = path, kind, columns
+    def __init__(self, path: str, kind: str, columns: Columns, version_2: bool = True):
+        self.path, self.kind, self.columns, self.version_2 = path, kind, columns, version_2
         self.batch, self.seen, self.label_type, self.ids = FileBatch([]), 0, None, set()
         self.decimal_comma = False  # a semicolon CSV's numbers: "0,5" is 0.5
 
@@ -356,41 +292,33 @@ class _Rows:
         return {"id": rid, "document": rid, "tokens": tokens, "ner_tags": [str(t) for t in tags]}
 
     def _qa(self, rid: str, record: dict, where: str) -> dict | str:
-        """As load_squad: an answer must be the context's text at its answer_start."""
+        """As load_squad: an answer must be the context's text at its answer_start (squad.gold_answers)."""
         c = self.columns
         context, question = cell_text(record.get(c.context)), cell_text(record.get(c.question))
-        answers = record.get(c.answers) if c.answers else None  # "": inputs to predict (a header's "" is no answer)
         if isinstance(context, Reject) or isinstance(question, Reject):
             return "invalid_utf8"
         if not isinstance(context, str) or not context or not isinstance(question, str) or not question.strip():
             return "missing_field"
-        if c.answers and rid in self.ids:  # to predict, each row is answered on its own (by position)
-            return "duplicate_id"
-        if isinstance(answers, dict):  # the SQuAD / HF layout: {"text": [...], "answer_start": [...]}
-            answers = [{"text": t, "answer_start": s}
-                       for t, s in zip(answers.get("text") or [], answers.get("answer_start") or [])]
-        answers = [] if answers is None else answers
-        if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
-            return "unparseable_label"
-        good = {"text": [], "answer_start": []}
-        for a in answers:
-            text, start = a.get("text"), a.get("answer_start")
-            if isinstance(start, int) and not isinstance(start, bool) and isinstance(text, str) and text \
-                    and context[start:start + len(text)] == text:
-                good["text"].append(text)
-                good["answer_start"].append(start)
-            else:
-                self.batch.reject("answer_offset_mismatch", where, a)  # an answer dropped, not the question
-        if answers and not good["text"]:
-            return "no_valid_answer"
+        answers = {"text": [], "answer_start": []}  # inputs to predict (c.answers ""): each answered on its own
         if c.answers:
+            if rid in self.ids:
+                return "duplicate_id"
+            if record.get(c.answers) is None:  # absent or null: unknown; [] (or empty columns) says "no answer"
+                return "missing_label"
+            answers = gold_answers(context, record[c.answers],
+                                   lambda a: self.batch.reject("answer_offset_mismatch", where, a))
+            if isinstance(answers, str):
+                return answers
+            if not answers["text"] and not self.version_2:
+                return NEEDS_VERSION_2
             self.ids.add(rid)
         title = record.get("title")
         return {"id": rid, "title": title if isinstance(title, str) else "", "question": question, "context": context,
-                "answers": good, "is_impossible": not good["text"]}
+                "answers": answers, "is_impossible": not answers["text"]}
 
 
-def _squad_batches(path: str, batch_rows: int, encoding: str = "") -> Iterator[FileBatch]:
+def _squad_batches(path: str, batch_rows: int, encoding: str = "", **kwargs) -> Iterator[FileBatch]:
+    """SQuAD JSON through load_squad (`kwargs`: its labeled and version_2)."""
     fs, p = fsspec.core.url_to_fs(path)
     with tempfile.TemporaryDirectory() as tmp:
         plain = isinstance(fs, LocalFileSystem) and fsspec.utils.infer_compression(p) is None \
@@ -400,10 +328,12 @@ def _squad_batches(path: str, batch_rows: int, encoding: str = "") -> Iterator[F
             with fsspec.open(path, "rb", compression="infer") as src, open(local, "wb") as dst:
                 shutil.copyfileobj(text_file(path, src, encoding), dst, 1 << 20)
         try:
-            split = load_squad(local)
+            split = load_squad(local, name=_name(path), **kwargs)
         except TaskDataError as e:
             raise TaskDataError(str(e).replace(local, path)) from None
-    for start in range(0, len(split.rows), batch_rows):
+    if not split.rows and not split.rejects:  # inputs to predict (a labeled file raised): not one question
+        split.reject("empty_file", path, "")
+    for start in range(0, max(len(split.rows), 1), batch_rows):  # rejects alone are a batch too
         batch = FileBatch(split.rows[start:start + batch_rows])
         if start == 0:
             batch.rejects.update(split.rejects)
@@ -412,11 +342,12 @@ def _squad_batches(path: str, batch_rows: int, encoding: str = "") -> Iterator[F
 
 
 def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
-              batch_rows: int = 2048, labeled: bool = True) -> Iterator[FileBatch]:
+              batch_rows: int = 2048, labeled: bool = True, version_2: bool = True) -> Iterator[FileBatch]:
     """Stream one file (a resolve_files pair) as FileBatch-es; see the module docstring. `labeled=False`: inputs to
     predict (unlabeled): no label column is read (a row's label is None; QA's answers []), plain text is a
     format (one input per line, the `text` column), and token classification reads a `text` column to tag
-    when `columns.tokens` is "" (a row {id, text})."""
+    when `columns.tokens` is "" (a row {id, text}). `version_2` (task.version_2): false rejects a labeled QA
+    question without an answer (squad.NEEDS_VERSION_2): a v1 model never predicts "no answer"."""
     if kind not in KINDS:
         raise ValueError(f"unknown task kind {kind!r}; expected one of {list(KINDS)}")
     if not labeled:
@@ -428,14 +359,14 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         allowed = _KIND_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx"))
     if fmt not in allowed:
         raise TaskDataError(f"{path}: format {fmt!r} cannot hold {kind} rows; use one of {list(allowed)}")
-    rows = _Rows(path, kind, columns)
+    rows = _Rows(path, kind, columns, version_2)
     fs, fs_path = fsspec.core.url_to_fs(path)
     if fmt != "hf" and fs.size(fs_path) == 0:
         rows.put("empty_file", path, "")
         yield rows.take()
         return
     if fmt == "squad":
-        yield from _squad_batches(path, batch_rows, columns.encoding)
+        yield from _squad_batches(path, batch_rows, columns.encoding, labeled=labeled, version_2=version_2)
         return
     keys = {} if fmt == "jsonl" else None  # JSON Lines has no header: its columns are the first batch's keys
     codec = None if fmt == "hf" else fsspec.utils.infer_compression(path)
@@ -478,7 +409,9 @@ def check_columns(files: list[tuple[str, str]], kind: str, columns: Columns = Co
     for path, fmt in files:
         if fmt == "parquet":  # its footer: reading a row would read the file's first row group (hundreds of MB)
             with fsspec.open(path, "rb") as f:
-                names = _parquet_file(path, f).schema_arrow.names
+                pf = parquet_file(path, f)
+                names = pf.schema_arrow.names
+                parquet_features(path, pf)  # datasets' metadata that is no JSON is refused here too
             _require_columns(path, names, kind, unlabeled(columns) if not labeled else columns)
         elif fmt != "squad":
             next(read_file(path, fmt, kind, columns, batch_rows=1, labeled=labeled), None)

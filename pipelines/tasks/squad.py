@@ -20,6 +20,7 @@ import math
 import os
 import re
 import string
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -27,13 +28,21 @@ import numpy as np
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
 
 
-def load_squad(path: str | os.PathLike) -> TaskSplit:
+NEEDS_VERSION_2 = "unanswerable_needs_version_2"  # reject: a question without an answer where task.version_2 is false
+
+
+def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool = True,
+               name: str = "") -> TaskSplit:
     """Examples {id, title, question, context, answers: {text, answer_start}, is_impossible}.
 
     Rejected records: "missing_field" (a question without id/question text, a paragraph without
-    context), "duplicate_id", "no_valid_answer" (answerable, but no answer matches the context
-    at its answer_start). "answer_offset_mismatch" counts single answers dropped for that reason
-    from examples that keep another valid answer or are rejected as no_valid_answer.
+    context), "duplicate_id", "unparseable_label" (answers of no shape answer_list reads),
+    "no_valid_answer" (answerable, but no answer matches the context at its answer_start), and
+    NEEDS_VERSION_2 (`version_2` false: an impossible question, whose [CLS] target a v1 model never
+    predicts). "answer_offset_mismatch" counts single answers dropped (gold_answers) from examples
+    that keep another valid answer or are rejected as no_valid_answer.
+    `labeled=False`: inputs to predict: every question with a context is one, its answers not read
+    ([], as files.py's rows to predict), an id repeated or absent ("<name>:<n>", n its position) allowed.
     """
     path = require_file(path, "SQuAD file")
     try:
@@ -41,41 +50,80 @@ def load_squad(path: str | os.PathLike) -> TaskSplit:
             data = json.load(f)["data"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise TaskDataError(f"{path}: not a SQuAD JSON file with a 'data' list ({e!r})") from e
-    out, seen = TaskSplit([], path), set()
+    out, seen, n = TaskSplit([], path), set(), -1
     for article in data:
         title = article.get("title", "")
         for p, paragraph in enumerate(article.get("paragraphs", [])):
             context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
+                n += 1
                 where = f"{title!r} paragraph {p} question {qa.get('id')!r}"
                 qid = qa.get("id")  # 0 is an id; a dict or list is none (and unhashable)
+                if not labeled and qid in (None, ""):
+                    qid = f"{name or os.path.basename(path)}:{n}"
                 if not isinstance(context, str) or not isinstance(qid, (str, int)) or isinstance(qid, bool) \
                         or qid == "" or not isinstance(qa.get("question"), str):
                     out.reject("missing_field", where, json.dumps(qa)[:200])
                     continue
                 qid = str(qid)  # as files.py gives every other id: ids of all files compare, and Arrow gets one type
-                if qid in seen:
+                if labeled and qid in seen:
                     out.reject("duplicate_id", where, qa["question"])
                     continue
-                impossible = bool(qa.get("is_impossible", False))
-                answers = {"text": [], "answer_start": []}
-                for a in [] if impossible else qa.get("answers", []):
-                    start, text = a.get("answer_start"), a.get("text")
-                    if isinstance(start, int) and isinstance(text, str) and text \
-                            and context[start:start + len(text)] == text:
-                        answers["text"].append(text)
-                        answers["answer_start"].append(start)
-                    else:
-                        out.reject("answer_offset_mismatch", where, json.dumps(a))
-                if not impossible and not answers["text"]:
-                    out.reject("no_valid_answer", where, qa["question"])
+                impossible = bool(qa.get("is_impossible", False)) or not labeled
+                answers = {"text": [], "answer_start": []} if impossible else gold_answers(context, qa.get(
+                    "answers", []), lambda a: out.reject("answer_offset_mismatch", where, json.dumps(a)))
+                if isinstance(answers, str) or not (impossible or answers["text"]):
+                    out.reject(answers if isinstance(answers, str) else "no_valid_answer", where, qa["question"])
+                    continue
+                if labeled and impossible and not version_2:
+                    out.reject(NEEDS_VERSION_2, where, qa["question"])
                     continue
                 seen.add(qid)
                 out.rows.append({"id": qid, "title": title, "question": qa["question"], "context": context,
                                  "answers": answers, "is_impossible": impossible})
-    if not out.rows:
+    if not out.rows and labeled:
         raise TaskDataError(f"{path}: no usable questions ({dict(out.rejects)})")
     return out.report()
+
+
+def answer_list(answers) -> list[dict] | None:
+    """One question's answers as a list of {text, answer_start}, from such a list or from SQuAD / HF columns
+    {"text": [...], "answer_start": [...]} (paired up; a text with a start that are no lists is one answer).
+    None: another shape (lists of unequal lengths, a list beside a scalar, ...), which no pairing reads."""
+    if isinstance(answers, dict):
+        text, start = answers.get("text"), answers.get("answer_start")
+        if isinstance(text, list) and isinstance(start, list):
+            return [{"text": t, "answer_start": s} for t, s in zip(text, start)] if len(text) == len(start) else None
+        if isinstance(text, str) and isinstance(start, int) and not isinstance(start, bool):
+            return [{"text": text, "answer_start": start}]
+        return None
+    return answers if isinstance(answers, list) and all(isinstance(a, dict) for a in answers) else None
+
+
+def _trimmed(text: str, start: int) -> tuple[str, int]:
+    """An answer less the whitespace around it, its start moved past what went: a target starts and ends on a word
+    (" Paris" at 24 -> "Paris" at 25), else its first or last piece would be the neighbouring word."""
+    return text.strip(), start + len(text) - len(text.lstrip())
+
+
+def gold_answers(context: str, answers, dropped: Callable[[dict], None]) -> dict | str:
+    """{"text": [...], "answer_start": [...]} of `answers` (answer_list's shapes) that are the context's text at their
+    answer_start, trimmed (_trimmed); each other one (whitespace alone is no answer) goes to `dropped`. Or a reject
+    reason: "unparseable_label" (a shape answer_list refuses), "no_valid_answer" (answers, none valid)."""
+    answers = answer_list(answers)
+    if answers is None:
+        return "unparseable_label"
+    good = {"text": [], "answer_start": []}
+    for a in answers:
+        text, start = a.get("text"), a.get("answer_start")
+        if isinstance(start, int) and not isinstance(start, bool) and start >= 0 and isinstance(text, str) \
+                and text.strip() and context[start:start + len(text)] == text:
+            text, start = _trimmed(text, start)
+            good["text"].append(text)
+            good["answer_start"].append(start)
+        else:
+            dropped(a)
+    return "no_valid_answer" if answers and not good["text"] else good
 
 
 def _encode(examples, tok, max_seq_len: int, doc_stride: int, max_query_length: int):
@@ -101,7 +149,8 @@ def _arrays(enc) -> dict[str, np.ndarray]:
 def squad_train_features(examples, tokenizer, max_seq_len: int = 384, doc_stride: int = 128,
                          max_query_length: int = 64) -> dict[str, np.ndarray]:
     """One row per window: input_ids, token_type_ids, attention_mask, start_positions, end_positions,
-    example_index (position of the window's example in `examples`). Uses the first gold answer."""
+    example_index (position of the window's example in `examples`). Uses the first gold answer, less the whitespace
+    around it (_trimmed; the readers trim theirs)."""
     enc = _encode(examples, load_tokenizer(tokenizer), max_seq_len, doc_stride, max_query_length)
     sample = enc["overflow_to_sample_mapping"]
     starts, ends = np.zeros(len(sample), np.int64), np.zeros(len(sample), np.int64)
@@ -109,8 +158,8 @@ def squad_train_features(examples, tokenizer, max_seq_len: int = 384, doc_stride
         ex = examples[sample[i]]
         if ex.get("is_impossible") or len(ex["answers"]["text"]) == 0:
             continue
-        start_char = ex["answers"]["answer_start"][0]
-        end_char = start_char + len(ex["answers"]["text"][0])
+        text, start_char = _trimmed(ex["answers"]["text"][0], ex["answers"]["answer_start"][0])
+        end_char = start_char + len(text)
         seq = enc.sequence_ids(i)
         first, last = seq.index(1), len(seq) - 1 - seq[::-1].index(1)
         if offsets[first][0] > start_char or offsets[last][1] < end_char:

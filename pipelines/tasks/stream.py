@@ -62,10 +62,10 @@ class StreamedRows:
 
 # -- pass 1: read ---------------------------------------------------------------------------------------------
 
-def _read(batch, kind: str, columns: Columns):
+def _read(batch, kind: str, columns: Columns, version_2: bool = True):
     """Files -> batches of JSON rows; each file batch's rejects ride along as one record with `row` empty."""
     for path, fmt in zip(batch["path"], batch["fmt"]):
-        for part in read_file(str(path), str(fmt), kind, columns):
+        for part in read_file(str(path), str(fmt), kind, columns, version_2=version_2):
             rows = [json.dumps(r, ensure_ascii=False) for r in part.rows]
             yield {"row": np.asarray([*rows, ""], dtype=object),
                    "rejects": np.asarray([""] * len(rows) + [json.dumps(dict(part.rejects))], dtype=object)}
@@ -206,15 +206,16 @@ def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: in
 
 def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: float, max_rows: int,
                 labels: tuple = (), dev: list[dict] | None = None, select: list[dict] | None = None,
-                max_train: int = 0, tokenizer=None,
-                max_seq_len: int = 128) -> StreamedRows:
+                max_train: int = 0, tokenizer=None, max_seq_len: int = 128, version_2: bool = True) -> StreamedRows:
     """The training files `spec` through Ray Data (see the module docstring). `dev` / `select`: rows the caller
-    read from their own files (None: carved here). `labels`: fixed by the user, else taken from train."""
+    read from their own files (None: carved here). `labels`: fixed by the user, else taken from train.
+    `version_2`: read_file's (QA: false rejects questions without an answer)."""
     import ray
 
     files = resolve_files(spec, fmt)
     read = ray.data.from_items([{"path": p, "fmt": f} for p, f in files], override_num_blocks=len(files)) \
-        .map_batches(_read, batch_size=1, batch_format="numpy", fn_kwargs={"kind": kind, "columns": columns}) \
+        .map_batches(_read, batch_size=1, batch_format="numpy",
+                     fn_kwargs={"kind": kind, "columns": columns, "version_2": version_2}) \
         .materialize()
 
     survey = read.map_batches(_survey, batch_size=None, batch_format="numpy", fn_kwargs={"kind": kind}).take_all()

