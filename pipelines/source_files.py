@@ -21,8 +21,8 @@ class SourceError(RuntimeError):
 
 
 def resolve_sources(cfg: DataConfig) -> list[str]:
-    """Expand paths, globs ("**" recurses), directories (recursively) and fsspec URIs into a
-    sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped.
+    """Expand paths, globs ("**" recurses), directories (recursively; a local one's folder symlinks followed) and
+    fsspec URIs into a sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped.
 
     Local paths are file names whatever their characters (paths.py); a source that exists is
     taken literally, and only one that names nothing is tried as a glob."""
@@ -48,7 +48,9 @@ def _expand(source: str) -> list[str]:
             matches = [m for m in fs.glob(path) if not _hidden(posixpath.relpath(m, base))]
         files = []
         for m in sorted(matches):
-            if fs.isdir(m):
+            if local and os.path.isdir(m):
+                files += _local_files(m)
+            elif fs.isdir(m):
                 files += [f for f in fs.find(m) if not _hidden(posixpath.relpath(f, m))]
             else:
                 files.append(m)
@@ -62,6 +64,26 @@ def _expand(source: str) -> list[str]:
                 raise SourceError(f"data.sources: {f} (from {source!r}) cannot be read")
         return files
     return [fs.unstrip_protocol(f) for f in files]
+
+
+def _local_files(root: str) -> list[str]:
+    """Files under a local folder, less hidden ones, following folder symlinks as `find -L` does (fsspec's find
+    lists such a link as a file). Each real folder is walked once, the first path to it in sorted order winning:
+    a link to an ancestor does not recurse, and a folder linked twice is not read twice."""
+    seen, files = set(), []
+
+    def fail(e: OSError):  # os.walk skips a folder it cannot list unless told
+        raise e
+
+    for folder, dirs, names in os.walk(root, onerror=fail, followlinks=True):
+        st = os.stat(folder)
+        if (st.st_dev, st.st_ino) in seen:
+            dirs.clear()
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        files += [os.path.join(folder, n) for n in names if not n.startswith(".")]
+    return files
 
 
 def _glob_base(pattern: str) -> str:

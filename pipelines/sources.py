@@ -11,11 +11,13 @@ holding one JSON array), row (parquet) or page id (wiki XML). A text file is cut
 documents at the first blank line at or after every TEXT_DOCUMENT_BYTES; a document's <n> is
 the line it starts on (a book under 1 MiB is one document, "<name>#0"). A reject that concerns a whole file
 (binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, malformed_parquet, and
-missing_text_column for parquet) has doc_id "<name>". Files and their names: pipelines/source_files.py.
+missing_text_column for parquet) has doc_id "<name>"; a parquet row group that cannot be decoded past some row
+is one "malformed_parquet" row at the first row lost. Files and their names: pipelines/source_files.py.
 
 Semantics of bad input -- the record is rejected and counted, the read goes on:
   * A source that matches nothing, or a file that cannot be opened (missing, permission
-    denied), raises SourceError naming the path: that is a configuration error, not bad data.
+    denied), raises SourceError naming the path: that is a configuration error, not bad data. So does a
+    zstd file (.zst, The Pile's): no zstd decoder is installed, and each file would be one reject.
   * Files are sniffed first: zero bytes -> "empty_file"; NUL bytes or an image/archive magic
     number in the first 8 KiB of a text or JSONL file -> "binary_file" (one row per file;
     UTF-16 text lands here too, by its NULs).
@@ -28,7 +30,7 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
   * A line longer than cfg.max_line_bytes is skipped in bounded chunks, never held whole, and
     rejects its record ("line_too_long"); the next JSONL line is read normally.
   * A compressed stream that ends early yields every complete record before the cut, then one
-    "truncated_bz2" / "truncated_gzip" row; undecodable compressed data -> "corrupt_<codec>".
+    "truncated_bz2" / "truncated_gzip" / "truncated_xz" row; undecodable compressed data -> "corrupt_<codec>".
     XML that stops parsing yields every page before the error, then one "malformed_xml" row.
   * Cleaned text that is empty -> "empty_document"; shorter than cfg.min_document_chars ->
     "too_short". Wiki pages: "redirect", "disambiguation", "non_article_namespace".
@@ -36,20 +38,21 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     survivor does not depend on scheduling: `find_duplicates` on (content hash, order) pairs,
     which `pipelines.dedup.drop_duplicates` applies to a Dataset and prepare() to its tokenizing pass's stats.
 
-Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz): .txt/.text/.md -> text;
+Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz/.xz): .txt/.text/.md -> text;
 .jsonl/.json/.ndjson -> jsonl (WikiExtractor --json output and any JSON-lines file with
-cfg.text_column); .xml -> wiki_xml; .parquet -> parquet; anything else is sniffed: JSON lines
-if it starts with "{" (WikiExtractor's extensionless wiki_00 files), else text. A .json file
-that starts with "[" is one JSON array whose elements are the records (same field rules; broken
-JSON between elements ends the file with one "malformed_json" row), read whole by the range at
-byte 0. A UTF-8 byte order mark opening a file is not part of its first record. A parquet text
-column may be string or binary (decoded as UTF-8 row by row, "invalid_utf8" if it is not); a
-column of another type (list, struct, ...) is one "missing_text_column" row naming the type.
+cfg.text_column); .xml and a split dump's .xml-p<first>p<last> -> wiki_xml; .parquet -> parquet; anything
+else is sniffed: JSON lines if it starts with "{" (WikiExtractor's extensionless wiki_00 files), wiki XML
+if with "<mediawiki" (or an XML declaration before one), else text. A .json file that starts with "[" is
+one JSON array whose elements are the records (same field rules; broken JSON between elements ends the
+file with one "malformed_json" row), read whole by the range at byte 0. A UTF-8 byte order mark opening a
+file is not part of its first record. A parquet text column may be string or binary (decoded as UTF-8 row
+by row, "invalid_utf8" if it is not: a string column's invalid bytes too); a column of another type (list,
+struct, ...) is one "missing_text_column" row naming the type.
 
 Row order is not guaranteed (Ray Data streams blocks as tasks finish): doc_id is the key.
 Reading is streaming. `iter_documents` reads a whole file or a Span of one (units.py plans
-them): uncompressed text and JSONL split at record boundaries, parquet by row groups. A gzip
-or bz2 file, and wiki XML, is one task: a multi-GB .xml.bz2 dump is parsed page by page in one
+them): uncompressed text and JSONL split at record boundaries, parquet by row groups. A gzip,
+bz2 or xz file, and wiki XML, is one task: a multi-GB .xml.bz2 dump is parsed page by page in one
 task, so split big dumps into parts (Wikipedia publishes them split) for parallelism.
 `read_documents` (the Dataset API, not prepare()) still reads one task per file.
 """
@@ -60,6 +63,7 @@ import bz2
 import codecs
 import gzip
 import json
+import lzma
 import posixpath
 import re
 import xml.etree.ElementTree as ET
@@ -81,7 +85,7 @@ from pipelines.source_files import SourceError, relative_names, resolve_sources
 DOCUMENT_COLUMNS = ("doc_id", "source", "text", "reject_reason", "sample")
 REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in the data.text_encoding named
     "invalid_utf8", "binary_file", "empty_file", "empty_document", "too_short", "line_too_long",
-    "truncated_bz2", "truncated_gzip", "corrupt_bz2", "corrupt_gzip", "malformed_json",
+    "truncated_bz2", "truncated_gzip", "truncated_xz", "corrupt_bz2", "corrupt_gzip", "corrupt_xz", "malformed_json",
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
     "non_article_namespace", "duplicate",
 )
@@ -91,7 +95,9 @@ SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
                ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
-_CODECS = {".bz2": "bz2", ".gz": "gzip"}
+_CODECS = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
+_UNREAD_CODECS = {".zst": "zstd", ".zstd": "zstd"}  # no decoder in this environment: a configuration error
+_SPLIT_DUMP = re.compile(r"\.xml-p\d+p\d+$", re.IGNORECASE)  # a Wikipedia dump part: ...-multistream1.xml-p1p41242
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,12 +122,19 @@ def _parse_file(item: dict, cfg: DataConfig) -> Iterator[dict]:
 
 def file_format(path: str, cfg: DataConfig) -> str | None:
     """The reader a file gets: cfg.format, else by extension; None = sniff its first bytes.
-    Compressed files are "gzip" / "bz2" here: read whole, from the start, but for multistream bz2 XML
+    Compressed files are "gzip" / "bz2" / "xz" here: read whole, from the start, but for multistream bz2 XML
     (pipelines/units.py splits that at its stream offsets)."""
     stem, codec = _split_codec(path)
-    if codec:
-        return codec
-    return cfg.format if cfg.format != "auto" else _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
+    return codec or _named_format(stem, cfg)
+
+
+def _named_format(stem: str, cfg: DataConfig) -> str | None:
+    """cfg.format, else the format an uncompressed file's name gives; None = sniff it."""
+    if cfg.format != "auto":
+        return cfg.format
+    if _SPLIT_DUMP.search(stem):
+        return "wiki_xml"
+    return _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
 
 
 @dataclass(frozen=True)
@@ -144,7 +157,7 @@ def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) ->
     """Rows (DOCUMENT_COLUMNS) of one file, or of the records of `span`, lazily; this is what
     each Ray task runs. Whole-file rejects (empty, binary, ...) come from the span at 0 only."""
     stem, codec = _split_codec(path)
-    fmt = cfg.format if cfg.format != "auto" else _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
+    fmt = _named_format(stem, cfg)
     wiki_streams = codec == "bz2" and fmt == "wiki_xml"
     if span != WHOLE and not wiki_streams and (codec or fmt not in ("text", "jsonl", "parquet")):
         raise ValueError(f"{path}: only uncompressed text, JSONL, parquet and multistream bz2 XML are read in ranges")
@@ -176,8 +189,7 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
                 yield _reject(name, path, "empty_file", "")
                 return
             stream.seek(0)
-            if fmt is None:
-                fmt = "jsonl" if head.removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"{") else "text"
+            fmt = fmt or _sniffed_format(head)
             if fmt in ("text", "jsonl") and _looks_binary(head):
                 yield _reject(name, path, "binary_file", _decode_sample(head))
                 return
@@ -188,7 +200,7 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
             yield from _READERS[fmt](stream, name, path, cfg, span)
         except EOFError:
             yield _reject(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
-        except (OSError, zlib.error) as e:  # zlib.error: a gzip member with a bad deflate block
+        except (OSError, zlib.error, lzma.LZMAError) as e:  # zlib.error: a gzip member with a bad deflate block
             if codec is None:
                 raise SourceError(f"error reading {path}: {e}") from e
             yield _reject(name, path, f"corrupt_{codec}", f"{path}: {e}"[:SAMPLE_CHARS])
@@ -196,7 +208,23 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
 
 def _split_codec(path: str) -> tuple[str, str | None]:
     stem, ext = posixpath.splitext(path)
-    return (stem, _CODECS[ext.lower()]) if ext.lower() in _CODECS else (path, None)
+    ext = ext.lower()
+    if ext in _UNREAD_CODECS:  # every file of such a corpus would be one reject: stop before any is read
+        codec = _UNREAD_CODECS[ext]
+        raise SourceError(f"{path}: {codec}-compressed ({ext}) files cannot be read here (no {codec} decoder is "
+                          f"installed); decompress them first or leave them out of data.sources")
+    return (stem, _CODECS[ext]) if ext in _CODECS else (path, None)
+
+
+def _sniffed_format(head: bytes) -> str:
+    """The format of a file its name does not give: JSON lines if it starts with "{" (WikiExtractor's wiki_00),
+    wiki XML if with "<mediawiki" or with an XML declaration before one, else text. Other XML stays text: the
+    wiki reader would find no <page> in it, and yield nothing to count."""
+    start = head.removeprefix(codecs.BOM_UTF8).lstrip()
+    if start.startswith(b"{"):
+        return "jsonl"
+    wiki = start.startswith(b"<mediawiki") or (start.startswith(b"<?xml") and b"<mediawiki" in start)
+    return "wiki_xml" if wiki else "text"
 
 
 def is_json_array(path: str, head: bytes) -> bool:
@@ -211,6 +239,8 @@ def _decompressed(raw: BinaryIO, codec: str | None) -> BinaryIO:
         return bz2.BZ2File(raw)  # handles multistream dumps (pages-articles-multistream.xml.bz2)
     if codec == "gzip":
         return gzip.GzipFile(fileobj=raw)
+    if codec == "xz":
+        return lzma.LZMAFile(raw)
     return raw
 
 
@@ -284,10 +314,12 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
     if span.start > 0:  # find this span's first cut; the blank line there ends the span before
         for offset, _, line, _ in lines:
             if _blank(line):
-                boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
                 break
         else:
             return
+        if not span.owns(offset):  # no cut inside this span: the document across it is a span before's
+            return
+        boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
     chunks, first, too_long = [], None, None
     for offset, number, line, head in lines:
         first = number if first is None else first
@@ -417,22 +449,41 @@ def _read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span:
     try:
         reader = pq.ParquetFile(stream)
         schema = reader.schema_arrow
-        if cfg.text_column not in schema.names:
-            yield _reject(name, path, "missing_text_column", f"no column {cfg.text_column!r} in {schema.names}")
-            return
-        column_type = schema.field(schema.get_all_field_indices(cfg.text_column)[0]).type
-        if not _is_text_type(column_type):  # as a JSONL record whose text is not a string, but for every row
-            yield _reject(name, path, "missing_text_column",
-                          f"column {cfg.text_column!r} is {column_type}, not string or binary")
-            return
-        row = span.first
-        groups = range(span.start, reader.num_row_groups if span.end < 0 else span.end)
-        for batch in reader.iter_batches(row_groups=list(groups), columns=[cfg.text_column], batch_size=1024):
-            for text in batch.column(0).to_pylist():
+    except (pa.ArrowException, OSError, ValueError) as e:  # OSError: a footer pyarrow cannot deserialize
+        yield _reject(name, path, "malformed_parquet", f"{path}: {e}")
+        return
+    if cfg.text_column not in schema.names:
+        yield _reject(name, path, "missing_text_column", f"no column {cfg.text_column!r} in {schema.names}")
+        return
+    column_type = schema.field(schema.get_all_field_indices(cfg.text_column)[0]).type
+    if not _is_text_type(column_type):  # as a JSONL record whose text is not a string, but for every row
+        yield _reject(name, path, "missing_text_column",
+                      f"column {cfg.text_column!r} is {column_type}, not string or binary")
+        return
+    row = span.first
+    for group in range(span.start, reader.num_row_groups if span.end < 0 else span.end):
+        yield from _read_row_group(reader, group, row, name, path, cfg)
+        row += reader.metadata.row_group(group).num_rows
+
+
+def _read_row_group(reader: pq.ParquetFile, group: int, first: int, name: str, path: str,
+                    cfg: DataConfig) -> Iterator[dict]:
+    """The rows of one row group, numbered from `first`. A page pyarrow cannot decode (corrupt snappy / zstd data,
+    a broken page header: OSError or ArrowException) loses the rows from its batch to the end of the group, as one
+    "malformed_parquet" row named by the first row lost; the rows before it and the other groups are read."""
+    row, last = first, first + reader.metadata.row_group(group).num_rows - 1
+    try:
+        for batch in reader.iter_batches(row_groups=[group], columns=[cfg.text_column], batch_size=1024):
+            # as bytes: a string column holding invalid UTF-8 fails to_pylist for its whole batch, not one row
+            for text in batch.column(0).cast(pa.large_binary()).to_pylist():
                 yield _parquet_row(f"{name}#{row}", path, text, cfg)
                 row += 1
-    except (pa.ArrowException, ValueError) as e:
-        yield _reject(name, path, "malformed_parquet", f"{path}: {e}")
+    except (pa.ArrowException, OSError, ValueError) as e:
+        yield _reject(f"{name}#{row}", path, "malformed_parquet", f"rows {row}-{last} (row group {group}): {e}")
+        return
+    if row <= last:  # a damaged page header can end the group early without an error
+        yield _reject(f"{name}#{row}", path, "malformed_parquet",
+                      f"rows {row}-{last} (row group {group}): missing from its pages")
 
 
 def _is_text_type(t: pa.DataType) -> bool:
@@ -443,13 +494,12 @@ def _is_text_type(t: pa.DataType) -> bool:
         pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view, pa.types.is_fixed_size_binary))
 
 
-def _parquet_row(doc_id: str, path: str, text: str | bytes | None, cfg: DataConfig) -> dict:
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as e:
-            return _reject(doc_id, path, "invalid_utf8", _decode_sample(text[max(0, e.start - 100):]))
-    return _document(doc_id, path, text if isinstance(text, str) else "", cfg)
+def _parquet_row(doc_id: str, path: str, text: bytes | None, cfg: DataConfig) -> dict:
+    try:
+        decoded = (text or b"").decode("utf-8")
+    except UnicodeDecodeError as e:
+        return _reject(doc_id, path, "invalid_utf8", _decode_sample(text[max(0, e.start - 100):]))
+    return _document(doc_id, path, decoded, cfg)
 
 
 _READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": _read_parquet}
