@@ -5,7 +5,8 @@
     python jobs/predict.py models:/NAME/3 --input docs.txt --output out/ columns.text=body batch_size=64
 
 1. The model: a registry alias or version, a run's model, or a folder, downloaded once; its version, run and task
-   settings (multi-label threshold, QA windows) come from the registry. A URI that does not resolve is one line.
+   settings (multi-label threshold, QA windows) come from the registry, or the run (a folder records none: the
+   defaults). A URI that does not resolve is one line.
 2. The plan: the input files (CSV, TSV, JSON Lines, Parquet, Excel, datasets folders, plain text:
    pipelines/tasks/files.py reading without labels) and the output's shards (jobs/inference/shards.py): complete ones
    are skipped, the others cleared. An output folder holds one model's predictions of one input: another is refused.
@@ -88,19 +89,28 @@ def run(cfg: PredictConfig) -> PredictResult:
 
 
 def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started: float) -> "PredictResult":
-    import mlflow
-
-    from jobs.runtime.cluster import init_ray
     from pipelines.tasks.common import TaskDataError
     from pipelines.tasks.file_finder import resolve_files
     from pipelines.tasks.files import check_columns
 
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
+        _refuse_undecodable_names(files)
         check_columns(files, model.kind, cfg.columns, labeled=False)  # before the manifest and Ray
     except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
         raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
     manifest = _open_manifest(output, cfg, model, files, _basis(cfg, model, files))
+    with shards.lease(output):  # a second start of this job is refused while it writes here
+        return _fill(cfg, model, uri, output, started, files, manifest)
+
+
+def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started: float, files,
+          manifest: dict) -> "PredictResult":
+    """The output folder's incomplete shards predicted (the steps 2-4 of the module docstring), the run logged."""
+    import mlflow
+
+    from jobs.runtime.cluster import init_ray
+
     done = shards.clear_incomplete(output, shards.scan(output))
     manifest["shards"] = {s: v for s, v in manifest.get("shards", {}).items() if s in done}
     if done:
@@ -156,8 +166,11 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
             version, run_id = str(found.version), found.run_id or ""
             task = json.loads(found.tags.get("task_config", "{}"))
             uri = f"models:/{name}/{version}"  # the alias resolved once: the whole job uses this version
-        elif uri.startswith("runs:/"):
+        elif uri.startswith("runs:/"):  # the run's task settings: its registered version's, or its logged config
+            from jobs.registry.model_logging import task_settings
+
             run_id = uri[len("runs:/"):].split("/")[0]
+            task = task_settings(MlflowClient(tracking_uri), run_id)
         elif not Path(uri).is_dir():
             raise FileNotFoundError(f"no such folder {uri}")
         folder = resolve_init(uri, tracking_uri, download_dir)
@@ -168,6 +181,11 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
         kind = folder_kind(folder)  # config.json as JSON: the driver never imports torch or transformers
     except ValueError as exc:
         raise ConfigError(f"model {uri!r}: {exc}") from None
+    if not task and kind in ("multi-label", "question-answering"):  # a folder: the fine-tune's export keeps none
+        print(f"[predict] {uri} records no fine-tuning task settings: the "
+              + ("multi-label threshold is 0.5 (or `threshold=`)" if kind == "multi-label" else
+                 "question-answering windows are the defaults") + "; predict a models:/ or runs:/ URI for the "
+              "trained ones", flush=True)
     digest = hashlib.sha256()
     for f in sorted(p for p in folder.iterdir() if p.is_file()):
         digest.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
@@ -180,6 +198,21 @@ def _threshold(cfg: PredictConfig, model: ModelRef) -> float:
 
 # -- 2. the plan -------------------------------------------------------------------------------------------------
 
+def _refuse_undecodable_names(files) -> None:
+    """Refuse an input file whose name is not UTF-8 (Python lists its bytes as surrogates: 'caf\\udce9.csv'): the
+    manifest, the shards' `file` column and the MLflow run record names as UTF-8 text, and could not write it. Refused
+    before any work rather than skipped: a skipped file's rows would be missing from an output that says complete."""
+    import os
+
+    for path, _ in files:
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"input file {os.fsencode(path)!r} has a name that is not UTF-8 (another encoding's "
+                              "bytes, shown escaped): rename it to UTF-8 text (e.g. `convmv -f latin1 -t utf-8`) "
+                              "and run again") from None
+
+
 def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, basis: dict) -> dict:
     """The output's manifest: an earlier run's, when it predicted the same input with the same model; refused
     when it did not and predicted rows there; a new one for an empty folder, or over an earlier run that predicted
@@ -188,8 +221,9 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     path = output / shards.MANIFEST
     if path.is_file():
         old = json.loads(path.read_text())
-        if old.get("basis") == basis:
-            return old
+        if old.get("basis") == basis:  # the same command again: not while the earlier one may be writing its shards
+            _refuse_if_running(output, old, "prediction of the same model and input (an overlapping start?)")
+            return {**old, "status": "running"}
         before = old.get("basis", {})
         changed = ", ".join(sorted(k for k in basis if before.get(k) != basis[k])).replace(
             "positions", "positions (an earlier version of jobs/predict.py wrote it)")
@@ -202,12 +236,7 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         if any(state.complete and state.rows for state in found.values()):
             raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
                               f"{changed}): give a new output folder, or remove that one")
-        from jobs.registry import tracking
-
-        earlier = old.get("mlflow", {})
-        if tracking.may_still_run(earlier.get("tracking_uri", ""), earlier.get("run_id", "")):  # or was killed
-            raise ConfigError(f"output {output}: an earlier prediction with another {changed} may still be writing "
-                              f"there (its MLflow run is not ended): give a new output folder, or remove that one")
+        _refuse_if_running(output, old, f"prediction with another {changed}")
         shutil.rmtree(output / shards.SHARDS, ignore_errors=True)  # nothing predicted there: all of it goes
         print(f"[predict] {output}: an earlier run with another {changed} predicted no row: starting over",
               flush=True)
@@ -222,6 +251,25 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
             "input": cfg.input, "files": [{"index": i, "path": p, "format": f} for i, (p, f) in enumerate(files)],
             "columns": ["id", "file", "position", *OUTPUT_COLUMNS[model.kind], "truncated", "windows"],
             "shards": {}}
+
+
+def _refuse_if_running(output: Path, old: dict, what: str) -> None:
+    """Refused while the job of manifest `old` may still write to `output` (a rerun clears the shards it has not
+    completed): its lease fresh (shards.lease). A job killed outright (SIGKILL, a lost node) stops renewing it and
+    leaves its MLflow run RUNNING: after shards.LEASE_S its rerun goes on, and ends that run as KILLED."""
+    from jobs.registry import tracking
+
+    age = shards.lease_age(output)
+    earlier = old.get("mlflow", {})
+    uri, run_id = earlier.get("tracking_uri", ""), earlier.get("run_id", "")
+    if age < shards.LEASE_S:
+        raise ConfigError(f"output {output}: an earlier {what} is writing there (its lease was renewed {age:.0f} s "
+                          f"ago; MLflow run {run_id or '?'}): give a new output folder, or wait for it")
+    if old.get("status") == "running" and run_id and tracking.may_still_run(uri, run_id):
+        tracking.end_dead_run(uri, run_id)
+        when = "left no lease" if age == float("inf") else f"stopped renewing its lease {age:.0f} s ago"
+        print(f"[predict] {output}: the earlier job (MLflow run {run_id}) {when}: taken as dead, its run ended "
+              "as KILLED", flush=True)
 
 
 def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:

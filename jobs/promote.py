@@ -87,7 +87,7 @@ class PromoteConfig:
 @dataclass
 class PromoteResult:
     model: str
-    decision: str  # "promoted", "kept" or "rolled back"
+    decision: str  # "promoted", "kept", "rolled back", or "refused" (@champion moved while judged: raised, recorded)
     reason: str  # one line
     candidate: str = ""  # version numbers
     champion: str = ""  # the champion before the decision ("" if none)
@@ -153,14 +153,27 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
         client.set_terminated(run_id, "FAILED")
         raise
+    if decision == "promoted":  # scoring took minutes: another promotion may have moved @champion meanwhile
+        now = _alias(client, cfg.model, CHAMPION)
+        current = str(now.version) if now is not None else ""
+        if current != theirs:
+            decision, reason = "refused", (
+                f"@champion moved from {_side(theirs)} to {_side(current)} while v{ours} was judged against "
+                f"{_side(theirs)}: v{ours} was never compared with {_side(current)}, nothing moved; judge it again")
     # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): the same rows, the same digest
     result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
                            mine.n, run_id)
     _record(cfg, client, result)
+    if decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
+        raise ValueError(f"{cfg.model}: {reason} (run {run_id})")
     if decision == "promoted":
         move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
         move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id)
     return result
+
+
+def _side(version: str) -> str:
+    return f"v{version}" if version else "no champion"
 
 
 def _judge(cfg: PromoteConfig, uri: str, task, split: str, rows: list[dict], ours: str, theirs: str,

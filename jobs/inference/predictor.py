@@ -1,6 +1,7 @@
-"""A fine-tuned model folder -> a prediction for each input row: what its registered transformers pipeline
-answers (jobs/inference/serving.pipeline_config: truncation, windows for token classification), computed in
-batches of inputs sorted by length. No Ray here: jobs/predict.py runs `encode` in Ray Data tasks and
+"""A fine-tuned model folder -> a prediction for each input row: what its transformers pipeline answers
+(jobs/inference/serving.pipeline_config: truncation, windows for token classification), computed in batches of
+inputs sorted by length; the served model answers with this class where the pipeline would not answer alike
+(jobs/inference/served_model.py). No Ray here: jobs/predict.py runs `encode` in Ray Data tasks and
 `Predictor.forward` + `Predictor.decode` in an actor pool; tests call them on plain lists.
 
     predictor = Predictor(model_dir)
@@ -13,7 +14,6 @@ Each kind's prediction (the output columns, besides `id` and `file`):
   regression            value
   token-classification  entities (JSON list of {entity_group, score, word, start, end}, offsets into the
                         text), as the pipeline with aggregation "first" and windows overlapping by a quarter
-                        (the served pipeline also answers the "O" groups between them)
   question-answering    answer, answer_start (-1: none), score (start + end logit), null_score; an
                         answer is "" when the null score beats the span by more than the model's
                         null_threshold (SQuAD v2 models; chosen during fine-tuning)
@@ -223,9 +223,9 @@ class Predictor(Encoder):
                     "input_ids": torch.tensor([w["input_ids"]]), "offset_mapping": torch.tensor([w["offsets"]]),
                     "special_tokens_mask": torch.tensor([w["special"]]), "is_last": k == len(logits) - 1}
                    for k, (w, lg) in enumerate(zip(encoded["windows"], logits))]
-        # as served (serving.pipeline_config): the "O" groups kept through the windows' merge, then left out here
-        entities = [e for e in self._tagger.postprocess(outputs, aggregation_strategy=AggregationStrategy.FIRST,
-                                                        ignore_labels=[]) if e["entity_group"] != "O"]
+        # the "O" groups left out of each window before the windows' merge (the pipeline's default ignore_labels):
+        # there the longest of overlapping groups wins, and an "O" stretch would drop an entity another window found
+        entities = self._tagger.postprocess(outputs, aggregation_strategy=AggregationStrategy.FIRST)
         return {"entities": json.dumps([{"entity_group": e["entity_group"], "score": round(float(e["score"]), 6),
                                          "word": e["word"], "start": int(e["start"]), "end": int(e["end"])}
                                         for e in entities], ensure_ascii=False)}

@@ -1,6 +1,7 @@
 """How a finished run's model folder goes into MLflow (jobs/registry/tracking.finish_run picks one per task):
-  log_release_model  a transformers pipeline model for its task (classification, token classification), with its
-                     inference settings, input example, signature and model card
+  log_release_model  a transformers pipeline model for its task (single-label classification, regression), with its
+                     inference settings, input example, signature and model card; a multi-label classifier or a
+                     tagger as our pyfunc (jobs/inference/served_model.py), which answers as batch prediction
   log_qa_model       question answering, which transformers 5 has no pipeline for: our pyfunc
                      (jobs/inference/qa_model.py) over the folder
   log_hf_folder      the folder as plain artifacts, registered as is (the pretraining release checkpoint)
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 from importlib.metadata import version
 
+from jobs.inference.kinds import SERVED_KINDS
 from jobs.inference.serving import model_class
 
 
@@ -61,39 +63,84 @@ def pins() -> list[str]:
     return [f"{pkg}=={version(pkg)}" for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
 
 
+def task_settings(client, run_id: str) -> dict:
+    """The fine-tuning task settings (TaskConfig's fields) run `run_id` trained its model with: the `task_config` tag
+    of a version registered from it, else its logged config (a fine-tune's params task.*; a sweep trial's: its
+    parent's finetune.task.* under its own searched task.*); {} where the run records none. Params are strings:
+    readers convert (QASettings.from_task, the multi-label threshold)."""
+    import json
+
+    for found in client.search_model_versions(f"run_id = '{run_id}'"):
+        if "task_config" in found.tags:
+            return json.loads(found.tags["task_config"])
+    run = client.get_run(run_id)
+    parent = run.data.tags.get("mlflow.parentRunId")
+    inherited = _fields(client.get_run(parent).data.params, "finetune.task.") if parent else {}
+    return {**inherited, **_fields(run.data.params, "task.")}
+
+
+def _fields(params: dict, prefix: str) -> dict:
+    return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix) and "." not in k[len(prefix):]}
+
+
+def served_config(kind: str, task: dict) -> dict:
+    """The settings a model served by jobs/inference/served_model.py predicts with (its model_config): the task's
+    question-answering windows and spans, or its multi-label threshold."""
+    from dataclasses import asdict
+
+    from jobs.inference.kinds import QASettings
+
+    if kind == "question-answering":
+        return asdict(QASettings.from_task(task))
+    if kind == "multi-label":
+        return {"multi_label_threshold": float(task.get("multi_label_threshold", 0.5))}
+    return {}
+
+
 def log_qa_model(release_dir: str, registered_model: str | None, input_example: list[dict] | None, task: dict):
     """A question-answering model folder as an MLflow pyfunc (jobs/inference/qa_model.py), with the fine-tuning
     task's windows and spans (`task`: its TaskConfig as a dict) and `input_example`'s signature."""
-    from dataclasses import asdict
-
-    import mlflow
     import pandas as pd
     import transformers
 
-    from jobs.inference.kinds import QASettings
     from jobs.inference.qa_model import QuestionAnswering
 
     transformers.AutoModelForQuestionAnswering.from_pretrained(release_dir)  # the load check log_model does
+    return _log_pyfunc(QuestionAnswering(), release_dir, registered_model, "question-answering",
+                       served_config("question-answering", task),
+                       pd.DataFrame(input_example) if input_example else None)
+
+
+def _log_pyfunc(python_model, release_dir: str, registered_model: str | None, task: str, config: dict, example):
+    import mlflow
+
     return mlflow.pyfunc.log_model(
-        name="model", python_model=QuestionAnswering(), artifacts={"model": release_dir}, pip_requirements=pins(),
-        model_config=asdict(QASettings.from_task(task)),
-        input_example=pd.DataFrame(input_example) if input_example else None,
-        registered_model_name=registered_model, metadata={"task": "question-answering"})
+        name="model", python_model=python_model, artifacts={"model": release_dir}, pip_requirements=pins(),
+        model_config=config, input_example=example, registered_model_name=registered_model, metadata={"task": task})
 
 
 def log_release_model(release_dir: str, registered_model: str | None, task: str,
-                      input_example: list[str] | None = None, card: str = ""):
+                      input_example: list[str] | None = None, card: str = "", settings: dict | None = None):
     """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too), with
     `input_example` and the signature inferred from it, and `card` (markdown) as its model card: MLflow then
-    does not look for one on the Hugging Face Hub, which has never seen this model."""
+    does not look for one on the Hugging Face Hub, which has never seen this model. A multi-label classifier or a
+    tagger as our pyfunc instead, with the fine-tuning task's `settings` (its TaskConfig as a dict: the threshold)."""
     import mlflow
     import transformers
     from huggingface_hub import ModelCard
 
+    from jobs.inference.kinds import folder_kind
     from jobs.inference.serving import pipeline_config
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     model = model_class(task, release_dir).from_pretrained(release_dir)
+    kind = folder_kind(release_dir)
+    if kind in SERVED_KINDS:  # the pipeline would not answer as batch prediction: our pyfunc (the task's threshold)
+        from jobs.inference.served_model import PredictorModel
+
+        # the input example as the pipeline's: a list of texts, so requests keep their form ({"inputs": [...]})
+        return _log_pyfunc(PredictorModel(), release_dir, registered_model, task, served_config(kind, settings or {}),
+                           input_example)
     tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
     return mlflow.transformers.log_model(
         transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins(),

@@ -349,10 +349,10 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
+        settings = json.loads((version_tags or {}).get("task_config", "{}"))  # the fine-tuning task's TaskConfig
         with console.to_log_file("mlflow"):  # MLflow's own lines around a registration, progress bars
             if release_dir and task == "question-answering":  # no pipeline in transformers 5: our pyfunc
-                model_info = log_qa_model(release_dir, registered_model or None, input_example,
-                                          json.loads((version_tags or {}).get("task_config", "{}")))
+                model_info = log_qa_model(release_dir, registered_model or None, input_example, settings)
                 info["model_uri"] = model_info.model_uri
                 registered = getattr(model_info, "registered_model_version", None)
             elif release_dir and (task == PRETRAINING or task not in SUPPORTED_TASKS):  # no pipeline for it
@@ -360,7 +360,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
                                                               registered_model or None)
             elif release_dir:
                 model_info = log_release_model(release_dir, registered_model or None, task, input_example,
-                                               description)
+                                               description, settings)
                 info["model_uri"] = model_info.model_uri
                 registered = getattr(model_info, "registered_model_version", None)
         if release_dir:
@@ -397,6 +397,16 @@ def may_still_run(tracking_uri: str, run_id: str) -> bool:
         return MlflowClient(tracking_uri).get_run(run_id).info.status == "RUNNING"
     except Exception:  # noqa: BLE001 - no such run, no run id, the store unreachable: it may be going
         return True
+
+
+def end_dead_run(tracking_uri: str, run_id: str) -> None:
+    """End as KILLED the run of a job that died without ending it (killed outright: it stays RUNNING)."""
+    from mlflow.tracking import MlflowClient
+
+    try:
+        MlflowClient(tracking_uri).set_terminated(run_id, "KILLED")
+    except Exception:  # noqa: BLE001 - no such run, the store unreachable: nothing this job can end
+        pass
 
 
 def input_example(rows: list[dict], n: int = 2) -> list | None:

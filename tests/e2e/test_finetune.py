@@ -237,19 +237,20 @@ def test_conll_ner_short_run_lowers_loss_and_reports_entity_f1(ray_tmp):
 
     hf = AutoModelForTokenClassification.from_pretrained(result.export_dir)
     assert hf.config.id2label[1] == "B-PER" and hf.config.num_labels == 9
-    # registered with the transformers flavor for its task: the alias loads a token-classification pipeline
-    # that tags as the exported model does, and pyfunc serves it
+    # registered as our pyfunc over the predictor (jobs/inference/served_model.py): the alias serves the entities
+    # batch prediction writes for the exported model
+    import json
+
     import mlflow
-    from transformers import AutoTokenizer, pipeline
+
+    from jobs.inference.predictor import Predictor
 
     mlflow.set_tracking_uri(f"sqlite:///{ray_tmp}/mlflow.db")
-    served = mlflow.transformers.load_model("models:/ner-minilm@candidate")
-    assert served.task == "token-classification"
-    direct = pipeline("token-classification", model=hf, tokenizer=AutoTokenizer.from_pretrained(result.export_dir))
     sentence = f"{PEOPLE[0]} visited {PLACES[0]} ."
-    tags = [(e["word"], e["entity"]) for e in served(sentence)]
-    assert tags == [(e["word"], e["entity"]) for e in direct(sentence)] and any(t.endswith("-PER") for _, t in tags)
-    assert mlflow.pyfunc.load_model("models:/ner-minilm@candidate").predict([sentence]) != [""]
+    served = mlflow.pyfunc.load_model("models:/ner-minilm@candidate").predict([sentence])
+    entities = json.loads(served["entities"][0])
+    assert entities == json.loads(Predictor(result.export_dir).predict([{"id": "0", "text": sentence}])[0]["entities"])
+    assert any(e["entity_group"] == "PER" for e in entities), entities
 
 
 def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvement(ray_tmp):

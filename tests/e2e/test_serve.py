@@ -2,7 +2,8 @@
 local` on 127.0.0.1, a real subprocess. Its answers equal what batch prediction writes (jobs/inference/predictor.py)
 for the same inputs, inputs far longer than the model's 64 positions included (truncated for classification,
 windowed for token classification: jobs/inference/serving.pipeline_config; question answering, which transformers 5
-has no pipeline for, through our pyfunc: jobs/inference/qa_model.py), and it keeps answering after them."""
+has no pipeline for, taggers and multi-label classifiers, whose pipelines answer otherwise, through our pyfunc over
+the predictor: jobs/inference/served_model.py), and it keeps answering after them."""
 
 import json
 import os
@@ -124,8 +125,8 @@ def test_served_classifier_answers_as_batch_prediction_long_inputs_truncated(cla
 
 
 def test_served_tagger_answers_as_batch_prediction_long_inputs_windowed(tagger):
-    """The served answer per input is MLflow's: the entity groups joined by commas (its _parse_tokenizer_output);
-    batch prediction's entities, grouped the same way, must give the same string."""
+    """The served answer per input is batch prediction's: its entities (JSON) from the same predictor, windows
+    merged after each window's "O" groups are left out (an "O" stretch would drop an entity one window found)."""
     server, predictor = tagger
     assert {ip for ip, _ in server.listening()} == {"127.0.0.1"} and server.port in {p for _, p in server.listening()}
     for texts in ([SHORT[2], LONG, *SHORT[:2]], [LONGER, "ok"]):  # a second request, after a long input
@@ -136,7 +137,7 @@ def test_served_tagger_answers_as_batch_prediction_long_inputs_windowed(tagger):
         assert status == 200, server.error(body)
         entities = [json.loads(p["entities"]) for p in predictor.predict(rows)]
         assert all(entities), "every input has an entity (see the test below for one without)"
-        assert [served(p) for p in body["predictions"]] == [[e["entity_group"] for e in ents] for ents in entities]
+        assert [served(p) for p in body["predictions"]] == entities
         long = windows.index(max(windows))  # its entities reach past the first window's 64 pieces
         first_window = predictor.tokenizer(texts[long], truncation=True, return_offsets_mapping=True)
         assert max(e["end"] for e in entities[long]) > max(end for _, end in first_window["offset_mapping"])
@@ -146,13 +147,12 @@ def test_served_tagger_answers_as_batch_prediction_long_inputs_windowed(tagger):
     asked = subprocess.run(words, capture_output=True, text=True, timeout=120, check=True)
     texts = json.loads(words[words.index("-d") + 1])["inputs"]
     entities = [json.loads(p["entities"]) for p in predictor.predict([{"id": t, "text": t} for t in texts])]
-    assert [served(p) for p in json.loads(asked.stdout)["predictions"]] == \
-        [[e["entity_group"] for e in ents] for ents in entities]
+    assert [served(p) for p in json.loads(asked.stdout)["predictions"]] == entities
 
 
-def served(answer: str) -> list[str]:
-    """A served tagger's answer for one input, less its "O" groups (registered with ignore_labels=[]: see below)."""
-    return [g for g in answer.split(",") if g and g != "O"]
+def served(answer: dict) -> list[dict]:
+    """A served tagger's entities for one input (its `entities` column, JSON as batch prediction writes it)."""
+    return json.loads(answer["entities"])
 
 
 @pytest.fixture(scope="module")
@@ -176,10 +176,9 @@ def quiet_tagger(tmp_path_factory):
 
 
 def test_served_tagger_answers_a_sentence_without_entities(quiet_tagger):
-    """MLflow 3.17's served tagger fails a whole request (400, IndexError in its _parse_tokenizer_output, which reads
-    [0] of each input's list) when an input answers nothing. The registered model answers the "O" groups too
-    (serving.pipeline_config's ignore_labels=[]), so a sentence without entities answers "O" and the request
-    succeeds; batch prediction answers [] for it."""
+    """MLflow 3.17's served transformers tagger fails a whole request (400, IndexError in its
+    _parse_tokenizer_output, which reads [0] of each input's list) when an input answers nothing. Ours answers []
+    for a sentence without entities, as batch prediction does, and the request succeeds."""
     server, predictor = quiet_tagger
     words = "river city paris table apple music night green house water stone light road cloud field".split()
     rows = [{"id": str(i), "text": " ".join(words[i:i + n])} for n in (1, 2, 3) for i in range(len(words))]
@@ -189,9 +188,9 @@ def test_served_tagger_answers_a_sentence_without_entities(quiet_tagger):
     texts = [empty, tagged]
     status, body = server.invoke({"inputs": texts})
     assert status == 200, server.error(body)
-    assert set(body["predictions"][0].split(",")) == {"O"}
+    assert served(body["predictions"][0]) == []
     ours = [json.loads(p["entities"]) for p in predictor.predict([{"id": t, "text": t} for t in texts])]
-    assert [served(p) for p in body["predictions"]] == [[e["entity_group"] for e in ents] for ents in ours]
+    assert [served(p) for p in body["predictions"]] == ours
 
 
 QA = {"max_seq_len": 64, "doc_stride": 16, "max_query_length": 16}  # the fine-tuning task's windows, as registered

@@ -47,10 +47,19 @@ def test_writes_are_whole_or_absent(tmp_path):
     assert not target.exists() and list((tmp_path / "x").iterdir()) == []
 
 
+def _stale(out, seconds: float) -> None:
+    """`out`'s lease as a job killed `seconds` ago left it: there, not renewed since."""
+    import os
+    import time
+
+    (out / shards.LEASE).touch()
+    os.utime(out / shards.LEASE, (time.time() - seconds,) * 2)
+
+
 def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_completed(tmp_path, capsys):
-    """A first run that failed before its first shard (its MLflow run ended FAILED): a rerun with other settings
-    may use the same folder. While that run may still be going (its MLflow run RUNNING: a live job, or a killed
-    one), or once a shard is complete, the folder is refused."""
+    """A first run that predicted no shard: a rerun with other settings may use the same folder, once that run's
+    lease is stale (a killed job: its MLflow run, left RUNNING, is ended as KILLED). While the lease is fresh, or
+    once a shard is complete, the folder is refused."""
     from mlflow.tracking import MlflowClient
 
     from bert_core.config import ConfigError
@@ -66,18 +75,76 @@ def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_complete
     shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, [], wrong),
                                               "mlflow": {"tracking_uri": uri, "run_id": first}})
     shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 4})  # started, never completed
-    with pytest.raises(ConfigError, match=r"may still be writing there"):
-        _open_manifest(out, cfg, model, [], right)  # its run is RUNNING
-    client.set_terminated(first, "FAILED")
+    _stale(out, shards.LEASE_S / 2)
+    with pytest.raises(ConfigError, match=rf"is writing there \(its lease was renewed \d+ s ago; MLflow run {first}"):
+        _open_manifest(out, cfg, model, [], right)
+    _stale(out, shards.LEASE_S * 2)  # killed: its run stays RUNNING, its lease ages
     manifest = _open_manifest(out, cfg, model, [], right)
     assert manifest["basis"] == right and not (out / "shards" / "00000-000000").exists()
-    assert "predicted no row: starting over" in capsys.readouterr().out
-    shards.write_json(out / shards.MANIFEST, manifest)
+    assert client.get_run(first).info.status == "KILLED"
+    printed = capsys.readouterr().out
+    assert "predicted no row: starting over" in printed and f"MLflow run {first}) stopped renewing" in printed
+    shards.write_json(out / shards.MANIFEST, {**manifest, "mlflow": {"tracking_uri": uri, "run_id": first}})
     shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 1})
     shards.write_part(out, "00000-000000", part([0]))
     with pytest.raises(ConfigError, match=r"another model or input \(differs in columns\)"):
         _open_manifest(out, cfg, model, [], wrong)
     assert _open_manifest(out, cfg, model, [], right)["basis"] == right  # the same settings: resumed
+
+
+def test_the_same_command_started_again_while_the_first_runs_is_refused_leaving_its_shards(tmp_path):
+    """Overlapping cron runs: the second start of the same command (the same basis) must not clear the first job's
+    shard in flight. It is refused while the first job holds the folder's lease, and resumes the folder once that
+    job ended (its lease gone) or died (its lease stale)."""
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import ModelRef, _basis, _open_manifest
+
+    data, out, uri = tmp_path / "in.txt", tmp_path / "out", f"sqlite:///{tmp_path}/mlflow.db"
+    data.write_text("a\nb\n")
+    files = [(str(data), "text")]
+    cfg = PredictConfig(model="m", input=str(data), output=str(out))
+    model = ModelRef("m", tmp_path, "classification", digest="d")
+    client = MlflowClient(uri)
+    first = client.create_run(client.create_experiment("predict")).info.run_id
+    shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, files, _basis(cfg, model, files)),
+                                              "mlflow": {"tracking_uri": uri, "run_id": first}})
+    shards.write_rows(out, "00000-000000", {"file": str(data), "first": 0, "rows": 2})
+    shards.write_part(out, "00000-000000", part([0]))  # the first job's shard, half predicted
+    with shards.lease(out):  # the first job, writing
+        with pytest.raises(ConfigError, match=rf"same model and input .*is writing there .*MLflow run {first}"):
+            _open_manifest(out, cfg, model, files, _basis(cfg, model, files))
+    assert len(shards.state(out, "00000-000000").parts) == 1  # nothing of the first job's touched
+    assert not (out / shards.LEASE).exists()  # released as the job ends
+    resumed = _open_manifest(out, cfg, model, files, _basis(cfg, model, files))
+    assert resumed["status"] == "running"  # a third start sees this job as running
+    assert client.get_run(first).info.status == "KILLED"  # left RUNNING without a lease: a dead job's
+
+
+def test_an_input_file_named_in_another_encoding_is_refused_before_any_work(tmp_path, monkeypatch):
+    """A file name that is not UTF-8 ('caf\\xe9.csv' from a Latin-1 system) cannot be recorded in the manifest, the
+    shards or the MLflow run: the job refuses it before its manifest, MLflow or Ray, naming it escaped, and asks for
+    a rename."""
+    import os
+
+    from bert_core.config import ConfigError
+    from jobs import predict
+    from jobs.config.predict import PredictConfig
+    from jobs.runtime import cluster
+
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    (folder / "good.csv").write_text("text\na\n")
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.csv"), "w") as f:
+        f.write("text\nb\n")
+    monkeypatch.setattr(cluster, "init_ray", lambda: pytest.fail("the job went on to Ray"))
+    cfg = PredictConfig(model="m", input=str(folder), output=str(out))
+    model = predict.ModelRef("m", tmp_path, "classification", digest="d")
+    with pytest.raises(ConfigError, match=r"input file b'.*/caf\\xe9.csv' has a name that is not UTF-8.*rename it"):
+        predict._run(cfg, model, f"sqlite:///{tmp_path}/mlflow.db", out, 0.0)
+    assert not out.exists()
 
 
 def test_parts_are_typed_so_a_part_without_any_span_reads_with_the_others(tmp_path):
@@ -114,7 +181,7 @@ def test_a_rerun_over_an_edited_input_file_is_refused_naming_it(tmp_path):
     def basis():
         return _basis(cfg, model, files)
 
-    shards.write_json(out / shards.MANIFEST, _open_manifest(out, cfg, model, files, basis()))
+    shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, files, basis()), "status": "complete"})
     shards.write_rows(out, "00000-000000", {"file": str(data), "rows": 1})
     shards.write_part(out, "00000-000000", part([0]))
     assert _open_manifest(out, cfg, model, files, basis())["basis"] == basis()  # untouched: resumed

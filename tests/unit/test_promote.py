@@ -194,6 +194,38 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
     assert len(again.stderr.strip().splitlines()) == 1, again.stderr  # one line, no traceback
 
 
+def test_a_champion_moved_while_judging_is_not_replaced_by_a_model_never_compared_with_it(models, tmp_path,
+                                                                                         monkeypatch):
+    """Two promotions at once: while v2 is scored against champion v1, another promotion crowns v3. v2's evidence
+    is against v1, not v3: nothing moves, the error says why, and the promotion run and v2's tags record it."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry.versions import move_alias
+
+    task, dirs = models
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    v1 = register(uri, task, dirs["weak"])
+    assert judge(uri, tmp_path / "art").decision == "promoted"
+    v3 = register(uri, task, dirs["same"])
+    v2 = register(uri, task, dirs["good"])
+    scored = promote._judge
+
+    def meanwhile(*args, **kwargs):
+        out = scored(*args, **kwargs)
+        move_alias(client, NAME, "champion", v3, "promoted: by the other promotion")
+        return out
+
+    monkeypatch.setattr(promote, "_judge", meanwhile)
+    with pytest.raises(ValueError, match=rf"@champion moved from v{v1} to v{v3} while v{v2} was judged against v{v1}"):
+        judge(uri, tmp_path / "art", version=int(v2))
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == v3
+    tags = client.get_model_version(NAME, v2).tags
+    assert tags["promotion.decision"] == "refused" and "nothing moved" in tags["promotion.reason"]
+    assert client.get_run(tags["promotion.run_id"]).data.tags["decision"] == "refused"
+    assert not [m for m in promote.history(client, NAME) if m.startswith(f"champion v{v3} -> v{v2}")]
+
+
 def test_refused_before_any_evaluation(models, tmp_path):
     from bert_core.config import ConfigError
 

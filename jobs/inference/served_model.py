@@ -1,0 +1,88 @@
+"""A fine-tuned model as MLflow serves it where a transformers pipeline would answer otherwise than batch prediction
+(jobs/inference/kinds.SERVED_KINDS): a pyfunc over jobs/inference/predictor.Predictor, the code jobs/predict.py
+runs, so a POST to `mlflow models serve`'s /invocations answers what a prediction job writes (its output columns,
+jobs/inference/kinds.OUTPUT_COLUMNS).
+
+    question-answering    transformers 5 has no pipeline for it (jobs/inference/qa_model.py)
+    multi-label           the pipeline answers the top label only and knows no threshold; this answers every label
+                          over the model's trained `multi_label_threshold`
+    token-classification  the pipeline must answer the "O" groups to be served (MLflow fails a request on an input
+                          that answers nothing), and those take part in the merge of overlapping windows, where the
+                          longer "O" stretch drops an entity one window found; this answers the entities alone
+
+    input   a table: `question` and `context` (QA); `text` and, for a classifier, an optional `text_pair`; or one
+            unnamed column of texts (what a JSON list of strings becomes)
+
+The model folder travels as the pyfunc's artifact `model` (jobs/finetune.find_hf_folder finds it in a download, so
+`init=models:/NAME@alias` and jobs/predict.py read it as they read any registered model), the task's settings as its
+`model_config` (QASettings' fields, multi_label_threshold). The class is pickled by reference: the model loads where
+this project is installed, as `mlflow models serve --env-manager local` in its environment does (MLflow's code_paths
+would copy the code along, but loading such a model in a process that already imported `jobs` makes MLflow drop and
+re-import the package from the copy).
+"""
+
+from __future__ import annotations
+
+import mlflow.pyfunc
+
+
+def missing(value) -> bool:
+    """A null cell: None, NaN or pandas' NA (what a JSON null becomes in a request's table)."""
+    import pandas as pd
+
+    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
+
+
+class PredictorModel(mlflow.pyfunc.PythonModel):
+    def load_context(self, context) -> None:
+        from jobs.inference.kinds import QASettings
+        from jobs.inference.predictor import Predictor
+
+        config = context.model_config or {}
+        self.predictor = Predictor(context.artifacts["model"], qa=QASettings.from_task(config),
+                                   threshold=float(config.get("multi_label_threshold", 0.5)))
+
+    def __getstate__(self):
+        """Pickled without a loaded model: MLflow runs the input example through the instance before it pickles it,
+        and the weights would be stored a second time beside the model's artifact; load_context loads them."""
+        return {k: v for k, v in self.__dict__.items() if k != "predictor"}
+
+    def predict(self, context, model_input, params=None):
+        import pandas as pd
+
+        from jobs.inference.kinds import OUTPUT_COLUMNS
+
+        kind = self.predictor.kind
+        rows, empty = self.rows(model_input)
+        answers = iter(self.predictor.predict([r for r in rows if r is not None]))
+        out = [empty if r is None else next(answers) for r in rows]
+        return pd.DataFrame([{k: a[k] for k in OUTPUT_COLUMNS[kind]} for a in out], columns=list(OUTPUT_COLUMNS[kind]))
+
+    def rows(self, table) -> tuple[list[dict | None], dict]:
+        """The predictor's rows of `table` (None for a question-answering row without a question or a context: it
+        answers `empty`, no answer); raises on a missing column, or a null text, naming it."""
+        import pandas as pd
+
+        table = table if isinstance(table, pd.DataFrame) else pd.DataFrame({"text": list(table)})
+        kind = self.predictor.kind
+        if kind == "question-answering":
+            absent = {"question", "context"} - set(table.columns)
+            if absent:
+                raise ValueError(f"question answering needs the columns question and context; missing: "
+                                 f"{', '.join(sorted(absent))}")
+            empty = {"answer": "", "answer_start": -1, "score": None, "null_score": None}
+            return [None if missing(q) or missing(c) else {"id": str(i), "question": str(q), "context": str(c)}
+                    for i, (q, c) in enumerate(zip(table["question"], table["context"]))], empty
+        if "text" not in table.columns and len(table.columns) != 1:
+            raise ValueError(f"{kind} needs a column text (or a single column of texts); got "
+                             f"{', '.join(map(str, table.columns))}")
+        texts = table["text"] if "text" in table.columns else table[table.columns[0]]
+        nulls = [i for i, t in enumerate(texts) if missing(t)]
+        if nulls:
+            more = f" and {len(nulls) - 1} more" if nulls[1:] else ""
+            raise ValueError(f"{kind}: row {nulls[0]}{more} has no text (null)")
+        if kind == "token-classification":
+            return [{"id": str(i), "text": str(t)} for i, t in enumerate(texts)], {}
+        pairs = list(table["text_pair"]) if "text_pair" in table.columns else [None] * len(texts)
+        return [{"id": str(i), "text_a": str(t), "text_b": None if missing(p) else str(p)}
+                for i, (t, p) in enumerate(zip(texts, pairs))], {}

@@ -1,0 +1,133 @@
+"""jobs/inference/served_model.py: the registered model MLflow serves (multi-label, token classification, question
+answering) answers what batch prediction (jobs/inference/predictor.py) computes: the same entities where windows
+overlap, every label over the model's trained threshold, no answer from a null question or context."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_predictor import TAGS, tiny
+
+from jobs.inference.predictor import Predictor
+from jobs.inference.served_model import PredictorModel
+
+
+def served(predictor: Predictor) -> PredictorModel:
+    model = PredictorModel()
+    model.predictor = predictor  # what load_context builds from the artifact and model_config
+    return model
+
+
+def test_an_entity_one_overlapping_window_finds_is_kept_by_batch_and_served_predictions(tmp_path):
+    """60 words, a 32-position model: "paris" lies in the overlap of two windows; one tags it B-LOC, the other O. The
+    "O" groups must not take part in the windows' merge (the longer "O" stretch would win and drop the entity)."""
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                  label2id={v: i for i, v in enumerate(TAGS)}, max_position_embeddings=32)
+    predictor = Predictor(folder, cpu_kernels="torch")
+    paris = predictor.tokenizer.convert_tokens_to_ids("paris")
+    for at in range(60):  # a place in the overlap
+        words = ["a"] * 60
+        words[at] = "paris"
+        row = {"id": "r", "text": " ".join(words)}
+        encoded = predictor.encode([row])
+        hits = [k for k, w in enumerate(encoded[0]["windows"]) if paris in w["input_ids"]]
+        if len(hits) == 2:
+            break
+    start = row["text"].index("paris")
+    for tagging in hits:
+        logits = []
+        for k, w in enumerate(encoded[0]["windows"]):
+            lg = np.zeros((len(w["input_ids"]), len(TAGS)), np.float32)
+            lg[:, 0] = 5.0  # "O" everywhere ...
+            if k == tagging:
+                lg[w["input_ids"].index(paris)] = [0, 5, 0, 0, 0]  # ... but this window's B-ORG for "paris"
+            logits.append(lg)
+        expected = [("ORG", "paris", start, start + 5)]
+        (ours,) = predictor.decode([row], encoded, [logits])
+        assert [(e["entity_group"], e["word"], e["start"], e["end"]) for e in json.loads(ours["entities"])] == expected
+        model = served(predictor)
+        model.predictor.forward = lambda enc, lg=logits: [lg]
+        answer = model.predict(None, pd.DataFrame({"text": [row["text"]]}))
+        assert list(answer.columns) == ["entities"]
+        assert [(e["entity_group"], e["word"], e["start"], e["end"])
+                for e in json.loads(answer["entities"][0])] == expected
+
+
+def multi_label(tmp_path) -> str:
+    """A multi-label classifier answering the probabilities 0.047, 0.119, 0.269 for labels a, b, c, whatever the
+    text."""
+    import transformers
+
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=3, problem_type="multi_label_classification",
+                  id2label={0: "a", 1: "b", 2: "c"}, label2id={"a": 0, "b": 1, "c": 2})
+    model = transformers.BertForSequenceClassification.from_pretrained(folder)
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor([-3.0, -2.0, -1.0]))
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_a_served_multi_label_model_and_a_runs_uri_use_the_trained_threshold(tmp_path):
+    """Logged as the fine-tuning job logs it (with its task_config; its run's config holds
+    task.multi_label_threshold), the served model answers batch prediction's labels: each one over the trained
+    threshold, not the top one alone; predicting `runs:/ID/model` reads that threshold from the run too (a registered version's task_config first; a sweep
+    trial's from its parent's finetune.task.*)."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import _threshold, resolve_model
+    from jobs.registry import tracking
+    from jobs.registry.model_logging import log_release_model, task_settings
+
+    folder = multi_label(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = tracking.start_run(uri, "ml", str(tmp_path / "art"), "ml", {"task": {"multi_label_threshold": 0.1}})
+    with mlflow.start_run(run_id=run_id):
+        info = log_release_model(folder, None, "text-classification", ["hello", "a fine day"],
+                                 settings={"multi_label_threshold": 0.1})  # tracking.finish_run's task_config
+    texts = ["hello", "a fine day"]
+    answer = mlflow.pyfunc.load_model(info.model_uri).predict(texts)  # a request {"inputs": [...]}, as before
+    ours = Predictor(folder, threshold=0.1, cpu_kernels="torch").predict(
+        [{"id": str(i), "text_a": t} for i, t in enumerate(texts)])
+    assert [json.loads(v) for v in answer["labels"]] == [["b", "c"]] * 2 == [json.loads(p["labels"]) for p in ours]
+    assert list(answer["score"]) == pytest.approx([p["score"] for p in ours], abs=1e-6)
+    assert json.loads(Predictor(folder, threshold=0.5, cpu_kernels="torch").predict(
+        [{"id": "0", "text_a": "hello"}])[0]["labels"]) == []
+
+    model = resolve_model(f"runs:/{run_id}/model", uri, tmp_path / "download")
+    assert model.kind == "multi-label" and _threshold(PredictConfig(), model) == pytest.approx(0.1)
+    client = MlflowClient(uri)
+    experiment = client.get_run(run_id).info.experiment_id
+    parent = client.create_run(experiment).info.run_id
+    client.log_param(parent, "finetune.task.multi_label_threshold", "0.2")
+    trial = client.create_run(experiment, tags={"mlflow.parentRunId": parent}).info.run_id
+    client.log_param(trial, "task.doc_stride", "32")
+    assert task_settings(client, trial) == {"multi_label_threshold": "0.2", "doc_stride": "32"}
+    client.create_registered_model("ml")
+    client.create_model_version("ml", info.model_uri, run_id=trial, tags={"task_config": '{"doc_stride": 48}'})
+    assert task_settings(client, trial) == {"doc_stride": 48}
+
+
+def test_a_null_question_or_context_is_answered_as_no_answer_not_from_the_word_none(tmp_path):
+    from jobs.inference.kinds import QASettings
+    from jobs.inference.qa_model import QuestionAnswering
+
+    folder = tiny(tmp_path, "BertForQuestionAnswering")
+    model = QuestionAnswering()
+    model.predictor = Predictor(folder, qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16),
+                                cpu_kernels="torch")
+    context = "the river flows past Paris and London"
+    table = pd.DataFrame({"question": ["where does it flow", None, "what is it"],
+                          "context": [context, context, float("nan")]})
+    answer = model.predict(None, table)
+    alone = model.predictor.predict([{"id": "0", "question": "where does it flow", "context": context}])[0]
+    assert (answer["answer"][0], answer["answer_start"][0]) == (alone["answer"], alone["answer_start"])
+    assert list(answer["answer"][1:]) == ["", ""] and list(answer["answer_start"][1:]) == [-1, -1]
+    assert answer["score"][1:].isna().all()
+    with pytest.raises(ValueError, match="row 1 has no text"):
+        served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(
+            None, pd.DataFrame({"text": ["fine", None]}))
