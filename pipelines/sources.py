@@ -9,7 +9,8 @@ resolved files (stable across runs, machines and worker counts for the same sour
 if sources are added above that directory), <n> the 0-based line (JSONL), element (a .json file
 holding one JSON array), row (parquet) or page id (wiki XML). A text file is cut into
 documents at the first blank line at or after every TEXT_DOCUMENT_BYTES; a document's <n> is
-the line it starts on (a book under 1 MiB is one document, "<name>#0"). A reject that concerns a whole file
+the line it starts on (a book under 1 MiB is one document, "<name>#0"; no document passes
+MAX_TEXT_DOCUMENT_BYTES by more than a line). A reject that concerns a whole file
 (binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, malformed_parquet, and
 missing_text_column for parquet) has doc_id "<name>"; a parquet row group that cannot be decoded past some row
 is one "malformed_parquet" row at the first row lost. Files and their names: pipelines/source_files.py.
@@ -91,6 +92,9 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
 )
 SAMPLE_CHARS = 200
 TEXT_DOCUMENT_BYTES = 1 << 20  # a text file is cut into documents at the first blank line past every MiB
+# a text document with no blank line for this long (one sentence a line, a corpus a file: BookCorpus's
+# books_large_p1.txt, 2 GB) goes on as the next document at its next line: no task holds a whole file
+MAX_TEXT_DOCUMENT_BYTES = 8 * TEXT_DOCUMENT_BYTES
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
@@ -308,32 +312,44 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
     TEXT_DOCUMENT_BYTES (a book under that size is one document, "<name>#0"; a big file is a
     series of ~1 MiB documents, each starting at a paragraph, "<name>#<its first line>"). The
     cuts depend on the bytes alone: a span starting at a multiple of TEXT_DOCUMENT_BYTES
-    starts after the cut at or past its start and reads to the cut at or past its end."""
+    starts after the cut at or past its start and reads to the cut at or past its end; a span
+    with no cut inside it owns nothing. A document that reaches MAX_TEXT_DOCUMENT_BYTES without
+    a cut goes on as another at its next line, "<name>#<that line>": split by the span that owns
+    its start, the same way whatever the spans."""
     lines = _span_lines(stream, cfg.max_line_bytes, span)
     boundary = TEXT_DOCUMENT_BYTES
     if span.start > 0:  # find this span's first cut; the blank line there ends the span before
         for offset, _, line, _ in lines:
+            if not span.owns(offset):  # no cut inside this span: the document across it is a span before's
+                return
             if _blank(line):
                 break
         else:
             return
-        if not span.owns(offset):  # no cut inside this span: the document across it is a span before's
-            return
         boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
-    chunks, first, too_long = [], None, None
+    chunks, first, too_long, size, split = [], None, None, 0, False
+
+    def rest_of_split() -> bool:  # after a split, only blank lines before the cut: no document, nothing lost
+        return split and too_long is None and not any(c.strip() for c in chunks)
+
     for offset, number, line, head in lines:
         first = number if first is None else first
         if line is None:
             too_long = too_long or head
         elif too_long is None:
             chunks.append(line)
+            size += len(line)
         if _blank(line) and offset >= boundary:
-            yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
+            if not rest_of_split():
+                yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
             if not span.owns(offset):
                 return
-            chunks, first, too_long = [], None, None
+            chunks, first, too_long, size, split = [], None, None, 0, False
             boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
-    if first is not None:
+        elif size >= MAX_TEXT_DOCUMENT_BYTES:
+            yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
+            chunks, first, size, split = [], None, 0, True
+    if first is not None and not rest_of_split():
         yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
 
 

@@ -511,6 +511,29 @@ def test_text_ranges_read_the_whole_files_documents_once(tmp_path):
     assert len(whole) == 3 and split == whole
 
 
+def test_a_file_without_blank_lines_is_cut_into_bounded_documents_the_same_in_any_ranges(tmp_path):
+    """One sentence a line and no blank line (BookCorpus's books_large_p1.txt: 2 GB) was one document the size of
+    the file, held whole by one task. A document goes on as the next at its next line once it reaches
+    MAX_TEXT_DOCUMENT_BYTES; every text byte lands in exactly one document, however the file is split into ranges,
+    and trailing blank lines after such a cut are no empty document."""
+    from pipelines.sources import MAX_TEXT_DOCUMENT_BYTES
+
+    line = "A sentence of the corpus, one to a line, with no blank line anywhere in the file at all.\n"
+    per_document = -(-MAX_TEXT_DOCUMENT_BYTES // len(line))  # lines: the third document's cut is the file's end
+    data = (line * 3 * per_document + "\n").encode()
+    path = tmp_path / "books_large_p1.txt"
+    path.write_bytes(data)
+    whole = read(path, "books")
+    assert len(whole) == 3 and not [r for r in whole if r["reject_reason"]]
+    assert all(len(r["text"].encode()) <= MAX_TEXT_DOCUMENT_BYTES + len(line) for r in whole)
+    assert "".join(r["text"].replace("\n", " ") + " " for r in whole).split() == data.decode().split()
+    lines = [int(r["doc_id"].split("#")[1]) for r in whole]
+    assert lines == [0, per_document, 2 * per_document]
+    cuts = list(range(0, len(data), 1 << 20))
+    spans = [Span(a, b, data[:a].count(b"\n")) for a, b in zip(cuts, cuts[1:] + [-1])]
+    assert [r for span in spans for r in iter_documents(str(path), "books", cfg(path), span)] == whole
+
+
 def test_parquet_invalid_utf8_in_a_string_column_rejects_that_row_only(tmp_path):
     """A string column holding one latin-1 value: that row is invalid_utf8 (to_pylist of the batch would fail it
     whole), the others are read, and a range reads its own rejects."""
