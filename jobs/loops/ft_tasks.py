@@ -177,6 +177,8 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
                            max_seq_len=task.max_seq_len, version_2=task.version_2)
     for name, counts in streamed.rejected.items():
         rejected.setdefault(name, collections.Counter()).update(counts)
+    for reason, (path, where, excerpt) in streamed.samples.items():  # as _read_files says it for dev and select
+        print(f"[data] {path}: rejected ({reason}) {where}: {excerpt[:120]!r}", flush=True)
 
     def encoded(name: str, rows: list[dict]) -> list[dict]:  # a carved split was encoded in the cluster
         if name not in given or not streamed.labels:
@@ -199,6 +201,10 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
             why = {**rejected.get(name, {}), **leaks} or "none carved: raise task.selection_fraction"
             raise TaskDataError(f"task.{name}_file {spec or task.train_file!r}: no usable rows ({why}"
                                 + ("; rows whose input is also in another split leave this one" if leaks else "") + ")")
+        if kind == "regression" and len({r["label"] for r in rows}) == 1:  # else a NaN metric, taken for divergence
+            raise TaskDataError(f"task.{name}_file {spec or task.train_file!r}: every row's score is "
+                                f"{rows[0]['label']:g}: Pearson and Spearman are undefined without variation; give "
+                                + ("rows whose scores differ" if spec else "a larger task.selection_fraction"))
     rows = TaskRows(streamed.train, _indexed(select, task.max_eval_examples),
                     {"dev": _indexed(dev, task.max_eval_examples)}, labels=streamed.labels, dropped=dropped)
     rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}

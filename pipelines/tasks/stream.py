@@ -56,6 +56,7 @@ class StreamedRows:
     dev: list[dict] | None  # carved here (None: the caller read a dev file)
     labels: tuple
     rejected: dict[str, collections.Counter] = field(default_factory=dict)  # split -> reason -> rows
+    samples: dict[str, list] = field(default_factory=dict)  # the training files' reason -> [path, where, excerpt]
     dropped: dict[str, int] = field(default_factory=dict)  # leak -> rows
     truncated: int = 0  # training rows longer than max_seq_len word pieces
 
@@ -63,12 +64,17 @@ class StreamedRows:
 # -- pass 1: read ---------------------------------------------------------------------------------------------
 
 def _read(batch, kind: str, columns: Columns, version_2: bool = True):
-    """Files -> batches of JSON rows; each file batch's rejects ride along as one record with `row` empty."""
+    """Files -> batches of JSON rows; each file batch's rejects ride along as one record with `row` empty, with
+    where the first of each reason was (`samples`: reason -> [path, where, excerpt])."""
     for path, fmt in zip(batch["path"], batch["fmt"]):
         for part in read_file(str(path), str(fmt), kind, columns, version_2=version_2):
             rows = [json.dumps(r, ensure_ascii=False) for r in part.rows]
+            samples = {}
+            for reason, where, excerpt in part.samples:
+                samples.setdefault(reason, [str(path), where, excerpt])
             yield {"row": np.asarray([*rows, ""], dtype=object),
-                   "rejects": np.asarray([""] * len(rows) + [json.dumps(dict(part.rejects))], dtype=object)}
+                   "rejects": np.asarray([""] * len(rows) + [json.dumps(dict(part.rejects))], dtype=object),
+                   "samples": np.asarray([""] * len(rows) + [json.dumps(samples, ensure_ascii=False)], dtype=object)}
 
 
 def _rows(batch) -> list[dict]:
@@ -89,10 +95,12 @@ def _group(row: dict, kind: str, mode: str) -> str:
 
 def _survey(batch, kind: str) -> dict:
     """Pass 2, one record per block: rows, rejects, raw label names, documents, pairs."""
-    rows, rejects, names, documents = _rows(batch), collections.Counter(), set(), set()
-    for r in batch["rejects"]:
+    rows, rejects, names, documents, samples = _rows(batch), collections.Counter(), set(), set(), {}
+    for r, found in zip(batch["rejects"], batch["samples"]):
         if r:
             rejects.update(json.loads(r))
+            for reason, sample in json.loads(found).items():
+                samples.setdefault(reason, sample)
     for row in rows:
         if kind == "classification":
             names.add(str(row["label"]))
@@ -103,7 +111,8 @@ def _survey(batch, kind: str) -> dict:
             documents.add(str(row.get("document")))
         if len(names) > MAX_LABELS:
             break
-    return {"n": [len(rows)], "rejects": [json.dumps(rejects)], "names": [json.dumps(sorted(names))],
+    return {"n": [len(rows)], "rejects": [json.dumps(rejects)], "samples": [json.dumps(samples, ensure_ascii=False)],
+            "names": [json.dumps(sorted(names))],
             "documents": [json.dumps(sorted(documents)[:MIN_DOCS])], "docs_shared": [len(documents) < len(rows)],
             "pairs": [any(isinstance(r.get("text_b"), str) for r in rows)]}
 
@@ -220,13 +229,18 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
 
     survey = read.map_batches(_survey, batch_size=None, batch_format="numpy", fn_kwargs={"kind": kind}).take_all()
     rejected = {"train": collections.Counter()}
-    names, documents = set(), set()
+    names, documents, samples = set(), set(), {}
     for rec in survey:
         rejected["train"].update(json.loads(rec["rejects"]))
+        for reason, sample in json.loads(rec["samples"]).items():
+            samples.setdefault(reason, sample)
         names.update(json.loads(rec["names"]))
         documents.update(json.loads(rec["documents"]))
     if not sum(rec["n"] for rec in survey):
-        raise TaskDataError(f"task.train_file {spec!r}: no usable rows ({dict(rejected['train']) or 'empty'})")
+        first = next(iter(samples.items()), None)  # where the first reason was: the file and line to look at
+        raise TaskDataError(f"task.train_file {spec!r}: no usable rows ({dict(rejected['train']) or 'empty'})"
+                            + (f"; first: {first[0]} at {first[1][0]} {first[1][1]}: {first[1][2][:80]!r}"
+                               if first else ""))
     if len(names) > MAX_LABELS:
         raise TaskDataError(f"task.train_file {spec!r}: more than {MAX_LABELS:,} distinct labels; is the label column "
                             f"({columns.label!r}) a label?")
@@ -283,6 +297,6 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     in_select = set().union(*(json.loads(rec["in_select"]) for rec in stats)) if stats else set()
     kept_select = [r for r in select if not (leak_keys(r, kind) & in_select)]
     out = StreamedRows(StreamedSplit(train, n_train, digest.hexdigest()), kept_select, dev, tuple(labels),
-                       rejected=rejected, truncated=sum(rec["truncated"] for rec in stats))
+                       rejected=rejected, samples=samples, truncated=sum(rec["truncated"] for rec in stats))
     out.dropped = {"train_in_evaluation": train_leaks, "select_in_train": len(select) - len(kept_select)}
     return out

@@ -86,6 +86,31 @@ def test_a_split_left_with_no_rows_names_its_file(tmp_path, ray_up):
         loaded(task(f"task.train_file={train}", f"task.dev_file={dev}"))
 
 
+def test_a_training_files_rejects_say_where_the_first_of_each_reason_is(tmp_path, ray_up, capsys):
+    """The training files are read in Ray tasks: their rejects reached the driver as counts alone, so a bad line
+    was 'unparseable_label 1' with no file or line (dev and select, read on the driver, said where). The first
+    of each reason is printed with its file and line, and a file with no usable row names it in the error."""
+    rows = [{"text": f"row {i}", "label": "x" if i % 2 else "y"} for i in range(30)]
+    train = write_jsonl(tmp_path / "t.jsonl", rows)
+    train.write_text(train.read_text() + '{"text": "a bad one", "label": true}\n')
+    loaded(task(f"task.train_file={train}"))
+    assert f"[data] {train}: rejected (unparseable_label) line 31: " in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "a bad one", "label": true}\n')
+    with pytest.raises(ValueError, match=r"no usable rows \(\{'unparseable_label': 1\}\); first: unparseable_label at "
+                                         rf"{bad} line 1: "):
+        loaded(task(f"task.train_file={bad}"))
+
+
+def test_a_regression_split_whose_scores_are_all_equal_is_refused_before_training(tmp_path, ray_up):
+    """Pearson of a constant target is NaN: the first evaluation, after an epoch, stopped the run as 'the weights
+    diverged'. Refused on reading, naming the file and the score."""
+    train = write_jsonl(tmp_path / "t.jsonl", [{"text": f"row {i}", "label": i / 10} for i in range(30)])
+    dev = write_jsonl(tmp_path / "d.jsonl", [{"text": f"dev {i}", "label": 2.5} for i in range(5)])
+    with pytest.raises(ValueError, match=r"task.dev_file .*d.jsonl.*every row's score is 2.5: Pearson"):
+        loaded(task(f"task.train_file={train}", f"task.dev_file={dev}", "task.kind=regression"))
+
+
 def test_missing_columns_are_refused_with_the_columns_expected_and_found(tmp_path, ray_up):
     path = tmp_path / "t.csv"
     path.write_text("sentence,y\nhello,1\n")
