@@ -62,42 +62,50 @@ ABBREVIATIONS = frozenset("""
     vs eg ie cf al approx ca fig figs eq eqs vol vols pp ch sec op nos
 """.split())
 
-# A boundary candidate: terminal punctuation, optional closing quotes/brackets, whitespace.
-_BOUNDARY = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019\u00bb)\]]*\s+")
+# A boundary candidate: terminal punctuation (Latin, the Devanagari danda, the Arabic question mark and full stop),
+# optional closing quotes/brackets, whitespace; or CJK's ideographic full stop and full-width ! ?, which no space follows.
+_CLOSERS = "\"'\u201d\u2019\u00bb)\\]\u300d\u300f\uff09\u3011"
+_BOUNDARY = re.compile(rf"[.!?\u2026\u0964\u0965\u061f\u06d4]+[{_CLOSERS}]*\s+|[\u3002\uff01\uff1f]+[{_CLOSERS}]*\s*")
+_UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4")  # scripts without capitals: always an end
 _OPENERS = "\"'\u201c\u2018\u00ab([\u00bf\u00a1"
 _INITIALS = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]")  # "J", "U.S", "e.g" (before the final ".")
 
 
-def _ends_sentence(text: str, start: int, end: int) -> bool:
-    """Decide the candidate text[start:end] (punctuation + whitespace) from its neighbours."""
-    if end >= len(text):
+def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
+    """Decide the candidate text[start:end] (punctuation + whitespace) from its neighbours. A capital (or digit)
+    must follow, but not after a script's own terminator, nor at a line end (one sentence a line, as BookCorpus),
+    nor before a letter without case (Hebrew, Arabic, CJK), nor in a paragraph without capitals (`cased` false: a
+    lowercased corpus); abbreviations and initials hold in all of these."""
+    if end >= len(text) or text[start] in _UNCASED_ENDS:
         return True
     nxt = text[end]
     if nxt in _OPENERS and end + 1 < len(text):
         nxt = text[end + 1]
-    if not (nxt.isupper() or nxt.isdigit()):
+    if not (nxt.isupper() or nxt.isdigit() or not cased or "\n" in text[start:end]
+            or (nxt.isalpha() and not nxt.islower())):
         return False  # '"Stop." he said', 'e.g. a latte', 'Wait... what?'
     if text[start] != "." or text.startswith("..", start):
         return True  # "?", "!", and an ellipsis before a capital
     word = text[max(0, start - 24):start].rpartition(" ")[2].lstrip(_OPENERS)
-    if _INITIALS.fullmatch(word):
-        return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next")
+    if word != "I" and _INITIALS.fullmatch(word):
+        return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
     return word.replace(".", "").lower() not in ABBREVIATIONS
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split normalised text into sentences; a paragraph break always ends a sentence."""
+    """Split normalised text into sentences; a paragraph break always ends a sentence, a soft line break
+    (a "\n" inside a paragraph) becomes a space and ends one after terminal punctuation (_ends_sentence)."""
     sentences = []
     for paragraph in text.split("\n\n"):
-        paragraph = paragraph.replace("\n", " ").strip()
-        start = 0
+        paragraph = paragraph.strip()
+        start, cased = 0, paragraph != paragraph.lower()
         for m in _BOUNDARY.finditer(paragraph):
-            if _ends_sentence(paragraph, m.start(), m.end()):
+            if _ends_sentence(paragraph, m.start(), m.end(), cased):
                 sentence = paragraph[start:m.end()].rstrip()
                 if sentence:
-                    sentences.append(sentence)
+                    sentences.append(sentence.replace("\n", " "))
                 start = m.end()
         tail = paragraph[start:].rstrip()
         if tail:
-            sentences.append(tail)
+            sentences.append(tail.replace("\n", " "))
     return sentences

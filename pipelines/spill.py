@@ -101,6 +101,10 @@ class DocumentTokenizer:
         self.tok.no_padding()
         self.tok.add_special_tokens([AddedToken(SENTENCE_MARK, special=True, normalized=False)])
         self.mark = self.tok.token_to_id(SENTENCE_MARK)
+        # "[SEP]", "[MASK]", "[PAD]" written in a document are its text, not the tokens (the tokenizer would match
+        # them): a space after the "[" leaves BERT's pre-tokenizer the pieces it makes of "[SEP]" as text
+        self.literal = [t.content for t in self.tok.get_added_tokens_decoder().values()
+                        if t.special and t.content != SENTENCE_MARK and len(t.content) > 1]
         self.ids_type = token_type(vocab_size)
         self.cfg, self.layout, self.spill_dir = cfg, layout, spill_dir
 
@@ -134,7 +138,8 @@ class DocumentTokenizer:
         shards = np.array([self.layout.shard_of(int(k)) for k in keys], dtype=np.int32)
         flat, lengths = [], []
         for start in range(0, len(texts), TOKENIZE_BATCH_DOCS):
-            joined = [SENTENCE_MARK.join(split_sentences(t)) for t in texts[start:start + TOKENIZE_BATCH_DOCS]]
+            joined = [SENTENCE_MARK.join(split_sentences(self._as_text(t)))
+                      for t in texts[start:start + TOKENIZE_BATCH_DOCS]]
             encodings = self.tok.encode_batch_fast(joined, add_special_tokens=False)
             n = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
             flat.append(np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(n.sum())))
@@ -149,6 +154,13 @@ class DocumentTokenizer:
             "offsets": pa.ListArray.from_arrays(offsets[0], pa.array(offsets[1])),
         }, schema=spill_schema(self.ids_type))
         return table, shards
+
+    def _as_text(self, text: str) -> str:
+        """`text` with the special tokens' strings in it broken up, so they are tokenized as the text they are."""
+        for special in self.literal:
+            if special in text:
+                text = text.replace(special, f"{special[0]} {special[1:]}")
+        return text
 
 
 _WORKERS: dict[str, DocumentTokenizer] = {}  # per worker process: the current run's, by its spill folder

