@@ -466,6 +466,8 @@ def _read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span:
         reader = pq.ParquetFile(stream)
         schema = reader.schema_arrow
     except (pa.ArrowException, OSError, ValueError) as e:  # OSError: a footer pyarrow cannot deserialize
+        if not _undecodable(e):
+            raise
         yield _reject(name, path, "malformed_parquet", f"{path}: {e}")
         return
     if cfg.text_column not in schema.names:
@@ -495,11 +497,20 @@ def _read_row_group(reader: pq.ParquetFile, group: int, first: int, name: str, p
                 yield _parquet_row(f"{name}#{row}", path, text, cfg)
                 row += 1
     except (pa.ArrowException, OSError, ValueError) as e:
+        if not _undecodable(e):
+            raise
         yield _reject(f"{name}#{row}", path, "malformed_parquet", f"rows {row}-{last} (row group {group}): {e}")
         return
     if row <= last:  # a damaged page header can end the group early without an error
         yield _reject(f"{name}#{row}", path, "malformed_parquet",
                       f"rows {row}-{last} (row group {group}): missing from its pages")
+
+
+def _undecodable(e: Exception) -> bool:
+    """Whether pyarrow failed on the file's bytes (bad data: counted), not on reading them (a network reset, a disk
+    error, a timeout: raised, so the job fails or Ray retries, rather than rows counted as malformed). pyarrow
+    raises a bare OSError without errno for data it cannot decode; an I/O error carries an errno or a subclass."""
+    return not isinstance(e, OSError) or (type(e) is OSError and e.errno is None)
 
 
 def _is_text_type(t: pa.DataType) -> bool:

@@ -578,6 +578,29 @@ def test_a_damaged_parquet_row_group_is_counted_and_the_rest_read(tmp_path, comp
     assert split == whole
 
 
+def test_a_parquet_read_that_fails_on_io_is_raised_not_counted_as_bad_rows(tmp_path):
+    """A network reset mid-file (an s3 or gcs read) is no malformed row group: counted as one, its rows were lost
+    without a retry. An I/O error (an errno or an OSError subclass) is raised; pyarrow's own bare OSError for bytes it
+    cannot decode (the test above) is counted."""
+    import io
+
+    from pipelines.sources import _read_parquet
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": [f"Document number {i} of the table." for i in range(40)]}), path,
+                   row_group_size=10, use_dictionary=False)
+    data, cut = path.read_bytes(), pq.read_metadata(path).row_group(2).column(0).data_page_offset
+
+    class Resetting(io.BytesIO):
+        def read(self, n=-1):
+            if self.tell() <= cut < self.tell() + (len(data) if n is None or n < 0 else n):
+                raise ConnectionResetError(104, "Connection reset by peer")
+            return super().read(n)
+
+    with pytest.raises(ConnectionResetError):
+        list(_read_parquet(Resetting(data), "d", str(path), cfg(path), Span()))
+
+
 def test_symlinked_folders_are_followed_once(tmp_path):
     """A folder symlink inside a source folder is walked as `find -L` does; a link to an ancestor or a second link
     to one folder reads nothing twice and does not recurse."""
