@@ -99,9 +99,13 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
         check_columns(files, model.kind, cfg.columns, labeled=False)  # before the manifest and Ray
     except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
         raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
-    manifest = _open_manifest(output, cfg, model, files, _basis(cfg, model, files))
-    with shards.lease(output):  # a second start of this job is refused while it writes here
-        return _fill(cfg, model, uri, output, started, files, manifest)
+    try:
+        with shards.lease(output):  # a second start while this job writes here is refused
+            manifest = _open_manifest(output, cfg, model, files, _basis(cfg, model, files))
+            return _fill(cfg, model, uri, output, started, files, manifest)
+    except shards.LeaseHeld as held:
+        raise ConfigError(f"output {output}: another prediction job is writing there ({held}): give a new output "
+                          "folder, or wait for it") from None
 
 
 def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started: float, files,
@@ -221,12 +225,13 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     path = output / shards.MANIFEST
     if path.is_file():
         old = json.loads(path.read_text())
-        if old.get("basis") == basis:  # the same command again: not while the earlier one may be writing its shards
-            _refuse_if_running(output, old, "prediction of the same model and input (an overlapping start?)")
+        _end_dead_run(output, old)  # this job holds the lease: an earlier one still "running" was killed
+        if old.get("basis") == basis:
             return {**old, "status": "running"}
         before = old.get("basis", {})
         changed = ", ".join(sorted(k for k in basis if before.get(k) != basis[k])).replace(
-            "positions", "positions (an earlier version of jobs/predict.py wrote it)")
+            "positions", "positions (an earlier version of jobs/predict.py wrote it)").replace(
+            "settings", "settings (the threshold, QA windows or tagging in effect)")
         if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
             was = dict(zip(before["files"], before["file_versions"]))
             edited = [path for path, version in zip(basis["files"], basis["file_versions"]) if was[path] != version]
@@ -236,11 +241,10 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         if any(state.complete and state.rows for state in found.values()):
             raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
                               f"{changed}): give a new output folder, or remove that one")
-        _refuse_if_running(output, old, f"prediction with another {changed}")
         shutil.rmtree(output / shards.SHARDS, ignore_errors=True)  # nothing predicted there: all of it goes
         print(f"[predict] {output}: an earlier run with another {changed} predicted no row: starting over",
               flush=True)
-    elif output.is_dir() and any(output.iterdir()):
+    elif output.is_dir() and any(p.name != shards.LEASE for p in output.iterdir()):
         raise ConfigError(f"output {output} is not empty and holds no {shards.MANIFEST}: give a new or empty folder")
     output.mkdir(parents=True, exist_ok=True)
     from jobs.inference.kinds import OUTPUT_COLUMNS
@@ -253,30 +257,35 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
             "shards": {}}
 
 
-def _refuse_if_running(output: Path, old: dict, what: str) -> None:
-    """Refused while the job of manifest `old` may still write to `output` (a rerun clears the shards it has not
-    completed): its lease fresh (shards.lease). A job killed outright (SIGKILL, a lost node) stops renewing it and
-    leaves its MLflow run RUNNING: after shards.LEASE_S its rerun goes on, and ends that run as KILLED."""
+def _end_dead_run(output: Path, old: dict) -> None:
+    """The job of manifest `old`, while this one holds the folder's lease, is not running: if its manifest and its
+    MLflow run still say so, it was killed outright (SIGKILL, a lost node) and never ended them: its run ends as
+    KILLED, and this job takes the folder over."""
     from jobs.registry import tracking
 
-    age = shards.lease_age(output)
     earlier = old.get("mlflow", {})
     uri, run_id = earlier.get("tracking_uri", ""), earlier.get("run_id", "")
-    if age < shards.LEASE_S:
-        raise ConfigError(f"output {output}: an earlier {what} is writing there (its lease was renewed {age:.0f} s "
-                          f"ago; MLflow run {run_id or '?'}): give a new output folder, or wait for it")
     if old.get("status") == "running" and run_id and tracking.may_still_run(uri, run_id):
         tracking.end_dead_run(uri, run_id)
-        when = "left no lease" if age == float("inf") else f"stopped renewing its lease {age:.0f} s ago"
-        print(f"[predict] {output}: the earlier job (MLflow run {run_id}) {when}: taken as dead, its run ended "
-              "as KILLED", flush=True)
+        print(f"[predict] {output}: the earlier job (MLflow run {run_id}) was killed before it ended: its run ended as "
+              "KILLED, this job takes the folder over", flush=True)
 
 
 def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:
-    """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal."""
+    """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal;
+    `settings`, the ones the kind predicts with (the threshold and QA windows in effect, however given; how a
+    tagger's windows merge), for the kinds that have them."""
+    from dataclasses import asdict
+
+    from jobs.inference.kinds import QASettings
+
+    settings = {"multi-label": lambda: {"threshold": _threshold(cfg, model)},
+                "question-answering": lambda: asdict(QASettings.from_task(model.task)),
+                "token-classification": lambda: {"windows": "merged without their O groups"}}.get(model.kind)
     return {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files],
             "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
-            "shard_rows": cfg.shard_rows, "threshold": cfg.threshold, "precision": cfg.precision, "positions": "file"}
+            "shard_rows": cfg.shard_rows, "threshold": cfg.threshold, "precision": cfg.precision, "positions": "file",
+            **({"settings": settings()} if settings else {})}
 
 
 # -- 3. Ray Data -------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
     <output>/manifest.json                           the job's record (model, version, inputs, shards, counts)
     <output>/shards/<shard>/_rows.json               the shard's input: file, first position, rows, rejects (first)
     <output>/shards/<shard>/part-<first>-<n>-<h>.parquet   predictions of n of its rows, from position `first`
-    <output>/.lease                                  touched every few seconds while a job writes the folder
+    <output>/.lease                                  locked (flock) by the job writing the folder: who, since when
 
 A shard is the k-th run of `shard_rows` consecutive readable rows of one input file (pipelines/tasks/files.py
 reads a file the same way every time), named `<file index>-<k>`. A row's position is its place among its file's
@@ -13,18 +13,20 @@ beside its name, then renamed), so a killed job leaves complete files only. A sh
 _rows.json is there and its parts hold that many rows; a rerun removes the parts of every other shard and
 predicts it again, so each input row is predicted exactly once in the output. A part's name comes from the rows
 it holds: a retried task (an actor that died) writes the same part again, over itself. A job holds the folder's
-lease (`lease`) while it writes there: a second start of it (overlapping cron runs) is refused while the lease is
-fresh, and a job killed outright (SIGKILL, a lost node) stops renewing it, so its rerun goes on after LEASE_S.
+lease (`lease`) while it writes there: a second start (overlapping cron runs) is refused at once, and a job killed
+outright leaves it free, so its rerun goes on at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
 import json
+import os
 import shutil
-import threading
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,36 +40,30 @@ MANIFEST = "manifest.json"
 ROWS = "_rows.json"
 SHARDS = "shards"
 LEASE = ".lease"
-LEASE_S = 60.0  # a lease not renewed for this long is a dead job's (renewed every LEASE_S / 6)
+
+
+class LeaseHeld(RuntimeError):
+    """Another live job holds the output folder's lease; its text says who (pid, host, since when)."""
 
 
 @contextlib.contextmanager
 def lease(output: Path):
-    """Hold `output`'s lease while the block runs: its file touched now and every LEASE_S / 6 s, removed after."""
-    path, stop = output / LEASE, threading.Event()
+    """Hold `output`'s lease while the block runs: an exclusive flock on <output>/.lease, which the kernel releases
+    when the holder exits, killed outright (SIGKILL, OOM) too. A second holder is refused at once (LeaseHeld). The
+    file stays: unlinking it would let a process that opened the old file lock it beside a new one."""
     output.mkdir(parents=True, exist_ok=True)
-    path.touch()
-
-    def renew():
-        while not stop.wait(LEASE_S / 6):
-            path.touch()
-
-    beat = threading.Thread(target=renew, name="prediction-lease", daemon=True)
-    beat.start()
+    fd = os.open(output / LEASE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LeaseHeld(os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "a job") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
+                  .encode(), 0)
         yield
     finally:
-        stop.set()
-        beat.join()
-        path.unlink(missing_ok=True)
-
-
-def lease_age(output: Path) -> float:
-    """Seconds since `output`'s lease was last renewed (inf: no lease)."""
-    try:
-        return max(0.0, time.time() - (output / LEASE).stat().st_mtime)
-    except FileNotFoundError:
-        return float("inf")
+        os.close(fd)  # releases the lock
 
 
 def shard_id(file_index: int, k: int) -> str:

@@ -114,7 +114,7 @@ class FileBatch:
 
     def reject(self, reason: str, where: str, record) -> None:
         self.rejects[reason] += 1
-        if len(self.samples) < _BATCH_SAMPLES:
+        if len(self.samples) < _BATCH_SAMPLES or all(r != reason for r, _, _ in self.samples):  # each reason's first
             excerpt = record if isinstance(record, str) else json.dumps(record, default=str)
             self.samples.append((str(reason), where, excerpt[:SAMPLE_CHARS]))
 

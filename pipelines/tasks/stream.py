@@ -237,10 +237,9 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
         names.update(json.loads(rec["names"]))
         documents.update(json.loads(rec["documents"]))
     if not sum(rec["n"] for rec in survey):
-        first = next(iter(samples.items()), None)  # where the first reason was: the file and line to look at
+        one = min(samples.items(), key=lambda s: (s[1][0], s[0]), default=None)  # a file and line to look at
         raise TaskDataError(f"task.train_file {spec!r}: no usable rows ({dict(rejected['train']) or 'empty'})"
-                            + (f"; first: {first[0]} at {first[1][0]} {first[1][1]}: {first[1][2][:80]!r}"
-                               if first else ""))
+                            + (f"; e.g. {one[0]} at {one[1][0]} {one[1][1]}: {one[1][2][:80]!r}" if one else ""))
     if len(names) > MAX_LABELS:
         raise TaskDataError(f"task.train_file {spec!r}: more than {MAX_LABELS:,} distinct labels; is the label column "
                             f"({columns.label!r}) a label?")

@@ -571,3 +571,13 @@ def test_inputs_to_predict_are_read_without_labels(tmp_path):
         rows(tmp_path / "a.csv", "csv", "classification", Columns(text="sentence"))
     with pytest.raises(TaskDataError, match="cannot hold"):  # text is for inputs only
         list(read_file(str(tmp_path / "b.txt"), "text", "classification"))
+
+
+def test_each_reasons_first_reject_keeps_its_place_after_many_of_another(tmp_path):
+    """A batch kept the first five rejects of any reason: after six bad labels a missing text had no sample, so the
+    job could not say where it was. The first of each reason is kept."""
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join('{"text": "x", "label": true}\n' for _ in range(6)) + '{"label": "a"}\n')
+    [batch] = read_file(str(path), "jsonl", "classification", Columns())
+    assert batch.rejects == {"unparseable_label": 6, "missing_text": 1}
+    assert ("missing_text", "line 7") in [(reason, where) for reason, where, _ in batch.samples]

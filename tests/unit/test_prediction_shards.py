@@ -1,12 +1,15 @@
 """jobs/inference/shards.py: what a rerun of jobs/predict.py keeps and what it predicts again."""
 
 import json
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from jobs.inference import shards
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def part(positions):
@@ -47,19 +50,10 @@ def test_writes_are_whole_or_absent(tmp_path):
     assert not target.exists() and list((tmp_path / "x").iterdir()) == []
 
 
-def _stale(out, seconds: float) -> None:
-    """`out`'s lease as a job killed `seconds` ago left it: there, not renewed since."""
-    import os
-    import time
-
-    (out / shards.LEASE).touch()
-    os.utime(out / shards.LEASE, (time.time() - seconds,) * 2)
-
-
 def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_completed(tmp_path, capsys):
-    """A first run that predicted no shard: a rerun with other settings may use the same folder, once that run's
-    lease is stale (a killed job: its MLflow run, left RUNNING, is ended as KILLED). While the lease is fresh, or
-    once a shard is complete, the folder is refused."""
+    """A first run that predicted no shard and was killed (its MLflow run left RUNNING, its lease freed by the
+    kernel): a rerun with other settings takes the folder over and ends that run as KILLED. Once a shard is
+    complete, another model or input is refused."""
     from mlflow.tracking import MlflowClient
 
     from bert_core.config import ConfigError
@@ -72,18 +66,16 @@ def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_complete
     wrong, right = {"columns": {"text": "body", "encoding": ""}}, {"columns": {"text": "review", "encoding": ""}}
     client = MlflowClient(uri)
     first = client.create_run(client.create_experiment("predict")).info.run_id
-    shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, [], wrong),
-                                              "mlflow": {"tracking_uri": uri, "run_id": first}})
-    shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 4})  # started, never completed
-    _stale(out, shards.LEASE_S / 2)
-    with pytest.raises(ConfigError, match=rf"is writing there \(its lease was renewed \d+ s ago; MLflow run {first}"):
-        _open_manifest(out, cfg, model, [], right)
-    _stale(out, shards.LEASE_S * 2)  # killed: its run stays RUNNING, its lease ages
-    manifest = _open_manifest(out, cfg, model, [], right)
+    with shards.lease(out):
+        shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, [], wrong),
+                                                  "mlflow": {"tracking_uri": uri, "run_id": first}})
+        shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 4})  # started, never completed
+    with shards.lease(out):  # the rerun
+        manifest = _open_manifest(out, cfg, model, [], right)
     assert manifest["basis"] == right and not (out / "shards" / "00000-000000").exists()
     assert client.get_run(first).info.status == "KILLED"
     printed = capsys.readouterr().out
-    assert "predicted no row: starting over" in printed and f"MLflow run {first}) stopped renewing" in printed
+    assert "predicted no row: starting over" in printed and f"(MLflow run {first}) was killed" in printed
     shards.write_json(out / shards.MANIFEST, {**manifest, "mlflow": {"tracking_uri": uri, "run_id": first}})
     shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 1})
     shards.write_part(out, "00000-000000", part([0]))
@@ -92,15 +84,22 @@ def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_complete
     assert _open_manifest(out, cfg, model, [], right)["basis"] == right  # the same settings: resumed
 
 
-def test_the_same_command_started_again_while_the_first_runs_is_refused_leaving_its_shards(tmp_path):
-    """Overlapping cron runs: the second start of the same command (the same basis) must not clear the first job's
-    shard in flight. It is refused while the first job holds the folder's lease, and resumes the folder once that
-    job ended (its lease gone) or died (its lease stale)."""
+def test_the_same_command_started_again_while_the_first_runs_is_refused_leaving_its_shards(tmp_path, monkeypatch):
+    """Overlapping cron runs: a second start of the same command must not clear the first job's shard in flight. The
+    first job (a real process) holds the folder's lease: the second is refused at once, naming it, before Ray. Once
+    the first is killed outright (SIGKILL: no handler runs), the kernel frees its lease and the rerun takes the
+    folder over at once, ending the dead job's MLflow run, left RUNNING, as KILLED."""
+    import signal
+    import subprocess
+    import sys
+
     from mlflow.tracking import MlflowClient
 
     from bert_core.config import ConfigError
+    from jobs import predict
     from jobs.config.predict import PredictConfig
     from jobs.predict import ModelRef, _basis, _open_manifest
+    from jobs.runtime import cluster
 
     data, out, uri = tmp_path / "in.txt", tmp_path / "out", f"sqlite:///{tmp_path}/mlflow.db"
     data.write_text("a\nb\n")
@@ -113,14 +112,23 @@ def test_the_same_command_started_again_while_the_first_runs_is_refused_leaving_
                                               "mlflow": {"tracking_uri": uri, "run_id": first}})
     shards.write_rows(out, "00000-000000", {"file": str(data), "first": 0, "rows": 2})
     shards.write_part(out, "00000-000000", part([0]))  # the first job's shard, half predicted
-    with shards.lease(out):  # the first job, writing
-        with pytest.raises(ConfigError, match=rf"same model and input .*is writing there .*MLflow run {first}"):
-            _open_manifest(out, cfg, model, files, _basis(cfg, model, files))
-    assert len(shards.state(out, "00000-000000").parts) == 1  # nothing of the first job's touched
-    assert not (out / shards.LEASE).exists()  # released as the job ends
-    resumed = _open_manifest(out, cfg, model, files, _basis(cfg, model, files))
-    assert resumed["status"] == "running"  # a third start sees this job as running
-    assert client.get_run(first).info.status == "KILLED"  # left RUNNING without a lease: a dead job's
+    job = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                            "from jobs.inference import shards\nwith shards.lease(Path(sys.argv[1])):\n"
+                            "    print('held', flush=True); time.sleep(120)", str(out)],
+                           stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert job.stdout.readline().strip() == "held"
+        monkeypatch.setattr(cluster, "init_ray", lambda: pytest.fail("the job went on to Ray"))
+        with pytest.raises(ConfigError, match=rf"another prediction job is writing there \(pid {job.pid} on "):
+            predict._run(cfg, model, uri, out, 0.0)
+        assert len(shards.state(out, "00000-000000").parts) == 1  # nothing of the first job's touched
+    finally:
+        job.send_signal(signal.SIGKILL)
+        job.wait()
+    with shards.lease(out):  # free the moment its holder died
+        resumed = _open_manifest(out, cfg, model, files, _basis(cfg, model, files))
+    assert resumed["status"] == "running"
+    assert client.get_run(first).info.status == "KILLED"  # left RUNNING by a killed job
 
 
 def test_an_input_file_named_in_another_encoding_is_refused_before_any_work(tmp_path, monkeypatch):
@@ -284,3 +292,23 @@ def test_positions_are_places_in_the_file_so_the_output_sorts_into_input_order(t
     shards.write_part(tmp_path / "out", "00000-000000", part([0, 1, 2]))  # a position of the next shard
     with pytest.raises(RuntimeError, match="not each exactly once"):
         shards.verify(tmp_path / "out", "00000-000000", 2)
+
+
+def test_a_folder_predicted_at_another_threshold_is_refused_not_mixed(tmp_path):
+    """The threshold in effect (a runs:/ model's trained one now, 0.5 before) is part of what a folder's predictions
+    depend on: an earlier run's complete shards at another threshold are not kept beside new ones."""
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import ModelRef, _basis, _open_manifest
+
+    data, out = tmp_path / "in.txt", tmp_path / "out"
+    data.write_text("a\nb\n")
+    files, cfg = [(str(data), "text")], PredictConfig(model="m", input=str(data), output=str(out))
+    before = ModelRef("m", tmp_path, "multi-label", digest="d")  # no task settings: 0.5
+    after = ModelRef("m", tmp_path, "multi-label", digest="d", task={"multi_label_threshold": "0.3"})
+    shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, before, files, _basis(cfg, before, files)),
+                                              "status": "complete"})
+    shards.write_rows(out, "00000-000000", {"file": str(data), "first": 0, "rows": 1})
+    shards.write_part(out, "00000-000000", part([0]))
+    with pytest.raises(ConfigError, match=r"another model or input \(differs in settings \(the threshold"):
+        _open_manifest(out, cfg, after, files, _basis(cfg, after, files))
