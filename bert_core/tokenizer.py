@@ -8,6 +8,7 @@ with `BertTokenizerFast.from_pretrained(dir)` / `AutoTokenizer` and gives the sa
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -27,6 +28,36 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 CONTINUATION_PREFIX = "##"
 MAX_INPUT_CHARS_PER_WORD = 100  # longer "words" become a single [UNK], as in original BERT
+# The alphabet a trained vocabulary keeps (every other character becomes [UNK]): by default the most frequent
+# characters that cover CHARACTER_COVERAGE of the sample's (SentencePiece's default rule), at least MIN_ALPHABET
+# (HF BertWordPieceTokenizer's limit_alphabet; Google's English vocab holds 997) and at most half the vocabulary.
+# An English corpus's stray symbols stay out; a CJK corpus keeps its thousands (Chinese BERT: ~21k of 21128 tokens).
+MIN_ALPHABET = 1000
+CHARACTER_COVERAGE = 0.9995
+
+
+COUNTED_CHARACTERS = 64 << 20  # enough to rank a script's characters; the sample may be gigabytes of books
+
+
+def covering_alphabet(texts: list[str], vocab_size: int, normalizer=None) -> int:
+    """How many of the most frequent characters of `texts` (as `normalizer` leaves them; whitespace aside; the
+    first COUNTED_CHARACTERS of them) cover CHARACTER_COVERAGE of their occurrences, within [MIN_ALPHABET,
+    vocab_size // 2]."""
+    counts, seen = collections.Counter(), 0
+    for text in texts:
+        text = normalizer.normalize_str(text) if normalizer else text
+        counts.update(text[:COUNTED_CHARACTERS - seen])
+        seen += len(text)
+        if seen >= COUNTED_CHARACTERS:
+            break
+    for space in [c for c in counts if c.isspace()]:
+        del counts[space]
+    need, covered, k = CHARACTER_COVERAGE * sum(counts.values()), 0, 0
+    for k, (_, n) in enumerate(counts.most_common(), start=1):
+        covered += n
+        if covered >= need:
+            break
+    return min(max(MIN_ALPHABET, k), max(MIN_ALPHABET, vocab_size // 2))
 
 
 def _normalizer(lowercase: bool, strip_accents: bool | None = None) -> normalizers.BertNormalizer:
@@ -51,9 +82,13 @@ def _finish_pipeline(tok: Tokenizer) -> Tokenizer:
     return tok
 
 
-def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = True,
-                    min_frequency: int = 2) -> Tokenizer:
+def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = True, min_frequency: int = 2,
+                    strip_accents: bool | None = None, limit_alphabet: int | None = None) -> Tokenizer:
     """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens on `texts`.
+
+    strip_accents=None follows `lowercase` (uncased BERT); False keeps combining marks, which are letters in
+    scripts beyond Latin (Japanese voicing marks, Devanagari virama, Thai and Vietnamese marks).
+    limit_alphabet: characters kept (the most frequent); None = covering_alphabet of `texts`.
 
     Not bit-reproducible: tokenizers <= 0.23 breaks merge-count ties in hash-map order
     (huggingface/tokenizers#1794), so two runs on the same texts can differ in rare tokens.
@@ -61,12 +96,13 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
     """
     tok = Tokenizer(WordPiece(unk_token=UNK, continuing_subword_prefix=CONTINUATION_PREFIX,
                               max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
-    tok.normalizer = _normalizer(lowercase)
+    tok.normalizer = _normalizer(lowercase, strip_accents)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    # limit_alphabet=1000 as HF's BertWordPieceTokenizer: rare symbols fall to [UNK] instead of
-    # each taking a vocabulary slot.
+    if limit_alphabet is None:
+        texts = list(texts)
+        limit_alphabet = covering_alphabet(texts, vocab_size, tok.normalizer)
     trainer = WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                               special_tokens=SPECIAL_TOKENS, limit_alphabet=1000,
+                               special_tokens=SPECIAL_TOKENS, limit_alphabet=limit_alphabet,
                                continuing_subword_prefix=CONTINUATION_PREFIX, show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
     return _finish_pipeline(tok)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from bert_core.config import ConfigError
@@ -16,8 +17,30 @@ class TokenizerConfig:
     path: str | None = None  # an existing tokenizer dir (vocab.txt / tokenizer.json); None trains one
     vocab_size: int = 8192  # WordPiece vocabulary to train (30522 in original BERT)
     lowercase: bool = True  # uncased BERT
+    # None = follow lowercase (uncased BERT strips accents); false keeps combining marks, letters outside Latin
+    # script (Japanese voicing marks, Devanagari virama, Thai and Vietnamese tone marks)
+    strip_accents: bool | None = None
+    # characters the vocabulary keeps, the most frequent (others are [UNK]); None = those covering 99.95% of the
+    # sample's, 1000 to vocab_size / 2 (bert_core.tokenizer.covering_alphabet): room for a CJK corpus's thousands
+    limit_alphabet: int | None = None
     min_frequency: int = 2  # a merge must be seen this often to enter the vocabulary
     sample_documents: int = 20000  # documents the tokenizer is trained on (a uniform sample)
+
+    def validate(self) -> "TokenizerConfig":
+        if self.strip_accents is not None and not isinstance(self.strip_accents, bool):
+            raise ConfigError(f"data.tokenizer.strip_accents must be null (follow lowercase), true or false, "
+                              f"got {self.strip_accents!r}")
+        if self.path is not None:
+            return self
+        if self.vocab_size < 128:
+            raise ConfigError(f"data.tokenizer.vocab_size must be >= 128, got {self.vocab_size}")
+        limit = self.limit_alphabet
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or not 1 <= limit <= self.vocab_size):
+            raise ConfigError(f"data.tokenizer.limit_alphabet must be null (the characters covering 99.95% of the "
+                              f"sample's) or an integer in [1, data.tokenizer.vocab_size={self.vocab_size}], "
+                              f"got {limit!r}")
+        return self
 
 
 @dataclass
@@ -66,9 +89,22 @@ class DataConfig:
                 raise ConfigError(f"data.{name} must be >= 1, got {getattr(self, name)}")
         if self.work_unit_bytes < 0:
             raise ConfigError(f"data.work_unit_bytes must be >= 0 (0 = auto), got {self.work_unit_bytes}")
-        if self.tokenizer.path is None and self.tokenizer.vocab_size < 128:
-            raise ConfigError(f"data.tokenizer.vocab_size must be >= 128, got {self.tokenizer.vocab_size}")
+        if self.masking == "static":
+            check_max_predictions(self.max_predictions, self.mask_rate, self.max_seq_len)
+        self.tokenizer.validate()
         return self
+
+
+def check_max_predictions(cap: int, rate: float, max_seq_len: int, where: str = "data") -> None:
+    """Refuse a static-masking cap that keeps a full-length example well under `rate` (BERT's 20 at 512 tokens
+    masks 3.9%, not 15%). A cap down to 80% of the rate's count is allowed: examples are often shorter than
+    max_seq_len, and 12% instead of 15% is a tuning choice, not a carried-over cap."""
+    maskable = max_seq_len - 3  # [CLS] and two [SEP]s are never targets
+    asked = math.floor(rate * maskable + 0.5)  # bert_core.masking._budget: round half up
+    if cap < 0.8 * asked:
+        raise ConfigError(f"{where}.max_predictions={cap} masks {cap / maskable:.1%} of a {where}.max_seq_len="
+                          f"{max_seq_len} example, not the {rate:.1%} of data.mask_rate={rate:g}; set it to {asked} "
+                          f"or more (BERT's cap is about mask_rate * max_seq_len: 20 at 128 tokens, 80 at 512)")
 
 
 def check_text_encoding(name: str) -> str:

@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from bert_core.tokenizer import CHARACTER_COVERAGE
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding
 from pipelines.paths import filesystem
@@ -60,7 +61,16 @@ def hashed_config(cfg: DataConfig) -> dict:
     d["text_encoding"] = check_encoding(cfg.text_encoding)  # its canonical name: latin1 and latin-1 are one
     if not d["text_encoding"]:  # UTF-8 (named or not), as before the setting: prepared sets keep their names
         d.pop("text_encoding")
-    d["tokenizer"].pop("path")
+    tok = d["tokenizer"]
+    # Tokenizer settings added later are named only where the tokenizer trained differs from before them (a given
+    # one is named by its hash): earlier prepared sets keep their names, and one with another alphabet is not reused.
+    trained = tok.pop("path") is None
+    if not trained or cfg.tokenizer.strip_accents in (None, cfg.tokenizer.lowercase):
+        tok.pop("strip_accents")
+    if not trained:
+        tok.pop("limit_alphabet")
+    elif tok["limit_alphabet"] is None:  # the coverage rule: a set trained before it kept 1000 characters
+        tok["limit_alphabet"] = f"coverage {CHARACTER_COVERAGE}"
     return d
 
 

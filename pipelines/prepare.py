@@ -180,7 +180,8 @@ def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, 
     else:
         t0 = time.perf_counter()
         texts = _tokenizer_sample(units, cfg, layout)
-        tok = train_wordpiece(texts, cfg.tokenizer.vocab_size, cfg.tokenizer.lowercase, cfg.tokenizer.min_frequency)
+        t = cfg.tokenizer
+        tok = train_wordpiece(texts, t.vocab_size, t.lowercase, t.min_frequency, t.strip_accents, t.limit_alphabet)
         _log("tokenizer", f"trained {tok.get_vocab_size()} tokens on {len(texts)} documents "
                           f"in {time.perf_counter() - t0:.1f}s")
     save_tokenizer(tok, out_dir, model_max_length=max(512, cfg.max_seq_len))

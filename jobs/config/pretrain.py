@@ -17,7 +17,7 @@ from jobs.config.io import from_dict, recipe_of, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
                                   ScalingConfig, TrackingConfig, check_output_dir, refuse_relative_when_submitted)
 from jobs.runtime.faults import FaultsConfig
-from pipelines.config import DataConfig
+from pipelines.config import DataConfig, check_max_predictions
 
 
 
@@ -179,6 +179,8 @@ class PretrainConfig:
         if p2.max_steps and not self.data.max_seq_len < p2.max_seq_len <= self.model.max_position_embeddings:
             raise ConfigError(f"phase2.max_seq_len must be in ({self.data.max_seq_len}, "
                               f"{self.model.max_position_embeddings}], got {p2.max_seq_len}")
+        if p2.max_steps and self.data.masking == "static":  # checked now, not when phase 1 has run
+            check_max_predictions(p2.max_predictions, self.data.mask_rate, p2.max_seq_len, "phase2")
         if p2.max_steps and p2.warmup_steps > p2.max_steps:
             raise ConfigError(f"phase2.warmup_steps must be in [0, phase2.max_steps={p2.max_steps}], "
                               f"got {p2.warmup_steps}")

@@ -120,3 +120,65 @@ def test_compile_only_where_it_runs(overrides):
     with pytest.raises(ConfigError, match=r"deepspeed\.compile=true needs deepspeed\.zero_stage 0, 1 or 2"):
         load_config(PretrainConfig, QUICKSTART, overrides)
     assert load_config(PretrainConfig, QUICKSTART, ["deepspeed.compile=true"]).deepspeed.compile
+
+
+def test_static_masking_refuses_a_cap_that_keeps_it_far_under_the_rate():
+    """BERT's 20 targets per 128 tokens, carried to 512, masks 3.9% instead of 15%; the cap must scale with length."""
+    with pytest.raises(ConfigError, match=r"data\.max_predictions=20 masks 3\.9% of a data\.max_seq_len=512 example, "
+                                          r"not the 15\.0% of data\.mask_rate=0\.15; set it to 76 or more"):
+        load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "data.max_seq_len=512"])
+    with pytest.raises(ConfigError, match=r"phase2\.max_predictions=20 masks 3\.9% of a phase2\.max_seq_len=512"):
+        load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "phase2.max_steps=10",
+                                                 "phase2.max_predictions=20"])
+    for overrides in (["data.max_seq_len=512", "data.max_predictions=80"], ["phase2.max_steps=10"],
+                      ["data.max_seq_len=64", "data.max_predictions=8"]):  # 8 of 61: 13%, a cap that rarely binds
+        load_config(PretrainConfig, QUICKSTART, ["data.masking=static", *overrides])
+    # Dynamic masking ignores data.max_predictions (train.masking decides at batch time).
+    load_config(PretrainConfig, QUICKSTART, ["data.max_seq_len=512"])
+
+
+def test_every_shipped_config_validates_with_static_masking():
+    for f in sorted((REPO / "configs" / "pretrain").glob("*.yaml")):
+        load_config(PretrainConfig, f, ["data.masking=static", "phase2.max_steps=1000"])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("data.tokenizer.limit_alphabet=0", r"data\.tokenizer\.limit_alphabet must be null .* got 0"),
+    ("data.tokenizer.limit_alphabet=9000", r"data\.tokenizer\.limit_alphabet must be .*vocab_size=8192\], got 9000"),
+    ("data.tokenizer.strip_accents=sometimes", r"data\.tokenizer\.strip_accents must be true or false"),
+])
+def test_bad_tokenizer_settings_name_the_field(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(PretrainConfig, QUICKSTART, [override])
+
+
+def test_tokenizer_settings_checked_on_a_config_built_by_hand():
+    from pipelines.config import DataConfig, TokenizerConfig
+
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.strip_accents must be null \(follow lowercase\)"):
+        DataConfig(sources=["x"], tokenizer=TokenizerConfig(strip_accents="no")).validate()
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.limit_alphabet"):
+        DataConfig(sources=["x"], tokenizer=TokenizerConfig(limit_alphabet=True)).validate()
+    cfg = load_config(PretrainConfig, QUICKSTART, ["data.tokenizer.strip_accents=false",
+                                                  "data.tokenizer.limit_alphabet=5000"])
+    assert (cfg.data.tokenizer.strip_accents, cfg.data.tokenizer.limit_alphabet) == (False, 5000)
+
+
+def test_tokenizer_settings_rename_a_prepared_set_only_where_they_change_the_tokenizer():
+    """A trained tokenizer's alphabet rule is in its prepared set's name (a set trained with the old fixed 1000 is
+    not reused: on a CJK corpus it was mostly [UNK]); accents that follow lowercase change no name; a given tokenizer
+    is named by its own hash, not these settings."""
+    from pipelines.config import DataConfig, TokenizerConfig
+    from pipelines.layout import dataset_name, hashed_config
+
+    def name(**tok) -> str:
+        return dataset_name(DataConfig(sources=["x"], tokenizer=TokenizerConfig(**tok)), [], None)
+
+    hashed = hashed_config(DataConfig(sources=["x"], tokenizer=TokenizerConfig(vocab_size=4000)))["tokenizer"]
+    assert hashed["limit_alphabet"] == "coverage 0.9995" and "strip_accents" not in hashed
+    assert name(vocab_size=4000) == name(vocab_size=4000, strip_accents=True)
+    assert name(vocab_size=4000, lowercase=False) == name(vocab_size=4000, lowercase=False, strip_accents=False)
+    assert len({name(vocab_size=4000), name(vocab_size=4000, strip_accents=False),
+                name(vocab_size=4000, limit_alphabet=1000), name(vocab_size=4000, limit_alphabet=2000)}) == 4
+    given = dict(path="/some/tokenizer", vocab_size=30522)  # a given tokenizer: its hash names it, not these
+    assert name(**given) == name(**given, strip_accents=False, limit_alphabet=50)

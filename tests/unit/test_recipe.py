@@ -234,8 +234,8 @@ def test_static_masking_in_the_modern_recipe_masks_thirty_percent_with_room_to()
     30% (BERT's 20 per 128 tokens would stop it at 16%), in both phases; the config's own values still win."""
     cfg = pretrain("model.recipe=modern", "data.masking=static")
     assert (cfg.data.mask_rate, cfg.data.max_predictions, cfg.phase2.max_predictions) == (0.3, 39, 154)
-    cfg = pretrain("model.recipe=modern", "data.masking=static", "data.max_seq_len=64", "data.max_predictions=10")
-    assert (cfg.data.mask_rate, cfg.data.max_predictions) == (0.3, 10)
+    cfg = pretrain("model.recipe=modern", "data.masking=static", "data.max_seq_len=64", "data.max_predictions=25")
+    assert (cfg.data.mask_rate, cfg.data.max_predictions) == (0.3, 25)
     assert (pretrain().data.max_predictions, pretrain().phase2.max_predictions) == (20, 80)
 
 

@@ -137,3 +137,51 @@ def test_missing_special_token_is_an_error(tmp_path):
 def test_load_missing_path_raises(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_tokenizer(tmp_path)
+
+
+def test_alphabet_has_room_for_a_cjk_corpus():
+    """3,000 distinct Hanzi: a fixed 1,000-character alphabet made 2/3 of the tokens [UNK]. The default keeps the
+    characters covering 99.95% of the sample's; a limit that is set is kept."""
+    rnd = random.Random(0)
+    chars = [chr(0x4E00 + i) for i in range(3000)]
+    texts = ["".join(rnd.choice(chars) for _ in range(200)) for _ in range(2000)]
+    tok = train_wordpiece(texts, vocab_size=30522)
+    assert sum(tok.token_to_id(c) is not None for c in chars) >= 2990
+    tokens = [t for text in texts[:50] for t in tok.encode(text, add_special_tokens=False).tokens]
+    assert tokens.count("[UNK]") / len(tokens) < 0.001
+    small = train_wordpiece(texts, vocab_size=30522, limit_alphabet=500)
+    assert sum(small.token_to_id(c) is not None for c in chars) == 500
+
+
+def test_the_default_alphabet_covers_the_sample_within_bounds():
+    """An English sample's rare symbols stay out (1000, HF's and Google's size); a CJK sample keeps its thousands, up
+    to half the vocabulary."""
+    from bert_core.tokenizer import MIN_ALPHABET, covering_alphabet
+
+    rnd = random.Random(0)
+    english = ["the cat sat on the mat and looked at the dog " * 60 + chr(0x2600 + i) for i in range(3000)]
+    assert covering_alphabet(english, 30522) == MIN_ALPHABET
+    hanzi = ["".join(chr(0x4E00 + rnd.randrange(6000)) for _ in range(300)) for _ in range(2000)]
+    assert 5000 < covering_alphabet(hanzi, 30522) <= 6000
+    assert covering_alphabet(hanzi, 8192) == 4096
+
+
+NON_LATIN = ["がぎぐ パンダ", "हिन्दी", "tiếng việt", "ภาษาไทย"]
+
+
+def test_strip_accents_false_keeps_marks_outside_latin(tmp_path):
+    """Lowercasing strips accents by default (uncased BERT), which deletes letters of other scripts."""
+    texts = [" ".join(NON_LATIN + ["Café"])] * 5
+    assert train_wordpiece(texts, 500).normalizer.normalize_str("がぎぐ パンダ") == "かきく ハンタ"
+    tok = train_wordpiece(texts, 500, strip_accents=False)
+    assert [tok.normalizer.normalize_str(t) for t in NON_LATIN + ["Café"]] == NON_LATIN + ["café"]
+    save_tokenizer(tok, tmp_path / "tok")
+    (tmp_path / "vocab").mkdir()
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        (tmp_path / "vocab" / name).write_bytes((tmp_path / "tok" / name).read_bytes())
+    hf = BertTokenizerFast.from_pretrained(str(tmp_path / "tok"))
+    from_vocab = load_tokenizer(tmp_path / "vocab")
+    for text in NON_LATIN:
+        ids = tok.encode(text).ids
+        assert hf(text)["input_ids"] == ids and from_vocab.encode(text).ids == ids
+        assert tok.token_to_id("[UNK]") not in ids
