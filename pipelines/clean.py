@@ -63,7 +63,7 @@ ABBREVIATIONS = frozenset("""
 """.split())
 
 # A boundary candidate: terminal punctuation (Latin, the Devanagari danda, the Arabic question mark and full stop),
-# optional closing quotes/brackets, whitespace; or CJK's ideographic full stop and full-width ! ?, which no space follows.
+# optional closing quotes/brackets, whitespace; or CJK's ideographic full stop and full-width ! ?, no space after.
 _CLOSERS = "\"'\u201d\u2019\u00bb)\\]\u300d\u300f\uff09\u3011"
 _BOUNDARY = re.compile(rf"[.!?\u2026\u0964\u0965\u061f\u06d4]+[{_CLOSERS}]*\s+|[\u3002\uff01\uff1f]+[{_CLOSERS}]*\s*")
 _UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4")  # scripts without capitals: always an end

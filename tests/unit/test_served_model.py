@@ -73,8 +73,8 @@ def multi_label(tmp_path) -> str:
 def test_a_served_multi_label_model_and_a_runs_uri_use_the_trained_threshold(tmp_path):
     """Logged as the fine-tuning job logs it (with its task_config; its run's config holds
     task.multi_label_threshold), the served model answers batch prediction's labels: each one over the trained
-    threshold, not the top one alone; predicting `runs:/ID/model` reads that threshold from the run too (a registered version's task_config first; a sweep
-    trial's from its parent's finetune.task.*)."""
+    threshold, not the top one alone; predicting `runs:/ID/model` reads that threshold from the run too (a
+    registered version's task_config first; a sweep trial's from its parent's finetune.task.*)."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
