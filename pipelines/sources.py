@@ -72,16 +72,16 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import ray
 
 from pipelines import json_array, multistream, wiki
-from pipelines.clean import normalize_text
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding, invalid_reason
+from pipelines.parquet_source import read_parquet
 from pipelines.paths import open_binary
 from pipelines.source_files import SourceError, relative_names, resolve_sources
+from pipelines.source_rows import (SAMPLE_CHARS, decode_sample, document_row,  # noqa: F401 (SAMPLE_CHARS: theirs)
+                                  reject_row)
 
 DOCUMENT_COLUMNS = ("doc_id", "source", "text", "reject_reason", "sample")
 REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in the data.text_encoding named
@@ -90,7 +90,6 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
     "non_article_namespace", "duplicate",
 )
-SAMPLE_CHARS = 200
 TEXT_DOCUMENT_BYTES = 1 << 20  # a text file is cut into documents at the first blank line past every MiB
 # a text document with no blank line for this long (one sentence a line, a corpus a file: BookCorpus's
 # books_large_p1.txt, 2 GB) goes on as the next document at its next line: no task holds a whole file
@@ -176,7 +175,7 @@ def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) ->
     with raw:
         if not raw.read(1):  # before decompressing: an empty .bz2 is empty, not truncated
             if span.start == 0:
-                yield _reject(name, path, "empty_file", "")
+                yield reject_row(name, path, "empty_file", "")
             return
         raw.seek(0)
         for row in _read_stream(raw, path, name, fmt, codec, cfg, span):
@@ -190,12 +189,12 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
         try:
             head = _ShortReads(stream).read(SNIFF_BYTES)
             if not head:
-                yield _reject(name, path, "empty_file", "")
+                yield reject_row(name, path, "empty_file", "")
                 return
             stream.seek(0)
             fmt = fmt or _sniffed_format(head)
             if fmt in ("text", "jsonl") and _looks_binary(head):
-                yield _reject(name, path, "binary_file", _decode_sample(head))
+                yield reject_row(name, path, "binary_file", decode_sample(head))
                 return
             if fmt == "jsonl" and is_json_array(path, head):
                 if span.start == 0:  # the array is read whole by the part at 0: it has no line to start at
@@ -203,11 +202,11 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
                 return
             yield from _READERS[fmt](stream, name, path, cfg, span)
         except EOFError:
-            yield _reject(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
+            yield reject_row(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
         except (OSError, zlib.error, lzma.LZMAError) as e:  # zlib.error: a gzip member with a bad deflate block
             if codec is None:
                 raise SourceError(f"error reading {path}: {e}") from e
-            yield _reject(name, path, f"corrupt_{codec}", f"{path}: {e}"[:SAMPLE_CHARS])
+            yield reject_row(name, path, f"corrupt_{codec}", f"{path}: {e}"[:SAMPLE_CHARS])
 
 
 def _split_codec(path: str) -> tuple[str, str | None]:
@@ -250,25 +249,6 @@ def _decompressed(raw: BinaryIO, codec: str | None) -> BinaryIO:
 
 def _looks_binary(head: bytes) -> bool:
     return b"\x00" in head or head.startswith(_BINARY_MAGIC)
-
-
-def _decode_sample(data: bytes, encoding: str = "utf-8") -> str:
-    return data[: SAMPLE_CHARS * 4].decode(encoding, errors="replace")[:SAMPLE_CHARS].rstrip("\r\n")
-
-
-def _reject(doc_id: str, source: str, reason: str, sample: str) -> dict:
-    return {"doc_id": doc_id, "source": source, "text": "", "reject_reason": reason,
-            "sample": sample[:SAMPLE_CHARS]}
-
-
-def _document(doc_id: str, source: str, text: str, cfg: DataConfig, raw: str = "") -> dict:
-    """Normalise raw text into a good row, or reject it as empty / too short."""
-    text = normalize_text(text)
-    if not text:
-        return _reject(doc_id, source, "empty_document", raw)
-    if len(text) < cfg.min_document_chars:
-        return _reject(doc_id, source, "too_short", text)
-    return {"doc_id": doc_id, "source": source, "text": text, "reject_reason": "", "sample": ""}
 
 
 def _lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, bytes, int]]:
@@ -356,14 +336,14 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
 def _text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig) -> dict:
     encoding = check_encoding(cfg.text_encoding) or "utf-8"
     if too_long is not None:
-        return _reject(doc_id, path, "line_too_long", _decode_sample(too_long, encoding))
+        return reject_row(doc_id, path, "line_too_long", decode_sample(too_long, encoding))
     data = b"".join(chunks)
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as e:  # invalid_utf8; a byte cp1252 does not define: invalid_cp1252
         reason = invalid_reason(cfg.text_encoding)
-        return _reject(doc_id, path, reason, _decode_sample(data[max(0, e.start - 100):], encoding))
-    return _document(doc_id, path, text, cfg)
+        return reject_row(doc_id, path, reason, decode_sample(data[max(0, e.start - 100):], encoding))
+    return document_row(doc_id, path, text, cfg)
 
 
 def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
@@ -372,7 +352,7 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
             return
         doc_id = f"{name}#{i}"
         if line is None:
-            yield _reject(doc_id, path, "line_too_long", _decode_sample(head))
+            yield reject_row(doc_id, path, "line_too_long", decode_sample(head))
             continue
         if offset == 0:
             line = line.removeprefix(codecs.BOM_UTF8)
@@ -381,12 +361,12 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
         try:
             record = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError:
-            yield _reject(doc_id, path, "invalid_utf8", _decode_sample(line))
+            yield reject_row(doc_id, path, "invalid_utf8", decode_sample(line))
             continue
         except (ValueError, RecursionError):  # ValueError: JSONDecodeError, or an int past 4300 digits
-            yield _reject(doc_id, path, "malformed_json", _decode_sample(line))
+            yield reject_row(doc_id, path, "malformed_json", decode_sample(line))
             continue
-        yield _record(doc_id, path, record, _decode_sample(line), cfg, escaped=b"\\u" in line)
+        yield _record(doc_id, path, record, decode_sample(line), cfg, escaped=b"\\u" in line)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -398,10 +378,10 @@ def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig, escape
     text = record.get(cfg.text_column) if isinstance(record, dict) else None
     if not isinstance(text, str):
         reason = "missing_text_column" if isinstance(record, dict) else "malformed_json"
-        return _reject(doc_id, path, reason, sample)
+        return reject_row(doc_id, path, reason, sample)
     if escaped and _SURROGATE.search(text):  # a lone "\ud83d" escape (half an emoji): no UTF-8, Arrow refuses it
-        return _reject(doc_id, path, "invalid_utf8", sample)
-    return _document(doc_id, path, text, cfg, raw=sample)
+        return reject_row(doc_id, path, "invalid_utf8", sample)
+    return document_row(doc_id, path, text, cfg, raw=sample)
 
 
 def _read_json_array(stream: BinaryIO, name: str, path: str, cfg: DataConfig) -> Iterator[dict]:
@@ -410,15 +390,15 @@ def _read_json_array(stream: BinaryIO, name: str, path: str, cfg: DataConfig) ->
     for i, element in enumerate(json_array.elements(stream, cfg.max_line_bytes)):
         doc_id = f"{name}#{i}"
         if element.text == json_array.ENDED:
-            yield _reject(doc_id, path, element.bad, f"{path} {json_array.ENDED}")
+            yield reject_row(doc_id, path, element.bad, f"{path} {json_array.ENDED}")
         elif element.bad:
-            yield _reject(doc_id, path, element.bad, _str_sample(element.text))
+            yield reject_row(doc_id, path, element.bad, _str_sample(element.text))
         else:
             yield _record(doc_id, path, element.value, _str_sample(element.text), cfg, escaped="\\u" in element.text)
 
 
 def _str_sample(text: str) -> str:
-    return _decode_sample(text[: SAMPLE_CHARS * 4].encode("utf-8", "surrogateescape"))
+    return decode_sample(text[: SAMPLE_CHARS * 4].encode("utf-8", "surrogateescape"))
 
 
 class _ShortReads:
@@ -440,11 +420,11 @@ def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span
             doc_id = f"{name}#{page.id}"
             reason = wiki.page_reject_reason(page)
             if reason:
-                yield _reject(doc_id, path, reason, page.title)
+                yield reject_row(doc_id, path, reason, page.title)
             else:
-                yield _document(doc_id, path, wiki.strip_wikitext(page.text), cfg)
+                yield document_row(doc_id, path, wiki.strip_wikitext(page.text), cfg)
     except ET.ParseError as e:
-        yield _reject(reject_as or name, path, "malformed_xml", f"{path}: {e}")
+        yield reject_row(reject_as or name, path, "malformed_xml", f"{path}: {e}")
 
 
 def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
@@ -454,79 +434,11 @@ def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, spa
         stream = multistream.ChunkStream(multistream.owned_xml(raw, span.start, span.end))
         yield from _read_wiki_xml(stream, name, path, cfg, WHOLE, reject_as=f"{name}@{span.start}")
     except EOFError:
-        yield _reject(f"{name}@{span.start}", path, "truncated_bz2", f"{path} ended before its end-of-stream marker")
+        yield reject_row(f"{name}@{span.start}", path, "truncated_bz2", f"{path} ended before its end-of-stream marker")
     except OSError as e:  # invalid bz2 data
-        yield _reject(f"{name}@{span.start}", path, "corrupt_bz2", f"{path}: {e}")
+        yield reject_row(f"{name}@{span.start}", path, "corrupt_bz2", f"{path}: {e}")
     except ValueError as e:  # no <mediawiki> root in the first stream
-        yield _reject(f"{name}@{span.start}", path, "malformed_xml", f"{path}: {e}")
+        yield reject_row(f"{name}@{span.start}", path, "malformed_xml", f"{path}: {e}")
 
 
-def _read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
-    try:
-        reader = pq.ParquetFile(stream)
-        schema = reader.schema_arrow
-    except (pa.ArrowException, OSError, ValueError) as e:  # OSError: a footer pyarrow cannot deserialize
-        if not _undecodable(e):
-            raise
-        yield _reject(name, path, "malformed_parquet", f"{path}: {e}")
-        return
-    if cfg.text_column not in schema.names:
-        yield _reject(name, path, "missing_text_column", f"no column {cfg.text_column!r} in {schema.names}")
-        return
-    column_type = schema.field(schema.get_all_field_indices(cfg.text_column)[0]).type
-    if not _is_text_type(column_type):  # as a JSONL record whose text is not a string, but for every row
-        yield _reject(name, path, "missing_text_column",
-                      f"column {cfg.text_column!r} is {column_type}, not string or binary")
-        return
-    row = span.first
-    for group in range(span.start, reader.num_row_groups if span.end < 0 else span.end):
-        yield from _read_row_group(reader, group, row, name, path, cfg)
-        row += reader.metadata.row_group(group).num_rows
-
-
-def _read_row_group(reader: pq.ParquetFile, group: int, first: int, name: str, path: str,
-                    cfg: DataConfig) -> Iterator[dict]:
-    """The rows of one row group, numbered from `first`. A page pyarrow cannot decode (corrupt snappy / zstd data,
-    a broken page header: OSError or ArrowException) loses the rows from its batch to the end of the group, as one
-    "malformed_parquet" row named by the first row lost; the rows before it and the other groups are read."""
-    row, last = first, first + reader.metadata.row_group(group).num_rows - 1
-    try:
-        for batch in reader.iter_batches(row_groups=[group], columns=[cfg.text_column], batch_size=1024):
-            # as bytes: a string column holding invalid UTF-8 fails to_pylist for its whole batch, not one row
-            for text in batch.column(0).cast(pa.large_binary()).to_pylist():
-                yield _parquet_row(f"{name}#{row}", path, text, cfg)
-                row += 1
-    except (pa.ArrowException, OSError, ValueError) as e:
-        if not _undecodable(e):
-            raise
-        yield _reject(f"{name}#{row}", path, "malformed_parquet", f"rows {row}-{last} (row group {group}): {e}")
-        return
-    if row <= last:  # a damaged page header can end the group early without an error
-        yield _reject(f"{name}#{row}", path, "malformed_parquet",
-                      f"rows {row}-{last} (row group {group}): missing from its pages")
-
-
-def _undecodable(e: Exception) -> bool:
-    """Whether pyarrow failed on the file's bytes (bad data: counted), not on reading them (a network reset, a disk
-    error, a timeout: raised, so the job fails or Ray retries, rather than rows counted as malformed). pyarrow
-    raises a bare OSError without errno for data it cannot decode; an I/O error carries an errno or a subclass."""
-    return not isinstance(e, OSError) or (type(e) is OSError and e.errno is None)
-
-
-def _is_text_type(t: pa.DataType) -> bool:
-    """String columns, and binary ones (what some writers give text): decoded as UTF-8 row by row."""
-    t = t.value_type if pa.types.is_dictionary(t) else t
-    return any(is_type(t) for is_type in (
-        pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view, pa.types.is_null,
-        pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view, pa.types.is_fixed_size_binary))
-
-
-def _parquet_row(doc_id: str, path: str, text: bytes | None, cfg: DataConfig) -> dict:
-    try:
-        decoded = (text or b"").decode("utf-8")
-    except UnicodeDecodeError as e:
-        return _reject(doc_id, path, "invalid_utf8", _decode_sample(text[max(0, e.start - 100):]))
-    return _document(doc_id, path, decoded, cfg)
-
-
-_READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": _read_parquet}
+_READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": read_parquet}

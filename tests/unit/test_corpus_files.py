@@ -1,0 +1,196 @@
+"""Real corpora's files as they come: Wikipedia's split dump parts, books with no blank line, damaged or unreadable
+parquet, folder symlinks, xz and zstd, read by the per-file readers (what each Ray task runs), without Ray."""
+
+import bz2
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.source_files import SourceError, doc_order_key, resolve_sources
+from pipelines.sources import Span, file_format, iter_documents
+from tests.unit.test_sources import BOOK, cfg, read, reasons
+
+
+WIKI = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11" xml:lang="en">\n'
+        "  <siteinfo><sitename>Wikipedia</sitename></siteinfo>\n")
+
+
+def wiki_page(page_id: int, title: str, ns: int = 0) -> str:
+    return (f"  <page><title>{title}</title><ns>{ns}</ns><id>{page_id}</id><revision><id>{page_id}0</id>"
+            f"<text xml:space=\"preserve\">'''{title}''' is a [[thing]]. {BOOK}</text></revision></page>\n")
+
+
+def test_split_wikipedia_dump_parts_and_sniffed_xml_are_wiki_xml(tmp_path):
+    """dumps.wikimedia.org names its parts `...-multistream1.xml-p1p41242.bz2`: wiki XML by name, split at its
+    streams as a `.xml.bz2` dump is; a file whose name says nothing is wiki XML by its head."""
+    from pipelines.units import file_parts
+
+    pages = [wiki_page(1, "Talk:Foo", ns=1)] + [wiki_page(i, f"Page {i}") for i in range(2, 12)]
+    name = "enwiki-20240601-pages-articles-multistream1.xml-p1p41242.bz2"
+    path = tmp_path / name
+    path.write_bytes(bz2.compress(WIKI.encode()) + b"".join(bz2.compress("".join(pages[i:i + 3]).encode())
+                                                            for i in range(0, len(pages), 3))
+                     + bz2.compress(b"</mediawiki>\n"))
+    expected = [(f"{name}#1", "non_article_namespace")] + [(f"{name}#{i}", "") for i in range(2, 12)]
+    rows = read(path, name)
+    assert reasons(rows) == expected and rows[1]["text"].startswith("Page 2 is a thing.")
+    assert file_format(str(path)[:-len(".bz2")], cfg(path)) == "wiki_xml"
+    parts = file_parts([str(path)], [{"bytes": path.stat().st_size}], cfg(path), 200)
+    assert len(parts) > 2 and {p["kind"] for p in parts} == {"bz2_streams"}
+    assert sorted(reasons(r for p in parts for r in iter_documents(
+        str(path), name, cfg(path), Span(p["start"], p["end"])))) == sorted(expected)
+    xml = (WIKI + wiki_page(5, "Foo") + "</mediawiki>\n").encode()
+    for head in (b'<?xml version="1.0" encoding="utf-8"?>\n', b"\xef\xbb\xbf \n", b""):
+        (tmp_path / "dump").write_bytes(head + xml)
+        assert reasons(read(tmp_path / "dump", "dump")) == [("dump#5", "")]
+    (tmp_path / "feed").write_bytes(b'<?xml version="1.0"?>\n<rss><item>' + BOOK.encode() + b"</item></rss>\n")
+    assert reasons(read(tmp_path / "feed", "feed")) == [("feed#0", "")]  # not a dump: text, as before
+
+
+def blank_line_gap_text() -> bytes:
+    """3.5 MiB of paragraphs between blank lines, but for 0.9-2.4 MiB: lines with no blank line between."""
+    out, size, i = [], 0, 0
+    while size < int(3.5 * (1 << 20)):
+        gap = int(0.9 * (1 << 20)) <= size < int(2.4 * (1 << 20))
+        line = f"Sentence {i} of the book, long enough to read as a line of prose in it.\n" + ("" if gap else "\n")
+        out.append(line)
+        size, i = size + len(line), i + 1
+    return "".join(out).encode()
+
+
+def test_text_ranges_read_the_whole_files_documents_once(tmp_path):
+    """A range with no cut (blank line) inside it owns nothing: the document across it starts in a range before."""
+    path = tmp_path / "book.txt"
+    data = blank_line_gap_text()
+    path.write_bytes(data)
+    whole = read(path, "book.txt")
+    cuts = list(range(0, len(data), 1 << 20))
+    spans = [Span(a, b, data[:a].count(b"\n")) for a, b in zip(cuts, cuts[1:] + [-1])]
+    split = [r for span in spans for r in iter_documents(str(path), "book.txt", cfg(path), span)]
+    assert len(whole) == 3 and split == whole
+
+
+def test_a_file_without_blank_lines_is_cut_into_bounded_documents_the_same_in_any_ranges(tmp_path):
+    """One sentence a line and no blank line (BookCorpus's books_large_p1.txt: 2 GB) was one document the size of
+    the file, held whole by one task. A document goes on as the next at its next line once it reaches
+    MAX_TEXT_DOCUMENT_BYTES; every text byte lands in exactly one document, however the file is split into ranges,
+    and trailing blank lines after such a cut are no empty document."""
+    from pipelines.sources import MAX_TEXT_DOCUMENT_BYTES
+
+    line = "A sentence of the corpus, one to a line, with no blank line anywhere in the file at all.\n"
+    per_document = -(-MAX_TEXT_DOCUMENT_BYTES // len(line))  # lines: the third document's cut is the file's end
+    data = (line * 3 * per_document + "\n").encode()
+    path = tmp_path / "books_large_p1.txt"
+    path.write_bytes(data)
+    whole = read(path, "books")
+    assert len(whole) == 3 and not [r for r in whole if r["reject_reason"]]
+    assert all(len(r["text"].encode()) <= MAX_TEXT_DOCUMENT_BYTES + len(line) for r in whole)
+    assert "".join(r["text"].replace("\n", " ") + " " for r in whole).split() == data.decode().split()
+    lines = [int(r["doc_id"].split("#")[1]) for r in whole]
+    assert lines == [0, per_document, 2 * per_document]
+    cuts = list(range(0, len(data), 1 << 20))
+    spans = [Span(a, b, data[:a].count(b"\n")) for a, b in zip(cuts, cuts[1:] + [-1])]
+    assert [r for span in spans for r in iter_documents(str(path), "books", cfg(path), span)] == whole
+
+
+def test_parquet_invalid_utf8_in_a_string_column_rejects_that_row_only(tmp_path):
+    """A string column holding one latin-1 value: that row is invalid_utf8 (to_pylist of the batch would fail it
+    whole), the others are read, and a range reads its own rejects."""
+    texts = [f"Document number {i} of the table. ".encode() * 2 for i in range(3000)]
+    texts[2500] = "Un caf\xe9 au coin de la rue. ".encode("latin-1") * 2
+    values = pa.array(texts, pa.binary())
+    pq.write_table(pa.table({"text": pa.Array.from_buffers(pa.string(), len(values), values.buffers())}),
+                   tmp_path / "t.parquet", row_group_size=1000)
+    path = str(tmp_path / "t.parquet")
+    whole = read(path, "t")
+    assert len(whole) == 3000 and [r for r in reasons(whole) if r[1]] == [("t#2500", "invalid_utf8")]
+    assert whole[2500]["sample"].startswith("Un caf\ufffd")
+    split = [r for span in (Span(0, 2, 0), Span(2, -1, 2000)) for r in iter_documents(path, "t", cfg(path), span)]
+    assert split == whole
+
+
+def corrupt_row_group(path, group: int, how: str) -> None:
+    column = pq.read_metadata(path).row_group(group).column(0)
+    data = bytearray(path.read_bytes())
+    if how == "data":  # bytes inside the compressed page
+        end = column.data_page_offset + column.total_compressed_size
+        data[end - 30:end - 10] = bytes(b ^ 0x5A for b in data[end - 30:end - 10])
+    else:  # the data page header's type (its first field) made one pyarrow skips without a word
+        data[column.data_page_offset + 1] = 77
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("compression,how", [("snappy", "data"), ("zstd", "data"), ("none", "page_type")])
+def test_a_damaged_parquet_row_group_is_counted_and_the_rest_read(tmp_path, compression, how):
+    """pyarrow raises a plain OSError for a corrupt snappy / zstd page (not an ArrowException), and reads no rows of
+    a page whose header it does not know: either is one malformed_parquet row, counted by the range reading it."""
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": [f"Document number {i} of the table." for i in range(40)]}), path,
+                   row_group_size=10, compression=compression, use_dictionary=False)
+    corrupt_row_group(path, 2, how)
+    good = [(f"d#{i}", "") for i in range(40) if not 20 <= i < 30]
+    whole = read(path, "d")
+    in_order = sorted(reasons(whole), key=lambda r: doc_order_key(r[0]))
+    assert in_order == good[:20] + [("d#20", "malformed_parquet")] + good[20:]
+    assert whole[20]["sample"].startswith("rows 20-29 (row group 2)")
+    split = [r for span in (Span(0, 2, 0), Span(2, -1, 20)) for r in iter_documents(str(path), "d", cfg(path), span)]
+    assert split == whole
+
+
+def test_a_parquet_read_that_fails_on_io_is_raised_not_counted_as_bad_rows(tmp_path):
+    """A network reset mid-file (an s3 or gcs read) is no malformed row group: counted as one, its rows were lost
+    without a retry. An I/O error (an errno or an OSError subclass) is raised; pyarrow's own bare OSError for bytes it
+    cannot decode (the test above) is counted."""
+    import io
+
+    from pipelines.parquet_source import read_parquet
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": [f"Document number {i} of the table." for i in range(40)]}), path,
+                   row_group_size=10, use_dictionary=False)
+    data, cut = path.read_bytes(), pq.read_metadata(path).row_group(2).column(0).data_page_offset
+
+    class Resetting(io.BytesIO):
+        def read(self, n=-1):
+            if self.tell() <= cut < self.tell() + (len(data) if n is None or n < 0 else n):
+                raise ConnectionResetError(104, "Connection reset by peer")
+            return super().read(n)
+
+    with pytest.raises(ConnectionResetError):
+        list(read_parquet(Resetting(data), "d", str(path), cfg(path), Span()))
+
+
+def test_symlinked_folders_are_followed_once(tmp_path):
+    """A folder symlink inside a source folder is walked as `find -L` does; a link to an ancestor or a second link
+    to one folder reads nothing twice and does not recurse."""
+    corpus, other = tmp_path / "corp", tmp_path / "other"
+    (other / "deep").mkdir(parents=True)
+    corpus.mkdir()
+    for path in (corpus / "a.txt", other / "x.txt", other / "deep" / "y.txt"):
+        path.write_text(BOOK)
+    (corpus / "linked").symlink_to(other)
+    (corpus / "linked2").symlink_to(other)  # the same folder again: its files once, under the first name
+    (other / "loop").symlink_to(tmp_path)  # an ancestor of the corpus
+    assert resolve_sources(cfg(corpus)) == [str(corpus / p) for p in ["a.txt", "linked/deep/y.txt", "linked/x.txt"]]
+
+
+def test_xz_corpora_read_as_gzip_ones_and_zstd_ones_are_refused(tmp_path):
+    """.xz is read as .gz is (whole, truncated and corrupt counted); .zst (The Pile's) has no decoder here: a
+    SourceError naming the file and codec, not a corpus of binary_file rejects."""
+    import lzma
+
+    data = "\n".join(json.dumps({"text": f"Document number {i}. " * 5}) for i in range(200)).encode()
+    (tmp_path / "ok.jsonl.xz").write_bytes(lzma.compress(data))
+    (tmp_path / "cut.jsonl.xz").write_bytes(lzma.compress(data)[:-40])
+    (tmp_path / "junk.txt.xz").write_bytes(b"\xfd7zXZ\x00" + bytes(range(200)))
+    assert reasons(read(tmp_path / "ok.jsonl.xz", "ok")) == [(f"ok#{i}", "") for i in range(200)]
+    rows = read(tmp_path / "cut.jsonl.xz", "cut")
+    assert rows[-1]["doc_id"] == "cut" and rows[-1]["reject_reason"] == "truncated_xz" and len(rows) > 150
+    assert reasons(read(tmp_path / "junk.txt.xz", "junk")) == [("junk", "corrupt_xz")]
+    (tmp_path / "pile.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd" + bytes(100))
+    with pytest.raises(SourceError, match=r"pile\.jsonl\.zst: zstd-compressed"):
+        read(tmp_path / "pile.jsonl.zst", "pile")
+    with pytest.raises(SourceError, match="zstd"):  # as prepare() plans its work, before any file is read
+        file_format(str(tmp_path / "pile.jsonl.zst"), cfg(tmp_path))

@@ -1,0 +1,46 @@
+"""Parquet files that Hugging Face `datasets` wrote (to_parquet, the Hub's converted files): their integer labels and
+tags named by the ClassLabel names in the schema's metadata, as a save_to_disk folder's are."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.tasks import Columns, TaskDataError
+from pipelines.tasks.files import check_columns
+from tests.unit.test_files_task import HF, read
+
+
+def as_parquet(folder, path, features):
+    """The Arrow data of a save_to_disk folder as a Parquet file carrying `features` as datasets writes them."""
+    with pa.ipc.open_stream(folder / "data-00000-of-00001.arrow") as reader:
+        table = reader.read_all()
+    meta = {b"huggingface": json.dumps({"info": {"features": features}}).encode()}
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    return str(path)
+
+
+def test_parquet_written_by_datasets_names_its_class_ids_as_its_folder_would(tmp_path):
+    """datasets' to_parquet (and the Hub's auto-converted Parquet) keeps ClassLabel names in the schema's
+    b"huggingface" metadata: integer labels and tags read as those names, as from a save_to_disk folder."""
+    for folder, kind, columns in ((HF / "sentiment", "classification", Columns(text="sentence")),
+                                  (HF / "ner-dict" / "validation", "token-classification", Columns(tags="ner_tags"))):
+        features = json.loads((folder / "dataset_info.json").read_text())["features"]
+        from_folder = read(str(folder), "hf", kind, columns)
+        from_parquet = read(as_parquet(folder, tmp_path / folder.name, features), "parquet", kind, columns)  # same ids
+        assert from_parquet[:2] == from_folder[:2]  # rows and rejects (-1: no label; a tag list of another length)
+    tags = {"_type": "ClassLabel", "names": ["O", "B-PER", "I-PER"]}
+    table = pa.table({"tokens": [["John", "Smith", "ran"]], "ner_tags": [[1, 2, 0]]})
+    for older in ({"_type": "Sequence", "feature": tags}, [tags]):  # datasets < 4's sequences, as dict or as list
+        meta = {b"huggingface": json.dumps({"info": {"features": {"ner_tags": older}}}).encode()}
+        pq.write_table(table.replace_schema_metadata(meta), tmp_path / "old.parquet")
+        rows = read(str(tmp_path / "old.parquet"), "parquet", "token-classification", Columns(tags="ner_tags"))[0]
+        assert rows[0]["ner_tags"] == ["B-PER", "I-PER", "O"]
+    pq.write_table(table.replace_schema_metadata({b"huggingface": b"{not json"}), tmp_path / "bad.parquet")
+    with pytest.raises(TaskDataError, match="bad.parquet: the Parquet schema's 'huggingface' metadata"):
+        read(str(tmp_path / "bad.parquet"), "parquet", "token-classification", Columns(tags="ner_tags"))
+    with pytest.raises(TaskDataError, match="bad.parquet: the Parquet schema's 'huggingface' metadata"):
+        check_columns([(str(tmp_path / "bad.parquet"), "parquet")], "token-classification", Columns(tags="ner_tags"))
+
+# --- token classification, question answering ---

@@ -1,0 +1,71 @@
+"""Question answering from a user's own files: the answers' shapes, their whitespace, rows without answers, and SQuAD
+JSON read as inputs to predict."""
+
+import json
+
+import pytest
+
+from pipelines.tasks import TaskDataError, read_file
+from pipelines.tasks.files import check_columns
+from tests.unit.test_files_task import SQUAD, jsonl, read, write
+
+
+def test_qa_answers_as_one_object_pair_up_or_are_refused(tmp_path):
+    """{"text": "Paris", "answer_start": 25} is one answer (not a TypeError naming no file); lists pair up; a text
+    beside a list of starts, or lists of unequal lengths, are unparseable_label (not the answer "P")."""
+    context = "The capital of France is Paris."
+    path = write(tmp_path, "qa.jsonl", jsonl(
+        {"context": context, "question": "One?", "answers": {"text": "Paris", "answer_start": 25}},
+        {"context": context, "question": "Mixed?", "answers": {"text": "Paris", "answer_start": [25]}},
+        {"context": context, "question": "Unequal?", "answers": {"text": ["Paris", "The"], "answer_start": [25]}},
+        {"context": context, "question": "Text?", "answers": "Paris"}))
+    check_columns([(path, "jsonl")], "question-answering")
+    rows, rejects, _, _ = read(path, "jsonl", "question-answering")
+    assert [r["answers"] for r in rows] == [{"text": ["Paris"], "answer_start": [25]}]
+    assert rejects == {"unparseable_label": 3}
+
+
+def test_qa_answers_are_trimmed_and_rows_without_answers_are_missing_labels(tmp_path):
+    """An answer's whitespace is trimmed (its start moved), whitespace alone is no answer; answers absent or null are
+    missing_label, [] is SQuAD v2's unanswerable question, refused where task.version_2 is false."""
+    context = "The capital of France is Paris and it is big."
+    path = write(tmp_path, "qa.jsonl", jsonl(
+        {"context": context, "question": "Lead?", "answers": {"text": [" Paris"], "answer_start": [24]}},
+        {"context": context, "question": "Trail?", "answers": [{"text": "Paris ", "answer_start": 25}]},
+        {"context": context, "question": "Blank?", "answers": [{"text": " ", "answer_start": 24}]},
+        {"context": context, "question": "Absent?"},
+        {"context": context, "question": "Null?", "answers": None},
+        {"context": context, "question": "None?", "answers": []},
+        {"context": context, "question": "Columns?", "answers": {"text": [], "answer_start": []}}))
+    rows, rejects, _, _ = read(path, "jsonl", "question-answering")
+    assert [r["answers"] for r in rows[:2]] == [{"text": ["Paris"], "answer_start": [25]}] * 2
+    assert [r["is_impossible"] for r in rows] == [False, False, True, True]
+    assert rejects == {"answer_offset_mismatch": 1, "no_valid_answer": 1, "missing_label": 2}
+    v1 = [b for b in read_file(path, "jsonl", "question-answering", version_2=False)]
+    assert sum(len(b.rows) for b in v1) == 2 and v1[0].rejects["unanswerable_needs_version_2"] == 2
+    squad = write(tmp_path, "v2.json", json.dumps(SQUAD))
+    v1 = list(read_file(squad, "squad", "question-answering", version_2=False))
+    assert [r["id"] for r in v1[0].rows] == ["q1"] and v1[0].rejects["unanswerable_needs_version_2"] == 1
+
+
+def test_squad_json_inputs_to_predict_keep_every_question(tmp_path):
+    """labeled=False: each question with a context and a question is an input, answered or not, its id repeated or
+    absent (as the same rows in JSON Lines), none dropped by the training checks."""
+    qas = [{"id": "q1", "question": "Where?"}, {"id": "q1", "question": "Again?"}, {"question": "No id?"},
+           {"id": "q4", "question": "Answered?", "answers": [{"text": "France", "answer_start": 12}]},
+           {"id": "q5", "question": "Wrong?", "answers": [{"text": "France", "answer_start": 3}]}, {"id": "q6"}]
+    path = write(tmp_path, "in.json", json.dumps({"data": [{"title": "T", "paragraphs": [
+        {"context": "Paris is in France.", "qas": qas}]}]}))
+    batches = list(read_file(path, "squad", "question-answering", labeled=False))
+    rows = [r for b in batches for r in b.rows]
+    assert [r["id"] for r in rows] == ["q1", "q1", "in.json:2", "q4", "q5"]
+    assert all(r["answers"] == {"text": [], "answer_start": []} for r in rows)
+    assert batches[0].rejects == {"missing_field": 1}
+    bad = write(tmp_path, "bad.json", json.dumps({"data": [{"paragraphs": [{"context": "x", "qas": qas[-1:]}]}]}))
+    assert [(b.rows, b.rejects) for b in read_file(bad, "squad", "question-answering", labeled=False)] == [
+        ([], {"missing_field": 1})]  # counted, not raised in a Ray task
+    empty = write(tmp_path, "empty.json", json.dumps({"data": []}))
+    assert [b.rejects for b in read_file(empty, "squad", "question-answering", labeled=False)] == [{"empty_file": 1}]
+    with pytest.raises(TaskDataError, match="no usable questions"):  # to train: no answer on any question
+        list(read_file(write(tmp_path, "q.json", json.dumps({"data": [{"paragraphs": [
+            {"context": "Paris is in France.", "qas": qas[:3]}]}]})), "squad", "question-answering"))
