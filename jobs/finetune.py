@@ -90,8 +90,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     ensure_capacity(resolved.scaling)  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
     ray.data.DataContext.get_current().enable_progress_bars = False
     # the workers get train and select only: no evaluation row reaches a choice
-    datasets = {"train": _features(resolved, rows.train, init_dir), ft_tasks.SELECT: _features(resolved, rows.select,
-                                                                                                 init_dir)}
+    datasets = {"train": _features(resolved, rows.train, init_dir),
+                ft_tasks.SELECT: _features(resolved, rows.select, init_dir, evaluation=True)}
     n_train = datasets["train"].count()
     if n_train < resolved.scaling.num_workers:  # Ray Data's equal split would hand some worker no rows at all
         raise ConfigError(f"scaling.num_workers={resolved.scaling.num_workers}: {cfg.task.name} has {n_train} training "
@@ -221,16 +221,17 @@ def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict
     return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size}
 
 
-def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path):
+def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation: bool = False):
     """Rows -> model features as Ray Data tasks (jobs.loops.ft_tasks.featurize), materialized so the trainer streams
-    finished blocks and the driver knows the count."""
+    finished blocks and the driver knows the count; an `evaluation` split's as ft_tasks.evaluation_task says."""
     import ray
 
-    from jobs.loops.ft_tasks import featurize
+    from jobs.loops.ft_tasks import evaluation_task, featurize
     from pipelines.tasks.common import load_tokenizer
 
     tokenizer = load_tokenizer(str(init_dir))  # a fast tokenizer pickles: tasks need no path of ours
     task = {k: v for k, v in vars(cfg.task).items()}
+    task = evaluation_task(task) if evaluation else task
     source = rows.dataset if hasattr(rows, "dataset") else ray.data.from_items(rows)  # your files: in the cluster
     return source.map_batches(
         featurize, fn_args=(task, tokenizer), batch_size=cfg.features.batch_size, batch_format="numpy").materialize()

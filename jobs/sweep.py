@@ -85,7 +85,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     ray.data.DataContext.get_current().enable_progress_bars = False
     # features once, as Ray Data tasks (as the fine-tuning job's), materialized: every trial iterates the same blocks.
     # The trials get train and select only: no evaluation row reaches a choice
-    train, select = (_features(base, split, init_dir) for split in (rows.train, rows.select))
+    train, select = _features(base, rows.train, init_dir), _features(base, rows.select, init_dir, evaluation=True)
     n_train, metric = train.count(), ft_tasks.main_metric(base.task)
     print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
           f"{sorted(cfg.search_space)}; {n_train:,} train features; main metric {metric}", flush=True)

@@ -308,6 +308,13 @@ def majority_baseline(task: TaskConfig, rows: list[dict], split: str = SELECT) -
 
 # -- features (Ray Data tasks) -------------------------------------------------------------------
 
+def evaluation_task(task: dict) -> dict:
+    """The task as its evaluation splits are featurized: token classification labels a word's first piece alone,
+    whatever label_all_subwords trained with, so entities are scored by word (a five-piece word is one entity, not
+    five) and every model is judged against the same gold."""
+    return {**task, "label_all_subwords": False}
+
+
 def featurize(batch, task: dict, tokenizer) -> dict[str, np.ndarray]:
     """`map_batches` function: one batch of rows -> its features. Runs as Ray Data tasks in Ray's pooled worker
     processes, which stay up between splits, jobs and trials; an actor pool would start (and import
@@ -426,12 +433,14 @@ def is_iob(labels) -> bool:
 
 
 def tag_metrics(gold: list[list[str]], pred: list[list[str]]) -> dict[str, float]:
-    """Word tags that are not entities: every word counts; "f1" is the macro F1 over the tags."""
+    """Word tags that are not entities: every word counts; "f1" is the macro F1 over the tags the gold holds (as
+    labels.file_metrics' macro_f1: the same tags for every model)."""
     from sklearn.metrics import f1_score
 
     flat_gold, flat_pred = [g for s in gold for g in s], [q for s in pred for q in s]
     return {"accuracy": float(np.mean([g == q for g, q in zip(flat_gold, flat_pred)])) if flat_gold else 0.0,
-            "f1": float(f1_score(flat_gold, flat_pred, average="macro", zero_division=0))}
+            "f1": float(f1_score(flat_gold, flat_pred, labels=sorted(set(flat_gold)) or None, average="macro",
+                                 zero_division=0))}
 
 
 def _squad_metrics(task: TaskConfig, rows: list[dict], arrays: dict, tokenizer) -> dict:

@@ -61,7 +61,7 @@ def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch
     metric = f"{split}/{ft_tasks.metric_name(task)}"
     if task.kind == "question-answering":
         return _squad(model, tokenizer, task, split, rows, batch_size)
-    feats = ft_tasks.Featurizer(asdict(task), tokenizer)(rows)
+    feats = ft_tasks.Featurizer(ft_tasks.evaluation_task(asdict(task)), tokenizer)(rows)
     if not np.array_equal(feats["row_index"], [r["row_index"] for r in rows]):
         raise RuntimeError("features out of step with the evaluation rows (one feature per row expected)")
     outputs = [_forward(model, {k: v[i:i + batch_size] for k, v in feats.items()})

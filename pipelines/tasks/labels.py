@@ -51,9 +51,10 @@ def encode_labels(rows, kind: str, labels: tuple[str, ...]) -> tuple[list[dict],
 def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
                  threshold: float = 0.5) -> dict[str, float]:
     """classification: accuracy, macro_f1 of class ids (N,) or logits (N, C); multi-label: micro_f1,
-    macro_f1 (over all C labels; 0 for one never true nor predicted) and exact_match (all C right) of
-    sigmoid(logits) > threshold against (N, C) 0/1 labels; regression: pearson, spearman, mse.
-    Computed by scikit-learn / scipy."""
+    macro_f1 and exact_match (all C right) of sigmoid(logits) > threshold against (N, C) 0/1 labels; regression:
+    pearson, spearman, mse. Computed by scikit-learn / scipy. macro_f1 averages over the labels the gold holds:
+    a label the split lacks adds no term however it is predicted (a wrong prediction of it still costs its row),
+    so every model, and every resample, is averaged over the same labels."""
     from scipy.special import expit  # deferred, as seqeval in conll.py: a job's config checks need neither
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import accuracy_score, f1_score
@@ -61,13 +62,15 @@ def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
     preds, gold = np.asarray(predictions), np.asarray(labels)
     if kind == "classification":
         preds = preds.argmax(-1) if preds.ndim == 2 else preds
-        return {"accuracy": float(accuracy_score(gold, preds)), "macro_f1": float(f1_score(gold, preds, average="macro"))}
+        return {"accuracy": float(accuracy_score(gold, preds)),
+                "macro_f1": float(f1_score(gold, preds, labels=np.unique(gold), average="macro", zero_division=0))}
     if kind == "multi-label":
         if preds.shape != gold.shape or preds.shape[-1] != len(label_names):
             raise ValueError(f"logits {preds.shape} and labels {gold.shape} must both be (N, {len(label_names)})")
         hits, gold = (expit(preds.astype(np.float64)) > threshold).astype(int), gold.astype(int)
         return {"micro_f1": float(f1_score(gold, hits, average="micro", zero_division=0)),
-                "macro_f1": float(f1_score(gold, hits, average="macro", zero_division=0)),
+                "macro_f1": float(f1_score(gold, hits, labels=np.flatnonzero(gold.any(0)) if gold.any() else None,
+                                           average="macro", zero_division=0)),
                 "exact_match": float(accuracy_score(gold, hits))}
     if kind == "regression":
         preds, gold = preds.reshape(-1).astype(np.float64), gold.reshape(-1).astype(np.float64)

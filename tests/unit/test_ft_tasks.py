@@ -73,6 +73,25 @@ def test_conll_featurizer_labels_first_pieces(tok):
     assert f["labels"][0, 0] == -100 and f["row_index"].tolist() == [0] and f["window"].tolist() == [0]
 
 
+def test_entities_are_scored_by_word_when_training_labels_every_piece(tok):
+    """label_all_subwords trains on every piece, but evaluating on those labels counted a five-piece B-LOC word as
+    five entities (tags O and B-LOC only): a model right on every word scored entity F1 0.33. Evaluation splits are
+    featurized with first pieces alone (ft_tasks.evaluation_task): that model scores 1.0, and every model is judged
+    against the same gold however it was trained."""
+    from pipelines.tasks import conll_align_predictions, ner_metrics
+
+    task = vars(TaskConfig(name="conll", max_seq_len=24, labels=["O", "B-LOC"], label_all_subwords=True))
+    rows = [{"row_index": 0, "tokens": ["Visit", "Ouagadougou", "today"], "ner_tags": ["O", "B-LOC", "O"],
+             "pos_tags": None, "chunk_tags": None, "id": 0, "document": 0}]
+    assert len(tok("Ouagadougou", add_special_tokens=False)["input_ids"]) > 2
+    trained = ft_tasks.Featurizer(task, tok)(numpy_batch(rows))["labels"]
+    judged = ft_tasks.Featurizer(ft_tasks.evaluation_task(task), tok)(numpy_batch(rows))["labels"]
+    logits = np.eye(2)[np.where(judged >= 0, judged, 0)]  # right on every word (its first piece), O elsewhere
+    f1 = {name: ner_metrics(*conll_align_predictions(logits, labels, ("O", "B-LOC")), scheme="IOB2")["f1"]
+          for name, labels in (("trained", trained), ("judged", judged))}
+    assert f1["judged"] == 1.0 and f1["trained"] < 0.5
+
+
 def test_collate_pads_to_the_longest_row():
     batch = {"input_ids": np.array([[101, 5, 102, 0, 0], [101, 6, 7, 102, 0]]),
              "token_type_ids": np.zeros((2, 5), np.int64),
