@@ -132,12 +132,15 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     ours, theirs = str(candidate.version), str(champion.version) if champion is not None else ""  # int or str
     if theirs == ours:
         return PromoteResult(cfg.model, "kept", f"v{ours} is already the champion", ours, theirs)
-    task = ft_tasks.task_config({**_task_of(candidate), **cfg.task})
+    task = their_task = ft_tasks.task_config({**_task_of(candidate), **cfg.task})
     if champion is not None:
         other = _task_of(champion, required=False)
         if other and (other["name"], other["labels"]) != (task.name, task.labels):
             raise ValueError(f"v{theirs} (champion) is a {other['name']} model with labels {other['labels']}; "
                              f"v{ours} is {task.name} with {task.labels}: not comparable")
+        # the data is the candidate's task's; how each model reads and decides is its own, as it serves
+        own = {k: other[k] for k in MODEL_SETTINGS if k in other and k not in cfg.task}
+        their_task = ft_tasks.task_config({**_task_of(candidate), **own, **cfg.task})
     split = ft_tasks.eval_splits(task)[0]
     if task.name == "files":  # your files are read by Ray Data tasks
         from jobs.runtime.cluster import init_ray
@@ -148,7 +151,8 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     move_alias(client, cfg.model, CHALLENGER, ours,
                f"judged against champion v{theirs}" if theirs else "judged with no champion yet", run_id)
     try:
-        decision, reason, mine, evidence = _judge(cfg, uri, task, split, rows, ours, theirs, champion is not None)
+        decision, reason, mine, evidence = _judge(cfg, uri, (task, their_task), split, rows, ours, theirs,
+                                                  champion is not None)
     except BaseException as exc:  # the run says why no decision came; the challenger's move stays recorded
         client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
         client.set_terminated(run_id, "FAILED")
@@ -160,7 +164,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
             decision, reason = "refused", (
                 f"@champion moved from {_side(theirs)} to {_side(current)} while v{ours} was judged against "
                 f"{_side(theirs)}: v{ours} was never compared with {_side(current)}, nothing moved; judge it again")
-    # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): the same rows, the same digest
+    # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): same rows, same digest
     result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
                            mine.n, run_id)
     _record(cfg, client, result)
@@ -176,11 +180,13 @@ def _side(version: str) -> str:
     return f"v{version}" if version else "no champion"
 
 
-def _judge(cfg: PromoteConfig, uri: str, task, split: str, rows: list[dict], ours: str, theirs: str,
+def _judge(cfg: PromoteConfig, uri: str, tasks, split: str, rows: list[dict], ours: str, theirs: str,
            has_champion: bool):
-    """Both models scored on `rows`, the decision and its evidence: (decision, reason, the candidate's Scores,
-    evidence)."""
+    """Both models scored on `rows`, each with its task settings (`tasks`: the candidate's, the champion's), the
+    decision and its evidence: (decision, reason, the candidate's Scores, evidence)."""
     from jobs.registry import scorer
+
+    task, their_task = tasks
 
     with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
         mine = scorer.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
@@ -191,11 +197,22 @@ def _judge(cfg: PromoteConfig, uri: str, task, split: str, rows: list[dict], our
                 f"no champion yet; v{ours} {mine.metric} {mine.value:.4f} on {mine.n} rows, one-sided "
                 f"{cfg.confidence:.0%} lower bound {evidence['lower_bound']:.4f} ({cfg.bootstrap_samples} resamples)")
         else:
-            best = scorer.score(_download(uri, cfg.model, theirs, Path(tmp)), task, split, rows, cfg.batch_size)
+            best = scorer.score(_download(uri, cfg.model, theirs, Path(tmp)), their_task, split, rows, cfg.batch_size)
             evidence.update(champion=best.value, **scorer.paired_bootstrap(
                 mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
             decision, reason = decide(cfg, evidence, mine.metric, ours, theirs, mine.n)
+            differ = [f"{k} {getattr(task, k)} vs {getattr(their_task, k)}" for k in MODEL_SETTINGS
+                      if getattr(task, k) != getattr(their_task, k)]
+            reason += f"; each with its own {', '.join(differ)}" if differ else ""
     return decision, reason, mine, evidence
+
+
+# A model's own settings (how it reads its input and decides, as it serves: its sequence length, multi-label
+# threshold, QA windows), not the data's: the champion is scored with those it was registered with, not the
+# candidate's (a champion trained at 256 cut to the candidate's 128, or judged at another threshold, loses on a
+# setting, not on its weights).
+MODEL_SETTINGS = ("max_seq_len", "multi_label_threshold", "doc_stride", "max_query_length", "n_best",
+                  "max_answer_length")
 
 
 def decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str, rows: int) -> tuple[str, str]:

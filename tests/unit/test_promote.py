@@ -226,6 +226,27 @@ def test_a_champion_moved_while_judging_is_not_replaced_by_a_model_never_compare
     assert not [m for m in promote.history(client, NAME) if m.startswith(f"champion v{v3} -> v{v2}")]
 
 
+def test_the_champion_is_scored_with_its_own_sequence_length(models, tmp_path):
+    """The data is the candidate's task's, but each model reads it as it serves: a champion registered with another
+    max_seq_len was cut to the candidate's and lost on a setting, not on its weights. Its score is its own, and the
+    reason says both."""
+    from dataclasses import replace
+
+    from jobs.loops import ft_tasks
+
+    task, dirs = models
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    register(uri, replace(task, max_seq_len=4), dirs["good"])  # the champion: 2 word pieces of each sentence
+    assert judge(uri, tmp_path / "art").decision == "promoted"
+    candidate = register(uri, task, dirs["same"])
+    result = judge(uri, tmp_path / "art", version=int(candidate))
+    rows = ft_tasks.load_rows(task).evaluation["dev"]
+    own = scorer.score(dirs["good"], replace(task, max_seq_len=4), "dev", rows)
+    assert result.evidence["champion"] == pytest.approx(own.value)
+    assert result.evidence["champion"] != pytest.approx(scorer.score(dirs["good"], task, "dev", rows).value)
+    assert f"each with its own max_seq_len {task.max_seq_len} vs 4" in result.reason
+
+
 def test_refused_before_any_evaluation(models, tmp_path):
     from bert_core.config import ConfigError
 
