@@ -43,11 +43,12 @@ class SweepInterrupted(RuntimeError):
 class SweepResult:
     name: str
     metric: str  # the task's main select metric (e.g. "select/accuracy"); higher is better; Tune's "score"
-    best_config: dict  # the best trial's searched fields {"optim.lr": ...}
+    best_config: dict  # the searched fields {"optim.lr": ...} in effect at the best trial's best evaluation
     best_score: float  # its best evaluation
-    table: list[dict]  # one row per trial: trial_id, status, searched fields, best, evaluations, mlflow_run_id
+    table: list[dict]  # one row per trial: trial_id, status, searched fields at its best, best, evaluations, ...
     table_path: str  # the table as CSV (also an artifact of the parent run)
     plot_path: str  # every trial's metric over training steps (PNG; also an artifact)
+    best_schedule: str = ""  # how PBT reached best_config ("" if the trial trained with it throughout; see at_best)
     seeds: dict = field(default_factory=dict)  # scores and seeds (aligned), degenerate, median, mean, std, min, max
     export_dir: str = ""  # the seed-median run's best model in HF format ("" without a seed re-run)
     mlflow: dict = field(default_factory=dict)  # parent_run_id, median_run_id, model_uri, registered_model, ...
@@ -130,14 +131,15 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
     print("\n".join(["", rule, f"trials           {table_path}", pd.DataFrame(table).to_string(index=False), rule]),
           flush=True)
 
-    best = grid.get_best_result(metric="score", mode="max", scope="all")
-    best_config = {k: v for k, v in best.config.items() if k in cfg.search_space}
-    best_score = float(best.metrics_dataframe["score"].max())
+    best_config, best_score, schedule = at_best(grid.get_best_result(metric="score", mode="max", scope="all"),
+                                                cfg.search_space)
     client.log_batch(parent_id, metrics=_metrics({"best_trial_score": best_score}))
     client.set_tag(parent_id, "best_config", str(best_config))
+    if schedule:
+        client.set_tag(parent_id, "best_config_schedule", schedule)
     result = SweepResult(cfg.name, metric, best_config, best_score, table, str(table_path), str(plot_path),
-                         mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]},
-                         data=rows.summary())
+                         best_schedule=schedule, data=rows.summary(),
+                         mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
     if cfg.seeds.count:
         majority = ft_tasks.majority_baseline(base.task, rows.select)
         seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows)
@@ -283,13 +285,47 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
         if mlflow_run is not None:  # Tune's verdict settles the run's status (see RUN_STATUS)
             client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
             client.set_tag(mlflow_run.info.run_id, "tune_status", status)
+        scored = reported and df["score"].notna().any()
         rows.append({"trial_id": trial_id, "status": status,
-                     **{k: result.config.get(k) for k in cfg.search_space},
+                     **(at_best(result, cfg.search_space)[0] if scored
+                        else {k: result.config.get(k) for k in cfg.search_space}),
                      "best": float(df["score"].max()) if reported else float("nan"),
                      "evaluations": int(len(df)) if reported else 0, "last_step": int(last.get("step", 0)),
                      "restored_from": last.get("restored_from", "") if reported else "",
                      "mlflow_run_id": mlflow_run.info.run_id if mlflow_run is not None else ""})
     return rows
+
+
+def at_best(result, fields) -> tuple[dict, float, str]:
+    """A trial's best select score, the searched `fields` in effect at the report that made it, and "" or a note of the
+    PBT schedule that led there. Not Result.config: that is the trial's last report's config, and PBT sets a trial's
+    config anew at each exploit or explore, so a trial that peaked and was then perturbed would pair its best score
+    with a later config, which the seed runs would then retrain with."""
+    df, trial = result.metrics_dataframe.reset_index(drop=True), (result.metrics or {}).get("trial_id", result.path)
+    if not df["score"].notna().any():
+        raise ValueError(f"trial {trial} reported no select score")
+    at = int(df["score"].idxmax())
+    config, first = _config_of(df, at, fields, trial), _config_of(df, 0, fields, trial)
+    donors = sorted({str(d) for d in df["restored_from"].iloc[: at + 1].fillna("") if d})
+    history = ([f"started with {first}"] if first != config else []) + (
+        [f"continued from the weights of trial(s) {', '.join(donors)}"] if donors else [])
+    schedule = f"PBT schedule: in effect at step {int(df['step'][at])}; the trial {' and '.join(history)}"
+    return config, float(df["score"][at]), schedule if history else ""
+
+
+def _config_of(df, at: int, fields, trial: str) -> dict:
+    """The searched fields report `at` ran under: the trial's own `hp/<field>`, else Tune's `config/<field>` (its
+    trainable's config, which it records with each report: a report from before trials reported `hp/`)."""
+    from jobs.config.sweep import SEARCHABLE
+
+    config = {}
+    for k in fields:
+        value = next((df[c][at] for c in (f"hp/{k}", f"config/{k}") if c in df and df[c].notna()[at]), None)
+        if value is None:
+            raise ValueError(f"trial {trial}: report {at} carries neither hp/{k} nor config/{k}, so the config it "
+                             "was made under is unknown")
+        config[k] = SEARCHABLE[k](value)  # a plain int or float, as Tune's config holds it
+    return config
 
 
 def write_table(table: list[dict], path: Path) -> None:
@@ -445,7 +481,9 @@ def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) ->
     lines = ["", "=" * 72, f"sweep            {r.name}: {len(r.table)} trials "
              f"({sum(t['status'] == 'stopped early' for t in r.table)} stopped early, "
              f"{sum(t['status'] == 'failed' for t in r.table)} failed)",
-             f"best trial       {r.metric} {r.best_score:.4f} with {r.best_config}"]
+             f"best trial       {r.metric} {r.best_score:.4f} with {r.best_config}"
+             + (f" ({r.best_schedule}{'; the seed runs train with it throughout' if r.seeds else ''})"
+                if r.best_schedule else "")]
     if r.seeds.get("scores"):
         lines.append(f"over seeds       median {r.seeds['median']:.4f} mean {r.seeds['mean']:.4f} "
                      f"std {r.seeds['std']:.4f} min {r.seeds['min']:.4f} max {r.seeds['max']:.4f} "

@@ -8,10 +8,11 @@ A trial is a fine-tune with Tune's report: the loop (evaluation cadence, best, p
 is jobs/loops/finetune.py's, as the fine-tuning worker's is; this module supplies batches, the report and the
 checkpoint. Every trial iterates the same materialized train features (Ray Data, made once by the driver), in
 its own seed's order. Every evaluation reports the select split's metrics (`score` = the task's main metric; a
-trial never sees the evaluation split), every `checkpoint_every`-th and the last with a Tune checkpoint of the
-whole training state (the engine's DeepSpeed checkpoint: weights, optimizer moments, step; the loop's state),
-which PBT exploits and a resumed sweep continues from; ASHA needs only the metrics. Training runs on the engine
-pretraining and fine-tuning use (jobs/engine/data_parallel.py), in a one-rank process group. On a restore the
+trial never sees the evaluation split) and the searched fields it was made under (`hp/<field>`), every
+`checkpoint_every`-th and the last with a Tune checkpoint of the whole training state (the engine's DeepSpeed
+checkpoint: weights, optimizer moments, step; the loop's state), which PBT exploits and a resumed sweep continues
+from; ASHA needs only the metrics. Training runs on the engine pretraining and fine-tuning use
+(jobs/engine/data_parallel.py), in a one-rank process group. On a restore the
 weights, the optimizer moments and the loop's place come from the checkpoint, while the learning rate, weight
 decay and schedule come from this trial's (possibly mutated) config (ray#36660: a restored optimizer state would
 otherwise bring the donor's hyperparameters back).
@@ -211,10 +212,12 @@ class TrialRun:
         from ray import tune
 
         step = record["step"]
-        hp = {f"hp/{k}": float(getattr(getattr(self.cfg, k.split('.')[0]), k.split('.')[1])) for k in self.params}
-        self.logger.log(hp, step=step)
+        # the searched fields this report was made under: PBT changes them during a trial, so the driver reads the
+        # config of a trial's best evaluation from that report's `hp/` (jobs/sweep.at_best), not the trial's last
+        hp = {f"hp/{k}": v for k, v in self.params.items()}
+        self.logger.log({k: float(v) for k, v in hp.items()}, step=step)
         groups = self.engine.optimizer.param_groups
-        report = {**record, "score": record[self.loop.metric], "total_steps": self.total,
+        report = {**record, **hp, "score": record[self.loop.metric], "total_steps": self.total,
                   "pred_classes": self.pred_classes, "restored_from": self.restored_from, "seed": self.cfg.train.seed,
                   # the peak lr and decay the optimizer trains with; after a PBT exploit, this trial's mutated
                   # values (a restored optimizer state carries the donor's)
