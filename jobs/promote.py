@@ -190,7 +190,7 @@ def _judge(cfg: PromoteConfig, uri: str, tasks, split: str, rows: list[dict], ou
 
     with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
         mine = scorer.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
-        evidence = {"candidate": mine.value}
+        evidence = {"candidate": mine.value, "groups": mine.n_groups}  # what the bootstrap resamples (scorer)
         if not has_champion:  # nothing to compare with: the bound says what the first champion scores at least
             evidence["lower_bound"] = scorer.lower_bound(mine, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
             decision, reason = "promoted", (
@@ -217,7 +217,8 @@ MODEL_SETTINGS = ("max_seq_len", "multi_label_threshold", "doc_stride", "max_que
 
 def decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str, rows: int) -> tuple[str, str]:
     """("promoted" or "kept", the decision in one sentence) from the paired bootstrap's evidence `e`."""
-    line = (f"v{ours} {metric} {e['candidate']:.4f} vs champion v{theirs} {e['champion']:.4f} on {rows} rows: "
+    line = (f"v{ours} {metric} {e['candidate']:.4f} vs champion v{theirs} {e['champion']:.4f} on {rows} rows"
+            + (f" in {e['groups']:.0f} groups" if e.get("groups", rows) != rows else "") + ": "
             f"delta {e['delta']:+.4f}, one-sided {cfg.confidence:.0%} lower bound {e['lower_bound']:+.4f} "
             f"({cfg.bootstrap_samples} paired resamples)")
     if e["lower_bound"] > cfg.min_delta:

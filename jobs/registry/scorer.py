@@ -11,11 +11,17 @@ the evaluation split:
   NER              entity-level micro F1 from per-sentence (true positive, predicted, gold) entity counts
   SQuAD            the mean of per-question F1 (percent); SQuAD v2's null threshold is the one chosen on the select
                    split during fine-tuning (`null_threshold` in the model's config.json), never tuned on these rows
+
+The bootstrap resamples groups, not rows: rows that share a SQuAD context, a sentence pair's first sentence or a
+document are correlated (a model that misreads a context misses all its questions), and resampling them one by one
+makes the interval too narrow and promotes on noise. The groups are those the carve keeps whole
+(pipelines/tasks/roles.group_key, decided on the evaluation rows); where every row is its own group the resamples
+are exactly a row bootstrap's for the same seed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -24,6 +30,7 @@ import torch
 
 from jobs.loops import ft_tasks
 from jobs.config.finetune import TaskConfig
+from pipelines.tasks.roles import group_key
 
 
 @dataclass
@@ -33,6 +40,21 @@ class Scores:
     n: int  # rows (sentences, questions)
     on: Callable[[np.ndarray], float]  # the metric on a resample: row indices, repeats allowed
     metrics: dict = field(default_factory=dict)  # every official metric on every row, "<split>/<name>"
+    groups: np.ndarray | None = None  # per row, its group (any labels): resampled whole; None: each row its own
+
+    def __post_init__(self):
+        labels = np.arange(self.n) if self.groups is None else np.asarray(self.groups)
+        if labels.shape != (self.n,):
+            raise ValueError(f"groups must label each of the {self.n} rows once, got shape {labels.shape}")
+        _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+        rank = np.empty(len(first), dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        self.groups = rank[inverse.reshape(-1)]  # numbered by first row: singletons are 0, 1, ..., n - 1 in row order
+
+    @property
+    def n_groups(self) -> int:
+        """How many groups the bootstrap resamples (n when every row is its own)."""
+        return int(self.groups.max()) + 1 if self.n else 0
 
 
 def evaluate_model(model_dir: Path, task: TaskConfig, evaluation: dict[str, list[dict]], batch_size: int = 64
@@ -54,27 +76,34 @@ def load_model(model_dir: Path, task: TaskConfig):
 
 
 def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch_size: int = 64) -> Scores:
-    """The model in `model_dir` (HF folder with its tokenizer) on `rows` of `split`."""
+    """The model in `model_dir` (HF folder with its tokenizer) on `rows` of `split`, each row in its group."""
     from pipelines.tasks.common import load_tokenizer
 
     model, tokenizer = load_model(model_dir, task), load_tokenizer(str(model_dir))
-    metric = f"{split}/{ft_tasks.metric_name(task)}"
+    metric, groups = f"{split}/{ft_tasks.metric_name(task)}", row_groups(rows, task.kind)
     if task.kind == "question-answering":
-        return _squad(model, tokenizer, task, split, rows, batch_size)
+        return _squad(model, tokenizer, task, split, rows, batch_size, groups)
     feats = ft_tasks.Featurizer(ft_tasks.evaluation_task(asdict(task)), tokenizer)(rows)
     if not np.array_equal(feats["row_index"], [r["row_index"] for r in rows]):
         raise RuntimeError("features out of step with the evaluation rows (one feature per row expected)")
     outputs = [_forward(model, {k: v[i:i + batch_size] for k, v in feats.items()})
                for i in range(0, len(rows), batch_size)]
     if task.kind == "token-classification":
-        return _ner(task, split, outputs, feats["labels"], batch_size)
+        return _ner(task, split, outputs, feats["labels"], batch_size, groups)
     logits, labels = np.concatenate([o["logits"] for o in outputs]), feats["labels"]
 
     def on(idx: np.ndarray) -> float:
         return ft_tasks.dev_metrics(task, split, [], {"logits": logits[idx], "labels": labels[idx]})[metric]
 
     every = ft_tasks.dev_metrics(task, split, [], {"logits": logits, "labels": labels})
-    return Scores(metric, every[metric], len(rows), on, every)
+    return Scores(metric, every[metric], len(rows), on, every, groups)
+
+
+def row_groups(rows: list[dict], kind: str) -> np.ndarray:
+    """Each row's group, numbered in order of first appearance: the unit the carve keeps whole (a SQuAD context,
+    a pair's shared first sentence, a document where there are enough of them, else the row's own input)."""
+    key, ids = group_key(rows, kind), {}
+    return np.array([ids.setdefault(key(r), len(ids)) for r in rows], dtype=np.int64)
 
 
 @torch.no_grad()
@@ -88,7 +117,8 @@ def _forward(model, batch: dict) -> dict[str, np.ndarray]:
             if getattr(out, k, None) is not None}
 
 
-def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, batch_size: int) -> Scores:
+def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, batch_size: int,
+         groups: np.ndarray) -> Scores:
     from pipelines.tasks import conll_align_predictions, ner_metrics
 
     gold, pred = [], []
@@ -105,7 +135,7 @@ def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, 
             m = ft_tasks.tag_metrics([gold[i] for i in idx], [pred[i] for i in idx])
             return m[metric.split("/", 1)[1]]
 
-        return Scores(metric, every[metric], len(gold), on_tags, every)
+        return Scores(metric, every[metric], len(gold), on_tags, every, groups)
     counts = entity_counts(gold, pred, task.iob_scheme)
 
     def on(idx: np.ndarray) -> float:
@@ -113,7 +143,7 @@ def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, 
         return float(2 * tp / (n_pred + n_gold)) if n_pred + n_gold else 0.0
 
     every = {f"{split}/{k}": float(v) for k, v in ner_metrics(gold, pred, scheme=task.iob_scheme).items()}
-    return Scores(metric, on(np.arange(len(gold))), len(gold), on, every)
+    return Scores(metric, on(np.arange(len(gold))), len(gold), on, every, groups)
 
 
 def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | None) -> np.ndarray:
@@ -135,7 +165,8 @@ def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | No
     return np.array([(len(a & b), len(b), len(a)) for a, b in zip(g, p)], dtype=np.int64).reshape(-1, 3)
 
 
-def _squad(model, tokenizer, task: TaskConfig, split: str, rows: list[dict], batch_size: int) -> Scores:
+def _squad(model, tokenizer, task: TaskConfig, split: str, rows: list[dict], batch_size: int,
+           groups: np.ndarray) -> Scores:
     from pipelines.tasks import squad_eval_features, squad_metrics
     from pipelines.tasks.squad import example_scores
 
@@ -161,30 +192,48 @@ def _squad(model, tokenizer, task: TaskConfig, split: str, rows: list[dict], bat
     if task.version_2:
         every[f"{split}/null_threshold"] = threshold
     metric = f"{split}/{ft_tasks.metric_name(task)}"
-    return Scores(metric, on(np.arange(len(rows))), len(rows), on, every)
+    return Scores(metric, on(np.arange(len(rows))), len(rows), on, every, groups)
+
+
+def resamples(scores: Scores, samples: int, seed: int) -> Iterator[np.ndarray]:
+    """`samples` bootstrap resamples of the rows of `scores` (row indices, repeats allowed): each draws as many
+    groups as there are, with replacement, and takes every row of each group drawn. Groups are numbered by their
+    first row, so where every row is its own group a resample is the row bootstrap's `rng.integers(0, n, n)`.
+    Fewer than two groups are refused: every resample would be all the rows, and the bound the point value."""
+    if scores.n_groups < 2:
+        raise ValueError(f"{scores.metric}: the {scores.n} evaluation rows form {scores.n_groups} group(s) (rows "
+                         "sharing a context, a first sentence or a document are one); a bootstrap needs at least 2")
+    rng = np.random.default_rng(seed)
+    order = np.argsort(scores.groups, kind="stable")  # the rows of group 0, then of group 1, ...
+    sizes = np.bincount(scores.groups, minlength=scores.n_groups)
+    starts = np.cumsum(sizes) - sizes
+    for _ in range(samples):
+        drawn = rng.integers(0, scores.n_groups, scores.n_groups)
+        counts = sizes[drawn]
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # a row's place in its group
+        yield order[np.repeat(starts[drawn], counts) + within]
 
 
 def lower_bound(scores: Scores, samples: int, confidence: float, seed: int) -> float:
     """The one-sided lower confidence bound (level `confidence`) on one model's metric: the (1 - confidence)
-    quantile of its value over `samples` resamples of the rows (what a first champion is known to score at least)."""
-    rng = np.random.default_rng(seed)
-    values = [scores.on(rng.integers(0, scores.n, scores.n)) for _ in range(samples)]
+    quantile of its value over `samples` resamples of the groups (what a first champion is known to score at
+    least)."""
+    values = [scores.on(idx) for idx in resamples(scores, samples, seed)]
     return float(np.quantile(values, 1 - confidence))
 
 
 def paired_bootstrap(candidate: Scores, champion: Scores, samples: int, confidence: float, seed: int) -> dict:
-    """Resample the rows with replacement `samples` times and score both models on the same resample (paired: a
-    row both models get right, or both wrong, moves neither side). Returns
+    """Resample the groups of rows with replacement `samples` times and score both models on the same resample
+    (paired: a row both models get right, or both wrong, moves neither side). Returns
       delta        candidate - champion on every row
       lower_bound  the one-sided lower confidence bound on delta at level `confidence`: the (1 - confidence)
                    quantile of the resampled deltas; the gate promotes only when it is above min_delta
       p_better     the share of resamples where the candidate scores higher (reported, not decided on)"""
     if candidate.n != champion.n:
         raise ValueError(f"the models were scored on different rows ({candidate.n} vs {champion.n})")
-    rng = np.random.default_rng(seed)
-    deltas = np.empty(samples)
-    for b in range(samples):
-        idx = rng.integers(0, candidate.n, candidate.n)
-        deltas[b] = candidate.on(idx) - champion.on(idx)
+    if not np.array_equal(candidate.groups, champion.groups):
+        raise ValueError(f"the models' rows are grouped differently ({candidate.n_groups} vs {champion.n_groups} "
+                         "groups): not the same evaluation rows")
+    deltas = np.array([candidate.on(idx) - champion.on(idx) for idx in resamples(candidate, samples, seed)])
     return {"delta": candidate.value - champion.value, "lower_bound": float(np.quantile(deltas, 1 - confidence)),
             "p_better": float((deltas > 0).mean())}
