@@ -231,7 +231,7 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         before = old.get("basis", {})
         changed = ", ".join(sorted(k for k in basis if before.get(k) != basis[k])).replace(
             "positions", "positions (an earlier version of jobs/predict.py wrote it)").replace(
-            "settings", "settings (the threshold, QA windows or tagging in effect)")
+            "settings", "settings (the QA windows or tagging in effect)")
         if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
             was = dict(zip(before["files"], before["file_versions"]))
             edited = [path for path, version in zip(basis["files"], basis["file_versions"]) if was[path] != version]
@@ -279,12 +279,12 @@ def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:
 
     from jobs.inference.kinds import QASettings
 
-    settings = {"multi-label": lambda: {"threshold": _threshold(cfg, model)},
-                "question-answering": lambda: asdict(QASettings.from_task(model.task)),
+    settings = {"question-answering": lambda: asdict(QASettings.from_task(model.task)),
                 "token-classification": lambda: {"windows": "merged without their O groups"}}.get(model.kind)
     return {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files],
             "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
-            "shard_rows": cfg.shard_rows, "threshold": cfg.threshold, "precision": cfg.precision, "positions": "file",
+            "shard_rows": cfg.shard_rows, "precision": cfg.precision, "positions": "file",
+            "threshold": _threshold(cfg, model) if model.kind == "multi-label" else cfg.threshold,  # in effect
             **({"settings": settings()} if settings else {})}
 
 

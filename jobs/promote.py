@@ -147,6 +147,11 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
 
         init_ray()
     rows = ft_tasks.load_rows(task).evaluation[split]  # the evaluation split: no choice of either model saw it
+    from jobs.registry.scorer import row_groups
+
+    if len(rows) and row_groups(rows, task.kind).max() < 1:  # before any alias moves or model is scored
+        raise ValueError(f"the {len(rows)} rows of {task.name}'s {split} split form one group (one SQuAD context, "
+                         "one document): a bootstrap needs at least two; evaluate on more")
     run_id = _start_record(cfg, uri, ours, theirs, task)
     move_alias(client, cfg.model, CHALLENGER, ours,
                f"judged against champion v{theirs}" if theirs else "judged with no champion yet", run_id)

@@ -58,6 +58,9 @@ def lease(output: Path):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise LeaseHeld(os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "a job") from None
+        except OSError as e:  # storage without locks (Lustre without flock, NFS mounted nolock): ENOLCK, ENOSYS, ...
+            print(f"[predict] {output}: its storage takes no lock ({e.strerror}): a second job started on this "
+                  "folder now would not be refused", flush=True)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
                   .encode(), 0)

@@ -101,8 +101,15 @@ def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch
 
 def row_groups(rows: list[dict], kind: str) -> np.ndarray:
     """Each row's group, numbered in order of first appearance: the unit the carve keeps whole (a SQuAD context,
-    a pair's shared first sentence, a document where there are enough of them, else the row's own input)."""
-    key, ids = group_key(rows, kind), {}
+    a pair's shared first sentence, else the row's own input), and a document wherever rows share one: the carve
+    needs ten documents to split by them (roles.MIN_DOCUMENT_GROUPS), but the five documents of a carved dev split
+    are still five correlated groups, not their sentences."""
+    docs = [r.get("document") for r in rows]
+    if rows and None not in docs and len({str(d) for d in docs}) < len(docs):
+        key = lambda r: f"document:{r['document']}"  # noqa: E731
+    else:
+        key = group_key(rows, kind)
+    ids: dict = {}
     return np.array([ids.setdefault(key(r), len(ids)) for r in rows], dtype=np.int64)
 
 

@@ -54,7 +54,7 @@ def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
     macro_f1 and exact_match (all C right) of sigmoid(logits) > threshold against (N, C) 0/1 labels; regression:
     pearson, spearman, mse. Computed by scikit-learn / scipy. macro_f1 averages over the labels the gold holds:
     a label the split lacks adds no term however it is predicted (a wrong prediction of it still costs its row),
-    so every model, and every resample, is averaged over the same labels."""
+    so two models on the same rows (or the same resample) are averaged over the same labels."""
     from scipy.special import expit  # deferred, as seqeval in conll.py: a job's config checks need neither
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import accuracy_score, f1_score

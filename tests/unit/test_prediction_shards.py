@@ -310,5 +310,7 @@ def test_a_folder_predicted_at_another_threshold_is_refused_not_mixed(tmp_path):
                                               "status": "complete"})
     shards.write_rows(out, "00000-000000", {"file": str(data), "first": 0, "rows": 1})
     shards.write_part(out, "00000-000000", part([0]))
-    with pytest.raises(ConfigError, match=r"another model or input \(differs in settings \(the threshold"):
+    with pytest.raises(ConfigError, match=r"another model or input \(differs in threshold\)"):
         _open_manifest(out, cfg, after, files, _basis(cfg, after, files))
+    given = PredictConfig(model="m", input=str(data), output=str(out), threshold=0.5)  # the same one, given
+    assert _open_manifest(out, given, before, files, _basis(given, before, files))["basis"]["threshold"] == 0.5
