@@ -48,7 +48,7 @@ class SweepResult:
     table: list[dict]  # one row per trial: trial_id, status, searched fields at its best, best, evaluations, ...
     table_path: str  # the table as CSV (also an artifact of the parent run)
     plot_path: str  # every trial's metric over training steps (PNG; also an artifact)
-    best_schedule: str = ""  # how PBT reached best_config ("" if the trial trained with it throughout; see at_best)
+    best_schedule: str = ""  # how PBT reached best_config ("" if the trial trained with it throughout: at_best)
     seeds: dict = field(default_factory=dict)  # scores and seeds (aligned), degenerate, median, mean, std, min, max
     export_dir: str = ""  # the seed-median run's best model in HF format ("" without a seed re-run)
     mlflow: dict = field(default_factory=dict)  # parent_run_id, median_run_id, model_uri, registered_model, ...
@@ -130,6 +130,8 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
     rule = "=" * 72  # a block of its own, as the summaries are
     print("\n".join(["", rule, f"trials           {table_path}", pd.DataFrame(table).to_string(index=False), rule]),
           flush=True)
+
+    from jobs.workers.sweep_trial import at_best
 
     best_config, best_score, schedule = at_best(grid.get_best_result(metric="score", mode="max", scope="all"),
                                                 cfg.search_space)
@@ -264,6 +266,8 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
     scheduler had its thread ended mid-run (it cannot end its own run), a failed one may have died unseen."""
     from mlflow.tracking import MlflowClient
 
+    from jobs.workers.sweep_trial import at_best
+
     client = MlflowClient(tracking_uri)
     runs = {r.data.tags.get("trial_id"): r for r in client.search_runs(
         [client.get_run(parent_id).info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")}
@@ -294,38 +298,6 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
                      "restored_from": last.get("restored_from", "") if reported else "",
                      "mlflow_run_id": mlflow_run.info.run_id if mlflow_run is not None else ""})
     return rows
-
-
-def at_best(result, fields) -> tuple[dict, float, str]:
-    """A trial's best select score, the searched `fields` in effect at the report that made it, and "" or a note of the
-    PBT schedule that led there. Not Result.config: that is the trial's last report's config, and PBT sets a trial's
-    config anew at each exploit or explore, so a trial that peaked and was then perturbed would pair its best score
-    with a later config, which the seed runs would then retrain with."""
-    df, trial = result.metrics_dataframe.reset_index(drop=True), (result.metrics or {}).get("trial_id", result.path)
-    if not df["score"].notna().any():
-        raise ValueError(f"trial {trial} reported no select score")
-    at = int(df["score"].idxmax())
-    config, first = _config_of(df, at, fields, trial), _config_of(df, 0, fields, trial)
-    donors = sorted({str(d) for d in df["restored_from"].iloc[: at + 1].fillna("") if d})
-    history = ([f"started with {first}"] if first != config else []) + (
-        [f"continued from the weights of trial(s) {', '.join(donors)}"] if donors else [])
-    schedule = f"PBT schedule: in effect at step {int(df['step'][at])}; the trial {' and '.join(history)}"
-    return config, float(df["score"][at]), schedule if history else ""
-
-
-def _config_of(df, at: int, fields, trial: str) -> dict:
-    """The searched fields report `at` ran under: the trial's own `hp/<field>`, else Tune's `config/<field>` (its
-    trainable's config, which it records with each report: a report from before trials reported `hp/`)."""
-    from jobs.config.sweep import SEARCHABLE
-
-    config = {}
-    for k in fields:
-        value = next((df[c][at] for c in (f"hp/{k}", f"config/{k}") if c in df and df[c].notna()[at]), None)
-        if value is None:
-            raise ValueError(f"trial {trial}: report {at} carries neither hp/{k} nor config/{k}, so the config it "
-                             "was made under is unknown")
-        config[k] = SEARCHABLE[k](value)  # a plain int or float, as Tune's config holds it
-    return config
 
 
 def write_table(table: list[dict], path: Path) -> None:

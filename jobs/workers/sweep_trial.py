@@ -213,7 +213,7 @@ class TrialRun:
 
         step = record["step"]
         # the searched fields this report was made under: PBT changes them during a trial, so the driver reads the
-        # config of a trial's best evaluation from that report's `hp/` (jobs/sweep.at_best), not the trial's last
+        # config of a trial's best evaluation from that report's `hp/` (at_best, below), not the trial's last
         hp = {f"hp/{k}": v for k, v in self.params.items()}
         self.logger.log({k: float(v) for k, v in hp.items()}, step=step)
         groups = self.engine.optimizer.param_groups
@@ -237,3 +237,35 @@ class TrialRun:
             self.engine.module.load_state_dict(self.best_state)
         self.engine.export(out, self.init_dir, ft_tasks.id2label(self.cfg.task))
         (out.parent / "history.json").write_text(json.dumps(self.loop.best_history(), indent=1))
+
+
+# -- read back on the driver: the config each report was made under ---------------------------------------
+
+def at_best(result, fields) -> tuple[dict, float, str]:
+    """A trial's best select score, the searched `fields` in effect at the report that made it, and "" or a note of the
+    PBT schedule that led there. Not Result.config: that is the trial's last report's config, and PBT sets a trial's
+    config anew at each exploit or explore, so a trial that peaked and was then perturbed would pair its best score
+    with a later config, which the seed runs would then retrain with."""
+    df, trial = result.metrics_dataframe.reset_index(drop=True), (result.metrics or {}).get("trial_id", result.path)
+    if not df["score"].notna().any():
+        raise ValueError(f"trial {trial} reported no select score")
+    at = int(df["score"].idxmax())
+    config, first = _config_of(df, at, fields, trial), _config_of(df, 0, fields, trial)
+    donors = sorted({str(d) for d in df["restored_from"].iloc[: at + 1].fillna("") if d})
+    history = ([f"started with {first}"] if first != config else []) + (
+        [f"continued from the weights of trial(s) {', '.join(donors)}"] if donors else [])
+    schedule = f"PBT schedule: in effect at step {int(df['step'][at])}; the trial {' and '.join(history)}"
+    return config, float(df["score"][at]), schedule if history else ""
+
+
+def _config_of(df, at: int, fields, trial: str) -> dict:
+    """The searched fields report `at` ran under: the trial's own `hp/<field>`, else Tune's `config/<field>` (its
+    trainable's config, which it records with each report: a report from before trials reported `hp/`)."""
+    config = {}
+    for k in fields:
+        value = next((df[c][at] for c in (f"hp/{k}", f"config/{k}") if c in df and df[c].notna()[at]), None)
+        if value is None:
+            raise ValueError(f"trial {trial}: report {at} carries neither hp/{k} nor config/{k}, so the config it "
+                             "was made under is unknown")
+        config[k] = SEARCHABLE[k](value)  # a plain int or float, as Tune's config holds it
+    return config

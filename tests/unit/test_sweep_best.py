@@ -42,7 +42,7 @@ def result_of(rows, hp=True):
 
 
 def test_a_trial_perturbed_after_its_peak_keeps_the_config_of_its_peak(monkeypatch):
-    from jobs.sweep import at_best
+    from jobs.workers.sweep_trial import at_best
 
     # peaks at 0.91 with lr 3e-5; PBT then perturbs it to 1.2e-4 and it degrades: Result.config says 1.2e-4
     result = result_of(reports(monkeypatch, (10, 0.80, 3e-5, ""), (20, 0.91, 3e-5, ""), (30, 0.70, 1.2e-4, ""),
@@ -55,7 +55,8 @@ def test_a_trial_perturbed_after_its_peak_keeps_the_config_of_its_peak(monkeypat
 
 
 def test_a_pbt_winner_reached_through_a_schedule_is_named_so(monkeypatch):
-    from jobs.sweep import SweepResult, at_best, summary
+    from jobs.sweep import SweepResult, summary
+    from jobs.workers.sweep_trial import at_best
 
     # starts at 1e-5; exploits trial b_00001 at step 20 with a perturbed 5e-5; best at 30, perturbed again after
     result = result_of(reports(monkeypatch, (10, 0.60, 1e-5, ""), (20, 0.75, 5e-5, "b_00001"),
@@ -70,7 +71,7 @@ def test_a_pbt_winner_reached_through_a_schedule_is_named_so(monkeypatch):
 
 
 def test_reports_without_hp_fall_back_to_tunes_config_columns_and_neither_is_an_error(monkeypatch):
-    from jobs.sweep import at_best
+    from jobs.workers.sweep_trial import at_best
 
     result = result_of(reports(monkeypatch, (10, 0.9, 3e-5, ""), (20, 0.5, 1e-4, "")), hp=False)
     assert at_best(result, FIELDS)[0]["optim.lr"] == 3e-5
