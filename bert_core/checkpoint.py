@@ -61,9 +61,11 @@ def save_pretrained(model: nn.Module, out_dir: str | os.PathLike, tokenizer_dir:
 def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out_dir: str | os.PathLike,
                     architectures: list[str] | None = None, tokenizer_dir: str | os.PathLike | None = None,
                     id2label: dict[int, str] | None = None, problem_type: str | None = None,
-                    tied_weights: Iterable[str] = ()) -> Path:
+                    tied_weights: Iterable[str] = (), max_length: int | None = None) -> Path:
     """Same as save_pretrained from a bare state dict (e.g. ZeRO state consolidated on rank 0). `problem_type`
     (a sequence head's: regression, single- or multi-label classification) goes into the config as HF writes it.
+    `max_length` becomes the copied tokenizer's `model_max_length`: a fine-tuned model's sequence length, the one
+    it was trained and evaluated at, is then where its pipeline and batch prediction cut or window an input.
 
     Keys are those of the bert_core.model class named in `architectures`; wrapper prefixes
     (`module.`, `_orig_mod.`) are stripped and the tied decoder copy is dropped, as HF does (BERT's, and
@@ -94,7 +96,7 @@ def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out
         (tmp / CONFIG_NAME).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
         save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})  # HF requires "format"
         if tokenizer_dir is not None:
-            _copy_tokenizer(Path(tokenizer_dir), tmp)
+            _copy_tokenizer(Path(tokenizer_dir), tmp, max_length)
     return out_dir
 
 
@@ -108,12 +110,16 @@ def _strip_wrappers(key: str) -> str:
     return key
 
 
-def _copy_tokenizer(src: Path, dst: Path) -> None:
+def _copy_tokenizer(src: Path, dst: Path, max_length: int | None = None) -> None:
     found = [name for name in TOKENIZER_FILES if (src / name).is_file()]
     if not found:
         raise FileNotFoundError(f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {src}")
     for name in found:
         shutil.copyfile(src / name, dst / name)
+    if max_length is not None:
+        path = dst / "tokenizer_config.json"
+        settings = json.loads(path.read_text()) if path.is_file() else {}
+        path.write_text(json.dumps({**settings, "model_max_length": int(max_length)}, indent=2) + "\n")
 
 
 def _fsync(path: Path) -> None:

@@ -148,9 +148,9 @@ class Engine(EngineBase):
         return {k: np.concatenate(v) for k, v in parts.items()}
 
     def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None,
-               id2label: dict[int, str] | None = None) -> Path | None:
-        """Release checkpoint (HF safetensors + config [+ tokenizer]) of the model's own architecture;
-        every rank calls, rank 0 writes."""
+               id2label: dict[int, str] | None = None, max_length: int | None = None) -> Path | None:
+        """Release checkpoint (HF safetensors + config [+ tokenizer, cutting at `max_length`]) of the model's own
+        architecture; every rank calls, rank 0 writes."""
         if self.zero_stage == 3:
             state = self.engine._zero3_consolidated_16bit_state_dict()  # gathers partitions onto rank 0
         else:
@@ -162,4 +162,4 @@ class Engine(EngineBase):
         return save_state_dict(state, self.model_config, out_dir, architectures=[self.architecture],
                                tied_weights=getattr(self.engine.module, "tied_weights", ()),
                                problem_type=getattr(self.engine.module, "problem_type", None),
-                               tokenizer_dir=tokenizer_dir, id2label=id2label)
+                               tokenizer_dir=tokenizer_dir, id2label=id2label, max_length=max_length)

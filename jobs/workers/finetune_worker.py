@@ -218,7 +218,8 @@ class Worker:
     def _keep_best(self) -> None:
         if self.rank == 0:
             shutil.rmtree(self.best_dir, ignore_errors=True)
-            self.engine.export(self.best_dir, self.init_dir, ft_tasks.id2label(self.cfg.task))
+            self.engine.export(self.best_dir, self.init_dir, ft_tasks.id2label(self.cfg.task),
+                               max_length=self.cfg.task.max_seq_len)
 
     def run(self) -> None:
         self.loop.run()

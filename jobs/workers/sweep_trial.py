@@ -235,7 +235,7 @@ class TrialRun:
         """The best evaluation's weights in HF format (the last checkpoint carries them), and the history up to it."""
         if self.best_state is not None:
             self.engine.module.load_state_dict(self.best_state)
-        self.engine.export(out, self.init_dir, ft_tasks.id2label(self.cfg.task))
+        self.engine.export(out, self.init_dir, ft_tasks.id2label(self.cfg.task), max_length=self.cfg.task.max_seq_len)
         (out.parent / "history.json").write_text(json.dumps(self.loop.best_history(), indent=1))
 
 

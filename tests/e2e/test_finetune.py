@@ -83,6 +83,7 @@ def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp, pkgdocs):
     hf = AutoModelForSequenceClassification.from_pretrained(result.export_dir).eval()
     tok = AutoTokenizer.from_pretrained(result.export_dir)
     assert hf.config.id2label == dict(enumerate(labels)) and hf.config.architectures == ["BertForSequenceClassification"]
+    assert tok.model_max_length == 64  # where its pipeline and batch prediction cut: task.max_seq_len, as trained
     ours = load_pretrained(result.export_dir, BertForSequenceClassification)
     enc = tok([r["text_a"] for r in dev], truncation=True, max_length=64, padding=True, return_tensors="pt")
     with torch.no_grad():

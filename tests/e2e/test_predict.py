@@ -83,7 +83,7 @@ def registry(ray_tmp):
         w = csv.writer(f)
         w.writerow(["text"])
         w.writerows([[t] for t in texts[:40]])
-    long = " ".join(["recipe soup bread"] * 300)  # ~900 pieces: over MiniLM's 512 positions
+    long = " ".join(["recipe soup bread"] * 300)  # ~900 pieces: over the 128 it was fine-tuned at (cut there)
     lines = [json.dumps({"text": t}) for t in texts[40:70]] + [json.dumps({"text": long}), "{not json"]
     (inputs / "b.jsonl").write_text("\n".join(lines) + "\n")
     (inputs / "c.txt").write_text("\n".join(texts[70:]) + "\n\n")

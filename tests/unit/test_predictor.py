@@ -191,3 +191,25 @@ def test_question_answering_rows_sharing_an_id_are_answered_each_from_its_own_co
         assert (p["answer"], p["answer_start"]) == (a["answer"], a["answer_start"])
         assert p["answer"] == context[p["answer_start"]:p["answer_start"] + len(p["answer"])]
 
+
+
+def test_a_fine_tuned_export_predicts_at_the_length_it_was_trained_and_evaluated_at(tmp_path):
+    """A model fine-tuned at task.max_seq_len=32 from MiniLM (a tokenizer of model_max_length 512) and exported as
+    the fine-tuning job does (save_state_dict with max_length): batch prediction and the served pipeline cut its
+    inputs at 32 pieces, as training and the promotion gate read them, not at 512 positions nobody evaluated."""
+    from bert_core.checkpoint import save_state_dict
+    from bert_core.config import tiny as tiny_config
+    from bert_core.model import BertForSequenceClassification
+
+    config = tiny_config(vocab_size=30522, max_position_embeddings=128).validate()
+    model = BertForSequenceClassification(config, num_labels=3)
+    folder = save_state_dict(model.state_dict(), config, tmp_path / "export", ["BertForSequenceClassification"],
+                             tokenizer_dir=MINILM, id2label=dict(enumerate(LABELS)), max_length=32)
+    rows = [{"id": str(i), "text_a": t, "text_b": None} for i, t in enumerate(TEXTS)]
+    encoded = Predictor(folder).encode(rows)
+    assert max(len(w["input_ids"]) for e in encoded for w in e["windows"]) == 32
+    assert [e["truncated"] for e in encoded] == [False, False, False, True, False, False]
+    pipe, kwargs = served(folder, "text-classification")
+    assert pipe.tokenizer(TEXTS[3], **kwargs)["input_ids"] == encoded[3]["windows"][0]["input_ids"]
+    saved = json.loads((folder / "tokenizer_config.json").read_text())
+    assert saved["model_max_length"] == 32 and saved["do_lower_case"] is True  # the rest of MiniLM's settings kept
