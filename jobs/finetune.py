@@ -110,25 +110,26 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
         print(resubmit.line(run_name, earlier, total), flush=True)
-    result = _fit(resolved, datasets, init_dir, rows.select, run_id, steps_per_epoch, total, basis)
+    with tracking.ending(tracking_uri, run_id):  # a job that raises leaves its run FAILED, not FINISHED
+        result = _fit(resolved, datasets, init_dir, rows.select, run_id, steps_per_epoch, total, basis)
 
-    export_dir = Path(cfg.output_dir).resolve() / run_name / "best"
-    history = _fetch_best(result.checkpoint, export_dir)
-    best = history[-1]
-    main = ft_tasks.main_metric(resolved.task)
-    chosen = {k: v for k, v in best.items() if k not in ("step", "epoch")}
-    evaluation = judge_chosen(export_dir, resolved.task, chosen, rows, resolved.train.eval_batch_size)
-    counts = {k: result.metrics.get(k, 0)
-              for k in ("tracking_failures", "tracking_undelivered", "nonfinite_skipped", "resumes", "stopped_at_step")}
-    card = versions.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {init_id}",
-                               evaluation, lineage, chosen_on=f"{main} {best[main]:.4f} at step {best['step']}",
-                               data=rows.summary())
-    info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in chosen.items()}, **evaluation,
-                                                      **counts},
-                               str(export_dir), t.registered_model, t.alias, task=ft_tasks.HF_TASK[resolved.task.kind],
-                               version_tags={"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name,
-                                             **data_tags, **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}},
-                               description=card, input_example=tracking.input_example(rows.select))
+        export_dir = Path(cfg.output_dir).resolve() / run_name / "best"
+        history = _fetch_best(result.checkpoint, export_dir)
+        best = history[-1]
+        main = ft_tasks.main_metric(resolved.task)
+        chosen = {k: v for k, v in best.items() if k not in ("step", "epoch")}
+        evaluation = judge_chosen(export_dir, resolved.task, chosen, rows, resolved.train.eval_batch_size)
+        counts = {k: result.metrics.get(k, 0) for k in ("tracking_failures", "tracking_undelivered",
+                                                          "nonfinite_skipped", "resumes", "stopped_at_step")}
+        card = versions.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {init_id}",
+                                   evaluation, lineage, chosen_on=f"{main} {best[main]:.4f} at step {best['step']}",
+                                   data=rows.summary())
+        version_tags = {"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name, **data_tags,
+                        **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
+        info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in chosen.items()}, **evaluation,
+                                                          **counts}, str(export_dir), t.registered_model, t.alias,
+                                   task=ft_tasks.HF_TASK[resolved.task.kind], version_tags=version_tags,
+                                   description=card, input_example=tracking.input_example(rows.select))
     info.update(counts, **continued)
     out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], chosen, history, str(export_dir),
                          str(init_dir), resolved.task.labels, info, eval_metric=ft_tasks.eval_metric(resolved.task),
@@ -284,7 +285,7 @@ def _fetch_best(checkpoint, export_dir: Path) -> list:
 
 
 def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
-    from jobs.registry.tracking import outage_line
+    from jobs.registry.metric_logger import outage_line
 
     sizes = ", ".join(f"{split} {info['rows']:,}" for split, info in r.data.items())
     lines = ["", "=" * 72,

@@ -89,28 +89,33 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
                                 resolved.to_dict(), tags={**_lineage(prepared),
                                                           **({} if cfg.phase2.max_steps else continued)})
-    if cfg.phase2.max_steps:
-        first = _fit(phase1, prepared, tracking.start_run(
-            t.tracking_uri, t.experiment, t.artifact_location, phase1.run_name, phase1.to_dict(),
-            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "1", **continued}))
-        phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
-        prepared = prepare(phase2.data)
-        phase2 = resolve_config(phase2, prepared.tokenizer_dir)
-        result = _fit(phase2, prepared, tracking.start_run(
-            t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name, phase2.to_dict(),
-            tags={**_lineage(prepared), "mlflow.parentRunId": run_id, "phase": "2",
-                  **resubmit.tags(_continues(phase2, prepared))}))
-        metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
-        metrics["checkpoints_ignored"] = _report_ignored(phase1) + _report_ignored(phase2)
-    else:
-        result = _fit(resolved, prepared, run_id)
-        metrics = {**result.metrics, "checkpoints_ignored": _report_ignored(resolved)}
-    metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
+    with tracking.ending(t.tracking_uri, run_id):  # a job that raises leaves its runs FAILED, not FINISHED
+        if cfg.phase2.max_steps:
+            phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, phase1.run_name,
+                                          phase1.to_dict(), tags={**_lineage(prepared), "mlflow.parentRunId": run_id,
+                                                                  "phase": "1", **continued})
+            with tracking.ending(t.tracking_uri, phase_id, finished=True):
+                first = _fit(phase1, prepared, phase_id)
+            phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
+            prepared = prepare(phase2.data)
+            phase2 = resolve_config(phase2, prepared.tokenizer_dir)
+            phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name,
+                                          phase2.to_dict(), tags={**_lineage(prepared), "mlflow.parentRunId": run_id,
+                                                                  "phase": "2",
+                                                                  **resubmit.tags(_continues(phase2, prepared))})
+            with tracking.ending(t.tracking_uri, phase_id, finished=True):
+                result = _fit(phase2, prepared, phase_id)
+            metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
+            metrics["checkpoints_ignored"] = _report_ignored(phase1) + _report_ignored(phase2)
+        else:
+            result = _fit(resolved, prepared, run_id)
+            metrics = {**result.metrics, "checkpoints_ignored": _report_ignored(resolved)}
+        metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
 
-    release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
-    _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
-    info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias,
-                               task=tracking.PRETRAINING)
+        release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
+        _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
+        info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias,
+                                   task=tracking.PRETRAINING)
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
     print(summary(out, cfg, dashboard), flush=True)
     return out
@@ -344,7 +349,7 @@ def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:
 
 
 def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
-    from jobs.registry.tracking import outage_line
+    from jobs.registry.metric_logger import outage_line
 
     m = r.metrics
     store = cfg.tracking.tracking_uri

@@ -1,5 +1,5 @@
 """MLflow: the driver opens the run (resolved config, lineage tags), logs and registers the model; rank 0 logs
-metrics, buffered through outages.
+metrics, buffered through outages (jobs/registry/metric_logger.py).
 
 Tracking and registry calls happen on the driver or rank 0 only. A relative SQLite store is made
 absolute on the driver so workers, whose working directory differs, write to the same file.
@@ -7,11 +7,10 @@ absolute on the driver so workers, whose working directory differs, write to the
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import re
 import subprocess
-import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from jobs.runtime import console
 from jobs.config.io import flatten
 from jobs.inference.serving import PRETRAINING
+from jobs.registry.metric_logger import metric_key
 from jobs.registry.model_logging import log_hf_folder, log_qa_model, log_release_model
 
 
@@ -42,135 +42,6 @@ def _artifact_uri(location: str, tracking_uri: str) -> str | None:
             return None
         location = LOCAL_ARTIFACTS
     return location if "://" in location else Path(location).resolve().as_uri()
-
-
-class RankZeroLogger:
-    """Metric logging from inside a worker; a no-op except on rank 0 with a run to log to.
-
-    A tracking outage must neither stop training nor lose its metrics. A write that fails is counted
-    (`failures`, one per failed request) and its points stay buffered; later `log` calls retry the buffer
-    first, after a backoff that starts at `backoff_s` and doubles per failure up to `max_backoff_s`, so a
-    step never waits on more than one request. MLflow's own HTTP retries (minutes by default) are turned
-    down to one quick try in this process: the backoff here replaces them. A replayed point is harmless:
-    MLflow keys a metric by (key, step, timestamp, value) and drops exact repeats. `close()` at the end of
-    training retries until the buffer is empty or `close_timeout_s` has passed. Beyond `max_buffered`
-    points the oldest are dropped and counted (`dropped`).
-
-    System metrics (`system/cpu_utilization_percentage`, memory, disk, network, and `system/gpu_*` where
-    NVIDIA's NVML is present) are sampled with MLflow's own monitors every `system_metrics_s` seconds, at a
-    `log` call, on the node rank 0 trains on, and go through the same buffer: MLflow's background monitor
-    would need the run to stay RUNNING in this process and stops at the first failed request.
-    """
-
-    MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per request
-
-    def __init__(self, tracking_uri: str, run_id: str | None, rank: int, backoff_s: float = 1.0,
-                 max_backoff_s: float = 60.0, max_buffered: int = 100_000, system_metrics_s: float = 10.0):
-        self.client = None
-        self.run_id = run_id
-        self.failures = 0
-        self.dropped = 0
-        self.pending: list = []  # mlflow.entities.Metric not yet written, oldest first
-        self.backoff_s, self.max_backoff_s, self.max_buffered = backoff_s, max_backoff_s, max_buffered
-        self._delay, self._retry_at = backoff_s, 0.0
-        if rank == 0 and run_id:
-            from mlflow.tracking import MlflowClient
-
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-            self.client = MlflowClient(tracking_uri)
-        self.monitors = system_monitors() if self.client is not None and system_metrics_s > 0 else []
-        self.system_metrics_s, self._next_sample = system_metrics_s, time.monotonic()
-        for m in self.monitors:
-            m.collect_metrics()  # CPU utilization is measured between two samples: this is the first
-
-    def log(self, metrics: dict, step: int) -> None:
-        if self.client is None:
-            return
-        from mlflow.entities import Metric
-
-        if self.monitors and time.monotonic() >= self._next_sample:
-            self._next_sample = time.monotonic() + self.system_metrics_s
-            metrics = {**metrics, **self.system_metrics()}
-        now = int(time.time() * 1000)
-        self.pending += [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
-        if len(self.pending) > self.max_buffered:
-            self.dropped += len(self.pending) - self.max_buffered
-            del self.pending[:len(self.pending) - self.max_buffered]
-        if time.monotonic() >= self._retry_at:
-            self.flush()
-
-    def system_metrics(self) -> dict:
-        out = {}
-        for m in self.monitors:
-            try:
-                m.collect_metrics()
-                out.update({f"system/{k}": v for k, v in m.aggregate_metrics().items()})
-            except Exception:  # a sensor that fails (a GPU gone, a disk unmounted) must not stop training
-                pass
-            m.clear_metrics()
-        return out
-
-    def flush(self) -> bool:
-        """Write the buffer, oldest first; on a failure count it, keep the rest and back off. True if empty."""
-        while self.pending:
-            chunk = self.pending[:self.MAX_BATCH]
-            try:
-                self.client.log_batch(self.run_id, metrics=chunk)
-            except Exception as exc:  # any MLflow or network error: training goes on
-                self.failures += 1
-                if self.failures == 1:
-                    warnings.warn(f"MLflow logging failed, training continues; metrics are buffered and retried "
-                                  f"(tracking_failures counts failed writes): {exc}")
-                self._retry_at = time.monotonic() + self._delay
-                self._delay = min(2 * self._delay, self.max_backoff_s)
-                return False
-            del self.pending[:len(chunk)]
-        self._delay, self._retry_at = self.backoff_s, 0.0
-        return True
-
-    def close(self, close_timeout_s: float = 60.0) -> dict:
-        """Last flush, retried with backoff for up to `close_timeout_s`; returns the counts the job reports."""
-        deadline = time.monotonic() + close_timeout_s
-        while self.client is not None and not self.flush() and time.monotonic() < deadline:
-            time.sleep(max(0.0, min(self._retry_at, deadline) - time.monotonic()))
-        return self.counts()
-
-    def counts(self) -> dict:
-        """tracking_failures: failed writes; tracking_undelivered: metric points not in MLflow (dropped or
-        still buffered)."""
-        return {"tracking_failures": self.failures, "tracking_undelivered": self.dropped + len(self.pending)}
-
-
-def system_monitors() -> list:
-    """MLflow's system-metric monitors for this node: CPU and memory, disk, network, NVIDIA GPUs if NVML loads."""
-    from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
-    from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
-    from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
-
-    monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
-
-            monitors.append(GPUMonitor())
-    except Exception:  # no pynvml, or NVML cannot start: CPU metrics only
-        pass
-    return monitors
-
-
-def outage_line(metrics: dict) -> str:
-    """The summary line for the workers' tracking counts (phases summed): failed writes, lost points."""
-    def total(name: str) -> int:
-        return int(sum(v for k, v in metrics.items() if k.rsplit("/", 1)[-1] == name))
-
-    failures, lost = total("tracking_failures"), total("tracking_undelivered")
-    if not failures:
-        return "0 failed MLflow writes"
-    return (f"{failures} failed MLflow writes, retried: "
-            + (f"{lost} metric points NOT delivered" if lost else "every buffered metric delivered"))
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -262,17 +133,21 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     return {"lineage.init_run_id": run_id, **({"lineage.pretrain_run_id": pretrain} if pretrain else {})}
 
 
-def log_dataset(path: str, digest: str, name: str, context: str = "training") -> None:
-    """A prepared set as an input of the active run (MLflow's dataset view): metadata only, pointing at its
-    folder, with `digest` naming its content; nothing is read."""
-    import mlflow
+def log_dataset(run_id: str, path: str, digest: str, name: str, context: str = "training",
+                client=None) -> None:
+    """A prepared set as an input of run `run_id` (MLflow's dataset view): metadata only, pointing at its folder,
+    with `digest` naming its content; nothing is read."""
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+    from mlflow.tracking import MlflowClient
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
     with warnings.catch_warnings():  # MLflow registers its local source for both "" and "file" and warns so
         warnings.simplefilter("ignore", UserWarning)
         source = resolve_dataset_source(Path(path).resolve().as_uri())
-    mlflow.log_input(MetaDataset(source, name=name, digest=digest), context=context)
+    dataset = MetaDataset(source, name=name, digest=digest)._to_mlflow_entity()
+    (client or MlflowClient()).log_inputs(run_id, [DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, context)])])
 
 
 # A config field or tag whose name ends in one of these words (`hf_token`, `api_key`, `db_password`; not
@@ -305,28 +180,60 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
     """Open a run with `params` (the resolved config, every derived value settled) as flattened params and
     as config.yaml, tagged with `tags` (lineage_tags(...) and the job's own), both redacted (`redact`). Where
     the tags name a prepared set, it is logged as the run's training input. Nothing mutates the config
-    afterwards."""
-    import mlflow
+    afterwards. The run stays RUNNING: the job ends it (finish_run, `ending`)."""
     import yaml
+    from mlflow.entities import Param
+    from mlflow.tracking import MlflowClient
+    from mlflow.tracking.context.registry import resolve_tags
 
     params, tags = redact(params), redact(tags or {})  # secrets never reach the store
-    mlflow.set_tracking_uri(tracking_uri)
-    if mlflow.get_experiment_by_name(experiment) is None:
-        mlflow.create_experiment(experiment, artifact_location=_artifact_uri(artifact_location, tracking_uri))
-    mlflow.set_experiment(experiment)
-    run = mlflow.start_run(run_name=run_name, tags=tags)
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found is not None else client.create_experiment(
+        experiment, artifact_location=_artifact_uri(artifact_location, tracking_uri))
+    # RUNNING until the job ends it (finish_run: FINISHED; `ending`: FAILED or KILLED), with the user, source and
+    # git commit tags MLflow's own start_run adds
+    run_id = client.create_run(experiment_id, run_name=run_name, tags=resolve_tags(tags)).info.run_id
     if "lineage.data_dir" in tags:
-        log_dataset(tags["lineage.data_dir"], digest=tags["lineage.data_name"], name="pretraining-examples")
+        log_dataset(run_id, tags["lineage.data_dir"], digest=tags["lineage.data_name"], name="pretraining-examples",
+                    client=client)
     if "lineage.task_source" in tags:
-        log_dataset(tags["lineage.task_source"], digest=tags["lineage.task_data_sha256"][:32],
-                    name=f"{tags.get('task', 'task')}-rows")
+        log_dataset(run_id, tags["lineage.task_source"], digest=tags["lineage.task_data_sha256"][:32],
+                    name=f"{tags.get('task', 'task')}-rows", client=client)
     flat = {k: str(v)[:6000] for k, v in flatten(params).items()}  # MLflow caps a param at 6000 chars
     items = list(flat.items())
-    for i in range(0, len(items), 100):  # log_params takes at most 100 params per call
-        mlflow.log_params(dict(items[i:i + 100]))
-    mlflow.log_text(yaml.safe_dump(params, sort_keys=False), CONFIG_ARTIFACT)
-    mlflow.end_run()
-    return run.info.run_id
+    for i in range(0, len(items), 100):  # log_batch takes at most 100 params per call
+        client.log_batch(run_id, params=[Param(k, v) for k, v in items[i:i + 100]])
+    client.log_text(run_id, yaml.safe_dump(params, sort_keys=False), CONFIG_ARTIFACT)
+    return run_id
+
+
+@contextlib.contextmanager
+def ending(tracking_uri: str, *run_ids: str, finished: bool = False):
+    """Runs that end with the block: where it raises, each of `run_ids` still RUNNING ends FAILED (KILLED on
+    Ctrl-C) with the error as its `error` tag, so a crashed job never looks finished or still going; where it
+    returns, FINISHED if `finished` (else the caller ends them: finish_run). A job killed outright leaves its runs
+    RUNNING, as MLflow can know no better (jobs/predict.py ends those it finds dead)."""
+    try:
+        yield
+    except BaseException as exc:
+        from mlflow.tracking import MlflowClient
+
+        status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+        try:
+            client = MlflowClient(tracking_uri)
+            for run_id in run_ids:
+                if client.get_run(run_id).info.status == "RUNNING":
+                    client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
+                    client.set_terminated(run_id, status)
+        except Exception as mlflow_error:  # noqa: BLE001 - the store down too: the job's own error matters more
+            warnings.warn(f"could not mark run(s) {', '.join(run_ids)} {status}: {mlflow_error}")
+        raise
+    if finished:
+        from mlflow.tracking import MlflowClient
+
+        for run_id in run_ids:
+            MlflowClient(tracking_uri).set_terminated(run_id, "FINISHED")
 
 
 def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str | None, registered_model: str,
@@ -347,7 +254,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     # in this process, perhaps on another store)
     mlflow.set_experiment(experiment_id=MlflowClient(tracking_uri).get_run(run_id).info.experiment_id)
     with mlflow.start_run(run_id=run_id):
-        mlflow.log_metrics({k.replace("/", "."): float(v) for k, v in metrics.items()
+        mlflow.log_metrics({metric_key(k).replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
         settings = json.loads((version_tags or {}).get("task_config", "{}"))  # the fine-tuning task's TaskConfig
         with console.to_log_file("mlflow"):  # MLflow's own lines around a registration, progress bars
@@ -367,7 +274,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
             if registered_model and registered is not None:
                 client = MlflowClient(tracking_uri)
                 for k, v in {**_lineage_of(client, run_id), **(version_tags or {})}.items():
-                    client.set_model_version_tag(registered_model, str(registered), k, str(v)[:5000])
+                    client.set_model_version_tag(registered_model, str(registered), k, str(v))  # whole: JSON
                 if description:
                     client.update_model_version(registered_model, str(registered), description=description)
                 from jobs.registry.versions import move_alias

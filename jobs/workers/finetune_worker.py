@@ -130,7 +130,7 @@ class Worker:
     its checkpoint. The loop, with its evaluation, early stopping and non-finite policy, is FinetuneLoop's."""
 
     def __init__(self, config: dict):
-        from jobs.registry.tracking import RankZeroLogger
+        from jobs.registry.metric_logger import RankZeroLogger
         from jobs.runtime.faults import Faults
 
         self.cfg = cfg = config["cfg"]

@@ -75,7 +75,7 @@ class Worker:
         self.cfg = cfg = PretrainConfig.from_dict(config["cfg"])
         if not cfg.scaling.use_gpu:
             os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
-        from jobs.registry.tracking import RankZeroLogger
+        from jobs.registry.metric_logger import RankZeroLogger
 
         self.ctx = ctx = ray.train.get_context()
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()

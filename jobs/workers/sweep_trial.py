@@ -130,7 +130,7 @@ class TrialRun:
     def __init__(self, cfg: FinetuneConfig, data: TrialInputs, params: dict, run_id: str, trial_id: str):
         from ray import tune
 
-        from jobs.registry.tracking import RankZeroLogger
+        from jobs.registry.metric_logger import RankZeroLogger
 
         self.cfg, self.data, self.params, self.trial_id = cfg, data, params, trial_id
         torch.manual_seed(cfg.train.seed)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from bert_core.tokenizer import SpecialIds, load_tokenizer, save_tokenizer, train_wordpiece
-from jobs.registry import tracking
+from jobs.registry import metric_logger, tracking
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.io import load_config
 from jobs.pretrain import resolve_config
@@ -86,8 +86,8 @@ def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server
 
     client = MlflowClient(server.uri)
     run_id = client.create_run(client.create_experiment("outage")).info.run_id
-    logger = tracking.RankZeroLogger(server.uri, run_id, rank=0, backoff_s=0.2, max_backoff_s=1.0,
-                                     system_metrics_s=0)  # only the points this test logs
+    logger = metric_logger.RankZeroLogger(server.uri, run_id, rank=0, backoff_s=0.2, max_backoff_s=1.0,
+                                          system_metrics_s=0)  # only the points this test logs
     for step in range(5):
         logger.log({"train/loss": 10.0 - step}, step=step)
     assert logger.counts() == {"tracking_failures": 0, "tracking_undelivered": 0}
@@ -106,7 +106,7 @@ def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server
     history = MlflowClient(server.uri).get_metric_history(run_id, "train/loss")
     assert sorted((m.step, m.value) for m in history) == [(s, 10.0 - s) for s in range(15)]  # once each
     assert f"{logger.failures} failed MLflow writes, retried: every buffered metric delivered" \
-        == tracking.outage_line(counts)
+        == metric_logger.outage_line(counts)
 
 
 def test_system_metrics_are_sampled_on_the_logging_rank_and_reach_the_run(tmp_path):
@@ -115,7 +115,7 @@ def test_system_metrics_are_sampled_on_the_logging_rank_and_reach_the_run(tmp_pa
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)
     run_id = client.create_run(client.create_experiment("system", (tmp_path / "art").as_uri())).info.run_id
-    logger = tracking.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0.3)
+    logger = metric_logger.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0.3)
     for step in range(6):
         logger.log({"train/loss": 6.0 - step, "dev/accuracy": step / 6}, step=step)
         time.sleep(0.2)
@@ -124,7 +124,7 @@ def test_system_metrics_are_sampled_on_the_logging_rank_and_reach_the_run(tmp_pa
     memory = client.get_metric_history(run_id, "system/system_memory_usage_megabytes")
     assert 2 <= len(cpu) <= 4 and all(0 <= m.value <= 100 for m in cpu)  # every 0.3 s, at a log call
     assert memory and all(m.value > 0 for m in memory)
-    assert not tracking.RankZeroLogger(uri, run_id, rank=1).monitors  # other ranks sample nothing
+    assert not metric_logger.RankZeroLogger(uri, run_id, rank=1).monitors  # other ranks sample nothing
     # finishing the run plots every train/eval/dev curve it logged (system metrics are not training curves)
     tracking.finish_run(uri, run_id, {"final": 1.0}, None, "", "candidate", task="text-classification")
     assert [a.path for a in client.list_artifacts(run_id)] == [tracking.CURVES]
@@ -132,9 +132,9 @@ def test_system_metrics_are_sampled_on_the_logging_rank_and_reach_the_run(tmp_pa
 
 
 def test_outage_line_sums_phases_and_names_lost_points():
-    assert tracking.outage_line({"loss": 1.0}) == "0 failed MLflow writes"
-    assert tracking.outage_line({"phase1/tracking_failures": 2, "tracking_failures": 1, "tracking_undelivered": 7,
-                                 "phase1/tracking_undelivered": 0}) \
+    assert metric_logger.outage_line({"loss": 1.0}) == "0 failed MLflow writes"
+    assert metric_logger.outage_line({"phase1/tracking_failures": 2, "tracking_failures": 1,
+                                      "tracking_undelivered": 7, "phase1/tracking_undelivered": 0}) \
         == "3 failed MLflow writes, retried: 7 metric points NOT delivered"
 
 

@@ -1,0 +1,166 @@
+"""Metrics from inside a training worker to MLflow: rank 0 logs, buffered through outages, with the node's system
+metrics; names made acceptable to MLflow (`metric_key`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import warnings
+
+_METRIC_CHARACTERS = re.compile(r"[^/\w.\- ]")  # what MLflow accepts in a metric's name on every store
+
+
+def metric_key(name: str) -> str:
+    """`name` as MLflow accepts it: letters, digits, `_ - . /` and spaces, no empty, `.` or `..` part; any other
+    character becomes `_` (an entity type's F1, `select/f1_ORG(company)`, logs as `select/f1_ORG_company_`).
+    MLflow refuses a whole batch over one such name: a label of the user's data must not cost every metric."""
+    parts = _METRIC_CHARACTERS.sub("_", str(name)).split("/")
+    return "/".join(p.replace(".", "_") if p in (".", "..") else p for p in parts if p) or "_"
+
+
+class RankZeroLogger:
+    """Metric logging from inside a worker; a no-op except on rank 0 with a run to log to.
+
+    A tracking outage must neither stop training nor lose its metrics. A write that fails is counted
+    (`failures`, one per failed request) and its points stay buffered; later `log` calls retry the buffer
+    first, after a backoff that starts at `backoff_s` and doubles per failure up to `max_backoff_s`, so a
+    step never waits on more than one request. MLflow's own HTTP retries (minutes by default) are turned
+    down to one quick try in this process: the backoff here replaces them. A replayed point is harmless:
+    MLflow keys a metric by (key, step, timestamp, value) and drops exact repeats. `close()` at the end of
+    training retries until the buffer is empty or `close_timeout_s` has passed. Beyond `max_buffered`
+    points the oldest are dropped and counted (`dropped`).
+
+    System metrics (`system/cpu_utilization_percentage`, memory, disk, network, and `system/gpu_*` where
+    NVIDIA's NVML is present) are sampled with MLflow's own monitors every `system_metrics_s` seconds, at a
+    `log` call, on the node rank 0 trains on, and go through the same buffer: MLflow's background monitor
+    would need the run to stay RUNNING in this process and stops at the first failed request.
+    """
+
+    MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per request
+
+    def __init__(self, tracking_uri: str, run_id: str | None, rank: int, backoff_s: float = 1.0,
+                 max_backoff_s: float = 60.0, max_buffered: int = 100_000, system_metrics_s: float = 10.0):
+        self.client = None
+        self.run_id = run_id
+        self.failures = 0
+        self.dropped = 0
+        self.pending: list = []  # mlflow.entities.Metric not yet written, oldest first
+        self.backoff_s, self.max_backoff_s, self.max_buffered = backoff_s, max_backoff_s, max_buffered
+        self._delay, self._retry_at = backoff_s, 0.0
+        if rank == 0 and run_id:
+            from mlflow.tracking import MlflowClient
+
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+            self.client = MlflowClient(tracking_uri)
+        self.monitors = system_monitors() if self.client is not None and system_metrics_s > 0 else []
+        self.system_metrics_s, self._next_sample = system_metrics_s, time.monotonic()
+        for m in self.monitors:
+            m.collect_metrics()  # CPU utilization is measured between two samples: this is the first
+
+    def log(self, metrics: dict, step: int) -> None:
+        if self.client is None:
+            return
+        from mlflow.entities import Metric
+
+        if self.monitors and time.monotonic() >= self._next_sample:
+            self._next_sample = time.monotonic() + self.system_metrics_s
+            metrics = {**metrics, **self.system_metrics()}
+        now = int(time.time() * 1000)
+        self.pending += [Metric(metric_key(k), float(v), now, step) for k, v in metrics.items()
+                         if isinstance(v, (int, float))]
+        if len(self.pending) > self.max_buffered:
+            self.dropped += len(self.pending) - self.max_buffered
+            del self.pending[:len(self.pending) - self.max_buffered]
+        if time.monotonic() >= self._retry_at:
+            self.flush()
+
+    def system_metrics(self) -> dict:
+        out = {}
+        for m in self.monitors:
+            try:
+                m.collect_metrics()
+                out.update({f"system/{k}": v for k, v in m.aggregate_metrics().items()})
+            except Exception:  # a sensor that fails (a GPU gone, a disk unmounted) must not stop training
+                pass
+            m.clear_metrics()
+        return out
+
+    def flush(self) -> bool:
+        """Write the buffer, oldest first; on a failure count it, keep the rest and back off. True if empty."""
+        while self.pending:
+            chunk = self.pending[:self.MAX_BATCH]
+            try:
+                self.client.log_batch(self.run_id, metrics=chunk)
+            except Exception as exc:  # any MLflow or network error: training goes on
+                if getattr(exc, "error_code", "") == "INVALID_PARAMETER_VALUE":  # refused, not failed: never retried
+                    self._one_by_one(chunk, exc)
+                    del self.pending[:len(chunk)]
+                    continue
+                self.failures += 1
+                if self.failures == 1:
+                    warnings.warn(f"MLflow logging failed, training continues; metrics are buffered and retried "
+                                  f"(tracking_failures counts failed writes): {exc}")
+                self._retry_at = time.monotonic() + self._delay
+                self._delay = min(2 * self._delay, self.max_backoff_s)
+                return False
+            del self.pending[:len(chunk)]
+        self._delay, self._retry_at = self.backoff_s, 0.0
+        return True
+
+    def _one_by_one(self, chunk: list, exc: Exception) -> None:
+        """A batch the store refused (a malformed point): each point alone, the refused ones counted as dropped."""
+        refused = 0
+        for point in chunk:
+            try:
+                self.client.log_batch(self.run_id, metrics=[point])
+            except Exception as one:  # noqa: BLE001 - refused again, or the store gone: not retried either way
+                refused += 1
+                exc = one
+        if refused:
+            self.dropped += refused
+            warnings.warn(f"MLflow refused {refused} metric point(s), counted in tracking_undelivered: {exc}")
+
+    def close(self, close_timeout_s: float = 60.0) -> dict:
+        """Last flush, retried with backoff for up to `close_timeout_s`; returns the counts the job reports."""
+        deadline = time.monotonic() + close_timeout_s
+        while self.client is not None and not self.flush() and time.monotonic() < deadline:
+            time.sleep(max(0.0, min(self._retry_at, deadline) - time.monotonic()))
+        return self.counts()
+
+    def counts(self) -> dict:
+        """tracking_failures: failed writes; tracking_undelivered: metric points not in MLflow (dropped or
+        still buffered)."""
+        return {"tracking_failures": self.failures, "tracking_undelivered": self.dropped + len(self.pending)}
+
+
+def system_monitors() -> list:
+    """MLflow's system-metric monitors for this node: CPU and memory, disk, network, NVIDIA GPUs if NVML loads."""
+    from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
+    from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
+    from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
+
+    monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
+
+            monitors.append(GPUMonitor())
+    except Exception:  # no pynvml, or NVML cannot start: CPU metrics only
+        pass
+    return monitors
+
+
+def outage_line(metrics: dict) -> str:
+    """The summary line for the workers' tracking counts (phases summed): failed writes, lost points."""
+    def total(name: str) -> int:
+        return int(sum(v for k, v in metrics.items() if k.rsplit("/", 1)[-1] == name))
+
+    failures, lost = total("tracking_failures"), total("tracking_undelivered")
+    if not failures:
+        return "0 failed MLflow writes"
+    return (f"{failures} failed MLflow writes, retried: "
+            + (f"{lost} metric points NOT delivered" if lost else "every buffered metric delivered"))

@@ -1,0 +1,112 @@
+"""A job's MLflow runs say where the job is (RUNNING while it trains, FAILED with its error when it raises,
+FINISHED when it is done), and what it logs reaches them whatever the user's labels are called: real SQLite stores."""
+
+import json
+
+import pytest
+
+from jobs.registry import metric_logger, tracking
+
+
+@pytest.fixture
+def store(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    return uri, MlflowClient(uri)
+
+
+def test_a_run_is_running_until_the_job_ends_it_and_failed_with_its_error_when_it_raises(store, tmp_path):
+    uri, client = store
+    run_id = tracking.start_run(uri, "status", str(tmp_path / "art"), "train", {"a": 1}, tags={"task": "x"})
+    run = client.get_run(run_id)
+    assert (run.info.status, run.info.end_time) == ("RUNNING", None)  # training: not FINISHED at its first step
+    assert run.data.tags["task"] == "x" and "mlflow.user" in run.data.tags and run.data.params == {"a": "1"}
+    with pytest.raises(ValueError, match="out of memory"):
+        with tracking.ending(uri, run_id):
+            raise ValueError("out of memory")
+    run = client.get_run(run_id)
+    assert run.info.status == "FAILED" and run.info.end_time
+    assert run.data.tags["error"] == "ValueError: out of memory"
+
+    phase = tracking.start_run(uri, "status", "", "phase1", {"a": 1})
+    with tracking.ending(uri, phase, finished=True):
+        pass
+    assert client.get_run(phase).info.status == "FINISHED"
+    done = tracking.start_run(uri, "status", "", "done", {"a": 1})
+    client.set_terminated(done, "FINISHED")  # finish_run ended it; an error after that changes nothing
+    with pytest.raises(KeyboardInterrupt):
+        with tracking.ending(uri, done):
+            raise KeyboardInterrupt
+    assert client.get_run(done).info.status == "FINISHED" and "error" not in client.get_run(done).data.tags
+    stopped = tracking.start_run(uri, "status", "", "stopped", {"a": 1})
+    with pytest.raises(KeyboardInterrupt):
+        with tracking.ending(uri, stopped):
+            raise KeyboardInterrupt
+    assert client.get_run(stopped).info.status == "KILLED"
+
+
+@pytest.mark.parametrize("name, key", [("select/f1_ORG(company)", "select/f1_ORG_company_"),
+                                       ("dev/f1_LOC&GPE", "dev/f1_LOC_GPE"), ("dev/f1_人名", "dev/f1_人名"),
+                                       ("dev/f1_a//b/", "dev/f1_a/b"), ("dev/../x", "dev/__/x"), ("/", "_"),
+                                       ("train/loss", "train/loss")])
+def test_metric_keys_are_what_mlflow_accepts(name, key):
+    from mlflow.utils.validation import _validate_metric_name
+
+    assert metric_logger.metric_key(name) == key
+    _validate_metric_name(key)  # raises where MLflow would refuse the batch
+
+
+def test_an_entity_type_mlflow_refuses_as_a_name_costs_no_metric(store):
+    """A user's NER labels `B-ORG(company)`, `B-C++`: their per-type F1 is logged under a cleaned name, and every
+    other point of the batch and of later steps arrives; the run's final metrics log too."""
+    uri, client = store
+    run_id = client.create_run(client.create_experiment("names")).info.run_id
+    logger = metric_logger.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0)
+    logger.log({"select/f1_ORG(company)": 0.5, "select/f1_C++": 0.25}, step=20)
+    for step in range(21, 25):
+        logger.log({"train/loss": float(step)}, step=step)
+    assert logger.close() == {"tracking_failures": 0, "tracking_undelivered": 0}
+    assert [m.step for m in client.get_metric_history(run_id, "train/loss")] == [21, 22, 23, 24]
+    assert client.get_metric_history(run_id, "select/f1_ORG_company_")[0].value == 0.5
+    tracking.finish_run(uri, run_id, {"best/select/f1_ORG(company)": 0.5}, None, "", "candidate",
+                        task="token-classification")
+    assert client.get_run(run_id).data.metrics["best.select.f1_ORG_company_"] == 0.5
+
+
+def test_a_batch_the_store_refuses_is_counted_and_never_blocks_the_points_after_it(store):
+    """Refused (400: a malformed point) is not failed: retrying it forever would hold back every later metric."""
+    from mlflow.entities import Metric
+
+    uri, client = store
+    run_id = client.create_run(client.create_experiment("refused")).info.run_id
+    logger = metric_logger.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0)
+    logger.pending.append(Metric("bad(name)", 1.0, 0, 1))  # as a logger without metric_key would have queued it
+    with pytest.warns(UserWarning, match="MLflow refused 1 metric point"):
+        logger.log({"train/loss": 2.0}, step=2)
+    logger.log({"train/loss": 3.0}, step=3)
+    assert logger.close() == {"tracking_failures": 0, "tracking_undelivered": 1}
+    assert [m.step for m in client.get_metric_history(run_id, "train/loss")] == [2, 3]
+
+
+def test_a_long_task_config_is_registered_whole(store, tmp_path):
+    """250 labels make a task_config of ~7,000 characters: the version's tag keeps valid JSON (promotion and
+    prediction parse it), not its first 5,000 characters."""
+    import torch
+
+    from bert_core.checkpoint import save_pretrained
+    from bert_core.config import tiny
+    from bert_core.model import BertForSequenceClassification
+
+    uri, client = store
+    labels = [f"intent_category_{i:03d}" for i in range(250)]
+    model = BertForSequenceClassification(tiny(vocab_size=300).validate(), num_labels=2)
+    torch.manual_seed(0)
+    folder = save_pretrained(model, tmp_path / "model")
+    run_id = tracking.start_run(uri, "long", str(tmp_path / "art"), "ft", {"a": 1})
+    task_config = json.dumps({"name": "files", "labels": labels})
+    assert len(task_config) > 5000
+    info = tracking.finish_run(uri, run_id, {}, str(folder), "long-labels", "candidate", task=tracking.PRETRAINING,
+                               version_tags={"task_config": task_config})
+    tag = client.get_model_version("long-labels", info["version"]).tags["task_config"]
+    assert json.loads(tag)["labels"] == labels
