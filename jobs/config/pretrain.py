@@ -212,9 +212,10 @@ class PretrainConfig:
             # out of the norm. ZeRO-1's norm counts every stage (the pipeline e2e test checks it against torch).
             raise ConfigError("deepspeed.pipeline_stages > 1 with optim.grad_clip > 0 in fp32 needs "
                               "deepspeed.zero_stage=1 (DeepSpeed's stage-0 clipping misses the later stages)")
-        if o.name == "lamb" and not s.use_gpu:
-            raise ConfigError("deepspeed.pipeline_stages > 1 with optim.name='lamb' needs scaling.use_gpu "
-                              "(DeepSpeed's FusedLamb); use adamw on CPU")
+        if o.name == "lamb":  # its trust ratios need whole tensors: norms summed over a stage's data-parallel ranks
+            raise ConfigError("deepspeed.pipeline_stages > 1 with optim.name='lamb' is not supported: LAMB's trust "
+                              "ratio needs each tensor's whole norm, which a pipeline's ZeRO slices do not sum; "
+                              "use adamw")
         if self.faults.nan_at_step:
             raise ConfigError("faults.nan_at_step (fault injection) is not supported with pipeline stages")
 

@@ -23,7 +23,7 @@ PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 @dataclass
 class OptimConfig:
-    name: str = "adamw"  # adamw | lamb (DeepSpeed's FusedLamb on GPU, jobs.engine.optim.Lamb on CPU)
+    name: str = "adamw"  # adamw | lamb (jobs.engine.optim.Lamb, on GPU and CPU)
     lr: float = 1e-3  # peak learning rate after warmup
     weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
     beta1: float = 0.9

@@ -63,7 +63,7 @@ class Engine(EngineBase):
         world = dist.get_world_size() if dist.is_initialized() else 1
         groups = param_groups(model, o.weight_decay)
         client_optimizer = build_optimizer(o.name, groups, o.lr, (o.beta1, o.beta2), o.eps, o.weight_decay,
-                                           use_gpu, zero_stage=deepspeed.zero_stage, world_size=world)
+                                           zero_stage=deepspeed.zero_stage, world_size=world)
         engine, optimizer, _, scheduler = ds.initialize(
             model=model,
             optimizer=client_optimizer,

@@ -35,8 +35,8 @@ def deepspeed_config(optim: OptimConfig, ds: DeepSpeedConfig, *, micro_batch_siz
         "train_batch_size": micro_batch_size * grad_accum_steps * world_size,
         "gradient_clipping": o.grad_clip,
         "zero_optimization": zero,
-        # AdamW and GPU LAMB: DeepSpeed's own (fused Adam, CPU Adam under offload, FusedLamb); CPU LAMB: ours.
-        **deepspeed_optimizer_config(o.name, o.lr, (o.beta1, o.beta2), o.eps, o.weight_decay, use_gpu),
+        # AdamW: DeepSpeed's own (fused Adam, CPU Adam under offload); LAMB: ours (jobs/engine/optim.py says why).
+        **deepspeed_optimizer_config(o.name, o.lr, (o.beta1, o.beta2), o.eps, o.weight_decay),
         "steps_per_print": 10**9,  # progress is ours; DeepSpeed's own prints would interleave
         "wall_clock_breakdown": False,
     }

@@ -1,11 +1,14 @@
-"""Optimizers for pretraining: DeepSpeed's where it does the job, our LAMB where it does not.
+"""Optimizers for pretraining: DeepSpeed's AdamW, and our LAMB (on every device).
 
 LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes") as
 NVIDIA's BERT recipe runs it: Adam moments with bias correction, weight decay added to the update,
 and each parameter tensor's step scaled by its trust ratio ||p|| / ||update||.
 
-DeepSpeed's own LAMB (`"type": "Lamb"` -> FusedLamb) is a CUDA kernel, so on CPU the engine is handed
-a `Lamb` instance instead. Two DeepSpeed facts shape this module:
+DeepSpeed's own LAMB (`"type": "Lamb"` -> FusedLamb) is not used, on GPU either: under ZeRO with several ranks
+it takes each norm over the slice of a tensor its rank holds (no reduction across ranks: 16 GPUs would apply 16
+trust ratios to the parts of one weight), and it has no exclusion of biases and LayerNorm (NVIDIA's `adapt`).
+The engine is handed a `Lamb` instance (torch._foreach ops: CUDA kernels on GPU, a few per tensor). Two
+DeepSpeed facts shape this module:
 - ZeRO 1-3 (and the bf16 / fused-fp16 wrappers) flatten each param group into one fp32 tensor and give
   the optimizer that flat tensor -- or, with several ranks, this rank's slice of it. A per-tensor trust
   ratio survives only if every group holds exactly one tensor (`per_tensor_groups`), and with several
@@ -139,32 +142,28 @@ def per_tensor_groups(param_groups: list[dict]) -> list[dict]:
     return out
 
 
-def uses_deepspeed_optimizer(name: str, use_gpu: bool) -> bool:
+def uses_deepspeed_optimizer(name: str) -> bool:
     """Whether DeepSpeed builds the optimizer from its config (else we pass one to deepspeed.initialize)."""
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
-    return name == "adamw" or use_gpu
+    return name == "adamw"
 
 
 def deepspeed_optimizer_config(name: str, lr: float, betas: tuple[float, float], eps: float,
-                               weight_decay: float, use_gpu: bool) -> dict:
+                               weight_decay: float) -> dict:
     """Top-level DeepSpeed config keys for the optimizer, to merge into the engine's config.
 
-    AdamW: DeepSpeed picks fused Adam on device, CPU Adam under ZeRO-Offload. LAMB on GPU: FusedLamb,
-    which ZeRO treats as untested. LAMB on CPU: no "optimizer" entry (ours is passed in), and ZeRO must
-    be told to accept it.
+    AdamW: DeepSpeed picks fused Adam on device, CPU Adam under ZeRO-Offload. LAMB: no "optimizer" entry (ours is
+    passed in), and ZeRO must be told to accept it.
     """
-    if not uses_deepspeed_optimizer(name, use_gpu):
+    if not uses_deepspeed_optimizer(name):
         return {"zero_allow_untested_optimizer": True}
-    params = {"lr": lr, "betas": list(betas), "eps": eps, "weight_decay": weight_decay}
-    if name == "adamw":
-        return {"optimizer": {"type": "AdamW", "params": params}}
-    return {"optimizer": {"type": "Lamb", "params": {**params, "bias_correction": True}},
-            "zero_allow_untested_optimizer": True}
+    return {"optimizer": {"type": "AdamW", "params": {"lr": lr, "betas": list(betas), "eps": eps,
+                                                      "weight_decay": weight_decay}}}
 
 
 def build_optimizer(name: str, param_groups: list[dict], lr: float, betas: tuple[float, float], eps: float,
-                    weight_decay: float, use_gpu: bool, *, zero_stage: int = 0, world_size: int = 1,
+                    weight_decay: float, *, zero_stage: int = 0, world_size: int = 1,
                     max_trust: float | None = None) -> torch.optim.Optimizer | None:
     """The optimizer to pass as `optimizer=` to deepspeed.initialize, or None where DeepSpeed builds it.
 
@@ -172,7 +171,7 @@ def build_optimizer(name: str, param_groups: list[dict], lr: float, betas: tuple
     Our Lamb always gets one group per tensor (the wrapper DeepSpeed puts around it is not known here),
     and sums norms over ranks when ZeRO slices tensors across more than one rank.
     """
-    if uses_deepspeed_optimizer(name, use_gpu):
+    if uses_deepspeed_optimizer(name):
         return None
     return Lamb(per_tensor_groups(param_groups), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                 max_trust=max_trust, partitioned=zero_stage >= 1 and world_size > 1)

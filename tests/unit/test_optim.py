@@ -143,7 +143,7 @@ def _train(model, opt, gen, steps: int) -> list[float]:
 
 def test_trains_a_small_mlp():
     model = _mlp(0)
-    opt = build_optimizer("lamb", _groups(model), lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01, use_gpu=False)
+    opt = build_optimizer("lamb", _groups(model), lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01)
     losses = _train(model, opt, torch.Generator().manual_seed(1), 150)
     assert sum(losses[-10:]) < 0.2 * sum(losses[:10])
 
@@ -151,7 +151,7 @@ def test_trains_a_small_mlp():
 def test_state_dict_round_trip_resumes_identically():
     gen = torch.Generator().manual_seed(2)
     model = _mlp(0)
-    opt = build_optimizer("lamb", _groups(model), lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01, use_gpu=False)
+    opt = build_optimizer("lamb", _groups(model), lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01)
     _train(model, opt, gen, 5)
     buf = io.BytesIO()
     torch.save({"model": model.state_dict(), "optim": opt.state_dict()}, buf)
@@ -159,8 +159,7 @@ def test_state_dict_round_trip_resumes_identically():
     _train(model, opt, gen, 5)
 
     resumed = _mlp(1)  # different init: everything must come from the checkpoint
-    ropt = build_optimizer("lamb", _groups(resumed), lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01,
-                           use_gpu=False)
+    ropt = build_optimizer("lamb", _groups(resumed), lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01)
     buf.seek(0)
     saved = torch.load(buf, weights_only=True)
     resumed.load_state_dict(saved["model"])
@@ -174,20 +173,18 @@ def test_state_dict_round_trip_resumes_identically():
 def test_optimizer_choice_and_deepspeed_config():
     groups = _groups(_mlp(0))
     args = dict(lr=1e-3, betas=BETAS, eps=1e-6, weight_decay=0.01)
-    assert build_optimizer("adamw", groups, **args, use_gpu=False) is None
-    assert deepspeed_optimizer_config("adamw", **args, use_gpu=False)["optimizer"]["type"] == "AdamW"
-    assert build_optimizer("lamb", groups, **args, use_gpu=True) is None
-    gpu = deepspeed_optimizer_config("lamb", **args, use_gpu=True)
-    assert gpu["optimizer"]["type"] == "Lamb" and gpu["zero_allow_untested_optimizer"] is True
-    assert deepspeed_optimizer_config("lamb", **args, use_gpu=False) == {"zero_allow_untested_optimizer": True}
-    cpu = build_optimizer("lamb", groups, **args, use_gpu=False, zero_stage=2, world_size=4)
+    assert build_optimizer("adamw", groups, **args) is None
+    assert deepspeed_optimizer_config("adamw", **args)["optimizer"]["type"] == "AdamW"
+    # LAMB is ours on every device: DeepSpeed's FusedLamb takes norms over a rank's ZeRO slice, not the tensor
+    assert deepspeed_optimizer_config("lamb", **args) == {"zero_allow_untested_optimizer": True}
+    cpu = build_optimizer("lamb", groups, **args, zero_stage=2, world_size=4)
     assert isinstance(cpu, Lamb) and cpu.partitioned
     assert [len(g["params"]) for g in cpu.param_groups] == [1] * 6
     assert [g["adapt"] for g in cpu.param_groups] == [True, True, False, False, False, False]
-    assert not build_optimizer("lamb", groups, **args, use_gpu=False, zero_stage=2, world_size=1).partitioned
+    assert not build_optimizer("lamb", groups, **args, zero_stage=2, world_size=1).partitioned
     assert per_tensor_groups([{"params": groups[1]["params"], "weight_decay": 0.0, "adapt": True}])[0]["adapt"]
     with pytest.raises(ValueError, match="lamb"):
-        build_optimizer("sgd", groups, **args, use_gpu=False)
+        build_optimizer("sgd", groups, **args)
 
 
 LAMB_ARGS = dict(lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01)
@@ -196,7 +193,7 @@ LAMB_ARGS = dict(lr=1e-2, betas=BETAS, eps=1e-6, weight_decay=0.01)
 def _zero2_engine(deepspeed, optimizer_for, seed: int = 0, grad_clip: float = 0.0):
     ds_config = {"train_micro_batch_size_per_gpu": 64, "gradient_accumulation_steps": 1, "train_batch_size": 64,
                  "gradient_clipping": grad_clip, "zero_optimization": {"stage": 2}, "steps_per_print": 10**9,
-                 **deepspeed_optimizer_config("lamb", **LAMB_ARGS, use_gpu=False)}
+                 **deepspeed_optimizer_config("lamb", **LAMB_ARGS)}
     model = _mlp(seed)
     engine, zero_opt, _, _ = deepspeed.initialize(
         model=model, optimizer=optimizer_for(model), config=ds_config, dist_init_required=False,
@@ -213,7 +210,7 @@ def _engine_steps(engine, gen: torch.Generator, steps: int) -> None:
 
 
 def _ours(model):
-    return build_optimizer("lamb", _groups(model), **LAMB_ARGS, use_gpu=False, zero_stage=2)
+    return build_optimizer("lamb", _groups(model), **LAMB_ARGS, zero_stage=2)
 
 
 def test_inside_deepspeed_zero2_matches_plain_lamb(deepspeed_world_of_one):
