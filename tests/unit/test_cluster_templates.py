@@ -219,6 +219,15 @@ def test_rayjob_entrypoint_config_loads_and_fits_the_cluster():
     service = load_all(KUBERAY / "mlflow.yaml")[1]
     assert cfg.tracking.tracking_uri == f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
     assert cfg.run_name  # a fixed name: a RayJob retry resumes the run instead of starting over
+    # MLflow >= 3.5 refuses (403) a Host header it was not told of: the Service name the job calls it by
+    from mlflow.server.security_utils import is_allowed_host_header
+
+    command = load_all(KUBERAY / "mlflow.yaml")[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+    allowed = command[command.index("--allowed-hosts") + 1].split(",")
+    host = cfg.tracking.tracking_uri.split("://", 1)[1]
+    for name in (host, "bert-foundry-mlflow.default.svc.cluster.local:5000", "localhost:5000"):
+        assert is_allowed_host_header(allowed, name), name
+    assert not is_allowed_host_header(allowed, "attacker.example.com:5000")
 
     workers = job["rayClusterSpec"]["workerGroupSpecs"]
     limits = [(g["replicas"], g["template"]["spec"]["containers"][0]["resources"]["limits"]) for g in workers]
