@@ -69,7 +69,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
 
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
-    init_dir = resolve_init(cfg.init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
+    init = pin_alias(cfg.init, tracking_uri)  # the alias read once: the weights, the lineage, the basis agree
+    init_dir = resolve_init(init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
     if cfg.task.name == "files":
         ft_tasks.check_files(cfg.task)  # a column your files lack: one line now, not a Ray task's traceback
     dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks
@@ -80,7 +81,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     ft_tasks.note_truncated(resolved.task, rows, init_dir)
     print(ft_tasks.rows_line(cfg.task, rows), flush=True)
     task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(rows))
-    init_id = cfg.init if cfg.init.startswith(MLFLOW_SCHEMES) else str(init_dir)
+    init_id = init if init.startswith(MLFLOW_SCHEMES) else str(init_dir)
     # a checkpoint means something together with the rows that trained and chose it; the evaluation split may change
     # (where it takes in rows of train, they leave train as leaks, and the basis changes with them)
     basis = continuation_basis(resolved, ft_tasks.rows_digest(rows, ("train", ft_tasks.SELECT)), init_id)
@@ -105,7 +106,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     continued = resubmit.tags(earlier)
     data_tags = ft_tasks.split_tags(rows)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
-                                tags={"task": cfg.task.name, "init": init_id, **lineage, **continued, **data_tags})
+                                tags={"task": cfg.task.name, "init": init_id, "init_requested": cfg.init, **lineage,
+                                      **continued, **data_tags})
     print(f"[train] {run_name}: {resolved.scaling.num_workers} worker{'s' if resolved.scaling.num_workers > 1 else ''}, {n_train:,} train features, "
           f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
@@ -162,6 +164,23 @@ def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) ->
         print(f"[evaluate] warning: {main} {evaluation[main]:.4f} is no better than {what}: more steps, another "
               f"learning rate or more data", flush=True)
     return evaluation
+
+
+def pin_alias(init: str, tracking_uri: str) -> str:
+    """`models:/NAME@ALIAS` as the version the alias names now (`models:/NAME/7`); any other `init` as given. Read
+    once: a promotion that moves the alias while the job runs (or before a resubmission) must not make the weights
+    downloaded, the lineage recorded (the version's run) and the resubmission basis three different versions."""
+    if not init.startswith("models:/") or "@" not in init:
+        return init
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    name, _, alias = init[len("models:/"):].partition("@")
+    try:
+        version = MlflowClient(tracking_uri).get_model_version_by_alias(name, alias.rstrip("/")).version
+    except MlflowException as exc:
+        raise ConfigError(f"init {init!r} does not resolve: {exc.message.splitlines()[0]}") from None
+    return f"models:/{name}/{version}"
 
 
 def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:

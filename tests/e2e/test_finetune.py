@@ -419,6 +419,11 @@ def test_squad_v2_from_the_registered_mlflow_model(ray_tmp, pkgdocs):
                  "task.max_query_length=16", "train.epochs=2", "optim.lr=1e-4", "tracking.registered_model=squad-minilm")
     result = run(cfg)
     assert result.init_dir.startswith(str(ray_tmp / "runs" / "squad" / "init"))
+    from mlflow.tracking import MlflowClient
+
+    tags = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db").get_run(result.mlflow["run_id"]).data.tags
+    # the alias read once, as the version it named: what was downloaded, what the lineage and the basis name
+    assert (tags["init"], tags["init_requested"]) == ("models:/pkgdocs-minilm/1", "models:/pkgdocs-minilm@candidate")
     assert (result.main_metric, result.eval_metric, result.labels) == ("select/f1", "dev/f1", [])
     assert result.data["select"]["rows"] == len(QAS) + 1 and result.data["train"]["rows"] == 3 * (len(QAS) + 1)
     assert {"select/exact", "select/null_threshold"} <= set(result.metrics)

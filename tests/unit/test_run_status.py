@@ -110,3 +110,23 @@ def test_a_long_task_config_is_registered_whole(store, tmp_path):
                                version_tags={"task_config": task_config})
     tag = client.get_model_version("long-labels", info["version"]).tags["task_config"]
     assert json.loads(tag)["labels"] == labels
+
+
+def test_a_fine_tune_reads_its_init_alias_once_as_a_version(store, tmp_path):
+    """init=models:/X@champion is pinned to the version the alias names when the job starts: the download, the
+    lineage and a resubmission's basis all name it, though a promotion moves @champion meanwhile."""
+    from bert_core.config import ConfigError
+    from jobs.finetune import pin_alias
+
+    uri, client = store
+    client.create_registered_model("bert")
+    for _ in range(2):
+        client.create_model_version("bert", str(tmp_path))
+    client.set_registered_model_alias("bert", "champion", "1")
+    pinned = pin_alias("models:/bert@champion", uri)
+    client.set_registered_model_alias("bert", "champion", "2")  # promoted while the job runs
+    assert pinned == "models:/bert/1" and pin_alias("models:/bert@champion", uri) == "models:/bert/2"
+    for given in ("models:/bert/1", "runs:/abc/model", str(tmp_path)):
+        assert pin_alias(given, uri) == given
+    with pytest.raises(ConfigError, match="init 'models:/bert@nobody' does not resolve"):
+        pin_alias("models:/bert@nobody", uri)
