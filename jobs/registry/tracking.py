@@ -97,7 +97,8 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
     tags = {"lineage.job": job, **code_version()}
     if prepared is not None:
         manifest = Path(prepared.path) / "manifest.json"
-        tags.update({"lineage.data_dir": str(prepared.path), "lineage.data_name": Path(prepared.path).name,
+        where = prepared.path if "://" in str(prepared.path) else Path(prepared.path).resolve()  # readable from anywhere
+        tags.update({"lineage.data_dir": str(where), "lineage.data_name": Path(prepared.path).name,
                      "lineage.data_manifest_sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()})
     if tokenizer_dir is not None:
         tags["lineage.tokenizer_sha256"] = tokenizer_hash(tokenizer_dir)

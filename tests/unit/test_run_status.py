@@ -130,3 +130,17 @@ def test_a_fine_tune_reads_its_init_alias_once_as_a_version(store, tmp_path):
         assert pin_alias(given, uri) == given
     with pytest.raises(ConfigError, match="init 'models:/bert@nobody' does not resolve"):
         pin_alias("models:/bert@nobody", uri)
+
+
+def test_lineage_names_a_relative_prepared_set_by_its_absolute_path(tmp_path, monkeypatch):
+    """configs/pretrain/quickstart.yaml prepares into data/prepared/<hash>: jobs/lineage.py, run from any folder,
+    must find it by the tag."""
+    from pipelines.prepare import PreparedData
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data" / "prepared" / "0123abcd").mkdir(parents=True)
+    (tmp_path / "data" / "prepared" / "0123abcd" / "manifest.json").write_text("{}")
+    prepared = PreparedData("data/prepared/0123abcd", {}, [], [], None, reused=False)
+    tags = tracking.lineage_tags("pretrain", prepared=prepared)
+    assert tags["lineage.data_dir"] == str(tmp_path / "data" / "prepared" / "0123abcd")
+    assert tags["lineage.data_name"] == "0123abcd"
