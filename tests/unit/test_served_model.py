@@ -86,6 +86,7 @@ def test_a_served_multi_label_model_and_a_runs_uri_use_the_trained_threshold(tmp
     folder = multi_label(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     run_id = tracking.start_run(uri, "ml", str(tmp_path / "art"), "ml", {"task": {"multi_label_threshold": 0.1}})
+    mlflow.set_tracking_uri(uri)  # as tracking.finish_run does before it logs the model
     with mlflow.start_run(run_id=run_id):
         info = log_release_model(folder, None, "text-classification", ["hello", "a fine day"],
                                  settings={"multi_label_threshold": 0.1})  # tracking.finish_run's task_config
