@@ -57,11 +57,11 @@ def test_metric_keys_are_what_mlflow_accepts(name, key):
     _validate_metric_name(key)  # raises where MLflow would refuse the batch
 
 
-def test_an_entity_type_mlflow_refuses_as_a_name_costs_no_metric(store):
+def test_an_entity_type_mlflow_refuses_as_a_name_costs_no_metric(store, tmp_path):
     """A user's NER labels `B-ORG(company)`, `B-C++`: their per-type F1 is logged under a cleaned name, and every
     other point of the batch and of later steps arrives; the run's final metrics log too."""
     uri, client = store
-    run_id = client.create_run(client.create_experiment("names")).info.run_id
+    run_id = client.create_run(client.create_experiment("names", (tmp_path / "art").as_uri())).info.run_id
     logger = metric_logger.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0)
     logger.log({"select/f1_ORG(company)": 0.5, "select/f1_C++": 0.25}, step=20)
     for step in range(21, 25):
@@ -74,12 +74,12 @@ def test_an_entity_type_mlflow_refuses_as_a_name_costs_no_metric(store):
     assert client.get_run(run_id).data.metrics["best.select.f1_ORG_company_"] == 0.5
 
 
-def test_a_batch_the_store_refuses_is_counted_and_never_blocks_the_points_after_it(store):
+def test_a_batch_the_store_refuses_is_counted_and_never_blocks_the_points_after_it(store, tmp_path):
     """Refused (400: a malformed point) is not failed: retrying it forever would hold back every later metric."""
     from mlflow.entities import Metric
 
     uri, client = store
-    run_id = client.create_run(client.create_experiment("refused")).info.run_id
+    run_id = client.create_run(client.create_experiment("refused", (tmp_path / "art").as_uri())).info.run_id
     logger = metric_logger.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0)
     logger.pending.append(Metric("bad(name)", 1.0, 0, 1))  # as a logger without metric_key would have queued it
     with pytest.warns(UserWarning, match="MLflow refused 1 metric point"):
