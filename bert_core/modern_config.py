@@ -23,6 +23,7 @@ MODEL_TYPE = "modernbert"  # transformers' model_type
 # than one it would load, with a warning, as the wrong model.
 VARIANT_MODEL_TYPE = "bert-foundry-modern-variant"
 SWITCHES = ("pre_norm", "glu", "rotary")  # ours, not transformers': each True in ModernBERT
+POOLINGS = ("cls", "mean")  # transformers' classifier_pooling values
 
 
 def model_type(model_dir) -> str:
@@ -70,6 +71,9 @@ class ModernConfig:
     decoder_bias: bool = True  # the MLM decoder keeps an output bias; its weight is the tied embedding
     classifier_bias: bool = False  # the MLM head's dense layer (HF's name: that head is shared with classifiers)
     classifier_activation: str = "gelu"  # the MLM head's activation
+    # The task heads' (bert_core/modern_heads.py), kept in config.json, where transformers' heads read them too
+    classifier_pooling: str = "cls"  # a sequence classifier's input: token 0 ("cls"), or its real tokens' mean ("mean")
+    classifier_dropout: float = 0.0  # on the task heads' head output, before their classifier
     embedding_dropout: float = 0.0  # ModernBERT pretrains with every dropout off
     attention_dropout: float = 0.0  # on the attention weights and on the attention output (HF's out_drop)
     mlp_dropout: float = 0.0  # on the GLU output, before Wo
@@ -102,7 +106,9 @@ class ModernConfig:
         for name in ("hidden_activation", "classifier_activation"):
             if getattr(self, name) not in ACTIVATIONS:
                 raise ConfigError(f"model.{name} must be one of {ACTIVATIONS}, got {getattr(self, name)!r}")
-        for name in ("embedding_dropout", "attention_dropout", "mlp_dropout"):
+        if self.classifier_pooling not in POOLINGS:
+            raise ConfigError(f"model.classifier_pooling must be one of {POOLINGS}, got {self.classifier_pooling!r}")
+        for name in ("embedding_dropout", "attention_dropout", "mlp_dropout", "classifier_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)!r}")
         for name in ("global_rope_theta", "local_rope_theta", "norm_eps", "initializer_range",

@@ -66,11 +66,13 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     from jobs.loops import ft_tasks
     from jobs.registry import versions
     from jobs.registry import tracking
+    from pipelines.tasks.common import require_wordpiece
 
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     init = pin_alias(cfg.init, tracking_uri)  # the alias read once: the weights, the lineage, the basis agree
     init_dir = resolve_init(init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
+    require_wordpiece(init_dir)  # a BPE tokenizer (ModernBERT-base's) refused before Ray, not read as [UNK]s
     if cfg.task.name == "files":
         ft_tasks.check_files(cfg.task)  # a column your files lack: one line now, not a Ray task's traceback
     dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks

