@@ -9,6 +9,7 @@ model is laid out. Its own module so that neither engine module imports the othe
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import pickle
@@ -24,6 +25,8 @@ from jobs.config.sections import OptimConfig
 from jobs.engine.ds_config import lr_lambda
 
 TAG = "engine"  # the one tag of a resume checkpoint: `<dir>/engine` holds DeepSpeed's files
+
+log = logging.getLogger("bert_foundry.engine")
 
 
 def _deepspeed_globals() -> list:
@@ -101,6 +104,9 @@ def weights_only_loading(engine):
 
 # Parameter-group options that differ between our groups (no decay on biases and LayerNorm; LAMB's adapt).
 PER_GROUP_OPTIONS = ("weight_decay", "adapt")
+# What a built engine's parameter groups take from its config, and a loaded optimizer state overwrites with the
+# saving run's: `load` puts them back. Not "step" (FusedAdam keeps its step count in the group).
+CONFIG_OPTIONS = (*PER_GROUP_OPTIONS, "betas", "eps")
 
 
 @dataclass
@@ -152,6 +158,13 @@ class EngineBase:
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else math.nan
 
+    @property
+    def skipped_steps(self) -> int:
+        """Optimizer steps DeepSpeed skipped on a gradient overflow (fp16 loss scaling; ZeRO's overflow check): counted
+        in `global_step`, and in the loop's step that resume positions rest on, but no update and no schedule step.
+        DeepSpeed keeps the count in its checkpoints, so it is the run's total across resumes."""
+        return int(self.engine.skipped_steps)
+
     def scale_lr(self, scale: float) -> None:
         """Train on at `scale` x the configured learning rate, from the current schedule position on
         (loss rollbacks). Call after `load`: a checkpoint's scheduler state carries its own base lr."""
@@ -185,17 +198,46 @@ class EngineBase:
             # DeepSpeed's universal loader restores the optimizer state whatever it is asked; weights alone
             # load from the saved checkpoint at any world size.
             raise ValueError("a load_universal engine loads everything; load weights_only from the saved checkpoint")
-        options = [{k: g[k] for k in PER_GROUP_OPTIONS if k in g} for g in self.optimizer.param_groups]
+        built = [{k: g[k] for k in CONFIG_OPTIONS if k in g} for g in self.optimizer.param_groups]
         with weights_only_loading(self.engine):
             _, client_state = self.engine.load_checkpoint(
                 str(ckpt_dir), tag=TAG, load_module_only=weights_only,
                 load_optimizer_states=not weights_only, load_lr_scheduler_states=schedule and not weights_only)
-        if self.load_universal and self.zero_stage == 3:
-            # DeepSpeed 0.19.8's ZeRO-3 universal loader copies group 0's options onto every group, which
-            # would put weight decay on biases and LayerNorm; give each group its own back.
-            for group, own in zip(self.optimizer.param_groups, options):
-                group.update(own)
+        if not weights_only:
+            self._keep_config(built)
         return client_state or {}
+
+    def _keep_config(self, built: list[dict]) -> None:
+        """Train on with this run's optimizer settings after loading another run's state: the loaded param groups and
+        scheduler carry the saving run's peak lr (and each group its weight decay, betas, eps), so a resubmission
+        with a new optim.lr would otherwise train at the old one while tracking logs the new. `built`: each group's
+        CONFIG_OPTIONS as this engine was built. Warns on rank 0, naming each setting that changed (old -> new).
+        Also sets each group's lr from the schedule position: a load that keeps this run's own schedule
+        (`schedule=False`) would otherwise take its first step at the saving run's last lr."""
+        groups, sched = self.optimizer.param_groups, self.scheduler
+        changed = {}
+        saved_lr = groups[0].get("initial_lr", sched.base_lrs[0])  # the saving run's optim.lr (before any rollback)
+        if saved_lr != self.optim.lr:
+            changed["optim.lr"] = (saved_lr, self.optim.lr)
+            sched.base_lrs = [self.optim.lr] * len(sched.base_lrs)
+        # Named from the first group (the decayed one): ZeRO-3's universal loader (DeepSpeed 0.19.8) copies its options
+        # onto every group, which the update undoes.
+        changed.update({k: (_as_plain(groups[0].get(k)), _as_plain(v)) for k, v in built[0].items()
+                        if _as_plain(groups[0].get(k)) != _as_plain(v)})
+        for group, own in zip(groups, built):
+            group.update(own)
+        lrs = [base * f(sched.last_epoch) for base, f in zip(sched.base_lrs, sched.lr_lambdas)]
+        for group, lr in zip(groups, lrs):
+            group["lr"], group["initial_lr"] = lr, self.optim.lr
+        sched._last_lr = lrs
+        if changed and (not dist.is_initialized() or dist.get_rank() == 0):
+            log.warning("[resume] the checkpoint's optimizer state was saved with other settings; training on with "
+                        "this run's: " + "; ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items()))
+
+
+def _as_plain(value):
+    """A group option as compared and printed: betas are a list in some optimizers, a tuple in others."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def next_in_lockstep(batches):

@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 import ray
@@ -133,8 +133,7 @@ class Worker:
             self.step, self.before = state["step"], state.get("eval_before", {})
             self._record_weights("restored")
             self.guard.skipped = state.get("nonfinite_skipped", 0)
-            if f"rank{self.rank}" in rng:  # a new rank (more workers than before) keeps its fresh seed
-                torch.set_rng_state(torch.from_numpy(rng[f"rank{self.rank}"]))
+            restore_rng(rng, self.rank)
             if self.rank == 0:
                 log.info(f"[resume] step {self.step}, epoch {self.position.epoch}, "
                          f"{self.position.samples_consumed:,} examples of the epoch already consumed")
@@ -201,15 +200,14 @@ class Worker:
 
     def _read(self, dataset: str, **iter_kwargs):
         """This rank's micro-batches of `dataset`. Ray splits the data between ranks, except for pipelines
-        (see jobs/pretrain.py): there each first-stage rank reads `replicas` times larger batches and keeps
-        the examples whose index falls to its data-parallel replica."""
-        replicas = self.replicas if self.pipelined else 1
+        (see jobs/pretrain.py): there each first-stage rank reads the whole set and keeps the examples whose index
+        falls to its data-parallel replica, re-batched to micro_batch_size rows (replica_batches)."""
+        mb, replicas = self.t.micro_batch_size, self.replicas if self.pipelined else 1
         batches = ray.train.get_dataset_shard(dataset).iter_batches(
-            batch_size=self.t.micro_batch_size * replicas, batch_format="numpy", **iter_kwargs)
+            batch_size=mb * replicas, batch_format="numpy", **iter_kwargs)
         if replicas == 1:
             return iter(batches)
-        return ({k: v[keep] for k, v in b.items()} for b in batches
-                for keep in [self.index(b["example_id"]) % replicas == self.replica] if keep.any())
+        return replica_batches(batches, lambda b: self.index(b["example_id"]) % replicas == self.replica, mb)
 
     @staticmethod
     def _next_batch(batches) -> tuple[Prepared | None, float]:
@@ -279,9 +277,7 @@ class Worker:
                 window.data_wait = _longest(window.data_wait)  # in lockstep, a rank short of data stalls all
                 metrics = window.summary(self.replicas, flops_token, peak, devices=self.world,
                                          metrics=self.engine.objective.metrics)
-                metrics.update(step=self.step, epoch=self.position.epoch, lr=self.engine.lr,
-                               grad_norm=self.engine.grad_norm(), nonfinite_total=self.guard.skipped,
-                               rollbacks=self.rollbacks)
+                metrics.update(self._position_metrics())
                 if self.cfg.scaling.use_gpu and torch.cuda.is_available():
                     metrics["gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
                 eta = (time.perf_counter() - run_start) / (self.step - start_step) * (t.max_steps - self.step)
@@ -296,6 +292,14 @@ class Worker:
         if start_step >= t.max_steps:  # resumed a finished run: report its final state again
             self.checkpoint(metrics, True)
 
+    def _position_metrics(self) -> dict:
+        """Where the run is, reported with each window's metrics. `skipped_steps`: optimizer steps DeepSpeed dropped on
+        an overflow (jobs/engine/seam.py), counted in `step` all the same: max_steps, checkpoints and resumes count
+        DeepSpeed's steps."""
+        return dict(step=self.step, epoch=self.position.epoch, lr=self.engine.lr, grad_norm=self.engine.grad_norm(),
+                    nonfinite_total=self.guard.skipped, rollbacks=self.rollbacks,
+                    skipped_steps=self.engine.skipped_steps)
+
     # -- checkpoints -----------------------------------------------------------------------------
     def checkpoint(self, metrics: dict, last: bool) -> None:
         """All ranks save their shard of engine state; rank 0 adds the data position and RNG states.
@@ -303,7 +307,7 @@ class Worker:
         from ray.train import Checkpoint
 
         ids = _gather(np.concatenate(self.pending_ids) if self.pending_ids else np.zeros(0, np.int64))
-        rngs = _gather(torch.get_rng_state().numpy())
+        rngs = _gather(rng_states())
         mask_next = _gather(np.array(self.mask_next))
         self.pending_ids = []
         if self.rank == 0:
@@ -321,8 +325,7 @@ class Worker:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
                 write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
                 resubmit.record(Path(tmp), self.config.get("mlflow_run_id"), self.step, self.config["basis"])
-                np.savez(Path(tmp) / "rng.npz", mask_next=np.stack(mask_next),
-                         **{f"rank{r}": s for r, s in enumerate(rngs)})
+                np.savez(Path(tmp) / "rng.npz", mask_next=np.stack(mask_next), **rng_arrays(rngs))
             if last:
                 after = self.evaluate()
                 report.update({f"eval_before/{k}": v for k, v in self.before.items()})
@@ -369,6 +372,61 @@ class Worker:
             f.write(f"{self.attempt} {event} {self.step} {digest.hexdigest()}\n")
 
 
+def replica_batches(batches: Iterable[dict], keep: Callable[[dict], np.ndarray], size: int) -> Iterator[dict]:
+    """The rows of `batches` that `keep` marks, in the order read, in micro-batches of exactly `size` rows, and
+    the share's last rows (fewer) as a final shorter one: every kept row once.
+
+    Pipelines need it: their replicas step in lockstep, one micro-batch each, and a replica's share of a shuffled
+    read batch varies (with a small `size`, down to nothing). Here every replica's batches but its last are full,
+    and the shares (example index mod replicas) differ by at most one row, so replicas end an epoch together; where
+    one share is a multiple of `size` and the next one row longer, that row is left at the lockstep end, untrained
+    in this epoch (at most replicas - 1 rows an epoch). Rows held here are not consumed yet (the loop marks rows once
+    trained), so a restart reads them again."""
+    parts: list[dict] = []
+    held = 0
+    for batch in batches:
+        mask = keep(batch)
+        if mask.any():
+            parts.append({k: v[mask] for k, v in batch.items()})
+            held += int(mask.sum())
+        while held >= size:
+            rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+            yield {k: v[:size] for k, v in rows.items()}
+            parts, held = [{k: v[size:] for k, v in rows.items()}], held - size
+    if held:
+        yield {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def rng_states() -> dict[str, np.ndarray]:
+    """This rank's torch generator states: the CPU one, and the current CUDA device's where there is one (dropout on
+    a GPU draws from it, and build_engine's torch.manual_seed re-seeds both)."""
+    states = {"cpu": torch.get_rng_state().numpy()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state().numpy()
+    return states
+
+
+def rng_arrays(per_rank: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """rng.npz's arrays for every rank's rng_states(): `rank{r}` (the CPU state, the name checkpoints had before
+    the CUDA state was saved too) and `cuda_rank{r}`."""
+    arrays = {}
+    for rank, states in enumerate(per_rank):
+        arrays[f"rank{rank}"] = states["cpu"]
+        if "cuda" in states:
+            arrays[f"cuda_rank{rank}"] = states["cuda"]
+    return arrays
+
+
+def restore_rng(saved: dict[str, np.ndarray], rank: int) -> None:
+    """Put this rank's generators back as rng.npz holds them. Call once the engine is built: its seeding resets them.
+    A rank the checkpoint holds no state for (more workers than before) keeps its fresh seed; a CUDA state saved on
+    a GPU run is left unused by a CPU resume."""
+    if f"rank{rank}" in saved:
+        torch.set_rng_state(torch.from_numpy(saved[f"rank{rank}"]))
+    if f"cuda_rank{rank}" in saved and torch.cuda.is_available():
+        torch.cuda.set_rng_state(torch.from_numpy(saved[f"cuda_rank{rank}"]))
+
+
 def _barrier() -> None:
     if dist.is_initialized():
         dist.barrier()
@@ -383,8 +441,8 @@ def _longest(seconds: float) -> float:
     return float(longest)
 
 
-def _gather(array: np.ndarray) -> list[np.ndarray]:
-    """Every rank's array, on every rank (small objects: ids since the last checkpoint, RNG states)."""
+def _gather(array: np.ndarray | dict) -> list:
+    """Every rank's array (or dict of arrays), on every rank (small objects: ids since the last checkpoint, RNGs)."""
     if not dist.is_initialized():
         return [array]
     out: list = [None] * dist.get_world_size()

@@ -39,21 +39,27 @@ log = logging.getLogger("bert_foundry.train")
 def needs_universal(saved: dict | None, world_size: int, cfg: PretrainConfig) -> bool:
     """Whether resuming a checkpoint saved at `saved` on `world_size` workers must go through a conversion.
 
-    Raises where no correct resume exists at this world size, before any engine is built.
+    Raises where no correct resume exists at this world size and ZeRO stage, before any engine is built.
     """
-    stages = cfg.deepspeed.pipeline_stages
+    stages, stage = cfg.deepspeed.pipeline_stages, cfg.deepspeed.zero_stage
     if saved is not None and saved.get("pipeline_stages", 1) != stages:
         raise ConfigError(f"the checkpoint was saved with deepspeed.pipeline_stages={saved.get('pipeline_stages', 1)}; "
                           f"a resume keeps it (got {stages})")
     if saved is not None and stages > 1 and saved["world_size"] != world_size:
         raise ConfigError(f"a pipeline run resumes on the {saved['world_size']} workers it was saved with, "
                           f"not {world_size}: DeepSpeed's universal checkpoint covers data parallelism only")
+    if saved is not None and saved["zero_stage"] != stage and not (
+            {saved["zero_stage"], stage} == {1, 2} and saved["world_size"] == world_size):
+        # ZeRO-0 keeps its optimizer state in the model-states file, ZeRO-3 in partitions of its own layout; ZeRO-1
+        # and 2 share one optimizer and its partitions, so each loads the other's at the saved world size. The
+        # universal checkpoint converts between world sizes, not stages.
+        raise ConfigError(f"a resume keeps the ZeRO stage: the checkpoint is ZeRO-{saved['zero_stage']} (saved by "
+                          f"{saved['world_size']} workers), deepspeed.zero_stage is {stage}; set "
+                          f"deepspeed.zero_stage={saved['zero_stage']} (ZeRO-1 and 2 load each other's checkpoints "
+                          "on the saved number of workers; a phase hand-off may instead start a fresh optimizer: "
+                          "train.reset_optimizer=true)")
     if saved is None or saved["world_size"] == world_size or saved["zero_stage"] == 0:
         return False
-    stage = cfg.deepspeed.zero_stage
-    if saved["zero_stage"] != stage:
-        raise ConfigError(f"resuming on {world_size} workers instead of {saved['world_size']} keeps the ZeRO stage: "
-                          f"the checkpoint is ZeRO-{saved['zero_stage']}, deepspeed.zero_stage is {stage}")
     if cfg.optim.name == "lamb" and stage in (1, 2) and world_size > 1:
         # DeepSpeed 0.19.8's ZeRO-1/2 universal loader (BaseOptimizer.load_hp_checkpoint_state_from_checkpoint_dir)
         # fails with IndexError on a parameter group of which a rank holds no element; LAMB keeps one group

@@ -40,6 +40,24 @@ def test_a_new_size_keeps_the_zero_stage():
         needs_universal({"world_size": 2, "zero_stage": 2}, 1, cfg_with("deepspeed.zero_stage=3"))
 
 
+@pytest.mark.parametrize("saved_stage, stage", [(0, 2), (2, 0), (2, 3), (3, 1), (0, 1), (1, 0)])
+def test_a_resume_on_the_same_workers_refuses_a_zero_stage_deepspeed_cannot_load(saved_stage, stage):
+    """DeepSpeed would fail inside every restarted worker (ZeRO-0 has no optimizer partitions, ZeRO-3 its own layout):
+    refused before any engine is built, naming both stages."""
+    with pytest.raises(ConfigError, match=f"checkpoint is ZeRO-{saved_stage} .*zero_stage is {stage}; "
+                                          f"set deepspeed.zero_stage={saved_stage}"):
+        needs_universal({"world_size": 2, "zero_stage": saved_stage}, 2, cfg_with(f"deepspeed.zero_stage={stage}"))
+
+
+def test_zero1_and_zero2_load_each_others_checkpoints_only_at_the_saved_size():
+    """One optimizer class and partition layout: a same-size resume loads as saved (tested through a real engine in
+    test_engine.py); a new size keeps the stage."""
+    assert not needs_universal({"world_size": 2, "zero_stage": 1}, 2, cfg_with("deepspeed.zero_stage=2"))
+    assert not needs_universal({"world_size": 2, "zero_stage": 2}, 2, cfg_with("deepspeed.zero_stage=1"))
+    with pytest.raises(ConfigError, match="ZeRO-1 .*zero_stage is 2"):
+        needs_universal({"world_size": 2, "zero_stage": 1}, 4, cfg_with("deepspeed.zero_stage=2"))
+
+
 def test_lamb_under_zero2_reshards_only_onto_one_worker():
     with pytest.raises(ConfigError, match="lamb under ZeRO-2 resumes on 2 workers .* or on 1, not on 3"):
         needs_universal({"world_size": 2, "zero_stage": 2}, 3, cfg_with("optim.name=lamb"))

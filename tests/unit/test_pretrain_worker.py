@@ -1,0 +1,111 @@
+"""jobs/workers/pretrain_worker.py's parts that need no Ray cluster: a pipeline replica's micro-batches, the RNG
+states a checkpoint carries, and the position metrics a log window reports."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import ray.train
+import torch
+
+from jobs.loops.data_position import DataPosition, ExampleIndex
+from jobs.workers.pretrain_worker import Worker, restore_rng, rng_arrays, rng_states
+
+SHARD_ROWS = [37, 0, 50, 24]  # 111 examples: the two replicas' shares are 56 and 55 rows
+
+
+class ShuffledShard:
+    """What ray.train.get_dataset_shard gives a pipeline's first-stage rank: the whole set, locally shuffled."""
+
+    def __init__(self, ids: np.ndarray):
+        self.ids = ids
+
+    def iter_batches(self, batch_size, batch_format, local_shuffle_buffer_size, local_shuffle_seed):
+        assert batch_format == "numpy"
+        ids = np.random.default_rng(local_shuffle_seed).permutation(self.ids)
+        for i in range(0, len(ids), batch_size):
+            yield {"example_id": ids[i:i + batch_size], "input_ids": ids[i:i + batch_size] * 10}
+
+
+def _replica_reads(monkeypatch, mb: int, replicas: int) -> list[list[dict]]:
+    ids = np.array([(s << 32) + r for s, rows in enumerate(SHARD_ROWS) for r in range(rows)], dtype=np.int64)
+    monkeypatch.setattr(ray.train, "get_dataset_shard", lambda name: ShuffledShard(ids))
+    reads = []
+    for replica in range(replicas):
+        worker = Worker.__new__(Worker)  # only what _read uses
+        worker.t, worker.pipelined = SimpleNamespace(micro_batch_size=mb), True
+        worker.replica, worker.replicas, worker.index = replica, replicas, ExampleIndex(SHARD_ROWS)
+        reads.append(list(worker._read("train", local_shuffle_buffer_size=8 * mb, local_shuffle_seed=replica)))
+    return reads
+
+
+@pytest.mark.parametrize("mb", [1, 2, 8])
+def test_pipeline_replicas_read_full_micro_batches_of_their_own_share_and_end_together(monkeypatch, mb):
+    """Each first-stage rank keeps its replica's examples of a shuffled read: its micro-batches hold exactly
+    micro_batch_size rows but for its last, every example falls to one replica once, and the replicas' batch counts
+    differ by one at most where the longer share's last batch is a single row (left at the lockstep end)."""
+    index, replicas = ExampleIndex(SHARD_ROWS), 2
+    reads = _replica_reads(monkeypatch, mb, replicas)
+    for replica, batches in enumerate(reads):
+        assert [len(b["example_id"]) for b in batches[:-1]] == [mb] * (len(batches) - 1)
+        assert 1 <= len(batches[-1]["example_id"]) <= mb
+        for b in batches:
+            assert (index(b["example_id"]) % replicas == replica).all()
+            assert (b["input_ids"] == b["example_id"] * 10).all()  # columns stay aligned
+    read = np.concatenate([b["example_id"] for batches in reads for b in batches])
+    assert sorted(index(read).tolist()) == list(range(index.num_examples))
+    counts = [len(batches) for batches in reads]
+    in_lockstep = min(counts)
+    left = [b for batches in reads for b in batches[in_lockstep:]]
+    assert max(counts) - in_lockstep <= 1 and all(len(b["example_id"]) == 1 for b in left)
+
+
+def test_a_checkpoint_restores_each_ranks_cpu_generator_after_the_engine_reseeded_it(tmp_path):
+    torch.manual_seed(5)
+    torch.rand(3)
+    np.savez(tmp_path / "rng.npz", **rng_arrays([rng_states(), rng_states()]))
+    expected = torch.rand(4)
+    torch.manual_seed(0)  # what build_engine does on every rank
+    saved = dict(np.load(tmp_path / "rng.npz"))
+    restore_rng(saved, rank=1)
+    assert torch.equal(torch.rand(4), expected)
+    torch.manual_seed(0)
+    fresh = torch.rand(4)
+    torch.manual_seed(0)
+    restore_rng(saved, rank=2)  # a rank the checkpoint had not: keeps its fresh seed
+    assert torch.equal(torch.rand(4), fresh)
+
+
+def test_a_checkpoint_carries_and_restores_each_ranks_cuda_generator_state(monkeypatch):
+    """The CUDA half's wiring, with torch.cuda's generator calls recorded (a real device: the test below)."""
+    cuda_states = iter([np.full(16, 7, np.uint8), np.full(16, 9, np.uint8)])
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda: torch.from_numpy(next(cuda_states)))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state: restored.append(state.numpy().copy()))
+    saved = rng_arrays([rng_states(), rng_states()])
+    assert sorted(saved) == ["cuda_rank0", "cuda_rank1", "rank0", "rank1"]
+    restore_rng(saved, rank=1)
+    assert len(restored) == 1 and (restored[0] == 9).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_checkpoint_restores_the_cuda_generator_too(tmp_path):
+    """GPU dropout draws from the CUDA generator, which build_engine's torch.manual_seed re-seeds."""
+    torch.manual_seed(5)
+    torch.rand(3, device="cuda")
+    np.savez(tmp_path / "rng.npz", **rng_arrays([rng_states()]))
+    expected = torch.rand(4, device="cuda")
+    torch.manual_seed(0)
+    restore_rng(dict(np.load(tmp_path / "rng.npz")), rank=0)
+    assert torch.equal(torch.rand(4, device="cuda"), expected)
+
+
+def test_a_log_window_reports_the_optimizer_steps_deepspeed_skipped():
+    """fp16 overflow: DeepSpeed skips the update but counts the step; the count reaches train/skipped_steps."""
+    worker = Worker.__new__(Worker)
+    worker.engine = SimpleNamespace(lr=1e-4, grad_norm=lambda: 0.5, skipped_steps=3)
+    worker.step, worker.position, worker.rollbacks = 40, DataPosition.start(4), 0
+    worker.guard = SimpleNamespace(skipped=1)
+    metrics = worker._position_metrics()
+    assert metrics == dict(step=40, epoch=0, lr=1e-4, grad_norm=0.5, nonfinite_total=1, rollbacks=0, skipped_steps=3)
