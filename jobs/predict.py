@@ -113,6 +113,7 @@ def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started
     """The output folder's incomplete shards predicted (the steps 2-4 of the module docstring), the run logged."""
     import mlflow
 
+    from jobs.registry import tracking
     from jobs.runtime.cluster import init_ray
 
     done = shards.clear_incomplete(output, shards.scan(output))
@@ -122,7 +123,8 @@ def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started
 
     dashboard = init_ray()
     run_id = _start_run(uri, cfg, model, output)
-    manifest["mlflow"] = {"tracking_uri": uri, "run_id": run_id}
+    # the manifest is a file anyone reading the predictions reads, and a run artifact: no credentials in it
+    manifest["mlflow"] = {"tracking_uri": tracking.redact(uri), "run_id": run_id}
     shards.write_json(output / shards.MANIFEST, manifest)
     try:
         _predict(cfg, model, files, output, set(done), manifest)
@@ -168,7 +170,7 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
             name, _, alias = name.partition("@")
             found = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, number)
             version, run_id = str(found.version), found.run_id or ""
-            task = json.loads(found.tags.get("task_config", "{}"))
+            task = json.loads(found.tags.get("task_config", "{}"))  # a bad tag: the JSONDecodeError below
             uri = f"models:/{name}/{version}"  # the alias resolved once: the whole job uses this version
         elif uri.startswith("runs:/"):  # the run's task settings: its registered version's, or its logged config
             from jobs.registry.model_logging import task_settings
@@ -181,6 +183,9 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     except (MlflowException, FileNotFoundError, OSError) as exc:
         message = getattr(exc, "message", None) or str(exc)
         raise ConfigError(f"model {uri!r} does not resolve: {message.splitlines()[0]}") from None
+    except json.JSONDecodeError as exc:  # a tag cut short, or edited by hand
+        raise ConfigError(f"model {uri!r}: the task_config tag of its registered version is not valid JSON ({exc}), "
+                          "so its task settings are unknown; register the model again") from None
     try:
         kind = folder_kind(folder)  # config.json as JSON: the driver never imports torch or transformers
     except ValueError as exc:
@@ -225,7 +230,7 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     path = output / shards.MANIFEST
     if path.is_file():
         old = json.loads(path.read_text())
-        _end_dead_run(output, old)  # this job holds the lease: an earlier one still "running" was killed
+        _end_dead_run(output, old, cfg)  # this job holds the lease: an earlier one still "running" was killed
         if old.get("basis") == basis:
             return {**old, "status": "running"}
         before = old.get("basis", {})
@@ -257,14 +262,15 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
             "shards": {}}
 
 
-def _end_dead_run(output: Path, old: dict) -> None:
+def _end_dead_run(output: Path, old: dict, cfg: PredictConfig) -> None:
     """The job of manifest `old`, while this one holds the folder's lease, is not running: if its manifest and its
     MLflow run still say so, it was killed outright (SIGKILL, a lost node) and never ended them: its run ends as
     KILLED, and this job takes the folder over."""
     from jobs.registry import tracking
 
-    earlier = old.get("mlflow", {})
+    earlier, ours = old.get("mlflow", {}), tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     uri, run_id = earlier.get("tracking_uri", ""), earlier.get("run_id", "")
+    uri = ours if uri == tracking.redact(ours) else uri  # the manifest's is redacted: this job's has the credentials
     if old.get("status") == "running" and run_id and tracking.may_still_run(uri, run_id):
         tracking.end_dead_run(uri, run_id)
         print(f"[predict] {output}: the earlier job (MLflow run {run_id}) was killed before it ended: its run ended as "

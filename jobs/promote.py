@@ -39,7 +39,7 @@ if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make 
 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.runtime import console  # noqa: E402
-from jobs.config.sections import TrackingConfig, refuse_relative_when_submitted  # noqa: E402
+from jobs.config.sections import TrackingConfig, check_alias, refuse_relative_when_submitted  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.registry.versions import alias_history, move_alias  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
@@ -66,6 +66,7 @@ class PromoteConfig:
 
         if not self.model:
             raise ConfigError("model must name a registered model (python jobs/promote.py NAME)")
+        check_alias("candidate_alias", self.candidate_alias)
         if self.version < 0:
             raise ConfigError(f"version must be a version number (0 = @{self.candidate_alias}), got {self.version}")
         if self.min_delta < 0:
@@ -81,6 +82,7 @@ class PromoteConfig:
         if unknown:
             raise ConfigError(f"task.{unknown[0]}: not a task setting that may change for evaluation; "
                               f"allowed: {', '.join(sorted(allowed))}")
+        self.tracking.validate()
         return self
 
 
@@ -162,23 +164,41 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
         client.set_terminated(run_id, "FAILED")
         raise
-    if decision == "promoted":  # scoring took minutes: another promotion may have moved @champion meanwhile
-        now = _alias(client, cfg.model, CHAMPION)
-        current = str(now.version) if now is not None else ""
-        if current != theirs:
-            decision, reason = "refused", (
-                f"@champion moved from {_side(theirs)} to {_side(current)} while v{ours} was judged against "
-                f"{_side(theirs)}: v{ours} was never compared with {_side(current)}, nothing moved; judge it again")
+    moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
+    if moved:  # scoring took minutes: another promotion may have moved @champion meanwhile
+        decision, reason = "refused", moved
     # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): same rows, same digest
     result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
                            mine.n, run_id)
     _record(cfg, client, result)
-    if decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
-        raise ValueError(f"{cfg.model}: {reason} (run {run_id})")
-    if decision == "promoted":
+    moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
+    if moved:  # recording took requests too: checked again right before the move
+        _refuse_recorded(cfg, client, result, moved)
+    if result.decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
+        raise ValueError(f"{cfg.model}: {result.reason} (run {run_id})")
+    if result.decision == "promoted":
         move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
-        move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id)
+        # only if still ours: a concurrent promotion of another version may hold @challenger by now
+        move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)
     return result
+
+
+def _champion_moved(client, name: str, ours: str, theirs: str) -> str:
+    """Why v`ours`, judged against champion `theirs`, may not replace @champion now ("" if it still is `theirs`)."""
+    now = _alias(client, name, CHAMPION)
+    current = str(now.version) if now is not None else ""
+    if current == theirs:
+        return ""
+    return (f"@champion moved from {_side(theirs)} to {_side(current)} while v{ours} was judged against "
+            f"{_side(theirs)}: v{ours} was never compared with {_side(current)}, nothing moved; judge it again")
+
+
+def _refuse_recorded(cfg: PromoteConfig, client, r: PromoteResult, reason: str) -> None:
+    """A decision recorded as promoted, refused at the last check: the run's and the version's tags say so."""
+    r.decision, r.reason = "refused", reason
+    for k, v in {"decision": r.decision, "reason": r.reason[:5000]}.items():
+        client.set_tag(r.run_id, k, v)
+        client.set_model_version_tag(cfg.model, r.candidate, f"promotion.{k}", v)
 
 
 def _side(version: str) -> str:
@@ -237,7 +257,11 @@ def _task_of(version, required: bool = True) -> dict:
     if raw is None and required:
         raise ValueError(f"v{version.version} has no task_config tag (registered by an older job), so the data "
                          "that evaluates it is unknown; register it again with jobs/finetune.py or jobs/sweep.py")
-    return json.loads(raw) if raw else {}
+    try:
+        return json.loads(raw) if raw else {}
+    except json.JSONDecodeError as exc:  # a tag cut short, or edited by hand
+        raise ValueError(f"v{version.version}'s task_config tag is not valid JSON ({exc}; {len(raw)} characters), so "
+                         "the data that evaluates it is unknown; register it again") from None
 
 
 def _download(uri: str, name: str, version: str, root: Path) -> Path:

@@ -11,7 +11,8 @@ min and max go to the parent run, and the median run's model is registered, tagg
 Every choice (ASHA's and PBT's, the best trial, the seed-median run) is made on the task's select split; the
 trials never see the evaluation split, on which the registered model alone is scored, once (the model card's
 and the version's numbers; pipelines/tasks/roles.py).
-The same command again, with the same name, resumes an interrupted sweep from Tune's storage.
+The same command again, with the same name, resumes an interrupted sweep from Tune's storage and its parent run;
+another config, init or data under that name is another sweep, with a parent run of its own.
 """
 
 from __future__ import annotations
@@ -90,8 +91,13 @@ def run(cfg: SweepConfig) -> SweepResult:
     n_train, metric = train.count(), ft_tasks.main_metric(base.task)
     print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
           f"{sorted(cfg.search_space)}; {n_train:,} train features; main metric {metric}", flush=True)
+    from ray import tune
+
+    from jobs.registry.sweep_parent import parent_run
+
     parent_id, experiment_id = parent_run(cfg, base, tracking_uri, task_data=(
-        ft_tasks.data_source(ft.task), ft_tasks.rows_digest(rows)), data_tags=ft_tasks.split_tags(rows))
+        ft_tasks.data_source(ft.task), ft_tasks.rows_digest(rows)), data_tags=ft_tasks.split_tags(rows),
+        restoring=tune.Tuner.can_restore(str(out_dir)))  # the search's experiment: fit() restores it
     data = TrialInputs(base, train, select, n_train, rows.select,
                        {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}, tracking_uri,
                        experiment_id, parent_id, cfg.name, threads=cfg.cpus_per_trial,
@@ -147,32 +153,6 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
         seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows)
     client.set_terminated(parent_id, "FINISHED")
     return result
-
-
-def parent_run(cfg: SweepConfig, base, tracking_uri: str, task_data: tuple[str, str], data_tags: dict
-               ) -> tuple[str, str]:
-    """The sweep's parent MLflow run: the one of an earlier attempt with this name (resume), else a new one."""
-    from mlflow.tracking import MlflowClient
-
-    from jobs.registry import tracking
-
-    client = MlflowClient(tracking_uri)
-    t = base.tracking
-    experiment = client.get_experiment_by_name(t.experiment)
-    if experiment is not None:
-        found = client.search_runs([experiment.experiment_id], max_results=1, filter_string=(
-            f"tags.sweep = '{cfg.name}' and tags.phase = 'parent'"))
-        if found:
-            client.update_run(found[0].info.run_id, status="RUNNING")
-            return found[0].info.run_id, experiment.experiment_id
-    params = {**cfg.to_dict(), "finetune": base.to_dict()}
-    run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, cfg.name, params,
-                                tags={"sweep": cfg.name, "phase": "parent", "task": base.task.name,
-                                      "init": base.init,
-                                      **tracking.lineage_tags("sweep", init=base.init, tracking_uri=tracking_uri,
-                                                              task_data=task_data), **data_tags})
-    client.update_run(run_id, status="RUNNING")  # ended when the sweep is
-    return run_id, client.get_run(run_id).info.experiment_id
 
 
 def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: int):
@@ -450,6 +430,8 @@ def _metrics(values: dict) -> list:
 
 
 def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) -> str:
+    from jobs.registry.tracking import redact
+
     lines = ["", "=" * 72, f"sweep            {r.name}: {len(r.table)} trials "
              f"({sum(t['status'] == 'stopped early' for t in r.table)} stopped early, "
              f"{sum(t['status'] == 'failed' for t in r.table)} failed)",
@@ -468,7 +450,7 @@ def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) ->
     if r.mlflow.get("version"):
         lines.append(f"registered model models:/{r.mlflow['registered_model']}@{r.mlflow['alias']} "
                      f"(v{r.mlflow['version']})")
-    lines += [f"MLflow parent    {r.mlflow['parent_run_id']} in {tracking_uri}",
+    lines += [f"MLflow parent    {r.mlflow['parent_run_id']} in {redact(tracking_uri)}",  # no credentials printed
               f"table / plot     {r.table_path} / {r.plot_path}",
               f"Tune results     {storage / r.name}", f"Ray dashboard    {dashboard or 'not running'}",
               console.logs_line("trials, Ray Tune"),

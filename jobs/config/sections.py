@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,18 @@ SCHEDULES = ("linear", "poly", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16")
 PARTITION_METHODS = ("parameters", "uniform")  # how DeepSpeed's PipelineModule cuts layers into stages
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+# MLflow's rule for a registry alias (mlflow.utils.validation._validate_model_alias_name and _reserved), which the
+# registry applies only when an alias is set, after training: written out here because a config check imports no
+# framework (tests/unit/test_config.py holds it to MLflow's own)
+ALIAS_RULE = ("letters, digits, '_' and '-', at most 255 characters; not 'latest' (any case) nor v<number> "
+              "(MLflow reserves them)")
+
+
+def check_alias(name: str, alias: str) -> None:
+    """Refuse `alias` (config field `name`) where MLflow would refuse it as a registered model's alias."""
+    if (not re.fullmatch(r"[\w\-]{1,255}", alias) or alias.lower() == "latest"
+            or re.fullmatch(r"[vV]\d+", alias)):
+        raise ConfigError(f"{name} must be a registry alias MLflow accepts ({ALIAS_RULE}), got {alias!r}")
 
 
 @dataclass
@@ -120,6 +133,10 @@ class TrackingConfig:
     def validate(self) -> "TrackingConfig":
         if self.flush_timeout_s < 0:
             raise ConfigError(f"tracking.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
+        if self.alias:
+            check_alias("tracking.alias", self.alias)
+        elif self.registered_model:
+            raise ConfigError("tracking.alias must be set when tracking.registered_model is")
         return self
 
     def written_paths(self) -> dict[str, str]:

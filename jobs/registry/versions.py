@@ -19,16 +19,20 @@ def _ns(key: str) -> int:
     return calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%S")) * 10**9 + int(frac)
 
 
-def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = "") -> str:
+def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = "", only_from: str = "") -> str:
     """Point `alias` of registered model `name` at version `new` ("" removes it) and record the move as a tag:
     "<alias> v<old> -> v<new> <why> (run <run id>) <UTC time>", `none` for a missing side. The tag's key sorts after
-    every earlier move's, even from a host whose clock is behind. Returns the old version."""
+    every earlier move's, even from a host whose clock is behind. `only_from`: move only while the alias still points
+    at that version (another job may have moved it since; MLflow has no compare-and-set, so this narrows the race to
+    one request), else nothing moves or is recorded. Returns the old version."""
     from mlflow.exceptions import MlflowException
 
     try:
         old = str(client.get_model_version_by_alias(name, alias).version)
     except MlflowException:
         old = ""
+    if only_from and old != only_from:
+        return old
     if new:
         client.set_registered_model_alias(name, alias, new)
     elif old:

@@ -62,6 +62,10 @@ CASES = [
     case("finetune", ["train.epoch=2"], "'train.epoch'", r"did you mean 'train\.epochs'\?", "ft-unknown-key"),
     case("pretrain", ["tracking.flush_timeout_s=-1"], "tracking.flush_timeout_s", "must be >= 0",
          "negative-flush-timeout"),
+    # a registry alias MLflow refuses only when it sets it, after training
+    case("pretrain", ["tracking.alias=v2"], "tracking.alias", r"not 'latest' \(any case\) nor v<number>",
+         "alias-reserved-for-versions"),
+    case("finetune", ["tracking.alias=prod.eu"], "tracking.alias", r"letters, digits, '_' and '-'", "ft-alias-dot"),
     case("pretrain", ["faults.fail_in_checkpoint=write", "faults.fail_at_step=7", "train.checkpoint_every=5"],
          "faults.fail_in_checkpoint", r"a multiple of train\.checkpoint_every=5\), got 7", "fault-off-a-checkpoint-step"),
     case("pretrain", ["faults.fail_in_checkpoint=during"], "faults.fail_in_checkpoint",

@@ -182,3 +182,38 @@ def test_tokenizer_settings_rename_a_prepared_set_only_where_they_change_the_tok
                 name(vocab_size=4000, limit_alphabet=1000), name(vocab_size=4000, limit_alphabet=2000)}) == 4
     given = dict(path="/some/tokenizer", vocab_size=30522)  # a given tokenizer: its hash names it, not these
     assert name(**given) == name(**given, strip_accents=False, limit_alphabet=50)
+
+
+ALIASES = ["candidate", "prod-eu_2", "v2", "V10", "latest", "LATEST", "prod.eu", "a b", "x" * 255, "x" * 256,
+           "latest-1", "v2a", "", "é"]
+
+
+@pytest.mark.parametrize("alias", ALIASES)
+def test_a_registry_alias_is_checked_with_mlflows_own_rule(alias):
+    """The config refuses an alias exactly where MLflow's registry would, after training, when it sets it."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_model_alias_name, _validate_model_alias_name_reserved
+
+    from jobs.config.sections import TrackingConfig, check_alias
+    from jobs.promote import PromoteConfig
+
+    try:
+        _validate_model_alias_name(alias)
+        _validate_model_alias_name_reserved(alias)
+        mlflow_accepts = True
+    except MlflowException:
+        mlflow_accepts = False
+    try:
+        check_alias("tracking.alias", alias)
+        accepted = True
+    except ConfigError as exc:
+        assert str(exc).startswith("tracking.alias must be a registry alias MLflow accepts (letters, digits")
+        accepted = False
+    assert accepted == mlflow_accepts
+    if alias and not accepted:
+        with pytest.raises(ConfigError, match="^tracking.alias must be a registry alias"):
+            TrackingConfig(alias=alias).validate()
+        with pytest.raises(ConfigError, match="^candidate_alias must be a registry alias"):
+            PromoteConfig(model="m", candidate_alias=alias).validate()
+    with pytest.raises(ConfigError, match="^tracking.alias must be set when tracking.registered_model is"):
+        TrackingConfig(alias="", registered_model="m").validate()

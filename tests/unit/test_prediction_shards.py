@@ -314,3 +314,58 @@ def test_a_folder_predicted_at_another_threshold_is_refused_not_mixed(tmp_path):
         _open_manifest(out, cfg, after, files, _basis(cfg, after, files))
     given = PredictConfig(model="m", input=str(data), output=str(out), threshold=0.5)  # the same one, given
     assert _open_manifest(out, given, before, files, _basis(given, before, files))["basis"]["threshold"] == 0.5
+
+
+CREDENTIALS_URI = "https://alice:s3cret@mlflow.example.com"
+
+
+def test_the_manifest_and_its_run_artifact_name_the_store_without_its_credentials(tmp_path, monkeypatch, capsys):
+    """manifest.json is read by whoever reads the predictions and logged as the run's artifact: the tracking URI in
+    it, and the summary, carry no password. A later job on the same store still ends a dead run with its own URI."""
+    from jobs import predict
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import ModelRef
+    from jobs.registry import tracking
+    from jobs.runtime import cluster
+
+    out = tmp_path / "out"
+    out.mkdir()
+    logged = {}
+    monkeypatch.setattr(cluster, "init_ray", lambda: "")
+    monkeypatch.setattr(predict, "_start_run", lambda *a: "run1")
+    monkeypatch.setattr(predict, "_predict", lambda *a: None)
+    monkeypatch.setattr(predict, "_log_run", lambda uri, run_id, r, output, status: logged.update(
+        artifact=(output / shards.MANIFEST).read_text()))
+    cfg = PredictConfig(model="m", input="in.txt", output=str(out))
+    predict._fill(cfg, ModelRef("m", tmp_path, "classification"), CREDENTIALS_URI, out, 0.0, [],
+                  {"status": "running", "shards": {}})
+    assert json.loads(logged["artifact"])["mlflow"] == {"tracking_uri": "https://***@mlflow.example.com",
+                                                        "run_id": "run1"}
+    assert "s3cret" not in logged["artifact"] and "s3cret" not in capsys.readouterr().out
+
+    ended = []
+    monkeypatch.setattr(tracking, "may_still_run", lambda uri, run_id: True)
+    monkeypatch.setattr(tracking, "end_dead_run", lambda uri, run_id: ended.append(uri))
+    cfg.tracking.tracking_uri = CREDENTIALS_URI
+    predict._end_dead_run(out, {**json.loads(logged["artifact"]), "status": "running"}, cfg)  # as a killed job left it
+    assert ended == [CREDENTIALS_URI]
+
+
+def test_a_task_config_tag_that_is_not_json_is_named(tmp_path):
+    """A version's task_config tag cut short (a 250-label task's, cut at 5,000 characters) is one clear error
+    naming the tag, not a JSON traceback."""
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.config import ConfigError
+    from jobs.predict import resolve_model
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    client.create_registered_model("m")
+    run_id = client.create_run(client.create_experiment("e")).info.run_id
+    cut = json.dumps({"name": "files", "labels": [f"label_{i:03d}" for i in range(250)]})[:1000]
+    client.create_model_version("m", str(tmp_path), run_id, tags={"task_config": cut})
+    client.set_registered_model_alias("m", "champion", "1")
+    with pytest.raises(ConfigError, match=r"^model 'models:/m@champion': the task_config tag of its registered "
+                                          r"version is not valid JSON \(Unterminated string"):
+        resolve_model("models:/m@champion", uri, tmp_path / "download")

@@ -226,6 +226,94 @@ def test_a_champion_moved_while_judging_is_not_replaced_by_a_model_never_compare
     assert not [m for m in promote.history(client, NAME) if m.startswith(f"champion v{v3} -> v{v2}")]
 
 
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory):
+    """An empty MLflow SQLite store, its tables made once (seconds): each test starts from a copy."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("store") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+def toy_registry(tmp_path, empty_store, versions: int):
+    """A registry of `versions` versions of NAME (no weights: promote._judge is replaced), each tagged with an SST-2
+    task over a few rows on disk."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    data = tmp_path / "SST-2"
+    data.mkdir()
+    for split, rows in (("train", sentences(20, 0)), ("dev", sentences(20, 1))):
+        (data / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    task = TaskConfig(name="sst2", data_dir=str(data), max_seq_len=32, labels=list(GLUE_TASKS["sst2"].labels))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    client.create_registered_model(NAME)
+    run_id = client.create_run(client.create_experiment("toy")).info.run_id
+    for _ in range(versions):
+        client.create_model_version(NAME, str(tmp_path), run_id, tags={"task_config": json.dumps(asdict(task))})
+    return uri, client
+
+
+def promoting(meanwhile):
+    """A stand-in for promote._judge: the candidate wins, after `meanwhile()` (another promotion) ran."""
+    from types import SimpleNamespace
+
+    def judged(cfg, uri, tasks, split, rows, ours, theirs, has_champion):
+        meanwhile()
+        return "promoted", "clearly better", SimpleNamespace(metric="dev/score", n=len(rows)), {"candidate": 0.9}
+    return judged
+
+
+def test_a_winner_leaves_challenger_to_the_version_another_promotion_is_judging(tmp_path, empty_store, monkeypatch):
+    """v1 and v2 judged at once: v2 takes @challenger while v1 is scored; v1 wins, and @challenger stays v2's."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 2)
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: move_alias(client, NAME, "challenger", "2", "judged")))
+    assert judge(uri, tmp_path / "art", version=1).decision == "promoted"
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
+    assert str(client.get_model_version_by_alias(NAME, "challenger").version) == "2"
+    assert not [m for m in promote.history(client, NAME) if m.startswith("challenger v2 -> none")]
+
+
+def test_a_champion_moved_while_the_decision_was_recorded_is_not_replaced(tmp_path, empty_store, monkeypatch):
+    """@champion checked after scoring, then moved by another promotion while this one records its evidence: it is
+    checked again right before the move, and the promotion refused as one that saw the move in time."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 3)
+    move_alias(client, NAME, "champion", "1", "promoted: the first")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    recorded = promote._record
+
+    def record_meanwhile(cfg, client_, result):
+        recorded(cfg, client_, result)
+        move_alias(client, NAME, "champion", "3", "promoted: by the other promotion")
+
+    monkeypatch.setattr(promote, "_record", record_meanwhile)
+    with pytest.raises(ValueError, match=r"@champion moved from v1 to v3 while v2 was judged against v1"):
+        judge(uri, tmp_path / "art", version=2)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "3"
+    tags = client.get_model_version(NAME, "2").tags
+    assert tags["promotion.decision"] == "refused" and "nothing moved" in tags["promotion.reason"]
+    assert client.get_run(tags["promotion.run_id"]).data.tags["decision"] == "refused"
+
+
+def test_a_task_config_tag_that_is_not_json_is_named():
+    """A 250-label task's tag cut at 5,000 characters: one line naming the version and the tag, not a JSON error."""
+    from types import SimpleNamespace
+
+    labels = [f"label_{i:03d}_category" for i in range(250)]
+    cut = json.dumps(asdict(TaskConfig(name="files", labels=labels)))[:5000]
+    with pytest.raises(ValueError, match=r"^v7's task_config tag is not valid JSON \(Unterminated string .*; 5000 "
+                                         r"characters\), so the data that evaluates it is unknown"):
+        promote._task_of(SimpleNamespace(version="7", tags={"task_config": cut}))
+
+
 def test_the_champion_is_scored_with_its_own_sequence_length(models, tmp_path):
     """The data is the candidate's task's, but each model reads it as it serves: a champion registered with another
     max_seq_len was cut to the candidate's and lost on a setting, not on its weights. Its score is its own, and the

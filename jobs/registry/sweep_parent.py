@@ -1,0 +1,63 @@
+"""A sweep's parent MLflow run: reused only by the same sweep resumed, new for any other sweep of the same name.
+
+The parent carries the sweep's config (params), lineage and data tags, which finish_run copies onto the version it
+registers (tracking._lineage_of). A sweep run again by name with another init, other data or another config is
+another sweep: reusing the first one's parent would register its model with the first sweep's lineage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from bert_core.config import ConfigError
+
+BASIS_TAG = "sweep.basis"  # sha256 of what the sweep's results depend on (basis): equal basis, same sweep
+
+
+def basis(params: dict, tags: dict) -> str:
+    """sha256 of the sweep's config as logged and its lineage and data tags: what its trials and model depend on.
+    Secrets are redacted first (a rotated password is the same sweep), the code.* tags left out (a resume after a
+    code fix, or a checkout made dirty by the run's own files, is too)."""
+    from jobs.registry.tracking import redact
+
+    kept = {k: v for k, v in tags.items() if not k.startswith("code.")}
+    text = json.dumps({"params": redact(params), "tags": redact(kept)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_tags: dict, restoring: bool
+               ) -> tuple[str, str]:
+    """(run id, experiment id) of the sweep's parent: the one of an earlier attempt with this name and the same
+    basis (a resume), else a new one. `restoring`: Tune will restore an experiment of this name, whose trials were
+    made by an earlier sweep; if no parent of this name has this sweep's basis, that sweep was another one, and
+    mixing its trials into this one is refused."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry import tracking
+
+    client = MlflowClient(tracking_uri)
+    t = base.tracking
+    params = {**cfg.to_dict(), "finetune": base.to_dict()}
+    tags = {"sweep": cfg.name, "phase": "parent", "task": base.task.name, "init": base.init,
+            **tracking.lineage_tags("sweep", init=base.init, tracking_uri=tracking_uri, task_data=task_data),
+            **data_tags}
+    tags[BASIS_TAG] = digest = basis(params, tags)
+    experiment = client.get_experiment_by_name(t.experiment)
+    if experiment is not None:
+        named = f"tags.sweep = '{cfg.name}' and tags.phase = 'parent'"
+        found = client.search_runs([experiment.experiment_id], max_results=1,
+                                   filter_string=f"{named} and tags.`{BASIS_TAG}` = '{digest}'")
+        if found:
+            client.update_run(found[0].info.run_id, status="RUNNING")
+            return found[0].info.run_id, experiment.experiment_id
+        other = client.search_runs([experiment.experiment_id], max_results=1, filter_string=named)
+        if other and restoring:
+            raise ConfigError(
+                f"name {cfg.name!r}: {Path(base.output_dir).resolve() / cfg.name} holds the trials of an earlier "
+                f"sweep of this name (MLflow run {other[0].info.run_id}) with another config, init or data; resuming "
+                "it would mix them into this one: give another name, or remove that folder")
+    run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, cfg.name, params, tags=tags)
+    client.update_run(run_id, status="RUNNING")  # ended when the sweep is
+    return run_id, client.get_run(run_id).info.experiment_id

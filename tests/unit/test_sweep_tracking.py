@@ -1,0 +1,74 @@
+"""A sweep's MLflow records: its parent run (jobs/registry/sweep_parent.py), which the same sweep resumed reuses and
+another sweep of the same name (another init, other data) does not, so the version it registers names its own
+lineage; and its summary, which names the store without its credentials."""
+
+import pytest
+
+from bert_core.config import ConfigError
+from jobs.config.finetune import FinetuneConfig
+from jobs.config.sections import TrackingConfig
+from jobs.config.sweep import SweepConfig
+from jobs.registry.sweep_parent import parent_run
+
+ROWS = {"data.train.rows": "10", "data.train.sha256": "a" * 64}
+
+
+@pytest.fixture
+def store(tmp_path_factory, tmp_path):
+    """An empty MLflow SQLite store in tmp_path: a copy of one whose tables were made once (seconds)."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    template = tmp_path_factory.getbasetemp() / "empty-mlflow.db"
+    if not template.exists():
+        MlflowClient(f"sqlite:///{template}").search_experiments()
+    shutil.copy(template, tmp_path / "mlflow.db")
+
+
+def configs(tmp_path, init: str) -> tuple[SweepConfig, FinetuneConfig]:
+    base = FinetuneConfig(init=init, output_dir=str(tmp_path / "runs"), tracking=TrackingConfig(
+        tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", experiment="sweeps", artifact_location=str(tmp_path / "art")))
+    return SweepConfig(name="sw", finetune=base), base
+
+
+def start(tmp_path, init="/models/a", digest="d1", restoring=False) -> str:
+    cfg, base = configs(tmp_path, init)
+    uri = base.tracking.tracking_uri
+    return parent_run(cfg, base, uri, task_data=(str(tmp_path / "rows"), digest), data_tags=ROWS,
+                      restoring=restoring)[0]
+
+
+def test_the_same_sweep_resumed_reuses_its_parent_and_another_sweep_of_that_name_gets_its_own(tmp_path, store):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    first = start(tmp_path)
+    client.set_terminated(first, "KILLED")  # interrupted
+    assert start(tmp_path, restoring=True) == first  # the same command again: resumed
+    assert client.get_run(first).info.status == "RUNNING"
+    client.set_terminated(first, "FINISHED")
+    other_init = start(tmp_path, init="/models/b")
+    other_data = start(tmp_path, digest="d2")
+    assert len({first, other_init, other_data}) == 3
+    assert client.get_run(other_init).data.tags["lineage.init"] == "/models/b"
+    assert client.get_run(other_init).data.params["finetune.init"] == "/models/b"
+    assert client.get_run(other_data).data.tags["lineage.task_data_sha256"] == "d2"
+    assert client.get_run(first).data.tags["lineage.init"] == "/models/a"  # the first sweep's record unchanged
+
+
+def test_tune_restoring_trials_of_another_sweep_of_that_name_is_refused(tmp_path, store):
+    start(tmp_path)
+    with pytest.raises(ConfigError, match=r"name 'sw': .*runs/sw holds the trials of an earlier sweep of this name"):
+        start(tmp_path, init="/models/b", restoring=True)
+
+
+def test_the_summary_names_the_store_without_its_credentials():
+    from pathlib import Path
+
+    from jobs.sweep import SweepResult, summary
+
+    result = SweepResult("sw", "select/f1", {"optim.lr": 1e-4}, 0.9, [], "t.csv", "t.png",
+                         mlflow={"parent_run_id": "p"})
+    line = summary(result, "https://alice:s3cret@mlflow.example.com", "", Path("/tmp"))
+    assert "MLflow parent    p in https://***@mlflow.example.com" in line and "s3cret" not in line
