@@ -307,6 +307,7 @@ def _fetch_best(checkpoint, export_dir: Path) -> list:
 
 def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
     from jobs.registry.metric_logger import outage_line
+    from jobs.registry.tracking import redact
 
     sizes = ", ".join(f"{split} {info['rows']:,}" for split, info in r.data.items())
     lines = ["", "=" * 72,
@@ -322,7 +323,7 @@ def summary(r: FinetuneResult, cfg: FinetuneConfig, dashboard: str) -> str:
              f"worker failures  {r.mlflow.get('resumes', 0)} survived (each resumed from the last evaluation)",
              *([f"continued        from step {r.mlflow['continued_at_step']} of MLflow run {r.mlflow['continued_from']}"
                 f" (an earlier submission of {r.run_name})"] if r.mlflow.get("continued_from") else []),
-             f"MLflow run       {r.mlflow.get('run_id')} in {cfg.tracking.tracking_uri}",
+             f"MLflow run       {r.mlflow.get('run_id')} in {redact(cfg.tracking.tracking_uri)}",
              f"tracking         {outage_line(r.mlflow)}"]
     if r.mlflow.get("version"):
         lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "

@@ -170,10 +170,25 @@ def _continues(cfg: PretrainConfig, prepared) -> dict | None:
     basis), with a line saying so; None for a new run."""
     from jobs.runtime import resubmit
 
-    earlier = resubmit.check(Path(cfg.output_dir).resolve() / cfg.run_name, continuation_basis(cfg, prepared))
+    run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
+    earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared))
     if earlier:
+        refuse_unloadable(run_dir, cfg)
         print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     return earlier
+
+
+def refuse_unloadable(run_dir: Path, cfg: PretrainConfig) -> None:
+    """Refuse here, on the driver, a resubmission whose checkpoint the workers could not load (another ZeRO stage or
+    pipeline layout: jobs/workers/reshard.needs_universal's rules): in the workers it would fail each restart in
+    turn, spending train.max_failures on one config error."""
+    from jobs.engine.checkpoint_parts import read_topology
+    from jobs.runtime import resubmit
+    from jobs.workers.reshard import needs_universal
+
+    checkpoint = resubmit.latest(run_dir)
+    if checkpoint is not None:
+        needs_universal(read_topology(checkpoint), cfg.scaling.num_workers, cfg)
 
 
 def resolve_config(cfg: PretrainConfig, tokenizer_dir: str) -> PretrainConfig:
@@ -352,7 +367,9 @@ def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
     from jobs.registry.metric_logger import outage_line
 
     m = r.metrics
-    store = cfg.tracking.tracking_uri
+    from jobs.registry.tracking import redact
+
+    store = redact(cfg.tracking.tracking_uri)  # a summary is printed and kept in logs: no credentials
     ui = (f"mlflow ui --backend-store-uri {store} --host 127.0.0.1 --port 5000"
           if store.startswith("sqlite") else store)
     lines = [

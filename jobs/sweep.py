@@ -64,16 +64,19 @@ def run(cfg: SweepConfig) -> SweepResult:
     prefer_loopback()
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
-    from jobs.finetune import resolve_init
+    from jobs.finetune import pin_alias, resolve_init
+    from pipelines.tasks.common import require_wordpiece
 
     ft = cfg.finetune
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
     out_dir = Path(ft.output_dir).resolve() / cfg.name
-    init_dir = resolve_init(ft.init, tracking_uri, out_dir / "init")
+    init = pin_alias(ft.init, tracking_uri)  # the alias read once: the trials' weights and the lineage agree
+    init_dir = resolve_init(init, tracking_uri, out_dir / "init")
+    require_wordpiece(init_dir)  # a BPE tokenizer refused before Ray, not read as [UNK]s
     dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
-    base.run_name, base.tracking.tracking_uri = cfg.name, tracking_uri
+    base.run_name, base.tracking.tracking_uri, base.init = cfg.name, tracking_uri, init
     base.task.labels = list(rows.labels) if ft.task.kind != "question-answering" else []
     ft_tasks.note_truncated(base.task, rows, init_dir)
     print(ft_tasks.rows_line(ft.task, rows), flush=True)

@@ -157,9 +157,7 @@ class FinetuneConfig:
             raise ConfigError(f"features.batch_size must be >= 1, got {self.features.batch_size}")
         s.validate()
         self._validate_deepspeed()
-        self.tracking.validate()
-        if self.tracking.registered_model and not self.tracking.alias:
-            raise ConfigError("tracking.alias must be set when tracking.registered_model is")
+        self.tracking.validate()  # an alias MLflow accepts, and one wherever a model is registered
         if "/" in self.run_name:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
         self._validate_init()

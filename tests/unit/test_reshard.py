@@ -79,3 +79,20 @@ def test_deepspeed_config_asks_for_universal_loading_only_when_told():
     assert "checkpoint" not in deepspeed_config(cfg.optim, cfg.deepspeed, world_size=2, **common)
     assert deepspeed_config(cfg.optim, cfg.deepspeed, world_size=1, load_universal=True,
                             **common)["checkpoint"] == {"load_universal": True}
+
+
+def test_the_driver_refuses_a_resubmission_whose_checkpoint_the_workers_could_not_load(tmp_path):
+    """jobs/pretrain.py checks the latest checkpoint's ZeRO stage before Ray Train starts: in the workers the
+    refusal would come once per restart, spending train.max_failures on one config error."""
+    import json
+
+    from jobs.pretrain import refuse_unloadable
+
+    (tmp_path / "checkpoint_000003").mkdir()
+    write_topology(tmp_path / "checkpoint_000003", world_size=2, zero_stage=0)
+    refuse_unloadable(tmp_path, cfg_with("scaling.num_workers=2", "deepspeed.zero_stage=2"))  # no snapshot: a new run
+    (tmp_path / "checkpoint_manager_snapshot.json").write_text(json.dumps(
+        {"latest_checkpoint_result": {"checkpoint_dir_name": "checkpoint_000003"}}))
+    with pytest.raises(ConfigError, match="ZeRO-0 .*zero_stage is 2"):
+        refuse_unloadable(tmp_path, cfg_with("scaling.num_workers=2", "deepspeed.zero_stage=2"))
+    refuse_unloadable(tmp_path, cfg_with("scaling.num_workers=2", "deepspeed.zero_stage=0"))
