@@ -191,7 +191,7 @@ class PretrainConfig:
     def validate_pipeline(self) -> None:
         """What jobs/engine/pipeline.py can run (whatever the worker count), refused before any worker
         starts; build_pipeline_engine applies the same rules to callers that skip `validate`."""
-        o, d, s = self.optim, self.deepspeed, self.scaling
+        o, d = self.optim, self.deepspeed
         if d.pipeline_stages < 1:
             raise ConfigError(f"deepspeed.pipeline_stages must be >= 1, got {d.pipeline_stages}")
         if d.partition_method not in PARTITION_METHODS:
@@ -232,6 +232,7 @@ class PretrainConfig:
         the answer depends on where it runs: a GPU config validates on a laptop, and runs on a cluster)."""
         refuse_relative_when_submitted(self.written_paths())
         check_output_dir("output_dir", self.output_dir)
+        check_output_dir("data.output_root", self.data.output_root)
         harvested = Path(self.corpus.harvest_dir).resolve() if self.corpus.harvest_installed_docs else None
         for i, source in enumerate(self.data.sources):
             if "://" in source and not source.startswith("file://"):

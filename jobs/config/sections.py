@@ -153,7 +153,11 @@ def check_output_dir(name: str, path: str) -> None:
     exists, must be a folder this user can write to. Permissions (and read-only mounts) are asked first; a
     folder is then made there and removed, for what they do not show: root passes the permission check on
     every folder, yet /proc and /sys take no new folder from anyone, nor does an NFS export that squashes
-    root. Such a job would otherwise fail only after Ray's work began."""
+    root. Such a job would otherwise fail only after Ray's work began. A URI (s3://, gs://) is refused: checkpoints,
+    releases and prepared sets are written with file I/O, and Path() would make `s3:/bucket` a local folder."""
+    if "://" in path:
+        raise ConfigError(f"{name} must be a folder path (on a cluster, storage every node mounts: EFS, NFS, a "
+                          f"ReadWriteMany volume), got the URI {path!r}: this job writes it with file I/O")
     target = Path(path).resolve()
     existing = next(p for p in (target, *target.parents) if p.exists())
     if not existing.is_dir():
@@ -199,4 +203,5 @@ def refuse_relative_when_submitted(paths: dict[str, str]) -> None:
             raise ConfigError(
                 f"{name}={value!r} is relative, and this job runs in Ray's temporary copy of its --working-dir: what "
                 f"it writes there is lost when the job ends; allowed: an absolute path on storage every node shares "
-                f"(for example /shared/...), or a URI (s3://, gs://; http:// for tracking)")
+                f"(for example /shared/...)" + (", or a URI (s3://, gs://; http:// for a tracking server)"
+                                                if name.startswith("tracking.") else ""))

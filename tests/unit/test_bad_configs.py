@@ -141,6 +141,13 @@ CASES = [
          "output-dir-under-a-file"),
     case("finetune", ["output_dir={a_file}/runs"], "output_dir", "must be a writable folder",
          "ft-output-dir-under-a-file"),
+    # s3:// was made a local folder s3:/bucket (Path), where checkpoints and releases went unshared
+    case("pretrain", ["output_dir=s3://bucket/runs"], "output_dir", "must be a folder path .* got the URI",
+         "output-dir-a-uri"),
+    case("pretrain", ["data.output_root=s3://bucket/prepared"], "data.output_root",
+         "must be a folder path .* got the URI", "prepared-root-a-uri"),
+    case("finetune", ["output_dir=gs://bucket/runs"], "output_dir", "must be a folder path .* got the URI",
+         "ft-output-dir-a-uri"),
     pytest.param("pretrain", ["output_dir={read_only}/runs"], "output_dir", "must be a writable folder",
                  id="output-dir-read-only", marks=pytest.mark.skipif(
                      os.geteuid() == 0, reason="root writes through directory permissions")),
