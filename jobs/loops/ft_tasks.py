@@ -31,6 +31,8 @@ HF_TASK = {"classification": "text-classification", "multi-label": "text-classif
            "regression": "text-classification", "token-classification": "token-classification",
            "question-answering": "question-answering"}
 SEQUENCE_KINDS = ("classification", "multi-label", "regression")  # one label (or labels, or a score) per row
+# whose metrics map word pieces back to the text (answers) or its words (tags): dev_metrics needs the tokenizer
+NEEDS_TOKENIZER = ("question-answering", "token-classification")
 
 
 def head_class(task: TaskConfig, recipe: str = "bert"):
@@ -421,7 +423,7 @@ def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str
     arrays: the model outputs (logits / start_logits, end_logits) and the features' targets, one row per
     feature, sorted by (row_index, window).
     """
-    from pipelines.tasks import conll_align_predictions, glue_metrics, ner_metrics
+    from pipelines.tasks import glue_metrics, ner_metrics
     from pipelines.tasks.glue import GLUE_TASKS
 
     if task.name in GLUE_TASKS:
@@ -434,11 +436,23 @@ def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str
         logits = arrays["logits"][:, 0] if task.kind == "regression" else arrays["logits"]
         out = file_metrics(task.kind, logits, arrays["labels"], tuple(task.labels), task.multi_label_threshold)
     elif task.kind == "token-classification":
-        gold, pred = conll_align_predictions(arrays["logits"], arrays["labels"], tuple(task.labels))
+        gold, pred = tagged_words(task, rows, arrays["logits"], arrays["labels"], tokenizer)
         out = ner_metrics(gold, pred, scheme=task.iob_scheme) if is_iob(task.labels) else tag_metrics(gold, pred)
     else:
         out = _squad_metrics(task, rows, arrays, tokenizer)
     return {f"{split}/{k}": float(v) for k, v in out.items()}
+
+
+def tagged_words(task: TaskConfig, rows: list[dict], logits, labels, tokenizer):
+    """(gold, predicted) tags of every word of `rows`, as the metrics read them: a word the features cut off
+    (task.max_seq_len) or hold no piece of counts as untagged ("O", or "" for a tag set without it), so its gold
+    entity is a miss. `tokenizer`: the model's, to find each word's first piece again (pipelines.tasks.conll)."""
+    from pipelines.tasks.conll import word_tags
+
+    if tokenizer is None:
+        raise ValueError("token classification's metrics need the model's tokenizer to map pieces back to words")
+    return word_tags(rows, tokenizer, task.max_seq_len, logits, labels, tuple(task.labels),
+                     unlabeled="O" if "O" in task.labels else "")
 
 
 def is_iob(labels) -> bool:

@@ -89,7 +89,7 @@ def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch
     outputs = [_forward(model, {k: v[i:i + batch_size] for k, v in feats.items()})
                for i in range(0, len(rows), batch_size)]
     if task.kind == "token-classification":
-        return _ner(task, split, outputs, feats["labels"], batch_size, groups)
+        return _ner(task, split, outputs, feats["labels"], batch_size, groups, rows, tokenizer)
     logits, labels = np.concatenate([o["logits"] for o in outputs]), feats["labels"]
 
     def on(idx: np.ndarray) -> float:
@@ -125,13 +125,13 @@ def _forward(model, batch: dict) -> dict[str, np.ndarray]:
 
 
 def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, batch_size: int,
-         groups: np.ndarray) -> Scores:
-    from pipelines.tasks import conll_align_predictions, ner_metrics
+         groups: np.ndarray, rows: list[dict], tokenizer) -> Scores:
+    from pipelines.tasks import ner_metrics
 
     gold, pred = [], []
-    for i, o in enumerate(outputs):
-        chunk = labels[i * batch_size:(i + 1) * batch_size, :o["logits"].shape[1]]
-        g, p = conll_align_predictions(o["logits"], chunk, tuple(task.labels))
+    for i, o in enumerate(outputs):  # every word of each sentence: those the features cut off count as untagged
+        part = slice(i * batch_size, (i + 1) * batch_size)
+        g, p = ft_tasks.tagged_words(task, rows[part], o["logits"], labels[part, :o["logits"].shape[1]], tokenizer)
         gold += g
         pred += p
     metric = f"{split}/{ft_tasks.metric_name(task)}"

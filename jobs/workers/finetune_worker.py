@@ -206,7 +206,7 @@ class Worker:
                 from pipelines.tasks.common import load_tokenizer
 
                 self.select_rows = ray.get(self.config["select_rows"])
-                self.tokenizer = load_tokenizer(str(self.init_dir)) if task.kind == "question-answering" else None
+                self.tokenizer = load_tokenizer(str(self.init_dir)) if task.kind in ft_tasks.NEEDS_TOKENIZER else None
             batches = list(ray.train.get_dataset_shard(ft_tasks.SELECT).iter_batches(
                 batch_size=self.cfg.train.eval_batch_size, batch_format="numpy"))
             metrics, _ = select_metrics(self.engine, task, batches, self.select_rows, self.tokenizer)

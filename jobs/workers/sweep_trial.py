@@ -199,7 +199,7 @@ class TrialRun:
 
             self.select_batches = list(self.data.select.iter_batches(
                 batch_size=self.cfg.train.eval_batch_size, batch_format="numpy"))
-            self.tokenizer = load_tokenizer(str(self.init_dir)) if task.kind == "question-answering" else None
+            self.tokenizer = load_tokenizer(str(self.init_dir)) if task.kind in ft_tasks.NEEDS_TOKENIZER else None
         metrics, self.pred_classes = select_metrics(self.engine, task, self.select_batches, self.data.select_rows,
                                                     self.tokenizer)
         return metrics

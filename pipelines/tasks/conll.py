@@ -162,6 +162,37 @@ def conll_align_predictions(predictions, labels, label_list: tuple = CONLL_LABEL
     return gold, pred
 
 
+def word_tags(sentences, tokenizer, max_seq_len: int, predictions, labels, label_list: tuple,
+              unlabeled: str = "O") -> tuple[list[list[str]], list[list[str]]]:
+    """(gold, predicted) tags of every word of every sentence, whole: a word the features hold no piece of (cut by
+    `max_seq_len`, or a word the tokenizer reduces to nothing) is predicted `unlabeled` ("O": no entity; a tag set
+    without "O" passes ""), so its gold entity is missed, not dropped from the score as conll_align_predictions
+    drops it (a long sentence's cut entities made F1 look better than the model tags them).
+
+    predictions: logits (N, T, C) or ids (N, T) of the features of `sentences` (conll_features with first-piece
+    labels), in order; labels: those features' labels (N, T), read to check the two are in step."""
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    if predictions.ndim == 3:
+        predictions = predictions.argmax(-1)
+    if len(predictions) != len(sentences):
+        raise RuntimeError(f"{len(predictions)} predicted rows for {len(sentences)} sentences: out of step")
+    enc = load_tokenizer(tokenizer)([list(s["tokens"]) for s in sentences], is_split_into_words=True,
+                                    truncation=True, max_length=max_seq_len)
+    gold, pred = [], []
+    for i, sentence in enumerate(sentences):
+        tags, previous = [unlabeled] * len(sentence["ner_tags"]), None
+        for t, word in enumerate(enc.word_ids(i)):
+            if word is not None and word != previous:
+                if t >= labels.shape[1] or labels[i, t] == IGNORE_INDEX:
+                    raise RuntimeError(f"sentence {i}: word {word}'s first piece at {t} has no label in the features: "
+                                       "the features and the sentences are out of step")
+                tags[word] = label_list[predictions[i, t]]
+            previous = word
+        gold.append(list(sentence["ner_tags"]))
+        pred.append(tags)
+    return gold, pred
+
+
 def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]], scheme: str | None = None) -> dict[str, float]:
     """Entity-level micro precision / recall / F1 (an entity counts only if its type and exact span
     match, as conlleval), token accuracy, and f1_<TYPE> per entity type; computed by seqeval.

@@ -201,3 +201,26 @@ def test_featurizer_on_numpy_column_batch(tmp_path, tok):
     out = TaskFeaturizer(conll_features, tok, max_seq_len=24)(batch)
     direct = conll_features(sentences, tok, max_seq_len=24)
     assert all(np.array_equal(out[k], direct[k]) for k in direct)
+
+
+def test_words_the_features_cut_off_or_hold_no_piece_of_count_as_untagged(tok):
+    """A sentence longer than max_seq_len keeps its cut words' gold entities in the score, as misses; a word the
+    tokenizer reduces to nothing (a zero-width space) mid-sentence is untagged and the words after it keep
+    their own predictions. conll_align_predictions dropped both, so a perfect tagger of the kept part scored 1.0."""
+    from pipelines.tasks.conll import word_tags
+
+    words = ["Paris"] + ["word"] * 12 + ["Berlin"]  # Berlin: past 12 pieces
+    tags = ["B-LOC"] + ["O"] * 12 + ["B-LOC"]
+    long = {"tokens": words, "ner_tags": tags}
+    empty = {"tokens": ["Marie", "\u200b", "Rome"], "ner_tags": ["B-PER", "O", "B-LOC"]}
+    f = conll_features([long, empty], tok, max_seq_len=12)
+    logits = np.eye(len(CONLL_LABELS))[np.where(f["labels"] == IGNORE_INDEX, 0, f["labels"])]  # right where labeled
+    gold, pred = word_tags([long, empty], tok, 12, logits, f["labels"], CONLL_LABELS)
+    assert gold == [tags, empty["ner_tags"]]
+    assert pred[0] == ["B-LOC"] + ["O"] * 9 + ["O", "O", "O", "O"]  # 10 words fit; Berlin is a miss
+    assert pred[1] == ["B-PER", "O", "B-LOC"]
+    assert ner_metrics(gold, pred)["recall"] == pytest.approx(3 / 4)  # Paris, Marie, Rome found; Berlin missed
+    kept_only = ner_metrics(*conll_align_predictions(logits, f["labels"]))
+    assert kept_only["recall"] == 1.0  # what the score said before: the cut entity was not there to miss
+    with pytest.raises(RuntimeError, match="out of step"):
+        word_tags([empty, long], tok, 12, logits, f["labels"], CONLL_LABELS)

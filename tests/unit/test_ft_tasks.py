@@ -192,12 +192,15 @@ def test_glue_rows_features_and_official_metrics(tmp_path, tok):
 def test_ner_dev_metrics_read_tags_by_the_tasks_scheme(scheme, f1, types):
     """The fine-tuning job's NER score (ft_tasks.dev_metrics) follows task.iob_scheme: the same perfect
     prediction of an IOB1-tagged sentence finds two entities under IOB1 and one under strict IOB2."""
+    from pipelines.tasks.conll import conll_features
+
     labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
     tags = ["B-PER", "I-PER", "O", "I-LOC", "I-LOC"]  # first token B-: PER follows nothing of its type
-    ids = np.array([[-100] + [labels.index(t) for t in tags] + [-100]])  # [CLS] ... [SEP] are ignored
+    rows = [{"tokens": ["john", "smith", "in", "new", "york"], "ner_tags": tags}]
+    ids = conll_features(rows, MINILM, max_seq_len=16, labels=tuple(labels))["labels"]
     logits = np.eye(len(labels))[np.where(ids < 0, 0, ids)]  # one-hot: the prediction is the gold tag
-    task = TaskConfig(name="conll", labels=labels, iob_scheme=scheme)
-    m = ft_tasks.dev_metrics(task, "dev", [], {"logits": logits, "labels": ids})
+    task = TaskConfig(name="conll", labels=labels, iob_scheme=scheme, max_seq_len=16)
+    m = ft_tasks.dev_metrics(task, "dev", rows, {"logits": logits, "labels": ids}, MINILM)
     assert m["dev/f1"] == f1 and {k[len("dev/f1_"):] for k in m if k.startswith("dev/f1_")} == types
 
 
@@ -238,3 +241,17 @@ def test_version_2_reaches_every_qa_reader(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="no Ray here"):
         ft_tasks.load_rows(files)
     assert called["version_2"] is False
+
+
+def test_ner_dev_metrics_count_the_entities_max_seq_len_cut_off_as_missed():
+    """The select score and the evaluation (scorer._ner) read every word: a gold entity past task.max_seq_len is a
+    miss, not absent (a model tagging only the kept part perfectly scored F1 1.0)."""
+    from pipelines.tasks.conll import conll_features
+
+    labels = ["O", "B-LOC"]
+    rows = [{"tokens": ["paris"] + ["word"] * 12 + ["berlin"], "ner_tags": ["B-LOC"] + ["O"] * 12 + ["B-LOC"]}]
+    ids = conll_features(rows, MINILM, max_seq_len=12, labels=tuple(labels))["labels"]
+    logits = np.eye(len(labels))[np.where(ids < 0, 0, ids)]  # right on every word the features hold
+    task = TaskConfig(name="conll", labels=labels, max_seq_len=12)
+    m = ft_tasks.dev_metrics(task, "dev", rows, {"logits": logits, "labels": ids}, MINILM)
+    assert (m["dev/recall"], m["dev/precision"]) == (0.5, 1.0)
