@@ -158,9 +158,11 @@ def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
     position counts examples of (named by a hash of its inputs and config) and the model's shape."""
     if cfg.recipe == "bert":  # BERT's basis as before recipes existed
         return {"prepared set": Path(prepared.path).name, **{f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE}}
-    # the modern encoder: every field that makes it another model (switches, biases, attention pattern, positions)
+    # the modern encoder: every field that makes it another model (switches, biases, attention pattern, positions);
+    # not the fine-tuning heads' settings (classifier_pooling), which pretraining never reads
     fields = {k: v for k, v in dataclasses.asdict(cfg.model).items()
-              if not k.endswith(("dropout", "initializer_range", "initializer_cutoff_factor"))}
+              if not k.endswith(("dropout", "initializer_range", "initializer_cutoff_factor"))
+              and k != "classifier_pooling"}
     return {"prepared set": Path(prepared.path).name, "model.recipe": cfg.recipe,
             **{f"model.{k}": v for k, v in fields.items()}}
 

@@ -125,6 +125,7 @@ def _alias(client, name: str, alias: str):
 
 def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     from jobs.loops import ft_tasks
+    from jobs.registry import tracking
 
     candidate = client.get_model_version(cfg.model, str(cfg.version)) if cfg.version else _alias(
         client, cfg.model, cfg.candidate_alias)
@@ -155,31 +156,29 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         raise ValueError(f"the {len(rows)} rows of {task.name}'s {split} split form one group (one SQuAD context, "
                          "one document): a bootstrap needs at least two; evaluate on more")
     run_id = _start_record(cfg, uri, ours, theirs, task)
-    move_alias(client, cfg.model, CHALLENGER, ours,
-               f"judged against champion v{theirs}" if theirs else "judged with no champion yet", run_id)
-    try:
+    # any error ends the run FAILED with it named (no decision came, or its aliases did not move); the challenger's
+    # move stays recorded
+    with tracking.ending(uri, run_id):
+        move_alias(client, cfg.model, CHALLENGER, ours,
+                   f"judged against champion v{theirs}" if theirs else "judged with no champion yet", run_id)
         decision, reason, mine, evidence = _judge(cfg, uri, (task, their_task), split, rows, ours, theirs,
                                                   champion is not None)
-    except BaseException as exc:  # the run says why no decision came; the challenger's move stays recorded
-        client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
-        client.set_terminated(run_id, "FAILED")
-        raise
-    moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
-    if moved:  # scoring took minutes: another promotion may have moved @champion meanwhile
-        decision, reason = "refused", moved
-    # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): same rows, same digest
-    result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
-                           mine.n, run_id)
-    _record(cfg, client, result)
-    moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
-    if moved:  # recording took requests too: checked again right before the move
-        _refuse_recorded(cfg, client, result, moved)
+        moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
+        if moved:  # scoring took minutes: another promotion may have moved @champion meanwhile
+            decision, reason = "refused", moved
+        # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): same rows, same digest
+        result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
+                               mine.n, run_id)
+        _record(cfg, client, result)
+        moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
+        if moved:  # recording took requests too: checked again right before the move
+            _refuse_recorded(cfg, client, result, moved)
+        if result.decision == "promoted":
+            move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
+            # only if still ours: a concurrent promotion of another version may hold @challenger by now
+            move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)
     if result.decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
         raise ValueError(f"{cfg.model}: {result.reason} (run {run_id})")
-    if result.decision == "promoted":
-        move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
-        # only if still ours: a concurrent promotion of another version may hold @challenger by now
-        move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)
     return result
 
 
@@ -332,13 +331,15 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
     previous, now = stack[-2], str(current.version)
     from jobs.registry import tracking
 
-    run_id = _start_record(cfg, tracking.resolve_tracking_uri(cfg.tracking.tracking_uri), previous, now, None)
-    move_alias(client, cfg.model, CHAMPION, previous, f"rollback: v{now} withdrawn, v{previous} restored", run_id)
-    client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
-                                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    result = PromoteResult(cfg.model, "rolled back", f"@champion v{now} -> v{previous}", candidate=previous,
-                           champion=now, run_id=run_id)
-    _record(cfg, client, result)
+    uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
+    run_id = _start_record(cfg, uri, previous, now, None)
+    with tracking.ending(uri, run_id):  # a move that fails ends the run FAILED, with the error named
+        move_alias(client, cfg.model, CHAMPION, previous, f"rollback: v{now} withdrawn, v{previous} restored", run_id)
+        client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
+                                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        result = PromoteResult(cfg.model, "rolled back", f"@champion v{now} -> v{previous}", candidate=previous,
+                               champion=now, run_id=run_id)
+        _record(cfg, client, result)
     return result
 
 

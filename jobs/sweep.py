@@ -106,13 +106,14 @@ def run(cfg: SweepConfig) -> SweepResult:
                        experiment_id, parent_id, cfg.name, threads=cfg.cpus_per_trial,
                        checkpoint_every=cfg.checkpoint_every, faults=cfg.faults,
                        kill_marker=str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial"))
-    try:
-        result = search_and_seeds(cfg, base, data, rows, tracking_uri, parent_id, out_dir)
-    except SweepInterrupted:
-        from mlflow.tracking import MlflowClient
+    with tracking.ending(tracking_uri, parent_id):  # any other error: the parent ends FAILED, with it named
+        try:
+            result = search_and_seeds(cfg, base, data, rows, tracking_uri, parent_id, out_dir)
+        except SweepInterrupted:
+            from mlflow.tracking import MlflowClient
 
-        MlflowClient(tracking_uri).set_terminated(parent_id, "KILLED")  # RUNNING again when resumed
-        raise
+            MlflowClient(tracking_uri).set_terminated(parent_id, "KILLED")  # RUNNING again when resumed
+            raise
     print(summary(result, tracking_uri, dashboard, Path(ft.output_dir).resolve()), flush=True)
     return result
 

@@ -445,14 +445,15 @@ def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str
 
 def tagged_words(task: TaskConfig, rows: list[dict], logits, labels, tokenizer):
     """(gold, predicted) tags of every word of `rows`, as the metrics read them: a word the features cut off
-    (task.max_seq_len) or hold no piece of counts as untagged ("O", or "" for a tag set without it), so its gold
-    entity is a miss. `tokenizer`: the model's, to find each word's first piece again (pipelines.tasks.conll)."""
+    (task.max_seq_len) or hold no piece of counts as untagged ("O": no entity, what seqeval reads even where the
+    labels lack it, B-W/I-W segmentation; "" for word tags such as part of speech), so its gold entity is a miss.
+    `tokenizer`: the model's, to find each word's first piece again (pipelines.tasks.conll)."""
     from pipelines.tasks.conll import word_tags
 
     if tokenizer is None:
         raise ValueError("token classification's metrics need the model's tokenizer to map pieces back to words")
     return word_tags(rows, tokenizer, task.max_seq_len, logits, labels, tuple(task.labels),
-                     unlabeled="O" if "O" in task.labels else "")
+                     unlabeled="O" if "O" in task.labels or is_iob(task.labels) else "")
 
 
 def is_iob(labels) -> bool:

@@ -14,15 +14,18 @@ from pathlib import Path
 from bert_core.config import ConfigError
 
 BASIS_TAG = "sweep.basis"  # sha256 of what the sweep's results depend on (basis): equal basis, same sweep
+# Where and how fast trials run, not what they compute: a sweep resumed on another cluster is the same sweep
+RESOURCES = ("max_concurrent", "cpus_per_trial", "gpus_per_trial", "max_trial_failures", "checkpoint_every", "faults")
 
 
 def basis(params: dict, tags: dict) -> str:
-    """sha256 of the sweep's config as logged and its lineage and data tags: what its trials and model depend on.
-    Secrets are redacted first (a rotated password is the same sweep), the code.* tags left out (a resume after a
-    code fix, or a checkout made dirty by the run's own files, is too)."""
+    """sha256 of the sweep's config as logged (its RESOURCES left out) and its lineage and data tags: what its
+    trials and model depend on. Secrets are redacted first (a rotated password is the same sweep), the code.* tags
+    left out (a resume after a code fix, or a checkout made dirty by the run's own files, is too)."""
     from jobs.registry.tracking import redact
 
     kept = {k: v for k, v in tags.items() if not k.startswith("code.")}
+    params = {k: v for k, v in params.items() if k not in RESOURCES}
     text = json.dumps({"params": redact(params), "tags": redact(kept)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -53,6 +56,10 @@ def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_ta
             client.update_run(found[0].info.run_id, status="RUNNING")
             return found[0].info.run_id, experiment.experiment_id
         other = client.search_runs([experiment.experiment_id], max_results=1, filter_string=named)
+        if other and restoring and BASIS_TAG not in other[0].data.tags:  # a sweep begun before bases were kept:
+            client.set_tag(other[0].info.run_id, BASIS_TAG, digest)  # the one Tune restores, resumed as before
+            client.update_run(other[0].info.run_id, status="RUNNING")
+            return other[0].info.run_id, experiment.experiment_id
         if other and restoring:
             raise ConfigError(
                 f"name {cfg.name!r}: {Path(base.output_dir).resolve() / cfg.name} holds the trials of an earlier "

@@ -80,7 +80,8 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
                                    a prepared set (pipelines.prepare.PreparedData): its folder, its name (a hash
                                    of its inputs and config) and the sha256 of its manifest.json
     lineage.tokenizer_sha256       bert_core.tokenizer.tokenizer_hash of `tokenizer_dir` (equal hash, equal ids)
-    lineage.init                   a fine-tune's starting point, as given
+    lineage.init                   a fine-tune's starting point: a folder, or an MLflow model URI (jobs pin an alias to
+                                   its version first: finetune.pin_alias)
     lineage.init_run_id            for an MLflow model (models:/NAME@alias, models:/NAME/version, runs:/ID/...):
                                    the run that logged it
     lineage.pretrain_run_id        the pretraining run behind it: that run, or the one its own tags name
@@ -97,7 +98,7 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
     tags = {"lineage.job": job, **code_version()}
     if prepared is not None:
         manifest = Path(prepared.path) / "manifest.json"
-        where = prepared.path if "://" in str(prepared.path) else Path(prepared.path).resolve()  # readable from anywhere
+        where = prepared.path if "://" in str(prepared.path) else Path(prepared.path).resolve()  # found from any cwd
         tags.update({"lineage.data_dir": str(where), "lineage.data_name": Path(prepared.path).name,
                      "lineage.data_manifest_sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()})
     if tokenizer_dir is not None:
@@ -211,8 +212,10 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
 
 @contextlib.contextmanager
 def ending(tracking_uri: str, *run_ids: str, finished: bool = False):
-    """Runs that end with the block: where it raises, each of `run_ids` still RUNNING ends FAILED (KILLED on
-    Ctrl-C) with the error as its `error` tag, so a crashed job never looks finished or still going; where it
+    """Runs that end with the block: where it raises, each of `run_ids` gets the error as its `error` tag and, if
+    RUNNING or already FINISHED (finish_run ended it, then tagging the version or moving its alias failed), ends
+    FAILED (KILLED on Ctrl-C): a crashed job never looks finished or still going (a run MLflow already ended
+    FAILED keeps that; one the job ended KILLED, an interrupted sweep's parent, is left as it is). Where the block
     returns, FINISHED if `finished` (else the caller ends them: finish_run). A job killed outright leaves its runs
     RUNNING, as MLflow can know no better (jobs/predict.py ends those it finds dead)."""
     try:
@@ -224,8 +227,10 @@ def ending(tracking_uri: str, *run_ids: str, finished: bool = False):
         try:
             client = MlflowClient(tracking_uri)
             for run_id in run_ids:
-                if client.get_run(run_id).info.status == "RUNNING":
+                was = client.get_run(run_id).info.status
+                if was != "KILLED":  # a sweep interrupted (resumable) ends its parent KILLED itself
                     client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
+                if was in ("RUNNING", "FINISHED"):
                     client.set_terminated(run_id, status)
         except Exception as mlflow_error:  # noqa: BLE001 - the store down too: the job's own error matters more
             warnings.warn(f"could not mark run(s) {', '.join(run_ids)} {status}: {mlflow_error}")

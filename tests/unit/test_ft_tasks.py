@@ -255,3 +255,16 @@ def test_ner_dev_metrics_count_the_entities_max_seq_len_cut_off_as_missed():
     task = TaskConfig(name="conll", labels=labels, max_seq_len=12)
     m = ft_tasks.dev_metrics(task, "dev", rows, {"logits": logits, "labels": ids}, MINILM)
     assert (m["dev/recall"], m["dev/precision"]) == (0.5, 1.0)
+
+
+def test_an_iob_tag_set_without_o_scores_cut_words_as_no_entity():
+    """B-W/I-W segmentation has no "O": a cut word is "O" all the same (seqeval reads "" as a tag and fails)."""
+    from pipelines.tasks.conll import conll_features
+
+    labels = ["B-W", "I-W"]
+    rows = [{"tokens": ["word"] * 20, "ner_tags": ["B-W"] * 20}]
+    ids = conll_features(rows, MINILM, max_seq_len=8, labels=tuple(labels))["labels"]
+    logits = np.eye(len(labels))[np.where(ids < 0, 0, ids)]
+    task = TaskConfig(name="conll", labels=labels, max_seq_len=8)
+    m = ft_tasks.dev_metrics(task, "dev", rows, {"logits": logits, "labels": ids}, MINILM)
+    assert m["dev/recall"] == pytest.approx(6 / 20) and m["dev/precision"] == 1.0

@@ -451,3 +451,36 @@ def test_a_tie_and_a_worse_candidate_keep_the_champion():
     for candidate, champion in (pair(0), pair(0, 10), pair(5, 5)):
         decision, reason, e = gate(candidate, champion)
         assert decision == "kept" and e["lower_bound"] <= 0, reason
+
+
+def test_a_promotion_that_fails_ends_its_run_failed_with_the_error(tmp_path, empty_store, monkeypatch):
+    """Scoring that raises, or the champion's move refused after the decision was recorded: the promotion run ends
+    FAILED naming the error, not RUNNING for ever (or FINISHED for a promotion that never happened)."""
+    from jobs.registry import versions
+
+    uri, client = toy_registry(tmp_path, empty_store, 2)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("scorer ran out of memory")
+
+    monkeypatch.setattr(promote, "_judge", broken)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        judge(uri, tmp_path / "art", version=1)
+    (run,) = client.search_runs([client.get_experiment_by_name("toy-promotion").experiment_id])
+    assert (run.info.status, run.data.tags["error"]) == ("FAILED", "RuntimeError: scorer ran out of memory")
+
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    moved = versions.move_alias
+
+    def refused(client_, name, alias, *args, **kwargs):
+        if alias == "champion":
+            raise PermissionError("registry is read-only")
+        return moved(client_, name, alias, *args, **kwargs)
+
+    monkeypatch.setattr(promote, "move_alias", refused)
+    with pytest.raises(PermissionError):
+        judge(uri, tmp_path / "art", version=2)
+    runs = client.search_runs([client.get_experiment_by_name("toy-promotion").experiment_id],
+                              filter_string="tags.decision = 'promoted'")
+    assert [(r.info.status, r.data.tags["error"]) for r in runs] == [("FAILED", "PermissionError: registry is "
+                                                                                 "read-only")]

@@ -93,6 +93,9 @@ def test_a_modern_checkpoint_is_not_continued_as_a_bert():
     assert continuation_basis(pretrain("model.recipe=modern", "model.glu=false", "tracking.registered_model="),
                               prepared) != modern
     assert continuation_basis(pretrain("model.recipe=modern", "model.embedding_dropout=0.1"), prepared) == modern
+    # the fine-tuning heads' pooling is no part of a pretraining checkpoint (and older records lack the field)
+    assert "model.classifier_pooling" not in modern
+    assert continuation_basis(pretrain("model.recipe=modern", "model.classifier_pooling=mean"), prepared) == modern
 
 
 def test_the_modern_vocabulary_is_padded_to_a_multiple_of_64():

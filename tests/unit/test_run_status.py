@@ -34,11 +34,18 @@ def test_a_run_is_running_until_the_job_ends_it_and_failed_with_its_error_when_i
         pass
     assert client.get_run(phase).info.status == "FINISHED"
     done = tracking.start_run(uri, "status", "", "done", {"a": 1})
-    client.set_terminated(done, "FINISHED")  # finish_run ended it; an error after that changes nothing
-    with pytest.raises(KeyboardInterrupt):
+    client.set_terminated(done, "FINISHED")  # finish_run ended it, then moving the alias failed: the job failed
+    with pytest.raises(RuntimeError):
         with tracking.ending(uri, done):
-            raise KeyboardInterrupt
-    assert client.get_run(done).info.status == "FINISHED" and "error" not in client.get_run(done).data.tags
+            raise RuntimeError("alias move refused")
+    assert client.get_run(done).info.status == "FAILED"
+    assert client.get_run(done).data.tags["error"] == "RuntimeError: alias move refused"
+    logging = tracking.start_run(uri, "status", "", "logging", {"a": 1})
+    client.set_terminated(logging, "FAILED")  # MLflow's own run context ended it FAILED: the error still named
+    with pytest.raises(OSError):
+        with tracking.ending(uri, logging):
+            raise OSError("disk full")
+    assert client.get_run(logging).data.tags["error"] == "OSError: disk full"
     stopped = tracking.start_run(uri, "status", "", "stopped", {"a": 1})
     with pytest.raises(KeyboardInterrupt):
         with tracking.ending(uri, stopped):

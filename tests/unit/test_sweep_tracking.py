@@ -72,3 +72,23 @@ def test_the_summary_names_the_store_without_its_credentials():
                          mlflow={"parent_run_id": "p"})
     line = summary(result, "https://alice:s3cret@mlflow.example.com", "", Path("/tmp"))
     assert "MLflow parent    p in https://***@mlflow.example.com" in line and "s3cret" not in line
+
+
+def test_a_sweep_resumed_on_other_resources_or_begun_before_bases_were_kept_is_the_same_sweep(tmp_path, store):
+    """Another cluster (cpus_per_trial, max_concurrent) changes where the trials run, not the sweep; a parent from
+    before sweep.basis existed is adopted where Tune restores that name's trials, and gets its basis."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry.sweep_parent import BASIS_TAG
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    first = start(tmp_path)
+    cfg, base = configs(tmp_path, "/models/a")
+    cfg.cpus_per_trial, cfg.max_concurrent = 8.0, 4
+    resumed = parent_run(cfg, base, base.tracking.tracking_uri, task_data=(str(tmp_path / "rows"), "d1"),
+                         data_tags=ROWS, restoring=True)[0]
+    assert resumed == first
+    basis = client.get_run(first).data.tags[BASIS_TAG]
+    client.delete_tag(first, BASIS_TAG)  # as a parent written before this change
+    assert start(tmp_path, restoring=True) == first
+    assert client.get_run(first).data.tags[BASIS_TAG] == basis
