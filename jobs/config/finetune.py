@@ -279,7 +279,10 @@ class FinetuneConfig:
     def check_environment(self) -> "FinetuneConfig":
         """What the machine the job starts on must provide, checked before any Ray work (see
         PretrainConfig.check_environment); `init` is checked by `validate`, which needs its config.json."""
-        refuse_relative_when_submitted({"output_dir": self.output_dir, **self.tracking.written_paths()})
+        written = {"output_dir": self.output_dir, **self.tracking.written_paths()}
+        if self.task.name == "pkgdocs":  # the task harvests its corpus there first
+            written["task.corpus_dir"] = self.task.corpus_dir
+        refuse_relative_when_submitted(written)
         check_output_dir("output_dir", self.output_dir)
         self.scaling.check_environment()
         return self

@@ -94,6 +94,11 @@ class SweepConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.cpus_per_trial <= 0 or self.gpus_per_trial < 0:
             raise ConfigError("cpus_per_trial must be > 0 and gpus_per_trial >= 0")
+        if (self.gpus_per_trial > 0) != self.finetune.scaling.use_gpu:  # a trial trains where scaling.use_gpu says
+            raise ConfigError(f"gpus_per_trial={self.gpus_per_trial:g} with finetune.scaling.use_gpu="
+                              f"{str(self.finetune.scaling.use_gpu).lower()}: a trial would reserve a GPU and train "
+                              "on CPU, or train on a GPU it never reserved; set both (gpus_per_trial > 0 and "
+                              "finetune.scaling.use_gpu=true) or neither")
         if self.checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
         for name in ("max_evals", "max_trial_failures"):

@@ -148,6 +148,8 @@ CASES = [
          "must be a folder path .* got the URI", "prepared-root-a-uri"),
     case("finetune", ["output_dir=gs://bucket/runs"], "output_dir", "must be a folder path .* got the URI",
          "ft-output-dir-a-uri"),
+    case("pretrain", ["corpus.harvest_dir=s3://bucket/corpus"], "corpus.harvest_dir",
+         "must be a folder path .* got the URI", "harvest-dir-a-uri"),
     pytest.param("pretrain", ["output_dir={read_only}/runs"], "output_dir", "must be a writable folder",
                  id="output-dir-read-only", marks=pytest.mark.skipif(
                      os.geteuid() == 0, reason="root writes through directory permissions")),

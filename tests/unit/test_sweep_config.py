@@ -52,6 +52,8 @@ def test_overrides_reach_dotted_search_space_fields():
     ("faults.fail_at_step=3", "faults.fail_at_step does not apply to sweep (set 3); allowed in sweep: "
                               "faults.kill_trial_at_step"),
     ("finetune.faults.fail_at_step=3", "finetune.faults must be left off in a sweep"),
+    # a trial trains on the device finetune.scaling.use_gpu names: a GPU reserved for a CPU trial is wasted
+    ("gpus_per_trial=1", "gpus_per_trial=1 with finetune.scaling.use_gpu=false"),
 ])
 def test_bad_configs_fail_before_ray_with_the_field_named(override, message):
     import ray
