@@ -7,7 +7,9 @@ store it) and `PretrainingCollator` (Ray Data numpy batches -> model tensors).
 Selection follows Google's create_pretraining_data.py rather than HF's i.i.d. Bernoulli draw:
 each sequence gets exactly round(rate * real_tokens) targets (at least 1, at most
 max_predictions), so the masked share is p on average with no per-batch noise, and the MLM
-head never sees a sequence with zero or wildly many targets.
+head never sees a sequence with wildly many targets, nor one with none, except under whole-word
+masking: a short row whose every word has more pieces than its budget gets none (as in Google's
+and HF's whole-word selection).
 """
 
 from __future__ import annotations
