@@ -79,7 +79,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     rows = ft_tasks.load_rows(cfg.task, init_dir)
     resolved = copy.deepcopy(cfg)  # the config this run uses, derived values settled; not changed after logging
     resolved.run_name, resolved.tracking.tracking_uri = run_name, tracking_uri
-    resolved.task.labels = list(rows.labels) if cfg.task.kind != "question-answering" else []
+    resolved.task.with_labels(rows.labels)
     ft_tasks.note_truncated(resolved.task, rows, init_dir)
     print(ft_tasks.rows_line(cfg.task, rows), flush=True)
     task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(rows))
@@ -237,15 +237,21 @@ PATH_FIELDS = ("data_dir", "train_file", "dev_file", "select_file", "corpus_dir"
 def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:
     """What a fine-tune's checkpoint means only together with (jobs/runtime/resubmit.py): the task (its settings, not
     its paths), the rows it trains and chooses on (train and select: a new evaluation split leaves a checkpoint
-    valid, unless it holds rows of train, which then leave train as leaks), where it started (`init`: a model URI or the resolved folder),
-    and the batch size (a resumed epoch skips the batches it took)."""
+    valid, unless it holds rows of train, which then leave train as leaks), where it started (`init`: a model URI or
+    the resolved folder), the batch size and the worker count (a resumed epoch skips the batches it took, and its
+    step counts the batches of that many workers: on another count the epochs and the schedule would not add up)."""
     task = {f"task.{k}": v for k, v in asdict(cfg.task).items() if k not in PATH_FIELDS}
-    return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size}
+    return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size,
+            "scaling.num_workers": cfg.scaling.num_workers}
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation: bool = False):
     """Rows -> model features as Ray Data tasks (jobs.loops.ft_tasks.featurize), materialized so the trainer streams
-    finished blocks and the driver knows the count; an `evaluation` split's as ft_tasks.evaluation_task says."""
+    finished blocks and the driver knows the count; an `evaluation` split's as ft_tasks.evaluation_task says.
+    Training rows are shuffled once, seeded by train.seed: a file grouped by label (pkgdocs' rows come a package at a
+    time; many exports do) would otherwise reach the workers' small local shuffle buffers a class at a time, and
+    end every epoch, just before its evaluation, on a run of one class."""
+    import numpy as np
     import ray
 
     from jobs.loops.ft_tasks import evaluation_task, featurize
@@ -254,7 +260,11 @@ def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation:
     tokenizer = load_tokenizer(str(init_dir))  # a fast tokenizer pickles: tasks need no path of ours
     task = {k: v for k, v in vars(cfg.task).items()}
     task = evaluation_task(task) if evaluation else task
-    source = rows.dataset if hasattr(rows, "dataset") else ray.data.from_items(rows)  # your files: in the cluster
+    if hasattr(rows, "dataset"):  # your files: in the cluster
+        source = rows.dataset if evaluation else rows.dataset.random_shuffle(seed=cfg.train.seed)
+    else:
+        order = range(len(rows)) if evaluation else np.random.default_rng(cfg.train.seed).permutation(len(rows))
+        source = ray.data.from_items([rows[i] for i in order])
     return source.map_batches(
         featurize, fn_args=(task, tokenizer), batch_size=cfg.features.batch_size, batch_format="numpy").materialize()
 

@@ -77,7 +77,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
     base.run_name, base.tracking.tracking_uri, base.init = cfg.name, tracking_uri, init
-    base.task.labels = list(rows.labels) if ft.task.kind != "question-answering" else []
+    base.task.with_labels(rows.labels)
     ft_tasks.note_truncated(base.task, rows, init_dir)
     print(ft_tasks.rows_line(ft.task, rows), flush=True)
 

@@ -173,6 +173,8 @@ class Worker:
                 self.engine.load(d / "engine")
             if (d / f"rng-rank{self.rank}.npy").is_file():
                 torch.set_rng_state(torch.from_numpy(np.load(d / f"rng-rank{self.rank}.npy")))
+            if (d / f"cuda-rng-rank{self.rank}.npy").is_file() and torch.cuda.is_available():  # dropout on a GPU
+                torch.cuda.set_rng_state(torch.from_numpy(np.load(d / f"cuda-rng-rank{self.rank}.npy")))
             if self.rank == 0 and (d / "model").is_dir():
                 shutil.copytree(d / "model", self.best_dir, dirs_exist_ok=True)
         self.loop.load_state(state)
@@ -239,6 +241,8 @@ class Worker:
             tmp = Path(tmp)
             self.engine.save(tmp / "engine", client_state={"step": loop.step})
             np.save(tmp / f"rng-rank{self.rank}.npy", torch.get_rng_state().numpy())
+            if torch.cuda.is_available():  # GPU dropout draws from it; the seeding at start resets it
+                np.save(tmp / f"cuda-rng-rank{self.rank}.npy", torch.cuda.get_rng_state().numpy())
             if self.rank == 0:
                 (tmp / "state.json").write_text(json.dumps({**loop.state(), "resumes": self.resumes}))
                 resubmit.record(tmp, self.config.get("mlflow_run_id"), loop.step, self.config["basis"])

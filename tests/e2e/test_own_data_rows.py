@@ -180,3 +180,28 @@ def test_question_ids_that_repeat_across_a_splits_files_are_refused_before_train
     with pytest.raises(TaskDataError, match=r"question ids occur more than once in the dev split.*'qa.jsonl:0'"):
         loaded(task(f"task.train_file={train}", f"task.dev_file={tmp_path / 'dev' / '*' / 'qa.jsonl'}",
                     "task.kind=question-answering", "task.max_seq_len=384"))
+
+
+def test_training_rows_grouped_by_label_reach_the_workers_shuffled_and_the_same_each_time(tmp_path, ray_up):
+    """A file written a class at a time (pkgdocs' rows come a package at a time, many exports are sorted): the
+    training features are shuffled once, seeded by train.seed, so the first batches hold every class and a
+    resubmission sees the same order; evaluation features keep their rows' order."""
+    from jobs.finetune import _features
+
+    path = write_jsonl(tmp_path / "sorted.jsonl", [{"text": f"sentence {i} of class {c}", "label": c}
+                                                   for c in "abcd" for i in range(100)])
+    cfg = load_config(FinetuneConfig, os.path.join(ROOT, "configs/finetune/files.yaml"),
+                      [f"init={MINILM}", f"task.train_file={path}", "task.selection_fraction=0.1"])
+    rows = loaded(cfg.task)
+
+    def first_labels(features) -> list[int]:
+        return [int(x) for x in features.take_batch(64, batch_format="numpy")["labels"]]
+
+    streamed = _features(cfg, rows.train, MINILM)  # your files: shuffled in the cluster
+    assert len(set(first_labels(streamed))) == 4
+    assert first_labels(_features(cfg, rows.train, MINILM)) == first_labels(streamed)
+    as_list = [{**r, "row_index": i}  # a benchmark's rows, on the driver
+               for i, r in enumerate(sorted(train_rows(rows), key=lambda r: r["label"]))]
+    assert len(set(first_labels(_features(cfg, as_list, MINILM)))) == 4
+    kept = _features(cfg, as_list, MINILM, evaluation=True)
+    assert first_labels(kept) == [r["label"] for r in as_list[:64]]

@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from bert_core.config import ConfigError
 from jobs.loops import ft_tasks
 from jobs.config.finetune import TaskConfig
 from pipelines.tasks.roles import carve, content_key, leak_keys, split_digest
@@ -219,3 +220,26 @@ def test_a_premise_and_its_hypotheses_stay_in_one_split_and_conll_documents_are_
     shifted = [{**r, "document": r["document"] + 1} for r in docs]  # a document added at the top of the file
     _, after = carve(shifted, group_key(shifted, "token-classification"), 0.2, 10_000)
     assert [r["tokens"] for r in after] == [r["tokens"] for r in before]
+
+
+def test_a_fine_tune_resubmitted_on_another_worker_count_is_refused():
+    """Its step counts batches of the saved worker count: 1 -> 2 workers resumed at step 100 of a new total of 150
+    trained 2 of 3 epochs and halved the learning rate, with no error. The basis names the count."""
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.finetune import continuation_basis
+
+    one = FinetuneConfig(init="x")
+    two = FinetuneConfig(init="x")
+    two.scaling.num_workers = one.scaling.num_workers + 1
+    a, b = continuation_basis(one, "d", "x"), continuation_basis(two, "d", "x")
+    assert {k for k in a if a[k] != b[k]} == {"scaling.num_workers"}  # resubmit.check names it and refuses
+
+
+def test_a_classification_whose_training_rows_hold_one_label_is_refused():
+    """A one-output head is a regression head (MSE), and select rows of that one label score accuracy 1.0."""
+    task = TaskConfig(name="files", kind="classification")
+    with pytest.raises(ConfigError, match=r"at least two labels in the training rows, got \['spam'\]"):
+        task.with_labels(("spam",))
+    assert task.with_labels(("ham", "spam")).labels == ["ham", "spam"]
+    assert TaskConfig(name="files", kind="question-answering").with_labels(()).labels == []
+    assert TaskConfig(name="files", kind="regression").with_labels(("score",)).labels == ["score"]
