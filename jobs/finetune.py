@@ -66,13 +66,11 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     from jobs.loops import ft_tasks
     from jobs.registry import versions
     from jobs.registry import tracking
-    from pipelines.tasks.common import require_wordpiece
 
     run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     init = pin_alias(cfg.init, tracking_uri)  # the alias read once: the weights, the lineage, the basis agree
     init_dir = resolve_init(init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
-    require_wordpiece(init_dir)  # a BPE tokenizer (ModernBERT-base's) refused before Ray, not read as [UNK]s
     if cfg.task.name == "files":
         ft_tasks.check_files(cfg.task)  # a column your files lack: one line now, not a Ray task's traceback
     dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks
@@ -188,8 +186,11 @@ def pin_alias(init: str, tracking_uri: str) -> str:
 def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
     """A local HF folder for `init`: the folder itself, or an MLflow model downloaded into download_dir. A model
     transformers has no class for (the modern encoder with an architecture switch off: a recipe-ladder rung) is
-    refused before any training: the job judges, registers and serves its model with transformers."""
+    refused before any training: the job judges, registers and serves its model with transformers. So is a tokenizer
+    that is not WordPiece (a BPE one, ModernBERT-base's, would be read as [UNK]s): every job that reads a model
+    folder (fine-tuning, sweeps, prediction, promotion) refuses it here, before any Ray work."""
     from bert_core.modern_config import is_variant
+    from pipelines.tasks.common import require_wordpiece
 
     folder = Path(init).resolve() if not init.startswith(MLFLOW_SCHEMES) else _download(init, tracking_uri,
                                                                                         download_dir)
@@ -198,6 +199,7 @@ def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
                           f"model.glu or model.rotary false), which no transformers class loads, and this job judges, "
                           f"registers and serves its model with transformers; fine-tune it in process as "
                           f"bench/recipe_ladder.py does, or start from a bert or modern release")
+    require_wordpiece(folder)
     return folder
 
 

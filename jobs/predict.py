@@ -79,14 +79,12 @@ class PredictResult:
 
 def run(cfg: PredictConfig) -> PredictResult:
     from jobs.registry import tracking
-    from pipelines.tasks.common import require_wordpiece
 
     started = time.time()
     output = Path(cfg.output).resolve()
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     with tempfile.TemporaryDirectory(prefix="predict-model-") as tmp:  # the replicas get the files from Ray
         model = resolve_model(cfg.model, uri, Path(tmp) / "model")
-        require_wordpiece(model.folder)  # a BPE tokenizer refused here, not in a Ray task's traceback
         return _run(cfg, model, uri, output, started)
 
 

@@ -65,14 +65,12 @@ def run(cfg: SweepConfig) -> SweepResult:
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
     from jobs.finetune import pin_alias, resolve_init
-    from pipelines.tasks.common import require_wordpiece
 
     ft = cfg.finetune
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
     out_dir = Path(ft.output_dir).resolve() / cfg.name
     init = pin_alias(ft.init, tracking_uri)  # the alias read once: the trials' weights and the lineage agree
     init_dir = resolve_init(init, tracking_uri, out_dir / "init")
-    require_wordpiece(init_dir)  # a BPE tokenizer refused before Ray, not read as [UNK]s
     dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging

@@ -92,3 +92,13 @@ def test_a_vocabulary_that_leaves_the_text_unknown_is_said_so(tmp_path, capsys):
     ft_tasks.note_truncated(task, TaskRows(english, greek, {"dev": english}), folder)
     said = capsys.readouterr().out
     assert f"the tokenizer of {folder} turns 71% of the select split's word pieces into [UNK]" in said
+
+
+def test_every_job_refuses_a_bpe_model_folder_where_it_resolves_the_model(tmp_path):
+    """Fine-tuning's and sweeps' init and prediction's model all come through jobs/finetune.resolve_init: the refusal
+    there comes before any Ray work, whichever job reads the folder."""
+    from jobs.finetune import resolve_init
+
+    folder = bpe_folder(tmp_path / "modernbert")
+    with pytest.raises(ConfigError, match="tokenizer.json's model is BPE"):
+        resolve_init(folder, "sqlite:///unused.db", tmp_path / "download")
