@@ -126,12 +126,8 @@ def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started
     # the manifest is a file anyone reading the predictions reads, and a run artifact: no credentials in it
     manifest["mlflow"] = {"tracking_uri": tracking.redact(uri), "run_id": run_id}
     shards.write_json(output / shards.MANIFEST, manifest)
-    try:
+    with tracking.ending(uri, run_id):  # an error ends the run FAILED, naming it
         _predict(cfg, model, files, output, set(done), manifest)
-    except BaseException as exc:
-        mlflow.MlflowClient(uri).set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
-        mlflow.MlflowClient(uri).set_terminated(run_id, "FAILED")
-        raise
     result = _finish(output, manifest, model, len(done), time.time() - started, run_id)
     # every record rejected (a file in another encoding, the wrong column's values) is not a success; inputs with no
     # record at all (empty files: a nightly export with nothing new) are
