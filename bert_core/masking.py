@@ -169,6 +169,23 @@ def _stack_ragged(column) -> tuple[np.ndarray, np.ndarray]:
     return values, lengths
 
 
+def masked_once(rows: dict[str, np.ndarray], collator: PretrainingCollator, chunk: int = 32) -> dict[str, np.ndarray]:
+    """Dynamic-masked `rows` with masks drawn once by `collator`, `chunk` rows at a time from its first batch
+    index, in the static form (PretrainingCollator.static): a held-out set whose masks do not depend on how it is
+    later split over workers or cut into micro-batches."""
+    collator.load_state_dict({"seed": collator.seed, "batches_produced": 0})
+    parts = [collator.static({k: v[i:i + chunk] for k, v in rows.items()})
+             for i in range(0, len(next(iter(rows.values()), ())), chunk)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else dict(rows)
+
+
+def _ragged(rows: list[np.ndarray]) -> np.ndarray:
+    """A 1-D object array of the 1-D `rows` (a list column as Ray Data's numpy batches hold it)."""
+    out = np.empty(len(rows), dtype=object)
+    out[:] = rows
+    return out
+
+
 def pack_rows(lengths: np.ndarray, capacity: int) -> list[list[int]]:
     """First fit, in the given order: row i goes into the first bin with room for lengths[i] more tokens.
     Returns the bins' row indices; every row is in exactly one bin, none over `capacity`."""
@@ -254,7 +271,9 @@ class PretrainingCollator:
         self.seed = int(state["seed"])
         self.batches_produced = int(state["batches_produced"])
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    def _masked(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The batch's ids padded to (B, T), masked, with their MLM labels, and the row lengths; draws the
+        collator's next masks (dynamic masking) or rebuilds the prepared ones (static)."""
         values, lengths = _stack_ragged(batch["input_ids"])
         B = len(lengths)
         if lengths.max(initial=0) > self.max_seq_len:
@@ -265,8 +284,6 @@ class PretrainingCollator:
         real = np.arange(T)[None, :] < lengths[:, None]  # (B, T)
         ids = np.full((B, T), self.special.pad, dtype=np.int64)
         ids[real] = values  # row-major fill matches concatenation order
-        num_a = np.asarray(batch["num_a_tokens"], dtype=np.int64).reshape(B)
-        token_type = real & (np.arange(T)[None, :] >= num_a[:, None])
 
         labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64)
         if "masked_positions" in batch:
@@ -284,8 +301,26 @@ class PretrainingCollator:
             raise ValueError("batch has no masked_positions (static masking) and the collator has no "
                              "MaskingConfig (dynamic masking): there would be no MLM targets")
         self.batches_produced += 1
+        return ids, labels, lengths
+
+    def static(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`batch` with the collator's next masks drawn into it in the static form (input_ids masked,
+        masked_positions / masked_ids the originals there): rows that keep their masks however they are split or
+        batched later, as a held-out set scored by any number of workers must."""
+        ids, labels, lengths = self._masked(batch)
+        rows = range(len(lengths))
+        targets = [np.flatnonzero(labels[i, :lengths[i]] != IGNORE_INDEX) for i in rows]
+        return {**batch, "input_ids": _ragged([ids[i, :lengths[i]] for i in rows]), "masked_positions": _ragged(targets),
+                "masked_ids": _ragged([labels[i, t] for i, t in zip(rows, targets)])}
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        ids, labels, lengths = self._masked(batch)
         if self.packing:
             return self._packed(ids, labels, lengths)
+        B, T = ids.shape
+        real = np.arange(T)[None, :] < lengths[:, None]
+        num_a = np.asarray(batch["num_a_tokens"], dtype=np.int64).reshape(B)
+        token_type = real & (np.arange(T)[None, :] >= num_a[:, None])
 
         out = {
             "input_ids": torch.from_numpy(ids),

@@ -339,14 +339,16 @@ def _report_ignored(cfg: PretrainConfig) -> int:
 
 def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     """The fixed held-out set every evaluation of the run scores: the eval split's first eval_batches x
-    micro_batch_size examples per data-parallel replica (fewer when the split is smaller), cut to a multiple
-    of the replicas so each gets as many batches. Read here once and shipped through the object store:
-    the workers score the same examples before and after training, and no evaluation starts a Ray Data
-    stream (one costs a job's launch more than the evaluation itself at quickstart sizes)."""
+    micro_batch_size examples in all (fewer when the split is smaller), cut to a multiple of the data-parallel
+    replicas so each gets as many rows. Its size does not depend on the worker count (a power of two divides it),
+    so a run resubmitted on another count, and runs of different sizes, score the same examples (the workers
+    mask them alike too: jobs/workers/pretrain_worker.evaluate). Read here once and shipped through the object
+    store: no evaluation starts a Ray Data stream (one costs a job's launch more than the evaluation itself at
+    quickstart sizes)."""
     from pipelines.shards import read_head
 
     replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
-    table = read_head(prepared.eval_files, cfg.train.eval_batches * cfg.train.micro_batch_size * replicas, columns)
+    table = read_head(prepared.eval_files, cfg.train.eval_batches * cfg.train.micro_batch_size, columns)
     table = table.slice(0, table.num_rows - table.num_rows % replicas)
     return {c: table.column(c).to_numpy(zero_copy_only=False) for c in columns}
 

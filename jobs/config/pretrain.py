@@ -34,7 +34,7 @@ class TrainConfig:
     grad_accum_steps: int = 1  # micro-batches per optimizer step
     max_steps: int = 1000  # optimizer steps for the whole run
     log_every: int = 20  # steps per metrics window (report, MLflow, progress line)
-    eval_batches: int = 16  # held-out batches per worker for MLM/NSP accuracy at start and end
+    eval_batches: int = 16  # held-out micro-batches in all (not per worker) for MLM/NSP accuracy at start and end
     prefetch_batches: int = 64  # micro-batches read ahead, across epoch ends (jobs/loops/epoch_stream.py); 0 = none
     checkpoint_every: int = 0  # steps between resume checkpoints; 0 = only at the end
     keep_checkpoints: int = 2  # resume checkpoints kept by Ray Train

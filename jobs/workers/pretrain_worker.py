@@ -23,7 +23,7 @@ import ray.train
 import torch
 import torch.distributed as dist
 
-from bert_core.masking import PretrainingCollator
+from bert_core.masking import PretrainingCollator, masked_once
 from bert_core.tokenizer import SpecialIds
 from jobs.runtime import resubmit
 from jobs.config.pretrain import PretrainConfig
@@ -84,6 +84,7 @@ class Worker:
         # Pipelines: every first-stage rank streams the whole (unsplit) set and keeps its replica's share.
         self.pipelined = cfg.deepspeed.pipeline_stages > 1
         self.replica, self.replicas = 0, 1  # data-parallel position, known once the engine is built
+        self.eval_share: dict | None = None  # this replica's eval rows, masked (evaluate)
         self.logger = RankZeroLogger(cfg.tracking.tracking_uri, config.get("mlflow_run_id"), self.rank)
         self.index = ExampleIndex(config["train_shard_rows"])
         self.tracker = config["data_tracker"]
@@ -227,13 +228,17 @@ class Worker:
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self) -> dict:
-        """MLM/NSP metrics on this replica's share of the run's fixed eval rows (jobs/pretrain.py), with the
-        same masks every time: before and after training score the same examples the same way."""
+        """MLM/NSP metrics on the run's fixed eval rows (jobs/pretrain.py), this replica scoring every
+        replicas-th row: the examples and their masks are the same before and after training and on any worker
+        count or micro-batch size (dynamic masks are drawn once, 32 rows at a time, on every rank alike), so the
+        metrics of a run resubmitted on another count, or of runs of different sizes, compare."""
         if not self.engine.reads_data:
             return self.engine.evaluate([])
-        collate = self._collator(10**6 + self.rank)
-        share = {k: v[self.replica::self.replicas] for k, v in ray.get(self.config["eval_rows"]).items()}
-        n, mb = len(share["example_id"]), self.t.micro_batch_size
+        if self.eval_share is None:
+            self.eval_share = eval_share(ray.get(self.config["eval_rows"]), self._collator(10**6), self.replica,
+                                         self.replicas)
+        share, collate, mb = self.eval_share, self._collator(10**6), self.t.micro_batch_size
+        n = len(share["example_id"])
         return self.engine.evaluate(collate({k: v[i:i + mb] for k, v in share.items()}) for i in range(0, n, mb))
 
     # -- the loop --------------------------------------------------------------------------------
@@ -370,6 +375,14 @@ class Worker:
             digest.update(p.detach().float().cpu().numpy().tobytes())
         with open(Path(self.cfg.faults.record_ids_dir) / f"weights-rank{self.rank}.txt", "a") as f:
             f.write(f"{self.attempt} {event} {self.step} {digest.hexdigest()}\n")
+
+
+def eval_share(rows: dict[str, np.ndarray], collator: PretrainingCollator, replica: int, replicas: int) -> dict:
+    """`replica`'s rows of the run's eval set, every replicas-th: dynamic masks are drawn into the whole set
+    first (masked_once), alike on every rank, so no row's masks depend on the split or on the micro-batches."""
+    if "masked_positions" not in rows:
+        rows = masked_once(rows, collator)
+    return {k: v[replica::replicas] for k, v in rows.items()}
 
 
 def replica_batches(batches: Iterable[dict], keep: Callable[[dict], np.ndarray], size: int) -> Iterator[dict]:

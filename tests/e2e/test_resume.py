@@ -90,7 +90,7 @@ def test_worker_killed_uploading_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp
 def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tmp, shared_data, epoch_examples):
     """2 workers stop at step 10; the same run resubmitted on 2 workers continues at step 11 and stops at 20;
     resubmitted again on 1 worker, it converts the ZeRO-2 checkpoint to a universal one, continues at step 21
-    and takes the rest of the epoch. Each resubmission's MLflow run names the run it continued; one with another
+    and takes the rest of the epoch, scoring the held-out examples and masks of before. Each resubmission's MLflow run names the run it continued; one with another
     model shape is refused before any MLflow run starts."""
     n = epoch_examples
     first = job(ray_tmp, shared_data, "rescaled", "train.max_steps=10")
@@ -109,6 +109,8 @@ def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tm
     assert_epoch_covered_once(effective_ids(ray_tmp / "rescaled"), train_ids(last.data_dir), workers=1)
     assert m["eval_before/mlm_loss"] == first.metrics["eval_before/mlm_loss"]  # client state came through
     assert m["eval_after/mlm_loss"] < first.metrics["eval_after/mlm_loss"]
+    # One worker scored the masked tokens two scored before training: the same held-out set, the same masks.
+    assert m["eval_after/mlm_tokens"] == m["eval_before/mlm_tokens"] == first.metrics["eval_after/mlm_tokens"]
 
     from mlflow.tracking import MlflowClient
 

@@ -109,3 +109,69 @@ def test_a_log_window_reports_the_optimizer_steps_deepspeed_skipped():
     worker.guard = SimpleNamespace(skipped=1)
     metrics = worker._position_metrics()
     assert metrics == dict(step=40, epoch=0, lr=1e-4, grad_norm=0.5, nonfinite_total=1, rollbacks=0, skipped_steps=3)
+
+
+# -- the held-out set ---------------------------------------------------------------------------------------------
+
+V = 5000
+
+
+def _eval_rows(n: int) -> dict:
+    """n eval examples as jobs/pretrain._eval_rows ships them (list columns as object arrays), dynamic masking."""
+    rng = np.random.default_rng(0)
+    rows = np.empty(n, dtype=object)
+    rows[:] = [np.concatenate([[2], rng.integers(10, V, rng.integers(5, 40)), [3], rng.integers(10, V, 9), [3]])
+               for _ in range(n)]
+    return {"input_ids": rows, "num_a_tokens": np.array([len(r) - 10 for r in rows]),
+            "next_sentence_label": rng.integers(0, 2, n), "example_id": np.arange(1000, 1000 + n)}
+
+
+def _scored(rows: dict, replicas: int, mb: int) -> dict:
+    """Per example id, the masked ids and MLM labels its replica scores, each replica as a worker's evaluate does."""
+    from bert_core.masking import MaskingConfig, PretrainingCollator
+    from bert_core.tokenizer import SpecialIds
+    from jobs.workers.pretrain_worker import eval_share
+
+    special = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+    scored = {}
+    for replica in range(replicas):
+        collate = PretrainingCollator(special, V, 128, MaskingConfig(), seed=10**6)
+        share = eval_share(rows, collate, replica, replicas)
+        for i in range(0, len(share["example_id"]), mb):
+            out = collate({k: v[i:i + mb] for k, v in share.items()})
+            for j, example in enumerate(out["example_id"].tolist()):
+                n = int(out["attention_mask"][j].sum())
+                scored[example] = (out["input_ids"][j, :n].tolist(), out["mlm_labels"][j, :n].tolist())
+    return scored
+
+
+def test_the_eval_set_is_masked_alike_on_any_worker_count_and_micro_batch_size():
+    """A run resubmitted on another worker count scores its after-training metrics on the examples and masks its
+    before-training metrics had: dynamic masks are drawn into the whole set before it is split."""
+    rows = _eval_rows(70)
+    one = _scored(rows, replicas=1, mb=8)
+    assert sorted(one) == list(range(1000, 1070))
+    targets = sum(sum(label != -100 for label in labels) for _, labels in one.values())
+    tokens = sum(len(labels) - 3 for _, labels in one.values())
+    assert 0.12 < targets / tokens < 0.18  # masked: the 15% of the config
+    assert _scored(rows, replicas=2, mb=8) == one
+    assert _scored(rows, replicas=4, mb=5) == one
+
+
+def test_the_eval_set_is_as_large_on_any_worker_count(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.pretrain import _eval_rows as eval_rows
+
+    pq.write_table(pa.table({"example_id": np.arange(5000)}), tmp_path / "eval-0.parquet")
+    prepared = SimpleNamespace(eval_files=[str(tmp_path / "eval-0.parquet")])
+    sizes = []
+    for workers in (1, 2, 4, 8):
+        cfg = PretrainConfig()
+        cfg.scaling.num_workers, cfg.train.eval_batches, cfg.train.micro_batch_size = workers, 16, 32
+        sizes.append(eval_rows(cfg, prepared, ["example_id"])["example_id"].tolist())
+    assert sizes[0] == list(range(16 * 32)) and all(s == sizes[0] for s in sizes)
+    cfg.scaling.num_workers = 3  # 512 rows do not split in three: as many rows each, two fewer in all
+    assert len(eval_rows(cfg, prepared, ["example_id"])["example_id"]) == 510
