@@ -64,7 +64,8 @@ class DataConfig:
     whole_word_masking: bool = False
     eval_fraction: float = 0.02  # share of documents held out for the eval split
     num_shards: int = 0  # 0 = choose from size (about 64 MB of tokens per shard)
-    num_workers: int = 2  # tokenizing tasks at once (work units are sized from it)
+    # tokenizing tasks at once (work units are sized from it); 0 = the Ray cluster's CPUs when prepare runs
+    num_workers: int = 0
     work_unit_bytes: int = 0  # input bytes per tokenizing call: small files grouped, big ones split (0 = auto)
     seed: int = 12345
     debug_doc_ids: bool = False  # keep document and sentence ids in each example (property tests)
@@ -84,9 +85,10 @@ class DataConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"data.{name} must be in [0, 1), got {value!r}")
-        for name in ("dupe_factor", "num_workers"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"data.{name} must be >= 1, got {getattr(self, name)}")
+        if self.dupe_factor < 1:
+            raise ConfigError(f"data.dupe_factor must be >= 1, got {self.dupe_factor}")
+        if self.num_workers < 0:
+            raise ConfigError(f"data.num_workers must be >= 0 (0 = the Ray cluster's CPUs), got {self.num_workers}")
         if self.work_unit_bytes < 0:
             raise ConfigError(f"data.work_unit_bytes must be >= 0 (0 = auto), got {self.work_unit_bytes}")
         if self.masking == "static":

@@ -10,6 +10,8 @@ the line says so:
   per-sample draw makes `short_seq_prob` mean what DataConfig says: a share of examples);
 * the random-next document always differs from the current one (Google gives up after 10
   tries and may pair a document with itself, which makes the NSP label wrong);
+* a one-sentence chunk in a one-document bucket is cut in two at a random token, A its start and B
+  the rest, as with nsp_random_prob=0 (Google pairs it with a "random" B from the same document);
 * random-next documents come from the same bucket, not the whole corpus (see `prepare.py`:
   buckets are uniform random samples of the corpus, so this is the standard sharded
   approximation of a corpus-wide draw).
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -120,8 +123,9 @@ def _random_other_document(num_docs: int, index: int, rng: random.Random) -> int
 
 
 def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig, cls_id: int,
-                           sep_id: int, rng: random.Random) -> list[Example]:
-    """All examples whose A segment comes from docs[index] (Google's create_instances_from_document)."""
+                           sep_id: int, rng: random.Random, dropped: Counter | None = None) -> list[Example]:
+    """All examples whose A segment comes from docs[index] (Google's create_instances_from_document).
+    `dropped` counts sentences no example holds, by reason."""
     doc = docs[index]
     offsets = doc.offsets.tolist()  # Python ints: the loop below indexes per sentence
     n = doc.num_sentences
@@ -138,12 +142,16 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             a_end = chunk_start + (rng.randint(1, num_chunk - 1) if num_chunk >= 2 else 1)
             len_a = int(offsets[a_end] - offsets[chunk_start])
             a_ids = b_ids = None  # the sentence ranges' tokens, unless a lone sentence is cut in two below
-            if num_chunk == 1 and cfg.nsp_random_prob == 0:
+            if num_chunk == 1 and (cfg.nsp_random_prob == 0 or len(docs) == 1):
                 # No NSP (train.nsp=false): every pair is contiguous text. A lone sentence has no next sentence to
                 # be B, and Google's code would give it a random one (a label no loss reads, a context that
                 # breaks off): it is cut in two at a random token instead, A its start and B the rest.
+                # A one-document bucket has no other document to draw a random B from either: the same cut, where
+                # dropping the sentence (and keeping a short target that the next ones reach alone) starved it.
                 sentence = doc.ids[offsets[chunk_start]:offsets[chunk_end]]
-                if len(sentence) < 2:  # one token: no pair at all
+                if len(sentence) < 2:  # one token (only a document's last sentence can be): no pair at all
+                    if dropped is not None:
+                        dropped["one_token_sentence"] += 1
                     chunk_start, i = i + 1, i + 1
                     continue
                 cut = rng.randint(1, len(sentence) - 1)
@@ -160,11 +168,8 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
                     b_end += 1
                 # The chunk's sentences after A were not used: they start the next chunk.
                 i -= chunk_end - a_end
-            elif num_chunk >= 2:
+            else:  # two or more sentences, contiguous: p's draw said so, or the bucket has no other document
                 is_random, doc_b, b_start, b_end = False, index, a_end, chunk_end
-            else:  # a one-document bucket with a one-sentence chunk: no B exists anywhere
-                chunk_start, i = i + 1, i + 1
-                continue
             if a_ids is None:
                 b_ids = docs[doc_b].ids[docs[doc_b].offsets[b_start]:docs[doc_b].offsets[b_end]]
                 a_ids = doc.ids[offsets[chunk_start]:offsets[a_end]]
@@ -186,7 +191,7 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
 
 
 def create_examples(docs: Sequence[Document], cfg: DataConfig, cls_id: int, sep_id: int,
-                    rng: random.Random) -> Iterator[Example]:
+                    rng: random.Random, dropped: Counter | None = None) -> Iterator[Example]:
     """One pass over `docs` (already in shuffled order) in the reference's order.
 
     Documents with no sentences must be filtered out before (they cannot give an A segment).
@@ -194,7 +199,7 @@ def create_examples(docs: Sequence[Document], cfg: DataConfig, cls_id: int, sep_
     instances is the caller's too (prepare.py shuffles a bucket's examples before writing).
     """
     for index in range(len(docs)):
-        yield from examples_from_document(docs, index, cfg, cls_id, sep_id, rng)
+        yield from examples_from_document(docs, index, cfg, cls_id, sep_id, rng, dropped)
 
 
 def special_tokens_mask(example: Example) -> np.ndarray:

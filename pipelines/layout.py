@@ -20,11 +20,11 @@ from pipelines.shards import FORMAT_VERSION
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
 SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids per shard (~4M tokens:
-# a random-next pool of thousands of documents, and enough shards on a 100 MB corpus that
-# shard building spreads over the cores) ...
+# a random-next pool of thousands of article-sized documents (of two for 8 MiB ones: prepare warns when NSP
+# pairs fall short), and enough shards on a 100 MB corpus that shard building spreads over the cores) ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
-PIPELINE_VERSION = 3  # in the dataset name: bump when the same inputs and config give other examples
+PIPELINE_VERSION = 4  # in the dataset name: bump when the same inputs and config give other examples
 
 
 # ---------------------------------------------------------------------------------------------

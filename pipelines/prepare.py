@@ -40,6 +40,7 @@ import random
 import shutil
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,10 +86,9 @@ def _log(stage: str, message: str) -> None:
 # Tokenizer: given, or trained on a deterministic sample of train documents
 
 
-def _sample_unit(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
-    """Per work unit: the k smallest-key train documents (key, uid, text) and every good
-    document's dedup pair, so the driver can leave duplicates out of the sample. Streams: holds
-    k texts and 24 bytes a document, however big the unit."""
+def _sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
+    """Per work unit, first sample pass: (key, uid) of its k smallest-key train documents and every good
+    document's dedup pair, no text. Holds k keys and 24 bytes a document, however big the unit."""
     rows = []
     for unit in batch.to_pylist():
         uids, hashes = [], []
@@ -99,16 +99,31 @@ def _sample_unit(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) 
                 hashes.append(content_hashes([text])[0])
                 key = document_key(cfg.seed, doc_id)
                 if not layout.is_eval(key):
-                    yield key, uid, text
+                    yield key, uid
 
         smallest = heapq.nsmallest(k, train_documents())
         hashes = np.array(hashes, dtype=np.uint64).reshape(-1, 2)
         rows.append({"key": [s[0] for s in smallest], "sample_uid": [s[1] for s in smallest],
-                     "text": [s[2] for s in smallest], "hash_hi": hashes[:, 0].tolist(),
-                     "hash_lo": hashes[:, 1].tolist(), "uid": uids})
+                     "hash_hi": hashes[:, 0].tolist(), "hash_lo": hashes[:, 1].tolist(), "uid": uids})
     return pa.Table.from_pylist(rows, schema=pa.schema([
-        ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())), ("text", pa.list_(pa.string())),
+        ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())),
         ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
+
+
+def _sample_texts(batch: pa.Table, cfg: DataConfig, uids: frozenset[int]) -> pa.Table:
+    """Per work unit, second sample pass: (uid, text) of its documents among `uids`, the chosen sample."""
+    rows = []
+    for unit in batch.to_pylist():
+        chosen = [(uid, text) for _, uid, text in unit_documents(unit, cfg, RejectLog()) if uid in uids]
+        rows.append({"sample_uid": [c[0] for c in chosen], "text": [c[1] for c in chosen]})
+    return pa.Table.from_pylist(rows, schema=pa.schema([("sample_uid", pa.list_(pa.int64())),
+                                                        ("text", pa.list_(pa.string()))]))
+
+
+def _over_units(units: list[dict], fn, **kwargs) -> ray.data.Dataset:
+    """fn applied to each work unit in its own task (a light pass: reading and cleaning, no tokenizing)."""
+    return ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
+        fn, batch_size=1, batch_format="pyarrow", fn_kwargs=kwargs)
 
 
 def _stats_table(ds: ray.data.Dataset, on_batch=None) -> pa.Table:
@@ -156,21 +171,36 @@ def _dedup_mask(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 
 def _tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) -> list[str]:
     """Texts of the `sample_documents` train documents with the smallest keys, less those that
-    are duplicates: a uniform sample, the same on every run. A light extra pass (no tokenizing)."""
+    are duplicates: a uniform sample, the same on every run. Two light passes (no tokenizing): keys
+    first, then the texts of the chosen documents alone, so the driver holds k texts, not a unit's k
+    each (every unit of a Wikipedia dump has fewer than k documents: that was the whole corpus)."""
     k = cfg.tokenizer.sample_documents
-    table = _stats_table(ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
-        _sample_unit, batch_size=1, batch_format="pyarrow", fn_kwargs={"cfg": cfg, "layout": layout, "k": k}))
-    uids, dup = _dedup_mask(table)
-    # The global k smallest keys are among the units' k smallest however the units are cut;
-    # dropping duplicates only after taking them keeps it so (taking k non-duplicates per unit
-    # would not: a unit's duplicates would decide how deep it reaches).
-    duplicates = set(uids[dup].tolist())
-    candidates = sorted(zip(*(_flat(table, c).tolist() for c in ("key", "sample_uid")),
-                            pc.list_flatten(table.column("text")).to_pylist()))[:k]
-    texts = [text for _, uid, text in candidates if uid not in duplicates]
-    if not texts:
+    keys, sample_uids = np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    hash_tables = []
+    for batch in _over_units(units, _sample_keys, cfg=cfg, layout=layout, k=k).iter_batches(
+            batch_format="pyarrow", batch_size=None):
+        # The global k smallest keys are among the units' k smallest however the units are cut; the
+        # (key, uid) order is the one samples were always taken in.
+        keys = np.concatenate([keys, _flat(batch, "key").astype(np.uint64)])
+        sample_uids = np.concatenate([sample_uids, _flat(batch, "sample_uid").astype(np.int64)])
+        order = np.lexsort((sample_uids, keys))[:k]
+        keys, sample_uids = keys[order], sample_uids[order]
+        hash_tables.append(batch.select(["hash_hi", "hash_lo", "uid"]))
+    uids, dup = _dedup_mask(pa.concat_tables(hash_tables))
+    # Duplicates leave only after the k are taken (taking k non-duplicates per unit would not keep
+    # the sample independent of the cut: a unit's duplicates would decide how deep it reaches).
+    sample_uids = sample_uids[~np.isin(sample_uids, uids[dup])]
+    del hash_tables, uids, dup
+    if not len(sample_uids):
         raise ValueError("no training documents to train a tokenizer on (all rejected or held out for eval)")
-    return texts
+    texts = {}
+    for batch in _over_units(units, _sample_texts, cfg=cfg, uids=frozenset(sample_uids.tolist())).iter_batches(
+            batch_format="pyarrow", batch_size=None):
+        texts.update(zip(_flat(batch, "sample_uid").tolist(), pc.list_flatten(batch.column("text")).to_pylist()))
+    if len(texts) < len(sample_uids):
+        raise RuntimeError(f"{len(sample_uids) - len(texts)} of the {len(sample_uids)} documents sampled to train "
+                           f"the tokenizer were not found when read again: did an input file change during prepare?")
+    return [texts[uid] for uid in sample_uids.tolist()]
 
 
 def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, out_dir: Path) -> Tokenizer:
@@ -235,10 +265,10 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
     docs = _documents_of(group.filter(pc.invert(dropped)).sort_by("key"))
     num_empty = sum(d.num_sentences == 0 for d in docs)
     docs = [d for d in docs if d.num_sentences > 0]  # no sentence, no A segment
-    examples = []
+    examples, skipped = [], Counter()
     for dupe_pass in range(cfg.dupe_factor):
         rng = random.Random(bucket_seed(cfg.seed, split, index, dupe_pass))
-        examples += create_examples(docs, cfg, special.cls, special.sep, rng)
+        examples += create_examples(docs, cfg, special.cls, special.sep, rng, skipped)
     # Google shuffles all instances before writing; here all instances of the shard, so
     # neighbouring rows are not consecutive chunks of one document.
     random.Random(bucket_seed(cfg.seed, split, index, -1)).shuffle(examples)
@@ -257,6 +287,7 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
         "bytes": entry["bytes"], "documents": len(docs), "documents_empty": num_empty,
         "sentences": sum(d.num_sentences for d in docs), "tokens": int(num_tokens.sum()),
         "random_next": int(pc.sum(table.column("next_sentence_label")).as_py() or 0),
+        "sentences_dropped": sum(skipped.values()),
         "histogram": length_histogram(num_tokens, cfg.max_seq_len),
         "duplicate_samples": json.dumps(duplicate_samples), "seconds": time.perf_counter() - t0,
     }])
@@ -287,8 +318,10 @@ def prepare(cfg: DataConfig) -> PreparedData:
         return _result(final, reused=True)
     timings["fingerprint"] = time.perf_counter() - t_start
 
+    cfg = _with_tokenizing_tasks(cfg)
     layout = ShardLayout.plan(cfg, sum(i["bytes"] for i in inputs))
-    _log("plan", f"{len(files)} input files, {layout.num_train} train + {layout.num_eval} eval shards -> {final}")
+    _log("plan", f"{len(files)} input files, {layout.num_train} train + {layout.num_eval} eval shards, "
+                 f"{cfg.num_workers} tokenizing tasks at once -> {final}")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
@@ -309,6 +342,15 @@ def prepare(cfg: DataConfig) -> PreparedData:
         raise
     _log("done", f"{manifest['counts']['examples']} examples in {timings['total']:.1f}s -> {final}")
     return _result(final, reused=False)
+
+
+def _with_tokenizing_tasks(cfg: DataConfig) -> DataConfig:
+    """cfg with data.num_workers=0 made the Ray cluster's CPUs now (an explicit count stays): one tokenizing task
+    per CPU, where a fixed default left a 16-CPU cluster running 2. An autoscaling cluster's nodes that have not
+    started yet are not counted. Units are sized from it too, and the manifest records it."""
+    if cfg.num_workers:
+        return cfg
+    return dataclasses.replace(cfg, num_workers=max(1, int(ray.cluster_resources().get("CPU", 0))))
 
 
 def _tokenize_units(units: list[dict], tok: Tokenizer, cfg: DataConfig, layout: ShardLayout,
@@ -393,7 +435,8 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
             "cfg": cfg, "layout": layout, "special": special, "vocab_size": vocab_size,
             "continuation": continuation_mask(tok) if cfg.whole_word_masking else None, "out_dir": str(out)})
     shards = {"train": [], "eval": []}
-    totals = {"documents": 0, "documents_empty": 0, "sentences": 0, "tokens": 0, "random_next": 0}
+    totals = {"documents": 0, "documents_empty": 0, "sentences": 0, "tokens": 0, "random_next": 0,
+              "sentences_dropped": 0}
     histogram = None
     for row in stats_ds.iter_rows():
         shards[row["split"]].append(row)
@@ -422,8 +465,12 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
         "examples_eval": sum(s["rows"] for s in shards["eval"]),
         "tokens": totals["tokens"],
         "random_next": totals["random_next"],
+        "sentences_dropped": totals["sentences_dropped"],  # one-token last sentences alone in a chunk, per dupe pass
     }
     counts["examples"] = counts["examples_train"] + counts["examples_eval"]
+    warned = [w for w in (_nsp_warning(cfg, counts, shards),) if w]
+    for line in warned:
+        _log("warning", line)
     return {
         "format_version": FORMAT_VERSION,
         "counts": counts,
@@ -437,4 +484,22 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
                       "trained": cfg.tokenizer.path is None, "given_hash": given_hash},
         "inputs": {"files": inputs, "full_hash_max_bytes": FULL_HASH_MAX_BYTES},
         "rejects": rejects.summary(),
+        "warnings": warned,
     }
+
+
+def _nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:
+    """A line when random-next pairs fall well below data.nsp_random_prob: B is drawn from the shard's other
+    documents, and a shard of one document has none (BooksCorpus's one-sentence-a-line books are cut into 8 MiB
+    documents, ~2 to a ~4M-token shard), so its pairs are all contiguous and NSP sees fewer negatives."""
+    if not cfg.nsp_random_prob or not counts["examples"]:
+        return None
+    share = counts["random_next"] / counts["examples"]
+    if share >= 0.8 * cfg.nsp_random_prob:
+        return None
+    rows = shards["train"] + shards["eval"]
+    alone = sum(s["documents"] == 1 for s in rows)
+    return (f"random-next pairs are {share:.1%} of examples ({counts['random_next']} of {counts['examples']}), "
+            f"not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: {alone} of {len(rows)} shards hold one "
+            f"document (no other to draw a random B from), {counts['documents_kept'] / len(rows):.1f} documents a "
+            f"shard on average; set data.num_shards lower, or give the corpus smaller documents (blank lines)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import random
 
 import numpy as np
@@ -192,17 +193,54 @@ def test_single_document_bucket_has_only_real_next_pairs():
     assert examples and not any(ex.is_random_next for ex in examples)
 
 
-def test_single_document_bucket_drops_only_the_one_sentence_chunks_that_have_no_b():
+def chunks_tile(examples, doc: Document) -> bool:
+    """Each example's chunk starts where the one before ended (no sentence left out), from the first to the last."""
+    bounds = [(ex.a_start, ex.chunk_end) for ex in examples]
+    return bool(bounds) and bounds[0][0] == 0 and bounds[-1][1] == doc.num_sentences and all(
+        prev[1] == nxt[0] for prev, nxt in zip(bounds, bounds[1:]))
+
+
+def test_single_document_bucket_cuts_a_one_sentence_chunk_in_two():
     """Sentences 11 and 12 are each longer than the target, so each is a chunk of its own, and a one-document bucket
-    has no other document to draw a B from: both are dropped, and every other sentence is used, in order."""
+    has no other document to draw a B from: each is cut in two (A its start, B the rest, contiguous), as without
+    NSP, and every sentence is used, in order."""
     lengths = [6] * 11 + [200, 200] + [6] * 17
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     doc = Document("long-sentences", np.arange(5, 5 + offsets[-1]).astype(np.uint16), offsets)
     _, examples = build([doc], max_seq_len=64, short_seq_prob=0.0)
-    ranges = [r for ex in examples for r in ((ex.a_start, ex.a_end), (ex.b_start, ex.b_end))]
-    assert all(prev[1] <= nxt[0] for prev, nxt in zip(ranges, ranges[1:]))
-    used = {s for start, end in ranges for s in range(start, end)}
-    assert used == set(range(len(lengths))) - {11, 12}
+    assert chunks_tile(examples, doc)
+    lone = [ex for ex in examples if ex.a_start in (11, 12)]
+    assert [(ex.a_start, ex.a_end, ex.b_start, ex.b_end, ex.is_random_next) for ex in lone] == [
+        (s, s + 1, s, s + 1, False) for s in (11, 12)]
+    for ex in lone:
+        a, b = ex.input_ids[1:ex.num_a_tokens - 1], ex.input_ids[ex.num_a_tokens:-1]
+        sentence = segment(doc, ex.a_start, ex.a_end)
+        assert len(a) and len(b) and is_slice_of(a, sentence) and is_slice_of(b, sentence) and a[0] < b[0]
+
+
+def test_single_document_bucket_with_nsp_uses_its_sentences_as_without_nsp():
+    """A short target once made every following sentence at least that long a chunk of its own with no B, dropped
+    without a new target: 1 example from 2,000 sentences where nsp_random_prob=0 gives ~300 (BooksCorpus cut into
+    8 MiB documents leaves shards of one document)."""
+    rng = np.random.default_rng(0)
+    offsets = np.concatenate([[0], np.cumsum(rng.integers(5, 35, 2000))])
+    doc = Document("book", rng.integers(5, VOCAB, offsets[-1]).astype(np.uint16), offsets)
+    _, with_nsp = build([doc], seed=1)
+    _, without = build([doc], seed=1, nsp_random_prob=0.0)
+    assert chunks_tile(with_nsp, doc) and not any(ex.is_random_next for ex in with_nsp)
+    assert abs(len(with_nsp) - len(without)) <= 0.05 * len(without)
+
+
+@pytest.mark.parametrize("num_docs, nsp", [(1, 0.5), (2, 0.0)])
+def test_a_lone_one_token_last_sentence_is_dropped_and_counted(num_docs, nsp):
+    lengths = [13, 13, 13, 1]  # each 13-token sentence reaches the 13-token target alone; the last is one token
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    docs = [Document(f"d{d}", np.arange(5, 5 + offsets[-1]).astype(np.uint16), offsets) for d in range(num_docs)]
+    cfg = DataConfig(sources=["synthetic"], max_seq_len=16, short_seq_prob=0.0, nsp_random_prob=nsp)
+    dropped = collections.Counter()
+    examples = list(create_examples(docs, cfg, SPECIAL.cls, SPECIAL.sep, random.Random(0), dropped))
+    assert [(ex.doc_a, ex.a_start) for ex in examples] == [(d, s) for d in range(num_docs) for s in range(3)]
+    assert dropped == {"one_token_sentence": num_docs}
 
 
 def test_document_key_is_stable_and_spread():

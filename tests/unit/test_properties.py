@@ -226,9 +226,10 @@ def test_examples_are_well_formed_and_static_masks_stay_within_budget(docs, max_
     cfg = DataConfig(sources=["x"], max_seq_len=max_seq_len, short_seq_prob=short, nsp_random_prob=nsp,
                      mask_rate=rate, max_predictions=cap, whole_word_masking=whole_word).validate()
     examples = list(create_examples(docs, cfg, SPECIAL.cls, SPECIAL.sep, random.Random(seed)))
-    if nsp == 0:  # no random B: every document of 2+ tokens gives contiguous pairs (a lone sentence is cut in two)
+    contiguous = nsp == 0 or len(docs) == 1  # no random B (alone, a document has no other to draw one from)
+    if contiguous:  # every document of 2+ tokens gives contiguous pairs (a lone sentence is cut in two)
         assert {ex.doc_a for ex in examples} == {d for d, doc in enumerate(docs) if len(doc.ids) >= 2}
-    elif len(docs) > 1:  # every document gives pairs (alone, one whose chunks are single sentences gives none)
+    else:  # every document gives pairs
         assert {ex.doc_a for ex in examples} == set(range(len(docs)))
     originals = []
     for ex in examples:
@@ -237,7 +238,7 @@ def test_examples_are_well_formed_and_static_masks_stay_within_budget(docs, max_
         assert ids[0] == SPECIAL.cls and ids[ex.num_a_tokens - 1] == ids[-1] == SPECIAL.sep
         assert np.flatnonzero(np.isin(ids, SPECIAL.all)).tolist() == [0, ex.num_a_tokens - 1, n - 1]
         assert ex.is_random_next == (ex.doc_b != ex.doc_a)  # NSP label 1 exactly when B is elsewhere
-        cut = nsp == 0 and (ex.b_start, ex.b_end) == (ex.a_start, ex.a_end) == (ex.a_start, ex.chunk_end)
+        cut = contiguous and (ex.b_start, ex.b_end) == (ex.a_start, ex.a_end) == (ex.a_start, ex.chunk_end)
         assert ex.is_random_next or ex.b_start == ex.a_end or cut  # B follows A, or both are one sentence's parts
         assert not (nsp == 0 and ex.is_random_next)
         originals.append(ids.copy())

@@ -1,0 +1,116 @@
+"""What prepare.py's driver decides and holds, without a Ray cluster: the tokenizer-training sample (what it picks,
+and how much text reaches the driver) and the number of tokenizing tasks.
+
+Ray Data is replaced by a local stand-in that runs each work unit's function in this process and keeps what the
+functions return: those tables are what would cross the object store to the driver."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pyarrow as pa
+import pytest
+import ray
+
+from pipelines import prepare
+from pipelines.config import DataConfig, TokenizerConfig
+from pipelines.dedup import content_hashes
+from pipelines.examples import document_key
+from pipelines.layout import ShardLayout, fingerprint_inputs
+from pipelines.rejects import RejectLog
+from pipelines.spill import unit_documents
+from bert_core.config import ConfigError
+from pipelines.units import file_parts, group_units, target_bytes
+
+WORDS = "the of and a in to was is for on as by with he at from his an were are which this".split()
+K = 10
+
+
+class LocalDataset:
+    """ray.data's from_items -> map_batches -> iter_batches, run here; `returned` gets every mapped table."""
+
+    def __init__(self, batches: list[pa.Table], returned: list[pa.Table]):
+        self.batches, self.returned = batches, returned
+
+    def map_batches(self, fn, batch_size, batch_format, fn_args=(), fn_kwargs=None, **_):
+        out = [fn(b, *fn_args, **(fn_kwargs or {})) for b in self.batches]
+        self.returned.extend(out)
+        return LocalDataset(out, self.returned)
+
+    def iter_batches(self, batch_format, batch_size):
+        return iter(self.batches)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """12 JSON Lines files of 30 documents; every 4th document repeats an earlier one's text."""
+    rng, texts, files = random.Random(0), [], []
+    for f in range(12):
+        path = tmp_path / f"part-{f:02d}.jsonl"
+        with open(path, "w") as out:
+            for d in range(30):
+                if texts and d % 4 == 3:
+                    text = rng.choice(texts)
+                else:
+                    text = ". ".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(6)) + "."
+                    texts.append(text)
+                out.write(json.dumps({"text": text}) + "\n")
+        files.append(str(path))
+    cfg = DataConfig(sources=files, tokenizer=TokenizerConfig(sample_documents=K)).validate()
+    inputs = fingerprint_inputs(files)
+    return cfg, files, inputs, ShardLayout.plan(cfg, sum(i["bytes"] for i in inputs))
+
+
+def smallest_keys_less_duplicates(units: list[dict], cfg: DataConfig, layout: ShardLayout) -> list[str]:
+    """The sample's definition, over the whole corpus at once."""
+    docs = sorted(d for u in units for d in unit_documents(u, cfg, RejectLog()))
+    first = {}
+    for _, uid, text in sorted(docs, key=lambda d: d[1]):
+        first.setdefault(content_hashes([text])[0].tobytes(), uid)
+    train = sorted((document_key(cfg.seed, doc_id), uid, text) for doc_id, uid, text in docs
+                   if not layout.is_eval(document_key(cfg.seed, doc_id)))[:K]
+    return [text for _, uid, text in train if first[content_hashes([text])[0].tobytes()] == uid]
+
+
+@pytest.mark.parametrize("target", [1, 1 << 30])  # a unit a file; one unit of all
+def test_sample_is_the_k_smallest_keys_less_duplicates_and_only_its_texts_reach_the_driver(corpus, monkeypatch,
+                                                                                           target):
+    cfg, files, inputs, layout = corpus
+    units = group_units(file_parts(files, inputs, cfg, 1 << 30), target)
+    returned = []
+    monkeypatch.setattr(ray.data, "from_items", lambda items, override_num_blocks: LocalDataset(
+        [pa.Table.from_pylist([item]) for item in items], returned))
+    expected = smallest_keys_less_duplicates(units, cfg, layout)
+    assert 0 < len(expected) < K  # duplicates were among the k smallest keys
+
+    assert prepare._tokenizer_sample(units, cfg, layout) == expected
+    crossed = [text for table in returned if "text" in table.column_names
+               for texts in table.column("text").to_pylist() for text in texts]
+    assert len(crossed) <= K
+    assert sum(map(len, crossed)) <= sum(map(len, expected))  # ~one sample's bytes, not a unit's k documents each
+
+
+def test_tokenizing_tasks_default_to_the_clusters_cpus_and_an_explicit_count_stays(monkeypatch):
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0, "memory": 1e11})
+    default = prepare._with_tokenizing_tasks(DataConfig(sources=["x"]).validate())
+    assert default.num_workers == 16
+    assert target_bytes(default, 1 << 30) == (1 << 30) // (4 * 16)  # units sized for 16 tasks, 4 each
+    assert prepare._with_tokenizing_tasks(DataConfig(sources=["x"], num_workers=3)).num_workers == 3
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {})  # no CPU (yet) on an autoscaling cluster
+    assert prepare._with_tokenizing_tasks(DataConfig(sources=["x"])).num_workers == 1
+    with pytest.raises(ConfigError, match=r"data\.num_workers must be >= 0"):
+        DataConfig(sources=["x"], num_workers=-1).validate()
+
+
+def test_a_random_next_share_well_under_nsp_random_prob_is_reported_with_its_numbers():
+    """BooksCorpus as two one-sentence-a-line files: 8 MiB documents, 72 of 281 shards with one document."""
+    cfg = DataConfig(sources=["x"])
+    shards = {"train": [{"documents": 1}] * 72 + [{"documents": 3}] * 203, "eval": [{"documents": 2}] * 6}
+    counts = {"examples": 1000, "random_next": 370, "documents_kept": 693}
+    line = prepare._nsp_warning(cfg, counts, shards)
+    assert line.startswith("random-next pairs are 37.0% of examples (370 of 1000), not the 50% of "
+                           "data.nsp_random_prob: 72 of 281 shards hold one document")
+    assert "2.5 documents a shard" in line and "data.num_shards" in line
+    assert prepare._nsp_warning(cfg, {**counts, "random_next": 450}, shards) is None
+    assert prepare._nsp_warning(DataConfig(sources=["x"], nsp_random_prob=0.0), counts, shards) is None
