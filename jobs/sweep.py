@@ -33,7 +33,8 @@ if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make th
 from jobs.runtime import console  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
-from jobs.config.sweep import SweepConfig, load_sweep_config, tune_space  # noqa: E402
+from jobs.config.sweep import SweepConfig, load_sweep_config, max_evaluations, tune_space  # noqa: E402
+from jobs.search.outcome import RUN_STATUS, champion, scored, trial_status  # noqa: E402
 
 
 class SweepInterrupted(RuntimeError):
@@ -86,12 +87,16 @@ def run(cfg: SweepConfig) -> SweepResult:
     from jobs.workers.sweep_trial import TrialInputs
 
     ray.data.DataContext.get_current().enable_progress_bars = False
-    # features once, as Ray Data tasks (as the fine-tuning job's), materialized: every trial iterates the same blocks.
-    # The trials get train and select only: no evaluation row reaches a choice
+    # features once, as Ray Data tasks (as the fine-tuning job's), materialized: train in base.train.seed's order, and
+    # in another seed's for the trials of that seed (in_order). The trials get train and select only: no evaluation
+    # row reaches a choice
     train, select = _features(base, rows.train, init_dir), _features(base, rows.select, init_dir, evaluation=True)
+    in_order = seed_features(base, rows, init_dir)
     n_train, metric = train.count(), ft_tasks.main_metric(base.task)
+    evals = max_evaluations(cfg, n_train)  # refuses an ASHA grace period above it, before the parent run and trials
     print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
-          f"{sorted(cfg.search_space)}; {n_train:,} train features; main metric {metric}", flush=True)
+          f"{sorted(cfg.search_space)}; {n_train:,} train features, at most {evals} evaluations a trial; "
+          f"main metric {metric}", flush=True)
     from ray import tune
 
     from jobs.registry.sweep_parent import parent_run
@@ -99,14 +104,16 @@ def run(cfg: SweepConfig) -> SweepResult:
     parent_id, experiment_id = parent_run(cfg, base, tracking_uri, task_data=(
         ft_tasks.data_source(ft.task), ft_tasks.rows_digest(rows)), data_tags=ft_tasks.split_tags(rows),
         restoring=tune.Tuner.can_restore(str(out_dir)))  # the search's experiment: fit() restores it
+    searched = cfg.search_space.get("train.seed", {}).get("values", [])
     data = TrialInputs(base, train, select, n_train, rows.select,
                        {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}, tracking_uri,
                        experiment_id, parent_id, cfg.name, threads=cfg.cpus_per_trial,
                        checkpoint_every=cfg.checkpoint_every, faults=cfg.faults,
-                       kill_marker=str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial"))
+                       kill_marker=str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial"),
+                       seed_train=orders(searched, base.train.seed, in_order))
     with tracking.ending(tracking_uri, parent_id):  # any other error: the parent ends FAILED, with it named
         try:
-            result = search_and_seeds(cfg, base, data, rows, tracking_uri, parent_id, out_dir)
+            result = search_and_seeds(cfg, base, data, rows, tracking_uri, parent_id, out_dir, in_order)
         except SweepInterrupted:
             from mlflow.tracking import MlflowClient
 
@@ -117,8 +124,9 @@ def run(cfg: SweepConfig) -> SweepResult:
 
 
 def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, parent_id: str,
-                     out_dir: Path) -> SweepResult:
-    """The search (table, plot, best configuration on the parent run), then the seed re-run of the best."""
+                     out_dir: Path, in_order) -> SweepResult:
+    """The search (table, plot, best configuration on the parent run), then the seed re-run of the best.
+    `in_order(seed)`: the train features in that seed's order (seed_features)."""
     from jobs.loops import ft_tasks
 
     metric = ft_tasks.main_metric(base.task)
@@ -139,10 +147,7 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
     print("\n".join(["", rule, f"trials           {table_path}", pd.DataFrame(table).to_string(index=False), rule]),
           flush=True)
 
-    from jobs.workers.sweep_trial import at_best
-
-    best_config, best_score, schedule = at_best(grid.get_best_result(metric="score", mode="max", scope="all"),
-                                                cfg.search_space)
+    best_config, best_score, schedule = champion(grid, cfg.search_space)
     client.log_batch(parent_id, metrics=_metrics({"best_trial_score": best_score}))
     client.set_tag(parent_id, "best_config", str(best_config))
     if schedule:
@@ -152,7 +157,7 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
                          mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
     if cfg.seeds.count:
         majority = ft_tasks.majority_baseline(base.task, rows.select)
-        seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows)
+        seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows, in_order)
     client.set_terminated(parent_id, "FINISHED")
     return result
 
@@ -162,23 +167,31 @@ def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: 
     restored instead. Raises SweepInterrupted when it stops with trials unfinished."""
     from ray import tune
 
-    storage = Path(cfg.finetune.output_dir).resolve()
+    from jobs.search.schedulers import scheduler, search_algorithm
     from jobs.workers.sweep_trial import trial
+
+    storage = Path(cfg.finetune.output_dir).resolve()
 
     trainable = tune.with_resources(tune.with_parameters(trial, data=data),
                                     {"cpu": cfg.cpus_per_trial, "gpu": cfg.gpus_per_trial})
     path = storage / name
     if tune.Tuner.can_restore(str(path)):
         print(f"[sweep] resuming {name} from {path}", flush=True)
+        if search:  # Tune restores the scheduler as it was made: none of its decisions so far
+            print("[sweep] warning: " + (
+                "ASHA's rungs are rebuilt from the restored trials' reports" if cfg.scheduler == "asha" else
+                "PBT's history starts over: its trials' scores, quantiles and last perturbations are forgotten, "
+                "and its random choices restart from pbt.seed") + "; trials resume from their last checkpoints",
+                  flush=True)
         grid = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
                                   resume_errored=False).fit()
     else:
-        alg = _search(cfg, path) if search else None
+        alg = search_algorithm(cfg, path) if search else None
         # a variant generator limits itself (Tune ignores max_concurrent_trials for one, and warns)
         limit = None if alg is not None and cfg.search != "optuna" else cfg.max_concurrent
         tune_config = tune.TuneConfig(metric="score", mode="max", num_samples=cfg.num_samples if search else 1,
-                                      max_concurrent_trials=limit, reuse_actors=True,
-                                      scheduler=_scheduler(cfg) if search else None, search_alg=alg)
+                                      max_concurrent_trials=limit, reuse_actors=True, search_alg=alg,
+                                      scheduler=scheduler(cfg, data.train_features) if search else None)
         run_config = tune.RunConfig(name=name, storage_path=str(storage),
                                     # PBT restores a donor's checkpoint some reports after choosing it
                                     checkpoint_config=tune.CheckpointConfig(
@@ -203,52 +216,12 @@ def _unfinished(path: Path, expected: int) -> int:
     return max(0, expected - len(trials)) + sum(t.status in ("PENDING", "RUNNING", "PAUSED") for t in trials)
 
 
-def _scheduler(cfg: SweepConfig):
-    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
-
-    if cfg.scheduler == "asha":
-        return ASHAScheduler(time_attr="training_iteration", max_t=cfg.max_evals or 100,
-                             grace_period=cfg.asha.grace_period, reduction_factor=cfg.asha.reduction_factor)
-    p, space = cfg.pbt, tune_space(cfg)
-    return PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=p.perturbation_interval,
-                                   quantile_fraction=p.quantile_fraction,
-                                   resample_probability=p.resample_probability,
-                                   hyperparam_mutations={k: space[k] for k in p.mutate})
-
-
-def optuna_storage(path: Path) -> str:
-    """Where a sweep's Optuna study lives: SQLite beside Tune's results (optuna-dashboard opens it)."""
-    return f"sqlite:///{path / 'optuna.db'}"
-
-
-def _search(cfg: SweepConfig, path: Path):
-    if cfg.search == "optuna":
-        import optuna
-        from ray.tune.search.optuna import OptunaSearch
-
-        path.mkdir(parents=True, exist_ok=True)
-        # a new search (Tune found nothing to restore): a study left by an attempt that died before Tune saved its
-        # state would hand TPE trials of that attempt, some forever RUNNING
-        (path / "optuna.db").unlink(missing_ok=True)
-        sampler = optuna.samplers.TPESampler(seed=cfg.search_seed, n_startup_trials=cfg.optuna.startup_trials)
-        return OptunaSearch(sampler=sampler, study_name=cfg.name,
-                            storage=optuna.storages.RDBStorage(optuna_storage(path)))
-    from ray.tune.search import BasicVariantGenerator
-
-    return BasicVariantGenerator(random_state=cfg.search_seed, max_concurrent=cfg.max_concurrent)
-
-
-# A trial's MLflow run status from its row's status. A trial the scheduler stopped did not complete its
-# budget and did not fail: KILLED (MLflow's "ended before it finished"), with tag tune_status=stopped early.
-RUN_STATUS = {"finished": "FINISHED", "stopped early": "KILLED", "failed": "FAILED"}
-
-
 def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> list[dict]:
     """One row per trial; also ends every trial's MLflow run with Tune's verdict: a trial stopped by the
     scheduler had its thread ended mid-run (it cannot end its own run), a failed one may have died unseen."""
     from mlflow.tracking import MlflowClient
 
-    from jobs.workers.sweep_trial import at_best
+    from jobs.workers.sweep_trial import at_best, by_step
 
     client = MlflowClient(tracking_uri)
     runs = {r.data.tags.get("trial_id"): r for r in client.search_runs(
@@ -260,20 +233,14 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
             (t for t in runs if t and t in Path(str(result.path)).name), "")
         df = result.metrics_dataframe
         reported = df is not None and len(df) and "score" in df
-        last = result.metrics or {}
-        if result.error:
-            status = "failed"
-        elif reported and last.get("step", 0) < last.get("total_steps", 0):
-            status = "stopped early"
-        else:
-            status = "finished"
+        df = by_step(df) if reported else df  # a step reported again after a restart counts once
+        last, status = result.metrics or {}, trial_status(result)
         mlflow_run = runs.get(trial_id)
         if mlflow_run is not None:  # Tune's verdict settles the run's status (see RUN_STATUS)
             client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
             client.set_tag(mlflow_run.info.run_id, "tune_status", status)
-        scored = reported and df["score"].notna().any()
         rows.append({"trial_id": trial_id, "status": status,
-                     **(at_best(result, cfg.search_space)[0] if scored
+                     **(at_best(result, cfg.search_space)[0] if scored(df)
                         else {k: result.config.get(k) for k in cfg.search_space}),
                      "best": float(df["score"].max()) if reported else float("nan"),
                      "evaluations": int(len(df)) if reported else 0, "last_step": int(last.get("step", 0)),
@@ -295,10 +262,13 @@ def plot(grid, metric: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from jobs.workers.sweep_trial import by_step
+
     fig, ax = plt.subplots(figsize=(8, 5))
     for result in grid:
         df = result.metrics_dataframe
         if df is not None and len(df) and "score" in df:
+            df = by_step(df)  # a step reported again after a restart: its last report
             ax.plot(df["step"], df["score"], marker="o", label=str(result.metrics.get("trial_id", ""))[:12])
     ax.set_xlabel("training step")
     ax.set_ylabel(metric)
@@ -310,9 +280,10 @@ def plot(grid, metric: str, path: Path) -> None:
 
 
 def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result: SweepResult, client,
-              out_dir: Path, rows) -> None:
+              out_dir: Path, rows, in_order) -> None:
     """The best configuration over `seeds.count` seeds; degenerate runs (one predicted class, or no better than
-    the majority class) are reported and replaced by new seeds, at most `seeds.max_reseeds` times."""
+    the majority class) are reported and replaced by new seeds, at most `seeds.max_reseeds` times. Each seed's run
+    trains on the features in its own seed's order (`in_order`), as jobs/finetune.py with that train.seed would."""
     from ray import tune
 
     from jobs.loops import ft_tasks
@@ -324,7 +295,8 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     while want:
         seeds = list(range(next_seed, next_seed + want))
         next_seed += want
-        grid = fit(cfg, f"{cfg.name}-seeds-{round_}", data, {**fixed, "train.seed": tune.grid_search(seeds)},
+        ordered = dataclasses.replace(data, seed_train=orders(seeds, data.base.train.seed, in_order))
+        grid = fit(cfg, f"{cfg.name}-seeds-{round_}", ordered, {**fixed, "train.seed": tune.grid_search(seeds)},
                    search=False, expected=len(seeds))
         bad = 0
         for r in grid:
@@ -373,6 +345,21 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     result.mlflow.update(info, median_run_id=median_run_id)
     print(f"[seeds] {result.metric}: {spread}; median run seed {result.seeds['median_seed']} ({score:.4f})"
           + (f"; {len(degenerate)} degenerate run(s) re-seeded" if degenerate else ""), flush=True)
+
+
+def seed_features(base, rows, init_dir: Path):
+    """seed -> the train split's features shuffled by that train.seed, made by jobs/finetune.py's own _features:
+    the global order a fine-tune with that seed trains in (the trials' local shuffle buffer alone would leave every
+    seed on the base seed's order, and the seed spread would understate the variance)."""
+    from jobs.finetune import _features
+
+    return lambda seed: _features(dataclasses.replace(base, train=dataclasses.replace(base.train, seed=seed)),
+                                  rows.train, init_dir)
+
+
+def orders(seeds, base_seed: int, in_order) -> dict:
+    """TrialInputs.seed_train for trials of these seeds: base_seed's order is the shared train features already."""
+    return {int(s): in_order(int(s)) for s in dict.fromkeys(seeds) if int(s) != base_seed}
 
 
 def _degenerate(r, majority: float) -> tuple[str, float]:

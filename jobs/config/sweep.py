@@ -12,6 +12,7 @@ the field and the allowed values. `tune_space` turns the validated space into Ra
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,11 @@ SEARCHABLE = {"optim.lr": float, "optim.weight_decay": float, "optim.warmup_rati
 DISTRIBUTIONS = ("loguniform", "uniform", "choice", "grid")
 SCHEDULERS = ("asha", "pbt")
 SEARCHES = ("random", "grid", "optuna")
+# Fields PBT may not mutate: a trial restored from a donor's checkpoint goes on from the donor's data position and
+# learning-rate schedule, which these fields define (the field -> why)
+PBT_FIXED = {"train.batch_size": "the donor's epoch position counts batches of its own size",
+             "train.epochs": "it sets the total steps, and with them the learning-rate schedule in progress",
+             "train.seed": "it sets the data order the donor's epoch position is a place in"}
 
 
 @dataclass
@@ -40,7 +46,7 @@ class PbtConfig:
     quantile_fraction: float = 0.25  # the bottom share copies a top-share trial's checkpoint
     resample_probability: float = 0.25  # explore: resample from the space instead of perturbing
     mutate: list[str] = field(default_factory=lambda: ["optim.lr", "optim.weight_decay"])  # searched fields PBT changes
-    seed: int = 0  # PBT's own random choices
+    seed: int = 0  # seeds PBT's own random choices: which top trial to copy, how to perturb (jobs/sweep.SeededPBT)
 
 
 @dataclass
@@ -68,7 +74,8 @@ class SweepConfig:
     max_concurrent: int = 2  # trials running at once
     cpus_per_trial: float = 1.0  # each trial fine-tunes in-process on one worker
     gpus_per_trial: float = 0.0
-    max_evals: int = 0  # evaluations per trial (ASHA's max_t); 0 = what the fine-tuning config's steps give
+    # evaluations per trial (ASHA's max_t); 0 = the most a trial of the space makes (max_evaluations)
+    max_evals: int = 0
     # evaluations between a trial's checkpoints (weights + optimizer: 3x the model), and always the last one;
     # PBT exploits only checkpoints, so pbt.perturbation_interval must be a multiple of it
     checkpoint_every: int = 1
@@ -106,6 +113,13 @@ class SweepConfig:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.asha.grace_period < 1 or self.asha.reduction_factor <= 1:
             raise ConfigError("asha.grace_period must be >= 1 and asha.reduction_factor > 1")
+        if self.scheduler == "asha" and self.max_evals and self.asha.grace_period > self.max_evals:
+            raise ConfigError(f"asha.grace_period ({self.asha.grace_period}) must be <= max_evals ({self.max_evals}): "
+                              "no trial may be stopped before it has made that many evaluations")
+        if self.scheduler == "pbt" and self.search == "optuna":
+            raise ConfigError("scheduler pbt cannot run with search optuna: PBT makes new configurations itself "
+                              "(exploit and explore) and Ray Tune refuses a search algorithm beside it; use search "
+                              "random or grid, or scheduler asha")
         p = self.pbt
         if p.perturbation_interval < 1 or not 0 < p.quantile_fraction <= 0.5 or not 0 <= p.resample_probability <= 1:
             raise ConfigError("pbt.perturbation_interval must be >= 1, pbt.quantile_fraction in (0, 0.5], "
@@ -140,6 +154,11 @@ class SweepConfig:
             if not p.mutate or bad:
                 raise ConfigError(f"pbt.mutate must name searched, non-grid fields of search_space "
                                   f"{sorted(self.search_space)}, got {p.mutate}")
+            fixed = [k for k in p.mutate if k in PBT_FIXED]
+            if fixed:
+                raise ConfigError(f"pbt.mutate cannot take {fixed[0]}: {PBT_FIXED[fixed[0]]}, so a trial restored "
+                                  f"with it changed would train on a wrong place or schedule; PBT may mutate "
+                                  f"{sorted(set(SEARCHABLE) - set(PBT_FIXED))}")
         return self
 
     def _validate_space(self) -> None:
@@ -246,6 +265,29 @@ def _join_fields(space: dict, prefix: str = "") -> dict:
         else:
             out[name] = value
     return out
+
+
+def max_evaluations(cfg: SweepConfig, train_features: int) -> int:
+    """ASHA's max_t: max_evals, else the most evaluations a trial of the space makes over `train_features` (the
+    smallest batch size, the most epochs; evaluated as jobs/loops/finetune.py does: every train.eval_every_steps
+    steps, else every epoch, and always the last step). Refuses an asha.grace_period above it."""
+    t = cfg.finetune.train
+
+    def values(key: str, default: int) -> list[int]:
+        spec = cfg.search_space.get(key)
+        return [int(v) for v in spec["values"]] if spec else [default]
+
+    def evaluations(batch_size: int, epochs: int) -> int:
+        per_epoch = max(1, math.ceil(train_features / batch_size))
+        total = min(per_epoch * epochs, t.max_steps) if t.max_steps else per_epoch * epochs
+        return math.ceil(total / (t.eval_every_steps or per_epoch))
+
+    most = cfg.max_evals or max(evaluations(b, e) for b in values("train.batch_size", t.batch_size)
+                                for e in values("train.epochs", t.epochs))
+    if cfg.scheduler == "asha" and cfg.asha.grace_period > most:
+        raise ConfigError(f"asha.grace_period ({cfg.asha.grace_period}) must be <= the evaluations a trial makes "
+                          f"({most}: {train_features:,} train features, finetune.train and the searched fields)")
+    return most
 
 
 def tune_space(cfg: SweepConfig) -> dict:

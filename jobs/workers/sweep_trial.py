@@ -6,13 +6,13 @@ every trial of a phase shares, once in the object store. The trial's sampled hyp
 
 A trial is a fine-tune with Tune's report: the loop (evaluation cadence, best, patience, the non-finite policy)
 is jobs/loops/finetune.py's, as the fine-tuning worker's is; this module supplies batches, the report and the
-checkpoint. Every trial iterates the same materialized train features (Ray Data, made once by the driver), in
-its own seed's order. Every evaluation reports the select split's metrics (`score` = the task's main metric; a
-trial never sees the evaluation split) and the searched fields it was made under (`hp/<field>`), every
-`checkpoint_every`-th and the last with a Tune checkpoint of the whole training state (the engine's DeepSpeed
-checkpoint: weights, optimizer moments, step; the loop's state), which PBT exploits and a resumed sweep continues
-from; ASHA needs only the metrics. Training runs on the engine pretraining and fine-tuning use
-(jobs/engine/data_parallel.py), in a one-rank process group. On a restore the
+checkpoint. Every trial iterates materialized train features (Ray Data, made by the driver), shuffled as a fine-tune
+with its train.seed shuffles them (TrialInputs.seed_train), then locally by that seed. Every evaluation reports the
+select split's metrics (`score` = the task's main metric; a trial never sees the evaluation split) and the
+searched fields it was made under (`hp/<field>`), every `checkpoint_every`-th and the last with a Tune checkpoint of
+the whole training state (the engine's DeepSpeed checkpoint: weights, optimizer moments, step; the loop's state),
+which PBT exploits and a resumed sweep continues from; ASHA needs only the metrics. Training runs on the engine
+pretraining and fine-tuning use (jobs/engine/data_parallel.py), in a one-rank process group. On a restore the
 weights, the optimizer moments and the loop's place come from the checkpoint, while the learning rate, weight
 decay and schedule come from this trial's (possibly mutated) config (ray#36660: a restored optimizer state would
 otherwise bring the donor's hyperparameters back).
@@ -61,6 +61,9 @@ class TrialInputs:
     export: bool = False  # the seed phase: the last checkpoint holds the best model in HF format (`best/`)
     faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: faults.kill_trial_at_step
     kill_marker: str = ""  # where the trial kill remembers it happened (once per sweep)
+    # train.seed -> the train features in that seed's global order (jobs/sweep.seed_features), for the seeds trials
+    # of this phase use other than base's (`train` is in base.train.seed's order)
+    seed_train: dict = field(default_factory=dict)
 
 
 def trial(config: dict, data: TrialInputs) -> None:
@@ -182,7 +185,7 @@ class TrialRun:
     def _epoch_batches(self, epoch: int, taken: int):
         """The train features of `epoch` in this trial's order (its seed's), less the `taken` before a restore."""
         t = self.cfg.train
-        return skip(self.data.train.iter_batches(
+        return skip(self.data.seed_train.get(t.seed, self.data.train).iter_batches(
             batch_size=t.batch_size, batch_format="numpy", local_shuffle_buffer_size=4 * t.batch_size,
             local_shuffle_seed=t.seed + 7919 * epoch), taken)
 
@@ -219,6 +222,8 @@ class TrialRun:
         groups = self.engine.optimizer.param_groups
         report = {**record, **hp, "score": record[self.loop.metric], "total_steps": self.total,
                   "pred_classes": self.pred_classes, "restored_from": self.restored_from, "seed": self.cfg.train.seed,
+                  # the trial's own patience ended it (train.patience): a normal end, not the scheduler's stop
+                  "patience_stopped": self.loop.stopped,
                   # the peak lr and decay the optimizer trains with; after a PBT exploit, this trial's mutated
                   # values (a restored optimizer state carries the donor's)
                   "optimizer_lr": groups[0]["initial_lr"], "optimizer_weight_decay": groups[0]["weight_decay"]}
@@ -246,7 +251,7 @@ def at_best(result, fields) -> tuple[dict, float, str]:
     PBT schedule that led there. Not Result.config: that is the trial's last report's config, and PBT sets a trial's
     config anew at each exploit or explore, so a trial that peaked and was then perturbed would pair its best score
     with a later config, which the seed runs would then retrain with."""
-    df, trial = result.metrics_dataframe.reset_index(drop=True), (result.metrics or {}).get("trial_id", result.path)
+    df, trial = by_step(result.metrics_dataframe), (result.metrics or {}).get("trial_id", result.path)
     if not df["score"].notna().any():
         raise ValueError(f"trial {trial} reported no select score")
     at = int(df["score"].idxmax())
@@ -256,6 +261,12 @@ def at_best(result, fields) -> tuple[dict, float, str]:
         [f"continued from the weights of trial(s) {', '.join(donors)}"] if donors else [])
     schedule = f"PBT schedule: in effect at step {int(df['step'][at])}; the trial {' and '.join(history)}"
     return config, float(df["score"][at]), schedule if history else ""
+
+
+def by_step(df):
+    """A trial's reports, one per evaluated step in step order: a trial restarted from an earlier checkpoint reports
+    the steps after it again, and the last report of a step wins (the one its later evaluations follow from)."""
+    return df.drop_duplicates("step", keep="last").sort_values("step", kind="stable").reset_index(drop=True)
 
 
 def _config_of(df, at: int, fields, trial: str) -> dict:

@@ -242,7 +242,7 @@ def test_optuna_sweep_interrupted_then_resumed(ray_tmp, tiny, capsys):
     # third proposed by TPE after the two random start-up trials, across the interrupt
     import optuna
 
-    from jobs.sweep import optuna_storage
+    from jobs.search.schedulers import optuna_storage
 
     study = optuna.load_study(study_name="optuna", storage=optuna_storage(storage))
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]

@@ -1,6 +1,9 @@
 """The sweep's best configuration is the one in effect at the best evaluation, not the best trial's last (PBT mutates
-a trial's config in place), read from the rows Tune keeps of each report (no Tune run)."""
+a trial's config in place), read from the rows Tune keeps of each report (no Tune run); the champion is a trial that
+did not fail; a step reported again after a restart counts once; a trial its own patience ended is finished; each seed
+run trains in its seed's global order."""
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,7 +26,7 @@ def reports(monkeypatch, *steps):
         trial = SimpleNamespace(
             params=params, logger=SimpleNamespace(log=lambda *a, **k: None), total=100, pred_classes=2,
             restored_from=donor, cfg=SimpleNamespace(train=SimpleNamespace(seed=0)),
-            loop=SimpleNamespace(metric="select/f1"),
+            loop=SimpleNamespace(metric="select/f1", stopped=False),
             engine=SimpleNamespace(optimizer=SimpleNamespace(param_groups=[{"initial_lr": lr, "weight_decay": 0.01}])))
         sweep_trial.TrialRun._report(trial, {"step": step, "select/f1": score}, checkpoint=False, final=False)
         sent[-1].update(trial_id="a_00000", config=params)
@@ -78,3 +81,114 @@ def test_reports_without_hp_fall_back_to_tunes_config_columns_and_neither_is_an_
     result.metrics_dataframe = result.metrics_dataframe.drop(columns=["config/optim.lr"])
     with pytest.raises(ValueError, match="trial a_00000: report 0 carries neither hp/optim.lr nor config/optim.lr"):
         at_best(result, FIELDS)
+
+
+def scored(steps, error=None, **last):
+    """A trial's Result from its (step, score) reports, in the order made; `last` added to its last report."""
+    from ray.tune import Result
+
+    rows = [{"step": st, "score": sc, "select/f1": sc, "hp/optim.lr": 3e-5, "hp/train.batch_size": 16,
+             "restored_from": "", "total_steps": 40, "trial_id": f"t{len(steps)}"} for st, sc in steps]
+    rows[-1].update(last)
+    return Result(metrics=rows[-1], checkpoint=None, error=error, path="/nonexistent",
+                  metrics_dataframe=pd.DataFrame(rows))
+
+
+def test_the_champion_is_the_best_trial_that_did_not_fail():
+    from jobs.search.outcome import champion
+
+    diverged = scored([(10, 0.95), (20, 0.96)], error=FloatingPointError("non-finite loss"))  # best, then NaN
+    healthy, low = scored([(10, 0.8), (20, 0.9), (30, 0.85)]), scored([(10, 0.5)])
+    assert champion([diverged, healthy, low], FIELDS)[1] == 0.9
+    with pytest.raises(RuntimeError, match="no trial ended without an error"):
+        champion([diverged], FIELDS)
+
+
+def test_a_trial_its_own_patience_ended_is_finished_not_stopped_by_the_scheduler(monkeypatch):
+    from jobs.search.outcome import RUN_STATUS, trial_status
+
+    sent = reports(monkeypatch, (10, 0.9, 3e-5, ""))
+    assert sent[-1]["patience_stopped"] is False  # every report says whether the loop's patience ended the trial
+    patience = scored([(10, 0.9), (20, 0.8)], patience_stopped=True)  # step 20 of 40
+    assert trial_status(patience) == "finished (patience)" and RUN_STATUS["finished (patience)"] == "FINISHED"
+    assert trial_status(scored([(10, 0.9), (20, 0.8)], patience_stopped=False)) == "stopped early"
+    assert trial_status(scored([(10, 0.9), (40, 0.8)])) == "finished"
+
+
+def test_steps_reported_again_after_a_restart_count_once_and_the_last_report_wins(monkeypatch, tmp_path):
+    from jobs import sweep
+    from jobs.workers.sweep_trial import at_best
+
+    # checkpoint at 20; reported 30 (0.9), died; restarted from 20, reported 30 again (0.7) and 40 (0.8)
+    result = scored([(10, 0.5), (20, 0.6), (30, 0.9), (30, 0.7), (40, 0.8)])
+    assert at_best(result, FIELDS)[1] == 0.8  # 0.9 was made by weights the run no longer went on from
+
+    class Client:  # the MLflow calls trial_table makes: one trial run, its status set
+        def __init__(self, uri):
+            self.ended = {}
+
+        def get_run(self, run_id):
+            return SimpleNamespace(info=SimpleNamespace(experiment_id="1"))
+
+        def search_runs(self, experiments, filter_string):
+            return [SimpleNamespace(data=SimpleNamespace(tags={"trial_id": "t5"}), info=SimpleNamespace(run_id="r"))]
+
+        def set_terminated(self, run_id, status):
+            self.ended[run_id] = status
+
+        def set_tag(self, *args):
+            pass
+
+    monkeypatch.setattr("mlflow.tracking.MlflowClient", Client)
+    cfg = SimpleNamespace(search_space=FIELDS)
+    row, = sweep.trial_table(cfg, [result], "sqlite:///unused.db", "parent")
+    assert row["evaluations"] == 4 and row["best"] == 0.8 and row["status"] == "finished"
+    from matplotlib.axes import Axes
+
+    plotted, draw = [], Axes.plot
+    monkeypatch.setattr(Axes, "plot", lambda self, x, y, **k: plotted.append(list(x)) or draw(self, x, y, **k))
+    sweep.plot([result], "select/f1", tmp_path / "trials.png")
+    assert plotted == [[10, 20, 30, 40]]
+
+
+def test_each_seed_run_trains_in_its_own_seeds_global_order_as_finetune_makes_it(monkeypatch):
+    from ray.tune import Result
+
+    from jobs import sweep
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.config.sweep import SweepConfig
+    from jobs.workers.sweep_trial import TrialInputs, TrialRun
+
+    made = []  # jobs/finetune._features, the fine-tune's own shuffle: called with each seed's config
+    monkeypatch.setattr("jobs.finetune._features", lambda cfg, rows, init_dir: made.append(cfg.train.seed) or
+                        f"features in seed {cfg.train.seed}'s order")
+    base = FinetuneConfig()
+    in_order = sweep.seed_features(base, SimpleNamespace(train=["rows"]), Path("/init"))
+    assert in_order(1003) == "features in seed 1003's order" and base.train.seed != 1003  # base left as it was
+    cfg = SweepConfig(name="s", finetune=base)
+    cfg.seeds.count, cfg.seeds.first_seed, cfg.seeds.max_reseeds = 3, base.train.seed, 0
+    given = []
+
+    def fit(cfg, name, data, space, search, expected):  # every seed run fails: nothing after the round to mock
+        given.append(data)
+        return [Result(metrics={"config": {"train.seed": s}}, checkpoint=None, error=RuntimeError("x"),
+                       path="/nonexistent", metrics_dataframe=None) for s in space["train.seed"]["grid_search"]]
+
+    monkeypatch.setattr(sweep, "fit", fit)
+    data = TrialInputs(base, "features in the base seed's order", None, 10, [], {}, "", "", "p", "s")
+    sweep.seed_runs(cfg, data, {}, 0.5, SimpleNamespace(seeds={}), None, Path("/out"), None, in_order)
+    s0 = base.train.seed
+    assert given[0].seed_train == {s0 + 1: f"features in seed {s0 + 1}'s order",
+                                   s0 + 2: f"features in seed {s0 + 2}'s order"}  # the base seed's: `train` itself
+    # a trial reads the features of its own seed; one of the base seed reads the shared ones
+    read = []
+
+    def reader(name):
+        return SimpleNamespace(iter_batches=lambda **kwargs: read.append(name) or [])
+
+    monkeypatch.setattr("jobs.workers.sweep_trial.skip", lambda batches, taken: batches)
+    ordered = dataclasses.replace(given[0], train=reader("base"), seed_train={s0 + 2: reader(s0 + 2)})
+    for seed in (s0, s0 + 2):
+        run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(batch_size=4, seed=seed)), data=ordered)
+        TrialRun._epoch_batches(run, 0, 0)
+    assert read == ["base", s0 + 2]

@@ -42,6 +42,11 @@ def test_overrides_reach_dotted_search_space_fields():
     ("search=grid", "search grid needs every field of type grid"),
     ("num_samples=0", "num_samples must be >= 1"),
     ("pbt.mutate=[train.seed]", "pbt.mutate must name searched, non-grid fields"),
+    # a trial restored from a donor goes on from the donor's data position and schedule
+    ("pbt.mutate=[optim.lr,train.batch_size]", "pbt.mutate cannot take train.batch_size: the donor's epoch position "
+                                               "counts batches of its own size"),
+    (("max_evals=3", "asha.grace_period=4"), "asha.grace_period (4) must be <= max_evals (3)"),
+    (("scheduler=pbt", "search=optuna"), "scheduler pbt cannot run with search optuna"),
     ("finetune.optim.lr=-1", "finetune.optim.lr must be > 0"),
     ("finetune.init=", "finetune.init must name a starting checkpoint"),
     ("checkpoint_every=0", "checkpoint_every must be >= 1"),
@@ -56,11 +61,13 @@ def test_overrides_reach_dotted_search_space_fields():
     ("gpus_per_trial=1", "gpus_per_trial=1 with finetune.scaling.use_gpu=false"),
 ])
 def test_bad_configs_fail_before_ray_with_the_field_named(override, message):
+    """The override (or the tuple of them) fails with `message`."""
     import ray
 
-    extra = ["scheduler=pbt"] if override.startswith(("pbt.", "checkpoint_every=2")) else []
+    overrides = override if isinstance(override, tuple) else (override,)
+    extra = ["scheduler=pbt"] if overrides[0].startswith(("pbt.", "checkpoint_every=2")) else []
     with pytest.raises(ConfigError) as err:
-        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *extra, override])
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *extra, *overrides])
     assert message in str(err.value) and "\n" not in str(err.value)  # one line
     assert not ray.is_initialized()
 

@@ -1,0 +1,42 @@
+"""A sweep's verdict on its trials: each trial's status (failed, stopped by the scheduler, ended by its own
+patience, finished), the MLflow run status that follows from it, and the champion among the trials that did not
+fail. Used by jobs/sweep.py."""
+
+from __future__ import annotations
+
+
+# A trial's MLflow run status from its row's status. A trial the scheduler stopped did not complete its
+# budget and did not fail: KILLED (MLflow's "ended before it finished"), with tag tune_status=stopped early.
+# One its own patience (train.patience) ended made its normal end: FINISHED, tag tune_status=finished (patience).
+RUN_STATUS = {"finished": "FINISHED", "finished (patience)": "FINISHED", "stopped early": "KILLED",
+              "failed": "FAILED"}
+
+
+def champion(results, fields) -> tuple[dict, float, str]:
+    """at_best of the trial with the best select score among those that ended without an error (a trial that
+    scored well, then diverged and failed, is not a champion; Tune's get_best_result looks at no status)."""
+    from jobs.workers.sweep_trial import at_best
+
+    best = [at_best(r, fields) for r in results if not r.error and scored(r.metrics_dataframe)]
+    if not best:
+        raise RuntimeError("no trial ended without an error and with a select score: nothing to choose from "
+                           "(see the trials table for each one's status and error)")
+    return max(best, key=lambda b: b[1])
+
+
+def scored(df) -> bool:
+    return df is not None and len(df) > 0 and "score" in df and bool(df["score"].notna().any())
+
+
+def trial_status(result) -> str:
+    """The row status of a trial from Tune's result: failed (an error), stopped early (by the scheduler, before
+    its last step), finished (patience) (its own train.patience ended it) or finished."""
+    last = result.metrics or {}
+    if result.error:
+        return "failed"
+    if last.get("patience_stopped"):
+        return "finished (patience)"
+    df = result.metrics_dataframe
+    if df is not None and len(df) and "score" in df and last.get("step", 0) < last.get("total_steps", 0):
+        return "stopped early"
+    return "finished"

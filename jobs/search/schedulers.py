@@ -1,0 +1,148 @@
+"""A sweep's search on the driver: Tune's trial schedulers and search algorithms, as the sweep config makes them.
+
+PBT mutates only inside the search space (a choice moves among its values, a float range is clipped to its bounds)
+and draws from a generator of its own, seeded by pbt.seed; ASHA stops trials at rungs of the evaluations a trial
+makes, and rebuilds its rungs from the trials' reports when a sweep is resumed (Tune restores a scheduler as it
+was made, empty). Used by jobs/sweep.py; the trial itself is jobs/workers/sweep_trial.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from ray.air.constants import EXPR_RESULT_FILE
+from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+from jobs.config.sweep import SweepConfig, max_evaluations
+
+
+def scheduler(cfg: SweepConfig, train_features: int):
+    """The search's trial scheduler: ASHA over the evaluations a trial makes (max_evaluations), or seeded PBT
+    mutating inside the search space."""
+    if cfg.scheduler == "asha":
+        return ResumableASHA(time_attr="training_iteration", max_t=max_evaluations(cfg, train_features),
+                             grace_period=cfg.asha.grace_period, reduction_factor=cfg.asha.reduction_factor)
+    p = cfg.pbt
+    return SeededPBT(p.seed, time_attr="training_iteration", perturbation_interval=p.perturbation_interval,
+                     quantile_fraction=p.quantile_fraction, resample_probability=p.resample_probability,
+                     **pbt_mutations(cfg))
+
+
+def pbt_mutations(cfg: SweepConfig) -> dict:
+    """PBT's hyperparam_mutations and custom_explore_fn, inside the search space: a choice is its list of values
+    (explore moves to a neighbouring value or resamples one), a float range a resampler with a clip to [low, high]
+    (explore multiplies by 1.2 or 0.8, which a Tune domain would let leave the range)."""
+    mutations, bounds = {}, {}
+    for key in cfg.pbt.mutate:
+        spec = cfg.search_space[key]
+        if spec["type"] == "choice":
+            mutations[key] = list(spec["values"])
+        else:
+            mutations[key] = Resample(spec["low"], spec["high"], log=spec["type"] == "loguniform")
+            bounds[key] = (spec["low"], spec["high"])
+    return {"hyperparam_mutations": mutations, "custom_explore_fn": Clip(bounds) if bounds else None}
+
+
+def optuna_storage(path: Path) -> str:
+    """Where a sweep's Optuna study lives: SQLite beside Tune's results (optuna-dashboard opens it)."""
+    return f"sqlite:///{path / 'optuna.db'}"
+
+
+def search_algorithm(cfg: SweepConfig, path: Path):
+    """Optuna's TPE (its study in SQLite beside the results) or Tune's random/grid variants, seeded."""
+    if cfg.search == "optuna":
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        path.mkdir(parents=True, exist_ok=True)
+        # a new search (Tune found nothing to restore): a study left by an attempt that died before Tune saved its
+        # state would hand TPE trials of that attempt, some forever RUNNING
+        (path / "optuna.db").unlink(missing_ok=True)
+        sampler = optuna.samplers.TPESampler(seed=cfg.search_seed, n_startup_trials=cfg.optuna.startup_trials)
+        return OptunaSearch(sampler=sampler, study_name=cfg.name,
+                            storage=optuna.storages.RDBStorage(optuna_storage(path)))
+    from ray.tune.search import BasicVariantGenerator
+
+    return BasicVariantGenerator(random_state=cfg.search_seed, max_concurrent=cfg.max_concurrent)
+
+
+@dataclass
+class Resample:
+    """A uniform (log-uniform) draw from [low, high] with Python's `random`, which SeededPBT seeds."""
+
+    low: float
+    high: float
+    log: bool = False
+
+    def __call__(self) -> float:
+        if self.log:
+            return math.exp(random.uniform(math.log(self.low), math.log(self.high)))
+        return random.uniform(self.low, self.high)
+
+
+@dataclass
+class Clip:
+    """PBT's custom_explore_fn: an explored float back inside its field's declared [low, high]."""
+
+    bounds: dict  # field -> (low, high)
+
+    def __call__(self, config: dict) -> dict:
+        for key, (low, high) in self.bounds.items():
+            config[key] = min(max(float(config[key]), low), high)
+        return config
+
+
+class SeededPBT(PopulationBasedTraining):
+    """PopulationBasedTraining whose random choices (the donor among the top trials, explore's resample and
+    perturbation) come from a generator of its own, seeded by pbt.seed: PBT draws from Python's global `random`,
+    which is swapped for this scheduler's state only while it decides. A resumed sweep restarts it from the seed
+    (Tune restores a scheduler as it was made)."""
+
+    def __init__(self, seed: int, **kwargs):
+        super().__init__(**kwargs)
+        self.rng_state, self._deciding = random.Random(seed).getstate(), False
+
+    def _own_random(self, decide, *args):
+        if self._deciding:  # a decision within a decision: already on this scheduler's state
+            return decide(*args)
+        outer, self._deciding = random.getstate(), True
+        random.setstate(self.rng_state)
+        try:
+            return decide(*args)
+        finally:
+            self.rng_state, self._deciding = random.getstate(), False
+            random.setstate(outer)
+
+    def _checkpoint_or_exploit(self, *args):
+        return self._own_random(super()._checkpoint_or_exploit, *args)
+
+    def _get_new_config(self, *args):
+        return self._own_random(super()._get_new_config, *args)
+
+
+class ResumableASHA(ASHAScheduler):
+    """ASHAScheduler that, on a resumed sweep, rebuilds its rungs from each restored trial's reports (Tune restores
+    the scheduler as it was made, empty): a trial restored with results is replayed into its bracket, so the cutoffs
+    a resumed trial meets count the trials that reached a rung before the interrupt."""
+
+    def on_trial_add(self, tune_controller, trial) -> None:
+        super().on_trial_add(tune_controller, trial)
+        bracket = self._trial_info[trial.trial_id]
+        for result in reported(trial):
+            if self._time_attr in result and result.get(self._metric) is not None:
+                bracket.on_result(trial, result[self._time_attr], self._metric_op * result[self._metric])
+
+
+def reported(trial) -> list[dict]:
+    """A restored trial's reports, as Tune's JSON logger persisted them to result.json in the trial's folder under
+    the sweep's storage (none for a new trial)."""
+    if not trial.has_reported_at_least_once:
+        return []
+    path = Path(trial.path, EXPR_RESULT_FILE)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

