@@ -4,9 +4,10 @@
     ray job submit --working-dir . -- python jobs/predict.py models:/NAME@champion --input ... --output ...
     python jobs/predict.py models:/NAME/3 --input docs.txt --output out/ columns.text=body batch_size=64
 
-1. The model: a registry alias or version, a run's model, or a folder, downloaded once; its version, run and task
-   settings (multi-label threshold, QA windows) come from the registry, or the run (a folder records none: the
-   defaults). A URI that does not resolve is one line.
+1. The model: a registry alias or version (`latest`: the highest), a run's model, or a folder (its config, weights
+   and tokenizer: what transformers loads), downloaded once; its version, run and task settings (multi-label
+   threshold, QA windows) come from the registry, or the run (a folder records none: the defaults). A URI that does
+   not resolve is one line.
 2. The plan: the input files (CSV, TSV, JSON Lines, Parquet, Excel, datasets folders, plain text:
    pipelines/tasks/files.py reading without labels) and the output's shards (jobs/inference/shards.py): complete ones
    are skipped, the others cleared. An output folder holds one model's predictions of one input: another is refused.
@@ -62,7 +63,8 @@ class ModelRef:
     version: str = ""
     run_id: str = ""  # the run that logged it
     task: dict = field(default_factory=dict)  # the version's task_config tag
-    digest: str = ""  # sha256 over the folder's files: what "the same model" means to a rerun
+    digest: str = ""  # sha256 over its files: what "the same model" means to a rerun
+    files: list = field(default_factory=list)  # the folder's files the model loads from (model_files): shipped
 
 
 @dataclass
@@ -91,12 +93,11 @@ def run(cfg: PredictConfig) -> PredictResult:
 def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started: float) -> "PredictResult":
     from pipelines.tasks.common import TaskDataError
     from pipelines.tasks.file_finder import resolve_files
-    from pipelines.tasks.files import check_columns
 
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
         _refuse_undecodable_names(files)
-        check_columns(files, model.kind, cfg.columns, labeled=False)  # before the manifest and Ray
+        _check_columns(files, model.kind, cfg.columns)  # before the manifest and Ray
     except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
         raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
     try:
@@ -164,10 +165,15 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
             client = MlflowClient(tracking_uri)
             name, _, number = uri[len("models:/"):].partition("/")
             name, _, alias = name.partition("@")
-            found = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, number)
+            if alias:
+                found = client.get_model_version_by_alias(name, alias)
+            elif number in ("", "latest"):
+                found = _latest_version(client, name)
+            else:
+                found = client.get_model_version(name, number)
             version, run_id = str(found.version), found.run_id or ""
             task = json.loads(found.tags.get("task_config", "{}"))  # a bad tag: the JSONDecodeError below
-            uri = f"models:/{name}/{version}"  # the alias resolved once: the whole job uses this version
+            uri = f"models:/{name}/{version}"  # an alias or `latest` resolved once: the whole job uses this version
         elif uri.startswith("runs:/"):  # the run's task settings: its registered version's, or its logged config
             from jobs.registry.model_logging import task_settings
 
@@ -184,6 +190,7 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
                           "so its task settings are unknown; register the model again") from None
     try:
         kind = folder_kind(folder)  # config.json as JSON: the driver never imports torch or transformers
+        files = model_files(folder)
     except ValueError as exc:
         raise ConfigError(f"model {uri!r}: {exc}") from None
     if not task and kind in ("multi-label", "question-answering"):  # a folder: the fine-tune's export keeps none
@@ -192,9 +199,51 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
                  "question-answering windows are the defaults") + "; predict a models:/ or runs:/ URI for the "
               "trained ones", flush=True)
     digest = hashlib.sha256()
-    for f in sorted(p for p in folder.iterdir() if p.is_file()):
-        digest.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
-    return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest())
+    for f in files:
+        with f.open("rb") as data:
+            digest.update(f.name.encode() + b"\0" + hashlib.file_digest(data, "sha256").digest())
+    return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest(), files)
+
+
+def _latest_version(client, name: str):
+    """The registered model's highest version: what models:/NAME/latest (and a bare models:/NAME) means to MLflow
+    without stages (its get_latest_versions is deprecated with them)."""
+    from mlflow.exceptions import MlflowException
+
+    quoted = f'"{name}"' if "'" in name else f"'{name}'"
+    found = client.search_model_versions(f"name = {quoted}", max_results=1, order_by=["version_number DESC"])
+    if not found:
+        client.get_registered_model(name)  # no such model: MLflow's error says so
+        raise MlflowException(f"registered model {name!r} has no versions")
+    return found[0]
+
+
+# the files transformers loads a model and its tokenizer from; the weights it picks, in its order: safetensors, whole
+# or sharded (an index naming the shards), before PyTorch's pickles
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
+                   "added_tokens.json")
+
+
+def model_files(folder: Path) -> list[Path]:
+    """What of `folder` the model loads from, sorted: config.json, the weights from_pretrained picks (WEIGHTS), the
+    tokenizer's files. A Trainer checkpoint's optimizer and RNG state, or a Hub snapshot's TF, Flax and ONNX
+    weights, are neither shipped to every replica nor part of the digest (an edit of one would refuse a rerun); a
+    folder of these files alone (a release export, an MLflow model's download) hashes as all its files."""
+    weights = next((name for name in WEIGHTS if (folder / name).is_file()), None)
+    if weights is None:
+        raise ValueError(f"no weights transformers loads in {folder} (one of {', '.join(WEIGHTS)})")
+    names = {"config.json", weights, *(name for name in TOKENIZER_FILES if (folder / name).is_file())}
+    if weights.endswith(".index.json"):
+        try:
+            parts = set(json.loads((folder / weights).read_text(encoding="utf-8"))["weight_map"].values())
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{folder / weights} is not a weights index ({type(exc).__name__}: {exc})") from None
+        absent = sorted(part for part in parts if not (folder / part).is_file())
+        if absent:
+            raise ValueError(f"{folder / weights} names shards the folder lacks: {', '.join(absent[:3])}")
+        names |= parts
+    return [folder / name for name in sorted(names)]
 
 
 def _threshold(cfg: PredictConfig, model: ModelRef) -> float:
@@ -216,6 +265,33 @@ def _refuse_undecodable_names(files) -> None:
             raise ConfigError(f"input file {os.fsencode(path)!r} has a name that is not UTF-8 (another encoding's "
                               "bytes, shown escaped): rename it to UTF-8 text (e.g. `convmv -f latin1 -t utf-8`) "
                               "and run again") from None
+
+
+def _check_columns(files, kind: str, columns) -> None:
+    """check_columns on each input file with the columns it is read with (inputs.file_columns); a tagger's file that
+    lacks the text column but holds a `tokens` one is refused naming the setting that reads its lists of words."""
+    import dataclasses
+
+    from pipelines.tasks.common import TaskDataError
+    from pipelines.tasks.files import check_columns
+
+    def reads(path: str, fmt: str, read_with) -> bool:
+        try:
+            check_columns([(path, fmt)], kind, read_with, labeled=False)
+            return True
+        except TaskDataError:
+            return False
+
+    for path, fmt in files:
+        read_with = inputs.file_columns(columns, kind, fmt)
+        try:
+            check_columns([(path, fmt)], kind, read_with, labeled=False)
+        except TaskDataError as exc:
+            if kind == "token-classification" and not read_with.tokens \
+                    and reads(path, fmt, dataclasses.replace(columns, tokens="tokens")):
+                raise TaskDataError(f"{path}: no column {columns.text!r} to tag, but a column 'tokens': set "
+                                    "columns.tokens=tokens to tag its lists of words") from None
+            raise exc
 
 
 def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, basis: dict) -> dict:
@@ -298,11 +374,10 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
 
     from jobs.inference.kinds import QASettings
 
-    model_files = {f.name: f.read_bytes() for f in model.folder.iterdir() if f.is_file()}
-    weights = (".safetensors", ".bin", ".pt")
+    loaded = {f.name: f.read_bytes() for f in model.files}
     # refs inside a dict: fetched where they are used (the tokenizing tasks need no weights)
-    small = {k: v for k, v in model_files.items() if not k.endswith(weights)}
-    shipped = {"files": ray.put(model_files), "tokenizer": ray.put(small), "digest": model.digest}
+    small = {k: v for k, v in loaded.items() if not k.endswith((".safetensors", ".bin"))}
+    shipped = {"files": ray.put(loaded), "tokenizer": ray.put(small), "digest": model.digest}
     gpus = int(ray.cluster_resources().get("GPU", 0))
     actors = cfg.num_actors or (gpus if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)
                                                             // cfg.cpus_per_actor)))
@@ -446,7 +521,8 @@ def summary(r: PredictResult, dashboard: str = "") -> str:
 def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PredictConfig]:
     """The command line and the config it makes, loaded and validated as a run uses it (no framework imported)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help="models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID/model or a folder")
+    parser.add_argument("model", help="models:/NAME@alias, models:/NAME/VERSION (or latest), runs:/RUN_ID/model or a "
+                        "folder")
     parser.add_argument("--input", help="files to predict: a file, folder, glob or URL")
     parser.add_argument("--output", help="a folder for the predictions (parquet shards + manifest.json)")
     parser.add_argument("--config", help="YAML file with PredictConfig fields")

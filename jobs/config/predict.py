@@ -15,12 +15,12 @@ CPU_KERNELS = ("onednn", "torch")  # fp32 linear layers on a CPU: oneDNN's prepa
 
 @dataclass
 class PredictConfig:
-    model: str = ""  # models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID/model, or a model folder
+    model: str = ""  # models:/NAME@alias, models:/NAME/VERSION (or latest), runs:/RUN_ID/model, or a model folder
     input: str = ""  # a file, folder, glob or fsspec URL: CSV, TSV, JSON Lines, Parquet, datasets folder, plain text
     output: str = ""  # a folder on this machine (or storage every node mounts): shards + manifest.json
     format: str = ""  # one of pipelines.tasks.files.FORMATS; "" = each file's extension (.txt: plain text)
     # which column holds the text, the pair, the id, (QA) the question and context; token classification tags
-    # `text` (set columns.tokens to read lists of words instead)
+    # `text` (set columns.tokens to read lists of words instead; a CoNLL file's words are read without it)
     columns: Columns = field(default_factory=lambda: Columns(tokens=""))
     batch_size: int = 32  # windows per forward pass, sorted by length within `window`
     window: int = 1024  # rows an actor sorts by length at once

@@ -1,10 +1,21 @@
-"""A prediction job's input files, as resolve_files lists them ((path, format) pairs): which version each is (a rerun
-over edited files must not keep the old rows' shards), what formats they are, about how many rows they hold."""
+"""A prediction job's input files, as resolve_files lists them ((path, format) pairs): the columns each is read with,
+which version each is (a rerun over edited files must not keep the old rows' shards), what formats they are, about how
+many rows they hold."""
 
 from __future__ import annotations
 
 import collections
 import posixpath
+
+
+def file_columns(columns, kind: str, fmt: str):
+    """The columns one input file is read with: a CoNLL file holds words, which its reader takes whatever the columns
+    name, so a tagger reads them even where columns.tokens is "" (it tags a `text` column, prediction's default)."""
+    import dataclasses
+
+    if kind == "token-classification" and fmt == "conll" and not columns.tokens:
+        return dataclasses.replace(columns, tokens="tokens")
+    return columns
 
 
 _STAMPS = ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated", "created")

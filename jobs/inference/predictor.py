@@ -65,8 +65,18 @@ class Encoder:
             return self._tag_windows(rows)
         if self.kind == "question-answering":
             return self._qa_windows(rows)
-        texts, pairs = [r["text_a"] for r in rows], [r.get("text_b") for r in rows]
-        pairs = pairs if any(pairs) else None
+        # a row's pair is its own: None is a single sentence, a string (even "") a pair, whatever its neighbours
+        # hold (the tokenizer takes a batch of pairs or of singles, never both: each group is encoded apart)
+        out: dict[int, dict] = {}
+        for paired in (False, True):
+            group = [i for i, r in enumerate(rows) if (r.get("text_b") is not None) == paired]
+            if group:
+                out.update(zip(group, self._sentences([rows[i]["text_a"] for i in group],
+                                                      [rows[i]["text_b"] for i in group] if paired else None)))
+        return [out[i] for i in range(len(rows))]
+
+    def _sentences(self, texts: list[str], pairs: list[str] | None) -> list[dict]:
+        """Sentences (or sentence pairs) truncated to the model's limit, as the pipeline's tokenizer call."""
         enc = self.tokenizer(texts, pairs, truncation=True, return_token_type_ids=True)
         at_limit = [i for i, ids in enumerate(enc["input_ids"]) if len(ids) >= self.limit]  # cut, or just fit
         whole = self.tokenizer([texts[i] for i in at_limit], [pairs[i] for i in at_limit] if pairs else None,

@@ -10,8 +10,9 @@ jobs/inference/kinds.OUTPUT_COLUMNS).
                           that answers nothing), and those take part in the merge of overlapping windows, where the
                           longer "O" stretch drops an entity one window found; this answers the entities alone
 
-    input   a table: `question` and `context` (QA); `text` and, for a classifier, an optional `text_pair`; or one
-            unnamed column of texts (what a JSON list of strings becomes)
+    input   a table: `question` and `context` (QA); `text` and, for a classifier, an optional `text_pair` (then in
+            every row); or one unnamed column of texts (what a JSON list of strings becomes). A null or blank text or
+            pair is refused, naming its row: batch prediction rejects it as missing_text
 
 The model folder travels as the pyfunc's artifact `model` (jobs/finetune.find_hf_folder finds it in a download, so
 `init=models:/NAME@alias` and jobs/predict.py read it as they read any registered model), the task's settings as its
@@ -60,7 +61,7 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
 
     def rows(self, table) -> tuple[list[dict | None], dict]:
         """The predictor's rows of `table` (None for a question-answering row without a question or a context: it
-        answers `empty`, no answer); raises on a missing column, or a null text, naming it."""
+        answers `empty`, no answer); raises on a missing column, or a null or blank text or pair, naming it."""
         import pandas as pd
 
         table = table if isinstance(table, pd.DataFrame) else pd.DataFrame({"text": list(table)})
@@ -77,12 +78,23 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             raise ValueError(f"{kind} needs a column text (or a single column of texts); got "
                              f"{', '.join(map(str, table.columns))}")
         texts = table["text"] if "text" in table.columns else table[table.columns[0]]
-        nulls = [i for i, t in enumerate(texts) if missing(t)]
-        if nulls:
-            more = f" and {len(nulls) - 1} more" if nulls[1:] else ""
-            raise ValueError(f"{kind}: row {nulls[0]}{more} has no text (null)")
+        refuse_blank(kind, "text", texts)
         if kind == "token-classification":
             return [{"id": str(i), "text": str(t)} for i, t in enumerate(texts)], {}
-        pairs = list(table["text_pair"]) if "text_pair" in table.columns else [None] * len(texts)
-        return [{"id": str(i), "text_a": str(t), "text_b": None if missing(p) else str(p)}
-                for i, (t, p) in enumerate(zip(texts, pairs))], {}
+        if "text_pair" not in table.columns:
+            return [{"id": str(i), "text_a": str(t), "text_b": None} for i, t in enumerate(texts)], {}
+        # a request of pairs: every row has its pair, as batch prediction with columns.text_pair rejects a row without
+        # one (missing_text); a row read as a single sentence among pairs would be answered from half its input
+        refuse_blank(kind, "text_pair", table["text_pair"], " (a request with a text_pair column is one of pairs: "
+                     "send rows without a pair in a request without the column)")
+        return [{"id": str(i), "text_a": str(t), "text_b": str(p)}
+                for i, (t, p) in enumerate(zip(texts, table["text_pair"]))], {}
+
+
+def refuse_blank(kind: str, column: str, values, hint: str = "") -> None:
+    """Raise naming the first row (and how many more) whose `column` is null or blank: what batch prediction's reader
+    rejects as missing_text (pipelines/tasks/files.py)."""
+    bad = [i for i, v in enumerate(values) if missing(v) or not str(v).strip()]
+    if bad:
+        more = f" and {len(bad) - 1} more" if bad[1:] else ""
+        raise ValueError(f"{kind}: row {bad[0]}{more} has no {column} (null or blank){hint}")

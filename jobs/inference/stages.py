@@ -22,9 +22,11 @@ def read_rows(item: dict, kind: str, columns, shard_rows: int, skip: set, output
     rows go out longest first: the replicas' windows hold rows of like length (little padding in a batch), and the
     last windows of the job are its shortest, quickest rows, so the replicas finish together instead of one working
     through a long window alone. Each row keeps its position in the file: the parts are written in its order."""
+    from jobs.inference.inputs import file_columns
     from pipelines.tasks.files import read_file
 
     path, fmt = str(item["path"]), str(item["fmt"])
+    columns = file_columns(columns, kind, fmt)
     read = 0  # the file's readable rows before this shard: its rows are the file's `read`, `read` + 1, ...
     for k, part in enumerate(read_file(path, fmt, kind, columns, batch_rows=shard_rows, labeled=False)):
         shard, first, read = shards.shard_id(int(item["index"]), k), read, read + len(part.rows)

@@ -106,6 +106,20 @@ def test_sentence_pairs_equal_the_pipeline(tmp_path):
     assert [p["score"] for p in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-5)
 
 
+def test_a_rows_encoding_never_depends_on_the_rows_beside_it(tmp_path):
+    """Singles and pairs in one batch: each row encodes as it does alone (None: no pair; a string, "" too: a pair),
+    not one mixed list the tokenizer refuses, nor an empty pair read as none when no neighbour has one."""
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=2)
+    predictor = Predictor(folder)
+    rows = [{"id": "0", "text_a": "hello", "text_b": None}, {"id": "1", "text_a": "world", "text_b": "pair"},
+            {"id": "2", "text_a": "again", "text_b": ""}, {"id": "3", "text_a": TEXTS[3], "text_b": None}]
+    together = predictor.encode(rows)
+    assert together == [predictor.encode([r])[0] for r in rows]
+    assert together[2] == predictor.encode([{**rows[2], "text_b": ""}, rows[1]])[0]
+    assert predictor.tokenizer.decode(together[2]["windows"][0]["input_ids"]) == "[CLS] again [SEP] [SEP]"
+    assert [e["truncated"] for e in together] == [False, False, False, True]
+
+
 def test_multi_label_and_regression_follow_the_exported_problem_type(tmp_path):
     multi = tiny(tmp_path, "BertForSequenceClassification", num_labels=3, problem_type="multi_label_classification",
                  id2label=dict(enumerate(LABELS)), label2id={v: i for i, v in enumerate(LABELS)})

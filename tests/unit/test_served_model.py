@@ -132,3 +132,20 @@ def test_a_null_question_or_context_is_answered_as_no_answer_not_from_the_word_n
     with pytest.raises(ValueError, match="row 1 has no text"):
         served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(
             None, pd.DataFrame({"text": ["fine", None]}))
+
+
+def test_a_served_pair_request_refuses_a_row_without_its_pair_naming_it(tmp_path):
+    """A request with a text_pair column is one of pairs: a row whose pair is null or blank is refused naming the row
+    and the column (batch prediction rejects it as missing_text), never answered as a single sentence beside its
+    neighbours' pairs; a request of whole pairs answers what batch prediction does."""
+    model = served(Predictor(multi_label(tmp_path), cpu_kernels="torch"))
+    for pairs in ([None, "pair"], ["", "pair"], ["pair", "  "]):
+        bad = 1 if pairs[0] == "pair" else 0
+        with pytest.raises(ValueError, match=f"row {bad} has no text_pair \\(null or blank\\)"):
+            model.predict(None, pd.DataFrame({"text": ["hello", "world"], "text_pair": pairs}))
+    with pytest.raises(ValueError, match="row 0 and 1 more has no text"):
+        model.predict(None, pd.DataFrame({"text": [" ", None], "text_pair": ["a", "b"]}))
+    answer = model.predict(None, pd.DataFrame({"text": ["hello", "world"], "text_pair": ["x", "y"]}))
+    ours = model.predictor.predict([{"id": "0", "text_a": "hello", "text_b": "x"},
+                                    {"id": "1", "text_a": "world", "text_b": "y"}])
+    assert list(answer["score"]) == pytest.approx([p["score"] for p in ours], abs=1e-6)

@@ -1,0 +1,145 @@
+"""jobs/predict.py before any Ray work: which registered version `latest` is, which of a model folder's files travel
+and make its digest, which columns a tagger's inputs are read with."""
+
+import hashlib
+import json
+import os
+import shutil
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+from test_predictor import MINILM
+
+from bert_core.config import ConfigError
+from jobs import predict
+from jobs.config.predict import PredictConfig
+from jobs.predict import ModelRef, model_files, resolve_model
+
+
+def every_file_digest(folder) -> str:
+    """The digest over all of a folder's files (what jobs/predict.py hashed before it chose the loaded ones)."""
+    digest = hashlib.sha256()
+    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+        digest.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def model_folder(folder):
+    """A classifier's folder as the driver reads it (config.json, the weights' names, MiniLM's tokenizer files): it
+    never loads the weights."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
+    (folder / "model.safetensors").write_bytes(b"weights")
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        shutil.copy(os.path.join(MINILM, name), folder / name)
+    return folder
+
+
+def test_latest_and_a_bare_name_resolve_to_the_highest_version_pinned_once(tmp_path):
+    """models:/NAME/latest and models:/NAME are the highest version number (10, not the string-wise highest 9), pinned
+    as models:/NAME/10 for the manifest; a number still means that version (its download ships and hashes all its
+    files, as before); a model without versions is named."""
+    folder = model_folder(tmp_path / "model")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    client.create_registered_model("m")
+    for n in range(1, 11):
+        client.create_model_version("m", str(folder), tags={"task_config": json.dumps({"doc_stride": n})})
+    for asked in ("models:/m/latest", "models:/m"):
+        model = resolve_model(asked, uri, tmp_path / "download")
+        assert (model.uri, model.name, model.version, model.task) == ("models:/m/10", "m", "10", {"doc_stride": 10})
+    pinned = resolve_model("models:/m/9", uri, tmp_path / "download")
+    assert pinned.version == "9"  # a download of loaded files alone: shipped and hashed whole, as before
+    assert [f.name for f in pinned.files] == sorted(f.name for f in pinned.folder.iterdir())
+    assert pinned.digest == every_file_digest(pinned.folder) == every_file_digest(folder)
+    client.create_registered_model("empty")
+    with pytest.raises(ConfigError, match=r"^model 'models:/empty/latest' does not resolve: registered model 'empty' "
+                                          r"has no versions"):
+        resolve_model("models:/empty/latest", uri, tmp_path / "download")
+    with pytest.raises(ConfigError, match=r"^model 'models:/nope' does not resolve: .*nope"):
+        resolve_model("models:/nope", uri, tmp_path / "download")
+
+
+def test_a_checkpoint_or_hub_snapshot_ships_and_hashes_only_what_transformers_loads(tmp_path):
+    """A Trainer checkpoint's optimizer and RNG state, a Hub snapshot's TF, Flax and ONNX weights and pickled copy are
+    neither shipped nor hashed: an edit of one leaves the digest (a rerun goes on); an edit of the weights changes it.
+    A folder of loaded files alone hashes as before, all its files."""
+    clean = model_folder(tmp_path / "model")
+    loaded = resolve_model(str(clean), "", tmp_path / "unused")
+    folder = tmp_path / "checkpoint-500"
+    shutil.copytree(clean, folder)
+    extras = ("optimizer.pt", "rng_state.pth", "training_args.bin", "scheduler.pt", "trainer_state.json",
+              "tf_model.h5", "flax_model.msgpack", "model.onnx", "pytorch_model.bin", "README.md")
+    for name in extras:
+        (folder / name).write_bytes(b"not loaded")
+    model = resolve_model(str(folder), "", tmp_path / "unused")
+    assert [f.name for f in model.files] == [f.name for f in loaded.files] == sorted(
+        ["config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",
+         "vocab.txt"])
+    assert model.digest == loaded.digest == every_file_digest(loaded.folder)
+    (folder / "optimizer.pt").write_bytes(b"a later step's")
+    assert resolve_model(str(folder), "", tmp_path / "unused").digest == model.digest
+    (folder / "model.safetensors").write_bytes(b"other weights")
+    assert resolve_model(str(folder), "", tmp_path / "unused").digest != model.digest
+
+
+
+def test_sharded_weights_travel_with_their_index_and_a_folder_without_weights_is_named(tmp_path):
+    """transformers' order: safetensors (whole, or an index and the shards it names) before pytorch_model.bin (whole
+    or sharded); a shard the index names and the folder lacks, or no weights at all, is an error naming them."""
+    for name in ("config.json", "vocab.txt", "pytorch_model.bin", "tf_model.h5"):
+        (tmp_path / name).write_text("{}")
+    assert [f.name for f in model_files(tmp_path)] == ["config.json", "pytorch_model.bin", "vocab.txt"]
+    index = {"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                                            "b": "model-00002-of-00002.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    (tmp_path / "model-00001-of-00002.safetensors").write_text("")
+    with pytest.raises(ValueError, match="names shards the folder lacks: model-00002-of-00002.safetensors"):
+        model_files(tmp_path)
+    (tmp_path / "model-00002-of-00002.safetensors").write_text("")
+    (tmp_path / "model-00003-of-00002.safetensors").write_text("")  # a stale shard the index does not name
+    assert [f.name for f in model_files(tmp_path)] == [
+        "config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json", "vocab.txt"]
+    for name in ("pytorch_model.bin", "model.safetensors.index.json"):
+        (tmp_path / name).unlink()
+    with pytest.raises(ValueError, match=r"no weights transformers loads in .* \(one of model.safetensors, "):
+        model_files(tmp_path)
+
+
+@pytest.fixture
+def no_ray(tmp_path, monkeypatch):
+    """predict._run up to its Ray work: the inputs checked, then `_fill` records that the job went on."""
+    went_on = []
+    monkeypatch.setattr(predict, "_fill", lambda *args: went_on.append(args[5]))
+    return went_on
+
+
+def test_a_tagger_reads_conll_words_without_columns_tokens_and_names_it_for_a_tokens_column(tmp_path, no_ray):
+    """Prediction's default columns tag `text`: a CoNLL file's words (its reader takes no column name) are read all
+    the same; a JSON Lines or Parquet file with a `tokens` column and no `text` is refused naming columns.tokens=tokens,
+    not columns.text; a file with neither names columns.text as before."""
+    from jobs.inference.stages import read_rows
+
+    (tmp_path / "d.conll").write_text("EU B-ORG\nrejects O\n\nPeter B-PER\n")
+    model = ModelRef("m", tmp_path, "token-classification", digest="d")
+    cfg = PredictConfig(model="m", input=str(tmp_path / "d.conll"), output=str(tmp_path / "out"))
+    predict._run(cfg, model, f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", 0.0)
+    assert no_ray == [[(str(tmp_path / "d.conll"), "conll")]]
+    rows = read_rows({"index": 0, "path": str(tmp_path / "d.conll"), "fmt": "conll"}, "token-classification",
+                     cfg.columns, 100, set(), tmp_path / "out")
+    assert sorted(json.loads(r["row"])["tokens"] for r in rows) == [["EU", "rejects"], ["Peter"]]
+
+    (tmp_path / "e.jsonl").write_text('{"tokens": ["EU", "rejects"]}\n')
+    pd.DataFrame({"tokens": [["EU", "rejects"]]}).to_parquet(tmp_path / "f.parquet")
+    for name in ("e.jsonl", "f.parquet"):
+        cfg = PredictConfig(model="m", input=str(tmp_path / name), output=str(tmp_path / "out"))
+        with pytest.raises(ConfigError, match=rf"^input: .*{name}: no column 'text' to tag, but a column 'tokens': "
+                                              r"set columns.tokens=tokens"):
+            predict._run(cfg, model, "", tmp_path / "out", 0.0)
+    (tmp_path / "g.jsonl").write_text('{"words": ["EU"]}\n')
+    cfg = PredictConfig(model="m", input=str(tmp_path / "g.jsonl"), output=str(tmp_path / "out"))
+    with pytest.raises(ConfigError, match=r"expected columns \['text'\], found \['words'\]; set columns.text$"):
+        predict._run(cfg, model, "", tmp_path / "out", 0.0)
+    assert len(no_ray) == 1
