@@ -310,8 +310,8 @@ class PretrainingCollator:
         ids, labels, lengths = self._masked(batch)
         rows = range(len(lengths))
         targets = [np.flatnonzero(labels[i, :lengths[i]] != IGNORE_INDEX) for i in rows]
-        return {**batch, "input_ids": _ragged([ids[i, :lengths[i]] for i in rows]), "masked_positions": _ragged(targets),
-                "masked_ids": _ragged([labels[i, t] for i, t in zip(rows, targets)])}
+        return {**batch, "input_ids": _ragged([ids[i, :lengths[i]] for i in rows]),
+                "masked_positions": _ragged(targets), "masked_ids": _ragged([labels[i, t] for i, t in zip(rows, targets)])}
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         ids, labels, lengths = self._masked(batch)
