@@ -4,10 +4,14 @@ Same config, same batches, same optimizer (AdamW; fused on CUDA), 15% masked lab
 Batches are padded like real ones: each row's length is drawn uniformly from [seq_len/2, seq_len].
 Tokens/s counts real (non-pad) tokens, the work a pretraining run wants done.
 
+Every runner starts from the same weights (ours, seed 0, exported and loaded by transformers), and before any
+is timed each one's loss on the same batch (eval mode: no dropout) must match the first runner's, or the bench
+stops: a faster step that computes something else does not get a ratio.
+
 Timing: each runner does blocks of `--block` back-to-back steps (forward, backward, optimizer
 step) between two device synchronizations, so the GPU is never starved by a per-step sync of
-ours; runners alternate block by block, and each runner's rate is the median over its blocks,
-so bursts of load from other processes hit every runner alike.
+ours; runners alternate block by block (all of them on the device together), and each runner's
+rate is the median over its blocks, so bursts of load from other processes hit every runner alike.
 
 Runners (GPU default: ours-compiled and hf; `--runners` picks any of):
   ours           eager, packing built on the host by the collator (`host_packing`)
@@ -19,7 +23,9 @@ Runners (GPU default: ours-compiled and hf; `--runners` picks any of):
 
 CPU (default): presets tiny, mini, base at seq 128, fp32, runners ours and hf.
 GPU (when CUDA is available): presets base, large at seq 128 and 512, bf16 autocast, plus MFU
-with FLOPs/token = 6N + 12*L*T*H (N = parameter count, Kaplan et al. / PaLM appendix B).
+with the job's FLOPs/token (jobs.loops.metrics.flops_per_token, what train/mfu logs): 6N + 12*L*T*H,
+N the parameters without embeddings (Kaplan et al. / PaLM appendix B), and beside it the same with
+embeddings in N (this bench's MFU before it took the job's formula).
 
     python bench/model_throughput.py                       # defaults for the device found
     python bench/model_throughput.py --presets base --seq-len 128 --tokens 32768 --profile
@@ -32,14 +38,18 @@ import argparse
 import contextlib
 import os
 import statistics
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
 import torch
 
 import bert_core.model as model_lib
+from bert_core.checkpoint import load_pretrained, save_pretrained
 from bert_core.config import BertConfig, preset
 from bert_core.model import IGNORE_INDEX, BertForPreTraining, compile_model, host_packing
+from jobs.loops.metrics import flops_per_token
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16 tensor-core peaks
 
@@ -50,7 +60,8 @@ class Row:
     seq_len: int
     batch_size: int
     tps: dict[str, float] = field(default_factory=dict)  # runner -> real tokens per second
-    mfu: dict[str, float] = field(default_factory=dict)
+    mfu: dict[str, float] = field(default_factory=dict)  # the job's formula: N without embeddings
+    mfu_emb: dict[str, float] = field(default_factory=dict)  # N with embeddings
 
 
 def make_batches(cfg: BertConfig, batch_size: int, seq_len: int, n: int, seed: int = 0) -> list[dict]:
@@ -80,15 +91,15 @@ def to_device(batch: dict, device) -> dict:
 class Runner:
     """One model + optimizer + how it steps."""
 
-    def __init__(self, name: str, cfg: BertConfig, device, fused: bool):
+    def __init__(self, name: str, weights: str, device, fused: bool):
+        """`weights`: a release folder (save_pretrained) that every runner loads, so all start equal."""
         import transformers  # only the benchmark needs it
 
         self.name = name
-        torch.manual_seed(0)
         if name.startswith("hf"):
-            model = transformers.BertForPreTraining(transformers.BertConfig(**cfg.to_hf_dict()))
+            model = transformers.BertForPreTraining.from_pretrained(weights)
         else:
-            model = BertForPreTraining(cfg)
+            model = load_pretrained(weights, BertForPreTraining)
         self.model = model.to(device).train()
         self.forward = compile_model(self.model) if name in ("ours-compiled", "ours-sync", "ours-padattn") \
             else torch.compile(self.model) if name == "hf-compiled" else self.model
@@ -103,6 +114,14 @@ class Runner:
             {k: b[k] for k in ("unpad_indices", "cu_seqlens", "mlm_positions")}
         return self.forward(b["input_ids"], b["token_type_ids"], b["attention_mask"], mlm_labels=b["mlm_labels"],
                             next_sentence_label=b["next_sentence_label"], **packing).loss
+
+    def eval_loss(self, b: dict, bf16: bool, device) -> float:
+        """The loss on `b` without dropout or an update: equal weights must give equal losses."""
+        self.model.eval()
+        with torch.no_grad(), self.attention(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = float(self.loss(b))
+        self.model.train()
+        return loss
 
     def step(self, b: dict, bf16: bool, device) -> None:
         with self.attention(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
@@ -133,6 +152,23 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def initial_weights(cfg: BertConfig, folder: str) -> str:
+    """Our model at seed 0 as a release folder, which ours and transformers both load."""
+    torch.manual_seed(0)
+    save_pretrained(BertForPreTraining(cfg), folder)
+    return folder
+
+
+def check_losses(losses: dict[str, float], rtol: float) -> None:
+    """Stop, before any rate is printed, when a runner's loss on the shared batch differs from the first's."""
+    first, ref = next(iter(losses.items()))
+    bad = {name: loss for name, loss in losses.items() if abs(loss - ref) > rtol * abs(ref)}
+    if bad:
+        sys.exit(f"loss mismatch on the same batch and weights: {first} {ref:.6f}, "
+                 + ", ".join(f"{name} {loss:.6f}" for name, loss in bad.items())
+                 + f" (tolerance {rtol:g} relative): the runners do not compute the same step, no ratio is given")
+
+
 def bench_config(cfg: BertConfig, runner_names: list[str], batch_size: int, seq_len: int, blocks: int,
                  block: int, warmup: int, device, bf16: bool) -> dict[str, float]:
     batches = make_batches(cfg, batch_size, seq_len, n=8)
@@ -141,14 +177,18 @@ def bench_config(cfg: BertConfig, runner_names: list[str], batch_size: int, seq_
         torch._dynamo.maybe_mark_dynamic(b["unpad_indices"], 0)
         torch._dynamo.maybe_mark_dynamic(b["mlm_positions"], 0)
     real_tokens = [int(b["attention_mask"].sum()) for b in batches]
-    rates: dict[str, list[float]] = {}
-    for name in runner_names:  # one model on the device at a time keeps large/512 within memory
-        runner = Runner(name, cfg, device, fused=device.type == "cuda")
+    with tempfile.TemporaryDirectory() as tmp:
+        weights = initial_weights(cfg, tmp)
+        runners = [Runner(name, weights, device, fused=device.type == "cuda") for name in runner_names]
+    # fp32 sums differ in order only; bf16 autocast rounds each matmul, and the paths differ in where it casts
+    check_losses({r.name: r.eval_loss(gpu_batches[0], bf16, device) for r in runners}, rtol=1e-2 if bf16 else 1e-4)
+    for runner in runners:
         for i in range(warmup):  # compiles here (the first two shapes: then N is symbolic)
             runner.step(gpu_batches[i % len(gpu_batches)], bf16, device)
-        sync(device)
-        rates[name] = []
-        for j in range(blocks):
+    sync(device)
+    rates: dict[str, list[float]] = {name: [] for name in runner_names}
+    for j in range(blocks):
+        for runner in runners[j % len(runners):] + runners[:j % len(runners)]:  # who goes first rotates
             t0 = time.perf_counter()
             tokens = 0
             for i in range(block):
@@ -156,13 +196,14 @@ def bench_config(cfg: BertConfig, runner_names: list[str], batch_size: int, seq_
                 runner.step(gpu_batches[k], bf16, device)
                 tokens += real_tokens[k]
             sync(device)
-            rates[name].append(tokens / (time.perf_counter() - t0))
-        del runner
-        torch.cuda.empty_cache() if device.type == "cuda" else None
+            rates[runner.name].append(tokens / (time.perf_counter() - t0))
+    del runners
+    torch.cuda.empty_cache() if device.type == "cuda" else None
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
-def flops_per_token(cfg: BertConfig, seq_len: int) -> float:
+def flops_per_token_with_embeddings(cfg: BertConfig, seq_len: int) -> float:
+    """The job's formula with the embedding tables counted in N (this bench's MFU until 2026-11-28)."""
     return 6 * cfg.num_parameters() + 12 * cfg.num_hidden_layers * seq_len * cfg.hidden_size
 
 
@@ -186,7 +227,8 @@ def profile(cfg: BertConfig, name: str, batch_size: int, seq_len: int, device, b
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    runner = Runner(name, cfg, device, fused=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = Runner(name, initial_weights(cfg, tmp), device, fused=True)
     batches = [to_device(b, device) for b in make_batches(cfg, batch_size, seq_len, n=8)]
     for i in range(4):
         runner.step(batches[i], bf16, device)
@@ -238,8 +280,9 @@ def run(presets, seq_lens, tokens, runners, blocks, block, warmup, peak_tflops, 
             tps = bench_config(cfg, runners, bs, seq_len, blocks, block, warmup, device, bf16=cuda)
             row = Row(name, seq_len, bs, tps)
             if peak_tflops:
-                per_token = flops_per_token(cfg, seq_len)
-                row.mfu = {r: t * per_token / (peak_tflops * 1e12) for r, t in tps.items()}
+                for mfu, per_token in ((row.mfu, flops_per_token(cfg, seq_len)),
+                                       (row.mfu_emb, flops_per_token_with_embeddings(cfg, seq_len))):
+                    mfu.update({r: t * per_token / (peak_tflops * 1e12) for r, t in tps.items()})
             rows.append(row)
             print(format_row(row, runners), flush=True)
     return rows
@@ -248,14 +291,16 @@ def run(presets, seq_lens, tokens, runners, blocks, block, warmup, peak_tflops, 
 def header(runners: list[str]) -> str:
     cols = "".join(f"{r + ' tok/s':>22}" for r in runners)
     mfus = "".join(f"{r + ' MFU':>18}" for r in runners)
-    return f"{'preset':<8}{'seq':>5}{'batch':>6}{cols}{mfus}{'ratio ' + runners[0] + '/hf':>28}"
+    mfus_emb = "".join(f"{r + ' MFU w/ emb':>24}" for r in runners)
+    return f"{'preset':<8}{'seq':>5}{'batch':>6}{cols}{mfus}{mfus_emb}{'ratio ' + runners[0] + '/hf':>28}"
 
 
 def format_row(r: Row, runners: list[str]) -> str:
     cols = "".join(f"{r.tps[n]:>22,.0f}" for n in runners)
     mfus = "".join(f"{r.mfu[n]:>18.1%}" if n in r.mfu else f"{'-':>18}" for n in runners)
+    mfus_emb = "".join(f"{r.mfu_emb[n]:>24.1%}" if n in r.mfu_emb else f"{'-':>24}" for n in runners)
     ratio = f"{r.tps[runners[0]] / r.tps['hf']:>27.2f}x" if "hf" in r.tps else ""
-    return f"{r.preset:<8}{r.seq_len:>5}{r.batch_size:>6}{cols}{mfus}{ratio}"
+    return f"{r.preset:<8}{r.seq_len:>5}{r.batch_size:>6}{cols}{mfus}{mfus_emb}{ratio}"
 
 
 def main(argv=None):

@@ -1,11 +1,13 @@
 """oneDNN's prepacked linear kernels (jobs/inference/onednn.py) against nn.Linear, side by side in one run, one thread.
 
   gemm     a BERT-small FFN product, 1600 tokens x 384 -> 1536 (a batch of 32 rows of 50 pieces): nn.Linear (the
-           build's BLAS: MKL in the official wheels) against PackedLinear, GFLOP/s
+           build's BLAS: MKL in the official wheels) against PackedLinear, GFLOP/s: one call of each in turn per
+           repeat, the median call of each (load bursts hit both alike); their outputs must agree (fp32 sums in
+           another order) or the bench stops before printing a rate
   model    jobs/inference/predictor.Predictor's forward over real rows (the pkgdocs harvest: installed packages'
            documentation, mean ~50 word pieces) with all-MiniLM-L6-v2 and a 4-class head, cpu_kernels="torch"
            against "onednn" (and "onednn" with the feed-forward GELU left outside the kernel), rows/s, and the
-           largest difference of their logits
+           largest difference of their logits (over LOGIT_TOLERANCE stops the bench before any rate)
 
     python bench/onednn_linear.py              # 1,000 rows
     python bench/onednn_linear.py --rows 3000 --threads 2
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -24,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parent.parent
+LOGIT_TOLERANCE = 1e-4  # fp32 both ways, sums in another order: 1.2e-07 recorded on MiniLM-L6
 
 
 def gemm(repeats: int = 50) -> tuple[float, float]:
@@ -34,16 +38,18 @@ def gemm(repeats: int = 50) -> tuple[float, float]:
     linear = torch.nn.Linear(384, 1536)
     packed, x = PackedLinear(linear), torch.randn(1600, 384)
     flops = 2 * 1600 * 384 * 1536
-
-    def rate(f) -> float:
-        with torch.inference_mode():
-            f(x)
-            start = time.perf_counter()
-            for _ in range(repeats):
+    seconds: dict = {linear: [], packed: []}
+    with torch.inference_mode():
+        dense_out, packed_out = linear(x), packed(x)  # warm, and the outputs compared
+        if not torch.allclose(dense_out, packed_out, rtol=1e-4, atol=1e-4):
+            sys.exit(f"gemm: PackedLinear differs from nn.Linear by up to "
+                     f"{float((dense_out - packed_out).abs().max()):.1e}: no rate is given")
+        for i in range(repeats):
+            for f in (linear, packed) if i % 2 == 0 else (packed, linear):  # who goes first alternates
+                start = time.perf_counter()
                 f(x)
-        return flops * repeats / (time.perf_counter() - start) / 1e9
-
-    return rate(linear), rate(packed)
+                seconds[f].append(time.perf_counter() - start)
+    return flops / statistics.median(seconds[linear]) / 1e9, flops / statistics.median(seconds[packed]) / 1e9
 
 
 def model_rows(folder: Path, texts: list[str], kernels: str, fuse_gelu: bool = True) -> tuple[float, list]:
@@ -78,10 +84,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = model_folder(Path(tmp) / "model")
         torch_rate, torch_logits = model_rows(folder, texts, "torch")
-        unfused_rate, _ = model_rows(folder, texts, "onednn", fuse_gelu=False)
+        unfused_rate, unfused_logits = model_rows(folder, texts, "onednn", fuse_gelu=False)
         onednn_rate, onednn_logits = model_rows(folder, texts, "onednn")
-    diff = max(float(np.abs(a[0] - b[0]).max()) for a, b in zip(torch_logits, onednn_logits))
-    print(f"threads {args.threads} | cores {os.cpu_count()} | load {os.getloadavg()[0]:.2f} | torch {torch.__version__}")
+    diffs = {}
+    for name, logits in (("onednn", onednn_logits), ("onednn, GELU outside", unfused_logits)):
+        if len(logits) != len(torch_logits):
+            sys.exit(f"{name}: {len(logits)} rows of logits for {len(torch_logits)}: no rate is given")
+        diffs[name] = max(float(np.abs(a[0] - b[0]).max()) for a, b in zip(torch_logits, logits))
+        if diffs[name] > LOGIT_TOLERANCE:
+            sys.exit(f"{name}: logits differ from nn.Linear's by up to {diffs[name]:.1e} (> {LOGIT_TOLERANCE:g}): "
+                     "no rate is given")
+    diff = diffs["onednn"]
+    print(f"threads {args.threads} | cores {os.cpu_count()} | load {os.getloadavg()[0]:.2f} | "
+          f"torch {torch.__version__}")
     print(f"gemm 1600x384 @ 384x1536   nn.Linear {dense:7.1f} GFLOP/s   PackedLinear {packed:7.1f} GFLOP/s   "
           f"{packed / dense:.2f}x")
     print(f"MiniLM-L6, {len(texts)} rows      torch {torch_rate:7.1f} rows/s     onednn {onednn_rate:7.1f} "

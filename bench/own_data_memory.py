@@ -6,7 +6,8 @@ and dev rows) and in GLUE's SST-2 layout for `task.name=sst2` (read into the dri
 benchmark task takes). Each job runs as a user runs it (`python jobs/finetune.py`, its own local Ray), for one
 optimizer step: what grows with the data is reading, roles and featurizing, not training. The driver process's
 resident memory is sampled every 0.2 s (psutil; Ray's own processes are not the driver) and its peak printed, with
-the ratio of the largest size to the smallest (the target: within 1.2x from 100k to 1M rows).
+the ratio of the largest size to the smallest (the target: within 1.2x from 100k to 1M rows). A job that fails
+stops the bench, its output's tail printed, before any ratio.
 
     python bench/own_data_memory.py                      # 100k and 1M rows
     python bench/own_data_memory.py --rows 10000 100000  # quicker
@@ -98,8 +99,9 @@ def main() -> None:
                        str(ROOT / "configs/finetune" / preset), f"run_name={path}-{n}", *common, *extra]
                 results[(path, n)] = peak_rss(cmd, env)
                 mb, secs, rc = results[(path, n)]
-                print(f"{path:>5} {n:>10,} rows: driver peak {mb:8.0f} MB, {secs:6.1f} s{'' if not rc else f' (rc {rc})'}",
-                      flush=True)
+                if rc:  # a job that failed early peaks low: its memory says nothing of the data's
+                    sys.exit(f"{path} {n:,} rows: the job failed (rc {rc}, its output above), no ratio is given")
+                print(f"{path:>5} {n:>10,} rows: driver peak {mb:8.0f} MB, {secs:6.1f} s", flush=True)
     lo, hi = min(args.rows), max(args.rows)
     print(f"\n{'path':>5} | {'rows':>10} | {'driver peak MB':>14} | {'wall s':>7}")
     for (path, n), (mb, secs, _) in sorted(results.items()):

@@ -21,6 +21,11 @@ vocab) so no stage trains one. Besides them:
   small-one       a control: the small files' text as one file (per-file cost vs fixed cost).
   small-cold      the small files once more, first of all, in the fresh Ray cluster: what a new job pays
                   while Ray starts its worker processes (the shapes above run in the started ones).
+Before any rate is printed, every run must have read every line of its shape's files (the manifest's
+documents_read), the shapes of one text must agree on documents kept and tokens (2 MB files and the big file;
+small, small-one and small-cold), each shape's repeats on their example count, and the shapes of one text on it
+within EXAMPLES_TOLERANCE (doc_ids carry the file name, so the draws of pairs and short targets differ by shape);
+otherwise the bench stops: MB/s counts input bytes, and a run that dropped text would score them all the same.
 --scale shrinks every size (file counts of the small and 2 MB shapes, the big file) for a
 quick run; file sizes stay as named. Raw and reference run in a child process each, so the
 driver's memory stays the pipeline's. Peak memory is the proportional set size (PSS: shared
@@ -65,6 +70,10 @@ SHAPES = {"small": "~2,000 files of 2-20 KB", "medium": "128 files of 2 MB", "bi
 # from the fixed cost of a 10x smaller corpus (actor pool and shard-task start-up), which both pay.
 CONTROLS = {"small-one": "the small files' text, one file"}
 RAW_BATCH_DOCS = 1024  # documents per encode_batch_fast call on the raw side (~2 MB of text)
+SAME_TEXT = (("medium", "big"), ("small", "small-one", "small-cold"))  # shapes holding the same documents
+# Examples of one text in two shapes differ only by the draws keyed by doc_id (random next segment, 10% short
+# targets): ~0.3% at the small shape's ~10k documents; 2% is several times that, and far under a lost file's share.
+EXAMPLES_TOLERANCE = 0.02
 
 
 def document_lines(mb: float, seed: int = 0):
@@ -117,6 +126,15 @@ def _cut(path: str, directory: str, next_size, max_files: int | None = None) -> 
                 n, size = n + 1, next_size()
             out.write(line)
     out.close()
+
+
+def count_lines(directory: str) -> int:
+    """The documents written to `directory` (one JSON line each)."""
+    total = 0
+    for name in os.listdir(directory):
+        with open(os.path.join(directory, name), "rb") as f:
+            total += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))
+    return total
 
 
 def read_texts(directory: str, max_bytes: float = float("inf")) -> list[str]:
@@ -275,8 +293,10 @@ def run_pipeline(corpus_dir: str, out_root: str, workers: int) -> dict:
         prepared = prepare(cfg)
         seconds = time.perf_counter() - t0
     shutil.rmtree(out_root)
-    return {"seconds": seconds, "cpu": tree.cpu_seconds, "examples": prepared.manifest["counts"]["examples"],
-            "peak": tree.peak, "load": load, "timings": prepared.manifest["timings_s"]}
+    counts = prepared.manifest["counts"]
+    return {"seconds": seconds, "cpu": tree.cpu_seconds, "examples": counts["examples"],
+            "documents_read": counts["documents_read"], "documents_kept": counts["documents_kept"],
+            "tokens": counts["tokens"], "peak": tree.peak, "load": load, "timings": prepared.manifest["timings_s"]}
 
 
 def run_side(side: str, corpus_dir: str, max_mb: float = float("inf")) -> dict:
@@ -306,6 +326,29 @@ def side_main(side: str, corpus_dir: str, max_mb: float) -> None:
                       "count": count}))
 
 
+def count_problems(runs: dict, lines: dict[str, int]) -> list[str]:
+    """What makes the shapes' rates incomparable: a run that did not read all its shape's lines, shapes of one text
+    that kept different documents or tokens or (beyond EXAMPLES_TOLERANCE) examples, repeats that differ."""
+    problems = []
+    for shape, shape_runs in runs.items():
+        source = "small" if shape == "small-cold" else shape
+        if source not in lines:  # raw and the references: counted in tokens and their own examples
+            continue
+        problems += [f"{shape} run {i}: read {r['documents_read']:,} documents of {lines[source]:,} written"
+                     for i, r in enumerate(shape_runs) if r["documents_read"] != lines[source]]
+        if len({r["examples"] for r in shape_runs}) > 1:
+            problems.append(f"{shape}: repeats made {sorted({r['examples'] for r in shape_runs})} examples")
+    for group in SAME_TEXT:
+        first = runs[group[0]][0]
+        for shape in group[1:]:
+            other = runs[shape][0]
+            problems += [f"{shape} {key} {other[key]:,} vs {group[0]} {first[key]:,}"
+                         for key in ("documents_kept", "tokens") if other[key] != first[key]]
+            if abs(other["examples"] - first["examples"]) > EXAMPLES_TOLERANCE * first["examples"]:
+                problems.append(f"{shape} examples {other['examples']:,} vs {group[0]} {first['examples']:,}")
+    return problems
+
+
 def median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -328,6 +371,7 @@ def main():
         dirs = write_shapes(work, args.scale)
         shape_mb = {k: sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) / 2**20 for k, d in dirs.items()}
         num_files = {k: len(os.listdir(d)) for k, d in dirs.items()}
+        lines = {k: count_lines(d) for k, d in dirs.items()}
         ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False
         runs["small-cold"] = [run_pipeline(dirs["small"], os.path.join(work, "out"), args.workers)]
@@ -341,6 +385,9 @@ def main():
         ray.shutdown()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    problems = count_problems(runs, lines)
+    if problems:
+        sys.exit("the shapes did not process the same text, no rate or ratio is given: " + "; ".join(problems))
     report(args, runs, shape_mb, num_files)
 
 

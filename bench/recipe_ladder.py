@@ -18,7 +18,10 @@ from its release with few labelled rows per class (64), over --seeds seeds, by t
 (bench/hf_finetune_reference.py's engine_run, extended to score the evaluation split): per seed the epoch the
 select split chooses, judged once on dev. Reported per rung: the dev accuracy's median and spread over seeds,
 the paired-bootstrap difference to the rung before (rows resampled; a row's score is its mean correctness over
-the seeds), held-out MLM accuracy after pretraining, and pretraining tokens/s (mean over the logged windows).
+the seeds), held-out MLM accuracy after pretraining, and pretraining tokens/s (mean over the logged windows). A rung
+that packs also reports how full packing gets on its prepared rows: examples per packed row and the share of examples
+that share a row (the collator's first fit over micro-batches of the stored rows), since rows near max_seq_len leave
+nothing to pack and the rung then measures the same rows as the one before.
 
     python bench/recipe_ladder.py                       # 600 steps, 5 seeds: ~30 min on 2 cores
     python bench/recipe_ladder.py --steps 100 --seeds 2 --rungs bert +packing
@@ -75,13 +78,32 @@ def pretrain(name: str, overrides: list[str], out: Path, steps: int) -> dict:
         f"optim.warmup_steps={steps // 10}", *overrides])
     start = time.perf_counter()
     result = job.run(cfg)
+    packed = packing_fill(result.data_dir, cfg.train.micro_batch_size, cfg.data.max_seq_len) if cfg.train.packing \
+        else None
     history = MlflowClient(cfg.tracking.tracking_uri).get_metric_history(result.mlflow["run_id"], "train/tokens_per_s")
     rates = [m.value for m in sorted(history, key=lambda m: m.step)][1:] or [m.value for m in history]
     released = json.loads((Path(result.release_dir) / "config.json").read_text())  # the vocabulary the run had
     model = (ModernConfig if cfg.recipe == "modern" else BertConfig).from_dict(released)
     return {"release": result.release_dir, "mlm_acc": result.mlm_acc_after,
             "mlm_loss": result.metrics["eval_after/mlm_loss"], "tokens_per_s": statistics.mean(rates),
-            "params": model.num_parameters(include_embeddings=False), "wall_s": time.perf_counter() - start}
+            "params": model.num_parameters(include_embeddings=False), "wall_s": time.perf_counter() - start,
+            "packing": packed}
+
+
+def packing_fill(data_dir: str, batch_size: int, max_seq_len: int) -> tuple[float, float]:
+    """(examples per packed row, share of examples sharing their row) of the prepared train rows, packed as
+    PretrainingCollator packs (pack_rows, first fit) in micro-batches of `batch_size`, taken in stored order."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from bert_core.masking import pack_rows
+
+    manifest = json.loads((Path(data_dir) / "manifest.json").read_text())
+    lengths = np.concatenate([pc.list_value_length(pq.read_table(Path(data_dir) / shard["file"],
+                                                                  columns=["input_ids"])["input_ids"]).to_numpy()
+                              for shard in manifest["shards"]["train"]])
+    bins = [b for s in range(0, len(lengths), batch_size) for b in pack_rows(lengths[s:s + batch_size], max_seq_len)]
+    return len(lengths) / len(bins), sum(len(b) for b in bins if len(b) > 1) / len(lengths)
 
 
 def finetune(init: str, seed: int, corpus: str, lr: float) -> dict:
@@ -152,12 +174,14 @@ def main() -> None:
             r.update(dev=[x["dev"] for x in runs], select=[x["select"] for x in runs],
                      rows=np.mean([x["dev_correct"] for x in runs], axis=0))
             results[name] = r
+            packing = "" if r["packing"] is None else \
+                f", packing {r['packing'][0]:.2f} examples a row ({r['packing'][1]:.1%} of examples share one)"
             print(f"[ladder] {name}: dev median {statistics.median(r['dev']):.4f} over {args.seeds} seeds, "
-                  f"MLM acc {r['mlm_acc']:.4f}, {r['tokens_per_s']:,.0f} tok/s", flush=True)
+                  f"MLM acc {r['mlm_acc']:.4f}, {r['tokens_per_s']:,.0f} tok/s{packing}", flush=True)
     print(f"\nrecipe ladder: {args.steps} pretraining steps x 64 sequences x <=128 tokens per rung; pkgdocs, 64 "
           f"labelled rows per class, {args.seeds} seeds, lr {args.lr}")
     print(f"{'rung':<12} {'dev median':>10} {'spread (min-max)':>17} {'vs rung before [95% CI]':>32} "
-          f"{'MLM acc':>8} {'MLM loss':>8} {'tok/s':>8} {'params':>8}")
+          f"{'MLM acc':>8} {'MLM loss':>8} {'tok/s':>8} {'params':>8} {'ex/row':>6}")
     before = None
     for name, r in results.items():
         diff = ""
@@ -165,7 +189,8 @@ def main() -> None:
             d, lo, hi = bootstrap(r["rows"], before)
             diff = f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]"
         print(f"{name:<12} {statistics.median(r['dev']):>10.4f} {min(r['dev']):>8.4f}-{max(r['dev']):<8.4f} "
-              f"{diff:>32} {r['mlm_acc']:>8.4f} {r['mlm_loss']:>8.4f} {r['tokens_per_s']:>8,.0f} {r['params']:>8,}")
+              f"{diff:>32} {r['mlm_acc']:>8.4f} {r['mlm_loss']:>8.4f} {r['tokens_per_s']:>8,.0f} {r['params']:>8,} "
+              f"{'-' if r['packing'] is None else format(r['packing'][0], '.2f'):>6}")
         before = r["rows"]
     if args.json:
         Path(args.json).write_text(json.dumps({k: {**v, "rows": v["rows"].tolist()} for k, v in results.items()},

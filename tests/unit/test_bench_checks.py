@@ -1,0 +1,75 @@
+"""The benches' guards: a side whose outputs disagree, or that failed, stops the bench before any ratio."""
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import model_throughput  # noqa: E402
+import pipeline_throughput  # noqa: E402
+import predict_vs_pipeline  # noqa: E402
+import recipe_ladder  # noqa: E402
+
+
+def test_model_bench_stops_when_a_runner_computes_another_loss():
+    model_throughput.check_losses({"ours": 11.0, "hf": 11.0005}, rtol=1e-4)
+    with pytest.raises(SystemExit, match="loss mismatch.*hf 11.010000"):
+        model_throughput.check_losses({"ours": 11.0, "hf": 11.01}, rtol=1e-4)
+
+
+def test_model_bench_mfu_is_the_jobs_formula():
+    from bert_core.config import preset
+    from jobs.loops.metrics import flops_per_token
+
+    cfg = preset("base")
+    assert model_throughput.flops_per_token is flops_per_token
+    ratio = flops_per_token(cfg, 128) / model_throughput.flops_per_token_with_embeddings(cfg, 128)
+    assert ratio == pytest.approx(0.788, abs=1e-3)  # BENCHMARKS.md's 40.1% -> 31.6% on base/128
+
+
+def test_predict_bench_stops_on_a_lost_row_or_disagreeing_labels():
+    ref = ["a"] * 1000
+    assert predict_vs_pipeline.check_agreement({"ours bf16": (1.0, ["a"] * 995 + ["b"] * 5)}, ref) == {
+        "ours bf16": 0.995}
+    with pytest.raises(SystemExit, match="999 labels for 1000 rows"):
+        predict_vs_pipeline.check_agreement({"ours fp32": (1.0, ref[:-1])}, ref)
+    with pytest.raises(SystemExit, match="ours fp32: labels agree with the pipeline on 0.9980"):
+        predict_vs_pipeline.check_agreement({"ours fp32": (1.0, ["a"] * 998 + ["b"] * 2)}, ref)
+    with pytest.raises(SystemExit, match="ours bf16"):
+        predict_vs_pipeline.check_agreement({"ours bf16": (1.0, ["a"] * 980 + ["b"] * 20)}, ref)
+
+
+def _run(examples=50, documents_read=100, documents_kept=95, tokens=5000):
+    return dict(examples=examples, documents_read=documents_read, documents_kept=documents_kept, tokens=tokens)
+
+
+def test_pipeline_bench_names_a_shape_that_processed_other_text():
+    lines = {"small": 100, "small-one": 100, "medium": 100, "big": 100}
+    runs = {"raw": [{"count": 1}], "small": [_run(), _run()], "small-one": [_run(), _run()], "small-cold": [_run()],
+            "medium": [_run(), _run()], "big": [_run(examples=51), _run(examples=51)]}  # 2%: the draws' allowance
+    assert pipeline_throughput.count_problems(runs, lines) == []
+    runs["big"] = [_run(documents_read=99), _run(examples=51)]
+    runs["small-cold"] = [_run(examples=40, documents_kept=94)]
+    assert pipeline_throughput.count_problems(runs, lines) == [
+        "big run 0: read 99 documents of 100 written", "big: repeats made [50, 51] examples",
+        "small-cold documents_kept 94 vs small 95", "small-cold examples 40 vs small 50"]
+
+
+def test_pipeline_bench_counts_the_lines_it_wrote(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n' * 7)
+    (tmp_path / "b.jsonl").write_text('{"text": "y"}\n' * 3)
+    assert pipeline_throughput.count_lines(str(tmp_path)) == 10
+
+
+def test_ladder_reports_how_full_packing_gets(tmp_path):
+    (tmp_path / "train").mkdir()
+    pq.write_table(pa.table({"input_ids": [[1] * 120, [1] * 60, [1] * 60, [1] * 10]}), tmp_path / "train/s0.parquet")
+    (tmp_path / "manifest.json").write_text(json.dumps({"shards": {"train": [{"file": "train/s0.parquet"}]}}))
+    # first fit in one micro-batch: [120], [60, 60], [10] (10 fits neither: 130 > 128)
+    assert recipe_ladder.packing_fill(str(tmp_path), 32, 128) == (4 / 3, 0.5)
+    assert recipe_ladder.packing_fill(str(tmp_path), 1, 128) == (1.0, 0.0)
