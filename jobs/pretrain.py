@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -113,7 +114,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
         metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
 
         release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
-        _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir)
+        _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir, cfg.model.max_position_embeddings)
         info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias,
                                    task=tracking.PRETRAINING)
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
@@ -353,8 +354,10 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     return {c: table.column(c).to_numpy(zero_copy_only=False) for c in columns}
 
 
-def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:
-    """Copy the release checkpoint out of Ray storage and add the tokenizer; atomic replace."""
+def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str, max_positions: int) -> None:
+    """Copy the release checkpoint out of Ray storage and add the tokenizer; atomic replace. The tokenizer's
+    model_max_length (the prepared set's: at least 512) is cut to the model's `max_positions`: transformers'
+    truncation would otherwise keep tokens the position table has no row for."""
     tmp = release_dir.with_name(release_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     with checkpoint.as_directory() as d:
@@ -362,6 +365,10 @@ def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str) -> None:
     for f in Path(tokenizer_dir).iterdir():
         if f.is_file():
             shutil.copy2(f, tmp / f.name)
+    settings_file = tmp / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+    if int(settings.get("model_max_length", max_positions)) > max_positions:
+        settings_file.write_text(json.dumps({**settings, "model_max_length": max_positions}, indent=2) + "\n")
     if release_dir.exists():
         shutil.rmtree(release_dir)
     tmp.rename(release_dir)

@@ -175,3 +175,26 @@ def test_the_eval_set_is_as_large_on_any_worker_count(tmp_path):
     assert sizes[0] == list(range(16 * 32)) and all(s == sizes[0] for s in sizes)
     cfg.scaling.num_workers = 3  # 512 rows do not split in three: as many rows each, two fewer in all
     assert len(eval_rows(cfg, prepared, ["example_id"])["example_id"]) == 510
+
+
+def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
+    """A model of 128 positions on a prepared set whose tokenizer says 512: transformers' truncation would keep
+    tokens past the position table; the release says 128. One of 512 positions keeps the prepared set's 512."""
+    import contextlib
+    import json
+
+    from jobs.pretrain import _fetch_release
+
+    (tmp_path / "ckpt" / "release").mkdir(parents=True)
+    (tmp_path / "ckpt" / "release" / "config.json").write_text("{}")
+    (tmp_path / "tok").mkdir()
+    settings = {"model_max_length": 512, "do_lower_case": True}
+    (tmp_path / "tok" / "tokenizer_config.json").write_text(json.dumps(settings))
+    (tmp_path / "tok" / "vocab.txt").write_text("[PAD]\n")
+    checkpoint = SimpleNamespace(as_directory=lambda: contextlib.nullcontext(str(tmp_path / "ckpt")))
+    for positions, expected in ((128, 128), (512, 512)):
+        release = tmp_path / f"release-{positions}"
+        _fetch_release(checkpoint, release, str(tmp_path / "tok"), positions)
+        settings = json.loads((release / "tokenizer_config.json").read_text())
+        assert settings == {"model_max_length": expected, "do_lower_case": True}
+        assert (release / "vocab.txt").is_file() and (release / "config.json").is_file()
