@@ -52,7 +52,7 @@ from jobs.config.pretrain import PretrainConfig
 from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
 from jobs.runtime.op_locks import before_op_loads
 from jobs.engine.objectives import PretrainingObjective, pretraining_sums
-from jobs.engine.seam import EngineBase, StepStats, compile_muon_at_first_call
+from jobs.engine.seam import EngineBase, StepStats, collective_device, compile_muon_at_first_call
 
 PIPE_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label")
 TIED_KEY = "embed"
@@ -436,7 +436,8 @@ class PipelineEngine(EngineBase):
     def evaluate(self, batches) -> dict:
         """Every rank calls it; first-stage ranks bring the batches, all agree on how many to run."""
         batches = [self._to_device(b) for b in batches] if self.reads_data else []
-        count = torch.tensor([len(batches) if self.reads_data else 2**31 - 1], dtype=torch.int64)
+        count = torch.tensor([len(batches) if self.reads_data else 2**31 - 1], dtype=torch.int64,
+                             device=collective_device())
         dist.all_reduce(count, op=dist.ReduceOp.MIN)
         return evaluate(self.engine, batches[:int(count)] if self.reads_data else None, int(count))
 

@@ -245,9 +245,17 @@ def next_in_lockstep(batches):
     return in_lockstep(next(batches, None))
 
 
+def collective_device() -> torch.device:
+    """Where a tensor of a collective must live: the rank's CUDA device when the process group runs NCCL (Ray Train
+    picks it for GPU workers, and NCCL takes no CPU tensor), else the CPU (gloo)."""
+    if dist.is_initialized() and "nccl" in str(dist.get_backend()):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def in_lockstep(batch):
     """`batch`, or None on every rank if any rank has none (an all-reduce: every rank waits for the others)."""
-    has = torch.tensor([0 if batch is None else 1], dtype=torch.int32)
+    has = torch.tensor([0 if batch is None else 1], dtype=torch.int32, device=collective_device())
     if dist.is_initialized():
         dist.all_reduce(has, op=dist.ReduceOp.MIN)
     return batch if int(has) else None

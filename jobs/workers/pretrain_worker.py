@@ -35,7 +35,7 @@ from jobs.loops.loss_guard import LossGuard, NonFiniteLossError
 from jobs.loops.metrics import MetricsWindow, flops_per_token, progress_line
 from jobs.engine.checkpoint_parts import write_rank_files, write_topology
 from jobs.workers.reshard import load_engine
-from jobs.engine.seam import in_lockstep
+from jobs.engine.seam import collective_device, in_lockstep
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -51,15 +51,22 @@ class Prepared(NamedTuple):
 
 NO_DATA = Prepared({}, None, 0)  # later pipeline stages: their inputs are stage 0's activations
 
-PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+# Dense bf16/fp16 tensor-core peaks (datasheets, without sparsity), first match of the device name wins: the PCIe and
+# NVL cards run lower clocks than the SXM parts that share their names.
+PEAK_BF16_FLOPS = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H200 NVL": 835e12, "H100": 989e12, "H200": 989e12,
+                   "A100": 312e12}
 
 
-def peak_flops(use_gpu: bool) -> float | None:
-    """Dense bf16 peak of the local accelerator, for MFU; None on CPU where MFU is not meaningful."""
-    if not (use_gpu and torch.cuda.is_available()):
+def peak_flops(use_gpu: bool, precision: str = "bf16") -> float | None:
+    """Dense half-precision peak of the local accelerator, for MFU; None on CPU, on an unknown GPU and for fp32
+    training (which the half-precision peak does not measure)."""
+    if not (use_gpu and torch.cuda.is_available()) or precision not in ("bf16", "fp16"):
         return None
-    name = torch.cuda.get_device_name()
-    return next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+    return peak_for(torch.cuda.get_device_name())
+
+
+def peak_for(device_name: str) -> float | None:
+    return next((v for k, v in PEAK_BF16_FLOPS.items() if k in device_name), None)
 
 
 def eval_line(m: dict) -> str:
@@ -251,7 +258,7 @@ class Worker:
                 log.info(f"[eval] before training: {eval_line(self.before)}")
             self.logger.log({f"eval/{k}": v for k, v in self.before.items()}, step=0)
         flops_token = flops_per_token(self.cfg.model, self.cfg.data.max_seq_len)
-        peak = peak_flops(self.cfg.scaling.use_gpu)
+        peak = peak_flops(self.cfg.scaling.use_gpu, self.cfg.deepspeed.precision)
         window, start_step, run_start, metrics = MetricsWindow(), self.step, time.perf_counter(), {}
         batches = self.stream
         while self.step < t.max_steps:
@@ -449,7 +456,7 @@ def _longest(seconds: float) -> float:
     """The most seconds any rank spent (every rank calls this)."""
     if not dist.is_initialized():
         return seconds
-    longest = torch.tensor([seconds], dtype=torch.float64)
+    longest = torch.tensor([seconds], dtype=torch.float64, device=collective_device())
     dist.all_reduce(longest, op=dist.ReduceOp.MAX)
     return float(longest)
 

@@ -269,3 +269,13 @@ def test_the_optimizer_steps_deepspeed_skipped_are_counted_across_a_resume(deeps
     b = _engine(0)
     b.load(tmp_path)
     assert b.skipped_steps == 2
+
+
+def test_the_loops_collectives_run_on_the_process_groups_device(deepspeed_world_of_one):
+    """in_lockstep and the data-wait maximum all-reduce tensors of collective_device(): the CPU under gloo (here), the
+    rank's CUDA device under NCCL (tests/unit/test_engine_gpu.py runs them there)."""
+    from jobs.engine.seam import collective_device, in_lockstep
+    from jobs.workers.pretrain_worker import _longest
+
+    assert collective_device() == torch.device("cpu")
+    assert in_lockstep({"x": 1}) == {"x": 1} and in_lockstep(None) is None and _longest(2.5) == 2.5

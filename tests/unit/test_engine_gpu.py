@@ -1,4 +1,5 @@
-"""The DeepSpeed engine on CUDA: one rank, ZeRO-2, bf16, DeepSpeed's fused Adam, NCCL.
+"""The DeepSpeed engine on CUDA: one rank, ZeRO-2, bf16, DeepSpeed's fused Adam, NCCL; the loops' own collectives
+on that NCCL group.
 
 Runs in a child process: DeepSpeed picks its accelerator once per process at import, and the rest
 of the suite imports it with DS_ACCELERATOR=cpu. Skipped cleanly without a CUDA device.
@@ -44,7 +45,11 @@ batch = dict(input_ids=ids, token_type_ids=torch.zeros_like(ids), attention_mask
              next_sentence_label=torch.randint(0, 2, (B,), generator=g), **host_packing(mask, labels))
 losses = [engine.step(batch).loss for _ in range(30)]
 module = engine.engine.module
-print("RESULT " + json.dumps({
+from jobs.engine.seam import in_lockstep
+from jobs.workers.pretrain_worker import _longest
+# the loops' own collectives under NCCL, which takes no CPU tensor
+lockstep = [in_lockstep({"x": 1}) is not None, in_lockstep(None) is None, _longest(1.5) == 1.5]
+print("RESULT " + json.dumps({"lockstep": lockstep,
     "losses": losses, "step": engine.global_step, "device": str(next(module.parameters()).device),
     "dtype": str(next(module.parameters()).dtype), "optimizer": type(engine.engine.optimizer).__name__,
     "inner": type(getattr(engine.engine.optimizer, "optimizer", None)).__name__}))
@@ -68,5 +73,6 @@ def test_zero2_bf16_step_on_cuda():
     r = json.loads(lines[-1][len("RESULT "):])
     assert r["device"].startswith("cuda") and r["dtype"] == "torch.bfloat16", r
     assert r["step"] == 30, r
+    assert r["lockstep"] == [True, True, True], r  # the data loops' all-reduces run on the NCCL group
     assert all(loss == loss for loss in r["losses"]), r["losses"]  # no NaN
     assert r["losses"][-1] < 0.6 * r["losses"][0], r["losses"]  # one fixed batch: it must fit it (0.52 seen on H100)

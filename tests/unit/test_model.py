@@ -276,3 +276,18 @@ def test_gpu_flash_varlen_matches_padded_attention():
     for name, g in results[True][1].items():
         ref = results[False][1][name]
         assert (g - ref).norm() <= 5e-2 * ref.norm() + 1e-6, name
+
+
+@pytest.mark.parametrize("capability, expected", [((7, 0), False), ((7, 5), False), ((8, 0), True), ((9, 0), True)])
+def test_flash_attention_only_on_the_gpus_its_kernel_takes(monkeypatch, capability, expected):
+    """torch's FlashAttention kernel refuses GPUs before Ampere (V100 7.0, T4 7.5: 'FlashAttention only supports
+    Ampere GPUs or newer'): there the padded attention path runs instead. A bf16 CUDA tensor, as the GPU sees it."""
+    from types import SimpleNamespace
+
+    from bert_core import model as bert_model
+
+    monkeypatch.setattr(bert_model, "_capability", lambda device: capability)
+    x = SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, device=torch.device("cuda", 0))
+    assert bert_model.flash_varlen_available(x, 64) is expected
+    assert not bert_model.flash_varlen_available(SimpleNamespace(is_cuda=True, dtype=torch.float32,
+                                                                 device=torch.device("cuda", 0)), 64)

@@ -198,3 +198,16 @@ def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
         settings = json.loads((release / "tokenizer_config.json").read_text())
         assert settings == {"model_max_length": expected, "do_lower_case": True}
         assert (release / "vocab.txt").is_file() and (release / "config.json").is_file()
+
+
+@pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12),
+                                        ("NVIDIA H100 NVL", 835e12), ("NVIDIA H200", 989e12),
+                                        ("NVIDIA H200 NVL", 835e12), ("NVIDIA A100-SXM4-80GB", 312e12),
+                                        ("Tesla T4", None)])
+def test_mfu_is_against_the_peak_of_the_card_at_hand(name, peak):
+    """An H100 PCIe card peaks at 756 TFLOP/s, not the SXM part's 989: MFU against the wrong one understates it by
+    1.3x. An unknown card reports no MFU, and neither does fp32 training."""
+    from jobs.workers.pretrain_worker import peak_flops, peak_for
+
+    assert peak_for(name) == peak
+    assert peak_flops(True, "fp32") is None and peak_flops(False, "bf16") is None
