@@ -30,7 +30,9 @@ CONTINUATION_PREFIX = "##"
 MAX_INPUT_CHARS_PER_WORD = 100  # longer "words" become a single [UNK], as in original BERT
 # The alphabet a trained vocabulary keeps (every other character becomes [UNK]): by default the most frequent
 # characters that cover CHARACTER_COVERAGE of the sample's (SentencePiece's default rule), at least MIN_ALPHABET
-# (HF BertWordPieceTokenizer's limit_alphabet; Google's English vocab holds 997) and at most half the vocabulary.
+# (HF BertWordPieceTokenizer's limit_alphabet; Google's English vocab holds 997) and at most half of what the special
+# tokens leave (alphabet_budget): the trainer adds every kept character, and its "##" form where it occurs inside a
+# word, before any merge, so a bigger alphabet alone can outgrow vocab_size.
 # An English corpus's stray symbols stay out; a CJK corpus keeps its thousands (Chinese BERT: ~21k of 21128 tokens).
 MIN_ALPHABET = 1000
 CHARACTER_COVERAGE = 0.9995
@@ -39,10 +41,16 @@ CHARACTER_COVERAGE = 0.9995
 COUNTED_CHARACTERS = 64 << 20  # enough to rank a script's characters; the sample may be gigabytes of books
 
 
+def alphabet_budget(vocab_size: int) -> int:
+    """The most characters a vocabulary of `vocab_size` tokens always has room for: each with its "##" form,
+    beside the special tokens."""
+    return (vocab_size - len(SPECIAL_TOKENS)) // 2
+
+
 def covering_alphabet(texts: list[str], vocab_size: int, normalizer=None) -> int:
     """How many of the most frequent characters of `texts` (as `normalizer` leaves them; whitespace aside; the
-    first COUNTED_CHARACTERS of them) cover CHARACTER_COVERAGE of their occurrences, within [MIN_ALPHABET,
-    vocab_size // 2]."""
+    first COUNTED_CHARACTERS of them) cover CHARACTER_COVERAGE of their occurrences: at least MIN_ALPHABET, at most
+    alphabet_budget(vocab_size), which wins below ~2000 tokens."""
     counts, seen = collections.Counter(), 0
     for text in texts:
         text = normalizer.normalize_str(text) if normalizer else text
@@ -57,12 +65,13 @@ def covering_alphabet(texts: list[str], vocab_size: int, normalizer=None) -> int
         covered += n
         if covered >= need:
             break
-    return min(max(MIN_ALPHABET, k), max(MIN_ALPHABET, vocab_size // 2))
+    return min(max(MIN_ALPHABET, k), alphabet_budget(vocab_size))
 
 
-def _normalizer(lowercase: bool, strip_accents: bool | None = None) -> normalizers.BertNormalizer:
+def _normalizer(lowercase: bool, strip_accents: bool | None = None,
+                handle_chinese_chars: bool = True) -> normalizers.BertNormalizer:
     # strip_accents=None means "follow lowercase": uncased BERT strips accents, cased keeps them.
-    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=handle_chinese_chars,
                                       strip_accents=strip_accents, lowercase=lowercase)
 
 
@@ -88,7 +97,8 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
 
     strip_accents=None follows `lowercase` (uncased BERT); False keeps combining marks, which are letters in
     scripts beyond Latin (Japanese voicing marks, Devanagari virama, Thai and Vietnamese marks).
-    limit_alphabet: characters kept (the most frequent); None = covering_alphabet of `texts`.
+    limit_alphabet: characters kept (the most frequent); None = covering_alphabet of `texts`. One set so high that
+    the characters and their "##" forms alone outgrow `vocab_size` is refused (ValueError), naming the numbers.
 
     Not bit-reproducible: tokenizers <= 0.23 breaks merge-count ties in hash-map order
     (huggingface/tokenizers#1794), so two runs on the same texts can differ in rare tokens.
@@ -105,6 +115,11 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
                                special_tokens=SPECIAL_TOKENS, limit_alphabet=limit_alphabet,
                                continuing_subword_prefix=CONTINUATION_PREFIX, show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
+    if tok.get_vocab_size() > vocab_size:
+        raise ValueError(f"limit_alphabet={limit_alphabet} characters, with their '##' forms and the "
+                         f"{len(SPECIAL_TOKENS)} special tokens, make {tok.get_vocab_size()} tokens, more than "
+                         f"vocab_size={vocab_size}: set limit_alphabet to {alphabet_budget(vocab_size)} or less "
+                         f"(or null), or raise vocab_size")
     return _finish_pipeline(tok)
 
 
@@ -116,20 +131,50 @@ def _vocab_in_id_order(tok: Tokenizer) -> list[str]:
     return tokens
 
 
-def _normalizer_settings(tok: Tokenizer) -> dict:
-    return json.loads(tok.to_str())["normalizer"] or {}
+def _describe(part: dict | None) -> str:
+    """A tokenizer.json normalizer or pre-tokenizer by its types: "none", "Sequence(NFD, Lowercase, StripAccents)"."""
+    if not part:
+        return "none"
+    inner = part.get("normalizers") or part.get("pretokenizers")
+    return f"{part['type']}({', '.join(_describe(p) for p in inner)})" if inner else part["type"]
+
+
+def transformers_differences(tok: Tokenizer) -> list[str]:
+    """What transformers changes in `tok` when it loads the folder save_tokenizer writes; empty when its ids are the
+    same. Its BertTokenizer (AutoTokenizer's class for that folder) ignores tokenizer.json's pipeline and rebuilds
+    BertNormalizer(clean_text=True, ...) from tokenizer_config.json's flags, BertPreTokenizer, and WordPiece with
+    [UNK], "##" and 100 characters a word, so anything else is lost."""
+    spec = json.loads(tok.to_str())
+    norm, pre, model = spec["normalizer"] or {}, spec["pre_tokenizer"] or {}, spec["model"]
+    found = []
+    if norm.get("type") != "BertNormalizer":
+        found.append(f"normalizer {_describe(norm)} becomes BertNormalizer(clean_text=True, handle_chinese_chars=True, "
+                     f"strip_accents=None, lowercase=False)")
+    elif not norm["clean_text"]:
+        found.append("BertNormalizer clean_text=False becomes True (control characters dropped)")
+    if pre.get("type") != "BertPreTokenizer":
+        found.append(f"pre-tokenizer {_describe(pre)} becomes BertPreTokenizer")
+    expected = {"type": "WordPiece", "unk_token": UNK, "continuing_subword_prefix": CONTINUATION_PREFIX,
+                "max_input_chars_per_word": MAX_INPUT_CHARS_PER_WORD}
+    found += [f"model {k}={model.get(k)!r} becomes {v!r}" for k, v in expected.items() if model.get(k) != v]
+    return found
 
 
 def save_tokenizer(tok: Tokenizer, out_dir: str | os.PathLike, model_max_length: int = 512) -> Path:
-    """Write vocab.txt, tokenizer.json, tokenizer_config.json and special_tokens_map.json."""
+    """Write vocab.txt, tokenizer.json, tokenizer_config.json and special_tokens_map.json; tokenizer_config.json's
+    flags are what transformers rebuilds the normalizer from. A tokenizer it would rebuild differently
+    (transformers_differences) is refused: the folder would give other ids in transformers than here."""
+    differences = transformers_differences(tok)
+    if differences:
+        raise ValueError(f"transformers would tokenize differently once saved: {'; '.join(differences)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "vocab.txt").write_text("".join(t + "\n" for t in _vocab_in_id_order(tok)), encoding="utf-8")
     tok.save(str(out / "tokenizer.json"))
     specials = dict(pad_token=PAD, unk_token=UNK, cls_token=CLS, sep_token=SEP, mask_token=MASK)
-    norm = _normalizer_settings(tok)
-    config = dict(tokenizer_class="BertTokenizerFast", do_lower_case=bool(norm.get("lowercase", False)),
-                  strip_accents=norm.get("strip_accents"), tokenize_chinese_chars=True,
+    norm = json.loads(tok.to_str())["normalizer"]
+    config = dict(tokenizer_class="BertTokenizerFast", do_lower_case=norm["lowercase"],
+                  strip_accents=norm["strip_accents"], tokenize_chinese_chars=norm["handle_chinese_chars"],
                   model_max_length=model_max_length, **specials)
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2) + "\n")
@@ -144,12 +189,34 @@ def _read_vocab(vocab_file: Path) -> dict[str, int]:
     return {token: i for i, token in enumerate(lines)}
 
 
-def load_tokenizer(path: str | os.PathLike, lowercase: bool | None = None) -> Tokenizer:
+def stated_settings(path: str | os.PathLike) -> dict:
+    """The lowercase and strip_accents a tokenizer folder (or file) states itself: its tokenizer.json's
+    BertNormalizer's, else those tokenizer_config.json's do_lower_case / strip_accents make transformers use (its
+    defaults, True and None, for the one left out); {} for a bare vocab.txt, which says nothing."""
+    path = Path(path)
+    spec = path if path.suffix == ".json" else path / "tokenizer.json"
+    if spec.is_file():
+        norm = json.loads(spec.read_text(encoding="utf-8"))["normalizer"] or {}
+        return {k: norm[k] for k in ("lowercase", "strip_accents")} if norm.get("type") == "BertNormalizer" else {}
+    config = _tokenizer_config(path if path.is_dir() else path.parent)
+    if "do_lower_case" not in config and "strip_accents" not in config:
+        return {}
+    return {"lowercase": config.get("do_lower_case") is not False, "strip_accents": config.get("strip_accents")}
+
+
+def _tokenizer_config(folder: Path) -> dict:
+    config_file = folder / "tokenizer_config.json"
+    return json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+
+
+def load_tokenizer(path: str | os.PathLike, lowercase: bool | None = None,
+                   strip_accents: bool | None = None) -> Tokenizer:
     """Load from a directory (tokenizer.json preferred, else vocab.txt) or a single file.
 
-    With only vocab.txt the BERT pipeline is rebuilt around it; `lowercase` defaults to
-    tokenizer_config.json's do_lower_case next to it, else True (uncased BERT).
-    Truncation and padding stored in a tokenizer.json are switched off: callers decide lengths.
+    With only vocab.txt the BERT pipeline is rebuilt around it as transformers does: `lowercase` and `strip_accents`
+    (None: not given) default to tokenizer_config.json's do_lower_case and strip_accents next to it, else to uncased
+    BERT's (True; None, which follows lowercase); its tokenize_chinese_chars is kept. A tokenizer.json is used as
+    it is. Truncation and padding stored in a tokenizer.json are switched off: callers decide lengths.
     """
     path = Path(path)
     if path.is_dir():
@@ -161,18 +228,13 @@ def load_tokenizer(path: str | os.PathLike, lowercase: bool | None = None) -> To
         tok.no_truncation()
         tok.no_padding()
         return tok
-    strip_accents = None
-    config_file = path.parent / "tokenizer_config.json"
-    if config_file.exists():
-        config = json.loads(config_file.read_text())
-        if lowercase is None:
-            lowercase = config.get("do_lower_case")
-        strip_accents = config.get("strip_accents")
-    lowercase = True if lowercase is None else lowercase
+    config = _tokenizer_config(path.parent)
+    lowercase = config.get("do_lower_case") is not False if lowercase is None else lowercase
+    strip_accents = config.get("strip_accents") if strip_accents is None else strip_accents
     tok = Tokenizer(WordPiece(_read_vocab(path), unk_token=UNK,
                               continuing_subword_prefix=CONTINUATION_PREFIX,
                               max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
-    tok.normalizer = _normalizer(lowercase, strip_accents)
+    tok.normalizer = _normalizer(lowercase, strip_accents, config.get("tokenize_chinese_chars") is not False)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     return _finish_pipeline(tok)
 

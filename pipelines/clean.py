@@ -1,9 +1,13 @@
 """Text normalisation and sentence splitting: the per-document hot path of corpus preparation.
 
 Contract with the readers (pipelines/sources.py, pipelines/wiki.py) and the example builder
-(pipelines/examples.py): a document's text is `normalize_text` output -- NFC, no control
+(pipelines/examples.py): a document's text is `normalize_text` output -- no control
 characters, single spaces inside lines, no blank-only lines, paragraphs separated by exactly
 "\n\n" (a single "\n" inside a paragraph is a soft line break, as in hard-wrapped books).
+It is the text the tokenizer reads, so it changes nothing BERT's normalizer (BertNormalizer,
+which transformers rebuilds for a released model) would not change alike: no NFC (a word typed
+with combining accents stays so, as fine-tuning and serving will see it), and the characters it
+drops are those BertNormalizer drops. NFC is for comparing texts only (`dedup_form`).
 `split_sentences` never returns a sentence spanning a paragraph break, and returns each sentence
 on one line (soft line breaks become spaces).
 
@@ -19,10 +23,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Control characters (C0, DEL, C1) other than whitespace (\t \v \f become spaces below), and
+# Control characters (C0, DEL, C1) other than \t \n \r (which become spaces and line breaks below), and
 # the zero-width/BOM/bidi/soft-hyphen format characters pasted web text is full of: invisible,
-# meaningless to BERT, and they split words for the tokenizer. (A regex beats str.translate 5x.)
-_INVISIBLE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u2060\ufeff]")
+# meaningless to BERT, and they split words for the tokenizer. All are dropped, never made spaces, as
+# BertNormalizer's clean_text drops them (\v and \f too: a space here would split a word it joins).
+# (A regex beats str.translate 5x.)
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u2060\ufeff]")
 _LINE_SEPARATORS = re.compile("\r\n?|[\u2028\u2029]")
 _SPACES = re.compile(r"[^\S\n]+")  # any whitespace run inside a line (incl. NBSP, em space)
 _ODD_SPACE = re.compile(r"[^\S\n ]")  # whitespace a single " " does not already stand for
@@ -31,10 +37,11 @@ _PARAGRAPH_BREAK = re.compile(r"\n{2,}")
 
 
 def normalize_text(text: str) -> str:
-    """NFC, control characters dropped, whitespace collapsed per line, paragraph breaks kept.
+    """Control characters dropped, whitespace collapsed per line, paragraph breaks kept.
 
-    Case is kept: lowercasing (and accent stripping) is the tokenizer's job, so a cased
-    tokenizer can be trained from the same prepared documents.
+    Case and composition are kept: lowercasing, accent stripping (and the NFD it implies) are
+    the tokenizer's job, so a cased tokenizer can be trained from the same prepared documents,
+    and a document gives the ids transformers gives its raw text.
     """
     # Each substitution runs only when a cheap test (memchr-speed `in`, or a character-class
     # search) shows it would change something: most text is clean already, and _SPACES alone,
@@ -42,9 +49,7 @@ def normalize_text(text: str) -> str:
     ascii_only = text.isascii()
     if "\r" in text or not ascii_only:
         text = _LINE_SEPARATORS.sub("\n", text)
-    text = _INVISIBLE.sub("", text)  # before NFC: a dropped U+200B may join a letter and its accent
-    if not ascii_only:
-        text = unicodedata.normalize("NFC", text)
+    text = _INVISIBLE.sub("", text)
     if "  " in text or _ODD_SPACE.search(text):
         text = _SPACES.sub(" ", text)  # \t included
     if " \n" in text or "\n " in text:
@@ -52,6 +57,12 @@ def normalize_text(text: str) -> str:
     if "\n\n\n" in text:
         text = _PARAGRAPH_BREAK.sub("\n\n", text)
     return text.strip("\n ")
+
+
+def dedup_form(text: str) -> str:
+    """`text` NFC-composed: what exact dedup hashes, so a copy typed with combining accents is a duplicate of
+    its precomposed original though the tokenizer reads the two as written."""
+    return text if text.isascii() or unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
 
 
 # Words that end in "." without ending the sentence when a capitalised word follows ("Mr. Smith",

@@ -16,17 +16,24 @@ MASKING = ("dynamic", "static")
 class TokenizerConfig:
     path: str | None = None  # an existing tokenizer dir (vocab.txt / tokenizer.json); None trains one
     vocab_size: int = 8192  # WordPiece vocabulary to train (30522 in original BERT)
-    lowercase: bool = True  # uncased BERT
-    # None = follow lowercase (uncased BERT strips accents); false keeps combining marks, letters outside Latin
-    # script (Japanese voicing marks, Devanagari virama, Thai and Vietnamese tone marks)
+    # None = true (uncased BERT) for a trained tokenizer, a given one's own (its tokenizer.json's normalizer or
+    # tokenizer_config.json's do_lower_case; true for a bare vocab.txt, as transformers reads one). Set, a bare
+    # vocab.txt (Google's cased_L-12_H-768_A-12) takes it, and a given tokenizer stating otherwise is refused
+    lowercase: bool | None = None
+    # None = follow lowercase (uncased BERT strips accents), or a given tokenizer's own; false keeps combining marks,
+    # letters outside Latin script (Japanese voicing marks, Devanagari virama, Thai and Vietnamese tone marks)
     strip_accents: bool | None = None
     # characters the vocabulary keeps, the most frequent (others are [UNK]); None = those covering 99.95% of the
-    # sample's, 1000 to vocab_size / 2 (bert_core.tokenizer.covering_alphabet): room for a CJK corpus's thousands
+    # sample's, 1000 to (vocab_size - 5) / 2 (bert_core.tokenizer.covering_alphabet): room for a CJK corpus's
+    # thousands, never more than the vocabulary holds with each character's "##" form (a set limit that is: refused)
     limit_alphabet: int | None = None
     min_frequency: int = 2  # a merge must be seen this often to enter the vocabulary
     sample_documents: int = 20000  # documents the tokenizer is trained on (a uniform sample)
 
     def validate(self) -> "TokenizerConfig":
+        if self.lowercase is not None and not isinstance(self.lowercase, bool):
+            raise ConfigError(f"data.tokenizer.lowercase must be null (uncased, or a given tokenizer's own), true or "
+                              f"false, got {self.lowercase!r}")
         if self.strip_accents is not None and not isinstance(self.strip_accents, bool):
             raise ConfigError(f"data.tokenizer.strip_accents must be null (follow lowercase), true or false, "
                               f"got {self.strip_accents!r}")

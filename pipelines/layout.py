@@ -24,7 +24,7 @@ SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids
 # pairs fall short), and enough shards on a 100 MB corpus that shard building spreads over the cores) ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
-PIPELINE_VERSION = 4  # in the dataset name: bump when the same inputs and config give other examples
+PIPELINE_VERSION = 5  # in the dataset name: bump when the same inputs and config give other examples
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,10 +65,13 @@ def hashed_config(cfg: DataConfig) -> dict:
     # Tokenizer settings added later are named only where the tokenizer trained differs from before them (a given
     # one is named by its hash): earlier prepared sets keep their names, and one with another alphabet is not reused.
     trained = tok.pop("path") is None
-    if not trained or cfg.tokenizer.strip_accents in (None, cfg.tokenizer.lowercase):
+    lowercase = cfg.tokenizer.lowercase is not False  # unset: uncased, for a trained tokenizer
+    tok["lowercase"] = lowercase
+    if not trained or cfg.tokenizer.strip_accents in (None, lowercase):
         tok.pop("strip_accents")
-    if not trained:
+    if not trained:  # named by its hash, as loaded with the settings
         tok.pop("limit_alphabet")
+        tok.pop("lowercase")
     elif tok["limit_alphabet"] is None:  # the coverage rule: a set trained before it kept 1000 characters
         tok["limit_alphabet"] = f"coverage {CHARACTER_COVERAGE}"
     return d

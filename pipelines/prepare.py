@@ -52,9 +52,11 @@ from ray.data._internal.execution.backpressure_policy import (
     ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY, ConcurrencyCapBackpressurePolicy)
 from tokenizers import Tokenizer
 
-from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, tokenizer_hash,
-                                 train_wordpiece)
-from pipelines.config import DataConfig
+from bert_core.config import ConfigError
+from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, stated_settings,
+                                 tokenizer_hash, train_wordpiece, transformers_differences)
+from pipelines.clean import dedup_form
+from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.examples import (Document, bucket_seed, create_examples, document_key, mask_static_flat,
                                 masking_config)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
@@ -96,7 +98,7 @@ def _sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) 
         def train_documents():
             for doc_id, uid, text in unit_documents(unit, cfg, RejectLog()):
                 uids.append(uid)
-                hashes.append(content_hashes([text])[0])
+                hashes.append(content_hashes([dedup_form(text)])[0])  # as spill.DocumentTokenizer hashes
                 key = document_key(cfg.seed, doc_id)
                 if not layout.is_eval(key):
                     yield key, uid
@@ -203,15 +205,43 @@ def _tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) -
     return [texts[uid] for uid in sample_uids.tolist()]
 
 
+def _given_tokenizer(t: TokenizerConfig) -> Tokenizer:
+    """data.tokenizer.path loaded as transformers will read the prepared copy (save_tokenizer). A bare vocab.txt
+    states no case, so data.tokenizer.lowercase / strip_accents decide (unset: uncased BERT, as transformers reads
+    one); a tokenizer that states its own keeps them, and a setting that contradicts them is refused. So is a
+    tokenizer transformers would rebuild differently: pretraining would see other ids than fine-tuning."""
+    stated = stated_settings(t.path)
+    if stated:
+        strips = stated["lowercase"] if stated["strip_accents"] is None else stated["strip_accents"]
+        for name, theirs in (("lowercase", stated["lowercase"]), ("strip_accents", strips)):
+            if getattr(t, name) not in (None, theirs):
+                raise ConfigError(
+                    f"data.tokenizer.{name}={getattr(t, name)} contradicts the tokenizer at data.tokenizer.path="
+                    f"{t.path}, which states lowercase={stated['lowercase']}, strip_accents={stated['strip_accents']} "
+                    f"(None: as lowercase); leave data.tokenizer.{name} unset to use it as it is, or give another")
+    tok = load_tokenizer(t.path, t.lowercase, t.strip_accents)
+    differences = transformers_differences(tok)
+    if differences:
+        raise ConfigError(
+            f"data.tokenizer.path={t.path}: transformers rebuilds a BERT tokenizer from vocab.txt and "
+            f"tokenizer_config.json, so fine-tuning and serving would tokenize differently from pretraining: "
+            f"{'; '.join(differences)}; give one with a BertNormalizer(clean_text=True), BertPreTokenizer and "
+            f"WordPiece model ([UNK], '##'), or train one (data.tokenizer.path: null)")
+    return tok
+
+
 def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, out_dir: Path) -> Tokenizer:
-    if cfg.tokenizer.path:
-        tok = load_tokenizer(cfg.tokenizer.path)
-        _log("tokenizer", f"loaded {cfg.tokenizer.path} ({tok.get_vocab_size()} tokens)")
+    t = cfg.tokenizer
+    if t.path:
+        tok = _given_tokenizer(t)
+        norm = json.loads(tok.to_str())["normalizer"]
+        _log("tokenizer", f"loaded {t.path} ({tok.get_vocab_size()} tokens, lowercase={norm['lowercase']}, "
+                          f"strip_accents={norm['strip_accents']})")
     else:
         t0 = time.perf_counter()
         texts = _tokenizer_sample(units, cfg, layout)
-        t = cfg.tokenizer
-        tok = train_wordpiece(texts, t.vocab_size, t.lowercase, t.min_frequency, t.strip_accents, t.limit_alphabet)
+        tok = train_wordpiece(texts, t.vocab_size, t.lowercase is not False, t.min_frequency, t.strip_accents,
+                              t.limit_alphabet)
         _log("tokenizer", f"trained {tok.get_vocab_size()} tokens on {len(texts)} documents "
                           f"in {time.perf_counter() - t0:.1f}s")
     save_tokenizer(tok, out_dir, model_max_length=max(512, cfg.max_seq_len))
@@ -310,7 +340,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
     timings: dict[str, float] = {}
     files = resolve_sources(cfg)
     inputs = fingerprint_inputs(files)
-    given_hash = tokenizer_hash(cfg.tokenizer.path) if cfg.tokenizer.path else None
+    given_hash = tokenizer_hash(_given_tokenizer(cfg.tokenizer)) if cfg.tokenizer.path else None
     name = dataset_name(cfg, inputs, given_hash)
     final = Path(cfg.output_root) / name
     if (final / MANIFEST).exists():

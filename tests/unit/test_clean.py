@@ -11,17 +11,41 @@ from pipelines.clean import normalize_text, split_sentences
 
 # ----------------------------------------------------------------------------- normalize_text
 
-def test_nfc_composes_and_case_is_kept():
+def test_composition_and_case_are_kept_nfc_is_for_dedup_only():
+    """NFC here made pretraining read "cafe\u0301" as "café" while transformers, which does no NFC, reads it as
+    written ([UNK] in a vocabulary of composed letters): the tokenizer gets the text as written."""
+    from pipelines.clean import dedup_form
+
     decomposed = "Cafe\u0301 Ĺ"  # e + combining acute
-    out = normalize_text(decomposed)
-    assert out == unicodedata.normalize("NFC", decomposed) == "Café Ĺ"
+    assert normalize_text(decomposed) == decomposed
+    assert dedup_form(decomposed) == unicodedata.normalize("NFC", decomposed) == "Café Ĺ" == dedup_form("Café Ĺ")
     assert normalize_text("BERT Is Cased Here") == "BERT Is Cased Here"
 
 
 def test_control_characters_removed_tab_becomes_space():
     assert normalize_text("a\x00b\x07c\x1bd\x7fe\x85f") == "abcdef"
-    assert normalize_text("col1\tcol2\x0cpage\x0bnext") == "col1 col2 page next"
+    assert normalize_text("col1\tcol2\x0cpage\x0bnext") == "col1 col2pagenext"  # as BertNormalizer drops them
     assert normalize_text("zero\u200bwidth\ufeff soft\u00adhyphen") == "zerowidth softhyphen"
+
+
+def test_normalize_changes_no_token_bert_normalizer_would_not():
+    """The prepared text is what pretraining tokenizes; transformers tokenizes the raw text. For every BertNormalizer
+    setting, the words BERT's pre-tokenizer makes of both are the same, on random strings dense in what
+    normalize_text touches (controls, \v \f, invisibles, odd spaces, line separators, combining marks)."""
+    import random
+
+    from tokenizers import normalizers, pre_tokenizers
+
+    alphabet = list("ab cD.é\n\t\r\x0b\x0c\x00\x07\x1f\x85\u00a0\u2028\u2029\u200b\u00ad\ufeff\u0301\u3099か北\u3000")
+    rng = random.Random(0)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(3000)]
+    split = pre_tokenizers.BertPreTokenizer()
+    for lowercase, strip_accents in [(True, None), (False, None), (True, False), (False, False), (False, True)]:
+        norm = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=strip_accents)
+        for text in texts:
+            words = [[w for w, _ in split.pre_tokenize_str(norm.normalize_str(t))]
+                     for t in (text, normalize_text(text))]
+            assert words[0] == words[1], (repr(text), lowercase, strip_accents)
 
 
 def test_whitespace_collapsed_within_lines_and_lines_trimmed():
@@ -130,8 +154,7 @@ def test_guarded_substitutions_match_the_plain_chain():
 
     def plain(text):
         text = clean._LINE_SEPARATORS.sub("\n", text)
-        text = clean._INVISIBLE.sub("", text)  # first: a dropped U+200B may join a letter and its accent
-        text = unicodedata.normalize("NFC", text)
+        text = clean._INVISIBLE.sub("", text)
         text = re.sub(r"[^\S\n]+", " ", text)
         text = re.sub(r" ?\n ?", "\n", text)
         return re.sub(r"\n{2,}", "\n\n", text).strip("\n ")

@@ -146,6 +146,7 @@ def test_every_shipped_config_validates_with_static_masking():
     ("data.tokenizer.limit_alphabet=0", r"data\.tokenizer\.limit_alphabet must be null .* got 0"),
     ("data.tokenizer.limit_alphabet=9000", r"data\.tokenizer\.limit_alphabet must be .*vocab_size=8192\], got 9000"),
     ("data.tokenizer.strip_accents=sometimes", r"data\.tokenizer\.strip_accents must be true or false"),
+    ("data.tokenizer.lowercase=sometimes", r"data\.tokenizer\.lowercase must be true or false"),
 ])
 def test_bad_tokenizer_settings_name_the_field(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -159,6 +160,9 @@ def test_tokenizer_settings_checked_on_a_config_built_by_hand():
         DataConfig(sources=["x"], tokenizer=TokenizerConfig(strip_accents="no")).validate()
     with pytest.raises(ConfigError, match=r"data\.tokenizer\.limit_alphabet"):
         DataConfig(sources=["x"], tokenizer=TokenizerConfig(limit_alphabet=True)).validate()
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.lowercase must be null \(uncased, or a given"):
+        DataConfig(sources=["x"], tokenizer=TokenizerConfig(lowercase="no")).validate()
+    assert TokenizerConfig().lowercase is None  # unset: a given tokenizer's own, uncased BERT for a trained one
     cfg = load_config(PretrainConfig, QUICKSTART, ["data.tokenizer.strip_accents=false",
                                                   "data.tokenizer.limit_alphabet=5000"])
     assert (cfg.data.tokenizer.strip_accents, cfg.data.tokenizer.limit_alphabet) == (False, 5000)
@@ -176,7 +180,9 @@ def test_tokenizer_settings_rename_a_prepared_set_only_where_they_change_the_tok
 
     hashed = hashed_config(DataConfig(sources=["x"], tokenizer=TokenizerConfig(vocab_size=4000)))["tokenizer"]
     assert hashed["limit_alphabet"] == "coverage 0.9995" and "strip_accents" not in hashed
-    assert name(vocab_size=4000) == name(vocab_size=4000, strip_accents=True)
+    assert name(vocab_size=4000, lowercase=True) == name(vocab_size=4000, lowercase=True, strip_accents=True)
+    # unset lowercase is uncased for a trained tokenizer: the same name, with accents that follow it or not
+    assert name(vocab_size=4000) == name(vocab_size=4000, lowercase=True) == name(vocab_size=4000, strip_accents=True)
     assert name(vocab_size=4000, lowercase=False) == name(vocab_size=4000, lowercase=False, strip_accents=False)
     assert len({name(vocab_size=4000), name(vocab_size=4000, strip_accents=False),
                 name(vocab_size=4000, limit_alphabet=1000), name(vocab_size=4000, limit_alphabet=2000)}) == 4

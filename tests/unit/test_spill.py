@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 
 import numpy as np
 import pyarrow as pa
@@ -112,3 +113,56 @@ def test_tokenize_unit_builds_the_tokenizer_once_per_process_and_run(tmp_path, t
     spill_module.tokenize_unit(pa.Table.from_pylist([unit]), *args, str(runs[1]))
     assert list(spill_module._WORKERS) == [str(runs[1])]
     assert first["spill"].startswith(str(runs[0])) and first["uid"]
+
+
+# Composed and decomposed (NFD) spellings, a 60-letter word that NFD makes 120 characters (past WordPiece's 100),
+# and the characters BertNormalizer drops (\v, \f, zero-width, soft hyphen), which must join words here as there.
+RAW = ["Café au lait and crème brûlée in Zürich. São Paulo is big!",
+       "Cafe\u0301 au lait and cre\u0300me bru\u0302le\u0301e in Zu\u0308rich.",
+       "か\u3099 and が: ひらか\u3099な. Tiếng Việt và Tie\u0302\u0301ng Vie\u0323\u0302t.",
+       "A long word " + "e\u0301" * 60 + " ends here. And " + "\u00e9" * 60 + " too.",
+       "page\x0cbreak, line\x0bbreak, zero\u200bwidth and soft\u00adhyphen."]
+
+
+@pytest.mark.parametrize("lowercase, strip_accents", [(False, None), (True, False), (False, False)])
+def test_pretraining_ids_equal_transformers_ids_of_the_raw_text(tmp_path, lowercase, strip_accents):
+    """A document's ids as pretraining makes them (read, normalize_text, sentences, DocumentTokenizer) equal the ids
+    AutoTokenizer gives its raw text from the saved folder, for tokenizers that keep accents. Pretraining used to
+    NFC-compose first: decomposed text became the composed pieces there and [UNK] in fine-tuning and serving."""
+    from transformers import AutoTokenizer
+
+    from bert_core.tokenizer import save_tokenizer, train_wordpiece
+    from pipelines.shards import token_type
+
+    trained = train_wordpiece([normalize_text(unicodedata.normalize("NFC", t)) for t in RAW] * 20, 400, lowercase,
+                              1, strip_accents)
+    folder = save_tokenizer(trained, tmp_path / "tok")
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in RAW))
+    cfg = DataConfig(sources=[str(corpus)], min_document_chars=1, num_shards=1, eval_fraction=0.0,
+                     tokenizer=TokenizerConfig(path=str(folder)))
+    (tmp_path / "spill").mkdir()
+    worker = DocumentTokenizer(trained.to_str(), trained.get_vocab_size(), cfg,
+                               ShardLayout.plan(cfg, corpus.stat().st_size), str(tmp_path / "spill"))
+    [unit] = group_units(file_parts([str(corpus)], [{"bytes": corpus.stat().st_size}], cfg, 1 << 20), 1 << 20)
+    row = worker(pa.Table.from_pylist([unit])).to_pylist()[0]
+    ids = {r["doc_id"]: r["ids"] for r in read_spill([row["spill"]], [0], token_type(trained.get_vocab_size()))
+           .to_pylist()}
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    for n, text in enumerate(RAW):
+        assert ids[f"docs.jsonl#{n}"] == hf(text, add_special_tokens=False)["input_ids"], repr(text)
+    assert trained.token_to_id("[UNK]") in ids["docs.jsonl#1"]  # the decomposed spelling is not in the vocabulary
+
+
+def test_a_decomposed_copy_is_a_duplicate_though_tokenized_as_written(tmp_path, tok):
+    """Exact dedup compares texts NFC-composed (clean.dedup_form), as when normalize_text composed them for all."""
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["Café au lait.", "Cafe\u0301 au lait."]))
+    cfg = DataConfig(sources=[str(corpus)], min_document_chars=1, num_shards=1, eval_fraction=0.0,
+                     tokenizer=TokenizerConfig(path=MINILM))
+    (tmp_path / "spill").mkdir()
+    worker = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, ShardLayout.plan(cfg, 100),
+                               str(tmp_path / "spill"))
+    [unit] = group_units(file_parts([str(corpus)], [{"bytes": corpus.stat().st_size}], cfg, 1 << 20), 1 << 20)
+    row = worker(pa.Table.from_pylist([unit])).to_pylist()[0]
+    assert row["hash_hi"][0] == row["hash_hi"][1] and row["hash_lo"][0] == row["hash_lo"][1]

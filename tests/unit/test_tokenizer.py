@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from tokenizers import Tokenizer, normalizers, pre_tokenizers  # noqa: E402
 from transformers import AutoTokenizer, BertTokenizerFast  # noqa: E402
 
 from bert_core.tokenizer import (SPECIAL_TOKENS, SpecialIds, continuation_mask, load_tokenizer,  # noqa: E402
@@ -155,7 +156,7 @@ def test_alphabet_has_room_for_a_cjk_corpus():
 
 def test_the_default_alphabet_covers_the_sample_within_bounds():
     """An English sample's rare symbols stay out (1000, HF's and Google's size); a CJK sample keeps its thousands, up
-    to half the vocabulary."""
+    to half of what the 5 special tokens leave."""
     from bert_core.tokenizer import MIN_ALPHABET, covering_alphabet
 
     rnd = random.Random(0)
@@ -163,7 +164,7 @@ def test_the_default_alphabet_covers_the_sample_within_bounds():
     assert covering_alphabet(english, 30522) == MIN_ALPHABET
     hanzi = ["".join(chr(0x4E00 + rnd.randrange(6000)) for _ in range(300)) for _ in range(2000)]
     assert 5000 < covering_alphabet(hanzi, 30522) <= 6000
-    assert covering_alphabet(hanzi, 8192) == 4096
+    assert covering_alphabet(hanzi, 8192) == (8192 - 5) // 2
 
 
 NON_LATIN = ["がぎぐ パンダ", "हिन्दी", "tiếng việt", "ภาษาไทย"]
@@ -185,3 +186,72 @@ def test_strip_accents_false_keeps_marks_outside_latin(tmp_path):
         ids = tok.encode(text).ids
         assert hf(text)["input_ids"] == ids and from_vocab.encode(text).ids == ids
         assert tok.token_to_id("[UNK]") not in ids
+
+
+def test_vocab_size_holds_below_the_minimum_alphabet():
+    """600 Hanzi with vocab_size=200 made 605 tokens: MIN_ALPHABET (1000) outranked the vocabulary. The default
+    alphabet now fits (each character and its "##" form beside the special tokens); a limit set too high is refused,
+    naming the numbers, never trained past vocab_size."""
+    rnd = random.Random(0)
+    hanzi = [chr(0x4E00 + i) for i in range(600)]
+    texts = ["".join(rnd.choice(hanzi) for _ in range(100)) for _ in range(200)]
+    assert train_wordpiece(texts, vocab_size=200).get_vocab_size() <= 200
+    letters = [chr(0x100 + i) for i in range(150)]  # inside words too: each needs "##x" beside "x"
+    words = [" ".join("".join(rnd.choice(letters) for _ in range(5)) for _ in range(50)) for _ in range(200)]
+    assert train_wordpiece(words, vocab_size=200, lowercase=False).get_vocab_size() <= 200
+    with pytest.raises(ValueError, match=r"limit_alphabet=150 .* make 305 tokens, more than vocab_size=200: set "
+                                         r"limit_alphabet to 97 or less"):
+        train_wordpiece(words, vocab_size=200, lowercase=False, limit_alphabet=150)
+
+
+def test_vocab_only_folder_takes_the_settings_given(saved, tmp_path):
+    """Google's cased_L-12_H-768_A-12 is a bare vocab.txt: without a setting it is read as uncased (as transformers
+    reads it), with one as told; a tokenizer_config.json next to it says tokenize_chinese_chars too."""
+    from bert_core.tokenizer import stated_settings
+
+    (tmp_path / "vocab.txt").write_bytes((saved / "vocab.txt").read_bytes())
+    assert stated_settings(tmp_path) == {}
+    norm = json.loads(load_tokenizer(tmp_path, lowercase=False, strip_accents=False).to_str())["normalizer"]
+    assert (norm["lowercase"], norm["strip_accents"]) == (False, False)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False,
+                                                                "tokenize_chinese_chars": False}))
+    assert stated_settings(tmp_path) == stated_settings(tmp_path / "vocab.txt") == {"lowercase": False,
+                                                                                  "strip_accents": None}
+    norm = json.loads(load_tokenizer(tmp_path).to_str())["normalizer"]
+    assert (norm["lowercase"], norm["handle_chinese_chars"]) == (False, False)
+    assert stated_settings(saved) == {"lowercase": True, "strip_accents": None}
+
+
+def _variant(trained, normalizer):
+    tok = Tokenizer.from_str(trained.to_str())
+    tok.normalizer = normalizer
+    return tok
+
+
+def test_saved_config_rebuilds_the_same_tokenizer_in_transformers(trained, tmp_path):
+    """transformers' BertTokenizer rebuilds the normalizer from tokenizer_config.json's flags: handle_chinese_chars
+    is written as it is (it was always true), and a pipeline no flag can say is refused, naming the change."""
+    from bert_core.tokenizer import transformers_differences
+
+    no_chinese = _variant(trained, normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False,
+                                                              strip_accents=None, lowercase=True))
+    folder = save_tokenizer(no_chinese, tmp_path / "no_chinese")
+    assert json.loads((folder / "tokenizer_config.json").read_text())["tokenize_chinese_chars"] is False
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    for text in ["北京大学的学生", "Café Zürich ÅNGSTRÖM"] + PROBES:
+        assert hf(text)["input_ids"] == no_chinese.encode(text).ids
+    sequence = _variant(trained, normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(),
+                                                       normalizers.StripAccents()]))
+    assert transformers_differences(sequence) == [
+        "normalizer Sequence(NFD, Lowercase, StripAccents) becomes BertNormalizer(clean_text=True, "
+        "handle_chinese_chars=True, strip_accents=None, lowercase=False)"]
+    with pytest.raises(ValueError, match=r"transformers would tokenize differently once saved: normalizer Sequence"):
+        save_tokenizer(sequence, tmp_path / "sequence")
+    assert not (tmp_path / "sequence").exists()
+    unclean = _variant(trained, normalizers.BertNormalizer(clean_text=False))
+    assert transformers_differences(unclean) == ["BertNormalizer clean_text=False becomes True (control "
+                                                 "characters dropped)"]
+    split = Tokenizer.from_str(trained.to_str())
+    split.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    assert transformers_differences(split) == ["pre-tokenizer WhitespaceSplit becomes BertPreTokenizer"]
+    assert transformers_differences(trained) == []

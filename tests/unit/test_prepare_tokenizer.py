@@ -1,0 +1,97 @@
+"""A given tokenizer (data.tokenizer.path) as prepare saves it (pipelines/prepare._prepare_tokenizer): the folder
+must load in transformers as the tokenizer pretraining used, whatever the folder held and the config says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tokenizers import Tokenizer, normalizers
+from transformers import AutoTokenizer
+
+from bert_core.config import ConfigError
+from bert_core.tokenizer import load_tokenizer, tokenizer_hash
+from pipelines.config import DataConfig, TokenizerConfig
+from pipelines.prepare import _given_tokenizer, _prepare_tokenizer
+
+# Google's cased_L-12_H-768_A-12 in small: a bare vocab.txt, its special tokens where BERT's are.
+VOCAB = (["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+         + ["Paris", "paris", "is", "The", "the", "capital", ".", "##s", "P", "p", "北", "京", "Café", "cafe"])
+
+
+def prepared(tmp_path, **tokenizer) -> tuple[Tokenizer, AutoTokenizer]:
+    """The tokenizer prepare uses and the one transformers loads from the folder it saves."""
+    out = tmp_path / "prepared"
+    tok = _prepare_tokenizer([], DataConfig(sources=["x"], tokenizer=TokenizerConfig(**tokenizer)), None, out)
+    return tok, AutoTokenizer.from_pretrained(str(out))
+
+
+@pytest.fixture
+def bare(tmp_path):
+    folder = tmp_path / "cased_L-12"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB))
+    return folder
+
+
+def _with_normalizer(bare, tmp_path, name: str, normalizer) -> str:
+    """A folder holding only a tokenizer.json: the vocabulary with `normalizer`."""
+    tok = load_tokenizer(bare, lowercase=True)
+    tok.normalizer = normalizer
+    folder = tmp_path / name
+    folder.mkdir()
+    tok.save(str(folder / "tokenizer.json"))
+    return str(folder)
+
+
+def test_a_bare_vocab_takes_the_configs_case(bare, tmp_path):
+    """data.tokenizer.lowercase was not passed for a bare vocab.txt: Google's cased vocabulary was lowercased, its
+    capitalised words [UNK] or split. Set, it is used; unset, the vocabulary is uncased BERT's, as transformers reads
+    it. The prepared folder says so, and the two settings name two prepared sets."""
+    tok, hf = prepared(tmp_path, path=str(bare), lowercase=False)
+    assert tok.encode("The Paris", add_special_tokens=False).tokens == hf.tokenize("The Paris") == ["The", "Paris"]
+    assert json.loads((tmp_path / "prepared" / "tokenizer_config.json").read_text())["do_lower_case"] is False
+    for text in ["The capital is Paris.", "Café cafe\u0301 北京", "PARIS"]:
+        assert tok.encode(text).ids == hf(text)["input_ids"]
+    uncased = _given_tokenizer(TokenizerConfig(path=str(bare)))
+    assert uncased.encode("The Paris", add_special_tokens=False).tokens == ["the", "paris"]
+    assert tokenizer_hash(uncased) != tokenizer_hash(tok)
+    kept = _given_tokenizer(TokenizerConfig(path=str(bare), lowercase=True, strip_accents=False))
+    assert kept.encode("Café").ids != uncased.encode("Café").ids  # accents kept: [UNK], not "cafe"
+
+
+def test_a_setting_that_contradicts_the_tokenizer_is_refused_naming_both(bare, tmp_path):
+    """A tokenizer that states its case (tokenizer_config.json next to vocab.txt, tokenizer.json's normalizer) keeps
+    it; a data.tokenizer setting that says otherwise is refused rather than silently dropped or applied."""
+    (bare / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.lowercase=True contradicts the tokenizer at "
+                                          r"data\.tokenizer\.path=.*cased_L-12, which states lowercase=False, "
+                                          r"strip_accents=None"):
+        _given_tokenizer(TokenizerConfig(path=str(bare), lowercase=True))
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.strip_accents=True contradicts"):
+        _given_tokenizer(TokenizerConfig(path=str(bare), strip_accents=True))
+    tok, hf = prepared(tmp_path, path=str(bare), lowercase=False, strip_accents=False)  # agreeing: fine
+    assert tok.encode("The Paris").ids == hf("The Paris")["input_ids"]
+    uncased = _with_normalizer(bare, tmp_path, "uncased", normalizers.BertNormalizer(lowercase=True))
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.lowercase=False contradicts .*uncased, which states "
+                                          r"lowercase=True"):
+        _given_tokenizer(TokenizerConfig(path=uncased, lowercase=False))
+
+
+def test_a_normalizer_transformers_would_rebuild_differently_is_refused_or_kept_faithfully(bare, tmp_path):
+    """transformers rebuilds a BertNormalizer from tokenizer_config.json, whose tokenize_chinese_chars was always
+    written true: a tokenizer.json without Chinese-character splitting is now saved as it is; one whose normalizer no
+    flag can say (NFD, Lowercase, StripAccents: no clean_text, no CJK splitting) is refused, naming the change."""
+    no_chinese = _with_normalizer(bare, tmp_path, "no_chinese", normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=False, strip_accents=None, lowercase=True))
+    tok, hf = prepared(tmp_path, path=no_chinese)
+    assert json.loads((tmp_path / "prepared" / "tokenizer_config.json").read_text())["tokenize_chinese_chars"] is False
+    for text in ["北京 is the capital", "北京", "Café Zürich ÅNGSTRÖM"]:
+        assert tok.encode(text).ids == hf(text)["input_ids"]
+    sequence = _with_normalizer(bare, tmp_path, "sequence", normalizers.Sequence(
+        [normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents()]))
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.path=.*sequence: transformers rebuilds .* normalizer "
+                                          r"Sequence\(NFD, Lowercase, StripAccents\) becomes BertNormalizer"):
+        _prepare_tokenizer([], DataConfig(sources=["x"], tokenizer=TokenizerConfig(path=sequence)), None,
+                           tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
