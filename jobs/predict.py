@@ -222,7 +222,8 @@ def _latest_version(client, name: str):
 # or sharded (an index naming the shards), before PyTorch's pickles
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
-                   "added_tokens.json")
+                   "added_tokens.json", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")  # the last five: a BPE or SentencePiece tokenizer saved without tokenizer.json
 
 
 def model_files(folder: Path) -> list[Path]:

@@ -167,7 +167,7 @@ def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: 
     restored instead. Raises SweepInterrupted when it stops with trials unfinished."""
     from ray import tune
 
-    from jobs.search.schedulers import scheduler, search_algorithm
+    from jobs.search.schedulers import resume_warning, scheduler, search_algorithm
     from jobs.workers.sweep_trial import trial
 
     storage = Path(cfg.finetune.output_dir).resolve()
@@ -177,14 +177,10 @@ def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: 
     path = storage / name
     if tune.Tuner.can_restore(str(path)):
         print(f"[sweep] resuming {name} from {path}", flush=True)
-        if search:  # Tune restores the scheduler as it was made: none of its decisions so far
-            print("[sweep] warning: " + (
-                "ASHA's rungs are rebuilt from the restored trials' reports" if cfg.scheduler == "asha" else
-                "PBT's history starts over: its trials' scores, quantiles and last perturbations are forgotten, "
-                "and its random choices restart from pbt.seed") + "; trials resume from their last checkpoints",
-                  flush=True)
-        grid = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
-                                  resume_errored=False).fit()
+        tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=False)
+        if search:  # the scheduler the experiment was saved with, as it was made (Tuner has no public accessor)
+            print(f"[sweep] warning: {resume_warning(tuner._local_tuner._tune_config.scheduler)}", flush=True)
+        grid = tuner.fit()
     else:
         alg = search_algorithm(cfg, path) if search else None
         # a variant generator limits itself (Tune ignores max_concurrent_trials for one, and warns)

@@ -146,3 +146,17 @@ def reported(trial) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def resume_warning(restored) -> str:
+    """What a resumed search's scheduler (`restored`: the one Tune saved with the experiment, as it was made) keeps
+    of its decisions before the interrupt."""
+    resumes = "; trials resume from their last checkpoints"
+    if isinstance(restored, ResumableASHA):
+        return "ASHA's rungs are rebuilt from the restored trials' reports" + resumes
+    if isinstance(restored, SeededPBT):
+        return ("PBT's history starts over: its trials' scores, quantiles and last perturbations are forgotten, and "
+                "its random choices restart from pbt.seed" + resumes)
+    return (f"this sweep was begun with an earlier version's {type(restored).__name__}, which it resumes with as "
+            "saved (ASHA: no rungs rebuilt, its max_t of then; PBT: unseeded, perturbing by Tune's domains); start a "
+            "new sweep name for the current scheduler" + resumes)

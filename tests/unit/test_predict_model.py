@@ -91,6 +91,12 @@ def test_sharded_weights_travel_with_their_index_and_a_folder_without_weights_is
     for name in ("config.json", "vocab.txt", "pytorch_model.bin", "tf_model.h5"):
         (tmp_path / name).write_text("{}")
     assert [f.name for f in model_files(tmp_path)] == ["config.json", "pytorch_model.bin", "vocab.txt"]
+    bpe = tmp_path / "bpe"  # a RoBERTa-style folder saved without tokenizer.json: its tokenizer's files travel
+    bpe.mkdir()
+    for name in ("config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer_config.json"):
+        (bpe / name).write_text("{}")
+    assert [f.name for f in model_files(bpe)] == ["config.json", "merges.txt", "model.safetensors",
+                                                  "tokenizer_config.json", "vocab.json"]
     index = {"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
                                             "b": "model-00002-of-00002.safetensors"}}
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))

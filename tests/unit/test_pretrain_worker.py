@@ -116,12 +116,13 @@ def test_a_log_window_reports_the_optimizer_steps_deepspeed_skipped():
 V = 5000
 
 
-def _eval_rows(n: int) -> dict:
-    """n eval examples as jobs/pretrain._eval_rows ships them (list columns as object arrays), dynamic masking."""
+def _eval_rows(n: int, equal: bool = False) -> dict:
+    """n eval examples as jobs/pretrain._eval_rows ships them (list columns as object arrays), dynamic masking; all
+    of one length with `equal` (most BERT examples are max_seq_len long)."""
     rng = np.random.default_rng(0)
     rows = np.empty(n, dtype=object)
-    rows[:] = [np.concatenate([[2], rng.integers(10, V, rng.integers(5, 40)), [3], rng.integers(10, V, 9), [3]])
-               for _ in range(n)]
+    rows[:] = [np.concatenate([[2], rng.integers(10, V, 30 if equal else rng.integers(5, 40)), [3],
+                               rng.integers(10, V, 9), [3]]) for _ in range(n)]
     return {"input_ids": rows, "num_a_tokens": np.array([len(r) - 10 for r in rows]),
             "next_sentence_label": rng.integers(0, 2, n), "example_id": np.arange(1000, 1000 + n)}
 
@@ -156,6 +157,8 @@ def test_the_eval_set_is_masked_alike_on_any_worker_count_and_micro_batch_size()
     assert 0.12 < targets / tokens < 0.18  # masked: the 15% of the config
     assert _scored(rows, replicas=2, mb=8) == one
     assert _scored(rows, replicas=4, mb=5) == one
+    equal = _eval_rows(33, equal=True)  # chunks of rows and masks of one length, a last chunk of one row
+    assert _scored(equal, replicas=2, mb=8) == _scored(equal, replicas=1, mb=4) and len(_scored(equal, 3, 8)) == 33
 
 
 def test_the_eval_set_is_as_large_on_any_worker_count(tmp_path):

@@ -87,3 +87,17 @@ def test_a_resumed_asha_rebuilds_its_rungs_from_the_trials_reports(tmp_path):
     asha.on_trial_add(None, late)
     # below the rung's cutoff (the median of a's 0.9 and b's 0.8) at its first evaluation: stopped
     assert asha.on_trial_result(None, late, {"training_iteration": 1, "score": 0.5}) == "STOP"
+
+
+def test_a_resumed_sweep_says_what_its_saved_scheduler_keeps():
+    """Tune resumes with the scheduler the experiment was saved with: the warning follows that scheduler's class, so
+    a sweep begun before the rebuilt rungs and the seeded PBT is not told they apply to it."""
+    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+    from jobs.search.schedulers import resume_warning
+
+    assert "rungs are rebuilt" in resume_warning(_scheduler(config("finetune.train.epochs=3"), 4000))
+    assert "restart from pbt.seed" in resume_warning(pbt())
+    for older in (ASHAScheduler(max_t=100), PopulationBasedTraining(hyperparam_mutations={"x": [1, 2]})):
+        line = resume_warning(older)
+        assert f"earlier version's {type(older).__name__}" in line and "rebuilt from" not in line
