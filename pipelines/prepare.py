@@ -33,7 +33,6 @@ atomic only within one POSIX file system.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import json
 import os
 import random
@@ -55,17 +54,16 @@ from tokenizers import Tokenizer
 from bert_core.config import ConfigError
 from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, stated_settings,
                                  tokenizer_hash, train_wordpiece, transformers_differences)
-from pipelines.clean import dedup_form
 from pipelines.config import DataConfig, TokenizerConfig
-from pipelines.examples import (Document, bucket_seed, create_examples, document_key, mask_static_flat,
+from pipelines.examples import (Document, bucket_seed, create_examples, mask_static_flat,
                                 masking_config)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
                               length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
 from pipelines.rejects import RejectLog
-from pipelines.dedup import content_hashes, find_duplicates
 from pipelines.source_files import resolve_sources
 from pipelines.layout import FULL_HASH_MAX_BYTES, ShardLayout, dataset_name, fingerprint_inputs
-from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit, unit_documents
+from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
+from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
 from pipelines.units import plan_units
 
 
@@ -86,46 +84,6 @@ def _log(stage: str, message: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Tokenizer: given, or trained on a deterministic sample of train documents
-
-
-def _sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
-    """Per work unit, first sample pass: (key, uid) of its k smallest-key train documents and every good
-    document's dedup pair, no text. Holds k keys and 24 bytes a document, however big the unit."""
-    rows = []
-    for unit in batch.to_pylist():
-        uids, hashes = [], []
-
-        def train_documents():
-            for doc_id, uid, text in unit_documents(unit, cfg, RejectLog()):
-                uids.append(uid)
-                hashes.append(content_hashes([dedup_form(text)])[0])  # as spill.DocumentTokenizer hashes
-                key = document_key(cfg.seed, doc_id)
-                if not layout.is_eval(key):
-                    yield key, uid
-
-        smallest = heapq.nsmallest(k, train_documents())
-        hashes = np.array(hashes, dtype=np.uint64).reshape(-1, 2)
-        rows.append({"key": [s[0] for s in smallest], "sample_uid": [s[1] for s in smallest],
-                     "hash_hi": hashes[:, 0].tolist(), "hash_lo": hashes[:, 1].tolist(), "uid": uids})
-    return pa.Table.from_pylist(rows, schema=pa.schema([
-        ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())),
-        ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
-
-
-def _sample_texts(batch: pa.Table, cfg: DataConfig, uids: frozenset[int]) -> pa.Table:
-    """Per work unit, second sample pass: (uid, text) of its documents among `uids`, the chosen sample."""
-    rows = []
-    for unit in batch.to_pylist():
-        chosen = [(uid, text) for _, uid, text in unit_documents(unit, cfg, RejectLog()) if uid in uids]
-        rows.append({"sample_uid": [c[0] for c in chosen], "text": [c[1] for c in chosen]})
-    return pa.Table.from_pylist(rows, schema=pa.schema([("sample_uid", pa.list_(pa.int64())),
-                                                        ("text", pa.list_(pa.string()))]))
-
-
-def _over_units(units: list[dict], fn, **kwargs) -> ray.data.Dataset:
-    """fn applied to each work unit in its own task (a light pass: reading and cleaning, no tokenizing)."""
-    return ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
-        fn, batch_size=1, batch_format="pyarrow", fn_kwargs=kwargs)
 
 
 def _stats_table(ds: ray.data.Dataset, on_batch=None) -> pa.Table:
@@ -158,51 +116,6 @@ class ReadProgress:
             _log("read", f"{self.count}/{len(self.size)} work units, {self.done / 2**20:,.1f} of "
                          f"{self.total / 2**20:,.1f} MiB ({rate / 2**20:,.2f} MiB/s), "
                          f"eta {(self.total - self.done) / max(rate, 1e-9):,.0f}s")
-
-
-def _flat(table: pa.Table, column: str) -> np.ndarray:
-    return pc.list_flatten(table.column(column)).to_numpy()
-
-
-def _dedup_mask(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(uids of every good document, True where it duplicates a smaller uid's text)."""
-    uids = _flat(table, "uid")
-    # uid order is doc_order_key order, so the smallest doc_id of each text stays.
-    return uids, find_duplicates(np.stack([_flat(table, "hash_hi"), _flat(table, "hash_lo")], axis=1), uids)
-
-
-def _tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) -> list[str]:
-    """Texts of the `sample_documents` train documents with the smallest keys, less those that
-    are duplicates: a uniform sample, the same on every run. Two light passes (no tokenizing): keys
-    first, then the texts of the chosen documents alone, so the driver holds k texts, not a unit's k
-    each (every unit of a Wikipedia dump has fewer than k documents: that was the whole corpus)."""
-    k = cfg.tokenizer.sample_documents
-    keys, sample_uids = np.zeros(0, np.uint64), np.zeros(0, np.int64)
-    hash_tables = []
-    for batch in _over_units(units, _sample_keys, cfg=cfg, layout=layout, k=k).iter_batches(
-            batch_format="pyarrow", batch_size=None):
-        # The global k smallest keys are among the units' k smallest however the units are cut; the
-        # (key, uid) order is the one samples were always taken in.
-        keys = np.concatenate([keys, _flat(batch, "key").astype(np.uint64)])
-        sample_uids = np.concatenate([sample_uids, _flat(batch, "sample_uid").astype(np.int64)])
-        order = np.lexsort((sample_uids, keys))[:k]
-        keys, sample_uids = keys[order], sample_uids[order]
-        hash_tables.append(batch.select(["hash_hi", "hash_lo", "uid"]))
-    uids, dup = _dedup_mask(pa.concat_tables(hash_tables))
-    # Duplicates leave only after the k are taken (taking k non-duplicates per unit would not keep
-    # the sample independent of the cut: a unit's duplicates would decide how deep it reaches).
-    sample_uids = sample_uids[~np.isin(sample_uids, uids[dup])]
-    del hash_tables, uids, dup
-    if not len(sample_uids):
-        raise ValueError("no training documents to train a tokenizer on (all rejected or held out for eval)")
-    texts = {}
-    for batch in _over_units(units, _sample_texts, cfg=cfg, uids=frozenset(sample_uids.tolist())).iter_batches(
-            batch_format="pyarrow", batch_size=None):
-        texts.update(zip(_flat(batch, "sample_uid").tolist(), pc.list_flatten(batch.column("text")).to_pylist()))
-    if len(texts) < len(sample_uids):
-        raise RuntimeError(f"{len(sample_uids) - len(texts)} of the {len(sample_uids)} documents sampled to train "
-                           f"the tokenizer were not found when read again: did an input file change during prepare?")
-    return [texts[uid] for uid in sample_uids.tolist()]
 
 
 def _given_tokenizer(t: TokenizerConfig) -> Tokenizer:
@@ -239,7 +152,7 @@ def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, 
                           f"strip_accents={norm['strip_accents']})")
     else:
         t0 = time.perf_counter()
-        texts = _tokenizer_sample(units, cfg, layout)
+        texts = tokenizer_sample(units, cfg, layout)
         tok = train_wordpiece(texts, t.vocab_size, t.lowercase is not False, t.min_frequency, t.strip_accents,
                               t.limit_alphabet)
         _log("tokenizer", f"trained {tok.get_vocab_size()} tokens on {len(texts)} documents "
@@ -411,7 +324,7 @@ def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> li
     """Dedup on the driver, then what each shard task reads (spill batches, in unit order) and
     drops. `files` holds DocumentTokenizer's per-unit rows. Linear in units and documents."""
     num_shards = layout.num_train + layout.num_eval
-    uids, dup = _dedup_mask(files)
+    uids, dup = dedup_mask(files)
     if dup.any():
         rejects.counts["duplicate"] += int(dup.sum())
     parts = [[] for _ in range(num_shards)]
@@ -419,7 +332,7 @@ def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> li
     for f in sorted(meta, key=lambda f: f["unit"]):
         for batch, shard in enumerate(f["spill_shards"]):
             parts[shard].append((f["spill"], batch))
-    drop, drop_shard = uids[dup], _flat(files, "doc_shard")[dup]
+    drop, drop_shard = uids[dup], flat(files, "doc_shard")[dup]
     order = np.argsort(drop_shard, kind="stable")
     drop, drop_shard = drop[order], drop_shard[order]
     bounds = np.searchsorted(drop_shard, np.arange(num_shards + 1))

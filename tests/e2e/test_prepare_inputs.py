@@ -10,7 +10,8 @@ import pytest
 
 from pipelines.config import TokenizerConfig
 from pipelines.layout import ShardLayout, fingerprint_inputs
-from pipelines.prepare import _tokenizer_sample, prepare
+from pipelines.prepare import prepare
+from pipelines.tokenizer_sample import tokenizer_sample
 from pipelines.source_files import resolve_sources
 from pipelines.sources import iter_documents
 from pipelines.units import plan_units
@@ -89,7 +90,7 @@ def test_work_unit_size_does_not_change_the_prepared_set(ray_tmp):
         files = resolve_sources(cfg)
         inputs = fingerprint_inputs(files)
         units = plan_units(files, inputs, cfg)
-        samples.append(_tokenizer_sample(units, cfg, ShardLayout.plan(cfg, sum(i["bytes"] for i in inputs))))
+        samples.append(tokenizer_sample(units, cfg, ShardLayout.plan(cfg, sum(i["bytes"] for i in inputs))))
     assert len(samples[0]) > 250 and samples[0] == samples[1]
     strip = lambda m: {k: v for k, v in m.items() if k not in ("timings_s", "config")}  # noqa: E731
     assert strip(one.manifest) == strip(two.manifest)

@@ -14,7 +14,7 @@ from test_predictor import MINILM
 from bert_core.config import ConfigError
 from jobs import predict
 from jobs.config.predict import PredictConfig
-from jobs.predict import ModelRef, model_files, resolve_model
+from jobs.inference.model_ref import ModelRef, model_files, resolve_model
 
 
 def every_file_digest(folder) -> str:

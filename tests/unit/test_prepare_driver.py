@@ -14,6 +14,7 @@ import pytest
 import ray
 
 from pipelines import prepare
+from pipelines.tokenizer_sample import tokenizer_sample
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import content_hashes
 from pipelines.examples import document_key
@@ -84,7 +85,7 @@ def test_sample_is_the_k_smallest_keys_less_duplicates_and_only_its_texts_reach_
     expected = smallest_keys_less_duplicates(units, cfg, layout)
     assert 0 < len(expected) < K  # duplicates were among the k smallest keys
 
-    assert prepare._tokenizer_sample(units, cfg, layout) == expected
+    assert tokenizer_sample(units, cfg, layout) == expected
     crossed = [text for table in returned if "text" in table.column_names
                for texts in table.column("text").to_pylist() for text in texts]
     assert len(crossed) <= K

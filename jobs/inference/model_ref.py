@@ -1,0 +1,124 @@
+"""The model a prediction job runs: a registry alias or version (`latest`: the highest), a run's model, or a folder,
+resolved once to a local folder with what the registry says of it (version, run, the fine-tuning task's
+settings), and the files of that folder the model loads from, which are what travels to the replicas and what
+names the model to a rerun (its digest)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bert_core.config import ConfigError
+
+
+@dataclass
+class ModelRef:
+    uri: str
+    folder: Path
+    kind: str
+    name: str = ""  # registered model ("" for a folder or a run's model)
+    version: str = ""
+    run_id: str = ""  # the run that logged it
+    task: dict = field(default_factory=dict)  # the version's task_config tag
+    digest: str = ""  # sha256 over its files: what "the same model" means to a rerun
+    files: list = field(default_factory=list)  # the folder's files the model loads from (model_files): shipped
+
+
+
+def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
+    """The model behind `uri`, as a local folder, with what the registry says of it."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from jobs.finetune import resolve_init
+    from jobs.inference.kinds import folder_kind
+
+    name = version = run_id = ""
+    task: dict = {}
+    try:
+        if uri.startswith("models:/"):
+            client = MlflowClient(tracking_uri)
+            name, _, number = uri[len("models:/"):].partition("/")
+            name, _, alias = name.partition("@")
+            if alias:
+                found = client.get_model_version_by_alias(name, alias)
+            elif number in ("", "latest"):
+                found = _latest_version(client, name)
+            else:
+                found = client.get_model_version(name, number)
+            version, run_id = str(found.version), found.run_id or ""
+            task = json.loads(found.tags.get("task_config", "{}"))  # a bad tag: the JSONDecodeError below
+            uri = f"models:/{name}/{version}"  # an alias or `latest` resolved once: the whole job uses this version
+        elif uri.startswith("runs:/"):  # the run's task settings: its registered version's, or its logged config
+            from jobs.registry.model_logging import task_settings
+
+            run_id = uri[len("runs:/"):].split("/")[0]
+            task = task_settings(MlflowClient(tracking_uri), run_id)
+        elif not Path(uri).is_dir():
+            raise FileNotFoundError(f"no such folder {uri}")
+        folder = resolve_init(uri, tracking_uri, download_dir)
+    except (MlflowException, FileNotFoundError, OSError) as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        raise ConfigError(f"model {uri!r} does not resolve: {message.splitlines()[0]}") from None
+    except json.JSONDecodeError as exc:  # a tag cut short, or edited by hand
+        raise ConfigError(f"model {uri!r}: the task_config tag of its registered version is not valid JSON ({exc}), "
+                          "so its task settings are unknown; register the model again") from None
+    try:
+        kind = folder_kind(folder)  # config.json as JSON: the driver never imports torch or transformers
+        files = model_files(folder)
+    except ValueError as exc:
+        raise ConfigError(f"model {uri!r}: {exc}") from None
+    if not task and kind in ("multi-label", "question-answering"):  # a folder: the fine-tune's export keeps none
+        print(f"[predict] {uri} records no fine-tuning task settings: the "
+              + ("multi-label threshold is 0.5 (or `threshold=`)" if kind == "multi-label" else
+                 "question-answering windows are the defaults") + "; predict a models:/ or runs:/ URI for the "
+              "trained ones", flush=True)
+    digest = hashlib.sha256()
+    for f in files:
+        with f.open("rb") as data:
+            digest.update(f.name.encode() + b"\0" + hashlib.file_digest(data, "sha256").digest())
+    return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest(), files)
+
+
+def _latest_version(client, name: str):
+    """The registered model's highest version: what models:/NAME/latest (and a bare models:/NAME) means to MLflow
+    without stages (its get_latest_versions is deprecated with them)."""
+    from mlflow.exceptions import MlflowException
+
+    quoted = f'"{name}"' if "'" in name else f"'{name}'"
+    found = client.search_model_versions(f"name = {quoted}", max_results=1, order_by=["version_number DESC"])
+    if not found:
+        client.get_registered_model(name)  # no such model: MLflow's error says so
+        raise MlflowException(f"registered model {name!r} has no versions")
+    return found[0]
+
+
+# the files transformers loads a model and its tokenizer from; the weights it picks, in its order: safetensors, whole
+# or sharded (an index naming the shards), before PyTorch's pickles
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
+                   "added_tokens.json", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")  # the last five: a BPE or SentencePiece tokenizer saved without tokenizer.json
+
+
+def model_files(folder: Path) -> list[Path]:
+    """What of `folder` the model loads from, sorted: config.json, the weights from_pretrained picks (WEIGHTS), the
+    tokenizer's files. A Trainer checkpoint's optimizer and RNG state, or a Hub snapshot's TF, Flax and ONNX
+    weights, are neither shipped to every replica nor part of the digest (an edit of one would refuse a rerun); a
+    folder of these files alone (a release export, an MLflow model's download) hashes as all its files."""
+    weights = next((name for name in WEIGHTS if (folder / name).is_file()), None)
+    if weights is None:
+        raise ValueError(f"no weights transformers loads in {folder} (one of {', '.join(WEIGHTS)})")
+    names = {"config.json", weights, *(name for name in TOKENIZER_FILES if (folder / name).is_file())}
+    if weights.endswith(".index.json"):
+        try:
+            parts = set(json.loads((folder / weights).read_text(encoding="utf-8"))["weight_map"].values())
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{folder / weights} is not a weights index ({type(exc).__name__}: {exc})") from None
+        absent = sorted(part for part in parts if not (folder / part).is_file())
+        if absent:
+            raise ValueError(f"{folder / weights} names shards the folder lacks: {', '.join(absent[:3])}")
+        names |= parts
+    return [folder / name for name in sorted(names)]

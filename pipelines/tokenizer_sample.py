@@ -1,0 +1,109 @@
+"""The documents a WordPiece tokenizer is trained on (prepare.py, data.tokenizer.sample_documents): the train
+documents with the smallest keys, less duplicates, the same on every run however the corpus is cut into work units.
+Two light passes over the units (reading and cleaning, no tokenizing): each unit's k smallest keys and its dedup
+hashes first, merged on the driver as they arrive; then the texts of the chosen documents alone. The driver holds
+k keys, 24 bytes a document and k texts: a unit of a Wikipedia dump holds fewer than k documents, so a pass that
+returned each unit's k texts brought the whole corpus to the driver.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+
+from pipelines.clean import dedup_form
+from pipelines.config import DataConfig
+from pipelines.dedup import content_hashes, find_duplicates
+from pipelines.examples import document_key
+from pipelines.layout import ShardLayout
+from pipelines.rejects import RejectLog
+from pipelines.spill import unit_documents
+
+
+def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
+    """Per work unit, first sample pass: (key, uid) of its k smallest-key train documents and every good
+    document's dedup pair, no text. Holds k keys and 24 bytes a document, however big the unit."""
+    rows = []
+    for unit in batch.to_pylist():
+        uids, hashes = [], []
+
+        def train_documents():
+            for doc_id, uid, text in unit_documents(unit, cfg, RejectLog()):
+                uids.append(uid)
+                hashes.append(content_hashes([dedup_form(text)])[0])  # as spill.DocumentTokenizer hashes
+                key = document_key(cfg.seed, doc_id)
+                if not layout.is_eval(key):
+                    yield key, uid
+
+        smallest = heapq.nsmallest(k, train_documents())
+        hashes = np.array(hashes, dtype=np.uint64).reshape(-1, 2)
+        rows.append({"key": [s[0] for s in smallest], "sample_uid": [s[1] for s in smallest],
+                     "hash_hi": hashes[:, 0].tolist(), "hash_lo": hashes[:, 1].tolist(), "uid": uids})
+    return pa.Table.from_pylist(rows, schema=pa.schema([
+        ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())),
+        ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
+
+
+def sample_texts(batch: pa.Table, cfg: DataConfig, uids: frozenset[int]) -> pa.Table:
+    """Per work unit, second sample pass: (uid, text) of its documents among `uids`, the chosen sample."""
+    rows = []
+    for unit in batch.to_pylist():
+        chosen = [(uid, text) for _, uid, text in unit_documents(unit, cfg, RejectLog()) if uid in uids]
+        rows.append({"sample_uid": [c[0] for c in chosen], "text": [c[1] for c in chosen]})
+    return pa.Table.from_pylist(rows, schema=pa.schema([("sample_uid", pa.list_(pa.int64())),
+                                                        ("text", pa.list_(pa.string()))]))
+
+
+def over_units(units: list[dict], fn, **kwargs) -> ray.data.Dataset:
+    """fn applied to each work unit in its own task (a light pass: reading and cleaning, no tokenizing)."""
+    return ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
+        fn, batch_size=1, batch_format="pyarrow", fn_kwargs=kwargs)
+
+
+def flat(table: pa.Table, column: str) -> np.ndarray:
+    return pc.list_flatten(table.column(column)).to_numpy()
+
+
+def dedup_mask(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(uids of every good document, True where it duplicates a smaller uid's text)."""
+    uids = flat(table, "uid")
+    # uid order is doc_order_key order, so the smallest doc_id of each text stays.
+    return uids, find_duplicates(np.stack([flat(table, "hash_hi"), flat(table, "hash_lo")], axis=1), uids)
+
+
+def tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) -> list[str]:
+    """Texts of the `sample_documents` train documents with the smallest keys, less those that
+    are duplicates: a uniform sample, the same on every run. Two light passes (no tokenizing): keys
+    first, then the texts of the chosen documents alone, so the driver holds k texts, not a unit's k
+    each (every unit of a Wikipedia dump has fewer than k documents: that was the whole corpus)."""
+    k = cfg.tokenizer.sample_documents
+    keys, sample_uids = np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    hash_tables = []
+    for batch in over_units(units, sample_keys, cfg=cfg, layout=layout, k=k).iter_batches(
+            batch_format="pyarrow", batch_size=None):
+        # The global k smallest keys are among the units' k smallest however the units are cut; the
+        # (key, uid) order is the one samples were always taken in.
+        keys = np.concatenate([keys, flat(batch, "key").astype(np.uint64)])
+        sample_uids = np.concatenate([sample_uids, flat(batch, "sample_uid").astype(np.int64)])
+        order = np.lexsort((sample_uids, keys))[:k]
+        keys, sample_uids = keys[order], sample_uids[order]
+        hash_tables.append(batch.select(["hash_hi", "hash_lo", "uid"]))
+    uids, dup = dedup_mask(pa.concat_tables(hash_tables))
+    # Duplicates leave only after the k are taken (taking k non-duplicates per unit would not keep
+    # the sample independent of the cut: a unit's duplicates would decide how deep it reaches).
+    sample_uids = sample_uids[~np.isin(sample_uids, uids[dup])]
+    del hash_tables, uids, dup
+    if not len(sample_uids):
+        raise ValueError("no training documents to train a tokenizer on (all rejected or held out for eval)")
+    texts = {}
+    for batch in over_units(units, sample_texts, cfg=cfg, uids=frozenset(sample_uids.tolist())).iter_batches(
+            batch_format="pyarrow", batch_size=None):
+        texts.update(zip(flat(batch, "sample_uid").tolist(), pc.list_flatten(batch.column("text")).to_pylist()))
+    if len(texts) < len(sample_uids):
+        raise RuntimeError(f"{len(sample_uids) - len(texts)} of the {len(sample_uids)} documents sampled to train "
+                           f"the tokenizer were not found when read again: did an input file change during prepare?")
+    return [texts[uid] for uid in sample_uids.tolist()]
