@@ -347,6 +347,7 @@ def test_refused_before_any_evaluation(models, tmp_path):
         judge(uri, tmp_path / "art", task={"labels": ["x"]})
 
 
+@pytest.mark.slow  # a real `mlflow server` (~7 s to start): `make test`, not `make test-fast`
 def test_promoted_model_loads_by_alias_from_a_server_and_predicts(models, server):  # noqa: F811
     import mlflow
 

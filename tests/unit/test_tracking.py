@@ -64,6 +64,7 @@ def test_runs_are_tagged_with_the_code_version(tmp_path):
     assert tags["code.version"] == version("bert-foundry")
 
 
+@pytest.mark.slow  # a real `mlflow server` (~7 s to start): `make test`, not `make test-fast`
 def test_artifacts_go_through_a_server_unless_a_location_is_given(server, tmp_path, monkeypatch):
     """With no artifact location a run on a server stores its artifacts in the server's store (served over HTTP,
     reachable from every machine), not on the disk of the process that happened to create the experiment; a
@@ -81,6 +82,7 @@ def test_artifacts_go_through_a_server_unless_a_location_is_given(server, tmp_pa
     assert MlflowClient(server.uri).get_run(given).info.artifact_uri.startswith((tmp_path / "mine").as_uri())
 
 
+@pytest.mark.slow  # a real `mlflow server` (~7 s to start): `make test`, not `make test-fast`
 def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server):
     from mlflow.tracking import MlflowClient
 
