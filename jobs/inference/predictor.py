@@ -117,6 +117,24 @@ class Encoder:
         return out
 
 
+# tag sets whose entities transformers' pipeline would split (it groups by B-/I- only): each prefix as B- or I-
+ENTITY_SCHEMES = ({"B": "B", "I": "I", "E": "I", "S": "B"},  # IOBES: E- ends an entity, S- is one alone
+                  {"B": "B", "I": "I", "L": "I", "U": "B"})  # BILOU: L- its last, U- a unit
+
+
+def grouping_tags(labels: list[str]) -> list[str]:
+    """The tags the served pipeline groups entities by: an IOBES or BILOU set's E-/L- as I- and S-/U- as B- of the
+    same type (the pipeline reads E-LOC as another type than LOC and cut "New York City" at City), any other set
+    as it is."""
+    if not all(t == "O" or "-" in t for t in labels):
+        return list(labels)
+    prefixes = {t.split("-", 1)[0] for t in labels if t != "O"}
+    for scheme in ENTITY_SCHEMES:
+        if prefixes <= set(scheme) and prefixes - {"B", "I"}:
+            return [t if t == "O" else scheme[t.split("-", 1)[0]] + "-" + t.split("-", 1)[1] for t in labels]
+    return list(labels)
+
+
 def text_of(row: dict) -> str:
     """What token classification tags: the row's text, or its words joined by spaces."""
     return row["text"] if "text" in row else " ".join(row["tokens"])
@@ -228,6 +246,8 @@ class Predictor(Encoder):
         from transformers.pipelines import AggregationStrategy, TokenClassificationPipeline
 
         if self._tagger is None:
+            # the pipeline names and groups entities by the model's id2label: an IOBES/BILOU set's, as B-/I- tags
+            self.model.config.id2label = dict(enumerate(grouping_tags(self.labels)))
             self._tagger = TokenClassificationPipeline(model=self.model, tokenizer=self.tokenizer,
                                                        device=self.device)
         text = text_of(row)

