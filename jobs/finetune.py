@@ -167,20 +167,18 @@ def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) ->
 
 
 def pin_alias(init: str, tracking_uri: str) -> str:
-    """`models:/NAME@ALIAS` as the version the alias names now (`models:/NAME/7`); any other `init` as given. Read
-    once: a promotion that moves the alias while the job runs (or before a resubmission) must not make the weights
-    downloaded, the lineage recorded (the version's run) and the resubmission basis three different versions."""
-    if not init.startswith("models:/") or "@" not in init:
-        return init
+    """`models:/NAME@ALIAS` (or `/latest`, or a bare name) as the version it names now (`models:/NAME/7`); any other
+    `init` as given (jobs/registry/versions.pin). Read once: a promotion that moves the alias while the job runs (or
+    before a resubmission) must not make the weights downloaded, the lineage recorded (the version's run) and the
+    resubmission basis three different versions."""
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
-    name, _, alias = init[len("models:/"):].partition("@")
+    from jobs.registry.versions import pin
+
     try:
-        version = MlflowClient(tracking_uri).get_model_version_by_alias(name, alias.rstrip("/")).version
+        return pin(init, tracking_uri)
     except MlflowException as exc:
         raise ConfigError(f"init {init!r} does not resolve: {exc.message.splitlines()[0]}") from None
-    return f"models:/{name}/{version}"
 
 
 def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:

@@ -39,18 +39,14 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     task: dict = {}
     try:
         if uri.startswith("models:/"):
-            client = MlflowClient(tracking_uri)
-            name, _, number = uri[len("models:/"):].partition("/")
-            name, _, alias = name.partition("@")
-            if alias:
-                found = client.get_model_version_by_alias(name, alias)
-            elif number in ("", "latest"):
-                found = _latest_version(client, name)
-            else:
-                found = client.get_model_version(name, number)
+            from jobs.registry.versions import pin
+
+            pinned = pin(uri, tracking_uri)  # an alias or `latest` resolved once: the whole job uses this version
+            name, _, number = pinned[len("models:/"):].partition("/")
+            found = MlflowClient(tracking_uri).get_model_version(name, number.strip("/"))
             version, run_id = str(found.version), found.run_id or ""
             task = json.loads(found.tags.get("task_config", "{}"))  # a bad tag: the JSONDecodeError below
-            uri = f"models:/{name}/{version}"  # an alias or `latest` resolved once: the whole job uses this version
+            uri = pinned
         elif uri.startswith("runs:/"):  # the run's task settings: its registered version's, or its logged config
             from jobs.registry.model_logging import task_settings
 
@@ -80,19 +76,6 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
         with f.open("rb") as data:
             digest.update(f.name.encode() + b"\0" + hashlib.file_digest(data, "sha256").digest())
     return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest(), files)
-
-
-def _latest_version(client, name: str):
-    """The registered model's highest version: what models:/NAME/latest (and a bare models:/NAME) means to MLflow
-    without stages (its get_latest_versions is deprecated with them)."""
-    from mlflow.exceptions import MlflowException
-
-    quoted = f'"{name}"' if "'" in name else f"'{name}'"
-    found = client.search_model_versions(f"name = {quoted}", max_results=1, order_by=["version_number DESC"])
-    if not found:
-        client.get_registered_model(name)  # no such model: MLflow's error says so
-        raise MlflowException(f"registered model {name!r} has no versions")
-    return found[0]
 
 
 # the files transformers loads a model and its tokenizer from; the weights it picks, in its order: safetensors, whole

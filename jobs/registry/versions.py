@@ -74,3 +74,35 @@ def model_card(task: str, metrics: dict, tags: dict, spread: str = "", chosen_on
     if lineage:
         lines += ["", "Lineage: " + ", ".join(f"{k}={v}" for k, v in sorted(lineage.items()))]
     return "\n".join(lines)
+
+
+def pin(uri: str, tracking_uri: str) -> str:
+    """`models:/NAME@ALIAS`, `models:/NAME/latest` or a bare `models:/NAME` as the version it names now
+    (`models:/NAME/7`); any other URI as given. Read once by every job that starts from a registered model, so a
+    promotion (or a new version) while it runs cannot make its weights, its lineage and a resubmission's basis
+    name different versions. Raises MLflow's error when the name or alias does not resolve."""
+    if not uri.startswith("models:/"):
+        return uri
+    from mlflow.tracking import MlflowClient
+
+    name, _, rest = uri[len("models:/"):].partition("/")
+    name, _, alias = name.partition("@")
+    client = MlflowClient(tracking_uri)
+    if alias:
+        return f"models:/{name}/{client.get_model_version_by_alias(name, alias.rstrip('/')).version}"
+    if rest.strip("/") in ("", "latest"):
+        return f"models:/{name}/{latest_version(client, name).version}"
+    return uri
+
+
+def latest_version(client, name: str):
+    """The registered model's highest version: what models:/NAME/latest (and a bare models:/NAME) means to MLflow
+    without stages (its get_latest_versions is deprecated with them)."""
+    from mlflow.exceptions import MlflowException
+
+    quoted = f'"{name}"' if "'" in name else f"'{name}'"
+    found = client.search_model_versions(f"name = {quoted}", max_results=1, order_by=["version_number DESC"])
+    if not found:
+        client.get_registered_model(name)  # no such model: MLflow's error says so
+        raise MlflowException(f"registered model {name!r} has no versions")
+    return found[0]

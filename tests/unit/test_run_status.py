@@ -120,8 +120,8 @@ def test_a_long_task_config_is_registered_whole(store, tmp_path):
 
 
 def test_a_fine_tune_reads_its_init_alias_once_as_a_version(store, tmp_path):
-    """init=models:/X@champion is pinned to the version the alias names when the job starts: the download, the
-    lineage and a resubmission's basis all name it, though a promotion moves @champion meanwhile."""
+    """init=models:/X@champion (or /latest) is pinned to the version it names when the job starts: the download,
+    the lineage and a resubmission's basis all name it, though a promotion moves @champion meanwhile."""
     from bert_core.config import ConfigError
     from jobs.finetune import pin_alias
 
@@ -137,6 +137,10 @@ def test_a_fine_tune_reads_its_init_alias_once_as_a_version(store, tmp_path):
         assert pin_alias(given, uri) == given
     with pytest.raises(ConfigError, match="init 'models:/bert@nobody' does not resolve"):
         pin_alias("models:/bert@nobody", uri)
+    # `latest` and a bare name: the highest version, pinned as one (the basis and lineage hold a version, not 'latest')
+    assert pin_alias("models:/bert/latest", uri) == pin_alias("models:/bert", uri) == "models:/bert/2"
+    client.create_model_version("bert", str(tmp_path))
+    assert pin_alias("models:/bert/latest", uri) == "models:/bert/3"
 
 
 def test_lineage_names_a_relative_prepared_set_by_its_absolute_path(tmp_path, monkeypatch):
