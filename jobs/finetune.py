@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import shutil
 import sys
 import time
@@ -97,9 +96,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     if n_train < resolved.scaling.num_workers:  # Ray Data's equal split would hand some worker no rows at all
         raise ConfigError(f"scaling.num_workers={resolved.scaling.num_workers}: {cfg.task.name} has {n_train} training "
                           f"features, so a worker would train on nothing; use at most {n_train} workers")
-    steps_per_epoch = max(1, math.ceil((n_train // resolved.scaling.num_workers) / resolved.train.batch_size))
-    total = steps_per_epoch * resolved.train.epochs
-    total = min(total, resolved.train.max_steps) if resolved.train.max_steps else total
+    steps_per_epoch, total = resolved.train.steps(n_train // resolved.scaling.num_workers)
     t = resolved.tracking
     lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=init_id, tracking_uri=tracking_uri,
                                     task_data=task_data)

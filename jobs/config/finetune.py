@@ -8,6 +8,7 @@ driver puts in the object store (the starting checkpoint's files, the task's sel
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,6 +104,13 @@ class FinetuneTrainConfig:
     # a non-finite loss skips its batch (no update) and is counted; this many in a row end the run with
     # FloatingPointError: the weights have diverged and skipping cannot help (jobs/loops/finetune.py)
     max_nonfinite_steps: int = 10
+
+    def steps(self, rows: int) -> tuple[int, int]:
+        """(steps per epoch, total steps) for a worker that trains on `rows` features: batch_size a step, `epochs`
+        epochs, cut at max_steps (the fine-tuning job, a sweep's trials and ASHA's budget count them alike)."""
+        per_epoch = max(1, math.ceil(rows / self.batch_size))
+        total = per_epoch * self.epochs
+        return per_epoch, min(total, self.max_steps) if self.max_steps else total
 
 
 @dataclass

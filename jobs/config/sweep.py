@@ -13,7 +13,7 @@ the field and the allowed values. `tune_space` turns the validated space into Ra
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bert_core.config import ConfigError
@@ -278,8 +278,7 @@ def max_evaluations(cfg: SweepConfig, train_features: int) -> int:
         return [int(v) for v in spec["values"]] if spec else [default]
 
     def evaluations(batch_size: int, epochs: int) -> int:
-        per_epoch = max(1, math.ceil(train_features / batch_size))
-        total = min(per_epoch * epochs, t.max_steps) if t.max_steps else per_epoch * epochs
+        per_epoch, total = replace(t, batch_size=batch_size, epochs=epochs).steps(train_features)
         return math.ceil(total / (t.eval_every_steps or per_epoch))
 
     most = cfg.max_evals or max(evaluations(b, e) for b in values("train.batch_size", t.batch_size)

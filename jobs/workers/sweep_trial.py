@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,9 +139,7 @@ class TrialRun:
         self.init_dir = materialize_files(data.init_files, self)
         model, _ = build_model(cfg, self.init_dir)
         t = cfg.train
-        self.steps_per_epoch = max(1, math.ceil(data.train_features / t.batch_size))
-        total = self.steps_per_epoch * t.epochs
-        self.total = min(total, t.max_steps) if t.max_steps else total
+        self.steps_per_epoch, self.total = t.steps(data.train_features)
         single_process_group()
         self.engine = build_engine(model, cfg, self.total)
         self.logger = RankZeroLogger(data.tracking_uri, run_id, 0)
