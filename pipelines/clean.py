@@ -7,7 +7,8 @@ characters, single spaces inside lines, no blank-only lines, paragraphs separate
 It is the text the tokenizer reads, so it changes nothing BERT's normalizer (BertNormalizer,
 which transformers rebuilds for a released model) would not change alike: no NFC (a word typed
 with combining accents stays so, as fine-tuning and serving will see it), and the characters it
-drops are those BertNormalizer drops. NFC is for comparing texts only (`dedup_form`).
+drops are those BertNormalizer drops. NFC is for comparing texts only (`dedup_form`, which
+dedup.content_hashes applies).
 `split_sentences` never returns a sentence spanning a paragraph break, and returns each sentence
 on one line (soft line breaks become spaces).
 

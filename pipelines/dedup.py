@@ -10,13 +10,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 
+from pipelines.clean import dedup_form
 from pipelines.source_files import doc_order_key
 from pipelines.sources import SAMPLE_CHARS
 
 
 def content_hashes(texts: list[str]) -> np.ndarray:
-    """(N, 2) uint64: a 128-bit blake2b of each text, the identity exact dedup compares."""
-    digests = b"".join(hashlib.blake2b(t.encode(), digest_size=16).digest() for t in texts)
+    """(N, 2) uint64: a 128-bit blake2b of each text NFC-composed (clean.dedup_form), the identity exact dedup
+    compares: a copy typed with combining accents is a duplicate of its precomposed original."""
+    digests = b"".join(hashlib.blake2b(dedup_form(t).encode(), digest_size=16).digest() for t in texts)
     return np.frombuffer(digests, dtype=np.uint64).reshape(-1, 2)
 
 

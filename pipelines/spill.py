@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import AddedToken, Tokenizer
 
-from pipelines.clean import dedup_form, split_sentences
+from pipelines.clean import split_sentences
 from pipelines.config import DataConfig
 from pipelines.examples import document_key
 from pipelines.layout import ShardLayout
@@ -117,8 +117,7 @@ class DocumentTokenizer:
         writer = None
         for chunk in _chunks(unit_documents(unit, self.cfg, rejects), SPILL_CHUNK_BYTES):
             table, shards = self._tokenize(chunk)
-            hashes = content_hashes([dedup_form(d[2]) for d in chunk])
-            dedup.append(_dedup_columns(hashes, table.column("uid").to_numpy(), shards))
+            dedup.append(_dedup_columns(content_hashes([d[2] for d in chunk]), table.column("uid").to_numpy(), shards))
             order = np.argsort(shards, kind="stable")
             table, shards = table.take(order).combine_chunks(), shards[order]
             bounds = np.flatnonzero(np.diff(shards)) + 1

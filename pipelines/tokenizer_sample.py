@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 
-from pipelines.clean import dedup_form
 from pipelines.config import DataConfig
 from pipelines.dedup import content_hashes, find_duplicates
 from pipelines.examples import document_key
@@ -34,7 +33,7 @@ def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -
         def train_documents():
             for doc_id, uid, text in unit_documents(unit, cfg, RejectLog()):
                 uids.append(uid)
-                hashes.append(content_hashes([dedup_form(text)])[0])  # as spill.DocumentTokenizer hashes
+                hashes.append(content_hashes([text])[0])
                 key = document_key(cfg.seed, doc_id)
                 if not layout.is_eval(key):
                     yield key, uid

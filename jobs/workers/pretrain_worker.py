@@ -241,10 +241,10 @@ class Worker:
         metrics of a run resubmitted on another count, or of runs of different sizes, compare."""
         if not self.engine.reads_data:
             return self.engine.evaluate([])
+        collate = self._collator(10**6)
         if self.eval_share is None:
-            self.eval_share = eval_share(ray.get(self.config["eval_rows"]), self._collator(10**6), self.replica,
-                                         self.replicas)
-        share, collate, mb = self.eval_share, self._collator(10**6), self.t.micro_batch_size
+            self.eval_share = eval_share(ray.get(self.config["eval_rows"]), collate, self.replica, self.replicas)
+        share, mb = self.eval_share, self.t.micro_batch_size
         n = len(share["example_id"])
         return self.engine.evaluate(collate({k: v[i:i + mb] for k, v in share.items()}) for i in range(0, n, mb))
 
