@@ -143,10 +143,12 @@ def _given_tokenizer(t: TokenizerConfig) -> Tokenizer:
     return tok
 
 
-def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, out_dir: Path) -> Tokenizer:
+def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, out_dir: Path,
+                       given: Tokenizer | None) -> Tokenizer:
+    """`given` (data.tokenizer.path as _given_tokenizer loaded it), or one trained on the sample; saved to out_dir."""
     t = cfg.tokenizer
-    if t.path:
-        tok = _given_tokenizer(t)
+    if given is not None:
+        tok = given
         norm = json.loads(tok.to_str())["normalizer"]
         _log("tokenizer", f"loaded {t.path} ({tok.get_vocab_size()} tokens, lowercase={norm['lowercase']}, "
                           f"strip_accents={norm['strip_accents']})")
@@ -253,7 +255,8 @@ def prepare(cfg: DataConfig) -> PreparedData:
     timings: dict[str, float] = {}
     files = resolve_sources(cfg)
     inputs = fingerprint_inputs(files)
-    given_hash = tokenizer_hash(_given_tokenizer(cfg.tokenizer)) if cfg.tokenizer.path else None
+    given = _given_tokenizer(cfg.tokenizer) if cfg.tokenizer.path else None
+    given_hash = tokenizer_hash(given) if given is not None else None
     name = dataset_name(cfg, inputs, given_hash)
     final = Path(cfg.output_root) / name
     if (final / MANIFEST).exists():
@@ -269,7 +272,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
     tmp = final.parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        manifest = _prepare_into(tmp, cfg, layout, files, inputs, given_hash, timings)
+        manifest = _prepare_into(tmp, cfg, layout, files, inputs, given, given_hash, timings)
         timings["total"] = time.perf_counter() - t_start
         manifest["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
         write_manifest(tmp, manifest)
@@ -346,14 +349,14 @@ def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> li
 
 
 def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[str], inputs: list[dict],
-                  given_hash: str | None, timings: dict[str, float]) -> dict:
+                  given: Tokenizer | None, given_hash: str | None, timings: dict[str, float]) -> dict:
     t0 = time.perf_counter()
     units = plan_units(files, inputs, cfg)
     timings["plan"] = time.perf_counter() - t0
     _log("plan", f"{len(files)} files -> {len(units)} work units of up to "
                  f"{max(u['bytes'] for u in units) / 2**20:.1f} MiB")
     t0 = time.perf_counter()
-    tok = _prepare_tokenizer(units, cfg, layout, out / "tokenizer")
+    tok = _prepare_tokenizer(units, cfg, layout, out / "tokenizer", given)
     special, vocab_size = SpecialIds.from_tokenizer(tok), tok.get_vocab_size()
     timings["tokenizer"] = time.perf_counter() - t0
 

@@ -22,7 +22,8 @@ VOCAB = (["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[
 def prepared(tmp_path, **tokenizer) -> tuple[Tokenizer, AutoTokenizer]:
     """The tokenizer prepare uses and the one transformers loads from the folder it saves."""
     out = tmp_path / "prepared"
-    tok = _prepare_tokenizer([], DataConfig(sources=["x"], tokenizer=TokenizerConfig(**tokenizer)), None, out)
+    cfg = DataConfig(sources=["x"], tokenizer=TokenizerConfig(**tokenizer))
+    tok = _prepare_tokenizer([], cfg, None, out, _given_tokenizer(cfg.tokenizer))  # as prepare() hands it on
     return tok, AutoTokenizer.from_pretrained(str(out))
 
 
@@ -92,6 +93,6 @@ def test_a_normalizer_transformers_would_rebuild_differently_is_refused_or_kept_
         [normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents()]))
     with pytest.raises(ConfigError, match=r"data\.tokenizer\.path=.*sequence: transformers rebuilds .* normalizer "
                                           r"Sequence\(NFD, Lowercase, StripAccents\) becomes BertNormalizer"):
-        _prepare_tokenizer([], DataConfig(sources=["x"], tokenizer=TokenizerConfig(path=sequence)), None,
-                           tmp_path / "refused")
+        _prepare_tokenizer([], DataConfig(sources=["x"]), None, tmp_path / "refused",
+                           _given_tokenizer(TokenizerConfig(path=sequence)))
     assert not (tmp_path / "refused").exists()
