@@ -26,7 +26,6 @@ class ModelRef:
     files: list = field(default_factory=list)  # the folder's files the model loads from (model_files): shipped
 
 
-
 def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     """The model behind `uri`, as a local folder, with what the registry says of it."""
     from mlflow.exceptions import MlflowException
@@ -39,12 +38,10 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     task: dict = {}
     try:
         if uri.startswith("models:/"):
-            from jobs.registry.versions import pin
+            from jobs.registry.versions import pinned_version
 
-            pinned = pin(uri, tracking_uri)  # an alias or `latest` resolved once: the whole job uses this version
-            name, _, number = pinned[len("models:/"):].partition("/")
-            found = MlflowClient(tracking_uri).get_model_version(name, number.strip("/"))
-            version, run_id = str(found.version), found.run_id or ""
+            pinned, found = pinned_version(uri, tracking_uri)  # an alias or `latest` resolved once: the whole job
+            name, version, run_id = found.name, str(found.version), found.run_id or ""  # uses this version
             task = json.loads(found.tags.get("task_config", "{}"))  # a bad tag: the JSONDecodeError below
             uri = pinned
         elif uri.startswith("runs:/"):  # the run's task settings: its registered version's, or its logged config

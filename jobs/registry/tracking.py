@@ -119,11 +119,9 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     if init.startswith("runs:/"):
         run_id = init[len("runs:/"):].split("/", 1)[0]
     elif init.startswith("models:/"):
-        name, _, number = init[len("models:/"):].partition("/")
-        name, _, alias = name.partition("@")
-        model_version = (client.get_model_version_by_alias(name, alias) if alias
-                         else client.get_model_version(name, number.split("/", 1)[0]))
-        run_id = model_version.run_id
+        from jobs.registry.versions import pinned_version
+
+        run_id = pinned_version(init, tracking_uri)[1].run_id
     else:
         return {}
     if not run_id:

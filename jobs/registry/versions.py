@@ -95,6 +95,15 @@ def pin(uri: str, tracking_uri: str) -> str:
     return uri
 
 
+def pinned_version(uri: str, tracking_uri: str):
+    """(`models:/NAME/<N>`, its ModelVersion) for a models:/ URI in any form `pin` takes."""
+    from mlflow.tracking import MlflowClient
+
+    pinned = pin(uri, tracking_uri)
+    name, _, number = pinned[len("models:/"):].partition("/")
+    return pinned, MlflowClient(tracking_uri).get_model_version(name, number.strip("/"))
+
+
 def latest_version(client, name: str):
     """The registered model's highest version: what models:/NAME/latest (and a bare models:/NAME) means to MLflow
     without stages (its get_latest_versions is deprecated with them)."""
