@@ -46,7 +46,7 @@ class PbtConfig:
     quantile_fraction: float = 0.25  # the bottom share copies a top-share trial's checkpoint
     resample_probability: float = 0.25  # explore: resample from the space instead of perturbing
     mutate: list[str] = field(default_factory=lambda: ["optim.lr", "optim.weight_decay"])  # searched fields PBT changes
-    seed: int = 0  # seeds PBT's own random choices: which top trial to copy, how to perturb (jobs/sweep.SeededPBT)
+    seed: int = 0  # seeds PBT's own random choices: which top trial to copy, how to perturb (jobs/search/schedulers.SeededPBT)
 
 
 @dataclass
