@@ -115,7 +115,7 @@ def finetune(init: str, seed: int, corpus: str, lr: float) -> dict:
     from jobs.config.finetune import FinetuneConfig
     from jobs.config.io import load_config
     from jobs.loops import ft_tasks
-    from jobs.workers import finetune_worker
+    from jobs.workers import finetune_model
 
     cfg = load_config(FinetuneConfig, ROOT / "configs/finetune/pkgdocs.yaml", [
         f"init={init}", f"task.corpus_dir={corpus}", "task.max_seq_len=128", "task.max_train_per_label=64",
@@ -125,9 +125,9 @@ def finetune(init: str, seed: int, corpus: str, lr: float) -> dict:
     cfg.task.labels = list(rows.labels)
     train, select, dev = (features(cfg, r, Path(init)) for r in (rows.train, rows.select, rows.evaluation["dev"]))
     torch.manual_seed(seed)
-    model, _ = finetune_worker.build_model(cfg, Path(init))
-    finetune_worker.single_process_group()
-    engine = finetune_worker.build_engine(model, cfg, total_steps(cfg, len(train["labels"])))
+    model, _ = finetune_model.build_model(cfg, Path(init))
+    finetune_model.single_process_group()
+    engine = finetune_model.build_engine(model, cfg, total_steps(cfg, len(train["labels"])))
 
     def correct(feats) -> np.ndarray:
         n, size = len(feats["labels"]), cfg.train.eval_batch_size

@@ -253,6 +253,15 @@ def collective_device() -> torch.device:
     return torch.device("cpu")
 
 
+def longest(seconds: float) -> float:
+    """The most seconds any rank spent (every rank calls this)."""
+    if not dist.is_initialized():
+        return seconds
+    most = torch.tensor([seconds], dtype=torch.float64, device=collective_device())
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)
+    return float(most)
+
+
 def in_lockstep(batch):
     """`batch`, or None on every rank if any rank has none (an all-reduce: every rank waits for the others)."""
     has = torch.tensor([0 if batch is None else 1], dtype=torch.int32, device=collective_device())

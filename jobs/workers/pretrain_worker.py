@@ -35,7 +35,7 @@ from jobs.loops.loss_guard import LossGuard, NonFiniteLossError
 from jobs.loops.metrics import MetricsWindow, flops_per_token, progress_line
 from jobs.engine.checkpoint_parts import write_rank_files, write_topology
 from jobs.workers.reshard import load_engine
-from jobs.engine.seam import collective_device, in_lockstep
+from jobs.engine.seam import in_lockstep, longest
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -286,7 +286,7 @@ class Worker:
             self._record_ids()
             last = self.step == t.max_steps
             if self.step % t.log_every == 0 or last:
-                window.data_wait = _longest(window.data_wait)  # in lockstep, a rank short of data stalls all
+                window.data_wait = longest(window.data_wait)  # in lockstep, a rank short of data stalls all
                 metrics = window.summary(self.replicas, flops_token, peak, devices=self.world,
                                          metrics=self.engine.objective.metrics)
                 metrics.update(self._position_metrics())
@@ -450,15 +450,6 @@ def restore_rng(saved: dict[str, np.ndarray], rank: int) -> None:
 def _barrier() -> None:
     if dist.is_initialized():
         dist.barrier()
-
-
-def _longest(seconds: float) -> float:
-    """The most seconds any rank spent (every rank calls this)."""
-    if not dist.is_initialized():
-        return seconds
-    longest = torch.tensor([seconds], dtype=torch.float64, device=collective_device())
-    dist.all_reduce(longest, op=dist.ReduceOp.MAX)
-    return float(longest)
 
 
 def _gather(array: np.ndarray | dict) -> list:

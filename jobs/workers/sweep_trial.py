@@ -37,7 +37,8 @@ from jobs.config.sweep import SEARCHABLE, apply
 from jobs.loops import ft_tasks
 from jobs.loops.finetune import FinetuneLoop, select_metrics, skip
 from jobs.runtime.faults import FaultsConfig, maybe_kill_trial
-from jobs.workers.finetune_worker import build_engine, build_model, materialize_files, single_process_group
+from jobs.workers.finetune_model import build_engine, build_model, single_process_group
+from jobs.workers.finetune_worker import materialize_files
 
 
 @dataclass
@@ -140,7 +141,7 @@ class TrialRun:
         model, _ = build_model(cfg, self.init_dir)
         t = cfg.train
         self.steps_per_epoch, self.total = t.steps(data.train_features)
-        single_process_group()
+        single_process_group(cfg.scaling.use_gpu)
         self.engine = build_engine(model, cfg, self.total)
         self.logger = RankZeroLogger(data.tracking_uri, run_id, 0)
         self.best_state, self.restored_from, self.pred_classes = None, "", 0

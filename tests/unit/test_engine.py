@@ -112,7 +112,7 @@ def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparam
     step) and then trains with B's own learning rate and weight decay (jobs/workers/sweep_trial.retune)."""
     from jobs.engine.ds_config import lr_lambda
     from jobs.config.finetune import FinetuneConfig
-    from jobs.workers.finetune_worker import build_engine
+    from jobs.workers.finetune_model import build_engine
     from jobs.workers.sweep_trial import retune
 
     def trial(lr: float, decay: float, seed: int):
@@ -274,8 +274,7 @@ def test_the_optimizer_steps_deepspeed_skipped_are_counted_across_a_resume(deeps
 def test_the_loops_collectives_run_on_the_process_groups_device(deepspeed_world_of_one):
     """in_lockstep and the data-wait maximum all-reduce tensors of collective_device(): the CPU under gloo (here), the
     rank's CUDA device under NCCL (tests/unit/test_engine_gpu.py runs them there)."""
-    from jobs.engine.seam import collective_device, in_lockstep
-    from jobs.workers.pretrain_worker import _longest
+    from jobs.engine.seam import collective_device, in_lockstep, longest
 
     assert collective_device() == torch.device("cpu")
-    assert in_lockstep({"x": 1}) == {"x": 1} and in_lockstep(None) is None and _longest(2.5) == 2.5
+    assert in_lockstep({"x": 1}) == {"x": 1} and in_lockstep(None) is None and longest(2.5) == 2.5

@@ -45,10 +45,9 @@ batch = dict(input_ids=ids, token_type_ids=torch.zeros_like(ids), attention_mask
              next_sentence_label=torch.randint(0, 2, (B,), generator=g), **host_packing(mask, labels))
 losses = [engine.step(batch).loss for _ in range(30)]
 module = engine.engine.module
-from jobs.engine.seam import in_lockstep
-from jobs.workers.pretrain_worker import _longest
+from jobs.engine.seam import in_lockstep, longest
 # the loops' own collectives under NCCL, which takes no CPU tensor
-lockstep = [in_lockstep({"x": 1}) is not None, in_lockstep(None) is None, _longest(1.5) == 1.5]
+lockstep = [in_lockstep({"x": 1}) is not None, in_lockstep(None) is None, longest(1.5) == 1.5]
 print("RESULT " + json.dumps({"lockstep": lockstep,
     "losses": losses, "step": engine.global_step, "device": str(next(module.parameters()).device),
     "dtype": str(next(module.parameters()).dtype), "optimizer": type(engine.engine.optimizer).__name__,

@@ -145,7 +145,7 @@ def test_each_head_through_its_objective(head, num_labels, targets):
 def test_build_model_loads_the_encoder_and_a_fresh_head(tmp_path, name, labels, fresh):
     from bert_core.checkpoint import save_pretrained
     from jobs.config.finetune import FinetuneConfig
-    from jobs.workers.finetune_worker import build_model
+    from jobs.workers.finetune_model import build_model
 
     torch.manual_seed(0)
     source = BertForSequenceClassification(tiny(vocab_size=50), num_labels=4)

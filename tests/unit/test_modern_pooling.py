@@ -10,7 +10,7 @@ import transformers
 from bert_core.checkpoint import save_state_dict
 from jobs.config.finetune import FinetuneConfig
 from jobs.config.io import load_config
-from jobs.workers.finetune_worker import build_model
+from jobs.workers.finetune_model import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 128

@@ -172,7 +172,7 @@ def test_fine_tuning_starts_from_a_modern_release_as_transformers_does(tmp_path)
 
     from bert_core import modern_heads
     from jobs.inference.serving import PRETRAINING, model_class
-    from jobs.workers.finetune_worker import build_model
+    from jobs.workers.finetune_model import build_model
 
     torch.manual_seed(0)
     release = save_pretrained(ModernBertForMaskedLM(modern_tiny(vocab_size=VOCAB)), tmp_path / "release")
@@ -196,7 +196,7 @@ def test_fine_tuning_starts_from_a_modern_release_as_transformers_does(tmp_path)
 def test_a_modern_checkpoint_without_its_encoder_is_refused(tmp_path):
     from safetensors.torch import load_file, save_file
 
-    from jobs.workers.finetune_worker import build_model
+    from jobs.workers.finetune_model import build_model
 
     release = save_pretrained(ModernBertForMaskedLM(modern_tiny(vocab_size=VOCAB)), tmp_path / "release")
     weights = load_file(release / "model.safetensors")
@@ -216,7 +216,7 @@ def test_a_variant_is_a_bench_model_the_jobs_refuse_before_any_work(tmp_path):
     from jobs.finetune import resolve_init
     from jobs.registry.model_logging import load_check
     from jobs.inference.serving import PRETRAINING
-    from jobs.workers.finetune_worker import build_model
+    from jobs.workers.finetune_model import build_model
 
     release = save_pretrained(ModernBertForMaskedLM(modern_tiny(vocab_size=VOCAB, rotary=False)), tmp_path / "rung")
     with pytest.raises(ConfigError, match=r"architecture switch off \(model.pre_norm, model.glu or model.rotary "

@@ -150,7 +150,7 @@ def test_registered_pretrained_model_is_the_whole_release_checkpoint(tokenizer_d
     from bert_core.model import BertForPreTraining
     from jobs.finetune import resolve_init
     from jobs.config.finetune import FinetuneConfig
-    from jobs.workers.finetune_worker import build_model
+    from jobs.workers.finetune_model import build_model
 
     torch.manual_seed(0)
     model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
