@@ -63,9 +63,10 @@ def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
 
 
 def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num_labels: int, out_dir: Path,
-                test: dict | None = None) -> dict:
+                test: dict | None = None, gpu: bool = False) -> dict:
     """transformers.Trainer on the same features and hyperparameters, evaluated after every epoch (and, given
-    `test`, its final model's accuracy there: "test").
+    `test`, its final model's accuracy there: "test"). `gpu`: on the CUDA device in bf16 (autocast over fp32
+    weights), each step's clock stopped after a device sync; else on the CPU in fp32.
 
     Returns {"dev": [accuracy per epoch], "best", "step_s": [seconds of each optimizer step, from
     on_step_begin to on_step_end: forward, backward, clip, AdamW, schedule], "train_s": Trainer's
@@ -81,6 +82,8 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
             self._t = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
+            if gpu:
+                torch.cuda.synchronize()
             self.step_s.append(time.perf_counter() - self._t)
 
         def on_evaluate(self, args, state, control, metrics=None, **kw):
@@ -100,14 +103,14 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
     torch.manual_seed(t.seed)
     model = AutoModelForSequenceClassification.from_pretrained(str(init_dir), num_labels=num_labels)
     args = TrainingArguments(
-        output_dir=str(out_dir), seed=t.seed, data_seed=t.seed, use_cpu=True,
+        output_dir=str(out_dir), seed=t.seed, data_seed=t.seed, use_cpu=not gpu,
         per_device_train_batch_size=t.batch_size, per_device_eval_batch_size=t.eval_batch_size,
         num_train_epochs=t.epochs, max_steps=t.max_steps or -1,
         learning_rate=o.lr, weight_decay=o.weight_decay, adam_beta1=o.beta1, adam_beta2=o.beta2,
         adam_epsilon=o.eps, max_grad_norm=o.grad_clip, optim="adamw_torch", lr_scheduler_type="linear",
         warmup_steps=int(o.warmup_ratio * total_steps(cfg, len(train["labels"]))),
         eval_strategy="epoch", save_strategy="no", logging_strategy="no", report_to="none",
-        disable_tqdm=True, dataloader_num_workers=0, bf16=False, fp16=False)
+        disable_tqdm=True, dataloader_num_workers=0, bf16=gpu, fp16=False)
     clock = Clock()
     trainer = Trainer(model=model, args=args, train_dataset=Rows(train), eval_dataset=Rows(dev),
                       data_collator=collate, callbacks=[clock],
@@ -122,14 +125,15 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
 
 def engine_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict) -> dict:
     """Our worker's model, objective and engine, stepped in this process on the same kind of batches
-    (no Ray: a one-rank process group, as a sweep trial runs it). Same return shape as
-    trainer_run, "train_s" being the loop with its per-epoch evaluations."""
-    from jobs.workers import finetune_worker
+    (no Ray: a one-rank process group, as a sweep trial runs it; NCCL with cfg.scaling.use_gpu). Same return shape
+    as trainer_run, "train_s" being the loop with its per-epoch evaluations; on a GPU each step's clock stops after
+    a device sync, as the Trainer's does."""
+    from jobs.workers import finetune_model
 
     torch.manual_seed(cfg.train.seed)  # as the Worker does before building the head
-    model, _ = finetune_worker.build_model(cfg, init_dir)
-    finetune_worker.single_process_group()
-    engine = finetune_worker.build_engine(model, cfg, total_steps(cfg, len(train["labels"])))
+    model, _ = finetune_model.build_model(cfg, init_dir)
+    finetune_model.single_process_group(cfg.scaling.use_gpu)
+    engine = finetune_model.build_engine(model, cfg, total_steps(cfg, len(train["labels"])))
     dev_batches = [collate([{k: dev[k][i] for k in (*MODEL_INPUTS, "labels")}
                             for i in range(s, min(s + cfg.train.eval_batch_size, len(dev["labels"])))])
                    for s in range(0, len(dev["labels"]), cfg.train.eval_batch_size)]
@@ -140,6 +144,8 @@ def engine_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict) -> d
                 break
             t0 = time.perf_counter()
             engine.step(batch)
+            if cfg.scaling.use_gpu:
+                torch.cuda.synchronize()
             step_s.append(time.perf_counter() - t0)
             steps += 1
         dev_acc.append(engine.evaluate(dev_batches)["accuracy"])

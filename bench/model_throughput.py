@@ -25,7 +25,9 @@ CPU (default): presets tiny, mini, base at seq 128, fp32, runners ours and hf.
 GPU (when CUDA is available): presets base, large at seq 128 and 512, bf16 autocast, plus MFU
 with the job's FLOPs/token (jobs.loops.metrics.flops_per_token, what train/mfu logs): 6N + 12*L*T*H,
 N the parameters without embeddings (Kaplan et al. / PaLM appendix B), and beside it the same with
-embeddings in N (this bench's MFU before it took the job's formula).
+embeddings in N (this bench's MFU before it took the job's formula); and HFU, hardware utilisation: the matmul
+FLOPs each runner's step executes (`hardware_flops`: ours skips padding and runs the decoder on the masked 15%,
+transformers computes every padded position) over its time and the peak.
 
     python bench/model_throughput.py                       # defaults for the device found
     python bench/model_throughput.py --presets base --seq-len 128 --tokens 32768 --profile
@@ -62,6 +64,7 @@ class Row:
     tps: dict[str, float] = field(default_factory=dict)  # runner -> real tokens per second
     mfu: dict[str, float] = field(default_factory=dict)  # the job's formula: N without embeddings
     mfu_emb: dict[str, float] = field(default_factory=dict)  # N with embeddings
+    hfu: dict[str, float] = field(default_factory=dict)  # the matmul FLOPs each runner's step executes
 
 
 def make_batches(cfg: BertConfig, batch_size: int, seq_len: int, n: int, seed: int = 0) -> list[dict]:
@@ -82,6 +85,25 @@ def make_batches(cfg: BertConfig, batch_size: int, seq_len: int, n: int, seed: i
         batch.update(host_packing(mask, labels))
         batches.append(batch)
     return batches
+
+
+def hardware_flops(cfg: BertConfig, batch: dict, runner: str) -> float:
+    """The matmul FLOPs one training step of `runner` executes on `batch` (forward + backward, 3x the forward): what
+    hardware utilisation counts, where MFU counts the model's FLOPs of every real token. Ours (packed) runs the
+    encoder's dense layers on the real tokens only, attention on each row's own length (varlen flash; ours-padattn
+    re-pads to T), and the MLM transform + decoder on the masked tokens; transformers runs all of them on every
+    padded position. Not counted: the embedding lookups, element-wise work, and flash's recompute in backward."""
+    H, L, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
+    mask = batch["attention_mask"]
+    B, T = mask.shape
+    lengths = mask.sum(1).double()
+    packed = not runner.startswith("hf")
+    tokens = float(lengths.sum()) if packed else B * T
+    attention = float((lengths ** 2).sum()) if packed and runner != "ours-padattn" else B * T * T
+    head = float((batch["mlm_labels"] != IGNORE_INDEX).sum()) if packed else B * T
+    forward = (2 * L * (4 * H * H + 2 * H * cfg.intermediate_size) * tokens + 4 * L * H * attention
+               + 2 * (H * H + H * V) * head + 2 * B * (H * H + 2 * H))  # + pooler and NSP
+    return 3 * forward
 
 
 def to_device(batch: dict, device) -> dict:
@@ -170,13 +192,16 @@ def check_losses(losses: dict[str, float], rtol: float) -> None:
 
 
 def bench_config(cfg: BertConfig, runner_names: list[str], batch_size: int, seq_len: int, blocks: int,
-                 block: int, warmup: int, device, bf16: bool) -> dict[str, float]:
+                 block: int, warmup: int, device, bf16: bool) -> tuple[dict[str, float], dict[str, float]]:
+    """Each runner's real tokens/s, and the matmul FLOPs its step executes per real token over these batches."""
     batches = make_batches(cfg, batch_size, seq_len, n=8)
     gpu_batches = [to_device(b, device) for b in batches]
     for b in gpu_batches:  # N and M vary per batch: compile them symbolic at once, not after a recompile
         torch._dynamo.maybe_mark_dynamic(b["unpad_indices"], 0)
         torch._dynamo.maybe_mark_dynamic(b["mlm_positions"], 0)
     real_tokens = [int(b["attention_mask"].sum()) for b in batches]
+    hw_per_token = {name: sum(hardware_flops(cfg, b, name) for b in batches) / sum(real_tokens)
+                    for name in runner_names}
     with tempfile.TemporaryDirectory() as tmp:
         weights = initial_weights(cfg, tmp)
         runners = [Runner(name, weights, device, fused=device.type == "cuda") for name in runner_names]
@@ -199,7 +224,7 @@ def bench_config(cfg: BertConfig, runner_names: list[str], batch_size: int, seq_
             rates[runner.name].append(tokens / (time.perf_counter() - t0))
     del runners
     torch.cuda.empty_cache() if device.type == "cuda" else None
-    return {name: statistics.median(r) for name, r in rates.items()}
+    return {name: statistics.median(r) for name, r in rates.items()}, hw_per_token
 
 
 def flops_per_token_with_embeddings(cfg: BertConfig, seq_len: int) -> float:
@@ -277,9 +302,10 @@ def run(presets, seq_lens, tokens, runners, blocks, block, warmup, peak_tflops, 
         cfg = preset(name, **(dropout or {}))
         for seq_len in seq_lens:
             bs = batch_size or max(1, tokens // seq_len)
-            tps = bench_config(cfg, runners, bs, seq_len, blocks, block, warmup, device, bf16=cuda)
+            tps, hw_per_token = bench_config(cfg, runners, bs, seq_len, blocks, block, warmup, device, bf16=cuda)
             row = Row(name, seq_len, bs, tps)
             if peak_tflops:
+                row.hfu.update({r: t * hw_per_token[r] / (peak_tflops * 1e12) for r, t in tps.items()})
                 for mfu, per_token in ((row.mfu, flops_per_token(cfg, seq_len)),
                                        (row.mfu_emb, flops_per_token_with_embeddings(cfg, seq_len))):
                     mfu.update({r: t * per_token / (peak_tflops * 1e12) for r, t in tps.items()})
@@ -292,15 +318,17 @@ def header(runners: list[str]) -> str:
     cols = "".join(f"{r + ' tok/s':>22}" for r in runners)
     mfus = "".join(f"{r + ' MFU':>18}" for r in runners)
     mfus_emb = "".join(f"{r + ' MFU w/ emb':>24}" for r in runners)
-    return f"{'preset':<8}{'seq':>5}{'batch':>6}{cols}{mfus}{mfus_emb}{'ratio ' + runners[0] + '/hf':>28}"
+    hfus = "".join(f"{r + ' HFU':>18}" for r in runners)
+    return f"{'preset':<8}{'seq':>5}{'batch':>6}{cols}{mfus}{mfus_emb}{hfus}{'ratio ' + runners[0] + '/hf':>28}"
 
 
 def format_row(r: Row, runners: list[str]) -> str:
     cols = "".join(f"{r.tps[n]:>22,.0f}" for n in runners)
     mfus = "".join(f"{r.mfu[n]:>18.1%}" if n in r.mfu else f"{'-':>18}" for n in runners)
     mfus_emb = "".join(f"{r.mfu_emb[n]:>24.1%}" if n in r.mfu_emb else f"{'-':>24}" for n in runners)
+    hfus = "".join(f"{r.hfu[n]:>18.1%}" if n in r.hfu else f"{'-':>18}" for n in runners)
     ratio = f"{r.tps[runners[0]] / r.tps['hf']:>27.2f}x" if "hf" in r.tps else ""
-    return f"{r.preset:<8}{r.seq_len:>5}{r.batch_size:>6}{cols}{mfus}{mfus_emb}{ratio}"
+    return f"{r.preset:<8}{r.seq_len:>5}{r.batch_size:>6}{cols}{mfus}{mfus_emb}{hfus}{ratio}"
 
 
 def main(argv=None):

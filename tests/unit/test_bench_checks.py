@@ -32,6 +32,25 @@ def test_model_bench_mfu_is_the_jobs_formula():
     assert ratio == pytest.approx(0.788, abs=1e-3)  # BENCHMARKS.md's 40.1% -> 31.6% on base/128
 
 
+def test_model_bench_hardware_flops_count_what_each_step_computes():
+    """HFU's FLOPs: padding and unmasked tokens cost transformers' step, not ours; a batch with neither costs both
+    the same, and then equals the MFU formula's model FLOPs plus the decoder on every token."""
+    import torch
+
+    from bert_core.config import preset
+
+    cfg = preset("mini")
+    batch = model_throughput.make_batches(cfg, 4, 64, n=1)[0]
+    ours, padattn, hf = (model_throughput.hardware_flops(cfg, batch, r) for r in ("ours", "ours-padattn", "hf"))
+    assert ours < padattn < hf
+    full = dict(batch, attention_mask=torch.ones_like(batch["attention_mask"]), mlm_labels=batch["input_ids"])
+    counts = {r: model_throughput.hardware_flops(cfg, full, r) for r in ("ours", "ours-padattn", "hf")}
+    assert counts["ours"] == counts["ours-padattn"] == counts["hf"]
+    H, L, V, T = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, 64
+    per_token = 6 * (L * (4 * H * H + 2 * H * cfg.intermediate_size) + H * H + H * V) + 12 * L * T * H
+    assert counts["hf"] == pytest.approx(4 * T * per_token + 6 * 4 * (H * H + 2 * H))
+
+
 def test_predict_bench_stops_on_a_lost_row_or_disagreeing_labels():
     ref = ["a"] * 1000
     assert predict_vs_pipeline.check_agreement({"ours bf16": (1.0, ["a"] * 995 + ["b"] * 5)}, ref) == {

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Issue 30's checks in one call of the device tool (a lent GPU machine has torch and transformers, no Ray, no MLflow,
+# and 15 minutes for a whole session): the steps in order of what is least known, each bounded by its own limit and
+# by one deadline, so a hang or a slow step costs only what comes after it. Output: a short summary on stdout; every
+# step's whole log in $OUT/steps.log, the profile table and the GPU's clocks/load/power every 5 s beside it.
+#
+# Carried with the call (both ignored by git, made here first):
+#   .whl      DeepSpeed 0.19.8 as a pure-Python wheel (DS_BUILD_OPS=0 pip wheel of its source package; its ops JIT),
+#             pydantic, pydantic-core (cp312), annotated-types, typing-inspection, hjson: what that machine lacks
+#   .gpu/ftp  python bench/gpu_finetune_predict.py --make-inputs .gpu/ftp
+#
+#   device run: bash bench/gpu_session.sh   (carry .whl and .gpu, timeout_s 600)
+set -u
+cd "$(dirname "$0")/.."
+START=$(date +%s)
+DEADLINE=$((START + ${GPU_SESSION_SECONDS:-570}))
+O=${OUT:-/tmp/gpu-session}
+mkdir -p "$O"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export TORCH_CUDA_ARCH_LIST=9.0  # DeepSpeed 0.19.8's op builder cannot parse the image's "9.0a"
+unset DS_ACCELERATOR
+export PYTHONPATH=/tmp/site:$PWD  # /tmp/site: the carried wheels, installed below
+
+step() {  # step NAME LIMIT_S CMD...: run CMD under min(LIMIT, time to the deadline), log it, print its summary
+    local name=$1 limit=$2 left rc
+    shift 2
+    left=$((DEADLINE - $(date +%s)))
+    ((left < limit)) && limit=$left
+    if ((left < 30)); then
+        echo "=== $name: skipped, ${left}s left before the deadline" | tee -a "$O/steps.log"
+        return
+    fi
+    echo "=== $name: limit ${limit}s, start $(date -u +%T), +$(($(date +%s) - START))s" | tee -a "$O/steps.log"
+    timeout -k 5 "$limit" "$@" > "$O/$name.tmp" 2>&1
+    rc=$?
+    cat "$O/$name.tmp" >> "$O/steps.log"
+    echo "=== $name: rc $rc$( ((rc == 124)) && echo ' (its limit)'), end +$(($(date +%s) - START))s" | tee -a "$O/steps.log"
+    grep -E "^(device|preset|base |large |profile|  [a-z(]|fine-tun|prediction|comparison|predict |[0-9]+ passed|FAILED|ERROR|.*Error)" \
+        "$O/$name.tmp" | grep -v "Loading weights" | tail -n 30
+    rm -f "$O/$name.tmp"
+}
+
+nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,utilization.gpu --format=csv
+echo "load: $(cat /proc/loadavg); cpus: $(nproc); $(python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,utilization.gpu,memory.used --format=csv -l 5 > "$O/smi.csv" 2>&1 &
+
+# DeepSpeed and its fused Adam's JIT build, in the background at the lowest priority, while the first bench compiles
+(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
+ nice -n 19 python3 -c "from deepspeed.ops.op_builder import FusedAdamBuilder; FusedAdamBuilder().load(); print('fused adam built')") \
+    > "$O/ds_setup.log" 2>&1 &
+DS_SETUP=$!
+
+MT="env PYTHONPATH=$PWD python3 bench/model_throughput.py --profile-dir $O"  # not /tmp/site: installing meanwhile
+step base128_bert_dropout 140 $MT --presets base --seq-len 128
+step base128_no_dropout 150 $MT --presets base --seq-len 128 --hidden-dropout 0 --attention-dropout 0 --profile
+step base128_no_attention_dropout 110 $MT --presets base --seq-len 128 --attention-dropout 0
+wait $DS_SETUP
+echo "=== deepspeed setup: $(tail -n 2 "$O/ds_setup.log" | tr '\n' ' ')" | tee -a "$O/steps.log"
+step finetune_predict 160 python3 bench/gpu_finetune_predict.py --inputs .gpu/ftp
+step pytest_gpu 100 python3 -m pytest -p no:cacheprovider -q -m gpu tests/unit/test_engine_gpu.py \
+    tests/unit/test_model.py tests/unit/test_masking.py tests/unit/test_optim.py
+step seq512_base_large 200 $MT --presets base,large --seq-len 512 --blocks 4 --warmup 5
+step large128 100 $MT --presets large --seq-len 128 --blocks 4 --warmup 5
+step base128_tokens131072 100 $MT --presets base --seq-len 128 --tokens 131072 --blocks 4 --warmup 5
+kill %1 2>/dev/null
+echo "=== done at +$(($(date +%s) - START))s; load: $(cat /proc/loadavg)"
