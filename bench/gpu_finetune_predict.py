@@ -197,16 +197,18 @@ def main(argv=None) -> None:
         sys.exit("needs a CUDA device (make the inputs with --make-inputs on any machine)")
     inputs = Path(args.inputs)
     print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # each part's table as soon as it is measured: a cut run keeps it
         if args.only != "predict":
-            rows += finetune(args, inputs, Path(tmp))
+            table(finetune(args, inputs, Path(tmp)))
         if args.only != "finetune":
-            rows += predict(args, inputs, Path(tmp))
+            table(predict(args, inputs, Path(tmp)))
+
+
+def table(rows: list[tuple]) -> None:
     print(f"{'comparison':<44} {'ours /s':>10} {'HF /s':>10} {'ratio':>7} {'ours sel acc':>13} {'HF sel acc':>11}")
     for name, o, h, oa, ha in rows:
         accs = f"{oa:>13.4f} {ha:>11.4f}" if oa is not None else ""
-        print(f"{name:<44} {o:>10.1f} {h:>10.1f} {o / h:>6.2f}x {accs}")
+        print(f"{name:<44} {o:>10.1f} {h:>10.1f} {o / h:>6.2f}x {accs}", flush=True)
 
 
 if __name__ == "__main__":

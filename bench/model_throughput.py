@@ -247,6 +247,23 @@ KERNEL_CLASSES = (  # (class, substrings of CUDA kernel names), first match wins
 )
 
 
+def kernel_time_by_class(events) -> dict[str, float]:
+    """Device time (us) of the kernels alone, by KERNEL_CLASSES. The profiler also gives the ops that launched them
+    (aten::mm, a Triton kernel's host-side call) and GPU-side annotations (Optimizer.step#AdamW.step) a self device
+    time: summing those too counted each kernel twice (seen on torch 2.11: "GPU busy 193% of wall")."""
+    from torch.autograd import DeviceType
+
+    by_class: dict[str, float] = {}
+    for e in events:
+        t = getattr(e, "self_device_time_total", 0.0) or 0.0
+        if t <= 0 or e.device_type != DeviceType.CUDA or getattr(e, "is_user_annotation", False):
+            continue
+        key = e.key.lower()
+        cls = next((c for c, subs in KERNEL_CLASSES if any(s in key for s in subs)), "other")
+        by_class[cls] = by_class.get(cls, 0.0) + t
+    return by_class
+
+
 def profile(cfg: BertConfig, name: str, batch_size: int, seq_len: int, device, bf16: bool, out_dir: str | None):
     """Kernel time by class over 5 steps, and the host-device syncs the step makes."""
     from torch.profiler import ProfilerActivity
@@ -265,16 +282,8 @@ def profile(cfg: BertConfig, name: str, batch_size: int, seq_len: int, device, b
         sync(device)
         wall = time.perf_counter() - t0
     events = prof.key_averages()
-    by_class: dict[str, float] = {}
-    gpu_total = 1e-9
-    for e in events:
-        t = getattr(e, "self_device_time_total", 0.0) or 0.0
-        if t <= 0:
-            continue
-        gpu_total += t
-        key = e.key.lower()
-        cls = next((c for c, subs in KERNEL_CLASSES if any(s in key for s in subs)), "other")
-        by_class[cls] = by_class.get(cls, 0.0) + t
+    by_class = kernel_time_by_class(events)
+    gpu_total = sum(by_class.values()) or 1e-9
     syncs = {e.key: e.count for e in events
              if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync", "aten::nonzero",
                           "aten::item", "aten::_local_scalar_dense")}

@@ -20,7 +20,6 @@ N real (non-pad) tokens in the batch, M masked tokens in the batch.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -116,11 +115,11 @@ def flash_varlen_available(x: torch.Tensor, head_dim: int) -> bool:
     """FlashAttention's variable-length kernel: a CUDA device of compute capability 8.0 or newer (torch's kernel
     refuses older ones: V100, T4), half precision, head dim a multiple of 8 up to 256."""
     return (x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) and head_dim % 8 == 0 and head_dim <= 256
-            and _capability(x.device.index if x.device.index is not None else torch.cuda.current_device()) >= (8, 0))
+            and _capability(x.device) >= (8, 0))
 
 
-@functools.lru_cache(maxsize=None)
-def _capability(device: int) -> tuple[int, int]:
+def _capability(device: torch.device) -> tuple[int, int]:
+    """Not lru_cached: torch.compile traces through a cache wrapper with a warning (torch 2.11, every compile)."""
     return torch.cuda.get_device_capability(device)
 
 

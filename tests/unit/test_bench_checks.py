@@ -51,6 +51,24 @@ def test_model_bench_hardware_flops_count_what_each_step_computes():
     assert counts["hf"] == pytest.approx(4 * T * per_token + 6 * 4 * (H * H + 2 * H))
 
 
+def test_model_bench_profile_counts_each_kernel_once():
+    """The op that launched a kernel and a GPU-side annotation carry its device time too: only the kernel counts."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def event(key, device, t, annotation=False):
+        return SimpleNamespace(key=key, device_type=device, self_device_time_total=t, is_user_annotation=annotation)
+
+    events = [event("aten::mm", DeviceType.CPU, 100.0), event("nvjet_sm90_tst_192x192", DeviceType.CUDA, 100.0),
+              event("triton_poi_fused_gelu_6", DeviceType.CPU, 30.0),
+              event("triton_poi_fused_gelu_6", DeviceType.CUDA, 30.0),
+              event("Optimizer.step#AdamW.step", DeviceType.CUDA, 4.0, annotation=True),
+              event("void at::native::multi_tensor_apply_kernel", DeviceType.CUDA, 4.0)]
+    assert model_throughput.kernel_time_by_class(events) == {"matmul": 100.0, "fused (triton)": 30.0,
+                                                             "optimizer": 4.0}
+
+
 def test_predict_bench_stops_on_a_lost_row_or_disagreeing_labels():
     ref = ["a"] * 1000
     assert predict_vs_pipeline.check_agreement({"ours bf16": (1.0, ["a"] * 995 + ["b"] * 5)}, ref) == {
