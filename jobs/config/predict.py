@@ -30,7 +30,7 @@ class PredictConfig:
     shard_rows: int = 10_000  # rows per output shard: the unit a rerun skips when complete
     num_actors: int = 0  # model replicas; 0 = one per GPU of the cluster, else one per cpus_per_actor CPUs
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
-    precision: str = "fp32"  # fp32: equal to the registered pipeline; bf16: autocast, faster (GPU, CPUs with bf16)
+    precision: str = "fp32"  # fp32: equal to the registered pipeline; bf16: autocast (MiniLM on an H200: 3x slower)
     # CPU replicas in fp32: linear layers on oneDNN's prepacked kernels (jobs/inference/onednn.py: ~1.9x rows per
     # thread measured here, logits within ~1e-7), or "torch": nn.Linear as the pipeline runs it
     cpu_kernels: str = "onednn"
