@@ -132,6 +132,66 @@ def finetune(args, inputs: Path, tmp: Path) -> list[tuple]:
             ("fine-tune step loop", n / sum(ours["step_s"]), n / sum(hf["step_s"]), ours["best"], hf["best"])]
 
 
+def profile_steps(args, inputs: Path, tmp: Path) -> None:
+    """Where a fine-tuning step's time goes, ours against the Trainer's arithmetic without the Trainer (the model
+    under bf16 autocast, fused AdamW, gradient clipping, the schedule): per step the wall, the GPU's kernel time,
+    the host syncs, and the ops that cost the host most. A step whose kernels take far less than its wall is
+    launch- or sync-bound: the host is the bottleneck."""
+    import transformers
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from bench import hf_finetune_reference as ref
+    from bench.model_throughput import kernel_time_by_class
+    from jobs.workers import finetune_model
+
+    gpu = torch.cuda.is_available()  # the CPU runs it too, for a check of the script
+    device = torch.device("cuda" if gpu else "cpu")
+    meta = json.loads((inputs / "meta.json").read_text())
+    init = minilm_folder(inputs, tmp / "minilm-profile")
+    cfg = finetune_config(args, init, tmp, gpu=gpu)
+    cfg.task.labels = meta["labels"]
+    train = dict(np.load(inputs / "train.npz"))
+    batches = ref.batches(train, cfg.train.batch_size, 0, 0)[:30]
+    model, _ = finetune_model.build_model(cfg, init)
+    finetune_model.single_process_group(gpu)
+    engine = finetune_model.build_engine(model, cfg, 1000)
+
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(init), num_labels=len(meta["labels"]))
+    hf = hf.to(device).train()
+    opt = torch.optim.AdamW(hf.parameters(), lr=cfg.optim.lr, fused=True)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+
+    def plain(batch):
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=gpu):
+            loss = hf(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), cfg.optim.grad_clip)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+
+    for name, step in (("ours (engine.step)", engine.step), ("plain torch (the Trainer's arithmetic)", plain)):
+        sync = torch.cuda.synchronize if gpu else (lambda: None)
+        for b in batches[:10]:
+            step(b)
+        sync()
+        with torch_profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * gpu) as prof:
+            start = time.perf_counter()
+            for b in batches[10:30]:
+                step(b)
+            sync()
+            wall = (time.perf_counter() - start) / 20
+        events = prof.key_averages()
+        kernels = sum(kernel_time_by_class(events).values()) / 20 / 1e3
+        syncs = {e.key: e.count / 20 for e in events if e.key in (
+            "cudaStreamSynchronize", "cudaDeviceSynchronize", "aten::item", "aten::_local_scalar_dense")}
+        print(f"profile {name}: {wall * 1e3:.1f} ms a step (under the profiler), GPU kernels {kernels:.1f} ms, "
+              f"host syncs a step {syncs}", flush=True)
+        print(events.table(sort_by="self_cpu_time_total", row_limit=15), flush=True)
+
+
 def predict(args, inputs: Path, tmp: Path) -> list[tuple]:
     import transformers
 
@@ -189,7 +249,8 @@ def main(argv=None) -> None:
     p.add_argument("--rows", type=int, default=10_000, help="paragraphs to predict")
     p.add_argument("--window", type=int, default=1024, help="rows a prediction replica sorts by length at once")
     p.add_argument("--corpus-dir", default=str(ROOT / "data/corpus/bench-predict"))
-    p.add_argument("--only", choices=("finetune", "predict"), default=None)
+    p.add_argument("--only", choices=("finetune", "predict", "profile"), default=None,
+                   help="one part (profile: where our fine-tuning step's time goes, and the Trainer's arithmetic's)")
     args = p.parse_args(argv)
     if args.make_inputs:
         return make_inputs(args)
@@ -198,10 +259,12 @@ def main(argv=None) -> None:
     inputs = Path(args.inputs)
     print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:  # each part's table as soon as it is measured: a cut run keeps it
-        if args.only != "predict":
+        if args.only in (None, "finetune"):
             table(finetune(args, inputs, Path(tmp)))
-        if args.only != "finetune":
+        if args.only in (None, "predict"):
             table(predict(args, inputs, Path(tmp)))
+        if args.only == "profile":
+            profile_steps(args, inputs, Path(tmp))
 
 
 def table(rows: list[tuple]) -> None:

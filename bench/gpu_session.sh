@@ -42,7 +42,7 @@ step() {  # step NAME LIMIT_S CMD...: run CMD under min(LIMIT, time to the deadl
     rc=$?
     cat "$O/$name.tmp" >> "$O/steps.log"
     echo "=== $name: rc $rc$( ((rc == 124)) && echo ' (its limit)'), end +$(($(date +%s) - START))s" | tee -a "$O/steps.log"
-    grep -E "^(device|preset|base |large |profile|  [a-z(]|fine-tun|prediction|comparison|predict |[0-9]+ passed|FAILED|ERROR|.*Error)" \
+    grep -E "^(device|preset|base |large |profile|  [a-z(]|fine-tun|prediction|comparison|predict |[0-9]+ passed|FAILED|ERROR|.*Error|  +(aten|cuda|Optimizer|void|triton))" \
         "$O/$name.tmp" | grep -v "Loading weights" | tail -n 30
     rm -f "$O/$name.tmp"
 }
@@ -63,6 +63,7 @@ step large128 200 $MT --presets large --seq-len 128 --blocks 4 --warmup 5
 wait $DS_SETUP
 echo "=== deepspeed setup: $(tail -n 2 "$O/ds_setup.log" | tr '\n' ' ')" | tee -a "$O/steps.log"
 step finetune 150 $FTP --only finetune
+step finetune_profile 90 $FTP --only profile
 step pytest_gpu 90 python3 -m pytest -p no:cacheprovider -q -m gpu tests/unit/test_engine_gpu.py \
     tests/unit/test_model.py tests/unit/test_masking.py tests/unit/test_optim.py
 step seq512_base_large 260 $MT --presets base,large --seq-len 512 --blocks 4 --warmup 5
