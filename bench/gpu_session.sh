@@ -65,7 +65,7 @@ echo "=== deepspeed setup: $(tail -n 2 "$O/ds_setup.log" | tr '\n' ' ')" | tee -
 step finetune 150 $FTP --only finetune
 step finetune_profile 90 $FTP --only profile
 step pytest_gpu 90 python3 -m pytest -p no:cacheprovider -q -m gpu tests/unit/test_engine_gpu.py \
-    tests/unit/test_model.py tests/unit/test_masking.py tests/unit/test_optim.py
+    tests/unit/test_model.py tests/unit/test_masking.py tests/unit/test_optim.py tests/unit/test_checkpoint_parts.py
 step seq512_base_large 260 $MT --presets base,large --seq-len 512 --blocks 4 --warmup 5
 step base128_tokens131072 130 $MT --presets base --seq-len 128 --tokens 131072 --blocks 4 --warmup 5
 step predict 120 $FTP --only predict

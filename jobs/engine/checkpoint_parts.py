@@ -18,6 +18,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import torch
+
 TOPOLOGY = "topology.json"
 RANK_FILES = "rank-{}.files.json"
 RAY_SNAPSHOT = "checkpoint_manager_snapshot.json"  # Ray Train's list of the checkpoints it registered
@@ -86,3 +89,33 @@ def ignored_checkpoints(run_dir: Path) -> dict[str, str]:
                                     + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
                                     if missing else "whole, but its report never reached Ray Train")
     return ignored
+
+
+def rng_states() -> dict[str, np.ndarray]:
+    """This rank's torch generator states: the CPU one, and the current CUDA device's where there is one (dropout on
+    a GPU draws from it, and build_engine's torch.manual_seed re-seeds both)."""
+    states = {"cpu": torch.get_rng_state().numpy()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state().numpy()
+    return states
+
+
+def rng_arrays(per_rank: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """rng.npz's arrays for every rank's rng_states(): `rank{r}` (the CPU state, the name checkpoints had before
+    the CUDA state was saved too) and `cuda_rank{r}`."""
+    arrays = {}
+    for rank, states in enumerate(per_rank):
+        arrays[f"rank{rank}"] = states["cpu"]
+        if "cuda" in states:
+            arrays[f"cuda_rank{rank}"] = states["cuda"]
+    return arrays
+
+
+def restore_rng(saved: dict[str, np.ndarray], rank: int) -> None:
+    """Put this rank's generators back as rng.npz holds them. Call once the engine is built: its seeding resets them.
+    A rank the checkpoint holds no state for (more workers than before) keeps its fresh seed; a CUDA state saved on
+    a GPU run is left unused by a CPU resume."""
+    if f"rank{rank}" in saved:
+        torch.set_rng_state(torch.from_numpy(saved[f"rank{rank}"]))
+    if f"cuda_rank{rank}" in saved and torch.cuda.is_available():
+        torch.cuda.set_rng_state(torch.from_numpy(saved[f"cuda_rank{rank}"]))

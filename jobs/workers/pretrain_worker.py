@@ -33,7 +33,7 @@ from jobs.loops.epoch_stream import EpochStream
 from jobs.runtime.faults import Faults
 from jobs.loops.loss_guard import LossGuard, NonFiniteLossError
 from jobs.loops.metrics import MetricsWindow, flops_per_token, progress_line
-from jobs.engine.checkpoint_parts import write_rank_files, write_topology
+from jobs.engine.checkpoint_parts import restore_rng, rng_arrays, rng_states, write_rank_files, write_topology
 from jobs.workers.reshard import load_engine
 from jobs.engine.seam import in_lockstep, longest
 
@@ -415,36 +415,6 @@ def replica_batches(batches: Iterable[dict], keep: Callable[[dict], np.ndarray],
             parts, held = [{k: v[size:] for k, v in rows.items()}], held - size
     if held:
         yield {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def rng_states() -> dict[str, np.ndarray]:
-    """This rank's torch generator states: the CPU one, and the current CUDA device's where there is one (dropout on
-    a GPU draws from it, and build_engine's torch.manual_seed re-seeds both)."""
-    states = {"cpu": torch.get_rng_state().numpy()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state().numpy()
-    return states
-
-
-def rng_arrays(per_rank: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """rng.npz's arrays for every rank's rng_states(): `rank{r}` (the CPU state, the name checkpoints had before
-    the CUDA state was saved too) and `cuda_rank{r}`."""
-    arrays = {}
-    for rank, states in enumerate(per_rank):
-        arrays[f"rank{rank}"] = states["cpu"]
-        if "cuda" in states:
-            arrays[f"cuda_rank{rank}"] = states["cuda"]
-    return arrays
-
-
-def restore_rng(saved: dict[str, np.ndarray], rank: int) -> None:
-    """Put this rank's generators back as rng.npz holds them. Call once the engine is built: its seeding resets them.
-    A rank the checkpoint holds no state for (more workers than before) keeps its fresh seed; a CUDA state saved on
-    a GPU run is left unused by a CPU resume."""
-    if f"rank{rank}" in saved:
-        torch.set_rng_state(torch.from_numpy(saved[f"rank{rank}"]))
-    if f"cuda_rank{rank}" in saved and torch.cuda.is_available():
-        torch.cuda.set_rng_state(torch.from_numpy(saved[f"cuda_rank{rank}"]))
 
 
 def _barrier() -> None:

@@ -1,9 +1,14 @@
-"""A checkpoint folder's parts: which ones a half-written checkpoint lacks, and which folders of a run Ray Train
-never registered (ignored on resume, reported by the job)."""
+"""A checkpoint folder's parts: which ones a half-written checkpoint lacks, which folders of a run Ray Train
+never registered (ignored on resume, reported by the job), and the RNG states every rank's part carries."""
 
 import json
 
-from jobs.engine.checkpoint_parts import RAY_SNAPSHOT, ignored_checkpoints, missing_parts, write_rank_files, write_topology
+import numpy as np
+import pytest
+import torch
+
+from jobs.engine.checkpoint_parts import (RAY_SNAPSHOT, ignored_checkpoints, missing_parts, restore_rng, rng_arrays,
+                                          rng_states, write_rank_files, write_topology)
 
 
 def part(folder, rank, files):
@@ -74,3 +79,47 @@ def test_a_test_kill_waits_until_ray_registered_the_last_checkpoint(tmp_path):
     later.start()
     wait_until_registered(run, timeout_s=10)  # returns once the controller registers it
     later.join()
+
+
+# -- the RNG states a checkpoint carries (rng.npz), here with no Ray import: the GPU machine has none ----------
+
+def test_a_checkpoint_restores_each_ranks_cpu_generator_after_the_engine_reseeded_it(tmp_path):
+    torch.manual_seed(5)
+    torch.rand(3)
+    np.savez(tmp_path / "rng.npz", **rng_arrays([rng_states(), rng_states()]))
+    expected = torch.rand(4)
+    torch.manual_seed(0)  # what build_engine does on every rank
+    saved = dict(np.load(tmp_path / "rng.npz"))
+    restore_rng(saved, rank=1)
+    assert torch.equal(torch.rand(4), expected)
+    torch.manual_seed(0)
+    fresh = torch.rand(4)
+    torch.manual_seed(0)
+    restore_rng(saved, rank=2)  # a rank the checkpoint had not: keeps its fresh seed
+    assert torch.equal(torch.rand(4), fresh)
+
+
+def test_a_checkpoint_carries_and_restores_each_ranks_cuda_generator_state(monkeypatch):
+    """The CUDA half's wiring, with torch.cuda's generator calls recorded (a real device: the test below)."""
+    cuda_states = iter([np.full(16, 7, np.uint8), np.full(16, 9, np.uint8)])
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda: torch.from_numpy(next(cuda_states)))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state: restored.append(state.numpy().copy()))
+    saved = rng_arrays([rng_states(), rng_states()])
+    assert sorted(saved) == ["cuda_rank0", "cuda_rank1", "rank0", "rank1"]
+    restore_rng(saved, rank=1)
+    assert len(restored) == 1 and (restored[0] == 9).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_checkpoint_restores_the_cuda_generator_too(tmp_path):
+    """GPU dropout draws from the CUDA generator, which build_engine's torch.manual_seed re-seeds."""
+    torch.manual_seed(5)
+    torch.rand(3, device="cuda")
+    np.savez(tmp_path / "rng.npz", **rng_arrays([rng_states()]))
+    expected = torch.rand(4, device="cuda")
+    torch.manual_seed(0)
+    restore_rng(dict(np.load(tmp_path / "rng.npz")), rank=0)
+    assert torch.equal(torch.rand(4, device="cuda"), expected)

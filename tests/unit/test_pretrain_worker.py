@@ -1,15 +1,14 @@
-"""jobs/workers/pretrain_worker.py's parts that need no Ray cluster: a pipeline replica's micro-batches, the RNG
-states a checkpoint carries, and the position metrics a log window reports."""
+"""jobs/workers/pretrain_worker.py's parts that need no Ray cluster: a pipeline replica's micro-batches and the
+position metrics a log window reports (the RNG states a checkpoint carries: tests/unit/test_checkpoint_parts.py)."""
 
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import ray.train
-import torch
 
 from jobs.loops.data_position import DataPosition, ExampleIndex
-from jobs.workers.pretrain_worker import Worker, restore_rng, rng_arrays, rng_states
+from jobs.workers.pretrain_worker import Worker
 
 SHARD_ROWS = [37, 0, 50, 24]  # 111 examples: the two replicas' shares are 56 and 55 rows
 
@@ -58,47 +57,6 @@ def test_pipeline_replicas_read_full_micro_batches_of_their_own_share_and_end_to
     in_lockstep = min(counts)
     left = [b for batches in reads for b in batches[in_lockstep:]]
     assert max(counts) - in_lockstep <= 1 and all(len(b["example_id"]) == 1 for b in left)
-
-
-def test_a_checkpoint_restores_each_ranks_cpu_generator_after_the_engine_reseeded_it(tmp_path):
-    torch.manual_seed(5)
-    torch.rand(3)
-    np.savez(tmp_path / "rng.npz", **rng_arrays([rng_states(), rng_states()]))
-    expected = torch.rand(4)
-    torch.manual_seed(0)  # what build_engine does on every rank
-    saved = dict(np.load(tmp_path / "rng.npz"))
-    restore_rng(saved, rank=1)
-    assert torch.equal(torch.rand(4), expected)
-    torch.manual_seed(0)
-    fresh = torch.rand(4)
-    torch.manual_seed(0)
-    restore_rng(saved, rank=2)  # a rank the checkpoint had not: keeps its fresh seed
-    assert torch.equal(torch.rand(4), fresh)
-
-
-def test_a_checkpoint_carries_and_restores_each_ranks_cuda_generator_state(monkeypatch):
-    """The CUDA half's wiring, with torch.cuda's generator calls recorded (a real device: the test below)."""
-    cuda_states = iter([np.full(16, 7, np.uint8), np.full(16, 9, np.uint8)])
-    restored = []
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda: torch.from_numpy(next(cuda_states)))
-    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state: restored.append(state.numpy().copy()))
-    saved = rng_arrays([rng_states(), rng_states()])
-    assert sorted(saved) == ["cuda_rank0", "cuda_rank1", "rank0", "rank1"]
-    restore_rng(saved, rank=1)
-    assert len(restored) == 1 and (restored[0] == 9).all()
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_a_checkpoint_restores_the_cuda_generator_too(tmp_path):
-    """GPU dropout draws from the CUDA generator, which build_engine's torch.manual_seed re-seeds."""
-    torch.manual_seed(5)
-    torch.rand(3, device="cuda")
-    np.savez(tmp_path / "rng.npz", **rng_arrays([rng_states()]))
-    expected = torch.rand(4, device="cuda")
-    torch.manual_seed(0)
-    restore_rng(dict(np.load(tmp_path / "rng.npz")), rank=0)
-    assert torch.equal(torch.rand(4, device="cuda"), expected)
 
 
 def test_a_log_window_reports_the_optimizer_steps_deepspeed_skipped():
