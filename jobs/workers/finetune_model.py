@@ -36,10 +36,14 @@ def single_process_group(use_gpu: bool = False) -> None:
     reused trial actor finds it already there."""
     for key, value in (("LOCAL_RANK", "0"), ("RANK", "0"), ("WORLD_SIZE", "1")):
         os.environ.setdefault(key, value)  # deepspeed.initialize asserts a launcher's variables even so
+    backend = "nccl" if use_gpu else "gloo"
     if not dist.is_initialized():
         if use_gpu:
             torch.cuda.set_device(0)
-        dist.init_process_group("nccl" if use_gpu else "gloo", store=dist.HashStore(), rank=0, world_size=1)
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    elif dist.get_backend() != backend:
+        raise RuntimeError(f"this process already holds a {dist.get_backend()} process group; an engine with "
+                           f"use_gpu={use_gpu} needs {backend}")
 
 
 def build_model(cfg: FinetuneConfig, init_dir: Path):

@@ -278,3 +278,13 @@ def test_the_loops_collectives_run_on_the_process_groups_device(deepspeed_world_
 
     assert collective_device() == torch.device("cpu")
     assert in_lockstep({"x": 1}) == {"x": 1} and in_lockstep(None) is None and longest(2.5) == 2.5
+
+
+def test_a_one_rank_group_of_the_other_backend_is_refused(deepspeed_world_of_one):
+    """single_process_group keeps a process's group for its life (a reused trial actor); a GPU engine asked for in a
+    process that holds a gloo group would fail inside DeepSpeed's first CUDA collective: refused, naming both."""
+    from jobs.workers.finetune_model import single_process_group
+
+    single_process_group(False)  # the group there is gloo: kept
+    with pytest.raises(RuntimeError, match="already holds a gloo process group.*needs nccl"):
+        single_process_group(True)
