@@ -145,7 +145,7 @@ def profile_steps(args, inputs: Path, tmp: Path) -> None:
     from bench.model_throughput import kernel_time_by_class
     from jobs.workers import finetune_model
 
-    gpu = torch.cuda.is_available()  # the CPU runs it too, for a check of the script
+    gpu = torch.cuda.is_available()  # main() asks for a GPU; called directly, this runs on the CPU too (a check)
     device = torch.device("cuda" if gpu else "cpu")
     meta = json.loads((inputs / "meta.json").read_text())
     init = minilm_folder(inputs, tmp / "minilm-profile")
@@ -159,7 +159,7 @@ def profile_steps(args, inputs: Path, tmp: Path) -> None:
 
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(init), num_labels=len(meta["labels"]))
     hf = hf.to(device).train()
-    opt = torch.optim.AdamW(hf.parameters(), lr=cfg.optim.lr, fused=True)
+    opt = torch.optim.AdamW(hf.parameters(), lr=cfg.optim.lr, foreach=True)  # the Trainer's adamw_torch: not fused
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
 
     def plain(batch):
@@ -190,6 +190,37 @@ def profile_steps(args, inputs: Path, tmp: Path) -> None:
         print(f"profile {name}: {wall * 1e3:.1f} ms a step (under the profiler), GPU kernels {kernels:.1f} ms, "
               f"host syncs a step {syncs}", flush=True)
         print(events.table(sort_by="self_cpu_time_total", row_limit=15), flush=True)
+    if gpu:
+        profile_prediction(inputs, tmp)
+
+
+def profile_prediction(inputs: Path, tmp: Path) -> None:
+    """One window of 1,024 rows through Predictor.forward in fp32 and under bf16 autocast, each after a warm-up of its
+    own: bf16 ran 3x slower than fp32 on the H200 (2026-11-28), unexplained; this says where its time goes."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from bench.model_throughput import kernel_time_by_class
+    from jobs.inference.predictor import Predictor
+
+    texts = json.loads((inputs / "texts.json").read_text())[:1024]
+    folder = minilm_folder(inputs, tmp / "predict-profile-model", num_labels=4)
+    rows = [{"id": str(i), "text_a": t} for i, t in enumerate(texts)]
+    for precision in ("fp32", "bf16"):
+        predictor = Predictor(folder, batch_size=32, precision=precision, device="cuda")
+        encoded = predictor.encode(rows)
+        predictor.forward(encoded)  # warm-up
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            start = time.perf_counter()
+            predictor.forward(encoded)
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - start
+        events = prof.key_averages()
+        kernels = sum(kernel_time_by_class(events).values()) / 1e3
+        print(f"profile predict {precision}: forward over {len(rows)} rows {wall * 1e3:.1f} ms (under the profiler), "
+              f"GPU kernels {kernels:.1f} ms", flush=True)
+        print(events.table(sort_by="self_cpu_time_total", row_limit=12), flush=True)
 
 
 def predict(args, inputs: Path, tmp: Path) -> list[tuple]:

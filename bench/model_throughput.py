@@ -87,19 +87,20 @@ def make_batches(cfg: BertConfig, batch_size: int, seq_len: int, n: int, seed: i
     return batches
 
 
-def hardware_flops(cfg: BertConfig, batch: dict, runner: str) -> float:
+def hardware_flops(cfg: BertConfig, batch: dict, runner: str, varlen: bool = True) -> float:
     """The matmul FLOPs one training step of `runner` executes on `batch` (forward + backward, 3x the forward): what
     hardware utilisation counts, where MFU counts the model's FLOPs of every real token. Ours (packed) runs the
     encoder's dense layers on the real tokens only, attention on each row's own length (varlen flash; ours-padattn
-    re-pads to T), and the MLM transform + decoder on the masked tokens; transformers runs all of them on every
-    padded position. Not counted: the embedding lookups, element-wise work, and flash's recompute in backward."""
+    re-pads to T, as every ours runner does where the varlen kernel is not available: `varlen` False), and the MLM
+    transform + decoder on the masked tokens; transformers runs all of them on every padded position. Not counted:
+    the embedding lookups, element-wise work, and flash's recompute in backward."""
     H, L, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
     mask = batch["attention_mask"]
     B, T = mask.shape
     lengths = mask.sum(1).double()
     packed = not runner.startswith("hf")
     tokens = float(lengths.sum()) if packed else B * T
-    attention = float((lengths ** 2).sum()) if packed and runner != "ours-padattn" else B * T * T
+    attention = float((lengths ** 2).sum()) if packed and varlen and runner != "ours-padattn" else B * T * T
     head = float((batch["mlm_labels"] != IGNORE_INDEX).sum()) if packed else B * T
     forward = (2 * L * (4 * H * H + 2 * H * cfg.intermediate_size) * tokens + 4 * L * H * attention
                + 2 * (H * H + H * V) * head + 2 * B * (H * H + 2 * H))  # + pooler and NSP
@@ -200,7 +201,10 @@ def bench_config(cfg: BertConfig, runner_names: list[str], batch_size: int, seq_
         torch._dynamo.maybe_mark_dynamic(b["unpad_indices"], 0)
         torch._dynamo.maybe_mark_dynamic(b["mlm_positions"], 0)
     real_tokens = [int(b["attention_mask"].sum()) for b in batches]
-    hw_per_token = {name: sum(hardware_flops(cfg, b, name) for b in batches) / sum(real_tokens)
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    varlen = model_lib.flash_varlen_available(gpu_batches[0]["input_ids"].to(torch.bfloat16 if bf16 else torch.float),
+                                              head_dim)
+    hw_per_token = {name: sum(hardware_flops(cfg, b, name, varlen) for b in batches) / sum(real_tokens)
                     for name in runner_names}
     with tempfile.TemporaryDirectory() as tmp:
         weights = initial_weights(cfg, tmp)
@@ -294,7 +298,7 @@ def profile(cfg: BertConfig, name: str, batch_size: int, seq_len: int, device, b
     print(f"  host-side calls in 5 steps (4 are the profiler's own syncs): {syncs}")
     if out_dir:
         with open(os.path.join(out_dir, f"profile_{name}_{seq_len}.txt"), "w") as f:
-            f.write(events.table(sort_by="self_cuda_time_total", row_limit=60))
+            f.write(events.table(sort_by="self_cuda_time_total", row_limit=-1))
 
 
 def cfg_name(cfg: BertConfig) -> str:

@@ -43,6 +43,7 @@ def test_model_bench_hardware_flops_count_what_each_step_computes():
     batch = model_throughput.make_batches(cfg, 4, 64, n=1)[0]
     ours, padattn, hf = (model_throughput.hardware_flops(cfg, batch, r) for r in ("ours", "ours-padattn", "hf"))
     assert ours < padattn < hf
+    assert model_throughput.hardware_flops(cfg, batch, "ours", varlen=False) == padattn  # no varlen kernel: re-padded
     full = dict(batch, attention_mask=torch.ones_like(batch["attention_mask"]), mlm_labels=batch["input_ids"])
     counts = {r: model_throughput.hardware_flops(cfg, full, r) for r in ("ours", "ours-padattn", "hf")}
     assert counts["ours"] == counts["ours-padattn"] == counts["hf"]
