@@ -17,8 +17,9 @@ Each kind's prediction (the output columns, besides `id` and `file`):
   question-answering    answer, answer_start (-1: none), score (start + end logit), null_score; an
                         answer is "" when the null score beats the span by more than the model's
                         null_threshold (SQuAD v2 models; chosen during fine-tuning)
-`precision="bf16"` runs the model under bfloat16 autocast: faster, and no longer equal to the fp32 pipeline to the
-last digit (BENCHMARKS.md: how often the labels agree). Rows longer than the model's limit are truncated
+`precision="bf16"` runs the model under bfloat16 autocast: not always faster (MiniLM on an H200: 3x slower than
+fp32), and no longer equal to the fp32 pipeline to the last digit (BENCHMARKS.md: both, and how often the labels
+agree). Rows longer than the model's limit are truncated
 (classification) or windowed (token classification, QA): `truncated` counts the first, `windows` > 1 marks the
 others.
 """
