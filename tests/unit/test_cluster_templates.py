@@ -121,6 +121,10 @@ def test_launcher_gpu_workers_image_and_install():
     assert workers and all(t["resources"]["GPU"] > 0 and t["max_workers"] >= 1 for t in workers)
     assert sum(t["max_workers"] for t in workers) <= config["max_workers"]
     assert config["docker"]["image"] == f"rayproject/ray:{pinned('ray')}-py311-gpu"
+    # Ray's default AMI (none given) is a CUDA 11.2 DLAMI: the CUDA 12+ image and torch do not run on its driver
+    for name, t in types.items():
+        image = t["node_config"].get("ImageId", "")
+        assert image.startswith("ami-") or image.startswith("resolve:ssm:/aws/service/deeplearning/ami/"), name
 
     # The repository is mounted and installed editable; the CPU torch pin never reaches a GPU node.
     (code_dir,) = [remote for remote, local in config["file_mounts"].items() if local == "."]
@@ -179,6 +183,20 @@ def test_kuberay_token_auth_on_head_every_worker_group_and_submitter(name):
     if name == "rayjob":
         (submitter,) = load(KUBERAY / "rayjob.yaml")["spec"]["submitterPodTemplate"]["spec"]["containers"]
         assert_token_env(submitter, auth["secretName"])
+
+
+def test_the_mlflow_servers_are_one_sqlite_writer_and_idle_gpus_wait_for_a_preparing_job():
+    """The templates' MLflow servers keep their SQLite store on shared (NFS) storage: one process writes it (mlflow
+    server starts 4 by default). KubeRay's autoscaler keeps idle GPU pods as long as the launcher does (10 min), so a
+    job's corpus preparation, between the nodes' arrival and its workers' start, does not lose them."""
+    launcher = "\n".join(load(LAUNCHER)["head_start_ray_commands"])
+    (command,) = [c for c in launcher.split("\n") if "mlflow server" in c]
+    assert "--workers 1" in command
+    container = load_all(KUBERAY / "mlflow.yaml")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][container["command"].index("--workers") + 1] == "1"
+    assert load(LAUNCHER)["idle_timeout_minutes"] >= 10
+    for name, spec in cluster_specs().items():
+        assert spec["autoscalerOptions"]["idleTimeoutSeconds"] >= 600, name
 
 
 def test_kuberay_manifests_commit_no_secret():
