@@ -301,6 +301,7 @@ class FinetuneConfig:
             written["task.corpus_dir"] = self.task.corpus_dir
         refuse_relative_when_submitted(written)
         check_output_dir("output_dir", self.output_dir)
+        self.tracking.check_reachable()
         self.scaling.check_environment()
         return self
 

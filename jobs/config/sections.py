@@ -9,6 +9,9 @@ import json
 import os
 import re
 import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +141,26 @@ class TrackingConfig:
         elif self.registered_model:
             raise ConfigError("tracking.alias must be set when tracking.registered_model is")
         return self
+
+    def check_reachable(self, timeout_s: float = 10.0) -> None:
+        """A tracking server must answer before the job does any cluster work: otherwise a mistyped or unstarted
+        server is found by the first MLflow call, after the job has waited for GPU nodes and prepared its corpus.
+        Any HTTP answer counts (an auth proxy may refuse /health); no answer (refused, unknown host, timeout) is
+        refused here, naming the field. Local stores (sqlite:, a folder) have nothing to reach."""
+        parts = urllib.parse.urlsplit(self.tracking_uri)
+        if parts.scheme not in ("http", "https"):
+            return
+        host = parts.hostname or ""
+        shown = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"  # no credentials
+        url = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1],
+                                       parts.path.rstrip("/") + "/health", "", ""))
+        try:
+            urllib.request.urlopen(url, timeout=timeout_s).close()
+        except urllib.error.HTTPError:
+            return  # it answered
+        except (OSError, ValueError) as e:  # URLError is an OSError; a timeout too
+            raise ConfigError(f"tracking.tracking_uri={shown!r} does not answer ({getattr(e, 'reason', e)}); "
+                              "allowed: a running MLflow server's URL, or a local store (sqlite:///...)") from None
 
     def written_paths(self) -> dict[str, str]:
         """What the job writes through MLflow: a local store (sqlite, a folder) and, beside one, the artifacts

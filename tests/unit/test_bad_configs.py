@@ -20,6 +20,7 @@ from bert_core.config import ConfigError
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.io import load_config
 from jobs.config.finetune import FinetuneConfig
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = {
@@ -270,10 +271,12 @@ def test_there_are_at_least_30_distinct_mistakes():
 @pytest.mark.parametrize("override, error", [
     ("scaling.use_gpu=true", r"^scaling\.use_gpu=true needs \d+ GPUs"),
     pytest.param(f"output_dir={NO_ONE_WRITES}", f"^output_dir {WHY_NOT_WRITABLE}", marks=NEEDS_PROC),
-], ids=["gpus", "output-dir"])
+    (f"tracking.tracking_uri=http://127.0.0.1:{free_port()}/", r"^tracking\.tracking_uri='http://127\.0\.0\.1:\d+/' "
+                                                             r"does not answer \(.*refused.*\); allowed: a running"),
+], ids=["gpus", "output-dir", "tracking-server"])
 def test_the_jobs_check_this_machine_before_ray(module, job, override, error, paths, monkeypatch):
-    """main(argv) -> load_config -> run(cfg): run refuses GPUs this machine lacks, and an output folder it cannot
-    make, before it starts Ray."""
+    """main(argv) -> load_config -> run(cfg): run refuses GPUs this machine lacks, an output folder it cannot
+    make, and a tracking server that does not answer, before it starts Ray."""
     import importlib
 
     mod = importlib.import_module(module)
@@ -287,6 +290,34 @@ def test_the_jobs_check_this_machine_before_ray(module, job, override, error, pa
     with pytest.raises(ConfigError, match=error):
         mod.main(argv)
     assert_no_ray_started()
+
+
+def test_a_tracking_server_counts_as_there_when_it_answers_anything():
+    """An auth proxy may refuse /health: any HTTP answer passes. No answer is refused without the URI's credentials.
+    A local store has nothing to reach."""
+    import http.server
+    import threading
+
+    from jobs.config.sections import TrackingConfig
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        TrackingConfig(tracking_uri=f"http://127.0.0.1:{server.server_port}").check_reachable()
+    finally:
+        server.shutdown()
+    port = free_port()
+    with pytest.raises(ConfigError, match=rf"^tracking\.tracking_uri='http://127\.0\.0\.1:{port}' does not") as e:
+        TrackingConfig(tracking_uri=f"http://user:s3cret@127.0.0.1:{port}").check_reachable()
+    assert "s3cret" not in str(e.value) and "user" not in str(e.value)
+    TrackingConfig(tracking_uri="sqlite:////nowhere/mlflow.db").check_reachable()
 
 
 def test_gpus_are_counted_only_where_the_job_starts_its_own_ray(paths, monkeypatch):
