@@ -340,18 +340,32 @@ def _report_ignored(cfg: PretrainConfig) -> int:
 
 def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     """The fixed held-out set every evaluation of the run scores: the eval split's first eval_batches x
-    micro_batch_size examples in all (fewer when the split is smaller), cut to a multiple of the data-parallel
-    replicas so each gets as many rows. Its size does not depend on the worker count (a power of two divides it),
-    so a run resubmitted on another count, and runs of different sizes, score the same examples (the workers
-    mask them alike too: jobs/workers/pretrain_worker.evaluate). Read here once and shipped through the object
-    store: no evaluation starts a Ray Data stream (one costs a job's launch more than the evaluation itself at
-    quickstart sizes)."""
+    micro_batch_size examples in all (fewer when the split is smaller), `eval_set_size` of them, so that a run
+    resubmitted on another worker count, and runs of different sizes, score the same examples (the workers mask
+    them alike too: jobs/workers/pretrain_worker.evaluate). Read here once and shipped through the object store: no
+    evaluation starts a Ray Data stream (one costs a job's launch more than the evaluation itself at quickstart
+    sizes)."""
     from pipelines.shards import read_head
 
     replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
     table = read_head(prepared.eval_files, cfg.train.eval_batches * cfg.train.micro_batch_size, columns)
-    table = table.slice(0, table.num_rows - table.num_rows % replicas)
-    return {c: table.column(c).to_numpy(zero_copy_only=False) for c in columns}
+    return {c: table.column(c).to_numpy(zero_copy_only=False)[:eval_set_size(table.num_rows, replicas)]
+            for c in columns}
+
+
+def eval_set_size(available: int, replicas: int) -> int:
+    """How many of `available` rows the held-out set keeps: every replica scores as many (ZeRO-3 and pipeline
+    stages run their forwards in lockstep), and the set must not depend on the replica count. A multiple of 48 (of
+    8 under 48 rows) serves 1, 2, 3, 4, 6, 8, 12, 16, 24 and 48 replicas (1, 2, 4 and 8) with one set; another
+    count cuts it to its own multiple, and scores fewer rows than those would. (A cut to the replicas' multiple
+    alone made a 21-row split 20 rows on two workers and 21 on one: a resubmission on one worker scored another
+    set than its run's first evaluation.)"""
+    n = available
+    for divisor in (48, 8):
+        if n >= divisor:
+            n -= n % divisor
+            break
+    return n - n % replicas
 
 
 def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str, max_positions: int) -> None:

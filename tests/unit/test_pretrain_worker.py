@@ -129,13 +129,33 @@ def test_the_eval_set_is_as_large_on_any_worker_count(tmp_path):
     pq.write_table(pa.table({"example_id": np.arange(5000)}), tmp_path / "eval-0.parquet")
     prepared = SimpleNamespace(eval_files=[str(tmp_path / "eval-0.parquet")])
     sizes = []
-    for workers in (1, 2, 4, 8):
+    for workers in (1, 2, 3, 4, 6, 8):
         cfg = PretrainConfig()
         cfg.scaling.num_workers, cfg.train.eval_batches, cfg.train.micro_batch_size = workers, 16, 32
         sizes.append(eval_rows(cfg, prepared, ["example_id"])["example_id"].tolist())
-    assert sizes[0] == list(range(16 * 32)) and all(s == sizes[0] for s in sizes)
-    cfg.scaling.num_workers = 3  # 512 rows do not split in three: as many rows each, two fewer in all
-    assert len(eval_rows(cfg, prepared, ["example_id"])["example_id"]) == 510
+    assert sizes[0] == list(range(480)) and all(s == sizes[0] for s in sizes)  # 512 rows asked: 480 split in all
+    cfg.scaling.num_workers = 7  # a count 48 has not among its divisors: as many rows each, fewer in all
+    assert len(eval_rows(cfg, prepared, ["example_id"])["example_id"]) == 476
+
+
+def test_a_small_eval_split_is_one_set_on_any_worker_count(tmp_path):
+    """A split smaller than eval_batches x micro_batch_size (21 rows here): cut to a multiple of the replicas
+    alone, it was 20 rows on two workers and 21 on one, and a run resubmitted on one worker scored its after-training
+    metrics on another set than its before-training ones (seen in tests/e2e/test_resume.py)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.pretrain import _eval_rows as eval_rows
+
+    pq.write_table(pa.table({"example_id": np.arange(21)}), tmp_path / "eval-0.parquet")
+    prepared = SimpleNamespace(eval_files=[str(tmp_path / "eval-0.parquet")])
+    sizes = set()
+    for workers in (1, 2, 4, 8):
+        cfg = PretrainConfig()
+        cfg.scaling.num_workers = workers
+        sizes.add(tuple(eval_rows(cfg, prepared, ["example_id"])["example_id"].tolist()))
+    assert sizes == {tuple(range(16))}
 
 
 def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
