@@ -19,7 +19,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import torch
 
 TOPOLOGY = "topology.json"
 RANK_FILES = "rank-{}.files.json"
@@ -94,6 +93,8 @@ def ignored_checkpoints(run_dir: Path) -> dict[str, str]:
 def rng_states() -> dict[str, np.ndarray]:
     """This rank's torch generator states: the CPU one, and the current CUDA device's where there is one (dropout on
     a GPU draws from it, and build_engine's torch.manual_seed re-seeds both)."""
+    import torch  # here: the drivers read checkpoint parts without torch
+
     states = {"cpu": torch.get_rng_state().numpy()}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state().numpy()
@@ -115,6 +116,8 @@ def restore_rng(saved: dict[str, np.ndarray], rank: int) -> None:
     """Put this rank's generators back as rng.npz holds them. Call once the engine is built: its seeding resets them.
     A rank the checkpoint holds no state for (more workers than before) keeps its fresh seed; a CUDA state saved on
     a GPU run is left unused by a CPU resume."""
+    import torch
+
     if f"rank{rank}" in saved:
         torch.set_rng_state(torch.from_numpy(saved[f"rank{rank}"]))
     if f"cuda_rank{rank}" in saved and torch.cuda.is_available():

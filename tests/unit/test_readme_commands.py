@@ -65,6 +65,28 @@ def workspace(tmp_path_factory):
     return ws
 
 
+@pytest.fixture(scope="module")
+def tracking_server():
+    """Where the README's `tracking.tracking_uri=http://127.0.0.1:5000` points once its `mlflow server` runs: a job
+    refuses a server that does not answer, --check too. An HTTP server here answers for it (port 5000 may be taken)."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
 def placed(command: str, ws: Path) -> list[str]:
     """The command's words with the README's placeholders made real in `ws`."""
     text = (command.replace("/shared/", f"{ws}/shared/").replace("<run>", "RUN")
@@ -106,7 +128,8 @@ MAKE_TARGETS_THAT_RUN_A_JOB = ("quickstart", "finetune", "sweep", "pretrain")
 
 
 @pytest.mark.parametrize("command", README, ids=[c[:60] for c in README])
-def test_every_readme_command_runs_as_written(command, workspace):
+def test_every_readme_command_runs_as_written(command, workspace, tracking_server):
+    command = command.replace("http://127.0.0.1:5000", tracking_server)
     words = shlex.split(command)
     if words[:2] == ["source", ".venv/bin/activate"]:
         assert (ROOT / ".venv" / "bin" / "activate").is_file()
