@@ -4,10 +4,15 @@
 # by one deadline, so a hang or a slow step costs only what comes after it. Output: a short summary on stdout; every
 # step's whole log in $OUT/steps.log, the profile table and the GPU's clocks/load/power every 5 s beside it.
 #
-# Carried with the call (both ignored by git, made here first):
-#   .whl      DeepSpeed 0.19.8 as a pure-Python wheel (DS_BUILD_OPS=0 pip wheel of its source package; its ops JIT),
-#             pydantic, pydantic-core (cp312), annotated-types, typing-inspection, hjson: what that machine lacks
-#   .gpu/ftp  python bench/gpu_finetune_predict.py --make-inputs .gpu/ftp
+# Carried with the call (both ignored by git: .whl by .gitignore, .gpu by `echo /.gpu/ >> .git/info/exclude`), made
+# here first, in the repository's root (~1 minute; 52 MB of the 64 MiB a call carries):
+#   .whl      what that machine lacks: DeepSpeed 0.19.8 as a pure-Python wheel (its ops JIT there) and its needs
+#               pip download --no-deps --no-binary=:all: -d /tmp/ds deepspeed==0.19.8
+#               DS_ACCELERATOR=cuda DS_BUILD_OPS=0 .venv/bin/pip wheel --no-deps --no-build-isolation -w .whl /tmp/ds/*
+#               for p in pydantic==2.14.3 pydantic-core==2.50.4 annotated-types==0.8.0 typing-inspection==0.4.5 \
+#                        hjson==3.1.0; do pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#                 --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl $p; done
+#   .gpu/ftp  .venv/bin/python bench/gpu_finetune_predict.py --make-inputs .gpu/ftp
 #
 #   device run: bash bench/gpu_session.sh [STEP ...]   (carry .whl and .gpu, timeout_s 600; no STEP: all, in order)
 #
