@@ -1,7 +1,10 @@
 """Free loopback TCP ports, for the process groups and servers tests set up themselves."""
 
+import contextlib
+import http.server
 import random
 import socket
+import threading
 
 
 def free_port() -> int:
@@ -22,3 +25,25 @@ def free_server_port() -> int:
                 continue
             return port
     raise RuntimeError("no free port in 20000-32767")
+
+
+@contextlib.contextmanager
+def answering_server(status: int = 200):
+    """An HTTP server on a free loopback port that answers every GET with `status`, for the checks that ask only
+    whether a server answers (a tracking server's reachability); yields its URL."""
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(b"OK" if status == 200 else b"")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()

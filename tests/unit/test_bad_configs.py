@@ -20,7 +20,7 @@ from bert_core.config import ConfigError
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.io import load_config
 from jobs.config.finetune import FinetuneConfig
-from tests.ports import free_port
+from tests.ports import answering_server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = {
@@ -295,24 +295,10 @@ def test_the_jobs_check_this_machine_before_ray(module, job, override, error, pa
 def test_a_tracking_server_counts_as_there_when_it_answers_anything():
     """An auth proxy may refuse /health: any HTTP answer passes. No answer is refused without the URI's credentials.
     A local store has nothing to reach."""
-    import http.server
-    import threading
-
     from jobs.config.sections import TrackingConfig
 
-    class NotFound(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_error(404)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        TrackingConfig(tracking_uri=f"http://127.0.0.1:{server.server_port}").check_reachable()
-    finally:
-        server.shutdown()
+    with answering_server(404) as url:
+        TrackingConfig(tracking_uri=url).check_reachable()
     port = free_port()
     with pytest.raises(ConfigError, match=rf"^tracking\.tracking_uri='http://127\.0\.0\.1:{port}' does not") as e:
         TrackingConfig(tracking_uri=f"http://user:s3cret@127.0.0.1:{port}").check_reachable()

