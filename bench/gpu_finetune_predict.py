@@ -132,17 +132,38 @@ def finetune(args, inputs: Path, tmp: Path) -> list[tuple]:
             ("fine-tune step loop", n / sum(ours["step_s"]), n / sum(hf["step_s"]), ours["best"], hf["best"])]
 
 
+def profiled(name: str, run, sync, repeats: int, unit: str, rows: int = 15) -> None:
+    """Run `run` `repeats` times under the profiler (after the caller's warm-up) and print, per repeat, the wall, the
+    GPU's kernel time (model_throughput.kernel_time_by_class) and the host syncs, then the costliest host ops."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from bench.model_throughput import kernel_time_by_class
+
+    sync()
+    with torch_profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * torch.cuda.is_available()) as prof:
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run()
+        sync()
+        wall = (time.perf_counter() - start) / repeats
+    events = prof.key_averages()
+    kernels = sum(kernel_time_by_class(events).values()) / repeats / 1e3
+    syncs = {e.key: e.count / repeats for e in events if e.key in (
+        "cudaStreamSynchronize", "cudaDeviceSynchronize", "aten::item", "aten::_local_scalar_dense")}
+    print(f"profile {name}: {wall * 1e3:.1f} ms {unit} (under the profiler), GPU kernels {kernels:.1f} ms, "
+          f"host syncs {unit} {syncs}", flush=True)
+    print(events.table(sort_by="self_cpu_time_total", row_limit=rows), flush=True)
+
+
 def profile_steps(args, inputs: Path, tmp: Path) -> None:
     """Where a fine-tuning step's time goes, ours against the Trainer's arithmetic without the Trainer (the model
     under bf16 autocast, fused AdamW, gradient clipping, the schedule): per step the wall, the GPU's kernel time,
     the host syncs, and the ops that cost the host most. A step whose kernels take far less than its wall is
     launch- or sync-bound: the host is the bottleneck."""
     import transformers
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
 
     from bench import hf_finetune_reference as ref
-    from bench.model_throughput import kernel_time_by_class
     from jobs.workers import finetune_model
 
     gpu = torch.cuda.is_available()  # main() asks for a GPU; called directly, this runs on the CPU too (a check)
@@ -172,24 +193,12 @@ def profile_steps(args, inputs: Path, tmp: Path) -> None:
         sched.step()
         opt.zero_grad(set_to_none=True)
 
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
     for name, step in (("ours (engine.step)", engine.step), ("plain torch (the Trainer's arithmetic)", plain)):
-        sync = torch.cuda.synchronize if gpu else (lambda: None)
         for b in batches[:10]:
             step(b)
-        sync()
-        with torch_profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * gpu) as prof:
-            start = time.perf_counter()
-            for b in batches[10:30]:
-                step(b)
-            sync()
-            wall = (time.perf_counter() - start) / 20
-        events = prof.key_averages()
-        kernels = sum(kernel_time_by_class(events).values()) / 20 / 1e3
-        syncs = {e.key: e.count / 20 for e in events if e.key in (
-            "cudaStreamSynchronize", "cudaDeviceSynchronize", "aten::item", "aten::_local_scalar_dense")}
-        print(f"profile {name}: {wall * 1e3:.1f} ms a step (under the profiler), GPU kernels {kernels:.1f} ms, "
-              f"host syncs a step {syncs}", flush=True)
-        print(events.table(sort_by="self_cpu_time_total", row_limit=15), flush=True)
+        timed = iter(batches[10:30])
+        profiled(name, lambda: step(next(timed)), sync, repeats=20, unit="a step")
     if gpu:
         profile_prediction(inputs, tmp)
 
@@ -197,10 +206,6 @@ def profile_steps(args, inputs: Path, tmp: Path) -> None:
 def profile_prediction(inputs: Path, tmp: Path) -> None:
     """One window of 1,024 rows through Predictor.forward in fp32 and under bf16 autocast, each after a warm-up of its
     own: bf16 ran 3x slower than fp32 on the H200 (2026-11-28), unexplained; this says where its time goes."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
-    from bench.model_throughput import kernel_time_by_class
     from jobs.inference.predictor import Predictor
 
     texts = json.loads((inputs / "texts.json").read_text())[:1024]
@@ -210,17 +215,8 @@ def profile_prediction(inputs: Path, tmp: Path) -> None:
         predictor = Predictor(folder, batch_size=32, precision=precision, device="cuda")
         encoded = predictor.encode(rows)
         predictor.forward(encoded)  # warm-up
-        torch.cuda.synchronize()
-        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            start = time.perf_counter()
-            predictor.forward(encoded)
-            torch.cuda.synchronize()
-            wall = time.perf_counter() - start
-        events = prof.key_averages()
-        kernels = sum(kernel_time_by_class(events).values()) / 1e3
-        print(f"profile predict {precision}: forward over {len(rows)} rows {wall * 1e3:.1f} ms (under the profiler), "
-              f"GPU kernels {kernels:.1f} ms", flush=True)
-        print(events.table(sort_by="self_cpu_time_total", row_limit=12), flush=True)
+        profiled(f"predict {precision}", lambda: predictor.forward(encoded), torch.cuda.synchronize, repeats=1,
+                 unit=f"a forward over {len(rows)} rows", rows=12)
 
 
 def predict(args, inputs: Path, tmp: Path) -> list[tuple]:
