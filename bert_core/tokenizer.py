@@ -47,10 +47,9 @@ def alphabet_budget(vocab_size: int) -> int:
     return (vocab_size - len(SPECIAL_TOKENS)) // 2
 
 
-def covering_alphabet(texts: list[str], vocab_size: int, normalizer=None) -> int:
-    """How many of the most frequent characters of `texts` (as `normalizer` leaves them; whitespace aside; the
-    first COUNTED_CHARACTERS of them) cover CHARACTER_COVERAGE of their occurrences: at least MIN_ALPHABET, at most
-    alphabet_budget(vocab_size), which wins below ~2000 tokens."""
+def character_counts(texts: Iterable[str], normalizer=None) -> collections.Counter:
+    """Each character's occurrences in `texts` as `normalizer` leaves them (whitespace aside), over their first
+    COUNTED_CHARACTERS."""
     counts, seen = collections.Counter(), 0
     for text in texts:
         text = normalizer.normalize_str(text) if normalizer else text
@@ -60,6 +59,15 @@ def covering_alphabet(texts: list[str], vocab_size: int, normalizer=None) -> int
             break
     for space in [c for c in counts if c.isspace()]:
         del counts[space]
+    return counts
+
+
+def covering_alphabet(texts: list[str], vocab_size: int, normalizer=None,
+                      counts: collections.Counter | None = None) -> int:
+    """How many of the most frequent characters of `texts` (as `normalizer` leaves them; whitespace aside; the
+    first COUNTED_CHARACTERS of them; or `counts`, character_counts of them) cover CHARACTER_COVERAGE of their
+    occurrences: at least MIN_ALPHABET, at most alphabet_budget(vocab_size), which wins below ~2000 tokens."""
+    counts = character_counts(texts, normalizer) if counts is None else counts
     need, covered, k = CHARACTER_COVERAGE * sum(counts.values()), 0, 0
     for k, (_, n) in enumerate(counts.most_common(), start=1):
         covered += n
@@ -93,34 +101,59 @@ def _finish_pipeline(tok: Tokenizer) -> Tokenizer:
 
 def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = True, min_frequency: int = 2,
                     strip_accents: bool | None = None, limit_alphabet: int | None = None) -> Tokenizer:
-    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens on `texts`.
+    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens on `texts`: the same texts and settings give
+    the same vocabulary, token for token and id for id.
 
     strip_accents=None follows `lowercase` (uncased BERT); False keeps combining marks, which are letters in
     scripts beyond Latin (Japanese voicing marks, Devanagari virama, Thai and Vietnamese marks).
     limit_alphabet: characters kept (the most frequent); None = covering_alphabet of `texts`. One set so high that
     the characters and their "##" forms alone outgrow `vocab_size` is refused (ValueError), naming the numbers.
 
-    Not bit-reproducible: tokenizers <= 0.23 breaks merge-count ties in hash-map order
-    (huggingface/tokenizers#1794), so two runs on the same texts can differ in rare tokens.
-    Train once, save, and name downstream data by `tokenizer_hash` of the saved files.
+    Reproducible where `tokenizers`' trainer alone is not (<= 0.23, huggingface/tokenizers#1794): it keeps the
+    alphabet's rarest characters in hash-map order where counts tie, and numbers each "##" form as it first meets
+    it in hash-map order, and those ids break ties between equally frequent merges, so two runs differed in
+    tokens, not only in ids. Here the alphabet is chosen before training (by count, ties by code point) and handed
+    to the trainer, and every character's "##" form is in the vocabulary from the start, as in Google's BERT
+    vocabularies (each of their 997 characters has one), except those BertPreTokenizer always splits off (punctuation,
+    and CJK ideographs, which the normalizer isolates): they never follow another character in a word.
+    Ids: the special tokens (0..4), the alphabet, the "##" forms, the merges in the order they were learned.
     """
-    tok = Tokenizer(WordPiece(unk_token=UNK, continuing_subword_prefix=CONTINUATION_PREFIX,
-                              max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
-    tok.normalizer = _normalizer(lowercase, strip_accents)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    normalizer, pre_tokenizer = _normalizer(lowercase, strip_accents), pre_tokenizers.BertPreTokenizer()
+    texts = texts if isinstance(texts, list) else list(texts)
+    counts = character_counts(texts, normalizer)
     if limit_alphabet is None:
-        texts = list(texts)
-        limit_alphabet = covering_alphabet(texts, vocab_size, tok.normalizer)
+        limit_alphabet = covering_alphabet(texts, vocab_size, counts=counts)
+    alphabet = sorted(sorted(counts, key=lambda c: (-counts[c], c))[:limit_alphabet])
+    continued = [CONTINUATION_PREFIX + c for c in alphabet
+                 if len(pre_tokenizer.pre_tokenize_str(normalizer.normalize_str("a" + c))) == 1]
+    # The "##" forms enter as the trainer's special tokens (the only way to give it whole tokens before training);
+    # the tokenizer is rebuilt below from the trained vocabulary, so they are ordinary vocabulary entries there.
     trainer = WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                               special_tokens=SPECIAL_TOKENS, limit_alphabet=limit_alphabet,
-                               continuing_subword_prefix=CONTINUATION_PREFIX, show_progress=False)
+                               special_tokens=SPECIAL_TOKENS + continued, limit_alphabet=len(alphabet),
+                               initial_alphabet=alphabet, continuing_subword_prefix=CONTINUATION_PREFIX,
+                               show_progress=False)
+    tok = _bert_tokenizer({}, normalizer, pre_tokenizer)
     tok.train_from_iterator(texts, trainer=trainer)
-    if tok.get_vocab_size() > vocab_size:
+    trained = tok.get_vocab(with_added_tokens=False)
+    if len(trained) > vocab_size:
         raise ValueError(f"limit_alphabet={limit_alphabet} characters, with their '##' forms and the "
-                         f"{len(SPECIAL_TOKENS)} special tokens, make {tok.get_vocab_size()} tokens, more than "
+                         f"{len(SPECIAL_TOKENS)} special tokens, make {len(trained)} tokens, more than "
                          f"vocab_size={vocab_size}: set limit_alphabet to {alphabet_budget(vocab_size)} or less "
                          f"(or null), or raise vocab_size")
-    return _finish_pipeline(tok)
+    first = set(SPECIAL_TOKENS) | set(continued)
+    chars, merged = [], []
+    for token in sorted(trained, key=trained.__getitem__):
+        if token not in first:
+            (chars if len(token) == 1 else merged).append(token)
+    order = SPECIAL_TOKENS + chars + continued + merged
+    return _finish_pipeline(_bert_tokenizer({t: i for i, t in enumerate(order)}, normalizer, pre_tokenizer))
+
+
+def _bert_tokenizer(vocab: dict[str, int], normalizer, pre_tokenizer) -> Tokenizer:
+    tok = Tokenizer(WordPiece(vocab, unk_token=UNK, continuing_subword_prefix=CONTINUATION_PREFIX,
+                              max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
+    tok.normalizer, tok.pre_tokenizer = normalizer, pre_tokenizer
+    return tok
 
 
 def _vocab_in_id_order(tok: Tokenizer) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from pathlib import Path
 
 import pytest
 
@@ -64,7 +65,7 @@ def write_multistream_dump(path, n_pages: int, rng: random.Random) -> int:
 def test_work_unit_size_does_not_change_the_prepared_set(ray_tmp):
     """Files grouped, and big JSONL / text files and a multistream bz2 dump (cut as pbzip2 cuts, through
     pages) split into 1 MiB ranges, give the same shards and manifest as one unit for everything: the work
-    units only spread the work."""
+    units only spread the work. The tokenizer is trained here: its sample, and so its files, are the same too."""
     corpus = ray_tmp / "mixed"
     corpus.mkdir()
     rng = random.Random(9)
@@ -80,10 +81,9 @@ def test_work_unit_size_does_not_change_the_prepared_set(ray_tmp):
     sizes = {p.name: p.stat().st_size for p in corpus.iterdir()}
     assert sizes["big.jsonl"] > 2 << 20 and sizes["big.txt"] > 2 << 20 and sizes["wiki.xml.bz2"] > 2 << 20
     sizes = (1 << 20, 1 << 30)
-    one, two = [prepare(config(str(corpus), ray_tmp / f"units-{size}", work_unit_bytes=size, dupe_factor=1))
-                for size in sizes]
-    # A trained tokenizer is not bit-reproducible (bert_core.tokenizer.train_wordpiece), so
-    # check what it is trained on: the same sample whatever the units.
+    trained = TokenizerConfig(sample_documents=300)  # trained on a sample: the same whatever the units, and so is it
+    one, two = [prepare(config(str(corpus), ray_tmp / f"units-{size}", work_unit_bytes=size, dupe_factor=1,
+                               tokenizer=trained)) for size in sizes]
     samples = []
     for size in sizes:
         cfg = config(str(corpus), ray_tmp, work_unit_bytes=size, tokenizer=TokenizerConfig(sample_documents=300))
@@ -95,6 +95,8 @@ def test_work_unit_size_does_not_change_the_prepared_set(ray_tmp):
     strip = lambda m: {k: v for k, v in m.items() if k not in ("timings_s", "config")}  # noqa: E731
     assert strip(one.manifest) == strip(two.manifest)
     assert os.path.basename(one.path) == os.path.basename(two.path)
+    for name in ("tokenizer.json", "vocab.txt"):
+        assert (Path(one.tokenizer_dir) / name).read_bytes() == (Path(two.tokenizer_dir) / name).read_bytes()
     for a, b in zip(one.train_files + one.eval_files, two.train_files + two.eval_files):
         assert open(a, "rb").read() == open(b, "rb").read()
     cfg = config(str(corpus), ray_tmp)

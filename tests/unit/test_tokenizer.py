@@ -108,7 +108,6 @@ def test_vocab_only_load_honours_do_lower_case(saved, tmp_path):
 
 
 def test_hash_is_stable_and_sensitive(saved, tmp_path):
-    # Training itself is not reproducible (tokenizers#1794), so stability is asserted on files.
     h = tokenizer_hash(saved)
     assert h == tokenizer_hash(saved) == tokenizer_hash(load_tokenizer(saved))
     vocab = (saved / "vocab.txt").read_text(encoding="utf-8")
@@ -119,6 +118,34 @@ def test_hash_is_stable_and_sensitive(saved, tmp_path):
         (d / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower}))
     assert tokenizer_hash(cased) != h  # same vocabulary, different normalizer
     assert tokenizer_hash(grown) != h  # one more token
+
+
+def test_training_twice_gives_the_same_files(tmp_path):
+    """tokenizers' trainer alone numbered "##" forms and kept tied rare characters in hash-map order, and the ids
+    broke ties between merges: three trainings on these texts gave three vocabularies (tokens, not only ids). A
+    prepared set named by its config held another tokenizer each time it was made."""
+    texts = corpus() + ["zq xj vk ~ zq"] * 2  # z, q, x, j, v, k tie at the alphabet's limit
+    dirs = []
+    for i in range(3):
+        dirs.append(save_tokenizer(train_wordpiece(texts, vocab_size=400, limit_alphabet=30), tmp_path / str(i)))
+    assert len({tokenizer_hash(d) for d in dirs}) == 1
+    assert len({(d / "tokenizer.json").read_bytes() for d in dirs}) == 1
+
+
+def test_every_character_that_can_continue_a_word_has_its_hash_form(trained):
+    """As in Google's vocabularies: each character of the alphabet has its "##" form (none for punctuation, which
+    the pre-tokenizer always splits off); ids are the special tokens, the characters, their "##" forms, then the
+    merges in the order learned."""
+    vocab = trained.get_vocab()
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    chars = [t for t in tokens if len(t) == 1]
+    assert "e" in chars and "!" in chars and "4" in chars
+    continued = [t for t in tokens if t.startswith("##") and len(t) == 3]
+    assert continued == [f"##{c}" for c in chars if c.isalnum()]
+    n = len(SPECIAL_TOKENS)
+    assert tokens[:n] == SPECIAL_TOKENS and tokens[n:n + len(chars)] == chars
+    assert tokens[n + len(chars):n + len(chars) + len(continued)] == continued  # "!", "?", "," and "." have none
+    assert len(continued) == len(chars) - 4 and len(tokens) > n + len(chars) + len(continued)  # merges learned
 
 
 def test_continuation_mask_marks_exactly_hash_pieces(trained):
