@@ -82,9 +82,11 @@ class TaskConfig:
 
     def with_labels(self, labels) -> "TaskConfig":
         """This task with the label set its training rows gave (none for QA). A classification with one label would
-        build a one-output head, which is a regression head, and score 1.0 on select rows of that label: refused."""
+        build a one-output head, which is a regression head, and score 1.0 on select rows of that label: refused.
+        GLUE's STS-B is a classification by name and a regression by its spec: its one "label" is the score."""
         self.labels = list(labels) if self.kind != "question-answering" else []
-        if self.kind == "classification" and len(self.labels) < 2:
+        scored = self.name in GLUE_TASKS and GLUE_TASKS[self.name].is_regression
+        if self.kind == "classification" and not scored and len(self.labels) < 2:
             raise ConfigError(f"task {self.name}: classification needs at least two labels in the training rows, got "
                               f"{self.labels}; check task.columns.label, or use task.kind=regression for a score")
         return self

@@ -243,3 +243,9 @@ def test_a_classification_whose_training_rows_hold_one_label_is_refused():
     assert task.with_labels(("ham", "spam")).labels == ["ham", "spam"]
     assert TaskConfig(name="files", kind="question-answering").with_labels(()).labels == []
     assert TaskConfig(name="files", kind="regression").with_labels(("score",)).labels == ["score"]
+    # GLUE's tasks with the labels ft_tasks.load_rows gives them: STS-B's is its score (it was refused, so no STS-B
+    # run could start)
+    from pipelines.tasks.glue import GLUE_TASKS
+
+    for name, spec in GLUE_TASKS.items():
+        assert TaskConfig(name=name).with_labels(spec.labels or ("score",)).labels == list(spec.labels or ("score",))
