@@ -116,14 +116,14 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     Ray must be up) and `tokenizer_dir` counts its rows too long for task.max_seq_len as they pass. A `tokenizer_dir`
     that is not WordPiece's is refused first, before a row is read (pipelines.tasks.common.require_wordpiece)."""
     from pipelines.tasks import load_conll, load_glue, load_squad
-    from pipelines.tasks.conll import CONLL_LABELS
+    from pipelines.tasks.conll import CONLL_LABELS, scheme_checked
     from pipelines.tasks.glue import GLUE_TASKS
 
     if tokenizer_dir is not None:
         require_wordpiece(tokenizer_dir)
     select, rejected = None, {}
     if task.name == "files":
-        return _load_files(task, tokenizer_dir)
+        return scheme_checked(_load_files(task, tokenizer_dir), task.kind, task.iob_scheme)
     if task.name == "pkgdocs":
         from pipelines.harvest import harvest_installed_docs
         from pipelines.tasks.pkgdocs import load_pkgdocs
@@ -155,7 +155,7 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     if not rows.select:
         raise ConfigError(f"task {task.name}: the select split is empty (every carved row also occurs in train or "
                           f"dev); raise task.selection_fraction (now {task.selection_fraction})")
-    return rows
+    return scheme_checked(rows, task.kind, task.iob_scheme)
 
 
 def _kept(split, name: str, rejected: dict) -> list[dict]:

@@ -185,6 +185,44 @@ def word_tags(sentences, tokenizer, max_seq_len: int, predictions, labels, label
     return gold, pred
 
 
+def iob1_openings(tag_rows: Iterable[list[str]]) -> tuple[int, int]:
+    """(entities, those an I- tag opens) in sequences of tags: an entity opens at a B- tag, or at an I-X that follows
+    neither B-X nor I-X. IOB2 opens every entity with B-; IOB1 (the Reuters CoNLL-2003 release) nearly every one
+    with I- (B- only between two adjacent entities of one type)."""
+    entities = by_i = 0
+    for tags in tag_rows:
+        previous = "O"
+        for tag in tags:
+            if tag[:2] == "B-" or (tag[:2] == "I-" and (previous[:2] not in ("B-", "I-") or previous[2:] != tag[2:])):
+                entities += 1
+                by_i += tag[:2] == "I-"
+            previous = tag
+    return entities, by_i
+
+
+def scheme_checked(rows, kind: str, scheme: str):
+    """`rows` (pipelines.tasks.roles.TaskRows), unless their entity tags are IOB1 where `scheme` is IOB2: strict IOB2
+    reads no entity from an I- after O, so every such entity would be missing from both gold and predictions, and
+    the F1 that chooses the checkpoint and judges the model would be that of the few B- entities. Refused then,
+    naming the setting; a few I- openings (annotation slips in IOB2 data) are counted in one warning line. The rows
+    read are the ones scored: select and evaluation (and train where it is on the driver)."""
+    if kind != "token-classification" or scheme != "IOB2":
+        return rows
+    splits = [rows.select, *rows.evaluation.values()] + ([rows.train] if isinstance(rows.train, list) else [])
+    entities, by_i = iob1_openings(r["ner_tags"] for split in splits for r in split if r.get("ner_tags"))
+    if by_i * 2 > entities:
+        from bert_core.config import ConfigError
+
+        raise ConfigError(f"task.iob_scheme=IOB2, but {by_i} of the {entities} entities in the task's rows open with "
+                          f"I- (an I-X tag after neither B-X nor I-X): these are IOB1 tags, as the original Reuters "
+                          f"CoNLL-2003 files have them, and strict IOB2 scoring would read none of those entities; "
+                          f"set task.iob_scheme=IOB1")
+    if by_i:
+        print(f"[data] warning: {by_i} of the {entities} entities in the task's rows open with I- (an I-X tag after "
+              f"neither B-X nor I-X); strict IOB2 scoring (task.iob_scheme) reads no entity there", flush=True)
+    return rows
+
+
 def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]], scheme: str | None = None) -> dict[str, float]:
     """Entity-level micro precision / recall / F1 (an entity counts only if its type and exact span
     match, as conlleval), token accuracy, and f1_<TYPE> per entity type; computed by seqeval.

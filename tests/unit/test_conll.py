@@ -247,3 +247,30 @@ def test_words_the_features_cut_off_or_hold_no_piece_of_count_as_untagged(tok):
     assert ner_metrics(gold, pred)["recall"] == pytest.approx(3 / 4)  # Paris, Marie, Rome found; Berlin missed
     with pytest.raises(RuntimeError, match="out of step"):
         word_tags([empty, long], tok, 12, logits, f["labels"], CONLL_LABELS)
+
+
+def test_iob1_tags_scored_as_iob2_are_refused_naming_the_setting(capsys):
+    """The Reuters CoNLL-2003 release is IOB1: entities open with I-. Scored under strict IOB2 they vanish from gold
+    and predictions alike (here F1 1.0 where IOB1 reads 0.86), so such rows with task.iob_scheme=IOB2 are refused;
+    IOB2 rows pass, and a few I- openings in IOB2 rows (annotation slips) are counted in one warning."""
+    from bert_core.config import ConfigError
+    from pipelines.tasks.conll import iob1_openings, ner_metrics, scheme_checked
+    from pipelines.tasks.roles import TaskRows
+
+    iob1 = [["I-PER", "I-PER", "O", "I-LOC"], ["I-PER", "B-PER"]]
+    found = [["I-PER", "I-PER", "O", "O"], ["I-PER", "B-PER"]]
+    assert ner_metrics(iob1, found, scheme="IOB2")["f1"] == 1.0 != ner_metrics(iob1, found, scheme="IOB1")["f1"]
+    assert iob1_openings(iob1) == (4, 3)  # B-PER after I-PER opens the fourth
+    assert iob1_openings([["B-PER", "I-PER", "I-LOC", "O", "B-ORG"]]) == (3, 1)  # I-LOC after I-PER opens one
+
+    def rows(tags):
+        return TaskRows(train=[], select=[{"ner_tags": tags[0]}],
+                        evaluation={"dev": [{"ner_tags": t} for t in tags[1:]]})
+
+    with pytest.raises(ConfigError, match=r"3 of the 4 entities .* IOB1 tags.* set task.iob_scheme=IOB1"):
+        scheme_checked(rows(iob1), "token-classification", "IOB2")
+    for kind, scheme in (("token-classification", "IOB1"), ("classification", "IOB2")):
+        assert scheme_checked(rows(iob1), kind, scheme)
+    iob2 = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O", "I-MISC"], ["B-PER"]]
+    assert scheme_checked(rows(iob2), "token-classification", "IOB2")
+    assert "1 of the 5 entities in the task's rows open with I-" in capsys.readouterr().out
