@@ -74,6 +74,13 @@ def test_load_v1_and_v2(tmp_path):
     assert ex["answers"]["text"][1] == "Levi's Stadium" and ex["answers"]["answer_start"][1] == CONTEXT.index("Levi")
     v2 = load_squad(write_squad(tmp_path / "dev-v2.0.json", QAS[:1] + [IMPOSSIBLE], "v2.0"))
     assert v2[1]["is_impossible"] is True and v2[1]["answers"] == {"text": [], "answer_start": []}
+    # HF's squad_v2 written back as nested JSON: "answers": [] and no is_impossible; it was no_valid_answer, so a v2
+    # model trained, chose its null threshold and was judged without one unanswerable question
+    bare = {k: v for k, v in IMPOSSIBLE.items() if k not in ("is_impossible", "plausible_answers")}
+    v2 = load_squad(write_squad(tmp_path / "hf-v2.json", QAS[:1] + [bare], "v2.0"), version_2=True)
+    assert v2[1]["is_impossible"] is True and not v2.rejects
+    v1 = load_squad(write_squad(tmp_path / "hf-v1.json", QAS[:1] + [bare]), version_2=False)
+    assert len(v1) == 1 and v1.rejects == {"unanswerable_needs_version_2": 1}
 
 
 def test_bad_records_are_counted(tmp_path):
