@@ -203,6 +203,8 @@ def glue_metrics(task: str, predictions, labels) -> dict[str, float]:
     from scipy.stats import pearsonr, spearmanr  # deferred: a job's config checks need neither
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
+    from pipelines.tasks.labels import correlation
+
     spec = glue_task(task)
     preds, gold = np.asarray(predictions), np.asarray(labels)
     if spec.is_regression:
@@ -219,8 +221,8 @@ def glue_metrics(task: str, predictions, labels) -> dict[str, float]:
         "accuracy": lambda: accuracy_score(gold, preds),
         "f1": lambda: f1_score(gold, preds),
         "matthews_corrcoef": lambda: matthews_corrcoef(gold, preds),
-        "pearson": lambda: pearsonr(preds, gold)[0],
-        "spearmanr": lambda: spearmanr(preds, gold)[0],
+        "pearson": lambda: correlation(pearsonr, preds, gold),
+        "spearmanr": lambda: correlation(spearmanr, preds, gold),
     }
     out = {name: float(scorers[name]()) for name in spec.metrics}
     out["score"] = float(np.mean(list(out.values())))

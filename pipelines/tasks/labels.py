@@ -74,6 +74,16 @@ def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
                 "exact_match": float(accuracy_score(gold, hits))}
     if kind == "regression":
         preds, gold = preds.reshape(-1).astype(np.float64), gold.reshape(-1).astype(np.float64)
-        return {"pearson": float(pearsonr(preds, gold)[0]), "spearman": float(spearmanr(preds, gold)[0]),
+        return {"pearson": correlation(pearsonr, preds, gold), "spearman": correlation(spearmanr, preds, gold),
                 "mse": float(np.mean((preds - gold) ** 2))}
     raise ValueError(f"file_metrics scores classification, multi-label and regression; {kind} keeps its task's metric")
+
+
+def correlation(coefficient, preds: np.ndarray, gold: np.ndarray) -> float:
+    """scipy's pearsonr or spearmanr of predicted and gold scores, 0.0 where the predictions are one finite value: a
+    model collapsed to the mean (in bf16, its scores round to one number) ranks nothing, which is no correlation, and
+    NaN was taken for diverged weights (the fine-tuning loop ends a run on a non-finite select metric). Predictions
+    that are not finite stay NaN. Constant gold scores are refused where the rows are read."""
+    if np.isfinite(preds).all() and np.ptp(preds) == 0:
+        return 0.0
+    return float(coefficient(preds, gold)[0])

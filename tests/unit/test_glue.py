@@ -176,6 +176,14 @@ def test_metrics_against_hand_computed_values():
     r = 6.5 / math.sqrt(5 * 8.75)
     assert glue_metrics("stsb", [[1.0], [2.0], [3.0], [4.0]], [1, 2, 3, 5]) == pytest.approx(
         {"pearson": r, "spearmanr": 1.0, "score": (r + 1) / 2})
+    # a model collapsed to one score (bf16 rounds near-equal scores to one) ranks nothing: 0, not NaN, which the
+    # fine-tuning loop takes for diverged weights and ends the run on; scores that are not finite stay NaN
+    assert glue_metrics("stsb", [[2.703125]] * 4, [1, 2, 3, 5]) == {"pearson": 0.0, "spearmanr": 0.0, "score": 0.0}
+    assert math.isnan(glue_metrics("stsb", [[1.0], [math.nan], [3.0], [4.0]], [1, 2, 3, 5])["pearson"])
+    from pipelines.tasks import file_metrics
+
+    same = file_metrics("regression", np.full((4, 1), 2.5, dtype=np.float32), [1.0, 2.0, 3.0, 5.0], ())
+    assert (same["pearson"], same["spearman"]) == (0.0, 0.0) and same["mse"] == pytest.approx(2.25)
     assert glue_metrics("mnli", [0, 1, 2, 2], [0, 1, 2, 0]) == {"accuracy": 0.75, "score": 0.75}
     with pytest.raises(ValueError, match="unlabeled"):
         glue_metrics("rte", [0, 1], [-1, -1])
