@@ -243,6 +243,13 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     if len(names) > MAX_LABELS:
         raise TaskDataError(f"task.train_file {spec!r}: more than {MAX_LABELS:,} distinct labels; is the label column "
                             f"({columns.label!r}) a label?")
+    if kind in ("classification", "multi-label", "token-classification") and labels and not names & set(labels):
+        # a subset is a choice (the other labels' rows are rejected and counted); none at all is a mistake, which
+        # left no training row and an error about carving
+        held = sorted(names)
+        raise TaskDataError(f"task.labels {list(labels)} names none of the {len(held)} labels the training files hold "
+                            f"({held[:10]}{' ...' if len(held) > 10 else ''}); name them as the files write them, or "
+                            f"leave task.labels empty to take them from the training files")
     if kind in ("classification", "multi-label", "token-classification") and not labels:
         labels = label_set(names, "classification")
     elif kind == "regression":
