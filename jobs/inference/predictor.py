@@ -136,6 +136,27 @@ def grouping_tags(labels: list[str]) -> list[str]:
     return list(labels)
 
 
+def _wordpiece_tagger(pipeline_class):
+    """transformers' TokenClassificationPipeline, with a piece read as the continuation of the word before it as
+    training labels pieces (pipelines.tasks.conll.conll_features): where it starts with the WordPiece prefix "##"
+    (an [UNK] starts a word). The pipeline compared the piece's length with the text it spans, and the normalizer
+    shortens some words (a soft hyphen or a zero-width space dropped, a decomposed accent stripped): "Mül\u00adler"
+    is the piece "muller" over 7 characters, read as part of the word before it, so its entity was dropped or
+    swallowed into a neighbour's."""
+
+    class WordPieceTagger(pipeline_class):
+        def gather_pre_entities(self, sentence, input_ids, *args, **kwargs):
+            pre = super().gather_pre_entities(sentence, input_ids, *args, **kwargs)
+            prefix = self.tokenizer.backend_tokenizer.model.continuing_subword_prefix
+            for e in pre:
+                piece = int(input_ids[e["index"]])
+                e["is_subword"] = piece != self.tokenizer.unk_token_id and \
+                    self.tokenizer.convert_ids_to_tokens(piece).startswith(prefix)
+            return pre
+
+    return WordPieceTagger
+
+
 def text_of(row: dict) -> str:
     """What token classification tags: the row's text, or its words joined by spaces."""
     return row["text"] if "text" in row else " ".join(row["tokens"])
@@ -249,8 +270,8 @@ class Predictor(Encoder):
         if self._tagger is None:
             # the pipeline names and groups entities by the model's id2label: an IOBES/BILOU set's, as B-/I- tags
             self.model.config.id2label = dict(enumerate(grouping_tags(self.labels)))
-            self._tagger = TokenClassificationPipeline(model=self.model, tokenizer=self.tokenizer,
-                                                       device=self.device)
+            self._tagger = _wordpiece_tagger(TokenClassificationPipeline)(model=self.model, tokenizer=self.tokenizer,
+                                                                          device=self.device)
         text = text_of(row)
         outputs = [{"logits": torch.from_numpy(lg[None]), "sentence": text if k == 0 else None,
                     "input_ids": torch.tensor([w["input_ids"]]), "offset_mapping": torch.tensor([w["offsets"]]),

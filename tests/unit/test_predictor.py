@@ -251,3 +251,24 @@ def test_an_iobes_or_bilou_tagger_serves_whole_entities(tmp_path, tags):
     assert [(e["entity_group"], e["word"], e["start"], e["end"]) for e in entities] == \
         [("LOC", "new york city", 0, 13), ("LOC", "paris", 18, 23)]
     assert predictor.labels == tags  # the model's own tags stay what batch prediction and the scores name
+
+
+def test_a_word_the_normalizer_shortens_is_tagged_as_the_word_it_is(tmp_path):
+    """A soft hyphen, a zero-width space or a decomposed accent is dropped by the normalizer: "mül\\u00adler" is the
+    piece "muller" over 7 characters. The pipeline's length rule read it as part of the word before it, so its PER
+    was dropped (after an O word) or swallowed into the ORG before it. A piece continues a word where it starts with
+    "##", as training labels it."""
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                  label2id={v: i for i, v in enumerate(TAGS)})
+    predictor = Predictor(folder)
+    for odd in ("mül\u00adler", "mül\u200bler", "mu\u0308ller"):
+        row = {"id": "0", "text": f"paris {odd} and london"}
+        encoded = predictor.encode([row])[0]
+        pieces = predictor.tokenizer.convert_ids_to_tokens(encoded["windows"][0]["input_ids"])
+        assert pieces == ["[CLS]", "paris", "muller", "and", "london", "[SEP]"]
+        chosen = [0, 1, 3, 0, 3, 0]  # O, B-ORG, B-PER, O, B-PER, O
+        logits = np.full((len(pieces), len(TAGS)), -5.0, dtype=np.float32)
+        logits[np.arange(len(pieces)), chosen] = 5.0
+        entities = json.loads(predictor._entities(row, encoded, [logits])["entities"])
+        assert [(e["entity_group"], row["text"][e["start"]:e["end"]]) for e in entities] == \
+            [("ORG", "paris"), ("PER", odd), ("PER", "london")], odd
