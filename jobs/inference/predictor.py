@@ -108,7 +108,9 @@ class Encoder:
         # rows' windows (one row would get none, the other a span from the wrong context)
         positional = [{**r, "id": k} for k, r in enumerate(rows)]
         features = squad_eval_features(positional, self.tokenizer, q.max_seq_len, q.doc_stride, q.max_query_length)
-        out = [{"windows": [], "truncated": False} for _ in rows]
+        # a context is windowed whole; a question is cut to max_query_length pieces (as in training): truncated then
+        pieces = self.tokenizer([r["question"].lstrip() for r in rows], add_special_tokens=False)["input_ids"]
+        out = [{"windows": [], "truncated": len(ids) > q.max_query_length} for ids in pieces]
         for i, k in enumerate(features["example_id"]):
             n = int(features["attention_mask"][i].sum())  # the window unpadded
             out[k]["windows"].append(

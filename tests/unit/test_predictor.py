@@ -182,7 +182,12 @@ def test_question_answering_windows_a_long_context_and_respects_the_null_thresho
 
     predictor = Predictor(folder, qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16))
     encoded = predictor.encode(rows)
-    assert len(encoded[0]["windows"]) > 1
+    assert len(encoded[0]["windows"]) > 1 and not encoded[0]["truncated"]  # a context is windowed, not cut
+    # a question past max_query_length pieces is cut (as in training) and says so: it was "not truncated"
+    long = {"id": "l", "question": "where, given all that was said above about the rivers, the bridges and the cities "
+                                   "of the north, does the river flow",
+            "context": context}
+    assert predictor.encode([long])[0]["truncated"]
     (p,) = predictor.predict(rows)
     assert p["answer"] == context[p["answer_start"]:p["answer_start"] + len(p["answer"])] and p["answer"]
     predictor.null_threshold = p["score"] - p["null_score"] - 1.0 if p["null_score"] > p["score"] else -1e9
