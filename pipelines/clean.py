@@ -98,7 +98,8 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
         return False  # '"Stop." he said', 'e.g. a latte', 'Wait... what?'
     if text[start] != "." or text.startswith("..", start):
         return True  # "?", "!", and an ellipsis before a capital
-    word = text[max(0, start - 24):start].rpartition(" ")[2].lstrip(_OPENERS)
+    word = text[max(0, start - 24):start].split()[-1:] or [""]  # after any whitespace: "1703.\nSt." ends at "St"
+    word = word[0].lstrip(_OPENERS)
     if word != "I" and _INITIALS.fullmatch(word):
         return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
     return word.replace(".", "").lower() not in ABBREVIATIONS

@@ -96,6 +96,11 @@ def test_sentence_boundaries(text, expected):
     ("שלום. מה שלומך?", ["שלום.", "מה שלומך?"]),  # letters without case
     ("Neither did I. Then we left.", ["Neither did I.", "Then we left."]),  # "I" is a word, not an initial
     ("He met Mr.\nSmith there. A\nline that goes on.", ["He met Mr. Smith there.", "A line that goes on."]),
+    # an abbreviation or initial at the start of a line (hard-wrapped books, WikiExtractor's paragraphs): the word
+    # before the stop was taken after the last space, "1703.\nSt", and the sentence split at "St."
+    ("It was founded in 1703.\nSt. Petersburg grew. Its\nDr. Smith came.",
+     ["It was founded in 1703.", "St. Petersburg grew.", "Its Dr. Smith came."]),
+    ("He met\nJ. R. R. Tolkien in Oxford. Then he left.", ["He met J. R. R. Tolkien in Oxford.", "Then he left."]),
 ])
 def test_sentence_boundaries_without_capitals(text, expected):
     """A capital after the full stop was required, so lowercased text, one-sentence lines and scripts without case
