@@ -295,7 +295,9 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
     starts after the cut at or past its start and reads to the cut at or past its end; a span
     with no cut inside it owns nothing. A document that reaches MAX_TEXT_DOCUMENT_BYTES without
     a cut goes on as another at its next line, "<name>#<that line>": split by the span that owns
-    its start, the same way whatever the spans."""
+    its start, the same way whatever the spans. A line over data.max_line_bytes rejects its document
+    (line_too_long), which still ends where it would have: a file without blank lines lost its whole
+    rest to one reject when a rejected document's lines stopped counting toward the split."""
     lines = _span_lines(stream, cfg.max_line_bytes, span)
     boundary = TEXT_DOCUMENT_BYTES
     if span.start > 0:  # find this span's first cut; the blank line there ends the span before
@@ -316,8 +318,9 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
         first = number if first is None else first
         if line is None:
             too_long = too_long or head
-        elif too_long is None:
-            chunks.append(line)
+            size += cfg.max_line_bytes  # at least
+        else:  # a rejected document's lines count too: it ends at the next cut or split, not the file's end
+            chunks.extend([line] if too_long is None else [])
             size += len(line)
         if _blank(line) and offset >= boundary:
             if not rest_of_split():
@@ -328,7 +331,7 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
             boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
         elif size >= MAX_TEXT_DOCUMENT_BYTES:
             yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
-            chunks, first, size, split = [], None, 0, True
+            chunks, first, too_long, size, split = [], None, None, 0, True
     if first is not None and not rest_of_split():
         yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
 

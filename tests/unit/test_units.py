@@ -75,6 +75,29 @@ def test_text_is_cut_into_documents_at_blank_lines_the_same_way_in_any_ranges(tm
     assert [r["doc_id"] for r in iter_documents(str(small), "book.txt", cfg(small))] == ["book.txt#0"]
 
 
+def test_a_too_long_line_in_text_without_blank_lines_costs_its_document_not_the_rest(tmp_path, monkeypatch):
+    """One sentence a line and no blank line (BookCorpus's files): a line over max_line_bytes rejected the document
+    it was in and every line after it, to the end of the file, as one line_too_long. That document ends now where a
+    MAX_TEXT_DOCUMENT_BYTES split would (its lines count toward it), whatever the ranges. The split at 64 KiB here
+    instead of 8 MiB, for a small file."""
+    from pipelines import sources
+
+    monkeypatch.setattr(sources, "MAX_TEXT_DOCUMENT_BYTES", 64 << 10)
+    rng = random.Random(4)
+    lines = [prose(rng, 1) for _ in range(30_000)]
+    lines[20_000] = "x" * 5000
+    path = tmp_path / "lines.txt"
+    path.write_text("\n".join(lines) + "\n")
+    config = cfg(path, max_line_bytes=4096)
+    whole = list(iter_documents(str(path), path.name, config))
+    assert [r["reject_reason"] for r in whole].count("line_too_long") == 1 and whole[-1]["reject_reason"] == ""
+    assert whole[-1]["text"].split()[-8:] == lines[-1].split()  # read to the end of the file
+    kept = sum(len(r["text"]) + 1 for r in whole if not r["reject_reason"])
+    assert kept >= path.stat().st_size - 5000 - 2 * (64 << 10)  # one document's worth lost, not the rest
+    assert path.stat().st_size > TEXT_DOCUMENT_BYTES
+    assert read_spans(path, [0, TEXT_DOCUMENT_BYTES], config) == whole
+
+
 def test_parquet_row_group_ranges(tmp_path):
     rng = random.Random(3)
     texts = [prose(rng, 3) if i % 7 else "short" for i in range(500)]
