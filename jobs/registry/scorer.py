@@ -103,9 +103,11 @@ def row_groups(rows: list[dict], kind: str) -> np.ndarray:
     """Each row's group, numbered in order of first appearance: the unit the carve keeps whole (a SQuAD context,
     a pair's shared first sentence, else the row's own input), and a document wherever rows share one: the carve
     needs ten documents to split by them (roles.MIN_DOCUMENT_GROUPS), but the five documents of a carved dev split
-    are still five correlated groups, not their sentences."""
+    are still five correlated groups, not their sentences. One document (a CoNLL file without -DOCSTART-: every
+    sentence in "<file>:doc0") is no grouping at all, and the bootstrap needs two: its rows group as the carve
+    groups them, by sentence."""
     docs = [r.get("document") for r in rows]
-    if rows and None not in docs and len({str(d) for d in docs}) < len(docs):
+    if rows and None not in docs and 1 < len({str(d) for d in docs}) < len(docs):
         key = lambda r: f"document:{r['document']}"  # noqa: E731
     else:
         key = group_key(rows, kind)

@@ -127,6 +127,10 @@ def test_row_groups_are_the_groups_the_carve_keeps_whole():
     assert scorer.row_groups(sentences, "token-classification").tolist() == [i // 3 for i in range(36)]
     few = sentences[:15]  # 5 documents: too few for the carve to split by, still 5 groups of correlated sentences
     assert scorer.row_groups(few, "token-classification").tolist() == [i // 3 for i in range(15)]
+    # a CoNLL file without -DOCSTART-: every sentence in one document, which made one group, and promotion refused
+    # every such model ("a bootstrap needs at least two"); by sentence, as the carve splits it
+    one = [{"document": "dev.conll:doc0", "tokens": [f"w{i}"]} for i in range(6)]
+    assert scorer.row_groups(one, "token-classification").tolist() == list(range(6))
     for rows, kind in ((squad, "question-answering"), (pairs, "classification"), (sentences, "token-classification")):
         key = group_key(rows, kind)
         assert scorer.row_groups(rows, kind).tolist() == partition([key(r) for r in rows])
