@@ -268,7 +268,7 @@ def plot(grid, metric: str, path: Path) -> None:
             ax.plot(df["step"], df["score"], marker="o", label=str(result.metrics.get("trial_id", ""))[:12])
     ax.set_xlabel("training step")
     ax.set_ylabel(metric)
-    ax.set_title("sweep trials: dev metric over training")
+    ax.set_title(f"sweep trials: {metric} over training")  # the select split's metric, which ranks them
     ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -335,16 +335,21 @@ def input_example(rows: list[dict], n: int = 2) -> list | None:
     return None
 
 
+def curve_keys(names) -> list[str]:
+    """The metrics log_curves draws (those logged over steps among them): train/*, eval/*, select/*, dev*."""
+    return sorted(k for k in names if k.split("/", 1)[0] in ("train", "eval", "select") or k.startswith("dev"))
+
+
 def log_curves(tracking_uri: str, run_id: str, max_panels: int = 12) -> str | None:
-    """Every training and evaluation metric the run logged over steps (train/*, eval/*, dev*/...), one panel
-    each, as the run's artifact curves.png; None when it logged none."""
+    """Every training and evaluation metric the run logged over steps (train/*, eval/*, select/*, dev*/...), one
+    panel each, as the run's artifact curves.png; None when it logged none. (Fine-tuning's curve is select/*, the
+    split that chooses: it was left out.)"""
     import math
 
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
-    keys = sorted(k for k in client.get_run(run_id).data.metrics
-                  if k.split("/", 1)[0] in ("train", "eval") or k.startswith("dev"))
+    keys = curve_keys(client.get_run(run_id).data.metrics)
     histories = {k: sorted((m.step, m.value) for m in client.get_metric_history(run_id, k)) for k in keys}
     histories = {k: h for k, h in histories.items() if len(h) > 1}
     if not histories:

@@ -269,3 +269,10 @@ def test_secrets_in_params_tags_and_uris_never_reach_the_store(tmp_path):
     # no field of the shipped configs looks like a secret: redaction changes none of their values
     for cfg in (PretrainConfig(), FinetuneConfig(), SweepConfig()):
         assert tracking.redact(cfg.to_dict()) == cfg.to_dict(), type(cfg).__name__
+
+
+def test_curves_draw_the_select_split_that_fine_tuning_logs():
+    """Fine-tuning logs its curve as select/*: curves.png held train/loss alone."""
+    logged = ["select/accuracy", "select/f1", "train/loss", "eval/mlm_acc", "dev/accuracy", "hp/lr", "best.select.f1"]
+    assert tracking.curve_keys(logged) == ["dev/accuracy", "eval/mlm_acc", "select/accuracy", "select/f1",
+                                           "train/loss"]
