@@ -116,17 +116,23 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
+    version_tags: dict = {}
     if init.startswith("runs:/"):
         run_id = init[len("runs:/"):].split("/", 1)[0]
     elif init.startswith("models:/"):
         from jobs.registry.versions import pinned_version
 
-        run_id = pinned_version(init, tracking_uri)[1].run_id
+        version = pinned_version(init, tracking_uri)[1]
+        run_id, version_tags = version.run_id, dict(version.tags or {})
     else:
         return {}
     if not run_id:
         return {}
     source = client.get_run(run_id).data.tags
+    if "lineage.job" not in source and "lineage.job" in version_tags:
+        # a sweep's version: its run is the seed trial's, which carries no lineage; the version carries the sweep's
+        # (read as the trial's, a "pretraining run" without data: lineage.py reported a missing link)
+        source = version_tags
     # A run from before lineage tags: a fine-tune has a "task" tag, a pretraining run has none.
     job = source.get("lineage.job", "finetune" if "task" in source else "pretrain")
     pretrain = run_id if job == "pretrain" else source.get("lineage.pretrain_run_id")

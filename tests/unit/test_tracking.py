@@ -240,6 +240,14 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
     again = tracking.lineage_tags("finetune", init=f"runs:/{finetune_id}/model", tracking_uri=uri)
     assert (again["lineage.init_run_id"], again["lineage.pretrain_run_id"]) == (finetune_id, pretrain_id)
     assert "lineage.init_run_id" not in tracking.lineage_tags("finetune", init=str(release))  # a folder: no run
+    # a sweep's version: its run is a seed trial's, tagged with no lineage; the version carries the sweep's
+    trial_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "trial", {"a": 1},
+                                  tags={"trial_id": "t0", "sweep": "s"})
+    client.create_registered_model("swept")
+    client.create_model_version("swept", str(release), run_id=trial_id, tags={
+        "lineage.job": "sweep", "lineage.init_run_id": pretrain_id, "lineage.pretrain_run_id": pretrain_id})
+    swept = tracking.lineage_tags("finetune", init="models:/swept/1", tracking_uri=uri)
+    assert (swept["lineage.init_run_id"], swept["lineage.pretrain_run_id"]) == (trial_id, pretrain_id)
 
 
 def test_secrets_in_params_tags_and_uris_never_reach_the_store(tmp_path):
