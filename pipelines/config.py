@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from bert_core.config import ConfigError
 from pipelines.encodings import check_encoding
 
-FORMATS = ("auto", "text", "jsonl", "wiki_xml", "parquet")
+FORMATS = ("auto", "text", "jsonl", "wiki_xml", "parquet", "wikiextractor")
 MASKING = ("dynamic", "static")
 
 

@@ -42,7 +42,8 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
 Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz/.xz): .txt/.text/.md -> text;
 .jsonl/.json/.ndjson -> jsonl (WikiExtractor --json output and any JSON-lines file with
 cfg.text_column); .xml and a split dump's .xml-p<first>p<last> -> wiki_xml; .parquet -> parquet; anything
-else is sniffed: JSON lines if it starts with "{" (WikiExtractor's extensionless wiki_00 files), wiki XML
+else is sniffed: JSON lines if it starts with "{" (WikiExtractor's extensionless wiki_00 files with --json),
+WikiExtractor's default <doc ...> blocks if with "<doc " (wikiextractor: one document an article), wiki XML
 if with "<mediawiki" (or an XML declaration before one), else text. A .json file that starts with "[" is
 one JSON array whose elements are the records (same field rules; broken JSON between elements ends the
 file with one "malformed_json" row), read whole by the range at byte 0. A UTF-8 byte order mark opening a
@@ -220,12 +221,15 @@ def _split_codec(path: str) -> tuple[str, str | None]:
 
 
 def _sniffed_format(head: bytes) -> str:
-    """The format of a file its name does not give: JSON lines if it starts with "{" (WikiExtractor's wiki_00),
-    wiki XML if with "<mediawiki" or with an XML declaration before one, else text. Other XML stays text: the
+    """The format of a file its name does not give: JSON lines if it starts with "{" (WikiExtractor's wiki_00 with
+    --json), WikiExtractor's own <doc> blocks if with "<doc " (its default output), wiki XML if with "<mediawiki"
+    or with an XML declaration before one, else text. Other XML stays text: the
     wiki reader would find no <page> in it, and yield nothing to count."""
     start = head.removeprefix(codecs.BOM_UTF8).lstrip()
     if start.startswith(b"{"):
         return "jsonl"
+    if start.startswith(b"<doc "):
+        return "wikiextractor"
     wiki = start.startswith(b"<mediawiki") or (start.startswith(b"<?xml") and b"<mediawiki" in start)
     return "wiki_xml" if wiki else "text"
 
@@ -349,6 +353,49 @@ def _text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes 
     return document_row(doc_id, path, text, cfg)
 
 
+_DOC_START = re.compile(rb'^<doc\b[^>]*>\s*$')
+_DOC_TITLE = re.compile(rb'\btitle="([^"]*)"')
+
+
+def _read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
+    """WikiExtractor's default output (wiki_00, ...): articles as <doc id=.. url=.. title=..> ... </doc> blocks, each
+    one document "<name>#<the line of its <doc>>", its first line (the title, which --json leaves out of "text")
+    dropped, &amp; &lt; &gt; &quot; unescaped (its --html-safe default). Read as text, a ~1 MB file was one document
+    of hundreds of articles: "IsNext" pairs across unrelated articles, and the tags in the text. Lines outside a
+    block are not text of any article (there are none in its output); a block the file ends inside is kept."""
+    import html
+
+    doc, title, lines, too_long = None, b"", [], None
+    for _, number, line, head in _span_lines(stream, cfg.max_line_bytes, span):
+        if line is None:
+            too_long = too_long or head
+            continue
+        if number == 0:
+            line = line.removeprefix(codecs.BOM_UTF8)
+        if doc is None:
+            if _DOC_START.match(line):
+                m = _DOC_TITLE.search(line)
+                doc, title, lines, too_long = number, m.group(1) if m else b"", [], None
+            continue
+        if line.strip() == b"</doc>":
+            yield _wikiextractor_document(f"{name}#{doc}", path, lines, title, too_long, cfg, html.unescape)
+            doc = None
+            continue
+        lines.append(line)
+    if doc is not None:
+        yield _wikiextractor_document(f"{name}#{doc}", path, lines, title, too_long, cfg, html.unescape)
+
+
+def _wikiextractor_document(doc_id: str, path: str, lines: list[bytes], title: bytes, too_long, cfg: DataConfig,
+                            unescape) -> dict:
+    if lines and lines[0].strip() == title.strip():
+        lines = lines[1:]
+    row = _text_document(doc_id, path, lines, too_long, cfg)
+    if not row["reject_reason"]:
+        row = document_row(doc_id, path, unescape(row["text"]), cfg)
+    return row
+
+
 def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
     for offset, i, line, head in _span_lines(stream, cfg.max_line_bytes, span):
         if not span.owns(offset):
@@ -444,4 +491,5 @@ def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, spa
         yield reject_row(f"{name}@{span.start}", path, "malformed_xml", f"{path}: {e}")
 
 
-_READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": read_parquet}
+_READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": read_parquet,
+            "wikiextractor": _read_wikiextractor}

@@ -241,6 +241,25 @@ def test_extensionless_wikiextractor_files_are_sniffed(tmp_path):
     assert read(tmp_path / "README", "README")[0]["text"] == BOOK.strip()
 
 
+def test_wikiextractor_default_output_is_one_document_an_article(tmp_path):
+    """WikiExtractor without --json writes <doc ...> blocks (its default, NVIDIA's recipe's input): read as text, a
+    wiki_00 file was one document of its hundreds of articles, with the tags as sentences. Each block is one
+    document, its title line dropped (as --json leaves it out of "text"), HTML-safe escapes undone."""
+    body = "Anarchism is a political philosophy &amp; movement. It rejects hierarchy and &lt;unjust&gt; rule."
+    data = (f'<doc id="12" url="https://en.wikipedia.org/wiki?curid=12" title="Anarchism">\nAnarchism\n\n{body}\n'
+            f'</doc>\n<doc id="25" url="https://en.wikipedia.org/wiki?curid=25" title="Autism">\nAutism\n\n'
+            f"Autism is a developmental condition. It shows in early childhood.\n</doc>\n"
+            f'<doc id="39" url="u" title="Albedo">\nAlbedo\n\n</doc>\n'
+            f'<doc id="40" url="u" title="Cut">\nCut\n\nA file that ends inside an article keeps what it has.\n')
+    (tmp_path / "wiki_00").write_text(data)
+    rows = read(tmp_path / "wiki_00", "AA/wiki_00")
+    assert reasons(rows) == [("AA/wiki_00#0", ""), ("AA/wiki_00#5", ""), ("AA/wiki_00#10", "empty_document"),
+                             ("AA/wiki_00#14", "")]
+    assert rows[0]["text"] == body.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    assert rows[1]["text"].startswith("Autism is a developmental") and "doc" not in " ".join(r["text"] for r in rows)
+    assert rows[3]["text"] == "A file that ends inside an article keeps what it has."
+
+
 def test_gzip_and_truncated_gzip(tmp_path):
     data = "\n".join(json.dumps({"text": f"Document number {i}. " * 5}) for i in range(200)).encode()
     (tmp_path / "ok.jsonl.gz").write_bytes(gzip.compress(data))
