@@ -9,6 +9,7 @@ from bert_core.config import ConfigError
 from pipelines.encodings import check_encoding
 
 FORMATS = ("auto", "text", "jsonl", "wiki_xml", "parquet", "wikiextractor")
+TEXT_DOCUMENTS = ("books", "blank_lines")
 MASKING = ("dynamic", "static")
 
 
@@ -58,6 +59,10 @@ class DataConfig:
     # plain-text sources' encoding: "" = UTF-8; latin-1, cp1252, mac_roman, shift_jis, ...: a Python codec that
     # writes ASCII as ASCII (files are cut at \n bytes). JSON Lines, XML and parquet text are read as UTF-8
     text_encoding: str = ""
+    # where a plain-text file's documents end: "books" = a file is a book, cut at the first blank line past every MiB
+    # (BookCorpus, Gutenberg); "blank_lines" = at every blank line (Google's create_pretraining_data input: one
+    # sentence a line, a blank line between documents)
+    text_documents: str = "books"
     output_root: str = "data/prepared"  # prepared sets land in <output_root>/<hash>/
     min_document_chars: int = 200  # shorter documents are dropped (counted as "too_short")
     max_line_bytes: int = 4 << 20  # longer lines are skipped unread, their record counted "line_too_long"
@@ -84,6 +89,8 @@ class DataConfig:
         if self.format not in FORMATS:
             raise ConfigError(f"data.format must be one of {FORMATS}, got {self.format!r}")
         check_text_encoding(self.text_encoding)
+        if self.text_documents not in TEXT_DOCUMENTS:
+            raise ConfigError(f"data.text_documents must be one of {TEXT_DOCUMENTS}, got {self.text_documents!r}")
         if self.masking not in MASKING:
             raise ConfigError(f"data.masking must be one of {MASKING}, got {self.masking!r}")
         if not 8 <= self.max_seq_len <= 4096:

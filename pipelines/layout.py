@@ -61,6 +61,8 @@ def hashed_config(cfg: DataConfig) -> dict:
     d["text_encoding"] = check_encoding(cfg.text_encoding)  # its canonical name: latin1 and latin-1 are one
     if not d["text_encoding"]:  # UTF-8 (named or not), as before the setting: prepared sets keep their names
         d.pop("text_encoding")
+    if d["text_documents"] == "books":  # as before the setting
+        d.pop("text_documents")
     tok = d["tokenizer"]
     # Tokenizer settings added later are named only where the tokenizer trained differs from before them (a given
     # one is named by its hash): earlier prepared sets keep their names, and one with another alphabet is not reused.

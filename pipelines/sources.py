@@ -299,11 +299,13 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
     starts after the cut at or past its start and reads to the cut at or past its end; a span
     with no cut inside it owns nothing. A document that reaches MAX_TEXT_DOCUMENT_BYTES without
     a cut goes on as another at its next line, "<name>#<that line>": split by the span that owns
-    its start, the same way whatever the spans. A line over data.max_line_bytes rejects its document
+    its start, the same way whatever the spans. data.text_documents=blank_lines cuts at every blank
+    line instead (Google's one-sentence-a-line format). A line over data.max_line_bytes rejects its document
     (line_too_long), which still ends where it would have: a file without blank lines lost its whole
     rest to one reject when a rejected document's lines stopped counting toward the split."""
     lines = _span_lines(stream, cfg.max_line_bytes, span)
-    boundary = TEXT_DOCUMENT_BYTES
+    step = 0 if cfg.text_documents == "blank_lines" else TEXT_DOCUMENT_BYTES  # 0: every blank line a cut
+    boundary = step
     if span.start > 0:  # find this span's first cut; the blank line there ends the span before
         for offset, _, line, _ in lines:
             if not span.owns(offset):  # no cut inside this span: the document across it is a span before's
@@ -312,11 +314,12 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
                 break
         else:
             return
-        boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
+        boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * step
     chunks, first, too_long, size, split = [], None, None, 0, False
 
     def rest_of_split() -> bool:  # after a split, only blank lines before the cut: no document, nothing lost
-        return split and too_long is None and not any(c.strip() for c in chunks)
+        # (with a cut at every blank line, a run of blank lines is one separator, not documents)
+        return (split or not step) and too_long is None and not any(c.strip() for c in chunks)
 
     for offset, number, line, head in lines:
         first = number if first is None else first
@@ -332,7 +335,7 @@ def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Sp
             if not span.owns(offset):
                 return
             chunks, first, too_long, size, split = [], None, None, 0, False
-            boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * TEXT_DOCUMENT_BYTES
+            boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * step
         elif size >= MAX_TEXT_DOCUMENT_BYTES:
             yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
             chunks, first, too_long, size, split = [], None, None, 0, True

@@ -98,6 +98,28 @@ def test_a_too_long_line_in_text_without_blank_lines_costs_its_document_not_the_
     assert read_spans(path, [0, TEXT_DOCUMENT_BYTES], config) == whole
 
 
+def test_blank_lines_end_documents_in_googles_format_the_same_way_in_any_ranges(tmp_path):
+    """Google's create_pretraining_data input: one sentence a line, a blank line between documents. As books, the
+    documents were ~1 MiB each, and contiguous "IsNext" pairs crossed unrelated documents; with
+    data.text_documents=blank_lines each is its own, and a run of blank lines is one separator."""
+    rng = random.Random(5)
+    docs = ["\n".join(prose(rng, 1) for _ in range(rng.randint(2, 9))) for _ in range(6000)]
+    path = tmp_path / "google.txt"
+    path.write_text("\n\n".join(docs[:3000]) + "\n\n\n \n" + "\n\n".join(docs[3000:]) + "\n")
+    assert path.stat().st_size > 1.5 * TEXT_DOCUMENT_BYTES
+    config = cfg(path, text_documents="blank_lines")
+    whole = list(iter_documents(str(path), path.name, config))
+    assert [r["text"].split() for r in whole] == [d.split() for d in docs]
+    assert all(r["reject_reason"] == "" for r in whole)
+    for cuts in ([0, TEXT_DOCUMENT_BYTES], [0] + sorted(rng.sample(range(1, 3 << 19), 7))):
+        assert read_spans(path, cuts, config) == whole
+    assert len(list(iter_documents(str(path), path.name, cfg(path)))) <= 4  # as books: a few ~1 MiB documents
+    from bert_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"data.text_documents must be one of \('books', 'blank_lines'\)"):
+        cfg(path, text_documents="paragraphs").validate()
+
+
 def test_parquet_row_group_ranges(tmp_path):
     rng = random.Random(3)
     texts = [prose(rng, 3) if i % 7 else "short" for i in range(500)]
