@@ -59,6 +59,26 @@ class SweepResult:
     data: dict = field(default_factory=dict)  # {split: {"rows", "sha256"}} for train, select and evaluation
 
 
+def refuse_earlier_seed_runs(out_dir: Path) -> None:
+    """The seed re-runs are experiments of their own beside the search's (<name>-seeds-<round>), and fit() restores
+    any it finds: a sweep whose search folder is gone (removed, as the basis refusal says, to start again) would
+    take an earlier sweep's finished seed trials for its own, their median model registered under this search's
+    best config. Refused, naming them, before any Ray work; a search that is there (resumed) keeps its seeds."""
+    import glob
+
+    from ray import tune
+
+    if tune.Tuner.can_restore(str(out_dir)):
+        return
+    earlier = sorted(p.name for p in out_dir.parent.glob(f"{glob.escape(out_dir.name)}-seeds-*") if p.is_dir())
+    if earlier:
+        from bert_core.config import ConfigError
+
+        raise ConfigError(f"name {out_dir.name!r}: {out_dir.parent} holds {', '.join(earlier)}, the seed re-runs of "
+                          f"an earlier sweep of this name whose search ({out_dir}) is not there; this sweep would "
+                          f"take them for its own: remove them too, or give another name")
+
+
 def run(cfg: SweepConfig) -> SweepResult:
     cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
     cfg.finetune.check_environment()  # output folder, GPUs, paths of a submitted job: also before Ray
@@ -70,6 +90,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     ft = cfg.finetune
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
     out_dir = Path(ft.output_dir).resolve() / cfg.name
+    refuse_earlier_seed_runs(out_dir)
     init = pin_alias(ft.init, tracking_uri)  # the alias read once: the trials' weights and the lineage agree
     init_dir = resolve_init(init, tracking_uri, out_dir / "init")
     dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks

@@ -192,3 +192,23 @@ def test_each_seed_run_trains_in_its_own_seeds_global_order_as_finetune_makes_it
         run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(batch_size=4, seed=seed)), data=ordered)
         TrialRun._epoch_batches(run, 0, 0)
     assert read == ["base", s0 + 2]
+
+
+def test_an_earlier_sweeps_seed_runs_without_its_search_are_refused(tmp_path):
+    """A sweep whose search folder is gone restored the seed experiments an earlier sweep of its name left beside
+    it, and registered their median model under its own best config. Refused, naming them; a search that is there
+    (resumed) keeps them, and other sweeps' seed runs are not this one's."""
+    from bert_core.config import ConfigError
+    from jobs.sweep import refuse_earlier_seed_runs
+
+    (tmp_path / "s-seeds-0").mkdir()
+    (tmp_path / "s[1]-seeds-0").mkdir()
+    refuse_earlier_seed_runs(tmp_path / "other")
+    refuse_earlier_seed_runs(tmp_path / "s[1]x")
+    with pytest.raises(ConfigError, match=r"name 's': .* holds s-seeds-0, the seed re-runs of an earlier sweep"):
+        refuse_earlier_seed_runs(tmp_path / "s")
+    with pytest.raises(ConfigError, match=r"holds s\[1\]-seeds-0"):
+        refuse_earlier_seed_runs(tmp_path / "s[1]")
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "tuner.pkl").write_bytes(b"")  # the search is there: Tune restores it, and its seeds with it
+    refuse_earlier_seed_runs(tmp_path / "s")
