@@ -216,7 +216,10 @@ class TrialRun:
         # the searched fields this report was made under: PBT changes them during a trial, so the driver reads the
         # config of a trial's best evaluation from that report's `hp/` (at_best, below), not the trial's last
         hp = {f"hp/{k}": v for k, v in self.params.items()}
-        self.logger.log({k: float(v) for k, v in hp.items()}, step=step)
+        # best/<metric>: the trial's best evaluation so far, which ranks it (at_best); MLflow's compare view shows a
+        # metric's last value, and select/<metric>'s last is not the trial's score where it peaked earlier
+        self.logger.log({**{k: float(v) for k, v in hp.items()}, f"best/{self.loop.metric}": float(record["best"])},
+                        step=step)
         groups = self.engine.optimizer.param_groups
         report = {**record, **hp, "score": record[self.loop.metric], "total_steps": self.total,
                   "pred_classes": self.pred_classes, "restored_from": self.restored_from, "seed": self.cfg.train.seed,

@@ -111,6 +111,9 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
             assert "non-finite loss" in r.data.tags["error"]
         else:
             assert "select/accuracy" in r.data.metrics and "dev/accuracy" not in r.data.metrics  # trials never see dev
+            # the score that ranks the trial (its best evaluation), as MLflow's compare view shows a metric: its last
+            history = client.get_metric_history(r.info.run_id, "select/accuracy")
+            assert r.data.metrics["best/select/accuracy"] == pytest.approx(max(m.value for m in history))
     artifacts = {a.path for a in client.list_artifacts(parent_id)}
     assert {"trials.csv", "trials.png"} <= artifacts
     assert result.best_score >= 0.75  # 2 balanced classes: the best trial learned
