@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,7 @@ class TrialRun:
         self.engine = build_engine(model, cfg, self.total)
         self.logger = RankZeroLogger(data.tracking_uri, run_id, 0)
         self.best_state, self.restored_from, self.pred_classes = None, "", 0
+        self.own_best = -math.inf  # its own best score (best/<metric>): a PBT donor's loop state carries the donor's
         self.select_batches, self.tokenizer = None, None  # read at the first evaluation
         self.loop = FinetuneLoop(
             self.engine, t, metric=ft_tasks.main_metric(cfg.task), total_steps=self.total, optim_lr=cfg.optim.lr,
@@ -169,6 +171,9 @@ class TrialRun:
             if self.logger.client is not None:
                 self.logger.client.set_tag(self.logger.run_id, "pbt.restored_from", self.restored_from)
         retune(self.engine, self.cfg.optim, self.loop.step)  # this config's hyperparameters win (ray#36660)
+        if self.logger.client is not None:  # this trial's evaluations so far are its run's (a donor's are not)
+            history = self.logger.client.get_metric_history(self.logger.run_id, self.loop.metric)
+            self.own_best = max((m.value for m in history), default=-math.inf)
 
     def close(self, client) -> None:
         """Flush the metrics still buffered (a tracking server that was down) and record on the trial's run how
@@ -217,9 +222,10 @@ class TrialRun:
         # config of a trial's best evaluation from that report's `hp/` (at_best, below), not the trial's last
         hp = {f"hp/{k}": v for k, v in self.params.items()}
         # best/<metric>: the trial's best evaluation so far, which ranks it (at_best); MLflow's compare view shows a
-        # metric's last value, and select/<metric>'s last is not the trial's score where it peaked earlier
-        self.logger.log({**{k: float(v) for k, v in hp.items()}, f"best/{self.loop.metric}": float(record["best"])},
-                        step=step)
+        # metric's last value, and select/<metric>'s last is not the trial's score where it peaked earlier. Its own
+        # reports' best, not the loop's (after a PBT exploit, the donor's)
+        self.own_best = max(self.own_best, float(record[self.loop.metric]))
+        self.logger.log({**{k: float(v) for k, v in hp.items()}, f"best/{self.loop.metric}": self.own_best}, step=step)
         groups = self.engine.optimizer.param_groups
         report = {**record, **hp, "score": record[self.loop.metric], "total_steps": self.total,
                   "pred_classes": self.pred_classes, "restored_from": self.restored_from, "seed": self.cfg.train.seed,

@@ -185,6 +185,9 @@ def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp, tiny):
     client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
     runs = children(client, result.mlflow["parent_run_id"])
     assert len(runs) == 2 and any(r.data.tags.get("pbt.restored_from") for r in runs)
+    for r in runs:  # best/<metric> is the trial's own best report (at_best's), never a donor's carried over
+        own = [m.value for m in client.get_metric_history(r.info.run_id, result.metric)]
+        assert r.data.metrics[f"best/{result.metric}"] == pytest.approx(max(own))
 
     # after an exploit the optimizer trains with the trial's own (mutated) lr and decay, not the donor's
     for row in restored:

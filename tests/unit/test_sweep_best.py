@@ -24,7 +24,7 @@ def reports(monkeypatch, *steps):
     for step, score, lr, donor in steps:
         params = {"optim.lr": lr, "train.batch_size": 16}
         trial = SimpleNamespace(
-            params=params, logger=SimpleNamespace(log=lambda *a, **k: None), total=100, pred_classes=2,
+            params=params, logger=SimpleNamespace(log=lambda *a, **k: None), total=100, pred_classes=2, own_best=0.0,
             restored_from=donor, cfg=SimpleNamespace(train=SimpleNamespace(seed=0)),
             loop=SimpleNamespace(metric="select/f1", stopped=False),
             engine=SimpleNamespace(optimizer=SimpleNamespace(param_groups=[{"initial_lr": lr, "weight_decay": 0.01}])))
@@ -203,6 +203,7 @@ def test_an_earlier_sweeps_seed_runs_without_its_search_are_refused(tmp_path):
 
     (tmp_path / "s-seeds-0").mkdir()
     (tmp_path / "s[1]-seeds-0").mkdir()
+    (tmp_path / "s-seeds-ablation").mkdir()  # a sweep named so: its search, not s's seeds
     refuse_earlier_seed_runs(tmp_path / "other")
     refuse_earlier_seed_runs(tmp_path / "s[1]x")
     with pytest.raises(ConfigError, match=r"name 's': .* holds s-seeds-0, the seed re-runs of an earlier sweep"):
