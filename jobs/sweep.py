@@ -70,7 +70,9 @@ def refuse_earlier_seed_runs(out_dir: Path) -> None:
 
     if tune.Tuner.can_restore(str(out_dir)):
         return
-    earlier = sorted(p.name for p in out_dir.parent.glob(f"{glob.escape(out_dir.name)}-seeds-*") if p.is_dir())
+    prefix = f"{out_dir.name}-seeds-"  # then the round: another sweep's name may start so ("bert-seeds-ablation")
+    earlier = sorted(p.name for p in out_dir.parent.glob(f"{glob.escape(prefix)}*")
+                     if p.is_dir() and p.name[len(prefix):].isdigit())
     if earlier:
         from bert_core.config import ConfigError
 

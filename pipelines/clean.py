@@ -81,6 +81,7 @@ _BOUNDARY = re.compile(rf"[.!?\u2026\u0964\u0965\u061f\u06d4]+[{_CLOSERS}]*\s+|[
 _UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4")  # scripts without capitals: always an end
 _OPENERS = "\"'\u201c\u2018\u00ab([\u00bf\u00a1"
 _INITIALS = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]")  # "J", "U.S", "e.g" (before the final ".")
+_LAST_WORD = re.compile(r"\S*\Z")  # the text after the last whitespace (of any kind: a line end too), maybe ""
 
 
 def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
@@ -98,8 +99,7 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
         return False  # '"Stop." he said', 'e.g. a latte', 'Wait... what?'
     if text[start] != "." or text.startswith("..", start):
         return True  # "?", "!", and an ellipsis before a capital
-    word = text[max(0, start - 24):start].split()[-1:] or [""]  # after any whitespace: "1703.\nSt." ends at "St"
-    word = word[0].lstrip(_OPENERS)
+    word = _LAST_WORD.search(text, max(0, start - 24), start).group().lstrip(_OPENERS)  # "1703.\nSt": "St"
     if word != "I" and _INITIALS.fullmatch(word):
         return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
     return word.replace(".", "").lower() not in ABBREVIATIONS

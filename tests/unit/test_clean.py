@@ -101,6 +101,9 @@ def test_sentence_boundaries(text, expected):
     ("It was founded in 1703.\nSt. Petersburg grew. Its\nDr. Smith came.",
      ["It was founded in 1703.", "St. Petersburg grew.", "Its Dr. Smith came."]),
     ("He met\nJ. R. R. Tolkien in Oxford. Then he left.", ["He met J. R. R. Tolkien in Oxford.", "Then he left."]),
+    # a stop written apart (WikiText's " . ") ends the sentence whatever the word before it
+    ("It was rated Class A . The next year it fell .", ["It was rated Class A .", "The next year it fell ."]),
+    ("He lived on Main St . The house burned .", ["He lived on Main St .", "The house burned ."]),
 ])
 def test_sentence_boundaries_without_capitals(text, expected):
     """A capital after the full stop was required, so lowercased text, one-sentence lines and scripts without case
