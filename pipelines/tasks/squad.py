@@ -74,8 +74,10 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
                 answers = {"text": [], "answer_start": []} if impossible else gold_answers(context, qa.get(
                     "answers", []), lambda a: out.reject("answer_offset_mismatch", where, json.dumps(a)))
                 # an empty answer list says "no answer", is_impossible or not (SQuAD v2 as HF's squad_v2 converts to
-                # nested JSON; JSONL and parquet read it so: files.py); answers all off their context: no_valid_answer
-                impossible = impossible or (isinstance(answers, dict) and not answers["text"])
+                # nested JSON; JSONL and parquet read it so: files.py); no "answers" at all says nothing (unknown), and
+                # answers all off their context: both no_valid_answer
+                impossible = impossible or (isinstance(answers, dict) and not answers["text"]
+                                            and qa.get("answers") is not None)
                 if isinstance(answers, str) or not (impossible or answers["text"]):
                     out.reject(answers if isinstance(answers, str) else "no_valid_answer", where, qa["question"])
                     continue
