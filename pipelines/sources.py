@@ -8,9 +8,9 @@ doc_id is "<name>#<n>": <name> is the file path relative to the common directory
 resolved files (stable across runs, machines and worker counts for the same sources; it changes
 if sources are added above that directory), <n> the 0-based line (JSONL), element (a .json file
 holding one JSON array), row (parquet) or page id (wiki XML). A text file is cut into
-documents at the first blank line at or after every TEXT_DOCUMENT_BYTES; a document's <n> is
-the line it starts on (a book under 1 MiB is one document, "<name>#0"; no document passes
-MAX_TEXT_DOCUMENT_BYTES by more than a line). A reject that concerns a whole file
+documents at the first blank line at or after every TEXT_DOCUMENT_BYTES, and a stretch without
+one at the first line past every MAX_TEXT_DOCUMENT_BYTES (pipelines/text_source.py); a document's
+<n> is the line it starts on (a book under 1 MiB is one document, "<name>#0"). A reject that concerns a whole file
 (binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, malformed_parquet, and
 missing_text_column for parquet) has doc_id "<name>"; a parquet row group that cannot be decoded past some row
 is one "malformed_parquet" row at the first row lost. Files and their names: pipelines/source_files.py.
@@ -54,8 +54,8 @@ struct, ...) is one "missing_text_column" row naming the type.
 Row order is not guaranteed (Ray Data streams blocks as tasks finish): doc_id is the key.
 Reading is streaming. `iter_documents` reads a whole file or a Span of one (units.py plans
 them): uncompressed text and JSONL split at record boundaries, parquet by row groups. A gzip,
-bz2 or xz file, and wiki XML, is one task: a multi-GB .xml.bz2 dump is parsed page by page in one
-task, so split big dumps into parts (Wikipedia publishes them split) for parallelism.
+bz2 or xz file, and plain wiki XML, is one task (a multistream .xml.bz2 dump is read in ranges of
+its streams: pipelines/multistream.py).
 `read_documents` (the Dataset API, not prepare()) still reads one task per file.
 """
 
@@ -70,19 +70,19 @@ import posixpath
 import re
 import xml.etree.ElementTree as ET
 import zlib
-from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 import ray
 
 from pipelines import json_array, multistream, wiki
 from pipelines.config import DataConfig
-from pipelines.encodings import check_encoding, invalid_reason
 from pipelines.parquet_source import read_parquet
 from pipelines.paths import open_binary
 from pipelines.source_files import SourceError, relative_names, resolve_sources
 from pipelines.source_rows import (SAMPLE_CHARS, decode_sample, document_row,  # noqa: F401 (SAMPLE_CHARS: theirs)
                                   reject_row)
+from pipelines.text_source import (MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES, WHOLE, Span,  # noqa: F401 (theirs)
+                                   read_text, span_lines, text_document)
 
 DOCUMENT_COLUMNS = ("doc_id", "source", "text", "reject_reason", "sample")
 REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in the data.text_encoding named
@@ -91,10 +91,6 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
     "non_article_namespace", "duplicate",
 )
-TEXT_DOCUMENT_BYTES = 1 << 20  # a text file is cut into documents at the first blank line past every MiB
-# a text document with no blank line for this long (one sentence a line, a corpus a file: BookCorpus's
-# books_large_p1.txt, 2 GB) goes on as the next document at its next line: no task holds a whole file
-MAX_TEXT_DOCUMENT_BYTES = 8 * TEXT_DOCUMENT_BYTES
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
@@ -139,22 +135,6 @@ def _named_format(stem: str, cfg: DataConfig) -> str | None:
     if _SPLIT_DUMP.search(stem):
         return "wiki_xml"
     return _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
-
-
-@dataclass(frozen=True)
-class Span:
-    """The part of a file a reader owns (units.py): records that start in [start, end).
-    Byte offsets for text and JSONL, row groups for parquet; end -1 = to the end. `first` is
-    the number of the first record before `start` (newlines, or rows) so doc_ids stay global."""
-    start: int = 0
-    end: int = -1
-    first: int = 0
-
-    def owns(self, offset: int) -> bool:
-        return self.end < 0 or offset < self.end
-
-
-WHOLE = Span()
 
 
 def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) -> Iterator[dict]:
@@ -255,107 +235,6 @@ def _looks_binary(head: bytes) -> bool:
     return b"\x00" in head or head.startswith(_BINARY_MAGIC)
 
 
-def _lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, bytes, int]]:
-    """(line, b"", its length) per line; (None, first bytes, length) for a line over `limit`
-    bytes, which is consumed in bounded chunks and never held whole."""
-    while line := stream.readline(limit + 1):
-        if len(line) <= limit:
-            yield line, b"", len(line)
-            continue
-        head, size = line[: SAMPLE_CHARS * 4], len(line)
-        while line and not line.endswith(b"\n"):
-            line = stream.readline(1 << 20)
-            size += len(line)
-        yield None, head, size
-
-
-def _span_lines(stream: BinaryIO, limit: int, span: Span) -> Iterator[tuple[int, int, bytes | None, bytes]]:
-    """(byte offset, line number, line, head) of every line from the first that starts at or
-    after span.start to the end of the file (callers stop where their span ends). A line
-    that starts before span.start belongs to the span before, which reads it past its end."""
-    offset, number = span.start, span.first
-    if span.start > 0:
-        stream.seek(span.start - 1)
-        if stream.read(1) != b"\n":  # span.start is inside a line: skip to the next one
-            while (part := stream.readline(1 << 20)) and not part.endswith(b"\n"):
-                offset += len(part)
-            offset += len(part)
-            number += 1
-    for line, head, size in _lines(stream, limit):
-        yield offset, number, line, head
-        offset += size
-        number += 1
-
-
-def _blank(line: bytes | None) -> bool:
-    return line is not None and not line.strip()
-
-
-def _read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
-    """Text -> documents. A file is cut at the first blank line at or after every
-    TEXT_DOCUMENT_BYTES (a book under that size is one document, "<name>#0"; a big file is a
-    series of ~1 MiB documents, each starting at a paragraph, "<name>#<its first line>"). The
-    cuts depend on the bytes alone: a span starting at a multiple of TEXT_DOCUMENT_BYTES
-    starts after the cut at or past its start and reads to the cut at or past its end; a span
-    with no cut inside it owns nothing. A document that reaches MAX_TEXT_DOCUMENT_BYTES without
-    a cut goes on as another at its next line, "<name>#<that line>": split by the span that owns
-    its start, the same way whatever the spans. data.text_documents=blank_lines cuts at every blank
-    line instead (Google's one-sentence-a-line format). A line over data.max_line_bytes rejects its document
-    (line_too_long), which still ends where it would have: a file without blank lines lost its whole
-    rest to one reject when a rejected document's lines stopped counting toward the split."""
-    lines = _span_lines(stream, cfg.max_line_bytes, span)
-    step = 0 if cfg.text_documents == "blank_lines" else TEXT_DOCUMENT_BYTES  # 0: every blank line a cut
-    boundary = step
-    if span.start > 0:  # find this span's first cut; the blank line there ends the span before
-        for offset, _, line, _ in lines:
-            if not span.owns(offset):  # no cut inside this span: the document across it is a span before's
-                return
-            if _blank(line):
-                break
-        else:
-            return
-        boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * step
-    chunks, first, too_long, size, split = [], None, None, 0, False
-
-    def rest_of_split() -> bool:  # after a split, only blank lines before the cut: no document, nothing lost
-        # (with a cut at every blank line, a run of blank lines is one separator, not documents)
-        return (split or not step) and too_long is None and not any(c.strip() for c in chunks)
-
-    for offset, number, line, head in lines:
-        first = number if first is None else first
-        if line is None:
-            too_long = too_long or head
-            size += cfg.max_line_bytes  # at least
-        else:  # a rejected document's lines count too: it ends at the next cut or split, not the file's end
-            chunks.extend([line] if too_long is None else [])
-            size += len(line)
-        if _blank(line) and offset >= boundary:
-            if not rest_of_split():
-                yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
-            if not span.owns(offset):
-                return
-            chunks, first, too_long, size, split = [], None, None, 0, False
-            boundary = (offset // TEXT_DOCUMENT_BYTES + 1) * step
-        elif size >= MAX_TEXT_DOCUMENT_BYTES:
-            yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
-            chunks, first, too_long, size, split = [], None, None, 0, True
-    if first is not None and not rest_of_split():
-        yield _text_document(f"{name}#{first}", path, chunks, too_long, cfg)
-
-
-def _text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig) -> dict:
-    encoding = check_encoding(cfg.text_encoding) or "utf-8"
-    if too_long is not None:
-        return reject_row(doc_id, path, "line_too_long", decode_sample(too_long, encoding))
-    data = b"".join(chunks)
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as e:  # invalid_utf8; a byte cp1252 does not define: invalid_cp1252
-        reason = invalid_reason(cfg.text_encoding)
-        return reject_row(doc_id, path, reason, decode_sample(data[max(0, e.start - 100):], encoding))
-    return document_row(doc_id, path, text, cfg)
-
-
 _DOC_START = re.compile(rb'^<doc\b[^>]*>\s*$')
 _DOC_TITLE = re.compile(rb'\btitle="([^"]*)"')
 
@@ -369,7 +248,7 @@ def _read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig,
     import html
 
     doc, title, lines, too_long = None, b"", [], None
-    for _, number, line, head in _span_lines(stream, cfg.max_line_bytes, span):
+    for _, number, line, head in span_lines(stream, cfg.max_line_bytes, span):
         if line is None:
             too_long = too_long or head
             continue
@@ -393,14 +272,14 @@ def _wikiextractor_document(doc_id: str, path: str, lines: list[bytes], title: b
                             unescape) -> dict:
     if lines and lines[0].strip() == title.strip():
         lines = lines[1:]
-    row = _text_document(doc_id, path, lines, too_long, cfg)
+    row = text_document(doc_id, path, lines, too_long, cfg)
     if not row["reject_reason"]:
         row = document_row(doc_id, path, unescape(row["text"]), cfg)
     return row
 
 
 def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
-    for offset, i, line, head in _span_lines(stream, cfg.max_line_bytes, span):
+    for offset, i, line, head in span_lines(stream, cfg.max_line_bytes, span):
         if not span.owns(offset):
             return
         doc_id = f"{name}#{i}"
@@ -494,5 +373,5 @@ def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, spa
         yield reject_row(f"{name}@{span.start}", path, "malformed_xml", f"{path}: {e}")
 
 
-_READERS = {"text": _read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": read_parquet,
+_READERS = {"text": read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": read_parquet,
             "wikiextractor": _read_wikiextractor}

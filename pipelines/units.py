@@ -3,9 +3,9 @@
 A unit is a list of parts; a part is one input file or a range of it:
     {"path", "name", "rank", "start", "end", "first"}
   * text / JSONL: start, end are byte offsets (end -1 = to the end of the file). A part owns
-    the records that START in [start, end): a JSONL line, or a text document (sources.py cuts
-    text into documents at the first blank line at or after each TEXT_DOCUMENT_BYTES, so every
-    text range starts at a multiple of it). The reader finishes its last record past `end`
+    the records that START in [start, end): a JSONL line, or a text document (text_source.py cuts
+    text into documents where the bytes alone say, at or after multiples of TEXT_DOCUMENT_BYTES,
+    so every text range starts at a multiple of it). The reader finishes its last record past `end`
     and skips a partial one at `start`, so no record is split or read twice, wherever the
     cuts fall. `first` is the number of newlines before `start`, which keeps doc_ids the
     0-based line a record starts on (`number_lines` counts them, in parallel).

@@ -72,16 +72,17 @@ def test_text_ranges_read_the_whole_files_documents_once(tmp_path):
     assert len(whole) == 3 and split == whole
 
 
-def test_a_file_without_blank_lines_is_cut_into_bounded_documents_the_same_in_any_ranges(tmp_path):
+def test_a_file_without_blank_lines_is_cut_into_bounded_documents_each_range_reading_its_own(tmp_path):
     """One sentence a line and no blank line (BookCorpus's books_large_p1.txt: 2 GB) was one document the size of
-    the file, held whole by one task. A document goes on as the next at its next line once it reaches
+    the file, held whole by one task. A document goes on as the next at the first line at or after every multiple of
     MAX_TEXT_DOCUMENT_BYTES; every text byte lands in exactly one document, however the file is split into ranges,
-    and trailing blank lines after such a cut are no empty document."""
+    and trailing blank lines after such a cut are no empty document. The cut depends on where the line is, not on
+    how long the document before it is: so the range at 0 reads one document, not the file (the split used to
+    come at a document's size, which only the range holding its start could count: one task read every byte)."""
     from pipelines.sources import MAX_TEXT_DOCUMENT_BYTES
 
     line = "A sentence of the corpus, one to a line, with no blank line anywhere in the file at all.\n"
-    per_document = -(-MAX_TEXT_DOCUMENT_BYTES // len(line))  # lines: the third document's cut is the file's end
-    data = (line * 3 * per_document + "\n").encode()
+    data = (line * (3 * MAX_TEXT_DOCUMENT_BYTES // len(line)) + "\n").encode()
     path = tmp_path / "books_large_p1.txt"
     path.write_bytes(data)
     whole = read(path, "books")
@@ -89,10 +90,44 @@ def test_a_file_without_blank_lines_is_cut_into_bounded_documents_the_same_in_an
     assert all(len(r["text"].encode()) <= MAX_TEXT_DOCUMENT_BYTES + len(line) for r in whole)
     assert "".join(r["text"].replace("\n", " ") + " " for r in whole).split() == data.decode().split()
     lines = [int(r["doc_id"].split("#")[1]) for r in whole]
-    assert lines == [0, per_document, 2 * per_document]
+    assert lines == [0] + [-(-k * MAX_TEXT_DOCUMENT_BYTES // len(line)) for k in (1, 2)]  # first lines past 8k MiB
     cuts = list(range(0, len(data), 1 << 20))
     spans = [Span(a, b, data[:a].count(b"\n")) for a, b in zip(cuts, cuts[1:] + [-1])]
-    assert [r for span in spans for r in iter_documents(str(path), "books", cfg(path), span)] == whole
+    per_span = [list(iter_documents(str(path), "books", cfg(path), span)) for span in spans]
+    assert [r for rows in per_span for r in rows] == whole
+    assert [len(rows) for rows in per_span] == [1 if a % MAX_TEXT_DOCUMENT_BYTES == 0 else 0 for a in cuts]
+
+
+def test_a_stretch_without_blank_lines_is_split_only_where_no_blank_line_just_ended_a_document(tmp_path):
+    """In a file with blank lines, the split at a multiple of MAX_TEXT_DOCUMENT_BYTES is made only if no blank line
+    starts in the MiB before it (where a cut ended the document already): paragraphs are not cut in two every 8 MiB.
+    A stretch of over 8 MiB without one is split, at the same line in any ranges, and no document passes 9 MiB."""
+    from pipelines.sources import MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES
+
+    out, size, i = [], 0, 0
+    while size < 3.5 * MAX_TEXT_DOCUMENT_BYTES:
+        quiet = int(9.5 * TEXT_DOCUMENT_BYTES) <= size < int(18.5 * TEXT_DOCUMENT_BYTES)  # 9 MiB without a blank
+        text = f"Sentence {i} of a long book, with enough words in it to read as a line of its prose.\n"
+        text += "" if quiet or i % 5 else "\n"
+        out.append(text)
+        size, i = size + len(text), i + 1
+    data = "".join(out).encode()
+    path = tmp_path / "book.txt"
+    path.write_bytes(data)
+    whole = read(path, "book.txt")
+    assert not [r for r in whole if r["reject_reason"]]
+    line_starts = [0] + [i + 1 for i, b in enumerate(data) if b == ord("\n")]
+    starts = [line_starts[int(r["doc_id"].split("#")[1])] for r in whole]
+    for k in (1, 2, 3):  # the first line at or after each multiple is text, not the blank line that ends a paragraph
+        assert data[min(s for s in line_starts if s >= k * MAX_TEXT_DOCUMENT_BYTES):][:1] != b"\n"
+    splits = [s for s in starts[1:] if data[s - 2:s] != b"\n\n"]  # documents not after a blank line
+    assert splits == [min(s for s in line_starts if s >= 2 * MAX_TEXT_DOCUMENT_BYTES)]  # 16 MiB: not 8, nor 24
+    assert max(len(r["text"].encode()) for r in whole) < MAX_TEXT_DOCUMENT_BYTES + TEXT_DOCUMENT_BYTES
+    assert " ".join(r["text"] for r in whole).split() == data.decode().split()
+    for step in (1, 3, 8):
+        cuts = list(range(0, len(data), step * TEXT_DOCUMENT_BYTES))
+        spans = [Span(a, b, data[:a].count(b"\n")) for a, b in zip(cuts, cuts[1:] + [-1])]
+        assert [r for span in spans for r in iter_documents(str(path), "book.txt", cfg(path), span)] == whole
 
 
 def test_parquet_invalid_utf8_in_a_string_column_rejects_that_row_only(tmp_path):

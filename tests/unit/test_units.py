@@ -80,9 +80,9 @@ def test_a_too_long_line_in_text_without_blank_lines_costs_its_document_not_the_
     it was in and every line after it, to the end of the file, as one line_too_long. That document ends now where a
     MAX_TEXT_DOCUMENT_BYTES split would (its lines count toward it), whatever the ranges. The split at 64 KiB here
     instead of 8 MiB, for a small file."""
-    from pipelines import sources
+    from pipelines import text_source
 
-    monkeypatch.setattr(sources, "MAX_TEXT_DOCUMENT_BYTES", 64 << 10)
+    monkeypatch.setattr(text_source, "MAX_TEXT_DOCUMENT_BYTES", 64 << 10)
     rng = random.Random(4)
     lines = [prose(rng, 1) for _ in range(30_000)]
     lines[20_000] = "x" * 5000

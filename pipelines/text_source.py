@@ -1,0 +1,173 @@
+"""Plain text -> documents, by cuts any byte range of the file finds the same way.
+
+Text has no record boundaries: a book is one document, a corpus file (BookCorpus's books_large_p1.txt: 2 GB, one
+sentence a line, not one blank line) is many. Its documents end at cuts that depend on the bytes alone:
+  * data.text_documents="books" (the default): at the first blank line at or after every TEXT_DOCUMENT_BYTES (a
+    book under 1 MiB is one document, "<name>#0"; a big file is ~1 MiB documents, each starting at a paragraph);
+    "blank_lines": at every blank line (Google's one-sentence-a-line format; a run of them is one separator);
+  * in either, a stretch without blank lines is split before the first line at or after every multiple of
+    MAX_TEXT_DOCUMENT_BYTES, unless a blank line starts in the TEXT_DOCUMENT_BYTES before that multiple (a cut
+    there ended the document already). No document passes MAX_TEXT_DOCUMENT_BYTES + TEXT_DOCUMENT_BYTES by more
+    than a line, and no task holds a whole file. (The split used to come when a document's own size reached the
+    bound, which only the reader of the document's start could know: a file without blank lines was one task's.)
+A document is "<name>#<the line it starts on>". A Span owns the documents after the cuts it owns: a blank line's cut
+by the line's offset, a split by its multiple. It reads its last document past its end, and a span with no cut
+of its own owns nothing. Spans start at multiples of TEXT_DOCUMENT_BYTES (units.py plans them).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+from pipelines.config import DataConfig
+from pipelines.encodings import check_encoding, invalid_reason
+from pipelines.source_rows import SAMPLE_CHARS, decode_sample, document_row, reject_row
+
+TEXT_DOCUMENT_BYTES = 1 << 20  # a text file is cut into documents at the first blank line past every MiB ...
+MAX_TEXT_DOCUMENT_BYTES = 8 * TEXT_DOCUMENT_BYTES  # ... and a stretch without one before a line past every 8 MiB
+
+
+@dataclass(frozen=True)
+class Span:
+    """The part of a file a reader owns (units.py): records that start in [start, end).
+    Byte offsets for text and JSONL, row groups for parquet; end -1 = to the end. `first` is
+    the number of the first record before `start` (newlines, or rows) so doc_ids stay global."""
+    start: int = 0
+    end: int = -1
+    first: int = 0
+
+    def owns(self, offset: int) -> bool:
+        return self.end < 0 or offset < self.end
+
+
+WHOLE = Span()
+
+
+def file_lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, bytes, int]]:
+    """(line, b"", its length) per line; (None, first bytes, length) for a line over `limit`
+    bytes, which is consumed in bounded chunks and never held whole."""
+    while line := stream.readline(limit + 1):
+        if len(line) <= limit:
+            yield line, b"", len(line)
+            continue
+        head, size = line[: SAMPLE_CHARS * 4], len(line)
+        while line and not line.endswith(b"\n"):
+            line = stream.readline(1 << 20)
+            size += len(line)
+        yield None, head, size
+
+
+def span_lines(stream: BinaryIO, limit: int, span: Span) -> Iterator[tuple[int, int, bytes | None, bytes]]:
+    """(byte offset, line number, line, head) of every line from the first that starts at or
+    after span.start to the end of the file (callers stop where their span ends). A line
+    that starts before span.start belongs to the span before, which reads it past its end."""
+    offset, number = span.start, span.first
+    if span.start > 0:
+        stream.seek(span.start - 1)
+        if stream.read(1) != b"\n":  # span.start is inside a line: skip to the next one
+            while (part := stream.readline(1 << 20)) and not part.endswith(b"\n"):
+                offset += len(part)
+            offset += len(part)
+            number += 1
+    for line, head, size in file_lines(stream, limit):
+        yield offset, number, line, head
+        offset += size
+        number += 1
+
+
+def blank(line: bytes | None) -> bool:
+    return line is not None and not line.strip()
+
+
+def _blank_line_in(stream: BinaryIO, start: int, end: int, limit: int) -> bool:
+    """Whether a line that starts in [start, end) is blank."""
+    stream.seek(0)
+    for offset, _, line, _ in span_lines(stream, limit, Span(start)):
+        if offset >= end:
+            return False
+        if blank(line):
+            return True
+    return False
+
+
+def _cut_lines(stream: BinaryIO, cfg: DataConfig, span: Span) -> Iterator[tuple]:
+    """(offset, number, line, head, cut) of the lines from span.start on; cut is None, ("blank", the line's offset)
+    at a blank line that ends a document, or ("split", the multiple) at a line that starts one after a stretch
+    without blank lines, the first line at or after a multiple of MAX_TEXT_DOCUMENT_BYTES."""
+    step = 0 if cfg.text_documents == "blank_lines" else TEXT_DOCUMENT_BYTES  # 0: every blank line a cut
+    boundary = max(span.start, step) if step else 0  # the first blank line at or past it is a cut
+    last_blank = -1 - TEXT_DOCUMENT_BYTES  # where the last blank line started
+    if span.start > 0 and span.start % MAX_TEXT_DOCUMENT_BYTES == 0:  # this span's first line may be a split
+        window = max(0, span.start - TEXT_DOCUMENT_BYTES)
+        if _blank_line_in(stream, window, span.start, cfg.max_line_bytes):
+            last_blank = window
+    previous = span.start - 1  # the line before the first started before span.start
+    for offset, number, line, head in span_lines(stream, cfg.max_line_bytes, span):
+        multiple = offset // MAX_TEXT_DOCUMENT_BYTES * MAX_TEXT_DOCUMENT_BYTES
+        cut = None
+        if blank(line):
+            if offset >= boundary:
+                cut, boundary = ("blank", offset), (offset // TEXT_DOCUMENT_BYTES + 1) * step
+            last_blank = offset
+        elif multiple > max(previous, 0) and last_blank < multiple - TEXT_DOCUMENT_BYTES:
+            cut = ("split", multiple)
+        yield offset, number, line, head, cut
+        previous = offset
+
+
+def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
+    """The documents of `span` (module docstring). A line over data.max_line_bytes rejects its document
+    (line_too_long), which still ends at its cut: the rest of the file is not lost with it."""
+    lines = _cut_lines(stream, cfg, span)
+    first_split = []
+    if span.start > 0:  # to the first cut this span owns
+        for item in lines:
+            offset, cut = item[0], item[4]
+            if cut is None and span.owns(offset):
+                continue
+            if cut is None or not span.owns(cut[1]):  # no cut of its own: the document across it is a span before's
+                return
+            first_split = [item] if cut[0] == "split" else []
+            break
+        else:
+            return
+    books = cfg.text_documents != "blank_lines"
+    chunks, first, too_long, split = [], None, None, False
+
+    def document() -> Iterator[dict]:  # after a split, only blank lines before the next cut: no document, nothing
+        # lost (nor with a cut at every blank line, where a run of blank lines is one separator)
+        if first is not None and not ((split or not books) and too_long is None and not any(c.strip() for c in chunks)):
+            yield text_document(f"{name}#{first}", path, chunks, too_long, cfg)
+
+    for offset, number, line, head, cut in itertools.chain(first_split, lines):
+        if cut is not None and cut[0] == "split":
+            yield from document()
+            if not span.owns(cut[1]):
+                return
+            chunks, first, too_long, split = [], None, None, True
+        first = number if first is None else first
+        if line is None:
+            too_long = too_long or head
+        elif too_long is None:
+            chunks.append(line)
+        if cut is not None and cut[0] == "blank":
+            yield from document()
+            if not span.owns(cut[1]):
+                return
+            chunks, first, too_long, split = [], None, None, False
+    yield from document()
+
+
+def text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig) -> dict:
+    encoding = check_encoding(cfg.text_encoding) or "utf-8"
+    if too_long is not None:
+        return reject_row(doc_id, path, "line_too_long", decode_sample(too_long, encoding))
+    data = b"".join(chunks)
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:  # invalid_utf8; a byte cp1252 does not define: invalid_cp1252
+        reason = invalid_reason(cfg.text_encoding)
+        return reject_row(doc_id, path, reason, decode_sample(data[max(0, e.start - 100):], encoding))
+    return document_row(doc_id, path, text, cfg)
