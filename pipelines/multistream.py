@@ -11,8 +11,8 @@ starts in what its streams decompress to, wherever the streams cut the XML:
     first range, nothing: it keeps the dump's header);
   * past its last stream, it reads on into the next streams only to finish its last page (up to the next
     `<page>` tag, which the next range owns);
-  * what it hands the XML parser is wrapped in the dump's own root tag (read from the first stream, with
-    its namespace) and closed with `</mediawiki>`, so each range parses as a small dump of its pages.
+  * what it hands the XML parser is wrapped in the dump's own root tag and <siteinfo> (read from the first
+    stream) and closed with `</mediawiki>`, so each range parses as a small dump of its pages.
 So every page is read once, by exactly one range, and doc_ids (`<name>#<page id>`) do not depend on the
 ranges. MediaWiki escapes `<` in page text, so `<page>` in the decompressed bytes is always a tag.
 """
@@ -28,6 +28,7 @@ SCAN_BYTES = 16 << 20
 READ_BYTES = 1 << 20
 PAGE = b"<page>"
 END = b"</mediawiki>\n"
+SITEINFO_END = b"</siteinfo>"
 ROOT_SEARCH_BYTES = 1 << 20  # the root tag must come within the dump's first MiB
 
 
@@ -44,14 +45,19 @@ def stream_offsets(f: BinaryIO) -> list[int]:
     return offsets
 
 
-def root_tag(f: BinaryIO) -> bytes:
-    """The dump's `<mediawiki ...>` start tag, from the start of the file (the first streams)."""
+def dump_header(f: BinaryIO) -> bytes:
+    """The dump's `<mediawiki ...>` start tag and its `<siteinfo>` (the wiki's own namespace names, which the
+    stripper needs in every range), from the start of the file (the first streams)."""
     head = b""
     for data, _ in _decompressed(f, 0, -1):
         head += data
         i = head.find(b"<mediawiki")
         if i >= 0 and (j := head.find(b">", i)) >= 0:
-            return head[i:j + 1]
+            page, info = head.find(PAGE, j), head.find(SITEINFO_END, j)
+            if 0 <= info and (page < 0 or info < page):
+                return head[i:info + len(SITEINFO_END)]
+            if page >= 0 or len(head) >= ROOT_SEARCH_BYTES:  # no siteinfo before the pages: the root alone
+                return head[i:j + 1]
         if len(head) >= ROOT_SEARCH_BYTES:
             break
     raise ValueError("no <mediawiki> root tag at the start of the dump")
@@ -82,7 +88,7 @@ def owned_xml(f: BinaryIO, start: int, end: int) -> Iterator[bytes]:
     """The XML a range [start, end) of stream offsets owns (module docstring), as one parseable document."""
     skipping = start > 0
     if skipping:
-        yield root_tag(f)
+        yield dump_header(f)
     buf, total, boundary = b"", 0, None  # total: decompressed bytes so far; buf ends there
     for data, past_end in _decompressed(f, start, end):
         if past_end and boundary is None:

@@ -354,7 +354,7 @@ def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span
             if reason:
                 yield reject_row(doc_id, path, reason, page.title)
             else:
-                yield document_row(doc_id, path, wiki.strip_wikitext(page.text), cfg)
+                yield document_row(doc_id, path, wiki.strip_wikitext(page.text, page.site), cfg)
     except ET.ParseError as e:
         yield reject_row(reject_as or name, path, "malformed_xml", f"{path}: {e}")
 

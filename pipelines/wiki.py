@@ -22,6 +22,15 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 ARTICLE_NAMESPACE = 0
+_LINKED_NAMESPACES = {-2: "media", 6: "file", 14: "category"}  # keys of namespaces whose links are not prose
+
+
+@dataclass(frozen=True)
+class Site:
+    """What a dump's <siteinfo> tells the stripper: its own names of the Media, File and Category namespaces
+    (lower-case). A German dump links images as [[Datei:...]] and categories as [[Kategorie:...]]: with English
+    names only, "mini|hochkant|<caption>" and "Kategorie:Person" were kept as article text."""
+    link_namespaces: frozenset = frozenset()
 
 
 @dataclass
@@ -31,6 +40,7 @@ class Page:
     title: str
     redirect: bool
     text: str  # raw wikitext of the latest revision
+    site: Site = Site()
 
 
 def iter_pages(stream: BinaryIO) -> Iterator[Page]:
@@ -40,7 +50,7 @@ def iter_pages(stream: BinaryIO) -> Iterator[Page]:
     _, root = next(events)  # no root element at all raises ET.ParseError, never StopIteration
     # Elements are namespaced ("{http://www.mediawiki.org/xml/export-0.11/}page"), version varies.
     p = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
-    page, latest, depth, page_depth = None, None, 0, -1
+    page, latest, depth, page_depth, site = None, None, 0, -1, Site()
     for event, elem in events:
         if event == "start":
             depth += 1
@@ -48,6 +58,8 @@ def iter_pages(stream: BinaryIO) -> Iterator[Page]:
                 page, latest, page_depth = elem, None, depth
             continue
         depth -= 1
+        if elem.tag == p + "siteinfo" and page is None:
+            site = _site(elem, p)
         if elem.tag == p + "revision" and page is not None and depth == page_depth:  # a child of the page
             if latest is not None and _timestamp(elem, p) < _timestamp(latest, p):
                 page.remove(elem)
@@ -63,6 +75,7 @@ def iter_pages(stream: BinaryIO) -> Iterator[Page]:
                 title=elem.findtext(p + "title") or "",
                 redirect=elem.find(p + "redirect") is not None,
                 text=elem.findtext(f"{p}revision/{p}text") or "",
+                site=site,
             )
             root.clear()  # drop the finished page (and anything before it) from the tree
 
@@ -71,10 +84,20 @@ def _timestamp(revision: ET.Element, p: str) -> str:
     return revision.findtext(p + "timestamp") or ""
 
 
+def _site(siteinfo: ET.Element, p: str) -> Site:
+    names = [(ns.get("key", ""), (ns.text or "").strip()) for ns in siteinfo.iter(p + "namespace")]
+    return Site(frozenset(name.lower() for key, name in names
+                          if key.lstrip("-").isdigit() and int(key) in _LINKED_NAMESPACES and name))
+
+
 # Disambiguation templates are named "... disambiguation" or by an alias; an inline
-# "{{disambiguation needed}}" cleanup tag in an article must not match.
+# "{{disambiguation needed}}" cleanup tag in an article must not match. The other names are those of the
+# largest Wikipedias (de, fr, es, it, pt, nl, pl, ru, sv, ja); a hatnote such as de's {{Begriffsklärungshinweis}}
+# does not match (the name must end at "|" or "}}").
 _DISAMBIGUATION = re.compile(
-    r"\{\{\s*(?:(?:[\w -]*\s)?disambiguation(?: cleanup)?|disambig|dab|disamb|hndis|geodis|numberdis)"
+    r"\{\{\s*(?:(?:[\w -]*\s)?disambiguation(?: cleanup)?|disambig|dab|disamb|hndis|geodis|numberdis"
+    r"|begriffsklärung|homonymie|desambiguación|desambiguacion|disambigua|desambiguação|dp|dpintro"
+    r"|ujednoznacznienie|неоднозначность|многозначность|förgrening|aimai|曖昧さ回避)"
     r"\s*(?:\||\}\})", re.I)
 
 
@@ -101,9 +124,12 @@ _NON_PROSE_ELEMENTS = re.compile(  # content dropped with the tags
     r"|mapframe|templatedata|hiero)\b[^>]*?(?:/>|>.*?</\1\s*>)", re.S | re.I)
 _TAG = re.compile(r"</?[a-zA-Z][^>]*>")
 _BR = re.compile(r"<br\s*/?>", re.I)
-_TRAILING_SECTIONS = re.compile(
+_TRAILING_SECTIONS = re.compile(  # English, and the largest Wikipedias' (de, fr, es, it, pt, nl)
     r"^==\s*(?:see also|references|notes|footnotes|notes and references|citations|sources|bibliography"
-    r"|further reading|external links)\s*==\s*$", re.I | re.M)
+    r"|further reading|external links"
+    r"|siehe auch|einzelnachweise|weblinks|anmerkungen|voir aussi|notes et références|références|liens externes"
+    r"|véase también|referencias|enlaces externos|voci correlate|note|collegamenti esterni|ver também"
+    r"|referências|ligações externas|zie ook|externe links|bronnen)\s*==\s*$", re.I | re.M)
 _HEADING = re.compile(r"^(={1,6})\s*(.+?)\s*\1\s*$", re.M)
 _LIST_MARKER = re.compile(r"^[*#:;]+\s*", re.M)
 _TABLE_DEBRIS = re.compile(r"^\s*(?:[|!]|\{\||\|\}).*$", re.M)
@@ -135,9 +161,9 @@ def _template_text(m: re.Match) -> str:
 _INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic"])
 
 
-def _link_text(m: re.Match) -> str:
+def _link_text(m: re.Match, site: Site) -> str:
     inner = m.group(1)
-    if _DROPPED_LINK_PREFIX.match(inner):
+    if _DROPPED_LINK_PREFIX.match(inner) or inner.partition(":")[0].strip().lower() in site.link_namespaces:
         return ""
     target, _, label = inner.partition("|")  # [[target|label]] shows label; [[target]] shows target
     return label if label.strip() else target.strip().lstrip(":")
@@ -150,8 +176,9 @@ def _sub_nested(pattern: re.Pattern, repl, text: str) -> str:
             return text
 
 
-def strip_wikitext(text: str) -> str:
-    """Plain text of an article's wikitext; headings become their own paragraphs."""
+def strip_wikitext(text: str, site: Site = Site()) -> str:
+    """Plain text of an article's wikitext; headings become their own paragraphs. `site`: the dump's own
+    namespace names (iter_pages reads them from <siteinfo>), whose links are dropped as the English ones are."""
     text = _COMMENT.sub("", text)
     cut = _TRAILING_SECTIONS.search(text)
     if cut:
@@ -159,7 +186,7 @@ def strip_wikitext(text: str) -> str:
     text = _NON_PROSE_ELEMENTS.sub("", text)
     text = _sub_nested(_TEMPLATE, _template_text, text)
     text = _sub_nested(_TABLE, "", text)
-    text = _sub_nested(_LINK, _link_text, text)
+    text = _sub_nested(_LINK, lambda m: _link_text(m, site), text)
     text = _EXTERNAL_LINK.sub(lambda m: m.group(1) or "", text)
     text = _BR.sub(" ", text)
     text = _TAG.sub("", text)

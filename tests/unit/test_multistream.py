@@ -94,3 +94,21 @@ def test_planner_cuts_a_big_dump_at_stream_offsets(tmp_path):
     single = tmp_path / "single.xml.bz2"
     single.write_bytes(bz2.compress("".join(dump(600)).encode()))  # one stream: read whole
     assert [p["kind"] for p in file_parts([str(single)], [{"bytes": size}], config(single), size // 4)] == ["whole"]
+
+
+def test_every_range_knows_the_dumps_own_namespace_names(tmp_path):
+    """A range after the first starts with the dump's root tag and its <siteinfo> (the first stream's): without
+    it, a German dump's later ranges kept [[Datei:...|mini|...]] options and [[Kategorie:...]] names as text, and
+    the same page read otherwise whole and in ranges."""
+    siteinfo = ('  <siteinfo><sitename>Wikipedia</sitename><namespaces><namespace key="6">Datei</namespace>'
+                '<namespace key="14">Kategorie</namespace></namespaces></siteinfo>\n')
+    pieces = dump(60, seed=3)
+    pieces[0] = ROOT + siteinfo
+    pieces[1:-1] = [p.replace(" a &lt;page&gt; in text", " [[Datei:Bild.jpg|mini|links]] [[Kategorie:Ort]]")
+                    for p in pieces[1:-1]]
+    for cut_every in (None, 997):
+        path = tmp_path / f"dewiki-{cut_every}.xml.bz2"
+        offsets = write_multistream(path, pieces, cut_every)
+        whole = list(iter_documents(str(path), path.name, config(path)))
+        assert len(whole) == 60 and not [r for r in whole if "mini" in r["text"] or "Kategorie" in r["text"]]
+        assert read_ranges(path, offsets) == whole

@@ -128,6 +128,33 @@ def test_page_reject_reasons():
     assert page_reject_reason(Page(3, 0, "X", False, "See [[Y]]{{disambiguation needed|date=May 2020}}.")) == ""
 
 
+GERMAN_SITEINFO = ('<siteinfo><sitename>Wikipedia</sitename><dbname>dewiki</dbname><namespaces>'
+                   '<namespace key="-2" case="first-letter">Medium</namespace>'
+                   '<namespace key="0" case="first-letter" /><namespace key="6" case="first-letter">Datei</namespace>'
+                   '<namespace key="14" case="first-letter">Kategorie</namespace></namespaces></siteinfo>')
+
+
+def test_a_non_english_dump_drops_its_own_file_and_category_links_and_disambiguation_pages(tmp_path):
+    """A German dump links images as [[Datei:...]] and categories as [[Kategorie:...]] (names its <siteinfo>
+    gives): with English names only, the caption's options and the category names were article text. Its
+    disambiguation pages use {{Begriffsklärung}} (a {{Begriffsklärungshinweis}} hatnote is an article's), its
+    reference sections are "Einzelnachweise"."""
+    article = ("'''Berlin''' ist die Hauptstadt Deutschlands.[[Datei:Berlin.jpg|mini|hochkant|Das Rote Rathaus]] "
+               "Sie hat [[Stadtbezirk|zwölf Bezirke]]. [[Medium:Hymne.ogg|Hymne]]{{Begriffsklärungshinweis}}\n"
+               "== Einzelnachweise ==\n<references />\n[[Kategorie:Hauptstadt in Europa]]\n[[en:Berlin]]")
+    disambiguation = "'''Mitte''' steht für:\n* [[Berlin-Mitte]]\n* [[Mitte (Film)]]\n{{Begriffsklärung}}"
+    data = dump_xml([(1, 0, "Berlin", article, False), (2, 0, "Mitte", disambiguation, False)])
+    start, end = data.index(b"<siteinfo>"), data.index(b"</siteinfo>") + len(b"</siteinfo>")
+    data = data[:start] + GERMAN_SITEINFO.encode() + data[end:]
+    path = tmp_path / "dewiki.xml"
+    path.write_bytes(data)
+    rows = list(iter_documents(str(path), "de", DataConfig(sources=[str(path)], min_document_chars=20)))
+    assert [(r["doc_id"], r["reject_reason"]) for r in rows] == [("de#1", ""), ("de#2", "disambiguation")]
+    assert rows[0]["text"] == "Berlin ist die Hauptstadt Deutschlands. Sie hat zwölf Bezirke."
+    assert next(iter_pages(io.BytesIO(data))).site.link_namespaces == {"medium", "datei", "kategorie"}
+    assert strip("Sie hat [[Kategorie:Hauptstadt]] zwölf.") == "Sie hat Kategorie:Hauptstadt zwölf."  # no siteinfo
+
+
 @pytest.mark.parametrize("compress", [False, True])
 def test_dump_to_rows(tmp_path, compress):
     data = dump_xml(SAMPLE_PAGES)
