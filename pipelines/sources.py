@@ -272,10 +272,7 @@ def _wikiextractor_document(doc_id: str, path: str, lines: list[bytes], title: b
                             unescape) -> dict:
     if lines and lines[0].strip() == title.strip():
         lines = lines[1:]
-    row = text_document(doc_id, path, lines, too_long, cfg)
-    if not row["reject_reason"]:
-        row = document_row(doc_id, path, unescape(row["text"]), cfg)
-    return row
+    return text_document(doc_id, path, lines, too_long, cfg, unescape)
 
 
 def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
