@@ -225,7 +225,7 @@ def phase2_config(cfg: PretrainConfig, phase1_checkpoint: str, tokenizer_dir: st
     out.data.tokenizer.path = tokenizer_dir  # a retrained tokenizer would not match phase 1's embeddings
     out.train.max_steps, out.train.micro_batch_size = p.max_steps, p.micro_batch_size
     out.train.init_checkpoint, out.train.reset_optimizer = phase1_checkpoint, p.reset_optimizer
-    out.optim.lr, out.optim.warmup_steps = p.lr or cfg.optim.lr, p.warmup_steps
+    out.optim.lr, out.optim.warmup_steps = p.lr or cfg.optim.lr, p.warmup()
     out.phase2 = type(p)()
     return out.validate()
 

@@ -49,6 +49,9 @@ class TrainConfig:
     packing: bool = False  # several examples per row, attention within each (model.recipe=modern; its recipe sets it)
 
 
+PHASE2_WARMUP_PROPORTION = 0.128  # NVIDIA's run_pretraining phase 2 (--warmup_proportion 0.128)
+
+
 @dataclass
 class Phase2Config:
     """NVIDIA's recipe: most steps at 128 tokens, then a short phase at 512 to learn long positions."""
@@ -58,8 +61,17 @@ class Phase2Config:
     micro_batch_size: int = 8
     max_predictions: int = 80  # static masking cap at 512 tokens (20 at 128)
     lr: float = 0.0  # 0 = phase 1's peak learning rate
-    warmup_steps: int = 0  # re-warmup after the hand-off
+    # re-warmup after the hand-off; -1 = NVIDIA's (warmup_proportion 0.128 of phase 2's steps) when the optimizer
+    # is reset, none when it carries phase 1's moments over: fresh moments at the peak rate move every weight by
+    # about lr in the first step
+    warmup_steps: int = -1
     reset_optimizer: bool = True  # fresh Adam moments (NVIDIA); false carries phase 1's over
+
+    def warmup(self) -> int:
+        """phase2.warmup_steps as the steps phase 2 warms up for."""
+        if self.warmup_steps >= 0:
+            return self.warmup_steps
+        return round(PHASE2_WARMUP_PROPORTION * self.max_steps) if self.reset_optimizer else 0
 
 
 @dataclass
@@ -171,9 +183,12 @@ class PretrainConfig:
                               f"model.max_position_embeddings ({self.model.max_position_embeddings}); "
                               f"allowed: data.max_seq_len <= {self.model.max_position_embeddings}")
         p2 = self.phase2
-        for name in ("max_steps", "lr", "warmup_steps"):
+        for name in ("max_steps", "lr"):
             if getattr(p2, name) < 0:
                 raise ConfigError(f"phase2.{name} must be >= 0, got {getattr(p2, name)}")
+        if p2.warmup_steps < -1:
+            raise ConfigError(f"phase2.warmup_steps must be >= 0, or -1 for NVIDIA's 12.8% of phase2.max_steps, "
+                              f"got {p2.warmup_steps}")
         if p2.micro_batch_size < 1:
             raise ConfigError(f"phase2.micro_batch_size must be >= 1, got {p2.micro_batch_size}")
         if p2.max_steps and not self.data.max_seq_len < p2.max_seq_len <= self.model.max_position_embeddings:
@@ -182,7 +197,7 @@ class PretrainConfig:
         if p2.max_steps and self.data.masking == "static":  # checked now, not when phase 1 has run
             check_max_predictions(p2.max_predictions, self.data.mask_rate, p2.max_seq_len, "phase2")
         if p2.max_steps and p2.warmup_steps > p2.max_steps:
-            raise ConfigError(f"phase2.warmup_steps must be in [0, phase2.max_steps={p2.max_steps}], "
+            raise ConfigError(f"phase2.warmup_steps must be in [-1, phase2.max_steps={p2.max_steps}], "
                               f"got {p2.warmup_steps}")
         if "/" in self.run_name:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")

@@ -223,3 +223,20 @@ def test_a_registry_alias_is_checked_with_mlflows_own_rule(alias):
             PromoteConfig(model="m", candidate_alias=alias).validate()
     with pytest.raises(ConfigError, match="^tracking.alias must be set when tracking.registered_model is"):
         TrackingConfig(alias="", registered_model="m").validate()
+
+
+def test_phase2_warms_up_again_by_default_when_its_optimizer_is_fresh():
+    """Phase 2 starts from phase 1's weights with fresh Adam moments (NVIDIA's recipe): with no re-warmup (the old
+    default) its first step moves every weight by about the peak learning rate. The default is NVIDIA's 12.8% of
+    phase 2's steps when the optimizer is reset, none when phase 1's moments carry over; a number is taken as is."""
+    from jobs.pretrain import phase2_config
+
+    def warmup(*overrides: str) -> int:
+        cfg = load_config(PretrainConfig, QUICKSTART, ["phase2.max_steps=1000", *overrides])
+        return phase2_config(cfg, "/ckpt", "/tokenizer").optim.warmup_steps
+
+    assert warmup() == 128
+    assert warmup("phase2.reset_optimizer=false") == 0
+    assert warmup("phase2.warmup_steps=0") == 0 and warmup("phase2.warmup_steps=50") == 50
+    with pytest.raises(ConfigError, match=r"phase2.warmup_steps must be >= 0, or -1"):
+        load_config(PretrainConfig, QUICKSTART, ["phase2.warmup_steps=-2"])
