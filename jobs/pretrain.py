@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make
 
 from jobs.runtime import console  # noqa: E402
 from jobs.runtime.capacity import ensure_capacity  # noqa: E402
-from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 
@@ -71,6 +71,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
     dashboard = init_ray()
     ensure_capacity(cfg.scaling)  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
+    refuse_sqlite_across_machines(cfg.tracking.tracking_uri)
     ray.data.DataContext.get_current().enable_progress_bars = False  # our own progress lines instead
     if cfg.corpus.harvest_installed_docs:
         print(f"[corpus] harvesting installed documentation into {cfg.corpus.harvest_dir}", flush=True)

@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make th
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.runtime import console  # noqa: E402
-from jobs.runtime.cluster import init_ray, prefer_loopback  # noqa: E402
+from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sweep import SweepConfig, load_sweep_config, max_evaluations, tune_space  # noqa: E402
 from jobs.search.outcome import RUN_STATUS, champion, scored, trial_status  # noqa: E402
@@ -104,6 +104,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     print(ft_tasks.rows_line(ft.task, rows), flush=True)
 
     dashboard = dashboard or init_ray()
+    refuse_sqlite_across_machines(tracking_uri)
     import ray
 
     from jobs.finetune import _features

@@ -80,3 +80,21 @@ def on_driver_node() -> dict:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
+
+
+def refuse_sqlite_across_machines(tracking_uri: str, addresses: set[str] | None = None) -> None:
+    """Refuse a SQLite tracking store when the cluster's nodes are on more than one machine (`addresses`: the
+    alive nodes' IPs, read from Ray when None). Rank 0 and sweep trials log from whichever node they land on: to a
+    file of that machine (the run's metrics scattered over copies nobody reads) or one file over shared storage,
+    whose locks SQLite cannot rely on ("database is locked" hours into a run). Nodes on one machine share it."""
+    if not tracking_uri.startswith("sqlite:"):
+        return
+    if addresses is None:
+        import ray
+
+        addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+    if len(addresses) > 1:
+        raise ValueError(f"tracking.tracking_uri={tracking_uri} is a SQLite file, but this Ray cluster's nodes are "
+                         f"on {len(addresses)} machines ({', '.join(sorted(addresses))}): runs on other machines "
+                         "cannot share it. Track to an MLflow server (tracking.tracking_uri=http://HOST:5000, "
+                         "cluster/README.md)")

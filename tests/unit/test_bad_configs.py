@@ -442,3 +442,16 @@ def test_prediction_inputs_in_utf16_or_an_unknown_encoding_are_one_line_naming_t
     with pytest.raises(ConfigError, match=r"^input: .*in\.csv: UTF-16 text .*; set columns\.encoding=utf-16, or save"):
         main(argv)
     assert_no_ray_started()
+
+
+def test_a_sqlite_store_is_refused_on_a_cluster_of_several_machines():
+    """Rank 0 and sweep trials log from the node they land on: with a SQLite file on a cluster of several machines
+    their runs went to a copy of the file on each machine, or to one file over NFS whose locks SQLite cannot rely
+    on. Refused once the cluster is known, naming the machines; nodes on one machine (the e2e tests') share it."""
+    from jobs.runtime.cluster import refuse_sqlite_across_machines
+
+    with pytest.raises(ValueError, match=r"^tracking.tracking_uri=sqlite:////s/m.db is a SQLite file, but this Ray "
+                                         r"cluster's nodes are on 2 machines \(10.0.0.1, 10.0.0.2\).*MLflow server"):
+        refuse_sqlite_across_machines("sqlite:////s/m.db", {"10.0.0.2", "10.0.0.1"})
+    refuse_sqlite_across_machines("sqlite:////s/m.db", {"127.0.0.1"})
+    refuse_sqlite_across_machines("http://mlflow:5000", {"10.0.0.1", "10.0.0.2"})
