@@ -92,7 +92,7 @@ def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out
             hf_config["problem_type"] = problem_type
 
     out_dir = Path(out_dir)
-    with _atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir) as tmp:
         (tmp / CONFIG_NAME).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
         save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})  # HF requires "format"
         if tokenizer_dir is not None:
@@ -130,15 +130,27 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
-def _atomic_dir(out_dir: Path):
-    """Yield a temp dir beside `out_dir`; on success it replaces `out_dir` by rename."""
+def atomic_dir(out_dir: Path):
+    """Yield a temp dir beside `out_dir`; on success it replaces `out_dir` by rename. The folder and its files get
+    the modes a plain mkdir and open would (the umask's): mkdtemp makes 0700 and safetensors writes 0600, so a
+    release on shared storage was unreadable to a serving process or a colleague running as another user."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         yield tmp
+        mask = _umask()
         for f in tmp.iterdir():
+            if f.is_file():
+                os.chmod(f, 0o666 & ~mask)
             _fsync(f)
+        os.chmod(tmp, 0o777 & ~mask)
         _fsync(tmp)
         # rename(2) cannot replace a non-empty directory: move the old one aside first, so
         # out_dir is either the old or the new checkpoint except for one rename's width.

@@ -8,15 +8,24 @@ from pathlib import Path
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """`data` at `path`, whole or not at all: a unique temporary file beside it, flushed to disk, then a rename."""
+    """`data` at `path`, whole or not at all: a unique temporary file beside it, flushed to disk, then a rename.
+    The file gets the mode a plain open would (the umask's), not mkstemp's 0600: predictions and manifests on
+    shared storage are read by other users."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

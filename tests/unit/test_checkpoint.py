@@ -170,3 +170,19 @@ def test_a_planted_malicious_pickle_is_refused_and_never_runs(tmp_path):
 
     torch.save(tensors, folder / "pytorch_model.bin")  # plain tensors in the same format load
     assert load_pretrained(folder, BertForPreTraining).config.vocab_size == 64
+
+
+def test_a_saved_folder_and_its_files_get_the_umasks_modes_not_private_ones(tmp_path):
+    """mkdtemp makes 0700 and safetensors writes 0600: a release on shared storage was unreadable to a serving
+    process or a colleague running as another user. Under umask 022: 0755 and 0644, as mkdir and open give."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        save_pretrained(BertModel(config()), tmp_path / "c")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "c").stat().st_mode) == 0o755
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "c").iterdir()} == {
+        "config.json": 0o644, "model.safetensors": 0o644}

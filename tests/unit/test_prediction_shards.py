@@ -50,6 +50,19 @@ def test_writes_are_whole_or_absent(tmp_path):
     assert not target.exists() and list((tmp_path / "x").iterdir()) == []
 
 
+def test_written_files_get_the_umasks_mode_not_mkstemps_private_one(tmp_path):
+    """Predictions and their manifest on shared storage are read by other users: mkstemp's 0600 kept them out."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        shards.write_atomic(tmp_path / "manifest.json", b"{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "manifest.json").stat().st_mode) == 0o644
+
+
 def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_completed(tmp_path, capsys):
     """A first run that predicted no shard and was killed (its MLflow run left RUNNING, its lease freed by the
     kernel): a rerun with other settings takes the folder over and ends that run as KILLED. Once a shard is
