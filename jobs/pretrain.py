@@ -115,7 +115,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
         metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
 
         release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
-        _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir, cfg.model.max_position_embeddings)
+        _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir, trained_positions(cfg))
         info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias,
                                    task=tracking.PRETRAINING)
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
@@ -369,24 +369,28 @@ def eval_set_size(available: int, replicas: int) -> int:
     return n - n % replicas
 
 
+def trained_positions(cfg: PretrainConfig) -> int:
+    """The longest sequence a run trained (phase 2's when it has one): the position rows past it never learned."""
+    return min(cfg.phase2.max_seq_len if cfg.phase2.max_steps else cfg.data.max_seq_len,
+               cfg.model.max_position_embeddings)
+
+
 def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str, max_positions: int) -> None:
-    """Copy the release checkpoint out of Ray storage and add the tokenizer; atomic replace. The tokenizer's
-    model_max_length (the prepared set's: at least 512) is cut to the model's `max_positions`: transformers'
-    truncation would otherwise keep tokens the position table has no row for."""
-    tmp = release_dir.with_name(release_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    with checkpoint.as_directory() as d:
-        shutil.copytree(Path(d) / "release", tmp)
-    for f in Path(tokenizer_dir).iterdir():
-        if f.is_file():
-            shutil.copy2(f, tmp / f.name)
-    settings_file = tmp / "tokenizer_config.json"
-    settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
-    if int(settings.get("model_max_length", max_positions)) > max_positions:
-        settings_file.write_text(json.dumps({**settings, "model_max_length": max_positions}, indent=2) + "\n")
-    if release_dir.exists():
-        shutil.rmtree(release_dir)
-    tmp.rename(release_dir)
+    """Copy the release checkpoint out of Ray storage and add the tokenizer; atomic replace (the old release stays
+    until the new one is whole). The tokenizer's model_max_length (the prepared set's: at least 512) is cut to
+    `max_positions`, the longest sequence trained: past it, transformers' truncation would keep tokens whose
+    position rows were never trained (a 128-token run of a 512-position model), or that the table has no row for."""
+    from bert_core.checkpoint import atomic_dir
+
+    with atomic_dir(release_dir) as tmp, checkpoint.as_directory() as d:
+        shutil.copytree(Path(d) / "release", tmp, dirs_exist_ok=True)
+        for f in Path(tokenizer_dir).iterdir():
+            if f.is_file():
+                shutil.copy2(f, tmp / f.name)
+        settings_file = tmp / "tokenizer_config.json"
+        settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+        if int(settings.get("model_max_length", max_positions)) > max_positions:
+            settings_file.write_text(json.dumps({**settings, "model_max_length": max_positions}, indent=2) + "\n")
 
 
 def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:

@@ -158,9 +158,10 @@ def test_a_small_eval_split_is_one_set_on_any_worker_count(tmp_path):
     assert sizes == {tuple(range(16))}
 
 
-def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
-    """A model of 128 positions on a prepared set whose tokenizer says 512: transformers' truncation would keep
-    tokens past the position table; the release says 128. One of 512 positions keeps the prepared set's 512."""
+def test_the_release_tokenizer_never_outruns_the_trained_positions(tmp_path):
+    """A model that trained 128 positions on a prepared set whose tokenizer says 512: transformers' truncation would
+    keep tokens past the trained rows (or the table); the release says 128. One that trained 512 keeps 512. A new
+    release replaces the old one whole (a write that fails keeps the old)."""
     import contextlib
     import json
 
@@ -179,6 +180,23 @@ def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
         settings = json.loads((release / "tokenizer_config.json").read_text())
         assert settings == {"model_max_length": expected, "do_lower_case": True}
         assert (release / "vocab.txt").is_file() and (release / "config.json").is_file()
+    release = tmp_path / "release-512"
+    (tmp_path / "tok" / "vocab.txt").unlink()
+    (tmp_path / "tok" / "unreadable").mkdir()
+    (tmp_path / "tok" / "tokenizer_config.json").write_text("{not json")
+    with pytest.raises(json.JSONDecodeError):
+        _fetch_release(checkpoint, release, str(tmp_path / "tok"), 128)
+    assert (release / "vocab.txt").is_file() and json.loads((release / "tokenizer_config.json").read_text()) == {
+        "model_max_length": 512, "do_lower_case": True}  # the old release, whole
+    assert not [p.name for p in tmp_path.iterdir() if "tmp" in p.name]
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.pretrain import trained_positions
+
+    cfg = PretrainConfig()
+    cfg.data.max_seq_len, cfg.model.max_position_embeddings = 128, 512
+    assert trained_positions(cfg) == 128
+    cfg.phase2.max_steps = 10
+    assert trained_positions(cfg) == 512
 
 
 @pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12),
