@@ -198,6 +198,11 @@ class EngineBase:
             # DeepSpeed's universal loader restores the optimizer state whatever it is asked; weights alone
             # load from the saved checkpoint at any world size.
             raise ValueError("a load_universal engine loads everything; load weights_only from the saved checkpoint")
+        if weights_only and self.zero_stage == 3:
+            # DeepSpeed gathers ZeRO-3 weights with zero_to_fp32, which unpickles every rank's files itself
+            # (weights_only=False), past the checkpoint engine: read them the safe way first
+            for f in sorted((Path(ckpt_dir) / TAG).glob("*.pt")):
+                load_checkpoint_file(f, map_location="cpu")
         built = [{k: g[k] for k in CONFIG_OPTIONS if k in g} for g in self.optimizer.param_groups]
         with weights_only_loading(self.engine):
             _, client_state = self.engine.load_checkpoint(

@@ -144,27 +144,35 @@ def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparam
     assert b.step(_batch(3)).finite and b.lr == pytest.approx(5e-4 * factor(4))
 
 
-@pytest.mark.parametrize("planted", ["mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"])
-def test_a_pickle_planted_in_a_resume_checkpoint_is_refused_and_never_runs(deepspeed_world_of_one, tmp_path, planted):
+@pytest.mark.parametrize("zero_stage, planted, weights_only", [
+    (1, "mp_rank_00_model_states.pt", False), (1, "zero_pp_rank_0_mp_rank_00_optim_states.pt", False),
+    (3, "zero_pp_rank_0_mp_rank_00_optim_states.pt", True)])
+def test_a_pickle_planted_in_a_resume_checkpoint_is_refused_and_never_runs(deepspeed_world_of_one, tmp_path,
+                                                                          zero_stage, planted, weights_only):
     """DeepSpeed unpickles its checkpoint files with weights_only=False; Engine.load reads them with
     weights_only=True and DeepSpeed's own classes alone, so a planted object is refused before it runs, and an
-    untouched checkpoint (ZeRO-1: loss scaler and ZeRO stage objects in the optimizer file) still loads."""
+    untouched checkpoint (ZeRO-1: loss scaler and ZeRO stage objects in the optimizer file) still loads. A ZeRO-3
+    weights-only load (a phase hand-off, train.init_checkpoint with a fresh optimizer) gathers the weights with
+    DeepSpeed's zero_to_fp32, which unpickled the optimizer files past the checkpoint engine: the payload ran."""
     from tests.unit.test_checkpoint import _Payload
 
-    a = _engine(1)
+    a = _engine(zero_stage)
     a.step(_batch(0))
     a.save(tmp_path / "ckpt", {"step": 1})
-    b = _engine(1)
-    assert b.load(tmp_path / "ckpt")["step"] == 1 and b.global_step == 1
-    for p, q in zip(a.module.parameters(), b.module.parameters()):
-        assert torch.equal(p, q)
+    b = _engine(zero_stage)
+    assert b.load(tmp_path / "ckpt", weights_only=weights_only)["step"] == 1
+    assert b.global_step == (0 if weights_only else 1)
+    weights = [e.engine._zero3_consolidated_16bit_state_dict() if zero_stage == 3 else e.engine.module.state_dict()
+               for e in (a, b)]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
 
     path, marker = tmp_path / "ckpt" / "engine" / planted, tmp_path / "payload-ran"
     state = torch.load(path, weights_only=False)  # the test's own file: trusted
     torch.save({**state, "extra": _Payload(marker)}, path)
     refused = rf"{planted}: refused to load a checkpoint file .*\(io\.open\); unpickling it could run code"
     with pytest.raises(ValueError, match=refused):
-        _engine(1).load(tmp_path / "ckpt")
+        _engine(zero_stage).load(tmp_path / "ckpt", weights_only=weights_only)
     assert not marker.exists()
 
 
