@@ -221,12 +221,14 @@ class PretrainConfig:
         if d.zero_stage > 1 or d.offload_optimizer or d.offload_params:
             raise ConfigError("deepspeed.pipeline_stages > 1 needs deepspeed.zero_stage 0 or 1 and no offload: "
                               "ZeRO-2/3 shard gradients and parameters that the pipeline keeps per stage")
-        if d.zero_stage == 0 and d.precision == "fp32" and o.grad_clip > 0:
-            # DeepSpeed 0.19's plain fp32 clipping (runtime.utils.clip_grad_norm_) counts a gradient only on
-            # model-parallel rank 0, which on a pipeline grid is stage 0: the other stages' gradients are left
-            # out of the norm. ZeRO-1's norm counts every stage (the pipeline e2e test checks it against torch).
-            raise ConfigError("deepspeed.pipeline_stages > 1 with optim.grad_clip > 0 in fp32 needs "
-                              "deepspeed.zero_stage=1 (DeepSpeed's stage-0 clipping misses the later stages)")
+        if d.zero_stage == 0 and d.precision == "fp32":
+            # DeepSpeed 0.19's plain fp32 optimizer has no overflow check: a NaN step's gradients were applied (the
+            # weights poisoned while the loop said "skipped"). And its clipping (runtime.utils.clip_grad_norm_)
+            # counts a gradient only on model-parallel rank 0, which on a pipeline grid is stage 0: the other
+            # stages' gradients are left out of the norm. ZeRO-1 does both (the pipeline e2e test checks its norm).
+            raise ConfigError("deepspeed.pipeline_stages > 1 in fp32 needs deepspeed.zero_stage=1 (DeepSpeed's "
+                              "stage-0 optimizer applies a NaN step's gradients, and its clipping misses the later "
+                              "stages)")
         if o.name == "lamb":  # its trust ratios need whole tensors: norms summed over a stage's data-parallel ranks
             raise ConfigError("deepspeed.pipeline_stages > 1 with optim.name='lamb' is not supported: LAMB's trust "
                               "ratio needs each tensor's whole norm, which a pipeline's ZeRO slices do not sum; "

@@ -398,9 +398,11 @@ class PipelineEngine(EngineBase):
 
     DeepSpeed's pipeline schedule takes a whole optimizer step (grad_accum_steps micro-batches) in one
     call: `step` buffers micro-batches and runs the schedule on the last one. Only first-stage ranks read
-    data (`reads_data`); the other stages pass None and receive activations. A non-finite step loss marks
-    the step skipped; ZeRO-1's overflow check (required for clipping, see PretrainConfig) has then already
-    dropped its update and left the schedule where it was. Pipelines resume on their own topology
+    data (`reads_data`); the other stages pass None and receive activations. A non-finite step loss marks the
+    step non-finite: ZeRO-1's and the bf16 and fp16 optimizers' overflow checks (stage 0 in fp32 has none, so
+    PretrainConfig refuses it) have then dropped its update and left the learning rate where it was, and the
+    step counts, as DeepSpeed's own step count does (data parallel skips the micro-batch before any engine step
+    instead). Its micro-batches count toward train.rollback_after. Pipelines resume on their own topology
     (jobs/workers/reshard.py), so `load_universal` is always False.
     """
 
@@ -429,8 +431,7 @@ class PipelineEngine(EngineBase):
         micro_batches, self._pending = self._pending, []
         stats = train_step(self.engine, micro_batches if self.reads_data else None)
         stats.micro_batches = len(micro_batches)
-        if not math.isfinite(stats.loss):
-            stats.finite = stats.optimizer_stepped = False
+        stats.finite = math.isfinite(stats.loss)  # if not, the optimizer dropped the update; the step still counts
         return stats
 
     def evaluate(self, batches) -> dict:

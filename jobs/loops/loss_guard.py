@@ -47,11 +47,14 @@ class LossGuard:
         self.skipped = skipped  # in this run's lineage (restored from the checkpoint)
         self.streak = 0
 
-    def observe(self, finite: bool) -> bool:
-        """Record one micro-batch; True when the run must roll back now."""
-        if finite:
-            self.streak = 0
+    def observe(self, stats) -> bool:
+        """Record an engine step's result (jobs/engine/seam.StepStats); True when the run must roll back now. A
+        pipeline's step is all its micro-batches, finite or not together; a micro-batch it only buffered is no
+        result yet (micro_batches 0), and breaks no streak: with grad_accum_steps >= 2 the buffered ones reset it
+        before every step, and a diverged pipeline run never rolled back."""
+        if stats.finite:
+            self.streak = 0 if stats.micro_batches else self.streak
             return False
-        self.skipped += 1
-        self.streak += 1
+        self.skipped += max(stats.micro_batches, 1)
+        self.streak += max(stats.micro_batches, 1)
         return bool(self.rollback_after) and self.streak >= self.rollback_after

@@ -272,13 +272,13 @@ class Worker:
             stats = self.engine.step(batch, inject_nan=self.faults.nan_now(self.step, self.rollbacks))
             if raw:
                 self.pending_ids.append(np.asarray(raw["example_id"]))
-            if self.guard.observe(stats.finite):
+            if self.guard.observe(stats):
                 self._roll_back()
-            if not stats.finite:
-                window.nonfinite += 1
-                continue
-            window.add(stats, tokens=int(batch["attention_mask"].sum()) if raw else 0,
-                       samples=len(raw["example_id"]) if raw else 0, data_wait=waited)
+            if not stats.finite:  # skipped (data parallel), or a pipeline step whose update the optimizer dropped
+                window.nonfinite += max(stats.micro_batches, 1)
+            else:
+                window.add(stats, tokens=int(batch["attention_mask"].sum()) if raw else 0,
+                           samples=len(raw["example_id"]) if raw else 0, data_wait=waited)
             if not stats.optimizer_stepped:
                 continue
             self.step += 1
@@ -296,9 +296,10 @@ class Worker:
                 if self.rank == 0:
                     log.info(progress_line(self.step, t.max_steps, metrics, eta))
                 self.logger.log({f"train/{k}": v for k, v in metrics.items() if k != "step"}, step=self.step)
-                window = MetricsWindow()
             if last or (t.checkpoint_every and self.step % t.checkpoint_every == 0):
                 self.checkpoint(metrics, last)
+            if self.step % t.log_every == 0 or last:
+                window = MetricsWindow()  # after the checkpoint: its save and upload are no window's steps
         if isinstance(batches, EpochStream):
             batches.close()
         if start_step >= t.max_steps:  # resumed a finished run: report its final state again

@@ -10,6 +10,7 @@ from bert_core.config import tiny
 from bert_core.model import BertForPreTraining
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.io import load_config
+from jobs.engine.seam import StepStats
 from jobs.loops.loss_guard import LossGuard
 
 VOCAB = 64
@@ -24,12 +25,28 @@ def _batch(seed: int, B: int = 4, T: int = 16) -> dict[str, torch.Tensor]:
             "mlm_labels": labels, "next_sentence_label": torch.randint(0, 2, (B,), generator=g)}
 
 
+def _stats(finite: bool, micro_batches: int = 1) -> StepStats:
+    return StepStats(0.0 if finite else math.nan, finite=finite, micro_batches=micro_batches)
+
+
 def test_guard_counts_skips_and_asks_for_rollback_only_after_a_streak():
     guard = LossGuard(rollback_after=3)
-    assert [guard.observe(f) for f in (False, False, True, False, False)] == [False] * 5  # streak broken
-    assert guard.observe(False) is True and guard.skipped == 5
+    assert [guard.observe(_stats(f)) for f in (False, False, True, False, False)] == [False] * 5  # streak broken
+    assert guard.observe(_stats(False)) is True and guard.skipped == 5
     never = LossGuard(rollback_after=0)
-    assert not any(never.observe(False) for _ in range(100)) and never.skipped == 100
+    assert not any(never.observe(_stats(False)) for _ in range(100)) and never.skipped == 100
+
+
+def test_a_diverged_pipeline_run_rolls_back_though_it_buffers_micro_batches():
+    """A pipeline runs grad_accum_steps micro-batches in one step and answers the ones it only buffers with an
+    empty result (micro_batches 0): those reset the streak before every step, so a diverged run with
+    grad_accum_steps >= 2 never rolled back. The buffered ones break no streak, and a step counts its micro-batches."""
+    guard = LossGuard(rollback_after=5)
+    step = [_stats(True, 0)] * 3 + [_stats(False, 4)]  # grad_accum_steps=4, the step's loss NaN
+    assert [guard.observe(s) for s in step] == [False] * 4 and guard.streak == 4
+    assert [guard.observe(s) for s in step] == [False] * 3 + [True] and guard.skipped == 8
+    guard.streak = 0
+    assert not any(guard.observe(s) for s in [_stats(False, 4), _stats(True, 4), _stats(False, 4)])  # broken
 
 
 def _engine(zero_stage: int):
