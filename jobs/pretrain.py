@@ -217,18 +217,9 @@ def model_vocab_size(cfg: PretrainConfig, tokenizer_size: int) -> int:
 
 
 def phase2_config(cfg: PretrainConfig, phase1_checkpoint: str, tokenizer_dir: str) -> PretrainConfig:
-    """Phase 2 = phase 1's config at the longer length, same tokenizer, starting from phase 1's weights."""
-    p = cfg.phase2
-    out = copy.deepcopy(cfg)
-    out.run_name = f"{cfg.run_name}-phase2"
-    out.corpus.harvest_installed_docs = False  # the corpus is already in data.sources
-    out.data.max_seq_len, out.data.max_predictions = p.max_seq_len, p.max_predictions
-    out.data.tokenizer.path = tokenizer_dir  # a retrained tokenizer would not match phase 1's embeddings
-    out.train.max_steps, out.train.micro_batch_size = p.max_steps, p.micro_batch_size
-    out.train.init_checkpoint, out.train.reset_optimizer = phase1_checkpoint, p.reset_optimizer
-    out.optim.lr, out.optim.warmup_steps = p.lr or cfg.optim.lr, p.warmup()
-    out.phase2 = type(p)()
-    return out.validate()
+    """Phase 2 = phase 1's config at the longer length, same tokenizer, starting from phase 1's weights
+    (PretrainConfig.phase2_run, which validate() runs before any work)."""
+    return cfg.phase2_run(phase1_checkpoint, tokenizer_dir)
 
 
 def _fit(cfg: PretrainConfig, prepared, run_id: str):

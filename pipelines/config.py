@@ -111,16 +111,19 @@ class DataConfig:
         return self
 
 
-def check_max_predictions(cap: int, rate: float, max_seq_len: int, where: str = "data") -> None:
-    """Refuse a static-masking cap that keeps a full-length example well under `rate` (BERT's 20 at 512 tokens
+def check_max_predictions(cap: int, rate: float, max_seq_len: int, where: str = "data",
+                          length: str = "", rate_name: str = "data.mask_rate") -> None:
+    """Refuse a masking cap that keeps a full-length example well under `rate` (BERT's 20 at 512 tokens
     masks 3.9%, not 15%). A cap down to 80% of the rate's count is allowed: examples are often shorter than
-    max_seq_len, and 12% instead of 15% is a tuning choice, not a carried-over cap."""
+    max_seq_len, and 12% instead of 15% is a tuning choice, not a carried-over cap. `length`: the field holding
+    `max_seq_len` (default `where`.max_seq_len); `rate_name`: the one holding `rate`."""
     maskable = max_seq_len - 3  # [CLS] and two [SEP]s are never targets
     asked = math.floor(rate * maskable + 0.5)  # bert_core.masking._budget: round half up
     if cap < 0.8 * asked:
-        raise ConfigError(f"{where}.max_predictions={cap} masks {cap / maskable:.1%} of a {where}.max_seq_len="
-                          f"{max_seq_len} example, not the {rate:.1%} of data.mask_rate={rate:g}; set it to {asked} "
-                          f"or more (BERT's cap is about mask_rate * max_seq_len: 20 at 128 tokens, 80 at 512)")
+        raise ConfigError(f"{where}.max_predictions={cap} masks {cap / maskable:.1%} of a "
+                          f"{length or where + '.max_seq_len'}={max_seq_len} example, not the {rate:.1%} of "
+                          f"{rate_name}={rate:g}; set it to {asked} or more (BERT's cap is about mask_rate * "
+                          f"max_seq_len: 20 at 128 tokens, 80 at 512)")
 
 
 def check_text_encoding(name: str) -> str:

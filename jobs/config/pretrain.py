@@ -6,6 +6,8 @@ rebuild it with `PretrainConfig.from_dict` and capture no globals from the drive
 
 from __future__ import annotations
 
+import copy
+
 import glob
 import math
 from dataclasses import dataclass, field
@@ -199,9 +201,36 @@ class PretrainConfig:
         if p2.max_steps and p2.warmup_steps > p2.max_steps:
             raise ConfigError(f"phase2.warmup_steps must be in [-1, phase2.max_steps={p2.max_steps}], "
                               f"got {p2.warmup_steps}")
+        m = self.train.masking
+        if m.max_predictions is not None:  # a dynamic-masking cap is per length too
+            check_max_predictions(m.max_predictions, m.rate, self.data.max_seq_len, "train.masking",
+                                  length="data.max_seq_len", rate_name="train.masking.rate")
         if "/" in self.run_name:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
+        if p2.max_steps:  # phase 2's own config, checked now: not once phase 1 has trained
+            try:
+                self.phase2_run("<phase 1's checkpoint>", "<phase 1's tokenizer>")
+            except ConfigError as e:
+                raise ConfigError(f"phase 2 (phase2.max_steps={p2.max_steps}): {e}") from None
         return self
+
+    def phase2_run(self, phase1_checkpoint: str, tokenizer_dir: str) -> "PretrainConfig":
+        """Phase 2 = this config at phase2.max_seq_len, same tokenizer, starting from phase 1's weights (validated).
+        A dynamic-masking cap (train.masking.max_predictions) becomes phase2.max_predictions, as the static one does:
+        phase 1's 20 at 512 tokens masked 3.9% of each row, not 15%."""
+        p = self.phase2
+        out = copy.deepcopy(self)
+        out.run_name = f"{self.run_name}-phase2"
+        out.corpus.harvest_installed_docs = False  # the corpus is already in data.sources
+        out.data.max_seq_len, out.data.max_predictions = p.max_seq_len, p.max_predictions
+        out.data.tokenizer.path = tokenizer_dir  # a retrained tokenizer would not match phase 1's embeddings
+        out.train.max_steps, out.train.micro_batch_size = p.max_steps, p.micro_batch_size
+        out.train.init_checkpoint, out.train.reset_optimizer = phase1_checkpoint, p.reset_optimizer
+        if out.train.masking.max_predictions is not None:
+            out.train.masking.max_predictions = p.max_predictions
+        out.optim.lr, out.optim.warmup_steps = p.lr or self.optim.lr, p.warmup()
+        out.phase2 = type(p)()
+        return out.validate()
 
     def validate_pipeline(self) -> None:
         """What jobs/engine/pipeline.py can run (whatever the worker count), refused before any worker

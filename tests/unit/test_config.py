@@ -240,3 +240,24 @@ def test_phase2_warms_up_again_by_default_when_its_optimizer_is_fresh():
     assert warmup("phase2.warmup_steps=0") == 0 and warmup("phase2.warmup_steps=50") == 50
     with pytest.raises(ConfigError, match=r"phase2.warmup_steps must be >= 0, or -1"):
         load_config(PretrainConfig, QUICKSTART, ["phase2.warmup_steps=-2"])
+
+
+def test_phase_2s_own_settings_are_refused_before_phase_1_trains():
+    """Phase 2's config was validated only after phase 1 had trained: the modern recipe's 8192 positions let
+    phase2.max_seq_len=8192 through the first check, and data.max_seq_len's [8, 4096] refused it a whole phase
+    later. A dynamic-masking cap went into phase 2 as it was (BERT's 20 at 128 tokens: 3.9% of a 512-token row);
+    it takes phase2.max_predictions there, as the static one does, and a cap under the rate is refused."""
+    from jobs.pretrain import phase2_config
+
+    with pytest.raises(ConfigError, match=r"^phase 2 \(phase2.max_steps=100\): data.max_seq_len must be in "
+                                          r"\[8, 4096\], got 8192"):
+        load_config(PretrainConfig, QUICKSTART, ["model.recipe=modern", "phase2.max_steps=100",
+                                                 "phase2.max_seq_len=8192"])
+    cfg = load_config(PretrainConfig, QUICKSTART, ["train.masking.max_predictions=20", "phase2.max_steps=100"])
+    assert phase2_config(cfg, "/ckpt", "/tokenizer").train.masking.max_predictions == 80
+    with pytest.raises(ConfigError, match=r"train.masking.max_predictions=20 masks 3.9% of a data.max_seq_len=512 "
+                                          r"example, not the 15.0% of train.masking.rate=0.15"):
+        load_config(PretrainConfig, QUICKSTART, ["train.masking.max_predictions=20", "data.max_seq_len=512"])
+    with pytest.raises(ConfigError, match=r"^phase 2 .*train.masking.max_predictions=40 masks 7.9%"):
+        load_config(PretrainConfig, QUICKSTART, ["train.masking.max_predictions=20", "phase2.max_steps=100",
+                                                 "phase2.max_predictions=40"])
