@@ -54,3 +54,16 @@ def test_parameter_count_matches_the_model_and_flops_formula():
     assert config.num_parameters() == sum(p.numel() for p in model.parameters())
     n = config.num_parameters(include_embeddings=False)
     assert flops_per_token(config, 128) == 6 * n + 12 * config.num_hidden_layers * 128 * config.hidden_size
+
+
+def test_a_modern_local_layer_counts_the_keys_of_its_window_not_the_row():
+    """Two in three modern layers attend within local_attention (+-64 tokens at 128): at 1024 tokens they do an
+    eighth of a global layer's attention, and counting them at 1024 overstated the modern recipe's MFU."""
+    from bert_core.modern_config import ModernConfig
+
+    config = ModernConfig(num_hidden_layers=6, hidden_size=64, num_attention_heads=2, intermediate_size=128,
+                          vocab_size=1024, local_attention=128, global_attn_every_n_layers=3)
+    n = config.num_parameters(include_embeddings=False)
+    assert config.layer_types.count("sliding_attention") == 4
+    assert flops_per_token(config, 1024) == 6 * n + 12 * (2 * 1024 + 4 * 129) * 64
+    assert flops_per_token(config, 64) == 6 * n + 12 * 6 * 64 * 64  # a row shorter than the window: all of it
