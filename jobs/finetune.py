@@ -236,11 +236,12 @@ def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict
     """What a fine-tune's checkpoint means only together with (jobs/runtime/resubmit.py): the task (its settings, not
     its paths), the rows it trains and chooses on (train and select: a new evaluation split leaves a checkpoint
     valid, unless it holds rows of train, which then leave train as leaks), where it started (`init`: a model URI or
-    the resolved folder), the batch size and the worker count (a resumed epoch skips the batches it took, and its
-    step counts the batches of that many workers: on another count the epochs and the schedule would not add up)."""
+    the resolved folder), the batch size, the worker count and the seed (a resumed epoch skips the batches it took
+    in the seed's order, and its step counts the batches of that many workers: on another count the epochs and the
+    schedule would not add up)."""
     task = {f"task.{k}": v for k, v in asdict(cfg.task).items() if k not in PATH_FIELDS}
     return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size,
-            "scaling.num_workers": cfg.scaling.num_workers}
+            "scaling.num_workers": cfg.scaling.num_workers, "train.seed": cfg.train.seed}
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation: bool = False):
@@ -263,8 +264,12 @@ def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation:
     else:
         order = range(len(rows)) if evaluation else np.random.default_rng(cfg.train.seed).permutation(len(rows))
         source = ray.data.from_items([rows[i] for i in order])
-    return source.map_batches(
-        featurize, fn_args=(task, tokenizer), batch_size=cfg.features.batch_size, batch_format="numpy").materialize()
+    features = source.map_batches(featurize, fn_args=(task, tokenizer), batch_size=cfg.features.batch_size,
+                                  batch_format="numpy")
+    # blocks in their input's order, not as their tasks finished: else the seeded order differed from run to run, and
+    # a resubmitted run skipping the batches its epoch took would skip other rows than it trained on
+    features.context.execution_options.preserve_order = True
+    return features.materialize()
 
 
 def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, select_rows: list[dict], run_id: str,

@@ -386,9 +386,11 @@ def _degenerate(r, majority: float) -> tuple[str, float]:
     """Why a seed run must not set the median ("" if it may): it failed, or at its best evaluation it
     predicted a single class or scored no better than `majority`, the majority-class baseline's score
     on the same metric (see jobs.loops.ft_tasks.majority_baseline)."""
+    from jobs.workers.sweep_trial import by_step
+
     if r.error or r.checkpoint is None:
         return f"failed: {r.error}", float("nan")
-    df = r.metrics_dataframe
+    df = by_step(r.metrics_dataframe)  # a step reported again after a restart: the report its model follows from
     at_best = df[df["step"] == r.metrics["best_step"]].iloc[-1]
     score = float(df["score"].max())
     if int(at_best["pred_classes"]) == 1:

@@ -201,11 +201,21 @@ def test_training_rows_grouped_by_label_reach_the_workers_shuffled_and_the_same_
     def first_labels(features) -> list[int]:
         return [int(x) for x in features.take_batch(64, batch_format="numpy")["labels"]]
 
+    def order(features) -> list[int]:
+        return [int(x) for x in features.to_pandas()["row_index"]]
+
     streamed = _features(cfg, rows.train, MINILM)  # your files: shuffled in the cluster
     assert len(set(first_labels(streamed))) == 4
     assert first_labels(_features(cfg, rows.train, MINILM)) == first_labels(streamed)
     as_list = [{**r, "row_index": i}  # a benchmark's rows, on the driver
                for i, r in enumerate(sorted(train_rows(rows), key=lambda r: r["label"]))]
     assert len(set(first_labels(_features(cfg, as_list, MINILM)))) == 4
+    # every row where the seed put it, each time: the blocks came back as their tasks finished, in another order
+    # each run, and a resubmission skipping the batches its epoch took skipped other rows than it had trained on
+    many = [{**as_list[i % len(as_list)], "text_a": f"sentence {i} " + "word " * (i % 50), "row_index": i}
+            for i in range(3000)]
+    cfg.features.batch_size = 16  # many featurizing tasks, of uneven lengths
+    seeded = [int(i) for i in np.random.default_rng(cfg.train.seed).permutation(len(many))]
+    assert [order(_features(cfg, many, MINILM)) == seeded for _ in range(3)] == [True] * 3
     kept = _features(cfg, as_list, MINILM, evaluation=True)
     assert first_labels(kept) == [r["label"] for r in as_list[:64]]

@@ -49,3 +49,15 @@ def test_a_changed_basis_is_refused_naming_every_change(tmp_path):
     assert message.startswith("run_name='pretrain-x' already holds a checkpoint (step 20)")
     assert "model.num_hidden_layers None -> 3; prepared set 'set-1a2b' -> 'set-9f8e'." in message
     assert "model.hidden_size" not in message and str(d) in message
+
+
+def test_a_fine_tunes_basis_holds_its_seed():
+    """train.seed orders the training rows, and a resumed epoch skips the batches it took in that order: a
+    resubmission with another seed trained some rows twice and others not at all in that epoch, unrefused."""
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.finetune import continuation_basis
+
+    basis = continuation_basis(FinetuneConfig(), "rows-sha", "/init")
+    other = FinetuneConfig()
+    other.train.seed += 1
+    assert basis["train.seed"] == 0 and continuation_basis(other, "rows-sha", "/init") != basis

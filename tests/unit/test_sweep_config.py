@@ -78,12 +78,12 @@ def test_optuna_refuses_grid():
                                     "search_space.train.seed={type: grid, values: [0, 1]}"])
 
 
-def _seed_result(scores, pred_classes, error=None):
+def _seed_result(scores, pred_classes, error=None, steps=(2, 4)):
     import pandas as pd
     from ray.tune import Checkpoint, Result
 
-    df = pd.DataFrame({"step": [2, 4], "score": scores, "pred_classes": pred_classes})
-    best_step = int(df.loc[df["score"].idxmax(), "step"])
+    df = pd.DataFrame({"step": list(steps), "score": scores, "pred_classes": pred_classes})
+    best_step = int(df.drop_duplicates("step", keep="last").set_index("step")["score"].idxmax())
     return Result(metrics={"best_step": best_step}, checkpoint=None if error else Checkpoint("/nonexistent"),
                   error=error, path="/nonexistent", metrics_dataframe=df)
 
@@ -101,6 +101,17 @@ def test_degenerate_seed_runs_are_detected(scores, pred_classes, error, why):
     assert (why in reason) if why else reason == ""
     if not error:
         assert score == max(scores)
+
+
+def test_a_seed_runs_score_is_not_a_report_its_restart_replaced():
+    """A seed run that reported 0.90 at step 200 without a checkpoint, died, and reported step 200 again at 0.85
+    from its last checkpoint: no model scores 0.90 (the best one exported is the second step 200's), and the seed
+    spread, the median and the registered seed run were computed from it."""
+    from jobs.sweep import _degenerate
+
+    result = _seed_result([0.7, 0.9, 0.85, 0.8], [2, 2, 2, 2], steps=(100, 200, 200, 300))
+    assert result.metrics["best_step"] == 200
+    assert _degenerate(result, majority=0.5) == ("", 0.85)
 
 
 @pytest.mark.parametrize("task, labels, baseline", [
