@@ -38,6 +38,7 @@ if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bert_core.config import ConfigError  # noqa: E402
+from jobs.config.io import deep_merge  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import TrackingConfig, check_alias, refuse_relative_when_submitted  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
@@ -135,7 +136,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     ours, theirs = str(candidate.version), str(champion.version) if champion is not None else ""  # int or str
     if theirs == ours:
         return PromoteResult(cfg.model, "kept", f"v{ours} is already the champion", ours, theirs)
-    task = their_task = ft_tasks.task_config({**_task_of(candidate), **cfg.task})
+    task = their_task = judged_task(_task_of(candidate), cfg.task)
     if champion is not None:
         other = _task_of(champion, required=False)
         if other and (other["name"], other["labels"]) != (task.name, task.labels):
@@ -143,7 +144,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
                              f"v{ours} is {task.name} with {task.labels}: not comparable")
         # the data is the candidate's task's; how each model reads and decides is its own, as it serves
         own = {k: other[k] for k in MODEL_SETTINGS if k in other and k not in cfg.task}
-        their_task = ft_tasks.task_config({**_task_of(candidate), **own, **cfg.task})
+        their_task = judged_task({**_task_of(candidate), **own}, cfg.task)
     split = ft_tasks.eval_splits(task)[0]
     if task.name == "files":  # your files are read by Ray Data tasks
         from jobs.runtime.cluster import init_ray
@@ -235,6 +236,15 @@ def _judge(cfg: PromoteConfig, uri: str, tasks, split: str, rows: list[dict], ou
 # threshold, QA windows), not the data's: the champion is scored with those it was registered with, not the
 # candidate's (a champion trained at 256 cut to the candidate's 128, or judged at another threshold, loses on a
 # setting, not on its weights).
+def judged_task(registered: dict, overrides: dict):
+    """The task a model is judged with: its registered task config with promote's `task.*` overrides, a nested one
+    (task.columns.text=...) changing that key alone: merged one level deep, it replaced the whole columns mapping
+    with defaults (the label column, separator and encoding the model was trained with gone)."""
+    from jobs.loops import ft_tasks
+
+    return ft_tasks.task_config(deep_merge(registered, overrides))
+
+
 MODEL_SETTINGS = ("max_seq_len", "multi_label_threshold", "doc_stride", "max_query_length", "n_best",
                   "max_answer_length")
 

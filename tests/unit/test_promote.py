@@ -485,3 +485,14 @@ def test_a_promotion_that_fails_ends_its_run_failed_with_the_error(tmp_path, emp
                               filter_string="tags.decision = 'promoted'")
     assert [(r.info.status, r.data.tags["error"]) for r in runs] == [("FAILED", "PermissionError: registry is "
                                                                                  "read-only")]
+
+
+def test_a_nested_task_override_changes_that_key_alone():
+    """promote NAME task.dev_file=... task.columns.text=content judged a files model with its whole columns mapping
+    replaced by defaults: gold labels read from the wrong column, multi-label cells not split, the file decoded
+    otherwise than it was trained."""
+    registered = {"name": "files", "kind": "text-classification", "labels": ["a", "b"], "train_file": "/t.csv",
+                  "columns": {"text": "body", "label": "topics", "label_separator": "|", "encoding": "cp1252"}}
+    task = promote.judged_task(registered, {"dev_file": "/d/heldout.csv", "columns": {"text": "content"}})
+    assert (task.dev_file, task.columns.text, task.columns.label, task.columns.label_separator,
+            task.columns.encoding) == ("/d/heldout.csv", "content", "topics", "|", "cp1252")
