@@ -92,7 +92,9 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict:
     folder = Path(sweep_cfg.finetune.output_dir).resolve() / f"{sweep_cfg.name}-predictions"
     folder.mkdir(parents=True, exist_ok=True)
     inputs = folder / "evaluation.jsonl"
-    inputs.write_text("".join(json.dumps({"id": str(i), "text": r["text_a"]}) + "\n" for i, r in enumerate(rows)))
+    text = "".join(json.dumps({"id": str(i), "text": r["text_a"]}) + "\n" for i, r in enumerate(rows))
+    if not inputs.is_file() or inputs.read_text() != text:  # a rerun's predict resumes: its input must stay the file
+        inputs.write_text(text)  # it was (predict's basis holds its size and time)
     uri = f"models:/{swept.mlflow['registered_model']}@champion"
     cfg = PredictConfig(model=uri, input=str(inputs), output=str(folder / "predicted"), run_name="quickstart-predict",
                         columns=Columns(id="id", tokens=""))
@@ -163,9 +165,12 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, tuple[Pret
 def main(argv: list[str] | None = None):
     args, (pretrain_cfg, sweep_cfg) = parse(argv)  # before any Ray work
     console.configure(args.verbose)
-    if args.check:
-        pretrain_cfg.check_environment()
+    pretrain_cfg.check_environment()
+    try:  # the sweep's paths too, before any Ray work: it ran first after the whole pretraining
         sweep_cfg.finetune.check_environment()
+    except ConfigError as e:
+        raise ConfigError(f"sweep.finetune: {e}") from None
+    if args.check:
         return checked("quickstart", f"{args.pretrain_config} and {args.sweep_config}", args.overrides)
     return run(pretrain_cfg, sweep_cfg)
 

@@ -352,8 +352,12 @@ SUBMITTED = json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_012345678
     (["jobs/predict.py", "models:/m@champion", "--input", "rows.csv", "--output", "predictions"],
      "output='predictions' is relative"),
     (["jobs/lineage.py", "models:/m@champion"], "--tracking-uri='sqlite:///mlflow.db' is relative"),
+    # the quickstart's sweep, checked before its pretraining runs (it was checked after, a whole run later)
+    (["jobs/quickstart.py", "pretrain.output_dir=/shared/runs", "pretrain.data.output_root=/shared/prepared",
+      "pretrain.tracking.tracking_uri=sqlite:////shared/mlflow.db", "pretrain.tracking.artifact_location=/shared/a",
+      "pretrain.corpus.harvest_dir=/shared/corpus"], "sweep.finetune: output_dir='runs' is relative"),
 ], ids=["pretrain-output", "pretrain-prepared", "pretrain-harvest", "finetune", "sweep", "promote", "predict",
-        "lineage"])
+        "lineage", "quickstart-sweep"])
 def test_a_submitted_job_refuses_a_relative_path_it_would_write_with_one_line(argv, line, paths):
     """Under `ray job submit --working-dir`, the job runs in Ray's temporary copy of that folder: what it writes to a
     relative path is lost with the copy. Refused before any Ray work, naming the field; the config file itself is
