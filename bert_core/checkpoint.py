@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bert_core.config import BertConfig
+from bert_core.files import umask
 from bert_core.model import BertForPreTraining, BertModel
 
 log = logging.getLogger(__name__)
@@ -130,10 +131,6 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 @contextlib.contextmanager
@@ -145,7 +142,7 @@ def atomic_dir(out_dir: Path):
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         yield tmp
-        mask = _umask()
+        mask = umask()
         for f in tmp.iterdir():
             if f.is_file():
                 os.chmod(f, 0o666 & ~mask)

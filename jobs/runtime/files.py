@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from bert_core.files import umask
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """`data` at `path`, whole or not at all: a unique temporary file beside it, flushed to disk, then a rename.
@@ -17,15 +19,9 @@ def write_atomic(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
+            os.fchmod(f.fileno(), 0o666 & ~umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -382,3 +382,16 @@ def test_a_task_config_tag_that_is_not_json_is_named(tmp_path):
     with pytest.raises(ConfigError, match=r"^model 'models:/m@champion': the task_config tag of its registered "
                                           r"version is not valid JSON \(Unterminated string"):
         resolve_model("models:/m@champion", uri, tmp_path / "download")
+
+
+def test_the_umask_is_read_without_being_set():
+    """os.umask sets the mask to read it: a thread creating a file in that moment got the temporary one."""
+    import os
+
+    from bert_core.files import umask
+
+    old = os.umask(0o027)
+    try:
+        assert umask() == 0o027 and os.umask(0o027) == 0o027  # still the process's own
+    finally:
+        os.umask(old)
