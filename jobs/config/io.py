@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
 import sys
 import types
 import typing
@@ -24,6 +26,36 @@ from bert_core.config import BertConfig, ConfigError, preset
 RECIPES = ("bert", "modern")  # model.recipe: BERT of 2018 (bert_core/model.py) or the modern encoder (modern.py)
 
 T = TypeVar("T")
+
+
+class NumbersAsTyped(yaml.SafeLoader):
+    """YAML with YAML 1.2's numbers: `010` is 10 and `1:30` is text, not YAML 1.1's octal 8 and sexagesimal 90
+    (`train.max_steps=010` trained 8 steps); `1e-4` is a float without its dot. Booleans stay YAML 1.1's."""
+
+
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+NumbersAsTyped.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+NumbersAsTyped.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:[0-9]+|0x[0-9a-fA-F]+|0o[0-7]+)$"),
+                                     list("-+0123456789"))
+NumbersAsTyped.add_implicit_resolver(
+    _FLOAT, re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+                       r"|\.(?:nan|NaN|NAN))$"), list("-+0123456789."))
+
+
+def _yaml_int(loader, node) -> int:
+    text = loader.construct_scalar(node)
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
+    base = 16 if digits[:2] in ("0x", "0X") else 8 if digits[:2] == "0o" else 10
+    return sign * int(digits[2:] if base != 10 else digits, base)
+
+
+NumbersAsTyped.add_constructor(_INT, _yaml_int)
+
+
+def yaml_load(text: str) -> Any:
+    return yaml.load(text, Loader=NumbersAsTyped)
 
 
 def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
@@ -85,7 +117,7 @@ def _override_value(raw: str) -> Any:
     if raw == "":
         return ""
     try:
-        value = yaml.safe_load(raw)
+        value = yaml_load(raw)
     except yaml.YAMLError:
         return raw
     if (value is None and raw.strip() not in YAML_NULLS) or (value == "" and raw.strip() not in ("''", '""')):
@@ -111,7 +143,7 @@ def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
         raise ConfigError(f"config file {str(path)!r} does not exist")
     if path.resolve() in _seen:
         raise ConfigError(f"config file {str(path)!r} names itself as a base (through {[str(p) for p in _seen]})")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yaml_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
     base = data.pop("base", None)
@@ -210,6 +242,8 @@ def as_number(value, where: str) -> int | float:
             pass
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{where} must be a number, got {value!r}")
+    if not math.isfinite(value):  # nan passed every "<= 0" check after it
+        raise ConfigError(f"{where} must be a finite number, got {value!r}")
     return value
 
 

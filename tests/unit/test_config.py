@@ -261,3 +261,17 @@ def test_phase_2s_own_settings_are_refused_before_phase_1_trains():
     with pytest.raises(ConfigError, match=r"^phase 2 .*train.masking.max_predictions=40 masks 7.9%"):
         load_config(PretrainConfig, QUICKSTART, ["train.masking.max_predictions=20", "phase2.max_steps=100",
                                                  "phase2.max_predictions=40"])
+
+
+def test_overrides_and_files_read_numbers_as_typed_and_refuse_non_finite_ones(tmp_path):
+    """YAML 1.1 reads `010` as octal 8 and `1:30` as sexagesimal 90: `train.max_steps=010` trained 8 steps. Numbers
+    are YAML 1.2's now, in overrides and in config files; a NaN or infinite learning rate passed every `<= 0` check."""
+    cfg = load_config(PretrainConfig, QUICKSTART, ["train.max_steps=0100", "optim.lr=1e-4", "train.log_every=0x10"])
+    assert (cfg.train.max_steps, cfg.optim.lr, cfg.train.log_every) == (100, 1e-4, 16)
+    (tmp_path / "c.yaml").write_text(f"base: {QUICKSTART}\ntrain:\n  max_steps: 0100\n")
+    assert load_config(PretrainConfig, tmp_path / "c.yaml").train.max_steps == 100
+    with pytest.raises(ConfigError, match=r"train.max_steps must be an integer, got '1:30'"):
+        load_config(PretrainConfig, QUICKSTART, ["train.max_steps=1:30"])
+    for bad in ("nan", ".inf", "-.inf"):
+        with pytest.raises(ConfigError, match=r"optim.lr must be a finite number"):
+            load_config(PretrainConfig, QUICKSTART, [f"optim.lr={bad}"])
