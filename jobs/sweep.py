@@ -334,6 +334,10 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     if not runs:
         result.seeds = {"degenerate": degenerate, "scores": []}
         print(f"[seeds] every seed run was degenerate: {degenerate}; nothing registered", flush=True)
+        if cfg.finetune.tracking.registered_model:  # a `sweep && promote` would judge an older @candidate
+            raise RuntimeError(f"every seed run was degenerate ({len(degenerate)}, seeds.max_reseeds="
+                               f"{cfg.seeds.max_reseeds} spent): nothing registered as "
+                               f"{cfg.finetune.tracking.registered_model}")
         return
     scores = sorted(score for score, _ in runs)
     stats = {"median": statistics.median(scores), "mean": statistics.fmean(scores),
