@@ -15,6 +15,7 @@ from bert_core.config import ConfigError
 
 BASIS_TAG = "sweep.basis"  # sha256 of what the sweep's results depend on (basis): equal basis, same sweep
 # Where and how fast trials run, not what they compute: a sweep resumed on another cluster is the same sweep
+BASIS_FILE = "sweep-basis.json"  # the same digest beside Tune's trials: another experiment or store cannot hide them
 RESOURCES = ("max_concurrent", "cpus_per_trial", "gpus_per_trial", "max_trial_failures", "checkpoint_every", "faults")
 
 
@@ -35,7 +36,8 @@ def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_ta
     """(run id, experiment id) of the sweep's parent: the one of an earlier attempt with this name and the same
     basis (a resume), else a new one. `restoring`: Tune will restore an experiment of this name, whose trials were
     made by an earlier sweep; if no parent of this name has this sweep's basis, that sweep was another one, and
-    mixing its trials into this one is refused."""
+    mixing its trials into this one is refused: by the basis kept in Tune's folder (BASIS_FILE), whatever experiment
+    or store the sweep now tracks to, or, for a folder from before that file, by the parents in this experiment."""
     from mlflow.tracking import MlflowClient
 
     from jobs.registry import tracking
@@ -47,9 +49,30 @@ def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_ta
             **tracking.lineage_tags("sweep", init=base.init, tracking_uri=tracking_uri, task_data=task_data),
             **data_tags}
     tags[BASIS_TAG] = digest = basis(params, tags)
+    folder = Path(base.output_dir).resolve() / cfg.name  # Tune's experiment: the trials it would restore
+    kept = json.loads((folder / BASIS_FILE).read_text()) if (folder / BASIS_FILE).is_file() else {}
+    if restoring and kept and kept.get("basis") != digest:  # whatever the experiment or the store now says
+        raise ConfigError(
+            f"name {cfg.name!r}: {folder} holds the trials of an earlier sweep of this name (MLflow run "
+            f"{kept.get('parent_run_id')} in {kept.get('tracking_uri')}) with another config, init, data or "
+            "tracking settings; resuming it would mix them into this one: give another name, or remove that folder")
+    run_id, experiment_id = _parent(cfg.name, client, tracking_uri, t, params, tags, digest, folder, restoring)
+    if kept.get("basis") != digest:
+        from jobs.runtime.files import write_atomic
+
+        write_atomic(folder / BASIS_FILE, json.dumps({"basis": digest, "parent_run_id": run_id,
+                                                     "tracking_uri": tracking.redact(tracking_uri)}).encode())
+    return run_id, experiment_id
+
+
+def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, digest: str, folder: Path,
+            restoring: bool) -> tuple[str, str]:
+    """The parent in the sweep's experiment with this basis, a pre-basis one Tune restores, or a new one."""
+    from jobs.registry import tracking
+
     experiment = client.get_experiment_by_name(t.experiment)
     if experiment is not None:
-        named = f"tags.sweep = '{cfg.name}' and tags.phase = 'parent'"
+        named = f"tags.sweep = '{name}' and tags.phase = 'parent'"
         found = client.search_runs([experiment.experiment_id], max_results=1,
                                    filter_string=f"{named} and tags.`{BASIS_TAG}` = '{digest}'")
         if found:
@@ -62,9 +85,9 @@ def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_ta
             return other[0].info.run_id, experiment.experiment_id
         if other and restoring:
             raise ConfigError(
-                f"name {cfg.name!r}: {Path(base.output_dir).resolve() / cfg.name} holds the trials of an earlier "
-                f"sweep of this name (MLflow run {other[0].info.run_id}) with another config, init or data; resuming "
-                "it would mix them into this one: give another name, or remove that folder")
-    run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, cfg.name, params, tags=tags)
+                f"name {name!r}: {folder} holds the trials of an earlier sweep of this name (MLflow run "
+                f"{other[0].info.run_id}) with another config, init or data; resuming it would mix them into this "
+                "one: give another name, or remove that folder")
+    run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, name, params, tags=tags)
     client.update_run(run_id, status="RUNNING")  # ended when the sweep is
     return run_id, client.get_run(run_id).info.experiment_id

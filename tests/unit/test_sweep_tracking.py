@@ -92,3 +92,24 @@ def test_a_sweep_resumed_on_other_resources_or_begun_before_bases_were_kept_is_t
     client.delete_tag(first, BASIS_TAG)  # as a parent written before this change
     assert start(tmp_path, restoring=True) == first
     assert client.get_run(first).data.tags[BASIS_TAG] == basis
+
+
+def test_another_sweeps_trials_are_refused_whatever_experiment_the_sweep_now_tracks_to(tmp_path, store):
+    """The only guard was a basis tag on the parent run, searched in the sweep's experiment: a sweep of the same name
+    run again with another init and another tracking.experiment (or a fresh store) found no parent there, made a new
+    one, and Tune restored the earlier sweep's trials under it (a reviewer's reproduction). The basis is kept
+    beside Tune's trials too; the same sweep resumed still finds its own."""
+    import json
+
+    from jobs.registry.sweep_parent import BASIS_FILE
+
+    first = start(tmp_path)
+    kept = json.loads((tmp_path / "runs" / "sw" / BASIS_FILE).read_text())
+    assert kept["parent_run_id"] == first and len(kept["basis"]) == 64
+    cfg, base = configs(tmp_path, "/models/b")
+    base.tracking.experiment = "elsewhere"
+    with pytest.raises(ConfigError, match=rf"name 'sw': .*runs/sw holds the trials of an earlier sweep of this name "
+                                          rf"\(MLflow run {first} in sqlite:///"):
+        parent_run(cfg, base, base.tracking.tracking_uri, task_data=(str(tmp_path / "rows"), "d1"), data_tags=ROWS,
+                   restoring=True)
+    assert start(tmp_path, restoring=True) == first
