@@ -227,7 +227,8 @@ class TrialRun:
         self.own_best = max(self.own_best, float(record[self.loop.metric]))
         self.logger.log({**{k: float(v) for k, v in hp.items()}, f"best/{self.loop.metric}": self.own_best}, step=step)
         groups = self.engine.optimizer.param_groups
-        report = {**record, **hp, "score": record[self.loop.metric], "total_steps": self.total,
+        report = {**record, **hp, "score": record[self.loop.metric], "best_score": self.own_best,
+                  "total_steps": self.total,
                   "pred_classes": self.pred_classes, "restored_from": self.restored_from, "seed": self.cfg.train.seed,
                   # the trial's own patience ended it (train.patience): a normal end, not the scheduler's stop
                   "patience_stopped": self.loop.stopped,

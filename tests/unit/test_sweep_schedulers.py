@@ -101,3 +101,20 @@ def test_a_resumed_sweep_says_what_its_saved_scheduler_keeps():
     for older in (ASHAScheduler(max_t=100), PopulationBasedTraining(hyperparam_mutations={"x": [1, 2]})):
         line = resume_warning(older)
         assert f"earlier version's {type(older).__name__}" in line and "rebuilt from" not in line
+
+
+def test_optuna_learns_each_trials_best_evaluation_not_its_last(tmp_path):
+    """Tune hands a finished trial's last result to the search; the sweep ranks trials by their peak. A trial that
+    peaked at 0.92 and ended at 0.85 (a patience stop always ends below the best) taught TPE 0.85."""
+    import optuna
+    from ray import tune
+
+    from jobs.search.schedulers import BestScoreOptuna
+
+    search = BestScoreOptuna(sampler=optuna.samplers.TPESampler(seed=0), study_name="s",
+                             storage=optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/optuna.db"))
+    assert search.set_search_properties("score", "max", {"optim.lr": tune.loguniform(1e-5, 1e-3)})
+    for trial, (last, best) in {"a": (0.85, 0.92), "b": (0.80, None)}.items():
+        assert search.suggest(trial)
+        search.on_trial_complete(trial, {"score": last, "best_score": best})
+    assert [t.value for t in search._ot_study.trials] == [0.92, 0.80]  # a result without best_score: its score
