@@ -28,9 +28,10 @@ def free_server_port() -> int:
 
 
 @contextlib.contextmanager
-def answering_server(status: int = 200):
+def answering_server(status: int = 200, tls_dir=None):
     """An HTTP server on a free loopback port that answers every GET with `status`, for the checks that ask only
-    whether a server answers (a tracking server's reachability); yields its URL."""
+    whether a server answers (a tracking server's reachability); yields its URL. `tls_dir`: HTTPS, with a
+    self-signed certificate made there (a server on a private CA, as clients without its CA see it)."""
     class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             self.send_response(status)
@@ -41,9 +42,19 @@ def answering_server(status: int = 200):
             pass
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    if tls_dir is not None:
+        import ssl
+        import subprocess
+
+        key, cert = f"{tls_dir}/key.pem", f"{tls_dir}/cert.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}"
+        yield f"{'https' if tls_dir is not None else 'http'}://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
         server.server_close()

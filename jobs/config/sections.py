@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import tempfile
 import urllib.error
 import urllib.parse
@@ -158,7 +159,12 @@ class TrackingConfig:
             urllib.request.urlopen(url, timeout=timeout_s).close()
         except urllib.error.HTTPError:
             return  # it answered
-        except (OSError, ValueError) as e:  # URLError is an OSError; a timeout too
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, ssl.SSLError):  # it answered in TLS: whether its certificate is trusted is for
+                return  # MLflow to say, with its own settings (MLFLOW_TRACKING_SERVER_CERT_PATH, a CA bundle)
+            raise ConfigError(f"tracking.tracking_uri={shown!r} does not answer ({e.reason}); "
+                              "allowed: a running MLflow server's URL, or a local store (sqlite:///...)") from None
+        except (OSError, ValueError) as e:  # a timeout too
             raise ConfigError(f"tracking.tracking_uri={shown!r} does not answer ({getattr(e, 'reason', e)}); "
                               "allowed: a running MLflow server's URL, or a local store (sqlite:///...)") from None
 

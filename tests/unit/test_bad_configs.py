@@ -459,3 +459,16 @@ def test_a_sqlite_store_is_refused_on_a_cluster_of_several_machines():
         refuse_sqlite_across_machines("sqlite:////s/m.db", {"10.0.0.2", "10.0.0.1"})
     refuse_sqlite_across_machines("sqlite:////s/m.db", {"127.0.0.1"})
     refuse_sqlite_across_machines("http://mlflow:5000", {"10.0.0.1", "10.0.0.2"})
+
+
+def test_a_tracking_server_on_a_private_ca_counts_as_answering(tmp_path):
+    """The reachability check used urllib, which knows none of MLflow's TLS settings: a server whose certificate
+    only MLflow's MLFLOW_TRACKING_SERVER_CERT_PATH trusts "did not answer", and every job was refused. A TLS
+    answer is an answer; whether its certificate is trusted is MLflow's to say."""
+    from jobs.config.sections import TrackingConfig
+
+    with answering_server(200, tls_dir=tmp_path) as url:
+        TrackingConfig(tracking_uri=url).check_reachable()
+    port = free_port()
+    with pytest.raises(ConfigError, match=rf"^tracking\.tracking_uri='https://127\.0\.0\.1:{port}' does not answer"):
+        TrackingConfig(tracking_uri=f"https://127.0.0.1:{port}").check_reachable()
