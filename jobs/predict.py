@@ -110,6 +110,15 @@ def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started
         print(f"[predict] {len(done)} complete shards of an earlier run kept in {output}", flush=True)
 
     dashboard = init_ray()
+    if cfg.gpu_actors:  # an autoscaling cluster's GPU nodes come when asked for: before the run and the manifest
+        from types import SimpleNamespace
+
+        from jobs.runtime.capacity import ensure_capacity
+
+        ensure_capacity(SimpleNamespace(
+            num_workers=cfg.gpu_actors, cpus_per_worker=1.0, use_gpu=True, capacity_timeout_s=cfg.capacity_timeout_s,
+            timeout_field="capacity_timeout_s", needed_by=f"gpu_actors={cfg.gpu_actors} (a GPU and a CPU each) plus 1 "
+            "CPU for Ray Data", hint="Lower gpu_actors, or add GPU nodes."))
     run_id = _start_run(uri, cfg, model, output)
     # the manifest is a file anyone reading the predictions reads, and a run artifact: no credentials in it
     manifest["mlflow"] = {"tracking_uri": tracking.redact(uri), "run_id": run_id}
@@ -270,8 +279,8 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     small = {k: v for k, v in loaded.items() if not k.endswith((".safetensors", ".bin"))}
     shipped = {"files": ray.put(loaded), "tokenizer": ray.put(small), "digest": model.digest}
     gpus = int(ray.cluster_resources().get("GPU", 0))
-    actors = cfg.num_actors or (gpus if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)
-                                                            // cfg.cpus_per_actor)))
+    actors = cfg.gpu_actors or cfg.num_actors or (gpus if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)
+                                                                              // cfg.cpus_per_actor)))
     qa = QASettings.from_task(model.task)
     # small blocks (Ray Data's default is 128 MiB): one file's rows spread over the tokenizing tasks and the model
     # replicas, and each replica's summary reaches the driver as it finishes a block; one block holding a whole

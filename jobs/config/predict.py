@@ -29,6 +29,10 @@ class PredictConfig:
     max_batch_tokens: int = 4096
     shard_rows: int = 10_000  # rows per output shard: the unit a rerun skips when complete
     num_actors: int = 0  # model replicas; 0 = one per GPU of the cluster, else one per cpus_per_actor CPUs
+    # GPU replicas to wait for, a GPU each: an autoscaling cluster whose GPU nodes start at zero has none when the
+    # job counts them (num_actors=0 then ran one CPU replica); waited for up to capacity_timeout_s. 0 = count them
+    gpu_actors: int = 0
+    capacity_timeout_s: float = 900.0
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
     precision: str = "fp32"  # fp32: equal to the registered pipeline; bf16: autocast (MiniLM on an H200: 3x slower)
     # CPU replicas in fp32: linear layers on oneDNN's prepacked kernels (jobs/inference/onednn.py: ~1.9x rows per
@@ -58,6 +62,12 @@ class PredictConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_batch_tokens < 0:
             raise ConfigError(f"max_batch_tokens must be >= 0 (0 = batch_size alone), got {self.max_batch_tokens}")
+        if self.gpu_actors < 0 or self.capacity_timeout_s < 0:
+            raise ConfigError(f"gpu_actors and capacity_timeout_s must be >= 0, got {self.gpu_actors} and "
+                              f"{self.capacity_timeout_s}")
+        if self.gpu_actors and self.num_actors:
+            raise ConfigError(f"set num_actors ({self.num_actors}) or gpu_actors ({self.gpu_actors}), not both: "
+                              "gpu_actors is the GPU replicas' count")
         if self.num_actors < 0 or self.cpus_per_actor <= 0:
             raise ConfigError(f"num_actors must be >= 0 and cpus_per_actor > 0, got {self.num_actors} and "
                               f"{self.cpus_per_actor}")

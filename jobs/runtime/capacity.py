@@ -1,7 +1,8 @@
-"""What a training job's workers need from the cluster, and waiting for it when an autoscaler can bring it.
+"""What a job's workers need from the cluster, and waiting for it when an autoscaler can bring it.
 
 A cloud cluster starts with a head of 0 CPUs and worker types of `min_workers: 0`: nodes come when something asks.
-`ensure_capacity` asks the autoscaler for the job's bundles (one per Ray Train worker, plus a CPU for Ray Data) with
+`ensure_capacity` asks the autoscaler for the job's bundles (one per Ray Train worker or GPU prediction replica, plus
+a CPU for Ray Data) with
 `ray.autoscaler.sdk.request_resources`, prints where the wait stands, and fails with one line naming what never
 arrived once `scaling.capacity_timeout_s` has passed. A cluster without an autoscaler (a local Ray, `ray start`
 nodes) cannot grow: a shortfall is refused at once. The request is withdrawn once the nodes are there (the workers'
@@ -40,10 +41,12 @@ def describe(short: dict[str, tuple[float, float]]) -> str:
 
 
 def refusal(scaling, short: dict[str, tuple[float, float]]) -> str:
-    what = (f"scaling.num_workers x scaling.cpus_per_worker ({scaling.num_workers} x {scaling.cpus_per_worker:g}) "
-            f"plus 1 CPU for Ray Data" + (f", and {scaling.num_workers} GPUs (scaling.use_gpu)" if scaling.use_gpu
-                                          else ""))
-    hint = "Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes."
+    what = getattr(scaling, "needed_by", "") or (
+        f"scaling.num_workers x scaling.cpus_per_worker ({scaling.num_workers} x {scaling.cpus_per_worker:g}) "
+        f"plus 1 CPU for Ray Data" + (f", and {scaling.num_workers} GPUs (scaling.use_gpu)" if scaling.use_gpu
+                                      else ""))
+    hint = getattr(scaling, "hint", "") or \
+        "Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes."
     return f"the Ray cluster has {describe(short)} needed by {what}. {hint}"
 
 
@@ -61,13 +64,13 @@ def has_autoscaler() -> bool:
 
 def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: float,
              say: Callable[[str], None] = print, poll_s: float = POLL_S,
-             clock: Callable[[], float] = time.monotonic) -> None:
+             clock: Callable[[], float] = time.monotonic, field: str = "scaling.capacity_timeout_s") -> None:
     """Until `resources()` covers `need`, saying where it stands every ~10 s; RuntimeError after `timeout_s`."""
     start = next_line = clock()
     while short := shortfall(need, resources()):
         waited = clock() - start
         if waited >= timeout_s:
-            raise RuntimeError(f"the autoscaler did not bring {describe(short)} within scaling.capacity_timeout_s="
+            raise RuntimeError(f"the autoscaler did not bring {describe(short)} within {field}="
                                f"{timeout_s:g} s: check the cluster's node types, quotas and `ray status`")
         if clock() >= next_line:
             say(f"[cluster] waiting for the autoscaler: {describe(short)}, {int(waited) // 60}m{int(waited) % 60:02d}s")
@@ -90,7 +93,8 @@ def ensure_capacity(scaling, say: Callable[[str], None] = print) -> None:
 
     request_resources(bundles=bundles(scaling))
     try:
-        wait_for(need, ray.cluster_resources, scaling.capacity_timeout_s, say)
+        wait_for(need, ray.cluster_resources, scaling.capacity_timeout_s, say,
+                 field=getattr(scaling, "timeout_field", "scaling.capacity_timeout_s"))
         say(f"[cluster] the autoscaler brought {', '.join(f'{k} {v:g}' for k, v in need.items())}")
     finally:
         request_resources(bundles=[])

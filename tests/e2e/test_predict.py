@@ -178,6 +178,22 @@ def test_a_model_uri_that_does_not_resolve_is_one_line(ray_tmp, registry):
         predict(ray_tmp, f"models:/{NAME}@nobody", registry["inputs"], ray_tmp / "none")
 
 
+def test_gpu_replicas_are_waited_for_or_refused_before_any_run(ray_tmp, registry):
+    """An autoscaling GPU cluster starts with no GPU node: counted at start, the job ran one CPU replica beside the
+    GPUs the autoscaler brought later. gpu_actors asks for them and waits; a cluster that cannot grow (this one) is
+    refused in one line, before any MLflow run or prediction."""
+    import mlflow
+
+    with pytest.raises(RuntimeError, match=r"^the Ray cluster has (CPU \d+ of 3, )?GPU 0 of 2 needed by gpu_actors=2 "
+                                           r"\(a GPU and a CPU each\) plus 1 CPU for Ray Data\. Lower gpu_actors, or "
+                                           r"add GPU nodes"):
+        predict(ray_tmp, f"models:/{NAME}@champion", registry["inputs"], ray_tmp / "on-gpus", "gpu_actors=2")
+    client = mlflow.MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              filter_string=f"tags.`prediction.output` = '{ray_tmp / 'on-gpus'}'")
+    assert runs == [] and not list((ray_tmp / "on-gpus" / "shards").glob("*/*.parquet"))
+
+
 def test_a_job_that_predicts_no_row_fails_naming_the_rejects(ray_tmp, registry):
     """Every record rejected (a spreadsheet's cp1252 export: not UTF-8) is not a success: one line naming the
     reasons and the first sample, and the MLflow run FAILED."""

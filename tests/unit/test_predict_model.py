@@ -149,3 +149,16 @@ def test_a_tagger_reads_conll_words_without_columns_tokens_and_names_it_for_a_to
     with pytest.raises(ConfigError, match=r"expected columns \['text'\], found \['words'\]; set columns.text$"):
         predict._run(cfg, model, "", tmp_path / "out", 0.0)
     assert len(no_ray) == 1
+
+
+def test_gpu_replicas_are_counted_one_way():
+    """gpu_actors is the GPU replicas' count (waited for); num_actors beside it would say another count."""
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+
+    cfg = PredictConfig(model="m", input="in", output="/out", gpu_actors=2)
+    assert cfg.validate().gpu_actors == 2
+    with pytest.raises(ConfigError, match=r"set num_actors \(4\) or gpu_actors \(2\), not both"):
+        PredictConfig(model="m", input="in", output="/out", gpu_actors=2, num_actors=4).validate()
+    with pytest.raises(ConfigError, match=r"gpu_actors and capacity_timeout_s must be >= 0"):
+        PredictConfig(model="m", input="in", output="/out", gpu_actors=-1).validate()
