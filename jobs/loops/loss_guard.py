@@ -49,12 +49,14 @@ class LossGuard:
 
     def observe(self, stats) -> bool:
         """Record an engine step's result (jobs/engine/seam.StepStats); True when the run must roll back now. A
-        pipeline's step is all its micro-batches, finite or not together; a micro-batch it only buffered is no
-        result yet (micro_batches 0), and breaks no streak: with grad_accum_steps >= 2 the buffered ones reset it
-        before every step, and a diverged pipeline run never rolled back."""
+        pipeline's step is all its micro-batches, finite or not together: its micro-batches count as skipped, and
+        the step as one toward the streak (one NaN micro-batch of eight is one bad result, as it is in data
+        parallel). A micro-batch it only buffered is no result yet (micro_batches 0) and breaks no streak: with
+        grad_accum_steps >= 2 the buffered ones reset it before every step, and a diverged pipeline run never rolled
+        back."""
         if stats.finite:
             self.streak = 0 if stats.micro_batches else self.streak
             return False
         self.skipped += max(stats.micro_batches, 1)
-        self.streak += max(stats.micro_batches, 1)
+        self.streak += 1
         return bool(self.rollback_after) and self.streak >= self.rollback_after

@@ -40,13 +40,14 @@ def test_guard_counts_skips_and_asks_for_rollback_only_after_a_streak():
 def test_a_diverged_pipeline_run_rolls_back_though_it_buffers_micro_batches():
     """A pipeline runs grad_accum_steps micro-batches in one step and answers the ones it only buffers with an
     empty result (micro_batches 0): those reset the streak before every step, so a diverged run with
-    grad_accum_steps >= 2 never rolled back. The buffered ones break no streak, and a step counts its micro-batches."""
-    guard = LossGuard(rollback_after=5)
-    step = [_stats(True, 0)] * 3 + [_stats(False, 4)]  # grad_accum_steps=4, the step's loss NaN
-    assert [guard.observe(s) for s in step] == [False] * 4 and guard.streak == 4
-    assert [guard.observe(s) for s in step] == [False] * 3 + [True] and guard.skipped == 8
+    grad_accum_steps >= 2 never rolled back. The buffered ones break no streak; a step is one result toward it (one
+    NaN step of eight micro-batches rolled back at once with rollback_after=5), its micro-batches all skipped."""
+    guard = LossGuard(rollback_after=3)
+    step = [_stats(True, 0)] * 7 + [_stats(False, 8)]  # grad_accum_steps=8, the step's loss NaN
+    assert [guard.observe(s) for s in step * 2] == [False] * 16 and (guard.streak, guard.skipped) == (2, 16)
+    assert [guard.observe(s) for s in step] == [False] * 7 + [True] and guard.skipped == 24
     guard.streak = 0
-    assert not any(guard.observe(s) for s in [_stats(False, 4), _stats(True, 4), _stats(False, 4)])  # broken
+    assert not any(guard.observe(s) for s in [_stats(False, 8), _stats(True, 8), _stats(False, 8)])  # broken
 
 
 def _engine(zero_stage: int):
