@@ -296,10 +296,11 @@ class Worker:
                 if self.rank == 0:
                     log.info(progress_line(self.step, t.max_steps, metrics, eta))
                 self.logger.log({f"train/{k}": v for k, v in metrics.items() if k != "step"}, step=self.step)
+                window = MetricsWindow()
             if last or (t.checkpoint_every and self.step % t.checkpoint_every == 0):
+                saving = time.perf_counter()
                 self.checkpoint(metrics, last)
-            if self.step % t.log_every == 0 or last:
-                window = MetricsWindow()  # after the checkpoint: its save and upload are no window's steps
+                window.start += time.perf_counter() - saving  # the save and upload are no window's steps
         if isinstance(batches, EpochStream):
             batches.close()
         if start_step >= t.max_steps:  # resumed a finished run: report its final state again
