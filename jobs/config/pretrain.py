@@ -61,7 +61,7 @@ class Phase2Config:
     max_steps: int = 0  # 0 = single-phase run
     max_seq_len: int = 512  # phase 2 examples are prepared at this length, with phase 1's tokenizer
     micro_batch_size: int = 8
-    max_predictions: int = 80  # static masking cap at 512 tokens (20 at 128)
+    max_predictions: int = 80  # the masking cap at phase 2's length (20 at 128): static, or a dynamic one set
     lr: float = 0.0  # 0 = phase 1's peak learning rate
     # re-warmup after the hand-off; -1 = NVIDIA's (warmup_proportion 0.128 of phase 2's steps) when the optimizer
     # is reset, none when it carries phase 1's moments over: fresh moments at the peak rate move every weight by
@@ -207,6 +207,9 @@ class PretrainConfig:
                                   length="data.max_seq_len", rate_name="train.masking.rate")
         if "/" in self.run_name:
             raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
+        if p2.max_steps and m.max_predictions is not None:  # the dynamic cap phase 2 takes (phase2_run), named
+            check_max_predictions(p2.max_predictions, m.rate, p2.max_seq_len, "phase2",
+                                  rate_name="train.masking.rate")
         if p2.max_steps:  # phase 2's own config, checked now: not once phase 1 has trained
             try:
                 self.phase2_run("<phase 1's checkpoint>", "<phase 1's tokenizer>")
