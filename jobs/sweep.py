@@ -104,7 +104,9 @@ def run(cfg: SweepConfig) -> SweepResult:
     print(ft_tasks.rows_line(ft.task, rows), flush=True)
 
     dashboard = dashboard or init_ray()
-    refuse_sqlite_across_machines(tracking_uri)
+    from jobs.runtime.capacity import has_autoscaler
+
+    refuse_sqlite_across_machines(tracking_uri, grows=has_autoscaler())  # trials start before the nodes they need
     import ray
 
     from jobs.finetune import _features

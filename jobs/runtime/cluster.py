@@ -82,13 +82,18 @@ def on_driver_node() -> dict:
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
 
 
-def refuse_sqlite_across_machines(tracking_uri: str, addresses: set[str] | None = None) -> None:
+def refuse_sqlite_across_machines(tracking_uri: str, addresses: set[str] | None = None, grows: bool = False) -> None:
     """Refuse a SQLite tracking store when the cluster's nodes are on more than one machine (`addresses`: the
-    alive nodes' IPs, read from Ray when None). Rank 0 and sweep trials log from whichever node they land on: to a
+    alive nodes' IPs, read from Ray when None), or when it `grows` (an autoscaler will add machines a job that did
+    not wait for them cannot see yet: a sweep). Rank 0 and sweep trials log from whichever node they land on: to a
     file of that machine (the run's metrics scattered over copies nobody reads) or one file over shared storage,
     whose locks SQLite cannot rely on ("database is locked" hours into a run). Nodes on one machine share it."""
     if not tracking_uri.startswith("sqlite:"):
         return
+    if grows:
+        raise ValueError(f"tracking.tracking_uri={tracking_uri} is a SQLite file, but this Ray cluster's autoscaler "
+                         "adds machines, whose trials cannot share it. Track to an MLflow server "
+                         "(tracking.tracking_uri=http://HOST:5000, cluster/README.md)")
     if addresses is None:
         import ray
 

@@ -173,7 +173,8 @@ class TrialRun:
         retune(self.engine, self.cfg.optim, self.loop.step)  # this config's hyperparameters win (ray#36660)
         if self.logger.client is not None:  # this trial's evaluations so far are its run's (a donor's are not)
             history = self.logger.client.get_metric_history(self.logger.run_id, self.loop.metric)
-            self.own_best = max((m.value for m in history), default=-math.inf)
+            # up to the restored step: an evaluation after it was redone by this restart (no model scores it now)
+            self.own_best = max((m.value for m in history if m.step <= self.loop.step), default=-math.inf)
 
     def close(self, client) -> None:
         """Flush the metrics still buffered (a tracking server that was down) and record on the trial's run how
