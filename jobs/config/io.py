@@ -37,8 +37,8 @@ _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 NumbersAsTyped.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-NumbersAsTyped.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:[0-9]+|0x[0-9a-fA-F]+|0o[0-7]+)$"),
-                                     list("-+0123456789"))
+NumbersAsTyped.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:[0-9][0-9_]*|0x[0-9a-fA-F_]+|0o[0-7_]+)$"),
+                                     list("-+0123456789"))  # 100_000 too, as YAML 1.1 and Python read it
 NumbersAsTyped.add_implicit_resolver(
     _FLOAT, re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
                        r"|\.(?:nan|NaN|NAN))$"), list("-+0123456789."))
@@ -48,7 +48,7 @@ def _yaml_int(loader, node) -> int:
     text = loader.construct_scalar(node)
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
     base = 16 if digits[:2] in ("0x", "0X") else 8 if digits[:2] == "0o" else 10
-    return sign * int(digits[2:] if base != 10 else digits, base)
+    return sign * int((digits[2:] if base != 10 else digits).replace("_", ""), base)
 
 
 NumbersAsTyped.add_constructor(_INT, _yaml_int)
