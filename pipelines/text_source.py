@@ -27,6 +27,7 @@ from pipelines.source_rows import SAMPLE_CHARS, decode_sample, document_row, rej
 
 TEXT_DOCUMENT_BYTES = 1 << 20  # a text file is cut into documents at the first blank line past every MiB ...
 MAX_TEXT_DOCUMENT_BYTES = 8 * TEXT_DOCUMENT_BYTES  # ... and a stretch without one before a line past every 8 MiB
+# (a multiple of TEXT_DOCUMENT_BYTES: a range starting at a split's multiple is then a range's start, which looks back)
 
 
 @dataclass(frozen=True)
@@ -133,20 +134,19 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
             break
         else:
             return
-    books = cfg.text_documents != "blank_lines"
-    chunks, first, too_long, split = [], None, None, False
+    blank_lines = cfg.text_documents == "blank_lines"
+    chunks, first, too_long = [], None, None
 
-    def document() -> Iterator[dict]:  # after a split, only blank lines before the next cut: no document, nothing
-        # lost (nor with a cut at every blank line, where a run of blank lines is one separator)
-        if first is not None and not ((split or not books) and too_long is None and not any(c.strip() for c in chunks)):
+    def document() -> Iterator[dict]:  # with a cut at every blank line, a run of them is one separator, no document
+        if first is not None and not (blank_lines and too_long is None and not any(c.strip() for c in chunks)):
             yield text_document(f"{name}#{first}", path, chunks, too_long, cfg)
 
     for offset, number, line, head, cut in itertools.chain(first_split, lines):
-        if cut is not None and cut[0] == "split":
+        if cut is not None and cut[0] == "split":  # (a split line is text: its document is never blank only)
             yield from document()
             if not span.owns(cut[1]):
                 return
-            chunks, first, too_long, split = [], None, None, True
+            chunks, first, too_long = [], None, None
         first = number if first is None else first
         if line is None:
             too_long = too_long or head
@@ -156,7 +156,7 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
             yield from document()
             if not span.owns(cut[1]):
                 return
-            chunks, first, too_long, split = [], None, None, False
+            chunks, first, too_long = [], None, None
     yield from document()
 
 
