@@ -384,7 +384,7 @@ def test_a_task_config_tag_that_is_not_json_is_named(tmp_path):
         resolve_model("models:/m@champion", uri, tmp_path / "download")
 
 
-def test_the_umask_is_read_without_being_set():
+def test_the_umask_is_read_without_being_set(monkeypatch):
     """os.umask sets the mask to read it: a thread creating a file in that moment got the temporary one."""
     import os
 
@@ -392,6 +392,8 @@ def test_the_umask_is_read_without_being_set():
 
     old = os.umask(0o027)
     try:
-        assert umask() == 0o027 and os.umask(0o027) == 0o027  # still the process's own
+        with monkeypatch.context() as m:
+            m.setattr(os, "umask", lambda mask: pytest.fail(f"umask() set the process's mask to {mask:o}"))
+            assert umask() == 0o027
     finally:
         os.umask(old)
