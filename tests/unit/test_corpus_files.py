@@ -72,7 +72,7 @@ def test_text_ranges_read_the_whole_files_documents_once(tmp_path):
     assert len(whole) == 3 and split == whole
 
 
-def test_a_file_without_blank_lines_is_cut_into_bounded_documents_each_range_reading_its_own(tmp_path):
+def test_a_file_without_blank_lines_is_cut_into_bounded_documents_the_same_in_any_ranges(tmp_path):
     """One sentence a line and no blank line (BookCorpus's books_large_p1.txt: 2 GB) was one document the size of
     the file, held whole by one task. A document goes on as the next at the first line at or after every multiple of
     MAX_TEXT_DOCUMENT_BYTES; every text byte lands in exactly one document, however the file is split into ranges,

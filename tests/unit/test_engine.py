@@ -146,7 +146,8 @@ def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparam
 
 @pytest.mark.parametrize("zero_stage, planted, weights_only", [
     (1, "mp_rank_00_model_states.pt", False), (1, "zero_pp_rank_0_mp_rank_00_optim_states.pt", False),
-    (3, "zero_pp_rank_0_mp_rank_00_optim_states.pt", True)])
+    (3, "zero_pp_rank_0_mp_rank_00_optim_states.pt", True)],
+    ids=["mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero3-weights-only"])
 def test_a_pickle_planted_in_a_resume_checkpoint_is_refused_and_never_runs(deepspeed_world_of_one, tmp_path,
                                                                           zero_stage, planted, weights_only):
     """DeepSpeed unpickles its checkpoint files with weights_only=False; Engine.load reads them with

@@ -158,7 +158,7 @@ def test_a_small_eval_split_is_one_set_on_any_worker_count(tmp_path):
     assert sizes == {tuple(range(16))}
 
 
-def test_the_release_tokenizer_never_outruns_the_trained_positions(tmp_path):
+def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
     """A model that trained 128 positions on a prepared set whose tokenizer says 512: transformers' truncation would
     keep tokens past the trained rows (or the table); the release says 128. One that trained 512 keeps 512. A new
     release replaces the old one whole (a write that fails keeps the old)."""
