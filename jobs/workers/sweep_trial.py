@@ -165,6 +165,10 @@ class TrialRun:
             state["epoch"], state["epoch_steps"] = divmod(state["step"], self.steps_per_epoch)
         self.loop.load_state(state)
         self.best_state = state.get("best_state")
+        if state["trial_id"] == self.trial_id and "torch_rng" in state:  # its own restart: dropout where it was
+            torch.set_rng_state(state["torch_rng"])  # (__init__ seeded it as at the trial's start)
+            if "cuda_rng" in state and torch.cuda.is_available():
+                torch.cuda.set_rng_state(state["cuda_rng"])
         if state["trial_id"] != self.trial_id:  # PBT exploit: another trial's weights, this trial's hyperparameters
             self.restored_from = state["trial_id"]
             self.loop.bad_evals, self.loop.stopped = 0, False  # its patience is its own, from here
@@ -240,7 +244,10 @@ class TrialRun:
             tune.report(report)  # ASHA and the table need only the metrics; a checkpoint is the whole state
             return
         with tempfile.TemporaryDirectory() as tmp:
-            self.engine.save(tmp, {**self.loop.state(), "best_state": self.best_state, "trial_id": self.trial_id})
+            rng = {"torch_rng": torch.get_rng_state(),  # dropout from here: a restart goes on as the trial would have
+                   **({"cuda_rng": torch.cuda.get_rng_state()} if torch.cuda.is_available() else {})}
+            self.engine.save(tmp, {**self.loop.state(), "best_state": self.best_state, "trial_id": self.trial_id,
+                                   **rng})
             if final and self.data.export:
                 self.export_best(Path(tmp) / "best")
             tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))

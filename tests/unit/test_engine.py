@@ -125,12 +125,14 @@ def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparam
     cfg_a, a = trial(1e-3, 0.01, seed=0)
     for i in range(3):
         assert a.step(_batch(i)).optimizer_stepped
-    a.save(tmp_path, {"step": 3, "trial_id": "a"})
+    rng = torch.get_rng_state()
+    a.save(tmp_path, {"step": 3, "trial_id": "a", "torch_rng": rng})  # as a trial saves its dropout's generator
     cfg_b, b = trial(5e-4, 0.1, seed=1)
     state = b.load(tmp_path, schedule=False)
     retune(b, cfg_b.optim, state["step"])
 
     assert (state["step"], state["trial_id"], b.global_step) == (3, "a", 3)
+    assert torch.equal(state["torch_rng"], rng)  # through the weights-only loader
     for (name, p), q in zip(a.module.state_dict().items(), b.module.state_dict().values()):
         assert torch.equal(p, q), name
     moments_a, moments_b = a.optimizer.state_dict()["state"], b.optimizer.state_dict()["state"]
