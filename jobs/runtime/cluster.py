@@ -84,7 +84,8 @@ def on_driver_node() -> dict:
 
 def refuse_sqlite_across_machines(tracking_uri: str, addresses: set[str] | None = None, grows: bool = False) -> None:
     """Refuse a SQLite tracking store when the cluster's nodes are on more than one machine (`addresses`: the
-    alive nodes' IPs, read from Ray when None), or when it `grows` (an autoscaler will add machines a job that did
+    alive nodes' host names, read from Ray when None: nodes of one machine may listen on several loopback addresses,
+    as the e2e tests' two-node clusters do, 127.0.0.1 and 127.0.0.3), or when it `grows` (an autoscaler will add machines a job that did
     not wait for them cannot see yet: a sweep). Rank 0 and sweep trials log from whichever node they land on: to a
     file of that machine (the run's metrics scattered over copies nobody reads) or one file over shared storage,
     whose locks SQLite cannot rely on ("database is locked" hours into a run). Nodes on one machine share it."""
@@ -97,7 +98,7 @@ def refuse_sqlite_across_machines(tracking_uri: str, addresses: set[str] | None 
     if addresses is None:
         import ray
 
-        addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+        addresses = {n.get("NodeManagerHostname") or n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
     if len(addresses) > 1:
         raise ValueError(f"tracking.tracking_uri={tracking_uri} is a SQLite file, but this Ray cluster's nodes are "
                          f"on {len(addresses)} machines ({', '.join(sorted(addresses))}): runs on other machines "

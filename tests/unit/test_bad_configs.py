@@ -455,9 +455,9 @@ def test_a_sqlite_store_is_refused_on_a_cluster_of_several_machines():
     from jobs.runtime.cluster import refuse_sqlite_across_machines
 
     with pytest.raises(ValueError, match=r"^tracking.tracking_uri=sqlite:////s/m.db is a SQLite file, but this Ray "
-                                         r"cluster's nodes are on 2 machines \(10.0.0.1, 10.0.0.2\).*MLflow server"):
-        refuse_sqlite_across_machines("sqlite:////s/m.db", {"10.0.0.2", "10.0.0.1"})
-    refuse_sqlite_across_machines("sqlite:////s/m.db", {"127.0.0.1"})
+                                         r"cluster's nodes are on 2 machines \(gpu-a, gpu-b\).*MLflow server"):
+        refuse_sqlite_across_machines("sqlite:////s/m.db", {"gpu-b", "gpu-a"})
+    refuse_sqlite_across_machines("sqlite:////s/m.db", {"laptop"})
     refuse_sqlite_across_machines("http://mlflow:5000", {"10.0.0.1", "10.0.0.2"}, grows=True)
     with pytest.raises(ValueError, match=r"SQLite file, but this Ray cluster's autoscaler adds machines"):
         refuse_sqlite_across_machines("sqlite:////s/m.db", {"10.0.0.1"}, grows=True)  # a sweep on an empty cluster
