@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make
 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.runtime import console  # noqa: E402
-from jobs.runtime.capacity import ensure_capacity  # noqa: E402
+from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.config.finetune import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
@@ -87,7 +87,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     earlier = resubmit.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
 
     dashboard = dashboard or init_ray()
-    ensure_capacity(resolved.scaling)  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
+    ensure_capacity(Demand.of_scaling(resolved.scaling))  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
     refuse_sqlite_across_machines(tracking_uri)
     ray.data.DataContext.get_current().enable_progress_bars = False
     # the workers get train and select only: no evaluation row reaches a choice

@@ -111,14 +111,13 @@ def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started
 
     dashboard = init_ray()
     if cfg.gpu_actors:  # an autoscaling cluster's GPU nodes come when asked for: before the run and the manifest
-        from types import SimpleNamespace
+        from jobs.runtime.capacity import Demand, ensure_capacity
 
-        from jobs.runtime.capacity import ensure_capacity
-
-        ensure_capacity(SimpleNamespace(
-            num_workers=cfg.gpu_actors, cpus_per_worker=1.0, use_gpu=True, capacity_timeout_s=cfg.capacity_timeout_s,
-            timeout_field="capacity_timeout_s", needed_by=f"gpu_actors={cfg.gpu_actors} (a GPU and a CPU each) plus 1 "
-            "CPU for Ray Data", hint="Lower gpu_actors, or add GPU nodes."))
+        ensure_capacity(Demand(
+            bundles=({"CPU": 1.0, "GPU": 1.0},) * cfg.gpu_actors + ({"CPU": 1.0},),
+            needed_by=f"gpu_actors={cfg.gpu_actors} (a GPU and a CPU each) plus 1 CPU for Ray Data",
+            hint="Lower gpu_actors, or add GPU nodes.", timeout_s=cfg.capacity_timeout_s,
+            timeout_field="capacity_timeout_s"))
     run_id = _start_run(uri, cfg, model, output)
     # the manifest is a file anyone reading the predictions reads, and a run artifact: no credentials in it
     manifest["mlflow"] = {"tracking_uri": tracking.redact(uri), "run_id": run_id}

@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.runtime import console  # noqa: E402
-from jobs.runtime.capacity import ensure_capacity  # noqa: E402
+from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
@@ -70,7 +70,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
 
     cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
     dashboard = init_ray()
-    ensure_capacity(cfg.scaling)  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
+    ensure_capacity(Demand.of_scaling(cfg.scaling))  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
     refuse_sqlite_across_machines(cfg.tracking.tracking_uri)
     ray.data.DataContext.get_current().enable_progress_bars = False  # our own progress lines instead
     if cfg.corpus.harvest_installed_docs:

@@ -1,34 +1,58 @@
 """What a job's workers need from the cluster, and waiting for it when an autoscaler can bring it.
 
 A cloud cluster starts with a head of 0 CPUs and worker types of `min_workers: 0`: nodes come when something asks.
-`ensure_capacity` asks the autoscaler for the job's bundles (one per Ray Train worker or GPU prediction replica, plus
-a CPU for Ray Data) with
-`ray.autoscaler.sdk.request_resources`, prints where the wait stands, and fails with one line naming what never
-arrived once `scaling.capacity_timeout_s` has passed. A cluster without an autoscaler (a local Ray, `ray start`
-nodes) cannot grow: a shortfall is refused at once. The request is withdrawn once the nodes are there (the workers'
-placement group holds them from then on; a standing request would keep them up after the job).
+`ensure_capacity` asks the autoscaler for the job's `Demand` (one bundle per Ray Train worker or GPU prediction
+replica, plus a CPU for Ray Data) with `ray.autoscaler.sdk.request_resources`, prints where the wait stands, and
+fails with one line naming what never arrived once the job's timeout (`scaling.capacity_timeout_s`, prediction's
+`capacity_timeout_s`) has passed. A cluster without an autoscaler (a local Ray, `ray start` nodes) cannot grow: a
+shortfall is refused at once, naming the fields that asked for it. The request is withdrawn once the nodes are there
+(the workers' placement group holds them from then on; a standing request would keep them up after the job).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 POLL_S = 2.0
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What a job asks of the cluster, and the words its refusal and its wait use: the bundles (one per training
+    worker or GPU prediction replica, and a CPU for Ray Data), the fields that set them (`needed_by`), what to change
+    on a cluster that cannot grow (`hint`), and how long to wait for an autoscaler (`timeout_s`, set by
+    `timeout_field`)."""
+
+    bundles: tuple[dict[str, float], ...]
+    needed_by: str
+    hint: str
+    timeout_s: float
+    timeout_field: str
+
+    @classmethod
+    def of_scaling(cls, scaling) -> "Demand":
+        """A training job's: its `scaling` section (pretraining's and fine-tuning's are the same fields)."""
+        return cls(bundles=tuple(bundles(scaling)),
+                   needed_by=f"scaling.num_workers x scaling.cpus_per_worker ({scaling.num_workers} x "
+                             f"{scaling.cpus_per_worker:g}) plus 1 CPU for Ray Data"
+                             + (f", and {scaling.num_workers} GPUs (scaling.use_gpu)" if scaling.use_gpu else ""),
+                   hint="Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes.",
+                   timeout_s=scaling.capacity_timeout_s, timeout_field="scaling.capacity_timeout_s")
+
+    def total(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for b in self.bundles:
+            for k, v in b.items():
+                total[k] = total.get(k, 0.0) + v
+        return total
 
 
 def bundles(scaling) -> list[dict[str, float]]:
     """One bundle per training worker (its CPUs, and its GPU), and one CPU for Ray Data's streaming."""
     worker = {"CPU": float(scaling.cpus_per_worker), **({"GPU": 1.0} if scaling.use_gpu else {})}
     return [dict(worker) for _ in range(scaling.num_workers)] + [{"CPU": 1.0}]
-
-
-def needs(scaling) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for b in bundles(scaling):
-        for k, v in b.items():
-            total[k] = total.get(k, 0.0) + v
-    return total
 
 
 def shortfall(need: dict[str, float], have: dict) -> dict[str, tuple[float, float]]:
@@ -40,14 +64,8 @@ def describe(short: dict[str, tuple[float, float]]) -> str:
     return ", ".join(f"{k} {have:g} of {need:g}" for k, (have, need) in short.items())
 
 
-def refusal(scaling, short: dict[str, tuple[float, float]]) -> str:
-    what = getattr(scaling, "needed_by", "") or (
-        f"scaling.num_workers x scaling.cpus_per_worker ({scaling.num_workers} x {scaling.cpus_per_worker:g}) "
-        f"plus 1 CPU for Ray Data" + (f", and {scaling.num_workers} GPUs (scaling.use_gpu)" if scaling.use_gpu
-                                      else ""))
-    hint = getattr(scaling, "hint", "") or \
-        "Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes."
-    return f"the Ray cluster has {describe(short)} needed by {what}. {hint}"
+def refusal(demand: Demand, short: dict[str, tuple[float, float]]) -> str:
+    return f"the Ray cluster has {describe(short)} needed by {demand.needed_by}. {demand.hint}"
 
 
 def has_autoscaler() -> bool:
@@ -78,23 +96,22 @@ def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: f
         time.sleep(poll_s)
 
 
-def ensure_capacity(scaling, say: Callable[[str], None] = print) -> None:
-    """Return once the connected cluster has what `scaling` needs, waiting for the autoscaler if there is one (the
+def ensure_capacity(demand: Demand, say: Callable[[str], None] = print) -> None:
+    """Return once the connected cluster has what `demand` asks for, waiting for the autoscaler if there is one (the
     request is withdrawn once the nodes are there: the workers' placement group then holds them)."""
     import ray
 
-    need = needs(scaling)
+    need = demand.total()
     short = shortfall(need, ray.cluster_resources())
     if not short:
         return
     if not has_autoscaler():
-        raise RuntimeError(refusal(scaling, short))
+        raise RuntimeError(refusal(demand, short))
     from ray.autoscaler.sdk import request_resources
 
-    request_resources(bundles=bundles(scaling))
+    request_resources(bundles=list(demand.bundles))
     try:
-        wait_for(need, ray.cluster_resources, scaling.capacity_timeout_s, say,
-                 field=getattr(scaling, "timeout_field", "scaling.capacity_timeout_s"))
+        wait_for(need, ray.cluster_resources, demand.timeout_s, say, field=demand.timeout_field)
         say(f"[cluster] the autoscaler brought {', '.join(f'{k} {v:g}' for k, v in need.items())}")
     finally:
         request_resources(bundles=[])

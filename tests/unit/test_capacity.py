@@ -5,22 +5,24 @@ tests/e2e/test_autoscaling.py."""
 import pytest
 
 from jobs.config.sections import ScalingConfig
-from jobs.runtime.capacity import bundles, needs, refusal, shortfall, wait_for
+from jobs.runtime.capacity import Demand, bundles, refusal, shortfall, wait_for
 
 
 def test_one_bundle_per_worker_and_a_cpu_for_ray_data():
     assert bundles(ScalingConfig(num_workers=2, cpus_per_worker=0.5)) == [{"CPU": 0.5}, {"CPU": 0.5}, {"CPU": 1.0}]
     gpu = ScalingConfig(num_workers=3, use_gpu=True, cpus_per_worker=4)
     assert bundles(gpu) == [{"CPU": 4.0, "GPU": 1.0}] * 3 + [{"CPU": 1.0}]
-    assert needs(gpu) == {"CPU": 13.0, "GPU": 3.0}
+    assert Demand.of_scaling(gpu).total() == {"CPU": 13.0, "GPU": 3.0}
 
 
 def test_shortfall_names_each_missing_resource_and_nothing_else():
     assert shortfall({"CPU": 3.0}, {"CPU": 3.0, "memory": 1e9}) == {}
     assert shortfall({"CPU": 13.0, "GPU": 3.0}, {"CPU": 16.0, "GPU": 2.0}) == {"GPU": (2.0, 3.0)}
     assert shortfall({"CPU": 3.0, "GPU": 1.0}, {}) == {"CPU": (0.0, 3.0), "GPU": (0.0, 1.0)}
-    line = refusal(ScalingConfig(num_workers=2), {"CPU": (2.0, 3.0)})
+    line = refusal(Demand.of_scaling(ScalingConfig(num_workers=2)), {"CPU": (2.0, 3.0)})
     assert "has CPU 2 of 3" in line and "2 x 1" in line and "scaling.cpus_per_worker" in line
+    line = refusal(Demand.of_scaling(ScalingConfig(num_workers=4, use_gpu=True)), {"GPU": (2.0, 4.0)})
+    assert "has GPU 2 of 4" in line and "4 GPUs (scaling.use_gpu)" in line
 
 
 class Clock:
