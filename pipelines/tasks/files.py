@@ -24,7 +24,8 @@ or the encoding Columns.encoding names (transcoded as it is read). A bad record 
 never fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invalid_<encoding>, e.g. invalid_cp1252, a
 byte the named encoding does not define), blank_line, bad_json (a line or array element that is not a JSON object),
 line_too_long (an array element past 16 Mi characters), bad_csv (text after a closing quote), unclosed_quote (a CSV
-/ TSV quote that never closes: its line, the lines after it are read again), wrong_column_count, missing_text,
+/ TSV quote that never closes: its line, the lines after it are read again), ambiguous_quote (a TSV quote that would
+run on over a line that is a whole row by itself: all its lines, text_records.tsv_records), wrong_column_count, missing_text,
 missing_label (absent, empty, JSON null, NaN; QA: answers absent or null, where [] is a question without an answer),
 unparseable_label (JSON bool / list as a class, a non-finite score, QA answers of no shape squad.answer_list reads),
 non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1, and

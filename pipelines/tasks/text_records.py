@@ -282,9 +282,13 @@ def tsv_records(f):
     (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
     quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
     lines (an embedded newline) where its line has fewer fields than the header. A run-on quote that never closes
-    is unclosed_quote on its own line, and the lines after it are read again."""
+    is unclosed_quote on its own line, and the lines after it are read again. A run-on that would swallow a line
+    holding a whole row of its own (the header's number of tab-separated fields), in a file that has shown no CSV
+    writer's quoting before it, is ambiguous_quote, all of its lines: read as one record, a GLUE-style line that opens
+    a quotation (`1<TAB>"Loved it`) would merge the rows after it up to a line ending in a quote into its text, under
+    its label; read line by line, a writer's cell holding a newline and a tab would become rows of its pieces."""
     _allow_long_fields()
-    feed, columns, quoted = _Feed(f, newline=_tsv_line_end(f)), 0, False
+    feed, columns, quoted, writer = _Feed(f, newline=_tsv_line_end(f)), 0, False, False
     while True:
         feed.start()
         try:
@@ -294,13 +298,15 @@ def tsv_records(f):
         n, text = feed.taken[0][0] - 1, line.rstrip("\r\n")
         fields = parsed = text.split("\t")
         if '"' in text:
-            parsed = _tsv_quoted(feed, line, fields, columns, quoted or not columns)
+            parsed = _tsv_quoted(feed, line, fields, columns, quoted or not columns, writer)
             if isinstance(parsed, Reject):
                 yield n, feed.where(), parsed, text
                 continue
+            writer = writer or (parsed != fields and len(feed.taken) == 1)  # a writer's quoting on one line
         record = _fields(n, feed, parsed, "\t")
         if not columns and isinstance(record[2], list):  # the header; quoted, it was a CSV writer's (QUOTE_ALL)
             columns, quoted = len(parsed), parsed != fields
+            writer = quoted
         yield record
 
 
@@ -314,8 +320,9 @@ def _tsv_line_end(f) -> str:
     return "\r" if head.count(b"\r") - head.count(b"\r\n") > head.count(b"\n") else "\n"
 
 
-def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool):
-    """A TSV line with quotes -> its fields as CSV where a CSV writer made it (see tsv_records), else `fields`."""
+def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool, writer: bool = False):
+    """A TSV line with quotes -> its fields as CSV where a CSV writer made it (see tsv_records), else `fields`;
+    `writer`: the file has shown a CSV writer's quoting before this line."""
     try:
         parsed = next(csv.reader([line], delimiter="\t", strict=True))
     except csv.Error as e:
@@ -326,6 +333,8 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
         try:  # the quoted field runs on: the record is the lines up to its closing quote
             record = next(csv.reader(itertools.chain([line], feed), delimiter="\t", strict=True))
             if short or len(record) == columns:
+                if not writer and _swallows_a_row(feed, columns, len(fields)):
+                    return Reject("ambiguous_quote")
                 return record
         except csv.Error:
             pass
@@ -335,6 +344,14 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
         feed.open_to = 0  # a whole line whose last field opens a quotation (GLUE's quotes are text): as it is
         return fields
     return parsed if quoted or any(c in p for p in parsed for c in '"\t\n\r') else fields  # a CSV writer's quoting
+
+
+def _swallows_a_row(feed: _Feed, columns: int, first_fields: int) -> bool:
+    """Whether a run-on record's later lines hold one that is a whole row by itself: `columns` tab-separated fields
+    (its last line too, unless the quote opened in the record's first field: then its last line is the rest of the
+    row and has that many fields anyway)."""
+    later = [text.rstrip("\r\n").split("\t") for _, text in feed.taken[1:]]
+    return columns > 1 and any(len(f) == columns for f in (later if first_fields > 1 else later[:-1]))
 
 
 def json_array(path, f):

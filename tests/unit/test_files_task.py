@@ -122,12 +122,29 @@ def test_a_csv_record_of_big_quoted_fields_over_many_lines_is_one_row(tmp_path):
 def test_a_tsv_text_column_last_running_over_lines_is_one_row(tmp_path):
     """pandas with the text column last: its quoted field with a newline ends the line at full width; the record
     is the lines up to the closing quote. A GLUE line whose last field opens a quotation stays as it is."""
-    data = 'label\ttext\n0\t"first part\nsecond\tpart"\n1\tnext\n'
+    data = 'label\ttext\n0\t"first part\nsecond part"\n1\tnext\n'
     rows, rejects, _, _ = read(write(tmp_path, "last.tsv", data), "tsv")
-    assert [(r["text_a"], r["label"]) for r in rows] == [("first part\nsecond\tpart", "0"), ("next", "1")]
+    assert [(r["text_a"], r["label"]) for r in rows] == [("first part\nsecond part", "0"), ("next", "1")]
+    data = 'label\ttext\n1\t"said ""hi"""\n0\t"first part\nsecond\tpart"\n1\tnext\n'  # a writer's file: a tab too
+    rows, rejects, _, _ = read(write(tmp_path, "tab.tsv", data), "tsv")
+    assert [r["text_a"] for r in rows] == ['said "hi"', "first part\nsecond\tpart", "next"] and not rejects
     data = 'label\ttext\n0\t"a quotation opens\n1\tthen "closes" here\n1\tthird\n'
     rows, rejects, _, _ = read(write(tmp_path, "glue.tsv", data), "tsv")
     assert [r["text_a"] for r in rows] == ['"a quotation opens', 'then "closes" here', "third"] and not rejects
+
+
+def test_a_tsv_quote_that_would_swallow_whole_rows_is_ambiguous_not_merged(tmp_path):
+    """A GLUE-style line whose last field opens a quotation that its line never closes, and a later line that ends in
+    a quote (an inch mark): read as one CSV record, the rows between would become its text, under its label, and
+    vanish uncounted. Every line of it is ambiguous_quote, counted and shown; the rows after it are read."""
+    data = 'label\ttext\n1\t"Loved it, bought two.\n0\tThe box says 12"\n1\tgreat\n'
+    rows, rejects, samples, _ = read(write(tmp_path, "inch.tsv", data), "tsv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("great", "1")]
+    assert rejects == {"ambiguous_quote": 1} and samples[0][:2] == ("ambiguous_quote", "lines 2-3")
+    data = 'text\tlabel\tid\n"opens here\tpos\nthen a row\tneg\tq2\nends here"\tq3\nlast\tpos\tq4\n'  # a short line
+    rows, rejects, samples, _ = read(write(tmp_path, "mid.tsv", data), "tsv", columns=Columns(id="id"))
+    assert [r["id"] for r in rows] == ["q4"]
+    assert rejects == {"ambiguous_quote": 1} and samples[0][:2] == ("ambiguous_quote", "lines 2-4")
 
 
 def test_a_header_naming_a_column_twice_is_refused(tmp_path):
