@@ -46,7 +46,7 @@ from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.config.predict import PredictConfig  # noqa: E402
 from jobs.inference import inputs, shards, stages  # noqa: E402
-from jobs.inference.model_ref import ModelRef, resolve_model  # noqa: E402
+from jobs.inference.model_ref import ModelRef, check_inputs, resolve_model  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 
 PROGRESS_EVERY_S = 10.0
@@ -81,6 +81,7 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
     from pipelines.tasks.common import TaskDataError
     from pipelines.tasks.file_finder import resolve_files
 
+    check_inputs(model, cfg.columns.text_pair)  # before the files are read
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
         _refuse_undecodable_names(files)

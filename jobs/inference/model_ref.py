@@ -24,6 +24,7 @@ class ModelRef:
     task: dict = field(default_factory=dict)  # the version's task_config tag
     digest: str = ""  # sha256 over its files: what "the same model" means to a rerun
     files: list = field(default_factory=list)  # the folder's files the model loads from (model_files): shipped
+    inputs: str = ""  # a sequence model's input as its fine-tuning data had it: "text" or "text,text_pair"; "" unknown
 
 
 def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
@@ -34,7 +35,7 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     from jobs.finetune import resolve_init
     from jobs.inference.kinds import folder_kind
 
-    name = version = run_id = ""
+    name = version = run_id = inputs = ""
     task: dict = {}
     try:
         if uri.startswith("models:/"):
@@ -43,12 +44,13 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
             pinned, found = pinned_version(uri, tracking_uri)  # an alias or `latest` resolved once: the whole job
             name, version, run_id = found.name, str(found.version), found.run_id or ""  # uses this version
             task = json.loads(found.tags.get("task_config", "{}"))  # a bad tag: the JSONDecodeError below
-            uri = pinned
+            inputs, uri = found.tags.get("data.inputs", ""), pinned
         elif uri.startswith("runs:/"):  # the run's task settings: its registered version's, or its logged config
             from jobs.registry.model_logging import task_settings
 
             run_id = uri[len("runs:/"):].split("/")[0]
             task = task_settings(MlflowClient(tracking_uri), run_id)
+            inputs = run_inputs(MlflowClient(tracking_uri), run_id)
         elif not Path(uri).is_dir():
             raise FileNotFoundError(f"no such folder {uri}")
         folder = resolve_init(uri, tracking_uri, download_dir)
@@ -72,7 +74,26 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     for f in files:
         with f.open("rb") as data:
             digest.update(f.name.encode() + b"\0" + hashlib.file_digest(data, "sha256").digest())
-    return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest(), files)
+    return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest(), files, inputs)
+
+
+def run_inputs(client, run_id: str) -> str:
+    """The `data.inputs` tag of run `run_id`, or of its parent (a sweep's trial: the sweep's run read the data)."""
+    tags = client.get_run(run_id).data.tags
+    parent = tags.get("mlflow.parentRunId")
+    return tags.get("data.inputs") or (client.get_run(parent).data.tags.get("data.inputs", "") if parent else "")
+
+
+def check_inputs(model: ModelRef, text_pair: str) -> None:
+    """Refuse to read sentence pairs for a model fine-tuned on single sentences, or single sentences for one
+    fine-tuned on pairs: each row would be encoded otherwise than the model learned, and predicted without a
+    word of warning. A model that records nothing (a folder, a version registered before the tag) is let be."""
+    if model.inputs == "text,text_pair" and not text_pair:
+        raise ConfigError(f"model {model.uri!r} was fine-tuned on sentence pairs: name the input's second text with "
+                          "columns.text_pair=COLUMN (and its first with columns.text=COLUMN)")
+    if model.inputs == "text" and text_pair:
+        raise ConfigError(f"model {model.uri!r} was fine-tuned on single sentences: drop columns.text_pair="
+                          f"{text_pair}")
 
 
 # the files transformers loads a model and its tokenizer from; the weights it picks, in its order: safetensors, whole

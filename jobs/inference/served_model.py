@@ -42,6 +42,8 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         config = context.model_config or {}
         self.predictor = Predictor(context.artifacts["model"], qa=QASettings.from_task(config),
                                    threshold=float(config.get("multi_label_threshold", 0.5)))
+        self.pairs = config.get("text_pair")  # fine-tuned on sentence pairs (True), single sentences (False); None:
+        # logged before the model recorded it
 
     def __getstate__(self):
         """Pickled without a loaded model: MLflow runs the input example through the instance before it pickles it,
@@ -81,6 +83,10 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         refuse_blank(kind, "text", texts)
         if kind == "token-classification":
             return [{"id": str(i), "text": str(t)} for i, t in enumerate(texts)], {}
+        if self.pairs is not None and self.pairs != ("text_pair" in table.columns):
+            raise ValueError(f"{kind}: this model was fine-tuned on " + (
+                "sentence pairs: send a table of text and text_pair" if self.pairs else
+                "single sentences: send no text_pair column"))
         if "text_pair" not in table.columns:
             return [{"id": str(i), "text_a": str(t), "text_b": None} for i, t in enumerate(texts)], {}
         # a request of pairs: every row has its pair, as batch prediction with columns.text_pair rejects a row without

@@ -1,9 +1,9 @@
 """What fine-tuning needs from each task: rows in their three roles, features, the head, and the official metrics.
 
-The readers, featurizers and metrics live in pipelines/tasks; this module only wires them to a
-task name. Roles (pipelines/tasks/roles.py): `train` fits, `select` makes every choice (best checkpoint,
-early stopping, trial, seed, SQuAD v2's null threshold), the evaluation splits (`dev`; MNLI: `dev_matched`
-and `dev_mismatched`) judge the chosen model once, on the driver. Contracts with the worker (jobs/workers/finetune_worker.py):
+The readers, featurizers and metrics live in pipelines/tasks; this module only wires them to a task name. Roles
+(pipelines/tasks/roles.py): `train` fits, `select` makes every choice (best checkpoint, early stopping, trial, seed,
+SQuAD v2's null threshold), the evaluation splits (`dev`; MNLI: `dev_matched` and `dev_mismatched`) judge the chosen
+model once, on the driver. Contracts with the worker (jobs/workers/finetune_worker.py):
   * every row gets `row_index` (its position in its split); every feature carries it, plus `window`
     (the feature's number among its row's features: SQuAD windows; 0 elsewhere), so predictions
     gathered in any order sort back to the order `squad_eval_features` produces;
@@ -269,8 +269,8 @@ def rows_digest(rows: TaskRows, splits: tuple[str, ...] = ()) -> str:
 
 
 def split_tags(rows: TaskRows) -> dict[str, str]:
-    """`data.<split>.rows` / `data.<split>.sha256` for every split, and the leaks removed: run and version tags."""
-    tags = {}
+    """`data.<split>.rows` / `.sha256` of every split, the leaks removed, a sequence task's inputs: run/version tags."""
+    tags = {"data.inputs": rows.inputs()} if rows.inputs() else {}  # "text", or "text,text_pair"
     for split, info in rows.summary().items():
         tags[f"data.{split}.rows"], tags[f"data.{split}.sha256"] = str(info["rows"]), info["sha256"]
     tags["data.roles"] = f"train fits, {SELECT} chooses, {'/'.join(rows.evaluation)} evaluates"

@@ -120,11 +120,12 @@ def _log_pyfunc(python_model, release_dir: str, registered_model: str | None, ta
 
 
 def log_release_model(release_dir: str, registered_model: str | None, task: str,
-                      input_example: list[str] | None = None, card: str = "", settings: dict | None = None):
+                      input_example: list | None = None, card: str = "", settings: dict | None = None):
     """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too), with
     `input_example` and the signature inferred from it, and `card` (markdown) as its model card: MLflow then
-    does not look for one on the Hugging Face Hub, which has never seen this model. A multi-label classifier or a
-    tagger as our pyfunc instead, with the fine-tuning task's `settings` (its TaskConfig as a dict: the threshold)."""
+    does not look for one on the Hugging Face Hub, which has never seen this model. A multi-label classifier, a
+    tagger, or a model of sentence pairs (an input example of {text, text_pair} records) as our pyfunc instead, with
+    the fine-tuning task's `settings` (its TaskConfig as a dict: the threshold)."""
     import mlflow
     import transformers
     from huggingface_hub import ModelCard
@@ -135,12 +136,16 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str,
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     model = model_class(task, release_dir).from_pretrained(release_dir)
     kind = folder_kind(release_dir)
-    if kind in SERVED_KINDS:  # the pipeline would not answer as batch prediction: our pyfunc (the task's threshold)
-        from jobs.inference.served_model import PredictorModel
+    pairs = bool(input_example) and isinstance(input_example[0], dict) and "text_pair" in input_example[0]
+    if kind in SERVED_KINDS or pairs:  # the pipeline would not answer as batch prediction: our pyfunc (the task's
+        from jobs.inference.served_model import PredictorModel  # threshold; a pair's second text, which the
+        # pipeline's one-column signature would drop from every request). The input example as the pipeline's: a
+        # list of texts, so requests keep their form ({"inputs": [...]}); pairs as a table of text and text_pair
+        import pandas as pd
 
-        # the input example as the pipeline's: a list of texts, so requests keep their form ({"inputs": [...]})
-        return _log_pyfunc(PredictorModel(), release_dir, registered_model, task, served_config(kind, settings or {}),
-                           input_example)
+        return _log_pyfunc(PredictorModel(), release_dir, registered_model, task,
+                           {**served_config(kind, settings or {}), "text_pair": pairs},
+                           pd.DataFrame(input_example) if pairs else input_example)
     tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
     return mlflow.transformers.log_model(
         transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins(),

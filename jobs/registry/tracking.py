@@ -327,9 +327,9 @@ def end_dead_run(tracking_uri: str, run_id: str) -> None:
 
 
 def input_example(rows: list[dict], n: int = 2) -> list | None:
-    """The first `n` evaluation rows as the served model's input: a sentence (classification with one text, or NER's
-    tokens joined), a {question, context} record (QA); None for sentence pairs, whose pipeline takes structured
-    inputs."""
+    """The first `n` rows as the served model's input: a sentence (classification with one text, or NER's tokens
+    joined), a {question, context} record (QA), a {text, text_pair} record (sentence pairs: the signature MLflow
+    infers from it then has both columns)."""
     if not rows:
         return None
     if "question" in rows[0] and "context" in rows[0]:
@@ -338,6 +338,8 @@ def input_example(rows: list[dict], n: int = 2) -> list | None:
         return [" ".join(map(str, r["tokens"])) for r in rows[:n]]
     if "text_a" in rows[0] and not isinstance(rows[0].get("text_b"), str):
         return [str(r["text_a"]) for r in rows[:n]]
+    if "text_a" in rows[0]:
+        return [{"text": str(r["text_a"]), "text_pair": str(r["text_b"])} for r in rows[:n]]
     return None
 
 

@@ -16,7 +16,7 @@ from jobs.inference.served_model import PredictorModel
 
 def served(predictor: Predictor) -> PredictorModel:
     model = PredictorModel()
-    model.predictor = predictor  # what load_context builds from the artifact and model_config
+    model.predictor, model.pairs = predictor, None  # what load_context builds from the artifact and model_config
     return model
 
 
@@ -149,3 +149,60 @@ def test_a_served_pair_request_refuses_a_row_without_its_pair_naming_it(tmp_path
     ours = model.predictor.predict([{"id": "0", "text_a": "hello", "text_b": "x"},
                                     {"id": "1", "text_a": "world", "text_b": "y"}])
     assert list(answer["score"]) == pytest.approx([p["score"] for p in ours], abs=1e-6)
+
+
+def test_a_pair_trained_classifier_is_served_and_predicted_on_its_pairs(tmp_path):
+    """A classifier fine-tuned on sentence pairs (MRPC, NLI, a user's text/text_pair columns): the transformers
+    pipeline MLflow would serve it with has a signature of one text column, which drops text_pair from every request,
+    and the model would answer from the first sentence alone. It is served by our pyfunc on both columns, answers
+    what batch prediction computes for the pair, and refuses a request without pairs; a prediction job of it, and of
+    a single-sentence model, refuses the other form of input, from the `data.inputs` tag its version carries."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.config import ConfigError
+    from jobs.inference.model_ref import check_inputs
+    from jobs.predict import resolve_model
+    from jobs.registry import tracking
+    from jobs.registry.model_logging import log_release_model
+    from pipelines.tasks.roles import TaskRows
+
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=2, id2label={0: "neg", 1: "pos"},
+                  label2id={"neg": 0, "pos": 1})
+    pairs = TaskRows(train=[], select=[{"text_a": "a fine day in the park", "text_b": "never again"}],
+                     evaluation={"dev": []})
+    assert pairs.inputs() == "text,text_pair"
+    assert TaskRows([], [], {"dev": [{"text_a": "x", "text_b": None}]}).inputs() == "text"
+    example = tracking.input_example(pairs.select)
+    assert example == [{"text": "a fine day in the park", "text_pair": "never again"}]
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = tracking.start_run(uri, "pairs", str(tmp_path / "art"), "pairs", {})
+    mlflow.set_tracking_uri(uri)
+    with mlflow.start_run(run_id=run_id):
+        info = log_release_model(folder, "pairs", "text-classification", example)
+    served_model = mlflow.pyfunc.load_model(info.model_uri)
+    table = pd.DataFrame({"text": ["a fine day in the park", "the river"], "text_pair": ["never again", "a bridge"]})
+    answer = served_model.predict(table)
+    predictor = Predictor(folder, cpu_kernels="torch")
+    ours = predictor.predict([{"id": str(i), "text_a": a, "text_b": b}
+                              for i, (a, b) in enumerate(zip(table["text"], table["text_pair"]))])
+    alone = predictor.predict([{"id": str(i), "text_a": a, "text_b": None} for i, a in enumerate(table["text"])])
+    assert list(answer["score"]) == pytest.approx([p["score"] for p in ours], abs=1e-6)
+    assert all(abs(p["score"] - q["score"]) > 1e-7 for p, q in zip(ours, alone))  # the pair changes the answer
+    with pytest.raises(Exception, match=r"missing inputs \['text_pair'\]"):  # the signature's, before ours
+        served_model.predict(pd.DataFrame({"text": ["a fine day"]}))
+    with pytest.raises(ValueError, match="fine-tuned on sentence pairs: send a table of text and text_pair"):
+        served_model.unwrap_python_model().predict(None, pd.DataFrame({"text": ["a fine day"]}))
+
+    MlflowClient(uri).set_model_version_tag("pairs", "1", "data.inputs", pairs.inputs())
+    model = resolve_model("models:/pairs/1", uri, tmp_path / "download")
+    assert model.inputs == "text,text_pair"
+    with pytest.raises(ConfigError, match=r"fine-tuned on sentence pairs: name the input's second text with "
+                                          r"columns.text_pair=COLUMN"):
+        check_inputs(model, "")
+    check_inputs(model, "second")
+    model.inputs = "text"
+    with pytest.raises(ConfigError, match=r"fine-tuned on single sentences: drop columns.text_pair=second"):
+        check_inputs(model, "second")
+    model.inputs = ""  # a folder, a version registered before the tag: as before
+    check_inputs(model, "") or check_inputs(model, "second")
