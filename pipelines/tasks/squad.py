@@ -212,7 +212,7 @@ def postprocess_predictions(examples, features, start_logits, end_logits, n_best
     """{example id: answer text} from per-window logits (F, T) over `squad_eval_features` output.
 
     The best span over all windows of an example maximises start + end logit among the n_best
-    starts and ends of each window, inside the context, end >= start, at most max_answer_length
+    starts and ends of each window's context pieces, end >= start, at most max_answer_length
     pieces. v2: answer "" when the null score (smallest [CLS] start + end over the windows, as
     original BERT) beats the best span by more than null_threshold.
     """
@@ -241,8 +241,11 @@ def best_spans(examples, features, start_logits, end_logits, n_best: int = 20,
         for i in windows[ex["id"]]:
             offsets, s_logit, e_logit = features["offset_mapping"][i], start_logits[i], end_logits[i]
             null_score = min(null_score, float(s_logit[0] + e_logit[0]))
-            top_starts = np.argsort(s_logit)[::-1][:n_best]
-            top_ends = np.argsort(e_logit)[::-1][:n_best]
+            # the n_best among the context's pieces: a question's, a special or a padding position never takes a
+            # place (padded to max_seq_len in evaluation, not in prediction: both pick the same span)
+            context = np.asarray([k < len(offsets) and offsets[k] is not None for k in range(len(s_logit))])
+            top_starts = np.argsort(np.where(context, s_logit, -np.inf))[::-1][:n_best]
+            top_ends = np.argsort(np.where(context, e_logit, -np.inf))[::-1][:n_best]
             for s in top_starts:
                 if s >= len(offsets) or offsets[s] is None:
                     continue

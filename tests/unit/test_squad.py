@@ -303,6 +303,22 @@ def test_n_best_limits_the_candidates():
     assert postprocess_predictions([ex], features, start, end, n_best=3) == {"e": "gamma"}
 
 
+def test_n_best_counts_context_pieces_only_so_padding_changes_no_answer():
+    """Evaluation pads every window to max_seq_len; prediction (jobs/inference/predictor.py) does not. A padding or
+    question position whose logit ranks high must not take one of the n_best places, or the promotion gate's F1
+    would score other answers than the served model gives: the same span either way."""
+    context = "alpha beta gamma delta"
+    ex = {"id": "e", "context": context, "answers": {"text": ["gamma"], "answer_start": [11]}, "is_impossible": False}
+    offsets = [None, None, (0, 5), (6, 10), (11, 16), (17, 22), None]  # [CLS], a question piece, 4 words, [SEP]
+    start = np.array([[0.0, 7.0, 1.0, 2.0, 5.0, 0.5, 6.0] + [9.0, 8.0]])  # padded: two more positions
+    end = np.array([[0.0, 7.0, 1.0, 2.0, 5.0, 0.5, 6.0] + [9.0, 8.0]])
+    padded = {"example_id": ["e"], "offset_mapping": [offsets + [None, None]]}
+    assert postprocess_predictions([ex], padded, start, end, n_best=2) == {"e": "gamma"}
+    unpadded = {"example_id": ["e"], "offset_mapping": [offsets]}
+    start[0, 7:] = end[0, 7:] = -np.inf  # as the predictor pads windows of other lengths
+    assert postprocess_predictions([ex], unpadded, start, end, n_best=2) == {"e": "gamma"}
+
+
 def test_null_threshold_is_chosen_on_dev():
     """Two answerable questions whose spans are right but weaker than [CLS], two impossible ones:
     the best threshold keeps the spans and nulls the impossible ones."""
