@@ -74,7 +74,7 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
                 raise ValueError(f"question answering needs the columns question and context; missing: "
                                  f"{', '.join(sorted(absent))}")
             empty = {"answer": "", "answer_start": -1, "score": None, "null_score": None}
-            return [None if missing(q) or missing(c) else {"id": str(i), "question": str(q), "context": str(c)}
+            return [None if blank(q) or blank(c) else {"id": str(i), "question": str(q), "context": str(c)}
                     for i, (q, c) in enumerate(zip(table["question"], table["context"]))], empty
         if "text" not in table.columns and len(table.columns) != 1:
             raise ValueError(f"{kind} needs a column text (or a single column of texts); got "
@@ -97,10 +97,15 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
                 for i, (t, p) in enumerate(zip(texts, table["text_pair"]))], {}
 
 
+def blank(value) -> bool:
+    """Null, or text of whitespace alone: what batch prediction's reader takes for a missing field."""
+    return missing(value) or not str(value).strip()
+
+
 def refuse_blank(kind: str, column: str, values, hint: str = "") -> None:
     """Raise naming the first row (and how many more) whose `column` is null or blank: what batch prediction's reader
     rejects as missing_text (pipelines/tasks/files.py)."""
-    bad = [i for i, v in enumerate(values) if missing(v) or not str(v).strip()]
+    bad = [i for i, v in enumerate(values) if blank(v)]
     if bad:
         more = f" and {len(bad) - 1} more" if bad[1:] else ""
         raise ValueError(f"{kind}: row {bad[0]}{more} has no {column} (null or blank){hint}")

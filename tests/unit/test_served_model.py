@@ -122,12 +122,12 @@ def test_a_null_question_or_context_is_answered_as_no_answer_not_from_the_word_n
     model.predictor = Predictor(folder, qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16),
                                 cpu_kernels="torch")
     context = "the river flows past Paris and London"
-    table = pd.DataFrame({"question": ["where does it flow", None, "what is it"],
-                          "context": [context, context, float("nan")]})
+    table = pd.DataFrame({"question": ["where does it flow", None, "what is it", "  "],  # blank: missing_field in
+                          "context": [context, context, float("nan"), context]})  # batch prediction, no answer here
     answer = model.predict(None, table)
     alone = model.predictor.predict([{"id": "0", "question": "where does it flow", "context": context}])[0]
     assert (answer["answer"][0], answer["answer_start"][0]) == (alone["answer"], alone["answer_start"])
-    assert list(answer["answer"][1:]) == ["", ""] and list(answer["answer_start"][1:]) == [-1, -1]
+    assert list(answer["answer"][1:]) == ["", "", ""] and list(answer["answer_start"][1:]) == [-1, -1, -1]
     assert answer["score"][1:].isna().all()
     with pytest.raises(ValueError, match="row 1 has no text"):
         served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(
