@@ -75,6 +75,27 @@ def group_key(rows: list[dict], kind: str) -> Callable[[dict], str]:
     return lambda r: content_key(r, kind)
 
 
+def oversized_group(key: str, rows: int, max_rows: int) -> None:
+    """Refuse a carve whose first group (the lowest hash) holds more than `max_rows` rows: taken whole, it would
+    move far more than the fraction out of train (the rows of a templated first sentence, one huge document), and
+    to the driver; skipped, the streamed carve could not choose as the list carve does. Names the group."""
+    if rows <= max_rows:
+        return
+    from pipelines.tasks.common import TaskDataError
+
+    what = ("rows sharing one first sentence, " + key[len("text_a:"):][:80] if key.startswith("text_a:") else
+            "sentences of one document" if key.startswith("document:") else
+            f"questions on one context, {key[:80]!r}" if not _hex(key) else "rows with one identical input")
+    raise TaskDataError(f"the carve of the select / dev rows from the training files would take {rows:,} {what}: more "
+                        f"than task.selection_max_rows={max_rows:,} in one group that is never split; give the "
+                        "evaluation and select rows as files (task.dev_file, task.select_file), or raise "
+                        "task.selection_max_rows")
+
+
+def _hex(key: str) -> bool:
+    return len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+
+
 def unit_hash(key: str) -> float:
     """A stable number in [0, 1) for a group key."""
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
@@ -83,7 +104,8 @@ def unit_hash(key: str) -> float:
 def carve(rows: list[dict], group: Callable[[dict], str], fraction: float, max_rows: int
           ) -> tuple[list[dict], list[dict]]:
     """(train, select): the groups whose hash is below `fraction` go to select, lowest hashes first, until
-    `max_rows` rows (a group is never cut). Each side keeps at least one group when there are two."""
+    `max_rows` rows (a group is never cut). Each side keeps at least one group when there are two; a first group of
+    more than `max_rows` rows is refused (oversized_group), never taken whole."""
     keys = [group(row) for row in rows]
     by_group: dict[str, list[dict]] = collections.defaultdict(list)
     for key, row in zip(keys, rows):
@@ -92,11 +114,12 @@ def carve(rows: list[dict], group: Callable[[dict], str], fraction: float, max_r
     chosen: set[str] = set()
     taken = 0
     for g in ranked:
-        if unit_hash(g) >= fraction or (chosen and taken + len(by_group[g]) > max_rows):
+        if unit_hash(g) >= fraction or taken + len(by_group[g]) > max_rows:
             break
         chosen.add(g)
         taken += len(by_group[g])
     if not chosen and ranked:
+        oversized_group(ranked[0], len(by_group[ranked[0]]), max_rows)
         chosen.add(ranked[0])
     if len(chosen) == len(ranked) > 1:
         chosen.discard(ranked[-1])

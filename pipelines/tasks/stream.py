@@ -31,7 +31,7 @@ from pipelines.tasks.common import TaskDataError, count_too_long
 from pipelines.tasks.file_finder import resolve_files
 from pipelines.tasks.files import Columns, read_file
 from pipelines.tasks.labels import encode_labels, label_set
-from pipelines.tasks.roles import INPUT_FIELDS, content_key, leak_keys, unit_hash
+from pipelines.tasks.roles import INPUT_FIELDS, content_key, leak_keys, oversized_group, unit_hash
 
 EVALUATION_SALT = "evaluation|"  # the evaluation carve's hash is not the select carve's
 MAX_LABELS = 100_000  # more distinct labels than this: the label column is not a label
@@ -136,7 +136,7 @@ def _candidates(batch, kind: str, mode: str, fraction: float, max_rows: int, car
     """Pass 3 (once per carve): (hash, group, rows) of the groups under the fraction that the carve could take,
     groups in `exclude` (the evaluation carve's, for select) left out; and the lowest. A block sends at most
     `max_rows` rows' worth: the driver's share stays flat."""
-    found, lowest = collections.Counter(), None
+    found, lowest, lowest_rows = collections.Counter(), None, 0
     for row in _rows(batch):
         g = _group(row, kind, mode)
         if g in exclude:
@@ -145,31 +145,36 @@ def _candidates(batch, kind: str, mode: str, fraction: float, max_rows: int, car
         if h < fraction:
             found[(h, g)] += 1
         if lowest is None or (h, g) < lowest:
-            lowest = (h, g)
+            lowest, lowest_rows = (h, g), 0
+        lowest_rows += (h, g) == lowest
     return {"found": [json.dumps([[h, g, n] for (h, g), n in _lowest(found, max_rows).items()])],
-            "lowest": [json.dumps(lowest)]}
+            "lowest": [json.dumps([*lowest, lowest_rows] if lowest else None)]}
 
 
 def _chosen(records, max_rows: int) -> set[str]:
     """roles.carve's rule over the candidates (an iterator of pass 3's records): lowest hashes first until
-    `max_rows` rows, a group never cut; at least one group. Merged record by record, pruned as it goes."""
+    `max_rows` rows, a group never cut; at least one group, refused when it holds more than `max_rows` rows.
+    Merged record by record, pruned as it goes."""
     counts: collections.Counter = collections.Counter()
     lowest = []
     for rec in records:
         for h, g, n in json.loads(rec["found"]):
             counts[(h, g)] += n
         counts = collections.Counter(_lowest(counts, max_rows))
-        low = json.loads(rec["lowest"])
-        if low:
-            lowest = min(lowest, [tuple(low)]) if lowest else [tuple(low)]
+        low = json.loads(rec["lowest"])  # [hash, group, its rows in the block]: the lowest group is its block's
+        if low and (not lowest or low[:2] < lowest[:2]):  # lowest in every block that holds it, so its rows add up
+            lowest = low
+        elif low and low[:2] == lowest[:2]:
+            lowest = [*lowest[:2], lowest[2] + low[2]]
     chosen, taken = set(), 0
     for h, g in sorted(counts):
-        if chosen and taken + counts[(h, g)] > max_rows:
+        if taken + counts[(h, g)] > max_rows:
             break
         chosen.add(g)
         taken += counts[(h, g)]
     if not chosen and lowest:
-        chosen.add(lowest[0][1])
+        oversized_group(lowest[1], lowest[2], max_rows)
+        chosen.add(lowest[1])
     return chosen
 
 

