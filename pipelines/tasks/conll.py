@@ -75,6 +75,40 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
         yield max(document, 0), lines, bad, f"lines {start + 1}-{n + 1}"
 
 
+NAMING_SENTENCES = 64  # a document is named by the content of its first sentences (at most this many: held)
+
+
+def named_documents(sentences):
+    """conll_sentences' stream with each document named by its content (sha256 of its first NAMING_SENTENCES
+    sentences' lines, in bounded memory) instead of its number: the carve keeps a document whole by its name, and a
+    document added elsewhere in the file, or the file renamed, moves no other between train, select and dev."""
+    import hashlib
+
+    held, named, current = [], None, None
+    for document, lines, bad, where in sentences:
+        if document != current:  # a new document: the last one's held sentences are named by what was held
+            yield from _flush(held, named)
+            held, named, current = [], None, document
+        if named is not None:
+            yield named, lines, bad, where
+            continue
+        held.append((lines, bad, where))
+        if len(held) == NAMING_SENTENCES:
+            named = hashlib.sha256("\n\n".join("\n".join(s[0]) for s in held).encode()).hexdigest()
+            yield from _flush(held, named)
+            held = []
+    yield from _flush(held, named)
+
+
+def _flush(held, named):
+    if held:
+        import hashlib
+
+        name = named or hashlib.sha256("\n\n".join("\n".join(s[0]) for s in held).encode()).hexdigest()
+        for lines, bad, where in held:
+            yield name, lines, bad, where
+
+
 def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: bool) -> bool:
     """Whether a '#' line before a sentence's first token is a comment (conll_sentences' rule): a free-text comment
     taken for the first token line would fix the column count and reject every sentence of the file."""

@@ -61,7 +61,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
 from pipelines.tasks.cells import cell_id, cell_text, integral
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
-from pipelines.tasks.conll import conll_sentences
+from pipelines.tasks.conll import conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.squad import NEEDS_VERSION_2, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
@@ -182,9 +182,9 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
                 for n, where, text, excerpt in text_lines(f, lone_cr=True))
     tagged = bool(columns.tags)  # "": words alone, to tag (predict), where a file may have one column
     return ((n, where, Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
-             {"id": f"{_name(path)}:{n}", "document": f"{_name(path)}:doc{document}", "tokens": [x.split()[0] for x in lines],
+             {"id": f"{_name(path)}:{n}", "document": document, "tokens": [x.split()[0] for x in lines],
               "ner_tags": [x.split()[-1] for x in lines] if tagged else None}, " | ".join(lines[:5]))
-            for n, (document, lines, bad, where) in enumerate(conll_sentences(f, tagged=tagged)))
+            for n, (document, lines, bad, where) in enumerate(named_documents(conll_sentences(f, tagged=tagged))))
 
 
 # --- Rows ---

@@ -349,6 +349,28 @@ def test_token_rows_from_jsonl_and_conll(tmp_path):
     assert rows[0]["document"] != rows[1]["document"] and rejects == {"invalid_utf8": 1}
 
 
+def test_conll_documents_are_named_by_their_content_not_their_place(tmp_path):
+    """The carve keeps a document whole by its name: named by position ("train.conll:doc3"), a document added at the
+    top of the file, or the file renamed, would move every document to another name and reshuffle train, select and
+    dev between two versions of the data. Named by content, each keeps its name; a document longer than the
+    sentences that name it (NAMING_SENTENCES) has one name for all its sentences."""
+    from pipelines.tasks.conll import NAMING_SENTENCES
+
+    def doc(d, sentences=3):
+        return "-DOCSTART- -X- O\n\n" + "".join(f"Doc{d} NNP B-ORG\nsays VBZ O\nthing{k} NN O\n\n"
+                                              for k in range(sentences))
+    docs = [doc(d) for d in range(12)] + [doc(99, NAMING_SENTENCES + 5)]
+    names = {}
+    for name, text in (("train.conll", "".join(docs)), ("train_v2.conll", doc(50) + "".join(docs))):
+        rows, _, _, _ = read(write(tmp_path, name, text), "conll", "token-classification")
+        names[name] = {tuple(r["tokens"]): r["document"] for r in rows}
+    before, after = names["train.conll"], names["train_v2.conll"]
+    assert all(after[tokens] == document for tokens, document in before.items())
+    assert len(set(before.values())) == 13 and len(set(after.values())) == 14
+    long = {document for tokens, document in before.items() if tokens[0] == "Doc99"}
+    assert len(long) == 1 and sum(tokens[0] == "Doc99" for tokens in before) == NAMING_SENTENCES + 5
+
+
 SQUAD = {"version": "v2.0", "data": [{"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": [
     {"id": "q1", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]},
     {"id": "q2", "question": "Bad?", "answers": [{"text": "France", "answer_start": 3}]},
