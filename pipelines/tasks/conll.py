@@ -146,8 +146,20 @@ def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSpl
     return out.report()
 
 
-def _inside(tag: str) -> str:
-    return "I-" + tag[2:] if tag.startswith("B-") else tag
+# a word's later pieces continue its entity: B-X's as I-X; IOBES's S-X (an entity of one word) as E-X, BILOU's U-X as
+# L-X (or I-X), so that the pieces group into one entity (jobs/inference/predictor.grouping_tags reads S-/U- as B-:
+# "U.S." tagged S-LOC on each of its pieces u . s . was four entities)
+CONTINUATIONS = {"B": ("I",), "S": ("E", "I"), "U": ("L", "I")}
+
+
+def _continuation(tag: str, index: dict) -> int:
+    """The label of a later piece of a word tagged `tag`: its entity's continuation where the label set has one,
+    else `tag` itself (a set read from training data often has B-X but no I-X: HF run_ner's b_to_i_label)."""
+    prefix, _, kind = tag.partition("-")
+    for p in CONTINUATIONS.get(prefix, ()) if kind else ():
+        if f"{p}-{kind}" in index:
+            return index[f"{p}-{kind}"]
+    return index[tag]
 
 
 def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: bool = False,
@@ -156,8 +168,8 @@ def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: b
     bool: the sentence has words without a labeled piece (cut by max_seq_len, or words the
     tokenizer reduces to nothing), so their gold tags are absent from evaluation.
 
-    label_all_subwords labels continuation pieces too, B-X becoming I-X (a word is one entity), or staying B-X
-    where I-X is no label. Without it, a word's first piece carries its tag and so does every later piece that
+    label_all_subwords labels continuation pieces too, B-X becoming I-X (a word is one entity; IOBES's S-X E-X,
+    BILOU's U-X L-X), or staying B-X where I-X is no label. Without it, a word's first piece carries its tag and so does every later piece that
     starts a word of its own for transformers' token-classification pipeline (which serves the model, FIRST
     aggregation): a piece not prefixed "##" (BERT's pre-tokenizer splits "U.S." into u . s ., "AT&T" into at & t),
     or an [UNK]. Those carry the continuation tag (B-X's I-X), so the served pipeline, which tags each such word by
@@ -166,8 +178,7 @@ def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: b
     """
     tok = load_tokenizer(tokenizer)
     index = {tag: i for i, tag in enumerate(labels)}
-    # a label set read from training data often has B-X but no I-X (single-word entity types): HF run_ner's b_to_i_label
-    continuation = {tag: index.get(_inside(tag), i) for tag, i in index.items()}
+    continuation = {tag: _continuation(tag, index) for tag in index}
     enc = tok([list(s["tokens"]) for s in sentences], is_split_into_words=True, truncation=True,
               max_length=max_seq_len, padding="max_length", return_token_type_ids=True, return_attention_mask=True)
     prefix, unk = tok.backend_tokenizer.model.continuing_subword_prefix, tok.unk_token  # WordPiece's "##"

@@ -164,6 +164,24 @@ def test_every_piece_the_served_pipeline_reads_as_a_word_start_is_trained(tok):
     assert pieces[2:6] == ["u", ".", "s", "."] and us == ["B-LOC", "I-LOC", "I-LOC", "I-LOC"]
 
 
+def test_a_single_word_entity_of_iobes_or_bilou_continues_as_one_entity(tok):
+    """IOBES's S-X and BILOU's U-X tag an entity of one word; its later pieces (the pieces of "U.S." the pipeline
+    reads as words) take E-X / L-X, which the served tagger groups with the first (grouping_tags: S-/U- as B-,
+    E-/L- as I-): "U.S." is one entity, not four."""
+    from jobs.inference.predictor import grouping_tags
+
+    for scheme, single, last in (("IOBES", "S", "E"), ("BILOU", "U", "L")):
+        labels = ("O", "B-LOC", "I-LOC", f"{last}-LOC", f"{single}-LOC")
+        sentence = {"tokens": ["The", "U.S.", "economy"], "ner_tags": ["O", f"{single}-LOC", "O"]}
+        f = conll_features([sentence], tok, max_seq_len=16, labels=labels)
+        tags = [labels[j] for j in f["labels"][0, 2:6]]
+        assert tags == [f"{single}-LOC"] + [f"{last}-LOC"] * 3, scheme
+        grouped = grouping_tags(tags)
+        assert grouped == ["B-LOC", "I-LOC", "I-LOC", "I-LOC"], scheme  # one entity
+    f = conll_features([sentence], tok, max_seq_len=16, labels=("O", "U-LOC"))  # no L-/I-: the tag itself
+    assert f["labels"][0, 2:6].tolist() == [1, 1, 1, 1]
+
+
 def test_label_all_subwords_continues_entities(tok):
     sentence = {"tokens": ["Blackburnshire", "rovers"], "ner_tags": ["B-ORG", "I-ORG"]}
     pieces = tok("Blackburnshire", add_special_tokens=False)["input_ids"]
