@@ -33,7 +33,8 @@ so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than th
 empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer,
 unanswerable_needs_version_2 (QA, as load_squad; the last: a question without an answer, read with version_2 false:
 set task.version_2=true to train on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> /
-corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are kept).
+corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are kept; corrupt_parquet, a
+Parquet page that does not decode, likewise).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
 named (UTF-16 / UTF-32 where none is), a JSON array whose JSON breaks between its elements, a Parquet file's datasets
@@ -56,6 +57,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import fsspec
+import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
@@ -252,6 +254,12 @@ class _Rows:
             if not value.is_integer():  # as floats (1.0, 0.0, null): 1.0 is the class 1, 1.5 is none
                 return "non_integer_label"
             value = int(value)
+        if self.kind == "classification" and self.decimal_comma and isinstance(value, str) \
+                and _DECIMAL_COMMA.fullmatch(value.strip()):  # "1,0": a semicolon CSV's integral float, the class 1
+            whole, fraction = value.strip().split(",")
+            if fraction.strip("0"):
+                return "non_integer_label"
+            value = whole
         if self.kind == "classification":
             return (integral(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
                 else "unparseable_label"
@@ -390,9 +398,12 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
                         keys = None
                     yield rows.take()
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:  # a download cut short, or not that codec
-            if codec is None:
+            if codec is None and fmt not in ("parquet", "hf"):
                 raise
-            rows.put(Reject(f"truncated_{codec}" if isinstance(e, EOFError) else f"corrupt_{codec}"), path, str(e))
+            rows.put(Reject(f"truncated_{codec}" if isinstance(e, EOFError) else f"corrupt_{codec or fmt}"), path,
+                     f"after {rows.seen:,} records: {e}")
+        except pa.ArrowException as e:  # a Parquet page that does not decode: the records before it are kept
+            rows.put(Reject(f"corrupt_{fmt}"), path, f"after {rows.seen:,} records: {e}")
     if keys is not None:
         _check_keys(path, keys, rows.batch, kind, columns)
     if not rows.seen:

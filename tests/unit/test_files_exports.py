@@ -181,6 +181,30 @@ def test_excel_csv_with_semicolons_where_the_decimal_mark_is_a_comma(tmp_path):
     rows, rejects, _, _ = read(write(tmp_path, "us-scores.csv", 'text,score\na,"1,000"\nb,2\n'), "csv",
                                "regression", Columns(label="score"))
     assert [r["label"] for r in rows] == [2.0] and rejects == {"unparseable_label": 1}
+    # pandas' to_csv(sep=";", decimal=",") of an integer label column with a gap writes "1,0": the class 1, as "1.0"
+    # is in a comma CSV; "1,5" is no class
+    rows, rejects, _, _ = read(write(tmp_path, "classes.csv", "text;label\na;1,0\nb;0,0\nc;1\nd;1,5\n"), "csv")
+    assert [r["label"] for r in rows] == ["1", "0", "1"] and rejects == {"non_integer_label": 1}
+    rows, _, _, _ = read(write(tmp_path, "comma-classes.csv", 'text,label\na,"1,0"\n'), "csv")
+    assert [r["label"] for r in rows] == ["1,0"]  # a comma CSV's quoted "1,0" is a class of its own, as written
+
+
+def test_a_parquet_file_whose_page_does_not_decode_keeps_the_rows_before_it(tmp_path):
+    """A Parquet file with a corrupt page (a copy cut short in the middle, a bad disk sector): the rows of the pages
+    before it are read and the rest counted as corrupt_parquet, naming the file and how far it read, as a compressed
+    text file cut short is; before, a bare OSError without the file's name failed the whole job."""
+    path = tmp_path / "big.parquet"
+    texts = [f"row {i} " + "x" * (i % 97) for i in range(40_000)]
+    pq.write_table(pa.table({"text": texts, "label": ["pos", "neg"] * 20_000}), path, compression="snappy",
+                   data_page_size=16_384, row_group_size=20_000)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 2048] = b"\xff" * 2048
+    path.write_bytes(bytes(data))
+    rows, rejects, samples, _ = read(str(path), "parquet")
+    assert 0 < len(rows) < 40_000 and rows[0]["text_a"] == "row 0 "
+    assert rejects == {"corrupt_parquet": 1}
+    assert samples[0][0] == "corrupt_parquet" and samples[0][1] == str(path) and "after " in samples[0][2]
 
 
 def test_excel_workbooks_as_people_keep_them(tmp_path):
