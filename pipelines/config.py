@@ -29,7 +29,10 @@ class TokenizerConfig:
     # thousands, never more than the vocabulary holds with each character's "##" form (a set limit that is: refused)
     limit_alphabet: int | None = None
     min_frequency: int = 2  # a merge must be seen this often to enter the vocabulary
-    sample_documents: int = 20000  # documents the tokenizer is trained on (a uniform sample)
+    sample_documents: int = 20000  # documents the tokenizer is trained on (a uniform sample) ...
+    # ... until this many million characters of text: a plain-text book is one document of up to a few MB, and 20,000
+    # of them would be the whole corpus, held by the driver (the last document taken is cut to the budget)
+    sample_million_chars: float = 200.0
 
     def validate(self) -> "TokenizerConfig":
         if self.lowercase is not None and not isinstance(self.lowercase, bool):
@@ -42,6 +45,9 @@ class TokenizerConfig:
             return self
         if self.vocab_size < 128:
             raise ConfigError(f"data.tokenizer.vocab_size must be >= 128, got {self.vocab_size}")
+        if not (self.sample_documents >= 1 and self.sample_million_chars > 0):
+            raise ConfigError(f"data.tokenizer.sample_documents must be >= 1 and sample_million_chars > 0, got "
+                              f"{self.sample_documents} and {self.sample_million_chars}")
         limit = self.limit_alphabet
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or not 1 <= limit <= self.vocab_size):

@@ -1,5 +1,6 @@
 """The documents a WordPiece tokenizer is trained on (prepare.py, data.tokenizer.sample_documents): the train
-documents with the smallest keys, less duplicates, the same on every run however the corpus is cut into work units.
+documents with the smallest keys, less duplicates, up to data.tokenizer.sample_million_chars of text (the last one
+cut to it), the same on every run however the corpus is cut into work units.
 Two light passes over the units (reading and cleaning, no tokenizing): each unit's k smallest keys and its dedup
 hashes first, merged on the driver as they arrive; then the texts of the chosen documents alone. The driver holds
 k keys, 24 bytes a document and k texts: a unit of a Wikipedia dump holds fewer than k documents, so a pass that
@@ -24,7 +25,7 @@ from pipelines.spill import unit_documents
 
 
 def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
-    """Per work unit, first sample pass: (key, uid) of its k smallest-key train documents and every good
+    """Per work unit, first sample pass: (key, uid, characters) of its k smallest-key train documents and every good
     document's dedup pair, no text. Holds k keys and 24 bytes a document, however big the unit."""
     rows = []
     for unit in batch.to_pylist():
@@ -36,22 +37,24 @@ def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -
                 hashes.append(content_hashes([text])[0])
                 key = document_key(cfg.seed, doc_id)
                 if not layout.is_eval(key):
-                    yield key, uid
+                    yield key, uid, len(text)
 
         smallest = heapq.nsmallest(k, train_documents())
         hashes = np.array(hashes, dtype=np.uint64).reshape(-1, 2)
         rows.append({"key": [s[0] for s in smallest], "sample_uid": [s[1] for s in smallest],
+                     "sample_chars": [s[2] for s in smallest],
                      "hash_hi": hashes[:, 0].tolist(), "hash_lo": hashes[:, 1].tolist(), "uid": uids})
     return pa.Table.from_pylist(rows, schema=pa.schema([
-        ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())),
+        ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())), ("sample_chars", pa.list_(pa.int64())),
         ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
 
 
-def sample_texts(batch: pa.Table, cfg: DataConfig, uids: frozenset[int]) -> pa.Table:
-    """Per work unit, second sample pass: (uid, text) of its documents among `uids`, the chosen sample."""
+def sample_texts(batch: pa.Table, cfg: DataConfig, uids: dict[int, int]) -> pa.Table:
+    """Per work unit, second sample pass: (uid, text) of its documents among `uids`, the chosen sample, each cut to
+    its characters there (the last document the budget reaches: part of it)."""
     rows = []
     for unit in batch.to_pylist():
-        chosen = [(uid, text) for _, uid, text in unit_documents(unit, cfg, RejectLog()) if uid in uids]
+        chosen = [(uid, text[:uids[uid]]) for _, uid, text in unit_documents(unit, cfg, RejectLog()) if uid in uids]
         rows.append({"sample_uid": [c[0] for c in chosen], "text": [c[1] for c in chosen]})
     return pa.Table.from_pylist(rows, schema=pa.schema([("sample_uid", pa.list_(pa.int64())),
                                                         ("text", pa.list_(pa.string()))]))
@@ -80,7 +83,7 @@ def tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) ->
     first, then the texts of the chosen documents alone, so the driver holds k texts, not a unit's k
     each (every unit of a Wikipedia dump has fewer than k documents: that was the whole corpus)."""
     k = cfg.tokenizer.sample_documents
-    keys, sample_uids = np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    keys, sample_uids, chars = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     hash_tables = []
     for batch in over_units(units, sample_keys, cfg=cfg, layout=layout, k=k).iter_batches(
             batch_format="pyarrow", batch_size=None):
@@ -88,18 +91,25 @@ def tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) ->
         # (key, uid) order is the one samples were always taken in.
         keys = np.concatenate([keys, flat(batch, "key").astype(np.uint64)])
         sample_uids = np.concatenate([sample_uids, flat(batch, "sample_uid").astype(np.int64)])
+        chars = np.concatenate([chars, flat(batch, "sample_chars").astype(np.int64)])
         order = np.lexsort((sample_uids, keys))[:k]
-        keys, sample_uids = keys[order], sample_uids[order]
+        keys, sample_uids, chars = keys[order], sample_uids[order], chars[order]
         hash_tables.append(batch.select(["hash_hi", "hash_lo", "uid"]))
     uids, dup = dedup_mask(pa.concat_tables(hash_tables))
     # Duplicates leave only after the k are taken (taking k non-duplicates per unit would not keep
     # the sample independent of the cut: a unit's duplicates would decide how deep it reaches).
-    sample_uids = sample_uids[~np.isin(sample_uids, uids[dup])]
+    kept = ~np.isin(sample_uids, uids[dup])
+    sample_uids, chars = sample_uids[kept], chars[kept]
     del hash_tables, uids, dup
     if not len(sample_uids):
         raise ValueError("no training documents to train a tokenizer on (all rejected or held out for eval)")
+    # smallest keys first until the text budget: each document that starts under it, the last one cut to it
+    budget = int(cfg.tokenizer.sample_million_chars * 1_000_000)
+    before = np.cumsum(chars) - chars
+    sample_uids, limits = sample_uids[before < budget], np.minimum(chars, budget - before)[before < budget]
     texts = {}
-    for batch in over_units(units, sample_texts, cfg=cfg, uids=frozenset(sample_uids.tolist())).iter_batches(
+    wanted = dict(zip(sample_uids.tolist(), limits.tolist()))
+    for batch in over_units(units, sample_texts, cfg=cfg, uids=wanted).iter_batches(
             batch_format="pyarrow", batch_size=None):
         texts.update(zip(flat(batch, "sample_uid").tolist(), pc.list_flatten(batch.column("text")).to_pylist()))
     if len(texts) < len(sample_uids):

@@ -115,3 +115,27 @@ def test_a_random_next_share_well_under_nsp_random_prob_is_reported_with_its_num
     assert "2.5 documents a shard" in line and "data.num_shards" in line
     assert prepare._nsp_warning(cfg, {**counts, "random_next": 450}, shards) is None
     assert prepare._nsp_warning(DataConfig(sources=["x"], nsp_random_prob=0.0), counts, shards) is None
+
+
+def test_the_sample_stops_at_its_text_budget_the_last_document_cut_to_it(corpus, monkeypatch):
+    """A plain-text book is one document of megabytes: 20,000 of them would be the whole corpus, held by the driver.
+    The sample is the same smallest-key documents up to data.tokenizer.sample_million_chars of text, the last one
+    cut to the budget; only that much text crosses to the driver."""
+    import dataclasses
+
+    cfg, files, inputs, layout = corpus
+    units = group_units(file_parts(files, inputs, cfg, 1 << 30), 1)
+    returned = []
+    monkeypatch.setattr(ray.data, "from_items", lambda items, override_num_blocks: LocalDataset(
+        [pa.Table.from_pylist([item]) for item in items], returned))
+    whole = smallest_keys_less_duplicates(units, cfg, layout)
+    budget = sum(map(len, whole[:5])) + 10  # five documents and 10 characters of the sixth
+    small = dataclasses.replace(cfg, tokenizer=dataclasses.replace(cfg.tokenizer,
+                                                                   sample_million_chars=budget / 1_000_000))
+    sample = tokenizer_sample(units, small, layout)
+    assert sample == whole[:5] + [whole[5][:10]]
+    crossed = [text for table in returned if "text" in table.column_names
+               for texts in table.column("text").to_pylist() for text in texts]
+    assert sum(map(len, crossed)) == budget
+    with pytest.raises(ConfigError, match="sample_million_chars > 0"):
+        TokenizerConfig(sample_million_chars=0).validate()
