@@ -149,6 +149,15 @@ class PretrainConfig:
             raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.data.eval_fraction}: "
                               "the job measures held-out MLM accuracy")
         self.train.masking.validate("train.masking")
+        if self.data.masking == "dynamic":  # the data's masking fields mask nothing then: say which ones do
+            if self.data.whole_word_masking and not self.train.masking.whole_word:
+                raise ConfigError("data.whole_word_masking=true applies to masks drawn when examples are prepared "
+                                  "(data.masking=static); dynamic masking (the default) masks whole words with "
+                                  "train.masking.whole_word=true")
+            if self.data.mask_rate not in (DataConfig.mask_rate, self.train.masking.rate):  # set, and not followed
+                raise ConfigError(f"data.mask_rate={self.data.mask_rate:g} applies to masks drawn when examples are "
+                                  f"prepared (data.masking=static); dynamic masking (the default) masks "
+                                  f"train.masking.rate={self.train.masking.rate:g}: set that instead")
         t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
         for name in ("micro_batch_size", "grad_accum_steps", "max_steps", "log_every", "eval_batches",
                      "keep_checkpoints"):

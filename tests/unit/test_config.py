@@ -137,6 +137,24 @@ def test_static_masking_refuses_a_cap_that_keeps_it_far_under_the_rate():
     load_config(PretrainConfig, QUICKSTART, ["data.max_seq_len=512"])
 
 
+def test_the_datas_masking_fields_set_under_dynamic_masking_say_where_they_belong():
+    """With dynamic masking (the default) the masks are drawn at batch time by train.masking: a user's
+    data.whole_word_masking=true or data.mask_rate=0.3 would mask nothing, and the run would train on 15% single
+    pieces without a word. Refused, naming the field that does it; the same under static masking, and set where
+    train.masking agrees, is taken."""
+    with pytest.raises(ConfigError, match=r"dynamic masking \(the default\) masks whole words with "
+                                          r"train.masking.whole_word=true"):
+        load_config(PretrainConfig, QUICKSTART, ["data.whole_word_masking=true"])
+    with pytest.raises(ConfigError, match=r"data.mask_rate=0.3 applies to masks drawn when examples are prepared "
+                                          r"\(data.masking=static\); dynamic masking \(the default\) masks "
+                                          r"train.masking.rate=0.15: set that instead"):
+        load_config(PretrainConfig, QUICKSTART, ["data.mask_rate=0.3"])
+    load_config(PretrainConfig, QUICKSTART, ["data.whole_word_masking=true", "train.masking.whole_word=true",
+                                             "data.mask_rate=0.3", "train.masking.rate=0.3"])
+    load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "data.whole_word_masking=true",
+                                             "data.mask_rate=0.3", "data.max_predictions=38"])
+
+
 def test_every_shipped_config_validates_with_static_masking():
     for f in sorted((REPO / "configs" / "pretrain").glob("*.yaml")):
         load_config(PretrainConfig, f, ["data.masking=static", "phase2.max_steps=1000"])
