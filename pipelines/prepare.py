@@ -353,6 +353,9 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     t0 = time.perf_counter()
     units = plan_units(files, inputs, cfg)
     timings["plan"] = time.perf_counter() - t0
+    warned = [w for w in (_document_warning(cfg, files),) if w]  # said now: before the long part
+    for line in warned:
+        _log("warning", line)
     _log("plan", f"{len(files)} files -> {len(units)} work units of up to "
                  f"{max(u['bytes'] for u in units) / 2**20:.1f} MiB")
     t0 = time.perf_counter()
@@ -414,9 +417,10 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
         "sentences_dropped": totals["sentences_dropped"],  # one-token last sentences alone in a chunk, per dupe pass
     }
     counts["examples"] = counts["examples_train"] + counts["examples_eval"]
-    warned = [w for w in (_nsp_warning(cfg, counts, shards),) if w]
-    for line in warned:
-        _log("warning", line)
+    nsp = _nsp_warning(cfg, counts, shards)
+    if nsp:
+        _log("warning", nsp)
+        warned.append(nsp)
     return {
         "format_version": FORMAT_VERSION,
         "counts": counts,
@@ -432,6 +436,27 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
         "rejects": rejects.summary(),
         "warnings": warned,
     }
+
+
+def _document_warning(cfg: DataConfig, files: list[str], looked_at: int = 8) -> str | None:
+    """A line when plain-text files read as books (data.text_documents=books: ~1 MiB documents) look like Google's
+    format, whose blank lines end documents: read as books, a next-sentence pair would cross from one article
+    to the next. The first MiB of the first `looked_at` plain-text files decides."""
+    if cfg.text_documents != "books":
+        return None
+    import fsspec
+
+    from pipelines.sources import named_plain_text
+    from pipelines.text_source import blank_line_documents
+
+    for path in [f for f in files if named_plain_text(f, cfg)][:looked_at]:
+        with fsspec.open(path, "rb", compression="infer") as f:
+            why = blank_line_documents(f.read(1 << 20))
+        if why:
+            return (f"{path} looks like one sentence a line with a blank line between documents ({why}), but "
+                    f"data.text_documents=books reads ~1 MiB documents, so a pair's second segment can come from "
+                    f"another article: set data.text_documents=blank_lines if its blank lines end documents")
+    return None
 
 
 def _nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:

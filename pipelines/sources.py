@@ -128,6 +128,11 @@ def file_format(path: str, cfg: DataConfig) -> str | None:
     return codec or _named_format(stem, cfg)
 
 
+def named_plain_text(path: str, cfg: DataConfig) -> bool:
+    """Whether `path` is read as plain text by its name or cfg.format (compressed or not; a sniffed file: no)."""
+    return _named_format(_split_codec(path)[0], cfg) == "text"
+
+
 def _named_format(stem: str, cfg: DataConfig) -> str | None:
     """cfg.format, else the format an uncompressed file's name gives; None = sniff it."""
     if cfg.format != "auto":

@@ -30,6 +30,31 @@ MAX_TEXT_DOCUMENT_BYTES = 8 * TEXT_DOCUMENT_BYTES  # ... and a stretch without o
 # (a multiple of TEXT_DOCUMENT_BYTES: a range starting at a split's multiple is then a range's start, which looks back)
 
 
+_SENTENCE_END = (".", "!", "?", '"', "'", "\u201d", "\u2019", ")", "\u3002", "\uff01", "\uff1f")
+
+
+def blank_line_documents(head: bytes, min_blocks: int = 20) -> str | None:
+    """Why the head of a plain-text file looks like Google's create_pretraining_data input (one sentence a line, a
+    blank line between documents), or None: at least `min_blocks` blank-line-separated blocks, a median block of 2+
+    lines, and 70% of its lines ending a sentence. A book wrapped at a width (Gutenberg) ends few lines with a
+    sentence, one of a paragraph a line has blocks of one line, and BookCorpus's files have no blank line."""
+    whole = head.endswith(b"\n")  # else its last line is cut: left out
+    lines = head.decode("utf-8", "replace").splitlines()[:None if whole else -1]
+    blocks, run = [], 0
+    for line in [*lines, ""] if whole else lines:
+        if line.strip():
+            run += 1
+        elif run:
+            blocks.append(run)
+            run = 0
+    text = [line.rstrip() for line in lines if line.strip()]
+    ending = sum(line.endswith(_SENTENCE_END) for line in text) / max(1, len(text))
+    if len(blocks) < min_blocks or sorted(blocks)[len(blocks) // 2] < 2 or ending < 0.7:
+        return None
+    return (f"{len(blocks)} blank-line-separated blocks of {sorted(blocks)[len(blocks) // 2]} lines (median) in its "
+            f"first {len(head):,} bytes, {ending:.0%} of its lines ending a sentence")
+
+
 @dataclass(frozen=True)
 class Span:
     """The part of a file a reader owns (units.py): records that start in [start, end).

@@ -139,3 +139,32 @@ def test_the_sample_stops_at_its_text_budget_the_last_document_cut_to_it(corpus,
     assert sum(map(len, crossed)) == budget
     with pytest.raises(ConfigError, match="sample_million_chars > 0"):
         TokenizerConfig(sample_million_chars=0).validate()
+
+
+def test_a_google_format_text_file_read_as_books_is_warned_about_and_books_are_not(tmp_path):
+    """Google's create_pretraining_data input (one sentence a line, a blank line between articles) read in the
+    default books mode becomes ~1 MiB documents, and a next-sentence pair crosses from one article into the next.
+    prepare says so before it starts, naming the file and the setting; a Gutenberg book (lines wrapped at a width,
+    blank lines between paragraphs), a book of a paragraph a line, and BookCorpus's one sentence a line without
+    blank lines are not warned about, nor is blank_lines mode."""
+    rng = random.Random(0)
+
+    def sentence():
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))).capitalize() + "."
+
+    google = tmp_path / "wiki.txt"
+    google.write_text("".join("\n".join(sentence() for _ in range(rng.randint(3, 12))) + "\n\n" for _ in range(60)))
+    paragraphs = [" ".join(sentence() for _ in range(5)) for _ in range(80)]
+    wrapped = tmp_path / "gutenberg.txt"
+    wrapped.write_text("\n\n".join("\n".join(p[i:i + 70] for i in range(0, len(p), 70)) for p in paragraphs) + "\n")
+    per_line = tmp_path / "novel.txt"
+    per_line.write_text("\n\n".join(paragraphs) + "\n")
+    bookcorpus = tmp_path / "books_large.txt"
+    bookcorpus.write_text("\n".join(sentence() for _ in range(2000)) + "\n")
+    books = [str(wrapped), str(per_line), str(bookcorpus)]
+    line = prepare._document_warning(DataConfig(sources=["x"]), [*books, str(google)])
+    assert line.startswith(f"{google} looks like one sentence a line with a blank line between documents (60 blank-"
+                           f"line-separated blocks")
+    assert "set data.text_documents=blank_lines if its blank lines end documents" in line
+    assert prepare._document_warning(DataConfig(sources=["x"]), books) is None
+    assert prepare._document_warning(DataConfig(sources=["x"], text_documents="blank_lines"), [str(google)]) is None
