@@ -146,8 +146,13 @@ def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, 
 
         return Scores(metric, every[metric], len(gold), on_tags, every, groups)
     counts = entity_counts(gold, pred, task.iob_scheme)
+    words = np.array([(sum(a == b for a, b in zip(g, p)), len(g)) for g, p in zip(gold, pred)],
+                     dtype=np.int64).reshape(-1, 2)
 
-    def on(idx: np.ndarray) -> float:
+    def on(idx: np.ndarray) -> float:  # the task's metric: entity F1, or word accuracy
+        if metric.endswith("/accuracy"):
+            right, total = words[idx].sum(0)
+            return float(right / total) if total else 0.0
         tp, n_pred, n_gold = counts[idx].sum(0)
         return float(2 * tp / (n_pred + n_gold)) if n_pred + n_gold else 0.0
 
@@ -192,15 +197,16 @@ def _squad(model, tokenizer, task: TaskConfig, split: str, rows: list[dict], bat
     threshold = float(getattr(model.config, "null_threshold", 0.0)) if task.version_2 else None
     predictions, threshold = ft_tasks.squad_predictions(task, rows, feats, np.concatenate(starts),
                                                         np.concatenate(ends), threshold)
-    f1 = np.array([example_scores(row, predictions.get(row["id"]))[1] for row in rows]) * 100.0
+    metric = f"{split}/{ft_tasks.metric_name(task)}"
+    which = 0 if metric.endswith("/exact") else 1  # example_scores: (exact, f1) of each question
+    scores = np.array([example_scores(row, predictions.get(row["id"]))[which] for row in rows]) * 100.0
 
     def on(idx: np.ndarray) -> float:
-        return float(f1[idx].mean())
+        return float(scores[idx].mean())
 
     every = {f"{split}/{k}": float(v) for k, v in squad_metrics(predictions, rows).items()}
     if task.version_2:
         every[f"{split}/null_threshold"] = threshold
-    metric = f"{split}/{ft_tasks.metric_name(task)}"
     return Scores(metric, on(np.arange(len(rows))), len(rows), on, every, groups)
 
 

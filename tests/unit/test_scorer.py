@@ -9,6 +9,7 @@ them, pads each batch to its longest row, and must give the same numbers. Where 
 the gold labels are made from the reference predictions (right on some rows, wrong on others), so every metric
 sits strictly between its extremes and any change to the predictions moves it."""
 
+import dataclasses
 import json
 import os
 import random
@@ -255,6 +256,13 @@ def test_entity_f1_is_seqeval_on_the_first_pieces_and_each_resample_sums_its_sen
     assert empty and s.on(np.array(empty * 2)) == 0.0  # no entity predicted or gold: F1 0, not a division by 0
     exact = [i for i in range(0, len(pred), 3) if entities(pred[i])]
     assert s.on(np.array(exact)) == 1.0
+    # a files task whose metric is word accuracy: the gate's value and every resample are accuracy, not entity F1
+    files = TaskConfig(name="files", kind="token-classification", labels=IOB, max_seq_len=64, iob_scheme="IOB2",
+                       metric="accuracy")
+    s = scorer.score(folder, files, "dev", tag_rows(words, gold), batch_size=BATCH)
+    assert s.metric == "dev/accuracy" and reference["accuracy"] != pytest.approx(reference["f1"])
+    assert s.value == pytest.approx(reference["accuracy"])
+    assert s.on(idx) == pytest.approx(ner_metrics([gold[i] for i in idx], [pred[i] for i in idx])["accuracy"])
 
 
 @pytest.mark.parametrize("metric", ["f1", "accuracy"])
@@ -364,6 +372,11 @@ def test_squad_v1_f1_is_the_mean_of_per_question_f1_over_windows_of_long_context
     assert s.on(np.arange(len(rows))) == pytest.approx(f1.mean())
     idx = resample(len(rows))
     assert s.on(idx) == pytest.approx(f1[idx].mean()) != pytest.approx(f1.mean())
+    # a files task whose metric is exact match: the gate's value and every resample are exact match, not F1
+    files = dataclasses.replace(qa_task(False), name="files", kind="question-answering", metric="exact")
+    s = scorer.score(folder, files, "dev", rows, batch_size=BATCH)
+    assert s.metric == "dev/exact" and exact.mean() != pytest.approx(f1.mean())
+    assert s.value == pytest.approx(exact.mean()) and s.on(idx) == pytest.approx(exact[idx].mean())
 
 
 @pytest.fixture(scope="module")
