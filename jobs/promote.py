@@ -150,7 +150,9 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         from jobs.runtime.cluster import init_ray
 
         init_ray()
-    rows = ft_tasks.load_rows(task).evaluation[split]  # the evaluation split: no choice of either model saw it
+    loaded = ft_tasks.load_rows(task)
+    rows = loaded.evaluation[split]  # the evaluation split: no choice of either model saw it
+    _same_data(cfg, candidate, task, split, rows, loaded.labels)
     from jobs.registry.scorer import row_groups
 
     if len(rows) and row_groups(rows, task.kind).max() < 1:  # before any alias moves or model is scored
@@ -181,6 +183,24 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     if result.decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
         raise ValueError(f"{cfg.model}: {result.reason} (run {run_id})")
     return result
+
+
+def _same_data(cfg: PromoteConfig, candidate, task, split: str, rows: list[dict], labels) -> None:
+    """Refuse to judge on rows other than those the candidate was registered with (its data.<split>.sha256), unless
+    new evaluation rows are named (task.dev_file): the task's files edited since, or a task.* override of the carve
+    (task.selection_max_rows=...), would give a dev split of other rows, which may hold rows the models trained on;
+    and refuse labels other than the model's (a harvested corpus that changed under pkgdocs), which would score both
+    heads against gold labels of other indices."""
+    if task.labels and labels and [str(x) for x in labels] != [str(x) for x in task.labels]:
+        raise ValueError(f"the task's data gives labels {list(labels)[:10]}; v{candidate.version} was trained with "
+                         f"{list(task.labels)[:10]}: its head's indices would be scored against other labels")
+    registered = candidate.tags.get(f"data.{split}.sha256")
+    if registered and registered != split_digest(rows) and "dev_file" not in cfg.task:
+        raise ValueError(f"the {len(rows)} {split} rows are not those v{candidate.version} was evaluated on when it "
+                         f"was registered (sha256 {split_digest(rows)[:12]} now, {registered[:12]} then): the task's "
+                         f"files or a task.* override changed them, and rows carved otherwise may be rows the models "
+                         f"trained on; judge on the registered rows, or name new evaluation rows with "
+                         f"task.dev_file=...")
 
 
 def _champion_moved(client, name: str, ours: str, theirs: str) -> str:

@@ -7,6 +7,7 @@ separates the two classes, one left at random init (worse), one the trained mode
 decision (better by less than the noise: equal predictions).
 """
 
+import dataclasses
 import json
 import random
 import subprocess
@@ -90,10 +91,10 @@ def models(tmp_path_factory):
     return task, dirs
 
 
-def register(uri: str, task: TaskConfig, model_dir) -> str:
+def register(uri: str, task: TaskConfig, model_dir, **tags) -> str:
     run_id = tracking.start_run(uri, "toy-finetune", str(model_dir.parent / "art"), "toy", {"task": asdict(task)})
     info = tracking.finish_run(uri, run_id, {}, str(model_dir), NAME, "candidate", task="text-classification",
-                               version_tags={"task_config": json.dumps(asdict(task))},
+                               version_tags={"task_config": json.dumps(asdict(task)), **tags},
                                input_example=["the film was good", "the plot was awful"])
     return str(info["version"])
 
@@ -333,6 +334,33 @@ def test_the_champion_is_scored_with_its_own_sequence_length(models, tmp_path):
     assert result.evidence["champion"] == pytest.approx(own.value)
     assert result.evidence["champion"] != pytest.approx(scorer.score(dirs["good"], task, "dev", rows).value)
     assert f"each with its own max_seq_len {task.max_seq_len} vs 4" in result.reason
+
+
+def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_rows_are_named(models, tmp_path):
+    """The candidate's version records the sha256 of the rows it was evaluated on (data.dev.sha256). Rows that differ
+    (the files edited since, or a task.* override that carves dev otherwise and may hand it rows the models trained
+    on) are refused, naming both digests; new evaluation rows named on purpose (task.dev_file) are judged. A task
+    whose data gives other labels than the model's (their order: the head's indices) is refused."""
+    from jobs.loops import ft_tasks
+    from pipelines.tasks.roles import split_digest
+
+    task, dirs = models
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    digest = split_digest(ft_tasks.load_rows(task).evaluation["dev"])
+    register(uri, task, dirs["good"], **{"data.dev.sha256": "0" * 64})
+    with pytest.raises(ValueError, match=rf"the 300 dev rows are not those v1 was evaluated on when it was registered "
+                                         rf"\(sha256 {digest[:12]} now, 000000000000 then\)"):
+        judge(uri, tmp_path / "art")
+    dev = Path(task.data_dir) / "dev.tsv"
+    assert judge(uri, tmp_path / "art", task={"dev_file": str(dev)}).decision == "promoted"
+    register(uri, task, dirs["weak"], **{"data.dev.sha256": digest})
+    assert judge(uri, tmp_path / "art").decision == "kept"  # the same rows: judged
+    flipped = dataclasses.replace(task, labels=list(reversed(task.labels)))
+    alone = f"sqlite:///{tmp_path}/other.db"  # no champion to compare labels with first
+    register(alone, flipped, dirs["same"], **{"data.dev.sha256": digest})
+    with pytest.raises(ValueError, match=r"the task's data gives labels \['0', '1'\]; v1 was trained with "
+                                         r"\['1', '0'\]"):
+        judge(alone, tmp_path / "art")
 
 
 def test_refused_before_any_evaluation(models, tmp_path):
