@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make
 from jobs.runtime import console  # noqa: E402
 from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
+from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 
@@ -341,8 +342,12 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
 
     replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
     table = read_head(prepared.eval_files, cfg.train.eval_batches * cfg.train.micro_batch_size, columns)
-    return {c: table.column(c).to_numpy(zero_copy_only=False)[:eval_set_size(table.num_rows, replicas)]
-            for c in columns}
+    keep = eval_set_size(table.num_rows, replicas)
+    if not keep:  # scored, no row would give 0 loss and 0 accuracy, logged as a measurement
+        raise ConfigError(f"the held-out split of {prepared.path} has {table.num_rows} examples, too few for "
+                          f"{replicas} data-parallel replicas to score the same number each: raise "
+                          f"data.eval_fraction, or give a larger corpus")
+    return {c: table.column(c).to_numpy(zero_copy_only=False)[:keep] for c in columns}
 
 
 def eval_set_size(available: int, replicas: int) -> int:

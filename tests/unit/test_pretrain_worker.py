@@ -158,6 +158,28 @@ def test_a_small_eval_split_is_one_set_on_any_worker_count(tmp_path):
     assert sizes == {tuple(range(16))}
 
 
+def test_a_held_out_split_too_small_for_the_replicas_is_refused_not_scored_as_zero(tmp_path):
+    """3 held-out examples on 4 replicas: no replica can score as many as the others, the set is empty, and an
+    empty set's metrics are 0 loss and 0 accuracy, logged as eval/mlm_loss=0.0: a perfect model. Refused, naming
+    the split and what to change."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bert_core.config import ConfigError
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.pretrain import _eval_rows as eval_rows
+
+    pq.write_table(pa.table({"example_id": np.arange(3)}), tmp_path / "eval-0.parquet")
+    prepared = SimpleNamespace(eval_files=[str(tmp_path / "eval-0.parquet")], path=str(tmp_path))
+    cfg = PretrainConfig()
+    cfg.scaling.num_workers = 4
+    with pytest.raises(ConfigError, match=rf"the held-out split of {tmp_path} has 3 examples, too few for 4 "
+                                          r"data-parallel replicas .* raise data.eval_fraction"):
+        eval_rows(cfg, prepared, ["example_id"])
+    cfg.scaling.num_workers = 1
+    assert len(eval_rows(cfg, prepared, ["example_id"])["example_id"]) == 3
+
+
 def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
     """A model that trained 128 positions on a prepared set whose tokenizer says 512: transformers' truncation would
     keep tokens past the trained rows (or the table); the release says 128. One that trained 512 keeps 512. A new
