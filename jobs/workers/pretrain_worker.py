@@ -326,9 +326,9 @@ class Worker:
         self.pending_ids = []
         if self.rank == 0:
             self.position.consumed[self.index(np.concatenate(ids))] = True
-        report = {"step": self.step, "epoch": self.position.epoch,
-                  "samples_consumed_in_epoch": self.position.samples_consumed,
-                  **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
+        report = {**{k: v for k, v in metrics.items() if isinstance(v, (int, float))},  # the last log's ...
+                  "step": self.step, "epoch": self.position.epoch,  # ... and where this checkpoint is, over its own
+                  "samples_consumed_in_epoch": self.position.samples_consumed}
         with tempfile.TemporaryDirectory() as tmp:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.mask_next,
