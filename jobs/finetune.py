@@ -157,7 +157,8 @@ def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) ->
           f"(no choice saw them): {main} {evaluation[main]:.4f}", flush=True)
     split = ft_tasks.eval_splits(task)[0]
     majority = ft_tasks.majority_baseline(task, rows.evaluation[split], split)
-    constant = task.kind in ("multi-label", "regression")  # a constant prediction scores 0 F1 / no correlation
+    # a constant prediction scores 0 F1 / no correlation (a regression by kind, or GLUE's STS-B: one output)
+    constant = task.kind == "multi-label" or ft_tasks.num_labels(task) == 1
     if evaluation[main] <= (0.0 if constant else majority) + 1e-9:  # collapsed: say so before anyone promotes it
         what = "a constant prediction (0)" if constant else f"predicting the majority class ({majority:.4f})"
         print(f"[evaluate] warning: {main} {evaluation[main]:.4f} is no better than {what}: more steps, another "

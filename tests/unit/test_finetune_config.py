@@ -99,3 +99,23 @@ def test_class_names_are_text_as_typed_and_a_yaml_files_integers_their_digits(tm
         (tmp_path / "c.yaml").write_text(f"base: {files}\ntask:\n  labels: {given}\n")
         with pytest.raises(ConfigError, match=error):
             load_config(FinetuneConfig, tmp_path / "c.yaml", init)
+
+
+@pytest.mark.parametrize("name, kind, score, warned", [("stsb", "classification", 0.0, True),
+                                                       ("stsb", "classification", 0.4, False),
+                                                       ("files", "regression", 0.0, True)])
+def test_a_collapsed_regression_is_warned_about_stsb_too(tmp_path, monkeypatch, capsys, name, kind, score, warned):
+    """A model that predicts one score everywhere has Pearson/Spearman 0: the job warns before anyone promotes it.
+    GLUE's STS-B is a classification by name and a regression by its spec (one output), and its majority baseline
+    is -inf: the warning never came for it."""
+    from types import SimpleNamespace
+
+    from jobs.config.finetune import TaskConfig
+    from jobs.finetune import judge_chosen
+
+    task = TaskConfig(name=name, kind=kind, labels=[] if name == "files" else ["score"])
+    metric = "dev/score" if name == "stsb" else "dev/pearson"
+    monkeypatch.setattr("jobs.registry.scorer.evaluate_model", lambda *a: {metric: score})
+    rows = SimpleNamespace(evaluation={"dev": [{"text_a": "a", "text_b": "b", "label": 1.0}] * 3})
+    judge_chosen(tmp_path, task, {}, rows, 8)
+    assert ("is no better than a constant prediction (0)" in capsys.readouterr().out) == warned
