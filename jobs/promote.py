@@ -53,7 +53,9 @@ class PromoteConfig:
     model: str = ""  # the registered model's name
     version: int = 0  # the version to judge; 0 = the one under `candidate_alias`
     candidate_alias: str = CANDIDATE
-    min_delta: float = 0.0  # the margin: promoted only if the lower bound on (candidate - champion) is above it
+    # the margin: promoted only if the lower bound on (candidate - champion) is above it; in the metric's own units
+    # (0-1 for accuracy, F1, correlations; 0-100 points for SQuAD's exact match and F1)
+    min_delta: float = 0.0
     confidence: float = 0.95  # the level of that one-sided bound (paired bootstrap over the evaluation rows)
     bootstrap_samples: int = 1000
     seed: int = 0  # bootstrap resamples
