@@ -162,7 +162,11 @@ def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, 
 
 def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | None) -> np.ndarray:
     """(sentences, 3): exact-match entities, predicted entities, gold entities per sentence, read as
-    pipelines.tasks.ner_metrics reads them (seqeval strict mode for `scheme`); their sums give its micro F1."""
+    pipelines.tasks.ner_metrics reads them (seqeval strict mode for IOB2, conlleval's reading otherwise); their sums
+    give its micro F1."""
+    from pipelines.tasks.conll import strict_scheme
+
+    scheme = strict_scheme(scheme)
     if scheme:
         from seqeval import scheme as schemes
         from seqeval.scheme import Entities

@@ -268,16 +268,23 @@ def scheme_checked(rows, kind: str, scheme: str):
     return rows
 
 
+def strict_scheme(scheme: str | None) -> str | None:
+    """The scheme seqeval reads entities strictly by (IOB2), or None for conlleval's reading (IOB1, none given)."""
+    return scheme if scheme == "IOB2" else None
+
+
 def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]], scheme: str | None = None) -> dict[str, float]:
     """Entity-level micro precision / recall / F1 (an entity counts only if its type and exact span
     match, as conlleval), token accuracy, and f1_<TYPE> per entity type; computed by seqeval.
 
-    scheme ("IOB1", "IOB2") switches seqeval to strict mode for that scheme: entities are read by the
-    scheme's rules only (an I- after O opens no entity under IOB2); None is conlleval's lenient reading.
+    scheme "IOB2" switches seqeval to strict mode: entities are read by IOB2's rules only (an I- after O opens no
+    entity); "IOB1" and None are conlleval's reading, the official CoNLL-2003 scorer (seqeval's strict IOB1 reads no
+    entity from a B-X after O or after another type, which conlleval and the Reuters files' own scoring do).
     """
     from seqeval.metrics import accuracy_score, classification_report  # deferred: it imports scikit-learn and scipy
 
     kwargs = {}
+    scheme = strict_scheme(scheme)
     if scheme is not None:
         from seqeval import scheme as schemes
 

@@ -232,6 +232,11 @@ def test_entity_metrics_by_hand():
     # IOB1: B-LOC after I-LOC opens a second entity; the prediction merges them into one span.
     m = ner_metrics([["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]], [["I-PER", "I-PER", "O", "I-LOC", "I-LOC"]])
     assert (m["precision"], m["recall"], m["f1"], m["accuracy"]) == pytest.approx((1 / 2, 1 / 3, 0.4, 0.8))
+    # IOB1 is scored as conlleval reads it (the official CoNLL-2003 scorer): a B-X after O or after another type
+    # opens an entity; seqeval's strict IOB1 read none there, and a model's B-PER after O lost its whole entity
+    for tags in (["O", "B-PER"], ["B-PER", "I-PER", "O"], ["I-LOC", "B-PER", "I-PER"]):
+        assert ner_metrics([tags], [tags], scheme="IOB1")["f1"] == 1.0, tags  # strict IOB1: 0.0, or fewer entities
+    assert ner_metrics([["O", "I-PER"]], [["O", "B-PER"]], scheme="IOB1")["f1"] == 1.0  # the same entity
 
 
 def test_featurizer_on_numpy_column_batch(tmp_path, tok):
