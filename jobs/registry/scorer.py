@@ -237,8 +237,20 @@ def lower_bound(scores: Scores, samples: int, confidence: float, seed: int) -> f
     """The one-sided lower confidence bound (level `confidence`) on one model's metric: the (1 - confidence)
     quantile of its value over `samples` resamples of the groups (what a first champion is known to score at
     least)."""
-    values = [scores.on(idx) for idx in resamples(scores, samples, seed)]
+    values = _finite(scores, [scores.on(idx) for idx in resamples(scores, samples, seed)])
     return float(np.quantile(values, 1 - confidence))
+
+
+def _finite(scores: Scores, values: list[float]) -> np.ndarray:
+    """`values` of the resamples, refused when any is not a number: a correlation over a resample whose gold scores
+    are all equal is undefined, and a NaN bound would keep the champion with NaN as its evidence."""
+    values = np.asarray(values, dtype=np.float64)
+    bad = int((~np.isfinite(values)).sum())
+    if bad:
+        raise ValueError(f"{scores.metric}: {bad} of {len(values)} bootstrap resamples of the {scores.n} evaluation rows "
+                         f"({scores.n_groups} groups) have no value (a correlation over rows whose gold scores are "
+                         "all equal is undefined): evaluate on more rows")
+    return values
 
 
 def paired_bootstrap(candidate: Scores, champion: Scores, samples: int, confidence: float, seed: int) -> dict:
@@ -253,6 +265,6 @@ def paired_bootstrap(candidate: Scores, champion: Scores, samples: int, confiden
     if not np.array_equal(candidate.groups, champion.groups):
         raise ValueError(f"the models' rows are grouped differently ({candidate.n_groups} vs {champion.n_groups} "
                          "groups): not the same evaluation rows")
-    deltas = np.array([candidate.on(idx) - champion.on(idx) for idx in resamples(candidate, samples, seed)])
+    deltas = _finite(candidate, [candidate.on(idx) - champion.on(idx) for idx in resamples(candidate, samples, seed)])
     return {"delta": candidate.value - champion.value, "lower_bound": float(np.quantile(deltas, 1 - confidence)),
             "p_better": float((deltas > 0).mean())}
