@@ -267,6 +267,15 @@ def longest(seconds: float) -> float:
     return float(most)
 
 
+def summed(values: list[float]) -> list[float]:
+    """`values` added over every rank (each calls this with as many); float64, so token counts stay exact."""
+    if not dist.is_initialized():
+        return list(values)
+    total = torch.tensor(values, dtype=torch.float64, device=collective_device())
+    dist.all_reduce(total)
+    return total.tolist()
+
+
 def in_lockstep(batch):
     """`batch`, or None on every rank if any rank has none (an all-reduce: every rank waits for the others)."""
     has = torch.tensor([0 if batch is None else 1], dtype=torch.int32, device=collective_device())

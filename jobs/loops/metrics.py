@@ -54,11 +54,28 @@ class MetricsWindow:
         self.samples += samples
         self.data_wait += data_wait
 
+    def summed(self, add: Callable[[list[float]], list[float]], keys: tuple[str, ...]) -> "MetricsWindow":
+        """This window with every data-parallel rank's counts and sums added (`add`: an all-reduce of a list of
+        floats, every rank calling it with the same `keys`, the objective's sum keys): the run's loss, accuracies
+        and rates, not rank 0's share of the data. A key no rank has stays out; data_wait and start stay this
+        rank's (the caller takes the longest wait)."""
+        unknown = set(self.sums) - set(keys)
+        if unknown:
+            raise ValueError(f"sums {sorted(unknown)} are not among the keys every rank adds: {keys}")
+        values = [self.micro_steps, self.loss, self.tokens, self.samples, self.nonfinite,
+                  *(self.sums.get(k, 0.0) for k in keys), *(float(k in self.sums) for k in keys)]
+        total = add(values)
+        steps, loss, tokens, samples, nonfinite = total[:5]
+        found = total[5:5 + len(keys)], total[5 + len(keys):]
+        return MetricsWindow(start=self.start, data_wait=self.data_wait, micro_steps=int(steps), loss=loss,
+                             sums={k: v for k, v, seen in zip(keys, *found) if seen}, tokens=int(tokens),
+                             samples=int(samples), nonfinite=int(nonfinite))
+
     def summary(self, replicas: int, flops_token: float, peak_flops: float | None, devices: int,
                 metrics: Callable[[dict[str, float]], dict] = lambda sums: {}) -> dict:
-        """The window's mean loss, `metrics` (the objective's) of its sums, and rates. Per-run rates assume
-        every data-parallel replica moves at rank 0's pace (they step in lockstep); MFU divides by all
-        `devices` (replicas x pipeline stages)."""
+        """The window's mean loss, `metrics` (the objective's) of its sums, and rates. Per-run rates count a
+        rank's tokens x `replicas` (every data-parallel replica moves at its pace: they step in lockstep), or a
+        `summed` window's with replicas=1; MFU divides by all `devices` (replicas x pipeline stages)."""
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         n = max(self.micro_steps, 1)
         tokens_per_s = self.tokens * replicas / elapsed

@@ -35,7 +35,8 @@ from jobs.loops.loss_guard import LossGuard, NonFiniteLossError
 from jobs.loops.metrics import MetricsWindow, flops_per_token, progress_line
 from jobs.engine.checkpoint_parts import restore_rng, rng_arrays, rng_states, write_rank_files, write_topology
 from jobs.workers.reshard import load_engine
-from jobs.engine.seam import in_lockstep, longest
+from jobs.engine.objectives import PretrainingObjective
+from jobs.engine.seam import in_lockstep, longest, summed
 
 # Progress goes through logging: Ray Train V2 tees a worker's print() to both stdout and its logger.
 log = logging.getLogger("bert_foundry.train")
@@ -287,8 +288,10 @@ class Worker:
             last = self.step == t.max_steps
             if self.step % t.log_every == 0 or last:
                 window.data_wait = longest(window.data_wait)  # in lockstep, a rank short of data stalls all
-                metrics = window.summary(self.replicas, flops_token, peak, devices=self.world,
-                                         metrics=self.engine.objective.metrics)
+                if not self.pipelined:  # every rank's share: the run's loss, accuracies and rates, not rank 0's
+                    window = window.summed(summed, PretrainingObjective.sum_keys)
+                metrics = window.summary(1 if not self.pipelined else self.replicas, flops_token, peak,
+                                         devices=self.world, metrics=self.engine.objective.metrics)
                 metrics.update(self._position_metrics())
                 if self.cfg.scaling.use_gpu and torch.cuda.is_available():
                     metrics["gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30

@@ -67,3 +67,40 @@ def test_a_modern_local_layer_counts_the_keys_of_its_window_not_the_row():
     assert config.layer_types.count("sliding_attention") == 4
     assert flops_per_token(config, 1024) == 6 * n + 12 * (2 * 1024 + 4 * 129) * 64
     assert flops_per_token(config, 64) == 6 * n + 12 * 6 * 64 * 64  # a row shorter than the window: all of it
+
+
+def test_a_data_parallel_window_is_every_ranks_not_rank_0s():
+    """Each data-parallel rank keeps its own window of loss, MLM/NSP sums, tokens and samples; the logged metrics
+    were rank 0's share of the data, with its rates times the replica count. Summed over the ranks (an all-reduce;
+    here two ranks' lists added by hand), the loss is the mean over every micro-batch, the accuracies are
+    token-weighted over all of them, the rates are counted, and a rank whose micro-batches were all non-finite
+    adds its count but no sums."""
+    from jobs.engine.objectives import PretrainingObjective
+    from jobs.loops.metrics import MetricsWindow
+
+    keys = PretrainingObjective.sum_keys
+    a = MetricsWindow(start=0.0, micro_steps=2, loss=6.0, tokens=300, samples=4,
+                      sums={"mlm_loss_sum": 40.0, "mlm_correct": 5.0, "mlm_count": 20.0})
+    b = MetricsWindow(start=0.0, micro_steps=2, loss=10.0, tokens=100, samples=4,
+                      sums={"mlm_loss_sum": 120.0, "mlm_correct": 30.0, "mlm_count": 40.0})
+    dead = MetricsWindow(start=0.0, nonfinite=2)
+    lists = []
+
+    def add(values):  # what dist.all_reduce gives every rank: the lists of all ranks, added
+        lists.append(values)
+        return values
+
+    for rank in (a, b, dead):
+        rank.summed(add, keys)
+    total = [sum(column) for column in zip(*lists)]
+    window = a.summed(lambda values: total, keys)
+    assert (window.micro_steps, window.loss, window.tokens, window.samples, window.nonfinite) == (4, 16.0, 400, 8, 2)
+    assert window.sums == {"mlm_loss_sum": 160.0, "mlm_correct": 35.0, "mlm_count": 60.0}  # no NSP key: none had it
+    m = PretrainingObjective(nsp=False).metrics(window.sums)
+    assert m["mlm_acc"] == pytest.approx(35 / 60) and m["mlm_loss"] == pytest.approx(160 / 60)
+    summary = window.summary(1, 1.0, None, devices=2, metrics=PretrainingObjective(nsp=False).metrics)
+    assert summary["loss"] == 4.0 and summary["mlm_acc"] == pytest.approx(35 / 60)
+    rank0 = a.summary(2, 1.0, None, devices=2, metrics=PretrainingObjective(nsp=False).metrics)
+    assert rank0["mlm_acc"] == 0.25 and rank0["tokens_per_s"] / summary["tokens_per_s"] == pytest.approx(1.5, rel=0.01)
+    with pytest.raises(ValueError, match="are not among the keys every rank adds"):
+        MetricsWindow(sums={"other": 1.0}).summed(add, keys)
