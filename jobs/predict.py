@@ -259,7 +259,7 @@ def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:
 
     settings = {"question-answering": lambda: asdict(QASettings.from_task(model.task)),
                 "token-classification": lambda: {"windows": "merged without their O groups"}}.get(model.kind)
-    return {"model_sha256": model.digest, "input": cfg.input, "files": [p for p, _ in files],
+    return {"model_sha256": model.digest, "input": cfg.input, "files": inputs.basis_paths(files),
             "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
             "shard_rows": cfg.shard_rows, "precision": cfg.precision, "positions": "file",
             "threshold": _threshold(cfg, model) if model.kind == "multi-label" else cfg.threshold,  # in effect

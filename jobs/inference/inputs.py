@@ -5,6 +5,8 @@ many rows they hold."""
 from __future__ import annotations
 
 import collections
+import hashlib
+import os
 import posixpath
 
 
@@ -21,14 +23,36 @@ def file_columns(columns, kind: str, fmt: str):
 _STAMPS = ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated", "created")
 
 
+def in_submitted_copy(path: str) -> str | None:
+    """`path` relative to the copy of its --working-dir a `ray job submit` job runs in, where it lies there (an input
+    shipped with the job's files); else None. That copy's folder is named by the Ray session and its files' times by
+    their unpacking: a resubmitted job, after a cluster restart, finds the same file at another path and time."""
+    from jobs.config.sections import submitted_working_dir
+
+    if "://" in path or not submitted_working_dir():
+        return None
+    here, absolute = os.getcwd(), os.path.abspath(path)
+    return os.path.relpath(absolute, here) if absolute.startswith(here + os.sep) else None
+
+
+def basis_paths(files) -> list[str]:
+    """The input files as a rerun knows them again: a path in a submitted job's copy relative to it, others as
+    resolved."""
+    return [in_submitted_copy(path) or path for path, _ in files]
+
+
 def file_versions(files) -> list[str]:
     """Each input file's size and modification time (an object store's ETag where it has one): a rerun over files
     edited since would keep shards of the old rows beside predictions of the new ones, duplicating some rows and
-    missing others."""
+    missing others. A file shipped in a submitted job's copy: its sha256 (its time is when the copy was unpacked)."""
     import fsspec
 
     versions = []
     for path, fmt in files:
+        if in_submitted_copy(path):
+            with open(os.path.join(path, "state.json") if fmt == "hf" else path, "rb") as f:
+                versions.append(f"sha256:{hashlib.file_digest(f, 'sha256').hexdigest()}")
+            continue
         fs, local = fsspec.core.url_to_fs(path)
         info = fs.info(posixpath.join(local, "state.json") if fmt == "hf" else local)  # a datasets folder: its index
         stamp = next((info[k] for k in _STAMPS if info.get(k)), "")  # none: the size alone tells

@@ -397,3 +397,36 @@ def test_the_umask_is_read_without_being_set(monkeypatch):
             assert umask() == 0o027
     finally:
         os.umask(old)
+
+
+def test_an_input_shipped_in_a_submitted_jobs_copy_is_known_again_in_another_copy(tmp_path, monkeypatch):
+    """`ray job submit --working-dir .` runs the job in a copy of that folder named by the Ray session, its files
+    timed by their unpacking: resubmitted after a cluster restart, the same relative input was another path and
+    time, and the rerun was refused as 'another input'. Such a file is known by its path in the copy and its
+    sha256; an edit still tells; a file outside the copy keeps its path and time."""
+    from jobs.config.predict import PredictConfig
+    from jobs.inference.inputs import basis_paths, file_versions
+    from jobs.predict import ModelRef, _basis
+
+    job = {"runtime_env": {"working_dir": "gcs://_ray_pkg_1.zip"}}  # what Ray hands a submitted job's driver
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps(job))
+    bases = []
+    for session, stamp in (("session_a", 1_000_000_000), ("session_b", 1_500_000_000)):
+        copy = tmp_path / session / "_ray_pkg_1"
+        (copy / "data").mkdir(parents=True)
+        (copy / "data" / "in.csv").write_text("text\na\nb\n")
+        os.utime(copy / "data" / "in.csv", (stamp, stamp))
+        monkeypatch.chdir(copy)
+        files = [(str(copy / "data" / "in.csv"), "csv")]
+        assert basis_paths(files) == [os.path.join("data", "in.csv")]
+        bases.append(_basis(PredictConfig(model="m", input="data/in.csv", output="/out"),
+                            ModelRef("m", tmp_path, "classification"), files))
+    assert bases[0] == bases[1] and bases[0]["file_versions"][0].startswith("sha256:")
+    (copy / "data" / "in.csv").write_text("text\nB\nA\n")  # edited: another version
+    assert file_versions(files) != bases[0]["file_versions"]
+    outside = tmp_path / "shared.csv"
+    outside.write_text("text\nc\n")
+    assert basis_paths([(str(outside), "csv")]) == [str(outside)]
+    assert not file_versions([(str(outside), "csv")])[0].startswith("sha256:")
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR")  # not a submitted job: as resolved
+    assert basis_paths(files) == [files[0][0]]
