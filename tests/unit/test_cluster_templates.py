@@ -7,6 +7,7 @@ import copy
 import json
 import re
 import shlex
+import time
 import tomllib
 from pathlib import Path
 
@@ -197,6 +198,34 @@ def test_the_mlflow_servers_are_one_sqlite_writer_and_idle_gpus_wait_for_a_prepa
     assert load(LAUNCHER)["idle_timeout_minutes"] >= 10
     for name, spec in cluster_specs().items():
         assert spec["autoscalerOptions"]["idleTimeoutSeconds"] >= 600, name
+
+
+def test_the_launchers_mlflow_line_starts_the_server_from_the_shell_ray_runs_it_in(tmp_path):
+    """Ray runs a head command as `bash -c '<the line>'` (in docker exec, under bash --login): a guard of
+    `pgrep -f 'mlflow server'` found that very shell, whose command line holds the words, and never started the
+    server; every job was then refused at its tracking check. Run as Ray runs it, with `mlflow` a stand-in that
+    records its arguments and nothing answering on the port, the line starts it."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 5000)) == 0:
+            pytest.skip("something listens on 127.0.0.1:5000 here")
+    (command,) = [c for c in load(LAUNCHER)["head_start_ray_commands"] if "mlflow server" in c]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mlflow").write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/started\n")
+    (bin_dir / "mlflow").chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run(["bash", "-c", command.replace("/tmp/mlflow-server.log", f"{tmp_path}/log")], env=env,
+                   check=True, timeout=60)
+    for _ in range(100):
+        if (tmp_path / "started").exists():
+            break
+        time.sleep(0.1)
+    assert (tmp_path / "started").read_text().startswith("server --host 0.0.0.0 --port 5000 --workers 1")
 
 
 def test_kuberay_manifests_commit_no_secret():
