@@ -159,6 +159,11 @@ class SweepConfig:
                 raise ConfigError(f"pbt.mutate cannot take {fixed[0]}: {PBT_FIXED[fixed[0]]}, so a trial restored "
                                   f"with it changed would train on a wrong place or schedule; PBT may mutate "
                                   f"{sorted(set(SEARCHABLE) - set(PBT_FIXED))}")
+        if self.scheduler == "pbt" and self.max_concurrent < self.num_samples:  # a queued trial starts when one ends
+            raise ConfigError(f"scheduler=pbt compares the trials that run at once: max_concurrent="
+                              f"{self.max_concurrent} < num_samples={self.num_samples} would run them in groups that "
+                              f"never meet (each group trained to its end before the next starts); set "
+                              f"max_concurrent >= num_samples, and cpus_per_trial so that they fit the cluster")
         return self
 
     def _validate_space(self) -> None:

@@ -47,6 +47,9 @@ def test_overrides_reach_dotted_search_space_fields():
                                                "counts batches of its own size"),
     (("max_evals=3", "asha.grace_period=4"), "asha.grace_period (4) must be <= max_evals (3)"),
     (("scheduler=pbt", "search=optuna"), "scheduler pbt cannot run with search optuna"),
+    # PBT compares running trials: queued ones would start only as others end, in groups that never meet
+    (("scheduler=pbt", "num_samples=4"), "scheduler=pbt compares the trials that run at once: max_concurrent=2 < "
+                                         "num_samples=4 would run them in groups that never meet"),
     ("finetune.optim.lr=-1", "finetune.optim.lr must be > 0"),
     ("finetune.init=", "finetune.init must name a starting checkpoint"),
     ("checkpoint_every=0", "checkpoint_every must be >= 1"),
