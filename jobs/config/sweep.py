@@ -70,7 +70,7 @@ class SweepConfig:
     search_space: dict = field(default_factory=dict)  # searched field -> {type, low, high} or {type, values}
     scheduler: str = "asha"  # asha | pbt
     search: str = "random"  # random | grid | optuna (TPE)
-    num_samples: int = 8  # trials (search=grid: repeats of the whole grid)
+    num_samples: int = 8  # trials (search=grid: repeats of the whole grid, 1 unless train.seed is a grid field)
     max_concurrent: int = 2  # trials running at once
     cpus_per_trial: float = 1.0  # each trial fine-tunes in-process on one worker
     gpus_per_trial: float = 0.0
@@ -159,6 +159,10 @@ class SweepConfig:
                 raise ConfigError(f"pbt.mutate cannot take {fixed[0]}: {PBT_FIXED[fixed[0]]}, so a trial restored "
                                   f"with it changed would train on a wrong place or schedule; PBT may mutate "
                                   f"{sorted(set(SEARCHABLE) - set(PBT_FIXED))}")
+        if self.search == "grid" and self.num_samples > 1 and "train.seed" not in self.search_space:
+            raise ConfigError(f"search=grid with num_samples={self.num_samples} trains every grid point "
+                              f"{self.num_samples} times with one seed: identical runs; set num_samples=1, or make "
+                              f"train.seed a grid field to repeat each point over seeds")
         if self.scheduler == "pbt" and self.max_concurrent < self.num_samples:  # a queued trial starts when one ends
             raise ConfigError(f"scheduler=pbt compares the trials that run at once: max_concurrent="
                               f"{self.max_concurrent} < num_samples={self.num_samples} would run them in groups that "

@@ -75,6 +75,21 @@ def test_bad_configs_fail_before_ray_with_the_field_named(override, message):
     assert not ray.is_initialized()
 
 
+def test_a_grid_repeated_with_one_seed_is_refused():
+    """search=grid with num_samples=N trains each grid point N times: the same config, seed and data order, N
+    identical runs. Refused unless train.seed is one of the grid's fields (then the repeats differ)."""
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}"])
+    cfg.search = "grid"
+    cfg.search_space = {"optim.lr": {"type": "grid", "values": [1e-5, 3e-5]}}
+    with pytest.raises(ConfigError, match="search=grid with num_samples=8 trains every grid point 8 times with one "
+                                          "seed: identical runs"):
+        cfg.validate()
+    cfg.num_samples = 1
+    cfg.validate()
+    cfg.num_samples, cfg.search_space["train.seed"] = 3, {"type": "grid", "values": [0, 1, 2]}
+    cfg.validate()
+
+
 def test_optuna_refuses_grid():
     with pytest.raises(ConfigError, match="search optuna cannot take type grid"):
         load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search=optuna",
