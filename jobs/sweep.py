@@ -256,7 +256,7 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
         df = result.metrics_dataframe
         reported = df is not None and len(df) and "score" in df
         df = by_step(df) if reported else df  # a step reported again after a restart counts once
-        last, status = result.metrics or {}, trial_status(result)
+        last, status = result.metrics or {}, trial_status(result, cfg.max_evals if cfg.scheduler == "asha" else 0)
         mlflow_run = runs.get(trial_id)
         if mlflow_run is not None:  # Tune's verdict settles the run's status (see RUN_STATUS)
             client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])

@@ -8,8 +8,8 @@ from __future__ import annotations
 # A trial's MLflow run status from its row's status. A trial the scheduler stopped did not complete its
 # budget and did not fail: KILLED (MLflow's "ended before it finished"), with tag tune_status=stopped early.
 # One its own patience (train.patience) ended made its normal end: FINISHED, tag tune_status=finished (patience).
-RUN_STATUS = {"finished": "FINISHED", "finished (patience)": "FINISHED", "stopped early": "KILLED",
-              "failed": "FAILED"}
+RUN_STATUS = {"finished": "FINISHED", "finished (patience)": "FINISHED", "finished (max_evals)": "FINISHED",
+              "stopped early": "KILLED", "failed": "FAILED"}
 
 
 def champion(results, fields) -> tuple[dict, float, str]:
@@ -28,14 +28,17 @@ def scored(df) -> bool:
     return df is not None and len(df) > 0 and "score" in df and bool(df["score"].notna().any())
 
 
-def trial_status(result) -> str:
+def trial_status(result, max_evals: int = 0) -> str:
     """The row status of a trial from Tune's result: failed (an error), stopped early (by the scheduler, before
-    its last step), finished (patience) (its own train.patience ended it) or finished."""
+    its last step), finished (patience) (its own train.patience ended it), finished (max_evals) (it made the
+    sweep's `max_evals` evaluations: ASHA's budget, reached by the trials that survived every rung) or finished."""
     last = result.metrics or {}
     if result.error:
         return "failed"
     if last.get("patience_stopped"):
         return "finished (patience)"
+    if max_evals and last.get("training_iteration", 0) >= max_evals:
+        return "finished (max_evals)"
     df = result.metrics_dataframe
     if df is not None and len(df) and "score" in df and last.get("step", 0) < last.get("total_steps", 0):
         return "stopped early"

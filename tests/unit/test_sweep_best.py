@@ -113,6 +113,12 @@ def test_a_trial_its_own_patience_ended_is_finished_not_stopped_by_the_scheduler
     assert trial_status(patience) == "finished (patience)" and RUN_STATUS["finished (patience)"] == "FINISHED"
     assert trial_status(scored([(10, 0.9), (20, 0.8)], patience_stopped=False)) == "stopped early"
     assert trial_status(scored([(10, 0.9), (40, 0.8)])) == "finished"
+    # ASHA stops every trial at max_evals: one that survived every rung to that budget finished, it was not killed
+    budget = scored([(10, 0.9), (20, 0.8)], patience_stopped=False, training_iteration=2)
+    assert trial_status(budget, max_evals=2) == "finished (max_evals)" == next(
+        k for k, v in RUN_STATUS.items() if k == "finished (max_evals)" and v == "FINISHED")
+    cut = scored([(10, 0.9)], patience_stopped=False, training_iteration=1)  # stopped at a rung before the budget
+    assert trial_status(cut, max_evals=2) == "stopped early"
 
 
 def test_steps_reported_again_after_a_restart_count_once_and_the_last_report_wins(monkeypatch, tmp_path):
@@ -140,7 +146,7 @@ def test_steps_reported_again_after_a_restart_count_once_and_the_last_report_win
             pass
 
     monkeypatch.setattr("mlflow.tracking.MlflowClient", Client)
-    cfg = SimpleNamespace(search_space=FIELDS)
+    cfg = SimpleNamespace(search_space=FIELDS, scheduler="asha", max_evals=0)
     row, = sweep.trial_table(cfg, [result], "sqlite:///unused.db", "parent")
     assert row["evaluations"] == 4 and row["best"] == 0.8 and row["status"] == "finished"
     from matplotlib.axes import Axes
