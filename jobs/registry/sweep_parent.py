@@ -67,7 +67,8 @@ def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_ta
 
 def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, digest: str, folder: Path,
             restoring: bool) -> tuple[str, str]:
-    """The parent in the sweep's experiment with this basis, a pre-basis one Tune restores, or a new one."""
+    """The parent in the sweep's experiment with this basis where Tune restores its trials, a pre-basis one Tune
+    restores, or a new one (the same sweep run again from scratch: its trials would nest beside the first run's)."""
     from jobs.registry import tracking
 
     experiment = client.get_experiment_by_name(t.experiment)
@@ -75,7 +76,7 @@ def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, d
         named = f"tags.sweep = '{name}' and tags.phase = 'parent'"
         found = client.search_runs([experiment.experiment_id], max_results=1,
                                    filter_string=f"{named} and tags.`{BASIS_TAG}` = '{digest}'")
-        if found:
+        if found and restoring:  # the sweep resumed; run again from scratch (its folder removed): a new parent
             client.update_run(found[0].info.run_id, status="RUNNING")
             return found[0].info.run_id, experiment.experiment_id
         other = client.search_runs([experiment.experiment_id], max_results=1, filter_string=named)

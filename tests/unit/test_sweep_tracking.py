@@ -55,6 +55,8 @@ def test_the_same_sweep_resumed_reuses_its_parent_and_another_sweep_of_that_name
     assert client.get_run(other_init).data.params["finetune.init"] == "/models/b"
     assert client.get_run(other_data).data.tags["lineage.task_data_sha256"] == "d2"
     assert client.get_run(first).data.tags["lineage.init"] == "/models/a"  # the first sweep's record unchanged
+    again = start(tmp_path)  # the same sweep run again from scratch (Tune restores nothing): its own parent
+    assert again not in {first, other_init, other_data} and client.get_run(first).info.status == "FINISHED"
 
 
 def test_tune_restoring_trials_of_another_sweep_of_that_name_is_refused(tmp_path, store):
