@@ -181,6 +181,7 @@ def test_kuberay_token_auth_on_head_every_worker_group_and_submitter(name):
     assert spec["workerGroupSpecs"]
     for container in ray_containers(spec):
         assert_token_env(container, auth["secretName"])
+    assert_token_env(spec["autoscalerOptions"], auth["secretName"])  # its sidecar inherits no container's env
     if name == "rayjob":
         (submitter,) = load(KUBERAY / "rayjob.yaml")["spec"]["submitterPodTemplate"]["spec"]["containers"]
         assert_token_env(submitter, auth["secretName"])
