@@ -105,11 +105,13 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
     return word.replace(".", "").lower() not in ABBREVIATIONS
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, lines: bool = False) -> list[str]:
     """Split normalised text into sentences; a paragraph break always ends a sentence, a soft line break
-    (a "\n" inside a paragraph) becomes a space and ends one after terminal punctuation (_ends_sentence)."""
+    (a "\n" inside a paragraph) becomes a space and ends one after terminal punctuation (_ends_sentence).
+    `lines`: every line break ends a sentence too (Google's one-sentence-a-line input, data.text_documents=
+    blank_lines: a heading line "Early life" is a sentence of its own, not the start of the next line's)."""
     sentences = []
-    for paragraph in text.split("\n\n"):
+    for paragraph in text.split("\n" if lines else "\n\n"):
         paragraph = paragraph.strip()
         start, cased = 0, paragraph != paragraph.lower()
         for m in _BOUNDARY.finditer(paragraph):

@@ -101,6 +101,7 @@ class DocumentTokenizer:
         self.tok.no_padding()
         self.tok.add_special_tokens([AddedToken(SENTENCE_MARK, special=True, normalized=False)])
         self.mark = self.tok.token_to_id(SENTENCE_MARK)
+        self.lines = cfg.text_documents == "blank_lines"  # Google's format: a line is a sentence
         # "[SEP]", "[MASK]", "[PAD]" written in a document are its text, not the tokens (the tokenizer would match
         # them): a space after the "[" leaves BERT's pre-tokenizer the pieces it makes of "[SEP]" as text
         self.literal = [t.content for t in self.tok.get_added_tokens_decoder().values()
@@ -138,7 +139,7 @@ class DocumentTokenizer:
         shards = np.array([self.layout.shard_of(int(k)) for k in keys], dtype=np.int32)
         flat, lengths = [], []
         for start in range(0, len(texts), TOKENIZE_BATCH_DOCS):
-            joined = [SENTENCE_MARK.join(split_sentences(self._as_text(t)))
+            joined = [SENTENCE_MARK.join(split_sentences(self._as_text(t), lines=self.lines))
                       for t in texts[start:start + TOKENIZE_BATCH_DOCS]]
             encodings = self.tok.encode_batch_fast(joined, add_special_tokens=False)
             n = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))

@@ -117,6 +117,16 @@ def test_paragraph_break_always_ends_a_sentence():
         "A heading without a period", "The body follows, e.g. this", "and Mr.", "Smith."]
 
 
+def test_in_googles_one_sentence_a_line_format_every_line_is_a_sentence():
+    """data.text_documents=blank_lines reads Google's create_pretraining_data input, where a line is a sentence: a
+    heading line without a period must not start the next line's sentence, and a line of two sentences still
+    splits."""
+    text = "Early life\nHe was born in Ohio. He grew up there.\nCareer\nHe worked"
+    assert split_sentences(text, lines=True) == ["Early life", "He was born in Ohio.", "He grew up there.", "Career",
+                                                 "He worked"]
+    assert split_sentences(text)[0] == "Early life He was born in Ohio."  # as books: a soft line break
+
+
 def test_soft_line_breaks_do_not_split_and_become_spaces():
     text = "A hard-wrapped line that\ncontinues here. And a\nsecond sentence."
     assert split_sentences(text) == ["A hard-wrapped line that continues here.", "And a second sentence."]

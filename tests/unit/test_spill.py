@@ -166,3 +166,20 @@ def test_a_decomposed_copy_is_a_duplicate_though_tokenized_as_written(tmp_path, 
     [unit] = group_units(file_parts([str(corpus)], [{"bytes": corpus.stat().st_size}], cfg, 1 << 20), 1 << 20)
     row = worker(pa.Table.from_pylist([unit])).to_pylist()[0]
     assert row["hash_hi"][0] == row["hash_hi"][1] and row["hash_lo"][0] == row["hash_lo"][1]
+
+
+def test_blank_lines_mode_tokenizes_each_line_as_a_sentence(tmp_path, tok):
+    """The document tokenizer under data.text_documents=blank_lines ends a sentence at every line (Google's format):
+    the heading "Early life" is a sentence of its own in the spilled offsets, not the start of the next line's."""
+    corpus = tmp_path / "google.txt"
+    corpus.write_text("Early life\nHe was born in Ohio and grew up in a small town there.\n\n")
+    cfg = DataConfig(sources=[str(corpus)], min_document_chars=10, num_shards=1, eval_fraction=0.0,
+                     text_documents="blank_lines", tokenizer=TokenizerConfig(path=MINILM))
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    worker = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, ShardLayout.plan(cfg, 100), str(spill))
+    [unit] = group_units(file_parts([str(corpus)], [{"bytes": corpus.stat().st_size}], cfg, 1 << 20), 1 << 20)
+    row = worker(pa.Table.from_pylist([unit])).to_pylist()[0]
+    (doc,) = read_spill([row["spill"]], [0], pa.uint16()).to_pylist()
+    heading = tok.encode("Early life", add_special_tokens=False).ids
+    assert doc["offsets"][:2] == [0, len(heading)] and doc["ids"][:len(heading)] == heading
