@@ -26,7 +26,8 @@ def config(*overrides):
 def pbt(seed=0):
     # warmup_ratio up to 0.85: explore's 1.2x of it would be 1.02, outside fine-tuning's [0, 1)
     return _scheduler(config(
-        "scheduler=pbt", "pbt.mutate=[optim.lr,optim.warmup_ratio,optim.weight_decay]", f"pbt.seed={seed}",
+        "scheduler=pbt", "max_concurrent=8", "pbt.mutate=[optim.lr,optim.warmup_ratio,optim.weight_decay]",
+        f"pbt.seed={seed}",
         "search_space.optim.warmup_ratio.high=0.85", "search_space.optim.weight_decay.values=[0.0,0.01,0.1]"), 1000)
 
 
