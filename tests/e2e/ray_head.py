@@ -24,9 +24,21 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports: all held open while they are chosen. Chosen one at a time (each socket closed before
+    the next bind), the kernel can hand the same port out twice, and `ray start` fails on a port given two flags
+    (seen: --dashboard-port and --metrics-export-port both 51925)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def ray_env() -> dict:
@@ -70,12 +82,12 @@ class Node:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def _ports() -> list[str]:
-    args = []
-    for flag in ("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
-                 "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"):
-        args += [flag, str(free_port())]
-    return args
+PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
+              "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port")
+
+
+def _ports(ports: list[int]) -> list[str]:
+    return [arg for flag, port in zip(PORT_FLAGS, ports, strict=True) for arg in (flag, str(port))]
 
 
 def start_head(num_cpus: int = 2, resources: str | None = None, multi_node: bool = False,
@@ -90,12 +102,12 @@ def start_head(num_cpus: int = 2, resources: str | None = None, multi_node: bool
     token = readme("ray get-auth-token --generate")
     subprocess.run([RAY, *token[1:]], env=ray_env(), check=True, capture_output=True, timeout=60)
     temp_dir = temp_dir or tempfile.mkdtemp(prefix="bf", dir="/tmp")  # where `ray start` writes its address file
-    gcs, dash = free_port(), free_port()
+    gcs, dash, client, *rest = free_ports(3 + len(PORT_FLAGS))  # distinct: one port for two flags fails
     ip = "127.0.0.2" if multi_node else "127.0.0.1"
     cmd = [RAY, *readme("ray start --head")[1:], "--node-ip-address", ip, "--port", str(gcs),
            "--dashboard-port", str(dash), "--include-dashboard", "true",
-           "--ray-client-server-port", str(free_port()), "--num-cpus", str(num_cpus), "--temp-dir", temp_dir,
-           "--disable-usage-stats", *_ports()]
+           "--ray-client-server-port", str(client), "--num-cpus", str(num_cpus), "--temp-dir", temp_dir,
+           "--disable-usage-stats", *_ports(rest)]
     if resources:
         cmd += ["--resources", resources]
     env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"} if multi_node else {}
@@ -121,7 +133,8 @@ def start_worker(head: Node, num_cpus: int = 2, resources: str | None = None) ->
     """
     temp_dir = tempfile.mkdtemp(prefix="bfw", dir="/tmp")
     cmd = [RAY, "start", "--address", head.gcs_address, "--node-ip-address", "127.0.0.3",
-           "--num-cpus", str(num_cpus), "--temp-dir", temp_dir, "--disable-usage-stats", *_ports()]
+           "--num-cpus", str(num_cpus), "--temp-dir", temp_dir, "--disable-usage-stats",
+           *_ports(free_ports(len(PORT_FLAGS)))]
     if resources:
         cmd += ["--resources", resources]
     return _start(cmd, Node(temp_dir, head.gcs_address, None, "127.0.0.3"), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1")
