@@ -87,7 +87,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     earlier = resubmit.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
 
     dashboard = dashboard or init_ray()
-    ensure_capacity(Demand.of_scaling(resolved.scaling))  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
+    # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
+    ensure_capacity(Demand.of_scaling(resolved.scaling))
     refuse_sqlite_across_machines(tracking_uri)
     ray.data.DataContext.get_current().enable_progress_bars = False
     # the workers get train and select only: no evaluation row reaches a choice

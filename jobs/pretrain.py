@@ -71,7 +71,8 @@ def run(cfg: PretrainConfig) -> PretrainResult:
 
     cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
     dashboard = init_ray()
-    ensure_capacity(Demand.of_scaling(cfg.scaling))  # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
+    # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
+    ensure_capacity(Demand.of_scaling(cfg.scaling))
     refuse_sqlite_across_machines(cfg.tracking.tracking_uri)
     ray.data.DataContext.get_current().enable_progress_bars = False  # our own progress lines instead
     if cfg.corpus.harvest_installed_docs:

@@ -247,9 +247,9 @@ def _finite(scores: Scores, values: list[float]) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     bad = int((~np.isfinite(values)).sum())
     if bad:
-        raise ValueError(f"{scores.metric}: {bad} of {len(values)} bootstrap resamples of the {scores.n} evaluation rows "
-                         f"({scores.n_groups} groups) have no value (a correlation over rows whose gold scores are "
-                         "all equal is undefined): evaluate on more rows")
+        raise ValueError(f"{scores.metric}: {bad} of {len(values)} bootstrap resamples of the {scores.n} evaluation "
+                         f"rows ({scores.n_groups} groups) have no value (a correlation over rows whose gold scores "
+                         "are all equal is undefined): evaluate on more rows")
     return values
 
 

@@ -169,12 +169,12 @@ def conll_features(sentences, tokenizer, max_seq_len: int, label_all_subwords: b
     tokenizer reduces to nothing), so their gold tags are absent from evaluation.
 
     label_all_subwords labels continuation pieces too, B-X becoming I-X (a word is one entity; IOBES's S-X E-X,
-    BILOU's U-X L-X), or staying B-X where I-X is no label. Without it, a word's first piece carries its tag and so does every later piece that
-    starts a word of its own for transformers' token-classification pipeline (which serves the model, FIRST
-    aggregation): a piece not prefixed "##" (BERT's pre-tokenizer splits "U.S." into u . s ., "AT&T" into at & t),
-    or an [UNK]. Those carry the continuation tag (B-X's I-X), so the served pipeline, which tags each such word by
-    its own first piece, groups "U.S." into one entity as the word was labeled, instead of reading three pieces
-    training never supervised. Scoring still reads each word's first piece (word_tags).
+    BILOU's U-X L-X), or staying B-X where I-X is no label. Without it, a word's first piece carries its tag and so
+    does every later piece that starts a word of its own for transformers' token-classification pipeline (which
+    serves the model, FIRST aggregation): a piece not prefixed "##" (BERT's pre-tokenizer splits "U.S." into u . s .,
+    "AT&T" into at & t), or an [UNK]. Those carry the continuation tag (B-X's I-X), so the served pipeline, which tags
+    each such word by its own first piece, groups "U.S." into one entity as the word was labeled, instead of reading
+    three pieces training never supervised. Scoring still reads each word's first piece (word_tags).
     """
     tok = load_tokenizer(tokenizer)
     index = {tag: i for i, tag in enumerate(labels)}
