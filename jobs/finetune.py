@@ -130,8 +130,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
         info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in chosen.items()}, **evaluation,
                                                           **counts}, str(export_dir), t.registered_model, t.alias,
                                    task=ft_tasks.HF_TASK[resolved.task.kind], version_tags=version_tags,
-                                   description=card, input_example=tracking.input_example(rows.select or next(
-                                       iter(rows.evaluation.values()), [])))
+                                   description=card, input_example=tracking.input_example(rows.held()))
     info.update(counts, **continued)
     out = FinetuneResult(run_name, cfg.task.name, main, best[main], best["step"], chosen, history, str(export_dir),
                          str(init_dir), resolved.task.labels, info, eval_metric=ft_tasks.eval_metric(resolved.task),

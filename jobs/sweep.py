@@ -427,8 +427,7 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
                                f"median {stats['median']:.4f})", data=rows.summary())
     return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, evaluation, str(export_dir),
                                t.registered_model, t.alias, task=hf_task, version_tags=tags, description=card,
-                               input_example=tracking.input_example(rows.select or next(
-                                       iter(rows.evaluation.values()), [])))
+                               input_example=tracking.input_example(rows.held()))
 
 
 def _run_of(client, parent_id: str, result) -> str:

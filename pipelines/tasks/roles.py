@@ -161,11 +161,15 @@ class TaskRows:
     def splits(self) -> dict[str, list[dict]]:
         return {"train": self.train, "select": self.select, **self.evaluation}
 
+    def held(self) -> list[dict]:
+        """Rows the driver holds (train may stay in the cluster): select's, else the first evaluation split's."""
+        return self.select or next((rows for rows in self.evaluation.values() if rows), [])
+
     def inputs(self) -> str:
         """What one input of a sequence task is: "text,text_pair" (sentence pairs: rows with a second text) or
-        "text"; "" for the other kinds. Read from the rows the driver holds (select, evaluation): a prediction or a
-        served request must give a pair-trained model its pairs, and a single-sentence one single sentences."""
-        held = [*self.select[:1], *(rows[0] for rows in self.evaluation.values() if rows)]
+        "text"; "" for the other kinds. Read from the rows the driver holds: a prediction or a served request must
+        give a pair-trained model its pairs, and a single-sentence one single sentences."""
+        held = self.held()
         if not held or "text_a" not in held[0]:
             return ""
         return "text,text_pair" if isinstance(held[0].get("text_b"), str) else "text"
