@@ -112,10 +112,10 @@ def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started
 
     dashboard = init_ray()
     if cfg.gpu_actors:  # an autoscaling cluster's GPU nodes come when asked for: before the run and the manifest
-        from jobs.runtime.capacity import Demand, ensure_capacity
+        from jobs.runtime.capacity import Demand, ensure_capacity, worker_bundles
 
         ensure_capacity(Demand(
-            bundles=({"CPU": 1.0, "GPU": 1.0},) * cfg.gpu_actors + ({"CPU": 1.0},),
+            bundles=tuple(worker_bundles(cfg.gpu_actors, 1.0, gpu=True)),
             needed_by=f"gpu_actors={cfg.gpu_actors} (a GPU and a CPU each) plus 1 CPU for Ray Data",
             hint="Lower gpu_actors, or add GPU nodes.", timeout_s=cfg.capacity_timeout_s,
             timeout_field="capacity_timeout_s"))

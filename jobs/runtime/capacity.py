@@ -51,8 +51,13 @@ class Demand:
 
 def bundles(scaling) -> list[dict[str, float]]:
     """One bundle per training worker (its CPUs, and its GPU), and one CPU for Ray Data's streaming."""
-    worker = {"CPU": float(scaling.cpus_per_worker), **({"GPU": 1.0} if scaling.use_gpu else {})}
-    return [dict(worker) for _ in range(scaling.num_workers)] + [{"CPU": 1.0}]
+    return worker_bundles(scaling.num_workers, scaling.cpus_per_worker, scaling.use_gpu)
+
+
+def worker_bundles(workers: int, cpus: float, gpu: bool) -> list[dict[str, float]]:
+    """One bundle per worker or replica (`cpus`, and a GPU with `gpu`), and one CPU for Ray Data's streaming."""
+    worker = {"CPU": float(cpus), **({"GPU": 1.0} if gpu else {})}
+    return [dict(worker) for _ in range(workers)] + [{"CPU": 1.0}]
 
 
 def shortfall(need: dict[str, float], have: dict) -> dict[str, tuple[float, float]]:
