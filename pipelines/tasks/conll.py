@@ -17,6 +17,7 @@ each word's first piece, so gold and predicted tag sequences are the file's word
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -82,31 +83,31 @@ def named_documents(sentences):
     """conll_sentences' stream with each document named by its content (sha256 of its first NAMING_SENTENCES
     sentences' lines, in bounded memory) instead of its number: the carve keeps a document whole by its name, and a
     document added elsewhere in the file, or the file renamed, moves no other between train, select and dev."""
-    import hashlib
-
     held, named, current = [], None, None
     for document, lines, bad, where in sentences:
         if document != current:  # a new document: the last one's held sentences are named by what was held
-            yield from _flush(held, named)
+            yield from _named(held, named)
             held, named, current = [], None, document
         if named is not None:
             yield named, lines, bad, where
             continue
         held.append((lines, bad, where))
         if len(held) == NAMING_SENTENCES:
-            named = hashlib.sha256("\n\n".join("\n".join(s[0]) for s in held).encode()).hexdigest()
-            yield from _flush(held, named)
+            named = _content_name(held)
+            yield from _named(held, named)
             held = []
-    yield from _flush(held, named)
+    yield from _named(held, named)
 
 
-def _flush(held, named):
-    if held:
-        import hashlib
+def _content_name(held: list) -> str:
+    return hashlib.sha256("\n\n".join("\n".join(lines) for lines, _, _ in held).encode()).hexdigest()
 
-        name = named or hashlib.sha256("\n\n".join("\n".join(s[0]) for s in held).encode()).hexdigest()
-        for lines, bad, where in held:
-            yield name, lines, bad, where
+
+def _named(held: list, name: str | None):
+    """The held sentences under `name`, or under their own content's name (a document shorter than the naming)."""
+    name = name or (_content_name(held) if held else None)
+    for lines, bad, where in held:
+        yield name, lines, bad, where
 
 
 def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: bool) -> bool:
