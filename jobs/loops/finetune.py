@@ -85,7 +85,8 @@ class FinetuneLoop:
     after_step(step): called after every step (fault injection)
     track(metrics, step): metrics to the tracking server (train/* every `train.log_every` steps, and each evaluation)
     log: progress lines ("step ... | ...", "[eval] ..."), or None for none
-    world: data-parallel ranks, each stepping a batch (for samples/s)
+    summed: a list of floats added over the data-parallel ranks (every rank calls it at the same steps: they step
+        in lockstep), so that train/loss and samples/s are every rank's, not this rank's share; the identity for one
     """
 
     STATE = ("step", "epoch", "epoch_steps", "best", "best_step", "history", "bad_evals", "nonfinite",
@@ -96,11 +97,12 @@ class FinetuneLoop:
                  report: Callable[[dict, bool, bool], None], keep_best: Callable[[], None] = lambda: None,
                  after_step: Callable[[int], None] = lambda step: None,
                  track: Callable[[dict, int], None] = lambda metrics, step: None,
-                 log: logging.Logger | None = None, world: int = 1, checkpoint_every: int = 1):
+                 log: logging.Logger | None = None, summed: Callable[[list[float]], list[float]] = list,
+                 checkpoint_every: int = 1):
         self.engine, self.train, self.metric, self.total, self.optim_lr = engine, train, metric, total_steps, optim_lr
         self.epoch_batches, self.select_metrics, self.report = epoch_batches, select_metrics, report
         self.keep_best, self.after_step, self.track, self.log = keep_best, after_step, track, log
-        self.world, self.checkpoint_every = world, checkpoint_every
+        self.summed, self.checkpoint_every = summed, checkpoint_every
         # the training state a checkpoint holds (state()): where the loop is and what it has seen
         self.step, self.epoch, self.epoch_steps = 0, 0, 0  # epoch_steps: the batches of `epoch` already taken
         self.best, self.best_step, self.history, self.bad_evals = -math.inf, 0, [], 0
@@ -157,7 +159,7 @@ class FinetuneLoop:
         stats = self.engine.step(collate(batch))
         self.step, self.epoch_steps = self.step + 1, self.epoch_steps + 1
         self.after_step(self.step)
-        self._window.add(stats, len(batch["attention_mask"]) * self.world)
+        self._window.add(stats, len(batch["attention_mask"]))
         if stats.finite:
             self.nonfinite_streak = 0
             return
@@ -176,7 +178,7 @@ class FinetuneLoop:
         t = self.train
         if self.step % t.log_every and not ends_run:
             return
-        metrics = {**self._window.take(), "lr": self.engine.lr, "epoch": epoch}
+        metrics = {**self._window.take(self.summed), "lr": self.engine.lr, "epoch": epoch}
         w = self._window
         eta = (time.perf_counter() - w.start) / max(self.step - w.first, 1) * (self.total - self.step)
         if self.log:
@@ -215,7 +217,7 @@ class FinetuneLoop:
 
 
 class _Window:
-    """Training metrics since the last progress line: the mean finite loss and samples/s."""
+    """Training metrics since the last progress line: the mean finite loss and samples/s, over every rank."""
 
     def __init__(self, step: int):
         self.first, self.start = step, time.perf_counter()  # where and when this process began (the eta)
@@ -226,10 +228,10 @@ class _Window:
             self.loss, self.n = self.loss + stats.loss, self.n + 1
         self.samples += samples
 
-    def take(self) -> dict:
+    def take(self, summed: Callable[[list[float]], list[float]] = list) -> dict:
+        loss, n, samples = summed([self.loss, self.n, self.samples])  # every rank's
         now = time.perf_counter()
-        out = {"loss": self.loss / self.n if self.n else math.nan,
-               "samples_per_s": self.samples / max(now - self.since, 1e-9)}
+        out = {"loss": loss / n if n else math.nan, "samples_per_s": samples / max(now - self.since, 1e-9)}
         self.loss, self.n, self.samples, self.since = 0.0, 0, 0, now
         return out
 

@@ -31,7 +31,7 @@ import ray.train
 import torch
 import torch.distributed as dist
 
-from jobs.engine.seam import next_in_lockstep
+from jobs.engine.seam import next_in_lockstep, summed
 from jobs.loops import ft_tasks
 from jobs.loops.finetune import FinetuneLoop, select_metrics, skip
 from jobs.runtime import resubmit
@@ -81,7 +81,7 @@ class Worker:
             self.engine, cfg.train, metric=ft_tasks.main_metric(cfg.task), total_steps=config["total_steps"],
             optim_lr=cfg.optim.lr, epoch_batches=self._epoch_batches, select_metrics=self._select_metrics,
             report=self._report, keep_best=self._keep_best, after_step=faults.maybe_fail, track=self.logger.log,
-            log=log if self.rank == 0 else None, world=self.world)
+            log=log if self.rank == 0 else None, summed=summed)
         checkpoint = ray.train.get_checkpoint()
         if checkpoint:
             self.restore(checkpoint)

@@ -177,6 +177,30 @@ def test_progress_lines_and_tracked_metrics(caplog):
     assert [step for step, m in run.tracked if METRIC in m] == [5, 10, 15]
 
 
+def test_train_loss_and_samples_per_s_are_every_ranks_not_this_ranks_share(monkeypatch):
+    """With data-parallel ranks, a progress window's loss is the mean over every rank's steps and samples/s counts
+    every rank's rows: `summed` stands in for the all-reduce, as if another rank had stepped as often at loss 10."""
+    import itertools
+    import types
+
+    from jobs.loops import finetune
+
+    clock = itertools.count()  # the same pace in both runs
+    monkeypatch.setattr(finetune, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
+    run = Run()
+    losses, step = [], run.engine.step
+    run.engine.step = lambda batch: losses.append(step(batch).loss) or Stats(losses[-1])
+    run.loop.summed = lambda v: [v[0] + 10.0 * v[1], 2 * v[1], 2 * v[2]]
+    run.loop.run()
+    train = [m for _, m in run.tracked if "train/loss" in m]
+    assert train[0]["train/loss"] == pytest.approx((losses[0] + losses[1] + 20.0) / 4)
+    clock, alone = itertools.count(), Run()
+    alone.loop.run()
+    first = [m for _, m in alone.tracked if "train/loss" in m][0]
+    assert first["train/loss"] == pytest.approx((losses[0] + losses[1]) / 2)  # the same steps on one rank
+    assert train[0]["train/samples_per_s"] == 2 * first["train/samples_per_s"]  # twice the rows
+
+
 def test_a_nonfinite_loss_is_skipped_and_counted_and_a_finite_step_resets_the_streak():
     """NaN at step 3, then 5 and 6: streaks of 1 and 2 under a limit of 3 (step 4 resets it); the run finishes,
     counting 3, and a progress window's loss is the mean of its finite steps."""
