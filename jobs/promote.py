@@ -141,9 +141,10 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     task = their_task = judged_task(_task_of(candidate), cfg.task)
     if champion is not None:
         other = _task_of(champion, required=False)
-        if other and (other["name"], other["labels"]) != (task.name, task.labels):
-            raise ValueError(f"v{theirs} (champion) is a {other['name']} model with labels {other['labels']}; "
-                             f"v{ours} is {task.name} with {task.labels}: not comparable")
+        theirs_is = (other.get("name"), other.get("kind") or task.kind, other.get("labels"))
+        if other and theirs_is != (task.name, task.kind, task.labels):
+            raise ValueError(f"v{theirs} (champion) is a {theirs_is[0]} {theirs_is[1]} model with labels "
+                             f"{theirs_is[2]}; v{ours} is {task.name} {task.kind} with {task.labels}: not comparable")
         # the data is the candidate's task's; how each model reads and decides is its own, as it serves
         own = {k: other[k] for k in MODEL_SETTINGS if k in other and k not in cfg.task}
         their_task = judged_task({**_task_of(candidate), **own}, cfg.task)
@@ -154,7 +155,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         init_ray()
     loaded = ft_tasks.load_rows(task)
     rows = loaded.evaluation[split]  # the evaluation split: no choice of either model saw it
-    _same_data(cfg, candidate, task, split, rows, loaded.labels)
+    _same_data(cfg, candidate, champion, task, split, rows, loaded.labels)
     from jobs.registry.scorer import row_groups
 
     if len(rows) and row_groups(rows, task.kind).max() < 1:  # before any alias moves or model is scored
@@ -187,22 +188,27 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     return result
 
 
-def _same_data(cfg: PromoteConfig, candidate, task, split: str, rows: list[dict], labels) -> None:
-    """Refuse to judge on rows other than those the candidate was registered with (its data.<split>.sha256), unless
-    new evaluation rows are named (task.dev_file): the task's files edited since, or a task.* override of the carve
-    (task.selection_max_rows=...), would give a dev split of other rows, which may hold rows the models trained on;
-    and refuse labels other than the model's (a harvested corpus that changed under pkgdocs), which would score both
-    heads against gold labels of other indices."""
+def _same_data(cfg: PromoteConfig, candidate, champion, task, split: str, rows: list[dict], labels) -> None:
+    """Refuse to judge on rows other than those the candidate and the champion were registered with (each version's
+    data.<split>.sha256), unless new evaluation rows are named (task.dev_file): the task's files edited since, or a
+    task.* override of the carve (task.selection_max_rows=...), would give a dev split of other rows, which may hold
+    rows either model trained on (the champion's, when the files changed between the two registrations: its score
+    inflated); and refuse labels other than the model's (a harvested corpus that changed under pkgdocs), which would
+    score both heads against gold labels of other indices."""
     if task.labels and labels and [str(x) for x in labels] != [str(x) for x in task.labels]:
         raise ValueError(f"the task's data gives labels {list(labels)[:10]}; v{candidate.version} was trained with "
                          f"{list(task.labels)[:10]}: its head's indices would be scored against other labels")
-    registered = candidate.tags.get(f"data.{split}.sha256")
-    if registered and registered != split_digest(rows) and "dev_file" not in cfg.task:
-        raise ValueError(f"the {len(rows)} {split} rows are not those v{candidate.version} was evaluated on when it "
-                         f"was registered (sha256 {split_digest(rows)[:12]} now, {registered[:12]} then): the task's "
-                         f"files or a task.* override changed them, and rows carved otherwise may be rows the models "
-                         f"trained on; judge on the registered rows, or name new evaluation rows with "
-                         f"task.dev_file=...")
+    if "dev_file" in cfg.task:
+        return
+    digest = split_digest(rows)
+    for version, role in ((candidate, ""), (champion, " (champion)")):
+        registered = version.tags.get(f"data.{split}.sha256") if version is not None else None
+        if registered and registered != digest:
+            raise ValueError(f"the {len(rows)} {split} rows are not those v{version.version}{role} was evaluated on "
+                             f"when it was registered (sha256 {digest[:12]} now, {registered[:12]} then): the task's "
+                             f"files or a task.* override changed them, and rows carved otherwise may be rows the "
+                             f"models trained on; judge on the registered rows, or name new evaluation rows with "
+                             f"task.dev_file=...")
 
 
 def _champion_moved(client, name: str, ours: str, theirs: str) -> str:
@@ -366,7 +372,11 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     run_id = _start_record(cfg, uri, previous, now, None)
     with tracking.ending(uri, run_id):  # a move that fails ends the run FAILED, with the error named
-        move_alias(client, cfg.model, CHAMPION, previous, f"rollback: v{now} withdrawn, v{previous} restored", run_id)
+        moved = move_alias(client, cfg.model, CHAMPION, previous, f"rollback: v{now} withdrawn, v{previous} restored",
+                           run_id, only_from=now)
+        if moved != now:  # another rollback or promotion moved it meanwhile: two rollbacks would pop the stack twice
+            raise ValueError(f"{cfg.model}: @champion moved from v{now} to {_side(moved)} while rolling back; "
+                             "nothing moved: run the rollback again if it is still wanted")
         client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
                                      time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         result = PromoteResult(cfg.model, "rolled back", f"@champion v{now} -> v{previous}", candidate=previous,

@@ -304,6 +304,32 @@ def test_a_champion_moved_while_the_decision_was_recorded_is_not_replaced(tmp_pa
     assert client.get_run(tags["promotion.run_id"]).data.tags["decision"] == "refused"
 
 
+def test_two_rollbacks_at_once_roll_back_once(tmp_path, empty_store, monkeypatch):
+    """Champions v1 -> v2 -> v3, and two rollbacks at once: the other one restores v2 while this one prepares to; this
+    one moves nothing (it would pop the champion history twice: the next rollback restoring v1's predecessor), its run
+    ends FAILED, and the history is v1 -> v2."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 3)
+    for v in "123":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    started = promote._start_record
+
+    def start_meanwhile(*args):
+        run_id = started(*args)
+        move_alias(client, NAME, "champion", "2", "rollback: v3 withdrawn, v2 restored")  # the other rollback
+        return run_id
+
+    monkeypatch.setattr(promote, "_start_record", start_meanwhile)
+    with pytest.raises(ValueError, match=r"@champion moved from v3 to v2 while rolling back; nothing moved"):
+        judge(uri, tmp_path / "art", rollback=True)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
+    assert promote.champions(client, NAME) == ["1", "2"]
+    assert "promotion.rolled_back" not in client.get_model_version(NAME, "3").tags
+    runs = client.search_runs([client.get_experiment_by_name("toy-promotion").experiment_id])
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
 def test_a_task_config_tag_that_is_not_json_is_named():
     """A 250-label task's tag cut at 5,000 characters: one line naming the version and the tag, not a JSON error."""
     from types import SimpleNamespace
@@ -340,7 +366,8 @@ def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_ro
     """The candidate's version records the sha256 of the rows it was evaluated on (data.dev.sha256). Rows that differ
     (the files edited since, or a task.* override that carves dev otherwise and may hand it rows the models trained
     on) are refused, naming both digests; new evaluation rows named on purpose (task.dev_file) are judged. A task
-    whose data gives other labels than the model's (their order: the head's indices) is refused."""
+    whose data gives other labels than the model's (their order: the head's indices) is refused. So is a champion
+    registered on other rows than these (the files changed between the two registrations), or of another kind."""
     from jobs.loops import ft_tasks
     from pipelines.tasks.roles import split_digest
 
@@ -353,8 +380,19 @@ def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_ro
         judge(uri, tmp_path / "art")
     dev = Path(task.data_dir) / "dev.tsv"
     assert judge(uri, tmp_path / "art", task={"dev_file": str(dev)}).decision == "promoted"
-    register(uri, task, dirs["weak"], **{"data.dev.sha256": digest})
-    assert judge(uri, tmp_path / "art").decision == "kept"  # the same rows: judged
+    register(uri, task, dirs["weak"], **{"data.dev.sha256": digest})  # v2: these rows, but the champion's differ
+    with pytest.raises(ValueError, match=rf"not those v1 \(champion\) was evaluated on when it was registered "
+                                         rf"\(sha256 {digest[:12]} now, 000000000000 then\)"):
+        judge(uri, tmp_path / "art")
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(uri).set_model_version_tag(NAME, "1", "data.dev.sha256", digest)
+    assert judge(uri, tmp_path / "art").decision == "kept"  # the same rows for both: judged
+    other_kind = dataclasses.replace(task, kind="regression", labels=[])
+    v3 = register(uri, other_kind, dirs["same"], **{"data.dev.sha256": digest})
+    with pytest.raises(ValueError, match=r"v1 \(champion\) is a sst2 classification model with labels \['0', '1'\]; "
+                                         rf"v{v3} is sst2 regression with \[\]: not comparable"):
+        judge(uri, tmp_path / "art")
     flipped = dataclasses.replace(task, labels=list(reversed(task.labels)))
     alone = f"sqlite:///{tmp_path}/other.db"  # no champion to compare labels with first
     register(alone, flipped, dirs["same"], **{"data.dev.sha256": digest})
