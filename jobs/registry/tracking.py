@@ -107,7 +107,9 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
         tags["lineage.init"] = init
         tags.update(_source_run_tags(init, tracking_uri))
     if task_data is not None:
-        tags["lineage.task_source"], tags["lineage.task_data_sha256"] = str(Path(task_data[0]).resolve()), task_data[1]
+        source = str(task_data[0])  # a URL as given (resolved as a path, s3://b/x became /cwd/s3:/b/x)
+        tags["lineage.task_source"] = source if "://" in source else str(Path(source).resolve())
+        tags["lineage.task_data_sha256"] = task_data[1]
     return tags
 
 
@@ -129,6 +131,10 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     if not run_id:
         return {}
     source = client.get_run(run_id).data.tags
+    if "lineage.job" not in source and "mlflow.parentRunId" in source:
+        # a sweep trial's run (runs:/<trial>/...): its parent, the sweep's run, holds the lineage (read as the trial's,
+        # the trial was taken for the pretraining run behind the model)
+        source = {**client.get_run(source["mlflow.parentRunId"]).data.tags, **source}
     if "lineage.job" not in source and "lineage.job" in version_tags:
         # a sweep's version: its run is the seed trial's, which carries no lineage; the version carries the sweep's
         # (read as the trial's, a "pretraining run" without data: lineage.py reported a missing link)
@@ -149,9 +155,15 @@ def log_dataset(run_id: str, path: str, digest: str, name: str, context: str = "
     from mlflow.tracking import MlflowClient
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
+    from mlflow.exceptions import MlflowException
+
+    uri = path if "://" in str(path) else Path(path).resolve().as_uri()  # a bucket or web address as it is
     with warnings.catch_warnings():  # MLflow registers its local source for both "" and "file" and warns so
         warnings.simplefilter("ignore", UserWarning)
-        source = resolve_dataset_source(Path(path).resolve().as_uri())
+        try:
+            source = resolve_dataset_source(uri)
+        except MlflowException:  # a scheme MLflow has no dataset source for (hf://): the run's tags name it
+            return
     dataset = MetaDataset(source, name=name, digest=digest)._to_mlflow_entity()
     (client or MlflowClient()).log_inputs(run_id, [DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, context)])])
 

@@ -248,6 +248,21 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
         "lineage.job": "sweep", "lineage.init_run_id": pretrain_id, "lineage.pretrain_run_id": pretrain_id})
     swept = tracking.lineage_tags("finetune", init="models:/swept/1", tracking_uri=uri)
     assert (swept["lineage.init_run_id"], swept["lineage.pretrain_run_id"]) == (trial_id, pretrain_id)
+    # a trial's own model (runs:/<trial>/...): the trial is nested in the sweep's run, which holds the lineage
+    sweep_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "sweep", {"a": 1}, tags={
+        "lineage.job": "sweep", "lineage.init_run_id": pretrain_id, "lineage.pretrain_run_id": pretrain_id})
+    nested = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "trial", {"a": 1},
+                                tags={"trial_id": "t1", "mlflow.parentRunId": sweep_id})
+    from_trial = tracking.lineage_tags("finetune", init=f"runs:/{nested}/model", tracking_uri=uri)
+    assert (from_trial["lineage.init_run_id"], from_trial["lineage.pretrain_run_id"]) == (nested, pretrain_id)
+    # task rows from a web address: kept as given (not a path under the cwd), its password never stored
+    web = tracking.lineage_tags("finetune", task_data=("https://bob:hunter2@data.example.com/task.csv", digest))
+    assert web["lineage.task_source"] == "https://bob:hunter2@data.example.com/task.csv"
+    web_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "web", {"a": 1}, tags={"task": "web", **web})
+    web_run = client.get_run(web_id)
+    assert web_run.data.tags["lineage.task_source"] == "https://***@data.example.com/task.csv"
+    (web_input,) = web_run.inputs.dataset_inputs
+    assert json.loads(web_input.dataset.source) == {"url": "https://***@data.example.com/task.csv"}
 
 
 def test_secrets_in_params_tags_and_uris_never_reach_the_store(tmp_path):
