@@ -74,10 +74,10 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
         return result
     if not uri.startswith("models:/"):
         raise ValueError(f"lineage of {uri!r}: give models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID")
-    name, _, number = uri[len("models:/"):].partition("/")
-    name, _, alias = name.partition("@")
-    try:
-        version = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, number)
+    from jobs.registry.versions import pinned_version
+
+    try:  # @alias, /VERSION, /latest or a bare name, as every job reads them
+        version = pinned_version(uri, resolve_tracking_uri(tracking_uri))[1]
     except MlflowException as exc:
         links.append(Link("model version", uri, False, why=f"not in the registry: {exc.message.splitlines()[0]}"))
         return result
@@ -176,8 +176,12 @@ def _walk_start(client, tags: dict, run_id: str, links: list[Link], seen: set) -
     """From a fine-tune's lineage tags to the pretraining run, an earlier MLflow model's run, or a plain folder."""
     init = tags.get("lineage.init")
     if tags.get("lineage.pretrain_run_id"):
-        pretrain_id = tags["lineage.pretrain_run_id"]
+        pretrain_id, init_run = tags["lineage.pretrain_run_id"], tags.get("lineage.init_run_id")
         links.append(Link("init", init or "(not tagged)", details=[f"lineage.pretrain_run_id = {pretrain_id}"]))
+        if init_run and init_run != pretrain_id:  # a fine-tune from a fine-tune: the run in between is a link too
+            between = _get_run(client, init_run, "init run", f"lineage.init_run_id of run {run_id}", links)
+            if between is not None:
+                links.append(Link("init run", init_run, details=_describe(between)))
         r = _get_run(client, pretrain_id, "pretraining run", f"lineage.pretrain_run_id of run {run_id}", links)
         if r is not None:
             _walk_pretraining(client, r, links)

@@ -150,3 +150,19 @@ def test_a_sweep_trial_takes_its_lineage_from_the_sweep(chain):
     client.delete_run(parent.info.run_id)
     (missing,) = lineage.run("models:/swept@candidate", uri).missing
     assert missing.startswith(f"sweep {parent.info.run_id} (tag mlflow.parentRunId of run {trial.info.run_id}")
+
+
+def test_a_fine_tune_of_a_deleted_fine_tune_is_a_missing_link(chain):
+    """A model fine-tuned from the fine-tune `ft` (lineage.init_run_id ft, lineage.pretrain_run_id pre): the run in
+    between is a link of its own, so its deletion is named, not a chain reported complete around it."""
+    client, uri, pre, ft, _ = chain
+    exp = client.get_experiment_by_name("lineage").experiment_id
+    second = client.create_run(exp, tags={"lineage.job": "finetune", "lineage.init": "models:/ft-model/1",
+                                          "lineage.init_run_id": ft, "lineage.pretrain_run_id": pre}).info.run_id
+    _register(client, "ft-of-ft", second)
+    result = lineage.run("models:/ft-of-ft/latest", uri)  # latest, as every job reads a registered model
+    assert result.missing == [] and "init run" in [link.kind for link in result.links]
+    assert lineage.run("models:/ft-of-ft", uri).missing == []
+    client.delete_run(ft)
+    (missing,) = lineage.run("models:/ft-of-ft/1", uri).missing
+    assert missing.startswith(f"init run {ft} (lineage.init_run_id of run {second}") and "was deleted" in missing
