@@ -3,6 +3,7 @@ metrics; names made acceptable to MLflow (`metric_key`)."""
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 import time
@@ -11,12 +12,24 @@ import warnings
 _METRIC_CHARACTERS = re.compile(r"[^/\w.\- ]")  # what MLflow accepts in a metric's name on every store
 
 
+MAX_KEY = 250  # MLflow's limit on a metric name's length
+
+
 def metric_key(name: str) -> str:
-    """`name` as MLflow accepts it: letters, digits, `_ - . /` and spaces, no empty, `.` or `..` part; any other
-    character becomes `_` (an entity type's F1, `select/f1_ORG(company)`, logs as `select/f1_ORG_company_`).
-    MLflow refuses a whole batch over one such name: a label of the user's data must not cost every metric."""
+    """`name` as MLflow accepts it: letters, digits, `_ - . /` and spaces, no empty, `.` or `..` part, no leading
+    `..`, at most MAX_KEY characters; any other character becomes `_` (an entity type's F1, `select/f1_ORG(company)`,
+    logs as `select/f1_ORG_company_`), a longer name keeps its head and a digest of the whole (two long labels stay
+    two metrics). MLflow refuses a whole batch over one such name: a label of the user's data must not cost every
+    metric."""
+    import hashlib
+
     parts = _METRIC_CHARACTERS.sub("_", str(name)).split("/")
-    return "/".join(p.replace(".", "_") if p in (".", "..") else p for p in parts if p) or "_"
+    key = "/".join(p.replace(".", "_") if p in (".", "..") else p for p in parts if p) or "_"
+    if key.startswith(".."):  # MLflow reads it as a path out of the run's folder
+        key = "_" + key[1:]
+    if len(key) > MAX_KEY:
+        key = f"{key[:MAX_KEY - 9].rstrip('/')}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    return key
 
 
 class RankZeroLogger:
@@ -69,7 +82,7 @@ class RankZeroLogger:
             metrics = {**metrics, **self.system_metrics()}
         now = int(time.time() * 1000)
         self.pending += [Metric(metric_key(k), float(v), now, step) for k, v in metrics.items()
-                         if isinstance(v, (int, float))]
+                         if isinstance(v, numbers.Real)]  # numpy's float32 and int64 too
         if len(self.pending) > self.max_buffered:
             self.dropped += len(self.pending) - self.max_buffered
             del self.pending[:len(self.pending) - self.max_buffered]

@@ -49,10 +49,11 @@ def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, reg
     if not registered_model:
         return f"runs:/{run_id}/model", None
     client = MlflowClient(tracking_uri)
-    try:
-        client.get_registered_model(registered_model)
-    except mlflow.exceptions.MlflowException:
+    try:  # created, or there already: another job may create it between a look and a create
         client.create_registered_model(registered_model)
+    except mlflow.exceptions.MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
     source = f"{mlflow.get_run(run_id).info.artifact_uri}/model"
     version = client.create_model_version(registered_model, source, run_id=run_id, tags={"task": task})
     return f"models:/{registered_model}/{version.version}", version.version

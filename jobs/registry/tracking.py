@@ -360,6 +360,13 @@ def curve_keys(names) -> list[str]:
     return sorted(k for k in names if k.split("/", 1)[0] in ("train", "eval", "select") or k.startswith("dev"))
 
 
+def curve(history) -> list[tuple[int, float]]:
+    """A metric's (step, value) points, by step, the last logged point of each step: a run restarted from its
+    checkpoint logs the steps since that checkpoint again, and both points drawn made a step's panel zig-zag."""
+    last = {m.step: m.value for m in sorted(history, key=lambda m: m.timestamp)}
+    return sorted(last.items())
+
+
 def log_curves(tracking_uri: str, run_id: str, max_panels: int = 12) -> str | None:
     """Every training and evaluation metric the run logged over steps (train/*, eval/*, select/*, dev*/...), one
     panel each, as the run's artifact curves.png; None when it logged none. (Fine-tuning's curve is select/*, the
@@ -370,7 +377,7 @@ def log_curves(tracking_uri: str, run_id: str, max_panels: int = 12) -> str | No
 
     client = MlflowClient(tracking_uri)
     keys = curve_keys(client.get_run(run_id).data.metrics)
-    histories = {k: sorted((m.step, m.value) for m in client.get_metric_history(run_id, k)) for k in keys}
+    histories = {k: curve(client.get_metric_history(run_id, k)) for k in keys}
     histories = {k: h for k, h in histories.items() if len(h) > 1}
     if not histories:
         return None

@@ -3,6 +3,7 @@ FINISHED when it is done), and what it logs reaches them whatever the user's lab
 
 import json
 
+import numpy as np
 import pytest
 
 from jobs.registry import metric_logger, tracking
@@ -56,12 +57,22 @@ def test_a_run_is_running_until_the_job_ends_it_and_failed_with_its_error_when_i
 @pytest.mark.parametrize("name, key", [("select/f1_ORG(company)", "select/f1_ORG_company_"),
                                        ("dev/f1_LOC&GPE", "dev/f1_LOC_GPE"), ("dev/f1_人名", "dev/f1_人名"),
                                        ("dev/f1_a//b/", "dev/f1_a/b"), ("dev/../x", "dev/__/x"), ("/", "_"),
-                                       ("train/loss", "train/loss")])
+                                       ("..x/y", "_.x/y"), ("train/loss", "train/loss")])
 def test_metric_keys_are_what_mlflow_accepts(name, key):
     from mlflow.utils.validation import _validate_metric_name
 
     assert metric_logger.metric_key(name) == key
     _validate_metric_name(key)  # raises where MLflow would refuse the batch
+
+
+def test_a_name_longer_than_mlflow_takes_keeps_its_head_and_stays_apart_from_its_neighbours():
+    from mlflow.utils.validation import _validate_metric_name
+
+    names = [f"select/f1_{'very long entity type ' * 12}{i}" for i in range(2)]
+    keys = [metric_logger.metric_key(n) for n in names]
+    assert len(set(keys)) == 2 and all(len(k) == 250 and k.startswith("select/f1_very long entity") for k in keys)
+    for k in keys:
+        _validate_metric_name(k)
 
 
 def test_an_entity_type_mlflow_refuses_as_a_name_costs_no_metric(store, tmp_path):
@@ -70,12 +81,14 @@ def test_an_entity_type_mlflow_refuses_as_a_name_costs_no_metric(store, tmp_path
     uri, client = store
     run_id = client.create_run(client.create_experiment("names", (tmp_path / "art").as_uri())).info.run_id
     logger = metric_logger.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0)
-    logger.log({"select/f1_ORG(company)": 0.5, "select/f1_C++": 0.25}, step=20)
+    logger.log({"select/f1_ORG(company)": 0.5, "select/f1_C++": 0.25, "select/n": np.int64(7),
+                "select/f32": np.float32(0.75)}, step=20)  # numpy's numbers are numbers too
     for step in range(21, 25):
         logger.log({"train/loss": float(step)}, step=step)
     assert logger.close() == {"tracking_failures": 0, "tracking_undelivered": 0}
     assert [m.step for m in client.get_metric_history(run_id, "train/loss")] == [21, 22, 23, 24]
     assert client.get_metric_history(run_id, "select/f1_ORG_company_")[0].value == 0.5
+    assert [client.get_metric_history(run_id, k)[0].value for k in ("select/n", "select/f32")] == [7, 0.75]
     tracking.finish_run(uri, run_id, {"best/select/f1_ORG(company)": 0.5}, None, "", "candidate",
                         task="token-classification")
     assert client.get_run(run_id).data.metrics["best.select.f1_ORG_company_"] == 0.5

@@ -299,3 +299,12 @@ def test_curves_draw_the_select_split_that_fine_tuning_logs():
     logged = ["select/accuracy", "select/f1", "train/loss", "eval/mlm_acc", "dev/accuracy", "hp/lr", "best.select.f1"]
     assert tracking.curve_keys(logged) == ["dev/accuracy", "eval/mlm_acc", "select/accuracy", "select/f1",
                                            "train/loss"]
+
+
+def test_a_curve_draws_the_last_point_logged_at_each_step():
+    """Steps 3-4 logged again by a run restarted from its step-2 checkpoint (later timestamps): one point each."""
+    from mlflow.entities import Metric
+
+    logged = [Metric("train/loss", v, t, step) for v, t, step in
+              ((4.0, 1, 1), (3.0, 2, 2), (2.5, 3, 3), (2.0, 4, 4), (2.6, 9, 3), (2.1, 10, 4), (1.5, 11, 5))]
+    assert tracking.curve(reversed(logged)) == [(1, 4.0), (2, 3.0), (3, 2.6), (4, 2.1), (5, 1.5)]
