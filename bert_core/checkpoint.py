@@ -52,11 +52,23 @@ def save_pretrained(model: nn.Module, out_dir: str | os.PathLike, tokenizer_dir:
     """Write `model` (any class of bert_core.model) as an HF checkpoint directory; returns its path.
 
     `id2label` names the classes of a classifier head; default: the model's `id2label`
-    attribute (set by load_pretrained) or LABEL_i.
+    attribute (set by load_pretrained) or LABEL_i. A wrapped model (torch.compile's, DDP's) is saved as the model
+    it wraps: its class names the architecture, its labels and problem type go into the config.
     """
+    model = unwrap(model)
     return save_state_dict(model.state_dict(), model.config, out_dir, architectures=[type(model).__name__],
                            tokenizer_dir=tokenizer_dir, id2label=id2label or getattr(model, "id2label", None),
-                           problem_type=getattr(model, "problem_type", None))
+                           problem_type=getattr(model, "problem_type", None),
+                           tied_weights=getattr(model, "tied_weights", ()))
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside torch.compile's OptimizedModule (`_orig_mod`) and DDP's or DeepSpeed's wrapper (`module`)."""
+    while True:
+        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        if not isinstance(inner, nn.Module):
+            return model
+        model = inner
 
 
 def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out_dir: str | os.PathLike,
@@ -140,6 +152,7 @@ def atomic_dir(out_dir: Path):
     release on shared storage was unreadable to a serving process or a colleague running as another user."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    old = None  # where the checkpoint it replaces waits while the new one is renamed in
     try:
         yield tmp
         mask = umask()
@@ -151,17 +164,23 @@ def atomic_dir(out_dir: Path):
         _fsync(tmp)
         # rename(2) cannot replace a non-empty directory: move the old one aside first, so
         # out_dir is either the old or the new checkpoint except for one rename's width.
-        old = None
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
             os.replace(out_dir, old / out_dir.name)
-        os.replace(tmp, out_dir)
+        try:
+            os.replace(tmp, out_dir)
+        except BaseException:  # the old checkpoint back where it was, not left under .old-*
+            if old is not None and not out_dir.exists():
+                os.replace(old / out_dir.name, out_dir)
+            raise
         _fsync(out_dir.parent)
-        if old is not None:
-            shutil.rmtree(old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not (old / out_dir.name).exists():
+            shutil.rmtree(old, ignore_errors=True)
         raise
+    if old is not None:  # the write is done: a copy that will not go away is no error of the write's
+        shutil.rmtree(old, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- load

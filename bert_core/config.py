@@ -32,6 +32,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12  # original BERT's epsilon; parity with checkpoints needs it
     initializer_range: float = 0.02  # std of the truncated-normal weight init
     pad_token_id: int = 0  # padding id: its embedding row starts at zero
+    classifier_dropout: float | None = None  # dropout before a task head's classifier; None: hidden_dropout_prob (HF)
 
     def validate(self) -> "BertConfig":
         positive = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -51,6 +52,8 @@ class BertConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {value!r}")
+        if self.classifier_dropout is not None and not 0.0 <= self.classifier_dropout < 1.0:
+            raise ConfigError(f"model.classifier_dropout must be in [0, 1) or null, got {self.classifier_dropout!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(f"model.pad_token_id must be in [0, model.vocab_size={self.vocab_size}), "
                               f"got {self.pad_token_id}")
@@ -58,6 +61,11 @@ class BertConfig:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"model.{name} must be > 0, got {getattr(self, name)!r}")
         return self
+
+    @property
+    def head_dropout(self) -> float:
+        """The dropout before a sequence or token classifier: classifier_dropout, else hidden_dropout_prob."""
+        return self.hidden_dropout_prob if self.classifier_dropout is None else self.classifier_dropout
 
     @property
     def head_dim(self) -> int:

@@ -241,6 +241,14 @@ class BertPooler(nn.Module):
         return torch.tanh(self.dense(sequence_output[:, 0]))  # [CLS]: (B, H)
 
 
+def _left_padded(attention_mask: torch.Tensor, unpad_indices) -> bool:
+    """Whether a row starts with a pad. Not asked under torch.compile (a graph break) nor of a device batch packed on
+    the host (a host sync per step): the collators pad on the right."""
+    if torch.compiler.is_compiling() or (unpad_indices is not None and attention_mask.device.type != "cpu"):
+        return False
+    return not bool(attention_mask[:, 0].all())
+
+
 class BertModel(nn.Module):
     """Embeddings -> L post-LN transformer blocks -> pooler.
 
@@ -249,6 +257,8 @@ class BertModel(nn.Module):
       -> (sequence_output (B, T, H), pooled_output (B, H) or None without a pooler).
     With an attention_mask and `unpad` on (the default), pad rows of sequence_output are zeros;
     real rows equal the padded computation. Set `unpad = False` for the plain padded reference path.
+    A batch padded on the left (a pad at position 0) runs the padded path where a pooler reads position 0, as
+    transformers does (unpadded, the pooler read a zero row); compiled, the model takes [CLS] at position 0.
     """
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
@@ -267,7 +277,8 @@ class BertModel(nn.Module):
         position_ids = torch.arange(T, device=input_ids.device).expand(B, T)  # (B, T)
         mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
 
-        if attention_mask is not None and self.unpad:
+        if attention_mask is not None and self.unpad and not (
+                self.pooler is not None and _left_padded(attention_mask, unpad_indices)):
             packing = (Packing(unpad_indices, cu_seqlens, B, T) if unpad_indices is not None
                        else Packing.from_mask(attention_mask))
             x = self.embeddings(*(packing.pack(t) for t in (input_ids, token_type_ids, position_ids)))  # (N, H)
@@ -396,7 +407,7 @@ class BertForSequenceClassification(nn.Module):
         super().__init__()
         self.config, self.num_labels, self.multi_label = config, num_labels, multi_label
         self.bert = BertModel(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.head_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         init_weights(self.classifier, config)
 
@@ -422,8 +433,8 @@ def problem_type(num_labels: int, multi_label: bool) -> str:
 def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
     """A sequence head's loss for its `problem_type`, as HF computes it: MSE, BCE-with-logits over (B, C) 0/1
     targets, or cross-entropy."""
-    if kind == "regression":
-        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    if kind == "regression":  # (B,) or (B, 1) labels alike: (B,) against (B, 1) broadcast to (B, B)
+        return F.mse_loss(logits.reshape(-1).float(), labels.reshape(-1).float())
     if kind == "multi_label_classification":
         return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
     return F.cross_entropy(logits.float(), labels.view(-1))
@@ -436,7 +447,7 @@ class BertForTokenClassification(nn.Module):
         super().__init__()
         self.config, self.num_labels = config, num_labels
         self.bert = BertModel(config, add_pooling_layer=False)  # as HF: no pooler weights
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.head_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         init_weights(self.classifier, config)
 
@@ -473,6 +484,6 @@ def span_loss(logits: torch.Tensor, start_positions, end_positions) -> torch.Ten
     if start_positions is None or end_positions is None:
         return None
     T = logits.shape[1]
-    start, end = start_positions.clamp(0, T), end_positions.clamp(0, T)
+    start, end = start_positions.reshape(-1).clamp(0, T), end_positions.reshape(-1).clamp(0, T)  # (B,) or (B, 1)
     return (F.cross_entropy(logits[..., 0].float(), start, ignore_index=T)
             + F.cross_entropy(logits[..., 1].float(), end, ignore_index=T)) / 2

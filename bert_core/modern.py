@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bert_core.checkpoint import CONFIG_NAME, read_state_dict, save_state_dict
+from bert_core.checkpoint import CONFIG_NAME, read_state_dict, save_state_dict, unwrap
 from bert_core.config import ConfigError
 from bert_core.model import IGNORE_INDEX
 from bert_core.modern_config import (  # noqa: F401  (re-exported: the config is part of this module's API)
@@ -343,6 +343,7 @@ def save_pretrained(model: ModernBertForMaskedLM, out_dir: str | os.PathLike,
     Written by bert_core.checkpoint.save_state_dict (atomic, safetensors), which asks the config only for
     `to_hf_dict(architectures)`. The tied decoder copy is left out, as transformers does.
     """
+    model = unwrap(model)  # torch.compile's wrapper prefixed every key: the tied copy was not found to leave out
     state = {k: v for k, v in model.state_dict().items() if k not in ModernBertForMaskedLM.tied_weights}
     return save_state_dict(state, model.config, out_dir, architectures=[ARCHITECTURE], tokenizer_dir=tokenizer_dir)
 

@@ -141,6 +141,39 @@ def test_overwrite_is_atomic_and_a_failed_write_keeps_the_old_checkpoint(tmp_pat
     torch.testing.assert_close(outputs(load_pretrained(tmp_path / "c", BertModel)), outputs(second))
 
 
+def test_a_rename_that_fails_puts_the_old_checkpoint_back(tmp_path, monkeypatch):
+    """The old folder is moved aside before the new one is renamed in: a failure there (a full or gone filesystem)
+    restores it, not leaves the checkpoint missing with its copy under .c.old-*/."""
+    from bert_core import checkpoint
+
+    first = BertModel(config()).eval()
+    save_pretrained(first, tmp_path / "c")
+    rename = os.replace
+
+    def failing(src, dst):
+        if os.path.basename(src).startswith(".c.tmp-"):
+            raise OSError(28, "No space left on device")
+        return rename(src, dst)
+
+    monkeypatch.setattr(checkpoint.os, "replace", failing)
+    with pytest.raises(OSError, match="No space left"):
+        save_pretrained(BertModel(config()), tmp_path / "c")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+    torch.testing.assert_close(outputs(load_pretrained(tmp_path / "c", BertModel)), outputs(first))
+
+
+def test_a_compiled_model_is_saved_as_the_model_it_wraps(tmp_path):
+    """torch.compile's wrapper named the architecture OptimizedModule: the labels and problem type were dropped and
+    the folder loaded as a 2-label head."""
+    model = BertForSequenceClassification(config(), num_labels=3).eval()
+    save_pretrained(torch.compile(model), tmp_path / "c", id2label={0: "a", 1: "b", 2: "c"})
+    hf = json.loads((tmp_path / "c" / "config.json").read_text())
+    assert hf["architectures"] == ["BertForSequenceClassification"] and len(hf["id2label"]) == 3
+    assert hf["problem_type"] == "single_label_classification"
+    torch.testing.assert_close(outputs(load_pretrained(tmp_path / "c", BertForSequenceClassification)), outputs(model))
+
+
 def test_no_weights_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no model.safetensors"):
         read_state_dict(tmp_path)
@@ -186,3 +219,15 @@ def test_a_saved_folder_and_its_files_get_the_umasks_modes_not_private_ones(tmp_
     assert stat.S_IMODE((tmp_path / "c").stat().st_mode) == 0o755
     assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "c").iterdir()} == {
         "config.json": 0o644, "model.safetensors": 0o644}
+
+
+def test_classifier_dropout_is_read_written_and_used(tmp_path):
+    """HF's classifier_dropout: the dropout before a task head's classifier (hidden_dropout_prob where unset); a
+    checkpoint that sets it was fine-tuned with the hidden dropout instead."""
+    cfg = tiny(vocab_size=300, classifier_dropout=0.3).validate()
+    model = BertForSequenceClassification(cfg, num_labels=2)
+    assert model.dropout.p == 0.3 and BertForTokenClassification(cfg).dropout.p == 0.3
+    save_pretrained(model, tmp_path / "c")
+    assert json.loads((tmp_path / "c" / "config.json").read_text())["classifier_dropout"] == 0.3
+    assert load_pretrained(tmp_path / "c", BertForSequenceClassification).dropout.p == 0.3
+    assert BertForSequenceClassification(config()).dropout.p == config().hidden_dropout_prob == 0.1

@@ -131,6 +131,22 @@ def test_padding_does_not_change_real_tokens():
             torch.testing.assert_close(pooled[1], pooled_alone[0], rtol=1e-5, atol=1e-5)
 
 
+def test_a_left_padded_batch_pools_as_the_padded_path_does():
+    """Pads first: the pooler reads position 0, a pad whose query transformers runs through every layer; unpadded,
+    that row was zeros and the pooled output tanh(bias). Real tokens agree either way."""
+    model = BertModel(config()).eval()
+    ids, types, mask, *_ = batch(seed=4)
+    ids, mask = (torch.stack([torch.roll(row, T - n, 0) for n, row in zip(LENGTHS, t)]) for t in (ids, mask))
+    types = torch.zeros_like(ids)
+    out = {}
+    with torch.no_grad():
+        for unpad in (True, False):
+            model.unpad = unpad
+            out[unpad] = model(ids, types, mask)
+    torch.testing.assert_close(out[True][1], out[False][1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out[True][0][mask.bool()], out[False][0][mask.bool()], rtol=1e-5, atol=1e-5)
+
+
 def test_dropout_is_active_in_train_mode_only():
     model = BertModel(config(hidden_dropout_prob=0.5))
     ids, types, mask, *_ = batch()
@@ -153,6 +169,7 @@ def test_sequence_classification_heads():
     out = reg(ids, types, mask, labels=target)
     assert out.logits.shape == (B, 1)
     torch.testing.assert_close(out.loss, ((out.logits.squeeze(-1) - target) ** 2).mean())
+    torch.testing.assert_close(reg(ids, types, mask, labels=target[:, None]).loss, out.loss)  # (B, 1) as HF takes
 
 
 def test_token_classification_ignores_minus_100():
@@ -184,6 +201,8 @@ def test_question_answering_loss_and_out_of_window_answers():
                 + F.cross_entropy(out.end_logits[keep], end[keep])) / 2
     torch.testing.assert_close(far, expected)
     assert model(ids, types, mask).loss is None
+    column = model(ids, types, mask, start_positions=start[:, None], end_positions=end[:, None]).loss  # (B, 1)
+    torch.testing.assert_close(column, out.loss)
 
 
 def test_bf16_autocast_runs_and_stays_close():

@@ -131,6 +131,8 @@ def test_loading_refuses_a_wrong_shape_or_an_untied_decoder(tmp_path):
     model = modern.ModernBertForMaskedLM(modern.tiny(vocab_size=512))
     modern.save_pretrained(model, tmp_path / "ok")
     assert modern.load_pretrained(tmp_path / "ok").config == model.config
+    modern.save_pretrained(torch.compile(model), tmp_path / "compiled")  # the tied copy left out of a wrapped one
+    torch.testing.assert_close(modern.load_pretrained(tmp_path / "compiled").state_dict(), model.state_dict())
     wrong = modern.ModernBertForMaskedLM(modern.tiny(vocab_size=512, intermediate_size=128))
     state = {k: v for k, v in wrong.state_dict().items()}
     with pytest.raises(RuntimeError, match="size mismatch"):
