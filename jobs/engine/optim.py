@@ -132,13 +132,14 @@ def per_tensor_groups(param_groups: list[dict]) -> list[dict]:
 
     Needed under any DeepSpeed wrapper that flattens groups (ZeRO 1-3, bf16, fused fp16): the optimizer
     then sees one flat tensor per group, which must be one model tensor for the trust ratio to be
-    layer-wise. A group without an explicit "adapt" is adapted iff it has weight decay (NVIDIA's rule).
+    layer-wise. A group without an explicit "adapt" adapts its weight matrices, not its biases and LayerNorm
+    weights (1-D: the tensors param_groups keeps out of weight decay; NVIDIA's exclusion by name). apex's rule,
+    adapted iff the group has weight decay, made LAMB at optim.weight_decay=0 plain Adam with no word of it.
     """
     out = []
     for group in param_groups:
         options = {k: v for k, v in group.items() if k != "params"}
-        options.setdefault("adapt", options.get("weight_decay", 0.0) != 0)
-        out.extend({"params": [p], **options} for p in group["params"])
+        out.extend({"params": [p], **options, "adapt": options.get("adapt", p.ndim >= 2)} for p in group["params"])
     return out
 
 

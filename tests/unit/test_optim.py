@@ -183,6 +183,11 @@ def test_optimizer_choice_and_deepspeed_config():
     assert [g["adapt"] for g in cpu.param_groups] == [True, True, False, False, False, False]
     assert not build_optimizer("lamb", groups, **args, zero_stage=2, world_size=1).partitioned
     assert per_tensor_groups([{"params": groups[1]["params"], "weight_decay": 0.0, "adapt": True}])[0]["adapt"]
+    # no weight decay is still LAMB: the weight matrices keep their trust ratios (apex's rule made it Adam)
+    from jobs.engine.ds_config import param_groups
+
+    no_decay = build_optimizer("lamb", param_groups(_mlp(0), 0.0), **{**args, "weight_decay": 0.0})
+    assert [g["adapt"] for g in no_decay.param_groups] == [True, True, False, False, False, False]
     with pytest.raises(ValueError, match="lamb"):
         build_optimizer("sgd", groups, **args)
 
