@@ -78,6 +78,8 @@ class Engine(EngineBase):
         )
         super().__init__(engine, optimizer, scheduler, objective, optim=o, max_steps=max_steps,
                          zero_stage=deepspeed.zero_stage, load_universal=load_universal)
+        # DeepSpeed keeps no gradient norm at ZeRO-0 in fp32 (its clipping computes one and drops it): taken here
+        self._own_norm, self._norm = deepspeed.zero_stage == 0 and deepspeed.precision == "fp32", math.nan
         # What `export` names: the model's own class and config (bert_core.checkpoint reads the class name).
         self.architecture, self.model_config = type(model).__name__, model.config
         if deepspeed.compile:
@@ -89,6 +91,10 @@ class Engine(EngineBase):
     @property
     def data_parallel(self) -> tuple[int, int]:
         return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+
+    def grad_norm(self) -> float:
+        """The last optimizer step's global gradient norm, before clipping."""
+        return self._norm if self._own_norm else super().grad_norm()
 
     def _finite_everywhere(self, loss: torch.Tensor) -> bool:
         flag = torch.isfinite(loss.detach()).to(torch.int32).reshape(1)
@@ -110,8 +116,11 @@ class Engine(EngineBase):
             loss = loss * math.nan
         if not self._finite_everywhere(loss):
             return StepStats(float(loss.detach()), _floats(sums), optimizer_stepped=False, finite=False)
-        self.engine.backward(loss)
+        self.engine.backward(loss)  # at a boundary, ZeRO-0's gradients are all-reduced by now
         boundary = self.engine.is_gradient_accumulation_boundary()
+        if boundary and self._own_norm:
+            grads = [p.grad for p in self.engine.module.parameters() if p.grad is not None]
+            self._norm = float(torch.nn.utils.get_total_norm(grads)) if grads else math.nan
         self.engine.step()
         return StepStats(float(loss.detach()), _floats(sums), optimizer_stepped=boundary)
 

@@ -25,12 +25,16 @@ def _batch(seed: int) -> dict[str, torch.Tensor]:
             "labels": torch.randint(0, LABELS, (B,), generator=g), "example_id": torch.arange(B) + 10 * seed}
 
 
+def _engine_model():
+    torch.manual_seed(0)
+    return BertForSequenceClassification(tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0,
+                                              attention_probs_dropout_prob=0.0), num_labels=LABELS)
+
+
 def _engine(zero_stage: int):
     from jobs.engine.data_parallel import Engine
 
-    torch.manual_seed(0)
-    model = BertForSequenceClassification(tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0,
-                                               attention_probs_dropout_prob=0.0), num_labels=LABELS)
+    model = _engine_model()
     return Engine(model, ClassificationObjective(LABELS), optim=OptimConfig(lr=1e-3, warmup_steps=0),
                   deepspeed=DeepSpeedConfig(zero_stage=zero_stage), micro_batch_size=B, grad_accum_steps=1,
                   max_steps=10, use_gpu=False)
@@ -43,6 +47,10 @@ def test_classification_engine_steps_evaluates_predicts_and_exports(deepspeed_wo
     assert stats.optimizer_stepped and stats.finite and engine.global_step == 1
     assert stats.sums["count"] == B and 0 <= stats.sums["correct"] <= B
     assert stats.sums["loss_sum"] == pytest.approx(stats.loss * B)
+    reference = _engine_model()  # the step's gradient norm, as plain torch computes it (ZeRO-0's was NaN)
+    reference(**{k: v for k, v in _batch(0).items() if k != "example_id"}).loss.backward()
+    expected = torch.nn.utils.get_total_norm([p.grad for p in reference.parameters() if p.grad is not None])
+    assert engine.grad_norm() == pytest.approx(float(expected), rel=1e-4)
 
     metrics = engine.evaluate([_batch(1), _batch(2)])
     assert set(metrics) == {"loss", "accuracy", "count"} and metrics["count"] == 2 * B
