@@ -42,9 +42,7 @@ def needs_universal(saved: dict | None, world_size: int, cfg: PretrainConfig) ->
     Raises where no correct resume exists at this world size and ZeRO stage, before any engine is built.
     """
     stages, stage = cfg.deepspeed.pipeline_stages, cfg.deepspeed.zero_stage
-    if saved is not None and saved.get("pipeline_stages", 1) != stages:
-        raise ConfigError(f"the checkpoint was saved with deepspeed.pipeline_stages={saved.get('pipeline_stages', 1)}; "
-                          f"a resume keeps it (got {stages})")
+    same_layout(saved, cfg, "a resume")
     if saved is not None and stages > 1 and saved["world_size"] != world_size:
         raise ConfigError(f"a pipeline run resumes on the {saved['world_size']} workers it was saved with, "
                           f"not {world_size}: DeepSpeed's universal checkpoint covers data parallelism only")
@@ -70,6 +68,15 @@ def needs_universal(saved: dict | None, world_size: int, cfg: PretrainConfig) ->
     return True
 
 
+def same_layout(saved: dict | None, cfg: PretrainConfig, what: str) -> None:
+    """Raise unless the checkpoint was saved in this run's pipeline layout: a pipeline checkpoint keeps its weights in
+    per-layer files, a data-parallel one in its model states, and neither loads the other's (weights alone neither)."""
+    stages = cfg.deepspeed.pipeline_stages
+    if saved is not None and saved.get("pipeline_stages", 1) != stages:
+        raise ConfigError(f"the checkpoint was saved with deepspeed.pipeline_stages={saved.get('pipeline_stages', 1)}; "
+                          f"{what} keeps it (got {stages})")
+
+
 def to_universal(engine_dir: Path, out_dir: Path) -> Path:
     """Convert the ZeRO checkpoint Engine.save wrote to `engine_dir` into its universal form in `out_dir`,
     the directory to hand Engine.load of an engine built with load_universal; returns `out_dir`."""
@@ -92,6 +99,8 @@ def load_engine(ckpt_dir: Path, cfg: PretrainConfig, world_size: int, local_rank
     """A new Engine with `ckpt_dir`/engine loaded (see Engine.load); returns (engine, client_state).
     Every rank calls. Loads as saved where it can, through the universal form where the world size changed."""
     saved = read_topology(ckpt_dir)
+    if weights_only:
+        same_layout(saved, cfg, "a hand-off of its weights")
     if weights_only or not needs_universal(saved, world_size, cfg):
         engine = build_engine(cfg)  # weights alone load from the model-states file at any world size
         return engine, engine.load(ckpt_dir / "engine", weights_only=weights_only, schedule=schedule)

@@ -73,6 +73,16 @@ def test_pipeline_runs_resume_on_their_own_topology():
         needs_universal({"world_size": 4, "zero_stage": 1, "pipeline_stages": 2}, 4, cfg_with("scaling.num_workers=4"))
 
 
+def test_a_hand_off_of_weights_keeps_the_pipeline_layout(tmp_path):
+    """Weights alone skip the resume's rules, but a pipeline checkpoint's weights are per-layer files a data-parallel
+    engine has no reader for (and back): refused naming the layouts, before any engine is built."""
+    from jobs.workers.reshard import load_engine
+
+    write_topology(tmp_path, world_size=4, zero_stage=1, pipeline_stages=2)
+    with pytest.raises(ConfigError, match="pipeline_stages=2; a hand-off of its weights keeps it \\(got 1\\)"):
+        load_engine(tmp_path, cfg_with(), world_size=2, local_rank=0, node_rank=0, weights_only=True)
+
+
 def test_deepspeed_config_asks_for_universal_loading_only_when_told():
     cfg = cfg_with()
     common = dict(micro_batch_size=8, grad_accum_steps=1, use_gpu=False)
