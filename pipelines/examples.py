@@ -64,6 +64,23 @@ class Document:
         return len(self.offsets) - 1
 
 
+def cut_long_sentences(doc: Document, max_num_tokens: int) -> tuple[Document, int]:
+    """`doc` with every sentence longer than `max_num_tokens` (the most an example holds) cut into pieces of a
+    quarter of that, and how many were cut. The sentence splitter ends sentences at . ! ? only: a list, a table or
+    verse without them is one "sentence" of hundreds of tokens, of which an example kept one window and the rest was
+    lost with no count. Quarters: chunks of several pieces then split into A and B as sentences do, and a piece
+    overshoots a segment's target by little (halves lost ~15-30% of the text to truncation, quarters ~10%)."""
+    lengths = np.diff(doc.offsets)
+    long = lengths > max_num_tokens
+    if not long.any():
+        return doc, 0
+    piece = max(1, max_num_tokens // 4)
+    starts = [np.arange(start, end, piece) if cut else np.array([start])
+              for start, end, cut in zip(doc.offsets[:-1], doc.offsets[1:], long)]
+    offsets = np.concatenate([*starts, doc.offsets[-1:]]).astype(doc.offsets.dtype)
+    return Document(doc.doc_id, doc.ids, offsets), int(long.sum())
+
+
 @dataclass
 class Example:
     """[CLS] A [SEP] B [SEP] with where A and B came from (sentence ranges are half-open)."""

@@ -55,7 +55,7 @@ from bert_core.config import ConfigError
 from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, stated_settings,
                                  tokenizer_hash, train_wordpiece, transformers_differences)
 from pipelines.config import DataConfig, TokenizerConfig
-from pipelines.examples import (Document, bucket_seed, create_examples, mask_static_flat,
+from pipelines.examples import (Document, bucket_seed, create_examples, cut_long_sentences, mask_static_flat,
                                 masking_config)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
                               length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
@@ -210,6 +210,9 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
     docs = _documents_of(group.filter(pc.invert(dropped)).sort_by("key"))
     num_empty = sum(d.num_sentences == 0 for d in docs)
     docs = [d for d in docs if d.num_sentences > 0]  # no sentence, no A segment
+    num_sentences = sum(d.num_sentences for d in docs)
+    cut = [cut_long_sentences(d, cfg.max_seq_len - 3) for d in docs]
+    docs, sentences_cut = [d for d, _ in cut], sum(n for _, n in cut)
     examples, skipped = [], Counter()
     for dupe_pass in range(cfg.dupe_factor):
         rng = random.Random(bucket_seed(cfg.seed, split, index, dupe_pass))
@@ -230,7 +233,7 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
     return pa.Table.from_pylist([{
         "split": split, "index": index, "file": entry["file"], "rows": entry["rows"],
         "bytes": entry["bytes"], "documents": len(docs), "documents_empty": num_empty,
-        "sentences": sum(d.num_sentences for d in docs), "tokens": int(num_tokens.sum()),
+        "sentences": num_sentences, "sentences_cut": sentences_cut, "tokens": int(num_tokens.sum()),
         "random_next": int(pc.sum(table.column("next_sentence_label")).as_py() or 0),
         "sentences_dropped": sum(skipped.values()),
         "histogram": length_histogram(num_tokens, cfg.max_seq_len),
@@ -385,7 +388,7 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
             "continuation": continuation_mask(tok) if cfg.whole_word_masking else None, "out_dir": str(out)})
     shards = {"train": [], "eval": []}
     totals = {"documents": 0, "documents_empty": 0, "sentences": 0, "tokens": 0, "random_next": 0,
-              "sentences_dropped": 0}
+              "sentences_dropped": 0, "sentences_cut": 0}
     histogram = None
     for row in stats_ds.iter_rows():
         shards[row["split"]].append(row)
@@ -415,6 +418,8 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
         "tokens": totals["tokens"],
         "random_next": totals["random_next"],
         "sentences_dropped": totals["sentences_dropped"],  # one-token last sentences alone in a chunk, per dupe pass
+        # longer than an example holds (a list or table without . ! ?): cut into pieces, each in some example
+        "sentences_cut": totals["sentences_cut"],
     }
     counts["examples"] = counts["examples_train"] + counts["examples_eval"]
     nsp = _nsp_warning(cfg, counts, shards)

@@ -243,6 +243,31 @@ def test_a_lone_one_token_last_sentence_is_dropped_and_counted(num_docs, nsp):
     assert dropped == {"one_token_sentence": num_docs}
 
 
+@pytest.mark.parametrize("nsp", [0.0, 0.5])
+def test_a_sentence_longer_than_an_example_is_cut_so_its_text_reaches_the_examples(corpus, nsp):
+    """A list without . ! ? split as one 422-token sentence: an example held one window of it and the rest was lost
+    with no count. Cut into quarters of what an example holds, it is there but for the tokens truncation takes."""
+    from pipelines.examples import cut_long_sentences
+
+    rng = np.random.default_rng(7)
+    lengths = [3, 422, 3]
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    doc = Document("list", rng.integers(5, VOCAB, size=offsets[-1]).astype(np.uint16), offsets)
+    cut, n = cut_long_sentences(doc, 125)
+    assert n == 1 and cut.offsets.tolist() == [0, *range(3, 425, 31), 425, 428]
+    assert cut_long_sentences(cut, 125) == (cut, 0)  # nothing longer than 125 is left
+
+    def kept(d: Document) -> float:  # the document's tokens in the examples that start from it, over 3 seeds
+        tokens = 0
+        for seed in range(3):
+            _, built = build([d, *corpus[:3]], seed=seed, nsp_random_prob=nsp, max_seq_len=128, short_seq_prob=0.0)
+            tokens += sum(e.num_a_tokens - 2 + (0 if e.is_random_next else len(e.input_ids) - e.num_a_tokens - 1)
+                          for e in built if e.doc_a == 0)
+        return tokens / 3
+
+    assert kept(doc) < 0.45 * offsets[-1] and kept(cut) > 0.8 * offsets[-1]
+
+
 def test_document_key_is_stable_and_spread():
     assert document_key(1, "a") == document_key(1, "a") != document_key(2, "a")
     keys = np.array([document_key(0, f"d{i}") for i in range(4000)], dtype=np.float64) / 2.0**64
