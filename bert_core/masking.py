@@ -5,11 +5,13 @@ batch time), `mask_example_static` (one sequence, preprocessing time, as NVIDIA'
 store it) and `PretrainingCollator` (Ray Data numpy batches -> model tensors).
 
 Selection follows Google's create_pretraining_data.py rather than HF's i.i.d. Bernoulli draw:
-each sequence gets exactly round(rate * real_tokens) targets (at least 1, at most
+each sequence gets exactly round(rate * maskable tokens) targets (at least 1, at most
 max_predictions), so the masked share is p on average with no per-batch noise, and the MLM
 head never sees a sequence with wildly many targets, nor one with none, except under whole-word
 masking: a short row whose every word has more pieces than its budget gets none (as in Google's
-and HF's whole-word selection).
+and HF's whole-word selection). Maskable tokens are the real ones less [CLS] and [SEP]: HF's draw
+has that expectation; Google's count includes the three, one target more on some rows (~4% more
+targets over rows of 8-128 tokens: an 18-token row gets 2 here, 3 there).
 """
 
 from __future__ import annotations
