@@ -495,6 +495,6 @@ def squad_predictions(task: TaskConfig, rows: list[dict], features: dict, start_
     spans = best_spans(rows, features, start_logits, end_logits, task.n_best, task.max_answer_length)
     if not task.version_2:
         threshold = float("inf")
-    elif threshold is None:
-        threshold = best_null_threshold(rows, spans)
+    elif threshold is None:  # chosen for the main metric: exact match's best threshold is not F1's
+        threshold = best_null_threshold(rows, spans, "exact" if metric_name(task) == "exact" else "f1")
     return {k: "" if null - score > threshold else text for k, (text, score, null, _) in spans.items()}, threshold

@@ -274,3 +274,23 @@ def test_an_iob_tag_set_without_o_scores_cut_words_as_no_entity():
     task = TaskConfig(name="conll", labels=labels, max_seq_len=8)
     m = ft_tasks.dev_metrics(task, "dev", rows, {"logits": logits, "labels": ids}, MINILM)
     assert m["dev/recall"] == pytest.approx(6 / 20) and m["dev/precision"] == 1.0
+
+
+def test_a_v2_null_threshold_is_chosen_for_the_tasks_main_metric():
+    """Two answerable questions whose best span is half the answer (F1 0.67, exact 0; null - span 1.0) and one
+    unanswerable (0.5): F1's threshold keeps every span (exact 0), exact match's nulls them (1 in 3). A task judged by
+    exact match was given F1's."""
+    context = "alpha beta gamma delta"
+    offsets = [None, (0, 5), (6, 10), (11, 16), (17, 22)]
+    rows = [{"id": f"a{i}", "context": context, "is_impossible": False,
+             "answers": {"text": ["beta gamma"], "answer_start": [6]}} for i in range(2)]
+    rows.append({"id": "n", "context": context, "is_impossible": True, "answers": {"text": [], "answer_start": []}})
+    features = {"example_id": [r["id"] for r in rows], "offset_mapping": [offsets] * 3}
+    start = np.array([[3.0, 0, 2.0, 0, 0], [3.0, 0, 2.0, 0, 0], [3.0, 0, 2.5, 0, 0]])
+    end = np.array([[3.0, 0, 3.0, 0, 0], [3.0, 0, 3.0, 0, 0], [3.0, 0, 3.0, 0, 0]])
+    task = {"name": "files", "kind": "question-answering", "version_2": True, "train_file": "qa.json"}
+    f1_answers, f1_threshold = ft_tasks.squad_predictions(TaskConfig(**task), rows, features, start, end)
+    exact_answers, exact_threshold = ft_tasks.squad_predictions(TaskConfig(**task, metric="exact"), rows, features,
+                                                                start, end)
+    assert f1_answers == {"a0": "beta", "a1": "beta", "n": "beta"} and f1_threshold >= 1.0
+    assert exact_answers == {"a0": "", "a1": "", "n": ""} and exact_threshold < 0.5
