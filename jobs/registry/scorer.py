@@ -166,7 +166,7 @@ def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | No
     give its micro F1."""
     from pipelines.tasks.conll import strict_scheme
 
-    scheme = strict_scheme(scheme)
+    scheme = strict_scheme(scheme, gold, pred)
     if scheme:
         from seqeval import scheme as schemes
         from seqeval.scheme import Entities

@@ -269,8 +269,15 @@ def scheme_checked(rows, kind: str, scheme: str):
     return rows
 
 
-def strict_scheme(scheme: str | None) -> str | None:
-    """The scheme seqeval reads entities strictly by (IOB2), or None for conlleval's reading (IOB1, none given)."""
+def strict_scheme(scheme: str | None, *tags: list[list[str]]) -> str | None:
+    """The scheme seqeval reads entities strictly by, or None for conlleval's reading (IOB1, none given). Tags with
+    E-/S- (IOBES) or L-/U- (BILOU) prefixes in `tags` are read by their own scheme, whatever `scheme` says: IOB's
+    readings took an S-X for no entity and an E-X for none either."""
+    prefixes = {t[:2] for sentences in tags for sentence in sentences for t in sentence}
+    if prefixes & {"E-", "S-"}:
+        return "IOBES"
+    if prefixes & {"L-", "U-"}:
+        return "BILOU"
     return scheme if scheme == "IOB2" else None
 
 
@@ -280,12 +287,13 @@ def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]], scheme: 
 
     scheme "IOB2" switches seqeval to strict mode: entities are read by IOB2's rules only (an I- after O opens no
     entity); "IOB1" and None are conlleval's reading, the official CoNLL-2003 scorer (seqeval's strict IOB1 reads no
-    entity from a B-X after O or after another type, which conlleval and the Reuters files' own scoring do).
+    entity from a B-X after O or after another type, which conlleval and the Reuters files' own scoring do). IOBES
+    and BILOU tags are read strictly by their own scheme (strict_scheme).
     """
     from seqeval.metrics import accuracy_score, classification_report  # deferred: it imports scikit-learn and scipy
 
     kwargs = {}
-    scheme = strict_scheme(scheme)
+    scheme = strict_scheme(scheme, gold_tags, pred_tags)
     if scheme is not None:
         from seqeval import scheme as schemes
 

@@ -462,6 +462,21 @@ def test_entity_counts_are_exact_matches_predicted_and_gold_per_sentence(scheme,
     assert 2 * tp / (n_pred + n_gold) == pytest.approx(ner_metrics(GOLD, PRED, scheme=scheme)["f1"])
 
 
+@pytest.mark.parametrize("gold, pred", [
+    ([["B-LOC", "I-LOC", "E-LOC", "O", "S-PER"]], [["B-LOC", "I-LOC", "O", "O", "S-PER"]]),  # IOBES
+    ([["B-LOC", "I-LOC", "L-LOC", "O", "U-PER"]], [["B-LOC", "I-LOC", "O", "O", "U-PER"]]),  # BILOU
+])
+@pytest.mark.parametrize("scheme", ["IOB2", "IOB1"])
+def test_iobes_and_bilou_tags_are_counted_as_entities_by_their_own_scheme(gold, pred, scheme):
+    """Gold: a LOC of three words and a one-word PER; predicted: the LOC unclosed (no entity), the PER. By IOB's
+    readings an S-/U- tag was no entity and the F1 that chooses and judges the model was per tag, not per entity."""
+    from jobs.loops import ft_tasks
+
+    assert ft_tasks.is_iob(["O", "B-LOC", "I-LOC", "E-LOC", "S-LOC", "L-PER", "U-PER"])
+    assert scorer.entity_counts(gold, pred, scheme).tolist() == [[1, 1, 2]]
+    assert ner_metrics(gold, pred, scheme=scheme)["f1"] == pytest.approx(2 / 3)
+
+
 @pytest.mark.parametrize("scheme", ["IOB2", None])
 def test_entity_counts_of_no_sentences_are_an_empty_table(scheme):
     counts = scorer.entity_counts([], [], scheme)
