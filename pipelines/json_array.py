@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import codecs
 import json
+import lzma
 import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-CHUNK = 1 << 20  # bytes read at a time
+CHUNK = 1 << 20  # bytes read at a time ...
+PIECE = 1 << 13  # ... in steps of at most this: a decompressor's step that fails loses what it decoded (an xz one)
 HEAD_CHARS = 800  # what a bad element keeps of its text
 AFTER, ENDED = "after the array: ", "ended inside its JSON array"  # the texts of the two bad ends of a file
 
@@ -52,10 +54,10 @@ class _Chunks:
             raise self._error
         pieces, size = [], 0
         try:  # read1 steps: a truncated or corrupt stream's error waits until the bytes before it are used
-            while size < CHUNK and (piece := self._read(CHUNK - size)):
+            while size < CHUNK and (piece := self._read(min(CHUNK - size, PIECE))):
                 pieces.append(piece)
                 size += len(piece)
-        except (EOFError, OSError, zlib.error) as e:
+        except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:  # bz2's errors are OSErrors; zstd is not read
             if not pieces:
                 raise
             self._error = e

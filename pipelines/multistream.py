@@ -15,6 +15,11 @@ starts in what its streams decompress to, wherever the streams cut the XML:
     stream) and closed with `</mediawiki>`, so each range parses as a small dump of its pages.
 So every page is read once, by exactly one range, and doc_ids (`<name>#<page id>`) do not depend on the
 ranges. MediaWiki escapes `<` in page text, so `<page>` in the decompressed bytes is always a tag.
+
+A stream that ends early or holds invalid data raises `DamagedStream` naming its offset, after the range has handed
+on every byte before it: the range owning that stream reports it, and one that read into it past its own end only to
+finish its last page (or for the dump's header) does not. So a damaged stream costs the same pages, and is counted
+once, however the dump is cut into ranges.
 """
 
 from __future__ import annotations
@@ -25,11 +30,21 @@ from typing import BinaryIO, Iterator
 
 STREAM_MAGIC = re.compile(rb"BZh[1-9]1AY&SY")
 SCAN_BYTES = 16 << 20
-READ_BYTES = 1 << 20
+READ_BYTES = 1 << 16
+OUTPUT_BYTES = 1 << 16  # decompressed at a time: memory for a step whatever the compression ratio
 PAGE = b"<page>"
 END = b"</mediawiki>\n"
 SITEINFO_END = b"</siteinfo>"
 ROOT_SEARCH_BYTES = 1 << 20  # the root tag must come within the dump's first MiB
+
+
+class DamagedStream(Exception):
+    """A bz2 stream of the dump ends before its end-of-stream marker (`truncated`) or holds invalid data; `offset`:
+    the compressed offset where it starts, which says the range that owns (and reports) it."""
+
+    def __init__(self, offset: int, truncated: bool, message: str):
+        super().__init__(message)
+        self.offset, self.truncated = offset, truncated
 
 
 def stream_offsets(f: BinaryIO) -> list[int]:
@@ -64,24 +79,29 @@ def dump_header(f: BinaryIO) -> bytes:
 
 
 def _decompressed(f: BinaryIO, start: int, end: int) -> Iterator[tuple[bytes, bool]]:
-    """(bytes, past_end) from the streams starting at `start`; past_end once a stream starts at or after
-    `end` (end -1: never). EOFError if the file ends inside a stream, OSError on invalid data."""
+    """(bytes, past_end) from the streams starting at `start`, OUTPUT_BYTES at most at a time; past_end once a
+    stream starts at or after `end` (end -1: never). DamagedStream if the file ends inside a stream or a stream holds
+    invalid data."""
     f.seek(start)
-    pos = stream_start = start
-    d = bz2.BZ2Decompressor()
-    while raw := f.read(READ_BYTES):
-        while raw:
-            out = d.decompress(raw)
-            if out:
-                yield out, 0 <= end <= stream_start
-            if d.eof:
-                rest = d.unused_data
-                pos += len(raw) - len(rest)
-                stream_start, raw, d = pos, rest, bz2.BZ2Decompressor()
-            else:
-                pos, raw = pos + len(raw), b""
+    pos = stream_start = start  # pos: the offset of the next byte to read
+    d, raw = bz2.BZ2Decompressor(), b""
+    while True:
+        if d.eof:
+            stream_start, raw, d = pos - len(d.unused_data), d.unused_data, bz2.BZ2Decompressor()
+        if d.needs_input and not raw:
+            raw = f.read(READ_BYTES)
+            if not raw:
+                break
+            pos += len(raw)
+        try:
+            out = d.decompress(raw, OUTPUT_BYTES)
+        except OSError as e:  # "Invalid data stream"
+            raise DamagedStream(stream_start, False, str(e)) from e
+        raw = b""
+        if out:
+            yield out, 0 <= end <= stream_start
     if stream_start != pos:
-        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        raise DamagedStream(stream_start, True, "compressed file ended before the end-of-stream marker was reached")
 
 
 def owned_xml(f: BinaryIO, start: int, end: int) -> Iterator[bytes]:
@@ -90,28 +110,33 @@ def owned_xml(f: BinaryIO, start: int, end: int) -> Iterator[bytes]:
     if skipping:
         yield dump_header(f)
     buf, total, boundary = b"", 0, None  # total: decompressed bytes so far; buf ends there
-    for data, past_end in _decompressed(f, start, end):
-        if past_end and boundary is None:
-            boundary = total  # decompressed offset where the range's own streams end
-        buf, total = buf + data, total + len(data)
-        base = total - len(buf)  # decompressed offset of buf[0]
-        if skipping:
-            i = buf.find(PAGE)
-            if i < 0:
-                buf = buf[-(len(PAGE) - 1):]
-                continue
-            buf, base, skipping = buf[i:], base + i, False
-        if boundary is not None:
-            j = buf.find(PAGE, max(0, boundary - base))  # the first page the range does not own
-            if j >= 0:
-                yield buf[:j]
-                yield END
-                return
-        keep = max(0, len(buf) - (len(PAGE) - 1))  # a tag may straddle the next chunk
-        if boundary is not None:
-            keep = max(keep, min(len(buf), boundary - base))
-        yield buf[:keep]
-        buf = buf[keep:]
+    try:
+        for data, past_end in _decompressed(f, start, end):
+            if past_end and boundary is None:
+                boundary = total  # decompressed offset where the range's own streams end
+            buf, total = buf + data, total + len(data)
+            base = total - len(buf)  # decompressed offset of buf[0]
+            if skipping:
+                i = buf.find(PAGE)
+                if i < 0:
+                    buf = buf[-(len(PAGE) - 1):]
+                    continue
+                buf, base, skipping = buf[i:], base + i, False
+            if boundary is not None:
+                j = buf.find(PAGE, max(0, boundary - base))  # the first page the range does not own
+                if j >= 0:
+                    yield buf[:j]
+                    yield END
+                    return
+            keep = max(0, len(buf) - (len(PAGE) - 1))  # a tag may straddle the next chunk
+            if boundary is not None:
+                keep = max(keep, min(len(buf), boundary - base))
+            yield buf[:keep]
+            buf = buf[keep:]
+    except DamagedStream:
+        if not skipping:  # the bytes held back for a straddling tag may end the range's last page ("age>\n")
+            yield buf
+        raise
     # the end of the file: the dump's own closing tag is in buf, unless the range owned no page at all
     yield END if skipping else buf
 

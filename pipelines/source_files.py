@@ -33,6 +33,8 @@ def resolve_sources(cfg: DataConfig) -> list[str]:
 
 
 def _expand(source: str) -> list[str]:
+    """The files of one source; a local folder reached through two of its glob matches (a symlink to it) is read
+    once, under the first."""
     try:
         fs, path = filesystem(source)
     except (ImportError, ValueError) as e:  # unknown protocol, or its fsspec backend missing
@@ -46,10 +48,10 @@ def _expand(source: str) -> list[str]:
         else:
             base = _glob_base(path)
             matches = [m for m in fs.glob(path) if not _hidden(posixpath.relpath(m, base))]
-        files = []
+        files, seen = [], set()
         for m in sorted(matches):
             if local and os.path.isdir(m):
-                files += _local_files(m)
+                files += _local_files(m, seen)
             elif fs.isdir(m):
                 files += [f for f in fs.find(m) if not _hidden(posixpath.relpath(f, m))]
             else:
@@ -66,11 +68,12 @@ def _expand(source: str) -> list[str]:
     return [fs.unstrip_protocol(f) for f in files]
 
 
-def _local_files(root: str) -> list[str]:
+def _local_files(root: str, seen: set) -> list[str]:
     """Files under a local folder, less hidden ones, following folder symlinks as `find -L` does (fsspec's find
     lists such a link as a file). Each real folder is walked once, the first path to it in sorted order winning:
-    a link to an ancestor does not recurse, and a folder linked twice is not read twice."""
-    seen, files = set(), []
+    a link to an ancestor does not recurse, and a folder linked twice is not read twice. `seen`: the (device,
+    inode) of the folders walked already, this walk's added."""
+    files = []
 
     def fail(e: OSError):  # os.walk skips a folder it cannot list unless told
         raise e
@@ -98,12 +101,21 @@ def _hidden(relpath: str) -> bool:
 
 def relative_names(files: list[str]) -> list[str]:
     """Names of files relative to their common directory: the stable part of doc_ids. Always valid UTF-8: a
-    local name whose bytes are not (Python holds them as surrogate escapes) shows them as `\\xNN`."""
-    paths = [f.split("://", 1)[1] if is_uri(f) else f for f in files]
+    local name whose bytes are not (Python holds them as surrogate escapes) shows them as `\\xNN`. Files on more
+    than one filesystem (local paths and s3://, say) are named under their scheme: "s3:/bucket/x.txt"."""
+    schemes = {f.split("://", 1)[0] if is_uri(f) else "" for f in files}
+    paths = [_path(f, len(schemes) > 1) for f in files]  # one scheme's paths are relative, another's absolute
     if len(paths) == 1:
         return [_printable(posixpath.basename(paths[0]))]
     base = posixpath.commonpath([posixpath.dirname(p) for p in paths])
     return [_printable(posixpath.relpath(p, base)) for p in paths]
+
+
+def _path(file: str, scheme: bool) -> str:
+    if not is_uri(file):
+        return file
+    name, path = file.split("://", 1)
+    return f"/{name}:/{path.lstrip('/')}" if scheme else path
 
 
 def _printable(name: str) -> str:

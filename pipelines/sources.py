@@ -11,9 +11,10 @@ holding one JSON array), row (parquet) or page id (wiki XML). A text file is cut
 documents at the first blank line at or after every TEXT_DOCUMENT_BYTES, and a stretch without
 one at the first line past every MAX_TEXT_DOCUMENT_BYTES (pipelines/text_source.py); a document's
 <n> is the line it starts on (a book under 1 MiB is one document, "<name>#0"). A reject that concerns a whole file
-(binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, malformed_parquet, and
-missing_text_column for parquet) has doc_id "<name>"; a parquet row group that cannot be decoded past some row
-is one "malformed_parquet" row at the first row lost. Files and their names: pipelines/source_files.py.
+(binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, not_a_wiki_dump, no_wiki_pages,
+multistream_index, malformed_parquet, and missing_text_column for parquet) has doc_id "<name>"; a parquet row group
+that cannot be decoded past some row is one "malformed_parquet" row at the first row lost; a wiki page with no id
+to name it, "<name>@<byte offset of its <page> tag>". Files and their names: pipelines/source_files.py.
 
 Semantics of bad input -- the record is rejected and counted, the read goes on:
   * A source that matches nothing, or a file that cannot be opened (missing, permission
@@ -32,9 +33,15 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     rejects its record ("line_too_long"); the next JSONL line is read normally.
   * A compressed stream that ends early yields every complete record before the cut, then one
     "truncated_bz2" / "truncated_gzip" / "truncated_xz" row; undecodable compressed data -> "corrupt_<codec>".
-    XML that stops parsing yields every page before the error, then one "malformed_xml" row.
+  * Wiki XML is parsed a <page> at a time (wiki.iter_dump): a page whose XML does not parse (a byte that is not
+    UTF-8, a broken tag) is one "malformed_xml" row, "<name>#<page id>" (or "<name>@<byte offset of its <page>
+    tag>" if no id can be read) and the next page is read; XML broken before the first page is one "malformed_xml"
+    row for the file. An .xml file whose root is not <mediawiki> -> "not_a_wiki_dump"; an export without a page ->
+    "no_wiki_pages"; a page without an <id> -> "missing_page_id". A Wikipedia dump's index
+    (`...-multistream-index.txt.bz2`: offset:id:title lines) is not read: one "multistream_index" row.
   * Cleaned text that is empty -> "empty_document"; shorter than cfg.min_document_chars ->
-    "too_short". Wiki pages: "redirect", "disambiguation", "non_article_namespace".
+    "too_short". Wiki pages: "redirect", "disambiguation", "non_article_namespace" (a page's <ns>, or in an export
+    older than <ns> the namespace its title's prefix names).
   * Exact duplicates (same cleaned text) -> "duplicate", keeping the smallest doc_id, so the
     survivor does not depend on scheduling: `find_duplicates` on (content hash, order) pairs,
     which `pipelines.dedup.drop_duplicates` applies to a Dataset and prepare() to its tokenizing pass's stats.
@@ -44,7 +51,9 @@ Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz/.xz): .txt/.
 cfg.text_column); .xml and a split dump's .xml-p<first>p<last> -> wiki_xml; .parquet -> parquet; anything
 else is sniffed: JSON lines if it starts with "{" (WikiExtractor's extensionless wiki_00 files with --json),
 WikiExtractor's default <doc ...> blocks if with "<doc " (wikiextractor: one document an article), wiki XML
-if with "<mediawiki" (or an XML declaration before one), else text. A .json file that starts with "[" is
+if with "<mediawiki" (or an XML declaration before one), else text. WikiExtractor's --json records (keys id, url,
+title, text and maybe revid, nothing else) have &amp; &lt; &gt; unescaped, as its <doc> files (its --html-safe
+default escapes the text in both). A .json file that starts with "[" is
 one JSON array whose elements are the records (same field rules; broken JSON between elements ends the
 file with one "malformed_json" row), read whole by the range at byte 0. A UTF-8 byte order mark opening a
 file is not part of its first record. A parquet text column may be string or binary (decoded as UTF-8 row
@@ -64,6 +73,7 @@ from __future__ import annotations
 import bz2
 import codecs
 import gzip
+import html
 import json
 import lzma
 import posixpath
@@ -89,7 +99,7 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
     "invalid_utf8", "binary_file", "empty_file", "empty_document", "too_short", "line_too_long",
     "truncated_bz2", "truncated_gzip", "truncated_xz", "corrupt_bz2", "corrupt_gzip", "corrupt_xz", "malformed_json",
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
-    "non_article_namespace", "duplicate",
+    "non_article_namespace", "duplicate", "not_a_wiki_dump", "no_wiki_pages", "missing_page_id", "multistream_index",
 )
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
@@ -98,6 +108,8 @@ _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl"
 _CODECS = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
 _UNREAD_CODECS = {".zst": "zstd", ".zstd": "zstd"}  # no decoder in this environment: a configuration error
 _SPLIT_DUMP = re.compile(r"\.xml-p\d+p\d+$", re.IGNORECASE)  # a Wikipedia dump part: ...-multistream1.xml-p1p41242
+# A multistream dump's index (...-multistream-index.txt.bz2, or a part's ...-multistream-index1.txt-p1p41242.bz2)
+_DUMP_INDEX = re.compile(r"multistream-index\d*\.txt(?:-p\d+p\d+)?$", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,7 +142,8 @@ def file_format(path: str, cfg: DataConfig) -> str | None:
 
 def named_plain_text(path: str, cfg: DataConfig) -> bool:
     """Whether `path` is read as plain text by its name or cfg.format (compressed or not; a sniffed file: no)."""
-    return _named_format(_split_codec(path)[0], cfg) == "text"
+    stem = _split_codec(path)[0]
+    return _named_format(stem, cfg) == "text" and not _DUMP_INDEX.search(stem)
 
 
 def _named_format(stem: str, cfg: DataConfig) -> str | None:
@@ -146,6 +159,11 @@ def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) ->
     """Rows (DOCUMENT_COLUMNS) of one file, or of the records of `span`, lazily; this is what
     each Ray task runs. Whole-file rejects (empty, binary, ...) come from the span at 0 only."""
     stem, codec = _split_codec(path)
+    if _DUMP_INDEX.search(stem):  # a list of the dump's pages, no text: it would be one junk document
+        if span.start == 0:
+            yield reject_row(name, path, "multistream_index", f"{path}: a multistream dump's index "
+                             "(offset:page id:title lines), not text; the dump itself is read without it")
+        return
     fmt = _named_format(stem, cfg)
     wiki_streams = codec == "bz2" and fmt == "wiki_xml"
     if span != WHOLE and not wiki_streams and (codec or fmt not in ("text", "jsonl", "parquet")):
@@ -164,6 +182,9 @@ def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) ->
                 yield reject_row(name, path, "empty_file", "")
             return
         raw.seek(0)
+        if wiki_streams:  # as its ranges read it: BZ2File takes bad data in a later stream for the file's end
+            yield from _read_wiki_streams(raw, name, path, cfg, span)
+            return
         for row in _read_stream(raw, path, name, fmt, codec, cfg, span):
             if span.start == 0 or row["doc_id"] != name:  # a file's own reject: once per file
                 yield row
@@ -241,7 +262,7 @@ def _looks_binary(head: bytes) -> bool:
 
 
 _DOC_START = re.compile(rb'^<doc\b[^>]*>\s*$')
-_DOC_TITLE = re.compile(rb'\btitle="([^"]*)"')
+_DOC_TITLE = re.compile(rb'\btitle="(.*)">\s*$')  # up to the tag's end: WikiExtractor 3.0 leaves a '"' in it
 
 
 def _read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
@@ -250,8 +271,6 @@ def _read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig,
     dropped, &amp; &lt; &gt; &quot; unescaped (its --html-safe default). Read as text, a ~1 MB file was one document
     of hundreds of articles: "IsNext" pairs across unrelated articles, and the tags in the text. Lines outside a
     block are not text of any article (there are none in its output); a block the file ends inside is kept."""
-    import html
-
     doc, title, lines, too_long = None, b"", [], None
     for _, number, line, head in span_lines(stream, cfg.max_line_bytes, span):
         if line is None:
@@ -275,7 +294,10 @@ def _read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig,
 
 def _wikiextractor_document(doc_id: str, path: str, lines: list[bytes], title: bytes, too_long, cfg: DataConfig,
                             unescape) -> dict:
-    if lines and lines[0].strip() == title.strip():
+    def plain(text: bytes) -> str:  # a later WikiExtractor escapes '"' in the attribute, not in the title line
+        return unescape(text.strip().decode("utf-8", "replace"))
+
+    if lines and plain(lines[0]) == plain(title):
         lines = lines[1:]
     return text_document(doc_id, path, lines, too_long, cfg, unescape)
 
@@ -304,6 +326,7 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_WIKIEXTRACTOR_RECORDS = (frozenset({"id", "url", "title", "text"}), frozenset({"id", "revid", "url", "title", "text"}))
 
 
 def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig, escaped: bool = True) -> dict:
@@ -315,6 +338,8 @@ def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig, escape
         return reject_row(doc_id, path, reason, sample)
     if escaped and _SURROGATE.search(text):  # a lone "\ud83d" escape (half an emoji): no UTF-8, Arrow refuses it
         return reject_row(doc_id, path, "invalid_utf8", sample)
+    if cfg.text_column == "text" and frozenset(record) in _WIKIEXTRACTOR_RECORDS:
+        text = html.unescape(text)  # WikiExtractor --json: --html-safe (its default) escaped & < > in "text"
     return document_row(doc_id, path, text, cfg, raw=sample)
 
 
@@ -349,30 +374,53 @@ class _ShortReads:
 
 def _read_wiki_xml(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span,
                    reject_as: str = "") -> Iterator[dict]:
+    """Every page of a MediaWiki export, a row each (module docstring). `reject_as`: the name of a range's own
+    rejects (`<name>@<start>`); a range may own no page, so "no_wiki_pages" is a whole file's reject only."""
+    where, pages = reject_as or name, 0
     try:
-        for page in wiki.iter_pages(_ShortReads(stream)):
-            doc_id = f"{name}#{page.id}"
-            reason = wiki.page_reject_reason(page)
-            if reason:
-                yield reject_row(doc_id, path, reason, page.title)
+        for offset, page in wiki.iter_dump(_ShortReads(stream)):
+            pages += 1
+            if offset is None:  # parsed whole (wiki.iter_dump): no offsets
+                at, place = where, "in the file"
+            elif reject_as:
+                at, place = f"{reject_as}+{offset}", f"at byte {offset} of the range's XML"
             else:
-                yield document_row(doc_id, path, wiki.strip_wikitext(page.text, page.site), cfg)
+                at, place = f"{name}@{offset}", f"at byte {offset}"
+            yield _page_row(page, at if page.id is None else f"{name}#{page.id}", path, place, cfg)
     except ET.ParseError as e:
-        yield reject_row(reject_as or name, path, "malformed_xml", f"{path}: {e}")
+        yield reject_row(where, path, "malformed_xml", f"{path}: {e}")
+    except wiki.NotAWikiDump as e:
+        yield reject_row(where, path, "not_a_wiki_dump", f"{path}: {e}")
+    else:
+        if not pages and not reject_as:
+            yield reject_row(name, path, "no_wiki_pages", f"{path}: a MediaWiki export without a <page>")
+
+
+def _page_row(page: wiki.Page | wiki.BadPage, doc_id: str, path: str, place: str, cfg: DataConfig) -> dict:
+    if isinstance(page, wiki.BadPage):
+        return reject_row(doc_id, path, "malformed_xml", f"{path}: the <page> {place} ({page.title!r}): {page.error}")
+    reason = wiki.page_reject_reason(page)
+    if reason:
+        return reject_row(doc_id, path, reason, page.title)
+    return document_row(doc_id, path, wiki.strip_wikitext(page.text, page.site), cfg)
 
 
 def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
-    """The pages a range of a multistream bz2 dump owns (pipelines/multistream.py). Its own rejects are named
-    `<name>@<start>`: each range reports what went wrong in its part of the file."""
+    """The pages a range of a bz2 dump owns (pipelines/multistream.py), or (WHOLE) all of them. A range's own
+    rejects are named `<name>@<start>` (a page with no id `<name>@<start>+<byte offset in the range's XML>`): each
+    range reports what went wrong in its part of the file, and a damaged stream only in the range it starts in."""
+    where = name if span == WHOLE else f"{name}@{span.start}"
     try:
         stream = multistream.ChunkStream(multistream.owned_xml(raw, span.start, span.end))
-        yield from _read_wiki_xml(stream, name, path, cfg, WHOLE, reject_as=f"{name}@{span.start}")
-    except EOFError:
-        yield reject_row(f"{name}@{span.start}", path, "truncated_bz2", f"{path} ended before its end-of-stream marker")
-    except OSError as e:  # invalid bz2 data
-        yield reject_row(f"{name}@{span.start}", path, "corrupt_bz2", f"{path}: {e}")
+        yield from _read_wiki_xml(stream, name, path, cfg, WHOLE, reject_as="" if span == WHOLE else where)
+    except multistream.DamagedStream as e:
+        if span.start <= e.offset and (span.end < 0 or e.offset < span.end):  # else the range it starts in reports it
+            reason = "truncated_bz2" if e.truncated else "corrupt_bz2"
+            yield reject_row(where, path, reason, f"{path}: the stream at byte {e.offset}: {e}")
+    except OSError as e:  # the file could not be read
+        yield reject_row(where, path, "corrupt_bz2", f"{path}: {e}")
     except ValueError as e:  # no <mediawiki> root in the first stream
-        yield reject_row(f"{name}@{span.start}", path, "malformed_xml", f"{path}: {e}")
+        yield reject_row(where, path, "malformed_xml", f"{path}: {e}")
 
 
 _READERS = {"text": read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": read_parquet,

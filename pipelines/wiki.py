@@ -4,7 +4,9 @@
 every page, so memory stays at one page however large the dump. A history export lists a page's
 revisions oldest first; only the latest is kept, older ones dropped as they are parsed. Parse errors propagate
 (`ET.ParseError`, or `EOFError` from a truncated bz2 stream) after every complete page before
-them has been yielded; pipelines/sources.py turns them into "malformed_xml" / "truncated_bz2".
+them has been yielded. `iter_dump` is what the readers use: it parses one <page> at a time, so broken XML costs
+its page alone (a `BadPage`), and a file whose root is not <mediawiki> raises `NotAWikiDump`; pipelines/sources.py
+turns these into "malformed_xml" / "not_a_wiki_dump" / "truncated_bz2".
 
 `strip_wikitext` is a regex stripper written here because the options on PyPI do not fit the
 hot path: mwparserfromhell builds a full parse tree (about 10x slower, and its strip_code
@@ -21,21 +23,38 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
+from pipelines.multistream import PAGE, SITEINFO_END, ChunkStream
+
 ARTICLE_NAMESPACE = 0
 _LINKED_NAMESPACES = {-2: "media", 6: "file", 14: "category"}  # keys of namespaces whose links are not prose
+# MediaWiki's canonical namespace names, which every wiki accepts whatever its language (<siteinfo> adds its own)
+_CANONICAL_NAMESPACES = {
+    "media": -2, "special": -1, "talk": 1, "user": 2, "user talk": 3, "project": 4, "project talk": 5, "file": 6,
+    "file talk": 7, "image": 6, "image talk": 7, "mediawiki": 8, "mediawiki talk": 9, "template": 10,
+    "template talk": 11, "help": 12, "help talk": 13, "category": 14, "category talk": 15}
 
 
 @dataclass(frozen=True)
 class Site:
     """What a dump's <siteinfo> tells the stripper: its own names of the Media, File and Category namespaces
     (lower-case). A German dump links images as [[Datei:...]] and categories as [[Kategorie:...]]: with English
-    names only, "mini|hochkant|<caption>" and "Kategorie:Person" were kept as article text."""
+    names only, "mini|hochkant|<caption>" and "Kategorie:Person" were kept as article text. `namespaces`: every
+    (lower-case name, key) it lists, which give a page its namespace in an export older than <ns> (schema 0.3/0.4)."""
     link_namespaces: frozenset = frozenset()
+    namespaces: tuple = ()
+
+    def namespace_of(self, title: str) -> int:
+        """The namespace a title's prefix names ("Talk:Paris" -> 1; "Ali: Fear Eats the Soul" -> 0)."""
+        prefix, colon, _ = title.partition(":")
+        if not colon:
+            return ARTICLE_NAMESPACE
+        name = " ".join(prefix.replace("_", " ").split()).lower()
+        return dict(self.namespaces).get(name, _CANONICAL_NAMESPACES.get(name, ARTICLE_NAMESPACE))
 
 
 @dataclass
 class Page:
-    id: int
+    id: int | None  # None: no <id> (or not a number): rejected, it could not name its document
     ns: int
     title: str
     redirect: bool
@@ -43,41 +62,85 @@ class Page:
     site: Site = Site()
 
 
+@dataclass
+class BadPage:
+    """A <page> whose XML does not parse (a byte that is not UTF-8, a tag cut short): rejected alone."""
+    id: int | None  # its <id>, where its first bytes show one
+    title: str
+    error: str
+
+
+class NotAWikiDump(Exception):
+    """The XML's root element is not <mediawiki>: no MediaWiki export."""
+
+
 def iter_pages(stream: BinaryIO) -> Iterator[Page]:
     """Yield every <page> of a MediaWiki export (any export schema version), with the text of its
     latest revision: the greatest <timestamp>, the last one on a tie (ISO 8601 UTC sorts as text)."""
-    events = ET.iterparse(stream, events=("start", "end"))
-    _, root = next(events)  # no root element at all raises ET.ParseError, never StopIteration
-    # Elements are namespaced ("{http://www.mediawiki.org/xml/export-0.11/}page"), version varies.
-    p = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
-    page, latest, depth, page_depth, site = None, None, 0, -1, Site()
-    for event, elem in events:
-        if event == "start":
-            depth += 1
-            if elem.tag == p + "page":
-                page, latest, page_depth = elem, None, depth
-            continue
-        depth -= 1
-        if elem.tag == p + "siteinfo" and page is None:
-            site = _site(elem, p)
-        if elem.tag == p + "revision" and page is not None and depth == page_depth:  # a child of the page
-            if latest is not None and _timestamp(elem, p) < _timestamp(latest, p):
-                page.remove(elem)
+    yield from _Pages(Site()).of(ET.iterparse(stream, events=("start", "end")))
+
+
+class _Pages:
+    """Pages out of one XML parser's start and end events, the tree cleared after every page (memory for one)."""
+
+    def __init__(self, site: Site):
+        self.site, self.root, self.p = site, None, ""
+        self.depth = 0  # of the element being parsed: 1 is the root's
+        self.page, self.latest, self.page_depth = None, None, -1
+
+    def of(self, events) -> Iterator[Page]:
+        p = self.p
+        for event, elem in events:
+            if event == "start":
+                self.depth += 1
+                if self.root is None:
+                    # Elements are namespaced ("{http://www.mediawiki.org/xml/export-0.11/}page"), version varies.
+                    self.root, self.p = elem, _prefix(elem)
+                    p = self.p
+                elif elem.tag == p + "page":
+                    self.page, self.latest, self.page_depth = elem, None, self.depth
                 continue
-            if latest is not None:
-                page.remove(latest)  # a whole history never sits in memory
-            latest = elem
-        if elem.tag == p + "page":
-            page = None
-            yield Page(
-                id=int(elem.findtext(p + "id") or -1),
-                ns=int(elem.findtext(p + "ns") or ARTICLE_NAMESPACE),
-                title=elem.findtext(p + "title") or "",
-                redirect=elem.find(p + "redirect") is not None,
-                text=elem.findtext(f"{p}revision/{p}text") or "",
-                site=site,
-            )
-            root.clear()  # drop the finished page (and anything before it) from the tree
+            self.depth -= 1
+            if elem.tag == p + "siteinfo" and self.page is None:
+                self.site = _site(elem, p)
+            if elem.tag == p + "revision" and self.page is not None and self.depth == self.page_depth:
+                if self.latest is not None and _timestamp(elem, p) < _timestamp(self.latest, p):
+                    self.page.remove(elem)  # a child of the page older than the latest so far
+                    continue
+                if self.latest is not None:
+                    self.page.remove(self.latest)  # a whole history never sits in memory
+                self.latest = elem
+            if elem.tag == p + "page":
+                self.page = None
+                yield self._page(elem, p)
+                self.root.clear()  # drop the finished page (and anything before it) from the tree
+
+    def _page(self, elem: ET.Element, p: str) -> Page:
+        title, ns = elem.findtext(p + "title") or "", _number(elem.findtext(p + "ns"))
+        page_id = _number(elem.findtext(p + "id"))
+        return Page(
+            id=page_id if page_id is not None and page_id >= 0 else None,
+            ns=self.site.namespace_of(title) if ns is None else ns,  # no <ns> before export schema 0.5
+            title=title,
+            redirect=elem.find(p + "redirect") is not None,
+            text=elem.findtext(f"{p}revision/{p}text") or "",
+            site=self.site,
+        )
+
+
+def _prefix(root: ET.Element) -> str:
+    """The export's XML namespace in ElementTree's "{uri}" form; NotAWikiDump if the root is not <mediawiki>."""
+    p = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+    if root.tag[len(p):] != "mediawiki":
+        raise NotAWikiDump(f"its root element is <{root.tag[len(p):]}>, not <mediawiki>: not a MediaWiki export")
+    return p
+
+
+_INTEGER = re.compile(r"\s*-?[0-9]+\s*")
+
+
+def _number(text: str | None) -> int | None:
+    return int(text) if text and _INTEGER.fullmatch(text) else None
 
 
 def _timestamp(revision: ET.Element, p: str) -> str:
@@ -85,9 +148,137 @@ def _timestamp(revision: ET.Element, p: str) -> str:
 
 
 def _site(siteinfo: ET.Element, p: str) -> Site:
-    names = [(ns.get("key", ""), (ns.text or "").strip()) for ns in siteinfo.iter(p + "namespace")]
-    return Site(frozenset(name.lower() for key, name in names
-                          if key.lstrip("-").isdigit() and int(key) in _LINKED_NAMESPACES and name))
+    names = [(int(key), (ns.text or "").strip().lower()) for ns in siteinfo.iter(p + "namespace")
+             if (key := _number(ns.get("key"))) is not None]
+    return Site(frozenset(name for key, name in names if key in _LINKED_NAMESPACES and name),
+                tuple((" ".join(name.replace("_", " ").split()), key) for key, name in names if name))
+
+
+# ----------------------------------------------------------------------- one page at a time
+
+HEADER_BYTES = 1 << 20  # the root tag and <siteinfo> before the first <page>: well under this in any dump
+_READ_BYTES = 1 << 16
+_HEAD_BYTES = 4096  # what a broken page keeps of its first bytes, to find its <id> and <title>
+_ROOT_TAG = re.compile(rb"<mediawiki\b[^>]*>")
+_PAGE_ID = re.compile(rb"<id>\s*([0-9]+)\s*</id>")
+_PAGE_TITLE = re.compile(rb"<title>([^<]*)</title>")
+
+
+def iter_dump(stream: BinaryIO) -> Iterator[tuple[int | None, Page | BadPage]]:
+    """(offset of its <page> tag in the stream, page) for every page of an export, as iter_pages gives them, with
+    broken XML costing its page alone: a byte that is not UTF-8 or a broken tag makes that page a BadPage, and the
+    parse starts again at the next <page> tag, inside the dump's root tag (one parse of the file lost every page
+    after the damage). The bytes are fed to the parser cut before every `<page>` tag (MediaWiki escapes "<" in
+    text, so they are always one), and a page that has not ended where the next starts is broken too. With no
+    <page> in the first HEADER_BYTES the stream is parsed whole, as iter_pages does (offset None): no dump, or
+    an export without pages. NotAWikiDump if the root is not <mediawiki>; read errors of the stream propagate,
+    after every page before them."""
+    cuts = _PageCuts(stream)
+    head = cuts.header()
+    if head is None:
+        for page in iter_pages(ChunkStream(cuts.rest())):
+            yield None, page
+        return
+    root_tag = _ROOT_TAG.search(head)
+    parser, pages = _parser(head), _Pages(Site())
+    for _ in pages.of(parser.read_events()):  # the root and <siteinfo>; NotAWikiDump if no <mediawiki>
+        pass
+    while cuts.more():
+        if parser is None or pages.depth == 0:  # after a broken page, or a root closed early: parse afresh
+            parser, pages = _parser(root_tag.group(0)), _Pages(pages.site)
+        offset, pieces, yielded = cuts.offset, cuts.page(), False
+        try:
+            for piece in pieces:
+                parser.feed(piece)
+                for page in pages.of(parser.read_events()):
+                    yielded = True
+                    yield offset, page
+            if pages.depth > 1:
+                raise ET.ParseError("the page does not end before " + ("the next <page>" if cuts.more() else
+                                                                       "the end of the XML"))
+        except ET.ParseError as e:
+            yield offset, _bad_page(b"" if yielded else cuts.head, str(e))  # after its page: junk between pages
+            parser = None
+            for _ in pieces:  # the rest of the broken page
+                pass
+
+
+def _parser(data: bytes) -> ET.XMLPullParser:
+    parser = ET.XMLPullParser(events=("start", "end"))
+    parser.feed(data)
+    return parser
+
+
+def _bad_page(head: bytes, error: str) -> BadPage:
+    head = head.split(b"<revision", 1)[0]  # a revision's <id> is not the page's
+    page_id, title = _PAGE_ID.search(head), _PAGE_TITLE.search(head)
+    return BadPage(id=int(page_id.group(1)) if page_id else None,
+                   title=html.unescape(title.group(1).decode("utf-8", "replace")) if title else "", error=error)
+
+
+class _PageCuts:
+    """A dump's bytes, read on demand and handed out page by page: buf[i:] is read and not handed out yet, `offset`
+    the stream offset of buf[i]; between pages, buf[i:] starts with a <page> tag (or is empty at the end)."""
+
+    def __init__(self, stream: BinaryIO):
+        self._read, self.buf, self.i, self.offset, self.eof, self.head = stream.read, b"", 0, 0, False, b""
+
+    def _fill(self) -> bool:
+        if not self.eof:
+            data = self._read(_READ_BYTES)
+            self.buf, self.i, self.eof = self.buf[self.i:] + data, 0, not data
+        return not self.eof
+
+    def _take(self, n: int) -> bytes:
+        out, self.i, self.offset = self.buf[self.i:self.i + n], self.i + n, self.offset + n
+        if len(self.head) < _HEAD_BYTES:
+            self.head += out[:_HEAD_BYTES - len(self.head)]
+        return out
+
+    def _left(self) -> int:
+        return len(self.buf) - self.i
+
+    def header(self) -> bytes | None:
+        """The root start tag and <siteinfo> before the first <page> tag, and what precedes them. What follows them
+        is read as a page: a first page whose own tag is broken is one broken page, not a broken header. None
+        (nothing consumed) if no <page> tag comes in HEADER_BYTES, or no root tag before it."""
+        while (j := self.buf.find(PAGE)) < 0 and len(self.buf) < HEADER_BYTES and self._fill():
+            pass
+        root = _ROOT_TAG.search(self.buf, 0, j) if j >= 0 else None
+        if root is None:
+            return None
+        info = self.buf.rfind(SITEINFO_END, root.end(), j)
+        return self._take(info + len(SITEINFO_END) if info >= 0 else root.end())
+
+    def rest(self) -> Iterator[bytes]:
+        while self._left() or self._fill():
+            yield self._take(self._left())
+
+    def more(self) -> bool:
+        return self._left() > 0 or self._fill()
+
+    def page(self) -> Iterator[bytes]:
+        """The page at buf[i] (after the header, what precedes the first <page> tag), in pieces, up to the next <page>
+        tag or the end of the stream. If a read fails, the bytes held back for a tag cut by the read go out first:
+        the page may end in them."""
+        self.head, start = b"", 1
+        while True:
+            j = self.buf.find(PAGE, self.i + start)
+            if j >= 0:
+                yield self._take(j - self.i)
+                return
+            keep = len(PAGE) - 1  # a tag may straddle the next read
+            if self._left() > keep:
+                start = 0
+                yield self._take(self._left() - keep)
+            try:
+                more = self._fill()
+            except Exception:
+                yield self._take(self._left())
+                raise
+            if not more:
+                yield self._take(self._left())
+                return
 
 
 # Disambiguation templates are named "... disambiguation" or by an alias; an inline
@@ -103,6 +294,8 @@ _DISAMBIGUATION = re.compile(
 
 def page_reject_reason(page: Page) -> str:
     """"" for an article worth keeping, else why it is skipped (a reason in sources.REJECT_REASONS)."""
+    if page.id is None:  # its document would have no id (doc_ids are "<file>#<page id>")
+        return "missing_page_id"
     if page.ns != ARTICLE_NAMESPACE:
         return "non_article_namespace"
     if page.redirect or page.text.lstrip()[:9].upper() == "#REDIRECT":
@@ -143,13 +336,18 @@ _SPACE_BEFORE_PUNCT = re.compile(r" +([,.;:])(?=\s|$)")
 _DROPPED_LINK_PREFIX = re.compile(r"\s*(?:(?i:file|image|media|category)|[a-z]{2,3}(?:-[a-z]+)?)\s*:")
 
 
+# A "|" that a link closes after (no "[" between): it parts the link's target from its label, not template arguments.
+_ARGUMENT_PIPE = re.compile(r"\|(?![^\[]*\]\])")
+
+
 def _template_text(m: re.Match) -> str:
     """Most templates are metadata (infoboxes, citations, maintenance tags) and go; the few that
-    render prose inline keep their words: {{lang|fr|Paris}}, {{convert|5|km|mi}} -> "5 km"."""
+    render prose inline keep their words: {{lang|fr|Paris}}, {{convert|5|km|mi}} -> "5 km". Templates go before
+    links, so an argument may be a link: {{nowrap|[[United States|U.S.]]}} -> "[[United States|U.S.]]"."""
     name, _, args = m.group(0)[2:-2].partition("|")
     name = name.strip().lower()
     if name in _INLINE_TEMPLATES or name.startswith("lang-"):
-        args = [a for a in args.split("|") if "=" not in a]  # positional arguments only
+        args = [a for a in _ARGUMENT_PIPE.split(args) if "=" not in a]  # positional arguments only
         if name == "lang":
             return args[1] if len(args) > 1 else ""
         if name in ("convert", "cvt"):
@@ -161,9 +359,16 @@ def _template_text(m: re.Match) -> str:
 _INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic"])
 
 
+# A prefixed target naming a media file: [[Bild:X.jpg|mini|...]] in a German dump, Imagen: (es), Изображение: (ru),
+# Grafika: (pl) are aliases of the File namespace, which <siteinfo> does not list (it gives a namespace one name).
+_MEDIA_FILE = re.compile(
+    r"[^|:]*:[^|]*\.(?:jpe?g|png|svg|gif|tiff?|webp|og[gva]|webm|mp3|wav|flac|pdf|djvu)\s*(?:\||$)", re.I)
+
+
 def _link_text(m: re.Match, site: Site) -> str:
     inner = m.group(1)
-    if _DROPPED_LINK_PREFIX.match(inner) or inner.partition(":")[0].strip().lower() in site.link_namespaces:
+    if (_DROPPED_LINK_PREFIX.match(inner) or inner.partition(":")[0].strip().lower() in site.link_namespaces
+            or _MEDIA_FILE.match(inner)):
         return ""
     target, _, label = inner.partition("|")  # [[target|label]] shows label; [[target]] shows target
     return label if label.strip() else target.strip().lstrip(":")

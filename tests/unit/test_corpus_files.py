@@ -229,3 +229,33 @@ def test_xz_corpora_read_as_gzip_ones_and_zstd_ones_are_refused(tmp_path):
         read(tmp_path / "pile.jsonl.zst", "pile")
     with pytest.raises(SourceError, match="zstd"):  # as prepare() plans its work, before any file is read
         file_format(str(tmp_path / "pile.jsonl.zst"), cfg(tmp_path))
+
+
+def test_a_folder_reached_through_two_glob_matches_is_read_once(tmp_path):
+    """Each match of a glob walked its folder with a fresh record of the folders seen: `corpus/*` matching a folder
+    and a symlink to it read its files twice, under two names (two doc_ids for each document)."""
+    corpus = tmp_path / "corpus"
+    (corpus / "a").mkdir(parents=True)
+    (corpus / "a" / "1.txt").write_text(BOOK)
+    (corpus / "b").mkdir()
+    (corpus / "b" / "linka").symlink_to(corpus / "a")
+    (corpus / "c").symlink_to(corpus / "a")
+    assert resolve_sources(cfg(corpus / "*")) == [str(corpus / "a" / "1.txt")]
+    assert resolve_sources(cfg(corpus)) == [str(corpus / "a" / "1.txt")]  # one walk: as before
+
+
+def test_a_multistream_dump_index_beside_its_dump_is_not_read_as_text(tmp_path):
+    """`...-multistream-index.txt.bz2` (offset:page id:title a line) sits beside the dump it indexes: a folder of
+    both read it as a prose document. It is one "multistream_index" row, in whatever ranges it is read."""
+    index = "".join(f"{600 + i * 1000}:{i * 12}:Some Article Title {i}\n" for i in range(2000)).encode()
+    names = ["enwiki-20240601-pages-articles-multistream-index.txt.bz2",
+             "enwiki-20240601-pages-articles-multistream-index1.txt-p1p41242.bz2",
+             "enwiki-20240601-pages-articles-multistream-index.txt"]
+    for name in names:
+        (tmp_path / name).write_bytes(bz2.compress(index) if name.endswith(".bz2") else index)
+        assert reasons(read(tmp_path / name, name)) == [(name, "multistream_index")]
+    path = str(tmp_path / names[2])
+    assert not list(iter_documents(path, "i", cfg(path), Span(1 << 20, -1, 0)))  # counted once, by the range at 0
+    assert reasons(read(tmp_path / names[2], "i", format="text")) == [("i", "multistream_index")]
+    (tmp_path / "index.txt").write_bytes(index)  # any other name is read as it says
+    assert reasons(read(tmp_path / "index.txt", "x")) == [("x#0", "")]

@@ -112,3 +112,30 @@ def test_every_range_knows_the_dumps_own_namespace_names(tmp_path):
         whole = list(iter_documents(str(path), path.name, config(path)))
         assert len(whole) == 60 and not [r for r in whole if "mini" in r["text"] or "Kategorie" in r["text"]]
         assert read_ranges(path, offsets) == whole
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_last_stream_costs_the_same_pages_and_rejects_in_any_ranges(tmp_path, damage):
+    """A range holds back the last bytes it decompressed (a tag may straddle the next stream): its last page's
+    "age>\\n" went out only with the next stream's output. With that stream damaged, the range lost its last page
+    and reported the damage as well as the range owning the stream, so pages and reject counts depended on the
+    ranges (work_unit_bytes, num_workers). The held bytes go out before the error; the owner alone reports it."""
+    path = tmp_path / "dump.xml.bz2"
+    offsets = write_multistream(path, dump())  # the last stream holds "</mediawiki>" alone
+    data = bytearray(path.read_bytes())
+    if damage == "truncated":
+        data = data[: offsets[-1] + (len(data) - offsets[-1]) // 2]
+    else:
+        data[offsets[-1] + 12:offsets[-1] + 20] = bytes(b ^ 0xFF for b in data[offsets[-1] + 12:offsets[-1] + 20])
+    path.write_bytes(bytes(data))
+
+    def outcome(rows):
+        rows = list(rows)
+        return ([(r["doc_id"], r["text"]) for r in rows if not r["reject_reason"]],
+                sorted(r["reject_reason"] for r in rows if r["reject_reason"]))
+
+    whole = outcome(iter_documents(str(path), path.name, config(path)))
+    assert len(whole[0]) == 120 - 7 and whole[1] == sorted(["redirect"] * 7 + [f"{damage}_bz2"])
+    rng = random.Random(2)
+    for cuts in ([0, offsets[-1]], [0, offsets[-2]], offsets, offsets[::4], [0] + sorted(rng.sample(offsets[1:], 6))):
+        assert outcome(read_ranges(path, cuts)) == whole, cuts

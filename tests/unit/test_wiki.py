@@ -1,7 +1,9 @@
 """MediaWiki dumps: wikitext stripping, streamed page parsing, page filtering, rows out of .xml(.bz2)."""
 
 import bz2
+import gzip
 import io
+import re
 import tracemalloc
 from xml.sax.saxutils import escape
 
@@ -10,7 +12,7 @@ import pytest
 from pipelines.clean import normalize_text
 from pipelines.config import DataConfig
 from pipelines.sources import iter_documents
-from pipelines.wiki import Page, iter_pages, page_reject_reason, strip_wikitext
+from pipelines.wiki import Page, Site, iter_pages, page_reject_reason, strip_wikitext
 
 
 def strip(text: str) -> str:
@@ -202,10 +204,10 @@ def test_truncated_and_malformed_dumps_keep_pages_before_the_damage(tmp_path):
     (tmp_path / "cut.xml.bz2").write_bytes(bz2.compress(data[:cut]) + second[: len(second) // 2])
     (tmp_path / "bad.xml").write_bytes(data[:cut] + b"<page><title>Oops</titel></page>")
     config = DataConfig(sources=[str(tmp_path)], min_document_chars=50)
-    for name, reason in [("cut.xml.bz2", "truncated_bz2"), ("bad.xml", "malformed_xml")]:
-        rows = list(iter_documents(str(tmp_path / name), name, config))
+    for name, reason, at in [("cut.xml.bz2", "truncated_bz2", ""), ("bad.xml", "malformed_xml", f"@{cut}")]:
+        rows = list(iter_documents(str(tmp_path / name), name, config))  # a broken page is named by its offset
         assert [(r["doc_id"], r["reject_reason"]) for r in rows] == [
-            (f"{name}#12", ""), (f"{name}#13", "redirect"), (f"{name}#14", "disambiguation"), (name, reason)]
+            (f"{name}#12", ""), (f"{name}#13", "redirect"), (f"{name}#14", "disambiguation"), (name + at, reason)]
 
 
 def history_xml(revisions: list[tuple[str, str]]) -> bytes:
@@ -241,3 +243,106 @@ def test_history_export_streams_in_bounded_memory():
 def test_byte_order_mark_before_the_xml_declaration():
     data = b"\xef\xbb\xbf" + dump_xml(SAMPLE_PAGES)
     assert [p.id for p in iter_pages(io.BytesIO(data))] == [12, 13, 14, 15, 16, 17]
+
+
+# ----------------------------------------------------------------------------- review fixes
+
+def test_a_link_inside_an_inline_template_keeps_its_label():
+    """Templates go before links: an inline template's argument split at the pipe inside a link gave "U.S.]]" and
+    "[[Paris" as text."""
+    assert strip("He worked in the {{nowrap|[[United States|U.S.]]}} for years.") == "He worked in the U.S. for years."
+    assert strip("He said {{lang|fr|[[Paris|la ville]]}} loudly.") == "He said la ville loudly."
+    assert strip("It is {{convert|5|km|mi}} from [[Paris]].") == "It is 5 km from Paris."
+
+
+def test_links_to_media_files_under_a_local_alias_are_dropped():
+    """<siteinfo> lists a namespace's one local name: de's "Bild:" (beside "Datei:"), es's "Imagen:", ru's
+    "Изображение:" and pl's "Grafika:" are aliases of File, their options and captions were kept as text. A
+    prefixed target naming a media file goes whatever the prefix; an article link stays."""
+    german = Site(frozenset({"datei", "kategorie", "medium"}))
+    assert normalize_text(strip_wikitext("[[Bild:Foo.jpg|mini|Ein Bild]] Berlin ist eine Stadt.", german)) == (
+        "Berlin ist eine Stadt.")
+    for link in ("[[Imagen:Foo.JPG|thumb|Una imagen]]", "[[Изображение:Карта.svg|200px]]", "[[Grafika:P.png]]",
+                 "[[Fichier:Hymne.ogg|Hymne]]", "[[Datoteka:Book scan.djvu|page=3]]"):
+        assert strip(f"{link} Prose.") == "Prose.", link
+    assert strip("[[JPEG|the .jpg format]] and [[Ali: Fear Eats the Soul]].") == (
+        "the .jpg format and Ali: Fear Eats the Soul.")
+
+
+def wiki_file(tmp_path, name: str, data: bytes) -> list[tuple[str, str]]:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return [(r["doc_id"], r["reject_reason"])
+            for r in iter_documents(str(path), name, DataConfig(sources=[str(path)], min_document_chars=50))]
+
+
+def test_an_xml_file_that_is_no_wiki_dump_is_a_reject_not_nothing(tmp_path):
+    """An .xml file with another root, or an export without a page, gave no row at all: lost without a count."""
+    assert wiki_file(tmp_path, "feed.xml", b"<rss><item>" + b"hello world " * 100 + b"</item></rss>") == [
+        ("feed.xml", "not_a_wiki_dump")]
+    empty = dump_xml([])
+    assert wiki_file(tmp_path, "empty.xml", empty) == [("empty.xml", "no_wiki_pages")]
+    assert wiki_file(tmp_path, "empty.xml.bz2", bz2.compress(empty)) == [("empty.xml.bz2", "no_wiki_pages")]
+    pages = dump_xml(SAMPLE_PAGES[:1])  # another root holding <page>s is no dump either
+    assert wiki_file(tmp_path, "other.xml", pages.replace(b"mediawiki", b"other")) == [("other.xml", "not_a_wiki_dump")]
+
+
+@pytest.mark.parametrize("codec", ["", ".gz", ".bz2"])
+def test_a_broken_page_costs_that_page_not_the_rest_of_the_dump(tmp_path, codec):
+    """One byte that is not UTF-8 or one broken tag in a dump read as one task (.xml, .xml.gz, single-stream
+    .xml.bz2) lost every later page, counted as one reject: the parse starts again at the next <page> tag, inside
+    the dump's root and with its <siteinfo>, so the broken page is rejected (named by its id where its bytes show
+    it, else by its byte offset) and the next is read. A page left open where the next begins is broken too, and a
+    first page whose own tag is broken is that page, not the dump's header."""
+    data = dump_xml([(i, 0, f"Page {i}", ARTICLE_2 + f" Number {i}.", False) for i in range(1, 41)])
+    data = data.replace(b"second letter", b"second l\xe9tter", 1)  # page 1: latin-1, not UTF-8
+    data = data.replace(b"<title>Page 7</title>", b"<title>Page 7</titel>")  # page 7: a broken tag
+    data = data.replace(b"Number 20.</text></revision></page>", b"Number 20.</text></revision>")  # page 20: open
+    data = data.replace(b"<title>Page 30</title><ns>0</ns><id>30</id>", b"<title>Page 30")  # page 30: no id
+    name = "wiki.xml" + codec
+    rows = wiki_file(tmp_path, name, {"": bytes, ".gz": gzip.compress, ".bz2": bz2.compress}[codec](data))
+    broken = [f"{name}#1", f"{name}#7", f"{name}#20", f"{name}@{data.index(b'<page><title>Page 30')}"]
+    assert [r for r in rows if r[1]] == [(doc_id, "malformed_xml") for doc_id in broken]
+    assert [r[0] for r in rows if not r[1]] == [f"{name}#{i}" for i in range(2, 41) if i not in (7, 20, 30)]
+    data = dump_xml([(i, 0, f"Page {i}", ARTICLE_2, False) for i in range(1, 41)]).replace(b"<page>", b"<pag>", 1)
+    rows = wiki_file(tmp_path, "first-" + name, {"": bytes, ".gz": gzip.compress, ".bz2": bz2.compress}[codec](data))
+    assert rows == [(f"first-{name}#1", "malformed_xml")] + [(f"first-{name}#{i}", "") for i in range(2, 41)]
+
+
+def test_an_export_without_ns_takes_the_namespace_its_title_names(tmp_path):
+    """Export schemas 0.3/0.4 have no <ns>: every page was an article, talk and user pages included. The title's
+    prefix names the namespace, by the names <siteinfo> gives (a German dump's "Diskussion:") or MediaWiki's
+    canonical ones; a title whose prefix names none is an article."""
+    siteinfo = ('<siteinfo><sitename>Wikipedia</sitename><namespaces><namespace key="0" />'
+                '<namespace key="1">Diskussion</namespace><namespace key="2">Benutzer</namespace>'
+                '<namespace key="4">Wikipedia</namespace></namespaces></siteinfo>')
+    pages = [(1, 0, "Paris", ARTICLE_1, False), (2, 1, "Diskussion:Paris", ARTICLE_1, False),
+             (3, 2, "Benutzer:Jimbo", ARTICLE_2, False), (4, 4, "Wikipedia:Hilfe", ARTICLE_2, False),
+             (5, 1, "Talk:Paris", ARTICLE_2, False), (6, 3, "User_talk:Jimbo", ARTICLE_2, False),
+             (7, 0, "Ali: Fear Eats the Soul", ARTICLE_2, False)]
+    data = dump_xml(pages)
+    start, end = data.index(b"<siteinfo>"), data.index(b"</siteinfo>") + len(b"</siteinfo>")
+    data = data[:start] + siteinfo.encode() + data[end:]
+    old = re.sub(rb"<ns>\d+</ns>", b"", data.replace(b"export-0.11", b"export-0.3"))
+    assert [(p.ns, p.title) for p in iter_pages(io.BytesIO(old))] == [(ns, t) for _, ns, t, _, _ in pages]
+    assert wiki_file(tmp_path, "old.xml", old) == [
+        ("old.xml#1", "")] + [(f"old.xml#{i}", "non_article_namespace") for i in range(2, 7)] + [("old.xml#7", "")]
+
+
+def test_a_page_without_an_id_is_rejected_not_a_crash(tmp_path):
+    """A page with no <id> became document "<name>#-1", which crashed the tokenizing task ("record number out of
+    range"): it is "missing_page_id", named by its offset, and the task goes on."""
+    from pipelines.rejects import RejectLog
+    from pipelines.spill import good_documents
+
+    data = dump_xml([(1, 0, "Alpha", ARTICLE_1, False), (2, 0, "Beta", ARTICLE_2, False)])
+    data = data.replace(b"<id>1</id>", b"", 1)
+    path = tmp_path / "noid.xml"
+    path.write_bytes(data)
+    config = DataConfig(sources=[str(path)], min_document_chars=50)
+    assert wiki_file(tmp_path, "noid.xml", data) == [(f"noid.xml@{data.index(b'<page>')}", "missing_page_id"),
+                                                       ("noid.xml#2", "")]
+    rejects = RejectLog()
+    part = {"path": str(path), "name": "noid.xml", "rank": 0, "start": 0, "end": -1, "first": 0}
+    assert [doc_id for doc_id, _, _ in good_documents(part, config, rejects)] == ["noid.xml#2"]
+    assert rejects.summary() == {"missing_page_id": 1}
