@@ -106,9 +106,11 @@ class ShardLayout:
     def is_eval(self, key: int) -> bool:
         return key < self.eval_fraction * 2.0**64  # the key's high bits: independent of key % n
 
-    def shard_of(self, key: int) -> int:
-        """Global shard index: train shards 0..num_train-1, eval shards after them."""
-        return self.num_train + key % self.num_eval if self.is_eval(key) else key % self.num_train
+    def shard_of(self, key: int, split_key: int | None = None) -> int:
+        """Global shard index: train shards 0..num_train-1, eval shards after them. `split_key` (default `key`)
+        decides the split: a book's, for every piece of it (pipelines.spill.split_key)."""
+        held_out = self.is_eval(key if split_key is None else split_key)
+        return self.num_train + key % self.num_eval if held_out else key % self.num_train
 
     def split_of(self, shard: int) -> tuple[str, int]:
         return ("train", shard) if shard < self.num_train else ("eval", shard - self.num_train)

@@ -30,7 +30,7 @@ from pipelines.layout import ShardLayout
 from pipelines.shards import token_type
 from pipelines.rejects import RejectLog
 from pipelines.dedup import content_hashes
-from pipelines.sources import SAMPLE_CHARS, Span, iter_documents
+from pipelines.sources import SAMPLE_CHARS, Span, iter_documents, named_plain_text
 
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 SPILL_CHUNK_BYTES = 16 << 20  # text a task gathers before writing spill batches: few, large batches
@@ -56,6 +56,22 @@ def good_documents(part: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[
 
 def unit_documents(unit: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[tuple[str, int, str]]:
     return chain.from_iterable(good_documents(part, cfg, rejects) for part in unit["parts"])
+
+
+def book_names(unit: dict, cfg: DataConfig) -> frozenset[str]:
+    """The names of the unit's files that are books: plain text read as data.text_documents=books, where a long
+    file is cut into ~1 MiB documents, pieces of one book."""
+    if cfg.text_documents != "books":
+        return frozenset()
+    return frozenset(part["name"] for part in unit["parts"] if named_plain_text(part["path"], cfg))
+
+
+def split_key(seed: int, doc_id: str, books: frozenset[str]) -> int:
+    """The key that puts a document in the train or the eval split: a book's name for every piece of it, so that a
+    book is held out whole or not at all (by piece, the eval split held pieces of the books train read: its MLM and
+    NSP scores were those of text the model had seen the rest of); a document's own id otherwise."""
+    name = doc_id.rpartition("#")[0]
+    return document_key(seed, name if name in books else doc_id)
 
 
 def _chunks(docs: Iterator[tuple[str, int, str]], max_bytes: int) -> Iterator[list[tuple[str, int, str]]]:
@@ -116,8 +132,9 @@ class DocumentTokenizer:
         rejects, dedup, spill_shards = RejectLog(), [], []
         path = os.path.join(self.spill_dir, f"{unit['unit']:08d}.arrow")
         writer = None
+        books = book_names(unit, self.cfg)
         for chunk in _chunks(unit_documents(unit, self.cfg, rejects), SPILL_CHUNK_BYTES):
-            table, shards = self._tokenize(chunk)
+            table, shards = self._tokenize(chunk, books)
             dedup.append(_dedup_columns(content_hashes([d[2] for d in chunk]), table.column("uid").to_numpy(), shards))
             order = np.argsort(shards, kind="stable")
             table, shards = table.take(order).combine_chunks(), shards[order]
@@ -133,10 +150,11 @@ class DocumentTokenizer:
         return {"unit": unit["unit"], "spill": path if writer else "", "spill_shards": spill_shards,
                 "rejects": rejects.to_json(), **{k: v.tolist() for k, v in cols.items()}}
 
-    def _tokenize(self, chunk: list[tuple[str, int, str]]) -> tuple[pa.Table, np.ndarray]:
+    def _tokenize(self, chunk: list[tuple[str, int, str]], books: frozenset[str]) -> tuple[pa.Table, np.ndarray]:
         doc_ids, uids, texts = zip(*chunk)
         keys = np.array([document_key(self.cfg.seed, d) for d in doc_ids], dtype=np.uint64)
-        shards = np.array([self.layout.shard_of(int(k)) for k in keys], dtype=np.int32)
+        shards = np.array([self.layout.shard_of(int(k), split_key(self.cfg.seed, d, books))
+                           for k, d in zip(keys, doc_ids)], dtype=np.int32)
         flat, lengths = [], []
         for start in range(0, len(texts), TOKENIZE_BATCH_DOCS):
             joined = [SENTENCE_MARK.join(split_sentences(self._as_text(t), lines=self.lines))

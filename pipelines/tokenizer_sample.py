@@ -21,7 +21,7 @@ from pipelines.dedup import content_hashes, find_duplicates
 from pipelines.examples import document_key
 from pipelines.layout import ShardLayout
 from pipelines.rejects import RejectLog
-from pipelines.spill import unit_documents
+from pipelines.spill import book_names, split_key, unit_documents
 
 
 def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
@@ -31,13 +31,14 @@ def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -
     for unit in batch.to_pylist():
         uids, hashes = [], []
 
+        books = book_names(unit, cfg)
+
         def train_documents():
             for doc_id, uid, text in unit_documents(unit, cfg, RejectLog()):
                 uids.append(uid)
                 hashes.append(content_hashes([text])[0])
-                key = document_key(cfg.seed, doc_id)
-                if not layout.is_eval(key):
-                    yield key, uid, len(text)
+                if not layout.is_eval(split_key(cfg.seed, doc_id, books)):
+                    yield document_key(cfg.seed, doc_id), uid, len(text)
 
         smallest = heapq.nsmallest(k, train_documents())
         hashes = np.array(hashes, dtype=np.uint64).reshape(-1, 2)

@@ -183,3 +183,32 @@ def test_blank_lines_mode_tokenizes_each_line_as_a_sentence(tmp_path, tok):
     (doc,) = read_spill([row["spill"]], [0], pa.uint16()).to_pylist()
     heading = tok.encode("Early life", add_special_tokens=False).ids
     assert doc["offsets"][:2] == [0, len(heading)] and doc["ids"][:len(heading)] == heading
+
+
+def test_a_book_is_held_out_whole_or_not_at_all(tmp_path, tok, monkeypatch):
+    """A book is cut into ~1 MiB documents (here 2 KiB); each had its own key, so the eval split held pieces of the
+    books train read. A book's pieces now share the split (not the shard); JSON lines records keep their own."""
+    from pipelines import text_source
+    from pipelines.spill import RECORD_BITS, book_names
+
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 2048)
+    paragraph = "The ship sailed on through the night. The crew slept below deck while the wind rose. " * 6
+    book, records = tmp_path / "book.txt", tmp_path / "records.jsonl"
+    book.write_text("\n\n".join(f"Chapter {i}. {paragraph}" for i in range(60)) + "\n")
+    records.write_text("".join(json.dumps({"text": f"Record {i}. {paragraph}"}) + "\n" for i in range(40)))
+    files = [str(book), str(records)]
+    cfg = DataConfig(sources=files, num_shards=4, eval_fraction=0.3, tokenizer=TokenizerConfig(path=MINILM))
+    sizes = [{"bytes": os.path.getsize(f)} for f in files]
+    layout = ShardLayout.plan(cfg, sum(s["bytes"] for s in sizes))
+    [unit] = group_units(file_parts(files, sizes, cfg, 1 << 20), 1 << 30)
+    assert book_names(unit, cfg) == {"book.txt"}
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    row = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill))(
+        pa.Table.from_pylist([unit])).to_pylist()[0]
+    rank = {part["name"]: part["rank"] for part in unit["parts"]}
+    held = {name: {shard >= layout.num_train for uid, shard in zip(row["uid"], row["doc_shard"])
+                   if uid >> RECORD_BITS == rank[name]} for name in rank}
+    pieces = sum(uid >> RECORD_BITS == rank["book.txt"] for uid in row["uid"])
+    assert pieces > 10 and len(held["book.txt"]) == 1  # all its pieces in one split
+    assert held["records.jsonl"] == {True, False}  # records: each its own
