@@ -207,6 +207,7 @@ def test_trains_a_tokenizer_when_none_is_given(ray_up, corpus, tmp_path):
     assert max(max(ids) for ids in table.column("input_ids").to_pylist()) < tok.get_vocab_size()
 
 
+@pytest.mark.slow
 def test_a_corpus_of_cp1252_books_is_prepared_in_the_encoding_named(ray_up, tmp_path):
     """Plain-text books in cp1252 (curly quotes, accents: an older Project Gutenberg download) through prepare() on
     Ray: with data.text_encoding=cp1252 every book is kept and a byte cp1252 does not define rejects its book

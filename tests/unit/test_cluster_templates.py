@@ -393,6 +393,7 @@ def test_the_launcher_and_kuberay_pretrain_bert_base_from_one_config_with_only_u
 CLUSTER_README = [shlex.join(words) for words in commands((CLUSTER / "README.md").read_text())]
 
 
+@pytest.mark.slow  # each runs a ray command line's parser (~2 s each): `make test`, not `make test-fast`
 @pytest.mark.parametrize("command", CLUSTER_README, ids=[c[:60] for c in CLUSTER_README])
 def test_every_cluster_readme_command_is_checked_here(command):
     """cluster/README.md's commands need a cloud account or a Kubernetes cluster: each one's flags are in its

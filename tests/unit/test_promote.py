@@ -105,6 +105,7 @@ def judge(uri: str, art, **kw) -> promote.PromoteResult:
                                                                      artifact_location=str(art))))
 
 
+@pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
 def test_the_good_model_separates_the_classes_and_the_weak_one_does_not(models):
     task, dirs = models
     from jobs.loops import ft_tasks
@@ -118,6 +119,7 @@ def test_the_good_model_separates_the_classes_and_the_weak_one_does_not(models):
     assert e["p_better"] == 1.0 and e["lower_bound"] > 0.1 and e["delta"] == pytest.approx(good.value - weak.value)
 
 
+@pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
 def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(models, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -195,6 +197,7 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
     assert len(again.stderr.strip().splitlines()) == 1, again.stderr  # one line, no traceback
 
 
+@pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
 def test_a_champion_moved_while_judging_is_not_replaced_by_a_model_never_compared_with_it(models, tmp_path,
                                                                                          monkeypatch):
     """Two promotions at once: while v2 is scored against champion v1, another promotion crowns v3. v2's evidence
@@ -341,6 +344,7 @@ def test_a_task_config_tag_that_is_not_json_is_named():
         promote._task_of(SimpleNamespace(version="7", tags={"task_config": cut}))
 
 
+@pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
 def test_the_champion_is_scored_with_its_own_sequence_length(models, tmp_path):
     """The data is the candidate's task's, but each model reads it as it serves: a champion registered with another
     max_seq_len was cut to the candidate's and lost on a setting, not on its weights. Its score is its own, and the
@@ -362,6 +366,7 @@ def test_the_champion_is_scored_with_its_own_sequence_length(models, tmp_path):
     assert f"each with its own max_seq_len {task.max_seq_len} vs 4" in result.reason
 
 
+@pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
 def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_rows_are_named(models, tmp_path):
     """The candidate's version records the sha256 of the rows it was evaluated on (data.dev.sha256). Rows that differ
     (the files edited since, or a task.* override that carves dev otherwise and may hand it rows the models trained
@@ -401,6 +406,7 @@ def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_ro
         judge(alone, tmp_path / "art")
 
 
+@pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
 def test_refused_before_any_evaluation(models, tmp_path):
     from bert_core.config import ConfigError
 

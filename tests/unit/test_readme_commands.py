@@ -114,6 +114,7 @@ def asks_the_served_model(words: list[str]) -> None:
 MAKE_TARGETS_THAT_RUN_A_JOB = ("quickstart", "finetune", "sweep", "pretrain")
 
 
+@pytest.mark.slow  # each runs a ray or mlflow command line (~2-5 s each): `make test`, not `make test-fast`
 @pytest.mark.parametrize("command", README, ids=[c[:60] for c in README])
 def test_every_readme_command_runs_as_written(command, workspace, tracking_server):
     command = command.replace("http://127.0.0.1:5000", tracking_server)
