@@ -338,8 +338,11 @@ def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig, escape
         return reject_row(doc_id, path, reason, sample)
     if escaped and _SURROGATE.search(text):  # a lone "\ud83d" escape (half an emoji): no UTF-8, Arrow refuses it
         return reject_row(doc_id, path, "invalid_utf8", sample)
-    if cfg.text_column == "text" and frozenset(record) in _WIKIEXTRACTOR_RECORDS:
-        text = html.unescape(text)  # WikiExtractor --json: --html-safe (its default) escaped & < > in "text"
+    if cfg.text_column == "text" and frozenset(record) in _WIKIEXTRACTOR_RECORDS and "curid=" in str(record["url"]):
+        # WikiExtractor --json (its url ends ?curid=<id>; Hugging Face's wikimedia/wikipedia rows have these keys and
+        # unescaped text): --html-safe, its default, escaped & < > in "text": undone exactly (html.unescape would
+        # read "&para=2" in a URL as a pilcrow)
+        text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
     return document_row(doc_id, path, text, cfg, raw=sample)
 
 

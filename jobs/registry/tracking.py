@@ -133,8 +133,13 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     source = client.get_run(run_id).data.tags
     if "lineage.job" not in source and "mlflow.parentRunId" in source:
         # a sweep trial's run (runs:/<trial>/...): its parent, the sweep's run, holds the lineage (read as the trial's,
-        # the trial was taken for the pretraining run behind the model)
-        source = {**client.get_run(source["mlflow.parentRunId"]).data.tags, **source}
+        # the trial was taken for the pretraining run behind the model); a parent deleted for good leaves it incomplete
+        from mlflow.exceptions import MlflowException
+
+        try:
+            source = {**client.get_run(source["mlflow.parentRunId"]).data.tags, **source}
+        except MlflowException:
+            pass
     if "lineage.job" not in source and "lineage.job" in version_tags:
         # a sweep's version: its run is the seed trial's, which carries no lineage; the version carries the sweep's
         # (read as the trial's, a "pretraining run" without data: lineage.py reported a missing link)

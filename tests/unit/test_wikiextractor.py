@@ -7,16 +7,19 @@ from tests.unit.test_sources import read
 
 def test_wikiextractor_json_records_have_their_html_escapes_undone(tmp_path):
     """WikiExtractor 3's --html-safe (its default) escapes the text in --json mode too: "AT&amp;T", "x &lt; y"
-    were trained on. A record of its keys (id, url, title, text, and revid) is unescaped as its <doc> files are; any
-    other JSON lines file keeps its text as written."""
-    text = "AT&amp;T is a company. If x &lt; y then y &gt; x, and rock &amp; roll is music."
-    plain = "AT&T is a company. If x < y then y > x, and rock & roll is music."
-    lines = [{"id": "12", "revid": "1", "url": "u", "title": "AT&T", "text": text},
-             {"id": "13", "url": "u", "title": "AT&T", "text": text},  # WikiExtractor 2.x: no revid
-             {"id": "14", "url": "u", "title": "AT&T", "text": text, "source": "my crawl"},
+    were trained on. A record of its keys (id, url ?curid=, title, text, and revid) has & < > unescaped, exactly
+    (a "&para=2" stays); Hugging Face's wikimedia/wikipedia rows (the same keys, a /wiki/ url, text unescaped) and
+    any other JSON lines file keep their text as written."""
+    text = "AT&amp;T is a company. If x &lt; y then y &gt; x, rock &amp; roll, a=1&para=2 and &amp;lt;p&amp;gt;."
+    plain = "AT&T is a company. If x < y then y > x, rock & roll, a=1&para=2 and &lt;p&gt;."
+    url = "https://en.wikipedia.org/wiki?curid=12"
+    lines = [{"id": "12", "revid": "1", "url": url, "title": "AT&T", "text": text},
+             {"id": "13", "url": url, "title": "AT&T", "text": text},  # WikiExtractor 2.x: no revid
+             {"id": "14", "url": url, "title": "AT&T", "text": text, "source": "my crawl"},
+             {"id": "15", "url": "https://en.wikipedia.org/wiki/AT%26T", "title": "AT&T", "text": text},  # HF's
              {"text": text}]
     (tmp_path / "wiki_01").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert [r["text"] for r in read(tmp_path / "wiki_01")] == [plain, plain, text, text]
+    assert [r["text"] for r in read(tmp_path / "wiki_01")] == [plain, plain, text, text, text]
 
 
 def test_a_wikiextractor_title_holding_a_quote_is_still_dropped_from_its_text(tmp_path):
