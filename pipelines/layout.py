@@ -89,19 +89,26 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
 # Shard layout: which shard a document's key selects
 
 
+MIN_HELD_OUT_BOOKS = 5  # books held out whole only where eval_fraction x books expects at least this many
+
+
 @dataclass(frozen=True)
 class ShardLayout:
     num_train: int
     num_eval: int
     eval_fraction: float
+    whole_books: bool = False  # a book's ~1 MiB pieces share their split (pipelines.spill.split_key)
 
     @classmethod
-    def plan(cls, cfg: DataConfig, input_bytes: int) -> ShardLayout:
-        # From the corpus size (and config), never the worker count: the layout decides contents.
+    def plan(cls, cfg: DataConfig, input_bytes: int, books: int = 0) -> ShardLayout:
+        """From the corpus size (and config), never the worker count: the layout decides contents. `books`: the
+        plain-text files read as books; held out whole where there are enough of them that the eval split is some
+        books, not none (one 1 GB file, or BookCorpus's two, held out by name gave an empty eval split or train)."""
         token_bytes = input_bytes / INPUT_BYTES_PER_TOKEN * TOKEN_ID_BYTES * cfg.dupe_factor
         num_train = cfg.num_shards or max(1, math.ceil(token_bytes / SHARD_TOKEN_BYTES))
         num_eval = max(1, round(num_train * cfg.eval_fraction)) if cfg.eval_fraction > 0 else 0
-        return cls(num_train, num_eval, cfg.eval_fraction)
+        whole_books = cfg.text_documents == "books" and books * cfg.eval_fraction >= MIN_HELD_OUT_BOOKS
+        return cls(num_train, num_eval, cfg.eval_fraction, whole_books)
 
     def is_eval(self, key: int) -> bool:
         return key < self.eval_fraction * 2.0**64  # the key's high bits: independent of key % n

@@ -61,7 +61,8 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples
                               length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
 from pipelines.rejects import RejectLog
 from pipelines.source_files import resolve_sources
-from pipelines.layout import FULL_HASH_MAX_BYTES, ShardLayout, dataset_name, fingerprint_inputs
+from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text
+from pipelines.layout import FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, dataset_name, fingerprint_inputs
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
 from pipelines.units import plan_units
@@ -268,9 +269,15 @@ def prepare(cfg: DataConfig) -> PreparedData:
     timings["fingerprint"] = time.perf_counter() - t_start
 
     cfg = _with_tokenizing_tasks(cfg)
-    layout = ShardLayout.plan(cfg, sum(i["bytes"] for i in inputs))
+    books = [i for f, i in zip(files, inputs) if cfg.text_documents == "books" and named_plain_text(f, cfg)]
+    layout = ShardLayout.plan(cfg, sum(i["bytes"] for i in inputs), books=len(books))
     _log("plan", f"{len(files)} input files, {layout.num_train} train + {layout.num_eval} eval shards, "
                  f"{cfg.num_workers} tokenizing tasks at once -> {final}")
+    cut = sum(i["bytes"] > TEXT_DOCUMENT_BYTES for i in books)
+    if cut and not layout.whole_books and cfg.eval_fraction > 0:
+        _log("warning", f"{cut} of the {len(books)} books are cut into ~1 MiB documents, held out one by one: the "
+                        f"eval split holds pieces of books train reads (whole books need data.eval_fraction x books "
+                        f">= {MIN_HELD_OUT_BOOKS}); its scores are of text the model has seen the rest of")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
@@ -451,7 +458,6 @@ def _document_warning(cfg: DataConfig, files: list[str], looked_at: int = 8) -> 
         return None
     import fsspec
 
-    from pipelines.sources import named_plain_text
     from pipelines.text_source import blank_line_documents
 
     for path in [f for f in files if named_plain_text(f, cfg)][:looked_at]:

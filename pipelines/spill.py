@@ -58,10 +58,11 @@ def unit_documents(unit: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[
     return chain.from_iterable(good_documents(part, cfg, rejects) for part in unit["parts"])
 
 
-def book_names(unit: dict, cfg: DataConfig) -> frozenset[str]:
-    """The names of the unit's files that are books: plain text read as data.text_documents=books, where a long
-    file is cut into ~1 MiB documents, pieces of one book."""
-    if cfg.text_documents != "books":
+def book_names(unit: dict, cfg: DataConfig, layout: ShardLayout) -> frozenset[str]:
+    """The names of the unit's files that are books held out whole: plain text read as data.text_documents=books,
+    where a long file is cut into ~1 MiB documents, pieces of one book; none where the corpus has too few books to
+    hold some out whole (ShardLayout.whole_books: its pieces are held out one by one then)."""
+    if not layout.whole_books:
         return frozenset()
     return frozenset(part["name"] for part in unit["parts"] if named_plain_text(part["path"], cfg))
 
@@ -132,7 +133,7 @@ class DocumentTokenizer:
         rejects, dedup, spill_shards = RejectLog(), [], []
         path = os.path.join(self.spill_dir, f"{unit['unit']:08d}.arrow")
         writer = None
-        books = book_names(unit, self.cfg)
+        books = book_names(unit, self.cfg, self.layout)
         for chunk in _chunks(unit_documents(unit, self.cfg, rejects), SPILL_CHUNK_BYTES):
             table, shards = self._tokenize(chunk, books)
             dedup.append(_dedup_columns(content_hashes([d[2] for d in chunk]), table.column("uid").to_numpy(), shards))

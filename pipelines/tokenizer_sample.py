@@ -31,7 +31,7 @@ def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -
     for unit in batch.to_pylist():
         uids, hashes = [], []
 
-        books = book_names(unit, cfg)
+        books = book_names(unit, cfg, layout)
 
         def train_documents():
             for doc_id, uid, text in unit_documents(unit, cfg, RejectLog()):

@@ -187,8 +187,13 @@ def test_blank_lines_mode_tokenizes_each_line_as_a_sentence(tmp_path, tok):
 
 def test_a_book_is_held_out_whole_or_not_at_all(tmp_path, tok, monkeypatch):
     """A book is cut into ~1 MiB documents (here 2 KiB); each had its own key, so the eval split held pieces of the
-    books train read. A book's pieces now share the split (not the shard); JSON lines records keep their own."""
+    books train read. Where the corpus has enough books that some are held out (eval_fraction x books >= 5), a
+    book's pieces share the split (not the shard); JSON lines records keep their own. With fewer (one 1 GB file,
+    BookCorpus's two), held out by name, the eval split would be no book or every one: pieces one by one then."""
+    import dataclasses
+
     from pipelines import text_source
+    from pipelines.layout import MIN_HELD_OUT_BOOKS
     from pipelines.spill import RECORD_BITS, book_names
 
     monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 2048)
@@ -199,9 +204,13 @@ def test_a_book_is_held_out_whole_or_not_at_all(tmp_path, tok, monkeypatch):
     files = [str(book), str(records)]
     cfg = DataConfig(sources=files, num_shards=4, eval_fraction=0.3, tokenizer=TokenizerConfig(path=MINILM))
     sizes = [{"bytes": os.path.getsize(f)} for f in files]
-    layout = ShardLayout.plan(cfg, sum(s["bytes"] for s in sizes))
+    layout = ShardLayout.plan(cfg, sum(s["bytes"] for s in sizes), books=1)
     [unit] = group_units(file_parts(files, sizes, cfg, 1 << 20), 1 << 30)
-    assert book_names(unit, cfg) == {"book.txt"}
+    assert not layout.whole_books and book_names(unit, cfg, layout) == frozenset()
+    assert ShardLayout.plan(cfg, 1, books=17).whole_books and MIN_HELD_OUT_BOOKS == 5  # 17 x 0.3 >= 5
+    assert not ShardLayout.plan(dataclasses.replace(cfg, text_documents="blank_lines"), 1, books=1000).whole_books
+    layout = dataclasses.replace(layout, whole_books=True)  # as with 17 books and more at eval_fraction 0.3
+    assert book_names(unit, cfg, layout) == {"book.txt"}
     spill = tmp_path / "spill"
     spill.mkdir()
     row = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(spill))(
