@@ -3,6 +3,7 @@ metrics; names made acceptable to MLflow (`metric_key`)."""
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 import os
 import re
@@ -21,8 +22,6 @@ def metric_key(name: str) -> str:
     logs as `select/f1_ORG_company_`), a longer name keeps its head and a digest of the whole (two long labels stay
     two metrics). MLflow refuses a whole batch over one such name: a label of the user's data must not cost every
     metric."""
-    import hashlib
-
     parts = _METRIC_CHARACTERS.sub("_", str(name)).split("/")
     key = "/".join(p.replace(".", "_") if p in (".", "..") else p for p in parts if p) or "_"
     if key.startswith(".."):  # MLflow reads it as a path out of the run's folder
