@@ -31,6 +31,7 @@ unparseable_label (JSON bool / list as a class, a non-finite score, QA answers o
 non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1, and
 so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first valid row's),
 empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer,
+answer_offset_in_other_units (not dropped: a start counted in UTF-16 units or UTF-8 bytes, kept at its character),
 unanswerable_needs_version_2 (QA, as load_squad; the last: a question without an answer, read with version_2 false:
 set task.version_2=true to train on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> /
 corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are kept; corrupt_parquet, a
@@ -65,7 +66,7 @@ from pipelines.tasks.cells import cell_id, cell_text, integral
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
-from pipelines.tasks.squad import NEEDS_VERSION_2, gold_answers, load_squad
+from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
 from pipelines.tasks.text_records import (Reject, csv_delimiter, csv_records, json_array, json_object,
                                           text_file, text_lines, tsv_records)
@@ -315,7 +316,8 @@ class _Rows:
             if record.get(c.answers) is None:  # absent or null: unknown; [] (or empty columns) says "no answer"
                 return "missing_label"
             answers = gold_answers(context, record[c.answers],
-                                   lambda a: self.batch.reject("answer_offset_mismatch", where, a))
+                                   lambda a: self.batch.reject("answer_offset_mismatch", where, a),
+                                   lambda a: self.batch.reject(OFFSET_IN_OTHER_UNITS, where, a))
             if isinstance(answers, str):
                 return answers
             if not answers["text"] and not self.version_2:

@@ -29,6 +29,8 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 
 
 NEEDS_VERSION_2 = "unanswerable_needs_version_2"  # reject: a question without an answer where task.version_2 is false
+# counted, not dropped: an answer whose answer_start counts UTF-16 units or UTF-8 bytes, kept at its character offset
+OFFSET_IN_OTHER_UNITS = "answer_offset_in_other_units"
 
 
 def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool = True,
@@ -40,7 +42,8 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
     "no_valid_answer" (answerable, but no answer matches the context at its answer_start), and
     NEEDS_VERSION_2 (`version_2` false: an impossible question, whose [CLS] target a v1 model never
     predicts). "answer_offset_mismatch" counts single answers dropped (gold_answers) from examples
-    that keep another valid answer or are rejected as no_valid_answer.
+    that keep another valid answer or are rejected as no_valid_answer; OFFSET_IN_OTHER_UNITS counts answers kept
+    whose start was in UTF-16 units or UTF-8 bytes (_char_start).
     `labeled=False`: inputs to predict: every question with a context is one, its answers not read
     ([], as files.py's rows to predict), an id repeated or absent ("<name>:<n>", n its position) allowed.
     """
@@ -72,7 +75,8 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
                     continue
                 impossible = bool(qa.get("is_impossible", False)) or not labeled
                 answers = {"text": [], "answer_start": []} if impossible else gold_answers(context, qa.get(
-                    "answers", []), lambda a: out.reject("answer_offset_mismatch", where, json.dumps(a)))
+                    "answers", []), lambda a: out.reject("answer_offset_mismatch", where, json.dumps(a)),
+                    lambda a: out.reject(OFFSET_IN_OTHER_UNITS, where, json.dumps(a)))
                 # an empty answer list says "no answer", is_impossible or not (SQuAD v2 as HF's squad_v2 converts to
                 # nested JSON; JSONL and parquet read it so: files.py); no "answers" at all says nothing (unknown), and
                 # answers all off their context: both no_valid_answer
@@ -112,9 +116,30 @@ def _trimmed(text: str, start: int) -> tuple[str, int]:
     return text.strip(), start + len(text) - len(text.lstrip())
 
 
-def gold_answers(context: str, answers, dropped: Callable[[dict], None]) -> dict | str:
+def _char_start(context: str, text: str, start: int) -> tuple[int | None, bool]:
+    """(where `text` starts in `context`, whether `start` had to be read as another unit to find it): `start` as a
+    character offset, else as a UTF-16 code-unit offset (JavaScript annotation tools count so: every character past
+    U+FFFF, an emoji, counts two) or a UTF-8 byte offset (Go, Rust, byte-oriented tools), where the text is exactly
+    there; else None. No search for the text elsewhere: a short answer ("the", "1") is at many places."""
+    if context[start:start + len(text)] == text:
+        return start, False
+    for codec, width in (("utf-16-le", 2), ("utf-8", 1)):
+        units = context.encode(codec, "surrogatepass")
+        head = units[:start * width]
+        try:
+            char = len(head.decode(codec, "surrogatepass"))
+        except UnicodeDecodeError:  # the offset falls inside a character in this unit: not this unit
+            continue
+        if char != start and context[char:char + len(text)] == text:
+            return char, True
+    return None, False
+
+
+def gold_answers(context: str, answers, dropped: Callable[[dict], None],
+                 moved: Callable[[dict], None] = lambda a: None) -> dict | str:
     """{"text": [...], "answer_start": [...]} of `answers` (answer_list's shapes) that are the context's text at their
-    answer_start, trimmed (_trimmed); each other one (whitespace alone is no answer) goes to `dropped`. Or a reject
+    answer_start, trimmed (_trimmed); a start in UTF-16 units or UTF-8 bytes is read as characters and the answer goes
+    to `moved` too (_char_start); each other one (whitespace alone is no answer) goes to `dropped`. Or a reject
     reason: "unparseable_label" (a shape answer_list refuses), "no_valid_answer" (answers, none valid)."""
     answers = answer_list(answers)
     if answers is None:
@@ -122,9 +147,12 @@ def gold_answers(context: str, answers, dropped: Callable[[dict], None]) -> dict
     good = {"text": [], "answer_start": []}
     for a in answers:
         text, start = a.get("text"), a.get("answer_start")
-        if isinstance(start, int) and not isinstance(start, bool) and start >= 0 and isinstance(text, str) \
-                and text.strip() and context[start:start + len(text)] == text:
-            text, start = _trimmed(text, start)
+        at, converted = (_char_start(context, text, start) if isinstance(start, int) and not isinstance(start, bool)
+                         and start >= 0 and isinstance(text, str) and text.strip() else (None, False))
+        if at is not None:
+            if converted:
+                moved(a)
+            text, start = _trimmed(text, at)
             good["text"].append(text)
             good["answer_start"].append(start)
         else:

@@ -69,3 +69,13 @@ def test_squad_json_inputs_to_predict_keep_every_question(tmp_path):
     with pytest.raises(TaskDataError, match="no usable questions"):  # to train: no answer on any question
         list(read_file(write(tmp_path, "q.json", json.dumps({"data": [{"paragraphs": [
             {"context": "Paris is in France.", "qas": qas[:3]}]}]})), "squad", "question-answering"))
+
+
+def test_qa_answer_starts_in_utf16_units_are_kept_at_their_character(tmp_path):
+    """JSONL from a JavaScript annotation tool: an emoji before the answer counts two UTF-16 units."""
+    context = "Great \U0001F389 news: Paris won."
+    path = write(tmp_path, "qa.jsonl", jsonl(
+        {"context": context, "question": "Who?", "answers": [{"text": "Paris", "answer_start": 15}]}))
+    rows, rejects, _, _ = read(path, "jsonl", "question-answering")
+    assert context.index("Paris") == 14 and [r["answers"] for r in rows] == [{"text": ["Paris"], "answer_start": [14]}]
+    assert rejects == {"answer_offset_in_other_units": 1}

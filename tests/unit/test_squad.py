@@ -344,3 +344,23 @@ def test_null_threshold_is_chosen_on_dev():
     # The default threshold (0) nulls every question: half right.
     default = postprocess_predictions(examples, features, start, end, version_2=True)
     assert squad_metrics(default, examples)["exact"] == 50.0
+
+
+def test_answer_starts_counted_in_utf16_units_or_utf8_bytes_are_read_as_characters(tmp_path):
+    """A JavaScript annotation tool counts an emoji as two UTF-16 units, a byte-oriented one counts "é" as two bytes:
+    past such a character every start is off. Read in its unit where the text is exactly there, the answer is kept
+    at its character and counted; a start off by one in every unit is still dropped (no search for the text)."""
+    context = "Fans \U0001F600\U0001F600 of the caf\u00e9 cheered: the Denver Broncos won the game."
+    at = context.index("Denver Broncos")
+    utf16, utf8 = len(context[:at].encode("utf-16-le")) // 2, len(context[:at].encode("utf-8"))
+    assert len({at, utf16, utf8}) == 3
+    qas = [{"id": "u16", "question": "Who won?", "answers": [{"text": "Denver Broncos", "answer_start": utf16}]},
+           {"id": "u8", "question": "Who won?", "answers": [{"text": "Denver Broncos", "answer_start": utf8}]},
+           {"id": "off", "question": "Who won?", "answers": [{"text": "Denver Broncos", "answer_start": at + 1}]}]
+    doc = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+    path = tmp_path / "units.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    split = load_squad(path)
+    assert [(ex["id"], ex["answers"]) for ex in split] == [
+        (i, {"text": ["Denver Broncos"], "answer_start": [at]}) for i in ("u16", "u8")]
+    assert split.rejects == {"answer_offset_in_other_units": 2, "answer_offset_mismatch": 1, "no_valid_answer": 1}
