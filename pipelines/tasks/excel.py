@@ -4,13 +4,15 @@ strings is held whole; a formula's cell holds the value Excel last computed). It
 task's columns (a title above the table is passed over); files.py reads the rows under it as a CSV's.
 
 Cells are read as Excel's own CSV export writes them: a number as its digits (a class 1 or 1.0 is the class 1, a
-score parses, a column mixing numbers and numbers stored as text is one type), TRUE / FALSE, a date as ISO text. A
-header cell left empty names no column; cells right of the header's last name (notes beside a table) are not read.
+score parses, a column mixing numbers and numbers stored as text is one type), TRUE / FALSE, a date as ISO text (a
+date alone as 2023-01-05), a float to Excel's 15 significant digits. A header cell left empty names no column; cells
+right of the header's last name (notes beside a table) are not read.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import zipfile
 
 from pipelines.tasks.common import TaskDataError
@@ -22,9 +24,13 @@ def _value(cell) -> str | None:
         return cell.strip() if cell else None
     if isinstance(cell, bool):
         return "TRUE" if cell else "FALSE"
+    if isinstance(cell, datetime.datetime) and cell.time() == datetime.time():
+        return cell.date().isoformat()  # a date cell (Excel keeps dates as datetimes): 2023-01-05, as Excel shows it
     if isinstance(cell, (datetime.datetime, datetime.date, datetime.time)):
         return cell.isoformat()
-    return str(cell)  # int, float: the digits a CSV holds
+    if isinstance(cell, float) and math.isfinite(cell):
+        return f"{cell:.15g}"  # Excel's 15 significant digits: =0.1+0.2 is 0.3 there, not 0.30000000000000004
+    return str(cell)  # int: the digits a CSV holds
 
 
 def _open(path: str, f, sheet: str):

@@ -46,13 +46,28 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
         return extensions[ext]
     with fs.open(path, "rb", compression="infer") as f:  # one SQuAD document ({"data": [...]}) or one object per line?
         head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()  # less a UTF-8 byte-order mark
+    lines = head.split(b"\n")
+    first = _json_object(lines[0]) if head.startswith(b"{") else {}
+    if first is None:  # a document over several lines, a first line past _SNIFF_BYTES, or JSON Lines whose first
+        # record is bad (one reject, not a refused file): a SQuAD document's first key is "version" or "data" (or it
+        # spans lines: no line after the first is a record)
+        key = re.match(rb'\{\s*"([^"\\]*)"', head)
+        if key and key.group(1) in (b"data", b"version"):
+            return "squad"
+        records = any(_json_object(line) is not None for line in lines[1:6] if line.strip())
+        return "jsonl" if records or (len(lines) == 1 and key) else "squad"
+    data = first.get("data")  # SQuAD's articles hold paragraphs; a JSON Lines record or pandas' orient="table" a list
+    return "squad" if isinstance(data, list) and all(isinstance(a, dict) and "paragraphs" in a for a in data[:3]) \
+        else "jsonl"
+
+
+def _json_object(line: bytes) -> dict | None:
+    """A line's JSON object, read as Latin-1 (its structure, whatever the file's encoding), or None."""
     try:
-        first = json.loads(head.split(b"\n", 1)[0]) if head.startswith(b"{") else {}
-    except ValueError:  # a document over several lines, a bad first record, or a first line past _SNIFF_BYTES:
-        key = re.match(rb'\{\s*"([^"\\]*)"', head)  # one SQuAD document starts with "version" or "data" on one line
-        long_line = b"\n" not in head and key and key.group(1) not in (b"data", b"version")
-        return "jsonl" if long_line else "squad"
-    return "squad" if isinstance(first.get("data"), list) else "jsonl"
+        value = json.loads(line.decode("latin-1"))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> bool:
@@ -89,14 +104,14 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True) -> list[tuple[
         if fs.isfile(posixpath.join(root, "state.json")):
             return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
         paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt, extensions) and fs.isfile(p)]
-        twice = sorted(set(paths) & {posixpath.splitext(p)[0] for p in paths
-                                     if posixpath.splitext(p)[1].lower() in COMPRESSIONS})
-        if twice:  # the same export twice, plain and compressed: every row would be read twice
-            raise TaskDataError(f"{spec} holds {posixpath.basename(twice[0])} and a compressed copy of it: keep one")
     elif any(c in root for c in "*?["):
         paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
     else:
         paths = [root] if fs.isfile(root) else []
+    twice = sorted(set(paths) & {posixpath.splitext(p)[0] for p in paths
+                                 if posixpath.splitext(p)[1].lower() in COMPRESSIONS})
+    if twice:  # the same export twice, plain and compressed: every row would be read twice
+        raise TaskDataError(f"{spec} holds {posixpath.basename(twice[0])} and a compressed copy of it: keep one")
     if not paths:
         raise FileNotFoundError(f"no data files match {spec!r} (accepted: {', '.join(extensions)}, or set the format)")
     return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p), _format(fs, p, fmt, spec, extensions))

@@ -9,7 +9,9 @@ found by name (`Columns`), never by position.
 
 Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
   * classification, multi-label, regression: {id, text_a, text_b (None without a pair column), label}
-    with label a str (JSON 3 -> "3"), a list of str (from a JSON / Parquet list, or a cell split on
+    with label a str (JSON 3 -> "3"; a Parquet DECIMAL 3 -> "3"; a bool, and true / false in any case, as Excel's
+    TRUE, pandas' True and JSON's true are one class -> "true" / "false"), a list of str (from a JSON / Parquet list, a
+    pandas list cell "['a', 'b']" in a CSV, or a cell split on
     Columns.label_separator; [] = no label), or a float.
   * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names, from a
     save_to_disk folder or a Parquet file datasets wrote: arrow_files.py).
@@ -25,9 +27,11 @@ never fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invali
 byte the named encoding does not define), blank_line, bad_json (a line or array element that is not a JSON object),
 line_too_long (an array element past 16 Mi characters), bad_csv (text after a closing quote), unclosed_quote (a CSV
 / TSV quote that never closes: its line, the lines after it are read again), ambiguous_quote (a TSV quote that would
-run on over a line that is a whole row by itself: all its lines, text_records.tsv_records), wrong_column_count, missing_text,
-missing_label (absent, empty, JSON null, NaN; QA: answers absent or null, where [] is a question without an answer),
-unparseable_label (JSON bool / list as a class, a non-finite score, QA answers of no shape squad.answer_list reads),
+run on over a line that is a whole row by itself: all its lines, text_records.tsv_records), wrong_column_count,
+repeated_header (a CSV / TSV / sheet row that is the header again: files joined by `cat`), missing_text,
+missing_label (absent, empty, JSON null, NaN, or text that says so: "nan", "<NA>", "null", Excel's #N/A and other
+error cells; QA: answers absent or null, where [] is a question without an answer), unparseable_label (a JSON list as
+a class, a bool as a score or in a list, a non-finite score, QA answers of no shape squad.answer_list reads),
 non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1, and
 so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first valid row's),
 empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer,
@@ -39,13 +43,16 @@ Parquet page that does not decode, likewise).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
 named (UTF-16 / UTF-32 where none is), a JSON array whose JSON breaks between its elements, a Parquet file's datasets
-metadata that is no JSON, not parseable at all.
+metadata that is no JSON, a multi-label column of 0/1 indicator vectors (multi-hot: [0, 1, 0, 1] would be read as
+the classes 0 and 1), not parseable at all.
 """
 
 from __future__ import annotations
 
+import ast
 import collections
 import contextlib
+import decimal
 import json
 import lzma
 import math
@@ -81,6 +88,9 @@ _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
 _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "squad")}  # others: + text
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _ABSENT = object()
+# a label cell that says "no value" as text: pandas' astype(str) of NaN / NA, JSON's null as text, Excel's error cells
+_NO_VALUE = frozenset({"nan", "NaN", "<NA>", "null", "NULL", "#N/A", "#N/A N/A", "#NA", "#VALUE!", "#REF!", "#DIV/0!",
+                       "#NUM!", "#NAME?", "#NULL!"})
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
@@ -157,7 +167,10 @@ def _header_records(path, lines, kind, columns):
                 raise TaskDataError(f"{path}: the header names column {twice[0]!r} more than once "
                                     f"({header}); rename all but the one to read")
         elif header is not None:
-            if not isinstance(fields, Reject):
+            if not isinstance(fields, Reject) and header == [h.strip().removeprefix("\ufeff") if isinstance(h, str)
+                                                             else h for h in fields]:
+                fields = Reject("repeated_header")  # files joined by `cat *.csv`: each one's header, not a row
+            elif not isinstance(fields, Reject):
                 fields = dict(zip(header, fields)) if len(fields) == len(header) else Reject("wrong_column_count")
             yield n - first, where, fields, excerpt
 
@@ -247,10 +260,18 @@ class _Rows:
         """(raw label, its type or None) or a reject reason."""
         sep = self.columns.label_separator if self.kind == "multi-label" else ""
         if value is _ABSENT or value is None or (isinstance(value, str) and not value.strip() and not sep) \
-                or (isinstance(value, float) and math.isnan(value)):  # JSON null, pandas' NaN: no label
+                or (isinstance(value, float) and math.isnan(value)) \
+                or (isinstance(value, str) and value.strip() in _NO_VALUE):  # JSON null, pandas' NaN: no label
             return "missing_label"
-        if isinstance(value, bool):
-            return "unparseable_label"
+        if isinstance(value, decimal.Decimal):  # Parquet DECIMAL (Spark, BigQuery NUMERIC, Snowflake NUMBER(38,0))
+            value = int(value) if value == value.to_integral_value() else float(value)
+        if isinstance(value, bool) or (self.kind == "classification" and isinstance(value, str)
+                                       and value.strip().lower() in ("true", "false")):
+            if self.kind != "classification":
+                return "unparseable_label"
+            # JSON true, Excel's TRUE, pandas' True: one class in every format (a dev CSV beside a train workbook)
+            return ("true" if value is True or (isinstance(value, str) and value.strip().lower() == "true")
+                    else "false"), "str"
         if self.kind == "classification" and isinstance(value, float):  # pandas writes an int column with a NaN
             if not value.is_integer():  # as floats (1.0, 0.0, null): 1.0 is the class 1, 1.5 is none
                 return "non_integer_label"
@@ -277,7 +298,15 @@ class _Rows:
         try:
             value = json.loads(value) if isinstance(value, str) else value
         except ValueError:
-            return "unparseable_label"
+            try:  # a Python list's repr, as pandas' to_csv writes a list cell: "['sports', 'politics']"
+                value = ast.literal_eval(value) if value.lstrip().startswith("[") else None
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return "unparseable_label"
+        if isinstance(value, list) and len(value) >= 2 and all(
+                not isinstance(x, bool) and isinstance(x, (int, float)) and x in (0, 1) for x in value) \
+                and (any(isinstance(x, float) for x in value) or len(value) > len(set(value))):
+            raise TaskDataError(f"{self.path}: a label {value[:8]} is a 0/1 indicator vector (multi-hot), not a list "
+                                "of classes: write the classes each row has (the indices of its 1s, or their names)")
         if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, str)) for x in value):
             return "unparseable_label"
         types = {type(x).__name__ for x in value}

@@ -269,7 +269,7 @@ def test_excel_cells_read_as_excels_csv_export_writes_them(tmp_path):
                 data = re.sub(rb'<dimension ref="[^"]+"', b'<dimension ref="A1:C4"', data)
             dst.writestr(item, data)
     rows, rejects, _, _ = read(str(tmp_path / "cut.xlsx"), "xlsx")
-    assert [r["label"] for r in rows] == ["TRUE", "FALSE", "TRUE"] + ["FALSE"] * 7 and not rejects
+    assert [r["label"] for r in rows] == ["true", "false", "true"] + ["false"] * 7 and not rejects
     rows, rejects, _, _ = read(str(tmp_path / "cut.xlsx"), "xlsx", "regression", Columns(label="score"))
     assert [r["label"] for r in rows[:3]] == [3.0, 4.0, 2.5] and len(rows) == 10 and not rejects
     from openpyxl.chart import BarChart, Reference

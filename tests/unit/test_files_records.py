@@ -3,7 +3,7 @@ run on over whole rows, and a CoNLL file's documents named by their content (pip
 pipelines/tasks/conll.py, through pipelines.tasks.files.read_file)."""
 
 from pipelines.tasks import Columns
-from tests.unit.test_files_task import read, write
+from tests.unit.test_files_task import jsonl, read, write
 
 
 def test_a_tsv_quote_that_would_swallow_whole_rows_is_ambiguous_not_merged(tmp_path):
@@ -40,3 +40,92 @@ def test_conll_documents_are_named_by_their_content_not_their_place(tmp_path):
     assert len(set(before.values())) == 13 and len(set(after.values())) == 14
     long = {document for tokens, document in before.items() if tokens[0] == "Doc99"}
     assert len(long) == 1 and sum(tokens[0] == "Doc99" for tokens in before) == NAMING_SENTENCES + 5
+
+
+def test_labels_as_exports_write_them(tmp_path):
+    """What tools write into a label column: pandas' astype(str) of a missing label ("nan", "<NA>") and Excel's #N/A
+    are no label (not a class "nan"); a header repeated by `cat a.csv b.csv` is no row; JSON true, Excel's TRUE and
+    pandas' True are one class; a Parquet DECIMAL is its number; pandas' repr of a list cell is the list."""
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = "text,label\ngood,1.0\nbad,0.0\nunlabeled,nan\nna,<NA>\nexcel,#N/A\ntext,label\nagain,1\n"
+    rows, rejects, _, _ = read(write(tmp_path, "joined.csv", data), "csv")
+    assert [r["label"] for r in rows] == ["1", "0", "1"]
+    assert rejects == {"missing_label": 3, "repeated_header": 1}
+    rows, _, _, _ = read(write(tmp_path, "score.csv", "text,label\na,nan\nb,2.5\n"), "csv", "regression")
+    assert [r["label"] for r in rows] == [2.5]
+    csv_rows, _, _, _ = read(write(tmp_path, "pandas.csv", "text,label\na,True\nb,False\nc,TRUE\n"), "csv")
+    json_rows, rejects, _, _ = read(write(tmp_path, "b.jsonl", jsonl({"text": "a", "label": True},
+                                                                     {"text": "b", "label": False})), "jsonl")
+    assert [r["label"] for r in csv_rows] == ["true", "false", "true"] and not rejects
+    assert [r["label"] for r in json_rows] == ["true", "false"]
+    path = tmp_path / "decimal.parquet"
+    pq.write_table(pa.table({"text": ["a", "b"], "label": pa.array([decimal.Decimal(1), decimal.Decimal(0)],
+                                                                    pa.decimal128(38, 0))}), path)
+    assert [r["label"] for r in read(str(path), "parquet")[0]] == ["1", "0"]
+    pq.write_table(pa.table({"text": ["a"], "label": pa.array([decimal.Decimal("1.25")], pa.decimal128(5, 2))}), path)
+    assert [r["label"] for r in read(str(path), "parquet", "regression")[0]] == [1.25]
+    rows, rejects, _, _ = read(write(tmp_path, "lists.csv", "text,label\na,\"['x', 'y']\"\nb,[]\nc,[oops\n"), "csv",
+                               "multi-label")
+    assert [r["label"] for r in rows] == [["x", "y"], []] and rejects == {"unparseable_label": 1}
+
+
+def test_a_multi_hot_label_column_is_refused_not_read_as_classes(tmp_path):
+    """[0, 1, 0, 1] read as a list of classes is the classes 0 and 1: every row would train on two meaningless
+    classes. A 0/1 list with a repeat (or of floats) is an indicator vector: the file is refused, saying so."""
+    import pytest
+
+    from pipelines.tasks import TaskDataError
+
+    for label in ([0, 1, 0, 1], [1.0, 0.0]):
+        path = write(tmp_path, "hot.jsonl", jsonl({"text": "a", "label": [2, 0]}, {"text": "b", "label": label}))
+        with pytest.raises(TaskDataError, match="indicator vector"):
+            read(path, "jsonl", "multi-label")
+    rows, _, _, _ = read(write(tmp_path, "ids.jsonl", jsonl({"text": "a", "label": [1, 0]})), "jsonl", "multi-label")
+    assert [r["label"] for r in rows] == [["1", "0"]]
+
+
+def test_a_json_file_is_json_lines_unless_it_is_one_squad_document(tmp_path):
+    """A .json of JSON Lines whose first record is bad (a trailing comma) or in another encoding is JSON Lines, that
+    record one reject (it was sniffed as SQuAD and the whole file refused); pandas' orient="table" has a "data" list
+    of records, not of SQuAD's articles. A glob, as a folder, refuses a file beside its compressed copy."""
+    import gzip
+    import json
+
+    import pytest
+
+    from pipelines.tasks import TaskDataError
+    from pipelines.tasks.file_finder import resolve_files
+
+    comma = write(tmp_path, "comma.json", '{"text": "a", "label": 1},\n{"text": "b", "label": 0}\n')
+    latin = write(tmp_path, "latin.json", b'{"text": "caf\xe9", "label": 1}\n{"text": "b", "label": 0}\n')
+    table = write(tmp_path, "table.json", json.dumps({"schema": {"fields": []}, "data": [{"text": "a", "label": 1}]}))
+    squad = write(tmp_path, "squad.json", json.dumps({"data": [{"title": "t", "paragraphs": []}]}, indent=1))
+    assert [fmt for path in (comma, latin, table, squad) for _, fmt in resolve_files(path)] == \
+        ["jsonl", "jsonl", "jsonl", "squad"]
+    rows, rejects, _, _ = read(comma, "jsonl")
+    assert [r["text_a"] for r in rows] == ["b"] and rejects == {"bad_json": 1}
+    (tmp_path / "g").mkdir()
+    write(tmp_path, "g/t.csv", "text,label\na,1\n")
+    (tmp_path / "g" / "t.csv.gz").write_bytes(gzip.compress(b"text,label\na,1\n"))
+    for spec in (tmp_path / "g", tmp_path / "g" / "*"):
+        with pytest.raises(TaskDataError, match="compressed copy"):
+            resolve_files(str(spec))
+
+
+def test_excel_dates_and_floats_read_as_excel_shows_them(tmp_path):
+    import datetime
+
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    for row in (["text", "label"], [datetime.datetime(2023, 1, 5), 0.1 + 0.2], [datetime.datetime(2023, 1, 5, 9), 2.5]):
+        book.active.append(row)
+    book.save(tmp_path / "d.xlsx")
+    rows, _, _, _ = read(str(tmp_path / "d.xlsx"), "xlsx", "regression")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("2023-01-05", 0.3), ("2023-01-05T09:00:00", 2.5)]
+    rows, _, _, _ = read(str(tmp_path / "d.xlsx"), "xlsx")
+    assert rows[0]["label"] == "0.3"

@@ -216,7 +216,8 @@ def test_jsonl_rejects_and_label_types(tmp_path):
         {"text": "f", "label": [1]}, {"text": "g"}, {"text": "", "label": 1}, {"text": "h", "label": 3}))
     rows, rejects, _, _ = read(path, "jsonl")
     assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1"), ("c", "2"), ("h", "3")]  # 2.0 is the class 2
-    assert rejects == {"bad_json": 2, "blank_line": 1, "mixed_label_types": 1, "unparseable_label": 2,
+    # True is the class "true" (as Excel's TRUE and pandas' True), a str beside the file's JSON ints
+    assert rejects == {"bad_json": 2, "blank_line": 1, "mixed_label_types": 2, "unparseable_label": 1,
                        "missing_label": 2, "missing_text": 1}
     rows, rejects, _, _ = read(write(tmp_path, "u.jsonl", b'{"text": "a", "label": "x"}\n{"text": "\xff"}\n'), "jsonl")
     assert rejects == {"invalid_utf8": 1} and len(rows) == 1
@@ -268,7 +269,7 @@ def test_multi_label_from_lists_and_separated_cells(tmp_path):
 def test_regression_scores(tmp_path):
     rows, rejects, _, _ = read(write(tmp_path, "r.csv", "text,label\na,3.5\nb, 1 \nc,nan\nd,high\ne,inf\n"), "csv",
                                "regression")
-    assert [r["label"] for r in rows] == [3.5, 1.0] and rejects == {"unparseable_label": 3}
+    assert [r["label"] for r in rows] == [3.5, 1.0] and rejects == {"unparseable_label": 2, "missing_label": 1}
     rows, rejects, _, _ = read(write(tmp_path, "r.jsonl", jsonl({"text": "a", "label": 2}, {"text": "b", "label": 0.5},
                                                               {"text": "c", "label": "0.7"})), "jsonl", "regression")
     assert [r["label"] for r in rows] == [2.0, 0.5] and rejects == {"mixed_label_types": 1}
@@ -485,7 +486,7 @@ def test_each_reasons_first_reject_keeps_its_place_after_many_of_another(tmp_pat
     """A batch kept the first five rejects of any reason: after six bad labels a missing text had no sample, so the
     job could not say where it was. The first of each reason is kept."""
     path = tmp_path / "t.jsonl"
-    path.write_text("".join('{"text": "x", "label": true}\n' for _ in range(6)) + '{"label": "a"}\n')
+    path.write_text("".join('{"text": "x", "label": [1]}\n' for _ in range(6)) + '{"label": "a"}\n')
     [batch] = read_file(str(path), "jsonl", "classification", Columns())
     assert batch.rejects == {"unparseable_label": 6, "missing_text": 1}
     assert ("missing_text", "line 7") in [(reason, where) for reason, where, _ in batch.samples]
