@@ -170,6 +170,7 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     defaults = getattr(cls, "recipe_defaults", None)
     if defaults is not None:  # what the chosen recipe changes, under what the config itself says
         data = deep_merge(defaults(data), data)
+    data = deep_merge(_section_defaults(cls), data)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(data) - set(fields), key=str)
@@ -177,6 +178,22 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
         raise _unknown_key(where, unknown[0], sorted(fields))
     kwargs = {name: _coerce(hints[name], value, _join(where, name)) for name, value in data.items()}
     return cls(**kwargs)
+
+
+def _section_defaults(cls: type) -> dict:
+    """What a config's own defaults of its sections change from the sections' defaults (FinetuneConfig's deepspeed
+    zero_stage 0, its tracking experiment): a section given in part (tracking.tracking_uri alone) keeps them, where
+    the section built from the given keys alone had the section's defaults (ZeRO-2, the pretraining experiment)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        made = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(made) and not isinstance(made, (type, BertConfig, modern_config.ModernConfig)):
+            # (a model section: its preset and recipe decide, _model_from_dict)
+            given, plain = dataclasses.asdict(made), dataclasses.asdict(type(made)())
+            changed = {k: v for k, v in given.items() if plain.get(k) != v}
+            if changed:
+                out[f.name] = changed
+    return out
 
 
 def to_dict(cfg: Any) -> dict:

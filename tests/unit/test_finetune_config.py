@@ -119,3 +119,21 @@ def test_a_collapsed_regression_is_warned_about_stsb_too(tmp_path, monkeypatch, 
     rows = SimpleNamespace(evaluation={"dev": [{"text_a": "a", "text_b": "b", "label": 1.0}] * 3})
     judge_chosen(tmp_path, task, {}, rows, 8)
     assert ("is no better than a constant prediction (0)" in capsys.readouterr().out) == warned
+
+
+def test_a_section_given_in_part_keeps_the_jobs_own_defaults(tmp_path):
+    """Fine-tuning runs data-parallel without ZeRO and logs to its own experiment, prediction reads a tagger's `text`:
+    those are the jobs' defaults of shared sections. Given one key of such a section (the tracking URI, the
+    precision, an id column), the section was built from that key alone: ZeRO-2, the pretraining experiment, a
+    tokens column a CSV cannot hold."""
+    from jobs.config.io import from_dict
+    from jobs.config.predict import PredictConfig
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg = from_dict(FinetuneConfig, {"deepspeed": {"precision": "bf16"}, "tracking": {"tracking_uri": uri}})
+    assert (cfg.deepspeed.zero_stage, cfg.deepspeed.precision) == (0, "bf16")
+    assert (cfg.tracking.experiment, cfg.tracking.tracking_uri) == ("bert-foundry-finetune", uri)
+    assert from_dict(FinetuneConfig, {"deepspeed": {"zero_stage": 1}}).deepspeed.zero_stage == 1
+    cfg = from_dict(PredictConfig, {"columns": {"id": "doc_id"}, "tracking": {"tracking_uri": uri}})
+    assert (cfg.columns.tokens, cfg.columns.id, cfg.tracking.experiment) == ("", "doc_id", "bert-foundry-predictions")
+    assert from_dict(PredictConfig, {"columns": {"tokens": "words"}}).columns.tokens == "words"
