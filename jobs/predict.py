@@ -311,13 +311,14 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
                                                "kill_after": int(cfg.faults.get("kill_actor_after_batches", 0))})
     expected = inputs.estimate_rows(files, sheet=cfg.columns.sheet)
     before = sum(s["rows"] for s in manifest["shards"].values())
-    rows = 0
+    rows, named = 0, set()
     start = last = time.time()
     print(f"[predict] {model.kind} with {model.uri}{f' (v{model.version})' if model.version else ''}: "
           f"{len(files)} input files ({inputs.formats(files)}), ~{expected:,} rows, {actors} model replicas "
           f"({'GPU' if gpus else f'{cfg.cpus_per_actor:g} CPU'} each)", flush=True)
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
         rows += int(batch["rows"].sum())
+        named |= {str(s) for s in batch["shard"]}
         _complete_shards(output, manifest, {str(s) for s in batch["shard"]})
         if time.time() - last >= PROGRESS_EVERY_S:
             last = time.time()
@@ -326,7 +327,9 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
             eta = f" | ETA {_duration(left / rate)}" if expected and rate > 0 else ""
             print(f"[predict] {before + rows:,}{f'/~{expected:,}' if expected else ''} rows | {rate:,.0f} rows/s"
                   f"{eta} | {len(manifest['shards'])} shards complete", flush=True)
-    _complete_shards(output, manifest, set(shards.scan(output)), final=True)
+    # the shards the model replicas wrote, as they said, not only those this machine sees: an output folder on the
+    # driver's disk alone (a worker node's replicas wrote theirs on its own disk) is an error, not 0 rows predicted
+    _complete_shards(output, manifest, set(shards.scan(output)) | named, final=True)
 
 
 def _complete_shards(output: Path, manifest: dict, touched: set, final: bool = False) -> None:
@@ -337,6 +340,9 @@ def _complete_shards(output: Path, manifest: dict, touched: set, final: bool = F
         state = shards.state(output, shard)
         if not (state.complete or final):
             continue
+        if not (output / shards.SHARDS / shard).is_dir():
+            raise RuntimeError(f"shard {shard} was written by a model replica where this machine does not see it: "
+                               f"output ({output}) must be a folder every node of the cluster mounts")
         if not state.complete:
             raise RuntimeError(f"shard {shard}: {sum(state.parts.values())} of {state.rows} rows predicted when the "
                                "job's data ended")

@@ -53,6 +53,10 @@ class PredictConfig:
             raise ConfigError("output must name a folder for the predictions (--output)")
         if self.format and self.format not in FORMATS:
             raise ConfigError(f"format must be one of {FORMATS} or '' (from the extension), got {self.format!r}")
+        empty = [name for name in ("text", "question", "context") if not getattr(self.columns, name).strip()]
+        if empty and empty != ["text"] or empty == ["text"] and not self.columns.tokens:
+            raise ConfigError(f"columns.{empty[0]} must name a column of the input (it is empty); the default is "
+                              f"{getattr(Columns(), empty[0])!r}")
         try:
             check_encoding(self.columns.encoding)
         except ValueError as e:

@@ -31,7 +31,18 @@ def missing(value) -> bool:
     """A null cell: None, NaN or pandas' NA (what a JSON null becomes in a request's table)."""
     import pandas as pd
 
+    if isinstance(value, (list, tuple, dict, set)) or getattr(value, "ndim", 0):  # pd.isna of one is an array
+        return False
     return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
+
+
+def refuse_non_text(kind: str, column: str, values) -> None:
+    """Raise naming the first row whose `column` is a list, mapping or array (a tagger sent its words as a list):
+    read as text it would be its Python repr."""
+    for i, v in enumerate(values):
+        if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0):
+            raise ValueError(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
+                " (send a sentence's words joined by spaces)" if kind == "token-classification" else ""))
 
 
 class PredictorModel(mlflow.pyfunc.PythonModel):
@@ -73,6 +84,8 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             if absent:
                 raise ValueError(f"question answering needs the columns question and context; missing: "
                                  f"{', '.join(sorted(absent))}")
+            refuse_non_text(kind, "question", table["question"])
+            refuse_non_text(kind, "context", table["context"])
             empty = {"answer": "", "answer_start": -1, "score": None, "null_score": None}
             return [None if blank(q) or blank(c) else {"id": str(i), "question": str(q), "context": str(c)}
                     for i, (q, c) in enumerate(zip(table["question"], table["context"]))], empty
@@ -105,6 +118,7 @@ def blank(value) -> bool:
 def refuse_blank(kind: str, column: str, values, hint: str = "") -> None:
     """Raise naming the first row (and how many more) whose `column` is null or blank: what batch prediction's reader
     rejects as missing_text (pipelines/tasks/files.py)."""
+    refuse_non_text(kind, column, values)
     bad = [i for i, v in enumerate(values) if blank(v)]
     if bad:
         more = f" and {len(bad) - 1} more" if bad[1:] else ""

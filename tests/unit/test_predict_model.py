@@ -162,3 +162,17 @@ def test_gpu_replicas_are_counted_one_way():
         PredictConfig(model="m", input="in", output="/out", gpu_actors=2, num_actors=4).validate()
     with pytest.raises(ConfigError, match=r"gpu_actors and capacity_timeout_s must be >= 0"):
         PredictConfig(model="m", input="in", output="/out", gpu_actors=-1).validate()
+
+
+def test_an_empty_column_name_is_refused_before_any_work():
+    """columns.text= crashed reading the first file with an IndexError; columns.question= rejected every row of a QA
+    model's input as missing_field after the cluster work. A tagger reading columns.tokens needs no text column."""
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+    from pipelines.tasks.files import Columns
+
+    for name in ("text", "question", "context"):
+        cfg = PredictConfig(model="m", input="in", output="/out", columns=Columns(tokens="", **{name: " "}))
+        with pytest.raises(ConfigError, match=rf"columns.{name} must name a column"):
+            cfg.validate()
+    assert PredictConfig(model="m", input="in", output="/out", columns=Columns(text="", tokens="words")).validate()

@@ -430,3 +430,19 @@ def test_an_input_shipped_in_a_submitted_jobs_copy_is_known_again_in_another_cop
     assert not file_versions([(str(outside), "csv")])[0].startswith("sha256:")
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR")  # not a submitted job: as resolved
     assert basis_paths(files) == [files[0][0]]
+
+
+def test_a_shard_a_replica_wrote_where_the_driver_cannot_see_it_fails_the_job(tmp_path):
+    """An output folder on the driver's disk alone: replicas on another node write their shards on theirs. The
+    driver's own scan saw nothing missing and the job ended complete with 0 rows; the shards the replicas named are
+    checked too."""
+    from jobs.predict import _complete_shards
+
+    shards.write_rows(tmp_path, "00000-000000", {"file": "a.csv", "rows": 2})
+    shards.write_part(tmp_path, "00000-000000", part([0, 1]))
+    manifest = {"shards": {}}
+    with pytest.raises(RuntimeError, match="every node of the cluster mounts"):
+        _complete_shards(tmp_path, manifest, set(shards.scan(tmp_path)) | {"00001-000000"}, final=True)
+    manifest = {"shards": {}}
+    _complete_shards(tmp_path, manifest, set(shards.scan(tmp_path)) | {"00000-000000"}, final=True)
+    assert list(manifest["shards"]) == ["00000-000000"]

@@ -132,6 +132,13 @@ def test_a_null_question_or_context_is_answered_as_no_answer_not_from_the_word_n
     with pytest.raises(ValueError, match="row 1 has no text"):
         served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(
             None, pd.DataFrame({"text": ["fine", None]}))
+    # a list cell (a tagger sent its words, a question as a list) is refused naming the row, not a numpy error about
+    # an array's truth value, nor its Python repr answered as text
+    with pytest.raises(ValueError, match="row 1's text is a list, not text"):
+        served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(
+            None, pd.DataFrame({"text": ["fine", ["a", "b"]]}))
+    with pytest.raises(ValueError, match="row 0's question is a list, not text"):
+        model.predict(None, pd.DataFrame({"question": [["where"]], "context": [context]}))
 
 
 def test_a_served_pair_request_refuses_a_row_without_its_pair_naming_it(tmp_path):
