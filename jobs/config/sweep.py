@@ -13,6 +13,7 @@ the field and the allowed values. `tune_space` turns the validated space into Ra
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -90,8 +91,10 @@ class SweepConfig:
     faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: faults.kill_trial_at_step
 
     def validate(self) -> "SweepConfig":
-        if not self.name or "/" in self.name:
-            raise ConfigError(f"name must be a plain non-empty name without '/', got {self.name!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", self.name or ""):  # a folder under output_dir, an
+            # MLflow filter's value, a registered model's name: no '/', quote, '..' or '.'
+            raise ConfigError(f"name must be a plain name of letters, digits, '.', '_' and '-' (not starting with "
+                              f"'.' or '-'), got {self.name!r}")
         if self.scheduler not in SCHEDULERS:
             raise ConfigError(f"scheduler must be one of {SCHEDULERS}, got {self.scheduler!r}")
         if self.search not in SEARCHES:
@@ -99,8 +102,9 @@ class SweepConfig:
         for name in ("num_samples", "max_concurrent"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.cpus_per_trial <= 0 or self.gpus_per_trial < 0:
-            raise ConfigError("cpus_per_trial must be > 0 and gpus_per_trial >= 0")
+        if self.cpus_per_trial <= 0 or not 0 <= self.gpus_per_trial <= 1:
+            raise ConfigError(f"cpus_per_trial must be > 0 and gpus_per_trial in [0, 1] (a trial trains in one "
+                              f"process on one device), got {self.cpus_per_trial:g} and {self.gpus_per_trial:g}")
         if (self.gpus_per_trial > 0) != self.finetune.scaling.use_gpu:  # a trial trains where scaling.use_gpu says
             raise ConfigError(f"gpus_per_trial={self.gpus_per_trial:g} with finetune.scaling.use_gpu="
                               f"{str(self.finetune.scaling.use_gpu).lower()}: a trial would reserve a GPU and train "
@@ -159,13 +163,17 @@ class SweepConfig:
                 raise ConfigError(f"pbt.mutate cannot take {fixed[0]}: {PBT_FIXED[fixed[0]]}, so a trial restored "
                                   f"with it changed would train on a wrong place or schedule; PBT may mutate "
                                   f"{sorted(set(SEARCHABLE) - set(PBT_FIXED))}")
-        if self.search == "grid" and self.num_samples > 1 and "train.seed" not in self.search_space:
-            raise ConfigError(f"search=grid with num_samples={self.num_samples} trains every grid point "
-                              f"{self.num_samples} times with one seed: identical runs; set num_samples=1, or make "
-                              f"train.seed a grid field to repeat each point over seeds")
-        if self.scheduler == "pbt" and self.max_concurrent < self.num_samples:  # a queued trial starts when one ends
+        only_grid = all(spec["type"] == "grid" for spec in self.search_space.values())
+        if (self.search == "grid" or only_grid) and self.num_samples > 1 and "train.seed" not in self.search_space:
+            raise ConfigError(f"search={self.search} with num_samples={self.num_samples} over grid fields alone trains "
+                              f"every grid point {self.num_samples} times with one seed: identical runs; set "
+                              f"num_samples=1, or make train.seed a grid field to repeat each point over seeds")
+        trials = self.num_samples * math.prod(len(spec["values"]) for spec in self.search_space.values()
+                                              if spec["type"] == "grid")
+        if self.scheduler == "pbt" and self.max_concurrent < trials:  # a queued trial starts when one ends
             raise ConfigError(f"scheduler=pbt compares the trials that run at once: max_concurrent="
-                              f"{self.max_concurrent} < num_samples={self.num_samples} would run them in groups that "
+                              f"{self.max_concurrent} < {trials} trials (num_samples={self.num_samples} times the "
+                              f"grid's points) would run them in groups that "
                               f"never meet (each group trained to its end before the next starts); set "
                               f"max_concurrent >= num_samples, and cpus_per_trial so that they fit the cluster")
         return self
@@ -295,6 +303,10 @@ def max_evaluations(cfg: SweepConfig, train_features: int) -> int:
     if cfg.scheduler == "asha" and cfg.asha.grace_period > most:
         raise ConfigError(f"asha.grace_period ({cfg.asha.grace_period}) must be <= the evaluations a trial makes "
                           f"({most}: {train_features:,} train features, finetune.train and the searched fields)")
+    if cfg.scheduler == "pbt" and cfg.pbt.perturbation_interval >= most:
+        raise ConfigError(f"pbt.perturbation_interval ({cfg.pbt.perturbation_interval}) must be < the evaluations a "
+                          f"trial makes ({most}: {train_features:,} train features, finetune.train and the searched "
+                          f"fields): PBT would never exploit or explore, a random search reported as PBT")
     return most
 
 

@@ -49,12 +49,18 @@ def test_overrides_reach_dotted_search_space_fields():
     (("scheduler=pbt", "search=optuna"), "scheduler pbt cannot run with search optuna"),
     # PBT compares running trials: queued ones would start only as others end, in groups that never meet
     (("scheduler=pbt", "num_samples=4"), "scheduler=pbt compares the trials that run at once: max_concurrent=2 < "
-                                         "num_samples=4 would run them in groups that never meet"),
+                                         "4 trials (num_samples=4 times the grid's points) would run them in groups"),
+    # ... and a grid field multiplies the trials (num_samples=2 over three seeds: 6 trials, 2 at once)
+    (("scheduler=pbt", "num_samples=2", "search_space.train.seed={type: grid, values: [1, 2, 3]}"),
+     "max_concurrent=2 < 6 trials (num_samples=2 times the grid's points)"),
     ("finetune.optim.lr=-1", "finetune.optim.lr must be > 0"),
     ("finetune.init=", "finetune.init must name a starting checkpoint"),
     ("checkpoint_every=0", "checkpoint_every must be >= 1"),
     ("checkpoint_every=2", "pbt.perturbation_interval (1) must be a multiple of checkpoint_every (2)"),
-    ("name=a/b", "name must be a plain non-empty name"),
+    ("name=a/b", "name must be a plain name of letters, digits"),
+    ("name=..", "name must be a plain name"),  # runs/.. is output_dir's parent, and best/ is rmtree'd under it
+    ('name="bob\'s"', "name must be a plain name"),  # a quote broke the MLflow filter after Ray had started
+    (("gpus_per_trial=2", "finetune.scaling.use_gpu=true"), "gpus_per_trial in [0, 1]"),  # one process, one device
     ("finetune.deepspeed.zero_stage=1", "finetune.deepspeed.zero_stage must be 0 in a sweep"),
     ("max_trial_failures=-1", "max_trial_failures must be >= 0"),
     ("faults.fail_at_step=3", "faults.fail_at_step does not apply to sweep (set 3); allowed in sweep: "
@@ -81,10 +87,16 @@ def test_a_grid_repeated_with_one_seed_is_refused():
     cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}"])
     cfg.search = "grid"
     cfg.search_space = {"optim.lr": {"type": "grid", "values": [1e-5, 3e-5]}}
-    with pytest.raises(ConfigError, match="search=grid with num_samples=8 trains every grid point 8 times with one "
-                                          "seed: identical runs"):
+    with pytest.raises(ConfigError, match="search=grid with num_samples=8 over grid fields alone trains every grid "
+                                          "point 8 times with one seed: identical runs"):
         cfg.validate()
-    cfg.num_samples = 1
+    cfg.search = "random"  # random search over grid fields alone: the same repeats
+    with pytest.raises(ConfigError, match="search=random with num_samples=8 over grid fields alone"):
+        cfg.validate()
+    cfg.search_space["optim.weight_decay"] = {"type": "uniform", "low": 0.0, "high": 0.1}
+    cfg.validate()
+    cfg.search, cfg.num_samples = "grid", 1
+    del cfg.search_space["optim.weight_decay"]
     cfg.validate()
     cfg.num_samples, cfg.search_space["train.seed"] = 3, {"type": "grid", "values": [0, 1, 2]}
     cfg.validate()
@@ -149,3 +161,15 @@ def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, b
     assert got == pytest.approx(baseline)
     if task == "cola":  # a healthy CoLA run (MCC 0.5, both classes predicted) is not re-seeded
         assert _degenerate(_seed_result([0.3, 0.5], [2, 2]), majority=got)[0] == ""
+
+
+def test_pbt_refuses_a_perturbation_interval_no_trial_reaches():
+    """PBT exploits and explores every pbt.perturbation_interval evaluations: with as many evaluations as a trial
+    makes or more, it never does, and the sweep is a random search reported as PBT. Known once the data is counted."""
+    from jobs.config.sweep import max_evaluations
+
+    cfg = load_sweep_config(os.path.join(ROOT, "configs/sweep/pkgdocs-pbt.yaml"), [f"finetune.init={MINILM}"])
+    assert max_evaluations(cfg, 100) == 3  # batches of 16, 3 epochs, every 10 steps: 21 steps
+    with pytest.raises(ConfigError, match=r"pbt.perturbation_interval \(2\) must be < the evaluations a trial makes "
+                                          r"\(2: 50 train features"):
+        max_evaluations(cfg, 50)  # 12 steps: evaluated at 10 and 12
