@@ -76,6 +76,12 @@ def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, d
         named = f"tags.sweep = '{name}' and tags.phase = 'parent'"
         found = client.search_runs([experiment.experiment_id], max_results=1,
                                    filter_string=f"{named} and tags.`{BASIS_TAG}` = '{digest}'")
+        if found and restoring and found[0].info.status == "FINISHED":  # done: run again, it would register its
+            # model a second time and move the alias back to it, over any model promoted since
+            raise ConfigError(
+                f"sweep {name!r} has finished (MLflow run {found[0].info.run_id}): its result stands (run again, "
+                f"it would log and register its model a second time); to run it again from scratch, remove {folder} "
+                "or give another name")
         if found and restoring:  # the sweep resumed; run again from scratch (its folder removed): a new parent
             client.update_run(found[0].info.run_id, status="RUNNING")
             return found[0].info.run_id, experiment.experiment_id

@@ -59,6 +59,21 @@ def test_the_same_sweep_resumed_reuses_its_parent_and_another_sweep_of_that_name
     assert again not in {first, other_init, other_data} and client.get_run(first).info.status == "FINISHED"
 
 
+def test_a_finished_sweep_run_again_is_refused_not_registered_twice(tmp_path, store):
+    """The same command again after the sweep finished (a retried CI job): Tune restores every trial TERMINATED, the
+    seeds restore, and the sweep registered its model again and moved the alias back to it, over a model promoted
+    since. Refused, naming the run; a sweep interrupted or failed resumes."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    first = start(tmp_path)
+    client.set_terminated(first, "FAILED")
+    assert start(tmp_path, restoring=True) == first
+    client.set_terminated(first, "FINISHED")
+    with pytest.raises(ConfigError, match=rf"sweep 'sw' has finished \(MLflow run {first}\): its result stands"):
+        start(tmp_path, restoring=True)
+
+
 def test_tune_restoring_trials_of_another_sweep_of_that_name_is_refused(tmp_path, store):
     start(tmp_path)
     with pytest.raises(ConfigError, match=r"name 'sw': .*runs/sw holds the trials of an earlier sweep of this name"):
