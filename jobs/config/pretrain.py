@@ -17,7 +17,8 @@ from bert_core.config import BertConfig, ConfigError, MaskingConfig, tiny
 from bert_core.modern_config import SWITCHES, ModernConfig
 from jobs.config.io import from_dict, recipe_of, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
-                                  ScalingConfig, TrackingConfig, check_output_dir, refuse_relative_when_submitted)
+                                  ScalingConfig, TrackingConfig, check_output_dir, check_uri_backend,
+                                  refuse_relative_when_submitted)
 from jobs.runtime.faults import FaultsConfig
 from pipelines.config import DataConfig, check_max_predictions
 
@@ -297,7 +298,8 @@ class PretrainConfig:
         harvested = Path(self.corpus.harvest_dir).resolve() if self.corpus.harvest_installed_docs else None
         for i, source in enumerate(self.data.sources):
             if "://" in source and not source.startswith("file://"):
-                continue  # a remote filesystem: Ray Data reads it, and says so if it is not there
+                check_uri_backend(f"data.sources[{i}]", source)  # Ray Data reads it, and says if it is not there
+                continue
             path = source.removeprefix("file://")
             if Path(path).resolve() == harvested:
                 continue  # the job harvests it first

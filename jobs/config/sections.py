@@ -177,6 +177,25 @@ class TrackingConfig:
         return paths
 
 
+# the package that gives fsspec a URI scheme: named in the error where it is not installed
+_BACKENDS = {"s3": "s3fs (pip install 'bert-foundry[cloud]')", "s3a": "s3fs (pip install 'bert-foundry[cloud]')",
+             "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs", "hdfs": "pyarrow's HDFS"}
+
+
+def check_uri_backend(name: str, uri: str) -> None:
+    """A URI the job reads (s3://, gs://, ...) needs fsspec's filesystem for its scheme, a package of its own: not
+    installed, the job would fail in Ray Data's first read, after the cluster (and its GPU nodes) came up. Checked
+    on the machine the job starts on; the nodes run the same image or environment."""
+    import fsspec
+
+    scheme = uri.split("://", 1)[0].lower()
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"{name} {uri!r}: no filesystem for {scheme}:// here ({exc}); install "
+                          f"{_BACKENDS.get(scheme, 'the fsspec package for it')} on every node") from None
+
+
 def check_output_dir(name: str, path: str) -> None:
     """A job writes checkpoints under `path` on this machine: it, or the nearest folder above it that
     exists, must be a folder this user can write to. Permissions (and read-only mounts) are asked first; a

@@ -130,7 +130,7 @@ def test_launcher_gpu_workers_image_and_install():
     # The repository is mounted and installed editable; the CPU torch pin never reaches a GPU node.
     (code_dir,) = [remote for remote, local in config["file_mounts"].items() if local == "."]
     setup = "\n".join(config["setup_commands"])
-    assert f"-e {code_dir}" in setup
+    assert f'-e "{code_dir.replace("~", "$HOME", 1)}[cloud]"' in setup  # [cloud]: s3fs, for s3:// data.sources
     assert "grep -v '^torch=='" in setup and "-c /tmp/constraints-gpu.txt" in setup
     assert "+cpu" not in setup and "download.pytorch.org/whl/cpu" not in setup
     assert {"/.venv", "/data", "/runs"} <= set(config["rsync_exclude"])
@@ -428,3 +428,14 @@ def test_every_cluster_readme_command_is_checked_here(command):
         assert words[-1].split("/")[-1] == load(KUBERAY / "rayjob.yaml")["metadata"]["name"], words
     else:
         pytest.fail(f"cluster/README.md command with no check here: {command}")
+
+
+def test_the_image_leaves_out_what_git_ignores():
+    """`COPY . .` takes what the build context holds: every path .gitignore names (a wheel cache of gigabytes, the
+    mutation-testing trees, local runs and data) must be in the Dockerfile's ignore file too, as the launcher's
+    rsync_filter leaves it off the nodes."""
+    def entries(path):
+        return {line.strip().removeprefix("**/").strip("/") for line in (ROOT / path).read_text().splitlines()
+                if line.strip() and not line.startswith("#")}
+
+    assert entries(".gitignore") - entries("cluster/docker/Dockerfile.dockerignore") == set()
