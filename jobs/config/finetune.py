@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bert_core.config import ConfigError
 from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir,
-                                  refuse_relative_when_submitted)
+                                  check_uri_backend, refuse_relative_when_submitted)
 from jobs.config.io import ClassName, from_dict, to_dict
 from jobs.runtime.faults import FaultsConfig
 from pipelines.tasks.conll import CONLL_LABELS
@@ -259,6 +259,8 @@ class FinetuneConfig:
                               "task.name=files")
         for name in ("train_file", "dev_file", "select_file"):
             if getattr(k, name):
+                if "://" in getattr(k, name) and not getattr(k, name).startswith("file://"):
+                    check_uri_backend(f"task.{name}", getattr(k, name))  # else an ImportError's traceback
                 try:
                     resolve_files(getattr(k, name), k.format)
                 except (FileNotFoundError, ValueError) as e:

@@ -146,6 +146,8 @@ CASES = [
     case("pretrain", ["data.sources=[s3://bucket/corpus]"], "data.sources[0]",
          r"no filesystem for s3:// here .*install s3fs \(pip install 'bert-foundry\[cloud\]'\) on every node",
          "source-uri-without-its-filesystem"),
+    case("finetune", ["task.name=files", "task.train_file=s3://bucket/train.csv"], "task.train_file",
+         r"no filesystem for s3:// here .*install s3fs", "task-file-uri-without-its-filesystem"),
     # s3:// was made a local folder s3:/bucket (Path), where checkpoints and releases went unshared
     case("pretrain", ["output_dir=s3://bucket/runs"], "output_dir", "must be a folder path .* got the URI",
          "output-dir-a-uri"),
