@@ -439,3 +439,25 @@ def test_the_image_leaves_out_what_git_ignores():
                 if line.strip() and not line.startswith("#")}
 
     assert entries(".gitignore") - entries("cluster/docker/Dockerfile.dockerignore") == set()
+
+
+def test_the_head_has_shared_memory_and_the_mlflow_server_probes_and_a_policy():
+    """The head's object store needs a /dev/shm larger than a container's 64 MB; the MLflow server is probed on
+    /health (exempt from --allowed-hosts, which a kubelet's Host header would fail) and only the Ray pods reach it:
+    it has no login, and the registry's aliases decide what serves."""
+    spec = cluster_specs()["raycluster"]
+    head = spec["headGroupSpec"]["template"]["spec"]
+    shm = {m["mountPath"]: m["name"] for m in head["containers"][0]["volumeMounts"]}["/dev/shm"]
+    assert {v["name"]: v for v in head["volumes"]}[shm]["emptyDir"]["medium"] == "Memory"
+    deployment, service, policy = load_all(KUBERAY / "mlflow.yaml")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    from mlflow.server.security_utils import HEALTH_ENDPOINTS
+
+    assert "/health" in HEALTH_ENDPOINTS
+    assert policy["kind"] == "NetworkPolicy" and policy["apiVersion"] == "networking.k8s.io/v1"
+    assert policy["spec"]["podSelector"]["matchLabels"] == deployment["spec"]["template"]["metadata"]["labels"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": service["spec"]["ports"][0]["port"]}]
