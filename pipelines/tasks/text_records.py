@@ -127,18 +127,52 @@ def text_file(path, f, encoding: str = ""):
     return as_utf8(f, name)
 
 
+class _TooLong(bytes):
+    """A line past _LINE_BYTES: its head, for the excerpt; the rest was read past, never held."""
+
+
+_LINE_BYTES = 4 * _FIELD_LIMIT  # a line's bytes at most: 16 Mi characters of UTF-8
+_CHUNK = 1 << 20
+_LONE_CR_ENDS = re.compile(rb"\r\n|\n|\r")
+
+
+def _line_bytes(f, lone_cr: bool):
+    """A binary file's lines without their ends, read in chunks: a line past _LINE_BYTES (a file of one huge line, or
+    one whose lines end in a lone \\r where \\n was expected) is a _TooLong, its bytes read past, not held."""
+    tail, head = b"", None  # head: the first bytes of a line being read past
+    while chunk := f.read(_CHUNK):
+        data = tail + chunk
+        cut = len(data) - 1 if lone_cr and data.endswith(b"\r") else len(data)  # a \r\n across two chunks: one end
+        pieces = _LONE_CR_ENDS.split(data[:cut]) if lone_cr else data[:cut].split(b"\n")
+        tail = pieces.pop() + data[cut:]
+        for piece in pieces:
+            piece = piece[:-1] if not lone_cr and piece.endswith(b"\r") else piece  # \r\n: one end
+            if head is None and len(piece) > _LINE_BYTES:  # a whole line within one chunk
+                head = piece[:1024]
+            yield piece if head is None else _TooLong(head)
+            head = None
+        pending = b"\r" if tail.endswith(b"\r") else b""  # a line end, or half of one, once the next chunk comes
+        if head is not None:
+            tail = pending  # read past
+        elif len(tail) - len(pending) > _LINE_BYTES:
+            head, tail = tail[:1024], pending
+    if head is not None:
+        yield _TooLong(head)
+    elif tail:
+        yield tail[:-1] if tail.endswith(b"\r") else tail
+
+
 def text_lines(f, lone_cr: bool = False):
     """A binary file's lines as records. A line ends at \\n (a \\r before it is not text); with `lone_cr` (plain
     text: old Mac Excel ended lines so) a lone \\r ends one too. JSON Lines keeps its spec's \\n: a \\r between a
-    record's tokens is JSON whitespace, not a line end."""
-    n = 0
-    for raw in f:
-        raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw
-        body = raw[:-1] if raw.endswith(b"\n") else raw
-        body = body[:-1] if body.endswith(b"\r") else body
-        for line in body.split(b"\r") if lone_cr and b"\r" in body else (body,):
+    record's tokens is JSON whitespace, not a line end. A line past 64 MiB is a line_too_long record (bounded memory:
+    a file without a line end is not read whole)."""
+    for n, line in enumerate(_line_bytes(f, lone_cr)):
+        line = line.removeprefix(codecs.BOM_UTF8) if n == 0 and not isinstance(line, _TooLong) else line
+        if isinstance(line, _TooLong):
+            yield n, f"line {n + 1}", Reject("line_too_long"), bytes(line).decode("utf-8", "replace")
+        else:
             yield _line(n, line)
-            n += 1
 
 
 def _line(n: int, line: bytes):

@@ -132,6 +132,25 @@ def test_line_ends_are_not_text():
     assert [r[2] for r in text_lines(io.BytesIO(b"x\xff\ny\n"))] == ["invalid_utf8", "y"]
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
+def test_a_line_past_the_limit_is_one_reject_read_past_not_held(monkeypatch, chunk):
+    """A JSON Lines file of one huge line (a JSON document saved as .jsonl), or one whose lines end in a lone \r,
+    was read whole into memory and then failed as not JSON Lines: the too-long line is one line_too_long record, its
+    bytes read past in chunks, and the lines around it keep their numbers. Lines cut across chunks (a \r\n split
+    between two) read as they do whole."""
+    import pipelines.tasks.text_records as text_records
+
+    monkeypatch.setattr(text_records, "_LINE_BYTES", 16)
+    monkeypatch.setattr(text_records, "_CHUNK", chunk)
+    data = b'{"a": 1}\r\n' + b"x" * 40 + b'\n{"b": 2}\n' + b"y" * 40
+    records = list(text_lines(io.BytesIO(data)))
+    assert [(r[0], r[2]) for r in records] == [(0, '{"a": 1}'), (1, "line_too_long"), (2, '{"b": 2}'),
+                                               (3, "line_too_long")]
+    assert records[1][3].startswith("x" * 16)
+    records = list(text_lines(io.BytesIO(b"a\r\nb\r" + b"z" * 40 + b"\rc"), lone_cr=True))
+    assert [r[2] for r in records] == ["a", "b", "line_too_long", "c"]
+
+
 def test_a_remote_file_is_sniffed_as_a_local_one():
     """fsspec's remote files (s3://, gs://, https://: an AbstractBufferedFile) take no size in readline, which the
     sniff bounds its first line by; text_file gives them one, so a remote JSON array and a remote JSON Lines file are
