@@ -36,6 +36,7 @@ non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int colum
 so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first valid row's),
 empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer,
 answer_offset_in_other_units (not dropped: a start counted in UTF-16 units or UTF-8 bytes, kept at its character),
+not_a_squad_article (SQuAD JSON: an item of its data list without paragraphs),
 unanswerable_needs_version_2 (QA, as load_squad; the last: a question without an answer, read with version_2 false:
 set task.version_2=true to train on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> /
 corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are kept; corrupt_parquet, a

@@ -31,14 +31,15 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 NEEDS_VERSION_2 = "unanswerable_needs_version_2"  # reject: a question without an answer where task.version_2 is false
 # counted, not dropped: an answer whose answer_start counts UTF-16 units or UTF-8 bytes, kept at its character offset
 OFFSET_IN_OTHER_UNITS = "answer_offset_in_other_units"
+NOT_AN_ARTICLE = "not_a_squad_article"  # reject: an item of 'data' without a list of paragraphs (a table's record)
 
 
 def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool = True,
                name: str = "") -> TaskSplit:
     """Examples {id, title, question, context, answers: {text, answer_start}, is_impossible}.
 
-    Rejected records: "missing_field" (a question without id/question text, a paragraph without
-    context), "duplicate_id", "unparseable_label" (answers of no shape answer_list reads),
+    Rejected records: NOT_AN_ARTICLE (an item of `data` without `paragraphs`: pandas' orient="table" JSON),
+    "missing_field" (a question without id/question text, a paragraph without context), "duplicate_id", "unparseable_label" (answers of no shape answer_list reads),
     "no_valid_answer" (answerable, but no answer matches the context at its answer_start), and
     NEEDS_VERSION_2 (`version_2` false: an impossible question, whose [CLS] target a v1 model never
     predicts). "answer_offset_mismatch" counts single answers dropped (gold_answers) from examples
@@ -53,12 +54,24 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
             data = json.load(f)["data"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise TaskDataError(f"{path}: not a SQuAD JSON file with a 'data' list ({e!r})") from e
+    if not isinstance(data, list):
+        raise TaskDataError(f"{path}: not a SQuAD JSON file: its 'data' is a {type(data).__name__}, not a list of "
+                            "articles")
     out, seen, n = TaskSplit([], path), set(), -1
-    for article in data:
+    for a, article in enumerate(data):
+        if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):  # a table's records
+            out.reject(NOT_AN_ARTICLE, f"article {a}", json.dumps(article, default=str)[:200])
+            continue
         title = article.get("title", "")
-        for p, paragraph in enumerate(article.get("paragraphs", [])):
+        for p, paragraph in enumerate(article["paragraphs"]):
+            if not isinstance(paragraph, dict) or not isinstance(paragraph.get("qas", []), list):
+                out.reject("missing_field", f"{title!r} paragraph {p}", json.dumps(paragraph, default=str)[:200])
+                continue
             context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
+                if not isinstance(qa, dict):
+                    out.reject("missing_field", f"{title!r} paragraph {p}", json.dumps(qa, default=str)[:200])
+                    continue
                 n += 1
                 where = f"{title!r} paragraph {p} question {qa.get('id')!r}"
                 qid = qa.get("id")  # 0 is an id; a dict or list is none (and unhashable)

@@ -364,3 +364,22 @@ def test_answer_starts_counted_in_utf16_units_or_utf8_bytes_are_read_as_characte
     assert [(ex["id"], ex["answers"]) for ex in split] == [
         (i, {"text": ["Denver Broncos"], "answer_start": [at]}) for i in ("u16", "u8")]
     assert split.rejects == {"answer_offset_in_other_units": 2, "answer_offset_mismatch": 1, "no_valid_answer": 1}
+
+
+def test_a_data_list_of_other_records_is_rejected_by_item_not_read_as_nothing(tmp_path):
+    """pandas' to_json(orient="table") has a "data" list of row records: read as SQuAD it was an empty file (a
+    prediction job ended successful with nothing predicted), and a non-object item raised an AttributeError. Each
+    item without paragraphs is a reject, named; a labeled file of them has no usable questions."""
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"schema": {}, "data": [{"question": "q", "context": "c"}, "text", None]}))
+    split = load_squad(path, labeled=False)
+    assert len(split) == 0 and split.rejects == {"not_a_squad_article": 3}
+    with pytest.raises(TaskDataError, match=r"no usable questions \({'not_a_squad_article': 3}\)"):
+        load_squad(path)
+    doc = {"data": [{"title": "t", "paragraphs": ["oops", {"context": CONTEXT, "qas": [QAS[0], 7]}]}]}
+    path.write_text(json.dumps(doc))
+    split = load_squad(path)
+    assert [ex["id"] for ex in split] == [QAS[0]["id"]] and split.rejects == {"missing_field": 2}
+    path.write_text(json.dumps({"data": {"title": "t"}}))
+    with pytest.raises(TaskDataError, match="its 'data' is a dict, not a list of articles"):
+        load_squad(path)
