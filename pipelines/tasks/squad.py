@@ -39,12 +39,12 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
     """Examples {id, title, question, context, answers: {text, answer_start}, is_impossible}.
 
     Rejected records: NOT_AN_ARTICLE (an item of `data` without `paragraphs`: pandas' orient="table" JSON),
-    "missing_field" (a question without id/question text, a paragraph without context), "duplicate_id", "unparseable_label" (answers of no shape answer_list reads),
-    "no_valid_answer" (answerable, but no answer matches the context at its answer_start), and
-    NEEDS_VERSION_2 (`version_2` false: an impossible question, whose [CLS] target a v1 model never
-    predicts). "answer_offset_mismatch" counts single answers dropped (gold_answers) from examples
-    that keep another valid answer or are rejected as no_valid_answer; OFFSET_IN_OTHER_UNITS counts answers kept
-    whose start was in UTF-16 units or UTF-8 bytes (_char_start).
+    "missing_field" (a question without id/question text, a paragraph without context, either not an object),
+    "duplicate_id", "unparseable_label" (answers of no shape answer_list reads), "no_valid_answer" (answerable, but
+    no answer matches the context at its answer_start), and NEEDS_VERSION_2 (`version_2` false: an impossible
+    question, whose [CLS] target a v1 model never predicts). "answer_offset_mismatch" counts single answers dropped
+    (gold_answers) from examples that keep another valid answer or are rejected as no_valid_answer;
+    OFFSET_IN_OTHER_UNITS counts answers kept whose start was in UTF-16 units or UTF-8 bytes (_char_start).
     `labeled=False`: inputs to predict: every question with a context is one, its answers not read
     ([], as files.py's rows to predict), an id repeated or absent ("<name>:<n>", n its position) allowed.
     """
