@@ -96,11 +96,11 @@ def test_a_training_files_rejects_say_where_the_first_of_each_reason_is(tmp_path
     of each reason is printed with its file and line, and a file with no usable row names it in the error."""
     rows = [{"text": f"row {i}", "label": "x" if i % 2 else "y"} for i in range(30)]
     train = write_jsonl(tmp_path / "t.jsonl", rows)
-    train.write_text(train.read_text() + '{"text": "a bad one", "label": true}\n')
+    train.write_text(train.read_text() + '{"text": "a bad one", "label": [1]}\n')
     loaded(task(f"task.train_file={train}"))
     assert f"[data] {train}: rejected (unparseable_label) line 31: " in capsys.readouterr().out
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"text": "a bad one", "label": true}\n')
+    bad.write_text('{"text": "a bad one", "label": [1]}\n')
     with pytest.raises(ValueError, match=r"no usable rows \(\{'unparseable_label': 1\}\); e.g. unparseable_label at "
                                          rf"{bad} line 1: "):
         loaded(task(f"task.train_file={bad}"))
