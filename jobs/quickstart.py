@@ -25,7 +25,7 @@ from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import ConfigError  # noqa: E402
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
-from jobs.config.sweep import SweepConfig, load_sweep_config  # noqa: E402
+from jobs.config.sweep import SweepConfig, check_name, load_sweep_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PRETRAIN = REPO / "configs/pretrain/quickstart.yaml"
@@ -49,6 +49,9 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
     store = [f"finetune.tracking.tracking_uri={t.tracking_uri}"]
     store += [f"finetune.tracking.artifact_location={t.artifact_location}"] if t.artifact_location else []
     sweep = load_sweep_config(sweep_path, [f"finetune.init={placeholder}", *store, *routed["sweep"]])
+    if pretrain.run_name:  # the sweep is named after the pretraining (run): refused here, not once it has pretrained
+        check_name("pretrain.run_name (the sweep's name is <run_name>-<sweep.name>)",
+                   f"{pretrain.run_name}-{sweep.name}")
     return pretrain, sweep
 
 

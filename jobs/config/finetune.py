@@ -248,6 +248,9 @@ class FinetuneConfig:
         k = self.task
         if k.kind not in FILE_KINDS:
             raise ConfigError(f"task.kind must be one of {FILE_KINDS} for task.name=files, got {k.kind!r}")
+        if k.kind == "classification":  # the files' reader makes one class of JSON's true, Excel's TRUE and pandas'
+            # True (pipelines/tasks/files.py): "true" / "false", which the labels named here must match
+            k.labels = [x.strip().lower() if x.strip().lower() in ("true", "false") else x for x in k.labels]
         if k.format and k.format not in FORMATS:
             raise ConfigError(f"task.format must be one of {FORMATS} or '' (from the extension), got {k.format!r}")
         try:

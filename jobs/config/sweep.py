@@ -91,10 +91,7 @@ class SweepConfig:
     faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: faults.kill_trial_at_step
 
     def validate(self) -> "SweepConfig":
-        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", self.name or ""):  # a folder under output_dir, an
-            # MLflow filter's value, a registered model's name: no '/', quote, '..' or '.'
-            raise ConfigError(f"name must be a plain name of letters, digits, '.', '_' and '-' (not starting with "
-                              f"'.' or '-'), got {self.name!r}")
+        check_name("name", self.name)
         if self.scheduler not in SCHEDULERS:
             raise ConfigError(f"scheduler must be one of {SCHEDULERS}, got {self.scheduler!r}")
         if self.search not in SEARCHES:
@@ -175,7 +172,7 @@ class SweepConfig:
                               f"{self.max_concurrent} < {trials} trials (num_samples={self.num_samples} times the "
                               f"grid's points) would run them in groups that "
                               f"never meet (each group trained to its end before the next starts); set "
-                              f"max_concurrent >= num_samples, and cpus_per_trial so that they fit the cluster")
+                              f"max_concurrent >= {trials}, and cpus_per_trial so that they fit the cluster")
         return self
 
     def _validate_space(self) -> None:
@@ -282,6 +279,14 @@ def _join_fields(space: dict, prefix: str = "") -> dict:
         else:
             out[name] = value
     return out
+
+
+def check_name(field: str, name: str) -> None:
+    """A sweep's name is a folder under output_dir, an MLflow filter's value and part of a registered model's name: a
+    plain name (no '/', quote, space, '..' or '.')."""
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", name or ""):
+        raise ConfigError(f"{field} must be a plain name of letters, digits, '.', '_' and '-' (not starting with '.' "
+                          f"or '-'), got {name!r}")
 
 
 def max_evaluations(cfg: SweepConfig, train_features: int) -> int:

@@ -54,9 +54,13 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
         key = re.match(rb'\{\s*"([^"\\]*)"', head)
         if key and key.group(1) in (b"data", b"version"):
             return "squad"
-        records = any(_json_object(line) is not None for line in lines[1:6] if line.strip())
+        records = any((o := _json_object(line)) is not None and "paragraphs" not in o  # (a SQuAD article on a line)
+                      for line in lines[1:6] if line.strip())
         return "jsonl" if records or (len(lines) == 1 and key) else "squad"
     data = first.get("data")  # SQuAD's articles hold paragraphs; a JSON Lines record or pandas' orient="table" a list
+    if "schema" in first and isinstance(data, list) and sum(1 for line in lines if line.strip()) == 1:
+        raise TaskDataError(f"{spec}: {posixpath.basename(path)} is one JSON table (pandas' to_json(orient='table')), "
+                            "not JSON Lines: write it with to_json(orient='records', lines=True)")
     return "squad" if isinstance(data, list) and all(isinstance(a, dict) and "paragraphs" in a for a in data[:3]) \
         else "jsonl"
 

@@ -21,26 +21,26 @@ id is the id column's value (an integral float as the integer: 101.0 or a CSV's 
 "<file name>:<n>", n the record's 0-based position in the file (unique in a file; files of one split sharing a name
 share these ids, which QA's squad_eval_features refuses, naming them).
 
-A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompressed as it is read; its text is UTF-8,
-or the encoding Columns.encoding names (transcoded as it is read). A bad record is skipped and counted by reason,
-never fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invalid_<encoding>, e.g. invalid_cp1252, a
-byte the named encoding does not define), blank_line, bad_json (a line or array element that is not a JSON object),
-line_too_long (an array element past 16 Mi characters), bad_csv (text after a closing quote), unclosed_quote (a CSV
-/ TSV quote that never closes: its line, the lines after it are read again), ambiguous_quote (a TSV quote that would
+A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompressed as it is read; its text is UTF-8, or
+the encoding Columns.encoding names (transcoded as it is read). A bad record is skipped and counted by reason, never
+fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invalid_<encoding>, e.g. invalid_cp1252, a byte the
+named encoding does not define), blank_line, bad_json (a line or array element that is not a JSON object), line_too_long
+(a line past 64 MiB, an array element past 16 Mi characters), bad_csv (text after a closing quote), unclosed_quote (a
+CSV / TSV quote that never closes: its line, the lines after it are read again), ambiguous_quote (a TSV quote that would
 run on over a line that is a whole row by itself: all its lines, text_records.tsv_records), wrong_column_count,
-repeated_header (a CSV / TSV / sheet row that is the header again: files joined by `cat`), missing_text,
-missing_label (absent, empty, JSON null, NaN, or text that says so: "nan", "<NA>", "null", Excel's #N/A and other
-error cells; QA: answers absent or null, where [] is a question without an answer), unparseable_label (a JSON list as
-a class, a bool as a score or in a list, a non-finite score, QA answers of no shape squad.answer_list reads),
-non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1, and
-so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first valid row's),
-empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer,
+repeated_header (a CSV / TSV / sheet row of two columns or more that is the header again: `cat a.csv b.csv`),
+missing_text, missing_label (absent, empty, JSON null, NaN, or text that says so: "nan", "<NA>", Excel's #N/A and other
+error cells; QA: answers absent or null, where [] is a question without an answer), unparseable_label (a JSON list as a
+class, a bool as a score or in a list, a non-finite score, QA answers of no shape squad.answer_list reads),
+non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1, and so
+is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first valid row's), empty_row,
+tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer,
 answer_offset_in_other_units (not dropped: a start counted in UTF-16 units or UTF-8 bytes, kept at its character),
-not_a_squad_article (SQuAD JSON: an item of its data list without paragraphs),
-unanswerable_needs_version_2 (QA, as load_squad; the last: a question without an answer, read with version_2 false:
-set task.version_2=true to train on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> /
-corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are kept; corrupt_parquet, a
-Parquet page that does not decode, likewise).
+not_a_squad_article (SQuAD JSON: an item of its data list without paragraphs), unanswerable_needs_version_2 (QA, as
+load_squad; the last: a question without an answer, read with version_2 false: set task.version_2=true to train on
+them), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a compressed file cut
+short or not of its codec: the records before it are kept; corrupt_parquet, a Parquet page that does not decode,
+likewise).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
 named (UTF-16 / UTF-32 where none is), a JSON array whose JSON breaks between its elements, a Parquet file's datasets
@@ -90,8 +90,9 @@ _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _ABSENT = object()
 # a label cell that says "no value" as text: pandas' astype(str) of NaN / NA, JSON's null as text, Excel's error cells
-_NO_VALUE = frozenset({"nan", "NaN", "<NA>", "null", "NULL", "#N/A", "#N/A N/A", "#NA", "#VALUE!", "#REF!", "#DIV/0!",
-                       "#NUM!", "#NAME?", "#NULL!"})
+# (not "null" / "None": a class of its own in some data, a no-relation or no-intent label)
+_NO_VALUE = frozenset({"nan", "NaN", "<NA>", "#N/A", "#N/A N/A", "#NA", "#VALUE!", "#REF!", "#DIV/0!", "#NUM!",
+                       "#NAME?", "#NULL!"})
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
@@ -168,8 +169,8 @@ def _header_records(path, lines, kind, columns):
                 raise TaskDataError(f"{path}: the header names column {twice[0]!r} more than once "
                                     f"({header}); rename all but the one to read")
         elif header is not None:
-            if not isinstance(fields, Reject) and header == [h.strip().removeprefix("\ufeff") if isinstance(h, str)
-                                                             else h for h in fields]:
+            if not isinstance(fields, Reject) and len(header) > 1 and header == [  # (one column: its name is text)
+                    h.strip().removeprefix("\ufeff") if isinstance(h, str) else h for h in fields]:
                 fields = Reject("repeated_header")  # files joined by `cat *.csv`: each one's header, not a row
             elif not isinstance(fields, Reject):
                 fields = dict(zip(header, fields)) if len(fields) == len(header) else Reject("wrong_column_count")
@@ -305,7 +306,7 @@ class _Rows:
                 return "unparseable_label"
         if isinstance(value, list) and len(value) >= 2 and all(
                 not isinstance(x, bool) and isinstance(x, (int, float)) and x in (0, 1) for x in value) \
-                and (any(isinstance(x, float) for x in value) or len(value) > len(set(value))):
+                and {0, 1} <= set(value) and (any(isinstance(x, float) for x in value) or len(value) >= 3):
             raise TaskDataError(f"{self.path}: a label {value[:8]} is a 0/1 indicator vector (multi-hot), not a list "
                                 "of classes: write the classes each row has (the indices of its 1s, or their names)")
         if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, str)) for x in value):

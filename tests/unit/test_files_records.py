@@ -57,6 +57,13 @@ def test_labels_as_exports_write_them(tmp_path):
     assert rejects == {"missing_label": 3, "repeated_header": 1}
     rows, _, _, _ = read(write(tmp_path, "score.csv", "text,label\na,nan\nb,2.5\n"), "csv", "regression")
     assert [r["label"] for r in rows] == [2.5]
+    # "null" and "None" are classes of their own in some data (no relation, no intent); a one-column file's row that
+    # is its column's name is text
+    rows, rejects, _, _ = read(write(tmp_path, "null.jsonl", jsonl({"text": "a", "label": "null"},
+                                                                   {"text": "b", "label": "None"})), "jsonl")
+    assert [r["label"] for r in rows] == ["null", "None"] and not rejects
+    rows, rejects, _, _ = read(write(tmp_path, "inputs.csv", "text\nhello\ntext\n"), "csv", columns=Columns(label=""))
+    assert [r["text_a"] for r in rows] == ["hello", "text"] and not rejects
     csv_rows, _, _, _ = read(write(tmp_path, "pandas.csv", "text,label\na,True\nb,False\nc,TRUE\n"), "csv")
     json_rows, rejects, _, _ = read(write(tmp_path, "b.jsonl", jsonl({"text": "a", "label": True},
                                                                      {"text": "b", "label": False})), "jsonl")
@@ -84,8 +91,9 @@ def test_a_multi_hot_label_column_is_refused_not_read_as_classes(tmp_path):
         path = write(tmp_path, "hot.jsonl", jsonl({"text": "a", "label": [2, 0]}, {"text": "b", "label": label}))
         with pytest.raises(TaskDataError, match="indicator vector"):
             read(path, "jsonl", "multi-label")
-    rows, _, _, _ = read(write(tmp_path, "ids.jsonl", jsonl({"text": "a", "label": [1, 0]})), "jsonl", "multi-label")
-    assert [r["label"] for r in rows] == [["1", "0"]]
+    rows, _, _, _ = read(write(tmp_path, "ids.jsonl", jsonl({"text": "a", "label": [1, 0]}, {"text": "b", "label": [1, 1]},
+                                                            {"text": "c", "label": [0, 0, 2]})), "jsonl", "multi-label")
+    assert [r["label"] for r in rows] == [["1", "0"], ["1"], ["0", "2"]]  # class ids, one twice: no 0/1 vector
 
 
 def test_a_json_file_is_json_lines_unless_it_is_one_squad_document(tmp_path):
@@ -102,10 +110,15 @@ def test_a_json_file_is_json_lines_unless_it_is_one_squad_document(tmp_path):
 
     comma = write(tmp_path, "comma.json", '{"text": "a", "label": 1},\n{"text": "b", "label": 0}\n')
     latin = write(tmp_path, "latin.json", b'{"text": "caf\xe9", "label": 1}\n{"text": "b", "label": 0}\n')
-    table = write(tmp_path, "table.json", json.dumps({"schema": {"fields": []}, "data": [{"text": "a", "label": 1}]}))
     squad = write(tmp_path, "squad.json", json.dumps({"data": [{"title": "t", "paragraphs": []}]}, indent=1))
-    assert [fmt for path in (comma, latin, table, squad) for _, fmt in resolve_files(path)] == \
-        ["jsonl", "jsonl", "jsonl", "squad"]
+    article = '{"title": "t", "paragraphs": [{"context": "c", "qas": []}]}'  # another first key, an article a line
+    other = write(tmp_path, "other.json", '{\n "metadata": 1,\n "data": [\n' + article + '\n]\n}\n')
+    assert [fmt for path in (comma, latin, squad, other) for _, fmt in resolve_files(path)] == \
+        ["jsonl", "jsonl", "squad", "squad"]
+    table = write(tmp_path, "table.json", json.dumps({"schema": {"fields": []}, "data": [{"text": "a", "label": 1}]}))
+    with pytest.raises(TaskDataError, match=r"one JSON table \(pandas' to_json\(orient='table'\)\).*"
+                                            r"to_json\(orient='records', lines=True\)"):
+        resolve_files(table)
     rows, rejects, _, _ = read(comma, "jsonl")
     assert [r["text_a"] for r in rows] == ["b"] and rejects == {"bad_json": 1}
     (tmp_path / "g").mkdir()

@@ -137,3 +137,22 @@ def test_a_section_given_in_part_keeps_the_jobs_own_defaults(tmp_path):
     cfg = from_dict(PredictConfig, {"columns": {"id": "doc_id"}, "tracking": {"tracking_uri": uri}})
     assert (cfg.columns.tokens, cfg.columns.id, cfg.tracking.experiment) == ("", "doc_id", "bert-foundry-predictions")
     assert from_dict(PredictConfig, {"columns": {"tokens": "words"}}).columns.tokens == "words"
+
+
+def test_true_and_false_in_task_labels_match_the_files_class_names(tmp_path):
+    """The files' reader makes one class "true" of JSON's true, Excel's TRUE and pandas' True; task.labels naming
+    them "True" (quoted in YAML, as ClassName asks) would match no row."""
+    train = tmp_path / "t.csv"
+    train.write_text("text,label\na,True\nb,False\n")
+    cfg = load_config(FinetuneConfig, os.path.join(PRESETS, "files.yaml"), [
+        f"init={MINILM}", f"task.train_file={train}", 'task.labels=["True", "FALSE", "maybe"]'])
+    assert cfg.task.labels == ["true", "false", "maybe"]
+
+
+def test_a_quickstart_run_name_the_sweep_cannot_take_is_refused_before_pretraining():
+    from jobs import quickstart
+
+    with pytest.raises(ConfigError, match=r"pretrain.run_name \(the sweep's name is <run_name>-<sweep.name>\) must "
+                                          r"be a plain name .* got 'my run-quickstart-sweep'"):
+        quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, ["pretrain.run_name=my run"])
+    assert quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, ["pretrain.run_name=ok-1"])[1].name
