@@ -41,8 +41,8 @@ class TaskConfig:
     kind: str = ""
     max_seq_len: int = 128  # features are cut to this many word pieces (batches pad to their longest)
     labels: list[ClassName] = field(default_factory=list)  # class names; [] = the task's own (set by the job)
-    max_train_examples: int = 0  # quick runs: keep the first N training rows; 0 = all
-    max_eval_examples: int = 0  # quick runs: keep the first N select and dev rows; 0 = all
+    max_train_examples: int = 0  # quick runs: keep N training rows, a stable sample over all of them; 0 = all
+    max_eval_examples: int = 0  # quick runs: keep N select and N dev rows, likewise; 0 = all
     # Three roles (pipelines/tasks/roles.py): train fits, select chooses (checkpoint, trial, seed, threshold),
     # dev judges (model card, registered metrics, promotion). Select is carved from train by a stable hash of
     # each row's group: this share of it, at most this many rows (pkgdocs: a share of its documents).

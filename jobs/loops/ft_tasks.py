@@ -22,7 +22,7 @@ from bert_core.config import ConfigError
 from jobs.config.finetune import TaskConfig
 from pipelines.tasks.common import (UNKNOWN_SHARE, TaskDataError, batch_rows, count_too_long, load_tokenizer,
                                     require_wordpiece, unknown_share)
-from pipelines.tasks.roles import TaskRows, assign_roles
+from pipelines.tasks.roles import TaskRows, assign_roles, unit_hash
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 TARGETS = {"classification": ("labels",), "multi-label": ("labels",), "regression": ("labels",),
@@ -293,7 +293,11 @@ def rows_line(task: TaskConfig, rows: TaskRows) -> str:
 
 
 def _indexed(rows: list[dict], limit: int) -> list[dict]:
-    rows = rows[:limit] if limit else rows
+    """The rows numbered; `limit`: a stable sample of that many, in their order (not the first N: files and corpora
+    grouped by label would give one class)."""
+    if limit and len(rows) > limit:
+        keep = sorted(sorted(range(len(rows)), key=lambda i: unit_hash(f"cap:{i}"))[:limit])
+        rows = [rows[i] for i in keep]
     return [{**row, "row_index": i} for i, row in enumerate(rows)]
 
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import heapq
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -180,12 +182,25 @@ def _chosen(records, max_rows: int) -> set[str]:
 
 # -- pass 4: roles --------------------------------------------------------------------------------------------
 
+def _cap_hash(row: dict) -> float:
+    return unit_hash(f"cap:{row['id']}")
+
+
+def _lowest_hashes(batch, n: int, **roles) -> dict:
+    """A block's training rows' n lowest _cap_hash values (task.max_train_examples' sample)."""
+    rows = (json.loads(r) for r in _roles(batch, **roles)["row"])
+    return {"hashes": [json.dumps(heapq.nsmallest(n, map(_cap_hash, rows)))]}
+
+
 def _roles(batch, kind: str, mode: str, dev_groups: set, select_groups: set, labels: tuple, forbidden: set,
-           want: str, counts_only: bool = False):
+           want: str, counts_only: bool = False, keep_below: float = 1.0):
     """`want` = "train": the training rows (labels encoded, leaks out) as JSON, or (`counts_only`) what was left
-    out of them; else the carved rows of `want` and the counts, for the driver."""
+    out of them; else the carved rows of `want` and the counts, for the driver. `keep_below` < 1: train keeps the rows
+    whose id hashes below it (a stable sample spread over every file, for task.max_train_examples)."""
     out, rejects, leaks = [], collections.Counter(), 0
     for row in _rows(batch):
+        if keep_below < 1 and _cap_hash(row) >= keep_below:
+            continue
         g = _group(row, kind, mode)
         role = "dev" if g in dev_groups else "select" if g in select_groups else "train"
         if role != want:
@@ -289,9 +304,17 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     forbidden = set().union(*(leak_keys(r, kind) for r in dev)) if dev else set()
     _, train_rejects, train_leaks = carved("train", forbidden, counts_only=True)
     rejected["train"].update(train_rejects)
-    train = read.map_batches(_roles, batch_size=None, batch_format="numpy", fn_kwargs=dict(
-        kind=kind, mode=mode, dev_groups=dev_groups, select_groups=select_groups, labels=labels, forbidden=forbidden,
-        want="train"))
+    roles = dict(kind=kind, mode=mode, dev_groups=dev_groups, select_groups=select_groups, labels=labels,
+                 forbidden=forbidden, want="train")
+    keep_below = 1.0
+    if max_train:  # task.max_train_examples: the N rows whose ids hash lowest, from every file (the first N rows of
+        # files grouped by label would be one class): each block's N lowest, then the N-th lowest of all
+        lows = read.map_batches(_lowest_hashes, batch_size=None, batch_format="numpy",
+                                fn_kwargs={"n": max_train, **roles}).take_all()
+        hashes = sorted(h for rec in lows for h in json.loads(rec["hashes"]))[:max_train]
+        keep_below = math.nextafter(hashes[-1], 2.0) if len(hashes) == max_train else 1.0
+    train = read.map_batches(_roles, batch_size=None, batch_format="numpy", fn_kwargs={**roles,
+                                                                                       "keep_below": keep_below})
     if max_train:
         train = train.limit(max_train)
     train = train.materialize()

@@ -219,3 +219,19 @@ def test_training_rows_grouped_by_label_reach_the_workers_shuffled_and_the_same_
     assert [order(_features(cfg, many, MINILM)) == seeded for _ in range(3)] == [True] * 3
     kept = _features(cfg, as_list, MINILM, evaluation=True)
     assert first_labels(kept) == [r["label"] for r in as_list[:64]]
+
+
+def test_the_quick_run_caps_sample_every_class_not_the_first_rows(tmp_path, ray_up):
+    """task.max_train_examples and task.max_eval_examples kept the first N rows: an export grouped by label (one
+    file per class, or sorted) trained on one class and chose on a near-one-class select split. A stable sample."""
+    folder = tmp_path / "by-label"
+    folder.mkdir()
+    for label in ("a", "b"):
+        write_jsonl(folder / f"{label}.jsonl", [{"text": f"{label} sentence {i}", "label": label} for i in range(300)])
+    t = task(f"task.train_file={folder}", "task.max_train_examples=40", "task.max_eval_examples=12")
+    rows = loaded(t)
+    train = train_rows(rows)
+    assert len(train) == 40 and {r["label"] for r in train} == {0, 1}
+    assert len(rows.select) == 12 and {r["label"] for r in rows.select} == {0, 1}
+    assert len(rows.evaluation["dev"]) == 12 and {r["label"] for r in rows.evaluation["dev"]} == {0, 1}
+    assert [r["id"] for r in train_rows(loaded(t))] == [r["id"] for r in train]  # the same sample each time
