@@ -22,7 +22,7 @@ from bert_core.config import ConfigError
 from jobs.config.finetune import TaskConfig
 from pipelines.tasks.common import (UNKNOWN_SHARE, TaskDataError, batch_rows, count_too_long, load_tokenizer,
                                     require_wordpiece, unknown_share)
-from pipelines.tasks.roles import TaskRows, assign_roles, unit_hash
+from pipelines.tasks.roles import TaskRows, assign_roles, numbered
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 TARGETS = {"classification": ("labels",), "multi-label": ("labels",), "regression": ("labels",),
@@ -147,9 +147,9 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
         train = _kept(load_conll(task.train_file, labels), "train", rejected)
         evals = {"dev": _kept(load_conll(task.dev_file, labels), "dev", rejected)}
     rows = assign_roles(train, evals, task.kind, task.selection_fraction, task.selection_max_rows, select)
-    rows.train = _indexed(rows.train, task.max_train_examples)
-    rows.select = _indexed(rows.select, task.max_eval_examples)
-    rows.evaluation = {name: _indexed(r, task.max_eval_examples) for name, r in rows.evaluation.items()}
+    rows.train = numbered(rows.train, task.max_train_examples)
+    rows.select = numbered(rows.select, task.max_eval_examples)
+    rows.evaluation = {name: numbered(r, task.max_eval_examples) for name, r in rows.evaluation.items()}
     rows.labels = tuple(labels)
     rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}
     if not rows.select:
@@ -211,8 +211,8 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
             raise TaskDataError(f"task.{name}_file {spec or task.train_file!r}: every row's score is "
                                 f"{rows[0]['label']:g}: Pearson and Spearman are undefined without variation; give "
                                 + ("rows whose scores differ" if spec else "a larger task.selection_fraction"))
-    rows = TaskRows(streamed.train, _indexed(select, task.max_eval_examples),
-                    {"dev": _indexed(dev, task.max_eval_examples)}, labels=streamed.labels, dropped=dropped)
+    rows = TaskRows(streamed.train, numbered(select, task.max_eval_examples),
+                    {"dev": numbered(dev, task.max_eval_examples)}, labels=streamed.labels, dropped=dropped)
     rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}
     rows.truncated = {"train": streamed.truncated} if streamed.truncated else {}
     return rows
@@ -290,15 +290,6 @@ def rows_line(task: TaskConfig, rows: TaskRows) -> str:
             + (f"; removed as leaks: {dropped}" if dropped else "")
             + (f"; rejected: {rows.rejected}" if rows.rejected else "")
             + (f"; cut to {task.max_seq_len} word pieces: {rows.truncated}" if rows.truncated else ""))
-
-
-def _indexed(rows: list[dict], limit: int) -> list[dict]:
-    """The rows numbered; `limit`: a stable sample of that many, in their order (not the first N: files and corpora
-    grouped by label would give one class)."""
-    if limit and len(rows) > limit:
-        keep = sorted(sorted(range(len(rows)), key=lambda i: unit_hash(f"cap:{i}"))[:limit])
-        rows = [rows[i] for i in keep]
-    return [{**row, "row_index": i} for i, row in enumerate(rows)]
 
 
 def majority_baseline(task: TaskConfig, rows: list[dict], split: str = SELECT) -> float:

@@ -101,6 +101,15 @@ def unit_hash(key: str) -> float:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
 
 
+def numbered(rows: list[dict], limit: int = 0) -> list[dict]:
+    """The rows with their row_index; `limit`: a stable sample of that many, in their order (task.max_*_examples;
+    not the first N: benchmark readers and users' files grouped by label would give one class)."""
+    if limit and len(rows) > limit:
+        keep = sorted(sorted(range(len(rows)), key=lambda i: unit_hash(f"cap:{i}"))[:limit])
+        rows = [rows[i] for i in keep]
+    return [{**row, "row_index": i} for i, row in enumerate(rows)]
+
+
 def carve(rows: list[dict], group: Callable[[dict], str], fraction: float, max_rows: int
           ) -> tuple[list[dict], list[dict]]:
     """(train, select): the groups whose hash is below `fraction` go to select, lowest hashes first, until

@@ -131,9 +131,11 @@ def test_a_first_group_larger_than_the_cap_is_refused_not_taken_whole(blocks):
 def test_a_capped_split_is_a_stable_sample_in_order_not_its_first_rows():
     """The benchmark readers' rows are grouped by label (pkgdocs builds one package at a time): the first N of them
     were one class."""
+    from pipelines.tasks.roles import numbered
+
     rows = [{"label": i // 50} for i in range(200)]  # four classes, grouped
-    capped = ft_tasks._indexed(rows, 40)
+    capped = numbered(rows, 40)
     assert len(capped) == 40 and {r["label"] for r in capped} == {0, 1, 2, 3}
     assert [r["row_index"] for r in capped] == list(range(40))
     assert [r["label"] for r in capped] == sorted(r["label"] for r in capped)  # in the rows' order
-    assert capped == ft_tasks._indexed(rows, 40) and len(ft_tasks._indexed(rows, 0)) == 200
+    assert capped == numbered(rows, 40) and len(numbered(rows, 0)) == 200
