@@ -205,7 +205,8 @@ class FinetuneLoop:
             self.bad_evals += 1
         if not again:
             self.history.append({"step": step, "epoch": epoch, **metrics})
-        self.stopped = bool(self.train.patience and self.bad_evals >= self.train.patience)
+        # patience ran out before the run's last step (at it, the run ends anyway: it ran every step, not stopped)
+        self.stopped = bool(self.train.patience and self.bad_evals >= self.train.patience) and not final
         final = final or self.stopped
         if self.log:
             self.log.info(f"[eval] step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in metrics.items())

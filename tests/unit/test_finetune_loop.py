@@ -137,6 +137,11 @@ def test_an_improvement_resets_patience_and_patience_0_never_stops():
     run = Run(scores=[0.9] + [0.1] * 14, eval_every_steps=1, patience=0)
     run.loop.run()
     assert not run.loop.stopped and run.loop.step == 15 and run.loop.best_step == 1
+    # patience running out at the last step is no early stop: the run made every step (it was reported as stopped
+    # at step 6 of 6)
+    run = Run(scores=[0.5, 0.6, 0.7, 0.8, 0.7, 0.6], eval_every_steps=1, patience=2, total=6)
+    run.loop.run()
+    assert not run.loop.stopped and run.loop.step == 6 and run.loop.bad_evals == 2
 
 
 @pytest.mark.parametrize("every, total, evals", [
