@@ -111,7 +111,7 @@ def eval_metric(task: TaskConfig) -> str:
 # -- rows (on the driver) ----------------------------------------------------------------------------
 
 def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
-    """The task's rows in their three roles, `row_index` set in each split; first-N caps applied. Your own files
+    """The task's rows in their three roles, `row_index` set in each split; caps applied (samples). Your own files
     (task.name=files) are read by Ray Data tasks: their training split stays in the cluster (a StreamedSplit;
     Ray must be up) and `tokenizer_dir` counts its rows too long for task.max_seq_len as they pass. A `tokenizer_dir`
     that is not WordPiece's is refused first, before a row is read (pipelines.tasks.common.require_wordpiece)."""
