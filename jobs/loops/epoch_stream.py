@@ -44,10 +44,10 @@ class EpochStream:
             return next(self._current)
         while True:
             epoch, item = self._queue.get()
+            if isinstance(item, BaseException):  # whatever its epoch: the reader has ended, and nothing would come
+                raise item  # again (the loop and the other ranks would wait forever, and Ray Train never restart)
             if epoch < self.epoch:
                 continue  # what the loop left of an epoch it has finished
-            if isinstance(item, BaseException):
-                raise item
             if item is _END:
                 raise StopIteration
             return item

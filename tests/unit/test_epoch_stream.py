@@ -94,6 +94,27 @@ def test_a_reader_error_is_raised_in_the_loop():
         next(stream)
 
 
+def test_a_reader_error_in_an_epoch_the_loop_has_left_is_raised_not_waited_on():
+    """A rank whose neighbour ran out first moves on while its reader still reads the old epoch: an error there was
+    dropped with the old epoch's batches, the reader had ended, and the loop waited forever (the other ranks too, in
+    their lockstep all-reduce): a hang that Ray Train never restarts."""
+    def open_epoch(epoch):
+        def batches():
+            yield 1
+            time.sleep(0.2)  # the loop advances meanwhile
+            raise OSError("a Ray Data task failed")
+        return batches()
+
+    stream = EpochStream(open_epoch, epoch=0, depth=4)
+    assert next(stream) == 1
+    stream.advance()
+    result = []
+    thread = threading.Thread(target=lambda: result.append(pytest.raises(OSError, next, stream)), daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive() and "a Ray Data task failed" in str(result[0].value)
+
+
 def test_close_ends_the_reader():
     stream = EpochStream(Epochs(size=1000), epoch=0, depth=2)
     next(stream)
