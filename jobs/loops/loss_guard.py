@@ -11,6 +11,9 @@ rate (compounding over rollbacks). Every rollback is one of the run's `max_failu
 
 from __future__ import annotations
 
+import math
+import uuid
+
 import ray
 
 
@@ -26,7 +29,9 @@ class RollbackLedger:
         self._rollbacks: list[dict] = []
 
     def record(self, step: int, lr_factor: float) -> float:
-        self._rollbacks.append({"step": step, "lr_factor": lr_factor})
+        # an id of its own: checkpoints carry the rollbacks to a resubmitted job (whose ledger starts empty), and a
+        # restart within this job finds them in its checkpoint and here (jobs/workers/pretrain_worker.py)
+        self._rollbacks.append({"id": uuid.uuid4().hex, "step": step, "lr_factor": lr_factor})
         return self.lr_scale()
 
     def lr_scale(self) -> float:
@@ -37,6 +42,11 @@ class RollbackLedger:
 
     def rollbacks(self) -> list[dict]:
         return list(self._rollbacks)
+
+
+def lr_scale(rollbacks: list[dict]) -> float:
+    """The learning rate's factor after `rollbacks` (compounding)."""
+    return math.prod(r["lr_factor"] for r in rollbacks)
 
 
 class LossGuard:

@@ -31,7 +31,7 @@ from jobs.loops.data_position import DataPosition, ExampleIndex
 from jobs.workers.pretrain_engine import build_engine
 from jobs.loops.epoch_stream import EpochStream
 from jobs.runtime.faults import Faults
-from jobs.loops.loss_guard import LossGuard, NonFiniteLossError
+from jobs.loops.loss_guard import LossGuard, NonFiniteLossError, lr_scale
 from jobs.loops.metrics import MetricsWindow, flops_per_token, progress_line
 from jobs.engine.checkpoint_parts import restore_rng, rng_arrays, rng_states, write_rank_files, write_topology
 from jobs.workers.reshard import load_engine
@@ -98,7 +98,7 @@ class Worker:
         self.tracker = config["data_tracker"]
         self.ledger = config["rollback_ledger"]
         self.guard = LossGuard(self.t.rollback_after)
-        self.rollbacks = 0
+        self.rollbacks, self.rollback_log, self.saved_rollbacks = 0, [], []  # saved: the checkpoint's (earlier jobs')
         self.faults = Faults(cfg.faults, self.rank, self.world, cfg.run_name)  # tests only (jobs/runtime/faults.py)
         self.special = SpecialIds(**config["special_ids"])
         self.continuation = (np.asarray(config["continuation"], dtype=bool) if self.t.masking.whole_word
@@ -142,6 +142,7 @@ class Worker:
             self.step, self.before = state["step"], state.get("eval_before", {})
             self._record_weights("restored")
             self.guard.skipped = state.get("nonfinite_skipped", 0)
+            self.saved_rollbacks = state.get("rollbacks", [])
             restore_rng(rng, self.rank)
             if self.rank == 0:
                 log.info(f"[resume] step {self.step}, epoch {self.position.epoch}, "
@@ -169,10 +170,14 @@ class Worker:
         self._open_stream()
 
     def _apply_rollbacks(self) -> None:
-        """After a loss rollback (see jobs/loops/loss_guard.py) train on at the reduced learning rate."""
-        self.rollbacks = len(ray.get(self.ledger.rollbacks.remote()))
+        """After a loss rollback (see jobs/loops/loss_guard.py) train on at the reduced learning rate: this job's
+        (the ledger's) and those of the jobs before it that the checkpoint carries (a resubmission's ledger starts
+        empty, and scale_lr sets the rate from optim.lr), each once."""
+        mine = ray.get(self.ledger.rollbacks.remote())
+        self.rollback_log = list({r.get("id", i): r for i, r in enumerate([*self.saved_rollbacks, *mine])}.values())
+        self.rollbacks = len(self.rollback_log)
         if self.rollbacks:
-            scale = ray.get(self.ledger.lr_scale.remote())
+            scale = lr_scale(self.rollback_log)
             self.engine.scale_lr(scale)
             if self.rank == 0:
                 log.info(f"[rollback] {self.rollbacks} so far: resuming at step {self.step} with "
@@ -335,7 +340,7 @@ class Worker:
         with tempfile.TemporaryDirectory() as tmp:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.mask_next,
-                "eval_before": self.before, "nonfinite_skipped": self.guard.skipped})
+                "eval_before": self.before, "nonfinite_skipped": self.guard.skipped, "rollbacks": self.rollback_log})
             self._record_weights("saved")
             self.faults.maybe_fail(self.step, "write")
             if self.rank == 0:

@@ -69,6 +69,32 @@ def test_a_log_window_reports_the_optimizer_steps_deepspeed_skipped():
     assert metrics == dict(step=40, epoch=0, lr=1e-4, grad_norm=0.5, nonfinite_total=1, rollbacks=0, skipped_steps=3)
 
 
+def test_a_resubmitted_jobs_rollback_compounds_with_the_earlier_jobs_each_counted_once(monkeypatch):
+    """The rollback ledger lives one job: a resubmission's starts empty, and scale_lr sets the rate from optim.lr, so
+    the first rollback of job 2 (x0.5) trained at job 1's rate again (0.5 x lr, not 0.25 x). The checkpoint carries
+    the rollbacks; a restart within a job finds its own in both, counted once."""
+    from jobs.workers import pretrain_worker
+
+    monkeypatch.setattr(pretrain_worker.ray, "get", lambda ref: ref)
+    scaled = []
+
+    def worker(saved, ledger):
+        w = Worker.__new__(Worker)
+        w.rank, w.step, w.saved_rollbacks = 1, 30, saved
+        w.ledger = SimpleNamespace(rollbacks=SimpleNamespace(remote=lambda: ledger))
+        w.engine = SimpleNamespace(scale_lr=scaled.append)
+        w._apply_rollbacks()
+        return w
+
+    job1 = {"id": "a", "step": 12, "lr_factor": 0.5}
+    job2 = {"id": "b", "step": 25, "lr_factor": 0.5}
+    assert worker([job1], [job2]).rollbacks == 2 and scaled == [0.25]  # resubmitted, then rolled back
+    assert worker([job1, job2], [job2]).rollbacks == 2 and scaled[-1] == 0.25  # a restart within job 2
+    assert worker([job1], []).rollback_log == [job1] and scaled[-1] == 0.5  # resubmitted, no rollback yet
+    scaled.clear()
+    assert worker([], []).rollbacks == 0 and scaled == []
+
+
 # -- the held-out set ---------------------------------------------------------------------------------------------
 
 V = 5000
