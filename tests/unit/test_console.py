@@ -200,3 +200,27 @@ def test_ray_datas_listing_race_is_dropped_and_nothing_else():
     # an InterruptedError from elsewhere in another thread is kept
     elsewhere = [SIGNALER_RACE[0], SIGNALER_RACE[1], '  File "x.py", line 1, in f', "InterruptedError"]
     assert console.keep_lines(batch("ListFiles", *elsewhere, is_err=True)) == elsewhere
+
+
+def test_tunes_snapshot_race_is_dropped_and_its_other_failures_kept(capsys):
+    """Tune copies its experiment state to storage while its searcher rewrites a state file through a temporary
+    one: the copy's FileNotFoundError on the "-tmp-" file was printed as an ERROR with its traceback in a clean run
+    of the quickstart (the next snapshot copies the renamed file). That exact shape is dropped, nothing else."""
+    logger = logging.getLogger("ray.tune.execution.experiment_state")
+    before = list(logger.filters)
+    console.configure(verbose=False)
+    stream = logging.StreamHandler(sys.stderr)
+    logger.addHandler(stream)
+    try:
+        for exc in (FileNotFoundError("[Errno 2] Failed to open local file '/tmp/ray/x/driver_artifacts/"
+                                      ".0057-tmp-basic-variant-state-2026.json'"), OSError("disk full")):
+            try:
+                raise exc
+            except OSError:
+                logger.error("Saving experiment state to storage at '/runs/sw' failed with exception: ",
+                             exc_info=True)
+    finally:
+        logger.removeHandler(stream)
+        logger.filters[:] = before
+    err = capsys.readouterr().err
+    assert "disk full" in err and "-tmp-basic-variant-state" not in err and err.count("Saving experiment state") == 1
