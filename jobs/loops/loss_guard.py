@@ -28,17 +28,10 @@ class RollbackLedger:
     def __init__(self):
         self._rollbacks: list[dict] = []
 
-    def record(self, step: int, lr_factor: float) -> float:
+    def record(self, step: int, lr_factor: float) -> None:
         # an id of its own: checkpoints carry the rollbacks to a resubmitted job (whose ledger starts empty), and a
         # restart within this job finds them in its checkpoint and here (jobs/workers/pretrain_worker.py)
         self._rollbacks.append({"id": uuid.uuid4().hex, "step": step, "lr_factor": lr_factor})
-        return self.lr_scale()
-
-    def lr_scale(self) -> float:
-        scale = 1.0
-        for r in self._rollbacks:
-            scale *= r["lr_factor"]
-        return scale
 
     def rollbacks(self) -> list[dict]:
         return list(self._rollbacks)
