@@ -31,14 +31,12 @@ def missing(value) -> bool:
     """A null cell: None, NaN or pandas' NA (what a JSON null becomes in a request's table)."""
     import pandas as pd
 
-    if isinstance(value, (list, tuple, dict, set)) or getattr(value, "ndim", 0):  # pd.isna of one is an array
-        return False
     return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
 
 
 def refuse_non_text(kind: str, column: str, values) -> None:
     """Raise naming the first row whose `column` is a list, mapping or array (a tagger sent its words as a list):
-    read as text it would be its Python repr."""
+    read as text it would be its Python repr, and `missing` would ask pandas whether an array is null."""
     for i, v in enumerate(values):
         if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0):
             raise ValueError(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
