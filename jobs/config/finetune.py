@@ -17,6 +17,7 @@ from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, T
                                   check_uri_backend, refuse_relative_when_submitted)
 from jobs.config.io import ClassName, from_dict, to_dict
 from jobs.runtime.faults import FaultsConfig
+from pipelines.tasks.cells import bool_class
 from pipelines.tasks.conll import CONLL_LABELS
 from pipelines.tasks.files import KINDS as FILE_KINDS
 from pipelines.tasks.files import FORMATS, Columns
@@ -248,9 +249,8 @@ class FinetuneConfig:
         k = self.task
         if k.kind not in FILE_KINDS:
             raise ConfigError(f"task.kind must be one of {FILE_KINDS} for task.name=files, got {k.kind!r}")
-        if k.kind == "classification":  # the files' reader makes one class of JSON's true, Excel's TRUE and pandas'
-            # True (pipelines/tasks/files.py): "true" / "false", which the labels named here must match
-            k.labels = [x.strip().lower() if x.strip().lower() in ("true", "false") else x for x in k.labels]
+        if k.kind == "classification":  # the files' reader names true and false so (cells.bool_class): so must these
+            k.labels = [bool_class(x) or x for x in k.labels]
         if k.format and k.format not in FORMATS:
             raise ConfigError(f"task.format must be one of {FORMATS} or '' (from the extension), got {k.format!r}")
         try:

@@ -17,6 +17,15 @@ def integral(text: str) -> str:
     return text.split(".", 1)[0] if _INTEGRAL.fullmatch(text) else text
 
 
+def bool_class(value) -> str | None:
+    """A class that says true or false, one name in every format: a bool (JSON, Parquet) or its text in any case
+    (Excel's TRUE, pandas' True) -> "true" / "false"; None for anything else."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = value.strip().lower() if isinstance(value, str) else ""
+    return text if text in ("true", "false") else None
+
+
 def cell_id(value) -> str | None:
     """A record's id as text, None where it has none (absent, "", null, NaN); an integral float is the integer."""
     if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):

@@ -70,7 +70,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
-from pipelines.tasks.cells import cell_id, cell_text, integral
+from pipelines.tasks.cells import bool_class, cell_id, cell_text, integral
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
@@ -267,13 +267,11 @@ class _Rows:
             return "missing_label"
         if isinstance(value, decimal.Decimal):  # Parquet DECIMAL (Spark, BigQuery NUMERIC, Snowflake NUMBER(38,0))
             value = int(value) if value == value.to_integral_value() else float(value)
-        if isinstance(value, bool) or (self.kind == "classification" and isinstance(value, str)
-                                       and value.strip().lower() in ("true", "false")):
-            if self.kind != "classification":
-                return "unparseable_label"
+        if self.kind == "classification" and bool_class(value):
             # JSON true, Excel's TRUE, pandas' True: one class in every format (a dev CSV beside a train workbook)
-            return ("true" if value is True or (isinstance(value, str) and value.strip().lower() == "true")
-                    else "false"), "str"
+            return bool_class(value), "str"
+        if isinstance(value, bool):
+            return "unparseable_label"
         if self.kind == "classification" and isinstance(value, float):  # pandas writes an int column with a NaN
             if not value.is_integer():  # as floats (1.0, 0.0, null): 1.0 is the class 1, 1.5 is none
                 return "non_integer_label"
