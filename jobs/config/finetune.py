@@ -262,8 +262,7 @@ class FinetuneConfig:
                               "task.name=files")
         for name in ("train_file", "dev_file", "select_file"):
             if getattr(k, name):
-                if "://" in getattr(k, name) and not getattr(k, name).startswith("file://"):
-                    check_uri_backend(f"task.{name}", getattr(k, name))  # else an ImportError's traceback
+                check_uri_backend(f"task.{name}", getattr(k, name))  # else resolve_files' ImportError, a traceback
                 try:
                     resolve_files(getattr(k, name), k.format)
                 except (FileNotFoundError, ValueError) as e:

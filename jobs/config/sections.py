@@ -185,9 +185,13 @@ _BACKENDS = {"s3": "s3fs (pip install 'bert-foundry[cloud]')", "s3a": "s3fs (pip
 def check_uri_backend(name: str, uri: str) -> None:
     """A URI the job reads (s3://, gs://, ...) needs fsspec's filesystem for its scheme, a package of its own: not
     installed, the job would fail in Ray Data's first read, after the cluster (and its GPU nodes) came up. Checked
-    on the machine the job starts on; the nodes run the same image or environment."""
+    on the machine the job starts on; the nodes run the same image or environment. A local path passes."""
     import fsspec
 
+    from pipelines.paths import is_uri
+
+    if not is_uri(uri):
+        return
     scheme = uri.split("://", 1)[0].lower()
     try:
         fsspec.get_filesystem_class(scheme)
