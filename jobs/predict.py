@@ -318,8 +318,9 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
           f"({'GPU' if gpus else f'{cfg.cpus_per_actor:g} CPU'} each)", flush=True)
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
         rows += int(batch["rows"].sum())
-        named |= {str(s) for s in batch["shard"]}
-        _complete_shards(output, manifest, {str(s) for s in batch["shard"]})
+        touched = {str(s) for s in batch["shard"]}
+        named |= touched
+        _complete_shards(output, manifest, touched)
         if time.time() - last >= PROGRESS_EVERY_S:
             last = time.time()
             rate = rows / max(last - start, 1e-9)
