@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -75,12 +76,15 @@ class MetricsWindow:
                 metrics: Callable[[dict[str, float]], dict] = lambda sums: {}) -> dict:
         """The window's mean loss, `metrics` (the objective's) of its sums, and rates. Per-run rates count a
         rank's tokens x `replicas` (every data-parallel replica moves at its pace: they step in lockstep), or a
-        `summed` window's with replicas=1; MFU divides by all `devices` (replicas x pipeline stages)."""
+        `summed` window's with replicas=1; MFU divides by all `devices` (replicas x pipeline stages). A window whose
+        micro-batches were all skipped as non-finite has no loss or accuracy to average: they read NaN, not 0."""
         elapsed = max(time.perf_counter() - self.start, 1e-9)
-        n = max(self.micro_steps, 1)
         tokens_per_s = self.tokens * replicas / elapsed
+        averages = metrics(self.sums)
+        if not self.micro_steps:
+            averages = {k: v if isinstance(v, int) else math.nan for k, v in averages.items()}  # counts stay 0
         out = {
-            "loss": self.loss / n, **metrics(self.sums),
+            "loss": self.loss / self.micro_steps if self.micro_steps else math.nan, **averages,
             "tokens_per_s": tokens_per_s, "samples_per_s": self.samples * replicas / elapsed,
             "data_wait_share": self.data_wait / elapsed,
             "nonfinite_skipped": self.nonfinite,  # micro-batches skipped for a NaN/inf loss in this window

@@ -1,5 +1,7 @@
 """The engine seam's pure parts: DeepSpeed config translation, LR schedule, weight-decay groups, FLOPs."""
 
+import math
+
 import pytest
 
 from bert_core.config import tiny
@@ -104,3 +106,7 @@ def test_a_data_parallel_window_is_every_ranks_not_rank_0s():
     assert rank0["mlm_acc"] == 0.25 and rank0["tokens_per_s"] / summary["tokens_per_s"] == pytest.approx(1.5, rel=0.01)
     with pytest.raises(ValueError, match="are not among the keys every rank adds"):
         MetricsWindow(sums={"other": 1.0}).summed(add, keys)
+    # a window of non-finite micro-batches only (every rank's): no loss of 0 and no accuracy of 0, NaN, and the count
+    empty = dead.summary(1, 1.0, None, devices=2, metrics=PretrainingObjective(nsp=True).metrics)
+    assert math.isnan(empty["loss"]) and math.isnan(empty["mlm_acc"]) and math.isnan(empty["nsp_loss"])
+    assert (empty["mlm_tokens"], empty["nonfinite_skipped"]) == (0, 2)
