@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None):
     console.configure(args.verbose)
     pretrain_cfg.check_environment()
     try:  # the sweep's paths too, before any Ray work: it ran first after the whole pretraining
-        sweep_cfg.finetune.check_environment()
+        sweep_cfg.check_environment()
     except ConfigError as e:
-        raise ConfigError(f"sweep.finetune: {e}") from None
+        raise ConfigError(f"sweep.{e}") from None
     if args.check:
         return checked("quickstart", f"{args.pretrain_config} and {args.sweep_config}", args.overrides)
     return run(pretrain_cfg, sweep_cfg)

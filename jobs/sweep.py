@@ -83,7 +83,7 @@ def refuse_earlier_seed_runs(out_dir: Path) -> None:
 
 def run(cfg: SweepConfig) -> SweepResult:
     cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
-    cfg.finetune.check_environment()  # output folder, GPUs, paths of a submitted job: also before Ray
+    cfg.check_environment()  # output folder, GPUs, paths of a submitted job: also before Ray
     prefer_loopback()
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> SweepResult:
     args, cfg = parse(argv)  # fails here, before any Ray work
     console.configure(args.verbose)
     if args.check:
-        cfg.finetune.check_environment()
+        cfg.check_environment()
         return checked("sweep", args.config, args.overrides)
     return run(cfg)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
-from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_output_dir,
-                                  check_uri_backend, refuse_relative_when_submitted)
+from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_adam,
+                                  check_output_dir, check_seed, check_uri_backend, refuse_relative_when_submitted)
 from jobs.config.io import ClassName, from_dict, to_dict
 from jobs.runtime.faults import FaultsConfig
 from pipelines.tasks.cells import bool_class
@@ -165,9 +165,10 @@ class FinetuneConfig:
         for name in ("max_steps", "eval_every_steps", "patience", "max_failures"):
             if getattr(t, name) < 0:
                 raise ConfigError(f"train.{name} must be >= 0, got {getattr(t, name)}")
-        for name in ("lr", "eps"):
-            if getattr(o, name) <= 0:
-                raise ConfigError(f"optim.{name} must be > 0, got {getattr(o, name)}")
+        if o.lr <= 0:
+            raise ConfigError(f"optim.lr must be > 0, got {o.lr}")
+        check_adam("optim", o.beta1, o.beta2, o.eps)
+        check_seed("train.seed", t.seed)
         for name in ("weight_decay", "grad_clip"):
             if getattr(o, name) < 0:
                 raise ConfigError(f"optim.{name} must be >= 0, got {getattr(o, name)}")

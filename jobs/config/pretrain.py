@@ -17,8 +17,8 @@ from bert_core.config import BertConfig, ConfigError, MaskingConfig, tiny
 from bert_core.modern_config import SWITCHES, ModernConfig
 from jobs.config.io import from_dict, recipe_of, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
-                                  ScalingConfig, TrackingConfig, check_output_dir, check_uri_backend,
-                                  refuse_relative_when_submitted)
+                                  ScalingConfig, TrackingConfig, check_adam, check_output_dir, check_seed,
+                                  check_uri_backend, refuse_relative_when_submitted)
 from jobs.runtime.faults import FaultsConfig
 from pipelines.config import DataConfig, check_max_predictions
 
@@ -179,6 +179,11 @@ class PretrainConfig:
         for name in ("warmup_steps", "grad_clip", "weight_decay"):
             if getattr(o, name) < 0:
                 raise ConfigError(f"optim.{name} must be >= 0, got {getattr(o, name)}")
+        check_adam("optim", o.beta1, o.beta2, o.eps)
+        if o.poly_power <= 0:
+            raise ConfigError(f"optim.poly_power must be > 0, got {o.poly_power}: the poly schedule decays the "
+                              f"learning rate as (1 - progress) ** poly_power")
+        check_seed("train.seed", t.seed)
         if o.warmup_steps > t.max_steps:
             raise ConfigError(f"optim.warmup_steps must be in [0, train.max_steps={t.max_steps}], "
                               f"got {o.warmup_steps}: a longer warmup never reaches optim.lr")

@@ -38,6 +38,23 @@ def check_alias(name: str, alias: str) -> None:
         raise ConfigError(f"{name} must be a registry alias MLflow accepts ({ALIAS_RULE}), got {alias!r}")
 
 
+def check_adam(section: str, beta1: float, beta2: float, eps: float) -> None:
+    """Adam's moments average the past with betas in [0, 1) (beta1=1 zeroes its bias correction: NaN weights at the
+    first step, which DeepSpeed's optimizers do not check); its step divides by sqrt(v) + eps, eps > 0."""
+    for name, value in (("beta1", beta1), ("beta2", beta2)):
+        if not 0 <= value < 1:
+            raise ConfigError(f"{section}.{name} must be in [0, 1), got {value}")
+    if eps <= 0:
+        raise ConfigError(f"{section}.eps must be > 0, got {eps}")
+
+
+def check_seed(name: str, seed: int) -> None:
+    """A seed NumPy, PyTorch and the search algorithms all take: a non-negative integer (NumPy refuses -1 in the
+    workers, after the cluster started)."""
+    if seed < 0:
+        raise ConfigError(f"{name} must be >= 0, got {seed}")
+
+
 @dataclass
 class OptimConfig:
     name: str = "adamw"  # adamw | lamb (jobs.engine.optim.Lamb, on GPU and CPU)

@@ -20,6 +20,7 @@ from pathlib import Path
 from bert_core.config import ConfigError
 from jobs.config.io import as_number, deep_merge, from_dict, parse_overrides, read_yaml, to_dict
 from jobs.config.finetune import FinetuneConfig
+from jobs.config.sections import check_seed
 from jobs.runtime.faults import FaultsConfig
 
 # The fine-tuning fields a sweep may search, with their types.
@@ -134,6 +135,8 @@ class SweepConfig:
                           "every trial is sampled at random, TPE never runs", stacklevel=2)
         if self.seeds.count < 0 or self.seeds.max_reseeds < 0 or self.seeds.first_seed < 0:
             raise ConfigError("seeds.count, seeds.first_seed and seeds.max_reseeds must be >= 0")
+        check_seed("search_seed", self.search_seed)
+        check_seed("pbt.seed", self.pbt.seed)
         self.faults.validate("sweep")
         try:  # the base first: a searched value is checked against it
             self.finetune.validate()
@@ -173,6 +176,17 @@ class SweepConfig:
                               f"grid's points) would run them in groups that "
                               f"never meet (each group trained to its end before the next starts); set "
                               f"max_concurrent >= {trials}, and cpus_per_trial so that they fit the cluster")
+        return self
+
+    def check_environment(self) -> "SweepConfig":
+        """What this machine must provide (FinetuneConfig.check_environment), before any Ray work, for trials that
+        each train in one process: finetune.scaling.num_workers is no trial's, so one GPU is asked for, not one per
+        worker; a refusal names the finetune. key it is about."""
+        ft = replace(self.finetune, scaling=replace(self.finetune.scaling, num_workers=1))
+        try:
+            ft.check_environment()
+        except ConfigError as exc:
+            raise ConfigError(f"finetune.{exc}") from None
         return self
 
     def _validate_space(self) -> None:

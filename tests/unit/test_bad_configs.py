@@ -211,6 +211,14 @@ CASES = [
     case("finetune", ["task.name=files", "task.kind=classification", "task.train_file={corpus}",
                       "task.columns.encoding=cp-1252"], "task.columns.encoding",
          r"'cp-1252' is not a text encoding Python knows \(its names: utf-8, cp1252", "ft-unknown-encoding"),
+    # Adam's betas and eps, the poly schedule's power, seeds: accepted before, they failed (or trained NaN) later
+    case("pretrain", ["optim.beta1=1.0"], "optim.beta1", r"in \[0, 1\)", "beta1-one"),
+    case("finetune", ["optim.beta2=1.5"], "optim.beta2", r"in \[0, 1\)", "ft-beta2-above-one"),
+    case("pretrain", ["optim.eps=-1e-6"], "optim.eps", "> 0", "negative-eps"),
+    case("pretrain", ["optim.schedule=poly", "optim.poly_power=-0.5"], "optim.poly_power", "> 0",
+         "negative-poly-power"),
+    case("pretrain", ["train.seed=-1"], "train.seed", ">= 0", "negative-seed"),
+    case("finetune", ["train.seed=-1"], "train.seed", ">= 0", "ft-negative-seed"),
 ]
 
 
@@ -352,7 +360,7 @@ SUBMITTED = json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_012345678
     (["jobs/finetune.py", "--config", "configs/finetune/pkgdocs.yaml", "init={init}", "output_dir=/shared/runs"],
      "tracking.tracking_uri='sqlite:///mlflow.db' is relative"),
     (["jobs/sweep.py", "--config", "configs/sweep/quickstart.yaml", "finetune.init={init}"],
-     "output_dir='runs' is relative"),
+     "finetune.output_dir='runs' is relative"),  # the sweep's key, not the fine-tune's
     (["jobs/promote.py", "any-model", "tracking.tracking_uri=sqlite:////shared/mlflow.db"],
      "tracking.artifact_location='./mlartifacts' is relative"),
     (["jobs/predict.py", "models:/m@champion", "--input", "rows.csv", "--output", "predictions"],
@@ -361,7 +369,7 @@ SUBMITTED = json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_012345678
     # the quickstart's sweep, checked before its pretraining runs (it was checked after, a whole run later)
     (["jobs/quickstart.py", "pretrain.output_dir=/shared/runs", "pretrain.data.output_root=/shared/prepared",
       "pretrain.tracking.tracking_uri=sqlite:////shared/mlflow.db", "pretrain.tracking.artifact_location=/shared/a",
-      "pretrain.corpus.harvest_dir=/shared/corpus"], "sweep.finetune: output_dir='runs' is relative"),
+      "pretrain.corpus.harvest_dir=/shared/corpus"], "sweep.finetune.output_dir='runs' is relative"),
 ], ids=["pretrain-output", "pretrain-prepared", "pretrain-harvest", "finetune", "sweep", "promote", "predict",
         "lineage", "quickstart-sweep"])
 def test_a_submitted_job_refuses_a_relative_path_it_would_write_with_one_line(argv, line, paths):

@@ -63,6 +63,8 @@ def test_overrides_reach_dotted_search_space_fields():
     (("gpus_per_trial=2", "finetune.scaling.use_gpu=true"), "gpus_per_trial in [0, 1]"),  # one process, one device
     ("finetune.deepspeed.zero_stage=1", "finetune.deepspeed.zero_stage must be 0 in a sweep"),
     ("max_trial_failures=-1", "max_trial_failures must be >= 0"),
+    ("search_seed=-1", "search_seed must be >= 0"),  # Optuna's and the random search's seeds are non-negative
+    ("pbt.seed=-1", "pbt.seed must be >= 0"),
     ("faults.fail_at_step=3", "faults.fail_at_step does not apply to sweep (set 3); allowed in sweep: "
                               "faults.kill_trial_at_step"),
     ("finetune.faults.fail_at_step=3", "finetune.faults must be left off in a sweep"),
@@ -173,3 +175,19 @@ def test_pbt_refuses_a_perturbation_interval_no_trial_reaches():
     with pytest.raises(ConfigError, match=r"pbt.perturbation_interval \(2\) must be < the evaluations a trial makes "
                                           r"\(2: 50 train features"):
         max_evaluations(cfg, 50)  # 12 steps: evaluated at 10 and 12
+
+
+def test_a_sweep_asks_this_machine_for_a_trials_gpu_not_one_per_finetune_worker(monkeypatch, tmp_path):
+    """Trials train in one process each: finetune.scaling.num_workers=2 (base.yaml's) asked a one-GPU machine for two
+    GPUs and refused a sweep it could run. A refusal names the finetune. key."""
+    import torch
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no `ray start` here: the sweep starts its own Ray
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "gpus_per_trial=1", "finetune.scaling.use_gpu=true",
+                                      "finetune.scaling.num_workers=2", f"finetune.output_dir={tmp_path}/runs"])
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert cfg.check_environment() is cfg
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    with pytest.raises(ConfigError, match=r"^finetune\.scaling\.use_gpu=true needs 1 GPUs .* has 0"):
+        cfg.check_environment()
