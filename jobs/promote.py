@@ -40,12 +40,13 @@ if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import deep_merge  # noqa: E402
 from jobs.runtime import console  # noqa: E402
-from jobs.config.sections import TrackingConfig, check_alias, refuse_relative_when_submitted  # noqa: E402
+from jobs.config.sections import (PROMOTION_ALIASES, TrackingConfig, check_alias,  # noqa: E402
+                                  refuse_relative_when_submitted)
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
-from jobs.registry.versions import alias_history, move_alias  # noqa: E402
+from jobs.registry.versions import alias_history, move_alias, version_by_alias, version_exists  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
 
-CANDIDATE, CHALLENGER, CHAMPION = "candidate", "challenger", "champion"
+CANDIDATE, (CHALLENGER, CHAMPION) = "candidate", PROMOTION_ALIASES
 
 
 @dataclass
@@ -117,32 +118,23 @@ def run(cfg: PromoteConfig) -> PromoteResult:
     return result
 
 
-def _alias(client, name: str, alias: str):
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return client.get_model_version_by_alias(name, alias)
-    except MlflowException:
-        return None
-
-
 def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
 
-    candidate = client.get_model_version(cfg.model, str(cfg.version)) if cfg.version else _alias(
+    candidate = client.get_model_version(cfg.model, str(cfg.version)) if cfg.version else version_by_alias(
         client, cfg.model, cfg.candidate_alias)
     if candidate is None:
         raise ValueError(f"{cfg.model} has no version under @{cfg.candidate_alias}; pass --version N")
-    champion = _alias(client, cfg.model, CHAMPION)
+    champion = version_by_alias(client, cfg.model, CHAMPION)
     ours, theirs = str(candidate.version), str(champion.version) if champion is not None else ""  # int or str
     if theirs == ours:
         return PromoteResult(cfg.model, "kept", f"v{ours} is already the champion", ours, theirs)
     task = their_task = judged_task(_task_of(candidate), cfg.task)
     if champion is not None:
-        other = _task_of(champion, required=False)
+        other = _task_of(champion)  # without it, nothing says the two are models of one task
         theirs_is = (other.get("name"), other.get("kind") or task.kind, other.get("labels"))
-        if other and theirs_is != (task.name, task.kind, task.labels):
+        if theirs_is != (task.name, task.kind, task.labels):
             raise ValueError(f"v{theirs} (champion) is a {theirs_is[0]} {theirs_is[1]} model with labels "
                              f"{theirs_is[2]}; v{ours} is {task.name} {task.kind} with {task.labels}: not comparable")
         # the data is the candidate's task's; how each model reads and decides is its own, as it serves
@@ -179,10 +171,12 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
         if moved:  # recording took requests too: checked again right before the move
             _refuse_recorded(cfg, client, result, moved)
-        if result.decision == "promoted":
-            move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id)
-            # only if still ours: a concurrent promotion of another version may hold @challenger by now
-            move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)
+        if result.decision == "promoted":  # only from the champion it was judged against (or none)
+            current = move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id, only_from=theirs)
+            if current != theirs:  # moved between the last check and this request: nothing moved
+                _refuse_recorded(cfg, client, result, _moved(ours, theirs, current))
+            else:  # only if still ours: a concurrent promotion of another version may hold @challenger by now
+                move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)
     if result.decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
         raise ValueError(f"{cfg.model}: {result.reason} (run {run_id})")
     return result
@@ -213,10 +207,12 @@ def _same_data(cfg: PromoteConfig, candidate, champion, task, split: str, rows: 
 
 def _champion_moved(client, name: str, ours: str, theirs: str) -> str:
     """Why v`ours`, judged against champion `theirs`, may not replace @champion now ("" if it still is `theirs`)."""
-    now = _alias(client, name, CHAMPION)
+    now = version_by_alias(client, name, CHAMPION)
     current = str(now.version) if now is not None else ""
-    if current == theirs:
-        return ""
+    return "" if current == theirs else _moved(ours, theirs, current)
+
+
+def _moved(ours: str, theirs: str, current: str) -> str:
     return (f"@champion moved from {_side(theirs)} to {_side(current)} while v{ours} was judged against "
             f"{_side(theirs)}: v{ours} was never compared with {_side(current)}, nothing moved; judge it again")
 
@@ -348,19 +344,20 @@ def history(client, name: str) -> list[str]:
 
 
 def champions(client, name: str) -> list[str]:
-    """The champion versions in order, rolled-back ones removed: the last is the current champion."""
+    """The champion versions in order, rolled-back and deleted ones removed: the last is the current champion. A
+    rollback withdraws every champion above the one it restored (those a rollback past deleted versions skipped)."""
     stack: list[str] = []
     for move in alias_history(client, name, CHAMPION):
         alias, old, _, new, why = move.split(" ", 4)
-        if why.startswith("rollback") and stack:
-            stack.pop()
-        else:
+        if why.startswith("rollback") and new[1:] in stack:
+            del stack[stack.index(new[1:]) + 1:]
+        elif new != "none":
             stack.append(new[1:])
-    return stack
+    return [v for v in stack if version_exists(client, name, v)]
 
 
 def rollback(cfg: PromoteConfig, client) -> PromoteResult:
-    current = _alias(client, cfg.model, CHAMPION)
+    current = version_by_alias(client, cfg.model, CHAMPION)
     stack = champions(client, cfg.model)
     if current is None or len(stack) < 2 or stack[-1] != str(current.version):
         raise ValueError(f"{cfg.model}: no previous champion to roll back to (champion history: "

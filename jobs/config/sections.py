@@ -31,6 +31,9 @@ ALIAS_RULE = ("letters, digits, '_' and '-', at most 255 characters; not 'latest
               "(MLflow reserves them)")
 
 
+PROMOTION_ALIASES = ("challenger", "champion")  # jobs/promote.py's own: moved only by a judged promotion
+
+
 def check_alias(name: str, alias: str) -> None:
     """Refuse `alias` (config field `name`) where MLflow would refuse it as a registered model's alias."""
     if (not re.fullmatch(r"[\w\-]{1,255}", alias) or alias.lower() == "latest"
@@ -156,6 +159,10 @@ class TrackingConfig:
             raise ConfigError(f"tracking.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
         if self.alias:
             check_alias("tracking.alias", self.alias)
+            if self.alias.lower() in PROMOTION_ALIASES:
+                raise ConfigError(f"tracking.alias={self.alias!r} is jobs/promote.py's: a trained model becomes "
+                                  f"{self.alias} only by beating the champion on held-out data; allowed: any other "
+                                  f"alias (candidate, the default, is what promote judges)")
         elif self.registered_model:
             raise ConfigError("tracking.alias must be set when tracking.registered_model is")
         return self

@@ -19,19 +19,45 @@ def _ns(key: str) -> int:
     return calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%S")) * 10**9 + int(frac)
 
 
-def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = "", only_from: str = "") -> str:
-    """Point `alias` of registered model `name` at version `new` ("" removes it) and record the move as a tag:
-    "<alias> v<old> -> v<new> <why> (run <run id>) <UTC time>", `none` for a missing side. The tag's key sorts after
-    every earlier move's, even from a host whose clock is behind. `only_from`: move only while the alias still points
-    at that version (another job may have moved it since; MLflow has no compare-and-set, so this narrows the race to
-    one request), else nothing moves or is recorded. Returns the old version."""
+ABSENT = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")  # MLflow's codes for a missing alias or version
+
+
+def version_by_alias(client, name: str, alias: str):
+    """The model version `alias` points at; None when it points at none. Any other registry error (a server that
+    failed the request) raises: read as "no champion", it would promote a model judged against nothing."""
     from mlflow.exceptions import MlflowException
 
     try:
-        old = str(client.get_model_version_by_alias(name, alias).version)
-    except MlflowException:
-        old = ""
-    if only_from and old != only_from:
+        return client.get_model_version_by_alias(name, alias)
+    except MlflowException as exc:
+        if exc.error_code in ABSENT:
+            return None
+        raise
+
+
+def version_exists(client, name: str, version: str) -> bool:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.get_model_version(name, version)
+        return True
+    except MlflowException as exc:
+        if exc.error_code in ABSENT:
+            return False
+        raise
+
+
+def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = "",
+               only_from: str | None = None) -> str:
+    """Point `alias` of registered model `name` at version `new` ("" removes it) and record the move as a tag:
+    "<alias> v<old> -> v<new> <why> (run <run id>) <UTC time>", `none` for a missing side. The tag's key sorts after
+    every earlier move's, even from a host whose clock is behind. `only_from`: move only while the alias still points
+    at that version ("": while it points at none; another job may have moved it since; MLflow has no
+    compare-and-set, so this narrows the race to one request), else nothing moves or is recorded. Returns the old
+    version."""
+    current = version_by_alias(client, name, alias)
+    old = str(current.version) if current is not None else ""
+    if only_from is not None and old != only_from:
         return old
     if new:
         client.set_registered_model_alias(name, alias, new)

@@ -78,7 +78,7 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
 
     # README.md's `make sweep` (the Makefile's recipe: pkgdocs from MiniLM)
     cfg = config(ray_tmp, "asha", readme("make sweep"), "num_samples=2", "seeds.count=3", "checkpoint_every=100",
-                 "finetune.tracking.registered_model=pkgdocs-sweep", "finetune.tracking.alias=champion",
+                 "finetune.tracking.registered_model=pkgdocs-sweep", "finetune.tracking.alias=seed-median",
                  "faults.kill_trial_at_step=1")  # the first trial's process is SIGKILLed once, after its first step
     cfg.search_space["optim.lr"] = {"type": "grid", "values": [1e-5, 1e-4, 3e-4, ABSURD_LR]}
     result = run(cfg.validate())
@@ -136,7 +136,7 @@ def test_asha_sweep_failed_trials_nested_runs_seeds_and_registration(ray_tmp, ca
                   "min": own[0], "max": own[-1]}
     for k, v in recomputed.items():
         assert parent.data.metrics[f"seeds.{k}"] == pytest.approx(v), k
-    version = client.get_model_version_by_alias("pkgdocs-sweep", "champion")
+    version = client.get_model_version_by_alias("pkgdocs-sweep", "seed-median")
     assert version.run_id == result.mlflow["median_run_id"]
     assert version.tags["seed_spread"] == parent.data.tags["seed_spread"]
     median_run = client.get_run(version.run_id)

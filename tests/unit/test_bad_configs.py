@@ -219,6 +219,9 @@ CASES = [
          "negative-poly-power"),
     case("pretrain", ["train.seed=-1"], "train.seed", ">= 0", "negative-seed"),
     case("finetune", ["train.seed=-1"], "train.seed", ">= 0", "ft-negative-seed"),
+    # a fine-tune that set @champion itself skipped the promotion gate
+    case("finetune", ["tracking.alias=champion"], "tracking.alias", "a trained model becomes champion only by",
+         "ft-alias-champion"),
 ]
 
 
