@@ -70,6 +70,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     init = pin_alias(cfg.init, tracking_uri)  # the alias read once: the weights, the lineage, the basis agree
     init_dir = resolve_init(init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
+    check_positions(cfg.task.max_seq_len, init, init_dir)
     if cfg.task.name == "files":
         ft_tasks.check_files(cfg.task)  # a column your files lack: one line now, not a Ray task's traceback
     dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks
@@ -187,18 +188,32 @@ def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
     refused before any training: the job judges, registers and serves its model with transformers. So is a tokenizer
     that is not WordPiece (a BPE one, ModernBERT-base's, would be read as [UNK]s): every job that reads a model
     folder (fine-tuning, sweeps, prediction, promotion) refuses it here, before any Ray work."""
-    from bert_core.modern_config import is_variant
+    from bert_core.modern_config import MODEL_TYPE, is_variant, model_type
     from pipelines.tasks.common import require_wordpiece
 
     folder = Path(init).resolve() if not init.startswith(MLFLOW_SCHEMES) else _download(init, tracking_uri,
                                                                                         download_dir)
-    if (folder / "config.json").is_file() and is_variant(folder):
+    kind = model_type(folder) if (folder / "config.json").is_file() else ""
+    if kind not in ("", "bert", MODEL_TYPE) and not is_variant(folder):  # a RoBERTa's weights fit BERT's names
+        raise ConfigError(f"init {init!r} is a {kind!r} model (its config.json's model_type); this job trains BERT "
+                          f"(bert) and ModernBERT (modernbert): another architecture's weights would load into "
+                          f"BERT's layout without an error and compute something else")
+    if kind and is_variant(folder):
         raise ConfigError(f"init {init!r} is the modern encoder with an architecture switch off (model.pre_norm, "
                           f"model.glu or model.rotary false), which no transformers class loads, and this job judges, "
                           f"registers and serves its model with transformers; fine-tune it in process as "
                           f"bench/recipe_ladder.py does, or start from a bert or modern release")
     require_wordpiece(folder)
     return folder
+
+
+def check_positions(max_seq_len: int, init: str, folder: Path) -> None:
+    """task.max_seq_len within the starting model's position embeddings (a longer row fails in the workers' embedding
+    lookup, after the cluster started); refused before any Ray work."""
+    positions = json.loads((folder / "config.json").read_text()).get("max_position_embeddings")
+    if isinstance(positions, int) and max_seq_len > positions:
+        raise ConfigError(f"task.max_seq_len={max_seq_len} exceeds the {positions} positions of init {init!r} "
+                          f"(its config.json's max_position_embeddings); allowed: task.max_seq_len <= {positions}")
 
 
 def _download(init: str, tracking_uri: str, download_dir: Path) -> Path:

@@ -87,7 +87,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     prefer_loopback()
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
-    from jobs.finetune import pin_alias, resolve_init
+    from jobs.finetune import check_positions, pin_alias, resolve_init
 
     ft = cfg.finetune
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
@@ -95,6 +95,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     refuse_earlier_seed_runs(out_dir)
     init = pin_alias(ft.init, tracking_uri)  # the alias read once: the trials' weights and the lineage agree
     init_dir = resolve_init(init, tracking_uri, out_dir / "init")
+    check_positions(ft.task.max_seq_len, init, init_dir)
     dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging

@@ -102,3 +102,32 @@ def test_every_job_refuses_a_bpe_model_folder_where_it_resolves_the_model(tmp_pa
     folder = bpe_folder(tmp_path / "modernbert")
     with pytest.raises(ConfigError, match="tokenizer.json's model is BPE"):
         resolve_init(folder, "sqlite:///unused.db", tmp_path / "download")
+
+
+def test_another_architecture_and_a_sequence_past_the_positions_are_refused_before_ray(tmp_path):
+    """A RoBERTa backbone (sentence-transformers saves them so) has BERT's weight names: it loaded into BERT with no
+    missing key and computed other outputs. resolve_init refuses its folder, load_pretrained its weights; and a
+    task.max_seq_len past the model's positions is refused before Ray (it failed in the workers' embedding lookup)."""
+    import shutil
+
+    import torch
+    from transformers import RobertaConfig, RobertaModel
+
+    from bert_core.checkpoint import load_pretrained
+    from bert_core.model import BertModel
+    from jobs.finetune import check_positions, resolve_init
+
+    roberta = tmp_path / "roberta"
+    torch.manual_seed(0)
+    RobertaModel(RobertaConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=37, max_position_embeddings=66)).save_pretrained(roberta)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(MINILM, name), roberta / name)
+    with pytest.raises(ConfigError, match=r"is a 'roberta' model \(its config.json's model_type\)"):
+        resolve_init(str(roberta), "sqlite:///unused.db", tmp_path / "download")
+    with pytest.raises(ValueError, match=r"holds a 'roberta' model"):
+        load_pretrained(roberta, BertModel)
+    assert resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download").name == "model"
+    check_positions(512, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
+    with pytest.raises(ConfigError, match=r"task.max_seq_len=513 exceeds the 512 positions of init"):
+        check_positions(513, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
