@@ -30,6 +30,13 @@ from bert_core.config import BertConfig
 
 IGNORE_INDEX = -100  # label value for positions that carry no loss (HF / PyTorch convention)
 
+
+def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the masked tokens (M, V) / (M,); 0, not NaN, for a micro-batch with none (whole-word
+    masking can leave a short row no target: a batch of such rows made a NaN loss, skipped and counted as a
+    divergence, and a NaN in the evaluation's sums)."""
+    return F.cross_entropy(logits.float(), targets, reduction="sum") / max(targets.numel(), 1)
+
 ACT_FNS = {
     "gelu": nn.GELU,  # exact erf GELU, as the original BERT
     "gelu_new": lambda: nn.GELU(approximate="tanh"),
@@ -370,7 +377,7 @@ class BertForPreTraining(nn.Module):
             hidden = sequence_output.flatten(0, 1).index_select(0, masked)  # (M, H)
             mlm_targets = mlm_labels.flatten().index_select(0, masked)  # (M,)
             mlm_logits = self.cls.predictions(hidden)  # (M, V)
-            mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_targets)
+            mlm_loss = masked_lm_loss(mlm_logits, mlm_targets)
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.view(-1))
 

@@ -41,7 +41,7 @@ from torch import nn
 
 from bert_core.checkpoint import CONFIG_NAME, read_state_dict, save_state_dict, unwrap
 from bert_core.config import ConfigError
-from bert_core.model import IGNORE_INDEX
+from bert_core.model import IGNORE_INDEX, masked_lm_loss
 from bert_core.modern_config import (  # noqa: F401  (re-exported: the config is part of this module's API)
     ACTIVATIONS, ARCHITECTURE, GLOBAL, LOCAL, PRESETS, SWITCHES, VOCAB_MULTIPLE, ModernConfig, base, glu_width, large,
     medium, mini, pad_vocab_size, preset, small, tiny)
@@ -297,7 +297,7 @@ class ModernBertForMaskedLM(nn.Module):
                   else torch.nonzero(labels.flatten() != IGNORE_INDEX, as_tuple=False).flatten())  # (M,)
         targets = labels.flatten().index_select(0, masked)  # (M,)
         logits = self.decoder(self.head(hidden.flatten(0, 1).index_select(0, masked)))  # (M, V)
-        return MaskedLMOutput(F.cross_entropy(logits.float(), targets), logits, targets)
+        return MaskedLMOutput(masked_lm_loss(logits, targets), logits, targets)
 
 
 # ----------------------------------------------------------------------------- conversion and release

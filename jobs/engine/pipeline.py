@@ -46,7 +46,7 @@ from torch import nn
 from bert_core.checkpoint import save_state_dict
 from bert_core.config import BertConfig, ConfigError
 from bert_core.model import (IGNORE_INDEX, _cu_seqlens, BertEmbeddings, BertForPreTraining, BertLayer, BertPooler,
-                             BertPredictionHeadTransform, Packing, init_weights)
+                             BertPredictionHeadTransform, Packing, init_weights, masked_lm_loss)
 from jobs.config.sections import PARTITION_METHODS
 from jobs.config.pretrain import PretrainConfig
 from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
@@ -162,7 +162,7 @@ def pretraining_loss(outputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     Exactly BertForPreTraining's loss; the labels arrive inside `outputs` (see the stage contract).
     """
     mlm_logits, nsp_logits, mlm_targets, nsp_labels = outputs
-    mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_targets)
+    mlm_loss = masked_lm_loss(mlm_logits, mlm_targets)
     nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
     with torch.no_grad():
         sums = pretraining_sums(mlm_loss, nsp_loss, mlm_logits, mlm_targets, nsp_logits, nsp_labels)

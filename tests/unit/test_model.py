@@ -75,6 +75,24 @@ def test_pretraining_outputs_sparse_and_dense():
     assert only_mlm.nsp_loss is None and torch.equal(only_mlm.loss, only_mlm.mlm_loss)
 
 
+def test_a_micro_batch_without_a_masked_token_has_mlm_loss_0_not_nan():
+    """Whole-word masking can leave short rows no target: a micro-batch of them only gave a NaN loss (skipped and
+    counted as a divergence in training, a NaN in the evaluation's sums). BERT, the modern encoder and the pipeline
+    stages' loss alike."""
+    from bert_core import modern
+    from jobs.engine.pipeline import pretraining_loss
+
+    ids, types, mask, labels, nsp = batch()
+    none = torch.full_like(labels, IGNORE_INDEX)
+    out = BertForPreTraining(config())(ids, types, mask, mlm_labels=none, next_sentence_label=nsp)
+    assert out.mlm_loss.item() == 0.0 and torch.isfinite(out.loss) and out.mlm_targets.numel() == 0
+    out.loss.backward()
+    mlm = modern.ModernBertForMaskedLM(modern.tiny(vocab_size=512, local_attention=8))(ids, mask, none)
+    assert mlm.loss.item() == 0.0
+    loss, sums = pretraining_loss((torch.zeros(0, 500), torch.zeros(B, 2), torch.zeros(0, dtype=torch.long), nsp))
+    assert torch.isfinite(loss) and sums["mlm_loss_sum"].item() == 0.0 and sums["mlm_count"].item() == 0
+
+
 def test_sparse_mlm_loss_and_gradients_equal_dense_cross_entropy():
     cfg = config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     torch.manual_seed(0)
