@@ -290,7 +290,8 @@ class SpecialIds:
 
     @property
     def all(self) -> tuple[int, ...]:
-        """Every special id: never a masking target, never a random replacement."""
+        """Every special id: never a random replacement. Targets: never [PAD], [CLS], [SEP] or [MASK]; [UNK] is one
+        where the text had it, as in Google's BERT (it stands for text there)."""
         return (self.pad, self.unk, self.cls, self.sep, self.mask)
 
 

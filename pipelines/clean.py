@@ -68,10 +68,14 @@ def dedup_form(text: str) -> str:
 
 # Words that end in "." without ending the sentence when a capitalised word follows ("Mr. Smith",
 # "Dr. Who", "cf. Table"). Compared lower-cased with inner dots removed ("e.g" -> "eg").
-# Deliberately absent: "etc", "inc", "no", month names -- they end sentences too often.
+# Deliberately absent: "etc", "inc", "no", month names: they end sentences too often (BEFORE_NUMBERS has the last two).
 ABBREVIATIONS = frozenset("""
     mr mrs ms messrs dr prof rev hon sr jr st mt ft gen col lt sgt capt cmdr adm gov pres sen rep
     vs eg ie cf al approx ca fig figs eq eqs vol vols pp ch sec op nos
+""".split())
+# ... and before a number only: "No. 1 on the chart", "Jan. 5, 1990", "p. 12" (they end sentences before words).
+BEFORE_NUMBERS = frozenset("""
+    no jan feb mar apr jun jul aug sep sept oct nov dec p art
 """.split())
 
 # A boundary candidate: terminal punctuation (Latin, the Devanagari danda, the Arabic question mark and full stop),
@@ -102,7 +106,8 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
     word = _LAST_WORD.search(text, max(0, start - 24), start).group().lstrip(_OPENERS)  # "1703.\nSt": "St"
     if word != "I" and _INITIALS.fullmatch(word):
         return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
-    return word.replace(".", "").lower() not in ABBREVIATIONS
+    word = word.replace(".", "").lower()
+    return word not in ABBREVIATIONS and not (nxt.isdigit() and word in BEFORE_NUMBERS)
 
 
 def split_sentences(text: str, lines: bool = False) -> list[str]:

@@ -159,14 +159,18 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             a_end = chunk_start + (rng.randint(1, num_chunk - 1) if num_chunk >= 2 else 1)
             len_a = int(offsets[a_end] - offsets[chunk_start])
             a_ids = b_ids = None  # the sentence ranges' tokens, unless a lone sentence is cut in two below
-            if num_chunk == 1 and (cfg.nsp_random_prob == 0 or len(docs) == 1):
-                # No NSP (train.nsp=false): every pair is contiguous text. A lone sentence has no next sentence to
-                # be B, and Google's code would give it a random one (a label no loss reads, a context that
-                # breaks off): it is cut in two at a random token instead, A its start and B the rest.
-                # A one-document bucket has no other document to draw a random B from either: the same cut, where
-                # dropping the sentence (and keeping a short target that the next ones reach alone) starved it.
-                sentence = doc.ids[offsets[chunk_start]:offsets[chunk_end]]
-                if len(sentence) < 2:  # one token (only a document's last sentence can be): no pair at all
+            lone = doc.ids[offsets[chunk_start]:offsets[chunk_end]] if num_chunk == 1 else None
+            coin = rng.random() < cfg.nsp_random_prob if len(docs) > 1 and cfg.nsp_random_prob > 0 else False
+            if lone is not None and not (coin or (len(lone) < 2 and len(docs) > 1 and cfg.nsp_random_prob > 0)):
+                # A lone sentence has no next sentence to be B. Google's code gives it a random one whatever the
+                # coin says, which made 55-60% of the pairs random-next, not data.nsp_random_prob's share (and,
+                # without NSP, a context that breaks off): where the coin says "next", it is cut in two at a random
+                # token instead, A its start and B the rest. A one-document bucket has no other document to draw
+                # a random B from either: the same cut, where dropping the sentence (and keeping a short target that
+                # the next ones reach alone) starved it. A one-token sentence (a document's last) cannot be cut:
+                # it takes a random B, or with no other document (or no NSP) no pair at all.
+                sentence = lone
+                if len(sentence) < 2:
                     if dropped is not None:
                         dropped["one_token_sentence"] += 1
                     chunk_start, i = i + 1, i + 1
@@ -174,7 +178,7 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
                 cut = rng.randint(1, len(sentence) - 1)
                 a_ids, b_ids = sentence[:cut], sentence[cut:]
                 is_random, doc_b, b_start, b_end = False, index, chunk_start, chunk_end
-            elif (num_chunk == 1 or rng.random() < cfg.nsp_random_prob) and len(docs) > 1:
+            elif coin or lone is not None:  # the coin said random, or a one-token lone sentence (see above)
                 is_random = True
                 doc_b = _random_other_document(len(docs), index, rng)
                 other = docs[doc_b].offsets.tolist()
@@ -185,7 +189,7 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
                     b_end += 1
                 # The chunk's sentences after A were not used: they start the next chunk.
                 i -= chunk_end - a_end
-            else:  # two or more sentences, contiguous: p's draw said so, or the bucket has no other document
+            else:  # two or more sentences, contiguous: the coin said so, or the bucket has no other document
                 is_random, doc_b, b_start, b_end = False, index, a_end, chunk_end
             if a_ids is None:
                 b_ids = docs[doc_b].ids[docs[doc_b].offsets[b_start]:docs[doc_b].offsets[b_end]]

@@ -24,7 +24,7 @@ SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids
 # pairs fall short), and enough shards on a 100 MB corpus that shard building spreads over the cores) ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
-PIPELINE_VERSION = 9  # in the dataset name: bump when the same inputs and config give other examples
+PIPELINE_VERSION = 10  # in the dataset name: bump when the same inputs and config give other examples
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ files, categories and interlanguage links, and cuts the trailing reference secti
 from __future__ import annotations
 
 import html
+import itertools
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -341,22 +342,43 @@ _ARGUMENT_PIPE = re.compile(r"\|(?![^\[]*\]\])")
 
 
 def _template_text(m: re.Match) -> str:
-    """Most templates are metadata (infoboxes, citations, maintenance tags) and go; the few that
-    render prose inline keep their words: {{lang|fr|Paris}}, {{convert|5|km|mi}} -> "5 km". Templates go before
-    links, so an argument may be a link: {{nowrap|[[United States|U.S.]]}} -> "[[United States|U.S.]]"."""
+    """Most templates are metadata (infoboxes, citations, maintenance tags) and go, leaving a space (words either
+    side stay two); the few that render prose inline keep their words: {{lang|fr|Paris}}, {{convert|5|km|mi}} ->
+    "5 km", {{ill|Hans Müller|de}} -> "Hans Müller", and the symbols: "No.{{nbsp}}1", "1999{{ndash}}2000". Templates
+    go before links, so an argument may be a link: {{nowrap|[[United States|U.S.]]}} -> "[[United States|U.S.]]"."""
     name, _, args = m.group(0)[2:-2].partition("|")
-    name = name.strip().lower()
-    if name in _INLINE_TEMPLATES or name.startswith("lang-"):
-        args = [a for a in _ARGUMENT_PIPE.split(args) if "=" not in a]  # positional arguments only
-        if name == "lang":
-            return args[1] if len(args) > 1 else ""
-        if name in ("convert", "cvt"):
-            return " ".join(args[:2])
-        return args[-1] if args else ""
-    return ""
+    name = " ".join(name.replace("_", " ").split()).lower()
+    if name in _SYMBOL_TEMPLATES:
+        return _SYMBOL_TEMPLATES[name]
+    if name not in _INLINE_TEMPLATES and not name.startswith("lang-"):
+        return " "
+    parts = _ARGUMENT_PIPE.split(args) if args else []
+    named = dict(a.split("=", 1) for a in parts if "=" in a)
+    args = [a.strip() for a in parts if "=" not in a]  # positional arguments
+    if name == "lang":
+        return named.get("text", "").strip() or (args[1] if len(args) > 1 else "")
+    if name in ("convert", "cvt"):  # the value (or range: 5|-|10) and its unit
+        value = list(itertools.takewhile(lambda a: _NUMBER.fullmatch(a) or a in _RANGE_WORDS, args))
+        return " ".join(value + args[len(value):len(value) + 1])
+    if name in ("circa", "c."):
+        return " ".join(["c.", *args[:1]])
+    if name == "as of":
+        return " ".join(["As of", *args[:3]])
+    if name == "us$":
+        return "US$" + (args[0] if args else "")
+    if name in ("ill", "interlanguage link", "nihongo"):  # the local name first; the rest: languages, readings
+        return args[0] if args else ""
+    return args[-1] if args else ""
 
 
-_INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic"])
+_INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic", "circa",
+                               "c.", "as of", "us$", "ill", "interlanguage link", "nihongo"])
+_SYMBOL_TEMPLATES = {"nbsp": " ", "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spnd": " \u2013 ",
+                     "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ", "dash": " \u2014 ", "-": "\u2013",
+                     "middot": "\u00b7", "\\": " / ", "'": "'", "!": "|", "=": "="}
+_NUMBER = re.compile(r"[\d.,]+")
+_RANGE_WORDS = frozenset(["-", "\u2013", "to", "and", "or", "x", "by", "+", "+/-", "&"])
+_PARAMETER = re.compile(r"\{\{\{[^{}]*\}\}\}")  # {{{1}}}: a template's own parameter, left in pages by copying
 
 
 # A prefixed target naming a media file: [[Bild:X.jpg|mini|...]] in a German dump, Imagen: (es), Изображение: (ru),
@@ -381,14 +403,28 @@ def _sub_nested(pattern: re.Pattern, repl, text: str) -> str:
             return text
 
 
+def _trailing_start(text: str) -> int:
+    """Where the article's trailing sections (See also, References, External links ...) start: the first such heading
+    with none but such level-2 headings after it. A "Sources" or "Notes" section amid the article (a history's
+    account of its sources) is prose, and the sections after it too; the end of the text if there are none."""
+    cut = len(text)
+    for heading in reversed(list(_LEVEL_2.finditer(text))):
+        if not _TRAILING_SECTIONS.fullmatch(heading.group()):
+            break
+        cut = heading.start()
+    return cut
+
+
+_LEVEL_2 = re.compile(r"^==(?!=).*?[^=]==\s*$", re.M)
+
+
 def strip_wikitext(text: str, site: Site = Site()) -> str:
     """Plain text of an article's wikitext; headings become their own paragraphs. `site`: the dump's own
     namespace names (iter_pages reads them from <siteinfo>), whose links are dropped as the English ones are."""
     text = _COMMENT.sub("", text)
-    cut = _TRAILING_SECTIONS.search(text)
-    if cut:
-        text = text[: cut.start()]
+    text = text[:_trailing_start(text)]
     text = _NON_PROSE_ELEMENTS.sub("", text)
+    text = _PARAMETER.sub("", text)
     text = _sub_nested(_TEMPLATE, _template_text, text)
     text = _sub_nested(_TABLE, "", text)
     text = _sub_nested(_LINK, lambda m: _link_text(m, site), text)

@@ -81,6 +81,11 @@ def test_normalize_is_idempotent_and_empty_stays_empty():
     ("It ended in 1990. 2000 was next.", ["It ended in 1990.", "2000 was next."]),
     ("Apples, pears, etc. The end.", ["Apples, pears, etc.", "The end."]),
     ("Élan is French. Über is German.", ["Élan is French.", "Über is German."]),
+    # "No.", a month's and a page's abbreviation hold before a number only (Wikipedia's charts, dates, citations)
+    ("It peaked at No. 1 in the US. Born Jan. 5, 1990, he left.", ["It peaked at No. 1 in the US.",
+                                                                    "Born Jan. 5, 1990, he left."]),
+    ("See p. 12 for more. He said no. Then Jan. The end.", ["See p. 12 for more.", "He said no.", "Then Jan.",
+                                                             "The end."]),
 ])
 def test_sentence_boundaries(text, expected):
     assert split_sentences(text) == expected

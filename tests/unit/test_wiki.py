@@ -40,6 +40,13 @@ def strip(text: str) -> str:
     ("It is {{convert|5|km|mi|abbr=on}} long.", "It is 5 km long."),
     ("Called {{lang|fr|la Ville Lumière}} or {{lang-de|Lichtstadt}}.", "Called la Ville Lumière or Lichtstadt."),
     ("A {{nowrap|{{lang|la|terra nova}}}} here.", "A terra nova here."),
+    # symbols and the inline templates whose words are the sentence's: they were dropped, gluing or cutting it
+    ("No.{{nbsp}}1 in 1999{{ndash}}2000 and {{As of|2020}}, sold {{US$|5 million}}.",
+     "No. 1 in 1999\u20132000 and As of 2020, sold US$5 million."),
+    ("{{lang|fr|text=bonjour}}, {{convert|5|-|10|km}} from {{ill|Hans Müller|de}} {{circa|1900}}.",
+     "bonjour, 5 - 10 km from Hans Müller c. 1900."),
+    ("Kyoto{{efn|A note.}}was {{Nihongo|Kyoto|京都|Kyōto}}'s name.", "Kyoto was Kyoto's name."),
+    ("Before {{Infobox|x={{{1}}}}} after.", "Before after."),
 ])
 def test_strip_inline_markup(wikitext, plain):
     assert strip(wikitext) == plain
@@ -70,6 +77,15 @@ Today."""
 def test_trailing_reference_sections_cut():
     wikitext = "Body text.\n== See also ==\n* [[Other]]\n== References ==\n{{reflist}}"
     assert strip(wikitext) == "Body text."
+
+
+def test_a_sources_section_amid_the_article_is_prose_the_trailing_ones_go():
+    """A history's "Sources" section (its account of the ancient sources) cut the article there, the rest unread."""
+    wikitext = ("Intro.\n== Sources ==\nThe ancient sources disagree.\n== Legacy ==\nLater text.\n"
+                "=== Sub ===\nMore.\n== Notes ==\n{{notelist}}\n== References ==\n{{reflist}}\n"
+                "=== Works cited ===\n* A book.\n== External links ==\n* [http://x.org X]\n[[Category:Y]]")
+    assert strip(wikitext).split("\n\n") == ["Intro.", "Sources", "The ancient sources disagree.", "Legacy",
+                                             "Later text.", "Sub", "More."]
 
 
 def test_unclosed_markup_terminates_and_keeps_prose():
