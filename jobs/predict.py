@@ -437,8 +437,8 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PredictCon
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. columns.text=body")
     args = parser.parse_intermixed_args(argv)
-    extra = [f"model={json.dumps(args.model)}"] + ([f"input={json.dumps(args.input)}"] if args.input else []) \
-        + ([f"output={json.dumps(args.output)}"] if args.output else [])
+    given = {"model": args.model, "input": args.input, "output": args.output}  # as typed: a path may hold emoji
+    extra = [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in given.items() if v]
     return args, load_config(PredictConfig, args.config, [*args.overrides, *extra])
 
 

@@ -28,7 +28,7 @@ from jobs.runtime import console  # noqa: E402
 from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from bert_core.config import ConfigError  # noqa: E402
-from jobs.config.pretrain import PretrainConfig  # noqa: E402
+from jobs.config.pretrain import PretrainConfig, eval_set_size  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 
 DATASOURCE_V2 = "RAY_DATA_USE_DATASOURCE_V2"  # Ray Data's parquet reader (V1 or V2): see read_shards
@@ -349,21 +349,6 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
                           f"{replicas} data-parallel replicas to score the same number each: raise "
                           f"data.eval_fraction, or give a larger corpus")
     return {c: table.column(c).to_numpy(zero_copy_only=False)[:keep] for c in columns}
-
-
-def eval_set_size(available: int, replicas: int) -> int:
-    """How many of `available` rows the held-out set keeps: every replica scores as many (ZeRO-3 and pipeline
-    stages run their forwards in lockstep), and the set must not depend on the replica count. A multiple of 48 (of
-    8 under 48 rows) serves 1, 2, 3, 4, 6, 8, 12, 16, 24 and 48 replicas (1, 2, 4 and 8) with one set; another
-    count cuts it to its own multiple, and scores fewer rows than those would. (A cut to the replicas' multiple
-    alone made a 21-row split 20 rows on two workers and 21 on one: a resubmission on one worker scored another
-    set than its run's first evaluation.)"""
-    n = available
-    for divisor in (48, 8):
-        if n >= divisor:
-            n -= n % divisor
-            break
-    return n - n % replicas
 
 
 def trained_positions(cfg: PretrainConfig) -> int:

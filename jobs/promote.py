@@ -393,7 +393,8 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PromoteCon
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. min_delta=0.01")
     args = parser.parse_intermixed_args(argv)  # NAME --rollback key=value: flags between the positionals
-    extra = [f"model={json.dumps(args.model)}"] + ([f"version={args.version}"] if args.version else []) \
+    extra = [f"model={json.dumps(args.model, ensure_ascii=False)}"] \
+        + ([f"version={args.version}"] if args.version else []) \
         + (["rollback=true"] if args.rollback else [])
     return args, load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bert_core.config import ConfigError
 from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_adam,
-                                  check_output_dir, check_seed, check_uri_backend, refuse_relative_when_submitted)
+                                  check_output_dir, check_run_name, check_seed, check_uri_backend,
+                                  refuse_relative_when_submitted)
 from jobs.config.io import ClassName, from_dict, to_dict
 from jobs.runtime.faults import FaultsConfig
 from pipelines.tasks.cells import bool_class
@@ -179,8 +180,7 @@ class FinetuneConfig:
         s.validate()
         self._validate_deepspeed()
         self.tracking.validate()  # an alias MLflow accepts, and one wherever a model is registered
-        if "/" in self.run_name:
-            raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
+        check_run_name(self.run_name)
         self._validate_init()
         self.faults.validate("finetune")
         return self

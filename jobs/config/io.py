@@ -16,6 +16,7 @@ import sys
 import types
 import typing
 from pathlib import Path
+from collections.abc import Hashable
 from typing import Any, Callable, TypeVar
 
 import yaml
@@ -30,7 +31,21 @@ T = TypeVar("T")
 
 class NumbersAsTyped(yaml.SafeLoader):
     """YAML with YAML 1.2's numbers: `010` is 10 and `1:30` is text, not YAML 1.1's octal 8 and sexagesimal 90
-    (`train.max_steps=010` trained 8 steps); `1e-4` is a float without its dot. Booleans stay YAML 1.1's."""
+    (`train.max_steps=010` trained 8 steps); `1e-4` is a float without its dot. Booleans stay YAML 1.1's. A key
+    repeated in one mapping is refused: YAML keeps the last and drops the first block without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        lines: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: merged keys are meant to be overridden
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, Hashable) and key in lines:
+                raise ConfigError(f"key {key!r} appears twice in one mapping (lines {lines[key]} and {line}); YAML "
+                                  f"would keep the second and drop the first: write it once")
+            lines[key] = line
+        return super().construct_mapping(node, deep)
 
 
 _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
@@ -143,7 +158,10 @@ def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
         raise ConfigError(f"config file {str(path)!r} does not exist")
     if path.resolve() in _seen:
         raise ConfigError(f"config file {str(path)!r} names itself as a base (through {[str(p) for p in _seen]})")
-    data = yaml_load(path.read_text()) or {}
+    try:
+        data = yaml_load(path.read_text()) or {}
+    except ConfigError as exc:
+        raise ConfigError(f"config file {str(path)!r}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
     base = data.pop("base", None)

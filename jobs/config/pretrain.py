@@ -17,8 +17,8 @@ from bert_core.config import BertConfig, ConfigError, MaskingConfig, tiny
 from bert_core.modern_config import SWITCHES, ModernConfig
 from jobs.config.io import from_dict, recipe_of, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
-                                  ScalingConfig, TrackingConfig, check_adam, check_output_dir, check_seed,
-                                  check_uri_backend, refuse_relative_when_submitted)
+                                  ScalingConfig, TrackingConfig, check_adam, check_output_dir, check_run_name,
+                                  check_seed, check_uri_backend, refuse_relative_when_submitted)
 from jobs.runtime.faults import FaultsConfig
 from pipelines.config import DataConfig, check_max_predictions
 
@@ -195,6 +195,11 @@ class PretrainConfig:
             raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) must divide scaling.num_workers "
                               f"({s.num_workers}); allowed: deepspeed.pipeline_stages in {divisors}")
         self.validate_pipeline()
+        replicas, held_out = s.num_workers // d.pipeline_stages, t.eval_batches * t.micro_batch_size
+        if not eval_set_size(held_out, replicas):  # refused here, not after the corpus is prepared
+            raise ConfigError(f"train.eval_batches x train.micro_batch_size = {held_out} held-out examples leave "
+                              f"none that {replicas} data-parallel replicas can score the same number of each: "
+                              f"raise train.eval_batches")
         if self.data.max_seq_len > self.model.max_position_embeddings:
             raise ConfigError(f"data.max_seq_len ({self.data.max_seq_len}) exceeds "
                               f"model.max_position_embeddings ({self.model.max_position_embeddings}); "
@@ -220,8 +225,7 @@ class PretrainConfig:
         if m.max_predictions is not None:  # a dynamic-masking cap is per length too
             check_max_predictions(m.max_predictions, m.rate, self.data.max_seq_len, "train.masking",
                                   length="data.max_seq_len", rate_name="train.masking.rate")
-        if "/" in self.run_name:
-            raise ConfigError(f"run_name must be a plain name without '/', got {self.run_name!r}")
+        check_run_name(self.run_name)
         if p2.max_steps and m.max_predictions is not None:  # the dynamic cap phase 2 takes (phase2_run), named
             check_max_predictions(p2.max_predictions, m.rate, p2.max_seq_len, "phase2",
                                   rate_name="train.masking.rate")
@@ -312,6 +316,10 @@ class PretrainConfig:
             if not found:
                 raise ConfigError(f"data.sources[{i}] must be an existing file or folder, a glob that matches, "
                                   f"or a URI, got {source!r} (nothing there)")
+        init = self.train.init_checkpoint
+        if init and "://" not in init and not Path(init).is_dir():
+            raise ConfigError(f"train.init_checkpoint must be an existing checkpoint folder or a URI, got {init!r} "
+                              f"(nothing there)")
         tokenizer = self.data.tokenizer.path
         if tokenizer and not Path(tokenizer).exists():
             raise ConfigError(f"data.tokenizer.path must be an existing tokenizer folder or file, or null to train "
@@ -328,3 +336,17 @@ class PretrainConfig:
         d = {**d, "model": {"preset": "tiny", **model}} if "preset" not in model else d
         return from_dict(cls, d)
 
+
+def eval_set_size(available: int, replicas: int) -> int:
+    """How many of `available` rows the held-out set keeps: every replica scores as many (ZeRO-3 and pipeline
+    stages run their forwards in lockstep), and the set must not depend on the replica count. A multiple of 48 (of
+    8 under 48 rows) serves 1, 2, 3, 4, 6, 8, 12, 16, 24 and 48 replicas (1, 2, 4 and 8) with one set; another
+    count cuts it to its own multiple, and scores fewer rows than those would. (A cut to the replicas' multiple
+    alone made a 21-row split 20 rows on two workers and 21 on one: a resubmission on one worker scored another
+    set than its run's first evaluation.)"""
+    n = available
+    for divisor in (48, 8):
+        if n >= divisor:
+            n -= n % divisor
+            break
+    return n - n % replicas

@@ -224,6 +224,13 @@ def check_uri_backend(name: str, uri: str) -> None:
                           f"{_BACKENDS.get(scheme, 'the fsspec package for it')} on every node") from None
 
 
+def check_run_name(run_name: str) -> None:
+    """A run's folder under output_dir: one name, not a path (".." put the checkpoints and release/ in output_dir's
+    parent, "." in output_dir itself)."""
+    if "/" in run_name or run_name in (".", ".."):
+        raise ConfigError(f"run_name must be a plain name without '/', not '.' or '..', got {run_name!r}")
+
+
 def check_output_dir(name: str, path: str) -> None:
     """A job writes checkpoints under `path` on this machine: it, or the nearest folder above it that
     exists, must be a folder this user can write to. Permissions (and read-only mounts) are asked first; a
@@ -231,6 +238,9 @@ def check_output_dir(name: str, path: str) -> None:
     every folder, yet /proc and /sys take no new folder from anyone, nor does an NFS export that squashes
     root. Such a job would otherwise fail only after Ray's work began. A URI (s3://, gs://) is refused: checkpoints,
     releases and prepared sets are written with file I/O, and Path() would make `s3:/bucket` a local folder."""
+    if path.startswith("~"):
+        raise ConfigError(f"{name}={path!r} starts with '~', which only a shell expands (a YAML value or a quoted "
+                          f"override keeps it, and the job would write a folder named '~' here): give the full path")
     if "://" in path:
         raise ConfigError(f"{name} must be a folder path (on a cluster, storage every node mounts: EFS, NFS, a "
                           f"ReadWriteMany volume), got the URI {path!r}: this job writes it with file I/O")

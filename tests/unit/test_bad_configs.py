@@ -219,6 +219,14 @@ CASES = [
          "negative-poly-power"),
     case("pretrain", ["train.seed=-1"], "train.seed", ">= 0", "negative-seed"),
     case("finetune", ["train.seed=-1"], "train.seed", ">= 0", "ft-negative-seed"),
+    # ".." put the run's checkpoints in output_dir's parent; "~" is a folder named "~" unless a shell expands it
+    case("pretrain", ["run_name=.."], "run_name", "not '.' or '..'", "run-name-parent"),
+    case("finetune", ["output_dir=~/runs"], "output_dir='~/runs'", "only a shell expands", "ft-output-dir-tilde"),
+    # refused after the corpus was prepared: two replicas cannot share one held-out example; a phase's checkpoint
+    case("pretrain", ["train.eval_batches=1", "train.micro_batch_size=1", "scaling.num_workers=2"],
+         "train.eval_batches x train.micro_batch_size = 1", "raise train.eval_batches", "eval-set-too-small"),
+    case("pretrain", ["train.init_checkpoint={tmp}/no-such-checkpoint"], "train.init_checkpoint",
+         "an existing checkpoint folder or a URI", "init-checkpoint-missing"),
     # a fine-tune that set @champion itself skipped the promotion gate
     case("finetune", ["tracking.alias=champion"], "tracking.alias", "a trained model becomes champion only by",
          "ft-alias-champion"),

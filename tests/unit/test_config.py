@@ -295,3 +295,26 @@ def test_overrides_and_files_read_numbers_as_typed_and_refuse_non_finite_ones(tm
     for bad in ("nan", ".inf", "-.inf"):
         with pytest.raises(ConfigError, match=r"optim.lr must be a finite number"):
             load_config(PretrainConfig, QUICKSTART, [f"optim.lr={bad}"])
+
+
+def test_a_key_repeated_in_a_config_file_is_refused_naming_the_file_and_lines(tmp_path):
+    """PyYAML keeps a repeated key's last block: `optim: {lr: 5e-4}` then `optim: {warmup_steps: 10}` trained at the
+    base's lr, silently. Merge keys (<<: *anchor) are meant to be overridden and stay allowed."""
+    path = tmp_path / "run.yaml"
+    path.write_text("data:\n  sources: [x]\noptim:\n  lr: 5.0e-4\ntrain:\n  max_steps: 20\n"
+                    "optim:\n  warmup_steps: 10\n")
+    with pytest.raises(ConfigError, match=r"run.yaml'?: key 'optim' appears twice in one mapping \(lines 3 and 7\)"):
+        load_config(PretrainConfig, path)
+    from jobs.config.io import yaml_load
+
+    assert yaml_load("a: &o {lr: 1, warmup: 5}\nb:\n  <<: *o\n  warmup: 10\n")["b"] == {"lr": 1, "warmup": 10}
+
+
+def test_prediction_paths_and_model_names_reach_the_config_as_typed():
+    """`--output /data/out😀`: the emoji went through an ASCII JSON escape that YAML read back as two lone surrogates,
+    and the job ended in a UnicodeEncodeError traceback."""
+    from jobs import predict, promote
+
+    args, cfg = predict.parse(["models:/müller@champion", "--input", "/data/in 😀/*.csv", "--output", "/data/out😀"])
+    assert (cfg.model, cfg.input, cfg.output) == ("models:/müller@champion", "/data/in 😀/*.csv", "/data/out😀")
+    assert promote.parse(["modèle-😀"])[1].model == "modèle-😀"
