@@ -42,6 +42,10 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
         if head not in routed or not rest:
             raise ConfigError(f"override {o!r}: start it with 'pretrain.' or 'sweep.' (e.g. pretrain.train.max_steps=100)")
         routed[head].append(rest)
+    for rest in routed["sweep"]:  # set by the quickstart after pretraining: an override would be dropped unread
+        key = rest.partition("=")[0].strip()
+        if key in QUICKSTART_SETS:
+            raise ConfigError(f"override 'sweep.{key}' is the quickstart's own: {QUICKSTART_SETS[key]}")
     pretrain = load_config(PretrainConfig, pretrain_path, routed["pretrain"])
     t = pretrain.tracking
     placeholder = f"models:/{t.registered_model}@{t.alias}" if t.registered_model else "models:/pretrained@candidate"
@@ -53,6 +57,11 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
         check_name("pretrain.run_name (the sweep's name is <run_name>-<sweep.name>)",
                    f"{pretrain.run_name}-{sweep.name}")
     return pretrain, sweep
+
+
+QUICKSTART_SETS = {"finetune.init": "the sweep fine-tunes the release this run's pretraining writes",
+                   "finetune.tracking.tracking_uri": "the sweep logs where pretraining does: set "
+                                                     "pretrain.tracking.tracking_uri"}
 
 
 def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
