@@ -226,7 +226,8 @@ def _walk_pretraining(client, r, links: list[Link]) -> None:
 
 def _tokenizer(folder: Path, want: str) -> Link:
     if not folder.is_dir():
-        return Link("tokenizer", f"sha256 {want}", details=[f"{folder} not found: hash not re-checked"])
+        return Link("tokenizer", str(folder), False, why=f"not found (the run's tag says sha256 {want}): the "
+                    "prepared set's tokenizer cannot be re-hashed")
     from bert_core.tokenizer import tokenizer_hash
 
     got = tokenizer_hash(folder)

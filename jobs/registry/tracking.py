@@ -144,8 +144,10 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
         # a sweep's version: its run is the seed trial's, which carries no lineage; the version carries the sweep's
         # (read as the trial's, a "pretraining run" without data: lineage.py reported a missing link)
         source = version_tags
-    # A run from before lineage tags: a fine-tune has a "task" tag, a pretraining run has none.
-    job = source.get("lineage.job", "finetune" if "task" in source else "pretrain")
+    # A run from before lineage tags: a fine-tune has a "task" tag, a pretraining run has none; a sweep trial's (its
+    # sweep's run deleted for good) is no pretraining run either: its pretraining is unknown, not the trial.
+    untagged = "task" in source or "mlflow.parentRunId" in source
+    job = source.get("lineage.job", "finetune" if untagged else "pretrain")
     pretrain = run_id if job == "pretrain" else source.get("lineage.pretrain_run_id")
     return {"lineage.init_run_id": run_id, **({"lineage.pretrain_run_id": pretrain} if pretrain else {})}
 

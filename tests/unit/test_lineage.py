@@ -42,10 +42,13 @@ def chain(tmp_path, empty_store):
     data = tmp_path / "prepared" / "0123abcd"
     data.mkdir(parents=True)
     (data / "manifest.json").write_text(json.dumps({"inputs": {"files": fingerprint_inputs([str(f) for f in corpus])}}))
+    from bert_core.tokenizer import save_tokenizer, tokenizer_hash, train_wordpiece
+
+    save_tokenizer(train_wordpiece(["raw text"] * 10, vocab_size=100, min_frequency=1), data / "tokenizer")
     manifest_sha = hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
     pre = client.create_run(exp, run_name="pre", tags={
         "lineage.job": "pretrain", "data_dir": str(data), "lineage.data_dir": str(data), "lineage.data_name": data.name,
-        "lineage.data_manifest_sha256": manifest_sha, "lineage.tokenizer_sha256": "f" * 64,
+        "lineage.data_manifest_sha256": manifest_sha, "lineage.tokenizer_sha256": tokenizer_hash(data / "tokenizer"),
         "code.version": "0.1.0", "code.git_commit": "abc123", "code.git_dirty": "false"}).info.run_id
     ft = client.create_run(exp, run_name="ft", tags={
         "lineage.job": "finetune", "task": "pkgdocs", "lineage.init": "models:/pre@candidate",
@@ -85,6 +88,15 @@ def test_a_vanished_corpus_file_is_a_missing_link_and_exits_1(chain):
     assert proc.returncode == 1, proc.stderr
     assert f"warning: corpus file {corpus[1]} vanished" in proc.stdout
     assert f"missing link: corpus file {corpus[1]}" in proc.stdout
+
+
+def test_a_prepared_set_without_its_tokenizer_is_a_missing_link(chain):
+    """The tokenizer's hash could not be checked: the chain is not complete (it was reported so)."""
+    client, uri, pre, _, _ = chain
+    tokenizer = Path(client.get_run(pre).data.tags["data_dir"]) / "tokenizer"
+    shutil.rmtree(tokenizer)
+    (missing,) = lineage.run("models:/ft-model/1", uri).missing
+    assert missing.startswith(f"tokenizer {tokenizer} (not found (the run's tag says sha256 ")
 
 
 def test_a_changed_corpus_file_is_a_missing_link(chain):

@@ -255,6 +255,11 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
                                 tags={"trial_id": "t1", "mlflow.parentRunId": sweep_id})
     from_trial = tracking.lineage_tags("finetune", init=f"runs:/{nested}/model", tracking_uri=uri)
     assert (from_trial["lineage.init_run_id"], from_trial["lineage.pretrain_run_id"]) == (nested, pretrain_id)
+    # ... and one whose sweep's run is gone for good: its pretraining is unknown (the trial was named as its own)
+    orphan = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "trial", {"a": 1},
+                                tags={"trial_id": "t2", "mlflow.parentRunId": "0" * 32})
+    from_orphan = tracking.lineage_tags("finetune", init=f"runs:/{orphan}/model", tracking_uri=uri)
+    assert from_orphan["lineage.init_run_id"] == orphan and "lineage.pretrain_run_id" not in from_orphan
     # task rows from a web address: kept as given (not a path under the cwd), its password never stored
     web = tracking.lineage_tags("finetune", task_data=("https://bob:hunter2@data.example.com/task.csv", digest))
     assert web["lineage.task_source"] == "https://bob:hunter2@data.example.com/task.csv"
