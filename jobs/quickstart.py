@@ -136,6 +136,8 @@ def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
 
 
 def summary(pretrained, swept, promoted=None, predicted: dict | None = None) -> str:
+    from jobs.sweep import std_text
+
     m = pretrained.metrics
     lines = ["", "=" * 72, "quickstart: corpus -> pretraining -> fine-tuning sweep -> registry -> promotion",
              f"pretrained       {pretrained.run_name}: MLM accuracy {m['eval_before/mlm_acc']:.4f} -> "
@@ -143,7 +145,7 @@ def summary(pretrained, swept, promoted=None, predicted: dict | None = None) -> 
              f"fine-tuned       {swept.name}: best trial {swept.metric} {swept.best_score:.4f}"]
     if swept.seeds.get("scores"):
         s = swept.seeds
-        lines.append(f"over {len(s['scores'])} seeds     median {s['median']:.4f} (std {s['std']:.4f}, "
+        lines.append(f"over {len(s['scores'])} seeds     median {s['median']:.4f} (std {std_text(s)}, "
                      f"min {s['min']:.4f}, max {s['max']:.4f})")
     if swept.evaluation:
         lines.append(f"evaluation       {swept.eval_metric} {swept.evaluation[swept.eval_metric]:.4f} "

@@ -344,12 +344,14 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
         return
     scores = sorted(score for score, _ in runs)
     stats = {"median": statistics.median(scores), "mean": statistics.fmean(scores),
-             "std": statistics.stdev(scores) if len(scores) > 1 else 0.0, "min": scores[0], "max": scores[-1]}
+             "min": scores[0], "max": scores[-1]}
+    if len(scores) > 1:  # one seed has no spread to measure (it read "std 0.0000 over 1 seeds")
+        stats["std"] = statistics.stdev(scores)
     score, median_run = min(runs, key=lambda sr: (abs(sr[0] - stats["median"]), sr[0]))
     parent_id = result.mlflow["parent_run_id"]
     client.log_batch(parent_id, metrics=_metrics({f"seeds.{k}": v for k, v in stats.items()}
                                                  | {"seeds.count": len(scores), "seeds.degenerate": len(degenerate)}))
-    spread = (f"median {stats['median']:.4f} mean {stats['mean']:.4f} std {stats['std']:.4f} "
+    spread = (f"median {stats['median']:.4f} mean {stats['mean']:.4f} std {std_text(stats)} "
               f"min {stats['min']:.4f} max {stats['max']:.4f} over {len(scores)} seeds")
     client.set_tag(parent_id, "seed_spread", spread)
     export_dir = out_dir / "best"
@@ -438,6 +440,10 @@ def _run_of(client, parent_id: str, result) -> str:
     return found[0].info.run_id
 
 
+def std_text(stats: dict) -> str:
+    return f"{stats['std']:.4f}" if "std" in stats else "n/a (one seed)"
+
+
 def _metrics(values: dict) -> list:
     import time
 
@@ -458,7 +464,7 @@ def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) ->
                 if r.best_schedule else "")]
     if r.seeds.get("scores"):
         lines.append(f"over seeds       median {r.seeds['median']:.4f} mean {r.seeds['mean']:.4f} "
-                     f"std {r.seeds['std']:.4f} min {r.seeds['min']:.4f} max {r.seeds['max']:.4f} "
+                     f"std {std_text(r.seeds)} min {r.seeds['min']:.4f} max {r.seeds['max']:.4f} "
                      f"({len(r.seeds['scores'])} seeds, {len(r.seeds['degenerate'])} degenerate)")
         lines.append(f"median model     {r.export_dir}")
     if r.evaluation:

@@ -89,6 +89,8 @@ def test_the_summary_names_the_store_without_its_credentials():
                          mlflow={"parent_run_id": "p"})
     line = summary(result, "https://alice:s3cret@mlflow.example.com", "", Path("/tmp"))
     assert "MLflow parent    p in https://***@mlflow.example.com" in line and "s3cret" not in line
+    result.seeds = {"scores": [0.8], "degenerate": [], "median": 0.8, "mean": 0.8, "min": 0.8, "max": 0.8}
+    assert "std n/a (one seed) min 0.8000" in summary(result, "sqlite:///m.db", "", Path("/tmp"))  # not "std 0.0000"
 
 
 def test_a_sweep_resumed_on_other_resources_or_begun_before_bases_were_kept_is_the_same_sweep(tmp_path, store):
