@@ -261,8 +261,9 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
         "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
         "mlflow_run_id": run_id,
         "basis": continuation_basis(cfg, prepared),
-        "eval_rows": ray.put(_eval_rows(cfg, prepared, columns)),
     }
+    eval_rows = _eval_rows(cfg, prepared, columns)
+    loop_config.update(eval_rows=ray.put(eval_rows), held_out=len(eval_rows[columns[0]]))
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
         # Pipelines: only first-stage ranks read, so Ray must not hand the later stages a share.
@@ -338,11 +339,15 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     resubmitted on another worker count, and runs of different sizes, score the same examples (the workers mask
     them alike too: jobs/workers/pretrain_worker.evaluate). Read here once and shipped through the object store: no
     evaluation starts a Ray Data stream (one costs a job's launch more than the evaluation itself at quickstart
-    sizes)."""
+    sizes). A resubmitted run scores as many examples as its checkpoint's run did (its record's `held_out`): with
+    another train.micro_batch_size, eval_batches x micro_batch_size named another set than its first evaluation's."""
+    from jobs.runtime import resubmit
     from pipelines.shards import read_head
 
     replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
-    table = read_head(prepared.eval_files, cfg.train.eval_batches * cfg.train.micro_batch_size, columns)
+    checkpoint = resubmit.latest(Path(cfg.output_dir).resolve() / cfg.run_name)
+    held_out = (resubmit.read(checkpoint) or {}).get("held_out") if checkpoint else None
+    table = read_head(prepared.eval_files, held_out or cfg.train.eval_batches * cfg.train.micro_batch_size, columns)
     keep = eval_set_size(table.num_rows, replicas)
     if not keep:  # scored, no row would give 0 loss and 0 accuracy, logged as a measurement
         raise ConfigError(f"the held-out split of {prepared.path} has {table.num_rows} examples, too few for "

@@ -16,9 +16,11 @@ from bert_core.config import ConfigError
 FILE = "continuation.json"
 
 
-def record(folder: Path, run_id: str | None, step: int, basis: dict) -> None:
-    """Rank 0: what a checkpoint being written in `folder` continues on, and which MLflow run wrote it."""
-    (folder / FILE).write_text(json.dumps({"run_id": run_id, "step": step, "basis": basis}))
+def record(folder: Path, run_id: str | None, step: int, basis: dict, held_out: int | None = None) -> None:
+    """Rank 0: what a checkpoint being written in `folder` continues on, and which MLflow run wrote it; `held_out`:
+    how many held-out examples its evaluations score (a resubmission scores as many, whatever its micro-batch)."""
+    extra = {"held_out": held_out} if held_out is not None else {}
+    (folder / FILE).write_text(json.dumps({"run_id": run_id, "step": step, "basis": basis, **extra}))
 
 
 def read(folder: Path) -> dict | None:

@@ -243,8 +243,9 @@ class Worker:
     def evaluate(self) -> dict:
         """MLM/NSP metrics on the run's fixed eval rows (jobs/pretrain.py), this replica scoring every
         replicas-th row: the examples and their masks are the same before and after training and on any worker
-        count or micro-batch size (dynamic masks are drawn once, 32 rows at a time, on every rank alike), so the
-        metrics of a run resubmitted on another count, or of runs of different sizes, compare."""
+        count or micro-batch size (dynamic masks are drawn once, 32 rows at a time, on every rank alike; a
+        resubmission scores as many rows as its checkpoint's run did: jobs/pretrain._eval_rows), so the metrics of a
+        run resubmitted on another count, or of runs of different sizes, compare."""
         if not self.engine.reads_data:
             return self.engine.evaluate([])
         collate = self._collator(10**6)
@@ -346,7 +347,8 @@ class Worker:
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
                 write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
-                resubmit.record(Path(tmp), self.config.get("mlflow_run_id"), self.step, self.config["basis"])
+                resubmit.record(Path(tmp), self.config.get("mlflow_run_id"), self.step, self.config["basis"],
+                                self.config.get("held_out"))
                 np.savez(Path(tmp) / "rng.npz", mask_next=np.stack(mask_next), **rng_arrays(rngs))
             if last:
                 after = self.evaluate()

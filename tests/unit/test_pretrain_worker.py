@@ -184,6 +184,36 @@ def test_a_small_eval_split_is_one_set_on_any_worker_count(tmp_path):
     assert sizes == {tuple(range(16))}
 
 
+def test_a_resubmission_with_another_micro_batch_scores_its_first_evaluations_set(tmp_path):
+    """eval_batches x micro_batch_size rows: a run resubmitted with micro_batch_size 8 (it ran out of memory at 24)
+    scored 32 examples after training against the 96 its before-training evaluation scored. Its checkpoint's record
+    names the count; a new run (no checkpoint) takes the config's."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.pretrain import _eval_rows as eval_rows
+    from jobs.runtime import resubmit
+
+    pq.write_table(pa.table({"example_id": np.arange(500)}), tmp_path / "eval-0.parquet")
+    prepared = SimpleNamespace(eval_files=[str(tmp_path / "eval-0.parquet")], path=str(tmp_path))
+    cfg = PretrainConfig(run_name="r", output_dir=str(tmp_path / "runs"))
+    cfg.train.eval_batches, cfg.train.micro_batch_size = 4, 24
+    first = eval_rows(cfg, prepared, ["example_id"])["example_id"].tolist()
+    assert first == list(range(96))
+    checkpoint = tmp_path / "runs" / "r" / "checkpoint_000003"
+    checkpoint.mkdir(parents=True)
+    resubmit.record(checkpoint, "run-1", 30, {}, held_out=len(first))
+    (checkpoint.parent / "checkpoint_manager_snapshot.json").write_text(
+        json.dumps({"latest_checkpoint_result": {"checkpoint_dir_name": checkpoint.name}}))
+    cfg.train.micro_batch_size = 8
+    assert eval_rows(cfg, prepared, ["example_id"])["example_id"].tolist() == first
+    cfg.run_name = "new"
+    assert len(eval_rows(cfg, prepared, ["example_id"])["example_id"]) == 32
+
+
 def test_a_held_out_split_too_small_for_the_replicas_is_refused_not_scored_as_zero(tmp_path):
     """3 held-out examples on 4 replicas: no replica can score as many as the others, the set is empty, and an
     empty set's metrics are 0 loss and 0 accuracy, logged as eval/mlm_loss=0.0: a perfect model. Refused, naming
