@@ -45,6 +45,9 @@ from jobs.config.sections import (PROMOTION_ALIASES, TrackingConfig, check_alias
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
 from jobs.registry.versions import alias_history, move_alias, version_by_alias, version_exists  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
+from jobs.runtime.cluster import prefer_loopback  # noqa: E402
+
+prefer_loopback()  # before anything imports ray: a Ray this job starts (your files' rows) binds 127.0.0.1
 
 CANDIDATE, (CHALLENGER, CHAMPION) = "candidate", PROMOTION_ALIASES
 

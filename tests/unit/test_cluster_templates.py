@@ -81,6 +81,14 @@ def test_launcher_token_auth_on_every_node():
     assert "-e RAY_AUTH_MODE=token" in config["docker"]["run_options"]  # clients on the nodes too
 
 
+def test_every_job_that_may_start_ray_binds_it_to_loopback_first():
+    """A Ray a job starts on this machine listens on 127.0.0.1 only if prefer_loopback ran before ray was imported:
+    jobs/promote.py's (it reads your files with Ray Data) listened on the machine's routable address."""
+    starters = [p for p in sorted((ROOT / "jobs").glob("*.py")) if "init_ray()" in p.read_text()]
+    assert {p.name for p in starters} >= {"finetune.py", "predict.py", "pretrain.py", "promote.py", "sweep.py"}
+    assert [p.name for p in starters if "prefer_loopback()" not in p.read_text()] == []
+
+
 def test_launcher_dashboard_only_on_loopback():
     words = ray_start(load(LAUNCHER)["head_start_ray_commands"])
     assert "--head" in words
