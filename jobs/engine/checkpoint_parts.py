@@ -44,17 +44,26 @@ def write_rank_files(ckpt_dir: Path, rank: int) -> None:
 
 def missing_parts(ckpt_dir: Path) -> list[str]:
     """What a checkpoint folder lacks to be whole ([] = nothing): a rank's part never written, or a file
-    absent or shorter than its rank listed."""
-    topology = read_topology(ckpt_dir)
+    absent or shorter than its rank listed. A listing cut short (the folders asked about are those an upload may
+    have left half-written) is a part missing, not an error."""
+    try:
+        topology = read_topology(ckpt_dir)
+        world_size = int(topology["world_size"]) if topology is not None else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"{TOPOLOGY} (rank 0's part, unreadable)"]
     if topology is None:
         return [f"{TOPOLOGY} (rank 0's part)"]
     missing = []
-    for rank in range(topology["world_size"]):
+    for rank in range(world_size):
         listing = ckpt_dir / RANK_FILES.format(rank)
-        if not listing.is_file():
-            missing.append(f"rank {rank}'s part")
+        try:
+            listed = json.loads(listing.read_text()) if listing.is_file() else None
+        except (OSError, ValueError):
+            listed = None
+        if not isinstance(listed, dict):
+            missing.append(f"rank {rank}'s part" + (" (its listing unreadable)" if listing.is_file() else ""))
             continue
-        for name, size in json.loads(listing.read_text()).items():
+        for name, size in listed.items():
             path = ckpt_dir / name
             if not path.is_file() or path.stat().st_size != size:
                 missing.append(f"{name} (rank {rank})")

@@ -43,6 +43,14 @@ def test_missing_parts_names_the_rank_and_the_short_file(tmp_path):
     assert missing_parts(tmp_path / "cut") == ["engine/zero_pp_rank_1_optim_states.pt (rank 1)"]
     part(tmp_path / "rank0-died", 1, {"engine/zero_pp_rank_1_optim_states.pt": b"b"})
     assert missing_parts(tmp_path / "rank0-died") == ["topology.json (rank 0's part)"]
+    # the listings themselves cut short by the upload: parts missing (the JSON error failed the finished job)
+    whole(tmp_path / "cut-listing")
+    listing = tmp_path / "cut-listing/rank-1.files.json"
+    assert listing.is_file()
+    listing.write_text(listing.read_text()[:10])
+    assert missing_parts(tmp_path / "cut-listing") == ["rank 1's part (its listing unreadable)"]
+    (tmp_path / "cut-listing/topology.json").write_text('{"world_si')
+    assert missing_parts(tmp_path / "cut-listing") == ["topology.json (rank 0's part, unreadable)"]
 
 
 def test_ignored_checkpoints_are_the_folders_ray_never_registered(tmp_path):
