@@ -61,6 +61,11 @@ class Lamb(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if not self.state and not self.partitioned and self._all_grads_zero():
+            # DeepSpeed's bf16/fp16 wrapper at ZeRO-0 steps once with zero gradients to build the state: with weight
+            # decay that update is p itself, trust ||p|| / ||wd p|| = 1 / wd, and it scaled every decayed matrix by
+            # (1 - lr) and counted a step before training began. No gradient, no step.
+            return loss
         # Pass 1 builds every update and its norms; the norms of all groups then cross ranks in one
         # all-reduce (not one per tensor); pass 2 applies. Costs one transient copy of the params.
         pending = [work for group in self.param_groups if (work := self._updates(group)) is not None]
@@ -83,6 +88,10 @@ class Lamb(torch.optim.Optimizer):
         for group, params, updates in pending:
             torch._foreach_add_(params, updates, alpha=-group["lr"])
         return loss
+
+    def _all_grads_zero(self) -> bool:
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        return bool(grads) and not any(bool(g.any()) for g in grads)
 
     def _updates(self, group: dict):
         """Moments advanced in place; returns (group, params, updates) or None when no grads."""

@@ -76,6 +76,26 @@ def test_trust_ratio_is_one_when_a_norm_is_zero():
     assert torch.equal(still.detach(), torch.tensor([1.0, 2.0]))
 
 
+def test_a_first_step_without_any_gradient_is_no_step():
+    """Zero gradients everywhere before any state (what a mixed-precision wrapper's set-up step gives): no update, no
+    state; the first real step is then a first step (bias correction of step 1). Once state exists, zero gradients
+    step as usual (weight decay applies)."""
+    p = torch.tensor([3.0, 4.0], requires_grad=True)
+    opt = Lamb([p], lr=0.1, weight_decay=0.5)
+    p.grad = torch.zeros(2)
+    opt.step()
+    assert torch.equal(p.detach(), torch.tensor([3.0, 4.0])) and not opt.state
+    fresh_p = torch.tensor([3.0, 4.0], requires_grad=True)
+    fresh = Lamb([fresh_p], lr=0.1, weight_decay=0.5)
+    p.grad, fresh_p.grad = torch.tensor([1.0, -2.0]), torch.tensor([1.0, -2.0])
+    opt.step()
+    fresh.step()
+    assert torch.equal(p.detach(), fresh_p.detach()) and opt.state[p]["step"] == 1
+    p.grad = torch.zeros(2)
+    opt.step()
+    assert opt.state[p]["step"] == 2 and not torch.equal(p.detach(), fresh_p.detach())
+
+
 def test_max_trust_clamps_the_ratio():
     p = torch.full((4,), 10.0, requires_grad=True)  # ||p|| = 20, ||sign(g)|| = 2: ratio 10
     opt = Lamb([p], lr=0.01, eps=0.0, weight_decay=0.0, max_trust=2.0)
@@ -238,6 +258,28 @@ def test_inside_deepspeed_zero2_matches_plain_lamb(deepspeed_world_of_one):
     # Two coarse groups become two flat tensors, each with one trust ratio: no longer LAMB.
     drift = max((a - b).abs().max().item() for a, b in zip(coarse.module.parameters(), reference.parameters()))
     assert drift > 1e-4
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_deepspeeds_mixed_precision_wrapper_takes_no_step_before_training(deepspeed_world_of_one, precision):
+    """At ZeRO-0, DeepSpeed's bf16/fp16 wrapper steps the optimizer once with zero gradients to build its state: LAMB's
+    update was then wd * p with trust 1 / wd, every decayed matrix scaled by (1 - lr) (0.6% at lr 6e-3) and a step
+    counted before training. (GPU runs; the wrapper's code is the same on DeepSpeed's CPU accelerator.)"""
+    from jobs.engine.ds_config import param_groups
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    before = model[0].weight.detach().clone()
+    opt = build_optimizer("lamb", param_groups(model, 0.01), 6e-3, BETAS, 1e-6, 0.01, zero_stage=0, world_size=1)
+    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, precision: {"enabled": True},
+              "zero_optimization": {"stage": 0}, "zero_allow_untested_optimizer": True}
+    _, wrapped, _, _ = deepspeed_world_of_one.initialize(model=model, optimizer=opt, config=config,
+                                                          dist_init_required=False)
+    inner = wrapped.optimizer
+    assert not inner.state  # no step counted
+    masters = [p for g in inner.param_groups for p in g["params"] if p.shape == before.shape]
+    torch.testing.assert_close(masters[0].detach().float(), before, rtol=0, atol=1e-2)  # bf16's rounding, no (1 - lr)
+    assert (masters[0].detach().float() / before).mean().item() == pytest.approx(1.0, abs=1e-3)
 
 
 def test_deepspeed_zero2_checkpoint_resumes_identically(deepspeed_world_of_one, tmp_path):
