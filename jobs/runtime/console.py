@@ -28,7 +28,10 @@ _quiet = False
 
 OURS = re.compile(r"^\s*(\[[a-z][a-z0-9 _-]*\]|step\s+\d+)")  # jobs' and workers' progress lines
 TROUBLE = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|\bERROR\b"
-                     r"|(?i:\b(died|killed|out of memory)\b)")  # a dead worker is news, whoever reports it
+                     r"|(?i:\b(died|killed|out of memory)\b)"  # a dead worker is news, whoever reports it
+                     # a native crash: Python's fault handler, abseil's and the C++ runtime's last words
+                     r"|Fatal Python error|\*\*\* SIG[A-Z]+ received|terminate called"
+                     r"|(?i:segmentation fault|core dumped)")
 # Ray's advice on actor arguments; and the GCS's error log of a KillActor whose actor exited before it replied,
 # which is how a kill succeeds (Ray's maintainers, ray-project/ray#53412 and #58544, which drops the log)
 BENIGN = re.compile(r"has constructor arguments in the object store and max_restarts > 0"
@@ -137,11 +140,30 @@ def keep_lines(data: dict) -> list[str]:
     """The lines of one batch of a worker's streamed output that quiet mode prints. `data` is Ray's batch:
     "lines", "pid", "actor_name" or "task_name", "is_err"."""
     lines = data.get("lines") or []
-    lines = _drop_signaler_race([line for line in lines if not BENIGN.search(line)])
-    trouble = any(TROUBLE.search(line) for line in lines) and not any(ENDED_BY_RAY.search(line) for line in lines)
+    lines = _drop_sigterm_exit(_drop_signaler_race([line for line in lines if not BENIGN.search(line)]))
+    trouble = any(TROUBLE.search(line) for line in lines)
     if (data.get("actor_name") or "").startswith(LOUD_ACTORS) or trouble:
         return lines
     return [line for line in lines if OURS.match(line)]
+
+
+def _drop_sigterm_exit(lines: list[str]) -> list[str]:
+    """`lines` less each traceback that runs through Ray's sigterm_handler and ends in its SystemExit (ENDED_BY_RAY),
+    with the "Exception ignored in" line before it; every other line, another traceback of the batch too, is kept
+    (one such line anywhere made the whole batch no trouble)."""
+    kept, i = [], 0
+    while i < len(lines):
+        if _bare(lines[i]).startswith("Traceback (most recent call last)"):
+            end = next((j for j in range(i + 1, len(lines)) if not _bare(lines[j]).startswith(" ")), None)
+            if (end is not None and _bare(lines[end]).startswith("SystemExit")
+                    and any(ENDED_BY_RAY.search(line) for line in lines[i:end])):
+                if kept and _bare(kept[-1]).startswith("Exception ignored in"):
+                    kept.pop()
+                i = end + 1
+                continue
+        kept.append(lines[i])
+        i += 1
+    return kept
 
 
 def _drop_signaler_race(lines: list[str]) -> list[str]:

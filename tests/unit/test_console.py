@@ -108,6 +108,20 @@ def test_an_actor_ray_ended_with_sigterm_is_not_an_error():
              "SystemExit: 1"]
     assert console.keep_lines(batch("", *ended, is_err=True)) == []
     assert console.keep_lines(batch("", *ended[:3], "ValueError: bad", is_err=True)) == [*ended[:3], "ValueError: bad"]
+    # in one batch with another error: that error is kept (the sigterm line made the whole batch quiet)
+    error = ["Traceback (most recent call last):", '  File "/app/jobs/x.py", line 3, in f', "RuntimeError: lost"]
+    assert console.keep_lines(batch("", *ended, *error, is_err=True)) == error
+
+
+@pytest.mark.parametrize("crash", [
+    ["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f (most recent call first):"],
+    ["*** SIGSEGV received at time=1764400000 on cpu 1 ***", "PC: @ 0x7f12 (unknown) at::native::foo()"],
+    ["terminate called after throwing an instance of 'c10::Error'", "  what():  CUDA error: an illegal memory access"],
+])
+def test_a_native_crash_in_a_worker_reaches_the_quiet_console(crash):
+    """A segfault, abseil's signal report or a C++ abort were dropped whole in quiet mode: no line said why a worker
+    died."""
+    assert console.keep_lines(batch("", *crash, is_err=True)) == crash
 
 
 def test_configure_quiet_then_verbose():
