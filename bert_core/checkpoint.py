@@ -237,7 +237,7 @@ def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTr
     """
     path = Path(path)
     hf_config = json.loads((path / CONFIG_NAME).read_text())
-    if hf_config.get("model_type", "bert") != "bert":  # a RoBERTa backbone's weights have BERT's names
+    if (hf_config.get("model_type") or "bert") != "bert":  # a RoBERTa backbone's weights have BERT's names
         raise ValueError(f"{path} holds a {hf_config['model_type']!r} model (config.json's model_type), not BERT: "
                          f"its weights would load into BERT's layout without an error and compute something else")
     config = BertConfig.from_dict(hf_config).validate()

@@ -43,7 +43,7 @@ from jobs.runtime.cluster import prefer_loopback  # noqa: E402
 prefer_loopback()  # before anything imports ray
 
 from bert_core.config import ConfigError  # noqa: E402
-from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
 from jobs.config.predict import PredictConfig  # noqa: E402
 from jobs.inference import inputs, shards, stages  # noqa: E402
 from jobs.inference.model_ref import ModelRef, check_inputs, resolve_model  # noqa: E402
@@ -438,7 +438,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PredictCon
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. columns.text=body")
     args = parser.parse_intermixed_args(argv)
     given = {"model": args.model, "input": args.input, "output": args.output}  # as typed: a path may hold emoji
-    extra = [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in given.items() if v]
+    extra = [f"{k}={yaml_quoted(v)}" for k, v in given.items() if v]
     return args, load_config(PredictConfig, args.config, [*args.overrides, *extra])
 
 

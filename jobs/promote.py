@@ -42,7 +42,7 @@ from jobs.config.io import deep_merge  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import (PROMOTION_ALIASES, TrackingConfig, check_alias,  # noqa: E402
                                   refuse_relative_when_submitted)
-from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
 from jobs.registry.versions import alias_history, move_alias, version_by_alias, version_exists  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
 from jobs.runtime.cluster import prefer_loopback  # noqa: E402
@@ -352,8 +352,8 @@ def champions(client, name: str) -> list[str]:
     stack: list[str] = []
     for move in alias_history(client, name, CHAMPION):
         alias, old, _, new, why = move.split(" ", 4)
-        if why.startswith("rollback") and new[1:] in stack:
-            del stack[stack.index(new[1:]) + 1:]
+        if why.startswith("rollback") and new[1:] in stack:  # back to its latest reign (a version may reign twice)
+            del stack[len(stack) - stack[::-1].index(new[1:]):]
         elif new != "none":
             stack.append(new[1:])
     return [v for v in stack if version_exists(client, name, v)]
@@ -396,7 +396,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PromoteCon
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. min_delta=0.01")
     args = parser.parse_intermixed_args(argv)  # NAME --rollback key=value: flags between the positionals
-    extra = [f"model={json.dumps(args.model, ensure_ascii=False)}"] \
+    extra = [f"model={yaml_quoted(args.model)}"] \
         + ([f"version={args.version}"] if args.version else []) \
         + (["rollback=true"] if args.rollback else [])
     return args, load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()

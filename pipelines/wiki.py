@@ -18,7 +18,6 @@ files, categories and interlanguage links, and cuts the trailing reference secti
 from __future__ import annotations
 
 import html
-import itertools
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -319,8 +318,8 @@ _NON_PROSE_ELEMENTS = re.compile(  # content dropped with the tags
 _TAG = re.compile(r"</?[a-zA-Z][^>]*>")
 _BR = re.compile(r"<br\s*/?>", re.I)
 _TRAILING_SECTIONS = re.compile(  # English, and the largest Wikipedias' (de, fr, es, it, pt, nl)
-    r"^==\s*(?:see also|references|notes|footnotes|notes and references|citations|sources|bibliography"
-    r"|further reading|external links"
+    r"^==\s*(?:see also|references|notes|footnotes|notes and references|references and notes|citations|sources"
+    r"|works cited|cited works|sources cited|general references|bibliography|further reading|external links"
     r"|siehe auch|einzelnachweise|weblinks|anmerkungen|voir aussi|notes et références|références|liens externes"
     r"|véase también|referencias|enlaces externos|voci correlate|note|collegamenti esterni|ver também"
     r"|referências|ligações externas|zie ook|externe links|bronnen)\s*==\s*$", re.I | re.M)
@@ -357,9 +356,11 @@ def _template_text(m: re.Match) -> str:
     args = [a.strip() for a in parts if "=" not in a]  # positional arguments
     if name == "lang":
         return named.get("text", "").strip() or (args[1] if len(args) > 1 else "")
-    if name in ("convert", "cvt"):  # the value (or range: 5|-|10) and its unit
-        value = list(itertools.takewhile(lambda a: _NUMBER.fullmatch(a) or a in _RANGE_WORDS, args))
-        return " ".join(value + args[len(value):len(value) + 1])
+    if name in ("convert", "cvt"):  # the value (-40, 1/2, or a range: 5|-|10) and its unit
+        end = 1
+        while end + 1 < len(args) and args[end] in _RANGE_WORDS:
+            end += 2
+        return " ".join(args[:end + 1])
     if name in ("circa", "c."):
         return " ".join(["c.", *args[:1]])
     if name == "as of":
@@ -375,8 +376,7 @@ _INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "smal
                                "c.", "as of", "us$", "ill", "interlanguage link", "nihongo"])
 _SYMBOL_TEMPLATES = {"nbsp": " ", "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spnd": " \u2013 ",
                      "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ", "dash": " \u2014 ", "-": "\u2013",
-                     "middot": "\u00b7", "\\": " / ", "'": "'", "!": "|", "=": "="}
-_NUMBER = re.compile(r"[\d.,]+")
+                     "middot": "\u00b7", "\\": " / ", "'": "'"}  # not {{!}}, {{=}}: a "|" would split its template
 _RANGE_WORDS = frozenset(["-", "\u2013", "to", "and", "or", "x", "by", "+", "+/-", "&"])
 _PARAMETER = re.compile(r"\{\{\{[^{}]*\}\}\}")  # {{{1}}}: a template's own parameter, left in pages by copying
 
@@ -404,15 +404,19 @@ def _sub_nested(pattern: re.Pattern, repl, text: str) -> str:
 
 
 def _trailing_start(text: str) -> int:
-    """Where the article's trailing sections (See also, References, External links ...) start: the first such heading
-    with none but such level-2 headings after it. A "Sources" or "Notes" section amid the article (a history's
-    account of its sources) is prose, and the sections after it too; the end of the text if there are none."""
-    cut = len(text)
-    for heading in reversed(list(_LEVEL_2.finditer(text))):
-        if not _TRAILING_SECTIONS.fullmatch(heading.group()):
-            break
-        cut = heading.start()
-    return cut
+    """Where the article's trailing sections (See also, References, External links ...) start: at the first heading
+    that only ends articles (References, External links, See also ...), or else at the final run of trailing-section
+    headings, each with the trailing headings right before it ("Notes" before "References"). A "Sources" or "Notes"
+    section amid the article (a history's account of its sources) is prose; the end of the text if none."""
+    heads = list(_LEVEL_2.finditer(text))
+    trailing = [bool(_TRAILING_SECTIONS.fullmatch(h.group())) for h in heads]
+    k = next((i for i, h in enumerate(heads) if trailing[i] and not _AMID_ARTICLE.search(h.group())), len(heads))
+    while k > 0 and trailing[k - 1]:
+        k -= 1
+    return heads[k].start() if k < len(heads) else len(text)
+
+
+_AMID_ARTICLE = re.compile(r"^==\s*(?:sources|notes|note|anmerkungen|bronnen)\s*==", re.I)  # also a section's name
 
 
 _LEVEL_2 = re.compile(r"^==(?!=).*?[^=]==\s*$", re.M)

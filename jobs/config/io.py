@@ -41,7 +41,9 @@ class NumbersAsTyped(yaml.SafeLoader):
                 continue  # `<<: *anchor`: merged keys are meant to be overridden
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
-            if isinstance(key, Hashable) and key in lines:
+            if not isinstance(key, Hashable):
+                continue  # PyYAML refuses it itself
+            if key in lines:
                 raise ConfigError(f"key {key!r} appears twice in one mapping (lines {lines[key]} and {line}); YAML "
                                   f"would keep the second and drop the first: write it once")
             lines[key] = line
@@ -71,6 +73,14 @@ NumbersAsTyped.add_constructor(_INT, _yaml_int)
 
 def yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=NumbersAsTyped)
+
+
+def yaml_quoted(text: str) -> str:
+    """`text` as a YAML double-quoted scalar that reads back exactly: every character outside printable ASCII as its
+    code point's escape (a JSON string escapes an emoji as two UTF-16 halves, which YAML reads as two lone
+    surrogates; a path's undecodable bytes and U+0085 come back as they went in)."""
+    body = "".join("\\" + c if c in '"\\' else c if " " <= c <= "~" else f"\\U{ord(c):08x}" for c in text)
+    return f'"{body}"'
 
 
 def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:

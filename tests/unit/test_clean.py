@@ -84,8 +84,8 @@ def test_normalize_is_idempotent_and_empty_stays_empty():
     # "No.", a month's and a page's abbreviation hold before a number only (Wikipedia's charts, dates, citations)
     ("It peaked at No. 1 in the US. Born Jan. 5, 1990, he left.", ["It peaked at No. 1 in the US.",
                                                                     "Born Jan. 5, 1990, he left."]),
-    ("See p. 12 for more. He said no. Then Jan. The end.", ["See p. 12 for more.", "He said no.", "Then Jan.",
-                                                             "The end."]),
+    ("Under Art. 5 since Dec. 1990. He said no. Then Jan. The end.", ["Under Art. 5 since Dec. 1990.",
+                                                                       "He said no.", "Then Jan.", "The end."]),
 ])
 def test_sentence_boundaries(text, expected):
     assert split_sentences(text) == expected

@@ -315,6 +315,16 @@ def test_prediction_paths_and_model_names_reach_the_config_as_typed():
     and the job ended in a UnicodeEncodeError traceback."""
     from jobs import predict, promote
 
-    args, cfg = predict.parse(["models:/müller@champion", "--input", "/data/in 😀/*.csv", "--output", "/data/out😀"])
-    assert (cfg.model, cfg.input, cfg.output) == ("models:/müller@champion", "/data/in 😀/*.csv", "/data/out😀")
+    import os
+
+    undecodable = os.fsdecode(b"/data/bad\xff/out")  # a file name's bytes that are no UTF-8, as Python holds them
+    args, cfg = predict.parse(["models:/müller@champion", "--input", "/data/in 😀/*.csv", "--output", undecodable])
+    assert (cfg.model, cfg.input, cfg.output) == ("models:/müller@champion", "/data/in 😀/*.csv", undecodable)
+    assert predict.parse(["m", "--input", "x", "--output", 'a"b\\c\x85d'])[1].output == 'a"b\\c\x85d'
+    import yaml
+
+    from jobs.config.io import yaml_load
+
+    with pytest.raises(yaml.YAMLError, match="unhashable"):  # PyYAML's own error, not a TypeError of the key check
+        yaml_load("? [c]\n: 1\n")
     assert promote.parse(["modèle-😀"])[1].model == "modèle-😀"

@@ -312,6 +312,12 @@ def test_a_rollback_skips_deleted_champions_and_the_history_drops_them(tmp_path,
     move_alias(client, NAME, "champion", "5", "promoted: v5 with no champion")
     assert promote.champions(client, NAME) == ["1", "5"]
     assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
+    # a version that reigned twice: a rollback to it goes back to its latest reign, not its first
+    for v in "3", "1", "3":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    assert promote.champions(client, NAME) == ["1", "3", "1", "3"]
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
+    assert promote.champions(client, NAME) == ["1", "3", "1"]
 
 
 def test_a_registry_error_is_not_read_as_no_champion(tmp_path, empty_store, monkeypatch):

@@ -47,6 +47,8 @@ def strip(text: str) -> str:
      "bonjour, 5 - 10 km from Hans Müller c. 1900."),
     ("Kyoto{{efn|A note.}}was {{Nihongo|Kyoto|京都|Kyōto}}'s name.", "Kyoto was Kyoto's name."),
     ("Before {{Infobox|x={{{1}}}}} after.", "Before after."),
+    ("At {{convert|-40|C|F}}, {{convert|1/2|mi|km}} or {{cvt|5|to|10|m}}.", "At -40 C, 1/2 mi or 5 to 10 m."),
+    ("A {{nowrap|a{{!}}b}} c.", "A a b c."),  # {{!}} as "|" would have split its template's arguments
 ])
 def test_strip_inline_markup(wikitext, plain):
     assert strip(wikitext) == plain
@@ -86,6 +88,16 @@ def test_a_sources_section_amid_the_article_is_prose_the_trailing_ones_go():
                 "=== Works cited ===\n* A book.\n== External links ==\n* [http://x.org X]\n[[Category:Y]]")
     assert strip(wikitext).split("\n\n") == ["Intro.", "Sources", "The ancient sources disagree.", "Legacy",
                                              "Later text.", "Sub", "More."]
+
+
+def test_references_end_the_article_whatever_follows_them():
+    """A level-2 "Works cited" after the references (featured articles have one), or a heading no list names: the
+    references and what follows go; a mid-article "Notes" before prose stays."""
+    wikitext = ("Intro.\n== History ==\nProse.\n== Notes ==\n{{notelist}}\n== References ==\n* Smith, J. A Book.\n"
+                "== Works cited ==\n* Jones, K. Another.\n== Legacy ==\nAfter the references.\n")
+    assert strip(wikitext).split("\n\n") == ["Intro.", "History", "Prose."]
+    assert strip("Intro.\n== Notes ==\nA note on names.\n== Life ==\nProse.\n").split("\n\n") == [
+        "Intro.", "Notes", "A note on names.", "Life", "Prose."]
 
 
 def test_unclosed_markup_terminates_and_keeps_prose():
