@@ -180,9 +180,11 @@ def _encode(examples, tok, max_seq_len: int, doc_stride: int, max_query_length: 
     # Leading whitespace would count toward the question's characters but not its pieces.
     questions = [ex["question"].lstrip() for ex in examples]
     pieces = tok(questions, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    # Cutting the text at the end of piece k re-tokenizes to exactly the first k pieces
-    # (WordPiece is greedy longest-match-first, so a word's prefix keeps its pieces).
-    questions = [q if len(offs) <= max_query_length else q[:offs[max_query_length - 1][1]]
+    # Cutting the text where piece k+1 starts re-tokenizes to at most the first k pieces (WordPiece is greedy
+    # longest-match-first, so a word's prefix keeps its pieces); cut at the end of piece k, a character of several
+    # pieces (an uncased tokenizer splits a Hangul syllable into its jamo, all at one offset) kept them all, and the
+    # question ran past max_query_length, into the tokenizer's refusal of the stride.
+    questions = [q if len(offs) <= max_query_length else q[:offs[max_query_length][0]].rstrip()
                  for q, offs in zip(questions, pieces)]
     return tok(questions, [ex["context"] for ex in examples], truncation="only_second", max_length=max_seq_len,
                stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,

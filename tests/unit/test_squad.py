@@ -166,6 +166,11 @@ def test_question_is_cut_to_max_query_length(tok):
         assert q_len == 10 and row[1:11].tolist() == full[:10]
     with pytest.raises(ValueError, match="max_query_length"):
         squad_eval_features([ex], tok, max_seq_len=32, doc_stride=16, max_query_length=16)
+    # a character of several pieces at the cut (a Hangul syllable: three jamo at one offset): at most 10 pieces,
+    # not 12 (the window's stride then failed the tokenizer with a PanicException no `except Exception` catches)
+    korean = {**ex, "question": "a b c d e f g h i 한국"}
+    f = squad_eval_features([korean], tok, max_seq_len=24, doc_stride=10, max_query_length=10)
+    assert [tok.convert_ids_to_tokens(row[1:11].tolist()) for row in f["input_ids"]][0] == [*"abcdefghi", "[SEP]"]
 
 
 def test_eval_offsets_exist_only_in_the_context(tmp_path, tok):
