@@ -25,3 +25,18 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """The rename to disk too: after a power loss right after it, the folder could otherwise hold the old file."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # a filesystem that takes no fsync of a folder (some network mounts)
+        pass
+    finally:
+        os.close(fd)
