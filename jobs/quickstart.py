@@ -136,7 +136,7 @@ def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
 
 
 def summary(pretrained, swept, promoted=None, predicted: dict | None = None) -> str:
-    from jobs.sweep import std_text
+    from jobs.search.outcome import std_text
 
     m = pretrained.metrics
     lines = ["", "=" * 72, "quickstart: corpus -> pretraining -> fine-tuning sweep -> registry -> promotion",

@@ -34,7 +34,7 @@ from jobs.runtime import console  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sweep import SweepConfig, load_sweep_config, max_evaluations, tune_space  # noqa: E402
-from jobs.search.outcome import RUN_STATUS, champion, scored, trial_status  # noqa: E402
+from jobs.search.outcome import RUN_STATUS, champion, scored, std_text, summary, trial_status  # noqa: E402
 
 
 class SweepInterrupted(RuntimeError):
@@ -440,10 +440,6 @@ def _run_of(client, parent_id: str, result) -> str:
     return found[0].info.run_id
 
 
-def std_text(stats: dict) -> str:
-    return f"{stats['std']:.4f}" if "std" in stats else "n/a (one seed)"
-
-
 def _metrics(values: dict) -> list:
     import time
 
@@ -451,35 +447,6 @@ def _metrics(values: dict) -> list:
 
     now = int(time.time() * 1000)
     return [Metric(k, float(v), now, 0) for k, v in values.items()]
-
-
-def summary(r: SweepResult, tracking_uri: str, dashboard: str, storage: Path) -> str:
-    from jobs.registry.tracking import redact
-
-    lines = ["", "=" * 72, f"sweep            {r.name}: {len(r.table)} trials "
-             f"({sum(t['status'] == 'stopped early' for t in r.table)} stopped early, "
-             f"{sum(t['status'] == 'failed' for t in r.table)} failed)",
-             f"best trial       {r.metric} {r.best_score:.4f} with {r.best_config}"
-             + (f" ({r.best_schedule}{'; the seed runs train with it throughout' if r.seeds else ''})"
-                if r.best_schedule else "")]
-    if r.seeds.get("scores"):
-        lines.append(f"over seeds       median {r.seeds['median']:.4f} mean {r.seeds['mean']:.4f} "
-                     f"std {std_text(r.seeds)} min {r.seeds['min']:.4f} max {r.seeds['max']:.4f} "
-                     f"({len(r.seeds['scores'])} seeds, {len(r.seeds['degenerate'])} degenerate)")
-        lines.append(f"median model     {r.export_dir}")
-    if r.evaluation:
-        main = r.eval_metric
-        sizes = ", ".join(f"{split} {info['rows']:,}" for split, info in r.data.items())
-        lines.append(f"evaluation       {main} {r.evaluation[main]:.4f} (the registered model, once; {sizes} rows)")
-    if r.mlflow.get("version"):
-        lines.append(f"registered model models:/{r.mlflow['registered_model']}@{r.mlflow['alias']} "
-                     f"(v{r.mlflow['version']})")
-    lines += [f"MLflow parent    {r.mlflow['parent_run_id']} in {redact(tracking_uri)}",  # no credentials printed
-              f"table / plot     {r.table_path} / {r.plot_path}",
-              f"Tune results     {storage / r.name}", f"Ray dashboard    {dashboard or 'not running'}",
-              console.logs_line("trials, Ray Tune"),
-              "=" * 72]
-    return "\n".join(lines)
 
 
 def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, SweepConfig]:

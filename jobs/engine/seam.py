@@ -154,6 +154,11 @@ class EngineBase:
     def lr(self) -> float:
         return self.scheduler.optimizer.param_groups[0]["lr"]  # what the next step uses
 
+    def advance_schedule(self) -> None:
+        """The learning-rate schedule one step on with no update: a fine-tune's skipped (non-finite) batch still counts
+        as a step of its run, whose schedule must then still end at 0 on its last step."""
+        self.scheduler.step()
+
     def grad_norm(self) -> float:
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else math.nan

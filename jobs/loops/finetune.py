@@ -12,7 +12,8 @@ metrics, the report with its checkpoint, the best model's keeping); the policies
     weights have diverged and skipping cannot help, so a diverged sweep trial fails at once (Tune marks it
     errored) and a fine-tune does not train on for hours on NaNs. A non-finite select metric raises too.
   * data position: `epoch` and `epoch_steps` (the batches of it already taken) are part of `state()`, so a run
-    restored from a checkpoint asks `epoch_batches` for the rest of the epoch and trains on as if never stopped.
+    restored from a checkpoint asks `epoch_batches` for the rest of the epoch and trains on as if never stopped
+    (row for row with one worker; with several, as many batches, which Ray Data's split may fill with other rows).
 
 The engine (jobs/engine/data_parallel.py) is used only through `step(batch) -> StepStats` (`.loss`, `.finite`),
 `.lr` and, in `select_metrics`, `predict`.
@@ -163,7 +164,8 @@ class FinetuneLoop:
         if stats.finite:
             self.nonfinite_streak = 0
             return
-        # the engine skipped it on every rank: no update from a NaN/inf loss
+        # the engine skipped it on every rank: no update from a NaN/inf loss; the schedule moves on with the step count
+        self.engine.advance_schedule()
         self.nonfinite, self.nonfinite_streak = self.nonfinite + 1, self.nonfinite_streak + 1
         limit = self.train.max_nonfinite_steps
         if self.log:
@@ -205,8 +207,10 @@ class FinetuneLoop:
             self.bad_evals += 1
         if not again:
             self.history.append({"step": step, "epoch": epoch, **metrics})
-        # patience ran out before the run's last step (at it, the run ends anyway: it ran every step, not stopped)
-        self.stopped = bool(self.train.patience and self.bad_evals >= self.train.patience) and not final
+        # patience ran out before the run's last step (at it, the run ends anyway: it ran every step, not stopped); a
+        # restore that evaluates that step again (final) keeps it stopped: it said "not triggered" and trained on
+        self.stopped = (self.stopped and again) or (
+            bool(self.train.patience and self.bad_evals >= self.train.patience) and not final)
         final = final or self.stopped
         if self.log:
             self.log.info(f"[eval] step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in metrics.items())

@@ -1,8 +1,10 @@
 """A sweep's verdict on its trials: each trial's status (failed, stopped by the scheduler, ended by its own
 patience, finished), the MLflow run status that follows from it, and the champion among the trials that did not
-fail. Used by jobs/sweep.py."""
+fail; and the summary the sweep ends with. Used by jobs/sweep.py."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 # A trial's MLflow run status from its row's status. A trial the scheduler stopped did not complete its
@@ -43,3 +45,39 @@ def trial_status(result, max_evals: int = 0) -> str:
     if df is not None and len(df) and "score" in df and last.get("step", 0) < last.get("total_steps", 0):
         return "stopped early"
     return "finished"
+
+
+def std_text(stats: dict) -> str:
+    return f"{stats['std']:.4f}" if "std" in stats else "n/a (one seed)"
+
+
+def summary(r, tracking_uri: str, dashboard: str, storage: Path) -> str:
+    """The sweep's closing table (jobs/sweep.py's SweepResult `r`): trials, the best, the seeds, the registered
+    model and where everything is."""
+    from jobs.registry.tracking import redact
+    from jobs.runtime import console
+
+    lines = ["", "=" * 72, f"sweep            {r.name}: {len(r.table)} trials "
+             f"({sum(t['status'] == 'stopped early' for t in r.table)} stopped early, "
+             f"{sum(t['status'] == 'failed' for t in r.table)} failed)",
+             f"best trial       {r.metric} {r.best_score:.4f} with {r.best_config}"
+             + (f" ({r.best_schedule}{'; the seed runs train with it throughout' if r.seeds else ''})"
+                if r.best_schedule else "")]
+    if r.seeds.get("scores"):
+        lines.append(f"over seeds       median {r.seeds['median']:.4f} mean {r.seeds['mean']:.4f} "
+                     f"std {std_text(r.seeds)} min {r.seeds['min']:.4f} max {r.seeds['max']:.4f} "
+                     f"({len(r.seeds['scores'])} seeds, {len(r.seeds['degenerate'])} degenerate)")
+        lines.append(f"median model     {r.export_dir}")
+    if r.evaluation:
+        main = r.eval_metric
+        sizes = ", ".join(f"{split} {info['rows']:,}" for split, info in r.data.items())
+        lines.append(f"evaluation       {main} {r.evaluation[main]:.4f} (the registered model, once; {sizes} rows)")
+    if r.mlflow.get("version"):
+        lines.append(f"registered model models:/{r.mlflow['registered_model']}@{r.mlflow['alias']} "
+                     f"(v{r.mlflow['version']})")
+    lines += [f"MLflow parent    {r.mlflow['parent_run_id']} in {redact(tracking_uri)}",  # no credentials printed
+              f"table / plot     {r.table_path} / {r.plot_path}",
+              f"Tune results     {storage / r.name}", f"Ray dashboard    {dashboard or 'not running'}",
+              console.logs_line("trials, Ray Tune"),
+              "=" * 72]
+    return "\n".join(lines)

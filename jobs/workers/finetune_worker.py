@@ -11,9 +11,9 @@ small, and an exact metric needs every row exactly once. Every evaluation report
 whole training state: each rank's part of the engine (weights, optimizer moments, schedule) and its RNG,
 and rank 0's place in the data, evaluation history, early-stopping count and the best model so far (HF
 format). A worker that dies (train.max_failures) costs the steps since the last evaluation: the restarted
-group loads that checkpoint and takes up the epoch where it was. The final report's checkpoint holds the
-best model and its history, which the driver exports. Training runs on the engine pretraining uses
-(jobs/engine/data_parallel.py: DeepSpeed, ZeRO 0-2); the loop (evaluation cadence, best, patience, the
+group loads that checkpoint and takes up the epoch where it was (row for row with one worker: _epoch_batches).
+The final report's checkpoint holds the best model and its history, which the driver exports. Training runs on the
+engine pretraining uses (jobs/engine/data_parallel.py: DeepSpeed, ZeRO 0-2); the loop (evaluation cadence, best, patience, the
 non-finite policy) is jobs/loops/finetune.py's, shared with the sweep's trials.
 """
 

@@ -500,13 +500,3 @@ def test_a_tracking_server_on_a_private_ca_counts_as_answering(tmp_path):
     with pytest.raises(ConfigError, match=rf"^tracking\.tracking_uri='https://127\.0\.0\.1:{port}' does not answer"):
         TrackingConfig(tracking_uri=f"https://127.0.0.1:{port}").check_reachable()
 
-
-@pytest.mark.parametrize("override", ["sweep.finetune.init=/models/mine", "sweep.finetune.tracking.tracking_uri=x"])
-def test_the_quickstart_refuses_a_sweep_override_it_would_drop(override):
-    """The quickstart sets the sweep's starting model (its own release) and tracking store (pretraining's) after
-    pretraining: such an override was validated, then dropped unread."""
-    from jobs import quickstart
-
-    with pytest.raises(ConfigError, match=rf"override 'sweep\.{override.split('=')[0][6:]}' is the quickstart's own"):
-        quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, [override])
-    quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, ["sweep.finetune.tracking.experiment=mine"])

@@ -328,3 +328,13 @@ def test_prediction_paths_and_model_names_reach_the_config_as_typed():
     with pytest.raises(yaml.YAMLError, match="unhashable"):  # PyYAML's own error, not a TypeError of the key check
         yaml_load("? [c]\n: 1\n")
     assert promote.parse(["modèle-😀"])[1].model == "modèle-😀"
+
+@pytest.mark.parametrize("override", ["sweep.finetune.init=/models/mine", "sweep.finetune.tracking.tracking_uri=x"])
+def test_the_quickstart_refuses_a_sweep_override_it_would_drop(override):
+    """The quickstart sets the sweep's starting model (its own release) and tracking store (pretraining's) after
+    pretraining: such an override was validated, then dropped unread."""
+    from jobs import quickstart
+
+    with pytest.raises(ConfigError, match=rf"override 'sweep\.{override.split('=')[0][6:]}' is the quickstart's own"):
+        quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, [override])
+    quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, ["sweep.finetune.tracking.experiment=mine"])

@@ -38,11 +38,14 @@ class TinyEngine:
         torch.manual_seed(seed)
         self.model = torch.nn.Sequential(torch.nn.EmbeddingBag(VOCAB, 8), torch.nn.Linear(8, 2))
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
-        self.nan_at, self.calls, self.seen = set(nan_at), 0, []
+        self.nan_at, self.calls, self.seen, self.skipped_schedule = set(nan_at), 0, [], 0
 
     @property
     def lr(self) -> float:
         return self.opt.param_groups[0]["lr"]
+
+    def advance_schedule(self) -> None:
+        self.skipped_schedule += 1
 
     def step(self, batch: dict) -> Stats:
         self.calls += 1
@@ -212,6 +215,7 @@ def test_a_nonfinite_loss_is_skipped_and_counted_and_a_finite_step_resets_the_st
     run = Run(engine=TinyEngine(nan_at=(3, 5, 6)), max_nonfinite_steps=3)
     run.loop.run()
     assert run.loop.step == 15 and (run.loop.nonfinite, run.loop.nonfinite_streak) == (3, 0)
+    assert run.engine.skipped_schedule == 3  # the schedule moved on with each skipped step: it ends at 0 on step 15
     losses = [m["train/loss"] for step, m in run.tracked if "train/loss" in m]
     assert np.isfinite(losses[:2]).all() and np.isnan(losses[2])  # steps 3-4: 4's loss; 5-6: none finite
 
@@ -268,6 +272,22 @@ def test_restored_with_no_step_left_evaluates_once_more_and_changes_nothing():
     again.loop.run()
     assert again.engine.seen == [] and again.eval_steps == [15] and again.reports[0][1:] == (True, True)
     assert again.loop.history == done.loop.history and again.loop.bad_evals == done.loop.bad_evals == 1
+
+
+def test_a_stopped_run_restored_stays_stopped():
+    """Patience stopped the run at step 4; restoring its final checkpoint (a resubmission, a restart after the final
+    report) evaluated step 4 again as the last step and forgot the stop: its report said "not triggered", and a second
+    restore trained step 5 on."""
+    done = Run(scores=[0.5, 0.6, 0.6, 0.55, 0.9, 0.9], eval_every_steps=1, patience=2)
+    done.loop.run()
+    once = Run(scores=[0.55], eval_every_steps=1, patience=2)
+    once.loop.load_state(done.loop.state())
+    once.loop.run()
+    assert once.engine.seen == [] and once.loop.stopped and once.loop.state()["stopped"]
+    twice = Run(scores=[0.55] + [0.9] * 20, eval_every_steps=1, patience=2)
+    twice.loop.load_state(once.loop.state())
+    twice.loop.run()
+    assert twice.engine.seen == [] and twice.loop.step == 4 and twice.loop.stopped
 
 
 def test_collate_cuts_per_token_columns_only():

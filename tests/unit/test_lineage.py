@@ -17,16 +17,6 @@ from pipelines.layout import fingerprint_inputs
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory) -> Path:
-    """A migrated SQLite store, made once: copying it is much faster than MLflow creating the schema per test."""
-    from mlflow.tracking import MlflowClient
-
-    db = tmp_path_factory.mktemp("store") / "mlflow.db"
-    MlflowClient(f"sqlite:///{db}").search_experiments()
-    return db
-
-
 @pytest.fixture
 def chain(tmp_path, empty_store):
     from mlflow.tracking import MlflowClient

@@ -200,16 +200,6 @@ def test_a_champion_moved_while_judging_is_not_replaced_by_a_model_never_compare
     assert not [m for m in promote.history(client, NAME) if m.startswith(f"champion v{v3} -> v{v2}")]
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory):
-    """An empty MLflow SQLite store, its tables made once (seconds): each test starts from a copy."""
-    from mlflow.tracking import MlflowClient
-
-    path = tmp_path_factory.mktemp("store") / "mlflow.db"
-    MlflowClient(f"sqlite:///{path}").search_experiments()
-    return path
-
-
 def test_a_winner_leaves_challenger_to_the_version_another_promotion_is_judging(tmp_path, empty_store, monkeypatch):
     """v1 and v2 judged at once: v2 takes @challenger while v1 is scored; v1 wins, and @challenger stays v2's."""
     from jobs.registry.versions import move_alias
@@ -269,87 +259,6 @@ def test_two_rollbacks_at_once_roll_back_once(tmp_path, empty_store, monkeypatch
     assert "promotion.rolled_back" not in client.get_model_version(NAME, "3").tags
     runs = client.search_runs([client.get_experiment_by_name("toy-promotion").experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]
-
-
-def test_a_champion_moved_in_the_last_request_is_not_overwritten(tmp_path, empty_store, monkeypatch):
-    """The move of @champion itself moves only from the champion judged against: another promotion that moved it
-    after every check (here the checks see nothing, the move lands while the decision is recorded) is not
-    overwritten; the decision is recorded refused and @challenger stays."""
-    from jobs.registry.versions import move_alias
-
-    uri, client = toy_registry(tmp_path, empty_store, 3)
-    move_alias(client, NAME, "champion", "1", "promoted: the first")
-    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
-    monkeypatch.setattr(promote, "_champion_moved", lambda *args: "")
-    recorded = promote._record
-
-    def record_meanwhile(cfg, client_, result):
-        recorded(cfg, client_, result)
-        move_alias(client, NAME, "champion", "3", "promoted: by the other promotion")
-
-    monkeypatch.setattr(promote, "_record", record_meanwhile)
-    with pytest.raises(ValueError, match=r"@champion moved from v1 to v3 while v2 was judged against v1"):
-        judge(uri, tmp_path / "art", version=2)
-    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "3"
-    assert str(client.get_model_version_by_alias(NAME, "challenger").version) == "2"
-    assert client.get_model_version(NAME, "2").tags["promotion.decision"] == "refused"
-
-
-def test_a_rollback_skips_deleted_champions_and_the_history_drops_them(tmp_path, empty_store):
-    """Champions v1 -> v2 -> v3 and v2 deleted: a rollback restores v1 (it crashed asking for v2), and the history
-    reads v1 alone; a version promoted after a deleted champion rolls back past it too."""
-    from jobs.registry.versions import move_alias
-
-    uri, client = toy_registry(tmp_path, empty_store, 5)
-    for v in "123":
-        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
-    client.delete_model_version(NAME, "2")
-    assert promote.champions(client, NAME) == ["1", "3"]
-    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
-    assert promote.champions(client, NAME) == ["1"]
-    move_alias(client, NAME, "champion", "4", "promoted: v4")
-    client.delete_model_version(NAME, "4")  # the champion deleted: MLflow drops its alias
-    move_alias(client, NAME, "champion", "5", "promoted: v5 with no champion")
-    assert promote.champions(client, NAME) == ["1", "5"]
-    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
-    # a version that reigned twice: a rollback to it goes back to its latest reign, not its first
-    for v in "3", "1", "3":
-        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
-    assert promote.champions(client, NAME) == ["1", "3", "1", "3"]
-    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
-    assert promote.champions(client, NAME) == ["1", "3", "1"]
-
-
-def test_a_registry_error_is_not_read_as_no_champion(tmp_path, empty_store, monkeypatch):
-    """A missing alias or model is none; a request the server failed raises (read as "no champion yet", it promoted
-    a candidate judged against nothing)."""
-    from mlflow.exceptions import MlflowException
-
-    from jobs.registry.versions import version_by_alias
-
-    uri, client = toy_registry(tmp_path, empty_store, 1)
-    assert version_by_alias(client, NAME, "champion") is None and version_by_alias(client, "nope", "champion") is None
-
-    def failing(name, alias):
-        raise MlflowException("database is locked", error_code="INTERNAL_ERROR")
-
-    monkeypatch.setattr(client, "get_model_version_by_alias", failing)
-    with pytest.raises(MlflowException, match="database is locked"):
-        version_by_alias(client, NAME, "champion")
-
-
-def test_a_champion_without_its_task_is_not_judged_against(tmp_path, empty_store, monkeypatch):
-    """A champion registered without task_config (by hand, or an older job) could be a model of another task: nothing
-    is compared with it (it was skipped, and the candidate scored against it with the candidate's task)."""
-    from jobs.registry.versions import move_alias
-
-    uri, client = toy_registry(tmp_path, empty_store, 1)
-    old = client.create_model_version(NAME, str(tmp_path), client.get_model_version(NAME, "1").run_id)
-    move_alias(client, NAME, "champion", str(old.version), "promoted: by hand")
-    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
-    with pytest.raises(ValueError, match=r"v2 has no task_config tag"):
-        judge(uri, tmp_path / "art", version=1)
-    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
 
 
 def test_a_task_config_tag_that_is_not_json_is_named():

@@ -1,0 +1,89 @@
+"""Promotion against the registry's real states: a champion moved in the last request, deleted champions in the
+history, a registry that fails a request, a champion registered without its task. Real MLflow (SQLite); the scoring
+is replaced (promote_kit.promoting): these tests are about what moves, not about the models."""
+
+import pytest
+
+from jobs import promote
+from tests.unit.promote_kit import NAME, judge, promoting, toy_registry
+
+
+def test_a_champion_moved_in_the_last_request_is_not_overwritten(tmp_path, empty_store, monkeypatch):
+    """The move of @champion itself moves only from the champion judged against: another promotion that moved it
+    after every check (here the checks see nothing, the move lands while the decision is recorded) is not
+    overwritten; the decision is recorded refused and @challenger stays."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 3)
+    move_alias(client, NAME, "champion", "1", "promoted: the first")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    monkeypatch.setattr(promote, "_champion_moved", lambda *args: "")
+    recorded = promote._record
+
+    def record_meanwhile(cfg, client_, result):
+        recorded(cfg, client_, result)
+        move_alias(client, NAME, "champion", "3", "promoted: by the other promotion")
+
+    monkeypatch.setattr(promote, "_record", record_meanwhile)
+    with pytest.raises(ValueError, match=r"@champion moved from v1 to v3 while v2 was judged against v1"):
+        judge(uri, tmp_path / "art", version=2)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "3"
+    assert str(client.get_model_version_by_alias(NAME, "challenger").version) == "2"
+    assert client.get_model_version(NAME, "2").tags["promotion.decision"] == "refused"
+
+
+def test_a_rollback_skips_deleted_champions_and_the_history_drops_them(tmp_path, empty_store):
+    """Champions v1 -> v2 -> v3 and v2 deleted: a rollback restores v1 (it crashed asking for v2), and the history
+    reads v1 alone; a version promoted after a deleted champion rolls back past it too."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 5)
+    for v in "123":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    client.delete_model_version(NAME, "2")
+    assert promote.champions(client, NAME) == ["1", "3"]
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
+    assert promote.champions(client, NAME) == ["1"]
+    move_alias(client, NAME, "champion", "4", "promoted: v4")
+    client.delete_model_version(NAME, "4")  # the champion deleted: MLflow drops its alias
+    move_alias(client, NAME, "champion", "5", "promoted: v5 with no champion")
+    assert promote.champions(client, NAME) == ["1", "5"]
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
+    # a version that reigned twice: a rollback to it goes back to its latest reign, not its first
+    for v in "3", "1", "3":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    assert promote.champions(client, NAME) == ["1", "3", "1", "3"]
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
+    assert promote.champions(client, NAME) == ["1", "3", "1"]
+
+
+def test_a_registry_error_is_not_read_as_no_champion(tmp_path, empty_store, monkeypatch):
+    """A missing alias or model is none; a request the server failed raises (read as "no champion yet", it promoted
+    a candidate judged against nothing)."""
+    from mlflow.exceptions import MlflowException
+
+    from jobs.registry.versions import version_by_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 1)
+    assert version_by_alias(client, NAME, "champion") is None and version_by_alias(client, "nope", "champion") is None
+
+    def failing(name, alias):
+        raise MlflowException("database is locked", error_code="INTERNAL_ERROR")
+
+    monkeypatch.setattr(client, "get_model_version_by_alias", failing)
+    with pytest.raises(MlflowException, match="database is locked"):
+        version_by_alias(client, NAME, "champion")
+
+
+def test_a_champion_without_its_task_is_not_judged_against(tmp_path, empty_store, monkeypatch):
+    """A champion registered without task_config (by hand, or an older job) could be a model of another task: nothing
+    is compared with it (it was skipped, and the candidate scored against it with the candidate's task)."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 1)
+    old = client.create_model_version(NAME, str(tmp_path), client.get_model_version(NAME, "1").run_id)
+    move_alias(client, NAME, "champion", str(old.version), "promoted: by hand")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    with pytest.raises(ValueError, match=r"v2 has no task_config tag"):
+        judge(uri, tmp_path / "art", version=1)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
