@@ -296,12 +296,15 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, select_rows: list[
     from ray.train import ScalingConfig as RayScaling
     from ray.train.torch import TorchTrainer
 
+    from jobs.loops.loss_guard import Verdict
+    from jobs.runtime.cluster import on_driver_node
     from jobs.workers.finetune_worker import train_loop_per_worker
 
     files = {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}
+    verdict = Verdict.options(**on_driver_node()).remote()
     loop_config = {"cfg": cfg, "init_files": ray.put(files), "select_rows": ray.put(select_rows),
                    "steps_per_epoch": steps_per_epoch, "total_steps": total, "mlflow_run_id": run_id,
-                   "basis": basis}
+                   "basis": basis, "verdict": verdict}
     s = cfg.scaling
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
@@ -317,6 +320,8 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, select_rows: list[
     result = trainer.fit()
     if result.error:
         raise result.error
+    if why := ray.get(verdict.get.remote()):  # diverged: ended at once, not retried train.max_failures times
+        raise FloatingPointError(why)
     return result
 
 

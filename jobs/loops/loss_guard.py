@@ -22,6 +22,22 @@ class NonFiniteLossError(RuntimeError):
 
 
 @ray.remote(num_cpus=0)
+class Verdict:
+    """Why a run must end, which no restart can change: a fine-tune's weights that diverged diverge again from the
+    same checkpoint at the same learning rate. Its workers set it and return (an error would be retried
+    train.max_failures times, each retraining up to the same step); the driver reads it after `fit` and raises."""
+
+    def __init__(self):
+        self._why = ""
+
+    def set(self, why: str) -> None:
+        self._why = self._why or why
+
+    def get(self) -> str:
+        return self._why
+
+
+@ray.remote(num_cpus=0)
 class RollbackLedger:
     """The rollbacks of one Ray Train run, kept outside the workers so a restart can read them."""
 

@@ -12,9 +12,10 @@ whole training state: each rank's part of the engine (weights, optimizer moments
 and rank 0's place in the data, evaluation history, early-stopping count and the best model so far (HF
 format). A worker that dies (train.max_failures) costs the steps since the last evaluation: the restarted
 group loads that checkpoint and takes up the epoch where it was (row for row with one worker: _epoch_batches).
-The final report's checkpoint holds the best model and its history, which the driver exports. Training runs on the
-engine pretraining uses (jobs/engine/data_parallel.py: DeepSpeed, ZeRO 0-2); the loop (evaluation cadence, best, patience, the
-non-finite policy) is jobs/loops/finetune.py's, shared with the sweep's trials.
+The final report's checkpoint holds the best model and its history, which the driver exports. Weights that diverged
+end the run at once (loss_guard.Verdict), not after train.max_failures restarts. Training runs on the engine
+pretraining uses (jobs/engine/data_parallel.py: DeepSpeed, ZeRO 0-2); the loop (evaluation cadence, best, patience,
+the non-finite policy) is jobs/loops/finetune.py's, shared with the sweep's trials.
 """
 
 from __future__ import annotations
@@ -180,4 +181,7 @@ class Worker:
 
 
 def train_loop_per_worker(config: dict) -> None:
-    Worker(config).run()
+    try:
+        Worker(config).run()
+    except FloatingPointError as exc:  # every rank at the same step (the decision is all-reduced or broadcast)
+        ray.get(config["verdict"].set.remote(str(exc)))  # the driver raises it: a restart would diverge again

@@ -274,6 +274,24 @@ def test_early_stopping_ends_the_run_after_patience_evaluations_without_improvem
     assert sorted(f1) == [2, 4, 6]  # no evaluation (and no training) after the stop
 
 
+def test_a_diverged_fine_tune_ends_at_once_not_after_its_restarts(ray_tmp):
+    """A learning rate of 1e30 makes the loss non-finite at step 2: the run fails with the divergence named, once.
+    Raised in the workers, Ray Train restarted them train.max_failures times, each run diverging again at the same
+    step, and the job failed with a WorkerGroupError around it."""
+    from mlflow.tracking import MlflowClient
+
+    train, dev = write_conll(ray_tmp / "nan-train.txt", 48, 4), write_conll(ray_tmp / "nan-dev.txt", 16, 5)
+    cfg = config(ray_tmp, "conll.yaml", "run_name=diverged", f"task.train_file={train}", f"task.dev_file={dev}",
+                 "task.max_seq_len=32", "train.epochs=1", "train.batch_size=16", "train.max_nonfinite_steps=1",
+                 "train.max_failures=2", "optim.lr=1e30", "optim.warmup_ratio=0", "scaling.num_workers=1",
+                 "scaling.cpus_per_worker=1")
+    with pytest.raises(FloatingPointError, match=r"non-finite loss .* at step 2, 1 steps in a row .*optim\.lr=1e\+30"):
+        run(cfg)
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment).experiment_id])
+    assert [r.info.status for r in runs if r.info.run_name == "diverged"] == ["FAILED"]
+
+
 def test_a_changed_evaluation_row_changes_no_choice(ray_tmp):
     """Selection never sees an evaluation row: the same CoNLL run (one worker: the same data order) with one dev
     sentence changed makes the same choices (every select evaluation, the chosen step, the chosen weights), and
