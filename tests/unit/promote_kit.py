@@ -68,6 +68,19 @@ def toy_registry(tmp_path, empty_store, versions: int):
     return uri, client
 
 
+def champion_moved_while_recording(monkeypatch, client, to: str) -> None:
+    """Another promotion moves @champion to v`to` right after this one records its decision (promote._record)."""
+    from jobs.registry.versions import move_alias
+
+    recorded = promote._record
+
+    def record_meanwhile(cfg, client_, result):
+        recorded(cfg, client_, result)
+        move_alias(client, NAME, "champion", to, "promoted: by the other promotion")
+
+    monkeypatch.setattr(promote, "_record", record_meanwhile)
+
+
 def promoting(meanwhile):
     """A stand-in for promote._judge: the candidate wins, after `meanwhile()` (another promotion) ran."""
     from types import SimpleNamespace

@@ -24,8 +24,8 @@ from jobs.registry import scorer
 from jobs.config.finetune import TaskConfig
 from pipelines.tasks.glue import GLUE_TASKS
 from tests.mlflow_server import server  # noqa: F401  (a real mlflow server per test)
-from tests.unit.promote_kit import (NAME, ROOT, ROWS, gate, judge, pair, promoting, register, sentences,
-                                    toy_registry, unpaired_lower_bound)
+from tests.unit.promote_kit import (NAME, ROOT, ROWS, champion_moved_while_recording, gate, judge, pair, promoting,
+                                    register, sentences, toy_registry, unpaired_lower_bound)
 
 
 
@@ -220,13 +220,7 @@ def test_a_champion_moved_while_the_decision_was_recorded_is_not_replaced(tmp_pa
     uri, client = toy_registry(tmp_path, empty_store, 3)
     move_alias(client, NAME, "champion", "1", "promoted: the first")
     monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
-    recorded = promote._record
-
-    def record_meanwhile(cfg, client_, result):
-        recorded(cfg, client_, result)
-        move_alias(client, NAME, "champion", "3", "promoted: by the other promotion")
-
-    monkeypatch.setattr(promote, "_record", record_meanwhile)
+    champion_moved_while_recording(monkeypatch, client, "3")
     with pytest.raises(ValueError, match=r"@champion moved from v1 to v3 while v2 was judged against v1"):
         judge(uri, tmp_path / "art", version=2)
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "3"

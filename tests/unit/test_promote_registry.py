@@ -5,7 +5,7 @@ is replaced (promote_kit.promoting): these tests are about what moves, not about
 import pytest
 
 from jobs import promote
-from tests.unit.promote_kit import NAME, judge, promoting, toy_registry
+from tests.unit.promote_kit import NAME, champion_moved_while_recording, judge, promoting, toy_registry
 
 
 def test_a_champion_moved_in_the_last_request_is_not_overwritten(tmp_path, empty_store, monkeypatch):
@@ -18,13 +18,7 @@ def test_a_champion_moved_in_the_last_request_is_not_overwritten(tmp_path, empty
     move_alias(client, NAME, "champion", "1", "promoted: the first")
     monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
     monkeypatch.setattr(promote, "_champion_moved", lambda *args: "")
-    recorded = promote._record
-
-    def record_meanwhile(cfg, client_, result):
-        recorded(cfg, client_, result)
-        move_alias(client, NAME, "champion", "3", "promoted: by the other promotion")
-
-    monkeypatch.setattr(promote, "_record", record_meanwhile)
+    champion_moved_while_recording(monkeypatch, client, "3")
     with pytest.raises(ValueError, match=r"@champion moved from v1 to v3 while v2 was judged against v1"):
         judge(uri, tmp_path / "art", version=2)
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "3"
