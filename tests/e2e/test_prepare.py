@@ -183,8 +183,10 @@ def test_pairs_and_splits_in_the_written_shards(two_runs):
         assert ids[0] == special.cls and np.flatnonzero(ids == special.sep).tolist() == \
             [row["num_a_tokens"] - 1, len(ids) - 1]
         assert 1 <= len(row["masked_positions"]) <= 8
-        if row["next_sentence_label"] == 0:
-            assert row["doc_id_a"] == row["doc_id_b"] and row["a_end"] == row["b_start"]
+        if row["next_sentence_label"] == 0:  # B follows A, or A and B are a lone sentence's two parts
+            cut = (row["b_start"], row["b_end"]) == (row["a_start"], row["a_end"]) == (row["a_start"],
+                                                                                    row["a_start"] + 1)
+            assert row["doc_id_a"] == row["doc_id_b"] and (row["a_end"] == row["b_start"] or cut)
         else:
             assert row["doc_id_a"] != row["doc_id_b"]
     # Eval documents never appear in train, as A or as a random B.
