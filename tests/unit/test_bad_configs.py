@@ -219,8 +219,7 @@ CASES = [
          "negative-poly-power"),
     case("pretrain", ["train.seed=-1"], "train.seed", ">= 0", "negative-seed"),
     case("finetune", ["train.seed=-1"], "train.seed", ">= 0", "ft-negative-seed"),
-    # ".." put the run's checkpoints in output_dir's parent; "~" is a folder named "~" unless a shell expands it
-    case("pretrain", ["run_name=.."], "run_name", "not '.' or '..'", "run-name-parent"),
+    case("pretrain", ["run_name=.."], "run_name", "not '.' or '..'", "run-name-parent"),  # output_dir's parent
     case("finetune", ["output_dir=~/runs"], "output_dir='~/runs'", "only a shell expands", "ft-output-dir-tilde"),
     # refused after the corpus was prepared: two replicas cannot share one held-out example; a phase's checkpoint
     case("pretrain", ["train.eval_batches=1", "train.micro_batch_size=1", "scaling.num_workers=2"],
@@ -499,4 +498,3 @@ def test_a_tracking_server_on_a_private_ca_counts_as_answering(tmp_path):
     port = free_port()
     with pytest.raises(ConfigError, match=rf"^tracking\.tracking_uri='https://127\.0\.0\.1:{port}' does not answer"):
         TrackingConfig(tracking_uri=f"https://127.0.0.1:{port}").check_reachable()
-
