@@ -262,8 +262,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
         "mlflow_run_id": run_id,
         "basis": continuation_basis(cfg, prepared),
     }
-    eval_rows = _eval_rows(cfg, prepared, columns)
-    loop_config.update(eval_rows=ray.put(eval_rows), held_out=len(eval_rows[columns[0]]))
+    loop_config.update(eval_rows=ray.put(_eval_rows(cfg, prepared, columns)), held_out=_held_out_read(cfg))
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
         # Pipelines: only first-stage ranks read, so Ray must not hand the later stages a share.
@@ -341,19 +340,27 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     evaluation starts a Ray Data stream (one costs a job's launch more than the evaluation itself at quickstart
     sizes). A resubmitted run scores as many examples as its checkpoint's run did (its record's `held_out`): with
     another train.micro_batch_size, eval_batches x micro_batch_size named another set than its first evaluation's."""
-    from jobs.runtime import resubmit
     from pipelines.shards import read_head
 
     replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
-    checkpoint = resubmit.latest(Path(cfg.output_dir).resolve() / cfg.run_name)
-    held_out = (resubmit.read(checkpoint) or {}).get("held_out") if checkpoint else None
-    table = read_head(prepared.eval_files, held_out or cfg.train.eval_batches * cfg.train.micro_batch_size, columns)
+    table = read_head(prepared.eval_files, _held_out_read(cfg), columns)
     keep = eval_set_size(table.num_rows, replicas)
     if not keep:  # scored, no row would give 0 loss and 0 accuracy, logged as a measurement
         raise ConfigError(f"the held-out split of {prepared.path} has {table.num_rows} examples, too few for "
                           f"{replicas} data-parallel replicas to score the same number each: raise "
                           f"data.eval_fraction, or give a larger corpus")
     return {c: table.column(c).to_numpy(zero_copy_only=False)[:keep] for c in columns}
+
+
+def _held_out_read(cfg: PretrainConfig) -> int:
+    """How many of the eval split's first examples the held-out set is cut from (eval_set_size): eval_batches x
+    micro_batch_size, or the number a resubmitted run's checkpoint recorded (the request, not the cut: cut again on
+    other replicas it would shrink, 95 of 96 rows on 5 replicas becoming 45)."""
+    from jobs.runtime import resubmit
+
+    checkpoint = resubmit.latest(Path(cfg.output_dir).resolve() / cfg.run_name)
+    recorded = (resubmit.read(checkpoint) or {}).get("held_out") if checkpoint else None
+    return recorded or cfg.train.eval_batches * cfg.train.micro_batch_size
 
 
 def trained_positions(cfg: PretrainConfig) -> int:

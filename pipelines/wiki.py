@@ -416,7 +416,8 @@ def _trailing_start(text: str) -> int:
     return heads[k].start() if k < len(heads) else len(text)
 
 
-_AMID_ARTICLE = re.compile(r"^==\s*(?:sources|notes|note|anmerkungen|bronnen)\s*==", re.I)  # also a section's name
+# also a section's name: a history's account of its sources, an author's list of works
+_AMID_ARTICLE = re.compile(r"^==\s*(?:sources|notes|note|bibliography|anmerkungen|bronnen)\s*==", re.I)
 
 
 _LEVEL_2 = re.compile(r"^==(?!=).*?[^=]==\s*$", re.M)

@@ -18,7 +18,8 @@ FILE = "continuation.json"
 
 def record(folder: Path, run_id: str | None, step: int, basis: dict, held_out: int | None = None) -> None:
     """Rank 0: what a checkpoint being written in `folder` continues on, and which MLflow run wrote it; `held_out`:
-    how many held-out examples its evaluations score (a resubmission scores as many, whatever its micro-batch)."""
+    how many of the eval split's first examples its held-out set is cut from (a resubmission reads as many, whatever
+    its micro-batch: jobs/pretrain._held_out_read)."""
     extra = {"held_out": held_out} if held_out is not None else {}
     (folder / FILE).write_text(json.dumps({"run_id": run_id, "step": step, "basis": basis, **extra}))
 

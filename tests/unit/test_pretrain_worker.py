@@ -205,12 +205,14 @@ def test_a_resubmission_with_another_micro_batch_scores_its_first_evaluations_se
     assert first == list(range(96))
     checkpoint = tmp_path / "runs" / "r" / "checkpoint_000003"
     checkpoint.mkdir(parents=True)
-    resubmit.record(checkpoint, "run-1", 30, {}, held_out=len(first))
+    resubmit.record(checkpoint, "run-1", 30, {}, held_out=96)  # what the run read: 4 x 24
     (checkpoint.parent / "checkpoint_manager_snapshot.json").write_text(
         json.dumps({"latest_checkpoint_result": {"checkpoint_dir_name": checkpoint.name}}))
     cfg.train.micro_batch_size = 8
     assert eval_rows(cfg, prepared, ["example_id"])["example_id"].tolist() == first
-    cfg.run_name = "new"
+    cfg.scaling.num_workers = 5  # 96 read, cut to 95 for 5 replicas; the cut count read again would give 45
+    assert len(eval_rows(cfg, prepared, ["example_id"])["example_id"]) == 95
+    cfg.run_name, cfg.scaling.num_workers = "new", 2
     assert len(eval_rows(cfg, prepared, ["example_id"])["example_id"]) == 32
 
 

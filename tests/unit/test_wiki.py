@@ -98,6 +98,8 @@ def test_references_end_the_article_whatever_follows_them():
     assert strip(wikitext).split("\n\n") == ["Intro.", "History", "Prose."]
     assert strip("Intro.\n== Notes ==\nA note on names.\n== Life ==\nProse.\n").split("\n\n") == [
         "Intro.", "Notes", "A note on names.", "Life", "Prose."]
+    author = "Intro.\n== Bibliography ==\n* A novel.\n== Adaptations ==\nFilmed twice.\n== References ==\n* R.\n"
+    assert strip(author).split("\n\n") == ["Intro.", "Bibliography", "A novel.", "Adaptations", "Filmed twice."]
 
 
 def test_unclosed_markup_terminates_and_keeps_prose():
