@@ -171,12 +171,9 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
                                mine.n, run_id)
         _record(cfg, client, result)
-        moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
-        if moved:  # recording took requests too: checked again right before the move
-            _refuse_recorded(cfg, client, result, moved)
         if result.decision == "promoted":  # only from the champion it was judged against (or none)
             current = move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id, only_from=theirs)
-            if current != theirs:  # moved between the last check and this request: nothing moved
+            if current != theirs:  # moved while the decision was recorded: nothing moved
                 _refuse_recorded(cfg, client, result, _moved(ours, theirs, current))
             else:  # only if still ours: a concurrent promotion of another version may hold @challenger by now
                 move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)

@@ -25,25 +25,22 @@ ABSENT = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")  # MLflow's code
 def version_by_alias(client, name: str, alias: str):
     """The model version `alias` points at; None when it points at none. Any other registry error (a server that
     failed the request) raises: read as "no champion", it would promote a model judged against nothing."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return client.get_model_version_by_alias(name, alias)
-    except MlflowException as exc:
-        if exc.error_code in ABSENT:
-            return None
-        raise
+    return _unless_absent(client.get_model_version_by_alias, name, alias)
 
 
 def version_exists(client, name: str, version: str) -> bool:
+    return _unless_absent(client.get_model_version, name, version) is not None
+
+
+def _unless_absent(request, *args):
+    """`request(*args)`, or None where MLflow answers that the alias or version is not there."""
     from mlflow.exceptions import MlflowException
 
     try:
-        client.get_model_version(name, version)
-        return True
+        return request(*args)
     except MlflowException as exc:
         if exc.error_code in ABSENT:
-            return False
+            return None
         raise
 
 
