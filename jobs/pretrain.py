@@ -261,8 +261,9 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
         "continuation": np.asarray(continuation_mask(tok)).tolist() if cfg.train.masking.whole_word else None,
         "mlflow_run_id": run_id,
         "basis": continuation_basis(cfg, prepared),
+        "eval_rows": ray.put(_eval_rows(cfg, prepared, columns)),
+        "held_out": _held_out_read(cfg),  # recorded with each checkpoint: a resubmission reads as many
     }
-    loop_config.update(eval_rows=ray.put(_eval_rows(cfg, prepared, columns)), held_out=_held_out_read(cfg))
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
         # Pipelines: only first-stage ranks read, so Ray must not hand the later stages a share.
@@ -338,8 +339,8 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     resubmitted on another worker count, and runs of different sizes, score the same examples (the workers mask
     them alike too: jobs/workers/pretrain_worker.evaluate). Read here once and shipped through the object store: no
     evaluation starts a Ray Data stream (one costs a job's launch more than the evaluation itself at quickstart
-    sizes). A resubmitted run scores as many examples as its checkpoint's run did (its record's `held_out`): with
-    another train.micro_batch_size, eval_batches x micro_batch_size named another set than its first evaluation's."""
+    sizes). A resubmitted run reads as many examples as its checkpoint's run did (_held_out_read): with another
+    train.micro_batch_size, eval_batches x micro_batch_size named another set than its first evaluation's."""
     from pipelines.shards import read_head
 
     replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages

@@ -32,6 +32,12 @@ PRETRAIN = REPO / "configs/pretrain/quickstart.yaml"
 SWEEP = REPO / "configs/sweep/quickstart.yaml"
 
 
+# sweep settings the quickstart sets after pretraining: not to be overridden
+QUICKSTART_SETS = {"finetune.init": "the sweep fine-tunes the release this run's pretraining writes",
+                   "finetune.tracking.tracking_uri": "the sweep logs where pretraining does: set "
+                                                     "pretrain.tracking.tracking_uri"}
+
+
 def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]) -> tuple[PretrainConfig, SweepConfig]:
     """Both configs, overrides routed by prefix, both validated. The sweep's `finetune.init` is not known
     until pretraining has run: it is validated here as the pretrained model's registry URI and set to the
@@ -57,11 +63,6 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
         check_name("pretrain.run_name (the sweep's name is <run_name>-<sweep.name>)",
                    f"{pretrain.run_name}-{sweep.name}")
     return pretrain, sweep
-
-
-QUICKSTART_SETS = {"finetune.init": "the sweep fine-tunes the release this run's pretraining writes",
-                   "finetune.tracking.tracking_uri": "the sweep logs where pretraining does: set "
-                                                     "pretrain.tracking.tracking_uri"}
 
 
 def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):

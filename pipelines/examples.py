@@ -160,8 +160,9 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             len_a = int(offsets[a_end] - offsets[chunk_start])
             a_ids = b_ids = None  # the sentence ranges' tokens, unless a lone sentence is cut in two below
             lone = doc.ids[offsets[chunk_start]:offsets[chunk_end]] if num_chunk == 1 else None
-            coin = rng.random() < cfg.nsp_random_prob if len(docs) > 1 and cfg.nsp_random_prob > 0 else False
-            if lone is not None and not (coin or (len(lone) < 2 and len(docs) > 1 and cfg.nsp_random_prob > 0)):
+            can_draw = len(docs) > 1 and cfg.nsp_random_prob > 0  # another document to draw B from, and NSP on
+            random_b = can_draw and (rng.random() < cfg.nsp_random_prob or (lone is not None and len(lone) < 2))
+            if lone is not None and not random_b:
                 # A lone sentence has no next sentence to be B. Google's code gives it a random one whatever the
                 # coin says, which made 55-60% of the pairs random-next, not data.nsp_random_prob's share (and,
                 # without NSP, a context that breaks off): where the coin says "next", it is cut in two at a random
@@ -169,16 +170,15 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
                 # a random B from either: the same cut, where dropping the sentence (and keeping a short target that
                 # the next ones reach alone) starved it. A one-token sentence (a document's last) cannot be cut:
                 # it takes a random B, or with no other document (or no NSP) no pair at all.
-                sentence = lone
-                if len(sentence) < 2:
+                if len(lone) < 2:
                     if dropped is not None:
                         dropped["one_token_sentence"] += 1
                     chunk_start, i = i + 1, i + 1
                     continue
-                cut = rng.randint(1, len(sentence) - 1)
-                a_ids, b_ids = sentence[:cut], sentence[cut:]
+                cut = rng.randint(1, len(lone) - 1)
+                a_ids, b_ids = lone[:cut], lone[cut:]
                 is_random, doc_b, b_start, b_end = False, index, chunk_start, chunk_end
-            elif coin or lone is not None:  # the coin said random, or a one-token lone sentence (see above)
+            elif random_b:  # the coin said random, or a one-token lone sentence (see above)
                 is_random = True
                 doc_b = _random_other_document(len(docs), index, rng)
                 other = docs[doc_b].offsets.tolist()

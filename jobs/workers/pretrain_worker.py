@@ -244,7 +244,7 @@ class Worker:
         """MLM/NSP metrics on the run's fixed eval rows (jobs/pretrain.py), this replica scoring every
         replicas-th row: the examples and their masks are the same before and after training and on any worker
         count or micro-batch size (dynamic masks are drawn once, 32 rows at a time, on every rank alike; a
-        resubmission scores as many rows as its checkpoint's run did: jobs/pretrain._eval_rows), so the metrics of a
+        resubmission reads as many rows as its checkpoint's run did: jobs/pretrain._held_out_read), so the metrics of a
         run resubmitted on another count, or of runs of different sizes, compare."""
         if not self.engine.reads_data:
             return self.engine.evaluate([])
