@@ -88,6 +88,7 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
         _check_columns(files, model.kind, cfg.columns)  # before the manifest and Ray
     except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
         raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
+    _refuse_foreign(output)  # before the lease: a folder not ours gets no .lease file either
     try:
         with shards.lease(output):  # a second start while this job writes here is refused
             manifest = _open_manifest(output, cfg, model, files, _basis(cfg, model, files))
@@ -199,14 +200,13 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     when it did not and predicted rows there; a new one for an empty folder, or over an earlier run that predicted
     none (a wrong column, every record rejected, a crash at its start: nothing to keep, and the corrected rerun goes
     where it was asked)."""
-    path = output / shards.MANIFEST
-    if path.is_file():
-        old = json.loads(path.read_text())
+    old = _refuse_foreign(output)
+    if old is not None:
         _end_dead_run(output, old, cfg)  # this job holds the lease: an earlier one still "running" was killed
         if old.get("basis") == basis:
             return {**old, "status": "running"}
         before = old.get("basis", {})
-        changed = ", ".join(sorted(k for k in basis if before.get(k) != basis[k])).replace(
+        changed = ", ".join(sorted(k for k in {*basis, *before} if before.get(k) != basis.get(k))).replace(
             "positions", "positions (an earlier version of jobs/predict.py wrote it)").replace(
             "settings", "settings (the QA windows or tagging in effect)")
         if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
@@ -221,8 +221,6 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
         shutil.rmtree(output / shards.SHARDS, ignore_errors=True)  # nothing predicted there: all of it goes
         print(f"[predict] {output}: an earlier run with another {changed} predicted no row: starting over",
               flush=True)
-    elif output.is_dir() and any(p.name != shards.LEASE for p in output.iterdir()):
-        raise ConfigError(f"output {output} is not empty and holds no {shards.MANIFEST}: give a new or empty folder")
     output.mkdir(parents=True, exist_ok=True)
     from jobs.inference.kinds import OUTPUT_COLUMNS
 
@@ -232,6 +230,26 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
             "input": cfg.input, "files": [{"index": i, "path": p, "format": f} for i, (p, f) in enumerate(files)],
             "columns": ["id", "file", "position", *OUTPUT_COLUMNS[model.kind], "truncated", "windows"],
             "shards": {}}
+
+
+def _refuse_foreign(output: Path) -> dict | None:
+    """The manifest of an earlier run of this job in `output` (None: the folder is new or empty); refused when the
+    folder holds anything else, a manifest.json another tool wrote among it: a rerun over an earlier run's folder
+    removes what it finds unfinished there (its shards/), and must never do that to files it did not write."""
+    path = output / shards.MANIFEST
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            old = None
+        if isinstance(old, dict) and isinstance(old.get("basis"), dict) and isinstance(old.get("shards"), dict) \
+                and isinstance(old.get("model"), dict):
+            return old
+        raise ConfigError(f"output {output} holds a {shards.MANIFEST} that jobs/predict.py did not write: give a new "
+                          "or empty folder")
+    if output.is_dir() and any(p.name != shards.LEASE for p in output.iterdir()):
+        raise ConfigError(f"output {output} is not empty and holds no {shards.MANIFEST}: give a new or empty folder")
+    return None
 
 
 def _end_dead_run(output: Path, old: dict, cfg: PredictConfig) -> None:

@@ -26,6 +26,7 @@ others.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -51,9 +52,8 @@ class Encoder:
         self.limit = min(int(self.tokenizer.model_max_length), int(self.config.max_position_embeddings))
         self.tokenizer.model_max_length = self.limit  # as the logged pipeline (serving.pipeline_config)
         self.stride = self.limit // 4
-        self.qa = qa or QASettings()
-        if self.qa.max_seq_len > self.limit:  # a model of fewer positions: its windows, questions and overlaps shrink
-            q = self.qa
+        self.qa = q = dataclasses.replace(qa or QASettings())  # a copy: the caller's settings may serve other models
+        if q.max_seq_len > self.limit:  # a model of fewer positions: its windows, questions and overlaps shrink
             q.max_seq_len = self.limit
             q.doc_stride = min(q.doc_stride, self.limit // 4)
             q.max_query_length = min(q.max_query_length, self.limit // 4)

@@ -97,6 +97,41 @@ def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_complete
     assert _open_manifest(out, cfg, model, [], right)["basis"] == right  # the same settings: resumed
 
 
+@pytest.mark.parametrize("theirs", [{"format": "other-tool", "files": 3}, [1, 2], "not json {"])
+def test_a_folder_with_another_tools_manifest_is_refused_and_keeps_its_files(tmp_path, theirs):
+    """An output folder holding a manifest.json that jobs/predict.py did not write (a dataset export's, a list, not
+    JSON) is refused before the lease, and its shards/ folder, which a rerun of ours would clear as unfinished, stays."""
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import ModelRef, _open_manifest, _refuse_foreign
+
+    out = tmp_path / "export"
+    (out / "shards" / "part0").mkdir(parents=True)
+    (out / "shards" / "part0" / "data.bin").write_bytes(b"theirs")
+    (out / shards.MANIFEST).write_text(theirs if isinstance(theirs, str) else json.dumps(theirs))
+    with pytest.raises(ConfigError, match="holds a manifest.json that jobs/predict.py did not write"):
+        _refuse_foreign(out)
+    with pytest.raises(ConfigError, match="did not write"):
+        _open_manifest(out, PredictConfig(model="m", input="in.csv", output=str(out)),
+                       ModelRef("m", tmp_path, "classification"), [], {"columns": {}})
+    assert (out / "shards" / "part0" / "data.bin").read_bytes() == b"theirs" and not (out / shards.LEASE).exists()
+
+
+def test_a_basis_key_only_the_earlier_run_wrote_is_named_as_the_difference(tmp_path):
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+    from jobs.predict import ModelRef, _open_manifest
+
+    out, cfg = tmp_path / "out", PredictConfig(model="m", input="in.csv", output=str(tmp_path / "out"))
+    model = ModelRef("m", tmp_path, "classification")
+    shards.write_json(out / shards.MANIFEST, {**_open_manifest(out, cfg, model, [], {"format": "csv"}),
+                                              "basis": {"format": "csv", "legacy": 1}})
+    shards.write_rows(out, "00000-000000", {"file": "in.csv", "rows": 1})
+    shards.write_part(out, "00000-000000", part([0]))
+    with pytest.raises(ConfigError, match=r"\(differs in legacy\)"):
+        _open_manifest(out, cfg, model, [], {"format": "csv"})
+
+
 def test_the_same_command_started_again_while_the_first_runs_is_refused_leaving_its_shards(tmp_path, monkeypatch):
     """Overlapping cron runs: a second start of the same command must not clear the first job's shard in flight. The
     first job (a real process) holds the folder's lease: the second is refused at once, naming it, before Ray. Once

@@ -194,6 +194,17 @@ def test_question_answering_windows_a_long_context_and_respects_the_null_thresho
     assert predictor.predict(rows)[0]["answer"] == ""  # a threshold under null - span: no answer
 
 
+def test_a_model_of_fewer_positions_shrinks_its_own_windows_not_the_callers_settings(tmp_path):
+    """One settings object given to two predictors (a scorer or a server loading several models): the 64-position
+    model windows at 64, and the settings stay as given for the next model."""
+    from jobs.inference.predictor import QASettings
+
+    settings = QASettings()
+    predictor = Predictor(tiny(tmp_path, "BertForQuestionAnswering"), qa=settings)
+    assert (predictor.qa.max_seq_len, predictor.qa.doc_stride, predictor.qa.max_query_length) == (64, 16, 16)
+    assert settings == QASettings()
+
+
 def test_question_answering_rows_sharing_an_id_are_answered_each_from_its_own_context(tmp_path):
     """Ids a user's files repeat (two files, each numbering from 1): each row keeps its own windows and its answer
     comes from its own context, as when the row is predicted alone."""
