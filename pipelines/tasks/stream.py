@@ -242,8 +242,12 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     import ray
 
     files = resolve_files(spec, fmt)
-    read = ray.data.from_items([{"path": p, "fmt": f} for p, f in files], override_num_blocks=len(files)) \
-        .map_batches(_read, batch_size=1, batch_format="numpy",
+    source = ray.data.from_items([{"path": p, "fmt": f} for p, f in files], override_num_blocks=len(files))
+    # Every dataset below shares this context: its blocks come in their files' order, not as their tasks finished,
+    # so the carved rows' order (select's digest, which a resubmission checks, and its max_eval_examples cap) and the
+    # training rows' order (which train.seed's shuffle permutes) are the same in every run
+    source.context.execution_options.preserve_order = True
+    read = source.map_batches(_read, batch_size=1, batch_format="numpy",
                      fn_kwargs={"kind": kind, "columns": columns, "version_2": version_2}) \
         .materialize()
 

@@ -221,6 +221,24 @@ def test_training_rows_grouped_by_label_reach_the_workers_shuffled_and_the_same_
     assert first_labels(kept) == [r["label"] for r in as_list[:64]]
 
 
+def test_rows_of_several_files_come_in_their_files_order_whatever_task_ends_first(tmp_path, ray_up):
+    """A large file, then a small one: the small file's read ends first, and its rows came first, in some runs and
+    not others: select's rows and its digest (which a resubmission compares), and the order the seeded shuffle
+    permutes, changed from run to run (seen with two such tasks on a 2-CPU Ray: b's rows first). Both files are read
+    in their order here, and so is every pass over the training rows."""
+    write_jsonl(tmp_path / "a.jsonl", [{"text": f"first file sentence {i} " + "word " * 40, "label": "ab"[i % 2]}
+                                       for i in range(5000)])
+    write_jsonl(tmp_path / "b.jsonl", [{"text": f"second file sentence {i}", "label": "ab"[i % 2]} for i in range(400)])
+    rows = loaded(task(f"task.train_file={tmp_path}/*.jsonl", "task.selection_fraction=0.1"))
+    assert rows.train.dataset.context.execution_options.preserve_order  # the passes below it, and the features'
+    texts = [r["text_a"] for r in train_rows(rows)]
+    firsts = [t.startswith("first") for t in texts]
+    assert firsts == sorted(firsts, reverse=True), "the small file's rows came before the large one's"
+    for split in ("select", "dev"):
+        firsts = [r["text_a"].startswith("first") for r in rows.splits()[split]]
+        assert any(firsts) and not all(firsts) and firsts == sorted(firsts, reverse=True), split
+
+
 def test_the_quick_run_caps_sample_every_class_not_the_first_rows(tmp_path, ray_up):
     """task.max_train_examples and task.max_eval_examples kept the first N rows: an export grouped by label (one
     file per class, or sorted) trained on one class and chose on a near-one-class select split. A stable sample."""
