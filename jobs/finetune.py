@@ -255,10 +255,14 @@ def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict
     valid, unless it holds rows of train, which then leave train as leaks), where it started (`init`: a model URI or
     the resolved folder), the batch size, the worker count and the seed (a resumed epoch skips the batches it took
     in the seed's order, and its step counts the batches of that many workers: on another count the epochs and the
-    schedule would not add up)."""
+    schedule would not add up), and the engine's checkpoint layout (the ZeRO stage, precision and optimizer offload:
+    a checkpoint of another one failed to load in every worker, retried until train.max_failures ran out)."""
     task = {f"task.{k}": v for k, v in asdict(cfg.task).items() if k not in PATH_FIELDS}
+    d = cfg.deepspeed
     return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size,
-            "scaling.num_workers": cfg.scaling.num_workers, "train.seed": cfg.train.seed}
+            "scaling.num_workers": cfg.scaling.num_workers, "train.seed": cfg.train.seed,
+            "deepspeed.zero_stage": d.zero_stage, "deepspeed.precision": d.precision,
+            "deepspeed.offload_optimizer": d.offload_optimizer}
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation: bool = False):

@@ -216,7 +216,10 @@ class FinetuneConfig:
                 if not Path(getattr(k, name)).is_file():
                     raise ConfigError(f"task.{name} must be an existing file for task {k.name!r}, "
                                       f"got {getattr(k, name)!r}")
-        if k.name == "squad":
+        if k.metric and k.name != "files":
+            raise ConfigError(f"task.metric must be '' for task {k.name!r} (its official metric chooses), got "
+                              f"{k.metric!r}; only task.name=files reads task.metric")
+        if k.kind == "question-answering":  # SQuAD and your own QA files
             if k.doc_stride < 0:
                 raise ConfigError(f"task.doc_stride must be >= 0, got {k.doc_stride}")
             for name in ("max_query_length", "n_best", "max_answer_length"):

@@ -61,3 +61,6 @@ def test_a_fine_tunes_basis_holds_its_seed():
     other = FinetuneConfig()
     other.train.seed += 1
     assert basis["train.seed"] == 0 and continuation_basis(other, "rows-sha", "/init") != basis
+    other = FinetuneConfig()
+    other.deepspeed.zero_stage = 2  # the checkpoint's layout: a ZeRO-0 one fails to load into a ZeRO-2 engine
+    assert continuation_basis(other, "rows-sha", "/init") != basis

@@ -59,6 +59,7 @@ def conll_file(tmp_path):
     (["task.name=squad", "task.train_file=/nowhere.json"], "task.train_file must be an existing file for task 'squad'"),
     (["train.patience=-1"], "train.patience must be >= 0, got -1"),
     (["scaling.placement_strategy=ANYWHERE"], "scaling.placement_strategy must be one of PACK, SPREAD"),
+    (["task.metric=macro_f1"], "task.metric must be '' for task 'pkgdocs'"),  # it chose nothing: accuracy did
 ])
 def test_bad_configs_fail_before_ray(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -79,6 +80,13 @@ def test_conll_and_squad_specific_rules(conll_file):
     with pytest.raises(ConfigError, match=r"task.max_query_length \(64\) \+ task.doc_stride \(128\) \+ 3 must be < "
                                           r"task.max_seq_len \(128\)"):
         main([*squad, "task.max_seq_len=128"])
+    qa_files = ["--config", os.path.join(PRESETS, "files.yaml"), f"init={MINILM}", f"task.train_file={conll_file}",
+                "task.kind=question-answering", "task.format=jsonl", "task.max_seq_len=384"]  # the same rules
+    for bad, error in [("task.doc_stride=-5", "task.doc_stride must be >= 0"),
+                       ("task.n_best=0", "task.n_best must be >= 1"),
+                       ("task.max_answer_length=0", "task.max_answer_length must be >= 1")]:
+        with pytest.raises(ConfigError, match=error):
+            main([*qa_files, bad])
     assert not ray.is_initialized()
 
 
