@@ -86,7 +86,11 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
                 if labeled and qid in seen:
                     out.reject("duplicate_id", where, qa["question"])
                     continue
-                impossible = bool(qa.get("is_impossible", False)) or not labeled
+                flag = _flag(qa.get("is_impossible"))
+                if flag is None and labeled:
+                    out.reject("unparseable_label", where, f"is_impossible {qa.get('is_impossible')!r}")
+                    continue
+                impossible = bool(flag) or not labeled
                 answers = {"text": [], "answer_start": []} if impossible else gold_answers(context, qa.get(
                     "answers", []), lambda a: out.reject("answer_offset_mismatch", where, json.dumps(a)),
                     lambda a: out.reject(OFFSET_IN_OTHER_UNITS, where, json.dumps(a)))
@@ -107,6 +111,15 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
     if not out.rows and labeled:
         raise TaskDataError(f"{path}: no usable questions ({dict(out.rejects)})")
     return out.report()
+
+
+def _flag(value) -> bool | None:
+    """is_impossible as written: a bool, absent or null (False), 0/1, or their text from a converter ("false" is no
+    True); None for anything else."""
+    if value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+        return bool(value)
+    return {"true": True, "false": False, "1": True, "0": False}.get(value.strip().lower()) \
+        if isinstance(value, str) else None
 
 
 def answer_list(answers) -> list[dict] | None:

@@ -84,6 +84,17 @@ def test_load_v1_and_v2(tmp_path):
     assert len(v1) == 1 and v1.rejects == {"unanswerable_needs_version_2": 1}
 
 
+def test_is_impossible_as_text_or_numbers_is_read_as_it_says(tmp_path):
+    """A converter's "false" (text) was bool("false"), True: an answerable question lost its answers, uncounted."""
+    flags = ["false", "TRUE", 0, 1, None, "maybe"]
+    qas = [dict(QAS[0], id=f"f{i}", is_impossible=flag, answers=[] if flag in ("TRUE", 1) else QAS[0]["answers"])
+           for i, flag in enumerate(flags)]
+    split = load_squad(write_squad(tmp_path / "flags.json", qas, "v2.0"), version_2=True)
+    assert {ex["id"]: ex["is_impossible"] for ex in split} == {"f0": False, "f1": True, "f2": False, "f3": True,
+                                                               "f4": False}
+    assert split[0]["answers"]["text"] == ["Denver Broncos"] * 3 and split.rejects == {"unparseable_label": 1}
+
+
 def test_bad_records_are_counted(tmp_path):
     wrong_offset = dict(QAS[0], id="x1", answers=[{"text": "Denver Broncos", "answer_start": 3}])
     partly_wrong = dict(QAS[1], id="x2", answers=[{"text": "Levi's", "answer_start": 0}, answer("Levi's Stadium")])
