@@ -237,13 +237,14 @@ def _read_files(task: TaskConfig, spec: str, rejected: collections.Counter) -> l
     from pipelines.tasks.file_finder import resolve_files
     from pipelines.tasks.files import read_file
 
-    rows = []
+    rows, said = [], set()
     for path, fmt in resolve_files(spec, task.format):
         for batch in read_file(path, fmt, task.kind, task.columns, version_2=task.version_2):
             rows.extend(batch.rows)
             rejected.update(batch.rejects)
-            for reason, where, excerpt in batch.samples[:1]:
-                if rejected[reason] == batch.rejects[reason]:  # the first of its kind in this split: say where
+            for reason, where, excerpt in batch.samples:
+                if reason not in said and rejected[reason] == batch.rejects[reason]:  # its first in this split
+                    said.add(reason)
                     print(f"[data] {path}: rejected ({reason}) {where}: {excerpt[:120]!r}", flush=True)
     return rows
 

@@ -27,7 +27,10 @@ def bool_class(value) -> str | None:
 
 
 def cell_id(value) -> str | None:
-    """A record's id as text, None where it has none (absent, "", null, NaN); an integral float is the integer."""
+    """A record's id as text, None where it has none (absent, "", null, NaN); an integral float is the integer; a
+    Parquet binary column's bytes decoded (their str() was "b'a1'"), bytes UTF-8 cannot read escaped."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
     if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
         return None
     return str(int(value)) if isinstance(value, float) and value.is_integer() else integral(str(value))

@@ -28,6 +28,15 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
+_BLANKS = " \t\r\n\f\v"  # what separates a line's columns, as conlleval splits: a no-break space is in a token
+_SEPARATOR = re.compile(f"[{_BLANKS}]+")
+
+
+def columns_of(line: str) -> list[str]:
+    """A token line's columns: split on ASCII blanks only (str.split() cut "10\u00a0000" in two, and the sentence's
+    column count was wrong)."""
+    line = line.strip(_BLANKS)
+    return _SEPARATOR.split(line) if line else []
 DOCSTART = "-DOCSTART-"
 # CoNLL-U's comments ("# sent_id = 1", "# text = ...", "#sent_id=1", "# newdoc id = d1", "# newpar")
 _COMMENT = re.compile(r"#\s*(newdoc|newpar)(\s|$)|#\s*[\w.-]+(\s+[\w.-]+)?\s*=")
@@ -52,9 +61,9 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     for n, raw in enumerate(raw_lines):
         raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw  # a UTF-8 byte-order mark
         try:
-            line, broken = raw.decode("utf-8").strip(), False
+            line, broken = raw.decode("utf-8").strip(_BLANKS), False
         except UnicodeDecodeError:
-            line, broken = raw.decode("utf-8", "replace").strip(), True
+            line, broken = raw.decode("utf-8", "replace").strip(_BLANKS), True
         if not lines and not bad and line.startswith("#") and _comment(line, n_columns, labels, tagged):
             start = n + 1
             continue
@@ -65,7 +74,7 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
             lines, bad, start = [], None, n + 1
             document += line.startswith(DOCSTART)
             continue
-        fields = line.split()
+        fields = columns_of(line)
         n_columns = n_columns or len(fields)
         if len(fields) != n_columns or n_columns < (2 if tagged else 1):
             bad = bad or "wrong_column_count"
@@ -113,7 +122,7 @@ def _named(held: list, name: str | None):
 def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: bool) -> bool:
     """Whether a '#' line before a sentence's first token is a comment (conll_sentences' rule): a free-text comment
     taken for the first token line would fix the column count and reject every sentence of the file."""
-    fields = line.split()
+    fields = columns_of(line)
     if _COMMENT.match(line):
         return True
     if n_columns:
@@ -136,7 +145,7 @@ def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSpl
             if bad:
                 out.reject(bad, where, " | ".join(lines[:5]))
                 continue
-            fields = [line.split() for line in lines]
+            fields = [columns_of(line) for line in lines]
             four = len(fields[0]) == 4
             out.rows.append({"id": len(out.rows), "document": document, "tokens": [f[0] for f in fields],
                              "pos_tags": [f[1] for f in fields] if four else None,

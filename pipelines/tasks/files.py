@@ -72,7 +72,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
 from pipelines.tasks.cells import bool_class, cell_id, cell_text, integral
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
-from pipelines.tasks.conll import conll_sentences, named_documents
+from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
@@ -200,8 +200,8 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
                 for n, where, text, excerpt in text_lines(f, lone_cr=True))
     tagged = bool(columns.tags)  # "": words alone, to tag (predict), where a file may have one column
     return ((n, where, Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
-             {"id": f"{_name(path)}:{n}", "document": document, "tokens": [x.split()[0] for x in lines],
-              "ner_tags": [x.split()[-1] for x in lines] if tagged else None}, " | ".join(lines[:5]))
+             {"id": f"{_name(path)}:{n}", "document": document, "tokens": [columns_of(x)[0] for x in lines],
+              "ner_tags": [columns_of(x)[-1] for x in lines] if tagged else None}, " | ".join(lines[:5]))
             for n, (document, lines, bad, where) in enumerate(named_documents(conll_sentences(f, tagged=tagged))))
 
 
@@ -261,6 +261,10 @@ class _Rows:
     def _label(self, value) -> tuple | str:
         """(raw label, its type or None) or a reject reason."""
         sep = self.columns.label_separator if self.kind == "multi-label" else ""
+        if isinstance(value, bytes):  # a Parquet binary column (older Hive / Impala writers), as cell_text reads text
+            value = cell_text(value)
+            if isinstance(value, Reject):
+                return str(value)
         if value is _ABSENT or value is None or (isinstance(value, str) and not value.strip() and not sep) \
                 or (isinstance(value, float) and math.isnan(value)) \
                 or (isinstance(value, str) and value.strip() in _NO_VALUE):  # JSON null, pandas' NaN: no label

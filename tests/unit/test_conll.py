@@ -63,6 +63,17 @@ def test_iob1_tags_are_kept_as_in_the_file(tmp_path):
     assert [s["ner_tags"] for s in split] == [["I-ORG", "O"], ["I-PER"]]  # repeated blank lines are one break
 
 
+def test_a_no_break_space_is_part_of_a_token_not_a_column_break(tmp_path):
+    """conlleval and HF's CoNLL loader split columns on ASCII blanks: "10\u00a0000" (a French number) is one token;
+    split on any Unicode space, its sentence had five columns and was rejected whole."""
+    split = load_conll(write(tmp_path, "Il PRP B-NP O\n10\u00a0000 CD I-NP O\neuros NNS I-NP O\n"))
+    assert [s["tokens"] for s in split] == [["Il", "10\u00a0000", "euros"]] and not split.rejects
+    from pipelines.tasks import Columns, read_file
+
+    (batch,) = read_file(str(tmp_path / "eng.train"), "conll", "token-classification", Columns())
+    assert batch.rows[0]["tokens"][1] == "10\u00a0000" and not batch.rejects
+
+
 def test_bad_sentences_are_counted_whole(tmp_path):
     text = TRAIN.replace("call NN I-NP O", "call NN O").replace("Blackburn NNP I-NP I-PER", "Blackburn NNP I-NP I-PERSON")
     text += "\nBonn NNP B-NP B-LOC\n\n"

@@ -82,6 +82,15 @@ def test_text_cells_of_other_types(tmp_path):
                                                                                                    {"missing_text": 1})
     path = write(tmp_path, "deep.jsonl", jsonl({"text": "fine"}, "[" * 100_000 + "]" * 100_000))
     assert inputs(path, "jsonl") == (["fine"], {"bad_json": 1})
+    # a whole binary table: its labels and ids are the text they hold (every label was unparseable, ids "b'a1'")
+    binary = {"id": pa.array([b"a1", b"a2", b"a3"], pa.binary()), "text": pa.array([b"x", b"y", b"z"], pa.binary()),
+              "label": pa.array([b"pos", b"neg", b"\xff"], pa.binary())}
+    pq.write_table(pa.table(binary), tmp_path / "all.parquet")
+    rows, rejects, _, _ = read(str(tmp_path / "all.parquet"), "parquet", columns=Columns(id="id"))
+    assert [(r["id"], r["label"]) for r in rows] == [("a1", "pos"), ("a2", "neg")] and rejects == {"invalid_utf8": 1}
+    batches = list(read_file(str(tmp_path / "all.parquet"), "parquet", "classification", Columns(id="id"),
+                             labeled=False))
+    assert [r["id"] for b in batches for r in b.rows] == ["a1", "a2", "a3"]
 
 
 def test_a_compressed_file_cut_short_keeps_its_records_and_says_so(tmp_path):

@@ -217,6 +217,17 @@ def squad_file(path, *paragraphs):
     return str(path)
 
 
+def test_a_dev_files_rejects_each_say_where_their_first_is(tmp_path, capsys):
+    """Two reasons in one batch of an evaluation file: each is named with its line (the second was only counted)."""
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text('{"text": "fine", "label": "a"}\n{"text": "", "label": "a"}\n{"text": "x"}\n{"text": "", "label": "b"}\n')
+    counts = collections.Counter()
+    ft_tasks._read_files(TaskConfig(name="files", kind="classification", train_file=str(dev)), str(dev), counts)
+    printed = capsys.readouterr().out
+    assert counts == {"missing_text": 2, "missing_label": 1}
+    assert printed.count("rejected (missing_text)") == 1 and printed.count("rejected (missing_label)") == 1, printed
+
+
 def test_version_2_reaches_every_qa_reader(tmp_path, monkeypatch):
     """task.version_2 false: the readers reject a question without an answer, naming the setting, wherever the rows
     come from (the squad task, your own files on the driver, in Ray Data's read tasks); true keeps it."""
