@@ -109,7 +109,7 @@ def save_state_dict(state_dict: dict[str, torch.Tensor], config: BertConfig, out
         (tmp / CONFIG_NAME).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
         save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})  # HF requires "format"
         if tokenizer_dir is not None:
-            _copy_tokenizer(Path(tokenizer_dir), tmp, max_length)
+            _copy_tokenizer(Path(tokenizer_dir), tmp, max_length, config.max_position_embeddings)
     return out_dir
 
 
@@ -123,16 +123,23 @@ def _strip_wrappers(key: str) -> str:
     return key
 
 
-def _copy_tokenizer(src: Path, dst: Path, max_length: int | None = None) -> None:
+def _copy_tokenizer(src: Path, dst: Path, max_length: int | None = None, positions: int | None = None) -> None:
+    """The tokenizer's files, its `model_max_length` set to `max_length` (when given) and never above the model's
+    `positions`: a tokenizer trained at 512 beside a 128-position model let transformers' truncation keep 512 pieces,
+    and the model failed on them."""
     found = [name for name in TOKENIZER_FILES if (src / name).is_file()]
     if not found:
         raise FileNotFoundError(f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {src}")
     for name in found:
         shutil.copyfile(src / name, dst / name)
-    if max_length is not None:
-        path = dst / "tokenizer_config.json"
-        settings = json.loads(path.read_text()) if path.is_file() else {}
-        path.write_text(json.dumps({**settings, "model_max_length": int(max_length)}, indent=2) + "\n")
+    path = dst / "tokenizer_config.json"
+    settings = json.loads(path.read_text()) if path.is_file() else {}
+    current = settings.get("model_max_length")
+    want = int(max_length) if max_length is not None else current
+    if positions is not None and not (isinstance(want, (int, float)) and want <= positions):
+        want = int(positions)  # absent (no limit) or past the position table
+    if want != current:
+        path.write_text(json.dumps({**settings, "model_max_length": want}, indent=2) + "\n")
 
 
 def _fsync(path: Path) -> None:
@@ -241,6 +248,10 @@ def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTr
         raise ValueError(f"{path} holds a {hf_config['model_type']!r} model (config.json's model_type), not BERT: "
                          f"its weights would load into BERT's layout without an error and compute something else")
     config = BertConfig.from_dict(hf_config).validate()
+    if hf_config.get("tie_word_embeddings") is False and getattr(cls, "tied_weights", None):
+        raise ValueError(f"{path}: its MLM decoder is its own matrix (config.json's tie_word_embeddings is false), "
+                         f"and {cls.__name__} ties the decoder to the word embeddings: it would predict with those, "
+                         "not the checkpoint's decoder")
     if cls.__name__ in LABELLED_HEADS and "num_labels" not in head_kwargs and "id2label" in hf_config:
         head_kwargs["num_labels"] = len(hf_config["id2label"])
     if cls.__name__ == "BertForSequenceClassification" and "multi_label" not in head_kwargs:

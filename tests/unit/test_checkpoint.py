@@ -127,6 +127,31 @@ def test_shape_mismatch_and_missing_encoder_raise(tmp_path):
         load_pretrained(tmp_path / "c", BertForSequenceClassification)
 
 
+def test_an_untied_decoder_is_refused_where_ours_would_tie_it(tmp_path):
+    """tie_word_embeddings false (transformers can write a BERT so): our MLM head ties its decoder to the word
+    embeddings and would have predicted with those, silently; a head without a decoder loads the encoder as ever."""
+    save_pretrained(BertForPreTraining(config()), tmp_path / "c")
+    hf = json.loads((tmp_path / "c" / "config.json").read_text())
+    (tmp_path / "c" / "config.json").write_text(json.dumps({**hf, "tie_word_embeddings": False}))
+    with pytest.raises(ValueError, match="tie_word_embeddings is false"):
+        load_pretrained(tmp_path / "c", BertForPreTraining)
+    load_pretrained(tmp_path / "c", BertForSequenceClassification, num_labels=2)
+
+
+def test_the_tokenizers_length_never_passes_the_models_positions(tmp_path, tokenizer_dir):
+    """A tokenizer saved at 512 (or with no limit) beside a model of fewer positions: transformers' truncation kept
+    512 pieces and the model failed on them. The saved length is the model's positions, or max_length below them."""
+    cfg = config()
+    positions = cfg.max_position_embeddings
+    for settings, max_length, want in [({"model_max_length": 512}, None, positions), ({}, None, positions),
+                                       ({"model_max_length": 512}, 32, 32), ({"model_max_length": 16}, None, 16)]:
+        (tokenizer_dir / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True, **settings}))
+        out = save_state_dict(BertForPreTraining(cfg).state_dict(), cfg, tmp_path / "c", tokenizer_dir=tokenizer_dir,
+                              max_length=max_length)
+        saved = json.loads((out / "tokenizer_config.json").read_text())
+        assert saved == {"do_lower_case": True, "model_max_length": want}, (settings, max_length)
+
+
 def test_overwrite_is_atomic_and_a_failed_write_keeps_the_old_checkpoint(tmp_path):
     first = BertModel(config()).eval()
     save_pretrained(first, tmp_path / "c")
