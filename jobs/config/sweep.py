@@ -115,6 +115,9 @@ class SweepConfig:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.asha.grace_period < 1 or self.asha.reduction_factor <= 1:
             raise ConfigError("asha.grace_period must be >= 1 and asha.reduction_factor > 1")
+        if self.scheduler == "pbt" and self.max_evals:  # it only loosened the perturbation_interval check below
+            raise ConfigError(f"max_evals is ASHA's budget (its max_t), and PBT's trials train to their end: set "
+                              f"max_evals=0 with scheduler=pbt, got {self.max_evals}")
         if self.scheduler == "asha" and self.max_evals and self.asha.grace_period > self.max_evals:
             raise ConfigError(f"asha.grace_period ({self.asha.grace_period}) must be <= max_evals ({self.max_evals}): "
                               "no trial may be stopped before it has made that many evaluations")
@@ -170,6 +173,9 @@ class SweepConfig:
                               f"num_samples=1, or make train.seed a grid field to repeat each point over seeds")
         trials = self.num_samples * math.prod(len(spec["values"]) for spec in self.search_space.values()
                                               if spec["type"] == "grid")
+        if self.scheduler == "pbt" and trials < 2:
+            raise ConfigError(f"scheduler=pbt needs at least 2 trials to compare (num_samples times the grid's points), "
+                              f"got {trials}: one trial never exploits nor explores, a single run reported as PBT")
         if self.scheduler == "pbt" and self.max_concurrent < trials:  # a queued trial starts when one ends
             raise ConfigError(f"scheduler=pbt compares the trials that run at once: max_concurrent="
                               f"{self.max_concurrent} < {trials} trials (num_samples={self.num_samples} times the "

@@ -16,14 +16,27 @@ RUN_STATUS = {"finished": "FINISHED", "finished (patience)": "FINISHED", "finish
 
 def champion(results, fields) -> tuple[dict, float, str]:
     """at_best of the trial with the best select score among those that ended without an error (a trial that
-    scored well, then diverged and failed, is not a champion; Tune's get_best_result looks at no status)."""
+    scored well, then diverged and failed, is not a champion; Tune's get_best_result looks at no status).
+
+    With train.seed searched (a grid repeated over seeds), a configuration is judged by the mean of its seeds' best
+    scores, which is the score returned, and its best seed's trial stands for it: the best single trial was the
+    configuration whose seeds varied most, its luckiest seed."""
+    import statistics
+
     from jobs.workers.sweep_trial import at_best
 
     best = [at_best(r, fields) for r in results if not r.error and scored(r.metrics_dataframe)]
     if not best:
         raise RuntimeError("no trial ended without an error and with a select score: nothing to choose from "
                            "(see the trials table for each one's status and error)")
-    return max(best, key=lambda b: b[1])
+    if "train.seed" not in fields:
+        return max(best, key=lambda b: b[1])
+    groups: dict[str, list] = {}
+    for b in best:
+        groups.setdefault(repr(sorted((k, v) for k, v in b[0].items() if k != "train.seed")), []).append(b)
+    mean, trials = max(((statistics.fmean(b[1] for b in g), g) for g in groups.values()), key=lambda m: m[0])
+    config, _, schedule = max(trials, key=lambda b: b[1])
+    return config, mean, schedule
 
 
 def scored(df) -> bool:

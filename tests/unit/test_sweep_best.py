@@ -104,6 +104,23 @@ def test_the_champion_is_the_best_trial_that_did_not_fail():
         champion([diverged], FIELDS)
 
 
+def test_a_grid_repeated_over_seeds_is_judged_by_each_points_mean_not_its_luckiest_seed():
+    from jobs.search.outcome import champion
+
+    fields = {"optim.lr": {"type": "grid", "values": [1e-4, 3e-4]}, "train.seed": {"type": "grid", "values": [1, 2, 3]}}
+
+    def trial(lr, seed, score):
+        result = scored([(10, score)])
+        result.metrics_dataframe["hp/optim.lr"] = lr
+        result.metrics_dataframe["hp/train.seed"] = seed
+        return result
+
+    steady = [trial(1e-4, seed, score) for seed, score in ((1, 0.80), (2, 0.81), (3, 0.80))]
+    lucky = [trial(3e-4, seed, score) for seed, score in ((1, 0.83), (2, 0.55), (3, 0.52))]
+    config, score, _ = champion(lucky + steady, fields)
+    assert config["optim.lr"] == 1e-4 and config["train.seed"] == 2 and score == pytest.approx(0.81 / 3 + 1.6 / 3)
+
+
 def test_a_trial_its_own_patience_ended_is_finished_not_stopped_by_the_scheduler(monkeypatch):
     from jobs.search.outcome import RUN_STATUS, trial_status
 

@@ -47,6 +47,8 @@ def test_overrides_reach_dotted_search_space_fields():
                                                "counts batches of its own size"),
     (("max_evals=3", "asha.grace_period=4"), "asha.grace_period (4) must be <= max_evals (3)"),
     (("scheduler=pbt", "search=optuna"), "scheduler pbt cannot run with search optuna"),
+    (("scheduler=pbt", "max_evals=50"), "max_evals is ASHA's budget"),  # it let a perturbation interval past the end
+    (("scheduler=pbt", "num_samples=1"), "scheduler=pbt needs at least 2 trials to compare"),  # never exploits
     # PBT compares running trials: queued ones would start only as others end, in groups that never meet
     (("scheduler=pbt", "num_samples=4"), "scheduler=pbt compares the trials that run at once: max_concurrent=2 < "
                                          "4 trials (num_samples=4 times the grid's points) would run them in groups"),
