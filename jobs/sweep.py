@@ -105,8 +105,15 @@ def run(cfg: SweepConfig) -> SweepResult:
     print(ft_tasks.rows_line(ft.task, rows), flush=True)
 
     dashboard = dashboard or init_ray()
-    from jobs.runtime.capacity import has_autoscaler
+    from jobs.runtime.capacity import Demand, ensure_capacity, has_autoscaler
 
+    # one trial at least must fit: Tune waits for a trial's resources without end, saying so only in its log
+    trial = {"CPU": float(cfg.cpus_per_trial), **({"GPU": float(cfg.gpus_per_trial)} if cfg.gpus_per_trial else {})}
+    ensure_capacity(Demand(bundles=(trial,), needed_by=f"one trial: cpus_per_trial={cfg.cpus_per_trial:g}"
+                           + (f", gpus_per_trial={cfg.gpus_per_trial:g}" if cfg.gpus_per_trial else ""),
+                           hint="Lower cpus_per_trial (or gpus_per_trial), or add nodes.",
+                           timeout_s=ft.scaling.capacity_timeout_s,
+                           timeout_field="finetune.scaling.capacity_timeout_s"))
     refuse_sqlite_across_machines(tracking_uri, grows=has_autoscaler())  # trials start before the nodes they need
     import ray
 

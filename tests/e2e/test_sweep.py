@@ -169,6 +169,20 @@ def test_a_trial_with_a_nan_loss_is_recorded_failed_and_the_sweep_finishes(ray_t
     assert runs["failed"].info.status == "FAILED" and "non-finite loss" in runs["failed"].data.tags["error"]
 
 
+def test_a_trial_larger_than_the_cluster_is_refused_not_waited_for(ray_tmp):
+    """cpus_per_trial past a cluster that cannot grow: Tune waits for a trial's resources without end (a line in its
+    log every minute, the parent run RUNNING); the sweep is refused before its parent run, naming the field."""
+    from mlflow.tracking import MlflowClient
+
+    cfg = config(ray_tmp, "too-big", readme("python jobs/sweep.py --config configs/sweep/pkgdocs.yaml"),
+                 "num_samples=1", "seeds.count=0", "cpus_per_trial=64")
+    with pytest.raises(RuntimeError, match=r"the Ray cluster has CPU \d+ of 64 needed by one trial: cpus_per_trial=64"):
+        run(cfg.validate())
+    client = MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
+    assert not any(r.info.run_name == "too-big" for e in client.search_experiments()
+                   for r in client.search_runs([e.experiment_id]))
+
+
 def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp, tiny):
     from mlflow.tracking import MlflowClient
 
