@@ -189,6 +189,11 @@ class PretrainConfig:
                               f"got {o.warmup_steps}: a longer warmup never reaches optim.lr")
         d.validate(s, o.name)
         s.validate()
+        if d.precision == "bf16" and d.zero_stage == 0 and (t.grad_accum_steps > 1 or d.pipeline_stages > 1):
+            what = ("a pipeline's micro-batches" if d.pipeline_stages > 1 else
+                    f"the train.grad_accum_steps={t.grad_accum_steps} micro-batches")
+            raise ConfigError(f"deepspeed.precision=bf16 at deepspeed.zero_stage=0 sums the gradients of {what} in "
+                              f"bf16 (DeepSpeed accumulates them in fp32 only under ZeRO): set deepspeed.zero_stage=1")
         if d.pipeline_stages > 1 and s.num_workers % d.pipeline_stages:
             # Each data-parallel replica is a whole pipeline: the workers must split into whole replicas.
             divisors = [n for n in range(1, s.num_workers + 1) if s.num_workers % n == 0]

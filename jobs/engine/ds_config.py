@@ -42,6 +42,11 @@ def deepspeed_config(optim: OptimConfig, ds: DeepSpeedConfig, *, micro_batch_siz
     }
     if d.precision == "bf16":
         config["bf16"] = {"enabled": True}
+        if d.zero_stage >= 1:
+            # Gradients summed over micro-batches in fp32, as Megatron does for bf16: DeepSpeed's default is the
+            # model's dtype, and bf16 (8 bits of mantissa) loses ~1% of an accumulated gradient at 64 micro-batches.
+            # ZeRO-0 cannot (DeepSpeed refuses the mix): PretrainConfig refuses bf16 there with accumulation.
+            config["data_types"] = {"grad_accum_dtype": "fp32"}
     elif d.precision == "fp16":
         config["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "hysteresis": 2}
     if load_universal:

@@ -29,6 +29,26 @@ def test_deepspeed_config_follows_ours():
     assert "bf16" not in ds and "fp16" not in ds
 
 
+def test_bf16_gradients_accumulate_in_fp32_and_zero_0_with_accumulation_is_refused():
+    """DeepSpeed accumulates in the model's dtype unless told: bf16 micro-batch gradients summed in bf16 lose ~1% at
+    64 of them (Megatron accumulates in fp32). ZeRO 1-3 are told; ZeRO-0 cannot be (DeepSpeed refuses the mix), so a
+    bf16 run there that accumulates is refused; one micro-batch a step (fine-tuning's) is left as it is."""
+    from bert_core.config import ConfigError
+
+    gpu = ("scaling.use_gpu=true", "deepspeed.precision=bf16", "train.grad_accum_steps=4")
+    for stage in (1, 2, 3):
+        cfg = cfg_with(*gpu, f"deepspeed.zero_stage={stage}").validate()
+        ds = deepspeed_config(cfg.optim, cfg.deepspeed, micro_batch_size=8, grad_accum_steps=4, world_size=2,
+                              use_gpu=True)
+        assert ds["bf16"] == {"enabled": True} and ds["data_types"] == {"grad_accum_dtype": "fp32"}
+    with pytest.raises(ConfigError, match=r"zero_stage=0 sums the gradients of the train.grad_accum_steps=4 "
+                                          r"micro-batches in bf16 .*set deepspeed.zero_stage=1"):
+        cfg_with(*gpu, "deepspeed.zero_stage=0").validate()
+    cfg = cfg_with(*gpu[:2], "deepspeed.zero_stage=0").validate()
+    assert "data_types" not in deepspeed_config(cfg.optim, cfg.deepspeed, micro_batch_size=8, grad_accum_steps=1,
+                                                world_size=2, use_gpu=True)
+
+
 @pytest.mark.parametrize("schedule, power", [("linear", 1.0), ("poly", 0.5)])
 def test_lr_schedule_warms_up_then_decays_to_zero(schedule, power):
     cfg = cfg_with("train.max_steps=110", "optim.warmup_steps=10", f"optim.schedule={schedule}")
