@@ -25,10 +25,18 @@ class NonFiniteLossError(RuntimeError):
 class Verdict:
     """Why a run must end, which no restart can change: a fine-tune's weights that diverged diverge again from the
     same checkpoint at the same learning rate. Its workers set it and return (an error would be retried
-    train.max_failures times, each retraining up to the same step); the driver reads it after `fit` and raises."""
+    train.max_failures times, each retraining up to the same step); the driver reads it after `fit` and raises.
+    It also counts each rank's starts in this submission: the worker-group restarts survived (a count carried in
+    checkpoints missed the failures that came before the next one was written)."""
 
     def __init__(self):
         self._why = ""
+        self._starts: dict[int, int] = {}
+
+    def started(self, rank: int) -> int:
+        """This rank's starts so far, this one included."""
+        self._starts[rank] = self._starts.get(rank, 0) + 1
+        return self._starts[rank]
 
     def set(self, why: str) -> None:
         self._why = self._why or why

@@ -71,7 +71,9 @@ class Worker:
         run_dir = Path(cfg.output_dir).resolve() / cfg.run_name  # Ray Train's storage of this run
         faults = Faults(cfg.faults, self.rank, self.world, cfg.run_name, marker_dir=run_dir,
                         registered_in=run_dir)  # tests only
-        self.resumes = 0  # worker-group restarts in this submission (state.json carries it)
+        # worker-group restarts in this submission, counted outside the workers: two failures before the next
+        # checkpoint restored the same one, and a count carried in it said 1
+        self.resumes = ray.get(config["verdict"].started.remote(self.rank)) - 1
         self.select_rows, self.tokenizer = None, None  # rank 0, read at the first evaluation
         model, info = build_model(cfg, self.init_dir)
         if self.rank == 0:
@@ -108,12 +110,12 @@ class Worker:
         # A checkpoint of this submission's own MLflow run: a worker died. Another's: the run was resubmitted
         # (the driver checked its basis: jobs/runtime/resubmit.py), and its failures were that submission's.
         resubmitted = earlier is not None and earlier["run_id"] != self.config.get("mlflow_run_id")
-        self.resumes = 0 if resubmitted else state.get("resumes", 0) + 1
         loop = self.loop
         if self.rank == 0:
             log.info(f"[resume] step {loop.step}, epoch {loop.epoch + 1}, {loop.epoch_steps} steps of it already "
                      f"taken; best {loop.metric} {loop.best:.4f} at step {loop.best_step} "
-                     + ("(continued from an earlier submission)" if resubmitted else f"(restart {self.resumes})"))
+                     + ("(continued from an earlier submission)" if resubmitted and not self.resumes
+                        else f"(restart {self.resumes})"))
 
     def _epoch_batches(self, epoch: int, taken: int):
         """This rank's batches of `epoch`, less the `taken` a resumed run took before it restarted (with one worker
@@ -171,7 +173,7 @@ class Worker:
             if torch.cuda.is_available():  # GPU dropout draws from it; the seeding at start resets it
                 np.save(tmp / f"cuda-rng-rank{self.rank}.npy", torch.cuda.get_rng_state().numpy())
             if self.rank == 0:
-                (tmp / "state.json").write_text(json.dumps({**loop.state(), "resumes": self.resumes}))
+                (tmp / "state.json").write_text(json.dumps(loop.state()))
                 resubmit.record(tmp, self.config.get("mlflow_run_id"), loop.step, self.config["basis"])
                 (tmp / "history.json").write_text(json.dumps(loop.best_history(), indent=1))
                 if any(self.best_dir.iterdir()):
