@@ -59,18 +59,20 @@ class MetricsWindow:
         """This window with every data-parallel rank's counts and sums added (`add`: an all-reduce of a list of
         floats, every rank calling it with the same `keys`, the objective's sum keys): the run's loss, accuracies
         and rates, not rank 0's share of the data. A key no rank has stays out; data_wait and start stay this
-        rank's (the caller takes the longest wait)."""
+        rank's (the caller takes the longest wait), and so does the non-finite count: every rank skips a micro-batch
+        that is non-finite on any (data parallel steps in lockstep), so each holds the run's count, and the sum was
+        it times the ranks, against the run's nonfinite_total."""
         unknown = set(self.sums) - set(keys)
         if unknown:
             raise ValueError(f"sums {sorted(unknown)} are not among the keys every rank adds: {keys}")
-        values = [self.micro_steps, self.loss, self.tokens, self.samples, self.nonfinite,
+        values = [self.micro_steps, self.loss, self.tokens, self.samples,
                   *(self.sums.get(k, 0.0) for k in keys), *(float(k in self.sums) for k in keys)]
         total = add(values)
-        steps, loss, tokens, samples, nonfinite = total[:5]
-        found = total[5:5 + len(keys)], total[5 + len(keys):]
+        steps, loss, tokens, samples = total[:4]
+        found = total[4:4 + len(keys)], total[4 + len(keys):]
         return MetricsWindow(start=self.start, data_wait=self.data_wait, micro_steps=int(steps), loss=loss,
                              sums={k: v for k, v, seen in zip(keys, *found) if seen}, tokens=int(tokens),
-                             samples=int(samples), nonfinite=int(nonfinite))
+                             samples=int(samples), nonfinite=self.nonfinite)
 
     def summary(self, replicas: int, flops_token: float, peak_flops: float | None, devices: int,
                 metrics: Callable[[dict[str, float]], dict] = lambda sums: {}) -> dict:

@@ -96,14 +96,15 @@ def test_a_data_parallel_window_is_every_ranks_not_rank_0s():
     were rank 0's share of the data, with its rates times the replica count. Summed over the ranks (an all-reduce;
     here two ranks' lists added by hand), the loss is the mean over every micro-batch, the accuracies are
     token-weighted over all of them, the rates are counted, and a rank whose micro-batches were all non-finite
-    adds its count but no sums."""
+    adds no sums. The non-finite count is every rank's own, the same on each (they skip a micro-batch together):
+    summed, it was the run's count times the ranks, against its nonfinite_total."""
     from jobs.engine.objectives import PretrainingObjective
     from jobs.loops.metrics import MetricsWindow
 
     keys = PretrainingObjective.sum_keys
-    a = MetricsWindow(start=0.0, micro_steps=2, loss=6.0, tokens=300, samples=4,
+    a = MetricsWindow(start=0.0, micro_steps=2, loss=6.0, tokens=300, samples=4, nonfinite=2,
                       sums={"mlm_loss_sum": 40.0, "mlm_correct": 5.0, "mlm_count": 20.0})
-    b = MetricsWindow(start=0.0, micro_steps=2, loss=10.0, tokens=100, samples=4,
+    b = MetricsWindow(start=0.0, micro_steps=2, loss=10.0, tokens=100, samples=4, nonfinite=2,
                       sums={"mlm_loss_sum": 120.0, "mlm_correct": 30.0, "mlm_count": 40.0})
     dead = MetricsWindow(start=0.0, nonfinite=2)
     lists = []
