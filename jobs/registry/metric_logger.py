@@ -112,8 +112,10 @@ class RankZeroLogger:
                     continue
                 self.failures += 1
                 if self.failures == 1:
-                    warnings.warn(f"MLflow logging failed, training continues; metrics are buffered and retried "
-                                  f"(tracking_failures counts failed writes): {exc}")
+                    from jobs.registry.tracking import redact  # tracking imports this module
+
+                    warnings.warn(redact(f"MLflow logging failed, training continues; metrics are buffered and "
+                                         f"retried (tracking_failures counts failed writes): {exc}"))
                 self._retry_at = time.monotonic() + self._delay
                 self._delay = min(2 * self._delay, self.max_backoff_s)
                 return False
@@ -131,8 +133,10 @@ class RankZeroLogger:
                 refused += 1
                 exc = one
         if refused:
+            from jobs.registry.tracking import redact  # tracking imports this module
+
             self.dropped += refused
-            warnings.warn(f"MLflow refused {refused} metric point(s), counted in tracking_undelivered: {exc}")
+            warnings.warn(redact(f"MLflow refused {refused} metric point(s), counted in tracking_undelivered: {exc}"))
 
     def close(self, close_timeout_s: float = 60.0) -> dict:
         """Last flush, retried with backoff for up to `close_timeout_s`; returns the counts the job reports."""

@@ -60,8 +60,13 @@ def log_hf_folder(tracking_uri: str, run_id: str, model_dir: str, task: str, reg
 
 
 def pins() -> list[str]:
-    """The served model's requirements: the versions this environment runs."""
-    return [f"{pkg}=={version(pkg)}" for pkg in ("transformers", "torch", "tokenizers", "safetensors")]
+    """The served model's requirements: the versions this environment runs, without a local label (torch's
+    "2.13.0+cpu" is no version PyPI holds: `mlflow models serve`'s virtualenv could not install it; MLflow's own
+    pins drop it too)."""
+    from packaging.version import Version
+
+    return [f"{pkg}=={Version(version(pkg)).public}" for pkg in ("transformers", "torch", "tokenizers",
+                                                                  "safetensors")]
 
 
 def task_settings(client, run_id: str) -> dict:

@@ -180,6 +180,10 @@ def log_dataset(run_id: str, path: str, digest: str, name: str, context: str = "
 SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "credential", "credentials")
 REDACTED = "***"
 _URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")  # scheme://user[:password]@host
+# a URL's query parameter that carries a secret: a presigned S3 / GCS URL's signature and session token, an Azure
+# SAS's sig, ?token= / ?api_key=
+_QUERY_PARAM = re.compile(r"(?P<lead>[?&](?P<name>[\w.\-]+)=)(?P<value>[^&#\s'\"]+)")
+QUERY_SECRETS = ("signature", "sig")
 
 
 def is_secret_name(name: str) -> bool:
@@ -187,8 +191,9 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact(value, name: str = ""):
-    """`value` (a config dict, a tag dict or one value named `name`) safe to log: the values of secret-looking
-    names (SECRET_PARTS) become REDACTED, and credentials inside URIs (`https://user:pass@host`) are removed."""
+    """`value` (a config dict, a tag dict or one value named `name`, or a message) safe to log: the values of
+    secret-looking names (SECRET_PARTS) become REDACTED, and credentials inside URIs (`https://user:pass@host`, and
+    query parameters of such names or a signature's: `?X-Amz-Signature=...`) are removed."""
     if isinstance(value, dict):
         return {k: redact(v, f"{name}.{k}" if name else str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -196,7 +201,9 @@ def redact(value, name: str = ""):
     if name and is_secret_name(name) and value not in ("", None):
         return REDACTED
     if isinstance(value, str):
-        return _URI_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+        value = _URI_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+        return _QUERY_PARAM.sub(lambda m: m["lead"] + REDACTED if is_secret_name(m["name"]) or re.split(
+            r"[_\-]", m["name"].lower())[-1] in QUERY_SECRETS else m[0], value) if "=" in value else value
     return value
 
 
@@ -206,8 +213,6 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
     as config.yaml, tagged with `tags` (lineage_tags(...) and the job's own), both redacted (`redact`). Where
     the tags name a prepared set, it is logged as the run's training input. Nothing mutates the config
     afterwards. The run stays RUNNING: the job ends it (finish_run, `ending`)."""
-    import yaml
-    from mlflow.entities import Param
     from mlflow.tracking import MlflowClient
     from mlflow.tracking.context.registry import resolve_tags
 
@@ -219,6 +224,15 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
     # RUNNING until the job ends it (finish_run: FINISHED; `ending`: FAILED or KILLED), with the user, source and
     # git commit tags MLflow's own start_run adds
     run_id = client.create_run(experiment_id, run_name=run_name, tags=resolve_tags(tags)).info.run_id
+    with ending(tracking_uri, run_id):  # a step below that fails (an artifact store it cannot write) ends the run
+        _fill_run(client, run_id, params, tags)  # FAILED, not RUNNING for ever, once per retry of the job
+    return run_id
+
+
+def _fill_run(client, run_id: str, params: dict, tags: dict) -> None:
+    import yaml
+    from mlflow.entities import Param
+
     if "lineage.data_dir" in tags:
         log_dataset(run_id, tags["lineage.data_dir"], digest=tags["lineage.data_name"], name="pretraining-examples",
                     client=client)
@@ -230,7 +244,6 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
     for i in range(0, len(items), 100):  # log_batch takes at most 100 params per call
         client.log_batch(run_id, params=[Param(k, v) for k, v in items[i:i + 100]])
     client.log_text(run_id, yaml.safe_dump(params, sort_keys=False), CONFIG_ARTIFACT)
-    return run_id
 
 
 @contextlib.contextmanager
@@ -252,11 +265,11 @@ def ending(tracking_uri: str, *run_ids: str, finished: bool = False):
             for run_id in run_ids:
                 was = client.get_run(run_id).info.status
                 if was != "KILLED":  # a sweep interrupted (resumable) ends its parent KILLED itself
-                    client.set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
+                    client.set_tag(run_id, "error", redact(f"{type(exc).__name__}: {exc}")[:5000])
                 if was in ("RUNNING", "FINISHED"):
                     client.set_terminated(run_id, status)
         except Exception as mlflow_error:  # noqa: BLE001 - the store down too: the job's own error matters more
-            warnings.warn(f"could not mark run(s) {', '.join(run_ids)} {status}: {mlflow_error}")
+            warnings.warn(redact(f"could not mark run(s) {', '.join(run_ids)} {status}: {mlflow_error}"))
         raise
     if finished:
         from mlflow.tracking import MlflowClient

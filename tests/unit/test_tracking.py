@@ -299,6 +299,38 @@ def test_secrets_in_params_tags_and_uris_never_reach_the_store(tmp_path):
         assert tracking.redact(cfg.to_dict()) == cfg.to_dict(), type(cfg).__name__
 
 
+def test_presigned_urls_error_messages_and_a_run_that_fails_filling_keep_no_secret(tmp_path):
+    """A presigned URL's signature and session token, an Azure SAS and ?token=, in a value or a message (MLflow's
+    errors quote the request URL, user:password included); a run whose filling fails ends FAILED, its error
+    redacted, not RUNNING for ever."""
+    from mlflow.tracking import MlflowClient
+
+    url = ("https://b.s3.amazonaws.com/c.jsonl?X-Amz-Credential=AKIAQ%2F1&X-Amz-Security-Token=IQo9&"
+           "X-Amz-Signature=5ab1&X-Amz-Expires=3600")
+    assert tracking.redact(url) == ("https://b.s3.amazonaws.com/c.jsonl?X-Amz-Credential=***&"
+                                    "X-Amz-Security-Token=***&X-Amz-Signature=***&X-Amz-Expires=3600")
+    assert tracking.redact("https://a.blob.core.windows.net/c/f.csv?sv=2022&sig=Zm9v%3D") == \
+        "https://a.blob.core.windows.net/c/f.csv?sv=2022&sig=***"
+    message = "API request to http://alice:s3cr3t@127.0.0.1:9/api/2.0/mlflow/runs/get?token=hf_abc failed"
+    assert tracking.redact(message) == "API request to http://***@127.0.0.1:9/api/2.0/mlflow/runs/get?token=*** failed"
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    with pytest.raises(OSError):  # an artifact store it cannot write: config.yaml fails after the run exists
+        tracking.start_run(uri, "broken", "/proc/no-artifacts-here", "broken", {"a": 1})
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("broken").experiment_id])
+    assert run.info.status == "FAILED" and run.data.tags["error"].startswith(("FileNotFoundError", "PermissionError",
+                                                                             "OSError"))
+
+
+def test_a_served_models_pins_name_versions_an_index_holds():
+    """torch's "2.13.0+cpu" (a local label) is on no index `mlflow models serve` installs from."""
+    from importlib.metadata import version
+
+    from jobs.registry.model_logging import pins
+
+    assert "torch==" + version("torch").split("+")[0] in pins() and not any("+" in pin for pin in pins())
+
+
 def test_curves_draw_the_select_split_that_fine_tuning_logs():
     """Fine-tuning logs its curve as select/*: curves.png held train/loss alone."""
     logged = ["select/accuracy", "select/f1", "train/loss", "eval/mlm_acc", "dev/accuracy", "hp/lr", "best.select.f1"]
