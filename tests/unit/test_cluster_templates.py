@@ -428,6 +428,9 @@ def test_every_cluster_readme_command_is_checked_here(command):
     elif words[:4] == ["kubectl", "create", "secret", "generic"]:
         for manifest in ("rayjob.yaml", "raycluster.yaml"):  # the secret the manifests read the token from
             assert f"secretName: {words[4]}" in (KUBERAY / manifest).read_text(), manifest
+        # without --generate, a machine with no token yet prints nothing to stdout: kubectl stores an empty token
+        # (exit 0), and every pod's `ray start` refuses to run
+        assert "$(ray get-auth-token --generate)" in command, command
     elif words[:2] == ["kubectl", "apply"]:
         files = [words[i + 1] for i, w in enumerate(words) if w == "-f"]
         assert files and all((ROOT / f).parent == KUBERAY and (ROOT / f).is_file() for f in files), files
