@@ -65,6 +65,10 @@ def shortfall(need: dict[str, float], have: dict) -> dict[str, tuple[float, floa
     return {k: (float(have.get(k, 0)), v) for k, v in need.items() if have.get(k, 0) < v}
 
 
+def describe_need(resources: dict[str, float], keys=None) -> str:
+    return ", ".join(f"{k} {resources.get(k, 0.0):g}" for k in (keys or resources))
+
+
 def describe(short: dict[str, tuple[float, float]]) -> str:
     return ", ".join(f"{k} {have:g} of {need:g}" for k, (have, need) in short.items())
 
@@ -101,13 +105,37 @@ def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: f
         time.sleep(poll_s)
 
 
+def unplaced(bundles, nodes: list[dict]) -> dict[str, float] | None:
+    """The first of `bundles` (largest first) that no node's resources left can hold whole, each bundle taking from
+    one node as a placement group's does; None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two
+    workers of 5 and Ray Data's 1 ask for, and no node for either worker."""
+    left = [dict(node) for node in nodes]
+    for bundle in sorted(bundles, key=lambda b: (b.get("GPU", 0.0), b.get("CPU", 0.0)), reverse=True):
+        home = next((n for n in left if all(n.get(k, 0.0) >= v for k, v in bundle.items())), None)
+        if home is None:
+            return bundle
+        for k, v in bundle.items():
+            home[k] -= v
+    return None
+
+
 def ensure_capacity(demand: Demand, say: Callable[[str], None] = print) -> None:
     """Return once the connected cluster has what `demand` asks for, waiting for the autoscaler if there is one (the
-    request is withdrawn once the nodes are there: the workers' placement group then holds them)."""
+    request is withdrawn once the nodes are there: the workers' placement group then holds them). Without one, each
+    bundle must also fit one node: Ray Train waited for a placement no node could give, then failed late."""
     import ray
 
     need = demand.total()
     short = shortfall(need, ray.cluster_resources())
+    if not short and not has_autoscaler():
+        nodes = [{k: float(v) for k, v in n["Resources"].items()} for n in ray.nodes() if n.get("Alive")]
+        bundle = unplaced(demand.bundles, nodes)
+        if bundle is not None:
+            largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
+            raise RuntimeError(f"no node of the Ray cluster holds a bundle of {describe_need(bundle)} needed by "
+                               f"{demand.needed_by} (its largest node: {describe_need(largest, bundle)}). "
+                               f"{demand.hint}")
+        return
     if not short:
         return
     if not has_autoscaler():

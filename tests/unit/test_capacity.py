@@ -25,6 +25,20 @@ def test_shortfall_names_each_missing_resource_and_nothing_else():
     assert "has GPU 2 of 4" in line and "4 GPUs (scaling.use_gpu)" in line
 
 
+def test_each_bundle_must_fit_one_node_not_only_the_clusters_sum():
+    """3 nodes of 4 CPUs have the 11 CPUs of two 5-CPU workers and Ray Data's 1, and no node for either worker: the
+    sum passed, and Ray Train waited for a placement no node could give, failing late."""
+    from jobs.runtime.capacity import unplaced
+
+    workers = bundles(ScalingConfig(num_workers=2, cpus_per_worker=5))
+    assert unplaced(workers, [{"CPU": 4.0}] * 3) == {"CPU": 5.0}
+    assert unplaced(workers, [{"CPU": 4.0}, {"CPU": 6.0}, {"CPU": 5.0}]) is None  # one worker a node, Ray Data left
+    assert unplaced(workers, [{"CPU": 10.0}, {"CPU": 1.0}]) is None  # both workers on one node, Ray Data on the other
+    gpus = bundles(ScalingConfig(num_workers=2, use_gpu=True, cpus_per_worker=2))
+    assert unplaced(gpus, [{"CPU": 8.0, "GPU": 1.0}, {"CPU": 8.0}]) == {"CPU": 2.0, "GPU": 1.0}
+    assert unplaced(gpus, [{"CPU": 8.0, "GPU": 1.0}, {"CPU": 2.0, "GPU": 1.0}, {"CPU": 1.0}]) is None
+
+
 class Clock:
     """Time that moves only when the wait sleeps (each poll advances it by `poll_s`)."""
 
