@@ -172,7 +172,14 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
                                mine.n, run_id)
         _record(cfg, client, result)
         if result.decision == "promoted":  # only from the champion it was judged against (or none)
-            current = move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id, only_from=theirs)
+            try:
+                current = move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id,
+                                     only_from=theirs)
+            except Exception as exc:  # the version's tags said promoted: they say what happened (the run: `ending`)
+                client.set_model_version_tag(cfg.model, ours, "promotion.decision", "failed")
+                client.set_model_version_tag(cfg.model, ours, "promotion.reason", tracking.redact(
+                    f"promoted, but @{CHAMPION} could not be moved: {type(exc).__name__}: {exc}")[:5000])
+                raise
             if current != theirs:  # moved while the decision was recorded: nothing moved
                 _refuse_recorded(cfg, client, result, _moved(ours, theirs, current))
             else:  # only if still ours: a concurrent promotion of another version may hold @challenger by now

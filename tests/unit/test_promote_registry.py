@@ -81,3 +81,27 @@ def test_a_champion_without_its_task_is_not_judged_against(tmp_path, empty_store
     with pytest.raises(ValueError, match=r"v2 has no task_config tag"):
         judge(uri, tmp_path / "art", version=1)
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
+
+
+def test_a_champion_move_that_fails_leaves_the_version_saying_so_not_promoted(tmp_path, empty_store, monkeypatch):
+    """The decision is recorded before @champion moves: a registry error on the move left the version tagged
+    promoted while @champion never moved. The version says failed and why; the run ends FAILED."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 1)
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+
+    def refusing(client, name, alias, version, *args, **kwargs):
+        if alias == "champion":
+            raise ConnectionError("the registry went away")
+        return move_alias(client, name, alias, version, *args, **kwargs)
+
+    monkeypatch.setattr(promote, "move_alias", refusing)
+    with pytest.raises(ConnectionError):
+        judge(uri, tmp_path / "art", version=1)
+    tags = client.get_model_version(NAME, "1").tags
+    assert tags["promotion.decision"] == "failed" and "the registry went away" in tags["promotion.reason"]
+    (run,) = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("toy-promotion").experiment_id])
+    assert run.info.status == "FAILED"
