@@ -48,6 +48,15 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
         head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()  # less a UTF-8 byte-order mark
     lines = head.split(b"\n")
     first = _json_object(lines[0]) if head.startswith(b"{") else {}
+    one_line = sum(1 for line in lines if line.strip()) == 1
+    # pandas' to_json() by default (orient="columns": {"text": {"0": ...}, "label": {...}}), "index" or "split": one
+    # object that holds the table, read as one record without its columns (every row lost as one reject)
+    if one_line and (re.match(rb'\{\s*"[^"\\]*"\s*:\s*\{', head) if first is None else first and (
+            all(isinstance(v, dict) for v in first.values())
+            or {"columns", "data"} <= set(first) and isinstance(first["data"], list))):
+        raise TaskDataError(f"{spec}: {posixpath.basename(path)} is one JSON object holding a table (pandas' to_json() "
+                            "with its default orient, or 'index' or 'split'), not JSON Lines: write it with "
+                            "to_json(orient='records', lines=True)")
     if first is None:  # a document over several lines, a first line past _SNIFF_BYTES, or JSON Lines whose first
         # record is bad (one reject, not a refused file): a SQuAD document's first key is "version" or "data" (or it
         # spans lines: no line after the first is a record)

@@ -119,6 +119,15 @@ def test_a_json_file_is_json_lines_unless_it_is_one_squad_document(tmp_path):
     with pytest.raises(TaskDataError, match=r"one JSON table \(pandas' to_json\(orient='table'\)\).*"
                                             r"to_json\(orient='records', lines=True\)"):
         resolve_files(table)
+    # pandas' to_json() by default: one object of columns, read as one record and rejected whole (every row gone)
+    columns = {"text": {"0": "a", "1": "b"}, "label": {"0": 1, "1": 0}}
+    split = {"columns": ["text", "label"], "index": [0, 1], "data": [["a", 1], ["b", 0]]}
+    for name, table in (("columns", columns), ("split", split), ("big", {"text": {str(i): "word " * 20 for i in
+                                                                                  range(20_000)}})):
+        with pytest.raises(TaskDataError, match=r"one JSON object holding a table .*orient='records', lines=True"):
+            resolve_files(write(tmp_path, f"{name}.json", json.dumps(table)))
+    one = write(tmp_path, "one.json", json.dumps({"text": "a", "label": 1}))  # JSON Lines of one record: kept
+    assert resolve_files(one)[0][1] == "jsonl"
     rows, rejects, _, _ = read(comma, "jsonl")
     assert [r["text_a"] for r in rows] == ["b"] and rejects == {"bad_json": 1}
     (tmp_path / "g").mkdir()
