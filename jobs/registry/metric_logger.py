@@ -3,6 +3,7 @@ metrics; names made acceptable to MLflow (`metric_key`)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import numbers
 import os
@@ -29,6 +30,22 @@ def metric_key(name: str) -> str:
     if len(key) > MAX_KEY:
         key = f"{key[:MAX_KEY - 9].rstrip('/')}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
     return key
+
+
+@contextlib.contextmanager
+def _fail_fast():
+    """MLflow's HTTP client without its retries and at a 10 s timeout, for this block only: a training step must
+    not wait minutes on a store that is down (the logger keeps the points and retries itself). Set for the whole
+    process, it left every later MLflow call of the worker (a sweep trial ending its run) without retries."""
+    names = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update({name: value for name, value in names.items() if before[name] is None})  # a user's own stays
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
 
 
 class RankZeroLogger:
@@ -63,8 +80,6 @@ class RankZeroLogger:
         if rank == 0 and run_id:
             from mlflow.tracking import MlflowClient
 
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
             self.client = MlflowClient(tracking_uri)
         self.monitors = system_monitors() if self.client is not None and system_metrics_s > 0 else []
         self.system_metrics_s, self._next_sample = system_metrics_s, time.monotonic()
@@ -101,6 +116,10 @@ class RankZeroLogger:
 
     def flush(self) -> bool:
         """Write the buffer, oldest first; on a failure count it, keep the rest and back off. True if empty."""
+        with _fail_fast():
+            return self._flush()
+
+    def _flush(self) -> bool:
         while self.pending:
             chunk = self.pending[:self.MAX_BATCH]
             try:

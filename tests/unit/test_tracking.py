@@ -1,6 +1,7 @@
 """What jobs/registry/tracking.py writes to real MLflow stores (SQLite; a real `mlflow server` for outages): the resolved
 config, the code version, and metrics logged while the server was down."""
 
+import os
 import subprocess
 import time
 from importlib.metadata import version
@@ -109,6 +110,9 @@ def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server
     assert sorted((m.step, m.value) for m in history) == [(s, 10.0 - s) for s in range(15)]  # once each
     assert f"{logger.failures} failed MLflow writes, retried: every buffered metric delivered" \
         == metric_logger.outage_line(counts)
+    # the logger fails fast only while it writes: the process's other MLflow calls (a sweep trial ending its run
+    # through a brief outage) keep MLflow's own retries
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ and "MLFLOW_HTTP_REQUEST_TIMEOUT" not in os.environ
 
 
 def test_system_metrics_are_sampled_on_the_logging_rank_and_reach_the_run(tmp_path):
