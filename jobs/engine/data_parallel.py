@@ -43,6 +43,21 @@ def all_reduce_sums(sums: dict[str, float]) -> dict[str, float]:
     return total
 
 
+def fp32_masters(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A bf16 / fp16 run's weights as the optimizer holds them, in fp32 and whole, by parameter name (every rank must
+    call: ZeRO gathers each one's partitions). The module's own weights are their 16-bit rounding (~3 significant
+    digits in bf16): a release written from them was not the model that trained. None where DeepSpeed keeps no fp32
+    copy it can give (ZeRO-0's 16-bit optimizer): the module's weights stand."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    out = {}
+    for name, param in module.named_parameters():
+        full = safe_get_full_fp32_param(param)
+        if full is not None:
+            out[name] = full.detach().float().cpu()
+    return out
+
+
 class Engine(EngineBase):
     """`model` (any bert_core head) trained by `objective` under DeepSpeed, data parallel with ZeRO 0-3.
 
@@ -80,6 +95,7 @@ class Engine(EngineBase):
                          zero_stage=deepspeed.zero_stage, load_universal=load_universal)
         # DeepSpeed keeps no gradient norm at ZeRO-0 in fp32 (its clipping computes one and drops it): taken here
         self._own_norm, self._norm = deepspeed.zero_stage == 0 and deepspeed.precision == "fp32", math.nan
+        self.precision = deepspeed.precision
         # What `export` names: the model's own class and config (bert_core.checkpoint reads the class name).
         self.architecture, self.model_config = type(model).__name__, model.config
         if deepspeed.compile:
@@ -164,6 +180,8 @@ class Engine(EngineBase):
             state = self.engine._zero3_consolidated_16bit_state_dict()  # gathers partitions onto rank 0
         else:
             state = self.engine.module.state_dict()
+        if self.precision != "fp32":  # the optimizer's fp32 weights, not the module's 16-bit copies of them
+            state = {**state, **fp32_masters(self.engine.module)}
         rank = dist.get_rank() if dist.is_initialized() else 0
         if rank != 0:
             return None

@@ -72,6 +72,28 @@ def test_classification_engine_steps_evaluates_predicts_and_exports(deepspeed_wo
     assert np.allclose(again.numpy(), preds["logits"][:B], atol=1e-5)
 
 
+@pytest.mark.parametrize("zero_stage", [1, 3])
+def test_a_bf16_release_holds_the_fp32_weights_the_optimizer_trained(deepspeed_world_of_one, zero_stage, tmp_path):
+    """In bf16 the module's weights are the optimizer's fp32 weights rounded to ~3 digits: the release was written
+    from them, not from the model that trained (the resume checkpoint kept the fp32 ones)."""
+    from deepspeed.utils import safe_get_full_fp32_param
+    from safetensors.torch import load_file
+
+    from jobs.engine.data_parallel import Engine
+
+    engine = Engine(_engine_model(), ClassificationObjective(LABELS), optim=OptimConfig(lr=1e-3, warmup_steps=0),
+                    deepspeed=DeepSpeedConfig(zero_stage=zero_stage, precision="bf16"), micro_batch_size=B,
+                    grad_accum_steps=1, max_steps=10, use_gpu=False)
+    for seed in range(2):
+        engine.step(_batch(seed))
+    masters = {name: safe_get_full_fp32_param(p) for name, p in engine.engine.module.named_parameters()}
+    saved = load_file(str(engine.export(tmp_path / "release") / "model.safetensors"))
+    name = "bert.encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(masters[name], masters[name].bfloat16().float())  # trained past bf16's values
+    for name, master in masters.items():
+        assert torch.equal(saved[name], master.float()), name
+
+
 def test_nan_step_is_skipped(deepspeed_world_of_one):
     engine = _engine(0)
     skipped = engine.step(_batch(0), inject_nan=True)
