@@ -181,6 +181,8 @@ def _continues(cfg: PretrainConfig, prepared) -> dict | None:
     if earlier:
         refuse_unloadable(run_dir, cfg)
         print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
+    elif cfg.train.init_checkpoint:
+        refuse_unloadable_init(cfg)
     return earlier
 
 
@@ -195,6 +197,19 @@ def refuse_unloadable(run_dir: Path, cfg: PretrainConfig) -> None:
     checkpoint = resubmit.latest(run_dir)
     if checkpoint is not None:
         needs_universal(read_topology(checkpoint), cfg.scaling.num_workers, cfg)
+
+
+def refuse_unloadable_init(cfg: PretrainConfig) -> None:
+    """As refuse_unloadable, for the checkpoint train.init_checkpoint hands over: its weights alone need its pipeline
+    layout; with its optimizer (train.reset_optimizer=false), its ZeRO stage and world size as a resume does."""
+    from jobs.engine.checkpoint_parts import read_topology
+    from jobs.workers.reshard import needs_universal, same_layout
+
+    saved = read_topology(Path(cfg.train.init_checkpoint))
+    if cfg.train.reset_optimizer:
+        same_layout(saved, cfg, "a hand-off of its weights")
+    else:
+        needs_universal(saved, cfg.scaling.num_workers, cfg)
 
 
 def resolve_config(cfg: PretrainConfig, tokenizer_dir: str) -> PretrainConfig:

@@ -106,3 +106,20 @@ def test_the_driver_refuses_a_resubmission_whose_checkpoint_the_workers_could_no
     with pytest.raises(ConfigError, match="ZeRO-0 .*zero_stage is 2"):
         refuse_unloadable(tmp_path, cfg_with("scaling.num_workers=2", "deepspeed.zero_stage=2"))
     refuse_unloadable(tmp_path, cfg_with("scaling.num_workers=2", "deepspeed.zero_stage=0"))
+
+
+def test_a_hand_off_checkpoint_the_workers_could_not_load_is_refused_on_the_driver(tmp_path):
+    """train.init_checkpoint was checked in the workers only: after the corpus was prepared and DeepSpeed built, and
+    retried train.max_failures times. The driver refuses it as it refuses its own run's checkpoint."""
+    from jobs.pretrain import refuse_unloadable_init
+
+    write_topology(tmp_path, world_size=2, zero_stage=2)
+    carried = [f"train.init_checkpoint={tmp_path}", "train.reset_optimizer=false"]
+    with pytest.raises(ConfigError, match="ZeRO"):
+        refuse_unloadable_init(cfg_with(*carried, "deepspeed.zero_stage=3"))
+    refuse_unloadable_init(cfg_with(*carried, "deepspeed.zero_stage=2"))  # its own stage and size: loads
+    refuse_unloadable_init(cfg_with(f"train.init_checkpoint={tmp_path}", "train.reset_optimizer=true",
+                                    "deepspeed.zero_stage=3"))  # its weights alone: any stage
+    write_topology(tmp_path, world_size=4, zero_stage=1, pipeline_stages=2)
+    with pytest.raises(ConfigError, match="a hand-off of its weights keeps it"):
+        refuse_unloadable_init(cfg_with(f"train.init_checkpoint={tmp_path}", "train.reset_optimizer=true"))
