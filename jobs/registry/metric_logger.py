@@ -11,6 +11,8 @@ import re
 import time
 import warnings
 
+from jobs.registry.redaction import redact
+
 _METRIC_CHARACTERS = re.compile(r"[^/\w.\- ]")  # what MLflow accepts in a metric's name on every store
 
 
@@ -131,8 +133,6 @@ class RankZeroLogger:
                     continue
                 self.failures += 1
                 if self.failures == 1:
-                    from jobs.registry.tracking import redact  # tracking imports this module
-
                     warnings.warn(redact(f"MLflow logging failed, training continues; metrics are buffered and "
                                          f"retried (tracking_failures counts failed writes): {exc}"))
                 self._retry_at = time.monotonic() + self._delay
@@ -152,8 +152,6 @@ class RankZeroLogger:
                 refused += 1
                 exc = one
         if refused:
-            from jobs.registry.tracking import redact  # tracking imports this module
-
             self.dropped += refused
             warnings.warn(redact(f"MLflow refused {refused} metric point(s), counted in tracking_undelivered: {exc}"))
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import subprocess
 import warnings
 from importlib.metadata import PackageNotFoundError, version
@@ -19,6 +18,7 @@ from jobs.runtime import console
 from jobs.config.io import flatten
 from jobs.inference.serving import PRETRAINING
 from jobs.registry.metric_logger import metric_key
+from jobs.registry.redaction import REDACTED, SECRET_PARTS, is_secret_name, redact  # noqa: F401
 from jobs.registry.model_logging import log_hf_folder, log_qa_model, log_release_model
 
 
@@ -173,38 +173,6 @@ def log_dataset(run_id: str, path: str, digest: str, name: str, context: str = "
             return
     dataset = MetaDataset(source, name=name, digest=digest)._to_mlflow_entity()
     (client or MlflowClient()).log_inputs(run_id, [DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, context)])])
-
-
-# A config field or tag whose name ends in one of these words (`hf_token`, `api_key`, `db_password`; not
-# `pad_token_id`) holds a secret; its value is never logged.
-SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "credential", "credentials")
-REDACTED = "***"
-_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")  # scheme://user[:password]@host
-# a URL's query parameter that carries a secret: a presigned S3 / GCS URL's signature and session token, an Azure
-# SAS's sig, ?token= / ?api_key=
-_QUERY_PARAM = re.compile(r"(?P<lead>[?&](?P<name>[\w.\-]+)=)(?P<value>[^&#\s'\"]+)")
-QUERY_SECRETS = ("signature", "sig")
-
-
-def is_secret_name(name: str) -> bool:
-    return re.split(r"[_\-]", name.rsplit(".", 1)[-1].lower())[-1] in SECRET_PARTS
-
-
-def redact(value, name: str = ""):
-    """`value` (a config dict, a tag dict or one value named `name`, or a message) safe to log: the values of
-    secret-looking names (SECRET_PARTS) become REDACTED, and credentials inside URIs (`https://user:pass@host`, and
-    query parameters of such names or a signature's: `?X-Amz-Signature=...`) are removed."""
-    if isinstance(value, dict):
-        return {k: redact(v, f"{name}.{k}" if name else str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(redact(v, name) for v in value)
-    if name and is_secret_name(name) and value not in ("", None):
-        return REDACTED
-    if isinstance(value, str):
-        value = _URI_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
-        return _QUERY_PARAM.sub(lambda m: m["lead"] + REDACTED if is_secret_name(m["name"]) or re.split(
-            r"[_\-]", m["name"].lower())[-1] in QUERY_SECRETS else m[0], value) if "=" in value else value
-    return value
 
 
 def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_name: str, params: dict,

@@ -87,7 +87,7 @@ def trial(config: dict, data: TrialInputs) -> None:
         # trial or the sweep is interrupted; which one it was only the driver knows, so it settles the status.
         raise
     except BaseException as exc:
-        from jobs.registry.tracking import redact
+        from jobs.registry.redaction import redact
 
         client.set_tag(run_id, "error", redact(f"{type(exc).__name__}: {exc}")[:5000])
         client.set_terminated(run_id, "FAILED")

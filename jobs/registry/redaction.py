@@ -1,0 +1,37 @@
+"""What never reaches a store, a tag or the console: secrets in configs, tags, URIs and error messages. Its own
+module: the metric logger (which tracking imports) redacts its warnings too."""
+
+from __future__ import annotations
+
+import re
+
+# A config field or tag whose name ends in one of these words (`hf_token`, `api_key`, `db_password`; not
+# `pad_token_id`) holds a secret; its value is never logged.
+SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "credential", "credentials")
+REDACTED = "***"
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")  # scheme://user[:password]@host
+# a URL's query parameter that carries a secret: a presigned S3 / GCS URL's signature and session token, an Azure
+# SAS's sig, ?token= / ?api_key=
+_QUERY_PARAM = re.compile(r"(?P<lead>[?&](?P<name>[\w.\-]+)=)(?P<value>[^&#\s'\"]+)")
+QUERY_SECRETS = ("signature", "sig")
+
+
+def is_secret_name(name: str) -> bool:
+    return re.split(r"[_\-]", name.rsplit(".", 1)[-1].lower())[-1] in SECRET_PARTS
+
+
+def redact(value, name: str = ""):
+    """`value` (a config dict, a tag dict or one value named `name`, or a message) safe to log: the values of
+    secret-looking names (SECRET_PARTS) become REDACTED, and credentials inside URIs (`https://user:pass@host`, and
+    query parameters of such names or a signature's: `?X-Amz-Signature=...`) are removed."""
+    if isinstance(value, dict):
+        return {k: redact(v, f"{name}.{k}" if name else str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v, name) for v in value)
+    if name and is_secret_name(name) and value not in ("", None):
+        return REDACTED
+    if isinstance(value, str):
+        value = _URI_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+        return _QUERY_PARAM.sub(lambda m: m["lead"] + REDACTED if is_secret_name(m["name"]) or re.split(
+            r"[_\-]", m["name"].lower())[-1] in QUERY_SECRETS else m[0], value) if "=" in value else value
+    return value
