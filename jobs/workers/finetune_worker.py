@@ -147,10 +147,12 @@ class Worker:
         return decision[0]
 
     def _keep_best(self) -> None:
+        """Every rank calls the export (the decision is broadcast: all call it at once); rank 0 writes. In bf16 and
+        fp16 under ZeRO its fp32 weights are gathered from every rank: called on rank 0 alone, it hung."""
         if self.rank == 0:
             shutil.rmtree(self.best_dir, ignore_errors=True)
-            self.engine.export(self.best_dir, self.init_dir, ft_tasks.id2label(self.cfg.task),
-                               max_length=self.cfg.task.max_seq_len)
+        self.engine.export(self.best_dir, self.init_dir, ft_tasks.id2label(self.cfg.task),
+                           max_length=self.cfg.task.max_seq_len)
 
     def run(self) -> None:
         self.loop.run()
