@@ -85,7 +85,8 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     # a checkpoint means something together with the rows that trained and chose it; the evaluation split may change
     # (where it takes in rows of train, they leave train as leaks, and the basis changes with them)
     basis = continuation_basis(resolved, ft_tasks.rows_digest(rows, ("train", ft_tasks.SELECT)), init_id)
-    earlier = resubmit.check(Path(cfg.output_dir).resolve() / run_name, basis)  # refused if the basis changed
+    earlier = resubmit.check(Path(cfg.output_dir).resolve() / run_name, basis,  # refused if the basis changed
+                             added=ADDED_TO_BASIS)
 
     dashboard = dashboard or init_ray()
     # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
@@ -263,6 +264,10 @@ def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict
             "scaling.num_workers": cfg.scaling.num_workers, "train.seed": cfg.train.seed,
             "deepspeed.zero_stage": d.zero_stage, "deepspeed.precision": d.precision,
             "deepspeed.offload_optimizer": d.offload_optimizer}
+
+
+# the keys the basis gained after runs had checkpoints: a checkpoint whose record lacks them continues unchecked on them
+ADDED_TO_BASIS = ("deepspeed.zero_stage", "deepspeed.precision", "deepspeed.offload_optimizer")
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation: bool = False):

@@ -176,9 +176,12 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
                 current = move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id,
                                      only_from=theirs)
             except Exception as exc:  # the version's tags said promoted: they say what happened (the run: `ending`)
-                client.set_model_version_tag(cfg.model, ours, "promotion.decision", "failed")
-                client.set_model_version_tag(cfg.model, ours, "promotion.reason", tracking.redact(
-                    f"promoted, but @{CHAMPION} could not be moved: {type(exc).__name__}: {exc}")[:5000])
+                try:
+                    client.set_model_version_tag(cfg.model, ours, "promotion.decision", "failed")
+                    client.set_model_version_tag(cfg.model, ours, "promotion.reason", tracking.redact(
+                        f"promoted, but @{CHAMPION} could not be moved: {type(exc).__name__}: {exc}")[:5000])
+                except Exception:  # noqa: BLE001 - the registry down for these too: the move's error is the one
+                    pass
                 raise
             if current != theirs:  # moved while the decision was recorded: nothing moved
                 _refuse_recorded(cfg, client, result, _moved(ours, theirs, current))

@@ -37,17 +37,18 @@ def latest(run_dir: Path) -> Path | None:
     return run_dir / result["checkpoint_dir_name"] if result else None
 
 
-def check(run_dir: Path, basis: dict) -> dict | None:
+def check(run_dir: Path, basis: dict, added: tuple[str, ...] = ()) -> dict | None:
     """The record of the checkpoint a submission to `run_dir` continues from, or None for a new run. Raises
     ConfigError, naming each change, when it was written on another basis. A checkpoint without a record (written
-    before records were kept) continues unchecked."""
+    before records were kept) continues unchecked, and so does each key of `added` its record lacks (a key the
+    basis gained since that checkpoint was written)."""
     checkpoint = latest(run_dir)
     earlier = read(checkpoint) if checkpoint else None
     if earlier is None:
         return None
     before = earlier["basis"]
     changed = [f"{k} {before.get(k)!r} -> {basis.get(k)!r}" for k in sorted(set(before) | set(basis))
-               if before.get(k) != basis.get(k)]
+               if before.get(k) != basis.get(k) and (k in before or k not in added)]
     if changed:
         raise ConfigError(f"run_name={run_dir.name!r} already holds a checkpoint (step {earlier['step']}) written with "
                           f"other settings: {'; '.join(changed)}. A resubmitted run continues from its checkpoint only "

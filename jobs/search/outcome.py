@@ -20,7 +20,8 @@ def champion(results, fields) -> tuple[dict, float, str]:
 
     With train.seed searched (a grid repeated over seeds), a configuration is judged by the mean of its seeds' best
     scores, which is the score returned, and its best seed's trial stands for it: the best single trial was the
-    configuration whose seeds varied most, its luckiest seed."""
+    configuration whose seeds varied most, its luckiest seed. Only the configurations with the most seeds scored
+    compete: one whose other seeds failed would stand on its one survivor's score."""
     import statistics
 
     from jobs.workers.sweep_trial import at_best
@@ -34,7 +35,9 @@ def champion(results, fields) -> tuple[dict, float, str]:
     groups: dict[str, list] = {}
     for b in best:
         groups.setdefault(repr(sorted((k, v) for k, v in b[0].items() if k != "train.seed")), []).append(b)
-    mean, trials = max(((statistics.fmean(b[1] for b in g), g) for g in groups.values()), key=lambda m: m[0])
+    most = max(map(len, groups.values()))
+    mean, trials = max(((statistics.fmean(b[1] for b in g), g) for g in groups.values() if len(g) == most),
+                       key=lambda m: m[0])
     config, _, schedule = max(trials, key=lambda b: b[1])
     return config, mean, schedule
 

@@ -28,14 +28,13 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
-_BLANKS = " \t\r\n\f\v"  # what separates a line's columns, as conlleval splits: a no-break space is in a token
-_SEPARATOR = re.compile(f"[{_BLANKS}]+")
+_SEPARATOR = re.compile("[ \t\r\n\f\v]+")  # between a line's columns, as conlleval splits: a no-break space is in a token
 
 
 def columns_of(line: str) -> list[str]:
-    """A token line's columns: split on ASCII blanks only (str.split() cut "10\u00a0000" in two, and the sentence's
-    column count was wrong)."""
-    line = line.strip(_BLANKS)
+    """A token line's columns: its ends stripped of any blank, its inside split on ASCII blanks only (str.split() cut
+    "10\u00a0000" in two, and the sentence's column count was wrong)."""
+    line = line.strip()
     return _SEPARATOR.split(line) if line else []
 DOCSTART = "-DOCSTART-"
 # CoNLL-U's comments ("# sent_id = 1", "# text = ...", "#sent_id=1", "# newdoc id = d1", "# newpar")
@@ -61,9 +60,9 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     for n, raw in enumerate(raw_lines):
         raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw  # a UTF-8 byte-order mark
         try:
-            line, broken = raw.decode("utf-8").strip(_BLANKS), False
-        except UnicodeDecodeError:
-            line, broken = raw.decode("utf-8", "replace").strip(_BLANKS), True
+            line, broken = raw.decode("utf-8").strip(), False  # any blank at the ends: a no-break space alone is a
+        except UnicodeDecodeError:  # blank line (Word and HTML exports), after a tag it is no part of the tag
+            line, broken = raw.decode("utf-8", "replace").strip(), True
         if not lines and not bad and line.startswith("#") and _comment(line, n_columns, labels, tagged):
             start = n + 1
             continue

@@ -50,9 +50,10 @@ def _format(fs, path: str, fmt: str, spec: str, extensions: dict = EXTENSIONS) -
     first = _json_object(lines[0]) if head.startswith(b"{") else {}
     one_line = sum(1 for line in lines if line.strip()) == 1
     # pandas' to_json() by default (orient="columns": {"text": {"0": ...}, "label": {...}}), "index" or "split": one
-    # object that holds the table, read as one record without its columns (every row lost as one reject)
-    if one_line and (re.match(rb'\{\s*"[^"\\]*"\s*:\s*\{', head) if first is None else first and (
-            all(isinstance(v, dict) for v in first.values())
+    # object that holds the table, read as one record without its columns (every row lost as one reject). Its
+    # columns share their index (or its rows their columns); a line cut at the sniff's end shows a row index "0"
+    if one_line and (re.match(rb'\{\s*"[^"\\]*"\s*:\s*\{\s*"\d+"\s*:', head) if first is None else first and (
+            all(isinstance(v, dict) for v in first.values()) and len({tuple(v) for v in first.values()}) == 1
             or {"columns", "data"} <= set(first) and isinstance(first["data"], list))):
         raise TaskDataError(f"{spec}: {posixpath.basename(path)} is one JSON object holding a table (pandas' to_json() "
                             "with its default orient, or 'index' or 'split'), not JSON Lines: write it with "

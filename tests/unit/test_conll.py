@@ -66,8 +66,10 @@ def test_iob1_tags_are_kept_as_in_the_file(tmp_path):
 def test_a_no_break_space_is_part_of_a_token_not_a_column_break(tmp_path):
     """conlleval and HF's CoNLL loader split columns on ASCII blanks: "10\u00a0000" (a French number) is one token;
     split on any Unicode space, its sentence had five columns and was rejected whole."""
-    split = load_conll(write(tmp_path, "Il PRP B-NP O\n10\u00a0000 CD I-NP O\neuros NNS I-NP O\n"))
-    assert [s["tokens"] for s in split] == [["Il", "10\u00a0000", "euros"]] and not split.rejects
+    # ... and a line of a no-break space alone (Word and HTML exports) is a blank line, one after a tag no part of it
+    split = load_conll(write(tmp_path, "\u00a0\nIl PRP B-NP O\n10\u00a0000 CD I-NP O\neuros NNS I-NP O\u00a0\n"
+                                       "\u00a0\nVoilà UH B-INTJ O\n"))
+    assert [s["tokens"] for s in split] == [["Il", "10\u00a0000", "euros"], ["Voilà"]] and not split.rejects
     from pipelines.tasks import Columns, read_file
 
     (batch,) = read_file(str(tmp_path / "eng.train"), "conll", "token-classification", Columns())

@@ -51,6 +51,18 @@ def test_a_changed_basis_is_refused_naming_every_change(tmp_path):
     assert "model.hidden_size" not in message and str(d) in message
 
 
+def test_a_key_the_basis_gained_is_not_compared_with_a_record_that_lacks_it(tmp_path):
+    """A fine-tune checkpointed before its basis held the ZeRO stage resubmits unchanged; once recorded, it is
+    compared."""
+    d = run_dir(tmp_path)
+    assert resubmit.check(d, {**BASIS, "deepspeed.zero_stage": 0}, added=("deepspeed.zero_stage",)) is not None
+    with pytest.raises(ConfigError, match="deepspeed.zero_stage None -> 0"):
+        resubmit.check(d, {**BASIS, "deepspeed.zero_stage": 0})
+    resubmit.record(d / "checkpoint_2", "run-a", 20, {**BASIS, "deepspeed.zero_stage": 2})
+    with pytest.raises(ConfigError, match="deepspeed.zero_stage 2 -> 0"):
+        resubmit.check(d, {**BASIS, "deepspeed.zero_stage": 0}, added=("deepspeed.zero_stage",))
+
+
 def test_a_fine_tunes_basis_holds_its_seed():
     """train.seed orders the training rows, and a resumed epoch skips the batches it took in that order: a
     resubmission with another seed trained some rows twice and others not at all in that epoch, unrefused."""

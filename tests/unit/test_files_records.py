@@ -127,7 +127,9 @@ def test_a_json_file_is_json_lines_unless_it_is_one_squad_document(tmp_path):
         with pytest.raises(TaskDataError, match=r"one JSON object holding a table .*orient='records', lines=True"):
             resolve_files(write(tmp_path, f"{name}.json", json.dumps(table)))
     one = write(tmp_path, "one.json", json.dumps({"text": "a", "label": 1}))  # JSON Lines of one record: kept
-    assert resolve_files(one)[0][1] == "jsonl"
+    nested = write(tmp_path, "nested.json", json.dumps({"meta": {"a": 1}, "body": {"text": "x"}}))  # of objects too
+    long = write(tmp_path, "long.json", json.dumps({"meta": {"source": "x" * (2 << 20)}, "text": "a"}) + "\n")
+    assert [resolve_files(p)[0][1] for p in (one, nested, long)] == ["jsonl"] * 3  # a first record past the sniff
     rows, rejects, _, _ = read(comma, "jsonl")
     assert [r["text_a"] for r in rows] == ["b"] and rejects == {"bad_json": 1}
     (tmp_path / "g").mkdir()

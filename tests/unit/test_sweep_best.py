@@ -119,6 +119,10 @@ def test_a_grid_repeated_over_seeds_is_judged_by_each_points_mean_not_its_luckie
     lucky = [trial(3e-4, seed, score) for seed, score in ((1, 0.83), (2, 0.55), (3, 0.52))]
     config, score, _ = champion(lucky + steady, fields)
     assert config["optim.lr"] == 1e-4 and config["train.seed"] == 2 and score == pytest.approx(0.81 / 3 + 1.6 / 3)
+    # a configuration whose other seeds failed does not stand on its one survivor
+    survivor = trial(1e-3, 1, 0.95)
+    failed = [dataclasses.replace(trial(1e-3, seed, 0.5), error=FloatingPointError("nan")) for seed in (2, 3)]
+    assert champion([survivor, *failed, *steady], fields)[0]["optim.lr"] == 1e-4
 
 
 def test_a_trial_its_own_patience_ended_is_finished_not_stopped_by_the_scheduler(monkeypatch):
