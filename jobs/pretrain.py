@@ -201,7 +201,8 @@ def refuse_unloadable(run_dir: Path, cfg: PretrainConfig) -> None:
 
 def refuse_unloadable_init(cfg: PretrainConfig) -> None:
     """As refuse_unloadable, for the checkpoint train.init_checkpoint hands over: its weights alone need its pipeline
-    layout; with its optimizer (train.reset_optimizer=false), its ZeRO stage and world size as a resume does."""
+    layout; with its optimizer (train.reset_optimizer=false), its ZeRO stage and world size as a resume does. A
+    checkpoint at a URI (cloud storage) is not read here: the workers check it as they load it."""
     from jobs.engine.checkpoint_parts import read_topology
     from jobs.workers.reshard import needs_universal, same_layout
 
