@@ -174,8 +174,9 @@ class SweepConfig:
         trials = self.num_samples * math.prod(len(spec["values"]) for spec in self.search_space.values()
                                               if spec["type"] == "grid")
         if self.scheduler == "pbt" and trials < 2:
-            raise ConfigError(f"scheduler=pbt needs at least 2 trials to compare (num_samples times the grid's points), "
-                              f"got {trials}: one trial never exploits nor explores, a single run reported as PBT")
+            raise ConfigError(f"scheduler=pbt needs at least 2 trials to compare (num_samples times the grid's "
+                              f"points), got {trials}: one trial never exploits nor explores, a single run reported "
+                              f"as PBT")
         if self.scheduler == "pbt" and self.max_concurrent < trials:  # a queued trial starts when one ends
             raise ConfigError(f"scheduler=pbt compares the trials that run at once: max_concurrent="
                               f"{self.max_concurrent} < {trials} trials (num_samples={self.num_samples} times the "

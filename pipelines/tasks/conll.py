@@ -28,7 +28,8 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
-_SEPARATOR = re.compile("[ \t\r\n\f\v]+")  # between a line's columns, as conlleval splits: a no-break space is in a token
+# between a line's columns, as conlleval splits: a no-break space is part of a token
+_SEPARATOR = re.compile("[ \t\r\n\f\v]+")
 
 
 def columns_of(line: str) -> list[str]:

@@ -220,7 +220,8 @@ def squad_file(path, *paragraphs):
 def test_a_dev_files_rejects_each_say_where_their_first_is(tmp_path, capsys):
     """Two reasons in one batch of an evaluation file: each is named with its line (the second was only counted)."""
     dev = tmp_path / "dev.jsonl"
-    dev.write_text('{"text": "fine", "label": "a"}\n{"text": "", "label": "a"}\n{"text": "x"}\n{"text": "", "label": "b"}\n')
+    dev.write_text('{"text": "fine", "label": "a"}\n{"text": "", "label": "a"}\n{"text": "x"}\n'
+                   '{"text": "", "label": "b"}\n')
     counts = collections.Counter()
     ft_tasks._read_files(TaskConfig(name="files", kind="classification", train_file=str(dev)), str(dev), counts)
     printed = capsys.readouterr().out

@@ -100,7 +100,8 @@ def test_a_rerun_with_other_settings_starts_over_only_where_nothing_was_complete
 @pytest.mark.parametrize("theirs", [{"format": "other-tool", "files": 3}, [1, 2], "not json {"])
 def test_a_folder_with_another_tools_manifest_is_refused_and_keeps_its_files(tmp_path, theirs):
     """An output folder holding a manifest.json that jobs/predict.py did not write (a dataset export's, a list, not
-    JSON) is refused before the lease, and its shards/ folder, which a rerun of ours would clear as unfinished, stays."""
+    JSON) is refused before the lease, and its shards/ folder, which a rerun of ours would clear as unfinished,
+    stays."""
     from bert_core.config import ConfigError
     from jobs.config.predict import PredictConfig
     from jobs.predict import ModelRef, _open_manifest, _refuse_foreign
