@@ -246,29 +246,38 @@ def _unfinished(path: Path, expected: int) -> int:
     return max(0, expected - len(trials)) + sum(t.status in ("PENDING", "RUNNING", "PAUSED") for t in trials)
 
 
-def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> list[dict]:
-    """One row per trial; also ends every trial's MLflow run with Tune's verdict: a trial stopped by the
-    scheduler had its thread ended mid-run (it cannot end its own run), a failed one may have died unseen."""
-    from mlflow.tracking import MlflowClient
-
-    from jobs.workers.sweep_trial import at_best, by_step
-
-    client = MlflowClient(tracking_uri)
+def settle_runs(cfg: SweepConfig, grid, client, parent_id: str) -> list[tuple[str, str, object]]:
+    """(trial id, status, MLflow run or None) of each trial of `grid`, whose run it ends with Tune's verdict (see
+    RUN_STATUS): a trial stopped by the scheduler had its thread ended mid-run (it cannot end its own run), a failed
+    one may have died unseen (a killed process, its retries spent: its run stayed RUNNING)."""
     runs = {r.data.tags.get("trial_id"): r for r in client.search_runs(
         [client.get_run(parent_id).info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")}
-    rows = []
+    out = []
     for result in grid:
         # a trial that failed before its first report has no metrics: find its id in its folder's name
         trial_id = (result.metrics or {}).get("trial_id") or next(
             (t for t in runs if t and t in Path(str(result.path)).name), "")
+        status, mlflow_run = trial_status(result, cfg.max_evals if cfg.scheduler == "asha" else 0), runs.get(trial_id)
+        if mlflow_run is not None:
+            client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
+            client.set_tag(mlflow_run.info.run_id, "tune_status", status)
+        out.append((trial_id, status, mlflow_run))
+    return out
+
+
+def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> list[dict]:
+    """One row per trial; also ends every trial's MLflow run with Tune's verdict (settle_runs)."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.workers.sweep_trial import at_best, by_step
+
+    rows = []
+    for result, (trial_id, status, mlflow_run) in zip(grid, settle_runs(cfg, grid, MlflowClient(tracking_uri),
+                                                                          parent_id)):
         df = result.metrics_dataframe
         reported = df is not None and len(df) and "score" in df
         df = by_step(df) if reported else df  # a step reported again after a restart counts once
-        last, status = result.metrics or {}, trial_status(result, cfg.max_evals if cfg.scheduler == "asha" else 0)
-        mlflow_run = runs.get(trial_id)
-        if mlflow_run is not None:  # Tune's verdict settles the run's status (see RUN_STATUS)
-            client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
-            client.set_tag(mlflow_run.info.run_id, "tune_status", status)
+        last = result.metrics or {}
         rows.append({"trial_id": trial_id, "status": status,
                      **(at_best(result, cfg.search_space)[0] if scored(df)
                         else {k: result.config.get(k) for k in cfg.search_space}),
@@ -328,13 +337,16 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
         ordered = dataclasses.replace(data, seed_train=orders(seeds, data.base.train.seed, in_order))
         grid = fit(cfg, f"{cfg.name}-seeds-{round_}", ordered, {**fixed, "train.seed": tune.grid_search(seeds)},
                    search=False, expected=len(seeds))
+        settle_runs(cfg, grid, client, result.mlflow["parent_run_id"])  # as the search's trials: none left RUNNING
         bad = 0
         for r in grid:
             why, score = _degenerate(r, majority)
             if why:
                 bad += 1
-                degenerate.append({"seed": r.config["train.seed"], "score": score, "why": why})
-                print(f"[seeds] degenerate run, re-seeding: seed {r.config['train.seed']} ({why})", flush=True)
+                # a run that died before its first report has no config in its result: its seed is unknown
+                seed = (r.config or {}).get("train.seed", "unknown")
+                degenerate.append({"seed": seed, "score": score, "why": why})
+                print(f"[seeds] degenerate run, re-seeding: seed {seed} ({why})", flush=True)
             else:
                 good.append((score, r))
         want = min(bad, reseeds_left)  # each degenerate run is replaced by a new seed while reseeds last

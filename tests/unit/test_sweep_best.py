@@ -178,7 +178,7 @@ def test_steps_reported_again_after_a_restart_count_once_and_the_last_report_win
     assert plotted == [[10, 20, 30, 40]]
 
 
-def test_each_seed_run_trains_in_its_own_seeds_global_order_as_finetune_makes_it(monkeypatch):
+def test_each_seed_run_trains_in_its_own_seeds_global_order_as_finetune_makes_it(monkeypatch, tmp_path):
     from ray.tune import Result
 
     from jobs import sweep
@@ -203,7 +203,12 @@ def test_each_seed_run_trains_in_its_own_seeds_global_order_as_finetune_makes_it
 
     monkeypatch.setattr(sweep, "fit", fit)
     data = TrialInputs(base, "features in the base seed's order", None, 10, [], {}, "", "", "p", "s")
-    sweep.seed_runs(cfg, data, {}, 0.5, SimpleNamespace(seeds={}), None, Path("/out"), None, in_order)
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    parent = client.create_run(client.create_experiment("seeds")).info.run_id
+    sweep.seed_runs(cfg, data, {}, 0.5, SimpleNamespace(seeds={}, mlflow={"parent_run_id": parent}), client,
+                    Path("/out"), None, in_order)
     s0 = base.train.seed
     assert given[0].seed_train == {s0 + 1: f"features in seed {s0 + 1}'s order",
                                    s0 + 2: f"features in seed {s0 + 2}'s order"}  # the base seed's: `train` itself
@@ -219,6 +224,34 @@ def test_each_seed_run_trains_in_its_own_seeds_global_order_as_finetune_makes_it
         run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(batch_size=4, seed=seed)), data=ordered)
         TrialRun._epoch_batches(run, 0, 0)
     assert read == ["base", s0 + 2]
+
+
+def test_a_seed_run_that_died_unseen_is_ended_failed_not_left_running(monkeypatch, tmp_path):
+    """A seed trial killed outright (a lost node, OOM) with its retries spent never reaches its own except block:
+    its nested run stayed RUNNING. Tune's verdict ends it, as the search's trials' runs are ended."""
+    from mlflow.tracking import MlflowClient
+    from ray.tune import Result
+
+    from jobs import sweep
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.config.sweep import SweepConfig
+    from jobs.workers.sweep_trial import TrialInputs
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.create_experiment("seeds")
+    parent = client.create_run(experiment).info.run_id
+    dead = client.create_run(experiment, tags={"mlflow.parentRunId": parent, "trial_id": "s_00000"}).info.run_id
+    cfg = SweepConfig(name="s", finetune=FinetuneConfig())
+    cfg.seeds.count, cfg.seeds.max_reseeds = 1, 0
+    monkeypatch.setattr(sweep, "fit", lambda *args, **kwargs: [Result(
+        metrics={}, checkpoint=None, error=RuntimeError("worker died"), path="/results/trial_s_00000_0",
+        metrics_dataframe=None)])
+    data = TrialInputs(cfg.finetune, None, None, 10, [], {}, "", "", "p", "s")
+    result = SimpleNamespace(seeds={}, mlflow={"parent_run_id": parent})
+    sweep.seed_runs(cfg, data, {}, 0.5, result, client, tmp_path, None, lambda seed: None)
+    assert result.seeds["degenerate"][0]["seed"] == "unknown"  # it died before it reported even its config
+    run = client.get_run(dead)
+    assert run.info.status == "FAILED" and run.data.tags["tune_status"] == "failed"
 
 
 def test_an_earlier_sweeps_seed_runs_without_its_search_are_refused(tmp_path):
