@@ -207,21 +207,33 @@ def _walk_pretraining(client, r, links: list[Link]) -> None:
         why = f"absent on pretraining run {run_id}"
         links.append(Link("prepared data", "tag " + ", ".join(absent), False, why=why))
         return
-    data_dir, want = tags["lineage.data_dir"], tags["lineage.data_manifest_sha256"]
-    manifest = Path(data_dir) / "manifest.json"
-    if not manifest.is_file():
-        links.append(Link("prepared data", str(manifest), False, why="not found"))
+    data_dir = tags["lineage.data_dir"]
+    manifest = _manifest(links, "prepared data", data_dir, tags["lineage.data_manifest_sha256"])
+    if manifest is None:
         return
-    got = hashlib.sha256(manifest.read_bytes()).hexdigest()
-    if got != want:
-        links.append(Link("prepared data", str(manifest), False, why=f"sha256 {got}, the run's tag says {want}"))
-        return
-    links.append(Link("prepared data", data_dir, details=[f"manifest.json sha256 {got} (equals the run's tag)"]))
+    if "lineage.phase2.data_dir" in tags:  # two phases: the release's weights last trained on phase 2's set
+        if _manifest(links, "phase-2 prepared data", tags["lineage.phase2.data_dir"],
+                     tags.get("lineage.phase2.data_manifest_sha256", "")) is None:
+            return
     links.append(_tokenizer(Path(data_dir) / "tokenizer", tags["lineage.tokenizer_sha256"]))
     inputs = json.loads(manifest.read_text()).get("inputs", {}).get("files", [])
     if not inputs:
         links.append(Link("corpus files", str(manifest), False, why="the manifest lists no input files"))
     links.extend(_corpus_file(entry) for entry in inputs)
+
+
+def _manifest(links: list[Link], name: str, data_dir: str, want: str) -> Path | None:
+    """A prepared set's manifest.json, its sha256 checked against the run's tag, as a link; None where it is not."""
+    manifest = Path(data_dir) / "manifest.json"
+    if not manifest.is_file():
+        links.append(Link(name, str(manifest), False, why="not found"))
+        return None
+    got = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    if got != want:
+        links.append(Link(name, str(manifest), False, why=f"sha256 {got}, the run's tag says {want}"))
+        return None
+    links.append(Link(name, data_dir, details=[f"manifest.json sha256 {got} (equals the run's tag)"]))
+    return manifest
 
 
 def _tokenizer(folder: Path, want: str) -> Link:

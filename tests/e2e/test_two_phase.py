@@ -36,3 +36,10 @@ def test_two_phase_job(ray_up, tmp_path, shared_data):
     assert sorted(r.data.tags["phase"] for r in children) == ["1", "2"]
     assert all(r.data.metrics for r in children)  # each phase logged its own metrics
     assert client.get_model_version_by_alias("two-phase-bert", "candidate").run_id == parent
+    # the registered version's lineage names phase 2's prepared set too (the release last trained on it), and holds
+    from jobs import lineage
+
+    phase2 = next(r for r in children if r.data.tags["phase"] == "2")
+    named = client.get_run(parent).data.tags["lineage.phase2.data_dir"]
+    assert Path(named) == Path(phase2.data.tags["lineage.data_dir"]) == Path(result.data_dir)
+    assert lineage.run("models:/two-phase-bert@candidate", cfg.tracking.tracking_uri).missing == []

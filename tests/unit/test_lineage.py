@@ -168,3 +168,21 @@ def test_a_fine_tune_of_a_deleted_fine_tune_is_a_missing_link(chain):
     client.delete_run(ft)
     (missing,) = lineage.run("models:/ft-of-ft/1", uri).missing
     assert missing.startswith(f"init run {ft} (lineage.init_run_id of run {second}") and "was deleted" in missing
+
+
+def test_a_two_phase_pretrainings_phase_2_set_is_checked_too(chain):
+    """The release's weights last trained on phase 2's prepared set: the lineage checks its manifest as well, and a
+    changed one is a missing link."""
+    client, uri, pre, _, _ = chain
+    data = Path(client.get_run(pre).data.tags["lineage.data_dir"]).parent / "4567ef01"
+    data.mkdir()
+    (data / "manifest.json").write_text(json.dumps({"inputs": {"files": []}, "max_seq_len": 512}))
+    sha = hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
+    client.set_tag(pre, "lineage.phase2.data_dir", str(data))
+    client.set_tag(pre, "lineage.phase2.data_manifest_sha256", sha)
+    result = lineage.main(["models:/ft-model@candidate", "--tracking-uri", uri])
+    assert result.missing == [] and [link.kind for link in result.links][4:6] == ["prepared data",
+                                                                                  "phase-2 prepared data"]
+    (data / "manifest.json").write_text(json.dumps({"inputs": {"files": []}, "max_seq_len": 384}))
+    (missing,) = lineage.run("models:/ft-model@candidate", uri).missing
+    assert missing.startswith(f"phase-2 prepared data {data / 'manifest.json'} (sha256 ")
