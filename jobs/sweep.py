@@ -214,6 +214,8 @@ def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: 
         tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=False)
         if search:  # the scheduler the experiment was saved with, as it was made (Tuner has no public accessor)
             print(f"[sweep] warning: {resume_warning(tuner._local_tuner._tune_config.scheduler)}", flush=True)
+        if kept := kept_settings(cfg, tuner._local_tuner._tune_config, tuner._local_tuner._run_config):
+            print(f"[sweep] warning: a resumed sweep runs with the settings it was saved with: {kept}", flush=True)
         grid = tuner.fit()
     else:
         alg = search_algorithm(cfg, path) if search else None
@@ -234,6 +236,17 @@ def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: 
         raise SweepInterrupted(f"{name} was interrupted with {unfinished} trial(s) unfinished; run the same "
                                f"command again (same name) to resume it from {path}")
     return grid
+
+
+def kept_settings(cfg: SweepConfig, tune_config, run_config) -> str:
+    """What Tune's restore keeps from the saved experiment that this command set otherwise ("" for nothing): the
+    sweep's identity leaves these out (jobs/registry/sweep_parent.RESOURCES), but Tuner.restore runs with the saved
+    concurrency and failure budget, and each saved trial keeps the CPUs and GPUs it was made with."""
+    saved = {"max_concurrent": tune_config.max_concurrent_trials,
+             "max_trial_failures": run_config.failure_config.max_failures if run_config.failure_config else None}
+    now = {"max_concurrent": cfg.max_concurrent, "max_trial_failures": cfg.max_trial_failures}
+    kept = [f"{k} {saved[k]} (this command: {now[k]})" for k in saved if saved[k] is not None and saved[k] != now[k]]
+    return "; ".join(kept + ["cpus_per_trial and gpus_per_trial as each saved trial was made"]) if kept else ""
 
 
 def _unfinished(path: Path, expected: int) -> int:

@@ -273,3 +273,19 @@ def test_an_earlier_sweeps_seed_runs_without_its_search_are_refused(tmp_path):
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "tuner.pkl").write_bytes(b"")  # the search is there: Tune restores it, and its seeds with it
     refuse_earlier_seed_runs(tmp_path / "s")
+
+
+def test_a_resume_names_the_settings_tune_keeps_from_the_saved_experiment():
+    """Tuner.restore runs with the saved concurrency and failure budget: a new max_concurrent was silently ignored."""
+    from ray import tune
+
+    from jobs.config.sweep import SweepConfig
+    from jobs.sweep import kept_settings
+
+    cfg = SweepConfig(name="s", max_concurrent=4, max_trial_failures=1)
+    saved = (tune.TuneConfig(max_concurrent_trials=2),
+             tune.RunConfig(failure_config=tune.FailureConfig(max_failures=1)))
+    assert kept_settings(cfg, *saved) == ("max_concurrent 2 (this command: 4); cpus_per_trial and gpus_per_trial as "
+                                          "each saved trial was made")
+    cfg.max_concurrent = 2
+    assert kept_settings(cfg, *saved) == ""
