@@ -27,6 +27,7 @@ import copy
 import json
 import math
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,7 @@ class TrialRun:
         self.engine = build_engine(model, cfg, self.total)
         self.logger = RankZeroLogger(data.tracking_uri, run_id, 0)
         self.best_state, self.restored_from, self.pred_classes = None, "", 0
+        self.segment = ""  # a new one at each PBT exploit: its reports are another model's, whatever their steps
         self.own_best = -math.inf  # its own best score (best/<metric>): a PBT donor's loop state carries the donor's
         self.select_batches, self.tokenizer = None, None  # read at the first evaluation
         self.loop = FinetuneLoop(
@@ -171,16 +173,22 @@ class TrialRun:
             torch.set_rng_state(state["torch_rng"])  # (__init__ seeded it as at the trial's start)
             if "cuda_rng" in state and torch.cuda.is_available():
                 torch.cuda.set_rng_state(state["cuda_rng"])
+        self.segment = state.get("segment", "")  # its own restart: the same stretch of reports
         if state["trial_id"] != self.trial_id:  # PBT exploit: another trial's weights, this trial's hyperparameters
             self.restored_from = state["trial_id"]
+            # a donor is often behind: the trial reports steps it reported before, from another model, which must
+            # not replace its own earlier reports of them (by_step)
+            self.segment = uuid.uuid4().hex[:8]
             self.loop.bad_evals, self.loop.stopped = 0, False  # its patience is its own, from here
             if self.logger.client is not None:
                 self.logger.client.set_tag(self.logger.run_id, "pbt.restored_from", self.restored_from)
         retune(self.engine, self.cfg.optim, self.loop.step)  # this config's hyperparameters win (ray#36660)
         if self.logger.client is not None:  # this trial's evaluations so far are its run's (a donor's are not)
             history = self.logger.client.get_metric_history(self.logger.run_id, self.loop.metric)
-            # up to the restored step: an evaluation after it was redone by this restart (no model scores it now)
-            self.own_best = max((m.value for m in history if m.step <= self.loop.step), default=-math.inf)
+            # its own restart: up to the restored step (an evaluation after it was redone by this restart, no model
+            # scores it now); an exploit: all of them (its own weights made them, whatever the donor's step)
+            mine = history if state["trial_id"] != self.trial_id else [m for m in history if m.step <= self.loop.step]
+            self.own_best = max((m.value for m in mine), default=-math.inf)
 
     def close(self, client) -> None:
         """Flush the metrics still buffered (a tracking server that was down) and record on the trial's run how
@@ -237,6 +245,7 @@ class TrialRun:
         report = {**record, **hp, "score": record[self.loop.metric], "best_score": self.own_best,
                   "total_steps": self.total,
                   "pred_classes": self.pred_classes, "restored_from": self.restored_from, "seed": self.cfg.train.seed,
+                  "segment": self.segment,
                   # the trial's own patience ended it (train.patience): a normal end, not the scheduler's stop
                   "patience_stopped": self.loop.stopped,
                   # the peak lr and decay the optimizer trains with; after a PBT exploit, this trial's mutated
@@ -249,7 +258,7 @@ class TrialRun:
             rng = {"torch_rng": torch.get_rng_state(),  # dropout from here: a restart goes on as the trial would have
                    **({"cuda_rng": torch.cuda.get_rng_state()} if torch.cuda.is_available() else {})}
             self.engine.save(tmp, {**self.loop.state(), "best_state": self.best_state, "trial_id": self.trial_id,
-                                   **rng})
+                                   "segment": self.segment, **rng})
             if final and self.data.export:
                 self.export_best(Path(tmp) / "best")
             tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))
@@ -283,7 +292,12 @@ def at_best(result, fields) -> tuple[dict, float, str]:
 
 def by_step(df):
     """A trial's reports, one per evaluated step in step order: a trial restarted from an earlier checkpoint reports
-    the steps after it again, and the last report of a step wins (the one its later evaluations follow from)."""
+    the steps after it again, and the last report of a step wins (the one its later evaluations follow from). A PBT
+    exploit starts a `segment` of its own: a donor behind the trial made it report steps again, from another model,
+    and those do not replace its own; its reports stay in the order made (a step may come twice, once a segment)."""
+    if "segment" in df and df["segment"].fillna("").astype(str).ne("").any():
+        return df.assign(segment=df["segment"].fillna("").astype(str)).drop_duplicates(
+            ["segment", "step"], keep="last").reset_index(drop=True)
     return df.drop_duplicates("step", keep="last").sort_values("step", kind="stable").reset_index(drop=True)
 
 

@@ -25,7 +25,7 @@ def reports(monkeypatch, *steps):
         params = {"optim.lr": lr, "train.batch_size": 16}
         trial = SimpleNamespace(
             params=params, logger=SimpleNamespace(log=lambda *a, **k: None), total=100, pred_classes=2, own_best=0.0,
-            restored_from=donor, cfg=SimpleNamespace(train=SimpleNamespace(seed=0)),
+            restored_from=donor, segment="", cfg=SimpleNamespace(train=SimpleNamespace(seed=0)),
             loop=SimpleNamespace(metric="select/f1", stopped=False),
             engine=SimpleNamespace(optimizer=SimpleNamespace(param_groups=[{"initial_lr": lr, "weight_decay": 0.01}])))
         sweep_trial.TrialRun._report(trial, {"step": step, "select/f1": score}, checkpoint=False, final=False)
@@ -123,6 +123,28 @@ def test_a_grid_repeated_over_seeds_is_judged_by_each_points_mean_not_its_luckie
     survivor = trial(1e-3, 1, 0.95)
     failed = [dataclasses.replace(trial(1e-3, seed, 0.5), error=FloatingPointError("nan")) for seed in (2, 3)]
     assert champion([survivor, *failed, *steady], fields)[0]["optim.lr"] == 1e-4
+
+
+def test_a_pbt_exploit_of_a_donor_behind_keeps_the_trials_own_earlier_reports():
+    """Trial a peaks at 0.95 at step 20, then exploits a donor's step-10 checkpoint and reports steps 20 and 30 again
+    from that model: those replaced its own reports of the steps, and its 0.95 was lost to the champion choice (trial
+    c's 0.90 won). A restart within a stretch still counts a step once."""
+    from jobs.search.outcome import champion
+
+    def trial(rows):
+        result = scored([(step, score) for step, score, _, _ in rows])
+        result.metrics_dataframe["segment"] = [segment for _, _, segment, _ in rows]
+        result.metrics_dataframe["hp/optim.lr"] = [lr for _, _, _, lr in rows]
+        return result
+
+    a = trial([(10, 0.70, "", 5e-5), (20, 0.95, "", 5e-5), (30, 0.60, "", 5e-5), (20, 0.80, "x1", 3e-4),
+               (30, 0.85, "x1", 3e-4), (30, 0.86, "x1", 3e-4), (40, 0.86, "x1", 3e-4)])  # 30 again: a restart
+    c = trial([(10, 0.90, "", 3e-4), (20, 0.88, "", 3e-4)])
+    config, score, _ = champion([a, c], FIELDS)
+    assert (config["optim.lr"], score) == (5e-5, 0.95)
+    from jobs.workers.sweep_trial import by_step
+
+    assert by_step(a.metrics_dataframe)["step"].tolist() == [10, 20, 30, 20, 30, 40]
 
 
 def test_a_trial_its_own_patience_ended_is_finished_not_stopped_by_the_scheduler(monkeypatch):
