@@ -321,7 +321,12 @@ def plot(grid, metric: str, path: Path) -> None:
         df = result.metrics_dataframe
         if df is not None and len(df) and "score" in df:
             df = by_step(df)  # a step reported again after a restart: its last report
-            ax.plot(df["step"], df["score"], marker="o", label=str(result.metrics.get("trial_id", ""))[:12])
+            label, color = str(result.metrics.get("trial_id", ""))[:12], None
+            # one line a segment (a PBT exploit's reports go on from the donor's step), in the trial's colour
+            segments = df["segment"].fillna("").astype(str) if "segment" in df else [""] * len(df)
+            for _, part in df.groupby(segments, sort=False):
+                line, = ax.plot(part["step"], part["score"], marker="o", label=label, color=color)
+                label, color = None, line.get_color()
     ax.set_xlabel("training step")
     ax.set_ylabel(metric)
     ax.set_title(f"sweep trials: {metric} over training")  # the select split's metric, which ranks them
