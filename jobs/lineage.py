@@ -212,8 +212,12 @@ def _walk_pretraining(client, r, links: list[Link]) -> None:
     if manifest is None:
         return
     if "lineage.phase2.data_dir" in tags:  # two phases: the release's weights last trained on phase 2's set
+        if "lineage.phase2.data_manifest_sha256" not in tags:
+            links.append(Link("phase-2 prepared data", "tag lineage.phase2.data_manifest_sha256", False,
+                              why=f"absent on pretraining run {run_id}"))
+            return
         if _manifest(links, "phase-2 prepared data", tags["lineage.phase2.data_dir"],
-                     tags.get("lineage.phase2.data_manifest_sha256", "")) is None:
+                     tags["lineage.phase2.data_manifest_sha256"]) is None:
             return
     links.append(_tokenizer(Path(data_dir) / "tokenizer", tags["lineage.tokenizer_sha256"]))
     inputs = json.loads(manifest.read_text()).get("inputs", {}).get("files", [])

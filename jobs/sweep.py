@@ -242,7 +242,9 @@ def kept_settings(cfg: SweepConfig, tune_config, run_config) -> str:
     """What Tune's restore keeps from the saved experiment that this command set otherwise ("" for nothing): the
     sweep's identity leaves these out (jobs/registry/sweep_parent.RESOURCES), but Tuner.restore runs with the saved
     concurrency and failure budget, and each saved trial keeps the CPUs and GPUs it was made with."""
-    saved = {"max_concurrent": tune_config.max_concurrent_trials,
+    concurrent = tune_config.max_concurrent_trials  # a random or grid search keeps its limit in its generator
+    saved = {"max_concurrent": concurrent if concurrent is not None else getattr(tune_config.search_alg,
+                                                                                  "max_concurrent", None),
              "max_trial_failures": run_config.failure_config.max_failures if run_config.failure_config else None}
     now = {"max_concurrent": cfg.max_concurrent, "max_trial_failures": cfg.max_trial_failures}
     kept = [f"{k} {saved[k]} (this command: {now[k]})" for k in saved if saved[k] is not None and saved[k] != now[k]]
@@ -259,7 +261,7 @@ def _unfinished(path: Path, expected: int) -> int:
     return max(0, expected - len(trials)) + sum(t.status in ("PENDING", "RUNNING", "PAUSED") for t in trials)
 
 
-def settle_runs(cfg: SweepConfig, grid, client, parent_id: str) -> list[tuple[str, str, object]]:
+def settle_runs(cfg: SweepConfig, grid, client, parent_id: str, max_evals: int = 0) -> list[tuple[str, str, object]]:
     """(trial id, status, MLflow run or None) of each trial of `grid`, whose run it ends with Tune's verdict (see
     RUN_STATUS): a trial stopped by the scheduler had its thread ended mid-run (it cannot end its own run), a failed
     one may have died unseen (a killed process, its retries spent: its run stayed RUNNING)."""
@@ -270,7 +272,7 @@ def settle_runs(cfg: SweepConfig, grid, client, parent_id: str) -> list[tuple[st
         # a trial that failed before its first report has no metrics: find its id in its folder's name
         trial_id = (result.metrics or {}).get("trial_id") or next(
             (t for t in runs if t and t in Path(str(result.path)).name), "")
-        status, mlflow_run = trial_status(result, cfg.max_evals if cfg.scheduler == "asha" else 0), runs.get(trial_id)
+        status, mlflow_run = trial_status(result, max_evals), runs.get(trial_id)
         if mlflow_run is not None:
             client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
             client.set_tag(mlflow_run.info.run_id, "tune_status", status)
@@ -285,8 +287,9 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
     from jobs.workers.sweep_trial import at_best, by_step
 
     rows = []
-    for result, (trial_id, status, mlflow_run) in zip(grid, settle_runs(cfg, grid, MlflowClient(tracking_uri),
-                                                                          parent_id)):
+    settled = settle_runs(cfg, grid, MlflowClient(tracking_uri), parent_id,
+                          cfg.max_evals if cfg.scheduler == "asha" else 0)  # ASHA's budget; seed runs have none
+    for result, (trial_id, status, mlflow_run) in zip(grid, settled):
         df = result.metrics_dataframe
         reported = df is not None and len(df) and "score" in df
         df = by_step(df) if reported else df  # a step reported again after a restart counts once

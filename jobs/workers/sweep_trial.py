@@ -27,7 +27,6 @@ import copy
 import json
 import math
 import tempfile
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,22 +172,28 @@ class TrialRun:
             torch.set_rng_state(state["torch_rng"])  # (__init__ seeded it as at the trial's start)
             if "cuda_rng" in state and torch.cuda.is_available():
                 torch.cuda.set_rng_state(state["cuda_rng"])
-        self.segment = state.get("segment", "")  # its own restart: the same stretch of reports
+        # its own restart: the same stretch of reports, from the same donor (kept in its checkpoints)
+        self.segment, self.restored_from = state.get("segment", ""), state.get("restored_from", "")
         if state["trial_id"] != self.trial_id:  # PBT exploit: another trial's weights, this trial's hyperparameters
             self.restored_from = state["trial_id"]
             # a donor is often behind: the trial reports steps it reported before, from another model, which must
-            # not replace its own earlier reports of them (by_step)
-            self.segment = uuid.uuid4().hex[:8]
+            # not replace its own earlier reports of them (by_step). Named by the donor's checkpoint, not drawn: a
+            # retry of the trial before its own next checkpoint restores that one again, and rejoins its segment
+            self.segment = f"{state['trial_id']}@{state['step']}"
             self.loop.bad_evals, self.loop.stopped = 0, False  # its patience is its own, from here
             if self.logger.client is not None:
                 self.logger.client.set_tag(self.logger.run_id, "pbt.restored_from", self.restored_from)
         retune(self.engine, self.cfg.optim, self.loop.step)  # this config's hyperparameters win (ray#36660)
         if self.logger.client is not None:  # this trial's evaluations so far are its run's (a donor's are not)
             history = self.logger.client.get_metric_history(self.logger.run_id, self.loop.metric)
-            # its own restart: up to the restored step (an evaluation after it was redone by this restart, no model
-            # scores it now); an exploit: all of them (its own weights made them, whatever the donor's step)
-            mine = history if state["trial_id"] != self.trial_id else [m for m in history if m.step <= self.loop.step]
-            self.own_best = max((m.value for m in mine), default=-math.inf)
+            # an exploit: all of them (its own weights made them, whatever the donor's step); its own restart: as its
+            # checkpoint says (one from before it kept own_best: up to the restored step, an evaluation after it was
+            # redone by this restart)
+            if state["trial_id"] != self.trial_id:
+                self.own_best = max((m.value for m in history), default=-math.inf)
+            else:
+                self.own_best = state.get("own_best", max((m.value for m in history if m.step <= self.loop.step),
+                                                          default=-math.inf))
 
     def close(self, client) -> None:
         """Flush the metrics still buffered (a tracking server that was down) and record on the trial's run how
@@ -258,7 +263,8 @@ class TrialRun:
             rng = {"torch_rng": torch.get_rng_state(),  # dropout from here: a restart goes on as the trial would have
                    **({"cuda_rng": torch.cuda.get_rng_state()} if torch.cuda.is_available() else {})}
             self.engine.save(tmp, {**self.loop.state(), "best_state": self.best_state, "trial_id": self.trial_id,
-                                   "segment": self.segment, **rng})
+                                   "segment": self.segment, "restored_from": self.restored_from,
+                                   "own_best": self.own_best, **rng})
             if final and self.data.export:
                 self.export_best(Path(tmp) / "best")
             tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))

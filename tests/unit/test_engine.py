@@ -176,6 +176,45 @@ def test_a_restored_sweep_trial_has_the_checkpoints_state_and_its_own_hyperparam
     assert b.step(_batch(3)).finite and b.lr == pytest.approx(5e-4 * factor(4))
 
 
+def test_a_pbt_trials_segments_and_best_survive_a_retry_and_its_own_restart(deepspeed_world_of_one, tmp_path):
+    """A trial that exploited donor b's step-1 checkpoint and died before its own next checkpoint is retried from b's
+    again: it rejoins the same segment (a drawn one left the lost attempt's reports beside the retry's). Restarted
+    from its own checkpoint after the exploit, it keeps the segment, the donor it names and its own best (its earlier
+    evaluations at steps past the donor's were filtered out)."""
+    from types import SimpleNamespace
+
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+    from ray import tune
+
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.workers.finetune_model import build_engine
+    from jobs.workers.sweep_trial import TrialRun
+
+    cfg = FinetuneConfig()
+    cfg.train.batch_size = B
+    engine = build_engine(_engine_model(), cfg, total_steps=10)
+    engine.step(_batch(0))
+    engine.save(tmp_path / "donor", {"step": 1, "epoch": 0, "epoch_steps": 1, "trial_id": "b"})
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    run_id = client.create_run(client.create_experiment("pbt")).info.run_id
+    client.log_batch(run_id, metrics=[Metric("select/accuracy", v, 0, step) for step, v in ((1, 0.7), (2, 0.95))])
+    run = SimpleNamespace(engine=engine, loop=SimpleNamespace(load_state=lambda state: None, step=1, bad_evals=0,
+                                                               stopped=False, metric="select/accuracy"),
+                          steps_per_epoch=10, trial_id="a", cfg=cfg, best_state=None, own_best=-1.0,
+                          logger=SimpleNamespace(client=client, run_id=run_id), segment="", restored_from="")
+    segments = []
+    for _ in range(2):  # the exploit, then its retry from the same checkpoint
+        TrialRun.restore(run, tune.Checkpoint.from_directory(str(tmp_path / "donor")))
+        segments.append(run.segment)
+    assert segments == ["b@1", "b@1"] and run.restored_from == "b" and run.own_best == 0.95
+    engine.save(tmp_path / "own", {"step": 1, "epoch": 0, "epoch_steps": 1, "trial_id": "a", "segment": "b@1",
+                                   "restored_from": "b", "own_best": 0.95})
+    run.segment, run.restored_from, run.own_best = "", "", -1.0  # a new process
+    TrialRun.restore(run, tune.Checkpoint.from_directory(str(tmp_path / "own")))
+    assert (run.segment, run.restored_from, run.own_best) == ("b@1", "b", 0.95)
+
+
 @pytest.mark.parametrize("zero_stage, planted, weights_only", [
     (1, "mp_rank_00_model_states.pt", False), (1, "zero_pp_rank_0_mp_rank_00_optim_states.pt", False),
     (3, "zero_pp_rank_0_mp_rank_00_optim_states.pt", True)],

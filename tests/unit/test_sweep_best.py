@@ -304,10 +304,15 @@ def test_a_resume_names_the_settings_tune_keeps_from_the_saved_experiment():
     from jobs.config.sweep import SweepConfig
     from jobs.sweep import kept_settings
 
+    from ray.tune.search import BasicVariantGenerator
+
     cfg = SweepConfig(name="s", max_concurrent=4, max_trial_failures=1)
     saved = (tune.TuneConfig(max_concurrent_trials=2),
              tune.RunConfig(failure_config=tune.FailureConfig(max_failures=1)))
     assert kept_settings(cfg, *saved) == ("max_concurrent 2 (this command: 4); cpus_per_trial and gpus_per_trial as "
                                           "each saved trial was made")
+    # a random or grid search (PBT's) keeps its limit in its variant generator, the Tune config's None
+    generator = (tune.TuneConfig(search_alg=BasicVariantGenerator(max_concurrent=2)), saved[1])
+    assert kept_settings(cfg, *generator).startswith("max_concurrent 2 (this command: 4)")
     cfg.max_concurrent = 2
-    assert kept_settings(cfg, *saved) == ""
+    assert kept_settings(cfg, *saved) == kept_settings(cfg, *generator) == ""
