@@ -34,7 +34,7 @@ from jobs.runtime import console  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sweep import SweepConfig, load_sweep_config, max_evaluations, tune_space  # noqa: E402
-from jobs.search.outcome import RUN_STATUS, champion, scored, std_text, summary, trial_status  # noqa: E402
+from jobs.search.outcome import champion, scored, settle_runs, std_text, summary  # noqa: E402
 
 
 class SweepInterrupted(RuntimeError):
@@ -201,7 +201,7 @@ def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: 
     restored instead. Raises SweepInterrupted when it stops with trials unfinished."""
     from ray import tune
 
-    from jobs.search.schedulers import resume_warning, scheduler, search_algorithm
+    from jobs.search.schedulers import kept_settings, resume_warning, scheduler, search_algorithm
     from jobs.workers.sweep_trial import trial
 
     storage = Path(cfg.finetune.output_dir).resolve()
@@ -238,19 +238,6 @@ def fit(cfg: SweepConfig, name: str, data, space: dict, search: bool, expected: 
     return grid
 
 
-def kept_settings(cfg: SweepConfig, tune_config, run_config) -> str:
-    """What Tune's restore keeps from the saved experiment that this command set otherwise ("" for nothing): the
-    sweep's identity leaves these out (jobs/registry/sweep_parent.RESOURCES), but Tuner.restore runs with the saved
-    concurrency and failure budget, and each saved trial keeps the CPUs and GPUs it was made with."""
-    concurrent = tune_config.max_concurrent_trials  # a random or grid search keeps its limit in its generator
-    saved = {"max_concurrent": concurrent if concurrent is not None else getattr(tune_config.search_alg,
-                                                                                  "max_concurrent", None),
-             "max_trial_failures": run_config.failure_config.max_failures if run_config.failure_config else None}
-    now = {"max_concurrent": cfg.max_concurrent, "max_trial_failures": cfg.max_trial_failures}
-    kept = [f"{k} {saved[k]} (this command: {now[k]})" for k in saved if saved[k] is not None and saved[k] != now[k]]
-    return "; ".join(kept + ["cpus_per_trial and gpus_per_trial as each saved trial was made"]) if kept else ""
-
-
 def _unfinished(path: Path, expected: int) -> int:
     """Trials of the experiment saved at `path` that a restore would run: not yet created, or saved as pending,
     running or paused. (After an interrupt the returned ResultGrid counts a stopped trial as terminated; the
@@ -261,25 +248,6 @@ def _unfinished(path: Path, expected: int) -> int:
     return max(0, expected - len(trials)) + sum(t.status in ("PENDING", "RUNNING", "PAUSED") for t in trials)
 
 
-def settle_runs(cfg: SweepConfig, grid, client, parent_id: str, max_evals: int = 0) -> list[tuple[str, str, object]]:
-    """(trial id, status, MLflow run or None) of each trial of `grid`, whose run it ends with Tune's verdict (see
-    RUN_STATUS): a trial stopped by the scheduler had its thread ended mid-run (it cannot end its own run), a failed
-    one may have died unseen (a killed process, its retries spent: its run stayed RUNNING)."""
-    runs = {r.data.tags.get("trial_id"): r for r in client.search_runs(
-        [client.get_run(parent_id).info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")}
-    out = []
-    for result in grid:
-        # a trial that failed before its first report has no metrics: find its id in its folder's name
-        trial_id = (result.metrics or {}).get("trial_id") or next(
-            (t for t in runs if t and t in Path(str(result.path)).name), "")
-        status, mlflow_run = trial_status(result, max_evals), runs.get(trial_id)
-        if mlflow_run is not None:
-            client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
-            client.set_tag(mlflow_run.info.run_id, "tune_status", status)
-        out.append((trial_id, status, mlflow_run))
-    return out
-
-
 def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> list[dict]:
     """One row per trial; also ends every trial's MLflow run with Tune's verdict (settle_runs)."""
     from mlflow.tracking import MlflowClient
@@ -287,7 +255,7 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
     from jobs.workers.sweep_trial import at_best, by_step
 
     rows = []
-    settled = settle_runs(cfg, grid, MlflowClient(tracking_uri), parent_id,
+    settled = settle_runs(grid, MlflowClient(tracking_uri), parent_id,
                           cfg.max_evals if cfg.scheduler == "asha" else 0)  # ASHA's budget; seed runs have none
     for result, (trial_id, status, mlflow_run) in zip(grid, settled):
         df = result.metrics_dataframe
@@ -358,7 +326,7 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
         ordered = dataclasses.replace(data, seed_train=orders(seeds, data.base.train.seed, in_order))
         grid = fit(cfg, f"{cfg.name}-seeds-{round_}", ordered, {**fixed, "train.seed": tune.grid_search(seeds)},
                    search=False, expected=len(seeds))
-        settle_runs(cfg, grid, client, result.mlflow["parent_run_id"])  # as the search's trials: none left RUNNING
+        settle_runs(grid, client, result.mlflow["parent_run_id"])  # as the search's trials: none left RUNNING
         bad = 0
         for r in grid:
             why, score = _degenerate(r, majority)

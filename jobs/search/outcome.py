@@ -97,3 +97,22 @@ def summary(r, tracking_uri: str, dashboard: str, storage: Path) -> str:
               console.logs_line("trials, Ray Tune"),
               "=" * 72]
     return "\n".join(lines)
+
+
+def settle_runs(grid, client, parent_id: str, max_evals: int = 0) -> list[tuple[str, str, object]]:
+    """(trial id, status, MLflow run or None) of each trial of `grid`, whose run it ends with Tune's verdict (see
+    RUN_STATUS): a trial stopped by the scheduler had its thread ended mid-run (it cannot end its own run), a failed
+    one may have died unseen (a killed process, its retries spent: its run stayed RUNNING)."""
+    runs = {r.data.tags.get("trial_id"): r for r in client.search_runs(
+        [client.get_run(parent_id).info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")}
+    out = []
+    for result in grid:
+        # a trial that failed before its first report has no metrics: find its id in its folder's name
+        trial_id = (result.metrics or {}).get("trial_id") or next(
+            (t for t in runs if t and t in Path(str(result.path)).name), "")
+        status, mlflow_run = trial_status(result, max_evals), runs.get(trial_id)
+        if mlflow_run is not None:
+            client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
+            client.set_tag(mlflow_run.info.run_id, "tune_status", status)
+        out.append((trial_id, status, mlflow_run))
+    return out

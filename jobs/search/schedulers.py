@@ -163,6 +163,20 @@ def resume_warning(restored) -> str:
 
 
 
+def kept_settings(cfg: SweepConfig, tune_config, run_config) -> str:
+    """What Tune's restore keeps from the saved experiment that this command set otherwise ("" for nothing): the
+    sweep's identity leaves these out (jobs/registry/sweep_parent.RESOURCES), but Tuner.restore runs with the saved
+    concurrency and failure budget, and each saved trial keeps the CPUs and GPUs it was made with."""
+    concurrent = tune_config.max_concurrent_trials  # a random or grid search keeps its limit in its generator
+    saved = {"max_concurrent": concurrent if concurrent is not None else getattr(tune_config.search_alg,
+                                                                                  "max_concurrent", None),
+             "max_trial_failures": run_config.failure_config.max_failures if run_config.failure_config else None}
+    now = {"max_concurrent": cfg.max_concurrent, "max_trial_failures": cfg.max_trial_failures}
+    kept = [f"{k} {saved[k]} (this command: {now[k]})" for k in saved if saved[k] is not None and saved[k] != now[k]]
+    return "; ".join(kept + ["cpus_per_trial and gpus_per_trial as each saved trial was made"]) if kept else ""
+
+
+
 class BestScoreOptuna(OptunaSearch):
     """OptunaSearch telling TPE each trial's best evaluation ("best_score", the trial's own best report), not its
     last: Tune hands a finished trial's last result to the search, and the sweep ranks trials by their peak, so a

@@ -302,7 +302,7 @@ def test_a_resume_names_the_settings_tune_keeps_from_the_saved_experiment():
     from ray import tune
 
     from jobs.config.sweep import SweepConfig
-    from jobs.sweep import kept_settings
+    from jobs.search.schedulers import kept_settings
 
     from ray.tune.search import BasicVariantGenerator
 
