@@ -103,9 +103,10 @@ def run(cfg: PretrainConfig) -> PretrainResult:
             phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
             prepared = prepare(phase2.data)
             phase2 = resolve_config(phase2, prepared.tokenizer_dir)
-            _tag_phase2_lineage(t.tracking_uri, run_id, prepared)
+            lineage = _lineage(prepared)  # the tokenizer and manifest hashed once, for the parent and the phase
+            _tag_phase2_lineage(t.tracking_uri, run_id, lineage)
             phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name,
-                                          phase2.to_dict(), tags={**_lineage(prepared), "mlflow.parentRunId": run_id,
+                                          phase2.to_dict(), tags={**lineage, "mlflow.parentRunId": run_id,
                                                                   "phase": "2",
                                                                   **resubmit.tags(_continues(phase2, prepared))})
             with tracking.ending(t.tracking_uri, phase_id, finished=True):
@@ -154,13 +155,14 @@ def _lineage(prepared) -> dict:
             **lineage_tags("pretrain", prepared=prepared, tokenizer_dir=prepared.tokenizer_dir)}
 
 
-def _tag_phase2_lineage(tracking_uri: str, run_id: str, prepared) -> None:
+def _tag_phase2_lineage(tracking_uri: str, run_id: str, lineage: dict) -> None:
     """The parent run (whose tags the registered version takes) names phase 2's prepared set too: the release's
-    weights last trained on it, and its lineage named phase 1's alone (jobs/lineage.py checks both manifests)."""
+    weights last trained on it, and its lineage named phase 1's alone (jobs/lineage.py checks both manifests).
+    `lineage`: _lineage of phase 2's prepared set."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
-    for key, value in _lineage(prepared).items():
+    for key, value in lineage.items():
         if key in ("lineage.data_dir", "lineage.data_name", "lineage.data_manifest_sha256"):
             client.set_tag(run_id, key.replace("lineage.", "lineage.phase2.", 1), value)
 

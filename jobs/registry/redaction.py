@@ -16,8 +16,8 @@ _QUERY_PARAM = re.compile(r"(?P<lead>[?&](?P<name>[\w.\-]+)=)(?P<value>[^&#\s'\"
 QUERY_SECRETS = ("signature", "sig")
 
 
-def is_secret_name(name: str) -> bool:
-    return re.split(r"[_\-]", name.rsplit(".", 1)[-1].lower())[-1] in SECRET_PARTS
+def is_secret_name(name: str, parts: tuple[str, ...] = SECRET_PARTS) -> bool:
+    return re.split(r"[_\-]", name.rsplit(".", 1)[-1].lower())[-1] in parts
 
 
 def redact(value, name: str = ""):
@@ -32,6 +32,7 @@ def redact(value, name: str = ""):
         return REDACTED
     if isinstance(value, str):
         value = _URI_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
-        return _QUERY_PARAM.sub(lambda m: m["lead"] + REDACTED if is_secret_name(m["name"]) or re.split(
-            r"[_\-]", m["name"].lower())[-1] in QUERY_SECRETS else m[0], value) if "=" in value else value
+        secret = SECRET_PARTS + QUERY_SECRETS
+        return _QUERY_PARAM.sub(lambda m: m["lead"] + REDACTED if is_secret_name(m["name"], secret) else m[0],
+                                value) if "=" in value else value
     return value

@@ -127,18 +127,18 @@ def ensure_capacity(demand: Demand, say: Callable[[str], None] = print) -> None:
 
     need = demand.total()
     short = shortfall(need, ray.cluster_resources())
-    if not short and not has_autoscaler():
-        nodes = [{k: float(v) for k, v in n["Resources"].items()} for n in ray.nodes() if n.get("Alive")]
-        bundle = unplaced(demand.bundles, nodes)
-        if bundle is not None:
-            largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
-            raise RuntimeError(f"no node of the Ray cluster holds a bundle of {describe_need(bundle)} needed by "
-                               f"{demand.needed_by} (its largest node: {describe_need(largest, bundle)}). "
-                               f"{demand.hint}")
-        return
+    grows = has_autoscaler()
     if not short:
+        if not grows:
+            nodes = [{k: float(v) for k, v in n["Resources"].items()} for n in ray.nodes() if n.get("Alive")]
+            bundle = unplaced(demand.bundles, nodes)
+            if bundle is not None:
+                largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
+                raise RuntimeError(f"no node of the Ray cluster holds a bundle of {describe_need(bundle)} needed by "
+                                   f"{demand.needed_by} (its largest node: {describe_need(largest, bundle)}). "
+                                   f"{demand.hint}")
         return
-    if not has_autoscaler():
+    if not grows:
         raise RuntimeError(refusal(demand, short))
     from ray.autoscaler.sdk import request_resources
 

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pipelines.tasks.cells import bool_class
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
 
 
@@ -118,8 +119,8 @@ def _flag(value) -> bool | None:
     True); None for anything else."""
     if value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
         return bool(value)
-    return {"true": True, "false": False, "1": True, "0": False}.get(value.strip().lower()) \
-        if isinstance(value, str) else None
+    text = bool_class(value) or (value.strip() if isinstance(value, str) else None)
+    return {"true": True, "false": False, "1": True, "0": False}.get(text)
 
 
 def answer_list(answers) -> list[dict] | None:
