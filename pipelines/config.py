@@ -81,7 +81,7 @@ class DataConfig:
     max_predictions: int = 20  # cap of masked positions per example (static masking)
     whole_word_masking: bool = False
     eval_fraction: float = 0.02  # share of documents held out for the eval split
-    num_shards: int = 0  # 0 = choose from size (about 64 MB of tokens per shard)
+    num_shards: int = 0  # 0 = choose from size (about 8 MiB of token ids, ~4M tokens, per shard)
     # tokenizing tasks at once (work units are sized from it); 0 = the Ray cluster's CPUs when prepare runs
     num_workers: int = 0
     work_unit_bytes: int = 0  # input bytes per tokenizing call: small files grouped, big ones split (0 = auto)
@@ -107,6 +107,8 @@ class DataConfig:
                 raise ConfigError(f"data.{name} must be in [0, 1), got {value!r}")
         if self.dupe_factor < 1:
             raise ConfigError(f"data.dupe_factor must be >= 1, got {self.dupe_factor}")
+        if self.num_shards < 0:
+            raise ConfigError(f"data.num_shards must be >= 0 (0 = from the corpus size), got {self.num_shards}")
         if self.num_workers < 0:
             raise ConfigError(f"data.num_workers must be >= 0 (0 = the Ray cluster's CPUs), got {self.num_workers}")
         if self.work_unit_bytes < 0:

@@ -123,8 +123,22 @@ def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_
     `unparsed_sample`, the first few names): skipped, never silently."""
     out = Path(out_dir)
     summary_file = out / ".harvest.json"  # hidden: corpus readers skip it
+    asked = {"max_mb": max_mb, "min_chars": min_chars, "num_files": num_files}
     if summary_file.is_file():
-        return json.loads(summary_file.read_text())
+        summary = json.loads(summary_file.read_text())
+        # a harvest of other settings is not silently reused as this one (summaries from before the record lack it)
+        differ = {k: (summary[k], v) for k, v in asked.items() if k in summary and summary[k] != v}
+        if differ:
+            raise ValueError(f"{out} holds a harvest made with " + ", ".join(
+                f"{k}={was} (asked: {now})" for k, (was, now) in differ.items()) + ": give another harvest "
+                "folder (corpus.harvest_dir / task.corpus_dir) or the same settings, or delete that folder")
+        return summary
+    foreign = sorted(p.name for p in out.iterdir() if not re.fullmatch(r"installed-docs-\d+\.jsonl", p.name)) \
+        if out.is_dir() else []
+    if foreign:  # never replace a folder that holds anything but an interrupted harvest's files
+        more = ", ..." if len(foreign) > 3 else ""
+        raise ValueError(f"{out} already holds other files ({', '.join(foreign[:3])}{more}) and no complete harvest: "
+                         "give an empty or new harvest folder")
     tmp = out.with_name(out.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     files = [open(tmp / f"installed-docs-{i:02d}.jsonl", "w", encoding="utf-8") for i in range(num_files)]
@@ -148,9 +162,9 @@ def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_
     for f in files:
         f.close()
     summary = {"documents": docs, "bytes": written, "sha256": digest.hexdigest(), "unparsed": len(unparsed),
-               "unparsed_sample": unparsed[:5]}
+               "unparsed_sample": unparsed[:5], **asked}
     (tmp / ".harvest.json").write_text(json.dumps(summary, indent=2))
-    if out.exists():  # an interrupted earlier harvest: replace it whole
+    if out.exists():  # an interrupted earlier harvest's files (checked above): replace them whole
         shutil.rmtree(out)
     tmp.rename(out)
     return summary

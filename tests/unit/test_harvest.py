@@ -57,6 +57,37 @@ def test_source_files_that_do_not_parse_are_counted_and_named(tmp_path, monkeypa
     assert sorted(summary["unparsed_sample"]) == ["stdlib:latin1.py", "stdlib:pkg/broken.py"]
 
 
+def test_a_harvest_of_other_settings_or_a_folder_of_other_files_is_refused(tmp_path, monkeypatch):
+    """corpus.harvest_max_mb=64 over an 8 MB harvest reused the 8 MB one, unsaid; a harvest_dir holding the user's
+    own files (README: /shared/corpus) was deleted as an interrupted harvest. An interrupted harvest's own files are
+    still replaced."""
+    import pytest
+
+    from pipelines import harvest
+
+    stdlib, purelib = tmp_path / "stdlib", tmp_path / "purelib"
+    stdlib.mkdir()
+    purelib.mkdir()
+    (stdlib / "good.py").write_text('"""' + "\n\n".join(["This module explains how it reads each line."] * 12) + '"""')
+    monkeypatch.setattr(harvest, "_STDLIB", stdlib)
+    monkeypatch.setattr(harvest, "_PURELIB", purelib)
+    first = harvest.harvest_installed_docs(tmp_path / "out", max_mb=1)
+    assert harvest.harvest_installed_docs(tmp_path / "out", max_mb=1) == first
+    with pytest.raises(ValueError, match=r"holds a harvest made with max_mb=1 \(asked: 64\)"):
+        harvest.harvest_installed_docs(tmp_path / "out", max_mb=64)
+    mine = tmp_path / "shared" / "my_books"
+    mine.mkdir(parents=True)
+    (mine / "book1.txt").write_text("my precious book")
+    with pytest.raises(ValueError, match=r"shared already holds other files \(my_books\)"):
+        harvest.harvest_installed_docs(tmp_path / "shared", max_mb=1)
+    assert (mine / "book1.txt").read_text() == "my precious book"
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "installed-docs-03.jsonl").write_text('{"id": "0", "text": "half')  # no .harvest.json: interrupted
+    assert harvest.harvest_installed_docs(cut, max_mb=1) == {**first}
+    assert not any("half" in f.read_text() for f in cut.glob("*.jsonl"))
+
+
 def test_this_projects_own_install_is_left_out(tmp_path, monkeypatch):
     """Our README is our METADATA: were it harvested, a README edit would change the quickstart's corpus."""
     from pipelines import harvest

@@ -102,6 +102,8 @@ def test_tokenizing_tasks_default_to_the_clusters_cpus_and_an_explicit_count_sta
     assert prepare._with_tokenizing_tasks(DataConfig(sources=["x"])).num_workers == 1
     with pytest.raises(ConfigError, match=r"data\.num_workers must be >= 0"):
         DataConfig(sources=["x"], num_workers=-1).validate()
+    with pytest.raises(ConfigError, match=r"data\.num_shards must be >= 0"):  # a bare IndexError, once tokenized
+        DataConfig(sources=["x"], num_shards=-3).validate()
 
 
 def test_a_random_next_share_well_under_nsp_random_prob_is_reported_with_its_numbers():
