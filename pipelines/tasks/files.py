@@ -421,16 +421,20 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
                 f = text_file(path, f, columns.encoding)
             delimiter = csv_delimiter(f) if fmt == "csv" else ","
             rows.decimal_comma = delimiter == ";"
+            objects = 0
             for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows, delimiter):
                 record = Reject(invalid) if record == "invalid_utf8" else record
                 if keys is not None and isinstance(record, dict):
                     keys.update(dict.fromkeys(record))
+                    objects += 1
                 rows.put(record if isinstance(record, Reject) or fmt == "conll" else rows.row(n, record, where),
                          where, excerpt)
+                # the columns are checked on a batch's keys, or on KEYS_SEEN objects' when no row is valid (a misnamed
+                # column rejects every record: the file is not read to its end, nor check_columns' first row)
+                if keys is not None and (len(rows.batch.rows) >= batch_rows or objects >= KEYS_SEEN):
+                    _check_keys(path, keys, rows.batch, kind, columns)
+                    keys = None
                 if len(rows.batch.rows) >= batch_rows:
-                    if keys is not None:
-                        _check_keys(path, keys, rows.batch, kind, columns)
-                        keys = None
                     yield rows.take()
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:  # a download cut short, or not that codec
             if codec is None and fmt not in ("parquet", "hf"):
@@ -469,6 +473,9 @@ def unlabeled(columns: Columns) -> Columns:
     import dataclasses
 
     return dataclasses.replace(columns, label="", tags="", answers="")
+
+
+KEYS_SEEN = 1000  # JSON objects whose keys name a JSON Lines file's columns (a writer may leave out a null's key)
 
 
 def _check_keys(path, keys, batch, kind, columns) -> None:

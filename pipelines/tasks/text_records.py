@@ -140,7 +140,9 @@ def _line_bytes(f, lone_cr: bool):
     """A binary file's lines without their ends, read in chunks: a line past _LINE_BYTES (a file of one huge line, or
     one whose lines end in a lone \\r where \\n was expected) is a _TooLong, its bytes read past, not held."""
     tail, head = b"", None  # head: the first bytes of a line being read past
-    while chunk := f.read(_CHUNK):
+    # read1 where there is one: a gzip stream cut short raises in read() and loses the chunk it had decompressed
+    read = getattr(f, "read1", f.read)
+    while chunk := read(_CHUNK):
         data = tail + chunk
         cut = len(data) - 1 if lone_cr and data.endswith(b"\r") else len(data)  # a \r\n across two chunks: one end
         pieces = _LONE_CR_ENDS.split(data[:cut]) if lone_cr else data[:cut].split(b"\n")

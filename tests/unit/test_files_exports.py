@@ -98,12 +98,21 @@ def test_a_compressed_file_cut_short_keeps_its_records_and_says_so(tmp_path):
     EOFError out of a Ray task); a file named .gz that is not gzip is corrupt_gzip; a compressed Parquet file (it
     compresses inside) is an unknown type; a folder holding an export and a compressed copy of it is refused."""
     import gzip
+    import zlib
 
     data = gzip.compress(b"text,label\n" + b"".join(b"row %d,a\n" % i for i in range(5000)))
     (tmp_path / "cut.csv.gz").write_bytes(data[:len(data) // 2])
     rows, rejects, _, _ = read(str(tmp_path / "cut.csv.gz"), "csv")
     assert 0 < len(rows) < 5000 and rejects == {"truncated_gzip": 1}
     assert [r["text_a"] for r in rows] == [f"row {i}" for i in range(len(rows))]
+    # JSON Lines keeps as many: gzip's read() raised before returning the 1 MiB chunk it had decompressed, and a
+    # small file lost every record ("after 0 records")
+    lines = b"".join(b'{"text": "row %d", "label": "a"}\n' % i for i in range(20_000))
+    data = gzip.compress(lines)
+    (tmp_path / "cut.jsonl.gz").write_bytes(data[:len(data) // 2])
+    whole = len(zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[:len(data) // 2]).split(b"\n")) - 1
+    rows, rejects, _, _ = read(str(tmp_path / "cut.jsonl.gz"), "jsonl")
+    assert len(rows) == whole > 0 and rejects == {"truncated_gzip": 1}
     (tmp_path / "not.csv.gz").write_bytes(b"text,label\nplain,a\n")
     assert read(str(tmp_path / "not.csv.gz"), "csv")[:2] == ([], {"corrupt_gzip": 1})
     (tmp_path / "p").mkdir()
