@@ -42,12 +42,34 @@ DOCSTART = "-DOCSTART-"
 _COMMENT = re.compile(r"#\s*(newdoc|newpar)(\s|$)|#\s*[\w.-]+(\s+[\w.-]+)?\s*=")
 # an entity tag (IOB, IOBES, BILOU): what a '#' token line ends with when no label set says which tags there are
 _TAG = re.compile(r"O|[BIESLU]-\S+")
+# CoNLL-U (Universal Dependencies): ten tab-separated columns ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC; ID
+# is a word's number, a multiword token's range ("1-2": its words follow) or an empty node's decimal ("5.1")
+_CONLLU_ID = re.compile(r"[1-9]\d*(-[1-9]\d*|\.[1-9]\d*)?")
+CONLLU_COLUMNS = 10
+
+
+def _conllu(line: str) -> list[str] | None:
+    """A CoNLL-U token line's ten columns; None for another layout."""
+    fields = line.split("\t")
+    return fields if len(fields) == CONLLU_COLUMNS and _CONLLU_ID.fullmatch(fields[0]) else None
+
+
+def _conllu_word(fields: list[str]) -> str | None:
+    """A CoNLL-U line as "FORM UPOS" (the word first, its tag last, as every layout here reads; a space inside a
+    form, as UD allows, kept as a no-break space, inside the word), None for a multiword token's range or an empty
+    node: the words are the syntactic words, as UD's taggers score them."""
+    if not fields[0].isdigit():
+        return None
+    return f"{fields[1].replace(' ', chr(0xA0))} {fields[3]}"
 
 
 def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True):
     """(document, lines, reject reason or None, where) per sentence of a CoNLL column file's raw lines.
 
-    The word is the first column and the NER tag the last. The sentence is the unit of rejection --
+    The word is the first column and the NER tag the last; a CoNLL-U file (Universal Dependencies: recognised by its
+    first token line's ten tab-separated columns under a word number) gives FORM and UPOS, its lines read as "FORM
+    UPOS", multiword ranges and empty nodes passed over (they are no word of the sentence; their own ten columns are
+    checked). The sentence is the unit of rejection --
     one bad line would shift every label after it: "wrong_column_count" (a line whose column count
     differs from the file's first token line, or a single column where tags are wanted: `tagged`),
     "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8". document counts
@@ -57,7 +79,7 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     an IOB/IOBES/BILOU tag) and is no lone word of an untagged file, as "# exported from tool v2"; otherwise,
     and inside a sentence, it is a token (a hashtag, the '#' sign: "# O", "#Bonn B-LOC").
     """
-    lines, bad, start, document, n_columns, n = [], None, 0, -1, None, -1
+    lines, bad, start, document, n_columns, n, conllu = [], None, 0, -1, None, -1, None
     for n, raw in enumerate(raw_lines):
         raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw  # a UTF-8 byte-order mark
         try:
@@ -74,6 +96,13 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
             lines, bad, start = [], None, n + 1
             document += line.startswith(DOCSTART)
             continue
+        conllu = _conllu(line) is not None if conllu is None else conllu  # the file's first token line says
+        if conllu:
+            ud = _conllu(line)
+            if ud is None:
+                bad = bad or "wrong_column_count"
+            elif (line := _conllu_word(ud)) is None:
+                continue
         fields = columns_of(line)
         n_columns = n_columns or len(fields)
         if len(fields) != n_columns or n_columns < (2 if tagged else 1):

@@ -120,6 +120,29 @@ def test_a_free_text_comment_before_the_first_token_line_is_skipped(tmp_path):
     assert [r["tokens"] for r in rows] == [["#hashtag", "rocks"]]
 
 
+def test_a_conllu_treebank_gives_its_forms_and_upos_tags(tmp_path):
+    """A Universal Dependencies file was read with the word number as the word and MISC ("_", "SpaceAfter=No") as
+    the tag: no reject, and a model scoring 90% by predicting "_". Its FORM and UPOS are read; a multiword range
+    and an empty node are no words; a broken line rejects its sentence; a form with a space stays one word."""
+    from pipelines.tasks import Columns, read_file
+
+    def ud(i, form, upos, misc="_"):
+        return "\t".join([i, form, form.lower(), upos, "_", "_", "0", "dep", "_", misc]) + "\n"
+
+    text = ("# sent_id = 1\n# text = The dog barks.\n" + ud("1", "The", "DET") + ud("2", "dog", "NOUN")
+            + ud("3", "barks", "VERB", "SpaceAfter=No") + ud("4", ".", "PUNCT") + "\n# sent_id = 2\n"
+            + ud("1-2", "Du", "_") + ud("1", "De", "ADP") + ud("2", "le", "DET") + ud("2.1", "x", "_")
+            + ud("3", "New York", "PROPN") + "\n" + ud("1", "broken", "X").replace("\tdep", "") + ud("2", "a", "X"))
+    path = str(write(tmp_path, text, "ud.conllu"))
+    [batch] = read_file(path, "conll", "token-classification", Columns())
+    assert [(r["tokens"], r["ner_tags"]) for r in batch.rows] == [
+        (["The", "dog", "barks", "."], ["DET", "NOUN", "VERB", "PUNCT"]),
+        (["De", "le", "New\u00a0York"], ["ADP", "DET", "PROPN"])]
+    assert batch.rejects == {"wrong_column_count": 1}
+    rows = [r for b in read_file(path, "conll", "token-classification", Columns(), labeled=False) for r in b.rows]
+    assert [r["tokens"] for r in rows][0] == ["The", "dog", "barks", "."]
+
+
 def test_words_alone_are_read_to_tag_but_not_to_train(tmp_path):
     """A one-column file (words, no tags) is what predict tags: read with no tags (columns.tags ""), it gives rows
     with ner_tags None; to train, its sentences stay rejected."""
