@@ -156,11 +156,15 @@ def _bert_tokenizer(vocab: dict[str, int], normalizer, pre_tokenizer) -> Tokeniz
     return tok
 
 
-def _vocab_in_id_order(tok: Tokenizer) -> list[str]:
+def vocab_in_id_order(tok: Tokenizer) -> list[str]:
+    """The tokens by id; raises where an id holds no token (vocab.txt has none to write on its line)."""
     vocab = tok.get_vocab(with_added_tokens=True)
     tokens = sorted(vocab, key=vocab.__getitem__)
     if [vocab[t] for t in tokens] != list(range(len(tokens))):
-        raise ValueError("tokenizer ids are not contiguous from 0; cannot write vocab.txt")
+        gap = next(i for i, t in enumerate(tokens) if vocab[t] != i)
+        raise ValueError(f"tokenizer ids are not contiguous from 0: no token has id {gap} (a vocab.txt that repeats a "
+                         f"token leaves its first line's id unused, as transformers reads it: line {gap + 1}); "
+                         "cannot write vocab.txt")
     return tokens
 
 
@@ -202,7 +206,7 @@ def save_tokenizer(tok: Tokenizer, out_dir: str | os.PathLike, model_max_length:
         raise ValueError(f"transformers would tokenize differently once saved: {'; '.join(differences)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "vocab.txt").write_text("".join(t + "\n" for t in _vocab_in_id_order(tok)), encoding="utf-8")
+    (out / "vocab.txt").write_text("".join(t + "\n" for t in vocab_in_id_order(tok)), encoding="utf-8")
     tok.save(str(out / "tokenizer.json"))
     specials = dict(pad_token=PAD, unk_token=UNK, cls_token=CLS, sep_token=SEP, mask_token=MASK)
     norm = json.loads(tok.to_str())["normalizer"]
@@ -305,7 +309,7 @@ def tokenizer_hash(path: str | os.PathLike | Tokenizer) -> str:
     spec = json.loads(tok.to_str())
     model = {k: v for k, v in spec["model"].items() if k != "vocab"}
     h = hashlib.sha256()
-    h.update("".join(t + "\n" for t in _vocab_in_id_order(tok)).encode("utf-8"))
+    h.update("".join(t + "\n" for t in vocab_in_id_order(tok)).encode("utf-8"))
     h.update(json.dumps({"normalizer": spec["normalizer"], "pre_tokenizer": spec["pre_tokenizer"],
                          "model": model}, sort_keys=True).encode("utf-8"))
     return h.hexdigest()

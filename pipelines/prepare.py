@@ -53,7 +53,7 @@ from tokenizers import Tokenizer
 
 from bert_core.config import ConfigError
 from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, stated_settings,
-                                 tokenizer_hash, train_wordpiece, transformers_differences)
+                                 tokenizer_hash, train_wordpiece, transformers_differences, vocab_in_id_order)
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.examples import (Document, bucket_seed, create_examples, cut_long_sentences, mask_static_flat,
                                 masking_config)
@@ -134,6 +134,10 @@ def _given_tokenizer(t: TokenizerConfig) -> Tokenizer:
                     f"{t.path}, which states lowercase={stated['lowercase']}, strip_accents={stated['strip_accents']} "
                     f"(None: as lowercase); leave data.tokenizer.{name} unset to use it as it is, or give another")
     tok = load_tokenizer(t.path, t.lowercase, t.strip_accents)
+    try:  # here, not once the corpus is read and the prepared copy is written
+        vocab_in_id_order(tok)
+    except ValueError as e:
+        raise ConfigError(f"data.tokenizer.path={t.path}: {e}") from None
     differences = transformers_differences(tok)
     if differences:
         raise ConfigError(

@@ -96,3 +96,13 @@ def test_a_normalizer_transformers_would_rebuild_differently_is_refused_or_kept_
         _prepare_tokenizer([], DataConfig(sources=["x"]), None, tmp_path / "refused",
                            _given_tokenizer(TokenizerConfig(path=sequence)))
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_vocab_that_repeats_a_token_is_refused_before_the_corpus_is_read(tmp_path):
+    """A repeated vocab.txt line leaves its first id unused (transformers reads the later line); the prepared copy
+    cannot be written, and it was refused there, after the whole corpus was read, without saying why."""
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "hello", "##s"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.path=.*: tokenizer ids are not contiguous from 0: no "
+                                          r"token has id 5 .*line 6"):
+        _given_tokenizer(TokenizerConfig(path=str(tmp_path)))
