@@ -254,6 +254,17 @@ def phase2_config(cfg: PretrainConfig, phase1_checkpoint: str, tokenizer_dir: st
     return cfg.phase2_run(phase1_checkpoint, tokenizer_dir)
 
 
+def _readers(cfg: PretrainConfig, prepared) -> int:
+    """The ranks that read training data (first-stage ranks), refused when the training split has fewer examples:
+    Ray's equal split, or a pipeline replica's share, would then hand a rank no row in any epoch."""
+    readers = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
+    rows = sum(s["rows"] for s in prepared.manifest["shards"]["train"])
+    if rows < readers:
+        raise ConfigError(f"the training split of {prepared.path} has {rows} examples, fewer than the {readers} "
+                          "data-parallel workers that read it: give a larger corpus or fewer scaling.num_workers")
+    return readers
+
+
 def _fit(cfg: PretrainConfig, prepared, run_id: str):
     """One Ray Train run over a prepared set; returns Ray's Result (raises the run's error)."""
     import numpy as np
@@ -277,7 +288,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
                          f"tokenizer ({tok.get_vocab_size()} ids)")
     columns = TRAIN_COLUMNS + (STATIC_COLUMNS if cfg.data.masking == "static" else [])
     shard_rows = [s["rows"] for s in prepared.manifest["shards"]["train"]]
-    readers = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages  # first-stage ranks read the data
+    readers = _readers(cfg, prepared)
     tracker = DataPositionTracker.options(**on_driver_node()).remote(sum(shard_rows), readers)  # as long as the driver
     train = read_shards(prepared.train_files).select_columns(columns)
     datasets = {"train": skip_consumed(train, tracker, shard_rows)}

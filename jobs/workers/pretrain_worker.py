@@ -267,12 +267,18 @@ class Worker:
         flops_token = flops_per_token(self.cfg.model, self.cfg.data.max_seq_len)
         peak = peak_flops(self.cfg.scaling.use_gpu, self.cfg.deepspeed.precision)
         window, start_step, run_start, metrics = MetricsWindow(), self.step, time.perf_counter(), {}
-        batches = self.stream
+        batches, empty_epochs = self.stream, 0
         while self.step < t.max_steps:
             item, waited = self._next_batch(batches)
             if item is None:
+                # one empty epoch is a resumed epoch's consumed end; two in a row would loop forever, stepping never
+                empty_epochs += 1
+                if empty_epochs == 2:
+                    raise RuntimeError("an epoch of the training data gave no batch to any rank: this rank's share "
+                                       "of the data is empty (fewer training examples than data-parallel ranks?)")
                 self._new_epoch(batches)
                 continue
+            empty_epochs = 0
             raw, batch = item.raw, item.batch
             if raw:
                 self.mask_next = item.index + 1

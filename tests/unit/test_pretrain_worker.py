@@ -290,3 +290,24 @@ def test_mfu_is_against_the_peak_of_the_card_at_hand(name, peak):
 
     assert peak_for(name) == peak
     assert peak_flops(True, "fp32") is None and peak_flops(False, "bf16") is None
+
+
+def test_a_training_split_smaller_than_the_reading_ranks_is_refused():
+    """3 training examples on 4 data-parallel ranks: Ray's equal split hands every rank none in every epoch, and the
+    loop would start epoch after epoch without a step, forever. Refused before the run; pipeline stages read on
+    their first stage only, so 8 workers in 2 stages are 4 readers."""
+    from bert_core.config import ConfigError
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.pretrain import _readers
+
+    prepared = SimpleNamespace(manifest={"shards": {"train": [{"rows": 2}, {"rows": 1}]}}, path="/data/prepared")
+    cfg = PretrainConfig()
+    cfg.scaling.num_workers = 4
+    with pytest.raises(ConfigError, match=r"training split of /data/prepared has 3 examples, fewer than the 4 "):
+        _readers(cfg, prepared)
+    cfg.scaling.num_workers, cfg.deepspeed.pipeline_stages = 8, 2
+    with pytest.raises(ConfigError, match="fewer than the 4 data-parallel workers"):
+        _readers(cfg, prepared)
+    cfg.scaling.num_workers = 3
+    cfg.deepspeed.pipeline_stages = 1
+    assert _readers(cfg, prepared) == 3
