@@ -161,6 +161,11 @@ class SweepConfig:
             if not p.mutate or bad:
                 raise ConfigError(f"pbt.mutate must name searched, non-grid fields of search_space "
                                   f"{sorted(self.search_space)}, got {p.mutate}")
+            if self.search_space.get("train.seed", {}).get("type") == "grid":
+                raise ConfigError("scheduler=pbt cannot take train.seed as a grid field: PBT changes a trial's "
+                                  "configuration as it trains (an exploit takes the donor's, train.seed included), so no "
+                                  "configuration is trained over the seeds to be judged by their mean; drop train.seed "
+                                  "from search_space (seeds.count reruns the champion over seeds)")
             fixed = [k for k in p.mutate if k in PBT_FIXED]
             if fixed:
                 raise ConfigError(f"pbt.mutate cannot take {fixed[0]}: {PBT_FIXED[fixed[0]]}, so a trial restored "

@@ -67,7 +67,11 @@ def search_algorithm(cfg: SweepConfig, path: Path):
                                storage=optuna.storages.RDBStorage(optuna_storage(path)))
     from ray.tune.search import BasicVariantGenerator
 
-    return BasicVariantGenerator(random_state=cfg.search_seed, max_concurrent=cfg.max_concurrent)
+    # constant_grid_search: a sample's random values held over the grid's points; Tune's default draws new ones at
+    # each point, so a train.seed grid repeated no configuration over seeds (each seed had its own optim.lr, and the
+    # champion's "mean over seeds" was one trial's score: the luckiest)
+    return BasicVariantGenerator(random_state=cfg.search_seed, max_concurrent=cfg.max_concurrent,
+                                 constant_grid_search=True)
 
 
 @dataclass

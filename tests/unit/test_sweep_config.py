@@ -52,9 +52,12 @@ def test_overrides_reach_dotted_search_space_fields():
     # PBT compares running trials: queued ones would start only as others end, in groups that never meet
     (("scheduler=pbt", "num_samples=4"), "scheduler=pbt compares the trials that run at once: max_concurrent=2 < "
                                          "4 trials (num_samples=4 times the grid's points) would run them in groups"),
-    # ... and a grid field multiplies the trials (num_samples=2 over three seeds: 6 trials, 2 at once)
-    (("scheduler=pbt", "num_samples=2", "search_space.train.seed={type: grid, values: [1, 2, 3]}"),
+    # ... and a grid field multiplies the trials (num_samples=2 over three batch sizes: 6 trials, 2 at once)
+    (("scheduler=pbt", "num_samples=2", "search_space.train.batch_size={type: grid, values: [8, 16, 32]}"),
      "max_concurrent=2 < 6 trials (num_samples=2 times the grid's points)"),
+    # PBT moves a trial's configuration (an exploit takes the donor's): no configuration is trained over the seeds
+    (("scheduler=pbt", "search_space.train.seed={type: grid, values: [1, 2]}"),
+     "scheduler=pbt cannot take train.seed as a grid field"),
     ("finetune.optim.lr=-1", "finetune.optim.lr must be > 0"),
     ("finetune.init=", "finetune.init must name a starting checkpoint"),
     ("checkpoint_every=0", "checkpoint_every must be >= 1"),

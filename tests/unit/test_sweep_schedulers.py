@@ -119,3 +119,22 @@ def test_optuna_learns_each_trials_best_evaluation_not_its_last(tmp_path):
         assert search.suggest(trial)
         search.on_trial_complete(trial, {"score": last, "best_score": best})
     assert [t.value for t in search._ot_study.trials] == [0.92, 0.80]  # a result without best_score: its score
+
+
+def test_a_random_search_repeats_each_sample_over_a_seed_grid(tmp_path):
+    """search=random with a train.seed grid: Tune drew a new optim.lr at every seed, so no configuration had two
+    seeds, and the champion's "mean over seeds" was one trial's score, the luckiest seed's."""
+    from ray.tune.experiment import Experiment
+
+    from jobs.config.sweep import tune_space
+    from jobs.search.schedulers import search_algorithm
+
+    cfg = config("num_samples=3", "max_concurrent=6", "search_space.train.seed={type: grid, values: [1, 2]}")
+    search = search_algorithm(cfg, tmp_path)
+    search.set_search_properties(metric="score", mode="max", config={})
+    search.add_configurations([Experiment(name="s", run=lambda c: None, config=tune_space(cfg), num_samples=3)])
+    trials = iter(search.next_trial, None)
+    points = [(t.config["train.seed"], {k: v for k, v in t.config.items() if k != "train.seed"}) for t in trials]
+    assert [seed for seed, _ in points] == [1, 2] * 3
+    assert all(points[i][1] == points[i + 1][1] for i in (0, 2, 4))  # each sample over both seeds
+    assert len({repr(c) for _, c in points}) == 3
