@@ -103,8 +103,7 @@ def settle_runs(grid, client, parent_id: str, max_evals: int = 0) -> list[tuple[
     """(trial id, status, MLflow run or None) of each trial of `grid`, whose run it ends with Tune's verdict (see
     RUN_STATUS): a trial stopped by the scheduler had its thread ended mid-run (it cannot end its own run), a failed
     one may have died unseen (a killed process, its retries spent: its run stayed RUNNING)."""
-    runs = {r.data.tags.get("trial_id"): r for r in client.search_runs(
-        [client.get_run(parent_id).info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")}
+    runs = {r.data.tags.get("trial_id"): r for r in nested_runs(client, parent_id)}
     out = []
     for result in grid:
         # a trial that failed before its first report has no metrics: find its id in its folder's name
@@ -116,3 +115,16 @@ def settle_runs(grid, client, parent_id: str, max_evals: int = 0) -> list[tuple[
             client.set_tag(mlflow_run.info.run_id, "tune_status", status)
         out.append((trial_id, status, mlflow_run))
     return out
+
+
+def nested_runs(client, parent_id: str, page_size: int = 1000) -> list:
+    """Every run under `parent_id`, page by page: one search returns at most 1,000 (the newest), and a sweep of
+    more trials left its oldest RUNNING, their rows without a run."""
+    experiment, runs, token = client.get_run(parent_id).info.experiment_id, [], None
+    while True:
+        page = client.search_runs([experiment], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'",
+                                  max_results=page_size, page_token=token)
+        runs += page
+        token = page.token
+        if not token:
+            return runs

@@ -179,8 +179,10 @@ def test_steps_reported_again_after_a_restart_count_once_and_the_last_report_win
         def get_run(self, run_id):
             return SimpleNamespace(info=SimpleNamespace(experiment_id="1"))
 
-        def search_runs(self, experiments, filter_string):
-            return [SimpleNamespace(data=SimpleNamespace(tags={"trial_id": "t5"}), info=SimpleNamespace(run_id="r"))]
+        def search_runs(self, experiments, filter_string, max_results, page_token):
+            page = type("Page", (list,), {"token": None})  # one page: MLflow's PagedList
+            run = SimpleNamespace(data=SimpleNamespace(tags={"trial_id": "t5"}), info=SimpleNamespace(run_id="r"))
+            return page([run])
 
         def set_terminated(self, run_id, status):
             self.ended[run_id] = status
@@ -274,6 +276,22 @@ def test_a_seed_run_that_died_unseen_is_ended_failed_not_left_running(monkeypatc
     assert result.seeds["degenerate"][0]["seed"] == "unknown"  # it died before it reported even its config
     run = client.get_run(dead)
     assert run.info.status == "FAILED" and run.data.tags["tune_status"] == "failed"
+
+
+def test_every_nested_run_is_found_past_one_search_page(tmp_path):
+    """One search returns at most 1,000 runs, the newest: a sweep of more trials left its oldest runs RUNNING, their
+    rows without a run id. Pages of 2 over 5 runs (and another parent's run, not one of them)."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.search.outcome import nested_runs
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.create_experiment("sweep")
+    parent, other = (client.create_run(experiment).info.run_id for _ in range(2))
+    ours = {client.create_run(experiment, tags={"mlflow.parentRunId": parent}).info.run_id for _ in range(5)}
+    client.create_run(experiment, tags={"mlflow.parentRunId": other})
+    found = [r.info.run_id for r in nested_runs(client, parent, page_size=2)]
+    assert sorted(found) == sorted(ours)
 
 
 def test_an_earlier_sweeps_seed_runs_without_its_search_are_refused(tmp_path):
