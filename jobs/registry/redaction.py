@@ -9,15 +9,19 @@ import re
 # `pad_token_id`) holds a secret; its value is never logged.
 SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "credential", "credentials")
 REDACTED = "***"
-_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")  # scheme://user[:password]@host
-# a URL's query parameter that carries a secret: a presigned S3 / GCS URL's signature and session token, an Azure
-# SAS's sig, ?token= / ?api_key=
-_QUERY_PARAM = re.compile(r"(?P<lead>[?&](?P<name>[\w.\-]+)=)(?P<value>[^&#\s'\"]+)")
+# scheme://user[:password]@host; a password may hold '/' and '@' unencoded (SQLAlchemy, MLflow's database stores,
+# reads postgresql://u:s3cr/et@db as password "s3cr/et"): with a ':', the credentials run to the URI's last '@'
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:[^/@\s:'\"]+:[^\s'\"]*|[^/@\s'\"]+)@")
+# a URL's query parameter that carries a secret (a presigned S3 / GCS URL's signature and session token, an Azure
+# SAS's sig, ?token= / ?api_key=), or a connection string's (Azure's ";AccountKey=...")
+_QUERY_PARAM = re.compile(r"(?P<lead>(?:^|[?&;])(?P<name>[\w.\-]+)=)(?P<value>[^&;#\s'\"]+)")
 QUERY_SECRETS = ("signature", "sig")
 
 
 def is_secret_name(name: str, parts: tuple[str, ...] = SECRET_PARTS) -> bool:
-    return re.split(r"[_\-]", name.rsplit(".", 1)[-1].lower())[-1] in parts
+    """Whether `name`'s last word is one of `parts`: words split at '_', '-' and a camelCase hump (AccountKey)."""
+    last = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.rsplit(".", 1)[-1])
+    return re.split(r"[_\-]", last.lower())[-1] in parts
 
 
 def redact(value, name: str = ""):

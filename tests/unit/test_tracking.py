@@ -317,6 +317,13 @@ def test_presigned_urls_error_messages_and_a_run_that_fails_filling_keep_no_secr
         "https://a.blob.core.windows.net/c/f.csv?sv=2022&sig=***"
     message = "API request to http://alice:s3cr3t@127.0.0.1:9/api/2.0/mlflow/runs/get?token=hf_abc failed"
     assert tracking.redact(message) == "API request to http://***@127.0.0.1:9/api/2.0/mlflow/runs/get?token=*** failed"
+    # a database password holding '/' or '@' (SQLAlchemy reads both unencoded), an Azure connection string's key
+    assert tracking.redact("postgresql://mlflow:s3cr/et@db:5432/mlflow") == "postgresql://***@db:5432/mlflow"
+    assert tracking.redact("mysql+pymysql://mlflow:p@ssw0rd@db/mlflow") == "mysql+pymysql://***@db/mlflow"
+    assert tracking.redact("Protocol=https;AccountName=a;AccountKey=YWJj/ZA==;Suffix=core.windows.net") == \
+        "Protocol=https;AccountName=a;AccountKey=***;Suffix=core.windows.net"
+    untouched = "https://host/users/a@b and models:/m@champion"
+    assert tracking.redact(untouched) == untouched
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     with pytest.raises(OSError):  # an artifact store it cannot write: config.yaml fails after the run exists
         tracking.start_run(uri, "broken", "/proc/no-artifacts-here", "broken", {"a": 1})
