@@ -176,10 +176,15 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
                 current = move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id,
                                      only_from=theirs)
             except Exception as exc:  # the version's tags said promoted: they say what happened (the run: `ending`)
-                try:
-                    client.set_model_version_tag(cfg.model, ours, "promotion.decision", "failed")
+                try:  # where @champion points now: a move whose record failed and could not be moved back is ours
+                    now = version_by_alias(client, cfg.model, CHAMPION)
+                    held = now is not None and str(now.version) == ours
+                    decided = "promoted" if held else "failed"
+                    client.set_model_version_tag(cfg.model, ours, "promotion.decision", decided)
                     client.set_model_version_tag(cfg.model, ours, "promotion.reason", tracking.redact(
-                        f"promoted, but @{CHAMPION} could not be moved: {type(exc).__name__}: {exc}")[:5000])
+                        (f"promoted: @{CHAMPION} points at it, but its move is not in the alias history: "
+                         if held else f"promoted, but @{CHAMPION} could not be moved: ")
+                        + f"{type(exc).__name__}: {exc}")[:5000])
                 except Exception:  # noqa: BLE001 - the registry down for these too: the move's error is the one
                     pass
                 raise

@@ -56,20 +56,53 @@ def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = 
     old = str(current.version) if current is not None else ""
     if only_from is not None and old != only_from:
         return old
-    if new:
-        client.set_registered_model_alias(name, alias, new)
-    elif old:
-        client.delete_registered_model_alias(name, alias)
-    earlier = [_ns(k) for k in client.get_registered_model(name).tags if k.startswith(MOVE_TAG)]
-    ns = max([time.time_ns(), *(t + 1 for t in earlier)])
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns // 10**9))
+    _point(client, name, alias, new, old)
+    try:
+        earlier = [_ns(k) for k in client.get_registered_model(name).tags if k.startswith(MOVE_TAG)]
+        ns = max([time.time_ns(), *(t + 1 for t in earlier)])
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns // 10**9))
 
-    def side(v: str) -> str:
-        return f"v{v}" if v else "none"
+        def side(v: str) -> str:
+            return f"v{v}" if v else "none"
 
-    client.set_registered_model_tag(name, _key(ns), f"{alias} {side(old)} -> {side(new)} {why} "
-                                                    f"(run {run_id or 'none'}) {stamp}")
+        client.set_registered_model_tag(name, _key(ns), f"{alias} {side(old)} -> {side(new)} {why} "
+                                                        f"(run {run_id or 'none'}) {stamp}")
+    except Exception:
+        # a move without its record: the history (rollback's source) would skip it; moved back where it was, if the
+        # registry lets us (else the caller reads where the alias points)
+        try:
+            _point(client, name, alias, old, new)
+        except Exception:  # noqa: BLE001 - the registry's first error is the one raised
+            pass
+        raise
     return old
+
+
+def _point(client, name: str, alias: str, to: str, was: str) -> None:
+    if to:
+        client.set_registered_model_alias(name, alias, to)
+    elif was:
+        client.delete_registered_model_alias(name, alias)
+
+
+MAX_VERSION_TAG = 100_000  # MLflow's limit on a model-version tag's value: past it, the tag is refused (not cut)
+
+
+def task_config_tag(task: dict) -> str:
+    """A registered version's `task_config` tag (promote and predict read the task from it), refused before any
+    training when MLflow would refuse it at registration (a label set of thousands of classes): the version would be
+    left half-tagged, unpromotable."""
+    import json
+
+    from bert_core.config import ConfigError
+
+    text = json.dumps(task)
+    if len(text) > MAX_VERSION_TAG:
+        raise ConfigError(f"the task's settings ({len(text):,} characters of JSON, {len(task.get('labels') or ()):,} "
+                          f"labels) exceed MLflow's {MAX_VERSION_TAG:,} for a registered version's task_config tag: "
+                          "leave tracking.registered_model empty (the model is still logged and exported), or use "
+                          "shorter label names")
+    return text
 
 
 def alias_history(client, name: str, alias: str = "") -> list[str]:

@@ -105,3 +105,36 @@ def test_a_champion_move_that_fails_leaves_the_version_saying_so_not_promoted(tm
     assert tags["promotion.decision"] == "failed" and "the registry went away" in tags["promotion.reason"]
     (run,) = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("toy-promotion").experiment_id])
     assert run.info.status == "FAILED"
+
+
+def test_a_move_whose_record_fails_is_moved_back_or_said_to_have_happened(tmp_path, empty_store, monkeypatch):
+    """@champion moved, then the move's record (a registered-model tag) failed: the alias pointed at v3 while the
+    history, rollback's source, said v2, and the version was tagged "could not be moved". The move is undone; where
+    the registry refuses that too, the version says @champion points at it."""
+    from jobs.registry.versions import alias_history, move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 3)
+    move_alias(client, NAME, "champion", "2", "promoted: v2")
+    write_tag = client.set_registered_model_tag
+    monkeypatch.setattr(client, "set_registered_model_tag", lambda *a: (_ for _ in ()).throw(ConnectionError("503")))
+    with pytest.raises(ConnectionError):
+        move_alias(client, NAME, "champion", "3", "promoted: v3")
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
+    assert [m.split(" (")[0] for m in alias_history(client, NAME)] == ["champion none -> v2 promoted: v2"]
+    monkeypatch.setattr(client, "set_registered_model_tag", write_tag)
+
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    monkeypatch.setattr(promote, "_champion_moved", lambda *args: "")
+
+    def recorded_nothing(client, name, alias, version, *args, **kwargs):  # moved, then neither recorded nor undone
+        if alias != "champion":
+            return move_alias(client, name, alias, version, *args, **kwargs)
+        client.set_registered_model_alias(name, alias, version)
+        raise ConnectionError("503 on the record and on the move back")
+
+    monkeypatch.setattr(promote, "move_alias", recorded_nothing)
+    with pytest.raises(ConnectionError):
+        judge(uri, tmp_path / "art", version=3)
+    tags = client.get_model_version(NAME, "3").tags
+    assert tags["promotion.decision"] == "promoted"
+    assert "points at it, but its move is not in" in tags["promotion.reason"]
