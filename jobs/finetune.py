@@ -106,6 +106,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
                                     task_data=task_data)
     continued = resubmit.tags(earlier)
     data_tags = ft_tasks.split_tags(rows)
+    task_config = versions.task_config_tag(asdict(resolved.task)) if t.registered_model else ""  # refused here
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
                                 tags={"task": cfg.task.name, "init": init_id, "init_requested": cfg.init, **lineage,
                                       **continued, **data_tags})
@@ -127,7 +128,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
         card = versions.model_card(f"{ft_tasks.HF_TASK[resolved.task.kind]}: {cfg.task.name}, from {init_id}",
                                    evaluation, lineage, chosen_on=f"{main} {best[main]:.4f} at step {best['step']}",
                                    data=rows.summary())
-        version_tags = {"task_config": json.dumps(asdict(resolved.task)), "task": cfg.task.name, **data_tags,
+        version_tags = {"task_config": task_config, "task": cfg.task.name, **data_tags,
                         **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
         info = tracking.finish_run(tracking_uri, run_id, {**{f"best/{k}": v for k, v in chosen.items()}, **evaluation,
                                                           **counts}, str(export_dir), t.registered_model, t.alias,
