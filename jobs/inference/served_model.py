@@ -24,7 +24,18 @@ re-import the package from the copy).
 
 from __future__ import annotations
 
+import mlflow.exceptions
 import mlflow.pyfunc
+
+
+class BadRequest(mlflow.exceptions.MlflowException, ValueError):
+    """A request refused, naming the row and what is wrong: an MlflowException, so the scoring server answers 400 with
+    this message (any other error is answered with a generic one, the message buried in a server traceback)."""
+
+    def __init__(self, message: str):
+        from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+
+        super().__init__(message, error_code=INVALID_PARAMETER_VALUE)
 
 
 def missing(value) -> bool:
@@ -39,7 +50,7 @@ def refuse_non_text(kind: str, column: str, values) -> None:
     read as text it would be its Python repr, and `missing` would ask pandas whether an array is null."""
     for i, v in enumerate(values):
         if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0):
-            raise ValueError(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
+            raise BadRequest(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
                 " (send a sentence's words joined by spaces)" if kind == "token-classification" else ""))
 
 
@@ -80,7 +91,7 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         if kind == "question-answering":
             absent = {"question", "context"} - set(table.columns)
             if absent:
-                raise ValueError(f"question answering needs the columns question and context; missing: "
+                raise BadRequest(f"question answering needs the columns question and context; missing: "
                                  f"{', '.join(sorted(absent))}")
             refuse_non_text(kind, "question", table["question"])
             refuse_non_text(kind, "context", table["context"])
@@ -88,14 +99,14 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             return [None if blank(q) or blank(c) else {"id": str(i), "question": str(q), "context": str(c)}
                     for i, (q, c) in enumerate(zip(table["question"], table["context"]))], empty
         if "text" not in table.columns and len(table.columns) != 1:
-            raise ValueError(f"{kind} needs a column text (or a single column of texts); got "
+            raise BadRequest(f"{kind} needs a column text (or a single column of texts); got "
                              f"{', '.join(map(str, table.columns))}")
         texts = table["text"] if "text" in table.columns else table[table.columns[0]]
         refuse_blank(kind, "text", texts)
         if kind == "token-classification":
             return [{"id": str(i), "text": str(t)} for i, t in enumerate(texts)], {}
         if self.pairs is not None and self.pairs != ("text_pair" in table.columns):
-            raise ValueError(f"{kind}: this model was fine-tuned on " + (
+            raise BadRequest(f"{kind}: this model was fine-tuned on " + (
                 "sentence pairs: send a table of text and text_pair" if self.pairs else
                 "single sentences: send no text_pair column"))
         if "text_pair" not in table.columns:
@@ -120,4 +131,4 @@ def refuse_blank(kind: str, column: str, values, hint: str = "") -> None:
     bad = [i for i, v in enumerate(values) if blank(v)]
     if bad:
         more = f" and {len(bad) - 1} more" if bad[1:] else ""
-        raise ValueError(f"{kind}: row {bad[0]}{more} has no {column} (null or blank){hint}")
+        raise BadRequest(f"{kind}: row {bad[0]}{more} has no {column} (null or blank){hint}")

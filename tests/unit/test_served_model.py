@@ -213,3 +213,24 @@ def test_a_pair_trained_classifier_is_served_and_predicted_on_its_pairs(tmp_path
         check_inputs(model, "second")
     model.inputs = ""  # a folder, a version registered before the tag: as before
     check_inputs(model, "") or check_inputs(model, "second")
+
+
+def test_the_scoring_server_answers_a_refused_row_with_our_message(tmp_path):
+    """MLflow's scoring server answers any error but its own with a generic 400 ("Encountered an unexpected error
+    ..."), the message naming the row only inside a server traceback sent to the client. Our refusal is the
+    message. MLflow's own app (its FastAPI routes), no port bound."""
+    import mlflow
+    from fastapi.testclient import TestClient
+    from mlflow.pyfunc import scoring_server
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    with mlflow.start_run(experiment_id=mlflow.create_experiment("served", artifact_location=str(tmp_path / "art"))):
+        info = mlflow.pyfunc.log_model(name="model", python_model=PredictorModel(), pip_requirements=[],
+                                       artifacts={"model": multi_label(tmp_path / "m")},
+                                       model_config={"text_pair": False}, input_example=["fine", "good"])
+    client = TestClient(scoring_server.init(mlflow.pyfunc.load_model(info.model_uri)))
+    answer = client.post("/invocations", json={"inputs": ["fine", "   "]})
+    assert answer.status_code == 400
+    body = answer.json()
+    assert "multi-label: row 1 has no text (null or blank)" in body["message"] and "Traceback" not in str(body)
+    assert client.post("/invocations", json={"inputs": ["fine"]}).status_code == 200
