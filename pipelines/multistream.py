@@ -17,9 +17,10 @@ So every page is read once, by exactly one range, and doc_ids (`<name>#<page id>
 ranges. MediaWiki escapes `<` in page text, so `<page>` in the decompressed bytes is always a tag.
 
 A stream that ends early or holds invalid data raises `DamagedStream` naming its offset, after the range has handed
-on every byte before it: the range owning that stream reports it, and one that read into it past its own end only to
-finish its last page (or for the dump's header) does not. So a damaged stream costs the same pages, and is counted
-once, however the dump is cut into ranges.
+on every byte before it: the range owning that stream reports it and reads on from the next stream (`next_stream`)
+as a range starting there would, and one that read into it past its own end only to finish its last page (or for
+the dump's header) does not. So a damaged stream costs the same pages (its own, and one it shares with its
+neighbour), and is counted once, however the dump is cut into ranges, or read whole.
 """
 
 from __future__ import annotations
@@ -58,6 +59,18 @@ def stream_offsets(f: BinaryIO) -> list[int]:
         offsets += [o for o in found if not offsets or o > offsets[-1]]
         carry, pos = data[-9:], pos + len(chunk)  # a magic cut by the chunk edge is found in the next scan
     return offsets
+
+
+def next_stream(f: BinaryIO, after: int) -> int | None:
+    """The compressed offset of the first stream that starts after byte `after`, or None."""
+    pos, carry = after + 1, b""
+    f.seek(pos)
+    while chunk := f.read(SCAN_BYTES):
+        data = carry + chunk
+        if m := STREAM_MAGIC.search(data):
+            return pos - len(carry) + m.start()
+        carry, pos = data[-9:], pos + len(chunk)
+    return None
 
 
 def dump_header(f: BinaryIO) -> bytes:

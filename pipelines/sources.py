@@ -411,19 +411,32 @@ def _page_row(page: wiki.Page | wiki.BadPage, doc_id: str, path: str, place: str
 def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
     """The pages a range of a bz2 dump owns (pipelines/multistream.py), or (WHOLE) all of them. A range's own
     rejects are named `<name>@<start>` (a page with no id `<name>@<start>+<byte offset in the range's XML>`): each
-    range reports what went wrong in its part of the file, and a damaged stream only in the range it starts in."""
-    where = name if span == WHOLE else f"{name}@{span.start}"
-    try:
-        stream = multistream.ChunkStream(multistream.owned_xml(raw, span.start, span.end))
-        yield from _read_wiki_xml(stream, name, path, cfg, WHOLE, reject_as="" if span == WHOLE else where)
-    except multistream.DamagedStream as e:
-        if span.start <= e.offset and (span.end < 0 or e.offset < span.end):  # else the range it starts in reports it
+    range reports what went wrong in its part of the file, and a damaged stream only in the range it starts in, which
+    reads on from the next stream as a range starting there (`<name>@<its offset>`) would: a damaged stream in the
+    middle of a dump cost every later page of a whole read, and of a range the rest of the range."""
+    start, where = span.start, name if span == WHOLE else f"{name}@{span.start}"
+    while True:
+        try:
+            stream = multistream.ChunkStream(multistream.owned_xml(raw, start, span.end))
+            yield from _read_wiki_xml(stream, name, path, cfg, WHOLE, reject_as="" if where == name else where)
+            return
+        except multistream.DamagedStream as e:
+            # a stream before this part (the dump's header, read for every part) or past the range's end (read into
+            # only to end a page): not this range's to report, nor to read on from
+            if e.offset < start or 0 <= span.end <= e.offset:
+                return
             reason = "truncated_bz2" if e.truncated else "corrupt_bz2"
             yield reject_row(where, path, reason, f"{path}: the stream at byte {e.offset}: {e}")
-    except OSError as e:  # the file could not be read
-        yield reject_row(where, path, "corrupt_bz2", f"{path}: {e}")
-    except ValueError as e:  # no <mediawiki> root in the first stream
-        yield reject_row(where, path, "malformed_xml", f"{path}: {e}")
+            start = multistream.next_stream(raw, e.offset)
+            if start is None or 0 <= span.end <= start:
+                return
+            where = f"{name}@{start}"
+        except OSError as e:  # the file could not be read
+            yield reject_row(where, path, "corrupt_bz2", f"{path}: {e}")
+            return
+        except ValueError as e:  # no <mediawiki> root in the first stream
+            yield reject_row(where, path, "malformed_xml", f"{path}: {e}")
+            return
 
 
 _READERS = {"text": read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": read_parquet,

@@ -139,3 +139,33 @@ def test_a_damaged_last_stream_costs_the_same_pages_and_rejects_in_any_ranges(tm
     rng = random.Random(2)
     for cuts in ([0, offsets[-1]], [0, offsets[-2]], offsets, offsets[::4], [0] + sorted(rng.sample(offsets[1:], 6))):
         assert outcome(read_ranges(path, cuts)) == whole, cuts
+
+
+@pytest.mark.parametrize("cut_every", [None, 997], ids=["between-pages", "pbzip2-like"])
+def test_a_damaged_stream_in_the_middle_costs_its_own_pages_in_a_whole_read_and_in_any_ranges(tmp_path, cut_every):
+    """A corrupt stream in the middle of a dump stopped a whole read there (every later page lost) and a range at
+    the end of that range: the pages kept depended on the plan. Each reads on from the next stream: the loss is the
+    damaged stream's pages (and one it shares with a neighbour), the same whole or in any ranges; so is a damaged
+    dump header's (the whole dump: no range can parse without it), reported once."""
+    path = tmp_path / "dump.xml.bz2"
+    offsets = write_multistream(path, dump(), cut_every)
+    data = bytearray(path.read_bytes())
+    hit = offsets[len(offsets) // 2]
+    data[hit + 12:hit + 20] = bytes(b ^ 0xFF for b in data[hit + 12:hit + 20])
+    path.write_bytes(bytes(data))
+
+    def outcome(rows):
+        rows = list(rows)
+        return ([(r["doc_id"], r["text"]) for r in rows if not r["reject_reason"]],
+                sorted(r["reject_reason"] for r in rows if r["reject_reason"] not in ("", "redirect")))
+
+    whole = outcome(iter_documents(str(path), path.name, config(path)))
+    kept = {int(doc_id.split("#")[1]) for doc_id, _ in whole[0]}
+    assert whole[1] == ["corrupt_bz2"] and max(kept) == 120 and 90 < len(kept) < 113
+    rng = random.Random(3)
+    for cuts in ([0, hit], offsets, offsets[::3], [0] + sorted(rng.sample(offsets[1:], 5))):
+        assert outcome(read_ranges(path, cuts)) == whole, cuts
+    data[12:20] = bytes(b ^ 0xFF for b in data[12:20])  # the header's stream too
+    path.write_bytes(bytes(data))
+    assert outcome(iter_documents(str(path), path.name, config(path))) == ([], ["corrupt_bz2"])
+    assert outcome(read_ranges(path, offsets)) == ([], ["corrupt_bz2"])
