@@ -180,12 +180,13 @@ def iter_dump(stream: BinaryIO) -> Iterator[tuple[int | None, Page | BadPage]]:
             yield None, page
         return
     root_tag = _ROOT_TAG.search(head)
+    prolog = head[:root_tag.end()] if root_tag else head  # the XML declaration's encoding, a DOCTYPE's entities
     parser, pages = _parser(head), _Pages(Site())
     for _ in pages.of(parser.read_events()):  # the root and <siteinfo>; NotAWikiDump if no <mediawiki>
         pass
     while cuts.more():
         if parser is None or pages.depth == 0:  # after a broken page, or a root closed early: parse afresh
-            parser, pages = _parser(root_tag.group(0)), _Pages(pages.site)
+            parser, pages = _parser(prolog), _Pages(pages.site)
         offset, pieces, yielded = cuts.offset, cuts.page(), False
         try:
             for piece in pieces:
@@ -315,7 +316,15 @@ _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _NON_PROSE_ELEMENTS = re.compile(  # content dropped with the tags
     r"<(ref|references|math|chem|ce|gallery|timeline|score|syntaxhighlight|source|code|imagemap|graph"
     r"|mapframe|templatedata|hiero)\b[^>]*?(?:/>|>.*?</\1\s*>)", re.S | re.I)
-_TAG = re.compile(r"</?[a-zA-Z][^>]*>")
+# the HTML and extension tags MediaWiki renders as markup (its Sanitizer's list, the extensions of the largest wikis);
+# any other "<word" is text it shows as written: "x<y and y>z", "std::vector<int>", "List<T>" (and no '<' inside a tag:
+# a stray "<span" ends at the next '<', not after a paragraph of prose)
+_TAG = re.compile(
+    r"</?(?:b|bdi|bdo|big|blockquote|br|caption|center|cite|code|data|dd|del|dfn|div|dl|dt|em|font|h[1-6]|hr|i|ins"
+    r"|kbd|li|mark|meta|link|ol|p|pre|q|rb|rp|rt|rtc|ruby|s|samp|small|span|strike|strong|sub|sup|table|td|th|time"
+    r"|tr|tt|u|ul|var|wbr|abbr|nowiki|poem|includeonly|noinclude|onlyinclude|section|templatestyles|indicator"
+    r"|categorytree|charinsert|inputbox|maplink|langconvert|translate|tvar|languages|ref|references|math|gallery)"
+    r"\b[^<>]*>", re.I)
 _BR = re.compile(r"<br\s*/?>", re.I)
 _TRAILING_SECTIONS = re.compile(  # English, and the largest Wikipedias' (de, fr, es, it, pt, nl)
     r"^==\s*(?:see also|references|notes|footnotes|notes and references|references and notes|citations|sources"

@@ -49,6 +49,10 @@ def strip(text: str) -> str:
     ("Before {{Infobox|x={{{1}}}}} after.", "Before after."),
     ("At {{convert|-40|C|F}}, {{convert|1/2|mi|km}} or {{cvt|5|to|10|m}}.", "At -40 C, 1/2 mi or 5 to 10 m."),
     ("A {{nowrap|a{{!}}b}} c.", "A a b c."),  # {{!}} as "|" would have split its template's arguments
+    # a '<' before a word that is no tag MediaWiki knows is text, as it renders it: the prose up to the next '>' went
+    ("If x<y and y>z then x<z holds.", "If x<y and y>z then x<z holds."),
+    ("A std::vector<int> or List<T> holds <span style=\"c\">items</span>.",
+     "A std::vector<int> or List<T> holds items."),
 ])
 def test_strip_inline_markup(wikitext, plain):
     assert strip(wikitext) == plain
@@ -337,6 +341,17 @@ def test_a_broken_page_costs_that_page_not_the_rest_of_the_dump(tmp_path, codec)
     data = dump_xml([(i, 0, f"Page {i}", ARTICLE_2, False) for i in range(1, 41)]).replace(b"<page>", b"<pag>", 1)
     rows = wiki_file(tmp_path, "first-" + name, {"": bytes, ".gz": gzip.compress, ".bz2": bz2.compress}[codec](data))
     assert rows == [(f"first-{name}#1", "malformed_xml")] + [(f"first-{name}#{i}", "") for i in range(2, 41)]
+
+
+def test_a_page_after_a_broken_one_is_read_in_the_dumps_own_encoding(tmp_path):
+    """The parse that starts again after a broken page started from the root tag alone, without the XML declaration:
+    a latin-1 export's every later page with a non-ASCII byte was rejected as malformed_xml."""
+    pages = "".join(f"<page><title>{t}</title><ns>0</ns><id>{i}</id><revision><text>Café {t}: {ARTICLE_2}</text>"
+                    f"</revision></page>\n" for i, t in enumerate(["A", "B", "C"], 1)).replace("</text></rev", "<b>"
+                                                                                           "</text></rev", 1)
+    data = f'<?xml version="1.0" encoding="ISO-8859-1"?>\n<mediawiki><siteinfo></siteinfo>\n{pages}</mediawiki>\n'
+    assert wiki_file(tmp_path, "latin.xml", data.encode("latin-1")) == [
+        ("latin.xml#1", "malformed_xml"), ("latin.xml#2", ""), ("latin.xml#3", "")]
 
 
 def test_an_export_without_ns_takes_the_namespace_its_title_names(tmp_path):
