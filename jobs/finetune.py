@@ -110,8 +110,11 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
                                 tags={"task": cfg.task.name, "init": init_id, "init_requested": cfg.init, **lineage,
                                       **continued, **data_tags})
-    print(f"[train] {run_name}: {resolved.scaling.num_workers} worker{'s' if resolved.scaling.num_workers > 1 else ''}, {n_train:,} train features, "
-          f"{total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
+    workers = resolved.scaling.num_workers
+    left = n_train % workers  # Ray's equal split hands each worker n_train // workers features an epoch
+    print(f"[train] {run_name}: {workers} worker{'s' if workers > 1 else ''}, {n_train:,} train features"
+          + (f" ({left} left out each epoch by the workers' equal split)" if left else "")
+          + f", {total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
         print(resubmit.line(run_name, earlier, total), flush=True)
     with tracking.ending(tracking_uri, run_id):  # a job that raises leaves its run FAILED, not FINISHED
