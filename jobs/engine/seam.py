@@ -209,13 +209,47 @@ class EngineBase:
             for f in sorted((Path(ckpt_dir) / TAG).glob("*.pt")):
                 load_checkpoint_file(f, map_location="cpu")
         built = [{k: g[k] for k in CONFIG_OPTIONS if k in g} for g in self.optimizer.param_groups]
+        # a 16-bit module's own weights are its optimizer's fp32 weights rounded (~3 digits in bf16): a hand-off takes
+        # those from the saved optimizer (then drops its moments and step counts) where it was saved at this world size
+        masters = weights_only and self._masters_saved_alike(ckpt_dir)
         with weights_only_loading(self.engine):
             _, client_state = self.engine.load_checkpoint(
-                str(ckpt_dir), tag=TAG, load_module_only=weights_only,
-                load_optimizer_states=not weights_only, load_lr_scheduler_states=schedule and not weights_only)
-        if not weights_only:
+                str(ckpt_dir), tag=TAG, load_module_only=weights_only and not masters,
+                load_optimizer_states=not weights_only or masters,
+                load_lr_scheduler_states=schedule and not weights_only)
+        if masters:
+            self._fresh_optimizer_state()
+        if not weights_only or masters:
             self._keep_config(built)
         return client_state or {}
+
+    def _masters_saved_alike(self, ckpt_dir: str | os.PathLike) -> bool:
+        """Whether this engine keeps fp32 weights in a ZeRO-1/2/3 (or bf16) optimizer apart from its 16-bit module, and
+        `ckpt_dir` was saved by as many data-parallel ranks (a partitioned optimizer state loads only so). ZeRO-0's
+        16-bit optimizer keeps none."""
+        sixteen = self.engine.bfloat16_enabled() or self.engine.fp16_enabled()
+        if not sixteen or self.zero_stage not in (1, 2, 3):
+            return False
+        folder = Path(ckpt_dir) / TAG  # rank 0's model-states file (ZeRO-3 names it by its partition)
+        states = next((f for f in (folder / "mp_rank_00_model_states.pt",
+                                   folder / "zero_pp_rank_0_mp_rank_00_model_states.pt") if f.is_file()), None)
+        saved = load_checkpoint_file(states, map_location="cpu") if states else {}  # none: DeepSpeed's load says
+        if saved.get("dp_world_size") == self.engine.dp_world_size:
+            return True
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            log.warning(f"{ckpt_dir} was saved by {saved.get('dp_world_size')} data-parallel ranks, this run has "
+                          f"{self.engine.dp_world_size}: its weights are taken as the module holds them, rounded to "
+                          "16 bits, not from its optimizer's fp32 copy")
+        return False
+
+    def _fresh_optimizer_state(self) -> None:
+        """The optimizer as built, over the loaded fp32 weights: no moments, no step counts (a phase's reset)."""
+        base = getattr(self.optimizer, "optimizer", self.optimizer)  # the torch optimizer DeepSpeed's wraps
+        base.state.clear()  # Adam's and LAMB's moments are made again at their first step
+        for group in base.param_groups:
+            if "step" in group:  # FusedAdam and FusedLamb count steps in the group
+                group["step"] = 0
+        self.engine.global_steps = self.engine.global_samples = self.engine.skipped_steps = 0
 
     def _keep_config(self, built: list[dict]) -> None:
         """Train on with this run's optimizer settings after loading another run's state: the loaded param groups and

@@ -94,6 +94,34 @@ def test_a_bf16_release_holds_the_fp32_weights_the_optimizer_trained(deepspeed_w
         assert torch.equal(saved[name], master.float()), name
 
 
+@pytest.mark.parametrize("zero_stage", [1, 2, 3])
+def test_a_bf16_phase_hand_off_starts_from_the_fp32_weights_with_a_fresh_optimizer(deepspeed_world_of_one, zero_stage,
+                                                                                   tmp_path):
+    """A weights-only load (phase 2 from phase 1, train.reset_optimizer) took the module's bf16 weights, and DeepSpeed
+    made its fp32 weights from them: phase 2 began from phase 1's model rounded to ~3 digits (ZeRO-3's gather too).
+    The saved optimizer's fp32 weights are loaded, its moments and step counts dropped."""
+    from jobs.engine.data_parallel import Engine, fp32_masters
+
+    def bf16():
+        return Engine(_engine_model(), ClassificationObjective(LABELS), optim=OptimConfig(lr=1e-3, warmup_steps=0),
+                      deepspeed=DeepSpeedConfig(zero_stage=zero_stage, precision="bf16"), micro_batch_size=B,
+                      grad_accum_steps=1, max_steps=10, use_gpu=False)
+
+    a = bf16()
+    for seed in range(3):
+        a.step(_batch(seed))
+    trained = fp32_masters(a.module)
+    a.save(tmp_path / "ckpt", {"step": 3})
+    b = bf16()
+    b.load(tmp_path / "ckpt", weights_only=True, schedule=False)
+    handed = fp32_masters(b.module)
+    assert not all(torch.equal(t, t.bfloat16().float()) for t in trained.values())  # trained past bf16's values
+    assert all(torch.equal(trained[k], handed[k]) for k in trained)
+    base = b.optimizer.optimizer
+    assert not base.state and b.global_step == 0 and b.lr == pytest.approx(1e-3)  # fresh: no moments, no steps
+    assert b.step(_batch(0)).optimizer_stepped and b.global_step == 1
+
+
 def test_nan_step_is_skipped(deepspeed_world_of_one):
     engine = _engine(0)
     skipped = engine.step(_batch(0), inject_nan=True)
