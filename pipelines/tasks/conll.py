@@ -44,32 +44,35 @@ _COMMENT = re.compile(r"#\s*(newdoc|newpar)(\s|$)|#\s*[\w.-]+(\s+[\w.-]+)?\s*=")
 _TAG = re.compile(r"O|[BIESLU]-\S+")
 # CoNLL-U (Universal Dependencies): ten tab-separated columns ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC; ID
 # is a word's number, a multiword token's range ("1-2": its words follow) or an empty node's decimal ("5.1")
-_CONLLU_ID = re.compile(r"[1-9]\d*(-[1-9]\d*|\.[1-9]\d*)?")
+# (an empty node's may be below 1: "0.1"); CoNLL-U Plus appends columns (an NER tag) after the ten
+_CONLLU_ID = re.compile(r"[1-9]\d*(-[1-9]\d*)?|(0|[1-9]\d*)\.[1-9]\d*")
 CONLLU_COLUMNS = 10
 
 
 def _conllu(line: str) -> list[str] | None:
-    """A CoNLL-U token line's ten columns; None for another layout."""
+    """A CoNLL-U (Plus) token line's columns; None for another layout."""
     fields = line.split("\t")
-    return fields if len(fields) == CONLLU_COLUMNS and _CONLLU_ID.fullmatch(fields[0]) else None
+    return fields if len(fields) >= CONLLU_COLUMNS and _CONLLU_ID.fullmatch(fields[0]) else None
 
 
 def _conllu_word(fields: list[str]) -> str | None:
-    """A CoNLL-U line as "FORM UPOS" (the word first, its tag last, as every layout here reads; a space inside a
-    form, as UD allows, kept as a no-break space, inside the word), None for a multiword token's range or an empty
-    node: the words are the syntactic words, as UD's taggers score them."""
+    """A CoNLL-U line as "FORM TAG" (the word first, its tag last, as every layout here reads; a space inside a
+    form, as UD allows, kept as a no-break space, inside the word): the tag is UPOS, or a CoNLL-U Plus file's last
+    column (the one it adds: NER); None for a multiword token's range or an empty node: the words are the syntactic
+    words, as UD's taggers score them."""
     if not fields[0].isdigit():
         return None
-    return f"{fields[1].replace(' ', chr(0xA0))} {fields[3]}"
+    return f"{fields[1].replace(' ', chr(0xA0))} {fields[3] if len(fields) == CONLLU_COLUMNS else fields[-1]}"
 
 
 def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True):
     """(document, lines, reject reason or None, where) per sentence of a CoNLL column file's raw lines.
 
     The word is the first column and the NER tag the last; a CoNLL-U file (Universal Dependencies: recognised by its
-    first token line's ten tab-separated columns under a word number) gives FORM and UPOS, its lines read as "FORM
-    UPOS", multiword ranges and empty nodes passed over (they are no word of the sentence; their own ten columns are
-    checked). The sentence is the unit of rejection --
+    first token line's ten tab-separated columns under a word number) gives FORM and UPOS (CoNLL-U Plus, more
+    columns: FORM and the last), its lines read as "FORM TAG", multiword ranges and empty nodes passed over (they are
+    no word of the sentence; their own columns are checked), every '#' line before a sentence a comment. The
+    sentence is the unit of rejection --
     one bad line would shift every label after it: "wrong_column_count" (a line whose column count
     differs from the file's first token line, or a single column where tags are wanted: `tagged`),
     "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8". document counts
@@ -86,7 +89,8 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
             line, broken = raw.decode("utf-8").strip(), False  # any blank at the ends: a no-break space alone is a
         except UnicodeDecodeError:  # blank line (Word and HTML exports), after a tag it is no part of the tag
             line, broken = raw.decode("utf-8", "replace").strip(), True
-        if not lines and not bad and line.startswith("#") and _comment(line, n_columns, labels, tagged):
+        # a '#' opening a sentence: a comment (in CoNLL-U always: a token line starts with its number)
+        if not lines and not bad and line.startswith("#") and (conllu or _comment(line, n_columns, labels, tagged)):
             start = n + 1
             continue
         bad = bad or ("invalid_utf8" if broken else None)

@@ -432,7 +432,7 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
                 # the columns are checked on a batch's keys, or on KEYS_SEEN objects' when no row is valid (a misnamed
                 # column rejects every record: the file is not read to its end, nor check_columns' first row)
                 if keys is not None and (len(rows.batch.rows) >= batch_rows or objects >= KEYS_SEEN):
-                    _check_keys(path, keys, rows.batch, kind, columns)
+                    _check_keys(path, keys, rows.batch, kind, columns, objects)
                     keys = None
                 if len(rows.batch.rows) >= batch_rows:
                     yield rows.take()
@@ -475,11 +475,15 @@ def unlabeled(columns: Columns) -> Columns:
     return dataclasses.replace(columns, label="", tags="", answers="")
 
 
-KEYS_SEEN = 1000  # JSON objects whose keys name a JSON Lines file's columns (a writer may leave out a null's key)
+KEYS_SEEN = 10_000  # JSON objects whose keys name a JSON Lines file's columns (a writer may leave out a null's key)
 
 
-def _check_keys(path, keys, batch, kind, columns) -> None:
+def _check_keys(path, keys, batch, kind, columns, objects: int = 0) -> None:
     if keys:
-        _require_columns(path, list(keys), kind, columns)
+        try:
+            _require_columns(path, list(keys), kind, columns)
+        except TaskDataError as e:
+            seen = f" (the keys of its first {objects:,} JSON objects)" if objects else ""
+            raise TaskDataError(f"{e}{seen}") from None
     elif batch.rejects["bad_json"]:
         raise TaskDataError(f"{path}: not JSON Lines, no line is a JSON object (first: {batch.samples[0][2]!r})")

@@ -141,6 +141,13 @@ def test_a_conllu_treebank_gives_its_forms_and_upos_tags(tmp_path):
     assert batch.rejects == {"wrong_column_count": 1}
     rows = [r for b in read_file(path, "conll", "token-classification", Columns(), labeled=False) for r in b.rows]
     assert [r["tokens"] for r in rows][0] == ["The", "dog", "barks", "."]
+    # any '#' opening a sentence is a comment (a two-word one matched the rewritten lines' count); an empty node
+    # before the first word ("0.1"); CoNLL-U Plus: its added last column (NER) is the tag
+    text = ud("1", "A", "DET") + "\n# Checked\n# text = Dogs bark\n" + ud("0.1", "x", "_") + ud("1", "Dogs", "NOUN") \
+        + ud("2", "bark", "VERB") + "\n" + ud("1", "Paris", "PROPN").rstrip("\n") + "\tB-LOC\n"
+    [batch] = read_file(str(write(tmp_path, text, "plus.conllu")), "conll", "token-classification", Columns())
+    assert [(r["tokens"], r["ner_tags"]) for r in batch.rows] == [
+        (["A"], ["DET"]), (["Dogs", "bark"], ["NOUN", "VERB"]), (["Paris"], ["B-LOC"])] and not batch.rejects
 
 
 def test_words_alone_are_read_to_tag_but_not_to_train(tmp_path):
