@@ -11,7 +11,7 @@ SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "crede
 REDACTED = "***"
 # scheme://user[:password]@host; a password may hold '/' and '@' unencoded (SQLAlchemy, MLflow's database stores,
 # reads postgresql://u:s3cr/et@db as password "s3cr/et"): with a ':', the credentials run to the URI's last '@'
-_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:[^/@\s:'\"]+:[^\s'\"]*|[^/@\s'\"]+)@")
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:[^/@\s:'\"]+:\S*|[^/@\s'\"]+)@")
 # a URL's query parameter that carries a secret (a presigned S3 / GCS URL's signature and session token, an Azure
 # SAS's sig, ?token= / ?api_key=), or a connection string's (Azure's ";AccountKey=...")
 _QUERY_PARAM = re.compile(r"(?P<lead>(?:^|[?&;])(?P<name>[\w.\-]+)=)(?P<value>[^&;#\s'\"]+)")

@@ -320,6 +320,8 @@ def test_presigned_urls_error_messages_and_a_run_that_fails_filling_keep_no_secr
     # a database password holding '/' or '@' (SQLAlchemy reads both unencoded), an Azure connection string's key
     assert tracking.redact("postgresql://mlflow:s3cr/et@db:5432/mlflow") == "postgresql://***@db:5432/mlflow"
     assert tracking.redact("mysql+pymysql://mlflow:p@ssw0rd@db/mlflow") == "mysql+pymysql://***@db/mlflow"
+    assert tracking.redact("see 'postgresql://u:pa'ss@db/x' and mysql://root:Pa\"s@db/y") == \
+        "see 'postgresql://***@db/x' and mysql://***@db/y"
     assert tracking.redact("Protocol=https;AccountName=a;AccountKey=YWJj/ZA==;Suffix=core.windows.net") == \
         "Protocol=https;AccountName=a;AccountKey=***;Suffix=core.windows.net"
     untouched = "https://host/users/a@b and models:/m@champion"
