@@ -75,7 +75,8 @@ def next_stream(f: BinaryIO, after: int) -> int | None:
 
 def dump_header(f: BinaryIO) -> bytes:
     """The dump's `<mediawiki ...>` start tag and its `<siteinfo>` (the wiki's own namespace names, which the
-    stripper needs in every range), from the start of the file (the first streams)."""
+    stripper needs in every range), from the start of the file (the first streams), with what comes before the root:
+    the XML declaration, whose encoding every range is read in."""
     head = b""
     for data, _ in _decompressed(f, 0, -1):
         head += data
@@ -83,9 +84,9 @@ def dump_header(f: BinaryIO) -> bytes:
         if i >= 0 and (j := head.find(b">", i)) >= 0:
             page, info = head.find(PAGE, j), head.find(SITEINFO_END, j)
             if 0 <= info and (page < 0 or info < page):
-                return head[i:info + len(SITEINFO_END)]
+                return head[:info + len(SITEINFO_END)]
             if page >= 0 or len(head) >= ROOT_SEARCH_BYTES:  # no siteinfo before the pages: the root alone
-                return head[i:j + 1]
+                return head[:j + 1]
         if len(head) >= ROOT_SEARCH_BYTES:
             break
     raise ValueError("no <mediawiki> root tag at the start of the dump")

@@ -323,7 +323,8 @@ _TAG = re.compile(
     r"</?(?:b|bdi|bdo|big|blockquote|br|caption|center|cite|code|data|dd|del|dfn|div|dl|dt|em|font|h[1-6]|hr|i|ins"
     r"|kbd|li|mark|meta|link|ol|p|pre|q|rb|rp|rt|rtc|ruby|s|samp|small|span|strike|strong|sub|sup|table|td|th|time"
     r"|tr|tt|u|ul|var|wbr|abbr|nowiki|poem|includeonly|noinclude|onlyinclude|section|templatestyles|indicator"
-    r"|categorytree|charinsert|inputbox|maplink|langconvert|translate|tvar|languages|ref|references|math|gallery)"
+    r"|categorytree|charinsert|inputbox|maplink|langconvert|translate|tvar|languages|ref|references|math|gallery"
+    r"|pages|pagelist|pagequality|quiz|phonos|dynamicpagelist|chart|rss)"
     r"\b[^<>]*>", re.I)
 _BR = re.compile(r"<br\s*/?>", re.I)
 _TRAILING_SECTIONS = re.compile(  # English, and the largest Wikipedias' (de, fr, es, it, pt, nl)

@@ -169,3 +169,26 @@ def test_a_damaged_stream_in_the_middle_costs_its_own_pages_in_a_whole_read_and_
     path.write_bytes(bytes(data))
     assert outcome(iter_documents(str(path), path.name, config(path))) == ([], ["corrupt_bz2"])
     assert outcome(read_ranges(path, offsets)) == ([], ["corrupt_bz2"])
+
+
+def test_every_range_and_a_read_past_a_damaged_stream_keep_the_dumps_encoding(tmp_path):
+    """The header a range (and a whole read going on past a damaged stream) parses from began at <mediawiki>,
+    without the XML declaration: a latin-1 export's pages there were read as UTF-8, every non-ASCII one rejected
+    as malformed_xml."""
+    pieces = ['<?xml version="1.0" encoding="ISO-8859-1"?>\n' + ROOT + SITEINFO] + [
+        page(random.Random(i), i).replace("a &lt;page&gt;", "café") for i in range(1, 31)] + ["</mediawiki>\n"]
+    offsets, data = [], b""
+    for chunk in [pieces[0]] + ["".join(pieces[i:i + 5]) for i in range(1, len(pieces), 5)]:
+        offsets.append(len(data))
+        data += bz2.compress(chunk.encode("latin-1"))
+    path = tmp_path / "latin.xml.bz2"
+    path.write_bytes(data)
+    whole = [(r["doc_id"], r["reject_reason"]) for r in iter_documents(str(path), path.name, config(path))]
+    assert not [r for r in whole if r[1] not in ("", "redirect")] and len(whole) == 30
+    assert [(r["doc_id"], r["reject_reason"]) for r in read_ranges(path, offsets)] == whole
+    damaged = bytearray(data)
+    damaged[offsets[2] + 12:offsets[2] + 20] = bytes(b ^ 0xFF for b in damaged[offsets[2] + 12:offsets[2] + 20])
+    path.write_bytes(bytes(damaged))
+    rows = [(r["doc_id"], r["reject_reason"]) for r in iter_documents(str(path), path.name, config(path))]
+    assert sorted(reason for _, reason in rows if reason not in ("", "redirect")) == ["corrupt_bz2"]
+    assert len([r for r in rows if r[1] != "corrupt_bz2"]) >= 30 - 6

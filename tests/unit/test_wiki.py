@@ -51,6 +51,7 @@ def strip(text: str) -> str:
     ("A {{nowrap|a{{!}}b}} c.", "A a b c."),  # {{!}} as "|" would have split its template's arguments
     # a '<' before a word that is no tag MediaWiki knows is text, as it renders it: the prose up to the next '>' went
     ("If x<y and y>z then x<z holds.", "If x<y and y>z then x<z holds."),
+    ("Text <pages index=\"M.djvu\" from=5 to=9 /> and <quiz display=simple>{Q}</quiz>.", "Text and {Q}."),
     ("A std::vector<int> or List<T> holds <span style=\"c\">items</span>.",
      "A std::vector<int> or List<T> holds items."),
 ])
