@@ -55,3 +55,26 @@ def test_owner_collected_removes_its_folder(tmp_path):
     gc.collect()
     time.sleep(0.1)
     assert not d.exists()
+
+
+def test_the_root_is_this_users_own(tmp_path):
+    """One root for every user (created 0755 by the first) made another user's scratch_dir fail, and a root another
+    user made could have its folders swapped: each user has a root of their own, made 0700, and one owned by
+    someone else, or a link, is refused."""
+    import pytest
+
+    from jobs.runtime.scratch import root
+
+    assert root().name == f"bert-foundry-scratch-{os.getuid()}"
+    mine = tmp_path / "mine"
+    scratch_dir("x", under=mine)
+    assert mine.stat().st_mode & 0o777 == 0o700
+    (tmp_path / "link").symlink_to(mine)
+    with pytest.raises(PermissionError, match="is not a folder of this user"):
+        scratch_dir("x", under=tmp_path / "link")
+    if os.getuid() == 0:  # root can make a folder another user owns
+        theirs = tmp_path / "theirs"
+        theirs.mkdir()
+        os.chown(theirs, 65534, 65534)
+        with pytest.raises(PermissionError, match="is not a folder of this user"):
+            scratch_dir("x", under=theirs)
