@@ -169,9 +169,11 @@ def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
     if path.resolve() in _seen:
         raise ConfigError(f"config file {str(path)!r} names itself as a base (through {[str(p) for p in _seen]})")
     try:
-        data = yaml_load(path.read_text()) or {}
+        data = yaml_load(path.read_text(encoding="utf-8")) or {}
     except ConfigError as exc:
         raise ConfigError(f"config file {str(path)!r}: {exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:  # a traceback naming "<unicode string>" said not which file
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
     base = data.pop("base", None)

@@ -172,11 +172,15 @@ class TrackingConfig:
         server is found by the first MLflow call, after the job has waited for GPU nodes and prepared its corpus.
         Any HTTP answer counts (an auth proxy may refuse /health); no answer (refused, unknown host, timeout) is
         refused here, naming the field. Local stores (sqlite:, a folder) have nothing to reach."""
-        parts = urllib.parse.urlsplit(self.tracking_uri)
-        if parts.scheme not in ("http", "https"):
-            return
-        host = parts.hostname or ""
-        shown = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"  # no credentials
+        try:  # urllib reads the port only when asked, and raises on one that is no number (http://mlflow:port)
+            parts = urllib.parse.urlsplit(self.tracking_uri)
+            if parts.scheme not in ("http", "https"):
+                return
+            host, port = parts.hostname or "", parts.port
+        except ValueError as e:
+            raise ConfigError(f"tracking.tracking_uri is not a valid URL ({e}); allowed: a running MLflow server's "
+                              "URL, or a local store (sqlite:///...)") from None
+        shown = f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path}"  # no credentials
         url = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1],
                                        parts.path.rstrip("/") + "/health", "", ""))
         try:

@@ -338,3 +338,20 @@ def test_the_quickstart_refuses_a_sweep_override_it_would_drop(override):
     with pytest.raises(ConfigError, match=rf"override 'sweep\.{override.split('=')[0][6:]}' is the quickstart's own"):
         quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, [override])
     quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, ["sweep.finetune.tracking.experiment=mine"])
+
+
+def test_a_file_that_is_no_yaml_and_a_url_that_is_none_are_refused_naming_them(tmp_path):
+    """A tab in a base file's indentation was a traceback naming "<unicode string>" (which file?), a port that is
+    no number a traceback from urllib: one-line errors naming the file, and the field."""
+    from jobs.config.sections import TrackingConfig
+
+    (tmp_path / "tab.yaml").write_text("train:\n\tmax_steps: 3\n")
+    (tmp_path / "child.yaml").write_text("base: tab.yaml\nrun_name: x\n")
+    with pytest.raises(ConfigError, match=r"config file '.*tab\.yaml' is not valid YAML: .*found character"):
+        load_config(PretrainConfig, tmp_path / "child.yaml", [])
+    (tmp_path / "latin.yaml").write_bytes("run_name: café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin\.yaml' is not valid YAML: 'utf-8' codec"):
+        load_config(PretrainConfig, tmp_path / "latin.yaml", [])
+    for url in ("http://mlflow:5000:5000", "http://[::1", "http://mlflow:99999"):
+        with pytest.raises(ConfigError, match=r"tracking\.tracking_uri is not a valid URL \("):
+            TrackingConfig(tracking_uri=url).check_reachable()
