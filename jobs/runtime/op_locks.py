@@ -110,7 +110,7 @@ class HolderBaton(FileBaton):
     def wait(self) -> None:
         while os.path.exists(self.lock_file_path):
             if holder_gone(Path(self.lock_file_path)):
-                who = holder(Path(self.lock_file_path))
+                who = holder(Path(self.lock_file_path)) or ("", "unknown")  # another waiter may have removed it
                 try:
                     os.remove(self.lock_file_path)
                 except FileNotFoundError:

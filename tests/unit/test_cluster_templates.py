@@ -177,7 +177,13 @@ def test_kuberay_api_kinds_and_versions():
 
 
 def test_rayjob_runs_the_same_cluster_as_raycluster():
-    specs = cluster_specs()
+    """The same cluster, but for the GPU groups' starting count: the job's own cluster starts the nodes it needs, the
+    long-lived one none (KubeRay's `replicas` are pods started on apply; its autoscaler adds them when a job asks)."""
+    import copy
+
+    specs = copy.deepcopy(cluster_specs())
+    assert [g.pop("replicas") for g in specs["raycluster"]["workerGroupSpecs"]] == [0]
+    assert all(g.pop("replicas") > 0 for g in specs["rayjob"]["workerGroupSpecs"])
     assert specs["rayjob"] == specs["raycluster"]
 
 
