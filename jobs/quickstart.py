@@ -89,9 +89,10 @@ def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
     return pretrained, swept, promoted, predicted
 
 
-def predict_champion(sweep_cfg: SweepConfig, swept) -> dict:
+def predict_champion(sweep_cfg: SweepConfig, swept) -> dict | None:
     """The task's evaluation rows as a user's file, predicted by jobs/predict.py with models:/NAME@champion (whichever
-    version the promotion left there): {"uri", "version", "rows", "right", "output"}."""
+    version the promotion left there): {"uri", "version", "rows", "right", "output"}. A classification task's (of
+    single sentences or pairs): "right" counts labels; other kinds are left to jobs/predict.py (None)."""
     import json
 
     from jobs import predict
@@ -100,17 +101,23 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict:
     from pipelines.tasks.files import Columns
 
     task, t = sweep_cfg.finetune.task, sweep_cfg.finetune.tracking
+    if task.kind != "classification":  # its rows hold no class to count right (regression, tags, answers)
+        print(f"[quickstart] the champion's check over the evaluation rows counts classes; a {task.kind} task's "
+              "champion predicts with jobs/predict.py", flush=True)
+        return None
     loaded = ft_tasks.load_rows(task)
     rows, labels = loaded.evaluation[ft_tasks.eval_splits(task)[0]], loaded.labels
     folder = Path(sweep_cfg.finetune.output_dir).resolve() / f"{sweep_cfg.name}-predictions"
     folder.mkdir(parents=True, exist_ok=True)
     inputs = folder / "evaluation.jsonl"
-    text = "".join(json.dumps({"id": str(i), "text": r["text_a"]}) + "\n" for i, r in enumerate(rows))
+    pairs = any(r.get("text_b") is not None for r in rows)  # a model of pairs is asked with both texts
+    text = "".join(json.dumps({"id": str(i), "text": r["text_a"], **({"text_pair": r["text_b"]} if pairs else {})})
+                   + "\n" for i, r in enumerate(rows))
     if not inputs.is_file() or inputs.read_text() != text:  # a rerun's predict resumes: its input must stay the file
         inputs.write_text(text)  # it was (predict's basis holds its size and time)
     uri = f"models:/{swept.mlflow['registered_model']}@champion"
     cfg = PredictConfig(model=uri, input=str(inputs), output=str(folder / "predicted"), run_name="quickstart-predict",
-                        columns=Columns(id="id", tokens=""))
+                        columns=Columns(id="id", tokens="", text_pair="text_pair" if pairs else ""))
     cfg.tracking.tracking_uri, cfg.tracking.artifact_location = t.tracking_uri, t.artifact_location
     result = predict.run(cfg.validate())
     import pyarrow.parquet as pq

@@ -186,3 +186,17 @@ def test_a_two_phase_pretrainings_phase_2_set_is_checked_too(chain):
     (data / "manifest.json").write_text(json.dumps({"inputs": {"files": []}, "max_seq_len": 384}))
     (missing,) = lineage.run("models:/ft-model@candidate", uri).missing
     assert missing.startswith(f"phase-2 prepared data {data / 'manifest.json'} (sha256 ")
+
+
+def test_the_quickstarts_champion_check_counts_classes_and_leaves_other_kinds_alone(capsys):
+    """--sweep-config takes any sweep: its last step read every task as single-sentence classes, and a regression
+    task crashed on its float labels after the whole pretraining, sweep and promotion. Other kinds are left to
+    jobs/predict.py, said once."""
+    from types import SimpleNamespace
+
+    from jobs.config.finetune import TaskConfig
+    from jobs.quickstart import predict_champion
+
+    sweep = SimpleNamespace(finetune=SimpleNamespace(task=TaskConfig(name="files", kind="regression"), tracking=None))
+    assert predict_champion(sweep, None) is None
+    assert "a regression task's champion predicts with jobs/predict.py" in capsys.readouterr().out
