@@ -134,12 +134,25 @@ def _copy_tokenizer(src: Path, dst: Path, max_length: int | None = None, positio
         shutil.copyfile(src / name, dst / name)
     path = dst / "tokenizer_config.json"
     settings = json.loads(path.read_text()) if path.is_file() else {}
+    stated = _normalizer_settings(dst / "tokenizer.json")
+    # transformers rebuilds a BERT tokenizer's normalizer from tokenizer_config.json (do_lower_case defaults to true):
+    # a tokenizer.json alone, cased, was read lowercased, with other ids
+    added = {k: v for k, v in stated.items() if k not in settings}
     current = settings.get("model_max_length")
     want = int(max_length) if max_length is not None else current
     if positions is not None and not (isinstance(want, (int, float)) and want <= positions):
         want = int(positions)  # absent (no limit) or past the position table
-    if want != current:
-        path.write_text(json.dumps({**settings, "model_max_length": want}, indent=2) + "\n")
+    if want != current or added:
+        path.write_text(json.dumps({**settings, **added, "model_max_length": want}, indent=2) + "\n")
+
+
+def _normalizer_settings(spec: Path) -> dict:
+    """tokenizer_config.json's settings for a tokenizer.json's BertNormalizer ({} for none)."""
+    norm = (json.loads(spec.read_text(encoding="utf-8")).get("normalizer") or {}) if spec.is_file() else {}
+    if norm.get("type") != "BertNormalizer":
+        return {}
+    return {"do_lower_case": norm.get("lowercase", True), "strip_accents": norm.get("strip_accents"),
+            "tokenize_chinese_chars": norm.get("handle_chinese_chars", True)}
 
 
 def _fsync(path: Path) -> None:
@@ -248,6 +261,13 @@ def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTr
         raise ValueError(f"{path} holds a {hf_config['model_type']!r} model (config.json's model_type), not BERT: "
                          f"its weights would load into BERT's layout without an error and compute something else")
     config = BertConfig.from_dict(hf_config).validate()
+    if hf_config.get("is_decoder") or hf_config.get("add_cross_attention"):
+        raise ValueError(f"{path} is a causal BERT (config.json's is_decoder / add_cross_attention): transformers runs "
+                         "it with causal attention, bert_core's encoder attends both ways, and would compute something "
+                         "else")
+    if (hf_config.get("position_embedding_type") or "absolute") != "absolute":
+        raise ValueError(f"{path}: position_embedding_type={hf_config['position_embedding_type']!r}; bert_core has "
+                         "BERT's absolute position embeddings only, and would drop the checkpoint's relative ones")
     if hf_config.get("tie_word_embeddings") is False and getattr(cls, "tied_weights", None):
         raise ValueError(f"{path}: its MLM decoder is its own matrix (config.json's tie_word_embeddings is false), "
                          f"and {cls.__name__} ties the decoder to the word embeddings: it would predict with those, "

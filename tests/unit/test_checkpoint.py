@@ -152,6 +152,36 @@ def test_the_tokenizers_length_never_passes_the_models_positions(tmp_path, token
         assert saved == {"do_lower_case": True, "model_max_length": want}, (settings, max_length)
 
 
+def test_a_cased_tokenizer_json_alone_is_released_as_transformers_reads_it_cased(tmp_path):
+    """A tokenizer folder of tokenizer.json alone: the release's tokenizer_config.json held model_max_length only, and
+    transformers, which rebuilds a BERT tokenizer's normalizer from it (do_lower_case defaults to true), lowercased
+    a cased vocabulary: other ids than the model trained on."""
+    import transformers
+
+    from bert_core.tokenizer import train_wordpiece
+
+    tok = train_wordpiece(["Hello World from Paris", "World Hello again in Paris"] * 20, 60, lowercase=False)
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    out = save_pretrained(BertForPreTraining(config()), tmp_path / "c", tokenizer_dir=tmp_path / "tok")
+    saved = json.loads((out / "tokenizer_config.json").read_text())
+    assert saved["do_lower_case"] is False and saved["model_max_length"] == config().max_position_embeddings
+    hf = transformers.AutoTokenizer.from_pretrained(out)
+    assert hf("Hello World")["input_ids"] == tok.encode("Hello World").ids
+
+
+def test_a_causal_or_relative_position_bert_is_refused(tmp_path):
+    """A BertLMHeadModel checkpoint (is_decoder) loaded silently and attended both ways where transformers runs it
+    causally; relative position embeddings would have been dropped."""
+    save_pretrained(BertForPreTraining(config()), tmp_path / "c")
+    hf = json.loads((tmp_path / "c" / "config.json").read_text())
+    for change, refused in (({"is_decoder": True}, "is a causal BERT"), ({"add_cross_attention": True}, "causal"),
+                            ({"position_embedding_type": "relative_key"}, "position_embedding_type='relative_key'")):
+        (tmp_path / "c" / "config.json").write_text(json.dumps({**hf, **change}))
+        with pytest.raises(ValueError, match=refused):
+            load_pretrained(tmp_path / "c", BertModel)
+
+
 def test_overwrite_is_atomic_and_a_failed_write_keeps_the_old_checkpoint(tmp_path):
     first = BertModel(config()).eval()
     save_pretrained(first, tmp_path / "c")
