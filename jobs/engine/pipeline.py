@@ -269,14 +269,27 @@ def load_pretraining_state(pipe: BertPipe, state_dict: dict[str, torch.Tensor]) 
 
 
 def layer_states(pipe: BertPipe) -> dict[int, dict[str, torch.Tensor]]:
-    """This stage's {layer index: state_dict} as detached CPU fp32 tensors."""
-    return {idx: {k: v.detach().float().cpu() for k, v in m.state_dict().items()} for idx, m in pipe.local_layers()}
+    """This stage's {layer index: state_dict} as detached CPU fp32 tensors, a 16-bit run's parameters as its optimizer
+    holds them in fp32 (the module's are their rounding: a bf16 release was not the model that trained). Every
+    data-parallel rank of the stage calls it: ZeRO gathers each parameter's partitions."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    out = {}
+    for idx, module in pipe.local_layers():
+        state = {k: v.detach().float().cpu() for k, v in module.state_dict().items()}
+        for name, param in module.named_parameters():
+            full = safe_get_full_fp32_param(param)
+            if full is not None:
+                state[name] = full.detach().float().cpu()
+        out[idx] = state
+    return out
 
 
 def gather_layer_states(engine) -> dict[int, dict[str, torch.Tensor]] | None:
     """All stages' layer states on global rank 0 (stage 0, replica 0); None elsewhere. Every rank calls it."""
     pipe: BertPipe = engine.module
-    mine = layer_states(pipe) if engine.grid.data_parallel_id == 0 else {}
+    states = layer_states(pipe)  # on every rank: a collective of each stage's data-parallel ranks
+    mine = states if engine.grid.data_parallel_id == 0 else {}
     rank = dist.get_rank()
     gathered = [None] * dist.get_world_size() if rank == 0 else None
     dist.gather_object(mine, gathered, dst=0)

@@ -396,3 +396,38 @@ def test_a_one_rank_group_of_the_other_backend_is_refused(deepspeed_world_of_one
     single_process_group(False)  # the group there is gloo: kept
     with pytest.raises(RuntimeError, match="already holds a gloo process group.*needs nccl"):
         single_process_group(True)
+
+
+def test_a_bf16_pipeline_release_holds_the_fp32_weights_the_optimizer_trained(deepspeed_world_of_one, tmp_path):
+    """The data-parallel engine's bf16 release was written from the optimizer's fp32 weights, a pipeline's from the
+    stages' bf16 modules: their rounding, not the model that trained. Each stage's parameters come from its
+    optimizer now (one stage, one rank: the same code a stage of many runs)."""
+    from deepspeed.utils import safe_get_full_fp32_param
+    from safetensors.torch import load_file
+
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.engine import pipeline
+    from jobs.engine.data_parallel import fp32_masters
+
+    cfg = PretrainConfig()
+    cfg.model = tiny(vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    cfg.deepspeed.precision, cfg.deepspeed.zero_stage, cfg.train.micro_batch_size = "bf16", 1, 2
+    engine, _, _ = pipeline.build_pipeline_engine(cfg, 1)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, VOCAB, (2, T), generator=g)
+    labels = torch.full((2, T), -100)
+    labels[:, 3] = ids[:, 3]
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+             "mlm_labels": labels, "next_sentence_label": torch.zeros(2, dtype=torch.long)}
+    for _ in range(3):
+        pipeline.train_step(engine, [batch])
+    masters = fp32_masters(engine.module)
+    assert masters and not all(torch.equal(m, m.bfloat16().float()) for m in masters.values())
+    saved = load_file(str(pipeline.export(engine, cfg.model, tmp_path / "release") / "model.safetensors"))
+    exported = pipeline.to_layer_states(saved, cfg.model)
+    checked = 0
+    for idx, module in engine.module.local_layers():
+        for name, param in module.named_parameters():
+            assert torch.equal(exported[idx][name], safe_get_full_fp32_param(param).float()), (idx, name)
+            checked += 1
+    assert checked >= len(masters)
