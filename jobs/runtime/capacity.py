@@ -30,6 +30,7 @@ class Demand:
     hint: str
     timeout_s: float
     timeout_field: str
+    distinct: int = 0  # the first `distinct` bundles each on a node of its own (scaling.placement_strategy STRICT_SPREAD)
 
     @classmethod
     def of_scaling(cls, scaling) -> "Demand":
@@ -39,7 +40,8 @@ class Demand:
                              f"{scaling.cpus_per_worker:g}) plus 1 CPU for Ray Data"
                              + (f", and {scaling.num_workers} GPUs (scaling.use_gpu)" if scaling.use_gpu else ""),
                    hint="Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes.",
-                   timeout_s=scaling.capacity_timeout_s, timeout_field="scaling.capacity_timeout_s")
+                   timeout_s=scaling.capacity_timeout_s, timeout_field="scaling.capacity_timeout_s",
+                   distinct=scaling.num_workers if scaling.placement_strategy == "STRICT_SPREAD" else 0)
 
     def total(self) -> dict[str, float]:
         total: dict[str, float] = {}
@@ -105,17 +107,23 @@ def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: f
         time.sleep(poll_s)
 
 
-def unplaced(bundles, nodes: list[dict]) -> dict[str, float] | None:
+def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] | None:
     """The first of `bundles` (largest first) that no node's resources left can hold whole, each bundle taking from
-    one node as a placement group's does; None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two
-    workers of 5 and Ray Data's 1 ask for, and no node for either worker."""
-    left = [dict(node) for node in nodes]
-    for bundle in sorted(bundles, key=lambda b: (b.get("GPU", 0.0), b.get("CPU", 0.0)), reverse=True):
-        home = next((n for n in left if all(n.get(k, 0.0) >= v for k, v in bundle.items())), None)
+    one node as a placement group's does, and each of the first `distinct` from a node none of them took (STRICT_SPREAD);
+    None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two workers of 5 and Ray Data's 1 ask for, and
+    no node for either worker."""
+    left, taken = [dict(node) for node in nodes], set()
+    order = sorted(range(len(bundles)), key=lambda i: (bundles[i].get("GPU", 0.0), bundles[i].get("CPU", 0.0)),
+                   reverse=True)
+    for i in order:
+        bundle, spread = bundles[i], i < distinct
+        home = next((j for j, n in enumerate(left) if not (spread and j in taken)
+                     and all(n.get(k, 0.0) >= v for k, v in bundle.items())), None)
         if home is None:
             return bundle
+        taken |= {home} if spread else set()
         for k, v in bundle.items():
-            home[k] -= v
+            left[home][k] -= v
     return None
 
 
@@ -131,7 +139,11 @@ def ensure_capacity(demand: Demand, say: Callable[[str], None] = print) -> None:
     if not short:
         if not grows:
             nodes = [{k: float(v) for k, v in n["Resources"].items()} for n in ray.nodes() if n.get("Alive")]
-            bundle = unplaced(demand.bundles, nodes)
+            bundle = unplaced(demand.bundles, nodes, demand.distinct)
+            if bundle is not None and demand.distinct and unplaced(demand.bundles, nodes) is None:
+                raise RuntimeError(f"scaling.placement_strategy=STRICT_SPREAD puts each of the {demand.distinct} "
+                                   f"workers on a node of its own, and the Ray cluster has {len(nodes)} node(s) for "
+                                   f"them: use PACK or SPREAD, fewer scaling.num_workers, or add nodes")
             if bundle is not None:
                 largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
                 raise RuntimeError(f"no node of the Ray cluster holds a bundle of {describe_need(bundle)} needed by "

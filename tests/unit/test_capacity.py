@@ -39,6 +39,19 @@ def test_each_bundle_must_fit_one_node_not_only_the_clusters_sum():
     assert unplaced(gpus, [{"CPU": 8.0, "GPU": 1.0}, {"CPU": 2.0, "GPU": 1.0}, {"CPU": 1.0}]) is None
 
 
+def test_strict_spread_asks_a_node_per_worker():
+    """STRICT_SPREAD puts each worker on a node of its own: two workers on one 8-CPU node passed the check, and Ray
+    Train waited for a placement it could never have, each retry spending train.max_failures."""
+    from jobs.runtime.capacity import unplaced
+
+    scaling = ScalingConfig(num_workers=2, placement_strategy="STRICT_SPREAD")
+    demand = Demand.of_scaling(scaling)
+    assert demand.distinct == 2 and Demand.of_scaling(ScalingConfig(num_workers=2)).distinct == 0
+    assert unplaced(demand.bundles, [{"CPU": 8.0}]) is None  # PACK's view: both fit
+    assert unplaced(demand.bundles, [{"CPU": 8.0}], demand.distinct) == {"CPU": 1.0}
+    assert unplaced(demand.bundles, [{"CPU": 8.0}, {"CPU": 1.0}], demand.distinct) is None  # Ray Data shares one
+
+
 class Clock:
     """Time that moves only when the wait sleeps (each poll advances it by `poll_s`)."""
 
