@@ -30,7 +30,7 @@ class Demand:
     hint: str
     timeout_s: float
     timeout_field: str
-    distinct: int = 0  # the first `distinct` bundles each on a node of its own (scaling.placement_strategy STRICT_SPREAD)
+    distinct: int = 0  # the first `distinct` bundles each on a node of its own (placement_strategy STRICT_SPREAD)
 
     @classmethod
     def of_scaling(cls, scaling) -> "Demand":
@@ -109,8 +109,8 @@ def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: f
 
 def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] | None:
     """The first of `bundles` (largest first) that no node's resources left can hold whole, each bundle taking from
-    one node as a placement group's does, and each of the first `distinct` from a node none of them took (STRICT_SPREAD);
-    None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two workers of 5 and Ray Data's 1 ask for, and
+    one node as a placement group's does, and each of the first `distinct` from a node none of them took
+    (STRICT_SPREAD); None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two workers of 5 and Ray Data's 1 ask for, and
     no node for either worker."""
     left, taken = [dict(node) for node in nodes], set()
     order = sorted(range(len(bundles)), key=lambda i: (bundles[i].get("GPU", 0.0), bundles[i].get("CPU", 0.0)),
