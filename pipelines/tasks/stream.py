@@ -271,9 +271,13 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
         # a subset is a choice (the other labels' rows are rejected and counted); none at all is a mistake, which
         # left no training row and an error about carving
         held = sorted(names)
+        ids = all(str(n).isdigit() for n in held)  # a pandas / datasets to_json export of ClassLabel columns: ids
         raise TaskDataError(f"task.labels {list(labels)} names none of the {len(held)} labels the training files hold "
                             f"({held[:10]}{' ...' if len(held) > 10 else ''}); name them as the files write them, or "
-                            f"leave task.labels empty to take them from the training files")
+                            f"leave task.labels empty to take them from the training files" + (
+                                "; the files hold integer ids, which are the labels here: task.labels does not name "
+                                "them (write the names into the files, or use the parquet or save_to_disk folder "
+                                "`datasets` writes, whose ClassLabel names them)" if ids else ""))
     if kind in ("classification", "multi-label", "token-classification") and not labels:
         labels = label_set(names, "classification")
     elif kind == "regression":

@@ -77,9 +77,11 @@ def test_integer_labels_sort_as_numbers_and_task_labels_fix_the_order(tmp_path, 
     rows = loaded(task(f"task.train_file={train}", 'task.labels=["10","2"]'))
     assert rows.labels == ("10", "2")
     assert sum(counts.get("label_not_in_train", 0) for counts in rows.rejected.values()) == 20  # every label 1
-    # names the files do not hold at all: one line naming both, not "no training rows are left ... carve"
+    # names the files do not hold at all: one line naming both, not "no training rows are left ... carve"; integer
+    # ids (a to_json export of a ClassLabel column) are the labels, which task.labels does not rename
     with pytest.raises(ValueError, match=r"task.labels \['neg', 'pos'\] names none of the 3 labels the training files "
-                                         r"hold \(\['1', '10', '2'\]\)"):
+                                         r"hold \(\['1', '10', '2'\]\).*the files hold integer ids, which are the "
+                                         r"labels here: task.labels does not name them"):
         loaded(task(f"task.train_file={train}", "task.labels=[neg, pos]"))
 
 
