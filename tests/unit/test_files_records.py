@@ -153,3 +153,23 @@ def test_excel_dates_and_floats_read_as_excel_shows_them(tmp_path):
     assert [(r["text_a"], r["label"]) for r in rows] == [("2023-01-05", 0.3), ("2023-01-05T09:00:00", 2.5)]
     rows, _, _, _ = read(str(tmp_path / "d.xlsx"), "xlsx")
     assert rows[0]["label"] == "0.3"
+
+
+def test_a_json_lines_file_of_misnamed_columns_is_refused_without_reading_it_to_its_end(tmp_path):
+    """Every record misnamed: no row is valid, and the file was read to its end (gigabytes, in the pre-flight
+    check_columns too) before it was refused; KEYS_SEEN objects' keys name the columns (the record past them, which
+    names `label`, is not reached), and the refusal says so."""
+    import pytest
+
+    from pipelines.tasks import TaskDataError
+    from pipelines.tasks.files import KEYS_SEEN, check_columns
+
+    path = write(tmp_path, "c.jsonl", jsonl(*[{"text": "hi", "stars": 1}] * KEYS_SEEN, {"text": "hi", "label": 1}))
+    with pytest.raises(TaskDataError, match=r"expected columns \['text', 'label'\], found \['text', 'stars'\].* "
+                                            r"\(the keys of its first 10,000 JSON objects\)"):
+        read(path, "jsonl")
+    with pytest.raises(TaskDataError, match=r"found \['text', 'stars'\]"):
+        check_columns([(path, "jsonl")], "classification")
+    rows, rejects, _, _ = read(write(tmp_path, "d.jsonl", jsonl(*[{"text": "hi"}] * 5, {"text": "hi", "label": 1})),
+                               "jsonl")  # a writer that leaves out a null's key: the union of the first objects'
+    assert len(rows) == 1 and rejects == {"missing_label": 5}
