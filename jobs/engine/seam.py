@@ -9,6 +9,7 @@ model is laid out. Its own module so that neither engine module imports the othe
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import os
@@ -102,6 +103,7 @@ def weights_only_loading(engine):
         del checkpoint_engine.load
 
 
+OPTIMIZER_LAYOUT = "optimizer_layout.json"  # beside the engine's checkpoint tag: EngineBase.save
 # Parameter-group options that differ between our groups (no decay on biases and LayerNorm; LAMB's adapt).
 PER_GROUP_OPTIONS = ("weight_decay", "adapt")
 # What a built engine's parameter groups take from its config, and a loaded optimizer state overwrites with the
@@ -192,8 +194,11 @@ class EngineBase:
         raise NotImplementedError
 
     def save(self, ckpt_dir: str | os.PathLike, client_state: dict) -> None:
-        """Sharded resume checkpoint: every rank writes its ZeRO partition (all ranks must call)."""
+        """Sharded resume checkpoint: every rank writes its ZeRO partition (all ranks must call); rank 0 records the
+        optimizer state's layout beside it (a 16-bit hand-off loads the fp32 weights from a state of its own layout)."""
         self.engine.save_checkpoint(str(ckpt_dir), tag=TAG, client_state=client_state)
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            (Path(ckpt_dir) / OPTIMIZER_LAYOUT).write_text(json.dumps(self._optimizer_layout()))
 
     def load(self, ckpt_dir: str | os.PathLike, weights_only: bool = False, schedule: bool = True) -> dict:
         """Resume (everything) or hand off between phases: `weights_only` leaves the optimizer fresh,
@@ -220,26 +225,32 @@ class EngineBase:
         if masters:
             self._fresh_optimizer_state()
         if not weights_only or masters:
-            self._keep_config(built)
+            self._keep_config(built, warn=not masters)  # a hand-off's new settings are its own, not a resume's change
         return client_state or {}
+
+    def _optimizer_layout(self) -> dict:
+        """What a saved optimizer state must match to load into this engine: written beside it (OPTIMIZER_LAYOUT)."""
+        return {"optimizer": type(getattr(self.optimizer, "optimizer", self.optimizer)).__name__,
+                "groups": len(self.optimizer.param_groups), "zero_stage": self.zero_stage,
+                "bf16": bool(self.engine.bfloat16_enabled()), "fp16": bool(self.engine.fp16_enabled()),
+                "data_parallel": int(self.engine.dp_world_size)}
 
     def _masters_saved_alike(self, ckpt_dir: str | os.PathLike) -> bool:
         """Whether this engine keeps fp32 weights in a ZeRO-1/2/3 (or bf16) optimizer apart from its 16-bit module, and
-        `ckpt_dir` was saved by as many data-parallel ranks (a partitioned optimizer state loads only so). ZeRO-0's
-        16-bit optimizer keeps none."""
+        `ckpt_dir`'s optimizer state was saved in the layout it can load (the same optimizer, parameter groups,
+        ZeRO stage, precision and data-parallel size; a checkpoint from before the record: no). ZeRO-0's 16-bit
+        optimizer keeps none."""
         sixteen = self.engine.bfloat16_enabled() or self.engine.fp16_enabled()
         if not sixteen or self.zero_stage not in (1, 2, 3):
             return False
-        folder = Path(ckpt_dir) / TAG  # rank 0's model-states file (ZeRO-3 names it by its partition)
-        states = next((f for f in (folder / "mp_rank_00_model_states.pt",
-                                   folder / "zero_pp_rank_0_mp_rank_00_model_states.pt") if f.is_file()), None)
-        saved = load_checkpoint_file(states, map_location="cpu") if states else {}  # none: DeepSpeed's load says
-        if saved.get("dp_world_size") == self.engine.dp_world_size:
+        record = Path(ckpt_dir) / OPTIMIZER_LAYOUT
+        saved = json.loads(record.read_text()) if record.is_file() else None
+        if saved == self._optimizer_layout():
             return True
         if not dist.is_initialized() or dist.get_rank() == 0:
-            log.warning(f"{ckpt_dir} was saved by {saved.get('dp_world_size')} data-parallel ranks, this run has "
-                          f"{self.engine.dp_world_size}: its weights are taken as the module holds them, rounded to "
-                          "16 bits, not from its optimizer's fp32 copy")
+            log.warning(f"{ckpt_dir}'s optimizer state was saved in another layout ({saved or 'not recorded'}; this "
+                        f"run: {self._optimizer_layout()}): its weights are taken as the module holds them, rounded "
+                        "to 16 bits, not from its optimizer's fp32 copy")
         return False
 
     def _fresh_optimizer_state(self) -> None:
@@ -250,8 +261,10 @@ class EngineBase:
             if "step" in group:  # FusedAdam and FusedLamb count steps in the group
                 group["step"] = 0
         self.engine.global_steps = self.engine.global_samples = self.engine.skipped_steps = 0
+        if hasattr(self.optimizer, "clip_grad"):  # ZeRO's and the bf16 optimizer's: the saved run's, loaded with it
+            self.optimizer.clip_grad = self.engine.gradient_clipping()
 
-    def _keep_config(self, built: list[dict]) -> None:
+    def _keep_config(self, built: list[dict], warn: bool = True) -> None:
         """Train on with this run's optimizer settings after loading another run's state: the loaded param groups and
         scheduler carry the saving run's peak lr (and each group its weight decay, betas, eps), so a resubmission
         with a new optim.lr would otherwise train at the old one while tracking logs the new. `built`: each group's
@@ -274,7 +287,7 @@ class EngineBase:
         for group, lr in zip(groups, lrs):
             group["lr"], group["initial_lr"] = lr, self.optim.lr
         sched._last_lr = lrs
-        if changed and (not dist.is_initialized() or dist.get_rank() == 0):
+        if changed and warn and (not dist.is_initialized() or dist.get_rank() == 0):
             log.warning("[resume] the checkpoint's optimizer state was saved with other settings; training on with "
                         "this run's: " + "; ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items()))
 

@@ -102,8 +102,9 @@ def test_a_bf16_phase_hand_off_starts_from_the_fp32_weights_with_a_fresh_optimiz
     The saved optimizer's fp32 weights are loaded, its moments and step counts dropped."""
     from jobs.engine.data_parallel import Engine, fp32_masters
 
-    def bf16():
-        return Engine(_engine_model(), ClassificationObjective(LABELS), optim=OptimConfig(lr=1e-3, warmup_steps=0),
+    def bf16(**optim):
+        return Engine(_engine_model(), ClassificationObjective(LABELS),
+                      optim=OptimConfig(lr=1e-3, warmup_steps=0, **optim),
                       deepspeed=DeepSpeedConfig(zero_stage=zero_stage, precision="bf16"), micro_batch_size=B,
                       grad_accum_steps=1, max_steps=10, use_gpu=False)
 
@@ -120,6 +121,14 @@ def test_a_bf16_phase_hand_off_starts_from_the_fp32_weights_with_a_fresh_optimiz
     base = b.optimizer.optimizer
     assert not base.state and b.global_step == 0 and b.lr == pytest.approx(1e-3)  # fresh: no moments, no steps
     assert b.step(_batch(0)).optimizer_stepped and b.global_step == 1
+    # phase 2's own gradient clipping, not the saved optimizer's; another optimizer (LAMB's groups: a state of
+    # another layout, which DeepSpeed cannot load) takes the module's weights, as before, and trains
+    clipped = bf16(grad_clip=0.25)
+    clipped.load(tmp_path / "ckpt", weights_only=True, schedule=False)
+    assert getattr(clipped.optimizer, "clip_grad", 0.25) == 0.25
+    lamb = bf16(name="lamb")
+    lamb.load(tmp_path / "ckpt", weights_only=True, schedule=False)
+    assert lamb.step(_batch(0)).optimizer_stepped
 
 
 def test_nan_step_is_skipped(deepspeed_world_of_one):
