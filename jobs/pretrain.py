@@ -218,11 +218,11 @@ def refuse_unloadable_init(cfg: PretrainConfig) -> None:
     layout; with its optimizer (train.reset_optimizer=false), its ZeRO stage and world size as a resume does. A
     checkpoint at a URI (cloud storage) is not read here: the workers check it as they load it."""
     from jobs.engine.checkpoint_parts import read_topology
-    from jobs.workers.reshard import needs_universal, same_layout
+    from jobs.workers.reshard import hand_off_layout, needs_universal
 
     saved = read_topology(Path(cfg.train.init_checkpoint))
     if cfg.train.reset_optimizer:
-        same_layout(saved, cfg, "a hand-off of its weights")
+        hand_off_layout(saved, cfg)
     else:
         needs_universal(saved, cfg.scaling.num_workers, cfg)
 

@@ -77,6 +77,19 @@ def same_layout(saved: dict | None, cfg: PretrainConfig, what: str) -> None:
                           f"{what} keeps it (got {stages})")
 
 
+
+def hand_off_layout(saved: dict | None, cfg: PretrainConfig) -> None:
+    """Raise unless a checkpoint's weights alone load into this run's engine: its pipeline layout (same_layout), and
+    ZeRO-3 on both sides or neither: ZeRO-3 keeps a rank's weights in its partition's files, ZeRO 0-2 in one
+    model-states file, and neither finds the other's (DeepSpeed failed on a bare assertion, in every restart)."""
+    what = "a hand-off of its weights"
+    same_layout(saved, cfg, what)
+    zero = cfg.deepspeed.zero_stage
+    if saved is not None and "zero_stage" in saved and (saved["zero_stage"] == 3) != (zero == 3):
+        raise ConfigError(f"the checkpoint was saved with deepspeed.zero_stage={saved['zero_stage']}; {what} needs "
+                          f"ZeRO-3 on both sides or on neither (got {zero})")
+
+
 def to_universal(engine_dir: Path, out_dir: Path) -> Path:
     """Convert the ZeRO checkpoint Engine.save wrote to `engine_dir` into its universal form in `out_dir`,
     the directory to hand Engine.load of an engine built with load_universal; returns `out_dir`."""
@@ -100,7 +113,7 @@ def load_engine(ckpt_dir: Path, cfg: PretrainConfig, world_size: int, local_rank
     Every rank calls. Loads as saved where it can, through the universal form where the world size changed."""
     saved = read_topology(ckpt_dir)
     if weights_only:
-        same_layout(saved, cfg, "a hand-off of its weights")
+        hand_off_layout(saved, cfg)
     if weights_only or not needs_universal(saved, world_size, cfg):
         engine = build_engine(cfg)  # weights alone load from the model-states file at any world size
         return engine, engine.load(ckpt_dir / "engine", weights_only=weights_only, schedule=schedule)

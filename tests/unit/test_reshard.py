@@ -119,7 +119,12 @@ def test_a_hand_off_checkpoint_the_workers_could_not_load_is_refused_on_the_driv
         refuse_unloadable_init(cfg_with(*carried, "deepspeed.zero_stage=3"))
     refuse_unloadable_init(cfg_with(*carried, "deepspeed.zero_stage=2"))  # its own stage and size: loads
     refuse_unloadable_init(cfg_with(f"train.init_checkpoint={tmp_path}", "train.reset_optimizer=true",
-                                    "deepspeed.zero_stage=3"))  # its weights alone: any stage
+                                    "deepspeed.zero_stage=1"))  # its weights alone: any stage of ZeRO 0-2
+    # but ZeRO-3's weights are in its partitions' files and ZeRO 0-2's in one: DeepSpeed failed on a bare assertion
+    with pytest.raises(ConfigError, match=r"zero_stage=2; a hand-off of its weights needs ZeRO-3 on both sides or "
+                                          r"on neither \(got 3\)"):
+        refuse_unloadable_init(cfg_with(f"train.init_checkpoint={tmp_path}", "train.reset_optimizer=true",
+                                        "deepspeed.zero_stage=3"))
     write_topology(tmp_path, world_size=4, zero_stage=1, pipeline_stages=2)
     with pytest.raises(ConfigError, match="a hand-off of its weights keeps it"):
         refuse_unloadable_init(cfg_with(f"train.init_checkpoint={tmp_path}", "train.reset_optimizer=true"))
