@@ -101,8 +101,9 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict | None:
     from pipelines.tasks.files import Columns
 
     task, t = sweep_cfg.finetune.task, sweep_cfg.finetune.tracking
-    if task.kind != "classification":  # its rows hold no class to count right (regression, tags, answers)
-        print(f"[quickstart] the champion's check over the evaluation rows counts classes; a {task.kind} task's "
+    kind = "regression" if ft_tasks.num_labels(task) == 1 else task.kind  # STS-B is a GLUE "classification"
+    if kind != "classification":  # its rows hold no class to count right (scores, tags, answers)
+        print(f"[quickstart] the champion's check over the evaluation rows counts classes; a {kind} task's "
               "champion predicts with jobs/predict.py", flush=True)
         return None
     loaded = ft_tasks.load_rows(task)

@@ -113,8 +113,10 @@ def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] 
     (STRICT_SPREAD); None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two workers of 5 and Ray Data's 1 ask for, and
     no node for either worker."""
     left, taken = [dict(node) for node in nodes], set()
-    order = sorted(range(len(bundles)), key=lambda i: (bundles[i].get("GPU", 0.0), bundles[i].get("CPU", 0.0)),
-                   reverse=True)
+    # the spread bundles first (the most constrained: Ray Data's CPU on the node one of them needs refused a cluster
+    # they fit), then largest first
+    order = sorted(range(len(bundles)), key=lambda i: (i < distinct, bundles[i].get("GPU", 0.0),
+                                                       bundles[i].get("CPU", 0.0)), reverse=True)
     for i in order:
         bundle, spread = bundles[i], i < distinct
         home = next((j for j, n in enumerate(left) if not (spread and j in taken)

@@ -50,6 +50,9 @@ def test_strict_spread_asks_a_node_per_worker():
     assert unplaced(demand.bundles, [{"CPU": 8.0}]) is None  # PACK's view: both fit
     assert unplaced(demand.bundles, [{"CPU": 8.0}], demand.distinct) == {"CPU": 1.0}
     assert unplaced(demand.bundles, [{"CPU": 8.0}, {"CPU": 1.0}], demand.distinct) is None  # Ray Data shares one
+    halves = Demand.of_scaling(ScalingConfig(num_workers=2, cpus_per_worker=0.5, placement_strategy="STRICT_SPREAD"))
+    for nodes in ([{"CPU": 1.0}, {"CPU": 2.0}], [{"CPU": 2.0}, {"CPU": 1.0}]):  # Ray Data's 1 CPU placed last
+        assert unplaced(halves.bundles, nodes, halves.distinct) is None, nodes
 
 
 class Clock:

@@ -197,6 +197,7 @@ def test_the_quickstarts_champion_check_counts_classes_and_leaves_other_kinds_al
     from jobs.config.finetune import TaskConfig
     from jobs.quickstart import predict_champion
 
-    sweep = SimpleNamespace(finetune=SimpleNamespace(task=TaskConfig(name="files", kind="regression"), tracking=None))
-    assert predict_champion(sweep, None) is None
-    assert "a regression task's champion predicts with jobs/predict.py" in capsys.readouterr().out
+    for task in (TaskConfig(name="files", kind="regression"), TaskConfig(name="stsb")):  # STS-B: GLUE's scores
+        sweep = SimpleNamespace(finetune=SimpleNamespace(task=task, tracking=None))
+        assert predict_champion(sweep, None) is None
+        assert "a regression task's champion predicts with jobs/predict.py" in capsys.readouterr().out
