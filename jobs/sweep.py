@@ -426,13 +426,15 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
     """Log the median run's model in its own MLflow run, with its evaluation-split metrics; register it with the
     seed spread (on select), the evaluation metrics, each split's size and digest, the task config that evaluates
     it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
+    import json
+
     from jobs.loops import ft_tasks
     from jobs.registry import versions
     from jobs.registry import tracking
 
     t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
     tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
-            "task": task["name"], "task_config": versions.task_config_tag(task), **ft_tasks.split_tags(rows),
+            "task": task["name"], "task_config": json.dumps(task), **ft_tasks.split_tags(rows),
             **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
     metric = ft_tasks.main_metric(cfg.finetune.task)
     card = versions.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}", evaluation,
