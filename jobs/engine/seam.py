@@ -215,7 +215,7 @@ class EngineBase:
                 load_checkpoint_file(f, map_location="cpu")
         built = [{k: g[k] for k in CONFIG_OPTIONS if k in g} for g in self.optimizer.param_groups]
         # a 16-bit module's own weights are its optimizer's fp32 weights rounded (~3 digits in bf16): a hand-off takes
-        # those from the saved optimizer (then drops its moments and step counts) where it was saved at this world size
+        # those from the saved optimizer (then drops its moments and step counts) where its recorded layout is ours
         masters = weights_only and self._masters_saved_alike(ckpt_dir)
         with weights_only_loading(self.engine):
             _, client_state = self.engine.load_checkpoint(
