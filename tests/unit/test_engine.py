@@ -94,6 +94,7 @@ def test_a_bf16_release_holds_the_fp32_weights_the_optimizer_trained(deepspeed_w
         assert torch.equal(saved[name], master.float()), name
 
 
+@pytest.mark.slow  # four engines per stage (~12 s each): `make test`, not `make test-fast`
 @pytest.mark.parametrize("zero_stage", [1, 2, 3])
 def test_a_bf16_phase_hand_off_starts_from_the_fp32_weights_with_a_fresh_optimizer(deepspeed_world_of_one, zero_stage,
                                                                                    tmp_path):

@@ -215,6 +215,7 @@ def test_a_pair_trained_classifier_is_served_and_predicted_on_its_pairs(tmp_path
     check_inputs(model, "") or check_inputs(model, "second")
 
 
+@pytest.mark.slow  # an MLflow model logged and served (~12 s): `make test`, not `make test-fast`
 def test_the_scoring_server_answers_a_refused_row_with_our_message(tmp_path):
     """MLflow's scoring server answers any error but its own with a generic 400 ("Encountered an unexpected error
     ..."), the message naming the row only inside a server traceback sent to the client. Our refusal is the
