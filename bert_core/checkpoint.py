@@ -147,12 +147,11 @@ def _copy_tokenizer(src: Path, dst: Path, max_length: int | None = None, positio
 
 
 def _normalizer_settings(spec: Path) -> dict:
-    """tokenizer_config.json's settings for a tokenizer.json's BertNormalizer ({} for none)."""
+    """tokenizer_config.json's flags for a tokenizer.json's BertNormalizer ({} for none)."""
+    from bert_core.tokenizer import normalizer_flags
+
     norm = (json.loads(spec.read_text(encoding="utf-8")).get("normalizer") or {}) if spec.is_file() else {}
-    if norm.get("type") != "BertNormalizer":
-        return {}
-    return {"do_lower_case": norm.get("lowercase", True), "strip_accents": norm.get("strip_accents"),
-            "tokenize_chinese_chars": norm.get("handle_chinese_chars", True)}
+    return normalizer_flags(norm) if norm.get("type") == "BertNormalizer" else {}
 
 
 def _fsync(path: Path) -> None:

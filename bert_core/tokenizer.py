@@ -210,12 +210,17 @@ def save_tokenizer(tok: Tokenizer, out_dir: str | os.PathLike, model_max_length:
     tok.save(str(out / "tokenizer.json"))
     specials = dict(pad_token=PAD, unk_token=UNK, cls_token=CLS, sep_token=SEP, mask_token=MASK)
     norm = json.loads(tok.to_str())["normalizer"]
-    config = dict(tokenizer_class="BertTokenizerFast", do_lower_case=norm["lowercase"],
-                  strip_accents=norm["strip_accents"], tokenize_chinese_chars=norm["handle_chinese_chars"],
-                  model_max_length=model_max_length, **specials)
+    config = dict(tokenizer_class="BertTokenizerFast", **normalizer_flags(norm), model_max_length=model_max_length,
+                  **specials)
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2) + "\n")
     return out
+
+
+def normalizer_flags(norm: dict) -> dict:
+    """tokenizer_config.json's flags for a tokenizer.json's BertNormalizer: what transformers rebuilds it from."""
+    return {"do_lower_case": norm["lowercase"], "strip_accents": norm["strip_accents"],
+            "tokenize_chinese_chars": norm["handle_chinese_chars"]}
 
 
 def _read_vocab(vocab_file: Path) -> dict[str, int]:

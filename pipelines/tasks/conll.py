@@ -100,9 +100,9 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
             lines, bad, start = [], None, n + 1
             document += line.startswith(DOCSTART)
             continue
-        conllu = _conllu(line) is not None if conllu is None else conllu  # the file's first token line says
+        ud = _conllu(line) if conllu is not False else None
+        conllu = ud is not None if conllu is None else conllu  # the file's first token line says
         if conllu:
-            ud = _conllu(line)
             if ud is None:
                 bad = bad or "wrong_column_count"
             elif (line := _conllu_word(ud)) is None:
