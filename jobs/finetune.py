@@ -106,9 +106,10 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
                                     task_data=task_data)
     continued = resubmit.tags(earlier)
     data_tags = ft_tasks.split_tags(rows)
-    task_config = json.dumps(asdict(resolved.task))  # model logging reads the task from it, registered or not
-    if t.registered_model:  # past MLflow's limit for a version's tag: refused here, not at the registration
-        versions.task_config_tag(asdict(resolved.task))
+    # model logging reads the task from it, registered or not; past MLflow's limit for a registered version's tag it
+    # is refused here, not at the registration
+    task = asdict(resolved.task)
+    task_config = versions.task_config_tag(task) if t.registered_model else json.dumps(task)
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, run_name, resolved.to_dict(),
                                 tags={"task": cfg.task.name, "init": init_id, "init_requested": cfg.init, **lineage,
                                       **continued, **data_tags})

@@ -110,8 +110,8 @@ def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: f
 def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] | None:
     """The first of `bundles` (largest first) that no node's resources left can hold whole, each bundle taking from
     one node as a placement group's does, and each of the first `distinct` from a node none of them took
-    (STRICT_SPREAD); None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two workers of 5 and Ray Data's 1 ask for, and
-    no node for either worker."""
+    (STRICT_SPREAD); None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two workers of 5 and Ray
+    Data's 1 ask for, and no node for either worker."""
     left, taken = [dict(node) for node in nodes], set()
     # the spread bundles first (the most constrained: Ray Data's CPU on the node one of them needs refused a cluster
     # they fit), then largest first
