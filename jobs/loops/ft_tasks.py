@@ -146,7 +146,8 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
         labels = tuple(task.labels) or CONLL_LABELS
         train = _kept(load_conll(task.train_file, labels), "train", rejected)
         evals = {"dev": _kept(load_conll(task.dev_file, labels), "dev", rejected)}
-    rows = assign_roles(train, evals, task.kind, task.selection_fraction, task.selection_max_rows, select)
+    rows = assign_roles(train, evals, task.kind, task.selection_fraction, task.selection_max_rows, select,
+                        global_ids=task.name == "squad")  # the benchmark's ids: one question each, in every split
     rows.train = numbered(rows.train, task.max_train_examples)
     rows.select = numbered(rows.select, task.max_eval_examples)
     rows.evaluation = {name: numbered(r, task.max_eval_examples) for name, r in rows.evaluation.items()}

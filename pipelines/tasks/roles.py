@@ -9,9 +9,9 @@ SQuAD context's questions, a sentence pair's first sentence, a single sentence).
 content: the same rows in any order, on any machine, give the same split. A change to the evaluation split changes
 the other two only where it removes a leak (a train row now also in the evaluation split); otherwise not at all.
 
-A row of train or select whose input text (or, for SQuAD, whose question id over the same context) also occurs in
-the evaluation split is dropped and counted, as is a select row whose text is in train: benchmarks have duplicates
-across their splits.
+A row of train or select whose input text (or, for the SQuAD benchmark, whose question id over the same context)
+also occurs in the evaluation split is dropped and counted, as is a select row whose text is in train: benchmarks
+have duplicates across their splits.
 """
 
 from __future__ import annotations
@@ -45,12 +45,13 @@ def content_key(row: dict, kind: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def leak_keys(row: dict, kind: str) -> set[str]:
-    """What identifies a row across splits: its input's content key, and a SQuAD question's id with its context
-    (the same question reworded). An id alone names nothing across files: ids that restart in each file, and the
-    position "<file name>:<n>" of rows without one, repeat in unrelated questions of another split."""
+def leak_keys(row: dict, kind: str, global_ids: bool = False) -> set[str]:
+    """What identifies a row across splits: its input's content key and, where ids are global (`global_ids`: the
+    SQuAD benchmark's), a question's id with its context (the same question reworded). A user's ids name nothing
+    across files: ids that restart in each file, and the position "<file name>:<n>" of rows without one, repeat in
+    other questions of another split, on the same paragraph too (questions split at random, numbered from 0)."""
     keys = {content_key(row, kind)}
-    if kind == "question-answering" and row.get("id") not in (None, ""):
+    if global_ids and kind == "question-answering" and row.get("id") not in (None, ""):
         payload = json.dumps([row["id"], _normalized(row.get("context"))], ensure_ascii=False, default=str)
         keys.add("id:" + hashlib.sha256(payload.encode()).hexdigest())
     return keys
@@ -137,14 +138,14 @@ def carve(rows: list[dict], group: Callable[[dict], str], fraction: float, max_r
     return train, select
 
 
-def without(rows: list[dict], forbidden: set[str], kind: str) -> tuple[list[dict], int]:
+def without(rows: list[dict], forbidden: set[str], kind: str, global_ids: bool = False) -> tuple[list[dict], int]:
     """`rows` less those sharing a leak key with `forbidden`, and how many that was."""
-    kept = [r for r in rows if not (leak_keys(r, kind) & forbidden)]
+    kept = [r for r in rows if not (leak_keys(r, kind, global_ids) & forbidden)]
     return kept, len(rows) - len(kept)
 
 
-def keys_of(rows: Iterable[dict], kind: str) -> set[str]:
-    return set().union(*(leak_keys(r, kind) for r in rows)) if rows else set()
+def keys_of(rows: Iterable[dict], kind: str, global_ids: bool = False) -> set[str]:
+    return set().union(*(leak_keys(r, kind, global_ids) for r in rows)) if rows else set()
 
 
 def split_digest(rows: list[dict]) -> str:
@@ -190,14 +191,15 @@ class TaskRows:
 
 
 def assign_roles(train: list[dict], evaluation: dict[str, list[dict]], kind: str, fraction: float, max_rows: int,
-                 select: list[dict] | None = None) -> TaskRows:
+                 select: list[dict] | None = None, global_ids: bool = False) -> TaskRows:
     """Train and evaluation rows (and select rows, when the task ships them) -> the three roles, leaks removed.
-    Select is carved from train when not given."""
-    forbidden = keys_of((r for rows in evaluation.values() for r in rows), kind)
-    train, in_eval = without(train, forbidden, kind)
+    Select is carved from train when not given. `global_ids`: a question id names one question in every split
+    (leak_keys)."""
+    forbidden = keys_of((r for rows in evaluation.values() for r in rows), kind, global_ids)
+    train, in_eval = without(train, forbidden, kind, global_ids)
     dropped = {"train_in_evaluation": in_eval}
     if select is None:
         train, select = carve(train, group_key(train, kind), fraction, max_rows)
-    select, dropped["select_in_evaluation"] = without(select, forbidden, kind)
-    select, dropped["select_in_train"] = without(select, keys_of(train, kind), kind)
+    select, dropped["select_in_evaluation"] = without(select, forbidden, kind, global_ids)
+    select, dropped["select_in_train"] = without(select, keys_of(train, kind, global_ids), kind, global_ids)
     return TaskRows(train, select, evaluation, dropped=dropped)

@@ -165,6 +165,23 @@ def test_question_ids_that_repeat_across_files_are_no_leak(tmp_path, id_column):
     assert len(rows.train) + len(rows.select) == 29
 
 
+def test_other_questions_on_a_shared_paragraph_with_restarted_ids_stay_in_train():
+    """Questions split at random (not by paragraph) and numbered from 0 in each file: train's "0" and dev's "0" ask
+    different things of the same paragraph. Only the SQuAD benchmark's ids (global) make an id a leak."""
+    from pipelines.tasks.roles import assign_roles
+
+    def row(i, question, paragraph):
+        return {"id": str(i), "question": question, "context": f"Paragraph {paragraph}. " + CONTEXT, "answers": []}
+
+    train = [row(0, "What is the capital of France?", 0), row(1, "What is the capital of Germany?", 0)] + [
+        row(i, f"Train question {i}?", i) for i in range(2, 40)]
+    dev = [row(0, "Which country has Berlin?", 0), row(1, "Which country has Paris?", 0)]
+    own = assign_roles(train, {"dev": dev}, "question-answering", 0.2, 100)
+    assert own.dropped["train_in_evaluation"] == 0 and len(own.train) + len(own.select) == 40
+    benchmark = assign_roles(train, {"dev": dev}, "question-answering", 0.2, 100, global_ids=True)
+    assert benchmark.dropped["train_in_evaluation"] == 2  # the same ids over the same paragraph: reworded questions
+
+
 def test_carve_is_stable_whole_groups_and_capped():
     rows = [{"text_a": f"sentence {i}", "text_b": None, "label": i % 2, "document": f"doc{i // 4}"} for i in range(400)]
     group = lambda r: r["document"]  # noqa: E731
