@@ -22,6 +22,7 @@ from bert_core.config import ConfigError
 from jobs.config.finetune import TaskConfig
 from pipelines.tasks.common import (UNKNOWN_SHARE, TaskDataError, batch_rows, count_too_long, load_tokenizer,
                                     require_wordpiece, unknown_share)
+from pipelines.tasks.labels import require_varied_scores
 from pipelines.tasks.roles import TaskRows, assign_roles, numbered
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -156,6 +157,8 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     if not rows.select:
         raise ConfigError(f"task {task.name}: the select split is empty (every carved row also occurs in train or "
                           f"dev); raise task.selection_fraction (now {task.selection_fraction})")
+    if task.kind == "regression":  # STS-B: a select split of one score (a small max_eval_examples) reads as diverged
+        require_varied_scores(rows.select, f"task {task.name}'s select split", "a larger task.max_eval_examples")
     return scheme_checked(rows, task.kind, task.iob_scheme)
 
 
@@ -208,10 +211,9 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
             why = {**rejected.get(name, {}), **leaks} or "none carved: raise task.selection_fraction"
             raise TaskDataError(f"task.{name}_file {spec or task.train_file!r}: no usable rows ({why}"
                                 + ("; rows whose input is also in another split leave this one" if leaks else "") + ")")
-        if kind == "regression" and len({r["label"] for r in rows}) == 1:  # else a NaN metric, taken for divergence
-            raise TaskDataError(f"task.{name}_file {spec or task.train_file!r}: every row's score is "
-                                f"{rows[0]['label']:g}: Pearson and Spearman are undefined without variation; give "
-                                + ("rows whose scores differ" if spec else "a larger task.selection_fraction"))
+        if kind == "regression":  # else a NaN metric, taken for divergence
+            require_varied_scores(rows, f"task.{name}_file {spec or task.train_file!r}",
+                                  "rows whose scores differ" if spec else "a larger task.selection_fraction")
     rows = TaskRows(streamed.train, numbered(select, task.max_eval_examples),
                     {"dev": numbered(dev, task.max_eval_examples)}, labels=streamed.labels, dropped=dropped)
     rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}

@@ -118,6 +118,8 @@ def _row(spec: GlueTask, fields: list[str], col: dict, labeled: bool, index: int
             label = float(fields[col[spec.label_column]])
         except ValueError:
             return "bad_score"
+        if not math.isfinite(label):  # "NaN", "inf" parse: a NaN target poisons the loss, a NaN gold reads as unlabeled
+            return "bad_score"
     else:
         value = fields[col[spec.label_column]].strip()
         if value not in spec.labels:
@@ -144,6 +146,8 @@ def load_glue(task: str, data_dir: str | os.PathLike, split: str) -> TaskSplit:
     else:
         first_data_line = 1
         first = next(lines, None)
+        if first is not None and first[1] is None:
+            raise TaskDataError(f"{path}: the header line is not UTF-8 (a UTF-16 'Unicode text' export? save as UTF-8)")
         if first is None or not first[1]:
             raise TaskDataError(f"{path}: empty file or missing header line")
         header = first[1].split("\t")

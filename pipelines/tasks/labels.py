@@ -79,6 +79,14 @@ def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
     raise ValueError(f"file_metrics scores classification, multi-label and regression; {kind} keeps its task's metric")
 
 
+def require_varied_scores(rows: list[dict], where: str, remedy: str) -> None:
+    """Refuse a regression split whose gold scores are all one value: Pearson and Spearman are undefined (NaN), and
+    a NaN select metric reads as diverged weights."""
+    if rows and len({float(r["label"]) for r in rows}) == 1:
+        raise TaskDataError(f"{where}: every row's score is {float(rows[0]['label']):g}: Pearson and Spearman are "
+                            f"undefined without variation; give {remedy}")
+
+
 def correlation(coefficient, preds: np.ndarray, gold: np.ndarray) -> float:
     """scipy's pearsonr or spearmanr of predicted and gold scores, 0.0 where the predictions are one finite value: a
     model collapsed to the mean (in bf16, its scores round to one number) ranks nothing, which is no correlation, and

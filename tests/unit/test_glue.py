@@ -122,9 +122,25 @@ def test_malformed_rows_are_counted_not_fatal(tmp_path, caplog):
 
 def test_stsb_scores_and_bad_scores(tmp_path):
     header, line, _, _ = FIXTURES["stsb"]
-    write(tmp_path / "dev.tsv", header, line, line.replace("5.000", "3.800"), line.replace("5.000", "n/a"))
+    write(tmp_path / "dev.tsv", header, line, line.replace("5.000", "3.800"), line.replace("5.000", "n/a"),
+          line.replace("5.000", "NaN"), line.replace("5.000", "inf"))  # float() reads both: no score either
     split = load_glue("sts-b", tmp_path, "dev")
-    assert [r["label"] for r in split] == [5.0, 3.8] and split.rejects == {"bad_score": 1}
+    assert [r["label"] for r in split] == [5.0, 3.8] and split.rejects == {"bad_score": 3}
+
+
+def test_stsb_select_split_of_one_score_is_refused_before_training(tmp_path):
+    """Select carved from a train of one score (every pair rated alike): Pearson is NaN at the first evaluation, read
+    as diverged weights ("lower optim.lr"). load_rows names the data instead."""
+    from jobs.config.finetune import TaskConfig
+    from jobs.loops import ft_tasks
+
+    header, line, _, _ = FIXTURES["stsb"]
+    train = [line.replace("A plane", f"Plane {i}") for i in range(60)]  # all 5.000
+    write(tmp_path / "train.tsv", header, *train)
+    write(tmp_path / "dev.tsv", header, line.replace("A plane", "Dev one"),
+          line.replace("A plane", "Dev two").replace("5.000", "1.000"))
+    with pytest.raises(TaskDataError, match="select split: every row's score is 5: Pearson and Spearman"):
+        ft_tasks.load_rows(TaskConfig(name="stsb", data_dir=str(tmp_path), kind="regression"))
 
 
 def test_missing_file_and_bad_header(tmp_path):
@@ -132,6 +148,9 @@ def test_missing_file_and_bad_header(tmp_path):
         load_glue("rte", tmp_path, "dev")
     write(tmp_path / "dev.tsv", "index\tsentence1\tsentence2", "0\ta\tb")
     with pytest.raises(TaskDataError, match="lacks \\['label'\\]"):
+        load_glue("rte", tmp_path, "dev")
+    write(tmp_path / "dev.tsv", raw="index\tsentence1\tsentence2\tlabel\n".encode("utf-16"))  # Excel's Unicode text
+    with pytest.raises(TaskDataError, match="header line is not UTF-8"):
         load_glue("rte", tmp_path, "dev")
     with pytest.raises(ValueError, match="unknown GLUE task 'ax'"):
         load_glue("ax", tmp_path, "dev")
