@@ -269,6 +269,8 @@ def mask_static_flat(values: np.ndarray, offsets: np.ndarray, num_a_tokens: np.n
         structure = ~real
         structure[rows, 0] = structure[rows, lengths - 1] = True
         structure[rows, num_a_tokens[start:stop] - 1] = True
+        structure |= np.isin(ids, [special.pad, special.cls, special.sep, special.mask])  # "[MASK]" in the text, as
+        # the dynamic collator leaves them: never a target, never replaced
         masked, labels = mask_tokens(torch.from_numpy(ids), torch.from_numpy(structure), mcfg, special.mask,
                                      vocab_size, generator, continuation=continuation, special_ids=special.all)
         selected = labels.numpy() != IGNORE_INDEX

@@ -331,6 +331,19 @@ def test_static_masking_statistics(corpus):
     assert abs(kept_as_mask / selected - 0.8) < 0.03
 
 
+def test_static_masking_leaves_special_tokens_of_the_text_alone(corpus):
+    """A literal "[MASK]" or "[SEP]" in the text is the special id (the tokenizer matches it): as the dynamic
+    collator does, static masking never makes it a target nor replaces it."""
+    _, examples = build(corpus[:200])
+    inside = []
+    for i, ex in enumerate(examples):
+        p = 1 + i % (ex.num_a_tokens - 2)  # a position of segment A, not its [CLS] nor [SEP]
+        ex.input_ids[p] = (SPECIAL.mask, SPECIAL.sep, SPECIAL.cls, SPECIAL.pad)[i % 4]
+        inside.append((p, ex.input_ids[p]))
+    mask_static(examples, masking_config(DataConfig(sources=["x"])), SPECIAL, VOCAB, seed=0)
+    assert all(p not in ex.masked_positions and ex.input_ids[p] == was for ex, (p, was) in zip(examples, inside))
+
+
 def test_static_masking_is_a_function_of_the_seed(corpus):
     runs = []
     for seed in (3, 3, 4, 6, 2**64 - 1):  # bucket_seed gives 64-bit seeds
