@@ -64,9 +64,13 @@ class QASettings:
     max_query_length: int = 64
     n_best: int = 20
     max_answer_length: int = 30
+    # SQuAD v2 (a question may have no answer): a model whose config has no null_threshold answers "" where the null
+    # score beats the best span (threshold 0, as the scorer judges it); otherwise it always answers, as the pipeline
+    version_2: bool = False
 
     @classmethod
     def from_task(cls, task: dict) -> "QASettings":
         """The settings a fine-tuning task (its TaskConfig as a dict, e.g. a version's `task_config`) names; the
         defaults for the rest."""
-        return cls(**{f: int(task[f]) for f in cls.__dataclass_fields__ if f in task})
+        return cls(**{f: (task[f] is True if f == "version_2" else int(task[f]))
+                      for f in cls.__dataclass_fields__ if f in task})

@@ -16,7 +16,8 @@ Each kind's prediction (the output columns, besides `id` and `file`):
                         text), as the pipeline with aggregation "first" and windows overlapping by a quarter
   question-answering    answer, answer_start (-1: none), score (start + end logit), null_score; an
                         answer is "" when the null score beats the span by more than the model's
-                        null_threshold (SQuAD v2 models; chosen during fine-tuning)
+                        null_threshold (SQuAD v2 models; chosen during fine-tuning; 0 for a v2 task's
+                        model without one, as jobs/registry/scorer.py judges it)
 `precision="bf16"` runs the model under bfloat16 autocast: not always faster (MiniLM on an H200: 3x slower than
 fp32), and no longer equal to the fp32 pipeline to the last digit (BENCHMARKS.md: both, and how often the labels
 agree). Rows longer than the model's limit are truncated
@@ -192,7 +193,7 @@ class Predictor(Encoder):
 
             self.packed = pack_linears(self.model)
         self.labels = [self.config.id2label[i] for i in range(self.config.num_labels)]
-        self.null_threshold = getattr(self.config, "null_threshold", None)
+        self.null_threshold = getattr(self.config, "null_threshold", 0.0 if self.qa.version_2 else None)
         self._tagger = None
 
     def predict(self, rows: list[dict]) -> list[dict]:

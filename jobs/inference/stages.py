@@ -39,7 +39,7 @@ def read_rows(item: dict, kind: str, columns, shard_rows: int, skip: set, output
             yield {"row": rows[i], "shard": shard, "position": first + i, "file": path}
 
 
-ENCODERS: dict[str, object] = {}  # per worker process: model digest -> its Encoder
+ENCODERS: dict[tuple, object] = {}  # per worker process: (model digest, QA settings) -> its Encoder
 
 
 def load(model: dict, make, weights: bool = True):
@@ -59,7 +59,7 @@ def load(model: dict, make, weights: bool = True):
 def tokenize(batch, model: dict, qa):
     from jobs.inference.predictor import Encoder
 
-    key = model["digest"]
+    key = (model["digest"], repr(qa))  # a second job of one driver with other windows: another Encoder
     if key not in ENCODERS:
         ENCODERS[key] = load(model, lambda folder: Encoder(folder, qa), weights=False)
     rows = [json.loads(r) for r in batch["row"]]

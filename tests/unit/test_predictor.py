@@ -192,6 +192,11 @@ def test_question_answering_windows_a_long_context_and_respects_the_null_thresho
     assert p["answer"] == context[p["answer_start"]:p["answer_start"] + len(p["answer"])] and p["answer"]
     predictor.null_threshold = p["score"] - p["null_score"] - 1.0 if p["null_score"] > p["score"] else -1e9
     assert predictor.predict(rows)[0]["answer"] == ""  # a threshold under null - span: no answer
+    # a v2 task's model without a null_threshold in its config (another tool's): threshold 0, as the scorer judges
+    qa = QASettings.from_task({"max_seq_len": 64, "doc_stride": 16, "max_query_length": 16, "version_2": True})
+    v2 = Predictor(folder, qa=qa)
+    assert qa.version_2 is True and v2.null_threshold == 0.0 and predictor.qa.version_2 is False
+    assert (v2.predict(rows)[0]["answer"] == "") == (p["null_score"] > p["score"])
 
 
 def test_a_model_of_fewer_positions_shrinks_its_own_windows_not_the_callers_settings(tmp_path):
@@ -203,6 +208,22 @@ def test_a_model_of_fewer_positions_shrinks_its_own_windows_not_the_callers_sett
     predictor = Predictor(tiny(tmp_path, "BertForQuestionAnswering"), qa=settings)
     assert (predictor.qa.max_seq_len, predictor.qa.doc_stride, predictor.qa.max_query_length) == (64, 16, 16)
     assert settings == QASettings()
+
+
+def test_a_tokenizing_process_windows_each_job_with_its_own_settings(tmp_path, monkeypatch):
+    """Ray reuses a driver's worker processes for every job it runs: a second prediction of the same model with other
+    QA windows tokenizes with those, not with the first job's cached Encoder (jobs/inference/stages.py)."""
+    from jobs.inference import stages
+    from jobs.inference.predictor import Encoder, QASettings
+
+    folder = tiny(tmp_path, "BertForQuestionAnswering")
+    monkeypatch.setattr(stages, "load", lambda model, make, weights=True: make(folder))  # what the object store ships
+    monkeypatch.setattr(stages, "ENCODERS", {})
+    row = {"id": "q", "question": "where", "context": "word " * 200}
+    for qa in (QASettings(max_seq_len=64, doc_stride=16, max_query_length=16),
+               QASettings(max_seq_len=32, doc_stride=4, max_query_length=8)):
+        batch = stages.tokenize({"row": np.asarray([json.dumps(row)], dtype=object)}, {"digest": "same"}, qa)
+        assert json.loads(batch["enc"][0]) == json.loads(json.dumps(Encoder(folder, qa).encode([row])[0]))
 
 
 def test_question_answering_rows_sharing_an_id_are_answered_each_from_its_own_context(tmp_path):
