@@ -434,7 +434,9 @@ def summary(r: PredictResult, dashboard: str = "") -> str:
     lines = ["=" * 72, f"predicted {r.rows:,} rows with {m.uri}" + (f" ({m.name} v{m.version})" if m.version else ""),
              f"  output      {r.output} ({len(list((r.output / shards.SHARDS).glob('*')))} shards; "
              f"{r.skipped_shards} complete before this run)",
-             f"  rejected    {rejected}", f"  truncated   {r.truncated} rows over the model's length limit",
+             f"  rejected    {rejected}", f"  truncated   {r.truncated} rows " + (
+                 "whose question was cut to max_query_length (long contexts are windowed)"
+                 if m.kind == "question-answering" else "over the model's length limit"),
              f"  time        {_duration(r.seconds)} ({r.rows / max(r.seconds, 1e-9):,.0f} rows/s overall)",
              f"  MLflow run  {r.run_id}"]
     if dashboard:
