@@ -199,15 +199,15 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
 
 def _same_data(cfg: PromoteConfig, candidate, champion, task, split: str, rows: list[dict], labels) -> None:
     """Refuse to judge on rows other than those the candidate and the champion were registered with (each version's
-    data.<split>.sha256), unless new evaluation rows are named (task.dev_file): the task's files edited since, or a
-    task.* override of the carve (task.selection_max_rows=...), would give a dev split of other rows, which may hold
-    rows either model trained on (the champion's, when the files changed between the two registrations: its score
-    inflated); and refuse labels other than the model's (a harvested corpus that changed under pkgdocs), which would
-    score both heads against gold labels of other indices."""
+    data.<split>.sha256), unless new evaluation rows are named (task.dev_file, a GLUE task.data_dir): the task's
+    files edited since, or a task.* override of the carve (task.selection_max_rows=...), would give a dev split of
+    other rows, which may hold rows either model trained on (the champion's, when the files changed between the two
+    registrations: its score inflated); and refuse labels other than the model's (a harvested corpus that changed
+    under pkgdocs), which would score both heads against gold labels of other indices."""
     if task.labels and labels and [str(x) for x in labels] != [str(x) for x in task.labels]:
         raise ValueError(f"the task's data gives labels {list(labels)[:10]}; v{candidate.version} was trained with "
                          f"{list(task.labels)[:10]}: its head's indices would be scored against other labels")
-    if "dev_file" in cfg.task:
+    if "dev_file" in cfg.task or "data_dir" in cfg.task:
         return
     digest = split_digest(rows)
     for version, role in ((candidate, ""), (champion, " (champion)")):
@@ -279,9 +279,14 @@ def judged_task(registered: dict, overrides: dict):
     """The task a model is judged with: its registered task config with promote's `task.*` overrides, a nested one
     (task.columns.text=...) changing that key alone: merged one level deep, it replaced the whole columns mapping
     with defaults (the label column, separator and encoding the model was trained with gone)."""
+    from jobs.config.finetune import unread_file
     from jobs.loops import ft_tasks
 
-    return ft_tasks.task_config(deep_merge(registered, overrides))
+    task = ft_tasks.task_config(deep_merge(registered, overrides))
+    if unread_file(task):  # judged on other rows than the ones named, the same-rows check off
+        raise ValueError(unread_file(task) + (": name other evaluation rows with task.data_dir (a GLUE folder)"
+                                              if task.name != "pkgdocs" else ""))
+    return task
 
 
 MODEL_SETTINGS = ("max_seq_len", "multi_label_threshold", "doc_stride", "max_query_length", "n_best",

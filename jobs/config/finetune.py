@@ -35,6 +35,18 @@ IOB_SCHEMES = ("IOB1", "IOB2")  # CoNLL-2003's Reuters release is IOB1; the HF h
 MLFLOW_SCHEMES = ("models:/", "runs:/")
 
 
+def unread_file(k: "TaskConfig") -> str:
+    """Why a file the task names is not read ("" when every one is): GLUE's splits are its folder's, pkgdocs' its
+    corpus's, a benchmark's select is carved from train."""
+    ignored = [n for n in ("train_file", "dev_file", "select_file") if getattr(k, n) and k.name != "files"
+               and (n == "select_file" or k.name in GLUE_TASKS or k.name == "pkgdocs")]
+    if not ignored:
+        return ""
+    where = ("its splits are task.data_dir's files" if k.name in GLUE_TASKS else "its splits come from "
+             "task.corpus_dir" if k.name == "pkgdocs" else "select is carved from task.train_file")
+    return f"task.{ignored[0]} is not read for task {k.name!r} ({where}); got {getattr(k, ignored[0])!r}"
+
+
 @dataclass
 class TaskConfig:
     name: str = "pkgdocs"  # files (your own data) | pkgdocs | squad | conll | one of the nine GLUE tasks (cola, ...)
@@ -211,6 +223,8 @@ class FinetuneConfig:
             raise ConfigError(f"task.labels must be distinct, got {k.labels}")
         if k.name in GLUE_TASKS and not (k.data_dir and Path(k.data_dir).is_dir()):
             raise ConfigError(f"task.data_dir must be a GLUE folder for task {k.name!r}, got {k.data_dir!r}")
+        if unread_file(k):  # else ignored: trained or judged on other rows than the ones named
+            raise ConfigError(unread_file(k))
         if k.name in ("squad", "conll"):
             for name in ("train_file", "dev_file"):
                 if not Path(getattr(k, name)).is_file():

@@ -60,6 +60,13 @@ def conll_file(tmp_path):
     (["train.patience=-1"], "train.patience must be >= 0, got -1"),
     (["scaling.placement_strategy=ANYWHERE"], "scaling.placement_strategy must be one of PACK, SPREAD"),
     (["task.metric=macro_f1"], "task.metric must be '' for task 'pkgdocs'"),  # it chose nothing: accuracy did
+    # files a task does not read: trained or judged on other rows than the ones named
+    (["task.dev_file=/d/heldout.tsv"], "task.dev_file is not read for task 'pkgdocs' .its splits come from "
+                                       "task.corpus_dir"),
+    (["task.name=sst2", f"task.data_dir={PRESETS}", "task.train_file=/t.tsv"],
+     "task.train_file is not read for task 'sst2' .its splits are task.data_dir's files"),
+    (["task.name=squad", f"task.train_file={PRESETS}/squad-v1.yaml", f"task.dev_file={PRESETS}/squad-v1.yaml",
+      "task.select_file=/s.json"], "task.select_file is not read for task 'squad' .select is carved from"),
 ])
 def test_bad_configs_fail_before_ray(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -292,8 +291,8 @@ def test_the_champion_is_scored_with_its_own_sequence_length(models, tmp_path):
 def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_rows_are_named(models, tmp_path):
     """The candidate's version records the sha256 of the rows it was evaluated on (data.dev.sha256). Rows that differ
     (the files edited since, or a task.* override that carves dev otherwise and may hand it rows the models trained
-    on) are refused, naming both digests; new evaluation rows named on purpose (task.dev_file) are judged. A task
-    whose data gives other labels than the model's (their order: the head's indices) is refused. So is a champion
+    on) are refused, naming both digests; new evaluation rows named on purpose (a GLUE task.data_dir) are judged. A
+    task whose data gives other labels than the model's (their order: the head's indices) is refused. So is a champion
     registered on other rows than these (the files changed between the two registrations), or of another kind."""
     from jobs.loops import ft_tasks
     from pipelines.tasks.roles import split_digest
@@ -305,8 +304,7 @@ def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_ro
     with pytest.raises(ValueError, match=rf"the 300 dev rows are not those v1 was evaluated on when it was registered "
                                          rf"\(sha256 {digest[:12]} now, 000000000000 then\)"):
         judge(uri, tmp_path / "art")
-    dev = Path(task.data_dir) / "dev.tsv"
-    assert judge(uri, tmp_path / "art", task={"dev_file": str(dev)}).decision == "promoted"
+    assert judge(uri, tmp_path / "art", task={"data_dir": task.data_dir}).decision == "promoted"  # named: judged
     register(uri, task, dirs["weak"], **{"data.dev.sha256": digest})  # v2: these rows, but the champion's differ
     with pytest.raises(ValueError, match=rf"not those v1 \(champion\) was evaluated on when it was registered "
                                          rf"\(sha256 {digest[:12]} now, 000000000000 then\)"):
@@ -454,3 +452,13 @@ def test_a_nested_task_override_changes_that_key_alone():
     task = promote.judged_task(registered, {"dev_file": "/d/heldout.csv", "columns": {"text": "content"}})
     assert (task.dev_file, task.columns.text, task.columns.label, task.columns.label_separator,
             task.columns.encoding) == ("/d/heldout.csv", "content", "topics", "|", "cp1252")
+
+
+@pytest.mark.parametrize("registered", [{"name": "sst2", "data_dir": "/glue/SST-2"},
+                                        {"name": "pkgdocs", "corpus_dir": "/c"}])
+def test_held_out_rows_named_where_the_task_reads_none_are_refused(registered):
+    """GLUE reads task.data_dir's dev split and pkgdocs its corpus: a task.dev_file was ignored (judged on the
+    official dev) and switched off the check that the rows are the registered ones."""
+    with pytest.raises(ValueError, match=f"task.dev_file is not read for task '{registered['name']}'"):
+        promote.judged_task(registered, {"dev_file": "/d/heldout.tsv"})
+    assert promote.judged_task(registered, {}).name == registered["name"]
