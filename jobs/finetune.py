@@ -151,7 +151,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
 def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) -> dict[str, float]:
     """The chosen model (in `export_dir`) on the evaluation split(s), once. SQuAD v2's null threshold chosen on
     select goes into the model's config.json first: the evaluation, the registry's copy and serving all use it."""
-    from jobs.loops import ft_tasks
+    from jobs.loops import collapse, ft_tasks
     from jobs.registry import scorer
     from jobs.runtime.files import write_atomic
 
@@ -165,13 +165,10 @@ def judge_chosen(export_dir: Path, task, chosen: dict, rows, batch_size: int) ->
     print(f"[evaluate] the chosen model on {', '.join(f'{len(r):,} {s}' for s, r in rows.evaluation.items())} rows "
           f"(no choice saw them): {main} {evaluation[main]:.4f}", flush=True)
     split = ft_tasks.eval_splits(task)[0]
-    majority = ft_tasks.majority_baseline(task, rows.evaluation[split], split)
-    # a constant prediction scores 0 F1 / no correlation (a regression by kind, or GLUE's STS-B: one output)
-    constant = task.kind == "multi-label" or ft_tasks.num_labels(task) == 1
-    if evaluation[main] <= (0.0 if constant else majority) + 1e-9:  # collapsed: say so before anyone promotes it
-        what = "a constant prediction (0)" if constant else f"predicting the majority class ({majority:.4f})"
-        print(f"[evaluate] warning: {main} {evaluation[main]:.4f} is no better than {what}: more steps, another "
-              f"learning rate or more data", flush=True)
+    majority = collapse.majority_baseline(task, rows.evaluation[split], split)
+    if evaluation[main] <= majority + 1e-9:  # collapsed: say so before anyone promotes it
+        print(f"[evaluate] warning: {main} {evaluation[main]:.4f} is no better than {collapse.collapsed_as(task)} "
+              f"({majority:.4f}): more steps, another learning rate or more data", flush=True)
     return evaluation
 
 

@@ -165,7 +165,7 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
                      out_dir: Path, in_order) -> SweepResult:
     """The search (table, plot, best configuration on the parent run), then the seed re-run of the best.
     `in_order(seed)`: the train features in that seed's order (seed_features)."""
-    from jobs.loops import ft_tasks
+    from jobs.loops import collapse, ft_tasks
 
     metric = ft_tasks.main_metric(base.task)
     grids = math.prod(len(s["values"]) for s in cfg.search_space.values() if s["type"] == "grid")
@@ -194,7 +194,7 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
                          best_schedule=schedule, data=rows.summary(),
                          mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
     if cfg.seeds.count:
-        majority = ft_tasks.majority_baseline(base.task, rows.select)
+        majority = collapse.majority_baseline(base.task, rows.select)
         seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows, in_order)
     client.set_terminated(parent_id, "FINISHED")
     return result
@@ -314,8 +314,9 @@ def plot(grid, metric: str, path: Path) -> None:
 def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result: SweepResult, client,
               out_dir: Path, rows, in_order) -> None:
     """The best configuration over `seeds.count` seeds; degenerate runs (one predicted class, or no better than
-    the majority class) are reported and replaced by new seeds, at most `seeds.max_reseeds` times. Each seed's run
-    trains on the features in its own seed's order (`in_order`), as jobs/finetune.py with that train.seed would."""
+    a collapsed model: the majority class, a constant score, no entity or answer) are reported and replaced by new
+    seeds, at most `seeds.max_reseeds` times. Each seed's run trains on the features in its own seed's order
+    (`in_order`), as jobs/finetune.py with that train.seed would."""
     from ray import tune
 
     from jobs.loops import ft_tasks
@@ -405,8 +406,8 @@ def orders(seeds, base_seed: int, in_order) -> dict:
 
 def _degenerate(r, majority: float) -> tuple[str, float]:
     """Why a seed run must not set the median ("" if it may): it failed, or at its best evaluation it
-    predicted a single class or scored no better than `majority`, the majority-class baseline's score
-    on the same metric (see jobs.loops.ft_tasks.majority_baseline)."""
+    predicted a single class or scored no better than `majority`, what a collapsed model scores on the
+    same metric (the majority class, a constant score, no entity, no answer: jobs.loops.collapse)."""
     from jobs.workers.sweep_trial import by_step
 
     if r.error or r.checkpoint is None:
@@ -417,7 +418,7 @@ def _degenerate(r, majority: float) -> tuple[str, float]:
     if int(at_best["pred_classes"]) == 1:
         return f"collapsed: 1 predicted class(es), {score:.4f} vs the majority class's {majority:.4f}", score
     if score <= majority + 1e-9:
-        return f"no better than the majority class: {score:.4f} vs its {majority:.4f}", score
+        return f"no better than a collapsed model: {score:.4f} vs its {majority:.4f}", score
     return "", score
 
 

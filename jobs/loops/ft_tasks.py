@@ -296,21 +296,6 @@ def rows_line(task: TaskConfig, rows: TaskRows) -> str:
             + (f"; cut to {task.max_seq_len} word pieces: {rows.truncated}" if rows.truncated else ""))
 
 
-def majority_baseline(task: TaskConfig, rows: list[dict], split: str = SELECT) -> float:
-    """What a collapsed model scores on the task's main metric: `rows` of `split` scored as if every row were
-    predicted as its majority class (the share for accuracy, 0 for MCC; -inf where no class exists)."""
-    import warnings
-
-    if task.kind != "classification" or num_labels(task) == 1 or not rows:
-        return -np.inf
-    labels = np.asarray([int(r["label"]) for r in rows])
-    logits = np.eye(num_labels(task))[np.full(len(rows), np.bincount(labels).argmax())]
-    with warnings.catch_warnings():  # sklearn warns that MCC of a constant prediction is 0, which it is
-        warnings.simplefilter("ignore")
-        metrics = dev_metrics(task, split, rows, {"logits": logits, "labels": labels})
-    return metrics[f"{split}/{metric_name(task)}"]
-
-
 # -- features (Ray Data tasks) -------------------------------------------------------------------
 
 def evaluation_task(task: dict) -> dict:

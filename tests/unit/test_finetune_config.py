@@ -133,7 +133,7 @@ def test_a_collapsed_regression_is_warned_about_stsb_too(tmp_path, monkeypatch, 
     monkeypatch.setattr("jobs.registry.scorer.evaluate_model", lambda *a: {metric: score})
     rows = SimpleNamespace(evaluation={"dev": [{"text_a": "a", "text_b": "b", "label": 1.0}] * 3})
     judge_chosen(tmp_path, task, {}, rows, 8)
-    assert ("is no better than a constant prediction (0)" in capsys.readouterr().out) == warned
+    assert ("is no better than a constant score (0.0000)" in capsys.readouterr().out) == warned
 
 
 def test_a_section_given_in_part_keeps_the_jobs_own_defaults(tmp_path):

@@ -155,16 +155,28 @@ def test_a_seed_runs_score_is_not_a_report_its_restart_replaced():
     ("pkgdocs", [0, 0, 0, 1, 2, 3, 1, 0], 0.5),  # accuracy: the majority share
     ("cola", [1] * 69 + [0] * 31, 0.0),  # MCC of a constant prediction is 0, not the 0.69 share
     ("mrpc", [1] * 68 + [0] * 32, (0.68 + 2 * 0.68 / 1.68) / 2),  # mean of accuracy and positive-class F1
-    ("stsb", [1.0, 2.5, 4.0], float("-inf")),  # regression: no class to collapse to
+    ("stsb", [1.0, 2.5, 4.0], 0.0),  # regression: a constant score correlates 0
+    ("conll", ["B-PER", "O"], 0.0),  # no entity predicted: F1 0 (a collapsed tagger was a good seed)
+    ("files:multi-label", [[0], [1, 2]], 0.0),  # no label predicted: micro-F1 0
+    ("files:multi-label:exact_match", [[0], []], float("-inf")),  # no fixed score: the rows' share without labels
+    ("squad", [True, False, True, True], 75.0),  # SQuAD v2: "no answer" everywhere scores the unanswerable share
 ])
 def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, baseline):
     from jobs.config.finetune import TaskConfig
-    from jobs.loops.ft_tasks import majority_baseline
+    from jobs.loops.collapse import majority_baseline
     from jobs.sweep import _degenerate
 
-    names = {"pkgdocs": ["a", "b", "c", "d"], "cola": ["0", "1"], "mrpc": ["0", "1"], "stsb": []}[task]
+    names = {"pkgdocs": ["a", "b", "c", "d"], "cola": ["0", "1"], "mrpc": ["0", "1"]}.get(task, ["x", "y", "z"])
     rows = [{"label": y, "row_index": i} for i, y in enumerate(labels)]
-    got = majority_baseline(TaskConfig(name=task, labels=names), rows)
+    name, kind, metric = (task.split(":") + ["", ""])[:3]
+    config = TaskConfig(name=name, labels=[] if name in ("stsb", "squad") else names, kind=kind or TaskConfig.kind,
+                        metric=metric, version_2=name == "squad")
+    if name == "squad":
+        config.kind = "question-answering"
+        rows = [{"id": str(i), "is_impossible": none, "answers": {"text": [] if none else ["Paris"],
+                                                                  "answer_start": [] if none else [0]}}
+                for i, none in enumerate(labels)]
+    got = majority_baseline(config, rows)
     assert got == pytest.approx(baseline)
     if task == "cola":  # a healthy CoLA run (MCC 0.5, both classes predicted) is not re-seeded
         assert _degenerate(_seed_result([0.3, 0.5], [2, 2]), majority=got)[0] == ""
