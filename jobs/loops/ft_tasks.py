@@ -184,7 +184,8 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     streamed = stream_rows(task.train_file, task.format, kind, task.columns, fraction=task.selection_fraction,
                            max_rows=task.selection_max_rows, labels=tuple(task.labels), dev=given.get("dev"),
                            select=given.get(SELECT), max_train=task.max_train_examples, tokenizer=tokenizer,
-                           max_seq_len=task.max_seq_len, version_2=task.version_2)
+                           max_seq_len=task.max_seq_len, version_2=task.version_2,
+                           max_query_length=task.max_query_length)
     for name, counts in streamed.rejected.items():
         rejected.setdefault(name, collections.Counter()).update(counts)
     for reason, (path, where, excerpt) in streamed.samples.items():  # as _read_files says it for dev and select
@@ -288,12 +289,14 @@ def split_tags(rows: TaskRows) -> dict[str, str]:
 def rows_line(task: TaskConfig, rows: TaskRows) -> str:
     """One console line: each split's size and the leaks removed."""
     dropped = {k: v for k, v in rows.dropped.items() if v}
+    cut = (f"questions cut to {task.max_query_length}" if task.kind == "question-answering"
+           else f"cut to {task.max_seq_len}")
     return (f"[data] {task.name}: {len(rows.train):,} train, {len(rows.select):,} {SELECT} (chooses), "
             + ", ".join(f"{len(r):,} {s}" for s, r in rows.evaluation.items()) + " (evaluates)"
             + (f"; {len(rows.labels)} labels {list(rows.labels)}" if rows.labels and task.kind != "regression" else "")
             + (f"; removed as leaks: {dropped}" if dropped else "")
             + (f"; rejected: {rows.rejected}" if rows.rejected else "")
-            + (f"; cut to {task.max_seq_len} word pieces: {rows.truncated}" if rows.truncated else ""))
+            + (f"; {cut} word pieces: {rows.truncated}" if rows.truncated else ""))
 
 
 # -- features (Ray Data tasks) -------------------------------------------------------------------
@@ -392,9 +395,10 @@ def note_truncated(task: TaskConfig, rows: TaskRows, tokenizer_dir) -> None:
 
 def count_truncated(task: TaskConfig, rows: list[dict], tokenizer) -> int:
     """Rows longer than task.max_seq_len word pieces, which the features cut to fit (QA: long contexts are spread
-    over windows instead, nothing is cut)."""
+    over windows instead; questions over task.max_query_length pieces are cut)."""
     tok = load_tokenizer(tokenizer)
-    return sum(count_too_long(rows[i:i + 2048], task.kind, tok, task.max_seq_len) for i in range(0, len(rows), 2048))
+    return sum(count_too_long(rows[i:i + 2048], task.kind, tok, task.max_seq_len, task.max_query_length)
+               for i in range(0, len(rows), 2048))
 
 
 # -- metrics (select: rank 0; evaluation: jobs/registry/scorer.py) ------------------------------------------------------------------------

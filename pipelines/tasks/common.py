@@ -112,12 +112,15 @@ def require_wordpiece(folder: str | os.PathLike) -> str:
     return folder
 
 
-def count_too_long(rows: list[dict], kind: str, tokenizer, max_seq_len: int) -> int:
+def count_too_long(rows: list[dict], kind: str, tokenizer, max_seq_len: int, max_query_length: int = 64) -> int:
     """Rows longer than `max_seq_len` word pieces with their special tokens, which the features cut to fit: sentences
     (and pairs) of `text_a`/`text_b`, or a token-classification row's `tokens`. Extractive QA spreads a long context
-    over windows instead, so nothing is cut: 0."""
-    if kind == "question-answering" or not rows:
+    over windows instead: its rows whose question is over `max_query_length` pieces, which the features cut."""
+    if not rows:
         return 0
+    if kind == "question-answering":  # as squad._encode cuts them
+        enc = tokenizer([str(r["question"]).lstrip() for r in rows], add_special_tokens=False, verbose=False)
+        return sum(len(ids) > max_query_length for ids in enc["input_ids"])
     if kind == "token-classification":
         enc = tokenizer([list(r["tokens"]) for r in rows], is_split_into_words=True, verbose=False)
     else:  # Arrow hands back numpy strings, and NaN or None for a missing pair

@@ -224,6 +224,8 @@ def squad_train_features(examples, tokenizer, max_seq_len: int = 384, doc_stride
         text, start_char = _trimmed(ex["answers"]["text"][0], ex["answers"]["answer_start"][0])
         end_char = start_char + len(text)
         seq = enc.sequence_ids(i)
+        if 1 not in seq:  # a context of no pieces (U+FFFD, zero-width and control characters only): target [CLS]
+            continue
         first, last = seq.index(1), len(seq) - 1 - seq[::-1].index(1)
         if offsets[first][0] > start_char or offsets[last][1] < end_char:
             continue  # the answer is not wholly inside this window: target [CLS]

@@ -221,21 +221,22 @@ def _roles(batch, kind: str, mode: str, dev_groups: set, select_groups: set, lab
             "leaks": [leaks]}
 
 
-def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: int) -> dict:
+def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: int, max_query_length: int) -> dict:
     """Pass 5: rows, the digest's sum of row hashes, rejects and leaks, select keys found here, rows too long."""
     rows = [json.loads(r) for r in batch["row"]]
     total = sum(int.from_bytes(hashlib.sha256(json.dumps(r, sort_keys=True, ensure_ascii=False).encode()).digest(),
                                "big") for r in rows)
     in_select = sorted(set().union(*(leak_keys(r, kind) for r in rows)) & select_keys) if select_keys else []
     return {"n": [len(rows)], "hash_sum": [str(total)], "in_select": [json.dumps(in_select)],
-            "truncated": [count_too_long(rows, kind, tokenizer, max_seq_len) if tokenizer else 0]}
+            "truncated": [count_too_long(rows, kind, tokenizer, max_seq_len, max_query_length) if tokenizer else 0]}
 
 
 # -- the whole -----------------------------------------------------------------------------------------------
 
 def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: float, max_rows: int,
                 labels: tuple = (), dev: list[dict] | None = None, select: list[dict] | None = None,
-                max_train: int = 0, tokenizer=None, max_seq_len: int = 128, version_2: bool = True) -> StreamedRows:
+                max_train: int = 0, tokenizer=None, max_seq_len: int = 128, version_2: bool = True,
+                max_query_length: int = 64) -> StreamedRows:
     """The training files `spec` through Ray Data (see the module docstring). `dev` / `select`: rows the caller
     read from their own files (None: carved here). `labels`: fixed by the user, else taken from train.
     `version_2`: read_file's (QA: false rejects questions without an answer)."""
@@ -328,7 +329,8 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     train = train.materialize()
     select_keys = set().union(*(leak_keys(r, kind) for r in select)) if select else set()
     stats = train.map_batches(_train_survey, batch_size=None, batch_format="numpy", fn_kwargs=dict(
-        kind=kind, select_keys=select_keys, tokenizer=tokenizer, max_seq_len=max_seq_len)).take_all()
+        kind=kind, select_keys=select_keys, tokenizer=tokenizer, max_seq_len=max_seq_len,
+        max_query_length=max_query_length)).take_all()
     n_train = sum(rec["n"] for rec in stats)
     if not n_train:
         left_out = dict(rejected["train"]) or "none rejected"

@@ -167,6 +167,28 @@ def test_train_targets_point_at_the_answer_or_cls(tmp_path, tok):
         assert f["start_positions"][f["example_index"] == j].max() > 0
 
 
+def test_a_context_of_no_pieces_trains_its_question_as_no_answer(tok):
+    """A context the normalizer empties (zero-width and replacement characters) has no piece in its window: the
+    whole featurizing task (and the job) failed on seq.index(1)."""
+    blank = {"id": "z", "question": "what?", "context": "\u200b\u200d\ufffd",
+             "answers": {"text": ["\u200b"], "answer_start": [0]}}
+    good = {"id": "g", "question": "who?", "context": "Marie Curie worked in Paris.",
+            "answers": {"text": ["Marie Curie"], "answer_start": [0]}}
+    f = squad_train_features([blank, good], tok, max_seq_len=32, doc_stride=4, max_query_length=8)
+    assert f["start_positions"].tolist()[0] == f["end_positions"].tolist()[0] == 0  # [CLS]
+    assert tok.decode(f["input_ids"][1][f["start_positions"][1]:f["end_positions"][1] + 1]) == "marie curie"
+
+
+def test_questions_the_features_cut_are_counted():
+    """Long contexts are windowed, but a question over max_query_length pieces is cut: counted as the features cut
+    it (data.truncated.<split>), as prediction counts it."""
+    from jobs.config.finetune import TaskConfig
+    from jobs.loops.ft_tasks import count_truncated
+
+    rows = [{"question": "  " + "word " * n, "context": "short"} for n in (100, 64, 65, 3)]
+    assert count_truncated(TaskConfig(name="squad", max_query_length=64), rows, MINILM) == 2
+
+
 def test_question_is_cut_to_max_query_length(tok):
     question = "why " + " ".join(["unbelievably"] * 30) + " anyway?"
     ex = {"id": "q", "question": question, "context": CONTEXT, "answers": {"text": [], "answer_start": []}}
