@@ -179,7 +179,9 @@ def load_glue(task: str, data_dir: str | os.PathLike, split: str) -> TaskSplit:
 def glue_features(rows, tokenizer, max_seq_len: int) -> dict[str, np.ndarray]:
     """input_ids, token_type_ids, attention_mask (N, max_seq_len) int64 and labels (N,).
 
-    `rows` is a list of row dicts or a column mapping of "text_a", "text_b", "label". Pairs are truncated longest-first, as original BERT does.
+    `rows` is a list of row dicts or a column mapping of "text_a", "text_b", "label". Pairs are truncated
+    longest-first as transformers does (the served pipeline's way); original BERT's _truncate_seq_pair cuts the
+    second text first where the two tie, so an odd cut can differ by one piece per side.
     labels are int64 class indices (-1 unlabeled) or float32 scores (NaN unlabeled).
     """
     tok = load_tokenizer(tokenizer)
