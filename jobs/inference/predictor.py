@@ -14,6 +14,7 @@ Each kind's prediction (the output columns, besides `id` and `file`):
   regression            value
   token-classification  entities (JSON list of {entity_group, score, word, start, end}, offsets into the
                         text), as the pipeline with aggregation "first" and windows overlapping by a quarter
+                        (but for the tail of a word a window opens inside: not tagged alone)
   question-answering    answer, answer_start (-1: none), score (start + end logit), null_score; an
                         answer is "" when the null score beats the span by more than the model's
                         null_threshold (SQuAD v2 models; chosen during fine-tuning; 0 for a v2 task's
@@ -155,6 +156,10 @@ def _wordpiece_tagger(pipeline_class):
                 piece = int(input_ids[e["index"]])
                 e["is_subword"] = piece != self.tokenizer.unk_token_id and \
                     self.tokenizer.convert_ids_to_tokens(piece).startswith(prefix)
+            # a window that starts inside a word (windows overlap by pieces, not words): its first pieces are the
+            # tail of a word the window before holds whole, and read alone they became an entity "##rie"
+            while pre and pre[0]["is_subword"]:
+                pre.pop(0)
             return pre
 
     return WordPieceTagger

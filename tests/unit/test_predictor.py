@@ -174,6 +174,25 @@ def test_token_classification_equals_the_served_pipeline_long_inputs_windowed(tm
     assert max(e["end"] for e in ours[3]) > len(" ".join(TEXTS[3].split()[:40]))
 
 
+def test_a_window_that_starts_inside_a_word_tags_no_fragment_of_it(tmp_path):
+    """Windows overlap by pieces: one starts at "##rie" of "Curie", and the pipeline read that tail alone as a word
+    and tagged it (an entity "##rie" at mid-word offsets). The window before holds the word whole."""
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS),
+                  id2label=dict(enumerate(TAGS)), label2id={v: i for i, v in enumerate(TAGS)})
+    pipe, kwargs = served(folder, "token-classification")
+    text = " ".join(["Marie Curie worked in Paris"] * 40)
+    predictor = Predictor(folder)
+    starts = [predictor.tokenizer.convert_ids_to_tokens(w["input_ids"][1]) for w in
+              predictor.encode([{"id": "a", "text": text}])[0]["windows"]]
+    assert any(s.startswith("##") for s in starts)  # the case: a window opens mid-word
+    ours = [(e["entity_group"], e["word"], e["start"], e["end"])
+            for e in json.loads(predictor.predict([{"id": "a", "text": text}])[0]["entities"])]
+    theirs = [(e["entity_group"], e["word"], e["start"], e["end"]) for e in pipe(text, **kwargs)]
+    fragments = [e for e in theirs if e[1].startswith("##")]
+    assert fragments and ours == [e for e in theirs if e not in fragments]
+    assert all(e[2] == 0 or text[e[2] - 1] == " " for e in ours)  # every entity starts a word
+
+
 def test_question_answering_windows_a_long_context_and_respects_the_null_threshold(tmp_path):
     folder = tiny(tmp_path, "BertForQuestionAnswering")
     context = " ".join(["the river flows past Paris and London"] * 12)
