@@ -327,12 +327,16 @@ def run(presets, seq_lens, tokens, runners, blocks, block, warmup, peak_tflops, 
     return rows
 
 
+BASELINES = ("hf", "hf-compiled")  # each one run gets its ratio column: ours (the first runner) over it
+
+
 def header(runners: list[str]) -> str:
     cols = "".join(f"{r + ' tok/s':>22}" for r in runners)
     mfus = "".join(f"{r + ' MFU':>18}" for r in runners)
     mfus_emb = "".join(f"{r + ' MFU w/ emb':>24}" for r in runners)
     hfus = "".join(f"{r + ' HFU':>18}" for r in runners)
-    return f"{'preset':<8}{'seq':>5}{'batch':>6}{cols}{mfus}{mfus_emb}{hfus}{'ratio ' + runners[0] + '/hf':>28}"
+    ratios = "".join(f"{'ratio ' + runners[0] + '/' + b:>28}" for b in BASELINES if b in runners)
+    return f"{'preset':<8}{'seq':>5}{'batch':>6}{cols}{mfus}{mfus_emb}{hfus}{ratios}"
 
 
 def format_row(r: Row, runners: list[str]) -> str:
@@ -340,8 +344,9 @@ def format_row(r: Row, runners: list[str]) -> str:
     mfus = "".join(f"{r.mfu[n]:>18.1%}" if n in r.mfu else f"{'-':>18}" for n in runners)
     mfus_emb = "".join(f"{r.mfu_emb[n]:>24.1%}" if n in r.mfu_emb else f"{'-':>24}" for n in runners)
     hfus = "".join(f"{r.hfu[n]:>18.1%}" if n in r.hfu else f"{'-':>18}" for n in runners)
-    ratio = f"{r.tps[runners[0]] / r.tps['hf']:>27.2f}x" if "hf" in r.tps else ""
-    return f"{r.preset:<8}{r.seq_len:>5}{r.batch_size:>6}{cols}{mfus}{mfus_emb}{hfus}{ratio}"
+    # against each baseline run: eager transformers, and compiled (like for like with ours-compiled)
+    ratios = "".join(f"{r.tps[runners[0]] / r.tps[b]:>27.2f}x" for b in BASELINES if b in runners)
+    return f"{r.preset:<8}{r.seq_len:>5}{r.batch_size:>6}{cols}{mfus}{mfus_emb}{hfus}{ratios}"
 
 
 def main(argv=None):
@@ -354,7 +359,7 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=65536 if cuda else 1024,
                    help="padded tokens per batch (batch size = tokens / seq_len)")
     p.add_argument("--batch-size", type=int, default=None, help="fixed batch size (overrides --tokens)")
-    p.add_argument("--runners", default="ours-compiled,hf" if cuda else "ours,hf",
+    p.add_argument("--runners", default="ours-compiled,hf-compiled,hf" if cuda else "ours,hf",
                    help="comma-separated: ours, ours-compiled, ours-sync, ours-padattn, hf, hf-compiled")
     p.add_argument("--blocks", type=int, default=5 if cuda else 4, help="timed blocks per runner")
     p.add_argument("--block", type=int, default=10 if cuda else 1, help="steps per timed block")

@@ -27,7 +27,9 @@ Ray's workers are started at 0 as well (--ray-worker-niceness 15 keeps Ray's def
 
 CPU (default): tiny preset, seq 128, 2 ranks on gloo, fp32, 1 thread per rank.
 GPU (when CUDA is available): base preset, seq 128, NCCL, bf16, one rank per GPU (up to 2), plus
-tokens/s and MFU (FLOPs/token from jobs.loops.metrics.flops_per_token, peak 989 TFLOP/s bf16 for H100/H200).
+tokens/s and MFU (FLOPs/token from jobs.loops.metrics.flops_per_token, the device's dense bf16 peak from
+model_throughput's table: 989 TFLOP/s for H100/H200). A repetition whose two sides end at other losses stops the
+bench: they did not do the same work.
 
     python bench/ray_overhead.py                                  # defaults for the device found
     python bench/ray_overhead.py --preset mini --steps 40 --repeats 5
@@ -66,7 +68,6 @@ from bert_core.tokenizer import SpecialIds, load_tokenizer  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
 from jobs.loops.metrics import flops_per_token  # noqa: E402
 
-PEAK_BF16_FLOPS = 989e12  # H100 / H200 SXM dense bf16
 SYNTHETIC_VOCAB = 8192  # the quickstart tokenizer's size
 SYNTHETIC_SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)  # bert_core.tokenizer.SPECIAL_TOKENS order
 
@@ -377,6 +378,9 @@ def main(argv=None) -> dict:
               f"{r.overhead('total'):>+7.1%} | {cpu} | {p['startup_s']:>5.1f} {y['startup_s']:>5.1f} | "
               f"{r.load1:>5.1f}  {loss}", flush=True)
     ray.shutdown()
+    differ = [i for i, r in enumerate(reps) if r.plain["final_loss"] != r.ray["final_loss"]]
+    if differ:  # the two sides did not do the same work: no overhead figure
+        sys.exit(f"final losses differ in repetitions {differ}: plain and Ray trained differently, no ratio")
     return summarize(args, cfg, seq_len, reps)
 
 
@@ -439,9 +443,12 @@ def summarize(args, cfg: PretrainConfig, seq_len: int, reps: list[Rep]) -> dict:
     tokens = statistics.median(r.plain["tokens_per_step"] for r in reps)
     line = f"tokens/s (real tokens, all ranks): plain {tokens / plain:,.0f}, ray {tokens / ray_:,.0f}"
     if args.gpu:
-        flops = flops_per_token(cfg.model, seq_len)
-        mfu = [tokens / t * flops / (PEAK_BF16_FLOPS * args.workers) for t in (plain, ray_)]
-        line += f"; MFU plain {mfu[0]:.1%}, ray {mfu[1]:.1%} (peak {PEAK_BF16_FLOPS / 1e12:.0f} TFLOP/s per GPU)"
+        from model_throughput import default_peak_tflops  # the bench's table of dense bf16 peaks, by device name
+
+        flops, peak = flops_per_token(cfg.model, seq_len), default_peak_tflops()
+        if peak:
+            mfu = [tokens / t * flops / (peak * 1e12 * args.workers) for t in (plain, ray_)]
+            line += f"; MFU plain {mfu[0]:.1%}, ray {mfu[1]:.1%} (peak {peak:.0f} TFLOP/s per GPU)"
     print(line, flush=True)
     return summary
 
