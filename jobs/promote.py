@@ -281,8 +281,14 @@ def judged_task(registered: dict, overrides: dict):
     with defaults (the label column, separator and encoding the model was trained with gone)."""
     from jobs.config.finetune import unread_file
     from jobs.loops import ft_tasks
+    from jobs.registry.redaction import REDACTED
 
     task = ft_tasks.task_config(deep_merge(registered, overrides))
+    hidden = [f for f in ("train_file", "dev_file", "select_file", "data_dir", "corpus_dir")
+              if REDACTED in str(getattr(task, f)) and f not in overrides]
+    if hidden:  # a URL's credentials never reach the registry: the data is named again
+        raise ValueError(f"task.{hidden[0]} was registered without its credentials ({getattr(task, hidden[0])}): "
+                         f"name it again, task.{hidden[0]}=URL")
     if unread_file(task):  # judged on other rows than the ones named, the same-rows check off
         raise ValueError(unread_file(task) + (": name other evaluation rows with task.data_dir (a GLUE folder)"
                                               if task.name != "pkgdocs" else ""))

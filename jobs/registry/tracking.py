@@ -258,6 +258,10 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     from transformers.pipelines import SUPPORTED_TASKS
 
     mlflow.set_tracking_uri(tracking_uri)
+    # the run's params and tags were redacted as it started; the version's tags (task_config: the data's URLs) and
+    # its model card (lineage: the same URLs) are written here, so redacted alike
+    version_tags = {k: redact(str(v), k) for k, v in (version_tags or {}).items()}
+    description = redact(description)
     info: dict = {"run_id": run_id}
     log_curves(tracking_uri, run_id)
     # the run's own experiment as the active one: MLflow refuses to reopen a run under another (one set earlier

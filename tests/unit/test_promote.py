@@ -462,3 +462,10 @@ def test_held_out_rows_named_where_the_task_reads_none_are_refused(registered):
     with pytest.raises(ValueError, match=f"task.dev_file is not read for task '{registered['name']}'"):
         promote.judged_task(registered, {"dev_file": "/d/heldout.tsv"})
     assert promote.judged_task(registered, {}).name == registered["name"]
+
+
+def test_data_registered_without_its_credentials_is_named_again_not_read_as_a_broken_url():
+    registered = {"name": "files", "kind": "classification", "train_file": "https://***@data.example.com/t.csv"}
+    with pytest.raises(ValueError, match=r"task.train_file was registered without its credentials .*name it again"):
+        promote.judged_task(registered, {})
+    assert promote.judged_task(registered, {"train_file": "https://u:p@data.example.com/t.csv"}).train_file

@@ -1,6 +1,7 @@
 """What jobs/registry/tracking.py writes to real MLflow stores (SQLite; a real `mlflow server` for outages): the resolved
 config, the code version, and metrics logged while the server was down."""
 
+import json
 import os
 import subprocess
 import time
@@ -358,3 +359,28 @@ def test_a_curve_draws_the_last_point_logged_at_each_step():
     logged = [Metric("train/loss", v, t, step) for v, t, step in
               ((4.0, 1, 1), (3.0, 2, 2), (2.5, 3, 3), (2.0, 4, 4), (2.6, 9, 3), (2.1, 10, 4), (1.5, 11, 5))]
     assert tracking.curve(reversed(logged)) == [(1, 4.0), (2, 3.0), (3, 2.6), (4, 2.1), (5, 1.5)]
+
+
+def test_a_versions_tags_and_model_card_keep_no_secret_of_the_datas_urls(tokenizer_dir, tmp_path):
+    """The run's params were redacted as it started, but the version's task_config (train_file as given) and its
+    model card (lineage.task_source) were written raw: anyone reading the registry saw the password."""
+    import torch
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.checkpoint import save_pretrained
+    from bert_core.config import tiny
+    from bert_core.model import BertForPreTraining
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
+    release = save_pretrained(model, tmp_path / "release", tokenizer_dir=tokenizer_dir)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    url = "https://alice:S3CRETPW@data.example.com/train.csv?X-Amz-Signature=abc123"
+    run_id = tracking.start_run(uri, "registry", str(tmp_path / "art"), "pretrain", {"a": 1})
+    info = tracking.finish_run(uri, run_id, {}, str(release), "tiny-bert", "candidate", task=tracking.PRETRAINING,
+                               version_tags={"task_config": json.dumps({"train_file": url})},
+                               description=f"Lineage: lineage.task_source={url}")
+    version = MlflowClient(uri).get_model_version("tiny-bert", info["version"])
+    for secret in ("S3CRETPW", "abc123"):
+        assert secret not in version.tags["task_config"] and secret not in version.description
+    assert json.loads(version.tags["task_config"])["train_file"].startswith("https://***@data.example.com/")
