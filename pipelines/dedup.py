@@ -76,3 +76,18 @@ def _mark_duplicates(batch: pa.Table, duplicates: set[str]) -> pa.Table:
         "reject_reason": pc.if_else(dup, "duplicate", batch.column("reject_reason")),
         "sample": pc.if_else(dup, pc.utf8_slice_codeunits(text, 0, SAMPLE_CHARS), batch.column("sample")),
     })
+
+
+def dropped_rows(uid: np.ndarray, drop: list[int]) -> np.ndarray:
+    """The rows dedup drops: a uid's last rows, as many as `drop` names it. A uid is unique but where two documents
+    share one (a wiki page id twice in one dump, an export of overlapping queries): dropping by uid alone lost the
+    copy dedup kept too."""
+    drops, times = np.unique(np.asarray(drop, np.int64), return_counts=True)
+    rows = np.flatnonzero(np.isin(uid, drops))[::-1]  # last rows first
+    order = np.argsort(uid[rows], kind="stable")
+    ranked = uid[rows][order]
+    nth = np.empty(len(rows), np.int64)
+    nth[order] = np.arange(len(rows)) - np.searchsorted(ranked, ranked)  # 0 for a uid's last row, 1 before it, ...
+    mask = np.zeros(len(uid), bool)
+    mask[rows[nth < times[np.searchsorted(drops, uid[rows])]]] = True
+    return mask

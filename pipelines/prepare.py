@@ -55,6 +55,7 @@ from bert_core.config import ConfigError
 from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, stated_settings,
                                  tokenizer_hash, train_wordpiece, transformers_differences, vocab_in_id_order)
 from pipelines.config import DataConfig, TokenizerConfig
+from pipelines.dedup import dropped_rows
 from pipelines.examples import (Document, bucket_seed, create_examples, cut_long_sentences, mask_static_flat,
                                 masking_config)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
@@ -207,7 +208,7 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
     shard = task["shard"]
     split, index = layout.split_of(shard)
     group = read_spill(task["spill"], task["batch"], token_type(vocab_size))
-    dropped = pc.is_in(group.column("uid"), pa.array(task["drop"], pa.int64()))
+    dropped = pa.array(dropped_rows(group.column("uid").to_numpy(), task["drop"]))
     wanted = group.filter(pc.is_in(group.column("uid"), pa.array(task["sample"], pa.int64())))
     duplicate_samples = [{"uid": u, "doc_id": d, "sample": s} for u, d, s in zip(
         *(wanted.column(c).to_pylist() for c in ("uid", "doc_id", "sample")))]

@@ -2,7 +2,7 @@
 
 import pyarrow as pa
 
-from pipelines.dedup import _add_content_hash, content_hashes
+from pipelines.dedup import _add_content_hash, content_hashes, dropped_rows
 
 
 def test_content_hash_column_keeps_trailing_nul_bytes():
@@ -14,3 +14,15 @@ def test_content_hash_column_keeps_trailing_nul_bytes():
     assert column.type == pa.binary(16)
     assert column.to_pylist() == [content_hashes([t]).tobytes() for t in texts]
     assert _add_content_hash(pa.table({"text": pa.array([], pa.string())})).column("content_hash").to_pylist() == []
+
+
+def test_a_uid_two_documents_share_loses_only_the_copies_dedup_chose():
+    """A wiki page id twice in one dump gives two documents one uid: dedup drops one copy, and dropping by uid lost
+    both (the article gone, one duplicate counted)."""
+    import numpy as np
+
+    uid = np.array([5, 7, 7, 8, 9, 7])
+    assert dropped_rows(uid, [7, 9]).tolist() == [False, False, False, False, True, True]  # 7's last row only
+    assert dropped_rows(uid, [7, 7, 7]).tolist() == [False, True, True, False, False, True]
+    assert dropped_rows(uid, []).tolist() == [False] * 6
+
