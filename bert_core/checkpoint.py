@@ -138,6 +138,9 @@ def _copy_tokenizer(src: Path, dst: Path, max_length: int | None = None, positio
     # transformers rebuilds a BERT tokenizer's normalizer from tokenizer_config.json (do_lower_case defaults to true):
     # a tokenizer.json alone, cased, was read lowercased, with other ids
     added = {k: v for k, v in stated.items() if k not in settings}
+    # BERT's positions count from the first column: a checkpoint's "padding_side": "left" served each batch with its
+    # short rows' tokens at other positions (and their [CLS] not at 0)
+    added.update({k: "right" for k in ("padding_side", "truncation_side") if settings.get(k, "right") != "right"})
     current = settings.get("model_max_length")
     want = int(max_length) if max_length is not None else current
     if positions is not None and not (isinstance(want, (int, float)) and want <= positions):

@@ -77,7 +77,11 @@ def load_tokenizer(tokenizer):
     if isinstance(tokenizer, (str, os.PathLike)):
         from transformers import BertTokenizerFast  # deferred: a 5 s import most callers of readers skip
 
-        return BertTokenizerFast.from_pretrained(require_wordpiece(tokenizer))
+        tok = BertTokenizerFast.from_pretrained(require_wordpiece(tokenizer))
+        # features are padded and cut on the right whatever the checkpoint says ("padding_side": "left"): the
+        # fine-tuning collate trims padding columns from the right, and the head reads [CLS] at position 0
+        tok.padding_side = tok.truncation_side = "right"
+        return tok
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError(f"need a fast tokenizer (offset mapping, word ids), got {type(tokenizer).__name__}")
     model = type(tokenizer.backend_tokenizer.model).__name__

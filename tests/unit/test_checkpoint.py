@@ -152,6 +152,22 @@ def test_the_tokenizers_length_never_passes_the_models_positions(tmp_path, token
         assert saved == {"do_lower_case": True, "model_max_length": want}, (settings, max_length)
 
 
+def test_a_left_padding_tokenizer_is_released_and_read_padding_on_the_right(tmp_path, tokenizer_dir):
+    """A checkpoint whose tokenizer says "padding_side": "left": the fine-tuning collate trims padding columns from
+    the right (it kept the padding and cut the tokens), and BERT's positions and [CLS] count from the first column."""
+    from pipelines.tasks.common import load_tokenizer
+
+    cfg = config()
+    (tokenizer_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"do_lower_case": True, "padding_side": "left", "truncation_side": "left", "model_max_length": 16}))
+    tok = load_tokenizer(str(tokenizer_dir))
+    ids = tok(["a b", "a"], padding="max_length", max_length=8)["attention_mask"]
+    assert [row[0] for row in ids] == [1, 1] and tok.truncation_side == "right"
+    out = save_state_dict(BertForPreTraining(cfg).state_dict(), cfg, tmp_path / "c", tokenizer_dir=tokenizer_dir)
+    saved = json.loads((out / "tokenizer_config.json").read_text())
+    assert (saved["padding_side"], saved["truncation_side"]) == ("right", "right")
+
+
 def test_a_cased_tokenizer_json_alone_is_released_as_transformers_reads_it_cased(tmp_path):
     """A tokenizer folder of tokenizer.json alone: the release's tokenizer_config.json held model_max_length only, and
     transformers, which rebuilds a BERT tokenizer's normalizer from it (do_lower_case defaults to true), lowercased
