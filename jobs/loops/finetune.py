@@ -157,12 +157,15 @@ class FinetuneLoop:
             self.evaluate(self.history[-1]["epoch"] if again else max(0, min(self.epoch, t.epochs - 1)), final=True)
 
     def _step(self, batch: dict) -> None:
+        overflows = self.engine.skipped_steps
         stats = self.engine.step(collate(batch))
         self.step, self.epoch_steps = self.step + 1, self.epoch_steps + 1
         self.after_step(self.step)
         self._window.add(stats, len(batch["attention_mask"]))
         if stats.finite:
             self.nonfinite_streak = 0
+            if self.engine.skipped_steps > overflows:  # fp16: an overflow skipped the update and DeepSpeed's schedule
+                self.engine.advance_schedule()  # step; the run's schedule counts it, as a non-finite loss's below
             return
         # the engine skipped it on every rank: no update from a NaN/inf loss; the schedule moves on with the step count
         self.engine.advance_schedule()

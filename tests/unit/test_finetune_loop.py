@@ -34,11 +34,12 @@ class TinyEngine:
     """What the loop sees of jobs/engine/data_parallel.Engine: `step(batch) -> stats`, `lr`; a non-finite loss
     skips the update, as the real engine does. Records the rows of every batch it is handed."""
 
-    def __init__(self, seed: int = 0, nan_at: tuple[int, ...] = ()):
+    def __init__(self, seed: int = 0, nan_at: tuple[int, ...] = (), overflow_at: tuple[int, ...] = ()):
         torch.manual_seed(seed)
         self.model = torch.nn.Sequential(torch.nn.EmbeddingBag(VOCAB, 8), torch.nn.Linear(8, 2))
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
         self.nan_at, self.calls, self.seen, self.skipped_schedule = set(nan_at), 0, [], 0
+        self.overflow_at, self.skipped_steps = set(overflow_at), 0  # fp16: a finite loss whose update is skipped
 
     @property
     def lr(self) -> float:
@@ -53,6 +54,9 @@ class TinyEngine:
         loss = torch.nn.functional.cross_entropy(self.model(batch["input_ids"]), batch["labels"])
         if self.calls in self.nan_at:
             return Stats(float("nan"), finite=False)
+        if self.calls in self.overflow_at:  # DeepSpeed: no update, no schedule step, skipped_steps counts it
+            self.skipped_steps += 1
+            return Stats(float(loss.detach()))
         self.opt.zero_grad()
         loss.backward()
         self.opt.step()
@@ -218,6 +222,14 @@ def test_a_nonfinite_loss_is_skipped_and_counted_and_a_finite_step_resets_the_st
     assert run.engine.skipped_schedule == 3  # the schedule moved on with each skipped step: it ends at 0 on step 15
     losses = [m["train/loss"] for step, m in run.tracked if "train/loss" in m]
     assert np.isfinite(losses[:2]).all() and np.isnan(losses[2])  # steps 3-4: 4's loss; 5-6: none finite
+
+
+def test_an_fp16_overflow_moves_the_schedule_on_as_a_skipped_step_does():
+    """DeepSpeed skips both the update and its schedule step on an fp16 gradient overflow (finite loss): the loop
+    counted the step and the schedule fell behind it (not 0 at the end; a PBT restore jumped it ahead)."""
+    run = Run(engine=TinyEngine(overflow_at=(2, 7)), max_nonfinite_steps=3)
+    run.loop.run()
+    assert run.loop.step == 15 and run.loop.nonfinite == 0 and run.engine.skipped_schedule == 2
 
 
 def test_max_nonfinite_steps_in_a_row_raise_naming_the_step_and_the_learning_rate():
