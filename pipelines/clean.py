@@ -78,12 +78,17 @@ BEFORE_NUMBERS = frozenset("""
     no jan feb mar apr jun jul aug sep sept oct nov dec p art
 """.split())
 
-# A boundary candidate: terminal punctuation (Latin, the Devanagari danda, the Arabic question mark and full stop),
-# optional closing quotes/brackets, whitespace; or CJK's ideographic full stop and full-width ! ?, no space after.
-_CLOSERS = "\"'\u201d\u2019\u00bb)\\]\u300d\u300f\uff09\u3011"
-_BOUNDARY = re.compile(rf"[.!?\u2026\u0964\u0965\u061f\u06d4]+[{_CLOSERS}]*\s+|[\u3002\uff01\uff1f]+[{_CLOSERS}]*\s*")
-_UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4")  # scripts without capitals: always an end
-_OPENERS = "\"'\u201c\u2018\u00ab([\u00bf\u00a1"
+# A boundary candidate: terminal punctuation (Latin, the Devanagari danda, the Arabic question mark and full stop,
+# Ethiopic, Burmese, Armenian and Tibetan stops), optional closing quotes/brackets (German's \u201c closes, French's
+# spaced \u00bb), whitespace; or CJK's ideographic full stop and full-width ! ?, no space after.
+_CLOSERS = "\"'\u201d\u2019\u201c\u00bb\u203a)\\]\u300d\u300f\uff09\u3011"
+_TERMINALS = ".!?\u2026\u0964\u0965\u061f\u06d4\u1362\u104b\u0589\u0f0d"
+_BOUNDARY = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]*(?:[ \u00a0][\u00bb\u203a][{_CLOSERS}]*)?\s+"
+                       rf"|[\u3002\uff01\uff1f]+[{_CLOSERS}]*\s*")
+# a script's own terminator (scripts without capitals; Armenian's \u0589 is a stop alone): always an end
+_UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4\u1362\u104b\u0589\u0f0d")
+_OPENERS = "\"'\u201c\u201e\u2018\u00ab\u2039([\u00bf\u00a1"
+_QUOTATIVE = "\u3068\u3063\u3001\uff0c"  # Japanese \u3068 / \u3063\u3066 after a quote: 「...。」と言った goes on
 _INITIALS = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]")  # "J", "U.S", "e.g" (before the final ".")
 _LAST_WORD = re.compile(r"\S*\Z")  # the text after the last whitespace (of any kind: a line end too), maybe ""
 
@@ -93,8 +98,10 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
     must follow, but not after a script's own terminator, nor at a line end (one sentence a line, as BookCorpus),
     nor before a letter without case (Hebrew, Arabic, CJK), nor in a paragraph without capitals (`cased` false: a
     lowercased corpus); abbreviations and initials hold in all of these."""
-    if end >= len(text) or text[start] in _UNCASED_ENDS:
+    if end >= len(text):
         return True
+    if text[start] in _UNCASED_ENDS:  # but a quote's own stop, the sentence going on: 「こんにちは。」と彼は言った。
+        return not (text[end - 1] in _CLOSERS and text[end] in _QUOTATIVE)
     nxt = text[end]
     if nxt in _OPENERS and end + 1 < len(text):
         nxt = text[end + 1]
@@ -103,7 +110,10 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
         return False  # '"Stop." he said', 'e.g. a latte', 'Wait... what?'
     if text[start] != "." or text.startswith("..", start):
         return True  # "?", "!", and an ellipsis before a capital
-    word = _LAST_WORD.search(text, max(0, start - 24), start).group().lstrip(_OPENERS)  # "1703.\nSt": "St"
+    found = _LAST_WORD.search(text, max(0, start - 24), start)
+    word = found.group().lstrip(_OPENERS)  # "1703.\nSt": "St"
+    if word.isdigit() and len(word) <= 3 and (found.start() == 0 or text[found.start() - 1] == "\n"):
+        return False  # a numbered list's item: "Steps:\n1. Open the box.\n2. Remove it."
     if word != "I" and _INITIALS.fullmatch(word):
         return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
     word = word.replace(".", "").lower()

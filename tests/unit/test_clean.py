@@ -109,6 +109,18 @@ def test_sentence_boundaries(text, expected):
     # a stop written apart (WikiText's " . ") ends the sentence whatever the word before it
     ("It was rated Class A . The next year it fell .", ["It was rated Class A .", "The next year it fell ."]),
     ("He lived on Main St . The house burned .", ["He lived on Main St .", "The house burned ."]),
+    # a numbered list's items (their numbers were cut off as sentences "2." of their own); German and French quotes;
+    # a Japanese quote the sentence goes on after; Ethiopic, Burmese and Armenian stops (a paragraph was one sentence)
+    ("Steps:\n1. Open the box.\n2. Remove it.\n10. Done.", ["Steps: 1. Open the box.", "2. Remove it.", "10. Done."]),
+    ("Er sagte: \u201eGeh nach Hause.\u201c Dann ging er. \u201eJa\u201c, sagte sie.",
+     ["Er sagte: \u201eGeh nach Hause.\u201c", "Dann ging er.", "\u201eJa\u201c, sagte sie."]),
+    ("Il a dit \u00ab Non. \u00bb Puis il est parti.", ["Il a dit \u00ab Non. \u00bb", "Puis il est parti."]),
+    ("\u300c\u3053\u3093\u306b\u3061\u306f\u3002\u300d\u3068\u5f7c\u306f\u8a00\u3063\u305f\u3002\u6b21\u3002",
+     ["\u300c\u3053\u3093\u306b\u3061\u306f\u3002\u300d\u3068\u5f7c\u306f\u8a00\u3063\u305f\u3002", "\u6b21\u3002"]),
+    ("\u1264\u1271 \u1275\u120d\u1245 \u1290\u12cd\u1362 \u120d\u1301 \u1275\u1295\u123d \u1290\u12cd\u1362",
+     ["\u1264\u1271 \u1275\u120d\u1245 \u1290\u12cd\u1362", "\u120d\u1301 \u1275\u1295\u123d \u1290\u12cd\u1362"]),
+    ("\u0532\u0561\u0580\u0587\u0589 \u053b\u0576\u0579\u057a\u0565\u057d \u0565\u057d\u0589",
+     ["\u0532\u0561\u0580\u0587\u0589", "\u053b\u0576\u0579\u057a\u0565\u057d \u0565\u057d\u0589"]),
 ])
 def test_sentence_boundaries_without_capitals(text, expected):
     """A capital after the full stop was required, so lowercased text, one-sentence lines and scripts without case
