@@ -10,7 +10,12 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
+import shutil
+import socket
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from bert_core.tokenizer import CHARACTER_COVERAGE
 from pipelines.config import DataConfig
@@ -24,7 +29,7 @@ SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids
 # pairs fall short), and enough shards on a 100 MB corpus that shard building spreads over the cores) ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
-PIPELINE_VERSION = 10  # in the dataset name: bump when the same inputs and config give other examples
+PIPELINE_VERSION = 11  # in the dataset name: bump when the same inputs and config give other examples
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,6 +88,28 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
     spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
             "config": hashed_config(cfg), "tokenizer_hash": given_tokenizer_hash}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_dir(parent: Path, name: str) -> Path:
+    """A new hidden folder in `parent` to build dataset `name` in, named after this host and process; first the
+    build folders of this host's processes that no longer run are removed (a prepare killed by `ray job stop` or
+    the OOM killer left its spilled token ids, the size of the corpus's, in a folder no later run looked at)."""
+    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:40] or "host"
+    for old in parent.glob(f".*.tmp-{host}-*-*"):
+        pid = old.name.rsplit(f".tmp-{host}-", 1)[1].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return parent / f".{name}.tmp-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,7 +38,6 @@ import os
 import random
 import shutil
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +62,8 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples
 from pipelines.rejects import RejectLog
 from pipelines.source_files import resolve_sources
 from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text
-from pipelines.layout import FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, dataset_name, fingerprint_inputs
+from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, dataset_name,
+                              fingerprint_inputs)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
 from pipelines.units import plan_units
@@ -284,7 +284,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
                         f"eval split holds pieces of books train reads (whole books need data.eval_fraction x books "
                         f">= {MIN_HELD_OUT_BOOKS}); its scores are of text the model has seen the rest of")
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = build_dir(final.parent, name)
     tmp.mkdir()
     try:
         manifest = _prepare_into(tmp, cfg, layout, files, inputs, given, given_hash, timings)

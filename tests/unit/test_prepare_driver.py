@@ -170,3 +170,25 @@ def test_a_google_format_text_file_read_as_books_is_warned_about_and_books_are_n
     assert "set data.text_documents=blank_lines if its blank lines end documents" in line
     assert prepare._document_warning(DataConfig(sources=["x"]), books) is None
     assert prepare._document_warning(DataConfig(sources=["x"], text_documents="blank_lines"), [str(google)]) is None
+
+
+def test_a_killed_prepares_build_folder_is_removed_by_the_next_and_a_live_ones_kept(tmp_path):
+    """`ray job stop` or the OOM killer skip the cleanup: the hidden build folder (the corpus's spilled token ids)
+    stayed in output_root, and every later run made a new one beside it."""
+    import os
+    import subprocess
+    import sys
+
+    from pipelines.layout import build_dir
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    mine = build_dir(tmp_path, "corpus-a")
+    host = mine.name.split(".tmp-", 1)[1].rsplit(f"-{os.getpid()}-", 1)[0]
+    left = tmp_path / f".corpus-b.tmp-{host}-{dead.pid}-0f0f0f0f"
+    live = tmp_path / f".corpus-c.tmp-{host}-{os.getppid()}-0e0e0e0e"
+    other = tmp_path / f".corpus-d.tmp-otherhost-{dead.pid}-0d0d0d0d"  # another machine's: its own to sweep
+    for d in (left / "_spill", live, other, mine):
+        d.mkdir(parents=True)
+    again = build_dir(tmp_path, "corpus-a")
+    assert not left.exists() and live.exists() and other.exists() and mine.exists() and again != mine
