@@ -74,11 +74,13 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
         return result
     if not uri.startswith("models:/"):
         raise ValueError(f"lineage of {uri!r}: give models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID")
-    from jobs.registry.versions import pinned_version
+    from jobs.registry.versions import ABSENT, pinned_version
 
     try:  # @alias, /VERSION, /latest or a bare name, as every job reads them
         version = pinned_version(uri, resolve_tracking_uri(tracking_uri))[1]
     except MlflowException as exc:
+        if exc.error_code not in ABSENT:  # the store down or refusing: not "not in the registry"
+            raise
         links.append(Link("model version", uri, False, why=f"not in the registry: {exc.message.splitlines()[0]}"))
         return result
     tags = sorted(version.tags.items())
@@ -124,7 +126,9 @@ def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
 
     try:
         found = client.get_run(run_id)
-    except MlflowException:
+    except MlflowException as exc:  # only "no such run" is a missing link: an outage or a 403 is no answer at all
+        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
         found = None
     if found is None or found.info.lifecycle_stage == "deleted":
         gone = "was deleted" if found else "does not exist"
@@ -298,6 +302,7 @@ def main(argv: list[str] | None = None) -> LineageResult:
     if args.check:
         checked("lineage", args.uri, [])
         return LineageResult(args.uri)
+    TrackingConfig(tracking_uri=args.tracking_uri).check_reachable()  # a server that does not answer: one line
     try:
         result = run(args.uri, args.tracking_uri)
     except ValueError as exc:

@@ -201,3 +201,24 @@ def test_the_quickstarts_champion_check_counts_classes_and_leaves_other_kinds_al
         sweep = SimpleNamespace(finetune=SimpleNamespace(task=task, tracking=None))
         assert predict_champion(sweep, None) is None
         assert "a regression task's champion predicts with jobs/predict.py" in capsys.readouterr().out
+
+
+def test_a_store_that_does_not_answer_is_said_so_not_read_as_missing_runs(chain, monkeypatch):
+    """A tracking server down (or refusing with 403) made every run 'MISSING ... does not exist' and exit 1, read as
+    deleted runs. Only MLflow's 'no such run' is a missing link."""
+    import socket
+
+    from bert_core.config import ConfigError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConfigError, match="tracking"):
+        lineage.main(["runs:/0123456789abcdef", "--tracking-uri", f"http://127.0.0.1:{port}"])
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # the store going down mid-walk
+    with pytest.raises(Exception, match="127.0.0.1") as gone:
+        lineage.run("runs:/0123456789abcdef", f"http://127.0.0.1:{port}")
+    assert "does not exist" not in str(gone.value)
+    _, uri, _, _, _ = chain
+    (missing,) = lineage.run("runs:/0123456789abcdef", uri).missing
+    assert "does not exist" in missing  # a run the store does not know is still a missing link
