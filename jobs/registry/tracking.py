@@ -187,8 +187,17 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
     params, tags = redact(params), redact(tags or {})  # secrets never reach the store
     client = MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment)
-    experiment_id = found.experiment_id if found is not None else client.create_experiment(
-        experiment, artifact_location=_artifact_uri(artifact_location, tracking_uri))
+    if found is None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            found = client.get_experiment(client.create_experiment(
+                experiment, artifact_location=_artifact_uri(artifact_location, tracking_uri)))
+        except MlflowException as exc:  # two jobs started together: the other made it first, and it is ours too
+            found = client.get_experiment_by_name(experiment) if exc.error_code == "RESOURCE_ALREADY_EXISTS" else None
+            if found is None:
+                raise
+    experiment_id = found.experiment_id
     # RUNNING until the job ends it (finish_run: FINISHED; `ending`: FAILED or KILLED), with the user, source and
     # git commit tags MLflow's own start_run adds
     run_id = client.create_run(experiment_id, run_name=run_name, tags=resolve_tags(tags)).info.run_id

@@ -384,3 +384,22 @@ def test_a_versions_tags_and_model_card_keep_no_secret_of_the_datas_urls(tokeniz
     for secret in ("S3CRETPW", "abc123"):
         assert secret not in version.tags["task_config"] and secret not in version.description
     assert json.loads(version.tags["task_config"])["train_file"].startswith("https://***@data.example.com/")
+
+
+def test_two_jobs_starting_a_new_experiment_together_both_run(tmp_path, monkeypatch):
+    """Both looked the experiment up, found none, and created it: the second create raised
+    RESOURCE_ALREADY_EXISTS and that job failed before training."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    MlflowClient(uri).create_experiment("together")  # the other job's, made between the lookup and the create
+    looked = []
+    real = MlflowClient.get_experiment_by_name
+
+    def first_finds_none(self, name):
+        looked.append(name)
+        return None if len(looked) == 1 else real(self, name)
+
+    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", first_finds_none)
+    run_id = tracking.start_run(uri, "together", str(tmp_path / "art"), "second", {"a": 1})
+    assert MlflowClient(uri).get_run(run_id).info.experiment_id == real(MlflowClient(uri), "together").experiment_id
