@@ -78,16 +78,19 @@ def _mark_duplicates(batch: pa.Table, duplicates: set[str]) -> pa.Table:
     })
 
 
-def dropped_rows(uid: np.ndarray, drop: list[int]) -> np.ndarray:
-    """The rows dedup drops: a uid's last rows, as many as `drop` names it. A uid is unique but where two documents
-    share one (a wiki page id twice in one dump, an export of overlapping queries): dropping by uid alone lost the
-    copy dedup kept too."""
+def dropped_rows(uid: np.ndarray, drop: list[int], same=None) -> np.ndarray:
+    """The rows dedup drops, `drop` naming each one's uid. A uid is one document's, but where several share one (a
+    wiki page id twice in one dump, an export of overlapping queries) dropping by uid lost the copy dedup kept too:
+    there its rows that repeat an earlier row's text (`same(i, j)`: rows i and j hold one text) go first, then its
+    last rows, as many as `drop` names it."""
     drops, times = np.unique(np.asarray(drop, np.int64), return_counts=True)
-    rows = np.flatnonzero(np.isin(uid, drops))[::-1]  # last rows first
-    order = np.argsort(uid[rows], kind="stable")
-    ranked = uid[rows][order]
-    nth = np.empty(len(rows), np.int64)
-    nth[order] = np.arange(len(rows)) - np.searchsorted(ranked, ranked)  # 0 for a uid's last row, 1 before it, ...
-    mask = np.zeros(len(uid), bool)
-    mask[rows[nth < times[np.searchsorted(drops, uid[rows])]]] = True
+    mask = np.isin(uid, drops)
+    values, counts = np.unique(uid[mask], return_counts=True)
+    for u in values[counts > 1]:  # rare: a loop over these uids alone
+        rows = np.flatnonzero(uid == u)
+        want = int(times[np.searchsorted(drops, u)])
+        copies = [r for k, r in enumerate(rows) if same is not None and any(same(r, p) for p in rows[:k])][:want]
+        rest = [r for r in rows[::-1] if r not in copies][:want - len(copies)]
+        mask[rows] = False
+        mask[copies + rest] = True
     return mask

@@ -208,7 +208,10 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
     shard = task["shard"]
     split, index = layout.split_of(shard)
     group = read_spill(task["spill"], task["batch"], token_type(vocab_size))
-    dropped = pa.array(dropped_rows(group.column("uid").to_numpy(), task["drop"]))
+    ids = group.column("ids").combine_chunks()
+    values, bounds = ids.values.to_numpy(), ids.offsets.to_numpy()
+    dropped = pa.array(dropped_rows(group.column("uid").to_numpy(), task["drop"], lambda i, j: np.array_equal(
+        values[bounds[i]:bounds[i + 1]], values[bounds[j]:bounds[j + 1]])))
     wanted = group.filter(pc.is_in(group.column("uid"), pa.array(task["sample"], pa.int64())))
     duplicate_samples = [{"uid": u, "doc_id": d, "sample": s} for u, d, s in zip(
         *(wanted.column(c).to_pylist() for c in ("uid", "doc_id", "sample")))]

@@ -25,4 +25,7 @@ def test_a_uid_two_documents_share_loses_only_the_copies_dedup_chose():
     assert dropped_rows(uid, [7, 9]).tolist() == [False, False, False, False, True, True]  # 7's last row only
     assert dropped_rows(uid, [7, 7, 7]).tolist() == [False, True, True, False, False, True]
     assert dropped_rows(uid, []).tolist() == [False] * 6
+    texts = ["x", "A", "A", "y", "z", "B"]  # page 7's text A twice and a revision B: the second A goes, B stays
+    same = lambda i, j: texts[i] == texts[j]  # noqa: E731
+    assert dropped_rows(uid, [7, 9], same).tolist() == [False, False, True, False, True, False]
 

@@ -192,3 +192,34 @@ def test_a_killed_prepares_build_folder_is_removed_by_the_next_and_a_live_ones_k
         d.mkdir(parents=True)
     again = build_dir(tmp_path, "corpus-a")
     assert not left.exists() and live.exists() and other.exists() and mine.exists() and again != mine
+
+
+def test_a_page_id_twice_in_one_dump_keeps_each_text_once(tmp_path):
+    """A wiki page id is a document's uid: two copies of page 7 (and a revision of it) shared one, and dropping
+    the duplicate by uid dropped every page 7: the article gone, documents_read short."""
+    from bert_core.tokenizer import SpecialIds, train_wordpiece
+    from pipelines.layout import ShardLayout
+    from pipelines.rejects import RejectLog
+    from pipelines.spill import DocumentTokenizer
+
+    body = "{} is a thing that exists in the world and has been studied for many years by many people. It is very " \
+           "interesting. Researchers agree it is one of the most notable things around today and write about it."
+    pages = [(7, "Alpha", 1), (7, "Alpha", 1), (7, "Gamma", 3), (8, "Beta", 1)]  # Gamma's revision: 3 x the text
+    dump = tmp_path / "w.xml"
+    dump.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">\n' + "".join(
+        f"<page><title>{t}</title><ns>0</ns><id>{i}</id><revision><id>1</id><text>{' '.join([body.format(t)] * n)}"
+        "</text></revision></page>\n" for i, t, n in pages) + "</mediawiki>\n")
+    cfg = DataConfig(sources=[str(dump)], num_shards=1, eval_fraction=0.0)
+    layout = ShardLayout.plan(cfg, 1000)
+    tok = train_wordpiece([dump.read_text()] * 3, 200)
+    (tmp_path / "_spill").mkdir()
+    unit = {"unit": 0, "bytes": 1, "parts": [{"path": str(dump), "name": "w.xml", "rank": 0, "start": 0, "end": -1,
+                                              "first": 0, "bytes": 1, "kind": "whole"}]}
+    stats = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(tmp_path / "_spill"))(
+        pa.Table.from_pylist([unit]))
+    rejects = RejectLog()
+    (task,) = prepare._shard_tasks(stats, layout, rejects)
+    row = prepare._build_shard(pa.Table.from_pylist([task]), cfg, layout, SpecialIds.from_tokenizer(tok),
+                               tok.get_vocab_size(), None, str(tmp_path)).to_pylist()[0]
+    assert rejects.counts["duplicate"] == 1 and row["documents"] == 3  # Alpha once, Gamma, Beta
+    assert row["sentences"] == 3 + 9 + 3  # Gamma kept: a copy of Alpha goes, not the revision
