@@ -127,7 +127,9 @@ def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
     try:
         found = client.get_run(run_id)
     except MlflowException as exc:  # only "no such run" is a missing link: an outage or a 403 is no answer at all
-        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+        from jobs.registry.versions import ABSENT
+
+        if exc.error_code not in ABSENT:  # a malformed id (a hand-edited tag): INVALID_PARAMETER_VALUE
             raise
         found = None
     if found is None or found.info.lifecycle_stage == "deleted":

@@ -44,6 +44,7 @@ from jobs.config.sections import (PROMOTION_ALIASES, TrackingConfig, check_alias
                                   refuse_relative_when_submitted)
 from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
 from jobs.registry.versions import alias_history, move_alias, version_by_alias, version_exists  # noqa: E402
+from pipelines.tasks.glue import GLUE_TASKS  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
 from jobs.runtime.cluster import prefer_loopback  # noqa: E402
 
@@ -207,7 +208,7 @@ def _same_data(cfg: PromoteConfig, candidate, champion, task, split: str, rows: 
     if task.labels and labels and [str(x) for x in labels] != [str(x) for x in task.labels]:
         raise ValueError(f"the task's data gives labels {list(labels)[:10]}; v{candidate.version} was trained with "
                          f"{list(task.labels)[:10]}: its head's indices would be scored against other labels")
-    if "dev_file" in cfg.task or "data_dir" in cfg.task:
+    if "dev_file" in cfg.task or "data_dir" in cfg.task and task.name in GLUE_TASKS:
         return
     digest = split_digest(rows)
     for version, role in ((candidate, ""), (champion, " (champion)")):
@@ -291,7 +292,7 @@ def judged_task(registered: dict, overrides: dict):
                          f"name it again, task.{hidden[0]}=URL")
     if unread_file(task):  # judged on other rows than the ones named, the same-rows check off
         raise ValueError(unread_file(task) + (": name other evaluation rows with task.data_dir (a GLUE folder)"
-                                              if task.name != "pkgdocs" else ""))
+                                              if task.name in GLUE_TASKS else ""))
     return task
 
 

@@ -88,7 +88,9 @@ _BOUNDARY = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]*(?:[ \u00a0][\u00bb\u203a]
 # a script's own terminator (scripts without capitals; Armenian's \u0589 is a stop alone): always an end
 _UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4\u1362\u104b\u0589\u0f0d")
 _OPENERS = "\"'\u201c\u201e\u2018\u00ab\u2039([\u00bf\u00a1"
-_QUOTATIVE = "\u3068\u3063\u3001\uff0c"  # Japanese \u3068 / \u3063\u3066 after a quote: 「...。」と言った goes on
+# what goes on after a Japanese quote's stop (「...。」と彼は言った, って, a comma), but for the words that open one
+_QUOTATIVE, _OPENS_JA = ("\u3068", "\u3063\u3066", "\u3001", "\uff0c"), ("\u3068\u3053\u308d", "\u3068\u3066\u3082",
+                                                                "\u3068\u306b\u304b\u304f", "\u3068\u3082\u304b\u304f")
 _INITIALS = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]")  # "J", "U.S", "e.g" (before the final ".")
 _LAST_WORD = re.compile(r"\S*\Z")  # the text after the last whitespace (of any kind: a line end too), maybe ""
 
@@ -101,7 +103,8 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
     if end >= len(text):
         return True
     if text[start] in _UNCASED_ENDS:  # but a quote's own stop, the sentence going on: 「こんにちは。」と彼は言った。
-        return not (text[end - 1] in _CLOSERS and text[end] in _QUOTATIVE)
+        return not (text[end - 1] in _CLOSERS and text.startswith(_QUOTATIVE, end)
+                    and not text.startswith(_OPENS_JA, end))  # ところで, とても, とにかく, ともかく
     nxt = text[end]
     if nxt in _OPENERS and end + 1 < len(text):
         nxt = text[end + 1]
@@ -112,12 +115,20 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
         return True  # "?", "!", and an ellipsis before a capital
     found = _LAST_WORD.search(text, max(0, start - 24), start)
     word = found.group().lstrip(_OPENERS)  # "1703.\nSt": "St"
-    if word.isdigit() and len(word) <= 3 and (found.start() == 0 or text[found.start() - 1] == "\n"):
+    if word.isdigit() and len(word) <= 3 and _list_item(text, found.start()):
         return False  # a numbered list's item: "Steps:\n1. Open the box.\n2. Remove it."
     if word != "I" and _INITIALS.fullmatch(word):
         return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
     word = word.replace(".", "").lower()
     return word not in ABBREVIATIONS and not (nxt.isdigit() and word in BEFORE_NUMBERS)
+
+
+def _list_item(text: str, at: int) -> bool:
+    """Whether the number at text[at] opens a list item: it starts a line after one that ended a sentence or
+    introduced the list (". ! ? : ;"), not a hard-wrapped line's "...cost him\n100. He paid" (the text's first
+    number is no item either: "42. That is the answer.")."""
+    before = text[:at].rstrip(" \t")
+    return before.endswith("\n") and before.rstrip()[-1:] in tuple(".!?:;")
 
 
 def split_sentences(text: str, lines: bool = False) -> list[str]:

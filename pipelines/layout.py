@@ -94,12 +94,22 @@ def build_dir(parent: Path, name: str) -> Path:
     """A new hidden folder in `parent` to build dataset `name` in, named after this host and process; first the
     build folders of this host's processes that no longer run are removed (a prepare killed by `ray job stop` or
     the OOM killer left its spilled token ids, the size of the corpus's, in a folder no later run looked at)."""
-    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:40] or "host"
+    host = _process_space()
     for old in parent.glob(f".*.tmp-{host}-*-*"):
         pid = old.name.rsplit(f".tmp-{host}-", 1)[1].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     return parent / f".{name}.tmp-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _process_space() -> str:
+    """Where a pid names one process: this host (its whole name: Kubernetes replicas differ in its tail) and its pid
+    namespace (containers on one host number their processes apart)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:  # no /proc (macOS): the host alone
+        namespace = 0
+    return hashlib.sha256(f"{socket.gethostname()} {namespace}".encode()).hexdigest()[:16]
 
 
 def _alive(pid: int) -> bool:

@@ -72,5 +72,5 @@ class QASettings:
     def from_task(cls, task: dict) -> "QASettings":
         """The settings a fine-tuning task (its TaskConfig as a dict, e.g. a version's `task_config`) names; the
         defaults for the rest."""
-        return cls(**{f: (task[f] is True if f == "version_2" else int(task[f]))
+        return cls(**{f: (str(task[f]).strip().lower() in ("true", "1") if f == "version_2" else int(task[f]))
                       for f in cls.__dataclass_fields__ if f in task})

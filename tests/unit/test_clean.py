@@ -111,7 +111,11 @@ def test_sentence_boundaries(text, expected):
     ("He lived on Main St . The house burned .", ["He lived on Main St .", "The house burned ."]),
     # a numbered list's items (their numbers were cut off as sentences "2." of their own); German and French quotes;
     # a Japanese quote the sentence goes on after; Ethiopic, Burmese and Armenian stops (a paragraph was one sentence)
-    ("Steps:\n1. Open the box.\n2. Remove it.\n10. Done.", ["Steps: 1. Open the box.", "2. Remove it.", "10. Done."]),
+    ("Steps:\n1. Open the box.\n2. Remove it.\n10. Done.",
+     ["Steps: 1. Open the box.", "2. Remove it.", "10. Done."]),
+    ("It cost him\n100. He paid. 42. That is all.", ["It cost him 100.", "He paid.", "42.", "That is all."]),  # wrapped
+    ("\u300c\u306f\u3044\u3002\u300d\u3068\u3053\u308d\u3067\u3001\u660e\u65e5\u306f\uff1f",
+     ["\u300c\u306f\u3044\u3002\u300d", "\u3068\u3053\u308d\u3067\u3001\u660e\u65e5\u306f\uff1f"]),  # a new sentence's word
     ("Er sagte: \u201eGeh nach Hause.\u201c Dann ging er. \u201eJa\u201c, sagte sie.",
      ["Er sagte: \u201eGeh nach Hause.\u201c", "Dann ging er.", "\u201eJa\u201c, sagte sie."]),
     ("Il a dit \u00ab Non. \u00bb Puis il est parti.", ["Il a dit \u00ab Non. \u00bb", "Puis il est parti."]),

@@ -220,5 +220,6 @@ def test_a_store_that_does_not_answer_is_said_so_not_read_as_missing_runs(chain,
         lineage.run("runs:/0123456789abcdef", f"http://127.0.0.1:{port}")
     assert "does not exist" not in str(gone.value)
     _, uri, _, _, _ = chain
-    (missing,) = lineage.run("runs:/0123456789abcdef", uri).missing
-    assert "does not exist" in missing  # a run the store does not know is still a missing link
+    for run_id in ("0123456789abcdef", "not a run id"):  # unknown, and malformed (INVALID_PARAMETER_VALUE)
+        (missing,) = lineage.run(f"runs:/{run_id}", uri).missing
+        assert "does not exist" in missing  # a run the store does not know is still a missing link

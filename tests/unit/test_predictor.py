@@ -215,6 +215,8 @@ def test_question_answering_windows_a_long_context_and_respects_the_null_thresho
     qa = QASettings.from_task({"max_seq_len": 64, "doc_stride": 16, "max_query_length": 16, "version_2": True})
     v2 = Predictor(folder, qa=qa)
     assert qa.version_2 is True and v2.null_threshold == 0.0 and predictor.qa.version_2 is False
+    from_params = [QASettings.from_task({"version_2": text}).version_2 for text in ("True", "False")]  # text
+    assert from_params == [True, False]
     assert (v2.predict(rows)[0]["answer"] == "") == (p["null_score"] > p["score"])
 
 
