@@ -115,7 +115,8 @@ def test_sentence_boundaries(text, expected):
      ["Steps: 1. Open the box.", "2. Remove it.", "10. Done."]),
     ("It cost him\n100. He paid. 42. That is all.", ["It cost him 100.", "He paid.", "42.", "That is all."]),  # wrapped
     ("\u300c\u306f\u3044\u3002\u300d\u3068\u3053\u308d\u3067\u3001\u660e\u65e5\u306f\uff1f",
-     ["\u300c\u306f\u3044\u3002\u300d", "\u3068\u3053\u308d\u3067\u3001\u660e\u65e5\u306f\uff1f"]),  # a new sentence's word
+     ["\u300c\u306f\u3044\u3002\u300d",  # then a word that opens a sentence
+      "\u3068\u3053\u308d\u3067\u3001\u660e\u65e5\u306f\uff1f"]),
     ("Er sagte: \u201eGeh nach Hause.\u201c Dann ging er. \u201eJa\u201c, sagte sie.",
      ["Er sagte: \u201eGeh nach Hause.\u201c", "Dann ging er.", "\u201eJa\u201c, sagte sie."]),
     ("Il a dit \u00ab Non. \u00bb Puis il est parti.", ["Il a dit \u00ab Non. \u00bb", "Puis il est parti."]),
