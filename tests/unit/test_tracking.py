@@ -392,7 +392,8 @@ def test_two_jobs_starting_a_new_experiment_together_both_run(tmp_path, monkeypa
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    MlflowClient(uri).create_experiment("together")  # the other job's, made between the lookup and the create
+    # the other job's, made between the lookup and the create (its artifacts under tmp_path, not ./mlruns)
+    MlflowClient(uri).create_experiment("together", artifact_location=(tmp_path / "art").as_uri())
     looked = []
     real = MlflowClient.get_experiment_by_name
 
