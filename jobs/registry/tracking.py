@@ -296,13 +296,19 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
         if release_dir:
             if registered_model and registered is not None:
                 client = MlflowClient(tracking_uri)
-                for k, v in {**_lineage_of(client, run_id), **(version_tags or {})}.items():
-                    client.set_model_version_tag(registered_model, str(registered), k, str(v))  # whole: JSON
-                if description:
-                    client.update_model_version(registered_model, str(registered), description=description)
-                from jobs.registry.versions import move_alias
+                try:
+                    for k, v in {**_lineage_of(client, run_id), **(version_tags or {})}.items():
+                        client.set_model_version_tag(registered_model, str(registered), k, str(v))  # whole: JSON
+                    if description:
+                        client.update_model_version(registered_model, str(registered), description=description)
+                    from jobs.registry.versions import move_alias
 
-                move_alias(client, registered_model, alias, str(registered), f"registered v{registered}", run_id)
+                    move_alias(client, registered_model, alias, str(registered), f"registered v{registered}", run_id)
+                except Exception as exc:  # the version exists without its task, lineage or alias: said on it
+                    from jobs.registry.versions import mark_incomplete
+
+                    mark_incomplete(client, registered_model, str(registered), exc)
+                    raise
                 info.update(registered_model=registered_model, version=str(registered), alias=alias)
     return info
 

@@ -161,13 +161,32 @@ def pinned_version(uri: str, tracking_uri: str):
 
 
 def latest_version(client, name: str):
-    """The registered model's highest version: what models:/NAME/latest (and a bare models:/NAME) means to MLflow
-    without stages (its get_latest_versions is deprecated with them)."""
+    """The registered model's highest version whose registration finished (mark_incomplete): what
+    models:/NAME/latest (and a bare models:/NAME) means to MLflow without stages (its get_latest_versions is
+    deprecated with them)."""
     from mlflow.exceptions import MlflowException
 
     quoted = f'"{name}"' if "'" in name else f"'{name}'"
-    found = client.search_model_versions(f"name = {quoted}", max_results=1, order_by=["version_number DESC"])
-    if not found:
+    found = client.search_model_versions(f"name = {quoted}", max_results=50, order_by=["version_number DESC"])
+    complete = [v for v in found if not v.tags.get(REGISTRATION, "").startswith("incomplete")]
+    if not complete:
         client.get_registered_model(name)  # no such model: MLflow's error says so
-        raise MlflowException(f"registered model {name!r} has no versions")
-    return found[0]
+        raise MlflowException(f"registered model {name!r} has no versions" + (
+            f" whose registration finished (v{found[0].version}: {found[0].tags[REGISTRATION]})" if found else ""))
+    return complete[0]
+
+
+REGISTRATION = "registration"  # a version tag: "incomplete: <error>" where the job failed after creating it
+
+
+def mark_incomplete(client, name: str, version: str, exc: BaseException) -> None:
+    """Say on a version that its registration did not finish (its task, lineage, model card or alias may be
+    missing): models:/NAME/latest passes over it, and a reader of the registry sees why. Best effort: the store
+    that failed the registration may fail this too, and the job's own error is the one to raise."""
+    from jobs.registry.redaction import redact
+
+    try:
+        client.set_model_version_tag(name, version, REGISTRATION,
+                                     redact(f"incomplete: {type(exc).__name__}: {exc}")[:5000])
+    except Exception:  # noqa: BLE001 - the store down: nothing more to say on it
+        pass

@@ -57,6 +57,15 @@ def test_latest_and_a_bare_name_resolve_to_the_highest_version_pinned_once(tmp_p
     with pytest.raises(ConfigError, match=r"^model 'models:/empty/latest' does not resolve: registered model 'empty' "
                                           r"has no versions"):
         resolve_model("models:/empty/latest", uri, tmp_path / "download")
+    # a version whose registration failed half-way (no task, lineage or alias) is passed over, and named when alone
+    from jobs.registry.versions import mark_incomplete
+
+    mark_incomplete(client, "m", "10", RuntimeError("503 Service Unavailable"))
+    assert resolve_model("models:/m/latest", uri, tmp_path / "download").version == "9"
+    client.create_model_version("empty", str(folder))
+    mark_incomplete(client, "empty", "1", RuntimeError("503"))
+    with pytest.raises(ConfigError, match=r"has no versions whose registration finished \(v1: incomplete: Runtime"):
+        resolve_model("models:/empty/latest", uri, tmp_path / "download")
     with pytest.raises(ConfigError, match=r"^model 'models:/nope' does not resolve: .*nope"):
         resolve_model("models:/nope", uri, tmp_path / "download")
 

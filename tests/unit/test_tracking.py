@@ -404,3 +404,35 @@ def test_two_jobs_starting_a_new_experiment_together_both_run(tmp_path, monkeypa
     monkeypatch.setattr(MlflowClient, "get_experiment_by_name", first_finds_none)
     run_id = tracking.start_run(uri, "together", str(tmp_path / "art"), "second", {"a": 1})
     assert MlflowClient(uri).get_run(run_id).info.experiment_id == real(MlflowClient(uri), "together").experiment_id
+
+
+def test_a_registration_that_fails_half_way_says_so_on_its_version(tokenizer_dir, tmp_path, monkeypatch):
+    """The version is created first, its tags, model card and alias after, one request each: one of those failing
+    left a version without its task or lineage that models:/NAME/latest resolved to, and nothing said so."""
+    import torch
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.checkpoint import save_pretrained
+    from bert_core.config import tiny
+    from bert_core.model import BertForPreTraining
+    from jobs.registry.versions import pin
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny(vocab_size=load_tokenizer(tokenizer_dir).get_vocab_size()).validate())
+    release = save_pretrained(model, tmp_path / "release", tokenizer_dir=tokenizer_dir)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = tracking.start_run(uri, "registry", str(tmp_path / "art"), "pretrain", {"a": 1})
+
+    def unavailable(self, *args, **kwargs):
+        raise MlflowException("API request failed: 503 Service Unavailable")
+
+    monkeypatch.setattr(MlflowClient, "update_model_version", unavailable)
+    with pytest.raises(MlflowException, match="503"):
+        tracking.finish_run(uri, run_id, {}, str(release), "half", "candidate", task=tracking.PRETRAINING,
+                            version_tags={"task_config": "{}"}, description="a card")
+    (version,) = MlflowClient(uri).search_model_versions("name = 'half'")
+    assert version.tags["registration"].startswith("incomplete: MlflowException: API request failed: 503")
+    assert not version.aliases
+    with pytest.raises(MlflowException, match="no versions whose registration finished"):
+        pin("models:/half/latest", uri)
