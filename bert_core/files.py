@@ -1,4 +1,5 @@
-"""File modes for what the project writes: the modes a plain mkdir and open would give, read from the umask."""
+"""File modes for what the project writes (the modes a plain mkdir and open would give, read from the umask), and
+whether the process a left-over folder names still runs (scratch folders, a corpus's build folder)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,14 @@ def umask() -> int:
         mask = os.umask(0o022)
         os.umask(mask)
         return mask
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` of this host (and pid namespace) runs; a zombie counts until reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True

@@ -33,6 +33,7 @@ from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sections import TrackingConfig, refuse_relative_when_submitted  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.registry.tracking import resolve_tracking_uri  # noqa: E402
+from jobs.registry.versions import ABSENT  # noqa: E402
 
 CODE_TAGS = ("code.version", "code.git_commit", "code.git_dirty")
 
@@ -74,7 +75,7 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
         return result
     if not uri.startswith("models:/"):
         raise ValueError(f"lineage of {uri!r}: give models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID")
-    from jobs.registry.versions import ABSENT, pinned_version
+    from jobs.registry.versions import pinned_version
 
     try:  # @alias, /VERSION, /latest or a bare name, as every job reads them
         version = pinned_version(uri, resolve_tracking_uri(tracking_uri))[1]
@@ -127,8 +128,6 @@ def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
     try:
         found = client.get_run(run_id)
     except MlflowException as exc:  # only "no such run" is a missing link: an outage or a 403 is no answer at all
-        from jobs.registry.versions import ABSENT
-
         if exc.error_code not in ABSENT:  # a malformed id (a hand-edited tag): INVALID_PARAMETER_VALUE
             raise
         found = None

@@ -290,9 +290,9 @@ def judged_task(registered: dict, overrides: dict):
     if hidden:  # a URL's credentials never reach the registry: the data is named again
         raise ValueError(f"task.{hidden[0]} was registered without its credentials ({getattr(task, hidden[0])}): "
                          f"name it again, task.{hidden[0]}=URL")
-    if unread_file(task):  # judged on other rows than the ones named, the same-rows check off
-        raise ValueError(unread_file(task) + (": name other evaluation rows with task.data_dir (a GLUE folder)"
-                                              if task.name in GLUE_TASKS else ""))
+    if unread := unread_file(task):  # judged on other rows than the ones named, the same-rows check off
+        raise ValueError(unread + (": name other evaluation rows with task.data_dir (a GLUE folder)"
+                                   if task.name in GLUE_TASKS else ""))
     return task
 
 

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from bert_core.files import alive
 from bert_core.tokenizer import CHARACTER_COVERAGE
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding
@@ -97,7 +98,7 @@ def build_dir(parent: Path, name: str) -> Path:
     host = _process_space()
     for old in parent.glob(f".*.tmp-{host}-*-*"):
         pid = old.name.rsplit(f".tmp-{host}-", 1)[1].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     return parent / f".{name}.tmp-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -110,16 +111,6 @@ def _process_space() -> str:
     except OSError:  # no /proc (macOS): the host alone
         namespace = 0
     return hashlib.sha256(f"{socket.gethostname()} {namespace}".encode()).hexdigest()[:16]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -223,8 +223,8 @@ class FinetuneConfig:
             raise ConfigError(f"task.labels must be distinct, got {k.labels}")
         if k.name in GLUE_TASKS and not (k.data_dir and Path(k.data_dir).is_dir()):
             raise ConfigError(f"task.data_dir must be a GLUE folder for task {k.name!r}, got {k.data_dir!r}")
-        if unread_file(k):  # else ignored: trained or judged on other rows than the ones named
-            raise ConfigError(unread_file(k))
+        if unread := unread_file(k):  # else ignored: trained or judged on other rows than the ones named
+            raise ConfigError(unread)
         if k.name in ("squad", "conll"):
             for name in ("train_file", "dev_file"):
                 if not Path(getattr(k, name)).is_file():

@@ -30,7 +30,7 @@ from pathlib import Path
 from torch.utils.file_baton import FileBaton
 
 from jobs.runtime.files import write_atomic
-from jobs.runtime.scratch import alive
+from bert_core.files import alive
 
 STALE_AFTER_S = 20 * 60  # DeepSpeed's ops build in 1-3 minutes on CPU and about as long with CUDA
 log = logging.getLogger("bert_foundry.train")

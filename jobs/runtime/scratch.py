@@ -22,6 +22,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
+from bert_core.files import alive
+
 
 def root() -> Path:
     return Path(tempfile.gettempdir()) / f"bert-foundry-scratch-{os.getuid()}"
@@ -38,17 +40,6 @@ def _own_root(under: Path) -> None:
 
 def _host() -> str:
     return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:40] or "host"
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` of this host runs (a zombie counts until reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def sweep(under: Path | None = None) -> list[Path]:
