@@ -237,7 +237,7 @@ class PretrainingCollator:
         self.batches_produced = 0
         self._special_ids = np.array(sorted(set(special.all)), dtype=np.int64)
         # Positions holding these are structure, not text: never MLM targets.
-        self._structural_ids = np.array([special.pad, special.cls, special.sep, special.mask], dtype=np.int64)
+        self._structural_ids = np.array(special.never_targets, dtype=np.int64)
 
     def _packed(self, ids: np.ndarray, labels: np.ndarray, lengths: np.ndarray) -> dict[str, torch.Tensor]:
         """The masked rows packed several to a row of max_seq_len (the modern recipe's `train.packing`): the same

@@ -303,6 +303,11 @@ class SpecialIds:
         where the text had it, as in Google's BERT (it stands for text there)."""
         return (self.pad, self.unk, self.cls, self.sep, self.mask)
 
+    @property
+    def never_targets(self) -> tuple[int, ...]:
+        """The ids never made MLM targets, wherever they stand (a "[MASK]" the text holds too): structure, not text."""
+        return (self.pad, self.cls, self.sep, self.mask)
+
 
 def tokenizer_hash(path: str | os.PathLike | Tokenizer) -> str:
     """sha256 of the vocabulary (as vocab.txt text) and everything else that changes ids.

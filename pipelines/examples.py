@@ -269,8 +269,7 @@ def mask_static_flat(values: np.ndarray, offsets: np.ndarray, num_a_tokens: np.n
         structure = ~real
         structure[rows, 0] = structure[rows, lengths - 1] = True
         structure[rows, num_a_tokens[start:stop] - 1] = True
-        structure |= np.isin(ids, [special.pad, special.cls, special.sep, special.mask])  # "[MASK]" in the text, as
-        # the dynamic collator leaves them: never a target, never replaced
+        structure |= np.isin(ids, special.never_targets)  # "[MASK]" in the text too, as the dynamic collator
         masked, labels = mask_tokens(torch.from_numpy(ids), torch.from_numpy(structure), mcfg, special.mask,
                                      vocab_size, generator, continuation=continuation, special_ids=special.all)
         selected = labels.numpy() != IGNORE_INDEX
