@@ -21,7 +21,8 @@ from jobs.config.sections import DeepSpeedConfig, OptimConfig
 from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
 from jobs.runtime.op_locks import before_op_loads
 from jobs.engine.optim import build_optimizer, per_tensor_groups
-from jobs.engine.seam import PER_GROUP_OPTIONS, TAG, EngineBase, StepStats, compile_muon_at_first_call
+from jobs.engine.seam import (PER_GROUP_OPTIONS, TAG, EngineBase, StepStats, compile_muon_at_first_call,
+                              quiet_forced_memory_reports)
 
 __all__ = ["Engine", "StepStats", "TAG", "PER_GROUP_OPTIONS", "build_engine", "pretrain_engine_options"]
 
@@ -73,6 +74,7 @@ class Engine(EngineBase):
         import deepspeed as ds  # imported here: DS_ACCELERATOR must be set by the caller first
 
         compile_muon_at_first_call()
+        quiet_forced_memory_reports()
 
         o = optim
         world = dist.get_world_size() if dist.is_initialized() else 1

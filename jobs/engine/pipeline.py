@@ -52,7 +52,8 @@ from jobs.config.pretrain import PretrainConfig
 from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
 from jobs.runtime.op_locks import before_op_loads
 from jobs.engine.objectives import PretrainingObjective, pretraining_sums
-from jobs.engine.seam import EngineBase, StepStats, collective_device, compile_muon_at_first_call
+from jobs.engine.seam import (EngineBase, StepStats, collective_device, compile_muon_at_first_call,
+                              quiet_forced_memory_reports)
 
 PIPE_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label")
 TIED_KEY = "embed"
@@ -337,6 +338,7 @@ def build_pipeline_engine(cfg: PretrainConfig, num_stages: int, partition_method
     checked.validate_pipeline()  # the job's rules, before any process-group work
     before_op_loads()  # its communication op loads here
     compile_muon_at_first_call()
+    quiet_forced_memory_reports()
     deepspeed.init_distributed(dist_init_required=False)  # wrap the existing torch process group
     world = dist.get_world_size()
     if num_stages < 1 or world % num_stages:
