@@ -317,7 +317,8 @@ def tsv_records(f):
     a file of such line ends (_tsv_line_end). A line a CSV writer made
     (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
     quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
-    lines (an embedded newline) where its line has fewer fields than the header. A run-on quote that never closes
+    lines (an embedded newline) where its line has fewer fields than the header, or where a field opens the quote
+    and the record it runs on to has the header's number of fields. A run-on quote that never closes
     is unclosed_quote on its own line, and the lines after it are read again. A run-on that would swallow a line
     holding a whole row of its own (the header's number of tab-separated fields), in a file that has shown no CSV
     writer's quoting before it, is ambiguous_quote, all of its lines: read as one record, a GLUE-style line that opens
@@ -363,8 +364,10 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
         parsed = next(csv.reader([line], delimiter="\t", strict=True))
     except csv.Error as e:
         short = quoted or len(fields) < columns
-        last_opens = len(fields) == columns and fields[-1].startswith('"')  # a text column last, as pandas wrote it
-        if not _unclosed(e, feed) or not (short or last_opens):
+        # a field opens a quotation the line does not close: pandas' text cell holding a newline (and a tab before
+        # it, which gives its first line the header's number of fields or more), or GLUE's quotes as text
+        opens = len(fields) >= columns and any(field.startswith('"') for field in fields)
+        if not _unclosed(e, feed) or not (short or opens):
             return fields
         try:  # the quoted field runs on: the record is the lines up to its closing quote
             record = next(csv.reader(itertools.chain([line], feed), delimiter="\t", strict=True))
@@ -377,7 +380,7 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
         feed.give_back()
         if short:
             return Reject("unclosed_quote")
-        feed.open_to = 0  # a whole line whose last field opens a quotation (GLUE's quotes are text): as it is
+        feed.open_to = 0  # a whole line with a field that opens a quotation (GLUE's quotes are text): as it is
         return fields
     return parsed if quoted or any(c in p for p in parsed for c in '"\t\n\r') else fields  # a CSV writer's quoting
 

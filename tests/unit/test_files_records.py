@@ -173,3 +173,19 @@ def test_a_json_lines_file_of_misnamed_columns_is_refused_without_reading_it_to_
     rows, rejects, _, _ = read(write(tmp_path, "d.jsonl", jsonl(*[{"text": "hi"}] * 5, {"text": "hi", "label": 1})),
                                "jsonl")  # a writer that leaves out a null's key: the union of the first objects'
     assert len(rows) == 1 and rejects == {"missing_label": 5}
+
+
+def test_a_tsv_cell_with_a_tab_before_its_newline_is_one_row_not_pieces(tmp_path):
+    """pandas' to_csv(sep="\\t") quotes a cell holding a tab and a newline: its first line then has the header's
+    number of fields, and was read GLUE-style, the cell's pieces becoming rows and a word of it their label, silently.
+    Read as the CSV record it is; with the text last, a later line of the cell is a whole row by itself, and the
+    record is ambiguous_quote, counted, not pieces."""
+    import pandas as pd
+
+    cell = "Name:\tAlice\nAge:\t30"
+    pd.DataFrame({"text": [cell, "fine"], "label": ["pos", "neg"]}).to_csv(tmp_path / "a.tsv", sep="\t", index=False)
+    rows, rejects, _, _ = read(str(tmp_path / "a.tsv"), "tsv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [(cell, "pos"), ("fine", "neg")] and not rejects
+    pd.DataFrame({"label": ["pos", "neg"], "text": [cell, "fine"]}).to_csv(tmp_path / "b.tsv", sep="\t", index=False)
+    rows, rejects, _, _ = read(str(tmp_path / "b.tsv"), "tsv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("fine", "neg")] and rejects == {"ambiguous_quote": 1}
