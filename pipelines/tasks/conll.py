@@ -25,6 +25,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
+from pipelines.tasks.text_records import TooLong
 
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
@@ -75,7 +76,8 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     sentence is the unit of rejection --
     one bad line would shift every label after it: "wrong_column_count" (a line whose column count
     differs from the file's first token line, or a single column where tags are wanted: `tagged`),
-    "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8". document counts
+    "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8", "line_too_long" (a TooLong of
+    text_records.raw_lines, whose lines end at \n, \r\n or a lone \r). document counts
     -DOCSTART- lines from 0. A '#' line before a sentence's first token is a comment, skipped, when it
     is CoNLL-U's ("# sent_id = 1"), of another column count than the file's tokens, or -- before the file's
     first token line fixes that count -- ends in no tag it could carry (one of `labels`; without labels 'O' or
@@ -84,6 +86,10 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     """
     lines, bad, start, document, n_columns, n, conllu = [], None, 0, -1, None, -1, None
     for n, raw in enumerate(raw_lines):
+        if isinstance(raw, TooLong):  # past 64 MiB (text_records.raw_lines: its head only); the sentence is lost
+            bad = bad or "line_too_long"
+            lines.append(raw.decode("utf-8", "replace")[:200])
+            continue
         raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw  # a UTF-8 byte-order mark
         try:
             line, broken = raw.decode("utf-8").strip(), False  # any blank at the ends: a no-break space alone is a

@@ -76,7 +76,7 @@ from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
-from pipelines.tasks.text_records import (Reject, csv_delimiter, csv_records, json_array, json_object,
+from pipelines.tasks.text_records import (Reject, csv_delimiter, csv_records, json_array, json_object, raw_lines,
                                           text_file, text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
@@ -202,7 +202,7 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
     return ((n, where, Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
              {"id": f"{_name(path)}:{n}", "document": document, "tokens": [columns_of(x)[0] for x in lines],
               "ner_tags": [columns_of(x)[-1] for x in lines] if tagged else None}, " | ".join(lines[:5]))
-            for n, (document, lines, bad, where) in enumerate(named_documents(conll_sentences(f, tagged=tagged))))
+            for n, (document, lines, bad, where) in enumerate(named_documents(conll_sentences(raw_lines(f), tagged=tagged))))
 
 
 # --- Rows ---

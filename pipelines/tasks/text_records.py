@@ -127,7 +127,7 @@ def text_file(path, f, encoding: str = ""):
     return as_utf8(f, name)
 
 
-class _TooLong(bytes):
+class TooLong(bytes):
     """A line past _LINE_BYTES: its head, for the excerpt; the rest was read past, never held."""
 
 
@@ -138,7 +138,7 @@ _LONE_CR_ENDS = re.compile(rb"\r\n|\n|\r")
 
 def _line_bytes(f, lone_cr: bool):
     """A binary file's lines without their ends, read in chunks: a line past _LINE_BYTES (a file of one huge line, or
-    one whose lines end in a lone \\r where \\n was expected) is a _TooLong, its bytes read past, not held."""
+    one whose lines end in a lone \\r where \\n was expected) is a TooLong, its bytes read past, not held."""
     tail, head = b"", None  # head: the first bytes of a line being read past
     # read1 where there is one: a gzip stream cut short raises in read() and loses the chunk it had decompressed
     read = getattr(f, "read1", f.read)
@@ -151,7 +151,7 @@ def _line_bytes(f, lone_cr: bool):
             piece = piece[:-1] if not lone_cr and piece.endswith(b"\r") else piece  # \r\n: one end
             if head is None and len(piece) > _LINE_BYTES:  # a whole line within one chunk
                 head = piece[:1024]
-            yield piece if head is None else _TooLong(head)
+            yield piece if head is None else TooLong(head)
             head = None
         pending = b"\r" if tail.endswith(b"\r") else b""  # a line end, or half of one, once the next chunk comes
         if head is not None:
@@ -159,9 +159,15 @@ def _line_bytes(f, lone_cr: bool):
         elif len(tail) - len(pending) > _LINE_BYTES:
             head, tail = tail[:1024], pending
     if head is not None:
-        yield _TooLong(head)
+        yield TooLong(head)
     elif tail:
         yield tail[:-1] if tail.endswith(b"\r") else tail
+
+
+def raw_lines(f):
+    """A binary file's lines as bytes, without their ends: \n, \r\n or a lone \r (a column file's lines have no
+    \r of their own); a line past _LINE_BYTES is a TooLong, its head only."""
+    return _line_bytes(f, lone_cr=True)
 
 
 def text_lines(f, lone_cr: bool = False):
@@ -170,8 +176,8 @@ def text_lines(f, lone_cr: bool = False):
     record's tokens is JSON whitespace, not a line end. A line past 64 MiB is a line_too_long record (bounded memory:
     a file without a line end is not read whole)."""
     for n, line in enumerate(_line_bytes(f, lone_cr)):
-        line = line.removeprefix(codecs.BOM_UTF8) if n == 0 and not isinstance(line, _TooLong) else line
-        if isinstance(line, _TooLong):
+        line = line.removeprefix(codecs.BOM_UTF8) if n == 0 and not isinstance(line, TooLong) else line
+        if isinstance(line, TooLong):
             yield n, f"line {n + 1}", Reject("line_too_long"), bytes(line).decode("utf-8", "replace")
         else:
             yield _line(n, line)

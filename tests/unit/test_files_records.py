@@ -189,3 +189,20 @@ def test_a_tsv_cell_with_a_tab_before_its_newline_is_one_row_not_pieces(tmp_path
     pd.DataFrame({"label": ["pos", "neg"], "text": [cell, "fine"]}).to_csv(tmp_path / "b.tsv", sep="\t", index=False)
     rows, rejects, _, _ = read(str(tmp_path / "b.tsv"), "tsv")
     assert [(r["text_a"], r["label"]) for r in rows] == [("fine", "neg")] and rejects == {"ambiguous_quote": 1}
+
+
+def test_a_conll_file_with_lone_cr_line_ends_is_read_as_its_sentences(tmp_path, monkeypatch):
+    """Old Mac tools end lines with a lone \\r: read at \\n, the file was one line, one row of its first word tagged
+    with its last, nothing counted. Lines end at \\n, \\r\\n or a lone \\r; a line past the limit costs its
+    sentence (line_too_long), not the file's memory."""
+    from pipelines.tasks import text_records
+
+    text = "EU B-ORG\rrejects O\r\rPeter B-PER\rsays O\r"
+    for name, data in (("mac.conll", text), ("dos.conll", text.replace("\r", "\r\n"))):
+        rows, rejects, _, _ = read(write(tmp_path, name, data), "conll", "token-classification")
+        assert [(r["tokens"], r["ner_tags"]) for r in rows] == [(["EU", "rejects"], ["B-ORG", "O"]),
+                                                              (["Peter", "says"], ["B-PER", "O"])] and not rejects
+    monkeypatch.setattr(text_records, "_LINE_BYTES", 100)
+    rows, rejects, _, _ = read(write(tmp_path, "long.conll", "x" * 300 + " O\nEU B-ORG\n\nsays O\n"), "conll",
+                               "token-classification")
+    assert [r["tokens"] for r in rows] == [["says"]] and rejects == {"line_too_long": 1}
