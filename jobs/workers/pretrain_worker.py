@@ -267,7 +267,7 @@ class Worker:
         flops_token = flops_per_token(self.cfg.model, self.cfg.data.max_seq_len)
         peak = peak_flops(self.cfg.scaling.use_gpu, self.cfg.deepspeed.precision)
         window, start_step, run_start, metrics = MetricsWindow(), self.step, time.perf_counter(), {}
-        batches, empty_epochs = self.stream, 0
+        batches, empty_epochs, self.save_owed = self.stream, 0, False
         while self.step < t.max_steps:
             item, waited = self._next_batch(batches)
             if item is None:
@@ -312,7 +312,7 @@ class Worker:
                     log.info(progress_line(self.step, t.max_steps, metrics, eta))
                 self.logger.log({f"train/{k}": v for k, v in metrics.items() if k != "step"}, step=self.step)
                 window = MetricsWindow()
-            if last or (t.checkpoint_every and self.step % t.checkpoint_every == 0):
+            if self._checkpoint_due(last):
                 saving = time.perf_counter()
                 self.checkpoint(metrics, last)
                 window.start += time.perf_counter() - saving  # the save and upload are no window's steps
@@ -320,6 +320,18 @@ class Worker:
             batches.close()
         if start_step >= t.max_steps:  # resumed a finished run: report its final state again
             self.checkpoint(metrics, True)
+
+    def _checkpoint_due(self, last: bool) -> bool:
+        """Whether the step just taken saves a checkpoint: the last, and every checkpoint_every-th, but not inside a
+        non-finite streak (a pipeline counts a step whose update the optimizer dropped): a rollback restores the
+        latest checkpoint, and one saved mid-streak holds the weights that were giving NaN, so every rollback would
+        return to them. The save waits for the next finite step."""
+        every = self.t.checkpoint_every
+        self.save_owed = self.save_owed or bool(every and self.step % every == 0)
+        if last or (self.save_owed and not self.guard.streak):
+            self.save_owed = False
+            return True
+        return False
 
     def _position_metrics(self) -> dict:
         """Where the run is, reported with each window's metrics. `skipped_steps`: optimizer steps DeepSpeed dropped on

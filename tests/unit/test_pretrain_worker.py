@@ -69,6 +69,19 @@ def test_a_log_window_reports_the_optimizer_steps_deepspeed_skipped():
     assert metrics == dict(step=40, epoch=0, lr=1e-4, grad_norm=0.5, nonfinite_total=1, rollbacks=0, skipped_steps=3)
 
 
+def test_no_checkpoint_is_saved_inside_a_nonfinite_streak():
+    """A pipeline step whose update the optimizer dropped (NaN) still counts: a checkpoint due then waits for the
+    next finite step, so a rollback never restores weights the streak was giving NaN from. The last step saves."""
+    worker = Worker.__new__(Worker)
+    worker.t, worker.guard, worker.save_owed = SimpleNamespace(checkpoint_every=4), SimpleNamespace(streak=0), False
+    saved = []
+    for step, streak in enumerate([0, 0, 0, 1, 2, 0, 0, 0, 0, 1], start=1):  # NaN at steps 4, 5 and 10
+        worker.step, worker.guard.streak = step, streak
+        if worker._checkpoint_due(last=step == 10):
+            saved.append(step)
+    assert saved == [6, 8, 10]
+
+
 def test_a_resubmitted_jobs_rollback_compounds_with_the_earlier_jobs_each_counted_once(monkeypatch):
     """The rollback ledger lives one job: a resubmission's starts empty, and scale_lr sets the rate from optim.lr, so
     the first rollback of job 2 (x0.5) trained at job 1's rate again (0.5 x lr, not 0.25 x). The checkpoint carries
