@@ -185,7 +185,14 @@ class Predictor(Encoder):
         super().__init__(model_dir, qa)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         head = getattr(transformers, TASK_MODELS[HF_TASK[self.kind]])
-        self.model = head.from_pretrained(model_dir).to(self.device).eval()
+        model, loaded = head.from_pretrained(model_dir, output_loading_info=True)
+        unloaded = sorted(loaded["missing_keys"]) + sorted(str(k[0] if isinstance(k, tuple) else k)
+                                                          for k in loaded.get("mismatched_keys", ()))
+        if unloaded:  # transformers initialises them at random (another per replica) and only logs it
+            raise ValueError(f"{model_dir}: the weights do not fit {head.__name__}: {len(unloaded)} of its tensors are "
+                             f"not in the folder or of another shape ({', '.join(unloaded[:5])}"
+                             f"{', ...' if len(unloaded) > 5 else ''}); it would predict with random ones")
+        self.model = model.to(self.device).eval()
         self.batch_size, self.threshold, self.max_batch_tokens = batch_size, threshold, max_batch_tokens
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")

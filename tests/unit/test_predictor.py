@@ -330,3 +330,17 @@ def test_a_word_the_normalizer_shortens_is_tagged_as_the_word_it_is(tmp_path):
         entities = json.loads(predictor._entities(row, encoded, [logits])["entities"])
         assert [(e["entity_group"], row["text"][e["start"]:e["end"]]) for e in entities] == \
             [("ORG", "paris"), ("PER", odd), ("PER", "london")], odd
+
+
+def test_a_folder_whose_head_weights_are_missing_is_refused_not_predicted_at_random(tmp_path):
+    """A folder whose classifier tensors are under other names (a model from elsewhere, a base model's folder):
+    transformers initialises the head at random, another in every replica, and only logs it. Refused, naming them."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=3, id2label=dict(enumerate(LABELS)),
+                  label2id={v: i for i, v in enumerate(LABELS)})
+    weights = load_file(os.path.join(folder, "model.safetensors"))
+    save_file({k.replace("classifier.", "clf."): v for k, v in weights.items()},
+              os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"2 of its tensors .*classifier\.bias, classifier\.weight.*random"):
+        Predictor(folder)
