@@ -9,12 +9,14 @@ import re
 
 from pipelines.tasks.text_records import Reject
 
-_INTEGRAL = re.compile(r"-?\d+\.0+")  # "101.0", "-3.00"
+_INTEGRAL = re.compile(r"([+-]?)(\d+)(\.0+)?")  # "101.0", "-3.00", "+1" (+1 / -1 classes), "+1.0"
 
 
 def integral(text: str) -> str:
-    """A text cell holding an integral float as the integer ("101.0" -> "101"); any other text as it is."""
-    return text.split(".", 1)[0] if _INTEGRAL.fullmatch(text) else text
+    """A text cell holding an integer or an integral float as the integer's text ("101.0" -> "101", "+1" -> "1": the
+    class a JSON 1 or a CSV's 1 names); leading zeros kept ("007" is a name); any other text as it is."""
+    found = _INTEGRAL.fullmatch(text)
+    return ("-" if found[1] == "-" else "") + found[2] if found else text
 
 
 def bool_class(value) -> str | None:

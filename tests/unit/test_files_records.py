@@ -206,3 +206,12 @@ def test_a_conll_file_with_lone_cr_line_ends_is_read_as_its_sentences(tmp_path, 
     rows, rejects, _, _ = read(write(tmp_path, "long.conll", "x" * 300 + " O\nEU B-ORG\n\nsays O\n"), "conll",
                                "token-classification")
     assert [r["tokens"] for r in rows] == [["says"]] and rejects == {"line_too_long": 1}
+
+
+def test_plus_one_and_minus_one_classes_are_one_class_in_every_format(tmp_path):
+    """+1 / -1 labels (SVMlight-style sentiment): a CSV's "+1", "+1.0" and a JSON 1 are the class "1"; they were
+    three classes, and a dev file's 1 was refused as label_not_in_train."""
+    csv_rows, _, _, _ = read(write(tmp_path, "t.csv", "text,label\na,+1\nb,-1\nc,+1.0\nd,007\n"), "csv")
+    json_rows, _, _, _ = read(write(tmp_path, "d.jsonl", jsonl({"text": "e", "label": 1},
+                                                               {"text": "f", "label": -1})), "jsonl")
+    assert [r["label"] for r in csv_rows] == ["1", "-1", "1", "007"] and [r["label"] for r in json_rows] == ["1", "-1"]
