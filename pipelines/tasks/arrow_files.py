@@ -22,15 +22,17 @@ from pipelines.tasks.common import TaskDataError
 
 def _arrow_records(batches, batch_rows: int, classes: dict):
     """Records of Arrow batches; `classes`: column -> ClassLabel names, to turn datasets' ids into
-    names (an id out of range, datasets' -1 for unlabeled, drops the label)."""
+    names (an id out of range, datasets' -1 for unlabeled, drops the label, and a list holding one its labels)."""
     n = 0
     for batch in batches:
         for start in range(0, batch.num_rows, batch_rows):
             for record in batch.slice(start, batch_rows).to_pylist():
                 for column, names in classes.items():
                     value = record.get(column)
-                    if isinstance(value, list):
-                        record[column] = [names[v] if isinstance(v, int) and 0 <= v < len(names) else v for v in value]
+                    if isinstance(value, list) and any(isinstance(v, int) and not 0 <= v < len(names) for v in value):
+                        del record[column]  # one unlabeled id (-1) among tags or classes: the row has no labels
+                    elif isinstance(value, list):
+                        record[column] = [names[v] if isinstance(v, int) else v for v in value]
                     elif isinstance(value, int) and 0 <= value < len(names):
                         record[column] = names[value]
                     elif isinstance(value, int):

@@ -37,6 +37,12 @@ def test_parquet_written_by_datasets_names_its_class_ids_as_its_folder_would(tmp
         pq.write_table(table.replace_schema_metadata(meta), tmp_path / "old.parquet")
         rows = read(str(tmp_path / "old.parquet"), "parquet", "token-classification", Columns(tags="ner_tags"))[0]
         assert rows[0]["ner_tags"] == ["B-PER", "I-PER", "O"]
+    # an unlabeled id (-1) among the tags: the row has no tags (it had the tag "-1")
+    unlabeled = pa.table({"tokens": [["John", "ran"], ["Ann"]], "ner_tags": [[1, -1], [1]]})
+    pq.write_table(unlabeled.replace_schema_metadata(meta), tmp_path / "unlabeled.parquet")
+    rows, rejects = read(str(tmp_path / "unlabeled.parquet"), "parquet", "token-classification",
+                         Columns(tags="ner_tags"))[:2]
+    assert [r["ner_tags"] for r in rows] == [["B-PER"]] and rejects == {"missing_label": 1}, rejects
     pq.write_table(table.replace_schema_metadata({b"huggingface": b"{not json"}), tmp_path / "bad.parquet")
     with pytest.raises(TaskDataError, match="bad.parquet: the Parquet schema's 'huggingface' metadata"):
         read(str(tmp_path / "bad.parquet"), "parquet", "token-classification", Columns(tags="ner_tags"))
