@@ -131,10 +131,22 @@ def answer_list(answers) -> list[dict] | None:
         text, start = answers.get("text"), answers.get("answer_start")
         if isinstance(text, list) and isinstance(start, list):
             return [{"text": t, "answer_start": s} for t, s in zip(text, start)] if len(text) == len(start) else None
-        if isinstance(text, str) and isinstance(start, int) and not isinstance(start, bool):
+        if isinstance(text, str) and _offset(start) is not None:
             return [{"text": text, "answer_start": start}]
         return None
     return answers if isinstance(answers, list) and all(isinstance(a, dict) for a in answers) else None
+
+
+def _offset(value) -> int | None:
+    """An answer_start as the integer it means: an int, an integral float (pandas writes an int column holding a
+    null as floats: 24.0) or a digit string ("24", a CSV's or a stringly JSON export's); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdecimal() and value.strip().isascii():
+        return int(value)
+    return value if isinstance(value, int) else None
 
 
 def _trimmed(text: str, start: int) -> tuple[str, int]:
@@ -173,9 +185,9 @@ def gold_answers(context: str, answers, dropped: Callable[[dict], None],
         return "unparseable_label"
     good = {"text": [], "answer_start": []}
     for a in answers:
-        text, start = a.get("text"), a.get("answer_start")
-        at, converted = (_char_start(context, text, start) if isinstance(start, int) and not isinstance(start, bool)
-                         and start >= 0 and isinstance(text, str) and text.strip() else (None, False))
+        text, start = a.get("text"), _offset(a.get("answer_start"))
+        at, converted = (_char_start(context, text, start) if start is not None and start >= 0
+                         and isinstance(text, str) and text.strip() else (None, False))
         if at is not None:
             if converted:
                 moved(a)

@@ -79,3 +79,13 @@ def test_qa_answer_starts_in_utf16_units_are_kept_at_their_character(tmp_path):
     rows, rejects, _, _ = read(path, "jsonl", "question-answering")
     assert context.index("Paris") == 14 and [r["answers"] for r in rows] == [{"text": ["Paris"], "answer_start": [14]}]
     assert rejects == {"answer_offset_in_other_units": 1}
+
+
+def test_an_answer_start_written_as_a_float_or_digit_string_is_the_offset_it_means(tmp_path):
+    """pandas writes an int column holding a null as floats (24.0), a CSV or a stringly export "24": the offset is
+    right, and the answer was dropped as answer_offset_mismatch. 0.5, true or -1 stay no offset."""
+    records = [{"context": "Paris is big", "question": f"q{i}", "answers": {"text": ["Paris"], "answer_start": [s]}}
+               for i, s in enumerate([0.0, "0", 0, 0.5, True, -1])]
+    rows, rejects, _, _ = read(write(tmp_path, "qa.jsonl", jsonl(*records)), "jsonl", "question-answering")
+    assert [r["question"] for r in rows] == ["q0", "q1", "q2"]
+    assert all(r["answers"]["answer_start"] == [0] for r in rows) and rejects.get("no_valid_answer") == 3, rejects
