@@ -47,11 +47,18 @@ def missing(value) -> bool:
 
 def refuse_non_text(kind: str, column: str, values) -> None:
     """Raise naming the first row whose `column` is a list, mapping or array (a tagger sent its words as a list):
-    read as text it would be its Python repr, and `missing` would ask pandas whether an array is null."""
+    read as text it would be its Python repr, and `missing` would ask pandas whether an array is null; or text with
+    a lone surrogate (JSON's "\\ud83d" without its pair), which the tokenizer cannot encode (batch prediction
+    rejects it as invalid_utf8)."""
+    from pipelines.tasks.text_records import has_lone_surrogate
+
     for i, v in enumerate(values):
         if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0):
             raise BadRequest(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
                 " (send a sentence's words joined by spaces)" if kind == "token-classification" else ""))
+        if isinstance(v, str) and has_lone_surrogate(v):
+            raise BadRequest(f"{kind}: row {i}'s {column} holds a lone surrogate (half of a character: an emoji a "
+                             f"tool cut in two), which no UTF-8 text can hold; send it whole or without it")
 
 
 class PredictorModel(mlflow.pyfunc.PythonModel):
@@ -86,8 +93,11 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         answers `empty`, no answer); raises on a missing column, or a null or blank text or pair, naming it."""
         import pandas as pd
 
-        table = table if isinstance(table, pd.DataFrame) else pd.DataFrame({"text": list(table)})
         kind = self.predictor.kind
+        if not isinstance(table, pd.DataFrame):  # {"inputs": [...]}: checked before pandas' Arrow strings refuse it
+            table = list(table)
+            refuse_non_text(kind, "text", table)
+            table = pd.DataFrame({"text": table})
         if kind == "question-answering":
             absent = {"question", "context"} - set(table.columns)
             if absent:

@@ -139,6 +139,10 @@ def test_a_null_question_or_context_is_answered_as_no_answer_not_from_the_word_n
             None, pd.DataFrame({"text": ["fine", ["a", "b"]]}))
     with pytest.raises(ValueError, match="row 0's question is a list, not text"):
         model.predict(None, pd.DataFrame({"question": [["where"]], "context": [context]}))
+    # half an emoji (JSON's "\ud83d" alone, in {"inputs": [...]}): named, not pandas' UnicodeEncodeError as a
+    # server error
+    with pytest.raises(ValueError, match="row 1's text holds a lone surrogate"):
+        served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(None, ["fine", "ok \ud83d cut"])
 
 
 def test_a_served_pair_request_refuses_a_row_without_its_pair_naming_it(tmp_path):
