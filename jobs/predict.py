@@ -85,6 +85,10 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
         _refuse_undecodable_names(files)
+        if not cfg.columns.id and (shared := shared_names(files)):
+            print(f"[predict] input files share a name ({', '.join(shared[:3])}{' ...' if len(shared) > 3 else ''}): "
+                  f"their rows' default ids (name:row) repeat; join the predictions to the inputs by file and "
+                  f"position, or name an id column (columns.id)", flush=True)
         _check_columns(files, model.kind, cfg.columns)  # before the manifest and Ray
     except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
         raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
@@ -166,6 +170,15 @@ def _refuse_undecodable_names(files) -> None:
             raise ConfigError(f"input file {os.fsencode(path)!r} has a name that is not UTF-8 (another encoding's "
                               "bytes, shown escaped): rename it to UTF-8 text (e.g. `convmv -f latin1 -t utf-8`) "
                               "and run again") from None
+
+
+def shared_names(files) -> list[str]:
+    """The input files whose name (without folders) another input file has too: rows without an id column are
+    named "<name>:<row>", so such files' ids repeat."""
+    import collections
+
+    names = collections.Counter(path.rstrip("/").rsplit("/", 1)[-1] for path, _ in files)
+    return sorted(path for path, _ in files if names[path.rstrip("/").rsplit("/", 1)[-1]] > 1)
 
 
 def _check_columns(files, kind: str, columns) -> None:

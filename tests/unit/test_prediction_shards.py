@@ -482,3 +482,13 @@ def test_a_shard_a_replica_wrote_where_the_driver_cannot_see_it_fails_the_job(tm
     manifest = {"shards": {}}
     _complete_shards(tmp_path, manifest, set(shards.scan(tmp_path)) | {"00000-000000"}, final=True)
     assert list(manifest["shards"]) == ["00000-000000"]
+
+
+def test_input_files_of_one_name_in_two_folders_are_named_their_default_ids_repeat():
+    """`exports/*/data.csv`: rows without an id column are "data.csv:0", ... in both files; the job says so."""
+    from jobs.predict import shared_names
+
+    files = [("/in/a/data.csv", "csv"), ("/in/b/data.csv", "csv"), ("/in/b/other.csv", "csv"),
+             ("/in/c/data.jsonl", "jsonl")]
+    assert shared_names(files) == ["/in/a/data.csv", "/in/b/data.csv"]
+    assert shared_names(files[1:]) == []
