@@ -202,7 +202,8 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
     return ((n, where, Reject(bad) if bad else  # CoNLL: conll.py's rules, any tag
              {"id": f"{_name(path)}:{n}", "document": document, "tokens": [columns_of(x)[0] for x in lines],
               "ner_tags": [columns_of(x)[-1] for x in lines] if tagged else None}, " | ".join(lines[:5]))
-            for n, (document, lines, bad, where) in enumerate(named_documents(conll_sentences(raw_lines(f), tagged=tagged))))
+            for n, (document, lines, bad, where)
+            in enumerate(named_documents(conll_sentences(raw_lines(f), tagged=tagged))))
 
 
 # --- Rows ---
