@@ -230,6 +230,11 @@ class SweepConfig:
                 self._check_value(key, low, f"{where}.low")
                 self._check_value(key, high, f"{where}.high")
                 spec["low"], spec["high"] = float(low), float(high)  # YAML 1.1 reads 1e-5 as a string
+            if key == "train.seed" and kind != "grid":
+                raise ConfigError(f"{where}: train.seed can only be a grid field (each configuration trained over "
+                                  f"every seed listed, and judged by their mean), got type {kind}: a sampled seed "
+                                  f"gives each configuration other seeds, and a lucky draw the win; or leave it out "
+                                  f"(seeds.count reruns the champion over seeds)")
             if self.search == "optuna" and kind == "grid":
                 raise ConfigError(f"{where}: search optuna cannot take type grid; use choice")
             if self.search == "grid" and kind != "grid":

@@ -20,8 +20,11 @@ def champion(results, fields) -> tuple[dict, float, str]:
 
     With train.seed searched (a grid repeated over seeds), a configuration is judged by the mean of its seeds' best
     scores, which is the score returned, and its best seed's trial stands for it: the best single trial was the
-    configuration whose seeds varied most, its luckiest seed. Only the configurations with the most seeds scored
-    compete: one whose other seeds failed would stand on its one survivor's score."""
+    configuration whose seeds varied most, its luckiest seed. Only the configurations with the most distinct seeds
+    scored compete: one whose other seeds failed would stand on its one survivor's score. A configuration drawn
+    more than once (a choice field repeated over num_samples) has a trial per draw and seed: its seeds count once
+    each, each the mean of its draws (counted as trials, the configuration drawn most often won, however it
+    scored)."""
     import statistics
 
     from jobs.workers.sweep_trial import at_best
@@ -32,13 +35,14 @@ def champion(results, fields) -> tuple[dict, float, str]:
                            "(see the trials table for each one's status and error)")
     if "train.seed" not in fields:
         return max(best, key=lambda b: b[1])
-    groups: dict[str, list] = {}
+    groups: dict[str, dict] = {}  # configuration -> seed -> its trials
     for b in best:
-        groups.setdefault(repr(sorted((k, v) for k, v in b[0].items() if k != "train.seed")), []).append(b)
+        seeds = groups.setdefault(repr(sorted((k, v) for k, v in b[0].items() if k != "train.seed")), {})
+        seeds.setdefault(b[0].get("train.seed"), []).append(b)
     most = max(map(len, groups.values()))
-    mean, trials = max(((statistics.fmean(b[1] for b in g), g) for g in groups.values() if len(g) == most),
-                       key=lambda m: m[0])
-    config, _, schedule = max(trials, key=lambda b: b[1])
+    mean, seeds = max(((statistics.fmean(statistics.fmean(b[1] for b in trials) for trials in g.values()), g)
+                       for g in groups.values() if len(g) == most), key=lambda m: m[0])
+    config, _, schedule = max((b for trials in seeds.values() for b in trials), key=lambda b: b[1])
     return config, mean, schedule
 
 

@@ -123,6 +123,11 @@ def test_a_grid_repeated_over_seeds_is_judged_by_each_points_mean_not_its_luckie
     survivor = trial(1e-3, 1, 0.95)
     failed = [dataclasses.replace(trial(1e-3, seed, 0.5), error=FloatingPointError("nan")) for seed in (2, 3)]
     assert champion([survivor, *failed, *steady], fields)[0]["optim.lr"] == 1e-4
+    # a configuration drawn twice (a choice repeated over num_samples) has two trials per seed: its seeds count once
+    # each, so it does not win by its draws over one drawn once that scored better on every seed
+    twice = [trial(3e-4, seed, 0.72) for seed in (1, 2, 3)] * 2
+    once = [trial(1e-3, seed, 0.90) for seed in (1, 2, 3)]
+    assert champion(twice + once, fields)[:2] == ({"optim.lr": 1e-3, "train.seed": 1}, pytest.approx(0.90))
 
 
 def test_a_pbt_exploit_of_a_donor_behind_keeps_the_trials_own_earlier_reports():
