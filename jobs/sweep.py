@@ -268,7 +268,7 @@ def trial_table(cfg: SweepConfig, grid, tracking_uri: str, parent_id: str) -> li
         last = result.metrics or {}
         rows.append({"trial_id": trial_id, "status": status,
                      **(at_best(result, cfg.search_space)[0] if scored(df)
-                        else {k: result.config.get(k) for k in cfg.search_space}),
+                        else {k: (result.config or {}).get(k) for k in cfg.search_space}),
                      "best": float(df["score"].max()) if reported else float("nan"),
                      "evaluations": int(len(df)) if reported else 0, "last_step": int(last.get("step", 0)),
                      "restored_from": last.get("restored_from", "") if reported else "",

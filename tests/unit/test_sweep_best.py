@@ -199,6 +199,14 @@ def test_steps_reported_again_after_a_restart_count_once_and_the_last_report_win
     cfg = SimpleNamespace(search_space=FIELDS, scheduler="asha", max_evals=0)
     row, = sweep.trial_table(cfg, [result], "sqlite:///unused.db", "parent")
     assert row["evaluations"] == 4 and row["best"] == 0.8 and row["status"] == "finished"
+    # a trial that died before its first report (restored by a resumed sweep, or its actor never started): Tune's
+    # Result holds its id alone, no config; a row of its own, not an AttributeError that failed every resume
+    from ray.tune import Result
+
+    unseen = Result(metrics={"trial_id": "t9"}, checkpoint=None, error=RuntimeError("actor died"), path="/none")
+    assert unseen.config is None
+    row, = sweep.trial_table(cfg, [unseen], "sqlite:///unused.db", "parent")
+    assert row["status"] == "failed" and row["optim.lr"] is None and row["evaluations"] == 0
     from matplotlib.axes import Axes
 
     plotted, draw = [], Axes.plot
