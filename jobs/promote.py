@@ -43,7 +43,8 @@ from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import (PROMOTION_ALIASES, TrackingConfig, check_alias,  # noqa: E402
                                   refuse_relative_when_submitted)
 from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
-from jobs.registry.versions import alias_history, move_alias, version_by_alias, version_exists  # noqa: E402
+from jobs.registry.versions import (REGISTRATION, alias_history, move_alias, version_by_alias,  # noqa: E402
+                                    version_exists)
 from pipelines.tasks.glue import GLUE_TASKS  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
 from jobs.runtime.cluster import prefer_loopback  # noqa: E402
@@ -130,6 +131,9 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         client, cfg.model, cfg.candidate_alias)
     if candidate is None:
         raise ValueError(f"{cfg.model} has no version under @{cfg.candidate_alias}; pass --version N")
+    if candidate.tags.get(REGISTRATION, "").startswith("incomplete"):  # its tags (the rows, the task) are partial
+        raise ValueError(f"{cfg.model} v{candidate.version}: its registration did not finish "
+                         f"({candidate.tags[REGISTRATION][:200]}): register the model again, then judge that version")
     champion = version_by_alias(client, cfg.model, CHAMPION)
     ours, theirs = str(candidate.version), str(champion.version) if champion is not None else ""  # int or str
     if theirs == ours:
@@ -212,8 +216,14 @@ def _same_data(cfg: PromoteConfig, candidate, champion, task, split: str, rows: 
         return
     digest = split_digest(rows)
     for version, role in ((candidate, ""), (champion, " (champion)")):
-        registered = version.tags.get(f"data.{split}.sha256") if version is not None else None
-        if registered and registered != digest:
+        if version is None:
+            continue
+        registered = version.tags.get(f"data.{split}.sha256")
+        if not registered:  # registered before versions recorded their rows, or by hand: said, not checked
+            print(f"[promote] warning: v{version.version}{role} records no {split} rows it was evaluated on (no tag "
+                  f"data.{split}.sha256): nothing checks that the {len(rows)} rows carved now are not rows it trained "
+                  f"on; task.dev_file=... names rows neither model trained on", flush=True)
+        elif registered != digest:
             raise ValueError(f"the {len(rows)} {split} rows are not those v{version.version}{role} was evaluated on "
                              f"when it was registered (sha256 {digest[:12]} now, {registered[:12]} then): the task's "
                              f"files or a task.* override changed them, and rows carved otherwise may be rows the "

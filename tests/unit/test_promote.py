@@ -288,7 +288,8 @@ def test_the_champion_is_scored_with_its_own_sequence_length(models, tmp_path):
 
 
 @pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
-def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_rows_are_named(models, tmp_path):
+def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_rows_are_named(models, tmp_path,
+                                                                                              capsys):
     """The candidate's version records the sha256 of the rows it was evaluated on (data.dev.sha256). Rows that differ
     (the files edited since, or a task.* override that carves dev otherwise and may hand it rows the models trained
     on) are refused, naming both digests; new evaluation rows named on purpose (a GLUE task.data_dir) are judged. A
@@ -324,6 +325,15 @@ def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_ro
     with pytest.raises(ValueError, match=r"the task's data gives labels \['0', '1'\]; v1 was trained with "
                                          r"\['1', '0'\]"):
         judge(alone, tmp_path / "art")
+    # a version whose registration did not finish has partial tags: refused; one that records no rows (registered by
+    # hand, or before versions recorded them) is judged, saying that nothing checked its rows
+    MlflowClient(alone).set_model_version_tag(NAME, "1", "registration", "incomplete: OSError: disk full")
+    with pytest.raises(ValueError, match=r"v1: its registration did not finish \(incomplete: OSError: disk full\)"):
+        judge(alone, tmp_path / "art")
+    bare = f"sqlite:///{tmp_path}/bare.db"
+    register(bare, task, dirs["good"])
+    assert judge(bare, tmp_path / "art").decision == "promoted"
+    assert "v1 records no dev rows it was evaluated on (no tag data.dev.sha256)" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
