@@ -3,17 +3,19 @@ beat to set the median, and the chosen model (jobs/finetune.py) to be registered
 
 from __future__ import annotations
 
+import collections
 import warnings
 
 import numpy as np
 
 from jobs.config.finetune import TaskConfig
-from jobs.loops.ft_tasks import SELECT, dev_metrics, metric_name, num_labels
+from jobs.loops.ft_tasks import SELECT, dev_metrics, is_iob, metric_name, num_labels, tag_metrics
 
 
 def majority_baseline(task: TaskConfig, rows: list[dict], split: str = SELECT) -> float:
     """`rows` of `split` scored as a collapsed model would score them: every row its majority class (the share for
     accuracy, 0 for MCC), one constant score (correlation 0: regression, STS-B), no label or entity predicted (F1 0),
+    every word its most common tag (word tags that are no entities, as part of speech: their macro F1 and accuracy),
     no answer (SQuAD: the share of unanswerable questions); -inf where that has no fixed score (token accuracy,
     multi-label exact match) or no row exists."""
     name = metric_name(task)
@@ -23,6 +25,11 @@ def majority_baseline(task: TaskConfig, rows: list[dict], split: str = SELECT) -
         from pipelines.tasks.squad import squad_metrics
 
         return float(squad_metrics({r["id"]: "" for r in rows}, rows)[name])
+    if task.kind == "token-classification" and not is_iob(task.labels):  # word tags (part of speech): its F1 is over
+        gold = [[str(t) for t in r["ner_tags"]] for r in rows]  # every tag, "no entity" is no prediction of them
+        common = collections.Counter(t for words in gold for t in words).most_common(1)
+        scores = tag_metrics(gold, [[common[0][0]] * len(words) for words in gold]) if common else {}
+        return scores.get(name, -np.inf)
     if num_labels(task) == 1 or name in ("micro_f1", "macro_f1", "f1") and task.kind != "classification":
         return 0.0
     if task.kind != "classification":
@@ -41,5 +48,7 @@ def collapsed_as(task: TaskConfig) -> str:
         return "answering no question"
     if num_labels(task) == 1:
         return "a constant score"
+    if task.kind == "token-classification" and not is_iob(task.labels):
+        return "tagging every word with the most common tag"
     return "predicting the majority class" if task.kind == "classification" else "predicting no " + (
         "entity" if task.kind == "token-classification" else "label")

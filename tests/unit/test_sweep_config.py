@@ -168,7 +168,8 @@ def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, b
     from jobs.loops.collapse import majority_baseline
     from jobs.sweep import _degenerate
 
-    names = {"pkgdocs": ["a", "b", "c", "d"], "cola": ["0", "1"], "mrpc": ["0", "1"]}.get(task, ["x", "y", "z"])
+    names = {"pkgdocs": ["a", "b", "c", "d"], "cola": ["0", "1"], "mrpc": ["0", "1"],
+             "conll": ["B-PER", "I-PER", "O"]}.get(task, ["x", "y", "z"])
     rows = [{"label": y, "row_index": i} for i, y in enumerate(labels)]
     name, kind, metric = (task.split(":") + ["", ""])[:3]
     config = TaskConfig(name=name, labels=[] if name in ("stsb", "squad") else names, kind=kind or TaskConfig.kind,
@@ -182,6 +183,22 @@ def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, b
     assert got == pytest.approx(baseline)
     if task == "cola":  # a healthy CoLA run (MCC 0.5, both classes predicted) is not re-seeded
         assert _degenerate(_seed_result([0.3, 0.5], [2, 2]), majority=got)[0] == ""
+
+
+def test_a_word_taggers_baseline_tags_every_word_with_the_most_common_tag():
+    """Part-of-speech tags (no entities): the main metric is the macro F1 over tags, which a tagger that says NN
+    everywhere scores above 0; a baseline of 0 ("no entity") let such collapsed seed runs set the median."""
+    from jobs.config.finetune import TaskConfig
+    from jobs.loops.collapse import collapsed_as, majority_baseline
+    from jobs.loops.ft_tasks import tag_metrics
+
+    task = TaskConfig(name="files", kind="token-classification", labels=["DT", "NN", "VB"])
+    rows = [{"ner_tags": ["DT", "NN", "VB"]}, {"ner_tags": ["NN", "NN"]}]
+    collapsed = tag_metrics([["DT", "NN", "VB"], ["NN", "NN"]], [["NN"] * 3, ["NN"] * 2])
+    assert majority_baseline(task, rows) == pytest.approx(collapsed["f1"]) and collapsed["f1"] > 0.2
+    task.metric = "accuracy"
+    assert majority_baseline(task, rows) == pytest.approx(0.6)
+    assert collapsed_as(task) == "tagging every word with the most common tag"
 
 
 def test_pbt_refuses_a_perturbation_interval_no_trial_reaches():
