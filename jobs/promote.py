@@ -373,6 +373,8 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
                     "promotion.run_id": run_id, **{f"promotion.{k}": f"{v:.6f}" for k, v in r.evidence.items()}}
     for k, v in version_tags.items():
         client.set_model_version_tag(cfg.model, r.candidate, k, v)
+    if r.decision == "promoted" and "promotion.rolled_back" in client.get_model_version(cfg.model, r.candidate).tags:
+        client.delete_model_version_tag(cfg.model, r.candidate, "promotion.rolled_back")  # an earlier withdrawal
 
 
 def history(client, name: str) -> list[str]:

@@ -164,6 +164,9 @@ def test_gate_promotes_only_on_evidence_and_rollback_restores_the_champion(model
     again = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 1 and again.stderr.startswith("error: ") and "no previous champion" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1, again.stderr  # one line, no traceback
+    # v2 judged and promoted again: its withdrawal is history (the alias moves), not a tag beside decision=promoted
+    assert judge(uri, tmp_path / "art", version=int(v2)).decision == "promoted"
+    assert "promotion.rolled_back" not in client.get_model_version(NAME, v2).tags
 
 
 @pytest.mark.slow  # trains and judges real models (~5-18 s each here): `make test`, not `make test-fast`
