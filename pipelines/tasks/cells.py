@@ -9,13 +9,20 @@ import re
 
 from pipelines.tasks.text_records import Reject
 
-_INTEGRAL = re.compile(r"([+-]?)(\d+)(\.0+)?")  # "101.0", "-3.00", "+1" (+1 / -1 classes), "+1.0"
+_INTEGRAL = re.compile(r"-?\d+\.0+")  # "101.0", "-3.00"
+_SIGNED = re.compile(r"([+-]?)(\d+)(\.0+)?")  # "+1" (+1 / -1 classes), "+1.0", "-3.00"
 
 
 def integral(text: str) -> str:
-    """A text cell holding an integer or an integral float as the integer's text ("101.0" -> "101", "+1" -> "1": the
-    class a JSON 1 or a CSV's 1 names); leading zeros kept ("007" is a name); any other text as it is."""
-    found = _INTEGRAL.fullmatch(text)
+    """A text cell holding an integral float as the integer ("101.0" -> "101"); any other text as it is (an id
+    "+441234567" is not the id "441234567")."""
+    return text.split(".", 1)[0] if _INTEGRAL.fullmatch(text) else text
+
+
+def class_name(text: str) -> str:
+    """A class written as an integer or an integral float, named as a JSON 1 or a CSV's 1 names it ("+1", "+1.0",
+    "1.0" -> "1"); leading zeros kept ("007" is a name); any other text as it is."""
+    found = _SIGNED.fullmatch(text)
     return ("-" if found[1] == "-" else "") + found[2] if found else text
 
 

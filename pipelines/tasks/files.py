@@ -70,7 +70,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
-from pipelines.tasks.cells import bool_class, cell_id, cell_text, integral
+from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
@@ -288,7 +288,7 @@ class _Rows:
                 return "non_integer_label"
             value = whole
         if self.kind == "classification":
-            return (integral(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
+            return (class_name(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
                 else "unparseable_label"
         if self.kind == "regression":
             if self.decimal_comma and isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):

@@ -165,9 +165,10 @@ def _line_bytes(f, lone_cr: bool):
 
 
 def raw_lines(f):
-    """A binary file's lines as bytes, without their ends: \n, \r\n or a lone \r (a column file's lines have no
-    \r of their own); a line past _LINE_BYTES is a TooLong, its head only."""
-    return _line_bytes(f, lone_cr=True)
+    r"""A binary file's lines as bytes, without their ends: \n (a \r before it is none of the line's text: \r\n, and
+    the \r\r\n that Windows' text mode writes for "\r\n"), or a lone \r in a file of such line ends (_tsv_line_end:
+    old Mac tools); a line past _LINE_BYTES is a TooLong, its head only."""
+    return _line_bytes(f, lone_cr=_tsv_line_end(f) == "\r")
 
 
 def text_lines(f, lone_cr: bool = False):

@@ -198,7 +198,8 @@ def test_a_conll_file_with_lone_cr_line_ends_is_read_as_its_sentences(tmp_path, 
     from pipelines.tasks import text_records
 
     text = "EU B-ORG\rrejects O\r\rPeter B-PER\rsays O\r"
-    for name, data in (("mac.conll", text), ("dos.conll", text.replace("\r", "\r\n"))):
+    for name, data in (("mac.conll", text), ("dos.conll", text.replace("\r", "\r\n")),
+                       ("win.conll", text.replace("\r", "\r\r\n"))):  # Windows' text mode writing "\r\n"
         rows, rejects, _, _ = read(write(tmp_path, name, data), "conll", "token-classification")
         assert [(r["tokens"], r["ner_tags"]) for r in rows] == [(["EU", "rejects"], ["B-ORG", "O"]),
                                                               (["Peter", "says"], ["B-PER", "O"])] and not rejects
@@ -211,7 +212,9 @@ def test_a_conll_file_with_lone_cr_line_ends_is_read_as_its_sentences(tmp_path, 
 def test_plus_one_and_minus_one_classes_are_one_class_in_every_format(tmp_path):
     """+1 / -1 labels (SVMlight-style sentiment): a CSV's "+1", "+1.0" and a JSON 1 are the class "1"; they were
     three classes, and a dev file's 1 was refused as label_not_in_train."""
-    csv_rows, _, _, _ = read(write(tmp_path, "t.csv", "text,label\na,+1\nb,-1\nc,+1.0\nd,007\n"), "csv")
+    csv_rows, _, _, _ = read(write(tmp_path, "t.csv", "id,text,label\n+44,a,+1\n44,b,-1\nx,c,+1.0\ny,d,007\n"), "csv",
+                             columns=Columns(id="id"))
+    assert [r["id"] for r in csv_rows][:2] == ["+44", "44"]  # an id is no class: "+44" is not the id "44"
     json_rows, _, _, _ = read(write(tmp_path, "d.jsonl", jsonl({"text": "e", "label": 1},
                                                                {"text": "f", "label": -1})), "jsonl")
     assert [r["label"] for r in csv_rows] == ["1", "-1", "1", "007"] and [r["label"] for r in json_rows] == ["1", "-1"]
