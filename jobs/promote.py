@@ -197,6 +197,8 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
                 _refuse_recorded(cfg, client, result, _moved(ours, theirs, current))
             else:  # only if still ours: a concurrent promotion of another version may hold @challenger by now
                 move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)
+                if "promotion.rolled_back" in candidate.tags:  # withdrawn once, champion again: the history keeps it
+                    client.delete_model_version_tag(cfg.model, ours, "promotion.rolled_back")
     if result.decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
         raise ValueError(f"{cfg.model}: {result.reason} (run {run_id})")
     return result
@@ -373,8 +375,6 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
                     "promotion.run_id": run_id, **{f"promotion.{k}": f"{v:.6f}" for k, v in r.evidence.items()}}
     for k, v in version_tags.items():
         client.set_model_version_tag(cfg.model, r.candidate, k, v)
-    if r.decision == "promoted" and "promotion.rolled_back" in client.get_model_version(cfg.model, r.candidate).tags:
-        client.delete_model_version_tag(cfg.model, r.candidate, "promotion.rolled_back")  # an earlier withdrawal
 
 
 def history(client, name: str) -> list[str]:

@@ -233,8 +233,9 @@ class SweepConfig:
             if key == "train.seed" and kind != "grid":
                 raise ConfigError(f"{where}: train.seed can only be a grid field (each configuration trained over "
                                   f"every seed listed, and judged by their mean), got type {kind}: a sampled seed "
-                                  f"gives each configuration other seeds, and a lucky draw the win; or leave it out "
-                                  f"(seeds.count reruns the champion over seeds)")
+                                  f"gives each configuration other seeds, and a lucky draw the win; "
+                                  + ("search optuna takes no grid: leave train.seed out" if self.search == "optuna"
+                                     else "or leave it out") + " (seeds.count reruns the champion over seeds)")
             if self.search == "optuna" and kind == "grid":
                 raise ConfigError(f"{where}: search optuna cannot take type grid; use choice")
             if self.search == "grid" and kind != "grid":

@@ -95,7 +95,8 @@ def quiet_forced_memory_reports() -> None:
     """DeepSpeed's bf16 optimizer (ZeRO-0/1 in bf16) forces its memory reports on, whatever the config's
     `memory_breakdown`: two per engine and two per parameter group, each a full `gc.collect()` and four printed lines.
     A collection walks the whole heap: ~1 s each in a process that holds much (a test session, a worker late in a
-    long run), six per engine built. Made to follow `memory_breakdown` as the engine's own reports do (off here)."""
+    long run), six per engine built. Turned off (the engine's own reports follow `memory_breakdown`, which no config
+    here sets)."""
     from deepspeed.runtime import bf16_optimizer, utils
 
     if bf16_optimizer.see_memory_usage is utils.see_memory_usage:

@@ -143,6 +143,8 @@ def test_a_null_question_or_context_is_answered_as_no_answer_not_from_the_word_n
     # server error
     with pytest.raises(ValueError, match="row 1's text holds a lone surrogate"):
         served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(None, ["fine", "ok \ud83d cut"])
+    with pytest.raises(ValueError, match="question answering needs the columns question and context"):
+        model.predict(None, [{"question": "where", "context": context}])  # a list, not a table
 
 
 def test_a_served_pair_request_refuses_a_row_without_its_pair_naming_it(tmp_path):

@@ -60,6 +60,8 @@ def test_overrides_reach_dotted_search_space_fields():
      "scheduler=pbt cannot take train.seed as a grid field"),
     # a sampled seed gives each configuration other seeds: judged by their mean, a lucky draw would win
     ("search_space.train.seed={type: choice, values: [1, 2]}", "train.seed can only be a grid field"),
+    (("search=optuna", "search_space.train.seed={type: choice, values: [1, 2]}"),
+     "search optuna takes no grid: leave train.seed out"),
     ("finetune.optim.lr=-1", "finetune.optim.lr must be > 0"),
     ("finetune.init=", "finetune.init must name a starting checkpoint"),
     ("checkpoint_every=0", "checkpoint_every must be >= 1"),
