@@ -22,7 +22,7 @@ from pipelines.tasks.common import TaskDataError
 
 def _arrow_records(batches, batch_rows: int, classes: dict):
     """Records of Arrow batches; `classes`: column -> ClassLabel names, to turn datasets' ids into
-    names (an id out of range, datasets' -1 for unlabeled, drops the label, and a list holding one its labels)."""
+    names (an id out of range, datasets' -1 for unlabeled, drops the label; one in a list drops the whole list)."""
     n = 0
     for batch in batches:
         for start in range(0, batch.num_rows, batch_rows):
