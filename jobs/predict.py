@@ -177,8 +177,10 @@ def shared_names(files) -> list[str]:
     named "<name>:<row>", so such files' ids repeat."""
     import collections
 
-    names = collections.Counter(path.rstrip("/").rsplit("/", 1)[-1] for path, _ in files)
-    return sorted(path for path, _ in files if names[path.rstrip("/").rsplit("/", 1)[-1]] > 1)
+    from pipelines.tasks.files import _name  # the name the default ids carry
+
+    names = collections.Counter(_name(path) for path, _ in files)
+    return sorted(path for path, _ in files if names[_name(path)] > 1)
 
 
 def _check_columns(files, kind: str, columns) -> None:
