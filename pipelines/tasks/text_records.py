@@ -304,9 +304,17 @@ def csv_records(f, delimiter: str = ""):
             unclosed = _unclosed(e, feed)
             if unclosed:
                 feed.give_back()
-            yield n, feed.where(), Reject("unclosed_quote" if unclosed else "bad_csv"), f"{e}: {first}"
+            reason = Reject("unclosed_quote" if unclosed else "bad_csv")
+            yield n, feed.where(), reason, f"{e}{_escape_hint(first)}: {first}"
             continue
         yield _fields(n, feed, fields, delimiter)
+
+
+def _escape_hint(line: str) -> str:
+    """What a line with a backslash before a quote most likely is: an export that escapes quotes with a backslash
+    (MySQL's SELECT INTO OUTFILE, pandas' escapechar="\\\\" with doublequote=False), which CSV reads as the quote
+    closing its field."""
+    return ' (a quote written \\": CSV doubles quotes, "", export without an escape character)' if '\\"' in line else ""
 
 
 def csv_delimiter(f) -> str:

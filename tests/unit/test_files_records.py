@@ -218,3 +218,15 @@ def test_plus_one_and_minus_one_classes_are_one_class_in_every_format(tmp_path):
     json_rows, _, _, _ = read(write(tmp_path, "d.jsonl", jsonl({"text": "e", "label": 1},
                                                                {"text": "f", "label": -1})), "jsonl")
     assert [r["label"] for r in csv_rows] == ["1", "-1", "1", "007"] and [r["label"] for r in json_rows] == ["1", "-1"]
+
+
+def test_a_backslash_escaped_quote_is_counted_with_what_to_export_instead(tmp_path):
+    """MySQL's OUTFILE and pandas' escapechar exports write a quote as \\" where CSV doubles it: each such row is
+    bad_csv, and its sample says why, so the user re-exports instead of losing every row that quotes someone."""
+    data = 'text,label\n"he said \\"hi\\" there",pos\n"plain, quoted",neg\n'
+    rows, rejects, samples, _ = read(write(tmp_path, "mysql.csv", data), "csv")
+    assert [r["label"] for r in rows] == ["neg"] and rejects == {"bad_csv": 1}
+    assert 'CSV doubles quotes, ""' in samples[0][2] and '"he said \\"hi' in samples[0][2]
+    data = 'text,label\n"ok" then text,pos\n'  # text after a closing quote, no backslash: no advice
+    _, _, samples, _ = read(write(tmp_path, "plain.csv", data), "csv")
+    assert samples[0][0] == "bad_csv" and "doubles" not in samples[0][2]
