@@ -25,7 +25,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
-from pipelines.tasks.text_records import TooLong
+from pipelines.tasks.text_records import TooLong, raw_lines
 
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
@@ -175,12 +175,12 @@ def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSpl
     """Sentences {id, document, tokens, pos_tags, chunk_tags, ner_tags} (tags as strings).
 
     POS and chunk tags are filled for the 4-column English layout (None otherwise); the columns
-    and reject reasons are conll_sentences'.
+    and reject reasons are conll_sentences', the line ends text_records.raw_lines' (a lone \\r in a file of them).
     """
     path = require_file(path, "CoNLL file")
     out = TaskSplit([], path)
     with open(path, "rb") as f:
-        for document, lines, bad, where in conll_sentences(f, labels):
+        for document, lines, bad, where in conll_sentences(raw_lines(f), labels):
             if bad:
                 out.reject(bad, where, " | ".join(lines[:5]))
                 continue

@@ -58,6 +58,16 @@ def test_reader_splits_sentences_and_documents(tmp_path):
     assert not split.rejects
 
 
+def test_a_benchmark_file_with_lone_cr_line_ends_is_read_as_its_sentences(tmp_path):
+    """task=conll reads line ends as own data does (text_records.raw_lines): a file of lone \\r, read at \\n, was
+    one line of every token's columns: wrong_column_count against nothing, and "no usable sentences"."""
+    for text in (TRAIN.replace("\n", "\r"), TRAIN.replace("\n", "\r\n")):
+        split = load_conll(write(tmp_path, text))
+        assert [s["tokens"][:2] for s in split] == [["EU", "rejects"], ["Peter", "Blackburn"],
+                                                    ["BRUSSELS", "1996-08-22"]]
+        assert [s["document"] for s in split] == [0, 0, 1] and not split.rejects
+
+
 def test_iob1_tags_are_kept_as_in_the_file(tmp_path):
     split = load_conll(write(tmp_path, "EU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\n\n\nPeter NNP I-NP I-PER\n"))
     assert [s["ner_tags"] for s in split] == [["I-ORG", "O"], ["I-PER"]]  # repeated blank lines are one break
