@@ -242,7 +242,8 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     return {"basis": basis, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "model": {"uri": model.uri, "name": model.name, "version": model.version, "run_id": model.run_id,
                       "kind": model.kind, "sha256": model.digest, "asked": cfg.model},
-            "input": cfg.input, "files": [{"index": i, "path": p, "format": f} for i, (p, f) in enumerate(files)],
+            "input": cfg.input, "files": [{"index": i, "path": name, "format": fmt}  # name: the rows' `file`
+                                          for i, (name, (_, fmt)) in enumerate(zip(inputs.basis_paths(files), files))],
             "columns": ["id", "file", "position", *OUTPUT_COLUMNS[model.kind], "truncated", "windows"],
             "shards": {}}
 
@@ -319,7 +320,8 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     # replicas, and each replica's summary reaches the driver as it finishes a block; one block holding a whole
     # file would go to one replica. (A repartition would need a CPU the replicas hold on a CPU-only cluster.)
     ray.data.DataContext.get_current().target_max_block_size = BLOCK_BYTES
-    reads = ray.data.from_items([{"index": i, "path": p, "fmt": f} for i, (p, f) in enumerate(files)],
+    reads = ray.data.from_items([{"index": i, "path": p, "fmt": f, "name": name}  # name: the output's `file`
+                                 for i, ((p, f), name) in enumerate(zip(files, inputs.basis_paths(files)))],
                                 override_num_blocks=max(1, len(files)))
     # Reading and tokenizing run in tasks (flat_map is never fused into the tokenizing map_batches, and tasks of
     # other resources are never fused into the actors). On GPUs they take a CPU each; on a CPU-only cluster the

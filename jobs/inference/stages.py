@@ -21,22 +21,25 @@ def read_rows(item: dict, kind: str, columns, shard_rows: int, skip: set, output
     """One input file -> its rows (JSON) with their shard and place in it; each shard's _rows.json first. A shard's
     rows go out longest first: the replicas' windows hold rows of like length (little padding in a batch), and the
     last windows of the job are its shortest, quickest rows, so the replicas finish together instead of one working
-    through a long window alone. Each row keeps its position in the file: the parts are written in its order."""
+    through a long window alone. Each row keeps its position in the file: the parts are written in its order, and
+    its file's `name` (inputs.basis_paths: a file shipped with a submitted job by its path in the job's copy, which a
+    resubmission unpacks at another path) or its path."""
     from jobs.inference.inputs import file_columns
     from pipelines.tasks.files import read_file
 
     path, fmt = str(item["path"]), str(item["fmt"])
+    name = str(item.get("name") or path)
     columns = file_columns(columns, kind, fmt)
     read = 0  # the file's readable rows before this shard: its rows are the file's `read`, `read` + 1, ...
     for k, part in enumerate(read_file(path, fmt, kind, columns, batch_rows=shard_rows, labeled=False)):
         shard, first, read = shards.shard_id(int(item["index"]), k), read, read + len(part.rows)
         if shard in skip:
             continue
-        shards.write_rows(output, shard, {"file": path, "first": first, "rows": len(part.rows),
+        shards.write_rows(output, shard, {"file": name, "first": first, "rows": len(part.rows),
                                           "rejects": dict(part.rejects), "samples": [list(s) for s in part.samples]})
         rows = [json.dumps(row, ensure_ascii=False) for row in part.rows]
         for i in sorted(range(len(rows)), key=lambda i: -len(rows[i])):  # stable: ties in the file's order
-            yield {"row": rows[i], "shard": shard, "position": first + i, "file": path}
+            yield {"row": rows[i], "shard": shard, "position": first + i, "file": name}
 
 
 ENCODERS: dict[tuple, object] = {}  # per worker process: (model digest, QA settings) -> its Encoder

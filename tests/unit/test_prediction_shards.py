@@ -466,6 +466,11 @@ def test_an_input_shipped_in_a_submitted_jobs_copy_is_known_again_in_another_cop
     assert not file_versions([(str(outside), "csv")])[0].startswith("sha256:")
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR")  # not a submitted job: as resolved
     assert basis_paths(files) == [files[0][0]]
+    from jobs.inference.stages import read_rows  # the rows' `file`: that name too, not the copy's path
+    rows = list(read_rows({"index": 0, "path": files[0][0], "fmt": "csv", "name": "data/in.csv"}, "classification",
+                          PredictConfig(model="m", input="i", output="o").columns, 100, set(), tmp_path / "out"))
+    assert {r["file"] for r in rows} == {"data/in.csv"}
+    assert json.loads(next((tmp_path / "out").rglob("_rows.json")).read_text())["file"] == "data/in.csv"
 
 
 def test_a_shard_a_replica_wrote_where_the_driver_cannot_see_it_fails_the_job(tmp_path):
