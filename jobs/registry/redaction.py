@@ -11,7 +11,9 @@ SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "crede
 REDACTED = "***"
 # scheme://user[:password]@host; a password may hold '/' and '@' unencoded (SQLAlchemy, MLflow's database stores,
 # reads postgresql://u:s3cr/et@db as password "s3cr/et"): with a ':', the credentials run to the URI's last '@'
-_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:[^/@\s:'\"]+:\S*|[^/@\s'\"]+)@")
+# -- unless what follows the ':' is a port (digits, then the path or the end: `http://host:5000/u@x.csv` names a file,
+# no user); an IPv6 host's '[' is no user's character
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:[^/@\s:'\"\[]+:(?!\d+(?:[/?#]|$))\S*|[^/@\s'\"\[]+)@")
 # a URL's query parameter that carries a secret (a presigned S3 / GCS URL's signature and session token, an Azure
 # SAS's sig, ?token= / ?api_key=), or a connection string's (Azure's ";AccountKey=...")
 _QUERY_PARAM = re.compile(r"(?P<lead>(?:^|[?&;])(?P<name>[\w.\-]+)=)(?P<value>[^&;#\s'\"]+)")
@@ -19,8 +21,12 @@ QUERY_SECRETS = ("signature", "sig")
 
 
 def is_secret_name(name: str, parts: tuple[str, ...] = SECRET_PARTS) -> bool:
-    """Whether `name`'s last word is one of `parts`: words split at '_', '-' and a camelCase hump (AccountKey)."""
-    last = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.rsplit(".", 1)[-1])
+    """Whether `name`'s last word is one of `parts`: words split at '_', '-' and a camelCase hump (AccountKey). A
+    metric's name (`split/name`: `eval.dev/f1_PASSWORD`, the F1 of an entity type a PII tagger finds) is none."""
+    last = name.rsplit(".", 1)[-1]
+    if "/" in last:
+        return False
+    last = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", last)
     return re.split(r"[_\-]", last.lower())[-1] in parts
 
 
