@@ -287,10 +287,24 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
         data["finetune"] = deep_merge(read_yaml(Path(path).parent / base), data.get("finetune") or {})
     updates = parse_overrides(overrides or [], SweepConfig)
     # search_space keys are dotted field names, which overrides split: merge both nested, then join again
-    space = deep_merge(_nest(data.get("search_space") or {}), updates.pop("search_space", {}))
+    space = _merge_space(_nest(data.get("search_space") or {}), updates.pop("search_space", {}))
     data = deep_merge(data, updates)
     data["search_space"] = _join_fields(space)
     return SweepConfig.from_dict(data).validate()
+
+
+def _merge_space(base: dict, update: dict) -> dict:
+    """deep_merge, but a whole spec given (its type and more: `search_space.optim.lr={type: choice, values: [...]}`)
+    replaces the YAML's: merged, the loguniform's low and high stayed beside the choice's values, and no override
+    can remove a key. A part (`...lr.high=1e-2`, `...lr.type=uniform`) still merges into it."""
+    merged = dict(base)
+    for key, value in update.items():
+        whole = isinstance(value, dict) and isinstance(value.get("type"), str) and len(value) > 1
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and not whole:
+            merged[key] = _merge_space(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _nest(space: dict) -> dict:
