@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bert_core.config import ConfigError
+from jobs.registry.redaction import redact
 from jobs.runtime.cluster import starts_local_ray
 
 OPTIMIZERS = ("adamw", "lamb")
@@ -142,6 +143,20 @@ class ScalingConfig:
                               f"allowed: scaling.use_gpu=false{fewer} or RAY_ADDRESS of a GPU cluster")
 
 
+# the stores an MLflow 3 tracking URI names (a database's scheme may name its driver: postgresql+psycopg2://)
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks", "databricks-uc", "uc")
+
+
+def check_store_uri(uri: str) -> None:
+    """Refuse, before any cluster work, a tracking URI no MLflow 3 store takes: a folder or file: (its file store is
+    refused), a mistyped scheme (sqllite:///), a sqlite URI without its three slashes (sqlite:mlflow.db)."""
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else uri.lower()
+    if scheme not in TRACKING_SCHEMES or (scheme == "sqlite" and not uri.lower().startswith("sqlite:///")):
+        raise ConfigError(f"tracking.tracking_uri={redact(uri)!r} names no MLflow store; allowed: a server's "
+                          "http(s)://host:port, sqlite:///<file> (sqlite:////<absolute path>), a database "
+                          "(postgresql://, mysql://, mssql://) or databricks (MLflow 3 refuses folder and file: stores)")
+
+
 @dataclass
 class TrackingConfig:
     tracking_uri: str = "sqlite:///mlflow.db"  # embedded default; http://host:5000 for a server
@@ -157,6 +172,7 @@ class TrackingConfig:
     def validate(self) -> "TrackingConfig":
         if self.flush_timeout_s < 0:
             raise ConfigError(f"tracking.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
+        check_store_uri(self.tracking_uri)
         if self.alias:
             check_alias("tracking.alias", self.alias)
             if self.alias.lower() in PROMOTION_ALIASES:

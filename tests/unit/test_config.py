@@ -355,3 +355,14 @@ def test_a_file_that_is_no_yaml_and_a_url_that_is_none_are_refused_naming_them(t
     for url in ("http://mlflow:5000:5000", "http://[::1", "http://mlflow:99999"):
         with pytest.raises(ConfigError, match=r"tracking\.tracking_uri is not a valid URL \("):
             TrackingConfig(tracking_uri=url).check_reachable()
+
+
+@pytest.mark.parametrize("uri", ["sqllite:///mlflow.db", "sqlite:mlflow.db", "mlruns", "file:///tmp/mlruns",
+                                 "htp://host:5000"])
+def test_a_tracking_uri_no_mlflow_store_takes_is_refused_before_any_cluster_work(uri):
+    """A mistyped store passed validation and --check; MLflow refused it at the first call, after Ray had started
+    and the corpus was prepared."""
+    with pytest.raises(ConfigError, match=r"^tracking\.tracking_uri=.* names no MLflow store"):
+        load_config(PretrainConfig, QUICKSTART, [f"tracking.tracking_uri={uri}"])
+    for good in ("sqlite:////abs/mlflow.db", "http://127.0.0.1:5000", "postgresql+psycopg2://u:p@db/m", "databricks"):
+        assert load_config(PretrainConfig, QUICKSTART, [f"tracking.tracking_uri={good}"]).tracking.tracking_uri == good
