@@ -143,6 +143,8 @@ class PretrainConfig:
             raise ConfigError("deepspeed.pipeline_stages > 1 needs model.recipe=bert and train.nsp=true: the "
                               "pipeline's stages (jobs/engine/pipeline.py) are BERT's layers and loss; the modern "
                               "encoder and MLM-only training run data parallel with ZeRO 0-3")
+        if self.corpus.harvest_installed_docs and not self.corpus.harvest_max_mb > 0:
+            raise ConfigError(f"corpus.harvest_max_mb must be > 0, got {self.corpus.harvest_max_mb}")
         if self.corpus.harvest_installed_docs and not self.data.sources:
             self.data.sources = [self.corpus.harvest_dir]
         self.data.validate()

@@ -357,6 +357,13 @@ def test_a_file_that_is_no_yaml_and_a_url_that_is_none_are_refused_naming_them(t
             TrackingConfig(tracking_uri=url).check_reachable()
 
 
+def test_a_harvest_of_no_size_is_refused():
+    """The fine-tune's task.harvest_max_mb was checked, pretraining's not: -5 harvested one document, after Ray."""
+    for size in ("-5", "0"):
+        with pytest.raises(ConfigError, match=f"corpus.harvest_max_mb must be > 0, got {size}"):
+            load_config(PretrainConfig, QUICKSTART, [f"corpus.harvest_max_mb={size}"])
+
+
 @pytest.mark.parametrize("uri", ["sqllite:///mlflow.db", "sqlite:mlflow.db", "mlruns", "file:///tmp/mlruns",
                                  "htp://host:5000"])
 def test_a_tracking_uri_no_mlflow_store_takes_is_refused_before_any_cluster_work(uri):
