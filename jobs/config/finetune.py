@@ -308,8 +308,12 @@ class FinetuneConfig:
         if not self.init:
             raise ConfigError("init must name a starting checkpoint: an HF BERT folder, a release folder, "
                               "models:/NAME@alias or runs:/RUN_ID/path")
-        if self.init.startswith(MLFLOW_SCHEMES):
-            return  # resolved through MLflow by the job
+        if self.init.startswith(MLFLOW_SCHEMES):  # resolved through MLflow by the job, once it names something
+            scheme, rest = self.init.split(":/", 1)
+            if not rest.split("/", 1)[0].split("@", 1)[0].strip():
+                raise ConfigError(f"init={self.init!r} names no {'model' if scheme == 'models' else 'run'}; allowed: "
+                                  "models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID/path")
+            return
         if "://" in self.init:
             raise ConfigError(f"init must be a local folder or start with one of {MLFLOW_SCHEMES}, got {self.init!r}")
         if not (Path(self.init) / "config.json").is_file():
