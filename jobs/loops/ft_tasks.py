@@ -157,8 +157,9 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     if not rows.select:
         raise ConfigError(f"task {task.name}: the select split is empty (every carved row also occurs in train or "
                           f"dev); raise task.selection_fraction (now {task.selection_fraction})")
-    if task.kind == "regression":  # STS-B: a select split of one score (a small max_eval_examples) reads as diverged
-        require_varied_scores(rows.select, f"task {task.name}'s select split", "a larger task.max_eval_examples")
+    if num_labels(task) == 1:  # STS-B (a GLUE "classification" of one output): a split of one score (a small
+        for name, split in {SELECT: rows.select, **rows.evaluation}.items():  # max_eval_examples) reads as diverged
+            require_varied_scores(split, f"task {task.name}'s {name} split", "a larger task.max_eval_examples")
     return scheme_checked(rows, task.kind, task.iob_scheme)
 
 

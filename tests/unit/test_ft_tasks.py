@@ -306,3 +306,20 @@ def test_a_v2_null_threshold_is_chosen_for_the_tasks_main_metric():
                                                                 start, end)
     assert f1_answers == {"a0": "beta", "a1": "beta", "n": "beta"} and f1_threshold >= 1.0
     assert exact_answers == {"a0": "", "a1": "", "n": ""} and exact_threshold < 0.5
+
+
+def test_an_stsb_split_of_one_score_is_refused_not_read_as_diverged(tmp_path):
+    """STS-B is a GLUE "classification" of one output: the regression check never ran for it, and a select or dev
+    split of one gold score (a small max_eval_examples) made Pearson NaN, reported as diverged weights."""
+    def write(name, scores):
+        lines = ["index\tsentence1\tsentence2\tscore"] + [f"{i}\tA sentence {i}.\tAnother one {i}.\t{s}"
+                                                           for i, s in enumerate(scores)]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+
+    write("train.tsv", [i % 5 for i in range(40)])
+    write("dev.tsv", [3.0] * 6)
+    with pytest.raises(Exception, match="task stsb's dev split: every row's score is 3"):
+        ft_tasks.load_rows(TaskConfig(name="stsb", data_dir=str(tmp_path), max_seq_len=32))
+    write("dev.tsv", [1.0, 2.5, 3.0, 4.0])
+    rows = ft_tasks.load_rows(TaskConfig(name="stsb", data_dir=str(tmp_path), max_seq_len=32))
+    assert len(rows.evaluation["dev"]) == 4
