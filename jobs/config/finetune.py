@@ -95,14 +95,19 @@ class TaskConfig:
             self.kind = KINDS.get(self.name, "classification")
 
     def with_labels(self, labels) -> "TaskConfig":
-        """This task with the label set its training rows gave (none for QA). A classification with one label would
-        build a one-output head, which is a regression head, and score 1.0 on select rows of that label: refused.
+        """This task with the label set its training rows gave (none for QA). A classification or multi-label task with
+        one label would build a one-output head, which is a regression head (scored 1.0 on select rows of that label,
+        or MSE on 0/1 read through a sigmoid): refused.
         GLUE's STS-B is a classification by name and a regression by its spec: its one "label" is the score."""
         self.labels = list(labels) if self.kind != "question-answering" else []
         scored = self.name in GLUE_TASKS and GLUE_TASKS[self.name].is_regression
         if self.kind == "classification" and not scored and len(self.labels) < 2:
             raise ConfigError(f"task {self.name}: classification needs at least two labels in the training rows, got "
                               f"{self.labels}; check task.columns.label, or use task.kind=regression for a score")
+        if self.kind == "multi-label" and len(self.labels) < 2:  # one output is the regression head (MSE on 0/1)
+            raise ConfigError(f"task {self.name}: multi-label needs at least two labels in the training rows, got "
+                              f"{self.labels}; one label a row has or lacks is a classification of two classes: "
+                              "task.kind=classification with a label per row")
         return self
 
 

@@ -258,6 +258,10 @@ def test_a_classification_whose_training_rows_hold_one_label_is_refused():
     with pytest.raises(ConfigError, match=r"at least two labels in the training rows, got \['spam'\]"):
         task.with_labels(("spam",))
     assert task.with_labels(("ham", "spam")).labels == ["ham", "spam"]
+    multi = TaskConfig(name="files", kind="multi-label")  # one output: MSE on 0/1, scored through a sigmoid
+    with pytest.raises(ConfigError, match=r"multi-label needs at least two labels .*task.kind=classification"):
+        multi.with_labels(("spam",))
+    assert multi.with_labels(("ham", "spam")).labels == ["ham", "spam"]
     assert TaskConfig(name="files", kind="question-answering").with_labels(()).labels == []
     assert TaskConfig(name="files", kind="regression").with_labels(("score",)).labels == ["score"]
     # GLUE's tasks with the labels ft_tasks.load_rows gives them: STS-B's is its score (it was refused, so no STS-B
