@@ -87,6 +87,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     prefer_loopback()
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
+    from jobs.config.finetune import MLFLOW_SCHEMES
     from jobs.finetune import check_positions, pin_alias, resolve_init
 
     ft = cfg.finetune
@@ -99,7 +100,9 @@ def run(cfg: SweepConfig) -> SweepResult:
     dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
-    base.run_name, base.tracking.tracking_uri, base.init = cfg.name, tracking_uri, init
+    # a folder as resolved (lineage.init found from any cwd), a model by its pinned version (finetune.py's init_id)
+    base.run_name, base.tracking.tracking_uri = cfg.name, tracking_uri
+    base.init = init if init.startswith(MLFLOW_SCHEMES) else str(init_dir)
     base.task.with_labels(rows.labels)
     if ft.tracking.registered_model:  # refused now, not at the registration after the whole sweep
         from jobs.registry.versions import task_config_tag
@@ -141,7 +144,7 @@ def run(cfg: SweepConfig) -> SweepResult:
 
     parent_id, experiment_id = parent_run(cfg, base, tracking_uri, task_data=(
         ft_tasks.data_source(ft.task), ft_tasks.rows_digest(rows)), data_tags=ft_tasks.split_tags(rows),
-        restoring=tune.Tuner.can_restore(str(out_dir)))  # the search's experiment: fit() restores it
+        restoring=tune.Tuner.can_restore(str(out_dir)), tokenizer_dir=str(init_dir))  # fit() restores its experiment
     searched = cfg.search_space.get("train.seed", {}).get("values", [])
     data = TrialInputs(base, train, select, n_train, rows.select,
                        {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}, tracking_uri,
@@ -438,7 +441,8 @@ def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dic
             "task": task["name"], "task_config": json.dumps(task), **ft_tasks.split_tags(rows),
             **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
     metric = ft_tasks.main_metric(cfg.finetune.task)
-    card = versions.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {cfg.finetune.init}", evaluation,
+    init = lineage.get("lineage.init", cfg.finetune.init)  # an alias pinned to its version, a folder resolved
+    card = versions.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {init}", evaluation,
                                lineage, spread, chosen_on=f"the seed-median run, {metric} {stats['run']:.4f} (seed "
                                f"median {stats['median']:.4f})", data=rows.summary())
     return tracking.finish_run(tracking.resolve_tracking_uri(t.tracking_uri), run_id, evaluation, str(export_dir),

@@ -31,13 +31,14 @@ def basis(params: dict, tags: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_tags: dict, restoring: bool
-               ) -> tuple[str, str]:
+def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_tags: dict, restoring: bool,
+               tokenizer_dir: str | None = None) -> tuple[str, str]:
     """(run id, experiment id) of the sweep's parent: the one of an earlier attempt with this name and the same
     basis (a resume), else a new one. `restoring`: Tune will restore an experiment of this name, whose trials were
     made by an earlier sweep; if no parent of this name has this sweep's basis, that sweep was another one, and
     mixing its trials into this one is refused: by the basis kept in Tune's folder (BASIS_FILE), whatever experiment
-    or store the sweep now tracks to, or, for a folder from before that file, by the parents in this experiment."""
+    or store the sweep now tracks to, or, for a folder from before that file, by the parents in this experiment.
+    `tokenizer_dir`: the starting model's folder, whose tokenizer's hash the lineage records (as a fine-tune's)."""
     from mlflow.tracking import MlflowClient
 
     from jobs.registry import tracking
@@ -46,7 +47,8 @@ def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_ta
     t = base.tracking
     params = {**cfg.to_dict(), "finetune": base.to_dict()}
     tags = {"sweep": cfg.name, "phase": "parent", "task": base.task.name, "init": base.init,
-            **tracking.lineage_tags("sweep", init=base.init, tracking_uri=tracking_uri, task_data=task_data),
+            **tracking.lineage_tags("sweep", tokenizer_dir=tokenizer_dir, init=base.init, tracking_uri=tracking_uri,
+                                    task_data=task_data),
             **data_tags}
     tags[BASIS_TAG] = digest = basis(params, tags)
     folder = Path(base.output_dir).resolve() / cfg.name  # Tune's experiment: the trials it would restore

