@@ -3,6 +3,7 @@ driver holds 24 bytes a document instead of the texts and no shuffle is needed."
 
 from __future__ import annotations
 
+import collections
 import hashlib
 
 import numpy as np
@@ -78,19 +79,18 @@ def _mark_duplicates(batch: pa.Table, duplicates: set[str]) -> pa.Table:
     })
 
 
-def dropped_rows(uid: np.ndarray, drop: list[int], same=None) -> np.ndarray:
-    """The rows dedup drops, `drop` naming each one's uid. A uid is one document's, but where several share one (a
-    wiki page id twice in one dump, an export of overlapping queries) dropping by uid lost the copy dedup kept too:
-    there its rows that repeat an earlier row's text (`same(i, j)`: rows i and j hold one text) go first, then its
-    last rows, as many as `drop` names it."""
-    drops, times = np.unique(np.asarray(drop, np.int64), return_counts=True)
-    mask = np.isin(uid, drops)
-    values, counts = np.unique(uid[mask], return_counts=True)
-    for u in values[counts > 1]:  # rare: a loop over these uids alone
-        rows = np.flatnonzero(uid == u)
-        want = int(times[np.searchsorted(drops, u)])
-        copies = [r for k, r in enumerate(rows) if same is not None and any(same(r, p) for p in rows[:k])][:want]
-        rest = [r for r in rows[::-1] if r not in copies][:want - len(copies)]
-        mask[rows] = False
-        mask[copies + rest] = True
+def dropped_rows(uid: np.ndarray, hash_hi: np.ndarray, hash_lo: np.ndarray, drop) -> np.ndarray:
+    """The rows dedup drops, `drop` naming each by its (uid, hash_hi, hash_lo), the hash's halves as int64. A uid is
+    one document's, but several may share one (a wiki page id twice in one dump, an export of overlapping queries):
+    by uid alone, the wrong one went (the copy dedup kept, or a unique text beside the duplicate). Where rows share
+    a uid and a text, as many go as `drop` names."""
+    mask = np.zeros(len(uid), dtype=bool)
+    if len(drop) == 0:
+        return mask
+    wanted = collections.Counter((int(u), int(hi), int(lo)) for u, hi, lo in drop)
+    for r in np.flatnonzero(np.isin(uid, np.array([u for u, _, _ in wanted], np.int64))):
+        key = (int(uid[r]), int(hash_hi[r]), int(hash_lo[r]))
+        if wanted[key] > 0:
+            wanted[key] -= 1
+            mask[r] = True
     return mask

@@ -208,11 +208,9 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
     shard = task["shard"]
     split, index = layout.split_of(shard)
     group = read_spill(task["spill"], task["batch"], token_type(vocab_size))
-    ids = group.column("ids").combine_chunks()
-    values, bounds = ids.values.to_numpy(), ids.offsets.to_numpy()
-    dropped = pa.array(dropped_rows(group.column("uid").to_numpy(), task["drop"], lambda i, j: np.array_equal(
-        values[bounds[i]:bounds[i + 1]], values[bounds[j]:bounds[j + 1]])))
-    wanted = group.filter(pc.is_in(group.column("uid"), pa.array(task["sample"], pa.int64())))
+    dropped = pa.array(dropped_rows(*(group.column(c).to_numpy() for c in ("uid", "hash_hi", "hash_lo")),
+                                    task["drop"]))
+    wanted = group.filter(pc.and_(dropped, pc.is_in(group.column("uid"), pa.array(task["sample"], pa.int64()))))
     duplicate_samples = [{"uid": u, "doc_id": d, "sample": s} for u, d, s in zip(
         *(wanted.column(c).to_pylist() for c in ("uid", "doc_id", "sample")))]
     # Sorting by key is the shuffle, and makes the result independent of how rows arrived.
@@ -353,16 +351,18 @@ def _shard_tasks(files: pa.Table, layout: ShardLayout, rejects: RejectLog) -> li
     for f in sorted(meta, key=lambda f: f["unit"]):
         for batch, shard in enumerate(f["spill_shards"]):
             parts[shard].append((f["spill"], batch))
-    drop, drop_shard = uids[dup], flat(files, "doc_shard")[dup]
+    # a dropped row by (uid, its text's hash): several documents may share a uid (dedup.dropped_rows)
+    drop = np.stack([uids, *(flat(files, h).view(np.int64) for h in ("hash_hi", "hash_lo"))], axis=1)[dup]
+    drop_shard = flat(files, "doc_shard")[dup]
     order = np.argsort(drop_shard, kind="stable")
     drop, drop_shard = drop[order], drop_shard[order]
     bounds = np.searchsorted(drop_shard, np.arange(num_shards + 1))
-    sampled = set(np.sort(drop)[:rejects.samples_per_reason].tolist())  # reported in rejects.jsonl
+    sampled = set(np.sort(drop[:, 0])[:rejects.samples_per_reason].tolist())  # reported in rejects.jsonl
     tasks = []
     for shard in range(num_shards):
         dropped = drop[bounds[shard]:bounds[shard + 1]].tolist()
         tasks.append({"shard": shard, "spill": [p[0] for p in parts[shard]], "batch": [p[1] for p in parts[shard]],
-                      "drop": dropped, "sample": [u for u in dropped if u in sampled]})
+                      "drop": dropped, "sample": [d[0] for d in dropped if d[0] in sampled]})
     return tasks
 
 

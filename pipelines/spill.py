@@ -93,7 +93,8 @@ def _dedup_columns(hashes: np.ndarray, uids: np.ndarray, shards: np.ndarray) -> 
 
 def spill_schema(ids_type: pa.DataType) -> pa.Schema:
     return pa.schema([("uid", pa.int64()), ("key", pa.uint64()), ("doc_id", pa.string()), ("sample", pa.string()),
-                      ("ids", pa.list_(ids_type)), ("offsets", pa.list_(pa.int32()))])
+                      ("ids", pa.list_(ids_type)), ("offsets", pa.list_(pa.int32())),
+                      ("hash_hi", pa.int64()), ("hash_lo", pa.int64())])  # the content hash, as dedup names a row
 
 
 UNIT_STATS_SCHEMA = pa.schema([
@@ -135,8 +136,9 @@ class DocumentTokenizer:
         writer = None
         books = book_names(unit, self.cfg, self.layout)
         for chunk in _chunks(unit_documents(unit, self.cfg, rejects), SPILL_CHUNK_BYTES):
-            table, shards = self._tokenize(chunk, books)
-            dedup.append(_dedup_columns(content_hashes([d[2] for d in chunk]), table.column("uid").to_numpy(), shards))
+            hashes = content_hashes([d[2] for d in chunk])
+            table, shards = self._tokenize(chunk, books, hashes)
+            dedup.append(_dedup_columns(hashes, table.column("uid").to_numpy(), shards))
             order = np.argsort(shards, kind="stable")
             table, shards = table.take(order).combine_chunks(), shards[order]
             bounds = np.flatnonzero(np.diff(shards)) + 1
@@ -151,7 +153,8 @@ class DocumentTokenizer:
         return {"unit": unit["unit"], "spill": path if writer else "", "spill_shards": spill_shards,
                 "rejects": rejects.to_json(), **{k: v.tolist() for k, v in cols.items()}}
 
-    def _tokenize(self, chunk: list[tuple[str, int, str]], books: frozenset[str]) -> tuple[pa.Table, np.ndarray]:
+    def _tokenize(self, chunk: list[tuple[str, int, str]], books: frozenset[str], hashes: np.ndarray
+                  ) -> tuple[pa.Table, np.ndarray]:
         doc_ids, uids, texts = zip(*chunk)
         keys = np.array([document_key(self.cfg.seed, d) for d in doc_ids], dtype=np.uint64)
         shards = np.array([self.layout.shard_of(int(k), split_key(self.cfg.seed, d, books))
@@ -172,6 +175,7 @@ class DocumentTokenizer:
             "sample": pc.utf8_slice_codeunits(pa.array(texts, pa.string()), 0, SAMPLE_CHARS),
             "ids": pa.ListArray.from_arrays(ids[0], pa.array(ids[1].astype(self.ids_type.to_pandas_dtype()))),
             "offsets": pa.ListArray.from_arrays(offsets[0], pa.array(offsets[1])),
+            "hash_hi": pa.array(hashes[:, 0].view(np.int64)), "hash_lo": pa.array(hashes[:, 1].view(np.int64)),
         }, schema=spill_schema(self.ids_type))
         return table, shards
 

@@ -18,14 +18,18 @@ def test_content_hash_column_keeps_trailing_nul_bytes():
 
 def test_a_uid_two_documents_share_loses_only_the_copies_dedup_chose():
     """A wiki page id twice in one dump gives two documents one uid: dedup drops one copy, and dropping by uid lost
-    both (the article gone, one duplicate counted)."""
+    both (the article gone, one duplicate counted), or -- where the uid's first document repeated an earlier page and
+    its second was unique -- the unique one, keeping the duplicate. A row goes by its uid and text."""
     import numpy as np
 
-    uid = np.array([5, 7, 7, 8, 9, 7])
-    assert dropped_rows(uid, [7, 9]).tolist() == [False, False, False, False, True, True]  # 7's last row only
-    assert dropped_rows(uid, [7, 7, 7]).tolist() == [False, True, True, False, False, True]
-    assert dropped_rows(uid, []).tolist() == [False] * 6
-    texts = ["x", "A", "A", "y", "z", "B"]  # page 7's text A twice and a revision B: the second A goes, B stays
-    same = lambda i, j: texts[i] == texts[j]  # noqa: E731
-    assert dropped_rows(uid, [7, 9], same).tolist() == [False, False, True, False, True, False]
+    from pipelines.dedup import find_duplicates
 
+    uid = np.array([5, 7, 7, 8, 9, 7, 3, 11, 11])
+    texts = ["x", "A", "A", "y", "z", "B", "shared", "shared", "unique"]  # 7: A twice and a revision B
+    hashes = content_hashes(texts).view(np.int64)
+    dup = find_duplicates(content_hashes(texts), uid)
+    drop = np.stack([uid, hashes[:, 0], hashes[:, 1]], axis=1)[dup].tolist()
+    mask = dropped_rows(uid, hashes[:, 0], hashes[:, 1], drop)
+    assert [t for t, m in zip(texts, mask) if not m] == ["x", "A", "y", "z", "B", "shared", "unique"]
+    assert mask.sum() == dup.sum() == 2  # of two rows of one uid and text, either (they are the same)
+    assert not dropped_rows(uid, hashes[:, 0], hashes[:, 1], []).any()
