@@ -299,7 +299,7 @@ def _wikiextractor_document(doc_id: str, path: str, lines: list[bytes], title: b
 
     if lines and plain(lines[0]) == plain(title):
         lines = lines[1:]
-    return text_document(doc_id, path, lines, too_long, cfg, unescape)
+    return text_document(doc_id, path, lines, too_long, cfg, unescape, utf8=True)
 
 
 def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:

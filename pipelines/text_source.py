@@ -186,16 +186,18 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
 
 
 def text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig,
-                  unescape=None) -> dict:
+                  unescape=None, utf8: bool = False) -> dict:
     """The row of a document's lines: rejected if a line was too long or does not decode, else cleaned
-    (document_row) after `unescape` (WikiExtractor's HTML escapes)."""
-    encoding = check_encoding(cfg.text_encoding) or "utf-8"
+    (document_row) after `unescape` (WikiExtractor's HTML escapes). Decoded as data.text_encoding says, or as UTF-8
+    (`utf8`: WikiExtractor's <doc> files, which it always writes so, beside cp1252 books)."""
+    declared = "" if utf8 else cfg.text_encoding
+    encoding = check_encoding(declared) or "utf-8"
     if too_long is not None:
         return reject_row(doc_id, path, "line_too_long", decode_sample(too_long, encoding))
     data = b"".join(chunks)
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as e:  # invalid_utf8; a byte cp1252 does not define: invalid_cp1252
-        reason = invalid_reason(cfg.text_encoding)
+        reason = invalid_reason(declared)
         return reject_row(doc_id, path, reason, decode_sample(data[max(0, e.start - 100):], encoding))
     return document_row(doc_id, path, unescape(text) if unescape else text, cfg)

@@ -30,3 +30,14 @@ def test_a_wikiextractor_title_holding_a_quote_is_still_dropped_from_its_text(tm
             f'<doc id="14" url="u" title="&quot;Weird Al&quot; Yankovic">\n"Weird Al" Yankovic\n\n{body}\n</doc>\n')
     (tmp_path / "wiki_00").write_text(data)
     assert [r["text"] for r in read(tmp_path / "wiki_00")] == [body, body]
+
+
+def test_doc_blocks_are_utf8_whatever_data_text_encoding_says_of_the_books_beside_them(tmp_path):
+    """data.text_encoding is the plain-text books': WikiExtractor writes UTF-8, and its <doc> files read as cp1252
+    beside cp1252 books made every accented article mojibake ("ZÃ¼rich"), rejected nowhere."""
+    body = "Zürich is the largest city in Switzerland. Its café culture is famous, and so is its lake."
+    (tmp_path / "wiki_01").write_text(f'<doc id="1" url="u" title="Zürich">\nZürich\n\n{body}\n</doc>\n',
+                                      encoding="utf-8")
+    (tmp_path / "book.txt").write_bytes(f"{body}\n".encode("cp1252"))
+    assert [r["text"] for r in read(tmp_path / "wiki_01", text_encoding="cp1252")] == [body]
+    assert [r["text"] for r in read(tmp_path / "book.txt", text_encoding="cp1252")] == [body]
