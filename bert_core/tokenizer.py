@@ -258,7 +258,8 @@ def load_tokenizer(path: str | os.PathLike, lowercase: bool | None = None,
     With only vocab.txt the BERT pipeline is rebuilt around it as transformers does: `lowercase` and `strip_accents`
     (None: not given) default to tokenizer_config.json's do_lower_case and strip_accents next to it, else to uncased
     BERT's (True; None, which follows lowercase); its tokenize_chinese_chars is kept. A tokenizer.json is used as
-    it is. Truncation and padding stored in a tokenizer.json are switched off: callers decide lengths.
+    it is, its BERT special tokens registered as such. Truncation and padding stored in a tokenizer.json are
+    switched off: callers decide lengths.
     """
     path = Path(path)
     if path.is_dir():
@@ -269,6 +270,9 @@ def load_tokenizer(path: str | os.PathLike, lowercase: bool | None = None,
         tok = Tokenizer.from_file(str(path))
         tok.no_truncation()
         tok.no_padding()
+        # as _finish_pipeline and transformers do: a tokenizer.json whose added_tokens lack them split a literal
+        # "[MASK]" into "[", "mask", "]", and transformers (which registers them) gave other ids for the same text
+        tok.add_special_tokens([t for t in SPECIAL_TOKENS if tok.token_to_id(t) is not None])
         return tok
     config = _tokenizer_config(path.parent)
     lowercase = config.get("do_lower_case") is not False if lowercase is None else lowercase

@@ -97,6 +97,17 @@ def test_load_round_trip_from_json_and_from_vocab_only(saved, trained, tmp_path)
     assert tokenizer_hash(saved) == tokenizer_hash(tmp_path) == tokenizer_hash(trained)
 
 
+def test_a_tokenizer_json_without_its_specials_registered_reads_a_literal_mask_as_transformers_does(saved, tmp_path):
+    """A tokenizer.json whose added_tokens lack [MASK] & co. (an edited or hand-built one) split "[MASK]" into
+    "[", "mask", "]", while transformers (which registers them) gave the vocab's id: other ids for one text."""
+    spec = json.loads((saved / "tokenizer.json").read_text())
+    spec["added_tokens"] = []
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    text = "train [MASK] the [SEP] model"
+    assert load_tokenizer(tmp_path).encode(text).ids == load_tokenizer(saved).encode(text).ids
+    assert load_tokenizer(saved).encode(text).ids.count(load_tokenizer(saved).token_to_id("[MASK]")) == 1
+
+
 def test_vocab_only_load_honours_do_lower_case(saved, tmp_path):
     (tmp_path / "vocab.txt").write_bytes((saved / "vocab.txt").read_bytes())
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
