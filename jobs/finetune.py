@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bert_core.config import ConfigError  # noqa: E402
-from jobs.runtime import console  # noqa: E402
+from jobs.runtime import console, resubmit  # noqa: E402
 from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
@@ -61,7 +61,6 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     prefer_loopback()
     import ray
 
-    from jobs.runtime import resubmit
     from jobs.loops import ft_tasks
     from jobs.registry import versions
     from jobs.registry import tracking
@@ -101,6 +100,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
         raise ConfigError(f"scaling.num_workers={resolved.scaling.num_workers}: {cfg.task.name} has {n_train} training "
                           f"features, so a worker would train on nothing; use at most {n_train} workers")
     steps_per_epoch, total = resolved.train.steps(n_train // resolved.scaling.num_workers)
+    _refuse_finished(run_name, Path(cfg.output_dir).resolve() / run_name, earlier, total, tracking_uri)
     t = resolved.tracking
     lineage = tracking.lineage_tags("finetune", tokenizer_dir=str(init_dir), init=init_id, tracking_uri=tracking_uri,
                                     task_data=task_data)
@@ -252,6 +252,16 @@ def find_hf_folder(root: Path) -> Path:
 
 
 PATH_FIELDS = ("data_dir", "train_file", "dev_file", "select_file", "corpus_dir")  # where rows live; the rows' digest says what
+
+
+def _refuse_finished(run_name: str, run_dir: Path, earlier: dict | None, total: int, tracking_uri: str) -> None:
+    """resubmit.refuse_finished, for a fine-tune: nothing is left where its checkpoint is at `total` steps or its
+    loop stopped early (patience ran out)."""
+    latest = resubmit.latest(run_dir) if earlier else None
+    state = latest / "state.json" if latest else None
+    stopped = bool(state and state.is_file() and json.loads(state.read_text()).get("stopped"))
+    resubmit.refuse_finished(run_name, run_dir, earlier, bool(earlier) and (earlier["step"] >= total or stopped),
+                             tracking_uri)
 
 
 def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:

@@ -57,9 +57,10 @@ class PretrainResult:
         return self.metrics["eval_after/mlm_acc"]
 
 
-def run(cfg: PretrainConfig) -> PretrainResult:
+def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
     """The whole job; with phase2.max_steps > 0, phase 1 (data.max_seq_len) then phase 2 in one job,
-    as a parent MLflow run with one child run per phase."""
+    as a parent MLflow run with one child run per phase. A run that finished, submitted again with no step left,
+    is refused (resubmit.refuse_finished) unless `finished_ok` (a resumed quickstart goes on to its sweep)."""
     cfg.check_environment()  # output folder, corpus paths, GPUs: refused here, before any Ray work
     prefer_loopback()
     import ray
@@ -89,7 +90,7 @@ def run(cfg: PretrainConfig) -> PretrainResult:
     t = resolved.tracking
     phase1 = copy.deepcopy(resolved)
     phase1.run_name = f"{cfg.run_name}-phase1" if cfg.phase2.max_steps else cfg.run_name
-    continued = resubmit.tags(_continues(phase1, prepared))  # refused here, before any MLflow run
+    continued = resubmit.tags(_continues(phase1, prepared, finished_ok))  # refused here, before any MLflow run
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
                                 resolved.to_dict(), tags={**_lineage(prepared),
                                                           **({} if cfg.phase2.max_steps else continued)})
@@ -105,10 +106,10 @@ def run(cfg: PretrainConfig) -> PretrainResult:
             phase2 = resolve_config(phase2, prepared.tokenizer_dir)
             lineage = _lineage(prepared)  # the tokenizer and manifest hashed once, for the parent and the phase
             _tag_phase2_lineage(t.tracking_uri, run_id, lineage)
+            continued = resubmit.tags(_continues(phase2, prepared, finished_ok=True))  # phase 1 refused a finished one
             phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name,
                                           phase2.to_dict(), tags={**lineage, "mlflow.parentRunId": run_id,
-                                                                  "phase": "2",
-                                                                  **resubmit.tags(_continues(phase2, prepared))})
+                                                                  "phase": "2", **continued})
             with tracking.ending(t.tracking_uri, phase_id, finished=True):
                 result = _fit(phase2, prepared, phase_id)
             metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
@@ -185,14 +186,16 @@ def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
             **{f"model.{k}": v for k, v in fields.items()}}
 
 
-def _continues(cfg: PretrainConfig, prepared) -> dict | None:
+def _continues(cfg: PretrainConfig, prepared, finished_ok: bool = False) -> dict | None:
     """The record of the checkpoint a run of `cfg` on `prepared` continues from (refused if written on another
     basis), with a line saying so; None for a new run."""
     from jobs.runtime import resubmit
 
     run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
     earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared))
-    if earlier:
+    if earlier and not finished_ok:  # a finished job with no step left: refused, not registered again
+        resubmit.refuse_finished(cfg.run_name, run_dir, earlier, earlier["step"] >= cfg.train.max_steps,
+                                 cfg.tracking.tracking_uri)
         refuse_unloadable(run_dir, cfg)
         print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     elif cfg.train.init_checkpoint:

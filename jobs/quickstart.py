@@ -68,7 +68,7 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
 def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
     from jobs import pretrain, sweep
 
-    pretrained = pretrain.run(pretrain_cfg)
+    pretrained = pretrain.run(pretrain_cfg, finished_ok=True)  # a resumed quickstart: on to its own sweep
     sweep_cfg.finetune.init = pretrained.release_dir  # exactly the weights this run wrote
     # One sweep per pretraining: a new quickstart must not "resume" the sweep of an earlier model, and the
     # same pretraining run name again (a resumed quickstart) resumes its own sweep.

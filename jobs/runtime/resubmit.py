@@ -56,6 +56,32 @@ def check(run_dir: Path, basis: dict, added: tuple[str, ...] = ()) -> dict | Non
     return earlier
 
 
+def refuse_finished(run_name: str, run_dir: Path, earlier: dict | None, nothing_left: bool, tracking_uri: str
+                    ) -> None:
+    """Refuse a submission that has `nothing_left` to train from `earlier` (check's result), where the run that
+    wrote its checkpoint ended FINISHED, and so did that run's parent (a pretraining phase's job run, which
+    registers): the job would export and register the same weights again as a new version, and move the alias to it
+    over any model promoted since. A run that failed or was killed (its registration not done) goes on; so does one
+    given more steps."""
+    if not earlier or not nothing_left or not earlier.get("run_id"):
+        return
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    try:
+        run = client.get_run(earlier["run_id"])
+        parent = run.data.tags.get("mlflow.parentRunId")
+        done = run.info.status == "FINISHED" and (not parent or client.get_run(parent).info.status == "FINISHED")
+    except MlflowException:  # a run deleted since, or another store: nothing says it registered
+        return
+    if done:
+        raise ConfigError(f"run_name={run_name!r} has finished: its checkpoint (step {earlier['step']}) has nothing "
+                          f"left to train and its MLflow run {earlier['run_id']} ended FINISHED; run again, it would "
+                          f"register the same weights a second time. Give more steps to train on, a new run_name, or "
+                          f"remove {run_dir} to start over")
+
+
 def line(run_name: str, earlier: dict, total_steps: int) -> str:
     """The job's console line for a run that continues `earlier` (check's result) and ends at `total_steps`."""
     return (f"[train] {run_name} continues from its checkpoint at step {earlier['step']} (MLflow run "

@@ -76,3 +76,39 @@ def test_a_fine_tunes_basis_holds_its_seed():
     other = FinetuneConfig()
     other.deepspeed.zero_stage = 2  # the checkpoint's layout: a ZeRO-0 one fails to load into a ZeRO-2 engine
     assert continuation_basis(other, "rows-sha", "/init") != basis
+
+
+def test_a_finished_run_submitted_again_with_nothing_left_is_refused_not_registered_twice(tmp_path):
+    """The same command again after the job finished (a retried CI step, a RayJob re-run) restored its last
+    checkpoint, trained nothing, and registered the same weights as a new version, moving the alias over any model
+    promoted since. Refused where the run that wrote the checkpoint, and its parent (a phase's job run, which
+    registers), ended FINISHED; a failed or killed one goes on (its registration not done), and so does one given
+    more steps; a fine-tune whose patience ran out has nothing left either (its state.json says stopped)."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.finetune import _refuse_finished
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("x", artifact_location=str(tmp_path / "art"))
+
+    def run(status, parent=None):
+        r = client.create_run(experiment, tags={"mlflow.parentRunId": parent} if parent else {})
+        client.set_terminated(r.info.run_id, status)
+        return r.info.run_id
+
+    finished, failed = run("FINISHED"), run("FAILED")
+    d = run_dir(tmp_path, run_id=finished)
+    earlier = resubmit.check(d, dict(BASIS))
+    with pytest.raises(ConfigError, match=rf"run_name='pretrain-x' has finished: .* run {finished} ended FINISHED"):
+        resubmit.refuse_finished("pretrain-x", d, earlier, True, uri)
+    resubmit.refuse_finished("pretrain-x", d, earlier, False, uri)  # more steps given: goes on
+    resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": failed}, True, uri)  # registration not done
+    job_failed, job_done = run("FAILED"), run("FINISHED")
+    resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": run("FINISHED", job_failed)}, True, uri)
+    with pytest.raises(ConfigError, match="has finished"):
+        resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": run("FINISHED", job_done)}, True, uri)
+    _refuse_finished("pretrain-x", d, earlier, 40, uri)  # a fine-tune at step 20 of 40: goes on ...
+    (d / "checkpoint_2" / "state.json").write_text(json.dumps({"step": 20, "stopped": True}))
+    with pytest.raises(ConfigError, match="has finished"):  # ... unless its patience ran out
+        _refuse_finished("pretrain-x", d, earlier, 40, uri)
