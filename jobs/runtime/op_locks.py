@@ -8,7 +8,8 @@ a cancelled job) leaves the file behind, and from then on every process that loa
 machine, waits forever with nothing on the console. So:
 
 - `HolderBaton` (installed by `before_op_loads` in place of torch's FileBaton) writes the building process's host
-  and pid into the lock, and a process waiting on a lock whose holder on this host has died stops waiting with an
+  and pid into the lock, and a process waiting on a lock whose holder on this host has died (or whose pid is now a
+  later process's), or whose holder elsewhere has held it longer than any build takes, stops waiting with an
   error that says so, instead of forever;
 - `clear_stale_locks`, called before DeepSpeed loads its ops, removes a lock whose holder on this host is gone
   (the next job builds the op at once), and a lock of unknown holder (written by a plain torch) once it is older
@@ -93,9 +94,32 @@ def holder(lock: Path) -> tuple[str, int] | None:
 
 
 def holder_gone(lock: Path) -> bool:
-    """Whether `lock` names a process of this host that no longer runs."""
+    """Whether `lock` names a process of this host that no longer runs: gone, or its pid now another process's, one
+    started after the lock was written (a container restarted under its hostname numbers its processes from 1
+    again, and a busy node reuses pids)."""
     h = holder(lock)
-    return h is not None and h[0] == _host() and not alive(h[1])
+    if h is None or h[0] != _host():
+        return False
+    started = _started(h[1])
+    return not alive(h[1]) or (started is not None and started > Path(lock).stat().st_mtime + 1)
+
+
+def _started(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch), from /proc; None where it cannot tell."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def stale_elsewhere(lock: Path, stale_after_s: float = STALE_AFTER_S) -> bool:
+    """Whether `lock` names no holder, or one on another host (whose life this host cannot see), and is older than
+    any build takes."""
+    h = holder(lock)
+    return (h is None or h[0] != _host()) and time.time() - Path(lock).stat().st_mtime > stale_after_s
 
 
 class HolderBaton(FileBaton):
@@ -109,14 +133,19 @@ class HolderBaton(FileBaton):
 
     def wait(self) -> None:
         while os.path.exists(self.lock_file_path):
-            if holder_gone(Path(self.lock_file_path)):
+            try:
+                gone, stale = holder_gone(Path(self.lock_file_path)), stale_elsewhere(Path(self.lock_file_path))
+            except FileNotFoundError:  # the build finished (or another waiter removed it) as this looked
+                continue
+            if gone or stale:  # a build on another host dead since this began waiting: the age rule, as before loads
                 who = holder(Path(self.lock_file_path)) or ("", "unknown")  # another waiter may have removed it
                 try:
                     os.remove(self.lock_file_path)
                 except FileNotFoundError:
                     pass
                 raise RuntimeError(f"the build this process waited on was killed (pid {who[1]} held "
-                                   f"{self.lock_file_path}); the lock is removed: the next load builds the op")
+                                   f"{self.lock_file_path}{'' if gone else f', older than {STALE_AFTER_S // 60} min'}"
+                                   "); the lock is removed: the next load builds the op")
             time.sleep(self.wait_seconds)
 
 
@@ -140,7 +169,7 @@ def clear_stale_locks(root: Path | None = None, stale_after_s: float = STALE_AFT
                 removed.append(lock)
                 log.warning(f"[deepspeed] removed {lock}: the build that held it (pid {held_by[1]}) was killed, and "
                             "every load of that op would have waited on it")
-            elif (held_by is None or held_by[0] != _host()) and age > stale_after_s:  # another host: age only
+            elif stale_elsewhere(lock, stale_after_s):  # another host: age only
                 lock.unlink()
                 removed.append(lock)
                 log.warning(f"[deepspeed] removed {lock}, a build lock {age / 60:.0f} min old: a killed build "

@@ -231,3 +231,29 @@ def test_torchs_builds_lock_with_the_holder_baton_once_ops_are_about_to_load():
 
     before_op_loads()
     assert cpp_extension.FileBaton is HolderBaton
+
+
+def test_a_lock_whose_pid_is_now_another_process_or_whose_other_host_builder_died_while_waiting_ends(tmp_path):
+    """A restarted container (the same hostname, pids from 1 again) or a busy node gives the dead builder's pid to
+    a new process: its lock was kept for ever and every load waited. A process that started after the lock was
+    written is not its builder. A waiter on another host's lock past the age rule stops waiting too (only the
+    check before loads applied it)."""
+    import socket
+
+    import pytest
+
+    from jobs.runtime.op_locks import HolderBaton, holder_gone
+
+    reused = lock(tmp_path, "cpu_adam", 0)
+    reused.write_text(f"{socket.gethostname()} {os.getpid()}\n")  # this process's pid, the lock older than it
+    os.utime(reused, (time.time() - 3600, time.time() - 3600))
+    assert holder_gone(reused) and clear_stale_locks(tmp_path) == [reused]
+    mine = lock(tmp_path, "fused_adam", 0)
+    mine.write_text(f"{socket.gethostname()} {os.getpid()}\n")  # written after this process started: its builder
+    assert not holder_gone(mine)
+    elsewhere = lock(tmp_path, "deepspeed_shm_comm", 0)
+    elsewhere.write_text("another-host 12345\n")
+    os.utime(elsewhere, (time.time() - 24 * 3600, time.time() - 24 * 3600))
+    with pytest.raises(RuntimeError, match="older than 20 min"):
+        HolderBaton(str(elsewhere), wait_seconds=0.01).wait()
+    assert not elsewhere.exists()
