@@ -28,7 +28,9 @@ _quiet = False
 
 OURS = re.compile(r"^\s*(\[[a-z][a-z0-9 _-]*\]|step\s+\d+)")  # jobs' and workers' progress lines
 TROUBLE = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|\bERROR\b"
-                     r"|(?i:\b(died|killed|out of memory)\b)")  # a dead worker is news, whoever reports it
+                     r"|(?i:\b(died|killed|out of memory)\b)"  # a dead worker is news, whoever reports it
+                     # a failed JIT build's cause (the compiler's and ninja's lines), a collective that timed out
+                     r"|(?i:\berror:|fatal error)|ninja: build stopped|Watchdog caught collective operation timeout")
 # A native crash: Python's fault handler, abseil's and the C++ runtime's last words. News from an actor (a training
 # worker, a trial, a prediction replica); not from Ray's pooled task processes, which abort at exit now and then
 # in jobs that succeed (abseil's "Mutex corrupt" check in Ray Data's _fetch_parquet_file_info, seen in

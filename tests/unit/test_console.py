@@ -54,6 +54,13 @@ def test_an_error_keeps_its_whole_batch():
                  "ray.exceptions.RayTaskError(OutOfMemoryError): Task was killed due to the node running low on "
                  "memory."):
         assert console.keep_lines(batch("", news)) == [news]  # the raylet's word on a dead worker
+    # a JIT build's cause (only "RuntimeError: Error building extension" reached the console), a collective's timeout
+    build = ["[1/3] c++ -MMD -MF cpu_adam.o.d -c cpu_adam.cpp", "cpu_adam.cpp:2:10: fatal error: x.h: No such file",
+             "ninja: build stopped: subcommand failed."]
+    watchdog = ["[E ProcessGroupNCCL.cpp:475] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7) ran "
+                "for 600000 milliseconds before timing out."]
+    for lines in (build, watchdog, ["ld: error: undefined symbol: cpu_adam_step"]):
+        assert console.keep_lines(batch("RayTrainWorker", *lines, is_err=True)) == lines
 
 
 def test_ray_trains_controller_is_kept_whole():
