@@ -90,7 +90,10 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
     t = resolved.tracking
     phase1 = copy.deepcopy(resolved)
     phase1.run_name = f"{cfg.run_name}-phase1" if cfg.phase2.max_steps else cfg.run_name
-    continued = resubmit.tags(_continues(phase1, prepared, finished_ok))  # refused here, before any MLflow run
+    # a two-phase job has nothing left only where phase 2's checkpoint is at its end too
+    ended = not cfg.phase2.max_steps or resubmit.at_end(Path(cfg.output_dir).resolve() / f"{cfg.run_name}-phase2",
+                                                        cfg.phase2.max_steps)
+    continued = resubmit.tags(_continues(phase1, prepared, finished_ok or not ended))  # refused here, before MLflow
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
                                 resolved.to_dict(), tags={**_lineage(prepared),
                                                           **({} if cfg.phase2.max_steps else continued)})
@@ -193,9 +196,10 @@ def _continues(cfg: PretrainConfig, prepared, finished_ok: bool = False) -> dict
 
     run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
     earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared))
-    if earlier and not finished_ok:  # a finished job with no step left: refused, not registered again
-        resubmit.refuse_finished(cfg.run_name, run_dir, earlier, earlier["step"] >= cfg.train.max_steps,
-                                 cfg.tracking.tracking_uri)
+    if earlier:  # a finished job with no step left: refused, not registered again
+        if not finished_ok:
+            resubmit.refuse_finished(cfg.run_name, run_dir, earlier, earlier["step"] >= cfg.train.max_steps,
+                                     cfg.tracking.tracking_uri)
         refuse_unloadable(run_dir, cfg)
         print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     elif cfg.train.init_checkpoint:

@@ -56,6 +56,13 @@ def check(run_dir: Path, basis: dict, added: tuple[str, ...] = ()) -> dict | Non
     return earlier
 
 
+def at_end(run_dir: Path, total_steps: int) -> bool:
+    """Whether the checkpoint a submission to `run_dir` would continue from is at `total_steps` (a record says so)."""
+    checkpoint = latest(run_dir)
+    earlier = read(checkpoint) if checkpoint else None
+    return bool(earlier) and earlier["step"] >= total_steps
+
+
 def refuse_finished(run_name: str, run_dir: Path, earlier: dict | None, nothing_left: bool, tracking_uri: str
                     ) -> None:
     """Refuse a submission that has `nothing_left` to train from `earlier` (check's result), where the run that

@@ -108,6 +108,8 @@ def test_a_finished_run_submitted_again_with_nothing_left_is_refused_not_registe
     resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": run("FINISHED", job_failed)}, True, uri)
     with pytest.raises(ConfigError, match="has finished"):
         resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": run("FINISHED", job_done)}, True, uri)
+    # a two-phase job has nothing left only where phase 2's checkpoint is at its end (phase2.max_steps raised: on)
+    assert resubmit.at_end(d, 20) and not resubmit.at_end(d, 25) and not resubmit.at_end(tmp_path / "none", 1)
     _refuse_finished("pretrain-x", d, earlier, 40, uri)  # a fine-tune at step 20 of 40: goes on ...
     (d / "checkpoint_2" / "state.json").write_text(json.dumps({"step": 20, "stopped": True}))
     with pytest.raises(ConfigError, match="has finished"):  # ... unless its patience ran out
