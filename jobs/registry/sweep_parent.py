@@ -22,10 +22,11 @@ RESOURCES = ("max_concurrent", "cpus_per_trial", "gpus_per_trial", "max_trial_fa
 def basis(params: dict, tags: dict) -> str:
     """sha256 of the sweep's config as logged (its RESOURCES left out) and its lineage and data tags: what its
     trials and model depend on. Secrets are redacted first (a rotated password is the same sweep), the code.* tags
-    left out (a resume after a code fix, or a checkout made dirty by the run's own files, is too)."""
+    left out (a resume after a code fix, or a checkout made dirty by the run's own files, is too), and so is the
+    tokenizer's hash (a function of the init, which is in; a sweep begun before it was tagged resumes as itself)."""
     from jobs.registry.tracking import redact
 
-    kept = {k: v for k, v in tags.items() if not k.startswith("code.")}
+    kept = {k: v for k, v in tags.items() if not k.startswith("code.") and k != "lineage.tokenizer_sha256"}
     params = {k: v for k, v in params.items() if k not in RESOURCES}
     text = json.dumps({"params": redact(params), "tags": redact(kept)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
