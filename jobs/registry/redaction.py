@@ -11,9 +11,9 @@ SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "crede
 REDACTED = "***"
 # scheme://user[:password]@host; a password may hold '/' and '@' unencoded (SQLAlchemy, MLflow's database stores,
 # reads postgresql://u:s3cr/et@db as password "s3cr/et"): with a ':', the credentials run to the URI's last '@'
-# -- unless what follows the ':' is a port (digits, then the path or the end: `http://host:5000/u@x.csv` names a file,
-# no user); an IPv6 host's '[' is no user's character
-_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:[^/@\s:'\"\[]+:(?!\d+(?:[/?#]|$))\S*|[^/@\s'\"\[]+)@")
+# (so `http://host:5000/u@x.csv` loses its host and path: a password of digits and '/' must not leak); an IPv6
+# host's '[' is no user's character
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:[^/@\s:'\"\[]+:\S*|[^/@\s'\"\[]+)@")
 # a URL's query parameter that carries a secret (a presigned S3 / GCS URL's signature and session token, an Azure
 # SAS's sig, ?token= / ?api_key=), or a connection string's (Azure's ";AccountKey=...")
 _QUERY_PARAM = re.compile(r"(?P<lead>(?:^|[?&;])(?P<name>[\w.\-]+)=)(?P<value>[^&;#\s'\"]+)")
