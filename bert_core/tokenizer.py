@@ -272,7 +272,8 @@ def load_tokenizer(path: str | os.PathLike, lowercase: bool | None = None,
         tok.no_padding()
         # as _finish_pipeline and transformers do: a tokenizer.json whose added_tokens lack them split a literal
         # "[MASK]" into "[", "mask", "]", and transformers (which registers them) gave other ids for the same text
-        tok.add_special_tokens([t for t in SPECIAL_TOKENS if tok.token_to_id(t) is not None])
+        declared = {t.content for t in tok.get_added_tokens_decoder().values()}  # kept as declared (lstrip, ...)
+        tok.add_special_tokens([t for t in SPECIAL_TOKENS if tok.token_to_id(t) is not None and t not in declared])
         return tok
     config = _tokenizer_config(path.parent)
     lowercase = config.get("do_lower_case") is not False if lowercase is None else lowercase

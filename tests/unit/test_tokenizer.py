@@ -106,6 +106,12 @@ def test_a_tokenizer_json_without_its_specials_registered_reads_a_literal_mask_a
     text = "train [MASK] the [SEP] model"
     assert load_tokenizer(tmp_path).encode(text).ids == load_tokenizer(saved).encode(text).ids
     assert load_tokenizer(saved).encode(text).ids.count(load_tokenizer(saved).token_to_id("[MASK]")) == 1
+    spec = json.loads((saved / "tokenizer.json").read_text())  # a declared one keeps its flags (lstrip: its offsets)
+    for token in spec["added_tokens"]:
+        token["lstrip"] = token["lstrip"] or token["content"] == "[MASK]"
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    as_declared = Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text).offsets
+    assert load_tokenizer(tmp_path).encode(text).offsets == as_declared
 
 
 def test_vocab_only_load_honours_do_lower_case(saved, tmp_path):
