@@ -71,10 +71,15 @@ def id2label(task: TaskConfig) -> dict[int, str] | None:
     return None if task.kind == "question-answering" or num_labels(task) == 1 else dict(enumerate(task.labels))
 
 
-def num_labels(task: TaskConfig) -> int:
+def is_regression(task: TaskConfig) -> bool:
+    """A score to predict: kind regression, or GLUE's STS-B (a "classification" by name, one output by its spec)."""
     from pipelines.tasks.glue import GLUE_TASKS
 
-    if task.kind == "regression" or (task.name in GLUE_TASKS and GLUE_TASKS[task.name].is_regression):
+    return task.kind == "regression" or (task.name in GLUE_TASKS and GLUE_TASKS[task.name].is_regression)
+
+
+def num_labels(task: TaskConfig) -> int:
+    if is_regression(task):
         return 1
     return len(task.labels) if task.kind != "question-answering" else 2
 
@@ -157,8 +162,8 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     if not rows.select:
         raise ConfigError(f"task {task.name}: the select split is empty (every carved row also occurs in train or "
                           f"dev); raise task.selection_fraction (now {task.selection_fraction})")
-    if num_labels(task) == 1:  # STS-B (a GLUE "classification" of one output): a split of one score (a small
-        for name, split in {SELECT: rows.select, **rows.evaluation}.items():  # max_eval_examples) reads as diverged
+    if is_regression(task):  # STS-B too (a GLUE "classification"): a split of one score (a small max_eval_examples)
+        for name, split in {SELECT: rows.select, **rows.evaluation}.items():  # reads as diverged weights
             require_varied_scores(split, f"task {task.name}'s {name} split", "a larger task.max_eval_examples")
     return scheme_checked(rows, task.kind, task.iob_scheme)
 
