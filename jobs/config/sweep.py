@@ -287,21 +287,23 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
         data["finetune"] = deep_merge(read_yaml(Path(path).parent / base), data.get("finetune") or {})
     updates = parse_overrides(overrides or [], SweepConfig)
     # search_space keys are dotted field names, which overrides split: merge both nested, then join again
-    space = _merge_space(_nest(data.get("search_space") or {}), updates.pop("search_space", {}))
+    whole = {item.partition("=")[0].removeprefix("search_space.") for item in overrides or []  # a spec as a mapping
+             if item.startswith("search_space.") and item.partition("=")[2].lstrip().startswith("{")}
+    space = _merge_space(_nest(data.get("search_space") or {}), updates.pop("search_space", {}), whole)
     data = deep_merge(data, updates)
     data["search_space"] = _join_fields(space)
     return SweepConfig.from_dict(data).validate()
 
 
-def _merge_space(base: dict, update: dict) -> dict:
-    """deep_merge, but a whole spec given (its type and more: `search_space.optim.lr={type: choice, values: [...]}`)
-    replaces the YAML's: merged, the loguniform's low and high stayed beside the choice's values, and no override
-    can remove a key. A part (`...lr.high=1e-2`, `...lr.type=uniform`) still merges into it."""
+def _merge_space(base: dict, update: dict, whole: set[str], path: str = "") -> dict:
+    """deep_merge, but a spec given whole, as one mapping (`search_space.optim.lr={type: choice, values: [...]}`:
+    its field in `whole`), replaces the YAML's: merged, the loguniform's low and high stayed beside the choice's
+    values, and no override can remove a key. Parts (`...lr.type=uniform ...lr.high=1e-2`) still merge into it."""
     merged = dict(base)
     for key, value in update.items():
-        whole = isinstance(value, dict) and isinstance(value.get("type"), str) and len(value) > 1
-        if isinstance(value, dict) and isinstance(merged.get(key), dict) and not whole:
-            merged[key] = _merge_space(merged[key], value)
+        field = f"{path}.{key}" if path else str(key)
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and field not in whole:
+            merged[key] = _merge_space(merged[key], value, whole, field)
         else:
             merged[key] = value
     return merged

@@ -28,6 +28,9 @@ def test_overrides_reach_dotted_search_space_fields():
     choice = "search_space.optim.lr={type: choice, values: [1e-4, 2e-4]}"  # a whole spec replaces the YAML's
     cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", choice])
     assert cfg.search_space["optim.lr"] == {"type": "choice", "values": [1e-4, 2e-4]}
+    parts = ["search_space.optim.lr.type=uniform", "search_space.optim.lr.high=1e-2"]  # parts, however many: merged
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *parts])
+    assert cfg.search_space["optim.lr"] == {"type": "uniform", "low": 1e-5, "high": 1e-2}
     trial = apply(cfg.finetune.to_dict(), {"optim.lr": 3e-4, "train.batch_size": 8})
     assert trial["optim"]["lr"] == 3e-4 and trial["train"]["batch_size"] == 8
 
