@@ -149,12 +149,20 @@ TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "
 
 def check_store_uri(uri: str) -> None:
     """Refuse, before any cluster work, a tracking URI no MLflow 3 store takes: a folder or file: (its file store is
-    refused), a mistyped scheme (sqllite:///), a sqlite URI without its three slashes (sqlite:mlflow.db)."""
-    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else uri.lower()
-    if scheme not in TRACKING_SCHEMES or (scheme == "sqlite" and not uri.lower().startswith("sqlite:///")):
+    refused unless MLFLOW_ALLOW_FILE_STORE=true), a mistyped scheme (sqllite:///, SQLITE:///: schemes are read as
+    written), a sqlite URI without its three slashes (sqlite:mlflow.db). A scheme a plugin registers (the
+    mlflow.tracking_store entry points) is taken."""
+    from importlib.metadata import entry_points
+
+    scheme = uri.split("://", 1)[0] if "://" in uri else uri if uri in ("databricks", "databricks-uc", "uc") else ""
+    plugins = {ep.name for ep in entry_points(group="mlflow.tracking_store")}
+    files = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1") and scheme in ("", "file")
+    known = scheme.split("+", 1)[0] in TRACKING_SCHEMES and (scheme != "sqlite" or uri.startswith("sqlite:///"))
+    if not (known or files or scheme in plugins) or uri != uri.strip():
         raise ConfigError(f"tracking.tracking_uri={redact(uri)!r} names no MLflow store; allowed: a server's "
                           "http(s)://host:port, sqlite:///<file> (sqlite:////<absolute path>), a database "
-                          "(postgresql://, mysql://, mssql://) or databricks (MLflow 3 refuses folder and file: stores)")
+                          "(postgresql://, mysql://, mssql://) or databricks (MLflow 3 refuses folder and file: "
+                          "stores unless MLFLOW_ALLOW_FILE_STORE=true)")
 
 
 @dataclass
@@ -187,7 +195,8 @@ class TrackingConfig:
         """A tracking server must answer before the job does any cluster work: otherwise a mistyped or unstarted
         server is found by the first MLflow call, after the job has waited for GPU nodes and prepared its corpus.
         Any HTTP answer counts (an auth proxy may refuse /health); no answer (refused, unknown host, timeout) is
-        refused here, naming the field. Local stores (sqlite:, a folder) have nothing to reach."""
+        refused here, naming the field. Local stores (sqlite:, a folder where MLflow's file store is allowed) have
+        nothing to reach."""
         try:  # urllib reads the port only when asked, and raises on one that is no number (http://mlflow:port)
             parts = urllib.parse.urlsplit(self.tracking_uri)
             if parts.scheme not in ("http", "https"):
@@ -213,7 +222,7 @@ class TrackingConfig:
                               "allowed: a running MLflow server's URL, or a local store (sqlite:///...)") from None
 
     def written_paths(self) -> dict[str, str]:
-        """What the job writes through MLflow: a local store (sqlite, a folder) and, beside one, the artifacts
+        """What the job writes through MLflow: a local store (sqlite, an allowed folder) and, beside one, the artifacts
         (./mlartifacts when artifact_location is empty); a tracking server keeps both itself."""
         paths = {"tracking.tracking_uri": self.tracking_uri}
         if self.artifact_location or not self.tracking_uri.startswith(("http://", "https://")):

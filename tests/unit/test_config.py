@@ -365,11 +365,14 @@ def test_a_harvest_of_no_size_is_refused():
 
 
 @pytest.mark.parametrize("uri", ["sqllite:///mlflow.db", "sqlite:mlflow.db", "mlruns", "file:///tmp/mlruns",
-                                 "htp://host:5000"])
-def test_a_tracking_uri_no_mlflow_store_takes_is_refused_before_any_cluster_work(uri):
+                                 "htp://host:5000", "SQLITE:///x.db", " http://h:5000", "http"])
+def test_a_tracking_uri_no_mlflow_store_takes_is_refused_before_any_cluster_work(uri, monkeypatch):
     """A mistyped store passed validation and --check; MLflow refused it at the first call, after Ray had started
     and the corpus was prepared."""
     with pytest.raises(ConfigError, match=r"^tracking\.tracking_uri=.* names no MLflow store"):
         load_config(PretrainConfig, QUICKSTART, [f"tracking.tracking_uri={uri}"])
-    for good in ("sqlite:////abs/mlflow.db", "http://127.0.0.1:5000", "postgresql+psycopg2://u:p@db/m", "databricks"):
+    for good in ("sqlite:////abs/mlflow.db", "http://127.0.0.1:5000", "postgresql+psycopg2://u:p@db/m", "databricks",
+                 "databricks://profile", "mssql+pyodbc://u@db/m"):
         assert load_config(PretrainConfig, QUICKSTART, [f"tracking.tracking_uri={good}"]).tracking.tracking_uri == good
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's file store, allowed: a folder is a store
+    assert load_config(PretrainConfig, QUICKSTART, ["tracking.tracking_uri=/abs/mlruns"]).tracking.tracking_uri
