@@ -52,8 +52,6 @@ def conll_file(tmp_path):
     (["init="], "init must name a starting checkpoint"),
     (["init=/nowhere/bert"], "init folder '/nowhere/bert' has no config.json"),
     (["init=s3://bucket/bert"], r"init must be a local folder or start with one of \('models:/', 'runs:/'\)"),
-    (["init=runs:/"], "init='runs:/' names no run"),
-    (["init=models:/@champion"], "init='models:/@champion' names no model"),
     (["train.epoch=2"], r"unknown key 'train.epoch'; allowed: \['batch_size', 'epochs'"),
     (["optim.warmup_ratio=1.5"], r"optim.warmup_ratio must be in \[0, 1\), got 1.5"),
     (["task.max_seq_len=1024"], r"task.max_seq_len must be in \[16, 512\], got 1024"),
@@ -69,6 +67,8 @@ def conll_file(tmp_path):
      "task.train_file is not read for task 'sst2' .its splits are task.data_dir's files"),
     (["task.name=squad", f"task.train_file={PRESETS}/squad-v1.yaml", f"task.dev_file={PRESETS}/squad-v1.yaml",
       "task.select_file=/s.json"], "task.select_file is not read for task 'squad' .select is carved from"),
+    (["init=runs:/"], "init='runs:/' names no run"),
+    (["init=models:/@champion"], "init='models:/@champion' names no model"),
 ])
 def test_bad_configs_fail_before_ray(overrides, message):
     with pytest.raises(ConfigError, match=message):
