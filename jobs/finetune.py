@@ -80,7 +80,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     ft_tasks.note_truncated(resolved.task, rows, init_dir)
     print(ft_tasks.rows_line(cfg.task, rows), flush=True)
     task_data = (ft_tasks.data_source(cfg.task), ft_tasks.rows_digest(rows))
-    init_id = init if init.startswith(MLFLOW_SCHEMES) else str(init_dir)
+    init_id = init_name(init, init_dir)
     # a checkpoint means something together with the rows that trained and chose it; the evaluation split may change
     # (where it takes in rows of train, they leave train as leaks, and the basis changes with them)
     basis = continuation_basis(resolved, ft_tasks.rows_digest(rows, ("train", ft_tasks.SELECT)), init_id)
@@ -252,6 +252,12 @@ def find_hf_folder(root: Path) -> Path:
 
 
 PATH_FIELDS = ("data_dir", "train_file", "dev_file", "select_file", "corpus_dir")  # where rows live; the rows' digest says what
+
+
+def init_name(init: str, init_dir: Path) -> str:
+    """What a run records as its starting point: a model URI as pinned (pin_alias), a folder as resolved (found again
+    from any working directory)."""
+    return init if init.startswith(MLFLOW_SCHEMES) else str(init_dir)
 
 
 def _refuse_finished(run_name: str, run_dir: Path, earlier: dict | None, total: int, tracking_uri: str) -> None:

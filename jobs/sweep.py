@@ -87,8 +87,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     prefer_loopback()
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
-    from jobs.config.finetune import MLFLOW_SCHEMES
-    from jobs.finetune import check_positions, pin_alias, resolve_init
+    from jobs.finetune import check_positions, init_name, pin_alias, resolve_init
 
     ft = cfg.finetune
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
@@ -100,9 +99,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
-    # a folder as resolved (lineage.init found from any cwd), a model by its pinned version (finetune.py's init_id)
-    base.run_name, base.tracking.tracking_uri = cfg.name, tracking_uri
-    base.init = init if init.startswith(MLFLOW_SCHEMES) else str(init_dir)
+    base.run_name, base.tracking.tracking_uri, base.init = cfg.name, tracking_uri, init_name(init, init_dir)
     base.task.with_labels(rows.labels)
     if ft.tracking.registered_model:  # refused now, not at the registration after the whole sweep
         from jobs.registry.versions import task_config_tag

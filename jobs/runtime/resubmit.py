@@ -37,13 +37,18 @@ def latest(run_dir: Path) -> Path | None:
     return run_dir / result["checkpoint_dir_name"] if result else None
 
 
+def latest_record(run_dir: Path) -> dict | None:
+    """The record of the checkpoint Ray Train restores a run from (latest); None for a new run or an unrecorded one."""
+    checkpoint = latest(run_dir)
+    return read(checkpoint) if checkpoint else None
+
+
 def check(run_dir: Path, basis: dict, added: tuple[str, ...] = ()) -> dict | None:
     """The record of the checkpoint a submission to `run_dir` continues from, or None for a new run. Raises
     ConfigError, naming each change, when it was written on another basis. A checkpoint without a record (written
     before records were kept) continues unchecked, and so does each key of `added` its record lacks (a key the
     basis gained since that checkpoint was written)."""
-    checkpoint = latest(run_dir)
-    earlier = read(checkpoint) if checkpoint else None
+    earlier = latest_record(run_dir)
     if earlier is None:
         return None
     before = earlier["basis"]
@@ -58,8 +63,7 @@ def check(run_dir: Path, basis: dict, added: tuple[str, ...] = ()) -> dict | Non
 
 def at_end(run_dir: Path, total_steps: int) -> bool:
     """Whether the checkpoint a submission to `run_dir` would continue from is at `total_steps` (a record says so)."""
-    checkpoint = latest(run_dir)
-    earlier = read(checkpoint) if checkpoint else None
+    earlier = latest_record(run_dir)
     return bool(earlier) and earlier["step"] >= total_steps
 
 
