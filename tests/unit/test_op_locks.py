@@ -242,11 +242,12 @@ def test_a_lock_whose_pid_is_now_another_process_or_whose_other_host_builder_die
 
     import pytest
 
-    from jobs.runtime.op_locks import HolderBaton, holder_gone
+    from jobs.runtime.op_locks import HolderBaton, _started, holder_gone
 
     reused = lock(tmp_path, "cpu_adam", 0)
     reused.write_text(f"{socket.gethostname()} {os.getpid()}\n")  # this process's pid, the lock older than it
-    os.utime(reused, (time.time() - 3600, time.time() - 3600))
+    before_me = _started(os.getpid()) - 600  # not "an hour ago": a suite's process may have run for longer
+    os.utime(reused, (before_me, before_me))
     assert holder_gone(reused) and clear_stale_locks(tmp_path) == [reused]
     mine = lock(tmp_path, "fused_adam", 0)
     mine.write_text(f"{socket.gethostname()} {os.getpid()}\n")  # written after this process started: its builder
