@@ -166,9 +166,9 @@ def _line_bytes(f, lone_cr: bool):
 
 def raw_lines(f):
     r"""A binary file's lines as bytes, without their ends: \n (a \r before it is none of the line's text: \r\n, and
-    the \r\r\n that Windows' text mode writes for "\r\n"), or a lone \r in a file of such line ends (_tsv_line_end:
+    the \r\r\n that Windows' text mode writes for "\r\n"), or a lone \r in a file of such line ends (_line_end:
     old Mac tools); a line past _LINE_BYTES is a TooLong, its head only."""
-    return _line_bytes(f, lone_cr=_tsv_line_end(f) == "\r")
+    return _line_bytes(f, lone_cr=_line_end(f) == "\r")
 
 
 def text_lines(f, lone_cr: bool = False):
@@ -234,6 +234,10 @@ def _allow_long_fields() -> None:
     csv.field_size_limit(max(csv.field_size_limit(), _FIELD_LIMIT))
 
 
+_LONE_CR = re.compile(r"\r(?!\n|\Z)")  # a \r inside a line: neither a CRLF's nor a CR-only file's line end
+_CR_MARK = "\ue000"  # a private-use character: what csv reads in its place, turned back into \r in the fields
+
+
 class _Feed:
     """A text file's numbered lines as csv.reader pulls them, the current record's kept in `taken`. A quoted field
     that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, 16 Mi
@@ -241,9 +245,10 @@ class _Feed:
     unclosed quote costs one line, not the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad
     record is found and counted."""
 
-    def __init__(self, f, newline: str):
+    def __init__(self, f, newline: str, mark_cr: bool = False):
         text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
         self.lines, self.back, self.taken, self.open_to = enumerate(text, 1), collections.deque(), [], 0
+        self.mark_cr = mark_cr  # csv: a lone \r inside a line reaches csv as _CR_MARK (csv would end the record)
 
     def __iter__(self):
         return self
@@ -251,7 +256,7 @@ class _Feed:
     def __next__(self) -> str:
         n, line = self.back.popleft() if self.back else next(self.lines)
         self.taken.append((n, line))
-        return line
+        return _LONE_CR.sub(_CR_MARK, line) if self.mark_cr and "\r" in line else line
 
     def start(self) -> None:
         self.taken, self.open_to = [], 0
@@ -288,10 +293,13 @@ def csv_records(f, delimiter: str = ""):
     """Records of fields (quoted commas and newlines kept), parsed strictly: text after a closing quote is bad_csv,
     a quote that never closes well is unclosed_quote on its own line (the lines after it are read again). Fields
     are split at commas, or at semicolons where the header has a semicolon and no comma (Excel's "CSV" where the
-    decimal mark is a comma: most of Europe; csv_delimiter, unless the caller gives it)."""
+    decimal mark is a comma: most of Europe; csv_delimiter, unless the caller gives it). Records end at \n, or at
+    a lone \r in a file of such line ends (old Mac Excel's "CSV"; _line_end); elsewhere a lone \r is a character
+    of its field, as in TSV: csv ended the record there, and `first,part\rsecond,1` became two rows, one of them
+    labelled "part"."""
     _allow_long_fields()
     delimiter = delimiter or csv_delimiter(f)
-    feed = _Feed(f, newline="")
+    feed = _Feed(f, newline=_line_end(f), mark_cr=True)
     reader = csv.reader(feed, strict=True, delimiter=delimiter)
     for n in itertools.count():
         feed.start()
@@ -307,7 +315,7 @@ def csv_records(f, delimiter: str = ""):
             reason = Reject("unclosed_quote" if unclosed else "bad_csv")
             yield n, feed.where(), reason, f"{e}{_escape_hint(first)}: {first}"
             continue
-        yield _fields(n, feed, fields, delimiter)
+        yield _fields(n, feed, [field.replace(_CR_MARK, "\r") for field in fields], delimiter)
 
 
 def _escape_hint(line: str) -> str:
@@ -329,7 +337,7 @@ def csv_delimiter(f) -> str:
 
 def tsv_records(f):
     """Records of TSV fields. GLUE style: split on tabs, quotes are characters; lines end at \\n, or at a lone \\r in
-    a file of such line ends (_tsv_line_end). A line a CSV writer made
+    a file of such line ends (_line_end). A line a CSV writer made
     (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
     quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
     lines (an embedded newline) where its line has fewer fields than the header, or where a field opens the quote
@@ -340,7 +348,7 @@ def tsv_records(f):
     a quotation (`1<TAB>"Loved it`) would merge the rows after it up to a line ending in a quote into its text, under
     its label; read line by line, a writer's cell holding a newline and a tab would become rows of its pieces."""
     _allow_long_fields()
-    feed, columns, quoted, writer = _Feed(f, newline=_tsv_line_end(f)), 0, False, False
+    feed, columns, quoted, writer = _Feed(f, newline=_line_end(f)), 0, False, False
     while True:
         feed.start()
         try:
@@ -362,8 +370,8 @@ def tsv_records(f):
         yield record
 
 
-def _tsv_line_end(f) -> str:
-    """How a TSV file's lines end: "\\r" where its head holds more lone CRs than LFs (Mac Excel's "Tab delimited
+def _line_end(f) -> str:
+    """How a TSV or CSV file's lines end: "\\r" where its head holds more lone CRs than LFs (Mac Excel's "Tab delimited
     Text" ends lines with a lone CR, and a line break inside a cell with a LF; read at \\n, the whole file would be
     one line), else "\\n" (a \\r before it is not text, and a lone \\r inside a line is a character of its field, as
     GLUE's files have them)."""

@@ -321,6 +321,19 @@ def test_mac_excel_tab_delimited_text_lines_end_in_a_lone_cr(tmp_path):
     assert [(r["text_a"], r["label"]) for r in rows] == [("line one\nline two", "pos"), ("b", "neg")]
 
 
+def test_a_lone_cr_in_a_csv_line_is_text_and_old_mac_csv_lines_end_in_one(tmp_path):
+    """A hand-rolled export with a lone CR in an unquoted cell: csv ended the row there, so `first,part\rsecond
+    part,1` became two rows, one labelled "part" (a class no one wrote), and `has\rcr inside,1` lost its head. In a
+    file of \n or \r\n line ends a lone CR is a character of its field (as in TSV); in a file of CR line ends
+    (old Mac Excel's "CSV") it ends the row."""
+    rows, rejects, _, _ = read(write(tmp_path, "a.csv", b"text,label\r\nhas\rcr inside,1\r\nfirst,part\rsecond,1\r\n"
+                                     b'"quoted\rcr",0\r\n'), "csv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("has\rcr inside", "1"), ("quoted\rcr", "0")]
+    assert rejects == {"wrong_column_count": 1}
+    rows, rejects, _, _ = read(write(tmp_path, "mac.csv", b'text,label\rfine day,pos\r"two\nlines",neg\r'), "csv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("fine day", "pos"), ("two\nlines", "neg")] and not rejects
+
+
 def test_plain_text_conll_and_squad_read_in_the_named_encoding(tmp_path):
     path = write(tmp_path, "docs.txt", "première ligne\r\nseconde\n".encode("cp1252"))
     got = [r for b in read_file(path, "text", "classification", Columns(encoding="cp1252"), labeled=False)
