@@ -141,10 +141,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     task = their_task = judged_task(_task_of(candidate), cfg.task)
     if champion is not None:
         other = _task_of(champion)  # without it, nothing says the two are models of one task
-        theirs_is = (other.get("name"), other.get("kind") or task.kind, other.get("labels"))
-        if theirs_is != (task.name, task.kind, task.labels):
-            raise ValueError(f"v{theirs} (champion) is a {theirs_is[0]} {theirs_is[1]} model with labels "
-                             f"{theirs_is[2]}; v{ours} is {task.name} {task.kind} with {task.labels}: not comparable")
+        refuse_incomparable(task, other, ours, theirs)
         # the data is the candidate's task's; how each model reads and decides is its own, as it serves
         own = {k: other[k] for k in MODEL_SETTINGS if k in other and k not in cfg.task}
         their_task = judged_task({**_task_of(candidate), **own}, cfg.task)
@@ -202,6 +199,21 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     if result.decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
         raise ValueError(f"{cfg.model}: {result.reason} (run {run_id})")
     return result
+
+
+def refuse_incomparable(task, other: dict, ours: str, theirs: str) -> None:
+    """Refuse to judge the candidate (`task`, its TaskConfig) against a champion of another task, kind or labels
+    (`other`: its registered task config), or a question answerer against one of the other SQuAD version: a v1 model
+    always answers and a v2 model may say "no answer", so one of them would be judged by rules it was not made for."""
+    theirs_is = (other.get("name"), other.get("kind") or task.kind, other.get("labels"))
+    if theirs_is != (task.name, task.kind, task.labels):
+        raise ValueError(f"v{theirs} (champion) is a {theirs_is[0]} {theirs_is[1]} model with labels "
+                         f"{theirs_is[2]}; v{ours} is {task.name} {task.kind} with {task.labels}: not comparable")
+    their_v2 = str(other.get("version_2", False)).strip().lower() in ("true", "1")
+    if task.kind == "question-answering" and their_v2 != bool(task.version_2):
+        raise ValueError(f"v{theirs} (champion) is a SQuAD {'v2' if their_v2 else 'v1'} model (task.version_2="
+                         f"{their_v2}), v{ours} a SQuAD {'v2' if task.version_2 else 'v1'} one: a v1 model always "
+                         "answers, a v2 model may answer nothing; not comparable")
 
 
 def _same_data(cfg: PromoteConfig, candidate, champion, task, split: str, rows: list[dict], labels) -> None:
