@@ -13,7 +13,7 @@ step) between two device synchronizations, so the GPU is never starved by a per-
 ours; runners alternate block by block (all of them on the device together), and each runner's
 rate is the median over its blocks, so bursts of load from other processes hit every runner alike.
 
-Runners (GPU default: ours-compiled and hf; `--runners` picks any of):
+Runners (GPU default: ours-compiled, hf-compiled and hf; `--runners` picks any of):
   ours           eager, packing built on the host by the collator (`host_packing`)
   ours-compiled  torch.compile of the whole forward + loss + backward, host packing
   ours-sync      compiled, packing built on the device (nonzero(): a host sync per forward)
@@ -51,9 +51,8 @@ import bert_core.model as model_lib
 from bert_core.checkpoint import load_pretrained, save_pretrained
 from bert_core.config import BertConfig, preset
 from bert_core.model import IGNORE_INDEX, BertForPreTraining, compile_model, host_packing
-from jobs.loops.metrics import flops_per_token
+from jobs.loops.metrics import flops_per_token, peak_for
 
-PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16 tensor-core peaks
 
 
 @dataclass
@@ -239,8 +238,8 @@ def flops_per_token_with_embeddings(cfg: BertConfig, seq_len: int) -> float:
 def default_peak_tflops() -> float | None:
     if not torch.cuda.is_available():
         return None
-    name = torch.cuda.get_device_name()
-    return next((peak for key, peak in PEAK_TFLOPS.items() if key in name), None)
+    peak = peak_for(torch.cuda.get_device_name())  # the job's table: its train/mfu and this bench's agree
+    return peak / 1e12 if peak else None
 
 
 KERNEL_CLASSES = (  # (class, substrings of CUDA kernel names), first match wins

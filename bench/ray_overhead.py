@@ -28,7 +28,7 @@ Ray's workers are started at 0 as well (--ray-worker-niceness 15 keeps Ray's def
 CPU (default): tiny preset, seq 128, 2 ranks on gloo, fp32, 1 thread per rank.
 GPU (when CUDA is available): base preset, seq 128, NCCL, bf16, one rank per GPU (up to 2), plus
 tokens/s and MFU (FLOPs/token from jobs.loops.metrics.flops_per_token, the device's dense bf16 peak from
-model_throughput's table: 989 TFLOP/s for H100/H200). A repetition whose two sides end at other losses stops the
+jobs.loops.metrics.PEAK_BF16_FLOPS, the job's: 989 TFLOP/s for H100/H200 SXM, 756 for H100 PCIe). A repetition whose two sides end at other losses stops the
 bench: they did not do the same work.
 
     python bench/ray_overhead.py                                  # defaults for the device found
@@ -66,7 +66,7 @@ from bert_core.masking import PretrainingCollator  # noqa: E402
 from bert_core.model import BertForPreTraining  # noqa: E402
 from bert_core.tokenizer import SpecialIds, load_tokenizer  # noqa: E402
 from jobs.config.pretrain import PretrainConfig  # noqa: E402
-from jobs.loops.metrics import flops_per_token  # noqa: E402
+from jobs.loops.metrics import flops_per_token, peak_for  # noqa: E402
 
 SYNTHETIC_VOCAB = 8192  # the quickstart tokenizer's size
 SYNTHETIC_SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)  # bert_core.tokenizer.SPECIAL_TOKENS order
@@ -443,12 +443,10 @@ def summarize(args, cfg: PretrainConfig, seq_len: int, reps: list[Rep]) -> dict:
     tokens = statistics.median(r.plain["tokens_per_step"] for r in reps)
     line = f"tokens/s (real tokens, all ranks): plain {tokens / plain:,.0f}, ray {tokens / ray_:,.0f}"
     if args.gpu:
-        from model_throughput import default_peak_tflops  # the bench's table of dense bf16 peaks, by device name
-
-        flops, peak = flops_per_token(cfg.model, seq_len), default_peak_tflops()
+        flops, peak = flops_per_token(cfg.model, seq_len), peak_for(torch.cuda.get_device_name())  # the job's table
         if peak:
-            mfu = [tokens / t * flops / (peak * 1e12 * args.workers) for t in (plain, ray_)]
-            line += f"; MFU plain {mfu[0]:.1%}, ray {mfu[1]:.1%} (peak {peak:.0f} TFLOP/s per GPU)"
+            mfu = [tokens / t * flops / (peak * args.workers) for t in (plain, ray_)]
+            line += f"; MFU plain {mfu[0]:.1%}, ray {mfu[1]:.1%} (peak {peak / 1e12:.0f} TFLOP/s per GPU)"
     print(line, flush=True)
     return summary
 

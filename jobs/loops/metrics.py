@@ -11,6 +11,16 @@ from bert_core.config import BertConfig
 from bert_core.modern_config import ModernConfig
 
 
+# Dense bf16/fp16 tensor-core peaks (datasheets, without sparsity), first match of the device name wins: the PCIe and
+# NVL cards run lower clocks than the SXM parts that share their names. The job's MFU and the bench's use this one.
+PEAK_BF16_FLOPS = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H200 NVL": 835e12, "H100": 989e12, "H200": 989e12,
+                   "A100": 312e12}
+
+
+def peak_for(device_name: str) -> float | None:
+    return next((v for k, v in PEAK_BF16_FLOPS.items() if k in device_name), None)
+
+
 def flops_per_token(model: BertConfig | ModernConfig, seq_len: int) -> float:
     """Training FLOPs per token: 6N (dense forward + backward) + 12*K*H (attention scores and values), K the keys a
     token attends to summed over the layers: seq_len in a global layer, the window (local_attention + 1) in the

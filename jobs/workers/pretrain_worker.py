@@ -52,22 +52,12 @@ class Prepared(NamedTuple):
 
 NO_DATA = Prepared({}, None, 0)  # later pipeline stages: their inputs are stage 0's activations
 
-# Dense bf16/fp16 tensor-core peaks (datasheets, without sparsity), first match of the device name wins: the PCIe and
-# NVL cards run lower clocks than the SXM parts that share their names.
-PEAK_BF16_FLOPS = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H200 NVL": 835e12, "H100": 989e12, "H200": 989e12,
-                   "A100": 312e12}
-
-
 def peak_flops(use_gpu: bool, precision: str = "bf16") -> float | None:
     """Dense half-precision peak of the local accelerator, for MFU; None on CPU, on an unknown GPU and for fp32
     training (which the half-precision peak does not measure)."""
     if not (use_gpu and torch.cuda.is_available()) or precision not in ("bf16", "fp16"):
         return None
     return peak_for(torch.cuda.get_device_name())
-
-
-def peak_for(device_name: str) -> float | None:
-    return next((v for k, v in PEAK_BF16_FLOPS.items() if k in device_name), None)
 
 
 def eval_line(m: dict) -> str:

@@ -299,7 +299,8 @@ def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
 def test_mfu_is_against_the_peak_of_the_card_at_hand(name, peak):
     """An H100 PCIe card peaks at 756 TFLOP/s, not the SXM part's 989: MFU against the wrong one understates it by
     1.3x. An unknown card reports no MFU, and neither does fp32 training."""
-    from jobs.workers.pretrain_worker import peak_flops, peak_for
+    from jobs.loops.metrics import peak_for
+    from jobs.workers.pretrain_worker import peak_flops
 
     assert peak_for(name) == peak
     assert peak_flops(True, "fp32") is None and peak_flops(False, "bf16") is None
