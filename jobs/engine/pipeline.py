@@ -16,10 +16,10 @@ Stage contract: stages exchange tuples of tensors, and only the hidden states ar
     encoder  (hidden (N,H), indices (N,), attention_mask (B,T), mlm_labels (B,T), nsp_labels (B,))
     heads    (hidden (M,H) -> logits (M,V), nsp_logits (B,2), mlm_targets (M,), nsp_labels (B,))
 
-The labels ride along with the activations instead of being read again by the last stage: Ray Data
-gives every worker its own shard, so the first and last stage of one pipeline would not see the same
-batch. Only stage-0 ranks read data; `train_step`/`evaluate` feed the other stages placeholders.
-N (real tokens), M (masked tokens) and T (padded length) change per batch, so the module is built
+The labels ride along with the activations instead of being read again by the last stage: only the
+first stage's ranks read data (each the whole set, keeping its replica's rows: jobs/pretrain.py
+splits nothing for pipelines), so the last stage has no batch of its own; `train_step`/`evaluate` feed
+the other stages placeholders. N (real tokens), M (masked tokens) and T (padded length) change per batch, so the module is built
 with `dynamic_shape=True` (one small shape message per transfer).
 
 Import only after DS_ACCELERATOR is set (as jobs/engine/data_parallel.py): it imports deepspeed.

@@ -1,4 +1,6 @@
-"""Exact data position across restarts: every example of an epoch is trained on exactly once.
+"""Exact data position across restarts: no example of an epoch is trained on twice, and none is left out but the
+equal split's remainder (fewer than the worker count; a pipeline's fewer than its replicas) and the batches of a
+non-finite loss (skipped, counted, marked consumed).
 
 Ray Data streams each worker its split of the training set. After a restart (a dead worker, a
 resubmitted job, a different worker count) a new streaming execution begins, and without help it
