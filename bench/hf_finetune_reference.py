@@ -9,10 +9,9 @@ hyperparameters (AdamW lr / betas / eps, weight decay off for biases and LayerNo
 int(warmup_ratio * total) steps then linear decay to 0, grad clipping, batch size, epochs), the seed,
 fp32, and the model's dropout (both read hidden_dropout_prob from the same config.json). What differs,
 and is seed noise: the fresh classifier head's draw (same N(0, 0.02) init, different RNG stream),
-the shuffling (Trainer: a fresh full random permutation every epoch; our job: the training rows shuffled once
-globally, seeded by train.seed, then each epoch through each worker's Ray Data local shuffle buffer of 4 batches;
-the in-process engine loop here: a full permutation per epoch, `batches`), and the first warmup step (HF starts
-at lr 0, we at lr/warmup).
+the shuffling (Trainer: a fresh full random permutation every epoch from its own RNG; our job: a full permutation
+every epoch seeded by (train.seed, epoch), jobs/loops/train_order.py; the in-process engine loop here: a full
+permutation per epoch, `batches`), and the first warmup step (HF starts at lr 0, we at lr/warmup).
 """
 
 from __future__ import annotations

@@ -93,10 +93,11 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     refuse_sqlite_across_machines(tracking_uri)
     ray.data.DataContext.get_current().enable_progress_bars = False
     # the workers get train and select only: no evaluation row reaches a choice
-    datasets = {"train": _features(resolved, rows.train, init_dir),
-                ft_tasks.SELECT: _features(resolved, rows.select, init_dir, evaluation=True)}
-    n_train = datasets["train"].count()
-    if n_train < resolved.scaling.num_workers:  # Ray Data's equal split would hand some worker no rows at all
+    train = _features(resolved, rows.train, init_dir)
+    n_train, train_blocks = train.count(), numpy_blocks(train)  # the workers deal them out (jobs/loops/train_order)
+    del train  # its Arrow blocks: the workers read the numpy ones
+    datasets = {ft_tasks.SELECT: _features(resolved, rows.select, init_dir, evaluation=True)}
+    if n_train < resolved.scaling.num_workers:  # each worker's share of an epoch is n_train // num_workers
         raise ConfigError(f"scaling.num_workers={resolved.scaling.num_workers}: {cfg.task.name} has {n_train} training "
                           f"features, so a worker would train on nothing; use at most {n_train} workers")
     steps_per_epoch, total = resolved.train.steps(n_train // resolved.scaling.num_workers)
@@ -114,14 +115,14 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
                                 tags={"task": cfg.task.name, "init": init_id, "init_requested": cfg.init, **lineage,
                                       **continued, **data_tags})
     workers = resolved.scaling.num_workers
-    left = n_train % workers  # Ray's equal split hands each worker n_train // workers features an epoch
+    left = n_train % workers  # each worker trains on n_train // workers features an epoch
     print(f"[train] {run_name}: {workers} worker{'s' if workers > 1 else ''}, {n_train:,} train features"
-          + (f" ({left} left out each epoch by the workers' equal split)" if left else "")
+          + (f" ({left} left out each epoch, others each time, to give every worker as many)" if left else "")
           + f", {total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
     if earlier:
         print(resubmit.line(run_name, earlier, total), flush=True)
     with tracking.ending(tracking_uri, run_id):  # a job that raises leaves its run FAILED, not FINISHED
-        result = _fit(resolved, datasets, init_dir, rows.select, run_id, steps_per_epoch, total, basis)
+        result = _fit(resolved, train_blocks, datasets, init_dir, rows.select, run_id, steps_per_epoch, total, basis)
 
         export_dir = Path(cfg.output_dir).resolve() / run_name / "best"
         history = _fetch_best(result.checkpoint, export_dir)
@@ -291,12 +292,9 @@ ADDED_TO_BASIS = ("deepspeed.zero_stage", "deepspeed.precision", "deepspeed.offl
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation: bool = False):
-    """Rows -> model features as Ray Data tasks (jobs.loops.ft_tasks.featurize), materialized so the trainer streams
-    finished blocks and the driver knows the count; an `evaluation` split's as ft_tasks.evaluation_task says.
-    Training rows are shuffled once, seeded by train.seed: a file grouped by label (pkgdocs' rows come a package at a
-    time; many exports do) would otherwise reach the workers' small local shuffle buffers a class at a time, and
-    end every epoch, just before its evaluation, on a run of one class."""
-    import numpy as np
+    """Rows -> model features as Ray Data tasks (jobs.loops.ft_tasks.featurize), materialized, in the rows' order;
+    an `evaluation` split's as ft_tasks.evaluation_task says. The workers train on the training features in a new
+    order every epoch, seeded by train.seed (jobs/loops/train_order.py): row numbers index this order."""
     import ray
 
     from jobs.loops.ft_tasks import evaluation_task, featurize
@@ -305,20 +303,27 @@ def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation:
     tokenizer = load_tokenizer(str(init_dir))  # a fast tokenizer pickles: tasks need no path of ours
     task = {k: v for k, v in vars(cfg.task).items()}
     task = evaluation_task(task) if evaluation else task
-    if hasattr(rows, "dataset"):  # your files: in the cluster
-        source = rows.dataset if evaluation else rows.dataset.random_shuffle(seed=cfg.train.seed)
-    else:
-        order = range(len(rows)) if evaluation else np.random.default_rng(cfg.train.seed).permutation(len(rows))
-        source = ray.data.from_items([rows[i] for i in order])
+    source = rows.dataset if hasattr(rows, "dataset") else ray.data.from_items(rows)  # your files: in the cluster
     features = source.map_batches(featurize, fn_args=(task, tokenizer), batch_size=cfg.features.batch_size,
                                   batch_format="numpy")
-    # blocks in their input's order, not as their tasks finished: else the seeded order differed from run to run, and
-    # a resubmitted run skipping the batches its epoch took would skip other rows than it trained on
+    # blocks in their input's order, not as their tasks finished: else row numbers meant other rows from run to run,
+    # and a resubmitted run skipping the batches its epoch took would skip other rows than it trained on
     features.context.execution_options.preserve_order = True
     return features.materialize()
 
 
-def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, select_rows: list[dict], run_id: str,
+def numpy_blocks(features) -> list:
+    """Materialized training features as numpy blocks in the object store (refs, in the rows' order), every one made
+    before this returns: the workers and trials that read them hold the CPUs a pending conversion task would wait
+    for, and would wait for it for ever on a cluster they fill."""
+    import ray
+
+    refs = features.to_numpy_refs()
+    ray.wait(refs, num_returns=len(refs), fetch_local=False)
+    return refs
+
+
+def _fit(cfg: FinetuneConfig, train_blocks: list, datasets: dict, init_dir: Path, select_rows: list[dict], run_id: str,
          steps_per_epoch: int, total: int, basis: dict):
     import ray
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig
@@ -331,13 +336,14 @@ def _fit(cfg: FinetuneConfig, datasets: dict, init_dir: Path, select_rows: list[
 
     files = {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}
     verdict = Verdict.options(**on_driver_node()).remote()
-    loop_config = {"cfg": cfg, "init_files": ray.put(files), "select_rows": ray.put(select_rows),
+    loop_config = {"cfg": cfg, "init_files": ray.put(files), "train_blocks": train_blocks,
+                   "select_rows": ray.put(select_rows),
                    "steps_per_epoch": steps_per_epoch, "total_steps": total, "mlflow_run_id": run_id,
                    "basis": basis, "verdict": verdict}
     s = cfg.scaling
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
-        dataset_config=DataConfig(datasets_to_split=["train"]),  # select: whole, on rank 0
+        dataset_config=DataConfig(datasets_to_split=[]),  # select: whole, on rank 0
         scaling_config=RayScaling(num_workers=s.num_workers, use_gpu=s.use_gpu,
                                   resources_per_worker={"CPU": s.cpus_per_worker},
                                   placement_strategy=s.placement_strategy),

@@ -121,16 +121,15 @@ def run(cfg: SweepConfig) -> SweepResult:
     refuse_sqlite_across_machines(tracking_uri, grows=has_autoscaler())  # trials start before the nodes they need
     import ray
 
-    from jobs.finetune import _features
+    from jobs.finetune import _features, numpy_blocks
     from jobs.workers.sweep_trial import TrialInputs
 
     ray.data.DataContext.get_current().enable_progress_bars = False
-    # features once, as Ray Data tasks (as the fine-tuning job's), materialized: train in base.train.seed's order, and
-    # in another seed's for the trials of that seed (in_order). The trials get train and select only: no evaluation
-    # row reaches a choice
+    # features once, as Ray Data tasks (as the fine-tuning job's), materialized; each trial deals itself the train
+    # features in its own seed's order (jobs/loops/train_order.py), as a one-worker fine-tune with that seed does. The
+    # trials get train and select only: no evaluation row reaches a choice
     train, select = _features(base, rows.train, init_dir), _features(base, rows.select, init_dir, evaluation=True)
-    in_order = seed_features(base, rows, init_dir)
-    n_train, metric = train.count(), ft_tasks.main_metric(base.task)
+    n_train, metric, train = train.count(), ft_tasks.main_metric(base.task), numpy_blocks(train)
     evals = max_evaluations(cfg, n_train)  # refuses an ASHA grace period above it, before the parent run and trials
     print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
           f"{sorted(cfg.search_space)}; {n_train:,} train features, at most {evals} evaluations a trial; "
@@ -142,16 +141,14 @@ def run(cfg: SweepConfig) -> SweepResult:
     parent_id, experiment_id = parent_run(cfg, base, tracking_uri, task_data=(
         ft_tasks.data_source(ft.task), ft_tasks.rows_digest(rows)), data_tags=ft_tasks.split_tags(rows),
         restoring=tune.Tuner.can_restore(str(out_dir)), tokenizer_dir=str(init_dir))  # fit() restores its experiment
-    searched = cfg.search_space.get("train.seed", {}).get("values", [])
     data = TrialInputs(base, train, select, n_train, rows.select,
                        {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}, tracking_uri,
                        experiment_id, parent_id, cfg.name, threads=cfg.cpus_per_trial,
                        checkpoint_every=cfg.checkpoint_every, faults=cfg.faults,
-                       kill_marker=str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial"),
-                       seed_train=orders(searched, base.train.seed, in_order))
+                       kill_marker=str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial"))
     with tracking.ending(tracking_uri, parent_id):  # any other error: the parent ends FAILED, with it named
         try:
-            result = search_and_seeds(cfg, base, data, rows, tracking_uri, parent_id, out_dir, in_order)
+            result = search_and_seeds(cfg, base, data, rows, tracking_uri, parent_id, out_dir)
         except SweepInterrupted:
             from mlflow.tracking import MlflowClient
 
@@ -162,9 +159,8 @@ def run(cfg: SweepConfig) -> SweepResult:
 
 
 def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, parent_id: str,
-                     out_dir: Path, in_order) -> SweepResult:
-    """The search (table, plot, best configuration on the parent run), then the seed re-run of the best.
-    `in_order(seed)`: the train features in that seed's order (seed_features)."""
+                     out_dir: Path) -> SweepResult:
+    """The search (table, plot, best configuration on the parent run), then the seed re-run of the best."""
     from jobs.loops import collapse, ft_tasks
 
     metric = ft_tasks.main_metric(base.task)
@@ -195,7 +191,7 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
                          mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
     if cfg.seeds.count:
         majority = collapse.majority_baseline(base.task, rows.select)
-        seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows, in_order)
+        seed_runs(cfg, data, best_config, majority, result, client, out_dir, rows)
     client.set_terminated(parent_id, "FINISHED")
     return result
 
@@ -312,11 +308,11 @@ def plot(grid, metric: str, path: Path) -> None:
 
 
 def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result: SweepResult, client,
-              out_dir: Path, rows, in_order) -> None:
+              out_dir: Path, rows) -> None:
     """The best configuration over `seeds.count` seeds; degenerate runs (one predicted class, or no better than
     a collapsed model: the majority class, a constant score, no entity or answer) are reported and replaced by new
-    seeds, at most `seeds.max_reseeds` times. Each seed's run trains on the features in its own seed's order
-    (`in_order`), as jobs/finetune.py with that train.seed would."""
+    seeds, at most `seeds.max_reseeds` times. Each seed's run trains on the features in its own seed's order, as
+    jobs/finetune.py with that train.seed and one worker does (jobs/loops/train_order.py)."""
     from ray import tune
 
     from jobs.loops import ft_tasks
@@ -328,8 +324,7 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     while want:
         seeds = list(range(next_seed, next_seed + want))
         next_seed += want
-        ordered = dataclasses.replace(data, seed_train=orders(seeds, data.base.train.seed, in_order))
-        grid = fit(cfg, f"{cfg.name}-seeds-{round_}", ordered, {**fixed, "train.seed": tune.grid_search(seeds)},
+        grid = fit(cfg, f"{cfg.name}-seeds-{round_}", data, {**fixed, "train.seed": tune.grid_search(seeds)},
                    search=False, expected=len(seeds))
         settle_runs(grid, client, result.mlflow["parent_run_id"])  # as the search's trials: none left RUNNING
         bad = 0
@@ -387,21 +382,6 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     result.mlflow.update(info, median_run_id=median_run_id)
     print(f"[seeds] {result.metric}: {spread}; median run seed {result.seeds['median_seed']} ({score:.4f})"
           + (f"; {len(degenerate)} degenerate run(s) re-seeded" if degenerate else ""), flush=True)
-
-
-def seed_features(base, rows, init_dir: Path):
-    """seed -> the train split's features shuffled by that train.seed, made by jobs/finetune.py's own _features:
-    the global order a fine-tune with that seed trains in (the trials' local shuffle buffer alone would leave every
-    seed on the base seed's order, and the seed spread would understate the variance)."""
-    from jobs.finetune import _features
-
-    return lambda seed: _features(dataclasses.replace(base, train=dataclasses.replace(base.train, seed=seed)),
-                                  rows.train, init_dir)
-
-
-def orders(seeds, base_seed: int, in_order) -> dict:
-    """TrialInputs.seed_train for trials of these seeds: base_seed's order is the shared train features already."""
-    return {int(s): in_order(int(s)) for s in dict.fromkeys(seeds) if int(s) != base_seed}
 
 
 def _degenerate(r, majority: float) -> tuple[str, float]:

@@ -309,11 +309,6 @@ def _as_plain(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def next_in_lockstep(batches):
-    """The next batch, or None on every rank once any rank's data is exhausted (ranks step in lockstep)."""
-    return in_lockstep(next(batches, None))
-
-
 def collective_device() -> torch.device:
     """Where a tensor of a collective must live: the rank's CUDA device when the process group runs NCCL (Ray Train
     picks it for GPU workers, and NCCL takes no CPU tensor), else the CPU (gloo)."""

@@ -11,7 +11,7 @@ other ranks' readers, which run as far ahead), and the loop trains on the batche
 
 The loop sees one epoch at a time, as before: iterating gives the epoch's batches and then stops;
 `advance()` moves to the next epoch and drops what the loop left of the current one (ranks end an
-epoch together, jobs.engine.seam.next_in_lockstep, so a rank can leave its last batch behind).
+epoch together, jobs.engine.seam.in_lockstep, so a rank can leave its last batch behind).
 `depth=0` reads in the loop's thread and opens each epoch when the loop reaches it.
 """
 

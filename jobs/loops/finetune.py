@@ -13,7 +13,7 @@ metrics, the report with its checkpoint, the best model's keeping); the policies
     errored) and a fine-tune does not train on for hours on NaNs. A non-finite select metric raises too.
   * data position: `epoch` and `epoch_steps` (the batches of it already taken) are part of `state()`, so a run
     restored from a checkpoint asks `epoch_batches` for the rest of the epoch and trains on as if never stopped
-    (row for row with one worker; with several, as many batches, which Ray Data's split may fill with other rows).
+    (row for row: jobs/loops/train_order.py).
 
 The engine (jobs/engine/data_parallel.py) is used only through `step(batch) -> StepStats` (`.loss`, `.finite`),
 `.lr` and, in `select_metrics`, `predict`.
@@ -25,7 +25,7 @@ import copy
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
@@ -138,7 +138,7 @@ class FinetuneLoop:
             while upcoming is not None:
                 self._step(upcoming)
                 taken += 1
-                # a look ahead: whether this step ends the epoch (with several ranks: the batches ran out on one)
+                # a look ahead: whether this step ends the epoch (every rank has as many batches: all at once)
                 more = self.step < self.total
                 upcoming = next(batches, None) if more else None
                 ends_epoch = more and upcoming is None
@@ -243,11 +243,3 @@ class _Window:
         self.loss, self.n, self.samples, self.since = 0.0, 0, 0, now
         return out
 
-
-def skip(batches: Iterable[dict], n: int) -> Iterator[dict]:
-    """`batches` less the first `n` (the part of an epoch a restored run took before)."""
-    batches = iter(batches)
-    for _ in range(n):
-        if next(batches, None) is None:
-            break
-    return batches

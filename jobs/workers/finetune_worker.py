@@ -1,17 +1,18 @@
-"""What each fine-tuning worker runs: stream its train shard, step, evaluate on select, keep the best.
+"""What each fine-tuning worker runs: deal itself its train rows, step, evaluate on select, keep the best.
 
 Contract with the driver (jobs/finetune.py): `config` holds the resolved FinetuneConfig itself (`cfg`, labels
 settled; Ray pickles the dataclass), `init_files` (an object ref to the starting checkpoint's files, so a worker
-on any node can build the model), `select_rows` (object ref: the select split's rows, read by rank 0 for the
-metrics), `steps_per_epoch`, `total_steps` and the MLflow run id. The workers never see an evaluation row:
-the driver scores the chosen model on those once the run is over.
+on any node can build the model), `train_blocks` (object refs: the training features' numpy blocks, from which
+every rank deals itself its rows of each epoch: jobs/loops/train_order.py), `select_rows` (object ref: the select
+split's rows, read by rank 0 for the metrics), `steps_per_epoch`, `total_steps` and the MLflow run id. The
+workers never see an evaluation row: the driver scores the chosen model on those once the run is over.
 
 Evaluation on select runs on rank 0 over the whole (unsplit) split while the other ranks wait: it is
 small, and an exact metric needs every row exactly once. Every evaluation reports a checkpoint of the
 whole training state: each rank's part of the engine (weights, optimizer moments, schedule) and its RNG,
 and rank 0's place in the data, evaluation history, early-stopping count and the best model so far (HF
 format). A worker that dies (train.max_failures) costs the steps since the last evaluation: the restarted
-group loads that checkpoint and takes up the epoch where it was (row for row with one worker: _epoch_batches).
+group loads that checkpoint and takes up the epoch where it was, row for row (_epoch_batches).
 The final report's checkpoint holds the best model and its history, which the driver exports. Weights that diverged
 end the run at once (loss_guard.Verdict), not after train.max_failures restarts. Training runs on the engine
 pretraining uses (jobs/engine/data_parallel.py: DeepSpeed, ZeRO 0-2); the loop (evaluation cadence, best, patience,
@@ -32,9 +33,10 @@ import ray.train
 import torch
 import torch.distributed as dist
 
-from jobs.engine.seam import next_in_lockstep, summed
+from jobs.engine.seam import summed
 from jobs.loops import ft_tasks
-from jobs.loops.finetune import FinetuneLoop, select_metrics, skip
+from jobs.loops.finetune import FinetuneLoop, select_metrics
+from jobs.loops.train_order import TrainFeatures, epoch_batches
 from jobs.runtime import resubmit
 from jobs.runtime.scratch import scratch_dir
 from jobs.workers.finetune_model import build_engine, build_model
@@ -74,6 +76,7 @@ class Worker:
         # worker-group restarts in this submission, counted outside the workers: two failures before the next
         # checkpoint restored the same one, and a count carried in it said 1
         self.resumes = ray.get(config["verdict"].started.remote(self.rank)) - 1
+        self.train = TrainFeatures(ray.get(config["train_blocks"]))  # zero-copy from this node's object store
         self.select_rows, self.tokenizer = None, None  # rank 0, read at the first evaluation
         model, info = build_model(cfg, self.init_dir)
         if self.rank == 0:
@@ -118,15 +121,12 @@ class Worker:
                         else f"(restart {self.resumes})"))
 
     def _epoch_batches(self, epoch: int, taken: int):
-        """This rank's batches of `epoch`, less the `taken` a resumed run took before it restarted (with one worker
-        exactly those; with more, Ray Data's split may hand a rank other rows in a new execution), in lockstep:
-        once any rank's run out, every rank's have."""
+        """This rank's batches of `epoch` in the epoch's seeded order, less the `taken` a resumed run took before it
+        restarted (exactly those: the order depends on train.seed, the epoch and the worker count alone). Every rank
+        has as many: they end the epoch together."""
         t = self.cfg.train
-        batches = skip(ray.train.get_dataset_shard("train").iter_batches(
-            batch_size=t.batch_size, batch_format="numpy", local_shuffle_buffer_size=4 * t.batch_size,
-            local_shuffle_seed=t.seed + 7919 * epoch + self.rank), taken)
-        while (batch := next_in_lockstep(batches)) is not None:
-            yield batch
+        return epoch_batches(self.train, seed=t.seed, epoch=epoch, rank=self.rank, world=self.world,
+                             batch_size=t.batch_size, taken=taken)
 
     def _select_metrics(self) -> dict:
         """Rank 0 scores the whole select split; every rank gets its metrics (the same early-stopping decision)."""

@@ -6,8 +6,9 @@ every trial of a phase shares, once in the object store. The trial's sampled hyp
 
 A trial is a fine-tune with Tune's report: the loop (evaluation cadence, best, patience, the non-finite policy)
 is jobs/loops/finetune.py's, as the fine-tuning worker's is; this module supplies batches, the report and the
-checkpoint. Every trial iterates materialized train features (Ray Data, made by the driver), shuffled as a fine-tune
-with its train.seed shuffles them (TrialInputs.seed_train), then locally by that seed. Every evaluation reports the
+checkpoint. Every trial deals itself the train features the driver made (numpy blocks in the object store) in a new
+order every epoch, seeded by its train.seed, as a one-worker fine-tune does (jobs/loops/train_order.py). Every
+evaluation reports the
 select split's metrics (`score` = the task's main metric; a trial never sees the evaluation split) and the
 searched fields it was made under (`hp/<field>`), every `checkpoint_every`-th and the last with a Tune checkpoint of
 the whole training state (the engine's DeepSpeed checkpoint: weights, optimizer moments, step; the loop's state),
@@ -36,7 +37,8 @@ import torch
 from jobs.config.finetune import FinetuneConfig, FinetuneOptimConfig
 from jobs.config.sweep import SEARCHABLE, apply
 from jobs.loops import ft_tasks
-from jobs.loops.finetune import FinetuneLoop, select_metrics, skip
+from jobs.loops.finetune import FinetuneLoop, select_metrics
+from jobs.loops.train_order import TrainFeatures, epoch_batches
 from jobs.runtime.faults import FaultsConfig, maybe_kill_trial
 from jobs.workers.finetune_model import build_engine, build_model, single_process_group
 from jobs.workers.finetune_worker import materialize_files
@@ -47,7 +49,7 @@ class TrialInputs:
     """What every trial of a sweep phase shares; the driver makes it once (jobs/sweep.py)."""
 
     base: FinetuneConfig  # the resolved fine-tuning config every trial starts from (labels settled)
-    train: Any  # ray.data.MaterializedDataset: the train split's features, made once
+    train: list  # object refs: the train split's features as numpy blocks, made once (jobs/loops/train_order.py)
     select: Any  # ray.data.MaterializedDataset: the select split's features
     train_features: int  # their count: a trial's steps per epoch are ceil(train_features / its batch size)
     select_rows: list[dict]  # the select split's rows (its metrics need them: SQuAD's answers, ...)
@@ -62,9 +64,6 @@ class TrialInputs:
     export: bool = False  # the seed phase: the last checkpoint holds the best model in HF format (`best/`)
     faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: faults.kill_trial_at_step
     kill_marker: str = ""  # where the trial kill remembers it happened (once per sweep)
-    # train.seed -> the train features in that seed's global order (jobs/sweep.seed_features), for the seeds trials
-    # of this phase use other than base's (`train` is in base.train.seed's order)
-    seed_train: dict = field(default_factory=dict)
 
 
 def trial(config: dict, data: TrialInputs) -> None:
@@ -151,6 +150,7 @@ class TrialRun:
         self.segment = ""  # a new one at each PBT exploit: its reports are another model's, whatever their steps
         self.own_best = -math.inf  # its own best score (best/<metric>): a PBT donor's loop state carries the donor's
         self.select_batches, self.tokenizer = None, None  # read at the first evaluation
+        self.train = None  # the train features, read at the first epoch
         self.loop = FinetuneLoop(
             self.engine, t, metric=ft_tasks.main_metric(cfg.task), total_steps=self.total, optim_lr=cfg.optim.lr,
             epoch_batches=self._epoch_batches, select_metrics=self._select_metrics, report=self._report,
@@ -207,10 +207,13 @@ class TrialRun:
 
     def _epoch_batches(self, epoch: int, taken: int):
         """The train features of `epoch` in this trial's order (its seed's), less the `taken` before a restore."""
+        import ray
+
+        if self.train is None:
+            self.train = TrainFeatures(ray.get(self.data.train))
         t = self.cfg.train
-        return skip(self.data.seed_train.get(t.seed, self.data.train).iter_batches(
-            batch_size=t.batch_size, batch_format="numpy", local_shuffle_buffer_size=4 * t.batch_size,
-            local_shuffle_seed=t.seed + 7919 * epoch), taken)
+        return epoch_batches(self.train, seed=t.seed, epoch=epoch, rank=0, world=1, batch_size=t.batch_size,
+                             taken=taken)
 
     def _after_step(self, step: int) -> None:
         maybe_kill_trial(self.data.faults, step, self.trial_id, self.data.phase, Path(self.data.kill_marker))

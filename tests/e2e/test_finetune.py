@@ -379,7 +379,7 @@ def test_pkgdocs_job_lost_in_epoch_2_resubmitted_ends_as_the_undisturbed_run(ray
 
 
 def test_more_workers_than_training_features_is_refused_before_training(ray_tmp):
-    """2 training sentences on 3 workers: Ray Data's equal split would give a worker no rows, and it would
+    """2 training sentences on 3 workers: each worker's share of an epoch would be no rows, and it would
     train on nothing while the others step. Refused once the features are counted, naming the field and the
     largest worker count that fits; no MLflow run is started."""
     from mlflow.tracking import MlflowClient

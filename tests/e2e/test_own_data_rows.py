@@ -190,9 +190,13 @@ def test_question_ids_that_repeat_across_a_splits_files_are_refused_before_train
 
 def test_training_rows_grouped_by_label_reach_the_workers_shuffled_and_the_same_each_time(tmp_path, ray_up):
     """A file written a class at a time (pkgdocs' rows come a package at a time, many exports are sorted): the
-    training features are shuffled once, seeded by train.seed, so the first batches hold every class and a
-    resubmission sees the same order; evaluation features keep their rows' order."""
+    workers deal themselves the training features in a new order every epoch, seeded by train.seed
+    (jobs/loops/train_order.py), so the first batches hold every class and a resubmission sees the same batches; the
+    features keep their rows' order, every time: the orders' row numbers index it."""
+    import ray
+
     from jobs.finetune import _features
+    from jobs.loops.train_order import TrainFeatures, epoch_batches
 
     path = write_jsonl(tmp_path / "sorted.jsonl", [{"text": f"sentence {i} of class {c}", "label": c}
                                                    for c in "abcd" for i in range(100)])
@@ -200,27 +204,28 @@ def test_training_rows_grouped_by_label_reach_the_workers_shuffled_and_the_same_
                       [f"init={MINILM}", f"task.train_file={path}", "task.selection_fraction=0.1"])
     rows = loaded(cfg.task)
 
-    def first_labels(features) -> list[int]:
-        return [int(x) for x in features.take_batch(64, batch_format="numpy")["labels"]]
+    def first_labels(features, epoch: int = 0) -> list[int]:  # what a one-worker fine-tune's first batch holds
+        dealt = TrainFeatures(ray.get(features.to_numpy_refs()))
+        batch = next(epoch_batches(dealt, seed=cfg.train.seed, epoch=epoch, rank=0, world=1, batch_size=64))
+        return [int(x) for x in batch["labels"]]
 
     def order(features) -> list[int]:
         return [int(x) for x in features.to_pandas()["row_index"]]
 
-    streamed = _features(cfg, rows.train, MINILM)  # your files: shuffled in the cluster
+    streamed = _features(cfg, rows.train, MINILM)  # your files: featurized in the cluster
     assert len(set(first_labels(streamed))) == 4
-    assert first_labels(_features(cfg, rows.train, MINILM)) == first_labels(streamed)
+    assert first_labels(_features(cfg, rows.train, MINILM)) == first_labels(streamed) != first_labels(streamed, 1)
     as_list = [{**r, "row_index": i}  # a benchmark's rows, on the driver
                for i, r in enumerate(sorted(train_rows(rows), key=lambda r: r["label"]))]
     assert len(set(first_labels(_features(cfg, as_list, MINILM)))) == 4
-    # every row where the seed put it, each time: the blocks came back as their tasks finished, in another order
+    # every feature in its row's place, each time: the blocks came back as their tasks finished, in another order
     # each run, and a resubmission skipping the batches its epoch took skipped other rows than it had trained on
     many = [{**as_list[i % len(as_list)], "text_a": f"sentence {i} " + "word " * (i % 50), "row_index": i}
             for i in range(3000)]
     cfg.features.batch_size = 16  # many featurizing tasks, of uneven lengths
-    seeded = [int(i) for i in np.random.default_rng(cfg.train.seed).permutation(len(many))]
-    assert [order(_features(cfg, many, MINILM)) == seeded for _ in range(3)] == [True] * 3
+    assert [order(_features(cfg, many, MINILM)) == list(range(3000)) for _ in range(3)] == [True] * 3
     kept = _features(cfg, as_list, MINILM, evaluation=True)
-    assert first_labels(kept) == [r["label"] for r in as_list[:64]]
+    assert [int(x) for x in kept.take_batch(64, batch_format="numpy")["labels"]] == [r["label"] for r in as_list[:64]]
 
 
 def test_rows_of_several_files_come_in_their_files_order_whatever_task_ends_first(tmp_path, ray_up):

@@ -18,7 +18,9 @@ import torch
 
 from jobs.config.finetune import FinetuneTrainConfig, TaskConfig
 from jobs.loops import ft_tasks
-from jobs.loops.finetune import FinetuneLoop, collate, select_metrics, skip
+from jobs.loops.finetune import FinetuneLoop, collate, select_metrics
+from jobs.loops.train_order import TrainFeatures
+from jobs.loops.train_order import epoch_batches as deal
 
 ROWS, BATCH, WIDTH, VOCAB = 20, 4, 6, 32  # 5 batches an epoch
 METRIC = "select/accuracy"
@@ -84,11 +86,11 @@ def dataset():
 
 
 def epoch_batches(epoch: int, taken: int):
-    """An epoch's numpy batches in its own order (as a shuffled Ray Data stream), less the `taken`."""
+    """An epoch's numpy batches in its own order, as a one-worker fine-tune deals them, less the `taken`."""
     ids, labels = dataset()
-    order = np.random.default_rng(100 + epoch).permutation(ROWS)
-    return skip(({"input_ids": ids[i], "attention_mask": np.ones_like(ids[i]), "labels": labels[i],
-                  "row_index": i} for i in (order[s:s + BATCH] for s in range(0, ROWS, BATCH))), taken)
+    features = TrainFeatures([{"input_ids": ids, "attention_mask": np.ones_like(ids), "labels": labels,
+                               "row_index": np.arange(ROWS)}])
+    return deal(features, seed=100, epoch=epoch, rank=0, world=1, batch_size=BATCH, taken=taken)
 
 
 class Run:

@@ -215,52 +215,31 @@ def test_steps_reported_again_after_a_restart_count_once_and_the_last_report_win
     assert plotted == [[10, 20, 30, 40]]
 
 
-def test_each_seed_run_trains_in_its_own_seeds_global_order_as_finetune_makes_it(monkeypatch, tmp_path):
-    from ray.tune import Result
+def test_each_seed_run_trains_in_its_own_seeds_order_as_a_one_worker_finetune_with_that_seed():
+    """A seed run's spread is the spread of fine-tunes: a trial with train.seed s trains on the batches a one-worker
+    fine-tune with seed s does, epoch after epoch, and another seed on others (the trials' local shuffle alone once
+    left every seed on the base seed's order, and the seed spread understated the variance)."""
+    import numpy as np
 
-    from jobs import sweep
-    from jobs.config.finetune import FinetuneConfig
-    from jobs.config.sweep import SweepConfig
-    from jobs.workers.sweep_trial import TrialInputs, TrialRun
+    from jobs.loops.train_order import TrainFeatures
+    from jobs.workers.finetune_worker import Worker
+    from jobs.workers.sweep_trial import TrialRun
 
-    made = []  # jobs/finetune._features, the fine-tune's own shuffle: called with each seed's config
-    monkeypatch.setattr("jobs.finetune._features", lambda cfg, rows, init_dir: made.append(cfg.train.seed) or
-                        f"features in seed {cfg.train.seed}'s order")
-    base = FinetuneConfig()
-    in_order = sweep.seed_features(base, SimpleNamespace(train=["rows"]), Path("/init"))
-    assert in_order(1003) == "features in seed 1003's order" and base.train.seed != 1003  # base left as it was
-    cfg = SweepConfig(name="s", finetune=base)
-    cfg.seeds.count, cfg.seeds.first_seed, cfg.seeds.max_reseeds = 3, base.train.seed, 0
-    given = []
+    blocks = [{"input_ids": np.arange(n0, n1)[:, None] * np.ones((1, 4), np.int64), "labels": np.arange(n0, n1)}
+              for n0, n1 in ((0, 30), (30, 31), (31, 100))]
 
-    def fit(cfg, name, data, space, search, expected):  # every seed run fails: nothing after the round to mock
-        given.append(data)
-        return [Result(metrics={"config": {"train.seed": s}}, checkpoint=None, error=RuntimeError("x"),
-                       path="/nonexistent", metrics_dataframe=None) for s in space["train.seed"]["grid_search"]]
+    def order(cls, seed, epoch, taken=0, **rank):
+        cfg = SimpleNamespace(train=SimpleNamespace(batch_size=8, seed=seed))
+        owner = SimpleNamespace(cfg=cfg, train=TrainFeatures(blocks), **rank)
+        return [b["labels"].tolist() for b in cls._epoch_batches(owner, epoch, taken)]
 
-    monkeypatch.setattr(sweep, "fit", fit)
-    data = TrialInputs(base, "features in the base seed's order", None, 10, [], {}, "", "", "p", "s")
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-    parent = client.create_run(client.create_experiment("seeds")).info.run_id
-    sweep.seed_runs(cfg, data, {}, 0.5, SimpleNamespace(seeds={}, mlflow={"parent_run_id": parent}), client,
-                    Path("/out"), None, in_order)
-    s0 = base.train.seed
-    assert given[0].seed_train == {s0 + 1: f"features in seed {s0 + 1}'s order",
-                                   s0 + 2: f"features in seed {s0 + 2}'s order"}  # the base seed's: `train` itself
-    # a trial reads the features of its own seed; one of the base seed reads the shared ones
-    read = []
-
-    def reader(name):
-        return SimpleNamespace(iter_batches=lambda **kwargs: read.append(name) or [])
-
-    monkeypatch.setattr("jobs.workers.sweep_trial.skip", lambda batches, taken: batches)
-    ordered = dataclasses.replace(given[0], train=reader("base"), seed_train={s0 + 2: reader(s0 + 2)})
-    for seed in (s0, s0 + 2):
-        run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(batch_size=4, seed=seed)), data=ordered)
-        TrialRun._epoch_batches(run, 0, 0)
-    assert read == ["base", s0 + 2]
+    for seed in (0, 1003):
+        for epoch in (0, 1):
+            trial = order(TrialRun, seed, epoch)
+            assert trial == order(Worker, seed, epoch, rank=0, world=1)
+            assert sorted(sum(trial, [])) == list(range(100))
+            assert order(TrialRun, seed, epoch, taken=3) == trial[3:]
+    assert order(TrialRun, 0, 0) != order(TrialRun, 1003, 0) and order(TrialRun, 0, 0) != order(TrialRun, 0, 1)
 
 
 def test_a_seed_run_that_died_unseen_is_ended_failed_not_left_running(monkeypatch, tmp_path):
@@ -283,9 +262,9 @@ def test_a_seed_run_that_died_unseen_is_ended_failed_not_left_running(monkeypatc
     monkeypatch.setattr(sweep, "fit", lambda *args, **kwargs: [Result(
         metrics={}, checkpoint=None, error=RuntimeError("worker died"), path="/results/trial_s_00000_0",
         metrics_dataframe=None)])
-    data = TrialInputs(cfg.finetune, None, None, 10, [], {}, "", "", "p", "s")
+    data = TrialInputs(cfg.finetune, [], None, 10, [], {}, "", "", "p", "s")
     result = SimpleNamespace(seeds={}, mlflow={"parent_run_id": parent})
-    sweep.seed_runs(cfg, data, {}, 0.5, result, client, tmp_path, None, lambda seed: None)
+    sweep.seed_runs(cfg, data, {}, 0.5, result, client, tmp_path, None)
     assert result.seeds["degenerate"][0]["seed"] == "unknown"  # it died before it reported even its config
     run = client.get_run(dead)
     assert run.info.status == "FAILED" and run.data.tags["tune_status"] == "failed"
