@@ -114,6 +114,9 @@ class DataConfig:
         if self.work_unit_bytes < 0:
             raise ConfigError(f"data.work_unit_bytes must be >= 0 (0 = auto), got {self.work_unit_bytes}")
         if self.masking == "static":
+            if self.mask_rate == 0:  # refused by every shard task, after the whole read and tokenization pass
+                raise ConfigError("data.mask_rate must be in (0, 1) with data.masking=static: 0 masks nothing, and "
+                                  "the masked-LM loss would have no target")
             check_max_predictions(self.max_predictions, self.mask_rate, self.max_seq_len)
         self.tokenizer.validate()
         return self

@@ -135,6 +135,9 @@ def test_static_masking_refuses_a_cap_that_keeps_it_far_under_the_rate():
         load_config(PretrainConfig, QUICKSTART, ["data.masking=static", *overrides])
     # Dynamic masking ignores data.max_predictions (train.masking decides at batch time).
     load_config(PretrainConfig, QUICKSTART, ["data.max_seq_len=512"])
+    # a rate of 0 passed, and every shard task refused it after the whole read, naming masking.rate
+    with pytest.raises(ConfigError, match=r"data\.mask_rate must be in \(0, 1\) with data\.masking=static"):
+        load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "data.mask_rate=0"])
 
 
 def test_the_datas_masking_fields_set_under_dynamic_masking_say_where_they_belong():
