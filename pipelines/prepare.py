@@ -57,8 +57,9 @@ from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import dropped_rows
 from pipelines.examples import (Document, bucket_seed, create_examples, cut_long_sentences, mask_static_flat,
                                 masking_config)
-from pipelines.shards import (FORMAT_VERSION, MANIFEST, example_schema, examples_to_table, histogram_bin_width,
-                              length_histogram, read_manifest, shard_name, token_type, write_manifest, write_shard)
+from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_schema, examples_to_table,
+                              histogram_bin_width, length_histogram, read_manifest, shard_name, token_type,
+                              write_manifest, write_shard)
 from pipelines.rejects import RejectLog
 from pipelines.source_files import resolve_sources
 from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text
@@ -254,6 +255,8 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
 
 def _result(path: Path, reused: bool) -> PreparedData:
     manifest = read_manifest(path)
+    if reused:
+        check_shards(path, manifest)
     files = {split: [str(path / s["file"]) for s in manifest["shards"][split]] for split in ("train", "eval")}
     return PreparedData(str(path), manifest, files["train"], files["eval"], str(path / "tokenizer"), reused)
 

@@ -119,6 +119,19 @@ def read_manifest(directory: str | os.PathLike) -> dict:
     return manifest
 
 
+def check_shards(directory: str | os.PathLike, manifest: dict) -> None:
+    """Refuse a prepared set whose shards are not those its manifest lists (a shard deleted, truncated by a full
+    disk or a copy cut short, or rewritten): reused as it was, a run trained on the rest, or failed in its middle."""
+    for split in SPLITS:
+        for s in manifest["shards"][split]:
+            path = Path(directory, s["file"])
+            size = path.stat().st_size if path.is_file() else None
+            if size != s["bytes"]:
+                found = "missing" if size is None else f"{size:,} bytes"
+                raise ValueError(f"{path}: {found}, its manifest says {s['bytes']:,} bytes: the prepared set was "
+                                 f"changed after it was written; delete {directory} to prepare it again")
+
+
 def shard_files(directory: str | os.PathLike, split: str, manifest: dict | None = None) -> list[str]:
     """Absolute paths of a split's shards, in manifest (= example_id) order."""
     if split not in SPLITS:

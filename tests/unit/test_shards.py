@@ -100,6 +100,26 @@ def test_manifest_round_trip_and_version_check(tmp_path):
         read_manifest(tmp_path)
 
 
+def test_a_reused_set_whose_shards_changed_after_it_was_written_is_refused(tmp_path):
+    """prepare returned an earlier set as reused whenever its manifest.json existed: a shard deleted or truncated
+    since (a full disk, a copy cut short) trained on the rest, or failed in the middle of a run."""
+    from pipelines.prepare import _result
+
+    import json
+
+    test_manifest_round_trip_and_version_check(tmp_path)  # leaves a manifest of the next format_version
+    write_manifest(tmp_path, {**json.loads((tmp_path / "manifest.json").read_text()), "format_version": FORMAT_VERSION})
+    assert _result(tmp_path, reused=True).train_files == shard_files(tmp_path, "train")
+    shard = tmp_path / "train/part-00001.parquet"
+    shard.write_bytes(shard.read_bytes()[:100])
+    with pytest.raises(ValueError, match=rf"{shard}: 100 bytes, its manifest says [\d,]+ bytes: the prepared set "
+                                         rf"was changed after it was written; delete {tmp_path} to prepare it again"):
+        _result(tmp_path, reused=True)
+    shard.unlink()
+    with pytest.raises(ValueError, match=rf"{shard}: missing, its manifest says"):
+        _result(tmp_path, reused=True)
+
+
 def test_read_head_reads_the_first_rows_across_shards_in_order(tmp_path):
     docs, examples = make_examples(30522, static=False)
     schema = example_schema(30522, static_masking=False, debug=False)
