@@ -28,8 +28,8 @@ Ray's workers are started at 0 as well (--ray-worker-niceness 15 keeps Ray's def
 CPU (default): tiny preset, seq 128, 2 ranks on gloo, fp32, 1 thread per rank.
 GPU (when CUDA is available): base preset, seq 128, NCCL, bf16, one rank per GPU (up to 2), plus
 tokens/s and MFU (FLOPs/token from jobs.loops.metrics.flops_per_token, the device's dense bf16 peak from
-jobs.loops.metrics.PEAK_BF16_FLOPS, the job's: 989 TFLOP/s for H100/H200 SXM, 756 for H100 PCIe). A repetition whose two sides end at other losses stops the
-bench: they did not do the same work.
+jobs.loops.metrics.PEAK_BF16_FLOPS, the job's: 989 TFLOP/s for H100/H200 SXM, 756 for H100 PCIe). A repetition
+whose two sides end at other losses stops the bench: they did not do the same work.
 
     python bench/ray_overhead.py                                  # defaults for the device found
     python bench/ray_overhead.py --preset mini --steps 40 --repeats 5

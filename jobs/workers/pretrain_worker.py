@@ -32,7 +32,7 @@ from jobs.workers.pretrain_engine import build_engine
 from jobs.loops.epoch_stream import EpochStream
 from jobs.runtime.faults import Faults
 from jobs.loops.loss_guard import LossGuard, NonFiniteLossError, lr_scale
-from jobs.loops.metrics import MetricsWindow, flops_per_token, progress_line
+from jobs.loops.metrics import MetricsWindow, flops_per_token, peak_for, progress_line
 from jobs.engine.checkpoint_parts import restore_rng, rng_arrays, rng_states, write_rank_files, write_topology
 from jobs.workers.reshard import load_engine
 from jobs.engine.objectives import PretrainingObjective

@@ -296,7 +296,7 @@ def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
                                         ("NVIDIA H100 NVL", 835e12), ("NVIDIA H200", 989e12),
                                         ("NVIDIA H200 NVL", 835e12), ("NVIDIA A100-SXM4-80GB", 312e12),
                                         ("Tesla T4", None)])
-def test_mfu_is_against_the_peak_of_the_card_at_hand(name, peak):
+def test_mfu_is_against_the_peak_of_the_card_at_hand(name, peak, monkeypatch):
     """An H100 PCIe card peaks at 756 TFLOP/s, not the SXM part's 989: MFU against the wrong one understates it by
     1.3x. An unknown card reports no MFU, and neither does fp32 training."""
     from jobs.loops.metrics import peak_for
@@ -304,6 +304,9 @@ def test_mfu_is_against_the_peak_of_the_card_at_hand(name, peak):
 
     assert peak_for(name) == peak
     assert peak_flops(True, "fp32") is None and peak_flops(False, "bf16") is None
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)  # the card at hand, as the job asks for it
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda *device: name)
+    assert peak_flops(True, "bf16") == peak
 
 
 def test_a_training_split_smaller_than_the_reading_ranks_is_refused():
