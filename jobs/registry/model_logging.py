@@ -117,12 +117,29 @@ def log_qa_model(release_dir: str, registered_model: str | None, input_example: 
                        pd.DataFrame(input_example) if input_example else None)
 
 
-def _log_pyfunc(python_model, release_dir: str, registered_model: str | None, task: str, config: dict, example):
+def _log_pyfunc(python_model, release_dir: str, registered_model: str | None, task: str, config: dict, example,
+                signature=None):
     import mlflow
 
     return mlflow.pyfunc.log_model(
         name="model", python_model=python_model, artifacts={"model": release_dir}, pip_requirements=pins(),
-        model_config=config, input_example=example, registered_model_name=registered_model, metadata={"task": task})
+        model_config=config, input_example=example, registered_model_name=registered_model, metadata={"task": task},
+        signature=signature)
+
+
+def texts_signature(kind: str):
+    """The signature of a served model of single texts: its outputs, and no input schema. The one MLflow infers
+    from a list of texts is one unnamed column, and the scoring server then keeps a table's first column, whatever
+    its name: {"id": "r1", "text": ...} was answered from the id, and a text_pair column (which such a model refuses)
+    was dropped unseen. Without it, PredictorModel.rows reads a table by its column names, and a list as before."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+
+    from jobs.inference.kinds import OUTPUT_COLUMNS, OUTPUT_TYPES
+
+    types = {"string": "string", "double": "double", "int64": "long"}
+    return ModelSignature(inputs=None, outputs=Schema([ColSpec(types[OUTPUT_TYPES[c]], c)
+                                                       for c in OUTPUT_COLUMNS[kind]]))
 
 
 def log_release_model(release_dir: str, registered_model: str | None, task: str,
@@ -149,9 +166,10 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str,
         # list of texts, so requests keep their form ({"inputs": [...]}); pairs as a table of text and text_pair
         import pandas as pd
 
-        return _log_pyfunc(PredictorModel(), release_dir, registered_model, task,
-                           {**served_config(kind, settings or {}), "text_pair": pairs},
-                           pd.DataFrame(input_example) if pairs else input_example)
+        return _log_pyfunc(PredictorModel(), release_dir, registered_model, task,  # pairs: named columns, kept
+                           {**served_config(kind, settings or {}), "text_pair": pairs},  # by name
+                           pd.DataFrame(input_example) if pairs else input_example,
+                           signature=None if pairs else texts_signature(kind))
     tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
     return mlflow.transformers.log_model(
         transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins(),

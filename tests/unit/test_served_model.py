@@ -241,3 +241,33 @@ def test_the_scoring_server_answers_a_refused_row_with_our_message(tmp_path):
     body = answer.json()
     assert "multi-label: row 1 has no text (null or blank)" in body["message"] and "Traceback" not in str(body)
     assert client.post("/invocations", json={"inputs": ["fine"]}).status_code == 200
+
+
+def test_a_served_model_of_single_texts_reads_a_table_by_its_column_names(tmp_path):
+    """Logged with the signature MLflow inferred from a list of texts (one unnamed column), the scoring server kept
+    a table's first column whatever its name: {"id": "r1", "text": ...} was answered from "r1", and a text_pair
+    column, which a model of single texts refuses, was dropped unseen. Logged as the job logs it, through MLflow's
+    own app (no port bound)."""
+    import mlflow
+    from fastapi.testclient import TestClient
+    from mlflow.pyfunc import scoring_server
+
+    from jobs.registry.model_logging import log_release_model
+
+    folder = tiny(tmp_path, "BertForSequenceClassification", num_labels=3, problem_type="multi_label_classification",
+                  id2label={0: "a", 1: "b", 2: "c"}, label2id={"a": 0, "b": 1, "c": 2})  # scores that vary by text
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    with mlflow.start_run(experiment_id=mlflow.create_experiment("texts", artifact_location=str(tmp_path / "art"))):
+        info = log_release_model(folder, None, "text-classification", ["hello", "a fine day"],
+                                 settings={"multi_label_threshold": 0.1})
+    client = TestClient(scoring_server.init(mlflow.pyfunc.load_model(info.model_uri)))
+
+    def scores(body) -> list:
+        answer = client.post("/invocations", json=body)
+        assert answer.status_code == 200, answer.text
+        return [row["score"] for row in answer.json()["predictions"]]
+
+    text = scores({"inputs": ["a fine day"]})
+    assert scores({"dataframe_records": [{"id": "r1", "text": "a fine day"}]}) == text != scores({"inputs": ["r1"]})
+    refused = client.post("/invocations", json={"dataframe_records": [{"text": "a fine day", "text_pair": "x"}]})
+    assert refused.status_code == 400 and "single sentences: send no text_pair column" in refused.json()["message"]
