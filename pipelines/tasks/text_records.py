@@ -249,6 +249,7 @@ class _Feed:
         text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
         self.lines, self.back, self.taken, self.open_to = enumerate(text, 1), collections.deque(), [], 0
         self.mark_cr = mark_cr  # csv: a lone \r inside a line reaches csv as _CR_MARK (csv would end the record)
+        self.marked = False  # whether the current record's lines had one (only then is a _CR_MARK read back as \r)
 
     def __iter__(self):
         return self
@@ -256,10 +257,14 @@ class _Feed:
     def __next__(self) -> str:
         n, line = self.back.popleft() if self.back else next(self.lines)
         self.taken.append((n, line))
-        return _LONE_CR.sub(_CR_MARK, line) if self.mark_cr and "\r" in line else line
+        if self.mark_cr and "\r" in line:
+            marked = _LONE_CR.sub(_CR_MARK, line)
+            self.marked = self.marked or marked != line
+            return marked
+        return line
 
     def start(self) -> None:
-        self.taken, self.open_to = [], 0
+        self.taken, self.open_to, self.marked = [], 0, False
 
     def where(self) -> str:
         first, last = self.taken[0][0], self.taken[-1][0]
@@ -315,7 +320,7 @@ def csv_records(f, delimiter: str = ""):
             reason = Reject("unclosed_quote" if unclosed else "bad_csv")
             yield n, feed.where(), reason, f"{e}{_escape_hint(first)}: {first}"
             continue
-        yield _fields(n, feed, [field.replace(_CR_MARK, "\r") for field in fields], delimiter)
+        yield _fields(n, feed, [f.replace(_CR_MARK, "\r") for f in fields] if feed.marked else fields, delimiter)
 
 
 def _escape_hint(line: str) -> str:

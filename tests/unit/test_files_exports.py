@@ -330,6 +330,8 @@ def test_a_lone_cr_in_a_csv_line_is_text_and_old_mac_csv_lines_end_in_one(tmp_pa
                                      b'"quoted\rcr",0\r\n'), "csv")
     assert [(r["text_a"], r["label"]) for r in rows] == [("has\rcr inside", "1"), ("quoted\rcr", "0")]
     assert rejects == {"wrong_column_count": 1}
+    rows, _, _, _ = read(write(tmp_path, "pua.csv", "text,label\n\ue000 an icon font's glyph,1\n".encode()), "csv")
+    assert [r["text_a"] for r in rows] == ["\ue000 an icon font's glyph"]  # the mark stands for a CR only if one was
     rows, rejects, _, _ = read(write(tmp_path, "mac.csv", b'text,label\rfine day,pos\r"two\nlines",neg\r'), "csv")
     assert [(r["text_a"], r["label"]) for r in rows] == [("fine day", "pos"), ("two\nlines", "neg")] and not rejects
 
