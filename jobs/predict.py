@@ -445,15 +445,19 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds // 60 % 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+# what `truncated` counts, by kind: a tagger's and a reader's long inputs are windowed, not cut (the `windows` column)
+TRUNCATED = {"question-answering": "whose question was cut to max_query_length (long contexts are windowed)",
+             "token-classification": "(long texts are windowed, not cut: rows with windows > 1 in the output)"}
+
+
 def summary(r: PredictResult, dashboard: str = "") -> str:
     m = r.model
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(r.rejected.items())) or "none"
     lines = ["=" * 72, f"predicted {r.rows:,} rows with {m.uri}" + (f" ({m.name} v{m.version})" if m.version else ""),
              f"  output      {r.output} ({len(list((r.output / shards.SHARDS).glob('*')))} shards; "
              f"{r.skipped_shards} complete before this run)",
-             f"  rejected    {rejected}", f"  truncated   {r.truncated} rows " + (
-                 "whose question was cut to max_query_length (long contexts are windowed)"
-                 if m.kind == "question-answering" else "over the model's length limit"),
+             f"  rejected    {rejected}", f"  truncated   {r.truncated} rows " + TRUNCATED.get(
+                 m.kind, "over the model's length limit"),
              f"  time        {_duration(r.seconds)} ({r.rows / max(r.seconds, 1e-9):,.0f} rows/s overall)",
              f"  MLflow run  {r.run_id}"]
     if dashboard:

@@ -185,3 +185,20 @@ def test_an_empty_column_name_is_refused_before_any_work():
         with pytest.raises(ConfigError, match=rf"columns.{name} must name a column"):
             cfg.validate()
     assert PredictConfig(model="m", input="in", output="/out", columns=Columns(text="", tokens="words")).validate()
+
+
+def test_the_summary_does_not_call_a_taggers_windowed_rows_untruncated(tmp_path):
+    """A tagger windows a long text and never cuts it: its summary said "truncated 0 rows over the model's length
+    limit" whatever it windowed, as if every row had fit."""
+    from types import SimpleNamespace
+
+    from jobs.predict import PredictResult, summary
+
+    (tmp_path / "shards").mkdir()
+    for kind, says in (("token-classification", "truncated   0 rows (long texts are windowed, not cut: rows with "
+                                                "windows > 1 in the output)"),
+                       ("classification", "truncated   3 rows over the model's length limit"),
+                       ("question-answering", "truncated   3 rows whose question was cut to max_query_length")):
+        model = SimpleNamespace(uri="models:/m@champion", name="m", version="1", kind=kind)
+        result = PredictResult(tmp_path, model, 10, {}, 0 if kind == "token-classification" else 3, 0, 1.0)
+        assert says in summary(result)
