@@ -19,8 +19,8 @@ Stage contract: stages exchange tuples of tensors, and only the hidden states ar
 The labels ride along with the activations instead of being read again by the last stage: only the
 first stage's ranks read data (each the whole set, keeping its replica's rows: jobs/pretrain.py
 splits nothing for pipelines), so the last stage has no batch of its own; `train_step`/`evaluate` feed
-the other stages placeholders. N (real tokens), M (masked tokens) and T (padded length) change per batch, so the module is built
-with `dynamic_shape=True` (one small shape message per transfer).
+the other stages placeholders. N (real tokens), M (masked tokens) and T (padded length) change per batch,
+so the module is built with `dynamic_shape=True` (one small shape message per transfer).
 
 Import only after DS_ACCELERATOR is set (as jobs/engine/data_parallel.py): it imports deepspeed.
 """

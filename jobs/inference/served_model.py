@@ -93,7 +93,13 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         answers `empty`, no answer); raises on a missing column, or a null or blank text or pair, naming it."""
         import pandas as pd
 
+        import numpy as np
+
         kind = self.predictor.kind
+        if isinstance(table, np.ndarray) and table.ndim == 0:  # {"inputs": "one text"}, without an input schema
+            table = table.item()
+        if isinstance(table, str):  # one text, not its characters
+            table = [table]
         if not isinstance(table, pd.DataFrame):  # {"inputs": [...]}: checked before pandas' Arrow strings refuse it
             table = list(table)
             if kind != "question-answering":  # which needs a table of columns: said below

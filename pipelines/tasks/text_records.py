@@ -234,7 +234,9 @@ def _allow_long_fields() -> None:
     csv.field_size_limit(max(csv.field_size_limit(), _FIELD_LIMIT))
 
 
-_LONE_CR = re.compile(r"\r(?!\n|\Z)")  # a \r inside a line: neither a CRLF's nor a CR-only file's line end
+# a \r inside a line: not of its line end (\n, \r\n, Windows' text-mode \r\r\n, a CR-only file's \r)
+_LONE_CR = re.compile(r"\r(?!\r*\n|\r*\Z)")
+_QUOTED = re.compile(rb'"[^"]*(?:"|\Z)')  # a CSV quoted span (a doubled quote inside: two spans)
 _CR_MARK = "\ue000"  # a private-use character: what csv reads in its place, turned back into \r in the fields
 
 
@@ -299,12 +301,13 @@ def csv_records(f, delimiter: str = ""):
     a quote that never closes well is unclosed_quote on its own line (the lines after it are read again). Fields
     are split at commas, or at semicolons where the header has a semicolon and no comma (Excel's "CSV" where the
     decimal mark is a comma: most of Europe; csv_delimiter, unless the caller gives it). Records end at \n, or at
-    a lone \r in a file of such line ends (old Mac Excel's "CSV"; _line_end); elsewhere a lone \r is a character
-    of its field, as in TSV: csv ended the record there, and `first,part\rsecond,1` became two rows, one of them
-    labelled "part"."""
+    a lone \r in a file of such line ends (old Mac Excel's "CSV"; _line_end, CRs inside quotes not counted: a
+    cell's paragraph breaks); elsewhere a lone \r is a character of its field, as in TSV: csv ended the record
+    there, and `first,part\rsecond,1` became two rows, one of them labelled "part". The \r\r\n that Windows'
+    text mode makes of csv.writer's \r\n is a line end."""
     _allow_long_fields()
     delimiter = delimiter or csv_delimiter(f)
-    feed = _Feed(f, newline=_line_end(f), mark_cr=True)
+    feed = _Feed(f, newline=_line_end(f, quoted=True), mark_cr=True)
     reader = csv.reader(feed, strict=True, delimiter=delimiter)
     for n in itertools.count():
         feed.start()
@@ -375,13 +378,15 @@ def tsv_records(f):
         yield record
 
 
-def _line_end(f) -> str:
+def _line_end(f, quoted: bool = False) -> str:
     """How a TSV or CSV file's lines end: "\\r" where its head holds more lone CRs than LFs (Mac Excel's "Tab delimited
     Text" ends lines with a lone CR, and a line break inside a cell with a LF; read at \\n, the whole file would be
     one line), else "\\n" (a \\r before it is not text, and a lone \\r inside a line is a character of its field, as
     GLUE's files have them)."""
     head = f.read(_SNIFF_BYTES)
     f.seek(0)
+    if quoted:  # CSV: line breaks inside a quoted cell are the cell's (a quote cut off by the head's end too)
+        head = _QUOTED.sub(b"", head)
     return "\r" if head.count(b"\r") - head.count(b"\r\n") > head.count(b"\n") else "\n"
 
 

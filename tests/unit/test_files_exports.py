@@ -334,6 +334,14 @@ def test_a_lone_cr_in_a_csv_line_is_text_and_old_mac_csv_lines_end_in_one(tmp_pa
     assert [r["text_a"] for r in rows] == ["\ue000 an icon font's glyph"]  # the mark stands for a CR only if one was
     rows, rejects, _, _ = read(write(tmp_path, "mac.csv", b'text,label\rfine day,pos\r"two\nlines",neg\r'), "csv")
     assert [(r["text_a"], r["label"]) for r in rows] == [("fine day", "pos"), ("two\nlines", "neg")] and not rejects
+    # csv.writer's \r\n through Windows' text mode is \r\r\n: a line end, quoted or not
+    data = b'"label","text"\r\r\npos,"hello, world"\r\r\nneg,plain\r\r\n'
+    rows, rejects, _, _ = read(write(tmp_path, "win.csv", data), "csv", columns=Columns(label="label"))
+    assert [(r["text_a"], r["label"]) for r in rows] == [("hello, world", "pos"), ("plain", "neg")] and not rejects
+    # more CRs than LFs, all inside quoted cells (paragraph breaks): still a file of LF line ends
+    data = b'text,label\n"a\rb\rc",pos\n"d\re\rf",neg\n'
+    rows, rejects, _, _ = read(write(tmp_path, "paras.csv", data), "csv")
+    assert [(r["text_a"], r["label"]) for r in rows] == [("a\rb\rc", "pos"), ("d\re\rf", "neg")] and not rejects
 
 
 def test_plain_text_conll_and_squad_read_in_the_named_encoding(tmp_path):

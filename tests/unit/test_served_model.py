@@ -269,5 +269,7 @@ def test_a_served_model_of_single_texts_reads_a_table_by_its_column_names(tmp_pa
 
     text = scores({"inputs": ["a fine day"]})
     assert scores({"dataframe_records": [{"id": "r1", "text": "a fine day"}]}) == text != scores({"inputs": ["r1"]})
+    assert scores({"inputs": "a fine day"}) == text  # one text, not a list: as the inferred schema took it
+    assert list(mlflow.pyfunc.load_model(info.model_uri).predict("a fine day")["score"]) == text
     refused = client.post("/invocations", json={"dataframe_records": [{"text": "a fine day", "text_pair": "x"}]})
     assert refused.status_code == 400 and "single sentences: send no text_pair column" in refused.json()["message"]
