@@ -81,6 +81,22 @@ def test_launcher_token_auth_on_every_node():
     assert "-e RAY_AUTH_MODE=token" in config["docker"]["run_options"]  # clients on the nodes too
 
 
+def test_launcher_gpu_workers_cap_the_object_store_as_kuberays_do():
+    """Without a cap Ray took 95% of the container's /dev/shm (sized by the host's memory: ~190 GB on a p4d) for
+    its object store, and NCCL's segments could find no room; the KubeRay workers were capped, the launcher's not."""
+    words = ray_start(load(LAUNCHER)["worker_start_ray_commands"])
+    caps = {w.split("=", 1)[1] for w in words if w.startswith("--object-store-memory=")}
+    kuberay = {g["rayStartParams"]["object-store-memory"] for name in ("raycluster.yaml", "rayjob.yaml")
+               for doc in yaml.safe_load_all((KUBERAY / name).read_text()) if doc
+               for g in _worker_groups(doc)}
+    assert caps == kuberay == {"40000000000"}
+
+
+def _worker_groups(doc: dict) -> list[dict]:
+    spec = doc.get("spec", {})
+    return (spec.get("rayClusterSpec") or spec).get("workerGroupSpecs", [])
+
+
 def test_every_job_that_may_start_ray_binds_it_to_loopback_first():
     """A Ray a job starts on this machine listens on 127.0.0.1 only if prefer_loopback ran before ray was imported:
     jobs/promote.py's (it reads your files with Ray Data) listened on the machine's routable address."""
