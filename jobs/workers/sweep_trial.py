@@ -8,12 +8,11 @@ A trial is a fine-tune with Tune's report: the loop (evaluation cadence, best, p
 is jobs/loops/finetune.py's, as the fine-tuning worker's is; this module supplies batches, the report and the
 checkpoint. Every trial deals itself the train features the driver made (numpy blocks in the object store) in a new
 order every epoch, seeded by its train.seed, as a one-worker fine-tune does (jobs/loops/train_order.py). Every
-evaluation reports the
-select split's metrics (`score` = the task's main metric; a trial never sees the evaluation split) and the
-searched fields it was made under (`hp/<field>`), every `checkpoint_every`-th and the last with a Tune checkpoint of
-the whole training state (the engine's DeepSpeed checkpoint: weights, optimizer moments, step; the loop's state),
-which PBT exploits and a resumed sweep continues from; ASHA needs only the metrics. Training runs on the engine
-pretraining and fine-tuning use (jobs/engine/data_parallel.py), in a one-rank process group. On a restore the
+evaluation reports the select split's metrics (`score` = the task's main metric; a trial never sees the evaluation
+split) and the searched fields it was made under (`hp/<field>`), every `checkpoint_every`-th and the last with a
+Tune checkpoint of the whole training state (the engine's DeepSpeed checkpoint: weights, optimizer moments, step; the
+loop's state), which PBT exploits and a resumed sweep continues from; ASHA needs only the metrics. Training runs on
+the engine pretraining and fine-tuning use (jobs/engine/data_parallel.py), in a one-rank process group. On a restore the
 weights, the optimizer moments and the loop's place come from the checkpoint, while the learning rate, weight
 decay and schedule come from this trial's (possibly mutated) config (ray#36660: a restored optimizer state would
 otherwise bring the donor's hyperparameters back).
