@@ -483,19 +483,3 @@ def test_data_registered_without_its_credentials_is_named_again_not_read_as_a_br
         promote.judged_task(registered, {})
     assert promote.judged_task(registered, {"train_file": "https://u:p@data.example.com/t.csv"}).train_file
 
-
-def test_a_squad_v1_champion_and_a_v2_candidate_are_not_comparable():
-    """A v1 question answerer always answers; judged on v2 data by v2 rules it 'abstained' at a threshold of 0 it
-    never chose (and it serves without abstaining). The same task name, kind and labels said nothing of it."""
-    task = promote.judged_task({"name": "squad", "kind": "question-answering", "version_2": True,
-                                "data_dir": "/squad"}, {})
-    for version_2 in (False, "false"):
-        with pytest.raises(ValueError, match=r"v1 \(champion\) is a SQuAD v1 model .* v2 a SQuAD v2 one: .*not "
-                                             r"comparable"):
-            promote.refuse_incomparable(task, {"name": "squad", "kind": "question-answering", "labels": task.labels,
-                                               "version_2": version_2}, "2", "1")
-    promote.refuse_incomparable(task, {"name": "squad", "kind": "question-answering", "labels": task.labels,
-                                       "version_2": True}, "2", "1")
-    sst2 = promote.judged_task({"name": "sst2", "data_dir": "/glue/SST-2"}, {})
-    promote.refuse_incomparable(sst2, {"name": "sst2", "kind": sst2.kind, "labels": sst2.labels, "version_2": True},
-                                "2", "1")  # the flag means nothing to a classifier

@@ -138,3 +138,20 @@ def test_a_move_whose_record_fails_is_moved_back_or_said_to_have_happened(tmp_pa
     tags = client.get_model_version(NAME, "3").tags
     assert tags["promotion.decision"] == "promoted"
     assert "points at it, but its move is not in" in tags["promotion.reason"]
+
+
+def test_a_squad_v1_champion_and_a_v2_candidate_are_not_comparable():
+    """A v1 question answerer always answers; judged on v2 data by v2 rules it 'abstained' at a threshold of 0 it
+    never chose (and it serves without abstaining). The same task name, kind and labels said nothing of it."""
+    task = promote.judged_task({"name": "squad", "kind": "question-answering", "version_2": True,
+                                "data_dir": "/squad"}, {})
+    for version_2 in (False, "false"):
+        with pytest.raises(ValueError, match=r"v1 \(champion\) is a SQuAD v1 model .* v2 a SQuAD v2 one: .*not "
+                                             r"comparable"):
+            promote.refuse_incomparable(task, {"name": "squad", "kind": "question-answering", "labels": task.labels,
+                                               "version_2": version_2}, "2", "1")
+    promote.refuse_incomparable(task, {"name": "squad", "kind": "question-answering", "labels": task.labels,
+                                       "version_2": True}, "2", "1")
+    sst2 = promote.judged_task({"name": "sst2", "data_dir": "/glue/SST-2"}, {})
+    promote.refuse_incomparable(sst2, {"name": "sst2", "kind": sst2.kind, "labels": sst2.labels, "version_2": True},
+                                "2", "1")  # the flag means nothing to a classifier
