@@ -120,8 +120,9 @@ def read_manifest(directory: str | os.PathLike) -> dict:
 
 
 def check_shards(directory: str | os.PathLike, manifest: dict) -> None:
-    """Refuse a prepared set whose shards are not those its manifest lists (a shard deleted, truncated by a full
-    disk or a copy cut short, or rewritten): reused as it was, a run trained on the rest, or failed in its middle."""
+    """Refuse a prepared set whose shards are not the size its manifest lists (a shard deleted, or truncated by a full
+    disk or a copy cut short): reused as it was, a run trained on the rest, or failed in its middle. Sizes only: a
+    rewrite of the same size passes (the manifest holds no checksums)."""
     for split in SPLITS:
         for s in manifest["shards"][split]:
             path = Path(directory, s["file"])
