@@ -287,7 +287,7 @@ class FinetuneConfig:
             if getattr(k, name):
                 check_uri_backend(f"task.{name}", getattr(k, name))  # else resolve_files' ImportError, a traceback
                 try:
-                    resolve_files(getattr(k, name), k.format)
+                    resolve_files(getattr(k, name), k.format, split=name.removesuffix("_file"))
                 except (FileNotFoundError, ValueError) as e:
                     raise ConfigError(f"task.{name}: {e}") from None
         allowed = FILE_METRICS[k.kind]

@@ -184,7 +184,7 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     from pipelines.tasks.stream import stream_rows
 
     kind, rejected = task.kind, {}
-    given = {name: _read_files(task, spec, rejected.setdefault(name, collections.Counter()))
+    given = {name: _read_files(task, spec, name, rejected.setdefault(name, collections.Counter()))
              for name, spec in (("dev", task.dev_file), (SELECT, task.select_file)) if spec}
     tokenizer = load_tokenizer(str(tokenizer_dir)) if tokenizer_dir else None
     streamed = stream_rows(task.train_file, task.format, kind, task.columns, fraction=task.selection_fraction,
@@ -237,18 +237,18 @@ def check_files(task: TaskConfig) -> None:
     for role, spec in (("train", task.train_file), ("dev", task.dev_file), (SELECT, task.select_file)):
         if spec:
             try:
-                check_columns(resolve_files(spec, task.format), task.kind, task.columns)
+                check_columns(resolve_files(spec, task.format, split=role), task.kind, task.columns)
             except TaskDataError as exc:
                 raise ConfigError(f"task.{role}_file: {exc}") from None
 
 
-def _read_files(task: TaskConfig, spec: str, rejected: collections.Counter) -> list[dict]:
+def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.Counter) -> list[dict]:
     """Every row of the files `spec` names, in file order; rejects counted by reason into `rejected`."""
     from pipelines.tasks.file_finder import resolve_files
     from pipelines.tasks.files import read_file
 
     rows, said = [], set()
-    for path, fmt in resolve_files(spec, task.format):
+    for path, fmt in resolve_files(spec, task.format, split=split):
         for batch in read_file(path, fmt, task.kind, task.columns, version_2=task.version_2):
             rows.extend(batch.rows)
             rejected.update(batch.rejects)

@@ -6,7 +6,9 @@ compression suffix (.gz, .bz2, .xz: `data.csv.gz` is CSV, decompressed as it is 
 from __future__ import annotations
 
 import codecs
+import collections
 import json
+import os
 import posixpath
 import re
 
@@ -97,19 +99,76 @@ def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> boo
     return extensions.get(ext) == fmt or (ext, fmt) in ((".json", "squad"), (".txt", "conll"), (".txt", "text"))
 
 
-def resolve_files(spec: str, fmt: str = "", labeled: bool = True) -> list[tuple[str, str]]:
-    """(path, format) pairs for a file, a folder (its data files, sorted), a glob, or a datasets
-    save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any fsspec URL. `labeled=False`:
-    inputs to predict, where a .txt file is plain text."""
+# The words that name a split in a file's or folder's name ("dev.csv", "test/", "validation-2023.jsonl")
+SPLIT_WORDS = {"train": {"train", "training"}, "dev": {"dev", "valid", "validation", "val", "eval", "evaluation"},
+               "test": {"test", "testing", "holdout"}}
+OWN_SPLIT_WORDS = {"train": SPLIT_WORDS["train"], "dev": SPLIT_WORDS["dev"], "select": SPLIT_WORDS["dev"]}
+
+
+def _hidden(root: str, path: str) -> bool:
+    """Whether `path`, below the folder `root`, or a folder between them is hidden (`.git/`, Spark's `_temporary/`,
+    `.ipynb_checkpoints/`), or a file not named as data is (.crc, _SUCCESS, Excel's ~$ lock files)."""
+    return any(part.startswith((".", "_", "~$")) for part in posixpath.relpath(path, root).split("/"))
+
+
+def _files_below(fs, root: str) -> list[str]:
+    """Every file below the folder `root`, hidden ones too (see _hidden). A local folder's symlinks to folders are
+    followed (a data folder of links to exports elsewhere), each real folder once (a link to a folder above is no
+    loop)."""
+    if not isinstance(fs, LocalFileSystem):
+        return fs.find(root)
+    out, seen = [], set()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        out += [posixpath.join(folder, f) for f in files]
+    return out
+
+
+def _other_split(root: str, paths: list[str], split: str) -> str | None:
+    """The first of `paths` (below the folder `root`) whose name, or a folder's between them, says another split's
+    than `split` (a training folder holding dev.csv or test/), or None."""
+    foreign = set().union(*SPLIT_WORDS.values()) - OWN_SPLIT_WORDS[split]
+    for path in sorted(paths):
+        for part in posixpath.relpath(path, root).split("/"):
+            if foreign & set(re.split(r"[^a-z]+", part.split(".", 1)[0].lower())):
+                return posixpath.relpath(path, root)
+    return None
+
+
+def _copies(paths: list[str]) -> tuple[str, str] | None:
+    """A file the list holds twice, plain and compressed or compressed two ways (train.csv and train.CSV.gz,
+    a.jsonl.gz and a.jsonl.xz): every row would be read twice. The names of one such pair (the plain file's first),
+    or None."""
+    stems = collections.defaultdict(list)
+    for p in paths:
+        stem, ext = posixpath.splitext(p)
+        compressed = ext.lower() in COMPRESSIONS
+        stems[(stem if compressed else p).lower()].append((compressed, posixpath.basename(p)))
+    twice = sorted(sorted(group) for group in stems.values() if len(group) > 1)
+    return (twice[0][0][1], twice[0][1][1]) if twice else None
+
+
+def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "") -> list[tuple[str, str]]:
+    """(path, format) pairs for a file, a folder (its data files and its subfolders', sorted; hidden ones passed
+    over), a glob, or a datasets save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any
+    fsspec URL. `labeled=False`: inputs to predict, where a .txt file is plain text. `split` ("train", "dev",
+    "select"): the split a folder is read as, which refuses a folder holding files named as another split's
+    (`data/` with train.csv and test.csv, read whole as training: the test rows trained on)."""
     extensions = EXTENSIONS if labeled else INPUT_EXTENSIONS
     if fmt and fmt not in FORMATS:
         raise ValueError(f"unknown task.format {fmt!r}; expected one of {list(FORMATS)}")
     fs, root = fsspec.core.url_to_fs(spec)
-    split = re.fullmatch(r"(.+):([\w.-]+)", root)
-    if split and not fs.exists(root) and fs.isfile(posixpath.join(split[1], "dataset_dict.json")):
-        root = posixpath.join(split[1], split[2])
+    named = re.fullmatch(r"(.+):([\w.-]+)", root)  # folder:split
+    if named and not fs.exists(root) and fs.isfile(posixpath.join(named[1], "dataset_dict.json")):
+        root = posixpath.join(named[1], named[2])
         if not fs.isdir(root):
-            raise FileNotFoundError(f"no split {split[2]!r} in {split[1]} ({spec})")
+            raise FileNotFoundError(f"no split {named[2]!r} in {named[1]} ({spec})")
+    datasets = []
     if fs.isdir(root):
         if fs.isfile(posixpath.join(root, "dataset_dict.json")):
             with fs.open(posixpath.join(root, "dataset_dict.json")) as f:
@@ -117,16 +176,29 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True) -> list[tuple[
             raise TaskDataError(f"{spec} is a DatasetDict with splits {splits}; name one as {spec}:<split>")
         if fs.isfile(posixpath.join(root, "state.json")):
             return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
-        paths = [p for p in fs.ls(root, detail=False) if _data_file(p, fmt, extensions) and fs.isfile(p)]
+        root = root.rstrip("/") or root
+        found = [p for p in _files_below(fs, root) if not _hidden(root, p)]
+        inner = sorted(posixpath.dirname(p) for p in found if posixpath.basename(p) == "dataset_dict.json")
+        if inner:
+            rel = posixpath.relpath(inner[0], root)
+            raise TaskDataError(f"{spec} holds a DatasetDict, {rel}; name one of its splits as "
+                                f"{spec.rstrip('/')}/{rel}:<split>")
+        datasets = sorted({posixpath.dirname(p) for p in found if posixpath.basename(p) == "state.json"})
+        paths = [p for p in found if not any(p.startswith(d + "/") for d in datasets)
+                 and _data_file(p, fmt, extensions)]
+        paths += datasets if fmt in ("", "hf") else []  # a save_to_disk folder inside: one entry
+        stray = _other_split(root, paths, split) if split else None
+        if stray:
+            raise TaskDataError(f"{spec} is read as the {split} split, and holds {stray}, named as another split's: "
+                                f"name the {split} files alone (a file, a subfolder or a glob)")
     elif any(c in root for c in "*?["):
         paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
     else:
         paths = [root] if fs.isfile(root) else []
-    twice = sorted(set(paths) & {posixpath.splitext(p)[0] for p in paths
-                                 if posixpath.splitext(p)[1].lower() in COMPRESSIONS})
-    if twice:  # the same export twice, plain and compressed: every row would be read twice
-        raise TaskDataError(f"{spec} holds {posixpath.basename(twice[0])} and a compressed copy of it: keep one")
+    twice = _copies(paths)
+    if twice:
+        raise TaskDataError(f"{spec} holds {twice[0]} and a compressed copy of it ({twice[1]}): keep one")
     if not paths:
         raise FileNotFoundError(f"no data files match {spec!r} (accepted: {', '.join(extensions)}, or set the format)")
-    return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p), _format(fs, p, fmt, spec, extensions))
-            for p in sorted(paths)]
+    return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p),
+             "hf" if p in datasets else _format(fs, p, fmt, spec, extensions)) for p in sorted(paths)]

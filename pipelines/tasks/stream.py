@@ -242,7 +242,7 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     `version_2`: read_file's (QA: false rejects questions without an answer)."""
     import ray
 
-    files = resolve_files(spec, fmt)
+    files = resolve_files(spec, fmt, split="train")
     source = ray.data.from_items([{"path": p, "fmt": f} for p, f in files], override_num_blocks=len(files))
     # Every dataset below shares this context: its blocks come in their files' order, not as their tasks finished,
     # so the carved rows' order (select's digest, which a resubmission checks, and its max_eval_examples cap) and the

@@ -230,3 +230,59 @@ def test_a_backslash_escaped_quote_is_counted_with_what_to_export_instead(tmp_pa
     data = 'text,label\n"ok" then text,pos\n'  # text after a closing quote, no backslash: no advice
     _, _, samples, _ = read(write(tmp_path, "plain.csv", data), "csv")
     assert samples[0][0] == "bad_csv" and "doubles" not in samples[0][2]
+
+
+def test_a_folder_is_read_with_its_subfolders_and_refused_holding_another_splits_files(tmp_path):
+    """A folder's subfolders are read (per-source exports, Spark's `lang=en/part-*.parquet`), a symlinked one too;
+    hidden ones (`.ipynb_checkpoints/`, Spark's `_temporary/`) are not, and a save_to_disk folder inside is one
+    entry, not its metadata read as JSON Lines. Read as one split, a folder holding files named as another's
+    (`data/` with train.csv and test/) is refused: read whole, the test rows would be trained on. A file held twice
+    (plain and compressed, in any case, or compressed two ways) is refused: its rows would be read twice."""
+    import gzip
+
+    import pytest
+
+    from pipelines.tasks import TaskDataError
+    from pipelines.tasks.file_finder import resolve_files
+
+    row = "text,label\na,1\n"
+    for name in ("d/a.csv", "d/more/b.csv", "d/lang=en/c.csv", "d/.ipynb_checkpoints/a.csv", "d/_temporary/x.csv",
+                 "elsewhere/e.csv", "d/hf/state.json", "d/hf/dataset_info.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        write(tmp_path, name, row)
+    (tmp_path / "d" / "linked").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere" / "up").symlink_to(tmp_path / "d")  # a loop: each real folder once
+    got = [(p.removeprefix(f"{tmp_path}/d/"), f) for p, f in resolve_files(str(tmp_path / "d"), split="train")]
+    assert got == [("a.csv", "csv"), ("hf", "hf"), ("lang=en/c.csv", "csv"), ("linked/e.csv", "csv"),
+                   ("more/b.csv", "csv")]
+    assert [p for p, _ in resolve_files(str(tmp_path / "d"), "csv")][-1].endswith("more/b.csv")  # no hf: csv asked
+
+    for name in ("s/train.csv", "s/test/part-0.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        write(tmp_path, name, row)
+    with pytest.raises(TaskDataError, match=r"read as the train split, and holds test/part-0\.csv, named as another"):
+        resolve_files(str(tmp_path / "s"), split="train")
+    with pytest.raises(TaskDataError, match=r"read as the dev split, and holds test/part-0\.csv"):
+        resolve_files(str(tmp_path / "s"), split="dev")
+    assert len(resolve_files(str(tmp_path / "s"))) == 2  # predict's inputs: no split
+    assert len(resolve_files(str(tmp_path / "s" / "*.csv"), split="train")) == 1  # a glob names its files
+    (tmp_path / "v").mkdir()
+    write(tmp_path, "v/validation-2023.csv", row)
+    assert len(resolve_files(str(tmp_path / "v"), split="dev")) == 1 == len(resolve_files(str(tmp_path / "v"),
+                                                                                       split="select"))
+    with pytest.raises(TaskDataError, match="validation-2023.csv"):
+        resolve_files(str(tmp_path / "v"), split="train")
+
+    (tmp_path / "dd" / "inner" / "train").mkdir(parents=True)
+    write(tmp_path, "dd/inner/dataset_dict.json", '{"splits": ["train"]}')
+    write(tmp_path, "dd/inner/train/state.json", "{}")
+    with pytest.raises(TaskDataError, match=r"holds a DatasetDict, inner; name one of its splits as .*/inner:<split>"):
+        resolve_files(str(tmp_path / "dd"))
+
+    for copies in (("t.csv", "t.CSV.gz"), ("t.jsonl.gz", "t.jsonl.xz")):
+        folder = tmp_path / f"twice{len(copies[1])}"
+        folder.mkdir()
+        for name in copies:
+            (folder / name).write_bytes(gzip.compress(row.encode()) if name.endswith(".gz") else row.encode())
+        with pytest.raises(TaskDataError, match=f"holds {copies[0]} and a compressed copy"):
+            resolve_files(str(folder))

@@ -223,7 +223,7 @@ def test_a_dev_files_rejects_each_say_where_their_first_is(tmp_path, capsys):
     dev.write_text('{"text": "fine", "label": "a"}\n{"text": "", "label": "a"}\n{"text": "x"}\n'
                    '{"text": "", "label": "b"}\n')
     counts = collections.Counter()
-    ft_tasks._read_files(TaskConfig(name="files", kind="classification", train_file=str(dev)), str(dev), counts)
+    ft_tasks._read_files(TaskConfig(name="files", kind="classification", train_file=str(dev)), str(dev), "dev", counts)
     printed = capsys.readouterr().out
     assert counts == {"missing_text": 2, "missing_label": 1}
     assert printed.count("rejected (missing_text)") == 1 and printed.count("rejected (missing_label)") == 1, printed
@@ -244,7 +244,7 @@ def test_version_2_reaches_every_qa_reader(tmp_path, monkeypatch):
         assert any(r["is_impossible"] for r in rows.evaluation["dev"]) == version_2
     files = TaskConfig(name="files", kind="question-answering", version_2=False, train_file=train, dev_file=dev)
     counts = collections.Counter()
-    assert [r["id"] for r in ft_tasks._read_files(files, dev, counts)] == ["r"]
+    assert [r["id"] for r in ft_tasks._read_files(files, dev, "dev", counts)] == ["r"]
     assert counts == {"unanswerable_needs_version_2": 1}
     read = list(stream._read({"path": np.asarray([dev]), "fmt": np.asarray(["squad"])}, files.kind, files.columns,
                              version_2=False))
