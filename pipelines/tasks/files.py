@@ -127,6 +127,7 @@ class FileBatch:
     rows: list[dict]
     rejects: collections.Counter = field(default_factory=collections.Counter)  # reason -> count
     samples: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, where, excerpt), a few
+    label_type: str | None = None  # the file's, once a row fixed it ("int", "str"; a score's "number", "str")
 
     def reject(self, reason: str, where: str, record) -> None:
         self.rejects[reason] += 1
@@ -230,6 +231,7 @@ class _Rows:
 
     def take(self) -> FileBatch:
         batch, self.batch = self.batch, FileBatch([])
+        batch.label_type = self.label_type
         return batch
 
     def row(self, n: int, record: dict, where: str) -> dict | str:

@@ -67,16 +67,40 @@ class StreamedRows:
 
 def _read(batch, kind: str, columns: Columns, version_2: bool = True):
     """Files -> batches of JSON rows; each file batch's rejects ride along as one record with `row` empty, with
-    where the first of each reason was (`samples`: reason -> [path, where, excerpt])."""
+    where the first of each reason was (`samples`: reason -> [path, where, excerpt]) and how the file writes its
+    classes (`classes`: path -> [label type, whether a class is a name, not an integer])."""
     for path, fmt in zip(batch["path"], batch["fmt"]):
         for part in read_file(str(path), str(fmt), kind, columns, version_2=version_2):
             rows = [json.dumps(r, ensure_ascii=False) for r in part.rows]
             samples = {}
             for reason, where, excerpt in part.samples:
                 samples.setdefault(reason, [str(path), where, excerpt])
+            classes = {}
+            if kind in ("classification", "multi-label") and part.label_type:
+                labels = (r["label"] for r in part.rows)
+                names = labels if kind == "classification" else (n for row in labels for n in row)
+                classes[str(path)] = [part.label_type, any(not _integer(n) for n in names)]
+            tail = {"rejects": json.dumps(dict(part.rejects)), "samples": json.dumps(samples, ensure_ascii=False),
+                    "classes": json.dumps(classes)}
             yield {"row": np.asarray([*rows, ""], dtype=object),
-                   "rejects": np.asarray([""] * len(rows) + [json.dumps(dict(part.rejects))], dtype=object),
-                   "samples": np.asarray([""] * len(rows) + [json.dumps(samples, ensure_ascii=False)], dtype=object)}
+                   **{name: np.asarray([""] * len(rows) + [last], dtype=object) for name, last in tail.items()}}
+
+
+def _integer(name: str) -> bool:
+    return name.lstrip("-").isdigit()
+
+
+def _mixed_classes(classes: dict[str, list], spec: str) -> None:
+    """Refuse training files that write their classes two ways: one as integers (JSON / Parquet ints: a `datasets`
+    export's ClassLabel ids) and another as names ("neg", "pos"). Read together, the ids and the names would be
+    four classes where the data has two, with no reject (one file that mixes them rejects rows as
+    mixed_label_types). CSV's "0" beside JSON's 0 is the same class: no mix."""
+    ids = sorted(path for path, (label_type, _) in classes.items() if label_type == "int")
+    named = sorted(path for path, (_, has_names) in classes.items() if has_names)
+    if ids and named:
+        raise TaskDataError(f"task.train_file {spec!r}: {ids[0]} writes its classes as integers (ids) and {named[0]} "
+                            "as names: read together they would be different classes; write one file's classes "
+                            "the other's way")
 
 
 def _rows(batch) -> list[dict]:
@@ -97,12 +121,16 @@ def _group(row: dict, kind: str, mode: str) -> str:
 
 def _survey(batch, kind: str) -> dict:
     """Pass 2, one record per block: rows, rejects, raw label names, documents, pairs."""
-    rows, rejects, names, documents, samples = _rows(batch), collections.Counter(), set(), set(), {}
+    rows, rejects, names, documents, samples, classes = _rows(batch), collections.Counter(), set(), set(), {}, {}
     for r, found in zip(batch["rejects"], batch["samples"]):
         if r:
             rejects.update(json.loads(r))
             for reason, sample in json.loads(found).items():
                 samples.setdefault(reason, sample)
+    for found in batch["classes"]:
+        for path, (label_type, has_names) in (json.loads(found) if found else {}).items():
+            seen = classes.setdefault(path, [label_type, has_names])
+            seen[1] = seen[1] or has_names
     for row in rows:
         if kind == "classification":
             names.add(str(row["label"]))
@@ -114,7 +142,7 @@ def _survey(batch, kind: str) -> dict:
         if len(names) > MAX_LABELS:
             break
     return {"n": [len(rows)], "rejects": [json.dumps(rejects)], "samples": [json.dumps(samples, ensure_ascii=False)],
-            "names": [json.dumps(sorted(names))],
+            "names": [json.dumps(sorted(names))], "classes": [json.dumps(classes)],
             "documents": [json.dumps(sorted(documents)[:MIN_DOCS])], "docs_shared": [len(documents) < len(rows)],
             "pairs": [any(isinstance(r.get("text_b"), str) for r in rows)]}
 
@@ -254,13 +282,17 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
 
     survey = read.map_batches(_survey, batch_size=None, batch_format="numpy", fn_kwargs={"kind": kind}).take_all()
     rejected = {"train": collections.Counter()}
-    names, documents, samples = set(), set(), {}
+    names, documents, samples, classes = set(), set(), {}, {}
     for rec in survey:
+        for path, (label_type, has_names) in json.loads(rec["classes"]).items():
+            seen = classes.setdefault(path, [label_type, has_names])
+            seen[1] = seen[1] or has_names
         rejected["train"].update(json.loads(rec["rejects"]))
         for reason, sample in json.loads(rec["samples"]).items():
             samples.setdefault(reason, sample)
         names.update(json.loads(rec["names"]))
         documents.update(json.loads(rec["documents"]))
+    _mixed_classes(classes, spec)
     if not sum(rec["n"] for rec in survey):
         one = min(samples.items(), key=lambda s: (s[1][0], s[0]), default=None)  # a file and line to look at
         raise TaskDataError(f"task.train_file {spec!r}: no usable rows ({dict(rejected['train']) or 'empty'})"

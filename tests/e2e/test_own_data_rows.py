@@ -83,6 +83,18 @@ def test_integer_labels_sort_as_numbers_and_task_labels_fix_the_order(tmp_path, 
                                          r"hold \(\['1', '10', '2'\]\).*the files hold integer ids, which are the "
                                          r"labels here: task.labels does not name them"):
         loaded(task(f"task.train_file={train}", "task.labels=[neg, pos]"))
+    # files that write their classes two ways, ids in one (a datasets export) and names in another, were four classes
+    # with no reject; CSV's "0" beside JSON's 0 is one class
+    for name, first, second in (("mixed", "ids.jsonl", "names.jsonl"), ("same", "a.csv", "b.jsonl")):
+        (tmp_path / name).mkdir()
+        for file, labels in ((first, [0, 1]), (second, ["neg", "pos"] if name == "mixed" else [0, 1])):
+            rows = [{"text": f"{file} row {i}", "label": labels[i % 2]} for i in range(30)]
+            (tmp_path / name / file).write_text("text,label\n" + "".join(f"{r['text']},{r['label']}\n" for r in rows)
+                                                if file.endswith(".csv") else "".join(json.dumps(r) + "\n"
+                                                                                      for r in rows))
+    with pytest.raises(ValueError, match=r"ids.jsonl writes its classes as integers \(ids\) and .*names.jsonl as "):
+        loaded(task(f"task.train_file={tmp_path / 'mixed'}"))
+    assert loaded(task(f"task.train_file={tmp_path / 'same'}")).labels == ("0", "1")
 
 
 def test_a_split_left_with_no_rows_names_its_file(tmp_path, ray_up):
