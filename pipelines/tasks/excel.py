@@ -62,6 +62,7 @@ def excel_records(path: str, f, sheet: str = "", names=()):
         width, blank = None, []  # the header's width: up to its last name; blank rows not yet known to be inside
         for n, row in enumerate(ws.iter_rows(min_row=start + 1, values_only=True), start):
             values = [_value(c) for c in row]
+            values = values if width is None else values[:width]  # notes right of the table are no row's
             if not any(values):
                 blank.append(n)  # counted once a row with values follows: not the formatted empty rows at the end
                 continue

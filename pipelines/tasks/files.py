@@ -157,6 +157,16 @@ def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]
     return [c for c in found if c in {*need.values(), "title"}]
 
 
+def _named_once(path, wanted: list, header: list) -> list:
+    """`wanted` (the columns read), each named once in `header`; else TaskDataError: a dict of the row (a CSV line's
+    zip, a Parquet batch's columns) would keep the last one's values, unsaid."""
+    twice = [c for c, k in collections.Counter(wanted).items() if k > 1]
+    if twice:
+        raise TaskDataError(f"{path}: the header names column {twice[0]!r} more than once ({header}); rename all but "
+                            "the one to read")
+    return wanted
+
+
 def _header_records(path, lines, kind, columns):
     """Records of CSV / TSV lines of fields, the first non-blank one being the header."""
     header = None
@@ -165,10 +175,7 @@ def _header_records(path, lines, kind, columns):
             if isinstance(fields, Reject):
                 raise TaskDataError(f"{path}: unreadable header ({fields}): {excerpt[:SAMPLE_CHARS]!r}")
             header, first = [h.strip() for h in fields], n + 1
-            twice = [c for c, k in collections.Counter(_require_columns(path, header, kind, columns)).items() if k > 1]
-            if twice:  # dict(zip(header, ...)) would keep the last one's values, unsaid
-                raise TaskDataError(f"{path}: the header names column {twice[0]!r} more than once "
-                                    f"({header}); rename all but the one to read")
+            _named_once(path, _require_columns(path, header, kind, columns), header)
         elif header is not None:
             if not isinstance(fields, Reject) and len(header) > 1 and header == [  # (one column: its name is text)
                     h.strip().removeprefix("\ufeff") if isinstance(h, str) else h for h in fields]:
@@ -180,7 +187,7 @@ def _header_records(path, lines, kind, columns):
 
 def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
     def require(names):
-        return _require_columns(path, names, kind, columns)
+        return _named_once(path, _require_columns(path, names, kind, columns), names)
 
     if fmt == "csv":
         return _header_records(path, csv_records(f, delimiter), kind, columns)

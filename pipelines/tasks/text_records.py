@@ -175,9 +175,10 @@ def text_lines(f, lone_cr: bool = False):
     """A binary file's lines as records. A line ends at \\n (a \\r before it is not text); with `lone_cr` (plain
     text: old Mac Excel ended lines so) a lone \\r ends one too. JSON Lines keeps its spec's \\n: a \\r between a
     record's tokens is JSON whitespace, not a line end. A line past 64 MiB is a line_too_long record (bounded memory:
-    a file without a line end is not read whole)."""
+    a file without a line end is not read whole). A UTF-8 byte-order mark starting a line is no text: the file's, or
+    a joined file's (`cat a.jsonl b.jsonl`, b written with one)."""
     for n, line in enumerate(_line_bytes(f, lone_cr)):
-        line = line.removeprefix(codecs.BOM_UTF8) if n == 0 and not isinstance(line, TooLong) else line
+        line = line if isinstance(line, TooLong) else line.removeprefix(codecs.BOM_UTF8)
         if isinstance(line, TooLong):
             yield n, f"line {n + 1}", Reject("line_too_long"), bytes(line).decode("utf-8", "replace")
         else:

@@ -407,3 +407,26 @@ def test_a_byte_order_mark_that_contradicts_the_named_encoding_is_refused(tmp_pa
     rows, rejects, _, _ = read(write(tmp_path, "c.csv", b"\xef\xbb\xbftext,label\nfine,a\n"), "csv",
                                columns=Columns(encoding="utf-8-sig"))
     assert [r["text_a"] for r in rows] == ["fine"] and not rejects
+
+
+def test_tables_joined_or_annotated_by_hand_lose_no_row_and_read_no_column_twice(tmp_path):
+    """A Parquet file naming a column twice is refused as a CSV header is (its last column was read, unsaid); notes
+    beside and below a spreadsheet's table are no rejects; a JSON Lines file joined from two (`cat a.jsonl b.jsonl`,
+    b written with a byte-order mark) loses no record at the join."""
+    import openpyxl
+
+    table = pa.Table.from_arrays([pa.array(["a", "b"]), pa.array(["x", "y"]), pa.array([1, 0])],
+                                 names=["text", "text", "label"])
+    pq.write_table(table, tmp_path / "twice.parquet")
+    with pytest.raises(TaskDataError, match=r"names column 'text' more than once"):
+        read(str(tmp_path / "twice.parquet"), "parquet")
+    book = openpyxl.Workbook()
+    for row in (["text", "label"], ["good", "pos"], ["bad", "neg"]):
+        book.active.append(row)
+    book.active["E8"], book.active["E9"] = "checked by Ann", "2026-11-30"
+    book.save(tmp_path / "notes.xlsx")
+    rows, rejects, _, _ = read(str(tmp_path / "notes.xlsx"), "xlsx")
+    assert [r["text_a"] for r in rows] == ["good", "bad"] and not rejects
+    joined = jsonl({"text": "a", "label": 1}).encode() + b"\xef\xbb\xbf" + jsonl({"text": "b", "label": 0}).encode()
+    rows, rejects, _, _ = read(write(tmp_path, "joined.jsonl", joined), "jsonl")
+    assert [r["text_a"] for r in rows] == ["a", "b"] and not rejects
