@@ -5,9 +5,17 @@ the history of each alias can be read back (jobs/promote.py's `--rollback` follo
 from __future__ import annotations
 
 import calendar
+import re
 import time
 
 MOVE_TAG = "alias_move."  # registered-model tags alias_move.<UTC time to the nanosecond>, one per move, in order
+_MOVE_KEY = re.compile(r"alias_move\.\d{8}T\d{6}\.\d{9}Z")
+
+
+def _move_keys(tags: dict) -> list[str]:
+    """The keys of `tags` that record alias moves, oldest first; a tag of another shape under the prefix (one added
+    by hand in MLflow's UI) is none: read as a move, it failed every later move, a registration's too."""
+    return sorted(k for k in tags if _MOVE_KEY.fullmatch(k))
 
 
 def _key(ns: int) -> str:
@@ -58,7 +66,7 @@ def move_alias(client, name: str, alias: str, new: str, why: str, run_id: str = 
         return old
     _point(client, name, alias, new, old)
     try:
-        earlier = [_ns(k) for k in client.get_registered_model(name).tags if k.startswith(MOVE_TAG)]
+        earlier = [_ns(k) for k in _move_keys(client.get_registered_model(name).tags)]
         ns = max([time.time_ns(), *(t + 1 for t in earlier)])
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns // 10**9))
 
@@ -108,7 +116,7 @@ def task_config_tag(task: dict) -> str:
 def alias_history(client, name: str, alias: str = "") -> list[str]:
     """Every recorded alias move of `name` (only `alias`'s, if given), oldest first."""
     tags = client.get_registered_model(name).tags
-    moves = [tags[k] for k in sorted(k for k in tags if k.startswith(MOVE_TAG))]
+    moves = [tags[k] for k in _move_keys(tags)]
     return [m for m in moves if not alias or m.split(" ", 1)[0] == alias]
 
 
