@@ -335,6 +335,7 @@ class FinetuneConfig:
         refuse_relative_when_submitted(written)
         check_output_dir("output_dir", self.output_dir)
         self.tracking.check_reachable()
+        self.tracking.check_experiment()
         self.scaling.check_environment()
         return self
 

@@ -309,6 +309,7 @@ class PretrainConfig:
         check_output_dir("output_dir", self.output_dir)
         check_output_dir("data.output_root", self.data.output_root)
         self.tracking.check_reachable()
+        self.tracking.check_experiment()
         if self.corpus.harvest_installed_docs:
             check_output_dir("corpus.harvest_dir", self.corpus.harvest_dir)
         harvested = Path(self.corpus.harvest_dir).resolve() if self.corpus.harvest_installed_docs else None

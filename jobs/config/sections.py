@@ -165,6 +165,15 @@ def check_store_uri(uri: str) -> None:
                           "stores unless MLFLOW_ALLOW_FILE_STORE=true)")
 
 
+def refuse_deleted_experiment(found, name: str) -> None:
+    """ConfigError where `found` (an MLflow Experiment, or None) is deleted: MLflow refuses every run in it."""
+    if found is not None and found.lifecycle_stage == "deleted":
+        i = found.experiment_id
+        raise ConfigError(f"tracking.experiment={name!r} is deleted in the tracking store (experiment id {i}), and "
+                          f"takes no run: restore it (mlflow experiments restore --experiment-id {i}), purge it "
+                          f"(mlflow gc --experiment-ids {i}), or name another")
+
+
 @dataclass
 class TrackingConfig:
     tracking_uri: str = "sqlite:///mlflow.db"  # embedded default; http://host:5000 for a server
@@ -220,6 +229,21 @@ class TrackingConfig:
         except (OSError, ValueError) as e:  # a timeout too
             raise ConfigError(f"tracking.tracking_uri={shown!r} does not answer ({getattr(e, 'reason', e)}); "
                               "allowed: a running MLflow server's URL, or a local store (sqlite:///...)") from None
+
+    def check_experiment(self) -> None:
+        """tracking.experiment, deleted (in MLflow's UI, to start afresh), takes no run until restored or purged:
+        refused here, before any cluster work, naming the way out (else the first run failed after the corpus was
+        prepared, naming an experiment id). A local store that does not exist yet holds none and is not made here;
+        a store that cannot be read is start_run's to report."""
+        if self.tracking_uri.startswith("sqlite:///") and not Path(self.tracking_uri[len("sqlite:///"):]).exists():
+            return
+        from mlflow.tracking import MlflowClient
+
+        try:
+            found = MlflowClient(self.tracking_uri).get_experiment_by_name(self.experiment)
+        except Exception:  # noqa: BLE001 - credentials, a store of a plugin: start_run reports what it says
+            return
+        refuse_deleted_experiment(found, self.experiment)
 
     def written_paths(self) -> dict[str, str]:
         """What the job writes through MLflow: a local store (sqlite, an allowed folder) and, beside one, the artifacts

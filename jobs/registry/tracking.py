@@ -16,6 +16,7 @@ from pathlib import Path
 
 from jobs.runtime import console
 from jobs.config.io import flatten
+from jobs.config.sections import refuse_deleted_experiment
 from jobs.inference.serving import PRETRAINING
 from jobs.registry.metric_logger import metric_key
 from jobs.registry.redaction import REDACTED, SECRET_PARTS, is_secret_name, redact  # noqa: F401
@@ -23,10 +24,15 @@ from jobs.registry.model_logging import log_hf_folder, log_qa_model, log_release
 
 
 def resolve_tracking_uri(uri: str) -> str:
-    """`sqlite:///mlflow.db` -> `sqlite:////abs/path/mlflow.db`; servers and absolute paths unchanged."""
+    """`sqlite:///mlflow.db` -> `sqlite:////abs/path/mlflow.db`, and a relative file store (`mlruns`, `file:mlruns`,
+    `file:./mlruns`, where MLFLOW_ALLOW_FILE_STORE lets MLflow take one) -> its absolute path: workers run in
+    another working directory, and would log to a store no one reads. Servers and absolute paths unchanged."""
     prefix = "sqlite:///"
     if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
         return prefix + str(Path(uri[len(prefix):]).resolve())
+    if "://" not in uri and uri not in ("databricks", "databricks-uc", "uc") and uri:
+        path = uri.removeprefix("file:")
+        return Path(path).resolve().as_uri() if path != uri else str(Path(path).resolve())
     return uri
 
 
@@ -187,6 +193,7 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
     params, tags = redact(params), redact(tags or {})  # secrets never reach the store
     client = MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment)
+    refuse_deleted_experiment(found, experiment)  # (deleted since the job's check_experiment)
     if found is None:
         from mlflow.exceptions import MlflowException
 

@@ -168,3 +168,35 @@ def test_lineage_names_a_relative_prepared_set_by_its_absolute_path(tmp_path, mo
     tags = tracking.lineage_tags("pretrain", prepared=prepared)
     assert tags["lineage.data_dir"] == str(tmp_path / "data" / "prepared" / "0123abcd")
     assert tags["lineage.data_name"] == "0123abcd"
+
+
+def test_a_deleted_experiment_is_refused_before_any_run_naming_the_way_out(store, tmp_path):
+    """An experiment deleted in MLflow's UI takes no run: the job failed after preparing its data, on an error naming
+    an experiment id. Refused by the job's environment check (and by start_run), naming tracking.experiment and how
+    to restore or purge it; a store that does not exist yet is not made by the check."""
+    from bert_core.config import ConfigError
+    from jobs.config.sections import TrackingConfig
+
+    uri, client = store
+    client.delete_experiment(client.create_experiment("afresh"))
+    with pytest.raises(ConfigError, match=r"tracking.experiment='afresh' is deleted .*mlflow experiments restore "
+                                          r"--experiment-id \d+.*mlflow gc"):
+        TrackingConfig(tracking_uri=uri, experiment="afresh").check_experiment()
+    with pytest.raises(ConfigError, match="tracking.experiment='afresh' is deleted"):
+        tracking.start_run(uri, "afresh", str(tmp_path / "art"), "train", {"a": 1})
+    TrackingConfig(tracking_uri=uri, experiment="another").check_experiment()
+    TrackingConfig(tracking_uri=f"sqlite:///{tmp_path}/none.db", experiment="afresh").check_experiment()
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_a_relative_store_is_made_absolute_so_workers_log_where_the_driver_reads(tmp_path, monkeypatch):
+    """Workers run in another working directory: a relative store (SQLite's, or a file store where
+    MLFLOW_ALLOW_FILE_STORE lets MLflow take one) would be another store there, one no one reads."""
+    monkeypatch.chdir(tmp_path)
+    assert tracking.resolve_tracking_uri("sqlite:///mlflow.db") == f"sqlite:///{tmp_path}/mlflow.db"
+    for uri in ("mlruns", "./mlruns"):
+        assert tracking.resolve_tracking_uri(uri) == f"{tmp_path}/mlruns"
+    for uri in ("file:mlruns", "file:./mlruns"):
+        assert tracking.resolve_tracking_uri(uri) == f"file://{tmp_path}/mlruns"
+    for uri in ("http://mlflow:5000", "file:///abs/mlruns", "/abs/mlruns", "databricks", "postgresql://u@db/m"):
+        assert tracking.resolve_tracking_uri(uri) == uri
