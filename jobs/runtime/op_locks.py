@@ -7,10 +7,10 @@ other process that needs the op waits until the file is gone. A build that is ki
 a cancelled job) leaves the file behind, and from then on every process that loads that op, on that
 machine, waits forever with nothing on the console. So:
 
-- `HolderBaton` (installed by `before_op_loads` in place of torch's FileBaton) writes the building process's host
-  and pid into the lock, and a process waiting on a lock whose holder on this host has died (or whose pid is now a
-  later process's), or whose holder elsewhere has held it longer than any build takes, stops waiting with an
-  error that says so, instead of forever;
+- `HolderBaton` (installed by `before_op_loads` in place of torch's FileBaton) writes the building process's host,
+  pid and start (in clock ticks since boot) into the lock, and a process waiting on a lock whose holder on this
+  host has died (or whose pid is now another process's), or whose holder elsewhere has held it longer than any
+  build takes, stops waiting with an error that says so, instead of forever;
 - `clear_stale_locks`, called before DeepSpeed loads its ops, removes a lock whose holder on this host is gone
   (the next job builds the op at once), and a lock of unknown holder (written by a plain torch) once it is older
   than any build takes; a lock of a live build is named, so that a job that waits on it says on what.
@@ -84,33 +84,57 @@ def _host() -> str:
     return socket.gethostname()
 
 
-def holder(lock: Path) -> tuple[str, int] | None:
-    """(host, pid) of the process building under `lock`, or None if the lock does not name one."""
+def _holder_fields(lock: Path) -> tuple[str, int, int | None] | None:
+    """(host, pid, start ticks or None) the lock names: "host pid ticks" (HolderBaton's), "host pid" (before the
+    ticks were written); None for any other content."""
     try:
-        host, pid = Path(lock).read_text().split()
-        return host, int(pid)
+        fields = Path(lock).read_text().split()
+        if len(fields) not in (2, 3):
+            return None
+        return fields[0], int(fields[1]), int(fields[2]) if len(fields) == 3 else None
     except (OSError, ValueError):
         return None
 
 
+def holder(lock: Path) -> tuple[str, int] | None:
+    """(host, pid) of the process building under `lock`, or None if the lock does not name one."""
+    h = _holder_fields(lock)
+    return None if h is None else h[:2]
+
+
 def holder_gone(lock: Path) -> bool:
-    """Whether `lock` names a process of this host that no longer runs: gone, or its pid now another process's, one
-    started after the lock was written (a container restarted under its hostname numbers its processes from 1
-    again, and a busy node reuses pids)."""
-    h = holder(lock)
+    """Whether `lock` names a process of this host that no longer runs: gone, or its pid now another process's (a
+    container restarted under its hostname numbers its processes from 1 again, and a busy node reuses pids). The
+    lock names its builder's start in the kernel's clock ticks since boot, which no wall clock moves (an NTP step,
+    a file server's clock behind: a live build judged killed, its lock removed under it); a lock without them (an
+    older writer's) is another process's when that one started after the lock was written."""
+    h = _holder_fields(lock)
     if h is None or h[0] != _host():
         return False
+    if not alive(h[1]):
+        return True
+    ticks = _start_ticks(h[1])
+    if h[2] is not None and ticks is not None:
+        return ticks != h[2]
     started = _started(h[1])
-    return not alive(h[1]) or (started is not None and started > Path(lock).stat().st_mtime + 1)
+    return started is not None and started > Path(lock).stat().st_mtime + 1
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Process `pid`'s start, in clock ticks since boot (/proc/<pid>/stat field 22); None where it cannot tell."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _started(pid: int) -> float | None:
     """When process `pid` started (seconds since the epoch), from /proc; None where it cannot tell."""
     try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        ticks = _start_ticks(pid)
         boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
                     if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
+        return None if ticks is None else boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
 
@@ -128,7 +152,8 @@ class HolderBaton(FileBaton):
     def try_acquire(self) -> bool:
         acquired = bool(super().try_acquire())
         if acquired:
-            Path(self.lock_file_path).write_text(f"{_host()} {os.getpid()}\n")
+            ticks = _start_ticks(os.getpid())
+            Path(self.lock_file_path).write_text(f"{_host()} {os.getpid()}{'' if ticks is None else f' {ticks}'}\n")
         return acquired
 
     def wait(self) -> None:

@@ -242,7 +242,7 @@ def test_a_lock_whose_pid_is_now_another_process_or_whose_other_host_builder_die
 
     import pytest
 
-    from jobs.runtime.op_locks import HolderBaton, _started, holder_gone
+    from jobs.runtime.op_locks import HolderBaton, _start_ticks, _started, holder_gone
 
     reused = lock(tmp_path, "cpu_adam", 0)
     reused.write_text(f"{socket.gethostname()} {os.getpid()}\n")  # this process's pid, the lock older than it
@@ -252,6 +252,19 @@ def test_a_lock_whose_pid_is_now_another_process_or_whose_other_host_builder_die
     mine = lock(tmp_path, "fused_adam", 0)
     mine.write_text(f"{socket.gethostname()} {os.getpid()}\n")  # written after this process started: its builder
     assert not holder_gone(mine)
+    # a live builder's lock names its start in ticks since boot: no clock judges it, not its file's time behind the
+    # builder's start (a file server's clock behind, an NTP step forward while it built), nor a pid reused since
+    ticks = _start_ticks(os.getpid())
+    clocked = lock(tmp_path, "cpu_lion", 0)
+    clocked.write_text(f"{socket.gethostname()} {os.getpid()} {ticks}\n")
+    os.utime(clocked, (before_me, before_me))
+    assert not holder_gone(clocked) and clocked.exists()
+    clocked.write_text(f"{socket.gethostname()} {os.getpid()} {ticks - 1}\n")  # a builder before this process
+    assert holder_gone(clocked)
+    clocked.unlink()
+    baton = HolderBaton(str(tmp_path / "baton-lock"))
+    assert baton.try_acquire() and Path(baton.lock_file_path).read_text().split()[1:] == [str(os.getpid()), str(ticks)]
+    baton.release()
     elsewhere = lock(tmp_path, "deepspeed_shm_comm", 0)
     elsewhere.write_text("another-host 12345\n")
     os.utime(elsewhere, (time.time() - 24 * 3600, time.time() - 24 * 3600))
