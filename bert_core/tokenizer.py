@@ -327,6 +327,14 @@ def tokenizer_hash(path: str | os.PathLike | Tokenizer) -> str:
     h.update("".join(t + "\n" for t in vocab_in_id_order(tok)).encode("utf-8"))
     h.update(json.dumps({"normalizer": spec["normalizer"], "pre_tokenizer": spec["pre_tokenizer"],
                          "model": model}, sort_keys=True).encode("utf-8"))
+    # tokens added past BERT's five specials (add_tokens, add_special_tokens: "[unused0]" matched whole, before the
+    # word pieces) change the ids of text that holds them; hashed only where there are any, so a plain BERT
+    # tokenizer's hash (the names of data prepared with it, lineage's records of it) stays what it was
+    added = sorted((t["content"], t.get("single_word", False), t.get("lstrip", False), t.get("rstrip", False),
+                    t.get("normalized", True)) for t in spec.get("added_tokens") or ()
+                   if t["content"] not in SPECIAL_TOKENS)
+    if added:
+        h.update(json.dumps(added).encode("utf-8"))
     return h.hexdigest()
 
 

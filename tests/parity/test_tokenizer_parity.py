@@ -89,3 +89,9 @@ def test_special_ids_and_hash_of_original_vocab(ours):
     assert tokenizer_hash(MODEL_DIR) == "e847ac10a9e42c5ecb76b77b0c4d06790e4dc7251ed10af794a488ff0f09e327"
     assert tokenizer_hash(MODEL_DIR) == tokenizer_hash(os.path.join(MODEL_DIR, "vocab.txt")) \
         == tokenizer_hash(ours)
+    # a token of the vocabulary added as a whole (add_special_tokens): other ids for text that holds it, so
+    # another hash (data prepared with the one is not the other's)
+    added = load_tokenizer(MODEL_DIR)
+    added.add_special_tokens(["[unused0]"])
+    assert added.get_vocab_size() == 30522 and added.encode("x [unused0] y").ids != ours.encode("x [unused0] y").ids
+    assert tokenizer_hash(added) != tokenizer_hash(ours)
