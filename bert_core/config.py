@@ -8,6 +8,7 @@ checks read this module and no framework.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu")
@@ -39,7 +40,7 @@ class BertConfig:
                     "intermediate_size", "max_position_embeddings", "type_vocab_size")
         for name in positive:
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
         if self.hidden_size % self.num_attention_heads:
             divisors = [n for n in range(1, self.hidden_size + 1) if self.hidden_size % n == 0]
@@ -54,12 +55,14 @@ class BertConfig:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {value!r}")
         if self.classifier_dropout is not None and not 0.0 <= self.classifier_dropout < 1.0:
             raise ConfigError(f"model.classifier_dropout must be in [0, 1) or null, got {self.classifier_dropout!r}")
-        if not 0 <= self.pad_token_id < self.vocab_size:
+        if not isinstance(self.pad_token_id, int) or isinstance(self.pad_token_id, bool) \
+                or not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(f"model.pad_token_id must be in [0, model.vocab_size={self.vocab_size}), "
                               f"got {self.pad_token_id}")
-        for name in ("layer_norm_eps", "initializer_range"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"model.{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("layer_norm_eps", "initializer_range"):  # (a config.json may say NaN: Python's json reads it)
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"model.{name} must be a finite number > 0, got {value!r}")
         return self
 
     @property
@@ -88,9 +91,11 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "BertConfig":
-        """Build from our dict or an HF config.json; unknown HF keys are ignored."""
+        """Build from our dict or an HF config.json; unknown HF keys are ignored, and a null where the field takes no
+        null is its default (`"pad_token_id": null`, as some configs write it: 0, BERT's [PAD])."""
+        nullable = {f.name for f in dataclasses.fields(cls) if f.default is None}
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**{k: v for k, v in d.items() if k in names and (v is not None or k in nullable)})
 
 
 def _preset(sizes: dict, overrides: dict) -> BertConfig:
