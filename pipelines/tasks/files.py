@@ -307,8 +307,8 @@ class _Rows:
             except ValueError:
                 score = math.nan
             return (score, "str" if isinstance(value, str) else "number") if math.isfinite(score) else "unparseable_label"
-        if isinstance(value, str) and sep:
-            return [x for x in dict.fromkeys(x.strip() for x in value.split(sep)) if x], "str"
+        if isinstance(value, str) and sep:  # each class named as classification names it ("1.0" is the class 1)
+            return [x for x in dict.fromkeys(class_name(x.strip()) for x in value.split(sep)) if x], "str"
         try:
             value = json.loads(value) if isinstance(value, str) else value
         except ValueError:
@@ -321,12 +321,17 @@ class _Rows:
                 and {0, 1} <= set(value) and (any(isinstance(x, float) for x in value) or len(value) >= 3):
             raise TaskDataError(f"{self.path}: a label {value[:8]} is a 0/1 indicator vector (multi-hot), not a list "
                                 "of classes: write the classes each row has (the indices of its 1s, or their names)")
-        if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, str)) for x in value):
+        if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, float, str))
+                                              or isinstance(x, float) and not math.isfinite(x) for x in value):
             return "unparseable_label"
+        if any(isinstance(x, float) and not x.is_integer() for x in value):
+            return "non_integer_label"
+        value = [int(x) if isinstance(x, float) else x for x in value]  # [1.0, 2.0]: pandas' ints beside a NaN
         types = {type(x).__name__ for x in value}
         if len(types) > 1:
             return "mixed_label_types"
-        return [x for x in dict.fromkeys(str(x).strip() for x in value) if x], (types.pop() if types else None)
+        return [x for x in dict.fromkeys(class_name(str(x).strip()) for x in value) if x], \
+            (types.pop() if types else None)
 
     @staticmethod
     def _tokens(rid: str, tokens, tags, labeled: bool = True) -> dict | str:

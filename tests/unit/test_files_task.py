@@ -264,6 +264,13 @@ def test_multi_label_from_lists_and_separated_cells(tmp_path):
     assert labels == ("news", "sports", "x")
     encoded, rejected = encode_labels(rows + [{"text_a": "z", "label": ["other"]}], "multi-label", labels)
     assert [r["label"] for r in encoded] == [[1, 0], [], [2]] and rejected == {"label_not_in_train": 1}
+    # classes written as numbers are named as classification names them, in every format: "1.0" and 1.0 are 1
+    path = write(tmp_path, "n.csv", "text,label\na,1.0|2\nb,+3\n")
+    rows, _, _, _ = read(path, "csv", "multi-label", Columns(label_separator="|"))
+    numbers = jsonl({"text": "a", "label": [1, 2]}, {"text": "b", "label": [3.0]}, {"text": "c", "label": [1.5]})
+    lists, rejects, _, _ = read(write(tmp_path, "n.jsonl", numbers), "jsonl", "multi-label")
+    assert [r["label"] for r in rows] == [r["label"] for r in lists] == [["1", "2"], ["3"]]
+    assert rejects == {"non_integer_label": 1}
 
 
 def test_regression_scores(tmp_path):
