@@ -98,11 +98,16 @@ def test_a_file_without_blank_lines_is_cut_into_bounded_documents_the_same_in_an
     assert [len(rows) for rows in per_span] == [1 if a % MAX_TEXT_DOCUMENT_BYTES == 0 else 0 for a in cuts]
 
 
-def test_a_stretch_without_blank_lines_is_split_only_where_no_blank_line_just_ended_a_document(tmp_path):
+def test_a_stretch_without_blank_lines_is_split_only_where_no_blank_line_just_ended_a_document(tmp_path, monkeypatch):
     """In a file with blank lines, the split at a multiple of MAX_TEXT_DOCUMENT_BYTES is made only if no blank line
     starts in the MiB before it (where a cut ended the document already): paragraphs are not cut in two every 8 MiB.
-    A stretch of over 8 MiB without one is split, at the same line in any ranges, and no document passes 9 MiB."""
-    from pipelines.sources import MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES
+    A stretch of over 8 MiB without one is split, at the same line in any ranges, and no document passes 9 MiB.
+    At a thirty-second of both sizes (the rule is their ratio; lines stay ~85 bytes): 0.9 MB read four ways, not 28."""
+    from pipelines import text_source
+
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", text_source.TEXT_DOCUMENT_BYTES // 32)
+    monkeypatch.setattr(text_source, "MAX_TEXT_DOCUMENT_BYTES", text_source.MAX_TEXT_DOCUMENT_BYTES // 32)
+    MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES = text_source.MAX_TEXT_DOCUMENT_BYTES, text_source.TEXT_DOCUMENT_BYTES
 
     out, size, i = [], 0, 0
     while size < 3.5 * MAX_TEXT_DOCUMENT_BYTES:
