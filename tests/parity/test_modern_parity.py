@@ -34,8 +34,10 @@ EAGER_ATOL = {"large": 2e-5}
 FLIPPED = dict(num_hidden_layers=4, attention_bias=True, mlp_bias=True, norm_bias=True, classifier_bias=True,
                decoder_bias=False, hidden_activation="silu", classifier_activation="gelu_pytorch_tanh",
                global_attn_every_n_layers=2, global_rope_theta=50_000.0, local_rope_theta=500.0, norm_eps=1e-6)
-# large (24 blocks, ~30 s of the three tests) runs in `make test`, not in the edit-run loop's `make test-fast`
-CASES = [pytest.param(c, marks=pytest.mark.slow) if c == "large" else c for c in [*modern.PRESETS, "tiny_flipped"]]
+# large (24 blocks, ~30 s of the three tests) and base (12 blocks at 768 wide, ~15 s) run in `make test`, not in
+# the edit-run loop's `make test-fast`: the same code as the smaller presets, deeper (the tolerance's depth is theirs)
+CASES = [pytest.param(c, marks=pytest.mark.slow) if c in ("large", "base") else c
+         for c in [*modern.PRESETS, "tiny_flipped"]]
 
 
 def config(case: str) -> modern.ModernConfig:
