@@ -91,11 +91,10 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "BertConfig":
-        """Build from our dict or an HF config.json; unknown HF keys are ignored, and a null where the field takes no
-        null is its default (`"pad_token_id": null`, as some configs write it: 0, BERT's [PAD])."""
-        nullable = {f.name for f in dataclasses.fields(cls) if f.default is None}
+        """Build from our dict or an HF config.json; unknown HF keys are ignored. `"pad_token_id": null` (as some
+        configs write it; transformers takes it) is the default, 0: BERT's [PAD]."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names and (v is not None or k in nullable)})
+        return cls(**{k: v for k, v in d.items() if k in names and not (k == "pad_token_id" and v is None)})
 
 
 def _preset(sizes: dict, overrides: dict) -> BertConfig:

@@ -235,7 +235,12 @@ class TrackingConfig:
         refused here, before any cluster work, naming the way out (else the first run failed after the corpus was
         prepared, naming an experiment id). A local store that does not exist yet holds none and is not made here;
         a store that cannot be read is start_run's to report."""
-        if self.tracking_uri.startswith("sqlite:///") and not Path(self.tracking_uri[len("sqlite:///"):]).exists():
+        uri, local = self.tracking_uri, None
+        if uri.startswith("sqlite:///"):
+            local = uri[len("sqlite:///"):]
+        elif uri.startswith("file:") or ("://" not in uri and uri not in ("databricks", "databricks-uc", "uc")):
+            local = uri.removeprefix("file://").removeprefix("file:")  # a file store (MLFLOW_ALLOW_FILE_STORE)
+        if local is not None and not Path(local).exists():  # (MLflow's client would make it)
             return
         from mlflow.tracking import MlflowClient
 

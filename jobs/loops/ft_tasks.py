@@ -237,9 +237,25 @@ def check_files(task: TaskConfig) -> None:
     for role, spec in (("train", task.train_file), ("dev", task.dev_file), (SELECT, task.select_file)):
         if spec:
             try:
-                check_columns(resolve_files(spec, task.format, split=role), task.kind, task.columns)
+                files = resolve_files(spec, task.format, split=role)
+                check_columns(files, task.kind, task.columns)
             except TaskDataError as exc:
                 raise ConfigError(f"task.{role}_file: {exc}") from None
+            _say_subfolders(f"task.{role}_file", spec, files)
+
+
+def _say_subfolders(field: str, spec: str, files: list[tuple[str, str]]) -> None:
+    """A folder read with its subfolders: how many of its files lie in them, said once on the console (a folder that
+    was read at its top level only before reads its subfolders too)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(spec)
+    if not fs.isdir(root):
+        return
+    root = root.rstrip("/") + "/"
+    below = sum("/" in fsspec.core.url_to_fs(p)[1].removeprefix(root) for p, _ in files)
+    if below:
+        print(f"[data] {field} {spec}: {len(files)} files, {below} of them in subfolders", flush=True)
 
 
 def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.Counter) -> list[dict]:

@@ -99,22 +99,27 @@ def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> boo
     return extensions.get(ext) == fmt or (ext, fmt) in ((".json", "squad"), (".txt", "conll"), (".txt", "text"))
 
 
-# The words that name a split in a file's or folder's name ("dev.csv", "test/", "validation-2023.jsonl")
+# The words that name a split when they lead a file's or folder's name ("dev.csv", "test/", "validation-2023.jsonl",
+# the Hub's "test-00000-of-00001.parquet"; not "ab_test_reviews.csv" nor "speed-test.csv")
 SPLIT_WORDS = {"train": {"train", "training"}, "dev": {"dev", "valid", "validation", "val", "eval", "evaluation"},
                "test": {"test", "testing", "holdout"}}
-OWN_SPLIT_WORDS = {"train": SPLIT_WORDS["train"], "dev": SPLIT_WORDS["dev"], "select": SPLIT_WORDS["dev"]}
+# what a split's folder may hold: a held-out split (dev_file, select_file) is often a test set (IMDB and AG News ship
+# train and test only); training data never holds one
+OWN_SPLIT_WORDS = {"train": SPLIT_WORDS["train"], "dev": SPLIT_WORDS["dev"] | SPLIT_WORDS["test"],
+                   "select": SPLIT_WORDS["dev"] | SPLIT_WORDS["test"]}
 
 
 def _hidden(root: str, path: str) -> bool:
     """Whether `path`, below the folder `root`, or a folder between them is hidden (`.git/`, Spark's `_temporary/`,
-    `.ipynb_checkpoints/`), or a file not named as data is (.crc, _SUCCESS, Excel's ~$ lock files)."""
+    `.ipynb_checkpoints/`: a name starting with '.' or '_'), as a file not named as data is (.crc, _SUCCESS, Excel's
+    ~$ lock files)."""
     return any(part.startswith((".", "_", "~$")) for part in posixpath.relpath(path, root).split("/"))
 
 
 def _files_below(fs, root: str) -> list[str]:
     """Every file below the folder `root`, hidden ones too (see _hidden). A local folder's symlinks to folders are
     followed (a data folder of links to exports elsewhere), each real folder once (a link to a folder above is no
-    loop)."""
+    loop); a link to nothing, a FIFO or a socket is no file."""
     if not isinstance(fs, LocalFileSystem):
         return fs.find(root)
     out, seen = [], set()
@@ -125,17 +130,17 @@ def _files_below(fs, root: str) -> list[str]:
             continue
         seen.add(real)
         dirs.sort()
-        out += [posixpath.join(folder, f) for f in files]
+        out += [path for f in files if os.path.isfile(path := posixpath.join(folder, f))]
     return out
 
 
 def _other_split(root: str, paths: list[str], split: str) -> str | None:
-    """The first of `paths` (below the folder `root`) whose name, or a folder's between them, says another split's
-    than `split` (a training folder holding dev.csv or test/), or None."""
+    """The first of `paths` (below the folder `root`) whose name, or a folder's between them, leads with another
+    split's word than `split`'s (a training folder holding dev.csv or test/), or None."""
     foreign = set().union(*SPLIT_WORDS.values()) - OWN_SPLIT_WORDS[split]
     for path in sorted(paths):
         for part in posixpath.relpath(path, root).split("/"):
-            if foreign & set(re.split(r"[^a-z]+", part.split(".", 1)[0].lower())):
+            if re.match(r"[a-z]*", part.lower())[0] in foreign:  # its leading word: "test-0.csv", not "testimony"
                 return posixpath.relpath(path, root)
     return None
 
@@ -149,7 +154,8 @@ def _copies(paths: list[str]) -> tuple[str, str] | None:
         stem, ext = posixpath.splitext(p)
         compressed = ext.lower() in COMPRESSIONS
         stems[(stem if compressed else p).lower()].append((compressed, posixpath.basename(p)))
-    twice = sorted(sorted(group) for group in stems.values() if len(group) > 1)
+    # (two plain files whose names differ in case only are two files)
+    twice = sorted(sorted(group) for group in stems.values() if len(group) > 1 and any(c for c, _ in group))
     return (twice[0][0][1], twice[0][1][1]) if twice else None
 
 

@@ -90,11 +90,14 @@ def _integer(name: str) -> bool:
     return name.lstrip("-").isdigit()
 
 
-def _mixed_classes(classes: dict[str, list], spec: str) -> None:
+def _mixed_classes(classes: dict[str, list], spec: str, labels: tuple) -> None:
     """Refuse training files that write their classes two ways: one as integers (JSON / Parquet ints: a `datasets`
     export's ClassLabel ids) and another as names ("neg", "pos"). Read together, the ids and the names would be
     four classes where the data has two, with no reject (one file that mixes them rejects rows as
-    mixed_label_types). CSV's "0" beside JSON's 0 is the same class: no mix."""
+    mixed_label_types). CSV's "0" beside JSON's 0 is the same class: no mix. With task.labels set, only one way
+    can be kept (the other's rows are rejected and counted), unless the labels mix the two."""
+    if labels and (all(_integer(str(n)) for n in labels) or not any(_integer(str(n)) for n in labels)):
+        return
     ids = sorted(path for path, (label_type, _) in classes.items() if label_type == "int")
     named = sorted(path for path, (_, has_names) in classes.items() if has_names)
     if ids and named:
@@ -292,7 +295,7 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
             samples.setdefault(reason, sample)
         names.update(json.loads(rec["names"]))
         documents.update(json.loads(rec["documents"]))
-    _mixed_classes(classes, spec)
+    _mixed_classes(classes, spec, labels)
     if not sum(rec["n"] for rec in survey):
         one = min(samples.items(), key=lambda s: (s[1][0], s[0]), default=None)  # a file and line to look at
         raise TaskDataError(f"task.train_file {spec!r}: no usable rows ({dict(rejected['train']) or 'empty'})"

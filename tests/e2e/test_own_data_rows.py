@@ -95,6 +95,8 @@ def test_integer_labels_sort_as_numbers_and_task_labels_fix_the_order(tmp_path, 
     with pytest.raises(ValueError, match=r"ids.jsonl writes its classes as integers \(ids\) and .*names.jsonl as "):
         loaded(task(f"task.train_file={tmp_path / 'mixed'}"))
     assert loaded(task(f"task.train_file={tmp_path / 'same'}")).labels == ("0", "1")
+    rows = loaded(task(f"task.train_file={tmp_path / 'mixed'}", "task.labels=[neg, pos]"))  # the ids' rows: rejects
+    assert sum(counts.get("label_not_in_train", 0) for counts in rows.rejected.values()) == 30
 
 
 def test_a_split_left_with_no_rows_names_its_file(tmp_path, ray_up):

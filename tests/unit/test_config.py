@@ -384,13 +384,13 @@ def test_a_tracking_uri_no_mlflow_store_takes_is_refused_before_any_cluster_work
 def test_a_config_json_the_yaml_loader_never_saw_is_checked_as_strictly():
     """load_pretrained reads config.json with Python's json, which takes NaN, and the API takes any value: a NaN
     epsilon made every output NaN, a boolean layer count passed as 1, and `"pad_token_id": null` (as some configs
-    write it; transformers takes it) failed with a TypeError naming no field. A null is the field's default."""
+    write it; transformers takes it) failed with a TypeError naming no field: it is 0, BERT's [PAD]. Another field's
+    null is no default (a null activation is refused, not gelu)."""
     from bert_core.config import BertConfig
 
     for bad, field in (({"layer_norm_eps": float("nan")}, "layer_norm_eps"), ({"num_hidden_layers": True},
                        "num_hidden_layers"), ({"initializer_range": float("inf")}, "initializer_range"),
-                       ({"pad_token_id": False}, "pad_token_id"), ({"hidden_dropout_prob": float("nan")},
-                                                                  "hidden_dropout_prob")):
+                       ({"pad_token_id": False}, "pad_token_id"), ({"hidden_act": None}, "hidden_act")):
         with pytest.raises(ConfigError, match=f"model.{field} must be"):
             BertConfig.from_dict(bad).validate()
     assert BertConfig.from_dict({"pad_token_id": None, "classifier_dropout": None}).validate().pad_token_id == 0

@@ -235,9 +235,11 @@ def test_a_backslash_escaped_quote_is_counted_with_what_to_export_instead(tmp_pa
 def test_a_folder_is_read_with_its_subfolders_and_refused_holding_another_splits_files(tmp_path):
     """A folder's subfolders are read (per-source exports, Spark's `lang=en/part-*.parquet`), a symlinked one too;
     hidden ones (`.ipynb_checkpoints/`, Spark's `_temporary/`) are not, and a save_to_disk folder inside is one
-    entry, not its metadata read as JSON Lines. Read as one split, a folder holding files named as another's
-    (`data/` with train.csv and test/) is refused: read whole, the test rows would be trained on. A file held twice
-    (plain and compressed, in any case, or compressed two ways) is refused: its rows would be read twice."""
+    entry, not its metadata read as JSON Lines; a link to nothing is no file. Read as one split, a folder holding
+    names that lead with another's word (`data/` with train.csv and test/) is refused: read whole, the test rows
+    would be trained on; a held-out split's folder may hold a test set, and a word inside a name ("ab_test_reviews")
+    is none. A file held twice (plain and compressed, in any case, or compressed two ways) is refused: its rows would
+    be read twice; two plain files whose names differ in case are two files."""
     import gzip
 
     import pytest
@@ -260,12 +262,20 @@ def test_a_folder_is_read_with_its_subfolders_and_refused_holding_another_splits
     for name in ("s/train.csv", "s/test/part-0.csv"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         write(tmp_path, name, row)
+    assert len(resolve_files(str(tmp_path / "s"))) == 2  # predict's inputs: no split
     with pytest.raises(TaskDataError, match=r"read as the train split, and holds test/part-0\.csv, named as another"):
         resolve_files(str(tmp_path / "s"), split="train")
-    with pytest.raises(TaskDataError, match=r"read as the dev split, and holds test/part-0\.csv"):
+    with pytest.raises(TaskDataError, match=r"read as the dev split, and holds train\.csv"):
         resolve_files(str(tmp_path / "s"), split="dev")
-    assert len(resolve_files(str(tmp_path / "s"))) == 2  # predict's inputs: no split
     assert len(resolve_files(str(tmp_path / "s" / "*.csv"), split="train")) == 1  # a glob names its files
+    (tmp_path / "s" / "train.csv").unlink()  # a test set is a held-out split's (IMDB ships train and test only)
+    assert len(resolve_files(str(tmp_path / "s"), split="dev")) == 1 == len(resolve_files(str(tmp_path / "s"),
+                                                                                           split="select"))
+    for name in ("ab_test_reviews.csv", "speed-test.csv", "web_dev.csv", "testimonials.csv", "Reviews.csv",
+                 "reviews.csv"):  # a split's word that does not lead the name is none; two cases are two files
+        write(tmp_path, f"d/{name}", row)
+    (tmp_path / "d" / "gone.csv").symlink_to(tmp_path / "nowhere.csv")  # a link to nothing is no file
+    assert len(resolve_files(str(tmp_path / "d"), split="train")) == len(got) + 6
     (tmp_path / "v").mkdir()
     write(tmp_path, "v/validation-2023.csv", row)
     assert len(resolve_files(str(tmp_path / "v"), split="dev")) == 1 == len(resolve_files(str(tmp_path / "v"),

@@ -323,3 +323,33 @@ def test_an_stsb_split_of_one_score_is_refused_not_read_as_diverged(tmp_path):
     write("dev.tsv", [1.0, 2.5, 3.0, 4.0])
     rows = ft_tasks.load_rows(TaskConfig(name="stsb", data_dir=str(tmp_path), max_seq_len=32))
     assert len(rows.evaluation["dev"]) == 4
+
+
+def test_a_folder_read_with_its_subfolders_says_how_many_files_lie_in_them(tmp_path, capsys):
+    """A folder read at its top level only before now reads its subfolders too: a resubmitted run may train on more
+    rows, so the driver's check says it, once, before any Ray work (not for a folder of top-level files only)."""
+    (tmp_path / "data" / "more").mkdir(parents=True)
+    for name in ("data/a.csv", "data/more/b.csv", "flat.csv"):
+        (tmp_path / name).write_text("text,label\nx,1\n")
+    ft_tasks.check_files(TaskConfig(name="files", kind="classification", train_file=str(tmp_path / "data"),
+                                    dev_file=str(tmp_path / "flat.csv")))
+    said = capsys.readouterr().out
+    assert f"[data] task.train_file {tmp_path / 'data'}: 2 files, 1 of them in subfolders" in said
+    assert "dev_file" not in said
+
+
+def test_classes_written_as_ids_in_one_file_and_names_in_another_are_refused_unless_the_labels_keep_one_way():
+    """The training files' survey (stream._read per file: its label type, whether a class is a name): ids (JSON /
+    Parquet integers) beside names would be four classes where the data has two. CSV's "0" beside JSON's 0 is one
+    class; task.labels of one way keeps that way's rows only (the others rejected and counted), of both ways not."""
+    from pipelines.tasks import TaskDataError
+    from pipelines.tasks.stream import _mixed_classes
+
+    mixed = {"ids.jsonl": ["int", False], "names.csv": ["str", True]}
+    with pytest.raises(TaskDataError, match=r"ids.jsonl writes its classes as integers \(ids\) and names.csv as names"):
+        _mixed_classes(mixed, "data/", ())
+    for labels in (("0", "1"), ("neg", "pos")):
+        _mixed_classes(mixed, "data/", labels)
+    with pytest.raises(TaskDataError):
+        _mixed_classes(mixed, "data/", ("0", "neg"))
+    _mixed_classes({"a.jsonl": ["int", False], "b.csv": ["str", False]}, "data/", ())

@@ -170,7 +170,7 @@ def test_lineage_names_a_relative_prepared_set_by_its_absolute_path(tmp_path, mo
     assert tags["lineage.data_name"] == "0123abcd"
 
 
-def test_a_deleted_experiment_is_refused_before_any_run_naming_the_way_out(store, tmp_path):
+def test_a_deleted_experiment_is_refused_before_any_run_naming_the_way_out(store, tmp_path, monkeypatch):
     """An experiment deleted in MLflow's UI takes no run: the job failed after preparing its data, on an error naming
     an experiment id. Refused by the job's environment check (and by start_run), naming tracking.experiment and how
     to restore or purge it; a store that does not exist yet is not made by the check."""
@@ -186,7 +186,11 @@ def test_a_deleted_experiment_is_refused_before_any_run_naming_the_way_out(store
         tracking.start_run(uri, "afresh", str(tmp_path / "art"), "train", {"a": 1})
     TrackingConfig(tracking_uri=uri, experiment="another").check_experiment()
     TrackingConfig(tracking_uri=f"sqlite:///{tmp_path}/none.db", experiment="afresh").check_experiment()
-    assert not (tmp_path / "none.db").exists()
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.chdir(tmp_path)
+    for store in (f"{tmp_path}/no-store", f"file://{tmp_path}/no-store", "file:no-store", "no-store"):
+        TrackingConfig(tracking_uri=store, experiment="afresh").check_experiment()
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "no-store").exists()
 
 
 def test_a_relative_store_is_made_absolute_so_workers_log_where_the_driver_reads(tmp_path, monkeypatch):
