@@ -93,6 +93,13 @@ _QUOTATIVE, _OPENS_JA = ("\u3068", "\u3063\u3066", "\u3001", "\uff0c"), ("\u3068
                                                                 "\u3068\u306b\u304b\u304f", "\u3068\u3082\u304b\u304f")
 _INITIALS = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]")  # "J", "U.S", "e.g" (before the final ".")
 _LAST_WORD = re.compile(r"\S*\Z")  # the text after the last whitespace (of any kind: a line end too), maybe ""
+# German writes ordinals as a number and a stop ("im 19. Jahrhundert", "am 3. Oktober", "der 2. Weltkrieg"), and its
+# nouns take capitals: before a month or a noun that follows an ordinal, such a stop ends no sentence
+_ORDINAL_NOUN = re.compile(
+    r"(?:Januar|Jänner|Februar|März|April|Mai|Juni|Juli|August|September|Oktober|November|Dezember|Jahrhunderts?"
+    r"|Jahrtausends?|Weltkrieg(?:e?s)?|Mal|Platz|Platzes|Klasse|Liga|Bundesliga|Auflage|Armee|Division|Staffel"
+    r"|Spieltag|Runde|Etappe|Regiment|Bataillon|Korps|Dynastie|Sinfonie|Symphonie|Geburtstag|Todestag|Jahrestag"
+    r"|Legislaturperiode|Wahlperiode|Bundestag|Parteitag|Bezirk|Stock|Grades?)\b")
 
 
 def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
@@ -117,6 +124,8 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
     word = found.group().lstrip(_OPENERS)  # "1703.\nSt": "St"
     if word.isdigit() and len(word) <= 3 and _list_item(text, found.start()):
         return False  # a numbered list's item: "Steps:\n1. Open the box.\n2. Remove it."
+    if word.isdigit() and len(word) <= 3 and _ORDINAL_NOUN.match(text, end):
+        return False  # a German ordinal: "Im 19. Jahrhundert", "Am 3. Oktober 1990" (see _ORDINAL_NOUN)
     if word != "I" and _INITIALS.fullmatch(word):
         return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
     word = word.replace(".", "").lower()

@@ -308,13 +308,14 @@ def page_reject_reason(page: Page) -> str:
 
 # Innermost-first patterns: each pass removes one nesting level, so nested templates/tables/links
 # resolve in a few C-speed passes. Possessive quantifiers keep unclosed markup linear.
-_TEMPLATE = re.compile(r"\{\{(?:[^{}]++|\{(?!\{)|\}(?!\}))*+\}\}")
+# (a "}" before a closing "}}" and no more is the argument's: {{math|{1, 2}}} closes at its last two)
+_TEMPLATE = re.compile(r"\{\{(?:[^{}]++|\{(?!\{)|\}(?!\})|\}(?=\}\}(?!\})))*+\}\}")
 _TABLE = re.compile(r"\{\|(?:[^{|]++|\{(?!\|)|\|(?!\}))*+\|\}")
 _LINK = re.compile(r"\[\[([^\[\]]*+)\]\]")
 _EXTERNAL_LINK = re.compile(r"\[(?:https?:|ftp:)?//[^\s\]]*+(?:\s++([^\]]*+))?\]")
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _NON_PROSE_ELEMENTS = re.compile(  # content dropped with the tags
-    r"<(ref|references|math|chem|ce|gallery|timeline|score|syntaxhighlight|source|code|imagemap|graph"
+    r"<(ref|references|math|chem|ce|gallery|timeline|score|syntaxhighlight|source|imagemap|graph"
     r"|mapframe|templatedata|hiero)\b[^>]*?(?:/>|>.*?</\1\s*>)", re.S | re.I)
 # the HTML and extension tags MediaWiki renders as markup (its Sanitizer's list, the extensions of the largest wikis);
 # any other "<word" is text it shows as written: "x<y and y>z", "std::vector<int>", "List<T>" (and no '<' inside a tag:
@@ -338,7 +339,7 @@ _LIST_MARKER = re.compile(r"^[*#:;]+\s*", re.M)
 _TABLE_DEBRIS = re.compile(r"^\s*(?:[|!]|\{\||\|\}).*$", re.M)
 _EMPHASIS = re.compile(r"'{2,5}")
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
-_EMPTY_PARENS = re.compile(r"\((?:\s|[,;:])*\)")
+_EMPTY_PARENS = re.compile(r"(?<!\w)\((?:\s|[,;:])*\)")  # a removed template's "( )"; not a call's "main()"
 _SPACE_BEFORE_PUNCT = re.compile(r" +([,.;:])(?=\s|$)")
 
 # Link prefixes whose links are not prose: media, categories, interlanguage ("de:", "zh-yue:").
@@ -362,7 +363,7 @@ def _template_text(m: re.Match) -> str:
     if name not in _INLINE_TEMPLATES and not name.startswith("lang-"):
         return " "
     parts = _ARGUMENT_PIPE.split(args) if args else []
-    named = dict(a.split("=", 1) for a in parts if "=" in a)
+    named = {k.strip(): v for k, v in (a.split("=", 1) for a in parts if "=" in a)}
     args = [a.strip() for a in parts if "=" not in a]  # positional arguments
     if name == "lang":
         return named.get("text", "").strip() or (args[1] if len(args) > 1 else "")
@@ -379,11 +380,14 @@ def _template_text(m: re.Match) -> str:
         return "US$" + (args[0] if args else "")
     if name in ("ill", "interlanguage link", "nihongo"):  # the local name first; the rest: languages, readings
         return args[0] if args else ""
+    if name in _QUOTE_TEMPLATES:  # the quotation is prose; its author and source (later arguments) are not
+        return (named.get("text") or named.get("quote") or (args[0] if args else "")).strip()
     return args[-1] if args else ""
 
 
+_QUOTE_TEMPLATES = frozenset(["quote", "blockquote", "cquote", "quotation", "quote box", "poem quote"])
 _INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic", "circa",
-                               "c.", "as of", "us$", "ill", "interlanguage link", "nihongo"])
+                               "c.", "as of", "us$", "ill", "interlanguage link", "nihongo", *_QUOTE_TEMPLATES])
 _SYMBOL_TEMPLATES = {"nbsp": " ", "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spnd": " \u2013 ",
                      "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ", "dash": " \u2014 ", "-": "\u2013",
                      "middot": "\u00b7", "\\": " / ", "'": "'"}  # not {{!}}, {{=}}: a "|" would split its template

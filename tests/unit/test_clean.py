@@ -86,6 +86,9 @@ def test_normalize_is_idempotent_and_empty_stays_empty():
                                                                     "Born Jan. 5, 1990, he left."]),
     ("Under Art. 5 since Dec. 1990. He said no. Then Jan. The end.", ["Under Art. 5 since Dec. 1990.",
                                                                        "He said no.", "Then Jan.", "The end."]),
+    # German ordinals: a number's stop before a month or an ordinal's noun ends no sentence; before another word it does
+    ("Im 19. Jahrhundert wuchs sie. Am 3. Oktober 1990 kam die Einheit. Er wurde 19. Dann ging er.",
+     ["Im 19. Jahrhundert wuchs sie.", "Am 3. Oktober 1990 kam die Einheit.", "Er wurde 19.", "Dann ging er."]),
 ])
 def test_sentence_boundaries(text, expected):
     assert split_sentences(text) == expected
