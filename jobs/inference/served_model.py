@@ -100,6 +100,13 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             table = table.item()
         if isinstance(table, str):  # one text, not its characters
             table = [table]
+        if isinstance(table, dict):  # {"inputs": {"text": [...]}}, {"instances": [{"text": ...}]}: columns, without
+            # an input schema (a list of them would be their names: one answer, for the word "text")
+            columns = {k: list(np.atleast_1d(np.asarray(v, dtype=object))) for k, v in table.items()}
+            if len({len(v) for v in columns.values()}) > 1:
+                raise BadRequest(f"{kind}: the request's columns differ in length: "
+                                 + ", ".join(f"{k} {len(v)}" for k, v in columns.items()))
+            table = pd.DataFrame(columns)
         if not isinstance(table, pd.DataFrame):  # {"inputs": [...]}: checked before pandas' Arrow strings refuse it
             table = list(table)
             if kind != "question-answering":  # which needs a table of columns: said below

@@ -246,8 +246,9 @@ def test_the_scoring_server_answers_a_refused_row_with_our_message(tmp_path):
 def test_a_served_model_of_single_texts_reads_a_table_by_its_column_names(tmp_path):
     """Logged with the signature MLflow inferred from a list of texts (one unnamed column), the scoring server kept
     a table's first column whatever its name: {"id": "r1", "text": ...} was answered from "r1", and a text_pair
-    column, which a model of single texts refuses, was dropped unseen. Logged as the job logs it, through MLflow's
-    own app (no port bound)."""
+    column, which a model of single texts refuses, was dropped unseen; columns sent as {"inputs": {"text": [...]}} or
+    {"instances": [...]} were read as their names. Logged as the job logs it, through MLflow's own app (no port
+    bound)."""
     import mlflow
     from fastapi.testclient import TestClient
     from mlflow.pyfunc import scoring_server
@@ -270,6 +271,10 @@ def test_a_served_model_of_single_texts_reads_a_table_by_its_column_names(tmp_pa
     text = scores({"inputs": ["a fine day"]})
     assert scores({"dataframe_records": [{"id": "r1", "text": "a fine day"}]}) == text != scores({"inputs": ["r1"]})
     assert scores({"inputs": "a fine day"}) == text  # one text, not a list: as the inferred schema took it
+    # columns by name, as MLflow's columnar and row forms send them: were read as their names (one answer, "text")
+    two = scores({"inputs": ["a fine day", "hello"]})
+    assert scores({"inputs": {"text": ["a fine day", "hello"]}}) == two == scores(
+        {"instances": [{"text": "a fine day"}, {"text": "hello"}]}) != scores({"inputs": ["text"]}) * 2
     assert list(mlflow.pyfunc.load_model(info.model_uri).predict("a fine day")["score"]) == text
     refused = client.post("/invocations", json={"dataframe_records": [{"text": "a fine day", "text_pair": "x"}]})
     assert refused.status_code == 400 and "single sentences: send no text_pair column" in refused.json()["message"]
