@@ -152,7 +152,14 @@ def run(cfg: SweepConfig) -> SweepResult:
         except SweepInterrupted:
             from mlflow.tracking import MlflowClient
 
-            MlflowClient(tracking_uri).set_terminated(parent_id, "KILLED")  # RUNNING again when resumed
+            from jobs.search.outcome import nested_runs
+
+            client = MlflowClient(tracking_uri)
+            for child in nested_runs(client, parent_id):  # its trials' too (else RUNNING for ever, if not resumed)
+                if child.info.status == "RUNNING":
+                    client.set_terminated(child.info.run_id, "KILLED")
+                    client.set_tag(child.info.run_id, "tune_status", "interrupted")
+            client.set_terminated(parent_id, "KILLED")  # RUNNING again when resumed, as each trial's run
             raise
     print(summary(result, tracking_uri, dashboard, Path(ft.output_dir).resolve()), flush=True)
     return result

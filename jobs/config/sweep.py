@@ -72,7 +72,7 @@ class SweepConfig:
     search_space: dict = field(default_factory=dict)  # searched field -> {type, low, high} or {type, values}
     scheduler: str = "asha"  # asha | pbt
     search: str = "random"  # random | grid | optuna (TPE)
-    num_samples: int = 8  # trials (search=grid: repeats of the whole grid, 1 unless train.seed is a grid field)
+    num_samples: int = 8  # trials (search=grid or grid fields alone: 1; a train.seed grid repeats over seeds)
     max_concurrent: int = 2  # trials running at once
     cpus_per_trial: float = 1.0  # each trial fine-tunes in-process on one worker
     gpus_per_trial: float = 0.0
@@ -172,10 +172,12 @@ class SweepConfig:
                                   f"with it changed would train on a wrong place or schedule; PBT may mutate "
                                   f"{sorted(set(SEARCHABLE) - set(PBT_FIXED))}")
         only_grid = all(spec["type"] == "grid" for spec in self.search_space.values())
-        if (self.search == "grid" or only_grid) and self.num_samples > 1 and "train.seed" not in self.search_space:
+        if (self.search == "grid" or only_grid) and self.num_samples > 1:  # (Tune repeats the whole grid, a seed
+            # grid's seeds too: each (point, seed) trained num_samples times, alike)
             raise ConfigError(f"search={self.search} with num_samples={self.num_samples} over grid fields alone trains "
-                              f"every grid point {self.num_samples} times with one seed: identical runs; set "
-                              f"num_samples=1, or make train.seed a grid field to repeat each point over seeds")
+                              f"every grid point {self.num_samples} times alike (a trial's every random choice is its "
+                              "train.seed's): identical runs; set num_samples=1, and make train.seed a grid field to "
+                              "repeat each point over seeds")
         trials = self.num_samples * math.prod(len(spec["values"]) for spec in self.search_space.values()
                                               if spec["type"] == "grid")
         if self.scheduler == "pbt" and trials < 2:
@@ -351,11 +353,14 @@ def max_evaluations(cfg: SweepConfig, train_features: int) -> int:
         per_epoch, total = replace(t, batch_size=batch_size, epochs=epochs).steps(train_features)
         return math.ceil(total / (t.eval_every_steps or per_epoch))
 
-    most = cfg.max_evals or max(evaluations(b, e) for b in values("train.batch_size", t.batch_size)
-                                for e in values("train.epochs", t.epochs))
-    if cfg.scheduler == "asha" and cfg.asha.grace_period > most:
+    made = max(evaluations(b, e) for b in values("train.batch_size", t.batch_size)
+               for e in values("train.epochs", t.epochs))
+    most = cfg.max_evals or made
+    if cfg.scheduler == "asha" and cfg.asha.grace_period > min(most, made):  # (a max_evals above what trials make
+        # left a grace period no trial reaches: ASHA stopped nothing, a random search reported as ASHA)
         raise ConfigError(f"asha.grace_period ({cfg.asha.grace_period}) must be <= the evaluations a trial makes "
-                          f"({most}: {train_features:,} train features, finetune.train and the searched fields)")
+                          f"({min(most, made)}: {train_features:,} train features, finetune.train and the searched "
+                          f"fields{f', max_evals={cfg.max_evals}' if cfg.max_evals else ''})")
     if cfg.scheduler == "pbt" and cfg.pbt.perturbation_interval >= most:
         raise ConfigError(f"pbt.perturbation_interval ({cfg.pbt.perturbation_interval}) must be < the evaluations a "
                           f"trial makes ({most}: {train_features:,} train features, finetune.train and the searched "

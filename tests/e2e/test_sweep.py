@@ -248,6 +248,8 @@ def test_optuna_sweep_interrupted_then_resumed(ray_tmp, tiny, capsys):
     assert parent.info.status == "KILLED"
     first = {r.data.tags["trial_id"] for r in children(client, parent.info.run_id)}
     assert first
+    # no trial's run is left RUNNING under a KILLED parent (a sweep never resumed showed them running for ever)
+    assert all(r.info.status != "RUNNING" for r in children(client, parent.info.run_id))
 
     result = run(config(ray_tmp, "optuna", command, *args))  # the same command again
     assert "resuming optuna" in capsys.readouterr().out

@@ -68,6 +68,10 @@ def test_asha_max_t_is_the_evaluations_the_finetune_config_gives():
     assert _scheduler(config("finetune.train.eval_every_steps=30", "finetune.train.max_steps=100"), 4000)._max_t == 4
     with pytest.raises(ConfigError, match=r"asha.grace_period \(4\) must be <= the evaluations a trial makes \(3"):
         _scheduler(config("finetune.train.epochs=3", "asha.grace_period=4"), 4000)
+    # a max_evals above what a trial makes does not lift the grace period past it: no trial would reach it
+    with pytest.raises(ConfigError, match=r"asha.grace_period \(4\) must be <= the evaluations a trial makes \(3.*"
+                                          r"max_evals=10\)"):
+        _scheduler(config("finetune.train.epochs=3", "asha.grace_period=4", "max_evals=10"), 4000)
 
 
 def trial(tmp_path, trial_id, scores):
