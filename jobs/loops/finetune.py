@@ -148,7 +148,9 @@ class FinetuneLoop:
                     self.epoch, self.epoch_steps = epoch + 1, 0  # before the evaluation: its checkpoint resumes there
                 due = self.step % t.eval_every_steps == 0 if t.eval_every_steps else ends_epoch
                 if due or ends_run:  # the last steps are always evaluated
+                    began = time.perf_counter()
                     self.evaluate(epoch, final=ends_run)
+                    self._window.since += time.perf_counter() - began  # samples/s: of training (the eta keeps it)
                 if self.stopped or ends_run:
                     return
             self.epoch, self.epoch_steps = epoch + 1, 0  # an epoch with no batch left (restored at its end)

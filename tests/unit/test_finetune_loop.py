@@ -215,6 +215,25 @@ def test_train_loss_and_samples_per_s_are_every_ranks_not_this_ranks_share(monke
     assert train[0]["train/samples_per_s"] == 2 * first["train/samples_per_s"]  # twice the rows
 
 
+def test_samples_per_s_is_of_training_time_not_of_the_evaluations_and_checkpoints_between(monkeypatch):
+    """An evaluation (select scoring, the best model's export, a checkpoint: tens of seconds) between two progress
+    windows was charged to the next one's samples/s: ~10x too low in every window after one. A clock that moves one
+    second a step and a hundred an evaluation: every window says 4 rows a second."""
+    import types
+
+    from jobs.loops import finetune
+
+    now = [0.0]
+    monkeypatch.setattr(finetune, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    run = Run(eval_every_steps=2)
+    step, select = run.engine.step, run.select
+    run.engine.step = lambda batch: (now.__setitem__(0, now[0] + 1.0), step(batch))[1]
+    run.loop.select_metrics = lambda: (now.__setitem__(0, now[0] + 100.0), select())[1]
+    run.loop.run()
+    rates = [m["train/samples_per_s"] for _, m in run.tracked if "train/samples_per_s" in m]
+    assert len(rates) == 8 and rates == [pytest.approx(BATCH / 1.0)] * 8, rates
+
+
 def test_a_nonfinite_loss_is_skipped_and_counted_and_a_finite_step_resets_the_streak():
     """NaN at step 3, then 5 and 6: streaks of 1 and 2 under a limit of 3 (step 4 resets it); the run finishes,
     counting 3, and a progress window's loss is the mean of its finite steps."""
