@@ -41,6 +41,8 @@ class TokenizerConfig:
         if self.strip_accents is not None and not isinstance(self.strip_accents, bool):
             raise ConfigError(f"data.tokenizer.strip_accents must be null (follow lowercase), true or false, "
                               f"got {self.strip_accents!r}")
+        if isinstance(self.path, str) and not self.path.strip():  # `data.tokenizer.path=`: none given, one trained
+            self.path = None  # (as "" it skipped the checks below and was recorded as given)
         if self.path is not None:
             return self
         if self.vocab_size < 128:

@@ -101,7 +101,14 @@ def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
         tp = _field_type(cls, key.split("."))
         as_typed = tp in (str, str | None) and raw.strip()[:1] not in ("'", '"') and not (
             tp != str and raw.strip() in YAML_NULLS)
-        node[leaf] = raw if as_typed else _text_list(raw) if tp == list[ClassName] else _override_value(raw)
+        value = raw if as_typed else _text_list(raw) if tp == list[ClassName] else _override_value(raw)
+        if isinstance(node.get(leaf), dict) or (leaf in node and isinstance(value, dict)):
+            # `train.max_steps=5 train={log_every: 1}`: the mapping merged over the earlier keys (replacing them,
+            # the result hung on the order given); a mapping and a value of one key are a contradiction
+            if not (isinstance(node[leaf], dict) and isinstance(value, dict)):
+                raise ConfigError(f"override {item!r} conflicts with an earlier override of {key!r}")
+            value = deep_merge(node[leaf], value)
+        node[leaf] = value
     return out
 
 
@@ -162,7 +169,8 @@ def deep_merge(base: dict, update: dict) -> dict:
 
 def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
     """A config file as a dict. A top-level `base: other.yaml` (relative to this file) is read first and
-    this file's keys are merged over it: a preset derives from a base and changes one thing."""
+    this file's keys are merged over it: a preset derives from a base and changes one thing. A sweep's
+    `finetune_config:` is relative to the file that names it too (a base's, inherited, to the base)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
@@ -176,6 +184,8 @@ def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    if isinstance(data.get("finetune_config"), str):  # a sweep's: relative to the file that names it, as `base`
+        data["finetune_config"] = str(path.parent / data["finetune_config"])
     base = data.pop("base", None)
     if base is None:
         return data

@@ -161,6 +161,17 @@ class PretrainConfig:
                 raise ConfigError(f"data.mask_rate={self.data.mask_rate:g} applies to masks drawn when examples are "
                                   f"prepared (data.masking=static); dynamic masking (the default) masks "
                                   f"train.masking.rate={self.train.masking.rate:g}: set that instead")
+        else:  # static: the examples hold their masks, and train.masking masks nothing (the mirror case of above)
+            recipe = MaskingConfig(rate=0.3 if self.recipe == "modern" else MaskingConfig.rate)
+            moved = {"rate": "data.mask_rate", "whole_word": "data.whole_word_masking",
+                     "max_predictions": "data.max_predictions"}
+            for name in ("rate", "whole_word", "max_predictions", "mask_token_prob", "random_token_prob"):
+                if getattr(self.train.masking, name) != getattr(recipe, name):
+                    raise ConfigError(
+                        f"train.masking.{name}={getattr(self.train.masking, name)!r} applies to masks drawn as the "
+                        f"job trains (data.masking=dynamic, the default); data.masking=static holds the masks drawn "
+                        f"when examples are prepared" + (f": set {moved[name]} instead" if name in moved else
+                                                         ", 80/10/10 as BERT's"))
         t, o, d, s = self.train, self.optim, self.deepspeed, self.scaling
         for name in ("micro_batch_size", "grad_accum_steps", "max_steps", "log_every", "eval_batches",
                      "keep_checkpoints"):

@@ -17,8 +17,10 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import yaml
+
 from bert_core.config import ConfigError
-from jobs.config.io import as_number, deep_merge, from_dict, parse_overrides, read_yaml, to_dict
+from jobs.config.io import as_number, deep_merge, from_dict, parse_overrides, read_yaml, to_dict, yaml_load
 from jobs.config.finetune import FinetuneConfig
 from jobs.config.sections import check_seed
 from jobs.runtime.faults import FaultsConfig
@@ -286,15 +288,35 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
     if base is not None:
         if not isinstance(base, str):
             raise ConfigError(f"finetune_config must be a file name, got {base!r}")
-        data["finetune"] = deep_merge(read_yaml(Path(path).parent / base), data.get("finetune") or {})
+        data["finetune"] = deep_merge(read_yaml(base), _mapping(data.get("finetune"), "finetune"))
     updates = parse_overrides(overrides or [], SweepConfig)
+    _mapping(data.get("search_space"), "search_space")
+    _mapping(updates.get("search_space"), "search_space")
     # search_space keys are dotted field names, which overrides split: merge both nested, then join again
     whole = {item.partition("=")[0].removeprefix("search_space.") for item in overrides or []  # a spec as a mapping
-             if item.startswith("search_space.") and item.partition("=")[2].lstrip().startswith("{")}
+             if item.startswith("search_space.") and _is_spec(item.partition("=")[2])}
     space = _merge_space(_nest(data.get("search_space") or {}), updates.pop("search_space", {}), whole)
     data = deep_merge(data, updates)
     data["search_space"] = _join_fields(space)
     return SweepConfig.from_dict(data).validate()
+
+
+def _mapping(value, name: str) -> dict:
+    """`value` (None: empty), which must be a mapping: a list or a word there was an AttributeError's traceback."""
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a mapping of fields (a YAML mapping, or {name}.<field>=... overrides), "
+                          f"got {value!r}")
+    return value or {}
+
+
+def _is_spec(raw: str) -> bool:
+    """Whether an override's value is one field's spec as a mapping (`{type: choice, values: [...]}`), not a group
+    of fields' (`search_space.optim={lr: {...}}`: merged with the group's others, not replacing them)."""
+    try:
+        value = yaml_load(raw)
+    except yaml.YAMLError:
+        return False
+    return isinstance(value, dict) and bool({"type", "values", "low", "high"} & set(value))
 
 
 def _merge_space(base: dict, update: dict, whole: set[str], path: str = "") -> dict:

@@ -394,3 +394,26 @@ def test_a_config_json_the_yaml_loader_never_saw_is_checked_as_strictly():
         with pytest.raises(ConfigError, match=f"model.{field} must be"):
             BertConfig.from_dict(bad).validate()
     assert BertConfig.from_dict({"pad_token_id": None, "classifier_dropout": None}).validate().pad_token_id == 0
+
+
+def test_overrides_of_one_section_merge_in_any_order_and_settings_that_would_do_nothing_are_refused():
+    """`train.max_steps=5 train={log_every: 1}` dropped the max_steps (the mapping replaced the section: the run
+    took 600 steps), the reverse order kept both; a mapping and a value of one key are a contradiction. An empty
+    `data.tokenizer.path=` skipped the trained tokenizer's checks (a vocabulary of 5 passed, to fail after cluster
+    work). Under static masking train.masking masked nothing, accepted unsaid (data.mask_rate under dynamic masking
+    is refused already)."""
+    for order in (["train.max_steps=80", "train={log_every: 1}"], ["train={log_every: 1}", "train.max_steps=80"]):
+        cfg = load_config(PretrainConfig, QUICKSTART, order)
+        assert (cfg.train.max_steps, cfg.train.log_every) == (80, 1), order
+    with pytest.raises(ConfigError, match=r"override 'train=3' conflicts with an earlier override of 'train'"):
+        parse_overrides(["train.max_steps=5", "train=3"], PretrainConfig)
+    with pytest.raises(ConfigError, match=r"data.tokenizer.vocab_size must be >= 128, got 5"):
+        load_config(PretrainConfig, QUICKSTART, ["data.tokenizer.path=", "data.tokenizer.vocab_size=5"])
+    assert load_config(PretrainConfig, QUICKSTART, ["data.tokenizer.path="]).data.tokenizer.path is None
+    for override, instead in (("train.masking.rate=0.4", "set data.mask_rate instead"),
+                              ("train.masking.whole_word=true", "set data.whole_word_masking instead"),
+                              ("train.masking.mask_token_prob=0.5", "80/10/10")):
+        with pytest.raises(ConfigError, match=rf"train.masking.{override.split('.')[2].split('=')[0]}=.*data.masking="
+                                              rf"static holds the masks drawn when examples are prepared.*{instead}"):
+            load_config(PretrainConfig, QUICKSTART, ["data.masking=static", override])
+    load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "model.recipe=modern"])  # its 0.3: the recipe's

@@ -238,3 +238,27 @@ def test_a_sweep_asks_this_machine_for_a_trials_gpu_not_one_per_finetune_worker(
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     with pytest.raises(ConfigError, match=r"^finetune\.scaling\.use_gpu=true needs 1 GPUs .* has 0"):
         cfg.check_environment()
+
+
+def test_a_group_of_searched_fields_merges_a_relative_base_resolves_and_a_bad_shape_is_named(tmp_path):
+    """`search_space.optim={lr: {...}}` replaced every other optim.* field of the space (read as one field's spec);
+    a sweep file whose `base:` is another folder's preset read the preset's finetune_config from the wrong folder;
+    a search space written as a list or a word was a traceback. The shipped Optuna preset runs TPE (its start-up
+    trials under num_samples)."""
+    import warnings
+
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}",
+                                      "search_space.optim={lr: {type: loguniform, low: 1e-5, high: 1e-4}}"])
+    assert {"optim.lr", "optim.weight_decay", "train.batch_size"} <= set(cfg.search_space)
+    assert cfg.search_space["optim.lr"] == {"type": "loguniform", "low": 1e-5, "high": 1e-4}
+    (tmp_path / "mine.yaml").write_text(f"base: {PKGDOCS}\nname: mine\n")
+    assert load_sweep_config(tmp_path / "mine.yaml", [f"finetune.init={MINILM}"]).finetune.task.name == "pkgdocs"
+    with pytest.raises(ConfigError, match="search_space must be a mapping"):
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search_space=optim.lr"])
+    (tmp_path / "list.yaml").write_text(f"base: {PKGDOCS}\nsearch_space: [optim.lr]\n")
+    with pytest.raises(ConfigError, match="search_space must be a mapping"):
+        load_sweep_config(tmp_path / "list.yaml", [f"finetune.init={MINILM}"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # startup_trials >= num_samples warns: TPE would never run
+        optuna = load_sweep_config(os.path.join(ROOT, "configs/sweep/pkgdocs-optuna.yaml"), [f"finetune.init={MINILM}"])
+    assert optuna.optuna.startup_trials < optuna.num_samples
