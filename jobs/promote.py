@@ -42,7 +42,8 @@ from jobs.config.io import deep_merge  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import (PROMOTION_ALIASES, TrackingConfig, check_alias,  # noqa: E402
                                   refuse_relative_when_submitted)
-from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, from_dict, load_config, yaml_quoted  # noqa: E402
+from jobs.config.finetune import TaskConfig  # noqa: E402
 from jobs.registry.versions import (REGISTRATION, alias_history, move_alias, version_by_alias,  # noqa: E402
                                     version_exists)
 from pipelines.tasks.glue import GLUE_TASKS  # noqa: E402
@@ -66,13 +67,12 @@ class PromoteConfig:
     bootstrap_samples: int = 1000
     seed: int = 0  # bootstrap resamples
     batch_size: int = 64  # evaluation batch
-    task: dict = field(default_factory=dict)  # overrides on the candidate's task config (task.dev_file=...)
+    # overrides on the candidate's task config (task.dev_file=...), typed and checked as TaskConfig's fields
+    task: dict = field(default_factory=dict, metadata={"fields": TaskConfig})
     rollback: bool = False  # move @champion back to the previous champion instead
     tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-promotion"))
 
     def validate(self) -> "PromoteConfig":
-        from jobs.config.finetune import TaskConfig
-
         if not self.model:
             raise ConfigError("model must name a registered model (python jobs/promote.py NAME)")
         check_alias("candidate_alias", self.candidate_alias)
@@ -91,6 +91,8 @@ class PromoteConfig:
         if unknown:
             raise ConfigError(f"task.{unknown[0]}: not a task setting that may change for evaluation; "
                               f"allowed: {', '.join(sorted(allowed))}")
+        from_dict(TaskConfig, self.task, "task")  # each override of the type its field takes (task.max_seq_len=abc,
+        # a nested task.columns.txt), refused here, not after the registry was read and the rows loaded
         self.tracking.validate()
         return self
 

@@ -128,6 +128,9 @@ def _field_type(cls: type | None, path: list[str]) -> Any:
         if part not in hints:
             return None
         tp = hints[part]
+        if tp is dict and dataclasses.is_dataclass(inner[0]):  # a mapping of another section's fields (promote's
+            # `task: dict`, overrides of a TaskConfig): its keys typed as that section's
+            tp = next(f for f in dataclasses.fields(inner[0]) if f.name == part).metadata.get("fields", dict)
     return tp
 
 

@@ -417,3 +417,19 @@ def test_overrides_of_one_section_merge_in_any_order_and_settings_that_would_do_
                                               rf"static holds the masks drawn when examples are prepared.*{instead}"):
             load_config(PretrainConfig, QUICKSTART, ["data.masking=static", override])
     load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "model.recipe=modern"])  # its 0.3: the recipe's
+
+
+def test_promotes_task_overrides_are_read_and_checked_as_the_task_configs_fields():
+    """promote's `task.*` overrides were parsed as YAML (`task.columns.text=yes`: True, then refused as "columns.text
+    must be a string" after the registry was read and the rows loaded) and checked for their top keys only
+    (`task.max_seq_len=abc`, `task.columns.txt=...` passed --check). Read as TaskConfig's fields, and refused
+    before any MLflow call, naming the field."""
+    from jobs import promote
+
+    assert promote.parse(["m", "task.columns.text=yes", "task.max_seq_len=64"])[1].task == {
+        "columns": {"text": "yes"}, "max_seq_len": 64}
+    for override, message in (("task.max_seq_len=abc", r"task.max_seq_len must be an integer, got 'abc'"),
+                               ("task.columns.txt=a", r"unknown key 'task.columns.txt'.*did you mean "
+                                                      r"'task.columns.text'")):
+        with pytest.raises(ConfigError, match=message):
+            promote.parse(["m", override])
