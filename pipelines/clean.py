@@ -94,7 +94,11 @@ _QUOTATIVE, _OPENS_JA = ("\u3068", "\u3063\u3066", "\u3001", "\uff0c"), ("\u3068
 _INITIALS = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]")  # "J", "U.S", "e.g" (before the final ".")
 _LAST_WORD = re.compile(r"\S*\Z")  # the text after the last whitespace (of any kind: a line end too), maybe ""
 # German writes ordinals as a number and a stop ("im 19. Jahrhundert", "am 3. Oktober", "der 2. Weltkrieg"), and its
-# nouns take capitals: before a month or a noun that follows an ordinal, such a stop ends no sentence
+# nouns take capitals: after a German article or preposition, and before a month or a noun that follows an ordinal,
+# such a stop ends no sentence ("He finished 3. August was hot." still does: "finished" is no German word)
+_WORD_BEFORE = re.compile(r"(\w+)[ \t]+\Z")  # the word before a number, on its line
+_GERMAN_BEFORE_ORDINAL = frozenset("im am vom zum zur bis seit ab beim der die das des dem den ein eine einem einen "
+                                   "einer eines zweiten ihr ihre ihrem ihren seinem seinen seiner seine".split())
 _ORDINAL_NOUN = re.compile(
     r"(?:Januar|Jänner|Februar|März|April|Mai|Juni|Juli|August|September|Oktober|November|Dezember|Jahrhunderts?"
     r"|Jahrtausends?|Weltkrieg(?:e?s)?|Mal|Platz|Platzes|Klasse|Liga|Bundesliga|Auflage|Armee|Division|Staffel"
@@ -124,8 +128,10 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
     word = found.group().lstrip(_OPENERS)  # "1703.\nSt": "St"
     if word.isdigit() and len(word) <= 3 and _list_item(text, found.start()):
         return False  # a numbered list's item: "Steps:\n1. Open the box.\n2. Remove it."
-    if word.isdigit() and len(word) <= 3 and _ORDINAL_NOUN.match(text, end):
-        return False  # a German ordinal: "Im 19. Jahrhundert", "Am 3. Oktober 1990" (see _ORDINAL_NOUN)
+    if word.isdigit() and len(word) <= 3 and "\n" not in text[start:end] and _ORDINAL_NOUN.match(text, end):
+        before = _WORD_BEFORE.search(text, max(0, found.start() - 24), found.start())
+        if before and before[1].lower() in _GERMAN_BEFORE_ORDINAL:
+            return False  # a German ordinal: "Im 19. Jahrhundert", "am 3. Oktober 1990" (see _ORDINAL_NOUN)
     if word != "I" and _INITIALS.fullmatch(word):
         return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
     word = word.replace(".", "").lower()

@@ -339,7 +339,8 @@ _LIST_MARKER = re.compile(r"^[*#:;]+\s*", re.M)
 _TABLE_DEBRIS = re.compile(r"^\s*(?:[|!]|\{\||\|\}).*$", re.M)
 _EMPHASIS = re.compile(r"'{2,5}")
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
-_EMPTY_PARENS = re.compile(r"(?<!\w)\((?:\s|[,;:])*\)")  # a removed template's "( )"; not a call's "main()"
+# a removed template's "( )" (it leaves a space: "Einstein({{IPA-de|x}})" -> "Einstein( )"); not a call's "main()"
+_EMPTY_PARENS = re.compile(r"\((?:\s|[,;:])*[\s,;:](?:\s|[,;:])*\)|(?<!\w)\(\)")
 _SPACE_BEFORE_PUNCT = re.compile(r" +([,.;:])(?=\s|$)")
 
 # Link prefixes whose links are not prose: media, categories, interlanguage ("de:", "zh-yue:").
@@ -380,8 +381,9 @@ def _template_text(m: re.Match) -> str:
         return "US$" + (args[0] if args else "")
     if name in ("ill", "interlanguage link", "nihongo"):  # the local name first; the rest: languages, readings
         return args[0] if args else ""
-    if name in _QUOTE_TEMPLATES:  # the quotation is prose; its author and source (later arguments) are not
-        return (named.get("text") or named.get("quote") or (args[0] if args else "")).strip()
+    if name in _QUOTE_TEMPLATES:  # the quotation is prose, a block of its own; its author and source are not
+        text = named.get("text") or named.get("quote") or named.get("1") or (args[0] if args else "")
+        return f"\n\n{text.strip()}\n\n"
     return args[-1] if args else ""
 
 

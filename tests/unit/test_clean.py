@@ -89,6 +89,9 @@ def test_normalize_is_idempotent_and_empty_stays_empty():
     # German ordinals: a number's stop before a month or an ordinal's noun ends no sentence; before another word it does
     ("Im 19. Jahrhundert wuchs sie. Am 3. Oktober 1990 kam die Einheit. Er wurde 19. Dann ging er.",
      ["Im 19. Jahrhundert wuchs sie.", "Am 3. Oktober 1990 kam die Einheit.", "Er wurde 19.", "Dann ging er."]),
+    # ... after a German article or preposition only: English months and nouns after a number still start one
+    ("He finished 3. August was hot. In Division 2. Division 1 is next.",
+     ["He finished 3.", "August was hot.", "In Division 2.", "Division 1 is next."]),
 ])
 def test_sentence_boundaries(text, expected):
     assert split_sentences(text) == expected

@@ -54,11 +54,12 @@ def strip(text: str) -> str:
     ("Text <pages index=\"M.djvu\" from=5 to=9 /> and <quiz display=simple>{Q}</quiz>.", "Text and {Q}."),
     ("A std::vector<int> or List<T> holds <span style=\"c\">items</span>.",
      "A std::vector<int> or List<T> holds items."),
-    # a quotation is prose (its author is not); inline code is a sentence's word; a call keeps its "()"; a template
-    # whose argument ends in "}" leaves no brace
-    ("He said: {{quote|Ask not.|John F. Kennedy}} They cheered. {{Blockquote| text = Go. |author=X}}",
-     "He said: Ask not. They cheered. Go."),
-    ("Use <code>malloc</code> or call main() first.", "Use malloc or call main() first."),
+    # a quotation is prose, a block of its own (its author is not); inline code is a sentence's word; a call keeps
+    # its "()", a removed template's "( )" goes even after a word; a template whose argument ends in "}" leaves no brace
+    ("He said:{{quote|Ask not.|John F. Kennedy}}They cheered. {{Blockquote| text = Go. |author=X}}{{Quote|1=A=b.}}",
+     "He said:\n\nAsk not.\n\nThey cheered.\n\nGo.\n\nA=b."),
+    ("Use <code>malloc</code> or call main() first. Einstein({{IPA-de|x}}) was.",
+     "Use malloc or call main() first. Einstein was."),
     ("The set {{math|{1, 2}}} has two.", "The set has two."),
 ])
 def test_strip_inline_markup(wikitext, plain):
