@@ -154,12 +154,16 @@ def run(cfg: SweepConfig) -> SweepResult:
 
             from jobs.search.outcome import nested_runs
 
-            client = MlflowClient(tracking_uri)
-            for child in nested_runs(client, parent_id):  # its trials' too (else RUNNING for ever, if not resumed)
-                if child.info.status == "RUNNING":
-                    client.set_terminated(child.info.run_id, "KILLED")
-                    client.set_tag(child.info.run_id, "tune_status", "interrupted")
-            client.set_terminated(parent_id, "KILLED")  # RUNNING again when resumed, as each trial's run
+            try:  # the resume hint stays the error raised, whatever the store says
+                client = MlflowClient(tracking_uri)
+                for child in nested_runs(client, parent_id):  # its trials' too (else RUNNING for ever if not resumed)
+                    if child.info.status == "RUNNING":
+                        client.set_terminated(child.info.run_id, "KILLED")
+                        client.set_tag(child.info.run_id, "tune_status", "interrupted")
+                client.set_terminated(parent_id, "KILLED")  # RUNNING again when resumed, as each trial's run
+            except Exception as exc:  # noqa: BLE001 - a store down: the runs say RUNNING until resumed
+                print(f"[sweep] the interrupted runs could not be marked KILLED: {tracking.redact(str(exc))}",
+                      flush=True)
             raise
     print(summary(result, tracking_uri, dashboard, Path(ft.output_dir).resolve()), flush=True)
     return result

@@ -88,6 +88,7 @@ def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
     field is a string: its text as typed (`run_name=010`, `task.columns.label_separator=-`, a column named `yes`),
     YAML only to unquote ('...') or, for an optional one, to read null; a list of class names: its items as typed."""
     out: dict = {}
+    whole: set[str] = set()  # keys given a mapping whole (a later mapping of the key replaces it, as any value)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
@@ -102,12 +103,14 @@ def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
         as_typed = tp in (str, str | None) and raw.strip()[:1] not in ("'", '"') and not (
             tp != str and raw.strip() in YAML_NULLS)
         value = raw if as_typed else _text_list(raw) if tp == list[ClassName] else _override_value(raw)
-        if isinstance(node.get(leaf), dict) or (leaf in node and isinstance(value, dict)):
-            # `train.max_steps=5 train={log_every: 1}`: the mapping merged over the earlier keys (replacing them,
-            # the result hung on the order given); a mapping and a value of one key are a contradiction
+        if (isinstance(node.get(leaf), dict) or (leaf in node and isinstance(value, dict))) and key not in whole:
+            # `train.max_steps=5 train={log_every: 1}`: the mapping merged over the keys given dotted before it
+            # (replacing them, the result hung on the order given); a mapping and a value of one key contradict
             if not (isinstance(node[leaf], dict) and isinstance(value, dict)):
                 raise ConfigError(f"override {item!r} conflicts with an earlier override of {key!r}")
             value = deep_merge(node[leaf], value)
+        if isinstance(value, dict):
+            whole.add(key)
         node[leaf] = value
     return out
 

@@ -293,8 +293,8 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
     _mapping(data.get("search_space"), "search_space")
     _mapping(updates.get("search_space"), "search_space")
     # search_space keys are dotted field names, which overrides split: merge both nested, then join again
-    whole = {item.partition("=")[0].removeprefix("search_space.") for item in overrides or []  # a spec as a mapping
-             if item.startswith("search_space.") and _is_spec(item.partition("=")[2])}
+    whole = {field for item in overrides or [] if item.startswith("search_space.")  # specs given as mappings
+             for field in _specs(item.partition("=")[0].removeprefix("search_space."), item.partition("=")[2])}
     space = _merge_space(_nest(data.get("search_space") or {}), updates.pop("search_space", {}), whole)
     data = deep_merge(data, updates)
     data["search_space"] = _join_fields(space)
@@ -309,14 +309,18 @@ def _mapping(value, name: str) -> dict:
     return value or {}
 
 
-def _is_spec(raw: str) -> bool:
-    """Whether an override's value is one field's spec as a mapping (`{type: choice, values: [...]}`), not a group
-    of fields' (`search_space.optim={lr: {...}}`: merged with the group's others, not replacing them)."""
+def _specs(path: str, raw) -> list[str]:
+    """The fields an override of `path` gives whole specs of, as mappings (`{type: choice, values: [...]}`): itself,
+    or in a group of fields (`search_space.optim={lr: {...}}`) each field it names, the group's others kept."""
     try:
-        value = yaml_load(raw)
+        value = yaml_load(raw) if isinstance(raw, str) else raw
     except yaml.YAMLError:
-        return False
-    return isinstance(value, dict) and bool({"type", "values", "low", "high"} & set(value))
+        return []
+    if not isinstance(value, dict):
+        return []
+    if {"type", "values", "low", "high"} & set(value):
+        return [path]
+    return [field for key, spec in value.items() for field in _specs(f"{path}.{key}", spec)]
 
 
 def _merge_space(base: dict, update: dict, whole: set[str], path: str = "") -> dict:

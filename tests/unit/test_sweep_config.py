@@ -248,9 +248,13 @@ def test_a_group_of_searched_fields_merges_a_relative_base_resolves_and_a_bad_sh
     import warnings
 
     cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}",
-                                      "search_space.optim={lr: {type: loguniform, low: 1e-5, high: 1e-4}}"])
+                                      "search_space.optim={lr: {type: choice, values: [1e-4, 3e-4]}}"])
     assert {"optim.lr", "optim.weight_decay", "train.batch_size"} <= set(cfg.search_space)
-    assert cfg.search_space["optim.lr"] == {"type": "loguniform", "low": 1e-5, "high": 1e-4}
+    assert cfg.search_space["optim.lr"] == {"type": "choice", "values": [1e-4, 3e-4]}  # the group's spec, whole
+    again = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}",  # given twice whole: the last, as any value
+                                        "search_space.optim.lr={type: uniform, low: 1e-5, high: 1e-4}",
+                                        "search_space.optim.lr={type: choice, values: [1e-4]}"])
+    assert again.search_space["optim.lr"] == {"type": "choice", "values": [1e-4]}
     (tmp_path / "mine.yaml").write_text(f"base: {PKGDOCS}\nname: mine\n")
     assert load_sweep_config(tmp_path / "mine.yaml", [f"finetune.init={MINILM}"]).finetune.task.name == "pkgdocs"
     with pytest.raises(ConfigError, match="search_space must be a mapping"):
