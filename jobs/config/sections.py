@@ -5,6 +5,8 @@ One home for each: jobs/config/pretrain.py, finetune.py and sweep.py build their
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import re
@@ -230,24 +232,48 @@ class TrackingConfig:
             raise ConfigError(f"tracking.tracking_uri={shown!r} does not answer ({getattr(e, 'reason', e)}); "
                               "allowed: a running MLflow server's URL, or a local store (sqlite:///...)") from None
 
-    def check_experiment(self) -> None:
+    def check_experiment(self, timeout_s: float = 10.0) -> None:
         """tracking.experiment, deleted (in MLflow's UI, to start afresh), takes no run until restored or purged:
         refused here, before any cluster work, naming the way out (else the first run failed after the corpus was
-        prepared, naming an experiment id). A local store that does not exist yet holds none and is not made here;
-        a store that cannot be read is start_run's to report."""
-        uri, local = self.tracking_uri, None
-        if uri.startswith("sqlite:///"):
-            local = uri[len("sqlite:///"):]
-        elif uri.startswith("file:") or ("://" not in uri and uri not in ("databricks", "databricks-uc", "uc")):
-            local = uri.removeprefix("file://").removeprefix("file:")  # a file store (MLFLOW_ALLOW_FILE_STORE)
-        if local is not None and not Path(local).exists():  # (MLflow's client would make it)
-            return
-        from mlflow.tracking import MlflowClient
+        prepared, naming an experiment id). Asked without MLflow's client (a config check imports no framework):
+        a SQLite store's experiments table, read only (one that does not exist yet holds none, and is not made), or
+        a server's REST API; other stores, and a store that cannot be read, are start_run's to report (it refuses a
+        deleted experiment the same way)."""
+        import sqlite3
+        import types
 
-        try:
-            found = MlflowClient(self.tracking_uri).get_experiment_by_name(self.experiment)
-        except Exception:  # noqa: BLE001 - credentials, a store of a plugin: start_run reports what it says
-            return
+        found = None
+        if self.tracking_uri.startswith("sqlite:///"):
+            path = Path(self.tracking_uri[len("sqlite:///"):])
+            if not path.is_file():
+                return
+            try:
+                with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+                    row = db.execute("SELECT experiment_id, lifecycle_stage FROM experiments WHERE name = ?",
+                                     (self.experiment,)).fetchone()
+            except sqlite3.Error:  # no MLflow store (yet), locked, another schema
+                return
+            found = row and types.SimpleNamespace(experiment_id=row[0], lifecycle_stage=row[1])
+        elif self.tracking_uri.startswith(("http://", "https://")):
+            parts = urllib.parse.urlsplit(self.tracking_uri)
+            url = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path.rstrip("/")
+                                           + "/api/2.0/mlflow/experiments/get-by-name",
+                                           urllib.parse.urlencode({"experiment_name": self.experiment}), ""))
+            request = urllib.request.Request(url)
+            if os.environ.get("MLFLOW_TRACKING_TOKEN"):
+                request.add_header("Authorization", f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}")
+            elif parts.username or os.environ.get("MLFLOW_TRACKING_USERNAME"):
+                user = parts.username or os.environ["MLFLOW_TRACKING_USERNAME"]
+                secret = parts.password or os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
+                request.add_header("Authorization", "Basic " + base64.b64encode(
+                    urllib.parse.unquote(f"{user}:{secret}").encode()).decode())
+            try:
+                with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                    experiment = json.load(answer).get("experiment") or {}
+            except (OSError, ValueError):  # 404 (none of that name), refused, TLS, not JSON
+                return
+            found = types.SimpleNamespace(experiment_id=experiment.get("experiment_id"),
+                                          lifecycle_stage=experiment.get("lifecycle_stage"))
         refuse_deleted_experiment(found, self.experiment)
 
     def written_paths(self) -> dict[str, str]:

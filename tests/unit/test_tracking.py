@@ -82,6 +82,15 @@ def test_artifacts_go_through_a_server_unless_a_location_is_given(server, tmp_pa
     assert here.startswith((tmp_path / "mlartifacts").as_uri())
     given = tracking.start_run(server.uri, "given", str(tmp_path / "mine"), "c", {"a": 1})
     assert MlflowClient(server.uri).get_run(given).info.artifact_uri.startswith((tmp_path / "mine").as_uri())
+    # a deleted experiment is refused by the job's check, asked over the server's REST API (no MLflow client)
+    from bert_core.config import ConfigError
+    from jobs.config.sections import TrackingConfig
+
+    MlflowClient(server.uri).delete_experiment(MlflowClient(server.uri).get_experiment_by_name("given").experiment_id)
+    with pytest.raises(ConfigError, match="tracking.experiment='given' is deleted"):
+        TrackingConfig(tracking_uri=server.uri, experiment="given").check_experiment()
+    for name in ("served", "never-made"):
+        TrackingConfig(tracking_uri=server.uri, experiment=name).check_experiment()
 
 
 @pytest.mark.slow  # a real `mlflow server` (~7 s to start): `make test`, not `make test-fast`
