@@ -231,7 +231,7 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
 def check_files(task: TaskConfig) -> None:
     """Your own files' columns and formats, checked on this process before any Ray work: ConfigError naming the
     file and what it lacks (read by Ray Data tasks, the training files would fail there, as a task's traceback)."""
-    from pipelines.tasks.file_finder import resolve_files
+    from pipelines.tasks.file_finder import in_subfolders, resolve_files
     from pipelines.tasks.files import check_columns
 
     for role, spec in (("train", task.train_file), ("dev", task.dev_file), (SELECT, task.select_file)):
@@ -241,21 +241,8 @@ def check_files(task: TaskConfig) -> None:
                 check_columns(files, task.kind, task.columns)
             except TaskDataError as exc:
                 raise ConfigError(f"task.{role}_file: {exc}") from None
-            _say_subfolders(f"task.{role}_file", spec, files)
-
-
-def _say_subfolders(field: str, spec: str, files: list[tuple[str, str]]) -> None:
-    """A folder read with its subfolders: how many of its files lie in them, said once on the console (a folder that
-    was read at its top level only before reads its subfolders too)."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(spec)
-    if not fs.isdir(root):
-        return
-    root = root.rstrip("/") + "/"
-    below = sum("/" in fsspec.core.url_to_fs(p)[1].removeprefix(root) for p, _ in files)
-    if below:
-        print(f"[data] {field} {spec}: {len(files)} files, {below} of them in subfolders", flush=True)
+            if below := in_subfolders(spec, files):  # a folder read at its top level only before: said once
+                print(f"[data] task.{role}_file {spec}: {len(files)} files, {below} of them in subfolders", flush=True)
 
 
 def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.Counter) -> list[dict]:

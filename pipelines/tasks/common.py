@@ -28,6 +28,16 @@ class TaskDataError(ValueError):
     """A task file is unusable as a whole (wrong header, not JSON, no records)."""
 
 
+def named_once(path, wanted: list, header: list) -> list:
+    """`wanted` (the columns read), each named once in `header`; else TaskDataError: a dict of the row (a CSV line's
+    zip, a Parquet batch's columns) would keep the last one's values, unsaid."""
+    twice = [c for c, k in collections.Counter(wanted).items() if k > 1]
+    if twice:
+        raise TaskDataError(f"{path}: the header names column {twice[0]!r} more than once ({header}); rename all but "
+                            "the one to read")
+    return wanted
+
+
 @dataclass
 class TaskSplit(Sequence):
     """One split of a task: a sequence of row dicts plus what was rejected on the way in."""

@@ -208,3 +208,12 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         raise FileNotFoundError(f"no data files match {spec!r} (accepted: {', '.join(extensions)}, or set the format)")
     return [(p if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(p),
              "hf" if p in datasets else _format(fs, p, fmt, spec, extensions)) for p in sorted(paths)]
+
+
+def in_subfolders(spec: str, files: list[tuple[str, str]]) -> int:
+    """How many of `files` (resolve_files(spec)'s) lie in subfolders of the folder `spec` (0 for a file or a glob)."""
+    fs, root = fsspec.core.url_to_fs(spec)
+    if not fs.isdir(root):
+        return 0
+    root = root.rstrip("/") + "/"
+    return sum("/" in fsspec.core.url_to_fs(p)[1].removeprefix(root) for p, _ in files)

@@ -71,7 +71,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
 from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name
-from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError
+from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, gold_answers, load_squad
@@ -157,16 +157,6 @@ def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]
     return [c for c in found if c in {*need.values(), "title"}]
 
 
-def _named_once(path, wanted: list, header: list) -> list:
-    """`wanted` (the columns read), each named once in `header`; else TaskDataError: a dict of the row (a CSV line's
-    zip, a Parquet batch's columns) would keep the last one's values, unsaid."""
-    twice = [c for c, k in collections.Counter(wanted).items() if k > 1]
-    if twice:
-        raise TaskDataError(f"{path}: the header names column {twice[0]!r} more than once ({header}); rename all but "
-                            "the one to read")
-    return wanted
-
-
 def _header_records(path, lines, kind, columns):
     """Records of CSV / TSV lines of fields, the first non-blank one being the header."""
     header = None
@@ -175,7 +165,7 @@ def _header_records(path, lines, kind, columns):
             if isinstance(fields, Reject):
                 raise TaskDataError(f"{path}: unreadable header ({fields}): {excerpt[:SAMPLE_CHARS]!r}")
             header, first = [h.strip() for h in fields], n + 1
-            _named_once(path, _require_columns(path, header, kind, columns), header)
+            named_once(path, _require_columns(path, header, kind, columns), header)
         elif header is not None:
             if not isinstance(fields, Reject) and len(header) > 1 and header == [  # (one column: its name is text)
                     h.strip().removeprefix("\ufeff") if isinstance(h, str) else h for h in fields]:
@@ -187,7 +177,7 @@ def _header_records(path, lines, kind, columns):
 
 def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
     def require(names):
-        return _named_once(path, _require_columns(path, names, kind, columns), names)
+        return named_once(path, _require_columns(path, names, kind, columns), names)
 
     if fmt == "csv":
         return _header_records(path, csv_records(f, delimiter), kind, columns)
