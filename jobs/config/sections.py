@@ -146,7 +146,8 @@ class ScalingConfig:
 
 
 # the stores an MLflow 3 tracking URI names (a database's scheme may name its driver: postgresql+psycopg2://)
-TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks", "databricks-uc", "uc")
+BARE_STORES = ("databricks", "databricks-uc", "uc")  # stores named by their scheme alone, no path
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", *BARE_STORES)
 
 
 def check_store_uri(uri: str) -> None:
@@ -156,7 +157,7 @@ def check_store_uri(uri: str) -> None:
     mlflow.tracking_store entry points) is taken."""
     from importlib.metadata import entry_points
 
-    scheme = uri.split("://", 1)[0] if "://" in uri else uri if uri in ("databricks", "databricks-uc", "uc") else ""
+    scheme = uri.split("://", 1)[0] if "://" in uri else uri if uri in BARE_STORES else ""
     plugins = {ep.name for ep in entry_points(group="mlflow.tracking_store")}
     files = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1") and scheme in ("", "file")
     known = scheme.split("+", 1)[0] in TRACKING_SCHEMES and (scheme != "sqlite" or uri.startswith("sqlite:///"))
@@ -165,6 +166,12 @@ def check_store_uri(uri: str) -> None:
                           "http(s)://host:port, sqlite:///<file> (sqlite:////<absolute path>), a database "
                           "(postgresql://, mysql://, mssql://) or databricks (MLflow 3 refuses folder and file: "
                           "stores unless MLFLOW_ALLOW_FILE_STORE=true)")
+
+
+def _endpoint(parts: urllib.parse.SplitResult, path: str, query: dict | None = None) -> str:
+    """The URL of a tracking server's endpoint `path` (under the server's own path), without the credentials."""
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path.rstrip("/") + path,
+                                    urllib.parse.urlencode(query or {}), ""))
 
 
 def refuse_deleted_experiment(found, name: str) -> None:
@@ -217,8 +224,7 @@ class TrackingConfig:
             raise ConfigError(f"tracking.tracking_uri is not a valid URL ({e}); allowed: a running MLflow server's "
                               "URL, or a local store (sqlite:///...)") from None
         shown = f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path}"  # no credentials
-        url = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1],
-                                       parts.path.rstrip("/") + "/health", "", ""))
+        url = _endpoint(parts, "/health")
         try:
             urllib.request.urlopen(url, timeout=timeout_s).close()
         except urllib.error.HTTPError:
@@ -256,10 +262,8 @@ class TrackingConfig:
             found = row and types.SimpleNamespace(experiment_id=row[0], lifecycle_stage=row[1])
         elif self.tracking_uri.startswith(("http://", "https://")):
             parts = urllib.parse.urlsplit(self.tracking_uri)
-            url = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path.rstrip("/")
-                                           + "/api/2.0/mlflow/experiments/get-by-name",
-                                           urllib.parse.urlencode({"experiment_name": self.experiment}), ""))
-            request = urllib.request.Request(url)
+            request = urllib.request.Request(_endpoint(parts, "/api/2.0/mlflow/experiments/get-by-name",
+                                                       {"experiment_name": self.experiment}))
             if os.environ.get("MLFLOW_TRACKING_TOKEN"):
                 request.add_header("Authorization", f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}")
             elif parts.username or os.environ.get("MLFLOW_TRACKING_USERNAME"):

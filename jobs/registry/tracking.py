@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jobs.runtime import console
 from jobs.config.io import flatten
-from jobs.config.sections import refuse_deleted_experiment
+from jobs.config.sections import BARE_STORES, refuse_deleted_experiment
 from jobs.inference.serving import PRETRAINING
 from jobs.registry.metric_logger import metric_key
 from jobs.registry.redaction import REDACTED, SECRET_PARTS, is_secret_name, redact  # noqa: F401
@@ -30,7 +30,7 @@ def resolve_tracking_uri(uri: str) -> str:
     prefix = "sqlite:///"
     if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
         return prefix + str(Path(uri[len(prefix):]).resolve())
-    if "://" not in uri and uri not in ("databricks", "databricks-uc", "uc") and uri:
+    if "://" not in uri and uri not in BARE_STORES and uri:
         path = uri.removeprefix("file:")
         return Path(path).resolve().as_uri() if path != uri else str(Path(path).resolve())
     return uri

@@ -90,6 +90,13 @@ def _integer(name: str) -> bool:
     return name.lstrip("-").isdigit()
 
 
+def _add_classes(into: dict[str, list], found: str) -> None:
+    """Merge a JSON record of _read's `classes` (path -> [label type, a class is a name]) into `into`."""
+    for path, (label_type, has_names) in (json.loads(found) if found else {}).items():
+        seen = into.setdefault(path, [label_type, has_names])
+        seen[1] = seen[1] or has_names
+
+
 def _mixed_classes(classes: dict[str, list], spec: str, labels: tuple) -> None:
     """Refuse training files that write their classes two ways: one as integers (JSON / Parquet ints: a `datasets`
     export's ClassLabel ids) and another as names ("neg", "pos"). Read together, the ids and the names would be
@@ -131,9 +138,7 @@ def _survey(batch, kind: str) -> dict:
             for reason, sample in json.loads(found).items():
                 samples.setdefault(reason, sample)
     for found in batch["classes"]:
-        for path, (label_type, has_names) in (json.loads(found) if found else {}).items():
-            seen = classes.setdefault(path, [label_type, has_names])
-            seen[1] = seen[1] or has_names
+        _add_classes(classes, found)
     for row in rows:
         if kind == "classification":
             names.add(str(row["label"]))
@@ -287,9 +292,7 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     rejected = {"train": collections.Counter()}
     names, documents, samples, classes = set(), set(), {}, {}
     for rec in survey:
-        for path, (label_type, has_names) in json.loads(rec["classes"]).items():
-            seen = classes.setdefault(path, [label_type, has_names])
-            seen[1] = seen[1] or has_names
+        _add_classes(classes, rec["classes"])
         rejected["train"].update(json.loads(rec["rejects"]))
         for reason, sample in json.loads(rec["samples"]).items():
             samples.setdefault(reason, sample)
