@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import warnings
 
 _quiet = False
@@ -51,6 +52,9 @@ RAYLET_BENIGN = re.compile(r"PYTHON worker processes have been started on node")
 # InterruptedError that pool.shutdown causes): a traceback after every file was listed, from a thread
 # named pool-N/completion-signaler and ending in a bare InterruptedError. Only that exact shape is dropped.
 SIGNALER = re.compile(r"^Exception in thread pool-\d+/completion-signaler:$")
+# what comes before a traceback and names it: an exception Python could only report, one that ended a thread
+HEADER = re.compile(r"^(Exception ignored in|Exception in thread )")
+HOLD_S = 2.0  # how long a batch's unfinished traceback waits for the next batch to finish it (WorkerStreams)
 LOUD_ACTORS = ("TrainController",)  # kept whole: quiet mode sets Ray Train's console to warnings (train_logging)
 LIBRARIES = ("mlflow", "alembic", "ray.tune", "ray.train", "transformers", "deepspeed", "urllib3", "filelock",
              "huggingface_hub")
@@ -188,6 +192,86 @@ def _drop_signaler_race(lines: list[str]) -> list[str]:
     return kept
 
 
+class WorkerStreams:
+    """Quiet mode's printer of streamed worker output: `emit` gets each batch cut to keep_lines.
+
+    Ray's log monitor publishes what a worker has written so far, and Python writes a traceback a line at a time:
+    a batch can end inside one and the next batch bring its end. Judged apart, the first piece of a traceback that
+    keep_lines drops whole (a trial Ray ended with SIGTERM, seen in a clean run's quickstart console) was an error
+    and printed. So a batch's unfinished traceback waits for the next batch of the same worker stream, and the
+    whole is judged at once; one that nothing finishes within `hold_s` is judged as it stands (printed: it is a
+    traceback), and the frames and exception line that come later are printed after it, so nothing is lost."""
+
+    def __init__(self, emit, hold_s: float = HOLD_S):
+        self.emit, self.hold_s = emit, hold_s
+        self.held: dict[tuple, tuple] = {}  # (pid, is_err) -> its unfinished traceback's batch, and its timer
+        self.printed_open: dict[tuple, list] = {}  # stream -> its unfinished traceback, printed as it stood
+        self.lock = threading.Lock()
+
+    def __call__(self, data: dict) -> None:
+        key = (data.get("pid"), data.get("is_err"))
+        with self.lock:
+            before, timer = self.held.pop(key, ({"lines": []}, None))
+            if timer:
+                timer.cancel()
+            lines = before["lines"] + list(data.get("lines") or [])
+            rest_of_printed, opened = [], self.printed_open.pop(key, None)
+            if opened is not None:  # its frames up to the exception line follow what was printed
+                end = traceback_end(opened + lines)
+                split = len(lines) if end is None else end + 1 - len(opened)
+                rest_of_printed, lines = lines[:split], lines[split:]
+                if end is None:
+                    self.printed_open[key] = opened + rest_of_printed
+            cut = unfinished_traceback(lines)
+            if cut < len(lines):
+                waiting = {**data, "lines": lines[cut:]}
+                timer = threading.Timer(self.hold_s, self._give_up, (key, waiting))  # not a daemon: printed at exit
+                self.held[key] = waiting, timer
+                timer.start()
+        if rest_of_printed:
+            self.emit({**data, "lines": rest_of_printed})
+        self._print({**data, "lines": lines[:cut]})
+
+    def _give_up(self, key: tuple, waiting: dict) -> None:
+        with self.lock:
+            if self.held.get(key, (None,))[0] is not waiting:
+                return  # the next batch took it
+            del self.held[key]
+            self.printed_open[key] = waiting["lines"]
+        self._print(waiting)
+
+    def _print(self, data: dict) -> None:
+        lines = keep_lines(data)
+        if lines:
+            self.emit({**data, "lines": lines})
+
+
+def unfinished_traceback(lines: list[str]) -> int:
+    """The index where `lines` end inside a traceback: its "Traceback (most recent call last):" line (or the
+    HEADER line before it) when only frames follow, no exception line yet, or a HEADER line that is the last line;
+    len(lines) when they do not end inside one."""
+    start = len(lines)
+    while start and _bare(lines[start - 1]).startswith(" "):
+        start -= 1
+    if start and _bare(lines[start - 1]).startswith("Traceback (most recent call last)"):
+        start -= 1
+    elif start < len(lines) or not lines:
+        return len(lines)  # indented lines of something else, or nothing
+    if start and HEADER.match(_bare(lines[start - 1])):
+        start -= 1
+    return start
+
+
+def traceback_end(lines: list[str]) -> int | None:
+    """In `lines` that begin with an unfinished traceback (see unfinished_traceback): the index of its exception
+    line, None when they end before it."""
+    i = 1 if lines and HEADER.match(_bare(lines[0])) else 0
+    i += i < len(lines) and _bare(lines[i]).startswith("Traceback (most recent call last)")
+    while i < len(lines) and _bare(lines[i]).startswith(" "):
+        i += 1
+    return i if i < len(lines) else None
+
+
 def _bare(line: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip()
 
@@ -207,14 +291,9 @@ def install_worker_filter() -> None:
     if "ray_print_logs" not in names:
         return
     ignore_prefix = ray_worker._should_ignore_worker_log_prefix(ray_worker.global_worker)
-
-    def print_kept(data: dict) -> None:
-        lines = keep_lines(data)
-        if lines:
-            ray_worker.print_to_stdstream({**data, "lines": lines}, ignore_prefix=ignore_prefix)
-
+    streams = WorkerStreams(lambda data: ray_worker.print_to_stdstream(data, ignore_prefix=ignore_prefix))
     dispatcher.remove_handler("ray_print_logs")
-    dispatcher.add_handler("ray_print_logs", print_kept)
+    dispatcher.add_handler("ray_print_logs", streams)
     _filter_raylet_messages(ray_worker)
 
 

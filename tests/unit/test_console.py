@@ -120,6 +120,52 @@ def test_an_actor_ray_ended_with_sigterm_is_not_an_error():
     assert console.keep_lines(batch("", *ended, *error, is_err=True)) == error
 
 
+ENDED = ["Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f5482dfe5c0>",
+         "Traceback (most recent call last):",
+         '  File "/usr/lib/python3.11/_weakrefset.py", line 39, in _remove',
+         "    def _remove(item, selfref=ref(self)):",
+         '  File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 1063, in sigterm_handler',
+         "    raise_sys_exit_with_custom_error_message(",
+         '  File "python/ray/_raylet.pyx", line 712, in ray._raylet.raise_sys_exit_with_custom_error_message',
+         "SystemExit: 1"]
+
+
+@pytest.mark.parametrize("cut", range(1, len(ENDED)))
+def test_a_traceback_that_reaches_the_driver_in_two_batches_is_judged_whole(cut):
+    """Ray's log monitor publishes what a worker wrote so far: a trial's sigterm traceback came in pieces, and its
+    first piece, judged alone, was printed (a clean run's quickstart console, and a real local Ray with a pause
+    between the lines). Held for the next batch of its stream, it is dropped whole; another stream's batch between
+    the pieces is printed as it comes, and a real error split the same way is printed whole, once."""
+    printed = []
+    streams = console.WorkerStreams(lambda data: printed.append((data["pid"], data["lines"])), hold_s=30)
+    streams({**batch("trial", OURS[0], *ENDED[:cut], is_err=True), "pid": 1})
+    streams({**batch("RayTrainWorker", OURS[1], is_err=True), "pid": 2})
+    streams({**batch("trial", *ENDED[cut:], OURS[2], is_err=True), "pid": 1})
+    assert printed == [(1, [OURS[0]]), (2, [OURS[1]]), (1, [OURS[2]])]
+    printed.clear()
+    error = [*ENDED[1:4], "ValueError: bad"]
+    streams({**batch("trial", *error[:min(cut, 3)]), "pid": 1})
+    streams({**batch("trial", *error[min(cut, 3):]), "pid": 1})
+    assert printed == [(1, error)] and not streams.held
+
+
+def test_an_unfinished_traceback_that_nothing_finishes_is_printed_and_its_late_end_after_it():
+    """Nothing is lost: a held traceback whose end does not come within hold_s is printed as it stands, and the
+    frames and exception line that arrive later are printed after it, however they are cut."""
+    import time
+
+    printed = []
+    streams = console.WorkerStreams(lambda data: printed.append(data["lines"]), hold_s=0.05)
+    streams(batch("trial", OURS[0], *ENDED[:2]))
+    assert printed == [[OURS[0]]]
+    time.sleep(0.5)
+    assert printed == [[OURS[0]], ENDED[:2]]
+    streams(batch("trial", *ENDED[2:4]))
+    streams(batch("trial", *ENDED[4:], NOISE[0][1], OURS[1]))
+    assert printed == [[OURS[0]], ENDED[:2], ENDED[2:4], ENDED[4:], [OURS[1]]]
+    assert console.unfinished_traceback([OURS[0], "  indented, no traceback"]) == 2  # nothing to wait for
+
+
 @pytest.mark.parametrize("crash", [
     ["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f (most recent call first):"],
     ["*** SIGSEGV received at time=1764400000 on cpu 1 ***", "PC: @ 0x7f12 (unknown) at::native::foo()"],
