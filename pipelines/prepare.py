@@ -66,6 +66,7 @@ from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, dataset_name,
                               fingerprint_inputs)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
+from pipelines.text_source import blank_line_documents, check_line_ends
 from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
 from pipelines.units import plan_units
 
@@ -374,7 +375,8 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     t0 = time.perf_counter()
     units = plan_units(files, inputs, cfg)
     timings["plan"] = time.perf_counter() - t0
-    warned = [w for w in (_document_warning(cfg, files),) if w]  # said now: before the long part
+    check_line_ends([f for f in files if named_plain_text(f, cfg)])  # before the long part, as the warnings
+    warned = [w for w in (_document_warning(cfg, files),) if w]
     for line in warned:
         _log("warning", line)
     _log("plan", f"{len(files)} files -> {len(units)} work units of up to "
@@ -468,8 +470,6 @@ def _document_warning(cfg: DataConfig, files: list[str], looked_at: int = 8) -> 
     if cfg.text_documents != "books":
         return None
     import fsspec
-
-    from pipelines.text_source import blank_line_documents
 
     for path in [f for f in files if named_plain_text(f, cfg)][:looked_at]:
         with fsspec.open(path, "rb", compression="infer") as f:

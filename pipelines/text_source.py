@@ -55,6 +55,21 @@ def blank_line_documents(head: bytes, min_blocks: int = 20) -> str | None:
             f"first {len(head):,} bytes, {ending:.0%} of its lines ending a sentence")
 
 
+def check_line_ends(paths: list[str], looked_at: int = 8) -> None:
+    """Refuse plain-text files whose lines end in a bare carriage return (classic Mac OS, some old exports): lines,
+    blank lines and byte ranges are cut at "\n", so such a file would be one line, hence one document (NSP pairs
+    crossing its articles), or, past data.max_line_bytes, a rejected one. The first 64 KiB of the first `looked_at`
+    files decide (a corpus's files come from one export)."""
+    import fsspec
+
+    for path in paths[:looked_at]:
+        with fsspec.open(path, "rb", compression="infer") as f:
+            head = f.read(1 << 16)
+        if b"\r" in head and b"\n" not in head:
+            raise ValueError(f"{path} ends its lines with a bare carriage return (\\r, no \\n), which this reader does "
+                             f"not cut lines at: convert the corpus's line ends first (`tr '\\r' '\\n'`, or mac2unix)")
+
+
 @dataclass(frozen=True)
 class Span:
     """The part of a file a reader owns (units.py): records that start in [start, end).

@@ -172,6 +172,19 @@ def test_a_google_format_text_file_read_as_books_is_warned_about_and_books_are_n
     assert prepare._document_warning(DataConfig(sources=["x"], text_documents="blank_lines"), [str(google)]) is None
 
 
+def test_plain_text_with_bare_carriage_return_line_ends_is_refused_before_reading(tmp_path):
+    """A classic-Mac file (lines ending in a bare \\r) was read as one line: one document whose NSP pairs crossed its
+    articles, or a whole book rejected as line_too_long; \\n and \\r\\n line ends read as before."""
+    from pipelines.text_source import check_line_ends
+
+    text = "First article, sentence one.|Sentence two.||Second article starts now.|"
+    for name, end in (("unix.txt", "\n"), ("dos.txt", "\r\n"), ("mac.txt", "\r")):
+        (tmp_path / name).write_text(text.replace("|", end), newline="")
+    check_line_ends([str(tmp_path / "unix.txt"), str(tmp_path / "dos.txt")])
+    with pytest.raises(ValueError, match=r"mac.txt ends its lines with a bare carriage return .*convert"):
+        check_line_ends([str(tmp_path / "unix.txt"), str(tmp_path / "mac.txt")])
+
+
 def test_a_killed_prepares_build_folder_is_removed_by_the_next_and_a_live_ones_kept(tmp_path):
     """`ray job stop` or the OOM killer skip the cleanup: the hidden build folder (the corpus's spilled token ids)
     stayed in output_root, and every later run made a new one beside it."""
