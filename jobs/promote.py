@@ -53,6 +53,9 @@ from jobs.runtime.cluster import prefer_loopback  # noqa: E402
 prefer_loopback()  # before anything imports ray: a Ray this job starts (your files' rows) binds 127.0.0.1
 
 CANDIDATE, (CHALLENGER, CHAMPION) = "candidate", PROMOTION_ALIASES
+# a judgement's evidence: the candidate's score and its bootstrap's groups; its lower bound alone, or, against a
+# champion, the champion's score and the paired bootstrap's delta, lower bound and P(better) (scorer)
+EVIDENCE = ("candidate", "groups", "lower_bound", "champion", "delta", "p_better")
 
 
 @dataclass
@@ -105,7 +108,7 @@ class PromoteResult:
     candidate: str = ""  # version numbers
     champion: str = ""  # the champion before the decision ("" if none)
     metric: str = ""
-    evidence: dict = field(default_factory=dict)  # candidate, champion, delta, lower_bound, p_better
+    evidence: dict = field(default_factory=dict)  # of EVIDENCE: those the judgement had
     eval_sha256: str = ""
     eval_rows: int = 0
     run_id: str = ""  # the promotion run
@@ -184,11 +187,12 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
                     now = version_by_alias(client, cfg.model, CHAMPION)
                     held = now is not None and str(now.version) == ours
                     decided = "promoted" if held else "failed"
-                    client.set_model_version_tag(cfg.model, ours, "promotion.decision", decided)
-                    client.set_model_version_tag(cfg.model, ours, "promotion.reason", tracking.redact(
-                        (f"promoted: @{CHAMPION} points at it, but its move is not in the alias history: "
-                         if held else f"promoted, but @{CHAMPION} could not be moved: ")
-                        + f"{type(exc).__name__}: {exc}")[:5000])
+                    why = tracking.redact((f"promoted: @{CHAMPION} points at it, but its move is not in the alias "
+                                           "history: " if held else f"promoted, but @{CHAMPION} could not be moved: ")
+                                          + f"{type(exc).__name__}: {exc}")[:5000]
+                    for k, v in {"decision": decided, "reason": why}.items():  # the run's tags, as the version's
+                        client.set_model_version_tag(cfg.model, ours, f"promotion.{k}", v)
+                        client.set_tag(run_id, k, v)
                 except Exception:  # noqa: BLE001 - the registry down for these too: the move's error is the one
                     pass
                 raise
@@ -389,6 +393,10 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
                     "promotion.run_id": run_id, **{f"promotion.{k}": f"{v:.6f}" for k, v in r.evidence.items()}}
     for k, v in version_tags.items():
         client.set_model_version_tag(cfg.model, r.candidate, k, v)
+    before = client.get_model_version(cfg.model, r.candidate).tags  # a judgement of it before: its evidence is not this
+    for k in EVIDENCE:
+        if k not in r.evidence and f"promotion.{k}" in before:  # (judged against a champion then, none now)
+            client.delete_model_version_tag(cfg.model, r.candidate, f"promotion.{k}")
 
 
 def history(client, name: str) -> list[str]:
@@ -405,6 +413,8 @@ def champions(client, name: str) -> list[str]:
         if why.startswith("rollback") and new[1:] in stack:  # back to its latest reign (a version may reign twice)
             del stack[len(stack) - stack[::-1].index(new[1:]):]
         elif new != "none":
+            if old != "none" and old[1:] != (stack[-1] if stack else None):  # moved there unrecorded (by hand in
+                stack.append(old[1:])  # MLflow's UI, or a move whose record failed): it reigned before this one
             stack.append(new[1:])
     return [v for v in stack if version_exists(client, name, v)]
 
@@ -429,6 +439,8 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
                              "nothing moved: run the rollback again if it is still wanted")
         client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
                                      time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if "promotion.rolled_back" in client.get_model_version(cfg.model, previous).tags:  # champion again
+            client.delete_model_version_tag(cfg.model, previous, "promotion.rolled_back")
         result = PromoteResult(cfg.model, "rolled back", f"@champion v{now} -> v{previous}", candidate=previous,
                                champion=now, run_id=run_id)
         _record(cfg, client, result)

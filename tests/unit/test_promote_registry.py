@@ -155,3 +155,84 @@ def test_a_squad_v1_champion_and_a_v2_candidate_are_not_comparable():
     sst2 = promote.judged_task({"name": "sst2", "data_dir": "/glue/SST-2"}, {})
     promote.refuse_incomparable(sst2, {"name": "sst2", "kind": sst2.kind, "labels": sst2.labels, "version_2": True},
                                 "2", "1")  # the flag means nothing to a classifier
+
+
+def test_a_champion_moved_outside_promote_is_in_the_history_a_rollback_restores(tmp_path, empty_store, monkeypatch):
+    """@champion set by hand (MLflow's UI) from v1 to v2, then v3 promoted: the history knows v2 only from the
+    move's old side, and a rollback restored v1, two reigns back, saying it rolled back; it restores v2."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 3)
+    move_alias(client, NAME, "champion", "1", "promoted: the first")
+    client.set_registered_model_alias(NAME, "champion", "2")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    assert judge(uri, tmp_path / "art", version=3).decision == "promoted"
+    assert promote.champions(client, NAME) == ["1", "2", "3"]
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "2"
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
+
+
+def test_a_version_a_rollback_restores_is_not_marked_withdrawn(tmp_path, empty_store):
+    """Champions v1 -> v2 -> v1, then two rollbacks: the first withdraws v1 (tagged promotion.rolled_back), the second
+    restores it; the live champion kept the tag that said it was withdrawn."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 2)
+    for v in "121":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "2"
+    assert "promotion.rolled_back" in client.get_model_version(NAME, "1").tags
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
+    assert "promotion.rolled_back" not in client.get_model_version(NAME, "1").tags
+    assert "promotion.rolled_back" in client.get_model_version(NAME, "2").tags
+
+
+def test_a_second_judgement_leaves_no_evidence_of_the_first_on_the_version(tmp_path, empty_store, monkeypatch):
+    """v2 kept against champion v1 (its tags: the champion's score, the delta, P(better)), then v1 deleted and v2
+    judged again with no champion: promoted, and the first judgement's negative delta no longer beside it."""
+    from types import SimpleNamespace
+
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 2)
+    move_alias(client, NAME, "champion", "1", "promoted: the first")
+    against = {"candidate": 0.8, "groups": 20, "champion": 0.85, "delta": -0.05, "lower_bound": -0.1, "p_better": 0.1}
+    monkeypatch.setattr(promote, "_judge", lambda *a: ("kept", "not better", SimpleNamespace(metric="dev/score", n=20),
+                                                       against))
+    assert judge(uri, tmp_path / "art", version=2).decision == "kept"
+    assert client.get_model_version(NAME, "2").tags["promotion.delta"] == "-0.050000"
+    client.delete_model_version(NAME, "1")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    assert judge(uri, tmp_path / "art", version=2).decision == "promoted"
+    tags = client.get_model_version(NAME, "2").tags
+    assert {k for k in tags if k.startswith("promotion.") and k[10:] in promote.EVIDENCE} == {"promotion.candidate"}
+    assert (tags["promotion.decision"], tags["promotion.champion_version"]) == ("promoted", "none")
+
+
+def test_a_champion_move_that_fails_leaves_the_run_saying_so_as_the_version_does(tmp_path, empty_store, monkeypatch):
+    """The registry refuses the move's history record, so the move is undone: the version said failed, and the
+    promotion run, searched by its decision tag, still said promoted."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 2)
+    move_alias(client, NAME, "champion", "1", "promoted: the first")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    tag = MlflowClient.set_registered_model_tag
+
+    def refused(self, name, key, value):
+        if value.startswith("champion "):
+            raise MlflowException("store hiccup", error_code="INTERNAL_ERROR")
+        return tag(self, name, key, value)
+
+    monkeypatch.setattr(MlflowClient, "set_registered_model_tag", refused)
+    with pytest.raises(MlflowException, match="store hiccup"):
+        judge(uri, tmp_path / "art", version=2)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
+    tags = client.get_model_version(NAME, "2").tags
+    run = client.get_run(tags["promotion.run_id"])
+    assert tags["promotion.decision"] == run.data.tags["decision"] == "failed"
+    assert run.data.tags["reason"] == tags["promotion.reason"] and "could not be moved" in tags["promotion.reason"]
+    assert run.info.status == "FAILED"
