@@ -87,8 +87,9 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
         _refuse_undecodable_names(files)
         if not cfg.columns.id and (shared := shared_names(files)):
             print(f"[predict] input files share a name ({', '.join(shared[:3])}{' ...' if len(shared) > 3 else ''}): "
-                  f"their rows' default ids (name:row) repeat; join the predictions to the inputs by file and "
-                  f"position, or name an id column (columns.id)", flush=True)
+                  f"their rows' default ids (name:row) repeat; join the predictions to the inputs by file and id "
+                  f"(its row counts every record; position skips rejected ones), or name an id column (columns.id)",
+                  flush=True)
         _check_columns(files, model.kind, cfg.columns)  # before the manifest and Ray
     except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
         raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 
 from bert_core.config import ConfigError
@@ -88,7 +90,25 @@ class PredictConfig:
         if "://" not in self.output:
             refuse_relative_when_submitted({"output": self.output, **self.tracking.written_paths()})
             check_output_dir("output", self.output)
+            refuse_output_in_input(self.input, self.output)
         else:
             raise ConfigError(f"output must be a local folder (or one every node mounts), got {self.output!r}")
         self.tracking.validate()
         return self
+
+
+def refuse_output_in_input(input_: str, output: str) -> None:
+    """An output folder at or below the input folder (or a recursive glob's folder): the first run writes it after
+    listing the inputs, and every later one, a killed job's rerun or tomorrow's over the same exports, would read
+    its manifest and prediction shards as inputs (refused by the column check, blaming the input)."""
+    if "://" in input_:
+        return
+    globbed = any(c in input_ for c in "*?[")
+    if globbed and "**" not in input_:
+        return  # a one-level glob reads no file in a subfolder
+    folder = os.path.dirname(re.split(r"[*?\[]", input_)[0]) if globbed else input_
+    if globbed or os.path.isdir(folder):
+        inside = os.path.realpath(output), os.path.realpath(folder or ".")
+        if os.path.commonpath(inside) == inside[1]:
+            raise ConfigError(f"output {output!r} lies inside the input {input_!r}: a rerun would read these "
+                              "predictions as inputs; write them outside it")

@@ -173,6 +173,25 @@ def test_gpu_replicas_are_counted_one_way():
         PredictConfig(model="m", input="in", output="/out", gpu_actors=-1).validate()
 
 
+def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path):
+    """`--input exports/ --output exports/preds`: the first run lists the inputs before it writes, and every rerun (a
+    killed job's, tomorrow's) read its own manifest and shards as inputs and failed blaming the input's columns."""
+    from bert_core.config import ConfigError
+    from jobs.config.predict import PredictConfig
+
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    (exports / "a.csv").write_text("text\nfine\n")
+    (tmp_path / "link").symlink_to(exports)
+    for given, out in ((exports, exports / "preds"), (exports, exports), (f"{exports}/", tmp_path / "link" / "p"),
+                       (f"{exports}/**/*.csv", exports / "preds")):
+        with pytest.raises(ConfigError, match=r"lies inside the input .*a rerun would read these predictions"):
+            PredictConfig(model="m", input=str(given), output=str(out)).validate()
+    for given, out in ((exports, tmp_path / "preds"), (f"{exports}/*.csv", exports / "preds"),
+                       (exports / "a.csv", exports / "preds"), (exports, tmp_path / "exports-preds")):
+        PredictConfig(model="m", input=str(given), output=str(out)).validate()
+
+
 def test_an_empty_column_name_is_refused_before_any_work():
     """columns.text= crashed reading the first file with an IndexError; columns.question= rejected every row of a QA
     model's input as missing_field after the cluster work. A tagger reading columns.tokens needs no text column."""
