@@ -173,6 +173,20 @@ class EngineBase:
         as a step of its run, whose schedule must then still end at 0 on its last step."""
         self.scheduler.step()
 
+    def replanned(self, planned: int) -> str:
+        """The line for a resume whose train.max_steps is not the `planned` total its checkpoint's run scheduled: the
+        schedule is the new total's, so the next step takes that plan's rate at this position, which for a decaying
+        schedule can jump (a run given more steps: from near 0 at its old end back to a share of the peak)."""
+        at, base = self.scheduler.last_epoch, self.scheduler.base_lrs[0]
+        was, now = (base * lr_lambda(self.optim, total)(at) for total in (planned, self.max_steps))
+        return (f"[resume] train.max_steps {planned:,} -> {self.max_steps:,}: the learning-rate schedule is planned over "
+                f"the new total, so the next step trains at lr {now:.3g}, where the checkpoint's plan was at {was:.3g}")
+
+    def restart_counts(self) -> None:
+        """A new run over a carried-over optimizer (a phase hand-off): its step, sample and skipped-step counts start
+        at 0, as its own schedule does; the moments (and their bias correction's steps) stay the saving run's."""
+        self.engine.global_steps = self.engine.global_samples = self.engine.skipped_steps = 0
+
     def grad_norm(self) -> float:
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else math.nan
@@ -237,7 +251,7 @@ class EngineBase:
         if masters:
             self._fresh_optimizer_state()
         if not weights_only or masters:
-            self._keep_config(built, warn=not masters)  # a hand-off's new settings are its own, not a resume's change
+            self._keep_config(built, warn=schedule and not masters)  # a hand-off's (or PBT's) new settings are its own
         return client_state or {}
 
     def _optimizer_layout(self) -> dict:
@@ -272,7 +286,7 @@ class EngineBase:
         for group in base.param_groups:
             if "step" in group:  # FusedAdam and FusedLamb count steps in the group
                 group["step"] = 0
-        self.engine.global_steps = self.engine.global_samples = self.engine.skipped_steps = 0
+        self.restart_counts()
         if hasattr(self.optimizer, "clip_grad"):  # ZeRO's and the bf16 optimizer's: the saved run's, loaded with it
             self.optimizer.clip_grad = self.engine.gradient_clipping()
 

@@ -129,6 +129,9 @@ class Worker:
                 state = self._load_engine(Path(d))
                 if saved is None:
                     self._start_masks(state["micro_batches"])
+            planned = state.get("max_steps", self.t.max_steps)  # (absent from checkpoints before it was kept)
+            if planned != self.t.max_steps and self.rank == 0:  # resubmitted with more (or fewer) steps
+                log.warning(self.engine.replanned(planned))
             self.step, self.before = state["step"], state.get("eval_before", {})
             self._record_weights("restored")
             self.guard.skipped = state.get("nonfinite_skipped", 0)
@@ -141,6 +144,8 @@ class Worker:
             self._open_stream()
             with ray.train.Checkpoint(self.t.init_checkpoint).as_directory() as d:
                 self._load_engine(Path(d), weights_only=self.t.reset_optimizer, schedule=False)
+            if not self.t.reset_optimizer:  # its moments carried over; its steps (and skipped ones) counted anew
+                self.engine.restart_counts()
             if self.rank == 0:
                 log.info(f"[init] weights from {self.t.init_checkpoint}"
                          f"{' (fresh optimizer)' if self.t.reset_optimizer else ' (optimizer carried over)'}")
@@ -348,7 +353,7 @@ class Worker:
                   "samples_consumed_in_epoch": self.position.samples_consumed}
         with tempfile.TemporaryDirectory() as tmp:
             self.engine.save(Path(tmp) / "engine", client_state={
-                "step": self.step, "micro_batches": self.mask_next,
+                "step": self.step, "micro_batches": self.mask_next, "max_steps": self.t.max_steps,
                 "eval_before": self.before, "nonfinite_skipped": self.guard.skipped, "rollbacks": self.rollback_log})
             self._record_weights("saved")
             self.faults.maybe_fail(self.step, "write")

@@ -392,6 +392,37 @@ def test_the_optimizer_steps_deepspeed_skipped_are_counted_across_a_resume(deeps
     assert b.skipped_steps == 2
 
 
+def test_a_resume_over_more_steps_names_its_rate_jump_and_a_hand_off_counts_anew(deepspeed_world_of_one, tmp_path):
+    """A run given more steps resumes on the new total's schedule, whose rate at its position can be far above the
+    checkpoint's plan's (no line said so): the line names both. A hand-off that carries the optimizer over counts its
+    own steps and skipped steps from 0 (train/skipped_steps began at the saving run's), the moments the saved ones."""
+    from jobs.engine.data_parallel import Engine
+    from jobs.engine.ds_config import lr_lambda
+
+    a = _engine(0)  # planned over 10 steps
+    for i in range(8):
+        a.step(_batch(i))
+    a.engine.skipped_steps = 2
+    a.save(tmp_path, {"step": 8})
+    optim = OptimConfig(lr=1e-3, warmup_steps=0)
+    longer = Engine(_engine_model(), ClassificationObjective(LABELS), optim=optim,
+                    deepspeed=DeepSpeedConfig(zero_stage=0), micro_batch_size=B, grad_accum_steps=1, max_steps=20,
+                    use_gpu=False)
+    longer.load(tmp_path)
+    was, now = (1e-3 * lr_lambda(optim, total)(8) for total in (10, 20))
+    assert longer.lr == pytest.approx(now) and now > 2 * was
+    assert longer.replanned(10) == (f"[resume] train.max_steps 10 -> 20: the learning-rate schedule is planned over "
+                                    f"the new total, so the next step trains at lr {now:.3g}, where the checkpoint's "
+                                    f"plan was at {was:.3g}")
+    hand_off = _engine(0)
+    hand_off.load(tmp_path, schedule=False)
+    assert (hand_off.global_step, hand_off.skipped_steps) == (8, 2)  # what PBT's exploit keeps
+    hand_off.restart_counts()
+    assert (hand_off.global_step, hand_off.skipped_steps, hand_off.engine.global_samples) == (0, 0, 0)
+    saved, kept = a.optimizer.state_dict()["state"], hand_off.optimizer.state_dict()["state"]
+    assert saved and all(torch.equal(saved[k]["exp_avg"], kept[k]["exp_avg"]) for k in saved)
+
+
 def test_the_loops_collectives_run_on_the_process_groups_device(deepspeed_world_of_one):
     """in_lockstep and the data-wait maximum all-reduce tensors of collective_device(): the CPU under gloo (here), the
     rank's CUDA device under NCCL (tests/unit/test_engine_gpu.py runs them there)."""
