@@ -179,8 +179,9 @@ class EngineBase:
         schedule can jump (a run given more steps: from near 0 at its old end back to a share of the peak)."""
         at, base = self.scheduler.last_epoch, self.scheduler.base_lrs[0]
         was, now = (base * lr_lambda(self.optim, total)(at) for total in (planned, self.max_steps))
-        return (f"[resume] train.max_steps {planned:,} -> {self.max_steps:,}: the learning-rate schedule is planned over "
-                f"the new total, so the next step trains at lr {now:.3g}, where the checkpoint's plan was at {was:.3g}")
+        return (f"[resume] train.max_steps {planned:,} -> {self.max_steps:,}: the learning-rate schedule is planned "
+                f"over the new total, so the next step trains at lr {now:.3g}, where the checkpoint's plan was at "
+                f"{was:.3g}")
 
     def restart_counts(self) -> None:
         """A new run over a carried-over optimizer (a phase hand-off): its step, sample and skipped-step counts start
