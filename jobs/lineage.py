@@ -70,6 +70,10 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
         uri = _walk_predictions(client, Path(uri), links)
         if not uri:
             return result
+    from jobs.registry.versions import logged_model_id, logged_model_run
+
+    if logged_model_id(uri):  # MLflow 3's models:/m-<id>: the run that logged it
+        uri = f"runs:/{logged_model_run(uri, resolve_tracking_uri(tracking_uri))}"
     if uri.startswith("runs:/") and uri[len("runs:/"):].split("/")[0]:
         _walk_run(client, uri[len("runs:/"):].split("/")[0], "the URI", {}, links, set())
         return result

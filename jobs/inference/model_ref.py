@@ -34,11 +34,18 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
 
     from jobs.finetune import resolve_init
     from jobs.inference.kinds import folder_kind
+    from jobs.registry.versions import logged_model_id, logged_model_run
 
     name = version = run_id = inputs = ""
     task: dict = {}
     try:
-        if uri.startswith("models:/"):
+        if logged_model_id(uri):  # a logged model (MLflow 3's models:/m-<id>): its run's settings, as runs:/ gives
+            from jobs.registry.model_logging import task_settings
+
+            run_id = logged_model_run(uri, tracking_uri)
+            task = task_settings(MlflowClient(tracking_uri), run_id) if run_id else {}
+            inputs = run_inputs(MlflowClient(tracking_uri), run_id) if run_id else ""
+        elif uri.startswith("models:/"):
             from jobs.registry.versions import pinned_version
 
             pinned, found = pinned_version(uri, tracking_uri)  # an alias or `latest` resolved once: the whole job

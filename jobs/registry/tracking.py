@@ -125,8 +125,12 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
 
     client = MlflowClient(tracking_uri)
     version_tags: dict = {}
+    from jobs.registry.versions import logged_model_id, logged_model_run
+
     if init.startswith("runs:/"):
         run_id = init[len("runs:/"):].split("/", 1)[0]
+    elif logged_model_id(init):  # MLflow 3's models:/m-<id>: the run that logged it
+        run_id = logged_model_run(init, tracking_uri)
     elif init.startswith("models:/"):
         from jobs.registry.versions import pinned_version
 

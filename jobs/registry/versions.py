@@ -140,12 +140,29 @@ def model_card(task: str, metrics: dict, tags: dict, spread: str = "", chosen_on
     return "\n".join(lines)
 
 
+LOGGED_MODEL = re.compile(r"m-[0-9a-f]{32}")  # MLflow 3's id of a model as logged: models:/m-<id>, its UI's model URI
+
+
+def logged_model_id(uri: str) -> str:
+    """The id in `models:/m-<id>` (a logged model, registered or not: it names one model, never re-pointed), else ""."""
+    rest = uri[len("models:/"):].strip("/") if uri.startswith("models:/") else ""
+    return rest if LOGGED_MODEL.fullmatch(rest) else ""
+
+
+def logged_model_run(uri: str, tracking_uri: str) -> str:
+    """The run that logged the model `models:/m-<id>` ("" when the store records none)."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri).get_logged_model(logged_model_id(uri)).source_run_id or ""
+
+
 def pin(uri: str, tracking_uri: str) -> str:
     """`models:/NAME@ALIAS`, `models:/NAME/latest` or a bare `models:/NAME` as the version it names now
-    (`models:/NAME/7`); any other URI as given. Read once by every job that starts from a registered model, so a
-    promotion (or a new version) while it runs cannot make its weights, its lineage and a resubmission's basis
-    name different versions. Raises MLflow's error when the name or alias does not resolve."""
-    if not uri.startswith("models:/"):
+    (`models:/NAME/7`); any other URI as given (`models:/m-<id>` names one logged model already). Read once by every
+    job that starts from a registered model, so a promotion (or a new version) while it runs cannot make its weights,
+    its lineage and a resubmission's basis name different versions. Raises MLflow's error when the name or alias
+    does not resolve."""
+    if not uri.startswith("models:/") or logged_model_id(uri):
         return uri
     from mlflow.tracking import MlflowClient
 

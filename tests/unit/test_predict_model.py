@@ -173,6 +173,28 @@ def test_gpu_replicas_are_counted_one_way():
         PredictConfig(model="m", input="in", output="/out", gpu_actors=-1).validate()
 
 
+def test_a_logged_models_uri_resolves_to_its_files_and_its_runs_task_settings(tmp_path):
+    """MLflow 3 shows a logged model as models:/m-<id> (registered or not): it was read as a registered model named
+    m-<id> ("not found"). Its files download, its task settings and inputs are its run's, and it pins as itself."""
+    from jobs.registry.versions import pin
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("x")).info.run_id
+    client.log_param(run_id, "task.doc_stride", "7")
+    client.set_tag(run_id, "data.inputs", "text")
+    logged = client.create_logged_model(client.get_run(run_id).info.experiment_id, name="model", source_run_id=run_id)
+    client.log_model_artifacts(logged.model_id, str(model_folder(tmp_path / "model")))
+    asked = f"models:/{logged.model_id}"
+    assert pin(asked, uri) == asked
+    model = resolve_model(asked, uri, tmp_path / "download")
+    assert (model.uri, model.run_id, model.task, model.inputs) == (asked, run_id, {"doc_stride": "7"}, "text")
+    assert model.digest == every_file_digest(tmp_path / "model")
+    from jobs.registry.tracking import _source_run_tags  # a fine-tune from it: its lineage starts at that run
+
+    assert _source_run_tags(asked, uri) == {"lineage.init_run_id": run_id, "lineage.pretrain_run_id": run_id}
+
+
 def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path):
     """`--input exports/ --output exports/preds`: the first run lists the inputs before it writes, and every rerun (a
     killed job's, tomorrow's) read its own manifest and shards as inputs and failed blaming the input's columns."""
