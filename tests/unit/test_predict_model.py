@@ -173,11 +173,12 @@ def test_gpu_replicas_are_counted_one_way():
         PredictConfig(model="m", input="in", output="/out", gpu_actors=-1).validate()
 
 
-def test_a_logged_models_uri_resolves_to_its_files_and_its_runs_task_settings(tmp_path):
+def test_a_logged_models_uri_resolves_to_its_files_and_its_runs_task_settings(tmp_path, empty_store):
     """MLflow 3 shows a logged model as models:/m-<id> (registered or not): it was read as a registered model named
     m-<id> ("not found"). Its files download, its task settings and inputs are its run's, and it pins as itself."""
     from jobs.registry.versions import pin
 
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)
     run_id = client.create_run(client.create_experiment("x")).info.run_id
