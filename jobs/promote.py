@@ -66,6 +66,9 @@ class PromoteConfig:
     # the margin: promoted only if the lower bound on (candidate - champion) is above it; in the metric's own units
     # (0-1 for accuracy, F1, correlations; 0-100 points for SQuAD's exact match and F1)
     min_delta: float = 0.0
+    # with no champion yet: promoted only if the candidate's one-sided lower bound reaches it (a model at chance is no
+    # champion because nothing was there before); None promotes any first candidate. The metric's units, as min_delta
+    min_score: float | None = None
     confidence: float = 0.95  # the level of that one-sided bound (paired bootstrap over the evaluation rows)
     bootstrap_samples: int = 1000
     seed: int = 0  # bootstrap resamples
@@ -288,9 +291,7 @@ def _judge(cfg: PromoteConfig, uri: str, tasks, split: str, rows: list[dict], ou
         evidence = {"candidate": mine.value, "groups": mine.n_groups}  # what the bootstrap resamples (scorer)
         if not has_champion:  # nothing to compare with: the bound says what the first champion scores at least
             evidence["lower_bound"] = scorer.lower_bound(mine, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
-            decision, reason = "promoted", (
-                f"no champion yet; v{ours} {mine.metric} {mine.value:.4f} on {mine.n} rows, one-sided "
-                f"{cfg.confidence:.0%} lower bound {evidence['lower_bound']:.4f} ({cfg.bootstrap_samples} resamples)")
+            decision, reason = decide_first(cfg, evidence, mine.metric, ours, mine.n)
         else:
             best = scorer.score(_download(uri, cfg.model, theirs, Path(tmp)), their_task, split, rows, cfg.batch_size)
             evidence.update(champion=best.value, **scorer.paired_bootstrap(
@@ -328,6 +329,17 @@ def judged_task(registered: dict, overrides: dict):
 
 MODEL_SETTINGS = ("max_seq_len", "multi_label_threshold", "doc_stride", "max_query_length", "n_best",
                   "max_answer_length")
+
+
+def decide_first(cfg: PromoteConfig, e: dict, metric: str, ours: str, rows: int) -> tuple[str, str]:
+    """("promoted" or "kept", the sentence) for a candidate with no champion to beat: its bound against min_score."""
+    line = (f"no champion yet; v{ours} {metric} {e['candidate']:.4f} on {rows} rows, one-sided {cfg.confidence:.0%} "
+            f"lower bound {e['lower_bound']:.4f} ({cfg.bootstrap_samples} resamples)")
+    if cfg.min_score is None:
+        return "promoted", line
+    if e["lower_bound"] >= cfg.min_score:
+        return "promoted", f"{line} >= min_score {cfg.min_score:g}"
+    return "kept", f"{line} < min_score {cfg.min_score:g}"
 
 
 def decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str, rows: int) -> tuple[str, str]:

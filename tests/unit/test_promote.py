@@ -451,7 +451,7 @@ def test_a_promotion_that_fails_ends_its_run_failed_with_the_error(tmp_path, emp
     with pytest.raises(PermissionError):
         judge(uri, tmp_path / "art", version=2)
     runs = client.search_runs([client.get_experiment_by_name("toy-promotion").experiment_id],
-                              filter_string="tags.decision = 'promoted'")
+                              filter_string="tags.decision = 'failed'")  # not 'promoted': nothing moved
     assert [(r.info.status, r.data.tags["error"]) for r in runs] == [("FAILED", "PermissionError: registry is "
                                                                                  "read-only")]
 

@@ -236,3 +236,29 @@ def test_a_champion_move_that_fails_leaves_the_run_saying_so_as_the_version_does
     assert tags["promotion.decision"] == run.data.tags["decision"] == "failed"
     assert run.data.tags["reason"] == tags["promotion.reason"] and "could not be moved" in tags["promotion.reason"]
     assert run.info.status == "FAILED"
+
+
+def test_a_first_candidate_below_min_score_is_kept_and_made_no_champion(tmp_path, empty_store, monkeypatch):
+    """With no champion, every first candidate was promoted, one at chance level too: min_score is a floor on its
+    one-sided lower bound (the metric's units, as the command line gives it); unset, the first is promoted as before."""
+    from types import SimpleNamespace
+
+    from bert_core.config import ConfigError
+    from jobs.registry.versions import version_by_alias
+
+    cfg = promote.parse([NAME, "min_score=0.7"])[1]
+    e = {"candidate": 0.72, "groups": 20, "lower_bound": 0.66}
+    assert promote.decide_first(cfg, e, "dev/accuracy", "1", 20) == (
+        "kept", "no champion yet; v1 dev/accuracy 0.7200 on 20 rows, one-sided 95% lower bound 0.6600 (1000 "
+                "resamples) < min_score 0.7")
+    assert promote.decide_first(cfg, {**e, "lower_bound": 0.7}, "dev/accuracy", "1", 20)[0] == "promoted"
+    assert promote.decide_first(promote.parse([NAME])[1], e, "dev/accuracy", "1", 20)[0] == "promoted"
+    with pytest.raises(ConfigError, match=r"min_score must be a finite number, got nan"):
+        promote.parse([NAME, "min_score=.nan"])
+    assert promote.parse([NAME, "min_score=null"])[1].min_score is None
+    uri, client = toy_registry(tmp_path, empty_store, 1)
+    monkeypatch.setattr(promote, "_judge", lambda cfg, *a: (*promote.decide_first(cfg, e, "dev/score", "1", 20),
+                                                            SimpleNamespace(metric="dev/score", n=20), e))
+    result = judge(uri, tmp_path / "art", version=1, min_score=0.7)
+    assert result.decision == "kept" and version_by_alias(client, NAME, "champion") is None
+    assert client.get_model_version(NAME, "1").tags["promotion.decision"] == "kept"
