@@ -34,7 +34,10 @@ def starts_local_ray() -> bool:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         return False
-    return not os.environ.get("RAY_ADDRESS") and not _local_cluster_file().exists()
+    address = os.environ.get("RAY_ADDRESS", "")
+    if address == "local":  # Ray's word for a new instance on this machine, whatever runs beside it
+        return True
+    return not address and not _local_cluster_file().exists()
 
 
 def _joins_local_cluster() -> str:

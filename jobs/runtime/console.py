@@ -204,13 +204,13 @@ class WorkerStreams:
 
     def __init__(self, emit, hold_s: float = HOLD_S):
         self.emit, self.hold_s = emit, hold_s
-        self.held: dict[tuple, tuple] = {}  # (pid, is_err) -> its unfinished traceback's batch, and its timer
+        self.held: dict[tuple, tuple] = {}  # (ip, pid, is_err) -> its unfinished traceback's batch, and its timer
         self.printed_open: dict[tuple, list] = {}  # stream -> its unfinished traceback, printed as it stood
         self.lock = threading.Lock()
 
     def __call__(self, data: dict) -> None:
-        key = (data.get("pid"), data.get("is_err"))
-        with self.lock:
+        key = (data.get("ip"), data.get("pid"), data.get("is_err"))  # pids repeat across nodes (a pod's numbering)
+        with self.lock:  # Ray's printer is not thread-safe (its deduplicator): every print holds the lock
             before, timer = self.held.pop(key, ({"lines": []}, None))
             if timer:
                 timer.cancel()
@@ -228,9 +228,9 @@ class WorkerStreams:
                 timer = threading.Timer(self.hold_s, self._give_up, (key, waiting))  # not a daemon: printed at exit
                 self.held[key] = waiting, timer
                 timer.start()
-        if rest_of_printed:
-            self.emit({**data, "lines": rest_of_printed})
-        self._print({**data, "lines": lines[:cut]})
+            if rest_of_printed:
+                self.emit({**data, "lines": rest_of_printed})
+            self._print({**data, "lines": lines[:cut]})
 
     def _give_up(self, key: tuple, waiting: dict) -> None:
         with self.lock:
@@ -238,7 +238,7 @@ class WorkerStreams:
                 return  # the next batch took it
             del self.held[key]
             self.printed_open[key] = waiting["lines"]
-        self._print(waiting)
+            self._print(waiting)
 
     def _print(self, data: dict) -> None:
         lines = keep_lines(data)

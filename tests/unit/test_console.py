@@ -166,6 +166,26 @@ def test_an_unfinished_traceback_that_nothing_finishes_is_printed_and_its_late_e
     assert console.unfinished_traceback([OURS[0], "  indented, no traceback"]) == 2  # nothing to wait for
 
 
+def test_held_tracebacks_are_per_node_and_every_print_holds_the_lock():
+    """Two nodes' workers may share a pid (each pod numbers its processes alike): one node's held traceback joined the
+    other's next batch and printed under its prefix. And Ray's printer (its deduplicator) is not thread-safe: the
+    give-up timer printed beside the dispatcher's thread; every print now holds the streams' lock."""
+    import time
+
+    printed = []
+    streams = console.WorkerStreams(lambda data: printed.append((data["ip"], data["lines"], streams.lock.locked())),
+                                    hold_s=0.05)
+    error = [*ENDED[1:4], "RuntimeError: NCCL timeout"]
+    streams({**batch("RayTrainWorker", *error[:2]), "ip": "10.0.0.1"})
+    streams({**batch("RayTrainWorker", OURS[1]), "ip": "10.0.0.2"})
+    streams({**batch("RayTrainWorker", *error[2:]), "ip": "10.0.0.1"})
+    assert printed == [("10.0.0.2", [OURS[1]], True), ("10.0.0.1", error, True)]
+    printed.clear()
+    streams({**batch("RayTrainWorker", *error[:2]), "ip": "10.0.0.1"})
+    time.sleep(0.5)  # given up: printed by the timer's thread, under the lock too
+    assert printed == [("10.0.0.1", error[:2], True)]
+
+
 @pytest.mark.parametrize("crash", [
     ["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f (most recent call first):"],
     ["*** SIGSEGV received at time=1764400000 on cpu 1 ***", "PC: @ 0x7f12 (unknown) at::native::foo()"],
