@@ -93,6 +93,7 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
     # a two-phase job has nothing left only where phase 2's checkpoint is at its end too
     ended = not cfg.phase2.max_steps or resubmit.at_end(Path(cfg.output_dir).resolve() / f"{cfg.run_name}-phase2",
                                                         cfg.phase2.max_steps)
+    resubmit.refuse_phase1_past_hand_off(cfg)  # and no phase-1 step past the weights phase 2 took
     continued = resubmit.tags(_continues(phase1, prepared, finished_ok or not ended))  # refused here, before MLflow
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
                                 resolved.to_dict(), tags={**_lineage(prepared),
@@ -173,13 +174,15 @@ def _tag_phase2_lineage(tracking_uri: str, run_id: str, lineage: dict) -> None:
 
 MODEL_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                "max_position_embeddings", "type_vocab_size")
+BERT_FUNCTION = ("hidden_act", "layer_norm_eps")  # what the same shapes compute: gelu weights would train on as relu
 
 
 def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
     """What a pretraining checkpoint means only together with (jobs/runtime/resubmit.py): the prepared set its data
     position counts examples of (named by a hash of its inputs and config) and the model's shape."""
-    if cfg.recipe == "bert":  # BERT's basis as before recipes existed
-        return {"prepared set": Path(prepared.path).name, **{f"model.{k}": getattr(cfg.model, k) for k in MODEL_SHAPE}}
+    if cfg.recipe == "bert":  # its shape, and what the same shapes could compute otherwise (BERT_FUNCTION)
+        return {"prepared set": Path(prepared.path).name,
+                **{f"model.{k}": getattr(cfg.model, k) for k in (*MODEL_SHAPE, *BERT_FUNCTION)}}
     # the modern encoder: every field that makes it another model (switches, biases, attention pattern, positions);
     # not the fine-tuning heads' settings (classifier_pooling), which pretraining never reads
     fields = {k: v for k, v in dataclasses.asdict(cfg.model).items()
@@ -195,7 +198,8 @@ def _continues(cfg: PretrainConfig, prepared, finished_ok: bool = False) -> dict
     from jobs.runtime import resubmit
 
     run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
-    earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared))
+    earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared),  # (older records lack BERT_FUNCTION)
+                             added=tuple(f"model.{k}" for k in BERT_FUNCTION))
     if earlier:  # a finished job with no step left: refused, not registered again
         if not finished_ok:
             resubmit.refuse_finished(cfg.run_name, run_dir, earlier, earlier["step"] >= cfg.train.max_steps,

@@ -67,6 +67,20 @@ def at_end(run_dir: Path, total_steps: int) -> bool:
     return bool(earlier) and earlier["step"] >= total_steps
 
 
+def refuse_phase1_past_hand_off(cfg) -> None:
+    """Refuse a two-phase submission (a PretrainConfig) whose phase 1 has steps left (train.max_steps raised) while
+    phase 2 holds a checkpoint already: phase 2 goes on from its own checkpoint, which started from phase 1's earlier
+    weights, so phase 1's new steps would reach no model, and the job would register phase 2's old weights again."""
+    out, steps = Path(cfg.output_dir).resolve(), cfg.train.max_steps
+    first, second = (latest_record(out / f"{cfg.run_name}-phase{n}") for n in (1, 2))
+    if cfg.phase2.max_steps and first and second and first["step"] < steps:
+        raise ConfigError(f"{cfg.run_name}: phase 2 already trained from phase 1's step {first['step']} (its "
+                          f"checkpoint is at step {second['step']}); phase 1 given more steps "
+                          f"(train.max_steps={steps}) would train weights phase 2 never reads: choose a new "
+                          f"run_name, or remove {out / f'{cfg.run_name}-phase2'} to hand phase 1's new weights to "
+                          "a new phase 2")
+
+
 def refuse_finished(run_name: str, run_dir: Path, earlier: dict | None, nothing_left: bool, tracking_uri: str
                     ) -> None:
     """Refuse a submission that has `nothing_left` to train from `earlier` (check's result), where the run that

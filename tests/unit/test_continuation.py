@@ -114,3 +114,25 @@ def test_a_finished_run_submitted_again_with_nothing_left_is_refused_not_registe
     (d / "checkpoint_2" / "state.json").write_text(json.dumps({"step": 20, "stopped": True}))
     with pytest.raises(ConfigError, match="has finished"):  # ... unless its patience ran out
         _refuse_finished("pretrain-x", d, earlier, 40, uri)
+
+
+def test_phase_1_given_more_steps_after_phase_2_started_is_refused(tmp_path):
+    """A finished two-phase job resubmitted with more steps (what the refusal of a finished run advises): phase 1
+    trained them, phase 2 went on from its own checkpoint (phase 1's earlier weights) and the job registered phase
+    2's old weights again, its parent run logging phase 1's better numbers. Refused, naming both steps; the same
+    steps, or a phase 2 not started, go on."""
+    from types import SimpleNamespace
+
+    def job(steps, phase2=30):
+        return SimpleNamespace(output_dir=str(tmp_path / "runs"), run_name="two", train=SimpleNamespace(max_steps=steps),
+                               phase2=SimpleNamespace(max_steps=phase2))
+
+    (tmp_path / "runs").mkdir()
+    run_dir(tmp_path / "p1", step=20).rename(tmp_path / "runs" / "two-phase1")
+    resubmit.refuse_phase1_past_hand_off(job(40))  # phase 2 not started: phase 1 trains on, then hands over
+    run_dir(tmp_path / "p2", step=30).rename(tmp_path / "runs" / "two-phase2")
+    resubmit.refuse_phase1_past_hand_off(job(20))  # the same steps: phase 1 has nothing left, phase 2 goes on
+    resubmit.refuse_phase1_past_hand_off(job(40, phase2=0))  # one phase: nothing to refuse
+    with pytest.raises(ConfigError, match=r"^two: phase 2 already trained from phase 1's step 20 \(its checkpoint is "
+                                          r"at step 30\); phase 1 given more steps \(train.max_steps=40\) would train"):
+        resubmit.refuse_phase1_past_hand_off(job(40))

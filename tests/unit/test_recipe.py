@@ -79,6 +79,29 @@ def test_a_recipe_it_cannot_run_is_refused_naming_the_field(overrides, match):
         pretrain(*overrides)
 
 
+def test_a_bert_checkpoint_is_not_continued_with_another_activation_or_norm_epsilon(tmp_path):
+    """gelu-trained weights loaded into relu's same shapes and trained on, the release saying relu: the BERT basis
+    holds what the shapes compute too; a checkpoint recorded before it held them continues unchanged."""
+    from types import SimpleNamespace
+
+    from jobs.pretrain import continuation_basis
+    from jobs.runtime import resubmit
+
+    prepared = SimpleNamespace(path="/data/prepared/abc")
+    bert = continuation_basis(pretrain(), prepared)
+    assert continuation_basis(pretrain("model.hidden_act=relu"), prepared) != bert
+    assert continuation_basis(pretrain("model.layer_norm_eps=1e-5"), prepared) != bert
+    older = {k: v for k, v in bert.items() if k not in ("model.hidden_act", "model.layer_norm_eps")}
+    resubmit.record(tmp_path, "run-a", 10, older)
+    (tmp_path.parent / "snap").mkdir()
+    run = tmp_path.parent / "snap"
+    tmp_path.rename(run / "checkpoint_1")
+    (run / "checkpoint_manager_snapshot.json").write_text(
+        '{"latest_checkpoint_result": {"version": 0, "checkpoint_dir_name": "checkpoint_1", "metrics": {}}}')
+    added = tuple(f"model.{k}" for k in ("hidden_act", "layer_norm_eps"))
+    assert resubmit.check(run, bert, added=added)["step"] == 10
+
+
 def test_a_modern_checkpoint_is_not_continued_as_a_bert():
     from types import SimpleNamespace
 
