@@ -124,8 +124,8 @@ def test_phase_1_given_more_steps_after_phase_2_started_is_refused(tmp_path):
     from types import SimpleNamespace
 
     def job(steps, phase2=30):
-        return SimpleNamespace(output_dir=str(tmp_path / "runs"), run_name="two", train=SimpleNamespace(max_steps=steps),
-                               phase2=SimpleNamespace(max_steps=phase2))
+        return SimpleNamespace(output_dir=str(tmp_path / "runs"), run_name="two",
+                               train=SimpleNamespace(max_steps=steps), phase2=SimpleNamespace(max_steps=phase2))
 
     (tmp_path / "runs").mkdir()
     run_dir(tmp_path / "p1", step=20).rename(tmp_path / "runs" / "two-phase1")
