@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import numbers
 import os
 import re
 import time
 import warnings
+from pathlib import Path
 
 from jobs.registry.redaction import redact
 
@@ -17,6 +19,7 @@ _METRIC_CHARACTERS = re.compile(r"[^/\w.\- ]")  # what MLflow accepts in a metri
 
 
 MAX_KEY = 250  # MLflow's limit on a metric name's length
+COUNTS_FILE = "tracking_counts.json"  # in a resume checkpoint, rank 0's: the counts a restart goes on from
 
 
 def metric_key(name: str) -> str:
@@ -61,6 +64,11 @@ class RankZeroLogger:
     MLflow keys a metric by (key, step, timestamp, value) and drops exact repeats. `close()` at the end of
     training retries until the buffer is empty or `close_timeout_s` has passed. Beyond `max_buffered`
     points the oldest are dropped and counted (`dropped`).
+
+    The buffer and the counts live in this process only, and a restarted worker group trains on from its last
+    checkpoint, after the steps whose points were buffered: those are never logged again. So each checkpoint
+    carries the counts (`save_counts`, the buffer then counted as lost) and a restored logger goes on from them
+    (`restore_counts`): the final counts are the run's, over every attempt.
 
     System metrics (`system/cpu_utilization_percentage`, memory, disk, network, and `system/gpu_*` where
     NVIDIA's NVML is present) are sampled with MLflow's own monitors every `system_metrics_s` seconds, at a
@@ -161,6 +169,30 @@ class RankZeroLogger:
         while self.client is not None and not self.flush() and time.monotonic() < deadline:
             time.sleep(max(0.0, min(self._retry_at, deadline) - time.monotonic()))
         return self.counts()
+
+    def save_counts(self, folder: Path) -> None:
+        """Before a resume checkpoint is written in `folder`: one try to write the buffer, then the counts a
+        restart from this checkpoint goes on from, with what is still buffered counted as undelivered (a restart
+        resumes after those steps and never logs them again; if this process delivers them later, the count
+        overstates). One try, not close()'s retries: during an outage a checkpoint waits on one failed request
+        at most (MLflow's timeout, 10 s under _fail_fast), and the next `log` calls keep retrying as before."""
+        if self.client is None:
+            return
+        if self.pending:
+            self.flush()
+        (Path(folder) / COUNTS_FILE).write_text(json.dumps({"run_id": self.run_id, **self.counts()}))
+
+    def restore_counts(self, folder: Path) -> None:
+        """Go on from the counts of the checkpoint in `folder` that this worker restores (added to this logger's).
+        Only a checkpoint of this MLflow run's: a resubmitted job logs to a new run, and an earlier run's failures
+        and lost points were that run's. A checkpoint from before the counts were kept restores none."""
+        path = Path(folder) / COUNTS_FILE
+        if self.client is None or not path.is_file():
+            return
+        saved = json.loads(path.read_text())
+        if saved.get("run_id") == self.run_id:
+            self.failures += int(saved.get("tracking_failures", 0))
+            self.dropped += int(saved.get("tracking_undelivered", 0))
 
     def counts(self) -> dict:
         """tracking_failures: failed writes; tracking_undelivered: metric points not in MLflow (dropped or

@@ -103,6 +103,7 @@ class Worker:
             earlier = resubmit.read(d)
             if (d / "engine").is_dir():
                 self.engine.load(d / "engine")
+            self.logger.restore_counts(d)  # the MLflow outage counts of the attempts before this one
             if (d / f"rng-rank{self.rank}.npy").is_file():
                 torch.set_rng_state(torch.from_numpy(np.load(d / f"rng-rank{self.rank}.npy")))
             if (d / f"cuda-rng-rank{self.rank}.npy").is_file() and torch.cuda.is_available():  # dropout on a GPU
@@ -178,6 +179,7 @@ class Worker:
                 (tmp / "state.json").write_text(json.dumps(loop.state()))
                 resubmit.record(tmp, self.config.get("mlflow_run_id"), loop.step, self.config["basis"])
                 (tmp / "history.json").write_text(json.dumps(loop.best_history(), indent=1))
+                self.logger.save_counts(tmp)  # after close() on the final; a restart goes on from these counts
                 if any(self.best_dir.iterdir()):
                     shutil.copytree(self.best_dir, tmp / "model")
             write_rank_files(tmp, self.rank)  # last: a part without it is known to be partial

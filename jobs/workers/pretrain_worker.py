@@ -127,6 +127,7 @@ class Worker:
                 if saved is not None:
                     self._start_masks(int(saved[min(self.rank, len(saved) - 1)]))
                 state = self._load_engine(Path(d))
+                self.logger.restore_counts(Path(d))  # the MLflow outage counts of the attempts before this one
                 if saved is None:
                     self._start_masks(state["micro_batches"])
             planned = state.get("max_steps", self.t.max_steps)  # (absent from checkpoints before it was kept)
@@ -373,6 +374,8 @@ class Worker:
                 # rank 0's counts reach the driver's summary
                 report.update(self.logger.close(self.cfg.tracking.flush_timeout_s))
                 self.engine.export(Path(tmp) / "release")  # the driver adds the tokenizer files
+            if self.rank == 0:  # after close() on the last; a restart from this checkpoint goes on from these counts
+                self.logger.save_counts(Path(tmp))
             write_rank_files(Path(tmp), self.rank)  # last: a part without it is known to be partial
             run_dir = Path(self.cfg.output_dir).resolve() / self.cfg.run_name  # pretrain.py's RunConfig
             ray.train.report(report, checkpoint=Checkpoint.from_directory(tmp),
