@@ -111,6 +111,9 @@ class Worker:
             if self.rank == 0 and (d / "model").is_dir():
                 shutil.copytree(d / "model", self.best_dir, dirs_exist_ok=True)
         self.loop.load_state(state)
+        planned = state.get("total_steps", self.loop.total)  # (absent from checkpoints before it was kept)
+        if planned != self.loop.total and self.rank == 0:  # resubmitted with more (or fewer) epochs or steps
+            log.warning(self.engine.replanned(planned, self.cfg.optim.engine_optim(planned)))
         # A checkpoint of this submission's own MLflow run: a worker died. Another's: the run was resubmitted
         # (the driver checked its basis: jobs/runtime/resubmit.py), and its failures were that submission's.
         resubmitted = earlier is not None and earlier["run_id"] != self.config.get("mlflow_run_id")
@@ -176,7 +179,7 @@ class Worker:
             if torch.cuda.is_available():  # GPU dropout draws from it; the seeding at start resets it
                 np.save(tmp / f"cuda-rng-rank{self.rank}.npy", torch.cuda.get_rng_state().numpy())
             if self.rank == 0:
-                (tmp / "state.json").write_text(json.dumps(loop.state()))
+                (tmp / "state.json").write_text(json.dumps({**loop.state(), "total_steps": loop.total}))
                 resubmit.record(tmp, self.config.get("mlflow_run_id"), loop.step, self.config["basis"])
                 (tmp / "history.json").write_text(json.dumps(loop.best_history(), indent=1))
                 self.logger.save_counts(tmp)  # after close() on the final; a restart goes on from these counts

@@ -128,6 +128,13 @@ class Engine:
 
     data_parallel = (0, 1)
 
+    def __init__(self):
+        self.replans = []  # the planned totals of resumes over another total
+
+    def replanned(self, planned, planned_optim=None):
+        self.replans.append(planned)
+        return f"[resume] replanned over {planned}"
+
     def save(self, path, client_state):
         Path(path).mkdir(parents=True)
 
@@ -186,14 +193,15 @@ def test_a_restarted_finetuning_worker_reports_the_runs_outage_counts(reports, t
     """The same for fine-tuning: attempt 1's evaluation checkpoint carries the points it could not deliver."""
     from jobs.workers.finetune_worker import Worker
 
-    def worker(store: Store) -> Worker:
+    def worker(store: Store, total: int = 100) -> Worker:
         w = Worker.__new__(Worker)  # only what _report() and restore() use
         w.rank, w.resumes, w.engine, w.logger = 0, 0, Engine(), _logger(store)
-        w.cfg = SimpleNamespace(tracking=SimpleNamespace(flush_timeout_s=0))
+        w.cfg = SimpleNamespace(tracking=SimpleNamespace(flush_timeout_s=0),
+                                optim=SimpleNamespace(engine_optim=lambda total: None))
         w.config = {"mlflow_run_id": RUN, "basis": {}}
         w.best_dir = tmp_path / f"best-{id(w)}"
         w.best_dir.mkdir()
-        w.loop = SimpleNamespace(step=0, epoch=0, epoch_steps=0, metric="accuracy", best=0.5, best_step=0,
+        w.loop = SimpleNamespace(step=0, epoch=0, epoch_steps=0, metric="accuracy", best=0.5, best_step=0, total=total,
                                  nonfinite=0, stopped=False, state=lambda: {}, best_history=lambda: [],
                                  load_state=lambda state: None)
         return w
@@ -211,3 +219,8 @@ def test_a_restarted_finetuning_worker_reports_the_runs_outage_counts(reports, t
     second._report({"accuracy": 0.6}, checkpoint=True, final=True)
     final = reports[-1][0]
     assert (final["tracking_failures"], final["tracking_undelivered"]) == (failures, 50)
+    # a resume over another total (more epochs) says its learning rate's jump; over the same one it says nothing
+    assert second.engine.replans == []
+    longer = worker(Store(up=True), total=150)
+    longer.restore(ray.train.Checkpoint.from_directory(str(reports[0][1])))
+    assert longer.engine.replans == [100]
