@@ -181,7 +181,7 @@ def test_a_logged_models_uri_resolves_to_its_files_and_its_runs_task_settings(tm
     shutil.copy(empty_store, tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)
-    run_id = client.create_run(client.create_experiment("x")).info.run_id
+    run_id = client.create_run(client.create_experiment("x", str(tmp_path / "art"))).info.run_id  # no ./mlruns
     client.log_param(run_id, "task.doc_stride", "7")
     client.set_tag(run_id, "data.inputs", "text")
     logged = client.create_logged_model(client.get_run(run_id).info.experiment_id, name="model", source_run_id=run_id)
