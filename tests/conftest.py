@@ -37,6 +37,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(autouse=True)
+def _writes_no_mlruns_here():
+    """MLflow keeps the artifacts of an experiment created without an artifact location in ./mlruns, here the
+    repository: a test that does so fails at its tear-down, named, and the folder is removed."""
+    import shutil
+
+    stray = os.path.join(os.getcwd(), "mlruns")
+    before = os.path.exists(stray)
+    yield
+    if not before and os.path.exists(stray):
+        shutil.rmtree(stray, ignore_errors=True)
+        pytest.fail(f"this test wrote {stray}: give its MLflow experiment an artifact location under tmp_path")
+
+
 def pytest_runtest_setup(item):
     """Outside tests/e2e no test runs with Ray up: the e2e modules' shared cluster (tests/e2e/conftest.py) goes down
     before the first unit or parity test (some assert that a refused config started no Ray)."""
