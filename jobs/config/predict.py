@@ -90,25 +90,51 @@ class PredictConfig:
         if "://" not in self.output:
             refuse_relative_when_submitted({"output": self.output, **self.tracking.written_paths()})
             check_output_dir("output", self.output)
-            refuse_output_in_input(self.input, self.output)
+            refuse_output_in_input(self.input, self.output, self.format)
         else:
             raise ConfigError(f"output must be a local folder (or one every node mounts), got {self.output!r}")
         self.tracking.validate()
         return self
 
 
-def refuse_output_in_input(input_: str, output: str) -> None:
-    """An output folder at or below the input folder (or a recursive glob's folder): the first run writes it after
-    listing the inputs, and every later one, a killed job's rerun or tomorrow's over the same exports, would read
-    its manifest and prediction shards as inputs (refused by the column check, blaming the input)."""
-    if "://" in input_:
+def refuse_output_in_input(input_: str, output: str, fmt: str = "") -> None:
+    """An output folder a rerun of the job would list among its inputs: its manifest.json and prediction shards
+    (read as JSON Lines and Parquet) under a folder input, as the folder is read (hidden folders and, with `format`,
+    other formats passed over), or matched by a glob. The first run writes it after listing the inputs, and every
+    later one (a killed job's rerun, tomorrow's over the same exports) would read its own predictions as inputs."""
+    from pipelines.tasks.file_finder import INPUT_EXTENSIONS, _data_file, _hidden
+
+    if "://" in input_ and not input_.startswith("file://"):
         return
-    globbed = any(c in input_ for c in "*?[")
-    if globbed and "**" not in input_:
-        return  # a one-level glob reads no file in a subfolder
-    folder = os.path.dirname(re.split(r"[*?\[]", input_)[0]) if globbed else input_
-    if globbed or os.path.isdir(folder):
-        inside = os.path.realpath(output), os.path.realpath(folder or ".")
-        if os.path.commonpath(inside) == inside[1]:
-            raise ConfigError(f"output {output!r} lies inside the input {input_!r}: a rerun would read these "
-                              "predictions as inputs; write them outside it")
+    given, out = input_.removeprefix("file://"), os.path.realpath(output)
+    written = [os.path.join(out, "manifest.json"), os.path.join(out, "shards", "00000-000000", "part-0000000.parquet")]
+    if any(c in given for c in "*?["):
+        static = os.path.dirname(re.split(r"[*?\[]", given)[0])  # the folder before the first wildcard
+        pattern = _glob_regex(os.path.realpath(static or ".") + given[len(static):])
+        read = [w for w in written if pattern.fullmatch(w)]
+    else:
+        root = os.path.realpath(given)
+        read = [w for w in written if os.path.isdir(root) and os.path.commonpath((w, root)) == root
+                and not _hidden(root, w) and _data_file(w, fmt, INPUT_EXTENSIONS)]
+    if read:
+        raise ConfigError(f"output {output!r} lies where the input {input_!r} reads: a rerun would read its "
+                          f"{os.path.basename(read[0])} as input; write the predictions outside it (or in a folder "
+                          f"named with a leading '_' or '.', which a folder input passes over)")
+
+
+def _glob_regex(pattern: str) -> re.Pattern:
+    """fsspec's glob as a regex over a path: `**` any folders deep, `*` and `?` within one name, `[...]` a class."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] in "*?":
+            out, i = out + ("[^/]*" if pattern[i] == "*" else "[^/]"), i + 1
+        elif pattern[i] == "[" and "]" in pattern[i + 1:]:
+            end = pattern.index("]", i + 1)
+            out, i = out + "[" + pattern[i + 1:end].replace("!", "^", 1) + "]", end + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)

@@ -206,13 +206,19 @@ def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path):
     exports.mkdir()
     (exports / "a.csv").write_text("text\nfine\n")
     (tmp_path / "link").symlink_to(exports)
-    for given, out in ((exports, exports / "preds"), (exports, exports), (f"{exports}/", tmp_path / "link" / "p"),
-                       (f"{exports}/**/*.csv", exports / "preds")):
-        with pytest.raises(ConfigError, match=r"lies inside the input .*a rerun would read these predictions"):
+    for given, out, read in ((exports, exports / "preds", "manifest.json"), (exports, exports, "manifest.json"),
+                             (f"{exports}/", tmp_path / "link" / "p", "manifest.json"),
+                             (f"{exports}/**/*.parquet", exports / "preds", "part-0000000.parquet"),
+                             (f"{exports}/*/*", exports / "preds", "manifest.json"),
+                             (f"file://{exports}", exports / "preds", "manifest.json")):
+        with pytest.raises(ConfigError, match=rf"lies where the input .* reads: a rerun would read its {read} as in"):
             PredictConfig(model="m", input=str(given), output=str(out)).validate()
-    for given, out in ((exports, tmp_path / "preds"), (f"{exports}/*.csv", exports / "preds"),
-                       (exports / "a.csv", exports / "preds"), (exports, tmp_path / "exports-preds")):
-        PredictConfig(model="m", input=str(given), output=str(out)).validate()
+    # what a rerun would not read: outside, a one-level glob, a file, a hidden folder, another format
+    for given, out, fmt in ((exports, tmp_path / "preds", ""), (f"{exports}/*.csv", exports / "preds", ""),
+                            (exports / "a.csv", exports / "preds", ""), (exports, tmp_path / "exports-preds", ""),
+                            (exports, exports / "_preds", ""), (exports, exports / ".preds", ""),
+                            (f"{exports}/**/*.csv", exports / "preds", ""), (exports, exports / "preds", "csv")):
+        PredictConfig(model="m", input=str(given), output=str(out), format=fmt).validate()
 
 
 def test_an_empty_column_name_is_refused_before_any_work():
