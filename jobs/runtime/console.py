@@ -222,7 +222,8 @@ class WorkerStreams:
                 rest_of_printed, lines = lines[:split], lines[split:]
                 if end is None:
                     self.printed_open[key] = opened + rest_of_printed
-            cut = unfinished_traceback(lines)
+            # at exit (Ray's shutdown drains the streams from atexit) no timer would run: judged as it stands
+            cut = unfinished_traceback(lines) if threading.main_thread().is_alive() else len(lines)
             if cut < len(lines):
                 waiting = {**data, "lines": lines[cut:]}
                 timer = threading.Timer(self.hold_s, self._give_up, (key, waiting))  # not a daemon: printed at exit

@@ -73,8 +73,10 @@ def refuse_phase1_past_hand_off(cfg) -> None:
     weights, so phase 1's new steps would reach no model, and the job would register phase 2's old weights again."""
     out, steps = Path(cfg.output_dir).resolve(), cfg.train.max_steps
     first, second = (latest_record(out / f"{cfg.run_name}-phase{n}") for n in (1, 2))
-    if cfg.phase2.max_steps and first and second and first["step"] < steps:
-        raise ConfigError(f"{cfg.run_name}: phase 2 already trained from phase 1's step {first['step']} (its "
+    gone = latest(out / f"{cfg.run_name}-phase1") is None  # removed (as the finished refusal offers): trained anew
+    if cfg.phase2.max_steps and second and (gone or first and first["step"] < steps):
+        raise ConfigError(f"{cfg.run_name}: phase 2 already trained from phase 1's step "
+                          f"{'(its folder since removed)' if gone else first['step']} (its "
                           f"checkpoint is at step {second['step']}); phase 1 given more steps "
                           f"(train.max_steps={steps}) would train weights phase 2 never reads: choose a new "
                           f"run_name, or remove {out / f'{cfg.run_name}-phase2'} to hand phase 1's new weights to "

@@ -186,6 +186,18 @@ def test_held_tracebacks_are_per_node_and_every_print_holds_the_lock():
     assert printed == [("10.0.0.1", error[:2], True)]
 
 
+def test_an_unfinished_traceback_that_arrives_at_exit_is_printed_not_held():
+    """Ray's shutdown drains the workers' streams from atexit, after Python stopped waiting for threads: a traceback
+    held there for a timer was never printed."""
+    code = ("import atexit\nfrom jobs.runtime import console\n"
+            "streams = console.WorkerStreams(lambda data: print('EMIT', data['lines'], flush=True), hold_s=5)\n"
+            "atexit.register(lambda: streams({'lines': ['Traceback (most recent call last):', '  File \"x.py\"'], "
+            "'pid': 1, 'actor_name': 'trial', 'is_err': True}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.returncode == 0 and "EMIT ['Traceback (most recent call last):'" in out.stdout, out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("crash", [
     ["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f (most recent call first):"],
     ["*** SIGSEGV received at time=1764400000 on cpu 1 ***", "PC: @ 0x7f12 (unknown) at::native::foo()"],

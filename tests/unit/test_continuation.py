@@ -2,6 +2,7 @@
 latest checkpoint folder); the e2e resubmission tests run it on real Ray Train storage."""
 
 import json
+import shutil
 
 import pytest
 
@@ -136,3 +137,7 @@ def test_phase_1_given_more_steps_after_phase_2_started_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^two: phase 2 already trained from phase 1's step 20 \(its checkpoint is "
                                           r"at step 30\); phase 1 given more steps \(train.max_steps=40\) would train"):
         resubmit.refuse_phase1_past_hand_off(job(40))
+    # phase 1's folder removed, as the refusal of a finished run offers: phase 1 would train anew, phase 2 go on
+    shutil.rmtree(tmp_path / "runs" / "two-phase1")
+    with pytest.raises(ConfigError, match=r"phase 2 already trained from phase 1's step \(its folder since removed\)"):
+        resubmit.refuse_phase1_past_hand_off(job(20))
