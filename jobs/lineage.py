@@ -73,7 +73,18 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
     from jobs.registry.versions import logged_model_id, logged_model_run
 
     if logged_model_id(uri):  # MLflow 3's models:/m-<id>: the run that logged it
-        uri = f"runs:/{logged_model_run(uri, resolve_tracking_uri(tracking_uri))}"
+        try:
+            run_id = logged_model_run(uri, resolve_tracking_uri(tracking_uri))
+        except MlflowException as exc:
+            if exc.error_code not in ABSENT:
+                raise
+            run_id, why = "", f"not in the store: {exc.message.splitlines()[0]}"
+        else:
+            why = "the logged model names no run"
+        if not run_id:
+            links.append(Link("logged model", uri, False, why=why))
+            return result
+        uri = f"runs:/{run_id}"
     if uri.startswith("runs:/") and uri[len("runs:/"):].split("/")[0]:
         _walk_run(client, uri[len("runs:/"):].split("/")[0], "the URI", {}, links, set())
         return result

@@ -377,7 +377,8 @@ def _start_record(cfg: PromoteConfig, uri: str, ours: str, theirs: str, task) ->
     from jobs.registry import tracking
 
     params = {"model": cfg.model, "candidate_version": ours, "champion_version": theirs or "none",
-              "min_delta": cfg.min_delta, "confidence": cfg.confidence, "bootstrap_samples": cfg.bootstrap_samples,
+              "min_delta": cfg.min_delta, "min_score": "none" if cfg.min_score is None else cfg.min_score,
+              "confidence": cfg.confidence, "bootstrap_samples": cfg.bootstrap_samples,
               "seed": cfg.seed, "task": asdict(task) if task is not None else "none"}
     t = cfg.tracking
     name = f"rollback-{cfg.model}" if cfg.rollback else f"promote-{cfg.model}-v{ours}"
@@ -401,7 +402,7 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
                     "promotion.metric": r.metric, "promotion.champion_version": r.champion or "none",
                     "promotion.eval_sha256": r.eval_sha256, "promotion.eval_rows": str(r.eval_rows),
                     "promotion.level": str(cfg.confidence), "promotion.bootstrap_samples": str(cfg.bootstrap_samples),
-                    "promotion.min_delta": str(cfg.min_delta),
+                    "promotion.min_delta": str(cfg.min_delta), "promotion.min_score": str(cfg.min_score).lower(),
                     "promotion.run_id": run_id, **{f"promotion.{k}": f"{v:.6f}" for k, v in r.evidence.items()}}
     for k, v in version_tags.items():
         client.set_model_version_tag(cfg.model, r.candidate, k, v)
@@ -434,7 +435,9 @@ def champions(client, name: str) -> list[str]:
 def rollback(cfg: PromoteConfig, client) -> PromoteResult:
     current = version_by_alias(client, cfg.model, CHAMPION)
     stack = champions(client, cfg.model)
-    if current is None or len(stack) < 2 or stack[-1] != str(current.version):
+    if current is not None and stack and stack[-1] != str(current.version):  # moved there by hand since: it reigns
+        stack.append(str(current.version))
+    if current is None or len(stack) < 2:
         raise ValueError(f"{cfg.model}: no previous champion to roll back to (champion history: "
                          f"{' -> '.join('v' + v for v in stack) or 'none'}; @champion is "
                          f"{f'v{current.version}' if current else 'unset'})")

@@ -223,3 +223,18 @@ def test_a_store_that_does_not_answer_is_said_so_not_read_as_missing_runs(chain,
     for run_id in ("0123456789abcdef", "not a run id"):  # unknown, and malformed (INVALID_PARAMETER_VALUE)
         (missing,) = lineage.run(f"runs:/{run_id}", uri).missing
         assert "does not exist" in missing  # a run the store does not know is still a missing link
+
+
+def test_a_logged_models_uri_walks_from_the_run_that_logged_it(chain):
+    """MLflow 3's models:/m-<id>: its lineage is its logging run's; one that names no run, or no such model, is a
+    missing link (a traceback, or "give models:/NAME..." for the URI as given, before)."""
+    client, uri, pre, ft, _ = chain
+    exp = client.get_run(ft).info.experiment_id
+    logged = client.create_logged_model(exp, name="model", source_run_id=ft)
+    result = lineage.run(f"models:/{logged.model_id}", uri)
+    assert not result.missing and pre in {link.name for link in result.links}
+    orphan = client.create_logged_model(exp, name="model")
+    assert lineage.run(f"models:/{orphan.model_id}", uri).missing == [
+        f"logged model models:/{orphan.model_id} (the logged model names no run)"]
+    (missing,) = lineage.run("models:/m-" + "0" * 32, uri).missing
+    assert missing.startswith("logged model models:/m-000") and "(not in the store: " in missing

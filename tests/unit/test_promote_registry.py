@@ -170,6 +170,10 @@ def test_a_champion_moved_outside_promote_is_in_the_history_a_rollback_restores(
     assert promote.champions(client, NAME) == ["1", "2", "3"]
     assert judge(uri, tmp_path / "art", rollback=True).candidate == "2"
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
+    # set by hand again, with no promotion after it: a rollback restores the recorded champion it replaced
+    client.set_registered_model_alias(NAME, "champion", "3")
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "2"
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
 
 
 def test_a_version_a_rollback_restores_is_not_marked_withdrawn(tmp_path, empty_store):
@@ -261,4 +265,6 @@ def test_a_first_candidate_below_min_score_is_kept_and_made_no_champion(tmp_path
                                                             SimpleNamespace(metric="dev/score", n=20), e))
     result = judge(uri, tmp_path / "art", version=1, min_score=0.7)
     assert result.decision == "kept" and version_by_alias(client, NAME, "champion") is None
-    assert client.get_model_version(NAME, "1").tags["promotion.decision"] == "kept"
+    tags = client.get_model_version(NAME, "1").tags
+    assert (tags["promotion.decision"], tags["promotion.min_score"]) == ("kept", "0.7")
+    assert client.get_run(result.run_id).data.params["min_score"] == "0.7"
