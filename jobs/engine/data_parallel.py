@@ -174,18 +174,31 @@ class Engine(EngineBase):
                 parts.setdefault(k, []).append(v)
         return {k: np.concatenate(v) for k, v in parts.items()}
 
-    def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None,
-               id2label: dict[int, str] | None = None, max_length: int | None = None) -> Path | None:
-        """Release checkpoint (HF safetensors + config [+ tokenizer, cutting at `max_length`]) of the model's own
-        architecture; every rank calls, rank 0 writes."""
+    def release_state(self) -> dict[str, torch.Tensor]:
+        """The model's whole weights as a release holds them: fp32 on the CPU, by name, in bf16 and fp16 the
+        optimizer's fp32 weights rather than the module's 16-bit copies of them. Every rank calls (ZeRO-3 gathers
+        the partitions, and fp32_masters gathers under every ZeRO stage); rank 0 gets them, the others {}."""
         if self.zero_stage == 3:
             state = self.engine._zero3_consolidated_16bit_state_dict()  # gathers partitions onto rank 0
         else:
             state = self.engine.module.state_dict()
-        if self.precision != "fp32":  # the optimizer's fp32 weights, not the module's 16-bit copies of them
-            state = {**state, **fp32_masters(self.engine.module)}
-        rank = dist.get_rank() if dist.is_initialized() else 0
-        if rank != 0:
+        # Every rank before any returns: ZeRO-3's consolidation gives ranks other than 0 None, and merging it there
+        # raised before they joined fp32_masters' gather, which rank 0 then waited in.
+        masters = fp32_masters(self.engine.module) if self.precision != "fp32" else {}
+        if dist.is_initialized() and dist.get_rank() != 0:
+            return {}
+        return {k: v.detach().float().cpu() for k, v in {**state, **masters}.items()}
+
+    def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None,
+               id2label: dict[int, str] | None = None, max_length: int | None = None,
+               state: dict[str, torch.Tensor] | None = None) -> Path | None:
+        """Release checkpoint (HF safetensors + config [+ tokenizer, cutting at `max_length`]) of the model's own
+        architecture; every rank calls, rank 0 writes. `state`: what each rank's `release_state` gave earlier (a sweep
+        trial's best evaluation), to write instead of the current weights. Give it on every rank or on none: without it,
+        every rank joins the gather of the current ones."""
+        if state is None:
+            state = self.release_state()
+        if dist.is_initialized() and dist.get_rank() != 0:
             return None
         state = {k: v.detach().float().cpu() for k, v in state.items()}
         return save_state_dict(state, self.model_config, out_dir, architectures=[self.architecture],

@@ -23,7 +23,6 @@ its Tune trial id after a restart; nothing is read from MLFLOW_RUN_ID (mlflow#15
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import tempfile
@@ -233,8 +232,11 @@ class TrialRun:
         return metrics
 
     def _keep_best(self) -> None:
-        if self.data.export:  # the seed phase exports the best evaluation's weights at the end
-            self.best_state = copy.deepcopy(self.engine.module.state_dict())
+        """The seed phase exports the best evaluation's weights at the end: kept as the release holds them, the
+        optimizer's fp32 weights in bf16 and fp16. The module's own state was their 16-bit copies, and the export
+        put the optimizer's weights of the moment over them: the last step's, not the best's."""
+        if self.data.export:
+            self.best_state = self.engine.release_state()  # a one-rank trial: rank 0's, the whole model
 
     def _report(self, record: dict, checkpoint: bool, final: bool) -> None:
         from ray import tune
@@ -273,9 +275,8 @@ class TrialRun:
 
     def export_best(self, out: Path) -> None:
         """The best evaluation's weights in HF format (the last checkpoint carries them), and the history up to it."""
-        if self.best_state is not None:
-            self.engine.module.load_state_dict(self.best_state)
-        self.engine.export(out, self.init_dir, ft_tasks.id2label(self.cfg.task), max_length=self.cfg.task.max_seq_len)
+        self.engine.export(out, self.init_dir, ft_tasks.id2label(self.cfg.task), max_length=self.cfg.task.max_seq_len,
+                           state=self.best_state)
         (out.parent / "history.json").write_text(json.dumps(self.loop.best_history(), indent=1))
 
 
