@@ -170,6 +170,20 @@ class RankZeroLogger:
             time.sleep(max(0.0, min(self._retry_at, deadline) - time.monotonic()))
         return self.counts()
 
+    def ask(self, request):
+        """`request(client)`: one call to the store beside the buffered points (a tag, a metric's history), failing
+        fast as a write does: its answer, or None where there is no store or it failed (counted in
+        tracking_failures). A trial restarted while the store is down trains on, as a logging step does."""
+        if self.client is None:
+            return None
+        try:
+            with _fail_fast():
+                return request(self.client)
+        except Exception as exc:  # noqa: BLE001 - the store down or refusing: training goes on
+            self.failures += 1
+            warnings.warn(redact(f"MLflow request failed, training continues: {type(exc).__name__}: {exc}"))
+            return None
+
     def save_counts(self, folder: Path) -> None:
         """Before a resume checkpoint is written in `folder`: one try to write the buffer, then the counts a
         restart from this checkpoint goes on from, with what is still buffered counted as undelivered (a restart

@@ -162,6 +162,7 @@ class TrialRun:
         with checkpoint.as_directory() as d:
             # weights and moments; the optimizer state brings the old lr and decay too, the schedule stays this trial's
             state = self.engine.load(d, schedule=False)
+            self.logger.restore_counts(Path(d))  # its own restart's: the outage counts before it (a donor's: not)
         if "epoch" not in state:  # a checkpoint of a trial from before the shared loop: its place from its step
             state["epoch"], state["epoch_steps"] = divmod(state["step"], self.steps_per_epoch)
         self.loop.load_state(state)
@@ -179,19 +180,19 @@ class TrialRun:
             # retry of the trial before its own next checkpoint restores that one again, and rejoins its segment
             self.segment = f"{state['trial_id']}@{state['step']}"
             self.loop.bad_evals, self.loop.stopped = 0, False  # its patience is its own, from here
-            if self.logger.client is not None:
-                self.logger.client.set_tag(self.logger.run_id, "pbt.restored_from", self.restored_from)
+            self.logger.ask(lambda client: client.set_tag(self.logger.run_id, "pbt.restored_from", self.restored_from))
         retune(self.engine, self.cfg.optim, self.loop.step)  # this config's hyperparameters win (ray#36660)
-        if self.logger.client is not None:  # this trial's evaluations so far are its run's (a donor's are not)
-            history = self.logger.client.get_metric_history(self.logger.run_id, self.loop.metric)
-            # an exploit: all of them (its own weights made them, whatever the donor's step); its own restart: as its
-            # checkpoint says (one from before it kept own_best: up to the restored step, an evaluation after it was
-            # redone by this restart)
-            if state["trial_id"] != self.trial_id:
-                self.own_best = max((m.value for m in history), default=-math.inf)
-            else:
-                self.own_best = state.get("own_best", max((m.value for m in history if m.step <= self.loop.step),
-                                                          default=-math.inf))
+        # this trial's evaluations so far are its run's (a donor's are not); none where the store is down (counted):
+        # its own best then starts anew
+        history = self.logger.ask(lambda client: client.get_metric_history(self.logger.run_id, self.loop.metric))
+        scores = [(m.step, m.value) for m in history or []]
+        # an exploit: all of them (its own weights made them, whatever the donor's step); its own restart: as its
+        # checkpoint says (one from before it kept own_best: up to the restored step, an evaluation after it was
+        # redone by this restart)
+        if state["trial_id"] != self.trial_id:
+            self.own_best = max((v for _, v in scores), default=-math.inf)
+        else:
+            self.own_best = state.get("own_best", max((v for s, v in scores if s <= self.loop.step), default=-math.inf))
 
     def close(self, client) -> None:
         """Flush the metrics still buffered (a tracking server that was down) and record on the trial's run how
@@ -271,6 +272,7 @@ class TrialRun:
                                    "own_best": self.own_best, **rng})
             if final and self.data.export:
                 self.export_best(Path(tmp) / "best")
+            self.logger.save_counts(Path(tmp))  # a restart of this trial goes on from these counts
             tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))
 
     def export_best(self, out: Path) -> None:

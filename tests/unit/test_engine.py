@@ -229,6 +229,7 @@ def test_a_pbt_trials_segments_and_best_survive_a_retry_and_its_own_restart(deep
     from ray import tune
 
     from jobs.config.finetune import FinetuneConfig
+    from jobs.registry.metric_logger import RankZeroLogger
     from jobs.workers.finetune_model import build_engine
     from jobs.workers.sweep_trial import TrialRun
 
@@ -243,7 +244,8 @@ def test_a_pbt_trials_segments_and_best_survive_a_retry_and_its_own_restart(deep
     run = SimpleNamespace(engine=engine, loop=SimpleNamespace(load_state=lambda state: None, step=1, bad_evals=0,
                                                                stopped=False, metric="select/accuracy"),
                           steps_per_epoch=10, trial_id="a", cfg=cfg, best_state=None, own_best=-1.0,
-                          logger=SimpleNamespace(client=client, run_id=run_id), segment="", restored_from="")
+                          logger=RankZeroLogger(client.tracking_uri, run_id, 0, system_metrics_s=0), segment="",
+                          restored_from="")
     segments = []
     for _ in range(2):  # the exploit, then its retry from the same checkpoint
         TrialRun.restore(run, tune.Checkpoint.from_directory(str(tmp_path / "donor")))

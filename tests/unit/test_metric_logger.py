@@ -224,3 +224,24 @@ def test_a_restarted_finetuning_worker_reports_the_runs_outage_counts(reports, t
     longer = worker(Store(up=True), total=150)
     longer.restore(ray.train.Checkpoint.from_directory(str(reports[0][1])))
     assert longer.engine.replans == [100]
+
+
+def test_a_request_beside_the_buffer_fails_fast_and_counted_when_the_store_is_down():
+    """A trial restarted (or exploiting a PBT donor) while the store is down asked MLflow for its metric history and
+    set a tag with MLflow's own retries, and failed: the request now fails fast, is counted, and gives None."""
+
+    class History(Store):
+        def get_metric_history(self, run_id, key):
+            self.requests += 1
+            if not self.up:
+                raise ConnectionError("store down")
+            return [SimpleNamespace(step=5, value=0.7)]
+
+    down = _logger(History(up=False))
+    with pytest.warns(UserWarning, match="MLflow request failed, training continues: ConnectionError: store down"):
+        assert down.ask(lambda client: client.get_metric_history(RUN, "accuracy")) is None
+    assert down.counts()["tracking_failures"] == 1
+    up = _logger(History(up=True))
+    assert up.ask(lambda client: client.get_metric_history(RUN, "accuracy"))[0].value == 0.7
+    assert up.counts()["tracking_failures"] == 0
+    assert RankZeroLogger("", None, 0).ask(lambda client: 1 / 0) is None  # no store: nothing asked
