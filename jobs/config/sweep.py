@@ -295,7 +295,9 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
     # search_space keys are dotted field names, which overrides split: merge both nested, then join again
     whole = {field for item in overrides or [] if item.startswith("search_space.")  # specs given as mappings
              for field in _specs(item.partition("=")[0].removeprefix("search_space."), item.partition("=")[2])}
-    space = _merge_space(_nest(data.get("search_space") or {}), updates.pop("search_space", {}), whole)
+    # `search_space={...}` given whole is the space: the YAML's fields are not searched beside it
+    given = any(item.partition("=")[0].strip() == "search_space" for item in overrides or [])
+    space = _merge_space({} if given else _nest(data.get("search_space") or {}), updates.pop("search_space", {}), whole)
     data = deep_merge(data, updates)
     data["search_space"] = _join_fields(space)
     return SweepConfig.from_dict(data).validate()
@@ -363,6 +365,9 @@ def check_name(field: str, name: str) -> None:
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", name or ""):
         raise ConfigError(f"{field} must be a plain name of letters, digits, '.', '_' and '-' (not starting with '.' "
                           f"or '-'), got {name!r}")
+    if re.search(r"-seeds-\d+$", name):  # the folder of another sweep's seed re-runs (jobs/sweep.py): its runs
+        raise ConfigError(f"{field}={name!r} ends like a sweep's seed re-runs (<name>-seeds-<n>), whose folder it would "
+                          "share: choose another name")
 
 
 def max_evaluations(cfg: SweepConfig, train_features: int) -> int:

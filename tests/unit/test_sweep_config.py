@@ -22,6 +22,20 @@ def test_presets_load_over_the_finetune_config(preset):
     assert "optim.lr" in cfg.search_space
 
 
+def test_a_whole_search_space_given_is_the_space_and_a_seed_folders_name_is_no_sweeps():
+    """`search_space={...}` was merged into the YAML's, field by field under the wrong names: a choice got the
+    YAML's low and high (refused, naming keys the user never wrote), and `search_space={}` searched all four
+    fields. And a sweep named like another's seed re-runs (X-seeds-0) took their folder as its own."""
+    space = "search_space={optim: {lr: {type: choice, values: [1e-4, 2e-4]}}}"
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", space])
+    assert cfg.search_space == {"optim.lr": {"type": "choice", "values": [1e-4, 2e-4]}}
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", space, "search_space.optim.lr.values=[3e-4]"])
+    assert cfg.search_space == {"optim.lr": {"type": "choice", "values": [3e-4]}}
+    with pytest.raises(ConfigError, match=r"name='pk-seeds-0' ends like a sweep's seed re-runs"):
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "name=pk-seeds-0"])
+    assert load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "name=pk-seeds"]).name == "pk-seeds"
+
+
 def test_overrides_reach_dotted_search_space_fields():
     cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search_space.optim.lr.high=1e-2"])
     assert cfg.search_space["optim.lr"] == {"type": "loguniform", "low": 1e-5, "high": 1e-2}
