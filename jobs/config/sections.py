@@ -161,6 +161,10 @@ def check_store_uri(uri: str) -> None:
     plugins = {ep.name for ep in entry_points(group="mlflow.tracking_store")}
     files = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1") and scheme in ("", "file")
     known = scheme.split("+", 1)[0] in TRACKING_SCHEMES and (scheme != "sqlite" or uri.startswith("sqlite:///"))
+    if scheme.startswith("sqlite+"):  # SQLAlchemy's driver form: MLflow opens it, but the guards of a local store
+        # (a relative file in a submitted job's copy, one file written from several machines) read sqlite:///
+        raise ConfigError(f"tracking.tracking_uri={redact(uri)!r}: write a SQLite store as sqlite:///<file> (MLflow "
+                          f"picks the driver), not {scheme}://")
     if not (known or files or scheme in plugins) or uri != uri.strip():
         raise ConfigError(f"tracking.tracking_uri={redact(uri)!r} names no MLflow store; allowed: a server's "
                           "http(s)://host:port, sqlite:///<file> (sqlite:////<absolute path>), a database "

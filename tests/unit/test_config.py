@@ -379,6 +379,10 @@ def test_a_tracking_uri_no_mlflow_store_takes_is_refused_before_any_cluster_work
         assert load_config(PretrainConfig, QUICKSTART, [f"tracking.tracking_uri={good}"]).tracking.tracking_uri == good
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's file store, allowed: a folder is a store
     assert load_config(PretrainConfig, QUICKSTART, ["tracking.tracking_uri=/abs/mlruns"]).tracking.tracking_uri
+    # SQLAlchemy's driver form of SQLite: MLflow opens it, past the guards that read sqlite:/// (a relative file in a
+    # submitted job's copy, one file from several machines)
+    with pytest.raises(ConfigError, match=r"write a SQLite store as sqlite:///<file> .*not sqlite\+pysqlite://"):
+        load_config(PretrainConfig, QUICKSTART, ["tracking.tracking_uri=sqlite+pysqlite:///mlflow.db"])
 
 
 def test_a_config_json_the_yaml_loader_never_saw_is_checked_as_strictly():
