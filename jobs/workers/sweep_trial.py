@@ -86,13 +86,30 @@ def trial(config: dict, data: TrialInputs) -> None:
     except BaseException as exc:
         from jobs.registry.redaction import redact
 
-        client.set_tag(run_id, "error", redact(f"{type(exc).__name__}: {exc}")[:5000])
-        client.set_terminated(run_id, "FAILED")
-        raise
+        error = redact(f"{type(exc).__name__}: {exc}")[:5000]
+        _at_the_end(lambda: (client.set_tag(run_id, "error", error), client.set_terminated(run_id, "FAILED")))
+        raise  # the trial's own error, whatever the store answered
     finally:
         if run is not None:
             run.close(client)
-    client.set_terminated(run_id, "FINISHED")
+    _at_the_end(lambda: client.set_terminated(run_id, "FINISHED"))
+
+
+def _at_the_end(request) -> None:
+    """A request to the store as a trial ends, failing fast: the store down then must not make a trained trial a
+    failed one (nor replace a failed one's own error); the sweep's driver ends every trial's run with Tune's verdict
+    (jobs/search/outcome.settle_runs)."""
+    import warnings
+
+    from jobs.registry.metric_logger import _fail_fast
+    from jobs.registry.redaction import redact
+
+    try:
+        with _fail_fast():
+            request()
+    except Exception as exc:  # noqa: BLE001 - the store down or refusing
+        warnings.warn(redact(f"MLflow request as the trial ended failed ({type(exc).__name__}: {exc}); the sweep's "
+                             "driver ends the trial's run"))
 
 
 def trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params: dict) -> str:

@@ -245,3 +245,25 @@ def test_a_request_beside_the_buffer_fails_fast_and_counted_when_the_store_is_do
     assert up.ask(lambda client: client.get_metric_history(RUN, "accuracy"))[0].value == 0.7
     assert up.counts()["tracking_failures"] == 0
     assert RankZeroLogger("", None, 0).ask(lambda client: 1 / 0) is None  # no store: nothing asked
+
+
+def test_a_trials_last_requests_to_a_store_that_is_down_warn_and_keep_its_result():
+    """A trial that trained to its end raised when MLflow, down, refused its run's FINISHED (Tune then counted it
+    failed, never a champion), and a failed trial's own error was replaced by the store's: the driver ends every
+    trial's run with Tune's verdict anyway (settle_runs)."""
+    from jobs.workers.sweep_trial import _at_the_end
+
+    def down():
+        raise ConnectionError("store down")
+
+    with pytest.warns(UserWarning, match=r"MLflow request as the trial ended failed \(ConnectionError: store down\)"):
+        _at_the_end(down)
+    done = []
+    _at_the_end(lambda: done.append(1))
+    assert done == [1]
+    with pytest.raises(FloatingPointError, match="diverged"), pytest.warns(UserWarning):
+        try:
+            raise FloatingPointError("diverged")
+        except FloatingPointError:
+            _at_the_end(down)
+            raise
