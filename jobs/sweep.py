@@ -134,6 +134,11 @@ def run(cfg: SweepConfig) -> SweepResult:
     print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
           f"{sorted(cfg.search_space)}; {n_train:,} train features, at most {evals} evaluations a trial; "
           f"main metric {metric}", flush=True)
+    if cfg.scheduler == "pbt":  # Tune's PBT restores a donor's checkpoint some reports after choosing it: none deleted
+        weights = sum(f.stat().st_size for f in init_dir.iterdir() if f.suffix in (".safetensors", ".bin"))
+        kept = cfg.num_samples * -(-evals // cfg.checkpoint_every)
+        print(f"[sweep] PBT keeps every checkpoint: up to {kept:,}, each ~{3 * weights / 2**30:.1f} GiB (the weights "
+              f"and Adam's two moments), ~{kept * 3 * weights / 2**30:,.0f} GiB under {out_dir}", flush=True)
     from ray import tune
 
     from jobs.registry.sweep_parent import parent_run
