@@ -435,8 +435,12 @@ def champions(client, name: str) -> list[str]:
 def rollback(cfg: PromoteConfig, client) -> PromoteResult:
     current = version_by_alias(client, cfg.model, CHAMPION)
     stack = champions(client, cfg.model)
-    if current is not None and stack and stack[-1] != str(current.version):  # moved there by hand since: it reigns
-        stack.append(str(current.version))
+    now = str(current.version) if current is not None else ""
+    if now and stack and stack[-1] != now:  # moved there by hand since
+        if now in stack:  # back to an earlier reign (a rollback by hand): the reigns after it are withdrawn
+            del stack[len(stack) - stack[::-1].index(now):]
+        else:  # a version that never reigned: it reigns now
+            stack.append(now)
     if current is None or len(stack) < 2:
         raise ValueError(f"{cfg.model}: no previous champion to roll back to (champion history: "
                          f"{' -> '.join('v' + v for v in stack) or 'none'}; @champion is "

@@ -135,10 +135,11 @@ def run(cfg: SweepConfig) -> SweepResult:
           f"{sorted(cfg.search_space)}; {n_train:,} train features, at most {evals} evaluations a trial; "
           f"main metric {metric}", flush=True)
     if cfg.scheduler == "pbt":  # Tune's PBT restores a donor's checkpoint some reports after choosing it: none deleted
-        weights = sum(f.stat().st_size for f in init_dir.iterdir() if f.suffix in (".safetensors", ".bin"))
+        files = sorted(init_dir.glob("*.safetensors")) or sorted(init_dir.glob("*.bin"))  # one copy of the weights
+        each = 3 * sum(f.stat().st_size for f in files) / 2**30  # with Adam's two moments; more under ZeRO and bf16
         kept = cfg.num_samples * -(-evals // cfg.checkpoint_every)
-        print(f"[sweep] PBT keeps every checkpoint: up to {kept:,}, each ~{3 * weights / 2**30:.1f} GiB (the weights "
-              f"and Adam's two moments), ~{kept * 3 * weights / 2**30:,.0f} GiB under {out_dir}", flush=True)
+        print(f"[sweep] PBT keeps every checkpoint: up to {kept:,}, each at least ~{each:.2f} GiB (the weights and "
+              f"Adam's two moments), ~{kept * each:,.1f} GiB or more under {out_dir}", flush=True)
     from ray import tune
 
     from jobs.registry.sweep_parent import parent_run

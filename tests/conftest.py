@@ -39,16 +39,21 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _writes_no_mlruns_here():
-    """MLflow keeps the artifacts of an experiment created without an artifact location in ./mlruns, here the
-    repository: a test that does so fails at its tear-down, named, and the folder is removed."""
+    """MLflow keeps the artifacts of an experiment created without an artifact location in ./mlruns (a file store's)
+    or ./mlartifacts (a SQLite store's), here the repository: a test that does so fails at its tear-down, named, and
+    the folder is removed (one there before the test, a developer's own, is left alone)."""
     import shutil
 
-    stray = os.path.join(os.getcwd(), "mlruns")
-    before = os.path.exists(stray)
+    strays = [os.path.join(os.getcwd(), name) for name in ("mlruns", "mlartifacts")]
+    before = {stray: os.path.exists(stray) and set(os.listdir(stray)) for stray in strays}
     yield
-    if not before and os.path.exists(stray):
-        shutil.rmtree(stray, ignore_errors=True)
-        pytest.fail(f"this test wrote {stray}: give its MLflow experiment an artifact location under tmp_path")
+    for stray in strays:
+        new = os.path.exists(stray) and set(os.listdir(stray)) - (before[stray] or set())
+        if new:
+            for name in new if before[stray] is not False else [""]:  # the folder itself, where it was not there
+                shutil.rmtree(os.path.join(stray, name), ignore_errors=True)
+            pytest.fail(f"this test wrote {stray}/{sorted(new)[0]}: give its MLflow experiment an artifact location "
+                        "under tmp_path (tracking.artifact_location)")
 
 
 def pytest_runtest_setup(item):

@@ -107,10 +107,11 @@ def refuse_output_in_input(input_: str, output: str, fmt: str = "") -> None:
     if "://" in input_ and not input_.startswith("file://"):
         return
     given, out = input_.removeprefix("file://"), os.path.realpath(output)
-    written = [os.path.join(out, "manifest.json"), os.path.join(out, "shards", "00000-000000", "part-0000000.parquet")]
+    written = [os.path.join(out, "manifest.json"),  # and a shard's part, as jobs/inference/shards.py names them
+               os.path.join(out, "shards", "00000-000000", "part-0000000-1-0123abcd.parquet")]
     if any(c in given for c in "*?["):
         static = os.path.dirname(re.split(r"[*?\[]", given)[0])  # the folder before the first wildcard
-        pattern = _glob_regex(os.path.realpath(static or ".") + given[len(static):])
+        pattern = _glob_regex(os.path.join(os.path.realpath(static or "."), given[len(static):].lstrip("/")))
         read = [w for w in written if pattern.fullmatch(w)]
     else:
         root = os.path.realpath(given)

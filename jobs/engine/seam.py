@@ -173,15 +173,16 @@ class EngineBase:
         as a step of its run, whose schedule must then still end at 0 on its last step."""
         self.scheduler.step()
 
-    def replanned(self, planned: int, planned_optim=None) -> str:
+    def replanned(self, planned: int, planned_optim=None, total: str = "train.max_steps") -> str:
         """The line for a resume whose train.max_steps is not the `planned` total its checkpoint's run scheduled: the
         schedule is the new total's, so the next step takes that plan's rate at this position, which for a decaying
         schedule can jump (a run given more steps: from near 0 at its old end back to a share of the peak).
-        `planned_optim`: the old plan's settings where they follow the total (a fine-tune's warmup_ratio)."""
+        `planned_optim`: the old plan's settings where they follow the total (a fine-tune's warmup_ratio); `total`:
+        what the user set it with."""
         at, base = self.scheduler.last_epoch, self.scheduler.base_lrs[0]
         was = base * lr_lambda(planned_optim or self.optim, planned)(at)
         now = base * lr_lambda(self.optim, self.max_steps)(at)
-        return (f"[resume] train.max_steps {planned:,} -> {self.max_steps:,}: the learning-rate schedule is planned "
+        return (f"[resume] {total} {planned:,} -> {self.max_steps:,}: the learning-rate schedule is planned "
                 f"over the new total, so the next step trains at lr {now:.3g}, where the checkpoint's plan was at "
                 f"{was:.3g}")
 

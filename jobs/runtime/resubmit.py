@@ -75,12 +75,12 @@ def refuse_phase1_past_hand_off(cfg) -> None:
     first, second = (latest_record(out / f"{cfg.run_name}-phase{n}") for n in (1, 2))
     gone = latest(out / f"{cfg.run_name}-phase1") is None  # removed (as the finished refusal offers): trained anew
     if cfg.phase2.max_steps and second and (gone or first and first["step"] < steps):
-        raise ConfigError(f"{cfg.run_name}: phase 2 already trained from phase 1's step "
-                          f"{'(its folder since removed)' if gone else first['step']} (its "
-                          f"checkpoint is at step {second['step']}); phase 1 given more steps "
-                          f"(train.max_steps={steps}) would train weights phase 2 never reads: choose a new "
-                          f"run_name, or remove {out / f'{cfg.run_name}-phase2'} to hand phase 1's new weights to "
-                          "a new phase 2")
+        why = ("phase 1's folder was removed: phase 1 would train anew" if gone else
+               f"phase 1 given more steps (train.max_steps={steps}) would train on from step {first['step']}")
+        raise ConfigError(f"{cfg.run_name}: phase 2 holds a checkpoint (step {second['step']}) it trained from phase "
+                          f"1's earlier weights, and {why}, into weights phase 2 never reads: choose a new run_name, "
+                          f"or remove {out / f'{cfg.run_name}-phase2'} too to hand phase 1's new weights to a new "
+                          "phase 2")
 
 
 def refuse_finished(run_name: str, run_dir: Path, earlier: dict | None, nothing_left: bool, tracking_uri: str

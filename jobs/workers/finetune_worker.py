@@ -113,7 +113,8 @@ class Worker:
         self.loop.load_state(state)
         planned = state.get("total_steps", self.loop.total)  # (absent from checkpoints before it was kept)
         if planned != self.loop.total and self.rank == 0:  # resubmitted with more (or fewer) epochs or steps
-            log.warning(self.engine.replanned(planned, self.cfg.optim.engine_optim(planned)))
+            log.warning(self.engine.replanned(planned, self.cfg.optim.engine_optim(planned),
+                                              total="steps planned (train.epochs, train.max_steps)"))
         # A checkpoint of this submission's own MLflow run: a worker died. Another's: the run was resubmitted
         # (the driver checked its basis: jobs/runtime/resubmit.py), and its failures were that submission's.
         resubmitted = earlier is not None and earlier["run_id"] != self.config.get("mlflow_run_id")

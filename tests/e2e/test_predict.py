@@ -44,7 +44,8 @@ def promote(tmp, command: list[str] | None = None):
     """README.md's promotion `command` (NAME given), or the plain `jobs/promote.py NAME`, on this module's store."""
     from jobs.promote import PromoteConfig, run
 
-    sizes = [f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", "bootstrap_samples=200"]
+    sizes = [f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art",
+             "bootstrap_samples=200"]  # its run's config.yaml under tmp, not the repository's ./mlartifacts
     if command:
         return run(job_config(command, *sizes))
     return run(load_config(PromoteConfig, None, [f"model={NAME}", *sizes]).validate())

@@ -134,10 +134,11 @@ def test_phase_1_given_more_steps_after_phase_2_started_is_refused(tmp_path):
     run_dir(tmp_path / "p2", step=30).rename(tmp_path / "runs" / "two-phase2")
     resubmit.refuse_phase1_past_hand_off(job(20))  # the same steps: phase 1 has nothing left, phase 2 goes on
     resubmit.refuse_phase1_past_hand_off(job(40, phase2=0))  # one phase: nothing to refuse
-    with pytest.raises(ConfigError, match=r"^two: phase 2 already trained from phase 1's step 20 \(its checkpoint is "
-                                          r"at step 30\); phase 1 given more steps \(train.max_steps=40\) would train"):
+    with pytest.raises(ConfigError, match=r"^two: phase 2 holds a checkpoint \(step 30\) it trained from phase 1's "
+                                          r"earlier weights, and phase 1 given more steps \(train.max_steps=40\) "
+                                          r"would train on from step 20, into weights phase 2 never reads"):
         resubmit.refuse_phase1_past_hand_off(job(40))
     # phase 1's folder removed, as the refusal of a finished run offers: phase 1 would train anew, phase 2 go on
     shutil.rmtree(tmp_path / "runs" / "two-phase1")
-    with pytest.raises(ConfigError, match=r"phase 2 already trained from phase 1's step \(its folder since removed\)"):
+    with pytest.raises(ConfigError, match=r"and phase 1's folder was removed: phase 1 would train anew, into weights"):
         resubmit.refuse_phase1_past_hand_off(job(20))

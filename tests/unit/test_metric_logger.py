@@ -131,7 +131,7 @@ class Engine:
     def __init__(self):
         self.replans = []  # the planned totals of resumes over another total
 
-    def replanned(self, planned, planned_optim=None):
+    def replanned(self, planned, planned_optim=None, total=""):
         self.replans.append(planned)
         return f"[resume] replanned over {planned}"
 

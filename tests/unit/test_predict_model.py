@@ -196,7 +196,7 @@ def test_a_logged_models_uri_resolves_to_its_files_and_its_runs_task_settings(tm
     assert _source_run_tags(asked, uri) == {"lineage.init_run_id": run_id, "lineage.pretrain_run_id": run_id}
 
 
-def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path):
+def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path, monkeypatch):
     """`--input exports/ --output exports/preds`: the first run lists the inputs before it writes, and every rerun (a
     killed job's, tomorrow's) read its own manifest and shards as inputs and failed blaming the input's columns."""
     from bert_core.config import ConfigError
@@ -208,7 +208,7 @@ def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path):
     (tmp_path / "link").symlink_to(exports)
     for given, out, read in ((exports, exports / "preds", "manifest.json"), (exports, exports, "manifest.json"),
                              (f"{exports}/", tmp_path / "link" / "p", "manifest.json"),
-                             (f"{exports}/**/*.parquet", exports / "preds", "part-0000000.parquet"),
+                             (f"{exports}/**/*.parquet", exports / "preds", "part-0000000-1-0123abcd.parquet"),
                              (f"{exports}/*/*", exports / "preds", "manifest.json"),
                              (f"file://{exports}", exports / "preds", "manifest.json")):
         with pytest.raises(ConfigError, match=rf"lies where the input .* reads: a rerun would read its {read} as in"):
@@ -219,6 +219,11 @@ def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path):
                             (exports, exports / "_preds", ""), (exports, exports / ".preds", ""),
                             (f"{exports}/**/*.csv", exports / "preds", ""), (exports, exports / "preds", "csv")):
         PredictConfig(model="m", input=str(given), output=str(out), format=fmt).validate()
+    # a glob relative to the working folder: `**/*.parquet` reads no sibling folder, `*/*` reads preds/ below it
+    monkeypatch.chdir(exports)
+    PredictConfig(model="m", input="**/*.parquet", output=str(tmp_path / "exports-preds")).validate()
+    with pytest.raises(ConfigError, match=r"a rerun would read its manifest.json as input"):
+        PredictConfig(model="m", input="*/*", output="preds").validate()
 
 
 def test_an_empty_column_name_is_refused_before_any_work():

@@ -174,6 +174,10 @@ def test_a_champion_moved_outside_promote_is_in_the_history_a_rollback_restores(
     client.set_registered_model_alias(NAME, "champion", "3")
     assert judge(uri, tmp_path / "art", rollback=True).candidate == "2"
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"
+    # rolled back by hand to an earlier reign (v1): the reigns after it are withdrawn, not restored
+    client.set_registered_model_alias(NAME, "champion", "1")
+    with pytest.raises(ValueError, match=r"no previous champion to roll back to"):
+        judge(uri, tmp_path / "art", rollback=True)
 
 
 def test_a_version_a_rollback_restores_is_not_marked_withdrawn(tmp_path, empty_store):
