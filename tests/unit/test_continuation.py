@@ -109,6 +109,12 @@ def test_a_finished_run_submitted_again_with_nothing_left_is_refused_not_registe
     resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": run("FINISHED", job_failed)}, True, uri)
     with pytest.raises(ConfigError, match="has finished"):
         resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": run("FINISHED", job_done)}, True, uri)
+    # a two-phase job's phase 1: more phase-1 steps, or its folder alone removed, would be refused next (phase 2
+    # started from its weights): the ways out are phase 2's steps, or both folders
+    (d.parent / "two-phase2").mkdir()
+    with pytest.raises(ConfigError, match=r"Give phase 2 more steps \(phase2.max_steps\), a new run_name, or remove "
+                                          rf"{d.parent / 'two-phase1'} and {d.parent / 'two-phase2'} to start over"):
+        resubmit.refuse_finished("two-phase1", d.parent / "two-phase1", earlier, True, uri)
     # a two-phase job has nothing left only where phase 2's checkpoint is at its end (phase2.max_steps raised: on)
     assert resubmit.at_end(d, 20) and not resubmit.at_end(d, 25) and not resubmit.at_end(tmp_path / "none", 1)
     _refuse_finished("pretrain-x", d, earlier, 40, uri)  # a fine-tune at step 20 of 40: goes on ...
