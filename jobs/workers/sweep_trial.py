@@ -73,7 +73,8 @@ def trial(config: dict, data: TrialInputs) -> None:
     cfg = FinetuneConfig.from_dict(apply(data.base.to_dict(), params))
     ctx = tune.get_context()
     client = MlflowClient(data.tracking_uri)
-    run_id = trial_run(client, data, ctx.get_trial_id(), ctx.get_trial_name(), params)
+    run_id = trial_run(client, data, ctx.get_trial_id(), ctx.get_trial_name(), params,
+                       own_run=own_run(tune.get_checkpoint(), ctx.get_trial_id()))
     torch.set_num_threads(max(1, int(data.threads)))
     run = None
     try:
@@ -112,8 +113,42 @@ def _at_the_end(request) -> None:
                              "driver ends the trial's run"))
 
 
-def trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params: dict) -> str:
-    """This trial's MLflow run: the one already made for this trial id (a restart), else a new nested run."""
+TRIAL_FILE = "trial.json"  # in a trial's checkpoint: whose it is, and its MLflow run
+
+
+def own_run(checkpoint, trial_id: str) -> str:
+    """The MLflow run recorded in `checkpoint` if it is this trial's own (a restart), "" otherwise (none, or a PBT
+    donor's)."""
+    if checkpoint is None:
+        return ""
+    with checkpoint.as_directory() as d:
+        path = Path(d) / TRIAL_FILE
+        recorded = json.loads(path.read_text()) if path.is_file() else {}
+    return recorded.get("run_id") or "" if recorded.get("trial_id") == trial_id else ""
+
+
+def trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params: dict, own_run: str = "") -> str:
+    """This trial's MLflow run: the one already made for this trial id (a restart), else a new nested run. A restart
+    whose checkpoint names its run (`own_run`) asks the store failing fast, and trains on with that run when the store
+    is down (warned; its restarts tag is not raised then); a new trial needs the store."""
+    if own_run:
+        from jobs.registry.metric_logger import _fail_fast
+
+        try:
+            with _fail_fast():
+                return _trial_run(client, data, trial_id, trial_name, params)
+        except Exception as exc:  # noqa: BLE001 - the store down or refusing: the run is known
+            import warnings
+
+            from jobs.registry.redaction import redact
+
+            warnings.warn(redact(f"MLflow unreachable as trial {trial_id} restarts ({type(exc).__name__}: {exc}); "
+                                 f"it trains on, logging to its run {own_run} when the store is back"))
+            return own_run
+    return _trial_run(client, data, trial_id, trial_name, params)
+
+
+def _trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params: dict) -> str:
     from mlflow.entities import Param
 
     parent = data.parent_run_id
@@ -290,6 +325,7 @@ class TrialRun:
             if final and self.data.export:
                 self.export_best(Path(tmp) / "best")
             self.logger.save_counts(Path(tmp))  # a restart of this trial goes on from these counts
+            (Path(tmp) / TRIAL_FILE).write_text(json.dumps({"trial_id": self.trial_id, "run_id": self.logger.run_id}))
             tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))
 
     def export_best(self, out: Path) -> None:

@@ -267,3 +267,26 @@ def test_a_trials_last_requests_to_a_store_that_is_down_warn_and_keep_its_result
         except FloatingPointError:
             _at_the_end(down)
             raise
+
+
+def test_a_trial_restarting_while_the_store_is_down_trains_on_with_the_run_its_checkpoint_names(tmp_path):
+    """A trial's restart (its process died, the sweep resumed) looked its run up in MLflow with the client's retries
+    and failed with the store down, spending a trial failure: its own checkpoint names the run, and it trains on.
+    A PBT donor's checkpoint names the donor's run, not this trial's; a new trial still needs the store."""
+    from ray import tune
+
+    from jobs.workers.sweep_trial import TRIAL_FILE, own_run, trial_run
+
+    (tmp_path / TRIAL_FILE).write_text(json.dumps({"trial_id": "t1", "run_id": "run-9"}))
+    checkpoint = tune.Checkpoint.from_directory(str(tmp_path))
+    assert (own_run(checkpoint, "t1"), own_run(checkpoint, "t2"), own_run(None, "t1")) == ("run-9", "", "")
+
+    class Down:
+        def search_runs(self, *args, **kwargs):
+            raise ConnectionError("store down")
+
+    data = SimpleNamespace(parent_run_id="parent", experiment_id="1")
+    with pytest.warns(UserWarning, match=r"MLflow unreachable as trial t1 restarts .*its run run-9 when the store"):
+        assert trial_run(Down(), data, "t1", "trial_1", {}, own_run="run-9") == "run-9"
+    with pytest.raises(ConnectionError, match="store down"):
+        trial_run(Down(), data, "t1", "trial_1", {})
