@@ -134,6 +134,13 @@ def run(cfg: SweepConfig) -> SweepResult:
     print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
           f"{sorted(cfg.search_space)}; {n_train:,} train features, at most {evals} evaluations a trial; "
           f"main metric {metric}", flush=True)
+    unequal = sorted({"train.batch_size", "train.epochs"} & set(cfg.search_space))
+    if unequal and ft.train.eval_every_steps:  # the schedulers' time is evaluations: equal ones, unequal training
+        print(f"[sweep] warning: {cfg.scheduler.upper()} compares trials at equal evaluation counts, every "
+              f"finetune.train.eval_every_steps={ft.train.eval_every_steps} steps, and {', '.join(unequal)} searched "
+              "makes those unequal training (a smaller batch has seen fewer rows, a longer run is earlier in its "
+              "schedule): trials are cut or copied for being behind; evaluate per epoch (eval_every_steps=0) to "
+              "compare equal training", flush=True)
     if cfg.scheduler == "pbt":  # Tune's PBT restores a donor's checkpoint some reports after choosing it: none deleted
         files = sorted(init_dir.glob("*.safetensors")) or sorted(init_dir.glob("*.bin"))  # one copy of the weights
         each = 3 * sum(f.stat().st_size for f in files) / 2**30  # with Adam's two moments; more under ZeRO and bf16
