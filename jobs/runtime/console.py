@@ -162,7 +162,7 @@ def _drop_sigterm_exit(lines: list[str]) -> list[str]:
     kept, i = [], 0
     while i < len(lines):
         if _bare(lines[i]).startswith("Traceback (most recent call last)"):
-            end = next((j for j in range(i + 1, len(lines)) if not _bare(lines[j]).startswith(" ")), None)
+            end = next((j for j in range(i + 1, len(lines)) if not _in_traceback(lines[j])), None)
             if (end is not None and _bare(lines[end]).startswith("SystemExit")
                     and any(ENDED_BY_RAY.search(line) for line in lines[i:end])):
                 if kept and _bare(kept[-1]).startswith("Exception ignored in"):
@@ -252,7 +252,7 @@ def unfinished_traceback(lines: list[str]) -> int:
     HEADER line before it) when only frames follow, no exception line yet, or a HEADER line that is the last line;
     len(lines) when they do not end inside one."""
     start = len(lines)
-    while start and _bare(lines[start - 1]).startswith(" "):
+    while start and _in_traceback(lines[start - 1]):
         start -= 1
     if start and _bare(lines[start - 1]).startswith("Traceback (most recent call last)"):
         start -= 1
@@ -268,9 +268,17 @@ def traceback_end(lines: list[str]) -> int | None:
     line, None when they end before it."""
     i = 1 if lines and HEADER.match(_bare(lines[0])) else 0
     i += i < len(lines) and _bare(lines[i]).startswith("Traceback (most recent call last)")
-    while i < len(lines) and _bare(lines[i]).startswith(" "):
+    while i < len(lines) and _in_traceback(lines[i]):
         i += 1
     return i if i < len(lines) else None
+
+
+def _in_traceback(line: str) -> bool:
+    """Whether `line` can be inside a traceback, between its "Traceback" line and its exception line: a frame, its
+    source, or Python 3.11's marker line under it, which is blank where the marked span is the whole source line (a
+    traceback seen in a clean run's quickstart console, blank there, was taken as ended and printed)."""
+    bare = _bare(line)
+    return not bare or bare.startswith(" ")
 
 
 def _bare(line: str) -> str:

@@ -130,6 +130,21 @@ ENDED = ["Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0
          "SystemExit: 1"]
 
 
+@pytest.mark.parametrize("blank", ["    ", ""])
+def test_a_sigterm_traceback_with_a_blank_marker_line_is_dropped_whole(blank):
+    """The lines of the quickstart console the thirty-fourth stop's CI and this session's clean run failed on: Python
+    3.11 put a blank marker line under a frame's source, the traceback was taken as ended there, and all of it was
+    printed. Whole or in two batches, it is dropped now."""
+    lines = [*ENDED[:4], blank, *ENDED[4:]]
+    assert console.keep_lines(batch("trial", *lines, is_err=True)) == []
+    for cut in range(1, len(lines)):
+        printed = []
+        streams = console.WorkerStreams(lambda data: printed.append(data["lines"]), hold_s=30)
+        streams(batch("trial", *lines[:cut], is_err=True))
+        streams(batch("trial", *lines[cut:], OURS[0], is_err=True))
+        assert printed == [[OURS[0]]], cut
+
+
 @pytest.mark.parametrize("cut", range(1, len(ENDED)))
 def test_a_traceback_that_reaches_the_driver_in_two_batches_is_judged_whole(cut):
     """Ray's log monitor publishes what a worker wrote so far: a trial's sigterm traceback came in pieces, and its
