@@ -366,8 +366,8 @@ def check_name(field: str, name: str) -> None:
         raise ConfigError(f"{field} must be a plain name of letters, digits, '.', '_' and '-' (not starting with '.' "
                           f"or '-'), got {name!r}")
     if re.search(r"-seeds-\d+$", name):  # the folder of another sweep's seed re-runs (jobs/sweep.py): its runs
-        raise ConfigError(f"{field}={name!r} ends like a sweep's seed re-runs (<name>-seeds-<n>), whose folder it would "
-                          "share: choose another name")
+        raise ConfigError(f"{field}={name!r} ends like a sweep's seed re-runs (<name>-seeds-<n>), whose folder it "
+                          "would share: choose another name")
 
 
 def max_evaluations(cfg: SweepConfig, train_features: int) -> int:
