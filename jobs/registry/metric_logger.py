@@ -22,6 +22,17 @@ MAX_KEY = 250  # MLflow's limit on a metric name's length
 COUNTS_FILE = "tracking_counts.json"  # in a resume checkpoint, rank 0's: the counts a restart goes on from
 
 
+def quick_request(request, failed: str) -> tuple[bool, object]:
+    """`request()` to the store failing fast (_fail_fast), for a job that goes on without its answer: (True, the
+    answer), or (False, None) after a warning, `failed` with the error in its {}."""
+    try:
+        with _fail_fast():
+            return True, request()
+    except Exception as exc:  # noqa: BLE001 - the store down or refusing: the caller goes on
+        warnings.warn(redact(failed.format(f"{type(exc).__name__}: {exc}")))
+        return False, None
+
+
 def metric_key(name: str) -> str:
     """`name` as MLflow accepts it: letters, digits, `_ - . /` and spaces, no empty, `.` or `..` part, no leading
     `..`, at most MAX_KEY characters; any other character becomes `_` (an entity type's F1, `select/f1_ORG(company)`,
@@ -176,13 +187,9 @@ class RankZeroLogger:
         tracking_failures). A trial restarted while the store is down trains on, as a logging step does."""
         if self.client is None:
             return None
-        try:
-            with _fail_fast():
-                return request(self.client)
-        except Exception as exc:  # noqa: BLE001 - the store down or refusing: training goes on
-            self.failures += 1
-            warnings.warn(redact(f"MLflow request failed, training continues: {type(exc).__name__}: {exc}"))
-            return None
+        made, answer = quick_request(lambda: request(self.client), "MLflow request failed, training continues: {}")
+        self.failures += not made
+        return answer
 
     def save_counts(self, folder: Path) -> None:
         """Before a resume checkpoint is written in `folder`: one try to write the buffer, then the counts a

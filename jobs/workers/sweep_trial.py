@@ -100,17 +100,9 @@ def _at_the_end(request) -> None:
     """A request to the store as a trial ends, failing fast: the store down then must not make a trained trial a
     failed one (nor replace a failed one's own error); the sweep's driver ends every trial's run with Tune's verdict
     (jobs/search/outcome.settle_runs)."""
-    import warnings
+    from jobs.registry.metric_logger import quick_request
 
-    from jobs.registry.metric_logger import _fail_fast
-    from jobs.registry.redaction import redact
-
-    try:
-        with _fail_fast():
-            request()
-    except Exception as exc:  # noqa: BLE001 - the store down or refusing
-        warnings.warn(redact(f"MLflow request as the trial ended failed ({type(exc).__name__}: {exc}); the sweep's "
-                             "driver ends the trial's run"))
+    quick_request(request, "MLflow request as the trial ended failed ({}); the sweep's driver ends the trial's run")
 
 
 TRIAL_FILE = "trial.json"  # in a trial's checkpoint: whose it is, and its MLflow run
@@ -132,19 +124,12 @@ def trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params:
     whose checkpoint names its run (`own_run`) asks the store failing fast, and trains on with that run when the store
     is down (warned; its restarts tag is not raised then); a new trial needs the store."""
     if own_run:
-        from jobs.registry.metric_logger import _fail_fast
+        from jobs.registry.metric_logger import quick_request
 
-        try:
-            with _fail_fast():
-                return _trial_run(client, data, trial_id, trial_name, params)
-        except Exception as exc:  # noqa: BLE001 - the store down or refusing: the run is known
-            import warnings
-
-            from jobs.registry.redaction import redact
-
-            warnings.warn(redact(f"MLflow unreachable as trial {trial_id} restarts ({type(exc).__name__}: {exc}); "
-                                 f"it trains on, logging to its run {own_run} when the store is back"))
-            return own_run
+        made, run_id = quick_request(lambda: _trial_run(client, data, trial_id, trial_name, params),
+                                     f"MLflow unreachable as trial {trial_id} restarts ({{}}); it trains on, logging "
+                                     f"to its run {own_run} when the store is back")
+        return run_id if made else own_run
     return _trial_run(client, data, trial_id, trial_name, params)
 
 
