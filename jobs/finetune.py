@@ -411,7 +411,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, FinetuneCo
     console.add_argument(parser)
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.epochs=2")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     return args, load_config(FinetuneConfig, args.config, args.overrides)
 
 

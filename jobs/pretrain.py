@@ -483,7 +483,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PretrainCo
     console.add_argument(parser)
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.max_steps=100")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     return args, load_config(PretrainConfig, args.config, args.overrides)
 
 

@@ -181,7 +181,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, tuple[Pret
     console.add_argument(parser)
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="pretrain.dotted.key=value or sweep.dotted.key=value")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     return args, load(args.pretrain_config, args.sweep_config, args.overrides)
 
 

@@ -474,7 +474,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, SweepConfi
     console.add_argument(parser)
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. num_samples=16")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     return args, load_sweep_config(args.config, args.overrides)
 
 

@@ -437,3 +437,23 @@ def test_promotes_task_overrides_are_read_and_checked_as_the_task_configs_fields
                                                       r"'task.columns.text'")):
         with pytest.raises(ConfigError, match=message):
             promote.parse(["m", override])
+
+
+@pytest.mark.parametrize("job", ["pretrain", "finetune", "sweep", "quickstart"])
+def test_a_flag_between_overrides_is_read_as_make_passes_it(job):
+    """make puts its fixed overrides before $(ARGS): `make finetune ARGS="--check train.epochs=1"` gives the job
+    overrides on both sides of a flag, which argparse's parse_args refuses."""
+    import importlib
+
+    from tests.unit.scorer_kit import MINILM
+
+    module = importlib.import_module(f"jobs.{job}")
+    first, last = {"pretrain": ("train.max_steps=70", "train.log_every=1"),
+                   "finetune": ("train.epochs=2", f"init={MINILM}"),
+                   "sweep": ("num_samples=4", f"finetune.init={MINILM}"),
+                   "quickstart": ("pretrain.train.max_steps=70", "sweep.num_samples=4")}[job]
+    config = {"pretrain": ["--config", "configs/pretrain/quickstart.yaml"],
+              "finetune": ["--config", "configs/finetune/pkgdocs.yaml"],
+              "sweep": ["--config", "configs/sweep/pkgdocs.yaml"], "quickstart": []}[job]
+    args, _ = module.parse([*config, first, "--check", last])
+    assert args.check and args.overrides == [first, last]
