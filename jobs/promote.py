@@ -235,7 +235,8 @@ def _same_data(cfg: PromoteConfig, candidate, champion, task, split: str, rows: 
     if task.labels and labels and [str(x) for x in labels] != [str(x) for x in task.labels]:
         raise ValueError(f"the task's data gives labels {list(labels)[:10]}; v{candidate.version} was trained with "
                          f"{list(task.labels)[:10]}: its head's indices would be scored against other labels")
-    if "dev_file" in cfg.task or "data_dir" in cfg.task and task.name in GLUE_TASKS:
+    # named, not merely given: an empty task.dev_file carves dev from train_file again, which may be training rows
+    if cfg.task.get("dev_file") or cfg.task.get("data_dir") and task.name in GLUE_TASKS:
         return
     digest = split_digest(rows)
     for version, role in ((candidate, ""), (champion, " (champion)")):

@@ -272,3 +272,26 @@ def test_a_first_candidate_below_min_score_is_kept_and_made_no_champion(tmp_path
     tags = client.get_model_version(NAME, "1").tags
     assert (tags["promotion.decision"], tags["promotion.min_score"]) == ("kept", "0.7")
     assert client.get_run(result.run_id).data.params["min_score"] == "0.7"
+
+
+def test_an_empty_dev_file_names_no_new_rows_and_the_registered_rows_are_checked():
+    """`task.dev_file=` (empty) is no file: the task carves dev from its training file again, rows the candidate may
+    have trained on, so the registered rows' digest is still checked (only a named file skips it)."""
+    from types import SimpleNamespace
+
+    from bert_core.config import ConfigError
+    from jobs.config.finetune import TaskConfig
+    from jobs.promote import PromoteConfig, _same_data
+
+    task = TaskConfig(name="files", kind="classification", labels=["a", "b"])
+    rows = [{"text_a": "x", "label": 0}]
+    candidate = SimpleNamespace(version="2", tags={"data.dev.sha256": "0" * 64})
+    for given in ({"dev_file": ""}, {}):
+        try:
+            cfg = PromoteConfig(model=NAME, task=given).validate()
+        except ConfigError:  # refused before any registry work: as good as checked
+            continue
+        with pytest.raises(ValueError, match=r"the 1 dev rows are not those v2 was evaluated on"):
+            _same_data(cfg, candidate, None, task, "dev", rows, ["a", "b"])
+    named = PromoteConfig(model=NAME, task={"dev_file": "new_dev.csv"}).validate()
+    _same_data(named, candidate, None, task, "dev", rows, ["a", "b"])  # named rows: judged, not checked
