@@ -20,7 +20,9 @@ A stream that ends early or holds invalid data raises `DamagedStream` naming its
 on every byte before it: the range owning that stream reports it and reads on from the next stream (`next_stream`)
 as a range starting there would, and one that read into it past its own end only to finish its last page (or for
 the dump's header) does not. So a damaged stream costs the same pages (its own, and one it shares with its
-neighbour), and is counted once, however the dump is cut into ranges, or read whole.
+neighbour), and is counted once, however the dump is cut into ranges, or read whole. Bytes after a complete stream
+that do not begin a bz2 stream, with no stream after them (zero padding, junk appended to the dump), are not a stream:
+the dump ends there, as bz2.open reads it (CPython's DecompressReader ignores such trailing data too).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import re
 from typing import BinaryIO, Iterator
 
 STREAM_MAGIC = re.compile(rb"BZh[1-9]1AY&SY")
+STREAM_HEADER = re.compile(rb"BZh[1-9]")  # any stream's first bytes, an empty one's (no block) included
 SCAN_BYTES = 16 << 20
 READ_BYTES = 1 << 16
 OUTPUT_BYTES = 1 << 16  # decompressed at a time: memory for a step whatever the compression ratio
@@ -95,7 +98,7 @@ def dump_header(f: BinaryIO) -> bytes:
 def _decompressed(f: BinaryIO, start: int, end: int) -> Iterator[tuple[bytes, bool]]:
     """(bytes, past_end) from the streams starting at `start`, OUTPUT_BYTES at most at a time; past_end once a
     stream starts at or after `end` (end -1: never). DamagedStream if the file ends inside a stream or a stream holds
-    invalid data."""
+    invalid data; trailing data after the last stream (`_trailing`) ends the streams as the file's end does."""
     f.seek(start)
     pos = stream_start = start  # pos: the offset of the next byte to read
     d, raw = bz2.BZ2Decompressor(), b""
@@ -110,12 +113,22 @@ def _decompressed(f: BinaryIO, start: int, end: int) -> Iterator[tuple[bytes, bo
         try:
             out = d.decompress(raw, OUTPUT_BYTES)
         except OSError as e:  # "Invalid data stream"
+            if stream_start > start and _trailing(f, stream_start):
+                return
             raise DamagedStream(stream_start, False, str(e)) from e
         raw = b""
         if out:
             yield out, 0 <= end <= stream_start
     if stream_start != pos:
         raise DamagedStream(stream_start, True, "compressed file ended before the end-of-stream marker was reached")
+
+
+def _trailing(f: BinaryIO, offset: int) -> bool:
+    """Whether the invalid bytes from `offset`, just past a complete stream, are data after the dump rather than a
+    damaged stream: they do not begin with a stream header and no stream starts after them. A stream damaged past its
+    header, or bad data with streams after it, is damage, reported and read past (module docstring)."""
+    f.seek(offset)
+    return not STREAM_HEADER.match(f.read(4)) and next_stream(f, offset) is None
 
 
 def owned_xml(f: BinaryIO, start: int, end: int) -> Iterator[bytes]:

@@ -192,3 +192,64 @@ def test_every_range_and_a_read_past_a_damaged_stream_keep_the_dumps_encoding(tm
     rows = [(r["doc_id"], r["reject_reason"]) for r in iter_documents(str(path), path.name, config(path))]
     assert sorted(reason for _, reason in rows if reason not in ("", "redirect")) == ["corrupt_bz2"]
     assert len([r for r in rows if r[1] != "corrupt_bz2"]) >= 30 - 6
+
+
+@pytest.mark.parametrize("cut_every", [None, 997], ids=["between-pages", "pbzip2-like"])
+@pytest.mark.parametrize("tail", [bytes(512), b"\n", b"appended by a copy tool\n"], ids=["zeros", "newline", "junk"])
+def test_data_after_the_last_stream_is_the_dumps_end_not_a_damaged_stream(tmp_path, cut_every, tail):
+    """Zero padding or junk after the last stream was fed to a new decompressor, whose "Invalid data stream" was
+    counted as a corrupt_bz2 reject in a whole read and in the last range; bz2.open reads such a file without
+    complaint. Bytes that do not begin a stream, with no stream after them, end the dump."""
+    clean = tmp_path / "clean.xml.bz2"
+    offsets = write_multistream(clean, dump(), cut_every)
+    path = tmp_path / "padded.xml.bz2"
+    path.write_bytes(clean.read_bytes() + tail)
+    assert bz2.decompress(path.read_bytes()) == "".join(dump()).encode()
+
+    def rows(p, cuts=None):
+        return [(r["doc_id"].split("#")[-1], r["reject_reason"], r["text"])
+                for r in (read_ranges(p, cuts) if cuts else iter_documents(str(p), p.name, config(p)))]
+
+    whole = rows(path)
+    assert whole == rows(clean) and len(whole) == 120 and not [r for r in whole if r[1] not in ("", "redirect")]
+    rng = random.Random(4)
+    for cuts in ([0, offsets[-1]], [0, offsets[-2]], offsets, offsets[::3], [0] + sorted(rng.sample(offsets[1:], 5))):
+        assert rows(path, cuts) == whole, cuts
+
+
+@pytest.mark.parametrize("damage, reason", [
+    ("truncated", "truncated_bz2"),  # the file ends inside the last stream
+    ("truncated+zeros", "corrupt_bz2"),  # the last stream cut short, zeros after it: its header says it is a stream
+    ("corrupt+zeros", "corrupt_bz2"),  # bad bytes inside the last stream, zero padding after it
+    ("zeros-in-the-middle", "corrupt_bz2"),  # bad data between two streams: a stream follows it
+    ("bad-header-in-the-middle", "corrupt_bz2"),  # a stream whose header is damaged, other streams after it
+])
+def test_damaged_streams_next_to_trailing_data_are_still_rejects(tmp_path, damage, reason):
+    """Trailing data ends the dump only where nothing after it is a stream and it does not begin as one: a stream
+    damaged past its header, or bad data with streams after it, is still counted once, the same in any ranges."""
+    path = tmp_path / "dump.xml.bz2"
+    offsets = write_multistream(path, dump())
+    data = bytearray(path.read_bytes())
+    last, mid = offsets[-1], offsets[len(offsets) // 2]
+    if damage.startswith("truncated"):
+        data = data[: last + (len(data) - last) // 2]
+    elif damage == "corrupt+zeros":
+        data[last + 12:last + 20] = bytes(b ^ 0xFF for b in data[last + 12:last + 20])
+    elif damage == "zeros-in-the-middle":
+        data[mid:mid] = bytes(512)
+    else:
+        data[mid:mid + 3] = b"XYZ"
+    if damage.endswith("+zeros"):
+        data += bytes(512)
+    path.write_bytes(bytes(data))
+
+    def outcome(rows):
+        rows = list(rows)
+        return ([(r["doc_id"], r["text"]) for r in rows if not r["reject_reason"]],
+                sorted(r["reject_reason"] for r in rows if r["reject_reason"] not in ("", "redirect")))
+
+    whole = outcome(iter_documents(str(path), path.name, config(path)))
+    assert whole[1] == [reason] and len(whole[0]) >= 120 - 7 - 12
+    offsets = stream_offsets(open(path, "rb"))  # the inserted zeros moved the later streams; a bad header hid one
+    for cuts in ([0, offsets[-1]], offsets, offsets[::3]):
+        assert outcome(read_ranges(path, cuts)) == whole, cuts
