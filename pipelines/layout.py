@@ -69,6 +69,8 @@ def hashed_config(cfg: DataConfig) -> dict:
         d.pop("text_encoding")
     if d["text_documents"] == "books":  # as before the setting
         d.pop("text_documents")
+    else:  # a line ends a sentence in plain-text files alone (it did in every source): earlier sets are not reused
+        d["text_documents"] = "blank_lines in plain-text files"
     tok = d["tokenizer"]
     # Tokenizer settings added later are named only where the tokenizer trained differs from before them (a given
     # one is named by its hash): earlier prepared sets keep their names, and one with another alphabet is not reused.

@@ -146,6 +146,20 @@ def named_plain_text(path: str, cfg: DataConfig) -> bool:
     return _named_format(stem, cfg) == "text" and not _DUMP_INDEX.search(stem)
 
 
+def reads_plain_text(path: str, cfg: DataConfig) -> bool:
+    """Whether `iter_documents` reads `path` as plain text: named so (named_plain_text), or a file its name does not
+    place whose first bytes the reader sniffs as text (an extensionless corpus file, WikiText's .raw). A file that
+    cannot be opened or sniffed gives no document to ask about, so it answers False."""
+    stem, codec = _split_codec(path)
+    if _DUMP_INDEX.search(stem) or _named_format(stem, cfg) is not None:
+        return named_plain_text(path, cfg)
+    try:
+        with open_binary(path) as raw, _decompressed(raw, codec) as stream:
+            return _sniffed_format(_ShortReads(stream).read(SNIFF_BYTES)) == "text"
+    except (OSError, EOFError, zlib.error, lzma.LZMAError):
+        return False
+
+
 def _named_format(stem: str, cfg: DataConfig) -> str | None:
     """cfg.format, else the format an uncompressed file's name gives; None = sniff it."""
     if cfg.format != "auto":

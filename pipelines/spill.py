@@ -30,7 +30,7 @@ from pipelines.layout import ShardLayout
 from pipelines.shards import token_type
 from pipelines.rejects import RejectLog
 from pipelines.dedup import content_hashes
-from pipelines.sources import SAMPLE_CHARS, Span, iter_documents, named_plain_text
+from pipelines.sources import SAMPLE_CHARS, Span, iter_documents, named_plain_text, reads_plain_text
 
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 SPILL_CHUNK_BYTES = 16 << 20  # text a task gathers before writing spill batches: few, large batches
@@ -58,6 +58,17 @@ def unit_documents(unit: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[
     return chain.from_iterable(good_documents(part, cfg, rejects) for part in unit["parts"])
 
 
+def lined_documents(unit: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[tuple[str, int, str, bool]]:
+    """unit_documents, each with whether every line break in it ends a sentence (split_sentences' `lines`): under
+    data.text_documents=blank_lines, in the documents of plain-text files only. The setting describes such a file
+    (Google's format: a sentence a line, a blank line between documents); a line break inside a JSON lines or parquet
+    record of the same corpus (a hard-wrapped Gutenberg book's) is a soft wrap, read as in books mode: ended at
+    every line, its sentences were cut at the wraps, and so were the A/B boundaries of its pairs."""
+    for part in unit["parts"]:
+        lines = cfg.text_documents == "blank_lines" and reads_plain_text(part["path"], cfg)
+        yield from ((*doc, lines) for doc in good_documents(part, cfg, rejects))
+
+
 def book_names(unit: dict, cfg: DataConfig, layout: ShardLayout) -> frozenset[str]:
     """The names of the unit's files that are books held out whole: plain text read as data.text_documents=books,
     where a long file is cut into ~1 MiB documents, pieces of one book; none where the corpus has too few books to
@@ -75,7 +86,7 @@ def split_key(seed: int, doc_id: str, books: frozenset[str]) -> int:
     return document_key(seed, name if name in books else doc_id)
 
 
-def _chunks(docs: Iterator[tuple[str, int, str]], max_bytes: int) -> Iterator[list[tuple[str, int, str]]]:
+def _chunks(docs: Iterator[tuple], max_bytes: int) -> Iterator[list[tuple]]:
     chunk, size = [], 0
     for doc in docs:
         chunk.append(doc)
@@ -119,7 +130,6 @@ class DocumentTokenizer:
         self.tok.no_padding()
         self.tok.add_special_tokens([AddedToken(SENTENCE_MARK, special=True, normalized=False)])
         self.mark = self.tok.token_to_id(SENTENCE_MARK)
-        self.lines = cfg.text_documents == "blank_lines"  # Google's format: a line is a sentence
         # "[SEP]", "[MASK]", "[PAD]" written in a document are its text, not the tokens (the tokenizer would match
         # them): a space after the "[" leaves BERT's pre-tokenizer the pieces it makes of "[SEP]" as text
         self.literal = [t.content for t in self.tok.get_added_tokens_decoder().values()
@@ -135,7 +145,7 @@ class DocumentTokenizer:
         path = os.path.join(self.spill_dir, f"{unit['unit']:08d}.arrow")
         writer = None
         books = book_names(unit, self.cfg, self.layout)
-        for chunk in _chunks(unit_documents(unit, self.cfg, rejects), SPILL_CHUNK_BYTES):
+        for chunk in _chunks(lined_documents(unit, self.cfg, rejects), SPILL_CHUNK_BYTES):
             hashes = content_hashes([d[2] for d in chunk])
             table, shards = self._tokenize(chunk, books, hashes)
             dedup.append(_dedup_columns(hashes, table.column("uid").to_numpy(), shards))
@@ -153,16 +163,17 @@ class DocumentTokenizer:
         return {"unit": unit["unit"], "spill": path if writer else "", "spill_shards": spill_shards,
                 "rejects": rejects.to_json(), **{k: v.tolist() for k, v in cols.items()}}
 
-    def _tokenize(self, chunk: list[tuple[str, int, str]], books: frozenset[str], hashes: np.ndarray
+    def _tokenize(self, chunk: list[tuple[str, int, str, bool]], books: frozenset[str], hashes: np.ndarray
                   ) -> tuple[pa.Table, np.ndarray]:
-        doc_ids, uids, texts = zip(*chunk)
+        doc_ids, uids, texts, lines = zip(*chunk)
         keys = np.array([document_key(self.cfg.seed, d) for d in doc_ids], dtype=np.uint64)
         shards = np.array([self.layout.shard_of(int(k), split_key(self.cfg.seed, d, books))
                            for k, d in zip(keys, doc_ids)], dtype=np.int32)
         flat, lengths = [], []
         for start in range(0, len(texts), TOKENIZE_BATCH_DOCS):
-            joined = [SENTENCE_MARK.join(split_sentences(self._as_text(t), lines=self.lines))
-                      for t in texts[start:start + TOKENIZE_BATCH_DOCS]]
+            batch = slice(start, start + TOKENIZE_BATCH_DOCS)
+            joined = [SENTENCE_MARK.join(split_sentences(self._as_text(t), lines=by_line))
+                      for t, by_line in zip(texts[batch], lines[batch])]
             encodings = self.tok.encode_batch_fast(joined, add_special_tokens=False)
             n = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
             flat.append(np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(n.sum())))

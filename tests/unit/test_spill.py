@@ -185,6 +185,51 @@ def test_blank_lines_mode_tokenizes_each_line_as_a_sentence(tmp_path, tok):
     assert doc["offsets"][:2] == [0, len(heading)] and doc["ids"][:len(heading)] == heading
 
 
+def test_blank_lines_mode_ends_a_sentence_at_every_line_of_plain_text_files_only(tmp_path, tok):
+    """data.text_documents=blank_lines says where a plain-text file's documents end, and that its lines are
+    sentences. A JSON lines or parquet record of the same corpus keeps its line breaks soft (a hard-wrapped book's
+    wrap after "sailed" is inside a sentence), as in books mode, while a text file, named so or sniffed as text,
+    still ends a sentence at every line. The same unit spilled twice gives the same rows."""
+
+    import pyarrow.parquet as pq
+
+    from pipelines.sources import reads_plain_text
+
+    google = "Early life\nHe was born in Ohio and grew up in a small town there.\n\n"
+    wrapped = "The ship sailed\non through the night. The crew slept\nbelow deck while the wind rose."
+    files = {"google.txt": google, "google_sentences": google}  # the second has no extension: sniffed as text
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "books.jsonl").write_text(json.dumps({"text": wrapped}) + "\n")
+    pq.write_table(pa.table({"text": [wrapped]}), tmp_path / "books.parquet")
+    paths = sorted(str(p) for p in tmp_path.iterdir())
+    cfg = DataConfig(sources=paths, min_document_chars=10, num_shards=1, eval_fraction=0.0,
+                     text_documents="blank_lines", tokenizer=TokenizerConfig(path=MINILM))
+    assert [reads_plain_text(p, cfg) for p in paths] == [False, False, True, True]  # books.*, google*
+    [unit] = group_units(file_parts(paths, [{"bytes": os.path.getsize(p)} for p in paths], cfg, 1 << 20), 1 << 20)
+    rows = []
+    for run in ("one", "two"):
+        spill = tmp_path / run
+        spill.mkdir()
+        worker = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, ShardLayout.plan(cfg, 100), str(spill))
+        row = worker(pa.Table.from_pylist([unit])).to_pylist()[0]
+        rows.append(read_spill([row["spill"]] * len(row["spill_shards"]), list(range(len(row["spill_shards"]))),
+                               pa.uint16()).sort_by("uid").to_pylist())
+    assert rows[0] == rows[1]
+
+    def offsets(text, lines):
+        sentences = [tok.encode(s, add_special_tokens=False).ids for s in split_sentences(normalize_text(text), lines)]
+        return np.cumsum([0] + [len(s) for s in sentences]).tolist()
+
+    by_name = {doc["doc_id"].rpartition("#")[0]: doc["offsets"] for doc in rows[0]}
+    assert by_name == {"books.jsonl": offsets(wrapped, False), "books.parquet": offsets(wrapped, False),
+                       "google.txt": offsets(google, True), "google_sentences": offsets(google, True)}
+    assert len(by_name["books.jsonl"]) == 3 and len(by_name["google.txt"]) == 3  # two sentences each
+    from pipelines.layout import hashed_config  # a set prepared when every source's lines ended sentences: renamed
+
+    assert hashed_config(cfg)["text_documents"] == "blank_lines in plain-text files"
+
+
 def test_a_book_is_held_out_whole_or_not_at_all(tmp_path, tok, monkeypatch):
     """A book is cut into ~1 MiB documents (here 2 KiB); each had its own key, so the eval split held pieces of the
     books train read. Where the corpus has enough books that some are held out (eval_fraction x books >= 5), a
