@@ -173,10 +173,11 @@ def deep_merge(base: dict, update: dict) -> dict:
     return merged
 
 
-def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
+def read_yaml(path: str | Path, merge: Callable[[dict, dict], dict] = deep_merge, _seen: tuple = ()) -> dict:
     """A config file as a dict. A top-level `base: other.yaml` (relative to this file) is read first and
-    this file's keys are merged over it: a preset derives from a base and changes one thing. A sweep's
-    `finetune_config:` is relative to the file that names it too (a base's, inherited, to the base)."""
+    this file's keys are merged over it (`merge(base, this)`, at every step of a chain of bases): a preset derives
+    from a base and changes one thing. A sweep's `finetune_config:` is relative to the file that names it too (a
+    base's, inherited, to the base)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
@@ -197,7 +198,7 @@ def read_yaml(path: str | Path, _seen: tuple = ()) -> dict:
         return data
     if not isinstance(base, str):
         raise ConfigError(f"base in {str(path)!r} must be a file name, got {base!r}")
-    return deep_merge(read_yaml(path.parent / base, (*_seen, path.resolve())), data)
+    return merge(read_yaml(path.parent / base, merge, (*_seen, path.resolve())), data)
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:

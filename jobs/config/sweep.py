@@ -244,6 +244,13 @@ class SweepConfig:
                 raise ConfigError(f"{where}: search optuna cannot take type grid; use choice")
             if self.search == "grid" and kind != "grid":
                 raise ConfigError(f"{where}: search grid needs every field of type grid, got {kind}")
+        cap = self.finetune.train.max_steps
+        if "train.epochs" in self.search_space and cap:  # (FinetuneTrainConfig.steps: min(epochs' steps, max_steps))
+            raise ConfigError(f"search_space.train.epochs cannot be searched with finetune.train.max_steps={cap}: the "
+                              "cap decides how long a trial trains, so trials apart only in epochs can be the same "
+                              "run, and the best configuration names an epochs value that had no effect; search one "
+                              "of them: drop train.epochs from search_space (search_space.train.epochs=null) or the "
+                              "cap (finetune.train.max_steps=0)")
 
     def _check_value(self, key: str, value, where: str) -> None:
         """The fine-tuning config's own rules decide what a searched value may be."""
@@ -282,8 +289,9 @@ def apply(base: dict, params: dict) -> dict:
 
 def load_sweep_config(path: str | Path | None, overrides: list[str] | None = None) -> SweepConfig:
     """The YAML (its `finetune_config:` file read first, `finetune:` merged over it), the dotted overrides,
-    then the whole tree validated."""
-    data = read_yaml(path) if path is not None else {}
+    then the whole tree validated. A field's spec given whole (in a file over its base, or as a mapping on the
+    command line) replaces the one before it; `null` for a field stops searching it."""
+    data = read_yaml(path, merge=_merge_files) if path is not None else {}
     base = data.pop("finetune_config", None)
     if base is not None:
         if not isinstance(base, str):
@@ -299,8 +307,24 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
     given = any(item.partition("=")[0].strip() == "search_space" for item in overrides or [])
     space = _merge_space({} if given else _nest(data.get("search_space") or {}), updates.pop("search_space", {}), whole)
     data = deep_merge(data, updates)
-    data["search_space"] = _join_fields(space)
+    # a field set to null is not searched (one its base file searches, say); a null that names no field is left to
+    # validate, which refuses it as an unknown field
+    data["search_space"] = {k: v for k, v in _join_fields(space).items() if v is not None or k not in SEARCHABLE}
     return SweepConfig.from_dict(data).validate()
+
+
+def _merge_files(base: dict, child: dict) -> dict:
+    """read_yaml's merge of a sweep file over its base: deep_merge, but each field the child's search_space names
+    gets the child's spec whole. Merged key by key, a choice over a base's loguniform kept its low and high beside
+    the values, and was refused for keys the child never wrote; a null (not searched) is kept to the end, where
+    load_sweep_config drops it, so that a file further down the chain can search the field again."""
+    merged = deep_merge(base, {k: v for k, v in child.items() if k != "search_space"})
+    old, new = base.get("search_space"), child.get("search_space")
+    if isinstance(old, dict) and isinstance(new, dict):
+        merged["search_space"] = {**_join_fields(_nest(old)), **_join_fields(_nest(new))}
+    elif "search_space" in child:
+        merged["search_space"] = new  # no mapping on one side: the child's, as deep_merge has it (a bad one refused)
+    return merged
 
 
 def _mapping(value, name: str) -> dict:

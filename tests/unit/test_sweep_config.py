@@ -280,3 +280,56 @@ def test_a_group_of_searched_fields_merges_a_relative_base_resolves_and_a_bad_sh
         warnings.simplefilter("error")  # startup_trials >= num_samples warns: TPE would never run
         optuna = load_sweep_config(os.path.join(ROOT, "configs/sweep/pkgdocs-optuna.yaml"), [f"finetune.init={MINILM}"])
     assert optuna.optuna.startup_trials < optuna.num_samples
+
+
+def test_a_child_sweep_file_replaces_or_drops_a_field_its_base_searches(tmp_path):
+    """A sweep file's `base:` was deep-merged key by key: a child's choice for optim.lr kept the base's loguniform
+    low and high beside its values, and was refused for keys the child never wrote (the same spec as an override
+    loaded). And no file or override could stop searching a field: `null` was refused as a distribution."""
+    choice = {"type": "choice", "values": [1e-4, 3e-4]}
+    (tmp_path / "lr.yaml").write_text(f"base: {PKGDOCS}\nsearch_space:\n  optim.lr: {{type: choice, values: "
+                                      "[1.0e-4, 3.0e-4]}\n")
+    cfg = load_sweep_config(tmp_path / "lr.yaml", [f"finetune.init={MINILM}"])
+    assert cfg.search_space["optim.lr"] == choice and "train.batch_size" in cfg.search_space
+    (tmp_path / "nested.yaml").write_text(f"base: {PKGDOCS}\nsearch_space: {{optim: {{lr: {{type: choice, values: "
+                                          "[1.0e-4, 3.0e-4]}}}\n")  # a nested spelling of the field: the same
+    assert load_sweep_config(tmp_path / "nested.yaml", [f"finetune.init={MINILM}"]).search_space["optim.lr"] == choice
+    pbt = os.path.join(ROOT, "configs/sweep/pkgdocs-pbt.yaml")
+    (tmp_path / "fixed.yaml").write_text(f"base: {pbt}\nsearch_space:\n  train.batch_size: null\n")
+    cfg = load_sweep_config(tmp_path / "fixed.yaml", [f"finetune.init={MINILM}"])
+    assert sorted(cfg.search_space) == ["optim.lr", "optim.warmup_ratio", "optim.weight_decay"]
+    (tmp_path / "again.yaml").write_text("base: fixed.yaml\nsearch_space:\n  train.batch_size: "
+                                         "{type: choice, values: [8]}\n")  # a null is kept down the chain
+    cfg = load_sweep_config(tmp_path / "again.yaml", [f"finetune.init={MINILM}"])
+    assert cfg.search_space["train.batch_size"] == {"type": "choice", "values": [8]}
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search_space.train.batch_size=null"])
+    assert "train.batch_size" not in cfg.search_space and "optim.lr" in cfg.search_space  # an override, alike
+    cfg = load_sweep_config(tmp_path / "fixed.yaml", [f"finetune.init={MINILM}",
+                                                      "search_space.train.batch_size={type: choice, values: [8]}"])
+    assert cfg.search_space["train.batch_size"] == {"type": "choice", "values": [8]}
+    (tmp_path / "none.yaml").write_text(f"base: {PKGDOCS}\nsearch_space: {{optim.lr: null, optim.warmup_ratio: "
+                                        "null, optim.weight_decay: null, train.batch_size: null}\n")
+    with pytest.raises(ConfigError, match="search_space must name at least one of"):  # the empty space's rule
+        load_sweep_config(tmp_path / "none.yaml", [f"finetune.init={MINILM}"])
+    with pytest.raises(ConfigError, match="search_space.optim.momentum: unknown field"):  # a null names a field
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search_space.optim.momentum=null"])
+
+
+def test_epochs_cannot_be_searched_under_a_max_steps_cap():
+    """finetune.train.max_steps cuts every trial at the cap: with 1600 features in batches of 16 (100 steps an
+    epoch) and max_steps=150, epochs 2, 3 and 4 all train 150 steps on one schedule, identical trials, and the best
+    configuration named an epochs value that did nothing. Refused before Ray, naming both fields."""
+    import ray
+
+    from jobs.config.finetune import FinetuneTrainConfig
+
+    assert {FinetuneTrainConfig(batch_size=16, epochs=e, max_steps=150).steps(1600) for e in (2, 3, 4)} == {(100, 150)}
+    epochs = "search_space.train.epochs={type: choice, values: [2, 3, 4]}"
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", epochs])  # no cap: the epochs decide
+    assert cfg.search_space["train.epochs"] == {"type": "choice", "values": [2, 3, 4]}
+    with pytest.raises(ConfigError, match=r"search_space\.train\.epochs cannot be searched with "
+                                          r"finetune\.train\.max_steps=150: .*finetune\.train\.max_steps=0"):
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", epochs, "finetune.train.max_steps=150"])
+    assert not ray.is_initialized()
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "finetune.train.max_steps=150"])
+    assert cfg.finetune.train.max_steps == 150  # the cap alone, epochs not searched: as before
