@@ -16,6 +16,7 @@ import os
 import pickle
 import re
 from contextlib import contextmanager
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,6 +150,7 @@ class EngineBase:
         self.objective = objective
         self.optim, self.max_steps, self.zero_stage, self.load_universal = optim, max_steps, zero_stage, load_universal
         self.device = engine.device
+        self.loaded_lr: float | None = None  # the peak lr (optim.lr) of the run whose optimizer state `load` took
 
     @property
     def data_parallel(self) -> tuple[int, int]:
@@ -173,18 +175,40 @@ class EngineBase:
         as a step of its run, whose schedule must then still end at 0 on its last step."""
         self.scheduler.step()
 
-    def replanned(self, planned: int, planned_optim=None, total: str = "train.max_steps") -> str:
-        """The line for a resume whose train.max_steps is not the `planned` total its checkpoint's run scheduled: the
-        schedule is the new total's, so the next step takes that plan's rate at this position, which for a decaying
-        schedule can jump (a run given more steps: from near 0 at its old end back to a share of the peak).
-        `planned_optim`: the old plan's settings where they follow the total (a fine-tune's warmup_ratio); `total`:
-        what the user set it with."""
+    def replanned(self, planned: int, planned_optim: OptimConfig | None = None, total: str = "train.max_steps",
+                  warmup: str | None = "optim.warmup_steps") -> str:
+        """The line for a resume whose learning-rate schedule is not the one its checkpoint's run planned: another
+        total (`planned`, the checkpoint's; `total`: what the user set it with) or another warmup (`planned_optim`:
+        the checkpoint's schedule settings, None for this run's; `warmup`: what set its warmup steps, or None where
+        the checkpoint did not record them and `planned_optim`'s are a guess, not named as a change). The schedule
+        is this run's, so the next step takes its rate at this position, which can jump (a run given more steps:
+        from near 0 at its old end back to a share of the peak; a longer warmup: down into it again). The
+        checkpoint's rate is its own plan's: its total, its warmup and its peak lr as loaded (this run's optim.lr
+        may differ: `load` named that change already)."""
+        old = planned_optim or self.optim
+        changes = []
+        if planned != self.max_steps:
+            changes.append((f"{total} {planned:,} -> {self.max_steps:,}", "total"))
+        if warmup is not None and old.warmup_steps != self.optim.warmup_steps:
+            changes.append((f"{warmup} {old.warmup_steps:,} -> {self.optim.warmup_steps:,}", "warmup"))
         at, base = self.scheduler.last_epoch, self.scheduler.base_lrs[0]
-        was = base * lr_lambda(planned_optim or self.optim, planned)(at)
+        was = (base if self.loaded_lr is None else self.loaded_lr) * lr_lambda(old, planned)(at)
         now = base * lr_lambda(self.optim, self.max_steps)(at)
-        return (f"[resume] {total} {planned:,} -> {self.max_steps:,}: the learning-rate schedule is planned "
-                f"over the new total, so the next step trains at lr {now:.3g}, where the checkpoint's plan was at "
-                f"{was:.3g}")
+        new = " and ".join(what for _, what in changes)
+        return (f"[resume] {', '.join(said for said, _ in changes)}: the learning-rate schedule is planned "
+                f"{'with' if new == 'warmup' else 'over'} the new {new}, so the next step trains at lr {now:.3g}, "
+                f"where the checkpoint's plan was at {was:.3g}")
+
+    def resumed_plan(self, planned: int, saved_warmup: int | None, guess: OptimConfig | None = None,
+                     **labels) -> str | None:
+        """`replanned`'s line where a resumed checkpoint's schedule (its total `planned`; its warmup steps
+        `saved_warmup`, None where the checkpoint did not record them: `guess`'s settings stand in, not named as a
+        change) is not this run's; None where it is the same plan."""
+        if planned == self.max_steps and saved_warmup in (None, self.optim.warmup_steps):
+            return None
+        if saved_warmup is None:
+            return self.replanned(planned, guess, **{**labels, "warmup": None})
+        return self.replanned(planned, dataclasses.replace(self.optim, warmup_steps=saved_warmup), **labels)
 
     def restart_counts(self) -> None:
         """A new run over a carried-over optimizer (a phase hand-off): its step, sample and skipped-step counts start
@@ -304,6 +328,7 @@ class EngineBase:
         groups, sched = self.optimizer.param_groups, self.scheduler
         changed = {}
         saved_lr = groups[0].get("initial_lr", sched.base_lrs[0])  # the saving run's optim.lr (before any rollback)
+        self.loaded_lr = saved_lr  # the peak of the checkpoint's own plan, whose rate `replanned` gives
         if saved_lr != self.optim.lr:
             changed["optim.lr"] = (saved_lr, self.optim.lr)
             sched.base_lrs = [self.optim.lr] * len(sched.base_lrs)

@@ -111,10 +111,8 @@ class Worker:
             if self.rank == 0 and (d / "model").is_dir():
                 shutil.copytree(d / "model", self.best_dir, dirs_exist_ok=True)
         self.loop.load_state(state)
-        planned = state.get("total_steps", self.loop.total)  # (absent from checkpoints before it was kept)
-        if planned != self.loop.total and self.rank == 0:  # resubmitted with more (or fewer) epochs or steps
-            log.warning(self.engine.replanned(planned, self.cfg.optim.engine_optim(planned),
-                                              total="steps planned (train.epochs, train.max_steps)"))
+        if self.rank == 0:
+            self._say_replanned(state)
         # A checkpoint of this submission's own MLflow run: a worker died. Another's: the run was resubmitted
         # (the driver checked its basis: jobs/runtime/resubmit.py), and its failures were that submission's.
         resubmitted = earlier is not None and earlier["run_id"] != self.config.get("mlflow_run_id")
@@ -124,6 +122,19 @@ class Worker:
                      f"taken; best {loop.metric} {loop.best:.4f} at step {loop.best_step} "
                      + ("(continued from an earlier submission)" if resubmitted and not self.resumes
                         else f"(restart {self.resumes})"))
+
+    def _say_replanned(self, state: dict) -> None:
+        """Warn where the checkpoint's run (`state`: its state.json) planned its learning-rate schedule otherwise: a
+        resubmission with more (or fewer) epochs or steps, or another optim.warmup_ratio (optim.* is outside the
+        continuation basis: it may change on resubmission, said so). A checkpoint from before state.json kept
+        total_steps is taken as planned over this run's total; one from before it kept warmup_steps, as warmed up by
+        this run's ratio, an unknown the line does not name as a change (and no line for the warmup alone)."""
+        planned = state.get("total_steps", self.loop.total)
+        line = self.engine.resumed_plan(planned, state.get("warmup_steps"), self.cfg.optim.engine_optim(planned),
+                                        total="steps planned (train.epochs, train.max_steps)",
+                                        warmup="warmup steps (optim.warmup_ratio x steps planned)")
+        if line:
+            log.warning(line)
 
     def _epoch_batches(self, epoch: int, taken: int):
         """This rank's batches of `epoch` in the epoch's seeded order, less the `taken` a resumed run took before it
@@ -180,7 +191,9 @@ class Worker:
             if torch.cuda.is_available():  # GPU dropout draws from it; the seeding at start resets it
                 np.save(tmp / f"cuda-rng-rank{self.rank}.npy", torch.cuda.get_rng_state().numpy())
             if self.rank == 0:
-                (tmp / "state.json").write_text(json.dumps({**loop.state(), "total_steps": loop.total}))
+                # the schedule's plan beside the loop's place: a resubmission's own is compared with it (restore)
+                plan = {"total_steps": loop.total, "warmup_steps": self.engine.optim.warmup_steps}
+                (tmp / "state.json").write_text(json.dumps({**loop.state(), **plan}))
                 resubmit.record(tmp, self.config.get("mlflow_run_id"), loop.step, self.config["basis"])
                 (tmp / "history.json").write_text(json.dumps(loop.best_history(), indent=1))
                 self.logger.save_counts(tmp)  # after close() on the final; a restart goes on from these counts

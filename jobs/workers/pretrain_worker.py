@@ -130,9 +130,11 @@ class Worker:
                 self.logger.restore_counts(Path(d))  # the MLflow outage counts of the attempts before this one
                 if saved is None:
                     self._start_masks(state["micro_batches"])
-            planned = state.get("max_steps", self.t.max_steps)  # (absent from checkpoints before it was kept)
-            if planned != self.t.max_steps and self.rank == 0:  # resubmitted with more (or fewer) steps
-                log.warning(self.engine.replanned(planned))
+            # resubmitted with more (or fewer) steps, or another warmup: optim.* may change, said so (each absent
+            # from checkpoints before it was kept)
+            line = self.engine.resumed_plan(state.get("max_steps", self.t.max_steps), state.get("warmup_steps"))
+            if line and self.rank == 0:
+                log.warning(line)
             self.step, self.before = state["step"], state.get("eval_before", {})
             self._record_weights("restored")
             self.guard.skipped = state.get("nonfinite_skipped", 0)
@@ -355,6 +357,7 @@ class Worker:
         with tempfile.TemporaryDirectory() as tmp:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.mask_next, "max_steps": self.t.max_steps,
+                "warmup_steps": self.engine.optim.warmup_steps,
                 "eval_before": self.before, "nonfinite_skipped": self.guard.skipped, "rollbacks": self.rollback_log})
             self._record_weights("saved")
             self.faults.maybe_fail(self.step, "write")

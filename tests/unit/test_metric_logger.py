@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import ray.train
 
+from jobs.config.sections import OptimConfig
 from jobs.registry.metric_logger import COUNTS_FILE, RankZeroLogger, outage_line
 
 RUN = "run-1"
@@ -127,13 +128,14 @@ class Engine:
     """What the workers' checkpoint and restore paths call on an engine, doing nothing."""
 
     data_parallel = (0, 1)
+    optim = OptimConfig(warmup_steps=10)  # what the fine-tuning worker's checkpoint records of its schedule
 
     def __init__(self):
-        self.replans = []  # the planned totals of resumes over another total
+        self.replans = []  # the planned totals resumes compared with
 
-    def replanned(self, planned, planned_optim=None, total=""):
-        self.replans.append(planned)
-        return f"[resume] replanned over {planned}"
+    def resumed_plan(self, planned, saved_warmup, guess=None, **labels):
+        self.replans.append(planned)  # the plan a resume compares with this run's (the real one says if they differ)
+        return ""
 
     def save(self, path, client_state):
         Path(path).mkdir(parents=True)
@@ -219,11 +221,8 @@ def test_a_restarted_finetuning_worker_reports_the_runs_outage_counts(reports, t
     second._report({"accuracy": 0.6}, checkpoint=True, final=True)
     final = reports[-1][0]
     assert (final["tracking_failures"], final["tracking_undelivered"]) == (failures, 50)
-    # a resume over another total (more epochs) says its learning rate's jump; over the same one it says nothing
-    assert second.engine.replans == []
-    longer = worker(Store(up=True), total=150)
-    longer.restore(ray.train.Checkpoint.from_directory(str(reports[0][1])))
-    assert longer.engine.replans == [100]
+    # a resume compares the checkpoint's planned total with this run's (test_resume_schedule: the line it makes)
+    assert second.engine.replans == [100]
 
 
 def test_a_request_beside_the_buffer_fails_fast_and_counted_when_the_store_is_down():
