@@ -1,6 +1,7 @@
 """A cell of a user's file as a row's value, whatever wrote the file: ids and class names written as integral
 floats (pandas writes an int column holding a NaN as floats: 101.0 in Parquet and JSON, "101.0" in CSV) are the
-integers meant; text stored as bytes or as a number is the text a CSV would hold."""
+integers meant; text stored as bytes or as a number is the text a CSV would hold; a cell whose text says it holds
+no value (`no_value`) is no label and no text alike."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from pipelines.tasks.text_records import Reject
 
 _INTEGRAL = re.compile(r"-?\d+\.0+")  # "101.0", "-3.00"
 _SIGNED = re.compile(r"([+-]?)(\d+)(\.0+)?")  # "+1" (+1 / -1 classes), "+1.0", "-3.00"
+# a cell that says "no value" as text: pandas' astype(str) of NaN / NA, JSON's null as text, Excel's error cells
+# (openpyxl reads an error cell as its code: a formula whose lookup failed is #N/A, in a label or a text column);
+# not "null" / "None" (a class of its own in some data, a no-relation or no-intent label) nor "NA" (a word, a code)
+_NO_VALUE = frozenset({"nan", "NaN", "<NA>", "#N/A", "#N/A N/A", "#NA", "#VALUE!", "#REF!", "#DIV/0!", "#NUM!",
+                       "#NAME?", "#NULL!", "#GETTING_DATA", "#SPILL!", "#CALC!"})
 
 
 def integral(text: str) -> str:
@@ -58,3 +64,10 @@ def cell_text(value):
     if isinstance(value, float):
         return repr(float(value)) if math.isfinite(value) else None  # float(): numpy 2's repr names its type
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def no_value(value) -> bool:
+    """Whether a cell is text that says it holds no value (_NO_VALUE, its ends' blanks aside). One rule for every
+    column and every format, so text and label agree: a text column that is a formula whose lookup failed is
+    missing_text, as such a label is missing_label, not the input "#N/A" trained on and scored."""
+    return isinstance(value, str) and value.strip() in _NO_VALUE

@@ -90,7 +90,9 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
             bad = bad or "line_too_long"
             lines.append(raw.decode("utf-8", "replace")[:200])
             continue
-        raw = raw.removeprefix(codecs.BOM_UTF8) if n == 0 else raw  # a UTF-8 byte-order mark
+        # a UTF-8 byte-order mark is no text at any line's start: the file's, or a joined file's (`cat a.conll b.conll`,
+        # b saved with one: read as text, its "\ufeff-DOCSTART-" would be a sentence to train on, not b's start)
+        raw = raw.removeprefix(codecs.BOM_UTF8)
         try:
             line, broken = raw.decode("utf-8").strip(), False  # any blank at the ends: a no-break space alone is a
         except UnicodeDecodeError:  # blank line (Word and HTML exports), after a tag it is no part of the tag

@@ -29,17 +29,17 @@ named encoding does not define), blank_line, bad_json (a line or array element t
 CSV / TSV quote that never closes: its line, the lines after it are read again), ambiguous_quote (a TSV quote that would
 run on over a line that is a whole row by itself: all its lines, text_records.tsv_records), wrong_column_count,
 repeated_header (a CSV / TSV / sheet row of two columns or more that is the header again: `cat a.csv b.csv`),
-missing_text, missing_label (absent, empty, JSON null, NaN, or text that says so: "nan", "<NA>", Excel's #N/A and other
-error cells; QA: answers absent or null, where [] is a question without an answer), unparseable_label (a JSON list as a
-class, a bool as a score or in a list, a non-finite score, QA answers of no shape squad.answer_list reads),
-non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a NaN, is the class 1, and so
-is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first valid row's), empty_row,
-tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch, no_valid_answer,
-answer_offset_in_other_units (not dropped: a start counted in UTF-16 units or UTF-8 bytes, kept at its character),
-not_a_squad_article (SQuAD JSON: an item of its data list without paragraphs), unanswerable_needs_version_2 (QA, as
-load_squad; the last: a question without an answer, read with version_2 false: set task.version_2=true to train on
-them), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a compressed file cut
-short or not of its codec: the records before it are kept; corrupt_parquet, a Parquet page that does not decode,
+missing_text and missing_label (absent, empty, JSON null, NaN, or text that says so: "nan", "<NA>", Excel's #N/A and
+other error cells, cells.no_value; QA: answers absent or null, where [] is a question without an answer),
+unparseable_label (a JSON list as a class, a bool as a score or in a list, a non-finite score, QA answers of no shape
+squad.answer_list reads), non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a
+NaN, is the class 1, and so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first
+valid row's), empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch,
+no_valid_answer, answer_offset_in_other_units (not dropped: a start counted in UTF-16 units or UTF-8 bytes, kept at its
+character), not_a_squad_article (SQuAD JSON: an item of its data list without paragraphs), unanswerable_needs_version_2
+(QA, as load_squad; the last: a question without an answer, read with version_2 false: set task.version_2=true to train
+on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a compressed file
+cut short or not of its codec: the records before it are kept; corrupt_parquet, a Parquet page that does not decode,
 likewise).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
@@ -70,7 +70,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
-from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name
+from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name, no_value
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
@@ -89,10 +89,6 @@ _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
 _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "squad")}  # others: + text
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
 _ABSENT = object()
-# a label cell that says "no value" as text: pandas' astype(str) of NaN / NA, JSON's null as text, Excel's error cells
-# (not "null" / "None": a class of its own in some data, a no-relation or no-intent label)
-_NO_VALUE = frozenset({"nan", "NaN", "<NA>", "#N/A", "#N/A N/A", "#NA", "#VALUE!", "#REF!", "#DIV/0!", "#NUM!",
-                       "#NAME?", "#NULL!"})
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
@@ -240,7 +236,8 @@ class _Rows:
             text = cell_text(record.get(c.text))
             if isinstance(text, Reject):
                 return str(text)
-            return {"id": rid, "text": text} if isinstance(text, str) and text.strip() else "missing_text"
+            return {"id": rid, "text": text} if isinstance(text, str) and text.strip() and not no_value(text) \
+                else "missing_text"
         if self.kind == "token-classification":
             return self._tokens(rid, record.get(c.tokens), record.get(c.tags), labeled=bool(c.tags))
         if self.kind == "question-answering":
@@ -248,7 +245,7 @@ class _Rows:
         texts = [cell_text(record.get(name)) for name in (c.text, c.text_pair) if name]
         if any(isinstance(t, Reject) for t in texts):
             return "invalid_utf8"
-        if not all(isinstance(t, str) and t.strip() for t in texts):
+        if not all(isinstance(t, str) and t.strip() and not no_value(t) for t in texts):  # #N/A: as a label's
             return "missing_text"
         label = self._label(record.get(c.label, _ABSENT)) if c.label else (None, None)
         if isinstance(label, str):
@@ -267,7 +264,7 @@ class _Rows:
                 return str(value)
         if value is _ABSENT or value is None or (isinstance(value, str) and not value.strip() and not sep) \
                 or (isinstance(value, float) and math.isnan(value)) \
-                or (isinstance(value, str) and value.strip() in _NO_VALUE):  # JSON null, pandas' NaN: no label
+                or no_value(value):  # JSON null, pandas' NaN, Excel's #N/A: no label (cells.no_value)
             return "missing_label"
         if isinstance(value, decimal.Decimal):  # Parquet DECIMAL (Spark, BigQuery NUMERIC, Snowflake NUMBER(38,0))
             value = int(value) if value == value.to_integral_value() else float(value)
@@ -345,7 +342,7 @@ class _Rows:
         context, question = cell_text(record.get(c.context)), cell_text(record.get(c.question))
         if isinstance(context, Reject) or isinstance(question, Reject):
             return "invalid_utf8"
-        if not isinstance(context, str) or not context.strip() or not isinstance(question, str) or not question.strip():
+        if not all(isinstance(t, str) and t.strip() and not no_value(t) for t in (context, question)):
             return "missing_field"
         answers = {"text": [], "answer_start": []}  # inputs to predict (c.answers ""): each answered on its own
         if c.answers:
