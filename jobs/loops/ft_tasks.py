@@ -183,15 +183,15 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     from pipelines.tasks.roles import keys_of, without
     from pipelines.tasks.stream import stream_rows
 
-    kind, rejected = task.kind, {}
-    given = {name: _read_files(task, spec, name, rejected.setdefault(name, collections.Counter()))
+    kind, rejected, classes = task.kind, collections.defaultdict(collections.Counter), collections.defaultdict(dict)
+    given = {name: _read_files(task, spec, name, rejected[name], classes[name])  # classes: checked with train's
              for name, spec in (("dev", task.dev_file), (SELECT, task.select_file)) if spec}
     tokenizer = load_tokenizer(str(tokenizer_dir)) if tokenizer_dir else None
     streamed = stream_rows(task.train_file, task.format, kind, task.columns, fraction=task.selection_fraction,
                            max_rows=task.selection_max_rows, labels=tuple(task.labels), dev=given.get("dev"),
                            select=given.get(SELECT), max_train=task.max_train_examples, tokenizer=tokenizer,
                            max_seq_len=task.max_seq_len, version_2=task.version_2,
-                           max_query_length=task.max_query_length)
+                           max_query_length=task.max_query_length, given_classes=classes)
     for name, counts in streamed.rejected.items():
         rejected.setdefault(name, collections.Counter()).update(counts)
     for reason, (path, where, excerpt) in streamed.samples.items():  # as _read_files says it for dev and select
@@ -245,16 +245,19 @@ def check_files(task: TaskConfig) -> None:
                 print(f"[data] task.{role}_file {spec}: {len(files)} files, {below} of them in subfolders", flush=True)
 
 
-def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.Counter) -> list[dict]:
-    """Every row of the files `spec` names, in file order; rejects counted by reason into `rejected`."""
+def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.Counter, classes=None) -> list[dict]:
+    """Every row of the files `spec` names, in file order; rejects counted by reason into `rejected`; how each file
+    writes its classes into `classes` (stream.add_classes)."""
     from pipelines.tasks.file_finder import resolve_files
     from pipelines.tasks.files import read_file
+    from pipelines.tasks.stream import add_classes
 
     rows, said = [], set()
     for path, fmt in resolve_files(spec, task.format, split=split):
         for batch in read_file(path, fmt, task.kind, task.columns, version_2=task.version_2):
             rows.extend(batch.rows)
             rejected.update(batch.rejects)
+            add_classes(classes if classes is not None else {}, path, batch, task.kind)
             for reason, where, excerpt in batch.samples:
                 if reason not in said and rejected[reason] == batch.rejects[reason]:  # its first in this split
                     said.add(reason)

@@ -20,9 +20,19 @@ import pyarrow.parquet as pq
 from pipelines.tasks.common import TaskDataError
 
 
+class classlabel(str):  # lower case: its name is the label type files.py records
+    """A class read as its ClassLabel name from a `datasets` id. files._Rows takes a label's Python type name as its
+    file's label type, so a file of these has the label type "classlabel": stream._mixed_classes then knows its
+    classes are names, even digits (yelp_polarity's are "1" and "2" for the ids 0 and 1), and refuses it beside a
+    file of ids, such as the dataset's own to_json / to_csv export, where "1" would be another class."""
+
+
 def _arrow_records(batches, batch_rows: int, classes: dict):
     """Records of Arrow batches; `classes`: column -> ClassLabel names, to turn datasets' ids into
-    names (an id out of range, datasets' -1 for unlabeled, drops the label; one in a list drops the whole list)."""
+    names (an id out of range, datasets' -1 for unlabeled, drops the label; one in a list drops the whole list).
+    Names that are their own ids ("0", "1", ...: ClassLabel(num_classes=n)) stay plain str: an export's ids agree."""
+    classes = {c: names if names == [str(i) for i in range(len(names))] else [classlabel(x) for x in names]
+               for c, names in classes.items()}
     n = 0
     for batch in batches:
         for start in range(0, batch.num_rows, batch_rows):

@@ -75,11 +75,7 @@ def _read(batch, kind: str, columns: Columns, version_2: bool = True):
             samples = {}
             for reason, where, excerpt in part.samples:
                 samples.setdefault(reason, [str(path), where, excerpt])
-            classes = {}
-            if kind in ("classification", "multi-label") and part.label_type:
-                labels = (r["label"] for r in part.rows)
-                names = labels if kind == "classification" else (n for row in labels for n in row)
-                classes[str(path)] = [part.label_type, any(not _integer(n) for n in names)]
+            classes = add_classes({}, str(path), part, kind)
             tail = {"rejects": json.dumps(dict(part.rejects)), "samples": json.dumps(samples, ensure_ascii=False),
                     "classes": json.dumps(classes)}
             yield {"row": np.asarray([*rows, ""], dtype=object),
@@ -90,27 +86,47 @@ def _integer(name: str) -> bool:
     return name.lstrip("-").isdigit()
 
 
-def _add_classes(into: dict[str, list], found: str) -> None:
-    """Merge a JSON record of _read's `classes` (path -> [label type, a class is a name]) into `into`."""
-    for path, (label_type, has_names) in (json.loads(found) if found else {}).items():
+def add_classes(into: dict[str, list], path: str, part, kind: str) -> dict[str, list]:
+    """Merge how a FileBatch `part` of the file `path` writes its classes into `into` (path -> [label type, a class
+    is a name, not an integer]), for _mixed_classes; `into` returned. Classes only: scores and tags are not checked."""
+    if kind in ("classification", "multi-label") and part.label_type:
+        labels = (r["label"] for r in part.rows)
+        names = labels if kind == "classification" else (n for row in labels for n in row)
+        _merge_classes(into, {path: [part.label_type, any(not _integer(n) for n in names)]})
+    return into
+
+
+def _merge_classes(into: dict[str, list], found: dict[str, list]) -> None:
+    """Merge `found` (path -> [label type, a class is a name], as _read's JSON `classes` records) into `into`."""
+    for path, (label_type, has_names) in found.items():
         seen = into.setdefault(path, [label_type, has_names])
         seen[1] = seen[1] or has_names
 
 
-def _mixed_classes(classes: dict[str, list], spec: str, labels: tuple) -> None:
-    """Refuse training files that write their classes two ways: one as integers (JSON / Parquet ints: a `datasets`
-    export's ClassLabel ids) and another as names ("neg", "pos"). Read together, the ids and the names would be
-    four classes where the data has two, with no reject (one file that mixes them rejects rows as
-    mixed_label_types). CSV's "0" beside JSON's 0 is the same class: no mix. With task.labels set, only one way
-    can be kept (the other's rows are rejected and counted), unless the labels mix the two."""
-    if labels and (all(_integer(str(n)) for n in labels) or not any(_integer(str(n)) for n in labels)):
+def _mixed_classes(classes: dict[str, list], spec: str, labels: tuple, given: dict[str, dict] | None = None) -> None:
+    """Refuse files that write their classes two ways: one as integers (JSON / Parquet ints: a `datasets` export's
+    ClassLabel ids) and another as names ("neg", "pos"). Read together, the ids and the names would be four classes
+    where the data has two, with no reject (one file that mixes them rejects rows as mixed_label_types). CSV's "0"
+    beside JSON's 0 is the same class: no mix. A file `datasets` wrote with ClassLabel names (label type
+    "classlabel", arrow_files.classlabel) holds names even where they are digits, and is refused beside any file of
+    integers, CSV's too: its exports write the ids as either. With task.labels set, only one way can be kept (the
+    other's rows are rejected and counted), unless the labels mix the two or names are digits.
+    `classes`: the training files' (path -> [label type, a class is a name]); `given`: the dev and select files'
+    (role -> path -> the same), which are encoded with train's labels and would be misread the same way."""
+    files = {**classes, **{f"task.{role}_file {path}": c for role, found in (given or {}).items()
+                           for path, c in found.items()}}
+    classlabel = {path for path, (label_type, _) in files.items() if label_type == "classlabel"}
+    digits = any(not has_names for path, (_, has_names) in files.items() if path in classlabel)
+    if labels and not digits and (all(_integer(str(n)) for n in labels) or not any(_integer(str(n)) for n in labels)):
         return
-    ids = sorted(path for path, (label_type, _) in classes.items() if label_type == "int")
-    named = sorted(path for path, (_, has_names) in classes.items() if has_names)
+    ids = sorted(path for path, (label_type, has_names) in files.items()
+                 if label_type == "int" or (classlabel and not has_names and path not in classlabel))
+    named = sorted(path for path, (_, has_names) in files.items() if has_names or path in classlabel)
     if ids and named:
+        what = "its datasets ClassLabel names" if named[0] in classlabel else "names"
         raise TaskDataError(f"task.train_file {spec!r}: {ids[0]} writes its classes as integers (ids) and {named[0]} "
-                            "as names: read together they would be different classes; write one file's classes "
-                            "the other's way")
+                            f"as {what}: read together they would be different classes; write the same labels in "
+                            "both (one file's classes the other's way)")
 
 
 def _rows(batch) -> list[dict]:
@@ -138,7 +154,7 @@ def _survey(batch, kind: str) -> dict:
             for reason, sample in json.loads(found).items():
                 samples.setdefault(reason, sample)
     for found in batch["classes"]:
-        _add_classes(classes, found)
+        _merge_classes(classes, json.loads(found) if found else {})
     for row in rows:
         if kind == "classification":
             names.add(str(row["label"]))
@@ -272,9 +288,10 @@ def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: in
 def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: float, max_rows: int,
                 labels: tuple = (), dev: list[dict] | None = None, select: list[dict] | None = None,
                 max_train: int = 0, tokenizer=None, max_seq_len: int = 128, version_2: bool = True,
-                max_query_length: int = 64) -> StreamedRows:
+                max_query_length: int = 64, given_classes: dict[str, dict] | None = None) -> StreamedRows:
     """The training files `spec` through Ray Data (see the module docstring). `dev` / `select`: rows the caller
-    read from their own files (None: carved here). `labels`: fixed by the user, else taken from train.
+    read from their own files (None: carved here), and `given_classes` how those files write their classes (role ->
+    add_classes' record), checked with train's. `labels`: fixed by the user, else taken from train.
     `version_2`: read_file's (QA: false rejects questions without an answer)."""
     import ray
 
@@ -292,13 +309,13 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     rejected = {"train": collections.Counter()}
     names, documents, samples, classes = set(), set(), {}, {}
     for rec in survey:
-        _add_classes(classes, rec["classes"])
+        _merge_classes(classes, json.loads(rec["classes"]))
         rejected["train"].update(json.loads(rec["rejects"]))
         for reason, sample in json.loads(rec["samples"]).items():
             samples.setdefault(reason, sample)
         names.update(json.loads(rec["names"]))
         documents.update(json.loads(rec["documents"]))
-    _mixed_classes(classes, spec, labels)
+    _mixed_classes(classes, spec, labels, given_classes)
     if not sum(rec["n"] for rec in survey):
         one = min(samples.items(), key=lambda s: (s[1][0], s[0]), default=None)  # a file and line to look at
         raise TaskDataError(f"task.train_file {spec!r}: no usable rows ({dict(rejected['train']) or 'empty'})"

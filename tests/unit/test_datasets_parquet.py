@@ -50,3 +50,46 @@ def test_parquet_written_by_datasets_names_its_class_ids_as_its_folder_would(tmp
         check_columns([(str(tmp_path / "bad.parquet"), "parquet")], "token-classification", Columns(tags="ner_tags"))
 
 # --- token classification, question answering ---
+
+
+def written_classes(tmp_path, name, labels, names=None, fmt="parquet"):
+    """stream._read's record of how one file writes its classes (path -> [label type, a class is a name]): a Parquet
+    file datasets wrote with ClassLabel `names`, or the dataset's to_json / to_csv export of the same ids."""
+    import numpy as np
+
+    from pipelines.tasks.stream import _read
+
+    path = tmp_path / name
+    if fmt == "parquet":
+        features = {"text": {"_type": "Value", "dtype": "string"}, "label": {"_type": "ClassLabel", "names": names}}
+        meta = {b"huggingface": json.dumps({"info": {"features": features}}).encode()}
+        table = pa.table({"text": [f"t{i}" for i in range(len(labels))], "label": labels})
+        pq.write_table(table.replace_schema_metadata(meta), path)
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps({"text": f"t{i}", "label": x}) + "\n" for i, x in enumerate(labels)))
+    else:
+        path.write_text("text,label\n" + "".join(f"t{i},{x}\n" for i, x in enumerate(labels)))
+    records = _read({"path": np.asarray([str(path)]), "fmt": np.asarray([fmt])}, "classification", Columns())
+    return {p: c for rec in records for p, c in json.loads(rec["classes"][-1]).items()}
+
+
+def test_class_names_that_are_digits_are_names_beside_the_ids_of_an_export(tmp_path):
+    """yelp_polarity's ClassLabel names are "1" and "2" for the ids 0 and 1: its Parquet reads "1" / "2", its to_json
+    or to_csv export "0" / "1". Read together, id 1 (the second class) and name "1" (the first) were one class, and
+    nothing was refused: the Parquet file is now a file of names, refused beside ids, whatever task.labels says.
+    Names that are their ids (ClassLabel(num_classes=2): "0", "1") agree with an export; two Parquet files agree."""
+    from pipelines.tasks.stream import _mixed_classes
+
+    digits = written_classes(tmp_path, "train.parquet", [0, 1], ["1", "2"])
+    assert list(digits.values()) == [["classlabel", False]]
+    for export in (written_classes(tmp_path, "export.jsonl", [0, 1], fmt="jsonl"),
+                   written_classes(tmp_path, "export.csv", [0, 1], fmt="csv")):
+        for labels in ((), ("0", "1", "2")):
+            with pytest.raises(TaskDataError, match=r"export\.(jsonl|csv) writes its classes as integers \(ids\) and "
+                                                    r".*train\.parquet as its datasets ClassLabel names"):
+                _mixed_classes({**digits, **export}, "data/", labels)
+        own_ids = written_classes(tmp_path, "own.parquet", [0, 1], ["0", "1"])
+        _mixed_classes({**own_ids, **export}, "data/", ())
+    _mixed_classes({**digits, **written_classes(tmp_path, "more.parquet", [1, 0], ["1", "2"])}, "data/", ())
+    named = written_classes(tmp_path, "named.parquet", [0, 1], ["neg", "pos"])
+    _mixed_classes({**named, **written_classes(tmp_path, "names.csv", ["pos", "neg"], fmt="csv")}, "data/", ())

@@ -353,3 +353,33 @@ def test_classes_written_as_ids_in_one_file_and_names_in_another_are_refused_unl
     with pytest.raises(TaskDataError):
         _mixed_classes(mixed, "data/", ("0", "neg"))
     _mixed_classes({"a.jsonl": ["int", False], "b.csv": ["str", False]}, "data/", ())
+
+
+def test_a_dev_or_select_file_is_checked_for_its_classes_with_the_training_files(tmp_path, monkeypatch):
+    """A dev file of ids (a `datasets` export, "0" / "1") beside training Parquet of ClassLabel names that are digits
+    ("1" / "2"): encoded with train's labels, every id-1 row was scored as the name "1", the first class. The given
+    files' classes reach stream_rows' check with train's, whose error names both files; files that agree pass."""
+    from pipelines.tasks import TaskDataError
+    from pipelines.tasks.file_finder import resolve_files
+    from tests.unit.test_datasets_parquet import written_classes
+
+    written_classes(tmp_path, "train.parquet", [0, 1, 1, 0], ["1", "2"])
+    written_classes(tmp_path, "select.parquet", [1, 0], ["1", "2"])
+    written_classes(tmp_path, "dev.jsonl", [0, 1], fmt="jsonl")
+    written_classes(tmp_path, "alike.parquet", [1, 0], ["1", "2"])
+
+    def streamed(spec, fmt, kind, columns, **kwargs):  # stream_rows' survey of train and its check, without Ray
+        [(path, fmt)] = resolve_files(spec, fmt, split="train")
+        records = stream._read({"path": np.asarray([path]), "fmt": np.asarray([fmt])}, kind, columns)
+        classes = {p: c for rec in records for p, c in json.loads(rec["classes"][-1]).items()}
+        stream._mixed_classes(classes, spec, kwargs["labels"], kwargs["given_classes"])
+        raise RuntimeError("no Ray here")
+
+    monkeypatch.setattr(stream, "stream_rows", streamed)
+    files = dict(name="files", kind="classification", train_file=str(tmp_path / "train.parquet"),
+                 select_file=str(tmp_path / "select.parquet"))
+    said = r"task.dev_file \S*dev.jsonl writes its classes as integers \(ids\) and \S*train.parquet as its datasets "
+    with pytest.raises(TaskDataError, match=said + r"ClassLabel names.*write the same labels in both"):
+        ft_tasks.load_rows(TaskConfig(**files, dev_file=str(tmp_path / "dev.jsonl")))
+    with pytest.raises(RuntimeError, match="no Ray here"):
+        ft_tasks.load_rows(TaskConfig(**files, dev_file=str(tmp_path / "alike.parquet")))
