@@ -44,7 +44,7 @@ prefer_loopback()  # before anything imports ray
 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
-from jobs.config.predict import PredictConfig  # noqa: E402
+from jobs.config.predict import PredictConfig, model_folder_kind  # noqa: E402
 from jobs.inference import inputs, shards, stages  # noqa: E402
 from jobs.inference.model_ref import ModelRef, check_inputs, resolve_model  # noqa: E402
 from jobs.runtime import console  # noqa: E402
@@ -70,6 +70,7 @@ def run(cfg: PredictConfig) -> PredictResult:
     from jobs.registry import tracking
 
     started = time.time()
+    cfg.check_environment()  # the tracking store, a model folder: refused here, as --check refuses them
     output = Path(cfg.output).resolve()
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     with tempfile.TemporaryDirectory(prefix="predict-model-") as tmp:  # the replicas get the files from Ray
@@ -77,23 +78,45 @@ def run(cfg: PredictConfig) -> PredictResult:
         return _run(cfg, model, uri, output, started)
 
 
-def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started: float) -> "PredictResult":
+def check(cfg: PredictConfig, source: str | None) -> str:
+    """--check: the checks a run makes before Ray (_plan), made without a framework (no torch, Ray or MLflow, as
+    every job's check): the environment, a model folder's kind, the input files listed and their columns read as
+    that kind reads them, the output folder new or this job's; what was checked, for the check's line. A models:/
+    or runs:/ URI is MLflow's to resolve: the run resolves it, and reads the columns its kind needs then."""
+    kind = model_folder_kind(cfg.check_environment().model)
+    files = _plan(cfg, ModelRef(cfg.model, Path(cfg.model), kind) if kind else None, Path(cfg.output).resolve())
+    model = f"{cfg.model} ({kind})" if kind else f"{cfg.model} (resolved when the job runs; its columns checked then)"
+    return (f"model {model}, input {cfg.input} ({inputs.formats(files)}), output {cfg.output}"
+            + (f", config {source}" if source else ""))
+
+
+def _plan(cfg: PredictConfig, model: ModelRef | None, output: Path) -> list:
+    """The input files, listed and checked before the output's lease and Ray (and by --check): the model's input
+    against columns.text_pair, the files' names and columns as the model's kind reads them (model None: a URI --check
+    does not resolve, whose kind is unknown), the output folder new or this job's."""
     from pipelines.tasks.common import TaskDataError
     from pipelines.tasks.file_finder import resolve_files
 
-    check_inputs(model, cfg.columns.text_pair)  # before the files are read
+    if model is not None:
+        check_inputs(model, cfg.columns.text_pair)  # before the files are read
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
-        _refuse_undecodable_names(files)
+        inputs.refuse_undecodable_names(files)
         if not cfg.columns.id and (shared := shared_names(files)):
             print(f"[predict] input files share a name ({', '.join(shared[:3])}{' ...' if len(shared) > 3 else ''}): "
                   f"their rows' default ids (name:row) repeat; join the predictions to the inputs by file and id "
                   f"(its row counts every record; position skips rejected ones), or name an id column (columns.id)",
                   flush=True)
-        _check_columns(files, model.kind, cfg.columns)  # before the manifest and Ray
+        if model is not None:
+            inputs.check_columns(files, model.kind, cfg.columns)  # before the manifest and Ray
     except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
         raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
     _refuse_foreign(output)  # before the lease: a folder not ours gets no .lease file either
+    return files
+
+
+def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started: float) -> "PredictResult":
+    files = _plan(cfg, model, output)
     try:
         with shards.lease(output):  # a second start while this job writes here is refused
             manifest = _open_manifest(output, cfg, model, files, _basis(cfg, model, files))
@@ -158,21 +181,6 @@ def _threshold(cfg: PredictConfig, model: ModelRef) -> float:
 
 # -- 2. the plan -------------------------------------------------------------------------------------------------
 
-def _refuse_undecodable_names(files) -> None:
-    """Refuse an input file whose name is not UTF-8 (Python lists its bytes as surrogates: 'caf\\udce9.csv'): the
-    manifest, the shards' `file` column and the MLflow run record names as UTF-8 text, and could not write it. Refused
-    before any work rather than skipped: a skipped file's rows would be missing from an output that says complete."""
-    import os
-
-    for path, _ in files:
-        try:
-            path.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ConfigError(f"input file {os.fsencode(path)!r} has a name that is not UTF-8 (another encoding's "
-                              "bytes, shown escaped): rename it to UTF-8 text (e.g. `convmv -f latin1 -t utf-8`) "
-                              "and run again") from None
-
-
 def shared_names(files) -> list[str]:
     """The input files whose name (without folders) another input file has too: rows without an id column are
     named "<name>:<row>", so such files' ids repeat."""
@@ -182,33 +190,6 @@ def shared_names(files) -> list[str]:
 
     names = collections.Counter(_name(path) for path, _ in files)
     return sorted(path for path, _ in files if names[_name(path)] > 1)
-
-
-def _check_columns(files, kind: str, columns) -> None:
-    """check_columns on each input file with the columns it is read with (inputs.file_columns); a tagger's file that
-    lacks the text column but holds a `tokens` one is refused naming the setting that reads its lists of words."""
-    import dataclasses
-
-    from pipelines.tasks.common import TaskDataError
-    from pipelines.tasks.files import check_columns
-
-    def reads(path: str, fmt: str, read_with) -> bool:
-        try:
-            check_columns([(path, fmt)], kind, read_with, labeled=False)
-            return True
-        except TaskDataError:
-            return False
-
-    for path, fmt in files:
-        read_with = inputs.file_columns(columns, kind, fmt)
-        try:
-            check_columns([(path, fmt)], kind, read_with, labeled=False)
-        except TaskDataError as exc:
-            if kind == "token-classification" and not read_with.tokens \
-                    and reads(path, fmt, dataclasses.replace(columns, tokens="tokens")):
-                raise TaskDataError(f"{path}: no column {columns.text!r} to tag, but a column 'tokens': set "
-                                    "columns.tokens=tokens to tag its lists of words") from None
-            raise exc
 
 
 def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, basis: dict) -> dict:
@@ -488,7 +469,7 @@ def main(argv: list[str] | None = None) -> PredictResult:
     args, cfg = parse(argv)  # fails here, before any Ray work
     console.configure(args.verbose)
     if args.check:
-        return checked("predict", args.config, args.overrides)
+        return checked("predict", check(cfg, args.config), args.overrides)
     return run(cfg)
 
 

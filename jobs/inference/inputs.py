@@ -9,6 +9,8 @@ import hashlib
 import os
 import posixpath
 
+from bert_core.config import ConfigError
+
 
 def file_columns(columns, kind: str, fmt: str):
     """The columns one input file is read with: a CoNLL file holds words, which its reader takes whatever the columns
@@ -18,6 +20,47 @@ def file_columns(columns, kind: str, fmt: str):
     if kind == "token-classification" and fmt == "conll" and not columns.tokens:
         return dataclasses.replace(columns, tokens="tokens")
     return columns
+
+
+def refuse_undecodable_names(files) -> None:
+    """Refuse an input file whose name is not UTF-8 (Python lists its bytes as surrogates: 'caf\\udce9.csv'): the
+    manifest, the shards' `file` column and the MLflow run record names as UTF-8 text, and could not write it. Refused
+    before any work rather than skipped: a skipped file's rows would be missing from an output that says complete."""
+    for path, _ in files:
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"input file {os.fsencode(path)!r} has a name that is not UTF-8 (another encoding's "
+                              "bytes, shown escaped): rename it to UTF-8 text (e.g. `convmv -f latin1 -t utf-8`) "
+                              "and run again") from None
+
+
+def check_columns(files, kind: str, columns) -> None:
+    """pipelines.tasks.files.check_columns on each input file with the columns it is read with (file_columns); a
+    tagger's file that lacks the text column but holds a `tokens` one is refused naming the setting that reads its
+    lists of words."""
+    import dataclasses
+
+    from pipelines.tasks.common import TaskDataError
+    from pipelines.tasks.files import check_columns as check
+
+    def reads(path: str, fmt: str, read_with) -> bool:
+        try:
+            check([(path, fmt)], kind, read_with, labeled=False)
+            return True
+        except TaskDataError:
+            return False
+
+    for path, fmt in files:
+        read_with = file_columns(columns, kind, fmt)
+        try:
+            check([(path, fmt)], kind, read_with, labeled=False)
+        except TaskDataError as exc:
+            if kind == "token-classification" and not read_with.tokens \
+                    and reads(path, fmt, dataclasses.replace(columns, tokens="tokens")):
+                raise TaskDataError(f"{path}: no column {columns.text!r} to tag, but a column 'tokens': set "
+                                    "columns.tokens=tokens to tag its lists of words") from None
+            raise exc
 
 
 _STAMPS = ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated", "created")

@@ -8,7 +8,8 @@ blocks is also exercised here, in seconds:
 
 - `python jobs/X.py ...` and the `make` targets that run a job: run as written, plus `--check` (the job loads its
   config with every override, validates it and checks what this machine must provide, as a run does before any Ray
-  work, then exits). The placeholders (`<run>`, `...`, `/shared/...`, the user's `reviews.csv`) become files made here.
+  work, then exits). The placeholders (`<run>`, `...`, `/shared/...`, the user's `reviews.csv` and files to
+  predict) become files made here.
 - `ray job submit ... -- python jobs/X.py ...`: the job's command as above, in the environment Ray gives a submitted
   job (so its paths must be ones a submitted job may write). Submission itself, `ray start` with token auth and
   `ray stop` run for real in tests/e2e/test_job_submit.py; here their flags are checked against the CLIs' own help.
@@ -63,6 +64,10 @@ def workspace(tmp_path_factory):
     for split in ("train", "dev"):
         (ws / "glue_data" / "SST-2" / f"{split}.tsv").write_text("sentence\tlabel\na fine film\t1\na dull one\t0\n")
     (ws / "heldout.json").write_text("[]")
+    for folder in (ws / "new", shared / "new"):  # the files to predict: predict --check lists them, as a run does
+        folder.mkdir()
+        (folder / "a.csv").write_text("text\na fine day\n")
+    (ws / "docs.txt").write_text("a fine day\n")
     return ws
 
 

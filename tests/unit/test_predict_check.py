@@ -1,0 +1,83 @@
+"""`jobs/predict.py --check` makes the checks a run makes before Ray: it said "valid" for a model folder and an input
+that did not exist (it validated the config's fields alone), and called a config given on the command line "the
+defaults"."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bert_core.config import ConfigError
+from jobs import predict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def classifier(folder: Path) -> Path:
+    """A classifier's folder as the checks read it: its config.json and the name of its weights (never loaded)."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
+    (folder / "model.safetensors").write_bytes(b"weights")
+    return folder
+
+
+def check(tmp_path, model, given: str, output=None, *overrides: str) -> None:
+    predict.main([str(model), "--input", given, "--output", str(output or tmp_path / "out"), "--verbose", "--check",
+                  f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db", *overrides])
+
+
+def test_check_refuses_what_a_run_refuses_before_ray(tmp_path, capsys):
+    """The model folder (there, a config transformers reads, weights), the input files (listed, their columns read as
+    the model's kind reads them) and the output folder (new or this job's) are refused by --check as by a run."""
+    model = classifier(tmp_path / "model")
+    (tmp_path / "in.csv").write_text("text\nfine\n")
+    (tmp_path / "body.csv").write_text("body\nfine\n")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("someone else's")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
+    for model_, given, output, error in (
+            (tmp_path / "nope", tmp_path / "in.csv", None, r"^model '.*nope' does not resolve: no such folder"),
+            (tmp_path / "bare", tmp_path / "in.csv", None, r"^model '.*bare': no weights transformers loads"),
+            (model, tmp_path / "missing.csv", None, r"^input: .*missing\.csv"),
+            (model, tmp_path / "body.csv", None, r"^input: .*body\.csv: expected columns \['text'\], found \['body'\]"),
+            (model, tmp_path / "in.csv", tmp_path / "taken", r"^output .*taken is not empty and holds no manifest"),
+            ("models:/m@champion", tmp_path / "missing.csv", None, r"^input: .*missing\.csv")):
+        with pytest.raises(ConfigError, match=error):
+            check(tmp_path, model_, str(given), output)
+    assert capsys.readouterr().out == ""
+    check(tmp_path, model, str(tmp_path / "in.csv"), None, "columns.text=text")  # and body.csv read as its column is:
+    check(tmp_path, model, str(tmp_path / "body.csv"), None, "columns.text=body")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"[check] predict: model {model} (classification), input {tmp_path}/{name} (1 csv), output "
+                     f"{tmp_path}/out + 2 overrides: valid; nothing was run" for name in ("in.csv", "body.csv")]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_registry_model_is_left_to_the_run_and_the_line_says_so(tmp_path, capsys):
+    """A models:/ URI is MLflow's to resolve, which a check does not import: the line says the run resolves it (and
+    reads the columns its kind needs then), not that the model was checked."""
+    (tmp_path / "in.csv").write_text("body\nfine\n")
+    check(tmp_path, "models:/m@champion", str(tmp_path / "in.csv"))
+    assert capsys.readouterr().out == (f"[check] predict: model models:/m@champion (resolved when the job runs; its "
+                                       f"columns checked then), input {tmp_path}/in.csv (1 csv), output {tmp_path}/out"
+                                       " + 1 override: valid; nothing was run\n")
+
+
+def test_the_check_imports_no_framework(tmp_path):
+    """The check reads the model's config as JSON and the inputs with pyarrow: no torch, transformers, Ray or MLflow
+    (each costs a user's wait for a typo's one line)."""
+    model = classifier(tmp_path / "model")
+    (tmp_path / "in.csv").write_text("text\nfine\n")
+    out = subprocess.run([sys.executable, "-X", "importtime", "jobs/predict.py", str(model), "--input",
+                          str(tmp_path / "in.csv"), "--output", str(tmp_path / "out"), "--check",
+                          f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert re.fullmatch(r"\[check\] predict: model .*model \(classification\), input .* \(1 csv\), output .*: valid; "
+                        r"nothing was run\n", out.stdout), out.stdout
+    imported = set(re.findall(r"^import time:.*\| *([\w.]+)$", out.stderr, re.M))
+    assert not imported & {"torch", "transformers", "ray", "mlflow", "pandas"}, sorted(imported)
