@@ -34,7 +34,7 @@ from jobs.runtime import console  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sweep import SweepConfig, load_sweep_config, max_evaluations, tune_space  # noqa: E402
-from jobs.search.outcome import champion, scored, settle_runs, std_text, summary  # noqa: E402
+from jobs.search.outcome import champion, scored, settle_runs, std_text, summary, unregistered  # noqa: E402
 
 
 class SweepInterrupted(RuntimeError):
@@ -57,6 +57,7 @@ class SweepResult:
     eval_metric: str = ""  # the main metric on the evaluation split (e.g. "dev/accuracy")
     evaluation: dict = field(default_factory=dict)  # the registered (seed-median) model on the evaluation split
     data: dict = field(default_factory=dict)  # {split: {"rows", "sha256"}} for train, select and evaluation
+    unregistered: str = ""  # why nothing is registered though finetune.tracking.registered_model is set ("" if not)
 
 
 def refuse_earlier_seed_runs(out_dir: Path) -> None:
@@ -84,6 +85,8 @@ def refuse_earlier_seed_runs(out_dir: Path) -> None:
 def run(cfg: SweepConfig) -> SweepResult:
     cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
     cfg.check_environment()  # output folder, GPUs, paths of a submitted job: also before Ray
+    if note := unregistered(cfg):  # said, not refused: a sweep to explore registers nothing by design
+        print(f"[sweep] warning: {note}", flush=True)
     prefer_loopback()
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
@@ -134,13 +137,10 @@ def run(cfg: SweepConfig) -> SweepResult:
     print(f"[sweep] {cfg.name}: {cfg.num_samples} trials, {cfg.scheduler} + {cfg.search} search over "
           f"{sorted(cfg.search_space)}; {n_train:,} train features, at most {evals} evaluations a trial; "
           f"main metric {metric}", flush=True)
-    unequal = sorted({"train.batch_size", "train.epochs"} & set(cfg.search_space))
-    if unequal and ft.train.eval_every_steps:  # the schedulers' time is evaluations: equal ones, unequal training
-        print(f"[sweep] warning: {cfg.scheduler.upper()} compares trials at equal evaluation counts, every "
-              f"finetune.train.eval_every_steps={ft.train.eval_every_steps} steps, and {', '.join(unequal)} searched "
-              "makes those unequal training (a smaller batch has seen fewer rows, a longer run is earlier in its "
-              "schedule): trials are cut or copied for being behind; evaluate per epoch (eval_every_steps=0) to "
-              "compare equal training", flush=True)
+    from jobs.search.schedulers import unequal_training
+
+    if unequal := unequal_training(cfg):  # the schedulers' time is evaluations: equal ones, unequal training
+        print(f"[sweep] warning: {unequal}", flush=True)
     if cfg.scheduler == "pbt":  # Tune's PBT restores a donor's checkpoint some reports after choosing it: none deleted
         files = sorted(init_dir.glob("*.safetensors")) or sorted(init_dir.glob("*.bin"))  # one copy of the weights
         each = 3 * sum(f.stat().st_size for f in files) / 2**30  # with Adam's two moments; more under ZeRO and bf16
@@ -211,7 +211,7 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
     if schedule:
         client.set_tag(parent_id, "best_config_schedule", schedule)
     result = SweepResult(cfg.name, metric, best_config, best_score, table, str(table_path), str(plot_path),
-                         best_schedule=schedule, data=rows.summary(),
+                         best_schedule=schedule, data=rows.summary(), unregistered=unregistered(cfg),
                          mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
     if cfg.seeds.count:
         majority = collapse.majority_baseline(base.task, rows.select)

@@ -29,6 +29,10 @@ from jobs.runtime.faults import FaultsConfig
 SEARCHABLE = {"optim.lr": float, "optim.weight_decay": float, "optim.warmup_ratio": float,
               "train.batch_size": int, "train.epochs": int, "train.seed": int}
 DISTRIBUTIONS = ("loguniform", "uniform", "choice", "grid")
+# Set in a trial's config by the PBT scheduler at each exploit (jobs/search/schedulers.SeededPBT): the n-th exploit of
+# this trial. Tune retries a trial with the config it has, so a retry of an exploit sees the same n and the next
+# exploit a new one; the trial names the reports after an exploit by it (jobs/workers/sweep_trial.TrialRun.restore)
+EXPLOIT = "pbt_exploit"
 SCHEDULERS = ("asha", "pbt")
 SEARCHES = ("random", "grid", "optuna")
 # Fields PBT may not mutate: a trial restored from a donor's checkpoint goes on from the donor's data position and

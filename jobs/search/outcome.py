@@ -67,6 +67,17 @@ def trial_status(result, max_evals: int = 0) -> str:
     return "finished"
 
 
+def unregistered(cfg) -> str:
+    """Why a sweep that names a registered model registers none, whatever its trials do ("" if it may register one):
+    seeds.count=0 runs no seed runs, and the seed-median run's model is the one registered. A sweep to explore is
+    legitimate, but a `sweep && promote` after it would judge the version registered before, as if this sweep's."""
+    t = cfg.finetune.tracking
+    if cfg.seeds.count or not t.registered_model:
+        return ""
+    return (f"seeds.count=0: no seed runs, nothing registered as {t.registered_model}@{t.alias}; a promote after "
+            f"this sweep judges the last {t.registered_model}@{t.alias}, registered before it")
+
+
 def std_text(stats: dict) -> str:
     return f"{stats['std']:.4f}" if "std" in stats else "n/a (one seed)"
 
@@ -95,6 +106,8 @@ def summary(r, tracking_uri: str, dashboard: str, storage: Path) -> str:
     if r.mlflow.get("version"):
         lines.append(f"registered model models:/{r.mlflow['registered_model']}@{r.mlflow['alias']} "
                      f"(v{r.mlflow['version']})")
+    elif r.unregistered:
+        lines.append(f"registered model none: {r.unregistered}")
     lines += [f"MLflow parent    {r.mlflow['parent_run_id']} in {redact(tracking_uri)}",  # no credentials printed
               f"table / plot     {r.table_path} / {r.plot_path}",
               f"Tune results     {storage / r.name}", f"Ray dashboard    {dashboard or 'not running'}",

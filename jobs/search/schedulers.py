@@ -18,7 +18,7 @@ from ray.air.constants import EXPR_RESULT_FILE
 from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 from ray.tune.search.optuna import OptunaSearch
 
-from jobs.config.sweep import SweepConfig, max_evaluations
+from jobs.config.sweep import EXPLOIT, SweepConfig, max_evaluations
 
 
 def scheduler(cfg: SweepConfig, train_features: int):
@@ -46,6 +46,29 @@ def pbt_mutations(cfg: SweepConfig) -> dict:
             mutations[key] = Resample(spec["low"], spec["high"], log=spec["type"] == "loguniform")
             bounds[key] = (spec["low"], spec["high"])
     return {"hyperparam_mutations": mutations, "custom_explore_fn": Clip(bounds) if bounds else None}
+
+
+def unequal_training(cfg: SweepConfig) -> str:
+    """Why the search's scheduler compares unequal training ("" if it does not): ASHA and PBT compare trials at equal
+    evaluation counts. train.epochs searched sets each trial's learning-rate schedule, so at a count a shorter run
+    is further through its own, whatever the evaluation cadence (per epoch, a 1-epoch trial's first evaluation is
+    at its schedule's end, a 3-epoch trial's a third through); train.batch_size searched makes every
+    eval_every_steps steps unequal rows seen, which per-epoch evaluation makes equal."""
+    why, every = [], cfg.finetune.train.eval_every_steps
+    if "train.epochs" in cfg.search_space:
+        why.append("train.epochs searched: at an evaluation count a shorter run is further through its learning-rate "
+                   "schedule, at its end with its rate decayed while longer runs are partway; set "
+                   "finetune.train.epochs and search the rest" + (
+                       ", or raise asha.grace_period to the evaluations the longest trial makes, so that ASHA stops "
+                       "no trial early and each is judged at its best" if cfg.scheduler == "asha" else ""))
+    if "train.batch_size" in cfg.search_space and every:
+        why.append(f"train.batch_size searched with finetune.train.eval_every_steps={every}: a smaller batch has seen "
+                   "fewer rows at each evaluation; evaluate per epoch (eval_every_steps=0) to compare equal rows")
+    if not why:
+        return ""
+    cut = "stops" if cfg.scheduler == "asha" else "replaces with copies of others"
+    return (f"{cfg.scheduler.upper()} compares trials at equal evaluation counts, so it {cut} trials for being at "
+            f"another point of their training, not for being worse: " + "; ".join(why))
 
 
 def optuna_storage(path: Path) -> str:
@@ -124,8 +147,12 @@ class SeededPBT(PopulationBasedTraining):
     def _checkpoint_or_exploit(self, *args):
         return self._own_random(super()._checkpoint_or_exploit, *args)
 
-    def _get_new_config(self, *args):
-        return self._own_random(super()._get_new_config, *args)
+    def _get_new_config(self, trial, trial_to_clone):
+        config, operations = self._own_random(super()._get_new_config, trial, trial_to_clone)
+        # the exploiting trial's count of exploits, over the donor's that its config was copied from: the trial names
+        # its reports after this exploit by it, apart from those after an earlier exploit of the same checkpoint
+        config[EXPLOIT] = int(trial.config.get(EXPLOIT, 0)) + 1
+        return config, operations
 
 
 class ResumableASHA(ASHAScheduler):

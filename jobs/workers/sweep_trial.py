@@ -2,7 +2,8 @@
 
 Contract with the driver (jobs/sweep.py), through `tune.with_parameters(trial, data=TrialInputs(...))`: what
 every trial of a phase shares, once in the object store. The trial's sampled hyperparameters arrive as Tune's
-`config` ({"optim.lr": ..., ...}) and win over `data.base`.
+`config` ({"optim.lr": ..., ...}) and win over `data.base`; after a PBT exploit the config also counts the trial's
+exploits (EXPLOIT).
 
 A trial is a fine-tune with Tune's report: the loop (evaluation cadence, best, patience, the non-finite policy)
 is jobs/loops/finetune.py's, as the fine-tuning worker's is; this module supplies batches, the report and the
@@ -33,7 +34,7 @@ from typing import Any
 import torch
 
 from jobs.config.finetune import FinetuneConfig, FinetuneOptimConfig
-from jobs.config.sweep import SEARCHABLE, apply
+from jobs.config.sweep import EXPLOIT, SEARCHABLE, apply
 from jobs.loops import ft_tasks
 from jobs.loops.finetune import FinetuneLoop, select_metrics
 from jobs.loops.train_order import TrainFeatures, epoch_batches
@@ -78,7 +79,7 @@ def trial(config: dict, data: TrialInputs) -> None:
     torch.set_num_threads(max(1, int(data.threads)))
     run = None
     try:
-        run = TrialRun(cfg, data, params, run_id, ctx.get_trial_id())
+        run = TrialRun(cfg, data, params, run_id, ctx.get_trial_id(), exploit=int(config.get(EXPLOIT, 0)))
         run.loop.run()
     except SystemExit:
         # Tune ends a trial's thread this way (tune.report raises it) when a scheduler stops or pauses the
@@ -167,12 +168,13 @@ def retune(engine, optim: FinetuneOptimConfig, step: int) -> None:
 class TrialRun:
     """The trial's model, engine and loop, and what the loop asks of a trial: batches, select metrics, the report."""
 
-    def __init__(self, cfg: FinetuneConfig, data: TrialInputs, params: dict, run_id: str, trial_id: str):
+    def __init__(self, cfg: FinetuneConfig, data: TrialInputs, params: dict, run_id: str, trial_id: str,
+                 exploit: int = 0):
         from ray import tune
 
         from jobs.registry.metric_logger import RankZeroLogger
 
-        self.cfg, self.data, self.params, self.trial_id = cfg, data, params, trial_id
+        self.cfg, self.data, self.params, self.trial_id, self.exploit = cfg, data, params, trial_id, exploit
         torch.manual_seed(cfg.train.seed)
         self.init_dir = materialize_files(data.init_files, self)
         model, _ = build_model(cfg, self.init_dir)
@@ -213,9 +215,12 @@ class TrialRun:
         if state["trial_id"] != self.trial_id:  # PBT exploit: another trial's weights, this trial's hyperparameters
             self.restored_from = state["trial_id"]
             # a donor is often behind: the trial reports steps it reported before, from another model, which must
-            # not replace its own earlier reports of them (by_step). Named by the donor's checkpoint, not drawn: a
-            # retry of the trial before its own next checkpoint restores that one again, and rejoins its segment
-            self.segment = f"{state['trial_id']}@{state['step']}"
+            # not replace its own earlier reports of them (by_step). Named by the donor's checkpoint and the exploit's
+            # count (EXPLOIT), not drawn: a retry of the trial before its own next checkpoint restores that checkpoint
+            # with that config again, and rejoins its segment; a later exploit of the same checkpoint (PBT clones the
+            # donor's checkpoint of its last perturbation, which may not have moved) starts one of its own, its
+            # earlier try's reports kept. No count: a scheduler that sets none (a sweep begun before it did)
+            self.segment = f"{state['trial_id']}@{state['step']}" + (f"#{self.exploit}" if self.exploit else "")
             self.loop.bad_evals, self.loop.stopped = 0, False  # its patience is its own, from here
             self.logger.ask(lambda client: client.set_tag(self.logger.run_id, "pbt.restored_from", self.restored_from))
         retune(self.engine, self.cfg.optim, self.loop.step)  # this config's hyperparameters win (ray#36660)

@@ -221,7 +221,8 @@ def test_a_pbt_trials_segments_and_best_survive_a_retry_and_its_own_restart(deep
     """A trial that exploited donor b's step-1 checkpoint and died before its own next checkpoint is retried from b's
     again: it rejoins the same segment (a drawn one left the lost attempt's reports beside the retry's). Restarted
     from its own checkpoint after the exploit, it keeps the segment, the donor it names and its own best (its earlier
-    evaluations at steps past the donor's were filtered out)."""
+    evaluations at steps past the donor's were filtered out). Its next exploit of the same checkpoint (its config
+    counts its exploits) starts a segment of its own."""
     from types import SimpleNamespace
 
     from mlflow.entities import Metric
@@ -245,17 +246,20 @@ def test_a_pbt_trials_segments_and_best_survive_a_retry_and_its_own_restart(deep
                                                                stopped=False, metric="select/accuracy"),
                           steps_per_epoch=10, trial_id="a", cfg=cfg, best_state=None, own_best=-1.0,
                           logger=RankZeroLogger(client.tracking_uri, run_id, 0, system_metrics_s=0), segment="",
-                          restored_from="")
+                          restored_from="", exploit=1)
     segments = []
     for _ in range(2):  # the exploit, then its retry from the same checkpoint
         TrialRun.restore(run, tune.Checkpoint.from_directory(str(tmp_path / "donor")))
         segments.append(run.segment)
-    assert segments == ["b@1", "b@1"] and run.restored_from == "b" and run.own_best == 0.95
-    engine.save(tmp_path / "own", {"step": 1, "epoch": 0, "epoch_steps": 1, "trial_id": "a", "segment": "b@1",
+    assert segments == ["b@1#1", "b@1#1"] and run.restored_from == "b" and run.own_best == 0.95
+    engine.save(tmp_path / "own", {"step": 1, "epoch": 0, "epoch_steps": 1, "trial_id": "a", "segment": "b@1#1",
                                    "restored_from": "b", "own_best": 0.95})
     run.segment, run.restored_from, run.own_best = "", "", -1.0  # a new process
     TrialRun.restore(run, tune.Checkpoint.from_directory(str(tmp_path / "own")))
-    assert (run.segment, run.restored_from, run.own_best) == ("b@1", "b", 0.95)
+    assert (run.segment, run.restored_from, run.own_best) == ("b@1#1", "b", 0.95)
+    run.exploit = 2  # PBT clones b's checkpoint into it once more (b has not perturbed since)
+    TrialRun.restore(run, tune.Checkpoint.from_directory(str(tmp_path / "donor")))
+    assert run.segment == "b@1#2"
 
 
 @pytest.mark.parametrize("zero_stage, planted, weights_only", [

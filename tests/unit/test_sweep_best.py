@@ -152,6 +152,77 @@ def test_a_pbt_exploit_of_a_donor_behind_keeps_the_trials_own_earlier_reports():
     assert by_step(a.metrics_dataframe)["step"].tolist() == [10, 20, 30, 20, 30, 40]
 
 
+def test_a_second_exploit_of_the_same_donor_checkpoint_keeps_the_first_tries_reports(monkeypatch, tmp_path):
+    """Trial a exploits donor b's step-40 checkpoint with lr 2e-5 (a first attempt reports step 50 and dies; its retry
+    reports 50 and 60: 0.80, 0.70), is in the bottom quantile again while b has not perturbed, and PBT clones b@40
+    into it once more (the donor's checkpoint of its last perturbation), lr 5e-5 now: 50, 60, 70 (0.72, 0.74, 0.75).
+    Both exploits were named b@40, so the second's reports replaced the first's: at_best said 0.75 at lr 5e-5, the
+    table's best and evaluations agreed, while the trial's own best was 0.80 at 2e-5. The retry rejoins its try."""
+    from ray import tune
+
+    from jobs.search.schedulers import SeededPBT
+    from jobs.workers import sweep_trial
+    from jobs.config.sweep import EXPLOIT
+    from jobs.workers.sweep_trial import at_best, by_step
+
+    monkeypatch.setattr(sweep_trial, "retune", lambda *args: None)  # the engine's optimizer: none here
+    sent = []
+    monkeypatch.setattr("ray.tune.report", lambda metrics, checkpoint=None: sent.append(metrics))
+    donor_state = {"step": 40, "epoch": 0, "epoch_steps": 40, "trial_id": "b"}
+    pbt = SeededPBT(0, time_attr="training_iteration", perturbation_interval=2,
+                    hyperparam_mutations={"optim.lr": [2e-5, 5e-5]})
+    a, b = SimpleNamespace(config={"optim.lr": 1e-5, "train.batch_size": 16}), SimpleNamespace(
+        config={"optim.lr": 3e-5, "train.batch_size": 16})
+
+    def process(config):
+        """Trial a's process (sweep_trial.trial's TrialRun) started with `config`."""
+        params = {k: v for k, v in config.items() if k in sweep_trial.SEARCHABLE}
+        return SimpleNamespace(
+            engine=SimpleNamespace(load=lambda d, schedule: dict(donor_state),
+                                   optimizer=SimpleNamespace(param_groups=[{"initial_lr": params["optim.lr"],
+                                                                            "weight_decay": 0.0}])),
+            loop=SimpleNamespace(load_state=lambda state: None, step=40, bad_evals=0, stopped=False,
+                                 metric="select/f1"),
+            logger=SimpleNamespace(restore_counts=lambda d: None, ask=lambda request: [], log=lambda *a, **k: None),
+            steps_per_epoch=100, trial_id="a", cfg=SimpleNamespace(optim=None, train=SimpleNamespace(seed=0)),
+            best_state=None, own_best=-1.0, segment="", restored_from="", params=params, total=100, pred_classes=2,
+            exploit=int(config.get(EXPLOIT, 0)))
+
+    def restored(config):
+        """The process restored from b's step-40 checkpoint: an exploit, or Tune's retry of one."""
+        trial = process(config)
+        sweep_trial.TrialRun.restore(trial, tune.Checkpoint.from_directory(str(tmp_path)))
+        return trial
+
+    def report(trial, *scores):
+        for step, score in scores:
+            sweep_trial.TrialRun._report(trial, {"step": step, "select/f1": score}, checkpoint=False, final=False)
+            sent[-1].update(trial_id="a_00000", config=dict(trial.params))
+
+    report(process(a.config), (20, 0.60), (40, 0.65))  # its own, before any exploit
+    named = []
+    first = [[(50, 0.50)], [(50, 0.80), (60, 0.70)]]  # an attempt that died after step 50, then Tune's retry
+    second = [[(50, 0.72), (60, 0.74), (70, 0.75)]]
+    for lr, attempts in ((2e-5, first), (5e-5, second)):
+        a.config, _ = pbt._get_new_config(a, b)
+        a.config["optim.lr"] = lr  # the explored value, as the reviewer's sweep drew it
+        segments = []
+        for scores in attempts:  # a retry restarts with the config the trial has
+            trial = restored(a.config)
+            segments.append(trial.segment)
+            report(trial, *scores)
+        assert len(set(segments)) == 1 and segments[0].startswith("b@40")  # the retry rejoined its exploit's
+        named.append(segments[0])
+    assert named[0] != named[1]
+
+    result = result_of(sent)
+    kept = by_step(result.metrics_dataframe)
+    assert kept["step"].tolist() == [20, 40, 50, 60, 50, 60, 70]  # the dead attempt's 50 replaced by its retry's
+    assert kept["score"].max() == 0.80 and len(kept) == 7  # the table's best and evaluations columns
+    config, score, schedule = at_best(result, FIELDS)
+    assert (config["optim.lr"], score) == (2e-5, 0.80) and "b" in schedule
+
+
 def test_a_trial_its_own_patience_ended_is_finished_not_stopped_by_the_scheduler(monkeypatch):
     from jobs.search.outcome import RUN_STATUS, trial_status
 

@@ -35,7 +35,7 @@ def explores(scheduler, n):
     """n explore steps, each from the config the last one made (a trial exploiting the last one's result)."""
     conf, out = {"optim.lr": 2e-4, "optim.warmup_ratio": 0.8, "optim.weight_decay": 0.1, "train.batch_size": 16}, []
     for _ in range(n):
-        conf, _ = scheduler._get_new_config(None, SimpleNamespace(config=conf))
+        conf, _ = scheduler._get_new_config(SimpleNamespace(config={}), SimpleNamespace(config=conf))
         out.append(conf)
     return out
 
@@ -56,6 +56,44 @@ def test_pbt_draws_from_its_own_seed_and_leaves_the_global_random_alone():
     a, b, c = explores(pbt(seed=7), 30), explores(pbt(seed=7), 30), explores(pbt(seed=8), 30)
     assert a == b and a != c
     assert random.getstate() == outer
+
+
+def test_each_exploit_counts_the_exploiting_trials_exploits_in_its_new_config():
+    """Trial a exploits donor b's checkpoint twice (b did not perturb in between, so PBT clones the same one): each
+    new config counts a's exploits, over the count b's config carried, so the trial names the reports after each
+    exploit apart (jobs/workers/sweep_trial.TrialRun.restore), while a retry, which keeps its config, rejoins its
+    own."""
+    from jobs.config.sweep import EXPLOIT
+
+    scheduler = pbt()
+    conf = {"optim.lr": 2e-4, "optim.warmup_ratio": 0.1, "optim.weight_decay": 0.1, "train.batch_size": 16}
+    donor, a = SimpleNamespace(config={**conf, EXPLOIT: 5}), SimpleNamespace(config=dict(conf))
+    counts = []
+    for _ in range(2):
+        a.config, _ = scheduler._get_new_config(a, donor)
+        counts.append(a.config[EXPLOIT])
+    assert counts == [1, 2] and donor.config[EXPLOIT] == 5
+
+
+@pytest.mark.parametrize("scheduler", ["asha", "pbt"])
+def test_searched_epochs_are_warned_of_at_any_evaluation_cadence_and_per_epoch_evaluation_is_batch_sizes_cure(
+        scheduler):
+    """ASHA and PBT compare trials at equal evaluation counts. train.epochs searched, evaluated per epoch, compares
+    a 1-epoch trial at its schedule's end with 3-epoch trials a third through theirs: the warning said nothing there,
+    and where it spoke it told the user to evaluate per epoch. That advice is train.batch_size's alone."""
+    from jobs.search.schedulers import unequal_training
+
+    pbt_args = ["scheduler=pbt", "max_concurrent=8", "pbt.mutate=[optim.lr]"] if scheduler == "pbt" else []
+    epochs = "search_space.train.epochs={type: choice, values: [1, 3]}"
+    for every in (0, 10):
+        said = unequal_training(config(*pbt_args, epochs, f"finetune.train.eval_every_steps={every}"))
+        assert said.startswith(f"{scheduler.upper()} compares trials at equal evaluation counts")
+        assert "train.epochs searched" in said and "set finetune.train.epochs" in said
+        assert ("raise asha.grace_period" in said) == (scheduler == "asha")
+        assert ("evaluate per epoch" in said) == bool(every)  # the searched batch size's advice, per-step alone
+    assert unequal_training(config(*pbt_args, "finetune.train.eval_every_steps=0")) == ""  # batch size, per epoch
+    batch = unequal_training(config(*pbt_args, "finetune.train.eval_every_steps=10"))
+    assert "train.epochs" not in batch and "evaluate per epoch (eval_every_steps=0)" in batch
 
 
 def test_asha_max_t_is_the_evaluations_the_finetune_config_gives():

