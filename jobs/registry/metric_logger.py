@@ -152,7 +152,7 @@ class RankZeroLogger:
                     continue
                 self.failures += 1
                 if self.failures == 1:
-                    warnings.warn(redact(f"MLflow logging failed, training continues; metrics are buffered and "
+                    warnings.warn(redact(f"[tracking] MLflow logging failed, training continues; metrics are buffered and "
                                          f"retried (tracking_failures counts failed writes): {exc}"))
                 self._retry_at = time.monotonic() + self._delay
                 self._delay = min(2 * self._delay, self.max_backoff_s)
@@ -172,7 +172,7 @@ class RankZeroLogger:
                 exc = one
         if refused:
             self.dropped += refused
-            warnings.warn(redact(f"MLflow refused {refused} metric point(s), counted in tracking_undelivered: {exc}"))
+            warnings.warn(redact(f"[tracking] MLflow refused {refused} metric point(s), counted in tracking_undelivered: {exc}"))
 
     def close(self, close_timeout_s: float = 60.0) -> dict:
         """Last flush, retried with backoff for up to `close_timeout_s`; returns the counts the job reports."""
@@ -246,7 +246,8 @@ def outage_line(metrics: dict) -> str:
         return int(sum(v for k, v in metrics.items() if k.rsplit("/", 1)[-1] == name))
 
     failures, lost = total("tracking_failures"), total("tracking_undelivered")
-    if not failures:
-        return "0 failed MLflow writes"
+    if not failures:  # points the store refused (a run deleted in the UI, a stricter server's names) are lost too
+        return f"0 failed MLflow writes, but {lost} metric points refused, NOT delivered" if lost \
+            else "0 failed MLflow writes"
     return (f"{failures} failed MLflow writes, retried: "
             + (f"{lost} metric points NOT delivered" if lost else "every buffered metric delivered"))

@@ -27,7 +27,8 @@ import warnings
 
 _quiet = False
 
-OURS = re.compile(r"^\s*(\[[a-z][a-z0-9 _-]*\]|step\s+\d+)")  # jobs' and workers' progress lines
+# jobs' and workers' progress lines, and our warnings.warn lines (its "file:line: UserWarning: [tracking] ...")
+OURS = re.compile(r"^\s*(\[[a-z][a-z0-9 _-]*\]|step\s+\d+)|^\S+:\d+: \w*Warning: \[[a-z][a-z0-9 _-]*\] ")
 TROUBLE = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|\bERROR\b"
                      r"|(?i:\b(died|killed|out of memory)\b)"  # a dead worker is news, whoever reports it
                      # a failed JIT build's cause (the compiler's and ninja's lines), a collective that timed out

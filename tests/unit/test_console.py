@@ -63,6 +63,20 @@ def test_an_error_keeps_its_whole_batch():
         assert console.keep_lines(batch("RayTrainWorker", *lines, is_err=True)) == lines
 
 
+def test_our_warnings_are_kept_and_other_warnings_dropped():
+    """A worker's warnings.warn of ours names its tag (an expired token's 403 says no Error; the refused points'
+    warning said nothing else), so quiet mode keeps it as it keeps our progress lines; a library's warning it drops,
+    and the source line Python prints under each warning with it."""
+    from jobs.registry import metric_logger
+
+    ours = ("/repo/jobs/registry/metric_logger.py:155: UserWarning: [tracking] MLflow logging failed, training "
+            "continues; metrics are buffered and retried (tracking_failures counts failed writes): PERMISSION_DENIED")
+    theirs = "/venv/lib/python3.11/site-packages/torch/utils/data.py:80: UserWarning: a library's [note] of no news"
+    source = '  warnings.warn(redact(f"[tracking] MLflow logging failed, training continues; metrics are buffered "'
+    assert console.keep_lines(batch("RayTrainWorker", ours, source, theirs, is_err=True)) == [ours]
+    assert "[tracking] MLflow refused" in open(metric_logger.__file__).read()  # the refused points' warning too
+
+
 def test_ray_trains_controller_is_kept_whole():
     """Quiet mode sets Ray Train's console to warnings (console.train_logging): what still comes, matters."""
     line = "Worker group failed: restarting (1/3) from the latest checkpoint"

@@ -152,6 +152,9 @@ def test_outage_line_sums_phases_and_names_lost_points():
     assert metric_logger.outage_line({"phase1/tracking_failures": 2, "tracking_failures": 1,
                                       "tracking_undelivered": 7, "phase1/tracking_undelivered": 0}) \
         == "3 failed MLflow writes, retried: 7 metric points NOT delivered"
+    # points the store refused (a run deleted in the UI): no failed write, and all of them lost
+    assert metric_logger.outage_line({"tracking_failures": 0, "tracking_undelivered": 200}) \
+        == "0 failed MLflow writes, but 200 metric points refused, NOT delivered"
 
 
 def test_registered_pretrained_model_is_the_whole_release_checkpoint(tokenizer_dir, tmp_path):
