@@ -72,7 +72,10 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     check_positions(cfg.task.max_seq_len, init, init_dir)
     if cfg.task.name == "files":
         ft_tasks.check_files(cfg.task)  # a column your files lack: one line now, not a Ray task's traceback
-    dashboard = init_ray() if cfg.task.name == "files" else ""  # your files are read by Ray Data tasks
+    dashboard = ""
+    if cfg.task.name == "files":  # your files are read by Ray Data tasks, which wait for nodes as the run does:
+        dashboard = init_ray()  # on an empty autoscaling cluster the wait is said and bounded here, not silent
+        ensure_capacity(Demand.of_scaling(cfg.scaling))
     rows = ft_tasks.load_rows(cfg.task, init_dir)
     resolved = copy.deepcopy(cfg)  # the config this run uses, derived values settled; not changed after logging
     resolved.run_name, resolved.tracking.tracking_uri = run_name, tracking_uri

@@ -99,7 +99,18 @@ def run(cfg: SweepConfig) -> SweepResult:
     init = pin_alias(ft.init, tracking_uri)  # the alias read once: the trials' weights and the lineage agree
     init_dir = resolve_init(init, tracking_uri, out_dir / "init")
     check_positions(ft.task.max_seq_len, init, init_dir)
-    dashboard = init_ray() if ft.task.name == "files" else ""  # your files are read by Ray Data tasks
+    from jobs.runtime.capacity import Demand, ensure_capacity, has_autoscaler
+
+    # one trial at least must fit: Tune waits for a trial's resources without end, saying so only in its log
+    trial = {"CPU": float(cfg.cpus_per_trial), **({"GPU": float(cfg.gpus_per_trial)} if cfg.gpus_per_trial else {})}
+    demand = Demand(bundles=(trial,), needed_by=f"one trial: cpus_per_trial={cfg.cpus_per_trial:g}"
+                    + (f", gpus_per_trial={cfg.gpus_per_trial:g}" if cfg.gpus_per_trial else ""),
+                    hint="Lower cpus_per_trial (or gpus_per_trial), or add nodes.",
+                    timeout_s=ft.scaling.capacity_timeout_s, timeout_field="finetune.scaling.capacity_timeout_s")
+    dashboard = ""
+    if ft.task.name == "files":  # your files are read by Ray Data tasks, which wait for nodes as the trials do
+        dashboard = init_ray()
+        ensure_capacity(demand)  # an empty autoscaling cluster's wait said and bounded here, not silent
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
     base.run_name, base.tracking.tracking_uri, base.init = cfg.name, tracking_uri, init_name(init, init_dir)
@@ -112,15 +123,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     print(ft_tasks.rows_line(ft.task, rows), flush=True)
 
     dashboard = dashboard or init_ray()
-    from jobs.runtime.capacity import Demand, ensure_capacity, has_autoscaler
-
-    # one trial at least must fit: Tune waits for a trial's resources without end, saying so only in its log
-    trial = {"CPU": float(cfg.cpus_per_trial), **({"GPU": float(cfg.gpus_per_trial)} if cfg.gpus_per_trial else {})}
-    ensure_capacity(Demand(bundles=(trial,), needed_by=f"one trial: cpus_per_trial={cfg.cpus_per_trial:g}"
-                           + (f", gpus_per_trial={cfg.gpus_per_trial:g}" if cfg.gpus_per_trial else ""),
-                           hint="Lower cpus_per_trial (or gpus_per_trial), or add nodes.",
-                           timeout_s=ft.scaling.capacity_timeout_s,
-                           timeout_field="finetune.scaling.capacity_timeout_s"))
+    ensure_capacity(demand)
     refuse_sqlite_across_machines(tracking_uri, grows=has_autoscaler())  # trials start before the nodes they need
     import ray
 

