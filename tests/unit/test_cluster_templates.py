@@ -466,12 +466,14 @@ def test_every_cluster_readme_command_is_checked_here(command):
 def test_the_image_leaves_out_what_git_ignores():
     """`COPY . .` takes what the build context holds: every path .gitignore names (a wheel cache of gigabytes, the
     mutation-testing trees, local runs and data) must be in the Dockerfile's ignore file too, as the launcher's
-    rsync_filter leaves it off the nodes."""
+    rsync_filter leaves it off the nodes; in both ignore files: BuildKit reads the Dockerfile's, the legacy builder,
+    kaniko and buildah the context's .dockerignore only (without it they copied .venv, runs and data)."""
     def entries(path):
         return {line.strip().removeprefix("**/").strip("/") for line in (ROOT / path).read_text().splitlines()
                 if line.strip() and not line.startswith("#")}
 
     assert entries(".gitignore") - entries("cluster/docker/Dockerfile.dockerignore") == set()
+    assert entries(".dockerignore") == entries("cluster/docker/Dockerfile.dockerignore")
 
 
 def test_the_head_has_shared_memory_and_the_mlflow_server_probes_and_a_policy():
