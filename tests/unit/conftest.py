@@ -33,3 +33,22 @@ def empty_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("store") / "mlflow.db"
     MlflowClient(f"sqlite:///{path}").search_experiments()
     return path
+
+
+@pytest.fixture
+def reports(monkeypatch, tmp_path):
+    """ray.train.report outside Ray: each report's metrics and a copy of its checkpoint folder, for a worker's
+    checkpoint and restore paths driven in-process."""
+    import shutil
+
+    import ray.train
+
+    kept = []
+
+    def report(metrics, checkpoint=None, **kwargs):
+        folder = tmp_path / f"checkpoint-{len(kept)}"
+        shutil.copytree(checkpoint.path, folder)
+        kept.append((metrics, folder))
+
+    monkeypatch.setattr(ray.train, "report", report)
+    return kept

@@ -3,7 +3,6 @@ restarted group trains on from its last checkpoint, so what the dead one had buf
 job reports must be the run's, not the last attempt's (a real server outage: tests/unit/test_tracking.py)."""
 
 import json
-import shutil
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -108,20 +107,6 @@ def test_a_resubmitted_jobs_counts_start_anew_and_other_ranks_keep_none(tmp_path
 
 
 # -- the workers: the counts travel in their checkpoints -------------------------------------------------------
-
-
-@pytest.fixture
-def reports(monkeypatch, tmp_path):
-    """ray.train.report outside Ray: each report's metrics and a copy of its checkpoint folder."""
-    kept = []
-
-    def report(metrics, checkpoint=None, **kwargs):
-        folder = tmp_path / f"checkpoint-{len(kept)}"
-        shutil.copytree(checkpoint.path, folder)
-        kept.append((metrics, folder))
-
-    monkeypatch.setattr(ray.train, "report", report)
-    return kept
 
 
 class Engine:

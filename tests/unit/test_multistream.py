@@ -50,6 +50,13 @@ def config(path) -> DataConfig:
     return DataConfig(sources=[str(path)], min_document_chars=20)
 
 
+def outcome(rows) -> tuple[list, list]:
+    """The kept documents (id, text) and the rejects other than redirects, sorted, of a read."""
+    rows = list(rows)
+    return ([(r["doc_id"], r["text"]) for r in rows if not r["reject_reason"]],
+            sorted(r["reject_reason"] for r in rows if r["reject_reason"] not in ("", "redirect")))
+
+
 def read_ranges(path, cuts: list[int]) -> list[dict]:
     rows = []
     for start, end in zip(cuts, cuts[1:] + [-1]):
@@ -154,11 +161,6 @@ def test_a_damaged_stream_in_the_middle_costs_its_own_pages_in_a_whole_read_and_
     data[hit + 12:hit + 20] = bytes(b ^ 0xFF for b in data[hit + 12:hit + 20])
     path.write_bytes(bytes(data))
 
-    def outcome(rows):
-        rows = list(rows)
-        return ([(r["doc_id"], r["text"]) for r in rows if not r["reject_reason"]],
-                sorted(r["reject_reason"] for r in rows if r["reject_reason"] not in ("", "redirect")))
-
     whole = outcome(iter_documents(str(path), path.name, config(path)))
     kept = {int(doc_id.split("#")[1]) for doc_id, _ in whole[0]}
     assert whole[1] == ["corrupt_bz2"] and max(kept) == 120 and 90 < len(kept) < 113
@@ -242,11 +244,6 @@ def test_damaged_streams_next_to_trailing_data_are_still_rejects(tmp_path, damag
     if damage.endswith("+zeros"):
         data += bytes(512)
     path.write_bytes(bytes(data))
-
-    def outcome(rows):
-        rows = list(rows)
-        return ([(r["doc_id"], r["text"]) for r in rows if not r["reject_reason"]],
-                sorted(r["reject_reason"] for r in rows if r["reject_reason"] not in ("", "redirect")))
 
     whole = outcome(iter_documents(str(path), path.name, config(path)))
     assert whole[1] == [reason] and len(whole[0]) >= 120 - 7 - 12

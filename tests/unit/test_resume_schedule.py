@@ -79,22 +79,6 @@ def test_the_line_prices_the_checkpoints_plan_with_its_own_total_warmup_and_lr(d
                                                    "planned over the new total")
 
 
-@pytest.fixture
-def reports(monkeypatch, tmp_path):
-    """ray.train.report outside Ray: each report's checkpoint folder, kept."""
-    kept = []
-
-    def report(metrics, checkpoint=None, **kwargs):
-        import shutil
-
-        folder = tmp_path / f"checkpoint-{len(kept)}"
-        shutil.copytree(checkpoint.path, folder)
-        kept.append(folder)
-
-    monkeypatch.setattr(ray.train, "report", report)
-    return kept
-
-
 def _finetune_worker(tmp_path: Path, warmup_ratio: float, total: int = 10):
     """A fine-tuning worker with a real engine and what its _report() and restore() use besides."""
     from jobs.config.finetune import FinetuneConfig
@@ -123,7 +107,7 @@ def test_a_resubmitted_fine_tune_with_another_warmup_ratio_says_so(deepspeed_wor
     for i in range(3):
         first.engine.step(_batch(i))
     first._report({"accuracy": 0.5}, checkpoint=True, final=False)
-    saved = reports[0]
+    saved = reports[0][1]
     assert json.loads((saved / "state.json").read_text()) == {"total_steps": 10, "warmup_steps": 2}
 
     def resume(warmup_ratio: float, total: int = 10) -> list[str]:
