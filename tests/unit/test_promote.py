@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -310,6 +311,12 @@ def test_rows_or_labels_other_than_the_registered_ones_are_refused_unless_new_ro
         judge(uri, tmp_path / "art")
     assert judge(uri, tmp_path / "art", task={"data_dir": task.data_dir}).decision == "promoted"  # named: judged
     register(uri, task, dirs["weak"], **{"data.dev.sha256": digest})  # v2: these rows, but the champion's differ
+    seen = tmp_path / "SST-2"  # named rows that are training rows: refused (evidence.refuse_seen_rows)
+    seen.mkdir()
+    (seen / "train.tsv").write_text(train_tsv := (Path(task.data_dir) / "train.tsv").read_text())
+    (seen / "dev.tsv").write_text("".join(train_tsv.splitlines(keepends=True)[:4]))
+    with pytest.raises(ValueError, match=r"^3 of the 3 named dev rows are rows of the task's training file"):
+        judge(uri, tmp_path / "art", task={"data_dir": str(seen)})
     with pytest.raises(ValueError, match=rf"not those v1 \(champion\) was evaluated on when it was registered "
                                          rf"\(sha256 {digest[:12]} now, 000000000000 then\)"):
         judge(uri, tmp_path / "art")

@@ -281,7 +281,8 @@ def test_an_empty_dev_file_names_no_new_rows_and_the_registered_rows_are_checked
 
     from bert_core.config import ConfigError
     from jobs.config.finetune import TaskConfig
-    from jobs.promote import PromoteConfig, _same_data
+    from jobs.promote import PromoteConfig
+    from jobs.registry.evidence import same_data
 
     task = TaskConfig(name="files", kind="classification", labels=["a", "b"])
     rows = [{"text_a": "x", "label": 0}]
@@ -292,6 +293,35 @@ def test_an_empty_dev_file_names_no_new_rows_and_the_registered_rows_are_checked
         except ConfigError:  # refused before any registry work: as good as checked
             continue
         with pytest.raises(ValueError, match=r"the 1 dev rows are not those v2 was evaluated on"):
-            _same_data(cfg, candidate, None, task, "dev", rows, ["a", "b"])
+            same_data(cfg, candidate, None, task, "dev", rows, ["a", "b"])
     named = PromoteConfig(model=NAME, task={"dev_file": "new_dev.csv"}).validate()
-    _same_data(named, candidate, None, task, "dev", rows, ["a", "b"])  # named rows: judged, not checked
+    same_data(named, candidate, None, task, "dev", rows, ["a", "b"])  # named rows: judged, not checked
+
+
+def test_named_evaluation_rows_that_are_training_rows_are_refused(tmp_path):
+    """Rows named for a promotion (a GLUE task.data_dir, task.dev_file) that are also rows of the task's training
+    file: the loader takes them out of train as leaks and keeps them for evaluation, right for a fine-tune that has
+    not trained yet; both models here already trained on them, so they would be judged on rows they fitted."""
+    from jobs.config.finetune import TaskConfig
+    from jobs.loops import ft_tasks
+    from jobs.promote import PromoteConfig
+    from jobs.registry.evidence import refuse_seen_rows
+
+    data = tmp_path / "SST-2"
+    data.mkdir()
+    train = [f"a sentence of the training file number {i}\t{i % 2}\n" for i in range(60)]
+    new = [f"a held-out sentence number {i}\t{i % 2}\n" for i in range(10)]
+    (data / "train.tsv").write_text("sentence\tlabel\n" + "".join(train))
+    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(new + train[:3]))
+    task = TaskConfig(name="sst2", data_dir=str(data), labels=["0", "1"])
+    loaded = ft_tasks.load_rows(task)
+    rows = loaded.evaluation["dev"]
+    assert len(rows) == 13 and loaded.dropped["train_in_evaluation"] == 3
+    named = PromoteConfig(model=NAME, task={"data_dir": str(data)}).validate()
+    with pytest.raises(ValueError, match=r"^3 of the 13 named dev rows are rows of the task's training file "
+                                         r"\(train_in_evaluation 3\): the models trained or were chosen on them"):
+        refuse_seen_rows(named, task, "dev", len(rows), loaded.dropped)
+    refuse_seen_rows(PromoteConfig(model=NAME).validate(), task, "dev", len(rows), loaded.dropped)  # registered rows
+    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(new))
+    clean = ft_tasks.load_rows(task)
+    refuse_seen_rows(named, task, "dev", len(clean.evaluation["dev"]), clean.dropped)  # new rows: judged
