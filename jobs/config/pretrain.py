@@ -110,12 +110,16 @@ class PretrainConfig:
         out: dict = ({"train": {"nsp": False, "packing": True, "masking": {"rate": 0.3}}, "data": {}} if modern
                      else {"data": {}})
         if modern and section("data").get("masking") == "static":  # masks drawn once, when examples are prepared
-            # 30% of each example, and a cap that lets it be (BERT's 20 per 128 tokens would stop it at 16%)
+            # 30% of each example, and a cap that lets it be (BERT's 20 per 128 tokens would stop it at 16%): the
+            # cap of the rate the run masks at, the user's data.mask_rate where given (a cap of 30% under a rate of
+            # 35% masked 31% of a full row; over 37% it was refused, naming a data.max_predictions no one set)
+            rate = section("data").get("mask_rate", 0.3)
+            rate = rate if isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 < rate < 1 else 0.3
             length = section("data").get("max_seq_len", DataConfig.max_seq_len)
             phase2 = section("phase2").get("max_seq_len", Phase2Config.max_seq_len)
-            out["data"].update(mask_rate=0.3, max_predictions=math.ceil(0.3 * length) if isinstance(length, int)
+            out["data"].update(mask_rate=0.3, max_predictions=math.ceil(rate * length) if isinstance(length, int)
                                else DataConfig.max_predictions)
-            out["phase2"] = {"max_predictions": math.ceil(0.3 * phase2) if isinstance(phase2, int)
+            out["phase2"] = {"max_predictions": math.ceil(rate * phase2) if isinstance(phase2, int)
                              else Phase2Config.max_predictions}
         if not train.get("nsp", not modern):
             out["data"]["nsp_random_prob"] = 0.0

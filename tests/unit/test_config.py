@@ -421,6 +421,11 @@ def test_overrides_of_one_section_merge_in_any_order_and_settings_that_would_do_
                                               rf"static holds the masks drawn when examples are prepared.*{instead}"):
             load_config(PretrainConfig, QUICKSTART, ["data.masking=static", override])
     load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "model.recipe=modern"])  # its 0.3: the recipe's
+    # the modern recipe's static cap is the rate the run masks at: the user's (it was 30% of a row whatever the rate)
+    for rate, cap in ((0.35, 45), (0.4, 52)):
+        cfg = load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "model.recipe=modern",
+                                                       f"data.mask_rate={rate}"])
+        assert (cfg.data.mask_rate, cfg.data.max_predictions) == (rate, cap)
 
 
 def test_promotes_task_overrides_are_read_and_checked_as_the_task_configs_fields():
