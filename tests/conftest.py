@@ -37,23 +37,47 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _mlflow_strays() -> set[str]:
+    """./mlruns and ./mlartifacts of the repository, each experiment folder in them and each run folder in those."""
+    found = set()
+    for top in ("mlruns", "mlartifacts"):
+        root = os.path.join(ROOT, top)
+        if os.path.isdir(root):
+            found.add(root)
+            for name in os.listdir(root):
+                found.add(path := os.path.join(root, name))
+                if os.path.isdir(path):
+                    found.update(os.path.join(path, run) for run in os.listdir(path))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _mlflow_strays_before() -> set[str]:
+    """What ./mlruns and ./mlartifacts held when the session started (a developer's own), before any fixture ran."""
+    return _mlflow_strays()
+
+
 @pytest.fixture(autouse=True)
-def _writes_no_mlruns_here():
+def _writes_no_mlruns_here(_mlflow_strays_before):
     """MLflow keeps the artifacts of an experiment created without an artifact location in ./mlruns (a file store's)
-    or ./mlartifacts (a SQLite store's), here the repository: a test that does so fails at its tear-down, named, and
-    the folder is removed (one there before the test, a developer's own, is left alone)."""
+    or ./mlartifacts (a SQLite store's), here the repository: what is new there since the session began, down to a
+    run's folder (a run under an experiment folder a developer already had too), fails the test at whose tear-down it
+    is first seen, named (a module fixture's, its module's first test), and is removed."""
     import shutil
 
-    strays = [os.path.join(os.getcwd(), name) for name in ("mlruns", "mlartifacts")]
-    before = {stray: os.path.exists(stray) and set(os.listdir(stray)) for stray in strays}
     yield
-    for stray in strays:
-        new = os.path.exists(stray) and set(os.listdir(stray)) - (before[stray] or set())
-        if new:
-            for name in new if before[stray] is not False else [""]:  # the folder itself, where it was not there
-                shutil.rmtree(os.path.join(stray, name), ignore_errors=True)
-            pytest.fail(f"this test wrote {stray}/{sorted(new)[0]}: give its MLflow experiment an artifact location "
-                        "under tmp_path (tracking.artifact_location)")
+    new = _mlflow_strays() - _mlflow_strays_before
+    if new:
+        for path in sorted(new, key=len):  # the shallowest first: a new folder takes what is in it
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.exists(path):
+                os.remove(path)
+        pytest.fail(f"this test (or a fixture of its module) wrote {min(new, key=len)}: give its MLflow experiment "
+                    "an artifact location under tmp_path (tracking.artifact_location)")
 
 
 def pytest_runtest_setup(item):
