@@ -58,9 +58,10 @@ def fingerprint_inputs(files: list[str]) -> list[dict]:
     return out
 
 
-def hashed_config(cfg: DataConfig) -> dict:
+def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
     """The config as it affects the output: not where it goes, how many workers or how the
-    work is cut into units, or where a given tokenizer lives (its content hash stands in)."""
+    work is cut into units, or where a given tokenizer lives (its content hash stands in). `plain_text_only`: every
+    input is read as plain text (data.text_documents=blank_lines ends sentences at lines in those files alone)."""
     d = dataclasses.asdict(cfg)
     for name in ("num_workers", "work_unit_bytes", "output_root"):
         d.pop(name)
@@ -69,7 +70,8 @@ def hashed_config(cfg: DataConfig) -> dict:
         d.pop("text_encoding")
     if d["text_documents"] == "books":  # as before the setting
         d.pop("text_documents")
-    else:  # a line ends a sentence in plain-text files alone (it did in every source): earlier sets are not reused
+    elif not plain_text_only:  # a line ends a sentence in plain-text files alone, it did in every source: a set of
+        # JSON lines or parquet records prepared before is not reused (one of text files alone is the same, and kept)
         d["text_documents"] = "blank_lines in plain-text files"
     tok = d["tokenizer"]
     # Tokenizer settings added later are named only where the tokenizer trained differs from before them (a given
@@ -87,9 +89,10 @@ def hashed_config(cfg: DataConfig) -> dict:
     return d
 
 
-def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str | None) -> str:
+def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str | None,
+                 plain_text_only: bool = True) -> str:
     spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
-            "config": hashed_config(cfg), "tokenizer_hash": given_tokenizer_hash}
+            "config": hashed_config(cfg, plain_text_only), "tokenizer_hash": given_tokenizer_hash}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -62,7 +62,7 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_sc
                               write_manifest, write_shard)
 from pipelines.rejects import RejectLog
 from pipelines.source_files import resolve_sources
-from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text
+from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, reads_plain_text
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, dataset_name,
                               fingerprint_inputs)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
@@ -271,7 +271,8 @@ def prepare(cfg: DataConfig) -> PreparedData:
     inputs = fingerprint_inputs(files)
     given = _given_tokenizer(cfg.tokenizer) if cfg.tokenizer.path else None
     given_hash = tokenizer_hash(given) if given is not None else None
-    name = dataset_name(cfg, inputs, given_hash)
+    plain = cfg.text_documents != "blank_lines" or all(reads_plain_text(f, cfg) for f in files)
+    name = dataset_name(cfg, inputs, given_hash, plain)
     final = Path(cfg.output_root) / name
     if (final / MANIFEST).exists():
         _log("reuse", f"{final} already prepared for these inputs and config")

@@ -111,10 +111,11 @@ class PretrainConfig:
                      else {"data": {}})
         if modern and section("data").get("masking") == "static":  # masks drawn once, when examples are prepared
             # 30% of each example, and a cap that lets it be (BERT's 20 per 128 tokens would stop it at 16%): the
-            # cap of the rate the run masks at, the user's data.mask_rate where given (a cap of 30% under a rate of
-            # 35% masked 31% of a full row; over 37% it was refused, naming a data.max_predictions no one set)
+            # cap of the user's data.mask_rate where it is higher (a cap of 30% under a rate of 35% masked 31% of a
+            # full row; over 37% it was refused, naming a data.max_predictions no one set); a lower rate keeps the
+            # 30% cap, which lets it be, and its prepared sets their names
             rate = section("data").get("mask_rate", 0.3)
-            rate = rate if isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 < rate < 1 else 0.3
+            rate = max(rate, 0.3) if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate < 1 else 0.3
             length = section("data").get("max_seq_len", DataConfig.max_seq_len)
             phase2 = section("phase2").get("max_seq_len", Phase2Config.max_seq_len)
             out["data"].update(mask_rate=0.3, max_predictions=math.ceil(rate * length) if isinstance(length, int)

@@ -302,9 +302,9 @@ class EngineBase:
         if saved == self._optimizer_layout():
             return True
         if not dist.is_initialized() or dist.get_rank() == 0:
-            log.warning(f"[resume] {ckpt_dir}'s optimizer state was saved in another layout ({saved or 'not recorded'}; this "
-                        f"run: {self._optimizer_layout()}): its weights are taken as the module holds them, rounded "
-                        "to 16 bits, not from its optimizer's fp32 copy")
+            log.warning(f"[resume] {ckpt_dir}'s optimizer state was saved in another layout "
+                        f"({saved or 'not recorded'}; this run: {self._optimizer_layout()}): its weights are taken as "
+                        "the module holds them, rounded to 16 bits, not from its optimizer's fp32 copy")
         return False
 
     def _fresh_optimizer_state(self) -> None:

@@ -152,8 +152,8 @@ class RankZeroLogger:
                     continue
                 self.failures += 1
                 if self.failures == 1:
-                    warnings.warn(redact(f"[tracking] MLflow logging failed, training continues; metrics are buffered and "
-                                         f"retried (tracking_failures counts failed writes): {exc}"))
+                    warnings.warn(redact(f"[tracking] MLflow logging failed, training continues; metrics are buffered "
+                                         f"and retried (tracking_failures counts failed writes): {exc}"))
                 self._retry_at = time.monotonic() + self._delay
                 self._delay = min(2 * self._delay, self.max_backoff_s)
                 return False
@@ -172,7 +172,8 @@ class RankZeroLogger:
                 exc = one
         if refused:
             self.dropped += refused
-            warnings.warn(redact(f"[tracking] MLflow refused {refused} metric point(s), counted in tracking_undelivered: {exc}"))
+            warnings.warn(redact(f"[tracking] MLflow refused {refused} metric point(s), counted in "
+                                 f"tracking_undelivered: {exc}"))
 
     def close(self, close_timeout_s: float = 60.0) -> dict:
         """Last flush, retried with backoff for up to `close_timeout_s`; returns the counts the job reports."""

@@ -422,7 +422,7 @@ def test_overrides_of_one_section_merge_in_any_order_and_settings_that_would_do_
             load_config(PretrainConfig, QUICKSTART, ["data.masking=static", override])
     load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "model.recipe=modern"])  # its 0.3: the recipe's
     # the modern recipe's static cap is the rate the run masks at: the user's (it was 30% of a row whatever the rate)
-    for rate, cap in ((0.35, 45), (0.4, 52)):
+    for rate, cap in ((0.35, 45), (0.4, 52), (0.2, 39)):  # a lower rate: the 30% cap, its sets named as before
         cfg = load_config(PretrainConfig, QUICKSTART, ["data.masking=static", "model.recipe=modern",
                                                        f"data.mask_rate={rate}"])
         assert (cfg.data.mask_rate, cfg.data.max_predictions) == (rate, cap)

@@ -227,7 +227,8 @@ def test_blank_lines_mode_ends_a_sentence_at_every_line_of_plain_text_files_only
     assert len(by_name["books.jsonl"]) == 3 and len(by_name["google.txt"]) == 3  # two sentences each
     from pipelines.layout import hashed_config  # a set prepared when every source's lines ended sentences: renamed
 
-    assert hashed_config(cfg)["text_documents"] == "blank_lines in plain-text files"
+    assert hashed_config(cfg, plain_text_only=False)["text_documents"] == "blank_lines in plain-text files"
+    assert hashed_config(cfg)["text_documents"] == "blank_lines"  # text files alone: the same examples, the same name
 
 
 def test_a_book_is_held_out_whole_or_not_at_all(tmp_path, tok, monkeypatch):
