@@ -161,7 +161,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         init_ray()
     loaded = ft_tasks.load_rows(task)
     rows = loaded.evaluation[split]  # the evaluation split: no choice of either model saw it
-    refuse_seen_rows(cfg, task, split, len(rows), loaded.dropped)
+    refuse_seen_rows(cfg, task, split, rows, loaded.dropped, (candidate, champion))
     same_data(cfg, candidate, champion, task, split, rows, loaded.labels)
     from jobs.registry.scorer import row_groups
 

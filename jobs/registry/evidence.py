@@ -30,13 +30,19 @@ def names_rows(cfg, task) -> bool:
     return bool(cfg.task.get("dev_file") or cfg.task.get("data_dir") and task.name in GLUE_TASKS)
 
 
-def refuse_seen_rows(cfg, task, split: str, n: int, dropped: dict) -> None:
+def refuse_seen_rows(cfg, task, split: str, rows: list[dict], dropped: dict, versions) -> None:
     """Refuse named evaluation rows that are rows of the task's training file (its train or select split): the task
     loader takes such rows out of train and select as leaks and keeps them for evaluation, which is right for a
-    fine-tune that has not trained yet, but both models here already trained on train and chose on select, so they
-    would be judged on rows they fitted or were chosen by. (For a GLUE task.data_dir, the training file is the
-    named folder's train.tsv.)"""
+    fine-tune that has not trained yet, but models fine-tuned on other evaluation rows trained on train and chose on
+    select, so they would be judged on rows they fitted or were chosen by. Unless these are the rows every version
+    (`versions`: the candidate, the champion or None) was evaluated on when registered (its data.<split>.sha256): its
+    fine-tune's loader took them out of train and select the same way. (For a GLUE task.data_dir, the training file
+    is the named folder's train.tsv.)"""
     seen = {k: v for k, v in dropped.items() if k.endswith("_in_evaluation") and v}
+    digest = split_digest(rows) if seen else ""
+    if seen and all(v is None or v.tags.get(f"data.{split}.sha256") == digest for v in versions):
+        return
+    n = len(rows)
     if names_rows(cfg, task) and seen:
         raise ValueError(f"{sum(seen.values())} of the {n} named {split} rows are rows of the task's training file "
                          f"({', '.join(f'{k} {v}' for k, v in sorted(seen.items()))}): the models trained or were "

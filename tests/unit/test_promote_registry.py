@@ -305,7 +305,10 @@ def test_named_evaluation_rows_that_are_training_rows_are_refused(tmp_path):
     from jobs.config.finetune import TaskConfig
     from jobs.loops import ft_tasks
     from jobs.promote import PromoteConfig
+    from types import SimpleNamespace
+
     from jobs.registry.evidence import refuse_seen_rows
+    from pipelines.tasks.roles import split_digest
 
     data = tmp_path / "SST-2"
     data.mkdir()
@@ -318,10 +321,16 @@ def test_named_evaluation_rows_that_are_training_rows_are_refused(tmp_path):
     rows = loaded.evaluation["dev"]
     assert len(rows) == 13 and loaded.dropped["train_in_evaluation"] == 3
     named = PromoteConfig(model=NAME, task={"data_dir": str(data)}).validate()
+    other = SimpleNamespace(tags={"data.dev.sha256": "0" * 64})  # fine-tuned and evaluated on other rows
     with pytest.raises(ValueError, match=r"^3 of the 13 named dev rows are rows of the task's training file "
                                          r"\(train_in_evaluation 3\): the models trained or were chosen on them"):
-        refuse_seen_rows(named, task, "dev", len(rows), loaded.dropped)
-    refuse_seen_rows(PromoteConfig(model=NAME).validate(), task, "dev", len(rows), loaded.dropped)  # registered rows
+        refuse_seen_rows(named, task, "dev", rows, loaded.dropped, (other, None))
+    refuse_seen_rows(PromoteConfig(model=NAME).validate(), task, "dev", rows, loaded.dropped, (other, None))  # carved
+    # the rows both versions were evaluated on: their fine-tunes' loaders took the 3 out of train as this one does
+    these = SimpleNamespace(tags={"data.dev.sha256": split_digest(rows)})
+    refuse_seen_rows(named, task, "dev", rows, loaded.dropped, (these, these))
+    with pytest.raises(ValueError, match=r"^3 of the 13 named dev rows"):  # the champion's were others
+        refuse_seen_rows(named, task, "dev", rows, loaded.dropped, (these, other))
     (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(new))
     clean = ft_tasks.load_rows(task)
-    refuse_seen_rows(named, task, "dev", len(clean.evaluation["dev"]), clean.dropped)  # new rows: judged
+    refuse_seen_rows(named, task, "dev", clean.evaluation["dev"], clean.dropped, (other, other))  # new rows: judged
