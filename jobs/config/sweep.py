@@ -325,7 +325,12 @@ def _merge_files(base: dict, child: dict) -> dict:
     merged = deep_merge(base, {k: v for k, v in child.items() if k != "search_space"})
     old, new = base.get("search_space"), child.get("search_space")
     if isinstance(old, dict) and isinstance(new, dict):
-        merged["search_space"] = {**_join_fields(_nest(old)), **_join_fields(_nest(new))}
+        old, new = _join_fields(_nest(old)), _join_fields(_nest(new))
+        for name, spec in new.items():  # a part of a spec (high: 1e-3) was merged into the base's before: say why not
+            if isinstance(spec, dict) and "type" not in spec and isinstance(old.get(name), dict):
+                raise ConfigError(f"search_space.{name} {spec} names no type: a sweep file's spec replaces its "
+                                  f"base's whole (the base's: {old[name]}); give the whole spec")
+        merged["search_space"] = {**old, **new}
     elif "search_space" in child:
         merged["search_space"] = new  # no mapping on one side: the child's, as deep_merge has it (a bad one refused)
     return merged

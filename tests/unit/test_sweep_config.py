@@ -313,6 +313,10 @@ def test_a_child_sweep_file_replaces_or_drops_a_field_its_base_searches(tmp_path
         load_sweep_config(tmp_path / "none.yaml", [f"finetune.init={MINILM}"])
     with pytest.raises(ConfigError, match="search_space.optim.momentum: unknown field"):  # a null names a field
         load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "search_space.optim.momentum=null"])
+    (tmp_path / "part.yaml").write_text(f"base: {PKGDOCS}\nsearch_space:\n  optim.lr: {{high: 1.0e-3}}\n")
+    with pytest.raises(ConfigError, match=r"search_space.optim.lr \{'high': 0.001\} names no type: a sweep file's "
+                                          r"spec replaces its base's whole \(the base's: \{'type': 'loguniform'"):
+        load_sweep_config(tmp_path / "part.yaml", [f"finetune.init={MINILM}"])  # a part: said why, not merged
 
 
 def test_epochs_cannot_be_searched_under_a_max_steps_cap():
