@@ -124,13 +124,14 @@ class Encoder:
 
 # tag sets whose entities transformers' pipeline would split (it groups by B-/I- only): each prefix as B- or I-
 ENTITY_SCHEMES = ({"B": "B", "I": "I", "E": "I", "S": "B"},  # IOBES: E- ends an entity, S- is one alone
+                  {"B": "B", "M": "I", "E": "I", "S": "B"},  # BMES: IOBES with M- for I-
                   {"B": "B", "I": "I", "L": "I", "U": "B"})  # BILOU: L- its last, U- a unit
 
 
 def grouping_tags(labels: list[str]) -> list[str]:
-    """The tags the served pipeline groups entities by: an IOBES or BILOU set's E-/L- as I- and S-/U- as B- of the
-    same type (the pipeline reads E-LOC as another type than LOC and cut "New York City" at City), any other set
-    as it is."""
+    """The tags the served pipeline groups entities by: an IOBES, BMES or BILOU set's E-/M-/L- as I- and S-/U- as B-
+    of the same type (the pipeline reads E-LOC as another type than LOC and cut "New York City" at City), any other
+    set as it is."""
     if not all(t == "O" or "-" in t for t in labels):
         return list(labels)
     prefixes = {t.split("-", 1)[0] for t in labels if t != "O"}

@@ -457,8 +457,8 @@ def tagged_words(task: TaskConfig, rows: list[dict], logits, labels, tokenizer):
 
 
 def is_iob(labels) -> bool:
-    """Entity tags (O, B-X, I-X; IOBES's E-, S-; BILOU's L-, U-): by entity. Other word tags (POS, ...) by word."""
-    return all(tag == "O" or tag[:2] in ("B-", "I-", "E-", "S-", "L-", "U-") for tag in labels)
+    """Entity tags (O, B-X, I-X; IOBES's E-, S-, BMES's M-; BILOU's L-, U-): by entity. Other word tags by word."""
+    return all(tag == "O" or tag[:2] in ("B-", "I-", "E-", "S-", "M-", "L-", "U-") for tag in labels)
 
 
 def tag_metrics(gold: list[list[str]], pred: list[list[str]]) -> dict[str, float]:

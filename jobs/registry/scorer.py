@@ -164,8 +164,9 @@ def entity_counts(gold: list[list[str]], pred: list[list[str]], scheme: str | No
     """(sentences, 3): exact-match entities, predicted entities, gold entities per sentence, read as
     pipelines.tasks.ner_metrics reads them (seqeval strict mode for IOB2, conlleval's reading otherwise); their sums
     give its micro F1."""
-    from pipelines.tasks.conll import strict_scheme
+    from pipelines.tasks.conll import as_iobes, strict_scheme
 
+    gold, pred = as_iobes(gold), as_iobes(pred)
     scheme = strict_scheme(scheme, gold, pred)
     if scheme:
         from seqeval import scheme as schemes

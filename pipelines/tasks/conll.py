@@ -200,7 +200,7 @@ def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSpl
 # a word's later pieces continue its entity: B-X's as I-X; IOBES's S-X (an entity of one word) as E-X, BILOU's U-X as
 # L-X (or I-X), so that the pieces group into one entity (jobs/inference/predictor.grouping_tags reads S-/U- as B-:
 # "U.S." tagged S-LOC on each of its pieces u . s . was four entities)
-CONTINUATIONS = {"B": ("I",), "S": ("E", "I"), "U": ("L", "I")}
+CONTINUATIONS = {"B": ("I", "M"), "S": ("E", "I"), "U": ("L", "I")}  # BMES: M- for I-
 
 
 def _continuation(tag: str, index: dict) -> int:
@@ -319,6 +319,12 @@ def scheme_checked(rows, kind: str, scheme: str):
     return rows
 
 
+def as_iobes(tags: list[list[str]]) -> list[list[str]]:
+    """BMES tags (B-, M-, E-, S-: the usual scheme of Chinese NER data) read as the IOBES they are, M- for I-: seqeval
+    knows no M-, and an unknown prefix would read no entity."""
+    return [[f"I-{t[2:]}" if t.startswith("M-") else t for t in sentence] for sentence in tags]
+
+
 def strict_scheme(scheme: str | None, *tags: list[list[str]]) -> str | None:
     """The scheme seqeval reads entities strictly by, or None for conlleval's reading (IOB1, none given). Tags with
     E-/S- (IOBES) or L-/U- (BILOU) prefixes in `tags` are read by their own scheme, whatever `scheme` says: IOB's
@@ -343,6 +349,7 @@ def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]], scheme: 
     from seqeval.metrics import accuracy_score, classification_report  # deferred: it imports scikit-learn and scipy
 
     kwargs = {}
+    gold_tags, pred_tags = as_iobes(gold_tags), as_iobes(pred_tags)
     scheme = strict_scheme(scheme, gold_tags, pred_tags)
     if scheme is not None:
         from seqeval import scheme as schemes

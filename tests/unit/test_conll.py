@@ -350,3 +350,25 @@ def test_iob1_tags_scored_as_iob2_are_refused_naming_the_setting(capsys):
     iob2 = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O", "I-MISC"], ["B-PER"]]
     assert scheme_checked(rows(iob2), "token-classification", "IOB2")
     assert "1 of the 5 entities in the task's rows open with I-" in capsys.readouterr().out
+
+
+def test_bmes_tags_are_scored_as_the_entities_they_are(tok):
+    """BMES (B-, M-, E-, S-: Chinese NER's usual scheme) failed is_iob for its M-: scored as word-tag macro F1 with
+    O a class, a model with every boundary wrong reported F1 0.52, not 0. Read as IOBES (M- for I-): by entity in
+    training, promotion and serving, and a B- word's later pieces continue it as M-."""
+    from jobs.inference.predictor import grouping_tags
+    from jobs.loops.ft_tasks import is_iob
+    from jobs.registry.scorer import entity_counts
+
+    labels = ("O", "B-NAME", "M-NAME", "E-NAME", "S-NAME", "B-ORG", "M-ORG", "E-ORG", "S-ORG")
+    assert is_iob(labels)
+    gold = [["B-NAME", "M-NAME", "M-NAME", "E-NAME", "O", "S-ORG", "O"]]
+    wrong = [["B-NAME", "M-NAME", "E-NAME", "O", "O", "B-ORG", "O"]]  # both entities' boundaries wrong
+    for scheme in ("IOB2", None):
+        assert ner_metrics(gold, wrong, scheme)["f1"] == 0.0 and ner_metrics(gold, gold, scheme)["f1"] == 1.0
+        assert entity_counts(gold, wrong, scheme).sum(0).tolist() == [0, 1, 2]  # B-ORG then O: no entity in IOBES
+    assert grouping_tags(["B-NAME", "M-NAME", "E-NAME", "S-ORG"]) == ["B-NAME", "I-NAME", "I-NAME", "B-ORG"]
+    sentence = {"tokens": ["The", "Blackburnshire", "rovers"], "ner_tags": ["O", "B-ORG", "E-ORG"]}
+    f = conll_features([sentence], tok, max_seq_len=16, labels=labels, label_all_subwords=True)
+    n = len(tok("Blackburnshire", add_special_tokens=False)["input_ids"])
+    assert [labels[j] for j in f["labels"][0, 2:n + 3]] == ["B-ORG"] + ["M-ORG"] * (n - 1) + ["E-ORG"]
