@@ -106,8 +106,13 @@ def test_a_submitted_pretraining_waits_for_the_autoscaler_and_survives_losing_a_
     first, restart = first_steps(record)  # two attempts: the one that lost its node, and the resumed one
     assert first == 1 and restart > 1 and (restart - 1) % 10 == 0, restart  # resumed from a checkpoint
     ids = train_ids(Path(re.search(r"prepared data +(\S+)", logs).group(1)))
-    for epoch in range(finished_epochs(record)):
+    epochs = finished_epochs(record)
+    cut = next(int(line.split()[2]) for line in (record / "ids-rank0.txt").read_text().splitlines()
+               if int(line.split()[1]) == restart)  # the epoch the resumed attempt began in
+    assert epochs > cut, (epochs, cut)  # checked whole below, not left out of the loop
+    for epoch in range(epochs):
         assert_epoch_covered_once(effective_ids(record, epoch), ids, workers=2)
+    assert max(effective_ids(record, epochs).values()) == 1  # the last epoch, part-trained: none twice either
     from transformers import AutoModelForMaskedLM
 
     AutoModelForMaskedLM.from_pretrained(tmp_path / "runs" / "autoscaled" / "release")  # the release is readable

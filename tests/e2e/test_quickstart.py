@@ -4,6 +4,7 @@ corpus -> examples -> Ray Train + DeepSpeed ZeRO-2 on 2 workers -> release check
 registered model -> Ray Tune sweep fine-tuning that release on pkgdocs -> seed-median model registered.
 One pretraining serves every test here, and the pretraining-helps comparison."""
 
+import copy
 import pickle
 import statistics
 import subprocess
@@ -200,7 +201,7 @@ def test_pretraining_helps(result, tmp_path):
     torch.manual_seed(123)
     save_pretrained(BertForPreTraining(load_pretrained(release, BertForPreTraining).config), tmp_path / "random",
                     tokenizer_dir=release)
-    cfg = sweep_cfg.finetune
+    cfg = copy.deepcopy(sweep_cfg.finetune)  # the module's config is the other tests' too: changed here, a copy
     cfg.optim.lr, cfg.optim.warmup_ratio, cfg.train.epochs = 1e-3, 0.1, 4
     rows = ft_tasks.load_rows(cfg.task)
     cfg.task.labels = list(rows.labels)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_two_phase_job(ray_up, tmp_path, shared_data):
     cfg = quick_config(
-        tmp_path, "two-phase", "train.max_steps=40", "train.log_every=10", "train.eval_batches=4",
+        tmp_path, "two-phase", "train.max_steps=40", "train.log_every=5", "train.eval_batches=4",
         "optim.warmup_steps=5", "phase2.max_steps=10", "phase2.max_seq_len=256", "phase2.micro_batch_size=8",
         "phase2.warmup_steps=3", "tracking.registered_model=two-phase-bert", data_dir=shared_data)
     result = run(cfg)
@@ -40,6 +40,11 @@ def test_two_phase_job(ray_up, tmp_path, shared_data):
     from jobs import lineage
 
     phase2 = next(r for r in children if r.data.tags["phase"] == "2")
+    # phase 2 trains, on a fresh schedule: phase 1's had decayed to 0 at its last step, so a schedule carried over
+    # (or a reset optimizer ignored) would leave its 10 steps at a rate of ~0 and every assertion above true
+    assert m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"]
+    lr = [p.value for p in sorted(client.get_metric_history(phase2.info.run_id, "train/lr"), key=lambda p: p.step)]
+    assert len(lr) == 2 and lr[0] > 0.3 * cfg.optim.lr, lr  # after 5 of 10 steps (3 of warmup): ~0.57 of the peak
     named = client.get_run(parent).data.tags["lineage.phase2.data_dir"]
     assert Path(named) == Path(phase2.data.tags["lineage.data_dir"]) == Path(result.data_dir)
     assert lineage.run("models:/two-phase-bert@candidate", cfg.tracking.tracking_uri).missing == []
