@@ -65,19 +65,15 @@ def _writes_no_mlruns_here(_mlflow_strays_before):
     """MLflow keeps the artifacts of an experiment created without an artifact location in ./mlruns (a file store's)
     or ./mlartifacts (a SQLite store's), here the repository: what is new there since the session began, down to a
     run's folder (a run under an experiment folder a developer already had too), fails the test at whose tear-down it
-    is first seen, named (a module fixture's, its module's first test), and is removed."""
-    import shutil
-
+    is first seen, named (a module fixture's, its module's first test). Left on disk: a developer's own job, run
+    from the repository while the tests run, writes there too, and its files are not the suite's to delete."""
     yield
     new = _mlflow_strays() - _mlflow_strays_before
     if new:
-        for path in sorted(new, key=len):  # the shallowest first: a new folder takes what is in it
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            elif os.path.exists(path):
-                os.remove(path)
-        pytest.fail(f"this test (or a fixture of its module) wrote {min(new, key=len)}: give its MLflow experiment "
-                    "an artifact location under tmp_path (tracking.artifact_location)")
+        _mlflow_strays_before.update(new)  # said once
+        pytest.fail(f"this test (or a fixture of its module) wrote {min(new, key=len)}, left there (unless a job run "
+                    "from the repository meanwhile wrote it): give the test's MLflow experiment an artifact location "
+                    "under tmp_path (tracking.artifact_location)")
 
 
 def pytest_runtest_setup(item):
