@@ -31,22 +31,25 @@ def names_rows(cfg, task) -> bool:
 
 
 def refuse_seen_rows(cfg, task, split: str, rows: list[dict], dropped: dict, versions) -> None:
-    """Refuse named evaluation rows that are rows of the task's training file (its train or select split): the task
-    loader takes such rows out of train and select as leaks and keeps them for evaluation, which is right for a
-    fine-tune that has not trained yet, but models fine-tuned on other evaluation rows trained on train and chose on
-    select, so they would be judged on rows they fitted or were chosen by. Unless these are the rows every version
-    (`versions`: the candidate, the champion or None) was evaluated on when registered (its data.<split>.sha256): its
-    fine-tune's loader took them out of train and select the same way. (For a GLUE task.data_dir, the training file
-    is the named folder's train.tsv.)"""
+    """Refuse named evaluation rows whose inputs are inputs of the task's training rows (its train or select split):
+    the task loader takes those training rows out of train and select as leaks and keeps the evaluation rows, which
+    is right for a fine-tune that has not trained yet, but models fine-tuned on other evaluation rows trained on
+    train and chose on select, so they would be judged on inputs they fitted or were chosen by. Unless these are the
+    rows every version (`versions`: the candidate, the champion or None) was evaluated on when registered (its
+    data.<split>.sha256): its fine-tune's loader took them out of train and select the same way. Counted as the
+    loader counts them: training rows, over every evaluation split, before task.max_eval_examples. (For a GLUE
+    task.data_dir, the training file is the named folder's train.tsv; the champion's own training files, where they
+    differ from the candidate's, are not read.)"""
     seen = {k: v for k, v in dropped.items() if k.endswith("_in_evaluation") and v}
     digest = split_digest(rows) if seen else ""
     if seen and all(v is None or v.tags.get(f"data.{split}.sha256") == digest for v in versions):
         return
-    n = len(rows)
     if names_rows(cfg, task) and seen:
-        raise ValueError(f"{sum(seen.values())} of the {n} named {split} rows are rows of the task's training file "
-                         f"({', '.join(f'{k} {v}' for k, v in sorted(seen.items()))}): the models trained or were "
-                         f"chosen on them; name evaluation rows that are not in {task.train_file or task.data_dir!r}")
+        where = " and ".join(f"{n} {k.split('_')[0]} row{'s' if n > 1 else ''}" for k, n in sorted(seen.items()))
+        files = ", ".join(repr(f) for f in (task.train_file or task.data_dir, task.select_file) if f)
+        raise ValueError(f"the named evaluation rows share their inputs with {where} of the task's training data "
+                         f"({files}): the models trained or were chosen on those inputs; name evaluation rows none of "
+                         "whose inputs is in the training data, or remove those from them")
 
 
 def same_data(cfg, candidate, champion, task, split: str, rows: list[dict], labels) -> None:
