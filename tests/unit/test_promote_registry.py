@@ -335,3 +335,20 @@ def test_named_evaluation_rows_that_are_training_rows_are_refused(tmp_path):
     (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(new))
     clean = ft_tasks.load_rows(task)
     refuse_seen_rows(named, task, "dev", clean.evaluation["dev"], clean.dropped, (other, other))  # new rows: judged
+
+
+def test_a_champion_fine_tuned_on_other_files_is_said_when_rows_are_named(tmp_path, empty_store, monkeypatch, capsys):
+    """The named rows are checked against the candidate's training data only: a champion fine-tuned on other files
+    (the data updated between versions) may have trained on some of them, which is said."""
+    import json
+
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 2)
+    task = json.loads(client.get_model_version(NAME, "1").tags["task_config"])
+    client.set_model_version_tag(NAME, "1", "task_config", json.dumps({**task, "data_dir": "/data/SST-2-v1"}))
+    move_alias(client, NAME, "champion", "1", "promoted: the first")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    judge(uri, tmp_path / "art", version=2, task={"data_dir": task["data_dir"]})
+    assert ("[promote] warning: v1 (champion) was fine-tuned on other files than v2 (data_dir='/data/SST-2-v1'): the "
+            "named rows are checked against v2's training data only") in capsys.readouterr().out
