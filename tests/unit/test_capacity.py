@@ -98,6 +98,7 @@ def test_capacity_timeout_is_validated():
         ScalingConfig(capacity_timeout_s=-1).validate()
 
 
+@pytest.mark.slow  # each job's main up to its first read (~8 s for the first): `make test`, not `make test-fast`
 @pytest.mark.parametrize("job", ["finetune", "sweep"])
 def test_your_files_are_read_after_the_cluster_has_the_jobs_nodes(job, tmp_path, monkeypatch):
     """task.name=files is read by Ray Data tasks, which on an empty autoscaling cluster (the shipped templates: a

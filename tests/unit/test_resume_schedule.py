@@ -15,6 +15,8 @@ from bert_core.config import tiny
 from bert_core.model import BertForSequenceClassification
 from jobs.config.sections import OptimConfig
 
+# real DeepSpeed engines saved and resumed (~12 s here): `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
 B, T, VOCAB, LABELS = 4, 16, 100, 3
 
 
