@@ -44,9 +44,9 @@ prefer_loopback()  # before anything imports ray
 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
-from jobs.config.predict import PredictConfig, model_folder_kind  # noqa: E402
+from jobs.config.predict import PredictConfig  # noqa: E402
 from jobs.inference import inputs, shards, stages  # noqa: E402
-from jobs.inference.model_ref import ModelRef, check_inputs, resolve_model  # noqa: E402
+from jobs.inference.model_ref import ModelRef, check_inputs, model_folder_kind, resolve_model  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 
 PROGRESS_EVERY_S = 10.0
@@ -70,7 +70,7 @@ def run(cfg: PredictConfig) -> PredictResult:
     from jobs.registry import tracking
 
     started = time.time()
-    cfg.check_environment()  # the tracking store, a model folder: refused here, as --check refuses them
+    model_folder_kind(cfg.check_environment().model)  # the store, a model folder: refused here, as by --check
     output = Path(cfg.output).resolve()
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     with tempfile.TemporaryDirectory(prefix="predict-model-") as tmp:  # the replicas get the files from Ray

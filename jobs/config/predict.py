@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bert_core.config import ConfigError
 from jobs.config.sections import TrackingConfig, check_output_dir, refuse_relative_when_submitted
@@ -100,31 +99,11 @@ class PredictConfig:
 
     def check_environment(self) -> "PredictConfig":
         """What the machine the job starts on must provide, checked before any Ray work (see
-        PretrainConfig.check_environment): a tracking server that answers, an experiment that takes runs, and a model
-        folder that holds what the run loads (model_folder_kind)."""
+        PretrainConfig.check_environment): a tracking server that answers, an experiment that takes runs (the model
+        folder: jobs/inference/model_ref.model_folder_kind)."""
         self.tracking.check_reachable()
         self.tracking.check_experiment()
-        model_folder_kind(self.model)
         return self
-
-
-def model_folder_kind(model: str) -> str:
-    """The kind of the model folder `model` (jobs/inference/kinds.py), refused as the run refuses it: no such folder,
-    no config transformers reads, no weights it loads. Read as JSON and file names, so a check imports no framework.
-    "" for a models:/ or runs:/ URI: MLflow resolves it (and downloads its files) when the job runs."""
-    from jobs.inference.kinds import folder_kind
-    from jobs.inference.model_ref import model_files
-
-    if model.startswith(MODEL_URIS):
-        return ""
-    if not Path(model).is_dir():
-        raise ConfigError(f"model {model!r} does not resolve: no such folder {model}")
-    try:
-        kind = folder_kind(Path(model))  # in the run's order: its config, then its weights
-        model_files(Path(model))
-        return kind
-    except ValueError as exc:
-        raise ConfigError(f"model {model!r}: {exc}") from None
 
 
 def refuse_output_in_input(input_: str, output: str, fmt: str = "") -> None:

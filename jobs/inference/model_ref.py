@@ -130,3 +130,22 @@ def model_files(folder: Path) -> list[Path]:
             raise ValueError(f"{folder / weights} names shards the folder lacks: {', '.join(absent[:3])}")
         names |= parts
     return [folder / name for name in sorted(names)]
+
+
+def model_folder_kind(model: str) -> str:
+    """The kind of the model folder `model` (jobs/inference/kinds.py), refused as the run refuses it: no such folder,
+    no config transformers reads, no weights it loads. Read as JSON and file names, so a check imports no framework.
+    "" for a models:/ or runs:/ URI: MLflow resolves it (and downloads its files) when the job runs."""
+    from jobs.config.predict import MODEL_URIS
+    from jobs.inference.kinds import folder_kind
+
+    if model.startswith(MODEL_URIS):
+        return ""
+    if not Path(model).is_dir():
+        raise ConfigError(f"model {model!r} does not resolve: no such folder {model}")
+    try:
+        kind = folder_kind(Path(model))  # in the run's order: its config, then its weights
+        model_files(Path(model))
+        return kind
+    except ValueError as exc:
+        raise ConfigError(f"model {model!r}: {exc}") from None
