@@ -3,6 +3,7 @@ restarted group trains on from its last checkpoint, so what the dead one had buf
 job reports must be the run's, not the last attempt's (a real server outage: tests/unit/test_tracking.py)."""
 
 import json
+import tempfile
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -186,8 +187,7 @@ def test_a_restarted_finetuning_worker_reports_the_runs_outage_counts(reports, t
         w.cfg = SimpleNamespace(tracking=SimpleNamespace(flush_timeout_s=0),
                                 optim=SimpleNamespace(engine_optim=lambda total: None))
         w.config = {"mlflow_run_id": RUN, "basis": {}}
-        w.best_dir = tmp_path / f"best-{id(w)}"
-        w.best_dir.mkdir()
+        w.best_dir = Path(tempfile.mkdtemp(prefix="best-", dir=tmp_path))  # one per worker (an id() is reused)
         w.loop = SimpleNamespace(step=0, epoch=0, epoch_steps=0, metric="accuracy", best=0.5, best_step=0, total=total,
                                  nonfinite=0, stopped=False, state=lambda: {}, best_history=lambda: [],
                                  load_state=lambda state: None)

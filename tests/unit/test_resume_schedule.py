@@ -4,6 +4,7 @@ rate and the checkpoint's own plan's at that position (its total, its warmup and
 
 import dataclasses
 import json
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -93,8 +94,7 @@ def _finetune_worker(tmp_path: Path, warmup_ratio: float, total: int = 10):
     w.rank, w.resumes, w.cfg, w.config = 0, 0, cfg, {"mlflow_run_id": "run-a", "basis": {}}
     w.engine = build_engine(_model(), cfg, total)
     w.logger = SimpleNamespace(save_counts=lambda d: None, restore_counts=lambda d: None)
-    w.best_dir = tmp_path / f"best-{id(w)}"
-    w.best_dir.mkdir()
+    w.best_dir = Path(tempfile.mkdtemp(prefix="best-", dir=tmp_path))  # one per worker (an id() is reused)
     w.loop = SimpleNamespace(step=3, epoch=0, epoch_steps=3, metric="accuracy", best=0.5, best_step=3, total=total,
                              state=lambda: {}, best_history=lambda: [], load_state=lambda state: None)
     return w
