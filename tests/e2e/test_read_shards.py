@@ -14,6 +14,8 @@ from ray.util.state import list_actors
 
 from jobs.pretrain import DATASOURCE_V2, FOOTER_READERS, read_shards
 
+pytestmark = pytest.mark.slow  # a real local Ray cluster: `make test`, not `make test-fast`
+
 
 def footer_readers() -> int:
     return len(list_actors(filters=[("class_name", "=", "FooterReader")], limit=10_000, raise_on_missing_output=False))

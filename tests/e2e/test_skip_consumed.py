@@ -7,9 +7,12 @@ tests/unit/test_data_position.py; this module is the Ray glue around them (`_ski
 bench/mutants_ray.py runs against that glue's mutants, one fresh process and Ray per mutant."""
 
 import numpy as np
+import pytest
 import ray
 
 from jobs.loops.data_position import DataPosition, DataPositionTracker, _skip, skip_consumed
+
+pytestmark = pytest.mark.slow  # a real local Ray cluster: `make test`, not `make test-fast`
 
 SHARD_ROWS = [3, 0, 2, 4]  # an empty shard in the middle, as a tiny bucket can leave
 IDS = np.array([(s << 32) + r for s, rows in enumerate(SHARD_ROWS) for r in range(rows)], dtype=np.int64)

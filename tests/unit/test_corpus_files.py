@@ -72,6 +72,7 @@ def test_text_ranges_read_the_whole_files_documents_once(tmp_path):
     assert len(whole) == 3 and split == whole
 
 
+@pytest.mark.slow  # every range plan of a large file (~4 s): `make test`, not `make test-fast`
 def test_a_file_without_blank_lines_is_cut_into_bounded_documents_the_same_in_any_ranges(tmp_path):
     """One sentence a line and no blank line (BookCorpus's books_large_p1.txt: 2 GB) was one document the size of
     the file, held whole by one task. A document goes on as the next at the first line at or after every multiple of

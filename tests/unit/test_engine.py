@@ -295,6 +295,7 @@ def test_a_pickle_planted_in_a_resume_checkpoint_is_refused_and_never_runs(deeps
     assert not marker.exists()
 
 
+@pytest.mark.slow  # a subprocess importing torch and DeepSpeed (~7 s): `make test`, not `make test-fast`
 def test_a_zero_engine_steps_without_loading_inductor_and_muons_kernels_still_compile(tmp_path):
     """DeepSpeed's ZeRO imports its Muon module at the engine build and first reduction whatever the optimizer, and
     that module's torch.compile decorators loaded Inductor's compiler (~1.5 CPU-seconds per worker): with

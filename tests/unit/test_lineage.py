@@ -68,6 +68,7 @@ def test_full_chain_reaches_the_raw_corpus_hashes(chain, capsys):
     assert "missing link" not in out and "complete: reaches the raw corpus files" in out
 
 
+@pytest.mark.slow  # the lineage job as a subprocess (~5 s): `make test`, not `make test-fast`
 def test_a_vanished_corpus_file_is_a_missing_link_and_exits_1(chain):
     _, uri, _, _, corpus = chain
     corpus[1].unlink()

@@ -321,6 +321,7 @@ def _partitioned_worker(rank: int, port: int, full: list[torch.Tensor], grads: l
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two gloo ranks in subprocesses (~4 s): `make test`, not `make test-fast`
 def test_partitioned_norms_give_the_whole_tensor_ratio_across_ranks(tmp_path):
     gen = torch.Generator().manual_seed(4)
     full = [torch.randn(5, 3, generator=gen), torch.randn(7, generator=gen), torch.randn(4, 4, generator=gen)]

@@ -12,6 +12,7 @@ import random
 import tempfile
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from bert_core.masking import IGNORE_INDEX, MaskingConfig, PretrainingCollator
@@ -149,6 +150,7 @@ def test_small_text_file_is_one_document_with_the_promised_verdict(data, limit, 
     assert rows[0]["reject_reason"] == verdict and rows[0]["text"] == (text if not verdict else "")
 
 
+@pytest.mark.slow  # huge generated files (~3 s): `make test`, not `make test-fast`
 @settings(PROPS, max_examples=4)
 @given(paragraphs=st.lists(nasty_text.map(lambda t: t.replace("\x00", "")), min_size=1, max_size=8))
 def test_huge_text_file_cut_into_documents_loses_no_text_and_spans_agree(paragraphs):

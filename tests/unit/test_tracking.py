@@ -125,6 +125,7 @@ def test_metrics_logged_while_the_server_is_down_arrive_after_it_restarts(server
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ and "MLFLOW_HTTP_REQUEST_TIMEOUT" not in os.environ
 
 
+@pytest.mark.slow  # MLflow's system-metrics sampler over seconds (~5 s): `make test`, not `make test-fast`
 def test_system_metrics_are_sampled_on_the_logging_rank_and_reach_the_run(tmp_path):
     from mlflow.tracking import MlflowClient
 
