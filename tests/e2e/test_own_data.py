@@ -121,6 +121,7 @@ def test_jsonl_multi_label_trains_with_a_sigmoid_and_reports_micro_f1(ray_tmp):
     result = run(config(ray_tmp, "jsonl-multi", f"task.train_file={path}", "task.kind=multi-label",
                         "task.columns.label=labels"))
     assert result.main_metric == "select/micro_f1" and {"dev/micro_f1", "dev/macro_f1"} <= set(result.evaluation)
+    assert result.evaluation["dev/micro_f1"] > 0.8, result.evaluation  # learned (1.0 seen): sigmoid labels reach it
     from transformers import AutoModelForSequenceClassification
 
     hf = AutoModelForSequenceClassification.from_pretrained(result.export_dir)
@@ -182,6 +183,7 @@ def test_conll_columns_as_own_data_score_entities(ray_tmp):
     result = run(config(ray_tmp, "conll-people", f"task.train_file={path}", "task.kind=token-classification"))
     assert result.labels == ["B-PER", "I-PER", "O"]
     assert {"dev/precision", "dev/recall", "dev/f1"} <= set(result.evaluation)  # entity-level, by seqeval
+    assert result.evaluation["dev/f1"] > 0.8, result.evaluation  # the names learned as entities (1.0 seen)
 
 
 def test_squad_json_train_and_jsonl_dev_answer_questions(ray_tmp):
@@ -207,6 +209,7 @@ def test_squad_json_train_and_jsonl_dev_answer_questions(ray_tmp):
                         "task.max_seq_len=64", "task.doc_stride=16", "task.max_query_length=16",
                         "task.columns.id=id"))
     assert result.main_metric == "select/f1" and {"dev/f1", "dev/exact"} <= set(result.evaluation)
+    assert result.evaluation["dev/f1"] > 70, result.evaluation  # the places answered (100 seen): spans reach training
 
 
 def test_a_sweep_runs_on_a_csv_task(ray_tmp):
