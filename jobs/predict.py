@@ -70,7 +70,7 @@ def run(cfg: PredictConfig) -> PredictResult:
     from jobs.registry import tracking
 
     started = time.time()
-    model_folder_kind(cfg.check_environment().model)  # the store, a model folder: refused here, as by --check
+    cfg.check_environment()  # the tracking store, before the model's download (resolve_model checks its folder)
     output = Path(cfg.output).resolve()
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     with tempfile.TemporaryDirectory(prefix="predict-model-") as tmp:  # the replicas get the files from Ray

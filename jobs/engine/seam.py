@@ -15,8 +15,8 @@ import math
 import os
 import pickle
 import re
-from contextlib import contextmanager
 import dataclasses
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 

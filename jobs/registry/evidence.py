@@ -41,10 +41,10 @@ def refuse_seen_rows(cfg, task, split: str, rows: list[dict], dropped: dict, ver
     task.data_dir, the training file is the named folder's train.tsv; the champion's own training files, where they
     differ from the candidate's, are not read.)"""
     seen = {k: v for k, v in dropped.items() if k.endswith("_in_evaluation") and v}
-    digest = split_digest(rows) if seen else ""
-    if seen and all(v is None or v.tags.get(f"data.{split}.sha256") == digest for v in versions):
+    if not seen or not names_rows(cfg, task):
         return
-    if names_rows(cfg, task) and seen:
+    digest = split_digest(rows)
+    if not all(v is None or v.tags.get(f"data.{split}.sha256") == digest for v in versions):
         where = " and ".join(f"{n} {k.split('_')[0]} row{'s' if n > 1 else ''}" for k, n in sorted(seen.items()))
         files = ", ".join(repr(f) for f in (task.train_file or task.data_dir, task.select_file) if f)
         raise ValueError(f"the named evaluation rows share their inputs with {where} of the task's training data "
