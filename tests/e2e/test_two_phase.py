@@ -41,8 +41,9 @@ def test_two_phase_job(ray_up, tmp_path, shared_data):
 
     phase2 = next(r for r in children if r.data.tags["phase"] == "2")
     # phase 2 trains, on a fresh schedule: phase 1's had decayed to 0 at its last step, so a schedule carried over
-    # (or a reset optimizer ignored) would leave its 10 steps at a rate of ~0 and every assertion above true
-    assert m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"]
+    # (or a reset optimizer ignored) would leave its 10 steps at a rate of ~0 and every assertion above true.
+    # (Its held-out loss over 10 steps is not asserted: 4 eval batches of a 0.2M-parameter model are noise at
+    # that length, and CI once saw it rise by 0.01.)
     lr = [p.value for p in sorted(client.get_metric_history(phase2.info.run_id, "train/lr"), key=lambda p: p.step)]
     assert len(lr) == 2 and lr[0] > 0.3 * cfg.optim.lr, lr  # after 5 of 10 steps (3 of warmup): ~0.57 of the peak
     named = client.get_run(parent).data.tags["lineage.phase2.data_dir"]
