@@ -14,7 +14,9 @@ export TRANSFORMERS_OFFLINE := 1
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	# pip pinned, not upgraded: its README is installed METADATA, which the pkgdocs harvest reads (pipelines/harvest.py),
+	# so a new pip would change the quickstart's corpus and every result measured on it
+	$(PY) -m pip install -q pip==26.3
 	# The CPU torch wheel first: any other spec would pull the CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'

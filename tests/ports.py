@@ -8,9 +8,10 @@ import threading
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port that is bound later by another process (a gloo rendezvous in spawned ranks, seconds after):
+    free_server_port's range, as the OS's own pick (the ephemeral range) is what Ray's outgoing connections take
+    meanwhile."""
+    return free_server_port()
 
 
 def free_server_port() -> int:

@@ -118,10 +118,11 @@ def test_a_submitted_pretraining_waits_for_the_autoscaler_and_survives_losing_a_
     AutoModelForMaskedLM.from_pretrained(tmp_path / "runs" / "autoscaled" / "release")  # the release is readable
 
 
-def remove_a_training_node_once_a_checkpoint_is_registered(run_dir: Path, removed: dict, timeout: float = 240):
+def remove_a_training_node_once_a_checkpoint_is_registered(run_dir: Path, removed: dict, timeout: float = 900):
     """Wait until Ray has registered the run's first checkpoint (its snapshot of them is written), then kill the
     raylet of a node that runs a training rank, with every process under it. Never the head: the driver runs
-    there, and with it the Train controller and the run's bookkeeping actors (a lost head is a lost cluster)."""
+    there, and with it the Train controller and the run's bookkeeping actors (a lost head is a lost cluster).
+    `timeout`: the submission's own (the nodes' boot and 10 steps took 77-159 s, more on a loaded machine)."""
     deadline = time.monotonic() + timeout
     while not (run_dir / "checkpoint_manager_snapshot.json").exists():
         if time.monotonic() > deadline:
