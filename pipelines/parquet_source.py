@@ -20,7 +20,7 @@ def read_parquet(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span) 
         reader = pq.ParquetFile(stream)
         schema = reader.schema_arrow
     except (pa.ArrowException, OSError, ValueError) as e:  # OSError: a footer pyarrow cannot deserialize
-        if not _undecodable(e):
+        if not undecodable(e):
             raise
         yield reject_row(name, path, "malformed_parquet", f"{path}: {e}")
         return
@@ -51,7 +51,7 @@ def _read_row_group(reader: pq.ParquetFile, group: int, first: int, name: str, p
                 yield _parquet_row(f"{name}#{row}", path, text, cfg)
                 row += 1
     except (pa.ArrowException, OSError, ValueError) as e:
-        if not _undecodable(e):
+        if not undecodable(e):
             raise
         yield reject_row(f"{name}#{row}", path, "malformed_parquet", f"rows {row}-{last} (row group {group}): {e}")
         return
@@ -60,10 +60,11 @@ def _read_row_group(reader: pq.ParquetFile, group: int, first: int, name: str, p
                       f"rows {row}-{last} (row group {group}): missing from its pages")
 
 
-def _undecodable(e: Exception) -> bool:
-    """Whether pyarrow failed on the file's bytes (bad data: counted), not on reading them (a network reset, a disk
-    error, a timeout: raised, so the job fails or Ray retries, rather than rows counted as malformed). pyarrow
-    raises a bare OSError without errno for data it cannot decode; an I/O error carries an errno or a subclass."""
+def undecodable(e: Exception) -> bool:
+    """Whether a reader failed on the file's bytes (bad data: counted), not on reading them (a network reset, a disk
+    error, a timeout: raised, so the job fails or Ray retries, rather than rows counted as malformed). pyarrow and
+    bz2 raise a bare OSError without errno for data they cannot decode; an I/O error carries an errno or is one of
+    OSError's subclasses (ConnectionError, TimeoutError). pipelines/sources.py applies the same rule to its codecs."""
     return not isinstance(e, OSError) or (type(e) is OSError and e.errno is None)
 
 

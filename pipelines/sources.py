@@ -33,6 +33,8 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     rejects its record ("line_too_long"); the next JSONL line is read normally.
   * A compressed stream that ends early yields every complete record before the cut, then one
     "truncated_bz2" / "truncated_gzip" / "truncated_xz" row; undecodable compressed data -> "corrupt_<codec>".
+    An I/O error partway through (a disk error, a network reset, a timeout) is not bad data: it raises SourceError
+    naming the file, as in an uncompressed one, so the job fails rather than keep part of the file as if whole.
   * Wiki XML is parsed a <page> at a time (wiki.iter_dump): a page whose XML does not parse (a byte that is not
     UTF-8, a broken tag) is one "malformed_xml" row, "<name>#<page id>" (or "<name>@<byte offset of its <page>
     tag>" if no id can be read) and the next page is read; XML broken before the first page is one "malformed_xml"
@@ -86,7 +88,7 @@ import ray
 
 from pipelines import json_array, multistream, wiki
 from pipelines.config import DataConfig
-from pipelines.parquet_source import read_parquet
+from pipelines.parquet_source import read_parquet, undecodable
 from pipelines.paths import open_binary
 from pipelines.source_files import SourceError, relative_names, resolve_sources
 from pipelines.source_rows import (SAMPLE_CHARS, decode_sample, document_row,  # noqa: F401 (SAMPLE_CHARS: theirs)
@@ -225,9 +227,17 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
         except EOFError:
             yield reject_row(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
         except (OSError, zlib.error, lzma.LZMAError) as e:  # zlib.error: a gzip member with a bad deflate block
-            if codec is None:
+            if codec is None or not _corrupt(e):
                 raise SourceError(f"error reading {path}: {e}") from e
             yield reject_row(name, path, f"corrupt_{codec}", f"{path}: {e}"[:SAMPLE_CHARS])
+
+
+def _corrupt(e: Exception) -> bool:
+    """Whether a decompressor failed on the file's bytes (one corrupt_<codec> reject), not on reading them: bz2 raises
+    a bare OSError without errno for bad data (parquet_source.undecodable), gzip a BadGzipFile (a bad header or CRC),
+    zlib and lzma their own errors. A disk error, a network reset or a timeout counted as corrupt data would cost
+    the rest of the file, and the prepared set would be reused as complete."""
+    return isinstance(e, gzip.BadGzipFile) or undecodable(e)
 
 
 def _split_codec(path: str) -> tuple[str, str | None]:
@@ -445,9 +455,10 @@ def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, spa
             if start is None or 0 <= span.end <= start:
                 return
             where = f"{name}@{start}"
-        except OSError as e:  # the file could not be read
-            yield reject_row(where, path, "corrupt_bz2", f"{path}: {e}")
-            return
+        except OSError as e:
+            # reading the file failed (a disk error, a network reset, a timeout): bad data in it is a DamagedStream,
+            # so this is no corrupt_bz2, which would drop every page after it from a run that succeeds
+            raise SourceError(f"error reading {path}: {e}") from e
         except ValueError as e:  # no <mediawiki> root in the first stream
             yield reject_row(where, path, "malformed_xml", f"{path}: {e}")
             return
