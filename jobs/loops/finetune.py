@@ -14,6 +14,9 @@ metrics, the report with its checkpoint, the best model's keeping); the policies
   * data position: `epoch` and `epoch_steps` (the batches of it already taken) are part of `state()`, so a run
     restored from a checkpoint asks `epoch_batches` for the rest of the epoch and trains on as if never stopped
     (row for row: jobs/loops/train_order.py).
+  * train/loss: the loss sum and finite-step count since the last progress line are part of `state()` too (every
+    rank's, kept at each evaluation), so the first line after a restore averages the same steps an uninterrupted
+    run's does. samples/s is wall-clock: a restored run measures it over its own steps and time only.
 
 The engine (jobs/engine/data_parallel.py) is used only through `step(batch) -> StepStats` (`.loss`, `.finite`),
 `.lr` and, in `select_metrics`, `predict`.
@@ -91,7 +94,7 @@ class FinetuneLoop:
     """
 
     STATE = ("step", "epoch", "epoch_steps", "best", "best_step", "history", "bad_evals", "nonfinite",
-             "nonfinite_streak", "stopped")
+             "nonfinite_streak", "stopped", "loss_window")
 
     def __init__(self, engine, train: FinetuneTrainConfig, *, metric: str, total_steps: int, optim_lr: float,
                  epoch_batches: Callable[[int, int], Iterable[dict]], select_metrics: Callable[[], dict],
@@ -108,6 +111,9 @@ class FinetuneLoop:
         self.step, self.epoch, self.epoch_steps = 0, 0, 0  # epoch_steps: the batches of `epoch` already taken
         self.best, self.best_step, self.history, self.bad_evals = -math.inf, 0, [], 0
         self.nonfinite, self.nonfinite_streak, self.stopped = 0, 0, False
+        # every rank's train/loss sums since the last progress line, as of the last evaluation (_Window.pending); a
+        # checkpoint from before they were kept lacks them and starts an empty window
+        self.loss_window = dict(_Window.EMPTY)
         self.evals = 0  # evaluations in this process (checkpoint_every counts from a restore)
 
     # -- state ------------------------------------------------------------------------------------
@@ -130,7 +136,7 @@ class FinetuneLoop:
         """Train until the last step, the last epoch or an early stop, evaluating as the config says. Restored at
         the end (no step left), it evaluates once more, so that its caller reports a result of its own."""
         t = self.train
-        taken, self._window = 0, _Window(self.step)
+        taken, self._window = 0, _Window(self.step, carried=self.loss_window)
         while not self.stopped and self.step < self.total and self.epoch < t.epochs:
             epoch = self.epoch
             batches = iter(self.epoch_batches(epoch, self.epoch_steps))
@@ -222,16 +228,25 @@ class FinetuneLoop:
                           + (" (best so far)" if improved else f" (best {self.best:.4f} at step {self.best_step})"))
         self.track(metrics, step)
         self.evals += 1
+        self.loss_window = self._window.pending(self.summed)  # every rank evaluates at this step: all call it
         record = {**metrics, "step": step, "epoch": epoch, "best_step": self.best_step, "best": self.best}
         self.report(record, final or self.evals % self.checkpoint_every == 0, final)
 
 
 class _Window:
-    """Training metrics since the last progress line: the mean finite loss and samples/s, over every rank."""
+    """Training metrics since the last progress line: the mean finite loss and samples/s, over every rank.
 
-    def __init__(self, step: int):
+    `carried`: every rank's loss sum and finite steps of the window's steps before a restore (`pending()` of the
+    run that saved the checkpoint). They are added after the all-reduce, since every rank restores the same ones.
+    samples/s carries nothing: the samples and the seconds are both this process's, a restored count over fresh
+    time would overstate it."""
+
+    EMPTY = {"loss_sum": 0.0, "finite_steps": 0}
+
+    def __init__(self, step: int, carried: dict):
         self.first, self.start = step, time.perf_counter()  # where and when this process began (the eta)
         self.loss, self.n, self.samples, self.since = 0.0, 0, 0, self.start
+        self.carried = dict(carried)
 
     def add(self, stats, samples: int) -> None:
         if stats.finite:
@@ -240,8 +255,15 @@ class _Window:
 
     def take(self, summed: Callable[[list[float]], list[float]] = list) -> dict:
         loss, n, samples = summed([self.loss, self.n, self.samples])  # every rank's
+        loss, n = loss + self.carried["loss_sum"], n + self.carried["finite_steps"]
         now = time.perf_counter()
         out = {"loss": loss / n if n else math.nan, "samples_per_s": samples / max(now - self.since, 1e-9)}
-        self.loss, self.n, self.samples, self.since = 0.0, 0, 0, now
+        self.loss, self.n, self.samples, self.since, self.carried = 0.0, 0, 0, now, dict(self.EMPTY)
         return out
+
+    def pending(self, summed: Callable[[list[float]], list[float]] = list) -> dict:
+        """Every rank's loss sum and finite steps since the last progress line (every rank calls it: an
+        all-reduce), what a checkpoint keeps for the next process's first line."""
+        loss, n, _ = summed([self.loss, self.n, self.samples])  # the list take() adds, one all-reduce shape
+        return {"loss_sum": loss + self.carried["loss_sum"], "finite_steps": int(n) + self.carried["finite_steps"]}
 

@@ -14,6 +14,7 @@ import logging
 import os
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
@@ -98,6 +99,7 @@ class Worker:
         self.position = DataPosition.start(self.index.num_examples)
         self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
         self.step, self.before = 0, {}
+        self.carried: dict | None = None  # the log window's steps before the checkpoint restored (_run_window)
         self.stream = None  # opened by restore()
         if self.cfg.faults.record_ids_dir:  # rank 0's pid names this attempt in every rank's record
             self.attempt = int(_gather(np.array(os.getpid()))[0])
@@ -136,6 +138,7 @@ class Worker:
             if line and self.rank == 0:
                 log.warning(line)
             self.step, self.before = state["step"], state.get("eval_before", {})
+            self.carried = state.get("log_window")  # absent from checkpoints before it was kept: an empty window
             self._record_weights("restored")
             self.guard.skipped = state.get("nonfinite_skipped", 0)
             self.saved_rollbacks = state.get("rollbacks", [])
@@ -298,8 +301,7 @@ class Worker:
             last = self.step == t.max_steps
             if self.step % t.log_every == 0 or last:
                 window.data_wait = longest(window.data_wait)  # in lockstep, a rank short of data stalls all
-                if not self.pipelined:  # every rank's share: the run's loss, accuracies and rates, not rank 0's
-                    window = window.summed(summed, PretrainingObjective.sum_keys)
+                window, self.carried = self._run_window(window), None
                 metrics = window.summary(1 if not self.pipelined else self.replicas, flops_token, peak,
                                          devices=self.world, metrics=self.engine.objective.metrics)
                 metrics.update(self._position_metrics())
@@ -312,12 +314,26 @@ class Worker:
                 window = MetricsWindow()
             if self._checkpoint_due(last):
                 saving = time.perf_counter()
-                self.checkpoint(metrics, last)
+                self.checkpoint(metrics, last, window)
                 window.start += time.perf_counter() - saving  # the save and upload are no window's steps
         if isinstance(batches, EpochStream):
             batches.close()
         if start_step >= t.max_steps:  # resumed a finished run: report its final state again
-            self.checkpoint(metrics, True)
+            self.checkpoint(metrics, True, window)
+
+    def _run_window(self, window: MetricsWindow) -> MetricsWindow:
+        """The run's window since the last log (every rank calls it): data parallel, every rank's share summed, the
+        run's loss, accuracies and rates, not rank 0's (a pipeline's ranks each hold the run's loss and sums); plus the
+        steps of it before the checkpoint this process restored (self.carried, every rank's already). Its rates stay
+        this process's: tokens, samples and seconds are all counted from the restore."""
+        if not self.pipelined:
+            window = window.summed(summed, PretrainingObjective.sum_keys)
+        c = self.carried
+        if not c:
+            return window
+        return replace(window, micro_steps=window.micro_steps + c["micro_steps"], loss=window.loss + c["loss"],
+                       sums={k: window.sums.get(k, 0.0) + c["sums"].get(k, 0.0) for k in {*window.sums, *c["sums"]}},
+                       nonfinite=window.nonfinite + c["nonfinite"])
 
     def _checkpoint_due(self, last: bool) -> bool:
         """Whether the step just taken saves a checkpoint: the last, and every checkpoint_every-th, but not inside a
@@ -340,13 +356,17 @@ class Worker:
                     skipped_steps=self.engine.skipped_steps)
 
     # -- checkpoints -----------------------------------------------------------------------------
-    def checkpoint(self, metrics: dict, last: bool) -> None:
+    def checkpoint(self, metrics: dict, last: bool, window: MetricsWindow | None = None) -> None:
         """All ranks save their shard of engine state; rank 0 adds the data position and RNG states.
-        The final report also carries the release checkpoint (HF format)."""
+        The final report also carries the release checkpoint (HF format). `window`: the steps since the last log,
+        whose loss and sums the checkpoint keeps so a resume's first log averages the same steps (None: none kept)."""
         from ray.train import Checkpoint
 
         ids = _gather(np.concatenate(self.pending_ids) if self.pending_ids else np.zeros(0, np.int64))
         rngs = _gather(rng_states())
+        run = None if window is None else self._run_window(window)  # every rank's (an all-reduce): any world size
+        kept = None if run is None else {"micro_steps": run.micro_steps, "loss": run.loss, "sums": dict(run.sums),
+                                         "nonfinite": run.nonfinite}
         mask_next = _gather(np.array(self.mask_next))
         self.pending_ids = []
         if self.rank == 0:
@@ -358,7 +378,8 @@ class Worker:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.mask_next, "max_steps": self.t.max_steps,
                 "warmup_steps": self.engine.optim.warmup_steps,
-                "eval_before": self.before, "nonfinite_skipped": self.guard.skipped, "rollbacks": self.rollback_log})
+                "eval_before": self.before, "nonfinite_skipped": self.guard.skipped, "rollbacks": self.rollback_log,
+                "log_window": kept})
             self._record_weights("saved")
             self.faults.maybe_fail(self.step, "write")
             if self.rank == 0:

@@ -362,3 +362,65 @@ def test_select_metrics_sorts_features_back_into_row_order(monkeypatch):
     select_metrics(Predictor(), task, [batch([4, 1]), batch([3, 0, 2])], [{}] * 5)
     assert seen["row_index"].tolist() == [0, 1, 2, 3, 4]  # the order SQuAD's features and CoNLL's rows are in
     assert seen["logits"].argmax(-1).tolist() == predicted and seen["labels"].tolist() == rows
+
+
+def _train_losses(run: Run) -> dict[int, float]:
+    return {step: m["train/loss"] for step, m in run.tracked if "train/loss" in m}
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_the_first_train_loss_after_a_restore_averages_the_window_an_uninterrupted_run_logs(monkeypatch, ranks):
+    """Logged every 4 steps, evaluated (and checkpointed) every 3, killed after step 7: the checkpoint at step 6 is
+    half way through the window of steps 5-8. The restored run logged at step 8 the mean of steps 7-8 alone, under the
+    step where an uninterrupted run logs that of 5-8. The checkpoint carries every rank's loss sum and count (with a
+    second rank, as the all-reduce adds it, carried once, not once per rank); samples/s stays the restored process's
+    own, its samples over its seconds (a clock that moves one second a step: 4 rows a second, not 8)."""
+    import types
+
+    from jobs.loops import finetune
+
+    now = [0.0]
+    monkeypatch.setattr(finetune, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def run(**kw) -> Run:
+        r = Run(eval_every_steps=3, log_every=4, **kw)
+        step = r.engine.step
+        r.engine.step = lambda batch: (now.__setitem__(0, now[0] + 1.0), step(batch))[1]
+        if ranks == 2:  # another rank stepping alongside at loss 10, as the all-reduce would add it
+            r.loop.summed = lambda v: [v[0] + 10.0 * v[1], 2 * v[1], 2 * v[2]]
+        return r
+
+    clean = run()
+    clean.loop.run()
+    killed = run(kill_at=7)
+    with pytest.raises(KeyboardInterrupt):
+        killed.loop.run()
+    loop_state, engine_state, _ = killed.checkpoints[-1]
+    assert loop_state["step"] == 6
+    resumed = run(engine=TinyEngine(seed=1))
+    resumed.engine.load(engine_state)
+    resumed.loop.load_state(loop_state)
+    resumed.loop.run()
+    logged, expected = _train_losses(resumed), _train_losses(clean)
+    assert sorted(logged) == [8, 12, 15]
+    assert logged == {step: pytest.approx(expected[step], rel=1e-12) for step in logged}
+    first = next(m for step, m in resumed.tracked if step == 8 and "train/samples_per_s" in m)
+    assert first["train/samples_per_s"] == pytest.approx(ranks * BATCH / 1.0)
+    assert loop_state["loss_window"]["finite_steps"] == 2 * ranks  # steps 5 and 6, of every rank
+
+
+def test_a_checkpoint_from_before_the_loss_window_was_kept_still_restores_with_an_empty_window():
+    """A state.json without `loss_window` (written before it was kept): the run resumes, and its first train/loss is
+    the mean of the steps since the restore, as before."""
+    killed = Run(eval_every_steps=3, log_every=4, kill_at=7)
+    with pytest.raises(KeyboardInterrupt):
+        killed.loop.run()
+    loop_state, engine_state, _ = killed.checkpoints[-1]
+    loop_state.pop("loss_window", None)
+    resumed = Run(eval_every_steps=3, log_every=4, engine=TinyEngine(seed=1))
+    resumed.engine.load(engine_state)
+    resumed.loop.load_state(loop_state)
+    losses, step = [], resumed.engine.step
+    resumed.engine.step = lambda batch: losses.append(step(batch).loss) or Stats(losses[-1])
+    resumed.loop.run()
+    assert resumed.loop.step == 15 and _train_losses(resumed)[8] == pytest.approx((losses[0] + losses[1]) / 2)

@@ -1,11 +1,14 @@
-"""jobs/workers/pretrain_worker.py's parts that need no Ray cluster: a pipeline replica's micro-batches and the
-position metrics a log window reports (the RNG states a checkpoint carries: tests/unit/test_checkpoint_parts.py)."""
+"""jobs/workers/pretrain_worker.py's parts that need no Ray cluster: a pipeline replica's micro-batches, the
+position metrics a log window reports and the window a checkpoint carries (the RNG states a checkpoint carries:
+tests/unit/test_checkpoint_parts.py)."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import ray.train
+import torch
 
 from jobs.loops.data_position import DataPosition, ExampleIndex
 from jobs.workers.pretrain_worker import Worker
@@ -328,3 +331,78 @@ def test_a_training_split_smaller_than_the_reading_ranks_is_refused():
     cfg.scaling.num_workers = 3
     cfg.deepspeed.pipeline_stages = 1
     assert _readers(cfg, prepared) == 3
+
+
+# -- the log window across a resume -------------------------------------------------------------------------------
+
+
+class SavingEngine:
+    """What checkpoint() and restore() call on an engine; save writes the client state as DeepSpeed does
+    (torch.save) and reads it back into `state` the way a resume does (weights_only)."""
+
+    optim, data_parallel = SimpleNamespace(warmup_steps=10), (0, 1)
+
+    def save(self, path, client_state):
+        Path(path).mkdir(parents=True)
+        torch.save(client_state, Path(path) / "client_state.pt")
+        self.state = torch.load(Path(path) / "client_state.pt", weights_only=True)
+
+    def resumed_plan(self, *args, **kwargs):
+        return ""
+
+
+def _checkpointing_worker(tmp_path: Path) -> Worker:
+    w = Worker.__new__(Worker)  # only what checkpoint(), restore() and _run_window() use
+    w.rank, w.world, w.step, w.mask_next, w.pending_ids, w.before, w.rollback_log = 0, 1, 0, 0, [], {}, []
+    w.t, w.pipelined, w.carried = SimpleNamespace(max_steps=200), False, None
+    w.cfg = SimpleNamespace(faults=SimpleNamespace(record_ids_dir=None), output_dir=str(tmp_path), run_name="pretrain",
+                            deepspeed=SimpleNamespace(zero_stage=0, pipeline_stages=1))
+    w.config = {"mlflow_run_id": "run-1", "basis": {}}
+    w.position, w.index = DataPosition.start(10), lambda ids: ids.astype(np.int64)
+    w.guard, w.engine = SimpleNamespace(skipped=0), SavingEngine()
+    w.faults = SimpleNamespace(maybe_fail=lambda *a: None, upload_fn=lambda *a: None)
+    w.logger = SimpleNamespace(save_counts=lambda d: None, restore_counts=lambda d: None)
+    w._start_masks, w._apply_rollbacks = lambda index: None, lambda: None
+    return w
+
+
+def _window(losses: list[float], nonfinite: int = 0):
+    """One rank's log window: a micro-batch a step at these losses, 10 masked tokens each."""
+    from jobs.loops.metrics import MetricsWindow
+
+    w = MetricsWindow(nonfinite=nonfinite)
+    for loss in losses:
+        sums = {"mlm_loss_sum": 10 * loss, "mlm_correct": float(int(3 * loss)), "mlm_count": 10.0}
+        w.add(SimpleNamespace(micro_batches=1, loss=loss, sums=sums), tokens=128, samples=4, data_wait=0.0)
+    return w
+
+
+def test_a_resumed_pretraining_run_logs_its_first_window_as_an_uninterrupted_one(reports, monkeypatch, tmp_path):
+    """Logged every 4 steps, checkpointed at step 6 (a NaN skipped at 5), restarted: the first log, at step 8, averaged
+    steps 7-8 alone where an uninterrupted run averages 5-8. The checkpoint keeps the window's loss, the objective's
+    sums and the non-finite count, every rank's (two alike here: the all-reduce doubles), and the resumed worker adds
+    them after its own all-reduce, once. Tokens and samples stay its own: its rates are of its own steps and seconds.
+    A checkpoint from before the window was kept restores with an empty one."""
+    from jobs.workers import pretrain_worker
+
+    monkeypatch.setattr(pretrain_worker, "summed", lambda values: [2 * v for v in values])  # a second rank alike
+    losses = [4.0, 3.6, 3.1, 2.9, 2.7, 2.2, 2.05, 1.9]
+    clean = _checkpointing_worker(tmp_path)._run_window(_window(losses[4:8], nonfinite=1))
+
+    first = _checkpointing_worker(tmp_path)
+    first.step = 6
+    first.checkpoint({}, last=False, window=_window(losses[4:6], nonfinite=1))
+    second = _checkpointing_worker(tmp_path)
+    monkeypatch.setattr(ray.train, "get_checkpoint", lambda: ray.train.Checkpoint.from_directory(str(reports[0][1])))
+    second._load_engine = lambda d, **kw: dict(first.engine.state)
+    second.restore()
+    resumed = second._run_window(_window(losses[6:8]))
+    assert (resumed.micro_steps, resumed.nonfinite) == (clean.micro_steps, clean.nonfinite) == (8, 1)
+    assert resumed.loss == pytest.approx(clean.loss) and resumed.sums == pytest.approx(clean.sums)
+    assert (resumed.tokens, resumed.samples) == (clean.tokens / 2, clean.samples / 2)  # steps 7-8 only
+
+    older = _checkpointing_worker(tmp_path)
+    older._load_engine = lambda d, **kw: {k: v for k, v in first.engine.state.items() if k != "log_window"}
+    older.restore()
+    alone = older._run_window(_window(losses[6:8]))
+    assert (alone.micro_steps, alone.loss, alone.nonfinite) == (4, pytest.approx(2 * (2.05 + 1.9)), 0)
