@@ -66,7 +66,7 @@ from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, reads_plain
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, dataset_name,
                               fingerprint_inputs)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
-from pipelines.text_source import blank_line_documents, check_line_ends
+from pipelines.text_source import blank_line_documents, check_line_ends, file_head
 from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
 from pipelines.units import plan_units
 
@@ -470,11 +470,8 @@ def _document_warning(cfg: DataConfig, files: list[str], looked_at: int = 8) -> 
     to the next. The first MiB of the first `looked_at` plain-text files decides."""
     if cfg.text_documents != "books":
         return None
-    import fsspec
-
     for path in [f for f in files if named_plain_text(f, cfg)][:looked_at]:
-        with fsspec.open(path, "rb", compression="infer") as f:
-            why = blank_line_documents(f.read(1 << 20))
+        why = blank_line_documents(file_head(path, 1 << 20))
         if why:
             return (f"{path} looks like one sentence a line with a blank line between documents ({why}), but "
                     f"data.text_documents=books reads ~1 MiB documents, so a pair's second segment can come from "

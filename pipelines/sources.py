@@ -28,7 +28,10 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     JSON string with a lone surrogate escape ("\\ud83d"): text corpora are UTF-8 and guessing
     another encoding produces mojibake BERT would learn from. Plain text in another encoding is read
     in the one cfg.text_encoding names (latin-1, cp1252, ...: an older Project Gutenberg book), a
-    byte it does not define rejecting the document ("invalid_cp1252").
+    byte it does not define rejecting the document ("invalid_cp1252"); a document of it that is valid UTF-8 with
+    bytes past ASCII is a UTF-8 book among them, read as UTF-8 (text_source.declared_or_utf8).
+  * A Project Gutenberg book's header (to its "*** START OF ..." line) and licence (from its "*** END OF ..."
+    line) are no document's text: one "gutenberg_boilerplate" row each (text_source.gutenberg_book).
   * A line longer than cfg.max_line_bytes is skipped in bounded chunks, never held whole, and
     rejects its record ("line_too_long"); the next JSONL line is read normally.
   * A compressed stream that ends early yields every complete record before the cut, then one
@@ -102,6 +105,7 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
     "truncated_bz2", "truncated_gzip", "truncated_xz", "corrupt_bz2", "corrupt_gzip", "corrupt_xz", "malformed_json",
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
     "non_article_namespace", "duplicate", "not_a_wiki_dump", "no_wiki_pages", "missing_page_id", "multistream_index",
+    "gutenberg_boilerplate",
 )
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")

@@ -13,16 +13,20 @@ sentence a line, not one blank line) is many. Its documents end at cuts that dep
 A document is "<name>#<the line it starts on>". A Span owns the documents after the cuts it owns: a blank line's cut
 by the line's offset, a split by its multiple. It reads its last document past its end, and a span with no cut
 of its own owns nothing. Spans start at multiples of TEXT_DOCUMENT_BYTES (units.py plans them).
+A Project Gutenberg book's header and licence are left out of its documents (gutenberg_book), the cuts unchanged.
 """
 
 from __future__ import annotations
 
+import io
 import itertools
+import re
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, NamedTuple
 
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding, invalid_reason
+from pipelines.paths import filesystem
 from pipelines.source_rows import SAMPLE_CHARS, decode_sample, document_row, reject_row
 
 TEXT_DOCUMENT_BYTES = 1 << 20  # a text file is cut into documents at the first blank line past every MiB ...
@@ -55,16 +59,22 @@ def blank_line_documents(head: bytes, min_blocks: int = 20) -> str | None:
             f"first {len(head):,} bytes, {ending:.0%} of its lines ending a sentence")
 
 
+def file_head(path: str, size: int) -> bytes:
+    """The first `size` bytes of `path`, decompressed if its name ends in a codec's extension (.gz, .bz2, .xz: fsspec
+    opens them with the gzip, bz2 and lzma classes the readers use). Opened through paths.filesystem, which takes a
+    local name literally: fsspec.open reads "::" as URL chaining, so "Dpkg::Source.txt" was a missing "Dpkg"."""
+    fs, fpath = filesystem(path)
+    with fs.open(fpath, "rb", compression="infer") as f:
+        return f.read(size)
+
+
 def check_line_ends(paths: list[str], looked_at: int = 8) -> None:
     """Refuse plain-text files whose lines end in a bare carriage return (classic Mac OS, some old exports): lines,
     blank lines and byte ranges are cut at "\n", so such a file would be one line, hence one document (NSP pairs
     crossing its articles), or, past data.max_line_bytes, a rejected one. The first 64 KiB of the first `looked_at`
     files decide (a corpus's files come from one export)."""
-    import fsspec
-
     for path in paths[:looked_at]:
-        with fsspec.open(path, "rb", compression="infer") as f:
-            head = f.read(1 << 16)
+        head = file_head(path, 1 << 16)
         if b"\r" in head and b"\n" not in head:
             raise ValueError(f"{path} ends its lines with a bare carriage return (\\r, no \\n), which this reader does "
                              f"not cut lines at: convert the corpus's line ends first (`tr '\\r' '\\n'`, or mac2unix)")
@@ -158,9 +168,70 @@ def _cut_lines(stream: BinaryIO, cfg: DataConfig, span: Span) -> Iterator[tuple]
         previous = offset
 
 
+# Project Gutenberg's markers, at the start of a line: the header ends at a START line (or, in the oldest files, at
+# the end of the "small print"); the licence (~18 KB, the same in every book) starts at an END line
+_GUTENBERG_START = re.compile(rb"^(?:\xef\xbb\xbf)?[ \t]*(?:\*\*\*[ \t]*START OF TH(?:E|IS) PROJECT GUTENBERG|"
+                              rb"\*END\*?[ \t]*THE SMALL PRINT)", re.IGNORECASE | re.MULTILINE)
+_GUTENBERG_END = re.compile(rb"^[ \t]*(?:\*+[ \t]*)?END OF (?:TH(?:E|IS) )?PROJECT GUTENBERG",
+                            re.IGNORECASE | re.MULTILINE)
+GUTENBERG_HEAD = (1 << 16, 600)  # a START line is looked for in the first 64 KiB and 600 lines of a file ...
+GUTENBERG_TAIL = 1 << 18  # ... and an END line after it, in the last 256 KiB (the licence is ~18 KB)
+_NO_END = 1 << 62  # an offset past any file's end
+
+
+class GutenbergBook(NamedTuple):
+    header_end: int  # the offset past the START line: the header before it and the line are dropped
+    start_line: bytes
+    licence_start: int | None  # the END line's offset: it and every line after it are dropped; None: no END line
+    end_line: bytes
+
+
+def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
+    """Where a Project Gutenberg book's text lies between its header and its licence, or None for a file whose head
+    holds no START line (an ordinary file that mentions Gutenberg is not cut). Both go into training unchanged
+    otherwise: on 10k books, ~180 MB of one licence that exact dedup never removes (it ends the last document), as
+    cleaners of BooksCorpus-style corpora (the gutenberg package's strip_headers) keep only the text between. Found
+    from the file's own head and tail, read by every range of it alike: a range that starts inside the header or
+    the licence drops what the whole file's reader does. Only the tail is searched for the END line (the first
+    there counts), which keeps a range's cost small and a file of concatenated books whole: only the licence that
+    ends the file is dropped, the earlier books and theirs read as before. The stream is left at 0."""
+    stream.seek(0)
+    head = stream.read(GUTENBERG_HEAD[0])
+    start = _GUTENBERG_START.search(head)
+    end_of_line = -1 if start is None else head.find(b"\n", start.end())
+    if start is None or end_of_line < 0 or head.count(b"\n", 0, start.start()) >= GUTENBERG_HEAD[1]:
+        stream.seek(0)
+        return None
+    header_end, start_line = end_of_line + 1, head[start.start():end_of_line + 1]
+    licence_start, end_line = None, b""
+    try:
+        tail_start = max(header_end, stream.seek(0, io.SEEK_END) - GUTENBERG_TAIL)
+        stream.seek(tail_start - 1)  # from the byte before: where the tail's first whole line starts
+        tail = stream.read()
+    except EOFError:  # a truncated .gz/.bz2/.xz: no END line; the reader reads up to the cut and reports it
+        tail = b""
+    first_line = tail.find(b"\n") + 1
+    end = _GUTENBERG_END.search(tail, first_line) if first_line else None
+    if end is not None:
+        line_end = tail.find(b"\n", end.start())
+        licence_start, end_line = tail_start - 1 + end.start(), tail[end.start():line_end if line_end >= 0 else None]
+    stream.seek(0)
+    return GutenbergBook(header_end, start_line, licence_start, end_line)
+
+
 def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
     """The documents of `span` (module docstring). A line over data.max_line_bytes rejects its document
-    (line_too_long), which still ends at its cut: the rest of the file is not lost with it."""
+    (line_too_long), which still ends at its cut: the rest of the file is not lost with it. A Project Gutenberg
+    book's header and licence are no document's (gutenberg_book): each is one "gutenberg_boilerplate" row,
+    "<name>@<its byte offset>", from the range that holds its first byte."""
+    book = gutenberg_book(stream)
+    header, licence = (0, _NO_END) if book is None else (book.header_end, book.licence_start or _NO_END)
+    if book is not None and span.start == 0:
+        yield reject_row(f"{name}@0", path, "gutenberg_boilerplate", decode_sample(book.start_line))
+    if book is not None and book.licence_start is not None and span.start <= licence and span.owns(licence):
+        yield reject_row(f"{name}@{licence}", path, "gutenberg_boilerplate", decode_sample(book.end_line))
+    if span.start >= licence:
+        return
     lines = _cut_lines(stream, cfg, span)
     first_split = []
     if span.start > 0:  # to the first cut this span owns
@@ -174,24 +245,29 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
             break
         else:
             return
-    blank_lines = cfg.text_documents == "blank_lines"
+    # with a cut at every blank line, a run of them is one separator, no document; nor are the blank lines a
+    # Gutenberg book's cut header or licence leaves of a document
+    skip_blank_only = cfg.text_documents == "blank_lines" or book is not None
     chunks, first, too_long = [], None, None
 
-    def document() -> Iterator[dict]:  # with a cut at every blank line, a run of them is one separator, no document
-        if first is not None and not (blank_lines and too_long is None and not any(c.strip() for c in chunks)):
+    def document() -> Iterator[dict]:
+        if first is not None and not (skip_blank_only and too_long is None and not any(c.strip() for c in chunks)):
             yield text_document(f"{name}#{first}", path, chunks, too_long, cfg)
 
     for offset, number, line, head, cut in itertools.chain(first_split, lines):
+        if offset >= licence:  # the licence's lines are no document's: what is read so far is the last one
+            break
         if cut is not None and cut[0] == "split":  # (a split line is text: its document is never blank only)
             yield from document()
             if not span.owns(cut[1]):
                 return
             chunks, first, too_long = [], None, None
-        first = number if first is None else first
-        if line is None:
-            too_long = too_long or head
-        elif too_long is None:
-            chunks.append(line)
+        if offset >= header:  # the cuts are the file's, whatever is dropped: ranges and the whole file agree
+            first = number if first is None else first
+            if line is None:
+                too_long = too_long or head
+            elif too_long is None:
+                chunks.append(line)
         if cut is not None and cut[0] == "blank":
             yield from document()
             if not span.owns(cut[1]):
@@ -203,16 +279,35 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
 def text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig,
                   unescape=None, utf8: bool = False) -> dict:
     """The row of a document's lines: rejected if a line was too long or does not decode, else cleaned
-    (document_row) after `unescape` (WikiExtractor's HTML escapes). Decoded as data.text_encoding says, or as UTF-8
-    (`utf8`: WikiExtractor's <doc> files, which it always writes so, beside cp1252 books)."""
+    (document_row) after `unescape` (WikiExtractor's HTML escapes). Decoded as data.text_encoding says (but a
+    document that is UTF-8 is read so: declared_or_utf8), or as UTF-8 (`utf8`: WikiExtractor's <doc> files, which it
+    always writes so, beside cp1252 books)."""
     declared = "" if utf8 else cfg.text_encoding
     encoding = check_encoding(declared) or "utf-8"
     if too_long is not None:
         return reject_row(doc_id, path, "line_too_long", decode_sample(too_long, encoding))
     data = b"".join(chunks)
     try:
-        text = data.decode(encoding)
+        text = declared_or_utf8(data, encoding)
     except UnicodeDecodeError as e:  # invalid_utf8; a byte cp1252 does not define: invalid_cp1252
         reason = invalid_reason(declared)
         return reject_row(doc_id, path, reason, decode_sample(data[max(0, e.start - 100):], encoding))
     return document_row(doc_id, path, unescape(text) if unescape else text, cfg)
+
+
+def declared_or_utf8(data: bytes, encoding: str) -> str:
+    """`data` decoded in `encoding`, or as UTF-8 (a leading byte-order mark dropped) where it holds a byte past ASCII
+    and is valid UTF-8. A corpus declared cp1252 or latin-1 (older Gutenberg books) mixes in UTF-8 books: decoded in
+    the declared encoding they were mojibake BERT learned from ("cafÃ©", "â€”", a BOM as "ï»¿"), or a whole book
+    rejected at the 0x9D of a UTF-8 "”" (undefined in cp1252). Text in a one-byte encoding is practically never
+    valid UTF-8 once it holds such a byte (UTF-8's lead bytes are latin-1's accented letters, which prose does not
+    follow with the symbols at 0x80-0xBF that UTF-8 wants after them): the usual UTF-8-first rule. Decided per
+    document, and a document is whole lines, cut at the \n byte no UTF-8 sequence holds, so a file read whole or in
+    ranges decides alike. A document read so is not counted: a good row has no field for it, and rejects count
+    rejected rows only."""
+    if encoding != "utf-8" and not data.isascii():
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            pass  # not UTF-8: the declared encoding's text, or its reject (invalid_cp1252) at the byte it lacks
+    return data.decode(encoding)

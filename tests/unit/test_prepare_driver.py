@@ -185,6 +185,33 @@ def test_plain_text_with_bare_carriage_return_line_ends_is_refused_before_readin
         check_line_ends([str(tmp_path / "unix.txt"), str(tmp_path / "mac.txt")])
 
 
+def test_plain_text_named_with_double_colons_is_checked_and_read(tmp_path):
+    """Perl and C++ documentation names files "Dpkg::Source.txt": fsspec.open read "::" as URL chaining, so the line-end
+    check and the document-format warning raised FileNotFoundError for a "Dpkg" that does not exist before anything
+    was read. They open files as the readers do; a gzip'd name with "::" is decompressed as before."""
+    import gzip
+
+    from pipelines.sources import iter_documents
+    from pipelines.text_source import check_line_ends
+
+    google = "".join(f"Sentence {i} of article {a} ends here.\n" for a in range(30) for i in range(3) if i or a)
+    google = google.replace("Sentence 0", "\nSentence 0")  # a blank line before each article's first sentence
+    (tmp_path / "Dpkg::Source.txt").write_text(google)
+    (tmp_path / "a::b.txt.gz").write_bytes(gzip.compress(b"A gzip'd book, one paragraph long.\n"))
+    (tmp_path / "std::vector.txt").write_text("Old Mac export.\rIts lines end in a bare return.\r", newline="")
+    ok = [str(tmp_path / "Dpkg::Source.txt"), str(tmp_path / "a::b.txt.gz")]
+    check_line_ends(ok)
+    with pytest.raises(ValueError, match=r"std::vector.txt ends its lines with a bare carriage return"):
+        check_line_ends([*ok, str(tmp_path / "std::vector.txt")])
+    cfg = DataConfig(sources=["x"], min_document_chars=1)
+    line = prepare._document_warning(cfg, ok)
+    assert line.startswith(f"{tmp_path / 'Dpkg::Source.txt'} looks like one sentence a line")
+    assert prepare._document_warning(cfg, ok[1:]) is None
+    rows = list(iter_documents(ok[1], "a::b.txt.gz", cfg))
+    assert [(r["doc_id"], r["text"], r["reject_reason"]) for r in rows] == [
+        ("a::b.txt.gz#0", "A gzip'd book, one paragraph long.", "")]
+
+
 def test_a_killed_prepares_build_folder_is_removed_by_the_next_and_a_live_ones_kept(tmp_path):
     """`ray job stop` or the OOM killer skip the cleanup: the hidden build folder (the corpus's spilled token ids)
     stayed in output_root, and every later run made a new one beside it."""
