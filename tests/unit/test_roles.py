@@ -270,3 +270,39 @@ def test_a_classification_whose_training_rows_hold_one_label_is_refused():
 
     for name, spec in GLUE_TASKS.items():
         assert TaskConfig(name=name).with_labels(spec.labels or ("score",)).labels == list(spec.labels or ("score",))
+
+
+
+@pytest.mark.parametrize("name", ["conll", "pkgdocs"])
+def test_an_input_that_two_groups_share_is_dropped_from_select_not_left_in_both(tmp_path, name):
+    """The carve keeps a group whole, but groups share inputs: CoNLL-2003 repeats a sentence in many documents (each
+    story's "( Reuters )" line), and a package's modules repeat a paragraph. That input is then in train and in
+    select, where the model has seen it and select flatters it; select's copy leaves and is counted. pkgdocs ships
+    its own select split (by document), which the same rule covers."""
+    if name == "conll":
+        (tmp_path / "conll").mkdir()
+        train = [s for d in range(40)
+                 for s in (f"Person{d} visited Town{d} .", "London ( Reuters ) .", f"Aide{d} left .")]
+        (tmp_path / "conll" / "train.txt").write_text(conll_text(train))
+        (tmp_path / "conll" / "dev.txt").write_text(conll_text([f"Dev{i} left City{i} ." for i in range(12)]))
+        task = TaskConfig(name="conll", train_file=str(tmp_path / "conll" / "train.txt"),
+                          dev_file=str(tmp_path / "conll" / "dev.txt"))
+        field, shared = "tokens", ["London", "(", "Reuters", ")", "."]
+    else:
+        corpus = write_corpus(tmp_path / "corpus", {"alpha": 30, "beta": 24, "gamma": 20})
+        task = TaskConfig(name="pkgdocs", corpus_dir=str(corpus), num_classes=3, harvest_max_mb=1)
+        first = ft_tasks.load_rows(task)
+        fitted = {r["document"] for split in (first.train, first.select) for r in split}
+        field = "text_a"
+        shared = "Report every bug you find to the project's issue tracker, with its version and an example."
+        docs = [json.loads(line) for line in (corpus / "installed-docs-00.jsonl").read_text().splitlines()]
+        for d in docs:  # the documents of train and select, not dev's (a paragraph dev holds leaves both)
+            if d["url"] in fitted:
+                d["text"] = shared + "\n\n" + d["text"]
+        (corpus / "installed-docs-00.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    kind = KIND[name]
+    rows = ft_tasks.load_rows(task)
+    assert rows.dropped["select_in_train"] > 0
+    assert not {content_key(r, kind) for r in rows.select} & {content_key(r, kind) for r in rows.train}
+    assert shared in [r[field] for r in rows.train] and shared not in [r[field] for r in rows.select]
+    assert rows.select  # the groups' own inputs stay

@@ -312,6 +312,10 @@ def test_official_metrics_by_hand():
     assert m == pytest.approx({"exact": 50.0, "f1": (1 + 0 + 2 / 3 + 1) / 4 * 100, "total": 4,
                                "HasAns_exact": 100 / 3, "HasAns_f1": (1 + 2 / 3) / 3 * 100, "HasAns_total": 3,
                                "NoAns_exact": 100.0, "NoAns_f1": 100.0, "NoAns_total": 1})
+    # evaluate-v2.0 drops a gold answer that normalises to nothing ("the"): an empty prediction does not match it
+    golds = [{"id": "e", "answers": {"text": ["the", "Paris"], "answer_start": [0, 4]}, "is_impossible": False}]
+    assert squad_metrics({"e": ""}, golds) == pytest.approx({"exact": 0.0, "f1": 0.0, "total": 1})
+    assert squad_metrics({"e": "Paris"}, golds) == pytest.approx({"exact": 100.0, "f1": 100.0, "total": 1})
 
 
 def test_featurizer_on_arrow_batches_matches_direct_call(tmp_path, tok):
@@ -382,6 +386,22 @@ def test_null_threshold_is_chosen_on_dev():
     # The default threshold (0) nulls every question: half right.
     default = postprocess_predictions(examples, features, start, end, version_2=True)
     assert squad_metrics(default, examples)["exact"] == 50.0
+
+
+def test_the_null_score_of_a_question_is_its_smallest_over_windows():
+    """A long context is read in windows, and a window that misses the answer scores [CLS] high. As original BERT, the
+    question's null score is the smallest [CLS] score of its windows: the largest would null an answer that only one
+    window holds whenever another window scores [CLS] above it."""
+    from pipelines.tasks.squad import best_spans
+
+    ex = {"id": "e", "context": "alpha beta gamma delta", "is_impossible": False,
+          "answers": {"text": ["gamma"], "answer_start": [11]}}
+    features = {"example_id": ["e", "e"], "offset_mapping": [[None, (0, 5), (6, 10)], [None, (11, 16), (17, 22)]]}
+    start = np.array([[5.0, 0.0, 0.0], [-1.0, 3.0, 0.0]])  # [CLS]: window 1 scores 10, window 2 scores -2
+    end = np.array([[5.0, 0.0, 0.0], [-1.0, 2.0, 0.0]])  # gamma in window 2: 5
+    span = best_spans([ex], features, start, end)["e"]
+    assert (span.text, span.score, span.null) == ("gamma", 5.0, -2.0)
+    assert postprocess_predictions([ex], features, start, end, version_2=True, null_threshold=0.0) == {"e": "gamma"}
 
 
 def test_answer_starts_counted_in_utf16_units_or_utf8_bytes_are_read_as_characters(tmp_path):
