@@ -186,6 +186,16 @@ class GutenbergBook(NamedTuple):
     end_line: bytes
 
 
+def gutenberg_header(head: bytes) -> tuple[int, bytes] | None:
+    """(the offset past its START line, the line) of a file whose first GUTENBERG_HEAD bytes are `head`, or None for
+    a file that is no Project Gutenberg book (no START line in its first GUTENBERG_HEAD lines)."""
+    start = _GUTENBERG_START.search(head)
+    end_of_line = -1 if start is None else head.find(b"\n", start.end())
+    if start is None or end_of_line < 0 or head.count(b"\n", 0, start.start()) >= GUTENBERG_HEAD[1]:
+        return None
+    return end_of_line + 1, head[start.start():end_of_line + 1]
+
+
 def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
     """Where a Project Gutenberg book's text lies between its header and its licence, or None for a file whose head
     holds no START line (an ordinary file that mentions Gutenberg is not cut). Both go into training unchanged
@@ -196,13 +206,11 @@ def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
     there counts), which keeps a range's cost small and a file of concatenated books whole: only the licence that
     ends the file is dropped, the earlier books and theirs read as before. The stream is left at 0."""
     stream.seek(0)
-    head = stream.read(GUTENBERG_HEAD[0])
-    start = _GUTENBERG_START.search(head)
-    end_of_line = -1 if start is None else head.find(b"\n", start.end())
-    if start is None or end_of_line < 0 or head.count(b"\n", 0, start.start()) >= GUTENBERG_HEAD[1]:
+    header = gutenberg_header(stream.read(GUTENBERG_HEAD[0]))
+    if header is None:
         stream.seek(0)
         return None
-    header_end, start_line = end_of_line + 1, head[start.start():end_of_line + 1]
+    header_end, start_line = header
     licence_start, end_line = None, b""
     try:
         tail_start = max(header_end, stream.seek(0, io.SEEK_END) - GUTENBERG_TAIL)
