@@ -133,23 +133,23 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
 
 
 def data_metrics(manifest: dict) -> dict:
-    """What the corpus gave: documents read and kept, and every rejected document counted under its reason
-    (`data/rejected/<reason>`, all of them: a run never drops bad input silently)."""
+    """What the corpus gave: documents read and kept, every rejected one under its reason (`data/rejected/<reason>`:
+    a run never drops bad input silently), and text cut out of documents as `data/cut/<reason>` (NOT_DOCUMENTS)."""
+    from pipelines.rejects import NOT_DOCUMENTS, rejected_documents
+
     counts, rejects = manifest["counts"], manifest["rejects"]
     return {"data/documents_read": counts["documents_read"], "data/documents_kept": counts["documents_kept"],
-            "data/documents_rejected": sum(rejects.values()),
-            **{f"data/rejected/{reason}": n for reason, n in sorted(rejects.items())},
+            "data/documents_rejected": rejected_documents(rejects),
+            **{f"data/{'cut' if r in NOT_DOCUMENTS else 'rejected'}/{r}": n for r, n in sorted(rejects.items())},
             "data/examples_train": counts["examples_train"]}
 
 
 def rejects_line(metrics: dict, data_dir: str) -> str:
-    """The summary's line for the corpus: how many documents were rejected, by reason, and where they are."""
-    total, read = int(metrics.get("data/documents_rejected", 0)), int(metrics.get("data/documents_read", 0))
-    if not total:
-        return f"0 of {read:,} documents rejected"
-    reasons = ", ".join(f"{k.rsplit('/', 1)[1]} {int(v)}" for k, v in metrics.items()
-                        if k.startswith("data/rejected/") and v)
-    return f"{total:,} of {read:,} documents rejected ({reasons}): {data_dir}/rejects.jsonl"
+    """The summary's line for the corpus: how many documents were rejected, by reason, what was cut, and where."""
+    from pipelines.rejects import rejects_said
+
+    counts = {k.rsplit("/", 1)[1]: int(v) for k, v in metrics.items() if k.startswith(("data/rejected/", "data/cut/"))}
+    return rejects_said(int(metrics.get("data/documents_read", 0)), counts, f"{data_dir}/rejects.jsonl")
 
 
 def _lineage(prepared) -> dict:

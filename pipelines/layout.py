@@ -7,13 +7,16 @@ each document to its shard) need it, and neither should import the other.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
+import lzma
 import math
 import os
 import shutil
 import socket
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +24,10 @@ from bert_core.files import alive
 from bert_core.tokenizer import CHARACTER_COVERAGE
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding
+from pipelines.parquet_source import undecodable
 from pipelines.paths import filesystem
 from pipelines.shards import FORMAT_VERSION
+from pipelines.text_source import GUTENBERG_HEAD, file_head, gutenberg_header
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
 SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids per shard (~4M tokens:
@@ -68,6 +73,9 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
     d["text_encoding"] = check_encoding(cfg.text_encoding)  # its canonical name: latin1 and latin-1 are one
     if not d["text_encoding"]:  # UTF-8 (named or not), as before the setting: prepared sets keep their names
         d.pop("text_encoding")
+    else:  # a document that is valid UTF-8 past ASCII is read so (text_source.declared_or_utf8): a set prepared when
+        # the declared encoding read every document (mojibake) is not reused
+        d["text_encoding"] += ", a UTF-8 document as UTF-8"
     if d["text_documents"] == "books":  # as before the setting
         d.pop("text_documents")
     elif not plain_text_only:  # a line ends a sentence in plain-text files alone, it did in every source: a set of
@@ -90,10 +98,31 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
 
 
 def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str | None,
-                 plain_text_only: bool = True) -> str:
+                 plain_text_only: bool = True, gutenberg: bool = False) -> str:
+    """`gutenberg`: a plain-text input is a Project Gutenberg book (holds_gutenberg_book)."""
     spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
             "config": hashed_config(cfg, plain_text_only), "tokenizer_hash": given_tokenizer_hash}
+    if gutenberg:  # its header and licence are cut now: a set prepared when they were read is not reused, and only
+        # such sets are renamed (a PIPELINE_VERSION bump would rename every set, and stop resubmitting a pretraining)
+        spec["gutenberg"] = "header and licence cut"
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def holds_gutenberg_book(text_files: list[str]) -> bool:
+    """Whether one of these plain-text files is a Project Gutenberg book, whose header and licence the reader cuts
+    (text_source.gutenberg_book): a START line in its first GUTENBERG_HEAD bytes, decompressed. A file the reader
+    rejects whole for its bytes (a truncated or corrupt .gz/.bz2/.xz) is none; an I/O error is raised, as it is
+    there. Stops at the first book: a corpus of them reads one head."""
+    for path in text_files:
+        try:
+            head = file_head(path, GUTENBERG_HEAD[0])
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+            if isinstance(e, gzip.BadGzipFile) or undecodable(e):
+                continue
+            raise
+        if gutenberg_header(head) is not None:
+            return True
+    return False
 
 
 def build_dir(parent: Path, name: str) -> Path:

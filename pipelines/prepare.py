@@ -60,11 +60,11 @@ from pipelines.examples import (Document, bucket_seed, create_examples, cut_long
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_schema, examples_to_table,
                               histogram_bin_width, length_histogram, read_manifest, shard_name, token_type,
                               write_manifest, write_shard)
-from pipelines.rejects import RejectLog
+from pipelines.rejects import RejectLog, cuts_said, rejected_documents
 from pipelines.source_files import resolve_sources
 from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, reads_plain_text
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, dataset_name,
-                              fingerprint_inputs)
+                              fingerprint_inputs, holds_gutenberg_book)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.text_source import blank_line_documents, check_line_ends, file_head
 from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
@@ -271,8 +271,9 @@ def prepare(cfg: DataConfig) -> PreparedData:
     inputs = fingerprint_inputs(files)
     given = _given_tokenizer(cfg.tokenizer) if cfg.tokenizer.path else None
     given_hash = tokenizer_hash(given) if given is not None else None
-    plain = cfg.text_documents != "blank_lines" or all(reads_plain_text(f, cfg) for f in files)
-    name = dataset_name(cfg, inputs, given_hash, plain)
+    texts = [f for f in files if reads_plain_text(f, cfg)]  # a file no name places: sniffed once, for both below
+    plain = cfg.text_documents != "blank_lines" or len(texts) == len(files)
+    name = dataset_name(cfg, inputs, given_hash, plain, holds_gutenberg_book(texts))
     final = Path(cfg.output_root) / name
     if (final / MANIFEST).exists():
         _log("reuse", f"{final} already prepared for these inputs and config")
@@ -397,8 +398,8 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     paths = {part["rank"]: part["path"] for unit in units for part in unit["parts"]}
     del per_unit
     timings["read_tokenize"] = time.perf_counter() - t0
-    _log("read", f"{len(files)} files tokenized, {sum(rejects.counts.values())} rejected documents "
-                 f"{rejects.summary()} in {timings['read_tokenize']:.1f}s")
+    _log("read", f"{len(files)} files tokenized, {rejected_documents(rejects.counts)} rejected documents "
+                 f"{rejects.summary(True)}{cuts_said(rejects.counts)} in {timings['read_tokenize']:.1f}s")
 
     t0 = time.perf_counter()
     # Biggest shards first: the pool's tail is then the small ones.
@@ -430,7 +431,7 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     timings["examples"] = time.perf_counter() - t0
 
     counts = {
-        "documents_read": totals["documents"] + totals["documents_empty"] + sum(rejects.counts.values()),
+        "documents_read": totals["documents"] + totals["documents_empty"] + rejected_documents(rejects.counts),
         "documents_kept": totals["documents"],
         "documents_without_sentences": totals["documents_empty"],
         "sentences": totals["sentences"],

@@ -1,0 +1,96 @@
+"""A prepared set's name after corpus reading changed (a Gutenberg book's header and licence cut; under a declared
+cp1252, a UTF-8 document read as UTF-8): the sets whose examples changed are renamed, every other keeps its name, so
+an interrupted pretraining on one can still be resubmitted (a PIPELINE_VERSION bump would rename them all)."""
+
+import gzip
+import hashlib
+import json
+
+import pytest
+
+from pipelines import prepare
+from pipelines.config import DataConfig
+from pipelines.encodings import check_encoding
+from pipelines.layout import PIPELINE_VERSION, dataset_name, hashed_config, holds_gutenberg_book
+from pipelines.shards import FORMAT_VERSION
+
+INPUTS = [{"path": "/corpus/book.txt", "bytes": 1000, "sha256": "0" * 64}]
+START = "*** START OF THE PROJECT GUTENBERG EBOOK PRIDE AND PREJUDICE ***"
+BOOK = "It is a truth universally acknowledged, that a single man in possession of a good fortune.\n\n" * 20
+HEADER = "The Project Gutenberg eBook of Pride and Prejudice\n\nTitle: Pride and Prejudice\n\n"
+
+
+def earlier_name(cfg: DataConfig, plain_text_only: bool = True, **config) -> str:
+    """The name before these changes: the spec with no marker of them (`config`: hashed as it was then)."""
+    spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": INPUTS,
+            "config": {**hashed_config(cfg, plain_text_only), **config}, "tokenizer_hash": None}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def test_only_a_cp1252_or_gutenberg_corpus_is_renamed():
+    """UTF-8 corpora (named or not) keep their names, in either text_documents mode; a declared cp1252 or latin-1
+    corpus and one holding a Gutenberg book get new ones (the old set held mojibake, or the licences)."""
+    utf8 = [DataConfig(sources=["/corpus"], **kw) for kw in
+            ({}, {"text_encoding": "utf-8"}, {"text_encoding": "UTF8"}, {"text_documents": "blank_lines"})]
+    for cfg in utf8:
+        assert dataset_name(cfg, INPUTS, None) == earlier_name(cfg)
+        assert dataset_name(cfg, INPUTS, None, gutenberg=True) != earlier_name(cfg)
+    blank = DataConfig(sources=["/corpus"], text_documents="blank_lines")
+    assert dataset_name(blank, INPUTS, None, False) == earlier_name(blank, False)
+    for encoding in ("cp1252", "latin-1"):
+        cfg = DataConfig(sources=["/corpus"], text_encoding=encoding)
+        assert dataset_name(cfg, INPUTS, None) != earlier_name(cfg, text_encoding=check_encoding(encoding))
+    names = {e: dataset_name(DataConfig(sources=["/corpus"], text_encoding=e), INPUTS, None)
+             for e in ("", "cp1252", "latin1", "latin-1")}
+    assert names[""] != names["cp1252"] != names["latin1"] == names["latin-1"]
+
+
+def test_a_gutenberg_book_is_told_from_its_head_compressed_or_not(tmp_path):
+    """A START line in a file's first GUTENBERG_HEAD bytes, as the reader finds it; an essay about Gutenberg, a START
+    line past the head's 600 lines, an empty file and a truncated .gz (rejected whole by the reader) are none."""
+    book = tmp_path / "pg1342.txt"
+    book.write_text(HEADER + START + "\n\n" + BOOK)
+    packed = tmp_path / "pg1342.txt.gz"
+    packed.write_bytes(gzip.compress(book.read_bytes()))
+    essay = tmp_path / "essay.txt"
+    essay.write_text("Project Gutenberg was founded in 1971 by Michael Hart.\n\n" + BOOK)
+    late = tmp_path / "late.txt"
+    late.write_text("A line of text.\n" * 600 + START + "\n" + BOOK)
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "cut.txt.gz"
+    truncated.write_bytes(gzip.compress((HEADER + START + "\n" + BOOK * 40).encode())[:300])
+    assert holds_gutenberg_book([str(essay), str(late), str(empty), str(truncated), str(book)])
+    assert holds_gutenberg_book([str(packed)])
+    assert not holds_gutenberg_book([str(essay), str(late), str(empty), str(truncated)])
+    assert not holds_gutenberg_book([])
+
+
+class Named(Exception):
+    """Raised where prepare has named its set: what it passed is all this test needs."""
+
+
+@pytest.mark.parametrize("documents", ["books", "blank_lines"])
+def test_prepare_names_a_corpus_with_a_gutenberg_book_apart(tmp_path, monkeypatch, documents):
+    """The driver looks for a book among the files read as plain text: named .txt, and a file no name places that is
+    sniffed as text (an extensionless pg1342); a START line inside a JSON Lines record is no book's."""
+    passed = []
+
+    def named(*args):
+        passed.append(args)
+        raise Named
+
+    monkeypatch.setattr(prepare, "dataset_name", named)
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"text": START + "\n" + BOOK}) + "\n")
+    plain = tmp_path / "plain.txt"
+    plain.write_text(BOOK)
+    unnamed = tmp_path / "pg1342"
+    unnamed.write_text(HEADER + START + "\n\n" + BOOK)
+    for sources, gutenberg in (([records, plain], False), ([records, plain, unnamed], True), ([unnamed], True)):
+        cfg = DataConfig(sources=[str(s) for s in sources], text_documents=documents, output_root=str(tmp_path / "o"))
+        with pytest.raises(Named):
+            prepare.prepare(cfg)
+        *_, plain_text_only, found = passed.pop()
+        assert found is gutenberg
+        assert plain_text_only is (documents == "books" or records not in sources)
