@@ -1,6 +1,7 @@
 """CoNLL-2003 NER: column files -> sentences -> word-piece features -> entity-level F1.
 
-File format: one token per line, columns "word POS chunk NER" separated by spaces, sentences
+File format: one token per line, columns "word POS chunk NER" separated by spaces (or by tabs: a file
+whose every token line holds one is split at tabs only, so that a word holding a space stays one), sentences
 separated by blank lines, documents started by a "-DOCSTART- -X- -X- O" line (skipped). Tags are
 kept as the file has them: the original Reuters release uses IOB1 (I- opens an entity, B- only
 between two adjacent entities of one type), re-distributions such as the HF hub's use IOB2; the
@@ -17,7 +18,9 @@ each word's first piece, so gold and predicted tag sequences are the file's word
 from __future__ import annotations
 
 import codecs
+import collections
 import hashlib
+import itertools
 import os
 import re
 from collections.abc import Iterable
@@ -27,6 +30,14 @@ import numpy as np
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
 from pipelines.tasks.text_records import TooLong, raw_lines
 
+# a file's first lines (some 20 sentences), read before its sentences: its layout (_layout) and its encoding
+# (_refuse_one_byte_head) are theirs; fewer lines where they pass _HEAD_BYTES
+HEAD_LINES = 256
+_HEAD_BYTES = 1 << 20
+# bytes that are not UTF-8, as surrogateescape decodes them; 0xFE / 0xFF left out (as file_head.py does): they are
+# þ / ÿ in latin-1, seldom text, and the usual stray bytes of a corrupt line
+_FOREIGN_BYTE = re.compile("[\udc80-\udcfd]")
+_UTF8_CHAR = re.compile("[^\x00-\x7f\udc80-\udcff]")  # a character past ASCII that was valid UTF-8
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
 # between a line's columns, as conlleval splits: a no-break space is part of a token
@@ -38,6 +49,21 @@ def columns_of(line: str) -> list[str]:
     "10\u00a0000" in two, and the sentence's column count was wrong)."""
     line = line.strip()
     return _SEPARATOR.split(line) if line else []
+
+
+# a tab-separated file's column break: a tab, or several, with any blank beside them (a run of blanks, as columns_of)
+_TAB = re.compile("[ \r\n\f\v]*\t[ \t\r\n\f\v]*")
+
+
+def _tab_columns(line: str) -> list[str]:
+    """A tab-separated file's token line's columns: a blank inside one is part of its word ("New York"; Vietnamese
+    words of several syllables), kept as a no-break space, as a CoNLL-U form's (_conllu_word), so that columns_of
+    reads the same columns back from the line that conll_sentences yields. A line without a tab, an odd one in such
+    a file, is split as columns_of splits it."""
+    line = line.strip()
+    return [_SEPARATOR.sub("\u00a0", field) for field in _TAB.split(line)] if "\t" in line else columns_of(line)
+
+
 DOCSTART = "-DOCSTART-"
 # CoNLL-U's comments ("# sent_id = 1", "# text = ...", "#sent_id=1", "# newdoc id = d1", "# newpar")
 _COMMENT = re.compile(r"#\s*(newdoc|newpar)(\s|$)|#\s*[\w.-]+(\s+[\w.-]+)?\s*=")
@@ -66,8 +92,10 @@ def _conllu_word(fields: list[str]) -> str | None:
     return f"{fields[1].replace(' ', chr(0xA0))} {fields[3] if len(fields) == CONLLU_COLUMNS else fields[-1]}"
 
 
-def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True):
-    """(document, lines, reject reason or None, where) per sentence of a CoNLL column file's raw lines.
+def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True, source: str = ""):
+    """(document, lines, reject reason or None, where) per sentence of a CoNLL column file's raw lines. `source`, the
+    file's name, where given (the file is read as UTF-8, no encoding named): a file whose head is in a one-byte
+    encoding is refused, naming it (_refuse_one_byte_head).
 
     The word is the first column and the NER tag the last; a CoNLL-U file (Universal Dependencies: recognised by its
     first token line's ten tab-separated columns under a word number) gives FORM and UPOS (CoNLL-U Plus, more
@@ -75,7 +103,8 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     no word of the sentence; their own columns are checked), every '#' line before a sentence a comment. The
     sentence is the unit of rejection --
     one bad line would shift every label after it: "wrong_column_count" (a line whose column count
-    differs from the file's first token line, or a single column where tags are wanted: `tagged`),
+    differs from the file's, the most common one among its first HEAD_LINES lines (_layout: its first line may be the
+    odd one out), or a single column where tags are wanted: `tagged`),
     "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8", "line_too_long" (a TooLong of
     text_records.raw_lines, whose lines end at \n, \r\n or a lone \r). document counts
     -DOCSTART- lines from 0. A '#' line before a sentence's first token is a comment, skipped, when it
@@ -84,21 +113,21 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     an IOB/IOBES/BILOU tag) and is no lone word of an untagged file, as "# exported from tool v2"; otherwise,
     and inside a sentence, it is a token (a hashtag, the '#' sign: "# O", "#Bonn B-LOC").
     """
+    raw_lines = iter(raw_lines)
+    head = _head(raw_lines)
+    if source:
+        _refuse_one_byte_head(source, head)
+    count, tabs = _layout(head)
     lines, bad, start, document, n_columns, n, conllu = [], None, 0, -1, None, -1, None
-    for n, raw in enumerate(raw_lines):
+    for n, raw in enumerate(itertools.chain(head, raw_lines)):
         if isinstance(raw, TooLong):  # past 64 MiB (text_records.raw_lines: its head only); the sentence is lost
             bad = bad or "line_too_long"
             lines.append(raw.decode("utf-8", "replace")[:200])
             continue
-        # a UTF-8 byte-order mark is no text at any line's start: the file's, or a joined file's (`cat a.conll b.conll`,
-        # b saved with one: read as text, its "\ufeff-DOCSTART-" would be a sentence to train on, not b's start)
-        raw = raw.removeprefix(codecs.BOM_UTF8)
-        try:
-            line, broken = raw.decode("utf-8").strip(), False  # any blank at the ends: a no-break space alone is a
-        except UnicodeDecodeError:  # blank line (Word and HTML exports), after a tag it is no part of the tag
-            line, broken = raw.decode("utf-8", "replace").strip(), True
+        line, broken = _decoded(raw)
         # a '#' opening a sentence: a comment (in CoNLL-U always: a token line starts with its number)
-        if not lines and not bad and line.startswith("#") and (conllu or _comment(line, n_columns, labels, tagged)):
+        if (not lines and not bad and line.startswith("#")
+                and (conllu or _comment(line, n_columns, labels, tagged, tabs))):
             start = n + 1
             continue
         bad = bad or ("invalid_utf8" if broken else None)
@@ -115,8 +144,10 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
                 bad = bad or "wrong_column_count"
             elif (line := _conllu_word(ud)) is None:
                 continue
-        fields = columns_of(line)
-        n_columns = n_columns or len(fields)
+        fields = _tab_columns(line) if tabs else columns_of(line)
+        if tabs and len(fields) != len(columns_of(line)):  # a blank inside a word: the line as its columns read
+            line = "\t".join(fields)
+        n_columns = n_columns or count or len(fields)  # count: None for CoNLL-U, whose lines are "FORM TAG"
         if len(fields) != n_columns or n_columns < (2 if tagged else 1):
             bad = bad or "wrong_column_count"
         elif labels is not None and fields[-1] not in labels:
@@ -160,10 +191,10 @@ def _named(held: list, name: str | None):
         yield name, lines, bad, where
 
 
-def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: bool) -> bool:
+def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: bool, tabs: bool) -> bool:
     """Whether a '#' line before a sentence's first token is a comment (conll_sentences' rule): a free-text comment
     taken for the first token line would fix the column count and reject every sentence of the file."""
-    fields = columns_of(line)
+    fields = _tab_columns(line) if tabs else columns_of(line)
     if _COMMENT.match(line):
         return True
     if n_columns:
@@ -173,16 +204,83 @@ def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: boo
     return not (fields[-1] in labels if labels is not None else _TAG.fullmatch(fields[-1]))
 
 
+def _decoded(raw: bytes) -> tuple[str, bool]:
+    """A raw line's text, stripped, and whether it was not UTF-8 (its bad bytes then read as U+FFFD)."""
+    # a UTF-8 byte-order mark is no text at any line's start: the file's, or a joined file's (`cat a.conll b.conll`,
+    # b saved with one: read as text, its "\ufeff-DOCSTART-" would be a sentence to train on, not b's start)
+    raw = raw.removeprefix(codecs.BOM_UTF8)
+    try:
+        return raw.decode("utf-8").strip(), False  # any blank at the ends: a no-break space alone is a blank line
+    except UnicodeDecodeError:  # (Word and HTML exports), after a tag it is no part of the tag
+        return raw.decode("utf-8", "replace").strip(), True
+
+
+def _head(raw_lines) -> list:
+    """The first HEAD_LINES raw lines (fewer where they pass _HEAD_BYTES), taken from the iterator `raw_lines`."""
+    head, size = [], 0
+    for raw in raw_lines:
+        head.append(raw)
+        size += len(raw)
+        if len(head) == HEAD_LINES or size > _HEAD_BYTES:
+            break
+    return head
+
+
+def _layout(head: list) -> tuple[int | None, bool]:
+    """(column count, tab-separated) of a column file, from the token lines of its head ('#' lines, which may be
+    comments, left out). Tab-separated where every one holds a tab (WNUT's files, most tools' exports; a
+    space-separated CoNLL-2003 file holds none, and is split on blanks as before): its columns are then split at tabs
+    only, so "New York\\tB-LOC" is one word and its tag, not three columns. The count is the most common one (the
+    first line's where counts tie): taken from the first line alone, an odd first line rejected every other sentence
+    of the file as wrong_column_count and kept its own. None for CoNLL-U, whose lines are read as "FORM TAG", and
+    for a head without a token line (the first token line's count then)."""
+    lines = [line for line, _ in map(_decoded, (raw for raw in head if not isinstance(raw, TooLong)))
+             if line and not line.startswith((DOCSTART, "#"))]
+    if not lines or _conllu(lines[0]) is not None:
+        return None, False
+    tabs = all("\t" in line for line in lines)
+    counts = collections.Counter(len(_tab_columns(line) if tabs else columns_of(line)) for line in lines)
+    return counts.most_common(1)[0][0], tabs
+
+
+def _refuse_one_byte_head(source: str, head: list) -> None:
+    """TaskDataError, naming `source`, the line and the byte, where the file's `head` (raw lines) holds a byte that
+    is not UTF-8 and no character that is multi-byte UTF-8: its text is in a one-byte encoding (CoNLL-2002's Spanish
+    and Dutch files are latin-1), and read as UTF-8 every sentence with an accented word would be rejected
+    invalid_utf8, the file silently reduced to its unaccented sentences. A UTF-8 file with a corrupt byte shows its
+    UTF-8 elsewhere in its head (or a byte-order mark), and is read: that byte's sentence alone is rejected. Own CSV
+    and TSV files are checked by the same rule (file_head.py), on their first MiB."""
+    first = None
+    for n, raw in enumerate(head):
+        if isinstance(raw, TooLong):  # its head only, cut anywhere: no evidence either way
+            continue
+        text = raw.decode("utf-8", "surrogateescape")
+        if _UTF8_CHAR.search(text):
+            return
+        first = first or ((n, text, byte) if (byte := _FOREIGN_BYTE.search(text)) else None)
+    if first is not None:
+        n, text, byte = first
+        shown = text.encode("utf-8", "surrogateescape").decode("latin-1").strip()[:80]
+        raise TaskDataError(f"{source}: line {n + 1}: byte 0x{ord(byte.group()) - 0xDC00:02X} is not UTF-8, and the "
+                            f"file's first lines hold no multi-byte UTF-8 character: its text is in a one-byte "
+                            f"encoding (read as latin-1 the line is {shown!r}), and read as UTF-8 every sentence with "
+                            "such a byte would be rejected (invalid_utf8). Name its encoding: read it as your own data "
+                            "(task.name=files, task.format=conll) with task.columns.encoding=latin-1 (cp1252 for a "
+                            "Windows file); task=conll reads UTF-8 only. Or convert it to UTF-8: iconv -f latin1 -t "
+                            "utf-8")
+
+
 def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSplit:
     """Sentences {id, document, tokens, pos_tags, chunk_tags, ner_tags} (tags as strings).
 
     POS and chunk tags are filled for the 4-column English layout (None otherwise); the columns
     and reject reasons are conll_sentences', the line ends text_records.raw_lines' (a lone \\r in a file of them).
+    The file is UTF-8: one in a one-byte encoding (latin-1) is refused, naming it (_refuse_one_byte_head).
     """
     path = require_file(path, "CoNLL file")
     out = TaskSplit([], path)
     with open(path, "rb") as f:
-        for document, lines, bad, where in conll_sentences(raw_lines(f), labels):
+        for document, lines, bad, where in conll_sentences(raw_lines(f), labels, source=str(path)):
             if bad:
                 out.reject(bad, where, " | ".join(lines[:5]))
                 continue

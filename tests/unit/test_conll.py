@@ -88,9 +88,9 @@ def test_a_no_break_space_is_part_of_a_token_not_a_column_break(tmp_path):
 
 def test_bad_sentences_are_counted_whole(tmp_path):
     text = TRAIN.replace("call NN I-NP O", "call NN O").replace("Blackburn NNP I-NP I-PER", "Blackburn NNP I-NP I-PERSON")
-    text += "\nBonn NNP B-NP B-LOC\n\n"
+    text += "\nKöln NNP B-NP B-LOC\n\n"  # UTF-8 text: the byte below is corrupt, not a latin-1 letter
     split = load_conll(write(tmp_path, text.encode() + b"Caf\xe9 NNP B-NP B-LOC\n"))
-    assert [s["tokens"] for s in split] == [["BRUSSELS", "1996-08-22"], ["Bonn"]]
+    assert [s["tokens"] for s in split] == [["BRUSSELS", "1996-08-22"], ["Köln"]]
     assert split.rejects == {"wrong_column_count": 1, "unknown_tag": 1, "invalid_utf8": 1}
     assert split.samples[0][:2] == ("wrong_column_count", "lines 3-11")
 
@@ -170,6 +170,61 @@ def test_words_alone_are_read_to_tag_but_not_to_train(tmp_path):
     assert [(r["tokens"], r["ner_tags"]) for r in rows] == [(["EU", "rejects"], None), (["Bonn"], None)]
     [batch] = read_file(path, "conll", "token-classification", Columns())
     assert not batch.rows and batch.rejects == {"wrong_column_count": 2}
+
+
+def test_an_odd_first_line_costs_its_own_sentence_not_the_files(tmp_path):
+    """The column count came from the file's first token line: a three-column first line ("New York B-LOC") made
+    every good two-column sentence wrong_column_count, the file read as nothing. The head's most common count is
+    the file's: the odd line's sentence alone is rejected, as it was when it stood mid-file."""
+    from pipelines.tasks import Columns, read_file
+
+    text = "New York B-LOC\nis O\n\nJohn B-PER\nruns O\n\nMary B-PER\n"
+    split = load_conll(write(tmp_path, text))
+    assert [s["tokens"] for s in split] == [["John", "runs"], ["Mary"]]
+    assert split.rejects == {"wrong_column_count": 1}
+    [batch] = read_file(str(write(tmp_path, text, "own.conll")), "conll", "token-classification", Columns())
+    assert [r["tokens"] for r in batch.rows] == [["John", "runs"], ["Mary"]]
+    assert batch.rejects == {"wrong_column_count": 1}
+
+
+def test_a_tab_separated_file_keeps_a_word_with_a_space_whole(tmp_path, tok, monkeypatch):
+    """A file whose every token line holds a tab (WNUT, most tools' exports) is split at tabs only: "New York\\tB-LOC"
+    is one word (kept with a no-break space, as a CoNLL-U form) and its tag, and the tokenizer reads it as two pieces
+    of one entity. A space-separated CoNLL-2003 file holds no tab and is split on blanks as before."""
+    from pipelines.tasks import Columns, conll, read_file
+
+    text = "New York\tB-LOC\nis\tO\n\nJohn\tB-PER\nruns \t O\n\nMary\tB-PER\n"
+    split = load_conll(write(tmp_path, text))
+    [batch] = read_file(str(write(tmp_path, text, "own.conll")), "conll", "token-classification", Columns())
+    for rows, rejects in ((split, split.rejects), (batch.rows, batch.rejects)):
+        assert [r["tokens"] for r in rows] == [["New\u00a0York", "is"], ["John", "runs"], ["Mary"]] and not rejects
+        assert [r["ner_tags"] for r in rows] == [["B-LOC", "O"], ["B-PER", "O"], ["B-PER"]]
+    labels = conll_features(rows[:1], tok, max_seq_len=8)["labels"][0]
+    assert [CONLL_LABELS[i] for i in labels[1:4]] == ["B-LOC", "I-LOC", "O"]  # new york is
+    split = load_conll(write(tmp_path, TRAIN))
+    assert [s["tokens"][:2] for s in split] == [["EU", "rejects"], ["Peter", "Blackburn"], ["BRUSSELS", "1996-08-22"]]
+    assert split[0]["pos_tags"][:2] == ["NNP", "VBZ"] and not split.rejects
+    monkeypatch.setattr(conll, "HEAD_LINES", 3)  # past the head, a line without a tab is split on blanks
+    split = load_conll(write(tmp_path, text + "\nBonn B-LOC\n"))
+    assert [s["tokens"] for s in split][-2:] == [["Mary"], ["Bonn"]] and not split.rejects
+
+
+def test_a_latin1_file_is_refused_naming_the_byte_and_the_setting(tmp_path):
+    """CoNLL-2002's Spanish and Dutch files are latin-1: read as UTF-8, every sentence with an accented word was
+    rejected invalid_utf8 and the rest trained on, with no hint. A head with a byte that is not UTF-8 and no
+    multi-byte UTF-8 character is refused, naming the file, the line, the byte and the setting that reads it; with a
+    UTF-8 byte-order mark the file is UTF-8, and the byte a corrupt one, its sentence rejected."""
+    from pipelines.tasks import Columns, read_file
+
+    text = "Sao B-LOC\nPaulo I-LOC\n\nEl O\nCafé B-ORG\n\nLa O\n"
+    path = write(tmp_path, text.encode("latin-1"), "esp.train")
+    with pytest.raises(TaskDataError, match=r"esp\.train: line 5: byte 0xE9 is not UTF-8.*'Café B-ORG'.*"
+                                            r"task\.columns\.encoding=latin-1"):
+        load_conll(path)
+    [batch] = read_file(str(path), "conll", "token-classification", Columns(encoding="latin-1"))
+    assert [r["tokens"] for r in batch.rows] == [["Sao", "Paulo"], ["El", "Café"], ["La"]] and not batch.rejects
+    split = load_conll(write(tmp_path, b"\xef\xbb\xbf" + text.encode("latin-1"), "bom.train"))
+    assert [s["tokens"] for s in split] == [["Sao", "Paulo"], ["La"]] and split.rejects == {"invalid_utf8": 1}
 
 
 def test_missing_and_empty_files(tmp_path):
