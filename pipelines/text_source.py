@@ -18,14 +18,19 @@ A Project Gutenberg book's header and licence are left out of its documents (gut
 
 from __future__ import annotations
 
+import functools
+import gzip
 import io
 import itertools
+import lzma
 import re
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, NamedTuple
 
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding, invalid_reason
+from pipelines.parquet_source import undecodable
 from pipelines.paths import filesystem
 from pipelines.source_rows import SAMPLE_CHARS, decode_sample, document_row, reject_row
 
@@ -202,37 +207,59 @@ def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
     otherwise: on 10k books, ~180 MB of one licence that exact dedup never removes (it ends the last document), as
     cleaners of BooksCorpus-style corpora (the gutenberg package's strip_headers) keep only the text between. Found
     from the file's own head and tail, read by every range of it alike: a range that starts inside the header or
-    the licence drops what the whole file's reader does. Only the tail is searched for the END line (the first
-    there counts), which keeps a range's cost small and a file of concatenated books whole: only the licence that
-    ends the file is dropped, the earlier books and theirs read as before. The stream is left at 0."""
+    the licence drops what the whole file's reader does. Only the tail is searched for the END line, which keeps a
+    range's cost small. In a file of concatenated books (`cat pg*.txt`) only the first book's header and the last
+    book's licence are dropped; the books between keep theirs, read as before. The END line counts only after the
+    tail's last START line: a last book shorter than the tail has an earlier book's END line before its START line,
+    and cutting there lost the last book. A compressed file whose head or tail does not decode (truncated or
+    damaged) is read uncut: the reader then meets the damage after the documents before it, and reports it; an I/O
+    error is raised. The stream is left at 0."""
     stream.seek(0)
-    header = gutenberg_header(stream.read(GUTENBERG_HEAD[0]))
+    header = _decoded(lambda: gutenberg_header(stream.read(GUTENBERG_HEAD[0])))
     if header is None:
         stream.seek(0)
         return None
     header_end, start_line = header
     licence_start, end_line = None, b""
-    try:
-        tail_start = max(header_end, stream.seek(0, io.SEEK_END) - GUTENBERG_TAIL)
-        stream.seek(tail_start - 1)  # from the byte before: where the tail's first whole line starts
-        tail = stream.read()
-    except EOFError:  # a truncated .gz/.bz2/.xz: no END line; the reader reads up to the cut and reports it
-        tail = b""
+
+    def read_tail() -> tuple[int, bytes]:
+        start = max(header_end, stream.seek(0, io.SEEK_END) - GUTENBERG_TAIL)
+        stream.seek(start - 1)  # from the byte before: where the tail's first whole line starts
+        return start, stream.read()
+
+    tail_start, tail = _decoded(read_tail) or (0, b"")
     first_line = tail.find(b"\n") + 1
-    end = _GUTENBERG_END.search(tail, first_line) if first_line else None
-    if end is not None:
-        line_end = tail.find(b"\n", end.start())
-        licence_start, end_line = tail_start - 1 + end.start(), tail[end.start():line_end if line_end >= 0 else None]
+    if first_line:
+        starts = list(_GUTENBERG_START.finditer(tail, first_line))  # a later book's, in a file of several
+        end = _GUTENBERG_END.search(tail, starts[-1].end() if starts else first_line)
+        if end is not None:
+            line_end = tail.find(b"\n", end.start())
+            licence_start = tail_start - 1 + end.start()
+            end_line = tail[end.start():line_end if line_end >= 0 else None]
     stream.seek(0)
     return GutenbergBook(header_end, start_line, licence_start, end_line)
+
+
+def _decoded(read):
+    """What `read()` returns, or None where a compressed stream's bytes do not decode: cut short (EOFError),
+    damaged (zlib.error, lzma.LZMAError, gzip's BadGzipFile, bz2's bare OSError). An I/O error (an OSError with an
+    errno, ConnectionError, TimeoutError: parquet_source.undecodable) is raised, as sources._corrupt has it."""
+    try:
+        return read()
+    except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
+        if isinstance(e, gzip.BadGzipFile) or undecodable(e):
+            return None
+        raise
 
 
 def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
     """The documents of `span` (module docstring). A line over data.max_line_bytes rejects its document
     (line_too_long), which still ends at its cut: the rest of the file is not lost with it. A Project Gutenberg
     book's header and licence are no document's (gutenberg_book): each is one "gutenberg_boilerplate" row,
-    "<name>@<its byte offset>", from the range that holds its first byte."""
-    book = gutenberg_book(stream)
+    "<name>@<its byte offset>", from the range that holds its first byte. A range that neither can reach
+    (_may_reach_boilerplate) does not look for them."""
+    probed = _may_reach_boilerplate(stream, span)
+    book = gutenberg_book(stream) if probed else None
     header, licence = (0, _NO_END) if book is None else (book.header_end, book.licence_start or _NO_END)
     if book is not None and span.start == 0:
         yield reject_row(f"{name}@0", path, "gutenberg_boilerplate", decode_sample(book.start_line))
@@ -253,13 +280,15 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
             break
         else:
             return
-    # with a cut at every blank line, a run of them is one separator, no document; nor are the blank lines a
-    # Gutenberg book's cut header or licence leaves of a document
-    skip_blank_only = cfg.text_documents == "blank_lines" or book is not None
+    # with a cut at every blank line, a run of them is one separator, no document; nor, in a Gutenberg book, are blank
+    # lines only (what its cut header or licence leaves). Such a document can also come anywhere (books: a blank line
+    # just before a multiple and one at it, after ~1 MiB without one): a range that did not look asks the head then
+    skip_blank_only = functools.cache(lambda: cfg.text_documents == "blank_lines" or book is not None or (
+        not probed and _is_book(stream)))
     chunks, first, too_long = [], None, None
 
     def document() -> Iterator[dict]:
-        if first is not None and not (skip_blank_only and too_long is None and not any(c.strip() for c in chunks)):
+        if first is not None and not (too_long is None and not any(c.strip() for c in chunks) and skip_blank_only()):
             yield text_document(f"{name}#{first}", path, chunks, too_long, cfg)
 
     for offset, number, line, head, cut in itertools.chain(first_split, lines):
@@ -282,6 +311,36 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
                 return
             chunks, first, too_long = [], None, None
     yield from document()
+
+
+def _may_reach_boilerplate(stream: BinaryIO, span: Span) -> bool:
+    """Whether a Gutenberg book's header or licence can touch the documents of `span`, so that it must find them
+    (gutenberg_book: a 64 KiB head read, and on S3 fsspec's readahead of some MiB, then the 256 KiB tail, once per
+    range otherwise). The header ends in the first GUTENBERG_HEAD[0] bytes: only a range starting before can meet
+    it (of ranges at multiples of TEXT_DOCUMENT_BYTES, the first). The licence starts in the file's last
+    GUTENBERG_TAIL bytes, and a range reads its last document past its end to the first cut it does not own: a
+    blank line at or after the end (rounded up to TEXT_DOCUMENT_BYTES), or a split at the first line at or after
+    the first multiple of MAX_TEXT_DOCUMENT_BYTES at least TEXT_DOCUMENT_BYTES past it (a blank line in the
+    TEXT_DOCUMENT_BYTES before that multiple is such a cut itself, in either text_documents mode). Every line it
+    takes starts before that multiple, and the line past it ends the document with or without a licence: a range
+    that ends so far before the tail reads the same either way. The last range (end -1) and a compressed file's
+    (read whole) always look."""
+    if span.start < GUTENBERG_HEAD[0] or span.end < 0:
+        return True
+    end = -(-span.end // TEXT_DOCUMENT_BYTES) * TEXT_DOCUMENT_BYTES  # a blank line from here on is a cut
+    reach = -(-(end + TEXT_DOCUMENT_BYTES) // MAX_TEXT_DOCUMENT_BYTES) * MAX_TEXT_DOCUMENT_BYTES  # the split's multiple
+    size = stream.seek(0, io.SEEK_END)  # no read: a local file's size, a remote one's from its listing
+    stream.seek(0)
+    return reach > size - GUTENBERG_TAIL
+
+
+def _is_book(stream: BinaryIO) -> bool:
+    """Whether the file's head holds a START line (gutenberg_header), the stream left where it was."""
+    here = stream.tell()
+    stream.seek(0)
+    found = gutenberg_header(stream.read(GUTENBERG_HEAD[0])) is not None
+    stream.seek(here)
+    return found
 
 
 def text_document(doc_id: str, path: str, chunks: list[bytes], too_long: bytes | None, cfg: DataConfig,

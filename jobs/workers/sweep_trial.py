@@ -36,7 +36,7 @@ import torch
 from jobs.config.finetune import FinetuneConfig, FinetuneOptimConfig
 from jobs.config.sweep import EXPLOIT, SEARCHABLE, apply
 from jobs.loops import ft_tasks
-from jobs.loops.finetune import FinetuneLoop, select_metrics
+from jobs.loops.finetune import FinetuneLoop, _Window, select_metrics
 from jobs.loops.train_order import TrainFeatures, epoch_batches
 from jobs.runtime.faults import FaultsConfig, maybe_kill_trial
 from jobs.workers.finetune_model import build_engine, build_model, single_process_group
@@ -222,6 +222,9 @@ class TrialRun:
             # earlier try's reports kept. No count: a scheduler that sets none (a sweep begun before it did)
             self.segment = f"{state['trial_id']}@{state['step']}" + (f"#{self.exploit}" if self.exploit else "")
             self.loop.bad_evals, self.loop.stopped = 0, False  # its patience is its own, from here
+            # and so is its train/loss: the donor's steps since its last progress line would be averaged into this
+            # trial's first one, on this trial's run (its own restart keeps its window)
+            self.loop.loss_window = dict(_Window.EMPTY)
             self.logger.ask(lambda client: client.set_tag(self.logger.run_id, "pbt.restored_from", self.restored_from))
         retune(self.engine, self.cfg.optim, self.loop.step)  # this config's hyperparameters win (ray#36660)
         # this trial's evaluations so far are its run's (a donor's are not); none where the store is down (counted):

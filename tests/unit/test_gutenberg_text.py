@@ -1,13 +1,18 @@
 """Project Gutenberg books: the header before the START line and the licence from the END line on are no
 document's, whether a file is read whole or in byte ranges; a file without a START line at its head is untouched."""
 
+import bz2
+import errno
 import gzip
+import io
+import lzma
 import random
 
 import pytest
 
-from pipelines import text_source
+from pipelines import sources, text_source
 from pipelines.config import DataConfig
+from pipelines.source_files import SourceError
 from pipelines.sources import Span, iter_documents
 from pipelines.units import count_newlines
 
@@ -105,3 +110,129 @@ def test_a_file_without_a_start_line_at_its_head_is_untouched(tmp_path):
         rows = list(iter_documents(str(path), path.name, cfg(path)))
         assert [r["reject_reason"] for r in rows] == [""] and rows[0]["doc_id"] == f"{path.name}#0"
         assert rows[0]["text"] == path.read_text().strip()
+
+
+def test_a_short_last_book_of_concatenated_books_is_kept(tmp_path, monkeypatch):
+    """`cat pg*.txt > corpus.txt`: the END line counted was the first in the file's last 256 KiB, an earlier book's
+    when the last book is shorter than that, so the last book was dropped as licence. Only the first book's header
+    and the last book's licence are cut; the first book's licence and the second's header stay text."""
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 256)
+    first, second = gutenberg_file(tmp_path, *MARKERS[0], "a.txt"), gutenberg_file(tmp_path, *MARKERS[1], "b.txt")
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(first.read_bytes() + second.read_bytes())
+    data = path.read_bytes()
+    whole, ranged = whole_and_ranged(path, cfg(path), list(range(0, len(data), 256)))
+    assert ranged == whole
+    text = good_text(whole)
+    assert text.count(BOOK[0].split("\n")[0]) == 2 and MARKERS[1][0] in text and MARKERS[0][1] in text
+    assert text.rstrip().endswith(BOOK[-1].strip())  # the second book's last paragraph, not its licence
+    assert [r["doc_id"] for r in whole if r["reject_reason"]] == [
+        f"{path.name}@0", f"{path.name}@{data.rindex(MARKERS[1][1].encode())}"]
+
+
+def hex_book(paragraphs: int) -> bytes:
+    """A Gutenberg book of random hex words: it compresses poorly, so damage in the middle of its compressed file
+    comes after many documents."""
+    rng = random.Random(0)
+    body = "".join(" ".join(rng.randbytes(4).hex() for _ in range(12)) + ".\n\n" for _ in range(paragraphs))
+    return (HEADER + MARKERS[0][0] + "\n\n" + body + MARKERS[0][1] + "\n\n" + LICENCE).encode()
+
+
+COMPRESS = {"gzip": (".gz", gzip.compress), "bz2": (".bz2", lambda d: bz2.compress(d, 1)), "xz": (".xz", lzma.compress)}
+
+
+@pytest.mark.parametrize("codec", COMPRESS)
+def test_a_damaged_compressed_book_keeps_the_documents_before_the_damage(tmp_path, monkeypatch, codec):
+    """Looking for the END line decompresses to the end: damage there (zlib.error, LZMAError, bz2's bare OSError)
+    was raised before any document, and the book was one corrupt_<codec> row. It is read uncut instead, and the
+    reader reports the damage after the documents before it, as for any compressed text."""
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 4096)
+    ext, compress = COMPRESS[codec]
+    packed = compress(hex_book(4000))  # ~440 kB: several bz2 blocks before the middle
+    middle = len(packed) // 2
+    path = tmp_path / f"pg1.txt{ext}"
+    path.write_bytes(packed[:middle] + bytes(200) + packed[middle + 200:])
+    rows = list(iter_documents(str(path), path.name, cfg(path)))
+    assert rows[0]["reject_reason"] == "gutenberg_boilerplate" and rows[-1]["reject_reason"] == f"corrupt_{codec}"
+    good = rows[1:-1]
+    assert len(good) > 20 and all(r["reject_reason"] == "" for r in good)
+    (tmp_path / "pg1.txt").write_bytes(hex_book(4000))
+    intact = list(iter_documents(str(tmp_path / "pg1.txt"), path.name, cfg(path)))
+    # (the first 20, of ~100 kB: inflate may make text of the zeros for a while before it fails)
+    assert good[:20] == [{**r, "source": str(path)} for r in intact if not r["reject_reason"]][:20]
+
+
+def test_an_io_error_looking_for_the_licence_still_fails_the_read(tmp_path, monkeypatch):
+    """A disk error or a network reset is no damage of the file's bytes: raised, naming the file, not read uncut."""
+    path = tmp_path / "pg1.txt.gz"
+    path.write_bytes(gzip.compress(hex_book(4000)))
+
+    class FailsHalfway(io.BytesIO):
+        def read(self, n: int = -1) -> bytes:
+            if self.tell() >= len(self.getbuffer()) // 2:
+                raise OSError(errno.EIO, "Input/output error")
+            return super().read(n)
+
+    monkeypatch.setattr(sources, "open_binary", lambda p: FailsHalfway(path.read_bytes()))
+    with pytest.raises(SourceError, match="pg1.txt.gz") as raised:
+        list(iter_documents(str(path), path.name, cfg(path)))
+    assert raised.value.__cause__.errno == errno.EIO
+
+
+class WatchedReads(io.BytesIO):
+    """A file that records where each read starts."""
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.starts = []
+
+    def read(self, n: int = -1) -> bytes:
+        self.starts.append(self.tell())
+        return super().read(n)
+
+    def readline(self, n: int = -1) -> bytes:
+        self.starts.append(self.tell())
+        return super().readline(n)
+
+
+def long_book(paragraphs: int, straddle: int) -> bytes:
+    """A Gutenberg book of wrapped paragraphs in which, from ~100 KiB before `straddle`, lines without a blank one
+    end in a blank line at `straddle` - 1 and another at `straddle`: with the first cut past a multiple at the
+    first, the second is a document of one blank line (a book's blank-only document: no row)."""
+    lines = [f"Paragraph {i} of the book, one of many alike: it goes on for a line\nand then for another, wrapped."
+             for i in range(paragraphs)]
+    text = (HEADER + MARKERS[0][0] + "\n\n").encode()
+    for i, paragraph in enumerate(lines):
+        text += paragraph.encode() + b"\n\n"
+        if straddle - 100_000 < len(text) < straddle:
+            break
+    while straddle - 1 - len(text) > 200:  # no blank line up to the pair
+        text += b"A line of a long stretch without a blank line, as some books have.\n"
+    text += b"x" * (straddle - 2 - len(text)) + b"\n\n\n"
+    assert text.index(b"\n\n\n") + 1 == straddle - 1
+    rest = "\n\n".join(lines[i + 1:]) + "\n\n" + MARKERS[0][1] + "\n\n" + LICENCE
+    return text + rest.encode()
+
+
+@pytest.mark.parametrize("documents", ["books", "blank_lines"])
+def test_a_range_that_cannot_reach_the_header_or_the_licence_does_not_look_for_them(tmp_path, monkeypatch,
+                                                                                      documents):
+    """Every range read the file's head (on S3 a ranged GET of some MiB) and a Gutenberg book's 256 KiB tail. Only the
+    first range can start in the header, and only a range whose last document can read into the last 256 KiB can
+    meet the licence; the others read nothing before their start (the byte before it) or in the tail, and the ranges
+    read what the whole file does (~2.5 MiB here, 64 KiB documents and ranges, splits every 256 KiB)."""
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 1 << 16)
+    monkeypatch.setattr(text_source, "MAX_TEXT_DOCUMENT_BYTES", 1 << 18)
+    path = tmp_path / "pg2.txt"
+    path.write_bytes(long_book(24000, 10 << 16))  # the range at 9 << 16 meets it
+    data = path.read_bytes()
+    config = cfg(path, text_documents=documents)
+    whole, ranged = whole_and_ranged(path, config, list(range(0, len(data), 1 << 16)))
+    assert ranged == whole and len(data) > 5 * text_source.GUTENBERG_TAIL
+    assert [r["doc_id"] for r in whole if r["reject_reason"]] == [
+        f"{path.name}@0", f"{path.name}@{data.index(MARKERS[0][1].encode())}"]
+    stream, start = WatchedReads(data), 17 << 16  # a range in the middle
+    span = Span(start, start + (1 << 16), count_newlines(str(path), 0, start))
+    assert list(text_source.read_text(stream, path.name, str(path), config, span)) == list(
+        iter_documents(str(path), path.name, config, span))
+    assert min(stream.starts) == start - 1 and max(stream.starts) < len(data) - text_source.GUTENBERG_TAIL

@@ -1,7 +1,7 @@
 """The sweep's best configuration is the one in effect at the best evaluation, not the best trial's last (PBT mutates
 a trial's config in place), read from the rows Tune keeps of each report (no Tune run); the champion is a trial that
 did not fail; a step reported again after a restart counts once; a trial its own patience ended is finished; each seed
-run trains in its seed's global order."""
+run trains in its seed's global order; a PBT exploit's train/loss window starts empty, not with the donor's steps."""
 
 import dataclasses
 from pathlib import Path
@@ -397,3 +397,27 @@ def test_a_resume_names_the_settings_tune_keeps_from_the_saved_experiment():
     assert kept_settings(cfg, *generator).startswith("max_concurrent 2 (this command: 4)")
     cfg.max_concurrent = 2
     assert kept_settings(cfg, *saved) == kept_settings(cfg, *generator) == ""
+
+
+@pytest.mark.parametrize("saved_by", ["b", "a"])
+def test_an_exploit_starts_its_own_train_loss_window_and_a_restart_keeps_its_own(monkeypatch, tmp_path, saved_by):
+    """A checkpoint carries the loop's train/loss sums since its last progress line (loss_window). Trial a restored
+    from donor b's checkpoint (a PBT exploit) averaged b's steps into its first train/loss, logged on a's own run;
+    it starts an empty window, as its patience starts anew. Its own restart goes on with the window it saved."""
+    from ray import tune
+
+    from jobs.loops.finetune import FinetuneLoop, _Window
+    from jobs.workers import sweep_trial
+
+    monkeypatch.setattr(sweep_trial, "retune", lambda *args: None)  # the engine's optimizer: none here
+    window = {"loss_sum": 12.5, "finite_steps": 5}
+    state = {"step": 40, "epoch": 0, "epoch_steps": 40, "trial_id": saved_by, "loss_window": window, "bad_evals": 2}
+    loop = FinetuneLoop(None, None, metric="select/f1", total_steps=100, optim_lr=1e-4, epoch_batches=None,
+                        select_metrics=None, report=None)
+    trial = SimpleNamespace(
+        engine=SimpleNamespace(load=lambda d, schedule: dict(state)), loop=loop, steps_per_epoch=100, trial_id="a",
+        logger=SimpleNamespace(restore_counts=lambda d: None, ask=lambda request: [], run_id="run-a"),
+        cfg=SimpleNamespace(optim=None), best_state=None, own_best=-1.0, segment="", restored_from="", exploit=1)
+    sweep_trial.TrialRun.restore(trial, tune.Checkpoint.from_directory(str(tmp_path)))
+    assert loop.step == 40
+    assert (loop.loss_window, loop.bad_evals) == ((_Window.EMPTY, 0) if saved_by == "b" else (window, 2))
