@@ -28,16 +28,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
+from pipelines.tasks.file_head import FOREIGN_BYTE, UTF8_CHAR  # one rule for what a one-byte encoding's text is
 from pipelines.tasks.text_records import TooLong, raw_lines
 
 # a file's first lines (some 20 sentences), read before its sentences: its layout (_layout) and its encoding
 # (_refuse_one_byte_head) are theirs; fewer lines where they pass _HEAD_BYTES
 HEAD_LINES = 256
 _HEAD_BYTES = 1 << 20
-# bytes that are not UTF-8, as surrogateescape decodes them; 0xFE / 0xFF left out (as file_head.py does): they are
-# þ / ÿ in latin-1, seldom text, and the usual stray bytes of a corrupt line
-_FOREIGN_BYTE = re.compile("[\udc80-\udcfd]")
-_UTF8_CHAR = re.compile("[^\x00-\x7f\udc80-\udcff]")  # a character past ASCII that was valid UTF-8
 CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")  # HF order
 IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's default ignore_index
 # between a line's columns, as conlleval splits: a no-break space is part of a token
@@ -255,9 +252,9 @@ def _refuse_one_byte_head(source: str, head: list) -> None:
         if isinstance(raw, TooLong):  # its head only, cut anywhere: no evidence either way
             continue
         text = raw.decode("utf-8", "surrogateescape")
-        if _UTF8_CHAR.search(text):
+        if UTF8_CHAR.search(text):
             return
-        first = first or ((n, text, byte) if (byte := _FOREIGN_BYTE.search(text)) else None)
+        first = first or ((n, text, byte) if (byte := FOREIGN_BYTE.search(text)) else None)
     if first is not None:
         n, text, byte = first
         shown = text.encode("utf-8", "surrogateescape").decode("latin-1").strip()[:80]

@@ -1,7 +1,8 @@
 """Excel workbooks (.xlsx, .xlsm) as lines of fields, as csv_records gives a CSV file's: the sheet `Columns.sheet`
 names, or the first, read row by row with openpyxl in read-only mode (rows streamed; the workbook's table of shared
 strings is held whole; a formula's cell holds the value Excel last computed). Its header is the first row naming the
-task's columns (a title above the table is passed over); files.py reads the rows under it as a CSV's.
+task's columns (a title above the table is passed over); files.py reads the rows under it as a CSV's. A first sheet
+without that row, read because no sheet was named, is refused naming the sheet that has it (a README sheet first).
 
 Cells are read as Excel's own CSV export writes them: a number as its digits (a class 1 or 1.0 is the class 1, a
 score parses, a column mixing numbers and numbers stored as text is one type), TRUE / FALSE, a date as ISO text (a
@@ -49,16 +50,20 @@ def _open(path: str, f, sheet: str):
     return book, sheets[sheet] if sheet else book.worksheets[0]
 
 
-def excel_records(path: str, f, sheet: str = "", names=()):
+def excel_records(path: str, f, sheet: str = "", names: dict[str, str] | None = None):
     """(n, where, fields or Reject("blank_line"), excerpt) per row of the sheet from its header row, n counted from
-    the sheet's first row. The header is the first row holding every one of `names` (the columns the task reads):
-    a title or notes above the table are passed over; without such a row in the _HEADER_ROWS rows from the first
-    that is not empty, that first one (whose columns files.py then refuses, naming the missing). Its fields are
-    text."""
+    the sheet's first row. The header is the first row holding every one of `names` (the columns the task reads,
+    Columns field -> name): a title or notes above the table are passed over; without such a row in the
+    _HEADER_ROWS rows from the first that is not empty, that first one (whose columns files.py then refuses, naming
+    the missing), unless no sheet is named and the workbook has others (_refuse_first_sheet). Its fields are text."""
+    names = dict(names or {})
     book, ws = _open(path, f, sheet)
     try:
         ws.reset_dimensions()  # read every row there is: some writers record a smaller table than they wrote
-        start = _header_row(ws, set(names))
+        start, first = _header_row(ws, set(names.values()))
+        if start is None and names and not sheet and len(book.worksheets) > 1:
+            _refuse_first_sheet(path, book, ws, first, names)
+        start = first if start is None else start
         width, blank = None, []  # the header's width: up to its last name; blank rows not yet known to be inside
         for n, row in enumerate(ws.iter_rows(min_row=start + 1, values_only=True), start):
             values = [_value(c) for c in row]
@@ -80,8 +85,9 @@ def excel_records(path: str, f, sheet: str = "", names=()):
 _HEADER_ROWS = 20  # rows searched for the header, from the first that is not empty
 
 
-def _header_row(ws, names: set) -> int:
-    """The 0-based index of the header row (see excel_records); 0 for an empty sheet."""
+def _header_row(ws, names: set) -> tuple[int | None, int]:
+    """The 0-based index of the header row (see excel_records), None where no row names all of `names`; and that of
+    the first row that is not empty (0 for an empty sheet)."""
     first = None
     for n, row in enumerate(ws.iter_rows(values_only=True)):
         cells = {v for v in map(_value, row) if v}
@@ -89,10 +95,30 @@ def _header_row(ws, names: set) -> int:
             continue
         first = n if first is None else first
         if names <= cells:
-            return n
+            return n, first
         if n - first >= _HEADER_ROWS:
             break
-    return first or 0
+    return None, first or 0
+
+
+def _refuse_first_sheet(path: str, book, ws, first: int, names: dict) -> None:
+    """Raise TaskDataError for a workbook read on its first sheet (none named) that has no header row naming the
+    task's columns, where it has other sheets: a README or cover sheet first and the data on another is the common
+    case, and the fix is task.columns.sheet, not the column names. The sheet that has such a row is named (only
+    the rows each one's header is looked for in are read), else the sheets are listed."""
+    for other in book.worksheets[1:]:
+        other.reset_dimensions()
+        if _header_row(other, set(names.values()))[0] is not None:
+            raise TaskDataError(f"{path}: its first sheet {ws.title!r} has no header row naming the columns "
+                                f"{list(names.values())}, its sheet {other.title!r} has one: set "
+                                f"task.columns.sheet={other.title}")
+    found = [v for v in map(_value, next(ws.iter_rows(min_row=first + 1, max_row=first + 1, values_only=True), ()))
+             if v]
+    missing = [field for field, name in names.items() if name not in found]
+    raise TaskDataError(f"{path}: expected columns {list(names.values())}, found {found} on its first sheet "
+                        f"{ws.title!r}, and no other of its sheets {[s.title for s in book.worksheets[1:]]} has a "
+                        "header row naming them; set task.columns.sheet, or "
+                        + " / ".join(f"task.columns.{field}" for field in missing))
 
 
 def row_count(path: str, f, sheet: str = "") -> int:

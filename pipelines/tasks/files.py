@@ -43,9 +43,10 @@ cut short or not of its codec: the records before it are kept; corrupt_parquet, 
 likewise).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
-named (UTF-16 / UTF-32 where none is), a JSON array whose JSON breaks between its elements, a Parquet file's datasets
-metadata that is no JSON, a multi-label column of 0/1 indicator vectors (multi-hot: [0, 1, 0, 1] would be read as
-the classes 0 and 1), not parseable at all.
+named (UTF-16 / UTF-32 where none is), a CSV / TSV in a one-byte encoding where none is named (file_head.py: Excel's
+cp1252, each accented row would be invalid_utf8), a JSON array whose JSON breaks between its elements, a Parquet file's
+datasets metadata that is no JSON, a multi-label column of 0/1 indicator vectors (multi-hot: [0, 1, 0, 1] would be
+read as the classes 0 and 1), not parseable at all.
 """
 
 from __future__ import annotations
@@ -74,10 +75,11 @@ from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name, no
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
+from pipelines.tasks.file_head import csv_delimiter, header_is_data, refuse_one_byte_text
 from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
-from pipelines.tasks.text_records import (Reject, csv_delimiter, csv_records, json_array, json_object, raw_lines,
-                                          text_file, text_lines, tsv_records)
+from pipelines.tasks.text_records import (Reject, csv_records, json_array, json_object, raw_lines, text_file,
+                                          text_lines, tsv_records)
 
 KINDS = ("classification", "multi-label", "regression", "token-classification", "question-answering")
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "conll", "squad", "text")  # text: unlabeled only
@@ -148,8 +150,10 @@ def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]
     need = _needed(kind, columns)
     missing = [f for f, name in need.items() if name not in found]
     if missing:
+        headless = "; the file seems to have no header row (its first row reads as data): add one naming its " \
+            "columns" if header_is_data(found) else ""
         raise TaskDataError(f"{path}: expected columns {list(need.values())}, found {list(found)}; set "
-                            + " / ".join(f"task.columns.{f}" for f in missing))
+                            + " / ".join(f"task.columns.{f}" for f in missing) + headless)
     return [c for c in found if c in {*need.values(), "title"}]
 
 
@@ -180,8 +184,7 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
     if fmt == "tsv":
         return _header_records(path, tsv_records(f), kind, columns)
     if fmt == "xlsx":
-        return _header_records(path, excel_records(path, f, columns.sheet, _needed(kind, columns).values()), kind,
-                               columns)
+        return _header_records(path, excel_records(path, f, columns.sheet, _needed(kind, columns)), kind, columns)
     if fmt == "jsonl":
         return json_array(path, f) or ((n, where, json_object(text), excerpt)  # or one JSON array of records
                                        for n, where, text, excerpt in text_lines(f))
@@ -213,6 +216,7 @@ class _Rows:
         self.path, self.kind, self.columns, self.version_2 = path, kind, columns, version_2
         self.batch, self.seen, self.label_type, self.ids = FileBatch([]), 0, None, set()
         self.decimal_comma = False  # a semicolon CSV's numbers: "0,5" is 0.5
+        self.comma_scores = False  # a TSV's scores (German Excel's "Text"): "4,5" is 4.5, "1,000" is no score
 
     def put(self, row, where: str, excerpt) -> None:
         """Keep a row, or count a reject reason (a blank line is not a record)."""
@@ -287,7 +291,8 @@ class _Rows:
             return (class_name(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
                 else "unparseable_label"
         if self.kind == "regression":
-            if self.decimal_comma and isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
+            if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()) and (self.decimal_comma or (
+                    self.comma_scores and len(value.strip().rsplit(",", 1)[1]) != 3)):  # 3 digits: thousands, maybe
                 value = value.replace(",", ".")
             try:
                 score = float(value) if isinstance(value, (int, float, str)) else math.nan
@@ -421,8 +426,10 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         try:
             if fmt not in ("hf", "parquet", "xlsx"):
                 f = text_file(path, f, columns.encoding)
+            if fmt in ("csv", "tsv", "conll", "text") and not columns.encoding:  # cp1252 refused, not half read
+                refuse_one_byte_text(path, f)
             delimiter = csv_delimiter(f) if fmt == "csv" else ","
-            rows.decimal_comma = delimiter == ";"
+            rows.decimal_comma, rows.comma_scores = delimiter == ";", fmt == "tsv"
             objects = 0
             for n, where, record, excerpt in _records(path, f, fmt, kind, columns, batch_rows, delimiter):
                 record = Reject(invalid) if record == "invalid_utf8" else record

@@ -21,6 +21,7 @@ from pipelines.encodings import check_encoding
 from pipelines.json_array import AFTER, ENDED, elements
 from pipelines.paths import sized_readline
 from pipelines.tasks.common import TaskDataError
+from pipelines.tasks.file_head import csv_delimiter
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
@@ -300,12 +301,12 @@ def _fields(n, feed: _Feed, fields: list, sep: str):
 def csv_records(f, delimiter: str = ""):
     """Records of fields (quoted commas and newlines kept), parsed strictly: text after a closing quote is bad_csv,
     a quote that never closes well is unclosed_quote on its own line (the lines after it are read again). Fields
-    are split at commas, or at semicolons where the header has a semicolon and no comma (Excel's "CSV" where the
-    decimal mark is a comma: most of Europe; csv_delimiter, unless the caller gives it). Records end at \n, or at
-    a lone \r in a file of such line ends (old Mac Excel's "CSV"; _line_end, CRs inside quotes not counted: a
-    cell's paragraph breaks); elsewhere a lone \r is a character of its field, as in TSV: csv ended the record
-    there, and `first,part\rsecond,1` became two rows, one of them labelled "part". The \r\r\n that Windows'
-    text mode makes of csv.writer's \r\n is a line end."""
+    are split at commas, or at semicolons where they split the header and the first lines alike (Excel's "CSV"
+    where the decimal mark is a comma: most of Europe; file_head.csv_delimiter, unless the caller gives it).
+    Records end at \n, or at a lone \r in a file of such line ends (old Mac Excel's "CSV"; _line_end, CRs inside
+    quotes not counted: a cell's paragraph breaks); elsewhere a lone \r is a character of its field, as in TSV:
+    csv ended the record there, and `first,part\rsecond,1` became two rows, one of them labelled "part". The
+    \r\r\n that Windows' text mode makes of csv.writer's \r\n is a line end."""
     _allow_long_fields()
     delimiter = delimiter or csv_delimiter(f)
     feed = _Feed(f, newline=_line_end(f, quoted=True), mark_cr=True)
@@ -332,16 +333,6 @@ def _escape_hint(line: str) -> str:
     (MySQL's SELECT INTO OUTFILE, pandas' escapechar="\\\\" with doublequote=False), which CSV reads as the quote
     closing its field."""
     return ' (a quote written \\": CSV doubles quotes, "", export without an escape character)' if '\\"' in line else ""
-
-
-def csv_delimiter(f) -> str:
-    """";" where the file's header (its first line that is not blank) parses into more fields at semicolons than at
-    commas (quotes kept: `id;"text, raw";label` is three), else ","."""
-    head = f.read(_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8)
-    f.seek(0)
-    header = next((line for line in head.decode("utf-8", "surrogateescape").splitlines() if line.strip()), "")
-    fields = {d: len(next(csv.reader([header], delimiter=d), [])) for d in ",;"}
-    return ";" if fields[";"] > fields[","] else ","
 
 
 def tsv_records(f):

@@ -147,13 +147,14 @@ def test_every_kind_decodes_binary_text_and_a_cell_may_say_invalid_utf8(tmp_path
 # --- text in another encoding than UTF-8 (columns.encoding) ---
 
 def test_excel_csv_in_cp1252_reads_with_its_encoding_named(tmp_path):
-    """Excel's "CSV" on Windows writes cp1252: read as UTF-8 every row with an accent or a curly quote is invalid_utf8
-    (a whole French file rejected); with task.columns.encoding=cp1252 each reads as its text, and a byte cp1252 does
-    not define (0x81) costs its record alone, counted as invalid_cp1252."""
+    """Excel's "CSV" on Windows writes cp1252: read as UTF-8 every row with an accent or a curly quote would be
+    invalid_utf8 (a whole French file rejected), so it is refused naming the setting; with
+    task.columns.encoding=cp1252 each reads as its text, and a byte cp1252 does not define (0x81) costs its record
+    alone, counted as invalid_cp1252."""
     text = "text,label\nCafé crème,pos\n“Quoted” – dash,neg\nplain,pos\n".encode("cp1252") + b"bad \x81 byte,neg\n"
     path = write(tmp_path, "reviews.csv", text)
-    _, rejects, _, _ = read(path, "csv")
-    assert rejects == {"invalid_utf8": 3}
+    with pytest.raises(TaskDataError, match="task.columns.encoding=cp1252"):
+        read(path, "csv")
     rows, rejects, samples, _ = read(path, "csv", columns=Columns(encoding="cp1252"))
     assert [r["text_a"] for r in rows] == ["Café crème", "“Quoted” – dash", "plain"]
     assert rejects == {"invalid_cp1252": 1} and samples[0][:2] == ("invalid_cp1252", "line 5")

@@ -335,11 +335,12 @@ def test_token_rows_from_jsonl_and_conll(tmp_path):
                        "ner_tags": ["B-PER", "O"]}
     assert rows[1]["ner_tags"] == ["0"]
     assert rejects == {"tags_tokens_length_mismatch": 1, "empty_row": 1, "missing_label": 1}
-    conll = b"-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\nCaf\xe9 NNP B-LOC\n\n-DOCSTART- -X- O\n\nBonn NNP B-PLACE\n"
+    conll = (b"-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\nCaf\xe9 NNP B-LOC\n\n-DOCSTART- -X- O\n\n"
+             + "Köln NNP B-PLACE\n".encode())  # UTF-8 ("Köln") with a latin-1 byte: no one-byte file
     path = write(tmp_path, "n.txt", conll)
     assert resolve_files(path, "conll") == [(path, "conll")]
     rows, rejects, _, _ = read(path, "conll", "token-classification")
-    assert [(r["tokens"], r["ner_tags"]) for r in rows] == [(["EU", "rejects"], ["B-ORG", "O"]), (["Bonn"], ["B-PLACE"])]
+    assert [(r["tokens"], r["ner_tags"]) for r in rows] == [(["EU", "rejects"], ["B-ORG", "O"]), (["Köln"], ["B-PLACE"])]
     assert rows[0]["document"] != rows[1]["document"] and rejects == {"invalid_utf8": 1}
 
 
