@@ -65,14 +65,15 @@ def test_csv_with_five_string_classes_and_bad_records_counted(ray_tmp, client):
     beats the majority class on the carved dev rows, and the export names the classes."""
     rng = np.random.default_rng(0)
     path = ray_tmp / "reviews.csv"
-    with open(path, "w", newline="") as f:
+    with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["id", "review", "stars"])  # README.md's columns
         for i in range(300):
             topic = list(TOPICS)[i % 5]
             w.writerow([i, sentence(rng, topic) + (", with a comma" if i % 7 == 0 else ""), topic])
         w.writerow([300, "a row without its label", ""])
-    with open(path, "ab") as f:
+        w.writerow([302, "the naïve coach of the team", "sports"])  # UTF-8 past ASCII: a UTF-8 file, not cp1252
+    with open(path, "ab") as f:  # a corrupt row: rejected alone (a file of one-byte text alone would be refused)
         f.write(b'301,"caf\xe9 bytes that are not utf-8",food\n')
     # README.md's command for a user's CSV, the file written here
     command = readme("python jobs/finetune.py --config configs/finetune/files.yaml", {"reviews.csv": str(path)})
@@ -91,14 +92,15 @@ def test_csv_with_five_string_classes_and_bad_records_counted(ray_tmp, client):
 
 def test_tsv_sentence_pairs_with_integer_labels_and_a_label_train_lacks(ray_tmp, client):
     """Pairs in TSV with the user's column names, integer labels sorted as numbers, and a dev file whose label 10
-    is not in train: rejected and counted, never mapped to a class."""
+    is not in train: rejected and counted, never mapped to a class. The label is the second text's (a topic of
+    two of the five: 9), whatever the first says, so a model fed the first text alone stays at the majority (2)."""
     rng = np.random.default_rng(1)
 
     def write(path, n, extra=()):
         lines = ["first\tsecond\tgold"]
         for i in range(n):
             a, b = list(TOPICS)[i % 5], list(TOPICS)[(i // 5) % 5]
-            lines.append(f"{sentence(rng, a)}\t{sentence(rng, b)}\t{[2, 9][a == b]}")
+            lines.append(f"{sentence(rng, a)}\t{sentence(rng, b)}\t{[2, 9][b in ('music', 'science')]}")
         path.write_text("\n".join([*lines, *extra]) + "\n")
         return path
 
@@ -107,6 +109,7 @@ def test_tsv_sentence_pairs_with_integer_labels_and_a_label_train_lacks(ray_tmp,
                         "task.columns.text=first", "task.columns.text_pair=second", "task.columns.label=gold"))
     assert result.labels == ["2", "9"]
     assert tags_of(client, result)["data.rejected.dev.label_not_in_train"] == "1"
+    print("tsv-pairs dev:", result.evaluation)
     assert 0 <= result.evaluation["dev/accuracy"] <= 1
 
 

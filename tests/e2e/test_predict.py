@@ -196,20 +196,26 @@ def test_gpu_replicas_are_waited_for_or_refused_before_any_run(ray_tmp, registry
 
 
 def test_a_job_that_predicts_no_row_fails_naming_the_rejects(ray_tmp, registry):
-    """Every record rejected (a spreadsheet's cp1252 export: not UTF-8) is not a success: one line naming the
-    reasons and the first sample, and the MLflow run FAILED."""
+    """A spreadsheet's cp1252 export (not UTF-8) is refused before any work, naming the setting that reads it. Every
+    record rejected (empty texts) is not a success: one line naming the reasons and the first sample, and the MLflow
+    run FAILED."""
     import mlflow
 
-    bad = ray_tmp / "cp1252.csv"
-    bad.write_bytes("text\ncaf\xe9 au lait\nna\xefve\n".encode("cp1252"))
-    with pytest.raises(ConfigError, match=r"no row could be predicted.*invalid_utf8 2; first: invalid_utf8 at line"):
+    cp1252 = ray_tmp / "cp1252.csv"
+    cp1252.write_bytes("text\ncaf\xe9 au lait\nna\xefve\n".encode("cp1252"))
+    with pytest.raises(ConfigError, match=r"cp1252.csv: not UTF-8: byte 0xE9 on line 2.*set columns.encoding=cp1252"):
+        predict(ray_tmp, f"models:/{NAME}@champion", cp1252, ray_tmp / "nothing")
+    assert not (ray_tmp / "nothing").exists()
+    bad = ray_tmp / "empty.csv"
+    bad.write_text("id,text\n1,\n2,\n")
+    with pytest.raises(ConfigError, match=r"no row could be predicted.*missing_text 2; first: missing_text at line"):
         predict(ray_tmp, f"models:/{NAME}@champion", bad, ray_tmp / "nothing")
     client = mlflow.MlflowClient(f"sqlite:///{ray_tmp}/mlflow.db")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
                               filter_string=f"tags.`prediction.output` = '{ray_tmp / 'nothing'}'")
     assert [r.info.status for r in runs] == ["FAILED"]
     assert json.loads((ray_tmp / "nothing" / "manifest.json").read_text())["status"] == "failed"
-    bad.write_text("text\ncafe au lait\nnaive\n")  # saved again as UTF-8: the rerun takes the folder over
+    bad.write_text("id,text\n1,cafe au lait\n2,naive\n")  # its texts written: the rerun takes the folder over
     assert predict(ray_tmp, f"models:/{NAME}@champion", bad, ray_tmp / "nothing").rows == 2
 
 
