@@ -301,3 +301,30 @@ def mask_static(examples: Sequence[Example], mcfg: MaskingConfig, special: Speci
         e.input_ids = values[offsets[i]:offsets[i + 1]]
         e.masked_positions = positions[bounds[i]:bounds[i + 1]]
         e.masked_ids = originals[bounds[i]:bounds[i + 1]]
+
+
+def nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:
+    """A line when random-next pairs fall well below data.nsp_random_prob, in all (`counts`) or in the held-out split
+    (its shards' rows): B is drawn from the shard's other documents, and a shard of one document has none
+    (BooksCorpus's one-sentence-a-line books are cut into 8 MiB documents, ~2 to a ~4M-token shard), so its pairs are
+    all contiguous and NSP sees fewer negatives. The held-out split is ~2% of the documents, often one shard of one
+    or two of them: its NSP accuracy then scores the "follows" class alone, which a head that always says so meets."""
+    if not cfg.nsp_random_prob or not counts["examples"]:
+        return None
+    low, share = 0.8 * cfg.nsp_random_prob, counts["random_next"] / counts["examples"]
+    if share < low:
+        rows = shards["train"] + shards["eval"]
+        alone = sum(s["documents"] == 1 for s in rows)
+        return (f"random-next pairs are {share:.1%} of examples ({counts['random_next']} of {counts['examples']}), "
+                f"not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: {alone} of {len(rows)} shards hold one "
+                f"document (no other to draw a random B from), {counts['documents_kept'] / len(rows):.1f} documents "
+                f"a shard on average; set data.num_shards lower, or give the corpus smaller documents (blank lines)")
+    held_out = sum(s["rows"] for s in shards["eval"])
+    random_next = sum(s["random_next"] for s in shards["eval"])
+    if held_out and random_next / held_out < low:
+        return (f"the held-out split's random-next pairs are {random_next / held_out:.1%} ({random_next} of "
+                f"{held_out}), not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: its "
+                f"{len(shards['eval'])} shard(s) hold {sum(s['documents'] for s in shards['eval'])} document(s), "
+                f"with few others to draw a random B from, so its NSP accuracy scores mostly the 'follows' class; "
+                f"set data.eval_fraction higher, or give the corpus smaller documents (blank lines)")
+    return None

@@ -56,7 +56,7 @@ from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, 
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import dropped_rows
 from pipelines.examples import (Document, bucket_seed, create_examples, cut_long_sentences, mask_static_flat,
-                                masking_config)
+                                masking_config, nsp_warning)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_schema, examples_to_table,
                               histogram_bin_width, length_histogram, read_manifest, shard_name, token_type,
                               write_manifest, write_shard)
@@ -444,7 +444,7 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
         "sentences_cut": totals["sentences_cut"],
     }
     counts["examples"] = counts["examples_train"] + counts["examples_eval"]
-    nsp = _nsp_warning(cfg, counts, shards)
+    nsp = nsp_warning(cfg, counts, shards)
     if nsp:
         _log("warning", nsp)
         warned.append(nsp)
@@ -478,20 +478,3 @@ def _document_warning(cfg: DataConfig, files: list[str], looked_at: int = 8) -> 
                     f"data.text_documents=books reads ~1 MiB documents, so a pair's second segment can come from "
                     f"another article: set data.text_documents=blank_lines if its blank lines end documents")
     return None
-
-
-def _nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:
-    """A line when random-next pairs fall well below data.nsp_random_prob: B is drawn from the shard's other
-    documents, and a shard of one document has none (BooksCorpus's one-sentence-a-line books are cut into 8 MiB
-    documents, ~2 to a ~4M-token shard), so its pairs are all contiguous and NSP sees fewer negatives."""
-    if not cfg.nsp_random_prob or not counts["examples"]:
-        return None
-    share = counts["random_next"] / counts["examples"]
-    if share >= 0.8 * cfg.nsp_random_prob:
-        return None
-    rows = shards["train"] + shards["eval"]
-    alone = sum(s["documents"] == 1 for s in rows)
-    return (f"random-next pairs are {share:.1%} of examples ({counts['random_next']} of {counts['examples']}), "
-            f"not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: {alone} of {len(rows)} shards hold one "
-            f"document (no other to draw a random B from), {counts['documents_kept'] / len(rows):.1f} documents a "
-            f"shard on average; set data.num_shards lower, or give the corpus smaller documents (blank lines)")

@@ -136,6 +136,11 @@ class PretrainConfig:
         if self.recipe == "modern" and self.train.nsp:
             raise ConfigError("train.nsp must be false with model.recipe=modern: the modern encoder has no "
                               "next-sentence head (ModernBertForMaskedLM)")
+        if self.train.nsp and not self.data.nsp_random_prob > 0:
+            raise ConfigError("data.nsp_random_prob=0 with train.nsp=true: every pair would be contiguous and every "
+                              "NSP label 'follows', which a head that always says so meets (its loss and accuracy "
+                              "then tell nothing); set train.nsp=false to train MLM alone, or a share above 0 "
+                              "(BERT's 0.5)")
         if self.recipe == "modern" and not self.model.is_transformers and self.tracking.registered_model:
             off = [name for name in SWITCHES if not getattr(self.model, name)]
             raise ConfigError(f"tracking.registered_model must be '' with model.{off[0]}=false: no transformers "

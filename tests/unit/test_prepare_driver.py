@@ -17,6 +17,7 @@ from pipelines import prepare
 from pipelines.tokenizer_sample import tokenizer_sample
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import content_hashes
+from pipelines.examples import nsp_warning
 from pipelines.examples import document_key
 from pipelines.layout import ShardLayout, fingerprint_inputs
 from pipelines.rejects import RejectLog
@@ -109,14 +110,20 @@ def test_tokenizing_tasks_default_to_the_clusters_cpus_and_an_explicit_count_sta
 def test_a_random_next_share_well_under_nsp_random_prob_is_reported_with_its_numbers():
     """BooksCorpus as two one-sentence-a-line files: 8 MiB documents, 72 of 281 shards with one document."""
     cfg = DataConfig(sources=["x"])
-    shards = {"train": [{"documents": 1}] * 72 + [{"documents": 3}] * 203, "eval": [{"documents": 2}] * 6}
+    shards = {"train": [{"documents": 1}] * 72 + [{"documents": 3}] * 203,
+              "eval": [{"documents": 2, "rows": 10, "random_next": 5}] * 6}
     counts = {"examples": 1000, "random_next": 370, "documents_kept": 693}
-    line = prepare._nsp_warning(cfg, counts, shards)
+    line = nsp_warning(cfg, counts, shards)
     assert line.startswith("random-next pairs are 37.0% of examples (370 of 1000), not the 50% of "
                            "data.nsp_random_prob: 72 of 281 shards hold one document")
     assert "2.5 documents a shard" in line and "data.num_shards" in line
-    assert prepare._nsp_warning(cfg, {**counts, "random_next": 450}, shards) is None
-    assert prepare._nsp_warning(DataConfig(sources=["x"], nsp_random_prob=0.0), counts, shards) is None
+    assert nsp_warning(cfg, {**counts, "random_next": 450}, shards) is None
+    assert nsp_warning(DataConfig(sources=["x"], nsp_random_prob=0.0), counts, shards) is None
+    # enough in all, but the held-out split (one shard of one ~1 MiB book) has none: its NSP accuracy scores one class
+    one_book = {**shards, "eval": [{"documents": 1, "rows": 1364, "random_next": 0}]}
+    line = nsp_warning(cfg, {**counts, "random_next": 490}, one_book)
+    assert line.startswith("the held-out split's random-next pairs are 0.0% (0 of 1364), not the 50% of "
+                           "data.nsp_random_prob: its 1 shard(s) hold 1 document(s)") and "data.eval_fraction" in line
 
 
 def test_the_sample_stops_at_its_text_budget_the_last_document_cut_to_it(corpus, monkeypatch):

@@ -56,6 +56,13 @@ def test_nsp_off_on_bert_alone_only_changes_the_pairs_and_the_loss():
     assert cfg.train.masking.rate == 0.15
 
 
+def test_nsp_on_with_no_random_pairs_is_refused():
+    """Every NSP label 'follows': a head that always says so scores 1.0, and its loss and accuracy tell nothing."""
+    with pytest.raises(ConfigError, match=r"data.nsp_random_prob=0 with train.nsp=true.*set train.nsp=false"):
+        pretrain("data.nsp_random_prob=0")
+    assert pretrain("data.nsp_random_prob=0", "train.nsp=false").data.nsp_random_prob == 0
+
+
 def test_the_recipe_survives_the_trip_to_the_workers():
     for cfg in (pretrain("model.recipe=modern", "model.num_hidden_layers=3"), pretrain("train.nsp=false")):
         back = PretrainConfig.from_dict(cfg.to_dict())
