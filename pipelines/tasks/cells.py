@@ -71,3 +71,10 @@ def no_value(value) -> bool:
     column and every format, so text and label agree: a text column that is a formula whose lookup failed is
     missing_text, as such a label is missing_label, not the input "#N/A" trained on and scored."""
     return isinstance(value, str) and value.strip() in _NO_VALUE
+
+
+def decimal_comma(score: str) -> bool:
+    """Whether a TSV's score "d,d" has a decimal comma (German Excel's "Text": 4,5): not three digits after it behind a
+    whole part (1,000 may be a thousand; 0,125 is not)."""
+    whole, fraction = score.lstrip("+-").split(",")
+    return len(fraction) != 3 or whole.strip("0") == ""

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
-from pipelines.tasks.file_head import FOREIGN_BYTE, UTF8_CHAR  # one rule for what a one-byte encoding's text is
+from pipelines.tasks.file_head import one_byte_text  # one rule for what a one-byte encoding's text is
 from pipelines.tasks.text_records import TooLong, raw_lines
 
 # a file's first lines (some 20 sentences), read before its sentences: its layout (_layout) and its encoding
@@ -241,30 +241,27 @@ def _layout(head: list) -> tuple[int | None, bool]:
 
 
 def _refuse_one_byte_head(source: str, head: list) -> None:
-    """TaskDataError, naming `source`, the line and the byte, where the file's `head` (raw lines) holds a byte that
-    is not UTF-8 and no character that is multi-byte UTF-8: its text is in a one-byte encoding (CoNLL-2002's Spanish
-    and Dutch files are latin-1), and read as UTF-8 every sentence with an accented word would be rejected
-    invalid_utf8, the file silently reduced to its unaccented sentences. A UTF-8 file with a corrupt byte shows its
-    UTF-8 elsewhere in its head (or a byte-order mark), and is read: that byte's sentence alone is rejected. Own CSV
-    and TSV files are checked by the same rule (file_head.py), on their first MiB."""
-    first = None
-    for n, raw in enumerate(head):
-        if isinstance(raw, TooLong):  # its head only, cut anywhere: no evidence either way
-            continue
-        text = raw.decode("utf-8", "surrogateescape")
-        if UTF8_CHAR.search(text):
-            return
-        first = first or ((n, text, byte) if (byte := FOREIGN_BYTE.search(text)) else None)
-    if first is not None:
-        n, text, byte = first
-        shown = text.encode("utf-8", "surrogateescape").decode("latin-1").strip()[:80]
-        raise TaskDataError(f"{source}: line {n + 1}: byte 0x{ord(byte.group()) - 0xDC00:02X} is not UTF-8, and the "
-                            f"file's first lines hold no multi-byte UTF-8 character: its text is in a one-byte "
-                            f"encoding (read as latin-1 the line is {shown!r}), and read as UTF-8 every sentence with "
-                            "such a byte would be rejected (invalid_utf8). Name its encoding: read it as your own data "
-                            "(task.name=files, task.format=conll) with task.columns.encoding=latin-1 (cp1252 for a "
-                            "Windows file); task=conll reads UTF-8 only. Or convert it to UTF-8: iconv -f latin1 -t "
-                            "utf-8")
+    """TaskDataError, naming `source`, the line and the byte, where the file's `head` (raw lines) reads as a one-byte
+    encoding (file_head.one_byte_text, the rule own CSV and TSV files are checked by on their first MiB): CoNLL-2002's
+    Spanish and Dutch files are latin-1, and read as UTF-8 every sentence with an accented word would be rejected
+    invalid_utf8, the file silently reduced to its unaccented sentences. A UTF-8 file with a corrupt line is read:
+    that line's sentence alone is rejected."""
+    # its head only, as one text (a TooLong, cut anywhere, is no evidence either way)
+    text = "\n".join(raw.decode("utf-8", "surrogateescape") for raw in head if not isinstance(raw, TooLong))
+    byte = one_byte_text(text)
+    if byte is not None:
+        start = text.rfind("\n", 0, byte.start()) + 1
+        line = text[start:text.find("\n", byte.start()) % (len(text) + 1)]
+        shown = line.encode("utf-8", "surrogateescape").decode("latin-1").strip()[:80]
+        n = text.count("\n", 0, start) + 1  # (a TooLong line before it would shift the count: a 64 MiB line, never)
+        raise TaskDataError(f"{source}: line {n}: byte 0x{ord(byte.group()) - 0xDC00:02X} is not UTF-8, and the "
+                            f"file's first lines hold more such bytes, on several lines, than multi-byte UTF-8 "
+                            f"characters: its text is in a one-byte encoding (read as latin-1 the line is {shown!r}), "
+                            "and read as UTF-8 every sentence with such a byte would be rejected (invalid_utf8). Name "
+                            "its encoding: read it as your own data (task.name=files, task.format=conll) with "
+                            "task.columns.encoding=latin-1 (cp1252 for a Windows file; utf-8 for a UTF-8 file with "
+                            "corrupt lines, whose sentences are then rejected, counted); task=conll reads UTF-8 only. "
+                            "Or convert it to UTF-8: iconv -f latin1 -t utf-8")
 
 
 def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSplit:

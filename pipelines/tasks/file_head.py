@@ -21,6 +21,7 @@ _DELIMITER_ROWS = 5  # data lines whose field count must match the header's
 # bytes that are not UTF-8, as surrogateescape decodes them; 0xFE / 0xFF left out: they are þ / ÿ in cp1252, seldom
 # text, and the usual stray bytes of a corrupt row (or half a UTF-16 byte-order mark)
 FOREIGN_BYTE = re.compile("[\udc80-\udcfd]")
+_LINE_END = re.compile("[\r\n]")
 UTF8_CHAR = re.compile("[^\x00-\x7f\udc80-\udcff]")  # a character past ASCII that was valid UTF-8
 _NUMBER = re.compile(r"[+-]?\d+(?:[.,]\d+)?")
 _SENTENCE_WORDS = 5  # a column "name" of this many words is a row's text
@@ -41,16 +42,14 @@ def _head(f, size: int) -> bytes:
 
 
 def refuse_one_byte_text(path: str, f) -> None:
-    """Raise TaskDataError for a text file whose head (its first MiB) holds bytes that are not UTF-8 and no character
-    that is: the mark of a one-byte encoding, such as the cp1252 of Excel's "CSV" on Windows. Read as UTF-8, each
-    row with an accent or a curly quote would be an invalid_utf8 reject, and the run would train on the rows without
-    them, a subset chosen by content. A UTF-8 file with a corrupt row has valid characters past ASCII too, and keeps
-    its per-row rejects; so does a head of ASCII alone. For a file whose encoding is not named. Leaves f at its
-    start."""
+    """Raise TaskDataError for a text file whose head (its first MiB) reads as a one-byte encoding (one_byte_text),
+    such as the cp1252 of Excel's "CSV" on Windows. Read as UTF-8, each row with an accent or a curly quote would be
+    an invalid_utf8 reject, and the run would train on the rows without them, a subset chosen by content. For a file
+    whose encoding is not named. Leaves f at its start."""
     # incremental: a sequence cut at the head's end is held back, not taken for a byte that is not UTF-8
     text = codecs.getincrementaldecoder("utf-8")("surrogateescape").decode(_head(f, _HEAD_BYTES))
-    foreign = FOREIGN_BYTE.search(text)
-    if not foreign or UTF8_CHAR.search(text):
+    foreign = one_byte_text(text)
+    if not foreign:
         return
     end = "\n" if "\n" in text else "\r"  # old Mac Excel ends lines with a lone CR
     start, stop = text.rfind(end, 0, foreign.start()) + 1, text.find(end, foreign.start())
@@ -58,9 +57,24 @@ def refuse_one_byte_text(path: str, f) -> None:
     shown = line.encode("utf-8", "surrogateescape").decode("cp1252", "replace")[:80]
     raise TaskDataError(
         f"{path}: not UTF-8: byte 0x{ord(foreign.group()) - 0xDC00:02X} on line {text.count(end, 0, start) + 1} "
-        f"({shown!r} read as cp1252), and no UTF-8 character past ASCII in its first MiB: text in a one-byte encoding "
-        "(Excel's \"CSV\" on Windows writes cp1252), whose rows with an accent would all be rejected as invalid_utf8; "
-        "set task.columns.encoding=cp1252 (or latin-1), or save it as UTF-8 (Excel: 'CSV UTF-8')")
+        f"({shown!r} read as cp1252), and its first MiB holds more such bytes, on several lines, than UTF-8 "
+        "characters past ASCII: text in a one-byte encoding (Excel's \"CSV\" on Windows writes cp1252), whose rows "
+        "with an accent would all be rejected as invalid_utf8; set task.columns.encoding=cp1252 (or latin-1), or save "
+        "it as UTF-8 (Excel: 'CSV UTF-8'). If it is UTF-8 with corrupt rows, set task.columns.encoding=utf-8: they "
+        "are rejected, counted")
+
+
+def one_byte_text(text: str):
+    """The first byte that is not UTF-8 in `text` (decoded with surrogateescape), where the text reads as a one-byte
+    encoding: such bytes on two lines or more, and more of them than UTF-8 characters past ASCII; else None. A UTF-8
+    file with a corrupt row has one such line, or valid characters in plenty; cp1252 prose makes a valid UTF-8
+    sequence only by accident ("Spaß“" is DF 93), so one does not make it UTF-8."""
+    foreign = FOREIGN_BYTE.findall(text)
+    if not foreign or text.startswith("\ufeff") or len(foreign) <= len(UTF8_CHAR.findall(text)):  # a BOM: UTF-8
+        return None
+    first = FOREIGN_BYTE.search(text)
+    end = _LINE_END.search(text, first.start())
+    return first if end and FOREIGN_BYTE.search(text, end.end()) else None
 
 
 def csv_delimiter(f) -> str:
@@ -92,7 +106,9 @@ def _field_counts(text: str, delimiter: str, cut: bool) -> list[int]:
 
 
 def header_is_data(names) -> bool:
-    """Whether a header's names look like a row of data: one of them a number, or a sentence. A file written without
-    a header row (AG News', Yelp's and sentiment140's CSVs) has its first record taken for one."""
-    return any(isinstance(name, str) and (_NUMBER.fullmatch(name.strip()) or len(name.split()) >= _SENTENCE_WORDS)
-               for name in names)
+    """Whether a header's names look like a row of data: half of them numbers or sentences, or more. A file written
+    without a header row (AG News', Yelp's and sentiment140's CSVs) has its first record taken for one; a survey's
+    questions or a table's years as column names are a few of its names."""
+    data = [isinstance(name, str) and bool(_NUMBER.fullmatch(name.strip()) or len(name.split()) >= _SENTENCE_WORDS)
+            for name in names]
+    return bool(data) and 2 * sum(data) >= len(data)

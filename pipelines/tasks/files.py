@@ -71,7 +71,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
-from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name, no_value
+from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name, decimal_comma, no_value
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
@@ -292,7 +292,7 @@ class _Rows:
                 else "unparseable_label"
         if self.kind == "regression":
             if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()) and (self.decimal_comma or (
-                    self.comma_scores and len(value.strip().rsplit(",", 1)[1]) != 3)):  # 3 digits: thousands, maybe
+                    self.comma_scores and decimal_comma(value.strip()))):
                 value = value.replace(",", ".")
             try:
                 score = float(value) if isinstance(value, (int, float, str)) else math.nan

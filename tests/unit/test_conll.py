@@ -216,15 +216,19 @@ def test_a_latin1_file_is_refused_naming_the_byte_and_the_setting(tmp_path):
     UTF-8 byte-order mark the file is UTF-8, and the byte a corrupt one, its sentence rejected."""
     from pipelines.tasks import Columns, read_file
 
-    text = "Sao B-LOC\nPaulo I-LOC\n\nEl O\nCafé B-ORG\n\nLa O\n"
+    text = "São B-LOC\nPaulo I-LOC\n\nEl O\nCafé B-ORG\n\nLa O\n"
     path = write(tmp_path, text.encode("latin-1"), "esp.train")
-    with pytest.raises(TaskDataError, match=r"esp\.train: line 5: byte 0xE9 is not UTF-8.*'Café B-ORG'.*"
+    with pytest.raises(TaskDataError, match=r"esp\.train: line 1: byte 0xE3 is not UTF-8.*'São B-LOC'.*"
                                             r"task\.columns\.encoding=latin-1"):
         load_conll(path)
     [batch] = read_file(str(path), "conll", "token-classification", Columns(encoding="latin-1"))
-    assert [r["tokens"] for r in batch.rows] == [["Sao", "Paulo"], ["El", "Café"], ["La"]] and not batch.rejects
+    assert [r["tokens"] for r in batch.rows] == [["São", "Paulo"], ["El", "Café"], ["La"]] and not batch.rejects
     split = load_conll(write(tmp_path, b"\xef\xbb\xbf" + text.encode("latin-1"), "bom.train"))
-    assert [s["tokens"] for s in split] == [["Sao", "Paulo"], ["La"]] and split.rejects == {"invalid_utf8": 1}
+    assert [s["tokens"] for s in split] == [["La"]] and split.rejects == {"invalid_utf8": 2}
+    # one stray byte in an ASCII head is a corrupt line of a UTF-8 file (Köln past the head says so), not latin-1
+    stray = "German\x92s O\n\n" + "Bonn B-LOC\n\n" * 300 + "Köln B-LOC\n"
+    split = load_conll(write(tmp_path, stray.encode("utf-8").replace(b"\xc2\x92", b"\x92"), "stray.train"))
+    assert split.rejects == {"invalid_utf8": 1} and split[-1]["tokens"] == ["Köln"]
 
 
 def test_missing_and_empty_files(tmp_path):

@@ -21,15 +21,15 @@ def test_a_cp1252_export_is_refused_naming_the_encoding_not_half_read(tmp_path):
         check_columns([(path, "csv")], "classification")
     rows, rejects, _, _ = read(path, "csv", columns=Columns(encoding="cp1252"))
     assert [r["text_a"] for r in rows] == ["Très bon", "Bad", "Café “ok”"] and not rejects
-    tsv = write(tmp_path, "excel.tsv", "text\tlabel\nnaïve\tpos\n".encode("latin-1"))
+    tsv = write(tmp_path, "excel.tsv", "text\tlabel\nnaïve\tpos\ncafé\tneg\n".encode("latin-1"))
     with pytest.raises(TaskDataError, match="byte 0xEF on line 2"):
         read(tsv, "tsv")
     # CoNLL-2002's Spanish and Dutch files are latin-1: as own data too, refused, not reduced to unaccented sentences
-    conll = write(tmp_path, "esp.train", "El DA O\nCafé NC B-LOC\n\nLa DA O\n".encode("latin-1"))
+    conll = write(tmp_path, "esp.train", "El DA O\nCafé NC B-LOC\n\nLa DA O\nPeñón NC B-LOC\n".encode("latin-1"))
     with pytest.raises(TaskDataError, match="esp.train: not UTF-8: byte 0xE9 on line 2"):
         read(conll, "conll", kind="token-classification")
     rows, rejects, _, _ = read(conll, "conll", kind="token-classification", columns=Columns(encoding="latin-1"))
-    assert [r["tokens"] for r in rows] == [["El", "Café"], ["La"]] and not rejects
+    assert [r["tokens"] for r in rows] == [["El", "Café"], ["La", "Peñón"]] and not rejects
 
 
 def test_a_utf8_file_with_a_corrupt_row_keeps_its_per_row_reject(tmp_path):
@@ -41,6 +41,19 @@ def test_a_utf8_file_with_a_corrupt_row_keeps_its_per_row_reject(tmp_path):
     assert rejects == {"invalid_utf8": 1} and samples[0][:2] == ("invalid_utf8", "line 3")
     rows, rejects, _, _ = read(write(tmp_path, "stray.tsv", b"text\tlabel\ngood\t1\nbad\xff\t0\n"), "tsv")
     assert [r["text_a"] for r in rows] == ["good"] and rejects == {"invalid_utf8": 1}
+
+
+def test_one_stray_byte_is_a_corrupt_row_and_an_accidental_utf8_pair_no_proof(tmp_path):
+    """An ASCII head with one stray byte (a UTF-8 file whose accents come later) keeps its per-row reject: refused,
+    the advice (cp1252) would have garbled the later rows silently. cp1252 prose with an accidental valid UTF-8 pair
+    ("Spaß“" is DF 93) is still cp1252: refused, its accented rows were all invalid_utf8 and the rest trained on."""
+    data = b"text,label\ndon\x92t,neg\n" + b"plain,pos\n" * 110_000 + "naïve café,pos\n".encode()  # past 1 MiB
+    rows, rejects, _, _ = read(write(tmp_path, "stray.csv", data), "csv")
+    assert rejects == {"invalid_utf8": 1} and rows[-1]["text_a"] == "naïve café"
+    german = "text,label\n„Das macht Spaß“,pos\nNicht gut,neg\nSchön,pos\n".encode("cp1252")
+    with pytest.raises(TaskDataError, match=r"german.csv: not UTF-8: byte 0x84 on line 2.*set task.columns.encoding="
+                                            r"cp1252.*If it is UTF-8 with corrupt rows, set task.columns.encoding=utf-8"):
+        read(write(tmp_path, "german.csv", german), "csv")
 
 
 def test_the_csv_delimiter_is_the_one_that_splits_header_and_rows_alike(tmp_path):
@@ -99,6 +112,9 @@ def test_a_csv_without_a_header_row_is_refused_saying_so(tmp_path):
         check_columns([(write(tmp_path, "ag.csv", data), "csv")], "classification")
     with pytest.raises(TaskDataError, match=r"set task.columns.text$"):
         check_columns([(write(tmp_path, "named.csv", "sentence,label\ngood,1\n"), "csv")], "classification")
+    survey = "Timestamp,How would you rate our service today?,Comment\n1,2,3\n"  # a header (a question), misnamed
+    with pytest.raises(TaskDataError, match=r"set task.columns.text / task.columns.label$"):
+        check_columns([(write(tmp_path, "survey.csv", survey), "csv")], "classification")
 
 
 def test_a_tsv_reads_decimal_comma_scores_but_not_thousands(tmp_path):
@@ -106,9 +122,9 @@ def test_a_tsv_reads_decimal_comma_scores_but_not_thousands(tmp_path):
     fractional scores were unparseable_label and the regression trained on its whole numbers alone. A TSV score
     "d,d" is read as a decimal unless three digits follow the comma: "1,000" may be a thousand, and stays refused."""
     data = "Satz1\tSatz2\tScore\nEin Mann isst.\tJemand isst.\t4,5\nEin Hund\tEine Katze\t1\nKinder\tErwachsene\t" \
-           "2,25\nJa\tNein\t0\nviel\tmehr\t1,000\n"
+           "2,25\nJa\tNein\t0\nviel\tmehr\t1,000\nwenig\tmehr\t0,125\n"
     rows, rejects, _, _ = read(write(tmp_path, "sts.tsv", data), "tsv", "regression",
                                Columns(text="Satz1", text_pair="Satz2", label="Score"))
-    assert [r["label"] for r in rows] == [4.5, 1.0, 2.25, 0.0] and rejects == {"unparseable_label": 1}
+    assert [r["label"] for r in rows] == [4.5, 1.0, 2.25, 0.0, 0.125] and rejects == {"unparseable_label": 1}
     rows, _, _, _ = read(write(tmp_path, "c.tsv", "text\tlabel\na\t1,0\n"), "tsv")  # a class is its text, as before
     assert [r["label"] for r in rows] == ["1,0"]
