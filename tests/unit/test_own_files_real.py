@@ -52,7 +52,8 @@ def test_one_stray_byte_is_a_corrupt_row_and_an_accidental_utf8_pair_no_proof(tm
     assert rejects == {"invalid_utf8": 1} and rows[-1]["text_a"] == "naïve café"
     german = "text,label\n„Das macht Spaß“,pos\nNicht gut,neg\nSchön,pos\n".encode("cp1252")
     with pytest.raises(TaskDataError, match=r"german.csv: not UTF-8: byte 0x84 on line 2.*set task.columns.encoding="
-                                            r"cp1252.*If it is UTF-8 with corrupt rows, set task.columns.encoding=utf-8"):
+                                            r"cp1252.*If it is UTF-8 with corrupt rows, set task.columns.encoding="
+                                            r"utf-8"):
         read(write(tmp_path, "german.csv", german), "csv")
 
 
