@@ -109,8 +109,8 @@ def test_tsv_sentence_pairs_with_integer_labels_and_a_label_train_lacks(ray_tmp,
                         "task.columns.text=first", "task.columns.text_pair=second", "task.columns.label=gold"))
     assert result.labels == ["2", "9"]
     assert tags_of(client, result)["data.rejected.dev.label_not_in_train"] == "1"
-    print("tsv-pairs dev:", result.evaluation)
-    assert 0 <= result.evaluation["dev/accuracy"] <= 1
+    # learned from the second text (1.0 seen): fed the first alone, a model stays near the majority (0.6)
+    assert result.evaluation["dev/accuracy"] >= 0.85, result.evaluation
 
 
 def test_jsonl_multi_label_trains_with_a_sigmoid_and_reports_micro_f1(ray_tmp):
