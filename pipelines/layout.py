@@ -7,7 +7,6 @@ each document to its shard) need it, and neither should import the other.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import hashlib
 import json
 import lzma
@@ -24,7 +23,7 @@ from bert_core.files import alive
 from bert_core.tokenizer import CHARACTER_COVERAGE
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding
-from pipelines.parquet_source import undecodable
+from pipelines.parquet_source import bad_compressed_data
 from pipelines.paths import filesystem
 from pipelines.shards import FORMAT_VERSION
 from pipelines.text_source import GUTENBERG_HEAD, file_head, gutenberg_header
@@ -117,7 +116,7 @@ def holds_gutenberg_book(text_files: list[str]) -> bool:
         try:
             head = file_head(path, GUTENBERG_HEAD[0])
         except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
-            if isinstance(e, gzip.BadGzipFile) or undecodable(e):
+            if bad_compressed_data(e):
                 continue
             raise
         if gutenberg_header(head) is not None:

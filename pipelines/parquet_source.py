@@ -4,6 +4,8 @@ page pyarrow cannot decode, the rows of its row group from there; an I/O error i
 
 from __future__ import annotations
 
+import gzip
+
 from typing import BinaryIO, Iterator
 
 import pyarrow as pa
@@ -66,6 +68,14 @@ def undecodable(e: Exception) -> bool:
     bz2 raise a bare OSError without errno for data they cannot decode; an I/O error carries an errno or is one of
     OSError's subclasses (ConnectionError, TimeoutError). pipelines/sources.py applies the same rule to its codecs."""
     return not isinstance(e, OSError) or (type(e) is OSError and e.errno is None)
+
+
+def bad_compressed_data(e: Exception) -> bool:
+    """Whether a decompressor failed on the file's bytes (cut short or damaged), not on reading them: undecodable's
+    rule, plus gzip's BadGzipFile (a bad header or CRC), an OSError subclass that is about the bytes. Where it is
+    false (a disk error, a network reset, a timeout) the read raises: counted as corrupt data it would cost the rest
+    of the file, and a prepared set would be reused as complete (sources, text_source, layout read by it)."""
+    return isinstance(e, gzip.BadGzipFile) or undecodable(e)
 
 
 def _is_text_type(t: pa.DataType) -> bool:

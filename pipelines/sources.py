@@ -91,7 +91,7 @@ import ray
 
 from pipelines import json_array, multistream, wiki
 from pipelines.config import DataConfig
-from pipelines.parquet_source import read_parquet, undecodable
+from pipelines.parquet_source import bad_compressed_data, read_parquet
 from pipelines.paths import open_binary
 from pipelines.source_files import SourceError, relative_names, resolve_sources
 from pipelines.source_rows import (SAMPLE_CHARS, decode_sample, document_row,  # noqa: F401 (SAMPLE_CHARS: theirs)
@@ -231,17 +231,9 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
         except EOFError:
             yield reject_row(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
         except (OSError, zlib.error, lzma.LZMAError) as e:  # zlib.error: a gzip member with a bad deflate block
-            if codec is None or not _corrupt(e):
+            if codec is None or not bad_compressed_data(e):
                 raise SourceError(f"error reading {path}: {e}") from e
             yield reject_row(name, path, f"corrupt_{codec}", f"{path}: {e}"[:SAMPLE_CHARS])
-
-
-def _corrupt(e: Exception) -> bool:
-    """Whether a decompressor failed on the file's bytes (one corrupt_<codec> reject), not on reading them: bz2 raises
-    a bare OSError without errno for bad data (parquet_source.undecodable), gzip a BadGzipFile (a bad header or CRC),
-    zlib and lzma their own errors. A disk error, a network reset or a timeout counted as corrupt data would cost
-    the rest of the file, and the prepared set would be reused as complete."""
-    return isinstance(e, gzip.BadGzipFile) or undecodable(e)
 
 
 def _split_codec(path: str) -> tuple[str, str | None]:

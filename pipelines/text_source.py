@@ -19,7 +19,6 @@ A Project Gutenberg book's header and licence are left out of its documents (gut
 from __future__ import annotations
 
 import functools
-import gzip
 import io
 import itertools
 import lzma
@@ -30,7 +29,7 @@ from typing import BinaryIO, Iterator, NamedTuple
 
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding, invalid_reason
-from pipelines.parquet_source import undecodable
+from pipelines.parquet_source import bad_compressed_data
 from pipelines.paths import filesystem
 from pipelines.source_rows import SAMPLE_CHARS, decode_sample, document_row, reject_row
 
@@ -243,11 +242,11 @@ def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
 def _decoded(read):
     """What `read()` returns, or None where a compressed stream's bytes do not decode: cut short (EOFError),
     damaged (zlib.error, lzma.LZMAError, gzip's BadGzipFile, bz2's bare OSError). An I/O error (an OSError with an
-    errno, ConnectionError, TimeoutError: parquet_source.undecodable) is raised, as sources._corrupt has it."""
+    errno, ConnectionError, TimeoutError: parquet_source.bad_compressed_data) is raised."""
     try:
         return read()
     except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
-        if isinstance(e, gzip.BadGzipFile) or undecodable(e):
+        if bad_compressed_data(e):
             return None
         raise
 
