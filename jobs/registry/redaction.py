@@ -13,7 +13,10 @@ REDACTED = "***"
 # reads postgresql://u:s3cr/et@db as password "s3cr/et"): with a ':', the credentials run to the URI's last '@'
 # (so `http://host:5000/u@x.csv` loses its host and path: a password of digits and '/' must not leak); an IPv6
 # host's '[' is no user's character
-_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:[^/@\s:'\"\[]+:\S*|[^/@\s'\"\[]+)@")
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:(?P<password>[^/@\s:'\"\[]+:\S*)|[^/@\s'\"\[]+)@")
+# Azure's (adlfs's) URLs put the container where a user goes (abfs://container@account.dfs.core.windows.net/path): no
+# secret, and redacted, a registered task names data promotion cannot read; there only a `:password` is removed
+AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs", "az")
 # a URL's query parameter that carries a secret (a presigned S3 / GCS URL's signature and session token, an Azure
 # SAS's sig, ?token= / ?api_key=), or a connection string's (Azure's ";AccountKey=...")
 _QUERY_PARAM = re.compile(r"(?P<lead>(?:^|[?&;])(?P<name>[\w.\-]+)=)(?P<value>[^&;#\s'\"]+)")
@@ -30,6 +33,13 @@ def is_secret_name(name: str, parts: tuple[str, ...] = SECRET_PARTS) -> bool:
     return re.split(r"[_\-]", last.lower())[-1] in parts
 
 
+def _without_userinfo(m: re.Match) -> str:
+    """A `_URI_USERINFO` match with its user and password gone; an Azure URL's bare container name kept."""
+    if m["scheme"][:-3].lower() in AZURE_SCHEMES and not m["password"]:
+        return m[0]
+    return f"{m['scheme']}{REDACTED}@"
+
+
 def redact(value, name: str = ""):
     """`value` (a config dict, a tag dict or one value named `name`, or a message) safe to log: the values of
     secret-looking names (SECRET_PARTS) become REDACTED, and credentials inside URIs (`https://user:pass@host`, and
@@ -41,7 +51,7 @@ def redact(value, name: str = ""):
     if name and is_secret_name(name) and value not in ("", None):
         return REDACTED
     if isinstance(value, str):
-        value = _URI_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+        value = _URI_USERINFO.sub(_without_userinfo, value)
         secret = SECRET_PARTS + QUERY_SECRETS
         return _QUERY_PARAM.sub(lambda m: m["lead"] + REDACTED if is_secret_name(m["name"], secret) else m[0],
                                 value) if "=" in value else value
