@@ -11,7 +11,10 @@ tokenizer (jobs/registry/scorer.py). The candidate becomes champion when there i
 lower confidence bound (level `confidence`) of a paired bootstrap of candidate minus champion over the
 evaluation rows is above `min_delta`: the improvement is shown to clear the margin, not merely estimated to.
 A tie, or anything less, keeps the champion, and the one-line reason says why. While it is judged the
-candidate holds @challenger; a candidate that lost keeps it.
+candidate holds @challenger; a candidate that lost keeps it. With @champion unset while its history still names a
+registered champion (the champion's version deleted, or the alias removed by hand), nothing is judged: "no champion
+yet" would crown any candidate, never compared with that one; `--rollback` restores it, then the candidate is judged.
+A version a rollback withdrew is not judged again through @candidate (which still points at it): name it, --version N.
 
 The evaluation rows are the task's evaluation split (its official dev; pipelines/tasks/roles.py): the split no
 choice of either model saw (checkpoints, trials and seeds are chosen on the select split, carved from train).
@@ -144,9 +147,15 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         raise ValueError(f"{cfg.model} v{candidate.version}: its registration did not finish "
                          f"({candidate.tags[REGISTRATION][:200]}): register the model again, then judge that version")
     champion = version_by_alias(client, cfg.model, CHAMPION)
+    if champion is None and (live := champions(client, cfg.model)):
+        raise ValueError(f"{cfg.model}: @{CHAMPION} is unset, but its last champion v{live[-1]} is still registered "
+                         "(the champion's version deleted, or the alias removed by hand): judged with no champion, any "
+                         f"candidate would win; restore v{live[-1]} with --rollback, then judge")
     ours, theirs = str(candidate.version), str(champion.version) if champion is not None else ""  # int or str
     if theirs == ours:
         return PromoteResult(cfg.model, "kept", f"v{ours} is already the champion", ours, theirs)
+    if not cfg.version and "promotion.rolled_back" in candidate.tags:
+        _refuse_withdrawn(cfg, client, candidate)
     task = their_task = judged_task(_task_of(candidate), cfg.task)
     if champion is not None:
         other = _task_of(champion)  # without it, nothing says the two are models of one task
@@ -181,13 +190,16 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
                    f"judged against champion v{theirs}" if theirs else "judged with no champion yet", run_id)
         decision, reason, mine, evidence = _judge(cfg, uri, (task, their_task), split, rows, ours, theirs,
                                                   champion is not None)
-        moved = _champion_moved(client, cfg.model, ours, theirs) if decision == "promoted" else ""
-        if moved:  # scoring took minutes: another promotion may have moved @champion meanwhile
-            decision, reason = "refused", moved
+        now = version_by_alias(client, cfg.model, CHAMPION)  # scoring took minutes: another promotion may have moved it
+        current = str(now.version) if now is not None else ""
+        if decision == "promoted" and current not in (theirs, ours):
+            decision, reason = "refused", _moved(ours, theirs, current)
         # the evaluation rows' sha256 as the fine-tuning job tagged them (data.<split>.sha256): same rows, same digest
         result = PromoteResult(cfg.model, decision, reason, ours, theirs, mine.metric, evidence, split_digest(rows),
                                mine.n, run_id)
-        _record(cfg, client, result)
+        if current == ours:  # crowned by another promotion of it meanwhile (a CI retry, a double submit)
+            _promoted_elsewhere(result)
+        _record(cfg, client, result, version_tags=current != ours)  # that promotion's evidence stays the version's
         if result.decision == "promoted":  # only from the champion it was judged against (or none)
             try:
                 current = move_alias(client, cfg.model, CHAMPION, ours, f"promoted: {reason}", run_id,
@@ -206,22 +218,37 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
                 except Exception:  # noqa: BLE001 - the registry down for these too: the move's error is the one
                     pass
                 raise
-            if current != theirs:  # moved while the decision was recorded: nothing moved
+            if current == ours:  # another promotion of it moved @champion after the check: the version keeps this
+                _promoted_elsewhere(result)  # run's evidence (promoted against the same champion); the run says so
+                for k in ("decision", "reason"):
+                    client.set_tag(run_id, k, getattr(result, k)[:5000])
+            elif current != theirs:  # moved while the decision was recorded: nothing moved
                 _refuse_recorded(cfg, client, result, _moved(ours, theirs, current))
-            else:  # only if still ours: a concurrent promotion of another version may hold @challenger by now
-                move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)
-                if "promotion.rolled_back" in candidate.tags:  # withdrawn once, champion again: the history keeps it
-                    client.delete_model_version_tag(cfg.model, ours, "promotion.rolled_back")
+            elif "promotion.rolled_back" in candidate.tags:  # withdrawn once, champion again: the history keeps it
+                client.delete_model_version_tag(cfg.model, ours, "promotion.rolled_back")
+        if current == ours or result.decision == "promoted":  # it is champion: @challenger cleared, only if still
+            # ours (a concurrent promotion of another version may hold it by now)
+            move_alias(client, cfg.model, CHALLENGER, "", f"v{ours} became champion", run_id, only_from=ours)
     if result.decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
         raise ValueError(f"{cfg.model}: {result.reason} (run {run_id})")
     return result
 
 
-def _champion_moved(client, name: str, ours: str, theirs: str) -> str:
-    """Why v`ours`, judged against champion `theirs`, may not replace @champion now ("" if it still is `theirs`)."""
-    now = version_by_alias(client, name, CHAMPION)
-    current = str(now.version) if now is not None else ""
-    return "" if current == theirs else _moved(ours, theirs, current)
+def _refuse_withdrawn(cfg: PromoteConfig, client, version) -> None:
+    """A version a rollback withdrew, reached through @candidate (still pointing at it): judged again, the next
+    scheduled `promote NAME` crowned it again, undoing the rollback unasked. Named with --version N, it is judged."""
+    v = str(version.version)
+    back = [m.split(" rollback:")[0] for m in alias_history(client, cfg.model, CHAMPION) if f"rollback: v{v} " in m]
+    raise ValueError(f"{cfg.model} v{v} (@{cfg.candidate_alias}) was withdrawn by a rollback at "
+                     f"{version.tags['promotion.rolled_back']}{f' ({back[-1]})' if back else ''}: not judged again "
+                     f"unless named: --version {v}")
+
+
+def _promoted_elsewhere(r: PromoteResult) -> None:
+    """@champion moved to the very version judged: the other promotion of it crowned it; nothing is refused."""
+    r.decision, r.reason = "kept", (f"v{r.candidate} is already the champion: another promotion of it moved @champion "
+                                    f"from {_side(r.champion)} while this one judged it, nothing moved here (this "
+                                    f"judgement: {r.decision}: {r.reason})")
 
 
 def _moved(ours: str, theirs: str, current: str) -> str:
@@ -281,9 +308,9 @@ def judged_task(registered: dict, overrides: dict):
     task = ft_tasks.task_config(deep_merge(registered, overrides))
     hidden = [f for f in ("train_file", "dev_file", "select_file", "data_dir", "corpus_dir")
               if REDACTED in str(getattr(task, f)) and f not in overrides]
-    if hidden:  # a URL's credentials never reach the registry: the data is named again
-        raise ValueError(f"task.{hidden[0]} was registered without its credentials ({getattr(task, hidden[0])}): "
-                         f"name it again, task.{hidden[0]}=URL")
+    if hidden:  # what looked like a URL's credentials never reaches the registry: the data is named again
+        raise ValueError(f"task.{hidden[0]} was registered redacted ({getattr(task, hidden[0])}: its credentials, or "
+                         f"what looked like them, are not kept): name it again, task.{hidden[0]}=URL")
     if unread := unread_file(task):  # judged on other rows than the ones named, the same-rows check off
         raise ValueError(unread + (": name other evaluation rows with task.data_dir (a GLUE folder)"
                                    if task.name in GLUE_TASKS else ""))
@@ -348,8 +375,8 @@ def _start_record(cfg: PromoteConfig, uri: str, ours: str, theirs: str, task) ->
     return tracking.start_run(uri, t.experiment, t.artifact_location, name, params, tags=tracking.code_version())
 
 
-def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
-    """The evidence and decision on the promotion run, and the candidate version's promotion.* tags."""
+def _record(cfg: PromoteConfig, client, r: PromoteResult, version_tags: bool = True) -> None:
+    """The evidence and decision on the promotion run, and (`version_tags`) the candidate version's promotion.* tags."""
     from mlflow.entities import Metric, RunTag
 
     run_id = r.run_id
@@ -359,7 +386,7 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult) -> None:
     client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in r.evidence.items()],
                      tags=[RunTag(k, v) for k, v in tags.items()])
     client.set_terminated(run_id, "FINISHED")
-    if r.decision == "rolled back":  # the versions keep the evidence of their own promotions
+    if r.decision == "rolled back" or not version_tags:  # the versions keep the evidence of their own promotions
         return
     version_tags = {"promotion.decision": r.decision, "promotion.reason": r.reason[:5000],
                     "promotion.metric": r.metric, "promotion.champion_version": r.champion or "none",
@@ -404,26 +431,29 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
             del stack[len(stack) - stack[::-1].index(now):]
         else:  # a version that never reigned: it reigns now
             stack.append(now)
-    if current is None or len(stack) < 2:
+    if len(stack) < (2 if now else 1):  # @champion unset (its version deleted): the last live champion is restored
         raise ValueError(f"{cfg.model}: no previous champion to roll back to (champion history: "
                          f"{' -> '.join('v' + v for v in stack) or 'none'}; @champion is "
-                         f"{f'v{current.version}' if current else 'unset'})")
-    previous, now = stack[-2], str(current.version)
+                         f"{f'v{now}' if now else 'unset'})")
+    previous = stack[-2] if now else stack[-1]
     from jobs.registry import tracking
 
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     run_id = _start_record(cfg, uri, previous, now, None)
     with tracking.ending(uri, run_id):  # a move that fails ends the run FAILED, with the error named
-        moved = move_alias(client, cfg.model, CHAMPION, previous, f"rollback: v{now} withdrawn, v{previous} restored",
+        withdrawn = f"v{now} withdrawn" if now else "@champion unset"
+        moved = move_alias(client, cfg.model, CHAMPION, previous, f"rollback: {withdrawn}, v{previous} restored",
                            run_id, only_from=now)
         if moved != now:  # another rollback or promotion moved it meanwhile: two rollbacks would pop the stack twice
-            raise ValueError(f"{cfg.model}: @champion moved from v{now} to {_side(moved)} while rolling back; "
+            raise ValueError(f"{cfg.model}: @champion moved from {_side(now)} to {_side(moved)} while rolling back; "
                              "nothing moved: run the rollback again if it is still wanted")
-        client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
-                                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if now:
+            client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
+                                         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         if "promotion.rolled_back" in client.get_model_version(cfg.model, previous).tags:  # champion again
             client.delete_model_version_tag(cfg.model, previous, "promotion.rolled_back")
-        result = PromoteResult(cfg.model, "rolled back", f"@champion v{now} -> v{previous}", candidate=previous,
+        result = PromoteResult(cfg.model, "rolled back", f"@champion {f'v{now}' if now else 'unset'} -> v{previous}",
+                               candidate=previous,
                                champion=now, run_id=run_id)
         _record(cfg, client, result)
     return result

@@ -152,7 +152,8 @@ def test_a_killed_actor_and_a_rerun_leave_every_input_predicted_exactly_once(ray
 
 def test_promotion_and_rollback_move_what_the_next_job_uses(ray_tmp, registry):
     """README.md's commands in a user's order: predict with a version by number, roll @champion back, predict
-    with @champion (the version it moved to), then judge the candidate again on a held-out file: promoted back."""
+    with @champion (the version it moved to); the withdrawn @candidate is not judged again unless named, and named
+    (--version), judged on a held-out file: promoted back."""
     one = registry["inputs"] / "c.txt"
     command = readme("python jobs/predict.py models:/NAME/3", {
         "NAME/3": f"{NAME}/2", "--input docs.txt": f"--input {one}", "--output out/": f"--output {ray_tmp}/before"})
@@ -168,8 +169,10 @@ def test_promotion_and_rollback_move_what_the_next_job_uses(ray_tmp, registry):
     heldout = ray_tmp / "heldout.json"  # rows neither model trained on nor was chosen with
     heldout.write_text(json.dumps([{"text": sentence(rng, list(TOPICS)[i % 3]), "label": list(TOPICS)[i % 3]}
                                    for i in range(60)]))
-    again = promote(ray_tmp, readme("python jobs/promote.py NAME task.dev_file=", {
-        "NAME": NAME, "/data/heldout.json": str(heldout)}))
+    command = readme("python jobs/promote.py NAME task.dev_file=", {"NAME": NAME, "/data/heldout.json": str(heldout)})
+    with pytest.raises(ValueError, match=r"v2 \(@candidate\) was withdrawn by a rollback .* --version 2"):
+        promote(ray_tmp, command)
+    again = promote(ray_tmp, [*command, "--version", "2"])
     assert (again.decision, again.candidate, again.champion) == ("promoted", "2", "1"), again.reason
     assert again.eval_rows == 60, again
 

@@ -74,8 +74,8 @@ def champion_moved_while_recording(monkeypatch, client, to: str) -> None:
 
     recorded = promote._record
 
-    def record_meanwhile(cfg, client_, result):
-        recorded(cfg, client_, result)
+    def record_meanwhile(cfg, client_, result, **kwargs):
+        recorded(cfg, client_, result, **kwargs)
         move_alias(client, NAME, "champion", to, "promoted: by the other promotion")
 
     monkeypatch.setattr(promote, "_record", record_meanwhile)

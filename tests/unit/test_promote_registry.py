@@ -17,7 +17,6 @@ def test_a_champion_moved_in_the_last_request_is_not_overwritten(tmp_path, empty
     uri, client = toy_registry(tmp_path, empty_store, 3)
     move_alias(client, NAME, "champion", "1", "promoted: the first")
     monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
-    monkeypatch.setattr(promote, "_champion_moved", lambda *args: "")
     champion_moved_while_recording(monkeypatch, client, "3")
     with pytest.raises(ValueError, match=r"@champion moved from v1 to v3 while v2 was judged against v1"):
         judge(uri, tmp_path / "art", version=2)
@@ -124,7 +123,6 @@ def test_a_move_whose_record_fails_is_moved_back_or_said_to_have_happened(tmp_pa
     monkeypatch.setattr(client, "set_registered_model_tag", write_tag)
 
     monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
-    monkeypatch.setattr(promote, "_champion_moved", lambda *args: "")
 
     def recorded_nothing(client, name, alias, version, *args, **kwargs):  # moved, then neither recorded nor undone
         if alias != "champion":
@@ -352,3 +350,90 @@ def test_a_champion_fine_tuned_on_other_files_is_said_when_rows_are_named(tmp_pa
     judge(uri, tmp_path / "art", version=2, task={"data_dir": task["data_dir"]})
     assert ("[promote] warning: v1 (champion) was fine-tuned on other files than v2 (data_dir='/data/SST-2-v1'): the "
             "named rows are checked against v2's training data only") in capsys.readouterr().out
+
+
+def test_a_deleted_champion_is_not_read_as_no_champion_and_a_rollback_restores_the_one_before(tmp_path, empty_store,
+                                                                                            monkeypatch):
+    """Champions v1 -> v2, then v2 deleted (MLflow drops @champion): the next promotion took the "no champion yet"
+    path and crowned v3 never compared with v1, and --rollback refused ("no previous champion ... history: v1").
+    The promotion refuses, naming v1; the rollback restores v1, and v3 is then judged against it."""
+    from jobs.registry.versions import move_alias, version_by_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 3)
+    for v in "12":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    client.delete_model_version(NAME, "2")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    with pytest.raises(ValueError, match=r"@champion is unset, but its last champion v1 is still registered .*"
+                                         r"restore v1 with --rollback, then judge"):
+        judge(uri, tmp_path / "art", version=3)
+    assert version_by_alias(client, NAME, "champion") is None and version_by_alias(client, NAME, "challenger") is None
+    back = judge(uri, tmp_path / "art", rollback=True)
+    assert (back.decision, back.reason, back.candidate) == ("rolled back", "@champion unset -> v1", "1")
+    assert promote.champions(client, NAME) == ["1"]
+    assert "champion none -> v1 rollback: @champion unset, v1 restored" in promote.history(client, NAME)[-1]
+    assert judge(uri, tmp_path / "art", version=3).champion == "1"  # judged against v1
+
+
+def test_a_rolled_back_version_is_not_judged_again_through_candidate(tmp_path, empty_store, monkeypatch):
+    """After --rollback withdrew v2, @candidate still pointed at it: the next scheduled `promote NAME` judged it
+    against v1 again, crowned it and cleared its mark, undoing the rollback unasked. Named with --version, it is
+    judged (tests/unit/test_promote.py's gate test)."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 2)
+    for v in "12":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    move_alias(client, NAME, "candidate", "2", "registered")
+    judge(uri, tmp_path / "art", rollback=True)
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    with pytest.raises(ValueError, match=r"^sst-toy v2 \(@candidate\) was withdrawn by a rollback at \S+Z \(champion "
+                                         r"v2 -> v1\): not judged again unless named: --version 2$"):
+        judge(uri, tmp_path / "art")
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
+    assert "promotion.rolled_back" in client.get_model_version(NAME, "2").tags
+    assert judge(uri, tmp_path / "art", version=2).decision == "promoted"
+
+
+def test_two_promotions_of_one_version_at_once_leave_its_evidence_alone(tmp_path, empty_store, monkeypatch):
+    """A CI retry or a double submit: two promotions of v2 against champion v1, the other one crowning v2 while this
+    one scores (or while it records its decision). This one saw @champion "moved" (to v2 itself), overwrote v2's
+    tags with refused ("v2 was never compared with v2") and exited 1: it says v2 is already champion, returns, and
+    leaves the version's tags to the promotions that judged it promoted."""
+    from types import SimpleNamespace
+
+    from jobs.registry.versions import move_alias, version_by_alias
+
+    for mine in ("promoted", "kept"):  # this one's own judgement of v2
+        (tmp_path / mine).mkdir()
+        uri, client = toy_registry(tmp_path / mine, empty_store, 2)
+        move_alias(client, NAME, "champion", "1", "promoted: the first")
+        other = {}
+
+        def the_other_promotes_meanwhile(*args):
+            monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+            other["run"] = judge(uri, tmp_path / mine / "art", version=2).run_id
+            return mine, "this one's reason", SimpleNamespace(metric="dev/score", n=20), {"candidate": 0.5}
+
+        monkeypatch.setattr(promote, "_judge", the_other_promotes_meanwhile)
+        result = judge(uri, tmp_path / mine / "art", version=2)
+        assert (result.decision, result.champion) == ("kept", "1")
+        assert result.reason == ("v2 is already the champion: another promotion of it moved @champion from v1 while "
+                                 f"this one judged it, nothing moved here (this judgement: {mine}: this one's reason)")
+        tags = client.get_model_version(NAME, "2").tags
+        assert (tags["promotion.decision"], tags["promotion.run_id"], tags["promotion.candidate"]) == (
+            "promoted", other["run"], "0.900000")
+        assert client.get_run(result.run_id).data.tags["decision"] == "kept"
+        assert str(version_by_alias(client, NAME, "champion").version) == "2"
+        assert version_by_alias(client, NAME, "challenger") is None
+    # the other one crowns v2 after this one's check, while this one records its (promoted) decision
+    (tmp_path / "b").mkdir()
+    uri, client = toy_registry(tmp_path / "b", empty_store, 2)
+    move_alias(client, NAME, "champion", "1", "promoted: the first")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    champion_moved_while_recording(monkeypatch, client, "2")
+    result = judge(uri, tmp_path / "b" / "art", version=2)
+    assert result.decision == "kept" and "another promotion of it moved @champion from v1" in result.reason
+    assert client.get_model_version(NAME, "2").tags["promotion.decision"] == "promoted"
+    assert client.get_run(result.run_id).data.tags["reason"] == result.reason
+    assert version_by_alias(client, NAME, "challenger") is None
