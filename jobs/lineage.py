@@ -8,11 +8,15 @@
 The chain: model version -> the run that logged it (a sweep trial also names its sweep's parent run) ->
 its start (`lineage.init`, `lineage.init_run_id`, `lineage.pretrain_run_id`, from the run, its sweep or the
 version) -> the pretraining run -> its prepared data (manifest.json, its sha256 against the run's tag) ->
-the tokenizer -> the raw corpus files the manifest lists (path, bytes, sha256), each re-hashed now.
+the tokenizer -> the raw corpus files the manifest lists (path, bytes, sha256), each re-hashed now. A resubmitted
+run names each earlier run it continued (`continued_from`: it trained the first steps, with its own code); a
+pretraining run started from another's checkpoint (`lineage.init_checkpoint`) goes on to the run that wrote it
+(`lineage.init_checkpoint_run_id`) and that run's corpus, whose text the weights learned first.
 
 A fine-tune whose `lineage.init` is a plain model folder (an HF checkpoint, no MLflow run behind it) ends
 there: that is a complete chain, and the output says so. A missing link is a tag that should be there and
-is not, a run or version a tag names that does not exist (or was deleted), a manifest that is gone or whose
+is not, a run or version a tag names that does not exist (or was deleted), an init checkpoint no run is recorded
+as writing (from outside the tracking store: its corpus is unknown), a manifest that is gone or whose
 sha256 differs from the tag, or a raw corpus file that vanished or changed since preparation (each such
 file is also printed as a warning line). With any missing link the command exits with status 1.
 """
@@ -35,7 +39,7 @@ from jobs.runtime import console  # noqa: E402
 from jobs.registry.tracking import resolve_tracking_uri  # noqa: E402
 from jobs.registry.versions import ABSENT  # noqa: E402
 
-CODE_TAGS = ("code.version", "code.git_commit", "code.git_dirty")
+CODE_TAGS = ("code.version", "code.git_commit", "code.git_dirty", "code.first_git_commit")
 
 
 @dataclass
@@ -175,7 +179,7 @@ def _walk_run(client, run_id: str, named_by: str, outer_tags: dict, links: list[
         return
     tags = r.data.tags
     if tags.get("lineage.job") == "pretrain":
-        return _walk_pretraining(client, r, links)
+        return _walk_pretraining(client, r, links, seen)
     sources = [tags]
     parent_id = tags.get("mlflow.parentRunId")
     if parent_id and "sweep" in tags:
@@ -188,6 +192,7 @@ def _walk_run(client, run_id: str, named_by: str, outer_tags: dict, links: list[
     else:
         kind = "sweep" if tags.get("lineage.job") == "sweep" else "fine-tune run"  # runs:/ of a sweep's parent
         links.append(Link(kind, run_id, details=_describe(r)))
+        _walk_resumes(client, r, links, seen)
     merged = {k: v for src in reversed([*sources, outer_tags]) for k, v in src.items() if k.startswith("lineage.")}
     _walk_start(client, merged, run_id, links, seen)
 
@@ -204,7 +209,7 @@ def _walk_start(client, tags: dict, run_id: str, links: list[Link], seen: set) -
                 links.append(Link("init run", init_run, details=_describe(between)))
         r = _get_run(client, pretrain_id, "pretraining run", f"lineage.pretrain_run_id of run {run_id}", links)
         if r is not None:
-            _walk_pretraining(client, r, links)
+            _walk_pretraining(client, r, links, seen)
     elif tags.get("lineage.init_run_id"):  # an MLflow model that was not pretrained here: walk its own run
         init_run = tags["lineage.init_run_id"]
         links.append(Link("init", init or "(not tagged)", details=[f"lineage.init_run_id = {init_run}"]))
@@ -217,10 +222,61 @@ def _walk_start(client, tags: dict, run_id: str, links: list[Link], seen: set) -
         links.append(Link("init", f"tag {what}", False, why=f"absent on run {run_id}, its sweep and the version"))
 
 
-def _walk_pretraining(client, r, links: list[Link]) -> None:
-    """The pretraining run -> its prepared data (manifest sha256 checked) -> tokenizer -> raw corpus files."""
+def _walk_resumes(client, r, links: list[Link], seen: set):
+    """The runs that trained `r`'s checkpoints before it (a resubmission's `continued_from`, that run's own, ...),
+    each a link with its code tags, each one that must exist; the earliest reached."""
+    while "continued_from" in r.data.tags:
+        earlier, at = r.data.tags["continued_from"], r.data.tags.get("continued_at_step", "?")
+        said = f"{r.info.run_name} ({r.info.run_id}) continued its checkpoint at step {at}"
+        if earlier == "unrecorded" or earlier in seen:
+            why = "the checkpoint names no run" if earlier == "unrecorded" else "the chain loops back to it"
+            links.append(Link("continued from", earlier, False, why=f"{said}: {why}"))
+            return r
+        seen.add(earlier)
+        found = _get_run(client, earlier, "continued from", f"tag continued_from of run {r.info.run_id}", links)
+        if found is None:
+            return r
+        links.append(Link("continued from", earlier, details=_describe(found) + [said]))
+        r = found
+    return r
+
+
+def _walk_pretraining(client, r, links: list[Link], seen: set) -> None:
+    """The pretraining run (and the runs it continued) -> its prepared data (manifest sha256 checked) -> tokenizer
+    -> raw corpus files; then the checkpoint it started from, if any, and on to that one's run and corpus."""
     tags, run_id = r.data.tags, r.info.run_id
+    seen.add(run_id)
     links.append(Link("pretraining run", run_id, details=_describe(r)))
+    first = _walk_resumes(client, r, links, seen)
+    if "lineage.phase2.data_dir" in tags:  # a two-phase job's run: its phases' runs are the ones resubmitted
+        phases = client.search_runs([r.info.experiment_id], f"tags.mlflow.parentRunId = '{run_id}'")
+        for phase in sorted(phases, key=lambda p: p.data.tags.get("phase", "")):
+            _walk_resumes(client, phase, links, seen)
+    _walk_prepared(tags, run_id, links)
+    _walk_init_checkpoint(client, first, links, seen)
+
+
+def _walk_init_checkpoint(client, r, links: list[Link], seen: set) -> None:
+    """A pretraining run's train.init_checkpoint (tagged lineage.init_checkpoint; a run from before that tag: its
+    param, and the record in the checkpoint now) -> the run that wrote it, walked as any pretraining run."""
+    from jobs.registry.tracking import init_checkpoint_tags
+
+    tags, run_id = r.data.tags, r.info.run_id
+    init = {k: v for k, v in tags.items() if k.startswith("lineage.init_checkpoint")} or \
+        init_checkpoint_tags(r.data.params.get("train.init_checkpoint", ""))
+    if not init:
+        return
+    checkpoint, writer = init["lineage.init_checkpoint"], init.get("lineage.init_checkpoint_run_id")
+    if not writer:
+        links.append(Link("init checkpoint", checkpoint, False, why=f"run {run_id} started from it, but no run is "
+                          "recorded as writing it (from outside the tracking store?): its corpus is unknown"))
+        return
+    links.append(Link("init checkpoint", checkpoint, details=[f"run {run_id} started from it; run {writer} wrote it"]))
+    _walk_run(client, writer, f"lineage.init_checkpoint_run_id of run {run_id}", {}, links, seen)
+
+
+def _walk_prepared(tags: dict, run_id: str, links: list[Link]) -> None:
+    """A pretraining run's prepared set(s), tokenizer and raw corpus files."""
     needed = ("lineage.data_dir", "lineage.data_manifest_sha256", "lineage.tokenizer_sha256")
     absent = [k for k in needed if k not in tags]
     if absent:

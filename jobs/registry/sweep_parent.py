@@ -1,7 +1,8 @@
 """A sweep's parent MLflow run: reused only by the same sweep resumed, new for any other sweep of the same name.
 
 The parent carries the sweep's config (params), lineage and data tags, which finish_run copies onto the version it
-registers (tracking._lineage_of). A sweep run again by name with another init, other data or another config is
+registers (tracking._lineage_of); a resumed sweep's parent names the code running now (code.first_git_commit: the
+first attempt's, where another). A sweep run again by name with another init, other data or another config is
 another sweep: reusing the first one's parent would register its model with the first sweep's lineage.
 """
 
@@ -86,13 +87,11 @@ def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, d
                 f"it would log and register its model a second time); to run it again from scratch, remove {folder} "
                 "or give another name")
         if found and restoring:  # the sweep resumed; run again from scratch (its folder removed): a new parent
-            client.update_run(found[0].info.run_id, status="RUNNING")
-            return found[0].info.run_id, experiment.experiment_id
+            return _reopen(client, found[0], tags), experiment.experiment_id
         other = client.search_runs([experiment.experiment_id], max_results=1, filter_string=named)
         if other and restoring and BASIS_TAG not in other[0].data.tags:  # a sweep begun before bases were kept:
             client.set_tag(other[0].info.run_id, BASIS_TAG, digest)  # the one Tune restores, resumed as before
-            client.update_run(other[0].info.run_id, status="RUNNING")
-            return other[0].info.run_id, experiment.experiment_id
+            return _reopen(client, other[0], tags), experiment.experiment_id
         if other and restoring:
             raise ConfigError(
                 f"name {name!r}: {folder} holds the trials of an earlier sweep of this name (MLflow run "
@@ -101,3 +100,21 @@ def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, d
     run_id = tracking.start_run(tracking_uri, t.experiment, t.artifact_location, name, params, tags=tags)
     client.update_run(run_id, status="RUNNING")  # ended when the sweep is
     return run_id, client.get_run(run_id).info.experiment_id
+
+
+def _reopen(client, run, tags: dict) -> str:
+    """An earlier attempt's parent, RUNNING again and tagged with the code running now (`tags`' code.*): the version
+    the sweep registers takes its code.* tags from the parent (its trials carry none), and this attempt's code
+    trains the seed runs. The first attempt's commit, where another, stays as code.first_git_commit."""
+    run_id, before = run.info.run_id, run.data.tags
+    now = {k: v for k, v in tags.items() if k.startswith("code.")}
+    first = before.get("code.first_git_commit", before.get("code.git_commit"))
+    for key in before.keys() - now.keys() - {"code.first_git_commit"}:
+        if key.startswith("code."):  # a Ray job's copy has no git: the old commit would stand for this code
+            client.delete_tag(run_id, key)
+    for key, value in now.items():
+        client.set_tag(run_id, key, value)
+    if first and first != now.get("code.git_commit"):
+        client.set_tag(run_id, "code.first_git_commit", first)
+    client.update_run(run_id, status="RUNNING")
+    return run_id

@@ -94,6 +94,9 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
     lineage.task_source, lineage.task_data_sha256
                                    a fine-tune's `task_data` (source, digest): where its rows come from and the
                                    sha256 of the rows it trained and evaluated on (jobs.loops.ft_tasks.rows_digest)
+    lineage.init_checkpoint, lineage.init_checkpoint_run_id
+                                   a pretraining run's train.init_checkpoint and the run that wrote it: start_run
+                                   adds them from the config it logs (init_checkpoint_tags)
 
     finish_run copies these tags from the run onto the model version it registers.
     """
@@ -162,6 +165,24 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     return {"lineage.init_run_id": run_id, **({"lineage.pretrain_run_id": pretrain} if pretrain else {})}
 
 
+def init_checkpoint_tags(init_checkpoint: str) -> dict:
+    """Where a pretraining run's weights came from when not fresh (train.init_checkpoint: continued pretraining, or
+    phase 2 from phase 1): lineage.init_checkpoint, and lineage.init_checkpoint_run_id, the run that wrote that
+    checkpoint as the checkpoint's record names it (jobs/runtime/resubmit.py), whose corpus the weights learned too.
+    Without a record (a checkpoint at a URI, or from no job of ours) jobs/lineage.py cannot follow it and says so."""
+    if not init_checkpoint:
+        return {}
+    from jobs.runtime import resubmit
+
+    try:
+        record = None if "://" in init_checkpoint else resubmit.read(Path(init_checkpoint))
+    except (OSError, ValueError):  # unreadable or not JSON: no run named
+        record = None
+    writer = (record or {}).get("run_id")
+    return {"lineage.init_checkpoint": init_checkpoint,
+            **({"lineage.init_checkpoint_run_id": writer} if writer else {})}
+
+
 def log_dataset(run_id: str, path: str, digest: str, name: str, context: str = "training",
                 client=None) -> None:
     """A prepared set as an input of run `run_id` (MLflow's dataset view): metadata only, pointing at its folder,
@@ -189,12 +210,16 @@ def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_na
               tags: dict | None = None) -> str:
     """Open a run with `params` (the resolved config, every derived value settled) as flattened params and
     as config.yaml, tagged with `tags` (lineage_tags(...) and the job's own), both redacted (`redact`). Where
-    the tags name a prepared set, it is logged as the run's training input. Nothing mutates the config
+    the tags name a prepared set, it is logged as the run's training input; a pretraining run's
+    train.init_checkpoint is tagged as its lineage too (init_checkpoint_tags). Nothing mutates the config
     afterwards. The run stays RUNNING: the job ends it (finish_run, `ending`)."""
     from mlflow.tracking import MlflowClient
     from mlflow.tracking.context.registry import resolve_tags
 
-    params, tags = redact(params), redact(tags or {})  # secrets never reach the store
+    tags = dict(tags or {})
+    if tags.get("lineage.job") == "pretrain":  # read now: the checkpoint's own run may rotate it away later
+        tags.update(init_checkpoint_tags(str(params.get("train", {}).get("init_checkpoint") or "")))
+    params, tags = redact(params), redact(tags)  # secrets never reach the store
     client = MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     refuse_deleted_experiment(found, experiment)  # (deleted since the job's check_experiment)
@@ -326,10 +351,13 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
 
 def _lineage_of(client, run_id: str) -> dict:
     """A run's lineage_tags, for the model version it registers: its own, over its parent run's when it is
-    nested (a sweep's trial run; the sweep's parent holds the lineage)."""
+    nested (a sweep's trial run; the sweep's parent holds the lineage). A resubmitted run's `continued_from` and
+    `continued_at_step` (jobs/runtime/resubmit.tags) as lineage.*: its code.* tags name only the code of the steps
+    since then; the earlier run, which trained the first ones, has its own."""
     tags = client.get_run(run_id).data.tags
     parent = client.get_run(tags["mlflow.parentRunId"]).data.tags if "mlflow.parentRunId" in tags else {}
-    return {k: v for k, v in {**parent, **tags}.items() if k.startswith(("lineage.", "code."))}
+    resumed = {f"lineage.{k}": tags[k] for k in ("continued_from", "continued_at_step") if k in tags}
+    return {**{k: v for k, v in {**parent, **tags}.items() if k.startswith(("lineage.", "code."))}, **resumed}
 
 
 CURVES = "curves.png"

@@ -239,3 +239,81 @@ def test_a_logged_models_uri_walks_from_the_run_that_logged_it(chain):
         f"logged model models:/{orphan.model_id} (the logged model names no run)"]
     (missing,) = lineage.run("models:/m-" + "0" * 32, uri).missing
     assert missing.startswith("logged model models:/m-000") and "(not in the store: " in missing
+
+
+def _pretraining_tags(root: Path, name: str, text: str) -> dict:
+    """A prepared set in root/prepared/name whose manifest lists one raw file, as a pretraining run's lineage tags."""
+    from bert_core.tokenizer import save_tokenizer, tokenizer_hash, train_wordpiece
+
+    raw = root / "corpus" / f"{name}.txt"
+    raw.write_text(text * 10)
+    data = root / "prepared" / name
+    data.mkdir(parents=True)
+    (data / "manifest.json").write_text(json.dumps({"inputs": {"files": fingerprint_inputs([str(raw)])}}))
+    save_tokenizer(train_wordpiece(["raw text"] * 10, vocab_size=100, min_frequency=1), data / "tokenizer")
+    return {"lineage.job": "pretrain", "lineage.data_dir": str(data), "lineage.data_name": name,
+            "lineage.data_manifest_sha256": hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest(),
+            "lineage.tokenizer_sha256": tokenizer_hash(data / "tokenizer")}
+
+
+def test_a_continued_pretraining_reaches_the_corpus_of_the_run_it_started_from(chain, capsys):
+    """train.init_checkpoint=<run pre's checkpoint>, then pretraining on a domain corpus: the weights learned both
+    corpora. The chain said "complete" naming the domain corpus alone; it goes on to `pre` and its files, and a
+    checkpoint no run is recorded as writing (from outside the store) leaves it incomplete, named."""
+    from jobs.runtime import resubmit
+
+    client, uri, pre, _, corpus = chain
+    root = corpus[0].parent.parent
+    exp = client.get_experiment_by_name("lineage").experiment_id
+    checkpoint = root / "runs" / "pre" / "checkpoint_000010"
+    tags = {**_pretraining_tags(root, "domain", "domain text\n"), "lineage.init_checkpoint": str(checkpoint),
+            "lineage.init_checkpoint_run_id": pre}
+    _register(client, "continued", client.create_run(exp, run_name="domain", tags=tags).info.run_id)
+    result = lineage.main(["models:/continued@candidate", "--tracking-uri", uri])
+    assert result.missing == []
+    kinds = [link.kind for link in result.links]
+    assert kinds[kinds.index("init checkpoint") + 1] == "pretraining run" and kinds.count("pretraining run") == 2
+    files = {link.name for link in result.links if link.kind == "corpus file"}
+    assert files == {str(root / "corpus" / "domain.txt"), *map(str, corpus)}
+    assert f"run {pre} wrote it" in capsys.readouterr().out
+
+    outside = {k: v for k, v in tags.items() if k != "lineage.init_checkpoint_run_id"}
+    _register(client, "outside", client.create_run(exp, tags=outside).info.run_id)
+    (missing,) = lineage.run("models:/outside@candidate", uri).missing
+    assert missing.startswith(f"init checkpoint {checkpoint} (") and "no run is recorded as writing it" in missing
+
+    # a run from before lineage.init_checkpoint: its param, and the record its checkpoint keeps, are followed
+    checkpoint.mkdir(parents=True)
+    resubmit.record(checkpoint, pre, 10, {})
+    before = client.create_run(exp, tags=_pretraining_tags(root, "older", "older text\n")).info.run_id
+    client.log_param(before, "train.init_checkpoint", str(checkpoint))
+    result = lineage.run(f"runs:/{before}", uri)
+    assert result.missing == [] and pre in {link.name for link in result.links}
+
+
+def test_a_resubmitted_runs_earlier_runs_are_links_with_their_own_code(chain, capsys):
+    """A resubmitted pretraining run (continued_from, jobs/runtime/resubmit.py) names only its own commit though the
+    earlier run trained the first steps: each earlier run is a link, with its code, and must exist; a two-phase job's
+    phases are the runs resubmitted."""
+    client, uri, pre, _, _ = chain
+    exp = client.get_experiment_by_name("lineage").experiment_id
+    resumed = {**{k: v for k, v in client.get_run(pre).data.tags.items() if not k.startswith("mlflow.")},
+               "code.git_commit": "def456", "continued_from": pre, "continued_at_step": "500"}
+    run_id = client.create_run(exp, run_name="resumed", tags=resumed).info.run_id
+    _register(client, "resumed", run_id)
+    result = lineage.main(["models:/resumed@candidate", "--tracking-uri", uri])
+    assert result.missing == [] and [link.kind for link in result.links][1:3] == ["pretraining run", "continued from"]
+    out = capsys.readouterr().out
+    assert "code.git_commit = abc123" in out and f"resumed ({run_id}) continued its checkpoint at step 500" in out
+
+    phase2 = {"lineage.phase2.data_dir": resumed["lineage.data_dir"],
+              "lineage.phase2.data_manifest_sha256": resumed["lineage.data_manifest_sha256"]}
+    phases = client.create_run(exp, tags={**resumed, **phase2, "continued_from": "unrecorded"})
+    client.create_run(exp, tags={"mlflow.parentRunId": phases.info.run_id, "phase": "1", "continued_from": pre})
+    result = lineage.run(f"runs:/{phases.info.run_id}", uri)
+    assert [link.name for link in result.links if link.kind == "continued from"] == ["unrecorded", pre]
+    assert result.missing[0].startswith("continued from unrecorded (") and "names no run" in result.missing[0]
+
+    client.delete_run(pre)
+    (missing, *_) = lineage.run("models:/resumed@candidate", uri).missing
+    assert missing.startswith(f"continued from {pre} (tag continued_from of run {run_id}") and "was deleted" in missing

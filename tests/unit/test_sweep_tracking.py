@@ -187,3 +187,29 @@ def test_a_sweep_that_registers_nothing_for_seeds_count_0_says_so_before_ray_and
     assert unregistered(cfg) == ""
     cfg.seeds.count, cfg.finetune.tracking.registered_model = 0, ""
     assert unregistered(cfg) == ""
+
+
+def test_a_sweep_resumed_after_a_code_change_names_the_code_that_trained_it(tmp_path, store, monkeypatch):
+    """The version a sweep registers takes code.* from its parent (trials carry none): resumed after a code fix, the
+    reused parent kept the first attempt's commit, though the new code trained the seed runs. It names the code now,
+    the first attempt's commit kept as code.first_git_commit; a commit it cannot know (no git) is not left standing."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry import tracking
+
+    code = {"code.version": "0.1.0", "code.git_commit": "aaaaaaa", "code.git_dirty": "false"}
+    monkeypatch.setattr(tracking, "code_version", lambda: dict(code))
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    first = start(tmp_path)
+    client.set_terminated(first, "KILLED")
+    code.update({"code.git_commit": "bbbbbbb", "code.git_dirty": "true"})
+    assert start(tmp_path, restoring=True) == first
+    trial = client.create_run(client.get_run(first).info.experiment_id, tags={"mlflow.parentRunId": first})
+    version = tracking._lineage_of(client, trial.info.run_id)
+    assert {k: v for k, v in version.items() if k.startswith("code.")} == {
+        **code, "code.first_git_commit": "aaaaaaa"}
+    client.set_terminated(first, "KILLED")
+    del code["code.git_commit"], code["code.git_dirty"]  # resumed from a Ray job's copy: no .git
+    assert start(tmp_path, restoring=True) == first
+    tags = client.get_run(first).data.tags
+    assert {k: v for k, v in tags.items() if k.startswith("code.")} == {**code, "code.first_git_commit": "aaaaaaa"}

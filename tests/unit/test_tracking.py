@@ -455,3 +455,29 @@ def test_a_registration_that_fails_half_way_says_so_on_its_version(tokenizer_dir
     assert not version.aliases
     with pytest.raises(MlflowException, match="no versions whose registration finished"):
         pin("models:/half/latest", uri)
+
+
+def test_a_continued_pretraining_and_a_resubmission_are_in_the_versions_lineage(tmp_path, empty_store):
+    """A pretraining run from another run's checkpoint (train.init_checkpoint, a logged param only) is tagged with
+    it and with the run the checkpoint's record names, which jobs/lineage.py follows to that run's corpus; a
+    resubmitted run's continued_from reaches the version it registers (its code.* tags name only the later steps')."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from jobs.runtime import resubmit
+
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    uri, art = f"sqlite:///{tmp_path}/mlflow.db", str(tmp_path / "art")
+    first = tracking.start_run(uri, "pre", art, "a", {"train": {"init_checkpoint": ""}},
+                               tags={"lineage.job": "pretrain"})
+    checkpoint = tmp_path / "runs" / "a" / "checkpoint_000010"
+    checkpoint.mkdir(parents=True)
+    resubmit.record(checkpoint, first, 10, {})
+    second = tracking.start_run(uri, "pre", art, "b", {"train": {"init_checkpoint": str(checkpoint)}},
+                                tags={"lineage.job": "pretrain", **resubmit.tags({"run_id": "0123abcd", "step": 5})})
+    client = MlflowClient(uri)
+    assert not any(k.startswith("lineage.init") for k in client.get_run(first).data.tags)
+    version = tracking._lineage_of(client, second)
+    assert (version["lineage.init_checkpoint"], version["lineage.init_checkpoint_run_id"]) == (str(checkpoint), first)
+    assert (version["lineage.continued_from"], version["lineage.continued_at_step"]) == ("0123abcd", "5")
