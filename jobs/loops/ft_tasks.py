@@ -147,7 +147,7 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
         labels = spec.labels or ("score",)
     elif task.name == "squad":
         train, labels = _kept(load_squad(task.train_file, version_2=task.version_2), "train", rejected), ()
-        evals = {"dev": _kept(load_squad(task.dev_file, version_2=task.version_2), "dev", rejected)}
+        evals = {"dev": _kept(load_squad(task.dev_file, version_2=task.version_2, scored_only=True), "dev", rejected)}
     else:
         labels = tuple(task.labels) or CONLL_LABELS
         train = _kept(load_conll(task.train_file, labels), "train", rejected)

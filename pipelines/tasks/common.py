@@ -3,7 +3,8 @@
 Bad input follows the rule of pipelines.sources: a missing file raises FileNotFoundError naming
 it (configuration error); a file whose structure is wrong throughout (bad header, not JSON)
 raises TaskDataError; a bad record is skipped, counted by reason in `TaskSplit.rejects`, and
-logged once per file -- never silently dropped.
+logged once per file -- never silently dropped. What is read another way inside a record that is kept (a SQuAD
+answer whose start was converted or is off its text) is counted apart, in `TaskSplit.notes`: no record was skipped.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class TaskSplit(Sequence):
     path: str
     rejects: collections.Counter = field(default_factory=collections.Counter)  # reason -> count
     samples: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, where, excerpt)
+    # reason -> count of answers converted, dropped or kept without a training target, in records kept: no reject,
+    # and what publishes rejects (jobs/loops/ft_tasks: data.rejected.<split>.* tags) reads `rejects` alone
+    notes: collections.Counter = field(default_factory=collections.Counter)
+    noted: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, where, excerpt) of the first notes
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -62,12 +67,21 @@ class TaskSplit(Sequence):
         if len(self.samples) < MAX_SAMPLES:
             self.samples.append((reason, where, record[:SAMPLE_CHARS]))
 
+    def note(self, reason: str, where: str, record: str) -> None:
+        self.notes[reason] += 1
+        if len(self.noted) < MAX_SAMPLES:
+            self.noted.append((reason, where, record[:SAMPLE_CHARS]))
+
     def report(self) -> "TaskSplit":
-        """Log the reject counts (if any); returns self so readers can end with it."""
+        """Log the reject and note counts (if any); returns self so readers can end with it."""
         if self.rejects:
             counts = ", ".join(f"{k}={v}" for k, v in sorted(self.rejects.items()))
             logger.warning("%s: kept %d records, skipped %d (%s); first: %s", self.path, len(self.rows),
                            sum(self.rejects.values()), counts, self.samples[0])
+        if self.notes:
+            counts = ", ".join(f"{k}={v}" for k, v in sorted(self.notes.items()))
+            logger.warning("%s: answers converted, dropped or kept without a training target, in records kept "
+                           "(%s); first: %s", self.path, counts, self.noted[0])
         return self
 
 

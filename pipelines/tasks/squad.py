@@ -6,8 +6,10 @@ Contracts between the steps:
     run_qa meaning; original BERT's doc_stride was the step between window starts).
   * The question is cut to max_query_length word pieces before pairing, so every window of an
     example holds the same question and as much context as fits.
-  * Training targets are token positions in the window; a window that does not hold the whole
-    answer, and every window of a v2 impossible question, points both at [CLS] (index 0).
+  * Training targets are token positions in the window, from the first gold answer, whose answer_start the reader
+    checked; a window that does not hold the whole answer, and every window of a v2 impossible question, points
+    both at [CLS] (index 0). Answers after it may be at answer_start -1: texts scored (as evaluate-v2.0.py scores
+    texts alone), never a target.
   * Eval features keep example_id and an offset mapping that is None outside the context, so
     postprocessing can only ever pick a context span and map it back to characters exactly.
 """
@@ -32,20 +34,23 @@ from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, req
 NEEDS_VERSION_2 = "unanswerable_needs_version_2"  # reject: a question without an answer where task.version_2 is false
 # counted, not dropped: an answer whose answer_start counts UTF-16 units or UTF-8 bytes, kept at its character offset
 OFFSET_IN_OTHER_UNITS = "answer_offset_in_other_units"
+# counted: an answer that is not the context's text at its answer_start, kept at -1 (scored by its text, no target)
+OFFSET_MISMATCH = "answer_offset_mismatch"
 NOT_AN_ARTICLE = "not_a_squad_article"  # reject: an item of 'data' without a list of paragraphs (a table's record)
 
 
 def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool = True,
-               name: str = "") -> TaskSplit:
+               name: str = "", scored_only: bool = False) -> TaskSplit:
     """Examples {id, title, question, context, answers: {text, answer_start}, is_impossible}.
 
     Rejected records: NOT_AN_ARTICLE (an item of `data` without `paragraphs`: pandas' orient="table" JSON),
     "missing_field" (a question without id/question text, a paragraph without context, either not an object),
     "duplicate_id", "unparseable_label" (answers of no shape answer_list reads), "no_valid_answer" (answerable, but
-    no answer matches the context at its answer_start), and NEEDS_VERSION_2 (`version_2` false: an impossible
-    question, whose [CLS] target a v1 model never predicts). "answer_offset_mismatch" counts single answers dropped
-    (gold_answers) from examples that keep another valid answer or are rejected as no_valid_answer;
-    OFFSET_IN_OTHER_UNITS counts answers kept whose start was in UTF-16 units or UTF-8 bytes (_char_start).
+    no answer a training target can use: none matches the context at its answer_start; `scored_only`, a split
+    that is only scored (dev), none with a text), and NEEDS_VERSION_2 (`version_2` false: an impossible question,
+    whose [CLS] target a v1 model never predicts). Counted in `notes`, not rejects (the question is kept):
+    OFFSET_MISMATCH, answers not at their answer_start (kept for scoring at -1) or blank (dropped), and
+    OFFSET_IN_OTHER_UNITS, answers whose start was in UTF-16 units or UTF-8 bytes (_char_start).
     `labeled=False`: inputs to predict: every question with a context is one, its answers not read
     ([], as files.py's rows to predict), an id repeated or absent ("<name>:<n>", n its position) allowed.
     """
@@ -91,13 +96,13 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
                 if flag is None and labeled:
                     out.reject("unparseable_label", where, f"is_impossible {qa.get('is_impossible')!r}")
                     continue
-                impossible = bool(flag) or not labeled
+                impossible, notes = bool(flag) or not labeled, []  # notes: counted once the question is kept
                 answers = {"text": [], "answer_start": []} if impossible else gold_answers(context, qa.get(
-                    "answers", []), lambda a: out.reject("answer_offset_mismatch", where, json.dumps(a)),
-                    lambda a: out.reject(OFFSET_IN_OTHER_UNITS, where, json.dumps(a)))
+                    "answers", []), lambda a: notes.append((OFFSET_MISMATCH, a)),
+                    lambda a: notes.append((OFFSET_IN_OTHER_UNITS, a)), scored_only)
                 # an empty answer list says "no answer", is_impossible or not (SQuAD v2 as HF's squad_v2 converts to
                 # nested JSON; JSONL and parquet read it so: files.py); no "answers" at all says nothing (unknown), and
-                # answers all off their context: both no_valid_answer
+                # answers all off their context (to train) or all blank: both no_valid_answer
                 impossible = impossible or (isinstance(answers, dict) and not answers["text"]
                                             and qa.get("answers") is not None)
                 if isinstance(answers, str) or not (impossible or answers["text"]):
@@ -107,6 +112,8 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
                     out.reject(NEEDS_VERSION_2, where, qa["question"])
                     continue
                 seen.add(qid)
+                for reason, a in notes:
+                    out.note(reason, where, json.dumps(a))
                 out.rows.append({"id": qid, "title": title, "question": qa["question"], "context": context,
                                  "answers": answers, "is_impossible": impossible})
     if not out.rows and labeled:
@@ -174,20 +181,24 @@ def _char_start(context: str, text: str, start: int) -> tuple[int | None, bool]:
     return None, False
 
 
-def gold_answers(context: str, answers, dropped: Callable[[dict], None],
-                 moved: Callable[[dict], None] = lambda a: None) -> dict | str:
-    """{"text": [...], "answer_start": [...]} of `answers` (answer_list's shapes) that are the context's text at their
-    answer_start, trimmed (_trimmed); a start in UTF-16 units or UTF-8 bytes is read as characters and the answer goes
-    to `moved` too (_char_start); each other one (whitespace alone is no answer) goes to `dropped`. Or a reject
-    reason: "unparseable_label" (a shape answer_list refuses), "no_valid_answer" (answers, none valid)."""
+def gold_answers(context: str, answers, off: Callable[[dict], None], moved: Callable[[dict], None] = lambda a: None,
+                 scored_only: bool = False) -> dict | str:
+    """{"text": [...], "answer_start": [...]} of `answers` (answer_list's shapes), trimmed (_trimmed): first those
+    that are the context's text at their answer_start (a start in UTF-16 units or UTF-8 bytes is read as characters
+    and the answer goes to `moved` too: _char_start), the ones a training target may use; then, at answer_start -1,
+    every other one with a text, which goes to `off`: evaluate-v2.0.py scores a prediction against the gold texts
+    alone, and dropping one scored a prediction equal to it as wrong. Whitespace alone is no answer (dropped, to `off`
+    too). Or a reject reason: "unparseable_label" (a shape answer_list refuses), "no_valid_answer" (answers, none at
+    its answer_start; `scored_only`: a split no target is taken from, none with a text)."""
     answers = answer_list(answers)
     if answers is None:
         return "unparseable_label"
-    good = {"text": [], "answer_start": []}
+    good, texts_only = {"text": [], "answer_start": []}, []
     for a in answers:
         text, start = a.get("text"), _offset(a.get("answer_start"))
-        at, converted = (_char_start(context, text, start) if start is not None and start >= 0
-                         and isinstance(text, str) and text.strip() else (None, False))
+        has_text = isinstance(text, str) and bool(text.strip())
+        at, converted = (_char_start(context, text, start) if start is not None and start >= 0 and has_text
+                         else (None, False))
         if at is not None:
             if converted:
                 moved(a)
@@ -195,8 +206,11 @@ def gold_answers(context: str, answers, dropped: Callable[[dict], None],
             good["text"].append(text)
             good["answer_start"].append(start)
         else:
-            dropped(a)
-    return "no_valid_answer" if answers and not good["text"] else good
+            off(a)
+            texts_only += [text.strip()] if has_text else []
+    if answers and not (good["text"] or scored_only and texts_only):
+        return "no_valid_answer"
+    return {"text": good["text"] + texts_only, "answer_start": good["answer_start"] + [-1] * len(texts_only)}
 
 
 def _encode(examples, tok, max_seq_len: int, doc_stride: int, max_query_length: int):
@@ -234,6 +248,10 @@ def squad_train_features(examples, tokenizer, max_seq_len: int = 384, doc_stride
         if ex.get("is_impossible") or len(ex["answers"]["text"]) == 0:
             continue
         text, start_char = _trimmed(ex["answers"]["text"][0], ex["answers"]["answer_start"][0])
+        # -1: none of its answers is at its answer_start, a question of a split only scored (load_squad's scored_only),
+        # whose windows are featurized so too, their targets unused; a training reader keeps no such question
+        if start_char < 0:
+            continue
         end_char = start_char + len(text)
         seq = enc.sequence_ids(i)
         if 1 not in seq:  # a context of no pieces (U+FFFD, zero-width and control characters only): target [CLS]

@@ -359,7 +359,7 @@ def test_qa_rows_from_jsonl(tmp_path):
         {"context": context, "question": "Bad?", "answers": [{"text": "Paris", "answer_start": 5}]},
         {"context": "", "question": "Empty?", "answers": []},
         {"context": "  \n ", "question": "Blank?", "answers": []})), "jsonl", "question-answering")
-    assert [r["answers"] for r in rows] == [{"text": ["France"], "answer_start": [12]},
+    assert [r["answers"] for r in rows] == [{"text": ["France", "Fr"], "answer_start": [12, -1]},  # "Fr": scored only
                                             {"text": ["Paris"], "answer_start": [0]}, {"text": [], "answer_start": []}]
     assert [r["is_impossible"] for r in rows] == [False, False, True] and rows[1]["title"] == "T"
     assert rows[0]["id"] == "qa.jsonl:0"  # the file's name, not its folder: the digest moves with nothing
@@ -392,7 +392,7 @@ def test_squad_json_is_detected_and_read_as_load_squad(tmp_path):
     assert resolve_files(titled) == [(titled, "squad")]
     rows, rejects, _, _ = read(pretty, "squad", "question-answering")
     assert rows == load_squad(pretty).rows and [r["id"] for r in rows] == ["q1", "q3"]
-    assert rejects == {"answer_offset_mismatch": 1, "no_valid_answer": 1}
+    assert rejects == {"no_valid_answer": 1}  # q2's answer off its start: a note of load_squad's, went with q2
     with pytest.raises(TaskDataError, match="cannot hold question-answering"):
         read(pretty, "csv", "question-answering")
 

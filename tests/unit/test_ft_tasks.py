@@ -229,6 +229,22 @@ def test_a_dev_files_rejects_each_say_where_their_first_is(tmp_path, capsys):
     assert printed.count("rejected (missing_text)") == 1 and printed.count("rejected (missing_label)") == 1, printed
 
 
+def test_squad_dev_keeps_every_question_and_answer_text_the_official_script_scores(tmp_path):
+    """The squad task's dev split is only scored: a question whose answers are all off their answer_start was rejected
+    (no_valid_answer: a smaller denominator than evaluate-v2.0.py's), an answer off it dropped, and both counted as
+    rejected records (data.rejected.dev.* tags). Both are kept, scored by their texts; the answers are noted alone."""
+    train = squad_file(tmp_path / "train.json", (CONTEXT, QAS + [IMPOSSIBLE]), ("Paris is in France.", [
+        {"id": "p", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]}]))
+    dev = squad_file(tmp_path / "dev.json", ("Rome is very old.", [
+        {"id": "r", "question": "What?", "answers": [{"text": "Rome", "answer_start": 0},
+                                                      {"text": "very old", "answer_start": 9}]},  # really 8
+        {"id": "o", "question": "How?", "answers": [{"text": "old", "answer_start": 1}]}]))
+    rows = ft_tasks.load_rows(TaskConfig(name="squad", train_file=train, dev_file=dev, version_2=True))
+    assert [(r["id"], r["answers"]["text"]) for r in rows.evaluation["dev"]] == [("r", ["Rome", "very old"]),
+                                                                                ("o", ["old"])]
+    assert "dev" not in rows.rejected and not any(k.startswith("data.rejected.") for k in ft_tasks.split_tags(rows))
+
+
 def test_version_2_reaches_every_qa_reader(tmp_path, monkeypatch):
     """task.version_2 false: the readers reject a question without an answer, naming the setting, wherever the rows
     come from (the squad task, your own files on the driver, in Ray Data's read tasks); true keeps it."""
