@@ -21,6 +21,8 @@ from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, process
 from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 
+from bert_core.config import ConfigError
+
 # Trained vocabularies put these at ids 0..4 in this order. Loaded vocabularies may place them
 # anywhere (the original uncased vocab has [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103),
 # so code must look ids up through SpecialIds, never assume 0..4.
@@ -223,12 +225,16 @@ def normalizer_flags(norm: dict) -> dict:
             "tokenize_chinese_chars": norm["handle_chinese_chars"]}
 
 
-def _read_vocab(vocab_file: Path) -> dict[str, int]:
+def _vocab_lines(vocab_file: Path) -> list[str]:
     # Same reading as transformers' load_vocab: one token per line, id = line number.
     lines = vocab_file.read_text(encoding="utf-8").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return {token: i for i, token in enumerate(lines)}
+    return lines
+
+
+def _read_vocab(vocab_file: Path) -> dict[str, int]:
+    return {token: i for i, token in enumerate(_vocab_lines(vocab_file))}
 
 
 def stated_settings(path: str | os.PathLike) -> dict:
@@ -249,6 +255,69 @@ def stated_settings(path: str | os.PathLike) -> dict:
 def _tokenizer_config(folder: Path) -> dict:
     config_file = folder / "tokenizer_config.json"
     return json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+
+
+# Above this share of tokens holding a capital, a vocabulary is cased: Google's cased vocabularies hold ~25%, an uncased
+# one a few symbols (bert-base-uncased's and MiniLM's: "ℝ" and "##ℝ" of 30522).
+CASED_VOCAB_SHARE = 0.01
+
+
+def cased_tokens(tokens: Iterable[str]) -> int:
+    """How many of `tokens` hold an uppercase letter, bracketed special tokens ("[CLS]", "[unused0]") aside."""
+    return sum(not (t.startswith("[") and t.endswith("]")) and any(c.isupper() for c in t) for t in tokens)
+
+
+def check_tokenizer_folder(path: str | os.PathLike, lowercase: bool | None = None, setting: str | None = None) -> None:
+    """Refuse (ConfigError) a given tokenizer that loading, here and in transformers, would read silently otherwise
+    than its files say:
+
+    - a vocab.txt that differs from the tokenizer.json beside it (its [unusedN] lines edited into domain words):
+      load_tokenizer and transformers both read tokenizer.json, so the edit was ignored, and save_tokenizer wrote the
+      prepared copy's vocab.txt back from it;
+    - a vocab.txt stating no case (no tokenizer.json, no do_lower_case or strip_accents in a tokenizer_config.json:
+      stated_settings) whose tokens hold capitals (Google's cased_L-12_H-768_A-12), with `lowercase` None: read as
+      uncased BERT, as transformers reads it, its capitalised quarter could never be produced. `setting`: the config
+      field that gives `lowercase` (none: the fix named is a tokenizer_config.json's do_lower_case).
+    """
+    path = Path(path)
+    if path.is_dir() and (path / "tokenizer.json").is_file():  # what load_tokenizer reads, and transformers
+        if (path / "vocab.txt").is_file():
+            _check_same_vocabulary(path)
+        return
+    vocab_file = path / "vocab.txt" if path.is_dir() else path
+    if path.suffix == ".json" or not vocab_file.is_file() or lowercase is not None or stated_settings(path):
+        return
+    tokens = _vocab_lines(vocab_file)
+    cased = cased_tokens(tokens)
+    if cased <= CASED_VOCAB_SHARE * len(tokens):
+        return
+    fix = (f"set {setting}=false to keep its case, or {setting}=true to lowercase the text anyway" if setting else
+           'write a tokenizer_config.json beside it with "do_lower_case": false (or true, to lowercase the text)')
+    raise ConfigError(f"tokenizer at {path}: its vocab.txt states no case (no tokenizer.json, no do_lower_case in a "
+                      f"tokenizer_config.json) and {cased} of its {len(tokens)} tokens hold capitals (more than "
+                      f"{CASED_VOCAB_SHARE:.0%}: a cased vocabulary, as Google's cased_L-12_H-768_A-12); read as "
+                      f"uncased BERT, as transformers reads a bare vocab.txt, the text is lowercased and those tokens "
+                      f"are never produced: {fix}")
+
+
+def _check_same_vocabulary(folder: Path) -> None:
+    lines = _vocab_lines(folder / "vocab.txt")
+    # the model's vocabulary: tokens added since (tokenizer.add_tokens) are in tokenizer.json alone, as transformers
+    # saves them (added_tokens), never in vocab.txt
+    vocab = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab(with_added_tokens=False)
+    by_id = {i: t for t, i in vocab.items()}
+    for i in range(max(len(lines), max(by_id, default=-1) + 1)):
+        line, token = lines[i] if i < len(lines) else None, by_id.get(i)
+        if line != token:
+            break
+    else:
+        return
+    raise ConfigError(
+        f"tokenizer at {folder}: its vocab.txt and tokenizer.json hold different vocabularies, first at vocab.txt "
+        f"line {i + 1}: {'no line' if line is None else repr(line)}, where tokenizer.json gives id {i} to "
+        f"{'no token' if token is None else repr(token)}; tokenizer.json wins, here and in transformers, so the "
+        f"vocab.txt is ignored (an edit of it is lost): delete tokenizer.json to use vocab.txt as it is, or "
+        f"regenerate tokenizer.json from the edited vocab.txt (or vocab.txt from tokenizer.json)")
 
 
 def load_tokenizer(path: str | os.PathLike, lowercase: bool | None = None,

@@ -18,8 +18,9 @@ class TokenizerConfig:
     path: str | None = None  # an existing tokenizer dir (vocab.txt / tokenizer.json); None trains one
     vocab_size: int = 8192  # WordPiece vocabulary to train (30522 in original BERT)
     # None = true (uncased BERT) for a trained tokenizer, a given one's own (its tokenizer.json's normalizer or
-    # tokenizer_config.json's do_lower_case; true for a bare vocab.txt, as transformers reads one). Set, a bare
-    # vocab.txt (Google's cased_L-12_H-768_A-12) takes it, and a given tokenizer stating otherwise is refused
+    # tokenizer_config.json's do_lower_case; true for a bare uncased vocab.txt, as transformers reads one, and a
+    # bare vocab.txt over 1% of whose tokens hold capitals is refused unset). Set, a bare vocab.txt (Google's
+    # cased_L-12_H-768_A-12) takes it, and a given tokenizer stating otherwise is refused
     lowercase: bool | None = None
     # None = follow lowercase (uncased BERT strips accents), or a given tokenizer's own; false keeps combining marks,
     # letters outside Latin script (Japanese voicing marks, Devanagari virama, Thai and Vietnamese tone marks)

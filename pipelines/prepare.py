@@ -51,8 +51,9 @@ from ray.data._internal.execution.backpressure_policy import (
 from tokenizers import Tokenizer
 
 from bert_core.config import ConfigError
-from bert_core.tokenizer import (SpecialIds, continuation_mask, load_tokenizer, save_tokenizer, stated_settings,
-                                 tokenizer_hash, train_wordpiece, transformers_differences, vocab_in_id_order)
+from bert_core.tokenizer import (SpecialIds, check_tokenizer_folder, continuation_mask, load_tokenizer, save_tokenizer,
+                                 stated_settings, tokenizer_hash, train_wordpiece, transformers_differences,
+                                 vocab_in_id_order)
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import dropped_rows
 from pipelines.examples import (Document, bucket_seed, create_examples, cut_long_sentences, mask_static_flat,
@@ -125,8 +126,10 @@ class ReadProgress:
 def _given_tokenizer(t: TokenizerConfig) -> Tokenizer:
     """data.tokenizer.path loaded as transformers will read the prepared copy (save_tokenizer). A bare vocab.txt
     states no case, so data.tokenizer.lowercase / strip_accents decide (unset: uncased BERT, as transformers reads
-    one); a tokenizer that states its own keeps them, and a setting that contradicts them is refused. So is a
-    tokenizer transformers would rebuild differently: pretraining would see other ids than fine-tuning."""
+    one, unless its tokens are cased: refused, check_tokenizer_folder); a tokenizer that states its own keeps them,
+    and a setting that contradicts them is refused. So is a vocab.txt that differs from the tokenizer.json beside it,
+    and a tokenizer transformers would rebuild differently: pretraining would see other ids than fine-tuning."""
+    check_tokenizer_folder(t.path, t.lowercase, "data.tokenizer.lowercase")
     stated = stated_settings(t.path)
     if stated:
         strips = stated["lowercase"] if stated["strip_accents"] is None else stated["strip_accents"]

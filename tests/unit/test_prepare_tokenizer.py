@@ -10,7 +10,7 @@ from tokenizers import Tokenizer, normalizers
 from transformers import AutoTokenizer
 
 from bert_core.config import ConfigError
-from bert_core.tokenizer import load_tokenizer, tokenizer_hash
+from bert_core.tokenizer import check_tokenizer_folder, load_tokenizer, save_tokenizer, tokenizer_hash
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.prepare import _given_tokenizer, _prepare_tokenizer
 
@@ -47,18 +47,78 @@ def _with_normalizer(bare, tmp_path, name: str, normalizer) -> str:
 
 def test_a_bare_vocab_takes_the_configs_case(bare, tmp_path):
     """data.tokenizer.lowercase was not passed for a bare vocab.txt: Google's cased vocabulary was lowercased, its
-    capitalised words [UNK] or split. Set, it is used; unset, the vocabulary is uncased BERT's, as transformers reads
-    it. The prepared folder says so, and the two settings name two prepared sets."""
+    capitalised words [UNK] or split. Set, it is used (unset: test_a_cased_bare_vocab_with_no_case_set_is_refused).
+    The prepared folder says so, and the two settings name two prepared sets."""
     tok, hf = prepared(tmp_path, path=str(bare), lowercase=False)
     assert tok.encode("The Paris", add_special_tokens=False).tokens == hf.tokenize("The Paris") == ["The", "Paris"]
     assert json.loads((tmp_path / "prepared" / "tokenizer_config.json").read_text())["do_lower_case"] is False
     for text in ["The capital is Paris.", "Café cafe\u0301 北京", "PARIS"]:
         assert tok.encode(text).ids == hf(text)["input_ids"]
-    uncased = _given_tokenizer(TokenizerConfig(path=str(bare)))
+    uncased = _given_tokenizer(TokenizerConfig(path=str(bare), lowercase=True))
     assert uncased.encode("The Paris", add_special_tokens=False).tokens == ["the", "paris"]
     assert tokenizer_hash(uncased) != tokenizer_hash(tok)
     kept = _given_tokenizer(TokenizerConfig(path=str(bare), lowercase=True, strip_accents=False))
     assert kept.encode("Café").ids != uncased.encode("Café").ids  # accents kept: [UNK], not "cafe"
+
+
+def test_a_cased_bare_vocab_with_no_case_set_is_refused(bare, tmp_path):
+    """A bare vocab.txt with data.tokenizer.lowercase unset is read as uncased BERT (as transformers reads it): a cased
+    one (Google's cased_L-12_H-768_A-12, ~25% of its tokens capitalised) lost the text's case and accents and never
+    produced those tokens, silently. It is refused, naming the count; an uncased one with a stray capital symbol
+    (bert-base-uncased's "ℝ") is read as before, and so is a cased one whose tokenizer_config.json states its case."""
+    with pytest.raises(ConfigError, match=r"tokenizer at .*cased_L-12: its vocab\.txt states no case .* 4 of its 118 "
+                                          r"tokens hold capitals .*: set data\.tokenizer\.lowercase=false to keep its "
+                                          r"case, or data\.tokenizer\.lowercase=true"):
+        _given_tokenizer(TokenizerConfig(path=str(bare)))
+    with pytest.raises(ConfigError, match=r"4 of its 118 tokens"):  # named as a file too
+        _given_tokenizer(TokenizerConfig(path=str(bare / "vocab.txt")))
+    with pytest.raises(ConfigError, match=r'write a tokenizer_config\.json beside it with "do_lower_case": false'):
+        check_tokenizer_folder(bare)  # the fine-tuning loader's call: no data.tokenizer setting there
+    uncased = tmp_path / "uncased"
+    uncased.mkdir()
+    (uncased / "vocab.txt").write_text("".join(t + "\n" for t in dict.fromkeys(t if t.startswith("[") else t.lower()
+                                                                          for t in VOCAB + ["ℝ"])))
+    assert _given_tokenizer(TokenizerConfig(path=str(uncased))).encode("The Paris").tokens == [
+        "[CLS]", "the", "paris", "[SEP]"]
+    (bare / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    assert _given_tokenizer(TokenizerConfig(path=str(bare))).encode("The Paris", add_special_tokens=False).tokens == [
+        "The", "Paris"]
+
+
+def test_a_vocab_txt_that_differs_from_its_tokenizer_json_is_refused_naming_the_line(bare, tmp_path):
+    """tokenizer.json wins over the vocab.txt beside it, here and in transformers: a vocab.txt whose [unusedN] lines
+    were edited into domain words was silently ignored, and the prepared copy's vocab.txt written back from
+    tokenizer.json. The first differing line is named, and how to fix it."""
+    folder = tmp_path / "edited"
+    save_tokenizer(load_tokenizer(bare, lowercase=False), folder)
+    _given_tokenizer(TokenizerConfig(path=str(folder)))  # as saved: the same vocabulary
+    lines = (folder / "vocab.txt").read_text().split("\n")
+    lines[2] = "covidxyz"  # [unused1]
+    (folder / "vocab.txt").write_text("\n".join(lines))
+    assert 2 not in AutoTokenizer.from_pretrained(str(folder))("covidxyz")["input_ids"]  # transformers ignores it too
+    with pytest.raises(ConfigError, match=r"tokenizer at .*edited: its vocab\.txt and tokenizer\.json hold different "
+                                          r"vocabularies, first at vocab\.txt line 3: 'covidxyz', where "
+                                          r"tokenizer\.json gives id 2 to '\[unused1\]'; tokenizer\.json wins, here "
+                                          r"and in transformers.*: delete tokenizer\.json to use vocab\.txt"):
+        _given_tokenizer(TokenizerConfig(path=str(folder)))
+    (folder / "vocab.txt").write_text("\n".join(lines[:2] + ["[unused1]"] + lines[3:]).rstrip("\n") + "\nextra\n")
+    with pytest.raises(ConfigError, match=r"line 119: 'extra', where tokenizer\.json gives id 118 to no token"):
+        check_tokenizer_folder(folder)
+    (folder / "tokenizer.json").unlink()  # the fix named: the edited vocab.txt is used
+    assert _given_tokenizer(TokenizerConfig(path=str(folder))).token_to_id("extra") == 118
+
+
+def test_tokens_added_to_a_tokenizer_are_no_difference_from_its_vocab_txt(bare, tmp_path):
+    """tokenizer.add_tokens, saved: the added tokens are in tokenizer.json alone (its added_tokens), never in the
+    vocab.txt transformers 4 wrote beside it from the model's vocabulary; such a folder is the same vocabulary."""
+    folder = tmp_path / "added"
+    folder.mkdir()
+    tok = load_tokenizer(bare, lowercase=False)
+    tok.add_tokens(["covidxyz", "mrna"])
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB))
+    check_tokenizer_folder(folder)
+    assert _given_tokenizer(TokenizerConfig(path=str(folder))).token_to_id("covidxyz") == len(VOCAB)
 
 
 def test_a_setting_that_contradicts_the_tokenizer_is_refused_naming_both(bare, tmp_path):
