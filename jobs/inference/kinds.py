@@ -14,8 +14,6 @@ from types import SimpleNamespace
 OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
                   "regression": ("value",), "token-classification": ("entities",),
                   "question-answering": ("answer", "answer_start", "score", "null_score")}
-# the kinds served by our pyfunc over the predictor (jobs/inference/served_model.py), not a transformers pipeline
-SERVED_KINDS = ("question-answering", "multi-label", "token-classification")
 # each output column's Arrow type: a part whose values are all None (QA rows without a span) keeps it
 OUTPUT_TYPES = {"label": "string", "labels": "string", "score": "double", "scores": "string", "value": "double",
                 "entities": "string", "answer": "string", "answer_start": "int64", "null_score": "double"}

@@ -134,17 +134,27 @@ def model_files(folder: Path) -> list[Path]:
 
 def model_folder_kind(model: str) -> str:
     """The kind of the model folder `model` (jobs/inference/kinds.py), refused as the run refuses it: no such folder,
-    no config transformers reads, no weights it loads. Read as JSON and file names, so a check imports no framework.
-    "" for a models:/ or runs:/ URI: MLflow resolves it (and downloads its files) when the job runs."""
+    no WordPiece tokenizer (none, or another kind that would read words as [UNK]), no config transformers reads, no
+    weights it loads. Read as JSON and file names, so a check imports no framework. "" for a models:/ or runs:/ URI:
+    MLflow resolves it (and downloads its files) when the job runs."""
     from jobs.config.predict import MODEL_URIS
     from jobs.inference.kinds import folder_kind
+    from pipelines.tasks.common import require_wordpiece
 
     if model.startswith(MODEL_URIS):
         return ""
     if not Path(model).is_dir():
         raise ConfigError(f"model {model!r} does not resolve: no such folder {model}")
+    try:  # in the run's order: its tokenizer (jobs/finetune.resolve_init), its config, then its weights
+        require_wordpiece(Path(model).resolve())  # ConfigError for another kind, as the run raises it
+    except FileNotFoundError as exc:
+        raise ConfigError(f"model {model!r} does not resolve: {exc}") from None
+    except ConfigError:
+        raise
+    except ValueError as exc:  # a tokenizer.json cut short: no JSON
+        raise ConfigError(f"model {model!r}: its tokenizer.json is not JSON ({exc})") from None
     try:
-        kind = folder_kind(Path(model))  # in the run's order: its config, then its weights
+        kind = folder_kind(Path(model))
         model_files(Path(model))
         return kind
     except ValueError as exc:

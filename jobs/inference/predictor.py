@@ -1,7 +1,6 @@
 """A fine-tuned model folder -> a prediction for each input row: what its transformers pipeline answers
 (jobs/inference/serving.pipeline_config: truncation, windows for token classification), computed in batches of
-inputs sorted by length; the served model answers with this class where the pipeline would not answer alike
-(jobs/inference/served_model.py). No Ray here: jobs/predict.py runs `encode` in Ray Data tasks and
+inputs sorted by length; the served model of every kind answers with this class (jobs/inference/served_model.py). No Ray here: jobs/predict.py runs `encode` in Ray Data tasks and
 `Predictor.forward` + `Predictor.decode` in an actor pool; tests call them on plain lists.
 
     predictor = Predictor(model_dir)
@@ -52,7 +51,7 @@ class Encoder:
         self.kind = model_kind(self.config)
         self.tokenizer = load_tokenizer(model_dir)  # WordPiece only: another kind would be read as [UNK]s
         self.limit = min(int(self.tokenizer.model_max_length), int(self.config.max_position_embeddings))
-        self.tokenizer.model_max_length = self.limit  # as the logged pipeline (serving.pipeline_config)
+        self.tokenizer.model_max_length = self.limit  # as a pipeline with serving.pipeline_config
         self.stride = self.limit // 4
         self.qa = q = dataclasses.replace(qa or QASettings())  # a copy: the caller's settings may serve other models
         if q.max_seq_len > self.limit:  # a model of fewer positions: its windows, questions and overlaps shrink

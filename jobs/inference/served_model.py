@@ -1,18 +1,23 @@
-"""A fine-tuned model as MLflow serves it where a transformers pipeline would answer otherwise than batch prediction
-(jobs/inference/kinds.SERVED_KINDS): a pyfunc over jobs/inference/predictor.Predictor, the code jobs/predict.py
-runs, so a POST to `mlflow models serve`'s /invocations answers what a prediction job writes (its output columns,
-jobs/inference/kinds.OUTPUT_COLUMNS).
+"""A fine-tuned model of any kind as MLflow serves it: a pyfunc over jobs/inference/predictor.Predictor, the code
+jobs/predict.py runs, so a POST to `mlflow models serve`'s /invocations answers what a prediction job writes (its
+output columns, jobs/inference/kinds.OUTPUT_COLUMNS), and refuses what it rejects. The transformers pipeline MLflow
+would serve otherwise answers otherwise:
 
-    question-answering    transformers 5 has no pipeline for it (jobs/inference/qa_model.py)
+    classification        a blank text got a label (batch: missing_text), a table with an `id` column or a null
+                          text a server error, a `text_pair` column was dropped unseen (the pipeline's signature is
+                          one text column: a model of sentence pairs answered from the first sentence alone)
+    regression            the pipeline answers {"label": "LABEL_0", "score": 3.6}; batch prediction {"value": 3.6}
     multi-label           the pipeline answers the top label only and knows no threshold; this answers every label
                           over the model's trained `multi_label_threshold`
     token-classification  the pipeline must answer the "O" groups to be served (MLflow fails a request on an input
                           that answers nothing), and those take part in the merge of overlapping windows, where the
                           longer "O" stretch drops an entity one window found; this answers the entities alone
+    question-answering    transformers 5 has no pipeline for it (jobs/inference/qa_model.py)
 
     input   a table: `question` and `context` (QA); `text` and, for a classifier, an optional `text_pair` (then in
             every row); or one unnamed column of texts (what a JSON list of strings becomes). A null or blank text or
-            pair is refused, naming its row: batch prediction rejects it as missing_text
+            pair, or one that says it holds no value ("nan", "#N/A": pipelines/tasks/cells.no_value), is refused,
+            naming its row: batch prediction rejects it as missing_text
 
 The model folder travels as the pyfunc's artifact `model` (jobs/finetune.find_hf_folder finds it in a download, so
 `init=models:/NAME@alias` and jobs/predict.py read it as they read any registered model), the task's settings as its
@@ -55,6 +60,8 @@ def refuse_non_text(kind: str, column: str, values) -> None:
     for i, v in enumerate(values):
         if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0):
             raise BadRequest(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
+                " (records, {\"inputs\": [{...}]}, are read as one column: send them as dataframe_records or "
+                "instances)" if isinstance(v, dict) else
                 " (send a sentence's words joined by spaces)" if kind == "token-classification" else ""))
         if isinstance(v, str) and has_lone_surrogate(v):
             raise BadRequest(f"{kind}: row {i}'s {column} holds a lone surrogate (half of a character: an emoji a "
@@ -86,7 +93,10 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         rows, empty = self.rows(model_input)
         answers = iter(self.predictor.predict([r for r in rows if r is not None]))
         out = [empty if r is None else next(answers) for r in rows]
-        return pd.DataFrame([{k: a[k] for k in OUTPUT_COLUMNS[kind]} for a in out], columns=list(OUTPUT_COLUMNS[kind]))
+        # object columns: pandas would turn a None (a QA row without an answer, beside answered ones) into NaN, which
+        # MLflow's scoring server writes as a bare NaN, no JSON a client parses; None is written as null
+        return pd.DataFrame([{k: a[k] for k in OUTPUT_COLUMNS[kind]} for a in out], columns=list(OUTPUT_COLUMNS[kind]),
+                            dtype=object)
 
     def rows(self, table) -> tuple[list[dict | None], dict]:
         """The predictor's rows of `table` (None for a question-answering row without a question or a context: it
@@ -128,6 +138,8 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         texts = table["text"] if "text" in table.columns else table[table.columns[0]]
         refuse_blank(kind, "text", texts)
         if kind == "token-classification":
+            if "text_pair" in table.columns:  # read as single texts, its second text would be dropped unseen
+                raise BadRequest(f"{kind}: a tagger reads one text per row: send no text_pair column")
             return [{"id": str(i), "text": str(t)} for i, t in enumerate(texts)], {}
         if self.pairs is not None and self.pairs != ("text_pair" in table.columns):
             raise BadRequest(f"{kind}: this model was fine-tuned on " + (
@@ -144,15 +156,19 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
 
 
 def blank(value) -> bool:
-    """Null, or text of whitespace alone: what batch prediction's reader takes for a missing field."""
-    return missing(value) or not str(value).strip()
+    """Null, text of whitespace alone, or text that says it holds no value ("nan", "#N/A": what a spreadsheet or
+    pandas writes for an empty cell): what batch prediction's reader takes for a missing field."""
+    from pipelines.tasks.cells import no_value
+
+    return missing(value) or no_value(value) or not str(value).strip()
 
 
 def refuse_blank(kind: str, column: str, values, hint: str = "") -> None:
-    """Raise naming the first row (and how many more) whose `column` is null or blank: what batch prediction's reader
-    rejects as missing_text (pipelines/tasks/files.py)."""
+    """Raise naming the first row (and how many more) whose `column` is null or blank (`blank`): what batch
+    prediction's reader rejects as missing_text (pipelines/tasks/files.py)."""
     refuse_non_text(kind, column, values)
     bad = [i for i, v in enumerate(values) if blank(v)]
     if bad:
         more = f" and {len(bad) - 1} more" if bad[1:] else ""
-        raise BadRequest(f"{kind}: row {bad[0]}{more} has no {column} (null or blank){hint}")
+        raise BadRequest(f"{kind}: row {bad[0]}{more} has no {column} (null, blank or a no-value text such as "
+                         f"\"nan\"){hint}")

@@ -1,5 +1,6 @@
-"""What a registered model is loaded and served with: the transformers class for its task, and the inference settings
-logged with a pipeline (MLflow's model_config)."""
+"""What a registered model is loaded with: the transformers class for its task; and the settings a plain transformers
+pipeline needs to answer as batch prediction does (pipeline_config), which the parity tests run it with. Every
+fine-tuned kind is served by our pyfunc (jobs/inference/served_model.py), not a pipeline."""
 
 from __future__ import annotations
 
@@ -30,16 +31,15 @@ def model_class(task: str, model_dir: str | os.PathLike):
 
 
 def pipeline_config(task: str, model, tokenizer) -> dict:
-    """How the transformers pipeline runs any input, as jobs/inference/predictor.py predicts (for a logged pipeline,
-    MLflow's model_config: the keyword arguments of every pyfunc call, what `mlflow models serve` answers with), and
-    the tokenizer's length limit set to the model's positions. Without it one input longer than the positions takes
-    a served model down (an index error in the position embeddings).
+    """How a transformers pipeline runs any input as jobs/inference/predictor.py predicts (the parity tests' reference:
+    tests/unit/test_predictor.py), and the tokenizer's length limit set to the model's positions. Without it one
+    input longer than the positions takes a pipeline down (an index error in the position embeddings).
       text-classification   truncation to the limit (a pair: the longer text first, as the tokenizer does)
       token-classification  windows of the limit overlapping by a quarter of it, so every word of a long input
                             is tagged; words take their first piece's tag, entities are grouped (B-/I-), the
                             outside words ("O") left out of each window before overlapping groups are merged.
-                            Served by jobs/inference/served_model.py: MLflow's served tagger fails a whole request
-                            on an input that answers nothing (its _parse_tokenizer_output reads item [0])"""
+                            (MLflow's served tagger failed a whole request on an input that answers nothing: its
+                            _parse_tokenizer_output reads item [0])"""
     limit = min(int(tokenizer.model_max_length), int(model.config.max_position_embeddings))
     tokenizer.model_max_length = limit
     if task == "text-classification":

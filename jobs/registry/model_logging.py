@@ -1,18 +1,20 @@
 """How a finished run's model folder goes into MLflow (jobs/registry/tracking.finish_run picks one per task):
-  log_release_model  a transformers pipeline model for its task (single-label classification, regression), with its
-                     inference settings, input example, signature and model card; a multi-label classifier or a
-                     tagger as our pyfunc (jobs/inference/served_model.py), which answers as batch prediction
+  log_release_model  a fine-tuned model of any kind as our pyfunc over batch prediction's code
+                     (jobs/inference/served_model.py), with its task settings, input example and signature: served,
+                     it answers what a prediction job writes, its refusals included (a transformers pipeline model
+                     answered a blank text with a label, a table with another column with a server error, and a
+                     regression value as a label)
   log_qa_model       question answering, which transformers 5 has no pipeline for: our pyfunc
                      (jobs/inference/qa_model.py) over the folder
   log_hf_folder      the folder as plain artifacts, registered as is (the pretraining release checkpoint)
+Each keeps the model folder whole (model/ of the run, or the pyfunc's artifact `model`): `models:/NAME@alias` downloads
+a folder that transformers loads with no code of ours (jobs/finetune.find_hf_folder finds it in the download).
 """
 
 from __future__ import annotations
 
-import os
 from importlib.metadata import version
 
-from jobs.inference.kinds import SERVED_KINDS
 from jobs.inference.serving import model_class
 
 
@@ -143,36 +145,21 @@ def texts_signature(kind: str):
 
 
 def log_release_model(release_dir: str, registered_model: str | None, task: str,
-                      input_example: list | None = None, card: str = "", settings: dict | None = None):
-    """A model folder as an MLflow transformers model for `task` (loads in transformers: a check too), with
-    `input_example` and the signature inferred from it, and `card` (markdown) as its model card: MLflow then
-    does not look for one on the Hugging Face Hub, which has never seen this model. A multi-label classifier, a
-    tagger, or a model of sentence pairs (an input example of {text, text_pair} records) as our pyfunc instead, with
-    the fine-tuning task's `settings` (its TaskConfig as a dict: the threshold)."""
-    import mlflow
-    import transformers
-    from huggingface_hub import ModelCard
+                      input_example: list | None = None, settings: dict | None = None):
+    """A fine-tuned model folder as our pyfunc (jobs/inference/served_model.PredictorModel; loads in transformers: a
+    check too), with the fine-tuning task's `settings` (its TaskConfig as a dict: the threshold) and `input_example`:
+    a list of texts, so requests keep the form a list takes ({"inputs": [...]}), with texts_signature; a model of
+    sentence pairs (an example of {text, text_pair} records) as that table, whose inferred signature names both
+    columns. A pyfunc keeps no model card: the version's description is the card (finish_run sets it)."""
+    import pandas as pd
 
     from jobs.inference.kinds import folder_kind
-    from jobs.inference.serving import pipeline_config
+    from jobs.inference.served_model import PredictorModel
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    model = model_class(task, release_dir).from_pretrained(release_dir)
+    model_class(task, release_dir).from_pretrained(release_dir)  # the load check log_model does
     kind = folder_kind(release_dir)
     pairs = bool(input_example) and isinstance(input_example[0], dict) and "text_pair" in input_example[0]
-    if kind in SERVED_KINDS or pairs:  # the pipeline would not answer as batch prediction: our pyfunc (the task's
-        from jobs.inference.served_model import PredictorModel  # threshold; a pair's second text, which the
-        # pipeline's one-column signature would drop from every request). The input example as the pipeline's: a
-        # list of texts, so requests keep their form ({"inputs": [...]}); pairs as a table of text and text_pair
-        import pandas as pd
-
-        return _log_pyfunc(PredictorModel(), release_dir, registered_model, task,  # pairs: named columns, kept
-                           {**served_config(kind, settings or {}), "text_pair": pairs},  # by name
-                           pd.DataFrame(input_example) if pairs else input_example,
-                           signature=None if pairs else texts_signature(kind))
-    tokenizer = transformers.BertTokenizerFast.from_pretrained(release_dir)
-    return mlflow.transformers.log_model(
-        transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task=task, pip_requirements=pins(),
-        input_example=input_example, registered_model_name=registered_model,
-        model_config=pipeline_config(task, model, tokenizer),
-        model_card=ModelCard(f"---\nlibrary_name: transformers\n---\n{card or task}"))
+    return _log_pyfunc(PredictorModel(), release_dir, registered_model, task,
+                       {**served_config(kind, settings or {}), "text_pair": pairs},
+                       pd.DataFrame(input_example) if pairs else input_example,
+                       signature=None if pairs else texts_signature(kind))

@@ -325,8 +325,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
                 info["model_uri"], registered = log_hf_folder(tracking_uri, run_id, release_dir, task,
                                                               registered_model or None)
             elif release_dir:
-                model_info = log_release_model(release_dir, registered_model or None, task, input_example,
-                                               description, settings)
+                model_info = log_release_model(release_dir, registered_model or None, task, input_example, settings)
                 info["model_uri"] = model_info.model_uri
                 registered = getattr(model_info, "registered_model_version", None)
         if release_dir:

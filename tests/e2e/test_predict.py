@@ -1,13 +1,14 @@
 """Using the champion, end to end (real local Ray, real SQLite MLflow, from the real all-MiniLM-L6-v2): two
 fine-tunes of a CSV task registered and promoted through jobs/promote.py, then jobs/predict.py with
-models:/NAME@champion over CSV, JSON Lines and plain-text files. Every prediction equals what the registered
-model's own pipeline (mlflow.transformers.load_model, with its inference settings) predicts; a prediction actor
+models:/NAME@champion over CSV, JSON Lines and plain-text files. Every prediction equals what a plain transformers
+pipeline over the registered folder predicts (truncating), and what the served model answers; a prediction actor
 killed mid-job and a rerun over a half-finished output each leave every input predicted exactly once; a
 promotion and a rollback change the version the next job uses, and the manifest says which."""
 
 import csv
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -93,6 +94,9 @@ def registry(ray_tmp):
 
 def test_champion_predicts_three_formats_as_its_registered_pipeline(ray_tmp, registry):
     import mlflow
+    import transformers
+
+    from jobs.finetune import find_hf_folder
 
     out = ray_tmp / "pred"
     # README.md's command: the champion over a glob of files (every file of the folder here, in three formats)
@@ -109,14 +113,17 @@ def test_champion_predicts_three_formats_as_its_registered_pipeline(ray_tmp, reg
     # is rejected here, so n is the row's place in its file; a.csv's 40 rows span two shards of 25)
     assert all(int(r["id"].rsplit(":", 1)[1]) == r["position"] for r in rows), rows
     mlflow.set_tracking_uri(f"sqlite:///{ray_tmp}/mlflow.db")
-    pipe = mlflow.transformers.load_model(f"models:/{NAME}/2")
-    settings = mlflow.pyfunc.load_model(f"models:/{NAME}/2").model_config  # what the server calls it with
-    assert settings.get("truncation") is True
+    # the registered folder in a plain transformers pipeline (it loads with no code of ours), and the served model
+    download = mlflow.artifacts.download_artifacts(f"models:/{NAME}/2", dst_path=str(ray_tmp / "v2"))
+    pipe = transformers.pipeline("text-classification", model=str(find_hf_folder(Path(download))))
+    served = mlflow.pyfunc.load_model(f"models:/{NAME}/2")  # what `mlflow models serve` answers with
     for name, texts in registry["texts"].items():
         ours = sorted((r for r in rows if r["file"].endswith(name)), key=lambda r: int(r["id"].rsplit(":", 1)[1]))
-        theirs = pipe(texts, **settings)
-        assert [r["label"] for r in ours] == [t["label"] for t in theirs], name
+        theirs = pipe(texts, truncation=True)  # to the tokenizer's model_max_length: the fine-tuned length
+        answered = served.predict(texts)
+        assert [r["label"] for r in ours] == [t["label"] for t in theirs] == list(answered["label"]), name
         assert [r["score"] for r in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-4), name
+        assert list(answered["score"]) == pytest.approx([t["score"] for t in theirs], abs=1e-4), name
     accuracy = np.mean([r["label"] == list(TOPICS)[int(r["id"].split(":")[1]) % 3] for r in rows
                         if r["file"].endswith("a.csv")])
     assert accuracy > 0.6, accuracy  # the champion learned the topics (chance: 1/3)

@@ -1,9 +1,8 @@
 """A registered model served over HTTP as users serve it: `mlflow models serve -m models:/NAME@champion --env-manager
 local` on 127.0.0.1, a real subprocess. Its answers equal what batch prediction writes (jobs/inference/predictor.py)
 for the same inputs, inputs far longer than the model's 64 positions included (truncated for classification,
-windowed for token classification: jobs/inference/serving.pipeline_config; question answering, which transformers 5
-has no pipeline for, taggers and multi-label classifiers, whose pipelines answer otherwise, through our pyfunc over
-the predictor: jobs/inference/served_model.py), and it keeps answering after them."""
+windowed for token classification, the task's windows for question answering: every kind is served by our pyfunc
+over the predictor, jobs/inference/served_model.py), and it keeps answering after them."""
 
 import json
 import os

@@ -157,11 +157,12 @@ def test_the_whole_chain_on_the_tracking_server(served, ray_tmp, shared_data):
     from the server), the gate promotes it, the champion loads by alias and predicts what the gate measured,
     and lineage runs from the champion back to the raw corpus files."""
     import mlflow
+    import transformers
 
     from jobs import lineage, promote
     from jobs.loops import ft_tasks
     from jobs.config.io import load_config
-    from jobs.finetune import run as finetune
+    from jobs.finetune import find_hf_folder, run as finetune
     from jobs.config.finetune import FinetuneConfig
 
     server, pretrained, _, _ = served
@@ -184,7 +185,9 @@ def test_the_whole_chain_on_the_tracking_server(served, ray_tmp, shared_data):
     assert client.get_model_version_by_alias("served-pkgdocs", "champion").version == "1"
 
     mlflow.set_tracking_uri(server.uri)
-    pipe = mlflow.transformers.load_model("models:/served-pkgdocs@champion")
+    # the champion's folder, downloaded through the server, in a plain transformers pipeline (no code of ours)
+    download = mlflow.artifacts.download_artifacts("models:/served-pkgdocs@champion", dst_path=str(ray_tmp / "dl"))
+    pipe = transformers.pipeline("text-classification", model=str(find_hf_folder(Path(download))))
     loaded = ft_tasks.load_rows(cfg.task)
     rows, labels = loaded.evaluation["dev"], loaded.labels
     predicted = [p["label"] for p in pipe([r["text_a"] for r in rows], truncation=True, max_length=64)]

@@ -17,10 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def classifier(folder: Path) -> Path:
-    """A classifier's folder as the checks read it: its config.json and the name of its weights (never loaded)."""
+    """A classifier's folder as the checks read it: its config.json, the name of its weights (never loaded) and a
+    WordPiece vocabulary."""
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
     (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nfine\n")
     return folder
 
 
@@ -39,6 +41,7 @@ def test_check_refuses_what_a_run_refuses_before_ray(tmp_path, capsys):
     (tmp_path / "taken" / "notes.txt").write_text("someone else's")
     (tmp_path / "bare").mkdir()
     (tmp_path / "bare" / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
+    (tmp_path / "bare" / "vocab.txt").write_text("[UNK]\n")
     for model_, given, output, error in (
             (tmp_path / "nope", tmp_path / "in.csv", None, r"^model '.*nope' does not resolve: no such folder"),
             (tmp_path / "bare", tmp_path / "in.csv", None, r"^model '.*bare': no weights transformers loads"),
@@ -55,6 +58,27 @@ def test_check_refuses_what_a_run_refuses_before_ray(tmp_path, capsys):
     assert lines == [f"[check] predict: model {model} (classification), input {tmp_path}/{name} (1 csv), output "
                      f"{tmp_path}/out + 2 overrides: valid; nothing was run" for name in ("in.csv", "body.csv")]
     assert not (tmp_path / "out").exists()
+
+
+def test_check_refuses_a_model_folder_without_a_wordpiece_tokenizer_as_the_run_does(tmp_path, capsys):
+    """A folder without a tokenizer, or with a byte-level BPE tokenizer.json (ModernBERT's, RoBERTa's), was "valid"
+    to --check, and the run refused it at once (jobs/finetune.resolve_init: every word would be read as [UNK])."""
+    (tmp_path / "in.csv").write_text("text\nfine\n")
+    model = classifier(tmp_path / "model")
+    (model / "vocab.txt").unlink()
+    with pytest.raises(ConfigError, match=r"^model '.*model' does not resolve: no tokenizer \(tokenizer.json or "
+                                          r"vocab.txt\) in .*model$"):
+        check(tmp_path, model, str(tmp_path / "in.csv"))
+    (model / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE"}}))
+    with pytest.raises(ConfigError, match=r"tokenizer.json's model is BPE; bert-foundry fine-tunes and predicts with "
+                                          r"WordPiece tokenizers only"):
+        check(tmp_path, model, str(tmp_path / "in.csv"))
+    (model / "tokenizer.json").write_text('{"model": ')
+    with pytest.raises(ConfigError, match=r"^model '.*model': its tokenizer.json is not JSON"):
+        check(tmp_path, model, str(tmp_path / "in.csv"))
+    (model / "tokenizer.json").write_text(json.dumps({"model": {"type": "WordPiece"}}))
+    check(tmp_path, model, str(tmp_path / "in.csv"))
+    assert capsys.readouterr().out.endswith("valid; nothing was run\n")
 
 
 def test_a_registry_model_is_left_to_the_run_and_the_line_says_so(tmp_path, capsys):

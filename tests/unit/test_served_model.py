@@ -1,14 +1,17 @@
-"""jobs/inference/served_model.py: the registered model MLflow serves (multi-label, token classification, question
-answering) answers what batch prediction (jobs/inference/predictor.py) computes: the same entities where windows
-overlap, every label over the model's trained threshold, no answer from a null question or context."""
+"""jobs/inference/served_model.py: the registered model MLflow serves (every fine-tuned kind) answers what batch
+prediction (jobs/inference/predictor.py) computes: the same labels and values, the same entities where windows
+overlap, every label over the model's trained threshold, no answer from a null question or context; and refuses what
+batch prediction rejects, naming the row."""
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_predictor import TAGS, tiny
+from test_predictor import LABELS, TAGS, tiny
 
 from jobs.inference.predictor import Predictor
 from jobs.inference.served_model import PredictorModel
@@ -154,7 +157,7 @@ def test_a_served_pair_request_refuses_a_row_without_its_pair_naming_it(tmp_path
     model = served(Predictor(multi_label(tmp_path), cpu_kernels="torch"))
     for pairs in ([None, "pair"], ["", "pair"], ["pair", "  "]):
         bad = 1 if pairs[0] == "pair" else 0
-        with pytest.raises(ValueError, match=f"row {bad} has no text_pair \\(null or blank\\)"):
+        with pytest.raises(ValueError, match=f"row {bad} has no text_pair \\(null, blank or a no-value text"):
             model.predict(None, pd.DataFrame({"text": ["hello", "world"], "text_pair": pairs}))
     with pytest.raises(ValueError, match="row 0 and 1 more has no text"):
         model.predict(None, pd.DataFrame({"text": [" ", None], "text_pair": ["a", "b"]}))
@@ -239,7 +242,7 @@ def test_the_scoring_server_answers_a_refused_row_with_our_message(tmp_path):
     answer = client.post("/invocations", json={"inputs": ["fine", "   "]})
     assert answer.status_code == 400
     body = answer.json()
-    assert "multi-label: row 1 has no text (null or blank)" in body["message"] and "Traceback" not in str(body)
+    assert "multi-label: row 1 has no text (null, blank" in body["message"] and "Traceback" not in str(body)
     assert client.post("/invocations", json={"inputs": ["fine"]}).status_code == 200
 
 
@@ -278,3 +281,128 @@ def test_a_served_model_of_single_texts_reads_a_table_by_its_column_names(tmp_pa
     assert list(mlflow.pyfunc.load_model(info.model_uri).predict("a fine day")["score"]) == text
     refused = client.post("/invocations", json={"dataframe_records": [{"text": "a fine day", "text_pair": "x"}]})
     assert refused.status_code == 400 and "single sentences: send no text_pair column" in refused.json()["message"]
+
+
+def scoring_app(tmp_path, empty_store, log):
+    """MLflow's scoring server (its FastAPI app, no port bound) over the model `log()` logs in a run, in a copy of
+    the empty store; and the logged model's info."""
+    import mlflow
+    from fastapi.testclient import TestClient
+    from mlflow.pyfunc import scoring_server
+
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    with mlflow.start_run(experiment_id=mlflow.create_experiment("served", artifact_location=str(tmp_path / "art"))):
+        info = log()
+    return TestClient(scoring_server.init(mlflow.pyfunc.load_model(info.model_uri))), info
+
+
+def agree(served: list[dict], ours: list[dict]) -> None:
+    """Served rows are batch prediction's: the same columns, text alike, numbers within 1e-5 (`scores`: JSON)."""
+    assert [sorted(s) for s in served] == [sorted(o) for o in ours]
+    for s, o in zip(served, ours):
+        for k, v in o.items():
+            if k == "scores":
+                assert json.loads(s[k]) == pytest.approx(json.loads(v), abs=1e-5)
+            else:
+                assert s[k] == (pytest.approx(v, abs=1e-5) if isinstance(v, float) else v), k
+
+
+@pytest.mark.parametrize("head", ["classification", "regression", "one logit"])
+def test_a_single_text_classifier_or_regressor_is_served_as_batch_prediction_answers(tmp_path, empty_store, head):
+    """Logged as a transformers pipeline model, a plain classifier answered a blank text with a label (batch
+    prediction: missing_text), a null text or a table with an `id` column with a server error, and dropped a
+    text_pair column unseen; a regressor answered {"label": "LABEL_0", "score": 3.6} where batch prediction writes
+    {"value": 3.6}. Served as our pyfunc, each answers batch prediction's columns and refuses its rows; its download
+    is still a folder a plain transformers pipeline loads, answering the same (a one-logit model without a problem
+    type: a label and its sigmoid, as kinds.model_kind reads it)."""
+    import mlflow
+    import transformers
+
+    from jobs.finetune import find_hf_folder
+    from jobs.inference.kinds import OUTPUT_COLUMNS, folder_kind
+    from jobs.registry.model_logging import log_release_model
+
+    config = {"classification": {"num_labels": 3, "id2label": dict(enumerate(LABELS)),
+                                 "label2id": {v: i for i, v in enumerate(LABELS)}},
+              "regression": {"num_labels": 1, "problem_type": "regression"}, "one logit": {"num_labels": 1}}[head]
+    folder = tiny(tmp_path, "BertForSequenceClassification", initializer_range=1.0, **config)  # answers that vary
+    kind = folder_kind(folder)
+    assert kind == ("regression" if head == "regression" else "classification")
+    client, info = scoring_app(tmp_path, empty_store, lambda: log_release_model(
+        folder, None, "text-classification", ["a fine day in the park", "hello"]))
+    texts = ["a fine day in the park", "terrible, never again", "ok"]
+    ours = [{k: p[k] for k in OUTPUT_COLUMNS[kind]} for p in Predictor(folder).predict(
+        [{"id": str(i), "text_a": t, "text_b": None} for i, t in enumerate(texts)])]
+    for body in ({"inputs": texts}, {"dataframe_records": [{"id": f"r{i}", "text": t} for i, t in enumerate(texts)]}):
+        answer = client.post("/invocations", json=body)
+        assert answer.status_code == 200, answer.text
+        agree(answer.json()["predictions"], ours)
+    for body, refused in (({"inputs": ["a fine day", "   "]}, "row 1 has no text"),
+                          ({"dataframe_records": [{"text": "a fine day"}, {"text": None}]}, "row 1 has no text"),
+                          ({"dataframe_records": [{"text": "a fine day", "text_pair": "never"}]},
+                           "fine-tuned on single sentences: send no text_pair column"),
+                          ({"inputs": [{"text": "a fine day"}]}, "send them as dataframe_records or instances")):
+        answer = client.post("/invocations", json=body)
+        assert answer.status_code == 400 and f"{kind}: " in answer.json()["message"], answer.text
+        assert refused in answer.json()["message"] and "Traceback" not in answer.text, answer.text
+
+    download = mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(tmp_path / "download"))
+    pipe = transformers.pipeline("text-classification", model=str(find_hf_folder(Path(download))))  # none of ours
+    theirs = pipe(texts, truncation=True, max_length=64)  # tiny() keeps MiniLM's tokenizer limit: 512
+    assert [p.get("value", p.get("score")) for p in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-5)
+    if kind == "classification":
+        assert [p["label"] for p in ours] == [t["label"] for t in theirs]
+
+
+def test_a_served_answer_beside_a_row_without_one_is_json_with_nulls(tmp_path, empty_store):
+    """A question-answering request whose rows are answered and not (a null question, a context of a zero-width space
+    alone): pandas made the unanswered row's None score NaN, and MLflow wrote a bare NaN, which no JSON parser that
+    keeps to the standard reads. The answer is JSON, null where there is no score."""
+    from jobs.registry.model_logging import log_qa_model
+
+    folder = tiny(tmp_path, "BertForQuestionAnswering")
+    context = "the river flows past Paris and London"
+    client, _ = scoring_app(tmp_path, empty_store, lambda: log_qa_model(
+        folder, None, [{"question": "where does it flow", "context": context}],
+        {"max_seq_len": 64, "doc_stride": 16, "max_query_length": 16}))
+
+    def strict(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    for records in ([{"question": None, "context": context}, {"question": "where", "context": context}],
+                    [{"question": "where", "context": "\u200b"}, {"question": "where", "context": context}]):
+        answer = client.post("/invocations", json={"dataframe_records": records})
+        assert answer.status_code == 200, answer.text
+        unanswered, answered = json.loads(answer.content, parse_constant=strict)["predictions"]
+        assert (unanswered["answer"], unanswered["answer_start"], unanswered["score"]) == ("", -1, None)  # no span
+        assert isinstance(answered["score"], float) and isinstance(answered["null_score"], float)
+
+
+def test_a_served_tagger_refuses_no_value_texts_a_text_pair_and_records_in_inputs(tmp_path):
+    """Batch prediction rejects a text that says it holds no value ("nan", "#N/A": pipelines/tasks/cells.no_value) as
+    missing_text; a served tagger tagged it. A text_pair column, which a tagger does not read, was dropped unseen; a
+    record in {"inputs": [...]} was refused with a hint about words. Each is refused naming the row and what to send;
+    a classifier refuses a no-value text alike, and a question answering row holding one answers no answer."""
+    from jobs.inference.kinds import QASettings
+    from jobs.inference.qa_model import QuestionAnswering
+
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                  label2id={v: i for i, v in enumerate(TAGS)})
+    tagger = served(Predictor(folder, cpu_kernels="torch"))
+    for texts, bad in ((["Marie Curie", "nan"], "row 1"), ([" #N/A ", "Paris", "NaN"], "row 0 and 1 more")):
+        with pytest.raises(ValueError, match=f"token-classification: {bad} has no text"):
+            tagger.predict(None, texts)
+    with pytest.raises(ValueError, match="token-classification: a tagger reads one text per row: send no text_pair"):
+        tagger.predict(None, pd.DataFrame({"text": ["Marie Curie"], "text_pair": ["in Paris"]}))
+    with pytest.raises(ValueError, match=r"row 0's text is a dict, not text \(records, .*, are read as one column: "
+                                         r"send them as dataframe_records or instances\)"):
+        tagger.predict(None, [{"text": "Marie Curie"}])
+    assert list(tagger.predict(None, ["Marie Curie", "none"]).columns) == ["entities"]  # "none": a word
+    with pytest.raises(ValueError, match="multi-label: row 0 has no text"):
+        served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(None, ["#DIV/0!"])
+    reader = QuestionAnswering()
+    reader.predictor = Predictor(tiny(tmp_path / "qa", "BertForQuestionAnswering"), cpu_kernels="torch",
+                                 qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16))
+    answer = reader.predict(None, pd.DataFrame({"question": ["#N/A"], "context": ["the river flows past Paris"]}))
+    assert (answer["answer"][0], answer["answer_start"][0]) == ("", -1)
