@@ -34,6 +34,11 @@ from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa
 from jobs.config.finetune import MLFLOW_SCHEMES, FinetuneConfig  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
+# The workers' process group's timeout for one collective (Ray's TorchConfig default: 30 min). Rank 0 scores the whole
+# select split alone while the other ranks wait in a broadcast (jobs/workers/finetune_worker.py): a select pass over
+# 30 min (CPU workers, a large model, a large select_file, long rows) ended the group at the first evaluation, and Ray
+# Train's restarts (train.max_failures) repeated it. A hung rank is found this much later; a dead one is Ray's to see.
+GROUP_TIMEOUT_S = 4 * 3600
 
 
 @dataclass
@@ -331,7 +336,7 @@ def _fit(cfg: FinetuneConfig, train_blocks: list, datasets: dict, init_dir: Path
     import ray
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig
     from ray.train import ScalingConfig as RayScaling
-    from ray.train.torch import TorchTrainer
+    from ray.train.torch import TorchConfig, TorchTrainer
 
     from jobs.loops.loss_guard import Verdict
     from jobs.runtime.cluster import on_driver_node
@@ -346,6 +351,7 @@ def _fit(cfg: FinetuneConfig, train_blocks: list, datasets: dict, init_dir: Path
     s = cfg.scaling
     trainer = TorchTrainer(
         train_loop_per_worker, train_loop_config=loop_config, datasets=datasets,
+        torch_config=TorchConfig(timeout_s=GROUP_TIMEOUT_S),  # rank 0's select pass, the others waiting
         dataset_config=DataConfig(datasets_to_split=[]),  # select: whole, on rank 0
         scaling_config=RayScaling(num_workers=s.num_workers, use_gpu=s.use_gpu,
                                   resources_per_worker={"CPU": s.cpus_per_worker},
@@ -423,6 +429,10 @@ def main(argv: list[str] | None = None) -> FinetuneResult:
     console.configure(args.verbose)
     if args.check:
         cfg.check_environment()
+        if cfg.task.name == "files":  # as run() checks them before Ray (no framework imported: numpy, pyarrow)
+            from jobs.loops import ft_tasks
+
+            ft_tasks.check_files(cfg.task)
         return checked("finetune", args.config, args.overrides)
     return run(cfg)
 

@@ -33,7 +33,8 @@ if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make th
 from jobs.runtime import console  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
-from jobs.config.sweep import SweepConfig, load_sweep_config, max_evaluations, tune_space  # noqa: E402
+from jobs.config.sweep import (SweepConfig, kept_checkpoints, load_sweep_config, max_evaluations,  # noqa: E402
+                               tune_space)
 from jobs.search.outcome import champion, scored, settle_runs, std_text, summary, unregistered  # noqa: E402
 
 
@@ -46,7 +47,7 @@ class SweepResult:
     name: str
     metric: str  # the task's main select metric (e.g. "select/accuracy"); higher is better; Tune's "score"
     best_config: dict  # the searched fields {"optim.lr": ...} in effect at the best trial's best evaluation
-    best_score: float  # its best evaluation
+    best_score: float  # its best evaluation (a train.seed grid: the mean of best_config's over best_seeds seeds)
     table: list[dict]  # one row per trial: trial_id, status, searched fields at its best, best, evaluations, ...
     table_path: str  # the table as CSV (also an artifact of the parent run)
     plot_path: str  # every trial's metric over training steps (PNG; also an artifact)
@@ -58,6 +59,7 @@ class SweepResult:
     evaluation: dict = field(default_factory=dict)  # the registered (seed-median) model on the evaluation split
     data: dict = field(default_factory=dict)  # {split: {"rows", "sha256"}} for train, select and evaluation
     unregistered: str = ""  # why nothing is registered though finetune.tracking.registered_model is set ("" if not)
+    best_seeds: int = 0  # a train.seed grid: the seeds best_score is the mean over (best_config names none); else 0
 
 
 def refuse_earlier_seed_runs(out_dir: Path) -> None:
@@ -147,8 +149,8 @@ def run(cfg: SweepConfig) -> SweepResult:
     if cfg.scheduler == "pbt":  # Tune's PBT restores a donor's checkpoint some reports after choosing it: none deleted
         files = sorted(init_dir.glob("*.safetensors")) or sorted(init_dir.glob("*.bin"))  # one copy of the weights
         each = 3 * sum(f.stat().st_size for f in files) / 2**30  # with Adam's two moments; more under ZeRO and bf16
-        kept = cfg.num_samples * -(-evals // cfg.checkpoint_every)
-        print(f"[sweep] PBT keeps every checkpoint: up to {kept:,}, each at least ~{each:.2f} GiB (the weights and "
+        kept = kept_checkpoints(cfg, n_train)  # every trial's, more where an exploit redoes steps
+        print(f"[sweep] PBT keeps every checkpoint: {kept:,} or more, each at least ~{each:.2f} GiB (the weights and "
               f"Adam's two moments), ~{kept * each:,.1f} GiB or more under {out_dir}", flush=True)
     from ray import tune
 
@@ -160,7 +162,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     data = TrialInputs(base, train, select, n_train, rows.select,
                        {f.name: f.read_bytes() for f in init_dir.iterdir() if f.is_file()}, tracking_uri,
                        experiment_id, parent_id, cfg.name, threads=cfg.cpus_per_trial,
-                       checkpoint_every=cfg.checkpoint_every, faults=cfg.faults,
+                       checkpoint_every=cfg.checkpoint_every, faults=cfg.faults, max_evals=cfg.max_evals,
                        kill_marker=str(Path(cfg.finetune.output_dir).resolve() / cfg.name / "killed-trial"))
     with tracking.ending(tracking_uri, parent_id):  # any other error: the parent ends FAILED, with it named
         try:
@@ -208,13 +210,14 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
     print("\n".join(["", rule, f"trials           {table_path}", pd.DataFrame(table).to_string(index=False), rule]),
           flush=True)
 
-    best_config, best_score, schedule = champion(grid, cfg.search_space)
-    client.log_batch(parent_id, metrics=_metrics({"best_trial_score": best_score}))
+    best_config, best_score, schedule, over = champion(grid, cfg.search_space)  # over: a seed grid's seeds, meaned
+    client.log_batch(parent_id, metrics=_metrics({"best_config_mean_score": best_score, "best_config_seeds": over}
+                                                 if over else {"best_trial_score": best_score}))
     client.set_tag(parent_id, "best_config", str(best_config))
     if schedule:
         client.set_tag(parent_id, "best_config_schedule", schedule)
     result = SweepResult(cfg.name, metric, best_config, best_score, table, str(table_path), str(plot_path),
-                         best_schedule=schedule, data=rows.summary(), unregistered=unregistered(cfg),
+                         best_schedule=schedule, data=rows.summary(), unregistered=unregistered(cfg), best_seeds=over,
                          mlflow={"parent_run_id": parent_id, "trial_run_ids": [r["mlflow_run_id"] for r in table]})
     if cfg.seeds.count:
         majority = collapse.majority_baseline(base.task, rows.select)

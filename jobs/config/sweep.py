@@ -12,6 +12,7 @@ the field and the allowed values. `tune_space` turns the validated space into Ra
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -82,7 +83,8 @@ class SweepConfig:
     max_concurrent: int = 2  # trials running at once
     cpus_per_trial: float = 1.0  # each trial fine-tunes in-process on one worker
     gpus_per_trial: float = 0.0
-    # evaluations per trial (ASHA's max_t); 0 = the most a trial of the space makes (max_evaluations)
+    # evaluations per trial (ASHA's max_t), and per seed run: both stop there, their learning-rate schedule the whole
+    # run's, so that what ships is what was chosen; 0 = the most a trial of the space makes (max_evaluations)
     max_evals: int = 0
     # evaluations between a trial's checkpoints (weights + optimizer: 3x the model), and always the last one;
     # PBT exploits only checkpoints, so pbt.perturbation_interval must be a multiple of it
@@ -184,6 +186,17 @@ class SweepConfig:
                               f"every grid point {self.num_samples} times alike (a trial's every random choice is its "
                               "train.seed's): identical runs; set num_samples=1, and make train.seed a grid field to "
                               "repeat each point over seeds")
+        # choice fields alone (grid ones beside them): more samples than distinct combinations repeat one alike, as a
+        # grid repeated over num_samples does (refused above)
+        choices = [spec["values"] for spec in self.search_space.values() if spec["type"] == "choice"]
+        distinct = math.prod(len({as_number(v, "") for v in values}) for values in choices)
+        if (choices and self.num_samples > distinct
+                and all(spec["type"] in ("choice", "grid") for spec in self.search_space.values())):
+            at = " at each grid point" if len(choices) < len(self.search_space) else ""
+            raise ConfigError(f"num_samples={self.num_samples} over choice fields alone, with {distinct} distinct "
+                              f"combination(s) of values{at}: {self.num_samples - distinct} sample(s) at least repeat "
+                              "one alike (a trial's every random choice is its train.seed's): identical runs; set "
+                              f"num_samples <= {distinct}, or search a field over a range (uniform, loguniform)")
         trials = self.num_samples * math.prod(len(spec["values"]) for spec in self.search_space.values()
                                               if spec["type"] == "grid")
         if self.scheduler == "pbt" and trials < 2:
@@ -201,10 +214,16 @@ class SweepConfig:
     def check_environment(self) -> "SweepConfig":
         """What this machine must provide (FinetuneConfig.check_environment), before any Ray work, for trials that
         each train in one process: finetune.scaling.num_workers is no trial's, so one GPU is asked for, not one per
-        worker; a refusal names the finetune. key it is about."""
+        worker; a refusal names the finetune. key it is about. Your own files' columns too, as jobs/finetune.py checks
+        them (ft_tasks.check_files: no framework imported, so --check does it): read by Ray Data tasks, a column they
+        lack failed there, as a task's traceback after the cluster had started."""
         ft = replace(self.finetune, scaling=replace(self.finetune.scaling, num_workers=1))
         try:
             ft.check_environment()
+            if ft.task.name == "files":
+                from jobs.loops.ft_tasks import check_files
+
+                check_files(ft.task)
         except ConfigError as exc:
             raise ConfigError(f"finetune.{exc}") from None
         return self
@@ -404,21 +423,9 @@ def check_name(field: str, name: str) -> None:
 
 
 def max_evaluations(cfg: SweepConfig, train_features: int) -> int:
-    """ASHA's max_t: max_evals, else the most evaluations a trial of the space makes over `train_features` (the
-    smallest batch size, the most epochs; evaluated as jobs/loops/finetune.py does: every train.eval_every_steps
-    steps, else every epoch, and always the last step). Refuses an asha.grace_period above it."""
-    t = cfg.finetune.train
-
-    def values(key: str, default: int) -> list[int]:
-        spec = cfg.search_space.get(key)
-        return [int(v) for v in spec["values"]] if spec else [default]
-
-    def evaluations(batch_size: int, epochs: int) -> int:
-        per_epoch, total = replace(t, batch_size=batch_size, epochs=epochs).steps(train_features)
-        return math.ceil(total / (t.eval_every_steps or per_epoch))
-
-    made = max(evaluations(b, e) for b in values("train.batch_size", t.batch_size)
-               for e in values("train.epochs", t.epochs))
+    """ASHA's max_t: max_evals, else the most evaluations a trial of the space makes over `train_features`
+    (_evaluations). Refuses an asha.grace_period above it."""
+    made = _evaluations(cfg, train_features, {})
     most = cfg.max_evals or made
     if cfg.scheduler == "asha" and cfg.asha.grace_period > min(most, made):  # (a max_evals above what trials make
         # left a grace period no trial reaches: ASHA stopped nothing, a random search reported as ASHA)
@@ -430,6 +437,33 @@ def max_evaluations(cfg: SweepConfig, train_features: int) -> int:
                           f"trial makes ({most}: {train_features:,} train features, finetune.train and the searched "
                           f"fields): PBT would never exploit or explore, a random search reported as PBT")
     return most
+
+
+def _evaluations(cfg: SweepConfig, train_features: int, point: dict) -> int:
+    """The most evaluations a trial makes over `train_features` with the searched values of `point` (the others: the
+    smallest batch size, the most epochs a field may take), evaluated as jobs/loops/finetune.py does: every
+    train.eval_every_steps steps, else every epoch, and always the last step."""
+    t = cfg.finetune.train
+
+    def values(key: str, default: int) -> list[int]:
+        spec = cfg.search_space.get(key)
+        return [int(point[key])] if key in point else [int(v) for v in spec["values"]] if spec else [default]
+
+    def evaluations(batch_size: int, epochs: int) -> int:
+        per_epoch, total = replace(t, batch_size=batch_size, epochs=epochs).steps(train_features)
+        return math.ceil(total / (t.eval_every_steps or per_epoch))
+
+    return max(evaluations(b, e) for b in values("train.batch_size", t.batch_size)
+               for e in values("train.epochs", t.epochs))
+
+
+def kept_checkpoints(cfg: SweepConfig, train_features: int) -> int:
+    """The checkpoints a PBT sweep keeps (all of them): each trial's evaluations over checkpoint_every, its last
+    always, summed over the trials validate counts (num_samples at each grid point, a grid's train.batch_size and
+    train.epochs its own); more where an exploit takes a donor's earlier checkpoint and the trial redoes steps."""
+    grid = {k: spec["values"] for k, spec in cfg.search_space.items() if spec["type"] == "grid"}
+    points = (dict(zip(grid, values)) for values in itertools.product(*grid.values()))
+    return cfg.num_samples * sum(-(-_evaluations(cfg, train_features, p) // cfg.checkpoint_every) for p in points)
 
 
 def tune_space(cfg: SweepConfig) -> dict:

@@ -14,13 +14,14 @@ RUN_STATUS = {"finished": "FINISHED", "finished (patience)": "FINISHED", "finish
               "stopped early": "KILLED", "failed": "FAILED"}
 
 
-def champion(results, fields) -> tuple[dict, float, str]:
+def champion(results, fields) -> tuple[dict, float, str, int]:
     """at_best of the trial with the best select score among those that ended without an error (a trial that
-    scored well, then diverged and failed, is not a champion; Tune's get_best_result looks at no status).
+    scored well, then diverged and failed, is not a champion; Tune's get_best_result looks at no status), and 0.
 
     With train.seed searched (a grid repeated over seeds), a configuration is judged by the mean of its seeds' best
-    scores, which is the score returned, and its best seed's trial stands for it: the best single trial was the
-    configuration whose seeds varied most, its luckiest seed. Only the configurations with the most distinct seeds
+    scores, which is the score returned with the number of seeds it is the mean over, and the configuration without
+    train.seed (no seed's trial scored that mean; its best seed's stands for its schedule): the best single trial was
+    the configuration whose seeds varied most, its luckiest seed. Only the configurations with the most distinct seeds
     scored compete: one whose other seeds failed would stand on its one survivor's score. A configuration drawn
     more than once (a choice field repeated over num_samples) has a trial per draw and seed: its seeds count once
     each, each the mean of its draws (counted as trials, the configuration drawn most often won, however it
@@ -34,7 +35,7 @@ def champion(results, fields) -> tuple[dict, float, str]:
         raise RuntimeError("no trial ended without an error and with a select score: nothing to choose from "
                            "(see the trials table for each one's status and error)")
     if "train.seed" not in fields:
-        return max(best, key=lambda b: b[1])
+        return (*max(best, key=lambda b: b[1]), 0)
     groups: dict[str, dict] = {}  # configuration -> seed -> its trials
     for b in best:
         seeds = groups.setdefault(repr(sorted((k, v) for k, v in b[0].items() if k != "train.seed")), {})
@@ -43,7 +44,7 @@ def champion(results, fields) -> tuple[dict, float, str]:
     mean, seeds = max(((statistics.fmean(statistics.fmean(b[1] for b in trials) for trials in g.values()), g)
                        for g in groups.values() if len(g) == most), key=lambda m: m[0])
     config, _, schedule = max((b for trials in seeds.values() for b in trials), key=lambda b: b[1])
-    return config, mean, schedule
+    return {k: v for k, v in config.items() if k != "train.seed"}, mean, schedule, len(seeds)
 
 
 def scored(df) -> bool:
@@ -88,10 +89,12 @@ def summary(r, tracking_uri: str, dashboard: str, storage: Path) -> str:
     from jobs.registry.tracking import redact
     from jobs.runtime import console
 
+    best = (f"best config      {r.metric} {r.best_score:.4f} (the mean over {r.best_seeds} seeds)" if r.best_seeds
+            else f"best trial       {r.metric} {r.best_score:.4f}")  # a seed grid's: no one trial scored it
     lines = ["", "=" * 72, f"sweep            {r.name}: {len(r.table)} trials "
              f"({sum(t['status'] == 'stopped early' for t in r.table)} stopped early, "
              f"{sum(t['status'] == 'failed' for t in r.table)} failed)",
-             f"best trial       {r.metric} {r.best_score:.4f} with {r.best_config}"
+             f"{best} with {r.best_config}"
              + (f" ({r.best_schedule}{'; the seed runs train with it throughout' if r.seeds else ''})"
                 if r.best_schedule else "")]
     if r.seeds.get("scores"):

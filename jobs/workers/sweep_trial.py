@@ -60,6 +60,9 @@ class TrialInputs:
     phase: str = "search"  # search | seeds
     threads: float = 1.0  # torch threads: the trial's CPUs
     checkpoint_every: int = 1  # evaluations between checkpoints (and always the last)
+    # the sweep's max_evals (0: none): a trial, and a seed run, ends at that many evaluations into its schedule, as
+    # ASHA's max_t cut the trials the champion was chosen from
+    max_evals: int = 0
     export: bool = False  # the seed phase: the last checkpoint holds the best model in HF format (`best/`)
     faults: FaultsConfig = field(default_factory=FaultsConfig)  # testing only: faults.kill_trial_at_step
     kill_marker: str = ""  # where the trial kill remembers it happened (once per sweep)
@@ -72,14 +75,14 @@ def trial(config: dict, data: TrialInputs) -> None:
 
     params = {k: v for k, v in config.items() if k in SEARCHABLE}
     cfg = FinetuneConfig.from_dict(apply(data.base.to_dict(), params))
-    ctx = tune.get_context()
+    ctx, exploit = tune.get_context(), int(config.get(EXPLOIT, 0))
     client = MlflowClient(data.tracking_uri)
     run_id = trial_run(client, data, ctx.get_trial_id(), ctx.get_trial_name(), params,
-                       own_run=own_run(tune.get_checkpoint(), ctx.get_trial_id()))
+                       own_run=own_run(tune.get_checkpoint(), ctx.get_trial_id()), exploit=exploit)
     torch.set_num_threads(max(1, int(data.threads)))
     run = None
     try:
-        run = TrialRun(cfg, data, params, run_id, ctx.get_trial_id(), exploit=int(config.get(EXPLOIT, 0)))
+        run = TrialRun(cfg, data, params, run_id, ctx.get_trial_id(), exploit=exploit)
         run.loop.run()
     except SystemExit:
         # Tune ends a trial's thread this way (tune.report raises it) when a scheduler stops or pauses the
@@ -120,29 +123,36 @@ def own_run(checkpoint, trial_id: str) -> str:
     return recorded.get("run_id") or "" if recorded.get("trial_id") == trial_id else ""
 
 
-def trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params: dict, own_run: str = "") -> str:
-    """This trial's MLflow run: the one already made for this trial id (a restart), else a new nested run. A restart
-    whose checkpoint names its run (`own_run`) asks the store failing fast, and trains on with that run when the store
-    is down (warned; its restarts tag is not raised then); a new trial needs the store."""
+def trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params: dict, own_run: str = "",
+              exploit: int = 0) -> str:
+    """This trial's MLflow run: the one already made for this trial id (a restart, or a PBT exploit: its config's
+    `exploit` count is past the run's), else a new nested run. A restart whose checkpoint names its run (`own_run`)
+    asks the store failing fast, and trains on with that run when the store is down (warned; its restarts tag is not
+    raised then); a new trial needs the store."""
     if own_run:
         from jobs.registry.metric_logger import quick_request
 
-        made, run_id = quick_request(lambda: _trial_run(client, data, trial_id, trial_name, params),
+        made, run_id = quick_request(lambda: _trial_run(client, data, trial_id, trial_name, params, exploit),
                                      f"MLflow unreachable as trial {trial_id} restarts ({{}}); it trains on, logging "
                                      f"to its run {own_run} when the store is back")
         return run_id if made else own_run
-    return _trial_run(client, data, trial_id, trial_name, params)
+    return _trial_run(client, data, trial_id, trial_name, params, exploit)
 
 
-def _trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params: dict) -> str:
+def _trial_run(client, data: TrialInputs, trial_id: str, trial_name: str, params: dict, exploit: int = 0) -> str:
     from mlflow.entities import Param
 
     parent = data.parent_run_id
     found = client.search_runs([data.experiment_id], filter_string=(
         f"tags.`mlflow.parentRunId` = '{parent}' and tags.trial_id = '{trial_id}'"), max_results=1)
-    if found:  # a restart: the trial's process died or the sweep was interrupted; counted on the run
-        run = found[0]
-        client.set_tag(run.info.run_id, "restarts", str(int(run.data.tags.get("restarts", "0")) + 1))
+    if found:  # its process started again, counted on the run: a PBT exploit, or a restart (a death, an interrupt)
+        run, tags = found[0], found[0].data.tags
+        # a new exploit (SeededPBT counts them in the config) restarted it on a donor's checkpoint: nothing failed; a
+        # retry of an exploit has the exploit's count, and one of a sweep begun before the count none: restarts
+        if exploit > int(tags.get("pbt.exploits", "0")):
+            client.set_tag(run.info.run_id, "pbt.exploits", str(exploit))
+        else:
+            client.set_tag(run.info.run_id, "restarts", str(int(tags.get("restarts", "0")) + 1))
         client.update_run(run.info.run_id, status="RUNNING")
         return run.info.run_id
     run = client.create_run(data.experiment_id, run_name=trial_name, tags={
@@ -179,9 +189,13 @@ class TrialRun:
         self.init_dir = materialize_files(data.init_files, self)
         model, _ = build_model(cfg, self.init_dir)
         t = cfg.train
-        self.steps_per_epoch, self.total = t.steps(data.train_features)
+        self.steps_per_epoch, schedule = t.steps(data.train_features)
+        # max_evals: the loop ends at that many evaluations (ASHA's max_t; a seed run as the trials it follows), the
+        # learning rate on the whole run's schedule, as a trial ASHA cut there had it
+        cut = data.max_evals * (t.eval_every_steps or self.steps_per_epoch)
+        self.total = min(schedule, cut) if data.max_evals else schedule
         single_process_group(cfg.scaling.use_gpu)
-        self.engine = build_engine(model, cfg, self.total)
+        self.engine = build_engine(model, cfg, schedule)
         self.logger = RankZeroLogger(data.tracking_uri, run_id, 0)
         self.best_state, self.restored_from, self.pred_classes = None, "", 0
         self.segment = ""  # a new one at each PBT exploit: its reports are another model's, whatever their steps

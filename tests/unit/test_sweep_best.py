@@ -117,8 +117,10 @@ def test_a_grid_repeated_over_seeds_is_judged_by_each_points_mean_not_its_luckie
 
     steady = [trial(1e-4, seed, score) for seed, score in ((1, 0.80), (2, 0.81), (3, 0.80))]
     lucky = [trial(3e-4, seed, score) for seed, score in ((1, 0.83), (2, 0.55), (3, 0.52))]
-    config, score, _ = champion(lucky + steady, fields)
-    assert config["optim.lr"] == 1e-4 and config["train.seed"] == 2 and score == pytest.approx(0.81 / 3 + 1.6 / 3)
+    config, score, _, seeds = champion(lucky + steady, fields)
+    # the mean over its 3 seeds, paired with the configuration without a seed: no one trial (not its best seed's,
+    # 0.81 with train.seed 2) scored the mean, and the seed runs re-run it over seeds of their own
+    assert config == {"optim.lr": 1e-4} and score == pytest.approx(0.81 / 3 + 1.6 / 3) and seeds == 3
     # a configuration whose other seeds failed does not stand on its one survivor
     survivor = trial(1e-3, 1, 0.95)
     failed = [dataclasses.replace(trial(1e-3, seed, 0.5), error=FloatingPointError("nan")) for seed in (2, 3)]
@@ -127,7 +129,8 @@ def test_a_grid_repeated_over_seeds_is_judged_by_each_points_mean_not_its_luckie
     # each, so it does not win by its draws over one drawn once that scored better on every seed
     twice = [trial(3e-4, seed, 0.72) for seed in (1, 2, 3)] * 2
     once = [trial(1e-3, seed, 0.90) for seed in (1, 2, 3)]
-    assert champion(twice + once, fields)[:2] == ({"optim.lr": 1e-3, "train.seed": 1}, pytest.approx(0.90))
+    assert champion(twice + once, fields) == ({"optim.lr": 1e-3}, pytest.approx(0.90), "", 3)
+    assert champion(steady, {"optim.lr": fields["optim.lr"]})[1:] == (0.81, "", 0)  # no seed grid: one trial's
 
 
 def test_a_pbt_exploit_of_a_donor_behind_keeps_the_trials_own_earlier_reports():
@@ -145,7 +148,7 @@ def test_a_pbt_exploit_of_a_donor_behind_keeps_the_trials_own_earlier_reports():
     a = trial([(10, 0.70, "", 5e-5), (20, 0.95, "", 5e-5), (30, 0.60, "", 5e-5), (20, 0.80, "x1", 3e-4),
                (30, 0.85, "x1", 3e-4), (30, 0.86, "x1", 3e-4), (40, 0.86, "x1", 3e-4)])  # 30 again: a restart
     c = trial([(10, 0.90, "", 3e-4), (20, 0.88, "", 3e-4)])
-    config, score, _ = champion([a, c], FIELDS)
+    config, score, _, _ = champion([a, c], FIELDS)
     assert (config["optim.lr"], score) == (5e-5, 0.95)
     from jobs.workers.sweep_trial import by_step
 
@@ -421,3 +424,39 @@ def test_an_exploit_starts_its_own_train_loss_window_and_a_restart_keeps_its_own
     sweep_trial.TrialRun.restore(trial, tune.Checkpoint.from_directory(str(tmp_path)))
     assert loop.step == 40
     assert (loop.loss_window, loop.bad_evals) == ((_Window.EMPTY, 0) if saved_by == "b" else (window, 2))
+
+
+def test_a_seed_grids_best_is_recorded_as_a_configuration_and_its_mean_not_as_one_trial(monkeypatch, tmp_path):
+    """With a train.seed grid the summary, the parent's best_config tag and its best_trial_score paired the mean over
+    the seeds (0.80) with the best seed's config, its train.seed included: a trial that scored 0.90, not 0.80. The
+    configuration is recorded without a seed, and its score as the mean over its 3 seeds."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs import sweep
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.config.sweep import SweepConfig
+
+    fields = {"optim.lr": {"type": "grid", "values": [1e-4, 3e-4]}, "train.seed": {"type": "grid", "values": [1, 2, 3]}}
+
+    def trial(lr, seed, score):
+        result = scored([(10, score)])
+        result.metrics_dataframe["hp/optim.lr"], result.metrics_dataframe["hp/train.seed"] = lr, seed
+        return result
+
+    grid = [trial(1e-4, s, sc) for s, sc in ((1, 0.80), (2, 0.90), (3, 0.70))]
+    grid += [trial(3e-4, s, 0.75) for s in (1, 2, 3)]
+    monkeypatch.setattr(sweep, "fit", lambda *args, **kwargs: grid)
+    monkeypatch.setattr(sweep, "trial_table", lambda *args: [])
+    monkeypatch.setattr(sweep, "plot", lambda grid, metric, path: path.write_bytes(b""))
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    parent = client.create_run(client.create_experiment("s", artifact_location=str(tmp_path / "art"))).info.run_id
+    cfg = SweepConfig(name="s", finetune=FinetuneConfig(), search_space=fields, num_samples=1)
+    cfg.seeds.count = 0
+    result = sweep.search_and_seeds(cfg, cfg.finetune, None, SimpleNamespace(summary=dict),
+                                    f"sqlite:///{tmp_path}/mlflow.db", parent, tmp_path)
+    run = client.get_run(parent)
+    assert (result.best_config, result.best_seeds) == ({"optim.lr": 1e-4}, 3)
+    assert run.data.tags["best_config"] == "{'optim.lr': 0.0001}"
+    assert run.data.metrics == {"best_config_mean_score": pytest.approx(0.80), "best_config_seeds": 3}
+    line = sweep.summary(result, "sqlite:///m.db", "", tmp_path).splitlines()[3]
+    assert line == f"best config      {result.metric} 0.8000 (the mean over 3 seeds) with {{'optim.lr': 0.0001}}"

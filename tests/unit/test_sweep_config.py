@@ -27,9 +27,10 @@ def test_a_whole_search_space_given_is_the_space_and_a_seed_folders_name_is_no_s
     YAML's low and high (refused, naming keys the user never wrote), and `search_space={}` searched all four
     fields. And a sweep named like another's seed re-runs (X-seeds-0) took their folder as its own."""
     space = "search_space={optim: {lr: {type: choice, values: [1e-4, 2e-4]}}}"
-    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", space])
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", space, "num_samples=1"])  # (8 would repeat a draw)
     assert cfg.search_space == {"optim.lr": {"type": "choice", "values": [1e-4, 2e-4]}}
-    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", space, "search_space.optim.lr.values=[3e-4]"])
+    cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", space, "search_space.optim.lr.values=[3e-4]",
+                                      "num_samples=1"])
     assert cfg.search_space == {"optim.lr": {"type": "choice", "values": [3e-4]}}
     with pytest.raises(ConfigError, match=r"name='pk-seeds-0' ends like a sweep's seed re-runs"):
         load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "name=pk-seeds-0"])
@@ -337,3 +338,21 @@ def test_epochs_cannot_be_searched_under_a_max_steps_cap():
     assert not ray.is_initialized()
     cfg = load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "finetune.train.max_steps=150"])
     assert cfg.finetune.train.max_steps == 150  # the cap alone, epochs not searched: as before
+
+
+def test_choice_fields_alone_drawn_more_often_than_their_combinations_are_refused():
+    """Two choice fields of 2 values each with num_samples=8 trained each of the 4 combinations twice alike (a trial's
+    every random choice is its train.seed's), while the grid-only equivalent was refused: refused the same way, naming
+    the count. A range beside them, or as many samples as combinations, is a search."""
+    choices = ["search_space={optim: {lr: {type: choice, values: [1e-4, 3e-4]}, weight_decay: {type: choice, values: "
+               "[0.0, 0.01, 0.0]}}}"]  # a value listed twice is one combination
+    with pytest.raises(ConfigError, match=r"^num_samples=8 over choice fields alone, with 4 distinct combination\(s\) "
+                                          r"of values: 4 sample\(s\) at least repeat one alike .*identical runs; set "
+                                          r"num_samples <= 4"):
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices])
+    assert load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices, "num_samples=4"]).num_samples == 4
+    seeds = "search_space.train.seed={type: grid, values: [1, 2]}"  # each draw over seeds: the draws still repeat
+    with pytest.raises(ConfigError, match=r"with 4 distinct combination\(s\) of values at each grid point"):
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices, seeds, "num_samples=5"])
+    ranged = "search_space.optim.warmup_ratio={type: uniform, low: 0.0, high: 0.1}"
+    assert load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices, ranged]).num_samples == 8
