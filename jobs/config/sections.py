@@ -245,44 +245,56 @@ class TrackingConfig:
     def check_experiment(self, timeout_s: float = 10.0) -> None:
         """tracking.experiment, deleted (in MLflow's UI, to start afresh), takes no run until restored or purged:
         refused here, before any cluster work, naming the way out (else the first run failed after the corpus was
-        prepared, naming an experiment id). Asked without MLflow's client (a config check imports no framework):
-        a SQLite store's experiments table, read only (one that does not exist yet holds none, and is not made), or
-        a server's REST API; other stores, and a store that cannot be read, are start_run's to report (it refuses a
-        deleted experiment the same way)."""
+        prepared, naming an experiment id). The artifact store its runs write to (the experiment's own; for a new
+        one, tracking.artifact_location) must have its MLflow client library here (check_artifact_backend)."""
+        found = self._stored_experiment(timeout_s)
+        refuse_deleted_experiment(found, self.experiment)
+        if getattr(found, "artifact_location", None):  # MLflow keeps an experiment's store: the config's is unused
+            check_artifact_backend(f"tracking.experiment={self.experiment!r} keeps its artifacts at ",
+                                   found.artifact_location)
+        else:
+            check_artifact_backend("tracking.artifact_location=", self.artifact_location)
+
+    def _stored_experiment(self, timeout_s: float):
+        """tracking.experiment as the store holds it (experiment_id, lifecycle_stage, artifact_location), or None.
+        Asked without MLflow's client (a config check imports no framework): a SQLite store's experiments table,
+        read only (one that does not exist yet holds none, and is not made), or a server's REST API; other stores,
+        and a store that cannot be read, give None: start_run reports them (it refuses a deleted experiment too)."""
         import sqlite3
         import types
 
-        found = None
         if self.tracking_uri.startswith("sqlite:///"):
             path = Path(self.tracking_uri[len("sqlite:///"):])
             if not path.is_file():
-                return
+                return None
             try:
                 with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
-                    row = db.execute("SELECT experiment_id, lifecycle_stage FROM experiments WHERE name = ?",
-                                     (self.experiment,)).fetchone()
+                    row = db.execute("SELECT experiment_id, lifecycle_stage, artifact_location FROM experiments "
+                                     "WHERE name = ?", (self.experiment,)).fetchone()
             except sqlite3.Error:  # no MLflow store (yet), locked, another schema
-                return
-            found = row and types.SimpleNamespace(experiment_id=row[0], lifecycle_stage=row[1])
-        elif self.tracking_uri.startswith(("http://", "https://")):
-            parts = urllib.parse.urlsplit(self.tracking_uri)
-            request = urllib.request.Request(_endpoint(parts, "/api/2.0/mlflow/experiments/get-by-name",
-                                                       {"experiment_name": self.experiment}))
-            if os.environ.get("MLFLOW_TRACKING_TOKEN"):
-                request.add_header("Authorization", f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}")
-            elif parts.username or os.environ.get("MLFLOW_TRACKING_USERNAME"):
-                user = parts.username or os.environ["MLFLOW_TRACKING_USERNAME"]
-                secret = parts.password or os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
-                request.add_header("Authorization", "Basic " + base64.b64encode(
-                    urllib.parse.unquote(f"{user}:{secret}").encode()).decode())
-            try:
-                with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-                    experiment = json.load(answer).get("experiment") or {}
-            except (OSError, ValueError):  # 404 (none of that name), refused, TLS, not JSON
-                return
-            found = types.SimpleNamespace(experiment_id=experiment.get("experiment_id"),
-                                          lifecycle_stage=experiment.get("lifecycle_stage"))
-        refuse_deleted_experiment(found, self.experiment)
+                return None
+            return row and types.SimpleNamespace(experiment_id=row[0], lifecycle_stage=row[1],
+                                                 artifact_location=row[2])
+        if not self.tracking_uri.startswith(("http://", "https://")):
+            return None
+        parts = urllib.parse.urlsplit(self.tracking_uri)
+        request = urllib.request.Request(_endpoint(parts, "/api/2.0/mlflow/experiments/get-by-name",
+                                                   {"experiment_name": self.experiment}))
+        if os.environ.get("MLFLOW_TRACKING_TOKEN"):
+            request.add_header("Authorization", f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}")
+        elif parts.username or os.environ.get("MLFLOW_TRACKING_USERNAME"):
+            user = parts.username or os.environ["MLFLOW_TRACKING_USERNAME"]
+            secret = parts.password or os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
+            request.add_header("Authorization", "Basic " + base64.b64encode(
+                urllib.parse.unquote(f"{user}:{secret}").encode()).decode())
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                experiment = json.load(answer).get("experiment") or {}
+        except (OSError, ValueError):  # 404 (none of that name), refused, TLS, not JSON
+            return None
+        return types.SimpleNamespace(experiment_id=experiment.get("experiment_id"),
+                                     lifecycle_stage=experiment.get("lifecycle_stage"),
+                                     artifact_location=experiment.get("artifact_location"))
 
     def written_paths(self) -> dict[str, str]:
         """What the job writes through MLflow: a local store (sqlite, an allowed folder) and, beside one, the artifacts
@@ -314,6 +326,55 @@ def check_uri_backend(name: str, uri: str) -> None:
     except (ImportError, ValueError) as exc:
         raise ConfigError(f"{name} {uri!r}: no filesystem for {scheme}:// here ({exc}); install "
                           f"{_BACKENDS.get(scheme, 'the fsspec package for it')} on every node") from None
+
+
+# MLflow 3's artifact stores by URI scheme (mlflow.store.artifact.artifact_repository_registry), each with the module
+# it imports at its first write and how to install it (None: nothing to install): written out here because a config
+# check imports no framework (tests/unit/test_tracking_backends.py holds it to MLflow's own registry)
+_BOTO3 = ("boto3", "pip install 'bert-foundry[cloud]'")  # not s3fs's aiobotocore: [cloud] has both
+ARTIFACT_BACKENDS = {
+    "s3": _BOTO3, "r2": _BOTO3, "b2": _BOTO3,
+    "gs": ("google.cloud.storage", "pip install google-cloud-storage"),
+    "wasbs": ("azure.storage.blob", "pip install azure-storage-blob azure-identity"),
+    "abfss": ("azure.storage.filedatalake", "pip install azure-storage-file-datalake azure-identity"),
+    "sftp": ("pysftp", "pip install pysftp"),
+    "hdfs": ("pyarrow.fs", "pip install pyarrow"), "viewfs": ("pyarrow.fs", "pip install pyarrow"),
+    **dict.fromkeys(("", "file", "http", "https", "mlflow-artifacts", "ftp", "dbfs", "runs", "models")),
+}
+
+
+def _importable(module: str) -> bool:
+    """Whether `module` would import here, found without importing it (a parent package that is missing: no)."""
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def check_artifact_backend(name: str, location: str) -> None:
+    """MLflow writes an artifact store that is no folder nor its server (s3://, gs://, wasbs://, ...) with a client
+    library of its own, imported at the first write: missing here, the job failed in start_run (No module named
+    'boto3'), after the cluster (and its GPU nodes) came up and the corpus was prepared; so did a scheme MLflow has
+    no store for (s3a://, az://). Checked on the machine the job starts on; rank 0, which logs too, runs the same
+    image or environment. A path passes (start_run makes it a file: URI), and so does a plugin's scheme (the
+    mlflow.artifact_repository entry points). `name` is the error's words before the value."""
+    from importlib.metadata import entry_points
+
+    if "://" not in location:
+        return
+    scheme = location.split("://", 1)[0].lower()
+    if scheme not in ARTIFACT_BACKENDS:
+        if scheme in {ep.name for ep in entry_points(group="mlflow.artifact_repository")}:
+            return
+        stores = ", ".join(f"{s}://" for s, need in ARTIFACT_BACKENDS.items() if need)
+        raise ConfigError(f"{name}{redact(location)!r}: MLflow has no artifact store for {scheme}://; allowed: a "
+                          f"path (on a cluster, one every node shares), {stores} or ftp://")
+    module, install = ARTIFACT_BACKENDS[scheme] or (None, "")
+    if module and not _importable(module):
+        raise ConfigError(f"{name}{redact(location)!r}: MLflow writes {scheme}:// artifacts with {module}, which "
+                          f"is not installed here; {install} where the job starts and on every node")
 
 
 def check_run_name(run_name: str) -> None:
