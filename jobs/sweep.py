@@ -112,6 +112,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     dashboard = ""
     if ft.task.name == "files":  # your files are read by Ray Data tasks, which wait for nodes as the trials do
         dashboard = init_ray()
+        refuse_sqlite_across_machines(tracking_uri, grows=has_autoscaler())  # before the autoscaler is asked
         ensure_capacity(demand)  # an empty autoscaling cluster's wait said and bounded here, not silent
     rows = ft_tasks.load_rows(ft.task, init_dir)
     base = copy.deepcopy(ft)  # the trials' base config, derived values settled; not changed after logging
@@ -125,8 +126,9 @@ def run(cfg: SweepConfig) -> SweepResult:
     print(ft_tasks.rows_line(ft.task, rows), flush=True)
 
     dashboard = dashboard or init_ray()
+    # trials start before the nodes they need: refused before the autoscaler is asked for them
+    refuse_sqlite_across_machines(tracking_uri, grows=has_autoscaler())
     ensure_capacity(demand)
-    refuse_sqlite_across_machines(tracking_uri, grows=has_autoscaler())  # trials start before the nodes they need
     import ray
 
     from jobs.finetune import _features, numpy_blocks

@@ -58,9 +58,10 @@ class Stop(Exception):
     pass
 
 
-def run_until_the_trials(monkeypatch, tmp_path, overrides, n_train=400):
-    """sweep.run over `n_train` train features, every framework call a stand-in, stopped where the search would
-    start: (its console, the TrialInputs every trial and seed run gets)."""
+def run_until_the_trials(monkeypatch, tmp_path, overrides, n_train=400, restore: dict | None = None):
+    """sweep.run over `n_train` train features, every framework call a stand-in (but those in `restore`, a name in
+    jobs/sweep.py -> the real one), stopped where the search would start: the TrialInputs every trial and seed run
+    gets."""
     import contextlib
 
     import jobs.finetune
@@ -78,8 +79,11 @@ def run_until_the_trials(monkeypatch, tmp_path, overrides, n_train=400):
     for name in ("prefer_loopback", "refuse_sqlite_across_machines"):
         monkeypatch.setattr(sweep, name, lambda *a, **k: None)
     monkeypatch.setattr(sweep, "init_ray", lambda: "")
-    monkeypatch.setattr(jobs.runtime.capacity, "ensure_capacity", lambda demand, **kw: None)
-    monkeypatch.setattr(jobs.runtime.capacity, "has_autoscaler", lambda: False)
+    if not restore:
+        monkeypatch.setattr(jobs.runtime.capacity, "ensure_capacity", lambda demand, **kw: None)
+        monkeypatch.setattr(jobs.runtime.capacity, "has_autoscaler", lambda: False)
+    for name, real in (restore or {}).items():
+        monkeypatch.setattr(sweep, name, real)
     rows = SimpleNamespace(labels=["a", "b"], train=[], select=[])
     monkeypatch.setattr(ft_tasks, "load_rows", lambda task, init_dir: rows)
     for name in ("note_truncated", "rows_line", "rows_digest", "split_tags", "data_source"):
@@ -121,3 +125,21 @@ def test_pbts_disk_warning_counts_every_trial_that_runs(tmp_path, monkeypatch, c
 def test_every_trial_and_seed_run_gets_the_sweeps_max_evals(tmp_path, monkeypatch):
     data = run_until_the_trials(monkeypatch, tmp_path, ["max_evals=2", "finetune.train.epochs=3"])
     assert data.max_evals == 2
+
+
+def test_a_sqlite_store_on_an_autoscaling_cluster_is_refused_before_the_autoscaler_is_asked(tmp_path, monkeypatch):
+    """A sweep's trials start before the nodes they need, so a SQLite store on a cluster that grows is refused
+    whatever its machines: that refusal came after ensure_capacity, which asks the autoscaler for a trial's node and
+    waits for it (up to capacity_timeout_s) first; a node brought for nothing."""
+    import jobs.runtime.capacity
+    from jobs import sweep
+    from jobs.runtime.cluster import refuse_sqlite_across_machines
+
+    asked = []
+    monkeypatch.setattr(jobs.runtime.capacity, "has_autoscaler", lambda: True)
+    monkeypatch.setattr(jobs.runtime.capacity, "ensure_capacity", lambda demand, **kw: asked.append(demand))
+    monkeypatch.setattr(sweep, "init_ray", lambda: "")
+    with pytest.raises(ValueError, match=r"is a SQLite file, but this Ray cluster's autoscaler adds machines"):
+        run_until_the_trials(monkeypatch, tmp_path, [], restore={"refuse_sqlite_across_machines":
+                                                                  refuse_sqlite_across_machines})
+    assert asked == []
