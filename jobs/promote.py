@@ -147,10 +147,14 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         raise ValueError(f"{cfg.model} v{candidate.version}: its registration did not finish "
                          f"({candidate.tags[REGISTRATION][:200]}): register the model again, then judge that version")
     champion = version_by_alias(client, cfg.model, CHAMPION)
-    if champion is None and (live := champions(client, cfg.model)):
-        raise ValueError(f"{cfg.model}: @{CHAMPION} is unset, but its last champion v{live[-1]} is still registered "
-                         "(the champion's version deleted, or the alias removed by hand): judged with no champion, any "
-                         f"candidate would win; restore v{live[-1]} with --rollback, then judge")
+    if champion is None and (live := champions(client, cfg.model)):  # judged with no champion, any candidate would win
+        if champions(client, cfg.model, deleted=True)[-1] == live[-1]:  # its alias removed by hand: withdrawn
+            back = f"--rollback restores v{live[-2]}, the one before it" if live[1:] else "no champion came before it"
+            raise ValueError(f"{cfg.model}: @{CHAMPION} is unset, its last champion v{live[-1]} still registered (the "
+                             f"alias removed by hand): {back}; or put @{CHAMPION} back on v{live[-1]}; then judge")
+        raise ValueError(f"{cfg.model}: @{CHAMPION} is unset, its champion's version deleted, but the one before it, "
+                         f"v{live[-1]}, is still registered: judged with no champion, any candidate would win; "
+                         f"restore v{live[-1]} with --rollback, then judge")
     ours, theirs = str(candidate.version), str(champion.version) if champion is not None else ""  # int or str
     if theirs == ours:
         return PromoteResult(cfg.model, "kept", f"v{ours} is already the champion", ours, theirs)
@@ -407,9 +411,9 @@ def history(client, name: str) -> list[str]:
     return alias_history(client, name)
 
 
-def champions(client, name: str) -> list[str]:
-    """The champion versions in order, rolled-back and deleted ones removed: the last is the current champion. A
-    rollback withdraws every champion above the one it restored (those a rollback past deleted versions skipped)."""
+def champions(client, name: str, deleted: bool = False) -> list[str]:
+    """The champion versions in order, rolled-back and (unless `deleted`) deleted ones removed: the last is the current
+    champion. A rollback withdraws every champion above the one it restored (and deleted ones it skipped)."""
     stack: list[str] = []
     for move in alias_history(client, name, CHAMPION):
         alias, old, _, new, why = move.split(" ", 4)
@@ -419,36 +423,40 @@ def champions(client, name: str) -> list[str]:
             if old != "none" and old[1:] != (stack[-1] if stack else None):  # moved there unrecorded (by hand in
                 stack.append(old[1:])  # MLflow's UI, or a move whose record failed): it reigned before this one
             stack.append(new[1:])
-    return [v for v in stack if version_exists(client, name, v)]
+    return stack if deleted else [v for v in stack if version_exists(client, name, v)]
 
 
 def rollback(cfg: PromoteConfig, client) -> PromoteResult:
     current = version_by_alias(client, cfg.model, CHAMPION)
     stack = champions(client, cfg.model)
     now = str(current.version) if current is not None else ""
+    # @champion unset with its last champion registered: its alias removed by hand, that champion is the one withdrawn
+    # (else its version was deleted, and the last live champion is restored)
+    by_hand = not now and bool(stack) and champions(client, cfg.model, deleted=True)[-1] == stack[-1]
     if now and stack and stack[-1] != now:  # moved there by hand since
         if now in stack:  # back to an earlier reign (a rollback by hand): the reigns after it are withdrawn
             del stack[len(stack) - stack[::-1].index(now):]
         else:  # a version that never reigned: it reigns now
             stack.append(now)
-    if len(stack) < (2 if now else 1):  # @champion unset (its version deleted): the last live champion is restored
+    out = now or (stack[-1] if by_hand else "")  # the champion withdrawn
+    if len(stack) < (2 if out else 1):
         raise ValueError(f"{cfg.model}: no previous champion to roll back to (champion history: "
                          f"{' -> '.join('v' + v for v in stack) or 'none'}; @champion is "
-                         f"{f'v{now}' if now else 'unset'})")
-    previous = stack[-2] if now else stack[-1]
+                         f"{f'v{now}' if now else 'unset'}{f', its alias removed from v{out} by hand' if by_hand else ''})")
+    previous = stack[-2] if out else stack[-1]
     from jobs.registry import tracking
 
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     run_id = _start_record(cfg, uri, previous, now, None)
     with tracking.ending(uri, run_id):  # a move that fails ends the run FAILED, with the error named
-        withdrawn = f"v{now} withdrawn" if now else "@champion unset"
+        withdrawn = f"v{out} withdrawn" if out else "@champion unset"
         moved = move_alias(client, cfg.model, CHAMPION, previous, f"rollback: {withdrawn}, v{previous} restored",
                            run_id, only_from=now)
         if moved != now:  # another rollback or promotion moved it meanwhile: two rollbacks would pop the stack twice
             raise ValueError(f"{cfg.model}: @champion moved from {_side(now)} to {_side(moved)} while rolling back; "
                              "nothing moved: run the rollback again if it is still wanted")
-        if now:
-            client.set_model_version_tag(cfg.model, now, "promotion.rolled_back",
+        if out:
+            client.set_model_version_tag(cfg.model, out, "promotion.rolled_back",
                                          time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         if "promotion.rolled_back" in client.get_model_version(cfg.model, previous).tags:  # champion again
             client.delete_model_version_tag(cfg.model, previous, "promotion.rolled_back")

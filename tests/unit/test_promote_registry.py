@@ -364,14 +364,37 @@ def test_a_deleted_champion_is_not_read_as_no_champion_and_a_rollback_restores_t
         move_alias(client, NAME, "champion", v, f"promoted: v{v}")
     client.delete_model_version(NAME, "2")
     monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
-    with pytest.raises(ValueError, match=r"@champion is unset, but its last champion v1 is still registered .*"
-                                         r"restore v1 with --rollback, then judge"):
+    with pytest.raises(ValueError, match=r"@champion is unset, its champion's version deleted, but the one before "
+                                         r"it, v1, is still registered: .*restore v1 with --rollback, then judge"):
         judge(uri, tmp_path / "art", version=3)
     assert version_by_alias(client, NAME, "champion") is None and version_by_alias(client, NAME, "challenger") is None
     back = judge(uri, tmp_path / "art", rollback=True)
     assert (back.decision, back.reason, back.candidate) == ("rolled back", "@champion unset -> v1", "1")
     assert promote.champions(client, NAME) == ["1"]
     assert "champion none -> v1 rollback: @champion unset, v1 restored" in promote.history(client, NAME)[-1]
+    assert judge(uri, tmp_path / "art", version=3).champion == "1"  # judged against v1
+
+
+def test_a_champion_alias_removed_by_hand_withdraws_it_and_a_rollback_goes_back_past_it(tmp_path, empty_store,
+                                                                                       monkeypatch):
+    """Champions v1 -> v2, then @champion removed from v2 by hand (MLflow's UI, to withdraw it): read as a deleted
+    champion's, the promotion named v2 to restore and --rollback put back the model the user had withdrawn. The
+    refusal says the alias was removed by hand; the rollback restores v1 and marks v2 withdrawn."""
+    from jobs.registry.versions import move_alias, version_by_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 3)
+    for v in "12":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    client.delete_registered_model_alias(NAME, "champion")
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    with pytest.raises(ValueError, match=r"@champion is unset, its last champion v2 still registered \(the alias "
+                                         r"removed by hand\): --rollback restores v1, the one before it"):
+        judge(uri, tmp_path / "art", version=3)
+    back = judge(uri, tmp_path / "art", rollback=True)
+    assert (back.decision, back.reason, back.candidate) == ("rolled back", "@champion unset -> v1", "1")
+    assert str(version_by_alias(client, NAME, "champion").version) == "1"
+    assert "promotion.rolled_back" in client.get_model_version(NAME, "2").tags and promote.champions(client, NAME) == [
+        "1"]
     assert judge(uri, tmp_path / "art", version=3).champion == "1"  # judged against v1
 
 
