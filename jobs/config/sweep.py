@@ -187,16 +187,19 @@ class SweepConfig:
                               "train.seed's): identical runs; set num_samples=1, and make train.seed a grid field to "
                               "repeat each point over seeds")
         # choice fields alone (grid ones beside them): more samples than distinct combinations repeat one alike, as a
-        # grid repeated over num_samples does (refused above)
+        # grid repeated over num_samples does (refused above). Not under PBT, whose members part at their first
+        # exploit or mutation. Fewer may repeat too (Tune draws each with replacement): grid fields train each once
         choices = [spec["values"] for spec in self.search_space.values() if spec["type"] == "choice"]
         distinct = math.prod(len({as_number(v, "") for v in values}) for values in choices)
-        if (choices and self.num_samples > distinct
+        if (choices and self.num_samples > distinct and self.scheduler != "pbt"
                 and all(spec["type"] in ("choice", "grid") for spec in self.search_space.values())):
             at = " at each grid point" if len(choices) < len(self.search_space) else ""
             raise ConfigError(f"num_samples={self.num_samples} over choice fields alone, with {distinct} distinct "
                               f"combination(s) of values{at}: {self.num_samples - distinct} sample(s) at least repeat "
-                              "one alike (a trial's every random choice is its train.seed's): identical runs; set "
-                              f"num_samples <= {distinct}, or search a field over a range (uniform, loguniform)")
+                              "one alike (a trial's every random choice is its train.seed's): identical runs; make "
+                              "them grid fields with num_samples=1 (each combination trained once; random draws of "
+                              "choices repeat some even below that count), or search a field over a range "
+                              "(uniform, loguniform)")
         trials = self.num_samples * math.prod(len(spec["values"]) for spec in self.search_space.values()
                                               if spec["type"] == "grid")
         if self.scheduler == "pbt" and trials < 2:

@@ -347,9 +347,11 @@ def test_choice_fields_alone_drawn_more_often_than_their_combinations_are_refuse
     choices = ["search_space={optim: {lr: {type: choice, values: [1e-4, 3e-4]}, weight_decay: {type: choice, values: "
                "[0.0, 0.01, 0.0]}}}"]  # a value listed twice is one combination
     with pytest.raises(ConfigError, match=r"^num_samples=8 over choice fields alone, with 4 distinct combination\(s\) "
-                                          r"of values: 4 sample\(s\) at least repeat one alike .*identical runs; set "
-                                          r"num_samples <= 4"):
+                                          r"of values: 4 sample\(s\) at least repeat one alike .*identical runs; make "
+                                          r"them grid fields with num_samples=1"):
         load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices])
+    pbt = ["scheduler=pbt", "max_concurrent=8", "pbt.mutate=[optim.lr]"]  # a population parts at its first mutation
+    assert load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices, *pbt]).num_samples == 8
     assert load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices, "num_samples=4"]).num_samples == 4
     seeds = "search_space.train.seed={type: grid, values: [1, 2]}"  # each draw over seeds: the draws still repeat
     with pytest.raises(ConfigError, match=r"with 4 distinct combination\(s\) of values at each grid point"):
