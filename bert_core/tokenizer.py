@@ -278,6 +278,10 @@ def check_tokenizer_folder(path: str | os.PathLike, lowercase: bool | None = Non
       stated_settings) whose tokens hold capitals (Google's cased_L-12_H-768_A-12), with `lowercase` None: read as
       uncased BERT, as transformers reads it, its capitalised quarter could never be produced. `setting`: the config
       field that gives `lowercase` (none: the fix named is a tokenizer_config.json's do_lower_case).
+
+    For a tokenizer as it is first given (prepare's data.tokenizer.path, fine-tuning's init), not for the folders this
+    project writes from one (a model fine-tuned from a bare vocab.txt before this check stays loadable). A vocab.txt
+    that is no UTF-8, or a tokenizer.json that `tokenizers` cannot read, is a ConfigError naming the file.
     """
     path = Path(path)
     if path.is_dir() and (path / "tokenizer.json").is_file():  # what load_tokenizer reads, and transformers
@@ -287,7 +291,7 @@ def check_tokenizer_folder(path: str | os.PathLike, lowercase: bool | None = Non
     vocab_file = path / "vocab.txt" if path.is_dir() else path
     if path.suffix == ".json" or not vocab_file.is_file() or lowercase is not None or stated_settings(path):
         return
-    tokens = _vocab_lines(vocab_file)
+    tokens = _given_vocab_lines(vocab_file)
     cased = cased_tokens(tokens)
     if cased <= CASED_VOCAB_SHARE * len(tokens):
         return
@@ -300,11 +304,26 @@ def check_tokenizer_folder(path: str | os.PathLike, lowercase: bool | None = Non
                       f"are never produced: {fix}")
 
 
+def _given_vocab_lines(vocab_file: Path) -> list[str]:
+    try:
+        return _vocab_lines(vocab_file)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"tokenizer at {vocab_file}: not UTF-8, as transformers reads a vocab.txt ({exc})") from None
+
+
 def _check_same_vocabulary(folder: Path) -> None:
-    lines = _vocab_lines(folder / "vocab.txt")
-    # the model's vocabulary: tokens added since (tokenizer.add_tokens) are in tokenizer.json alone, as transformers
-    # saves them (added_tokens), never in vocab.txt
-    vocab = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab(with_added_tokens=False)
+    lines = _given_vocab_lines(folder / "vocab.txt")
+    try:
+        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as exc:  # tokenizers raises a bare Exception: a missing field, no JSON
+        raise ConfigError(f"tokenizer at {folder}: its tokenizer.json does not load ({exc})") from None
+    # Read as transformers reads vocab.txt (a repeated line: the later id wins, the earlier one unused), the same map
+    # as the model's vocabulary, or as it with tokens added since (tokenizer.add_tokens): transformers 4 wrote vocab.txt
+    # without them, save_tokenizer writes them in (vocab_in_id_order)
+    read = {token: i for i, token in enumerate(lines)}
+    if read in (tok.get_vocab(with_added_tokens=False), tok.get_vocab(with_added_tokens=True)):
+        return
+    vocab = tok.get_vocab(with_added_tokens=False)
     by_id = {i: t for t, i in vocab.items()}
     for i in range(max(len(lines), max(by_id, default=-1) + 1)):
         line, token = lines[i] if i < len(lines) else None, by_id.get(i)

@@ -74,7 +74,7 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     init = pin_alias(cfg.init, tracking_uri)  # the alias read once: the weights, the lineage, the basis agree
     init_dir = resolve_init(init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
-    check_positions(cfg.task.max_seq_len, init, init_dir)
+    check_init(cfg.task.max_seq_len, init, init_dir)
     if cfg.task.name == "files":
         ft_tasks.check_files(cfg.task)  # a column your files lack: one line now, not a Ray task's traceback
     dashboard = ""
@@ -221,9 +221,15 @@ def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
     return folder
 
 
-def check_positions(max_seq_len: int, init: str, folder: Path) -> None:
-    """task.max_seq_len within the starting model's position embeddings (a longer row fails in the workers' embedding
-    lookup, after the cluster started); refused before any Ray work."""
+def check_init(max_seq_len: int, init: str, folder: Path) -> None:
+    """The starting model as fine-tuning reads it, refused before any Ray work: task.max_seq_len within its position
+    embeddings (a longer row fails in the workers' embedding lookup, after the cluster started), and its tokenizer as
+    given (bert_core.tokenizer.check_tokenizer_folder: a bare cased vocab.txt that transformers reads uncased, a
+    vocab.txt its tokenizer.json overrides). Not in resolve_init: prediction and promotion load models this project
+    fine-tuned, as they were trained."""
+    from bert_core.tokenizer import check_tokenizer_folder
+
+    check_tokenizer_folder(folder)
     positions = json.loads((folder / "config.json").read_text()).get("max_position_embeddings")
     if isinstance(positions, int) and max_seq_len > positions:
         raise ConfigError(f"task.max_seq_len={max_seq_len} exceeds the {positions} positions of init {init!r} "

@@ -92,7 +92,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     prefer_loopback()
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
-    from jobs.finetune import check_positions, init_name, pin_alias, resolve_init
+    from jobs.finetune import check_init, init_name, pin_alias, resolve_init
 
     ft = cfg.finetune
     tracking_uri = tracking.resolve_tracking_uri(ft.tracking.tracking_uri)
@@ -100,7 +100,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     refuse_earlier_seed_runs(out_dir)
     init = pin_alias(ft.init, tracking_uri)  # the alias read once: the trials' weights and the lineage agree
     init_dir = resolve_init(init, tracking_uri, out_dir / "init")
-    check_positions(ft.task.max_seq_len, init, init_dir)
+    check_init(ft.task.max_seq_len, init, init_dir)
     from jobs.runtime.capacity import Demand, ensure_capacity, has_autoscaler
 
     # one trial at least must fit: Tune waits for a trial's resources without end, saying so only in its log

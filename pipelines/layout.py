@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bert_core.files import alive
 from bert_core.tokenizer import CHARACTER_COVERAGE
-from pipelines.config import DataConfig, TokenizerConfig
+from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding
 from pipelines.parquet_source import bad_compressed_data
 from pipelines.paths import filesystem
@@ -88,13 +88,9 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
     tok["lowercase"] = lowercase
     if not trained or cfg.tokenizer.strip_accents in (None, lowercase):
         tok.pop("strip_accents")
-    if not trained:  # named by its hash, as loaded with the settings; training's own settings change nothing, so they
-        # are named as their defaults (as sets prepared before were): a set is not prepared again for them alone
+    if not trained:  # named by its hash, as loaded with the settings
         tok.pop("limit_alphabet")
         tok.pop("lowercase")
-        unused = TokenizerConfig()
-        for name in ("vocab_size", "min_frequency", "sample_documents", "sample_million_chars"):
-            tok[name] = getattr(unused, name)
     elif tok["limit_alphabet"] is None:  # the coverage rule: a set trained before it kept 1000 characters
         tok["limit_alphabet"] = f"coverage {CHARACTER_COVERAGE}"
     return d

@@ -141,12 +141,9 @@ def require_wordpiece(folder: str | os.PathLike) -> str:
     WordPiece, or BERT's vocab.txt alone. BertTokenizerFast loads any other folder without a word: a byte-level
     BPE tokenizer.json (ModernBERT's, RoBERTa's) is read as a WordPiece vocabulary that leaves most words [UNK],
     a folder without a tokenizer as an empty one that leaves every word [UNK]. Raises ConfigError (a model of
-    another kind) or FileNotFoundError, naming the folder; reads JSON and vocab.txt only, so drivers call it before
-    any Ray work. A bare vocab.txt that is cased, or one beside a tokenizer.json that holds another vocabulary, is
-    refused (bert_core.tokenizer.check_tokenizer_folder): transformers would read it uncased, or ignore it.
+    another kind) or FileNotFoundError, naming the folder; reads JSON only, so drivers call it before any Ray work.
     """
     from bert_core.config import ConfigError
-    from bert_core.tokenizer import check_tokenizer_folder
 
     folder = os.fspath(folder)
     spec = os.path.join(folder, "tokenizer.json")
@@ -159,7 +156,6 @@ def require_wordpiece(folder: str | os.PathLike) -> str:
                               "read as one, this tokenizer would turn most words into [UNK]")
     elif not os.path.isfile(os.path.join(folder, "vocab.txt")):
         raise FileNotFoundError(f"no tokenizer (tokenizer.json or vocab.txt) in {folder}")
-    check_tokenizer_folder(folder)  # a cased bare vocab.txt read as uncased; a vocab.txt its tokenizer.json overrides
     return folder
 
 

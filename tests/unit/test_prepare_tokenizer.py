@@ -166,3 +166,35 @@ def test_a_vocab_that_repeats_a_token_is_refused_before_the_corpus_is_read(tmp_p
     with pytest.raises(ConfigError, match=r"data\.tokenizer\.path=.*: tokenizer ids are not contiguous from 0: no "
                                           r"token has id 5 .*line 6"):
         _given_tokenizer(TokenizerConfig(path=str(tmp_path)))
+
+
+def test_a_folder_this_project_writes_from_a_given_tokenizer_is_read_as_it_was_trained(bare, tmp_path):
+    """The checks are for a tokenizer as first given (prepare, fine-tuning's init: check_init), read as transformers
+    reads it: save_tokenizer writes tokens added to a tokenizer.json into vocab.txt (vocab_in_id_order), and a
+    vocab.txt that repeats a line leaves its first id unused in both files; neither is a different vocabulary (each
+    was refused, and a release or fine-tuned model of such a tokenizer with it, as 'an edit of it is lost'). A model
+    fine-tuned from a bare cased vocab.txt (before the refusal) still loads for prediction, read uncased as trained."""
+    from jobs.finetune import check_init
+    from pipelines.tasks.common import load_tokenizer as load_task_tokenizer
+
+    added = load_tokenizer(bare, lowercase=False)
+    added.add_tokens(["covidxyz"])
+    save_tokenizer(added, tmp_path / "added")
+    assert (tmp_path / "added" / "vocab.txt").read_text().split("\n")[-2] == "covidxyz"
+    check_tokenizer_folder(tmp_path / "added")
+    repeated = tmp_path / "repeated"
+    repeated.mkdir()
+    (repeated / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB + ["Paris"]))  # "Paris" twice
+    load_tokenizer(repeated, lowercase=False).save(str(repeated / "tokenizer.json"))
+    check_tokenizer_folder(repeated)
+    (repeated / "vocab.txt").write_bytes(b"[PAD]\n\xe9t\xe9\n")
+    with pytest.raises(ConfigError, match=r"repeated/vocab\.txt: not UTF-8"):
+        check_tokenizer_folder(repeated)
+    (repeated / "vocab.txt").write_text("[PAD]\n")
+    (repeated / "tokenizer.json").write_text('{"model": {"type": "WordPiece"}}')
+    with pytest.raises(ConfigError, match=r"its tokenizer\.json does not load"):
+        check_tokenizer_folder(repeated)
+    assert load_task_tokenizer(str(bare))("The Paris")["input_ids"]  # a fine-tuned model's folder: loads, uncased
+    (bare / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
+    with pytest.raises(ConfigError, match=r"its vocab\.txt states no case"):  # as fine-tuning's init: refused
+        check_init(128, str(bare), bare)

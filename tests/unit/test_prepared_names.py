@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pipelines import prepare
-from pipelines.config import DataConfig, TokenizerConfig
+from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding
 from pipelines.layout import PIPELINE_VERSION, dataset_name, hashed_config, holds_gutenberg_book
 from pipelines.shards import FORMAT_VERSION
@@ -43,20 +43,6 @@ def test_only_a_cp1252_or_gutenberg_corpus_is_renamed():
     names = {e: dataset_name(DataConfig(sources=["/corpus"], text_encoding=e), INPUTS, None)
              for e in ("", "cp1252", "latin1", "latin-1")}
     assert names[""] != names["cp1252"] != names["latin1"] == names["latin-1"]
-
-
-def test_training_settings_do_not_name_a_set_prepared_with_a_given_tokenizer():
-    """vocab_size, min_frequency, sample_documents and sample_million_chars only train a tokenizer: beside a given one
-    (named by its hash) they changed the name, and an unchanged corpus and tokenizer were prepared again. They are
-    named as their defaults were, so a set prepared with them keeps its name; a trained tokenizer still follows them."""
-    given = DataConfig(sources=["/corpus"], tokenizer=TokenizerConfig(path="/tokenizer"))
-    changed = DataConfig(sources=["/corpus"], tokenizer=TokenizerConfig(
-        path="/tokenizer", vocab_size=30522, min_frequency=5, sample_documents=7, sample_million_chars=1.5))
-    assert dataset_name(changed, INPUTS, "a" * 64) == dataset_name(given, INPUTS, "a" * 64)
-    before = {"vocab_size": 8192, "min_frequency": 2, "sample_documents": 20000, "sample_million_chars": 200.0}
-    assert hashed_config(given)["tokenizer"] == hashed_config(changed)["tokenizer"] == before  # as hashed before
-    trained = [DataConfig(sources=["/corpus"], tokenizer=TokenizerConfig(vocab_size=v)) for v in (8192, 30522)]
-    assert dataset_name(trained[0], INPUTS, None) != dataset_name(trained[1], INPUTS, None)
 
 
 def test_a_gutenberg_book_is_told_from_its_head_compressed_or_not(tmp_path):

@@ -115,7 +115,7 @@ def test_another_architecture_and_a_sequence_past_the_positions_are_refused_befo
 
     from bert_core.checkpoint import load_pretrained
     from bert_core.model import BertModel
-    from jobs.finetune import check_positions, resolve_init
+    from jobs.finetune import check_init, resolve_init
 
     roberta = tmp_path / "roberta"
     torch.manual_seed(0)
@@ -128,9 +128,9 @@ def test_another_architecture_and_a_sequence_past_the_positions_are_refused_befo
     with pytest.raises(ValueError, match=r"holds a 'roberta' model"):
         load_pretrained(roberta, BertModel)
     assert resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download").name == "model"
-    check_positions(512, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
+    check_init(512, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
     with pytest.raises(ConfigError, match=r"task.max_seq_len=513 exceeds the 512 positions of init"):
-        check_positions(513, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
+        check_init(513, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
 
 
 def bert_json_folder(path, lowercase: bool, settings: dict | None = None) -> str:
