@@ -268,8 +268,10 @@ def _walk_init_checkpoint(client, r, links: list[Link], seen: set) -> None:
         return
     checkpoint, writer = init["lineage.init_checkpoint"], init.get("lineage.init_checkpoint_run_id")
     if not writer:
+        where = ("at a URI, whose record (continuation.json) is not read" if "://" in checkpoint else
+                 "from outside the tracking store?")
         links.append(Link("init checkpoint", checkpoint, False, why=f"run {run_id} started from it, but no run is "
-                          "recorded as writing it (from outside the tracking store?): its corpus is unknown"))
+                          f"recorded as writing it ({where}): its corpus is unknown"))
         return
     links.append(Link("init checkpoint", checkpoint, details=[f"run {run_id} started from it; run {writer} wrote it"]))
     _walk_run(client, writer, f"lineage.init_checkpoint_run_id of run {run_id}", {}, links, seen)

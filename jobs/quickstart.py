@@ -151,7 +151,8 @@ def summary(pretrained, swept, promoted=None, predicted: dict | None = None) -> 
     lines = ["", "=" * 72, "quickstart: corpus -> pretraining -> fine-tuning sweep -> registry -> promotion",
              f"pretrained       {pretrained.run_name}: MLM accuracy {m['eval_before/mlm_acc']:.4f} -> "
              f"{m['eval_after/mlm_acc']:.4f}; release {pretrained.release_dir}",
-             f"fine-tuned       {swept.name}: best trial {swept.metric} {swept.best_score:.4f}"]
+             f"fine-tuned       {swept.name}: best {'config' if swept.best_seeds else 'trial'} {swept.metric} "
+             f"{swept.best_score:.4f}{f' (the mean over {swept.best_seeds} seeds)' if swept.best_seeds else ''}"]
     if swept.seeds.get("scores"):
         s = swept.seeds
         lines.append(f"over {len(s['scores'])} seeds     median {s['median']:.4f} (std {std_text(s)}, "

@@ -37,7 +37,7 @@ class PredictConfig:
     gpu_actors: int = 0
     capacity_timeout_s: float = 900.0
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
-    precision: str = "fp32"  # fp32: equal to the registered pipeline; bf16: autocast (MiniLM on an H200: 3x slower)
+    precision: str = "fp32"  # fp32: equal to a transformers pipeline's; bf16: autocast (MiniLM on an H200: 3x slower)
     # CPU replicas in fp32: linear layers on oneDNN's prepacked kernels (jobs/inference/onednn.py: ~1.9x rows per
     # thread measured here, logits within ~1e-7), or "torch": nn.Linear as the pipeline runs it
     cpu_kernels: str = "onednn"

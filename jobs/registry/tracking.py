@@ -294,10 +294,10 @@ def ending(tracking_uri: str, *run_ids: str, finished: bool = False):
 def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str | None, registered_model: str,
                alias: str, task: str, version_tags: dict | None = None, description: str = "",
                input_example: list[str] | None = None) -> dict:
-    """Log final metrics and the model folder for `task` (PRETRAINING: the release checkpoint as is; a pipeline
-    task: a transformers model); register it under an alias, with `version_tags` and `description` (the
-    version's model card) on the new version. `input_example`: a few inputs of the task, saved with a
-    pipeline model, whose signature MLflow infers from running the pipeline on them."""
+    """Log final metrics and the model folder for `task` (PRETRAINING: the release checkpoint as is; a fine-tuned
+    model: our pyfunc over batch prediction's code, jobs/registry/model_logging.py); register it under an alias, with
+    `version_tags` and `description` (the version's model card) on the new version. `input_example`: a few inputs
+    of the task, saved with the model (a pair model's as a table, whose signature MLflow infers from it)."""
     import mlflow
     from mlflow.tracking import MlflowClient
     from transformers.pipelines import SUPPORTED_TASKS
