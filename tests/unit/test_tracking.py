@@ -481,3 +481,11 @@ def test_a_continued_pretraining_and_a_resubmission_are_in_the_versions_lineage(
     version = tracking._lineage_of(client, second)
     assert (version["lineage.init_checkpoint"], version["lineage.init_checkpoint_run_id"]) == (str(checkpoint), first)
     assert (version["lineage.continued_from"], version["lineage.continued_at_step"]) == ("0123abcd", "5")
+    # a two-phase job: its parent registers the release, its phase runs (children) are what resumed
+    two = tracking.start_run(uri, "pre", art, "two", {"train": {}}, tags={"lineage.job": "pretrain"})
+    assert "lineage.continued_from" not in tracking._lineage_of(client, two)
+    for name, step in (("phase1", None), ("phase2", 7)):
+        tracking.start_run(uri, "pre", art, name, {"train": {}}, tags={
+            "lineage.job": "pretrain", "mlflow.parentRunId": two,
+            **(resubmit.tags({"run_id": "4567cdef", "step": step}) if step else {})})
+    assert tracking._lineage_of(client, two)["lineage.continued_from"] == "4567cdef"
