@@ -315,8 +315,6 @@ class EngineBase:
             if "step" in group:  # FusedAdam and FusedLamb count steps in the group
                 group["step"] = 0
         self.restart_counts()
-        if hasattr(self.optimizer, "clip_grad"):  # ZeRO's and the bf16 optimizer's: the saved run's, loaded with it
-            self.optimizer.clip_grad = self.engine.gradient_clipping()
 
     def _keep_config(self, built: list[dict], warn: bool = True) -> None:
         """Train on with this run's optimizer settings after loading another run's state: the loaded param groups and
@@ -336,6 +334,12 @@ class EngineBase:
         # onto every group, which the update undoes.
         changed.update({k: (_as_plain(groups[0].get(k)), _as_plain(v)) for k, v in built[0].items()
                         if _as_plain(groups[0].get(k)) != _as_plain(v)})
+        # ZeRO-1/2's and the 16-bit optimizers' clip_grad is loaded with their state (DeepSpeed's _load_global_state):
+        # a resubmission's new optim.grad_clip reached the config, and the saved run's clipped the rest of the run
+        clip = self.engine.gradient_clipping()
+        if getattr(self.optimizer, "clip_grad", clip) != clip:
+            changed["optim.grad_clip"] = (self.optimizer.clip_grad, clip)
+            self.optimizer.clip_grad = clip
         for group, own in zip(groups, built):
             group.update(own)
         lrs = [base * f(sched.last_epoch) for base, f in zip(sched.base_lrs, sched.lr_lambdas)]

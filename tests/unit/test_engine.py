@@ -332,12 +332,12 @@ def test_a_zero_engine_steps_without_loading_inductor_and_muons_kernels_still_co
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def _tuned_engine(zero_stage: int, lr: float, weight_decay: float, beta2: float):
+def _tuned_engine(zero_stage: int, lr: float, weight_decay: float, beta2: float, grad_clip: float = 1.0):
     from jobs.engine.data_parallel import Engine
 
     torch.manual_seed(0)
     model = BertForSequenceClassification(tiny(vocab_size=VOCAB), num_labels=LABELS)
-    optim = OptimConfig(lr=lr, weight_decay=weight_decay, beta2=beta2, warmup_steps=2)
+    optim = OptimConfig(lr=lr, weight_decay=weight_decay, beta2=beta2, warmup_steps=2, grad_clip=grad_clip)
     return Engine(model, ClassificationObjective(LABELS), optim=optim, deepspeed=DeepSpeedConfig(zero_stage=zero_stage),
                   micro_batch_size=B, grad_accum_steps=1, max_steps=10, use_gpu=False)
 
@@ -345,9 +345,10 @@ def _tuned_engine(zero_stage: int, lr: float, weight_decay: float, beta2: float)
 @pytest.mark.parametrize("zero_stage", [0, 2])
 def test_a_resume_trains_on_with_its_own_optimizer_settings_and_says_which_changed(deepspeed_world_of_one, zero_stage,
                                                                                   tmp_path, caplog):
-    """A resubmission with a new optim.lr / weight_decay / beta2 loads the checkpoint's optimizer and scheduler state,
-    which carry the old ones: Engine.load puts the new run's back (at the loaded schedule position) and warns,
-    naming old -> new. A resume on the same settings changes nothing and says nothing."""
+    """A resubmission with a new optim.lr / weight_decay / beta2 / grad_clip loads the checkpoint's optimizer and
+    scheduler state, which carry the old ones (ZeRO-2's clip_grad too, which clipped the rest of the run at the old
+    norm): Engine.load puts the new run's back (at the loaded schedule position) and warns, naming old -> new. A
+    resume on the same settings changes nothing and says nothing."""
     from jobs.engine.ds_config import lr_lambda
 
     a = _tuned_engine(zero_stage, 1e-3, 0.01, 0.999)
@@ -359,9 +360,10 @@ def test_a_resume_trains_on_with_its_own_optimizer_settings_and_says_which_chang
         same.load(tmp_path)
     assert same.lr == pytest.approx(a.lr) and not caplog.records
 
-    b = _tuned_engine(zero_stage, 5e-4, 0.1, 0.98)
+    b = _tuned_engine(zero_stage, 5e-4, 0.1, 0.98, grad_clip=0.5)
     with caplog.at_level("WARNING", logger="bert_foundry.engine"):
         b.load(tmp_path)
+    assert getattr(b.optimizer, "clip_grad", 0.5) == 0.5 == b.engine.gradient_clipping()
     factor = lr_lambda(b.optim, 10)
     assert b.global_step == 3 and b.lr == pytest.approx(5e-4 * factor(3))
     assert b.scheduler.base_lrs == [5e-4, 5e-4]
@@ -370,6 +372,7 @@ def test_a_resume_trains_on_with_its_own_optimizer_settings_and_says_which_chang
     said = caplog.text
     assert "optim.lr 0.001 -> 0.0005" in said and "weight_decay 0.01 -> 0.1" in said
     assert "betas (0.9, 0.999) -> (0.9, 0.98)" in said
+    assert ("optim.grad_clip 1.0 -> 0.5" in said) == (zero_stage == 2)  # ZeRO-0 fp32 clips at the config's, kept none
     assert b.step(_batch(3)).optimizer_stepped and b.lr == pytest.approx(5e-4 * factor(4))
 
 
