@@ -462,3 +462,14 @@ def test_a_flag_between_overrides_is_read_as_make_passes_it(job):
               "sweep": ["--config", "configs/sweep/pkgdocs.yaml"], "quickstart": []}[job]
     args, _ = module.parse([*config, first, "--check", last])
     assert args.check and args.overrides == [first, last]
+
+
+@pytest.mark.parametrize("nsp", [True, False])
+def test_one_token_type_is_refused_for_bert_pretraining(nsp):
+    """model.type_vocab_size=1 (RoBERTa's) validated, and every worker failed at the first forward: the collator gives
+    sentence B token type 1 (with train.nsp=false too), a lookup past a one-row table."""
+    data = {"model": {"preset": "tiny", "type_vocab_size": 1}, "data": {"sources": ["/corpus"]}, "train": {"nsp": nsp}}
+    with pytest.raises(ConfigError, match=r"^model\.type_vocab_size=1: .*B segment is token type 1.*allowed: >= 2"):
+        PretrainConfig.from_dict(data).validate()
+    data["model"]["type_vocab_size"] = 2
+    assert PretrainConfig.from_dict(data).validate().model.type_vocab_size == 2
