@@ -134,9 +134,9 @@ class PretrainConfig:
         self.tracking.validate()
         self.model.validate()
         if self.recipe == "bert" and self.model.type_vocab_size < 2:
-            raise ConfigError(f"model.type_vocab_size={self.model.type_vocab_size}: pretraining's examples are sentence "
-                              "pairs, whose B segment is token type 1 (with train.nsp=false too), which a table of one "
-                              "row fails to look up at the first step; allowed: >= 2 (BERT's 2)")
+            raise ConfigError(f"model.type_vocab_size={self.model.type_vocab_size}: pretraining's examples are "
+                              "sentence pairs, whose B segment is token type 1 (with train.nsp=false too), which a "
+                              "table of one row fails to look up at the first step; allowed: >= 2 (BERT's 2)")
         if self.recipe == "modern" and self.train.nsp:
             raise ConfigError("train.nsp must be false with model.recipe=modern: the modern encoder has no "
                               "next-sentence head (ModernBertForMaskedLM)")
