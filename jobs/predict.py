@@ -26,14 +26,17 @@ serve` answers), long inputs included.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import pyarrow.parquet as pq
 
 if __package__ in (None, ""):  # `python jobs/predict.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -46,7 +49,9 @@ from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
 from jobs.config.predict import PredictConfig  # noqa: E402
 from jobs.inference import inputs, shards, stages  # noqa: E402
-from jobs.inference.model_ref import ModelRef, check_inputs, model_folder_kind, resolve_model  # noqa: E402
+from jobs.inference.kinds import OUTPUT_COLUMNS, QASettings  # noqa: E402
+from jobs.inference.model_ref import (ModelRef, check_inputs, files_digest, model_files, model_folder_kind,  # noqa: E402
+                                     resolve_model)
 from jobs.runtime import console  # noqa: E402
 
 PROGRESS_EVERY_S = 10.0
@@ -58,12 +63,13 @@ TOKENIZERS_PER_CPU_REPLICA = 16  # CPU model replicas one tokenizing process kee
 class PredictResult:
     output: Path
     model: ModelRef
-    rows: int  # predicted, in this run and earlier ones
+    rows: int  # in the output: predicted by this run and earlier ones (rows_this_run: by this one, its rate's)
     rejected: dict  # reason -> rows
     truncated: int
     skipped_shards: int  # complete before this run
     seconds: float
     run_id: str = ""  # the prediction's MLflow run
+    rows_this_run: int = 0
 
 
 def run(cfg: PredictConfig) -> PredictResult:
@@ -81,10 +87,16 @@ def run(cfg: PredictConfig) -> PredictResult:
 def check(cfg: PredictConfig, source: str | None) -> str:
     """--check: the checks a run makes before Ray (_plan), made without a framework (no torch, Ray or MLflow, as
     every job's check): the environment, a model folder's kind, the input files listed and their columns read as
-    that kind reads them, the output folder new or this job's; what was checked, for the check's line. A models:/
-    or runs:/ URI is MLflow's to resolve: the run resolves it, and reads the columns its kind needs then."""
+    that kind reads them, the output folder new or an earlier run's of this input and model (_refuse_other); what was
+    checked, for the line. A models:/ or runs:/ URI is MLflow's to resolve: the run resolves it, then reads the
+    columns its kind needs and compares the model."""
     kind = model_folder_kind(cfg.check_environment().model)
-    files = _plan(cfg, ModelRef(cfg.model, Path(cfg.model), kind) if kind else None, Path(cfg.output).resolve())
+    folder = ModelRef(cfg.model, Path(cfg.model), kind) if kind else None  # task settings: a folder records none
+    files = _plan(cfg, folder, output := Path(cfg.output).resolve())
+    if (old := _refuse_foreign(output)) is not None and folder is not None:  # its digest as resolve_model makes it
+        folder.digest = files_digest(model_files(folder.folder))
+    if old is not None:
+        _refuse_other(output, old, _basis(cfg, folder, files), partial=folder is None)
     model = f"{cfg.model} ({kind})" if kind else f"{cfg.model} (resolved when the job runs; its columns checked then)"
     return (f"model {model}, input {cfg.input} ({inputs.formats(files)}), output {cfg.output}"
             + (f", config {source}" if source else ""))
@@ -129,8 +141,6 @@ def _run(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started:
 def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started: float, files,
           manifest: dict) -> "PredictResult":
     """The output folder's incomplete shards predicted (the steps 2-4 of the module docstring), the run logged."""
-    import mlflow
-
     from jobs.registry import tracking
     from jobs.runtime.cluster import init_ray
 
@@ -151,22 +161,27 @@ def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started
     run_id = _start_run(uri, cfg, model, output)
     # the manifest is a file anyone reading the predictions reads, and a run artifact: no credentials in it
     manifest["mlflow"] = {"tracking_uri": tracking.redact(uri), "run_id": run_id}
-    shards.write_json(output / shards.MANIFEST, manifest)
-    with tracking.ending(uri, run_id):  # an error ends the run FAILED, naming it
-        _predict(cfg, model, files, output, set(done), manifest)
-    result = _finish(output, manifest, model, len(done), time.time() - started, run_id)
-    # every record rejected (a file in another encoding, the wrong column's values) is not a success; inputs with no
-    # record at all (empty files: a nightly export with nothing new) are
-    failed = not result.rows and set(result.rejected) - {"empty_file", "blank_line"}
-    if failed:
-        sample = next((s for info in manifest["shards"].values() for s in info.get("samples", [])), None)
-        error = (f"input: no row could be predicted, every record was rejected ("
-                 + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items()))
-                 + (f"; first: {sample[0]} at {sample[1]}: {sample[2][:80]!r}" if sample else "") + ")")
-        manifest["status"] = "failed"
-        shards.write_json(output / shards.MANIFEST, manifest)
-        mlflow.MlflowClient(uri).set_tag(run_id, "error", error)
-    _log_run(uri, run_id, result, output, "FAILED" if failed else "FINISHED")
+    try:  # an error anywhere up to the run's end (the store refusing the manifest artifact too) ends the run FAILED,
+        with tracking.ending(uri, run_id):  # naming it, and the manifest says so: neither stays "running" for good
+            shards.write_json(output / shards.MANIFEST, manifest)
+            _predict(cfg, model, files, output, set(done), manifest)
+            result = _finish(output, manifest, model, done, time.time() - started, run_id)
+            # every record rejected (a file in another encoding, the wrong column's values) is not a success; inputs
+            # with no record at all (empty files: a nightly export with nothing new) are
+            failed = not result.rows and set(result.rejected) - {"empty_file", "blank_line"}
+            if failed:
+                sample = next((s for info in manifest["shards"].values() for s in info.get("samples", [])), None)
+                error = (f"input: no row could be predicted, every record was rejected ("
+                         + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items()))
+                         + (f"; first: {sample[0]} at {sample[1]}: {sample[2][:80]!r}" if sample else "") + ")")
+                manifest.update(status="failed", error=error)
+                shards.write_json(output / shards.MANIFEST, manifest)
+            _log_run(uri, run_id, result, output, error if failed else "")
+    except BaseException as exc:  # the manifest "failed" (a rerun resumes it as it does "running") with the error
+        manifest.update(status="failed", error=tracking.redact(f"{type(exc).__name__}: {exc}")[:5000])
+        with contextlib.suppress(Exception):  # a write that fails too (the disk full) never hides the job's error
+            shards.write_json(output / shards.MANIFEST, manifest)
+        raise
     print(summary(result, dashboard), flush=True)
     if failed:
         raise ConfigError(error)
@@ -200,27 +215,12 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     old = _refuse_foreign(output)
     if old is not None:
         _end_dead_run(output, old, cfg)  # this job holds the lease: an earlier one still "running" was killed
-        if old.get("basis") == basis:
-            return {**old, "status": "running"}
-        before = old.get("basis", {})
-        changed = ", ".join(sorted(k for k in {*basis, *before} if before.get(k) != basis.get(k))).replace(
-            "positions", "positions (an earlier version of jobs/predict.py wrote it)").replace(
-            "settings", "settings (the QA windows or tagging in effect)")
-        if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
-            was = dict(zip(before["files"], before["file_versions"]))
-            edited = [path for path, version in zip(basis["files"], basis["file_versions"]) if was[path] != version]
-            changed = (f"the input files: {', '.join(edited[:3])}{' ...' if len(edited) > 3 else ''} changed (size or "
-                       "modification time)")
-        found = shards.scan(output)
-        if any(state.complete and state.rows for state in found.values()):
-            raise ConfigError(f"output {output} holds predictions of another model or input (differs in "
-                              f"{changed}): give a new output folder, or remove that one")
+        if not (changed := _refuse_other(output, old, basis)):  # resumed (after "running", "failed" or "complete")
+            return {**{k: v for k, v in old.items() if k != "error"}, "status": "running"}  # the old error gone
         shutil.rmtree(output / shards.SHARDS, ignore_errors=True)  # nothing predicted there: all of it goes
         print(f"[predict] {output}: an earlier run with another {changed} predicted no row: starting over",
               flush=True)
     output.mkdir(parents=True, exist_ok=True)
-    from jobs.inference.kinds import OUTPUT_COLUMNS
-
     return {"basis": basis, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "model": {"uri": model.uri, "name": model.name, "version": model.version, "run_id": model.run_id,
                       "kind": model.kind, "sha256": model.digest, "asked": cfg.model},
@@ -228,6 +228,25 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
                                           for i, (name, (_, fmt)) in enumerate(zip(inputs.basis_paths(files), files))],
             "columns": ["id", "file", "position", *OUTPUT_COLUMNS[model.kind], "truncated", "windows"],
             "shards": {}}
+
+
+def _refuse_other(output: Path, old: dict, basis: dict, partial: bool = False) -> str:
+    """What differs between manifest `old`'s basis and `basis`, named ("": the same, resumed); refused where the earlier
+    run completed a shard with rows (else it starts over). `partial`: `basis`'s keys alone (--check of a URI)."""
+    before = old.get("basis", {})
+    keys = set(basis) if partial else {*basis, *before}
+    changed = ", ".join(sorted(k for k in keys if (k in before, before.get(k)) != (k in basis, basis.get(k)))).replace(
+        "positions", "positions (an earlier version of jobs/predict.py wrote it)").replace(
+        "settings", "settings (the QA windows or tagging in effect)")
+    if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
+        was = dict(zip(before["files"], before["file_versions"]))
+        edited = [path for path, version in zip(basis["files"], basis["file_versions"]) if was[path] != version]
+        changed = (f"the input files: {', '.join(edited[:3])}{' ...' if len(edited) > 3 else ''} changed (size or "
+                   "modification time)")
+    if changed and any(state.complete and state.rows for state in shards.scan(output).values()):
+        raise ConfigError(f"output {output} holds predictions of another model or input (differs in {changed}): "
+                          "give a new output folder, or remove that one")
+    return changed
 
 
 def _refuse_foreign(output: Path) -> dict | None:
@@ -251,33 +270,33 @@ def _refuse_foreign(output: Path) -> dict | None:
 
 
 def _end_dead_run(output: Path, old: dict, cfg: PredictConfig) -> None:
-    """The job of manifest `old`, while this one holds the folder's lease, is not running: if its manifest and its
-    MLflow run still say so, it was killed outright (SIGKILL, a lost node) and never ended them: its run ends as
-    KILLED, and this job takes the folder over."""
+    """The job of manifest `old`, while this one holds the folder's lease, is not running: if its MLflow run still says
+    so, it was killed outright (SIGKILL, a lost node; its manifest "running") or failed while the store was down
+    ("failed"), and never ended it: its run ends as KILLED, and this job takes the folder over."""
     from jobs.registry import tracking
 
     earlier, ours = old.get("mlflow", {}), tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     uri, run_id = earlier.get("tracking_uri", ""), earlier.get("run_id", "")
     uri = ours if uri == tracking.redact(ours) else uri  # the manifest's is redacted: this job's has the credentials
-    if old.get("status") == "running" and run_id and tracking.may_still_run(uri, run_id):
+    if old.get("status") in ("running", "failed") and run_id and tracking.may_still_run(uri, run_id):
         tracking.end_dead_run(uri, run_id)
-        print(f"[predict] {output}: the earlier job (MLflow run {run_id}) was killed before it ended: its run ended as "
-              "KILLED, this job takes the folder over", flush=True)
+        how = "was killed before it ended" if old["status"] == "running" else "failed without ending it"
+        print(f"[predict] {output}: the earlier job (MLflow run {run_id}) {how}: its run ended as KILLED, this job "
+              "takes the folder over", flush=True)
 
 
-def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:
+def _basis(cfg: PredictConfig, model: ModelRef | None, files) -> dict:
     """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal;
     `settings`, the ones the kind predicts with (the threshold and QA windows in effect, however given; how a
-    tagger's windows merge), for the kinds that have them."""
-    from dataclasses import asdict
-
-    from jobs.inference.kinds import QASettings
-
+    tagger's windows merge), for the kinds that have them. Model None: the keys it has no part in (--check of a URI)."""
+    basis = {"input": cfg.input, "files": inputs.basis_paths(files), "file_versions": inputs.file_versions(files),
+             "format": cfg.format, "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows,
+             "precision": cfg.precision, "positions": "file"}
+    if model is None:
+        return basis
     settings = {"question-answering": lambda: asdict(QASettings.from_task(model.task)),
                 "token-classification": lambda: {"windows": "merged without their O groups"}}.get(model.kind)
-    return {"model_sha256": model.digest, "input": cfg.input, "files": inputs.basis_paths(files),
-            "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
-            "shard_rows": cfg.shard_rows, "precision": cfg.precision, "positions": "file",
+    return {"model_sha256": model.digest, **basis,
             "threshold": _threshold(cfg, model) if model.kind == "multi-label" else cfg.threshold,  # in effect
             **({"settings": settings()} if settings else {})}
 
@@ -287,8 +306,6 @@ def _basis(cfg: PredictConfig, model: ModelRef, files) -> dict:
 def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set, manifest: dict) -> None:
     import ray
     from ray.data import ActorPoolStrategy, TaskPoolStrategy
-
-    from jobs.inference.kinds import QASettings
 
     loaded = {f.name: f.read_bytes() for f in model.files}
     # refs inside a dict: fetched where they are used (the tokenizing tasks need no weights)
@@ -374,22 +391,19 @@ def _complete_shards(output: Path, manifest: dict, touched: set, final: bool = F
 
 # -- 4. the record -----------------------------------------------------------------------------------------------
 
-def _finish(output: Path, manifest: dict, model: ModelRef, skipped: int, seconds: float, run_id: str) -> PredictResult:
+def _finish(output: Path, manifest: dict, model: ModelRef, kept: list, seconds: float, run_id: str) -> PredictResult:
     rejected: dict[str, int] = {}
     for info in manifest["shards"].values():
         for reason, n in info.get("rejects", {}).items():
             rejected[reason] = rejected.get(reason, 0) + int(n)
     rows = sum(int(s["rows"]) for s in manifest["shards"].values())
-    truncated = 0
-    import pyarrow.parquet as pq
-
-    for info in manifest["shards"].values():
-        for part in info["parts"]:
-            truncated += sum(pq.read_table(output / part, columns=["truncated"]).column("truncated").to_pylist())
+    truncated = sum(sum(pq.read_table(output / part, columns=["truncated"]).column("truncated").to_pylist())
+                    for info in manifest["shards"].values() for part in info["parts"])
     manifest.update(status="complete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), rows=rows, rejected=rejected,
                     truncated=truncated)
     shards.write_json(output / shards.MANIFEST, manifest)
-    return PredictResult(output, model, rows, rejected, truncated, skipped, seconds, run_id)
+    this_run = sum(int(info["rows"]) for shard, info in manifest["shards"].items() if shard not in kept)
+    return PredictResult(output, model, rows, rejected, truncated, len(kept), seconds, run_id, this_run)
 
 
 def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> str:
@@ -411,15 +425,18 @@ def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> s
     return run_id
 
 
-def _log_run(uri: str, run_id: str, r: PredictResult, output: Path, status: str) -> None:
+def _log_run(uri: str, run_id: str, r: PredictResult, output: Path, error: str) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    for k, v in {"rows": r.rows, "rejected": sum(r.rejected.values()), "truncated": r.truncated,
-                 "seconds": r.seconds}.items():
+    if error:
+        client.set_tag(run_id, "error", error)
+    # `rows` beside `seconds`: this run's (a rerun's rate is its own); rows_total: the output's, earlier runs' too
+    for k, v in {"rows": r.rows_this_run, "rows_total": r.rows, "rejected": sum(r.rejected.values()),
+                 "truncated": r.truncated, "seconds": r.seconds}.items():
         client.log_metric(run_id, k, float(v))
     client.log_artifact(run_id, str(output / shards.MANIFEST))
-    client.set_terminated(run_id, status)
+    client.set_terminated(run_id, "FAILED" if error else "FINISHED")
 
 
 def _duration(seconds: float) -> str:
@@ -435,12 +452,14 @@ TRUNCATED = {"question-answering": "whose question was cut to max_query_length (
 def summary(r: PredictResult, dashboard: str = "") -> str:
     m = r.model
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(r.rejected.items())) or "none"
-    lines = ["=" * 72, f"predicted {r.rows:,} rows with {m.uri}" + (f" ({m.name} v{m.version})" if m.version else ""),
+    total = f" ({r.rows:,} in the output)" if r.rows != r.rows_this_run else ""
+    lines = ["=" * 72, f"predicted {r.rows_this_run:,} rows{total} with {m.uri}"
+             + (f" ({m.name} v{m.version})" if m.version else ""),
              f"  output      {r.output} ({len(list((r.output / shards.SHARDS).glob('*')))} shards; "
              f"{r.skipped_shards} complete before this run)",
              f"  rejected    {rejected}", f"  truncated   {r.truncated} rows " + TRUNCATED.get(
                  m.kind, "over the model's length limit"),
-             f"  time        {_duration(r.seconds)} ({r.rows / max(r.seconds, 1e-9):,.0f} rows/s overall)",
+             f"  time        {_duration(r.seconds)} ({r.rows_this_run / max(r.seconds, 1e-9):,.0f} rows/s overall)",
              f"  MLflow run  {r.run_id}"]
     if dashboard:
         lines.append(f"  Ray         {dashboard}")

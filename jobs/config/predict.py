@@ -39,7 +39,7 @@ class PredictConfig:
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
     precision: str = "fp32"  # fp32: equal to a transformers pipeline's; bf16: autocast (MiniLM on an H200: 3x slower)
     # CPU replicas in fp32: linear layers on oneDNN's prepacked kernels (jobs/inference/onednn.py: ~1.9x rows per
-    # thread measured here, logits within ~1e-7), or "torch": nn.Linear as the pipeline runs it
+    # thread measured here, logits within a few 1e-6 relative), or "torch": nn.Linear as the pipeline runs it
     cpu_kernels: str = "onednn"
     threshold: float = 0.0  # multi-label: a label is predicted over this sigmoid; 0 = the model's task setting (0.5)
     run_name: str = ""  # the MLflow run; "" = predict-<model>

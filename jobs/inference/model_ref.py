@@ -77,11 +77,16 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
               + ("multi-label threshold is 0.5 (or `threshold=`)" if kind == "multi-label" else
                  "question-answering windows are the defaults") + "; predict a models:/ or runs:/ URI for the "
               "trained ones", flush=True)
+    return ModelRef(uri, folder, kind, name, version, run_id, task, files_digest(files), files, inputs)
+
+
+def files_digest(files: list[Path]) -> str:
+    """sha256 over a model's files (model_files), names and contents: what "the same model" means to a rerun."""
     digest = hashlib.sha256()
     for f in files:
         with f.open("rb") as data:
             digest.update(f.name.encode() + b"\0" + hashlib.file_digest(data, "sha256").digest())
-    return ModelRef(uri, folder, kind, name, version, run_id, task, digest.hexdigest(), files, inputs)
+    return digest.hexdigest()
 
 
 def run_inputs(client, run_id: str) -> str:

@@ -105,3 +105,51 @@ def test_the_check_imports_no_framework(tmp_path):
                         r"nothing was run\n", out.stdout), out.stdout
     imported = set(re.findall(r"^import time:.*\| *([\w.]+)$", out.stderr, re.M))
     assert not imported & {"torch", "transformers", "ray", "mlflow", "pandas"}, sorted(imported)
+
+
+def test_check_refuses_an_output_folder_of_another_model_or_input_as_the_run_does(tmp_path, capsys):
+    """An earlier run's folder holding predictions: --check said valid whatever the input, settings or model, and
+    the run refused it at once ("another model or input"). Compared as the run compares them: every key of the basis
+    for a model folder (its files' digest too), those without the model for a models:/ URI the check leaves to the
+    run; the same folder and input resume (valid), and the check imports no framework for it either."""
+    import pyarrow as pa
+
+    from jobs.inference import shards
+    from jobs.inference.model_ref import resolve_model
+
+    model, data, out = classifier(tmp_path / "model"), tmp_path / "in.csv", tmp_path / "out"
+    data.write_text("text\nfine\n")
+    _, cfg = predict.parse([str(model), "--input", str(data), "--output", str(out),
+                            f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
+    ref = resolve_model(str(model), "", tmp_path / "download")  # what the run resolves: a folder's digest
+    files = predict._plan(cfg, ref, out)
+    shards.write_json(out / shards.MANIFEST, {**predict._open_manifest(out, cfg, ref, files,
+                                                                       predict._basis(cfg, ref, files)),
+                                              "status": "complete"})
+    shards.write_rows(out, "00000-000000", {"file": str(data), "rows": 1})
+    shards.write_part(out, "00000-000000", pa.table({"id": ["in.csv:0"], "position": [0]}))
+    check(tmp_path, model, str(data), out)  # the same model and input: the run resumes
+    check(tmp_path, "models:/m@champion", str(data), out)  # the model compared when the run resolves it
+    for model_, overrides, differs in ((model, ["shard_rows=5"], r"shard_rows"),
+                                       (model, ["format=csv"], r"format"),
+                                       ("models:/m@champion", ["precision=bf16"], r"precision")):
+        with pytest.raises(ConfigError, match=rf"^output .*out holds predictions of another model or input \(differs "
+                                              rf"in {differs}\)"):
+            check(tmp_path, model_, str(data), out, *overrides)
+    (model / "model.safetensors").write_bytes(b"other weights")
+    with pytest.raises(ConfigError, match=r"another model or input \(differs in model_sha256\)"):
+        check(tmp_path, model, str(data), out)
+    check(tmp_path, "models:/m@champion", str(data), out)
+    data.write_text("text\nfine!\n")
+    with pytest.raises(ConfigError, match=rf"differs in the input files: {data} changed \(size or modification"):
+        check(tmp_path, "models:/m@champion", str(data), out)
+    assert capsys.readouterr().out.count("valid; nothing was run") == 3
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "shards"]  # the check took no lease
+    data.write_text("text\nfine\n")  # comparing with an earlier run's basis imports no framework either
+    out_ = subprocess.run([sys.executable, "-X", "importtime", "jobs/predict.py", "models:/m@champion", "--input",
+                           str(data), "--output", str(out), "--check", "precision=bf16",
+                           f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "differs in" in out_.stdout + out_.stderr, out_.stdout + out_.stderr[-3000:]
+    imported = set(re.findall(r"^import time:.*\| *([\w.]+)$", out_.stderr, re.M))
+    assert not imported & {"torch", "transformers", "ray", "mlflow", "pandas"}, sorted(imported)

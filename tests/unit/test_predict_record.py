@@ -1,0 +1,128 @@
+"""jobs/predict.py's record of a job (its manifest, its MLflow run, its summary) once the run started: a job that
+failed left its manifest "running" for good (only the Ray work ended the run FAILED); one whose last steps failed
+(the store refusing the manifest artifact) left a manifest saying "complete" and its run RUNNING; a rerun's rate and
+`rows` metric counted the rows of the shards it kept."""
+
+import json
+import time
+
+import pyarrow as pa
+import pytest
+from mlflow.tracking import MlflowClient
+
+from jobs import predict
+from jobs.config.predict import PredictConfig
+from jobs.inference import shards
+from jobs.inference.model_ref import ModelRef
+from jobs.runtime import cluster
+
+
+def shard(out, name: str, rows: int) -> None:
+    """A shard of `rows` rows, all predicted (what a replica writes), none truncated."""
+    shards.write_rows(out, name, {"file": "in.txt", "first": 0, "rows": rows})
+    shards.write_part(out, name, pa.table({"id": [f"in.txt:{i}" for i in range(rows)], "position": list(range(rows)),
+                                           "truncated": [False] * rows}))
+
+
+@pytest.fixture
+def job(tmp_path, monkeypatch):
+    """_fill over out/ with an MLflow run in a SQLite store (no Ray: `_predict` is the test's); the run's id."""
+    uri = f"sqlite:///{tmp_path}/m.db"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("predict", str(tmp_path / "artifacts"))).info.run_id
+    monkeypatch.setattr(cluster, "init_ray", lambda: "")
+    monkeypatch.setattr(predict, "_start_run", lambda *a: run_id)
+    (tmp_path / "out").mkdir()
+
+    def fill(manifest=None, started=None):
+        cfg = PredictConfig(model="m", input="in.txt", output=str(tmp_path / "out"))
+        return predict._fill(cfg, ModelRef("m", tmp_path, "classification"), uri, tmp_path / "out",
+                             started or time.time(), [], manifest or {"status": "running", "shards": {}})
+
+    return fill, client, run_id
+
+
+def failing(*args):
+    raise RuntimeError("shard 00000-000000: 3 of 4 rows predicted when the job's data ended")
+
+
+def refusing(self, run_id, path, artifact_path=None):
+    raise OSError("the artifact store refused manifest.json")
+
+
+@pytest.mark.parametrize("where", ["predict", "log_artifact"])
+def test_a_job_that_fails_once_its_run_started_leaves_a_failed_manifest_and_run(tmp_path, monkeypatch, job, where):
+    """A Ray Data task's error, or a check of its shards; or the store failing at the end: the manifest says
+    "failed" with the error (not "running", not "complete"), and the run is FAILED (not RUNNING) with it."""
+    fill, client, run_id = job
+    if where == "predict":
+        monkeypatch.setattr(predict, "_predict", failing)
+        error = RuntimeError
+    else:
+        monkeypatch.setattr(predict, "_predict", lambda cfg, model, files, output, done, manifest: shard(
+            output, "00000-000000", 2) or predict._complete_shards(output, manifest, {"00000-000000"}))
+        monkeypatch.setattr(MlflowClient, "log_artifact", refusing)
+        error = OSError
+    with pytest.raises(error):
+        fill()
+    manifest = json.loads((tmp_path / "out" / shards.MANIFEST).read_text())
+    says = "3 of 4 rows predicted" if where == "predict" else "the artifact store refused manifest.json"
+    assert manifest["status"] == "failed" and says in manifest["error"], manifest
+    run = client.get_run(run_id)
+    assert run.info.status == "FAILED" and says in run.data.tags["error"]
+
+
+def test_a_failed_manifest_that_cannot_be_written_never_hides_the_jobs_error(tmp_path, monkeypatch, job):
+    fill, _, _ = job
+    write = shards.write_json
+
+    def full_disk(path, value):
+        if value.get("status") == "failed":
+            raise OSError("No space left on device")
+        write(path, value)
+
+    monkeypatch.setattr(predict, "_predict", failing)
+    monkeypatch.setattr(shards, "write_json", full_disk)
+    with pytest.raises(RuntimeError, match="rows predicted when the job's data ended"):
+        fill()
+
+
+def test_a_rerun_over_a_failed_jobs_folder_resumes_it_and_ends_a_run_left_running(tmp_path, capsys):
+    """A failed job's folder resumes as a killed one's does: its complete shards kept, its error dropped; where the
+    store was down when it failed (its run left RUNNING), the rerun ends that run."""
+    out, uri = tmp_path / "out", f"sqlite:///{tmp_path}/m.db"
+    client = MlflowClient(uri)
+    first = client.create_run(client.create_experiment("predict", str(tmp_path / "artifacts"))).info.run_id
+    cfg = PredictConfig(model="m", input="in.txt", output=str(out))
+    cfg.tracking.tracking_uri = uri
+    model, basis = ModelRef("m", tmp_path, "classification"), {"format": "text"}
+    shards.write_json(out / shards.MANIFEST, {**predict._open_manifest(out, cfg, model, [], basis), "status": "failed",
+                                              "error": "OSError: store down", "mlflow": {"tracking_uri": uri,
+                                                                                         "run_id": first}})
+    shard(out, "00000-000000", 2)
+    shards.write_rows(out, "00000-000001", {"file": "in.txt", "first": 2, "rows": 2})  # in flight: cleared
+    manifest = predict._open_manifest(out, cfg, model, [], basis)
+    assert manifest["status"] == "running" and "error" not in manifest
+    assert shards.clear_incomplete(out, shards.scan(out)) == ["00000-000000"]
+    assert client.get_run(first).info.status == "KILLED"
+    assert f"(MLflow run {first}) failed without ending it" in capsys.readouterr().out
+
+
+def test_a_reruns_rate_and_rows_metric_count_the_rows_it_predicted(tmp_path, monkeypatch, job, capsys):
+    """A rerun over a folder 90 of whose 100 rows an earlier job predicted: its rate is of its own 10 rows (it was
+    of 100: 10x too high); the `rows` metric is its own beside its `seconds`, `rows_total` the output's."""
+    fill, client, run_id = job
+    out = tmp_path / "out"
+    shard(out, "00000-000000", 90)
+    kept = {"status": "running", "shards": {}}
+    predict._complete_shards(out, kept, {"00000-000000"})
+    monkeypatch.setattr(predict, "_predict", lambda cfg, model, files, output, done, manifest: shard(
+        output, "00000-000001", 10) or predict._complete_shards(output, manifest, {"00000-000001"}))
+    result = fill(kept, started=time.time() - 2)
+    assert (result.rows, result.rows_this_run, result.skipped_shards) == (100, 10, 1)
+    metrics = client.get_run(run_id).data.metrics
+    assert (metrics["rows"], metrics["rows_total"]) == (10, 100)
+    printed = capsys.readouterr().out
+    assert "predicted 10 rows (100 in the output) with m" in printed
+    assert f"({10 / result.seconds:,.0f} rows/s overall)" in printed
+    assert json.loads((out / shards.MANIFEST).read_text())["rows"] == 100  # the manifest counts the folder's rows
