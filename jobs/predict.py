@@ -271,18 +271,20 @@ def _refuse_foreign(output: Path) -> dict | None:
 
 def _end_dead_run(output: Path, old: dict, cfg: PredictConfig) -> None:
     """The job of manifest `old`, while this one holds the folder's lease, is not running: if its MLflow run still says
-    so, it was killed outright (SIGKILL, a lost node; its manifest "running") or failed while the store was down
-    ("failed"), and never ended it: its run ends as KILLED, and this job takes the folder over."""
+    so, it was killed outright (SIGKILL, a lost node; its manifest "running": its run ends KILLED) or failed while the
+    store was down ("failed": FAILED, with the manifest's error), and never ended it; this job takes the folder over."""
     from jobs.registry import tracking
 
     earlier, ours = old.get("mlflow", {}), tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     uri, run_id = earlier.get("tracking_uri", ""), earlier.get("run_id", "")
     uri = ours if uri == tracking.redact(ours) else uri  # the manifest's is redacted: this job's has the credentials
-    if old.get("status") in ("running", "failed") and run_id and tracking.may_still_run(uri, run_id):
-        tracking.end_dead_run(uri, run_id)
-        how = "was killed before it ended" if old["status"] == "running" else "failed without ending it"
-        print(f"[predict] {output}: the earlier job (MLflow run {run_id}) {how}: its run ended as KILLED, this job "
-              "takes the folder over", flush=True)
+    failed = old.get("error", "input: failed") if old.get("status") == "failed" else ""  # its run FAILED, the error
+    if old.get("status") in ("running", "failed") and run_id and tracking.may_still_run(uri, run_id) \
+            and tracking.end_dead_run(uri, run_id, failed):
+        how = "failed without ending it: its run ended as FAILED" if failed else "was killed before it ended: its " \
+            "run ended as KILLED"
+        print(f"[predict] {output}: the earlier job (MLflow run {run_id}) {how}, this job takes the folder over",
+              flush=True)
 
 
 def _basis(cfg: PredictConfig, model: ModelRef | None, files) -> dict:
@@ -292,8 +294,8 @@ def _basis(cfg: PredictConfig, model: ModelRef | None, files) -> dict:
     basis = {"input": cfg.input, "files": inputs.basis_paths(files), "file_versions": inputs.file_versions(files),
              "format": cfg.format, "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows,
              "precision": cfg.precision, "positions": "file"}
-    if model is None:
-        return basis
+    if model is None:  # a threshold given is the basis's whatever the kind
+        return {**basis, **({"threshold": cfg.threshold} if cfg.threshold else {})}
     settings = {"question-answering": lambda: asdict(QASettings.from_task(model.task)),
                 "token-classification": lambda: {"windows": "merged without their O groups"}}.get(model.kind)
     return {"model_sha256": model.digest, **basis,

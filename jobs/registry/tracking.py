@@ -353,14 +353,15 @@ def _lineage_of(client, run_id: str) -> dict:
     nested (a sweep's trial run; the sweep's parent holds the lineage). A resubmitted run's `continued_from` and
     `continued_at_step` (jobs/runtime/resubmit.tags) as lineage.*: its code.* tags name only the code of the steps
     since then; the earlier run, which trained the first ones, has its own. A two-phase pretraining's parent holds
-    none: its phase runs resume, and the first of them that did names the earlier attempt."""
+    none: its phase runs resume, and the last of them that did names the earlier attempt (a resubmission in phase 2
+    tags phase 1 too, continued at its end, with nothing left to train)."""
     run = client.get_run(run_id)
     tags = run.data.tags
     parent = client.get_run(tags["mlflow.parentRunId"]).data.tags if "mlflow.parentRunId" in tags else {}
     resumed = {f"lineage.{k}": tags[k] for k in ("continued_from", "continued_at_step") if k in tags}
     if not resumed and tags.get("lineage.job") == "pretrain" and not parent:
         for phase in client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'",
-                                        order_by=["attributes.start_time ASC"]):
+                                        order_by=["attributes.start_time DESC"]):
             resumed = {f"lineage.{k}": phase.data.tags[k] for k in ("continued_from", "continued_at_step")
                        if k in phase.data.tags}
             if resumed:
@@ -382,14 +383,20 @@ def may_still_run(tracking_uri: str, run_id: str) -> bool:
         return True
 
 
-def end_dead_run(tracking_uri: str, run_id: str) -> None:
-    """End as KILLED the run of a job that died without ending it (killed outright: it stays RUNNING)."""
+def end_dead_run(tracking_uri: str, run_id: str, error: str = "") -> bool:
+    """End the run of a job that died without ending it: KILLED (killed outright: it stays RUNNING), or FAILED with
+    `error` tagged (it failed while the store was down). Whether it was ended (no such run, the store unreachable:
+    nothing this job can end)."""
     from mlflow.tracking import MlflowClient
 
     try:
-        MlflowClient(tracking_uri).set_terminated(run_id, "KILLED")
-    except Exception:  # noqa: BLE001 - no such run, the store unreachable: nothing this job can end
-        pass
+        client = MlflowClient(tracking_uri)
+        if error:
+            client.set_tag(run_id, "error", error)
+        client.set_terminated(run_id, "FAILED" if error else "KILLED")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def input_example(rows: list[dict], n: int = 2) -> list | None:

@@ -132,7 +132,8 @@ def test_check_refuses_an_output_folder_of_another_model_or_input_as_the_run_doe
     check(tmp_path, "models:/m@champion", str(data), out)  # the model compared when the run resolves it
     for model_, overrides, differs in ((model, ["shard_rows=5"], r"shard_rows"),
                                        (model, ["format=csv"], r"format"),
-                                       ("models:/m@champion", ["precision=bf16"], r"precision")):
+                                       ("models:/m@champion", ["precision=bf16"], r"precision"),
+                                       ("models:/m@champion", ["threshold=0.7"], r"threshold")):  # given: any kind's
         with pytest.raises(ConfigError, match=rf"^output .*out holds predictions of another model or input \(differs "
                                               rf"in {differs}\)"):
             check(tmp_path, model_, str(data), out, *overrides)

@@ -104,8 +104,13 @@ def test_a_rerun_over_a_failed_jobs_folder_resumes_it_and_ends_a_run_left_runnin
     manifest = predict._open_manifest(out, cfg, model, [], basis)
     assert manifest["status"] == "running" and "error" not in manifest
     assert shards.clear_incomplete(out, shards.scan(out)) == ["00000-000000"]
-    assert client.get_run(first).info.status == "KILLED"
-    assert f"(MLflow run {first}) failed without ending it" in capsys.readouterr().out
+    ended = client.get_run(first)
+    assert (ended.info.status, ended.data.tags.get("error")) == ("FAILED", "OSError: store down")  # the job's error
+    assert f"(MLflow run {first}) failed without ending it: its run ended as FAILED" in capsys.readouterr().out
+    gone = {**predict._open_manifest(out, cfg, model, [], basis), "status": "running",
+            "mlflow": {"tracking_uri": uri, "run_id": "0" * 32}}
+    predict._end_dead_run(out, gone, cfg)  # a run the store does not hold: nothing ended, nothing said
+    assert "ended as" not in capsys.readouterr().out
 
 
 def test_a_reruns_rate_and_rows_metric_count_the_rows_it_predicted(tmp_path, monkeypatch, job, capsys):

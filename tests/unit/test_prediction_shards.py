@@ -394,7 +394,7 @@ def test_the_manifest_and_its_run_artifact_name_the_store_without_its_credential
 
     ended = []
     monkeypatch.setattr(tracking, "may_still_run", lambda uri, run_id: True)
-    monkeypatch.setattr(tracking, "end_dead_run", lambda uri, run_id: ended.append(uri))
+    monkeypatch.setattr(tracking, "end_dead_run", lambda uri, run_id, error="": ended.append(uri) or True)
     cfg.tracking.tracking_uri = CREDENTIALS_URI
     predict._end_dead_run(out, {**json.loads(logged["artifact"]), "status": "running"}, cfg)  # as a killed job left it
     assert ended == [CREDENTIALS_URI]

@@ -484,8 +484,9 @@ def test_a_continued_pretraining_and_a_resubmission_are_in_the_versions_lineage(
     # a two-phase job: its parent registers the release, its phase runs (children) are what resumed
     two = tracking.start_run(uri, "pre", art, "two", {"train": {}}, tags={"lineage.job": "pretrain"})
     assert "lineage.continued_from" not in tracking._lineage_of(client, two)
-    for name, step in (("phase1", None), ("phase2", 7)):
+    for name, earlier, step in (("phase1", "1111aaaa", 1000), ("phase2", "4567cdef", 300)):  # killed in phase 2
         tracking.start_run(uri, "pre", art, name, {"train": {}}, tags={
-            "lineage.job": "pretrain", "mlflow.parentRunId": two,
-            **(resubmit.tags({"run_id": "4567cdef", "step": step}) if step else {})})
-    assert tracking._lineage_of(client, two)["lineage.continued_from"] == "4567cdef"
+            "lineage.job": "pretrain", "mlflow.parentRunId": two, **resubmit.tags({"run_id": earlier, "step": step})})
+        time.sleep(0.01)  # started in order
+    resumed = tracking._lineage_of(client, two)
+    assert (resumed["lineage.continued_from"], resumed["lineage.continued_at_step"]) == ("4567cdef", "300")
