@@ -11,9 +11,8 @@ tokenizer (jobs/registry/scorer.py). The candidate becomes champion when there i
 lower confidence bound (level `confidence`) of a paired bootstrap of candidate minus champion over the
 evaluation rows is above `min_delta`: the improvement is shown to clear the margin, not merely estimated to.
 A tie, or anything less, keeps the champion, and the one-line reason says why. While it is judged the
-candidate holds @challenger; a candidate that lost keeps it. With @champion unset while its history still names a
-registered champion (the champion's version deleted, or the alias removed by hand), nothing is judged: "no champion
-yet" would crown any candidate, never compared with that one; `--rollback` restores it, then the candidate is judged.
+candidate holds @challenger; a candidate that lost keeps it. With @champion unset (a version deleted, the alias
+removed by hand) while its history names a registered champion, nothing is judged; `--rollback` restores the one due.
 A version a rollback withdrew is not judged again through @candidate (which still points at it): name it, --version N.
 
 The evaluation rows are the task's evaluation split (its official dev; pipelines/tasks/roles.py): the split no
@@ -488,6 +487,7 @@ def main(argv: list[str] | None = None) -> PromoteResult:
     args, cfg = parse(argv)
     console.configure(args.verbose)  # our [promote] line; no download or weight-loading progress bars
     refuse_relative_when_submitted(cfg.tracking.written_paths())  # a store in the job's copy is a new, empty one
+    cfg.tracking.check_experiment()  # deleted, or its artifact store without its client here: before any work
     if args.check:
         return checked("promote", args.config, args.overrides)
     try:

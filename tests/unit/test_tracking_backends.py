@@ -111,3 +111,17 @@ def test_the_table_is_mlflows_registry_and_its_s3_store_fails_as_refused(tmp_pat
     (tmp_path / "config.yaml").write_text("a: 1\n")
     with pytest.raises(ImportError, match="boto3"):
         S3ArtifactRepository("s3://bucket/mlart").log_artifact(str(tmp_path / "config.yaml"))
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_promote_checks_its_artifact_store_before_any_work(tmp_path, monkeypatch, check):
+    """jobs/promote.py has no cluster, but its run loaded the evaluation rows (Ray Data for your files) and scored
+    both models before start_run failed on boto3 with a traceback; its --check said valid."""
+    from jobs import promote
+
+    missing(monkeypatch, "boto3")
+    monkeypatch.setattr(promote, "run", lambda cfg: pytest.fail("promote ran with a store it cannot write"))
+    with pytest.raises(ConfigError, match=r"^tracking.artifact_location='s3://bucket/p': MLflow writes s3:// "
+                                          r"artifacts with boto3"):
+        promote.main(["some-model", f"tracking.tracking_uri=sqlite:///{tmp_path}/m.db",
+                      "tracking.artifact_location=s3://bucket/p", *(["--check"] if check else [])])
