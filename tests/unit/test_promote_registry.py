@@ -352,16 +352,24 @@ def test_a_champion_fine_tuned_on_other_files_is_said_when_rows_are_named(tmp_pa
             "named rows are checked against v2's training data only") in capsys.readouterr().out
 
 
+def champions_1_then_2(tmp_path, empty_store):
+    """Three registered versions, v1 then v2 crowned (@champion on v2, each move recorded), v3 to judge."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 3)
+    for v in "12":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    return uri, client
+
+
 def test_a_deleted_champion_is_not_read_as_no_champion_and_a_rollback_restores_the_one_before(tmp_path, empty_store,
                                                                                             monkeypatch):
     """Champions v1 -> v2, then v2 deleted (MLflow drops @champion): the next promotion took the "no champion yet"
     path and crowned v3 never compared with v1, and --rollback refused ("no previous champion ... history: v1").
     The promotion refuses, naming v1; the rollback restores v1, and v3 is then judged against it."""
-    from jobs.registry.versions import move_alias, version_by_alias
+    from jobs.registry.versions import version_by_alias
 
-    uri, client = toy_registry(tmp_path, empty_store, 3)
-    for v in "12":
-        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    uri, client = champions_1_then_2(tmp_path, empty_store)
     client.delete_model_version(NAME, "2")
     monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
     with pytest.raises(ValueError, match=r"@champion is unset, its champion's version deleted, but the one before "
@@ -380,11 +388,9 @@ def test_a_champion_alias_removed_by_hand_withdraws_it_and_a_rollback_goes_back_
     """Champions v1 -> v2, then @champion removed from v2 by hand (MLflow's UI, to withdraw it): read as a deleted
     champion's, the promotion named v2 to restore and --rollback put back the model the user had withdrawn. The
     refusal says the alias was removed by hand; the rollback restores v1 and marks v2 withdrawn."""
-    from jobs.registry.versions import move_alias, version_by_alias
+    from jobs.registry.versions import version_by_alias
 
-    uri, client = toy_registry(tmp_path, empty_store, 3)
-    for v in "12":
-        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    uri, client = champions_1_then_2(tmp_path, empty_store)
     client.delete_registered_model_alias(NAME, "champion")
     monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
     with pytest.raises(ValueError, match=r"@champion is unset, its last champion v2 still registered \(the alias "
