@@ -127,7 +127,12 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
 
     if tokenizer_dir is not None:
         require_wordpiece(tokenizer_dir)
-    select, rejected = None, {}
+    select, rejected, noted = None, {}, {}
+
+    def kept(split, name: str) -> list[dict]:  # a benchmark reader's rows; its rejects and notes under `name`
+        rejected[name], noted[name] = collections.Counter(split.rejects), dict(split.notes)
+        return split.rows
+
     if task.name == "files":
         return scheme_checked(_load_files(task, tokenizer_dir), task.kind, task.iob_scheme)
     if task.name == "pkgdocs":
@@ -142,16 +147,16 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
         train, select, evals = splits["train"].rows, splits["select"].rows, {"dev": splits["dev"].rows}
     elif task.name in GLUE_TASKS:
         spec = GLUE_TASKS[task.name]
-        train = _kept(load_glue(task.name, task.data_dir, "train"), "train", rejected)
-        evals = {split: _kept(load_glue(task.name, task.data_dir, split), split, rejected) for split in eval_splits(task)}
+        train = kept(load_glue(task.name, task.data_dir, "train"), "train")
+        evals = {split: kept(load_glue(task.name, task.data_dir, split), split) for split in eval_splits(task)}
         labels = spec.labels or ("score",)
     elif task.name == "squad":
-        train, labels = _kept(load_squad(task.train_file, version_2=task.version_2), "train", rejected), ()
-        evals = {"dev": _kept(load_squad(task.dev_file, version_2=task.version_2, scored_only=True), "dev", rejected)}
+        train, labels = kept(load_squad(task.train_file, version_2=task.version_2), "train"), ()
+        evals = {"dev": kept(load_squad(task.dev_file, version_2=task.version_2, scored_only=True), "dev")}
     else:
         labels = tuple(task.labels) or CONLL_LABELS
-        train = _kept(load_conll(task.train_file, labels), "train", rejected)
-        evals = {"dev": _kept(load_conll(task.dev_file, labels), "dev", rejected)}
+        train = kept(load_conll(task.train_file, labels), "train")
+        evals = {"dev": kept(load_conll(task.dev_file, labels), "dev")}
     rows = assign_roles(train, evals, task.kind, task.selection_fraction, task.selection_max_rows, select,
                         global_ids=task.name == "squad")  # the benchmark's ids: one question each, in every split
     rows.train = numbered(rows.train, task.max_train_examples)
@@ -159,6 +164,7 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     rows.evaluation = {name: numbered(r, task.max_eval_examples) for name, r in rows.evaluation.items()}
     rows.labels = tuple(labels)
     rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}
+    rows.noted = {split: counts for split, counts in noted.items() if counts}
     if not rows.select:
         raise ConfigError(f"task {task.name}: the select split is empty (every carved row also occurs in train or "
                           f"dev); raise task.selection_fraction (now {task.selection_fraction})")
@@ -166,12 +172,6 @@ def load_rows(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
         for name, split in {SELECT: rows.select, **rows.evaluation}.items():  # reads as diverged weights
             require_varied_scores(split, f"task {task.name}'s {name} split", "a larger task.max_eval_examples")
     return scheme_checked(rows, task.kind, task.iob_scheme)
-
-
-def _kept(split, name: str, rejected: dict) -> list[dict]:
-    """A benchmark reader's rows; what it rejected is counted under the split's name."""
-    rejected[name] = collections.Counter(split.rejects)
-    return split.rows
 
 
 def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
@@ -183,8 +183,9 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     from pipelines.tasks.roles import keys_of, without
     from pipelines.tasks.stream import stream_rows
 
-    kind, rejected, classes = task.kind, collections.defaultdict(collections.Counter), collections.defaultdict(dict)
-    given = {name: _read_files(task, spec, name, rejected[name], classes[name])  # classes: checked with train's
+    kind, classes = task.kind, collections.defaultdict(dict)
+    rejected, noted = collections.defaultdict(collections.Counter), collections.defaultdict(collections.Counter)
+    given = {name: _read_files(task, spec, name, rejected[name], noted[name], classes[name])  # classes: with train's
              for name, spec in (("dev", task.dev_file), (SELECT, task.select_file)) if spec}
     tokenizer = load_tokenizer(str(tokenizer_dir)) if tokenizer_dir else None
     streamed = stream_rows(task.train_file, task.format, kind, task.columns, fraction=task.selection_fraction,
@@ -194,6 +195,7 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
                            max_query_length=task.max_query_length, given_classes=classes)
     for name, counts in streamed.rejected.items():
         rejected.setdefault(name, collections.Counter()).update(counts)
+    noted["train"].update(streamed.notes)
     for reason, (path, where, excerpt) in streamed.samples.items():  # as _read_files says it for dev and select
         print(f"[data] {path}: rejected ({reason}) {where}: {excerpt[:120]!r}", flush=True)
 
@@ -224,22 +226,26 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     rows = TaskRows(streamed.train, numbered(select, task.max_eval_examples),
                     {"dev": numbered(dev, task.max_eval_examples)}, labels=streamed.labels, dropped=dropped)
     rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}
+    rows.noted = {split: dict(counts) for split, counts in noted.items() if counts}
     rows.truncated = {"train": streamed.truncated} if streamed.truncated else {}
     return rows
 
 
-def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.Counter, classes=None) -> list[dict]:
-    """Every row of the files `spec` names, in file order; rejects counted by reason into `rejected`; how each file
-    writes its classes into `classes` (stream.add_classes)."""
+def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.Counter, noted: collections.Counter,
+                classes=None) -> list[dict]:
+    """Every row of the files `spec` names (a dev or select file: scored only, no training target), in file order;
+    rejects counted by reason into `rejected`, QA answer notes into `noted`; how each file writes its classes into
+    `classes` (stream.add_classes)."""
     from pipelines.tasks.file_finder import resolve_files
     from pipelines.tasks.files import read_file
     from pipelines.tasks.stream import add_classes
 
     rows, said = [], set()
     for path, fmt in resolve_files(spec, task.format, split=split):
-        for batch in read_file(path, fmt, task.kind, task.columns, version_2=task.version_2):
+        for batch in read_file(path, fmt, task.kind, task.columns, version_2=task.version_2, scored_only=True):
             rows.extend(batch.rows)
             rejected.update(batch.rejects)
+            noted.update(batch.notes)
             add_classes(classes if classes is not None else {}, path, batch, task.kind)
             for reason, where, excerpt in batch.samples:
                 if reason not in said and rejected[reason] == batch.rejects[reason]:  # its first in this split
@@ -278,6 +284,8 @@ def split_tags(rows: TaskRows) -> dict[str, str]:
     tags.update({f"data.rejected.{split}.{reason}": str(n) for split, counts in rows.rejected.items()
                  for reason, n in counts.items()})
     tags.update({f"data.truncated.{split}": str(n) for split, n in rows.truncated.items()})
+    tags.update({f"data.noted.{split}.{reason}": str(n) for split, counts in rows.noted.items()
+                 for reason, n in counts.items()})  # QA answers off their start, in questions kept
     return tags
 
 
@@ -291,6 +299,7 @@ def rows_line(task: TaskConfig, rows: TaskRows) -> str:
             + (f"; {len(rows.labels)} labels {list(rows.labels)}" if rows.labels and task.kind != "regression" else "")
             + (f"; removed as leaks: {dropped}" if dropped else "")
             + (f"; rejected: {rows.rejected}" if rows.rejected else "")
+            + (f"; answers noted (questions kept): {rows.noted}" if rows.noted else "")
             + (f"; {cut} word pieces: {rows.truncated}" if rows.truncated else ""))
 
 

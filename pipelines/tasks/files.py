@@ -34,13 +34,12 @@ other error cells, cells.no_value; QA: answers absent or null, where [] is a que
 unparseable_label (a JSON list as a class, a bool as a score or in a list, a non-finite score, QA answers of no shape
 squad.answer_list reads), non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a
 NaN, is the class 1, and so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first
-valid row's), empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, answer_offset_mismatch,
-no_valid_answer, answer_offset_in_other_units (not dropped: a start counted in UTF-16 units or UTF-8 bytes, kept at its
-character), not_a_squad_article (SQuAD JSON: an item of its data list without paragraphs), unanswerable_needs_version_2
-(QA, as load_squad; the last: a question without an answer, read with version_2 false: set task.version_2=true to train
-on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> / corrupt_<codec> (a compressed file
-cut short or not of its codec: the records before it are kept; corrupt_parquet, a Parquet page that does not decode,
-likewise).
+valid row's), empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, no_valid_answer (QA: answers,
+none at its start; `scored_only`, none with a text; answers off their start are FileBatch.notes, as load_squad's),
+not_a_squad_article (SQuAD JSON: a data item without paragraphs), unanswerable_needs_version_2 (QA, as load_squad; a
+question without an answer, read with version_2 false: set task.version_2=true to train on them), empty_file (0 bytes
+or a header only; counted once), truncated_<codec> / corrupt_<codec> (a compressed file cut short or not of its codec:
+the records before it are kept; corrupt_parquet, a Parquet page that does not decode, likewise).
 TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
 found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
 named (UTF-16 / UTF-32 where none is), a CSV / TSV in a one-byte encoding where none is named (file_head.py: Excel's
@@ -76,7 +75,7 @@ from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.file_head import csv_delimiter, header_is_data, refuse_one_byte_text
-from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, gold_answers, load_squad
+from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, OFFSET_MISMATCH, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
 from pipelines.tasks.text_records import (Reject, csv_records, json_array, json_object, raw_lines, text_file,
                                           text_lines, tsv_records)
@@ -126,6 +125,7 @@ class FileBatch:
     rejects: collections.Counter = field(default_factory=collections.Counter)  # reason -> count
     samples: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, where, excerpt), a few
     label_type: str | None = None  # the file's, once a row fixed it ("int", "str"; a score's "number", "str")
+    notes: collections.Counter = field(default_factory=collections.Counter)  # QA answers in questions kept (squad's)
 
     def reject(self, reason: str, where: str, record) -> None:
         self.rejects[reason] += 1
@@ -148,8 +148,7 @@ def _needed(kind: str, columns: Columns) -> dict[str, str]:
 def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]:
     """The columns `kind` reads (and the optional title); raises naming the missing ones."""
     need = _needed(kind, columns)
-    missing = [f for f, name in need.items() if name not in found]
-    if missing:
+    if missing := [f for f, name in need.items() if name not in found]:
         headless = "; the file seems to have no header row (its first row reads as data): add one naming its " \
             "columns" if header_is_data(found) else ""
         raise TaskDataError(f"{path}: expected columns {list(need.values())}, found {list(found)}; set "
@@ -212,8 +211,9 @@ class _Rows:
     a file that mixes them follows two conventions, and one of them would map onto the wrong labels.
     """
 
-    def __init__(self, path: str, kind: str, columns: Columns, version_2: bool = True):
+    def __init__(self, path: str, kind: str, columns: Columns, version_2: bool = True, scored_only: bool = False):
         self.path, self.kind, self.columns, self.version_2 = path, kind, columns, version_2
+        self.scored_only = scored_only  # QA, a dev or select file: an answer off its start kept at -1, scored by text
         self.batch, self.seen, self.label_type, self.ids = FileBatch([]), 0, None, set()
         self.decimal_comma = False  # a semicolon CSV's numbers: "0,5" is 0.5
         self.comma_scores = False  # a TSV's scores (German Excel's "Text"): "4,5" is 4.5, "1,000" is no score
@@ -342,7 +342,7 @@ class _Rows:
         return {"id": rid, "document": rid, "tokens": tokens, "ner_tags": [str(t) for t in tags]}
 
     def _qa(self, rid: str, record: dict, where: str) -> dict | str:
-        """As load_squad: an answer must be the context's text at its answer_start (squad.gold_answers)."""
+        """As load_squad (squad.gold_answers): answers off their answer_start noted once the question is kept."""
         c = self.columns
         context, question = cell_text(record.get(c.context)), cell_text(record.get(c.question))
         if isinstance(context, Reject) or isinstance(question, Reject):
@@ -355,21 +355,22 @@ class _Rows:
                 return "duplicate_id"
             if record.get(c.answers) is None:  # absent or null: unknown; [] (or empty columns) says "no answer"
                 return "missing_label"
-            answers = gold_answers(context, record[c.answers],
-                                   lambda a: self.batch.reject("answer_offset_mismatch", where, a),
-                                   lambda a: self.batch.reject(OFFSET_IN_OTHER_UNITS, where, a))
+            notes = []
+            answers = gold_answers(context, record[c.answers], lambda a: notes.append(OFFSET_MISMATCH),
+                                   lambda a: notes.append(OFFSET_IN_OTHER_UNITS), scored_only=self.scored_only)
             if isinstance(answers, str):
                 return answers
             if not answers["text"] and not self.version_2:
                 return NEEDS_VERSION_2
             self.ids.add(rid)
+            self.batch.notes.update(notes)
         title = record.get("title")
         return {"id": rid, "title": title if isinstance(title, str) else "", "question": question, "context": context,
                 "answers": answers, "is_impossible": not answers["text"]}
 
 
 def _squad_batches(path: str, batch_rows: int, encoding: str = "", **kwargs) -> Iterator[FileBatch]:
-    """SQuAD JSON through load_squad (`kwargs`: its labeled and version_2)."""
+    """SQuAD JSON through load_squad (`kwargs`: its labeled, version_2 and scored_only)."""
     fs, p = fsspec.core.url_to_fs(path)
     with tempfile.TemporaryDirectory() as tmp:
         plain = isinstance(fs, LocalFileSystem) and fsspec.utils.infer_compression(p) is None \
@@ -387,18 +388,18 @@ def _squad_batches(path: str, batch_rows: int, encoding: str = "", **kwargs) -> 
     for start in range(0, max(len(split.rows), 1), batch_rows):  # rejects alone are a batch too
         batch = FileBatch(split.rows[start:start + batch_rows])
         if start == 0:
-            batch.rejects.update(split.rejects)
-            batch.samples = split.samples[:_BATCH_SAMPLES]
+            batch.rejects, batch.notes, batch.samples = split.rejects, split.notes, split.samples[:_BATCH_SAMPLES]
         yield batch
 
 
-def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
-              batch_rows: int = 2048, labeled: bool = True, version_2: bool = True) -> Iterator[FileBatch]:
+def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(), batch_rows: int = 2048,
+              labeled: bool = True, version_2: bool = True, scored_only: bool = False) -> Iterator[FileBatch]:
     """Stream one file (a resolve_files pair) as FileBatch-es; see the module docstring. `labeled=False`: inputs to
     predict (unlabeled): no label column is read (a row's label is None; QA's answers []), plain text is a
     format (one input per line, the `text` column), and token classification reads a `text` column to tag
     when `columns.tokens` is "" (a row {id, text}). `version_2` (task.version_2): false rejects a labeled QA
-    question without an answer (squad.NEEDS_VERSION_2): a v1 model never predicts "no answer"."""
+    question without an answer (squad.NEEDS_VERSION_2): a v1 model never predicts "no answer"; `scored_only` (QA: a
+    dev or select file, no target taken from it): an answer off its answer_start is kept at -1, scored by its text."""
     if kind not in KINDS:
         raise ValueError(f"unknown task kind {kind!r}; expected one of {list(KINDS)}")
     if not labeled:
@@ -410,14 +411,15 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(),
         allowed = _KIND_FORMATS.get(kind, ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx"))
     if fmt not in allowed:
         raise TaskDataError(f"{path}: format {fmt!r} cannot hold {kind} rows; use one of {list(allowed)}")
-    rows = _Rows(path, kind, columns, version_2)
+    rows = _Rows(path, kind, columns, version_2, scored_only)
     fs, fs_path = fsspec.core.url_to_fs(path)
     if fmt != "hf" and fs.size(fs_path) == 0:
         rows.put("empty_file", path, "")
         yield rows.take()
         return
     if fmt == "squad":
-        yield from _squad_batches(path, batch_rows, columns.encoding, labeled=labeled, version_2=version_2)
+        yield from _squad_batches(path, batch_rows, columns.encoding, labeled=labeled, version_2=version_2,
+                                  scored_only=scored_only)
         return
     keys = {} if fmt == "jsonl" else None  # JSON Lines has no header: its columns are the first batch's keys
     codec = None if fmt == "hf" else fsspec.utils.infer_compression(path)

@@ -167,6 +167,8 @@ class TaskRows:
     dropped: dict[str, int] = field(default_factory=dict)  # leak -> rows removed (train_in_evaluation, ...)
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)  # split -> bad-record reason -> rows
     truncated: dict[str, int] = field(default_factory=dict)  # split -> rows longer than the sequence length (cut)
+    # split -> reason -> QA answers converted, dropped or kept without a training target, in questions kept (no reject)
+    noted: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def splits(self) -> dict[str, list[dict]]:
         return {"train": self.train, "select": self.select, **self.evaluation}

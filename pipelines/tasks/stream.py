@@ -61,6 +61,7 @@ class StreamedRows:
     samples: dict[str, list] = field(default_factory=dict)  # the training files' reason -> [path, where, excerpt]
     dropped: dict[str, int] = field(default_factory=dict)  # leak -> rows
     truncated: int = 0  # training rows longer than max_seq_len word pieces
+    notes: collections.Counter = field(default_factory=collections.Counter)  # the training files' QA answer notes
 
 
 # -- pass 1: read ---------------------------------------------------------------------------------------------
@@ -77,7 +78,7 @@ def _read(batch, kind: str, columns: Columns, version_2: bool = True):
                 samples.setdefault(reason, [str(path), where, excerpt])
             classes = add_classes({}, str(path), part, kind)
             tail = {"rejects": json.dumps(dict(part.rejects)), "samples": json.dumps(samples, ensure_ascii=False),
-                    "classes": json.dumps(classes)}
+                    "classes": json.dumps(classes), "notes": json.dumps(dict(part.notes))}
             yield {"row": np.asarray([*rows, ""], dtype=object),
                    **{name: np.asarray([""] * len(rows) + [last], dtype=object) for name, last in tail.items()}}
 
@@ -148,9 +149,10 @@ def _group(row: dict, kind: str, mode: str) -> str:
 def _survey(batch, kind: str) -> dict:
     """Pass 2, one record per block: rows, rejects, raw label names, documents, pairs."""
     rows, rejects, names, documents, samples, classes = _rows(batch), collections.Counter(), set(), set(), {}, {}
-    for r, found in zip(batch["rejects"], batch["samples"]):
+    notes = collections.Counter()  # QA answers noted in questions kept (files.FileBatch.notes)
+    for r, found, noted in zip(batch["rejects"], batch["samples"], batch["notes"]):
         if r:
-            rejects.update(json.loads(r))
+            rejects.update(json.loads(r)), notes.update(json.loads(noted))
             for reason, sample in json.loads(found).items():
                 samples.setdefault(reason, sample)
     for found in batch["classes"]:
@@ -165,7 +167,8 @@ def _survey(batch, kind: str) -> dict:
             documents.add(str(row.get("document")))
         if len(names) > MAX_LABELS:
             break
-    return {"n": [len(rows)], "rejects": [json.dumps(rejects)], "samples": [json.dumps(samples, ensure_ascii=False)],
+    return {"n": [len(rows)], "rejects": [json.dumps(rejects)], "notes": [json.dumps(notes)],
+            "samples": [json.dumps(samples, ensure_ascii=False)],
             "names": [json.dumps(sorted(names))], "classes": [json.dumps(classes)],
             "documents": [json.dumps(sorted(documents)[:MIN_DOCS])], "docs_shared": [len(documents) < len(rows)],
             "pairs": [any(isinstance(r.get("text_b"), str) for r in rows)]}
@@ -307,10 +310,11 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
 
     survey = read.map_batches(_survey, batch_size=None, batch_format="numpy", fn_kwargs={"kind": kind}).take_all()
     rejected = {"train": collections.Counter()}
-    names, documents, samples, classes = set(), set(), {}, {}
+    names, documents, samples, classes, notes = set(), set(), {}, {}, collections.Counter()
     for rec in survey:
         _merge_classes(classes, json.loads(rec["classes"]))
         rejected["train"].update(json.loads(rec["rejects"]))
+        notes.update(json.loads(rec["notes"]))
         for reason, sample in json.loads(rec["samples"]).items():
             samples.setdefault(reason, sample)
         names.update(json.loads(rec["names"]))
@@ -396,6 +400,7 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     in_select = set().union(*(json.loads(rec["in_select"]) for rec in stats)) if stats else set()
     kept_select = [r for r in select if not (leak_keys(r, kind) & in_select)]
     out = StreamedRows(StreamedSplit(train, n_train, digest.hexdigest()), kept_select, dev, tuple(labels),
-                       rejected=rejected, samples=samples, truncated=sum(rec["truncated"] for rec in stats))
+                       rejected=rejected, samples=samples, truncated=sum(rec["truncated"] for rec in stats),
+                       notes=notes)
     out.dropped = {"train_in_evaluation": train_leaks, "select_in_train": len(select) - len(kept_select)}
     return out

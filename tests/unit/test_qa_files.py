@@ -1,12 +1,14 @@
 """Question answering from a user's own files: the answers' shapes, their whitespace, rows without answers, and SQuAD
 JSON read as inputs to predict."""
 
+import collections
 import json
 
+import numpy as np
 import pytest
 
-from pipelines.tasks import TaskDataError, read_file
-from pipelines.tasks.files import check_columns
+from pipelines.tasks import TaskDataError, read_file, stream
+from pipelines.tasks.files import Columns, check_columns
 from tests.unit.test_files_task import SQUAD, jsonl, read, write
 
 
@@ -40,7 +42,7 @@ def test_qa_answers_are_trimmed_and_rows_without_answers_are_missing_labels(tmp_
     rows, rejects, _, _ = read(path, "jsonl", "question-answering")
     assert [r["answers"] for r in rows[:2]] == [{"text": ["Paris"], "answer_start": [25]}] * 2
     assert [r["is_impossible"] for r in rows] == [False, False, True, True]
-    assert rejects == {"answer_offset_mismatch": 1, "no_valid_answer": 1, "missing_label": 2}
+    assert rejects == {"no_valid_answer": 1, "missing_label": 2}  # " Paris" at 24 is trimmed, not off its start
     v1 = [b for b in read_file(path, "jsonl", "question-answering", version_2=False)]
     assert sum(len(b.rows) for b in v1) == 2 and v1[0].rejects["unanswerable_needs_version_2"] == 2
     squad = write(tmp_path, "v2.json", json.dumps(SQUAD))
@@ -78,7 +80,37 @@ def test_qa_answer_starts_in_utf16_units_are_kept_at_their_character(tmp_path):
         {"context": context, "question": "Who?", "answers": [{"text": "Paris", "answer_start": 15}]}))
     rows, rejects, _, _ = read(path, "jsonl", "question-answering")
     assert context.index("Paris") == 14 and [r["answers"] for r in rows] == [{"text": ["Paris"], "answer_start": [14]}]
-    assert rejects == {"answer_offset_in_other_units": 1}
+    assert not rejects and notes(path) == {"answer_offset_in_other_units": 1}  # converted in a question kept
+
+
+def notes(path, fmt="jsonl", **kw) -> collections.Counter:
+    return sum((b.notes for b in read_file(path, fmt, "question-answering", **kw)), collections.Counter())
+
+
+def test_answers_off_their_start_are_notes_and_a_dev_file_keeps_them_to_score(tmp_path):
+    """Own QA files as load_squad: an answer off its answer_start was counted as a record rejected
+    (answer_offset_mismatch in data.rejected.*) while its question was kept; and a dev or select file's question whose
+    every answer was off was rejected (no_valid_answer), so dev EM/F1 differed from the official script, which scores
+    answers by their text. Read scored_only, such answers are kept at -1; counted as notes, in questions kept only."""
+    context = "Paris is the capital of France."
+    path = write(tmp_path, "qa.jsonl", jsonl(
+        {"context": context, "question": "Capital?", "answers": {"text": ["Paris", "Paris"], "answer_start": [0, 3]}},
+        {"context": context, "question": "Country?", "answers": [{"text": "France", "answer_start": 2}]}))
+    rows, rejects, _, _ = read(path, "jsonl", "question-answering")
+    assert [r["question"] for r in rows] == ["Capital?"] and rejects == {"no_valid_answer": 1}
+    assert notes(path) == {"answer_offset_mismatch": 1}  # the question kept's second answer; not the rejected one's
+    dev = [r for b in read_file(path, "jsonl", "question-answering", scored_only=True) for r in b.rows]
+    assert [r["answers"] for r in dev] == [{"text": ["Paris", "Paris"], "answer_start": [0, -1]},
+                                          {"text": ["France"], "answer_start": [-1]}]
+    assert notes(path, scored_only=True) == {"answer_offset_mismatch": 2}
+    squad = write(tmp_path, "dev.json", json.dumps({"data": [{"paragraphs": [{"context": context, "qas": [
+        {"id": "c", "question": "Country?", "answers": [{"text": "France", "answer_start": 2}]}]}]}]}))
+    assert [r["id"] for b in read_file(squad, "squad", "question-answering", scored_only=True) for r in b.rows] == ["c"]
+    assert notes(squad, "squad", scored_only=True) == {"answer_offset_mismatch": 1}
+    # the training files' notes, read by Ray Data tasks, reach the driver through the survey (stream.StreamedRows)
+    part = next(stream._read({"path": np.asarray([path]), "fmt": np.asarray(["jsonl"])}, "question-answering",
+                             Columns()))
+    assert json.loads(stream._survey(part, "question-answering")["notes"][0]) == {"answer_offset_mismatch": 1}
 
 
 def test_an_answer_start_written_as_a_float_or_digit_string_is_the_offset_it_means(tmp_path):

@@ -475,9 +475,8 @@ def test_a_split_only_scored_keeps_every_answer_text_as_the_official_script_does
 
 def test_answers_converted_are_notes_not_records_skipped(tmp_path, caplog):
     """Answer starts in UTF-16 units are converted and every question kept: they were summed into the split's rejects,
-    logged as "kept 3 records, skipped 3" and published as data.rejected.<split>.* tags (ft_tasks._kept). They are
-    notes, logged apart; the rejects hold records skipped alone."""
-    from jobs.loops.ft_tasks import _kept
+    logged as "kept 3 records, skipped 3" and published as data.rejected.<split>.* tags (ft_tasks.load_rows). They are
+    notes, logged apart (and tagged data.noted.*: test_ft_tasks); the rejects hold records skipped alone."""
 
     context = "\U0001F600 The capital is Paris."
     qas = [{"id": str(i), "question": "What is the capital?",
@@ -489,6 +488,3 @@ def test_answers_converted_are_notes_not_records_skipped(tmp_path, caplog):
     assert len(split) == 3 and not split.rejects and split.notes == {"answer_offset_in_other_units": 3}
     assert "skipped" not in caplog.text and "answers converted" in caplog.text
     assert "answer_offset_in_other_units=3" in caplog.text
-    rejected = {}
-    _kept(split, "dev", rejected)
-    assert not rejected["dev"]
