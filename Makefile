@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	# pip pinned, not upgraded: its README is installed METADATA, which the pkgdocs harvest reads (pipelines/harvest.py),
 	# so a new pip would change the quickstart's corpus and every result measured on it
 	$(PY) -m pip install -q pip==26.3
-	# The CPU torch wheel first: any other spec would pull the CUDA build.
+	# torch first, as pinned: where pip's find-links holds the CPU wheel (2.13.0+cpu, this project's machines) that,
+	# elsewhere PyPI's wheel (the CUDA build); constraints.txt's torch==2.13.0 accepts either.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $@
