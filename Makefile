@@ -14,6 +14,9 @@ export TRANSFORMERS_OFFLINE := 1
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# pyproject's requires-python: a .venv of another Python (python3 is 3.12 on Ubuntu 24.04) is refused in one line
+	$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { echo "$(VENV) is $$($(PY) -V), the \
+	project needs Python 3.11: make clean, then pass PYTHON=python3.11" >&2; exit 1; }
 	# pip pinned, not upgraded: its README is installed METADATA, which the pkgdocs harvest reads (pipelines/harvest.py),
 	# so a new pip would change the quickstart's corpus and every result measured on it
 	$(PY) -m pip install -q pip==26.3
@@ -64,11 +67,11 @@ bench: setup
 # Mutation testing (issue 26; not in CI: too slow): mutmut mutates the modules in pyproject's [tool.mutmut] and runs
 # the unit tests there against each mutant, one child process at a time; the table and the survivors come last.
 # MUTANTS picks the mutants run: all of masking, examples, data_position and the promotion scorer, and of promote.py
-# the gate's rule, decide (`make mutants MUTANTS=` runs every mutant of the five modules, the rest of promote.py's
-# MLflow plumbing included).
+# the gate's rules, decide and decide_first (`make mutants MUTANTS=` runs every mutant of the five modules, the rest
+# of promote.py's MLflow plumbing included).
 # A fresh mutants/ each time: mutmut keeps the copies of unmutated files it finds there, however stale.
 MUTANTS ?= 'bert_core.masking.*' 'pipelines.examples.*' 'jobs.loops.data_position.*' 'jobs.registry.scorer.*' \
-	'jobs.promote.x_decide__mutmut_*'
+	'jobs.promote.x_decide__mutmut_*' 'jobs.promote.x_decide_first__mutmut_*'
 mutants: setup
 	rm -rf mutants
 	OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run --max-children 1 $(MUTANTS)

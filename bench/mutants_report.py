@@ -18,7 +18,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-FUNCTIONS = {"jobs/registry/scorer.py": ["paired_bootstrap"], "jobs/promote.py": ["decide"]}
+FUNCTIONS = {"jobs/registry/scorer.py": ["paired_bootstrap"], "jobs/promote.py": ["decide", "decide_first"]}
 # mutmut.stats.status_by_exit_code folded into the table's columns; any other code (a timeout: mutmut's CPU limit,
 # then SIGKILL; a crash; "suspicious") is "timeout/suspicious"
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", None: "not run"}
