@@ -38,8 +38,8 @@ class PredictConfig:
     capacity_timeout_s: float = 900.0
     cpus_per_actor: float = 1.0  # CPU actors: the threads each replica's torch uses
     precision: str = "fp32"  # fp32: equal to a transformers pipeline's; bf16: autocast (MiniLM on an H200: 3x slower)
-    # CPU replicas in fp32: linear layers on oneDNN's prepacked kernels (jobs/inference/onednn.py: ~1.9x rows per
-    # thread measured here, logits within a few 1e-6 relative), or "torch": nn.Linear as the pipeline runs it
+    # CPU replicas in fp32: linear layers on oneDNN's prepacked kernels (jobs/inference/onednn.py: 1.15-1.9x rows per
+    # thread, by CPU; logits within a few 1e-6 relative), or "torch": nn.Linear as the pipeline runs it
     cpu_kernels: str = "onednn"
     threshold: float = 0.0  # multi-label: a label is predicted over this sigmoid; 0 = the model's task setting (0.5)
     run_name: str = ""  # the MLflow run; "" = predict-<model>

@@ -1,9 +1,10 @@
 """A model's linear layers on oneDNN's prepacked fp32 kernels, for inference on CPUs.
 
-PyTorch's nn.Linear on a CPU calls its BLAS (MKL in the official wheels), which on this project's 2-core AMD EPYC
-VM runs a 1600x384 @ 384x1536 product at ~104 GFLOP/s per thread; oneDNN's inner product, its weight reordered once
-into the kernel's blocked layout, at ~249 (bench/onednn_linear.py). The linear layers are ~84% of a BERT forward
-there, so MiniLM-L6 predicts ~1.9x as many rows per thread, in fp32, its logits within a few 1e-6 of nn.Linear's,
+PyTorch's nn.Linear on a CPU calls its BLAS (MKL in the official wheels), which on a 2-core AMD EPYC VM of family 26
+ran a 1600x384 @ 384x1536 product at ~104 GFLOP/s per thread; oneDNN's inner product, its weight reordered once into
+the kernel's blocked layout, at ~249 (bench/onednn_linear.py). The linear layers are ~84% of a BERT forward there, so
+MiniLM-L6 predicted ~1.9x as many rows per thread (on a family-25 EPYC, MKL is nearer oneDNN: 1.19x the product,
+1.15x the rows, BENCHMARKS.md 2026-12-01), in fp32, its logits within a few 1e-6 of nn.Linear's,
 relative (the kernels sum in another order; the real MiniLM-L6 at logits ~3 measured 1.5e-6 of the largest logit for a
 sequence classifier, 2.7e-6 for a token classifier: tests/unit/test_onednn.py). This is what torch.compile's CPU
 "freezing" does (inductor's mkldnn weight prepack), without a compile: no warm-up and no recompile when batch shapes
