@@ -1,10 +1,11 @@
 """Exact deduplication: a 128-bit hash per cleaned text, duplicates found from (hash, order) pairs alone, so a
-driver holds 24 bytes a document instead of the texts and no shuffle is needed."""
+driver holds some 40 bytes a document (with a row key to mark it by) instead of the texts and no shuffle is needed."""
 
 from __future__ import annotations
 
 import collections
 import hashlib
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -42,33 +43,42 @@ def drop_duplicates(ds: ray.data.Dataset) -> ray.data.Dataset:
 
     Materialises the documents once (Ray spills to disk past the object store): the duplicate
     table needs a full pass, and callers consume documents several times anyway. Only
-    (hash, doc_id) pairs of good documents come to the driver (`find_duplicates`).
-    prepare() does not use this: it dedupes the same way from pairs its tokenizing pass returns.
+    (hash, doc_id, row key) of good documents come to the driver (`find_duplicates`). Rows are marked by their
+    row key (_add_content_hash), not their doc_id: two rows may share one (a page twice in one dump, an export of
+    overlapping queries), and marking every row of a duplicate's doc_id dropped the copy meant to stay too.
+    prepare() does not use this: it dedupes the same way from pairs its tokenizing pass returns (dropped_rows).
     """
     ds = ds.map_batches(_add_content_hash, batch_format="pyarrow").materialize()
-    hashes, ids = [], []
-    for batch in ds.select_columns(["content_hash", "doc_id", "reject_reason"]).iter_batches(batch_format="pyarrow"):
+    hashes, ids, keys = [], [], []
+    columns = ["content_hash", "row_key", "doc_id", "reject_reason"]
+    for batch in ds.select_columns(columns).iter_batches(batch_format="pyarrow"):
         good = batch.filter(pc.equal(batch.column("reject_reason"), ""))
         hashes.append(np.frombuffer(b"".join(good.column("content_hash").to_pylist()), np.uint64).reshape(-1, 2))
+        keys.append(b"".join(good.column("row_key").to_pylist()))
         ids += good.column("doc_id").to_pylist()
     if not ids:
         return ds.map_batches(_mark_duplicates, batch_format="pyarrow", fn_kwargs={"duplicates": set()})
     order = np.empty(len(ids), dtype=np.int64)
     order[sorted(range(len(ids)), key=lambda i: doc_order_key(ids[i]))] = np.arange(len(ids))
     dup = find_duplicates(np.concatenate(hashes), order)
-    duplicates = {ids[i] for i in np.flatnonzero(dup)}
+    row_keys = b"".join(keys)
+    duplicates = {row_keys[16 * i:16 * i + 16] for i in np.flatnonzero(dup)}
     return ds.map_batches(_mark_duplicates, batch_format="pyarrow", fn_kwargs={"duplicates": duplicates})
 
 
 def _add_content_hash(batch: pa.Table) -> pa.Table:
+    """The batch with its texts' content hashes and a random 128-bit key a row (what _mark_duplicates marks by: a
+    Ray task knows no row's place in the dataset, and rows that share a doc_id and a text are alike in all else;
+    drawn once, as drop_duplicates materialises the dataset right after)."""
     hashes = content_hashes(batch.column("text").to_pylist())
     # from the bytes themselves: numpy's "S16" strips a hash's trailing NUL bytes (~1 text in 256)
     column = pa.Array.from_buffers(pa.binary(16), len(hashes), [None, pa.py_buffer(hashes.tobytes())])
-    return batch.append_column("content_hash", column)
+    keys = pa.Array.from_buffers(pa.binary(16), len(hashes), [None, pa.py_buffer(os.urandom(16 * len(hashes)))])
+    return batch.append_column("content_hash", column).append_column("row_key", keys)
 
 
-def _mark_duplicates(batch: pa.Table, duplicates: set[str]) -> pa.Table:
-    dup = pa.array([i in duplicates for i in batch.column("doc_id").to_pylist()], pa.bool_())
+def _mark_duplicates(batch: pa.Table, duplicates: set[bytes]) -> pa.Table:
+    dup = pa.array([k in duplicates for k in batch.column("row_key").to_pylist()], pa.bool_())
     text = batch.column("text")
     return pa.table({
         "doc_id": batch.column("doc_id"),

@@ -20,9 +20,9 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
   * A source that matches nothing, or a file that cannot be opened (missing, permission
     denied), raises SourceError naming the path: that is a configuration error, not bad data. So does a
     zstd file (.zst, The Pile's): no zstd decoder is installed, and each file would be one reject.
-  * Files are sniffed first: zero bytes -> "empty_file"; NUL bytes or an image/archive magic
-    number in the first 8 KiB of a text or JSONL file -> "binary_file" (one row per file;
-    UTF-16 text lands here too, by its NULs).
+  * Files are sniffed first: zero bytes -> "empty_file"; an image/archive magic number, or NUL bytes among control
+    bytes that make over 1% of the first 8 KiB of a text or JSONL file -> "binary_file" (one row per file; UTF-16
+    text lands here too, by its NULs; a stray NUL in text is no binary file: _looks_binary).
   * The record is the unit of rejection: a JSONL line, a parquet row, a wiki page, and a whole
     book for .txt. Invalid UTF-8 in a record rejects that record ("invalid_utf8"), and so does a
     JSON string with a lone surrogate escape ("\\ud83d"): text corpora are UTF-8 and guessing
@@ -55,7 +55,8 @@ Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz/.xz): .txt/.
 .jsonl/.json/.ndjson -> jsonl (WikiExtractor --json output and any JSON-lines file with
 cfg.text_column); .xml and a split dump's .xml-p<first>p<last> -> wiki_xml; .parquet -> parquet; anything
 else is sniffed: JSON lines if it starts with "{" (WikiExtractor's extensionless wiki_00 files with --json),
-WikiExtractor's default <doc ...> blocks if with "<doc " (wikiextractor: one document an article), wiki XML
+WikiExtractor's default <doc ...> blocks if with "<doc " (wikiextractor: one document an article; so is a .txt
+that starts so, its files concatenated: `cat text/*/wiki_* > wikicorpus_en.txt`, NVIDIA's recipe), wiki XML
 if with "<mediawiki" (or an XML declaration before one), else text. WikiExtractor's --json records (keys id, url,
 title, text and maybe revid, nothing else) have &amp; &lt; &gt; unescaped, as its <doc> files (its --html-safe
 default escapes the text in both). A .json file that starts with "[" is
@@ -109,6 +110,8 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
 )
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
+# bytes text does not hold: NUL and the C0 controls but tab, line ends (\n \v \f \r) and escape (ANSI colours); DEL
+_CONTROL_BYTES = bytes([*range(0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
                ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
 _CODECS = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
@@ -219,7 +222,9 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
                 yield reject_row(name, path, "empty_file", "")
                 return
             stream.seek(0)
-            fmt = fmt or _sniffed_format(head)
+            sniffed = _sniffed_format(head)
+            if fmt is None or (fmt == "text" and cfg.format == "auto" and sniffed == "wikiextractor"):
+                fmt = sniffed  # a .txt of <doc> blocks read as a book: hundreds of articles a document, tags as text
             if fmt in ("text", "jsonl") and _looks_binary(head):
                 yield reject_row(name, path, "binary_file", decode_sample(head))
                 return
@@ -278,7 +283,12 @@ def _decompressed(raw: BinaryIO, codec: str | None) -> BinaryIO:
 
 
 def _looks_binary(head: bytes) -> bool:
-    return b"\x00" in head or head.startswith(_BINARY_MAGIC)
+    """A magic number, or NUL bytes among control bytes (_CONTROL_BYTES) that make over 1% of the head: random or
+    compressed bytes hold ~10% of them, UTF-16 text ~50% NULs. One stray NUL in 8 KiB rejected a whole 7 MB JSONL;
+    now its record is malformed_json (JSON allows no raw control character) and a text's NUL is dropped (clean.py)."""
+    if head.startswith(_BINARY_MAGIC):
+        return True
+    return b"\x00" in head and 100 * (len(head) - len(head.translate(None, _CONTROL_BYTES))) > len(head)
 
 
 _DOC_START = re.compile(rb'^<doc\b[^>]*>\s*$')
@@ -290,9 +300,10 @@ def _read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig,
     one document "<name>#<the line of its <doc>>", its first line (the title, which --json leaves out of "text")
     dropped, &amp; &lt; &gt; &quot; unescaped (its --html-safe default). Read as text, a ~1 MB file was one document
     of hundreds of articles: "IsNext" pairs across unrelated articles, and the tags in the text. Lines outside a
-    block are not text of any article (there are none in its output); a block the file ends inside is kept."""
+    block are not text of any article (there are none in its output); a block the file ends inside is kept. A range
+    (a .txt of them is planned in byte ranges) owns the blocks whose <doc> line starts in it, read past its end."""
     doc, title, lines, too_long = None, b"", [], None
-    for _, number, line, head in span_lines(stream, cfg.max_line_bytes, span):
+    for offset, number, line, head in span_lines(stream, cfg.max_line_bytes, span):
         if line is None:
             too_long = too_long or head
             continue
@@ -300,6 +311,8 @@ def _read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig,
             line = line.removeprefix(codecs.BOM_UTF8)
         if doc is None:
             if _DOC_START.match(line):
+                if not span.owns(offset):
+                    return
                 m = _DOC_TITLE.search(line)
                 doc, title, lines, too_long = number, m.group(1) if m else b"", [], None
             continue

@@ -229,7 +229,7 @@ def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
     tail_start, tail = _decoded(read_tail) or (0, b"")
     first_line = tail.find(b"\n") + 1
     if first_line:
-        starts = list(_GUTENBERG_START.finditer(tail, first_line))  # a later book's, in a file of several
+        starts = [m for m in _GUTENBERG_START.finditer(tail, first_line) if _later_book(tail, m)]
         end = _GUTENBERG_END.search(tail, starts[-1].end() if starts else first_line)
         if end is not None:
             line_end = tail.find(b"\n", end.start())
@@ -237,6 +237,16 @@ def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
             end_line = tail[end.start():line_end if line_end >= 0 else None]
     stream.seek(0)
     return GutenbergBook(header_end, start_line, licence_start, end_line)
+
+
+def _later_book(tail: bytes, start: re.Match) -> bool:
+    """Whether a START line in a file's tail starts a later book (a file of several): a "*** START OF" line does; a
+    small print's end ("*END*THE SMALL PRINT!...") only with an END line after it. The oldest books end their header
+    with it (the small print at the top, the book and its END line after), but 2002-05 books put the small print
+    after their END line, ending the licence with "*END THE SMALL PRINT! FOR PUBLIC DOMAIN EBOOKS*Ver.02/11/02*END*":
+    read as a later book's START line, it left no END line after it, and the whole licence stayed text."""
+    return start.group().lstrip(b"\xef\xbb\xbf \t").startswith(b"***") or (
+        _GUTENBERG_END.search(tail, start.end()) is not None)
 
 
 def _decoded(read):

@@ -336,12 +336,17 @@ _TRAILING_SECTIONS = re.compile(  # English, and the largest Wikipedias' (de, fr
     r"|referências|ligações externas|zie ook|externe links|bronnen)\s*==\s*$", re.I | re.M)
 _HEADING = re.compile(r"^(={1,6})\s*(.+?)\s*\1\s*$", re.M)
 _LIST_MARKER = re.compile(r"^[*#:;]+\s*", re.M)
-_TABLE_DEBRIS = re.compile(r"^\s*(?:[|!]|\{\||\|\}).*$", re.M)
+# what is left of a table (a row outside a closed {| |}): a line starting "|" or "{|", or "!" as a header cell does
+# ("! Year", "!Team !! Wins", "!scope=col|Rank"), not as the click letter of "!Kung people ...". Its leading space
+# stays on its line: "^\s*" ran on over blank lines, each trying every line after it (40k newlines: 23 s a page)
+_TABLE_DEBRIS = re.compile(r"^[^\S\n]*+(?:\{?\||!(?=\s|$|[^\n]*?(?:!!|\|))).*$", re.M)
 _EMPHASIS = re.compile(r"'{2,5}")
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
-# a removed template's "( )" (it leaves a space: "Einstein({{IPA-de|x}})" -> "Einstein( )"); not a call's "main()"
-_EMPTY_PARENS = re.compile(r"\((?:\s|[,;:])*[\s,;:](?:\s|[,;:])*\)|(?<!\w)\(\)")
-_SPACE_BEFORE_PUNCT = re.compile(r" +([,.;:])(?=\s|$)")
+# a removed template's "( )" (it leaves a space: "Einstein({{IPA-de|x}})" -> "Einstein( )"); not a call's "main()".
+# Both linear in a long run of whitespace: "(?:\s|[,;:])*[\s,;:]..." tried every split of the run after a "(" (20k
+# removed templates: seconds a page), and " +" started at every space of a run not followed by punctuation
+_EMPTY_PARENS = re.compile(r"\([\s,;:]++\)|(?<!\w)\(\)")
+_SPACE_BEFORE_PUNCT = re.compile(r"(?<! ) ++([,.;:])(?=\s|$)")
 
 # Link prefixes whose links are not prose: media, categories, interlanguage ("de:", "zh-yue:").
 # Language codes are matched lower-case only, as they are written, so "[[Ali: Fear Eats the Soul]]" stays.

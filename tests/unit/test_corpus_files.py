@@ -265,3 +265,23 @@ def test_a_multistream_dump_index_beside_its_dump_is_not_read_as_text(tmp_path):
     assert reasons(read(tmp_path / names[2], "i", format="text")) == [("i", "multistream_index")]
     (tmp_path / "index.txt").write_bytes(index)  # any other name is read as it says
     assert reasons(read(tmp_path / "index.txt", "x")) == [("x#0", "")]
+
+
+def test_a_stray_nul_costs_its_record_not_the_file_and_binary_files_are_still_refused(tmp_path):
+    """One NUL byte in a file's first 8 KiB rejected the whole text or JSONL file as binary_file (a 7 MB JSONL lost,
+    counted as one document). Its JSONL record is malformed_json (JSON has no raw NUL) and a text's NUL is dropped;
+    a file of random bytes, UTF-16 text (~half NULs) or a PNG is still binary_file."""
+    import random
+
+    lines = [json.dumps({"text": f"Record {i}. {BOOK}"}) for i in range(200)]  # ~46 KB
+    lines[3] = lines[3].replace("Record 3.", "Record\x00 3.")
+    (tmp_path / "web.jsonl").write_text("\n".join(lines) + "\n")
+    rows = read(tmp_path / "web.jsonl", "web")
+    assert reasons(rows) == [(f"web#{i}", "malformed_json" if i == 3 else "") for i in range(200)]
+    (tmp_path / "book.txt").write_bytes(b"A title\x00 line.\n\n" + BOOK.encode() * 100)
+    assert [r["text"][:15] for r in read(tmp_path / "book.txt", "book")] == ["A title line.\n\n"]
+    (tmp_path / "noise.txt").write_bytes(random.Random(0).randbytes(20000))
+    (tmp_path / "utf16.jsonl").write_bytes("\n".join(lines).encode("utf-16-le"))
+    (tmp_path / "img.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + BOOK.encode())
+    for name in ("noise.txt", "utf16.jsonl", "img.txt"):
+        assert reasons(read(tmp_path / name, name)) == [(name, "binary_file")]

@@ -236,3 +236,50 @@ def test_a_range_that_cannot_reach_the_header_or_the_licence_does_not_look_for_t
     assert list(text_source.read_text(stream, path.name, str(path), config, span)) == list(
         iter_documents(str(path), path.name, config, span))
     assert min(stream.starts) == start - 1 and max(stream.starts) < len(data) - text_source.GUTENBERG_TAIL
+
+
+SMALL_PRINT_2002 = ("*** END OF THE PROJECT GUTENBERG EBOOK PRIDE AND PREJUDICE ***\n\nThis file should be named "
+                    "1342.txt or 1342.zip\n\nThe Legal Small Print\n\n"
+                    "***START**THE SMALL PRINT!**FOR PUBLIC DOMAIN EBOOKS**START***\n" + LICENCE
+                    + "*END THE SMALL PRINT! FOR PUBLIC DOMAIN EBOOKS*Ver.02/11/02*END*\n")
+
+
+def book_of_2002(tmp_path, name: str = "pg1342.txt"):
+    """A 2002-05 book: its small print after the END lines, ended by "*END THE SMALL PRINT! ...*END*"."""
+    path = tmp_path / name
+    path.write_text(HEADER + MARKERS[0][0] + "\n\n\n" + "\n".join(BOOK) + "\n\n\n" + MARKERS[1][1] + "\n\n"
+                    + SMALL_PRINT_2002)
+    return path
+
+
+def test_a_small_print_after_the_end_line_is_licence_not_a_later_book(tmp_path, monkeypatch):
+    """A 2002-05 book ends its small print with "*END THE SMALL PRINT! ...*END*", the line the oldest books end their
+    header with: taken for a later book's START line in the tail, it left no END line after it, and the ~18 KB
+    licence stayed in the last document. Whole and in ranges, the licence goes from the first END line on."""
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 256)
+    path = book_of_2002(tmp_path)
+    data = path.read_bytes()
+    whole, ranged = whole_and_ranged(path, cfg(path), list(range(0, len(data), 256)))
+    assert ranged == whole
+    assert good_text(whole) == "\n\n".join(p.strip() for p in BOOK)
+    assert [r["doc_id"] for r in whole if r["reject_reason"]] == [
+        f"{path.name}@0", f"{path.name}@{data.index(MARKERS[1][1].encode())}"]
+
+
+@pytest.mark.parametrize("last_is_oldest", [True, False])
+def test_books_of_both_small_print_layouts_concatenated_keep_the_last_book(tmp_path, monkeypatch, last_is_oldest):
+    """The oldest layout's small print ends the header, with the book and its END line after it: as the last book of
+    `cat` (shorter than the tail), its "*END*THE SMALL PRINT!" line is still a later book's START line (cutting at
+    the earlier book's END line lost the last book); a 2002-05 book's, after its END line, is still licence."""
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 256)
+    oldest, of_2002 = gutenberg_file(tmp_path, *MARKERS[2], "a.txt"), book_of_2002(tmp_path, "b.txt")
+    first, last = (of_2002, oldest) if last_is_oldest else (oldest, of_2002)
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(first.read_bytes() + last.read_bytes())
+    data = path.read_bytes()
+    whole, ranged = whole_and_ranged(path, cfg(path), list(range(0, len(data), 256)))
+    assert ranged == whole
+    text = good_text(whole)
+    assert text.count(BOOK[0].split("\n")[0]) == 2 and text.rstrip().endswith(BOOK[-1].strip())
+    end = (MARKERS[2][1] if last_is_oldest else MARKERS[1][1]).encode()
+    assert [r["doc_id"] for r in whole if r["reject_reason"]] == [f"{path.name}@0", f"{path.name}@{data.rindex(end)}"]

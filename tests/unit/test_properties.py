@@ -60,7 +60,9 @@ def assert_valid_rows(rows: list[dict], cfg: DataConfig) -> None:
 
 def file_reject(data: bytes) -> str | None:
     """The whole-file verdict the module docstring promises for an uncompressed file."""
-    binary = b"\x00" in data[:SNIFF_BYTES] or data.startswith(_BINARY_MAGIC)
+    head = data[:SNIFF_BYTES]  # NULs among control bytes (all but \t \n \v \f \r ESC) that make over 1% of it
+    controls = sum(b < 0x20 and b not in b"\t\n\v\f\r\x1b" or b == 0x7F for b in head)
+    binary = (b"\x00" in head and 100 * controls > len(head)) or data.startswith(_BINARY_MAGIC)
     return "empty_file" if not data else "binary_file" if binary else None
 
 

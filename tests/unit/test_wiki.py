@@ -4,6 +4,7 @@ import bz2
 import gzip
 import io
 import re
+import time
 import tracemalloc
 from xml.sax.saxutils import escape
 
@@ -119,6 +120,24 @@ def test_unclosed_markup_terminates_and_keeps_prose():
     text = "Start {{broken " + "word " * 20000 + "[[also broken. End."
     out = strip(text)
     assert out.startswith("Start {{broken word") and out.endswith("[[also broken. End.")
+
+
+
+def test_a_paragraph_starting_with_a_click_letter_stays_and_long_runs_of_lines_strip_fast():
+    """The table-debris pattern's "^\\s*" ran over lines: every line starting with "!" went, "!Kung people ..." with
+    it, and a page with thousands of category links (20k: ~7 s) tried every blank line they leave against all after
+    it; the empty-parentheses and space-before-punctuation patterns were quadratic in a run of whitespace too.
+    Table debris outside a closed table still goes: a "! Year !! Team", "!scope=col|Rank" or "| 2001" line."""
+    kung = "The !Kung people speak !Kung.\n\n!Kung is a click language of Namibia and Botswana."
+    debris = "\n! Year !! Team\n!scope=col|Rank\n| 2001 || A\n|}\n"
+    assert strip("Intro.\n\n" + kung + debris + "End.") == "Intro.\n\n" + kung + "\n\nEnd."
+    pages = ["Intro text here.\n" + "[[Category:X]]\n" * 20000 + "End.",
+             "Results (" + "\n".join("{{flagicon|X}}" for _ in range(20000)) + " see below.",
+             "Wide" + " " * 40000 + "gap.", "Blank" + "\n" * 40000 + "lines."]
+    for page in pages:
+        started = time.perf_counter()
+        strip(page)
+        assert time.perf_counter() - started < 2, page[:20]
 
 
 # --------------------------------------------------------------------------- dumps and pages

@@ -2,7 +2,7 @@
 
 import json
 
-from tests.unit.test_sources import read
+from tests.unit.test_sources import cfg, read
 
 
 def test_wikiextractor_json_records_have_their_html_escapes_undone(tmp_path):
@@ -41,3 +41,27 @@ def test_doc_blocks_are_utf8_whatever_data_text_encoding_says_of_the_books_besid
     (tmp_path / "book.txt").write_bytes(f"{body}\n".encode("cp1252"))
     assert [r["text"] for r in read(tmp_path / "wiki_01", text_encoding="cp1252")] == [body]
     assert [r["text"] for r in read(tmp_path / "book.txt", text_encoding="cp1252")] == [body]
+
+
+def test_a_txt_of_concatenated_doc_files_is_read_as_wikiextractor_whole_and_in_ranges(tmp_path):
+    """NVIDIA's BERT recipe concatenates WikiExtractor's output into one .txt (`cat text/*/wiki_* >
+    wikicorpus_en.txt`): read as a book by its name, the <doc> lines were training text and hundreds of articles one
+    document. Its head says what it is; the ranges a .txt is planned in own the articles whose <doc> starts in them."""
+    from pipelines.sources import Span, iter_documents
+    from pipelines.units import count_newlines
+
+    docs = "".join(f'<doc id="{i}" url="https://en.wikipedia.org/wiki?curid={i}" title="Article {i}">\nArticle {i}\n\n'
+                   + f"Article {i} is about a thing &amp; another, said at length. " * 4 + "\n</doc>\n"
+                   for i in range(1, 60))
+    (tmp_path / "wiki_00").write_text(docs)
+    (tmp_path / "wikicorpus_en.txt").write_text(docs)
+    expected = [(r["doc_id"], r["text"]) for r in read(tmp_path / "wiki_00", "w")]
+    path = tmp_path / "wikicorpus_en.txt"
+    rows = read(path, "w")
+    assert [(r["doc_id"], r["text"]) for r in rows] == expected and len(rows) == 59
+    assert "<doc" not in "".join(r["text"] for r in rows) and rows[0]["text"].startswith("Article 1 is about")
+    size, ranged = path.stat().st_size, []
+    for start in range(0, size, 512):  # ranges, as units.py plans a .txt (text by its name)
+        span = Span(start, start + 512 if start + 512 < size else -1, count_newlines(str(path), 0, start))
+        ranged += iter_documents(str(path), "w", cfg(path), span)
+    assert [(r["doc_id"], r["text"]) for r in ranged] == expected
