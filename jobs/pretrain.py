@@ -179,63 +179,40 @@ BERT_FUNCTION = ("hidden_act", "layer_norm_eps")  # what the same shapes compute
 
 def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
     """What a pretraining checkpoint means only together with (jobs/runtime/resubmit.py): the prepared set its data
-    position counts examples of (named by a hash of its inputs and config) and the model's shape."""
+    position counts examples of (named by a hash of its inputs and config), the model's shape, and the settings its
+    optimizer state loads under only (resubmit.PRETRAINING_OPTIMIZER)."""
+    from jobs.runtime import resubmit
+
+    optimizer = resubmit.settings(cfg, resubmit.PRETRAINING_OPTIMIZER)
     if cfg.recipe == "bert":  # its shape, and what the same shapes could compute otherwise (BERT_FUNCTION)
-        return {"prepared set": Path(prepared.path).name,
+        return {"prepared set": Path(prepared.path).name, **optimizer,
                 **{f"model.{k}": getattr(cfg.model, k) for k in (*MODEL_SHAPE, *BERT_FUNCTION)}}
     # the modern encoder: every field that makes it another model (switches, biases, attention pattern, positions);
     # not the fine-tuning heads' settings (classifier_pooling), which pretraining never reads
     fields = {k: v for k, v in dataclasses.asdict(cfg.model).items()
               if not k.endswith(("dropout", "initializer_range", "initializer_cutoff_factor"))
               and k != "classifier_pooling"}
-    return {"prepared set": Path(prepared.path).name, "model.recipe": cfg.recipe,
+    return {"prepared set": Path(prepared.path).name, "model.recipe": cfg.recipe, **optimizer,
             **{f"model.{k}": v for k, v in fields.items()}}
 
 
 def _continues(cfg: PretrainConfig, prepared, finished_ok: bool = False) -> dict | None:
     """The record of the checkpoint a run of `cfg` on `prepared` continues from (refused if written on another
-    basis), with a line saying so; None for a new run."""
+    basis, or in a layout the workers could not load), with a line saying so; None for a new run."""
     from jobs.runtime import resubmit
 
     run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
-    earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared),  # (older records lack BERT_FUNCTION)
-                             added=tuple(f"model.{k}" for k in BERT_FUNCTION))
+    resubmit.refuse_unloadable(run_dir, cfg)  # before the basis check: it says what loads instead
+    earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared),  # (older records lack these)
+                             added=(*(f"model.{k}" for k in BERT_FUNCTION), *resubmit.PRETRAINING_OPTIMIZER))
     if earlier:  # a finished job with no step left: refused, not registered again
         if not finished_ok:
             resubmit.refuse_finished(cfg.run_name, run_dir, earlier, earlier["step"] >= cfg.train.max_steps,
                                      cfg.tracking.tracking_uri)
-        refuse_unloadable(run_dir, cfg)
         print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     elif cfg.train.init_checkpoint:
-        refuse_unloadable_init(cfg)
+        resubmit.refuse_unloadable_init(cfg)
     return earlier
-
-
-def refuse_unloadable(run_dir: Path, cfg: PretrainConfig) -> None:
-    """Refuse here, on the driver, a resubmission whose checkpoint the workers could not load (another ZeRO stage or
-    pipeline layout: jobs/workers/reshard.needs_universal's rules): in the workers it would fail each restart in
-    turn, spending train.max_failures on one config error."""
-    from jobs.engine.checkpoint_parts import read_topology
-    from jobs.runtime import resubmit
-    from jobs.workers.reshard import needs_universal
-
-    checkpoint = resubmit.latest(run_dir)
-    if checkpoint is not None:
-        needs_universal(read_topology(checkpoint), cfg.scaling.num_workers, cfg)
-
-
-def refuse_unloadable_init(cfg: PretrainConfig) -> None:
-    """As refuse_unloadable, for the checkpoint train.init_checkpoint hands over: its weights alone need its pipeline
-    layout; with its optimizer (train.reset_optimizer=false), its ZeRO stage and world size as a resume does. A
-    checkpoint at a URI (cloud storage) is not read here: the workers check it as they load it."""
-    from jobs.engine.checkpoint_parts import read_topology
-    from jobs.workers.reshard import hand_off_layout, needs_universal
-
-    saved = read_topology(Path(cfg.train.init_checkpoint))
-    if cfg.train.reset_optimizer:
-        hand_off_layout(saved, cfg)
-    else:
-        needs_universal(saved, cfg.scaling.num_workers, cfg)
 
 
 def resolve_config(cfg: PretrainConfig, tokenizer_dir: str) -> PretrainConfig:

@@ -176,7 +176,7 @@ class EngineBase:
         self.scheduler.step()
 
     def replanned(self, planned: int, planned_optim: OptimConfig | None = None, total: str = "train.max_steps",
-                  warmup: str | None = "optim.warmup_steps") -> str:
+                  warmup: str | None = "optim.warmup_steps", saved_scale: float = 1.0) -> str:
         """The line for a resume whose learning-rate schedule is not the one its checkpoint's run planned: another
         total (`planned`, the checkpoint's; `total`: what the user set it with) or another warmup (`planned_optim`:
         the checkpoint's schedule settings, None for this run's; `warmup`: what set its warmup steps, or None where
@@ -184,7 +184,9 @@ class EngineBase:
         is this run's, so the next step takes its rate at this position, which can jump (a run given more steps:
         from near 0 at its old end back to a share of the peak; a longer warmup: down into it again). The
         checkpoint's rate is its own plan's: its total, its warmup and its peak lr as loaded (this run's optim.lr
-        may differ: `load` named that change already)."""
+        may differ: `load` named that change already), times `saved_scale`, the learning-rate scale of the loss
+        rollbacks the checkpoint carries (loss_guard.lr_scale; the loaded peak is before them). Call after this run's
+        own rollbacks are applied (`scale_lr`): the next step's rate is the scaled one."""
         old = planned_optim or self.optim
         changes = []
         if planned != self.max_steps:
@@ -192,7 +194,7 @@ class EngineBase:
         if warmup is not None and old.warmup_steps != self.optim.warmup_steps:
             changes.append((f"{warmup} {old.warmup_steps:,} -> {self.optim.warmup_steps:,}", "warmup"))
         at, base = self.scheduler.last_epoch, self.scheduler.base_lrs[0]
-        was = (base if self.loaded_lr is None else self.loaded_lr) * lr_lambda(old, planned)(at)
+        was = (base if self.loaded_lr is None else self.loaded_lr * saved_scale) * lr_lambda(old, planned)(at)
         now = base * lr_lambda(self.optim, self.max_steps)(at)
         new = " and ".join(what for _, what in changes)
         return (f"[resume] {', '.join(said for said, _ in changes)}: the learning-rate schedule is planned "
@@ -203,7 +205,7 @@ class EngineBase:
                      **labels) -> str | None:
         """`replanned`'s line where a resumed checkpoint's schedule (its total `planned`; its warmup steps
         `saved_warmup`, None where the checkpoint did not record them: `guess`'s settings stand in, not named as a
-        change) is not this run's; None where it is the same plan."""
+        change) is not this run's; None where it is the same plan. `labels`: replanned's (saved_scale too)."""
         if planned == self.max_steps and saved_warmup in (None, self.optim.warmup_steps):
             return None
         if saved_warmup is None:

@@ -61,6 +61,64 @@ def check(run_dir: Path, basis: dict, added: tuple[str, ...] = ()) -> dict | Non
     return earlier
 
 
+# What a saved pretraining optimizer state loads into only: another optimizer, precision or offload keeps another
+# state, and train.nsp=false freezes the pooler and NSP head (fewer parameters in the groups). In the basis too.
+PRETRAINING_OPTIMIZER = ("optim.name", "train.nsp", "deepspeed.precision", "deepspeed.offload_optimizer")
+
+
+def settings(cfg, keys: tuple[str, ...]) -> dict:
+    """`cfg`'s value of each dotted key of `keys` ("optim.name": cfg.optim.name)."""
+    return {k: getattr(getattr(cfg, section), name) for k in keys for section, name in [k.split(".")]}
+
+
+def refuse_unloadable(run_dir: Path, cfg) -> None:
+    """Refuse here, on the driver, a resubmitted pretraining run (`cfg`: a PretrainConfig) whose checkpoint the
+    workers could not load (another ZeRO stage or pipeline layout: jobs/workers/reshard.needs_universal's rules;
+    another PRETRAINING_OPTIMIZER): in the workers it would fail each restart in turn, spending train.max_failures
+    on one config error."""
+    from jobs.engine.checkpoint_parts import read_topology
+    from jobs.workers.reshard import needs_universal
+
+    checkpoint = latest(run_dir)
+    if checkpoint is not None:
+        refuse_other_optimizer(checkpoint, settings(cfg, PRETRAINING_OPTIMIZER),
+                               f"run_name={cfg.run_name!r} continues from", "Set them back to go on, choose a new "
+                               "run_name to start over, or start a new run_name from its weights with a fresh "
+                               f"optimizer: train.init_checkpoint={checkpoint} train.reset_optimizer=true")
+        needs_universal(read_topology(checkpoint), cfg.scaling.num_workers, cfg)
+
+
+def refuse_unloadable_init(cfg) -> None:
+    """As refuse_unloadable, for the checkpoint train.init_checkpoint hands over: its weights alone need its pipeline
+    layout; with its optimizer (train.reset_optimizer=false), its ZeRO stage, world size and PRETRAINING_OPTIMIZER
+    as a resume does. A checkpoint at a URI (cloud storage) is not read here: the workers check it as they load it."""
+    from jobs.engine.checkpoint_parts import read_topology
+    from jobs.workers.reshard import hand_off_layout, needs_universal
+
+    init = Path(cfg.train.init_checkpoint)
+    if cfg.train.reset_optimizer:
+        hand_off_layout(read_topology(init), cfg)
+    else:
+        refuse_other_optimizer(init, settings(cfg, PRETRAINING_OPTIMIZER), "train.init_checkpoint (with "
+                               "train.reset_optimizer=false) carries over the optimizer of", "Set them back, or set "
+                               "train.reset_optimizer=true to train its weights on with a fresh optimizer")
+        needs_universal(read_topology(init), cfg.scaling.num_workers, cfg)
+
+
+def refuse_other_optimizer(folder: Path, now: dict, what: str, ways: str) -> None:
+    """Refuse to load `folder`'s optimizer state into one built on other settings (`now`: dotted key -> this run's
+    value, each a key of the basis its record holds): the state of another optimizer, precision or offload, or of
+    other trainable parameters, has another layout, and it failed to load in every worker, restart after restart,
+    until train.max_failures ran out. `what` leads the message (who would load it), `ways` ends it. A record that
+    lacks a key (written before the basis held it) passes that key unchecked."""
+    before = (read(folder) or {}).get("basis", {})
+    changed = [f"{k} {before[k]!r} -> {v!r}" for k, v in now.items() if k in before and before[k] != v]
+    if changed:
+        raise ConfigError(f"{what} {folder}, whose optimizer state was saved with other settings: {'; '.join(changed)}"
+                          f". It loads only into the optimizer it was saved from (the workers would fail to load it, "
+                          f"each restart in turn, until train.max_failures ran out). {ways}")
+
+
 def at_end(run_dir: Path, total_steps: int) -> bool:
     """Whether the checkpoint a submission to `run_dir` would continue from is at `total_steps` (a record says so)."""
     earlier = latest_record(run_dir)

@@ -120,7 +120,7 @@ class Worker:
         engine, open this rank's stream. The engine is built here, not in __init__: how DeepSpeed loads is
         fixed at build. The stream opens first, so the first batches are on their way while DeepSpeed
         initialises (pipelines open it after: the engine says which ranks read)."""
-        checkpoint = ray.train.get_checkpoint()
+        checkpoint, plan = ray.train.get_checkpoint(), None
         if checkpoint:
             with checkpoint.as_directory() as d:
                 self.position = DataPosition.from_bytes((Path(d) / "data_position.npz").read_bytes())
@@ -132,11 +132,9 @@ class Worker:
                 self.logger.restore_counts(Path(d))  # the MLflow outage counts of the attempts before this one
                 if saved is None:
                     self._start_masks(state["micro_batches"])
-            # resubmitted with more (or fewer) steps, or another warmup: optim.* may change, said so (each absent
-            # from checkpoints before it was kept)
-            line = self.engine.resumed_plan(state.get("max_steps", self.t.max_steps), state.get("warmup_steps"))
-            if line and self.rank == 0:
-                log.warning(line)
+            # resubmitted with more (or fewer) steps, or another warmup: optim.* may change, said so once the
+            # rollbacks set the rate (each absent from checkpoints before it was kept)
+            plan = (state.get("max_steps", self.t.max_steps), state.get("warmup_steps"))
             self.step, self.before = state["step"], state.get("eval_before", {})
             self.carried = state.get("log_window")  # absent from checkpoints before it was kept: an empty window
             self._record_weights("restored")
@@ -160,6 +158,9 @@ class Worker:
             self.engine = build_engine(self.cfg)
         self.replica, self.replicas = self.engine.data_parallel
         self._apply_rollbacks()
+        line = plan and self.engine.resumed_plan(*plan, saved_scale=lr_scale(self.saved_rollbacks))
+        if line and self.rank == 0:
+            log.warning(line)
         if self.pipelined:
             self.stream = (EpochStream(self._open_epoch, self.position.epoch, self.t.prefetch_batches)
                            if self.engine.reads_data else itertools.repeat(NO_DATA))

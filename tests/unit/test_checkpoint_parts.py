@@ -92,14 +92,21 @@ def test_a_test_kill_waits_until_ray_registered_the_last_checkpoint(tmp_path):
 # -- the RNG states a checkpoint carries (rng.npz), here with no Ray import: the GPU machine has none ----------
 
 def test_a_checkpoint_restores_each_ranks_cpu_generator_after_the_engine_reseeded_it(tmp_path):
+    """Each rank gets its own state back: the two saved here differ (a draw between them), so rank 0's restored on
+    every rank would fail."""
     torch.manual_seed(5)
     torch.rand(3)
-    np.savez(tmp_path / "rng.npz", **rng_arrays([rng_states(), rng_states()]))
-    expected = torch.rand(4)
-    torch.manual_seed(0)  # what build_engine does on every rank
+    rank0 = rng_states()
+    expected = {0: torch.rand(4)}
+    rank1 = rng_states()
+    expected[1] = torch.rand(4)
+    assert not torch.equal(expected[0], expected[1])
+    np.savez(tmp_path / "rng.npz", **rng_arrays([rank0, rank1]))
     saved = dict(np.load(tmp_path / "rng.npz"))
-    restore_rng(saved, rank=1)
-    assert torch.equal(torch.rand(4), expected)
+    for rank in (1, 0):
+        torch.manual_seed(0)  # what build_engine does on every rank
+        restore_rng(saved, rank=rank)
+        assert torch.equal(torch.rand(4), expected[rank]), rank
     torch.manual_seed(0)
     fresh = torch.rand(4)
     torch.manual_seed(0)

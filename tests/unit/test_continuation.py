@@ -148,3 +148,52 @@ def test_phase_1_given_more_steps_after_phase_2_started_is_refused(tmp_path):
     shutil.rmtree(tmp_path / "runs" / "two-phase1")
     with pytest.raises(ConfigError, match=r"and phase 1's folder was removed: phase 1 would train anew, into weights"):
         resubmit.refuse_phase1_past_hand_off(job(20))
+
+
+def test_a_pretraining_run_resubmitted_with_another_optimizer_state_layout_is_refused_on_the_driver(tmp_path):
+    """optim.name adamw -> lamb, deepspeed.precision or offload_optimizer changed, or train.nsp=false (its frozen
+    pooler and NSP head leave other parameter groups) under the same run_name: accepted on the driver, then every
+    worker restart failed to load the saved optimizer state ("a different number of parameter groups") until
+    train.max_failures ran out. Refused before any Ray work, naming the setting, its saved and new value and the
+    ways on; the same settings, and a record from before the basis held them, go on. A hand-off that carries the
+    optimizer over (train.reset_optimizer=false) is refused alike; a fresh optimizer takes the weights."""
+    from types import SimpleNamespace
+
+    from jobs.config.io import load_config
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.engine.checkpoint_parts import write_topology
+    from jobs.pretrain import _continues, continuation_basis
+
+    def cfg(*overrides):
+        return load_config(PretrainConfig, None, ["data.sources=[x]", "scaling.num_workers=2", "run_name=pretrain-x",
+                                                  f"output_dir={tmp_path / 'runs'}", *overrides])
+
+    prepared = SimpleNamespace(path="/data/prepared-1a2b")
+    d = run_dir(tmp_path, basis=continuation_basis(cfg("optim.name=adamw"), prepared), step=100)
+    checkpoint = d / "checkpoint_2"
+    write_topology(checkpoint, 2, cfg().deepspeed.zero_stage)
+    assert _continues(cfg("optim.name=adamw", "train.max_steps=2000"), prepared)["step"] == 100
+    for change, named in [(["optim.name=lamb"], "optim.name 'adamw' -> 'lamb'"),
+                          (["train.nsp=false", "data.nsp_random_prob=0.5"], "train.nsp True -> False"),
+                          (["deepspeed.precision=bf16", "scaling.use_gpu=true"],
+                           "deepspeed.precision 'fp32' -> 'bf16'"),
+                          (["deepspeed.offload_optimizer=true"], "deepspeed.offload_optimizer False -> True")]:
+        with pytest.raises(ConfigError) as refused:
+            _continues(cfg(*change), prepared)
+        message = str(refused.value)
+        assert message.startswith(f"run_name='pretrain-x' continues from {checkpoint}, whose optimizer state was "
+                                  f"saved with other settings: {named}. It loads only into the optimizer it was "
+                                  "saved from"), message
+        assert message.endswith(f"start a new run_name from its weights with a fresh optimizer: "
+                                f"train.init_checkpoint={checkpoint} train.reset_optimizer=true")
+    older = {k: v for k, v in continuation_basis(cfg(), prepared).items() if k not in resubmit.PRETRAINING_OPTIMIZER}
+    resubmit.record(checkpoint, "run-a", 100, older)  # written before the basis held them: unchecked
+    assert _continues(cfg("optim.name=lamb"), prepared)["step"] == 100
+    resubmit.record(checkpoint, "run-a", 100, continuation_basis(cfg(), prepared))
+    hand_off = [f"train.init_checkpoint={checkpoint}", "run_name=next"]
+    with pytest.raises(ConfigError, match=r"^train.init_checkpoint \(with train.reset_optimizer=false\) carries over "
+                                          rf"the optimizer of {checkpoint}, whose .*: optim.name 'adamw' -> 'lamb'\..*"
+                                          r"or set train.reset_optimizer=true"):
+        _continues(cfg(*hand_off, "train.reset_optimizer=false", "optim.name=lamb"), prepared)
+    assert _continues(cfg(*hand_off, "train.reset_optimizer=false"), prepared) is None  # the same optimizer: loads
+    assert _continues(cfg(*hand_off, "train.reset_optimizer=true", "optim.name=lamb"), prepared) is None

@@ -406,3 +406,95 @@ def test_a_resumed_pretraining_run_logs_its_first_window_as_an_uninterrupted_one
     older.restore()
     alone = older._run_window(_window(losses[6:8]))
     assert (alone.micro_steps, alone.loss, alone.nonfinite) == (4, pytest.approx(2 * (2.05 + 1.9)), 0)
+
+
+@pytest.mark.parametrize("lr", [1e-3, 2e-3])
+def test_a_resubmission_after_a_rollback_says_the_rates_its_steps_train_at(lr, reports, monkeypatch, tmp_path,
+                                                                            caplog):
+    """Job 1 (lr 1e-3, 20 steps, 2 warmup) rolled back once (x0.5) and saved at step 12; job 2 resubmits with 40 steps
+    (at optim.lr `lr`). Its [resume] line priced the checkpoint's plan at the unscaled peak (0.000444 for 0.000222),
+    and was built before the rollbacks were applied: at a new optim.lr it named 0.00147 for the next step, trained at
+    half that. Both rates are the scaled ones now, the next step's the engine's."""
+    from jobs.config.sections import OptimConfig
+    from jobs.engine.ds_config import lr_lambda
+    from jobs.engine.seam import EngineBase
+    from jobs.workers import pretrain_worker
+
+    class PlanEngine(EngineBase):  # the seam's schedule over a plain torch optimizer: no DeepSpeed
+        data_parallel = (0, 1)
+
+    optim = OptimConfig(lr=1e-3, warmup_steps=2)
+
+    def engine(max_steps, optim):
+        groups = [{"params": [torch.nn.Parameter(torch.zeros(2))], "weight_decay": 0.01},
+                  {"params": [torch.nn.Parameter(torch.zeros(1))], "weight_decay": 0.0}]
+        opt = torch.optim.SGD(groups, lr=optim.lr)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(optim, max_steps))
+        ds = SimpleNamespace(device="cpu", gradient_clipping=lambda: 1.0)
+        return PlanEngine(ds, opt, sched, None, optim=optim, max_steps=max_steps, zero_stage=0)
+
+    job1 = engine(20, optim)
+    for step in range(12):
+        if step == 10:
+            job1.scale_lr(0.5)  # the rollback
+        job1.optimizer.step()
+        job1.scheduler.step()
+    first = _checkpointing_worker(tmp_path)
+    first.step, first.t.max_steps, first.engine.optim = 12, 20, optim
+    first.rollback_log = [{"id": "a", "step": 10, "lr_factor": 0.5}]
+    first.checkpoint({}, last=False)
+
+    def load(d, **kw):  # what DeepSpeed's load_checkpoint and Engine.load do with the saved optimizer and schedule
+        second.engine = engine(40, OptimConfig(lr=lr, warmup_steps=2))
+        built = [{"weight_decay": g["weight_decay"]} for g in second.engine.optimizer.param_groups]
+        second.engine.optimizer.load_state_dict(job1.optimizer.state_dict())
+        second.engine.scheduler.load_state_dict(job1.scheduler.state_dict())
+        second.engine._keep_config(built)
+        return dict(first.engine.state)
+
+    second = _checkpointing_worker(tmp_path)
+    second.t.max_steps, second._load_engine = 40, load
+    del second._apply_rollbacks  # the worker's own: the resubmission's ledger is empty
+    second.ledger = SimpleNamespace(rollbacks=SimpleNamespace(remote=lambda: []))
+    monkeypatch.setattr(pretrain_worker.ray, "get", lambda ref: ref)
+    monkeypatch.setattr(ray.train, "get_checkpoint", lambda: ray.train.Checkpoint.from_directory(str(reports[0][1])))
+    with caplog.at_level("WARNING", logger="bert_foundry.train"):
+        second.restore()
+    now, was = 0.5 * lr * lr_lambda(optim, 40)(12), 0.5 * 1e-3 * lr_lambda(optim, 20)(12)
+    assert second.engine.lr == pytest.approx(now) and job1.lr == pytest.approx(was)
+    assert [r.getMessage() for r in caplog.records if r.name == "bert_foundry.train"] == [
+        f"[resume] train.max_steps 20 -> 40: the learning-rate schedule is planned over the new total, so the next "
+        f"step trains at lr {now:.3g}, where the checkpoint's plan was at {was:.3g}"]
+
+
+def test_a_checkpoint_marks_every_ranks_ids_and_gives_each_rank_its_own_mask_count(reports, monkeypatch, tmp_path):
+    """Two ranks (the second's gathers faked): the saved position marks the ids both trained since the last
+    checkpoint, and each rank resumes its collator at its own count, not rank 0's (nor at 0: its masks would repeat
+    the ones it drew from the start)."""
+    from bert_core.masking import PretrainingCollator
+    from bert_core.tokenizer import SpecialIds
+    from jobs.workers import pretrain_worker
+
+    other = {"ids": np.array([2, 9]), "mask_next": np.array(8)}  # rank 1's, as all_gather_object hands them over
+
+    def gather(value):
+        if isinstance(value, dict):  # the RNG states: rank 1's alike (test_checkpoint_parts.py restores each)
+            return [value, value]
+        return [value, other["ids" if value.ndim else "mask_next"]]
+
+    monkeypatch.setattr(pretrain_worker, "_gather", gather)
+    first = _checkpointing_worker(tmp_path)
+    first.step, first.mask_next, first.pending_ids = 6, 5, [np.array([1, 4]), np.array([7])]
+    first.checkpoint({}, last=False)
+    saved = Path(reports[0][1])
+    assert np.flatnonzero(DataPosition.from_bytes((saved / "data_position.npz").read_bytes()).consumed).tolist() == \
+        [1, 2, 4, 7, 9]
+    monkeypatch.setattr(ray.train, "get_checkpoint", lambda: ray.train.Checkpoint.from_directory(str(saved)))
+    for rank, count in ((0, 5), (1, 8)):
+        w = _checkpointing_worker(tmp_path)
+        w.rank, w._load_engine, w._open_stream = rank, lambda d, **kw: dict(first.engine.state), lambda: None
+        del w._start_masks  # the worker's own
+        w.collate = PretrainingCollator(SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4), 100, 16, None, seed=rank)
+        w.restore()
+        assert (w.collate.batches_produced, w.mask_next) == (count, count), rank
+        assert np.flatnonzero(w.position.consumed).tolist() == [1, 2, 4, 7, 9]

@@ -92,11 +92,11 @@ def test_deepspeed_config_asks_for_universal_loading_only_when_told():
 
 
 def test_the_driver_refuses_a_resubmission_whose_checkpoint_the_workers_could_not_load(tmp_path):
-    """jobs/pretrain.py checks the latest checkpoint's ZeRO stage before Ray Train starts: in the workers the
-    refusal would come once per restart, spending train.max_failures on one config error."""
+    """jobs/pretrain.py checks the latest checkpoint's ZeRO stage (resubmit.refuse_unloadable) before Ray Train
+    starts: in the workers the refusal would come once per restart, spending train.max_failures on one config error."""
     import json
 
-    from jobs.pretrain import refuse_unloadable
+    from jobs.runtime.resubmit import refuse_unloadable
 
     (tmp_path / "checkpoint_000003").mkdir()
     write_topology(tmp_path / "checkpoint_000003", world_size=2, zero_stage=0)
@@ -111,7 +111,7 @@ def test_the_driver_refuses_a_resubmission_whose_checkpoint_the_workers_could_no
 def test_a_hand_off_checkpoint_the_workers_could_not_load_is_refused_on_the_driver(tmp_path):
     """train.init_checkpoint was checked in the workers only: after the corpus was prepared and DeepSpeed built, and
     retried train.max_failures times. The driver refuses it as it refuses its own run's checkpoint."""
-    from jobs.pretrain import refuse_unloadable_init
+    from jobs.runtime.resubmit import refuse_unloadable_init
 
     write_topology(tmp_path, world_size=2, zero_stage=2)
     carried = [f"train.init_checkpoint={tmp_path}", "train.reset_optimizer=false"]
