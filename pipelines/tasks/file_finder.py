@@ -18,12 +18,21 @@ from fsspec.implementations.local import LocalFileSystem
 from pipelines.tasks.common import TaskDataError
 from pipelines.tasks.files import FORMATS
 
-# .json may be "squad"; .txt only as conll
+# .json may be "squad"; .txt is read only as the text format task.format sets (_TEXT_FORMATS)
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
               ".parquet": "parquet", ".pq": "parquet", ".xlsx": "xlsx", ".xlsm": "xlsx", ".conll": "conll"}
 INPUT_EXTENSIONS = {**EXTENSIONS, ".txt": "text"}  # inputs to predict (unlabeled): .txt is plain text
 _SNIFF_BYTES = 1 << 20  # read of a .json file to tell one SQuAD document from JSON Lines
 COMPRESSIONS = (".gz", ".bz2", ".xz")  # files.read_file decompresses them as it reads (fsspec's compression="infer")
+# data in a form not read here -> what to do: archives and other codecs (`data.csv.zst`, `export.zip`), other
+# spreadsheets and columnar files. A folder holding one is refused (passed over, its rows would be missing from
+# training, unsaid), as a file or a glob naming one is (an unknown file type)
+_EXTRACT, _DECOMPRESS = "extract it", "decompress it (or compress it as .gz, .bz2 or .xz)"
+UNREAD = {**dict.fromkeys((".zip", ".tar", ".tgz", ".7z", ".rar"), _EXTRACT),
+          **dict.fromkeys((".zst", ".zstd", ".lz4", ".snappy", ".br", ".lzo"), _DECOMPRESS),
+          **dict.fromkeys((".xls", ".xlsb", ".ods"), "save it as .xlsx"),
+          **dict.fromkeys((".avro", ".orc", ".feather"), "write it as Parquet")}
+_TEXT_FORMATS = ("csv", "tsv", "jsonl", "conll", "squad", "text")  # a .txt file read as the format set, as one named
 
 
 def extension(path: str) -> str:
@@ -88,7 +97,7 @@ def _json_object(line: bytes) -> dict | None:
 
 def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> bool:
     """Not hidden (.crc, _SUCCESS, Excel's ~$ lock files); in a folder (fmt not None) also named as data (of `fmt`, if
-    set)."""
+    set; a .txt file of any text format, as a .txt file named alone is read as the format set)."""
     ext = extension(path)
     if posixpath.basename(path).startswith((".", "_", "~$")):
         return False
@@ -96,7 +105,7 @@ def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> boo
         return True
     if not fmt:
         return ext in extensions
-    return extensions.get(ext) == fmt or (ext, fmt) in ((".json", "squad"), (".txt", "conll"), (".txt", "text"))
+    return extensions.get(ext) == fmt or (ext, fmt) == (".json", "squad") or ext == ".txt" and fmt in _TEXT_FORMATS
 
 
 # The words that name a split when they lead a file's or folder's name ("dev.csv", "test/", "validation-2023.jsonl",
@@ -159,6 +168,15 @@ def _copies(paths: list[str]) -> tuple[str, str] | None:
     return (twice[0][0][1], twice[0][1][1]) if twice else None
 
 
+def _refuse_unread(spec: str, root: str, paths: list[str]) -> None:
+    """Raise TaskDataError naming the files below the folder `root` that hold data in a form not read here (UNREAD)."""
+    unread = sorted(posixpath.relpath(p, root) for p in paths if extension(p) in UNREAD)
+    if unread:
+        named = "; ".join(f"{p}: {UNREAD[extension(p)]}" for p in unread[:5]) + ("; ..." if len(unread) > 5 else "")
+        raise TaskDataError(f"{spec} holds {len(unread)} file(s) of a type not read here, which reading the folder "
+                            f"would leave out ({named}), or move them out of the folder")
+
+
 def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "") -> list[tuple[str, str]]:
     """(path, format) pairs for a file, a folder (its data files and its subfolders', sorted; hidden ones passed
     over), a glob, or a datasets save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any
@@ -190,8 +208,9 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
             raise TaskDataError(f"{spec} holds a DatasetDict, {rel}; name one of its splits as "
                                 f"{spec.rstrip('/')}/{rel}:<split>")
         datasets = sorted({posixpath.dirname(p) for p in found if posixpath.basename(p) == "state.json"})
-        paths = [p for p in found if not any(p.startswith(d + "/") for d in datasets)
-                 and _data_file(p, fmt, extensions)]
+        found = [p for p in found if not any(p.startswith(d + "/") for d in datasets)]
+        _refuse_unread(spec, root, found)
+        paths = [p for p in found if _data_file(p, fmt, extensions)]
         paths += datasets if fmt in ("", "hf") else []  # a save_to_disk folder inside: one entry
         stray = _other_split(root, paths, split) if split else None
         if stray:

@@ -6,6 +6,7 @@ otherwise lose rows silently or be refused with a message that points at the wro
 from __future__ import annotations
 
 import codecs
+import collections
 import csv
 import io
 import itertools
@@ -112,3 +113,17 @@ def header_is_data(names) -> bool:
     data = [isinstance(name, str) and bool(_NUMBER.fullmatch(name.strip()) or len(name.split()) >= _SENTENCE_WORDS)
             for name in names]
     return bool(data) and 2 * sum(data) >= len(data)
+
+
+def header_again(path: str, where: str, header: list[str], fields: list) -> bool:
+    """Whether a record of two fields or more is the header again (`cat a.csv b.csv`: b's header, no row). The header's
+    names in another order raise TaskDataError: b's rows, read under a's header, would each have their columns
+    swapped (its text read as the label), none rejected."""
+    if len(header) < 2 or len(fields) != len(header) or not isinstance(fields[0], str) \
+            or fields[0].strip().removeprefix("\ufeff") not in header:
+        return False
+    cells = [h.strip().removeprefix("\ufeff") if isinstance(h, str) else h for h in fields]
+    if cells != header and collections.Counter(cells) == collections.Counter(header):
+        raise TaskDataError(f"{path}, {where}: the header again in another column order ({cells}; the file's header: "
+                            f"{header}): files joined with cat? Read them as a folder or a glob, each with its header")
+    return cells == header

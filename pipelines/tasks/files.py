@@ -25,28 +25,28 @@ A file may be compressed (.gz, .bz2, .xz: file_finder.COMPRESSIONS), decompresse
 the encoding Columns.encoding names (transcoded as it is read). A bad record is skipped and counted by reason, never
 fatal: invalid_utf8 (or a JSON string with a lone surrogate escape; invalid_<encoding>, e.g. invalid_cp1252, a byte the
 named encoding does not define), blank_line, bad_json (a line or array element that is not a JSON object), line_too_long
-(a line past 64 MiB, an array element past 16 Mi characters), bad_csv (text after a closing quote), unclosed_quote (a
-CSV / TSV quote that never closes: its line, the lines after it are read again), ambiguous_quote (a TSV quote that would
-run on over a line that is a whole row by itself: all its lines, text_records.tsv_records), wrong_column_count,
-repeated_header (a CSV / TSV / sheet row of two columns or more that is the header again: `cat a.csv b.csv`),
-missing_text and missing_label (absent, empty, JSON null, NaN, or text that says so: "nan", "<NA>", Excel's #N/A and
-other error cells, cells.no_value; QA: answers absent or null, where [] is a question without an answer),
-unparseable_label (a JSON list as a class, a bool as a score or in a list, a non-finite score, QA answers of no shape
-squad.answer_list reads), non_integer_label (a float class such as 1.5; 1.0, as pandas writes an int column holding a
-NaN, is the class 1, and so is a CSV cell "1.0"), mixed_label_types (a label of another JSON type than the file's first
-valid row's), empty_row, tags_tokens_length_mismatch, missing_field, duplicate_id, no_valid_answer (QA: answers,
-none at its start; `scored_only`, none with a text; answers off their start are FileBatch.notes, as load_squad's),
-not_a_squad_article (SQuAD JSON: a data item without paragraphs), unanswerable_needs_version_2 (QA, as load_squad; a
-question without an answer, read with version_2 false: set task.version_2=true to train on them), empty_file (0 bytes
-or a header only; counted once), truncated_<codec> / corrupt_<codec> (a compressed file cut short or not of its codec:
-the records before it are kept; corrupt_parquet, a Parquet page that does not decode, likewise).
-TaskDataError is raised only for a file unusable as a whole: a required column absent (the message names expected,
-found and the task.columns.* to set) or named twice in the header, a byte-order mark that contradicts the encoding
-named (UTF-16 / UTF-32 where none is), a CSV / TSV in a one-byte encoding where none is named (file_head.py: Excel's
-cp1252, each accented row would be invalid_utf8), a JSON array whose JSON breaks between its elements, a Parquet file's
-datasets metadata that is no JSON, a multi-label column of 0/1 indicator vectors (multi-hot: [0, 1, 0, 1] would be
-read as the classes 0 and 1), not parseable at all.
-"""
+(a line past 64 MiB, an array element past 16 Mi characters), field_too_long (a CSV / TSV field past 16 Mi characters:
+its record), bad_csv (text after a closing quote), unclosed_quote (a CSV / TSV quote that never closes: its line, the
+lines after it are read again), ambiguous_quote (a TSV quote that would run on over a line that is a whole row by
+itself: all its lines, text_records.tsv_records), wrong_column_count, repeated_header (a CSV / TSV / sheet row of two
+columns or more that is the header again: `cat a.csv b.csv`), missing_text and missing_label (absent, empty, JSON null,
+NaN, or text that says so: "nan", "<NA>", Excel's #N/A and other error cells, cells.no_value; QA: answers absent or
+null, where [] is a question without an answer), unparseable_label (a JSON list as a class, a bool as a score or in a
+list, a non-finite score, QA answers of no shape squad.answer_list reads), non_integer_label (a float class such as 1.5;
+1.0, as pandas writes an int column holding a NaN, is the class 1, and so is a CSV cell "1.0"), mixed_label_types (a
+label of another JSON type than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field,
+duplicate_id, no_valid_answer (QA: answers, none at its start; `scored_only`, none with a text; answers off their start
+are FileBatch.notes, as load_squad's), not_a_squad_article (SQuAD JSON: a data item without paragraphs),
+unanswerable_needs_version_2 (QA, as load_squad; a question without an answer, read with version_2 false: set
+task.version_2=true to train on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> /
+corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are kept; corrupt_parquet, a
+Parquet page that does not decode, likewise; an I/O error is raised, naming the file). TaskDataError is raised only for
+a file unusable as a whole: a required column absent (the message names expected, found and the task.columns.* to set)
+or named twice in the header, or the header again in another column order (joined files), a byte-order mark that
+contradicts the encoding named (UTF-16 / UTF-32 where none is), a CSV / TSV in a one-byte encoding where none is named
+(file_head.py: Excel's cp1252, each accented row would be invalid_utf8), a JSON array whose JSON breaks between its
+elements, a Parquet file's datasets metadata that is no JSON, a multi-label column of 0/1 indicator vectors (multi-hot:
+[0, 1, 0, 1] would be read as the classes 0 and 1), not parseable at all."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import fsspec
 import pyarrow as pa
@@ -74,9 +74,10 @@ from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name, de
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
-from pipelines.tasks.file_head import csv_delimiter, header_is_data, refuse_one_byte_text
+from pipelines.tasks.file_head import csv_delimiter, header_again, header_is_data, refuse_one_byte_text
 from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, OFFSET_MISMATCH, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
+from pipelines.parquet_source import bad_compressed_data
 from pipelines.tasks.text_records import (Reject, csv_records, json_array, json_object, raw_lines, text_file,
                                           text_lines, tsv_records)
 
@@ -166,8 +167,7 @@ def _header_records(path, lines, kind, columns):
             header, first = [h.strip() for h in fields], n + 1
             named_once(path, _require_columns(path, header, kind, columns), header)
         elif header is not None:
-            if not isinstance(fields, Reject) and len(header) > 1 and header == [  # (one column: its name is text)
-                    h.strip().removeprefix("\ufeff") if isinstance(h, str) else h for h in fields]:
+            if not isinstance(fields, Reject) and header_again(path, where, header, fields):
                 fields = Reject("repeated_header")  # files joined by `cat *.csv`: each one's header, not a row
             elif not isinstance(fields, Reject):
                 fields = dict(zip(header, fields)) if len(fields) == len(header) else Reject("wrong_column_count")
@@ -447,13 +447,15 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(), batc
                     keys = None
                 if len(rows.batch.rows) >= batch_rows:
                     yield rows.take()
-        except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:  # a download cut short, or not that codec
+        except (EOFError, OSError, zlib.error, lzma.LZMAError, pa.ArrowException) as e:
+            # counted: a decoder's error on the file's bytes (cut short, not that codec, a Parquet page that does not
+            # decode), the records before it kept; raised: an I/O error (disk, network), counted it would lose the rest
+            if not bad_compressed_data(e):
+                raise OSError(f"error reading {path} after {rows.seen:,} records: {e!r}") from e
             if codec is None and fmt not in ("parquet", "hf"):
                 raise
             rows.put(Reject(f"truncated_{codec}" if isinstance(e, EOFError) else f"corrupt_{codec or fmt}"), path,
                      f"after {rows.seen:,} records: {e}")
-        except pa.ArrowException as e:  # a Parquet page that does not decode: the records before it are kept
-            rows.put(Reject(f"corrupt_{fmt}"), path, f"after {rows.seen:,} records: {e}")
     if keys is not None:
         _check_keys(path, keys, rows.batch, kind, columns)
     if not rows.seen:
@@ -481,9 +483,7 @@ def check_columns(files: list[tuple[str, str]], kind: str, columns: Columns = Co
 
 def unlabeled(columns: Columns) -> Columns:
     """`columns` reading no label: what prediction inputs are read with."""
-    import dataclasses
-
-    return dataclasses.replace(columns, label="", tags="", answers="")
+    return replace(columns, label="", tags="", answers="")
 
 
 KEYS_SEEN = 10_000  # JSON objects whose keys name a JSON Lines file's columns (a writer may leave out a null's key)

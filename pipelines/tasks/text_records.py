@@ -22,92 +22,17 @@ from pipelines.json_array import AFTER, ENDED, elements
 from pipelines.paths import sized_readline
 from pipelines.tasks.common import TaskDataError
 from pipelines.tasks.file_head import csv_delimiter
+from pipelines.tasks.text_encoding import as_utf8, bom, refuse_utf16
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json makes of a "\ud83d" escape without its pair
 _SNIFF_BYTES = 1 << 12  # head of a CSV file (its delimiter), a TSV file (its line end), a JSON Lines file's 2nd line
 _JSON_SPACE = b" \t\n\r"
 _FIELD_LIMIT = 16 << 20  # characters of a CSV / TSV field: a long document pandas wrote to one cell
-_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
-         (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),  # starts as UTF-16LE's FF FE
-         (codecs.BOM_UTF8, "UTF-8"))
 
 
 class Reject(str):
     """A reject reason where a reader yields records: told apart from a line of text by its type."""
-
-
-def _bom(f) -> str:
-    """The encoding a binary file's byte-order mark names ("UTF-8", "UTF-16", "UTF-32"; "" for none). Leaves f at its
-    start."""
-    head = f.read(4)
-    f.seek(0)
-    return next((name for bom, name in _BOMS if head.startswith(bom)), "")
-
-
-def refuse_utf16(path, f) -> None:
-    """Raise TaskDataError for a text file opening with a UTF-16 / UTF-32 byte-order mark (Excel's "Unicode Text" is
-    UTF-16LE): read as UTF-8 it would be lines of NUL-interleaved text or invalid_utf8. Leaves f at its start."""
-    name = _bom(f)
-    if name in ("UTF-16", "UTF-32"):
-        raise TaskDataError(f"{path}: {name} text (its byte-order mark); set task.columns.encoding={name.lower()}, "
-                            "or save it as UTF-8 (Excel: 'CSV UTF-8')")
-
-
-def _invalid_bytes(error: UnicodeDecodeError):
-    """A codec error handler: bytes the encoding does not define (cp1252's 0x81, half a UTF-16 surrogate pair, a
-    sequence cut at the end of the file) become one byte that is never UTF-8, so their record is rejected alone."""
-    return "\udcff", error.end  # encoded with surrogateescape: the byte 0xFF
-
-
-codecs.register_error("bert_foundry.invalid_bytes", _invalid_bytes)
-
-
-class _Utf8(io.RawIOBase):
-    """A binary file in `encoding`, read as UTF-8 bytes (see as_utf8). Seeks to its start only (what refuse_utf16 and
-    json_array do)."""
-
-    def __init__(self, f, encoding: str):
-        self.f, self.encoding = f, encoding
-        self.read_raw = getattr(f, "read1", f.read)  # read1: what a truncated .gz decompressed is returned first
-        self.seek(0)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if (offset, whence) != (0, io.SEEK_SET) and not (whence == io.SEEK_CUR and offset == 0):
-            raise io.UnsupportedOperation("a transcoded file seeks to its start only")
-        if whence == io.SEEK_CUR:
-            return self.pos
-        self.f.seek(0)
-        self.decoder = codecs.getincrementaldecoder(self.encoding)(errors="bert_foundry.invalid_bytes")
-        self.pending, self.pos, self.started, self.ended = b"", 0, False, False
-        return 0
-
-    def readinto(self, buffer) -> int:
-        while not self.pending and not self.ended:
-            raw = self.read_raw(1 << 16)
-            self.ended = not raw
-            text = self.decoder.decode(raw, final=self.ended)
-            if not self.started and text:  # a byte-order mark is never data (utf-16-le named, the file has one)
-                text, self.started = text.removeprefix("\ufeff"), True
-            self.pending = text.encode("utf-8", "surrogateescape")
-        n = min(len(buffer), len(self.pending))
-        buffer[:n], self.pending, self.pos = self.pending[:n], self.pending[n:], self.pos + n
-        return n
-
-
-def as_utf8(f, encoding: str):
-    """The binary file `f`, in `encoding` (a check_encoding name; "": UTF-8, `f` itself), as UTF-8 bytes: lines, reads
-    and a seek to the start, as the readers here use a file. Memory: one 64 KiB read at a time."""
-    return io.BufferedReader(_Utf8(f, encoding), 1 << 16) if encoding else f
 
 
 def text_file(path, f, encoding: str = ""):
@@ -121,7 +46,7 @@ def text_file(path, f, encoding: str = ""):
         refuse_utf16(path, f)
         return f
     family = name[:6] if name.startswith(("utf-16", "utf-32")) else name
-    found = _bom(f)
+    found = bom(f)
     if found and found.lower() != family:
         fix = "leave task.columns.encoding unset" if found == "UTF-8" else f"set task.columns.encoding={found.lower()}"
         raise TaskDataError(f"{path}: {found} text (its byte-order mark), not {encoding}: {fix}")
@@ -231,8 +156,8 @@ def json_object(text):
 
 
 def _allow_long_fields() -> None:
-    """Raise csv's field limit (process-global, 131,072 characters by default) to 16 Mi characters, never lower it:
-    a longer document quoted in one cell would read as a quote that never closes, its lines as rows of their own."""
+    """Raise csv's field limit (process-global, 131,072 characters by default) to 16 Mi characters, never lower it: a
+    long document quoted in one cell is read whole; a longer one is one field_too_long record (_Feed.skip_long)."""
     csv.field_size_limit(max(csv.field_size_limit(), _FIELD_LIMIT))
 
 
@@ -246,12 +171,12 @@ class _Feed:
     """A text file's numbered lines as csv.reader pulls them, the current record's kept in `taken`. A quoted field
     that never closes ends its record where csv gives up (at csv.field_size_limit() characters of that field, 16 Mi
     here, or at the end of the file), and `give_back` returns all but that record's first line to be read again: an
-    unclosed quote costs one line, not the rest of the file. Bytes that are not UTF-8 stay as surrogates, so one bad
-    record is found and counted."""
+    unclosed quote costs one line, not the rest of the file (skip_long tells a field past the limit from a quote that
+    never closes). Bytes that are not UTF-8 stay as surrogates, so one bad record is found and counted."""
 
     def __init__(self, f, newline: str, mark_cr: bool = False):
-        text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=newline)
-        self.lines, self.back, self.taken, self.open_to = enumerate(text, 1), collections.deque(), [], 0
+        self.newline, self.back, self.taken, self.open_to, self.skipped = newline, collections.deque(), [], 0, False
+        self._read_from(f, 1)
         self.mark_cr = mark_cr  # csv: a lone \r inside a line reaches csv as _CR_MARK (csv would end the record)
         self.marked = False  # whether the current record's lines had one (only then is a _CR_MARK read back as \r)
 
@@ -267,8 +192,13 @@ class _Feed:
             return marked
         return line
 
+    def _read_from(self, f, first: int) -> None:
+        """Read the file `f`, at its start, from its line `first` on."""
+        self.text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline=self.newline)
+        self.lines = itertools.islice(enumerate(self.text, 1), first - 1, None)
+
     def start(self) -> None:
-        self.taken, self.open_to, self.marked = [], 0, False
+        self.taken, self.open_to, self.marked, self.skipped = [], 0, False, False
 
     def where(self) -> str:
         first, last = self.taken[0][0], self.taken[-1][0]
@@ -277,10 +207,62 @@ class _Feed:
         return f"line {first}" if first == last else f"lines {first}-{last}"
 
     def give_back(self) -> None:
-        """Put back all but the record's first line (where() then says how far the quote was looked for)."""
+        """Put back all but the record's first line (where() then says how far the quote was looked for); after
+        skip_long, which kept none of them, the file is read again from its start, on from the line after that one."""
         self.open_to = self.taken[-1][0]
-        self.back.extendleft(reversed(self.taken[1:]))
+        if self.skipped:
+            self.back.clear()
+            f = self.text.detach()  # detached: the wrapper let go does not close the file
+            f.seek(0)
+            self._read_from(f, self.taken[0][0] + 1)
+        else:
+            self.back.extendleft(reversed(self.taken[1:]))
         del self.taken[1:]
+
+    def skip_long(self, delimiter: str, columns: int = 0) -> str:
+        """After csv gave up on a field past csv.field_size_limit(): read on to its record's end as csv would (a quoted
+        field ends at a quote before a delimiter or the line's end; "" is a quote inside it), holding no line, and
+        return the record's reject reason: field_too_long, the reading going on after it; ambiguous_quote where
+        `columns` (TSV, see tsv_records) and a line inside it is a whole row of that many tab-separated fields. ""
+        where it never ends so (text after a quote, or the file's end: a quote that never closed): give_back then
+        has its lines read again, as they were before csv's limit was hit."""
+        first = last = self.taken[0]
+        lines, inside, row, self.skipped = iter(self.taken), False, False, True
+        while (line := next(lines, None) or (self.back.popleft() if self.back else next(self.lines, None))) is not None:
+            row = row or columns > 1 and last is not first and len(last[1].rstrip("\r\n").split("\t")) == columns
+            inside, last = _quote_state(line[1], inside, delimiter), line
+            if inside is not True:
+                break
+        self.taken = [first, last] if last is not first else [first]  # where(): its lines, first to last
+        return "" if inside is not False else "ambiguous_quote" if row else "field_too_long"
+
+
+_IN_QUOTES = re.compile(r'[^"]*(?:""[^"]*)*')  # a quoted field's text up to the quote that closes it ("": a quote)
+
+
+def _quote_state(line: str, inside: bool, delimiter: str) -> bool | None:
+    """Whether a CSV line starting inside a quoted field (`inside`), or at a record's start, ends inside one (True),
+    ends its record (False), or has text after a quote that closes a field (None: csv's strict error)."""
+    line, pos = line.rstrip("\r\n"), 0
+    while True:
+        if not inside and line.startswith('"', pos):
+            inside, pos = True, pos + 1
+        if inside:
+            pos = _IN_QUOTES.match(line, pos).end() + 1  # past the closing quote
+            if pos > len(line):
+                return True
+            inside = False
+            if pos < len(line) and line[pos] != delimiter:
+                return None
+        else:
+            pos = line.find(delimiter, pos)
+        if pos < 0 or pos >= len(line):
+            return False
+        pos += 1
+
+
+def _too_long(e: csv.Error) -> bool:
+    return str(e).startswith("field larger than field limit")
 
 
 def _unclosed(e: csv.Error, feed: _Feed) -> bool:
@@ -319,11 +301,13 @@ def csv_records(f, delimiter: str = ""):
             return
         except csv.Error as e:
             first = feed.taken[0][1].rstrip("\r\n")
-            unclosed = _unclosed(e, feed)
-            if unclosed:
-                feed.give_back()
-            reason = Reject("unclosed_quote" if unclosed else "bad_csv")
-            yield n, feed.where(), reason, f"{e}{_escape_hint(first)}: {first}"
+            reason = feed.skip_long(delimiter) if _too_long(e) else ""  # a long cell: its record, read on after it
+            if not reason:
+                unclosed = _unclosed(e, feed)
+                if unclosed:
+                    feed.give_back()
+                reason = "unclosed_quote" if unclosed else "bad_csv"
+            yield n, feed.where(), Reject(reason), f"{e}{_escape_hint(first)}: {first}"
             continue
         yield _fields(n, feed, [f.replace(_CR_MARK, "\r") for f in fields] if feed.marked else fields, delimiter)
 
@@ -400,8 +384,9 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
                 if not writer and _swallows_a_row(feed, columns, len(fields)):
                     return Reject("ambiguous_quote")
                 return record
-        except csv.Error:
-            pass
+        except csv.Error as e:  # a field past csv's limit: a writer's long cell, or a quote that never closes
+            if _too_long(e) and (reason := feed.skip_long("\t", 0 if writer else columns)):
+                return Reject(reason)
         feed.give_back()
         if short:
             return Reject("unclosed_quote")

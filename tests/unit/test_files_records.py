@@ -296,3 +296,90 @@ def test_a_folder_is_read_with_its_subfolders_and_refused_holding_another_splits
             (folder / name).write_bytes(gzip.compress(row.encode()) if name.endswith(".gz") else row.encode())
         with pytest.raises(TaskDataError, match=f"holds {copies[0]} and a compressed copy"):
             resolve_files(str(folder))
+
+
+def test_a_cell_past_the_field_limit_is_one_record_and_the_rows_after_it_are_read(tmp_path, monkeypatch):
+    """A quoted cell longer than csv's field limit (16 Mi characters; 1,000 here) was taken for a quote that never
+    closes: each of its lines was read again as a row, labelled by the text after its last comma (107,386 made-up
+    rows for a 17 Mi-character cell), and the real row after it was lost. It is one field_too_long record, its lines
+    not held, and reading goes on after its closing quote; in a TSV of GLUE-style quotes, a quote running on over
+    whole rows is ambiguous_quote, as a short one is. A quote that never closes still costs its line alone (the lines
+    after it, read past, are read again from the file's start: plain, gzip and transcoded alike)."""
+    import csv
+    import gzip
+
+    from pipelines.tasks import text_records
+
+    cell = "\n".join(f"paragraph {i}, with a comma" for i in range(100))  # 2,690 characters
+    data = {"long.csv": f'text,label\nfirst,a\n"{cell}",b\nafter,c\n',
+            "long.tsv": f'"text"\t"label"\n"first"\t"a"\n"{cell}"\t"b"\n"after"\t"c"\n'}  # a CSV writer's TSV
+    glue = "label\ttext\n1\t\"Loved it\n" + "".join(f"0\trow {i}\n" for i in range(100)) + '0\tsays 12"\n1\tgreat\n'
+    stray = 'text,label\n"opens,a\n' + "".join(f"row {i},b\n" for i in range(300))  # 2,700 characters after it
+    limit = csv.field_size_limit()
+    monkeypatch.setattr(text_records, "_FIELD_LIMIT", 1000)  # _allow_long_fields raises csv's limit no higher
+    try:
+        csv.field_size_limit(1000)
+        for name, text in data.items():
+            rows, rejects, samples, _ = read(write(tmp_path, name, text), name[-3:])
+            assert [(r["text_a"], r["label"]) for r in rows] == [("first", "a"), ("after", "c")]
+            assert rejects == {"field_too_long": 1} and samples[0][:2] == ("field_too_long", "lines 3-102")
+        rows, rejects, samples, _ = read(write(tmp_path, "glue.tsv", glue), "tsv")
+        assert [r["text_a"] for r in rows] == ["great"] and rejects == {"ambiguous_quote": 1}
+        write(tmp_path, "stray.csv.gz", gzip.compress(stray.encode()))
+        for name, columns in (("stray.csv", Columns()), ("stray.csv.gz", Columns()),
+                              ("stray.csv", Columns(encoding="cp1252"))):
+            rows, rejects, samples, _ = read(write(tmp_path, "stray.csv", stray) if name == "stray.csv"
+                                             else str(tmp_path / name), "csv", columns=columns)
+            assert [r["text_a"] for r in rows] == [f"row {i}" for i in range(300)] and rejects == {"unclosed_quote": 1}
+            assert samples[0][1] == "line 2, quote not closed by line 302"
+    finally:
+        csv.field_size_limit(limit)
+
+
+def test_a_folder_refuses_data_it_cannot_read_and_reads_txt_as_the_format_set(tmp_path):
+    """A folder passed over its files of a type not read here (`part-0.csv.zst`, an `.xls`, a `.zip`), where a file
+    or glob naming one is refused: their rows were missing from training, unsaid. Each is named with what to do; a
+    README, a .md, Spark's _SUCCESS and .crc files are still passed over. With task.format set, a .txt file in a
+    folder is read as that format, as a .txt file named alone is (GLUE-style .txt TSVs)."""
+    import pytest
+
+    from pipelines.tasks import TaskDataError
+    from pipelines.tasks.file_finder import resolve_files
+
+    row = "text\tlabel\na\t1\n"
+    for name in ("d/a.tsv", "d/README", "d/notes.md", "d/_SUCCESS", "d/.a.tsv.crc", "t/a.txt", "t/more/b.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        write(tmp_path, name, row)
+    assert [fmt for _, fmt in resolve_files(str(tmp_path / "d"))] == ["tsv"]
+    assert [(p.removeprefix(f"{tmp_path}/t/"), f) for p, f in resolve_files(str(tmp_path / "t"), "tsv")] == \
+        [("a.txt", "tsv"), ("more/b.txt", "tsv")]
+    assert resolve_files(str(tmp_path / "t" / "a.txt"), "tsv") == [(str(tmp_path / "t" / "a.txt"), "tsv")]
+    (tmp_path / "d" / "more").mkdir()
+    for name in ("part-1.csv.zst", "old.xls", "more/export.zip"):
+        write(tmp_path, f"d/{name}", b"PK")
+    for fmt in ("", "tsv"):
+        with pytest.raises(TaskDataError, match=r"holds 3 file\(s\) of a type not read here.*more/export\.zip: "
+                                                r"extract it; old\.xls: save it as \.xlsx; part-1\.csv\.zst: "
+                                                r"decompress it"):
+            resolve_files(str(tmp_path / "d"), fmt)
+    with pytest.raises(TaskDataError, match=r"unknown file type '\.zst'"):  # named alone, as before
+        resolve_files(str(tmp_path / "d" / "part-1.csv.zst"))
+
+
+def test_a_header_again_in_another_column_order_is_refused_naming_its_line(tmp_path):
+    """`cat a.csv b.csv` where b was written with the same columns in another order: b's header was read as a row and
+    each of b's rows under a's names, its text as the label and its label as the text, none rejected. The header
+    again in its own order stays a repeated_header reject; in another it is refused, naming the file and line."""
+    import pytest
+
+    from pipelines.tasks import TaskDataError
+
+    rows, rejects, _, _ = read(write(tmp_path, "same.csv", "text,label\ngood,pos\ntext,label\nbad,neg\n"), "csv")
+    assert [r["label"] for r in rows] == ["pos", "neg"] and rejects == {"repeated_header": 1}
+    for name, data in (("swapped.csv", "text,label\ngood,pos\nlabel,text\nneg,bad\n"),
+                       ("swapped.tsv", "text\tlabel\ngood\tpos\n label\ttext \nneg\tbad\n")):
+        with pytest.raises(TaskDataError, match=rf"{name}, line 3: the header again in another column order "
+                                                r"\(\['label', 'text'\].*files joined with cat"):
+            read(write(tmp_path, name, data), name[-3:])
+    rows, _, _, _ = read(write(tmp_path, "one.csv", "text\nlabel\ntext\n"), "csv", columns=Columns(label=""))
+    assert [r["text_a"] for r in rows] == ["label", "text"]  # one column: its name is a text like any other
