@@ -18,7 +18,7 @@ from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, T
                                   refuse_relative_when_submitted)
 from jobs.config.io import ClassName, from_dict, to_dict
 from jobs.runtime.faults import FaultsConfig
-from pipelines.tasks.cells import bool_class
+from pipelines.tasks.cells import bool_class, class_name
 from pipelines.tasks.conll import CONLL_LABELS
 from pipelines.tasks.files import KINDS as FILE_KINDS
 from pipelines.tasks.files import FORMATS, Columns
@@ -292,8 +292,10 @@ class FinetuneConfig:
         k = self.task
         if k.kind not in FILE_KINDS:
             raise ConfigError(f"task.kind must be one of {FILE_KINDS} for task.name=files, got {k.kind!r}")
-        if k.kind == "classification":  # the files' reader names true and false so (cells.bool_class): so must these
-            k.labels = [bool_class(x) or x for x in k.labels]
+        if k.kind in ("classification", "multi-label"):  # named as the files' reader names a class cell (true and
+            # false, cells.bool_class; "+1" and "1.0" are "1", cells.class_name): else the rows of such a label match
+            # none of these and are rejected, and its head output is never trained
+            k.labels = [(k.kind == "classification" and bool_class(x)) or class_name(x.strip()) for x in k.labels]
         if k.format and k.format not in FORMATS:
             raise ConfigError(f"task.format must be one of {FORMATS} or '' (from the extension), got {k.format!r}")
         try:

@@ -30,6 +30,30 @@ def label_set(labels: Iterable, kind: str) -> tuple[str, ...]:
     return tuple(sorted(names, key=lambda x: (int(x), x) if integers else x))
 
 
+def require_held_labels(labels: tuple, held: Iterable[str], kind: str, spec: str) -> None:
+    """Refuse task.labels (`labels`, non-empty) that name none of the labels the training files hold (`held`, every
+    row's, before any carve): no training row would be left. A classification or multi-label task's labels must each
+    be held: a subset is a choice (the other labels' rows rejected and counted), but a label no row holds is a head
+    output with no row to learn from (as "+1" was beside the files' "1", all its rows rejected). A tag no training
+    word holds is allowed: a tag set names I-X where every X in train is one word, and refusing it would reject every
+    dev sentence that has one."""
+    held = set(held)
+    missing, held = [x for x in labels if x not in held], sorted(held)
+    shown = f"{held[:10]}{' ...' if len(held) > 10 else ''}"
+    if len(missing) == len(labels):  # else no training row is left, and an error about carving
+        ids = all(str(n).isdigit() for n in held)  # a pandas / datasets to_json export of ClassLabel columns: ids
+        raise TaskDataError(f"task.labels {list(labels)} names none of the {len(held)} labels the training files hold "
+                            f"({shown}); name them as the files write them, or leave task.labels empty to take them "
+                            f"from the training files" + (
+                                "; the files hold integer ids, which are the labels here: task.labels does not name "
+                                "them (write the names into the files, or use the parquet or save_to_disk folder "
+                                "`datasets` writes, whose ClassLabel names them)" if ids else ""))
+    if missing and kind in ("classification", "multi-label"):
+        raise TaskDataError(f"task.labels {missing} name no row of the training files {spec!r}, which hold the labels "
+                            f"{shown}: each would be a head output with no row to learn from; name labels the files "
+                            "hold (a subset is a choice: the other labels' rows are rejected and counted)")
+
+
 def encode_labels(rows, kind: str, labels: tuple[str, ...]) -> tuple[list[dict], collections.Counter]:
     """Rows with label as its index into `labels` (multi-label: a list of indices); a row whose label
     (token classification: any tag) is not in `labels` is rejected, never mapped to another class."""

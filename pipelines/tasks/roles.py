@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -38,6 +39,22 @@ def _normalized(value):
     return value
 
 
+def _folded(value):
+    """Text as an uncased tokenizer (the default) sees it: casefolded, accents dropped (NFKD less its combining
+    marks), whitespace collapsed ("Great  MOVIE! Café" == "great movie! cafe"). A cased model's case variants match
+    too: the same words, which is leak enough to take out of train."""
+    if isinstance(value, str):
+        text = unicodedata.normalize("NFKD", value.casefold())
+        return " ".join("".join(c for c in text if not unicodedata.combining(c)).split())
+    if isinstance(value, (list, tuple)):
+        return [_folded(v) for v in value]
+    return value
+
+
+def _sha(payload) -> str:
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
 def content_key(row: dict, kind: str) -> str:
     """sha256 of the row's model input, whitespace normalized: equal inputs, equal key (labels and positions left
     out)."""
@@ -46,11 +63,17 @@ def content_key(row: dict, kind: str) -> str:
 
 
 def leak_keys(row: dict, kind: str, global_ids: bool = False) -> set[str]:
-    """What identifies a row across splits: its input's content key and, where ids are global (`global_ids`: the
-    SQuAD benchmark's), a question's id with its context (the same question reworded). A user's ids name nothing
-    across files: ids that restart in each file, and the position "<file name>:<n>" of rows without one, repeat in
-    other questions of another split, on the same paragraph too (questions split at random, numbered from 0)."""
-    keys = {content_key(row, kind)}
+    """What identifies a row across splits: its input's content key; its input as an uncased model sees it
+    (_folded); for a sentence pair, that of the pair reversed too (QQP, MRPC and STS-B are symmetric: (b, a) in dev
+    is (a, b) in train); and, where ids are global (`global_ids`: the SQuAD benchmark's), a question's id with its
+    context (the same question reworded). A user's ids name nothing across files: ids that restart in each file, and
+    the position "<file name>:<n>" of rows without one, repeat in other questions of another split, on the same
+    paragraph too (questions split at random, numbered from 0). The content key stays among the keys, and the carve's
+    groups use it alone: rows without such variants split as they did, into splits of the digests stored before."""
+    folded = [_folded(row.get(f)) for f in INPUT_FIELDS[kind]]
+    keys = {content_key(row, kind), "folded:" + _sha(folded)}
+    if INPUT_FIELDS[kind][0] == "text_a" and isinstance(row.get("text_b"), str):
+        keys.add("folded:" + _sha(folded[::-1]))  # the reversed pair's forward key
     if global_ids and kind == "question-answering" and row.get("id") not in (None, ""):
         payload = json.dumps([row["id"], _normalized(row.get("context"))], ensure_ascii=False, default=str)
         keys.add("id:" + hashlib.sha256(payload.encode()).hexdigest())

@@ -32,7 +32,7 @@ import numpy as np
 from pipelines.tasks.common import TaskDataError, count_too_long
 from pipelines.tasks.file_finder import resolve_files
 from pipelines.tasks.files import Columns, read_file
-from pipelines.tasks.labels import encode_labels, label_set
+from pipelines.tasks.labels import encode_labels, label_set, require_held_labels
 from pipelines.tasks.roles import INPUT_FIELDS, content_key, leak_keys, oversized_group, unit_hash
 
 EVALUATION_SALT = "evaluation|"  # the evaluation carve's hash is not the select carve's
@@ -89,11 +89,16 @@ def _integer(name: str) -> bool:
 
 def add_classes(into: dict[str, list], path: str, part, kind: str) -> dict[str, list]:
     """Merge how a FileBatch `part` of the file `path` writes its classes into `into` (path -> [label type, a class
-    is a name, not an integer]), for _mixed_classes; `into` returned. Classes only: scores and tags are not checked."""
+    is a name, not an integer]), for _mixed_classes; `into` returned. Classes and tags: scores are not checked. The
+    reader gives tags as text, whatever their JSON type: a file whose tags are all integers is a file of ids (a
+    `datasets` to_json of a ClassLabel sequence), beside one of names ("B-PER", "O") the same two ways of writing."""
     if kind in ("classification", "multi-label") and part.label_type:
         labels = (r["label"] for r in part.rows)
         names = labels if kind == "classification" else (n for row in labels for n in row)
         _merge_classes(into, {path: [part.label_type, any(not _integer(n) for n in names)]})
+    elif kind == "token-classification" and (tags := [t for r in part.rows for t in r["ner_tags"] or ()]):
+        has_names = any(not _integer(t) for t in tags)
+        _merge_classes(into, {path: ["str" if has_names else "int", has_names]})
     return into
 
 
@@ -327,17 +332,8 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     if len(names) > MAX_LABELS:
         raise TaskDataError(f"task.train_file {spec!r}: more than {MAX_LABELS:,} distinct labels; is the label column "
                             f"({columns.label!r}) a label?")
-    if kind in ("classification", "multi-label", "token-classification") and labels and not names & set(labels):
-        # a subset is a choice (the other labels' rows are rejected and counted); none at all is a mistake, which
-        # left no training row and an error about carving
-        held = sorted(names)
-        ids = all(str(n).isdigit() for n in held)  # a pandas / datasets to_json export of ClassLabel columns: ids
-        raise TaskDataError(f"task.labels {list(labels)} names none of the {len(held)} labels the training files hold "
-                            f"({held[:10]}{' ...' if len(held) > 10 else ''}); name them as the files write them, or "
-                            f"leave task.labels empty to take them from the training files" + (
-                                "; the files hold integer ids, which are the labels here: task.labels does not name "
-                                "them (write the names into the files, or use the parquet or save_to_disk folder "
-                                "`datasets` writes, whose ClassLabel names them)" if ids else ""))
+    if kind in ("classification", "multi-label", "token-classification") and labels:
+        require_held_labels(labels, names, kind, spec)
     if kind in ("classification", "multi-label", "token-classification") and not labels:
         labels = label_set(names, "classification")
     elif kind == "regression":

@@ -139,3 +139,81 @@ def test_a_capped_split_is_a_stable_sample_in_order_not_its_first_rows():
     assert [r["row_index"] for r in capped] == list(range(40))
     assert [r["label"] for r in capped] == sorted(r["label"] for r in capped)  # in the rows' order
     assert capped == numbered(rows, 40) and len(numbered(rows, 0)) == 200
+
+
+def test_task_labels_are_named_as_the_reader_names_a_class_cell(tmp_path):
+    """A +1 / -1 file (LIBSVM's convention): the reader makes the class "1" of "+1", "+1.0" and "1.0"; task.labels=
+    [-1, +1] stayed "+1", so every positive row was rejected (label_not_in_train) and a two-output head trained on the
+    negatives alone. The config names its labels as the reader does; multi-label too (true is a class name there)."""
+    import json as json_
+
+    from pipelines.tasks.files import Columns
+    from pipelines.tasks.stream import _read
+
+    path = tmp_path / "t.csv"
+    path.write_text("text,label\na,+1\nb,-1\nc,+1.0\nd,1.0\n")
+    cfg = task(f"task.train_file={path}", "task.labels=[-1, +1]")
+    assert cfg.labels == ["-1", "1"]
+    [*_, tail] = _read({"path": np.asarray([str(path)]), "fmt": np.asarray(["csv"])}, "classification", Columns())
+    assert {json_.loads(r)["label"] for r in tail["row"] if r} == set(cfg.labels)
+    assert task(f"task.train_file={path}", "task.labels=[ 1.0, 007, TRUE]").labels == ["1", "007", "true"]
+    assert task(f"task.train_file={path}", "task.kind=multi-label", "task.labels=[+2, TRUE]").labels == ["2", "TRUE"]
+    with pytest.raises(ConfigError, match=r"task.labels must be distinct, got \['1', '1'\]"):
+        task(f"task.train_file={path}", "task.labels=[1, +1]")
+
+
+def test_task_labels_the_training_files_lack_are_refused_a_subset_is_kept():
+    """stream_rows checks task.labels against every label the training files hold, before any carve or training: a
+    label no row holds is a head output with no row to learn from (refused, naming it and the files' labels); a
+    subset of the files' labels is a choice (the others' rows rejected and counted); tag sets may name a tag train
+    lacks (I-X of one-word entities); none matching is refused for every kind, as before."""
+    from pipelines.tasks.labels import require_held_labels
+
+    held = {"-1", "1"}
+    for kind in ("classification", "multi-label"):
+        with pytest.raises(TaskDataError, match=r"task.labels \['\+1'\] name no row of the training files 'data/', "
+                                                r"which hold the labels \['-1', '1'\]: each would be a head output"):
+            require_held_labels(("-1", "+1"), held, kind, "data/")
+        require_held_labels(("1",), held, kind, "data/")
+        require_held_labels(("1", "-1"), iter(held), kind, "data/")
+    require_held_labels(("O", "B-PER", "I-PER"), {"O", "B-PER"}, "token-classification", "data/")
+    with pytest.raises(TaskDataError, match=r"task.labels \['neg', 'pos'\] names none of the 2 labels .*integer ids"):
+        require_held_labels(("neg", "pos"), {"0", "1"}, "classification", "data/")
+
+
+def test_tag_ids_in_one_file_and_tag_names_in_another_are_refused_as_classes_are(tmp_path, monkeypatch):
+    """A token-classification folder of files with tags ["B-PER", "O"] and a datasets to_json export of the same
+    ClassLabel sequence ([1, 0]): read together, the tag set was their union ('0', '1', 'B-PER', 'O'). Refused as
+    classification refuses ids beside names, a dev or select file's tags checked with train's; files that agree pass."""
+    import json as json_
+
+    from pipelines.tasks import stream
+    from pipelines.tasks.files import Columns
+    from jobs.config.finetune import TaskConfig
+
+    for name, tags in (("names.jsonl", ["B-PER", "O"]), ("ids.jsonl", [1, 0]), ("more.jsonl", ["O", "O"])):
+        (tmp_path / name).write_text("".join(json_.dumps({"tokens": [f"Ann{i}", "runs"], "tags": tags}) + "\n"
+                                             for i in range(4)))
+
+    def classes(name):
+        records = stream._read({"path": np.asarray([str(tmp_path / name)]), "fmt": np.asarray(["jsonl"])},
+                               "token-classification", Columns())
+        return {p: c for rec in records for p, c in json_.loads(rec["classes"][-1]).items()}
+
+    mixed = {**classes("ids.jsonl"), **classes("names.jsonl")}
+    with pytest.raises(TaskDataError, match=r"ids.jsonl writes its classes as integers \(ids\) and \S*names.jsonl as "
+                                            "names"):
+        stream._mixed_classes(mixed, "data/", ())
+    stream._mixed_classes({**classes("more.jsonl"), **classes("names.jsonl")}, "data/", ())
+    stream._mixed_classes(mixed, "data/", ("O", "B-PER"))  # one way kept: the ids' sentences rejected and counted
+
+    def streamed(spec, fmt, kind, columns, **kwargs):  # stream_rows' check of train with the given files, without Ray
+        stream._mixed_classes(classes(spec.rsplit("/", 1)[-1]), spec, kwargs["labels"], kwargs["given_classes"])
+        raise RuntimeError("no Ray here")
+
+    monkeypatch.setattr(stream, "stream_rows", streamed)
+    files = dict(name="files", kind="token-classification", train_file=str(tmp_path / "names.jsonl"))
+    with pytest.raises(TaskDataError, match=r"task.dev_file \S*ids.jsonl writes its classes as integers"):
+        ft_tasks.load_rows(TaskConfig(**files, dev_file=str(tmp_path / "ids.jsonl")))
+    with pytest.raises(RuntimeError, match="no Ray here"):
+        ft_tasks.load_rows(TaskConfig(**files, select_file=str(tmp_path / "more.jsonl")))
