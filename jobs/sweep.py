@@ -342,7 +342,7 @@ def plot(grid, metric: str, path: Path) -> None:
 def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result: SweepResult, client,
               out_dir: Path, rows) -> None:
     """The best configuration over `seeds.count` seeds; degenerate runs (one predicted class, or no better than
-    a collapsed model: the majority class, a constant score, no entity or answer) are reported and replaced by new
+    a collapsed model: one class or label set, a constant score, no entity or answer) are reported and replaced by new
     seeds, at most `seeds.max_reseeds` times. Each seed's run trains on the features in its own seed's order, as
     jobs/finetune.py with that train.seed and one worker does (jobs/loops/train_order.py)."""
     from ray import tune
@@ -391,7 +391,7 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     parent_id = result.mlflow["parent_run_id"]
     client.log_batch(parent_id, metrics=_metrics({f"seeds.{k}": v for k, v in stats.items()}
                                                  | {"seeds.count": len(scores), "seeds.degenerate": len(degenerate)}))
-    spread = (f"median {stats['median']:.4f} mean {stats['mean']:.4f} std {std_text(stats)} "
+    spread = (f"{result.metric} median {stats['median']:.4f} mean {stats['mean']:.4f} std {std_text(stats)} "
               f"min {stats['min']:.4f} max {stats['max']:.4f} over {len(scores)} seeds")
     client.set_tag(parent_id, "seed_spread", spread)
     export_dir = out_dir / "best"
@@ -412,14 +412,14 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
                     "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
     result.export_dir = str(export_dir)
     result.mlflow.update(info, median_run_id=median_run_id)
-    print(f"[seeds] {result.metric}: {spread}; median run seed {result.seeds['median_seed']} ({score:.4f})"
+    print(f"[seeds] {spread}; median run seed {result.seeds['median_seed']} ({score:.4f})"
           + (f"; {len(degenerate)} degenerate run(s) re-seeded" if degenerate else ""), flush=True)
 
 
 def _degenerate(r, majority: float) -> tuple[str, float]:
     """Why a seed run must not set the median ("" if it may): it failed, or at its best evaluation it
     predicted a single class or scored no better than `majority`, what a collapsed model scores on the
-    same metric (the majority class, a constant score, no entity, no answer: jobs.loops.collapse)."""
+    same metric (the best single class or label set, a constant score, no entity, no answer: jobs.loops.collapse)."""
     from jobs.workers.sweep_trial import by_step
 
     if r.error or r.checkpoint is None:
@@ -428,7 +428,7 @@ def _degenerate(r, majority: float) -> tuple[str, float]:
     at_best = df[df["step"] == r.metrics["best_step"]].iloc[-1]
     score = float(df["score"].max())
     if int(at_best["pred_classes"]) == 1:
-        return f"collapsed: 1 predicted class(es), {score:.4f} vs the majority class's {majority:.4f}", score
+        return f"collapsed: 1 predicted class(es), {score:.4f} vs the best constant prediction's {majority:.4f}", score
     if score <= majority + 1e-9:
         return f"no better than a collapsed model: {score:.4f} vs its {majority:.4f}", score
     return "", score

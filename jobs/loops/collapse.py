@@ -13,33 +13,45 @@ from jobs.loops.ft_tasks import SELECT, dev_metrics, is_iob, metric_name, num_la
 
 
 def majority_baseline(task: TaskConfig, rows: list[dict], split: str = SELECT) -> float:
-    """`rows` of `split` scored as a collapsed model would score them: every row its majority class (the share for
-    accuracy, 0 for MCC), one constant score (correlation 0: regression, STS-B), no label or entity predicted (F1 0),
-    every word its most common tag (word tags that are no entities, as part of speech: their macro F1 and accuracy),
-    no answer (SQuAD: the share of unanswerable questions); -inf where that has no fixed score (token accuracy,
-    multi-label exact match) or no row exists."""
+    """`rows` of `split` scored as a collapsed model would score them: the best score of any one class for every
+    row (each class scored with the task's metric: on QQP, 63% "not duplicate", always "duplicate" scores F1 0.54
+    where the majority scores 0; MCC 0), of the same labels for every row (multi-label: none, all, each one its
+    rows' majority, the commonest set: all on scores micro-F1 above 0), one constant score (correlation 0:
+    regression, STS-B), no entity predicted (F1 0), every word its most common tag (word tags that are no entities,
+    as part of speech: their macro F1 and accuracy), no answer (SQuAD: the share of unanswerable questions); -inf
+    where that has no fixed score (token accuracy) or no row exists."""
     name = metric_name(task)
     if not rows:
         return -np.inf
     if task.kind == "question-answering":
         from pipelines.tasks.squad import squad_metrics
 
-        return float(squad_metrics({r["id"]: "" for r in rows}, rows)[name])
+        return float(squad_metrics({r["id"]: "" for r in rows}, rows, version_2=task.version_2)[name])
     if task.kind == "token-classification" and not is_iob(task.labels):  # word tags (part of speech): its F1 is over
         gold = [[str(t) for t in r["ner_tags"]] for r in rows]  # every tag, "no entity" is no prediction of them
         common = collections.Counter(t for words in gold for t in words).most_common(1)
         scores = tag_metrics(gold, [[common[0][0]] * len(words) for words in gold]) if common else {}
         return scores.get(name, -np.inf)
-    if num_labels(task) == 1 or name in ("micro_f1", "macro_f1", "f1") and task.kind != "classification":
+    if num_labels(task) == 1 or name == "f1" and task.kind == "token-classification":
         return 0.0
-    if task.kind != "classification":
+    if task.kind == "classification":
+        labels = np.asarray([int(r["label"]) for r in rows])
+        eye = np.eye(num_labels(task))  # a class the rows lack scores 0 (accuracy, F1 of the classes they hold)
+        constants = [np.broadcast_to(eye[c], (len(rows), len(eye))) for c in np.unique(labels)]
+    elif task.kind == "multi-label":  # sigmoid(+-inf) is 1 or 0: on or off at any threshold in (0, 1)
+        labels = np.zeros((len(rows), num_labels(task)))
+        for i, r in enumerate(rows):
+            labels[i, np.asarray(r["label"], dtype=np.int64)] = 1.0
+        commonest = collections.Counter(map(tuple, labels)).most_common(1)[0][0]
+        sets = (np.zeros(labels.shape[1]), np.ones(labels.shape[1]), labels.mean(0) > 0.5, commonest)
+        constants = [np.broadcast_to(np.where(np.asarray(on, dtype=bool), np.inf, -np.inf), labels.shape)
+                     for on in sets]
+    else:
         return -np.inf
-    labels = np.asarray([int(r["label"]) for r in rows])
-    logits = np.eye(num_labels(task))[np.full(len(rows), np.bincount(labels).argmax())]
     with warnings.catch_warnings():  # sklearn warns that MCC of a constant prediction is 0, which it is
         warnings.simplefilter("ignore")
-        metrics = dev_metrics(task, split, rows, {"logits": logits, "labels": labels})
-    return metrics[f"{split}/{name}"]
+        return max(dev_metrics(task, split, rows, {"logits": c, "labels": labels})[f"{split}/{name}"]
+                   for c in constants)
 
 
 def collapsed_as(task: TaskConfig) -> str:
@@ -50,5 +62,8 @@ def collapsed_as(task: TaskConfig) -> str:
         return "a constant score"
     if task.kind == "token-classification" and not is_iob(task.labels):
         return "tagging every word with the most common tag"
-    return "predicting the majority class" if task.kind == "classification" else "predicting no " + (
-        "entity" if task.kind == "token-classification" else "label")
+    if task.kind == "classification":
+        return "predicting one class for every row (the best-scoring one)"
+    if task.kind == "multi-label":
+        return "predicting one set of labels for every row (the best-scoring one)"
+    return "predicting no entity"

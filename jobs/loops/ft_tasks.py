@@ -469,7 +469,7 @@ def _squad_metrics(task: TaskConfig, rows: list[dict], arrays: dict, tokenizer) 
 
     features = squad_eval_features(rows, tokenizer, task.max_seq_len, task.doc_stride, task.max_query_length)
     predictions, threshold = squad_predictions(task, rows, features, arrays["start_logits"], arrays["end_logits"])
-    out = squad_metrics(predictions, rows)
+    out = squad_metrics(predictions, rows, version_2=task.version_2)  # v1.1's rules for a v1 task
     if task.version_2:
         out["null_threshold"] = threshold  # chosen on the select split: the job writes it into the model's config
     return out

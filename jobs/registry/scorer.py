@@ -204,12 +204,12 @@ def _squad(model, tokenizer, task: TaskConfig, split: str, rows: list[dict], bat
                                                         np.concatenate(ends), threshold)
     metric = f"{split}/{ft_tasks.metric_name(task)}"
     which = 0 if metric.endswith("/exact") else 1  # example_scores: (exact, f1) of each question
-    scores = np.array([example_scores(row, predictions.get(row["id"]))[which] for row in rows]) * 100.0
+    scores = np.array([example_scores(row, predictions.get(row["id"]), task.version_2)[which] for row in rows]) * 100.0
 
     def on(idx: np.ndarray) -> float:
         return float(scores[idx].mean())
 
-    every = {f"{split}/{k}": float(v) for k, v in squad_metrics(predictions, rows).items()}
+    every = {f"{split}/{k}": float(v) for k, v in squad_metrics(predictions, rows, task.version_2).items()}
     if task.version_2:
         every[f"{split}/null_threshold"] = threshold
     return Scores(metric, on(np.arange(len(rows))), len(rows), on, every, groups)

@@ -374,7 +374,7 @@ def best_null_threshold(examples, spans: dict[str, Span], metric: str = "f1") ->
     return float(best)
 
 
-# --- The official evaluation (evaluate-v2.0.py; identical to v1.1 on answerable questions) ---
+# --- The official evaluation (evaluate-v2.0.py; evaluate-v1.1.py's where version_2 is false) ---
 
 _PUNCTUATION = set(string.punctuation)
 
@@ -385,34 +385,38 @@ def normalize_answer(s: str) -> str:
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", s).split())
 
 
-def _f1(gold: str, pred: str) -> float:
+def _f1(gold: str, pred: str, version_2: bool = True) -> float:
     gold_tokens, pred_tokens = normalize_answer(gold).split(), normalize_answer(pred).split()
-    if not gold_tokens or not pred_tokens:
+    if version_2 and (not gold_tokens or not pred_tokens):
         return float(gold_tokens == pred_tokens)  # v2: an empty answer scores only against empty gold
     same = sum((collections.Counter(gold_tokens) & collections.Counter(pred_tokens)).values())
-    if same == 0:
+    if same == 0:  # v1.1: an empty answer too, against an empty gold as well
         return 0.0
     precision, recall = same / len(pred_tokens), same / len(gold_tokens)
     return 2 * precision * recall / (precision + recall)
 
 
-def example_scores(ex, pred: str | None) -> tuple[float, float]:
-    """(exact, f1) of one prediction, each the max over the gold answers; None (missing) scores 0."""
+def example_scores(ex, pred: str | None, version_2: bool = True) -> tuple[float, float]:
+    """(exact, f1) of one prediction, each the max over the gold answers; None (missing) scores 0. v2 drops the
+    golds that normalise to "" (a gold "The"), as evaluate-v2.0.py; v1.1 (`version_2` false) keeps every one: a
+    prediction "the" matches it exactly (EM 1, F1 0, no token shared)."""
     if pred is None:
         return 0.0, 0.0
-    golds = [a for a in ex["answers"]["text"] if normalize_answer(a)] or [""]
+    golds = [a for a in ex["answers"]["text"] if normalize_answer(a) or not version_2] or [""]
     return (max(float(normalize_answer(g) == normalize_answer(pred)) for g in golds),
-            max(_f1(g, pred) for g in golds))
+            max(_f1(g, pred, version_2) for g in golds))
 
 
-def squad_metrics(predictions: dict[str, str], examples) -> dict[str, float]:
-    """Official exact match and F1 in percent, max over gold answers; a missing prediction scores 0.
+def squad_metrics(predictions: dict[str, str], examples, version_2: bool = True) -> dict[str, float]:
+    """Official exact match and F1 in percent, max over gold answers; a missing prediction scores 0. `version_2`
+    false: SQuAD v1.1's rules (example_scores).
 
     Adds HasAns_* / NoAns_* breakdowns (as evaluate-v2.0.py) when some question is impossible.
     """
     scores = {"HasAns": [], "NoAns": []}
     for ex in examples:
-        scores["NoAns" if ex.get("is_impossible") else "HasAns"].append(example_scores(ex, predictions.get(ex["id"])))
+        scores["NoAns" if ex.get("is_impossible") else "HasAns"].append(
+            example_scores(ex, predictions.get(ex["id"]), version_2))
 
     def summary(pairs, prefix=""):
         n = len(pairs)

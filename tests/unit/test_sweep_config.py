@@ -185,8 +185,8 @@ def test_a_seed_runs_score_is_not_a_report_its_restart_replaced():
     ("mrpc", [1] * 68 + [0] * 32, (0.68 + 2 * 0.68 / 1.68) / 2),  # mean of accuracy and positive-class F1
     ("stsb", [1.0, 2.5, 4.0], 0.0),  # regression: a constant score correlates 0
     ("conll", ["B-PER", "O"], 0.0),  # no entity predicted: F1 0 (a collapsed tagger was a good seed)
-    ("files:multi-label", [[0], [1, 2]], 0.0),  # no label predicted: micro-F1 0
-    ("files:multi-label:exact_match", [[0], []], float("-inf")),  # no fixed score: the rows' share without labels
+    ("files:multi-label", [[0], [1, 2]], 2 / 3),  # every label on (none on: micro-F1 0)
+    ("files:multi-label:exact_match", [[0], []], 0.5),  # the commonest label set's share (none: 1 of 2)
     ("squad", [True, False, True, True], 75.0),  # SQuAD v2: "no answer" everywhere scores the unanswerable share
 ])
 def test_the_majority_baseline_is_scored_on_the_tasks_own_metric(task, labels, baseline):
