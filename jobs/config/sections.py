@@ -178,6 +178,26 @@ def _endpoint(parts: urllib.parse.SplitResult, path: str, query: dict | None = N
                                     urllib.parse.urlencode(query or {}), ""))
 
 
+def _refused(parts: urllib.parse.SplitResult, error: urllib.error.HTTPError) -> ConfigError:
+    """A tracking server that answers /health (exempt from both checks) and refuses the API: MLflow >= 3.5 answers
+    403 "Invalid Host header" to a host name not in its --allowed-hosts (a head node's DNS name), a server with
+    auth 401 (or 403) to a client without credentials it takes. The job's first MLflow call failed the same way,
+    after the cluster came up and the corpus was prepared."""
+    try:
+        body = " ".join(error.read(300).decode(errors="replace").split())
+    except OSError:
+        body = ""
+    shown = f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"  # no credentials
+    said = f"{error.code}{f': {body}' if body else ''}"
+    if "invalid host header" in body.lower():
+        return ConfigError(f"tracking.tracking_uri={shown!r}: the server refuses this host name ({said}); start it "
+                           f"with --allowed-hosts (or MLFLOW_SERVER_ALLOWED_HOSTS) naming "
+                           f"{parts.netloc.rsplit('@', 1)[-1]!r}, or use a host name it allows")
+    return ConfigError(f"tracking.tracking_uri={shown!r} refuses this job's requests ({said}); give it credentials "
+                       "the server takes: MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and "
+                       "MLFLOW_TRACKING_PASSWORD (a user who may read and write tracking.experiment)")
+
+
 def refuse_deleted_experiment(found, name: str) -> None:
     """ConfigError where `found` (an MLflow Experiment, or None) is deleted: MLflow refuses every run in it."""
     if found is not None and found.lifecycle_stage == "deleted":
@@ -259,7 +279,8 @@ class TrackingConfig:
         """tracking.experiment as the store holds it (experiment_id, lifecycle_stage, artifact_location), or None.
         Asked without MLflow's client (a config check imports no framework): a SQLite store's experiments table,
         read only (one that does not exist yet holds none, and is not made), or a server's REST API; other stores,
-        and a store that cannot be read, give None: start_run reports them (it refuses a deleted experiment too)."""
+        and a store that cannot be read, give None: start_run reports them (it refuses a deleted experiment too). A
+        server that refuses the job's requests (401, 403) is refused here, naming the way in (_refused)."""
         import sqlite3
         import types
 
@@ -290,7 +311,11 @@ class TrackingConfig:
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as answer:
                 experiment = json.load(answer).get("experiment") or {}
-        except (OSError, ValueError):  # 404 (none of that name), refused, TLS, not JSON
+        except urllib.error.HTTPError as e:
+            if e.code in (401, 403) and not os.environ.get("MLFLOW_TRACKING_AUTH"):  # (a plugin's auth: not ours)
+                raise _refused(parts, e) from None
+            return None  # 404: none of that name yet
+        except (OSError, ValueError):  # refused, TLS, not JSON
             return None
         return types.SimpleNamespace(experiment_id=experiment.get("experiment_id"),
                                      lifecycle_stage=experiment.get("lifecycle_stage"),

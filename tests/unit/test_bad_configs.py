@@ -343,7 +343,7 @@ def test_gpus_are_counted_only_where_the_job_starts_its_own_ray(paths, monkeypat
     (["jobs/pretrain.py", "--config", "configs/pretrain/quickstart.yaml", "optim.lr=0"], "optim.lr must be > 0"),
     (["jobs/finetune.py", "--config", "configs/finetune/pkgdocs.yaml", "train.epochs=0"], "train.epochs must be >= 1"),
     (["jobs/sweep.py", "--config", "configs/sweep/quickstart.yaml", "num_samples=0"], "num_samples must be >= 1"),
-    (["jobs/quickstart.py", "sweep.max_concurrent=0"], "max_concurrent must be >= 1"),
+    (["jobs/quickstart.py", "sweep.max_concurrent=0"], "sweep.max_concurrent must be >= 1"),
     (["jobs/promote.py", "any-model", "min_delta=-1"], "min_delta must be >= 0"),
 ], ids=["pretrain", "finetune", "sweep", "quickstart", "promote"])
 def test_each_job_refuses_a_bad_config_with_one_line_and_exit_status_2(argv, line):

