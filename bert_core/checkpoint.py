@@ -35,7 +35,11 @@ log = logging.getLogger(__name__)
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+BIN_NAME = "pytorch_model.bin"  # the older format: read with torch.load(weights_only=True), never written
+# added_tokens.json: a slow tokenizer's tokens added past vocab.txt ({"[E1]": 30522}), which BertTokenizerFast reads;
+# a release without it split "[E1]" into pieces where fine-tuning had trained one id
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
+                   "added_tokens.json")
 LABELLED_HEADS = ("BertForSequenceClassification", "BertForTokenClassification",
                   "ModernBertForSequenceClassification", "ModernBertForTokenClassification")
 # Buffers HF once saved and we recompute; dropped on load.
@@ -209,23 +213,28 @@ def atomic_dir(out_dir: Path):
 
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """Raw tensors of an HF checkpoint dir: model.safetensors (sharded or not) or pytorch_model.bin."""
+    """Raw tensors of an HF checkpoint dir: model.safetensors or pytorch_model.bin, sharded or not."""
     path = Path(path)
     if (path / WEIGHTS_NAME).is_file():
         return load_file(str(path / WEIGHTS_NAME))
-    index = path / f"{WEIGHTS_NAME}.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        return {k: v for shard in shards for k, v in load_file(str(path / shard)).items()}
-    if (path / "pytorch_model.bin").is_file():
-        try:  # tensors only: a pickled object (code that would run on load) is refused, not executed
-            return torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as exc:
-            first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            raise ValueError(f"{path / 'pytorch_model.bin'} holds pickled objects besides tensors and was refused "
-                             f"(loaded with weights_only=True; {first}); allowed: {WEIGHTS_NAME}, or a "
-                             f"pytorch_model.bin of plain tensors") from None
-    raise FileNotFoundError(f"no {WEIGHTS_NAME}, sharded safetensors or pytorch_model.bin in {path}")
+    for index, read in ((path / f"{WEIGHTS_NAME}.index.json", lambda f: load_file(str(f))),
+                        (path / f"{BIN_NAME}.index.json", _load_bin)):  # shards (save_pretrained's max_shard_size)
+        if index.is_file():
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            return {k: v for shard in shards for k, v in read(path / shard).items()}
+    if (path / BIN_NAME).is_file():
+        return _load_bin(path / BIN_NAME)
+    raise FileNotFoundError(f"no {WEIGHTS_NAME}, {BIN_NAME} or their sharded forms (*.index.json) in {path}")
+
+
+def _load_bin(file: Path) -> dict[str, torch.Tensor]:
+    try:  # tensors only: a pickled object (code that would run on load) is refused, not executed
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{file} holds pickled objects besides tensors and was refused (loaded with "
+                         f"weights_only=True; {first}); allowed: {WEIGHTS_NAME}, or a {BIN_NAME} of plain "
+                         f"tensors") from None
 
 
 def _normalise_keys(raw: dict[str, torch.Tensor], bare_backbone: bool) -> dict[str, torch.Tensor]:
@@ -276,8 +285,11 @@ def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTr
                          "not the checkpoint's decoder")
     if cls.__name__ in LABELLED_HEADS and "num_labels" not in head_kwargs and "id2label" in hf_config:
         head_kwargs["num_labels"] = len(hf_config["id2label"])
-    if cls.__name__ == "BertForSequenceClassification" and "multi_label" not in head_kwargs:
+    if cls.__name__ == "BertForSequenceClassification" and not {"multi_label", "regression"} & head_kwargs.keys():
+        # the checkpoint's problem_type, kept: a 3-output regression read as classification was re-exported as
+        # single_label_classification, and its pipeline softmaxed the regression values
         head_kwargs["multi_label"] = hf_config.get("problem_type") == "multi_label_classification"
+        head_kwargs["regression"] = hf_config.get("problem_type") == "regression"
     model = cls(config, **head_kwargs)
 
     state = _normalise_keys(read_state_dict(path), bare_backbone=cls is BertModel)

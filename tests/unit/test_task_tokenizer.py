@@ -133,6 +133,36 @@ def test_another_architecture_and_a_sequence_past_the_positions_are_refused_befo
         check_init(513, MINILM, resolve_init(MINILM, "sqlite:///unused.db", tmp_path / "download"))
 
 
+def test_a_max_seq_len_past_the_inits_trained_length_is_refused(tmp_path, capsys):
+    """Our pretraining release sets its tokenizer's model_max_length to the longest sequence trained (128 here, of
+    512 positions): SQuAD's 384 from it trained on position rows 128..383 that never learned, silently, and the
+    export recorded 384. A length transformers writes for "no limit" (int(1e30)) or none is no trained length. A
+    fine-tuned model's length is the one it was fine-tuned at (its positions are its pretraining's): a warning."""
+    from bert_core.checkpoint import save_state_dict
+    from bert_core.config import tiny
+    from bert_core.model import BertForPreTraining
+    from jobs.finetune import check_init
+
+    cfg = tiny(vocab_size=30522)
+    release = save_state_dict(BertForPreTraining(cfg).state_dict(), cfg, tmp_path / "release", tokenizer_dir=MINILM,
+                              max_length=128)  # as jobs/pretrain._fetch_release leaves a 128-token run's release
+    check_init(128, "release", release)
+    with pytest.raises(ConfigError, match=r"task.max_seq_len=384 exceeds the length 128 of init 'release' .*"
+                                          r"allowed: task.max_seq_len <= 128, or an init pretrained that long .*"
+                                          r"phase2.max_seq_len=512"):
+        check_init(384, "release", release)
+    config = json.loads((release / "config.json").read_text())
+    (release / "config.json").write_text(json.dumps({**config, "architectures": ["BertForSequenceClassification"]}))
+    check_init(384, "fine-tuned", release)
+    assert "[init] warning: task.max_seq_len=384 exceeds the length 128" in capsys.readouterr().out
+    (release / "config.json").write_text(json.dumps(config))
+    settings = json.loads((release / "tokenizer_config.json").read_text())
+    for unset in ({**settings, "model_max_length": int(1e30)}, {**settings, "model_max_length": 1e30},
+                  {k: v for k, v in settings.items() if k != "model_max_length"}):
+        (release / "tokenizer_config.json").write_text(json.dumps(unset))
+        check_init(512, "release", release)
+
+
 def bert_json_folder(path, lowercase: bool, settings: dict | None = None) -> str:
     """A model folder as some hubs ship one: tokenizer.json (a BertNormalizer of `lowercase`) and vocab.txt, with a
     tokenizer_config.json of `settings` only when given."""
