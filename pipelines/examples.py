@@ -181,12 +181,12 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             elif random_b:  # the coin said random, or a one-token lone sentence (see above)
                 is_random = True
                 doc_b = _random_other_document(len(docs), index, rng)
-                other = docs[doc_b].offsets.tolist()
+                other = docs[doc_b].offsets  # not .tolist(): that cost a book-sized B's every sentence per pair
                 b_start = rng.randint(0, len(other) - 2)
                 target_b = target - len_a
-                b_end = b_start + 1
-                while b_end < len(other) - 1 and other[b_end] - other[b_start] < target_b:
-                    b_end += 1
+                # B ends at the first sentence end at least target_b past its start, one sentence at least and the
+                # document's end at most (offsets strictly increase, so side='left' finds that first end).
+                b_end = max(b_start + 1, min(int(np.searchsorted(other, other[b_start] + target_b)), len(other) - 1))
                 # The chunk's sentences after A were not used: they start the next chunk.
                 i -= chunk_end - a_end
             else:  # two or more sentences, contiguous: the coin said so, or the bucket has no other document

@@ -29,7 +29,7 @@ from pipelines.shards import FORMAT_VERSION
 from pipelines.text_source import GUTENBERG_HEAD, file_head, gutenberg_header
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
-SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of token ids per shard (~4M tokens:
+SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of its documents' token ids per shard (~4M tokens:
 # a random-next pool of thousands of article-sized documents (of two for 8 MiB ones: prepare warns when NSP
 # pairs fall short), and enough shards on a 100 MB corpus that shard building spreads over the cores) ...
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
@@ -104,6 +104,9 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
     if gutenberg:  # its header and licence are cut now: a set prepared when they were read is not reused, and only
         # such sets are renamed (a PIPELINE_VERSION bump would rename every set, and stop resubmitting a pretraining)
         spec["gutenberg"] = "header and licence cut"
+    if cfg.dupe_factor > 1:  # shards sized from the corpus alone (ShardLayout.plan), and their passes written one
+        # after another (prepare._pass_tables): only sets of several passes have other examples, only they are renamed
+        spec["dupe_passes"] = "shards sized without dupe_factor, a pass after another"
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -165,7 +168,11 @@ class ShardLayout:
         """From the corpus size (and config), never the worker count: the layout decides contents. `books`: the
         plain-text files read as books; held out whole where there are enough of them that the eval split is some
         books, not none (one 1 GB file, or BookCorpus's two, held out by name gave an empty eval split or train)."""
-        token_bytes = input_bytes / INPUT_BYTES_PER_TOKEN * TOKEN_ID_BYTES * cfg.dupe_factor
+        # A shard is the pool random-next B segments are drawn from: sized by its documents, not by its examples.
+        # Sized times dupe_factor, a shard held 1/dupe_factor of the documents (at BERT's 10, ~1 MiB books left
+        # many shards one or two, and random-next pairs fell from 50% to 39%); a shard task holds one dupe pass's
+        # examples at a time (prepare._pass_tables), so its memory does not grow with dupe_factor either.
+        token_bytes = input_bytes / INPUT_BYTES_PER_TOKEN * TOKEN_ID_BYTES
         num_train = cfg.num_shards or max(1, math.ceil(token_bytes / SHARD_TOKEN_BYTES))
         num_eval = max(1, round(num_train * cfg.eval_fraction)) if cfg.eval_fraction > 0 else 0
         whole_books = cfg.text_documents == "books" and books * cfg.eval_fraction >= MIN_HELD_OUT_BOOKS

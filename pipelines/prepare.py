@@ -14,7 +14,7 @@ Why this shape (it replaced a Ray Data groupby over a materialised document set)
 byte is read, cleaned and tokenized in ONE pass, in parallel; dedup needs only 24 bytes a
 document on the driver, not a shuffle of texts; the shuffle of tokenized documents into shards
 goes through local spill files (written once, memory-mapped once), so memory is bounded by one
-input chunk per task and one shard per task whatever the corpus size, and nothing but small
+input chunk per task and one shard's dupe pass per task whatever the corpus size, and nothing but small
 stats rows crosses the object store. Duplicates are tokenized before they are known and dropped
 at shard building: exact duplicates are a few percent of real corpora.
 
@@ -205,6 +205,33 @@ def _with_static_masking(table: pa.Table, cfg: DataConfig, special: SpecialIds, 
     return pa.table({name: columns[name] for name in schema.names}, schema=schema)
 
 
+def _pass_tables(docs: list[Document], cfg: DataConfig, layout: ShardLayout, shard: int, special: SpecialIds,
+                 vocab_size: int, continuation: np.ndarray | None, skipped: Counter, seen: list):
+    """The shard's examples as tables, one dupe pass after another, for write_shard to write as they come: a task
+    holds one pass's examples, however many passes (a shard's documents do not shrink with them, ShardLayout.plan).
+    Appends each pass's (num_tokens, random-next pairs) to `seen`; example ids run on across passes."""
+    split, index = layout.split_of(shard)
+    first = np.int64(shard) << 32
+    for dupe_pass in range(cfg.dupe_factor):
+        rng = random.Random(bucket_seed(cfg.seed, split, index, dupe_pass))
+        examples = list(create_examples(docs, cfg, special.cls, special.sep, rng, skipped))
+        # Google shuffles all instances before writing; here a pass's, so neighbouring rows are not consecutive
+        # chunks of one document. Pass 0 shuffles and masks with the seeds a one-pass set was built with.
+        random.Random(bucket_seed(cfg.seed, split, index, -1 - 2 * dupe_pass)).shuffle(examples)
+        table = examples_to_table(examples, first + np.arange(len(examples), dtype=np.int64),
+                                  example_schema(vocab_size, False, cfg.debug_doc_ids), [d.doc_id for d in docs])
+        first += len(examples)
+        del examples
+        if cfg.masking == "static" and table.num_rows:
+            table = _with_static_masking(table, cfg, special, vocab_size,
+                                         bucket_seed(cfg.seed, split, index, -2 - 2 * dupe_pass), continuation)
+        elif cfg.masking == "static":
+            table = example_schema(vocab_size, True, cfg.debug_doc_ids).empty_table()
+        labels = table.column("next_sentence_label")
+        seen.append((table.column("num_tokens").to_numpy(), int(pc.sum(labels).as_py() or 0)))
+        yield table
+
+
 def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special: SpecialIds, vocab_size: int,
                  continuation: np.ndarray | None, out_dir: str) -> pa.Table:
     """One shard's spilled documents -> its examples, written to out_dir; one row of statistics."""
@@ -225,28 +252,15 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
     num_sentences = sum(d.num_sentences for d in docs)
     cut = [cut_long_sentences(d, cfg.max_seq_len - 3) for d in docs]
     docs, sentences_cut = [d for d, _ in cut], sum(n for _, n in cut)
-    examples, skipped = [], Counter()
-    for dupe_pass in range(cfg.dupe_factor):
-        rng = random.Random(bucket_seed(cfg.seed, split, index, dupe_pass))
-        examples += create_examples(docs, cfg, special.cls, special.sep, rng, skipped)
-    # Google shuffles all instances before writing; here all instances of the shard, so
-    # neighbouring rows are not consecutive chunks of one document.
-    random.Random(bucket_seed(cfg.seed, split, index, -1)).shuffle(examples)
-    example_ids = (np.int64(shard) << 32) + np.arange(len(examples), dtype=np.int64)
-    table = examples_to_table(examples, example_ids, example_schema(vocab_size, False, cfg.debug_doc_ids),
-                              [d.doc_id for d in docs])
-    if cfg.masking == "static" and len(examples):
-        table = _with_static_masking(table, cfg, special, vocab_size, bucket_seed(cfg.seed, split, index, -2),
-                                     continuation)
-    elif cfg.masking == "static":
-        table = example_schema(vocab_size, True, cfg.debug_doc_ids).empty_table()
-    entry = write_shard(table, Path(out_dir) / shard_name(split, index))
-    num_tokens = table.column("num_tokens").to_numpy()
+    skipped, seen = Counter(), []
+    entry = write_shard(_pass_tables(docs, cfg, layout, shard, special, vocab_size, continuation, skipped, seen),
+                        Path(out_dir) / shard_name(split, index))
+    num_tokens = np.concatenate([lengths for lengths, _ in seen])
     return pa.Table.from_pylist([{
         "split": split, "index": index, "file": entry["file"], "rows": entry["rows"],
         "bytes": entry["bytes"], "documents": len(docs), "documents_empty": num_empty,
         "sentences": num_sentences, "sentences_cut": sentences_cut, "tokens": int(num_tokens.sum()),
-        "random_next": int(pc.sum(table.column("next_sentence_label")).as_py() or 0),
+        "random_next": sum(random_next for _, random_next in seen),
         "sentences_dropped": sum(skipped.values()),
         "histogram": length_histogram(num_tokens, cfg.max_seq_len),
         "duplicate_samples": json.dumps(duplicate_samples), "seconds": time.perf_counter() - t0,

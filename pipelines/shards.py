@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -80,14 +80,26 @@ def examples_to_table(examples: Sequence[Example], example_ids: np.ndarray, sche
     return pa.table(columns, schema=schema)
 
 
-def write_shard(table: pa.Table, path: str | os.PathLike) -> dict:
-    """Write one shard; returns its manifest entry (file name relative to the set, rows, bytes)."""
+def write_shard(tables: pa.Table | Iterable[pa.Table], path: str | os.PathLike) -> dict:
+    """Write one shard from a table, or from tables of one schema in turn (a shard's dupe passes, each built as the
+    one before is written); returns its manifest entry (file name relative to the set, rows, bytes)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # zstd: token ids compress ~3.5x and decode faster than the trainer consumes them. No
-    # dictionary pages: over a 30k vocabulary they cost 3x the write time for 3% of size.
-    pq.write_table(table, path, compression="zstd", use_dictionary=False, row_group_size=ROW_GROUP_ROWS)
-    return {"file": f"{path.parent.name}/{path.name}", "rows": table.num_rows, "bytes": path.stat().st_size}
+    writer, rows = None, 0
+    try:
+        for table in [tables] if isinstance(tables, pa.Table) else tables:
+            if writer is None:
+                # zstd: token ids compress ~3.5x and decode faster than the trainer consumes them. No
+                # dictionary pages: over a 30k vocabulary they cost 3x the write time for 3% of size.
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd", use_dictionary=False)
+            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)  # one table: pq.write_table's bytes
+            rows += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        raise ValueError(f"{path}: no table to write")
+    return {"file": f"{path.parent.name}/{path.name}", "rows": rows, "bytes": path.stat().st_size}
 
 
 def shard_name(split: str, index: int) -> str:

@@ -135,6 +135,47 @@ def test_random_b_fills_to_the_remaining_target(corpus, built):
         assert ex.b_end - ex.b_start == 1 or other.offsets[ex.b_end - 1] - other.offsets[ex.b_start] < target_b
 
 
+def test_random_b_ends_where_googles_sentence_loop_stopped():
+    """B's end is found by a binary search over its document's sentence ends; Google's loop added one sentence at a
+    time until B reached target - len(A) or its document ended. Both must give the same B from the same draws, or a
+    re-run of the same config builds another dataset: two-sentence documents, targets past a document's end and A
+    longer than the target (nothing left for B: one sentence) included."""
+    def google_b_end(offsets, b_start, target_b):
+        b_end = b_start + 1
+        while b_end < len(offsets) - 1 and offsets[b_end] - offsets[b_start] < target_b:
+            b_end += 1
+        return b_end
+
+    shapes = [dict(min_sentences=2, max_sentences=2), dict(min_sentences=1, max_sentences=30),
+              dict(min_sentences=40, max_sentences=200)]
+    checked = 0
+    for seed in range(12):
+        docs = make_corpus(40, seed=seed, **shapes[seed % 3])
+        for overrides in (dict(), dict(max_seq_len=16, short_seq_prob=0.5), dict(max_seq_len=8, short_seq_prob=1.0)):
+            _, examples = build(docs, seed=seed, nsp_random_prob=0.7, **overrides)
+            for ex in (e for e in examples if e.is_random_next):
+                a = docs[ex.doc_a].offsets
+                target_b = ex.target_length - int(a[ex.a_end] - a[ex.a_start])
+                assert ex.b_end == google_b_end(docs[ex.doc_b].offsets.tolist(), ex.b_start, target_b)
+                assert type(ex.b_end) is int
+                checked += 1
+    assert checked > 2000
+
+
+def test_a_random_b_from_a_book_sized_document_costs_no_pass_over_its_sentences():
+    """Each random B once copied its document's sentence ends to a list and walked them: with one-sentence-a-line
+    books (8 MiB documents, ~150k sentences) that was most of the examples stage (74 s where 4 s do)."""
+    import time
+
+    docs = make_corpus(1, seed=1, min_sentences=60_000, max_sentences=60_000) + make_corpus(
+        1, seed=2, min_sentences=150_000, max_sentences=150_000)
+    start = time.process_time()
+    _, examples = build(docs)
+    elapsed = time.process_time() - start
+    assert sum(ex.is_random_next and ex.doc_b == 1 for ex in examples) > 1500
+    assert elapsed < 2.0, f"{elapsed:.1f} s of CPU"  # ~0.2 s; a pass over B's sentences per pair took ~12 s
+
+
 def test_sentences_are_used_once_in_order_and_unused_ones_go_back(corpus, built):
     # Per document, the A ranges plus real-next B ranges tile [0, num_sentences) in order: the
     # sentences a random-next pair left unused start the next chunk instead of being dropped.
