@@ -241,12 +241,13 @@ def check_init(max_seq_len: int, init: str, folder: Path) -> None:
     if isinstance(trained, (int, float)) and not isinstance(trained, bool) and trained < 1e18 and max_seq_len > trained:
         said = (f"task.max_seq_len={max_seq_len} exceeds the length {int(trained)} of init {init!r} (its "
                 f"tokenizer_config.json's model_max_length")
-        if any(a.endswith(("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering"))
-               for a in config.get("architectures") or []):  # a fine-tuned model's is its task's length: a warning
-            print(f"[init] warning: {said}, the length it was fine-tuned at; positions past it are its pretraining's)",
-                  flush=True)
+        if not any(a.endswith(("ForPreTraining", "ForMaskedLM")) for a in config.get("architectures") or []):
+            # a fine-tuned model's (or an encoder export's, sentence-transformers') is the length it was tuned at
+            print(f"[init] warning: {said}: the length it was last trained at; positions past it are its "
+                  "pretraining's, if that was longer)", flush=True)
             return
-        raise ConfigError(f"{said}; our pretraining release sets it to the longest sequence it trained): position rows "
+        raise ConfigError(f"{said}; a pretraining checkpoint's is the longest sequence it trained, as this project's "
+                          f"releases write it): position rows "
                           f"{int(trained)}..{max_seq_len - 1} never learned; allowed: task.max_seq_len <= "
                           f"{int(trained)}, or an init pretrained that long (a longer phase, e.g. "
                           f"phase2.max_seq_len=512 with phase2.max_steps > 0)")
@@ -267,8 +268,9 @@ def _download(init: str, tracking_uri: str, download_dir: Path) -> Path:
 def find_hf_folder(root: Path) -> Path:
     """The folder holding an HF BERT config + weights under `root` (an MLflow transformers model keeps them
     in model/ and the tokenizer in components/tokenizer/; the tokenizer files are copied beside them)."""
-    configs = sorted(p.parent for p in root.rglob("config.json")
-                     if any(p.parent.glob("*.safetensors")) or (p.parent / "pytorch_model.bin").is_file())
+    configs = sorted(p.parent for p in root.rglob("config.json")  # weights whole or sharded (an index beside them)
+                     if any(p.parent.glob("*.safetensors")) or (p.parent / "pytorch_model.bin").is_file()
+                     or (p.parent / "pytorch_model.bin.index.json").is_file())
     if not configs:
         raise FileNotFoundError(f"no HF checkpoint (config.json + weights) under {root}")
     folder = configs[0]

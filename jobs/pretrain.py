@@ -202,13 +202,14 @@ def _continues(cfg: PretrainConfig, prepared, finished_ok: bool = False) -> dict
     from jobs.runtime import resubmit
 
     run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
+    record = resubmit.latest_record(run_dir)
+    if record and not finished_ok:  # a finished job with no step left: refused first, whatever else changed
+        resubmit.refuse_finished(cfg.run_name, run_dir, record, record["step"] >= cfg.train.max_steps,
+                                 cfg.tracking.tracking_uri)
     resubmit.refuse_unloadable(run_dir, cfg)  # before the basis check: it says what loads instead
     earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared),  # (older records lack these)
                              added=(*(f"model.{k}" for k in BERT_FUNCTION), *resubmit.PRETRAINING_OPTIMIZER))
-    if earlier:  # a finished job with no step left: refused, not registered again
-        if not finished_ok:
-            resubmit.refuse_finished(cfg.run_name, run_dir, earlier, earlier["step"] >= cfg.train.max_steps,
-                                     cfg.tracking.tracking_uri)
+    if earlier:
         print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     elif cfg.train.init_checkpoint:
         resubmit.refuse_unloadable_init(cfg)

@@ -66,8 +66,11 @@ def undecodable(e: Exception) -> bool:
     """Whether a reader failed on the file's bytes (bad data: counted), not on reading them (a network reset, a disk
     error, a timeout: raised, so the job fails or Ray retries, rather than rows counted as malformed). pyarrow and
     bz2 raise a bare OSError without errno for data they cannot decode; an I/O error carries an errno or is one of
-    OSError's subclasses (ConnectionError, TimeoutError). pipelines/sources.py applies the same rule to its codecs."""
-    return not isinstance(e, OSError) or (type(e) is OSError and e.errno is None)
+    OSError's subclasses (ConnectionError, TimeoutError). Nor are a worker's or pyarrow's limits bad data (out of
+    memory, a column past 2 GiB, a nested conversion pyarrow does not implement): raised, not the rest of a good file
+    counted as one corrupt record. pipelines/sources.py applies the same rule to its codecs."""
+    limits = (MemoryError, NotImplementedError, pa.ArrowCapacityError)  # ArrowMemoryError, ArrowNotImplementedError
+    return not isinstance(e, (OSError, *limits)) or (type(e) is OSError and e.errno is None)
 
 
 def bad_compressed_data(e: Exception) -> bool:

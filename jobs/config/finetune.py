@@ -97,7 +97,7 @@ class TaskConfig:
     def check_files(self) -> "TaskConfig":
         """Your own files' columns and formats (task.name=files), checked on this process before any Ray work:
         ConfigError naming the file and what it lacks (read by Ray Data tasks, the training files would fail there,
-        as a task's traceback). No framework imported (pyarrow, numpy), so `--check` does it too."""
+        as a task's traceback). No Ray, torch or pandas imported, so `--check` does it too."""
         from pipelines.tasks.common import TaskDataError
         from pipelines.tasks.file_finder import in_subfolders, resolve_files
         from pipelines.tasks.files import check_columns

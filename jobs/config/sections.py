@@ -178,6 +178,19 @@ def _endpoint(parts: urllib.parse.SplitResult, path: str, query: dict | None = N
                                     urllib.parse.urlencode(query or {}), ""))
 
 
+def _mlflow_gets_in(uri: str, experiment: str) -> bool:
+    """Whether MLflow's own client is let in where the check's plain request was refused: it also reads the
+    credentials file (~/.mlflow/credentials), prefers basic auth to a token, signs AWS SigV4 requests and runs header
+    plugins. Imported here only, on a refusal: a config check imports no framework in the common case."""
+    try:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(uri).get_experiment_by_name(experiment)
+        return True
+    except Exception:  # its refusal (401, 403), or anything else: the check's own refusal names the way in
+        return False
+
+
 def _refused(parts: urllib.parse.SplitResult, error: urllib.error.HTTPError) -> ConfigError:
     """A tracking server that answers /health (exempt from both checks) and refuses the API: MLflow >= 3.5 answers
     403 "Invalid Host header" to a host name not in its --allowed-hosts (a head node's DNS name), a server with
@@ -312,7 +325,8 @@ class TrackingConfig:
             with urllib.request.urlopen(request, timeout=timeout_s) as answer:
                 experiment = json.load(answer).get("experiment") or {}
         except urllib.error.HTTPError as e:
-            if e.code in (401, 403) and not os.environ.get("MLFLOW_TRACKING_AUTH"):  # (a plugin's auth: not ours)
+            if e.code in (401, 403) and not os.environ.get("MLFLOW_TRACKING_AUTH") \
+                    and not _mlflow_gets_in(self.tracking_uri, self.experiment):  # (a plugin's auth: not ours)
                 raise _refused(parts, e) from None
             return None  # 404: none of that name yet
         except (OSError, ValueError):  # refused, TLS, not JSON

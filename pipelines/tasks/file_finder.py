@@ -97,7 +97,8 @@ def _json_object(line: bytes) -> dict | None:
 
 def _data_file(path: str, fmt: str | None, extensions: dict = EXTENSIONS) -> bool:
     """Not hidden (.crc, _SUCCESS, Excel's ~$ lock files); in a folder (fmt not None) also named as data (of `fmt`, if
-    set; a .txt file of any text format, as a .txt file named alone is read as the format set)."""
+    set; a .txt file of any text format, as a .txt file named alone is read as the format set: resolve_files keeps
+    a folder's .txt files for CSV, TSV, JSON Lines and SQuAD only where the folder has none of the format's own)."""
     ext = extension(path)
     if posixpath.basename(path).startswith((".", "_", "~$")):
         return False
@@ -211,6 +212,8 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         found = [p for p in found if not any(p.startswith(d + "/") for d in datasets)]
         _refuse_unread(spec, root, found)
         paths = [p for p in found if _data_file(p, fmt, extensions)]
+        if fmt not in ("conll", "text") and any(extension(p) != ".txt" for p in paths):  # the format's own files:
+            paths = [p for p in paths if extension(p) != ".txt"]  # a .txt beside them is a README or a licence
         paths += datasets if fmt in ("", "hf") else []  # a save_to_disk folder inside: one entry
         stray = _other_split(root, paths, split) if split else None
         if stray:

@@ -197,3 +197,33 @@ def test_a_pretraining_run_resubmitted_with_another_optimizer_state_layout_is_re
         _continues(cfg(*hand_off, "train.reset_optimizer=false", "optim.name=lamb"), prepared)
     assert _continues(cfg(*hand_off, "train.reset_optimizer=false"), prepared) is None  # the same optimizer: loads
     assert _continues(cfg(*hand_off, "train.reset_optimizer=true", "optim.name=lamb"), prepared) is None
+
+
+def test_a_finished_run_resubmitted_with_other_settings_is_told_it_has_finished_first(tmp_path):
+    """The optimizer-layout refusal ran before the finished check: a FINISHED run resubmitted with optim.name=lamb
+    was told to set it back, and then, set back, that it had finished: nothing was left to go on with either way."""
+    from types import SimpleNamespace
+
+    from mlflow.tracking import MlflowClient
+
+    from jobs.config.io import load_config
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.engine.checkpoint_parts import write_topology
+    from jobs.pretrain import _continues, continuation_basis
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    r = client.create_run(client.create_experiment("x", artifact_location=str(tmp_path / "art")))
+    client.set_terminated(r.info.run_id, "FINISHED")
+
+    def cfg(*overrides):
+        return load_config(PretrainConfig, None, ["data.sources=[x]", "scaling.num_workers=2", "run_name=pretrain-x",
+                                                  f"output_dir={tmp_path / 'runs'}", "train.max_steps=100",
+                                                  f"tracking.tracking_uri={uri}", *overrides])
+
+    prepared = SimpleNamespace(path="/data/prepared-1a2b")
+    d = run_dir(tmp_path, basis=continuation_basis(cfg(), prepared), step=100, run_id=r.info.run_id)
+    write_topology(d / "checkpoint_2", 2, cfg().deepspeed.zero_stage)
+    for change in ([], ["optim.name=lamb"], ["deepspeed.zero_stage=1"]):
+        with pytest.raises(ConfigError, match="run_name='pretrain-x' has finished"):
+            _continues(cfg(*change), prepared)

@@ -122,3 +122,15 @@ def test_damaged_compressed_data_is_still_one_reject(tmp_path):
         batches = list(read_file(str(tmp_path / name), "csv", "classification"))
         assert {r: n for b in batches for r, n in b.rejects.items()} == {reason: 1}
         assert 0 < sum(len(b.rows) for b in batches) <= ROWS
+
+
+def test_a_workers_or_pyarrows_limits_are_raised_not_counted_as_a_corrupt_file():
+    """Out of memory on a busy worker, a column past 2 GiB, a nested conversion pyarrow does not implement: none is
+    about the file's bytes, yet each was counted as one corrupt_parquet reject and the rest of a good file dropped."""
+    from pipelines.parquet_source import bad_compressed_data
+
+    for limit in (pa.ArrowMemoryError("malloc of 64 MiB failed"), pa.ArrowCapacityError("array past 2 GiB"),
+                  pa.ArrowNotImplementedError("Nested data conversions not implemented for chunked array outputs"),
+                  MemoryError()):
+        assert not bad_compressed_data(limit), limit
+    assert bad_compressed_data(pa.ArrowInvalid("Couldn't deserialize thrift")) and bad_compressed_data(EOFError())

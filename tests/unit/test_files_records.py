@@ -354,6 +354,10 @@ def test_a_folder_refuses_data_it_cannot_read_and_reads_txt_as_the_format_set(tm
     assert [(p.removeprefix(f"{tmp_path}/t/"), f) for p, f in resolve_files(str(tmp_path / "t"), "tsv")] == \
         [("a.txt", "tsv"), ("more/b.txt", "tsv")]
     assert resolve_files(str(tmp_path / "t" / "a.txt"), "tsv") == [(str(tmp_path / "t" / "a.txt"), "tsv")]
+    write(tmp_path, "d/README.txt", "Movie reviews, scraped 2023.\n")  # beside the format's own files: no data
+    for fmt in ("tsv", "conll"):  # (conll reads .txt files as its own, as it did)
+        assert [p.removeprefix(f"{tmp_path}/d/") for p, _ in resolve_files(str(tmp_path / "d"), fmt)] == \
+            (["a.tsv"] if fmt == "tsv" else ["README.txt"])
     (tmp_path / "d" / "more").mkdir()
     for name in ("part-1.csv.zst", "old.xls", "more/export.zip"):
         write(tmp_path, f"d/{name}", b"PK")

@@ -207,3 +207,16 @@ def test_an_uncased_tokenizer_and_a_stated_flag_load_as_before(tmp_path):
     assert load_tokenizer(uncased)("Hello World")["input_ids"] == [2, 6, 8, 3]
     stated = bert_json_folder(tmp_path / "stated", lowercase=False, settings={"do_lower_case": True})
     assert load_tokenizer(stated)("Hello World")["input_ids"] == [2, 6, 8, 3]
+
+
+def test_a_downloaded_folder_of_sharded_pytorch_bin_weights_is_found(tmp_path):
+    """read_state_dict loads pytorch_model.bin shards through their index, but an init fetched from MLflow
+    (models:/, runs:/) went through find_hf_folder, which knew whole files only: refused as no checkpoint."""
+    from jobs.finetune import find_hf_folder
+
+    model = tmp_path / "download" / "artifacts" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "pytorch_model.bin.index.json").write_text('{"weight_map": {}}')
+    (model / "vocab.txt").write_text("[PAD]\n")
+    assert find_hf_folder(tmp_path / "download") == model

@@ -88,3 +88,42 @@ def test_an_experiment_not_there_yet_and_a_plugins_auth_pass(monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_AUTH", "some_plugin_auth")
     with tracking_stub(401) as (url, _):
         TrackingConfig(tracking_uri=url).check_experiment()
+
+
+def test_credentials_mlflow_reads_from_its_file_are_no_refusal(tmp_path, monkeypatch):
+    """MLflow's client also logs in with ~/.mlflow/credentials (and prefers basic auth to a stale token, signs SigV4
+    requests, runs header plugins); the check's plain request carried none of those and refused a server MLflow
+    itself gets into. A refused request is asked again through MLflow's client before the job is refused."""
+    import base64
+    import json
+
+    answer = json.dumps({"experiment": {"experiment_id": "1", "name": "bert-foundry", "lifecycle_stage": "active",
+                                        "artifact_location": str(tmp_path / "art")}}).encode()
+    good = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.path == "/health" or self.headers.get("Authorization") == good
+            text = b"OK" if self.path == "/health" else answer if ok else b"You are not authenticated."
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        monkeypatch.setenv("HOME", str(tmp_path))
+        with pytest.raises(ConfigError, match="refuses this job's requests"):  # no credentials anywhere: refused
+            TrackingConfig(tracking_uri=url).check_experiment()
+        (tmp_path / ".mlflow").mkdir()
+        (tmp_path / ".mlflow" / "credentials").write_text(
+            "[mlflow]\nmlflow_tracking_username = alice\nmlflow_tracking_password = s3cret\n")
+        TrackingConfig(tracking_uri=url).check_experiment()
+    finally:
+        server.shutdown()
+        server.server_close()
