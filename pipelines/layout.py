@@ -26,6 +26,7 @@ from pipelines.encodings import check_encoding
 from pipelines.parquet_source import bad_compressed_data
 from pipelines.paths import filesystem
 from pipelines.shards import FORMAT_VERSION
+from pipelines.sources import named_plain_text
 from pipelines.text_source import GUTENBERG_HEAD, file_head, gutenberg_header
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
@@ -97,13 +98,22 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
 
 
 def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str | None,
-                 plain_text_only: bool = True, gutenberg: bool = False) -> str:
-    """`gutenberg`: a plain-text input is a Project Gutenberg book (holds_gutenberg_book)."""
+                 plain_text_only: bool = True, gutenberg: bool = False, formats: dict | None = None) -> str:
+    """`gutenberg`: a plain-text input is a Project Gutenberg book (holds_gutenberg_book); `formats`: each input's
+    reader (sources.read_format, from the heads prepare reads). A reader change renames only the sets it changes: a
+    PIPELINE_VERSION bump would rename every set, and stop resubmitting a pretraining on any."""
     spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
             "config": hashed_config(cfg, plain_text_only), "tokenizer_hash": given_tokenizer_hash}
-    if gutenberg:  # its header and licence are cut now: a set prepared when they were read is not reused, and only
-        # such sets are renamed (a PIPELINE_VERSION bump would rename every set, and stop resubmitting a pretraining)
-        spec["gutenberg"] = "header and licence cut"
+    if gutenberg:  # its header and licence are cut now, and a 2002-05 book's small print after its END line is
+        # licence (an oldest-layout book after it keeps its text): a set prepared with either read is not reused
+        spec["gutenberg"] = "header and licence cut; small print after the END line is licence"
+    formats = formats or {}
+    if any(f == "wikiextractor" and named_plain_text(path, cfg) for path, f in formats.items()):
+        # a .txt of WikiExtractor's <doc> blocks was read as a book: ~1 MiB documents of articles, the tags as text
+        spec["wikiextractor_text"] = "an article a document"
+    if "wiki_xml" in formats.values():  # wiki.strip_wikitext deleted a paragraph opening with "!" ("!Kung") as a
+        # table row: such a page's text is other now (and wiki XML is told by its name, or the head prepare sniffs)
+        spec["wikitext"] = "! lines only as table syntax"
     if cfg.dupe_factor > 1:  # shards sized from the corpus alone (ShardLayout.plan), and their passes written one
         # after another (prepare._pass_tables): only sets of several passes have other examples, only they are renamed
         spec["dupe_passes"] = "shards sized without dupe_factor, a pass after another"

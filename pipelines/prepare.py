@@ -63,7 +63,7 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_sc
                               write_manifest, write_shard)
 from pipelines.rejects import RejectLog, cuts_said, rejected_documents
 from pipelines.source_files import resolve_sources
-from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, reads_plain_text
+from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, read_as_book, read_format
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, dataset_name,
                               fingerprint_inputs, holds_gutenberg_book)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
@@ -288,9 +288,10 @@ def prepare(cfg: DataConfig) -> PreparedData:
     inputs = fingerprint_inputs(files)
     given = _given_tokenizer(cfg.tokenizer) if cfg.tokenizer.path else None
     given_hash = tokenizer_hash(given) if given is not None else None
-    texts = [f for f in files if reads_plain_text(f, cfg)]  # a file no name places: sniffed once, for both below
+    formats = {f: read_format(f, cfg) for f in files}  # a file no name places or named text: sniffed once, for below
+    texts = [f for f in files if formats[f] == "text"]
     plain = cfg.text_documents != "blank_lines" or len(texts) == len(files)
-    name = dataset_name(cfg, inputs, given_hash, plain, holds_gutenberg_book(texts))
+    name = dataset_name(cfg, inputs, given_hash, plain, holds_gutenberg_book(texts), formats)
     final = Path(cfg.output_root) / name
     if (final / MANIFEST).exists():
         _log("reuse", f"{final} already prepared for these inputs and config")
@@ -298,7 +299,8 @@ def prepare(cfg: DataConfig) -> PreparedData:
     timings["fingerprint"] = time.perf_counter() - t_start
 
     cfg = _with_tokenizing_tasks(cfg)
-    books = [i for f, i in zip(files, inputs) if cfg.text_documents == "books" and named_plain_text(f, cfg)]
+    books = [i for f, i in zip(files, inputs)  # read_as_book, from the heads read above
+             if cfg.text_documents == "books" and formats[f] == "text" and named_plain_text(f, cfg)]
     layout = ShardLayout.plan(cfg, sum(i["bytes"] for i in inputs), books=len(books))
     _log("plan", f"{len(files)} input files, {layout.num_train} train + {layout.num_eval} eval shards, "
                  f"{cfg.num_workers} tokenizing tasks at once -> {final}")
@@ -485,10 +487,10 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
 def _document_warning(cfg: DataConfig, files: list[str], looked_at: int = 8) -> str | None:
     """A line when plain-text files read as books (data.text_documents=books: ~1 MiB documents) look like Google's
     format, whose blank lines end documents: read as books, a next-sentence pair would cross from one article
-    to the next. The first MiB of the first `looked_at` plain-text files decides."""
+    to the next. The first MiB of the first `looked_at` files read as books decides (sources.read_as_book)."""
     if cfg.text_documents != "books":
         return None
-    for path in [f for f in files if named_plain_text(f, cfg)][:looked_at]:
+    for path in [f for f in files if read_as_book(f, cfg)][:looked_at]:
         why = blank_line_documents(file_head(path, 1 << 20))
         if why:
             return (f"{path} looks like one sentence a line with a blank line between documents ({why}), but "

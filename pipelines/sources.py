@@ -150,23 +150,45 @@ def file_format(path: str, cfg: DataConfig) -> str | None:
 
 
 def named_plain_text(path: str, cfg: DataConfig) -> bool:
-    """Whether `path` is read as plain text by its name or cfg.format (compressed or not; a sniffed file: no)."""
+    """Whether `path` is plain text by its name or cfg.format (compressed or not; a sniffed file: no). Under
+    format=auto such a file may still open as WikiExtractor's <doc> blocks and be read so: read_format."""
     stem = _split_codec(path)[0]
     return _named_format(stem, cfg) == "text" and not _DUMP_INDEX.search(stem)
 
 
-def reads_plain_text(path: str, cfg: DataConfig) -> bool:
-    """Whether `iter_documents` reads `path` as plain text: named so (named_plain_text), or a file its name does not
-    place whose first bytes the reader sniffs as text (an extensionless corpus file, WikiText's .raw). A file that
-    cannot be opened or sniffed gives no document to ask about, so it answers False."""
+def read_format(path: str, cfg: DataConfig) -> str | None:
+    """The reader `iter_documents` gives `path` ("text", "wikiextractor", "jsonl", "wiki_xml", "parquet"): cfg.format,
+    else its name's, else its first bytes' (_sniffed_format); a file named text under format=auto is sniffed too, and
+    one that opens with WikiExtractor's "<doc " is its (_read_stream). None: a dump's index, or a file its name does
+    not place that cannot be opened or sniffed (no document to ask about); a named text file that cannot be sniffed
+    stays text (its reader meets what stopped the sniff, and reports it)."""
     stem, codec = _split_codec(path)
-    if _DUMP_INDEX.search(stem) or _named_format(stem, cfg) is not None:
-        return named_plain_text(path, cfg)
+    if _DUMP_INDEX.search(stem):
+        return None
+    named = _named_format(stem, cfg)
+    if named is not None and (named != "text" or cfg.format != "auto"):
+        return named
     try:
         with open_binary(path) as raw, _decompressed(raw, codec) as stream:
-            return _sniffed_format(_ShortReads(stream).read(SNIFF_BYTES)) == "text"
+            sniffed = _sniffed_format(_ShortReads(stream).read(SNIFF_BYTES))
     except (OSError, EOFError, zlib.error, lzma.LZMAError):
-        return False
+        return named
+    return sniffed if named is None or sniffed == "wikiextractor" else named
+
+
+def reads_plain_text(path: str, cfg: DataConfig) -> bool:
+    """Whether `iter_documents` reads `path` as plain text (read_format): named so and not opening as WikiExtractor's
+    <doc> blocks, or a file its name does not place whose first bytes the reader sniffs as text (an extensionless
+    corpus file, WikiText's .raw)."""
+    return read_format(path, cfg) == "text"
+
+
+def read_as_book(path: str, cfg: DataConfig) -> bool:
+    """Whether `path` is a plain-text file by its name that is read as plain text: under data.text_documents=books
+    cut into ~1 MiB documents, pieces of one book (spill.book_names holds them out whole, ShardLayout.plan counts
+    them). A .txt of WikiExtractor's <doc> blocks (NVIDIA's wikicorpus_en.txt) is an article a document, no book:
+    held out under its file's name, all of Wikipedia went to train or to eval as one unit."""
+    return named_plain_text(path, cfg) and reads_plain_text(path, cfg)
 
 
 def _named_format(stem: str, cfg: DataConfig) -> str | None:

@@ -30,7 +30,7 @@ from pipelines.layout import ShardLayout
 from pipelines.shards import token_type
 from pipelines.rejects import RejectLog
 from pipelines.dedup import content_hashes
-from pipelines.sources import SAMPLE_CHARS, Span, iter_documents, named_plain_text, reads_plain_text
+from pipelines.sources import SAMPLE_CHARS, Span, iter_documents, read_as_book, reads_plain_text
 
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 SPILL_CHUNK_BYTES = 16 << 20  # text a task gathers before writing spill batches: few, large batches
@@ -71,11 +71,12 @@ def lined_documents(unit: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator
 
 def book_names(unit: dict, cfg: DataConfig, layout: ShardLayout) -> frozenset[str]:
     """The names of the unit's files that are books held out whole: plain text read as data.text_documents=books,
-    where a long file is cut into ~1 MiB documents, pieces of one book; none where the corpus has too few books to
-    hold some out whole (ShardLayout.whole_books: its pieces are held out one by one then)."""
+    where a long file is cut into ~1 MiB documents, pieces of one book (sources.read_as_book: not a .txt of
+    WikiExtractor's articles, each its own document); none where the corpus has too few books to hold some out whole
+    (ShardLayout.whole_books: its pieces are held out one by one then)."""
     if not layout.whole_books:
         return frozenset()
-    return frozenset(part["name"] for part in unit["parts"] if named_plain_text(part["path"], cfg))
+    return frozenset(part["name"] for part in unit["parts"] if read_as_book(part["path"], cfg))
 
 
 def split_key(seed: int, doc_id: str, books: frozenset[str]) -> int:

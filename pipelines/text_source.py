@@ -241,12 +241,15 @@ def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
 
 def _later_book(tail: bytes, start: re.Match) -> bool:
     """Whether a START line in a file's tail starts a later book (a file of several): a "*** START OF" line does; a
-    small print's end ("*END*THE SMALL PRINT!...") only with an END line after it. The oldest books end their header
-    with it (the small print at the top, the book and its END line after), but 2002-05 books put the small print
-    after their END line, ending the licence with "*END THE SMALL PRINT! FOR PUBLIC DOMAIN EBOOKS*Ver.02/11/02*END*":
-    read as a later book's START line, it left no END line after it, and the whole licence stayed text."""
-    return start.group().lstrip(b"\xef\xbb\xbf \t").startswith(b"***") or (
-        _GUTENBERG_END.search(tail, start.end()) is not None)
+    small print's end ("*END*THE SMALL PRINT!...") when text follows it. The oldest books end their header with it
+    (the small print at the top, the book after it, with or without an END line), but 2002-05 books put the small
+    print after their END line and end the file with "*END THE SMALL PRINT! FOR PUBLIC DOMAIN EBOOKS*Ver.02/11/02*END*":
+    read as a later book's START line, it left no END line after it, and the whole licence stayed text. (Asking for
+    an END line after it instead lost an oldest-layout last book that has none: cut at an earlier book's END line.)"""
+    if start.group().lstrip(b"\xef\xbb\xbf \t").startswith(b"***"):
+        return True
+    line_end = tail.find(b"\n", start.end())
+    return line_end >= 0 and not tail[line_end:].isspace()
 
 
 def _decoded(read):

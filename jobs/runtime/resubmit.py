@@ -57,7 +57,10 @@ def check(run_dir: Path, basis: dict, added: tuple[str, ...] = ()) -> dict | Non
     if changed:
         raise ConfigError(f"run_name={run_dir.name!r} already holds a checkpoint (step {earlier['step']}) written with "
                           f"other settings: {'; '.join(changed)}. A resubmitted run continues from its checkpoint only "
-                          f"on the same basis: choose a new run_name, or remove {run_dir} to start over")
+                          f"on the same basis: choose a new run_name, or remove {run_dir} to start over"
+                          + ("" if before.get("prepared set") == basis.get("prepared set") else
+                             " (a prepared set is named by its corpus, its data settings and the pipeline's reading: "
+                             "with the first two unchanged, a pipeline update renamed it; README, \"How data flows\")"))
     return earlier
 
 

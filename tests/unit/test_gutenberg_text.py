@@ -283,3 +283,22 @@ def test_books_of_both_small_print_layouts_concatenated_keep_the_last_book(tmp_p
     assert text.count(BOOK[0].split("\n")[0]) == 2 and text.rstrip().endswith(BOOK[-1].strip())
     end = (MARKERS[2][1] if last_is_oldest else MARKERS[1][1]).encode()
     assert [r["doc_id"] for r in whole if r["reject_reason"]] == [f"{path.name}@0", f"{path.name}@{data.rindex(end)}"]
+
+
+def test_an_oldest_layout_last_book_without_an_end_line_is_kept(tmp_path, monkeypatch):
+    """`cat a.txt b.txt`: a today's book (END line, licence), b of the oldest layout, its small print at the top
+    (opened by "***START**THE SMALL PRINT!" as the real ones are) and its text ending with no END line. Its
+    "*END*THE SMALL PRINT!" line, with no END line after it, was taken for a's licence's end: the END line found was
+    a's, and book b was cut as gutenberg_boilerplate. Text after the line is a book's: only a's header is cut."""
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 256)
+    first = gutenberg_file(tmp_path, *MARKERS[0], "a.txt")
+    small_print = ("***START**THE SMALL PRINT!**FOR PUBLIC DOMAIN ETEXTS**START***\nWhy is this \"Small Print!\" "
+                   "statement here? You know: lawyers.\n\n")
+    path = tmp_path / "corpus.txt"
+    path.write_text(first.read_text() + HEADER + small_print + MARKERS[2][0] + "\n\n\n" + "\n".join(BOOK))
+    data = path.read_bytes()
+    whole, ranged = whole_and_ranged(path, cfg(path), list(range(0, len(data), 256)))
+    assert ranged == whole
+    text = good_text(whole)
+    assert text.count(BOOK[0].split("\n")[0]) == 2 and text.rstrip().endswith(BOOK[-1].strip())
+    assert [r["doc_id"] for r in whole if r["reject_reason"]] == [f"{path.name}@0"]

@@ -5,6 +5,7 @@ an interrupted pretraining on one can still be resubmitted (a PIPELINE_VERSION b
 import gzip
 import hashlib
 import json
+import os
 
 import pytest
 
@@ -91,6 +92,52 @@ def test_prepare_names_a_corpus_with_a_gutenberg_book_apart(tmp_path, monkeypatc
         cfg = DataConfig(sources=[str(s) for s in sources], text_documents=documents, output_root=str(tmp_path / "o"))
         with pytest.raises(Named):
             prepare.prepare(cfg)
-        *_, plain_text_only, found = passed.pop()
+        *_, plain_text_only, found, _formats = passed.pop()
         assert found is gutenberg
         assert plain_text_only is (documents == "books" or records not in sources)
+
+
+def test_only_the_sets_a_reader_change_reads_otherwise_are_renamed():
+    """The 2026-12-01 reader changes rename the sets they change and those alone: one holding a Gutenberg book (a
+    2002-05 small print after the END line is licence now), one with a .txt of WikiExtractor's <doc> blocks (read as
+    a book before) and one of MediaWiki XML (a paragraph opening with "!" was deleted as a table row). Plain books,
+    JSON lines, parquet and WikiExtractor files read so before (extensionless, or data.format=wikiextractor) keep
+    their names."""
+    cfg = DataConfig(sources=["/corpus"])
+    spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": INPUTS,
+            "config": hashed_config(cfg), "tokenizer_hash": None, "gutenberg": "header and licence cut"}
+    assert dataset_name(cfg, INPUTS, None, gutenberg=True) != hashlib.sha256(
+        json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    kept = [{"/c/book.txt": "text"}, {"/c/a.jsonl": "jsonl", "/c/b.parquet": "parquet", "/c/book.txt.gz": "text"},
+            {"/c/wiki_00": "wikiextractor", "/c/wiki_01.bz2": "wikiextractor"}]
+    for formats in kept:
+        assert dataset_name(cfg, INPUTS, None, formats=formats) == earlier_name(cfg)
+    named = DataConfig(sources=["/corpus"], format="wikiextractor")
+    assert dataset_name(named, INPUTS, None, formats={"/c/w.txt": "wikiextractor"}) == earlier_name(named)
+    renamed = [{"/c/book.txt": "text", "/c/wikicorpus_en.txt": "wikiextractor"},
+               {"/c/enwiki-pages-articles-multistream.xml.bz2": "wiki_xml"},
+               {"/c/wiki_00": "wikiextractor", "/c/dump": "wiki_xml"}]
+    assert earlier_name(cfg) not in {dataset_name(cfg, INPUTS, None, formats=f) for f in renamed}
+
+
+def test_prepare_names_its_set_with_the_reader_of_each_file(tmp_path, monkeypatch):
+    """prepare hands dataset_name each file's reader as the reader will pick it: by name, by its head where its name
+    does not say (an extensionless wiki_00, a MediaWiki dump), and a .txt opening with "<doc " as WikiExtractor's."""
+    passed = []
+
+    def named(*args):
+        passed.append(args)
+        raise Named
+
+    monkeypatch.setattr(prepare, "dataset_name", named)
+    doc = '<doc id="1" url="u?curid=1" title="A">\nA\n\nA is a thing, said at some length here.\n</doc>\n'
+    dump = "<mediawiki><page><title>A</title><id>1</id><revision><text>A.</text></revision></page></mediawiki>"
+    files = {"book.txt": BOOK, "wikicorpus_en.txt": doc, "wiki_00": doc, "records.jsonl": json.dumps({"text": "A."}),
+             "dump": dump}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(Named):
+        prepare.prepare(DataConfig(sources=[str(tmp_path)], output_root=str(tmp_path / "o")))
+    assert {os.path.basename(p): f for p, f in passed.pop()[-1].items()} == {
+        "book.txt": "text", "wikicorpus_en.txt": "wikiextractor", "wiki_00": "wikiextractor", "records.jsonl": "jsonl",
+        "dump": "wiki_xml"}

@@ -1,6 +1,9 @@
 """WikiExtractor's output as pipelines/sources.py reads it: its --json records and its <doc> blocks."""
 
 import json
+import os
+
+import pytest
 
 from tests.unit.test_sources import cfg, read
 
@@ -65,3 +68,44 @@ def test_a_txt_of_concatenated_doc_files_is_read_as_wikiextractor_whole_and_in_r
         span = Span(start, start + 512 if start + 512 < size else -1, count_newlines(str(path), 0, start))
         ranged += iter_documents(str(path), "w", cfg(path), span)
     assert [(r["doc_id"], r["text"]) for r in ranged] == expected
+
+
+class Planned(Exception):
+    """Raised where prepare plans its shard layout: the books it counted are all this test needs."""
+
+
+def test_a_txt_of_doc_files_among_books_is_no_book_its_articles_split_one_by_one(tmp_path, monkeypatch):
+    """Books are held out whole (every ~1 MiB piece of one under its file's name) where eval_fraction x books is 5 or
+    more; the .txt of WikiExtractor's articles beside them, read an article a document, was counted and held out as
+    one book too: every article of wikicorpus_en.txt got one split key, all of Wikipedia in train or in eval. It is
+    no book to the books count, spill.book_names or the plain-text readers; each article gets a key of its own."""
+    from pipelines import prepare
+    from pipelines.layout import ShardLayout
+    from pipelines.sources import iter_documents, reads_plain_text
+    from pipelines.spill import book_names, split_key
+
+    books = []
+    for i in range(10):
+        books.append(tmp_path / f"book{i:02}.txt")
+        books[-1].write_text(f"Book {i} opens on a quiet morning in a small town by the sea.\n\nIt ends there too.\n")
+    wiki = tmp_path / "wikicorpus_en.txt"
+    wiki.write_text("".join(f'<doc id="{i}" url="u?curid={i}" title="Article {i}">\nArticle {i}\n\n'
+                            f"Article {i} is about a thing and another, said at some length.\n</doc>\n"
+                            for i in range(1, 41)))
+    paths = [str(p) for p in (*books, wiki)]
+    config = cfg(tmp_path, eval_fraction=0.5, num_workers=1, output_root=str(tmp_path / "prepared"))
+    assert [reads_plain_text(p, config) for p in paths] == [True] * 10 + [False]
+
+    def plan(cfg, input_bytes, books=0):
+        raise Planned(books)
+
+    monkeypatch.setattr(prepare.ShardLayout, "plan", plan)
+    with pytest.raises(Planned) as planned:
+        prepare.prepare(config)
+    assert planned.value.args == (10,)
+    layout = ShardLayout(4, 2, 0.5, whole_books=True)
+    unit = {"parts": [{"path": p, "name": os.path.basename(p)} for p in paths]}
+    assert book_names(unit, config, layout) == frozenset(p.name for p in books)
+    ids = [r["doc_id"] for r in iter_documents(str(wiki), wiki.name, config)]
+    keys = {split_key(config.seed, doc_id, book_names(unit, config, layout)) for doc_id in ids}
+    assert len(ids) == len(keys) == 40
