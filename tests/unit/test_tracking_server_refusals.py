@@ -23,15 +23,18 @@ INVALID_HOST = b"Invalid Host header - possible DNS rebinding attack detected"  
 
 
 @contextlib.contextmanager
-def tracking_stub(status: int, body: bytes = b""):
+def tracking_stub(status: int, body: bytes = b"", let_in: tuple[str, bytes] | None = None):
     """An HTTP server on a free loopback port answering /health 200 and everything else `status` with `body`, as
-    MLflow's host check and its auth app do; yields its URL and the Authorization headers it was sent."""
+    MLflow's host check and its auth app do (`let_in`: an Authorization header it answers 200 with the bytes given);
+    yields its URL and the Authorization headers it was sent."""
     seen = []
 
     class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             seen.append(self.headers.get("Authorization"))
             code, text = (200, b"OK") if self.path == "/health" else (status, body)
+            if let_in and self.path != "/health" and self.headers.get("Authorization") == let_in[0]:
+                code, text = 200, let_in[1]
             self.send_response(code)
             self.send_header("Content-Length", str(len(text)))
             self.end_headers()
@@ -100,23 +103,7 @@ def test_credentials_mlflow_reads_from_its_file_are_no_refusal(tmp_path, monkeyp
     answer = json.dumps({"experiment": {"experiment_id": "1", "name": "bert-foundry", "lifecycle_stage": "active",
                                         "artifact_location": str(tmp_path / "art")}}).encode()
     good = "Basic " + base64.b64encode(b"alice:s3cret").decode()
-
-    class Answer(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            ok = self.path == "/health" or self.headers.get("Authorization") == good
-            text = b"OK" if self.path == "/health" else answer if ok else b"You are not authenticated."
-            self.send_response(200 if ok else 401)
-            self.send_header("Content-Length", str(len(text)))
-            self.end_headers()
-            self.wfile.write(text)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    try:
+    with tracking_stub(401, b"You are not authenticated.", (good, answer)) as (url, _):
         monkeypatch.setenv("HOME", str(tmp_path))
         with pytest.raises(ConfigError, match="refuses this job's requests"):  # no credentials anywhere: refused
             TrackingConfig(tracking_uri=url).check_experiment()
@@ -124,6 +111,3 @@ def test_credentials_mlflow_reads_from_its_file_are_no_refusal(tmp_path, monkeyp
         (tmp_path / ".mlflow" / "credentials").write_text(
             "[mlflow]\nmlflow_tracking_username = alice\nmlflow_tracking_password = s3cret\n")
         TrackingConfig(tracking_uri=url).check_experiment()
-    finally:
-        server.shutdown()
-        server.server_close()
