@@ -212,7 +212,7 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         found = [p for p in found if not any(p.startswith(d + "/") for d in datasets)]
         _refuse_unread(spec, root, found)
         paths = [p for p in found if _data_file(p, fmt, extensions)]
-        if fmt not in ("conll", "text") and any(extension(p) != ".txt" for p in paths):  # the format's own files:
+        if fmt not in ("", "conll", "text") and any(extension(p) != ".txt" for p in paths):  # the format's own files:
             paths = [p for p in paths if extension(p) != ".txt"]  # a .txt beside them is a README or a licence
         paths += datasets if fmt in ("", "hf") else []  # a save_to_disk folder inside: one entry
         stray = _other_split(root, paths, split) if split else None

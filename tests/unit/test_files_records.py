@@ -358,6 +358,7 @@ def test_a_folder_refuses_data_it_cannot_read_and_reads_txt_as_the_format_set(tm
     for fmt in ("tsv", "conll"):  # (conll reads .txt files as its own, as it did)
         assert [p.removeprefix(f"{tmp_path}/d/") for p, _ in resolve_files(str(tmp_path / "d"), fmt)] == \
             (["a.tsv"] if fmt == "tsv" else ["README.txt"])
+    assert [f for _, f in resolve_files(str(tmp_path / "d"), "", labeled=False)] == ["text", "tsv"]  # inputs: auto
     (tmp_path / "d" / "more").mkdir()
     for name in ("part-1.csv.zst", "old.xls", "more/export.zip"):
         write(tmp_path, f"d/{name}", b"PK")
