@@ -392,7 +392,8 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     client.log_batch(parent_id, metrics=_metrics({f"seeds.{k}": v for k, v in stats.items()}
                                                  | {"seeds.count": len(scores), "seeds.degenerate": len(degenerate)}))
     spread = (f"{result.metric} median {stats['median']:.4f} mean {stats['mean']:.4f} std {std_text(stats)} "
-              f"min {stats['min']:.4f} max {stats['max']:.4f} over {len(scores)} seeds")
+              f"min {stats['min']:.4f} max {stats['max']:.4f} over {len(scores)} seeds"
+              + (f" ({len(degenerate)} more left out as degenerate: collapsed or failed)" if degenerate else ""))
     client.set_tag(parent_id, "seed_spread", spread)
     export_dir = out_dir / "best"
     shutil.rmtree(export_dir, ignore_errors=True)
@@ -407,13 +408,12 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     evaluation = judge_chosen(export_dir, task, chosen, rows, cfg.finetune.train.eval_batch_size)
     result.evaluation, result.eval_metric = evaluation, ft_tasks.eval_metric(task)
     info = register(cfg, client, median_run_id, export_dir, {**stats, "run": score}, spread, dataclasses.asdict(task),
-                    client.get_run(data.parent_run_id).data.tags, rows, evaluation)
+                    client.get_run(data.parent_run_id).data.tags, rows, evaluation, len(degenerate))
     result.seeds = {**stats, "scores": [sc for sc, _ in runs], "seeds": [r.config["train.seed"] for _, r in runs],
                     "degenerate": degenerate, "median_seed": median_run.config["train.seed"]}
     result.export_dir = str(export_dir)
     result.mlflow.update(info, median_run_id=median_run_id)
-    print(f"[seeds] {spread}; median run seed {result.seeds['median_seed']} ({score:.4f})"
-          + (f"; {len(degenerate)} degenerate run(s) re-seeded" if degenerate else ""), flush=True)
+    print(f"[seeds] {spread}; median run seed {result.seeds['median_seed']} ({score:.4f})", flush=True)
 
 
 def _degenerate(r, majority: float) -> tuple[str, float]:
@@ -435,20 +435,19 @@ def _degenerate(r, majority: float) -> tuple[str, float]:
 
 
 def register(cfg: SweepConfig, client, run_id: str, export_dir: Path, stats: dict, spread: str, task: dict,
-             lineage: dict, rows, evaluation: dict) -> dict:
+             lineage: dict, rows, evaluation: dict, degenerate: int = 0) -> dict:
     """Log the median run's model in its own MLflow run, with its evaluation-split metrics; register it with the
-    seed spread (on select), the evaluation metrics, each split's size and digest, the task config that evaluates
-    it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
+    seed spread (on select) and the degenerate seed runs it left out, the evaluation metrics, each split's size and
+    digest, the task config that evaluates it (jobs/promote.py reads it) and a model card naming the sweep's lineage."""
     import json
 
     from jobs.loops import ft_tasks
-    from jobs.registry import versions
-    from jobs.registry import tracking
+    from jobs.registry import tracking, versions
 
     t, hf_task = cfg.finetune.tracking, ft_tasks.HF_TASK[cfg.finetune.task.kind]
     tags = {**{f"seed_{k}": f"{v:.6f}" for k, v in stats.items()}, "seed_spread": spread, "sweep": cfg.name,
-            "task": task["name"], "task_config": json.dumps(task), **ft_tasks.split_tags(rows),
-            **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
+            "seed_degenerate": str(degenerate), "task": task["name"], "task_config": json.dumps(task),
+            **ft_tasks.split_tags(rows), **{f"eval.{k}": f"{v:.6f}" for k, v in evaluation.items()}}
     metric = ft_tasks.main_metric(cfg.finetune.task)
     init = lineage.get("lineage.init", cfg.finetune.init)  # an alias pinned to its version, a folder resolved
     card = versions.model_card(f"{hf_task}: {task['name']}, sweep {cfg.name} from {init}", evaluation,

@@ -122,7 +122,8 @@ def summary(r, tracking_uri: str, dashboard: str, storage: Path) -> str:
 def settle_runs(grid, client, parent_id: str, max_evals: int = 0) -> list[tuple[str, str, object]]:
     """(trial id, status, MLflow run or None) of each trial of `grid`, whose run it ends with Tune's verdict (see
     RUN_STATUS): a trial stopped by the scheduler had its thread ended mid-run (it cannot end its own run), a failed
-    one may have died unseen (a killed process, its retries spent: its run stayed RUNNING)."""
+    one may have died unseen (a killed process, its retries spent: its run stayed RUNNING). A trial that raised once
+    and then recovered on Tune's retry keeps its attempt's error as tag `last_error`: tag `error` marks a failed one."""
     runs = {r.data.tags.get("trial_id"): r for r in nested_runs(client, parent_id)}
     out = []
     for result in grid:
@@ -131,8 +132,12 @@ def settle_runs(grid, client, parent_id: str, max_evals: int = 0) -> list[tuple[
             (t for t in runs if t and t in Path(str(result.path)).name), "")
         status, mlflow_run = trial_status(result, max_evals), runs.get(trial_id)
         if mlflow_run is not None:
-            client.set_terminated(mlflow_run.info.run_id, RUN_STATUS[status])
-            client.set_tag(mlflow_run.info.run_id, "tune_status", status)
+            run_id, error = mlflow_run.info.run_id, mlflow_run.data.tags.get("error")
+            client.set_terminated(run_id, RUN_STATUS[status])
+            client.set_tag(run_id, "tune_status", status)
+            if error is not None and status != "failed":
+                client.set_tag(run_id, "last_error", error)
+                client.delete_tag(run_id, "error")
         out.append((trial_id, status, mlflow_run))
     return out
 

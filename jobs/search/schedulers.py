@@ -144,6 +144,18 @@ class SeededPBT(PopulationBasedTraining):
             self.rng_state, self._deciding = random.getstate(), False
             random.setstate(outer)
 
+    def on_trial_add(self, tune_controller, trial) -> None:
+        """A trial restored on a resumed sweep, or requeued by Tune's retry, counts its perturbation interval from
+        its latest checkpoint's iteration, where it resumes: PBT's new state for it counts from 0, so with
+        checkpoint_every > 1 it perturbed between the trial's checkpoints, where a function trainable's save has
+        none to give, and PBT skipped every exploit (a random search)."""
+        super().on_trial_add(tune_controller, trial)
+        latest = trial.run_metadata.checkpoint_manager.latest_checkpoint_result
+        at = latest.metrics.get(self._time_attr) if latest is not None and latest.metrics else None
+        if at is not None:
+            state = self._trial_state[trial]
+            state.last_perturbation_time = state.last_train_time = at
+
     def _checkpoint_or_exploit(self, *args):
         return self._own_random(super()._checkpoint_or_exploit, *args)
 
@@ -186,8 +198,8 @@ def resume_warning(restored) -> str:
     if isinstance(restored, ResumableASHA):
         return "ASHA's rungs are rebuilt from the restored trials' reports" + resumes
     if isinstance(restored, SeededPBT):
-        return ("PBT's history starts over: its trials' scores, quantiles and last perturbations are forgotten, and "
-                "its random choices restart from pbt.seed" + resumes)
+        return ("PBT's history starts over: its trials' scores and quantiles are forgotten, each trial's next "
+                "perturbation counts from its last checkpoint, and its random choices restart from pbt.seed" + resumes)
     return (f"this sweep was begun with an earlier version's {type(restored).__name__}, which it resumes with as "
             "saved (ASHA: no rungs rebuilt, its max_t of then; PBT: unseeded, perturbing by Tune's domains); start a "
             "new sweep name for the current scheduler" + resumes)
@@ -197,14 +209,15 @@ def resume_warning(restored) -> str:
 def kept_settings(cfg: SweepConfig, tune_config, run_config) -> str:
     """What Tune's restore keeps from the saved experiment that this command set otherwise ("" for nothing): the
     sweep's identity leaves these out (jobs/registry/sweep_parent.RESOURCES), but Tuner.restore runs with the saved
-    concurrency and failure budget, and each saved trial keeps the CPUs and GPUs it was made with."""
+    concurrency and failure budget. Not cpus_per_trial and gpus_per_trial: Tune gives restored trials the resources
+    of this command's trainable, as the capacity check assumes."""
     concurrent = tune_config.max_concurrent_trials  # a random or grid search keeps its limit in its generator
     saved = {"max_concurrent": concurrent if concurrent is not None else getattr(tune_config.search_alg,
                                                                                   "max_concurrent", None),
              "max_trial_failures": run_config.failure_config.max_failures if run_config.failure_config else None}
     now = {"max_concurrent": cfg.max_concurrent, "max_trial_failures": cfg.max_trial_failures}
     kept = [f"{k} {saved[k]} (this command: {now[k]})" for k in saved if saved[k] is not None and saved[k] != now[k]]
-    return "; ".join(kept + ["cpus_per_trial and gpus_per_trial as each saved trial was made"]) if kept else ""
+    return "; ".join(kept)
 
 
 

@@ -360,6 +360,32 @@ def test_every_nested_run_is_found_past_one_search_page(tmp_path):
     assert sorted(found) == sorted(ours)
 
 
+def test_a_trial_that_recovered_on_a_retry_is_not_tagged_as_failed(tmp_path):
+    """A trial's first attempt raised (its run tagged `error`, FAILED) and Tune's retry trained it to its end: the
+    run ended FINISHED, tune_status finished, still tagged `error`, which marks a failed trial. The error stays, as
+    `last_error`; a trial that failed keeps its `error`."""
+    from mlflow.tracking import MlflowClient
+    from ray.tune import Result
+
+    from jobs.search.outcome import settle_runs
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.create_experiment("sweep")
+    parent = client.create_run(experiment).info.run_id
+    runs = {t: client.create_run(experiment, tags={"mlflow.parentRunId": parent, "trial_id": t,
+                                                    "error": "RuntimeError: CUDA out of memory"}).info.run_id
+            for t in ("a_00000", "a_00001")}
+    grid = [Result(metrics={"trial_id": t, "step": 40, "total_steps": 40}, checkpoint=None, path=f"/x/trial_{t}",
+                   error=RuntimeError("diverged") if t == "a_00001" else None,
+                   metrics_dataframe=pd.DataFrame([{"step": 40, "score": 0.9}])) for t in runs]
+    assert [s for _, s, _ in settle_runs(grid, client, parent)] == ["finished", "failed"]
+    recovered, failed = (client.get_run(runs[t]) for t in runs)
+    assert recovered.info.status == "FINISHED" and "error" not in recovered.data.tags
+    assert recovered.data.tags["last_error"] == "RuntimeError: CUDA out of memory"
+    assert failed.info.status == "FAILED" and failed.data.tags["error"] == "RuntimeError: CUDA out of memory"
+    assert "last_error" not in failed.data.tags
+
+
 def test_an_earlier_sweeps_seed_runs_without_its_search_are_refused(tmp_path):
     """A sweep whose search folder is gone restored the seed experiments an earlier sweep of its name left beside
     it, and registered their median model under its own best config. Refused, naming them; a search that is there
@@ -382,7 +408,8 @@ def test_an_earlier_sweeps_seed_runs_without_its_search_are_refused(tmp_path):
 
 
 def test_a_resume_names_the_settings_tune_keeps_from_the_saved_experiment():
-    """Tuner.restore runs with the saved concurrency and failure budget: a new max_concurrent was silently ignored."""
+    """Tuner.restore runs with the saved concurrency and failure budget: a new max_concurrent was silently ignored.
+    The trials' CPUs and GPUs are not named: Tune gives restored trials the resumed trainable's resources."""
     from ray import tune
 
     from jobs.config.sweep import SweepConfig
@@ -393,8 +420,7 @@ def test_a_resume_names_the_settings_tune_keeps_from_the_saved_experiment():
     cfg = SweepConfig(name="s", max_concurrent=4, max_trial_failures=1)
     saved = (tune.TuneConfig(max_concurrent_trials=2),
              tune.RunConfig(failure_config=tune.FailureConfig(max_failures=1)))
-    assert kept_settings(cfg, *saved) == ("max_concurrent 2 (this command: 4); cpus_per_trial and gpus_per_trial as "
-                                          "each saved trial was made")
+    assert kept_settings(cfg, *saved) == "max_concurrent 2 (this command: 4)"
     # a random or grid search (PBT's) keeps its limit in its variant generator, the Tune config's None
     generator = (tune.TuneConfig(search_alg=BasicVariantGenerator(max_concurrent=2)), saved[1])
     assert kept_settings(cfg, *generator).startswith("max_concurrent 2 (this command: 4)")

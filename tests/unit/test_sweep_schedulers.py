@@ -180,3 +180,107 @@ def test_a_random_search_repeats_each_sample_over_a_seed_grid(tmp_path):
     assert [seed for seed, _ in points] == [1, 2] * 3
     assert all(points[i][1] == points[i + 1][1] for i in (0, 2, 4))  # each sample over both seeds
     assert len({repr(c) for _, c in points}) == 3
+
+
+class _Trial:
+    """A running trial as PBT sees it, checkpointing as jobs/loops/finetune.py does: at every checkpoint_every-th
+    evaluation of its process (counted again from a restore). Its checkpoints go to Ray's own checkpoint manager."""
+
+    def __init__(self, i, checkpoint_every, folder):
+        from ray.train import CheckpointConfig
+        from ray.train._internal.checkpoint_manager import _CheckpointManager
+        from ray.tune.experiment import Trial
+
+        self.trial_id, self.experiment_tag, self.status, self.every = f"t{i}", str(i), Trial.RUNNING, checkpoint_every
+        self.config, self.evaluated_params, self.score = {"optim.lr": 1e-4 * (i + 1)}, {}, 0.1 * i
+        self.local_experiment_path = self.local_dir = str(folder)
+        self.temporary_state, self.last = SimpleNamespace(saving_to=None), None
+        self.run_metadata = SimpleNamespace(checkpoint_manager=_CheckpointManager(CheckpointConfig()))
+        self.it = self.evals = 0
+
+    @property
+    def last_result(self):
+        return dict(self.last.metrics) if self.last else {}
+
+    def is_finished(self):
+        return False
+
+    def set_experiment_tag(self, tag):
+        pass
+
+    def set_config(self, config):
+        self.config = config
+
+    def evaluate(self):
+        from ray.train._internal.session import _TrainingResult
+
+        self.it, self.evals = self.it + 1, self.evals + 1
+        ckpt = f"{self.trial_id}@{self.it}" if self.evals % self.every == 0 else None
+        self.last = _TrainingResult(checkpoint=ckpt, metrics={"training_iteration": self.it, "score": self.score})
+        if ckpt:  # Tune's save of a report with a checkpoint, registered (Trial.on_checkpoint)
+            self.run_metadata.checkpoint_manager.register_checkpoint(self.last)
+        return dict(self.last.metrics)
+
+    def restart(self):
+        """A new process from the trial's latest checkpoint (its own, or the donor's an exploit put there)."""
+        from ray.tune.experiment import Trial
+
+        latest = self.run_metadata.checkpoint_manager.latest_checkpoint_result
+        self.it, self.evals, self.status = latest.metrics["training_iteration"], 0, Trial.RUNNING
+
+
+def _pbt_exploits(scheduler, trials, rounds):
+    """PBT's exploits in `rounds` evaluations of each trial, Tune's controller reduced to what PBT calls: a save of
+    a function trainable returns its last report (FunctionTrainable.save_checkpoint), with or without a checkpoint."""
+    from ray.train._internal.session import _FutureTrainingResult
+    from ray.tune.experiment import Trial
+
+    class Saved(_FutureTrainingResult):
+        def __init__(self, result):
+            self.result = result
+
+        def resolve(self, block=True):
+            return self.result
+
+    controller = SimpleNamespace(search_alg=None, get_trials=lambda: trials, get_live_trials=lambda: trials,
+                                 pause_trial=lambda t, should_checkpoint=False: setattr(t, "status", Trial.PAUSED),
+                                 _schedule_trial_save=lambda t, result=None: Saved(t.last))
+    exploits = 0
+    for _ in range(rounds):
+        for t in trials:
+            scheduler.on_trial_result(controller, t, t.evaluate())
+            if t.status == Trial.PAUSED:
+                exploits += 1
+                t.restart()
+    return exploits
+
+
+def test_pbt_keeps_exploiting_checkpoints_after_a_resume_or_a_retry(tmp_path):
+    """checkpoint_every=2, perturbation_interval=4. Tune restores PBT empty and calls on_trial_add again for a
+    requeued trial: PBT counted the trial's interval from 0, so a trial resumed at its checkpoint's iteration 12
+    perturbed at 13, 17, ..., between its checkpoints; the donor's save had no checkpoint, and PBT skipped every
+    exploit. Each restored trial now counts from its checkpoint's iteration."""
+    cfg = load_sweep_config(os.path.join(ROOT, "configs/sweep/pkgdocs-pbt.yaml"), [
+        f"finetune.init={MINILM}", "checkpoint_every=2", "pbt.perturbation_interval=4"])
+
+    def fresh(trials):
+        made = _scheduler(cfg, 100000)
+        made.set_search_properties("score", "max")
+        controller = SimpleNamespace(search_alg=None)
+        for t in trials:
+            made.on_trial_add(controller, t)
+        return made
+
+    trials = [_Trial(i, 2, tmp_path) for i in range(4)]
+    assert _pbt_exploits(fresh(trials), trials, 13) > 0
+    for t in trials:  # Ctrl+C at iteration 13 and the same command: each trial from its checkpoint at 12
+        t.restart()
+    assert _pbt_exploits(fresh(trials), trials, 24) > 0
+
+    trials = [_Trial(i, 2, tmp_path) for i in range(4)]
+    scheduler = fresh(trials)
+    _pbt_exploits(scheduler, trials, 11)
+    top = trials[3]  # the donor dies at iteration 11 (a lost node) and Tune retries it from its checkpoint at 10
+    top.restart()
+    scheduler.on_trial_add(SimpleNamespace(search_alg=None), top)
+    assert _pbt_exploits(scheduler, trials, 24) > 0
