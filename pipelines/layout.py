@@ -12,16 +12,21 @@ import json
 import lzma
 import math
 import os
+import re
 import shutil
 import socket
+import threading
+import time
 import uuid
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from bert_core.files import alive
 from bert_core.tokenizer import CHARACTER_COVERAGE
-from pipelines.config import DataConfig
+from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.encodings import check_encoding
 from pipelines.parquet_source import bad_compressed_data
 from pipelines.paths import filesystem
@@ -36,6 +41,14 @@ SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of its docum
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
 PIPELINE_VERSION = 11  # in the dataset name: bump when the same inputs and config give other examples
+HEARTBEAT = ".heartbeat"  # in a build folder: its mtime is refreshed every HEARTBEAT_EVERY_S while its prepare runs
+HEARTBEAT_EVERY_S = 60.0
+# A build folder of another host or pid namespace, whose pid no check here reaches (a KubeRay retry runs on a new
+# cluster, its head another hostname), is a killed prepare's once its heartbeat is this old: 30 beats, so a shared
+# volume stalled for minutes, or hosts' clocks minutes apart (an NFS mtime is the server's time), spare a live build.
+STALE_BUILD_S = 30 * 60
+# build_dir's names: .<name>.tmp-<host>-<pid>-<uuid>, and .<name>.tmp-<uuid> from before the host tag
+_BUILD_NAME = re.compile(r"\..+\.tmp-(?:([0-9a-f]{16})-([0-9]+)-)?[0-9a-f]{8}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,9 +102,13 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
     tok["lowercase"] = lowercase
     if not trained or cfg.tokenizer.strip_accents in (None, lowercase):
         tok.pop("strip_accents")
-    if not trained:  # named by its hash, as loaded with the settings
+    if not trained:  # named by its hash, as loaded with the settings; the training settings, which a given tokenizer
+        # ignores (TokenizerConfig.validate), as their defaults: a changed one renamed the set (prepared again, and a
+        # resubmitted pretraining refused), and one made with the defaults keeps its name
         tok.pop("limit_alphabet")
         tok.pop("lowercase")
+        for name in ("vocab_size", "min_frequency", "sample_documents", "sample_million_chars"):
+            tok[name] = getattr(TokenizerConfig, name)
     elif tok["limit_alphabet"] is None:  # the coverage rule: a set trained before it kept 1000 characters
         tok["limit_alphabet"] = f"coverage {CHARACTER_COVERAGE}"
     return d
@@ -138,15 +155,81 @@ def holds_gutenberg_book(text_files: list[str]) -> bool:
 
 
 def build_dir(parent: Path, name: str) -> Path:
-    """A new hidden folder in `parent` to build dataset `name` in, named after this host and process; first the
-    build folders of this host's processes that no longer run are removed (a prepare killed by `ray job stop` or
-    the OOM killer left its spilled token ids, the size of the corpus's, in a folder no later run looked at)."""
+    """A new hidden folder in `parent` to build dataset `name` in, named after this host and process, made. First
+    the build folders of killed prepares are removed (`ray job stop` or the OOM killer left their spilled token ids,
+    half the corpus's size, and shards, in a folder no later run looked at): this host's whose process no longer
+    runs, and any other's whose heartbeat (see `heartbeat`; from before it: newest entry) is STALE_BUILD_S old."""
     host = _process_space()
-    for old in parent.glob(f".*.tmp-{host}-*-*"):
-        pid = old.name.rsplit(f".tmp-{host}-", 1)[1].split("-", 1)[0]
-        if pid.isdigit() and not alive(int(pid)):
-            shutil.rmtree(old, ignore_errors=True)
-    return parent / f".{name}.tmp-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    for old in parent.glob(".*.tmp-*"):
+        match = _BUILD_NAME.fullmatch(old.name)
+        if not match or not old.is_dir():
+            continue
+        if match[1] == host:
+            if not alive(int(match[2])):
+                _remove(old, "its process on this host no longer runs")
+        elif (idle := time.time() - _last_beat(old)) > STALE_BUILD_S:
+            _remove(old, f"a build of another host or an earlier cluster, its heartbeat {idle / 60:,.0f} min old")
+    tmp = parent / f".{name}.tmp-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+@contextmanager
+def heartbeat(folder: Path, every: float = HEARTBEAT_EVERY_S) -> Iterator[None]:
+    """While the block runs, a daemon thread refreshes folder/HEARTBEAT's mtime every `every` seconds: a prepare on
+    another host tells this running build from a killed one by it (build_dir). The file goes when the block ends,
+    before the folder becomes the prepared set."""
+    beat, stop = folder / HEARTBEAT, threading.Event()
+    beat.touch()
+
+    def refresh() -> None:
+        while not stop.wait(every):
+            try:
+                beat.touch()
+            except OSError:  # the shared volume's hiccup: the next beat tries again
+                pass
+
+    thread = threading.Thread(target=refresh, name="prepare-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        beat.unlink(missing_ok=True)
+
+
+def _last_beat(folder: Path) -> float:
+    """When the prepare building in `folder` last showed life: its heartbeat's mtime, or where there is none (a folder
+    from before heartbeats, or one just made or just finished) its newest entry's. Now, if the folder is gone."""
+    try:
+        return (folder / HEARTBEAT).stat().st_mtime
+    except FileNotFoundError:
+        pass
+    try:
+        newest = folder.stat().st_mtime
+    except FileNotFoundError:  # removed or renamed meanwhile
+        return time.time()
+    for root, dirs, files in os.walk(folder):
+        for entry in dirs + files:
+            try:
+                newest = max(newest, os.stat(os.path.join(root, entry)).st_mtime)
+            except FileNotFoundError:
+                pass
+    return newest
+
+
+def _remove(folder: Path, why: str) -> None:
+    size = 0
+    for root, _, files in os.walk(folder):
+        for entry in files:
+            try:
+                size += os.stat(os.path.join(root, entry)).st_size
+            except FileNotFoundError:
+                pass
+    shutil.rmtree(folder, ignore_errors=True)
+    print(f"[prepare] cleanup: removed {folder} ({size / 2**30:,.2f} GiB), a killed prepare's build folder: {why}",
+          flush=True)
 
 
 def _process_space() -> str:

@@ -65,12 +65,11 @@ from pipelines.rejects import RejectLog, cuts_said, rejected_documents
 from pipelines.source_files import resolve_sources
 from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, read_as_book, read_format
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, dataset_name,
-                              fingerprint_inputs, holds_gutenberg_book)
+                              fingerprint_inputs, heartbeat, holds_gutenberg_book)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.text_source import blank_line_documents, check_line_ends, file_head
 from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
-from pipelines.units import plan_units
-
+from pipelines.units import check_file_count, plan_units
 
 
 @dataclass
@@ -285,6 +284,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     files = resolve_sources(cfg)
+    check_file_count(len(files))  # before the long passes over them
     inputs = fingerprint_inputs(files)
     given = _given_tokenizer(cfg.tokenizer) if cfg.tokenizer.path else None
     given_hash = tokenizer_hash(given) if given is not None else None
@@ -311,9 +311,9 @@ def prepare(cfg: DataConfig) -> PreparedData:
                         f">= {MIN_HELD_OUT_BOOKS}); its scores are of text the model has seen the rest of")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = build_dir(final.parent, name)
-    tmp.mkdir()
     try:
-        manifest = _prepare_into(tmp, cfg, layout, files, inputs, given, given_hash, timings)
+        with heartbeat(tmp):  # while this runs, a prepare on another host (a KubeRay retry's) leaves tmp alone
+            manifest = _prepare_into(tmp, cfg, layout, files, inputs, given, given_hash, timings)
         timings["total"] = time.perf_counter() - t_start
         manifest["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
         write_manifest(tmp, manifest)

@@ -15,6 +15,7 @@ big the file; shard tasks memory-map only their own batches (`read_spill`).
 from __future__ import annotations
 
 import os
+import socket
 from itertools import chain
 from typing import Iterator
 
@@ -34,7 +35,8 @@ from pipelines.sources import SAMPLE_CHARS, Span, iter_documents, read_as_book, 
 
 TOKENIZE_BATCH_DOCS = 256  # documents per tokenizer call: amortises Python overhead, bounds batch memory
 SPILL_CHUNK_BYTES = 16 << 20  # text a task gathers before writing spill batches: few, large batches
-RECORD_BITS = 40  # uid = file rank << 40 | record number
+RECORD_BITS = 40  # uid = file rank << 40 | record number ...
+MAX_INPUT_FILES = 1 << (63 - RECORD_BITS)  # ... an int64: ranks up to 2^23 - 1 (units.check_file_count)
 # Joins a document's sentences so the tokenizer runs once per document (per-sentence calls cost
 # ~2x in per-call overhead); normalize_text strips it from every text, so it only marks joins.
 SENTENCE_MARK = "\x1f"
@@ -137,6 +139,11 @@ class DocumentTokenizer:
                         if t.special and t.content != SENTENCE_MARK and len(t.content) > 1]
         self.ids_type = token_type(vocab_size)
         self.cfg, self.layout, self.spill_dir = cfg, layout, spill_dir
+        if not os.path.isdir(spill_dir):  # prepare made it on the driver's node; Arrow would say only "No such file"
+            raise FileNotFoundError(
+                f"the spill folder {spill_dir} is not on node {socket.gethostname()}, where this task runs: "
+                f"data.output_root={cfg.output_root} must be storage every node of the cluster mounts at that path "
+                f"(a shared file system), not a disk of the driver's node")
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return pa.Table.from_pylist([self._unit(unit) for unit in batch.to_pylist()], schema=UNIT_STATS_SCHEMA)

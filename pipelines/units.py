@@ -36,8 +36,9 @@ import ray
 from pipelines import multistream
 from pipelines.config import DataConfig
 from pipelines.paths import open_binary
-from pipelines.source_files import relative_names
+from pipelines.source_files import SourceError, relative_names
 from pipelines.sources import SNIFF_BYTES, TEXT_DOCUMENT_BYTES, file_format, is_json_array
+from pipelines.spill import MAX_INPUT_FILES, RECORD_BITS
 
 MIN_UNIT_BYTES = TEXT_DOCUMENT_BYTES  # text ranges are multiples of this
 MAX_AUTO_UNIT_BYTES = 64 << 20  # work_unit_bytes=0: at most this much a call ...
@@ -52,9 +53,21 @@ def target_bytes(cfg: DataConfig, total_bytes: int) -> int:
     return int(min(MAX_AUTO_UNIT_BYTES, max(MIN_UNIT_BYTES, per_worker)))
 
 
+def check_file_count(count: int) -> None:
+    """Refuses more input files than a document uid holds ranks of (spill.py: rank << RECORD_BITS | record, an int64):
+    past it the tokenizing tasks failed on "Python int too large to convert to C long", after the driver's passes."""
+    if count > MAX_INPUT_FILES:
+        raise SourceError(
+            f"data.sources holds {count:,} input files, more than the {MAX_INPUT_FILES:,} a document id holds "
+            f"(a file's rank takes the bits above a {RECORD_BITS}-bit record number of a 64-bit id): concatenate them "
+            f"into fewer, larger files (JSON Lines shards of ~100 MB, a document a line: one file an article is "
+            f"also millions of tiny reads) and give those")
+
+
 def file_parts(files: list[str], inputs: list[dict], cfg: DataConfig, target: int) -> list[dict]:
     """Each input file as one part, or (text, JSONL, parquet above `target`) as several ranges.
     `first` is still 0 for byte ranges: `number_lines` fills it in."""
+    check_file_count(len(files))  # a part's rank is a document uid's high bits
     names = relative_names(files)
     rank = {name: r for r, name in enumerate(sorted(names))}  # doc_order_key compares names as strings
     parts = []

@@ -235,10 +235,54 @@ def test_a_killed_prepares_build_folder_is_removed_by_the_next_and_a_live_ones_k
     left = tmp_path / f".corpus-b.tmp-{host}-{dead.pid}-0f0f0f0f"
     live = tmp_path / f".corpus-c.tmp-{host}-{os.getppid()}-0e0e0e0e"
     other = tmp_path / f".corpus-d.tmp-otherhost-{dead.pid}-0d0d0d0d"  # another machine's: its own to sweep
-    for d in (left / "_spill", live, other, mine):
+    for d in (left / "_spill", live, other):  # build_dir made `mine`
         d.mkdir(parents=True)
     again = build_dir(tmp_path, "corpus-a")
     assert not left.exists() and live.exists() and other.exists() and mine.exists() and again != mine
+
+
+def test_a_killed_prepares_build_folder_of_another_host_goes_once_its_heartbeat_is_old(tmp_path, monkeypatch, capsys):
+    """A KubeRay retry (a new cluster, its head another hostname) or a new launcher head looked only at its own host's
+    build folders: a killed prepare's spill and shards (~10 GB on a 20 GB corpus) stayed on the shared volume for good.
+    Another host's folder goes once its heartbeat (from before heartbeats: its newest entry) is 30 min old; one whose
+    heartbeat is fresh is a prepare running there, and stays however old its files."""
+    import os
+    import socket
+    import threading
+    import time
+
+    from pipelines import layout
+
+    def age(folder, seconds):  # every entry's mtime `seconds` ago, the folder's last
+        then = time.time() - seconds
+        for root, dirs, files in os.walk(folder, topdown=False):
+            for entry in files + dirs:
+                os.utime(os.path.join(root, entry), (then, then))
+        os.utime(folder, (then, then))
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "raycluster-a-head-x7k2p")
+    killed, running, legacy, recent = (layout.build_dir(tmp_path, f"corpus-{c}") for c in "abcd")
+    for folder in (killed, running, legacy, recent):
+        (folder / "_spill").mkdir()
+        (folder / "_spill" / "00000000.arrow").write_bytes(b"x" * 3000)
+    for folder in (killed, running):
+        (folder / layout.HEARTBEAT).touch()
+        age(folder, 40 * 60)
+    age(legacy, 40 * 60)
+    age(recent, 40 * 60)
+    (recent / "_spill" / "00000001.arrow").write_bytes(b"x")  # a prepare from before heartbeats, writing
+    with layout.heartbeat(running, every=0.05):  # refreshed while it runs, though its spill was written 40 min ago
+        age(running, 40 * 60)
+        time.sleep(0.3)
+        assert time.time() - (running / layout.HEARTBEAT).stat().st_mtime < 5
+        monkeypatch.setattr(socket, "gethostname", lambda: "raycluster-b-head-m9q4z")  # the retry's new cluster
+        mine = layout.build_dir(tmp_path, "corpus-a")
+        assert not killed.exists() and not legacy.exists() and running.exists() and recent.exists()
+    assert mine.is_dir() and mine.name.startswith(".corpus-a.tmp-") and mine.name != killed.name
+    assert not (running / layout.HEARTBEAT).exists() and "prepare-heartbeat" not in {
+        t.name for t in threading.enumerate()}  # stopped, its file gone before the folder becomes the set
+    out = capsys.readouterr().out
+    assert f"removed {killed} (0.00 GiB)" in out and f"removed {legacy}" in out and "40 min old" in out
 
 
 def test_a_page_id_twice_in_one_dump_keeps_each_text_once(tmp_path):

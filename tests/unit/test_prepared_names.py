@@ -2,6 +2,7 @@
 cp1252, a UTF-8 document read as UTF-8): the sets whose examples changed are renamed, every other keeps its name, so
 an interrupted pretraining on one can still be resubmitted (a PIPELINE_VERSION bump would rename them all)."""
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -141,3 +142,24 @@ def test_prepare_names_its_set_with_the_reader_of_each_file(tmp_path, monkeypatc
     assert {os.path.basename(p): f for p, f in passed.pop()[-1].items()} == {
         "book.txt": "text", "wikicorpus_en.txt": "wikiextractor", "wiki_00": "wikiextractor", "records.jsonl": "jsonl",
         "dump": "wiki_xml"}
+
+
+def test_a_given_tokenizers_ignored_training_settings_do_not_rename_its_set():
+    """With data.tokenizer.path, vocab_size, min_frequency and the sample sizes are ignored (TokenizerConfig.validate)
+    but were hashed: changing one renamed the set, prepared again (20 GB) and a resubmitted pretraining refused. A set
+    made with their defaults keeps its name; for a trained tokenizer each still renames it."""
+    from pipelines.config import TokenizerConfig
+
+    def name(**tok) -> str:
+        return dataset_name(DataConfig(sources=["/corpus"], tokenizer=TokenizerConfig(**tok)), INPUTS, "f" * 64)
+
+    changes = [{"vocab_size": 30522}, {"min_frequency": 5}, {"sample_documents": 10}, {"sample_million_chars": 1.0}]
+    given = TokenizerConfig(path="/models/bert-base-uncased")
+    tok = {k: v for k, v in dataclasses.asdict(given).items()  # hashed as before: the settings a given one takes out
+           if k not in ("path", "limit_alphabet", "lowercase", "strip_accents")}
+    spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": INPUTS,
+            "config": {**hashed_config(DataConfig(sources=["/corpus"], tokenizer=given)), "tokenizer": tok},
+            "tokenizer_hash": "f" * 64}
+    assert {name(path=given.path, **c) for c in changes} == {name(path=given.path)} == {
+        hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]}
+    assert len({name(**c) for c in changes} | {name()}) == len(changes) + 1

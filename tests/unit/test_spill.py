@@ -267,3 +267,16 @@ def test_a_book_is_held_out_whole_or_not_at_all(tmp_path, tok, monkeypatch):
     pieces = sum(uid >> RECORD_BITS == rank["book.txt"] for uid in row["uid"])
     assert pieces > 10 and len(held["book.txt"]) == 1  # all its pieces in one split
     assert held["records.jsonl"] == {True, False}  # records: each its own
+
+
+def test_a_spill_folder_missing_on_this_node_names_the_shared_storage_it_needs(tmp_path, tok):
+    """prepare makes the spill folder on the driver's node: with a node-local data.output_root, a tokenizing task on
+    another node failed late (after the tokenizer was trained) with Arrow's bare "No such file or directory"."""
+    import socket
+
+    cfg = DataConfig(sources=["x"], output_root=str(tmp_path / "prepared"), tokenizer=TokenizerConfig(path=MINILM))
+    missing = tmp_path / "prepared" / ".abc.tmp-x" / "_spill"
+    with pytest.raises(FileNotFoundError) as raised:
+        DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, ShardLayout.plan(cfg, 100), str(missing))
+    assert all(s in str(raised.value) for s in (str(missing), socket.gethostname(),
+                                                f"data.output_root={tmp_path / 'prepared'}", "every node"))

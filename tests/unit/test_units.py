@@ -189,3 +189,25 @@ def test_read_progress_reports_bytes_rate_and_eta_and_stays_quiet_on_short_runs(
     assert len(lines) == 2 and lines[0].startswith("[prepare] read: 1/4 work units, 3.0 of 8.0 MiB (")
     assert lines[1].startswith("[prepare] read: 2/4 work units, 4.0 of 8.0 MiB (") and " MiB/s), eta " in lines[1]
     assert float(lines[1].rsplit("eta ", 1)[1].rstrip("s").replace(",", "")) >= 0
+
+
+def test_more_input_files_than_a_document_uid_holds_are_refused_before_any_work(tmp_path, monkeypatch):
+    """uid = file rank << 40 | record: past 2^23 files (one file an article) the tokenizing tasks failed on "Python
+    int too large to convert to C long", after the driver's passes over every file."""
+    from pipelines import prepare, units
+    from pipelines.source_files import SourceError
+    from pipelines.spill import RECORD_BITS
+
+    assert ((1 << 23) - 1) << RECORD_BITS | ((1 << RECORD_BITS) - 1) == 2**63 - 1  # the last rank fits an int64
+    units.check_file_count(1 << 23)
+    with pytest.raises(SourceError, match=r"8,388,609 input files, more than the 8,388,608 .* concatenate them"):
+        units.check_file_count((1 << 23) + 1)
+    monkeypatch.setattr(units, "MAX_INPUT_FILES", 1)  # a stand-in for the limit: two files are past it
+    files = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for f in files:
+        f.write_text("A sentence of some length. " * 20)
+    monkeypatch.setattr(prepare, "fingerprint_inputs", lambda files: pytest.fail("every input hashed first"))
+    with pytest.raises(SourceError, match="holds 2 input files"):
+        prepare.prepare(DataConfig(sources=[str(tmp_path)], output_root=str(tmp_path / "out")))
+    with pytest.raises(SourceError, match="holds 2 input files"):
+        file_parts([str(f) for f in files], [{"bytes": 540}] * 2, cfg(tmp_path), 1 << 20)
