@@ -9,7 +9,8 @@ Two kinds of folder are never registered, so Ray never resumes from them and del
   dies can take the last reports with it (the run then resumes from an earlier checkpoint).
 Nothing else would say they are there: the job reports them (pretrain.py, `checkpoints_ignored`).
 
-- `topology.json` (rank 0): the world size and ZeRO stage the checkpoint was saved at (jobs/workers/reshard.py).
+- `topology.json` (rank 0): the world size, ZeRO stage and pipeline layout the checkpoint was saved at
+  (jobs/workers/reshard.py).
 - `rank-<r>.files.json` (every rank, the last file it adds): each file of its part, with its size.
 """
 
@@ -25,13 +26,19 @@ RANK_FILES = "rank-{}.files.json"
 RAY_SNAPSHOT = "checkpoint_manager_snapshot.json"  # Ray Train's list of the checkpoints it registered
 
 
-def write_topology(ckpt_dir: Path, world_size: int, zero_stage: int, pipeline_stages: int = 1) -> None:
-    (ckpt_dir / TOPOLOGY).write_text(json.dumps({"world_size": world_size, "zero_stage": zero_stage,
-                                                 "pipeline_stages": pipeline_stages}))
+def write_topology(ckpt_dir: Path, world_size: int, zero_stage: int, pipeline_stages: int = 1,
+                   partition_method: str | None = None) -> None:
+    """`partition_method`: how a pipeline's layers were cut into stages (each stage's optimizer state is over its own
+    layers), recorded for pipeline runs only; a data-parallel run has no cut."""
+    topology = {"world_size": world_size, "zero_stage": zero_stage, "pipeline_stages": pipeline_stages}
+    if pipeline_stages > 1 and partition_method is not None:
+        topology["partition_method"] = partition_method
+    (ckpt_dir / TOPOLOGY).write_text(json.dumps(topology))
 
 
 def read_topology(ckpt_dir: Path) -> dict | None:
-    """The world size and ZeRO stage a checkpoint was saved at; None for checkpoints older than this file."""
+    """The world size, ZeRO stage and pipeline layout a checkpoint was saved at; None for checkpoints older than this
+    file (and no `partition_method` in a pipeline's from before it was recorded)."""
     path = ckpt_dir / TOPOLOGY
     return json.loads(path.read_text()) if path.is_file() else None
 

@@ -71,10 +71,15 @@ def lr_lambda(optim: OptimConfig, max_steps: int):
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """No weight decay on biases and LayerNorm weights (original BERT's AdamWeightDecay exclusions)."""
+    """No weight decay on biases and LayerNorm weights (original BERT's AdamWeightDecay exclusions).
+
+    An empty group is left out: a pipeline stage holds only its own layers, and one holding only the tied word
+    embeddings (no bias) or only the MLM output bias (no matrix) would hand DeepSpeed's ZeRO optimizer a group it
+    indexes `params[0]` of (an IndexError in every worker's deepspeed.initialize)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
         (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]

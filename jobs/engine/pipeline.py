@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import glob
 import itertools
+import json
 import math
 import os
 import re
@@ -52,7 +53,7 @@ from jobs.config.pretrain import PretrainConfig
 from jobs.engine.ds_config import deepspeed_config, lr_lambda, param_groups
 from jobs.runtime.op_locks import before_op_loads
 from jobs.engine.objectives import PretrainingObjective, pretraining_sums
-from jobs.engine.seam import (EngineBase, StepStats, collective_device, compile_muon_at_first_call,
+from jobs.engine.seam import (OPTIMIZER_LAYOUT, EngineBase, StepStats, collective_device, compile_muon_at_first_call,
                               quiet_forced_memory_reports)
 
 PIPE_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label")
@@ -427,6 +428,7 @@ class PipelineEngine(EngineBase):
         super().__init__(engine, optimizer, scheduler, PretrainingObjective(), optim=cfg.optim,
                          max_steps=cfg.train.max_steps, zero_stage=d.zero_stage)
         self.grad_accum_steps, self.model_config = cfg.train.grad_accum_steps, cfg.model
+        self.partition_method = d.partition_method
         self._pending: list[dict | None] = []
 
     @property
@@ -459,3 +461,26 @@ class PipelineEngine(EngineBase):
 
     def export(self, out_dir: str | os.PathLike, tokenizer_dir: str | None = None) -> Path | None:
         return export(self.engine, self.model_config, out_dir, tokenizer_dir)
+
+    def _optimizer_layout(self) -> dict:
+        """EngineBase's, with where DeepSpeed cut the layers into stages in place of rank 0's group count (the cut and
+        the model decide every stage's groups; rank 0's record is read by all). Each stage's optimizer state covers its
+        own layers: one saved under another cut (another deepspeed.partition_method, or a DeepSpeed whose partitioner
+        changed) loads into no stage, and a 16-bit hand-off then takes the layer files' weights instead."""
+        layout = {k: v for k, v in super()._optimizer_layout().items() if k != "groups"}
+        return {**layout, "stage_bounds": [int(b) for b in self.engine.module.parts]}
+
+    def load(self, ckpt_dir: str | os.PathLike, weights_only: bool = False, schedule: bool = True) -> dict:
+        """EngineBase's. A resume (the optimizer state too) of a checkpoint whose layers were cut into stages otherwise
+        is refused naming both cuts: DeepSpeed's own failure names a parameter-alignment setting. The driver refuses
+        another partition_method (jobs/workers/reshard.py); this also catches a DeepSpeed that cuts anew."""
+        record = Path(ckpt_dir) / OPTIMIZER_LAYOUT
+        saved = json.loads(record.read_text()).get("stage_bounds") if record.is_file() else None  # None: not recorded
+        ours = self._optimizer_layout()["stage_bounds"]
+        if not weights_only and saved is not None and saved != ours:
+            raise ConfigError(f"{ckpt_dir} was saved with the pipeline's layers cut into stages at {saved}; this run "
+                              f"cuts them at {ours} (deepspeed.partition_method={self.partition_method!r}), and each "
+                              "stage's optimizer state loads only into the layers it was saved with. Resume with the "
+                              "cut it was saved with, or hand its weights alone to a new run_name "
+                              "(train.init_checkpoint with train.reset_optimizer=true)")
+        return super().load(ckpt_dir, weights_only, schedule)

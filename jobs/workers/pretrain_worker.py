@@ -385,7 +385,8 @@ class Worker:
             self.faults.maybe_fail(self.step, "write")
             if self.rank == 0:
                 (Path(tmp) / "data_position.npz").write_bytes(self.position.to_bytes())
-                write_topology(Path(tmp), self.world, self.cfg.deepspeed.zero_stage, self.cfg.deepspeed.pipeline_stages)
+                d = self.cfg.deepspeed
+                write_topology(Path(tmp), self.world, d.zero_stage, d.pipeline_stages, d.partition_method)
                 resubmit.record(Path(tmp), self.config.get("mlflow_run_id"), self.step, self.config["basis"],
                                 self.config.get("held_out"))
                 np.savez(Path(tmp) / "rng.npz", mask_next=np.stack(mask_next), **rng_arrays(rngs))

@@ -68,14 +68,23 @@ def needs_universal(saved: dict | None, world_size: int, cfg: PretrainConfig) ->
     return True
 
 
-def same_layout(saved: dict | None, cfg: PretrainConfig, what: str) -> None:
+def same_layout(saved: dict | None, cfg: PretrainConfig, what: str, optimizer: bool = True) -> None:
     """Raise unless the checkpoint was saved in this run's pipeline layout: a pipeline checkpoint keeps its weights in
-    per-layer files, a data-parallel one in its model states, and neither loads the other's (weights alone neither)."""
-    stages = cfg.deepspeed.pipeline_stages
-    if saved is not None and saved.get("pipeline_stages", 1) != stages:
+    per-layer files, a data-parallel one in its model states, and neither loads the other's (weights alone neither).
+    With its `optimizer` state, also the same deepspeed.partition_method: each stage's ZeRO state covers the layers
+    its cut gave that stage, and under another cut every worker failed to load it, each restart in turn, on DeepSpeed's
+    "parameter-alignment layout does not match". Weights alone may be cut anew (layer files are indexed by layer)."""
+    d = cfg.deepspeed
+    if saved is not None and saved.get("pipeline_stages", 1) != d.pipeline_stages:
         raise ConfigError(f"the checkpoint was saved with deepspeed.pipeline_stages={saved.get('pipeline_stages', 1)}; "
-                          f"{what} keeps it (got {stages})")
-
+                          f"{what} keeps it (got {d.pipeline_stages})")
+    # absent from the topology of a checkpoint saved before it was recorded: unknown, so not refused here
+    method = (saved or {}).get("partition_method")
+    if optimizer and d.pipeline_stages > 1 and method is not None and method != d.partition_method:
+        raise ConfigError(f"the checkpoint was saved with deepspeed.partition_method={method!r}; {what} keeps it "
+                          f"(got {d.partition_method!r}): each stage's optimizer state covers the layers that cut gave "
+                          "it. Set it back, or hand its weights alone to a new run_name, which may cut its stages "
+                          "anew: train.init_checkpoint=<the checkpoint> train.reset_optimizer=true")
 
 
 def hand_off_layout(saved: dict | None, cfg: PretrainConfig) -> None:
@@ -83,7 +92,7 @@ def hand_off_layout(saved: dict | None, cfg: PretrainConfig) -> None:
     ZeRO-3 on both sides or neither: ZeRO-3 keeps a rank's weights in its partition's files, ZeRO 0-2 in one
     model-states file, and neither finds the other's (DeepSpeed failed on a bare assertion, in every restart)."""
     what = "a hand-off of its weights"
-    same_layout(saved, cfg, what)
+    same_layout(saved, cfg, what, optimizer=False)
     zero = cfg.deepspeed.zero_stage
     if saved is not None and "zero_stage" in saved and (saved["zero_stage"] == 3) != (zero == 3):
         raise ConfigError(f"the checkpoint was saved with deepspeed.zero_stage={saved['zero_stage']}; {what} needs "

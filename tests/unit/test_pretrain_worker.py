@@ -356,7 +356,7 @@ def _checkpointing_worker(tmp_path: Path) -> Worker:
     w.rank, w.world, w.step, w.mask_next, w.pending_ids, w.before, w.rollback_log = 0, 1, 0, 0, [], {}, []
     w.t, w.pipelined, w.carried = SimpleNamespace(max_steps=200), False, None
     w.cfg = SimpleNamespace(faults=SimpleNamespace(record_ids_dir=None), output_dir=str(tmp_path), run_name="pretrain",
-                            deepspeed=SimpleNamespace(zero_stage=0, pipeline_stages=1))
+                            deepspeed=SimpleNamespace(zero_stage=0, pipeline_stages=1, partition_method="parameters"))
     w.config = {"mlflow_run_id": "run-1", "basis": {}}
     w.position, w.index = DataPosition.start(10), lambda ids: ids.astype(np.int64)
     w.guard, w.engine = SimpleNamespace(skipped=0), SavingEngine()

@@ -128,3 +128,38 @@ def test_a_hand_off_checkpoint_the_workers_could_not_load_is_refused_on_the_driv
     write_topology(tmp_path, world_size=4, zero_stage=1, pipeline_stages=2)
     with pytest.raises(ConfigError, match="a hand-off of its weights keeps it"):
         refuse_unloadable_init(cfg_with(f"train.init_checkpoint={tmp_path}", "train.reset_optimizer=true"))
+
+
+def test_a_pipeline_resume_keeps_its_partition_method_and_a_hand_off_of_its_weights_may_change_it(tmp_path):
+    """Each stage's ZeRO state covers the layers its cut gave it: a resubmission with another
+    deepspeed.partition_method passed the driver, and every worker restart failed on DeepSpeed's "parameter-alignment
+    layout does not match" until train.max_failures ran out. Refused on the driver now, naming both methods."""
+    import json
+
+    from jobs.runtime.resubmit import refuse_unloadable, refuse_unloadable_init
+    from jobs.workers.reshard import hand_off_layout
+
+    pipe = ["deepspeed.pipeline_stages=2", "deepspeed.zero_stage=1", "scaling.num_workers=4"]
+    checkpoint = tmp_path / "checkpoint_000001"
+    checkpoint.mkdir()
+    write_topology(checkpoint, world_size=4, zero_stage=1, pipeline_stages=2, partition_method="parameters")
+    saved = read_topology(checkpoint)
+    assert saved["partition_method"] == "parameters"
+    (tmp_path / "checkpoint_manager_snapshot.json").write_text(json.dumps(
+        {"latest_checkpoint_result": {"checkpoint_dir_name": checkpoint.name}}))
+    refused = "partition_method='parameters'; a resume keeps it \\(got 'uniform'\\)"
+    with pytest.raises(ConfigError, match=refused):
+        refuse_unloadable(tmp_path, cfg_with(*pipe, "deepspeed.partition_method=uniform"))
+    with pytest.raises(ConfigError, match=refused):  # its optimizer handed on is resumed too
+        refuse_unloadable_init(cfg_with(*pipe, "deepspeed.partition_method=uniform",
+                                        f"train.init_checkpoint={checkpoint}", "train.reset_optimizer=false"))
+    refuse_unloadable(tmp_path, cfg_with(*pipe, "deepspeed.partition_method=parameters"))
+    # weights alone: layer files are indexed by global layer, any cut reads them
+    refuse_unloadable_init(cfg_with(*pipe, "deepspeed.partition_method=uniform", f"train.init_checkpoint={checkpoint}",
+                                    "train.reset_optimizer=true"))
+    hand_off_layout(saved, cfg_with(*pipe, "deepspeed.partition_method=uniform"))
+    # a topology from before the method was recorded: unknown, not refused (a data-parallel one has none to refuse)
+    assert not needs_universal({"world_size": 4, "zero_stage": 1, "pipeline_stages": 2}, 4,
+                               cfg_with(*pipe, "deepspeed.partition_method=uniform"))
+    write_topology(tmp_path, world_size=2, zero_stage=1, partition_method="uniform")
+    assert "partition_method" not in read_topology(tmp_path)
