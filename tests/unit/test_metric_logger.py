@@ -141,8 +141,8 @@ def _pretrain_worker(store: Store, tmp_path: Path):
     w.rank, w.world, w.step, w.mask_next, w.pending_ids, w.before, w.rollback_log = 0, 1, 0, 0, [], {}, []
     w.t, w.pipelined = SimpleNamespace(max_steps=200), False
     w.cfg = SimpleNamespace(faults=SimpleNamespace(record_ids_dir=None), tracking=SimpleNamespace(flush_timeout_s=0),
-                            deepspeed=SimpleNamespace(zero_stage=0, pipeline_stages=1), output_dir=str(tmp_path),
-                            run_name="pretrain")
+                            deepspeed=SimpleNamespace(zero_stage=0, pipeline_stages=1, partition_method="parameters"),
+                            output_dir=str(tmp_path), run_name="pretrain")
     w.config = {"mlflow_run_id": RUN, "basis": {}}
     w.position, w.index = DataPosition.start(10), lambda ids: ids.astype(np.int64)
     w.guard, w.engine = SimpleNamespace(skipped=0), Engine()
