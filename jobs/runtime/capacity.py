@@ -7,6 +7,9 @@ fails with one line naming what never arrived once the job's timeout (`scaling.c
 `capacity_timeout_s`) has passed. A cluster without an autoscaler (a local Ray, `ray start` nodes) cannot grow: a
 shortfall is refused at once, naming the fields that asked for it. The request is withdrawn once the nodes are there
 (the workers' placement group holds them from then on; a standing request would keep them up after the job).
+A strict `scaling.placement_strategy` (STRICT_PACK: all workers on one node; STRICT_SPREAD: a node each) is checked
+as placed, not only summed: the autoscaler's request knows no strategy, so its workers are asked for by a placement
+group of that strategy, held for the wait, and a placement the nodes cannot give is refused like a shortfall.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Demand:
     timeout_s: float
     timeout_field: str
     distinct: int = 0  # the first `distinct` bundles each on a node of its own (placement_strategy STRICT_SPREAD)
+    packed: int = 0  # the first `packed` bundles all on one node (placement_strategy STRICT_PACK)
 
     @classmethod
     def of_scaling(cls, scaling) -> "Demand":
@@ -41,14 +45,30 @@ class Demand:
                              + (f", and {scaling.num_workers} GPUs (scaling.use_gpu)" if scaling.use_gpu else ""),
                    hint="Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes.",
                    timeout_s=scaling.capacity_timeout_s, timeout_field="scaling.capacity_timeout_s",
-                   distinct=scaling.num_workers if scaling.placement_strategy == "STRICT_SPREAD" else 0)
+                   distinct=scaling.num_workers if scaling.placement_strategy == "STRICT_SPREAD" else 0,
+                   packed=scaling.num_workers if scaling.placement_strategy == "STRICT_PACK" else 0)
 
     def total(self) -> dict[str, float]:
-        total: dict[str, float] = {}
-        for b in self.bundles:
-            for k, v in b.items():
-                total[k] = total.get(k, 0.0) + v
-        return total
+        return summed(self.bundles)
+
+    @property
+    def strict(self) -> str:
+        """The strict placement strategy of the workers' bundles, or "" (PACK and SPREAD place them anywhere)."""
+        return "STRICT_SPREAD" if self.distinct else "STRICT_PACK" if self.packed else ""
+
+    def placed(self) -> list[dict[str, float]]:
+        """The bundles as nodes must hold them: STRICT_PACK's workers as one bundle of their sum."""
+        if not self.packed:
+            return [dict(b) for b in self.bundles]
+        return [summed(self.bundles[:self.packed])] + [dict(b) for b in self.bundles[self.packed:]]
+
+
+def summed(bundles) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for b in bundles:
+        for k, v in b.items():
+            total[k] = total.get(k, 0.0) + v
+    return total
 
 
 def bundles(scaling) -> list[dict[str, float]]:
@@ -93,16 +113,18 @@ def has_autoscaler() -> bool:
 
 def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: float,
              say: Callable[[str], None] = print, poll_s: float = POLL_S,
-             clock: Callable[[], float] = time.monotonic, field: str = "scaling.capacity_timeout_s") -> None:
-    """Until `resources()` covers `need`, saying where it stands every ~10 s; RuntimeError after `timeout_s`."""
+             clock: Callable[[], float] = time.monotonic, field: str = "scaling.capacity_timeout_s",
+             pending: Callable[[], str] = lambda: "") -> None:
+    """Until `resources()` covers `need` and `pending()` (what else is awaited, in words) is "", saying where it
+    stands every ~10 s; RuntimeError after `timeout_s`."""
     start = next_line = clock()
-    while short := shortfall(need, resources()):
+    while what := ", ".join(w for w in (describe(shortfall(need, resources())), pending()) if w):
         waited = clock() - start
         if waited >= timeout_s:
-            raise RuntimeError(f"the autoscaler did not bring {describe(short)} within {field}="
+            raise RuntimeError(f"the autoscaler did not bring {what} within {field}="
                                f"{timeout_s:g} s: check the cluster's node types, quotas and `ray status`")
         if clock() >= next_line:
-            say(f"[cluster] waiting for the autoscaler: {describe(short)}, {int(waited) // 60}m{int(waited) % 60:02d}s")
+            say(f"[cluster] waiting for the autoscaler: {what}, {int(waited) // 60}m{int(waited) % 60:02d}s")
             next_line = clock() + 10
         time.sleep(poll_s)
 
@@ -129,36 +151,84 @@ def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] 
     return None
 
 
+def alive_nodes() -> list[dict[str, float]]:
+    import ray
+
+    return [{k: float(v) for k, v in n["Resources"].items()} for n in ray.nodes() if n.get("Alive")]
+
+
+def misplaced(demand: Demand, nodes: list[dict]) -> str | None:
+    """Why `nodes` cannot hold `demand`, each bundle whole on one node and the workers as their strategy places them
+    (one line naming what to change); None when they can."""
+    if unplaced(demand.placed(), nodes, demand.distinct) is None:
+        return None
+    loose = unplaced(demand.bundles, nodes)  # what no node holds, whatever the strategy
+    if loose is None and demand.distinct:
+        return (f"scaling.placement_strategy=STRICT_SPREAD puts each of the {demand.distinct} workers on a node of "
+                f"its own, and the Ray cluster has {len(nodes)} node(s) for them: use PACK or SPREAD, fewer "
+                f"scaling.num_workers, or add nodes")
+    if loose is None and demand.packed:
+        pack = demand.placed()[0]
+        largest = max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), default={})
+        return (f"scaling.placement_strategy=STRICT_PACK puts all {demand.packed} workers on one node, which needs "
+                f"{describe_need(pack)} (and Ray Data a CPU on some node), and the Ray cluster's largest node has "
+                f"{describe_need(largest, pack)}: use PACK or SPREAD, fewer scaling.num_workers, or larger nodes")
+    largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
+    return (f"no node of the Ray cluster holds a bundle of {describe_need(loose)} needed by {demand.needed_by} (its "
+            f"largest node: {describe_need(largest, loose)}). {demand.hint}")
+
+
+def awaited(demand: Demand, nodes: list[dict]) -> str:
+    """What a strict strategy's workers still wait for, in words, and what the nodes up now give them."""
+    if demand.distinct:
+        worker = demand.bundles[0]
+        homes = sum(all(n.get(k, 0.0) >= v for k, v in worker.items()) for n in nodes)
+        return (f"a node each for the {demand.distinct} workers of scaling.placement_strategy=STRICT_SPREAD "
+                f"({homes} node(s) up that hold one)")
+    pack = demand.placed()[0]
+    largest = max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), default={})
+    return (f"one node for all {demand.packed} workers of scaling.placement_strategy=STRICT_PACK "
+            f"({describe_need(pack)}; the largest up: {describe_need(largest, pack)})")
+
+
 def ensure_capacity(demand: Demand, say: Callable[[str], None] = print) -> None:
     """Return once the connected cluster has what `demand` asks for, waiting for the autoscaler if there is one (the
     request is withdrawn once the nodes are there: the workers' placement group then holds them). Without one, each
-    bundle must also fit one node: Ray Train waited for a placement no node could give, then failed late."""
+    bundle must also fit one node, and the workers as their strategy places them: Ray Train waited for a placement
+    no node could give, then failed late. With one, a strict strategy's workers are waited for as placed, not only
+    summed: Ray Train's placement group otherwise timed out and was retried every minute, without end."""
     import ray
 
     need = demand.total()
     short = shortfall(need, ray.cluster_resources())
     grows = has_autoscaler()
-    if not short:
-        if not grows:
-            nodes = [{k: float(v) for k, v in n["Resources"].items()} for n in ray.nodes() if n.get("Alive")]
-            bundle = unplaced(demand.bundles, nodes, demand.distinct)
-            if bundle is not None and demand.distinct and unplaced(demand.bundles, nodes) is None:
-                raise RuntimeError(f"scaling.placement_strategy=STRICT_SPREAD puts each of the {demand.distinct} "
-                                   f"workers on a node of its own, and the Ray cluster has {len(nodes)} node(s) for "
-                                   f"them: use PACK or SPREAD, fewer scaling.num_workers, or add nodes")
-            if bundle is not None:
-                largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
-                raise RuntimeError(f"no node of the Ray cluster holds a bundle of {describe_need(bundle)} needed by "
-                                   f"{demand.needed_by} (its largest node: {describe_need(largest, bundle)}). "
-                                   f"{demand.hint}")
-        return
     if not grows:
-        raise RuntimeError(refusal(demand, short))
+        if short:
+            raise RuntimeError(refusal(demand, short))
+        if why := misplaced(demand, alive_nodes()):
+            raise RuntimeError(why)
+        return
+    if not short and not (demand.strict and misplaced(demand, alive_nodes())):
+        return
     from ray.autoscaler.sdk import request_resources
+    from ray.util.placement_group import placement_group, remove_placement_group
 
-    request_resources(bundles=list(demand.bundles))
+    # request_resources packs bundles onto nodes and knows no strategy: a strict one's workers are asked for by a
+    # placement group of that strategy (the one Ray Train makes next), held for the wait and removed after it
+    workers = demand.distinct or demand.packed
+    request_resources(bundles=[dict(b) for b in demand.bundles[workers:]])
+    group = placement_group([dict(b) for b in demand.bundles[:workers]], strategy=demand.strict) if workers else None
+    placed = group.ready() if group is not None else None
+
+    def pending() -> str:  # what the strict group still waits for, in words; "" once it is placed
+        if placed is None or ray.wait([placed], timeout=0)[0]:
+            return ""
+        return awaited(demand, alive_nodes())
+
     try:
-        wait_for(need, ray.cluster_resources, demand.timeout_s, say, field=demand.timeout_field)
+        wait_for(need, ray.cluster_resources, demand.timeout_s, say, field=demand.timeout_field, pending=pending)
         say(f"[cluster] the autoscaler brought {', '.join(f'{k} {v:g}' for k, v in need.items())}")
     finally:
         request_resources(bundles=[])
+        if group is not None:
+            remove_placement_group(group)

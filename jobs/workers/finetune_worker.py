@@ -39,6 +39,7 @@ from jobs.loops.finetune import FinetuneLoop, select_metrics
 from jobs.loops.train_order import TrainFeatures, epoch_batches
 from jobs.runtime import resubmit
 from jobs.runtime.scratch import scratch_dir
+from jobs.runtime.shared_storage import require_shared_storage
 from jobs.workers.finetune_model import build_engine, build_model
 
 log = logging.getLogger("bert_foundry.finetune")
@@ -204,6 +205,7 @@ class Worker:
 
 
 def train_loop_per_worker(config: dict) -> None:
+    require_shared_storage(ray.train.get_context().get_storage())  # before any training, not at its checkpoint
     try:
         Worker(config).run()
     except FloatingPointError as exc:  # every rank at the same step (the decision is all-reduced or broadcast)

@@ -32,6 +32,7 @@ from jobs.loops.data_position import DataPosition, ExampleIndex
 from jobs.workers.pretrain_engine import build_engine
 from jobs.loops.epoch_stream import EpochStream
 from jobs.runtime.faults import Faults
+from jobs.runtime.shared_storage import require_shared_storage
 from jobs.loops.loss_guard import LossGuard, NonFiniteLossError, lr_scale
 from jobs.loops.metrics import MetricsWindow, flops_per_token, peak_for, progress_line
 from jobs.engine.checkpoint_parts import restore_rng, rng_arrays, rng_states, write_rank_files, write_topology
@@ -486,4 +487,5 @@ def _gather(array: np.ndarray | dict) -> list:
 
 
 def train_loop_per_worker(config: dict) -> None:
+    require_shared_storage(ray.train.get_context().get_storage())  # before any training, not at its checkpoint
     Worker(config).run()

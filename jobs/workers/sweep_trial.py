@@ -39,6 +39,7 @@ from jobs.loops import ft_tasks
 from jobs.loops.finetune import FinetuneLoop, _Window, select_metrics
 from jobs.loops.train_order import TrainFeatures, epoch_batches
 from jobs.runtime.faults import FaultsConfig, maybe_kill_trial
+from jobs.runtime.shared_storage import require_shared_storage
 from jobs.workers.finetune_model import build_engine, build_model, single_process_group
 from jobs.workers.finetune_worker import materialize_files
 
@@ -76,6 +77,7 @@ def trial(config: dict, data: TrialInputs) -> None:
     params = {k: v for k, v in config.items() if k in SEARCHABLE}
     cfg = FinetuneConfig.from_dict(apply(data.base.to_dict(), params))
     ctx, exploit = tune.get_context(), int(config.get(EXPLOIT, 0))
+    require_shared_storage(ctx.get_storage())  # before any training, not at the trial's first checkpoint
     client = MlflowClient(data.tracking_uri)
     run_id = trial_run(client, data, ctx.get_trial_id(), ctx.get_trial_name(), params,
                        own_run=own_run(tune.get_checkpoint(), ctx.get_trial_id()), exploit=exploit)

@@ -131,3 +131,122 @@ def test_your_files_are_read_after_the_cluster_has_the_jobs_nodes(job, tmp_path,
     with pytest.raises(KeyboardInterrupt):
         mod.main(argv)
     assert calls == ["init_ray", "capacity", "load_rows"]
+
+
+def test_strict_pack_asks_one_node_for_all_the_workers():
+    """STRICT_PACK puts every worker on one node: 16 one-GPU workers on nodes of 8 GPUs passed (the sum and each
+    bundle fit), and Ray Train's placement group timed out every minute, without end."""
+    from jobs.runtime.capacity import misplaced
+
+    demand = Demand.of_scaling(ScalingConfig(num_workers=16, use_gpu=True, placement_strategy="STRICT_PACK"))
+    assert demand.packed == 16 and demand.strict == "STRICT_PACK" and demand.placed()[0] == {"CPU": 16.0, "GPU": 16.0}
+    eights = [{"CPU": 64.0, "GPU": 8.0}] * 2
+    line = misplaced(demand, eights)
+    assert "placement_strategy=STRICT_PACK puts all 16 workers on one node" in line and "CPU 16, GPU 16" in line
+    assert "largest node has CPU 64, GPU 8" in line
+    assert misplaced(demand, [{"CPU": 64.0, "GPU": 16.0}, {"CPU": 1.0}]) is None
+    assert misplaced(Demand.of_scaling(ScalingConfig(num_workers=16, use_gpu=True)), eights) is None  # PACK: fine
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    """Ray's calls ensure_capacity makes, as stand-ins: the live nodes (their resources), whether an autoscaler runs,
+    the requests it was sent, the placement groups made and removed, and whether the held group is placed."""
+    import importlib
+    from types import SimpleNamespace
+
+    import ray
+    import ray.autoscaler.sdk
+
+    groups = importlib.import_module("ray.util.placement_group")  # the module: ray.util's name is its function
+    state = SimpleNamespace(nodes=[], grows=True, placed=False, requests=[], groups=[], removed=[], sleeps=0,
+                            on_sleep=lambda n: None, lines=[])
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": n} for n in state.nodes])
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {k: sum(n.get(k, 0.0) for n in state.nodes)
+                                                           for k in {k for n in state.nodes for k in n}})
+    monkeypatch.setattr("jobs.runtime.capacity.has_autoscaler", lambda: state.grows)
+    monkeypatch.setattr(ray.autoscaler.sdk, "request_resources", lambda bundles: state.requests.append(bundles))
+
+    def placement_group(bundles, strategy):
+        state.groups.append((bundles, strategy))
+        return SimpleNamespace(ready=lambda: "ready-ref")
+
+    monkeypatch.setattr(groups, "placement_group", placement_group)
+    monkeypatch.setattr(groups, "remove_placement_group", lambda group: state.removed.append(group))
+    monkeypatch.setattr(ray, "wait", lambda refs, timeout: (refs, []) if state.placed else ([], refs))
+
+    def sleep(s):
+        state.sleeps += 1
+        state.on_sleep(state.sleeps)
+
+    monkeypatch.setattr("jobs.runtime.capacity.time.sleep", sleep)
+    return state
+
+
+def test_a_fixed_cluster_refuses_strict_pack_no_node_holds(cluster):
+    from jobs.runtime.capacity import ensure_capacity
+
+    cluster.grows, cluster.nodes = False, [{"CPU": 64.0, "GPU": 8.0}] * 2
+    scaling = ScalingConfig(num_workers=16, use_gpu=True, placement_strategy="STRICT_PACK")
+    with pytest.raises(RuntimeError, match="STRICT_PACK puts all 16 workers on one node"):
+        ensure_capacity(Demand.of_scaling(scaling))
+    scaling.placement_strategy = "STRICT_SPREAD"  # the refusals it had, unchanged
+    with pytest.raises(RuntimeError, match="STRICT_SPREAD puts each of the 16 workers on a node of its own"):
+        ensure_capacity(Demand.of_scaling(scaling))
+    scaling.placement_strategy, scaling.num_workers, scaling.cpus_per_worker = "PACK", 1, 65
+    with pytest.raises(RuntimeError, match=r"no node of the Ray cluster holds a bundle of CPU 65, GPU 1 needed by"):
+        ensure_capacity(Demand.of_scaling(scaling))
+    scaling.cpus_per_worker = 1
+    ensure_capacity(Demand.of_scaling(scaling))
+
+
+@pytest.mark.parametrize("strategy, words", [
+    ("STRICT_SPREAD", "a node each for the 16 workers of scaling.placement_strategy=STRICT_SPREAD (4 node(s) up that "
+                      "hold one)"),
+    ("STRICT_PACK", "one node for all 16 workers of scaling.placement_strategy=STRICT_PACK (CPU 16, GPU 16; the "
+                    "largest up: CPU 64, GPU 8)")])
+def test_an_autoscaler_wait_ends_with_a_refusal_where_the_strict_workers_have_no_placement(cluster, strategy, words):
+    """16 workers on an autoscaler capped at 4 nodes of 8 GPUs: the 32 GPUs that came covered the sum, the wait
+    returned, and Ray Train's placement group (a node each, or one node for all) timed out every minute without
+    end, silently in quiet mode. The workers are now waited for as placed, and refused at the timeout."""
+    from jobs.runtime.capacity import ensure_capacity
+
+    cluster.nodes = [{"CPU": 0.0}] + [{"CPU": 64.0, "GPU": 8.0}] * 4  # the head and the capped workers, all up
+    scaling = ScalingConfig(num_workers=16, use_gpu=True, placement_strategy=strategy, capacity_timeout_s=0)
+    with pytest.raises(RuntimeError) as err:
+        ensure_capacity(Demand.of_scaling(scaling), say=cluster.lines.append)
+    assert str(err.value) == (f"the autoscaler did not bring {words} within scaling.capacity_timeout_s=0 s: check "
+                              f"the cluster's node types, quotas and `ray status`")
+    assert cluster.groups == [([{"CPU": 1.0, "GPU": 1.0}] * 16, strategy)]  # the placement Ray Train asks next
+    assert cluster.requests == [[{"CPU": 1.0}], []]  # Ray Data's CPU asked for, and the request withdrawn
+    assert len(cluster.removed) == 1
+
+
+def test_an_autoscaler_wait_returns_once_the_strict_group_is_placed(cluster):
+    """Two STRICT_SPREAD workers of a GPU each on 8-GPU nodes: the one node that covers their sum is not enough,
+    and the second comes when the group of that strategy asks for it."""
+    from jobs.runtime.capacity import ensure_capacity
+
+    cluster.nodes = [{"CPU": 0.0}, {"CPU": 64.0, "GPU": 8.0}]
+
+    def arrive(sleeps):
+        if sleeps == 6:
+            cluster.nodes.append({"CPU": 64.0, "GPU": 8.0})
+            cluster.placed = True
+
+    cluster.on_sleep = arrive
+    scaling = ScalingConfig(num_workers=2, use_gpu=True, placement_strategy="STRICT_SPREAD")
+    ensure_capacity(Demand.of_scaling(scaling), say=cluster.lines.append)
+    assert cluster.sleeps == 6 and len(cluster.removed) == 1 and cluster.requests[-1] == []
+    assert cluster.lines[0] == ("[cluster] waiting for the autoscaler: a node each for the 2 workers of "
+                                "scaling.placement_strategy=STRICT_SPREAD (1 node(s) up that hold one), 0m00s")
+    assert cluster.lines[-1] == "[cluster] the autoscaler brought CPU 3, GPU 2"
+
+
+def test_an_autoscaler_with_the_sum_up_asks_nothing_of_pack(cluster):
+    """PACK and SPREAD place workers anywhere: with the sum up, Ray Train's own group asks for any node it lacks."""
+    from jobs.runtime.capacity import ensure_capacity
+
+    cluster.nodes = [{"CPU": 64.0, "GPU": 8.0}] * 2
+    ensure_capacity(Demand.of_scaling(ScalingConfig(num_workers=16, use_gpu=True)))
+    assert cluster.requests == [] and cluster.groups == []

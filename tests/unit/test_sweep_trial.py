@@ -71,8 +71,11 @@ def trial_of(monkeypatch, tmp_path):
     parent = client.create_run(experiment).info.run_id
     data = sweep_trial.TrialInputs(FinetuneConfig(), [], None, 10, [], {}, f"sqlite:///{tmp_path}/mlflow.db",
                                    experiment, parent, "s")
-    monkeypatch.setattr(ray.tune, "get_context", lambda: SimpleNamespace(get_trial_id=lambda: "a_00000",
-                                                                         get_trial_name=lambda: "a"))
+    from ray.train._internal.storage import StorageContext
+
+    storage = StorageContext(str(tmp_path / "runs"), "s")  # Tune's: it writes the marker a trial looks for first
+    monkeypatch.setattr(ray.tune, "get_context", lambda: SimpleNamespace(
+        get_trial_id=lambda: "a_00000", get_trial_name=lambda: "a", get_storage=lambda: storage))
     monkeypatch.setattr(sweep_trial, "TrialRun", lambda *a, **k: SimpleNamespace(
         loop=SimpleNamespace(run=lambda: None), close=lambda client: None))
 
