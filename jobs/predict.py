@@ -26,6 +26,7 @@ serve` answers), long inputs included.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import math
@@ -33,7 +34,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -57,6 +58,7 @@ from jobs.runtime import console  # noqa: E402
 PROGRESS_EVERY_S = 10.0
 BLOCK_BYTES = 256 << 10  # a few hundred rows a block: the replicas share a file, each reports per block
 TOKENIZERS_PER_CPU_REPLICA = 16  # CPU model replicas one tokenizing process keeps busy
+SKIPPED = ("blank_line", "empty_file")  # no record (a nightly export with nothing new): counted apart, not rejected
 
 
 @dataclass
@@ -70,6 +72,8 @@ class PredictResult:
     seconds: float
     run_id: str = ""  # the prediction's MLflow run
     rows_this_run: int = 0
+    skipped: dict = field(default_factory=dict)  # SKIPPED reason -> lines or files
+    windowed: int = 0  # rows read in more than one window (a tagger's, a reader's long input), none cut
 
 
 def run(cfg: PredictConfig) -> PredictResult:
@@ -96,9 +100,9 @@ def check(cfg: PredictConfig, source: str | None) -> str:
     if (old := _refuse_foreign(output)) is not None and folder is not None:  # its digest as resolve_model makes it
         folder.digest = files_digest(model_files(folder.folder))
     if old is not None:
-        _refuse_other(output, old, _basis(cfg, folder, files), partial=folder is None)
+        _refuse_other(output, old, _basis(cfg, folder, files, old["model"].get("kind", "")), partial=folder is None)
     model = f"{cfg.model} ({kind})" if kind else f"{cfg.model} (resolved when the job runs; its columns checked then)"
-    return (f"model {model}, input {cfg.input} ({inputs.formats(files)}), output {cfg.output}"
+    return (f"model {model}, input {inputs.recorded(cfg.input)} ({inputs.formats(files)}), output {cfg.output}"
             + (f", config {source}" if source else ""))
 
 
@@ -111,10 +115,12 @@ def _plan(cfg: PredictConfig, model: ModelRef | None, output: Path) -> list:
 
     if model is not None:
         check_inputs(model, cfg.columns.text_pair)  # before the files are read
+        if cfg.threshold and model.kind != "multi-label":
+            print(f"[predict] threshold={cfg.threshold:g} is ignored: a {model.kind} model has none", flush=True)
     try:
         files = resolve_files(cfg.input, cfg.format, labeled=False)
         inputs.refuse_undecodable_names(files)
-        if not cfg.columns.id and (shared := shared_names(files)):
+        if not cfg.columns.id and (shared := inputs.shared_names(files)):
             print(f"[predict] input files share a name ({', '.join(shared[:3])}{' ...' if len(shared) > 3 else ''}): "
                   f"their rows' default ids (name:row) repeat; join the predictions to the inputs by file and id "
                   f"(its row counts every record; position skips rejected ones), or name an id column (columns.id)",
@@ -167,10 +173,11 @@ def _fill(cfg: PredictConfig, model: "ModelRef", uri: str, output: Path, started
             _predict(cfg, model, files, output, set(done), manifest)
             result = _finish(output, manifest, model, done, time.time() - started, run_id)
             # every record rejected (a file in another encoding, the wrong column's values) is not a success; inputs
-            # with no record at all (empty files: a nightly export with nothing new) are
-            failed = not result.rows and set(result.rejected) - {"empty_file", "blank_line"}
+            # with no record at all (SKIPPED: blank lines, empty files) are
+            failed = not result.rows and result.rejected
             if failed:
-                sample = next((s for info in manifest["shards"].values() for s in info.get("samples", [])), None)
+                sample = next((s for info in manifest["shards"].values() for s in info.get("samples", [])
+                               if s[0] not in SKIPPED), None)
                 error = (f"input: no row could be predicted, every record was rejected ("
                          + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items()))
                          + (f"; first: {sample[0]} at {sample[1]}: {sample[2][:80]!r}" if sample else "") + ")")
@@ -196,17 +203,6 @@ def _threshold(cfg: PredictConfig, model: ModelRef) -> float:
 
 # -- 2. the plan -------------------------------------------------------------------------------------------------
 
-def shared_names(files) -> list[str]:
-    """The input files whose name (without folders) another input file has too: rows without an id column are
-    named "<name>:<row>", so such files' ids repeat."""
-    import collections
-
-    from pipelines.tasks.files import _name  # the name the default ids carry
-
-    names = collections.Counter(_name(path) for path, _ in files)
-    return sorted(path for path, _ in files if names[_name(path)] > 1)
-
-
 def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, basis: dict) -> dict:
     """The output's manifest: an earlier run's, when it predicted the same input with the same model; refused
     when it did not and predicted rows there; a new one for an empty folder, or over an earlier run that predicted
@@ -224,8 +220,9 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
     return {"basis": basis, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "model": {"uri": model.uri, "name": model.name, "version": model.version, "run_id": model.run_id,
                       "kind": model.kind, "sha256": model.digest, "asked": cfg.model},
-            "input": cfg.input, "files": [{"index": i, "path": name, "format": fmt}  # name: the rows' `file`
-                                          for i, (name, (_, fmt)) in enumerate(zip(inputs.basis_paths(files), files))],
+            "input": inputs.recorded(cfg.input),
+            "files": [{"index": i, "path": name, "format": fmt}  # name: the rows' `file`
+                      for i, (name, (_, fmt)) in enumerate(zip(inputs.basis_paths(files), files))],
             "columns": ["id", "file", "position", *OUTPUT_COLUMNS[model.kind], "truncated", "windows"],
             "shards": {}}
 
@@ -255,12 +252,10 @@ def _refuse_foreign(output: Path) -> dict | None:
     removes what it finds unfinished there (its shards/), and must never do that to files it did not write."""
     path = output / shards.MANIFEST
     if path.is_file():
-        try:
+        old = None
+        with contextlib.suppress(ValueError, UnicodeDecodeError):
             old = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError):
-            old = None
-        if isinstance(old, dict) and isinstance(old.get("basis"), dict) and isinstance(old.get("shards"), dict) \
-                and isinstance(old.get("model"), dict):
+        if isinstance(old, dict) and all(isinstance(old.get(k), dict) for k in ("basis", "shards", "model")):
             return old
         raise ConfigError(f"output {output} holds a {shards.MANIFEST} that jobs/predict.py did not write: give a new "
                           "or empty folder")
@@ -287,19 +282,21 @@ def _end_dead_run(output: Path, old: dict, cfg: PredictConfig) -> None:
               flush=True)
 
 
-def _basis(cfg: PredictConfig, model: ModelRef | None, files) -> dict:
+def _basis(cfg: PredictConfig, model: ModelRef | None, files, kind: str = "") -> dict:
     """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal;
     `settings`, the ones the kind predicts with (the threshold and QA windows in effect, however given; how a
-    tagger's windows merge), for the kinds that have them. Model None: the keys it has no part in (--check of a URI)."""
-    basis = {"input": cfg.input, "files": inputs.basis_paths(files), "file_versions": inputs.file_versions(files),
-             "format": cfg.format, "columns": vars(cfg.columns), "shard_rows": cfg.shard_rows,
-             "precision": cfg.precision, "positions": "file"}
-    if model is None:  # a threshold given is the basis's whatever the kind
-        return {**basis, **({"threshold": cfg.threshold} if cfg.threshold else {})}
+    tagger's windows merge), for the kinds that have them. Model None: the keys it has no part in (--check of a URI),
+    a threshold given where the earlier run's model (`kind`) has one. The inputs as recorded (inputs.recorded): a
+    presigned URL refreshed since (another signature) is the same input."""
+    basis = {"input": inputs.recorded(cfg.input), "files": inputs.basis_paths(files),
+             "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
+             "shard_rows": cfg.shard_rows, "precision": cfg.precision, "positions": "file"}
+    if model is None:
+        return {**basis, **({"threshold": cfg.threshold} if cfg.threshold and kind == "multi-label" else {})}
     settings = {"question-answering": lambda: asdict(QASettings.from_task(model.task)),
                 "token-classification": lambda: {"windows": "merged without their O groups"}}.get(model.kind)
     return {"model_sha256": model.digest, **basis,
-            "threshold": _threshold(cfg, model) if model.kind == "multi-label" else cfg.threshold,  # in effect
+            "threshold": _threshold(cfg, model) if model.kind == "multi-label" else 0.0,  # in effect: others none
             **({"settings": settings()} if settings else {})}
 
 
@@ -394,18 +391,21 @@ def _complete_shards(output: Path, manifest: dict, touched: set, final: bool = F
 # -- 4. the record -----------------------------------------------------------------------------------------------
 
 def _finish(output: Path, manifest: dict, model: ModelRef, kept: list, seconds: float, run_id: str) -> PredictResult:
-    rejected: dict[str, int] = {}
+    rejected = collections.Counter()
     for info in manifest["shards"].values():
-        for reason, n in info.get("rejects", {}).items():
-            rejected[reason] = rejected.get(reason, 0) + int(n)
-    rows = sum(int(s["rows"]) for s in manifest["shards"].values())
-    truncated = sum(sum(pq.read_table(output / part, columns=["truncated"]).column("truncated").to_pylist())
-                    for info in manifest["shards"].values() for part in info["parts"])
+        rejected.update({reason: int(n) for reason, n in info.get("rejects", {}).items()})
+    skipped = {reason: rejected.pop(reason) for reason in SKIPPED if reason in rejected}
+    rows, truncated, windowed = sum(int(s["rows"]) for s in manifest["shards"].values()), 0, 0
+    for part in (part for info in manifest["shards"].values() for part in info["parts"]):
+        table = pq.read_table(output / part, columns=["truncated", "windows"])
+        truncated += sum(table.column("truncated").to_pylist())
+        windowed += sum(n > 1 for n in table.column("windows").to_pylist())
     manifest.update(status="complete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), rows=rows, rejected=rejected,
-                    truncated=truncated)
+                    skipped=skipped, truncated=truncated, windowed=windowed)
     shards.write_json(output / shards.MANIFEST, manifest)
     this_run = sum(int(info["rows"]) for shard, info in manifest["shards"].items() if shard not in kept)
-    return PredictResult(output, model, rows, rejected, truncated, len(kept), seconds, run_id, this_run)
+    return PredictResult(output, model, rows, rejected, truncated, len(kept), seconds, run_id, this_run, skipped,
+                         windowed)
 
 
 def _start_run(uri: str, cfg: PredictConfig, model: ModelRef, output: Path) -> str:
@@ -435,7 +435,8 @@ def _log_run(uri: str, run_id: str, r: PredictResult, output: Path, error: str) 
         client.set_tag(run_id, "error", error)
     # `rows` beside `seconds`: this run's (a rerun's rate is its own); rows_total: the output's, earlier runs' too
     for k, v in {"rows": r.rows_this_run, "rows_total": r.rows, "rejected": sum(r.rejected.values()),
-                 "truncated": r.truncated, "seconds": r.seconds}.items():
+                 "skipped": sum(r.skipped.values()), "truncated": r.truncated, "windowed": r.windowed,
+                 "seconds": r.seconds}.items():
         client.log_metric(run_id, k, float(v))
     client.log_artifact(run_id, str(output / shards.MANIFEST))
     client.set_terminated(run_id, "FAILED" if error else "FINISHED")
@@ -454,19 +455,19 @@ TRUNCATED = {"question-answering": "whose question was cut to max_query_length (
 def summary(r: PredictResult, dashboard: str = "") -> str:
     m = r.model
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(r.rejected.items())) or "none"
+    skipped = ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items()))
     total = f" ({r.rows:,} in the output)" if r.rows != r.rows_this_run else ""
     lines = ["=" * 72, f"predicted {r.rows_this_run:,} rows{total} with {m.uri}"
              + (f" ({m.name} v{m.version})" if m.version else ""),
              f"  output      {r.output} ({len(list((r.output / shards.SHARDS).glob('*')))} shards; "
              f"{r.skipped_shards} complete before this run)",
-             f"  rejected    {rejected}", f"  truncated   {r.truncated} rows " + TRUNCATED.get(
-                 m.kind, "over the model's length limit"),
+             f"  rejected    {rejected}", *([f"  skipped     {skipped} (no record)"] if skipped else []),
+             f"  truncated   {r.truncated} rows " + TRUNCATED.get(m.kind, "over the model's length limit")
+             + (f"; windowed {r.windowed:,}" if r.windowed else ""),
              f"  time        {_duration(r.seconds)} ({r.rows_this_run / max(r.seconds, 1e-9):,.0f} rows/s overall)",
              f"  MLflow run  {r.run_id}"]
-    if dashboard:
-        lines.append(f"  Ray         {dashboard}")
-    lines.append(f"  {console.logs_line()}")
-    return "\n".join([*lines, "=" * 72])
+    lines += [f"  Ray         {dashboard}"] * bool(dashboard) + [f"  {console.logs_line()}", "=" * 72]
+    return "\n".join(lines)
 
 
 def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PredictConfig]:

@@ -41,7 +41,9 @@ class PredictConfig:
     # CPU replicas in fp32: linear layers on oneDNN's prepacked kernels (jobs/inference/onednn.py: 1.15-1.9x rows per
     # thread, by CPU; logits within a few 1e-6 relative), or "torch": nn.Linear as the pipeline runs it
     cpu_kernels: str = "onednn"
-    threshold: float = 0.0  # multi-label: a label is predicted over this sigmoid; 0 = the model's task setting (0.5)
+    # multi-label: a label is predicted over this sigmoid; 0 = the model's task setting (0.5). Other kinds have none:
+    # given, it is ignored (the job says so), and no part of an output folder's basis
+    threshold: float = 0.0
     run_name: str = ""  # the MLflow run; "" = predict-<model>
     faults: dict = field(default_factory=dict)  # testing only: {"kill_actor_after_batches": N}
     tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-predictions"))

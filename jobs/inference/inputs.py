@@ -35,6 +35,15 @@ def refuse_undecodable_names(files) -> None:
                               "and run again") from None
 
 
+def shared_names(files) -> list[str]:
+    """The input files whose name (without folders) another input file has too: rows without an id column are
+    named "<name>:<row>", so such files' ids repeat."""
+    from pipelines.tasks.files import _name  # the name the default ids carry
+
+    names = collections.Counter(_name(path) for path, _ in files)
+    return sorted(path for path, _ in files if names[_name(path)] > 1)
+
+
 def check_columns(files, kind: str, columns) -> None:
     """pipelines.tasks.files.check_columns on each input file with the columns it is read with (file_columns); a
     tagger's file that lacks the text column but holds a `tokens` one is refused naming the setting that reads its
@@ -78,10 +87,19 @@ def in_submitted_copy(path: str) -> str | None:
     return os.path.relpath(absolute, here) if absolute.startswith(here + os.sep) else None
 
 
+def recorded(path: str) -> str:
+    """An input path or URL as the manifest, the basis, _rows.json and the rows' `file` column record it: a URL's
+    credentials (`https://user:pass@host`, a presigned URL's `?X-Amz-Signature=`) removed; the reading uses the
+    path itself. A local path is kept whole (`token=1/` is a partition's folder, no secret)."""
+    from jobs.registry.redaction import redact
+
+    return redact(path) if "://" in path else path
+
+
 def basis_paths(files) -> list[str]:
     """The input files as a rerun knows them again: a path in a submitted job's copy relative to it, others as
-    resolved."""
-    return [in_submitted_copy(path) or path for path, _ in files]
+    resolved, recorded (a presigned URL refreshed since, its signature another, is the same input)."""
+    return [in_submitted_copy(path) or recorded(path) for path, _ in files]
 
 
 def file_versions(files) -> list[str]:

@@ -23,20 +23,24 @@ def read_rows(item: dict, kind: str, columns, shard_rows: int, skip: set, output
     last windows of the job are its shortest, quickest rows, so the replicas finish together instead of one working
     through a long window alone. Each row keeps its position in the file: the parts are written in its order, and
     its file's `name` (inputs.basis_paths: a file shipped with a submitted job by its path in the job's copy, which a
-    resubmission unpacks at another path) or its path."""
-    from jobs.inference.inputs import file_columns
+    resubmission unpacks at another path) or its path: a URL's without credentials (inputs.recorded), nor its
+    rejects' samples."""
+    from jobs.inference.inputs import file_columns, recorded
+    from jobs.registry.redaction import redact
     from pipelines.tasks.files import read_file
 
     path, fmt = str(item["path"]), str(item["fmt"])
-    name = str(item.get("name") or path)
+    name = str(item.get("name") or recorded(path))
     columns = file_columns(columns, kind, fmt)
     read = 0  # the file's readable rows before this shard: its rows are the file's `read`, `read` + 1, ...
     for k, part in enumerate(read_file(path, fmt, kind, columns, batch_rows=shard_rows, labeled=False)):
         shard, first, read = shards.shard_id(int(item["index"]), k), read, read + len(part.rows)
         if shard in skip:
             continue
+        samples = [list(s) for s in part.samples]  # a URL's: its where (an empty file's is its path), its errors
         shards.write_rows(output, shard, {"file": name, "first": first, "rows": len(part.rows),
-                                          "rejects": dict(part.rejects), "samples": [list(s) for s in part.samples]})
+                                          "rejects": dict(part.rejects),
+                                          "samples": redact(samples) if "://" in path else samples})
         rows = [json.dumps(row, ensure_ascii=False) for row in part.rows]
         for i in sorted(range(len(rows)), key=lambda i: -len(rows[i])):  # stable: ties in the file's order
             yield {"row": rows[i], "shard": shard, "position": first + i, "file": name}

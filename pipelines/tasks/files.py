@@ -95,9 +95,9 @@ _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
 def _name(path: str) -> str:
-    """A file's name without its folder, for the ids of rows without one: the same rows give the same digest (and
-    resubmission basis) wherever the file lies."""
-    return path.rstrip("/").rsplit("/", 1)[-1]
+    """A file's name without its folder (nor a URL's ?query: a presigned URL's signature), for the ids of rows without
+    one: the same rows give the same digest (and resubmission basis) wherever the file lies."""
+    return (path.split("?", 1)[0] if "://" in path else path).rstrip("/").rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)

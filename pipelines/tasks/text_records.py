@@ -333,13 +333,13 @@ def tsv_records(f):
     its label; read line by line, a writer's cell holding a newline and a tab would become rows of its pieces."""
     _allow_long_fields()
     feed, columns, quoted, writer = _Feed(f, newline=_line_end(f)), 0, False, False
-    while True:
+    for n in itertools.count():  # records, as csv_records numbers them (the ids' n); where() names the lines
         feed.start()
         try:
             line = next(feed)
         except StopIteration:
             return
-        n, text = feed.taken[0][0] - 1, line.rstrip("\r\n")
+        text = line.rstrip("\r\n")
         fields = parsed = text.split("\t")
         if '"' in text:
             parsed = _tsv_quoted(feed, line, fields, columns, quoted or not columns, writer)

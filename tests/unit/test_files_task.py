@@ -93,7 +93,7 @@ def test_tsv_written_by_a_csv_writer(tmp_path):
             'she said "no\t1\n"so it goes\n')
     rows, rejects, samples, _ = read(write(tmp_path, "w.tsv", data), "tsv")
     assert [r["text_a"] for r in rows] == ['He said "hi"', "two\nlines", "tab\there", '"a quotation"', 'she said "no']
-    assert [r["id"] for r in rows][:3] == ["w.tsv:0", "w.tsv:1", "w.tsv:3"]  # ids: the record's first line
+    assert [r["id"] for r in rows][:3] == ["w.tsv:0", "w.tsv:1", "w.tsv:2"]  # ids: the record's number, as CSV's
     assert rejects == {"unclosed_quote": 1} and samples[0][:2] == ("unclosed_quote", "line 8")
     data = '"text"\t"label"\n"plain"\t"1"\n"x"\t"0"\n'  # QUOTE_ALL: the quoted header says so
     rows, rejects, _, _ = read(write(tmp_path, "all.tsv", data), "tsv")

@@ -130,10 +130,12 @@ def test_check_refuses_an_output_folder_of_another_model_or_input_as_the_run_doe
     shards.write_part(out, "00000-000000", pa.table({"id": ["in.csv:0"], "position": [0]}))
     check(tmp_path, model, str(data), out)  # the same model and input: the run resumes
     check(tmp_path, "models:/m@champion", str(data), out)  # the model compared when the run resolves it
+    # a threshold: the earlier run's model (a classifier) has none, the run ignores it (it refused a rerun with one)
+    check(tmp_path, "models:/m@champion", str(data), out, "threshold=0.7")
+    check(tmp_path, model, str(data), out, "threshold=0.7")
     for model_, overrides, differs in ((model, ["shard_rows=5"], r"shard_rows"),
                                        (model, ["format=csv"], r"format"),
-                                       ("models:/m@champion", ["precision=bf16"], r"precision"),
-                                       ("models:/m@champion", ["threshold=0.7"], r"threshold")):  # given: any kind's
+                                       ("models:/m@champion", ["precision=bf16"], r"precision")):
         with pytest.raises(ConfigError, match=rf"^output .*out holds predictions of another model or input \(differs "
                                               rf"in {differs}\)"):
             check(tmp_path, model_, str(data), out, *overrides)
@@ -144,7 +146,9 @@ def test_check_refuses_an_output_folder_of_another_model_or_input_as_the_run_doe
     data.write_text("text\nfine!\n")
     with pytest.raises(ConfigError, match=rf"differs in the input files: {data} changed \(size or modification"):
         check(tmp_path, "models:/m@champion", str(data), out)
-    assert capsys.readouterr().out.count("valid; nothing was run") == 3
+    printed = capsys.readouterr().out
+    assert printed.count("valid; nothing was run") == 5
+    assert printed.count("[predict] threshold=0.7 is ignored: a classification model has none") == 1  # the folder
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "shards"]  # the check took no lease
     data.write_text("text\nfine\n")  # comparing with an earlier run's basis imports no framework either
     out_ = subprocess.run([sys.executable, "-X", "importtime", "jobs/predict.py", "models:/m@champion", "--input",

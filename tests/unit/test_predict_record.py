@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from mlflow.tracking import MlflowClient
 
+from bert_core.config import ConfigError
 from jobs import predict
 from jobs.config.predict import PredictConfig
 from jobs.inference import shards
@@ -17,11 +18,14 @@ from jobs.inference.model_ref import ModelRef
 from jobs.runtime import cluster
 
 
-def shard(out, name: str, rows: int) -> None:
-    """A shard of `rows` rows, all predicted (what a replica writes), none truncated."""
-    shards.write_rows(out, name, {"file": "in.txt", "first": 0, "rows": rows})
-    shards.write_part(out, name, pa.table({"id": [f"in.txt:{i}" for i in range(rows)], "position": list(range(rows)),
-                                           "truncated": [False] * rows}))
+def shard(out, name: str, rows: int, windows: list | None = None, **info) -> None:
+    """A shard of `rows` rows, all predicted (what a replica writes), none truncated, in one window each unless
+    `windows` says; `info`: more of its _rows.json (rejects, samples)."""
+    shards.write_rows(out, name, {"file": "in.txt", "first": 0, "rows": rows, **info})
+    if rows:  # a shard of no row (every record rejected, an empty file): its _rows.json alone
+        shards.write_part(out, name, pa.table({"id": [f"in.txt:{i}" for i in range(rows)],
+                                               "position": list(range(rows)), "truncated": [False] * rows,
+                                               "windows": windows or [1] * rows}))
 
 
 @pytest.fixture
@@ -131,3 +135,44 @@ def test_a_reruns_rate_and_rows_metric_count_the_rows_it_predicted(tmp_path, mon
     assert "predicted 10 rows (100 in the output) with m" in printed
     assert f"({10 / result.seconds:,.0f} rows/s overall)" in printed
     assert json.loads((out / shards.MANIFEST).read_text())["rows"] == 100  # the manifest counts the folder's rows
+
+
+def test_blank_lines_and_empty_files_are_skipped_not_rejected_and_windowed_rows_are_counted(tmp_path, monkeypatch,
+                                                                                         job, capsys):
+    """Blank lines and empty files hold no record: the summary and the `rejected` metric counted them as rejects,
+    though a job of nothing else does not fail. They are `skipped` now, apart. A tagger's or reader's rows read in
+    more than one window were counted nowhere (the README said "windowed ... and counted"): `windowed`."""
+    fill, client, run_id = job
+    monkeypatch.setattr(predict, "_predict", lambda cfg, model, files, output, done, manifest: shard(
+        output, "00000-000000", 3, windows=[1, 3, 2], rejects={"blank_line": 2, "bad_json": 1},
+        samples=[["blank_line", "line 2", ""], ["bad_json", "line 4", "{"]]) or shard(
+        output, "00001-000000", 0, rejects={"empty_file": 1}) or predict._complete_shards(
+        output, manifest, {"00000-000000", "00001-000000"}))
+    result = fill()
+    skipped = {"blank_line": 2, "empty_file": 1}
+    assert (result.rejected, result.skipped, result.windowed) == ({"bad_json": 1}, skipped, 2)
+    manifest = json.loads((tmp_path / "out" / shards.MANIFEST).read_text())
+    assert (manifest["rejected"], manifest["skipped"], manifest["windowed"]) == ({"bad_json": 1}, skipped, 2)
+    metrics = client.get_run(run_id).data.metrics
+    assert (metrics["rejected"], metrics["skipped"], metrics["windowed"]) == (1, 3, 2)
+    printed = capsys.readouterr().out
+    assert "  rejected    bad_json 1\n  skipped     blank_line 2, empty_file 1 (no record)\n" in printed
+    assert "; windowed 2\n" in printed
+
+
+@pytest.mark.parametrize("rejected", [True, False])
+def test_a_job_whose_records_are_all_rejected_names_a_rejected_one_not_a_blank_line(monkeypatch, job, rejected):
+    """A job that predicted no row fails only where records were rejected (blank lines alone: a success), and its
+    error names those reasons and a rejected record, not the blank line before it."""
+    fill, _, _ = job
+    rejects = {"blank_line": 1, **({"invalid_utf8": 2} if rejected else {})}
+    monkeypatch.setattr(predict, "_predict", lambda cfg, model, files, output, done, manifest: shard(
+        output, "00000-000000", 0, rejects=rejects, samples=[["blank_line", "line 1", ""],
+                                                             ["invalid_utf8", "line 2", "caf\ufffd"]][:len(rejects)])
+        or predict._complete_shards(output, manifest, {"00000-000000"}))
+    if not rejected:
+        assert fill().skipped == {"blank_line": 1}  # nothing to predict, no failure
+        return
+    with pytest.raises(ConfigError, match=r"^input: no row could be predicted, every record was rejected "
+                                          r"\(invalid_utf8 2; first: invalid_utf8 at line 2: 'caf\ufffd'\)$"):
+        fill()

@@ -491,7 +491,7 @@ def test_a_shard_a_replica_wrote_where_the_driver_cannot_see_it_fails_the_job(tm
 
 def test_input_files_of_one_name_in_two_folders_are_named_their_default_ids_repeat():
     """`exports/*/data.csv`: rows without an id column are "data.csv:0", ... in both files; the job says so."""
-    from jobs.predict import shared_names
+    from jobs.inference.inputs import shared_names
 
     files = [("/in/a/data.csv", "csv"), ("/in/b/data.csv", "csv"), ("/in/b/other.csv", "csv"),
              ("/in/c/data.jsonl", "jsonl")]

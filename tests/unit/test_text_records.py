@@ -44,6 +44,20 @@ def test_a_quote_that_never_closes_still_costs_its_line(reader, delimiter):
     assert records[1][1] == "line 2, quote not closed by line 4"
 
 
+@pytest.mark.parametrize("reader, delimiter", [(csv_records, ","), (tsv_records, "\t")])
+def test_records_are_numbered_as_records_where_a_cell_holds_a_newline(tmp_path, reader, delimiter):
+    """The default ids are "<file>:<n>", n the record's number: a TSV numbered its lines, so the row after pandas'
+    cell holding a newline was q.tsv:2 where the same table as CSV is q.csv:1 (and every later row shifted). A
+    record's `where` still names its lines."""
+    import pandas as pd
+
+    pd.DataFrame({"text": ["line one\nline two", "second", "third"]}).to_csv(tmp_path / "q", sep=delimiter,
+                                                                           index=False)
+    records = list(reader(io.BytesIO((tmp_path / "q").read_bytes())))
+    assert [(n, where) for n, where, _, _ in records] == [(0, "line 1"), (1, "lines 2-3"), (2, "line 4"),
+                                                          (3, "line 5")]
+
+
 # --- 2. a lone surrogate escape ("\ud83d", half an emoji) ---
 
 def lines(data: bytes) -> list:

@@ -1,0 +1,78 @@
+"""What jobs/predict.py records of its input and settings (the manifest, an output folder's basis, each shard's
+_rows.json and the rows' `file` and default `id`): an input URL's credentials were written there in clear, and a
+threshold a non-multi-label model ignores was part of the basis (a rerun with it was refused)."""
+
+import json
+
+import fsspec
+import pyarrow as pa
+import pytest
+
+from jobs import predict
+from jobs.config.predict import PredictConfig
+from jobs.inference import inputs, shards
+from jobs.inference.model_ref import ModelRef
+from jobs.inference.stages import read_rows
+from pipelines.tasks.files import Columns
+
+URL = "http://alice:s3cret@host/d.txt?X-Amz-Signature=abc&X-Amz-Credential=AKIAXYZ"
+SECRETS = ("alice", "s3cret", "abc", "AKIAXYZ")
+
+
+def test_an_input_urls_credentials_are_recorded_nowhere(tmp_path, monkeypatch):
+    """manifest.json (and its MLflow artifact copy), the basis, _rows.json, the rows' `file` and their default ids
+    held the URL's password and presigned signature; only the MLflow `input` param was redacted. The reading still
+    uses the URL itself; a URL refreshed since (another signature) is the same input."""
+    monkeypatch.setattr(inputs, "file_versions", lambda files: ["14:etag"])  # fs.info over the network
+    out, files = tmp_path / "out", [(URL, "text")]
+    cfg = PredictConfig(model="m", input=URL, output=str(tmp_path / "out"))
+    model = ModelRef("m", tmp_path, "classification", digest="d")
+    basis = predict._basis(cfg, model, files)
+    manifest = predict._open_manifest(out, cfg, model, files, basis)
+    assert manifest["input"] == basis["input"] == "http://***@host/d.txt?X-Amz-Signature=***&X-Amz-Credential=***"
+    assert manifest["files"][0]["path"] == basis["files"][0] == basis["input"]
+    assert not [s for s in SECRETS if s in json.dumps(manifest)]
+    fresh = URL.replace("abc", "def")
+    assert predict._basis(PredictConfig(model="m", input=fresh, output=str(out)), model, [(fresh, "text")]) == basis
+
+    # a read task's record and rows, from a URL fsspec reads here (memory://), as _predict ships it (its name)
+    url = "memory://alice:s3cret@host/d.txt?X-Amz-Signature=abc&X-Amz-Credential=AKIAXYZ"
+    with fsspec.open(url, "wb") as f:
+        f.write(b"first\n\nsecond\n")
+    with fsspec.open(empty := url.replace("d.txt", "e.txt"), "wb"):
+        pass
+    name = inputs.basis_paths([(url, "text")])[0]
+    rows = list(read_rows({"index": 0, "path": url, "fmt": "text", "name": name}, "classification",
+                          Columns(tokens=""), 10, set(), out))
+    assert sorted((json.loads(r["row"])["id"], r["file"]) for r in rows) == [("d.txt:0", name), ("d.txt:2", name)]
+    assert list(read_rows({"index": 1, "path": empty, "fmt": "text"}, "classification", Columns(tokens=""), 10,
+                          set(), out)) == []  # an empty file: its record alone, named by its path
+    for shard in ("00000-000000", "00001-000000"):
+        written = (out / shards.SHARDS / shard / shards.ROWS).read_text()
+        assert "memory://***@host/" in written and not [s for s in SECRETS if s in written], written
+    assert "d.txt:0" in json.dumps(rows) and not [s for s in SECRETS if s in json.dumps(rows)]
+
+
+@pytest.mark.parametrize("kind", ["classification", "multi-label"])
+def test_a_threshold_only_multi_label_uses_is_no_part_of_another_kinds_basis(tmp_path, capsys, kind):
+    """threshold= for a classifier is ignored by the replicas, yet the basis stored it: a rerun with it over the
+    folder was refused ("differs in threshold"). Now the job says it is ignored, and the folder resumes; a multi-label
+    model's folder at another threshold is still refused."""
+    from bert_core.config import ConfigError
+
+    data, out = tmp_path / "in.txt", tmp_path / "out"
+    data.write_text("a\nb\n")
+    files, model = [(str(data), "text")], ModelRef("m", tmp_path, kind, digest="d")
+    cfg, given = (PredictConfig(model="m", input=str(data), output=str(out), threshold=t) for t in (0.0, 0.7))
+    shards.write_json(out / shards.MANIFEST, {**predict._open_manifest(out, cfg, model, files,
+                                                                       predict._basis(cfg, model, files)),
+                                              "status": "complete"})
+    shards.write_rows(out, "00000-000000", {"file": str(data), "first": 0, "rows": 1})
+    shards.write_part(out, "00000-000000", pa.table({"id": ["in.txt:0"], "position": [0]}))
+    if kind == "multi-label":
+        with pytest.raises(ConfigError, match=r"another model or input \(differs in threshold\)"):
+            predict._open_manifest(out, given, model, files, predict._basis(given, model, files))
+        return
+    assert predict._open_manifest(out, given, model, files, predict._basis(given, model, files))["status"] == "running"
+    assert predict._plan(given, model, out) == files
+    assert capsys.readouterr().out == "[predict] threshold=0.7 is ignored: a classification model has none\n"
