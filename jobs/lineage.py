@@ -5,6 +5,10 @@
     python jobs/lineage.py runs:/RUN_ID
     python jobs/lineage.py predictions/      # a jobs/predict.py output folder: its run, then the model's chain
 
+Without --tracking-uri a prediction folder is read in the store its manifest names (the one its job logged to, from
+any working directory); every other URI in sqlite:///mlflow.db. A SQLite store that does not exist is a missing link,
+never created (MLflow makes one on opening it).
+
 The chain: model version -> the run that logged it (a sweep trial also names its sweep's parent run) ->
 its start (`lineage.init`, `lineage.init_run_id`, `lineage.pretrain_run_id`, from the run, its sweep or the
 version) -> the pretraining run -> its prepared data (manifest.json, its sha256 against the run's tag) ->
@@ -37,6 +41,7 @@ from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sections import TrackingConfig, refuse_relative_when_submitted  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.registry.tracking import resolve_tracking_uri  # noqa: E402
+from jobs.registry.redaction import REDACTED, redact  # noqa: E402
 from jobs.registry.versions import ABSENT  # noqa: E402
 
 CODE_TAGS = ("code.version", "code.git_commit", "code.git_dirty", "code.first_git_commit")
@@ -62,23 +67,49 @@ class LineageResult:
         return [f"{link.kind} {link.name} ({link.why})" for link in self.links if not link.found]
 
 
-def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageResult:
-    """Walk `uri` (models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID[/path]) back to its corpus files."""
-    from mlflow.exceptions import MlflowException
+def _default_store(uri: str) -> str:
+    """Where `uri`'s lineage is read without --tracking-uri: a prediction folder's own store (its manifest names the
+    one its run was logged to, made absolute by jobs/predict.py), any other URI's TrackingConfig's default."""
+    manifest = Path(uri) / "manifest.json"
+    if "://" not in uri and manifest.is_file():
+        return json.loads(manifest.read_text()).get("mlflow", {}).get("tracking_uri") or TrackingConfig.tracking_uri
+    return TrackingConfig.tracking_uri
+
+
+def _client(store: str, named_by: str, links: list[Link]):
+    """An MlflowClient on `store`, or None with a missing link where it is a SQLite file that does not exist: MLflow
+    would create it (an empty ./mlflow.db wherever lineage ran), and it holds nothing to read."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(resolve_tracking_uri(tracking_uri))
+    if store.startswith("sqlite:///") and not Path(store[len("sqlite:///"):].split("?")[0]).is_file():
+        links.append(Link("tracking store", store, False, why=f"{named_by}, and it does not exist (lineage reads a "
+                          "store, it makes none)"))
+        return None
+    return MlflowClient(store)
+
+
+def run(uri: str, tracking_uri: str | None = None) -> LineageResult:
+    """Walk `uri` (models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID[/path] or a prediction folder) back to its
+    corpus files, in `tracking_uri`'s store (None: `_default_store(uri)`)."""
+    from mlflow.exceptions import MlflowException
+
     result = LineageResult(uri)
     links = result.links
     if (Path(uri) / "manifest.json").is_file() and "://" not in uri:  # a prediction folder (jobs/predict.py)
-        uri = _walk_predictions(client, Path(uri), links)
+        uri, client = _walk_predictions(Path(uri), tracking_uri, links)
         if not uri:
             return result
+    else:
+        named_by = "--tracking-uri names it" if tracking_uri else "the default store (no --tracking-uri)"
+        client = _client(resolve_tracking_uri(tracking_uri or TrackingConfig.tracking_uri), named_by, links)
+        if client is None:
+            return result
+    tracking_uri = client.tracking_uri
     from jobs.registry.versions import logged_model_id, logged_model_run
 
     if logged_model_id(uri):  # MLflow 3's models:/m-<id>: the run that logged it
         try:
-            run_id = logged_model_run(uri, resolve_tracking_uri(tracking_uri))
+            run_id = logged_model_run(uri, tracking_uri)
         except MlflowException as exc:
             if exc.error_code not in ABSENT:
                 raise
@@ -97,7 +128,7 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
     from jobs.registry.versions import pinned_version
 
     try:  # @alias, /VERSION, /latest or a bare name, as every job reads them
-        version = pinned_version(uri, resolve_tracking_uri(tracking_uri))[1]
+        version = pinned_version(uri, tracking_uri)[1]
     except MlflowException as exc:
         if exc.error_code not in ABSENT:  # the store down or refusing: not "not in the registry"
             raise
@@ -113,31 +144,41 @@ def run(uri: str, tracking_uri: str = TrackingConfig.tracking_uri) -> LineageRes
     return result
 
 
-def _walk_predictions(client, folder: Path, links: list[Link]) -> str:
+def _walk_predictions(folder: Path, tracking_uri: str | None, links: list[Link]):
     """A prediction folder's manifest -> its MLflow run -> the model it used: the URI to walk on from ("" when
-    the chain ends here: a plain model folder, or a missing link)."""
+    the chain ends here: a plain model folder, or a missing link) and a client on the store read (`tracking_uri`,
+    else the manifest's: credentials in it were redacted when it was written, and it cannot be read then)."""
     manifest = json.loads((folder / "manifest.json").read_text())
     model = manifest.get("model", {})
     links.append(Link("predictions", str(folder.resolve()), details=[
         f"status {manifest.get('status')}, {manifest.get('rows', '?')} rows, {len(manifest.get('shards', {}))} shards",
         f"input {manifest.get('input')}", f"model {model.get('uri')} (sha256 {model.get('sha256')})"]))
-    run_id = manifest.get("mlflow", {}).get("run_id", "")
+    run_id, named = manifest.get("mlflow", {}).get("run_id", ""), manifest.get("mlflow", {}).get("tracking_uri")
+    if not tracking_uri and named and REDACTED in named:
+        links.append(Link("prediction run", run_id, False, why=f"the manifest names it in {named}, whose credentials "
+                          "were redacted when it was written: give --tracking-uri, that store with its credentials"))
+        return "", None
+    named_by = "--tracking-uri names it" if tracking_uri else \
+        f"the manifest names it for prediction run {run_id}" if named else "the default store (no --tracking-uri)"
+    client = _client(resolve_tracking_uri(tracking_uri or named or TrackingConfig.tracking_uri), named_by, links)
+    if client is None:
+        return "", None
     found = _get_run(client, run_id, "prediction run", "the manifest", links) if run_id else None
     if run_id and found is None:
-        return ""
+        return "", client
     if found is not None:
         tags = found.data.tags
         links.append(Link("prediction run", run_id, details=_describe(found)))
         if tags.get("lineage.model_sha256") != model.get("sha256"):
             links.append(Link("model", model.get("uri", ""), False, why="the run's lineage.model_sha256 is not the "
                               "manifest's model sha256"))
-            return ""
+            return "", client
     if model.get("name") and model.get("version"):
-        return f"models:/{model['name']}/{model['version']}"
+        return f"models:/{model['name']}/{model['version']}", client
     if model.get("run_id"):
-        return f"runs:/{model['run_id']}"
+        return f"runs:/{model['run_id']}", client
     links.append(Link("init", model.get("uri", ""), details=["a plain model folder (no MLflow run behind it)"]))
-    return ""
+    return "", client
 
 
 def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
@@ -152,7 +193,8 @@ def _get_run(client, run_id: str, kind: str, named_by: str, links: list[Link]):
         found = None
     if found is None or found.info.lifecycle_stage == "deleted":
         gone = "was deleted" if found else "does not exist"
-        links.append(Link(kind, run_id, False, why=f"{named_by} names it, but it {gone}"))
+        where = redact(client.tracking_uri)
+        links.append(Link(kind, run_id, False, why=f"{named_by} names it, but it {gone} in the store {where}"))
         return None
     return found
 
@@ -367,16 +409,18 @@ def format(result: LineageResult) -> str:  # noqa: A001 - the name the job's API
 def main(argv: list[str] | None = None) -> LineageResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("uri", help="models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID or a prediction folder")
-    parser.add_argument("--tracking-uri", default=TrackingConfig.tracking_uri)
+    parser.add_argument("--tracking-uri", help="the store to read (default: a prediction folder's own, as its "
+                        f"manifest names it; else {TrackingConfig.tracking_uri})")
     console.add_argument(parser)
     add_check_argument(parser)
     args = parser.parse_args(argv)
     console.configure(args.verbose)
-    refuse_relative_when_submitted({"--tracking-uri": args.tracking_uri})  # in the job's copy: a new, empty store
+    store = args.tracking_uri or _default_store(args.uri)
+    refuse_relative_when_submitted({"--tracking-uri": store})  # in the job's copy: a new, empty store
     if args.check:
         checked("lineage", args.uri, [])
         return LineageResult(args.uri)
-    TrackingConfig(tracking_uri=args.tracking_uri).check_reachable()  # a server that does not answer: one line
+    TrackingConfig(tracking_uri=store).check_reachable()  # a server that does not answer: one line
     try:
         result = run(args.uri, args.tracking_uri)
     except ValueError as exc:

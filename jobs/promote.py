@@ -278,7 +278,6 @@ def _judge(cfg: PromoteConfig, uri: str, tasks, split: str, rows: list[dict], ou
     from jobs.registry import scorer
 
     task, their_task = tasks
-
     with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
         mine = scorer.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
         evidence = {"candidate": mine.value, "groups": mine.n_groups}  # what the bootstrap resamples (scorer)
@@ -326,8 +325,8 @@ MODEL_SETTINGS = ("max_seq_len", "multi_label_threshold", "doc_stride", "max_que
 
 def decide_first(cfg: PromoteConfig, e: dict, metric: str, ours: str, rows: int) -> tuple[str, str]:
     """("promoted" or "kept", the sentence) for a candidate with no champion to beat: its bound against min_score."""
-    line = (f"no champion yet; v{ours} {metric} {e['candidate']:.4f} on {rows} rows, one-sided {cfg.confidence:.0%} "
-            f"lower bound {e['lower_bound']:.4f} ({cfg.bootstrap_samples} resamples)")
+    line = (f"no champion yet; v{ours} {metric} {e['candidate']:.4f} on {rows} rows, one-sided "
+            f"{cfg.confidence * 100:g}% lower bound {e['lower_bound']:.4f} ({cfg.bootstrap_samples} resamples)")
     if cfg.min_score is None:
         return "promoted", line
     if e["lower_bound"] >= cfg.min_score:
@@ -339,7 +338,7 @@ def decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str, row
     """("promoted" or "kept", the decision in one sentence) from the paired bootstrap's evidence `e`."""
     line = (f"v{ours} {metric} {e['candidate']:.4f} vs champion v{theirs} {e['champion']:.4f} on {rows} rows"
             + (f" in {e['groups']:.0f} groups" if e.get("groups", rows) != rows else "") + ": "
-            f"delta {e['delta']:+.4f}, one-sided {cfg.confidence:.0%} lower bound {e['lower_bound']:+.4f} "
+            f"delta {e['delta']:+.4f}, one-sided {cfg.confidence * 100:g}% lower bound {e['lower_bound']:+.4f} "
             f"({cfg.bootstrap_samples} paired resamples)")
     if e["lower_bound"] > cfg.min_delta:
         return "promoted", f"{line} > min_delta {cfg.min_delta:g}"
@@ -405,9 +404,7 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult, version_tags: bool = T
             client.delete_model_version_tag(cfg.model, r.candidate, f"promotion.{k}")
 
 
-def history(client, name: str) -> list[str]:
-    """Every recorded alias move of `name`, oldest first (jobs/registry/versions.move_alias writes them)."""
-    return alias_history(client, name)
+history = alias_history  # every recorded alias move of a model, oldest first (versions.move_alias writes them)
 
 
 def champions(client, name: str, deleted: bool = False) -> list[str]:
@@ -416,13 +413,21 @@ def champions(client, name: str, deleted: bool = False) -> list[str]:
     stack: list[str] = []
     for move in alias_history(client, name, CHAMPION):
         alias, old, _, new, why = move.split(" ", 4)
-        if why.startswith("rollback") and new[1:] in stack:  # back to its latest reign (a version may reign twice)
-            del stack[len(stack) - stack[::-1].index(new[1:]):]
+        if why.startswith("rollback") and new[1:] in stack:
+            _reign(stack, new[1:])
         elif new != "none":
             if old != "none" and old[1:] != (stack[-1] if stack else None):  # moved there unrecorded (by hand in
-                stack.append(old[1:])  # MLflow's UI, or a move whose record failed): it reigned before this one
+                _reign(stack, old[1:])  # MLflow's UI, or a move whose record failed), as rollback() reads such a move
             stack.append(new[1:])
     return stack if deleted else [v for v in stack if version_exists(client, name, v)]
+
+
+def _reign(stack: list[str], version: str) -> None:
+    """`version` champion again: back to its latest reign, those after it withdrawn; if it never reigned, a new one."""
+    if version in stack:
+        del stack[len(stack) - stack[::-1].index(version):]
+    else:
+        stack.append(version)
 
 
 def rollback(cfg: PromoteConfig, client) -> PromoteResult:
@@ -432,16 +437,13 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
     # @champion unset with its last champion registered: its alias removed by hand, that champion is the one withdrawn
     # (else its version was deleted, and the last live champion is restored)
     by_hand = not now and bool(stack) and champions(client, cfg.model, deleted=True)[-1] == stack[-1]
-    if now and stack and stack[-1] != now:  # moved there by hand since
-        if now in stack:  # back to an earlier reign (a rollback by hand): the reigns after it are withdrawn
-            del stack[len(stack) - stack[::-1].index(now):]
-        else:  # a version that never reigned: it reigns now
-            stack.append(now)
+    if now and stack and stack[-1] != now:  # moved there by hand since (back to an earlier reign: a rollback by hand)
+        _reign(stack, now)
     out = now or (stack[-1] if by_hand else "")  # the champion withdrawn
     if len(stack) < (2 if out else 1):
         raise ValueError(f"{cfg.model}: no previous champion to roll back to (champion history: "
-                         f"{' -> '.join('v' + v for v in stack) or 'none'}; @champion is "
-                         f"{f'v{now}' if now else 'unset'}{f', its alias removed from v{out} by hand' if by_hand else ''})")
+                         f"{' -> '.join(f'v{v}' for v in stack) or 'none'}; @champion is {now and f'v{now}' or 'unset'}"
+                         f"{f', its alias removed from v{out} by hand' if by_hand else ''})")
     previous = stack[-2] if out else stack[-1]
     from jobs.registry import tracking
 
@@ -460,8 +462,7 @@ def rollback(cfg: PromoteConfig, client) -> PromoteResult:
         if "promotion.rolled_back" in client.get_model_version(cfg.model, previous).tags:  # champion again
             client.delete_model_version_tag(cfg.model, previous, "promotion.rolled_back")
         result = PromoteResult(cfg.model, "rolled back", f"@champion {f'v{now}' if now else 'unset'} -> v{previous}",
-                               candidate=previous,
-                               champion=now, run_id=run_id)
+                               candidate=previous, champion=now, run_id=run_id)
         _record(cfg, client, result)
     return result
 
@@ -477,9 +478,8 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PromoteCon
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. min_delta=0.01")
     args = parser.parse_intermixed_args(argv)  # NAME --rollback key=value: flags between the positionals
-    extra = [f"model={yaml_quoted(args.model)}"] \
-        + ([f"version={args.version}"] if args.version else []) \
-        + (["rollback=true"] if args.rollback else [])
+    extra = [f"model={yaml_quoted(args.model)}", *([f"version={args.version}"] if args.version else []),
+             *(["rollback=true"] if args.rollback else [])]
     return args, load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 # A config field or tag whose name ends in one of these words (`hf_token`, `api_key`, `db_password`; not
-# `pad_token_id`) holds a secret; its value is never logged.
-SECRET_PARTS = ("token", "password", "passwd", "secret", "key", "apikey", "credential", "credentials")
+# `pad_token_id`) holds a secret; its value is never logged. `pwd`: ODBC's (Driver={...};Server=x;Uid=u;Pwd=...)
+SECRET_PARTS = ("token", "password", "passwd", "pwd", "secret", "key", "apikey", "credential", "credentials")
 REDACTED = "***"
 # scheme://user[:password]@host; a password may hold '/' and '@' unencoded (SQLAlchemy, MLflow's database stores,
 # reads postgresql://u:s3cr/et@db as password "s3cr/et"): with a ':', the credentials run to the URI's last '@'
@@ -18,8 +18,11 @@ _URI_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?:(?P<password>[^
 # secret, and redacted, a registered task names data promotion cannot read; there only a `:password` is removed
 AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs", "az")
 # a URL's query parameter that carries a secret (a presigned S3 / GCS URL's signature and session token, an Azure
-# SAS's sig, ?token= / ?api_key=), or a connection string's (Azure's ";AccountKey=...")
-_QUERY_PARAM = re.compile(r"(?P<lead>(?:^|[?&;])(?P<name>[\w.\-]+)=)(?P<value>[^&;#\s'\"]+)")
+# SAS's sig, ?token= / ?api_key=), or a connection string's (Azure's ";AccountKey=...", ODBC's ";Pwd=..." or, braced,
+# ";Pwd={a;b}"), also percent-encoded in a URL (SQLAlchemy's ?odbc_connect=DRIVER%3D...%3BPWD%3D...): there a value
+# ends at an encoded ';' too. A parameter that is no secret is searched inside (odbc_connect's value holds PWD's).
+_QUERY_PARAM = re.compile(r"(?P<lead>(?:^|[?&;]|(?i:%3B))(?P<name>[\w.\-]+)(?:=|(?P<encoded>(?i:%3D))))"
+                          r"(?P<value>\{(?:[^}]|\}\})*\}|(?(encoded)(?:(?!(?i:%3B))[^&;#\s'\"])+|[^&;#\s'\"]+))")
 QUERY_SECRETS = ("signature", "sig")
 
 
@@ -52,7 +55,13 @@ def redact(value, name: str = ""):
         return REDACTED
     if isinstance(value, str):
         value = _URI_USERINFO.sub(_without_userinfo, value)
-        secret = SECRET_PARTS + QUERY_SECRETS
-        return _QUERY_PARAM.sub(lambda m: m["lead"] + REDACTED if is_secret_name(m["name"], secret) else m[0],
-                                value) if "=" in value else value
+        return _params(value) if "=" in value or "%3d" in value.lower() else value
     return value
+
+
+def _params(text: str) -> str:
+    """`text` with the values of its secret parameters (SECRET_PARTS, QUERY_SECRETS) redacted; another's value is
+    searched too (it is shorter than its match: this ends)."""
+    secret = SECRET_PARTS + QUERY_SECRETS
+    return _QUERY_PARAM.sub(lambda m: m["lead"] + (REDACTED if is_secret_name(m["name"], secret)
+                                                   else _params(m["value"])), text)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jobs.registry.scorer import Scores, paired_bootstrap
-from jobs.promote import PromoteConfig, decide
+from jobs.promote import PromoteConfig, decide, decide_first
 
 
 class Recorded:
@@ -135,3 +135,13 @@ def test_the_reason_is_one_line_naming_every_number_the_decision_used():
     _, kept = decide(cfg(), evidence(-0.0125, -0.0625, 0.6875, 0.75), "dev/f1", "7", "6", 99)
     assert kept == ("v7 dev/f1 0.6875 vs champion v6 0.7500 on 99 rows: delta -0.0625, "
                     "one-sided 95% lower bound -0.0125 (1000 paired resamples) <= min_delta 0 (below min_delta)")
+
+
+@pytest.mark.parametrize("level, shown", [(0.995, "99.5%"), (0.975, "97.5%"), (0.95, "95%"), (0.99, "99%"),
+                                          (0.57, "57%")])
+def test_the_bounds_level_is_said_exactly(level, shown):
+    """Written with `:.0%`, confidence=0.995 read "one-sided 100% lower bound" (a bound at no level) and 0.975 "98%"."""
+    c = cfg(confidence=level)
+    assert f", one-sided {shown} lower bound +0.0100 " in decide(c, evidence(0.01, 0.03), "m", "2", "1", 10)[1]
+    first = decide_first(c, {"candidate": 0.8, "lower_bound": 0.7}, "m", "1", 10)[1]
+    assert f"on 10 rows, one-sided {shown} lower bound 0.7000 (" in first

@@ -317,3 +317,58 @@ def test_a_resubmitted_runs_earlier_runs_are_links_with_their_own_code(chain, ca
     client.delete_run(pre)
     (missing, *_) = lineage.run("models:/resumed@candidate", uri).missing
     assert missing.startswith(f"continued from {pre} (tag continued_from of run {run_id}") and "was deleted" in missing
+
+
+def _predictions(client, folder: Path, store: str) -> str:
+    """A jobs/predict.py output folder: its manifest naming the model version and the store its run was logged to."""
+    run_id = client.create_run(client.get_experiment_by_name("lineage").experiment_id, tags={
+        "lineage.model_sha256": "f" * 64}).info.run_id
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"status": "complete", "rows": 3, "shards": {}, "input": "x.csv",
+        "model": {"uri": "models:/ft-model@candidate", "name": "ft-model", "version": "1", "sha256": "f" * 64},
+        "mlflow": {"tracking_uri": store, "run_id": run_id}}))
+    return run_id
+
+
+def test_a_prediction_folder_is_read_in_the_store_its_manifest_names_from_any_folder(chain, tmp_path, monkeypatch):
+    """Without --tracking-uri, lineage looked the prediction run up in ./mlflow.db: run from any other folder it said
+    'prediction run ... does not exist', exited 1, and left an empty mlflow.db there."""
+    client, uri, _, _, _ = chain
+    run_id = _predictions(client, tmp_path / "predictions", uri)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = lineage.main([str(tmp_path / "predictions")])
+    assert result.missing == [] and [link.kind for link in result.links][:3] == ["predictions", "prediction run",
+                                                                                 "model version"]
+    assert result.links[1].name == run_id and not (elsewhere / "mlflow.db").exists()
+    # --tracking-uri, given, is the store read: a run it does not hold is missing, naming the store looked in
+    other = tmp_path / "other.db"
+    shutil.copy(tmp_path / "mlflow.db", other)
+    type(client)(f"sqlite:///{other}").delete_run(run_id)
+    (missing,) = lineage.run(str(tmp_path / "predictions"), f"sqlite:///{other}").missing
+    assert missing == f"prediction run {run_id} (the manifest names it, but it was deleted in the store " \
+                      f"sqlite:///{other})"
+
+
+def test_a_store_that_does_not_exist_is_a_missing_link_and_is_not_made(chain, tmp_path, monkeypatch):
+    """A read-only command makes no store (MLflow creates a SQLite one on opening it); a redacted store in the
+    manifest (credentials removed when it was written) cannot be read, and is said so."""
+    client, uri, _, _, _ = chain
+    gone = tmp_path / "moved" / "mlflow.db"
+    run_id = _predictions(client, tmp_path / "predictions", f"sqlite:///{gone}")
+    (missing,) = lineage.run(str(tmp_path / "predictions")).missing
+    assert missing == f"tracking store sqlite:///{gone} (the manifest names it for prediction run {run_id}, and it " \
+                      "does not exist (lineage reads a store, it makes none))"
+    assert not gone.parent.exists()
+    monkeypatch.chdir(tmp_path / "predictions")  # models:/ and runs:/ still read ./mlflow.db by default
+    (missing,) = lineage.run("models:/ft-model@candidate").missing
+    assert missing.startswith(f"tracking store sqlite:///{tmp_path}/predictions/mlflow.db (the default store")
+    assert not (tmp_path / "predictions" / "mlflow.db").exists()
+    manifest = json.loads((tmp_path / "predictions" / "manifest.json").read_text())
+    manifest["mlflow"]["tracking_uri"] = "https://***@mlflow.example.com"
+    (tmp_path / "predictions" / "manifest.json").write_text(json.dumps(manifest))
+    (missing,) = lineage.run(str(tmp_path / "predictions")).missing
+    assert missing.startswith(f"prediction run {run_id} (the manifest names it in https://***@mlflow.example.com, "
+                              "whose credentials were redacted") and "give --tracking-uri" in missing
+    assert lineage.run(str(tmp_path / "predictions"), uri).missing == []  # the store given, with its credentials

@@ -178,6 +178,28 @@ def test_a_champion_moved_outside_promote_is_in_the_history_a_rollback_restores(
         judge(uri, tmp_path / "art", rollback=True)
 
 
+def test_a_champion_moved_back_by_hand_then_replaced_rolls_back_as_a_rollback_by_hand(tmp_path, empty_store):
+    """v1 -> v2 promoted, @champion set back on v1 by hand (MLflow's UI), then v3 promoted: the history read the hand
+    move as a new reign of v1 above v2 (v1, v2, v1, v3), so a second rollback restored v2, the version the operator
+    had withdrawn. An unrecorded move back to an earlier reign withdraws the reigns after it, as rollback() reads it."""
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 4)
+    for v in "12":
+        move_alias(client, NAME, "champion", v, f"promoted: v{v}")
+    client.set_registered_model_alias(NAME, "champion", "1")
+    move_alias(client, NAME, "champion", "3", "promoted: v3")
+    assert promote.champions(client, NAME) == ["1", "3"]
+    assert judge(uri, tmp_path / "art", rollback=True).candidate == "1"
+    with pytest.raises(ValueError, match=r"no previous champion to roll back to \(champion history: v1; @champion "
+                                         r"is v1\)"):
+        judge(uri, tmp_path / "art", rollback=True)
+    # a hand move to a version that never reigned is a reign of its own, as before
+    client.set_registered_model_alias(NAME, "champion", "4")
+    move_alias(client, NAME, "champion", "2", "promoted: v2 again")
+    assert promote.champions(client, NAME) == ["1", "4", "2"]
+
+
 def test_a_version_a_rollback_restores_is_not_marked_withdrawn(tmp_path, empty_store):
     """Champions v1 -> v2 -> v1, then two rollbacks: the first withdraws v1 (tagged promotion.rolled_back), the second
     restores it; the live champion kept the tag that said it was withdrawn."""

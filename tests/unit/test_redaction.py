@@ -59,3 +59,22 @@ def test_a_run_started_from_azure_data_keeps_its_container_in_params_and_lineage
     run_id = tracking.start_run(uri, "azure", str(tmp_path / "art"), "finetune", {"task": {"train_file": url}}, tags)
     run = MlflowClient(uri).get_run(run_id)
     assert run.data.params["task.train_file"] == url and run.data.tags["lineage.task_source"] == url
+
+
+def test_odbc_passwords_are_removed_plain_braced_and_percent_encoded():
+    """An ODBC connection string's `Pwd=` (no name SECRET_PARTS knew) and SQLAlchemy's percent-encoded form of one
+    (`?odbc_connect=...%3BPWD%3D...`: no literal '=' to match) were logged as given."""
+    odbc = "Driver={ODBC Driver 18 for SQL Server};Server=x;Uid=u;Pwd=hunter2;"
+    assert redact(odbc) == "Driver={ODBC Driver 18 for SQL Server};Server=x;Uid=u;Pwd=***;"
+    assert redact("Driver={x};Server=x;PWD={a;b}}c};Uid=u") == "Driver={x};Server=x;PWD=***;Uid=u"  # braced: ; in it
+    assert redact({"db": {"odbc_pwd": "hunter2"}}) == {"db": {"odbc_pwd": REDACTED}}
+    url = "mssql+pyodbc:///?odbc_connect=DRIVER%3D%7BODBC+Driver+18%7D%3BSERVER%3Dx%3BUID%3Du%3BPWD%3Dsecret"
+    assert redact(url) == url.replace("%3Dsecret", f"%3D{REDACTED}")
+    assert redact(f"could not connect to '{url}': timeout") == f"could not connect to '{url}': timeout".replace(
+        "%3Dsecret", f"%3D{REDACTED}")
+    # lower-case escapes, the secret first, the parameters after it kept
+    assert redact("mssql+pyodbc:///?odbc_connect=pwd%3ds3cr%2Fet%3bUID%3du") == \
+        f"mssql+pyodbc:///?odbc_connect=pwd%3d{REDACTED}%3bUID%3du"
+    assert redact("DRIVER%3D%7BODBC%7D%3BPwd%3Dsecret") == f"DRIVER%3D%7BODBC%7D%3BPwd%3D{REDACTED}"
+    # an encoded ';' inside a plain `password=` value is part of it, as before
+    assert redact("https://h/x?password=ab%3Bcd&x=1") == f"https://h/x?password={REDACTED}&x=1"
