@@ -71,6 +71,8 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
     from pipelines.prepare import prepare
 
     cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not finished_ok:
+        refuse_finished_before_ray(cfg)
     dashboard = init_ray()
     # waits for an autoscaler's nodes; refuses a fixed cluster's shortfall
     ensure_capacity(Demand.of_scaling(cfg.scaling))
@@ -194,6 +196,19 @@ def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
               and k != "classifier_pooling"}
     return {"prepared set": Path(prepared.path).name, "model.recipe": cfg.recipe, **optimizer,
             **{f"model.{k}": v for k, v in fields.items()}}
+
+
+def refuse_finished_before_ray(cfg: PretrainConfig) -> None:
+    """A one-phase run that finished, submitted again with no step left, refused before any Ray work, as _continues
+    refuses it after prepare: on an autoscaling cluster (a RayJob retried, a CI step re-run) the job waited for its
+    GPU nodes first. A two-phase job's phases are judged after prepare (phase 2's end decides)."""
+    from jobs.registry import tracking
+    from jobs.runtime import resubmit
+
+    run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
+    if not cfg.phase2.max_steps and (record := resubmit.latest_record(run_dir)):
+        resubmit.refuse_finished(cfg.run_name, run_dir, record, record["step"] >= cfg.train.max_steps,
+                                 tracking.resolve_tracking_uri(cfg.tracking.tracking_uri))
 
 
 def _continues(cfg: PretrainConfig, prepared, finished_ok: bool = False) -> dict | None:

@@ -227,3 +227,30 @@ def test_a_finished_run_resubmitted_with_other_settings_is_told_it_has_finished_
     for change in ([], ["optim.name=lamb"], ["deepspeed.zero_stage=1"]):
         with pytest.raises(ConfigError, match="run_name='pretrain-x' has finished"):
             _continues(cfg(*change), prepared)
+
+
+def test_a_finished_run_is_refused_before_any_ray_work(tmp_path, monkeypatch):
+    """The finished refusal came after ensure_capacity and prepare: a finished RayJob re-run waited for its GPU nodes
+    (scaling.capacity_timeout_s) before it was told; now before Ray starts. More steps still go on to Ray."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs import pretrain
+    from jobs.config.io import load_config
+    from jobs.config.pretrain import PretrainConfig
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    r = client.create_run(client.create_experiment("x", artifact_location=str(tmp_path / "art")))
+    client.set_terminated(r.info.run_id, "FINISHED")
+    run_dir(tmp_path, step=100, run_id=r.info.run_id)
+
+    def ray_work():
+        raise RuntimeError("Ray work")
+
+    monkeypatch.setattr(PretrainConfig, "check_environment", lambda self: None)
+    monkeypatch.setattr(pretrain, "init_ray", ray_work)
+    for steps, raised in ((100, "run_name='pretrain-x' has finished"), (200, "Ray work")):
+        cfg = load_config(PretrainConfig, None, ["data.sources=[x]", "run_name=pretrain-x", f"train.max_steps={steps}",
+                                                 f"tracking.tracking_uri={uri}", f"output_dir={tmp_path / 'runs'}"])
+        with pytest.raises((ConfigError, RuntimeError), match=raised):
+            pretrain.run(cfg)
