@@ -37,6 +37,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/lineage.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sections import TrackingConfig, refuse_relative_when_submitted  # noqa: E402
 from jobs.runtime import console  # noqa: E402
@@ -420,7 +421,14 @@ def main(argv: list[str] | None = None) -> LineageResult:
     if args.check:
         checked("lineage", args.uri, [])
         return LineageResult(args.uri)
-    TrackingConfig(tracking_uri=store).check_reachable()  # a server that does not answer: one line
+    if REDACTED not in store:  # a manifest's store, redacted: the walk says it cannot be read, naming --tracking-uri
+        try:
+            TrackingConfig(tracking_uri=store).check_reachable()  # a server that does not answer: one line
+        except ConfigError:
+            if args.tracking_uri or store == TrackingConfig.tracking_uri:
+                raise
+            raise ConfigError(f"the manifest of {args.uri} names {redact(store)}, which does not answer; give "
+                              "--tracking-uri") from None
     try:
         result = run(args.uri, args.tracking_uri)
     except ValueError as exc:

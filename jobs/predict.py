@@ -228,12 +228,13 @@ def _open_manifest(output: Path, cfg: PredictConfig, model: ModelRef, files, bas
 
 
 def _refuse_other(output: Path, old: dict, basis: dict, partial: bool = False) -> str:
-    """What differs between manifest `old`'s basis and `basis`, named ("": the same, resumed); refused where the earlier
-    run completed a shard with rows (else it starts over). `partial`: `basis`'s keys alone (--check of a URI)."""
-    before = old.get("basis", {})
+    """What differs between manifest `old`'s basis and `basis` (inputs.compared), named ("": the same, resumed);
+    refused where the earlier run completed a shard with rows (else it starts over). `partial`: `basis`'s keys alone."""
+    before, basis = (inputs.compared(b, old.get("model", {}).get("kind", "")) for b in (old.get("basis", {}), basis))
     keys = set(basis) if partial else {*basis, *before}
     changed = ", ".join(sorted(k for k in keys if (k in before, before.get(k)) != (k in basis, basis.get(k)))).replace(
         "positions", "positions (an earlier version of jobs/predict.py wrote it)").replace(
+        "ids", "ids (an earlier version of jobs/predict.py numbered a TSV's lines)").replace(
         "settings", "settings (the QA windows or tagging in effect)")
     if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
         was = dict(zip(before["files"], before["file_versions"]))
@@ -286,11 +287,11 @@ def _basis(cfg: PredictConfig, model: ModelRef | None, files, kind: str = "") ->
     """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal;
     `settings`, the ones the kind predicts with (the threshold and QA windows in effect, however given; how a
     tagger's windows merge), for the kinds that have them. Model None: the keys it has no part in (--check of a URI),
-    a threshold given where the earlier run's model (`kind`) has one. The inputs as recorded (inputs.recorded): a
-    presigned URL refreshed since (another signature) is the same input."""
-    basis = {"input": inputs.recorded(cfg.input), "files": inputs.basis_paths(files),
+    a threshold given where the earlier run's model (`kind`) has one. URLs unsigned; a TSV's ids number records."""
+    basis = {"input": inputs.unsigned(cfg.input), "files": [inputs.unsigned(p) for p in inputs.basis_paths(files)],
              "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
-             "shard_rows": cfg.shard_rows, "precision": cfg.precision, "positions": "file"}
+             "shard_rows": cfg.shard_rows, "precision": cfg.precision, "positions": "file",
+             **({"ids": "records"} if any(fmt == "tsv" for _, fmt in files) else {})}
     if model is None:
         return {**basis, **({"threshold": cfg.threshold} if cfg.threshold and kind == "multi-label" else {})}
     settings = {"question-answering": lambda: asdict(QASettings.from_task(model.task)),

@@ -30,7 +30,7 @@ from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.encodings import check_encoding
 from pipelines.parquet_source import bad_compressed_data
 from pipelines.paths import filesystem
-from pipelines.shards import FORMAT_VERSION
+from pipelines.shards import FORMAT_VERSION, MANIFEST
 from pipelines.sources import named_plain_text
 from pipelines.text_source import GUTENBERG_HEAD, file_head, gutenberg_header
 
@@ -41,6 +41,8 @@ SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of its docum
 INPUT_BYTES_PER_TOKEN = 4  # ... estimated from input bytes (English text: ~4-5 bytes per WordPiece)
 TOKEN_ID_BYTES = 2  # uint16 ids; the estimate need not follow the rare int32 case
 PIPELINE_VERSION = 11  # in the dataset name: bump when the same inputs and config give other examples
+# a given tokenizer's training settings (TokenizerConfig.validate says it ignores them): hashed as their defaults
+IGNORED_BY_A_GIVEN_TOKENIZER = ("vocab_size", "min_frequency", "sample_documents", "sample_million_chars")
 HEARTBEAT = ".heartbeat"  # in a build folder: its mtime is refreshed every HEARTBEAT_EVERY_S while its prepare runs
 HEARTBEAT_EVERY_S = 60.0
 # A build folder of another host or pid namespace, whose pid no check here reaches (a KubeRay retry runs on a new
@@ -76,10 +78,11 @@ def fingerprint_inputs(files: list[str]) -> list[dict]:
     return out
 
 
-def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
+def hashed_config(cfg: DataConfig, plain_text_only: bool = True, ignored_as_configured: bool = False) -> dict:
     """The config as it affects the output: not where it goes, how many workers or how the
     work is cut into units, or where a given tokenizer lives (its content hash stands in). `plain_text_only`: every
-    input is read as plain text (data.text_documents=blank_lines ends sentences at lines in those files alone)."""
+    input is read as plain text (data.text_documents=blank_lines ends sentences at lines in those files alone).
+    `ignored_as_configured`: a given tokenizer's training settings hashed as before 2026-12-01 (prepared_name)."""
     d = dataclasses.asdict(cfg)
     for name in ("num_workers", "work_unit_bytes", "output_root"):
         d.pop(name)
@@ -107,7 +110,7 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
         # resubmitted pretraining refused), and one made with the defaults keeps its name
         tok.pop("limit_alphabet")
         tok.pop("lowercase")
-        for name in ("vocab_size", "min_frequency", "sample_documents", "sample_million_chars"):
+        for name in IGNORED_BY_A_GIVEN_TOKENIZER if not ignored_as_configured else ():
             tok[name] = getattr(TokenizerConfig, name)
     elif tok["limit_alphabet"] is None:  # the coverage rule: a set trained before it kept 1000 characters
         tok["limit_alphabet"] = f"coverage {CHARACTER_COVERAGE}"
@@ -115,12 +118,14 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True) -> dict:
 
 
 def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str | None,
-                 plain_text_only: bool = True, gutenberg: bool = False, formats: dict | None = None) -> str:
+                 plain_text_only: bool = True, gutenberg: bool = False, formats: dict | None = None,
+                 ignored_as_configured: bool = False) -> str:
     """`gutenberg`: a plain-text input is a Project Gutenberg book (holds_gutenberg_book); `formats`: each input's
     reader (sources.read_format, from the heads prepare reads). A reader change renames only the sets it changes: a
     PIPELINE_VERSION bump would rename every set, and stop resubmitting a pretraining on any."""
     spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
-            "config": hashed_config(cfg, plain_text_only), "tokenizer_hash": given_tokenizer_hash}
+            "config": hashed_config(cfg, plain_text_only, ignored_as_configured),
+            "tokenizer_hash": given_tokenizer_hash}
     if gutenberg:  # its header and licence are cut now, and a 2002-05 book's small print after its END line is
         # licence (an oldest-layout book after it keeps its text): a set prepared with either read is not reused
         spec["gutenberg"] = "header and licence cut; small print after the END line is licence"
@@ -135,6 +140,23 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
         # after another (prepare._pass_tables): only sets of several passes have other examples, only they are renamed
         spec["dupe_passes"] = "shards sized without dupe_factor, a pass after another"
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prepared_name(cfg: DataConfig, *args, **kwargs) -> str:
+    """The name in cfg.output_root of the set of these inputs and config (dataset_name's arguments): dataset_name's,
+    unless no set holds it and one prepared before 2026-12-01 holds the name it had then (said in one line). Then, a
+    given tokenizer's training settings (IGNORED_BY_A_GIVEN_TOKENIZER) were hashed as configured: such a set
+    (configs/pretrain/cluster-base.yaml sets vocab_size 30522) is reused, not prepared again (20 GB), and a
+    resubmitted pretraining on it is not refused (its continuation basis holds the set's name)."""
+    name = dataset_name(cfg, *args, **kwargs)
+    if cfg.tokenizer.path is None or (Path(cfg.output_root) / name / MANIFEST).exists():
+        return name
+    legacy = dataset_name(cfg, *args, **kwargs, ignored_as_configured=True)
+    if legacy != name and (Path(cfg.output_root) / legacy / MANIFEST).exists():
+        print(f"[prepare] reuse: {Path(cfg.output_root) / legacy} is this set, named before 2026-12-01 (by the "
+              f"training settings a given tokenizer ignores: {', '.join(IGNORED_BY_A_GIVEN_TOKENIZER)})", flush=True)
+        return legacy
+    return name
 
 
 def holds_gutenberg_book(text_files: list[str]) -> bool:

@@ -64,8 +64,8 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_sc
 from pipelines.rejects import RejectLog, cuts_said, rejected_documents
 from pipelines.source_files import resolve_sources
 from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, read_as_book, read_format
-from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, dataset_name,
-                              fingerprint_inputs, heartbeat, holds_gutenberg_book)
+from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, fingerprint_inputs,
+                              heartbeat, holds_gutenberg_book, prepared_name)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.text_source import blank_line_documents, check_line_ends, file_head
 from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
@@ -291,7 +291,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
     formats = {f: read_format(f, cfg) for f in files}  # a file no name places or named text: sniffed once, for below
     texts = [f for f in files if formats[f] == "text"]
     plain = cfg.text_documents != "blank_lines" or len(texts) == len(files)
-    name = dataset_name(cfg, inputs, given_hash, plain, holds_gutenberg_book(texts), formats)
+    name = prepared_name(cfg, inputs, given_hash, plain, holds_gutenberg_book(texts), formats)  # or its older name
     final = Path(cfg.output_root) / name
     if (final / MANIFEST).exists():
         _log("reuse", f"{final} already prepared for these inputs and config")

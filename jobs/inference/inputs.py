@@ -88,18 +88,39 @@ def in_submitted_copy(path: str) -> str | None:
 
 
 def recorded(path: str) -> str:
-    """An input path or URL as the manifest, the basis, _rows.json and the rows' `file` column record it: a URL's
-    credentials (`https://user:pass@host`, a presigned URL's `?X-Amz-Signature=`) removed; the reading uses the
-    path itself. A local path is kept whole (`token=1/` is a partition's folder, no secret)."""
+    """An input path or URL as the manifest, _rows.json and the rows' `file` column record it (the basis: unsigned):
+    a URL's credentials (`https://user:pass@host`, a presigned URL's `?X-Amz-Signature=`) removed; the reading uses
+    the path itself. A local path is kept whole (`token=1/` is a partition's folder, no secret)."""
     from jobs.registry.redaction import redact
 
     return redact(path) if "://" in path else path
 
 
 def basis_paths(files) -> list[str]:
-    """The input files as a rerun knows them again: a path in a submitted job's copy relative to it, others as
-    resolved, recorded (a presigned URL refreshed since, its signature another, is the same input)."""
+    """The input files as a rerun knows them again, and the rows' `file` names them: a path in a submitted job's copy
+    relative to it, others as resolved, recorded."""
     return [in_submitted_copy(path) or recorded(path) for path, _ in files]
+
+
+def unsigned(path: str) -> str:
+    """An input path or URL (or basis_paths' name) as an output folder's basis compares it on a rerun: a URL recorded
+    and without its query. A presigned URL signed again differs in more than its signature (S3's X-Amz-Date, GCS's
+    X-Goog-Date, an Azure SAS's st= and se=): a refreshed one is the same input; whether it now reads other content,
+    file_versions (its ETag, size) tells."""
+    return recorded(path).split("?", 1)[0] if "://" in path else path
+
+
+def compared(basis: dict, kind: str) -> dict:
+    """An output folder's basis, or a rerun's, as jobs/predict.py compares the two, where the folder's model is of
+    `kind`: URLs unsigned (an older folder's basis holds a URL's query, or, older still, its credentials), and no
+    threshold but a multi-label model's (an older folder of a classifier stored the one its run was given, and
+    ignored)."""
+    basis = {k: v for k, v in basis.items() if k != "threshold" or kind == "multi-label"}
+    if isinstance(basis.get("input"), str):
+        basis["input"] = unsigned(basis["input"])
+    if isinstance(basis.get("files"), list):
+        basis["files"] = [unsigned(path) for path in basis["files"]]
+    return basis
 
 
 def file_versions(files) -> list[str]:

@@ -24,6 +24,7 @@ AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs", "az")
 _QUERY_PARAM = re.compile(r"(?P<lead>(?:^|[?&;]|(?i:%3B))(?P<name>[\w.\-]+)(?:=|(?P<encoded>(?i:%3D))))"
                           r"(?P<value>\{(?:[^}]|\}\})*\}|(?(encoded)(?:(?!(?i:%3B))[^&;#\s'\"])+|[^&;#\s'\"]+))")
 QUERY_SECRETS = ("signature", "sig")
+_MAX_NESTING = 8  # parameters inside a parameter's value: odbc_connect=...%3BPWD%3D... is 1
 
 
 def is_secret_name(name: str, parts: tuple[str, ...] = SECRET_PARTS) -> bool:
@@ -61,7 +62,21 @@ def redact(value, name: str = ""):
 
 def _params(text: str) -> str:
     """`text` with the values of its secret parameters (SECRET_PARTS, QUERY_SECRETS) redacted; another's value is
-    searched too (it is shorter than its match: this ends)."""
+    searched too, as a text of its own (odbc_connect's holds PWD's). A loop over a list of values, not recursion: a
+    message of `k=k=k=...` nests one value per link (Python's recursion limit crashed the job's real error away);
+    past _MAX_NESTING levels a value is redacted whole, never let through unsearched."""
     secret = SECRET_PARTS + QUERY_SECRETS
-    return _QUERY_PARAM.sub(lambda m: m["lead"] + (REDACTED if is_secret_name(m["name"], secret)
-                                                   else _params(m["value"])), text)
+    spans, todo = [], [(0, len(text), 0)]  # redacted (start, end); values still to search: (start, end, depth)
+    while todo:
+        start, end, depth = todo.pop()
+        for m in _QUERY_PARAM.finditer(text[start:end]):
+            at = (start + m.start("value"), start + m.end("value"))
+            if is_secret_name(m["name"], secret) or depth == _MAX_NESTING:
+                spans.append(at)
+            else:
+                todo.append((*at, depth + 1))
+    out, last = [], 0
+    for start, end in sorted(spans):  # disjoint: a value is searched only when it is not redacted
+        out += [text[last:start], REDACTED]
+        last = end
+    return "".join(out) + text[last:]

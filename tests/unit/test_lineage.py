@@ -372,3 +372,30 @@ def test_a_store_that_does_not_exist_is_a_missing_link_and_is_not_made(chain, tm
     assert missing.startswith(f"prediction run {run_id} (the manifest names it in https://***@mlflow.example.com, "
                               "whose credentials were redacted") and "give --tracking-uri" in missing
     assert lineage.run(str(tmp_path / "predictions"), uri).missing == []  # the store given, with its credentials
+
+
+def test_main_checks_no_redacted_store_and_names_the_manifest_for_one_that_does_not_answer(chain, tmp_path,
+                                                                                          monkeypatch):
+    """Without --tracking-uri, main checked the manifest's store was reachable even when redacted (it asked
+    https://***@host), and one that did not answer exited naming `tracking.tracking_uri`, no field of lineage's."""
+    import socket
+    import urllib.request
+
+    from bert_core.config import ConfigError
+
+    client, _, _, _, _ = chain
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = tmp_path / "predictions"
+    _predictions(client, folder, f"http://127.0.0.1:{port}")
+    with pytest.raises(ConfigError) as down:
+        lineage.main([str(folder)])
+    assert str(down.value) == f"the manifest of {folder} names http://127.0.0.1:{port}, which does not answer; " \
+                              "give --tracking-uri"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["mlflow"]["tracking_uri"] = "https://***@mlflow.example.com"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail(f"asked a redacted store: {a}"))
+    (missing,) = lineage.main([str(folder)]).missing  # the walk's own line, naming --tracking-uri
+    assert "whose credentials were redacted" in missing and "give --tracking-uri" in missing

@@ -3,6 +3,7 @@ _rows.json and the rows' `file` and default `id`): an input URL's credentials we
 threshold a non-multi-label model ignores was part of the basis (a rerun with it was refused)."""
 
 import json
+import shutil
 
 import fsspec
 import pyarrow as pa
@@ -15,25 +16,30 @@ from jobs.inference.model_ref import ModelRef
 from jobs.inference.stages import read_rows
 from pipelines.tasks.files import Columns
 
-URL = "http://alice:s3cret@host/d.txt?X-Amz-Signature=abc&X-Amz-Credential=AKIAXYZ"
+URL = "http://alice:s3cret@host/d.txt?X-Amz-Date=20260101T000000Z&X-Amz-Signature=abc&X-Amz-Credential=AKIAXYZ"
 SECRETS = ("alice", "s3cret", "abc", "AKIAXYZ")
 
 
 def test_an_input_urls_credentials_are_recorded_nowhere(tmp_path, monkeypatch):
     """manifest.json (and its MLflow artifact copy), the basis, _rows.json, the rows' `file` and their default ids
     held the URL's password and presigned signature; only the MLflow `input` param was redacted. The reading still
-    uses the URL itself; a URL refreshed since (another signature) is the same input."""
+    uses the URL itself; a URL signed again since (another date and signature) is the same input."""
     monkeypatch.setattr(inputs, "file_versions", lambda files: ["14:etag"])  # fs.info over the network
     out, files = tmp_path / "out", [(URL, "text")]
     cfg = PredictConfig(model="m", input=URL, output=str(tmp_path / "out"))
     model = ModelRef("m", tmp_path, "classification", digest="d")
     basis = predict._basis(cfg, model, files)
     manifest = predict._open_manifest(out, cfg, model, files, basis)
-    assert manifest["input"] == basis["input"] == "http://***@host/d.txt?X-Amz-Signature=***&X-Amz-Credential=***"
-    assert manifest["files"][0]["path"] == basis["files"][0] == basis["input"]
+    recorded = "http://***@host/d.txt?X-Amz-Date=20260101T000000Z&X-Amz-Signature=***&X-Amz-Credential=***"
+    assert manifest["input"] == manifest["files"][0]["path"] == recorded  # the basis: without the query
+    assert basis["input"] == basis["files"][0] == "http://***@host/d.txt"
     assert not [s for s in SECRETS if s in json.dumps(manifest)]
-    fresh = URL.replace("abc", "def")
+    fresh = URL.replace("abc", "def").replace("20260101T000000Z", "20260102T093000Z")  # presigned again a day later
     assert predict._basis(PredictConfig(model="m", input=fresh, output=str(out)), model, [(fresh, "text")]) == basis
+    # a folder whose basis held the query (or, older, the credentials too) resumes with the URL signed again
+    for older in (recorded, URL):
+        assert predict._refuse_other(out, {"model": {}, "basis": {**basis, "input": older, "files": [older]}},
+                                     basis) == ""
 
     # a read task's record and rows, from a URL fsspec reads here (memory://), as _predict ships it (its name)
     url = "memory://alice:s3cret@host/d.txt?X-Amz-Signature=abc&X-Amz-Credential=AKIAXYZ"
@@ -76,3 +82,56 @@ def test_a_threshold_only_multi_label_uses_is_no_part_of_another_kinds_basis(tmp
     assert predict._open_manifest(out, given, model, files, predict._basis(given, model, files))["status"] == "running"
     assert predict._plan(given, model, out) == files
     assert capsys.readouterr().out == "[predict] threshold=0.7 is ignored: a classification model has none\n"
+
+
+def _complete(out, cfg, model, files, basis):
+    """`out` as an earlier run left it: its manifest with `basis`, one complete shard with a row."""
+    shards.write_json(out / shards.MANIFEST, {**predict._open_manifest(out, cfg, model, files, basis),
+                                              "basis": basis, "status": "complete"})
+    shards.write_rows(out, "00000-000000", {"file": files[0][0], "first": 0, "rows": 1})
+    shards.write_part(out, "00000-000000", pa.table({"id": ["in:0"], "position": [0]}))
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
+def test_a_tsv_folder_whose_ids_numbered_lines_is_refused_another_resumes(tmp_path, fmt):
+    """A TSV's default ids number its records now, not its lines: a folder begun before kept its complete shards and
+    the new ones numbered differently (ids repeating after a quoted multi-line cell). Its basis lacks `ids`: refused,
+    naming it, as `positions` was; a CSV folder's ids are as they were, and it resumes."""
+    from bert_core.config import ConfigError
+
+    data, out = tmp_path / f"in.{fmt}", tmp_path / "out"
+    data.write_text("text\na\nb\n")
+    files, model = [(str(data), fmt)], ModelRef("m", tmp_path, "classification", digest="d")
+    cfg = PredictConfig(model="m", input=str(data), output=str(out))
+    basis = predict._basis(cfg, model, files)
+    assert ("ids" in basis) == (fmt == "tsv")
+    _complete(out, cfg, model, files, {k: v for k, v in basis.items() if k != "ids"})
+    if fmt == "csv":
+        assert predict._open_manifest(out, cfg, model, files, basis)["status"] == "running"
+        return
+    with pytest.raises(ConfigError, match=r"differs in ids \(an earlier version of jobs/predict.py numbered a TSV's"):
+        predict._open_manifest(out, cfg, model, files, basis)
+    shutil.rmtree(out)
+    _complete(out, cfg, model, files, basis)  # a folder begun after: resumed
+    assert predict._open_manifest(out, cfg, model, files, basis)["status"] == "running"
+
+
+@pytest.mark.parametrize("given", [0.0, 0.7])
+def test_an_older_classifiers_folder_that_stored_its_threshold_resumes(tmp_path, given):
+    """A classifier's folder begun before stored the threshold its run was given (0.7); the basis now stores 0.0 for
+    it: a rerun with threshold=0.7 was refused ("differs in threshold"). A multi-label model's is still compared."""
+    from bert_core.config import ConfigError
+
+    data = tmp_path / "in.txt"
+    data.write_text("a\nb\n")
+    for kind in ("classification", "multi-label"):
+        out = tmp_path / kind
+        files, model = [(str(data), "text")], ModelRef("m", tmp_path, kind, digest="d")
+        cfg = PredictConfig(model="m", input=str(data), output=str(out), threshold=given)
+        _complete(out, cfg, model, files, {**predict._basis(cfg, model, files), "threshold": 0.7})
+        if kind == "classification" or given == 0.7:
+            assert predict._open_manifest(out, cfg, model, files, predict._basis(cfg, model, files))["status"] \
+                == "running"
+        else:  # its default, 0.5, in effect: another threshold
+            with pytest.raises(ConfigError, match=r"differs in threshold"):
+                predict._open_manifest(out, cfg, model, files, predict._basis(cfg, model, files))

@@ -82,7 +82,7 @@ def test_prepare_names_a_corpus_with_a_gutenberg_book_apart(tmp_path, monkeypatc
         passed.append(args)
         raise Named
 
-    monkeypatch.setattr(prepare, "dataset_name", named)
+    monkeypatch.setattr(prepare, "prepared_name", named)
     records = tmp_path / "records.jsonl"
     records.write_text(json.dumps({"text": START + "\n" + BOOK}) + "\n")
     plain = tmp_path / "plain.txt"
@@ -130,7 +130,7 @@ def test_prepare_names_its_set_with_the_reader_of_each_file(tmp_path, monkeypatc
         passed.append(args)
         raise Named
 
-    monkeypatch.setattr(prepare, "dataset_name", named)
+    monkeypatch.setattr(prepare, "prepared_name", named)
     doc = '<doc id="1" url="u?curid=1" title="A">\nA\n\nA is a thing, said at some length here.\n</doc>\n'
     dump = "<mediawiki><page><title>A</title><id>1</id><revision><text>A.</text></revision></page></mediawiki>"
     files = {"book.txt": BOOK, "wikicorpus_en.txt": doc, "wiki_00": doc, "records.jsonl": json.dumps({"text": "A."}),
@@ -163,3 +163,44 @@ def test_a_given_tokenizers_ignored_training_settings_do_not_rename_its_set():
     assert {name(path=given.path, **c) for c in changes} == {name(path=given.path)} == {
         hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]}
     assert len({name(**c) for c in changes} | {name()}) == len(changes) + 1
+
+
+def test_a_set_named_by_a_given_tokenizers_settings_before_is_found_and_reused(tmp_path, monkeypatch, capsys):
+    """A set prepared before the settings a given tokenizer ignores stopped being hashed, with one of them not its
+    default (configs/pretrain/cluster-base.yaml: vocab_size 30522), got a new name after the upgrade: the corpus was
+    prepared again and a resubmitted pretraining refused (its basis holds the set's name). It is found by its old
+    name, and reused, said in one line; a set under the new name, or none under the old, is the new name's."""
+    from pipelines.config import TokenizerConfig
+    from pipelines.layout import prepared_name
+    from pipelines.shards import MANIFEST
+
+    (corpus := tmp_path / "corpus.txt").write_text(BOOK)
+    root, inputs = tmp_path / "prepared", prepare.fingerprint_inputs([str(corpus)])
+    given = TokenizerConfig(path=str(tmp_path / "bert-base-uncased"), vocab_size=30522)
+    cfg = DataConfig(sources=[str(corpus)], tokenizer=given, output_root=str(root))
+    tok = {k: v for k, v in dataclasses.asdict(given).items()  # hashed before: as configured
+           if k not in ("path", "limit_alphabet", "lowercase", "strip_accents")}
+    spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
+            "config": {**hashed_config(cfg), "tokenizer": tok}, "tokenizer_hash": "f" * 64}
+    legacy = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    args = (cfg, inputs, "f" * 64, True, False, {str(corpus): "text"})
+    new = dataset_name(*args)
+    assert new != legacy and prepared_name(*args) == new  # nothing prepared yet: the new name
+    (root / legacy).mkdir(parents=True)
+    assert prepared_name(*args) == new  # a build that never finished (no manifest) is no set
+    (root / legacy / MANIFEST).write_text("{}")
+    assert prepared_name(*args) == legacy
+    assert f"[prepare] reuse: {root / legacy} is this set, named before 2026-12-01" in capsys.readouterr().out
+    at_defaults = (DataConfig(sources=[str(corpus)], tokenizer=TokenizerConfig(path=given.path),
+                              output_root=str(root)), *args[1:])
+    assert prepared_name(*at_defaults) == new  # the same name then and now: nothing else looked for
+
+    # prepare() itself: reused under the old name, nothing prepared (stubs for the tokenizer it would load)
+    monkeypatch.setattr(prepare, "_given_tokenizer", lambda t: object())
+    monkeypatch.setattr(prepare, "tokenizer_hash", lambda t: "f" * 64)
+    monkeypatch.setattr(prepare, "_result", lambda path, reused: (path, reused))
+    monkeypatch.setattr(prepare, "build_dir", lambda *a: pytest.fail("prepared again"))
+    assert prepare.prepare(cfg) == (root / legacy, True)
+    (root / new).mkdir()
+    (root / new / MANIFEST).write_text("{}")  # a set under the new name comes first
+    assert prepare.prepare(cfg) == (root / new, True)

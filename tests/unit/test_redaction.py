@@ -78,3 +78,18 @@ def test_odbc_passwords_are_removed_plain_braced_and_percent_encoded():
     assert redact("DRIVER%3D%7BODBC%7D%3BPwd%3Dsecret") == f"DRIVER%3D%7BODBC%7D%3BPwd%3D{REDACTED}"
     # an encoded ';' inside a plain `password=` value is part of it, as before
     assert redact("https://h/x?password=ab%3Bcd&x=1") == f"https://h/x?password={REDACTED}&x=1"
+
+
+def test_a_message_of_many_nested_parameters_is_redacted_not_crashed():
+    """Each non-secret parameter's value was searched by a recursive call: `k=k=...` (400 links) or `?a=a=...` (5000)
+    raised RecursionError, and redact runs on a job's error message, whose real error it then hid."""
+    for text in ("k=" * 400, "?" + "a=" * 5000):
+        out = redact(text)
+        assert isinstance(out, str) and out.startswith(text[:10])
+        assert redact(f"job failed: {text}").startswith("job failed: ")
+    # a secret nested past the levels searched is still no secret in the output
+    assert "hunter2" not in redact("x=" * 400 + "password=hunter2")
+    assert "hunter2" not in redact("https://h/x?next=" + "a%3D" * 300 + "pwd%3Dhunter2")
+    # the ordinary nesting keeps working: odbc_connect's value is searched, the name after the secret kept
+    assert redact("https://h/x?a=1&next=b=2;Pwd=hunter2;c=3&sig=abc") == \
+        f"https://h/x?a=1&next=b=2;Pwd={REDACTED};c=3&sig={REDACTED}"
