@@ -224,8 +224,10 @@ def history(experiment: Path, trial_id: str):
 def test_optuna_sweep_interrupted_then_resumed(ray_tmp, tiny, capsys):
     from mlflow.tracking import MlflowClient
 
-    # the tiny preset over 320 steps a trial (evaluated every 40): the interrupt lands while trials remain
-    args = ("num_samples=3", "optuna.startup_trials=2", "max_concurrent=1", "seeds.count=0", "checkpoint_every=100",
+    # the tiny preset over 320 steps a trial (evaluated every 40, a checkpoint each: Tune copies result.json to the
+    # storage at a checkpoint, so the interrupt lands in the first trial; at its end only, the two others, stopped
+    # by ASHA at their first evaluation, could end the sweep before it)
+    args = ("num_samples=3", "optuna.startup_trials=2", "max_concurrent=1", "seeds.count=0", "checkpoint_every=1",
             *TINY,
             "finetune.train.epochs=40", "finetune.train.eval_every_steps=40")
     command = readme("python jobs/sweep.py --config configs/sweep/pkgdocs-optuna.yaml",
