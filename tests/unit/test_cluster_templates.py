@@ -194,11 +194,10 @@ def test_kuberay_api_kinds_and_versions():
 
 def test_rayjob_runs_the_same_cluster_as_raycluster_starting_no_gpu_pod():
     """The same cluster, GPU groups starting at none in both: KubeRay submits a RayJob only once every pod is Ready,
-    so the job's `replicas: 2` started two 8-GPU pods before the job read its config, and a refusal
-    of the config check (a missing corpus, an unreachable MLflow) cost them, on each of backoffLimit's 2 retries. The
-    job asks the autoscaler (ensure_capacity); a refusal is no transient failure, retried once at most. (A finished
-    one-phase pretraining is refused before Ray starts; a resubmission on another basis or layout after
-    ensure_capacity and prepare: it still waits for the GPU nodes.)"""
+    so `replicas: 2` started two 8-GPU pods before the job read its config, and a config refusal (a missing corpus,
+    an unreachable MLflow) cost them, on each of backoffLimit's 2 retries. The job asks the autoscaler
+    (ensure_capacity); a refusal is no transient failure, retried once at most. (A resubmission on another basis or
+    layout is refused after ensure_capacity and prepare: it still waits for the GPU nodes.)"""
     specs = cluster_specs()
     assert [g["replicas"] for g in specs["rayjob"]["workerGroupSpecs"]] == [0]
     assert specs["rayjob"] == specs["raycluster"]
