@@ -169,13 +169,18 @@ def misplaced(demand: Demand, nodes: list[dict]) -> str | None:
                 f"scaling.num_workers, or add nodes")
     if loose is None and demand.packed:
         pack = demand.placed()[0]
-        largest = max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), default={})
+        largest = _largest(nodes)
         return (f"scaling.placement_strategy=STRICT_PACK puts all {demand.packed} workers on one node, which needs "
                 f"{describe_need(pack)} (and Ray Data a CPU on some node), and the Ray cluster's largest node has "
                 f"{describe_need(largest, pack)}: use PACK or SPREAD, fewer scaling.num_workers, or larger nodes")
     largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
     return (f"no node of the Ray cluster holds a bundle of {describe_need(loose)} needed by {demand.needed_by} (its "
             f"largest node: {describe_need(largest, loose)}). {demand.hint}")
+
+
+def _largest(nodes: list[dict]) -> dict:
+    """The node a STRICT_PACK placement would fit best: most GPUs, then most CPUs."""
+    return max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), default={})
 
 
 def awaited(demand: Demand, nodes: list[dict]) -> str:
@@ -186,7 +191,7 @@ def awaited(demand: Demand, nodes: list[dict]) -> str:
         return (f"a node each for the {demand.distinct} workers of scaling.placement_strategy=STRICT_SPREAD "
                 f"({homes} node(s) up that hold one)")
     pack = demand.placed()[0]
-    largest = max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), default={})
+    largest = _largest(nodes)
     return (f"one node for all {demand.packed} workers of scaling.placement_strategy=STRICT_PACK "
             f"({describe_need(pack)}; the largest up: {describe_need(largest, pack)})")
 
