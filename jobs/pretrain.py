@@ -92,11 +92,8 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
     t = resolved.tracking
     phase1 = copy.deepcopy(resolved)
     phase1.run_name = f"{cfg.run_name}-phase1" if cfg.phase2.max_steps else cfg.run_name
-    # a two-phase job has nothing left only where phase 2's checkpoint is at its end too
-    ended = not cfg.phase2.max_steps or resubmit.at_end(Path(cfg.output_dir).resolve() / f"{cfg.run_name}-phase2",
-                                                        cfg.phase2.max_steps)
     resubmit.refuse_phase1_past_hand_off(cfg)  # and no phase-1 step past the weights phase 2 took
-    continued = resubmit.tags(_continues(phase1, prepared, finished_ok or not ended))  # refused here, before MLflow
+    continued = resubmit.tags(_continues(phase1, prepared))  # refused here, before MLflow
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
                                 resolved.to_dict(), tags={**_lineage(prepared),
                                                           **({} if cfg.phase2.max_steps else continued)})
@@ -112,7 +109,7 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
             phase2 = resolve_config(phase2, prepared.tokenizer_dir)
             lineage = _lineage(prepared)  # the tokenizer and manifest hashed once, for the parent and the phase
             _tag_phase2_lineage(t.tracking_uri, run_id, lineage)
-            continued = resubmit.tags(_continues(phase2, prepared, finished_ok=True))  # phase 1 refused a finished one
+            continued = resubmit.tags(_continues(phase2, prepared))
             phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name,
                                           phase2.to_dict(), tags={**lineage, "mlflow.parentRunId": run_id,
                                                                   "phase": "2", **continued})
@@ -199,28 +196,28 @@ def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
 
 
 def refuse_finished_before_ray(cfg: PretrainConfig) -> None:
-    """A one-phase run that finished, submitted again with no step left, refused before any Ray work, as _continues
-    refuses it after prepare: on an autoscaling cluster (a RayJob retried, a CI step re-run) the job waited for its
-    GPU nodes first. A two-phase job's phases are judged after prepare (phase 2's end decides)."""
+    """A job that finished, submitted again with no step left, refused before any Ray work, whatever else changed:
+    on an autoscaling cluster (a RayJob retried, a CI step re-run) it came after the wait for the GPU nodes and
+    prepare. A two-phase job is judged by phase 1's run (its record and its parent job run), and has nothing left
+    only where phase 2's checkpoint is at its end too."""
     from jobs.registry import tracking
     from jobs.runtime import resubmit
 
-    run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
-    if not cfg.phase2.max_steps and (record := resubmit.latest_record(run_dir)):
-        resubmit.refuse_finished(cfg.run_name, run_dir, record, record["step"] >= cfg.train.max_steps,
+    out = Path(cfg.output_dir).resolve()
+    name = f"{cfg.run_name}-phase1" if cfg.phase2.max_steps else cfg.run_name
+    if record := resubmit.latest_record(out / name):
+        ended = not cfg.phase2.max_steps or resubmit.at_end(out / f"{cfg.run_name}-phase2", cfg.phase2.max_steps)
+        resubmit.refuse_finished(name, out / name, record, ended and record["step"] >= cfg.train.max_steps,
                                  tracking.resolve_tracking_uri(cfg.tracking.tracking_uri))
 
 
-def _continues(cfg: PretrainConfig, prepared, finished_ok: bool = False) -> dict | None:
+def _continues(cfg: PretrainConfig, prepared) -> dict | None:
     """The record of the checkpoint a run of `cfg` on `prepared` continues from (refused if written on another
-    basis, or in a layout the workers could not load), with a line saying so; None for a new run."""
+    basis, or in a layout the workers could not load), with a line saying so; None for a new run. A finished job
+    was refused before (refuse_finished_before_ray)."""
     from jobs.runtime import resubmit
 
     run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
-    record = resubmit.latest_record(run_dir)
-    if record and not finished_ok:  # a finished job with no step left: refused first, whatever else changed
-        resubmit.refuse_finished(cfg.run_name, run_dir, record, record["step"] >= cfg.train.max_steps,
-                                 cfg.tracking.tracking_uri)
     resubmit.refuse_unloadable(run_dir, cfg)  # before the basis check: it says what loads instead
     earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared),  # (older records lack these)
                              added=(*(f"model.{k}" for k in BERT_FUNCTION), *resubmit.PRETRAINING_OPTIMIZER))

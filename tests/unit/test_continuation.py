@@ -201,7 +201,8 @@ def test_a_pretraining_run_resubmitted_with_another_optimizer_state_layout_is_re
 
 def test_a_finished_run_resubmitted_with_other_settings_is_told_it_has_finished_first(tmp_path):
     """The optimizer-layout refusal ran before the finished check: a FINISHED run resubmitted with optim.name=lamb
-    was told to set it back, and then, set back, that it had finished: nothing was left to go on with either way."""
+    was told to set it back, and then, set back, that it had finished: nothing was left to go on with either way.
+    The finished check is made before Ray (and so before _continues' basis checks), whatever changed."""
     from types import SimpleNamespace
 
     from mlflow.tracking import MlflowClient
@@ -209,7 +210,7 @@ def test_a_finished_run_resubmitted_with_other_settings_is_told_it_has_finished_
     from jobs.config.io import load_config
     from jobs.config.pretrain import PretrainConfig
     from jobs.engine.checkpoint_parts import write_topology
-    from jobs.pretrain import _continues, continuation_basis
+    from jobs.pretrain import continuation_basis, refuse_finished_before_ray
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)
@@ -226,12 +227,13 @@ def test_a_finished_run_resubmitted_with_other_settings_is_told_it_has_finished_
     write_topology(d / "checkpoint_2", 2, cfg().deepspeed.zero_stage)
     for change in ([], ["optim.name=lamb"], ["deepspeed.zero_stage=1"]):
         with pytest.raises(ConfigError, match="run_name='pretrain-x' has finished"):
-            _continues(cfg(*change), prepared)
+            refuse_finished_before_ray(cfg(*change))
 
 
 def test_a_finished_run_is_refused_before_any_ray_work(tmp_path, monkeypatch):
     """The finished refusal came after ensure_capacity and prepare: a finished RayJob re-run waited for its GPU nodes
-    (scaling.capacity_timeout_s) before it was told; now before Ray starts. More steps still go on to Ray."""
+    (scaling.capacity_timeout_s) before it was told; now before Ray starts. More steps still go on to Ray. A
+    two-phase job is judged by phase 1's run and has nothing left only when phase 2's checkpoint is at its end."""
     from mlflow.tracking import MlflowClient
 
     from jobs import pretrain
@@ -252,5 +254,13 @@ def test_a_finished_run_is_refused_before_any_ray_work(tmp_path, monkeypatch):
     for steps, raised in ((100, "run_name='pretrain-x' has finished"), (200, "Ray work")):
         cfg = load_config(PretrainConfig, None, ["data.sources=[x]", "run_name=pretrain-x", f"train.max_steps={steps}",
                                                  f"tracking.tracking_uri={uri}", f"output_dir={tmp_path / 'runs'}"])
+        with pytest.raises((ConfigError, RuntimeError), match=raised):
+            pretrain.run(cfg)
+    (tmp_path / "runs" / "pretrain-x").rename(tmp_path / "runs" / "two-phase1")
+    run_dir(tmp_path, step=20, run_id=r.info.run_id).rename(tmp_path / "runs" / "two-phase2")
+    for phase2, raised in ((20, "run_name='two-phase1' has finished"), (30, "Ray work")):
+        cfg = load_config(PretrainConfig, None, ["data.sources=[x]", "run_name=two", "train.max_steps=100",
+                                                 f"phase2.max_steps={phase2}", f"tracking.tracking_uri={uri}",
+                                                 f"output_dir={tmp_path / 'runs'}"])
         with pytest.raises((ConfigError, RuntimeError), match=raised):
             pretrain.run(cfg)
