@@ -214,17 +214,21 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
             require_unique_ids(rows, f"the {name} split")
     dropped = dict(streamed.dropped)
     select, dropped["select_in_evaluation"] = without(select, keys_of(dev, kind), kind)
+    capped = {}
     for name, spec, rows in (("dev", task.dev_file, dev), (SELECT, task.select_file, select)):
         if not rows:
             leaks = {k: v for k, v in dropped.items() if k.startswith(name) and v}
             why = {**rejected.get(name, {}), **leaks} or "none carved: raise task.selection_fraction"
             raise TaskDataError(f"task.{name}_file {spec or task.train_file!r}: no usable rows ({why}"
                                 + ("; rows whose input is also in another split leave this one" if leaks else "") + ")")
-        if kind == "regression":  # else a NaN metric, taken for divergence
-            require_varied_scores(rows, f"task.{name}_file {spec or task.train_file!r}",
-                                  "rows whose scores differ" if spec else "a larger task.selection_fraction")
-    rows = TaskRows(streamed.train, numbered(select, task.max_eval_examples),
-                    {"dev": numbered(dev, task.max_eval_examples)}, labels=streamed.labels, dropped=dropped)
+        capped[name] = numbered(rows, task.max_eval_examples)
+        if kind == "regression":  # else a NaN metric, taken for divergence; the sample too (a skewed split's)
+            where = f"task.{name}_file {spec or task.train_file!r}"
+            require_varied_scores(rows, where, "rows whose scores differ" if spec else
+                                  "a larger task.selection_fraction")
+            require_varied_scores(capped[name], f"{where}, {task.max_eval_examples} of its rows",
+                                  "a larger task.max_eval_examples")
+    rows = TaskRows(streamed.train, capped[SELECT], {"dev": capped["dev"]}, labels=streamed.labels, dropped=dropped)
     rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}
     rows.noted = {split: dict(counts) for split, counts in noted.items() if counts}
     rows.truncated = {"train": streamed.truncated} if streamed.truncated else {}

@@ -144,15 +144,21 @@ def _files_below(fs, root: str) -> list[str]:
     return out
 
 
-def _other_split(root: str, paths: list[str], split: str) -> str | None:
+def _other_split(root: str, paths: list[str], split: str, named: frozenset = frozenset()) -> str | None:
     """The first of `paths` (below the folder `root`) whose name, or a folder's between them, leads with another
-    split's word than `split`'s (a training folder holding dev.csv or test/), or None."""
-    foreign = set().union(*SPLIT_WORDS.values()) - OWN_SPLIT_WORDS[split]
+    split's word than `split`'s (a training folder holding dev.csv or test/), or None. `named`: words the user wrote
+    (a glob's `test*.csv` names its test files: they are no stray)."""
+    foreign = set().union(*SPLIT_WORDS.values()) - OWN_SPLIT_WORDS[split] - named
     for path in sorted(paths):
         for part in posixpath.relpath(path, root).split("/"):
             if re.match(r"[a-z]*", part.lower())[0] in foreign:  # its leading word: "test-0.csv", not "testimony"
                 return posixpath.relpath(path, root)
     return None
+
+
+def _narrowed(split: str) -> str:
+    """A glob's name part that matches `split`'s files only, for a refusal's remedy (a select file is often valid*)."""
+    return f"{'valid' if split == 'select' else split}*"
 
 
 def _copies(paths: list[str]) -> tuple[str, str] | None:
@@ -218,9 +224,21 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         stray = _other_split(root, paths, split) if split else None
         if stray:
             raise TaskDataError(f"{spec} is read as the {split} split, and holds {stray}, named as another split's: "
-                                f"name the {split} files alone (a file, a subfolder or a glob)")
+                                f"name the {split} files alone (a file, a subfolder or a glob that matches them only, "
+                                f"as {posixpath.join(spec.rstrip('/'), _narrowed(split))})")
     elif any(c in root for c in "*?["):
         paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
+        # what the glob's wildcards matched is checked as a folder's files are (`data/*.csv`: train.csv, dev.csv);
+        # a split's word the pattern itself writes is the user's choice (`data/test*.csv`, `data/train-*.csv`)
+        parts = root.split("/")
+        fixed = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
+        static = "/".join(parts[:fixed]) or ("/" if root.startswith("/") else ".")
+        written = frozenset(re.match(r"[a-z]*", part.lower())[0] for part in parts[fixed:])
+        stray = _other_split(static, paths, split, written) if split else None
+        if stray:
+            raise TaskDataError(f"{spec} is read as the {split} split, and matches {stray}, named as another "
+                                f"split's: narrow the glob to the {split} files (`{_narrowed(split)}` where it has "
+                                "`*`), or name them alone (a file or a subfolder)")
     else:
         paths = [root] if fs.isfile(root) else []
     twice = _copies(paths)

@@ -39,6 +39,15 @@ def _normalized(value):
     return value
 
 
+def canonical(text) -> str:
+    """A group's text as the carve names it: NFC, runs of whitespace one space, none at the ends. Copies of one SQuAD
+    paragraph or first sentence written apart (a trailing newline, CRLF, a double space, accents decomposed) are one
+    group; a text already in this form is its own name, so its hash, and where the carve puts it, are as before. Case
+    is kept: folded, nearly every group's name (and so every carve) would move."""
+    text = str(text)
+    return " ".join((text if text.isascii() else unicodedata.normalize("NFC", text)).split())
+
+
 def _folded(value):
     """Text as an uncased tokenizer (the default) sees it: casefolded, accents dropped (NFKD less its combining
     marks), whitespace collapsed ("Great  MOVIE! Café" == "great movie! cafe"). A cased model's case variants match
@@ -85,9 +94,10 @@ def leak_keys(row: dict, kind: str, global_ids: bool = False) -> set[str]:
 def group_key(rows: list[dict], kind: str) -> Callable[[dict], str]:
     """The unit the carve keeps whole: a document (pkgdocs, CoNLL with enough -DOCSTART- documents; named by its
     content, so adding a document elsewhere in the file moves no other), a SQuAD context, a sentence pair's first
-    sentence (MNLI's premise with its ~3 hypotheses, QQP's reused questions), else the row's own input."""
+    sentence (MNLI's premise with its ~3 hypotheses, QQP's reused questions), each as `canonical` writes it, else the
+    row's own input."""
     if kind == "question-answering":
-        return lambda r: str(r["context"])
+        return lambda r: canonical(r["context"])
     if rows and "document" in rows[0] and len({r.get("document") for r in rows}) >= MIN_DOCUMENT_GROUPS:
         if isinstance(rows[0]["document"], str):  # pkgdocs: the document's source name
             return lambda r: f"document:{r['document']}"
@@ -97,7 +107,7 @@ def group_key(rows: list[dict], kind: str) -> Callable[[dict], str]:
         names = {doc: h.hexdigest() for doc, h in content.items()}
         return lambda r: f"document:{names[r['document']]}"
     if INPUT_FIELDS[kind][0] == "text_a" and rows and any(isinstance(r.get("text_b"), str) for r in rows):
-        return lambda r: "text_a:" + json.dumps(_normalized(r.get("text_a")), ensure_ascii=False)
+        return lambda r: "text_a:" + json.dumps(canonical(r.get("text_a")), ensure_ascii=False)
     return lambda r: content_key(r, kind)
 
 

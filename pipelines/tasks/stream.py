@@ -33,7 +33,7 @@ from pipelines.tasks.common import TaskDataError, count_too_long
 from pipelines.tasks.file_finder import resolve_files
 from pipelines.tasks.files import Columns, read_file
 from pipelines.tasks.labels import encode_labels, label_set, require_held_labels
-from pipelines.tasks.roles import INPUT_FIELDS, content_key, leak_keys, oversized_group, unit_hash
+from pipelines.tasks.roles import INPUT_FIELDS, canonical, content_key, leak_keys, oversized_group, unit_hash
 
 EVALUATION_SALT = "evaluation|"  # the evaluation carve's hash is not the select carve's
 MAX_LABELS = 100_000  # more distinct labels than this: the label column is not a label
@@ -143,11 +143,11 @@ def _rows(batch) -> list[dict]:
 
 def _group(row: dict, kind: str, mode: str) -> str:
     if kind == "question-answering":
-        return str(row["context"])
+        return canonical(row["context"])
     if mode == "document":
         return f"document:{row['document']}"
     if mode == "pair":
-        return "text_a:" + json.dumps(" ".join(str(row.get("text_a")).split()), ensure_ascii=False)
+        return "text_a:" + json.dumps(canonical(row.get("text_a")), ensure_ascii=False)
     return content_key(row, kind)
 
 

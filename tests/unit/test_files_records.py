@@ -388,3 +388,35 @@ def test_a_header_again_in_another_column_order_is_refused_naming_its_line(tmp_p
             read(write(tmp_path, name, data), name[-3:])
     rows, _, _, _ = read(write(tmp_path, "one.csv", "text\nlabel\ntext\n"), "csv", columns=Columns(label=""))
     assert [r["text_a"] for r in rows] == ["label", "text"]  # one column: its name is a text like any other
+
+
+def test_a_glob_that_matches_another_splits_files_is_refused_as_a_folder_holding_them_is(tmp_path):
+    """`task.train_file=data/*.csv` beside train.csv matched dev.csv and test.csv, read as training rows (the folder
+    refuses them, and its remedy named a glob). The wildcards' matches are checked as a folder's files are, below
+    the pattern's fixed part; a split's word the pattern writes itself (`test*.csv`) is the user's choice, and
+    `train*.csv` or shards `train-*.csv` read; predict's inputs (no split) are not checked."""
+    import pytest
+
+    from pipelines.tasks import TaskDataError
+    from pipelines.tasks.file_finder import resolve_files
+
+    for name in ("data/train.csv", "data/train-0001.csv", "data/dev.csv", "data/test.csv", "data/notes.csv",
+                 "parts/train/p-0.csv", "parts/test/p-0.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        write(tmp_path, name, "text,label\na,1\n")
+    data = tmp_path / "data"
+    with pytest.raises(TaskDataError, match=r"data/\*\.csv is read as the train split, and matches dev\.csv, named as "
+                                            r"another split's: narrow the glob to the train files \(`train\*`"):
+        resolve_files(str(data / "*.csv"), split="train")
+    with pytest.raises(TaskDataError, match=r"read as the train split, and matches test/p-0\.csv"):
+        resolve_files(str(tmp_path / "parts" / "*" / "*.csv"), split="train")
+    with pytest.raises(TaskDataError, match=r"read as the dev split, and matches train-0001\.csv"):
+        resolve_files(str(data / "*.csv"), split="dev")
+    with pytest.raises(TaskDataError, match=r"holds dev\.csv.* or a glob that matches them only, as \S*data/train\*\)"):
+        resolve_files(str(data), split="train")  # the folder's remedy: a glob that a glob's check lets through
+    assert [p.rsplit("/", 1)[1] for p, _ in resolve_files(str(data / "train*.csv"), split="train")] == \
+        ["train-0001.csv", "train.csv"]
+    assert len(resolve_files(str(data / "train-*.csv"), split="train")) == 1
+    assert len(resolve_files(str(data / "test*.csv"), split="train")) == 1  # written by the user: a file named alone
+    assert len(resolve_files(str(tmp_path / "parts" / "test" / "*.csv"), split="dev")) == 1  # below its fixed part
+    assert len(resolve_files(str(data / "*.csv"))) == 5  # predict's inputs

@@ -348,6 +348,26 @@ def test_an_stsb_split_of_one_score_is_refused_not_read_as_diverged(tmp_path):
     assert len(rows.evaluation["dev"]) == 4
 
 
+def test_own_scores_capped_to_one_value_are_refused_naming_the_cap_not_read_as_diverged(tmp_path, monkeypatch):
+    """Own regression files: the check of varied scores ran on the carved select and dev rows before
+    task.max_eval_examples sampled them; a skewed split (most scores 1.0) capped to a few rows of one score made
+    Pearson NaN, taken for diverged weights. The sample is checked too, and the remedy names the cap."""
+    from pipelines.tasks.roles import unit_hash
+
+    kept = set(sorted(range(40), key=lambda i: unit_hash(f"cap:{i}"))[:5])  # numbered's sample of 5
+    select = [{"text_a": f"review {i}", "text_b": None, "label": 1.0 if i in kept or i % 2 else 5.0} for i in range(40)]
+    dev = [{"text_a": f"other {i}", "text_b": None, "label": float(i)} for i in range(40)]
+    monkeypatch.setattr(stream, "stream_rows", lambda *a, **k: stream.StreamedRows(
+        stream.StreamedSplit(None, 100, "0" * 64), [dict(r) for r in select], [dict(r) for r in dev], ()))
+    (tmp_path / "scores.csv").write_text("text,label\na,1\n")
+    task = dict(name="files", kind="regression", train_file=str(tmp_path / "scores.csv"))
+    with pytest.raises(Exception, match=r"task.select_file \S*scores.csv', 5 of its rows: every row's score is 1: "
+                                        r".*give a larger task.max_eval_examples"):
+        ft_tasks.load_rows(TaskConfig(**task, max_eval_examples=5))
+    rows = ft_tasks.load_rows(TaskConfig(**task, max_eval_examples=6))
+    assert len(rows.select) == 6 and len({r["label"] for r in rows.select}) == 2
+
+
 def test_a_folder_read_with_its_subfolders_says_how_many_files_lie_in_them(tmp_path, capsys):
     """A folder read at its top level only before now reads its subfolders too: a resubmitted run may train on more
     rows, so the driver's check says it, once, before any Ray work (not for a folder of top-level files only)."""

@@ -217,3 +217,36 @@ def test_tag_ids_in_one_file_and_tag_names_in_another_are_refused_as_classes_are
         ft_tasks.load_rows(TaskConfig(**files, dev_file=str(tmp_path / "ids.jsonl")))
     with pytest.raises(RuntimeError, match="no Ray here"):
         ft_tasks.load_rows(TaskConfig(**files, select_file=str(tmp_path / "more.jsonl")))
+
+
+def test_copies_of_a_paragraph_in_another_whitespace_or_unicode_form_are_one_group():
+    """A QA file repeats its paragraph in each question's record; a copy written with a trailing newline, CRLF, a
+    double space or decomposed accents was another group, and a paragraph's questions straddled train and select
+    (and dev). The list carve (the scorer's groups too) and the streamed one name it alike; a context or first
+    sentence already in canonical form keeps its name, so its hash and existing carves do not move."""
+    import json as json_
+    import unicodedata
+
+    from pipelines.tasks.roles import carve, group_key
+    from pipelines.tasks.stream import _candidates, _chosen, _group
+
+    copies = (lambda c: c, lambda c: c + "\n", lambda c: c.replace(". ", ".\r\n", 1), lambda c: c.replace(" ", "  "),
+              lambda c: unicodedata.normalize("NFD", c))
+    rows = [{"id": f"{p}-{q}", "question": f"Q{q} about {p}?", "context": copy(f"Café Zoë {p}. The river runs."),
+             "answers": {"text": ["river"], "answer_start": [0]}} for p in range(200) for q, copy in enumerate(copies)]
+    group = group_key(rows, "question-answering")
+    assert group(rows[0]) == rows[0]["context"] == _group(rows[0], "question-answering", "content")
+    assert {group(r) for r in rows[:5]} == {_group(r, "question-answering", "content") for r in rows[:5]} == \
+        {rows[0]["context"]}
+    train, select = carve(rows, group, 0.2, 10_000)
+    paragraphs = [{r["id"].split("-")[0] for r in split} for split in (train, select)]
+    assert select and not paragraphs[0] & paragraphs[1] and len(select) == 5 * len(paragraphs[1])
+    parts = np.array_split(np.arange(len(rows)), 3)
+    records = [{k: v[0] for k, v in _candidates({"row": [json_.dumps(rows[i]) for i in part]}, "question-answering",
+                                                  "content", 0.2, 10_000, "select", set()).items()} for part in parts]
+    assert _chosen(iter(records), 10_000) == {group(r) for r in select}
+
+    firsts = ("A café sat.", " A  café sat.\n", unicodedata.normalize("NFD", "A café sat."))
+    pairs = [{"text_a": text, "text_b": f"hypothesis {i}", "label": "x"} for i, text in enumerate(firsts)]
+    assert {group_key(pairs, "classification")(r) for r in pairs} == {_group(r, "classification", "pair")
+                                                                      for r in pairs} == {'text_a:"A café sat."'}
