@@ -134,8 +134,10 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
         # a .txt of WikiExtractor's <doc> blocks was read as a book: ~1 MiB documents of articles, the tags as text
         spec["wikiextractor_text"] = "an article a document"
     if "wiki_xml" in formats.values():  # wiki.strip_wikitext deleted a paragraph opening with "!" ("!Kung") as a
-        # table row: such a page's text is other now (and wiki XML is told by its name, or the head prepare sniffs)
-        spec["wikitext"] = "! lines only as table syntax"
+        # table row, and blanked date/val/nee templates ("Curie ( – ) was"): such a page's text is other now (and wiki
+        # XML is told by its name, or the head prepare sniffs)
+        spec["wikitext"] = ("! lines only as table syntax; date, val, nee, flag, abbr, sortname and formatnum templates"
+                            " rendered, punctuation-only parentheses dropped")
     if cfg.dupe_factor > 1:  # shards sized from the corpus alone (ShardLayout.plan), and their passes written one
         # after another (prepare._pass_tables): only sets of several passes have other examples, only they are renamed
         spec["dupe_passes"] = "shards sized without dupe_factor, a pass after another"

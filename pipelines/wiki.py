@@ -11,8 +11,9 @@ turns these into "malformed_xml" / "not_a_wiki_dump" / "truncated_bz2".
 `strip_wikitext` is a regex stripper written here because the options on PyPI do not fit the
 hot path: mwparserfromhell builds a full parse tree (about 10x slower, and its strip_code
 keeps table and template debris) and WikiExtractor is a script, not a library. It keeps prose
-and lists, turns headings into their own paragraphs, drops templates, tables, references,
-files, categories and interlanguage links, and cuts the trailing reference sections.
+and lists, turns headings into their own paragraphs, drops tables, references, files, categories, interlanguage
+links and the templates that are metadata (rendering those whose words are the sentence's: dates, units, names),
+and cuts the trailing reference sections.
 """
 
 from __future__ import annotations
@@ -342,16 +343,16 @@ _LIST_MARKER = re.compile(r"^[*#:;]+\s*", re.M)
 _TABLE_DEBRIS = re.compile(r"^[^\S\n]*+(?:\{?\||!(?=\s|$|[^\n]*?(?:!!|\|))).*$", re.M)
 _EMPHASIS = re.compile(r"'{2,5}")
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
-# a removed template's "( )" (it leaves a space: "Einstein({{IPA-de|x}})" -> "Einstein( )"); not a call's "main()".
-# Both linear in a long run of whitespace: "(?:\s|[,;:])*[\s,;:]..." tried every split of the run after a "(" (20k
-# removed templates: seconds a page), and " +" started at every space of a run not followed by punctuation
-_EMPTY_PARENS = re.compile(r"\([\s,;:]++\)|(?<!\w)\(\)")
+# a removed template's "( )" ("Einstein({{IPA-de|x}})") or "( – )" between two, with the space before it (not "main()",
+# "(–)"); a leading "( ;" and trailing ", )" ("(; born 1954, )", not ";)"). Linear in a run of spaces: "(?:\s|[,;:])*"
+# tried every split of one after a "(" (20k removed templates: seconds a page), " +" started at each of its spaces
+_PUNCT_PARENS = re.compile(r"( ?)(\w?)\(([\s,;:\u2013\u2014-]*+)\)")
+_PARENS_EDGE = re.compile(r"(\()[ \t,;]++|(?<![ \t,;])[ \t,;]++(?<=[ \t])(\))")
 _SPACE_BEFORE_PUNCT = re.compile(r"(?<! ) ++([,.;:])(?=\s|$)")
 
 # Link prefixes whose links are not prose: media, categories, interlanguage ("de:", "zh-yue:").
 # Language codes are matched lower-case only, as they are written, so "[[Ali: Fear Eats the Soul]]" stays.
 _DROPPED_LINK_PREFIX = re.compile(r"\s*(?:(?i:file|image|media|category)|[a-z]{2,3}(?:-[a-z]+)?)\s*:")
-
 
 # A "|" that a link closes after (no "[" between): it parts the link's target from its label, not template arguments.
 _ARGUMENT_PIPE = re.compile(r"\|(?![^\[]*\]\])")
@@ -363,14 +364,25 @@ def _template_text(m: re.Match) -> str:
     "5 km", {{ill|Hans Müller|de}} -> "Hans Müller", and the symbols: "No.{{nbsp}}1", "1999{{ndash}}2000". Templates
     go before links, so an argument may be a link: {{nowrap|[[United States|U.S.]]}} -> "[[United States|U.S.]]"."""
     name, _, args = m.group(0)[2:-2].partition("|")
+    if name.lstrip().lower().startswith("formatnum:"):  # a parser function: its argument follows the colon
+        return name.partition(":")[2].strip()
     name = " ".join(name.replace("_", " ").split()).lower()
     if name in _SYMBOL_TEMPLATES:
         return _SYMBOL_TEMPLATES[name]
     if name not in _INLINE_TEMPLATES and not name.startswith("lang-"):
         return " "
     parts = _ARGUMENT_PIPE.split(args) if args else []
-    named = {k.strip(): v for k, v in (a.split("=", 1) for a in parts if "=" in a)}
+    named = {k.strip(): v.strip() for k, v in (a.split("=", 1) for a in parts if "=" in a)}
     args = [a.strip() for a in parts if "=" not in a]  # positional arguments
+    if name in _DATE_TEMPLATES:
+        return _date(args)
+    if name == "val":  # its number, exponent and unit (u=, or ul= linked); an uncertainty is not read
+        number = "".join(args[:1] + [f"\u00d710^{named['e']}" if named.get("e") else ""])
+        return " ".join([number, named.get("u") or named.get("ul") or ""]).strip()
+    if name in ("nee", "née", "sortname"):  # "née Kasner"; a first and a last name (then a link target, a sort key)
+        return " ".join(args[:2] if name == "sortname" else ["née", *args[:1]])
+    if name in ("flag", "flagcountry", "flagu", "flagicon", "abbr"):  # a country (an icon: none), an abbreviation
+        return "" if name == "flagicon" else named.get("name") or (args[0] if args else "")
     if name == "lang":
         return named.get("text", "").strip() or (args[1] if len(args) > 1 else "")
     if name in ("convert", "cvt"):  # the value (-40, 1/2, or a range: 5|-|10) and its unit
@@ -393,13 +405,27 @@ def _template_text(m: re.Match) -> str:
 
 
 _QUOTE_TEMPLATES = frozenset(["quote", "blockquote", "cquote", "quotation", "quote box", "poem quote"])
+_DATE_TEMPLATES = frozenset([*(f"{e}{s}" for e in ("birth", "death", "start", "end") for s in (
+    " date", " date and age", "-date", "-date and age", " year and age")), "dts", "film date", "bda"])
 _INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic", "circa",
-                               "c.", "as of", "us$", "ill", "interlanguage link", "nihongo", *_QUOTE_TEMPLATES])
+                               "c.", "as of", "us$", "ill", "interlanguage link", "nihongo", *_QUOTE_TEMPLATES,
+                               *_DATE_TEMPLATES, "val", "nee", "née", "sortname", "flag", "flagcountry", "flagu",
+                               "flagicon", "abbr"])
+_MONTHS = ",January,February,March,April,May,June,July,August,September,October,November,December".split(",")
 _SYMBOL_TEMPLATES = {"nbsp": " ", "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spnd": " \u2013 ",
                      "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ", "dash": " \u2014 ", "-": "\u2013",
                      "middot": "\u00b7", "\\": " / ", "'": "'"}  # not {{!}}, {{=}}: a "|" would split its template
 _RANGE_WORDS = frozenset(["-", "\u2013", "to", "and", "or", "x", "by", "+", "+/-", "&"])
 _PARAMETER = re.compile(r"\{\{\{[^{}]*\}\}\}")  # {{{1}}}: a template's own parameter, left in pages by copying
+
+
+def _date(args: list[str]) -> str:
+    """A date template's (first) date: "17 July 1954" of 1954|7|17, "1954" (no "(age 71)": today's), or as written."""
+    year, month, day = (args + ["", "", ""])[:3]
+    if not year.isdigit():
+        return year
+    month = (_MONTHS[int(month)] if 0 < int(month) <= 12 else "") if month.isdigit() else month
+    return " ".join(p for p in (str(int(day)) if day.isdigit() and month else "", month, year) if p)
 
 
 # A prefixed target naming a media file: [[Bild:X.jpg|mini|...]] in a German dump, Imagen: (es), Изображение: (ru),
@@ -439,8 +465,6 @@ def _trailing_start(text: str) -> int:
 
 # also a section's name: a history's account of its sources, an author's list of works
 _AMID_ARTICLE = re.compile(r"^==\s*(?:sources|notes|note|bibliography|anmerkungen|bronnen)\s*==", re.I)
-
-
 _LEVEL_2 = re.compile(r"^==(?!=).*?[^=]==\s*$", re.M)
 
 
@@ -463,5 +487,13 @@ def strip_wikitext(text: str, site: Site = Site()) -> str:
     text = _TABLE_DEBRIS.sub("", text)
     text = _LIST_MARKER.sub("", text)
     text = html.unescape(text)  # after tag removal: an escaped "&lt;b&gt;" is literal text
-    text = _EMPTY_PARENS.sub("", text)
+    text = _PUNCT_PARENS.sub(_punct_parens, text)
+    text = _PARENS_EDGE.sub(r"\1\2", text)
     return _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+
+
+def _punct_parens(m: re.Match) -> str:
+    space, word, inner = m.groups()
+    if (word and not inner) or (not any(c.isspace() for c in inner) and any(c in "\u2013\u2014-" for c in inner)):
+        return m.group()  # a call's "main()", a dash's "(–)"
+    return space + word if word else ""
