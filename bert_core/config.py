@@ -31,7 +31,7 @@ class BertConfig:
     max_position_embeddings: int = 512  # longest sequence the learned positions cover
     type_vocab_size: int = 2  # segment ids: sentence A = 0, sentence B = 1
     layer_norm_eps: float = 1e-12  # original BERT's epsilon; parity with checkpoints needs it
-    initializer_range: float = 0.02  # std of the truncated-normal weight init
+    initializer_range: float = 0.02  # std of the normal weight init (untruncated, as HF BERT)
     pad_token_id: int = 0  # padding id: its embedding row starts at zero
     classifier_dropout: float | None = None  # dropout before a task head's classifier; None: hidden_dropout_prob (HF)
 

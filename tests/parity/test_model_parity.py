@@ -1,5 +1,11 @@
 """Numeric parity with `transformers`: real MiniLM weights, converted HF pretraining models, and our
-exported checkpoints loading in transformers with no missing or unexpected keys."""
+exported checkpoints loading in transformers with no missing or unexpected keys.
+
+The randomly built models are moved off their init first (perturb_): at init every bias is 0 and every
+LayerNorm (1, 0), so an unused MLM bias or a swapped LayerNorm would still agree with transformers. Each
+of these breakages of bert_core/model.py fails here: a hard-coded GELU in the FFN or the MLM head
+transform, the MLM bias unused, ones for missing token_type_ids.
+"""
 
 import os
 
@@ -50,9 +56,25 @@ def hf_small_config(**kw) -> transformers.BertConfig:
     return transformers.BertConfig(**tiny(vocab_size=512, **kw).validate().to_hf_dict())
 
 
-def test_converted_hf_pretraining_model_gives_same_logits_and_loss(tmp_path):
+def perturb_(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Every parameter moved off its init (zero biases, unit LayerNorms), so each one shows in the outputs."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():  # once per tensor: a tied decoder stays tied
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+    return model
+
+
+# Every activation, and an epsilon far from 1e-12: under the defaults alone, code that ignores hidden_act or
+# layer_norm_eps agrees with transformers.
+PRETRAINING_CONFIGS = [dict(hidden_act="gelu"), dict(hidden_act="gelu_new"), dict(hidden_act="relu"),
+                       dict(layer_norm_eps=1e-3)]
+
+
+@pytest.mark.parametrize("kw", PRETRAINING_CONFIGS, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+def test_converted_hf_pretraining_model_gives_same_logits_and_loss(tmp_path, kw):
     torch.manual_seed(0)
-    hf = transformers.BertForPreTraining(hf_small_config()).eval()
+    hf = perturb_(transformers.BertForPreTraining(hf_small_config(**kw)).eval(), seed=1)
     hf.save_pretrained(tmp_path / "hf")
     ours, info = load_pretrained(tmp_path / "hf", BertForPreTraining, output_loading_info=True)
     assert info == {"missing_keys": [], "unexpected_keys": []}
@@ -70,11 +92,14 @@ def test_converted_hf_pretraining_model_gives_same_logits_and_loss(tmp_path):
         ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp)
         dense = ours(ids, types, mask)
         sparse = ours(ids, types, mask, mlm_labels=labels, next_sentence_label=nsp)
+        untyped_ref, untyped = hf(input_ids=ids, attention_mask=mask), ours(ids, None, mask)  # both: all segment 0
     real = mask.bool()
     torch.testing.assert_close(dense.mlm_logits[real], ref.prediction_logits[real], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(dense.nsp_logits, ref.seq_relationship_logits, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(sparse.mlm_logits, ref.prediction_logits[chosen], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(sparse.loss, ref.loss, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(untyped.mlm_logits[real], untyped_ref.prediction_logits[real], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(untyped.nsp_logits, untyped_ref.seq_relationship_logits, rtol=1e-5, atol=1e-5)
 
 
 EXPORTS = [
@@ -103,7 +128,7 @@ def _pairs(cls, ours, theirs):
                          ids=[f"{c.__name__}{k.get('num_labels', '')}" for c, k, _ in EXPORTS])
 def test_exported_checkpoint_loads_in_transformers(tmp_path, cls, kwargs, auto):
     torch.manual_seed(0)
-    ours = cls(tiny(vocab_size=512).validate(), **kwargs).eval()
+    ours = perturb_(cls(tiny(vocab_size=512).validate(), **kwargs).eval(), seed=1)
     save_pretrained(ours, tmp_path / "ckpt", tokenizer_dir=MINILM)
     theirs, info = auto.from_pretrained(tmp_path / "ckpt", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
