@@ -141,9 +141,17 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
 def _list_item(text: str, at: int) -> bool:
     """Whether the number at text[at] opens a list item: it starts a line after one that ended a sentence or
     introduced the list (". ! ? : ;"), not a hard-wrapped line's "...cost him\n100. He paid" (the text's first
-    number is no item either: "42. That is the answer.")."""
-    before = text[:at].rstrip(" \t")
-    return before.endswith("\n") and before.rstrip()[-1:] in tuple(".!?:;")
+    number is no item either: "42. That is the answer."). It looks back over whitespace only: a copy of the text
+    before `at` (text[:at].rstrip()) made a document without blank lines quadratic (BookCorpus's 8 MiB: 32 s)."""
+    i = at
+    while i > 0 and text[i - 1] in " \t":
+        i -= 1
+    if i == 0 or text[i - 1] != "\n":
+        return False
+    i -= 1
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    return i > 0 and text[i - 1] in ".!?:;"
 
 
 def split_sentences(text: str, lines: bool = False) -> list[str]:

@@ -10,8 +10,10 @@ the line says so:
   per-sample draw makes `short_seq_prob` mean what DataConfig says: a share of examples);
 * the random-next document always differs from the current one (Google gives up after 10
   tries and may pair a document with itself, which makes the NSP label wrong);
-* a one-sentence chunk in a one-document bucket is cut in two at a random token, A its start and B
-  the rest, as with nsp_random_prob=0 (Google pairs it with a "random" B from the same document);
+* a one-sentence chunk is random-next as the coin says, its "next" B the sentence after it (Google gives
+  every one a random B); only a document's last sentence alone, with no next, takes a random B whatever
+  the coin, as Google's, or is cut in two at a random token where no random B can be (a one-document
+  bucket, nsp_random_prob=0);
 * random-next documents come from the same bucket, not the whole corpus (see `prepare.py`:
   buckets are uniform random samples of the corpus, so this is the standard sharded
   approximation of a corpus-wide draw).
@@ -32,6 +34,12 @@ import numpy as np
 from bert_core.config import MaskingConfig
 from bert_core.tokenizer import SpecialIds
 from pipelines.config import DataConfig
+
+
+# How pairs are built where the config does not say, recorded in the manifest ("examples"). A set's name hashes its
+# inputs and config alone: one prepared before a rule changed keeps its name, and lacks the key or shows the old rule.
+PAIR_RULES = {"lone_sentence": "next: the following sentence; a document's last: random B (cut in two if none can be)",
+              "long_sentence_piece": "ceil(max_num_tokens / 4)"}
 
 
 def document_key(seed: int, doc_id: str) -> int:
@@ -69,12 +77,12 @@ def cut_long_sentences(doc: Document, max_num_tokens: int) -> tuple[Document, in
     quarter of that, and how many were cut. The sentence splitter ends sentences at . ! ? only: a list, a table or
     verse without them is one "sentence" of hundreds of tokens, of which an example kept one window and the rest was
     lost with no count. Quarters: chunks of several pieces then split into A and B as sentences do, and a piece
-    overshoots a segment's target by little (halves lost ~15-30% of the text to truncation, quarters ~10%)."""
+    overshoots a segment's target by little (halves lost ~15-30% of the text to truncation, quarters 1-2%)."""
     lengths = np.diff(doc.offsets)
     long = lengths > max_num_tokens
     if not long.any():
         return doc, 0
-    piece = max(1, max_num_tokens // 4)
+    piece = max(1, -(-max_num_tokens // 4))  # rounded up: 4 x 31 fell short of 125, and a 5th piece was truncated
     starts = [np.arange(start, end, piece) if cut else np.array([start])
               for start, end, cut in zip(doc.offsets[:-1], doc.offsets[1:], long)]
     offsets = np.concatenate([*starts, doc.offsets[-1:]]).astype(doc.offsets.dtype)
@@ -159,26 +167,11 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             a_end = chunk_start + (rng.randint(1, num_chunk - 1) if num_chunk >= 2 else 1)
             len_a = int(offsets[a_end] - offsets[chunk_start])
             a_ids = b_ids = None  # the sentence ranges' tokens, unless a lone sentence is cut in two below
-            lone = doc.ids[offsets[chunk_start]:offsets[chunk_end]] if num_chunk == 1 else None
             can_draw = len(docs) > 1 and cfg.nsp_random_prob > 0  # another document to draw B from, and NSP on
-            random_b = can_draw and (rng.random() < cfg.nsp_random_prob or (lone is not None and len(lone) < 2))
-            if lone is not None and not random_b:
-                # A lone sentence has no next sentence to be B. Google's code gives it a random one whatever the
-                # coin says, which made 55-60% of the pairs random-next, not data.nsp_random_prob's share (and,
-                # without NSP, a context that breaks off): where the coin says "next", it is cut in two at a random
-                # token instead, A its start and B the rest. A one-document bucket has no other document to draw
-                # a random B from either: the same cut, where dropping the sentence (and keeping a short target that
-                # the next ones reach alone) starved it. A one-token sentence (a document's last) cannot be cut:
-                # it takes a random B, or with no other document (or no NSP) no pair at all.
-                if len(lone) < 2:
-                    if dropped is not None:
-                        dropped["one_token_sentence"] += 1
-                    chunk_start, i = i + 1, i + 1
-                    continue
-                cut = rng.randint(1, len(lone) - 1)
-                a_ids, b_ids = lone[:cut], lone[cut:]
-                is_random, doc_b, b_start, b_end = False, index, chunk_start, chunk_end
-            elif random_b:  # the coin said random, or a one-token lone sentence (see above)
+            # A one-sentence chunk that is its document's last has no next sentence to be B: a random one whatever the
+            # coin says, as Google gives every one-sentence chunk (see below for the others).
+            random_b = can_draw and ((num_chunk == 1 and chunk_end == n) or rng.random() < cfg.nsp_random_prob)
+            if random_b:
                 is_random = True
                 doc_b = _random_other_document(len(docs), index, rng)
                 other = docs[doc_b].offsets  # not .tolist(): that cost a book-sized B's every sentence per pair
@@ -189,8 +182,27 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
                 b_end = max(b_start + 1, min(int(np.searchsorted(other, other[b_start] + target_b)), len(other) - 1))
                 # The chunk's sentences after A were not used: they start the next chunk.
                 i -= chunk_end - a_end
-            else:  # two or more sentences, contiguous: the coin said so, or the bucket has no other document
+            elif num_chunk > 1 or chunk_end < n:
+                # Contiguous: B is the rest of the chunk, or, where one sentence reached the target alone, the sentence
+                # after it (truncated as any B). Google gives every one-sentence chunk a random B, which made 55-60%
+                # of the pairs random-next, not data.nsp_random_prob's share; cutting the sentence in two made the
+                # "next" pairs the only ones whose A ends and whose B starts mid-sentence, a cue to the label.
+                if num_chunk == 1:
+                    i, chunk_end = chunk_end, chunk_end + 1
                 is_random, doc_b, b_start, b_end = False, index, a_end, chunk_end
+            else:
+                # The document's last sentence alone, and no other document to draw B from (a one-document bucket) or
+                # no NSP: cut in two at a random token, A its start and B the rest (all pairs are "next" here, so the
+                # cut cues nothing). A one-token sentence cannot be cut: no pair at all.
+                lone = doc.ids[offsets[chunk_start]:offsets[chunk_end]]
+                if len(lone) < 2:
+                    if dropped is not None:
+                        dropped["one_token_sentence"] += 1
+                    chunk_start, i = i + 1, i + 1
+                    continue
+                cut = rng.randint(1, len(lone) - 1)
+                a_ids, b_ids = lone[:cut], lone[cut:]
+                is_random, doc_b, b_start, b_end = False, index, chunk_start, chunk_end
             if a_ids is None:
                 b_ids = docs[doc_b].ids[docs[doc_b].offsets[b_start]:docs[doc_b].offsets[b_end]]
                 a_ids = doc.ids[offsets[chunk_start]:offsets[a_end]]
@@ -303,12 +315,17 @@ def mask_static(examples: Sequence[Example], mcfg: MaskingConfig, special: Speci
         e.masked_ids = originals[bounds[i]:bounds[i + 1]]
 
 
+ALONE_TRAIN_SHARE = 0.05  # train examples in shards of one document (all "next") that nsp_warning names
+
+
 def nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:
     """A line when random-next pairs fall well below data.nsp_random_prob, in all (`counts`) or in the held-out split
     (its shards' rows): B is drawn from the shard's other documents, and a shard of one document has none
     (BooksCorpus's one-sentence-a-line books are cut into 8 MiB documents, ~2 to a ~4M-token shard), so its pairs are
     all contiguous and NSP sees fewer negatives. The held-out split is ~2% of the documents, often one shard of one
-    or two of them: its NSP accuracy then scores the "follows" class alone, which a head that always says so meets."""
+    or two of them: its NSP accuracy then scores the "follows" class alone, which a head that always says so meets.
+    Where the share in all passes, train shards of one document are still named when they hold over ALONE_TRAIN_SHARE
+    of the train examples (BooksCorpus as two 2.2 GB files: 66 of 268 shards, 9.7%, whose pairs are all "next")."""
     if not cfg.nsp_random_prob or not counts["examples"]:
         return None
     low, share = 0.8 * cfg.nsp_random_prob, counts["random_next"] / counts["examples"]
@@ -319,12 +336,21 @@ def nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:
                 f"not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: {alone} of {len(rows)} shards hold one "
                 f"document (no other to draw a random B from), {counts['documents_kept'] / len(rows):.1f} documents "
                 f"a shard on average; set data.num_shards lower, or give the corpus smaller documents (blank lines)")
+    lines = []
+    train = sum(s["rows"] for s in shards["train"])
+    alone = [s["rows"] for s in shards["train"] if s["documents"] == 1]
+    if train and sum(alone) > ALONE_TRAIN_SHARE * train:
+        lines.append(f"{len(alone)} of {len(shards['train'])} train shards hold one document, so all their pairs are "
+                     f"'next' (no other document to draw a random B from): {sum(alone) / train:.1%} of the train "
+                     f"examples ({sum(alone)} of {train}); the documents are too large for the shards (a text file "
+                     f"without blank lines is cut into 8 MiB documents): give the corpus blank lines between documents "
+                     f"(data.text_documents=blank_lines where they end one), or set data.num_shards lower")
     held_out = sum(s["rows"] for s in shards["eval"])
     random_next = sum(s["random_next"] for s in shards["eval"])
     if held_out and random_next / held_out < low:
-        return (f"the held-out split's random-next pairs are {random_next / held_out:.1%} ({random_next} of "
-                f"{held_out}), not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: its "
-                f"{len(shards['eval'])} shard(s) hold {sum(s['documents'] for s in shards['eval'])} document(s), "
-                f"with few others to draw a random B from, so its NSP accuracy scores mostly the 'follows' class; "
-                f"set data.eval_fraction higher, or give the corpus smaller documents (blank lines)")
-    return None
+        lines.append(f"the held-out split's random-next pairs are {random_next / held_out:.1%} ({random_next} of "
+                     f"{held_out}), not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: its "
+                     f"{len(shards['eval'])} shard(s) hold {sum(s['documents'] for s in shards['eval'])} document(s), "
+                     f"with few others to draw a random B from, so its NSP accuracy scores mostly the 'follows' class; "
+                     f"set data.eval_fraction higher, or give the corpus smaller documents (blank lines)")
+    return "; and ".join(lines) or None

@@ -56,8 +56,8 @@ from bert_core.tokenizer import (SpecialIds, check_tokenizer_folder, continuatio
                                  vocab_in_id_order)
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import dropped_rows
-from pipelines.examples import (Document, bucket_seed, create_examples, cut_long_sentences, mask_static_flat,
-                                masking_config, nsp_warning)
+from pipelines.examples import (PAIR_RULES, Document, bucket_seed, create_examples, cut_long_sentences,
+                                mask_static_flat, masking_config, nsp_warning)
 from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_schema, examples_to_table,
                               histogram_bin_width, length_histogram, read_manifest, shard_name, token_type,
                               write_manifest, write_shard)
@@ -470,6 +470,7 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     return {
         "format_version": FORMAT_VERSION,
         "counts": counts,
+        "examples": PAIR_RULES,
         "shards": {split: [{k: s[k] for k in ("file", "rows", "bytes", "documents", "tokens")}
                            for s in sorted(rows, key=lambda s: s["index"])] for split, rows in shards.items()},
         "layout": dataclasses.asdict(layout),

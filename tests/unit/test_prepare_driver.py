@@ -110,7 +110,7 @@ def test_tokenizing_tasks_default_to_the_clusters_cpus_and_an_explicit_count_sta
 def test_a_random_next_share_well_under_nsp_random_prob_is_reported_with_its_numbers():
     """BooksCorpus as two one-sentence-a-line files: 8 MiB documents, 72 of 281 shards with one document."""
     cfg = DataConfig(sources=["x"])
-    shards = {"train": [{"documents": 1}] * 72 + [{"documents": 3}] * 203,
+    shards = {"train": [{"documents": 1, "rows": 2}] * 72 + [{"documents": 3, "rows": 30}] * 203,
               "eval": [{"documents": 2, "rows": 10, "random_next": 5}] * 6}
     counts = {"examples": 1000, "random_next": 370, "documents_kept": 693}
     line = nsp_warning(cfg, counts, shards)
@@ -124,6 +124,23 @@ def test_a_random_next_share_well_under_nsp_random_prob_is_reported_with_its_num
     line = nsp_warning(cfg, {**counts, "random_next": 490}, one_book)
     assert line.startswith("the held-out split's random-next pairs are 0.0% (0 of 1364), not the 50% of "
                            "data.nsp_random_prob: its 1 shard(s) hold 1 document(s)") and "data.eval_fraction" in line
+
+
+def test_train_shards_of_one_document_are_named_when_they_hold_over_5_percent_of_the_examples():
+    """BooksCorpus as two 2.2 GB files without blank lines: 8 MiB documents, 66 of 268 shards with one, 9.7% of the
+    train examples and all "next", while the random share in all (45.6%) passed the check above."""
+    cfg = DataConfig(sources=["x"])
+    counts = {"examples": 1000, "random_next": 456, "documents_kept": 700}
+    eval_rows = [{"documents": 2, "rows": 10, "random_next": 5}] * 5
+    shards = {"train": [{"documents": 1, "rows": 100}] * 66 + [{"documents": 3, "rows": 300}] * 197, "eval": eval_rows}
+    line = nsp_warning(cfg, counts, shards)
+    assert line.startswith("66 of 263 train shards hold one document, so all their pairs are 'next'")
+    assert "10.0% of the train examples (6600 of 65700)" in line and "data.text_documents=blank_lines" in line
+    assert "held-out" not in line
+    at_most = {**shards, "train": [{"documents": 1, "rows": 100}] * 5 + [{"documents": 2, "rows": 100}] * 95}
+    assert nsp_warning(cfg, counts, at_most) is None  # 5.0%: not over
+    both = nsp_warning(cfg, counts, {**shards, "eval": [{"documents": 1, "rows": 1364, "random_next": 0}]})
+    assert both.startswith("66 of 263 train shards") and "; and the held-out split's random-next pairs are 0.0%" in both
 
 
 def test_the_sample_stops_at_its_text_budget_the_last_document_cut_to_it(corpus, monkeypatch):
