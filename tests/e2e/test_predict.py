@@ -150,8 +150,11 @@ def test_a_killed_actor_and_a_rerun_leave_every_input_predicted_exactly_once(ray
     os.remove(out / sorted(manifest["shards"][shard]["parts"])[-1])
     del manifest["shards"][shard]
     (out / "manifest.json").write_text(json.dumps(manifest))
+    kept = {p: p.stat().st_mtime_ns for s in manifest["shards"] for p in (out / "shards" / s).iterdir()}
     again = predict(ray_tmp, f"models:/{NAME}/2", registry["inputs"], out, "shard_rows=25", "window=8")
     assert again.skipped_shards == len(manifest["shards"])  # only the broken shard was predicted again
+    # the kept shards' files as the first run left them: not read and predicted again (their parts rewritten alike)
+    assert {p: p.stat().st_mtime_ns for s in manifest["shards"] for p in (out / "shards" / s).iterdir()} == kept
     ids = [r["id"] for r in outputs(out)]
     assert len(ids) == len(set(ids)) == again.rows == 91
     with pytest.raises(ConfigError, match="another model or input"):  # the folder holds v2's predictions

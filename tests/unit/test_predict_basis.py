@@ -3,6 +3,7 @@ _rows.json and the rows' `file` and default `id`): an input URL's credentials we
 threshold a non-multi-label model ignores was part of the basis (a rerun with it was refused)."""
 
 import json
+import os
 import shutil
 
 import fsspec
@@ -135,3 +136,19 @@ def test_an_older_classifiers_folder_that_stored_its_threshold_resumes(tmp_path,
         else:  # its default, 0.5, in effect: another threshold
             with pytest.raises(ConfigError, match=r"differs in threshold"):
                 predict._open_manifest(out, cfg, model, files, predict._basis(cfg, model, files))
+
+
+def test_a_rerun_reads_past_a_kept_shard_leaving_its_record_as_it_was(tmp_path):
+    """A shard complete before the rerun (jobs/predict.py's `skip`) yields no row for the replicas, whose parts would
+    be written over the kept ones, and its _rows.json is not written again; the next shard's positions still count
+    its rows. Every other test reads with nothing to skip."""
+    (tmp_path / "in.csv").write_text("text\n" + "\n".join(f"row {i}" for i in range(5)) + "\n")
+    item, out = {"index": 0, "path": str(tmp_path / "in.csv"), "fmt": "csv"}, tmp_path / "out"
+    list(read_rows(item, "classification", Columns(tokens=""), 2, set(), out))  # the earlier run's read
+    kept = out / shards.SHARDS / "00000-000001" / shards.ROWS
+    os.utime(kept, ns=(10**18, 10**18))  # an earlier run's: a rewrite now would show
+    before = kept.read_bytes()
+    rows = list(read_rows(item, "classification", Columns(tokens=""), 2, {"00000-000001"}, out))
+    assert [(r["shard"], r["position"]) for r in rows] == [("00000-000000", 0), ("00000-000000", 1),
+                                                           ("00000-000002", 4)]
+    assert kept.read_bytes() == before and kept.stat().st_mtime_ns == 10**18

@@ -110,3 +110,40 @@ def test_a_pbt_exploit_is_counted_apart_from_the_trials_restarts(trial_of):
     assert tags == {"pbt.exploits": "3"}
     assert trial_of({"optim.lr": 2e-4, EXPLOIT: 3}, saved_by="b_00001") == {"pbt.exploits": "3", "restarts": "1"}
     assert trial_of({"optim.lr": 2e-4, EXPLOIT: 3}, saved_by="a_00000") == {"pbt.exploits": "3", "restarts": "2"}
+
+
+def test_a_pbt_exploit_trains_on_with_its_own_learning_rate_and_decay_at_the_donors_step(tmp_path):
+    """A donor's optimizer state brings the donor's learning rate and weight decay (ray#36660): restore puts this
+    trial's back, at the donor's place on this trial's schedule (step 40 of 100, 10 warming up: 2/3 of the peak), and
+    the next scheduler step goes on from there. A real torch optimizer and scheduler; no DeepSpeed engine."""
+    import torch
+    from ray import tune
+
+    from jobs.config.finetune import FinetuneOptimConfig
+    from jobs.engine.ds_config import lr_lambda, param_groups
+    from jobs.workers import sweep_trial
+
+    optim = FinetuneOptimConfig(lr=1e-5, weight_decay=0.01)
+    factor = lr_lambda(optim.engine_optim(100), 100)
+    opt = torch.optim.AdamW(param_groups(torch.nn.Linear(4, 2), optim.weight_decay), lr=optim.lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, factor)  # this trial's, from its start (load leaves it)
+
+    def load(d, schedule):  # the donor's optimizer state: its lr at step 40, its peak and decay
+        for group in opt.param_groups:
+            group.update(lr=3e-5 * factor(40), initial_lr=3e-5, weight_decay=0.1)
+        return {"step": 40, "epoch": 0, "epoch_steps": 40, "trial_id": "b_00001"}
+
+    trial = SimpleNamespace(
+        engine=SimpleNamespace(load=load, optimizer=opt, scheduler=scheduler),
+        loop=SimpleNamespace(load_state=lambda state: setattr(trial.loop, "step", state["step"]), step=0,
+                             bad_evals=0, stopped=False, metric="select/f1"),
+        logger=SimpleNamespace(restore_counts=lambda d: None, ask=lambda request: [], run_id="run"),
+        steps_per_epoch=100, trial_id="a_00000", cfg=SimpleNamespace(optim=optim), exploit=1)
+    sweep_trial.TrialRun.restore(trial, tune.Checkpoint.from_directory(str(tmp_path)))
+    assert trial.restored_from == "b_00001" and factor(40) == pytest.approx(2 / 3)
+    assert [(g["lr"], g["initial_lr"], g["weight_decay"]) for g in opt.param_groups] == [
+        (pytest.approx(optim.lr * factor(40)), optim.lr, 0.01), (pytest.approx(optim.lr * factor(40)), optim.lr, 0.0)]
+    assert scheduler.get_last_lr() == [pytest.approx(optim.lr * factor(40))] * 2
+    opt.step()
+    scheduler.step()  # step 41 of this trial's schedule, not of the donor's lr nor from this trial's step 1
+    assert [g["lr"] for g in opt.param_groups] == [pytest.approx(optim.lr * factor(41))] * 2
