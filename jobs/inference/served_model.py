@@ -29,6 +29,8 @@ re-import the package from the copy).
 
 from __future__ import annotations
 
+import threading
+
 import mlflow.exceptions
 import mlflow.pyfunc
 
@@ -52,12 +54,17 @@ def missing(value) -> bool:
 
 def refuse_non_text(kind: str, column: str, values) -> None:
     """Raise naming the first row whose `column` is a list, mapping or array (a tagger sent its words as a list):
-    read as text it would be its Python repr, and `missing` would ask pandas whether an array is null; or text with
-    a lone surrogate (JSON's "\\ud83d" without its pair), which the tokenizer cannot encode (batch prediction
+    read as text it would be its Python repr, and `missing` would ask pandas whether an array is null; a boolean
+    (JSON's true), which would be answered as the text "True" (batch prediction rejects it as missing_text); or text
+    with a lone surrogate (JSON's "\\ud83d" without its pair), which the tokenizer cannot encode (batch prediction
     rejects it as invalid_utf8)."""
+    import numpy as np
+
     from pipelines.tasks.text_records import has_lone_surrogate
 
     for i, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)):
+            raise BadRequest(f"{kind}: row {i}'s {column} is {str(v).lower()}, a boolean, not text")
         if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0):
             raise BadRequest(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
                 " (records, {\"inputs\": [{...}]}, are read as one column: send them as dataframe_records or "
@@ -69,6 +76,9 @@ def refuse_non_text(kind: str, column: str, values) -> None:
 
 
 class PredictorModel(mlflow.pyfunc.PythonModel):
+    def __init__(self):
+        self._lock = threading.Lock()
+
     def load_context(self, context) -> None:
         from jobs.inference.kinds import QASettings
         from jobs.inference.predictor import Predictor
@@ -82,7 +92,12 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
     def __getstate__(self):
         """Pickled without a loaded model: MLflow runs the input example through the instance before it pickles it,
         and the weights would be stored a second time beside the model's artifact; load_context loads them."""
-        return {k: v for k, v in self.__dict__.items() if k != "predictor"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("predictor", "_lock")}  # a lock is no pickle
+
+    def __setstate__(self, state):
+        """Unpickled (how MLflow loads a logged model, before load_context) with a lock of its own."""
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def predict(self, context, model_input, params=None):
         import pandas as pd
@@ -91,7 +106,12 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
 
         kind = self.predictor.kind
         rows, empty = self.rows(model_input)
-        answers = iter(self.predictor.predict([r for r in rows if r is not None]))
+        # one request at a time: MLflow's scoring server runs each in a thread of its own (asyncio.to_thread), and the
+        # fast tokenizer's truncation and padding are state of the tokenizer, which each call sets (encode: truncated,
+        # then not, to count the cut; QA windows: padded, then not): overlapping requests tokenized with each other's
+        # settings (a long text not truncated, a QA span from misaligned windows)
+        with self._lock:
+            answers = iter(self.predictor.predict([r for r in rows if r is not None]))
         out = [empty if r is None else next(answers) for r in rows]
         # object columns: pandas would turn a None (a QA row without an answer, beside answered ones) into NaN, which
         # MLflow's scoring server writes as a bare NaN, no JSON a client parses; None is written as null
@@ -149,8 +169,9 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             return [{"id": str(i), "text_a": str(t), "text_b": None} for i, t in enumerate(texts)], {}
         # a request of pairs: every row has its pair, as batch prediction with columns.text_pair rejects a row without
         # one (missing_text); a row read as a single sentence among pairs would be answered from half its input
-        refuse_blank(kind, "text_pair", table["text_pair"], " (a request with a text_pair column is one of pairs: "
-                     "send rows without a pair in a request without the column)")
+        refuse_blank(kind, "text_pair", table["text_pair"], ": this model was fine-tuned on sentence pairs, every row "
+                     "needs its pair" if self.pairs else " (a request with a text_pair column is one of pairs: send "
+                     "rows without a pair in a request without the column)")  # None: logged before it said which
         return [{"id": str(i), "text_a": str(t), "text_b": str(p)}
                 for i, (t, p) in enumerate(zip(texts, table["text_pair"]))], {}
 

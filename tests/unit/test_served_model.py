@@ -167,6 +167,29 @@ def test_a_served_pair_request_refuses_a_row_without_its_pair_naming_it(tmp_path
     assert list(answer["score"]) == pytest.approx([p["score"] for p in ours], abs=1e-6)
 
 
+def test_a_pair_trained_model_asks_for_every_rows_pair_not_for_a_request_without_the_column(tmp_path):
+    """The advice to send rows without a pair in a request without the text_pair column fits a model logged before it
+    recorded what it was fine-tuned on (pairs None); a model of sentence pairs refuses that request too."""
+    model = served(Predictor(multi_label(tmp_path), cpu_kernels="torch"))
+    model.pairs = True
+    with pytest.raises(ValueError, match="row 1 has no text_pair") as refused:
+        model.predict(None, pd.DataFrame({"text": ["hello", "world"], "text_pair": ["x", None]}))
+    assert "fine-tuned on sentence pairs, every row needs its pair" in str(refused.value)
+    assert "without the column" not in str(refused.value)
+
+
+def test_a_boolean_text_is_refused_naming_its_row_not_read_as_the_word_true(tmp_path):
+    """JSON's true in {"inputs": [true]} or a record's text was answered as the text "True"; batch prediction rejects
+    it as missing_text (pipelines/tasks/cells.cell_text keeps a boolean as it is)."""
+    model = served(Predictor(multi_label(tmp_path), cpu_kernels="torch"))
+    with pytest.raises(ValueError, match="multi-label: row 0's text is true, a boolean, not text"):
+        model.predict(None, [True])
+    with pytest.raises(ValueError, match="row 1's text is false, a boolean, not text"):
+        model.predict(None, pd.DataFrame({"text": ["fine", False]}))
+    with pytest.raises(ValueError, match="row 0's text_pair is true, a boolean, not text"):
+        model.predict(None, pd.DataFrame({"text": ["fine"], "text_pair": [True]}))
+
+
 def test_a_pair_trained_classifier_is_served_and_predicted_on_its_pairs(tmp_path):
     """A classifier fine-tuned on sentence pairs (MRPC, NLI, a user's text/text_pair columns): the transformers
     pipeline MLflow would serve it with has a signature of one text column, which drops text_pair from every request,
