@@ -104,6 +104,7 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
                                                                   "phase": "1", **continued})
             with tracking.ending(t.tracking_uri, phase_id, finished=True):
                 first = _fit(phase1, prepared, phase_id)
+                tracking.log_curves(t.tracking_uri, phase_id)  # its workers logged its steps: the parent has none
             phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
             prepared = prepare(phase2.data)
             phase2 = resolve_config(phase2, prepared.tokenizer_dir)
@@ -115,6 +116,7 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
                                                                   "phase": "2", **continued})
             with tracking.ending(t.tracking_uri, phase_id, finished=True):
                 result = _fit(phase2, prepared, phase_id)
+                tracking.log_curves(t.tracking_uri, phase_id)
             metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
             metrics["checkpoints_ignored"] = _report_ignored(phase1) + _report_ignored(phase2)
         else:

@@ -74,7 +74,8 @@ class RankZeroLogger:
     down to one quick try in this process: the backoff here replaces them. A replayed point is harmless:
     MLflow keys a metric by (key, step, timestamp, value) and drops exact repeats. `close()` at the end of
     training retries until the buffer is empty or `close_timeout_s` has passed. Beyond `max_buffered`
-    points the oldest are dropped and counted (`dropped`).
+    points the oldest are dropped and counted (`dropped`). A run deleted while it trains refuses every point, for
+    good: once the store says so, nothing more is sent to it and every point is counted in `dropped` (`gone`).
 
     The buffer and the counts live in this process only, and a restarted worker group trains on from its last
     checkpoint, after the steps whose points were buffered: those are never logged again. So each checkpoint
@@ -93,6 +94,7 @@ class RankZeroLogger:
                  max_backoff_s: float = 60.0, max_buffered: int = 100_000, system_metrics_s: float = 10.0):
         self.client = None
         self.run_id = run_id
+        self.gone = False  # the run deleted (or purged): its points are counted, not sent
         self.failures = 0
         self.dropped = 0
         self.pending: list = []  # mlflow.entities.Metric not yet written, oldest first
@@ -141,12 +143,15 @@ class RankZeroLogger:
             return self._flush()
 
     def _flush(self) -> bool:
-        while self.pending:
+        while self.pending and not self.gone:
             chunk = self.pending[:self.MAX_BATCH]
             try:
                 self.client.log_batch(self.run_id, metrics=chunk)
             except Exception as exc:  # any MLflow or network error: training goes on
-                if getattr(exc, "error_code", "") == "INVALID_PARAMETER_VALUE":  # refused, not failed: never retried
+                code = getattr(exc, "error_code", "")
+                if code in ("INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST") and self._run_gone(exc):
+                    break
+                if code == "INVALID_PARAMETER_VALUE":  # refused, not failed: never retried
                     self._one_by_one(chunk, exc)
                     del self.pending[:len(chunk)]
                     continue
@@ -158,8 +163,23 @@ class RankZeroLogger:
                 self._delay = min(2 * self._delay, self.max_backoff_s)
                 return False
             del self.pending[:len(chunk)]
+        if self.gone:
+            self.dropped += len(self.pending)
+            self.pending.clear()
         self._delay, self._retry_at = self.backoff_s, 0.0
         return True
+
+    def _run_gone(self, exc: Exception) -> bool:
+        """Whether the store refused the batch because the run is deleted (in the UI, while it trains) or purged:
+        retried point by point, every point was refused again, one request each, at every log() until the end."""
+        try:
+            self.gone = self.client.get_run(self.run_id).info.lifecycle_stage != "active"
+        except Exception as asked:  # noqa: BLE001 - the store failing now: not known gone, retried as before
+            self.gone = getattr(asked, "error_code", "") == "RESOURCE_DOES_NOT_EXIST"
+        if self.gone:
+            warnings.warn(redact(f"[tracking] MLflow run {self.run_id} was deleted: no more metrics are sent to it, "
+                                 f"its points are counted in tracking_undelivered: {exc}"))
+        return self.gone
 
     def _one_by_one(self, chunk: list, exc: Exception) -> None:
         """A batch the store refused (a malformed point): each point alone, the refused ones counted as dropped."""

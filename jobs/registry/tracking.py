@@ -19,6 +19,7 @@ from jobs.config.io import flatten
 from jobs.config.sections import BARE_STORES, refuse_deleted_experiment
 from jobs.inference.serving import PRETRAINING
 from jobs.registry.metric_logger import metric_key
+from jobs.registry.curves import CURVES, curve, curve_keys, log_curves  # noqa: F401 - tracking.* for callers
 from jobs.registry.redaction import REDACTED, SECRET_PARTS, is_secret_name, redact  # noqa: F401
 from jobs.registry.model_logging import log_hf_folder, log_qa_model, log_release_model
 
@@ -50,29 +51,32 @@ def _artifact_uri(location: str, tracking_uri: str) -> str | None:
     return location if "://" in location else Path(location).resolve().as_uri()
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the folder holding jobs/: a checkout's root, or site-packages
 CONFIG_ARTIFACT = "config.yaml"
 
 
 def code_version() -> dict:
     """Tags naming the code a run used: the installed package's version (`code.version`) and, where the code
-    runs from a git checkout, its commit and whether the checkout had changes the commit lacks
-    (`code.git_dirty`, untracked files included). A Ray job's copy of the working dir has no .git: version only."""
+    runs from a git checkout of this project, its commit and whether the checkout had changes the commit lacks
+    (`code.git_dirty`, untracked files included). A Ray job's copy of the working dir has no .git: version only; nor
+    has an install inside another repo (a venv in the user's own project): git would name that repo's commit."""
     tags = {}
     try:
         tags["code.version"] = version("bert-foundry")
     except PackageNotFoundError:
         pass
     try:
-        tags["code.git_commit"] = _git("rev-parse", "HEAD")
-        tags["code.git_dirty"] = str(bool(_git("status", "--porcelain"))).lower()
-    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
+        _git("ls-files", "--error-unmatch", str(Path(__file__).resolve()))  # raises unless the repo tracks this file
+        if Path(_git("rev-parse", "--show-toplevel")).resolve() == PROJECT_ROOT:
+            tags["code.git_commit"] = _git("rev-parse", "HEAD")
+            tags["code.git_dirty"] = str(bool(_git("status", "--porcelain"))).lower()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout of ours
         pass
     return tags
 
 
 def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=True,
+    return subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, check=True,
                           timeout=30).stdout.strip()
 
 
@@ -186,7 +190,8 @@ def init_checkpoint_tags(init_checkpoint: str) -> dict:
 def log_dataset(run_id: str, path: str, digest: str, name: str, context: str = "training",
                 client=None) -> None:
     """A prepared set as an input of run `run_id` (MLflow's dataset view): metadata only, pointing at its folder,
-    with `digest` naming its content; nothing is read."""
+    with `digest` naming its content; nothing is read. MLflow keeps one dataset per (experiment, name, digest): the
+    same rows read from another place showed the first run's source, so the digest logged is dataset_digest's."""
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.entities import DatasetInput, InputTag
@@ -202,8 +207,15 @@ def log_dataset(run_id: str, path: str, digest: str, name: str, context: str = "
             source = resolve_dataset_source(uri)
         except MlflowException:  # a scheme MLflow has no dataset source for (hf://): the run's tags name it
             return
-    dataset = MetaDataset(source, name=name, digest=digest)._to_mlflow_entity()
+    dataset = MetaDataset(source, name=name, digest=dataset_digest(uri, digest))._to_mlflow_entity()
     (client or MlflowClient()).log_inputs(run_id, [DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, context)])])
+
+
+def dataset_digest(uri: str, digest: str) -> str:
+    """The digest MLflow shows for content `digest` read from `uri`: both hashed, cut to MLflow's 32 characters."""
+    import hashlib
+
+    return hashlib.sha256(f"{uri}\0{digest}".encode()).hexdigest()[:32]
 
 
 def start_run(tracking_uri: str, experiment: str, artifact_location: str, run_name: str, params: dict,
@@ -250,7 +262,7 @@ def _fill_run(client, run_id: str, params: dict, tags: dict) -> None:
         log_dataset(run_id, tags["lineage.data_dir"], digest=tags["lineage.data_name"], name="pretraining-examples",
                     client=client)
     if "lineage.task_source" in tags:
-        log_dataset(run_id, tags["lineage.task_source"], digest=tags["lineage.task_data_sha256"][:32],
+        log_dataset(run_id, tags["lineage.task_source"], digest=tags["lineage.task_data_sha256"],
                     name=f"{tags.get('task', 'task')}-rows", client=client)
     flat = {k: str(v)[:6000] for k, v in flatten(params).items()}  # MLflow caps a param at 6000 chars
     items = list(flat.items())
@@ -312,7 +324,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     # the run's own experiment as the active one: MLflow refuses to reopen a run under another (one set earlier
     # in this process, perhaps on another store)
     mlflow.set_experiment(experiment_id=MlflowClient(tracking_uri).get_run(run_id).info.experiment_id)
-    with mlflow.start_run(run_id=run_id):
+    with _killed_on_ctrl_c(tracking_uri, run_id), mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({metric_key(k).replace("/", "."): float(v) for k, v in metrics.items()
                             if isinstance(v, (int, float))})
         settings = json.loads((version_tags or {}).get("task_config", "{}"))  # the fine-tuning task's TaskConfig
@@ -348,6 +360,21 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     return info
 
 
+@contextlib.contextmanager
+def _killed_on_ctrl_c(tracking_uri: str, run_id: str):
+    """Ctrl-C in MLflow's own `with start_run` (a model uploading for minutes) ended the run FAILED, as any exception
+    does there, and `ending` keeps a FAILED run as it is: KILLED, with the error tagged, as `ending` ends one."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        from mlflow.tracking import MlflowClient
+
+        with contextlib.suppress(Exception):  # the store down too: the interrupt matters more
+            MlflowClient(tracking_uri).set_tag(run_id, "error", f"{type(exc).__name__}: {exc}"[:5000])
+            MlflowClient(tracking_uri).set_terminated(run_id, "KILLED")
+        raise
+
+
 def _lineage_of(client, run_id: str) -> dict:
     """A run's lineage_tags, for the model version it registers: its own, over its parent run's when it is
     nested (a sweep's trial run; the sweep's parent holds the lineage). A resubmitted run's `continued_from` and
@@ -367,9 +394,6 @@ def _lineage_of(client, run_id: str) -> dict:
             if resumed:
                 break
     return {**{k: v for k, v in {**parent, **tags}.items() if k.startswith(("lineage.", "code."))}, **resumed}
-
-
-CURVES = "curves.png"
 
 
 def may_still_run(tracking_uri: str, run_id: str) -> bool:
@@ -414,56 +438,3 @@ def input_example(rows: list[dict], n: int = 2) -> list | None:
     if "text_a" in rows[0]:
         return [{"text": str(r["text_a"]), "text_pair": str(r["text_b"])} for r in rows[:n]]
     return None
-
-
-def curve_keys(names) -> list[str]:
-    """The metrics log_curves draws (those logged over steps among them): train/*, eval/*, select/*, dev*."""
-    return sorted(k for k in names if k.split("/", 1)[0] in ("train", "eval", "select") or k.startswith("dev"))
-
-
-def curve(history) -> list[tuple[int, float]]:
-    """A metric's (step, value) points, by step, the last logged point of each step: a run restarted from its
-    checkpoint logs the steps since that checkpoint again, and both points drawn made a step's panel zig-zag."""
-    last = {m.step: m.value for m in sorted(history, key=lambda m: m.timestamp)}
-    return sorted(last.items())
-
-
-def log_curves(tracking_uri: str, run_id: str, max_panels: int = 12) -> str | None:
-    """Every training and evaluation metric the run logged over steps (train/*, eval/*, select/*, dev*/...), one
-    panel each, as the run's artifact curves.png; None when it logged none. (Fine-tuning's curve is select/*, the
-    split that chooses: it was left out.)"""
-    import math
-
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri)
-    keys = curve_keys(client.get_run(run_id).data.metrics)
-    histories = {k: curve(client.get_metric_history(run_id, k)) for k in keys}
-    histories = {k: h for k, h in histories.items() if len(h) > 1}
-    if not histories:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    shown = list(histories)[:max_panels]
-    cols = min(3, len(shown))
-    rows = math.ceil(len(shown) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3 * rows), squeeze=False)
-    for ax, key in zip(axes.flat, shown):
-        steps, values = zip(*histories[key])
-        ax.plot(steps, values, marker="." if len(steps) < 50 else None)
-        ax.set_title(key, fontsize="small")
-        ax.set_xlabel("step", fontsize="small")
-    for ax in list(axes.flat)[len(shown):]:
-        ax.axis("off")
-    fig.tight_layout()
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / CURVES
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        client.log_artifact(run_id, str(path))
-    return CURVES

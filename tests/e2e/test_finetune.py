@@ -118,7 +118,10 @@ def test_pkgdocs_from_minilm_beats_majority_and_exports(ray_tmp, pkgdocs):
             assert (tags[f"data.{split}.rows"], tags[f"data.{split}.sha256"]) == (str(info["rows"]), info["sha256"])
     assert float(version.tags["eval.dev/accuracy"]) == pytest.approx(accuracy, abs=1e-6)
     assert version.tags["lineage.tokenizer_sha256"] == tokenizer_hash(MINILM)
-    assert [d.dataset.digest for d in mlflow_run.inputs.dataset_inputs] == [digest[:32]]
+    from jobs.registry.tracking import dataset_digest  # the rows' digest and where they were read
+
+    source = Path(lineage["lineage.task_source"]).as_uri()
+    assert [d.dataset.digest for d in mlflow_run.inputs.dataset_inputs] == [dataset_digest(source, digest)]
     # the version's description is its model card: task, the evaluation metrics, how it was chosen, lineage
     card = version.description
     assert card.startswith(f"**text-classification: pkgdocs, from {MINILM}**")

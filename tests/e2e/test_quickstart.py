@@ -132,7 +132,10 @@ def test_run_names_its_prepared_data_tokenizer_and_code(result):
     assert tags["lineage.tokenizer_sha256"] == tokenizer_hash(pretrained.release_dir)
     assert {"code.version", "code.git_commit", "code.git_dirty"} <= tags.keys()
     (data,) = run.inputs.dataset_inputs
-    assert data.dataset.digest == Path(pretrained.data_dir).name
+    from jobs.registry.tracking import dataset_digest  # the set's name and where it was read
+
+    data_dir = Path(pretrained.data_dir)
+    assert data.dataset.digest == dataset_digest(data_dir.resolve().as_uri(), data_dir.name)
 
 
 def test_release_checkpoint_loads_in_transformers_with_identical_outputs(result):

@@ -2,6 +2,7 @@
 FINISHED when it is done), and what it logs reaches them whatever the user's labels are called: real SQLite stores."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -204,3 +205,42 @@ def test_a_relative_store_is_made_absolute_so_workers_log_where_the_driver_reads
         assert tracking.resolve_tracking_uri(uri) == f"file://{tmp_path}/mlruns"
     for uri in ("http://mlflow:5000", "file:///abs/mlruns", "/abs/mlruns", "databricks", "postgresql://u@db/m"):
         assert tracking.resolve_tracking_uri(uri) == uri
+
+
+def test_ctrl_c_while_the_model_uploads_ends_the_run_killed(store, tmp_path, monkeypatch):
+    """MLflow's own `with start_run` in finish_run ended the run FAILED on Ctrl-C, as on any exception, and `ending`
+    keeps FAILED: a job stopped on purpose looked crashed. A sweep's seed run, registered outside any `ending`, too."""
+    uri, client = store
+
+    def interrupted(*args, **kwargs):  # Ctrl-C while the release checkpoint uploads (minutes for a large model)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tracking, "log_hf_folder", interrupted)
+    job, trial = (tracking.start_run(uri, "ctrl-c", str(tmp_path / "art"), name, {"a": 1}) for name in ("job", "trial"))
+    with pytest.raises(KeyboardInterrupt):
+        with tracking.ending(uri, job):
+            tracking.finish_run(uri, job, {"x": 1.0}, str(tmp_path / "release"), "", "", task=tracking.PRETRAINING)
+    with pytest.raises(KeyboardInterrupt):
+        tracking.finish_run(uri, trial, {"x": 1.0}, str(tmp_path / "release"), "", "", task=tracking.PRETRAINING)
+    for run_id in (job, trial):
+        run = client.get_run(run_id)
+        assert (run.info.status, run.data.tags["error"]) == ("KILLED", "KeyboardInterrupt: ")
+
+
+def test_a_run_deleted_while_it_trains_is_sent_nothing_more_and_its_points_counted(store, tmp_path):
+    """Each batch to a deleted run was refused, then retried point by point, at every log() to the end: 10 steps
+    of 20 metrics cost 210 requests. Now one refused batch, one look at the run, and nothing sent after."""
+    uri, client = store
+    run_id = client.create_run(client.create_experiment("deleted", (tmp_path / "art").as_uri())).info.run_id
+    logger = metric_logger.RankZeroLogger(uri, run_id, rank=0, system_metrics_s=0)
+    sent, log_batch = [], logger.client.log_batch
+    logger.client.log_batch = lambda *a, **k: (sent.append(1), log_batch(*a, **k))[1]
+    logger.log({f"train/m{i}": 1.0 for i in range(20)}, step=1)
+    client.delete_run(run_id)  # in the UI, while it trains
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        for step in range(2, 12):
+            logger.log({f"train/m{i}": 1.0 for i in range(20)}, step=step)
+    assert len(sent) == 2  # step 1's batch, then the one refused
+    assert [f"run {run_id} was deleted" in str(w.message) for w in said] == [True]  # said once
+    assert logger.close() == {"tracking_failures": 0, "tracking_undelivered": 200}

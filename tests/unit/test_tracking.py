@@ -59,7 +59,7 @@ def test_runs_are_tagged_with_the_code_version(tmp_path):
     run_id = tracking.start_run(uri, "code", str(tmp_path / "art"), "code", {"a": 1},
                                 tags=tracking.lineage_tags("pretrain"))
     tags = MlflowClient(uri).get_run(run_id).data.tags
-    head = subprocess.run(["git", "-C", str(tracking.REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+    head = subprocess.run(["git", "-C", str(tracking.PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()
     assert tags["code.git_commit"] == head
     assert tags["code.git_dirty"] in ("true", "false")
@@ -224,7 +224,8 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
     run = client.get_run(pretrain_id)
     assert tags.items() <= run.data.tags.items()
     (dataset_input,) = run.inputs.dataset_inputs
-    assert (dataset_input.dataset.name, dataset_input.dataset.digest) == ("pretraining-examples", "0123456789abcdef")
+    assert (dataset_input.dataset.name, dataset_input.dataset.digest) == (
+        "pretraining-examples", tracking.dataset_digest(data.as_uri(), "0123456789abcdef"))
     assert json.loads(dataset_input.dataset.source)["uri"] == data.as_uri()
 
     torch.manual_seed(0)
@@ -254,7 +255,8 @@ def test_lineage_tags_name_data_tokenizer_and_the_pretraining_run_behind_a_fine_
     finetune_id = tracking.start_run(uri, "lineage", str(tmp_path / "art"), "finetune", {"a": 1},
                                      tags={"task": "toy", **finetune})
     (task_input,) = client.get_run(finetune_id).inputs.dataset_inputs  # the task's rows in MLflow's dataset view
-    assert (task_input.dataset.name, task_input.dataset.digest) == ("toy-rows", digest[:32])
+    assert (task_input.dataset.name, task_input.dataset.digest) == (
+        "toy-rows", tracking.dataset_digest((tmp_path / "task").as_uri(), digest))
     again = tracking.lineage_tags("finetune", init=f"runs:/{finetune_id}/model", tracking_uri=uri)
     assert (again["lineage.init_run_id"], again["lineage.pretrain_run_id"]) == (finetune_id, pretrain_id)
     assert "lineage.init_run_id" not in tracking.lineage_tags("finetune", init=str(release))  # a folder: no run
