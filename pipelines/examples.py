@@ -10,10 +10,10 @@ the line says so:
   per-sample draw makes `short_seq_prob` mean what DataConfig says: a share of examples);
 * the random-next document always differs from the current one (Google gives up after 10
   tries and may pair a document with itself, which makes the NSP label wrong);
-* a one-sentence chunk is random-next as the coin says, its "next" B the sentence after it (Google gives
-  every one a random B); only a document's last sentence alone, with no next, takes a random B whatever
-  the coin, as Google's, or is cut in two at a random token where no random B can be (a one-document
-  bucket, nsp_random_prob=0);
+* a one-sentence chunk is random-next as the coin says (Google gives every one a random B), its "next"
+  B the sentence after it; a document's last sentence alone, with none after it, is cut in two at a
+  random token where the coin says "next" (or no random B can be: a one-document bucket,
+  nsp_random_prob=0);
 * random-next documents come from the same bucket, not the whole corpus (see `prepare.py`:
   buckets are uniform random samples of the corpus, so this is the standard sharded
   approximation of a corpus-wide draw).
@@ -38,7 +38,7 @@ from pipelines.config import DataConfig
 
 # How pairs are built where the config does not say, recorded in the manifest ("examples"). A set's name hashes its
 # inputs and config alone: one prepared before a rule changed keeps its name, and lacks the key or shows the old rule.
-PAIR_RULES = {"lone_sentence": "next: the following sentence; a document's last: random B (cut in two if none can be)",
+PAIR_RULES = {"lone_sentence": "the coin decides; next: the following sentence, a document's last cut in two",
               "long_sentence_piece": "ceil(max_num_tokens / 4)"}
 
 
@@ -168,9 +168,11 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
             len_a = int(offsets[a_end] - offsets[chunk_start])
             a_ids = b_ids = None  # the sentence ranges' tokens, unless a lone sentence is cut in two below
             can_draw = len(docs) > 1 and cfg.nsp_random_prob > 0  # another document to draw B from, and NSP on
-            # A one-sentence chunk that is its document's last has no next sentence to be B: a random one whatever the
-            # coin says, as Google gives every one-sentence chunk (see below for the others).
-            random_b = can_draw and ((num_chunk == 1 and chunk_end == n) or rng.random() < cfg.nsp_random_prob)
+            # The coin decides every pair. Google gives every one-sentence chunk a random B whatever the coin: 55-60%
+            # of pairs random at 512 tokens, and every pair of a corpus of one-sentence documents (reviews, snippets).
+            # A document's last sentence alone of one token cannot be cut in two (below): a random B, if there can be.
+            uncuttable = num_chunk == 1 and chunk_end == n and len_a < 2
+            random_b = can_draw and (rng.random() < cfg.nsp_random_prob or uncuttable)
             if random_b:
                 is_random = True
                 doc_b = _random_other_document(len(docs), index, rng)
@@ -184,16 +186,17 @@ def examples_from_document(docs: Sequence[Document], index: int, cfg: DataConfig
                 i -= chunk_end - a_end
             elif num_chunk > 1 or chunk_end < n:
                 # Contiguous: B is the rest of the chunk, or, where one sentence reached the target alone, the sentence
-                # after it (truncated as any B). Google gives every one-sentence chunk a random B, which made 55-60%
-                # of the pairs random-next, not data.nsp_random_prob's share; cutting the sentence in two made the
-                # "next" pairs the only ones whose A ends and whose B starts mid-sentence, a cue to the label.
+                # after it (truncated as any B): a sentence cut in two made the "next" pairs the only ones whose A ends
+                # and whose B starts mid-sentence, a cue to the label.
                 if num_chunk == 1:
                     i, chunk_end = chunk_end, chunk_end + 1
                 is_random, doc_b, b_start, b_end = False, index, a_end, chunk_end
             else:
-                # The document's last sentence alone, and no other document to draw B from (a one-document bucket) or
-                # no NSP: cut in two at a random token, A its start and B the rest (all pairs are "next" here, so the
-                # cut cues nothing). A one-token sentence cannot be cut: no pair at all.
+                # The document's last sentence alone, "next" (the coin, or no other document to draw B from, or no
+                # NSP), has no next sentence: cut in two at a random token, A its start and B the rest. The cue above
+                # stays for these pairs alone (a document's last sentence, where it is a chunk by itself), the price of
+                # keeping data.nsp_random_prob's share. A one-token sentence cannot be cut: a random B above, or no
+                # pair at all.
                 lone = doc.ids[offsets[chunk_start]:offsets[chunk_end]]
                 if len(lone) < 2:
                     if dropped is not None:

@@ -242,7 +242,8 @@ def test_examples_are_well_formed_and_static_masks_stay_within_budget(docs, max_
         assert ids[0] == SPECIAL.cls and ids[ex.num_a_tokens - 1] == ids[-1] == SPECIAL.sep
         assert np.flatnonzero(np.isin(ids, SPECIAL.all)).tolist() == [0, ex.num_a_tokens - 1, n - 1]
         assert ex.is_random_next == (ex.doc_b != ex.doc_a)  # NSP label 1 exactly when B is elsewhere
-        # a lone sentence is cut in two where the coin (or the absence of NSP or of another document) says "next"
+        # a document's last sentence alone is cut in two where the coin (or the absence of NSP or of another
+        # document) says "next"
         cut = not ex.is_random_next and (ex.b_start, ex.b_end) == (ex.a_start, ex.a_end) == (ex.a_start, ex.chunk_end)
         assert ex.is_random_next or ex.b_start == ex.a_end or cut  # B follows A, or both are one sentence's parts
         assert not (nsp == 0 and ex.is_random_next)
