@@ -421,11 +421,11 @@ _PARAMETER = re.compile(r"\{\{\{[^{}]*\}\}\}")  # {{{1}}}: a template's own para
 
 def _date(args: list[str]) -> str:
     """A date template's (first) date: "17 July 1954" of 1954|7|17, "1954" (no "(age 71)": today's), or as written."""
-    year, month, day = (args + ["", "", ""])[:3]
-    if not year.isdigit():
+    year, month, day = (args + ["", "", ""])[:3]  # isdecimal, not isdigit: int("17²") raises, and a page's error
+    if not year.isdecimal():  # ended a bz2 range's read (every later page lost)
         return year
-    month = (_MONTHS[int(month)] if 0 < int(month) <= 12 else "") if month.isdigit() else month
-    return " ".join(p for p in (str(int(day)) if day.isdigit() and month else "", month, year) if p)
+    month = (_MONTHS[int(month)] if 0 < int(month) <= 12 else "") if month.isdecimal() else month
+    return " ".join(p for p in (str(int(day)) if day.isdecimal() and month else "", month, year) if p)
 
 
 # A prefixed target naming a media file: [[Bild:X.jpg|mini|...]] in a German dump, Imagen: (es), Изображение: (ru),

@@ -453,6 +453,12 @@ def test_templates_that_render_words_keep_them(wikitext, plain):
     assert strip(wikitext) == plain
 
 
+def test_a_date_of_digits_that_are_not_decimal_is_kept_as_written_not_a_crash():
+    """str.isdigit holds for "17²" and int() refuses it: the page's ValueError ended a bz2 range's read."""
+    assert strip("Born {{birth date|1954|7|17\u00b2}} in Hamburg.") == "Born July 1954 in Hamburg."
+    assert strip("Born {{birth date|\u2460|7}} there.") == "Born \u2460 there."
+
+
 def test_literal_parentheses_and_punctuation_stay_and_long_runs_clean_fast():
     """The parenthesis cleanup leaves a dash's "(–)", a call's "main()" and a ";)"; it is linear in long runs."""
     text = "The en dash (–) or hyphen (-), a call main() and a wink ;) stay (as written)."
