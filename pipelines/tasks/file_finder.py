@@ -156,9 +156,14 @@ def _other_split(root: str, paths: list[str], split: str, named: frozenset = fro
     return None
 
 
-def _narrowed(split: str) -> str:
-    """A glob's name part that matches `split`'s files only, for a refusal's remedy (a select file is often valid*)."""
-    return f"{'valid' if split == 'select' else split}*"
+def _narrowed(paths: list[str], split: str) -> str:
+    """A glob's name part that matches `split`'s files only, for a refusal's remedy: the leading word of the first of
+    `paths` named as `split`'s (`dev*` where dev.csv sits beside train.csv), else `<word>*`."""
+    for path in sorted(paths):
+        word = re.match(r"[a-z]*", posixpath.basename(path).lower())[0]
+        if word in OWN_SPLIT_WORDS[split]:
+            return f"{word}*"
+    return "<word>*"
 
 
 def _copies(paths: list[str]) -> tuple[str, str] | None:
@@ -225,7 +230,7 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         if stray:
             raise TaskDataError(f"{spec} is read as the {split} split, and holds {stray}, named as another split's: "
                                 f"name the {split} files alone (a file, a subfolder or a glob that matches them only, "
-                                f"as {posixpath.join(spec.rstrip('/'), _narrowed(split))})")
+                                f"as {posixpath.join(spec.rstrip('/'), _narrowed(paths, split))})")
     elif any(c in root for c in "*?["):
         paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
         # what the glob's wildcards matched is checked as a folder's files are (`data/*.csv`: train.csv, dev.csv);
@@ -237,8 +242,8 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         stray = _other_split(static, paths, split, written) if split else None
         if stray:
             raise TaskDataError(f"{spec} is read as the {split} split, and matches {stray}, named as another "
-                                f"split's: narrow the glob to the {split} files (`{_narrowed(split)}` where it has "
-                                "`*`), or name them alone (a file or a subfolder)")
+                                f"split's: narrow the glob to the {split} files (`{_narrowed(paths, split)}` where it "
+                                "has `*`), or name them alone (a file or a subfolder)")
     else:
         paths = [root] if fs.isfile(root) else []
     twice = _copies(paths)

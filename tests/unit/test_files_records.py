@@ -414,6 +414,9 @@ def test_a_glob_that_matches_another_splits_files_is_refused_as_a_folder_holding
         resolve_files(str(data / "*.csv"), split="dev")
     with pytest.raises(TaskDataError, match=r"holds dev\.csv.* or a glob that matches them only, as \S*data/train\*\)"):
         resolve_files(str(data), split="train")  # the folder's remedy: a glob that a glob's check lets through
+    with pytest.raises(TaskDataError, match=r"holds train-0001\.csv.* as \S*data/dev\*\)"):  # the files' word, not valid*
+        resolve_files(str(data), split="select")
+    assert len(resolve_files(str(data / "dev*"), split="select")) == 1  # the remedy, taken, reads
     assert [p.rsplit("/", 1)[1] for p, _ in resolve_files(str(data / "train*.csv"), split="train")] == \
         ["train-0001.csv", "train.csv"]
     assert len(resolve_files(str(data / "train-*.csv"), split="train")) == 1
