@@ -186,8 +186,11 @@ def pin_alias(init: str, tracking_uri: str) -> str:
     resubmission basis three different versions."""
     from mlflow.exceptions import MlflowException
 
+    from jobs.config.stores import refuse_absent_store
     from jobs.registry.versions import pin
 
+    if init.startswith(MLFLOW_SCHEMES):  # opened, MLflow made an empty store (./mlflow.db) with nothing to download
+        refuse_absent_store(tracking_uri, f"init {init!r}")
     try:
         return pin(init, tracking_uri)
     except MlflowException as exc:

@@ -1,13 +1,14 @@
 """A model's lineage, from the registry back to the raw corpus files, each link checked.
 
-    python jobs/lineage.py models:/bert-foundry-pkgdocs@champion
+    python jobs/lineage.py models:/bert-foundry-tiny-pkgdocs@champion
     python jobs/lineage.py models:/NAME/3 --tracking-uri sqlite:///mlflow.db
     python jobs/lineage.py runs:/RUN_ID
     python jobs/lineage.py predictions/      # a jobs/predict.py output folder: its run, then the model's chain
 
 Without --tracking-uri a prediction folder is read in the store its manifest names (the one its job logged to, from
-any working directory); every other URI in sqlite:///mlflow.db. A SQLite store that does not exist is a missing link,
-never created (MLflow makes one on opening it).
+any working directory); every other URI in MLFLOW_TRACKING_URI's store where it is set, else sqlite:///mlflow.db. A
+SQLite store that does not exist is a missing link, never created (MLflow makes one on opening it). `--check` reads
+nothing: it checks the URI's form and the store as the walk would open it (its URI, and a server's that it answers).
 
 The chain: model version -> the run that logged it (a sweep trial also names its sweep's parent run) ->
 its start (`lineage.init`, `lineage.init_run_id`, `lineage.pretrain_run_id`, from the run, its sweep or the
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,7 @@ if __package__ in (None, ""):  # `python jobs/lineage.py` from a checkout: make 
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sections import TrackingConfig, refuse_relative_when_submitted  # noqa: E402
+from jobs.config.stores import absent_store, check_store_uri, default_tracking_uri  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.registry.tracking import resolve_tracking_uri  # noqa: E402
 from jobs.registry.redaction import REDACTED, redact  # noqa: E402
@@ -73,8 +76,22 @@ def _default_store(uri: str) -> str:
     one its run was logged to, made absolute by jobs/predict.py), any other URI's TrackingConfig's default."""
     manifest = Path(uri) / "manifest.json"
     if "://" not in uri and manifest.is_file():
-        return json.loads(manifest.read_text()).get("mlflow", {}).get("tracking_uri") or TrackingConfig.tracking_uri
-    return TrackingConfig.tracking_uri
+        return json.loads(manifest.read_text()).get("mlflow", {}).get("tracking_uri") or default_tracking_uri()
+    return default_tracking_uri()
+
+
+# what the walk reads: a run (and a path in it), a registered model by alias, version, `latest` or bare name (as every
+# job reads them: versions.pin), or MLflow 3's logged model models:/m-<id>
+WALKED = re.compile(r"runs:/[^/]+(/.*)?|models:/[^/@]+(@[^/@]+|/\d+|/latest)?/?")
+
+
+def check_uri(uri: str) -> None:
+    """ValueError for a URI the walk cannot read (a misspelled scheme, no name, a folder without manifest.json)."""
+    if "://" not in uri and (Path(uri) / "manifest.json").is_file() or WALKED.fullmatch(uri):
+        return
+    why = " (a folder without manifest.json)" if Path(uri).is_dir() else ""
+    raise ValueError(f"lineage of {uri!r}{why}: give models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID or a "
+                     "jobs/predict.py output folder (its manifest.json)")
 
 
 def _client(store: str, named_by: str, links: list[Link]):
@@ -82,7 +99,7 @@ def _client(store: str, named_by: str, links: list[Link]):
     would create it (an empty ./mlflow.db wherever lineage ran), and it holds nothing to read."""
     from mlflow.tracking import MlflowClient
 
-    if store.startswith("sqlite:///") and not Path(store[len("sqlite:///"):].split("?")[0]).is_file():
+    if absent_store(store) is not None:
         links.append(Link("tracking store", store, False, why=f"{named_by}, and it does not exist (lineage reads a "
                           "store, it makes none)"))
         return None
@@ -102,7 +119,7 @@ def run(uri: str, tracking_uri: str | None = None) -> LineageResult:
             return result
     else:
         named_by = "--tracking-uri names it" if tracking_uri else "the default store (no --tracking-uri)"
-        client = _client(resolve_tracking_uri(tracking_uri or TrackingConfig.tracking_uri), named_by, links)
+        client = _client(resolve_tracking_uri(tracking_uri or default_tracking_uri()), named_by, links)
         if client is None:
             return result
     tracking_uri = client.tracking_uri
@@ -161,7 +178,7 @@ def _walk_predictions(folder: Path, tracking_uri: str | None, links: list[Link])
         return "", None
     named_by = "--tracking-uri names it" if tracking_uri else \
         f"the manifest names it for prediction run {run_id}" if named else "the default store (no --tracking-uri)"
-    client = _client(resolve_tracking_uri(tracking_uri or named or TrackingConfig.tracking_uri), named_by, links)
+    client = _client(resolve_tracking_uri(tracking_uri or named or default_tracking_uri()), named_by, links)
     if client is None:
         return "", None
     found = _get_run(client, run_id, "prediction run", "the manifest", links) if run_id else None
@@ -411,24 +428,31 @@ def main(argv: list[str] | None = None) -> LineageResult:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("uri", help="models:/NAME@alias, models:/NAME/VERSION, runs:/RUN_ID or a prediction folder")
     parser.add_argument("--tracking-uri", help="the store to read (default: a prediction folder's own, as its "
-                        f"manifest names it; else {TrackingConfig.tracking_uri})")
+                        "manifest names it; else MLFLOW_TRACKING_URI, or sqlite:///mlflow.db where it is unset)")
     console.add_argument(parser)
     add_check_argument(parser)
     args = parser.parse_args(argv)
     console.configure(args.verbose)
     store = args.tracking_uri or _default_store(args.uri)
     refuse_relative_when_submitted({"--tracking-uri": store})  # in the job's copy: a new, empty store
-    if args.check:
-        checked("lineage", args.uri, [])
-        return LineageResult(args.uri)
+    try:
+        check_uri(args.uri)
+    except ValueError as exc:
+        parser.error(str(exc))
+    named = not args.tracking_uri and store != default_tracking_uri()  # the store a prediction folder's manifest names
     if REDACTED not in store:  # a manifest's store, redacted: the walk says it cannot be read, naming --tracking-uri
+        check_store_uri(store, "--tracking-uri" if args.tracking_uri else
+                        f"the store the manifest of {args.uri} names" if named else "the default store")
         try:
             TrackingConfig(tracking_uri=store).check_reachable()  # a server that does not answer: one line
         except ConfigError:
-            if args.tracking_uri or store == TrackingConfig.tracking_uri:
+            if not named:
                 raise
             raise ConfigError(f"the manifest of {args.uri} names {redact(store)}, which does not answer; give "
                               "--tracking-uri") from None
+    if args.check:  # a store that does not exist (yet) is the walk's missing link, not a check's refusal
+        checked("lineage", args.uri, [])
+        return LineageResult(args.uri)
     try:
         result = run(args.uri, args.tracking_uri)
     except ValueError as exc:

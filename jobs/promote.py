@@ -33,19 +33,18 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import deep_merge  # noqa: E402
 from jobs.runtime import console  # noqa: E402
-from jobs.config.sections import (PROMOTION_ALIASES, TrackingConfig, check_alias,  # noqa: E402
-                                  refuse_relative_when_submitted)
-from jobs.config.io import add_check_argument, checked, cli, from_dict, load_config, yaml_quoted  # noqa: E402
-from jobs.config.finetune import TaskConfig  # noqa: E402
+from jobs.config.sections import PROMOTION_ALIASES, TrackingConfig, refuse_relative_when_submitted  # noqa: E402,F401
+from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
+from jobs.config.promote import CANDIDATE, JUDGING, PromoteConfig, refuse_with_rollback  # noqa: E402,F401
+from jobs.config.stores import refuse_absent_store  # noqa: E402
 from jobs.registry.versions import (REGISTRATION, alias_history, move_alias, version_by_alias,  # noqa: E402
                                     version_exists)
 from jobs.registry.evidence import names_rows, refuse_incomparable, refuse_seen_rows, same_data  # noqa: E402
@@ -55,55 +54,10 @@ from jobs.runtime.cluster import prefer_loopback  # noqa: E402
 
 prefer_loopback()  # before anything imports ray: a Ray this job starts (your files' rows) binds 127.0.0.1
 
-CANDIDATE, (CHALLENGER, CHAMPION) = "candidate", PROMOTION_ALIASES
+CHALLENGER, CHAMPION = PROMOTION_ALIASES
 # a judgement's evidence: the candidate's score and its bootstrap's groups; its lower bound alone, or, against a
 # champion, the champion's score and the paired bootstrap's delta, lower bound and P(better) (scorer)
 EVIDENCE = ("candidate", "groups", "lower_bound", "champion", "delta", "p_better")
-
-
-@dataclass
-class PromoteConfig:
-    model: str = ""  # the registered model's name
-    version: int = 0  # the version to judge; 0 = the one under `candidate_alias`
-    candidate_alias: str = CANDIDATE
-    # the margin: promoted only if the lower bound on (candidate - champion) is above it; in the metric's own units
-    # (0-1 for accuracy, F1, correlations; 0-100 points for SQuAD's exact match and F1)
-    min_delta: float = 0.0
-    # with no champion yet: promoted only if the candidate's one-sided lower bound reaches it (a model at chance is no
-    # champion because nothing was there before); None promotes any first candidate. The metric's units, as min_delta
-    min_score: float | None = None
-    confidence: float = 0.95  # the level of that one-sided bound (paired bootstrap over the evaluation rows)
-    bootstrap_samples: int = 1000
-    seed: int = 0  # bootstrap resamples
-    batch_size: int = 64  # evaluation batch
-    # overrides on the candidate's task config (task.dev_file=...), typed and checked as TaskConfig's fields
-    task: dict = field(default_factory=dict, metadata={"fields": TaskConfig})
-    rollback: bool = False  # move @champion back to the previous champion instead
-    tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-promotion"))
-
-    def validate(self) -> "PromoteConfig":
-        if not self.model:
-            raise ConfigError("model must name a registered model (python jobs/promote.py NAME)")
-        check_alias("candidate_alias", self.candidate_alias)
-        if self.version < 0:
-            raise ConfigError(f"version must be a version number (0 = @{self.candidate_alias}), got {self.version}")
-        if self.min_delta < 0:
-            raise ConfigError(f"min_delta must be >= 0 (a margin the candidate must win by), got {self.min_delta}")
-        if not 0.5 <= self.confidence < 1:
-            raise ConfigError(f"confidence must be in [0.5, 1), got {self.confidence}")
-        if self.bootstrap_samples < 100:
-            raise ConfigError(f"bootstrap_samples must be >= 100, got {self.bootstrap_samples}")
-        if self.batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
-        allowed = {f.name for f in fields(TaskConfig)} - {"name", "labels"}
-        unknown = sorted(set(self.task) - allowed)
-        if unknown:
-            raise ConfigError(f"task.{unknown[0]}: not a task setting that may change for evaluation; "
-                              f"allowed: {', '.join(sorted(allowed))}")
-        from_dict(TaskConfig, self.task, "task")  # each override of the type its field takes (task.max_seq_len=abc,
-        # a nested task.columns.txt), refused here, not after the registry was read and the rows loaded
-        self.tracking.validate()
-        return self
 
 
 @dataclass
@@ -121,14 +75,21 @@ class PromoteResult:
 
 
 def run(cfg: PromoteConfig) -> PromoteResult:
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     from jobs.registry import tracking
 
     cfg.validate()
     uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
+    refuse_absent_store(uri, f"registered model {cfg.model!r}")  # opened, MLflow made an empty store there
     client = MlflowClient(uri)
-    client.get_registered_model(cfg.model)  # a clear MLflow error if the name is wrong
+    try:
+        client.get_registered_model(cfg.model)
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":  # the store down or refusing: MLflow's own error
+            raise
+        raise ValueError(f"{cfg.model} is no registered model in the tracking store {tracking.redact(uri)}") from None
     result = rollback(cfg, client) if cfg.rollback else judge(cfg, client, uri)
     print(f"[promote] {result.model}: {result.decision}: {result.reason}", flush=True)
     return result
@@ -480,7 +441,10 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PromoteCon
     args = parser.parse_intermixed_args(argv)  # NAME --rollback key=value: flags between the positionals
     extra = [f"model={yaml_quoted(args.model)}", *([f"version={args.version}"] if args.version else []),
              *(["rollback=true"] if args.rollback else [])]
-    return args, load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
+    cfg = load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
+    if cfg.rollback:  # what only a judgement reads, given here beside --rollback
+        refuse_with_rollback([k for o in args.overrides if (k := o.partition("=")[0].strip()).split(".")[0] in JUDGING])
+    return args, cfg
 
 
 def main(argv: list[str] | None = None) -> PromoteResult:

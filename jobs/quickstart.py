@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # `python jobs/quickstart.py` from a checkout: ma
 from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import ConfigError  # noqa: E402
 from jobs.config.pretrain import PretrainConfig
-from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
+from jobs.config.io import add_check_argument, checked, cli, flatten, load_config, parse_overrides  # noqa: E402
 from jobs.config.sweep import SweepConfig, check_name, load_sweep_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,9 +51,14 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
             raise ConfigError(f"override {o!r}: start it with 'pretrain.' or 'sweep.' (e.g. pretrain.train.max_steps=100)")
         routed[head].append(rest)
     for rest in routed["sweep"]:  # set by the quickstart after pretraining: an override would be dropped unread
-        key = rest.partition("=")[0].strip()
-        if key in QUICKSTART_SETS:
-            raise ConfigError(f"override 'sweep.{key}' is the quickstart's own: {QUICKSTART_SETS[key]}")
+        given = rest.partition("=")[0].strip()
+        try:  # dotted, or inside a mapping (sweep.finetune={init: ...}, sweep.finetune.tracking={tracking_uri: ...})
+            keys = flatten(parse_overrides([rest]))
+        except ConfigError:
+            keys = {}  # not an override at all: the sweep's load names it
+        for key in QUICKSTART_SETS.keys() & keys.keys():
+            sets = f" sets sweep.{key}, which" if key != given else ""
+            raise ConfigError(f"override 'sweep.{given}'{sets} is the quickstart's own: {QUICKSTART_SETS[key]}")
     try:
         pretrain = load_config(PretrainConfig, pretrain_path, routed["pretrain"])
     except ConfigError as e:
@@ -228,8 +233,11 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, tuple[Pret
     """The command line and the two configs it makes, loaded and validated as a run uses them (no framework
     imported)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pretrain-config", default=str(PRETRAIN))
-    parser.add_argument("--sweep-config", default=str(SWEEP))
+    parser.add_argument("--pretrain-config", default=str(PRETRAIN), help="the pretraining's config, overridden by "
+                        "pretrain.<key>=<value> (default: %(default)s)")
+    parser.add_argument("--sweep-config", default=str(SWEEP), help="the fine-tuning sweep's config, overridden by "
+                        "sweep.<key>=<value>; its finetune.init and tracking store are this run's "
+                        "(default: %(default)s)")
     console.add_argument(parser)
     add_check_argument(parser)
     parser.add_argument("overrides", nargs="*", help="pretrain.dotted.key=value or sweep.dotted.key=value")

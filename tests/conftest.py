@@ -76,6 +76,15 @@ def _writes_no_mlruns_here(_mlflow_strays_before):
                     "under tmp_path (tracking.artifact_location)")
 
 
+@pytest.fixture(autouse=True)
+def _no_mlflow_tracking_uri(monkeypatch):
+    """Each test starts without MLFLOW_TRACKING_URI, which every job takes as its default store (jobs/config/
+    stores.py): mlflow.set_tracking_uri sets it in this process for good (tracking.finish_run and tests call it), so a
+    test that relies on ./mlflow.db, or a job it starts, read an earlier test's store; a developer's own is not the
+    suite's either."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
 def pytest_runtest_setup(item):
     """Outside tests/e2e no test runs with Ray up: the e2e modules' shared cluster (tests/e2e/conftest.py) goes down
     before the first unit or parity test (some assert that a refused config started no Ray)."""

@@ -15,10 +15,12 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
+from jobs.config.stores import (BARE_STORES, TRACKING_SCHEMES, check_sqlite_file, check_store_uri,  # noqa: F401
+                                default_tracking_uri, from_environment, local_path)  # (sections.* for callers)
 from jobs.registry.redaction import redact
 from jobs.runtime.cluster import starts_local_ray
 
@@ -37,11 +39,22 @@ ALIAS_RULE = ("letters, digits, '_' and '-', at most 255 characters; not 'latest
 PROMOTION_ALIASES = ("challenger", "champion")  # jobs/promote.py's own: moved only by a judged promotion
 
 
+# MLflow's rule for a registered model's name (mlflow.utils.validation._validate_model_name), applied when the model
+# is registered, after training: written out as ALIAS_RULE is (tests/unit/test_config.py holds it to MLflow's own)
+MODEL_NAME_RULE = "not blank, without '/' or ':', not '.' nor starting with '..' (MLflow stores names as paths)"
+
+
 def check_alias(name: str, alias: str) -> None:
     """Refuse `alias` (config field `name`) where MLflow would refuse it as a registered model's alias."""
     if (not re.fullmatch(r"[\w\-]{1,255}", alias) or alias.lower() == "latest"
             or re.fullmatch(r"[vV]\d+", alias)):
         raise ConfigError(f"{name} must be a registry alias MLflow accepts ({ALIAS_RULE}), got {alias!r}")
+
+
+def check_model_name(name: str, model: str) -> None:
+    """Refuse `model` (config field `name`) where MLflow's registry would refuse it as a registered model's name."""
+    if not model.strip() or "/" in model or ":" in model or model == "." or model.startswith(".."):
+        raise ConfigError(f"{name} must be a registered model name MLflow accepts ({MODEL_NAME_RULE}), got {model!r}")
 
 
 def check_adam(section: str, beta1: float, beta2: float, eps: float) -> None:
@@ -145,33 +158,6 @@ class ScalingConfig:
                               f"allowed: scaling.use_gpu=false{fewer} or RAY_ADDRESS of a GPU cluster")
 
 
-# the stores an MLflow 3 tracking URI names (a database's scheme may name its driver: postgresql+psycopg2://)
-BARE_STORES = ("databricks", "databricks-uc", "uc")  # stores named by their scheme alone, no path
-TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", *BARE_STORES)
-
-
-def check_store_uri(uri: str) -> None:
-    """Refuse, before any cluster work, a tracking URI no MLflow 3 store takes: a folder or file: (its file store is
-    refused unless MLFLOW_ALLOW_FILE_STORE=true), a mistyped scheme (sqllite:///, SQLITE:///: schemes are read as
-    written), a sqlite URI without its three slashes (sqlite:mlflow.db). A scheme a plugin registers (the
-    mlflow.tracking_store entry points) is taken."""
-    from importlib.metadata import entry_points
-
-    scheme = uri.split("://", 1)[0] if "://" in uri else uri if uri in BARE_STORES else ""
-    plugins = {ep.name for ep in entry_points(group="mlflow.tracking_store")}
-    files = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1") and scheme in ("", "file")
-    known = scheme.split("+", 1)[0] in TRACKING_SCHEMES and (scheme != "sqlite" or uri.startswith("sqlite:///"))
-    if scheme.startswith("sqlite+"):  # SQLAlchemy's driver form: MLflow opens it, but the guards of a local store
-        # (a relative file in a submitted job's copy, one file written from several machines) read sqlite:///
-        raise ConfigError(f"tracking.tracking_uri={redact(uri)!r}: write a SQLite store as sqlite:///<file> (MLflow "
-                          f"picks the driver), not {scheme}://")
-    if not (known or files or scheme in plugins) or uri != uri.strip():
-        raise ConfigError(f"tracking.tracking_uri={redact(uri)!r} names no MLflow store; allowed: a server's "
-                          "http(s)://host:port, sqlite:///<file> (sqlite:////<absolute path>), a database "
-                          "(postgresql://, mysql://, mssql://) or databricks (MLflow 3 refuses folder and file: "
-                          "stores unless MLFLOW_ALLOW_FILE_STORE=true)")
-
-
 def _endpoint(parts: urllib.parse.SplitResult, path: str, query: dict | None = None) -> str:
     """The URL of a tracking server's endpoint `path` (under the server's own path), without the credentials."""
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path.rstrip("/") + path,
@@ -222,7 +208,8 @@ def refuse_deleted_experiment(found, name: str) -> None:
 
 @dataclass
 class TrackingConfig:
-    tracking_uri: str = "sqlite:///mlflow.db"  # embedded default; http://host:5000 for a server
+    # http://host:5000 for a server; unset: MLFLOW_TRACKING_URI, else the embedded sqlite:///mlflow.db (stores.py)
+    tracking_uri: str = field(default_factory=default_tracking_uri)
     experiment: str = "bert-foundry-pretrain"
     # for a new experiment: a path or URI; "" = the server's artifact store (uploads through the server) with an
     # http(s) tracking URI, ./mlartifacts with a local store
@@ -236,6 +223,11 @@ class TrackingConfig:
         if self.flush_timeout_s < 0:
             raise ConfigError(f"tracking.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
         check_store_uri(self.tracking_uri)
+        if not self.experiment.strip() or len(self.experiment) > 500:  # MLflow's _validate_experiment_name
+            raise ConfigError(f"tracking.experiment must name an MLflow experiment (not blank, at most 500 "
+                              f"characters), got {self.experiment[:80]!r}")
+        if self.registered_model:  # "" skips registering
+            check_model_name("tracking.registered_model", self.registered_model)
         if self.alias:
             check_alias("tracking.alias", self.alias)
             if self.alias.lower() in PROMOTION_ALIASES:
@@ -279,14 +271,26 @@ class TrackingConfig:
         """tracking.experiment, deleted (in MLflow's UI, to start afresh), takes no run until restored or purged:
         refused here, before any cluster work, naming the way out (else the first run failed after the corpus was
         prepared, naming an experiment id). The artifact store its runs write to (the experiment's own; for a new
-        one, tracking.artifact_location) must have its MLflow client library here (check_artifact_backend)."""
+        one, tracking.artifact_location) must have its MLflow client library here (check_artifact_backend). Where
+        the store or the artifacts are local, this machine must take them (check_sqlite_file, check_output_dir on the
+        SQLite file's folder and the artifact folder): an unusable one failed in the first MLflow call, after the
+        corpus was prepared and MLflow had retried for minutes. No MLflow call: files and folders only."""
+        check_sqlite_file(self.tracking_uri)
+        if self.tracking_uri.startswith("sqlite:///"):  # MLflow makes the file and the folders above it
+            check_output_dir(f"tracking.tracking_uri={redact(self.tracking_uri)!r} (the folder of its SQLite file)",
+                             str(Path(local_path(self.tracking_uri) or ".").parent))
         found = self._stored_experiment(timeout_s)
         refuse_deleted_experiment(found, self.experiment)
-        if getattr(found, "artifact_location", None):  # MLflow keeps an experiment's store: the config's is unused
-            check_artifact_backend(f"tracking.experiment={self.experiment!r} keeps its artifacts at ",
-                                   found.artifact_location)
+        kept = getattr(found, "artifact_location", None)  # MLflow keeps an experiment's store: the config's is unused
+        if kept:
+            check_artifact_backend(f"tracking.experiment={self.experiment!r} keeps its artifacts at ", kept)
         else:
             check_artifact_backend("tracking.artifact_location=", self.artifact_location)
+        # a new experiment's: the config's, else ./mlartifacts beside a local store (written_paths)
+        folder = local_path(kept or self.written_paths().get("tracking.artifact_location", ""))
+        if folder:
+            check_output_dir(f"tracking.experiment={self.experiment!r} (the artifact folder MLflow keeps for it)"
+                             if kept else "tracking.artifact_location", folder)
 
     def _stored_experiment(self, timeout_s: float):
         """tracking.experiment as the store holds it (experiment_id, lifecycle_stage, artifact_location), or None.
@@ -460,14 +464,6 @@ def submitted_working_dir() -> str:
     return str((job.get("runtime_env") or {}).get("working_dir") or "")
 
 
-def _local_path(value: str) -> str | None:
-    """The local path in a path or URI a job writes to (None for shared storage: s3://, gs://, http://, ...)."""
-    for prefix in ("sqlite:///", "file://"):
-        if value.startswith(prefix):
-            return value[len(prefix):]
-    return None if "://" in value else value
-
-
 def refuse_relative_when_submitted(paths: dict[str, str]) -> None:
     """A job submitted with `--working-dir` runs in Ray's temporary copy of that folder, on whichever node runs the
     driver: a relative output path lands in the copy and is lost with it. Refuse one there, before any Ray work,
@@ -476,10 +472,11 @@ def refuse_relative_when_submitted(paths: dict[str, str]) -> None:
     if not submitted_working_dir():
         return
     for name, value in paths.items():
-        local = _local_path(value)
+        local = local_path(value)
         if local is not None and not os.path.isabs(local):
+            given = from_environment(value) if name == "tracking.tracking_uri" else ""
             raise ConfigError(
-                f"{name}={value!r} is relative, and this job runs in Ray's temporary copy of its --working-dir: what "
-                f"it writes there is lost when the job ends; allowed: an absolute path on storage every node shares "
-                f"(for example /shared/...)" + (", or a URI (s3://, gs://; http:// for a tracking server)"
+                f"{name}={value!r}{given} is relative, and this job runs in Ray's temporary copy of its --working-dir: "
+                f"what it writes there is lost when the job ends; allowed: an absolute path on storage every node "
+                f"shares (for example /shared/...)" + (", or a URI (s3://, gs://; http:// for a tracking server)"
                                                 if name.startswith("tracking.") else ""))

@@ -313,6 +313,10 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
     then the whole tree validated. A field's spec given whole (in a file over its base, or as a mapping on the
     command line) replaces the one before it; `null` for a field stops searching it."""
     data = read_yaml(path, merge=_merge_files) if path is not None else {}
+    ours = [o for o in overrides or [] if o.partition("=")[0].strip() == "finetune_config"]
+    overrides = [o for o in overrides or [] if o not in ours]  # not SweepConfig's field: read here, before the merge
+    if ours:  # the command line's: relative to the working directory (a file's is to that file, read_yaml)
+        data["finetune_config"] = parse_overrides(ours[-1:])["finetune_config"]
     base = data.pop("finetune_config", None)
     if base is not None:
         if not isinstance(base, str):

@@ -32,10 +32,14 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
+    from jobs.config.predict import MODEL_URIS
+    from jobs.config.stores import refuse_absent_store
     from jobs.finetune import resolve_init
     from jobs.inference.kinds import folder_kind
     from jobs.registry.versions import logged_model_id, logged_model_run
 
+    if uri.startswith(MODEL_URIS):  # opened, MLflow made an empty store (./mlflow.db) holding no model
+        refuse_absent_store(tracking_uri, f"model {uri!r}")
     name = version = run_id = inputs = ""
     task: dict = {}
     try:

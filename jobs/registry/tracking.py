@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jobs.runtime import console
 from jobs.config.io import flatten
-from jobs.config.sections import BARE_STORES, refuse_deleted_experiment
+from jobs.config.sections import BARE_STORES, local_path, refuse_deleted_experiment
 from jobs.inference.serving import PRETRAINING
 from jobs.registry.metric_logger import metric_key
 from jobs.registry.curves import CURVES, curve, curve_keys, log_curves  # noqa: F401 - tracking.* for callers
@@ -48,7 +48,8 @@ def _artifact_uri(location: str, tracking_uri: str) -> str | None:
         if tracking_uri.startswith(("http://", "https://")):
             return None
         location = LOCAL_ARTIFACTS
-    return location if "://" in location else Path(location).resolve().as_uri()
+    # MLflow's own file:/abs (no "//") is a path, not a relative folder named "file:"
+    return location if "://" in location else Path(local_path(location)).resolve().as_uri()
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the folder holding jobs/: a checkout's root, or site-packages

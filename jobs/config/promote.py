@@ -1,0 +1,71 @@
+"""The promotion job's configuration (jobs/promote.py), validated before the registry is read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from bert_core.config import ConfigError
+from jobs.config.finetune import TaskConfig
+from jobs.config.io import from_dict
+from jobs.config.sections import TrackingConfig, check_alias, check_model_name
+
+CANDIDATE = "candidate"  # the alias a fine-tuning job sets on the version it registers: what is judged by default
+# what judging reads, which a rollback (it judges nothing) must not be given on its command line: there, a mistake
+JUDGING = ("candidate_alias", "min_delta", "min_score", "confidence", "bootstrap_samples", "seed", "batch_size", "task")
+
+
+@dataclass
+class PromoteConfig:
+    model: str = ""  # the registered model's name
+    version: int = 0  # the version to judge; 0 = the one under `candidate_alias`
+    candidate_alias: str = CANDIDATE
+    # the margin: promoted only if the lower bound on (candidate - champion) is above it; in the metric's own units
+    # (0-1 for accuracy, F1, correlations; 0-100 points for SQuAD's exact match and F1)
+    min_delta: float = 0.0
+    # with no champion yet: promoted only if the candidate's one-sided lower bound reaches it (a model at chance is no
+    # champion because nothing was there before); None promotes any first candidate. The metric's units, as min_delta
+    min_score: float | None = None
+    confidence: float = 0.95  # the level of that one-sided bound (paired bootstrap over the evaluation rows)
+    bootstrap_samples: int = 1000
+    seed: int = 0  # bootstrap resamples
+    batch_size: int = 64  # evaluation batch
+    # overrides on the candidate's task config (task.dev_file=...), typed and checked as TaskConfig's fields
+    task: dict = field(default_factory=dict, metadata={"fields": TaskConfig})
+    rollback: bool = False  # move @champion back to the previous champion instead
+    tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-promotion"))
+
+    def validate(self) -> "PromoteConfig":
+        if not self.model:
+            raise ConfigError("model must name a registered model (python jobs/promote.py NAME)")
+        check_model_name("model", self.model)
+        check_alias("candidate_alias", self.candidate_alias)
+        if self.version < 0:
+            raise ConfigError(f"version must be a version number (0 = @{self.candidate_alias}), got {self.version}")
+        if self.min_delta < 0:
+            raise ConfigError(f"min_delta must be >= 0 (a margin the candidate must win by), got {self.min_delta}")
+        if not 0.5 <= self.confidence < 1:
+            raise ConfigError(f"confidence must be in [0.5, 1), got {self.confidence}")
+        if self.bootstrap_samples < 100:
+            raise ConfigError(f"bootstrap_samples must be >= 100, got {self.bootstrap_samples}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
+        allowed = {f.name for f in fields(TaskConfig)} - {"name", "labels"}
+        unknown = sorted(set(self.task) - allowed)
+        if unknown:
+            raise ConfigError(f"task.{unknown[0]}: not a task setting that may change for evaluation; "
+                              f"allowed: {', '.join(sorted(allowed))}")
+        from_dict(TaskConfig, self.task, "task")  # each override of the type its field takes (task.max_seq_len=abc,
+        # a nested task.columns.txt), refused here, not after the registry was read and the rows loaded
+        self.tracking.validate()
+        if self.rollback and self.version:
+            refuse_with_rollback([f"--version {self.version}"])
+        return self
+
+
+def refuse_with_rollback(given: list[str]) -> None:
+    """A version to judge, or settings of a judgement (`given`), beside --rollback: it judges nothing, and took them
+    without a word. (The judging settings of a config file, shared with scheduled promotions, are let be.)"""
+    if given:
+        raise ConfigError(f"{given[0]} with --rollback: a rollback judges nothing, it moves @champion back to the "
+                          f"champion before the current one (from the alias history); drop {', '.join(given)}, or "
+                          "leave out --rollback to judge")
