@@ -177,8 +177,9 @@ class RankZeroLogger:
         except Exception as asked:  # noqa: BLE001 - the store failing now: not known gone, retried as before
             self.gone = getattr(asked, "error_code", "") == "RESOURCE_DOES_NOT_EXIST"
         if self.gone:
-            warnings.warn(redact(f"[tracking] MLflow run {self.run_id} was deleted: no more metrics are sent to it, "
-                                 f"its points are counted in tracking_undelivered: {exc}"))
+            warnings.warn(redact(f"[tracking] MLflow run {self.run_id} was deleted, or is not in this store (a store "
+                                 f"reset?): no more metrics are sent to it, its points are counted in "
+                                 f"tracking_undelivered: {exc}"))
         return self.gone
 
     def _one_by_one(self, chunk: list, exc: Exception) -> None:

@@ -59,18 +59,20 @@ CONFIG_ARTIFACT = "config.yaml"
 def code_version() -> dict:
     """Tags naming the code a run used: the installed package's version (`code.version`) and, where the code
     runs from a git checkout of this project, its commit and whether the checkout had changes the commit lacks
-    (`code.git_dirty`, untracked files included). A Ray job's copy of the working dir has no .git: version only; nor
-    has an install inside another repo (a venv in the user's own project): git would name that repo's commit."""
+    (`code.git_dirty`, untracked files included; the commit of a larger repo holding this project, a monorepo, pins
+    it as well). A `ray job submit --working-dir .` copy ships .git (it is tagged alike); with
+    cluster/runtime-env.yaml, which excludes it, version only. So is an install inside another repo (a venv in the
+    user's own project, untracked there, or tracked without our pyproject.toml): git would name that repo's commit."""
     tags = {}
     try:
         tags["code.version"] = version("bert-foundry")
     except PackageNotFoundError:
         pass
     try:
-        _git("ls-files", "--error-unmatch", str(Path(__file__).resolve()))  # raises unless the repo tracks this file
-        if Path(_git("rev-parse", "--show-toplevel")).resolve() == PROJECT_ROOT:
-            tags["code.git_commit"] = _git("rev-parse", "HEAD")
-            tags["code.git_dirty"] = str(bool(_git("status", "--porcelain"))).lower()
+        # raises unless the repo tracks this file and this project's pyproject.toml (site-packages has none)
+        _git("ls-files", "--error-unmatch", str(Path(__file__).resolve()), str(PROJECT_ROOT / "pyproject.toml"))
+        tags["code.git_commit"] = _git("rev-parse", "HEAD")
+        tags["code.git_dirty"] = str(bool(_git("status", "--porcelain"))).lower()
     except (OSError, subprocess.SubprocessError):  # no git, or not a checkout of ours
         pass
     return tags

@@ -14,9 +14,9 @@ from jobs.registry import tracking
 @pytest.mark.parametrize("installed_in", [".venv/lib/python3.12/site-packages", ""])
 def test_code_installed_inside_the_users_own_repo_is_tagged_with_no_commit_of_it(tmp_path, installed_in):
     """git -C <the installed jobs/> walked up to any repo around it: a package installed into a venv inside the
-    user's project tagged every run, and registered version, with the user's commit as ours. Two guards: the repo's
-    root is the code's own (here the venv's copy is even committed), and the repo tracks the code (here the copy sits
-    at the user's root, untracked)."""
+    user's project tagged every run, and registered version, with the user's commit as ours. The repo must track the
+    code and this project's pyproject.toml beside jobs/ (here the venv's copy is even committed, and site-packages
+    holds none; or the copy sits at the user's root, untracked)."""
     user = tmp_path / "user"
     user.mkdir()
 
@@ -36,6 +36,24 @@ def test_code_installed_inside_the_users_own_repo_is_tagged_with_no_commit_of_it
     spec.loader.exec_module(module)
     tags = module.code_version()
     assert "code.git_commit" not in tags and "code.git_dirty" not in tags
+
+
+def test_this_project_committed_inside_a_larger_repo_is_tagged_with_its_commit(tmp_path):
+    """A monorepo holding the project (mono/ml/bert-foundry/): its commit pins our code, and was tagged until the
+    guard above asked the repo's root to be ours."""
+    mono = tmp_path / "mono"
+    project = mono / "ml" / "bert-foundry"
+    (project / "jobs" / "registry").mkdir(parents=True)
+    shutil.copy(tracking.__file__, project / "jobs" / "registry" / "tracking.py")
+    (project / "pyproject.toml").write_text("[project]\nname = 'bert-foundry'\n")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "the monorepo"]):
+        subprocess.run(["git", "-C", str(mono), "-c", "user.email=u@example.com", "-c", "user.name=u", *args],
+                       check=True, capture_output=True)
+    head = subprocess.run(["git", "-C", str(mono), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    spec = importlib.util.spec_from_file_location("mono_tracking", project / "jobs" / "registry" / "tracking.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (module.code_version()["code.git_commit"], module.code_version()["code.git_dirty"]) == (head, "false")
 
 
 def test_the_same_rows_read_from_another_place_are_another_dataset(tmp_path):
