@@ -442,8 +442,9 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PromoteCon
     extra = [f"model={yaml_quoted(args.model)}", *([f"version={args.version}"] if args.version else []),
              *(["rollback=true"] if args.rollback else [])]
     cfg = load_config(PromoteConfig, args.config, [*args.overrides, *extra]).validate()
-    if cfg.rollback:  # what only a judgement reads, given here beside --rollback
-        refuse_with_rollback([k for o in args.overrides if (k := o.partition("=")[0].strip()).split(".")[0] in JUDGING])
+    if cfg.rollback:  # what only a judgement reads, given here beside --rollback (a config file's: let be)
+        given = [k for o in args.overrides if (k := o.partition("=")[0].strip()).split(".")[0] in JUDGING]
+        refuse_with_rollback([*([f"--version {args.version}"] if args.version else []), *given])
     return args, cfg
 
 

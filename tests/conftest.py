@@ -77,12 +77,15 @@ def _writes_no_mlruns_here(_mlflow_strays_before):
 
 
 @pytest.fixture(autouse=True)
-def _no_mlflow_tracking_uri(monkeypatch):
-    """Each test starts without MLFLOW_TRACKING_URI, which every job takes as its default store (jobs/config/
+def _no_mlflow_tracking_uri():
+    """Each test starts and ends without MLFLOW_TRACKING_URI, which every job takes as its default store (jobs/config/
     stores.py): mlflow.set_tracking_uri sets it in this process for good (tracking.finish_run and tests call it), so a
     test that relies on ./mlflow.db, or a job it starts, read an earlier test's store; a developer's own is not the
-    suite's either."""
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    suite's either. Removed after the test too (monkeypatch would put back a value it found): a module-scoped fixture
+    set up before the next test would read it."""
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    yield
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 
 def pytest_runtest_setup(item):

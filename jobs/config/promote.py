@@ -11,7 +11,8 @@ from jobs.config.sections import TrackingConfig, check_alias, check_model_name
 
 CANDIDATE = "candidate"  # the alias a fine-tuning job sets on the version it registers: what is judged by default
 # what judging reads, which a rollback (it judges nothing) must not be given on its command line: there, a mistake
-JUDGING = ("candidate_alias", "min_delta", "min_score", "confidence", "bootstrap_samples", "seed", "batch_size", "task")
+JUDGING = ("version", "candidate_alias", "min_delta", "min_score", "confidence", "bootstrap_samples", "seed",
+           "batch_size", "task")
 
 
 @dataclass
@@ -57,8 +58,6 @@ class PromoteConfig:
         from_dict(TaskConfig, self.task, "task")  # each override of the type its field takes (task.max_seq_len=abc,
         # a nested task.columns.txt), refused here, not after the registry was read and the rows loaded
         self.tracking.validate()
-        if self.rollback and self.version:
-            refuse_with_rollback([f"--version {self.version}"])
         return self
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bert_core.config import ConfigError
 from jobs.config.stores import (BARE_STORES, TRACKING_SCHEMES, check_sqlite_file, check_store_uri,  # noqa: F401
-                                default_tracking_uri, from_environment, local_path)  # (sections.* for callers)
+                                default_tracking_uri, from_environment, keeps_artifacts, local_path)  # (sections.*)
 from jobs.registry.redaction import redact
 from jobs.runtime.cluster import starts_local_ray
 
@@ -253,6 +253,7 @@ class TrackingConfig:
             raise ConfigError(f"tracking.tracking_uri is not a valid URL ({e}); allowed: a running MLflow server's "
                               "URL, or a local store (sqlite:///...)") from None
         shown = f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path}"  # no credentials
+        said = f"tracking.tracking_uri={shown!r}{from_environment(self.tracking_uri)}"
         url = _endpoint(parts, "/health")
         try:
             urllib.request.urlopen(url, timeout=timeout_s).close()
@@ -261,10 +262,10 @@ class TrackingConfig:
         except urllib.error.URLError as e:
             if isinstance(e.reason, ssl.SSLError):  # it answered in TLS: whether its certificate is trusted is for
                 return  # MLflow to say, with its own settings (MLFLOW_TRACKING_SERVER_CERT_PATH, a CA bundle)
-            raise ConfigError(f"tracking.tracking_uri={shown!r} does not answer ({e.reason}); "
+            raise ConfigError(f"{said} does not answer ({e.reason}); "
                               "allowed: a running MLflow server's URL, or a local store (sqlite:///...)") from None
         except (OSError, ValueError) as e:  # a timeout too
-            raise ConfigError(f"tracking.tracking_uri={shown!r} does not answer ({getattr(e, 'reason', e)}); "
+            raise ConfigError(f"{said} does not answer ({getattr(e, 'reason', e)}); "
                               "allowed: a running MLflow server's URL, or a local store (sqlite:///...)") from None
 
     def check_experiment(self, timeout_s: float = 10.0) -> None:
@@ -277,7 +278,8 @@ class TrackingConfig:
         corpus was prepared and MLflow had retried for minutes. No MLflow call: files and folders only."""
         check_sqlite_file(self.tracking_uri)
         if self.tracking_uri.startswith("sqlite:///"):  # MLflow makes the file and the folders above it
-            check_output_dir(f"tracking.tracking_uri={redact(self.tracking_uri)!r} (the folder of its SQLite file)",
+            given = from_environment(self.tracking_uri)
+            check_output_dir(f"tracking.tracking_uri={redact(self.tracking_uri)!r}{given} (its SQLite file's folder)",
                              str(Path(local_path(self.tracking_uri) or ".").parent))
         found = self._stored_experiment(timeout_s)
         refuse_deleted_experiment(found, self.experiment)
@@ -343,7 +345,7 @@ class TrackingConfig:
         """What the job writes through MLflow: a local store (sqlite, an allowed folder) and, beside one, the artifacts
         (./mlartifacts when artifact_location is empty); a tracking server keeps both itself."""
         paths = {"tracking.tracking_uri": self.tracking_uri}
-        if self.artifact_location or not self.tracking_uri.startswith(("http://", "https://")):
+        if self.artifact_location or not keeps_artifacts(self.tracking_uri):
             paths["tracking.artifact_location"] = self.artifact_location or "./mlartifacts"
         return paths
 

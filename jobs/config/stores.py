@@ -7,6 +7,7 @@ no framework. jobs/config/sections.py's TrackingConfig applies them.
 from __future__ import annotations
 
 import os
+import re
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -36,6 +37,12 @@ def from_environment(uri: str) -> str:
 # the stores an MLflow 3 tracking URI names (a database's scheme may name its driver: postgresql+psycopg2://)
 BARE_STORES = ("databricks", "databricks-uc", "uc")  # stores named by their scheme alone, no path
 TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", *BARE_STORES)
+
+
+def keeps_artifacts(uri: str) -> bool:
+    """Whether the store keeps its experiments' artifacts itself (a tracking server, Databricks): no local folder
+    beside it is written."""
+    return uri.startswith(("http://", "https://", "databricks://", "databricks-uc://", "uc://")) or uri in BARE_STORES
 
 
 def check_store_uri(uri: str, name: str = "tracking.tracking_uri") -> None:
@@ -70,7 +77,12 @@ def local_path(value: str) -> str | None:
         return value[len("sqlite:///"):].split("?", 1)[0]
     if value.startswith("file:"):
         return urllib.request.url2pathname(urllib.parse.urlsplit(value).path)
-    return None if "://" in value else value
+    # a scheme's one-slash form is no path either: a tracking server's mlflow-artifacts:/1 (every experiment's
+    # artifact location on `mlflow server`), dbfs:/, hdfs:/; nor is a store named by its scheme alone (databricks)
+    return None if _SCHEME.match(value) or value in BARE_STORES else value
+
+
+_SCHEME = re.compile(r"[A-Za-z][\w+.-]*:/")
 
 
 def check_sqlite_file(uri: str) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from jobs.runtime import console
 from jobs.config.io import flatten
-from jobs.config.sections import BARE_STORES, local_path, refuse_deleted_experiment
+from jobs.config.sections import BARE_STORES, refuse_deleted_experiment
+from jobs.config.stores import keeps_artifacts, local_path
 from jobs.inference.serving import PRETRAINING
 from jobs.registry.metric_logger import metric_key
 from jobs.registry.curves import CURVES, curve, curve_keys, log_curves  # noqa: F401 - tracking.* for callers
@@ -45,11 +46,11 @@ def _artifact_uri(location: str, tracking_uri: str) -> str | None:
     empty, the tracking server's own artifact store (None: uploads go through the server, which every
     client can reach), or ./mlartifacts beside a local store."""
     if not location:
-        if tracking_uri.startswith(("http://", "https://")):
+        if keeps_artifacts(tracking_uri):
             return None
         location = LOCAL_ARTIFACTS
     # MLflow's own file:/abs (no "//") is a path, not a relative folder named "file:"
-    return location if "://" in location else Path(local_path(location)).resolve().as_uri()
+    return location if (path := local_path(location)) is None else Path(path).resolve().as_uri()
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the folder holding jobs/: a checkout's root, or site-packages
@@ -72,7 +73,8 @@ def code_version() -> dict:
         # raises unless the repo tracks this file and this project's pyproject.toml (site-packages has none)
         _git("ls-files", "--error-unmatch", str(Path(__file__).resolve()), str(PROJECT_ROOT / "pyproject.toml"))
         tags["code.git_commit"] = _git("rev-parse", "HEAD")
-        tags["code.git_dirty"] = str(bool(_git("status", "--porcelain"))).lower()
+        # this project's files only: a monorepo's other folders say nothing of our code
+        tags["code.git_dirty"] = str(bool(_git("status", "--porcelain", "--", str(PROJECT_ROOT)))).lower()
     except (OSError, subprocess.SubprocessError):  # no git, or not a checkout of ours
         pass
     return tags

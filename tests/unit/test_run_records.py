@@ -49,6 +49,7 @@ def test_this_project_committed_inside_a_larger_repo_is_tagged_with_its_commit(t
     for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "the monorepo"]):
         subprocess.run(["git", "-C", str(mono), "-c", "user.email=u@example.com", "-c", "user.name=u", *args],
                        check=True, capture_output=True)
+    (mono / "notebook.ipynb").write_text("{}")  # another folder's work in progress: not our code's
     head = subprocess.run(["git", "-C", str(mono), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     spec = importlib.util.spec_from_file_location("mono_tracking", project / "jobs" / "registry" / "tracking.py")
     module = importlib.util.module_from_spec(spec)

@@ -34,11 +34,15 @@ def test_mlflows_own_file_uri_is_an_absolute_path_not_a_relative_one(monkeypatch
     for value, path in [("file:/shared/x", "/shared/x"), ("file:///shared/x", "/shared/x"),
                         ("file://localhost/shared/a%20b", "/shared/a b"), ("file:rel", "rel"), ("rel", "rel"),
                         ("sqlite:////shared/m.db", "/shared/m.db"), ("sqlite:///m.db?timeout=5", "m.db"),
-                        ("s3://bucket/x", None), ("http://host:5000", None)]:
+                        ("s3://bucket/x", None), ("http://host:5000", None), ("mlflow-artifacts:/1", None),
+                        ("dbfs:/x", None), ("databricks", None)]:  # a server's artifact store, named stores
         assert local_path(value) == path, value
     from jobs.registry.tracking import _artifact_uri  # where a new experiment's artifacts go
 
     assert _artifact_uri("file:/shared/x", "sqlite:///m.db") == "file:///shared/x"
+    assert _artifact_uri("mlflow-artifacts:/1", "http://h:5000") == "mlflow-artifacts:/1"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "databricks")  # Databricks' own client setup: no relative path
+    refuse_relative_when_submitted(TrackingConfig().written_paths())
 
 
 @pytest.mark.parametrize("name", ["bert-foundry-tiny-pkgdocs", "a b", "a@b", "é", "a/b", "a:b", ".", "..", "..x",
@@ -77,8 +81,8 @@ def test_an_unusable_local_store_or_artifact_folder_fails_the_jobs_check(tmp_pat
     """Each passed the pre-Ray checks, and the job failed after corpus preparation (MLflow retrying for minutes)."""
     (tmp_path / "folder").mkdir()
     (tmp_path / "notes.md").write_text("no database\n")
-    for uri, error in [("sqlite:////proc/mlflow.db", r"^tracking.tracking_uri='sqlite:////proc/mlflow\.db' \(the "
-                                                     r"folder of its SQLite file\) must be a writable folder, got "
+    for uri, error in [("sqlite:////proc/mlflow.db", r"^tracking.tracking_uri='sqlite:////proc/mlflow\.db' \(its "
+                                                     r"SQLite file's folder\) must be a writable folder, got "
                                                      r"'/proc'"),
                        (f"sqlite:///{tmp_path}/folder", r"^tracking.tracking_uri='.*/folder' names the folder"),
                        (f"sqlite:///{tmp_path}/notes.md", r"^tracking.tracking_uri='.*notes.md' names .*, which is no "
@@ -134,9 +138,10 @@ def test_a_rollback_refuses_what_only_a_judgement_reads(given):
         promote.parse(["m", "--rollback", *given])
     promote.parse(["m", *given])
     promote.parse(["m", "--rollback", "tracking.experiment=rollbacks"])
-    with pytest.raises(ConfigError, match=r"^--version 3 with --rollback"):
-        promote.PromoteConfig(model="m", version=3, rollback=True).validate()
+    with pytest.raises(ConfigError, match=r"^version with --rollback"):
+        promote.parse(["m", "--rollback", "version=3"])
     promote.PromoteConfig(model="m", bootstrap_samples=300, rollback=True).validate()  # a config's own: let be
+    promote.PromoteConfig(model="m", version=3, rollback=True).validate()  # (a shared file's version, as its own)
 
 
 def test_lineage_check_checks_the_uri_and_the_store_as_the_walk_opens_them(tmp_path, empty_store):
@@ -185,6 +190,9 @@ def test_mlflow_tracking_uri_is_the_default_store_where_no_config_sets_one(monke
     with pytest.raises(ConfigError, match=r"^tracking.tracking_uri='sqlite:///mlflow.db' \(MLFLOW_TRACKING_URI's: "
                                           r"the default where no config sets it\) is relative"):
         refuse_relative_when_submitted(TrackingConfig().written_paths())
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # a server that does not answer: named alike
+    with pytest.raises(ConfigError, match=r"^tracking.tracking_uri='http://127.0.0.1:9' \(MLFLOW_TRACKING_URI's"):
+        TrackingConfig().check_reachable(timeout_s=2)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:./mlruns")  # MLflow's file store: refused, its source named
     with pytest.raises(ConfigError, match=r"^tracking.tracking_uri='file:./mlruns' \(MLFLOW_TRACKING_URI's"):
         TrackingConfig().validate()
