@@ -47,6 +47,8 @@ def promote(tmp, command: list[str] | None = None):
 
     sizes = [f"tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"tracking.artifact_location={tmp}/art",
              "bootstrap_samples=200"]  # its run's config.yaml under tmp, not the repository's ./mlartifacts
+    if command and "--rollback" in command:  # a rollback judges nothing: a judgement's setting is refused beside it
+        sizes = sizes[:2]
     if command:
         return run(job_config(command, *sizes))
     return run(load_config(PromoteConfig, None, [f"model={NAME}", *sizes]).validate())
