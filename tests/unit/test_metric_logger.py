@@ -274,3 +274,21 @@ def test_a_trial_restarting_while_the_store_is_down_trains_on_with_the_run_its_c
         assert trial_run(Down(), data, "t1", "trial_1", {}, own_run="run-9") == "run-9"
     with pytest.raises(ConnectionError, match="store down"):
         trial_run(Down(), data, "t1", "trial_1", {})
+
+
+def test_a_full_buffer_drops_its_oldest_points_and_counts_them():
+    """Through a long outage, beyond max_buffered points the oldest go, counted, and the newest are the ones
+    delivered when the store is back."""
+    store = Store(up=False)
+    logger = RankZeroLogger("http://tracking.invalid", RUN, 0, max_buffered=5, system_metrics_s=0)
+    logger.client = store
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the outage's one warning
+        for step in range(8):
+            logger.log({"train/loss": 1.0 / (step + 1)}, step=step)
+    assert [m.step for m in logger.pending] == [3, 4, 5, 6, 7]  # the newest, oldest first
+    assert logger.dropped == 3
+    assert logger.counts()["tracking_undelivered"] == 8  # 3 dropped + 5 still buffered: none is in MLflow
+    store.up = True
+    assert logger.close(0)["tracking_undelivered"] == 3
+    assert store.points == [("train/loss", step) for step in range(3, 8)]
