@@ -179,12 +179,15 @@ class FinetuneLoop:
         self.engine.advance_schedule()
         self.nonfinite, self.nonfinite_streak = self.nonfinite + 1, self.nonfinite_streak + 1
         limit = self.train.max_nonfinite_steps
+        # stats.loss is this rank's own: where it is finite, another rank's NaN/inf skipped the batch everywhere
+        what = (f"non-finite loss {stats.loss}" if not math.isfinite(stats.loss)
+                else f"non-finite loss on another rank (this rank's: {stats.loss:.4f})")
         if self.log:
-            self.log.warning(f"step {self.step}: non-finite loss {stats.loss}, batch skipped ({self.nonfinite_streak} "
+            self.log.warning(f"step {self.step}: {what}, batch skipped ({self.nonfinite_streak} "
                              f"in a row of at most {limit}, {self.nonfinite} in all)")
         if self.nonfinite_streak >= limit:
             raise FloatingPointError(
-                f"non-finite loss {stats.loss} at step {self.step}, {self.nonfinite_streak} steps in a row "
+                f"{what} at step {self.step}, {self.nonfinite_streak} steps in a row "
                 f"(train.max_nonfinite_steps={limit}): the weights diverged; optim.lr={self.optim_lr:g}")
 
     def _maybe_log(self, epoch: int, ends_run: bool) -> None:

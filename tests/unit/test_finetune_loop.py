@@ -3,9 +3,10 @@ stand-in engine, and a list as the report: no Ray, no DeepSpeed, no MLflow.
 
 Covered: best and patience (early stop; an equal score is no improvement), the history up to the best, the
 evaluation cadence (every epoch, every N steps, the last step always), checkpoint_every, the non-finite policy
-(skip and count; raise after train.max_nonfinite_steps in a row; a finite step resets the count; a non-finite
-select metric raises), and the state round trip (stopped mid-epoch, restored into a fresh loop and engine, the
-same batches skipped: the run ends exactly as an uninterrupted one).
+(skip and count; raise after train.max_nonfinite_steps in a row; a finite step resets the count; another rank's NaN
+is not put on this rank's finite loss; a non-finite select metric raises), and the state round trip (stopped
+mid-epoch, restored into a fresh loop and engine, the same batches skipped, NaNs on both sides of the checkpoint: the
+run ends, or raises, exactly as an uninterrupted one).
 """
 
 import copy
@@ -36,11 +37,13 @@ class TinyEngine:
     """What the loop sees of jobs/engine/data_parallel.Engine: `step(batch) -> stats`, `lr`; a non-finite loss
     skips the update, as the real engine does. Records the rows of every batch it is handed."""
 
-    def __init__(self, seed: int = 0, nan_at: tuple[int, ...] = (), overflow_at: tuple[int, ...] = ()):
+    def __init__(self, seed: int = 0, nan_at: tuple[int, ...] = (), overflow_at: tuple[int, ...] = (),
+                 elsewhere_at: tuple[int, ...] = ()):
         torch.manual_seed(seed)
         self.model = torch.nn.Sequential(torch.nn.EmbeddingBag(VOCAB, 8), torch.nn.Linear(8, 2))
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
         self.nan_at, self.calls, self.seen, self.skipped_schedule = set(nan_at), 0, [], 0
+        self.elsewhere_at = set(elsewhere_at)  # another rank's loss NaN: this rank's own is finite, all ranks skip
         self.overflow_at, self.skipped_steps = set(overflow_at), 0  # fp16: a finite loss whose update is skipped
 
     @property
@@ -56,6 +59,8 @@ class TinyEngine:
         loss = torch.nn.functional.cross_entropy(self.model(batch["input_ids"]), batch["labels"])
         if self.calls in self.nan_at:
             return Stats(float("nan"), finite=False)
+        if self.calls in self.elsewhere_at:  # the real engine returns this rank's loss, judged by every rank's
+            return Stats(float(loss.detach()), finite=False)
         if self.calls in self.overflow_at:  # DeepSpeed: no update, no schedule step, skipped_steps counts it
             self.skipped_steps += 1
             return Stats(float(loss.detach()))
@@ -263,30 +268,69 @@ def test_max_nonfinite_steps_in_a_row_raise_naming_the_step_and_the_learning_rat
         run.loop.run()
 
 
+def test_a_nonfinite_loss_on_another_rank_is_not_called_this_ranks_finite_one(caplog):
+    """Rank 1's loss NaN, this rank's 0.75: every rank skips the batch (right), but this rank warned "non-finite loss
+    0.752..., batch skipped" and raised FloatingPointError("non-finite loss 0.7522 at step 4 ..."), a finite number
+    called non-finite. The skip is put on another rank, with this rank's own loss beside it."""
+    log = logging.getLogger("test.finetune_loop")
+    run = Run(engine=TinyEngine(elsewhere_at=(3, 4)), max_nonfinite_steps=2, log=log)
+    own, step = [], run.engine.step
+    run.engine.step = lambda batch: own.append(step(batch)) or own[-1]
+    with caplog.at_level(logging.WARNING, logger=log.name), pytest.raises(FloatingPointError) as raised:
+        run.loop.run()
+    assert [s.finite for s in own] == [True, True, False, False] and np.isfinite([s.loss for s in own]).all()
+    assert str(raised.value).startswith(f"non-finite loss on another rank (this rank's: {own[-1].loss:.4f}) at step "
+                                        f"4, 2 steps in a row (train.max_nonfinite_steps=2)")
+    assert [m for m in caplog.messages if "batch skipped" in m] == [
+        f"step {n}: non-finite loss on another rank (this rank's: {own[n - 1].loss:.4f}), batch skipped ({n - 2} in a "
+        f"row of at most 2, {n - 2} in all)" for n in (3, 4)]
+
+
 def test_a_nonfinite_select_metric_raises():
     run = Run(scores=[0.5, float("nan")])
     with pytest.raises(FloatingPointError, match=r"non-finite select/accuracy nan at step 10"):
         run.loop.run()
 
 
-@pytest.mark.parametrize("every, kill_at", [(3, 8), (0, 7), (0, 12)])
-def test_a_run_stopped_mid_epoch_and_restored_ends_as_an_uninterrupted_one(every, kill_at):
+def _run_to_the_end(run: Run) -> str | None:
+    """Run it; the FloatingPointError's message where it raised (too many non-finite losses in a row)."""
+    try:
+        run.loop.run()
+    except FloatingPointError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize("every, kill_at, nan_at", [
+    (3, 8, ()), (0, 7, ()), (0, 12, ()),
+    # checkpointed at step 8 (epoch 1, 3 of its batches taken): a NaN on each side of it; the skipped step 7 is a batch
+    # taken (counting only finite steps, the restored run took batch 3 of epoch 1 again and never took its last)
+    (4, 10, (7, 9)),
+    # a streak of 3 (the limit) across the checkpoint: the restored run raises at step 9, as the uninterrupted one
+    # (without the streak in the checkpoint it started a new one and trained on)
+    (4, 9, (7, 8, 9)),
+])
+def test_a_run_stopped_mid_epoch_and_restored_ends_as_an_uninterrupted_one(every, kill_at, nan_at):
     """Killed after `kill_at`; a fresh engine and loop load the last checkpoint (the engine's weights and optimizer,
     the loop's state) and go on: the batches it takes are exactly those the uninterrupted run took after that
-    checkpoint (the epoch's first ones skipped), and it ends with the same weights, history and reports."""
-    clean = Run(eval_every_steps=every)
-    clean.loop.run()
+    checkpoint (the epoch's first ones skipped), and it ends with the same weights, history and reports, raising
+    where the uninterrupted run raised (NaN losses at the steps `nan_at`, at most 3 in a row)."""
+    clean = Run(eval_every_steps=every, engine=TinyEngine(nan_at=nan_at), max_nonfinite_steps=3)
+    raised = _run_to_the_end(clean)
 
-    killed = Run(eval_every_steps=every, kill_at=kill_at)
+    killed = Run(eval_every_steps=every, kill_at=kill_at, engine=TinyEngine(nan_at=nan_at), max_nonfinite_steps=3)
     with pytest.raises(KeyboardInterrupt):
         killed.loop.run()
     loop_state, engine_state, seen = killed.checkpoints[-1]
     assert loop_state["step"] < kill_at and loop_state["epoch_steps"] < 5
 
-    resumed = Run(eval_every_steps=every, engine=TinyEngine(seed=1))  # other initial weights: the checkpoint's win
+    after = tuple(s - loop_state["step"] for s in nan_at if s > loop_state["step"])  # the same steps' losses NaN
+    resumed = Run(eval_every_steps=every, engine=TinyEngine(seed=1, nan_at=after),  # other initial weights: the
+                  max_nonfinite_steps=3)  # checkpoint's win
     resumed.engine.load(engine_state)
     resumed.loop.load_state(loop_state)
-    resumed.loop.run()
+    assert _run_to_the_end(resumed) == raised
+    assert (raised is None) == (len(nan_at) < 3)
     assert killed.engine.seen[:seen] + resumed.engine.seen == clean.engine.seen
     assert resumed.loop.state() == clean.loop.state() and resumed.loop.history == clean.loop.history
     assert killed.reports[:len(killed.checkpoints)] + resumed.reports == clean.reports
