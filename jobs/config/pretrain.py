@@ -64,11 +64,13 @@ class Phase2Config:
     micro_batch_size: int = 8
     max_predictions: int = 80  # the masking cap at phase 2's length (20 at 128): static, or a dynamic one set
     lr: float = 0.0  # 0 = phase 1's peak learning rate
-    # re-warmup after the hand-off; -1 = NVIDIA's (warmup_proportion 0.128 of phase 2's steps) when the optimizer
-    # is reset, none when it carries phase 1's moments over: fresh moments at the peak rate move every weight by
-    # about lr in the first step
+    # re-warmup after the hand-off; -1 = NVIDIA's warmup_proportion (0.128 of phase 2's steps) when the optimizer is
+    # reset (fresh moments at the peak rate move every weight by about lr in the first step), none when it carries
+    # phase 1's moments over (NVIDIA warms those up again: set it to do the same)
     warmup_steps: int = -1
-    reset_optimizer: bool = True  # fresh Adam moments (NVIDIA); false carries phase 1's over
+    # true: fresh moments and step counts. false: phase 1's moments, as NVIDIA's phase 2 keeps them, and their step
+    # counts (bias correction's), which NVIDIA sets to 0. Either way phase 2 runs its own schedule from its step 0
+    reset_optimizer: bool = True
 
     def warmup(self) -> int:
         """phase2.warmup_steps as the steps phase 2 warms up for."""

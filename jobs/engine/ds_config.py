@@ -63,6 +63,9 @@ def lr_lambda(optim: OptimConfig, max_steps: int):
             return (step + 1) / o.warmup_steps
         if o.schedule == "constant":
             return 1.0
+        # decay over the steps after warmup, from the peak; NVIDIA's PolyWarmUpScheduler decays (1 - step/max_steps)
+        # ** 0.5 over all of them, so its rate drops to (1 - warmup share) ** 0.5 of the peak as its warmup ends
+        # (~0.85 in its phase 1, ~0.93 in its phase 2)
         progress = min(1.0, (step - o.warmup_steps) / max(1, max_steps - o.warmup_steps))
         power = 1.0 if o.schedule == "linear" else o.poly_power
         return max(0.0, 1.0 - progress) ** power

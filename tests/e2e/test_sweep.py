@@ -190,7 +190,8 @@ def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp, tiny):
     command = readme("python jobs/sweep.py --config configs/sweep/pkgdocs-pbt.yaml",
                      {"finetune.init=...": f"finetune.init={tiny}"})
     cfg = config(ray_tmp, "pbt", command, "num_samples=2", "seeds.count=0", "pbt.quantile_fraction=0.5",
-                 "pbt.perturbation_interval=1", "pbt.resample_probability=0", *TINY)
+                 "pbt.perturbation_interval=1", "checkpoint_every=1", "pbt.resample_probability=0",
+                 *TINY)
     result = run(cfg)
     restored = [row for row in result.table if row["restored_from"]]
     assert restored, result.table
