@@ -70,7 +70,9 @@ class TaskConfig:
     train_file: str = ""
     dev_file: str = ""
     select_file: str = ""  # files only
-    format: str = ""  # files: csv | tsv | jsonl | parquet | hf | conll | squad; "" = from each file's extension
+    # files: csv | tsv | jsonl | parquet | hf | xlsx | conll | squad | text (unlabeled, prediction); "" = from each
+    # file's extension
+    format: str = ""
     columns: Columns = field(default_factory=Columns)  # files: which column holds the text, the pair, the label...
     metric: str = ""  # files: the main metric (FILE_METRICS); "" = the kind's first
     multi_label_threshold: float = 0.5  # files, multi-label: a label is predicted where its sigmoid is above this
