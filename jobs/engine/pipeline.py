@@ -312,7 +312,9 @@ def consolidated_state_dict(engine) -> dict[str, torch.Tensor] | None:
 def state_dict_from_layer_checkpoint(ckpt_dir: str | os.PathLike, config: BertConfig) -> dict[str, torch.Tensor]:
     """engine.save_checkpoint's per-layer files (`<dir>/<tag>/layer_XX-model_states.pt`) -> HF names.
 
-    No process group needed: this is how a release checkpoint is cut from a pipeline resume checkpoint.
+    No process group needed. The files hold the module's weights (16-bit in a bf16 run), so a release is not cut
+    from them (it takes the fp32 master copy, consolidated_state_dict); tests/e2e/test_pipeline_parallel.py reads
+    them to check a saved pipeline maps to the released weights.
     """
     layers = {}
     for path in glob.glob(os.path.join(ckpt_dir, "layer_*-model_states.pt")):

@@ -99,6 +99,7 @@ class Worker:
         self.mask_next = 0  # the collator count of the next batch the loop takes (checkpointed)
         self.position = DataPosition.start(self.index.num_examples)
         self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
+        self.step_ids: list[tuple[int, np.ndarray]] = []  # (epoch, ids) the next optimizer step trains (_record_ids)
         self.step, self.before = 0, {}
         self.carried: dict | None = None  # the log window's steps before the checkpoint restored (_run_window)
         self.stream = None  # opened by restore()
@@ -288,6 +289,8 @@ class Worker:
             stats = self.engine.step(batch, inject_nan=self.faults.nan_now(self.step, self.rollbacks))
             if raw:
                 self.pending_ids.append(np.asarray(raw["example_id"]))
+                if stats.finite:  # a skipped micro-batch is consumed (marked at the checkpoint) but trains nothing
+                    self.step_ids.append((self.position.epoch, self.pending_ids[-1]))
             if self.guard.observe(stats):
                 self._roll_back()
             if not stats.finite:  # skipped (data parallel), or a pipeline step whose update the optimizer dropped
@@ -299,7 +302,7 @@ class Worker:
                 continue
             self.step += 1
             self.faults.maybe_fail(self.step)
-            self._record_ids()
+            self._record_ids(stats.finite)
             last = self.step == t.max_steps
             if self.step % t.log_every == 0 or last:
                 window.data_wait = longest(window.data_wait)  # in lockstep, a rank short of data stalls all
@@ -419,13 +422,17 @@ class Worker:
             f"of train.max_failures={self.t.max_failures})")
 
     # -- id recording, for the resume tests ------------------------------------------------------
-    def _record_ids(self) -> None:
-        """faults.record_ids_dir: append (attempt, step, epoch, ids of this optimizer step) per rank."""
-        if not self.cfg.faults.record_ids_dir or not self.pending_ids:
+    def _record_ids(self, trained: bool = True) -> None:
+        """faults.record_ids_dir: append (attempt, step, epoch, ids) per rank: the micro-batches this optimizer step
+        trained, a line per epoch they were read in (a step can straddle an epoch end); not the non-finite ones
+        skipped, and none of a pipeline step whose update the optimizer dropped (`trained` False)."""
+        step_ids, self.step_ids = self.step_ids, []
+        if not self.cfg.faults.record_ids_dir or not trained:
             return
-        ids = np.concatenate(self.pending_ids[-self.t.grad_accum_steps:])
         with open(Path(self.cfg.faults.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
-            f.write(f"{self.attempt} {self.step} {self.position.epoch} {' '.join(map(str, ids.tolist()))}\n")
+            for epoch, part in itertools.groupby(step_ids, key=lambda e: e[0]):
+                ids = np.concatenate([i for _, i in part])
+                f.write(f"{self.attempt} {self.step} {epoch} {' '.join(map(str, ids.tolist()))}\n")
 
     def _record_weights(self, event: str) -> None:
         """faults.record_ids_dir: append (attempt, event, step, sha256 of this rank's module parameters) to

@@ -202,6 +202,9 @@ def test_optimizer_choice_and_deepspeed_config():
     assert [len(g["params"]) for g in cpu.param_groups] == [1] * 6
     assert [g["adapt"] for g in cpu.param_groups] == [True, True, False, False, False, False]
     assert not build_optimizer("lamb", groups, **args, zero_stage=2, world_size=1).partitioned
+    # ZeRO-1 slices the optimizer state (each rank's Lamb sees its slice of a tensor) as ZeRO-2 does; ZeRO-0 none
+    assert build_optimizer("lamb", groups, **args, zero_stage=1, world_size=4).partitioned
+    assert not build_optimizer("lamb", groups, **args, zero_stage=0, world_size=4).partitioned
     assert per_tensor_groups([{"params": groups[1]["params"], "weight_decay": 0.0, "adapt": True}])[0]["adapt"]
     # no weight decay is still LAMB: the weight matrices keep their trust ratios (apex's rule made it Adam)
     from jobs.engine.ds_config import param_groups
