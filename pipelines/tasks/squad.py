@@ -22,6 +22,7 @@ import math
 import os
 import re
 import string
+import unicodedata
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from pipelines.tasks.cells import bool_class
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
+from pipelines.tasks.text_records import has_lone_surrogate
 
 
 NEEDS_VERSION_2 = "unanswerable_needs_version_2"  # reject: a question without an answer where task.version_2 is false
@@ -45,12 +47,14 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
 
     Rejected records: NOT_AN_ARTICLE (an item of `data` without `paragraphs`: pandas' orient="table" JSON),
     "missing_field" (a question without id/question text, a paragraph without context, either not an object),
-    "duplicate_id", "unparseable_label" (answers of no shape answer_list reads), "no_valid_answer" (answerable, but
-    no answer a training target can use: none matches the context at its answer_start; `scored_only`, a split
-    that is only scored (dev), none with a text), and NEEDS_VERSION_2 (`version_2` false: an impossible question,
-    whose [CLS] target a v1 model never predicts). Counted in `notes`, not rejects (the question is kept):
-    OFFSET_MISMATCH, answers not at their answer_start (kept for scoring at -1) or blank (dropped), and
-    OFFSET_IN_OTHER_UNITS, answers whose start was in UTF-16 units or UTF-8 bytes (_char_start).
+    "invalid_utf8" (a lone surrogate escape, "\\ud83d", in the question's record, its context or title: as JSON Lines
+    rejects it, text_records.has_lone_surrogate; no UTF-8 holds it, and Arrow and the tokenizer raised naming no
+    record), "duplicate_id", "unparseable_label" (answers of no shape answer_list reads), "no_valid_answer"
+    (answerable, but no answer a training target can use: none matches the context at its answer_start;
+    `scored_only`, a split that is only scored (dev), none with a text), and NEEDS_VERSION_2 (`version_2` false: an
+    impossible question, whose [CLS] target a v1 model never predicts). Counted in `notes`, not rejects (the
+    question is kept): OFFSET_MISMATCH, answers not at their answer_start (kept for scoring at -1) or blank
+    (dropped), and OFFSET_IN_OTHER_UNITS, answers whose start was in UTF-16 units or UTF-8 bytes (_char_start).
     `labeled=False`: inputs to predict: every question with a context is one, its answers not read
     ([], as files.py's rows to predict), an id repeated or absent ("<name>:<n>", n its position) allowed.
     """
@@ -74,6 +78,7 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
                 out.reject("missing_field", f"{title!r} paragraph {p}", json.dumps(paragraph, default=str)[:200])
                 continue
             context = paragraph.get("context")
+            broken = has_lone_surrogate([title, context])
             for qa in paragraph.get("qas", []):
                 if not isinstance(qa, dict):
                     out.reject("missing_field", f"{title!r} paragraph {p}", json.dumps(qa, default=str)[:200])
@@ -87,6 +92,9 @@ def load_squad(path: str | os.PathLike, *, labeled: bool = True, version_2: bool
                         or qid == "" or not isinstance(qa.get("question"), str) or not qa["question"].strip() \
                         or not context.strip():  # blank: as files.py's JSONL and parquet rows (an answer to nothing)
                     out.reject("missing_field", where, json.dumps(qa)[:200])
+                    continue
+                if broken or has_lone_surrogate(qa):  # json.dumps: the excerpt escaped, loggable
+                    out.reject("invalid_utf8", where, json.dumps([title, context] if broken else qa)[:200])
                     continue
                 qid = str(qid)  # as files.py gives every other id: ids of all files compare, and Arrow gets one type
                 if labeled and qid in seen:
@@ -226,9 +234,34 @@ def _encode(examples, tok, max_seq_len: int, doc_stride: int, max_query_length: 
     # question ran past max_query_length, into the tokenizer's refusal of the stride.
     questions = [q if len(offs) <= max_query_length else q[:offs[max_query_length][0]].rstrip()
                  for q, offs in zip(questions, pieces)]
-    return tok(questions, [ex["context"] for ex in examples], truncation="only_second", max_length=max_seq_len,
-               stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
-               padding="max_length", return_token_type_ids=True, return_attention_mask=True)
+    enc = tok(questions, [ex["context"] for ex in examples], truncation="only_second", max_length=max_seq_len,
+              stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
+              padding="max_length", return_token_type_ids=True, return_attention_mask=True)
+    enc["offset_mapping"] = _with_final_marks(enc, [ex["context"] for ex in examples])
+    return enc
+
+
+def _with_final_marks(enc, contexts: list[str]) -> list[list[tuple[int, int]]]:
+    """Each window's offsets, a context piece's end moved past the combining marks that follow it and start no piece.
+    An accent-stripping (uncased) tokenizer leaves a word-final mark of decomposed (NFD) text out of every piece
+    ("cafe\\u0301": `cafe` is (0, 4)): the target of an answer ending on it ran on to the next word (or, at a window's
+    end, was [CLS]), and the answer predicted was cut before its accent (EM 0). The targets and the evaluation and
+    prediction offsets all come from here; a mark that is a piece of its own (a tokenizer that keeps accents) stays
+    its own."""
+    sample = enc["overflow_to_sample_mapping"]
+    sequences = [enc.sequence_ids(i) for i in range(len(sample))]
+    starts = collections.defaultdict(set)  # every context piece's start, over all windows of an example
+    for i, (offsets, seq) in enumerate(zip(enc["offset_mapping"], sequences)):
+        starts[sample[i]].update(o[0] for o, s in zip(offsets, seq) if s == 1)
+    out = []
+    for i, (offsets, seq) in enumerate(zip(enc["offset_mapping"], sequences)):
+        context, taken, row = contexts[sample[i]], starts[sample[i]], []
+        for (a, b), s in zip(offsets, seq):
+            while s == 1 and b < len(context) and b not in taken and unicodedata.combining(context[b]):
+                b += 1
+            row.append((a, b))
+        out.append(row)
+    return out
 
 
 def _arrays(enc) -> dict[str, np.ndarray]:

@@ -172,6 +172,11 @@ def test_features_pair_truncation_is_longest_first(tok):
     short = tok("tiny", "also tiny")["input_ids"]
     assert f["input_ids"][1, :len(short)].tolist() == short and f["attention_mask"][1].sum() == len(short)
     assert f["labels"].tolist() == [1, 0]
+    # the longer text is cut whichever side it is: a short text_a stays whole, text_b absorbs the truncation
+    f = glue_features([{"text_a": "short one", "text_b": long_a, "label": 1}], tok, max_seq_len=24)
+    a = tok("short one", add_special_tokens=False)["input_ids"]
+    assert f["input_ids"][0, :len(a) + 2].tolist() == [tok.cls_token_id, *a, tok.sep_token_id]
+    assert f["token_type_ids"][0].sum() == 24 - len(a) - 2 and f["input_ids"][0, -1] == tok.sep_token_id
 
 
 def test_features_single_sentence_regression_and_column_batches(tok):
