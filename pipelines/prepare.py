@@ -62,7 +62,8 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_sc
                               histogram_bin_width, length_histogram, read_manifest, shard_name, token_type,
                               write_manifest, write_shard)
 from pipelines.rejects import RejectLog, cuts_said, rejected_documents
-from pipelines.source_files import resolve_sources
+from pipelines.prepared_sets import corpus_files
+from pipelines.set_counts import set_counts
 from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, read_as_book, read_format
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, fingerprint_inputs,
                               heartbeat, holds_gutenberg_book, prepared_name)
@@ -283,7 +284,9 @@ def prepare(cfg: DataConfig) -> PreparedData:
     cfg.validate()
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    files = resolve_sources(cfg)
+    files, skipped = corpus_files(cfg)  # less the prepared sets among them (data.output_root's)
+    if skipped:
+        _log("sources", skipped)
     check_file_count(len(files))  # before the long passes over them
     inputs = fingerprint_inputs(files)
     given = _given_tokenizer(cfg.tokenizer) if cfg.tokenizer.path else None
@@ -449,20 +452,7 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     rejects.write(str(out / "rejects.jsonl"))
     timings["examples"] = time.perf_counter() - t0
 
-    counts = {
-        "documents_read": totals["documents"] + totals["documents_empty"] + rejected_documents(rejects.counts),
-        "documents_kept": totals["documents"],
-        "documents_without_sentences": totals["documents_empty"],
-        "sentences": totals["sentences"],
-        "examples_train": sum(s["rows"] for s in shards["train"]),
-        "examples_eval": sum(s["rows"] for s in shards["eval"]),
-        "tokens": totals["tokens"],
-        "random_next": totals["random_next"],
-        "sentences_dropped": totals["sentences_dropped"],  # one-token last sentences alone in a chunk, per dupe pass
-        # longer than an example holds (a list or table without . ! ?): cut into pieces, each in some example
-        "sentences_cut": totals["sentences_cut"],
-    }
-    counts["examples"] = counts["examples_train"] + counts["examples_eval"]
+    counts = set_counts(totals, shards, rejects)  # refuses a set of no document: not cached
     nsp = nsp_warning(cfg, counts, shards)
     if nsp:
         _log("warning", nsp)

@@ -41,6 +41,36 @@ def rejects_said(read: int, counts: Mapping[str, int], where: str) -> str:
     return f"{total:,} of {read:,} documents rejected ({reasons}){cuts_said(counts)}: {where}"
 
 
+# What to change where a reason rejected a corpus's every document: a setting, or the files given
+REJECT_FIXES = {
+    "missing_text_column": "set data.text_column to the field or column that holds the text",
+    "utf16_file": "convert the files to UTF-8",
+    "binary_file": "not text: give the corpus's text files in data.sources",
+    "invalid_utf8": "for plain text in another encoding set data.text_encoding (cp1252, latin-1, ...)",
+    "too_short": "lower data.min_document_chars",
+    "line_too_long": "raise data.max_line_bytes",
+    "malformed_json": "set data.format if these files are not JSON lines",
+}
+
+
+def nothing_kept_said(log: "RejectLog", what: str, without_sentences: int = 0, reasons: int = 3) -> str:
+    """Why a corpus gave no document to `what`: its rejects by reason, most first (up to `reasons`), each with what
+    to change (REJECT_FIXES) and its first sample, and the documents that tokenized to no sentence. A set of none was
+    cached, and the first error came later, about its held-out split; the tokenizer's error named no reason."""
+    counts = {r: n for r, n in log.counts.items() if n and r not in NOT_DOCUMENTS}
+    said = []
+    for reason in sorted(counts, key=lambda r: (-counts[r], r))[:reasons]:
+        log._trim(reason)
+        first = log.samples[reason][:1]
+        fix = f": {REJECT_FIXES[reason]}" if reason in REJECT_FIXES else ""
+        example = f" (first: {first[0]['path']}: {first[0]['sample'][:100]!r})" if first else ""
+        said.append(f"{reason} {counts[reason]:,}{fix}{example}")
+    why = [f"{sum(counts.values()):,} documents rejected: {'; '.join(said)}"] if said else []
+    if without_sentences:
+        why.append(f"{without_sentences:,} documents tokenized to no sentence")
+    return f"no document of data.sources was kept to {what}: {'; and '.join(why) or 'no document was read'}"
+
+
 class RejectLog:
     """Reject counts per reason and the `samples_per_reason` smallest-doc_id rejects of each:
     what the manifest and rejects.jsonl report. Logs of separate files merge (`update`), and

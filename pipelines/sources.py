@@ -20,9 +20,10 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
   * A source that matches nothing, or a file that cannot be opened (missing, permission
     denied), raises SourceError naming the path: that is a configuration error, not bad data. So does a
     zstd file (.zst, The Pile's): no zstd decoder is installed, and each file would be one reject.
-  * Files are sniffed first: zero bytes -> "empty_file"; an image/archive magic number, or NUL bytes among control
-    bytes that make over 1% of the first 8 KiB of a text or JSONL file -> "binary_file" (one row per file; UTF-16
-    text lands here too, by its NULs; a stray NUL in text is no binary file: _looks_binary).
+  * Files are sniffed first: zero bytes -> "empty_file"; a text or JSONL file opening with a UTF-16 or UTF-32
+    byte-order mark -> "utf16_file" (its sample says: convert it to UTF-8); an image/archive magic number, or NUL
+    bytes among control bytes that make over 1% of the first 8 KiB of a text or JSONL file -> "binary_file" (one row
+    per file; UTF-16 text without a mark lands here too, by its NULs; a stray NUL in text is no binary file).
   * The record is the unit of rejection: a JSONL line, a parquet row, a wiki page, and a whole
     book for .txt. Invalid UTF-8 in a record rejects that record ("invalid_utf8"), and so does a
     JSON string with a lone surrogate escape ("\\ud83d"): text corpora are UTF-8 and guessing
@@ -44,7 +45,7 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     row for the file. An .xml file whose root is not <mediawiki> -> "not_a_wiki_dump"; an export without a page ->
     "no_wiki_pages"; a page without an <id> -> "missing_page_id". A Wikipedia dump's index
     (`...-multistream-index.txt.bz2`: offset:id:title lines) is not read: one "multistream_index" row.
-  * Cleaned text that is empty -> "empty_document"; shorter than cfg.min_document_chars ->
+  * Cleaned text that is empty, or null (JSON, parquet) -> "empty_document"; shorter than cfg.min_document_chars ->
     "too_short". Wiki pages: "redirect", "disambiguation", "non_article_namespace" (a page's <ns>, or in an export
     older than <ns> the namespace its title's prefix names).
   * Exact duplicates (same cleaned text) -> "duplicate", keeping the smallest doc_id, so the
@@ -62,9 +63,10 @@ title, text and maybe revid, nothing else) have &amp; &lt; &gt; unescaped, as it
 default escapes the text in both). A .json file that starts with "[" is
 one JSON array whose elements are the records (same field rules; broken JSON between elements ends the
 file with one "malformed_json" row), read whole by the range at byte 0. A UTF-8 byte order mark opening a
-file is not part of its first record. A parquet text column may be string or binary (decoded as UTF-8 row
-by row, "invalid_utf8" if it is not: a string column's invalid bytes too); a column of another type (list,
-struct, ...) is one "missing_text_column" row naming the type.
+JSONL or <doc> file's line is not part of its record (files saved with one, then joined with `cat`). Lines outside
+WikiExtractor's <doc> blocks are one "outside_doc_block" row a stretch (pipelines/wikiextractor_source.py). A parquet
+text column may be string or binary (decoded as UTF-8 row by row, "invalid_utf8" if it is not: a string column's
+invalid bytes too); a column of another type (list, struct, ...) is one "missing_text_column" row naming the type.
 
 Row order is not guaranteed (Ray Data streams blocks as tasks finish): doc_id is the key.
 Reading is streaming. `iter_documents` reads a whole file or a Span of one (units.py plans
@@ -79,7 +81,6 @@ from __future__ import annotations
 import bz2
 import codecs
 import gzip
-import html
 import json
 import lzma
 import posixpath
@@ -98,7 +99,8 @@ from pipelines.source_files import SourceError, relative_names, resolve_sources
 from pipelines.source_rows import (SAMPLE_CHARS, decode_sample, document_row,  # noqa: F401 (SAMPLE_CHARS: theirs)
                                   reject_row)
 from pipelines.text_source import (MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES, WHOLE, Span,  # noqa: F401 (theirs)
-                                   read_text, span_lines, text_document)
+                                   read_text, span_lines)
+from pipelines.wikiextractor_source import read_wikiextractor
 
 DOCUMENT_COLUMNS = ("doc_id", "source", "text", "reject_reason", "sample")
 REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in the data.text_encoding named
@@ -106,7 +108,7 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
     "truncated_bz2", "truncated_gzip", "truncated_xz", "corrupt_bz2", "corrupt_gzip", "corrupt_xz", "malformed_json",
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
     "non_article_namespace", "duplicate", "not_a_wiki_dump", "no_wiki_pages", "missing_page_id", "multistream_index",
-    "gutenberg_boilerplate",
+    "gutenberg_boilerplate", "utf16_file", "outside_doc_block",
 )
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
@@ -114,6 +116,7 @@ _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b
 _CONTROL_BYTES = bytes([*range(0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
                ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
+_WIDE_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)  # UTF-32LE's FF FE 00 00: UTF-16LE's too
 _CODECS = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
 _UNREAD_CODECS = {".zst": "zstd", ".zstd": "zstd"}  # no decoder in this environment: a configuration error
 _SPLIT_DUMP = re.compile(r"\.xml-p\d+p\d+$", re.IGNORECASE)  # a Wikipedia dump part: ...-multistream1.xml-p1p41242
@@ -247,6 +250,9 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
             sniffed = _sniffed_format(head)
             if fmt is None or (fmt == "text" and cfg.format == "auto" and sniffed == "wikiextractor"):
                 fmt = sniffed  # a .txt of <doc> blocks read as a book: hundreds of articles a document, tags as text
+            if fmt in ("text", "jsonl") and head.startswith(_WIDE_BOMS):
+                yield reject_row(name, path, "utf16_file", _utf16_said(head))
+                return
             if fmt in ("text", "jsonl") and _looks_binary(head):
                 yield reject_row(name, path, "binary_file", decode_sample(head))
                 return
@@ -304,6 +310,13 @@ def _decompressed(raw: BinaryIO, codec: str | None) -> BinaryIO:
     return raw
 
 
+def _utf16_said(head: bytes) -> str:
+    """A UTF-16 (or UTF-32) file's reject sample: the readers cut lines at \\n bytes, which UTF-16 writes as two
+    (data.text_encoding refuses it), and UTF-16 without NULs (CJK text) read as UTF-8 was invalid_utf8 row by row."""
+    utf = "UTF-32" if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)) else "UTF-16"
+    return f"{utf} text (its byte-order mark): convert it to UTF-8 (iconv -f {utf} -t UTF-8)"
+
+
 def _looks_binary(head: bytes) -> bool:
     """A magic number, or NUL bytes among control bytes (_CONTROL_BYTES) that make over 1% of the head: random or
     compressed bytes hold ~10% of them, UTF-16 text ~50% NULs. One stray NUL in 8 KiB rejected a whole 7 MB JSONL;
@@ -311,50 +324,6 @@ def _looks_binary(head: bytes) -> bool:
     if head.startswith(_BINARY_MAGIC):
         return True
     return b"\x00" in head and 100 * (len(head) - len(head.translate(None, _CONTROL_BYTES))) > len(head)
-
-
-_DOC_START = re.compile(rb'^<doc\b[^>]*>\s*$')
-_DOC_TITLE = re.compile(rb'\btitle="(.*)">\s*$')  # up to the tag's end: WikiExtractor 3.0 leaves a '"' in it
-
-
-def _read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
-    """WikiExtractor's default output (wiki_00, ...): articles as <doc id=.. url=.. title=..> ... </doc> blocks, each
-    one document "<name>#<the line of its <doc>>", its first line (the title, which --json leaves out of "text")
-    dropped, &amp; &lt; &gt; &quot; unescaped (its --html-safe default). Read as text, a ~1 MB file was one document
-    of hundreds of articles: "IsNext" pairs across unrelated articles, and the tags in the text. Lines outside a
-    block are not text of any article (there are none in its output); a block the file ends inside is kept. A range
-    (a .txt of them is planned in byte ranges) owns the blocks whose <doc> line starts in it, read past its end."""
-    doc, title, lines, too_long = None, b"", [], None
-    for offset, number, line, head in span_lines(stream, cfg.max_line_bytes, span):
-        if line is None:
-            too_long = too_long or head
-            continue
-        if number == 0:
-            line = line.removeprefix(codecs.BOM_UTF8)
-        if doc is None:
-            if _DOC_START.match(line):
-                if not span.owns(offset):
-                    return
-                m = _DOC_TITLE.search(line)
-                doc, title, lines, too_long = number, m.group(1) if m else b"", [], None
-            continue
-        if line.strip() == b"</doc>":
-            yield _wikiextractor_document(f"{name}#{doc}", path, lines, title, too_long, cfg, html.unescape)
-            doc = None
-            continue
-        lines.append(line)
-    if doc is not None:
-        yield _wikiextractor_document(f"{name}#{doc}", path, lines, title, too_long, cfg, html.unescape)
-
-
-def _wikiextractor_document(doc_id: str, path: str, lines: list[bytes], title: bytes, too_long, cfg: DataConfig,
-                            unescape) -> dict:
-    def plain(text: bytes) -> str:  # a later WikiExtractor escapes '"' in the attribute, not in the title line
-        return unescape(text.strip().decode("utf-8", "replace"))
-
-    if lines and plain(lines[0]) == plain(title):
-        lines = lines[1:]
-    return text_document(doc_id, path, lines, too_long, cfg, unescape, utf8=True)
 
 
 def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:
@@ -365,8 +334,7 @@ def _read_jsonl(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: S
         if line is None:
             yield reject_row(doc_id, path, "line_too_long", decode_sample(head))
             continue
-        if offset == 0:
-            line = line.removeprefix(codecs.BOM_UTF8)
+        line = line.removeprefix(codecs.BOM_UTF8)  # the file's, or a joined file's: `cat` of files saved with one
         if not line.strip():
             continue  # blank lines separate nothing in JSON lines; not a record
         try:
@@ -388,6 +356,8 @@ def _record(doc_id: str, path: str, record, sample: str, cfg: DataConfig, escape
     """The row of one parsed JSON record (a JSONL line or a JSON array element); `escaped`: its JSON text holds a
     \\u escape (only an escape can make a lone surrogate: the scan for one is skipped where there is none)."""
     text = record.get(cfg.text_column) if isinstance(record, dict) else None
+    if text is None and isinstance(record, dict) and cfg.text_column in record:  # null: no text, as a parquet null
+        return reject_row(doc_id, path, "empty_document", sample)
     if not isinstance(text, str):
         reason = "missing_text_column" if isinstance(record, dict) else "malformed_json"
         return reject_row(doc_id, path, reason, sample)
@@ -496,4 +466,4 @@ def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, spa
 
 
 _READERS = {"text": read_text, "jsonl": _read_jsonl, "wiki_xml": _read_wiki_xml, "parquet": read_parquet,
-            "wikiextractor": _read_wikiextractor}
+            "wikiextractor": read_wikiextractor}

@@ -20,21 +20,23 @@ from pipelines.config import DataConfig
 from pipelines.dedup import content_hashes, find_duplicates
 from pipelines.examples import document_key
 from pipelines.layout import ShardLayout
-from pipelines.rejects import RejectLog
+from pipelines.rejects import RejectLog, nothing_kept_said
+from pipelines.source_files import SourceError
 from pipelines.spill import book_names, split_key, unit_documents
 
 
 def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -> pa.Table:
     """Per work unit, first sample pass: (key, uid, characters) of its k smallest-key train documents and every good
-    document's dedup pair, no text. Holds k keys and 24 bytes a document, however big the unit."""
+    document's dedup pair, no text, and its rejects (the error where there is no document says why). Holds k keys
+    and 24 bytes a document, however big the unit."""
     rows = []
     for unit in batch.to_pylist():
-        uids, hashes = [], []
+        uids, hashes, rejects = [], [], RejectLog()
 
         books = book_names(unit, cfg, layout)
 
         def train_documents():
-            for doc_id, uid, text in unit_documents(unit, cfg, RejectLog()):
+            for doc_id, uid, text in unit_documents(unit, cfg, rejects):
                 uids.append(uid)
                 hashes.append(content_hashes([text])[0])
                 if not layout.is_eval(split_key(cfg.seed, doc_id, books)):
@@ -44,10 +46,12 @@ def sample_keys(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, k: int) -
         hashes = np.array(hashes, dtype=np.uint64).reshape(-1, 2)
         rows.append({"key": [s[0] for s in smallest], "sample_uid": [s[1] for s in smallest],
                      "sample_chars": [s[2] for s in smallest],
-                     "hash_hi": hashes[:, 0].tolist(), "hash_lo": hashes[:, 1].tolist(), "uid": uids})
+                     "hash_hi": hashes[:, 0].tolist(), "hash_lo": hashes[:, 1].tolist(), "uid": uids,
+                     "rejects": rejects.to_json()})
     return pa.Table.from_pylist(rows, schema=pa.schema([
         ("key", pa.list_(pa.uint64())), ("sample_uid", pa.list_(pa.int64())), ("sample_chars", pa.list_(pa.int64())),
-        ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64()))]))
+        ("hash_hi", pa.list_(pa.uint64())), ("hash_lo", pa.list_(pa.uint64())), ("uid", pa.list_(pa.int64())),
+        ("rejects", pa.string())]))
 
 
 def sample_texts(batch: pa.Table, cfg: DataConfig, uids: dict[int, int]) -> pa.Table:
@@ -85,7 +89,7 @@ def tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) ->
     each (every unit of a Wikipedia dump has fewer than k documents: that was the whole corpus)."""
     k = cfg.tokenizer.sample_documents
     keys, sample_uids, chars = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    hash_tables = []
+    hash_tables, rejects = [], RejectLog()
     for batch in over_units(units, sample_keys, cfg=cfg, layout=layout, k=k).iter_batches(
             batch_format="pyarrow", batch_size=None):
         # The global k smallest keys are among the units' k smallest however the units are cut; the
@@ -96,14 +100,19 @@ def tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) ->
         order = np.lexsort((sample_uids, keys))[:k]
         keys, sample_uids, chars = keys[order], sample_uids[order], chars[order]
         hash_tables.append(batch.select(["hash_hi", "hash_lo", "uid"]))
+        for log in batch.column("rejects").to_pylist():
+            rejects.update(RejectLog.from_json(log))
     uids, dup = dedup_mask(pa.concat_tables(hash_tables))
+    if not len(uids):
+        raise SourceError(nothing_kept_said(rejects, "train a tokenizer on"))
     # Duplicates leave only after the k are taken (taking k non-duplicates per unit would not keep
     # the sample independent of the cut: a unit's duplicates would decide how deep it reaches).
     kept = ~np.isin(sample_uids, uids[dup])
     sample_uids, chars = sample_uids[kept], chars[kept]
     del hash_tables, uids, dup
     if not len(sample_uids):
-        raise ValueError("no training documents to train a tokenizer on (all rejected or held out for eval)")
+        raise ValueError("no training documents to train a tokenizer on: every document is held out for eval (or a "
+                         "copy of one that is)")
     # smallest keys first until the text budget: each document that starts under it, the last one cut to it
     budget = int(cfg.tokenizer.sample_million_chars * 1_000_000)
     before = np.cumsum(chars) - chars

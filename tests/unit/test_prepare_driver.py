@@ -331,3 +331,98 @@ def test_a_page_id_twice_in_one_dump_keeps_each_text_once(tmp_path):
                                tok.get_vocab_size(), None, str(tmp_path)).to_pylist()[0]
     assert rejects.counts["duplicate"] == 1 and row["documents"] == 3  # Alpha once, Gamma, Beta
     assert row["sentences"] == 3 + 9 + 3  # Gamma kept: a copy of Alpha goes, not the revision
+
+
+def jsonl_file(path, texts: list[str]) -> str:
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    return str(path)
+
+
+def distinct_texts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [". ".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(6)) + f". {i}." for i in range(n)]
+
+
+def test_a_train_document_copying_a_held_out_one_is_not_in_the_tokenizer_sample(tmp_path, monkeypatch):
+    """Dedup of the sample is over every good document, held-out ones included: a train document that copies an eval
+    document (which has the smaller doc_id) is a duplicate, dropped as the shards drop it, so the tokenizer is not
+    trained on text only the eval split holds."""
+    from pipelines.spill import book_names, split_key
+
+    texts = distinct_texts(40)
+    cfg = DataConfig(sources=["x"], eval_fraction=0.3, tokenizer=TokenizerConfig(sample_documents=1000)).validate()
+    path = tmp_path / "part.jsonl"
+    inputs = fingerprint_inputs([jsonl_file(path, texts)])
+    layout = ShardLayout.plan(cfg, inputs[0]["bytes"])
+    units = group_units(file_parts([str(path)], inputs, cfg, 1 << 30), 1 << 30)
+    books = book_names(units[0], cfg, layout)
+    held_out = [layout.is_eval(split_key(cfg.seed, f"part.jsonl#{i}", books)) for i in range(len(texts))]
+    first_eval = held_out.index(True)
+    copy = next(i for i in range(first_eval + 1, len(texts)) if not held_out[i])
+    texts[copy] = texts[first_eval]
+    inputs = fingerprint_inputs([jsonl_file(path, texts)])
+    monkeypatch.setattr(ray.data, "from_items", lambda items, override_num_blocks: LocalDataset(
+        [pa.Table.from_pylist([item]) for item in items], []))
+    sample = tokenizer_sample(group_units(file_parts([str(path)], inputs, cfg, 1 << 30), 1 << 30), cfg, layout)
+    assert texts[first_eval] not in sample
+    assert sorted(sample) == sorted(t for i, t in enumerate(texts) if not held_out[i] and i != copy)
+
+
+def test_the_smallest_doc_id_of_a_duplicate_pair_survives_whatever_order_the_units_arrive_in(tmp_path):
+    """Stats of the tokenizing tasks reach the driver as tasks finish: dedup keeps the copy with the smallest uid
+    (file rank, then record), not the first to arrive, or one set name could hold different contents."""
+    from bert_core.tokenizer import train_wordpiece
+    from pipelines.spill import RECORD_BITS, DocumentTokenizer
+
+    texts = distinct_texts(6)
+    files = [jsonl_file(tmp_path / "a.jsonl", texts[:3]), jsonl_file(tmp_path / "b.jsonl", [texts[1], *texts[3:]])]
+    cfg = DataConfig(sources=files, num_shards=1, eval_fraction=0.0).validate()
+    inputs = fingerprint_inputs(files)
+    layout = ShardLayout.plan(cfg, 1000)
+    units = sorted(group_units(file_parts(files, inputs, cfg, 1 << 30), 1), key=lambda u: -u["unit"])  # b's first
+    assert [u["parts"][0]["name"] for u in units] == ["b.jsonl", "a.jsonl"]
+    tok = train_wordpiece(texts * 3, 200)
+    (tmp_path / "_spill").mkdir()
+    tokenize = DocumentTokenizer(tok.to_str(), tok.get_vocab_size(), cfg, layout, str(tmp_path / "_spill"))
+    stats = pa.concat_tables([tokenize(pa.Table.from_pylist([u])) for u in units])
+    rejects = RejectLog()
+    (task,) = prepare._shard_tasks(stats, layout, rejects)
+    assert rejects.counts["duplicate"] == 1
+    assert [(uid >> RECORD_BITS, uid & ((1 << RECORD_BITS) - 1)) for uid, *_ in task["drop"]] == [(1, 0)]  # b#0
+
+
+class LocalRows:
+    """ray.data's from_items -> map_batches (numpy batches of one row) -> iter_rows, run here."""
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+
+    def map_batches(self, fn, batch_size, **_):
+        import numpy as np
+
+        out = [fn({k: np.array([v]) for k, v in row.items()}) for row in self.rows]
+        return LocalRows([{k: v[0] for k, v in batch.items()} for batch in out])
+
+    def iter_rows(self):
+        return iter(self.rows)
+
+
+def test_number_lines_gives_each_range_the_newlines_of_every_range_before_it(tmp_path, monkeypatch):
+    """A range's `first` is the line its doc_ids count from: the newlines before its start in its file, summed over
+    every range before it (the third range of a file counted only the second's, and its doc_ids collided)."""
+    from pipelines.units import MIN_UNIT_BYTES, count_newlines, number_lines
+
+    files = []
+    for name, width in (("a.txt", 70), ("b.txt", 130)):
+        line = ("x" * (width - 1) + "\n").encode()
+        (tmp_path / name).write_bytes(line * (int(3.5 * MIN_UNIT_BYTES) // len(line)))
+        files.append(str(tmp_path / name))
+    cfg = DataConfig(sources=files, num_workers=1).validate()
+    parts = file_parts(files, fingerprint_inputs(files), cfg, MIN_UNIT_BYTES)
+    assert [p["kind"] for p in parts] == ["bytes"] * 8
+    monkeypatch.setattr(ray.data, "from_items", lambda items, override_num_blocks: LocalRows(items))
+    numbered = number_lines(parts)
+    assert [p["first"] for p in numbered] == [count_newlines(p["path"], 0, p["start"]) for p in parts]
+    for f in files:  # each file's count from 0, rising range by range
+        firsts = [p["first"] for p in numbered if p["path"] == f]
+        assert firsts[0] == 0 and firsts == sorted(set(firsts)) and len(firsts) == 4

@@ -5,6 +5,7 @@ an invalid row, example or batch. Derandomized with no example database, so CI i
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import json
 import os
@@ -63,7 +64,8 @@ def file_reject(data: bytes) -> str | None:
     head = data[:SNIFF_BYTES]  # NULs among control bytes (all but \t \n \v \f \r ESC) that make over 1% of it
     controls = sum(b < 0x20 and b not in b"\t\n\v\f\r\x1b" or b == 0x7F for b in head)
     binary = (b"\x00" in head and 100 * controls > len(head)) or data.startswith(_BINARY_MAGIC)
-    return "empty_file" if not data else "binary_file" if binary else None
+    wide = data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE))  # UTF-16 or UTF-32
+    return "empty_file" if not data else "utf16_file" if wide else "binary_file" if binary else None
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -77,12 +79,15 @@ def jsonl_verdict(line: bytes, cfg: DataConfig) -> str | None:
     """The reason a JSONL line is rejected, or None for a good document (docstring rules)."""
     if len(line) > cfg.max_line_bytes:
         return "line_too_long"
+    line = line.removeprefix(codecs.BOM_UTF8)  # a byte-order mark opening a line is no JSON
     try:
         record = json.loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         return "invalid_utf8"
     except (ValueError, RecursionError):  # ValueError: also a number past int's 4300 digits
         return "malformed_json"
+    if isinstance(record, dict) and "text" in record and record["text"] is None:  # null: no text
+        return "empty_document"
     if not isinstance(record, dict) or not isinstance(record.get("text"), str):
         return "missing_text_column" if isinstance(record, dict) else "malformed_json"
     text = normalize_text(record["text"])
@@ -121,12 +126,12 @@ def test_jsonl_every_nonblank_line_is_one_valid_row_with_the_promised_verdict(da
         return
     lines = split_lines(data)  # the accounting: no record vanishes, none is invented
     expected = [(f"f#{i}", jsonl_verdict(line, cfg) or "") for i, line in enumerate(lines)
-                if line.strip() or len(line) > limit]
+                if line.removeprefix(codecs.BOM_UTF8).strip() or len(line) > limit]
     assert [(r["doc_id"], r["reject_reason"]) for r in rows] == expected
     for row in rows:
         if not row["reject_reason"]:
             line = lines[int(row["doc_id"][2:])]
-            assert row["text"] == normalize_text(json.loads(line)["text"])
+            assert row["text"] == normalize_text(json.loads(line.removeprefix(codecs.BOM_UTF8))["text"])
 
 
 @settings(PROPS, max_examples=80)
