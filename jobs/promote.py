@@ -47,7 +47,7 @@ from jobs.config.promote import CANDIDATE, JUDGING, PromoteConfig, refuse_with_r
 from jobs.config.stores import refuse_absent_store  # noqa: E402
 from jobs.registry.versions import (REGISTRATION, alias_history, move_alias, version_by_alias,  # noqa: E402
                                     version_exists)
-from jobs.registry.evidence import names_rows, refuse_incomparable, refuse_seen_rows, same_data  # noqa: E402
+from jobs.registry.evidence import refuse_incomparable, refuse_seen_rows, same_data  # noqa: E402
 from pipelines.tasks.glue import GLUE_TASKS  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
 from jobs.runtime.cluster import prefer_loopback  # noqa: E402
@@ -127,11 +127,6 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         # the data is the candidate's task's; how each model reads and decides is its own, as it serves
         own = {k: other[k] for k in MODEL_SETTINGS if k in other and k not in cfg.task}
         their_task = judged_task({**_task_of(candidate), **own}, cfg.task)
-        trained = ("train_file", "select_file", "data_dir")
-        if names_rows(cfg, task) and [other.get(k) for k in trained] != [_task_of(candidate).get(k) for k in trained]:
-            print(f"[promote] warning: v{theirs} (champion) was fine-tuned on other files than v{ours} "
-                  f"({', '.join(f'{k}={other.get(k)!r}' for k in trained if other.get(k))}): the named rows are "
-                  f"checked against v{ours}'s training data only", flush=True)
     split = ft_tasks.eval_splits(task)[0]
     if task.name == "files":  # your files are read by Ray Data tasks
         from jobs.runtime.cluster import init_ray
@@ -139,7 +134,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         init_ray()
     loaded = ft_tasks.load_rows(task)
     rows = loaded.evaluation[split]  # the evaluation split: no choice of either model saw it
-    refuse_seen_rows(cfg, task, split, rows, loaded.dropped, (candidate, champion))
+    refuse_seen_rows(cfg, task, split, loaded, (candidate, champion))  # named rows: each one's training rows
     same_data(cfg, candidate, champion, task, split, rows, loaded.labels)
     from jobs.registry.scorer import row_groups
 

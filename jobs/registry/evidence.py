@@ -1,7 +1,7 @@
 """What a promotion may judge two registered versions on (jobs/promote.py): models of one task, and evaluation rows
 neither trained on nor was chosen by: the rows each version was registered with (their digest), or rows named on
-purpose that are not rows of the task's training file. `cfg` is the promotion's config (PromoteConfig: its task.*
-overrides); `task` the candidate's task config as judged."""
+purpose that are none of the rows either version was fine-tuned on (its registered task's train and select). `cfg` is
+the promotion's config (PromoteConfig: its task.* overrides); `task` the candidate's task config as judged."""
 
 from __future__ import annotations
 
@@ -30,26 +30,103 @@ def names_rows(cfg, task) -> bool:
     return bool(cfg.task.get("dev_file") or cfg.task.get("data_dir") and task.name in GLUE_TASKS)
 
 
-def refuse_seen_rows(cfg, task, split: str, rows: list[dict], dropped: dict, versions) -> None:
-    """Refuse named evaluation rows whose inputs are inputs of the task's training rows (its train or select split):
-    the task loader takes those training rows out of train and select as leaks and keeps the evaluation rows, which
-    is right for a fine-tune that has not trained yet, but models fine-tuned on other evaluation rows trained on
-    train and chose on select, so they would be judged on inputs they fitted or were chosen by. Unless these are the
-    rows every version (`versions`: the candidate, the champion or None) was evaluated on when registered (its
-    data.<split>.sha256): its fine-tune's loader took them out of train and select the same way. Counted as the
-    loader counts them: training rows, over every evaluation split, before task.max_eval_examples. (For a GLUE
-    task.data_dir, the training file is the named folder's train.tsv; the champion's own training files, where they
-    differ from the candidate's, are not read.)"""
-    seen = {k: v for k, v in dropped.items() if k.endswith("_in_evaluation") and v}
-    if not seen or not names_rows(cfg, task):
+# where a task reads its training and select rows from, and how it reads them: a version trained on the rows its
+# registered task's values of these give
+TRAINED_FROM = ("data_dir", "corpus_dir", "train_file", "select_file", "format", "columns", "version_2")
+
+
+def refuse_seen_rows(cfg, task, split: str, loaded, versions) -> None:
+    """Refuse named evaluation rows whose inputs are inputs of rows a judged version (`versions`: the candidate, the
+    champion or None) trained or was chosen on: the train and select rows of its registered task, not of the task as
+    judged (`task`; `loaded` its rows): a GLUE task.data_dir's train.tsv, or a task.train_file override, may be rows no
+    model trained on. The task loader takes training rows out of train and select as leaks and keeps the evaluation
+    rows, right for a fine-tune that has not trained yet, not for models that did. A version passes unread when these
+    are the rows it was evaluated on when registered (data.<split>.sha256: its loader took them out of train and select
+    the same way), or when the train and select rows left beside them are exactly its own (data.train.sha256,
+    data.select.sha256). Otherwise, where its task reads the judged task's training files, the loader's counts are
+    used (every evaluation split, before task.max_eval_examples); where it read others, those are read again (the
+    judged rows counted against them), checked against the digests it recorded. Training rows that cannot be read as
+    registered (moved, deleted, redacted, edited since) are refused: nothing shows the named rows are not theirs."""
+    if not names_rows(cfg, task):
         return
+    rows, have = loaded.evaluation[split], loaded.summary()
     digest = split_digest(rows)
-    if not all(v is None or v.tags.get(f"data.{split}.sha256") == digest for v in versions):
-        where = " and ".join(f"{n} {k.split('_')[0]} row{'s' if n > 1 else ''}" for k, n in sorted(seen.items()))
-        files = ", ".join(repr(f) for f in (task.train_file or task.data_dir, task.select_file) if f)
-        raise ValueError(f"the named evaluation rows share their inputs with {where} of the task's training data "
-                         f"({files}): the models trained or were chosen on those inputs; name evaluation rows none of "
-                         "whose inputs is in the training data, or remove those from them")
+    for version, role in zip(versions, ("", " (champion)")):
+        if version is None or version.tags.get(f"data.{split}.sha256") == digest:
+            continue
+        if all(version.tags.get(f"data.{s}.sha256") == have[s]["sha256"] for s in ("train", "select")):
+            continue
+        try:
+            trained = _registered(version, task)
+        except ValueError as exc:  # a field an older job wrote that TaskConfig no longer has
+            raise ValueError(f"v{version.version}{role}'s registered task cannot be read ({exc}): the named evaluation "
+                             "rows cannot be checked against the rows it was fine-tuned on") from None
+        if all(getattr(trained, f) == getattr(task, f) for f in TRAINED_FROM):
+            counts = loaded.dropped
+        else:
+            counts = _trained_on(cfg, trained, task, rows, version, role)
+        seen = {k: v for k, v in counts.items() if k.endswith("_in_evaluation") and v}
+        if seen:
+            where = " and ".join(f"{n} {k.split('_')[0]} row{'s' if n > 1 else ''}"  # train rows first
+                                 for k, n in sorted(seen.items(), reverse=True))
+            raise ValueError(f"the named evaluation rows share their inputs with {where} v{version.version}{role} was "
+                             f"fine-tuned on ({_files(trained)}: its registered training data): it trained or was "
+                             "chosen on those inputs; name evaluation rows none of whose inputs is in a judged "
+                             "version's training data, or remove those from them")
+
+
+def _registered(version, task):
+    """The task `version` was fine-tuned with (its task_config tag), no task.* override: a field registered redacted
+    (a URL's credentials) takes the judged task's value where that is the same URL, named again."""
+    import json
+
+    from jobs.loops import ft_tasks
+    from jobs.registry.redaction import REDACTED, redact
+
+    raw = json.loads(version.tags["task_config"])
+    named = {f: getattr(task, f) for f in TRAINED_FROM
+             if REDACTED in str(raw.get(f, "")) and redact(str(getattr(task, f))) == raw[f]}
+    return ft_tasks.task_config({**raw, **named})
+
+
+def _trained_on(cfg, trained, task, rows: list[dict], version, role: str) -> dict:
+    """How many of the train and select rows `version` was fine-tuned on (its registered task, `trained`) share an
+    input with the judged `rows`; your own files (their training rows stay in the cluster): how many of its training
+    files' rows share one with the named dev file, as the loader counts them."""
+    from dataclasses import replace
+
+    from jobs.loops import ft_tasks
+    from jobs.registry.redaction import redact
+    from pipelines.tasks.roles import keys_of, without
+
+    def unchecked(why: str) -> ValueError:
+        named = "dev_file" if cfg.task.get("dev_file") else "data_dir"
+        return ValueError(f"the named evaluation rows cannot be checked against the rows v{version.version}{role} was "
+                          f"fine-tuned on: its registered training data ({_files(trained)}) {why}; put those files "
+                          f"back as they were registered, or judge on the rows it was registered with (no "
+                          f"task.{named}=...)")
+    try:
+        if trained.name == "files":
+            return ft_tasks.load_rows(replace(trained, dev_file=task.dev_file)).dropped
+        then = ft_tasks.load_rows(trained)
+    except (OSError, ValueError) as exc:  # moved, deleted, a redacted URL: a TaskDataError, a ConfigError too
+        raise unchecked(f"cannot be read ({type(exc).__name__}: {redact(str(exc))[:300]})") from None
+    now = then.summary()
+    for s in ("train", "select"):
+        if (registered := version.tags.get(f"data.{s}.sha256")) and registered != now[s]["sha256"]:
+            raise unchecked(f"holds other {s} rows now than it was fine-tuned on (sha256 {now[s]['sha256'][:12]} "
+                            f"now, {registered[:12]} when registered)")
+    global_ids = trained.name == "squad"  # the benchmark's question ids, as its loader keys them (roles.leak_keys)
+    keys = keys_of(rows, task.kind, global_ids)
+    return {f"{s}_in_evaluation": without(r, keys, task.kind, global_ids)[1]
+            for s, r in (("train", then.train), ("select", then.select))}
+
+
+def _files(task) -> str:
+    from jobs.registry.redaction import redact
+
+    return ", ".join(repr(redact(str(f))) for f in (task.train_file or task.data_dir or task.corpus_dir,
+                                                    task.select_file) if f)
 
 
 def same_data(cfg, candidate, champion, task, split: str, rows: list[dict], labels) -> None:

@@ -318,62 +318,6 @@ def test_an_empty_dev_file_names_no_new_rows_and_the_registered_rows_are_checked
     same_data(named, candidate, None, task, "dev", rows, ["a", "b"])  # named rows: judged, not checked
 
 
-def test_named_evaluation_rows_that_are_training_rows_are_refused(tmp_path):
-    """Rows named for a promotion (a GLUE task.data_dir, task.dev_file) that are also rows of the task's training
-    file: the loader takes them out of train as leaks and keeps them for evaluation, right for a fine-tune that has
-    not trained yet; both models here already trained on them, so they would be judged on rows they fitted."""
-    from jobs.config.finetune import TaskConfig
-    from jobs.loops import ft_tasks
-    from jobs.promote import PromoteConfig
-    from types import SimpleNamespace
-
-    from jobs.registry.evidence import refuse_seen_rows
-    from pipelines.tasks.roles import split_digest
-
-    data = tmp_path / "SST-2"
-    data.mkdir()
-    train = [f"a sentence of the training file number {i}\t{i % 2}\n" for i in range(60)]
-    new = [f"a held-out sentence number {i}\t{i % 2}\n" for i in range(10)]
-    (data / "train.tsv").write_text("sentence\tlabel\n" + "".join(train))
-    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(new + train[:3]))
-    task = TaskConfig(name="sst2", data_dir=str(data), labels=["0", "1"])
-    loaded = ft_tasks.load_rows(task)
-    rows = loaded.evaluation["dev"]
-    assert len(rows) == 13 and loaded.dropped["train_in_evaluation"] == 3
-    named = PromoteConfig(model=NAME, task={"data_dir": str(data)}).validate()
-    other = SimpleNamespace(tags={"data.dev.sha256": "0" * 64})  # fine-tuned and evaluated on other rows
-    with pytest.raises(ValueError, match=r"^the named evaluation rows share their inputs with 3 train rows "
-                                         r"of the task's training data \('\S+SST-2'\): the models trained or "
-                                         r"were chosen on those inputs"):
-        refuse_seen_rows(named, task, "dev", rows, loaded.dropped, (other, None))
-    refuse_seen_rows(PromoteConfig(model=NAME).validate(), task, "dev", rows, loaded.dropped, (other, None))  # carved
-    # the rows both versions were evaluated on: their fine-tunes' loaders took the 3 out of train as this one does
-    these = SimpleNamespace(tags={"data.dev.sha256": split_digest(rows)})
-    refuse_seen_rows(named, task, "dev", rows, loaded.dropped, (these, these))
-    with pytest.raises(ValueError, match=r"^the named evaluation rows share"):  # the champion's were others
-        refuse_seen_rows(named, task, "dev", rows, loaded.dropped, (these, other))
-    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(new))
-    clean = ft_tasks.load_rows(task)
-    refuse_seen_rows(named, task, "dev", clean.evaluation["dev"], clean.dropped, (other, other))  # new rows: judged
-
-
-def test_a_champion_fine_tuned_on_other_files_is_said_when_rows_are_named(tmp_path, empty_store, monkeypatch, capsys):
-    """The named rows are checked against the candidate's training data only: a champion fine-tuned on other files
-    (the data updated between versions) may have trained on some of them, which is said."""
-    import json
-
-    from jobs.registry.versions import move_alias
-
-    uri, client = toy_registry(tmp_path, empty_store, 2)
-    task = json.loads(client.get_model_version(NAME, "1").tags["task_config"])
-    client.set_model_version_tag(NAME, "1", "task_config", json.dumps({**task, "data_dir": "/data/SST-2-v1"}))
-    move_alias(client, NAME, "champion", "1", "promoted: the first")
-    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
-    judge(uri, tmp_path / "art", version=2, task={"data_dir": task["data_dir"]})
-    assert ("[promote] warning: v1 (champion) was fine-tuned on other files than v2 (data_dir='/data/SST-2-v1'): the "
-            "named rows are checked against v2's training data only") in capsys.readouterr().out
-
-
 def champions_1_then_2(tmp_path, empty_store):
     """Three registered versions, v1 then v2 crowned (@champion on v2, each move recorded), v3 to judge."""
     from jobs.registry.versions import move_alias
