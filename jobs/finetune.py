@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # `python jobs/finetune.py` from a checkout: make
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bert_core.config import ConfigError  # noqa: E402
-from jobs.runtime import console, resubmit  # noqa: E402
+from jobs.runtime import console, lease, resubmit  # noqa: E402
 from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
@@ -63,6 +63,12 @@ class FinetuneResult:
 def run(cfg: FinetuneConfig) -> FinetuneResult:
     cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
     cfg.check_environment()  # output folder, GPUs: what this machine must provide, also before Ray
+    run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    with lease.run_lease(cfg.output_dir, run_name, "finetune"):  # a second job on this run_name: refused here
+        return _run(cfg, run_name)
+
+
+def _run(cfg: FinetuneConfig, run_name: str) -> FinetuneResult:
     prefer_loopback()
     import ray
 
@@ -70,7 +76,6 @@ def run(cfg: FinetuneConfig) -> FinetuneResult:
     from jobs.registry import versions
     from jobs.registry import tracking
 
-    run_name = cfg.run_name or f"finetune-{cfg.task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracking_uri = tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     init = pin_alias(cfg.init, tracking_uri)  # the alias read once: the weights, the lineage, the basis agree
     init_dir = resolve_init(init, tracking_uri, Path(cfg.output_dir) / run_name / "init")
@@ -287,7 +292,8 @@ def find_hf_folder(root: Path) -> Path:
     return folder
 
 
-PATH_FIELDS = ("data_dir", "train_file", "dev_file", "select_file", "corpus_dir")  # where rows live; the rows' digest says what
+# where rows live; the rows' digest says what
+PATH_FIELDS = ("data_dir", "train_file", "dev_file", "select_file", "corpus_dir")
 
 
 def init_name(init: str, init_dir: Path) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.runtime import console  # noqa: E402
+from jobs.runtime import console, lease  # noqa: E402
 from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from bert_core.config import ConfigError  # noqa: E402
@@ -62,6 +62,12 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
     as a parent MLflow run with one child run per phase. A run that finished, submitted again with no step left,
     is refused (resubmit.refuse_finished) unless `finished_ok` (a resumed quickstart goes on to its sweep)."""
     cfg.check_environment()  # output folder, corpus paths, GPUs: refused here, before any Ray work
+    cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
+    with lease.run_lease(cfg.output_dir, cfg.run_name, "pretrain"):  # a second job on this run_name: refused here
+        return _run(cfg, finished_ok)
+
+
+def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
     prefer_loopback()
     import ray
 
@@ -70,7 +76,6 @@ def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:
     from pipelines.harvest import harvest_installed_docs
     from pipelines.prepare import prepare
 
-    cfg.run_name = cfg.run_name or f"pretrain-{time.strftime('%Y%m%d-%H%M%S')}"
     if not finished_ok:
         refuse_finished_before_ray(cfg)
     dashboard = init_ray()

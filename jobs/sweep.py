@@ -30,7 +30,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.runtime import console  # noqa: E402
+from jobs.runtime import console, lease  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
 from jobs.config.sweep import (SweepConfig, kept_checkpoints, load_sweep_config, max_evaluations,  # noqa: E402
@@ -87,6 +87,11 @@ def refuse_earlier_seed_runs(out_dir: Path) -> None:
 def run(cfg: SweepConfig) -> SweepResult:
     cfg.validate()  # idempotent; a config built by hand is refused here, before any Ray work
     cfg.check_environment()  # output folder, GPUs, paths of a submitted job: also before Ray
+    with lease.run_lease(cfg.finetune.output_dir, cfg.name, "sweep", field="name"):  # a second sweep: refused here
+        return _run(cfg)
+
+
+def _run(cfg: SweepConfig) -> SweepResult:
     if note := unregistered(cfg):  # said, not refused: a sweep to explore registers nothing by design
         print(f"[sweep] warning: {note}", flush=True)
     prefer_loopback()
@@ -103,12 +108,7 @@ def run(cfg: SweepConfig) -> SweepResult:
     check_init(ft.task.max_seq_len, init, init_dir)
     from jobs.runtime.capacity import Demand, ensure_capacity, has_autoscaler
 
-    # one trial at least must fit: Tune waits for a trial's resources without end, saying so only in its log
-    trial = {"CPU": float(cfg.cpus_per_trial), **({"GPU": float(cfg.gpus_per_trial)} if cfg.gpus_per_trial else {})}
-    demand = Demand(bundles=(trial,), needed_by=f"one trial: cpus_per_trial={cfg.cpus_per_trial:g}"
-                    + (f", gpus_per_trial={cfg.gpus_per_trial:g}" if cfg.gpus_per_trial else ""),
-                    hint="Lower cpus_per_trial (or gpus_per_trial), or add nodes.",
-                    timeout_s=ft.scaling.capacity_timeout_s, timeout_field="finetune.scaling.capacity_timeout_s")
+    demand = Demand.of_trial(cfg)  # one trial at least must fit: Tune waits for one without end, saying so in its log
     dashboard = ""
     if ft.task.name == "files":  # your files are read by Ray Data tasks, which wait for nodes as the trials do
         dashboard = init_ray()

@@ -19,15 +19,10 @@ outright leaves it free, so its rerun goes on at once.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import io
 import json
-import os
 import shutil
-import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,38 +30,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.runtime.files import write_atomic
+from jobs.runtime.lease import LEASE, LeaseHeld  # noqa: F401  (predict's names for them)
+from jobs.runtime.lease import lease as _lease
 
 MANIFEST = "manifest.json"
 ROWS = "_rows.json"
 SHARDS = "shards"
-LEASE = ".lease"
 
 
-class LeaseHeld(RuntimeError):
-    """Another live job holds the output folder's lease; its text says who (pid, host, since when)."""
-
-
-@contextlib.contextmanager
 def lease(output: Path):
-    """Hold `output`'s lease while the block runs: an exclusive flock on <output>/.lease, which the kernel releases
-    when the holder exits, killed outright (SIGKILL, OOM) too. A second holder is refused at once (LeaseHeld). The
-    file stays: unlinking it would let a process that opened the old file lock it beside a new one."""
-    output.mkdir(parents=True, exist_ok=True)
-    fd = os.open(output / LEASE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LeaseHeld(os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "a job") from None
-        except OSError as e:  # storage without locks (Lustre without flock, NFS mounted nolock): ENOLCK, ENOSYS, ...
-            print(f"[predict] {output}: its storage takes no lock ({e.strerror}): a second job started on this "
-                  "folder now would not be refused", flush=True)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
-                  .encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    """Hold `output`'s lease (jobs/runtime/lease.py) while prediction writes there: a second start is refused at once
+    (LeaseHeld), and a job killed outright leaves it free."""
+    return _lease(output, "predict")
 
 
 def shard_id(file_index: int, k: int) -> str:

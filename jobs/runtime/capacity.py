@@ -10,6 +10,8 @@ shortfall is refused at once, naming the fields that asked for it. The request i
 A strict `scaling.placement_strategy` (STRICT_PACK: all workers on one node; STRICT_SPREAD: a node each) is checked
 as placed, not only summed: the autoscaler's request knows no strategy, so its workers are asked for by a placement
 group of that strategy, held for the wait, and a placement the nodes cannot give is refused like a shortfall.
+Amounts are counted as Ray counts them, in units of 1/10000 (UNIT): summed as floats, 20 workers of 0.1 CPU asked for
+3.0000000000000004 CPUs and a 3-CPU cluster that holds them was refused (an autoscaler waited for it in vain).
 """
 
 from __future__ import annotations
@@ -19,20 +21,22 @@ from dataclasses import dataclass
 from typing import Callable
 
 POLL_S = 2.0
+UNIT = 4  # decimals: Ray's resource amounts are fixed-point in units of 1/10000 (a request of 0.33333 is 0.3333)
 
 
 @dataclass(frozen=True)
 class Demand:
     """What a job asks of the cluster, and the words its refusal and its wait use: the bundles (one per training
     worker or GPU prediction replica, and a CPU for Ray Data), the fields that set them (`needed_by`), what to change
-    on a cluster that cannot grow (`hint`), and how long to wait for an autoscaler (`timeout_s`, set by
-    `timeout_field`)."""
+    on a cluster that cannot grow (`hint`; `gpu_hint` where GPUs are short), and how long to wait for an autoscaler
+    (`timeout_s`, set by `timeout_field`)."""
 
     bundles: tuple[dict[str, float], ...]
     needed_by: str
     hint: str
     timeout_s: float
     timeout_field: str
+    gpu_hint: str = ""  # what to change where GPUs are short ("": `hint`)
     distinct: int = 0  # the first `distinct` bundles each on a node of its own (placement_strategy STRICT_SPREAD)
     packed: int = 0  # the first `packed` bundles all on one node (placement_strategy STRICT_PACK)
 
@@ -44,12 +48,32 @@ class Demand:
                              f"{scaling.cpus_per_worker:g}) plus 1 CPU for Ray Data"
                              + (f", and {scaling.num_workers} GPUs (scaling.use_gpu)" if scaling.use_gpu else ""),
                    hint="Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes.",
+                   gpu_hint="Set scaling.use_gpu=false, lower scaling.num_workers, or add GPU nodes.",
                    timeout_s=scaling.capacity_timeout_s, timeout_field="scaling.capacity_timeout_s",
                    distinct=scaling.num_workers if scaling.placement_strategy == "STRICT_SPREAD" else 0,
                    packed=scaling.num_workers if scaling.placement_strategy == "STRICT_PACK" else 0)
 
+    @classmethod
+    def of_trial(cls, sweep) -> "Demand":
+        """A sweep's (`sweep`: a SweepConfig): one trial at least must fit, as Tune waits for a trial's resources
+        without end, saying so only in its log."""
+        trial = {"CPU": float(sweep.cpus_per_trial), **({"GPU": float(sweep.gpus_per_trial)}
+                                                        if sweep.gpus_per_trial else {})}
+        return cls(bundles=(trial,), needed_by=f"one trial: cpus_per_trial={sweep.cpus_per_trial:g}"
+                   + (f", gpus_per_trial={sweep.gpus_per_trial:g}" if sweep.gpus_per_trial else ""),
+                   hint="Lower cpus_per_trial, or add nodes.",
+                   gpu_hint="Lower gpus_per_trial (trials can share a GPU, e.g. 0.5), train on CPUs (gpus_per_trial=0 "
+                            "and finetune.scaling.use_gpu=false), or add GPU nodes.",
+                   timeout_s=sweep.finetune.scaling.capacity_timeout_s,
+                   timeout_field="finetune.scaling.capacity_timeout_s")
+
     def total(self) -> dict[str, float]:
         return summed(self.bundles)
+
+    def advice(self, short) -> str:
+        """What to change where the resources named in `short` are missing: GPUs have their own hint (a lower
+        cpus_per_worker gives no GPU)."""
+        return " ".join(dict.fromkeys(self.gpu_hint if k == "GPU" and self.gpu_hint else self.hint for k in short))
 
     @property
     def strict(self) -> str:
@@ -67,7 +91,7 @@ def summed(bundles) -> dict[str, float]:
     total: dict[str, float] = {}
     for b in bundles:
         for k, v in b.items():
-            total[k] = total.get(k, 0.0) + v
+            total[k] = round(total.get(k, 0.0) + v, UNIT)
     return total
 
 
@@ -84,7 +108,7 @@ def worker_bundles(workers: int, cpus: float, gpu: bool) -> list[dict[str, float
 
 def shortfall(need: dict[str, float], have: dict) -> dict[str, tuple[float, float]]:
     """resource -> (have, need) for every resource the cluster lacks."""
-    return {k: (float(have.get(k, 0)), v) for k, v in need.items() if have.get(k, 0) < v}
+    return {k: (float(have.get(k, 0)), v) for k, v in need.items() if round(have.get(k, 0), UNIT) < round(v, UNIT)}
 
 
 def describe_need(resources: dict[str, float], keys=None) -> str:
@@ -96,7 +120,7 @@ def describe(short: dict[str, tuple[float, float]]) -> str:
 
 
 def refusal(demand: Demand, short: dict[str, tuple[float, float]]) -> str:
-    return f"the Ray cluster has {describe(short)} needed by {demand.needed_by}. {demand.hint}"
+    return f"the Ray cluster has {describe(short)} needed by {demand.needed_by}. {demand.advice(short)}"
 
 
 def has_autoscaler() -> bool:
@@ -141,14 +165,18 @@ def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] 
                                                        bundles[i].get("CPU", 0.0)), reverse=True)
     for i in order:
         bundle, spread = bundles[i], i < distinct
-        home = next((j for j, n in enumerate(left) if not (spread and j in taken)
-                     and all(n.get(k, 0.0) >= v for k, v in bundle.items())), None)
+        home = next((j for j, n in enumerate(left) if not (spread and j in taken) and holds(n, bundle)), None)
         if home is None:
             return bundle
         taken |= {home} if spread else set()
         for k, v in bundle.items():
-            left[home][k] -= v
+            left[home][k] = round(left[home].get(k, 0.0) - v, UNIT)
     return None
+
+
+def holds(node: dict, bundle: dict) -> bool:
+    """Whether `node`'s resources (left) hold `bundle` whole, counted in Ray's units."""
+    return all(round(node.get(k, 0.0), UNIT) >= round(v, UNIT) for k, v in bundle.items())
 
 
 def alive_nodes() -> list[dict[str, float]]:
@@ -174,8 +202,10 @@ def misplaced(demand: Demand, nodes: list[dict]) -> str | None:
                 f"{describe_need(pack)} (and Ray Data a CPU on some node), and the Ray cluster's largest node has "
                 f"{describe_need(largest, pack)}: use PACK or SPREAD, fewer scaling.num_workers, or larger nodes")
     largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
+    # the GPU hint where no node has the bundle's GPUs; where one has, it lacks the CPUs beside them
+    short = [k for k in loose if not any(holds(n, {k: loose[k]}) for n in nodes)] or ["CPU"]
     return (f"no node of the Ray cluster holds a bundle of {describe_need(loose)} needed by {demand.needed_by} (its "
-            f"largest node: {describe_need(largest, loose)}). {demand.hint}")
+            f"largest node: {describe_need(largest, loose)}). {demand.advice(short)}")
 
 
 def _largest(nodes: list[dict]) -> dict:
@@ -187,7 +217,7 @@ def awaited(demand: Demand, nodes: list[dict]) -> str:
     """What a strict strategy's workers still wait for, in words, and what the nodes up now give them."""
     if demand.distinct:
         worker = demand.bundles[0]
-        homes = sum(all(n.get(k, 0.0) >= v for k, v in worker.items()) for n in nodes)
+        homes = sum(holds(n, worker) for n in nodes)
         return (f"a node each for the {demand.distinct} workers of scaling.placement_strategy=STRICT_SPREAD "
                 f"({homes} node(s) up that hold one)")
     pack = demand.placed()[0]

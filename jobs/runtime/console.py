@@ -59,6 +59,9 @@ HOLD_S = 2.0  # how long a batch's unfinished traceback waits for the next batch
 LOUD_ACTORS = ("TrainController",)  # kept whole: quiet mode sets Ray Train's console to warnings (train_logging)
 LIBRARIES = ("mlflow", "alembic", "ray.tune", "ray.train", "transformers", "deepspeed", "urllib3", "filelock",
              "huggingface_hub")
+# loggers whose handlers write to sys.stderr as it is at the time (MLflow's MlflowLoggingStream), and that do not
+# propagate: to_log_file's redirect caught their warnings too
+STDERR_AT_THE_TIME = ("mlflow",)
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:
@@ -346,10 +349,24 @@ def to_log_file(name: str):
     """In quiet mode, what libraries print straight to stdout and stderr while the block runs (MLflow's
     "Successfully registered model ..." lines, progress bars of a model being written) goes to
     `bert-foundry-<name>.log` in Ray's log folder (the temp folder when Ray is not running here), and so do
-    the records of loggers whose handlers write to the current sys.stderr (MLflow's)."""
+    the records of loggers whose handlers write to the current sys.stderr (MLflow's). Their warnings and errors
+    stay on the console too, as every logger's do: MLflow's "Failed to validate serving input example" went to the
+    file alone, and a model that fails on its own input example was registered without a word."""
     if not _quiet:
         yield
         return
     path = os.path.join(logs_dir() or tempfile.gettempdir(), f"bert-foundry-{name}.log")
-    with open(path, "a", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-        yield
+    echo = logging.StreamHandler(sys.stderr)  # the console's stderr, taken before the block redirects it
+    echo.setLevel(logging.WARNING)
+    echo.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(n) for n in STDERR_AT_THE_TIME]
+    last_resort, logging.lastResort = logging.lastResort, echo  # a logger with no handler writes there
+    for logger in loggers:
+        logger.addHandler(echo)
+    try:
+        with open(path, "a", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+            yield
+    finally:
+        logging.lastResort = last_resort
+        for logger in loggers:
+            logger.removeHandler(echo)

@@ -31,9 +31,16 @@ def read(folder: Path) -> dict | None:
 
 
 def latest(run_dir: Path) -> Path | None:
-    """The checkpoint Ray Train restores a run from: the latest its checkpoint manager snapshot names."""
+    """The checkpoint Ray Train restores a run from: the latest its checkpoint manager snapshot names. A snapshot cut
+    short (a full disk, a head killed while writing it) is refused naming it: a bare JSONDecodeError named no file,
+    and every later submission of the run failed on it."""
     snapshot = run_dir / "checkpoint_manager_snapshot.json"
-    result = json.loads(snapshot.read_text()).get("latest_checkpoint_result") if snapshot.is_file() else None
+    try:
+        result = json.loads(snapshot.read_text()).get("latest_checkpoint_result") if snapshot.is_file() else None
+    except ValueError as exc:
+        raise ConfigError(f"{snapshot}, Ray Train's record of the run's checkpoints, is not whole ({exc}): neither "
+                          f"Ray nor this job can tell which checkpoint to continue from. Choose a new run_name, or "
+                          f"remove {run_dir} to start over") from None
     return run_dir / result["checkpoint_dir_name"] if result else None
 
 

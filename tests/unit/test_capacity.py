@@ -3,6 +3,7 @@
 tests/e2e/test_autoscaling.py."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -250,3 +251,50 @@ def test_an_autoscaler_with_the_sum_up_asks_nothing_of_pack(cluster):
     cluster.nodes = [{"CPU": 64.0, "GPU": 8.0}] * 2
     ensure_capacity(Demand.of_scaling(ScalingConfig(num_workers=16, use_gpu=True)))
     assert cluster.requests == [] and cluster.groups == []
+
+
+@pytest.mark.parametrize("workers, cpus, nodes", [(20, 0.1, [{"CPU": 3.0}]), (10, 0.7, [{"CPU": 8.0}])])
+def test_fractional_cpus_are_counted_as_ray_counts_them(cluster, workers, cpus, nodes):
+    """Ray counts resources in units of 1/10000. Summed as floats, 20 workers of 0.1 CPU and Ray Data's 1 asked for
+    3.0000000000000004 CPUs: a 3-CPU cluster that holds them was refused, and an autoscaler was asked for more and
+    waited for it until scaling.capacity_timeout_s; 10 workers of 0.7 failed one 8-CPU node's fit the same way."""
+    from jobs.runtime.capacity import ensure_capacity, unplaced
+
+    scaling = ScalingConfig(num_workers=workers, cpus_per_worker=cpus, capacity_timeout_s=0)
+    cluster.grows, cluster.nodes = False, nodes
+    ensure_capacity(Demand.of_scaling(scaling))
+    assert unplaced(Demand.of_scaling(scaling).bundles, nodes) is None
+    cluster.grows = True
+    ensure_capacity(Demand.of_scaling(scaling))
+    assert cluster.requests == [] and cluster.sleeps == 0  # nothing asked, no wait
+    scaling.num_workers += 2  # a real shortfall is still one
+    cluster.grows = False
+    with pytest.raises(RuntimeError, match=r"^the Ray cluster has CPU (3 of 3\.2|8 of 9\.4) needed"):
+        ensure_capacity(Demand.of_scaling(scaling))
+
+
+def test_a_gpu_shortfall_says_what_brings_gpus_not_fewer_cpus(cluster):
+    """A GPU shortfall said "Lower scaling.cpus_per_worker (e.g. 0.5) ...", which gives no GPU."""
+    from jobs.runtime.capacity import ensure_capacity, misplaced
+
+    gpu_hint = "Set scaling.use_gpu=false, lower scaling.num_workers, or add GPU nodes."
+    cpu_hint = "Lower scaling.cpus_per_worker (e.g. 0.5) or scaling.num_workers, or add nodes."
+    cluster.grows, cluster.nodes = False, [{"CPU": 16.0}]
+    with pytest.raises(RuntimeError) as refused:
+        ensure_capacity(Demand.of_scaling(ScalingConfig(num_workers=2, use_gpu=True)))
+    assert str(refused.value).endswith(f"(scaling.use_gpu). {gpu_hint}")
+    demand = Demand.of_scaling(ScalingConfig(num_workers=2, use_gpu=True, cpus_per_worker=8))
+    assert refusal(demand, {"CPU": (8.0, 17.0)}).endswith(f"(scaling.use_gpu). {cpu_hint}")
+    assert refusal(demand, {"CPU": (8.0, 17.0), "GPU": (0.0, 2.0)}).endswith(f". {cpu_hint} {gpu_hint}")
+    # no node holds a worker: GPUs on none of them, or a GPU node with too few CPUs beside its GPU
+    assert misplaced(demand, [{"CPU": 32.0}, {"CPU": 1.0, "GPU": 0.5}] * 2).endswith(gpu_hint)
+    assert misplaced(demand, [{"CPU": 32.0}, {"CPU": 4.0, "GPU": 1.0}, {"CPU": 4.0, "GPU": 1.0}]).endswith(cpu_hint)
+    sweep = SimpleNamespace(cpus_per_trial=2, gpus_per_trial=0.5,
+                            finetune=SimpleNamespace(scaling=SimpleNamespace(capacity_timeout_s=5)))
+    trial = Demand.of_trial(sweep)
+    assert trial.bundles == ({"CPU": 2.0, "GPU": 0.5},) and trial.timeout_field == "finetune.scaling.capacity_timeout_s"
+    assert refusal(trial, {"GPU": (0.0, 0.5)}).startswith(
+        "the Ray cluster has GPU 0 of 0.5 needed by one trial: cpus_per_trial=2, gpus_per_trial=0.5. Lower "
+        "gpus_per_trial")
+    assert refusal(trial, {"CPU": (1.0, 2.0)}).endswith("needed by one trial: cpus_per_trial=2, gpus_per_trial=0.5. "
+                                                        "Lower cpus_per_trial, or add nodes.")

@@ -308,6 +308,43 @@ def test_what_libraries_print_goes_to_a_log_file_in_quiet_mode_only(tmp_path, mo
     assert capsys.readouterr().err == "Created version '1' of model 'm'.\n"
 
 
+def test_a_loggers_warning_inside_to_log_file_stays_on_the_console(tmp_path, monkeypatch, capsys):
+    """MLflow's "Failed to validate serving input example" warning went to bert-foundry-mlflow.log alone in quiet mode:
+    a model that fails on its own input example was registered and aliased without a word on the console. Warnings
+    and errors stay on the console (its INFO lines do not), and the log file keeps them all; a logger with no handler
+    (Python's last resort) keeps its warnings on the console too."""
+    import tempfile
+
+    import mlflow  # noqa: F401  (its logger's handler writes to sys.stderr as it is at the time)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(console, "_quiet", True)
+    logger, bare = logging.getLogger("mlflow.models.utils"), logging.getLogger("bert_foundry_test.no_handler")
+    monkeypatch.setattr(logging.getLogger("mlflow"), "level", logging.INFO)
+    monkeypatch.setattr(bare, "propagate", False)
+    handlers, last_resort = list(logging.getLogger("mlflow").handlers), logging.lastResort
+    with console.to_log_file("mlflow"):
+        logger.warning("Failed to validate serving input example {'text': 'a'}. Got error: cannot read it")
+        logger.info("Successfully registered model 'm'.")
+        bare.warning("a library's warning")
+    err = capsys.readouterr().err
+    assert "Failed to validate serving input example" in err and "a library's warning" in err
+    assert "Successfully registered" not in err
+    logged = (tmp_path / "bert-foundry-mlflow.log").read_text()
+    assert "Failed to validate serving input example" in logged and "Successfully registered model 'm'." in logged
+    assert logging.getLogger("mlflow").handlers == handlers and logging.lastResort is last_resort
+
+
+def test_a_systemexit_traceback_ray_did_not_cause_is_kept():
+    """Only a SystemExit raised by Ray's sigterm_handler is dropped: a worker's own sys.exit traceback (a trial that
+    ended itself, a library calling exit) is news."""
+    own = ["Traceback (most recent call last):", '  File "/app/jobs/workers/sweep_trial.py", line 90, in trial',
+           "    sys.exit(3)", "SystemExit: 3"]
+    assert console.keep_lines(batch("trial", *own, is_err=True)) == own
+    ignored = ["Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f5482dfe5c0>", *own]
+    assert console.keep_lines(batch("trial", *ignored, is_err=True)) == ignored
+
+
 SIGNALER_RACE = [
     "Exception in thread pool-3/completion-signaler:",
     "Traceback (most recent call last):",

