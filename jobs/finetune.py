@@ -462,6 +462,7 @@ def main(argv: list[str] | None = None) -> FinetuneResult:
     console.configure(args.verbose)
     if args.check:
         cfg.check_environment()  # your own files' columns too, as run() checks them before Ray
+        lease.probe_run_lease(cfg.output_dir, cfg.run_name)  # a job running on this run_name: refused as run() is
         return checked("finetune", args.config, args.overrides)
     return run(cfg)
 

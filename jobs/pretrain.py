@@ -489,6 +489,7 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     console.configure(args.verbose)
     if args.check:
         cfg.check_environment()
+        lease.probe_run_lease(cfg.output_dir, cfg.run_name)  # a job running on this run_name: refused as run() is
         return checked("pretrain", args.config, args.overrides)
     return run(cfg)
 

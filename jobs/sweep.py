@@ -490,6 +490,7 @@ def main(argv: list[str] | None = None) -> SweepResult:
     console.configure(args.verbose)
     if args.check:
         cfg.check_environment()
+        lease.probe_run_lease(cfg.finetune.output_dir, cfg.name, field="name")  # a sweep running: refused as run() is
         return checked("sweep", args.config, args.overrides)
     return run(cfg)
 

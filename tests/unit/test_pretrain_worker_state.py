@@ -141,6 +141,17 @@ def test_the_id_ledger_holds_each_steps_trained_micro_batches_in_their_own_epoch
     assert w.step_ids == [] and w.position.epoch == 1
 
 
+def test_a_later_pipeline_stage_writes_no_id_ledger(tmp_path):
+    """A later stage reads no data (NO_DATA: its input is stage 0's activations), so its steps train no ids of its own:
+    it wrote an empty ids-rank2.txt, which tests/e2e/test_zero_stages.py's list of ledgers does not expect."""
+    from jobs.workers.pretrain_worker import NO_DATA
+
+    w, _ = _looping_worker(tmp_path, [NO_DATA, NO_DATA], max_steps=2, pipelined=True, replicas=1, world=4)
+    w.rank, w.engine.step = 2, lambda batch, inject_nan=False: StepStats(1.0, {}, optimizer_stepped=True)
+    w.run()
+    assert w.step == 2 and list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("pipelined", [False, True])
 def test_a_log_windows_rates_count_every_replica_once(pipelined, monkeypatch, tmp_path):
     """Data parallel, the window is every rank's already (all-reduced by _run_window: one process here, the sum is its

@@ -80,47 +80,86 @@ def test_storage_that_takes_no_lock_is_said_and_written(tmp_path, monkeypatch, c
     assert f"[sweep] {tmp_path / 'r'}: its storage takes no lock (No locks available)" in capsys.readouterr().out
 
 
-def test_storage_at_a_uri_is_said_once_and_not_locked(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    with lease.run_lease("s3://bucket/runs/", "r", "pretrain"):
+def test_a_new_lease_file_is_as_writable_as_the_umask_allows(tmp_path):
+    """0o644 made the file its creator's alone: in a team's output root (setgid, umask 002) a teammate resubmitting the
+    run_name got a PermissionError traceback from the open."""
+    umask = os.umask(0o002)
+    try:
+        with lease.lease(tmp_path / "r", "pretrain"):
+            pass
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "r" / lease.LEASE).stat().st_mode & 0o777 == 0o664
+
+
+def _read_only(monkeypatch):
+    """Another user's .lease this one may not write (the 0o644 files made before): simulated, since root (as this suite
+    may run) opens a 0o444 file for writing all the same."""
+    real = os.open
+
+    def open_(path, flags, *mode):
+        if str(path).endswith(lease.LEASE) and flags & os.O_RDWR:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, flags, *mode)
+
+    monkeypatch.setattr(lease.os, "open", open_)
+
+
+def test_a_lease_file_this_user_may_not_write_is_held_read_only_naming_no_one(tmp_path, monkeypatch):
+    """The job goes on, holding the lock through a read-only open (flock needs no write access), and a second job is
+    refused with its holder unknown: not with the name of the last job that could write the file, which each writer
+    empties when it ends."""
+    storage = tmp_path / "runs"
+    with lease.run_lease(str(storage), "r", "pretrain"):  # the file's owner, an earlier run
         pass
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1 and out.startswith("[pretrain] s3://bucket/runs/r: storage at a URI takes no lock")
-    assert list(tmp_path.iterdir()) == []  # no local folder named "s3:"
+    assert (storage / "r" / lease.LEASE).read_bytes() == b""
+    _read_only(monkeypatch)
+    with lease.run_lease(str(storage), "r", "pretrain"):
+        assert held(storage / "r")
+        with pytest.raises(ConfigError, match=r"^run_name='r': another job is running on .* \(holder unknown\): "):
+            with lease.run_lease(str(storage), "r", "finetune"):
+                pytest.fail("a second job went on")
+    assert not held(storage / "r")
+
+
+def test_a_read_only_lease_on_storage_that_locks_it_only_shared_is_said(tmp_path, monkeypatch, capsys):
+    """NFS takes an exclusive lock only on a file open for writing (EBADF): said, naming the file to make writable."""
+    def nfs(fd, how):
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / lease.LEASE).touch()
+    _read_only(monkeypatch)
+    monkeypatch.setattr(lease.fcntl, "flock", nfs)
+    with lease.run_lease(str(tmp_path), "r", "finetune"):
+        pass
+    assert (f"[finetune] {tmp_path / 'r'}: {tmp_path / 'r' / lease.LEASE} is read-only for this user and its storage "
+            "(NFS) locks it only shared (Bad file descriptor): a second job") in capsys.readouterr().out
 
 
 class Stop(Exception):
     pass
 
 
+def job_argv(job: str, tmp_path: Path) -> list[str]:
+    """The entry point's command line for a run on tmp_path/runs."""
+    out, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/m.db"
+    if job == "pretrain":
+        return ["data.sources=[x]", "run_name=pt-x", f"output_dir={out}", f"tracking.tracking_uri={uri}"]
+    if job == "finetune":
+        return [f"init={MINILM}", "run_name=ft-x", f"output_dir={out}", f"tracking.tracking_uri={uri}"]
+    return ["--config", str(ROOT / "configs/sweep/pkgdocs.yaml"), f"finetune.init={MINILM}",
+            f"finetune.output_dir={out}", f"finetune.tracking.tracking_uri={uri}"]
+
+
 def job_config(job: str, tmp_path: Path, monkeypatch):
-    """The entry point's module, a config of it on tmp_path/runs, and the name of its run folder there."""
+    """The entry point's module, its config of job_argv, and the name of its run folder on tmp_path/runs."""
     import importlib
 
     mod = importlib.import_module(f"jobs.{job}")
-    out, uri = tmp_path / "runs", f"sqlite:///{tmp_path}/m.db"
-    if job == "pretrain":
-        from jobs.config.io import load_config
-        from jobs.config.pretrain import PretrainConfig as Config
-
-        cfg = load_config(Config, None, ["data.sources=[x]", "run_name=pt-x", f"output_dir={out}",
-                                         f"tracking.tracking_uri={uri}"])
-        name = cfg.run_name
-    elif job == "finetune":
-        from jobs.config.finetune import FinetuneConfig as Config
-        from jobs.config.io import load_config
-
-        cfg = load_config(Config, None, [f"init={MINILM}", "run_name=ft-x", f"output_dir={out}",
-                                         f"tracking.tracking_uri={uri}"])
-        name = cfg.run_name
-    else:
-        from jobs.config.sweep import load_sweep_config
-
-        cfg = load_sweep_config(str(ROOT / "configs/sweep/pkgdocs.yaml"), [
-            f"finetune.init={MINILM}", f"finetune.output_dir={out}", f"finetune.tracking.tracking_uri={uri}"])
-        Config, name = type(cfg), cfg.name
-    monkeypatch.setattr(Config, "check_environment", lambda self: None)  # corpus paths, GPUs: not this test's
-    return mod, cfg, out.resolve() / name
+    _, cfg = mod.parse(job_argv(job, tmp_path))
+    monkeypatch.setattr(type(cfg), "check_environment", lambda self: None)  # corpus paths, GPUs: not this test's
+    return mod, cfg, (tmp_path / "runs").resolve() / (cfg.name if job == "sweep" else cfg.run_name)
 
 
 @pytest.mark.parametrize("job", ["pretrain", "finetune", "sweep"])
@@ -156,3 +195,21 @@ def test_the_job_holds_its_run_folders_lease_throughout_and_frees_it_at_its_end(
     with pytest.raises(Stop):
         mod.run(cfg)
     assert seen == [True] and not held(folder)
+
+
+@pytest.mark.parametrize("job", ["pretrain", "finetune", "sweep"])
+def test_check_is_refused_while_a_job_runs_on_the_run_name_and_takes_no_lease(job, tmp_path, monkeypatch, capsys):
+    """--check said "valid; nothing was run" while a job ran on the run_name, and the run was then refused. It looks
+    at the lease without taking it: the holder's name stays, and a name no job ran on gets no run folder."""
+    mod, _, folder = job_config(job, tmp_path, monkeypatch)
+    argv = ["--check", *job_argv(job, tmp_path)]
+    mod.main(argv)
+    assert "valid; nothing was run" in capsys.readouterr().out and not folder.exists()
+    with lease.lease(folder, "first"):
+        with pytest.raises(ConfigError, match=rf"^{'name' if job == 'sweep' else 'run_name'}="
+                                              rf"'{re.escape(folder.name)}': another job is running on "
+                                              rf"{re.escape(str(folder))} \(pid {os.getpid()} on "):
+            mod.main(argv)
+        assert (folder / lease.LEASE).read_text().startswith(f"pid {os.getpid()} on ")
+    mod.main(argv)  # the job ended
+    assert "valid; nothing was run" in capsys.readouterr().out and not held(folder)
