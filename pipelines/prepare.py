@@ -284,7 +284,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
     cfg.validate()
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    files, skipped = corpus_files(cfg)  # less the prepared sets among them (data.output_root's)
+    files, skipped = corpus_files(cfg)  # less the prepared sets among them
     if skipped:
         _log("sources", skipped)
     check_file_count(len(files))  # before the long passes over them

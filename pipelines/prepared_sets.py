@@ -3,8 +3,11 @@
 data.sources=[data] with the default data.output_root (data/prepared) read every earlier set back as corpus: its
 shards (missing_text_column), manifest and tokenizer JSON (malformed_json), its vocab.txt as a book. The inputs then
 changed on every run, so the set was never reused: a 20 GB corpus prepared again on each submission. Skipped: the
-files under data.output_root, and those under any folder holding a prepared set's manifest (another output root's,
-or a set copied into the corpus). A build in progress is a hidden folder, which sources skip already.
+files under a folder holding a prepared set's manifest (data.output_root's sets, another output root's, or a set
+copied into the corpus); under data.output_root, a set is found by its manifest even where no source picked that
+file (a glob "data/**/*.txt" takes a set's tokenizer/vocab.txt alone). Nothing else under the root is skipped: prepare
+writes only <root>/<name>/ sets there (and hidden build folders, which sources skip already), and a root holding the
+corpus (output_root=/mnt/shared/data, sources=[/mnt/shared/data/wiki]) is read as before.
 """
 
 from __future__ import annotations
@@ -23,27 +26,29 @@ from pipelines.source_files import SourceError, resolve_sources
 
 def corpus_files(cfg: DataConfig) -> tuple[list[str], str]:
     """(the files of cfg.sources less prepared sets, a line saying what was skipped and where, "" for nothing).
-    SourceError where a source is data.output_root or inside a prepared set, or where nothing else is left."""
+    SourceError where a source is inside a prepared set, or where nothing else is left."""
     files = resolve_sources(cfg)
-    root = _location(cfg.output_root)
-    sets = sorted({_location(posixpath.dirname(f)) for f in files
-                   if posixpath.basename(f) == MANIFEST and _is_set_manifest(f)})
-    for source in cfg.sources:
-        folder = _enclosing(_location(source), [root, *sets])
-        if folder is not None:
-            raise SourceError(f"data.sources: {source!r} is prepared data, in {_said(folder, root)}: give the "
-                              f"corpus's own files")
     located = functools.cache(_location)  # a folder's, once: thousands of files share a few
+    sets = {located(posixpath.dirname(f)) for f in files
+            if posixpath.basename(f) == MANIFEST and _is_set_manifest(f)}
+    root = _location(cfg.output_root)
+    children = {_child(located(posixpath.dirname(f)), root) for f in files} - sets - {None}
+    sets = sorted(sets | {c for c in children if _is_set_manifest(posixpath.join(_said(c), MANIFEST))})
+    for source in cfg.sources:
+        folder = _enclosing(_location(source), sets)
+        if folder is not None:
+            raise SourceError(f"data.sources: {source!r} is prepared data, in the prepared set {_said(folder)}: give "
+                              f"the corpus's own files")
     kept, skipped = [], collections.Counter()
     for f in files:
-        folder = _enclosing(located(posixpath.dirname(f)), [root, *sets])
+        folder = _enclosing(located(posixpath.dirname(f)), sets)
         if folder is None:
             kept.append(f)
         else:
             skipped[folder] += 1
     if not skipped:
         return kept, ""
-    said = "; ".join(f"{n:,} in {_said(folder, root)}" for folder, n in sorted(skipped.items()))
+    said = "; ".join(f"{n:,} in the prepared set {_said(folder)}" for folder, n in sorted(skipped.items()))
     if not kept:
         raise SourceError(f"data.sources: every file is prepared data, no corpus: {said}")
     return kept, f"skipped {sum(skipped.values()):,} files of prepared sets, no corpus: {said}"
@@ -57,6 +62,15 @@ def _location(path: str) -> tuple[str, str]:
     return path.split("://", 1)[0].lower(), where.rstrip("/")
 
 
+def _child(location: tuple[str, str], root: tuple[str, str]) -> tuple[str, str] | None:
+    """The folder of `root` that is `location` or holds it, where a set of that root would be; None outside it."""
+    scheme, path = location
+    prefix = root[1].rstrip("/") + "/"
+    if scheme != root[0] or not path.startswith(prefix):
+        return None
+    return scheme, prefix + path[len(prefix):].split("/", 1)[0]
+
+
 def _enclosing(location: tuple[str, str], folders: list[tuple[str, str]]) -> tuple[str, str] | None:
     """The first of `folders` that is `location` or holds it; None for none."""
     scheme, path = location
@@ -66,9 +80,8 @@ def _enclosing(location: tuple[str, str], folders: list[tuple[str, str]]) -> tup
     return None
 
 
-def _said(folder: tuple[str, str], root: tuple[str, str]) -> str:
-    where = f"{folder[0]}://{folder[1]}" if folder[0] else folder[1]
-    return f"data.output_root ({where})" if folder == root else f"the prepared set {where}"
+def _said(folder: tuple[str, str]) -> str:
+    return f"{folder[0]}://{folder[1]}" if folder[0] else folder[1]
 
 
 def _is_set_manifest(path: str) -> bool:

@@ -27,5 +27,5 @@ def set_counts(totals: dict[str, int], shards: dict[str, list[dict]], rejects: R
     }
     counts["examples"] = counts["examples_train"] + counts["examples_eval"]
     if not counts["documents_kept"]:
-        raise SourceError(nothing_kept_said(rejects, "prepare a set of", counts["documents_without_sentences"]))
+        raise SourceError(nothing_kept_said(rejects, "prepare a set from", counts["documents_without_sentences"]))
     return counts

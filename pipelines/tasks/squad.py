@@ -242,26 +242,36 @@ def _encode(examples, tok, max_seq_len: int, doc_stride: int, max_query_length: 
 
 
 def _with_final_marks(enc, contexts: list[str]) -> list[list[tuple[int, int]]]:
-    """Each window's offsets, a context piece's end moved past the combining marks that follow it and start no piece.
-    An accent-stripping (uncased) tokenizer leaves a word-final mark of decomposed (NFD) text out of every piece
-    ("cafe\\u0301": `cafe` is (0, 4)): the target of an answer ending on it ran on to the next word (or, at a window's
-    end, was [CLS]), and the answer predicted was cut before its accent (EM 0). The targets and the evaluation and
-    prediction offsets all come from here; a mark that is a piece of its own (a tokenizer that keeps accents) stays
-    its own."""
+    """Each window's offsets, a context piece's end moved past the marks (_is_mark) that follow it and start no piece.
+    An accent-stripping (uncased) tokenizer leaves a word-final mark out of every piece: a combining accent of
+    decomposed (NFD) text ("cafe\\u0301": `cafe` is (0, 4)), and a vowel sign of Indic or Thai script even in NFC text
+    ("\\u0917\\u0941\\u0930\\u0941", guru: its last piece ends before the final \\u0941). The target of an answer
+    ending on one ran on to the next word (or, at a window's end, was [CLS]), and the answer predicted was cut
+    before it (EM 0). The targets and the evaluation and prediction offsets all come from here; a mark that is a piece
+    of its own (a tokenizer that keeps accents) stays its own, in any window of its example (where it opens the next
+    window, the last piece of this one does not take it). A context without a mark (most) is passed as it is."""
     sample = enc["overflow_to_sample_mapping"]
-    sequences = [enc.sequence_ids(i) for i in range(len(sample))]
+    marked = [not c.isascii() and any(map(_is_mark, set(c))) for c in contexts]
+    windows = [i for i in range(len(sample)) if marked[sample[i]]]
+    sequences = {i: enc.sequence_ids(i) for i in windows}
     starts = collections.defaultdict(set)  # every context piece's start, over all windows of an example
-    for i, (offsets, seq) in enumerate(zip(enc["offset_mapping"], sequences)):
-        starts[sample[i]].update(o[0] for o, s in zip(offsets, seq) if s == 1)
-    out = []
-    for i, (offsets, seq) in enumerate(zip(enc["offset_mapping"], sequences)):
+    for i in windows:
+        starts[sample[i]].update(o[0] for o, s in zip(enc["offset_mapping"][i], sequences[i]) if s == 1)
+    out = list(enc["offset_mapping"])
+    for i in windows:
         context, taken, row = contexts[sample[i]], starts[sample[i]], []
-        for (a, b), s in zip(offsets, seq):
-            while s == 1 and b < len(context) and b not in taken and unicodedata.combining(context[b]):
+        for (a, b), s in zip(out[i], sequences[i]):
+            while s == 1 and b < len(context) and b not in taken and _is_mark(context[b]):
                 b += 1
             row.append((a, b))
-        out.append(row)
+        out[i] = row
     return out
+
+
+def _is_mark(c: str) -> bool:
+    """A character BERT's accent stripping removes (a non-spacing mark, category Mn: many of combining class 0, as
+    Devanagari's \\u0941 \\u0947 \\u0902) or a combining one: no piece of an uncased tokenizer covers it."""
+    return unicodedata.category(c) == "Mn" or unicodedata.combining(c) != 0
 
 
 def _arrays(enc) -> dict[str, np.ndarray]:

@@ -4,6 +4,7 @@ a corpus that gives no document refused with its reasons rather than cached as a
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import pyarrow as pa
@@ -83,7 +84,7 @@ def test_a_corpus_folder_holding_the_output_root_is_prepared_once_and_reused(loc
     again = prepare.prepare(config("data"))
     assert again.reused and again.path == first.path
     out = capsys.readouterr().out
-    assert "[prepare] sources: skipped " in out and f"in data.output_root ({local / 'data' / 'prepared'})" in out
+    assert "[prepare] sources: skipped " in out and f"in the prepared set {local / first.path}" in out
     # a set copied into the corpus (another output root's), read with yet another output root
     (local / "data" / "old").mkdir()
     for f in (local / "data" / "prepared").rglob("*"):
@@ -95,8 +96,11 @@ def test_a_corpus_folder_holding_the_output_root_is_prepared_once_and_reused(loc
     assert [i["path"] for i in elsewhere.manifest["inputs"]["files"]] == [
         i["path"] for i in first.manifest["inputs"]["files"]]
     assert "the prepared set " in capsys.readouterr().out
-    for source in ("data/prepared", first.path, f"{first.path}/train", "data/prepared/*/train/*.parquet"):
-        with pytest.raises(SourceError, match=r"is prepared data, in data.output_root .*give the corpus's own files"):
+    for source in (first.path, f"{first.path}/train"):
+        with pytest.raises(SourceError, match=r"is prepared data, in the prepared set .*give the corpus's own files"):
+            prepare.prepare(config(source))
+    for source in ("data/prepared", "data/prepared/*/train/*.parquet"):
+        with pytest.raises(SourceError, match=r"every file is prepared data, no corpus: \d+ in the prepared set "):
             prepare.prepare(config(source))
     with pytest.raises(SourceError, match=r"every file is prepared data, no corpus: \d+ in the prepared set "):
         prepare.prepare(config("data/old", output_root="sets"))
@@ -117,7 +121,7 @@ def test_a_corpus_whose_every_record_is_rejected_is_refused_with_its_reasons_and
                 "win": r"2 documents rejected: utf16_file 2: convert the files to UTF-8 \(first: .*0.txt: 'UTF-16 "
                        r"text \(its byte-order mark\): convert it to UTF-8"}
     for source, said in expected.items():
-        with pytest.raises(SourceError, match=f"no document of data.sources was kept to prepare a set of: {said}"):
+        with pytest.raises(SourceError, match=f"no document of data.sources was kept to prepare a set from: {said}"):
             prepare.prepare(config(source))
         assert not list((local / "data" / "prepared").iterdir())  # nothing cached, no build folder left
         with pytest.raises(SourceError, match=f"no document of data.sources was kept to train a tokenizer on: {said}"):
@@ -136,10 +140,10 @@ def test_documents_read_counts_those_without_a_sentence_and_a_set_of_none_is_ref
     counts = set_counts(totals, shards, rejects)
     assert counts["documents_read"] == 5 + 2 + 3 and counts["documents_without_sentences"] == 2
     assert (counts["examples_train"], counts["examples_eval"], counts["examples"]) == (12, 2, 14)
-    with pytest.raises(SourceError, match=r"kept to prepare a set of: 3 documents rejected: too_short 3: lower "
+    with pytest.raises(SourceError, match=r"kept to prepare a set from: 3 documents rejected: too_short 3: lower "
                                           r"data.min_document_chars .*; and 2 documents tokenized to no sentence$"):
         set_counts({**totals, "documents": 0}, shards, rejects)
-    with pytest.raises(SourceError, match=r"kept to prepare a set of: no document was read$"):
+    with pytest.raises(SourceError, match=r"kept to prepare a set from: no document was read$"):
         set_counts({**totals, "documents": 0, "documents_empty": 0}, shards, RejectLog())
 
 
@@ -152,3 +156,34 @@ def test_a_corpus_file_named_manifest_json_is_still_corpus(tmp_path):
     (tmp_path / "crawl" / "pages.jsonl").write_text(json.dumps({"text": paragraphs(1, 2)}) + "\n")
     cfg = DataConfig(sources=[str(tmp_path / "crawl")], output_root=str(tmp_path / "prepared"))
     assert corpus_files(cfg) == ([str(tmp_path / "crawl" / n) for n in ("manifest.json", "pages.jsonl")], "")
+
+
+def fake_set(folder) -> None:
+    """A prepared set's layout as prepare writes it: its manifest, tokenizer files and shards."""
+    (folder / "tokenizer").mkdir(parents=True)
+    (folder / "train").mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"format_version": 3, "counts": {}, "shards": {}}))
+    (folder / "tokenizer" / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB))
+    (folder / "train" / "shard-00000.parquet").write_bytes(b"PAR1")
+
+
+def test_a_corpus_inside_the_output_root_is_read_and_only_its_sets_skipped(tmp_path):
+    """data.output_root=/mnt/shared/data with data.sources=[/mnt/shared/data/wiki] was refused as prepared data (and
+    every file under the root skipped): prepare writes only <root>/<name>/ sets there. A set there is skipped by its
+    manifest, also where a glob picks its vocab.txt and not its manifest.json."""
+    from pipelines.prepared_sets import corpus_files
+
+    root = tmp_path / "data"
+    (root / "wiki").mkdir(parents=True)
+    (root / "wiki" / "a.txt").write_text(paragraphs(0, 2))
+    (root / "wiki" / "b.txt").write_text(paragraphs(1, 2))
+    wiki = [str(root / "wiki" / n) for n in ("a.txt", "b.txt")]
+    assert corpus_files(DataConfig(sources=[str(root / "wiki")], output_root=str(root))) == (wiki, "")
+    fake_set(root / "abc123")
+    for source in (str(root), str(root / "**" / "*.txt")):
+        kept, said = corpus_files(DataConfig(sources=[source], output_root=str(root)))
+        n = 3 if source == str(root) else 1  # the whole set, or the glob's vocab.txt alone
+        assert (kept, said) == (wiki, f"skipped {n} files of prepared sets, no corpus: {n} in the prepared set "
+                                      f"{os.path.realpath(root / 'abc123')}")
+    with pytest.raises(SourceError, match=r"'.*abc123/train' is prepared data, in the prepared set .*abc123: give"):
+        corpus_files(DataConfig(sources=[str(root / "abc123" / "train")], output_root=str(root)))

@@ -67,22 +67,48 @@ def test_decomposed_accents_train_and_answer_as_composed_text(tmp_path, tok):
     assert got["NFD"] == got["NFC"] == [["prefer", "##e"], ["cafe"]]
 
 
-def test_a_mark_that_is_a_piece_of_its_own_stays_its_own(tmp_path):
-    """A tokenizer that keeps accents (cased) may give a combining mark its own piece: no piece's end takes it."""
+def test_an_indic_vowel_sign_ending_an_answer_is_in_its_span(tmp_path, tok):
+    """BERT's accent stripping drops every non-spacing mark (category Mn), many of combining class 0 even in NFC text:
+    Devanagari's vowel signs \\u0941 \\u0948. Only marks of a non-zero class were taken into a piece's end: the
+    target of "\\u0917\\u0941\\u0930\\u0941" (guru) ran on to the next word (['\\u0917', '##\\u0930',
+    '\\u0939']) and the answer predicted was "guru h" (EM 0)."""
+    context = "\u0930\u093e\u092e \u090f\u0915 \u0905\u091a\u094d\u091b\u093e \u0917\u0941\u0930\u0941 \u0939\u0948 " \
+              "\u0914\u0930 \u0935\u0939 \u092f\u0939\u093e\u0901 \u0930\u0939\u0924\u093e \u0939\u0948"
+    answers = ["\u0917\u0941\u0930\u0941", "\u0917\u0941\u0930\u0941 \u0939\u0948", "\u092f\u0939\u093e\u0901"]
+    rows = load_squad(write_squad(tmp_path / "hi.json", context, answers)).rows
+    train, evaluation = squad_train_features(rows, tok, **KWARGS), squad_eval_features(rows, tok, **KWARGS)
+    start, end = perfect_logits(train)
+    assert postprocess_predictions(rows, evaluation, start, end) == {f"q{i}": a for i, a in enumerate(answers)}
+    assert targets(train, tok) == [["\u0917", "##\u0930"], ["\u0917", "##\u0930", "\u0939"],
+                                   ["\u092f", "##\u0939", "##\u093e"]]
+
+
+def accent_keeping_tokenizer():
+    """A cased WordPiece tokenizer that gives the combining acute its own piece ("##\\u0301")."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertTokenizerFast
 
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cafe", "##\u0301", "ok", "?"])}
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "##\u0301", "?", "cafe", "ok"])}
     backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     backend.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     backend.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
                                                            special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    cased = BertTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                              sep_token="[SEP]", mask_token="[MASK]")
+    return BertTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                             sep_token="[SEP]", mask_token="[MASK]")
+
+
+def test_a_mark_that_is_a_piece_of_its_own_stays_its_own(tmp_path):
+    """A tokenizer that keeps accents (cased) may give a combining mark its own piece: no piece's end takes it, also
+    where that piece opens the next window (the pieces' starts are those of every window of the example)."""
+    cased = accent_keeping_tokenizer()
     ex = {"id": "c", "question": "ok?", "context": "cafe\u0301 ok", "answers": {"text": [], "answer_start": []}}
     offsets = squad_eval_features([ex], cased, max_seq_len=16, doc_stride=2, max_query_length=4)["offset_mapping"]
     assert [o for o in offsets[0] if o is not None] == [(0, 4), (4, 5), (6, 8)]
+    ex["context"] = "ok ok cafe\u0301 ok ok"  # 3 context pieces a window, the next one from the last's start
+    windows = [[o for o in w if o is not None] for w in squad_eval_features(
+        [ex], cased, max_seq_len=8, doc_stride=1, max_query_length=2)["offset_mapping"]]
+    assert windows[:2] == [[(0, 2), (3, 5), (6, 10)], [(6, 10), (10, 11), (12, 14)]]
 
 
 def test_a_lone_surrogate_is_rejected_as_invalid_utf8_by_question(tmp_path, tok):
