@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import errno
 import hashlib
 import json
 import os
@@ -21,16 +22,23 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
+from pipelines.layout import build_dir
+
 _CODE_FENCE = re.compile(r"```.*?```", re.S)
 _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _RST_ROLE = re.compile(r":[a-z:]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
 _URL = re.compile(r"https?://\S+")
 _MARKUP = re.compile(r"[`*_#|=]{1,}")
 _WORD = re.compile(r"[A-Za-z]{2,}")
+SUMMARY = ".harvest.json"  # hidden: corpus readers skip it
 
 
 def _prose_paragraphs(text: str) -> list[str]:
-    """Keep paragraphs that read as English sentences; drop code, tables, parameter lists."""
+    """Keep paragraphs that read as sentences: 8 words or more, 70% of them alphabetic, ending as a sentence does.
+    Doctests, shell, import and def lines, RST directives, fenced code and short table rows go. Parameter sections
+    (`Args:`, `Parameters`, `:param x:`) read as sentences and stay (about a fifth of the default harvest's
+    characters), and so do licence texts (MIT, BSD, Apache) in READMEs: a known limit, kept because a stricter
+    filter would change the corpus and with it every prepared set's name."""
     text = _CODE_FENCE.sub("\n", text)
     out = []
     for para in re.split(r"\n\s*\n", text):
@@ -118,20 +126,14 @@ def _candidates() -> list[tuple[str, Path]]:
 
 def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_chars: int = 400,
                            num_files: int = 8) -> dict:
-    """Write documents to `out_dir` (idempotent: a complete earlier harvest is reused); return its summary:
+    """Write documents to `out_dir` (idempotent: a complete earlier harvest is reused, and of two harvesting into
+    one folder at once the first to finish is kept, the other's copy dropped); return its summary:
     documents, bytes, sha256, and the source files that could not be parsed (`unparsed`, a count, and
     `unparsed_sample`, the first few names): skipped, never silently."""
     out = Path(out_dir)
-    summary_file = out / ".harvest.json"  # hidden: corpus readers skip it
     asked = {"max_mb": max_mb, "min_chars": min_chars, "num_files": num_files}
-    if summary_file.is_file():
-        summary = json.loads(summary_file.read_text())
-        # a harvest of other settings is not silently reused as this one (summaries from before the record lack it)
-        differ = {k: (summary[k], v) for k, v in asked.items() if k in summary and summary[k] != v}
-        if differ:
-            raise ValueError(f"{out} holds a harvest made with " + ", ".join(
-                f"{k}={was} (asked: {now})" for k, (was, now) in differ.items()) + ": give another harvest "
-                "folder (corpus.harvest_dir / task.corpus_dir) or the same settings, or delete that folder")
+    summary = _complete(out, asked)
+    if summary is not None:
         return summary
     foreign = sorted(p.name for p in out.iterdir() if not re.fullmatch(r"installed-docs-\d+\.jsonl", p.name)) \
         if out.is_dir() else []
@@ -139,8 +141,10 @@ def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_
         more = ", ..." if len(foreign) > 3 else ""
         raise ValueError(f"{out} already holds other files ({', '.join(foreign[:3])}{more}) and no complete harvest: "
                          "give an empty or new harvest folder")
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # this process's own (two harvests into one folder at once share nothing), hidden (sources skip it), and swept
+    # by a later harvest or prepare once this process is gone
+    tmp = build_dir(out.parent, out.name)
     files = [open(tmp / f"installed-docs-{i:02d}.jsonl", "w", encoding="utf-8") for i in range(num_files)]
     budget, written, docs = int(max_mb * 2**20), 0, 0
     digest, unparsed = hashlib.sha256(), []
@@ -163,8 +167,51 @@ def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_
         f.close()
     summary = {"documents": docs, "bytes": written, "sha256": digest.hexdigest(), "unparsed": len(unparsed),
                "unparsed_sample": unparsed[:5], **asked}
-    (tmp / ".harvest.json").write_text(json.dumps(summary, indent=2))
-    if out.exists():  # an interrupted earlier harvest's files (checked above): replace them whole
-        shutil.rmtree(out)
-    tmp.rename(out)
+    (tmp / SUMMARY).write_text(json.dumps(summary, indent=2))
+    _install(tmp, out)
+    return _complete(out, asked)  # ours, or that of a harvest that finished first (refused if of other settings)
+
+
+def _complete(out: Path, asked: dict) -> dict | None:
+    """The summary of the complete harvest in `out`, if there is one; one of other settings is refused."""
+    if not (out / SUMMARY).is_file():
+        return None
+    summary = json.loads((out / SUMMARY).read_text())
+    # a harvest of other settings is not silently reused as this one (summaries from before the record lack it)
+    differ = {k: (summary[k], v) for k, v in asked.items() if k in summary and summary[k] != v}
+    if differ:
+        raise ValueError(f"{out} holds a harvest made with " + ", ".join(
+            f"{k}={was} (asked: {now})" for k, (was, now) in differ.items()) + ": give another harvest "
+            "folder (corpus.harvest_dir / task.corpus_dir) or the same settings, or delete that folder")
     return summary
+
+
+def _install(tmp: Path, out: Path) -> None:
+    """Rename the finished harvest `tmp` to `out`, or, where another process's complete harvest got there first
+    (the same documents: a harvest is deterministic), drop `tmp` and leave that one, which may be being read.
+    The rename is atomic and fails onto a folder that is not empty, so of two harvests finishing together one
+    wins and the other sees its summary; an interrupted harvest's files in `out` are moved aside (into a build
+    folder, which a later harvest or prepare sweeps if this process dies), then removed."""
+    while True:
+        try:
+            tmp.rename(out)
+            return
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if (out / SUMMARY).is_file():
+            shutil.rmtree(tmp)
+            return
+        aside = build_dir(out.parent, out.name)  # empty: `out` renames onto it
+        try:
+            out.rename(aside)
+        except FileNotFoundError:  # another process moved them aside meanwhile
+            aside.rmdir()
+            continue
+        if (aside / SUMMARY).is_file():  # a complete harvest landed between the check and the move: put it back
+            try:
+                aside.rename(out)
+                continue
+            except OSError:  # a third took the place meanwhile, with the same documents
+                pass
+        shutil.rmtree(aside)

@@ -166,3 +166,86 @@ def test_the_statement_walk_finds_every_docstring_in_ast_walks_order():
     assert len(walked) == 14 and None not in walked
     assert [ast.get_docstring(n) for n in _blocks(tree) if isinstance(n, kinds)] == walked
     assert sum(1 for _ in _blocks(tree)) < sum(1 for _ in ast.walk(tree)) / 2
+
+
+def small_tree(tmp_path, monkeypatch):
+    """A stdlib of four documented modules, two of them in sub-packages, and an empty purelib."""
+    from pipelines import harvest
+
+    stdlib, purelib = tmp_path / "stdlib", tmp_path / "purelib"
+    for name in ("b.py", "a.py", "q/y.py", "p/x.py"):
+        (stdlib / name).parent.mkdir(parents=True, exist_ok=True)
+        prose = f"This module, {name}, explains in plain words how the parser reads each line it is given."
+        (stdlib / name).write_text('"""' + "\n\n".join([prose] * 6) + '"""\n')
+    purelib.mkdir()
+    monkeypatch.setattr(harvest, "_STDLIB", stdlib)
+    monkeypatch.setattr(harvest, "_PURELIB", purelib)
+    return harvest
+
+
+def test_two_harvests_into_one_folder_at_once_both_succeed(tmp_path, monkeypatch):
+    """Two pkgdocs fine-tunes (or one beside make quickstart) harvesting a fresh folder shared one `out.tmp`: the
+    second crashed (FileNotFoundError on .harvest.json), or removed the first's finished folder while it read it."""
+    import threading
+
+    harvest = small_tree(tmp_path, monkeypatch)
+    alone = harvest.harvest_installed_docs(tmp_path / "alone", max_mb=1)
+    together, candidates = threading.Barrier(2), harvest._candidates
+    monkeypatch.setattr(harvest, "_candidates", lambda: (together.wait(30), candidates())[1])  # both mid-harvest
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(harvest.harvest_installed_docs(tmp_path / "corpus" / "docs", max_mb=1))
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and results == [alone, alone]
+    out = tmp_path / "corpus" / "docs"
+    assert [p.name for p in (tmp_path / "corpus").iterdir()] == ["docs"]  # no copy left behind
+    docs = [json.loads(line) for f in sorted(out.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert sorted(int(d["id"]) for d in docs) == list(range(alone["documents"])) and alone["documents"] == 4
+
+
+def test_a_harvest_that_finishes_second_keeps_the_first_ones_folder(tmp_path, monkeypatch):
+    """The first finisher's folder may already be being read: the second drops its own copy and leaves it."""
+    harvest = small_tree(tmp_path, monkeypatch)
+    out, candidates, first = tmp_path / "docs", harvest._candidates, {}
+
+    def another_finishes_meanwhile():
+        if not first:
+            first["started"] = True
+            first["summary"] = harvest.harvest_installed_docs(out, max_mb=1)
+            first["inode"] = out.stat().st_ino
+        return candidates()
+
+    monkeypatch.setattr(harvest, "_candidates", another_finishes_meanwhile)
+    assert harvest.harvest_installed_docs(out, max_mb=1) == first["summary"]
+    assert out.stat().st_ino == first["inode"]  # the same folder, not replaced
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "purelib", "stdlib"]  # the second copy is gone
+
+
+def test_the_walk_order_of_the_file_system_does_not_change_the_harvest(tmp_path, monkeypatch):
+    """os.walk lists a folder in the file system's order (ext4's hash order, not by name): sorted, so the same
+    installed files give the same corpus on every machine."""
+    import os
+
+    harvest = small_tree(tmp_path, monkeypatch)
+    walk = os.walk
+
+    def reversed_walk(top, *args, **kwargs):
+        for dirpath, dirnames, filenames in walk(top, *args, **kwargs):
+            dirnames.reverse()  # in place: the harvest's pruning of `dirnames` must still reach the walk
+            filenames.reverse()
+            yield dirpath, dirnames, filenames
+
+    by_name = harvest.harvest_installed_docs(tmp_path / "a", max_mb=1, num_files=1)
+    monkeypatch.setattr(harvest.os, "walk", reversed_walk)
+    assert harvest.harvest_installed_docs(tmp_path / "b", max_mb=1, num_files=1) == by_name
+    urls = [json.loads(line)["url"] for line in (tmp_path / "b" / "installed-docs-00.jsonl").open()]
+    assert urls == ["stdlib:a.py", "stdlib:b.py", "stdlib:p/x.py", "stdlib:q/y.py"]

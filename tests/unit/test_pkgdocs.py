@@ -54,3 +54,18 @@ def test_package_names_and_errors(tmp_path):
         load_pkgdocs(corpus, num_labels=2)
     with pytest.raises(FileNotFoundError, match="no harvested corpus"):
         load_pkgdocs(tmp_path)
+
+
+def test_short_paragraphs_are_dropped_and_a_long_document_is_capped(tmp_path):
+    """A module of 40 documented paragraphs would outweigh its package's others; "See also x." is no example."""
+    docs, long = [], [SENTENCE.format("alpha") + f" Part {j}." for j in range(7)]
+    for package in ("alpha", "beta"):
+        for i in range(6):
+            text = "\n\n".join(["See the parser.", "Returns the number of items."] + long)  # 3 and 5 words first
+            docs.append({"id": str(len(docs)), "url": f"site:{package}/m{i}.py", "title": f"m{i}", "text": text})
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "installed-docs-00.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    splits, _ = load_pkgdocs(tmp_path / "c", num_labels=2, max_paragraphs_per_document=4, min_words=12)
+    rows = [r for s in splits.values() for r in s.rows]
+    assert {r["text_a"] for r in rows} == set(long[:4])  # the first four long ones; no short one
+    assert all(sum(r["document"] == d["url"] for r in rows) == 4 for d in docs)

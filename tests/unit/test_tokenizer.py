@@ -11,8 +11,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from tokenizers import Tokenizer, normalizers, pre_tokenizers  # noqa: E402
 from transformers import AutoTokenizer, BertTokenizerFast  # noqa: E402
 
-from bert_core.tokenizer import (SPECIAL_TOKENS, SpecialIds, continuation_mask, load_tokenizer,  # noqa: E402
-                                 save_tokenizer, tokenizer_hash, train_wordpiece)
+from bert_core.tokenizer import (SPECIAL_TOKENS, SpecialIds, character_counts, continuation_mask,  # noqa: E402
+                                 load_tokenizer, save_tokenizer, tokenizer_hash, train_wordpiece)
 
 STEMS = ["connect", "predict", "transform", "token", "train", "model", "learn", "encode", "mask",
          "sentence", "paragraph", "document", "pretrain", "attend", "embed", "normal", "Café", "Über"]
@@ -147,6 +147,17 @@ def test_training_twice_gives_the_same_files(tmp_path):
         dirs.append(save_tokenizer(train_wordpiece(texts, vocab_size=400, limit_alphabet=30), tmp_path / str(i)))
     assert len({tokenizer_hash(d) for d in dirs}) == 1
     assert len({(d / "tokenizer.json").read_bytes() for d in dirs}) == 1
+
+
+def test_the_order_of_the_texts_does_not_choose_among_equally_rare_characters():
+    """Where the alphabet's limit falls among characters of one count, the kept ones are the first by code point,
+    not the first met: the same documents read in another order (other shards, other workers) give one vocabulary."""
+    texts = corpus() + ["qx zq", "qj zq", "qv zq", "q~ zq"]  # x, j, v and ~ occur once each, in separate texts
+    seen = character_counts(texts, normalizers.BertNormalizer()).values()
+    limit = sum(n > 1 for n in seen) + 2  # every character met twice or more, and two of the four met once
+    forward = train_wordpiece(texts, vocab_size=400, limit_alphabet=limit).get_vocab()
+    assert train_wordpiece(texts[::-1], vocab_size=400, limit_alphabet=limit).get_vocab() == forward
+    assert {"j", "v"} <= set(forward) and not {"x", "~"} & set(forward)
 
 
 def test_every_character_that_can_continue_a_word_has_its_hash_form(trained):
