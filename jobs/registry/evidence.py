@@ -33,6 +33,10 @@ def names_rows(cfg, task) -> bool:
 # where a task reads its training and select rows from, and how it reads them: a version trained on the rows its
 # registered task's values of these give
 TRAINED_FROM = ("data_dir", "corpus_dir", "train_file", "select_file", "format", "columns", "version_2")
+# what the task loader does not read (how a model reads and scores the rows): tasks that differ in these alone give
+# the same rows, read once in a judgement
+NOT_READ = ("max_seq_len", "max_query_length", "metric", "multi_label_threshold", "doc_stride", "n_best",
+            "max_answer_length", "label_all_subwords")
 
 
 def refuse_seen_rows(cfg, task, split: str, loaded, versions) -> None:
@@ -43,28 +47,33 @@ def refuse_seen_rows(cfg, task, split: str, loaded, versions) -> None:
     rows, right for a fine-tune that has not trained yet, not for models that did. A version passes unread when these
     are the rows it was evaluated on when registered (data.<split>.sha256: its loader took them out of train and select
     the same way), or when the train and select rows left beside them are exactly its own (data.train.sha256,
-    data.select.sha256). Otherwise, where its task reads the judged task's training files, the loader's counts are
-    used (every evaluation split, before task.max_eval_examples); where it read others, those are read again (the
-    judged rows counted against them), checked against the digests it recorded. Training rows that cannot be read as
-    registered (moved, deleted, redacted, edited since) are refused: nothing shows the named rows are not theirs."""
+    data.select.sha256). Otherwise its registered task is read again as registered (your own files' dev carved as it
+    was then), checked against those digests, and the judged rows' inputs counted in its train and select rows: the
+    same path read again gives other rows where rows moved out of its training file into the named ones. A version
+    that recorded no such digests (registered before versions did) and reads the judged task's files is checked by the
+    loader's counts. Training rows that cannot be read as registered (moved, deleted, redacted, edited since) are
+    refused: nothing shows the named rows are not theirs. Each task's rows are read once here (`loaded` is the judged
+    task's): a candidate and a champion fine-tuned on one folder share the read."""
     if not names_rows(cfg, task):
         return
     rows, have = loaded.evaluation[split], loaded.summary()
     digest = split_digest(rows)
+    reads = {_read_as(task): loaded}
     for version, role in zip(versions, ("", " (champion)")):
         if version is None or version.tags.get(f"data.{split}.sha256") == digest:
             continue
-        if all(version.tags.get(f"data.{s}.sha256") == have[s]["sha256"] for s in ("train", "select")):
+        recorded = {s: version.tags.get(f"data.{s}.sha256") for s in ("train", "select")}
+        if all(recorded[s] == have[s]["sha256"] for s in recorded):
             continue
         try:
             trained = _registered(version, task)
         except ValueError as exc:  # a field an older job wrote that TaskConfig no longer has
             raise ValueError(f"v{version.version}{role}'s registered task cannot be read ({exc}): the named evaluation "
                              "rows cannot be checked against the rows it was fine-tuned on") from None
-        if all(getattr(trained, f) == getattr(task, f) for f in TRAINED_FROM):
-            counts = loaded.dropped
+        if not any(recorded.values()) and all(getattr(trained, f) == getattr(task, f) for f in TRAINED_FROM):
+            counts = loaded.dropped  # nothing recorded to check its files against: they are the judged task's
         else:
-            counts = _trained_on(cfg, trained, task, rows, version, role)
+            counts = _trained_on(cfg, trained, task, rows, version, role, reads)
         seen = {k: v for k, v in counts.items() if k.endswith("_in_evaluation") and v}
         if seen:
             where = " and ".join(f"{n} {k.split('_')[0]} row{'s' if n > 1 else ''}"  # train rows first
@@ -73,6 +82,14 @@ def refuse_seen_rows(cfg, task, split: str, loaded, versions) -> None:
                              f"fine-tuned on ({_files(trained)}: its registered training data): it trained or was "
                              "chosen on those inputs; name evaluation rows none of whose inputs is in a judged "
                              "version's training data, or remove those from them")
+
+
+def _read_as(task) -> str:
+    """The settings the task loader reads `task`'s rows by: equal, the same rows."""
+    import json
+    from dataclasses import asdict
+
+    return json.dumps({k: v for k, v in asdict(task).items() if k not in NOT_READ}, sort_keys=True, default=str)
 
 
 def _registered(version, task):
@@ -89,15 +106,13 @@ def _registered(version, task):
     return ft_tasks.task_config({**raw, **named})
 
 
-def _trained_on(cfg, trained, task, rows: list[dict], version, role: str) -> dict:
-    """How many of the train and select rows `version` was fine-tuned on (its registered task, `trained`) share an
-    input with the judged `rows`; your own files (their training rows stay in the cluster): how many of its training
-    files' rows share one with the named dev file, as the loader counts them."""
-    from dataclasses import replace
-
+def _trained_on(cfg, trained, task, rows: list[dict], version, role: str, reads: dict) -> dict:
+    """How many of the train and select rows `version` was fine-tuned on (its registered task, `trained`, read as
+    registered and checked against the digests it recorded) share an input with the judged `rows`. `reads`: the
+    rows already read, by _read_as; this read is added."""
     from jobs.loops import ft_tasks
     from jobs.registry.redaction import redact
-    from pipelines.tasks.roles import keys_of, without
+    from pipelines.tasks.roles import keys_of
 
     def unchecked(why: str) -> ValueError:
         named = "dev_file" if cfg.task.get("dev_file") else "data_dir"
@@ -105,21 +120,44 @@ def _trained_on(cfg, trained, task, rows: list[dict], version, role: str) -> dic
                           f"fine-tuned on: its registered training data ({_files(trained)}) {why}; put those files "
                           f"back as they were registered, or judge on the rows it was registered with (no "
                           f"task.{named}=...)")
-    try:
-        if trained.name == "files":
-            return ft_tasks.load_rows(replace(trained, dev_file=task.dev_file)).dropped
-        then = ft_tasks.load_rows(trained)
-    except (OSError, ValueError) as exc:  # moved, deleted, a redacted URL: a TaskDataError, a ConfigError too
-        raise unchecked(f"cannot be read ({type(exc).__name__}: {redact(str(exc))[:300]})") from None
+    if (key := _read_as(trained)) not in reads:
+        try:
+            reads[key] = ft_tasks.load_rows(trained)
+        except (OSError, ValueError) as exc:  # moved, deleted, a redacted URL: a TaskDataError, a ConfigError too
+            raise unchecked(f"cannot be read ({type(exc).__name__}: {redact(str(exc))[:300]})") from None
+    then = reads[key]
     now = then.summary()
     for s in ("train", "select"):
         if (registered := version.tags.get(f"data.{s}.sha256")) and registered != now[s]["sha256"]:
-            raise unchecked(f"holds other {s} rows now than it was fine-tuned on (sha256 {now[s]['sha256'][:12]} "
-                            f"now, {registered[:12]} when registered)")
+            raise unchecked(f"gives other {s} rows now than it recorded when registered (sha256 "
+                            f"{now[s]['sha256'][:12]} now, {registered[:12]} then: its files edited since, or read by "
+                            "other rules)")
     global_ids = trained.name == "squad"  # the benchmark's question ids, as its loader keys them (roles.leak_keys)
     keys = keys_of(rows, task.kind, global_ids)
-    return {f"{s}_in_evaluation": without(r, keys, task.kind, global_ids)[1]
+    return {f"{s}_in_evaluation": _shared(r, keys, task.kind, global_ids)
             for s, r in (("train", then.train), ("select", then.select))}
+
+
+def _shared(split, keys: set[str], kind: str, global_ids: bool) -> int:
+    """How many of a split's rows share a leak key with `keys`: rows on the driver, or your own files' training split
+    left in the cluster (a stream.StreamedSplit: Ray Data tasks count its blocks there, one number each back)."""
+    from pipelines.tasks.roles import without
+
+    if isinstance(split, list):
+        return without(split, keys, kind, global_ids)[1]
+    counted = split.dataset.map_batches(_count_shared, batch_size=None, batch_format="numpy",
+                                        fn_kwargs={"kind": kind, "keys": keys})
+    return sum(int(rec["shared"]) for rec in counted.take_all())
+
+
+def _count_shared(batch, kind: str, keys: set[str]) -> dict:
+    """A block of a StreamedSplit (column `row`: JSON rows) -> how many of its rows share a leak key with `keys`. Your
+    own files' ids name nothing across files (no global_ids)."""
+    import json
+
+    from pipelines.tasks.roles import leak_keys
+
+    return {"shared": [sum(bool(leak_keys(json.loads(r), kind) & keys) for r in batch["row"] if r)]}
 
 
 def _files(task) -> str:
