@@ -235,6 +235,7 @@ def check_init(max_seq_len: int, init: str, folder: Path) -> None:
     tokenizer as given (bert_core.tokenizer.check_tokenizer_folder: a bare cased vocab.txt that transformers reads
     uncased, a vocab.txt its tokenizer.json overrides). Not in resolve_init: prediction and promotion load models this
     project fine-tuned, as they were trained."""
+    from bert_core.modern_config import MODEL_TYPE, VARIANT_MODEL_TYPE
     from bert_core.tokenizer import check_tokenizer_folder
 
     check_tokenizer_folder(folder)
@@ -254,9 +255,12 @@ def check_init(max_seq_len: int, init: str, folder: Path) -> None:
             print(f"[init] warning: {said}: the length it was last trained at; positions past it are its "
                   "pretraining's, if that was longer)", flush=True)
             return
+        # ModernBERT has no position table: its rotary attention never saw a distance past the length trained
+        rotary = config.get("model_type") in (MODEL_TYPE, VARIANT_MODEL_TYPE) and config.get("rotary", True)
+        unlearned = (f"its rotary positions were trained only up to {int(trained)} tokens" if rotary
+                     else f"position rows {int(trained)}..{max_seq_len - 1} never learned")
         raise ConfigError(f"{said}; a pretraining checkpoint's is the longest sequence it trained, as this project's "
-                          f"releases write it): position rows "
-                          f"{int(trained)}..{max_seq_len - 1} never learned; allowed: task.max_seq_len <= "
+                          f"releases write it): {unlearned}; allowed: task.max_seq_len <= "
                           f"{int(trained)}, or an init pretrained that long (a longer phase, e.g. "
                           f"phase2.max_seq_len=512 with phase2.max_steps > 0)")
 

@@ -126,6 +126,19 @@ def test_a_training_step_reaches_every_weight_and_bf16_autocast_runs():
         assert torch.isfinite(model(ids, mask, labels).loss)
 
 
+def test_eval_mode_turns_every_dropout_off():
+    """Evaluation and export score a model trained with dropout as the same weights without it: the attention
+    weights' dropout (inside SDPA, no nn.Dropout that .eval() reaches) included."""
+    torch.manual_seed(0)
+    dropouts = dict(embedding_dropout=0.1, attention_dropout=0.1, mlp_dropout=0.1)
+    trained = modern.ModernBertForMaskedLM(modern.tiny(vocab_size=512, local_attention=8, **dropouts)).eval()
+    plain = modern.ModernBertForMaskedLM(modern.tiny(vocab_size=512, local_attention=8)).eval()
+    plain.load_state_dict(trained.state_dict())
+    ids, mask, _ = batch()
+    with torch.no_grad():
+        torch.testing.assert_close(trained(ids, mask).logits, plain(ids, mask).logits, rtol=0, atol=0)
+
+
 def test_loading_refuses_a_wrong_shape_or_an_untied_decoder(tmp_path):
     torch.manual_seed(0)
     model = modern.ModernBertForMaskedLM(modern.tiny(vocab_size=512))

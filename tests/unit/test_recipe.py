@@ -119,13 +119,27 @@ def test_a_modern_checkpoint_is_not_continued_as_a_bert():
     modern = continuation_basis(pretrain("model.recipe=modern"), prepared)
     assert "model.recipe" not in bert and "model.type_vocab_size" in bert  # BERT's basis as before recipes existed
     assert modern["model.recipe"] == "modern" and "model.type_vocab_size" not in modern
-    # a switch makes another model: a run of it is never continued from the other's checkpoint
-    assert continuation_basis(pretrain("model.recipe=modern", "model.glu=false", "tracking.registered_model="),
-                              prepared) != modern
     assert continuation_basis(pretrain("model.recipe=modern", "model.embedding_dropout=0.1"), prepared) == modern
     # the fine-tuning heads' pooling is no part of a pretraining checkpoint (and older records lack the field)
     assert "model.classifier_pooling" not in modern
     assert continuation_basis(pretrain("model.recipe=modern", "model.classifier_pooling=mean"), prepared) == modern
+
+
+@pytest.mark.parametrize("change", ids=lambda change: change[0], argvalues=[
+    ("model.glu=false", "tracking.registered_model="),  # a switch (a variant is not registered)
+    ("model.local_attention=64",), ("model.global_attn_every_n_layers=2",),  # the attention pattern
+    ("model.global_rope_theta=10000.0",), ("model.local_rope_theta=160000.0",),  # the positions
+])
+def test_a_modern_checkpoint_is_not_continued_as_another_modern_model(change):
+    """Each of these computes something else with the same weights: a run of it never continues the other's
+    checkpoint (its basis differs)."""
+    from types import SimpleNamespace
+
+    from jobs.pretrain import continuation_basis
+
+    prepared = SimpleNamespace(path="/data/prepared/abc")
+    modern = continuation_basis(pretrain("model.recipe=modern"), prepared)
+    assert continuation_basis(pretrain("model.recipe=modern", *change), prepared) != modern
 
 
 def test_the_modern_vocabulary_is_padded_to_a_multiple_of_64():
