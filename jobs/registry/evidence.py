@@ -117,9 +117,9 @@ def _trained_on(cfg, trained, task, rows: list[dict], version, role: str, reads:
     def unchecked(why: str) -> ValueError:
         named = "dev_file" if cfg.task.get("dev_file") else "data_dir"
         return ValueError(f"the named evaluation rows cannot be checked against the rows v{version.version}{role} was "
-                          f"fine-tuned on: its registered training data ({_files(trained)}) {why}; put those files "
-                          f"back as they were registered, or judge on the rows it was registered with (no "
-                          f"task.{named}=...)")
+                          f"fine-tuned on: its registered data ({_files(trained, dev=True)}: what it read to train, "
+                          f"its dev file too, which took its overlaps out of train) {why}; put those files back as "
+                          f"they were registered, or judge on the rows it was registered with (no task.{named}=...)")
     if (key := _read_as(trained)) not in reads:
         try:
             reads[key] = ft_tasks.load_rows(trained)
@@ -160,11 +160,11 @@ def _count_shared(batch, kind: str, keys: set[str]) -> dict:
     return {"shared": [sum(bool(leak_keys(json.loads(r), kind) & keys) for r in batch["row"] if r)]}
 
 
-def _files(task) -> str:
+def _files(task, dev: bool = False) -> str:
     from jobs.registry.redaction import redact
 
     return ", ".join(repr(redact(str(f))) for f in (task.train_file or task.data_dir or task.corpus_dir,
-                                                    task.select_file) if f)
+                                                    task.select_file, task.dev_file if dev else "") if f)
 
 
 def same_data(cfg, candidate, champion, task, split: str, rows: list[dict], labels) -> None:

@@ -46,13 +46,14 @@ def lease(folder: Path, job: str):
     try:  # 0o666, the umask decides: in a team's output root (umask 002) the group's next job may write it too
         fd, writable = os.open(path, os.O_RDWR | os.O_CREAT, 0o666), True
     except PermissionError:  # another user's .lease, not writable by this one: flock needs no write access
-        if not path.is_file():  # a folder this user may not write in: the job could write nothing there either
-            raise
+        if not path.is_file() or not os.access(folder, os.W_OK | os.X_OK):  # a folder this user may not write in:
+            raise ConfigError(f"{folder}: this user may not write in it (another user's run folder): the job could "
+                              "write no checkpoint there; give another run_name or output_dir") from None
         fd, writable = os.open(path, os.O_RDONLY), False
     named = False
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_exclusive(fd)
         except BlockingIOError:
             raise LeaseHeld(_holder(fd)) from None
         except OSError as e:  # Lustre without flock: ENOSYS; NFS locks exclusively only a file open for writing: EBADF
@@ -70,6 +71,19 @@ def lease(folder: Path, job: str):
         if named:
             os.ftruncate(fd, 0)  # else a later holder that may not write it would leave this job's name there
         os.close(fd)  # releases the lock
+
+
+def _lock_exclusive(fd: int, tries: int = 5, wait_s: float = 0.02) -> None:
+    """flock(LOCK_EX | LOCK_NB), tried again for ~0.1 s: a --check's probe holds a shared lock for microseconds, a
+    running job for its whole run; BlockingIOError where it is still held."""
+    for i in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if i == tries - 1:
+                raise
+            time.sleep(wait_s)
 
 
 def probe(folder: Path) -> None:
@@ -91,8 +105,8 @@ def probe(folder: Path) -> None:
 
 
 def _refused(field: str, run_name: str, folder: Path, holder: LeaseHeld) -> ConfigError:
-    return ConfigError(f"{field}={run_name!r}: another job is running on {folder} ({holder}): wait for it to end, or "
-                       f"give another {field}")
+    return ConfigError(f"{field}={run_name!r}: another job holds the lease of {folder} (as last recorded there: "
+                       f"{holder}): wait for it to end, or give another {field}")
 
 
 @contextlib.contextmanager

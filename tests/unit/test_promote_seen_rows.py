@@ -122,7 +122,8 @@ def test_training_rows_that_cannot_be_read_as_registered_are_refused_unless_move
     client.set_model_version_tag(NAME, "1", "data.train.sha256", "0" * 64)  # the files edited since
     heldout = tsv(tmp_path / "SST-2-heldout", train=sentences(20, 99), dev=sentences(10, 77))
     with pytest.raises(ValueError, match=r"^the named evaluation rows cannot be checked against the rows v1 was "
-                                         r"fine-tuned on: its registered training data \('\S+/SST-2'\) gives other "
+                                         r"fine-tuned on: its registered data \('\S+/SST-2': what it read to train, "
+                                         r"its dev file too, which took its overlaps out of train\) gives other "
                                          r"train rows now than it recorded when registered \(sha256 \w{12} now, "
                                          r"000000000000 then: its files edited since, or read by other rules\)"):
         judge(uri, tmp_path / "art", version=1, task={"data_dir": heldout})
@@ -130,7 +131,8 @@ def test_training_rows_that_cannot_be_read_as_registered_are_refused_unless_move
         client.set_model_version_tag(NAME, "1", f"data.{split}.sha256", then[split]["sha256"])
     moved = tmp_path / "moved"
     shutil.move(task["data_dir"], moved)  # its folder elsewhere now; named again with other evaluation rows
-    with pytest.raises(ValueError, match=r"v1 was fine-tuned on: its registered training data \('\S+/SST-2'\) "
+    with pytest.raises(ValueError, match=r"v1 was fine-tuned on: its registered data \('\S+/SST-2': what it read to "
+                                         r"train, its dev file too, which took its overlaps out of train\) "
                                          r"cannot be read \(.*; put those files back as they were registered, or "
                                          r"judge on the rows it was registered with \(no task.data_dir=...\)"):
         judge(uri, tmp_path / "art", version=1, task={"data_dir": heldout})
@@ -157,14 +159,16 @@ def test_training_rows_moved_out_of_the_registered_folder_into_the_named_rows_ar
     task = registered_task(client, "1")
     recorded(client, "1", ft_tasks.load_rows(ft_tasks.task_config(task)).summary(), select="0" * 64)
     heldout = tsv(tmp_path / "SST-2-heldout", train=sentences(20, 99), dev=sentences(10, 77))
-    with pytest.raises(ValueError, match=r"v1 was fine-tuned on: its registered training data \('\S+/SST-2'\) gives "
+    with pytest.raises(ValueError, match=r"v1 was fine-tuned on: its registered data \('\S+/SST-2': what it read to "
+                                         r"train, its dev file too, which took its overlaps out of train\) gives "
                                          r"other select rows now than it recorded when registered \(sha256 \w{12} "
                                          r"now, 000000000000 then"):
         judge(uri, tmp_path / "art", version=1, task={"data_dir": heldout})
     recorded(client, "1", ft_tasks.load_rows(ft_tasks.task_config(task)).summary())
     moved = sentences(20, 0)[:6]
     tsv(tmp_path / "SST-2", train=sentences(20, 0)[6:], dev=sentences(20, 1) + moved)
-    with pytest.raises(ValueError, match=r"v1 was fine-tuned on: its registered training data \('\S+/SST-2'\) gives "
+    with pytest.raises(ValueError, match=r"v1 was fine-tuned on: its registered data \('\S+/SST-2': what it read to "
+                                         r"train, its dev file too, which took its overlaps out of train\) gives "
                                          r"other train rows now than it recorded when registered"):
         judge(uri, tmp_path / "art", version=1, task={"data_dir": task["data_dir"]})
     tsv(tmp_path / "SST-2", train=sentences(20, 0), dev=sentences(20, 1))  # put back as registered

@@ -59,8 +59,8 @@ def test_a_holder_killed_outright_frees_the_run_folder_at_once(tmp_path):
             with lease.run_lease(str(tmp_path / "runs"), "r", "finetune"):
                 pytest.fail("a second job went on")
         said = str(refused.value)
-        assert re.match(rf"run_name='r': another job is running on {re.escape(str(folder))} \(pid {job.pid} on "
-                        rf"{re.escape(socket.gethostname())} since \d{{4}}-", said), said
+        assert re.match(rf"run_name='r': another job holds the lease of {re.escape(str(folder))} \(as last recorded "
+                        rf"there: pid {job.pid} on {re.escape(socket.gethostname())} since \d{{4}}-", said), said
         assert "\n" not in said
     finally:
         job.send_signal(signal.SIGKILL)
@@ -116,7 +116,8 @@ def test_a_lease_file_this_user_may_not_write_is_held_read_only_naming_no_one(tm
     _read_only(monkeypatch)
     with lease.run_lease(str(storage), "r", "pretrain"):
         assert held(storage / "r")
-        with pytest.raises(ConfigError, match=r"^run_name='r': another job is running on .* \(holder unknown\): "):
+        with pytest.raises(ConfigError, match=r"^run_name='r': another job holds the lease of .* \(as last recorded "
+                                              r"there: holder unknown\): "):
             with lease.run_lease(str(storage), "r", "finetune"):
                 pytest.fail("a second job went on")
     assert not held(storage / "r")
@@ -135,6 +136,35 @@ def test_a_read_only_lease_on_storage_that_locks_it_only_shared_is_said(tmp_path
         pass
     assert (f"[finetune] {tmp_path / 'r'}: {tmp_path / 'r' / lease.LEASE} is read-only for this user and its storage "
             "(NFS) locks it only shared (Bad file descriptor): a second job") in capsys.readouterr().out
+
+
+def test_a_run_folder_this_user_may_not_write_in_is_refused_at_once(tmp_path, monkeypatch):
+    """The read-only fallback let a job into another user's run folder it could not write: it prepared data, started
+    Ray and an MLflow run, and failed at Ray Train's first checkpoint. Refused at once, naming the folder."""
+    with lease.lease(tmp_path / "r", "pretrain"):  # the folder's owner, an earlier run
+        pass
+    _read_only(monkeypatch)
+    real = os.access
+    monkeypatch.setattr(lease.os, "access", lambda path, mode: False if Path(path) == tmp_path / "r" else
+                        real(path, mode))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / 'r'))}: this user may not write in it"):
+        with lease.lease(tmp_path / "r", "pretrain"):
+            pytest.fail("the job went on")
+
+
+def test_a_check_probing_the_lease_at_a_jobs_start_does_not_refuse_the_job(tmp_path):
+    """--check's probe holds a shared lock for an instant: a job starting in that instant was refused as if another
+    job held the lease ('holder unknown'). The job tries again for ~0.1 s; a real holder holds it for its run."""
+    import fcntl
+    import threading
+
+    with lease.lease(tmp_path / "r", "pretrain"):
+        pass
+    fd = os.open(tmp_path / "r" / lease.LEASE, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # the probe, mid-look
+    threading.Timer(0.03, os.close, (fd,)).start()  # and done
+    with lease.lease(tmp_path / "r", "pretrain"):
+        assert held(tmp_path / "r")
 
 
 class Stop(Exception):
@@ -174,8 +204,9 @@ def test_a_second_job_on_the_run_name_is_refused_before_its_resubmission_checks_
     monkeypatch.setattr(mod, "init_ray", lambda: pytest.fail("the job went on to Ray"))
     with lease.lease(folder, "first"):
         with pytest.raises(ConfigError, match=rf"^{'name' if job == 'sweep' else 'run_name'}="
-                                              rf"'{re.escape(folder.name)}': another job is running on "
-                                              rf"{re.escape(str(folder))} \(pid {os.getpid()} on "):
+                                              rf"'{re.escape(folder.name)}': another job holds the lease of "
+                                              rf"{re.escape(str(folder))} \(as last recorded there: "
+                                              rf"pid {os.getpid()} on "):
             mod.run(cfg)
     assert not ray.is_initialized()
 
@@ -207,8 +238,9 @@ def test_check_is_refused_while_a_job_runs_on_the_run_name_and_takes_no_lease(jo
     assert "valid; nothing was run" in capsys.readouterr().out and not folder.exists()
     with lease.lease(folder, "first"):
         with pytest.raises(ConfigError, match=rf"^{'name' if job == 'sweep' else 'run_name'}="
-                                              rf"'{re.escape(folder.name)}': another job is running on "
-                                              rf"{re.escape(str(folder))} \(pid {os.getpid()} on "):
+                                              rf"'{re.escape(folder.name)}': another job holds the lease of "
+                                              rf"{re.escape(str(folder))} \(as last recorded there: "
+                                              rf"pid {os.getpid()} on "):
             mod.main(argv)
         assert (folder / lease.LEASE).read_text().startswith(f"pid {os.getpid()} on ")
     mod.main(argv)  # the job ended
