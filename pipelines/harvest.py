@@ -137,13 +137,15 @@ def harvest_installed_docs(out_dir: str | os.PathLike, max_mb: float = 8.0, min_
         return summary
     foreign = sorted(p.name for p in out.iterdir() if not re.fullmatch(r"installed-docs-\d+\.jsonl", p.name)) \
         if out.is_dir() else []
+    if SUMMARY in foreign and (summary := _complete(out, asked)) is not None:
+        return summary  # another harvest installed its copy between the two looks: reused
     if foreign:  # never replace a folder that holds anything but an interrupted harvest's files
         more = ", ..." if len(foreign) > 3 else ""
         raise ValueError(f"{out} already holds other files ({', '.join(foreign[:3])}{more}) and no complete harvest: "
                          "give an empty or new harvest folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     # this process's own (two harvests into one folder at once share nothing), hidden (sources skip it), and swept
-    # by a later harvest or prepare once this process is gone
+    # by a later harvest into this folder's parent once this process is gone
     tmp = build_dir(out.parent, out.name)
     files = [open(tmp / f"installed-docs-{i:02d}.jsonl", "w", encoding="utf-8") for i in range(num_files)]
     budget, written, docs = int(max_mb * 2**20), 0, 0
@@ -191,7 +193,7 @@ def _install(tmp: Path, out: Path) -> None:
     (the same documents: a harvest is deterministic), drop `tmp` and leave that one, which may be being read.
     The rename is atomic and fails onto a folder that is not empty, so of two harvests finishing together one
     wins and the other sees its summary; an interrupted harvest's files in `out` are moved aside (into a build
-    folder, which a later harvest or prepare sweeps if this process dies), then removed."""
+    folder, which a later harvest here sweeps if this process dies), then removed."""
     while True:
         try:
             tmp.rename(out)

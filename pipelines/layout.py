@@ -252,8 +252,8 @@ def _remove(folder: Path, why: str) -> None:
             except FileNotFoundError:
                 pass
     shutil.rmtree(folder, ignore_errors=True)
-    print(f"[prepare] cleanup: removed {folder} ({size / 2**30:,.2f} GiB), a killed prepare's build folder: {why}",
-          flush=True)
+    print(f"[cleanup] removed {folder} ({size / 2**30:,.2f} GiB), the build folder of a killed prepare or harvest: "
+          f"{why}", flush=True)
 
 
 def _process_space() -> str:

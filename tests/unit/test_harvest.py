@@ -230,6 +230,23 @@ def test_a_harvest_that_finishes_second_keeps_the_first_ones_folder(tmp_path, mo
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "purelib", "stdlib"]  # the second copy is gone
 
 
+def test_a_harvest_installed_between_the_first_look_and_the_listing_is_reused(tmp_path, monkeypatch):
+    """A harvest finishing just after another's first look for a complete one: its .harvest.json was then taken for
+    a file that is not harvest output, and the folder refused ('already holds other files')."""
+    harvest = small_tree(tmp_path, monkeypatch)
+    out, real, first = tmp_path / "docs", harvest._complete, {}
+
+    def complete(folder, asked):  # the first look finds none; another harvest installs its copy right after it
+        found = real(folder, asked)
+        if not first:
+            monkeypatch.setattr(harvest, "_complete", real)
+            first["summary"] = harvest.harvest_installed_docs(out, max_mb=1)
+        return found
+
+    monkeypatch.setattr(harvest, "_complete", complete)
+    assert harvest.harvest_installed_docs(out, max_mb=1) == first["summary"]
+
+
 def test_the_walk_order_of_the_file_system_does_not_change_the_harvest(tmp_path, monkeypatch):
     """os.walk lists a folder in the file system's order (ext4's hash order, not by name): sorted, so the same
     installed files give the same corpus on every machine."""
