@@ -62,6 +62,8 @@ LIBRARIES = ("mlflow", "alembic", "ray.tune", "ray.train", "transformers", "deep
 # loggers whose handlers write to sys.stderr as it is at the time (MLflow's MlflowLoggingStream), and that do not
 # propagate: to_log_file's redirect caught their warnings too
 STDERR_AT_THE_TIME = ("mlflow",)
+# the warnings of those loggers that say the model just logged is broken: on the console in quiet mode too
+ECHOED = re.compile(r"Failed to validate serving input example")
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:
@@ -349,24 +351,24 @@ def to_log_file(name: str):
     """In quiet mode, what libraries print straight to stdout and stderr while the block runs (MLflow's
     "Successfully registered model ..." lines, progress bars of a model being written) goes to
     `bert-foundry-<name>.log` in Ray's log folder (the temp folder when Ray is not running here), and so do
-    the records of loggers whose handlers write to the current sys.stderr (MLflow's). Their warnings and errors
-    stay on the console too, as every logger's do: MLflow's "Failed to validate serving input example" went to the
-    file alone, and a model that fails on its own input example was registered without a word."""
+    the records of loggers whose handlers write to the current sys.stderr (MLflow's). MLflow's errors, and its warning
+    that a model fails on its own input example (ECHOED), stay on the console too: that warning went to the file
+    alone, and such a model was registered without a word. Its other warnings (the CloudPickle notice on every pyfunc
+    model) stay in the file with the rest."""
     if not _quiet:
         yield
         return
     path = os.path.join(logs_dir() or tempfile.gettempdir(), f"bert-foundry-{name}.log")
     echo = logging.StreamHandler(sys.stderr)  # the console's stderr, taken before the block redirects it
     echo.setLevel(logging.WARNING)
+    echo.addFilter(lambda r: r.levelno >= logging.ERROR or ECHOED.search(r.getMessage()) is not None)
     echo.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     loggers = [logging.getLogger(n) for n in STDERR_AT_THE_TIME]
-    last_resort, logging.lastResort = logging.lastResort, echo  # a logger with no handler writes there
     for logger in loggers:
         logger.addHandler(echo)
     try:
         with open(path, "a", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
             yield
     finally:
-        logging.lastResort = last_resort
         for logger in loggers:
             logger.removeHandler(echo)
