@@ -192,6 +192,12 @@ def job_config(job: str, tmp_path: Path, monkeypatch):
     return mod, cfg, (tmp_path / "runs").resolve() / (cfg.name if job == "sweep" else cfg.run_name)
 
 
+def held_by_this_process(job: str, folder: Path) -> str:
+    """The refusal's pattern where this process holds the lease of the job's run folder."""
+    return (rf"^{'name' if job == 'sweep' else 'run_name'}='{re.escape(folder.name)}': another job holds the lease "
+            rf"of {re.escape(str(folder))} \(as last recorded there: pid {os.getpid()} on ")
+
+
 @pytest.mark.parametrize("job", ["pretrain", "finetune", "sweep"])
 def test_a_second_job_on_the_run_name_is_refused_before_its_resubmission_checks_and_ray(job, tmp_path, monkeypatch):
     """With the run folder's lease held (the first job), the entry point's run() is refused at once: nothing after
@@ -203,10 +209,7 @@ def test_a_second_job_on_the_run_name_is_refused_before_its_resubmission_checks_
     monkeypatch.setattr(mod, "prefer_loopback", lambda: pytest.fail("the job went on past the first one's lease"))
     monkeypatch.setattr(mod, "init_ray", lambda: pytest.fail("the job went on to Ray"))
     with lease.lease(folder, "first"):
-        with pytest.raises(ConfigError, match=rf"^{'name' if job == 'sweep' else 'run_name'}="
-                                              rf"'{re.escape(folder.name)}': another job holds the lease of "
-                                              rf"{re.escape(str(folder))} \(as last recorded there: "
-                                              rf"pid {os.getpid()} on "):
+        with pytest.raises(ConfigError, match=held_by_this_process(job, folder)):
             mod.run(cfg)
     assert not ray.is_initialized()
 
@@ -237,10 +240,7 @@ def test_check_is_refused_while_a_job_runs_on_the_run_name_and_takes_no_lease(jo
     mod.main(argv)
     assert "valid; nothing was run" in capsys.readouterr().out and not folder.exists()
     with lease.lease(folder, "first"):
-        with pytest.raises(ConfigError, match=rf"^{'name' if job == 'sweep' else 'run_name'}="
-                                              rf"'{re.escape(folder.name)}': another job holds the lease of "
-                                              rf"{re.escape(str(folder))} \(as last recorded there: "
-                                              rf"pid {os.getpid()} on "):
+        with pytest.raises(ConfigError, match=held_by_this_process(job, folder)):
             mod.main(argv)
         assert (folder / lease.LEASE).read_text().startswith(f"pid {os.getpid()} on ")
     mod.main(argv)  # the job ended
