@@ -37,6 +37,15 @@ $(VENV)/.ds-warm-offload: $(VENV)/.ds-warm
 
 setup: $(VENV)/.ds-warm
 
+# pytest-xdist, for the unit and parity tests' worker processes, installed beside site-packages, not in it: the
+# quickstart's corpus is every installed package's README and docstrings (pipelines/harvest.py), so a package there
+# would change that corpus and every result measured on it. Only the test targets put it on PYTHONPATH.
+TEST_TOOLS := $(VENV)/test-tools
+TEST_WORKERS ?= 2
+$(VENV)/.test-tools: $(VENV)/.installed
+	$(PY) -m pip install -q --no-deps --upgrade --target $(TEST_TOOLS) pytest-xdist==3.8.0 execnet==2.1.2
+	touch $@
+
 # Pretrain a tiny BERT, then sweep its fine-tuning on pkgdocs and register the seed-median model.
 quickstart: setup
 	$(PY) jobs/quickstart.py $(ARGS)
@@ -55,11 +64,13 @@ sweep: setup
 	$(PY) jobs/sweep.py --config configs/sweep/pkgdocs.yaml finetune.init=$(MINILM) finetune.task.max_seq_len=64 \
 		finetune.task.max_train_per_label=64 finetune.task.max_dev_per_label=24 $(ARGS)
 
-test: setup $(VENV)/.ds-warm-offload
-	$(PY) -m pytest $(ARGS)
+# The end-to-end tests in one process, then the unit and parity tests over $(TEST_WORKERS) (tests/suite.sh says why).
+test: setup $(VENV)/.ds-warm-offload $(VENV)/.test-tools
+	PY=$(PY) TEST_TOOLS=$(TEST_TOOLS) TEST_WORKERS=$(TEST_WORKERS) tests/suite.sh $(ARGS)
 
-test-fast: setup
-	$(PY) -m pytest -m "not slow" $(ARGS)
+# Unit, parity and the fast pipeline checks over $(TEST_WORKERS) processes of one torch thread each.
+test-fast: setup $(VENV)/.test-tools
+	PYTHONPATH=$(TEST_TOOLS) OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(ARGS)
 
 bench: setup
 	$(PY) bench/model_throughput.py

@@ -13,7 +13,7 @@ blocks is also exercised here, in seconds:
 - `ray job submit ... -- python jobs/X.py ...`: the job's command as above, in the environment Ray gives a submitted
   job (so its paths must be ones a submitted job may write). Submission itself, `ray start` with token auth and
   `ray stop` run for real in tests/e2e/test_job_submit.py; here their flags are checked against the CLIs' own help.
-- `make test`: its recipe is pytest (`.ci/run` runs it). `mlflow server`, `mlflow models serve`, `ray ...`: every
+- `make test`: its recipe is tests/suite.sh's two pytest runs (`.ci/run` runs it). `mlflow server`, `mlflow models serve`, `ray ...`: every
   flag used exists. `curl`: it asks the served model (127.0.0.1, the port `mlflow models serve` was given, its
   /invocations) with a body MLflow's scoring server parses. Serving for real: tests/e2e/test_serve.py.
 
@@ -139,7 +139,7 @@ def test_every_readme_command_runs_as_written(command, workspace, tracking_serve
     elif words[0] == "make" and words[1] == "test":
         recipe = subprocess.run(["make", "-n", "-o", "setup", "-o", ".venv/.ds-warm-offload", "test"], cwd=ROOT,
                                 capture_output=True, text=True, timeout=60).stdout
-        assert re.search(r"^\.venv/bin/python -m pytest", recipe, re.M), recipe
+        assert re.search(r"^PY=\.venv/bin/python .*tests/suite\.sh", recipe, re.M), recipe  # its runs: test_suite.py
         assert "make test" in (ROOT / ".ci" / "run").read_text()  # what CI runs
     elif words[0] == "make" and words[1] in MAKE_TARGETS_THAT_RUN_A_JOB:
         out = make_check(words)

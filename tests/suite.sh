@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# `make test`: the whole suite as two pytest runs (TESTING.md, forty-third session, has the measurements):
+# - tests/e2e in one process: its modules share one local Ray cluster (tests/e2e/conftest.py), and a second process's
+#   jobs would only queue on the same cores (two xdist workers over the e2e tests were measured and dropped twice);
+# - then tests/unit and tests/parity over $TEST_WORKERS processes (pytest-xdist, from the Makefile's test tools) of one
+#   torch thread each: one process alone keeps under one of the 2 cores busy (Python between small tensors).
+# Both runs happen even when the first fails, and the status is the first failure's. Pytest arguments go to both; a
+# run they select no test of (pytest's status 5: `-k parity` in tests/e2e) is not a failure while the other ran
+# tests. Arguments naming test paths (`make test ARGS=tests/unit/test_model.py`) run those alone, in one process.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+
+for arg in "$@"; do
+    if [[ $arg == tests/* || $arg == ./tests/* ]]; then
+        exec "$PY" -m pytest "$@"
+    fi
+done
+
+"$PY" -m pytest tests/e2e "$@"
+e2e=$?
+PYTHONPATH="${TEST_TOOLS:-.venv/test-tools}${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1 \
+    "$PY" -m pytest -n "${TEST_WORKERS:-2}" tests/unit tests/parity "$@"
+rest=$?
+
+if (( e2e == 5 && rest == 5 )); then
+    exit 5
+fi
+(( e2e == 5 )) && e2e=0
+(( rest == 5 )) && rest=0
+exit $(( e2e != 0 ? e2e : rest ))
