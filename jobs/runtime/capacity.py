@@ -7,9 +7,11 @@ fails with one line naming what never arrived once the job's timeout (`scaling.c
 `capacity_timeout_s`) has passed. A cluster without an autoscaler (a local Ray, `ray start` nodes) cannot grow: a
 shortfall is refused at once, naming the fields that asked for it. The request is withdrawn once the nodes are there
 (the workers' placement group holds them from then on; a standing request would keep them up after the job).
-A strict `scaling.placement_strategy` (STRICT_PACK: all workers on one node; STRICT_SPREAD: a node each) is checked
-as placed, not only summed: the autoscaler's request knows no strategy, so its workers are asked for by a placement
-group of that strategy, held for the wait, and a placement the nodes cannot give is refused like a shortfall.
+The workers are checked as placed, not only summed: each bundle whole on one node (a node type at its cap can bring
+the sum and not the bundles), and a strict `scaling.placement_strategy` (STRICT_PACK: all workers on one node;
+STRICT_SPREAD: a node each) as it places them. The autoscaler's request knows no strategy, so a strict one's workers
+are asked for by a placement group of that strategy, held for the wait; a placement the nodes cannot give is refused
+like a shortfall.
 Amounts are counted as Ray counts them, in units of 1/10000 (UNIT): summed as floats, 20 workers of 0.1 CPU asked for
 3.0000000000000004 CPUs and a 3-CPU cluster that holds them was refused (an autoscaler waited for it in vain).
 """
@@ -158,7 +160,12 @@ def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] 
     one node as a placement group's does, and each of the first `distinct` from a node none of them took
     (STRICT_SPREAD); None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two workers of 5 and Ray
     Data's 1 ask for, and no node for either worker."""
-    left, taken = [dict(node) for node in nodes], set()
+    return next(iter(left_over(bundles, nodes, distinct)), None)
+
+
+def left_over(bundles, nodes: list[dict], distinct: int = 0) -> list[dict[str, float]]:
+    """Every bundle `unplaced` would find no room for, the others placed past it (largest first)."""
+    left, taken, out = [dict(node) for node in nodes], set(), []
     # the spread bundles first (the most constrained: Ray Data's CPU on the node one of them needs refused a cluster
     # they fit), then largest first
     order = sorted(range(len(bundles)), key=lambda i: (i < distinct, bundles[i].get("GPU", 0.0),
@@ -167,16 +174,29 @@ def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] 
         bundle, spread = bundles[i], i < distinct
         home = next((j for j, n in enumerate(left) if not (spread and j in taken) and holds(n, bundle)), None)
         if home is None:
-            return bundle
+            out.append(bundle)
+            continue
         taken |= {home} if spread else set()
         for k, v in bundle.items():
             left[home][k] = round(left[home].get(k, 0.0) - v, UNIT)
-    return None
+    return out
 
 
 def holds(node: dict, bundle: dict) -> bool:
     """Whether `node`'s resources (left) hold `bundle` whole, counted in Ray's units."""
     return all(round(node.get(k, 0.0), UNIT) >= round(v, UNIT) for k, v in bundle.items())
+
+
+def how_many(node: dict, bundle: dict) -> int:
+    """How many of `bundle` an empty `node` holds, counted in Ray's units (3.0 // 0.1 is 29.0 in floats)."""
+    units = [int(round(node.get(k, 0.0) * 10**UNIT)) // int(round(v * 10**UNIT)) for k, v in bundle.items() if v > 0]
+    return min(units, default=0)
+
+
+def held(bundle: dict, demand: Demand, nodes: list[dict]) -> tuple[int, int]:
+    """(how many, of how many) of the demand's bundles like `bundle` the nodes hold, the others placed beside them."""
+    alike = sum(b == bundle for b in demand.bundles)
+    return alike - sum(b == bundle for b in left_over(demand.bundles, nodes)), alike
 
 
 def alive_nodes() -> list[dict[str, float]]:
@@ -201,11 +221,24 @@ def misplaced(demand: Demand, nodes: list[dict]) -> str | None:
         return (f"scaling.placement_strategy=STRICT_PACK puts all {demand.packed} workers on one node, which needs "
                 f"{describe_need(pack)} (and Ray Data a CPU on some node), and the Ray cluster's largest node has "
                 f"{describe_need(largest, pack)}: use PACK or SPREAD, fewer scaling.num_workers, or larger nodes")
-    largest = max(nodes, key=lambda n: n.get("CPU", 0.0), default={})
     # the GPU hint where no node has the bundle's GPUs; where one has, it lacks the CPUs beside them
     short = [k for k in loose if not any(holds(n, {k: loose[k]}) for n in nodes)] or ["CPU"]
+    if unplaced([loose], nodes) is None:  # some fit: too many for the nodes, not too large for any
+        best = max(nodes, key=lambda n: (how_many(n, loose), n.get("CPU", 0.0)))
+        count, alike = held(loose, demand, nodes)
+        return (f"the Ray cluster's nodes hold {count} of the {alike} {_bundles(alike)} of {describe_need(loose)} "
+                f"needed by {demand.needed_by} (a node holds {how_many(best, loose)} at most: "
+                f"{describe_need(best, loose)}). {demand.advice(short)}")
+    # compared with a node that has the bundle's GPUs where one has: a larger CPU node beside them is no answer
+    extra = {k: v for k, v in loose.items() if k != "CPU"}
+    largest = max(nodes, key=lambda n: (holds(n, extra), n.get("CPU", 0.0)), default={})
+    which = f"largest node with {describe_need(extra)}" if extra and holds(largest, extra) else "largest node"
     return (f"no node of the Ray cluster holds a bundle of {describe_need(loose)} needed by {demand.needed_by} (its "
-            f"largest node: {describe_need(largest, loose)}). {demand.advice(short)}")
+            f"{which}: {describe_need(largest, loose)}). {demand.advice(short)}")
+
+
+def _bundles(n: int) -> str:
+    return "bundle" if n == 1 else "bundles"
 
 
 def _largest(nodes: list[dict]) -> dict:
@@ -214,7 +247,13 @@ def _largest(nodes: list[dict]) -> dict:
 
 
 def awaited(demand: Demand, nodes: list[dict]) -> str:
-    """What a strict strategy's workers still wait for, in words, and what the nodes up now give them."""
+    """What the workers still wait for as their strategy places them, in words, and what the nodes up now give
+    them ("" where PACK's or SPREAD's bundles are all held)."""
+    if not demand.strict:
+        if (loose := unplaced(demand.bundles, nodes)) is None:
+            return ""
+        count, alike = held(loose, demand, nodes)
+        return f"nodes that hold the {alike} {_bundles(alike)} of {describe_need(loose)} (those up hold {count})"
     if demand.distinct:
         worker = demand.bundles[0]
         homes = sum(holds(n, worker) for n in nodes)
@@ -230,8 +269,9 @@ def ensure_capacity(demand: Demand, say: Callable[[str], None] = print) -> None:
     """Return once the connected cluster has what `demand` asks for, waiting for the autoscaler if there is one (the
     request is withdrawn once the nodes are there: the workers' placement group then holds them). Without one, each
     bundle must also fit one node, and the workers as their strategy places them: Ray Train waited for a placement
-    no node could give, then failed late. With one, a strict strategy's workers are waited for as placed, not only
-    summed: Ray Train's placement group otherwise timed out and was retried every minute, without end."""
+    no node could give, then failed late. With one, the workers are waited for as placed too (PACK's and SPREAD's
+    bundles each on a node, a strict strategy's as it places them): Ray Train's placement group otherwise timed out
+    and was retried every minute, without end."""
     import ray
 
     need = demand.total()
@@ -243,7 +283,7 @@ def ensure_capacity(demand: Demand, say: Callable[[str], None] = print) -> None:
         if why := misplaced(demand, alive_nodes()):
             raise RuntimeError(why)
         return
-    if not short and not (demand.strict and misplaced(demand, alive_nodes())):
+    if not short and not misplaced(demand, alive_nodes()):
         return
     from ray.autoscaler.sdk import request_resources
     from ray.util.placement_group import placement_group, remove_placement_group
@@ -255,10 +295,12 @@ def ensure_capacity(demand: Demand, say: Callable[[str], None] = print) -> None:
     group = placement_group([dict(b) for b in demand.bundles[:workers]], strategy=demand.strict) if workers else None
     placed = group.ready() if group is not None else None
 
-    def pending() -> str:  # what the strict group still waits for, in words; "" once it is placed
-        if placed is None or ray.wait([placed], timeout=0)[0]:
-            return ""
-        return awaited(demand, alive_nodes())
+    def pending() -> str:  # what the workers still wait for as placed, in words; "" once they are placed
+        if placed is not None:
+            return "" if ray.wait([placed], timeout=0)[0] else awaited(demand, alive_nodes())
+        # PACK/SPREAD: a node type at its cap can bring the sum and not the bundles, which Ray Train then waited for
+        # without end; while the sum is short, its shortfall alone is said
+        return "" if shortfall(need, ray.cluster_resources()) else awaited(demand, alive_nodes())
 
     try:
         wait_for(need, ray.cluster_resources, demand.timeout_s, say, field=demand.timeout_field, pending=pending)

@@ -245,7 +245,7 @@ def test_an_autoscaler_wait_returns_once_the_strict_group_is_placed(cluster):
 
 
 def test_an_autoscaler_with_the_sum_up_asks_nothing_of_pack(cluster):
-    """PACK and SPREAD place workers anywhere: with the sum up, Ray Train's own group asks for any node it lacks."""
+    """PACK and SPREAD place workers anywhere: with the sum up and each bundle held by the nodes, nothing is asked."""
     from jobs.runtime.capacity import ensure_capacity
 
     cluster.nodes = [{"CPU": 64.0, "GPU": 8.0}] * 2
@@ -298,3 +298,55 @@ def test_a_gpu_shortfall_says_what_brings_gpus_not_fewer_cpus(cluster):
         "gpus_per_trial")
     assert refusal(trial, {"CPU": (1.0, 2.0)}).endswith("needed by one trial: cpus_per_trial=2, gpus_per_trial=0.5. "
                                                         "Lower cpus_per_trial, or add nodes.")
+
+
+GPU_FOURS = [{"CPU": 96.0}] + [{"CPU": 48.0, "GPU": 4.0}] * 4  # a CPU node beside four GPU nodes of 48 CPUs
+
+
+def test_an_autoscaler_waits_for_nodes_that_hold_the_pack_workers_bundles(cluster):
+    """16 workers of 16 CPUs and a GPU beside a CPU node and a GPU group at its cap of 4 nodes of 4 GPUs: the sum was
+    up (CPU 288 of 257, GPU 16), the check returned, and Ray Train's PACK group placed 12 of its 16 bundles (3 a GPU
+    node) and was retried every minute without end. Bundles the nodes do not hold are now asked for and waited for."""
+    from jobs.runtime.capacity import ensure_capacity
+
+    cluster.nodes = list(GPU_FOURS)
+    demand = Demand.of_scaling(ScalingConfig(num_workers=16, use_gpu=True, cpus_per_worker=16, capacity_timeout_s=0))
+    with pytest.raises(RuntimeError) as err:
+        ensure_capacity(demand, say=cluster.lines.append)
+    assert str(err.value) == ("the autoscaler did not bring nodes that hold the 16 bundles of CPU 16, GPU 1 (those up "
+                              "hold 12) within scaling.capacity_timeout_s=0 s: check the cluster's node types, quotas "
+                              "and `ray status`")
+    assert cluster.requests == [[{"CPU": 16.0, "GPU": 1.0}] * 16 + [{"CPU": 1.0}], []]  # asked for, then withdrawn
+    assert cluster.groups == []  # PACK: the request alone, bin-packed by the autoscaler onto its node types
+
+
+def test_an_autoscaler_wait_for_pack_bundles_returns_once_a_node_holds_them(cluster):
+    from jobs.runtime.capacity import ensure_capacity
+
+    cluster.nodes = list(GPU_FOURS)
+    cluster.on_sleep = lambda n: n == 3 and cluster.nodes.append({"CPU": 64.0, "GPU": 4.0})
+    ensure_capacity(Demand.of_scaling(ScalingConfig(num_workers=16, use_gpu=True, cpus_per_worker=16)),
+                    say=cluster.lines.append)
+    assert cluster.sleeps == 3 and cluster.requests[-1] == []
+    assert cluster.lines[0] == ("[cluster] waiting for the autoscaler: nodes that hold the 16 bundles of CPU 16, GPU 1 "
+                                "(those up hold 12), 0m00s")
+
+
+def test_a_fixed_cluster_refusal_counts_the_bundles_its_nodes_hold(cluster):
+    """Each GPU node holds 3 of the 16 workers: the refusal said no node held one, and compared the bundle with the
+    CPU node (GPU 0), pointing at a sizing error per worker instead of too many CPUs per worker for a node's GPUs."""
+    from jobs.runtime.capacity import ensure_capacity, misplaced
+
+    demand = Demand.of_scaling(ScalingConfig(num_workers=16, use_gpu=True, cpus_per_worker=16))
+    line = misplaced(demand, GPU_FOURS)
+    assert line == ("the Ray cluster's nodes hold 12 of the 16 bundles of CPU 16, GPU 1 needed by "
+                    "scaling.num_workers x scaling.cpus_per_worker (16 x 16) plus 1 CPU for Ray Data, and 16 GPUs "
+                    "(scaling.use_gpu) (a node holds 3 at most: CPU 48, GPU 4). Lower scaling.cpus_per_worker (e.g. "
+                    "0.5) or scaling.num_workers, or add nodes.")
+    cluster.grows, cluster.nodes = False, list(GPU_FOURS)
+    with pytest.raises(RuntimeError, match=r"^the Ray cluster's nodes hold 12 of the 16 bundles"):
+        ensure_capacity(demand)
+    # none held: compared with the largest node that has the bundle's GPU, not the CPU node
+    line = misplaced(demand, [{"CPU": 96.0}] + [{"CPU": 8.0, "GPU": 4.0}] * 4)
+    assert "no node of the Ray cluster holds a bundle of CPU 16, GPU 1" in line
+    assert "(its largest node with GPU 1: CPU 8, GPU 4)" in line and "GPU 0" not in line
