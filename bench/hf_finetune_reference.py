@@ -6,7 +6,7 @@ and bench/finetune_throughput.py.
 What is the same on both sides: the starting checkpoint, the rows, the features (our `glue_features`,
 same tokenizer and max_seq_len, batches cut to their longest row as jobs.loops.finetune.collate does), the
 hyperparameters (AdamW lr / betas / eps, weight decay off for biases and LayerNorm weights, warmup of
-int(warmup_ratio * total) steps then linear decay to 0, grad clipping, batch size, epochs), the seed,
+ceil(warmup_ratio * total) steps then linear decay to 0, grad clipping, batch size, epochs), the seed,
 fp32, and the model's dropout (both read hidden_dropout_prob from the same config.json). What differs,
 and is seed noise: the fresh classifier head's draw (same N(0, 0.02) init, different RNG stream),
 the shuffling (Trainer: a fresh full random permutation every epoch from its own RNG; our job: a full permutation
@@ -107,7 +107,7 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
         num_train_epochs=t.epochs, max_steps=t.max_steps or -1,
         learning_rate=o.lr, weight_decay=o.weight_decay, adam_beta1=o.beta1, adam_beta2=o.beta2,
         adam_epsilon=o.eps, max_grad_norm=o.grad_clip, optim="adamw_torch", lr_scheduler_type="linear",
-        warmup_steps=int(o.warmup_ratio * total_steps(cfg, len(train["labels"]))),
+        warmup_steps=o.warmup_steps(total_steps(cfg, len(train["labels"]))),
         eval_strategy="epoch", save_strategy="no", logging_strategy="no", report_to="none",
         disable_tqdm=True, dataloader_num_workers=0, bf16=gpu, fp16=False)
     clock = Clock()

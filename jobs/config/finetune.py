@@ -3,7 +3,8 @@
 Presets derive from configs/finetune/base.yaml (`base: base.yaml`) and change one thing. The whole
 tree is validated before any Ray work, with errors naming the field and the allowed values.
 Everything a Ray Train worker needs travels inside this config (the dataclass itself) plus the payloads the
-driver puts in the object store (the starting checkpoint's files, the task's select rows; evaluation rows stay on the driver).
+driver puts in the object store (the starting checkpoint's files, the task's select rows; evaluation rows stay on the
+driver).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_core.config import ConfigError
+from bert_core.modern_config import ModernConfig
 from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_adam,
                                   check_output_dir, check_run_name, check_seed, check_uri_backend,
                                   refuse_relative_when_submitted)
@@ -27,12 +29,14 @@ from pipelines.tasks.glue import GLUE_TASKS
 KINDS = {"pkgdocs": "classification", "squad": "question-answering", "conll": "token-classification",
          **{name: "classification" for name in GLUE_TASKS}}
 TASK_NAMES = (*KINDS, "files")  # files: the user's own data (pipelines/tasks/files.py), of any kind in FILE_KINDS
-# the main metric (select: picks checkpoint, trial, seed; dev: the model card and the gate) each kind allows, default first
+# the main metric (select: picks checkpoint, trial, seed; dev: the model card and the gate) each kind allows,
+# default first
 FILE_METRICS = {"classification": ("accuracy", "macro_f1"), "multi-label": ("micro_f1", "macro_f1", "exact_match"),
                 "regression": ("pearson", "spearman"), "token-classification": ("f1", "accuracy"),
                 "question-answering": ("f1", "exact")}
 IOB_SCHEMES = ("IOB1", "IOB2")  # CoNLL-2003's Reuters release is IOB1; the HF hub's copy is IOB2
 MLFLOW_SCHEMES = ("models:/", "runs:/")
+MAX_POSITIONS = ModernConfig.max_position_embeddings  # the longest any model this project builds holds
 
 
 def unread_file(k: "TaskConfig") -> str:
@@ -168,10 +172,16 @@ class FinetuneOptimConfig:
     warmup_ratio: float = 0.1  # share of all steps spent warming up
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
 
+    def warmup_steps(self, total_steps: int) -> int:
+        """Rounded up as transformers' TrainingArguments.get_warmup_steps, so a run under 1 / warmup_ratio steps still
+        warms up; rounded to 9 places first, so float noise (0.1 x 30 = 3.0000000000000004) is not a step more."""
+        return math.ceil(round(self.warmup_ratio * total_steps, 9))
+
     def engine_optim(self, total_steps: int) -> OptimConfig:
-        """The engine's optimizer section for a run of `total_steps` (jobs/engine/data_parallel.py speaks OptimConfig)."""
+        """The engine's optimizer section for a run of `total_steps` (jobs/engine/data_parallel.py speaks
+        OptimConfig)."""
         return OptimConfig(name="adamw", lr=self.lr, weight_decay=self.weight_decay, beta1=self.beta1,
-                           beta2=self.beta2, eps=self.eps, warmup_steps=int(self.warmup_ratio * total_steps),
+                           beta2=self.beta2, eps=self.eps, warmup_steps=self.warmup_steps(total_steps),
                            schedule="linear", grad_clip=self.grad_clip)
 
 
@@ -189,8 +199,8 @@ class FinetuneConfig:
     train: FinetuneTrainConfig = field(default_factory=FinetuneTrainConfig)
     optim: FinetuneOptimConfig = field(default_factory=FinetuneOptimConfig)
     features: FeaturesConfig = field(default_factory=FeaturesConfig)
-    # The engine pretraining uses (jobs/engine/data_parallel.py); plain data parallel by default: a BERT-base fine-tune fits
-    # one device, and ZeRO-1/2 (optimizer state, gradients sharded) or bf16 are for large models on GPUs.
+    # The engine pretraining uses (jobs/engine/data_parallel.py); plain data parallel by default: a BERT-base fine-tune
+    # fits one device, and ZeRO-1/2 (optimizer state, gradients sharded) or bf16 are for large models on GPUs.
     deepspeed: DeepSpeedConfig = field(default_factory=lambda: DeepSpeedConfig(zero_stage=0))
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(experiment="bert-foundry-finetune"))
@@ -233,8 +243,12 @@ class FinetuneConfig:
         elif k.kind != KINDS[k.name]:
             raise ConfigError(f"task.kind of task {k.name!r} is {KINDS[k.name]!r}, got {k.kind!r}; task.kind is set "
                               "for task.name=files only")
-        if not 16 <= k.max_seq_len <= 512:
-            raise ConfigError(f"task.max_seq_len must be in [16, 512], got {k.max_seq_len}")
+        # The init's own limit (its position rows, the length it was pretrained at) is check_init's, once it is read:
+        # a modern release pretrained at 1024 tokens fine-tunes at 1024, a BERT release at most at 512
+        if not 16 <= k.max_seq_len <= MAX_POSITIONS:
+            raise ConfigError(f"task.max_seq_len must be in [16, {MAX_POSITIONS}] ({MAX_POSITIONS}: the modern "
+                              f"encoder's positions; the init's own limit is checked when the job reads it), got "
+                              f"{k.max_seq_len}")
         for name in ("max_train_examples", "max_eval_examples"):
             if getattr(k, name) < 0:
                 raise ConfigError(f"task.{name} must be >= 0, got {getattr(k, name)}")
@@ -326,8 +340,8 @@ class FinetuneConfig:
     def _validate_deepspeed(self) -> None:
         d = self.deepspeed.validate(self.scaling, "adamw")
         if d.zero_stage == 3:
-            # selection evaluation runs on rank 0 alone (exact metrics over the whole select split); ZeRO-3's forward needs
-            # every rank to gather the parameters
+            # selection evaluation runs on rank 0 alone (exact metrics over the whole select split); ZeRO-3's forward
+            # needs every rank to gather the parameters
             raise ConfigError("deepspeed.zero_stage must be 0, 1 or 2 for fine-tuning, got 3 (rank 0 evaluates "
                               "alone and ZeRO-3 needs every rank in each forward)")
         if d.pipeline_stages != 1:

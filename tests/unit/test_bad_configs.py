@@ -197,7 +197,7 @@ CASES = [
          "ft-pipeline"),
     case("finetune", ["deepspeed.precision=bf16"], "deepspeed.precision", r"needs scaling\.use_gpu=true; use fp32",
          "ft-bf16-on-cpu"),
-    case("finetune", ["task.max_seq_len=1024"], "task.max_seq_len", r"in \[16, 512\]", "ft-seq-len-too-long"),
+    case("finetune", ["task.max_seq_len=9000"], "task.max_seq_len", r"in \[16, 8192\]", "ft-seq-len-too-long"),
     case("finetune", ["task.name=sst2"], "task.data_dir", "must be a GLUE folder", "ft-glue-without-data-dir"),
     case("finetune", ["task.num_classes=1"], "task.num_classes", ">= 2", "ft-one-class"),
     # fine-tuning: training and optimizer

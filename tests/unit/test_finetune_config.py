@@ -10,7 +10,7 @@ import ray
 from bert_core.config import ConfigError
 from jobs.config.io import load_config, read_yaml
 from jobs.finetune import main
-from jobs.config.finetune import TASK_NAMES, FinetuneConfig
+from jobs.config.finetune import TASK_NAMES, FinetuneConfig, FinetuneOptimConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PRESETS = os.path.join(ROOT, "configs/finetune")
@@ -54,7 +54,9 @@ def conll_file(tmp_path):
     (["init=s3://bucket/bert"], r"init must be a local folder or start with one of \('models:/', 'runs:/'\)"),
     (["train.epoch=2"], r"unknown key 'train.epoch'; allowed: \['batch_size', 'epochs'"),
     (["optim.warmup_ratio=1.5"], r"optim.warmup_ratio must be in \[0, 1\), got 1.5"),
-    (["task.max_seq_len=1024"], r"task.max_seq_len must be in \[16, 512\], got 1024"),
+    (["task.max_seq_len=8"], r"task.max_seq_len must be in \[16, 8192\].*, got 8"),
+    (["task.max_seq_len=9000"], r"task.max_seq_len must be in \[16, 8192\] \(8192: the modern encoder's positions.*"
+                                r"got 9000"),
     (["task.name=sst2"], "task.data_dir must be a GLUE folder for task 'sst2', got ''"),
     (["task.name=squad", "task.train_file=/nowhere.json"], "task.train_file must be an existing file for task 'squad'"),
     (["train.patience=-1"], "train.patience must be >= 0, got -1"),
@@ -174,3 +176,45 @@ def test_a_quickstart_run_name_the_sweep_cannot_take_is_refused_before_pretraini
                                           r"be a plain name .* got 'my run-quickstart-sweep'"):
         quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, ["pretrain.run_name=my run"])
     assert quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, ["pretrain.run_name=ok-1"])[1].name
+
+
+@pytest.mark.parametrize("ratio, steps, warmup", [(0.1, 24, 3), (0.1, 9, 1), (0.1, 30, 3), (0.29, 100, 29),
+                                                  (0.1, 10, 1), (0.0, 24, 0)])
+def test_warmup_steps_round_up_as_the_trainers_do(ratio, steps, warmup):
+    """transformers' TrainingArguments.get_warmup_steps: ceil(steps x ratio), so a short run still warms up; float
+    noise (0.1 x 30 = 3.0000000000000004) is not a step more."""
+    assert FinetuneOptimConfig(warmup_ratio=ratio).engine_optim(steps).warmup_steps == warmup
+
+
+def _modern_release(path, length):
+    """A tiny modern release pretrained at `length` tokens, with a position limit of `length` too."""
+    import torch
+
+    from bert_core import modern
+    from bert_core.tokenizer import save_tokenizer, train_wordpiece
+
+    tok = train_wordpiece([f"the quick brown fox jumps over the lazy dog {i}" for i in range(200)], vocab_size=200,
+                          min_frequency=1)
+    tokenizer_dir = save_tokenizer(tok, path / "tokenizer", model_max_length=length)
+    torch.manual_seed(0)
+    cfg = modern.tiny(vocab_size=modern.pad_vocab_size(tok.get_vocab_size()), max_position_embeddings=length)
+    return modern.save_pretrained(modern.ModernBertForMaskedLM(cfg), path / "release", tokenizer_dir)
+
+
+def test_a_release_pretrained_past_512_tokens_fine_tunes_at_its_length_and_bert_stops_at_its_positions(tmp_path):
+    """task.max_seq_len's bound is the init's own (jobs/finetune.check_init), not BERT's 512 position rows."""
+    from pathlib import Path
+
+    from jobs.finetune import check_init
+
+    release = _modern_release(tmp_path, 1024)
+    cfg = load_config(FinetuneConfig, os.path.join(PRESETS, "pkgdocs.yaml"), [f"init={release}",
+                                                                              "task.max_seq_len=1024"])
+    assert cfg.validate().task.max_seq_len == 1024
+    check_init(1024, "release", release)
+    with pytest.raises(ConfigError, match=r"task.max_seq_len=2048 exceeds the 1024 positions of init 'release'"):
+        check_init(2048, "release", release)
+    load_config(FinetuneConfig, os.path.join(PRESETS, "pkgdocs.yaml"), [f"init={MINILM}", "task.max_seq_len=1024"])
+    with pytest.raises(ConfigError, match=r"task.max_seq_len=1024 exceeds the 512 positions of init 'minilm' .*"
+                                          r"allowed: task.max_seq_len <= 512"):
+        check_init(1024, "minilm", Path(MINILM))
