@@ -18,13 +18,27 @@ BASIS_TAG = "sweep.basis"  # sha256 of what the sweep's results depend on (basis
 # Where and how fast trials run, not what they compute: a sweep resumed on another cluster is the same sweep
 BASIS_FILE = "sweep-basis.json"  # the same digest beside Tune's trials: another experiment or store cannot hide them
 RESOURCES = ("max_concurrent", "cpus_per_trial", "gpus_per_trial", "max_trial_failures", "checkpoint_every", "faults")
+# finetune.scaling is a Ray Train fine-tune's: a trial trains in one process on cpus_per_trial (num_workers is no
+# trial's, SweepConfig.check_environment) and capacity_timeout_s only bounds the wait for nodes; use_gpu stays in
+UNREAD_SCALING = ("num_workers", "cpus_per_worker", "placement_strategy", "capacity_timeout_s")
 
 
 def basis(params: dict, tags: dict) -> str:
-    """sha256 of the sweep's config as logged (its RESOURCES left out) and its lineage and data tags: what its
-    trials and model depend on. Secrets are redacted first (a rotated password is the same sweep), the code.* tags
-    left out (a resume after a code fix, or a checkout made dirty by the run's own files, is too), and so is the
-    tokenizer's hash (a function of the init, which is in; a sweep begun before it was tagged resumes as itself)."""
+    """sha256 of the sweep's config as logged (its RESOURCES and UNREAD_SCALING left out) and its lineage and data
+    tags: what its trials and model depend on. Secrets are redacted first (a rotated password is the same sweep),
+    the code.* tags left out (a resume after a code fix, or a checkout made dirty by the run's own files, is too),
+    and so is the tokenizer's hash (a function of the init, which is in; a sweep begun before it was tagged resumes
+    as itself)."""
+    finetune = params.get("finetune")
+    if isinstance(finetune, dict) and isinstance(finetune.get("scaling"), dict):
+        scaling = {k: v for k, v in finetune["scaling"].items() if k not in UNREAD_SCALING}
+        params = {**params, "finetune": {**finetune, "scaling": scaling}}
+    return _digest(params, tags)
+
+
+def _digest(params: dict, tags: dict) -> str:
+    """The digest of `params` and `tags` as given: sweep.basis before UNREAD_SCALING was left out, which a sweep
+    begun then holds in its parent's tag and its BASIS_FILE."""
     from jobs.registry.tracking import redact
 
     kept = {k: v for k, v in tags.items() if not k.startswith("code.") and k != "lineage.tokenizer_sha256"}
@@ -52,15 +66,19 @@ def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_ta
             **tracking.lineage_tags("sweep", tokenizer_dir=tokenizer_dir, init=base.init, tracking_uri=tracking_uri,
                                     task_data=task_data),
             **data_tags}
+    # a sweep begun before UNREAD_SCALING was left out holds that digest: the same config resumes it as itself (and
+    # takes this one, under which a later resume may change those fields)
+    before = _digest(params, tags)
     tags[BASIS_TAG] = digest = basis(params, tags)
+    digests = (digest, before)
     folder = Path(base.output_dir).resolve() / cfg.name  # Tune's experiment: the trials it would restore
     kept = json.loads((folder / BASIS_FILE).read_text()) if (folder / BASIS_FILE).is_file() else {}
-    if restoring and kept and kept.get("basis") != digest:  # whatever the experiment or the store now says
+    if restoring and kept and kept.get("basis") not in digests:  # whatever the experiment or the store now says
         raise ConfigError(
             f"name {cfg.name!r}: {folder} holds the trials of an earlier sweep of this name (MLflow run "
             f"{kept.get('parent_run_id')} in {kept.get('tracking_uri')}) with another config, init, data or "
             "tracking settings; resuming it would mix them into this one: give another name, or remove that folder")
-    run_id, experiment_id = _parent(cfg.name, client, tracking_uri, t, params, tags, digest, folder, restoring)
+    run_id, experiment_id = _parent(cfg.name, client, tracking_uri, t, params, tags, digests, folder, restoring)
     if kept.get("basis") != digest:
         from jobs.runtime.files import write_atomic
 
@@ -69,17 +87,22 @@ def parent_run(cfg, base, tracking_uri: str, task_data: tuple[str, str], data_ta
     return run_id, experiment_id
 
 
-def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, digest: str, folder: Path,
-            restoring: bool) -> tuple[str, str]:
-    """The parent in the sweep's experiment with this basis where Tune restores its trials, a pre-basis one Tune
-    restores, or a new one (the same sweep run again from scratch: its trials would nest beside the first run's)."""
+def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, digests: tuple[str, str],
+            folder: Path, restoring: bool) -> tuple[str, str]:
+    """The parent in the sweep's experiment with this basis (`digests`: now's, then the one before UNREAD_SCALING)
+    where Tune restores its trials, a pre-basis one Tune restores, or a new one (the same sweep run again from
+    scratch: its trials would nest beside the first run's)."""
     from jobs.registry import tracking
 
+    digest = digests[0]
     experiment = client.get_experiment_by_name(t.experiment)
     if experiment is not None:
         named = f"tags.sweep = '{name}' and tags.phase = 'parent'"
-        found = client.search_runs([experiment.experiment_id], max_results=1,
-                                   filter_string=f"{named} and tags.`{BASIS_TAG}` = '{digest}'")
+        for each in dict.fromkeys(digests):
+            found = client.search_runs([experiment.experiment_id], max_results=1,
+                                       filter_string=f"{named} and tags.`{BASIS_TAG}` = '{each}'")
+            if found:
+                break
         if found and restoring and found[0].info.status == "FINISHED":  # done: run again, it would register its
             # model a second time and move the alias back to it, over any model promoted since
             raise ConfigError(
@@ -87,6 +110,8 @@ def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, d
                 f"it would log and register its model a second time); to run it again from scratch, remove {folder} "
                 "or give another name")
         if found and restoring:  # the sweep resumed; run again from scratch (its folder removed): a new parent
+            if found[0].data.tags.get(BASIS_TAG) != digest:  # begun under the basis before: now's from here on
+                client.set_tag(found[0].info.run_id, BASIS_TAG, digest)
             return _reopen(client, found[0], tags), experiment.experiment_id
         other = client.search_runs([experiment.experiment_id], max_results=1, filter_string=named)
         if other and restoring and BASIS_TAG not in other[0].data.tags:  # a sweep begun before bases were kept:

@@ -66,8 +66,8 @@ def unequal_training(cfg: SweepConfig) -> str:
                    "fewer rows at each evaluation; evaluate per epoch (eval_every_steps=0) to compare equal rows")
     if not why:
         return ""
-    cut = "stops" if cfg.scheduler == "asha" else "replaces with copies of others"
-    return (f"{cfg.scheduler.upper()} compares trials at equal evaluation counts, so it {cut} trials for being at "
+    cut = "stops trials" if cfg.scheduler == "asha" else "replaces trials with copies of others"
+    return (f"{cfg.scheduler.upper()} compares trials at equal evaluation counts, so it {cut} for being at "
             f"another point of their training, not for being worse: " + "; ".join(why))
 
 

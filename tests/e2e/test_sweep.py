@@ -55,15 +55,16 @@ def tiny(ray_tmp):
     return save_pretrained(BertForPreTraining(preset("tiny")), ray_tmp / "tiny", tokenizer_dir=MINILM)
 
 
-def config(tmp, name, command: list[str], *overrides):
-    """README.md's sweep `command` at this module's size (the command names the model it starts from)."""
+def config(tmp, name, command: list[str], *overrides, batch="search_space.train.batch_size.values=[8]"):
+    """README.md's sweep `command` at this module's size (the command names the model it starts from); batches of 8,
+    searched as the base preset searches them, or fixed (`batch`) where the preset fixes them (PBT's)."""
     return job_config(command, *[
         f"name={name}", f"finetune.output_dir={tmp}/runs",
         f"finetune.tracking.tracking_uri=sqlite:///{tmp}/mlflow.db", f"finetune.tracking.artifact_location={tmp}/art",
         f"finetune.task.corpus_dir={tmp}/corpus", "finetune.task.harvest_max_mb=2", "finetune.task.num_classes=2",
         "finetune.task.max_seq_len=32", "finetune.task.max_train_per_label=16", "finetune.task.max_dev_per_label=16",
         "finetune.train.epochs=2", "finetune.train.eval_every_steps=2", "finetune.train.log_every=2",
-        "cpus_per_trial=1", "search_space.train.batch_size.values=[8]", "search_space.optim.lr.low=5e-5",
+        "cpus_per_trial=1", batch, "search_space.optim.lr.low=5e-5",
         "search_space.optim.lr.high=5e-4", "search_space.optim.warmup_ratio.high=0.05", *overrides])
 
 
@@ -191,7 +192,7 @@ def test_pbt_exploits_and_the_mutated_learning_rate_wins(ray_tmp, tiny):
                      {"finetune.init=...": f"finetune.init={tiny}"})
     cfg = config(ray_tmp, "pbt", command, "num_samples=2", "seeds.count=0", "pbt.quantile_fraction=0.5",
                  "pbt.perturbation_interval=1", "checkpoint_every=1", "pbt.resample_probability=0",
-                 *TINY)
+                 *TINY, batch="finetune.train.batch_size=8")
     result = run(cfg)
     restored = [row for row in result.table if row["restored_from"]]
     assert restored, result.table

@@ -22,6 +22,20 @@ def test_presets_load_over_the_finetune_config(preset):
     assert "optim.lr" in cfg.search_space
 
 
+@pytest.mark.parametrize("preset", sorted(os.listdir(os.path.join(ROOT, "configs/sweep"))))
+def test_shipped_presets_compare_equal_training(preset, tmp_path):
+    """ASHA and PBT judge trials at equal evaluation counts: a preset we ship must not compare unequal training
+    (jobs/search/schedulers.unequal_training). pkgdocs-pbt.yaml kept its base's searched batch size while evaluating
+    every 10 steps, so a batch-32 trial had seen twice the rows at each perturbation and the population drifted to
+    batch 32 by cadence, not by score."""
+    from jobs.search.schedulers import unequal_training
+
+    (tmp_path / "train.csv").write_text("text,label\na,0\nb,1\n")
+    own = [f"finetune.task.train_file={tmp_path / 'train.csv'}"] if preset == "files.yaml" else []  # your own data
+    cfg = load_sweep_config(os.path.join(ROOT, "configs/sweep", preset), [f"finetune.init={MINILM}", *own])
+    assert unequal_training(cfg) == ""
+
+
 def test_a_whole_search_space_given_is_the_space_and_a_seed_folders_name_is_no_sweeps():
     """`search_space={...}` was merged into the YAML's, field by field under the wrong names: a choice got the
     YAML's low and high (refused, naming keys the user never wrote), and `search_space={}` searched all four

