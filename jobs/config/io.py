@@ -383,11 +383,18 @@ def checked(job: str, source: str | None, overrides: list[str]) -> None:
 
 
 def cli(main: Callable[[], object]) -> None:
-    """A job's entry point: a config mistake ends the process with one line on stderr (`error: ...`) and exit
-    status 2, as argparse does for a bad flag, instead of a traceback around that line; other errors keep
-    their traceback."""
+    """A job's entry point: a config mistake, or your own data refused (pipelines.tasks' TaskDataError: a file unusable
+    as a whole, task.labels naming none of its labels, no usable rows), ends the process with one line on stderr
+    (`error: ...`) and exit status 2, as argparse does for a bad flag, instead of a traceback around that line; one
+    raised in a Ray task comes as a RayTaskError holding it (`cause`), whose text is that task's traceback: the
+    cause's message is the line. Other errors keep their traceback."""
     try:
         main()
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+    except Exception as exc:
+        from pipelines.tasks.common import TaskDataError  # deferred: the data readers, imported on this path only
+
+        cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else exc
+        if not isinstance(cause, (ConfigError, TaskDataError)):
+            raise
+        print(f"error: {cause}", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -78,3 +78,10 @@ def decimal_comma(score: str) -> bool:
     whole part (1,000 may be a thousand; 0,125 is not)."""
     whole, fraction = score.lstrip("+-").split(",")
     return len(fraction) != 3 or whole.strip("0") == ""
+
+
+def number_class(value: float) -> str:
+    """A finite float class named as a CSV cell holding it is: an integral float as the integer (pandas writes an int
+    column holding a NaN as floats: 1.0 is the class "1"), any other as its shortest text (a half-star rating 1.5 is
+    "1.5", what to_csv writes), so a JSON, Parquet, Excel or CSV file of the same classes gives one label set."""
+    return str(int(value)) if value.is_integer() else repr(float(value))  # float(): numpy 2's repr names its type

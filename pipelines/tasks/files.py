@@ -9,9 +9,10 @@ found by name (`Columns`), never by position.
 
 Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
   * classification, multi-label, regression: {id, text_a, text_b (None without a pair column), label}
-    with label a str (JSON 3 -> "3"; a Parquet DECIMAL 3 -> "3"; a bool, and true / false in any case, as Excel's
-    TRUE, pandas' True and JSON's true are one class -> "true" / "false"), a list of str (from a JSON / Parquet list, a
-    pandas list cell "['a', 'b']" in a CSV, or a cell split on
+    with label a str (JSON 3 -> "3"; a Parquet DECIMAL 3 -> "3"; a float as its CSV cell names it, in every format:
+    1.0 or "1.0" -> "1", as pandas writes an int column holding a NaN, 1.5 or a `;` CSV's "1,5" -> "1.5"; a bool, and
+    true / false in any case, as Excel's TRUE, pandas' True and JSON's true are one class -> "true" / "false"), a list
+    of str (from a JSON / Parquet list, a pandas list cell "['a', 'b']" in a CSV, or a cell split on
     Columns.label_separator; [] = no label), or a float.
   * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names, from a
     save_to_disk folder or a Parquet file datasets wrote: arrow_files.py).
@@ -32,8 +33,7 @@ itself: all its lines, text_records.tsv_records), wrong_column_count, repeated_h
 columns or more that is the header again: `cat a.csv b.csv`), missing_text and missing_label (absent, empty, JSON null,
 NaN, or text that says so: "nan", "<NA>", Excel's #N/A and other error cells, cells.no_value; QA: answers absent or
 null, where [] is a question without an answer), unparseable_label (a JSON list as a class, a bool as a score or in a
-list, a non-finite score, QA answers of no shape squad.answer_list reads), non_integer_label (a float class such as 1.5;
-1.0, as pandas writes an int column holding a NaN, is the class 1, and so is a CSV cell "1.0"), mixed_label_types (a
+list, a non-finite score or class, QA answers of no shape squad.answer_list reads), mixed_label_types (a
 label of another JSON type than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field,
 duplicate_id, no_valid_answer (QA: answers, none at its start; `scored_only`, none with a text; answers off their start
 are FileBatch.notes, as load_squad's), not_a_squad_article (SQuAD JSON: a data item without paragraphs),
@@ -46,7 +46,8 @@ or named twice in the header, or the header again in another column order (joine
 contradicts the encoding named (UTF-16 / UTF-32 where none is), a CSV / TSV in a one-byte encoding where none is named
 (file_head.py: Excel's cp1252, each accented row would be invalid_utf8), a JSON array whose JSON breaks between its
 elements, a Parquet file's datasets metadata that is no JSON, a multi-label column of 0/1 indicator vectors (multi-hot:
-[0, 1, 0, 1] would be read as the classes 0 and 1), not parseable at all."""
+[0, 1, 0, 1] would be read as the classes 0 and 1; a 0/1 list that repeats a value, [1, 1] or [0, 0, 0], or holds a
+float, [1.0, 0.0], is one: a list of classes repeats none), not parseable at all."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
-from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name, decimal_comma, no_value
+from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name, decimal_comma, no_value, number_class
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
@@ -277,16 +278,12 @@ class _Rows:
             return bool_class(value), "str"
         if isinstance(value, bool):
             return "unparseable_label"
-        if self.kind == "classification" and isinstance(value, float):  # pandas writes an int column with a NaN
-            if not value.is_integer():  # as floats (1.0, 0.0, null): 1.0 is the class 1, 1.5 is none
-                return "non_integer_label"
-            value = int(value)
+        if self.kind == "classification" and isinstance(value, float):  # named as its CSV cell (number_class);
+            # label type "int": 1, 1.0 and 1.5 in one JSON column are one type, not mixed_label_types
+            return (number_class(value), "int") if math.isfinite(value) else "unparseable_label"
         if self.kind == "classification" and self.decimal_comma and isinstance(value, str) \
-                and _DECIMAL_COMMA.fullmatch(value.strip()):  # "1,0": a semicolon CSV's integral float, the class 1
-            whole, fraction = value.strip().split(",")
-            if fraction.strip("0"):
-                return "non_integer_label"
-            value = whole
+                and _DECIMAL_COMMA.fullmatch(value.strip()):  # "1,0" / "1,5": a semicolon CSV's numbers, "1" / "1.5"
+            return number_class(float(value.strip().replace(",", "."))), "str"
         if self.kind == "classification":
             return (class_name(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
                 else "unparseable_label"
@@ -298,7 +295,8 @@ class _Rows:
                 score = float(value) if isinstance(value, (int, float, str)) else math.nan
             except ValueError:
                 score = math.nan
-            return (score, "str" if isinstance(value, str) else "number") if math.isfinite(score) else "unparseable_label"
+            return (score, "str" if isinstance(value, str) else "number") if math.isfinite(score) \
+                else "unparseable_label"
         if isinstance(value, str) and sep:  # each class named as classification names it ("1.0" is the class 1)
             return [x for x in dict.fromkeys(class_name(x.strip()) for x in value.split(sep)) if x], "str"
         try:
@@ -308,22 +306,20 @@ class _Rows:
                 value = ast.literal_eval(value) if value.lstrip().startswith("[") else None
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 return "unparseable_label"
+        # a list of classes never repeats one: a 0/1 list that does ([1, 1], [0, 0, 0]) or holds a float is multi-hot
         if isinstance(value, list) and len(value) >= 2 and all(
                 not isinstance(x, bool) and isinstance(x, (int, float)) and x in (0, 1) for x in value) \
-                and {0, 1} <= set(value) and (any(isinstance(x, float) for x in value) or len(value) >= 3):
+                and (len(set(value)) < len(value) or any(isinstance(x, float) for x in value)):
             raise TaskDataError(f"{self.path}: a label {value[:8]} is a 0/1 indicator vector (multi-hot), not a list "
                                 "of classes: write the classes each row has (the indices of its 1s, or their names)")
         if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, float, str))
                                               or isinstance(x, float) and not math.isfinite(x) for x in value):
             return "unparseable_label"
-        if any(isinstance(x, float) and not x.is_integer() for x in value):
-            return "non_integer_label"
-        value = [int(x) if isinstance(x, float) else x for x in value]  # [1.0, 2.0]: pandas' ints beside a NaN
-        types = {type(x).__name__ for x in value}
+        types = {"str" if isinstance(x, str) else "int" for x in value}  # [1, 2.5]: numbers, one type
         if len(types) > 1:
             return "mixed_label_types"
-        return [x for x in dict.fromkeys(class_name(str(x).strip()) for x in value) if x], \
-            (types.pop() if types else None)
+        names = (number_class(x) if isinstance(x, float) else class_name(str(x).strip()) for x in value)
+        return [x for x in dict.fromkeys(names) if x], (types.pop() if types else None)
 
     @staticmethod
     def _tokens(rid: str, tokens, tags, labeled: bool = True) -> dict | str:

@@ -11,8 +11,8 @@ taking the lowest hashes (a group is never cut). A row whose input also occurs i
 train, and a select row whose input is in train leaves select, as for the benchmarks.
 
 Passes over the read rows (materialized once; each pass is Ray Data tasks returning one small summary per block):
-  1. read: files -> JSON rows (+ one reject-count record per file batch)
-  2. survey: rows, rejects, label names, whether documents or pairs decide the groups
+  1. read: files -> JSON rows (+ one reject-count record per file batch; a file refused: why, raised by the driver)
+  2. survey: rows, rejects, label names, whether documents or pairs decide the groups, refusals
   3. candidates, once per carve: the groups whose hash falls under the fraction, at most max_rows rows a block
   4. roles: the carved rows to the driver; train less leaks, labels encoded, stays in the cluster
   5. train survey: its size, digest (order-free: a sum of row hashes), the select rows it also holds, truncation
@@ -25,6 +25,7 @@ import hashlib
 import heapq
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,36 +69,50 @@ class StreamedRows:
 
 def _read(batch, kind: str, columns: Columns, version_2: bool = True):
     """Files -> batches of JSON rows; each file batch's rejects ride along as one record with `row` empty, with
-    where the first of each reason was (`samples`: reason -> [path, where, excerpt]) and how the file writes its
-    classes (`classes`: path -> [label type, whether a class is a name, not an integer])."""
+    where the first of each reason was (`samples`: reason -> [path, where, excerpt]), how the file writes its
+    classes (`classes`: path -> [label type, whether a class is a name, not a number]) and, where read_file refused
+    the file, why (`refused`)."""
     for path, fmt in zip(batch["path"], batch["fmt"]):
-        for part in read_file(str(path), str(fmt), kind, columns, version_2=version_2):
-            rows = [json.dumps(r, ensure_ascii=False) for r in part.rows]
-            samples = {}
-            for reason, where, excerpt in part.samples:
-                samples.setdefault(reason, [str(path), where, excerpt])
-            classes = add_classes({}, str(path), part, kind)
-            tail = {"rejects": json.dumps(dict(part.rejects)), "samples": json.dumps(samples, ensure_ascii=False),
-                    "classes": json.dumps(classes), "notes": json.dumps(dict(part.notes))}
-            yield {"row": np.asarray([*rows, ""], dtype=object),
-                   **{name: np.asarray([""] * len(rows) + [last], dtype=object) for name, last in tail.items()}}
+        try:
+            for part in read_file(str(path), str(fmt), kind, columns, version_2=version_2):
+                rows = [json.dumps(r, ensure_ascii=False) for r in part.rows]
+                samples = {}
+                for reason, where, excerpt in part.samples:
+                    samples.setdefault(reason, [str(path), where, excerpt])
+                classes = add_classes({}, str(path), part, kind)
+                yield _tail(rows, rejects=json.dumps(dict(part.rejects)), classes=json.dumps(classes),
+                            samples=json.dumps(samples, ensure_ascii=False), notes=json.dumps(dict(part.notes)))
+        except TaskDataError as e:  # a file unusable as a whole, found past the rows check_columns read: raised by
+            # stream_rows on the driver, one line, not here, where Ray would print it inside ~190 lines of its own
+            yield _tail([], refused=str(e))
 
 
-def _integer(name: str) -> bool:
-    return name.lstrip("-").isdigit()
+def _tail(rows: list[str], **last: str) -> dict:
+    """A block of `rows` and one more record, its `row` empty, holding `last` (_read's per-file-batch fields)."""
+    last = {name: last.get(name, "") for name in ("rejects", "samples", "classes", "notes", "refused")}
+    return {"row": np.asarray([*rows, ""], dtype=object),
+            **{name: np.asarray([""] * len(rows) + [value], dtype=object) for name, value in last.items()}}
+
+
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
+def _number(name: str) -> bool:
+    """Whether a class is written as a number: an id ("0", JSON's 0) or a rating ("4", "1.5"), not a name."""
+    return bool(_NUMBER.fullmatch(name))
 
 
 def add_classes(into: dict[str, list], path: str, part, kind: str) -> dict[str, list]:
     """Merge how a FileBatch `part` of the file `path` writes its classes into `into` (path -> [label type, a class
-    is a name, not an integer]), for _mixed_classes; `into` returned. Classes and tags: scores are not checked. The
+    is a name, not a number]), for _mixed_classes; `into` returned. Classes and tags: scores are not checked. The
     reader gives tags as text, whatever their JSON type: a file whose tags are all integers is a file of ids (a
     `datasets` to_json of a ClassLabel sequence), beside one of names ("B-PER", "O") the same two ways of writing."""
     if kind in ("classification", "multi-label") and part.label_type:
         labels = (r["label"] for r in part.rows)
         names = labels if kind == "classification" else (n for row in labels for n in row)
-        _merge_classes(into, {path: [part.label_type, any(not _integer(n) for n in names)]})
+        _merge_classes(into, {path: [part.label_type, any(not _number(n) for n in names)]})
     elif kind == "token-classification" and (tags := [t for r in part.rows for t in r["ner_tags"] or ()]):
-        has_names = any(not _integer(t) for t in tags)
+        has_names = any(not _number(t) for t in tags)
         _merge_classes(into, {path: ["str" if has_names else "int", has_names]})
     return into
 
@@ -110,29 +125,35 @@ def _merge_classes(into: dict[str, list], found: dict[str, list]) -> None:
 
 
 def _mixed_classes(classes: dict[str, list], spec: str, labels: tuple, given: dict[str, dict] | None = None) -> None:
-    """Refuse files that write their classes two ways: one as integers (JSON / Parquet ints: a `datasets` export's
-    ClassLabel ids) and another as names ("neg", "pos"). Read together, the ids and the names would be four classes
-    where the data has two, with no reject (one file that mixes them rejects rows as mixed_label_types). CSV's "0"
-    beside JSON's 0 is the same class: no mix. A file `datasets` wrote with ClassLabel names (label type
-    "classlabel", arrow_files.classlabel) holds names even where they are digits, and is refused beside any file of
-    integers, CSV's too: its exports write the ids as either. With task.labels set, only one way can be kept (the
-    other's rows are rejected and counted), unless the labels mix the two or names are digits.
+    """Refuse files that write their classes two ways: one as numbers only (ids: a `datasets` export's ClassLabel
+    column, as JSON / Parquet integers or as CSV / TSV / Excel text "0" / "1") and another as names ("neg", "pos").
+    Read together, the ids and the names would be four classes where the data has two, with no reject (one file
+    that mixes them keeps them: digits beside names in one file are its classes). CSV's "0" beside JSON's 0 is the
+    same class: no mix. A file `datasets` wrote with ClassLabel names (label type "classlabel",
+    arrow_files.classlabel) holds names even where they are digits, and is refused beside any file of ids: its
+    exports write the ids as either. With task.labels set, only one way can be kept (the other's rows are rejected
+    and counted), unless names are digits; labels that name both ways are refused, except beside text ids without
+    a ClassLabel file: a text file's "0" may be a class of its own beside "other" (a JSON integer is an id).
     `classes`: the training files' (path -> [label type, a class is a name]); `given`: the dev and select files'
     (role -> path -> the same), which are encoded with train's labels and would be misread the same way."""
     files = {**classes, **{f"task.{role}_file {path}": c for role, found in (given or {}).items()
                            for path, c in found.items()}}
     classlabel = {path for path, (label_type, _) in files.items() if label_type == "classlabel"}
     digits = any(not has_names for path, (_, has_names) in files.items() if path in classlabel)
-    if labels and not digits and (all(_integer(str(n)) for n in labels) or not any(_integer(str(n)) for n in labels)):
-        return
-    ids = sorted(path for path, (label_type, has_names) in files.items()
-                 if label_type == "int" or (classlabel and not has_names and path not in classlabel))
+    ids = sorted(path for path, (_, has_names) in files.items() if not has_names and path not in classlabel)
     named = sorted(path for path, (_, has_names) in files.items() if has_names or path in classlabel)
-    if ids and named:
-        what = "its datasets ClassLabel names" if named[0] in classlabel else "names"
-        raise TaskDataError(f"task.train_file {spec!r}: {ids[0]} writes its classes as integers (ids) and {named[0]} "
-                            f"as {what}: read together they would be different classes; write the same labels in "
-                            "both (one file's classes the other's way)")
+    if not (ids and named):
+        return
+    text_ids = not classlabel and all(files[path][0] == "str" for path in ids)
+    one_way = all(_number(str(n)) for n in labels) or not any(_number(str(n)) for n in labels)
+    if labels and not digits and (one_way or text_ids):
+        return
+    what = "its datasets ClassLabel names" if named[0] in classlabel else "names"
+    raise TaskDataError(f"task.train_file {spec!r}: {ids[0]} writes its classes as integers (ids) and {named[0]} "
+                        f"as {what}: read together they would be different classes; write the same labels in "
+                        "both (one file's classes the other's way)" + (
+                            "; or, where the digits are classes of their own beside the names, name every class "
+                            "in task.labels" if text_ids else ""))
 
 
 def _rows(batch) -> list[dict]:
@@ -152,7 +173,7 @@ def _group(row: dict, kind: str, mode: str) -> str:
 
 
 def _survey(batch, kind: str) -> dict:
-    """Pass 2, one record per block: rows, rejects, raw label names, documents, pairs."""
+    """Pass 2, one record per block: rows, rejects, raw label names, documents, pairs, a file's refusal."""
     rows, rejects, names, documents, samples, classes = _rows(batch), collections.Counter(), set(), set(), {}, {}
     notes = collections.Counter()  # QA answers noted in questions kept (files.FileBatch.notes)
     for r, found, noted in zip(batch["rejects"], batch["samples"], batch["notes"]):
@@ -173,6 +194,7 @@ def _survey(batch, kind: str) -> dict:
         if len(names) > MAX_LABELS:
             break
     return {"n": [len(rows)], "rejects": [json.dumps(rejects)], "notes": [json.dumps(notes)],
+            "refused": [next((r for r in batch["refused"] if r), "")],
             "samples": [json.dumps(samples, ensure_ascii=False)],
             "names": [json.dumps(sorted(names))], "classes": [json.dumps(classes)],
             "documents": [json.dumps(sorted(documents)[:MIN_DOCS])], "docs_shared": [len(documents) < len(rows)],
@@ -314,6 +336,8 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
         .materialize()
 
     survey = read.map_batches(_survey, batch_size=None, batch_format="numpy", fn_kwargs={"kind": kind}).take_all()
+    if refused := next((rec["refused"] for rec in survey if rec["refused"]), ""):  # the first file's, in file order
+        raise TaskDataError(refused)
     rejected = {"train": collections.Counter()}
     names, documents, samples, classes, notes = set(), set(), {}, {}, collections.Counter()
     for rec in survey:

@@ -87,11 +87,11 @@ def test_a_multi_hot_label_column_is_refused_not_read_as_classes(tmp_path):
 
     from pipelines.tasks import TaskDataError
 
-    for label in ([0, 1, 0, 1], [1.0, 0.0]):
+    for label in ([0, 1, 0, 1], [1.0, 0.0], [1, 1], [0, 0]):
         path = write(tmp_path, "hot.jsonl", jsonl({"text": "a", "label": [2, 0]}, {"text": "b", "label": label}))
         with pytest.raises(TaskDataError, match="indicator vector"):
             read(path, "jsonl", "multi-label")
-    rows, _, _, _ = read(write(tmp_path, "ids.jsonl", jsonl({"text": "a", "label": [1, 0]}, {"text": "b", "label": [1, 1]},
+    rows, _, _, _ = read(write(tmp_path, "ids.jsonl", jsonl({"text": "a", "label": [1, 0]}, {"text": "b", "label": [1]},
                                                             {"text": "c", "label": [0, 0, 2]})), "jsonl", "multi-label")
     assert [r["label"] for r in rows] == [["1", "0"], ["1"], ["0", "2"]]  # class ids, one twice: no 0/1 vector
 
