@@ -42,8 +42,10 @@ setup: $(VENV)/.ds-warm
 # would change that corpus and every result measured on it. Only the test targets put it on PYTHONPATH.
 TEST_TOOLS := $(VENV)/test-tools
 TEST_WORKERS ?= 2
-$(VENV)/.test-tools: $(VENV)/.installed
-	$(PY) -m pip install -q --no-deps --upgrade --target $(TEST_TOOLS) pytest-xdist==3.8.0 execnet==2.1.2
+# Made again when this Makefile changes (its pins are here), from empty (pip --target leaves an old version's files).
+$(VENV)/.test-tools: $(VENV)/.installed Makefile
+	rm -rf $(TEST_TOOLS)
+	$(PY) -m pip install -q --no-deps --target $(TEST_TOOLS) pytest-xdist==3.8.0 execnet==2.1.2
 	touch $@
 
 # Pretrain a tiny BERT, then sweep its fine-tuning on pkgdocs and register the seed-median model.

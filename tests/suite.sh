@@ -4,23 +4,29 @@
 #   jobs would only queue on the same cores (two xdist workers over the e2e tests were measured and dropped twice);
 # - then tests/unit and tests/parity over $TEST_WORKERS processes (pytest-xdist, from the Makefile's test tools) of one
 #   torch thread each: one process alone keeps under one of the 2 cores busy (Python between small tensors).
-# Both runs happen even when the first fails, and the status is the first failure's. Pytest arguments go to both; a
-# run they select no test of (pytest's status 5: `-k parity` in tests/e2e) is not a failure while the other ran
-# tests. Arguments naming test paths (`make test ARGS=tests/unit/test_model.py`) run those alone, in one process.
+# Both runs happen even when the first fails, and the status is the first failure's; Ctrl-C stops both. Pytest
+# arguments go to both; a run they select no test of (pytest's status 5: `-k parity` in tests/e2e) is not a failure
+# while the other ran tests. Arguments naming test paths (`make test ARGS=tests/unit/test_model.py`), and options that
+# mean one process (--lf, --pdb, --junitxml: the second run would overwrite the first's file), run in one process.
 set -uo pipefail
+trap 'exit 130' INT TERM  # pytest exits 2 on Ctrl-C: without this the second run would start
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+# xdist loaded in both runs (it does nothing without -n), so `-n0` is accepted by either
+export PYTHONPATH="${TEST_TOOLS:-.venv/test-tools}${PYTHONPATH:+:$PYTHONPATH}"
 
 for arg in "$@"; do
-    if [[ $arg == tests/* || $arg == ./tests/* ]]; then
-        exec "$PY" -m pytest "$@"
-    fi
+    case $arg in
+        --lf | --last-failed | --ff | --failed-first | --pdb | --trace | --junitxml* | --junit-xml*)
+            exec "$PY" -m pytest "$@" ;;
+        -*) ;;
+        *) if [[ -e ${arg%%::*} ]]; then exec "$PY" -m pytest "$@"; fi ;;
+    esac
 done
 
 "$PY" -m pytest tests/e2e "$@"
 e2e=$?
-PYTHONPATH="${TEST_TOOLS:-.venv/test-tools}${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1 \
-    "$PY" -m pytest -n "${TEST_WORKERS:-2}" tests/unit tests/parity "$@"
+OMP_NUM_THREADS=1 "$PY" -m pytest -n "${TEST_WORKERS:-2}" tests/unit tests/parity "$@"
 rest=$?
 
 if (( e2e == 5 && rest == 5 )); then

@@ -16,28 +16,44 @@ args = sys.argv[3:]  # after `-m pytest`
 with open(os.environ["CALLS"], "a") as f:
     f.write(json.dumps({"args": args, "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
                         "OMP": os.environ.get("OMP_NUM_THREADS", "")}) + "\\n")
+if os.environ.get("WAIT"):  # a run long enough to be interrupted; pytest exits 2 on Ctrl-C
+    import time
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        sys.exit(2)
 sys.exit(int(os.environ["E2E_STATUS" if "tests/e2e" in args else "REST_STATUS"]))
 """
 
 
-def suite(tmp_path, *args, e2e=0, rest=0) -> tuple[int, list[dict]]:
+def environment(tmp_path, e2e=0, rest=0) -> dict:
     python = tmp_path / "python"
     python.write_text(STAND_IN)
     python.chmod(0o755)
-    calls = tmp_path / "calls.jsonl"
-    env = dict(os.environ, PY=str(python), CALLS=str(calls), E2E_STATUS=str(e2e), REST_STATUS=str(rest),
-               TEST_TOOLS="/tools", TEST_WORKERS="2")
-    env.pop("PYTHONPATH", None)
+    env = dict(os.environ, PY=str(python), CALLS=str(tmp_path / "calls.jsonl"), E2E_STATUS=str(e2e),
+               REST_STATUS=str(rest), TEST_TOOLS="/tools", TEST_WORKERS="2")
+    for key in ("PYTHONPATH", "OMP_NUM_THREADS", "WAIT"):  # as make test-fast and the suite's second run set them
+        env.pop(key, None)
+    return env
+
+
+def calls(tmp_path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+
+
+def suite(tmp_path, *args, e2e=0, rest=0) -> tuple[int, list[dict]]:
+    env = environment(tmp_path, e2e, rest)
     status = subprocess.run([str(ROOT / "tests" / "suite.sh"), *args], env=env, timeout=60).returncode
-    return status, [json.loads(line) for line in calls.read_text().splitlines()]
+    return status, calls(tmp_path)
 
 
 def test_the_e2e_tests_run_in_one_process_then_unit_and_parity_over_workers_of_one_thread(tmp_path):
     status, (e2e, rest) = suite(tmp_path, "-k", "parity")
     assert status == 0
     assert e2e["args"] == ["tests/e2e", "-k", "parity"] and "-n" not in e2e["args"] and e2e["OMP"] == ""
-    assert rest["args"] == ["-n", "2", "tests/unit", "tests/parity", "-k", "parity"]
-    assert rest["PYTHONPATH"] == "/tools" and rest["OMP"] == "1"  # xdist from the test tools, one torch thread
+    assert rest["args"] == ["-n", "2", "tests/unit", "tests/parity", "-k", "parity"] and rest["OMP"] == "1"
+    # xdist from the test tools in both runs: `-n0` (for --pdb under make test-fast) is an option either knows
+    assert e2e["PYTHONPATH"] == rest["PYTHONPATH"] == "/tools"
 
 
 @pytest.mark.parametrize("e2e, rest, expected", [(1, 0, 1), (0, 1, 1), (2, 1, 2), (5, 0, 0), (0, 5, 0), (5, 1, 1),
@@ -49,9 +65,29 @@ def test_both_runs_happen_and_the_first_failure_is_the_status(tmp_path, e2e, res
     assert (status, len(calls)) == (expected, 2)
 
 
-def test_arguments_naming_tests_run_those_alone_in_one_process(tmp_path):
-    status, calls = suite(tmp_path, "-x", "tests/unit/test_model.py::test_x", rest=1)
-    assert status == 1 and [c["args"] for c in calls] == [["-x", "tests/unit/test_model.py::test_x"]]
+@pytest.mark.parametrize("args", [["-x", "tests/unit/test_model.py::test_x"], [str(ROOT / "tests/unit/test_model.py")],
+                                  ["tests"], ["--lf"], ["--junitxml=out.xml"], ["--junitxml", "out.xml"], ["--pdb"]])
+def test_arguments_naming_tests_or_meaning_one_process_run_in_one(tmp_path, args):
+    """Test paths (relative, absolute, a folder) run alone; --lf reran the whole e2e directory before a failed unit
+    test, the second run's --junitxml overwrote the first's, --pdb is refused by xdist."""
+    status, ran = suite(tmp_path, *args, rest=1)
+    assert status == 1 and [c["args"] for c in ran] == [args]
+
+
+def test_one_ctrl_c_stops_both_runs(tmp_path):
+    """pytest exits 2 on Ctrl-C, not by the signal: the script went on to start the unit and parity run."""
+    import signal
+    import time
+
+    env = dict(environment(tmp_path), WAIT="1")
+    proc = subprocess.Popen([str(ROOT / "tests" / "suite.sh")], env=env, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "calls.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the stand-in is in its sleep
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches the whole foreground group
+    assert proc.wait(timeout=30) == 130
+    assert [c["args"] for c in calls(tmp_path)] == [["tests/e2e"]]
 
 
 def test_the_two_runs_cover_every_test_directory():
