@@ -164,12 +164,19 @@ def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] 
 
 
 def left_over(bundles, nodes: list[dict], distinct: int = 0) -> list[dict[str, float]]:
-    """Every bundle `unplaced` would find no room for, the others placed past it (largest first)."""
+    """Every bundle `unplaced` would find no room for, the others placed past it: first fit, the spread bundles first
+    (the most constrained: Ray Data's CPU on the node one of them needs refused a cluster they fit), the others
+    largest first, or smallest first where that leaves fewer over (10 workers of 0.7 CPU and Ray Data's 1 on nodes
+    of 7 and 1 CPUs: largest first put Ray Data's CPU on the 7, and a worker was left over that Ray places)."""
+    size = {i: (bundles[i].get("GPU", 0.0), bundles[i].get("CPU", 0.0)) for i in range(len(bundles))}
+    spread = sorted(range(distinct), key=size.get, reverse=True)
+    rest = sorted(range(distinct, len(bundles)), key=size.get, reverse=True)
+    out = _first_fit(bundles, nodes, distinct, spread + rest)
+    return out and min(out, _first_fit(bundles, nodes, distinct, spread + rest[::-1]), key=len)
+
+
+def _first_fit(bundles, nodes: list[dict], distinct: int, order: list[int]) -> list[dict[str, float]]:
     left, taken, out = [dict(node) for node in nodes], set(), []
-    # the spread bundles first (the most constrained: Ray Data's CPU on the node one of them needs refused a cluster
-    # they fit), then largest first
-    order = sorted(range(len(bundles)), key=lambda i: (i < distinct, bundles[i].get("GPU", 0.0),
-                                                       bundles[i].get("CPU", 0.0)), reverse=True)
     for i in order:
         bundle, spread = bundles[i], i < distinct
         home = next((j for j, n in enumerate(left) if not (spread and j in taken) and holds(n, bundle)), None)
@@ -226,6 +233,10 @@ def misplaced(demand: Demand, nodes: list[dict]) -> str | None:
     if unplaced([loose], nodes) is None:  # some fit: too many for the nodes, not too large for any
         best = max(nodes, key=lambda n: (how_many(n, loose), n.get("CPU", 0.0)))
         count, alike = held(loose, demand, nodes)
+        if count == 0:  # it fits a node alone, not beside the others (Ray Data's CPU beside the workers)
+            return (f"no node of the Ray cluster has room for the bundle of {describe_need(loose)} needed by "
+                    f"{demand.needed_by} beside the other bundles (a node holds {how_many(best, loose)} alone: "
+                    f"{describe_need(best, loose)}). {demand.advice(short)}")
         return (f"the Ray cluster's nodes hold {count} of the {alike} {_bundles(alike)} of {describe_need(loose)} "
                 f"needed by {demand.needed_by} (a node holds {how_many(best, loose)} at most: "
                 f"{describe_need(best, loose)}). {demand.advice(short)}")

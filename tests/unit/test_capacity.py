@@ -350,3 +350,26 @@ def test_a_fixed_cluster_refusal_counts_the_bundles_its_nodes_hold(cluster):
     line = misplaced(demand, [{"CPU": 96.0}] + [{"CPU": 8.0, "GPU": 4.0}] * 4)
     assert "no node of the Ray cluster holds a bundle of CPU 16, GPU 1" in line
     assert "(its largest node with GPU 1: CPU 8, GPU 4)" in line and "GPU 0" not in line
+
+
+def test_workers_ray_places_are_not_refused_for_the_order_they_were_tried_in(cluster):
+    """10 workers of 0.7 CPU and Ray Data's 1 on nodes of 7 and 1 CPUs: placed largest first, Ray Data's CPU took the
+    7-CPU node's room and a worker was left over, a refusal on a fixed cluster and a wait to the timeout on an
+    autoscaler, for a job Ray places (the workers on the 7, Ray Data's CPU on the 1)."""
+    from jobs.runtime.capacity import ensure_capacity, misplaced
+
+    demand = Demand.of_scaling(ScalingConfig(num_workers=10, cpus_per_worker=0.7, capacity_timeout_s=0))
+    assert misplaced(demand, [{"CPU": 7.0}, {"CPU": 1.0}]) is None
+    cluster.nodes = [{"CPU": 7.0}, {"CPU": 1.0}]
+    ensure_capacity(demand, say=cluster.lines.append)
+    assert cluster.requests == [] and cluster.lines == []
+
+
+def test_a_bundle_that_fits_a_node_alone_but_not_beside_the_others_is_said_so():
+    """Two workers of 2 CPUs on nodes of 2.5 leave no node Ray Data's CPU: the refusal said the nodes held "0 of the
+    1 bundle" of CPU 1 while "a node holds 2 at most"."""
+    from jobs.runtime.capacity import misplaced
+
+    line = misplaced(Demand.of_scaling(ScalingConfig(num_workers=2, cpus_per_worker=2)), [{"CPU": 2.5}] * 2)
+    assert line.startswith("no node of the Ray cluster has room for the bundle of CPU 1 needed by") and \
+        "beside the other bundles (a node holds 2 alone: CPU 2.5)" in line and " hold 0 of" not in line
