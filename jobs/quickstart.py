@@ -48,7 +48,8 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
     for o in overrides:
         head, _, rest = o.partition(".")
         if head not in routed or not rest:
-            raise ConfigError(f"override {o!r}: start it with 'pretrain.' or 'sweep.' (e.g. pretrain.train.max_steps=100)")
+            raise ConfigError(f"override {o!r}: start it with 'pretrain.' or 'sweep.' "
+                              "(e.g. pretrain.train.max_steps=100)")
         routed[head].append(rest)
     for rest in routed["sweep"]:  # set by the quickstart after pretraining: an override would be dropped unread
         given = rest.partition("=")[0].strip()
@@ -81,10 +82,29 @@ def load(pretrain_path: str | Path, sweep_path: str | Path, overrides: list[str]
                           f"pretrain.corpus.harvest_max_mb={pretrain.corpus.harvest_max_mb} name one folder "
                           f"({pretrain.corpus.harvest_dir!r}), which holds one harvest: give both one size, or the "
                           f"sweep another sweep.finetune.task.corpus_dir")
+    check_length(pretrain, sweep)
     if pretrain.run_name:  # the sweep is named after the pretraining (run): refused here, not once it has pretrained
         check_name("pretrain.run_name (the sweep's name is <run_name>-<sweep.name>)",
                    f"{pretrain.run_name}-{sweep.name}")
     return pretrain, sweep
+
+
+def check_length(pretrain: PretrainConfig, sweep: SweepConfig) -> None:
+    """The sweep fine-tunes the release this pretraining writes, whose length is the longest sequence it trains
+    (jobs.pretrain.trained_positions): a longer task.max_seq_len was refused by the sweep's check_init, after the
+    whole pretraining."""
+    from jobs.pretrain import trained_positions
+
+    trained, wanted = trained_positions(pretrain), sweep.finetune.task.max_seq_len
+    if wanted > trained:
+        field = "phase2.max_seq_len" if pretrain.phase2.max_steps else "data.max_seq_len"
+        raise ConfigError(f"sweep.finetune.task.max_seq_len={wanted} exceeds the {trained} tokens the pretraining "
+                          f"trains (pretrain.{field}={trained}), the length of the release the sweep fine-tunes: "
+                          "positions past it never learn, and the sweep would refuse it after the whole pretraining; "
+                          f"allowed: sweep.finetune.task.max_seq_len <= {trained}, or a pretraining that long "
+                          "(pretrain.data.max_seq_len, or pretrain.phase2.max_seq_len with pretrain.phase2.max_steps "
+                          "> 0; at most pretrain.model.max_position_embeddings="
+                          f"{pretrain.model.max_position_embeddings})")
 
 
 def other_harvest(pretrain: PretrainConfig, sweep: SweepConfig) -> str:

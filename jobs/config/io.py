@@ -312,17 +312,21 @@ def as_number(value, where: str) -> int | float:
 
 
 class ClassName(str):
-    """The type of a class label a config names (task.labels): text as written, or, in a YAML file, an integer
-    (`labels: [0, 1]`) or integral float (1.0) as the integer's digits ("1"), as the readers read such a label cell.
-    On the command line the list is read as text (`task.labels=[01, yes, 2]`: "01", "yes", "2"). A plain str in
-    the config, so labels a job stored come back as they were."""
+    """The type of a class label a config names (task.labels): text as written, or, in a YAML file, a number as the
+    readers read such a label cell (pipelines.tasks.cells.number_class): an integer (`labels: [0, 1]`) or integral
+    float (1.0) as the integer's digits ("1"), any other finite float as its shortest text (0.5: "0.5"). On the
+    command line the list is read as text (`task.labels=[01, yes, 2]`: "01", "yes", "2"). A plain str in the
+    config, so labels a job stored come back as they were."""
 
 
 def _class_name(value: Any, where: str) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+    if isinstance(value, float) and math.isfinite(value):
+        # imported here: every job reads this module, and importing the pipelines.tasks package costs ~0.4 s
+        from pipelines.tasks.cells import number_class
+
+        return number_class(value)
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ConfigError(f"{where} must be a class name (text or an integer), got {value!r}"
+        raise ConfigError(f"{where} must be a class name (text or a number), got {value!r}"
                           + ("; quote it (YAML reads yes/no/on/off as true/false)" if isinstance(value, bool) else ""))
     return str(value)
 

@@ -306,12 +306,14 @@ class _Rows:
                 value = ast.literal_eval(value) if value.lstrip().startswith("[") else None
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 return "unparseable_label"
-        # a list of classes never repeats one: a 0/1 list that does ([1, 1], [0, 0, 0]) or holds a float is multi-hot
-        if isinstance(value, list) and len(value) >= 2 and all(
-                not isinstance(x, bool) and isinstance(x, (int, float)) and x in (0, 1) for x in value) \
-                and (len(set(value)) < len(value) or any(isinstance(x, float) for x in value)):
+        # a 0/1 list that repeats a value ([1, 1], [0, 0, 0]) or holds a float is read as multi-hot: [1, 1] may be the
+        # id 1 listed twice (annotators' ids concatenated), but the reader cannot tell, so the refusal names both
+        zero_one = isinstance(value, list) and len(value) >= 2 and all(
+            not isinstance(x, bool) and isinstance(x, (int, float)) and x in (0, 1) for x in value)
+        if zero_one and ((repeats := len(set(value)) < len(value)) or any(isinstance(x, float) for x in value)):
             raise TaskDataError(f"{self.path}: a label {value[:8]} is a 0/1 indicator vector (multi-hot), not a list "
-                                "of classes: write the classes each row has (the indices of its 1s, or their names)")
+                                "of classes: write the classes each row has (the indices of its 1s, or their names)"
+                                + ("; if these are class ids listed more than once, list each once" if repeats else ""))
         if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, float, str))
                                               or isinstance(x, float) and not math.isfinite(x) for x in value):
             return "unparseable_label"

@@ -108,9 +108,10 @@ def add_classes(into: dict[str, list], path: str, part, kind: str) -> dict[str, 
     reader gives tags as text, whatever their JSON type: a file whose tags are all integers is a file of ids (a
     `datasets` to_json of a ClassLabel sequence), beside one of names ("B-PER", "O") the same two ways of writing."""
     if kind in ("classification", "multi-label") and part.label_type:
-        labels = (r["label"] for r in part.rows)
-        names = labels if kind == "classification" else (n for row in labels for n in row)
-        _merge_classes(into, {path: [part.label_type, any(not _number(n) for n in names)]})
+        labels = [r["label"] for r in part.rows]
+        names = labels if kind == "classification" else [n for row in labels for n in row]
+        if names:  # rows with no class (a shard of negatives only) say nothing of how classes are written
+            _merge_classes(into, {path: [part.label_type, any(not _number(n) for n in names)]})
     elif kind == "token-classification" and (tags := [t for r in part.rows for t in r["ner_tags"] or ()]):
         has_names = any(not _number(t) for t in tags)
         _merge_classes(into, {path: ["str" if has_names else "int", has_names]})

@@ -3,6 +3,8 @@ file and as names in another (CSV's text ids too), 0/1 indicator vectors, decima
 format, and a data refusal ending a job as `error: <message>` with exit status 2, as a config mistake does."""
 
 import json
+import sys
+import types
 
 import numpy as np
 import pandas as pd
@@ -57,9 +59,9 @@ def test_text_ids_in_one_file_beside_names_in_another_are_refused_as_json_ids_ar
 
 @pytest.mark.parametrize("label", [[1, 1], [0, 0], [0, 0, 0], [1.0, 1.0]])
 def test_a_0_1_list_that_repeats_a_value_is_an_indicator_vector_refused_up_front(tmp_path, label):
-    """A list of classes never repeats a class: [1, 1] / [0, 0] / [0, 0, 0] are multi-hot rows ("both labels", "none
-    of the three"), read as the class "1" or "0". Refused, at a first such row by check_columns, before Ray;
-    [0, 1] alone is the classes 0 and 1."""
+    """[1, 1] / [0, 0] / [0, 0, 0] are read as multi-hot rows ("both labels", "none of the three"), which were read as
+    the class "1" or "0"; the reader cannot tell them from ids listed twice. Refused, at a first such row by
+    check_columns, before Ray; [0, 1] alone is the classes 0 and 1."""
     path = tmp_path / "hot.jsonl"
     path.write_text(json.dumps({"text": "a", "label": label}) + "\n" + json.dumps({"text": "b", "label": [1, 0, 1]})
                     + "\n")
@@ -128,3 +130,80 @@ def test_a_decimal_class_is_one_class_in_every_format(tmp_path):
     path = tmp_path / "lists.jsonl"
     path.write_text(json.dumps({"text": "a", "label": [1.5, 2]}) + "\n")
     assert _labels(path, "jsonl", "multi-label") == ([["1.5", "2"]], {})
+
+
+def test_a_file_of_rows_with_no_class_is_neither_ids_nor_names(tmp_path):
+    """A shard of negatives only (every multi-label cell empty: no class) beside a labelled shard was recorded as a
+    file of ids (no class is a name) and the folder refused as "integers (ids) ... and names", though it holds no
+    integer. A file with no class says nothing about how classes are written; a file of ids beside one still is."""
+    (tmp_path / "labelled.csv").write_text("text,label\na,x|y\nb,y\nc,\n")
+    (tmp_path / "negatives.csv").write_text("text,label\nd,\ne,\nf,\n")
+    (tmp_path / "ids.csv").write_text("text,label\ng,0|1\nh,1\n")
+
+    def classes(name):
+        records = stream._read({"path": np.asarray([str(tmp_path / name)]), "fmt": np.asarray(["csv"])},
+                               "multi-label", Columns(label_separator="|"))
+        return {p: c for rec in records for p, c in json.loads(rec["classes"][-1]).items()}
+
+    stream._mixed_classes({**classes("labelled.csv"), **classes("negatives.csv")}, "data/", ())
+    stream._mixed_classes(classes("labelled.csv"), "data/", (), given={"dev": classes("negatives.csv")})
+    assert classes("negatives.csv") == {}
+    with pytest.raises(TaskDataError, match=r"ids.csv writes its classes as integers \(ids\)"):
+        stream._mixed_classes({**classes("labelled.csv"), **classes("negatives.csv"), **classes("ids.csv")},
+                              "data/", ())
+
+
+@pytest.mark.parametrize("label, repeats", [([1, 1], True), ([0, 0, 0], True), ([0.0, 1.0], False)])
+def test_the_indicator_vector_refusal_gives_both_readings_of_a_repeated_0_or_1(tmp_path, label, repeats):
+    """[1, 1] is a multi-hot row or the class id 1 listed twice (annotators' ids concatenated): the reader cannot
+    tell, so the refusal says what to do for either; [0.0, 1.0] repeats nothing and is multi-hot only."""
+    path = tmp_path / "hot.jsonl"
+    path.write_text(json.dumps({"text": "a", "label": label}) + "\n")
+    with pytest.raises(TaskDataError, match="indicator vector") as refused:
+        check_columns([(str(path), "jsonl")], "multi-label")
+    assert ("if these are class ids listed more than once, list each once" in str(refused.value)) == repeats
+
+
+class LocalDataset:
+    """ray.data's from_items -> map_batches -> materialize / take_all / iter_rows, run in this process: a block an
+    item, numpy batches, a generator's records each a block of their own (as Ray Data gives them)."""
+
+    def __init__(self, blocks: list[dict]):
+        self.blocks = blocks
+        self.context = types.SimpleNamespace(execution_options=types.SimpleNamespace(preserve_order=False))
+
+    def map_batches(self, fn, batch_size=None, batch_format=None, fn_kwargs=None, **_):
+        out = []
+        for block in self.blocks:
+            got = fn(block, **(fn_kwargs or {}))
+            out += [{k: np.asarray(v, dtype=object) for k, v in b.items()}
+                    for b in (got if isinstance(got, types.GeneratorType) else [got])]
+        return LocalDataset(out)
+
+    def materialize(self):
+        return self
+
+    def take_all(self) -> list[dict]:
+        return [{k: v[i] for k, v in b.items()} for b in self.blocks for i in range(len(next(iter(b.values()))))]
+
+    def iter_rows(self):
+        return iter(self.take_all())
+
+
+def test_a_file_refused_partway_through_refuses_the_whole_read(tmp_path, monkeypatch):
+    """stream_rows, Ray Data run here: a second file whose fourth row is a 0/1 indicator vector ([1, 1]; its first
+    rows, [0, 1], are classes) is refused, naming it. _read carries the refusal as a record so that Ray prints no
+    traceback; were stream_rows not to raise it, the file's rows before the refusal would train and the rest be
+    dropped without a word."""
+    def from_items(items, **_):
+        return LocalDataset([{k: np.asarray([v]) for k, v in item.items()} for item in items])
+
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(data=types.SimpleNamespace(from_items=from_items)))
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": f"a{i}", "label": [i % 3]}) + "\n"
+                                              for i in range(12)))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"text": f"b{i}", "label": [0, 1] if i < 3 else [1, 1]})
+                                              + "\n" for i in range(6)))
+    with pytest.raises(TaskDataError, match=r"b.jsonl: a label \[1, 1\] is a 0/1 indicator vector"):
+        stream.stream_rows(str(tmp_path), "jsonl", "multi-label", Columns(), fraction=0.2, max_rows=4)
+    (tmp_path / "b.jsonl").unlink()  # the stand-in runs a whole read: without the refused file, rows to train
+    assert len(stream.stream_rows(str(tmp_path), "jsonl", "multi-label", Columns(), fraction=0.2, max_rows=4).train)

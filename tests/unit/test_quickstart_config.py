@@ -70,3 +70,24 @@ def test_a_dotted_value_and_a_file_name_keep_their_words(tmp_path, monkeypatch):
                          "--check", "--verbose"])
     with pytest.raises(ConfigError, match=r"^config file 'train\.yaml' does not exist$"):
         quickstart.main(["--pretrain-config", "train.yaml", "--check"])
+
+
+def test_a_fine_tuning_length_past_what_pretraining_trains_is_refused_before_any_work():
+    """`jobs/quickstart.py --check sweep.finetune.task.max_seq_len=1024` passed, and a real run pretrained for minutes
+    before the sweep's check_init refused the length its release was trained at (128: position rows past it never
+    learned). Refused here, naming both fields; a pretraining that trains that long (data.max_seq_len, or phase 2)
+    passes, and so do the README's quickstart commands."""
+    for length in (129, 1024):
+        with pytest.raises(ConfigError, match=rf"^sweep\.finetune\.task\.max_seq_len={length} exceeds the 128 tokens "
+                                              r"the pretraining trains \(pretrain\.data\.max_seq_len=128\).*allowed: "
+                                              r"sweep\.finetune\.task\.max_seq_len <= 128"):
+            quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, [f"sweep.finetune.task.max_seq_len={length}"])
+    with pytest.raises(ConfigError, match=r"^sweep\.finetune\.task\.max_seq_len=512 exceeds the 256 tokens the "
+                                          r"pretraining trains \(pretrain\.phase2\.max_seq_len=256\)"):
+        quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, ["pretrain.phase2.max_steps=10",
+                                                                "pretrain.phase2.max_seq_len=256",
+                                                                "sweep.finetune.task.max_seq_len=512"])
+    for overrides in (["pretrain.data.max_seq_len=256", "sweep.finetune.task.max_seq_len=256"],
+                      ["pretrain.phase2.max_steps=10", "sweep.finetune.task.max_seq_len=512"],
+                      [], ["pretrain.model.recipe=modern"], ["pretrain.train.max_steps=1000", "sweep.num_samples=8"]):
+        quickstart.load(quickstart.PRETRAIN, quickstart.SWEEP, overrides)
