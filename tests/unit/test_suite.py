@@ -50,7 +50,7 @@ def suite(tmp_path, *args, e2e=0, rest=0) -> tuple[int, list[dict]]:
 def test_the_e2e_tests_run_in_one_process_then_unit_and_parity_over_workers_of_one_thread(tmp_path):
     status, (e2e, rest) = suite(tmp_path, "-k", "parity")
     assert status == 0
-    assert e2e["args"] == ["tests/e2e", "-k", "parity"] and "-n" not in e2e["args"] and e2e["OMP"] == ""
+    assert e2e["args"] == ["tests/e2e", "-k", "parity", "-n0"] and e2e["OMP"] == ""
     assert rest["args"] == ["-n", "2", "tests/unit", "tests/parity", "-k", "parity"] and rest["OMP"] == "1"
     # xdist from the test tools in both runs: `-n0` (for --pdb under make test-fast) is an option either knows
     assert e2e["PYTHONPATH"] == rest["PYTHONPATH"] == "/tools"
@@ -74,8 +74,20 @@ def test_arguments_naming_tests_or_meaning_one_process_run_in_one(tmp_path, args
     assert status == 1 and [c["args"] for c in ran] == [args]
 
 
-def test_one_ctrl_c_stops_both_runs(tmp_path):
-    """pytest exits 2 on Ctrl-C, not by the signal: the script went on to start the unit and parity run."""
+@pytest.mark.parametrize("args", [["-k", "cluster"], ["-k", "tests"], ["--basetemp", "tests"], ["-m", "not slow"],
+                                  ["-n", "4"]])
+def test_an_options_value_that_names_a_folder_keeps_both_runs(tmp_path, args):
+    """`-k cluster` selects tests by expression; the folder cluster/ of that name made it one process; a user's -n
+    is the unit run's, the e2e run stays in one process (-n0 after it: two Ray clusters on one machine fail)."""
+    status, (e2e, rest) = suite(tmp_path, *args)
+    assert status == 0 and e2e["args"] == ["tests/e2e", *args, "-n0"]
+    assert rest["args"] == ["-n", "2", "tests/unit", "tests/parity", *args]
+
+
+@pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_one_ctrl_c_stops_both_runs(tmp_path, signal_name, status):
+    """pytest exits 2 on Ctrl-C, not by the signal: the script went on to start the unit and parity run. A TERM
+    (a CI runner's cancel) ends it with TERM's status."""
     import signal
     import time
 
@@ -85,9 +97,9 @@ def test_one_ctrl_c_stops_both_runs(tmp_path):
     while not (tmp_path / "calls.jsonl").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)  # the stand-in is in its sleep
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches the whole foreground group
-    assert proc.wait(timeout=30) == 130
-    assert [c["args"] for c in calls(tmp_path)] == [["tests/e2e"]]
+    os.killpg(proc.pid, getattr(signal, signal_name))  # as a terminal's Ctrl-C reaches the whole foreground group
+    assert proc.wait(timeout=30) == status
+    assert [c["args"] for c in calls(tmp_path)] == [["tests/e2e", "-n0"]]
 
 
 def test_the_two_runs_cover_every_test_directory():
