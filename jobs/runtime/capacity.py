@@ -156,8 +156,8 @@ def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: f
 
 
 def unplaced(bundles, nodes: list[dict], distinct: int = 0) -> dict[str, float] | None:
-    """The first of `bundles` (largest first) that no node's resources left can hold whole, each bundle taking from
-    one node as a placement group's does, and each of the first `distinct` from a node none of them took
+    """The first of `bundles` (in left_over's order) that no node's resources left can hold whole, each bundle
+    taking from one node as a placement group's does, and each of the first `distinct` from a node none of them took
     (STRICT_SPREAD); None when all fit. A cluster of 3 nodes of 4 CPUs has the 11 CPUs two workers of 5 and Ray
     Data's 1 ask for, and no node for either worker."""
     return next(iter(left_over(bundles, nodes, distinct)), None)
@@ -235,8 +235,8 @@ def misplaced(demand: Demand, nodes: list[dict]) -> str | None:
         count, alike = held(loose, demand, nodes)
         if count == 0:  # it fits a node alone, not beside the others (Ray Data's CPU beside the workers)
             return (f"no node of the Ray cluster has room for the bundle of {describe_need(loose)} needed by "
-                    f"{demand.needed_by} beside the other bundles (a node holds {how_many(best, loose)} alone: "
-                    f"{describe_need(best, loose)}). {demand.advice(short)}")
+                    f"{demand.needed_by} beside the other bundles (a node holds {how_many(best, loose)} such bundles "
+                    f"alone: {describe_need(best, loose)}). {demand.advice(short)}")
         return (f"the Ray cluster's nodes hold {count} of the {alike} {_bundles(alike)} of {describe_need(loose)} "
                 f"needed by {demand.needed_by} (a node holds {how_many(best, loose)} at most: "
                 f"{describe_need(best, loose)}). {demand.advice(short)}")
@@ -264,6 +264,8 @@ def awaited(demand: Demand, nodes: list[dict]) -> str:
         if (loose := unplaced(demand.bundles, nodes)) is None:
             return ""
         count, alike = held(loose, demand, nodes)
+        if count == 0 and unplaced([loose], nodes) is None:  # as misplaced says it: room beside the others
+            return f"a node with room for the bundle of {describe_need(loose)} beside the other bundles"
         return f"nodes that hold the {alike} {_bundles(alike)} of {describe_need(loose)} (those up hold {count})"
     if demand.distinct:
         worker = demand.bundles[0]

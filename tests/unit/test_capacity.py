@@ -372,4 +372,11 @@ def test_a_bundle_that_fits_a_node_alone_but_not_beside_the_others_is_said_so():
 
     line = misplaced(Demand.of_scaling(ScalingConfig(num_workers=2, cpus_per_worker=2)), [{"CPU": 2.5}] * 2)
     assert line.startswith("no node of the Ray cluster has room for the bundle of CPU 1 needed by") and \
-        "beside the other bundles (a node holds 2 alone: CPU 2.5)" in line and " hold 0 of" not in line
+        "beside the other bundles (a node holds 2 such bundles alone: CPU 2.5)" in line and " hold 0 of" not in line
+
+
+def test_an_autoscalers_wait_for_room_beside_the_other_bundles_is_said_so():
+    from jobs.runtime.capacity import awaited
+
+    demand = Demand.of_scaling(ScalingConfig(num_workers=2, cpus_per_worker=2))
+    assert awaited(demand, [{"CPU": 2.5}] * 2) == "a node with room for the bundle of CPU 1 beside the other bundles"
