@@ -240,6 +240,14 @@ def check_init(max_seq_len: int, init: str, folder: Path) -> None:
 
     check_tokenizer_folder(folder)
     config = json.loads((folder / "config.json").read_text())
+    rows = config.get("vocab_size")
+    if isinstance(rows, int) and (ids := _token_ids(folder)) > rows:
+        # tokens added to a tokenizer without resizing the model's embeddings, or another model's tokenizer: the
+        # first row holding such an id failed in a worker's embedding lookup (a bare IndexError), after Ray started
+        raise ConfigError(f"init {init!r}: its tokenizer has {ids} token ids and its model {rows} embedding rows "
+                          "(config.json's vocab_size): give the tokenizer the model was trained with, or resize the "
+                          "model's embeddings to the tokenizer (transformers' resize_token_embeddings, then "
+                          "save_pretrained)")
     positions = config.get("max_position_embeddings")
     if isinstance(positions, int) and max_seq_len > positions:
         raise ConfigError(f"task.max_seq_len={max_seq_len} exceeds the {positions} positions of init {init!r} "
@@ -263,6 +271,13 @@ def check_init(max_seq_len: int, init: str, folder: Path) -> None:
                           f"releases write it): {unlearned}; allowed: task.max_seq_len <= "
                           f"{int(trained)}, or an init pretrained that long (a longer phase, e.g. "
                           f"phase2.max_seq_len=512 with phase2.max_steps > 0)")
+
+
+def _token_ids(folder: Path) -> int:
+    """How many token ids the fine-tuning featurizer's tokenizer (pipelines.tasks.common) gives, added tokens in."""
+    from pipelines.tasks.common import load_tokenizer
+
+    return len(load_tokenizer(folder))
 
 
 def _download(init: str, tracking_uri: str, download_dir: Path) -> Path:
