@@ -383,13 +383,12 @@ def _report_ignored(cfg: PretrainConfig) -> int:
 
 
 def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
-    """The fixed held-out set every evaluation of the run scores: the eval split's first eval_batches x
-    micro_batch_size examples in all (fewer when the split is smaller), `eval_set_size` of them, so that a run
-    resubmitted on another worker count, and runs of different sizes, score the same examples (the workers mask
-    them alike too: jobs/workers/pretrain_worker.evaluate). Read here once and shipped through the object store: no
-    evaluation starts a Ray Data stream (one costs a job's launch more than the evaluation itself at quickstart
-    sizes). A resubmitted run reads as many examples as its checkpoint's run did (_held_out_read): with another
-    train.micro_batch_size, eval_batches x micro_batch_size named another set than its first evaluation's."""
+    """The fixed held-out set every evaluation scores: the eval split's first eval_batches x micro_batch_size
+    examples (fewer when the split is smaller), `eval_set_size` of them, so that a run resubmitted on another worker
+    count, and runs of different sizes, score the same examples (masked alike: pretrain_worker.evaluate). Read here
+    once, shipped through the object store (a Ray Data stream costs more than an evaluation). A resubmitted run reads
+    as many as its checkpoint's did (_held_out_read); a set of few random-next pairs is said."""
+    from pipelines.examples import held_out_nsp_warning
     from pipelines.shards import read_head
 
     replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
@@ -399,7 +398,10 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
         raise ConfigError(f"the held-out split of {prepared.path} has {table.num_rows} examples, too few for "
                           f"{replicas} data-parallel replicas to score the same number each: raise "
                           f"data.eval_fraction, or give a larger corpus")
-    return {c: table.column(c).to_numpy(zero_copy_only=False)[:keep] for c in columns}
+    rows = {c: table.column(c).to_numpy(zero_copy_only=False)[:keep] for c in columns}
+    if cfg.train.nsp and (why := held_out_nsp_warning(rows.get("next_sentence_label", ()), cfg.data.nsp_random_prob)):
+        print(f"[data] warning: {why}", flush=True)
+    return rows
 
 
 def _held_out_read(cfg: PretrainConfig) -> int:
