@@ -92,7 +92,10 @@ def test_one_ctrl_c_stops_both_runs(tmp_path, signal_name, status):
     import time
 
     env = dict(environment(tmp_path), WAIT="1")
-    proc = subprocess.Popen([str(ROOT / "tests" / "suite.sh")], env=env, start_new_session=True)
+    # a terminal's shell starts make with Ctrl-C's default action; an xdist worker ignores it, and an ignored signal
+    # is inherited and cannot be trapped by a shell it starts: the default given back, as at a terminal
+    proc = subprocess.Popen([str(ROOT / "tests" / "suite.sh")], env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while not (tmp_path / "calls.jsonl").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
