@@ -47,7 +47,7 @@ contradicts the encoding named (UTF-16 / UTF-32 where none is), a CSV / TSV in a
 (file_head.py: Excel's cp1252, each accented row would be invalid_utf8), a JSON array whose JSON breaks between its
 elements, a Parquet file's datasets metadata that is no JSON, a multi-label column of 0/1 indicator vectors (multi-hot:
 [0, 1, 0, 1] would be read as the classes 0 and 1; a 0/1 list that repeats a value, [1, 1] or [0, 0, 0], or holds a
-float, [1.0, 0.0], is one: a list of classes repeats none), not parseable at all."""
+float, [1.0, 0.0], is read as one, its refusal also naming class ids listed twice), not parseable at all."""
 
 from __future__ import annotations
 
