@@ -318,6 +318,7 @@ def mask_static(examples: Sequence[Example], mcfg: MaskingConfig, special: Speci
         e.masked_ids = originals[bounds[i]:bounds[i + 1]]
 
 
+NSP_LOW_SHARE = 0.8  # random-next pairs under this share of data.nsp_random_prob are said (both checks below)
 ALONE_TRAIN_SHARE = 0.05  # train examples in shards of one document (all "next") that nsp_warning names
 
 
@@ -331,7 +332,7 @@ def nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:
     of the train examples (BooksCorpus as two 2.2 GB files: 66 of 268 shards, 9.7%, whose pairs are all "next")."""
     if not cfg.nsp_random_prob or not counts["examples"]:
         return None
-    low, share = 0.8 * cfg.nsp_random_prob, counts["random_next"] / counts["examples"]
+    low, share = NSP_LOW_SHARE * cfg.nsp_random_prob, counts["random_next"] / counts["examples"]
     if share < low:
         rows = shards["train"] + shards["eval"]
         alone = sum(s["documents"] == 1 for s in rows)
@@ -365,7 +366,7 @@ def held_out_nsp_warning(labels, nsp_random_prob: float) -> str | None:
     can hold one document whose pairs are all "next" while the split passes (BooksCorpus: ~2 documents a shard):
     eval/nsp_acc then scores the "follows" class alone, which a head that always says so meets."""
     labels = np.asarray(labels)
-    if not nsp_random_prob or not labels.size or labels.mean() >= 0.8 * nsp_random_prob:
+    if not nsp_random_prob or not labels.size or labels.mean() >= NSP_LOW_SHARE * nsp_random_prob:
         return None
     return (f"the held-out rows pretraining scores (the eval split's first {labels.size}) are {labels.mean():.1%} "
             f"random-next pairs, not the {nsp_random_prob:.0%} of data.nsp_random_prob: eval/nsp_acc measures "
