@@ -43,8 +43,10 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     UTF-8, a broken tag) is one "malformed_xml" row, "<name>#<page id>" (or "<name>@<byte offset of its <page>
     tag>" if no id can be read) and the next page is read; XML broken before the first page is one "malformed_xml"
     row for the file. An .xml file whose root is not <mediawiki> -> "not_a_wiki_dump"; an export without a page ->
-    "no_wiki_pages"; a page without an <id> -> "missing_page_id". A Wikipedia dump's index
-    (`...-multistream-index.txt.bz2`: offset:id:title lines) is not read: one "multistream_index" row.
+    "no_wiki_pages"; a page without an <id> (or one past int()'s 4300 digits) -> "missing_page_id"; a page whose
+    wikitext the stripper cannot read (a number past those digits: "&#0...065;", a date template's month) ->
+    "malformed_wikitext", the page alone. A Wikipedia dump's index (`...-multistream-index.txt.bz2`: offset:id:title
+    lines) is not read: one "multistream_index" row.
   * Cleaned text that is empty, or null (JSON, parquet) -> "empty_document"; shorter than cfg.min_document_chars ->
     "too_short". Wiki pages: "redirect", "disambiguation", "non_article_namespace" (a page's <ns>, or in an export
     older than <ns> the namespace its title's prefix names).
@@ -108,7 +110,7 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
     "truncated_bz2", "truncated_gzip", "truncated_xz", "corrupt_bz2", "corrupt_gzip", "corrupt_xz", "malformed_json",
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
     "non_article_namespace", "duplicate", "not_a_wiki_dump", "no_wiki_pages", "missing_page_id", "multistream_index",
-    "gutenberg_boilerplate", "utf16_file", "outside_doc_block",
+    "gutenberg_boilerplate", "utf16_file", "outside_doc_block", "malformed_wikitext",
 )
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
@@ -430,7 +432,11 @@ def _page_row(page: wiki.Page | wiki.BadPage, doc_id: str, path: str, place: str
     reason = wiki.page_reject_reason(page)
     if reason:
         return reject_row(doc_id, path, reason, page.title)
-    return document_row(doc_id, path, wiki.strip_wikitext(page.text, page.site), cfg)
+    try:
+        text = wiki.strip_wikitext(page.text, page.site)
+    except (ValueError, RecursionError) as e:  # escaping, it ended the read of the file (or bz2 range) it is in
+        return reject_row(doc_id, path, "malformed_wikitext", f"{path}: the page {page.title!r}: {e}")
+    return document_row(doc_id, path, text, cfg)
 
 
 def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, span: Span) -> Iterator[dict]:

@@ -12,8 +12,8 @@ turns these into "malformed_xml" / "not_a_wiki_dump" / "truncated_bz2".
 hot path: mwparserfromhell builds a full parse tree (about 10x slower, and its strip_code
 keeps table and template debris) and WikiExtractor is a script, not a library. It keeps prose
 and lists, turns headings into their own paragraphs, drops tables, references, files, categories, interlanguage
-links and the templates that are metadata (rendering those whose words are the sentence's: dates, units, names),
-and cuts the trailing reference sections.
+links and the templates that are metadata (rendering those whose words are the sentence's: dates, units, names;
+pipelines/wiki_templates.py), and cuts the trailing reference sections.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from pipelines.multistream import PAGE, SITEINFO_END, ChunkStream
+from pipelines.wiki_templates import PARAMETER, template_text
 
 ARTICLE_NAMESPACE = 0
 _LINKED_NAMESPACES = {-2: "media", 6: "file", 14: "category"}  # keys of namespaces whose links are not prose
@@ -141,7 +142,11 @@ _INTEGER = re.compile(r"\s*-?[0-9]+\s*")
 
 
 def _number(text: str | None) -> int | None:
-    return int(text) if text and _INTEGER.fullmatch(text) else None
+    """The number an <id>, <ns> or namespace key holds; None if it holds none (an id then names no document)."""
+    try:
+        return int(text) if text and _INTEGER.fullmatch(text) else None
+    except ValueError:  # past int()'s 4300 digits: raised here, in the parse, it ended the file's or range's read
+        return None
 
 
 def _timestamp(revision: ET.Element, p: str) -> str:
@@ -214,7 +219,7 @@ def _parser(data: bytes) -> ET.XMLPullParser:
 def _bad_page(head: bytes, error: str) -> BadPage:
     head = head.split(b"<revision", 1)[0]  # a revision's <id> is not the page's
     page_id, title = _PAGE_ID.search(head), _PAGE_TITLE.search(head)
-    return BadPage(id=int(page_id.group(1)) if page_id else None,
+    return BadPage(id=_number(page_id.group(1).decode()) if page_id else None,
                    title=html.unescape(title.group(1).decode("utf-8", "replace")) if title else "", error=error)
 
 
@@ -354,80 +359,6 @@ _SPACE_BEFORE_PUNCT = re.compile(r"(?<! ) ++([,.;:])(?=\s|$)")
 # Language codes are matched lower-case only, as they are written, so "[[Ali: Fear Eats the Soul]]" stays.
 _DROPPED_LINK_PREFIX = re.compile(r"\s*(?:(?i:file|image|media|category)|[a-z]{2,3}(?:-[a-z]+)?)\s*:")
 
-# A "|" that a link closes after (no "[" between): it parts the link's target from its label, not template arguments.
-_ARGUMENT_PIPE = re.compile(r"\|(?![^\[]*\]\])")
-
-
-def _template_text(m: re.Match) -> str:
-    """Most templates are metadata (infoboxes, citations, maintenance tags) and go, leaving a space (words either
-    side stay two); the few that render prose inline keep their words: {{lang|fr|Paris}}, {{convert|5|km|mi}} ->
-    "5 km", {{ill|Hans Müller|de}} -> "Hans Müller", and the symbols: "No.{{nbsp}}1", "1999{{ndash}}2000". Templates
-    go before links, so an argument may be a link: {{nowrap|[[United States|U.S.]]}} -> "[[United States|U.S.]]"."""
-    name, _, args = m.group(0)[2:-2].partition("|")
-    if name.lstrip().lower().startswith("formatnum:"):  # a parser function: its argument follows the colon
-        return name.partition(":")[2].strip()
-    name = " ".join(name.replace("_", " ").split()).lower()
-    if name in _SYMBOL_TEMPLATES:
-        return _SYMBOL_TEMPLATES[name]
-    if name not in _INLINE_TEMPLATES and not name.startswith("lang-"):
-        return " "
-    parts = _ARGUMENT_PIPE.split(args) if args else []
-    named = {k.strip(): v.strip() for k, v in (a.split("=", 1) for a in parts if "=" in a)}
-    args = [a.strip() for a in parts if "=" not in a]  # positional arguments
-    if name in _DATE_TEMPLATES:
-        return _date(args)
-    if name == "val":  # its number, exponent and unit (u=, or ul= linked); an uncertainty is not read
-        number = "".join(args[:1] + [f"\u00d710^{named['e']}" if named.get("e") else ""])
-        return " ".join([number, named.get("u") or named.get("ul") or ""]).strip()
-    if name in ("nee", "née", "sortname"):  # "née Kasner"; a first and a last name (then a link target, a sort key)
-        return " ".join(args[:2] if name == "sortname" else ["née", *args[:1]])
-    if name in ("flag", "flagcountry", "flagu", "flagicon", "abbr"):  # a country (an icon: none), an abbreviation
-        return "" if name == "flagicon" else named.get("name") or (args[0] if args else "")
-    if name == "lang":
-        return named.get("text", "").strip() or (args[1] if len(args) > 1 else "")
-    if name in ("convert", "cvt"):  # the value (-40, 1/2, or a range: 5|-|10) and its unit
-        end = 1
-        while end + 1 < len(args) and args[end] in _RANGE_WORDS:
-            end += 2
-        return " ".join(args[:end + 1])
-    if name in ("circa", "c."):
-        return " ".join(["c.", *args[:1]])
-    if name == "as of":
-        return " ".join(["As of", *args[:3]])
-    if name == "us$":
-        return "US$" + (args[0] if args else "")
-    if name in ("ill", "interlanguage link", "nihongo"):  # the local name first; the rest: languages, readings
-        return args[0] if args else ""
-    if name in _QUOTE_TEMPLATES:  # the quotation is prose, a block of its own; its author and source are not
-        text = named.get("text") or named.get("quote") or named.get("1") or (args[0] if args else "")
-        return f"\n\n{text.strip()}\n\n"
-    return args[-1] if args else ""
-
-
-_QUOTE_TEMPLATES = frozenset(["quote", "blockquote", "cquote", "quotation", "quote box", "poem quote"])
-_DATE_TEMPLATES = frozenset([*(f"{e}{s}" for e in ("birth", "death", "start", "end") for s in (
-    " date", " date and age", "-date", "-date and age", " year and age")), "dts", "film date", "bda"])
-_INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic", "circa",
-                               "c.", "as of", "us$", "ill", "interlanguage link", "nihongo", *_QUOTE_TEMPLATES,
-                               *_DATE_TEMPLATES, "val", "nee", "née", "sortname", "flag", "flagcountry", "flagu",
-                               "flagicon", "abbr"])
-_MONTHS = ",January,February,March,April,May,June,July,August,September,October,November,December".split(",")
-_SYMBOL_TEMPLATES = {"nbsp": " ", "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spnd": " \u2013 ",
-                     "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ", "dash": " \u2014 ", "-": "\u2013",
-                     "middot": "\u00b7", "\\": " / ", "'": "'"}  # not {{!}}, {{=}}: a "|" would split its template
-_RANGE_WORDS = frozenset(["-", "\u2013", "to", "and", "or", "x", "by", "+", "+/-", "&"])
-_PARAMETER = re.compile(r"\{\{\{[^{}]*\}\}\}")  # {{{1}}}: a template's own parameter, left in pages by copying
-
-
-def _date(args: list[str]) -> str:
-    """A date template's (first) date: "17 July 1954" of 1954|7|17, "1954" (no "(age 71)": today's), or as written."""
-    year, month, day = (args + ["", "", ""])[:3]  # isdecimal, not isdigit: int("17²") raises, and a page's error
-    if not year.isdecimal():  # ended a bz2 range's read (every later page lost)
-        return year
-    month = (_MONTHS[int(month)] if 0 < int(month) <= 12 else "") if month.isdecimal() else month
-    return " ".join(p for p in (str(int(day)) if day.isdecimal() and month else "", month, year) if p)
-
-
 # A prefixed target naming a media file: [[Bild:X.jpg|mini|...]] in a German dump, Imagen: (es), Изображение: (ru),
 # Grafika: (pl) are aliases of the File namespace, which <siteinfo> does not list (it gives a namespace one name).
 _MEDIA_FILE = re.compile(
@@ -474,8 +405,8 @@ def strip_wikitext(text: str, site: Site = Site()) -> str:
     text = _COMMENT.sub("", text)
     text = text[:_trailing_start(text)]
     text = _NON_PROSE_ELEMENTS.sub("", text)
-    text = _PARAMETER.sub("", text)
-    text = _sub_nested(_TEMPLATE, _template_text, text)
+    text = PARAMETER.sub("", text)
+    text = _sub_nested(_TEMPLATE, template_text, text)
     text = _sub_nested(_TABLE, "", text)
     text = _sub_nested(_LINK, lambda m: _link_text(m, site), text)
     text = _EXTERNAL_LINK.sub(lambda m: m.group(1) or "", text)
