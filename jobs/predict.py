@@ -127,8 +127,8 @@ def _plan(cfg: PredictConfig, model: ModelRef | None, output: Path) -> list:
                   flush=True)
         if model is not None:
             inputs.check_columns(files, model.kind, cfg.columns)  # before the manifest and Ray
-    except (FileNotFoundError, TaskDataError) as exc:  # the readers name fine-tuning's settings (task.columns.*)
-        raise ConfigError(f"input: {exc}".replace("task.columns.", "columns.")) from None
+    except (FileNotFoundError, TaskDataError) as exc:
+        raise inputs.refused(str(exc)) from None
     _refuse_foreign(output)  # before the lease: a folder not ours gets no .lease file either
     return files
 
@@ -351,10 +351,12 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
           f"{len(files)} input files ({inputs.formats(files)}), ~{expected:,} rows, {actors} model replicas "
           f"({'GPU' if gpus else f'{cfg.cpus_per_actor:g} CPU'} each)", flush=True)
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        if said := stages.refusal(batch):  # a file refused past the rows _plan read: one line, as _plan's
+            raise inputs.refused(said)
         rows += int(batch["rows"].sum())
         touched = {str(s) for s in batch["shard"]}
         named |= touched
-        _complete_shards(output, manifest, touched)
+        shards.record_complete(output, manifest, touched)
         if time.time() - last >= PROGRESS_EVERY_S:
             last = time.time()
             rate = rows / max(last - start, 1e-9)
@@ -364,29 +366,7 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
                   f"{eta} | {len(manifest['shards'])} shards complete", flush=True)
     # the shards the model replicas wrote, as they said, not only those this machine sees: an output folder on the
     # driver's disk alone (a worker node's replicas wrote theirs on its own disk) is an error, not 0 rows predicted
-    _complete_shards(output, manifest, set(shards.scan(output)) | named, final=True)
-
-
-def _complete_shards(output: Path, manifest: dict, touched: set, final: bool = False) -> None:
-    """Those of the `touched` shards whose parts now hold all their rows, into the manifest (rewritten when one
-    completes); `final`: every shard must be complete."""
-    changed = False
-    for shard in sorted(touched - set(manifest["shards"])):
-        state = shards.state(output, shard)
-        if not (state.complete or final):
-            continue
-        if state.rows is None:  # no _rows.json here: the read task that counted its rows ran on another node
-            raise RuntimeError(f"shard {shard} was written by a model replica where this machine does not see it: "
-                               f"output ({output}) must be a folder every node of the cluster mounts")
-        if not state.complete:
-            raise RuntimeError(f"shard {shard}: {sum(state.parts.values())} of {state.rows} rows predicted when the "
-                               "job's data ended")
-        shards.verify(output, shard, state.rows)
-        info = json.loads((output / shards.SHARDS / shard / shards.ROWS).read_text())
-        manifest["shards"][shard] = {**info, "parts": shards.part_files(output, shard)}
-        changed = True
-    if changed:
-        shards.write_json(output / shards.MANIFEST, manifest)
+    shards.record_complete(output, manifest, set(shards.scan(output)) | named, final=True)
 
 
 # -- 4. the record -----------------------------------------------------------------------------------------------

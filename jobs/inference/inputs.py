@@ -72,6 +72,13 @@ def check_columns(files, kind: str, columns) -> None:
             raise exc
 
 
+def refused(message: str) -> ConfigError:
+    """A reader's refusal of an input file (pipelines.tasks' TaskDataError), as prediction says it: `input: ...`, the
+    readers' fine-tuning setting names (task.columns.*) as prediction's (columns.*). One line, where it was found:
+    _plan's check before Ray, or a read task's record past the rows that check read (stages.read_rows)."""
+    return ConfigError(f"input: {message}".replace("task.columns.", "columns."))
+
+
 _STAMPS = ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated", "created")
 
 

@@ -14,9 +14,15 @@ from types import SimpleNamespace
 OUTPUT_COLUMNS = {"classification": ("label", "score", "scores"), "multi-label": ("labels", "score", "scores"),
                   "regression": ("value",), "token-classification": ("entities",),
                   "question-answering": ("answer", "answer_start", "score", "null_score")}
+# what the served model answers per row: the kind's columns and, where an input can be cut (a text to the model's
+# length, a question to max_query_length), whether it was, as batch prediction's `truncated`; a tagger windows its
+# long texts, never cuts them
+SERVED_COLUMNS = {kind: (*columns, *(("truncated",) if kind != "token-classification" else ()))
+                  for kind, columns in OUTPUT_COLUMNS.items()}
 # each output column's Arrow type: a part whose values are all None (QA rows without a span) keeps it
 OUTPUT_TYPES = {"label": "string", "labels": "string", "score": "double", "scores": "string", "value": "double",
-                "entities": "string", "answer": "string", "answer_start": "int64", "null_score": "double"}
+                "entities": "string", "answer": "string", "answer_start": "int64", "null_score": "double",
+                "truncated": "bool"}
 
 
 def model_kind(config) -> str:

@@ -1,7 +1,7 @@
 """A fine-tuned model of any kind as MLflow serves it: a pyfunc over jobs/inference/predictor.Predictor, the code
 jobs/predict.py runs, so a POST to `mlflow models serve`'s /invocations answers what a prediction job writes (its
-output columns, jobs/inference/kinds.OUTPUT_COLUMNS), and refuses what it rejects. The transformers pipeline MLflow
-would serve otherwise answers otherwise:
+output columns and `truncated`: jobs/inference/kinds.SERVED_COLUMNS), and refuses what it rejects. The transformers
+pipeline MLflow would serve otherwise answers otherwise:
 
     classification        a blank text got a label (batch: missing_text), a table with an `id` column or a null
                           text a server error, a `text_pair` column was dropped unseen (the pipeline's signature is
@@ -102,21 +102,23 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input, params=None):
         import pandas as pd
 
-        from jobs.inference.kinds import OUTPUT_COLUMNS
+        from jobs.inference.kinds import SERVED_COLUMNS
 
-        kind = self.predictor.kind
+        columns = list(SERVED_COLUMNS[self.predictor.kind])
         rows, empty = self.rows(model_input)
+        asked = [r for r in rows if r is not None]
         # one request at a time: MLflow's scoring server runs each in a thread of its own (asyncio.to_thread), and the
         # fast tokenizer's truncation and padding are state of the tokenizer, which each call sets (encode: truncated,
         # then not, to count the cut; QA windows: padded, then not): overlapping requests tokenized with each other's
         # settings (a long text not truncated, a QA span from misaligned windows)
         with self._lock:
-            answers = iter(self.predictor.predict([r for r in rows if r is not None]))
-        out = [empty if r is None else next(answers) for r in rows]
+            encoded = self.predictor.encode(asked)  # Predictor.predict's steps: the encoding says what was cut
+            answers = self.predictor.decode(asked, encoded, self.predictor.forward(encoded))
+        answered = iter({**a, "truncated": bool(e["truncated"])} for a, e in zip(answers, encoded))
+        out = [{**empty, "truncated": False} if r is None else next(answered) for r in rows]
         # object columns: pandas would turn a None (a QA row without an answer, beside answered ones) into NaN, which
         # MLflow's scoring server writes as a bare NaN, no JSON a client parses; None is written as null
-        return pd.DataFrame([{k: a[k] for k in OUTPUT_COLUMNS[kind]} for a in out], columns=list(OUTPUT_COLUMNS[kind]),
-                            dtype=object)
+        return pd.DataFrame([{k: a[k] for k in columns} for a in out], columns=columns, dtype=object)
 
     def rows(self, table) -> tuple[list[dict | None], dict]:
         """The predictor's rows of `table` (None for a question-answering row without a question or a context: it
@@ -142,6 +144,8 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             if kind != "question-answering":  # which needs a table of columns: said below
                 refuse_non_text(kind, "text", table)
             table = pd.DataFrame({"text": table})
+        if not len(table.index):  # {"dataframe_records": []} is a table of no columns: no row to refuse, as [] has
+            return [], {}
         if kind == "question-answering":
             absent = {"question", "context"} - set(table.columns)
             if absent:

@@ -116,6 +116,28 @@ def verify(output: Path, shard: str, rows: int) -> None:
                            f"{rows} input rows: not each exactly once")
 
 
+def record_complete(output: Path, manifest: dict, touched: set, final: bool = False) -> None:
+    """Those of the `touched` shards whose parts now hold all their rows, into the manifest (rewritten when one
+    completes); `final`: every shard must be complete."""
+    changed = False
+    for shard in sorted(touched - set(manifest["shards"])):
+        now = state(output, shard)
+        if not (now.complete or final):
+            continue
+        if now.rows is None:  # no _rows.json here: the read task that counted its rows ran on another node
+            raise RuntimeError(f"shard {shard} was written by a model replica where this machine does not see it: "
+                               f"output ({output}) must be a folder every node of the cluster mounts")
+        if not now.complete:
+            raise RuntimeError(f"shard {shard}: {sum(now.parts.values())} of {now.rows} rows predicted when the "
+                               "job's data ended")
+        verify(output, shard, now.rows)
+        info = json.loads((output / SHARDS / shard / ROWS).read_text())
+        manifest["shards"][shard] = {**info, "parts": part_files(output, shard)}
+        changed = True
+    if changed:
+        write_json(output / MANIFEST, manifest)
+
+
 def part_files(output: Path, shard: str) -> list[str]:
     return sorted(str(p.relative_to(output)) for p in (output / SHARDS / shard).glob("part-*.parquet"))
 

@@ -120,6 +120,7 @@ def test_served_classifier_answers_as_batch_prediction_long_inputs_truncated(cla
         served = body["predictions"]
         assert [p["label"] for p in served] == [p["label"] for p in ours]
         assert [p["score"] for p in served] == pytest.approx([p["score"] for p in ours], abs=1e-4)
+        assert [p["truncated"] for p in served] == [e["truncated"] for e in predictor.encode(rows)]  # as batch counts
     assert len({p["label"] for p in predictor.predict([{"id": t, "text_a": t} for t in [*SHORT, LONG]])}) > 1
 
 

@@ -64,7 +64,7 @@ def test_a_job_that_fails_once_its_run_started_leaves_a_failed_manifest_and_run(
         error = RuntimeError
     else:
         monkeypatch.setattr(predict, "_predict", lambda cfg, model, files, output, done, manifest: shard(
-            output, "00000-000000", 2) or predict._complete_shards(output, manifest, {"00000-000000"}))
+            output, "00000-000000", 2) or shards.record_complete(output, manifest, {"00000-000000"}))
         monkeypatch.setattr(MlflowClient, "log_artifact", refusing)
         error = OSError
     with pytest.raises(error):
@@ -124,9 +124,9 @@ def test_a_reruns_rate_and_rows_metric_count_the_rows_it_predicted(tmp_path, mon
     out = tmp_path / "out"
     shard(out, "00000-000000", 90)
     kept = {"status": "running", "shards": {}}
-    predict._complete_shards(out, kept, {"00000-000000"})
+    shards.record_complete(out, kept, {"00000-000000"})
     monkeypatch.setattr(predict, "_predict", lambda cfg, model, files, output, done, manifest: shard(
-        output, "00000-000001", 10) or predict._complete_shards(output, manifest, {"00000-000001"}))
+        output, "00000-000001", 10) or shards.record_complete(output, manifest, {"00000-000001"}))
     result = fill(kept, started=time.time() - 2)
     assert (result.rows, result.rows_this_run, result.skipped_shards) == (100, 10, 1)
     metrics = client.get_run(run_id).data.metrics
@@ -146,7 +146,7 @@ def test_blank_lines_and_empty_files_are_skipped_not_rejected_and_windowed_rows_
     monkeypatch.setattr(predict, "_predict", lambda cfg, model, files, output, done, manifest: shard(
         output, "00000-000000", 3, windows=[1, 3, 2], rejects={"blank_line": 2, "bad_json": 1},
         samples=[["blank_line", "line 2", ""], ["bad_json", "line 4", "{"]]) or shard(
-        output, "00001-000000", 0, rejects={"empty_file": 1}) or predict._complete_shards(
+        output, "00001-000000", 0, rejects={"empty_file": 1}) or shards.record_complete(
         output, manifest, {"00000-000000", "00001-000000"}))
     result = fill()
     skipped = {"blank_line": 2, "empty_file": 1}
@@ -169,7 +169,7 @@ def test_a_job_whose_records_are_all_rejected_names_a_rejected_one_not_a_blank_l
     monkeypatch.setattr(predict, "_predict", lambda cfg, model, files, output, done, manifest: shard(
         output, "00000-000000", 0, rejects=rejects, samples=[["blank_line", "line 1", ""],
                                                              ["invalid_utf8", "line 2", "caf\ufffd"]][:len(rejects)])
-        or predict._complete_shards(output, manifest, {"00000-000000"}))
+        or shards.record_complete(output, manifest, {"00000-000000"}))
     if not rejected:
         assert fill().skipped == {"blank_line": 1}  # nothing to predict, no failure
         return

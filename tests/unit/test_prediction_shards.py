@@ -477,15 +477,14 @@ def test_a_shard_a_replica_wrote_where_the_driver_cannot_see_it_fails_the_job(tm
     """An output folder on the driver's disk alone: replicas on another node write their shards on theirs. The
     driver's own scan saw nothing missing and the job ended complete with 0 rows; the shards the replicas named are
     checked too."""
-    from jobs.predict import _complete_shards
 
     shards.write_rows(tmp_path, "00000-000000", {"file": "a.csv", "rows": 2})
     shards.write_part(tmp_path, "00000-000000", part([0, 1]))
     manifest = {"shards": {}}
     with pytest.raises(RuntimeError, match="every node of the cluster mounts"):
-        _complete_shards(tmp_path, manifest, set(shards.scan(tmp_path)) | {"00001-000000"}, final=True)
+        shards.record_complete(tmp_path, manifest, set(shards.scan(tmp_path)) | {"00001-000000"}, final=True)
     manifest = {"shards": {}}
-    _complete_shards(tmp_path, manifest, set(shards.scan(tmp_path)) | {"00000-000000"}, final=True)
+    shards.record_complete(tmp_path, manifest, set(shards.scan(tmp_path)) | {"00000-000000"}, final=True)
     assert list(manifest["shards"]) == ["00000-000000"]
 
 

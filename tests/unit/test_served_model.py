@@ -343,7 +343,7 @@ def test_a_single_text_classifier_or_regressor_is_served_as_batch_prediction_ans
     import transformers
 
     from jobs.finetune import find_hf_folder
-    from jobs.inference.kinds import OUTPUT_COLUMNS, folder_kind
+    from jobs.inference.kinds import OUTPUT_COLUMNS, SERVED_COLUMNS, folder_kind
     from jobs.registry.model_logging import log_release_model
 
     config = {"classification": {"num_labels": 3, "id2label": dict(enumerate(LABELS)),
@@ -355,8 +355,11 @@ def test_a_single_text_classifier_or_regressor_is_served_as_batch_prediction_ans
     client, info = scoring_app(tmp_path, empty_store, lambda: log_release_model(
         folder, None, "text-classification", ["a fine day in the park", "hello"]))
     texts = ["a fine day in the park", "terrible, never again", "ok"]
-    ours = [{k: p[k] for k in OUTPUT_COLUMNS[kind]} for p in Predictor(folder).predict(
-        [{"id": str(i), "text_a": t, "text_b": None} for i, t in enumerate(texts)])]
+    rows = [{"id": str(i), "text_a": t, "text_b": None} for i, t in enumerate(texts)]
+    predictor = Predictor(folder)
+    ours = [{**{k: p[k] for k in OUTPUT_COLUMNS[kind]}, "truncated": e["truncated"]}
+            for p, e in zip(predictor.predict(rows), predictor.encode(rows))]
+    assert [sorted(p) for p in ours] == [sorted(SERVED_COLUMNS[kind])] * len(texts)
     for body in ({"inputs": texts}, {"dataframe_records": [{"id": f"r{i}", "text": t} for i, t in enumerate(texts)]}):
         answer = client.post("/invocations", json=body)
         assert answer.status_code == 200, answer.text
@@ -429,3 +432,56 @@ def test_a_served_tagger_refuses_no_value_texts_a_text_pair_and_records_in_input
                                  qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16))
     answer = reader.predict(None, pd.DataFrame({"question": ["#N/A"], "context": ["the river flows past Paris"]}))
     assert (answer["answer"][0], answer["answer_start"][0]) == ("", -1)
+
+
+def test_an_empty_request_is_answered_with_no_predictions_in_every_form(tmp_path, empty_store):
+    """{"inputs": []} answered [], {"dataframe_records": []} a 400 ("needs a column text ...; got "): MLflow makes the
+    latter a table of no columns, and the served model looked for its text column before seeing it had no row. No
+    row is nothing to refuse: every form of an empty request answers no prediction, for every kind."""
+    from jobs.inference.kinds import SERVED_COLUMNS, QASettings
+    from jobs.inference.qa_model import QuestionAnswering
+    from jobs.registry.model_logging import log_release_model
+
+    folder = multi_label(tmp_path / "m")
+    client, _ = scoring_app(tmp_path, empty_store, lambda: log_release_model(
+        folder, None, "text-classification", ["hello", "a fine day"]))
+    for body in ({"inputs": []}, {"dataframe_records": []}, {"instances": []},
+                 {"dataframe_split": {"columns": [], "data": []}}):
+        answer = client.post("/invocations", json=body)
+        assert (answer.status_code, answer.json()) == (200, {"predictions": []}), (body, answer.text)
+    reader = QuestionAnswering()
+    reader.predictor = Predictor(tiny(tmp_path / "qa", "BertForQuestionAnswering"), cpu_kernels="torch",
+                                 qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16))
+    tagger = served(Predictor(tiny(tmp_path / "ner", "BertForTokenClassification", num_labels=len(TAGS),
+                                   id2label=dict(enumerate(TAGS)), label2id={v: i for i, v in enumerate(TAGS)}),
+                              cpu_kernels="torch"))
+    for model in (reader, tagger):
+        answer = model.predict(None, pd.DataFrame.from_records([]))  # what dataframe_records [] becomes
+        assert len(answer) == 0 and list(answer.columns) == list(SERVED_COLUMNS[model.predictor.kind])
+
+
+def test_a_served_input_cut_to_the_models_length_says_so_as_batch_prediction_counts_it(tmp_path):
+    """Batch prediction writes `truncated` for a text cut to the model's length (a QA question cut to
+    max_query_length); the served answer for the same text said nothing. It answers `truncated` too, beside the
+    kind's columns, row for row as batch prediction's encoding decides it (a tagger's long text is windowed, never
+    cut: no such column)."""
+    from jobs.inference.kinds import QASettings
+    from jobs.inference.qa_model import QuestionAnswering
+
+    long = " ".join(["the river flows past Paris and London"] * 12)  # ~100 pieces: over 64 positions
+    model = served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch"))
+    answer = model.predict(None, ["a fine day", long, "ok"])
+    assert list(answer.columns) == ["labels", "score", "scores", "truncated"]
+    assert list(answer["truncated"]) == [False, True, False]
+    rows = [{"id": str(i), "text_a": t, "text_b": None} for i, t in enumerate(["a fine day", long, "ok"])]
+    assert list(answer["truncated"]) == [e["truncated"] for e in model.predictor.encode(rows)]
+    assert list(answer["labels"]) == [p["labels"] for p in model.predictor.predict(rows)]
+
+    reader = QuestionAnswering()
+    reader.predictor = Predictor(tiny(tmp_path / "qa", "BertForQuestionAnswering"), cpu_kernels="torch",
+                                 qa=QASettings(max_seq_len=64, doc_stride=16, max_query_length=16))
+    question = "where does the long river that flows past the old cities of Paris and London flow to in the end"
+    answer = reader.predict(None, pd.DataFrame({"question": ["where", question, None],
+                                                "context": ["the river flows past Paris"] * 3}))
+    assert list(answer["truncated"]) == [False, True, False]  # the question over 16 pieces; no question: no answer
+    assert list(answer.columns) == ["answer", "answer_start", "score", "null_score", "truncated"]
