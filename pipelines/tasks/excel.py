@@ -55,7 +55,8 @@ def excel_records(path: str, f, sheet: str = "", names: dict[str, str] | None = 
     the sheet's first row. The header is the first row holding every one of `names` (the columns the task reads,
     Columns field -> name): a title or notes above the table are passed over; without such a row in the
     _HEADER_ROWS rows from the first that is not empty, that first one (whose columns files.py then refuses, naming
-    the missing), unless no sheet is named and the workbook has others (_refuse_first_sheet). Its fields are text."""
+    the missing), unless no sheet is named and the workbook has others (_refuse_first_sheet). Its fields are text,
+    an empty cell ""."""
     names = dict(names or {})
     book, ws = _open(path, f, sheet)
     try:
@@ -73,11 +74,11 @@ def excel_records(path: str, f, sheet: str = "", names: dict[str, str] | None = 
                 continue
             yield from ((b, f"row {b + 1}", Reject("blank_line"), "") for b in blank)
             blank = []
-            if width is None:
-                width = max(i for i, v in enumerate(values) if v) + 1
-                values = ["" if v is None else v for v in values]
-            fields = (values + [None] * width)[:width]
-            yield n, f"row {n + 1}", fields, "\t".join(v or "" for v in fields)
+            width = width or max(i for i, v in enumerate(values) if v) + 1
+            # an empty cell is "", as Excel's CSV export writes it: one reading of the sheet and its CSV (a
+            # multi-label cell of joined classes that is empty names no class: label_cells.py)
+            fields = ["" if v is None else v for v in (values + [None] * width)[:width]]
+            yield n, f"row {n + 1}", fields, "\t".join(fields)
     finally:
         book.close()
 

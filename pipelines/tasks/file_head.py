@@ -14,6 +14,7 @@ import lzma
 import re
 import zlib
 
+from pipelines.parquet_source import bad_compressed_data
 from pipelines.tasks.common import TaskDataError
 
 _HEAD_BYTES = 1 << 20  # looked at for the encoding: an Excel export's accents show up long before
@@ -30,14 +31,17 @@ _SENTENCE_WORDS = 5  # a column "name" of this many words is a row's text
 
 def _head(f, size: int) -> bytes:
     """Up to `size` bytes from the file's start, leaving it there. A compressed file cut short gives what came before
-    the cut: the record readers count the cut where they reach it, keeping the records before it."""
+    the cut: the record readers count the cut where they reach it, keeping the records before it. An I/O error (a
+    disk's, a network's, a permission's) is raised: read as a short head it would pass a one-byte encoding and guess
+    the delimiter from nothing (files.read_file raises it naming the file, as its record readers' errors)."""
     read, chunks, got = getattr(f, "read1", f.read), [], 0
     try:
         while got < size and (chunk := read(size - got)):
             chunks.append(chunk)
             got += len(chunk)
-    except (EOFError, OSError, zlib.error, lzma.LZMAError):
-        pass
+    except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
+        if not bad_compressed_data(e):
+            raise
     f.seek(0)
     return b"".join(chunks)
 

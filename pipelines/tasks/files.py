@@ -13,7 +13,8 @@ Rows, by kind (the keys glue_features / conll_features / squad_*_features take):
     1.0 or "1.0" -> "1", as pandas writes an int column holding a NaN, 1.5 or a `;` CSV's "1,5" -> "1.5"; a bool, and
     true / false in any case, as Excel's TRUE, pandas' True and JSON's true are one class -> "true" / "false"), a list
     of str (from a JSON / Parquet list, a pandas list cell "['a', 'b']" in a CSV, or a cell split on
-    Columns.label_separator; [] = no label), or a float.
+    Columns.label_separator; [] = a row with no class, its empty cell too, where null is missing_label:
+    label_cells.py), or a float.
   * token-classification: {id, document, tokens, ner_tags} (tags as str; HF ClassLabel ids as names, from a
     save_to_disk folder or a Parquet file datasets wrote: arrow_files.py).
   * question-answering: squad.load_squad's {id, title, question, context, answers, is_impossible}; answers in
@@ -32,9 +33,9 @@ lines after it are read again), ambiguous_quote (a TSV quote that would run on o
 itself: all its lines, text_records.tsv_records), wrong_column_count, repeated_header (a CSV / TSV / sheet row of two
 columns or more that is the header again: `cat a.csv b.csv`), missing_text and missing_label (absent, empty, JSON null,
 NaN, or text that says so: "nan", "<NA>", Excel's #N/A and other error cells, cells.no_value; QA: answers absent or
-null, where [] is a question without an answer), unparseable_label (a JSON list as a class, a bool as a score or in a
-list, a non-finite score or class, QA answers of no shape squad.answer_list reads), mixed_label_types (a
-label of another JSON type than the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field,
+null, where [] is a question without an answer), unparseable_label (a bool as a score or in a list, a non-finite
+score or class, QA answers of no shape squad.answer_list reads), mixed_label_types (a label of another JSON type than
+the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field,
 duplicate_id, no_valid_answer (QA: answers, none at its start; `scored_only`, none with a text; answers off their start
 are FileBatch.notes, as load_squad's), not_a_squad_article (SQuAD JSON: a data item without paragraphs),
 unanswerable_needs_version_2 (QA, as load_squad; a question without an answer, read with version_2 false: set
@@ -45,21 +46,18 @@ a file unusable as a whole: a required column absent (the message names expected
 or named twice in the header, or the header again in another column order (joined files), a byte-order mark that
 contradicts the encoding named (UTF-16 / UTF-32 where none is), a CSV / TSV in a one-byte encoding where none is named
 (file_head.py: Excel's cp1252, each accented row would be invalid_utf8), a JSON array whose JSON breaks between its
-elements, a Parquet file's datasets metadata that is no JSON, a multi-label column of 0/1 indicator vectors (multi-hot:
-[0, 1, 0, 1] would be read as the classes 0 and 1; a 0/1 list that repeats a value, [1, 1] or [0, 0, 0], or holds a
-float, [1.0, 0.0], is read as one, its refusal also naming class ids listed twice), not parseable at all."""
+elements, a Parquet file's datasets metadata that is no JSON, a list of classes where task.kind=classification wants
+one, or a list cell read with a label_separator (label_cells.py), a multi-label column of 0/1 indicator vectors
+(multi-hot: [0, 1, 0, 1] would be read as the classes 0 and 1; a 0/1 list that repeats a value, [1, 1] or [0, 0, 0],
+or holds a float, [1.0, 0.0], is read as one, its refusal also naming class ids listed twice), not parseable at all."""
 
 from __future__ import annotations
 
-import ast
 import collections
 import contextlib
-import decimal
 import json
 import lzma
-import math
 import os
-import re
 import shutil
 import tempfile
 import zlib
@@ -71,11 +69,12 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.tasks.arrow_files import hf_records, parquet_features, parquet_file, parquet_records
-from pipelines.tasks.cells import bool_class, cell_id, cell_text, class_name, decimal_comma, no_value, number_class
+from pipelines.tasks.cells import cell_id, cell_text, no_value
 from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.file_head import csv_delimiter, header_again, header_is_data, refuse_one_byte_text
+from pipelines.tasks.label_cells import CLASS_LIST, LIST_CELL, class_lists, list_refusal, read_label
 from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, OFFSET_MISMATCH, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
 from pipelines.parquet_source import bad_compressed_data
@@ -91,8 +90,6 @@ _KIND_FORMATS = {"token-classification": ("jsonl", "parquet", "hf", "conll"),
                  "question-answering": ("jsonl", "parquet", "hf", "squad")}  # the others: csv tsv jsonl parquet hf xlsx
 _UNLABELED_FORMATS = {"question-answering": ("csv", "tsv", "jsonl", "parquet", "hf", "xlsx", "squad")}  # others: + text
 _BATCH_SAMPLES = 5  # rejected-record excerpts kept per batch
-_ABSENT = object()
-_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
 def _name(path: str) -> str:
@@ -252,76 +249,16 @@ class _Rows:
             return "invalid_utf8"
         if not all(isinstance(t, str) and t.strip() and not no_value(t) for t in texts):  # #N/A: as a label's
             return "missing_text"
-        label = self._label(record.get(c.label, _ABSENT)) if c.label else (None, None)
+        label = read_label(record.get(c.label), self.kind, self.path, c.label_separator, self.decimal_comma,
+                           self.comma_scores) if c.label else (None, None)
+        if label in (CLASS_LIST, LIST_CELL) and self.label_type is None:  # the file writes its labels so: refused
+            raise list_refusal(label, f"{self.path}, {where}", record.get(c.label), c.label_separator)
         if isinstance(label, str):
-            return label
+            return "unparseable_label" if label in (CLASS_LIST, LIST_CELL) else label  # a stray list: counted
         if label[1] is not None and self.label_type not in (None, label[1]):
             return "mixed_label_types"
         self.label_type = self.label_type or label[1]
         return {"id": rid, "text_a": texts[0], "text_b": texts[1] if len(texts) > 1 else None, "label": label[0]}
-
-    def _label(self, value) -> tuple | str:
-        """(raw label, its type or None) or a reject reason."""
-        sep = self.columns.label_separator if self.kind == "multi-label" else ""
-        if isinstance(value, bytes):  # a Parquet binary column (older Hive / Impala writers), as cell_text reads text
-            value = cell_text(value)
-            if isinstance(value, Reject):
-                return str(value)
-        if value is _ABSENT or value is None or (isinstance(value, str) and not value.strip() and not sep) \
-                or (isinstance(value, float) and math.isnan(value)) \
-                or no_value(value):  # JSON null, pandas' NaN, Excel's #N/A: no label (cells.no_value)
-            return "missing_label"
-        if isinstance(value, decimal.Decimal):  # Parquet DECIMAL (Spark, BigQuery NUMERIC, Snowflake NUMBER(38,0))
-            value = int(value) if value == value.to_integral_value() else float(value)
-        if self.kind == "classification" and bool_class(value):
-            # JSON true, Excel's TRUE, pandas' True: one class in every format (a dev CSV beside a train workbook)
-            return bool_class(value), "str"
-        if isinstance(value, bool):
-            return "unparseable_label"
-        if self.kind == "classification" and isinstance(value, float):  # named as its CSV cell (number_class);
-            # label type "int": 1, 1.0 and 1.5 in one JSON column are one type, not mixed_label_types
-            return (number_class(value), "int") if math.isfinite(value) else "unparseable_label"
-        if self.kind == "classification" and self.decimal_comma and isinstance(value, str) \
-                and _DECIMAL_COMMA.fullmatch(value.strip()):  # "1,0" / "1,5": a semicolon CSV's numbers, "1" / "1.5"
-            return number_class(float(value.strip().replace(",", "."))), "str"
-        if self.kind == "classification":
-            return (class_name(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
-                else "unparseable_label"
-        if self.kind == "regression":
-            if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()) and (self.decimal_comma or (
-                    self.comma_scores and decimal_comma(value.strip()))):
-                value = value.replace(",", ".")
-            try:
-                score = float(value) if isinstance(value, (int, float, str)) else math.nan
-            except ValueError:
-                score = math.nan
-            return (score, "str" if isinstance(value, str) else "number") if math.isfinite(score) \
-                else "unparseable_label"
-        if isinstance(value, str) and sep:  # each class named as classification names it ("1.0" is the class 1)
-            return [x for x in dict.fromkeys(class_name(x.strip()) for x in value.split(sep)) if x], "str"
-        try:
-            value = json.loads(value) if isinstance(value, str) else value
-        except ValueError:
-            try:  # a Python list's repr, as pandas' to_csv writes a list cell: "['sports', 'politics']"
-                value = ast.literal_eval(value) if value.lstrip().startswith("[") else None
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                return "unparseable_label"
-        # a 0/1 list that repeats a value ([1, 1], [0, 0, 0]) or holds a float is read as multi-hot: [1, 1] may be the
-        # id 1 listed twice (annotators' ids concatenated), but the reader cannot tell, so the refusal names both
-        zero_one = isinstance(value, list) and len(value) >= 2 and all(
-            not isinstance(x, bool) and isinstance(x, (int, float)) and x in (0, 1) for x in value)
-        if zero_one and ((repeats := len(set(value)) < len(value)) or any(isinstance(x, float) for x in value)):
-            raise TaskDataError(f"{self.path}: a label {value[:8]} is a 0/1 indicator vector (multi-hot), not a list "
-                                "of classes: write the classes each row has (the indices of its 1s, or their names)"
-                                + ("; if these are class ids listed more than once, list each once" if repeats else ""))
-        if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, float, str))
-                                              or isinstance(x, float) and not math.isfinite(x) for x in value):
-            return "unparseable_label"
-        types = {"str" if isinstance(x, str) else "int" for x in value}  # [1, 2.5]: numbers, one type
-        if len(types) > 1:
-            return "mixed_label_types"
-        names = (number_class(x) if isinstance(x, float) else class_name(str(x).strip()) for x in value)
-        return [x for x in dict.fromkeys(names) if x], (types.pop() if types else None)
 
     @staticmethod
     def _tokens(rid: str, tokens, tags, labeled: bool = True) -> dict | str:
@@ -474,7 +411,12 @@ def check_columns(files: list[tuple[str, str]], kind: str, columns: Columns = Co
                 pf = parquet_file(path, f)
                 names = pf.schema_arrow.names
                 parquet_features(path, pf)  # datasets' metadata that is no JSON is refused here too
+                label = pf.schema_arrow.types[names.index(columns.label)] if columns.label in names else None
             _require_columns(path, names, kind, unlabeled(columns) if not labeled else columns)
+            if labeled and kind == "classification" and label is not None and any(
+                    is_list(label) for is_list in (pa.types.is_list, pa.types.is_large_list,
+                                                   pa.types.is_fixed_size_list, pa.types.is_list_view)):
+                raise class_lists(path, f"its label column {columns.label!r} holds lists of classes ({label})")
         elif fmt != "squad":
             next(read_file(path, fmt, kind, columns, batch_rows=1, labeled=labeled), None)
 

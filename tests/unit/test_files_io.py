@@ -76,7 +76,7 @@ def test_an_io_error_partway_through_a_compressed_file_raises_naming_it(tmp_path
     rows, rejects, e = read_until_error(str(path), "csv")
     assert str(path) in str(e) and isinstance(e.__cause__, OSError)
     assert e.__cause__.errno == {"EIO": errno.EIO, "ECONNRESET": errno.ECONNRESET, "timeout": None}[error]
-    assert 0 < len(rows) < ROWS and not rejects  # the rows before it, and no corrupt_<codec>: nothing counted
+    assert len(rows) < ROWS and not rejects  # no corrupt_<codec>: nothing counted (the head's sniff may meet it first)
 
 
 def test_an_io_error_partway_through_a_parquet_file_raises_naming_it(tmp_path, monkeypatch):

@@ -213,7 +213,7 @@ def test_jsonl_rejects_and_label_types(tmp_path):
     path = write(tmp_path, "t.jsonl", jsonl(
         {"text": "a", "label": 1}, "{not json", "[1, 2]", "", {"text": "b", "label": "pos"},
         {"text": "c", "label": 2.0}, {"text": "d", "label": True}, {"text": "e", "label": None},
-        {"text": "f", "label": [1]}, {"text": "g"}, {"text": "", "label": 1}, {"text": "h", "label": 3}))
+        {"text": "f", "label": {"a": 1}}, {"text": "g"}, {"text": "", "label": 1}, {"text": "h", "label": 3}))
     rows, rejects, _, _ = read(path, "jsonl")
     assert [(r["text_a"], r["label"]) for r in rows] == [("a", "1"), ("c", "2"), ("h", "3")]  # 2.0 is the class 2
     # True is the class "true" (as Excel's TRUE and pandas' True), a str beside the file's JSON ints
@@ -494,7 +494,7 @@ def test_each_reasons_first_reject_keeps_its_place_after_many_of_another(tmp_pat
     """A batch kept the first five rejects of any reason: after six bad labels a missing text had no sample, so the
     job could not say where it was. The first of each reason is kept."""
     path = tmp_path / "t.jsonl"
-    path.write_text("".join('{"text": "x", "label": [1]}\n' for _ in range(6)) + '{"label": "a"}\n')
+    path.write_text("".join('{"text": "x", "label": {}}\n' for _ in range(6)) + '{"label": "a"}\n')
     [batch] = read_file(str(path), "jsonl", "classification", Columns())
     assert batch.rejects == {"unparseable_label": 6, "missing_text": 1}
     assert ("missing_text", "line 7") in [(reason, where) for reason, where, _ in batch.samples]

@@ -1,0 +1,148 @@
+"""A label cell of a user's file -> the raw label of its row (files.py's rows of classification, multi-label and
+regression), or the reason to reject the record.
+
+A multi-label row's classes are an empty list where it has none (a comment with no toxicity class: the all-zeros
+target it trains on), and no row where its label is missing (missing_label). Each format writes the two apart as it
+can: the empty set is [] (JSON, Parquet), "[]" (a cell holding a JSON list: pandas' to_csv of an empty list) or,
+in a cell of classes joined by task.columns.label_separator, the empty cell or an empty string, the join of no
+classes (CSV, TSV, Excel alike: Excel's empty cell is its CSV export's); a missing label is null / NaN, a key or
+column absent, a text that says so (cells.no_value: "nan", "#N/A") or, where cells hold JSON lists, the empty cell
+(what pandas' to_csv writes for NaN). A file whose cells are joined classes cannot write a missing label as an empty
+cell: leave such rows out, or write "nan".
+
+A list where one class is wanted (task.kind=classification), as Doccano's exports write even a single class
+(["sports"]), and a list cell read with a label_separator (which would make `["a", "b"]` one class) refuse the file
+where its first label is one, naming the setting: read row by row they were rejects on every row ("no usable rows",
+no fix named), or classes named by their brackets. A stray list after the file's first label is unparseable_label,
+counted, as a label of another type is mixed_label_types. A one-element list is not read as its class: a row with
+two classes would then be refused only where it is met, and [] would be a class of no name.
+"""
+
+from __future__ import annotations
+
+import ast
+import decimal
+import json
+import math
+import re
+
+from pipelines.tasks.cells import bool_class, cell_text, class_name, decimal_comma, no_value, number_class
+from pipelines.tasks.common import TaskDataError
+from pipelines.tasks.text_records import Reject
+
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+
+
+CLASS_LIST, LIST_CELL = "class_list", "list_cell"  # read_label's reasons that list_refusal refuses with
+
+
+def read_label(value, kind: str, path: str, separator: str = "", comma_decimals: bool = False,
+               comma_scores: bool = False) -> tuple | str:
+    """(raw label, its type or None) or a reject reason; CLASS_LIST / LIST_CELL: a list where it cannot be read, for
+    the caller to refuse (list_refusal) where it is the file's first label, else to count as unparseable_label (a stray
+    row among the file's classes). `separator`: a multi-label cell's (label_separator); `comma_decimals`: a semicolon
+    CSV's numbers ("1,5" is 1.5); `comma_scores`: a TSV's scores (cells.decimal_comma)."""
+    sep = separator if kind == "multi-label" else ""
+    if isinstance(value, bytes):  # a Parquet binary column (older Hive / Impala writers), as cell_text reads text
+        value = cell_text(value)
+        if isinstance(value, Reject):
+            return str(value)
+    if value is None or (isinstance(value, str) and not value.strip() and not sep) \
+            or (isinstance(value, float) and math.isnan(value)) \
+            or no_value(value):  # JSON null, pandas' NaN, Excel's #N/A: no label (cells.no_value)
+        return "missing_label"
+    if isinstance(value, decimal.Decimal):  # Parquet DECIMAL (Spark, BigQuery NUMERIC, Snowflake NUMBER(38,0))
+        value = int(value) if value == value.to_integral_value() else float(value)
+    if kind == "classification" and (isinstance(value, list) or isinstance(value, str) and _listed(value)):
+        return CLASS_LIST
+    if kind == "classification" and bool_class(value):
+        # JSON true, Excel's TRUE, pandas' True: one class in every format (a dev CSV beside a train workbook)
+        return bool_class(value), "str"
+    if isinstance(value, bool):
+        return "unparseable_label"
+    if kind == "classification" and isinstance(value, float):  # named as its CSV cell (number_class);
+        # label type "int": 1, 1.0 and 1.5 in one JSON column are one type, not mixed_label_types
+        return (number_class(value), "int") if math.isfinite(value) else "unparseable_label"
+    if kind == "classification" and comma_decimals and isinstance(value, str) \
+            and _DECIMAL_COMMA.fullmatch(value.strip()):  # "1,0" / "1,5": a semicolon CSV's numbers, "1" / "1.5"
+        return number_class(float(value.strip().replace(",", "."))), "str"
+    if kind == "classification":
+        return (class_name(str(value).strip()), type(value).__name__) if isinstance(value, (int, str)) \
+            else "unparseable_label"
+    if kind == "regression":
+        if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()) and (comma_decimals or (
+                comma_scores and decimal_comma(value.strip()))):
+            value = value.replace(",", ".")
+        try:
+            score = float(value) if isinstance(value, (int, float, str)) else math.nan
+        except ValueError:
+            score = math.nan
+        return (score, "str" if isinstance(value, str) else "number") if math.isfinite(score) \
+            else "unparseable_label"
+    if isinstance(value, str) and sep:  # each class named as classification names it ("1.0" is the class 1)
+        if _listed(value):
+            return LIST_CELL
+        classes = [x for x in dict.fromkeys(class_name(x.strip()) for x in value.split(sep)) if x]
+        return classes, "str" if classes else None  # no class: no type, as JSON's []
+    return _class_list(value, path)
+
+
+def list_refusal(reason: str, where: str, value, separator: str) -> TaskDataError:
+    """The refusal of a file whose first label is a list read_label cannot read (`reason`), at `where`."""
+    if reason == CLASS_LIST:
+        return class_lists(where, f"the label {_shown(value)} is a list of classes")
+    return TaskDataError(f"{where}: the label {_shown(value)} is a list of classes (JSON's, or pandas' list cell), not "
+                         f"classes joined by task.columns.label_separator={separator!r}, which would name one class by "
+                         "its brackets: leave it unset (a cell holding a list is read as its classes)")
+
+
+def class_lists(where: str, what: str) -> TaskDataError:
+    """The refusal of lists of classes (`what`, at `where`) where task.kind=classification wants one class a row."""
+    return TaskDataError(f"{where}: {what}, and task.kind=classification reads one class a row: set "
+                         "task.kind=multi-label if a row can have several classes (as Doccano's and Label Studio's "
+                         "exports list them; [] is a row with none), else write each row's class without the list "
+                         "(sports, not [\"sports\"])")
+
+
+def _class_list(value, path: str) -> tuple | str:
+    """A multi-label value that is no joined text: a JSON / Parquet list, or a cell holding one."""
+    try:
+        value = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        try:  # a Python list's repr, as pandas' to_csv writes a list cell: "['sports', 'politics']"
+            value = ast.literal_eval(value) if value.lstrip().startswith("[") else None
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return "unparseable_label"
+    # a 0/1 list that repeats a value ([1, 1], [0, 0, 0]) or holds a float is read as multi-hot: [1, 1] may be the
+    # id 1 listed twice (annotators' ids concatenated), but the reader cannot tell, so the refusal names both
+    zero_one = isinstance(value, list) and len(value) >= 2 and all(
+        not isinstance(x, bool) and isinstance(x, (int, float)) and x in (0, 1) for x in value)
+    if zero_one and ((repeats := len(set(value)) < len(value)) or any(isinstance(x, float) for x in value)):
+        raise TaskDataError(f"{path}: a label {value[:8]} is a 0/1 indicator vector (multi-hot), not a list "
+                            "of classes: write the classes each row has (the indices of its 1s, or their names)"
+                            + ("; if these are class ids listed more than once, list each once" if repeats else ""))
+    if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, (int, float, str))
+                                          or isinstance(x, float) and not math.isfinite(x) for x in value):
+        return "unparseable_label"
+    types = {"str" if isinstance(x, str) else "int" for x in value}  # [1, 2.5]: numbers, one type
+    if len(types) > 1:
+        return "mixed_label_types"
+    names = (number_class(x) if isinstance(x, float) else class_name(str(x).strip()) for x in value)
+    return [x for x in dict.fromkeys(names) if x], (types.pop() if types else None)
+
+
+def _listed(text: str) -> bool:
+    """Whether a cell's text is a list: JSON's ["a"] or [], or pandas' repr of one, ['a'] (not "[MASK]", "[1, 5)")."""
+    text = text.strip()
+    if not (text.startswith("[") and text.endswith("]")):
+        return False
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return isinstance(parse(text), list)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+    return False
+
+
+def _shown(value) -> str:
+    return (value.strip() if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))[:80]

@@ -1,0 +1,106 @@
+"""A label cell of your own files read alike in every format: a list of classes where one class is wanted (Doccano's
+and Label Studio's exports) refused naming task.kind=multi-label, and a multi-label row with no class (an empty label
+set: the all-zeros target) told apart from one whose label is missing, as each format can write them."""
+
+import json
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.tasks import TaskDataError
+from pipelines.tasks.files import Columns, check_columns, read_file
+
+
+def _read(path, fmt, kind, columns=Columns()):
+    """(labels of the rows kept, reject reason -> count)."""
+    labels, rejects = [], {}
+    for batch in read_file(str(path), fmt, kind, columns):
+        labels += [r["label"] for r in batch.rows]
+        rejects.update(batch.rejects)
+    return labels, rejects
+
+
+def _write(path, fmt, labels):
+    """A file of one row per label, its label column holding `labels` as that format's writer holds them."""
+    texts = [f"row {i}" for i in range(len(labels))]
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps({"text": t, "label": x}) + "\n" for t, x in zip(texts, labels)))
+    elif fmt == "parquet":
+        pq.write_table(pa.table({"text": texts, "label": labels}), path)
+    elif fmt == "xlsx":
+        pd.DataFrame({"text": texts, "label": labels}).to_excel(path, index=False)
+    else:  # csv: the cells as written
+        path.write_text("text,label\n" + "".join(f"{t},{x}\n" for t, x in zip(texts, labels)))
+    return path
+
+
+@pytest.mark.parametrize("fmt, labels", [
+    ("jsonl", [["sports"], ["politics"]]),  # Doccano / Label Studio JSONL: "label": ["sports"]
+    ("jsonl", [[], ["sports"]]),  # Doccano's row nobody labelled first
+    ("parquet", [["sports"], ["politics"]]),
+    ("csv", ['"[""sports""]"', '"[""politics""]"']),  # a JSON list in a cell
+    ("csv", ["['sports']", "['politics']"]),  # pandas' to_csv of a list column
+    ("xlsx", ['["sports"]', '["politics"]'])])
+def test_a_list_of_classes_under_classification_is_refused_naming_multi_label(tmp_path, fmt, labels):
+    """Before, a JSON list was an unparseable_label reject on every row (the run refused for "no usable rows",
+    naming no fix) and a CSV cell ["sports"] was the class '["sports"]', silently. The file is refused on its first
+    list, naming task.kind=multi-label and the list's unwrapping, before any cluster work (check_columns)."""
+    path = _write(tmp_path / f"doccano.{fmt}", fmt, labels)
+    for read in (lambda: _read(path, fmt, "classification"),
+                 lambda: check_columns([(str(path), fmt)], "classification")):
+        with pytest.raises(TaskDataError, match=r"doccano\.\w+(, (line|row) \d+: the label \S+ is a list|: its label "
+                                                r"column 'label' holds lists) of classes.*task\.kind=multi-label"
+                                                r".*without the list"):
+            read()
+
+
+def test_a_stray_list_after_the_files_first_class_is_a_counted_reject(tmp_path):
+    """One list among a file's classes is a bad row, not a file of lists: counted, as a label of another type is."""
+    path = _write(tmp_path / "t.jsonl", "jsonl", [None, "pos", ["pos"], "neg"])
+    assert _read(path, "jsonl", "classification") == (["pos", "neg"], {"missing_label": 1, "unparseable_label": 1})
+    path = _write(tmp_path / "t.csv", "csv", ["pos", '"[""pos""]"', "neg"])
+    assert _read(path, "csv", "classification") == (["pos", "neg"], {"unparseable_label": 1})
+    path = _write(tmp_path / "m.csv", "csv", ["a|b", "[]"])
+    assert _read(path, "csv", "multi-label", Columns(label_separator="|")) == ([["a", "b"]], {"unparseable_label": 1})
+
+
+def test_a_class_that_only_looks_like_a_list_stays_a_class(tmp_path):
+    """Brackets around a name that is no list ("[MASK]", "[1, 5)") are a class as written."""
+    path = _write(tmp_path / "t.csv", "csv", ["[MASK]", '"[1, 5)"', "pos"])
+    assert _read(path, "csv", "classification") == (["[MASK]", "[1, 5)", "pos"], {})
+
+
+# (format, separator, labels as written, labels read or the reject): an empty label set is [] (the all-zeros
+# target) in every format; a missing label (null, NaN, absent, an empty cell where cells hold JSON lists) is
+# missing_label. A cell of classes joined by a separator has no other way to write the empty set than the empty cell.
+_EMPTY_AND_MISSING = [
+    ("jsonl", "", [[], None, ["x"]], [[], "missing_label", ["x"]]),
+    ("parquet", "", [[], None, ["x"]], [[], "missing_label", ["x"]]),
+    ("csv", "", ["[]", "", '"[""x""]"', "nan"], [[], "missing_label", ["x"], "missing_label"]),
+    ("xlsx", "", ["[]", None, '["x"]'], [[], "missing_label", ["x"]]),
+    ("csv", "|", ["", "x|y", "nan"], [[], ["x", "y"], "missing_label"]),
+    ("jsonl", "|", ["", None, "x|y"], [[], "missing_label", ["x", "y"]]),
+    ("parquet", "|", ["", None, "x|y"], [[], "missing_label", ["x", "y"]]),
+    ("xlsx", "|", [None, "x|y", "#N/A"], [[], ["x", "y"], "missing_label"]),  # Excel's empty cell, as its CSV's
+]
+
+
+@pytest.mark.parametrize("fmt, sep, labels, read", _EMPTY_AND_MISSING)
+def test_an_empty_label_set_and_a_missing_label_read_alike_in_every_format(tmp_path, fmt, sep, labels, read):
+    path = _write(tmp_path / f"m.{fmt}", fmt, labels)
+    kept, rejects = _read(path, fmt, "multi-label", Columns(label_separator=sep))
+    assert kept == [x for x in read if x != "missing_label"]
+    assert rejects == ({"missing_label": read.count("missing_label")} if "missing_label" in read else {})
+
+
+@pytest.mark.parametrize("fmt, cell", [("csv", '"[""x"", ""y""]"'), ("csv", "[]"), ("csv", "\"['x']\""),
+                                       ("xlsx", '["x", "y"]')])
+def test_a_json_list_cell_read_with_a_label_separator_is_refused(tmp_path, fmt, cell):
+    """With task.columns.label_separator set, a cell `["x", "y"]` was the one class '["x", "y"]' and `[]` the class
+    "[]": a file whose cells are JSON lists is refused, naming the setting to unset."""
+    path = _write(tmp_path / f"m.{fmt}", fmt, ["", cell, "a|b"])  # the empty set fixes no label type
+    with pytest.raises(TaskDataError, match=r"m\.\w+, (line|row) 3: the label .* is a list of classes.*"
+                                            r"task\.columns\.label_separator='\|'.*leave it unset"):
+        _read(path, fmt, "multi-label", Columns(label_separator="|"))
