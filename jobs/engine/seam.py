@@ -178,39 +178,57 @@ class EngineBase:
     def replanned(self, planned: int, planned_optim: OptimConfig | None = None, total: str = "train.max_steps",
                   warmup: str | None = "optim.warmup_steps", saved_scale: float = 1.0) -> str:
         """The line for a resume whose learning-rate schedule is not the one its checkpoint's run planned: another
-        total (`planned`, the checkpoint's; `total`: what the user set it with) or another warmup (`planned_optim`:
-        the checkpoint's schedule settings, None for this run's; `warmup`: what set its warmup steps, or None where
-        the checkpoint did not record them and `planned_optim`'s are a guess, not named as a change). The schedule
-        is this run's, so the next step takes its rate at this position, which can jump (a run given more steps:
-        from near 0 at its old end back to a share of the peak; a longer warmup: down into it again). The
-        checkpoint's rate is its own plan's: its total, its warmup and its peak lr as loaded (this run's optim.lr
-        may differ: `load` named that change already), times `saved_scale`, the learning-rate scale of the loss
-        rollbacks the checkpoint carries (loss_guard.lr_scale; the loaded peak is before them). Call after this run's
-        own rollbacks are applied (`scale_lr`): the next step's rate is the scaled one."""
+        total (`planned`, the checkpoint's; `total`: what the user set it with), another warmup or another decay
+        (`planned_optim`: the checkpoint's schedule settings, None for this run's; `warmup`: what set its warmup steps,
+        or None where the checkpoint did not record them and `planned_optim`'s are a guess, not named as a change).
+        The schedule is this run's, so the next step takes its rate at this position, which can jump (a run given more
+        steps: from near 0 at its old end back to a share of the peak; a longer warmup: down into it again; a constant
+        decay: back to the peak). The checkpoint's rate is its own plan's: its total, warmup and decay and its peak lr
+        as loaded (this run's optim.lr may differ: `load` named that change already), times `saved_scale`, the
+        learning-rate scale of the loss rollbacks the checkpoint carries (loss_guard.lr_scale; the loaded peak is
+        before them). Call after this run's own rollbacks are applied (`scale_lr`): the next step's rate is the scaled
+        one."""
         old = planned_optim or self.optim
         changes = []
         if planned != self.max_steps:
             changes.append((f"{total} {planned:,} -> {self.max_steps:,}", "total"))
         if warmup is not None and old.warmup_steps != self.optim.warmup_steps:
             changes.append((f"{warmup} {old.warmup_steps:,} -> {self.optim.warmup_steps:,}", "warmup"))
+        changes += [(said, "decay") for said in self._decay_changes(old)]
         at, base = self.scheduler.last_epoch, self.scheduler.base_lrs[0]
         was = (base if self.loaded_lr is None else self.loaded_lr * saved_scale) * lr_lambda(old, planned)(at)
         now = base * lr_lambda(self.optim, self.max_steps)(at)
-        new = " and ".join(what for _, what in changes)
+        words = [what for _, what in changes]
+        new = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
         return (f"[resume] {', '.join(said for said, _ in changes)}: the learning-rate schedule is planned "
-                f"{'with' if new == 'warmup' else 'over'} the new {new}, so the next step trains at lr {now:.3g}, "
+                f"{'over' if words[0] == 'total' else 'with'} the new {new}, so the next step trains at lr {now:.3g}, "
                 f"where the checkpoint's plan was at {was:.3g}")
 
-    def resumed_plan(self, planned: int, saved_warmup: int | None, guess: OptimConfig | None = None,
-                     **labels) -> str | None:
+    def _decay_changes(self, old: OptimConfig) -> list[str]:
+        """How `old`'s decay after warmup differs from this run's, named; a poly_power only where both decay poly (under
+        linear or constant it changes no rate, and a change of schedule is named already)."""
+        o = self.optim
+        if old.schedule != o.schedule:
+            return [f"optim.schedule {old.schedule} -> {o.schedule}"]
+        if o.schedule == "poly" and old.poly_power != o.poly_power:
+            return [f"optim.poly_power {old.poly_power:g} -> {o.poly_power:g}"]
+        return []
+
+    def resumed_plan(self, planned: int, saved_warmup: int | None, guess: OptimConfig | None = None, *,
+                     schedule: str | None = None, poly_power: float | None = None, **labels) -> str | None:
         """`replanned`'s line where a resumed checkpoint's schedule (its total `planned`; its warmup steps
         `saved_warmup`, None where the checkpoint did not record them: `guess`'s settings stand in, not named as a
-        change) is not this run's; None where it is the same plan. `labels`: replanned's (saved_scale too)."""
-        if planned == self.max_steps and saved_warmup in (None, self.optim.warmup_steps):
-            return None
+        change; its decay, `schedule` and `poly_power`, each None where not recorded: this run's stands in) is not this
+        run's; None where it is the same plan. `labels`: replanned's (saved_scale too)."""
+        decay = {k: v for k, v in (("schedule", schedule), ("poly_power", poly_power)) if v is not None}
         if saved_warmup is None:
-            return self.replanned(planned, guess, **{**labels, "warmup": None})
-        return self.replanned(planned, dataclasses.replace(self.optim, warmup_steps=saved_warmup), **labels)
+            old, labels = dataclasses.replace(guess or self.optim, **decay), {**labels, "warmup": None}
+        else:
+            old = dataclasses.replace(self.optim, warmup_steps=saved_warmup, **decay)
+        same_warmup = saved_warmup in (None, self.optim.warmup_steps)
+        if planned == self.max_steps and same_warmup and not self._decay_changes(old):
+            return None
+        return self.replanned(planned, old, **labels)
 
     def restart_counts(self) -> None:
         """A new run over a carried-over optimizer (a phase hand-off): its step, sample and skipped-step counts start

@@ -19,7 +19,7 @@ metrics, the report with its checkpoint, the best model's keeping); the policies
     run's does. samples/s is wall-clock: a restored run measures it over its own steps and time only.
 
 The engine (jobs/engine/data_parallel.py) is used only through `step(batch) -> StepStats` (`.loss`, `.finite`),
-`.lr` and, in `select_metrics`, `predict`.
+`.lr` (read before each step: the rate it trains at) and, in `select_metrics`, `predict`.
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ class FinetuneLoop:
         # checkpoint from before they were kept lacks them and starts an empty window
         self.loss_window = dict(_Window.EMPTY)
         self.evals = 0  # evaluations in this process (checkpoint_every counts from a restore)
+        self.step_lr = math.nan  # the rate the last step trained at (_step), logged as train/lr
 
     # -- state ------------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -166,6 +167,7 @@ class FinetuneLoop:
 
     def _step(self, batch: dict) -> None:
         overflows = self.engine.skipped_steps
+        self.step_lr = self.engine.lr  # read before: DeepSpeed steps the schedule right after the update
         stats = self.engine.step(collate(batch))
         self.step, self.epoch_steps = self.step + 1, self.epoch_steps + 1
         self.after_step(self.step)
@@ -194,7 +196,7 @@ class FinetuneLoop:
         t = self.train
         if self.step % t.log_every and not ends_run:
             return
-        metrics = {**self._window.take(self.summed), "lr": self.engine.lr, "epoch": epoch}
+        metrics = {**self._window.take(self.summed), "lr": self.step_lr, "epoch": epoch}
         w = self._window
         eta = (time.perf_counter() - w.start) / max(self.step - w.first, 1) * (self.total - self.step)
         if self.log:

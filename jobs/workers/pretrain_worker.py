@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import ray
@@ -24,13 +24,14 @@ import ray.train
 import torch
 import torch.distributed as dist
 
-from bert_core.masking import PretrainingCollator, masked_once
+from bert_core.masking import PretrainingCollator
 from bert_core.tokenizer import SpecialIds
 from jobs.runtime import resubmit
 from jobs.config.pretrain import PretrainConfig
 from jobs.loops.data_position import DataPosition, ExampleIndex
 from jobs.workers.pretrain_engine import build_engine
 from jobs.loops.epoch_stream import EpochStream
+from jobs.loops.replica_share import eval_share, replica_batches
 from jobs.runtime.faults import Faults
 from jobs.runtime.shared_storage import require_shared_storage
 from jobs.loops.loss_guard import LossGuard, NonFiniteLossError, lr_scale
@@ -101,6 +102,7 @@ class Worker:
         self.pending_ids: list[np.ndarray] = []  # this rank's ids consumed since the last checkpoint
         self.step_ids: list[tuple[int, np.ndarray]] = []  # (epoch, ids) the next optimizer step trains (_record_ids)
         self.step, self.before = 0, {}
+        self.step_lr = float("nan")  # the rate the last optimizer step trained at (run(): logged as train/lr)
         self.carried: dict | None = None  # the log window's steps before the checkpoint restored (_run_window)
         self.stream = None  # opened by restore()
         if self.cfg.faults.record_ids_dir:  # rank 0's pid names this attempt in every rank's record
@@ -134,9 +136,10 @@ class Worker:
                 self.logger.restore_counts(Path(d))  # the MLflow outage counts of the attempts before this one
                 if saved is None:
                     self._start_masks(state["micro_batches"])
-            # resubmitted with more (or fewer) steps, or another warmup: optim.* may change, said so once the
+            # resubmitted with more (or fewer) steps, another warmup or decay: optim.* may change, said so once the
             # rollbacks set the rate (each absent from checkpoints before it was kept)
-            plan = (state.get("max_steps", self.t.max_steps), state.get("warmup_steps"))
+            plan = dict(planned=state.get("max_steps", self.t.max_steps), saved_warmup=state.get("warmup_steps"),
+                        schedule=state.get("schedule"), poly_power=state.get("poly_power"))
             self.step, self.before = state["step"], state.get("eval_before", {})
             self.carried = state.get("log_window")  # absent from checkpoints before it was kept: an empty window
             self._record_weights("restored")
@@ -160,7 +163,7 @@ class Worker:
             self.engine = build_engine(self.cfg)
         self.replica, self.replicas = self.engine.data_parallel
         self._apply_rollbacks()
-        line = plan and self.engine.resumed_plan(*plan, saved_scale=lr_scale(self.saved_rollbacks))
+        line = plan and self.engine.resumed_plan(**plan, saved_scale=lr_scale(self.saved_rollbacks))
         if line and self.rank == 0:
             log.warning(line)
         if self.pipelined:
@@ -286,6 +289,7 @@ class Worker:
             raw, batch = item.raw, item.batch
             if raw:
                 self.mask_next = item.index + 1
+            lr = self.engine.lr  # the rate this step trains at: DeepSpeed steps the schedule right after the update
             stats = self.engine.step(batch, inject_nan=self.faults.nan_now(self.step, self.rollbacks))
             if raw:
                 self.pending_ids.append(np.asarray(raw["example_id"]))
@@ -300,7 +304,7 @@ class Worker:
                            samples=len(raw["example_id"]) if raw else 0, data_wait=waited)
             if not stats.optimizer_stepped:
                 continue
-            self.step += 1
+            self.step, self.step_lr = self.step + 1, lr
             self.faults.maybe_fail(self.step)
             self._record_ids(stats.finite)
             last = self.step == t.max_steps
@@ -353,10 +357,11 @@ class Worker:
         return False
 
     def _position_metrics(self) -> dict:
-        """Where the run is, reported with each window's metrics. `skipped_steps`: optimizer steps DeepSpeed dropped on
-        an overflow (jobs/engine/seam.py), counted in `step` all the same: max_steps, checkpoints and resumes count
-        DeepSpeed's steps."""
-        return dict(step=self.step, epoch=self.position.epoch, lr=self.engine.lr, grad_norm=self.engine.grad_norm(),
+        """Where the run is, reported with each window's metrics. `lr`: the rate the step just taken trained at, as
+        grad_norm is its own (the engine's `lr` is the next step's by now). `skipped_steps`: optimizer steps DeepSpeed
+        dropped on an overflow (jobs/engine/seam.py), counted in `step` all the same: max_steps, checkpoints and resumes
+        count DeepSpeed's steps."""
+        return dict(step=self.step, epoch=self.position.epoch, lr=self.step_lr, grad_norm=self.engine.grad_norm(),
                     nonfinite_total=self.guard.skipped, rollbacks=self.rollbacks,
                     skipped_steps=self.engine.skipped_steps)
 
@@ -382,7 +387,8 @@ class Worker:
         with tempfile.TemporaryDirectory() as tmp:
             self.engine.save(Path(tmp) / "engine", client_state={
                 "step": self.step, "micro_batches": self.mask_next, "max_steps": self.t.max_steps,
-                "warmup_steps": self.engine.optim.warmup_steps,
+                "warmup_steps": self.engine.optim.warmup_steps, "schedule": self.engine.optim.schedule,
+                "poly_power": self.engine.optim.poly_power,
                 "eval_before": self.before, "nonfinite_skipped": self.guard.skipped, "rollbacks": self.rollback_log,
                 "log_window": kept})
             self._record_weights("saved")
@@ -444,39 +450,6 @@ class Worker:
             digest.update(p.detach().float().cpu().numpy().tobytes())
         with open(Path(self.cfg.faults.record_ids_dir) / f"weights-rank{self.rank}.txt", "a") as f:
             f.write(f"{self.attempt} {event} {self.step} {digest.hexdigest()}\n")
-
-
-def eval_share(rows: dict[str, np.ndarray], collator: PretrainingCollator, replica: int, replicas: int) -> dict:
-    """`replica`'s rows of the run's eval set, every replicas-th: dynamic masks are drawn into the whole set
-    first (masked_once), alike on every rank, so no row's masks depend on the split or on the micro-batches."""
-    if "masked_positions" not in rows:
-        rows = masked_once(rows, collator)
-    return {k: v[replica::replicas] for k, v in rows.items()}
-
-
-def replica_batches(batches: Iterable[dict], keep: Callable[[dict], np.ndarray], size: int) -> Iterator[dict]:
-    """The rows of `batches` that `keep` marks, in the order read, in micro-batches of exactly `size` rows, and
-    the share's last rows (fewer) as a final shorter one: every kept row once.
-
-    Pipelines need it: their replicas step in lockstep, one micro-batch each, and a replica's share of a shuffled
-    read batch varies (with a small `size`, down to nothing). Here every replica's batches but its last are full,
-    and the shares (example index mod replicas) differ by at most one row, so replicas end an epoch together; where
-    one share is a multiple of `size` and the next one row longer, that row is left at the lockstep end, untrained
-    in this epoch (at most replicas - 1 rows an epoch). Rows held here are not consumed yet (the loop marks rows once
-    trained), so a restart reads them again."""
-    parts: list[dict] = []
-    held = 0
-    for batch in batches:
-        mask = keep(batch)
-        if mask.any():
-            parts.append({k: v[mask] for k, v in batch.items()})
-            held += int(mask.sum())
-        while held >= size:
-            rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-            yield {k: v[:size] for k, v in rows.items()}
-            parts, held = [{k: v[size:] for k, v in rows.items()}], held - size
-    if held:
-        yield {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def _barrier() -> None:

@@ -114,10 +114,10 @@ def test_resubmitted_run_resumes_exactly_then_on_a_different_worker_count(ray_tm
 
     from mlflow.tracking import MlflowClient
 
-    # The schedule came through: step 30 is the scheduler's 30th step, not the 10th of a fresh one.
+    # The schedule came through: step 30 trained at the schedule's 30th rate (position 29), not a fresh one's 10th.
     client = MlflowClient(cfg.tracking.tracking_uri)
     lr = {p.step: p.value for p in client.get_metric_history(last.mlflow["run_id"], "train/lr")}
-    assert lr[30] == pytest.approx(cfg.optim.lr * lr_lambda(cfg.optim, cfg.train.max_steps)(30))
+    assert lr[30] == pytest.approx(cfg.optim.lr * lr_lambda(cfg.optim, cfg.train.max_steps)(29))
     # Each submission's MLflow run names the one it continued, and from which step.
     continued = [(t["continued_from"], t["continued_at_step"]) for t in
                  (client.get_run(r.mlflow["run_id"]).data.tags for r in (again, last))]

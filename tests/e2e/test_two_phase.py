@@ -45,7 +45,7 @@ def test_two_phase_job(ray_up, tmp_path, shared_data):
     # (Its held-out loss over 10 steps is not asserted: 4 eval batches of a 0.2M-parameter model are noise at
     # that length, and CI once saw it rise by 0.01.)
     lr = [p.value for p in sorted(client.get_metric_history(phase2.info.run_id, "train/lr"), key=lambda p: p.step)]
-    assert len(lr) == 2 and lr[0] > 0.3 * cfg.optim.lr, lr  # after 5 of 10 steps (3 of warmup): ~0.57 of the peak
+    assert len(lr) == 2 and lr[0] > 0.3 * cfg.optim.lr, lr  # step 5 of 10 (3 of warmup) trained at ~0.86 of the peak
     named = client.get_run(parent).data.tags["lineage.phase2.data_dir"]
     assert Path(named) == Path(phase2.data.tags["lineage.data_dir"]) == Path(result.data_dir)
     assert lineage.run("models:/two-phase-bert@candidate", cfg.tracking.tracking_uri).missing == []

@@ -65,8 +65,8 @@ def test_pipeline_replicas_read_full_micro_batches_of_their_own_share_and_end_to
 def test_a_log_window_reports_the_optimizer_steps_deepspeed_skipped():
     """fp16 overflow: DeepSpeed skips the update but counts the step; the count reaches train/skipped_steps."""
     worker = Worker.__new__(Worker)
-    worker.engine = SimpleNamespace(lr=1e-4, grad_norm=lambda: 0.5, skipped_steps=3)
-    worker.step, worker.position, worker.rollbacks = 40, DataPosition.start(4), 0
+    worker.engine = SimpleNamespace(lr=2e-4, grad_norm=lambda: 0.5, skipped_steps=3)  # lr: the next step's
+    worker.step, worker.step_lr, worker.position, worker.rollbacks = 40, 1e-4, DataPosition.start(4), 0
     worker.guard = SimpleNamespace(skipped=1)
     metrics = worker._position_metrics()
     assert metrics == dict(step=40, epoch=0, lr=1e-4, grad_norm=0.5, nonfinite_total=1, rollbacks=0, skipped_steps=3)
@@ -261,7 +261,7 @@ def test_the_release_tokenizer_never_outruns_the_models_positions(tmp_path):
     import contextlib
     import json
 
-    from jobs.pretrain import _fetch_release
+    from jobs.runtime.release import fetch_release as _fetch_release
 
     (tmp_path / "ckpt" / "release").mkdir(parents=True)
     (tmp_path / "ckpt" / "release" / "config.json").write_text("{}")
@@ -340,7 +340,7 @@ class SavingEngine:
     """What checkpoint() and restore() call on an engine; save writes the client state as DeepSpeed does
     (torch.save) and reads it back into `state` the way a resume does (weights_only)."""
 
-    optim, data_parallel = SimpleNamespace(warmup_steps=10), (0, 1)
+    optim, data_parallel = SimpleNamespace(warmup_steps=10, schedule="linear", poly_power=0.5), (0, 1)
 
     def save(self, path, client_state):
         Path(path).mkdir(parents=True)

@@ -33,12 +33,13 @@ def _model():
     return BertForSequenceClassification(tiny(vocab_size=VOCAB), num_labels=LABELS)
 
 
-def _engine(lr: float, warmup_steps: int, max_steps: int):
+def _engine(lr: float, warmup_steps: int, max_steps: int, **decay):
     from jobs.config.sections import DeepSpeedConfig
     from jobs.engine.data_parallel import Engine
     from jobs.engine.objectives import ClassificationObjective
 
-    return Engine(_model(), ClassificationObjective(LABELS), optim=OptimConfig(lr=lr, warmup_steps=warmup_steps),
+    return Engine(_model(), ClassificationObjective(LABELS),
+                  optim=OptimConfig(lr=lr, warmup_steps=warmup_steps, **decay),
                   deepspeed=DeepSpeedConfig(zero_stage=0), micro_batch_size=B, grad_accum_steps=1,
                   max_steps=max_steps, use_gpu=False)
 
@@ -130,3 +131,87 @@ def test_a_resubmitted_fine_tune_with_another_warmup_ratio_says_so(deepspeed_wor
     (saved / "state.json").write_text(json.dumps({"total_steps": 10}))  # as written before warmup_steps was kept
     assert resume(0.6) == []
     assert resume(0.2, total=15)[0].startswith("[resume] steps planned (train.epochs, train.max_steps) 10 -> 15: ")
+
+
+def test_a_resume_with_another_decay_says_its_rate_jump(deepspeed_world_of_one, tmp_path):
+    """Saved after 6 of 10 linear steps (2 of warmup), resumed under another optim.schedule: the rebuilt schedule's
+    rate jumps (constant: back to the peak) and the line names the change, as a changed total or warmup is named.
+    Another poly_power is named where the decay is poly; under linear or constant it changes no rate: no line. A
+    checkpoint from before the decay was recorded (None) is taken as planned with this run's."""
+    a = _engine(1e-2, 2, 10)
+    for i in range(6):
+        a.step(_batch(i))
+    a.save(tmp_path, {"step": 6})
+    saved = dict(schedule="linear", poly_power=0.5)
+
+    constant = _engine(1e-2, 2, 10, schedule="constant")
+    constant.load(tmp_path)
+    was = _rate(1e-2, 2, 10, 6)
+    assert (constant.lr, was) == (pytest.approx(1e-2), pytest.approx(5e-3))
+    assert constant.resumed_plan(10, 2, **saved) == (
+        f"[resume] optim.schedule linear -> constant: the learning-rate schedule is planned with the new decay, so the "
+        f"next step trains at lr {1e-2:.3g}, where the checkpoint's plan was at {was:.3g}")
+    assert constant.resumed_plan(10, 2, schedule=None, poly_power=None) is None  # an older checkpoint: unknown
+
+    poly = _engine(1e-2, 2, 10, schedule="poly", poly_power=1.0)
+    poly.load(tmp_path)
+    assert poly.resumed_plan(10, 2, schedule="poly", poly_power=0.5) == (
+        f"[resume] optim.poly_power 0.5 -> 1: the learning-rate schedule is planned with the new decay, so the next "
+        f"step trains at lr {poly.lr:.3g}, where the checkpoint's plan was at {1e-2 * 0.5 ** 0.5:.3g}")
+    assert poly.resumed_plan(10, 2, schedule="poly", poly_power=1.0) is None
+    linear = _engine(1e-2, 2, 10, poly_power=1.0)
+    linear.load(tmp_path)
+    assert linear.resumed_plan(10, 2, **saved) is None  # the power of a decay neither plan uses
+
+    longer = _engine(1e-2, 4, 20, schedule="constant")
+    longer.load(tmp_path)
+    assert longer.resumed_plan(10, 2, **saved).startswith(
+        "[resume] train.max_steps 10 -> 20, optim.warmup_steps 2 -> 4, optim.schedule linear -> constant: the "
+        "learning-rate schedule is planned over the new total, warmup and decay, so the next step trains at lr ")
+
+
+def test_a_pretraining_checkpoint_keeps_its_decay_and_a_resume_under_another_names_it(reports, monkeypatch, tmp_path,
+                                                                                      caplog):
+    """The worker's round trip: checkpoint() records optim.schedule and poly_power beside max_steps and warmup_steps,
+    and restore() hands them to the engine's resumed_plan (no DeepSpeed: the seam's schedule over a torch SGD)."""
+    from jobs.engine.ds_config import lr_lambda
+    from jobs.engine.seam import EngineBase
+    from jobs.workers import pretrain_worker
+    from tests.unit.test_pretrain_worker import _checkpointing_worker
+
+    class PlanEngine(EngineBase):
+        data_parallel = (0, 1)
+
+    def engine(optim):
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=optim.lr)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(optim, 10))
+        ds = SimpleNamespace(device="cpu", gradient_clipping=lambda: 1.0)
+        return PlanEngine(ds, opt, sched, None, optim=optim, max_steps=10, zero_stage=0)
+
+    linear = OptimConfig(lr=1e-2, warmup_steps=2)
+    job1 = engine(linear)
+    for _ in range(6):
+        job1.optimizer.step()
+        job1.scheduler.step()
+    first = _checkpointing_worker(tmp_path)
+    first.step, first.t.max_steps, first.engine.optim = 6, 10, linear
+    first.checkpoint({}, last=False)
+    assert {k: first.engine.state[k] for k in ("schedule", "poly_power")} == {"schedule": "linear", "poly_power": 0.5}
+
+    def load(d, **kw):  # what Engine.load does with the saved optimizer and schedule
+        second.engine = engine(dataclasses.replace(linear, schedule="constant"))
+        second.engine.optimizer.load_state_dict(job1.optimizer.state_dict())
+        second.engine.scheduler.load_state_dict(job1.scheduler.state_dict())
+        second.engine._keep_config([{}])
+        return dict(first.engine.state)
+
+    second = _checkpointing_worker(tmp_path)
+    second.t.max_steps, second._load_engine = 10, load
+    monkeypatch.setattr(pretrain_worker.ray.train, "get_checkpoint",
+                        lambda: ray.train.Checkpoint.from_directory(str(reports[0][1])))
+    with caplog.at_level("WARNING", logger="bert_foundry.train"):
+        second.restore()
+    assert second.engine.lr == pytest.approx(1e-2)
+    assert [r.getMessage() for r in caplog.records if r.name == "bert_foundry.train"] == [
+        f"[resume] optim.schedule linear -> constant: the learning-rate schedule is planned with the new decay, so the "
+        f"next step trains at lr {1e-2:.3g}, where the checkpoint's plan was at {5e-3:.3g}"]
