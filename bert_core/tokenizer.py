@@ -109,7 +109,9 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
     strip_accents=None follows `lowercase` (uncased BERT); False keeps combining marks, which are letters in
     scripts beyond Latin (Japanese voicing marks, Devanagari virama, Thai and Vietnamese marks).
     limit_alphabet: characters kept (the most frequent); None = covering_alphabet of `texts`. One set so high that
-    the characters and their "##" forms alone outgrow `vocab_size` is refused (ValueError), naming the numbers.
+    the characters and their "##" forms alone outgrow `vocab_size` is refused as a ConfigError naming
+    data.tokenizer.limit_alphabet and the numbers: known only from the sample (a CJK ideograph has no "##" form), it
+    is still a setting to change, so a job's command line shows it as one `error:` line, not a traceback.
 
     Reproducible where `tokenizers`' trainer alone is not (<= 0.23, huggingface/tokenizers#1794): it keeps the
     alphabet's rarest characters in hash-map order where counts tie, and numbers each "##" form as it first meets
@@ -138,10 +140,10 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
     tok.train_from_iterator(texts, trainer=trainer)
     trained = tok.get_vocab(with_added_tokens=False)
     if len(trained) > vocab_size:
-        raise ValueError(f"limit_alphabet={limit_alphabet} characters, with their '##' forms and the "
-                         f"{len(SPECIAL_TOKENS)} special tokens, make {len(trained)} tokens, more than "
-                         f"vocab_size={vocab_size}: set limit_alphabet to {alphabet_budget(vocab_size)} or less "
-                         f"(or null), or raise vocab_size")
+        raise ConfigError(f"data.tokenizer.limit_alphabet={limit_alphabet} characters, with their '##' forms and "
+                          f"the {len(SPECIAL_TOKENS)} special tokens, make {len(trained)} tokens, more than "
+                          f"vocab_size={vocab_size}: set limit_alphabet to {alphabet_budget(vocab_size)} or less "
+                          f"(or null), or raise vocab_size")
     first = set(SPECIAL_TOKENS) | set(continued)
     chars, merged = [], []
     for token in sorted(trained, key=trained.__getitem__):

@@ -372,3 +372,19 @@ def test_choice_fields_alone_drawn_more_often_than_their_combinations_are_refuse
         load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices, seeds, "num_samples=5"])
     ranged = "search_space.optim.warmup_ratio={type: uniform, low: 0.0, high: 0.1}"
     assert load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", *choices, ranged]).num_samples == 8
+
+
+def test_readme_sweeps_section_names_every_sweep_field():
+    """README's Sweeps section is the manual for jobs/config/sweep.py: gpus_per_trial, the one way to put trials on
+    GPUs (refused without it under finetune.scaling.use_gpu=true), was nowhere in it. Each top-level SweepConfig
+    field is named there, backticked alone or as the start of a key (`seeds.count`, `finetune:`, `num_samples=1`)."""
+    import dataclasses
+    import re
+
+    from jobs.config.sweep import SweepConfig
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        section = f.read().split("\n## Sweeps\n", 1)[1].split("\n## ", 1)[0]
+    missing = [f.name for f in dataclasses.fields(SweepConfig)
+               if not re.search(rf"`{f.name}(?:[.:= ][^`]*)?`", section)]
+    assert not missing, f"README.md's Sweeps section names no {missing}: say what each does there"

@@ -259,6 +259,24 @@ def test_vocab_size_holds_below_the_minimum_alphabet():
         train_wordpiece(words, vocab_size=200, lowercase=False, limit_alphabet=150)
 
 
+def test_an_alphabet_that_outgrows_the_vocabulary_is_a_config_error(capsys):
+    """A limit_alphabet the vocabulary cannot hold is a setting to change, known only once the sample's characters are
+    (a CJK ideograph needs no "##" form, so no bound holds before): refused as a ConfigError naming the field, which a
+    job's command line prints as one `error:` line with exit status 2, not a ValueError traceback after the corpus."""
+    from bert_core.config import ConfigError
+    from jobs.config.io import cli
+
+    rnd = random.Random(0)
+    letters = [chr(0x100 + i) for i in range(150)]
+    words = [" ".join("".join(rnd.choice(letters) for _ in range(5)) for _ in range(50)) for _ in range(200)]
+    with pytest.raises(ConfigError, match=r"data\.tokenizer\.limit_alphabet=150 "):
+        train_wordpiece(words, vocab_size=200, lowercase=False, limit_alphabet=150)
+    with pytest.raises(SystemExit) as exited:
+        cli(lambda: train_wordpiece(words, vocab_size=200, lowercase=False, limit_alphabet=150))
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.startswith("error: data.tokenizer.limit_alphabet=150 ")
+
+
 def test_vocab_only_folder_takes_the_settings_given(saved, tmp_path):
     """Google's cased_L-12_H-768_A-12 is a bare vocab.txt: without a setting it is read as uncased (as transformers
     reads it), with one as told; a tokenizer_config.json next to it says tokenize_chinese_chars too."""
