@@ -386,3 +386,17 @@ def test_a_several_output_regression_keeps_its_problem_type(tmp_path):
         "multi_label_classification"
     with pytest.raises(ValueError, match="multi_label or regression, not both"):
         BertForSequenceClassification(config(), num_labels=3, multi_label=True, regression=True)
+
+
+def test_a_multi_label_checkpoint_loads_and_saves_as_multi_label(tmp_path):
+    """problem_type "multi_label_classification" is read back, not only written: loaded as single-label, the head
+    took cross-entropy, and its re-export said single_label_classification, which transformers' pipeline softmaxes."""
+    save_pretrained(BertForSequenceClassification(config(), num_labels=4, multi_label=True), tmp_path / "m")
+    loaded = load_pretrained(tmp_path / "m", BertForSequenceClassification)
+    assert loaded.problem_type == "multi_label_classification"
+    ids, types, mask = inputs()
+    targets = torch.tensor([[1., 0., 1., 0.], [0., 0., 0., 1.]])
+    out = loaded(ids, types, mask, labels=targets)
+    torch.testing.assert_close(out.loss, torch.nn.functional.binary_cross_entropy_with_logits(out.logits, targets))
+    save_pretrained(loaded, tmp_path / "again")
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["problem_type"] == "multi_label_classification"

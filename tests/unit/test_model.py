@@ -1,11 +1,14 @@
 """bert_core.model on the tiny preset: head shapes, sparse MLM == dense MLM, packed == padded."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from bert_core.config import tiny
-from bert_core.model import (IGNORE_INDEX, host_packing, BertForPreTraining, BertForQuestionAnswering,
+from bert_core.model import (IGNORE_INDEX, host_packing, masked_lm_loss, BertForPreTraining, BertForQuestionAnswering,
                              BertForSequenceClassification, BertForTokenClassification, BertModel, compile_model)
 
 B, T = 4, 16
@@ -171,6 +174,66 @@ def test_dropout_is_active_in_train_mode_only():
     assert not torch.equal(model(ids, types, mask)[0], model(ids, types, mask)[0])
     model.eval()
     assert torch.equal(model(ids, types, mask)[0], model(ids, types, mask)[0])
+
+
+@pytest.mark.parametrize("cls", [BertForPreTraining, BertForSequenceClassification, BertForTokenClassification])
+def test_every_dropout_module_runs_in_train_mode(cls):
+    """HF's sites: the embeddings, both residual branches of every block, a task head's input. Two train-mode
+    forwards differ while any one of them runs, so each module is watched: blocks that skipped their residual
+    dropout trained with none, and the eval-mode parity tests cannot see it."""
+    model = cls(config(hidden_dropout_prob=0.5)).train()
+    dropouts = {name: m for name, m in model.named_modules() if isinstance(m, nn.Dropout)}
+    called = set()
+    for name, m in dropouts.items():
+        m.register_forward_hook(lambda *_, name=name: called.add(name))
+    ids, types, mask, *_ = batch()
+    model(ids, types, mask)
+    assert called == set(dropouts), sorted(set(dropouts) - called)
+
+
+def test_embeddings_are_dropped_out_at_hidden_dropout_prob_in_train_mode():
+    """The embedding dropout's output is what the encoder reads, not only a module that runs: about half the
+    (B, T, H) values are zeroed at p=0.5."""
+    embeddings = BertModel(config(hidden_dropout_prob=0.5)).embeddings.train()
+    ids, types, *_ = batch()
+    x = embeddings(ids, types, torch.arange(T).expand(B, T))  # (B, T, H)
+    assert 0.4 < (x == 0).float().mean().item() < 0.6
+
+
+def test_attention_dropout_is_applied_in_train_mode_only():
+    """attention_probs_dropout_prob is an argument of the attention kernel, not an nn.Dropout that a hook could
+    watch: with every other dropout at 0, only it can make two train-mode forwards differ."""
+    model = BertModel(config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.5))
+    ids, types, mask, *_ = batch()
+    assert not torch.equal(model(ids, types, mask)[0], model(ids, types, mask)[0])
+    model.eval()
+    assert torch.equal(model(ids, types, mask)[0], model(ids, types, mask)[0])
+
+
+@pytest.mark.parametrize("cls", [BertForPreTraining, BertForSequenceClassification, BertForTokenClassification,
+                                 BertForQuestionAnswering])
+def test_every_linear_of_encoder_and_head_is_initialised_as_hf_bert(cls):
+    """HF's _init_weights reaches the heads too: N(0, initializer_range) weights, zero biases. A head left to
+    PyTorch's default (kaiming-uniform, non-zero biases) starts elsewhere than transformers' same recipe, and the
+    parity tests copy weights, so they never compare inits. H=256 makes the std a sharp test: the bound is 7
+    standard errors of a sample std (std / sqrt(2n)), and kaiming's std at fan-in 256 is 1.8x N(0, 0.02)'s."""
+    cfg = config(hidden_size=256, num_attention_heads=4)
+    torch.manual_seed(0)
+    model = cls(cfg)
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Linear):
+            assert m.bias is None or torch.all(m.bias == 0), name
+            n = m.weight.numel()
+            assert abs(m.weight.std().item() / cfg.initializer_range - 1) < 5 / math.sqrt(n), name
+
+
+def test_mlm_loss_is_the_mean_over_its_targets_one_target_included():
+    """The denominator is the target count, floored at 1 only for a micro-batch with none: whole-word masking and
+    small micro-batches do give one-target micro-batches, whose loss a larger floor would shrink."""
+    g = torch.Generator().manual_seed(0)
+    for m in (1, 2, 5):
+        logits, targets = torch.randn(m, 7, generator=g), torch.randint(0, 7, (m,), generator=g)
+        torch.testing.assert_close(masked_lm_loss(logits, targets), F.cross_entropy(logits, targets))
 
 
 def test_sequence_classification_heads():
