@@ -19,11 +19,13 @@ pretraining run started from another's checkpoint (`lineage.init_checkpoint`) go
 (`lineage.init_checkpoint_run_id`) and that run's corpus, whose text the weights learned first.
 
 A fine-tune whose `lineage.init` is a plain model folder (an HF checkpoint, no MLflow run behind it) ends
-there: that is a complete chain, and the output says so. A missing link is a tag that should be there and
-is not, a run or version a tag names that does not exist (or was deleted), an init checkpoint no run is recorded
-as writing (from outside the tracking store: its corpus is unknown), a manifest that is gone or whose
-sha256 differs from the tag, or a raw corpus file that vanished or changed since preparation (each such
-file is also printed as a warning line). With any missing link the command exits with status 1.
+there: that is a complete chain, and the output says so. A pretraining release folder is no plain folder: its
+record names the run that wrote it (jobs/runtime/release.py), which the fine-tune tags as from a registered one.
+A missing link is a tag that should be there and is not, a run or version a tag names that does not exist (or
+was deleted), an init checkpoint no run is recorded as writing (from outside the tracking store: its corpus is
+unknown), a manifest that is gone or whose sha256 differs from the tag, or a raw corpus file that vanished,
+changed since preparation or cannot be read here (a URI whose filesystem is not installed, or not reachable); each
+such file is also printed as a warning line. With any missing link the command exits with status 1.
 """
 
 from __future__ import annotations
@@ -399,8 +401,13 @@ def _corpus_file(entry: dict) -> Link:
     recorded = f"{entry['bytes']} bytes, {mark}"
     try:
         (now,) = fingerprint_inputs([path])
-    except (OSError, ValueError) as exc:
+    except FileNotFoundError as exc:
         return Link("corpus file", path, False, details=[recorded], why=f"vanished: {type(exc).__name__}")
+    except Exception as exc:  # noqa: BLE001 - a URI's filesystem not installed here (ImportError), not reachable
+        # (an OSError, or a client's own network error), refused: not re-hashed either, and the walk goes on
+        said = (redact(str(exc)).splitlines() or [""])[0][:200]
+        return Link("corpus file", path, False, details=[recorded], why=f"cannot be read here: {type(exc).__name__}: "
+                    f"{said}")
     changed = [f"{k} now {now.get(k)}" for k in ("bytes", "sha256", "mtime") if k in entry and now.get(k) != entry[k]]
     if changed:
         why = "changed since preparation: " + ", ".join(changed)

@@ -12,10 +12,8 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import json
 import math
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,6 +25,7 @@ if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make
 from jobs.runtime import console, lease  # noqa: E402
 from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
+from jobs.runtime.release import fetch_release  # noqa: E402
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.pretrain import PretrainConfig, eval_set_size  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli, load_config  # noqa: E402
@@ -130,7 +129,7 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
         metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
 
         release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
-        _fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir, trained_positions(cfg))
+        fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir, trained_positions(cfg), run_id)
         info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias,
                                    task=tracking.PRETRAINING)
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
@@ -419,24 +418,6 @@ def trained_positions(cfg: PretrainConfig) -> int:
     """The longest sequence a run trained (phase 2's when it has one): the position rows past it never learned."""
     return min(cfg.phase2.max_seq_len if cfg.phase2.max_steps else cfg.data.max_seq_len,
                cfg.model.max_position_embeddings)
-
-
-def _fetch_release(checkpoint, release_dir: Path, tokenizer_dir: str, max_positions: int) -> None:
-    """Copy the release checkpoint out of Ray storage and add the tokenizer; atomic replace (the old release stays
-    until the new one is whole). The tokenizer's model_max_length (the prepared set's: at least 512) is cut to
-    `max_positions`, the longest sequence trained: past it, transformers' truncation would keep tokens whose
-    position rows were never trained (a 128-token run of a 512-position model), or that the table has no row for."""
-    from bert_core.checkpoint import atomic_dir
-
-    with atomic_dir(release_dir) as tmp, checkpoint.as_directory() as d:
-        shutil.copytree(Path(d) / "release", tmp, dirs_exist_ok=True)
-        for f in Path(tokenizer_dir).iterdir():
-            if f.is_file():
-                shutil.copy2(f, tmp / f.name)
-        settings_file = tmp / "tokenizer_config.json"
-        settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
-        if int(settings.get("model_max_length", max_positions)) > max_positions:
-            settings_file.write_text(json.dumps({**settings, "model_max_length": max_positions}, indent=2) + "\n")
 
 
 def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:

@@ -45,8 +45,8 @@ from jobs.config.sections import PROMOTION_ALIASES, TrackingConfig, refuse_relat
 from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
 from jobs.config.promote import CANDIDATE, JUDGING, PromoteConfig, refuse_with_rollback  # noqa: E402,F401
 from jobs.config.stores import refuse_absent_store  # noqa: E402
-from jobs.registry.versions import (REGISTRATION, alias_history, move_alias, version_by_alias,  # noqa: E402
-                                    version_exists)
+from jobs.registry.versions import (REGISTRATION, alias_history, move_alias, registered_version,  # noqa: E402
+                                    version_by_alias, version_exists)
 from jobs.registry.evidence import refuse_incomparable, refuse_seen_rows, same_data  # noqa: E402
 from pipelines.tasks.glue import GLUE_TASKS  # noqa: E402
 from pipelines.tasks.roles import split_digest  # noqa: E402
@@ -99,10 +99,11 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     from jobs.loops import ft_tasks
     from jobs.registry import tracking
 
-    candidate = client.get_model_version(cfg.model, str(cfg.version)) if cfg.version else version_by_alias(
+    candidate = registered_version(client, cfg.model, str(cfg.version)) if cfg.version else version_by_alias(
         client, cfg.model, cfg.candidate_alias)
     if candidate is None:
-        raise ValueError(f"{cfg.model} has no version under @{cfg.candidate_alias}; pass --version N")
+        raise ValueError(f"{cfg.model} has no version {cfg.version} (deleted, or never registered)" if cfg.version
+                         else f"{cfg.model} has no version under @{cfg.candidate_alias}; pass --version N")
     if candidate.tags.get(REGISTRATION, "").startswith("incomplete"):  # its tags (the rows, the task) are partial
         raise ValueError(f"{cfg.model} v{candidate.version}: its registration did not finish "
                          f"({candidate.tags[REGISTRATION][:200]}): register the model again, then judge that version")
@@ -123,7 +124,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     task = their_task = judged_task(_task_of(candidate), cfg.task)
     if champion is not None:
         other = _task_of(champion)  # without it, nothing says the two are models of one task
-        refuse_incomparable(task, other, ours, theirs)
+        refuse_incomparable(task, other, ours, theirs, cfg.task)
         # the data is the candidate's task's; how each model reads and decides is its own, as it serves
         own = {k: other[k] for k in MODEL_SETTINGS if k in other and k not in cfg.task}
         their_task = judged_task({**_task_of(candidate), **own}, cfg.task)
@@ -132,7 +133,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         from jobs.runtime.cluster import init_ray
 
         init_ray()
-    loaded = ft_tasks.load_rows(task)
+    loaded = _rows(task, ours)
     rows = loaded.evaluation[split]  # the evaluation split: no choice of either model saw it
     refuse_seen_rows(cfg, task, split, loaded, (candidate, champion))  # named rows: each one's training rows
     same_data(cfg, candidate, champion, task, split, rows, loaded.labels)
@@ -191,6 +192,29 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     if result.decision == "refused":  # recorded on the run and the version: the evidence, and why it was not used
         raise ValueError(f"{cfg.model}: {result.reason} (run {run_id})")
     return result
+
+
+def _rows(task, ours: str):
+    """The judged task's rows; data that is not where the candidate's registration says (moved since, or registered on
+    another machine) refused in one line naming the override that says where it is now (evidence.py checks the rows
+    found there against the digests the versions recorded)."""
+    from jobs.loops import ft_tasks
+
+    try:
+        return ft_tasks.load_rows(task)
+    except OSError as exc:
+        from jobs.registry.redaction import redact
+
+        if task.name in GLUE_TASKS:
+            where = "task.data_dir=FOLDER"
+        elif task.name == "pkgdocs":
+            where = "task.corpus_dir=FOLDER"
+        else:  # your own files, SQuAD, CoNLL: each file it named
+            named = [f for f in ("train_file", "dev_file", "select_file") if getattr(task, f)] or ["train_file"]
+            where = " ".join(f"task.{f}=FILE" for f in named)
+        raise ValueError(f"the data v{ours} was registered with cannot be read here ({type(exc).__name__}: "
+                         f"{redact(str(exc))[:300]}): moved, or on another machine? name where it is now: "
+                         f"{where}") from None
 
 
 def _refuse_withdrawn(cfg: PromoteConfig, client, version) -> None:

@@ -9,7 +9,8 @@ Both configs (configs/pretrain/quickstart.yaml, configs/sweep/quickstart.yaml, o
 --sweep-config) are read and validated before any Ray work; overrides go to one of them by their
 first key (`pretrain.` or `sweep.`). The sweep starts from the release checkpoint this run just wrote,
 and shares the pretraining's MLflow store; the sweep's parent run and the registered fine-tuned version
-are tagged with the pretraining run behind them. The promotion decision is printed with its evidence.
+are tagged with the pretraining run behind them (the release names it: jobs/runtime/release.py). The
+promotion decision is printed with its evidence.
 """
 
 from __future__ import annotations
@@ -151,7 +152,6 @@ def run(pretrain_cfg: PretrainConfig, sweep_cfg: SweepConfig):
     sweep_cfg.name = f"{pretrained.run_name}-{sweep_cfg.name}"
     sweep_cfg.finetune.tracking.tracking_uri = pretrain_cfg.tracking.tracking_uri  # resolved by the run
     swept = sweep.run(sweep_cfg.validate())
-    link_to_pretraining(sweep_cfg.finetune.tracking.tracking_uri, pretrained, swept)
     promoted = None
     if swept.mlflow.get("version"):
         from jobs import promote
@@ -204,20 +204,6 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict | None:
     right = sum(p["label"] == gold[p["id"]] for p in predicted)
     return {"uri": uri, "version": result.model.version, "rows": len(predicted), "right": right,
             "output": str(folder / "predicted")}
-
-
-def link_to_pretraining(tracking_uri: str, pretrained, swept) -> None:
-    """Tag the sweep's parent run and the registered fine-tuned version with the pretraining run behind them."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri)
-    # the names jobs.registry.tracking.lineage_tags gives a fine-tune started from a registered pretrained model
-    tags = {"lineage.pretrain_run_id": pretrained.mlflow.get("run_id", ""),
-            "lineage.pretrain_run_name": pretrained.run_name, "lineage.init": pretrained.release_dir}
-    for k, v in tags.items():
-        client.set_tag(swept.mlflow["parent_run_id"], k, v)
-        if swept.mlflow.get("version"):
-            client.set_model_version_tag(swept.mlflow["registered_model"], swept.mlflow["version"], k, v)
 
 
 def summary(pretrained, swept, promoted=None, predicted: dict | None = None) -> str:

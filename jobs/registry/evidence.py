@@ -9,10 +9,13 @@ from pipelines.tasks.glue import GLUE_TASKS
 from pipelines.tasks.roles import split_digest
 
 
-def refuse_incomparable(task, other: dict, ours: str, theirs: str) -> None:
+def refuse_incomparable(task, other: dict, ours: str, theirs: str, overrides: dict | None = None) -> None:
     """Refuse to judge the candidate (`task`, its TaskConfig) against a champion of another task, kind or labels
     (`other`: its registered task config), or a question answerer against one of the other SQuAD version: a v1 model
-    always answers and a v2 model may say "no answer", so one of them would be judged by rules it was not made for."""
+    always answers and a v2 model may say "no answer", so one of them would be judged by rules it was not made for.
+    So would a champion chosen (its checkpoint, trial and seed) on another main metric than the candidate (your own
+    files' task.metric; one registered without it, on its kind's default), unless the promotion's task.* `overrides`
+    name the metric both are judged on."""
     theirs_is = (other.get("name"), other.get("kind") or task.kind, other.get("labels"))
     if theirs_is != (task.name, task.kind, task.labels):
         raise ValueError(f"v{theirs} (champion) is a {theirs_is[0]} {theirs_is[1]} model with labels "
@@ -22,6 +25,17 @@ def refuse_incomparable(task, other: dict, ours: str, theirs: str) -> None:
         raise ValueError(f"v{theirs} (champion) is a SQuAD {'v2' if their_v2 else 'v1'} model (task.version_2="
                          f"{their_v2}), v{ours} a SQuAD {'v2' if task.version_2 else 'v1'} one: a v1 model always "
                          "answers, a v2 model may answer nothing; not comparable")
+    if "metric" in (overrides or {}):
+        return
+    from dataclasses import replace
+
+    from jobs.loops.ft_tasks import metric_name
+
+    mine, their = metric_name(task), metric_name(replace(task, metric=str(other.get("metric") or "")))
+    if mine != their:
+        raise ValueError(f"v{theirs} (champion) was chosen on {their}, v{ours} on {mine}: judged on either one's "
+                         f"metric, the other would be judged by a rule it was not made for; pass task.metric={their} "
+                         f"or task.metric={mine} to judge both on it")
 
 
 def names_rows(cfg, task) -> bool:

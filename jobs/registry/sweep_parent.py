@@ -27,8 +27,8 @@ def basis(params: dict, tags: dict) -> str:
     """sha256 of the sweep's config as logged (its RESOURCES and UNREAD_SCALING left out) and its lineage and data
     tags: what its trials and model depend on. Secrets are redacted first (a rotated password is the same sweep),
     the code.* tags left out (a resume after a code fix, or a checkout made dirty by the run's own files, is too),
-    and so is the tokenizer's hash (a function of the init, which is in; a sweep begun before it was tagged resumes
-    as itself)."""
+    and so are the tokenizer's hash and a folder init's run ids (functions of the init, which is in; a sweep begun
+    before they were tagged resumes as itself)."""
     finetune = params.get("finetune")
     if isinstance(finetune, dict) and isinstance(finetune.get("scaling"), dict):
         scaling = {k: v for k, v in finetune["scaling"].items() if k not in UNREAD_SCALING}
@@ -41,7 +41,10 @@ def _digest(params: dict, tags: dict) -> str:
     begun then holds in its parent's tag and its BASIS_FILE."""
     from jobs.registry.tracking import redact
 
-    kept = {k: v for k, v in tags.items() if not k.startswith("code.") and k != "lineage.tokenizer_sha256"}
+    # a folder init's run ids come from its release record (tracking._source_run_tags), which releases gained later
+    folder = not str(tags.get("lineage.init", "")).startswith(("models:/", "runs:/"))
+    kept = {k: v for k, v in tags.items() if not k.startswith("code.") and k != "lineage.tokenizer_sha256"
+            and not (folder and k in ("lineage.init_run_id", "lineage.pretrain_run_id"))}
     params = {k: v for k, v in params.items() if k not in RESOURCES}
     text = json.dumps({"params": redact(params), "tags": redact(kept)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -98,7 +98,8 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
     lineage.init                   a fine-tune's starting point: a folder, or an MLflow model URI (jobs pin an alias to
                                    its version first: finetune.pin_alias)
     lineage.init_run_id            for an MLflow model (models:/NAME@alias, models:/NAME/version, runs:/ID/...):
-                                   the run that logged it
+                                   the run that logged it; for a pretraining release folder, the run its record
+                                   names (jobs/runtime/release.py)
     lineage.pretrain_run_id        the pretraining run behind it: that run, or the one its own tags name
     lineage.task_source, lineage.task_data_sha256
                                    a fine-tune's `task_data` (source, digest): where its rows come from and the
@@ -132,9 +133,15 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
 
 
 def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
-    """lineage.init_run_id and lineage.pretrain_run_id for an MLflow model URI; {} for a folder."""
+    """lineage.init_run_id and lineage.pretrain_run_id for an MLflow model URI, or for a pretraining release folder
+    whose record names the run that wrote it (jobs/runtime/release.py); {} for any other folder."""
     from mlflow.tracking import MlflowClient
 
+    if not init.startswith(("runs:/", "models:/")):
+        from jobs.runtime.release import written_by
+
+        pretrain = written_by(init)
+        return {"lineage.init_run_id": pretrain, "lineage.pretrain_run_id": pretrain} if pretrain else {}
     client = MlflowClient(tracking_uri)
     version_tags: dict = {}
     from jobs.registry.versions import logged_model_id, logged_model_run
@@ -143,13 +150,11 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
         run_id = init[len("runs:/"):].split("/", 1)[0]
     elif logged_model_id(init):  # MLflow 3's models:/m-<id>: the run that logged it
         run_id = logged_model_run(init, tracking_uri)
-    elif init.startswith("models:/"):
+    else:
         from jobs.registry.versions import pinned_version
 
         version = pinned_version(init, tracking_uri)[1]
         run_id, version_tags = version.run_id, dict(version.tags or {})
-    else:
-        return {}
     if not run_id:
         return {}
     source = client.get_run(run_id).data.tags

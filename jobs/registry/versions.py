@@ -1,6 +1,7 @@
-"""What a registered version says about itself (its model card) and the registry's alias history: every move of a registered model's aliases (@candidate at registration, @challenger
-while judged, @champion, a rollback) is a registered-model tag naming what moved, why and the run that moved it, so
-the history of each alias can be read back (jobs/promote.py's `--rollback` follows @champion's)."""
+"""What a registered version says about itself (its model card) and the registry's alias history: every move of a
+registered model's aliases (@candidate at registration, @challenger while judged, @champion, a rollback) is a
+registered-model tag naming what moved, why and the run that moved it, so the history of each alias can be read back
+(jobs/promote.py's `--rollback` follows @champion's)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,13 @@ def version_by_alias(client, name: str, alias: str):
     return _unless_absent(client.get_model_version_by_alias, name, alias)
 
 
+def registered_version(client, name: str, version: str):
+    """The model version; None when the registry has no such version (deleted, or never registered)."""
+    return _unless_absent(client.get_model_version, name, version)
+
+
 def version_exists(client, name: str, version: str) -> bool:
-    return _unless_absent(client.get_model_version, name, version) is not None
+    return registered_version(client, name, version) is not None
 
 
 def _unless_absent(request, *args):

@@ -103,7 +103,7 @@ def test_a_two_phase_pretraining_draws_each_phases_curves(tmp_path, monkeypatch)
                        "refuse_sqlite_across_machines": lambda uri: None, "data_metrics": lambda manifest: {},
                        "resolve_config": lambda cfg, tokenizer_dir: copy.deepcopy(cfg), "_continues": lambda *a: None,
                        "_lineage": lambda prepared: {"lineage.job": "pretrain"}, "_fit": fit,
-                       "_report_ignored": lambda cfg: 0, "_fetch_release": lambda *a: None,
+                       "_report_ignored": lambda cfg: 0, "fetch_release": lambda *a: None,
                        "summary": lambda *a: ""}.items():
         monkeypatch.setattr(pretrain, name, stub)
     monkeypatch.setattr(pipelines.prepare, "prepare", lambda data: SimpleNamespace(

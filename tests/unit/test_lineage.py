@@ -399,3 +399,64 @@ def test_main_checks_no_redacted_store_and_names_the_manifest_for_one_that_does_
     monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail(f"asked a redacted store: {a}"))
     (missing,) = lineage.main([str(folder)]).missing  # the walk's own line, naming --tracking-uri
     assert "whose credentials were redacted" in missing and "give --tracking-uri" in missing
+
+
+def _release(tmp_path: Path, writer: str, tokenizer: Path) -> Path:
+    """A pretraining run's release folder as jobs/pretrain.py fetches it from its last checkpoint, whose record
+    (jobs/runtime/resubmit.py) names `writer`."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from jobs.runtime import resubmit
+    from jobs.runtime.release import fetch_release
+
+    checkpoint = tmp_path / "ray" / "checkpoint_000009"
+    (checkpoint / "release").mkdir(parents=True)
+    (checkpoint / "release" / "config.json").write_text("{}")
+    resubmit.record(checkpoint, writer, 9, {})
+    release = tmp_path / "runs" / "base" / "release"
+    fetch_release(SimpleNamespace(as_directory=lambda: contextlib.nullcontext(str(checkpoint))), release,
+                  str(tokenizer), 128)
+    return release
+
+
+def test_a_fine_tune_from_a_pretraining_release_folder_walks_on_to_its_run(chain, tmp_path):
+    """README's cluster route, init=<output_dir>/<run>/release: the fine-tune named no run, and lineage called the
+    chain complete at "a model folder with no MLflow pretraining run behind it". The release names the run that
+    wrote it: the fine-tune's tags name that run, and the walk goes on to its corpus."""
+    from jobs.registry import tracking
+
+    client, uri, pre, _, corpus = chain
+    release = _release(tmp_path, pre, Path(client.get_run(pre).data.tags["data_dir"]) / "tokenizer")
+    tags = tracking.lineage_tags("finetune", init=str(release), tracking_uri=uri)
+    assert (tags["lineage.init"], tags["lineage.init_run_id"], tags["lineage.pretrain_run_id"]) == (
+        str(release), pre, pre)
+    exp = client.get_experiment_by_name("lineage").experiment_id
+    _register(client, "release-ft", client.create_run(exp, tags={**tags, "task": "conll"}).info.run_id)
+    result = lineage.run("models:/release-ft@candidate", uri)
+    assert result.missing == []
+    assert [link.kind for link in result.links][2:4] == ["init", "pretraining run"]
+    assert [link.name for link in result.links][-2:] == [str(f) for f in corpus]
+
+
+def test_a_corpus_file_this_machine_cannot_read_is_a_missing_link_not_a_traceback(monkeypatch):
+    """A corpus at a URI whose filesystem is not installed here (s3:// without s3fs: ImportError) or not reachable
+    (hf:// offline: httpx's ConnectError, no OSError) ended the walk in a traceback, printing no chain at all."""
+    import pipelines.layout
+
+    recorded = {"path": "s3://bucket/wiki/a.txt", "bytes": 10, "sha256": "0" * 64}
+    link = lineage._corpus_file(recorded)  # the unit venv has no s3fs
+    assert not link.found and link.why.startswith("cannot be read here: ImportError: ") and "s3fs" in link.why
+
+    class ConnectError(Exception):  # as httpx's: no OSError
+        pass
+
+    def offline(files):
+        raise ConnectError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(pipelines.layout, "fingerprint_inputs", offline)
+    link = lineage._corpus_file({**recorded, "path": "hf://datasets/x/y/a.txt"})
+    assert not link.found and link.why == ("cannot be read here: ConnectError: [Errno -3] Temporary failure in "
+                                           "name resolution")
+    monkeypatch.setattr(pipelines.layout, "fingerprint_inputs", lambda files: open("/", "rb"))  # there, unreadable
+    assert lineage._corpus_file(recorded).why.startswith("cannot be read here: IsADirectoryError: ")
