@@ -45,7 +45,7 @@ SENTENCE_MARK = "\x1f"
 def good_documents(part: dict, cfg: DataConfig, rejects: RejectLog) -> Iterator[tuple[str, int, str]]:
     """(doc_id, uid, text) of the good documents of one part of a work unit (units.py); its
     rejects go to `rejects`."""
-    span = Span(part["start"], part["end"], part["first"])
+    span = Span(part["start"], part["end"], part["first"], part.get("text_start"))  # units.number_lines counts both
     for row in iter_documents(part["path"], part["name"], cfg, span):
         if row["reject_reason"]:
             rejects.add_row(row)

@@ -1,7 +1,7 @@
 """Plain text -> documents, by cuts any byte range of the file finds the same way.
 
 Text has no record boundaries: a book is one document, a corpus file (BookCorpus's books_large_p1.txt: 2 GB, one
-sentence a line, not one blank line) is many. Its documents end at cuts that depend on the bytes alone:
+sentence a line, not one blank line) is many. Its documents end at cuts that depend on its text alone:
   * data.text_documents="books" (the default): at the first blank line at or after every TEXT_DOCUMENT_BYTES (a
     book under 1 MiB is one document, "<name>#0"; a big file is ~1 MiB documents, each starting at a paragraph);
     "blank_lines": at every blank line (Google's one-sentence-a-line format; a run of them is one separator);
@@ -10,12 +10,16 @@ sentence a line, not one blank line) is many. Its documents end at cuts that dep
     there ended the document already). No document passes MAX_TEXT_DOCUMENT_BYTES + TEXT_DOCUMENT_BYTES by more
     than a line, and no task holds a whole file. (The split used to come when a document's own size reached the
     bound, which only the reader of the document's start could know: a file without blank lines was one task's.)
+Those offsets are text offsets: bytes less the \r of every \r\n, counted from the end of a Project Gutenberg
+header (which is no document's: gutenberg_book). Cut at raw byte offsets, a book saved with \r\n (or with a header
+of another length) beside its copy started every ~1 MiB piece at another paragraph, and exact dedup, which compares
+cleaned pieces, never found the copy. A pure-LF file without a header is cut where it always was.
 A document is "<name>#<the line it starts on>". A Span owns the documents after the cuts it owns: a blank line's cut
-by the line's offset, a split by its multiple. It reads its last document past its end, and a span with no cut
-of its own owns nothing. Spans start at multiples of TEXT_DOCUMENT_BYTES (units.py plans them).
-A Project Gutenberg book's header and licence are left out of its documents (gutenberg_book), the cuts unchanged.
+by the line's offset, a split by the byte where the text reaches its multiple. It reads its last document past its
+end, and a span with no cut of its own owns nothing. Spans start at multiples of TEXT_DOCUMENT_BYTES (units.py plans
+them, and counts each one's text offset); a span whose text offset is not a multiple of it looks back for the
+blank lines before it that decide its first cuts (_last_blank_before).
 """
-
 from __future__ import annotations
 
 import functools
@@ -88,10 +92,13 @@ def check_line_ends(paths: list[str], looked_at: int = 8) -> None:
 class Span:
     """The part of a file a reader owns (units.py): records that start in [start, end).
     Byte offsets for text and JSONL, row groups for parquet; end -1 = to the end. `first` is
-    the number of the first record before `start` (newlines, or rows) so doc_ids stay global."""
+    the number of the first record before `start` (newlines, or rows) so doc_ids stay global.
+    `text_start`: plain text's text offset of `start` (text_offset; units.number_lines counts it in the pass that
+    counts `first`); None: the reader counts it, a read of the whole file before `start`."""
     start: int = 0
     end: int = -1
     first: int = 0
+    text_start: int | None = None
 
     def owns(self, offset: int) -> bool:
         return self.end < 0 or offset < self.end
@@ -100,76 +107,142 @@ class Span:
 WHOLE = Span()
 
 
-def file_lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, bytes, int]]:
-    """(line, b"", its length) per line; (None, first bytes, length) for a line over `limit`
-    bytes, which is consumed in bounded chunks and never held whole."""
+def file_lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, bytes, int, bool]]:
+    """(line, b"", its length, whether it ends in \r\n) per line; (None, first bytes, length, ...) for a line over
+    `limit` bytes, which is consumed in bounded chunks and never held whole."""
     while line := stream.readline(limit + 1):
         if len(line) <= limit:
-            yield line, b"", len(line)
+            yield line, b"", len(line), line.endswith(b"\r\n")
             continue
-        head, size = line[: SAMPLE_CHARS * 4], len(line)
+        head, size, before = line[: SAMPLE_CHARS * 4], len(line), line
         while line and not line.endswith(b"\n"):
-            line = stream.readline(1 << 20)
+            before, line = line, stream.readline(1 << 20)
             size += len(line)
-        yield None, head, size
+        yield None, head, size, line.endswith(b"\r\n") or (line == b"\n" and before.endswith(b"\r"))
 
 
 def span_lines(stream: BinaryIO, limit: int, span: Span) -> Iterator[tuple[int, int, bytes | None, bytes]]:
     """(byte offset, line number, line, head) of every line from the first that starts at or
     after span.start to the end of the file (callers stop where their span ends). A line
     that starts before span.start belongs to the span before, which reads it past its end."""
-    offset, number = span.start, span.first
+    for offset, number, line, head, _ in _counted_lines(stream, limit, span):
+        yield offset, number, line, head
+
+
+def _counted_lines(stream: BinaryIO, limit: int, span: Span) -> Iterator[tuple[int, int, bytes | None, bytes, int]]:
+    """span_lines, each with the \r\n pairs from span.start to the line (line_counts)."""
+    offset, number, pairs = span.start, span.first, 0
     if span.start > 0:
         stream.seek(span.start - 1)
-        if stream.read(1) != b"\n":  # span.start is inside a line: skip to the next one
-            while (part := stream.readline(1 << 20)) and not part.endswith(b"\n"):
+        if (part := stream.read(1)) != b"\n":  # span.start is inside a line: skip to the next one
+            before = part
+            while part := stream.readline(1 << 20):
+                pairs += part.count(b"\r\n") + (before.endswith(b"\r") and part.startswith(b"\n"))
                 offset += len(part)
-            offset += len(part)
+                if part.endswith(b"\n"):
+                    break
+                before = part
             number += 1
-    for line, head, size in file_lines(stream, limit):
-        yield offset, number, line, head
+    for line, head, size, crlf in file_lines(stream, limit):
+        yield offset, number, line, head, pairs
         offset += size
         number += 1
+        pairs += crlf
+
+
+def line_counts(stream: BinaryIO, start: int, end: int, chunk: int = 4 << 20) -> tuple[int, int]:
+    """(newlines, \r\n pairs) in bytes [start, end) of `stream`, a pair counted where its \n is (so that the counts of
+    a file's ranges add up), read in chunks."""
+    newlines = pairs = 0
+    stream.seek(max(0, start - 1))
+    before = stream.read(1) if start > 0 else b""
+    left = end - start
+    while left > 0 and (data := stream.read(min(chunk, left))):
+        newlines += data.count(b"\n")
+        pairs += data.count(b"\r\n") + (before == b"\r" and data.startswith(b"\n"))
+        before, left = data[-1:], left - len(data)
+    return newlines, pairs
+
+
+def header_text_bytes(head: bytes) -> int:
+    """Where the text offsets of a file whose first GUTENBERG_HEAD bytes are `head` count from: its Gutenberg header's
+    length up to the end of its START line (gutenberg_header), less its \r\n pairs; 0 for a file that is no book."""
+    header = gutenberg_header(head)
+    return 0 if header is None else header[0] - head.count(b"\r\n", 0, header[0])
+
+
+def text_offset(stream: BinaryIO, offset: int) -> int:
+    """The text offset of byte `offset` of a plain-text file (module docstring), read from the file's start:
+    `offset` less the \r\n pairs before it and its Gutenberg header (which makes a header's own offsets negative)."""
+    stream.seek(0)
+    head = stream.read(GUTENBERG_HEAD[0])
+    return offset - line_counts(stream, 0, offset)[1] - header_text_bytes(head)
 
 
 def blank(line: bytes | None) -> bool:
     return line is not None and not line.strip()
 
 
-def _blank_line_in(stream: BinaryIO, start: int, end: int, limit: int) -> bool:
-    """Whether a line that starts in [start, end) is blank."""
-    stream.seek(0)
-    for offset, _, line, _ in span_lines(stream, limit, Span(start)):
-        if offset >= end:
-            return False
-        if blank(line):
-            return True
-    return False
+def _text_lines(stream: BinaryIO, limit: int, span: Span, text_start: int) -> Iterator[tuple]:
+    """(offset, number, line, head, text offset) of the lines from span.start on; `text_start` is span.start's."""
+    for offset, number, line, head, pairs in _counted_lines(stream, limit, span):
+        yield offset, number, line, head, text_start + offset - span.start - pairs
 
 
-def _cut_lines(stream: BinaryIO, cfg: DataConfig, span: Span) -> Iterator[tuple]:
+def _last_blank_before(stream: BinaryIO, cfg: DataConfig, start: int, text_start: int) -> int:
+    """The text offset of the last blank line before `start` that can decide a cut after it, or -_NO_END: in books
+    mode, one since the multiple of TEXT_DOCUMENT_BYTES before text_start (the first blank line past that multiple
+    is the cut); in either, one in the TEXT_DOCUMENT_BYTES before the first split multiple the span can meet. On a
+    pure-LF file only a span that starts at a split's multiple looks (text_start is then its offset): the
+    TEXT_DOCUMENT_BYTES before it. The window is read back from `start` until its text holds the bytes wanted (every
+    \r\n in it holds a byte more)."""
+    step, split = TEXT_DOCUMENT_BYTES, MAX_TEXT_DOCUMENT_BYTES
+    books = cfg.text_documents != "blank_lines"
+    low = min(text_start // step * step if books else text_start, max(split, -(-text_start // split) * split) - step)
+    if low >= text_start:
+        return -_NO_END
+    window, pairs = start, 0
+    while window > 0 and (start - window) - pairs < text_start - low:
+        earlier = max(0, window - (text_start - low - (start - window - pairs)))
+        stream.seek(max(0, earlier - 1))  # from the byte before: a pair whose \n is at `earlier`
+        pairs += stream.read(window - max(0, earlier - 1)).count(b"\r\n")
+        window = earlier
+    last = -_NO_END
+    for offset, _, line, _, text in _text_lines(stream, cfg.max_line_bytes, Span(window),
+                                                 text_start - (start - window - pairs)):
+        if offset >= start:
+            break
+        if blank(line) and text >= low:
+            last = text
+    return last
+
+
+def _cut_lines(stream: BinaryIO, cfg: DataConfig, span: Span, text_start: int) -> Iterator[tuple]:
     """(offset, number, line, head, cut) of the lines from span.start on; cut is None, ("blank", the line's offset)
-    at a blank line that ends a document, or ("split", the multiple) at a line that starts one after a stretch
-    without blank lines, the first line at or after a multiple of MAX_TEXT_DOCUMENT_BYTES."""
-    step = 0 if cfg.text_documents == "blank_lines" else TEXT_DOCUMENT_BYTES  # 0: every blank line a cut
-    boundary = max(span.start, step) if step else 0  # the first blank line at or past it is a cut
-    last_blank = -1 - TEXT_DOCUMENT_BYTES  # where the last blank line started
-    if span.start > 0 and span.start % MAX_TEXT_DOCUMENT_BYTES == 0:  # this span's first line may be a split
-        window = max(0, span.start - TEXT_DOCUMENT_BYTES)
-        if _blank_line_in(stream, window, span.start, cfg.max_line_bytes):
-            last_blank = window
-    previous = span.start - 1  # the line before the first started before span.start
-    for offset, number, line, head in span_lines(stream, cfg.max_line_bytes, span):
-        multiple = offset // MAX_TEXT_DOCUMENT_BYTES * MAX_TEXT_DOCUMENT_BYTES
+    at a blank line that ends a document, or ("split", the byte where the text reaches the multiple) at a line that
+    starts one after a stretch without blank lines, the first line at or after a multiple of MAX_TEXT_DOCUMENT_BYTES
+    of text. Both rules go by text offsets (module docstring), `text_start` span.start's."""
+    step, split = TEXT_DOCUMENT_BYTES, MAX_TEXT_DOCUMENT_BYTES
+    books = cfg.text_documents != "blank_lines"
+    last_blank = _last_blank_before(stream, cfg, span.start, text_start) if span.start > 0 else -_NO_END
+    # the first blank line at or past it is a cut; under blank_lines every one is
+    boundary = max(step, text_start // step * step, (last_blank // step + 1) * step) if books else -_NO_END
+    # a split multiple at or past `low` is this span's to find (one before it, a span before's). The byte where the
+    # text reaches it is the line's own or one after `anchor`, the line before (span.start for the first line): every
+    # byte between is a byte of text but the \n of a \r\n that ends the line before, which no multiple falls on
+    anchor, anchor_text, low = span.start, text_start, text_start
+    for offset, number, line, head, text in _text_lines(stream, cfg.max_line_bytes, span, text_start):
+        multiple = text // split * split
         cut = None
         if blank(line):
-            if offset >= boundary:
-                cut, boundary = ("blank", offset), (offset // TEXT_DOCUMENT_BYTES + 1) * step
-            last_blank = offset
-        elif multiple > max(previous, 0) and last_blank < multiple - TEXT_DOCUMENT_BYTES:
-            cut = ("split", multiple)
+            if text >= boundary:
+                cut = ("blank", offset)
+                boundary = (text // step + 1) * step if books else boundary
+            last_blank = text
+        elif multiple > 0 and multiple >= low and last_blank < multiple - step:
+            cut = ("split", offset if multiple == text else anchor + multiple - anchor_text)
         yield offset, number, line, head, cut
-        previous = offset
+        anchor, anchor_text, low = offset, text, text + 1
 
 
 # Project Gutenberg's markers, at the start of a line: the header ends at a START line (or, in the oldest files, at
@@ -185,6 +258,7 @@ _NO_END = 1 << 62  # an offset past any file's end
 
 class GutenbergBook(NamedTuple):
     header_end: int  # the offset past the START line: the header before it and the line are dropped
+    header_text: int  # header_text_bytes: text offsets count from header_end
     start_line: bytes
     licence_start: int | None  # the END line's offset: it and every line after it are dropped; None: no END line
     end_line: bytes
@@ -214,7 +288,8 @@ def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
     damaged) is read uncut: the reader then meets the damage after the documents before it, and reports it; an I/O
     error is raised. The stream is left at 0."""
     stream.seek(0)
-    header = _decoded(lambda: gutenberg_header(stream.read(GUTENBERG_HEAD[0])))
+    head = _decoded(lambda: stream.read(GUTENBERG_HEAD[0]))
+    header = None if head is None else gutenberg_header(head)
     if header is None:
         stream.seek(0)
         return None
@@ -236,7 +311,7 @@ def gutenberg_book(stream: BinaryIO) -> GutenbergBook | None:
             licence_start = tail_start - 1 + end.start()
             end_line = tail[end.start():line_end if line_end >= 0 else None]
     stream.seek(0)
-    return GutenbergBook(header_end, start_line, licence_start, end_line)
+    return GutenbergBook(header_end, header_text_bytes(head), start_line, licence_start, end_line)
 
 
 def _later_book(tail: bytes, start: re.Match) -> bool:
@@ -279,7 +354,11 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
         yield reject_row(f"{name}@{licence}", path, "gutenberg_boilerplate", decode_sample(book.end_line))
     if span.start >= licence:
         return
-    lines = _cut_lines(stream, cfg, span)
+    if span.start == 0:
+        text_start = -book.header_text if book else 0
+    else:
+        text_start = text_offset(stream, span.start) if span.text_start is None else span.text_start
+    lines = _cut_lines(stream, cfg, span, text_start)
     first_split = []
     if span.start > 0:  # to the first cut this span owns
         for item in lines:
@@ -331,16 +410,16 @@ def _may_reach_boilerplate(stream: BinaryIO, span: Span) -> bool:
     range otherwise). The header ends in the first GUTENBERG_HEAD[0] bytes: only a range starting before can meet
     it (of ranges at multiples of TEXT_DOCUMENT_BYTES, the first). The licence starts in the file's last
     GUTENBERG_TAIL bytes, and a range reads its last document past its end to the first cut it does not own: a
-    blank line at or after the end (rounded up to TEXT_DOCUMENT_BYTES), or a split at the first line at or after
-    the first multiple of MAX_TEXT_DOCUMENT_BYTES at least TEXT_DOCUMENT_BYTES past it (a blank line in the
-    TEXT_DOCUMENT_BYTES before that multiple is such a cut itself, in either text_documents mode). Every line it
-    takes starts before that multiple, and the line past it ends the document with or without a licence: a range
-    that ends so far before the tail reads the same either way. The last range (end -1) and a compressed file's
-    (read whole) always look."""
+    blank line at or after the end's text offset rounded up to TEXT_DOCUMENT_BYTES, or a split at the first line at
+    or after the first multiple of MAX_TEXT_DOCUMENT_BYTES at least TEXT_DOCUMENT_BYTES past that (a blank line in the
+    TEXT_DOCUMENT_BYTES before that multiple is such a cut itself, in either text_documents mode): less than
+    2 x TEXT_DOCUMENT_BYTES + MAX_TEXT_DOCUMENT_BYTES of text past the end, and so less than twice as many bytes plus
+    one (a \r\n's \n is no text, its \r is). Every line it takes starts before, and the line past ends the document
+    with or without a licence: a range that ends so far before the tail reads the same either way. The last range
+    (end -1) and a compressed file's (read whole) always look."""
     if span.start < GUTENBERG_HEAD[0] or span.end < 0:
         return True
-    end = -(-span.end // TEXT_DOCUMENT_BYTES) * TEXT_DOCUMENT_BYTES  # a blank line from here on is a cut
-    reach = -(-(end + TEXT_DOCUMENT_BYTES) // MAX_TEXT_DOCUMENT_BYTES) * MAX_TEXT_DOCUMENT_BYTES  # the split's multiple
+    reach = span.end + 2 * (2 * TEXT_DOCUMENT_BYTES + MAX_TEXT_DOCUMENT_BYTES) + 1
     size = stream.seek(0, io.SEEK_END)  # no read: a local file's size, a remote one's from its listing
     stream.seek(0)
     return reach > size - GUTENBERG_TAIL

@@ -1,14 +1,16 @@
 """Work units sized by bytes, not by files: what one tokenizing / sampling call reads.
 
 A unit is a list of parts; a part is one input file or a range of it:
-    {"path", "name", "rank", "start", "end", "first"}
+    {"path", "name", "rank", "start", "end", "first", "text_start"}
   * text / JSONL: start, end are byte offsets (end -1 = to the end of the file). A part owns
     the records that START in [start, end): a JSONL line, or a text document (text_source.py cuts
     text into documents where the bytes alone say, at or after multiples of TEXT_DOCUMENT_BYTES,
     so every text range starts at a multiple of it). The reader finishes its last record past `end`
     and skips a partial one at `start`, so no record is split or read twice, wherever the
     cuts fall. `first` is the number of newlines before `start`, which keeps doc_ids the
-    0-based line a record starts on (`number_lines` counts them, in parallel).
+    0-based line a record starts on, and `text_start` the text offset of `start` that text
+    documents are cut by (text_source.text_offset: bytes less the \r of each \r\n and a
+    Gutenberg header); `number_lines` counts both, in parallel.
   * parquet: start, end are row-group indices; `first` is the number of rows before `start`.
   * multistream bz2 XML dumps (`*.xml.bz2` with more than one stream): start, end are compressed
     offsets where streams start; a range owns the pages whose `<page>` tag its streams hold, and
@@ -39,6 +41,7 @@ from pipelines.paths import open_binary
 from pipelines.source_files import SourceError, relative_names
 from pipelines.sources import SNIFF_BYTES, TEXT_DOCUMENT_BYTES, file_format, is_json_array
 from pipelines.spill import MAX_INPUT_FILES, RECORD_BITS
+from pipelines.text_source import GUTENBERG_HEAD, header_text_bytes, line_counts
 
 MIN_UNIT_BYTES = TEXT_DOCUMENT_BYTES  # text ranges are multiples of this
 MAX_AUTO_UNIT_BYTES = 64 << 20  # work_unit_bytes=0: at most this much a call ...
@@ -66,7 +69,7 @@ def check_file_count(count: int) -> None:
 
 def file_parts(files: list[str], inputs: list[dict], cfg: DataConfig, target: int) -> list[dict]:
     """Each input file as one part, or (text, JSONL, parquet above `target`) as several ranges.
-    `first` is still 0 for byte ranges: `number_lines` fills it in."""
+    `first` and `text_start` are still 0 and None for byte ranges: `number_lines` fills them in."""
     check_file_count(len(files))  # a part's rank is a document uid's high bits
     names = relative_names(files)
     rank = {name: r for r, name in enumerate(sorted(names))}  # doc_order_key compares names as strings
@@ -74,7 +77,7 @@ def file_parts(files: list[str], inputs: list[dict], cfg: DataConfig, target: in
     for path, name, info in sorted(zip(files, names, inputs), key=lambda x: rank[x[1]]):
         size, fmt = info["bytes"], file_format(path, cfg)
         whole = {"path": path, "name": name, "rank": rank[name], "start": 0, "end": -1, "first": 0, "bytes": size,
-                 "kind": "whole"}
+                 "kind": "whole", "text_start": None}  # None: the reader counts it (at 0: from the file's head)
         if size > target and fmt == "bz2" and file_format(path[:-len(".bz2")], cfg) == "wiki_xml":
             parts += _bz2_stream_parts(whole, target)
         elif size <= target or fmt not in ("text", "jsonl", "parquet") or (fmt == "jsonl" and _json_array(path)):
@@ -127,39 +130,54 @@ def _bz2_stream_parts(whole: dict, target: int) -> list[dict]:
             for a, b in zip(cuts, cuts[1:] + [size])]
 
 
+def count_lines(path: str, start: int, end: int) -> tuple[int, int, int]:
+    """(newlines, \r\n pairs) in bytes [start, end) of `path` (text_source.line_counts), and the range at 0's
+    text_source.header_text_bytes (a Gutenberg header's length: where text offsets count from), else 0."""
+    with open_binary(path) as f:
+        newlines, pairs = line_counts(f, start, end, COUNT_CHUNK_BYTES)
+        if start > 0:
+            return newlines, pairs, 0
+        f.seek(0)
+        return newlines, pairs, header_text_bytes(f.read(GUTENBERG_HEAD[0]))
+
+
 def count_newlines(path: str, start: int, end: int) -> int:
     """Newlines in bytes [start, end) of `path`."""
-    n = 0
-    with open_binary(path) as f:
-        f.seek(start)
-        left = end - start
-        while left > 0 and (chunk := f.read(min(COUNT_CHUNK_BYTES, left))):
-            n += chunk.count(b"\n")
-            left -= len(chunk)
-    return n
+    return count_lines(path, start, end)[0]
 
 
 def _count_batch(batch: dict) -> dict:
-    counts = [count_newlines(p, s, e) for p, s, e in zip(batch["path"], batch["start"], batch["end"])]
-    return {**batch, "newlines": np.array(counts, dtype=np.int64)}
+    counts = np.array([count_lines(p, s, e) for p, s, e in zip(batch["path"], batch["start"], batch["end"])],
+                      dtype=np.int64).reshape(-1, 3)
+    return {**batch, "newlines": counts[:, 0], "pairs": counts[:, 1], "header": counts[:, 2]}
 
 
 def number_lines(parts: list[dict]) -> list[dict]:
-    """Fill in `first` (newlines before `start`) of byte ranges: one Ray pass that counts the
-    newlines of every range but each file's last, in parallel. Needs Ray initialised when any
+    """Fill in `first` (newlines before `start`) and `text_start` of byte ranges: one Ray pass that counts the
+    newlines and \r\n pairs of every range but each file's last, in parallel. Needs Ray initialised when any
     file is split; reads those files once more (fast on local disk, a second download on S3)."""
     to_count = [{"path": p["path"], "start": p["start"], "end": p["end"]} for p in parts
                 if p["kind"] == "bytes" and p["end"] >= 0]
     if not to_count:
         return parts
-    newlines = {(r["path"], r["start"]): int(r["newlines"]) for r in ray.data.from_items(
-        to_count, override_num_blocks=len(to_count)).map_batches(_count_batch, batch_size=1).iter_rows()}
+    counts = {(r["path"], r["start"]): (int(r["newlines"]), int(r["pairs"]), int(r["header"])) for r in
+              ray.data.from_items(to_count, override_num_blocks=len(to_count)).map_batches(
+                  _count_batch, batch_size=1).iter_rows()}
+    return numbered_parts(parts, counts)
+
+
+def numbered_parts(parts: list[dict], counts: dict[tuple[str, int], tuple[int, int, int]]) -> list[dict]:
+    """`parts` with `first` and `text_start` of their byte ranges, from the count_lines of every range but each
+    file's last, by (path, start)."""
+    header = {path: count[2] for (path, start), count in counts.items() if start == 0}  # the range at 0 reads it
     out, before = [], {}
     for p in parts:  # in rank, then offset order: a file's ranges come in sequence
         if p["kind"] == "bytes":
-            p = {**p, "first": before.get(p["path"], 0)}
+            newlines, pairs = before.get(p["path"], (0, 0))
+            p = {**p, "first": newlines, "text_start": p["start"] - pairs - header.get(p["path"], 0)}
             if p["end"] >= 0:
-                before[p["path"]] = p["first"] + newlines[(p["path"], p["start"])]
+                more = counts[(p["path"], p["start"])]
+                before[p["path"]] = (newlines + more[0], pairs + more[1])
         out.append(p)
     return out
 

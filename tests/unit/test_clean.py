@@ -260,3 +260,16 @@ def test_a_list_item_is_decided_from_the_characters_around_it_not_the_text_befor
         Counted.read = 0
         assert clean._list_item(text, at) is expected
         assert Counted.read < 10, Counted.read
+
+
+def test_bookcorpus_closing_quote_ends_its_line_sentence():
+    """BookCorpus is tokenized: quotes are `` and '' with spaces around. A line ending "? ''" was cut before the
+    spaced '' (no terminal right before the line end), so the quote opened the next line's sentence; a spaced '' is
+    always a closer there, and a spaced " closes where the line ends. A " that opens the next sentence still does."""
+    assert split_sentences("`` where are you going ? ''\ni looked around .") == [
+        "`` where are you going ? ''", "i looked around ."]
+    assert split_sentences("`` nowhere . ''") == ["`` nowhere . ''"]  # at the paragraph's end
+    assert split_sentences("`` stop . '' he said .") == ["`` stop . ''", "he said ."]  # '' closes mid-line too
+    assert split_sentences('he said . "\nthen he left .') == ['he said . "', "then he left ."]
+    assert split_sentences('He said "Stop." Then he left.') == ['He said "Stop."', "Then he left."]
+    assert split_sentences('He left. "Where?" she asked.') == ["He left.", '"Where?" she asked.']

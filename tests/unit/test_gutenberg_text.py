@@ -14,6 +14,7 @@ from pipelines import sources, text_source
 from pipelines.config import DataConfig
 from pipelines.source_files import SourceError
 from pipelines.sources import Span, iter_documents
+from pipelines.text_source import text_offset
 from pipelines.units import count_newlines
 
 HEADER = ("The Project Gutenberg eBook of Pride and Prejudice\n\nThis ebook is for the use of anyone anywhere in the "
@@ -198,10 +199,12 @@ class WatchedReads(io.BytesIO):
 def long_book(paragraphs: int, straddle: int) -> bytes:
     """A Gutenberg book of wrapped paragraphs in which, from ~100 KiB before `straddle`, lines without a blank one
     end in a blank line at `straddle` - 1 and another at `straddle`: with the first cut past a multiple at the
-    first, the second is a document of one blank line (a book's blank-only document: no row)."""
+    first, the second is a document of one blank line (a book's blank-only document: no row). `straddle` is a text
+    offset, as the cuts count them: from the end of the START line."""
     lines = [f"Paragraph {i} of the book, one of many alike: it goes on for a line\nand then for another, wrapped."
              for i in range(paragraphs)]
     text = (HEADER + MARKERS[0][0] + "\n\n").encode()
+    straddle += len(HEADER + MARKERS[0][0] + "\n")
     for i, paragraph in enumerate(lines):
         text += paragraph.encode() + b"\n\n"
         if straddle - 100_000 < len(text) < straddle:
@@ -231,11 +234,15 @@ def test_a_range_that_cannot_reach_the_header_or_the_licence_does_not_look_for_t
     assert ranged == whole and len(data) > 5 * text_source.GUTENBERG_TAIL
     assert [r["doc_id"] for r in whole if r["reject_reason"]] == [
         f"{path.name}@0", f"{path.name}@{data.index(MARKERS[0][1].encode())}"]
-    stream, start = WatchedReads(data), 17 << 16  # a range in the middle
-    span = Span(start, start + (1 << 16), count_newlines(str(path), 0, start))
+    stream, start = WatchedReads(data), 17 << 16  # a range in the middle, its text offset counted as units.py does
+    span = Span(start, start + (1 << 16), count_newlines(str(path), 0, start), text_offset(io.BytesIO(data), start))
     assert list(text_source.read_text(stream, path.name, str(path), config, span)) == list(
         iter_documents(str(path), path.name, config, span))
-    assert min(stream.starts) == start - 1 and max(stream.starts) < len(data) - text_source.GUTENBERG_TAIL
+    # what it reads before its start is the look back over the text since the multiple of TEXT_DOCUMENT_BYTES
+    # before its text offset (books: the first blank line past that multiple is the cut)
+    assert min(stream.starts) >= start - text_source.TEXT_DOCUMENT_BYTES + len(HEADER)
+    assert min(stream.starts) == start - 1 or documents == "books"
+    assert max(stream.starts) < len(data) - text_source.GUTENBERG_TAIL
 
 
 SMALL_PRINT_2002 = ("*** END OF THE PROJECT GUTENBERG EBOOK PRIDE AND PREJUDICE ***\n\nThis file should be named "

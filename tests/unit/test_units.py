@@ -211,3 +211,37 @@ def test_more_input_files_than_a_document_uid_holds_are_refused_before_any_work(
         prepare.prepare(DataConfig(sources=[str(tmp_path)], output_root=str(tmp_path / "out")))
     with pytest.raises(SourceError, match="holds 2 input files"):
         file_parts([str(f) for f in files], [{"bytes": 540}] * 2, cfg(tmp_path), 1 << 20)
+
+
+def test_ranges_carry_the_text_offset_their_cuts_count_from(tmp_path, monkeypatch):
+    """Text documents are cut at text offsets (no \\r of a \\r\\n, from the end of a Gutenberg header): a range reader
+    cannot count the bytes before its start itself without reading them all, so the planning pass that counts its
+    first line number counts its text offset too, the same one the reader would."""
+    import io
+
+    import numpy as np
+
+    from pipelines import text_source
+    from pipelines.units import _count_batch, numbered_parts
+
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 1 << 12)
+    monkeypatch.setattr(text_source, "MAX_TEXT_DOCUMENT_BYTES", 1 << 14)
+    rng = random.Random(4)
+    body = "".join(prose(rng, rng.randint(1, 8)) + rng.choice(["\n\n", "\n", "\r\n\r\n", "\r\n"]) for _ in range(3000))
+    path = tmp_path / "pg1.txt"
+    path.write_bytes(("Title: One\r\n\r\n*** START OF THE PROJECT GUTENBERG EBOOK ONE ***\r\n" + body).encode())
+    data, step = path.read_bytes(), 3 << 12
+    parts = [{"path": str(path), "name": path.name, "rank": 0, "kind": "bytes", "start": s, "first": 0,
+              "end": s + step if s + step < len(data) else -1} for s in range(0, len(data), step)]
+    counted = [p for p in parts if p["end"] >= 0]
+    batch = _count_batch({k: np.array([p[k] for p in counted]) for k in ("path", "start", "end")})
+    counts = {(p["path"], p["start"]): (int(n), int(c), int(h)) for p, n, c, h in zip(counted, *(batch[k] for k in (
+        "newlines", "pairs", "header")))}
+    parts = numbered_parts(parts, counts)
+    assert [p["text_start"] for p in parts] == [text_source.text_offset(io.BytesIO(data), p["start"]) for p in parts]
+    assert [p["first"] for p in parts] == [data[:p["start"]].count(b"\n") for p in parts]
+    config = cfg(path, min_document_chars=1)
+    whole = list(iter_documents(str(path), path.name, config))
+    ranged = [r for p in parts for r in iter_documents(str(path), path.name, config, Span(
+        p["start"], p["end"], p["first"], p["text_start"]))]
+    assert len(whole) > 30 and sorted(ranged, key=str) == sorted(whole, key=str)
