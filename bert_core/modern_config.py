@@ -23,6 +23,11 @@ MODEL_TYPE = "modernbert"  # transformers' model_type
 # than one it would load, with a warning, as the wrong model.
 VARIANT_MODEL_TYPE = "bert-foundry-modern-variant"
 SWITCHES = ("pre_norm", "glu", "rotary")  # ours, not transformers': each True in ModernBERT
+# The fields that make the parameter set (its names and shapes), with SWITCHES: weights saved under other values load
+# into no model of this config. The others change only what the same weights compute (activations, norm_eps, rope
+# thetas, the local window and global pattern) or belong to the task heads; max_position_embeddings: see weight_fields.
+WEIGHT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "norm_bias", "attention_bias", "mlp_bias", "decoder_bias", "classifier_bias", *SWITCHES)
 POOLINGS = ("cls", "mean")  # transformers' classifier_pooling values
 
 
@@ -134,6 +139,11 @@ class ModernConfig:
         """Per block: GLOBAL or LOCAL, transformers' layer_types."""
         return _layer_types(self.num_hidden_layers, self.global_attn_every_n_layers)
 
+    def weight_fields(self) -> tuple[str, ...]:
+        """WEIGHT_FIELDS, and max_position_embeddings where it sizes a table (rotary=false): RoPE holds none, so
+        the same weights read any length (ModernBERT's own context extension keeps them)."""
+        return WEIGHT_FIELDS if self.rotary else (*WEIGHT_FIELDS, "max_position_embeddings")
+
     def num_parameters(self, include_embeddings: bool = True) -> int:
         """Parameter count of ModernBertForMaskedLM (decoder tied), used for 6N FLOPs/token."""
         H, L, I, V = self.hidden_size, self.num_hidden_layers, self.intermediate_size, self.vocab_size
@@ -174,11 +184,18 @@ class ModernConfig:
         """
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names and v is not None}
+        # the legacy format's rope_scaling applies to both layer types, over rope_parameters (transformers'
+        # convert_rope_params_to_dict); "type" is its older spelling of rope_type, refused too where it names scaling
+        scaling = d.get("rope_scaling") or {}
         for layer_type, field in ((GLOBAL, "global_rope_theta"), (LOCAL, "local_rope_theta")):
             params = (d.get("rope_parameters") or {}).get(layer_type) or {}
-            if params.get("rope_type", "default") != "default":
-                raise ConfigError(f"model.rope_parameters.{layer_type}.rope_type must be 'default', "
-                                  f"got {params['rope_type']!r}")
+            for where, p in ((f"rope_parameters.{layer_type}", params), ("rope_scaling", scaling)):
+                rope_type = p.get("rope_type", p.get("type", "default"))
+                if rope_type != "default":
+                    raise ConfigError(f"model.{where}.rope_type must be 'default' (this model implements plain RoPE "
+                                      f"only: without the scaling, positions would read otherwise than they were "
+                                      f"trained), got {rope_type!r}")
+            params = {**params, **scaling}
             if "rope_theta" in params:
                 kw[field] = float(params["rope_theta"])
         if d.get("layer_types") is not None:

@@ -99,13 +99,15 @@ def refuse_unloadable(run_dir: Path, cfg) -> None:
 
 
 def refuse_unloadable_init(cfg) -> None:
-    """As refuse_unloadable, for the checkpoint train.init_checkpoint hands over: its weights alone need its pipeline
-    layout; with its optimizer (train.reset_optimizer=false), its ZeRO stage, world size and PRETRAINING_OPTIMIZER
-    as a resume does. A checkpoint at a URI (cloud storage) is not read here: the workers check it as they load it."""
+    """As refuse_unloadable, for the checkpoint train.init_checkpoint hands over: its weights need the model that saved
+    them (refuse_other_model) and, alone, its pipeline layout; with its optimizer (train.reset_optimizer=false), its
+    ZeRO stage, world size and PRETRAINING_OPTIMIZER as a resume does. A checkpoint at a URI (cloud storage) is not
+    read here: the workers check it as they load it."""
     from jobs.engine.checkpoint_parts import read_topology
     from jobs.workers.reshard import hand_off_layout, needs_universal
 
     init = Path(cfg.train.init_checkpoint)
+    refuse_other_model(init, cfg)  # first: with another model, no optimizer setting set back would load it
     if cfg.train.reset_optimizer:
         hand_off_layout(read_topology(init), cfg)
     else:
@@ -113,6 +115,34 @@ def refuse_unloadable_init(cfg) -> None:
                                "train.reset_optimizer=false) carries over the optimizer of", "Set them back, or set "
                                "train.reset_optimizer=true to train its weights on with a fresh optimizer")
         needs_universal(read_topology(init), cfg.scaling.num_workers, cfg)
+
+
+def refuse_other_model(folder: Path, cfg) -> None:
+    """Refuse to hand `folder`'s weights (train.init_checkpoint) to a model (`cfg`: a PretrainConfig) they do not load
+    into: another model.recipe, or another value of a field that makes its parameter set (jobs/pretrain.MODEL_SHAPE;
+    the modern recipe's ModernConfig.weight_fields). Accepted here, it failed in every worker on torch's missing keys
+    or size mismatch, restart after restart. A record without the model (written before the basis held it) passes."""
+    from jobs.pretrain import MODEL_SHAPE
+
+    before = (read(folder) or {}).get("basis", {})
+    if not any(k.startswith("model.") for k in before):
+        return
+    recipe = before.get("model.recipe", "bert")  # a BERT basis names no recipe: it was the only one
+    if recipe != cfg.recipe:  # the fields of one recipe's model say nothing of the other's
+        changed = [f"model.recipe {recipe!r} -> {cfg.recipe!r}"]
+    else:
+        fields = MODEL_SHAPE if cfg.recipe == "bert" else cfg.model.weight_fields()
+        changed = [f"model.{k} {before[f'model.{k}']!r} -> {getattr(cfg.model, k)!r}" for k in fields
+                   if f"model.{k}" in before and before[f"model.{k}"] != getattr(cfg.model, k)]
+    if changed:
+        raise ConfigError(f"train.init_checkpoint={folder} holds the weights of another model: {'; '.join(changed)}. "
+                          "They load only into a model of the recipe and shape that saved them (the workers would fail "
+                          "to load them, each restart in turn, until train.max_failures ran out). Set them back "
+                          "(model.recipe and model.preset as the run that saved it had them"
+                          + ("; model.vocab_size is its tokenizer's: data.tokenizer.path=<its tokenizer>"
+                             if any(c.startswith("model.vocab_size") for c in changed) else "")
+                          + ") to train that model on, or leave train.init_checkpoint unset to pretrain this one from "
+                          "scratch")
 
 
 def refuse_other_optimizer(folder: Path, now: dict, what: str, ways: str) -> None:

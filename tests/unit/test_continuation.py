@@ -264,3 +264,64 @@ def test_a_finished_run_is_refused_before_any_ray_work(tmp_path, monkeypatch):
                                                  f"output_dir={tmp_path / 'runs'}"])
         with pytest.raises((ConfigError, RuntimeError), match=raised):
             pretrain.run(cfg)
+
+
+def test_a_hand_off_to_another_model_is_refused_on_the_driver(tmp_path):
+    """train.init_checkpoint from a run of another model.recipe or model.preset passed the driver, then every worker
+    failed on torch's missing keys or size mismatch, restart after restart. Refused before any Ray work, naming each
+    setting that decides the parameter set (saved -> new), with or without the optimizer. What the same weights only
+    compute otherwise (rope thetas, the local window, activations; positions, where RoPE holds no table) may change;
+    a two-phase job's phase 2 (same model, longer rows) goes on, and so does a record that holds no model."""
+    from types import SimpleNamespace
+
+    from jobs.config.io import load_config
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.engine.checkpoint_parts import write_topology
+    from jobs.pretrain import _continues, continuation_basis
+
+    def cfg(*overrides):
+        return load_config(PretrainConfig, None, ["data.sources=[x]", "scaling.num_workers=2", "run_name=pretrain-x",
+                                                  f"output_dir={tmp_path / 'runs'}", *overrides])
+
+    prepared = SimpleNamespace(path="/data/prepared-1a2b")
+    checkpoint = tmp_path / "source" / "checkpoint_1"
+    checkpoint.mkdir(parents=True)
+    write_topology(checkpoint, 2, cfg().deepspeed.zero_stage)
+
+    def hand_off(saved, *now, reset="true"):
+        resubmit.record(checkpoint, "run-a", 100, continuation_basis(cfg(*saved), prepared))
+        return _continues(cfg(*now, f"train.init_checkpoint={checkpoint}", f"train.reset_optimizer={reset}",
+                              "run_name=next"), prepared)
+
+    modern = "model.recipe=modern"
+    mini = "model.hidden_size 64 -> 256; model.num_hidden_layers 2 -> 4; model.num_attention_heads 2 -> 4; "
+    for saved, now, named in [(["model.recipe=bert"], [modern], "model.recipe 'bert' -> 'modern'."),
+                              ([modern], ["model.recipe=bert"], "model.recipe 'modern' -> 'bert'."),
+                              ([modern], [modern, "model.preset=mini"], mini + "model.intermediate_size 192 -> 704."),
+                              ([], ["model.preset=mini"], mini + "model.intermediate_size 256 -> 1024."),
+                              ([], ["model.max_position_embeddings=1024"],  # BERT's table: as phase 2 keeps it
+                               "model.max_position_embeddings 512 -> 1024."),
+                              ([modern], [modern, "model.glu=false"], "model.intermediate_size 192 -> 256; "
+                                                                      "model.glu True -> False."),
+                              ([modern], [modern, "model.rotary=false"], "model.rotary True -> False; "
+                                                                         "model.max_position_embeddings 8192 -> 512."),
+                              ([modern], [modern, "model.mlp_bias=true"], "model.mlp_bias False -> True.")]:
+        for reset in ("true", "false"):
+            with pytest.raises(ConfigError) as refused:
+                hand_off(saved, *now, reset=reset)
+            message = str(refused.value)
+            assert message.startswith(f"train.init_checkpoint={checkpoint} holds the weights of another model: "
+                                      f"{named}"), message
+            assert "model.preset" in message and "train.max_failures" in message
+    with pytest.raises(ConfigError, match=r"model.vocab_size 30522 -> 1000\. .*data.tokenizer.path=<its tokenizer>"):
+        hand_off([], "model.vocab_size=1000")  # another tokenizer
+    # what the same weights compute otherwise, or over longer rows, hands off
+    assert hand_off([modern], modern, "model.global_rope_theta=640000", "model.local_attention=64",
+                    "model.hidden_activation=silu", "model.max_position_embeddings=16384") is None
+    assert hand_off([], "model.hidden_act=relu", reset="false") is None
+    two = cfg("phase2.max_steps=10", "phase2.max_seq_len=512")
+    resubmit.record(checkpoint, "run-a", 100, continuation_basis(two, prepared))
+    assert _continues(two.phase2_run(str(checkpoint), str(tmp_path / "tok")), prepared) is None
+    resubmit.record(checkpoint, "run-a", 100, {"prepared set": "set-1a2b"})  # a record without the model
+    assert _continues(cfg(modern, f"train.init_checkpoint={checkpoint}", "train.reset_optimizer=true",
+                          "run_name=next"), prepared) is None

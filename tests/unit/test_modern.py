@@ -72,11 +72,16 @@ def test_config_round_trips_through_both_config_json_formats():
     legacy = {k: v for k, v in cfg.to_hf_dict().items() if k not in ("layer_types", "rope_parameters")}
     legacy.update(global_rope_theta=8e4, local_rope_theta=1e4)  # answerdotai/ModernBERT-base's config.json style
     assert modern.ModernConfig.from_dict(legacy) == cfg
+    assert modern.ModernConfig.from_dict({**legacy, "rope_scaling": {"rope_type": "default"}}) == cfg
 
 
 @pytest.mark.parametrize("change,message", [
     ({"layer_types": ["sliding_attention", "full_attention"]}, "model.layer_types must be global at blocks 0, n"),
     ({"rope_parameters": {"full_attention": {"rope_type": "yarn"}}}, "rope_type must be 'default'"),
+    # the legacy key, which transformers merges into both layer types' parameters (a context-extended checkpoint)
+    ({"rope_scaling": {"rope_type": "linear", "factor": 4.0}}, r"model.rope_scaling.rope_type must be 'default'.*"
+                                                               r"got 'linear'"),
+    ({"rope_scaling": {"type": "dynamic", "factor": 2.0}}, r"rope_scaling.rope_type must be 'default'.*got 'dynamic'"),
     ({"tie_word_embeddings": False}, "model.tie_word_embeddings must be true"),
 ])
 def test_configs_this_model_cannot_run_are_refused(change, message):
