@@ -177,11 +177,6 @@ def _tag_phase2_lineage(tracking_uri: str, run_id: str, lineage: dict) -> None:
             client.set_tag(run_id, key.replace("lineage.", "lineage.phase2.", 1), value)
 
 
-MODEL_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-               "max_position_embeddings", "type_vocab_size")
-BERT_FUNCTION = ("hidden_act", "layer_norm_eps")  # what the same shapes compute: gelu weights would train on as relu
-
-
 def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
     """What a pretraining checkpoint means only together with (jobs/runtime/resubmit.py): the prepared set its data
     position counts examples of (named by a hash of its inputs and config), the model's shape, and the settings its
@@ -191,7 +186,7 @@ def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
     optimizer = resubmit.settings(cfg, resubmit.PRETRAINING_OPTIMIZER)
     if cfg.recipe == "bert":  # its shape, and what the same shapes could compute otherwise (BERT_FUNCTION)
         return {"prepared set": Path(prepared.path).name, **optimizer,
-                **{f"model.{k}": getattr(cfg.model, k) for k in (*MODEL_SHAPE, *BERT_FUNCTION)}}
+                **{f"model.{k}": getattr(cfg.model, k) for k in (*resubmit.MODEL_SHAPE, *resubmit.BERT_FUNCTION)}}
     # the modern encoder: every field that makes it another model (switches, biases, attention pattern, positions);
     # not the fine-tuning heads' settings (classifier_pooling), which pretraining never reads
     fields = {k: v for k, v in dataclasses.asdict(cfg.model).items()
@@ -226,7 +221,7 @@ def _continues(cfg: PretrainConfig, prepared) -> dict | None:
     run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
     resubmit.refuse_unloadable(run_dir, cfg)  # before the basis check: it says what loads instead
     earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared),  # (older records lack these)
-                             added=(*(f"model.{k}" for k in BERT_FUNCTION), *resubmit.PRETRAINING_OPTIMIZER))
+                             added=(*(f"model.{k}" for k in resubmit.BERT_FUNCTION), *resubmit.PRETRAINING_OPTIMIZER))
     if earlier:
         print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     elif cfg.train.init_checkpoint:

@@ -14,6 +14,11 @@ from pathlib import Path
 from bert_core.config import ConfigError
 
 FILE = "continuation.json"
+# a BERT checkpoint's basis (jobs/pretrain.continuation_basis): the fields that make its parameter set, and what the
+# same shapes compute (gelu weights would train on as relu)
+MODEL_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "max_position_embeddings", "type_vocab_size")
+BERT_FUNCTION = ("hidden_act", "layer_norm_eps")
 
 
 def record(folder: Path, run_id: str | None, step: int, basis: dict, held_out: int | None = None) -> None:
@@ -119,10 +124,9 @@ def refuse_unloadable_init(cfg) -> None:
 
 def refuse_other_model(folder: Path, cfg) -> None:
     """Refuse to hand `folder`'s weights (train.init_checkpoint) to a model (`cfg`: a PretrainConfig) they do not load
-    into: another model.recipe, or another value of a field that makes its parameter set (jobs/pretrain.MODEL_SHAPE;
+    into: another model.recipe, or another value of a field that makes its parameter set (MODEL_SHAPE;
     the modern recipe's ModernConfig.weight_fields). Accepted here, it failed in every worker on torch's missing keys
     or size mismatch, restart after restart. A record without the model (written before the basis held it) passes."""
-    from jobs.pretrain import MODEL_SHAPE
 
     before = (read(folder) or {}).get("basis", {})
     if not any(k.startswith("model.") for k in before):
