@@ -22,17 +22,19 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from bert_core.files import alive
 from bert_core.tokenizer import CHARACTER_COVERAGE
+from pipelines.clean import _CLOSERS, _TERMINALS
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.encodings import check_encoding
 from pipelines.parquet_source import bad_compressed_data
 from pipelines.paths import filesystem
 from pipelines.shards import FORMAT_VERSION, MANIFEST
-from pipelines.sources import named_plain_text
-from pipelines.text_source import GUTENBERG_HEAD, file_head, gutenberg_header
+from pipelines.sources import file_format, named_plain_text
+from pipelines.text_source import (GUTENBERG_HEAD, MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES, file_head,
+                                   gutenberg_header)
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
 SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of its documents' token ids per shard (~4M tokens:
@@ -51,6 +53,9 @@ HEARTBEAT_EVERY_S = 60.0
 STALE_BUILD_S = 30 * 60
 # build_dir's names: .<name>.tmp-<host>-<pid>-<uuid>, and .<name>.tmp-<uuid> from before the host tag
 _BUILD_NAME = re.compile(r"\..+\.tmp-(?:([0-9a-f]{16})-([0-9]+)-)?[0-9a-f]{8}")
+# clean._BOUNDARY's closers since 2026-12-02: a spaced '' after a terminal (BookCorpus's tokenized quote), a spaced "
+# where its line ends. Before, the quote opened the next sentence, or the sentence ran on past its line.
+_SPACED_CLOSE = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]* (?:''(?:\s|\Z)|\"[ \t\r]*(?:\n|\Z))")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,10 +124,10 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True, ignored_as_conf
 
 def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str | None,
                  plain_text_only: bool = True, gutenberg: bool = False, formats: dict | None = None,
-                 ignored_as_configured: bool = False) -> str:
-    """`gutenberg`: a plain-text input is a Project Gutenberg book (holds_gutenberg_book); `formats`: each input's
-    reader (sources.read_format, from the heads prepare reads). A reader change renames only the sets it changes: a
-    PIPELINE_VERSION bump would rename every set, and stop resubmitting a pretraining on any."""
+                 ignored_as_configured: bool = False, moved_cuts: bool = False, spaced_quotes: bool = False) -> str:
+    """`gutenberg`, `moved_cuts`, `spaced_quotes`: what the heads of the plain-text inputs tell (TextHeads);
+    `formats`: each input's reader (sources.read_format, from the heads prepare reads). A reader change renames only
+    the sets it changes: a PIPELINE_VERSION bump would rename every set, and stop resubmitting a pretraining on any."""
     spec = {"format_version": FORMAT_VERSION, "pipeline_version": PIPELINE_VERSION, "inputs": inputs,
             "config": hashed_config(cfg, plain_text_only, ignored_as_configured),
             "tokenizer_hash": given_tokenizer_hash}
@@ -134,10 +139,17 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
         # a .txt of WikiExtractor's <doc> blocks was read as a book: ~1 MiB documents of articles, the tags as text
         spec["wikiextractor_text"] = "an article a document"
     if "wiki_xml" in formats.values():  # wiki.strip_wikitext deleted a paragraph opening with "!" ("!Kung") as a
-        # table row, and blanked date/val/nee templates ("Curie ( – ) was"): such a page's text is other now (and wiki
-        # XML is told by its name, or the head prepare sniffs)
+        # table row, and blanked date/val/nee templates ("Curie ( – ) was"); a page it raised on (a number past
+        # int()'s digits) ended its file's or bz2 range's read, later pages lost: such a set is other now (and wiki
+        # XML is told by its name, or the head prepare sniffs; the page that raised, only by reading it)
         spec["wikitext"] = ("! lines only as table syntax; date, val, nee, flag, abbr, sortname and formatnum templates"
-                            " rendered, punctuation-only parentheses dropped")
+                            " rendered, punctuation-only parentheses dropped; a page that cannot be stripped one"
+                            " malformed_wikitext reject")
+    if moved_cuts:  # a plain-text file was cut at byte offsets: a \r\n copy (or one behind a Gutenberg header) is cut
+        # into other ~1 MiB documents now (text_source's docstring); a pure-LF file without a header where it was
+        spec["text_cuts"] = "~1 MiB cuts at text offsets: less each \\r of a \\r\\n, from a Gutenberg header's end"
+    if spaced_quotes:  # its sentences end elsewhere now (clean._BOUNDARY)
+        spec["spaced_quotes"] = "a spaced '' after a terminal, and a spaced \" ending its line, close the sentence"
     if cfg.dupe_factor > 1:  # shards sized from the corpus alone (ShardLayout.plan), and their passes written one
         # after another (prepare._pass_tables): only sets of several passes have other examples, only they are renamed
         spec["dupe_passes"] = "shards sized without dupe_factor, a pass after another"
@@ -161,11 +173,43 @@ def prepared_name(cfg: DataConfig, *args, **kwargs) -> str:
     return name
 
 
+class TextHeads(NamedTuple):
+    """What the heads of a corpus's plain-text files tell of the reader changes that rename its set (dataset_name)."""
+    gutenberg: bool  # a Project Gutenberg book: its header and licence are cut
+    moved_cuts: bool  # a file whose ~1 MiB documents are cut elsewhere since 2026-12-02 (at text offsets)
+    spaced_quotes: bool  # text whose spaced closing quotes end sentences since 2026-12-02 (_SPACED_CLOSE)
+
+
+def text_heads(text_files: list[str], inputs: list[dict], cfg: DataConfig) -> TextHeads:
+    """TextHeads of these plain-text files (`inputs`: their fingerprint_inputs), from their heads (_heads); stops once
+    all are found. A file's cuts moved where its head holds \\r\\n or a Gutenberg START line and its text reaches the
+    first offset a cut can fall at (books: TEXT_DOCUMENT_BYTES; blank_lines, whose cuts are its blank lines: the
+    first split's MAX_TEXT_DOCUMENT_BYTES): by its size, or any compressed file's (its size is not its text's).
+    Heads cannot tell a \\r\\n or spaced quote past them, nor a spaced quote in a JSON Lines or parquet record: such
+    a set keeps its name."""
+    size = {i["path"]: i["bytes"] for i in inputs}
+    first_cut = MAX_TEXT_DOCUMENT_BYTES if cfg.text_documents == "blank_lines" else TEXT_DOCUMENT_BYTES
+    gutenberg = moved_cuts = spaced_quotes = False
+    for path, head in _heads(text_files):
+        book = gutenberg_header(head) is not None
+        reaches_a_cut = size[path] > first_cut or file_format(path, cfg) in ("bz2", "gzip", "xz")
+        gutenberg = gutenberg or book
+        moved_cuts = moved_cuts or (reaches_a_cut and (book or b"\r\n" in head))
+        spaced_quotes = spaced_quotes or _SPACED_CLOSE.search(head.decode("utf-8", "replace")) is not None
+        if gutenberg and moved_cuts and spaced_quotes:
+            break
+    return TextHeads(gutenberg, moved_cuts, spaced_quotes)
+
+
 def holds_gutenberg_book(text_files: list[str]) -> bool:
     """Whether one of these plain-text files is a Project Gutenberg book, whose header and licence the reader cuts
-    (text_source.gutenberg_book): a START line in its first GUTENBERG_HEAD bytes, decompressed. A file the reader
-    rejects whole for its bytes (a truncated or corrupt .gz/.bz2/.xz) is none; an I/O error is raised, as it is
-    there. Stops at the first book: a corpus of them reads one head."""
+    (text_source.gutenberg_book): a START line in its head. Stops at the first book."""
+    return any(gutenberg_header(head) is not None for _, head in _heads(text_files))
+
+
+def _heads(text_files: list[str]) -> Iterator[tuple[str, bytes]]:
+    """(path, its first GUTENBERG_HEAD bytes, decompressed) of each file. A file the reader rejects whole for its
+    bytes (a truncated or corrupt .gz/.bz2/.xz) has none; an I/O error is raised, as it is there."""
     for path in text_files:
         try:
             head = file_head(path, GUTENBERG_HEAD[0])
@@ -173,9 +217,7 @@ def holds_gutenberg_book(text_files: list[str]) -> bool:
             if bad_compressed_data(e):
                 continue
             raise
-        if gutenberg_header(head) is not None:
-            return True
-    return False
+        yield path, head
 
 
 def build_dir(parent: Path, name: str) -> Path:

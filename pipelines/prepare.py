@@ -66,7 +66,7 @@ from pipelines.prepared_sets import corpus_files
 from pipelines.set_counts import set_counts
 from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, read_as_book, read_format
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, fingerprint_inputs,
-                              heartbeat, holds_gutenberg_book, prepared_name)
+                              heartbeat, prepared_name, text_heads)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.text_source import blank_line_documents, check_line_ends, file_head
 from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
@@ -294,7 +294,9 @@ def prepare(cfg: DataConfig) -> PreparedData:
     formats = {f: read_format(f, cfg) for f in files}  # a file no name places or named text: sniffed once, for below
     texts = [f for f in files if formats[f] == "text"]
     plain = cfg.text_documents != "blank_lines" or len(texts) == len(files)
-    name = prepared_name(cfg, inputs, given_hash, plain, holds_gutenberg_book(texts), formats)  # or its older name
+    heads = text_heads(texts, inputs, cfg)  # what the reader changes that rename a set left in the files' heads
+    name = prepared_name(cfg, inputs, given_hash, plain, heads.gutenberg, formats, moved_cuts=heads.moved_cuts,
+                         spaced_quotes=heads.spaced_quotes)  # or its older name
     final = Path(cfg.output_root) / name
     if (final / MANIFEST).exists():
         _log("reuse", f"{final} already prepared for these inputs and config")

@@ -78,7 +78,7 @@ def test_prepare_names_a_corpus_with_a_gutenberg_book_apart(tmp_path, monkeypatc
     sniffed as text (an extensionless pg1342); a START line inside a JSON Lines record is no book's."""
     passed = []
 
-    def named(*args):
+    def named(*args, **_):  # the heads beyond a Gutenberg book: tests/unit/test_reader_change_names.py
         passed.append(args)
         raise Named
 
@@ -126,7 +126,7 @@ def test_prepare_names_its_set_with_the_reader_of_each_file(tmp_path, monkeypatc
     does not say (an extensionless wiki_00, a MediaWiki dump), and a .txt opening with "<doc " as WikiExtractor's."""
     passed = []
 
-    def named(*args):
+    def named(*args, **_):  # the heads beyond a Gutenberg book: tests/unit/test_reader_change_names.py
         passed.append(args)
         raise Named
 
