@@ -33,8 +33,9 @@ lines after it are read again), ambiguous_quote (a TSV quote that would run on o
 itself: all its lines, text_records.tsv_records), wrong_column_count, repeated_header (a CSV / TSV / sheet row of two
 columns or more that is the header again: `cat a.csv b.csv`), missing_text and missing_label (absent, empty, JSON null,
 NaN, or text that says so: "nan", "<NA>", Excel's #N/A and other error cells, cells.no_value; QA: answers absent or
-null, where [] is a question without an answer), unparseable_label (a bool as a score or in a list, a non-finite
-score or class, QA answers of no shape squad.answer_list reads), mixed_label_types (a label of another JSON type than
+null, where [] is a question without an answer), unparseable_label (a stray JSON list as a class: label_cells.py; a
+bool as a score or in a list, a non-finite score or class, QA answers of no shape squad.answer_list reads),
+mixed_label_types (a label of another JSON type than
 the file's first valid row's), empty_row, tags_tokens_length_mismatch, missing_field,
 duplicate_id, no_valid_answer (QA: answers, none at its start; `scored_only`, none with a text; answers off their start
 are FileBatch.notes, as load_squad's), not_a_squad_article (SQuAD JSON: a data item without paragraphs),
@@ -46,8 +47,9 @@ a file unusable as a whole: a required column absent (the message names expected
 or named twice in the header, or the header again in another column order (joined files), a byte-order mark that
 contradicts the encoding named (UTF-16 / UTF-32 where none is), a CSV / TSV in a one-byte encoding where none is named
 (file_head.py: Excel's cp1252, each accented row would be invalid_utf8), a JSON array whose JSON breaks between its
-elements, a Parquet file's datasets metadata that is no JSON, a list of classes where task.kind=classification wants
-one, or a list cell read with a label_separator (label_cells.py), a multi-label column of 0/1 indicator vectors
+elements, a Parquet file's datasets metadata that is no JSON, labels that are lists of classes where
+task.kind=classification wants one, or list cells read with a label_separator (half its first labels, two or more:
+label_cells.ListHead), a multi-label column of 0/1 indicator vectors
 (multi-hot: [0, 1, 0, 1] would be read as the classes 0 and 1; a 0/1 list that repeats a value, [1, 1] or [0, 0, 0],
 or holds a float, [1.0, 0.0], is read as one, its refusal also naming class ids listed twice), not parseable at all."""
 
@@ -74,7 +76,7 @@ from pipelines.tasks.common import SAMPLE_CHARS, TaskDataError, named_once
 from pipelines.tasks.conll import columns_of, conll_sentences, named_documents
 from pipelines.tasks.excel import excel_records
 from pipelines.tasks.file_head import csv_delimiter, header_again, header_is_data, refuse_one_byte_text
-from pipelines.tasks.label_cells import CLASS_LIST, LIST_CELL, class_lists, list_refusal, read_label
+from pipelines.tasks.label_cells import ListHead, class_lists, read_label
 from pipelines.tasks.squad import NEEDS_VERSION_2, OFFSET_IN_OTHER_UNITS, OFFSET_MISMATCH, gold_answers, load_squad
 from pipelines.encodings import check_encoding, invalid_reason
 from pipelines.parquet_source import bad_compressed_data
@@ -215,6 +217,7 @@ class _Rows:
         self.batch, self.seen, self.label_type, self.ids = FileBatch([]), 0, None, set()
         self.decimal_comma = False  # a semicolon CSV's numbers: "0,5" is 0.5
         self.comma_scores = False  # a TSV's scores (German Excel's "Text"): "4,5" is 4.5, "1,000" is no score
+        self.lists = ListHead(path, kind, columns.label_separator, labeled=bool(columns.label))
 
     def put(self, row, where: str, excerpt) -> None:
         """Keep a row, or count a reject reason (a blank line is not a record)."""
@@ -251,10 +254,10 @@ class _Rows:
             return "missing_text"
         label = read_label(record.get(c.label), self.kind, self.path, c.label_separator, self.decimal_comma,
                            self.comma_scores) if c.label else (None, None)
-        if label in (CLASS_LIST, LIST_CELL) and self.label_type is None:  # the file writes its labels so: refused
-            raise list_refusal(label, f"{self.path}, {where}", record.get(c.label), c.label_separator)
+        if label != "missing_label":
+            self.lists.count(record.get(c.label), where)  # a file whose labels are lists is refused
         if isinstance(label, str):
-            return "unparseable_label" if label in (CLASS_LIST, LIST_CELL) else label  # a stray list: counted
+            return label
         if label[1] is not None and self.label_type not in (None, label[1]):
             return "mixed_label_types"
         self.label_type = self.label_type or label[1]
@@ -357,6 +360,7 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(), batc
                                   scored_only=scored_only)
         return
     keys = {} if fmt == "jsonl" else None  # JSON Lines has no header: its columns are the first batch's keys
+    held = []  # batches read before the file's first labels told it writes no lists (ListHead), else it raises
     codec = None if fmt == "hf" else fsspec.utils.infer_compression(path)
     invalid = invalid_reason(columns.encoding)  # a byte the named encoding does not define: invalid_cp1252
     with contextlib.nullcontext() if fmt == "hf" else fsspec.open(path, "rb", compression="infer") as f:
@@ -381,7 +385,10 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(), batc
                     _check_keys(path, keys, rows.batch, kind, columns, objects)
                     keys = None
                 if len(rows.batch.rows) >= batch_rows:
-                    yield rows.take()
+                    held.append(rows.take())
+                if held and rows.lists.decided:
+                    yield from held
+                    held.clear()
         except (EOFError, OSError, zlib.error, lzma.LZMAError, pa.ArrowException) as e:
             # counted: a decoder's error on the file's bytes (cut short, not that codec, a Parquet page that does not
             # decode), the records before it kept; raised: an I/O error (disk, network), counted it would lose the rest
@@ -395,12 +402,15 @@ def read_file(path: str, fmt: str, kind: str, columns: Columns = Columns(), batc
         _check_keys(path, keys, rows.batch, kind, columns)
     if not rows.seen:
         rows.put("empty_file", path, "")
+    rows.lists.decide()  # a file of fewer labels than LIST_HEAD, on all of them
+    yield from held
     if rows.batch.rows or rows.batch.rejects:
         yield rows.take()
 
 
 def check_columns(files: list[tuple[str, str]], kind: str, columns: Columns = Columns(), labeled: bool = True) -> None:
-    """Every file read up to its first good record (a header, a first line; a Parquet file's schema), here: a column the
+    """Every file read up to its first good record (a header, a first line; a Parquet file's schema), and a labeled
+    file to its first label_cells.LIST_HEAD labels (lists where its kind reads none), here: a column the
     mapping names and a file lacks, or a format that cannot hold `kind`, raises TaskDataError before any cluster work
     (a job's Ray tasks would raise it later, as a task's traceback, after other files were read). Each file, not one
     per format: files exported on different days may name their columns differently. SQuAD JSON, fixed fields read

@@ -12,10 +12,12 @@ cell: leave such rows out, or write "nan".
 
 A list where one class is wanted (task.kind=classification), as Doccano's exports write even a single class
 (["sports"]), and a list cell read with a label_separator (which would make `["a", "b"]` one class) refuse the file
-where its first label is one, naming the setting: read row by row they were rejects on every row ("no usable rows",
-no fix named), or classes named by their brackets. A stray list after the file's first label is unparseable_label,
-counted, as a label of another type is mixed_label_types. A one-element list is not read as its class: a row with
-two classes would then be refused only where it is met, and [] would be a class of no name.
+where lists are how it writes its labels (ListHead: half its first LIST_HEAD labels, two or more), naming the setting:
+read row by row they were rejects on every row ("no usable rows", no fix named), or classes named by their brackets.
+Fewer are stray rows, read as before the refusal was: a JSON / Parquet list under classification is unparseable_label,
+a cell's text its class as written (a bucket "[1, 5]" among plain classes), a list cell beside joined classes
+unparseable_label. A one-element list is not read as its class: a row with two classes would then be refused only
+where it is met, and [] would be a class of no name.
 """
 
 from __future__ import annotations
@@ -33,15 +35,16 @@ from pipelines.tasks.text_records import Reject
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
-CLASS_LIST, LIST_CELL = "class_list", "list_cell"  # read_label's reasons that list_refusal refuses with
+CLASS_LIST, LIST_CELL = "class_list", "list_cell"  # list_reason's: the two refusals of list_refusal
+LIST_HEAD = 100  # the labels a file is read to before it is known to write them as lists, or not (ListHead)
 
 
 def read_label(value, kind: str, path: str, separator: str = "", comma_decimals: bool = False,
                comma_scores: bool = False) -> tuple | str:
-    """(raw label, its type or None) or a reject reason; CLASS_LIST / LIST_CELL: a list where it cannot be read, for
-    the caller to refuse (list_refusal) where it is the file's first label, else to count as unparseable_label (a stray
-    row among the file's classes). `separator`: a multi-label cell's (label_separator); `comma_decimals`: a semicolon
-    CSV's numbers ("1,5" is 1.5); `comma_scores`: a TSV's scores (cells.decimal_comma)."""
+    """(raw label, its type or None) or a reject reason; a list `kind` cannot read is read as a stray row (the module
+    docstring), a file of them being ListHead's to refuse. `separator`: a multi-label cell's (label_separator);
+    `comma_decimals`: a semicolon CSV's numbers ("1,5" is 1.5); `comma_scores`: a TSV's scores
+    (cells.decimal_comma)."""
     sep = separator if kind == "multi-label" else ""
     if isinstance(value, bytes):  # a Parquet binary column (older Hive / Impala writers), as cell_text reads text
         value = cell_text(value)
@@ -53,8 +56,6 @@ def read_label(value, kind: str, path: str, separator: str = "", comma_decimals:
         return "missing_label"
     if isinstance(value, decimal.Decimal):  # Parquet DECIMAL (Spark, BigQuery NUMERIC, Snowflake NUMBER(38,0))
         value = int(value) if value == value.to_integral_value() else float(value)
-    if kind == "classification" and (isinstance(value, list) or isinstance(value, str) and _listed(value)):
-        return CLASS_LIST
     if kind == "classification" and bool_class(value):
         # JSON true, Excel's TRUE, pandas' True: one class in every format (a dev CSV beside a train workbook)
         return bool_class(value), "str"
@@ -81,19 +82,58 @@ def read_label(value, kind: str, path: str, separator: str = "", comma_decimals:
             else "unparseable_label"
     if isinstance(value, str) and sep:  # each class named as classification names it ("1.0" is the class 1)
         if _listed(value):
-            return LIST_CELL
+            return "unparseable_label"
         classes = [x for x in dict.fromkeys(class_name(x.strip()) for x in value.split(sep)) if x]
         return classes, "str" if classes else None  # no class: no type, as JSON's []
     return _class_list(value, path)
 
 
-def list_refusal(reason: str, where: str, value, separator: str) -> TaskDataError:
-    """The refusal of a file whose first label is a list read_label cannot read (`reason`), at `where`."""
+class ListHead:
+    """Whether a file writes its labels as lists its kind cannot read (list_reason), told from its first LIST_HEAD
+    labels, not its first one: a stray list on row 1 of a file of classes does not refuse a file that trains, nor
+    does a class on row 1 of a Doccano export (rows labeled by hand before it) let a file of lists through. Read
+    by the reader and the driver's check_columns alike: a count of labels, not of a batch's rows."""
+
+    def __init__(self, path: str, kind: str, separator: str, labeled: bool = True):
+        self.path, self.kind, self.separator = path, kind, separator
+        self.decided = not labeled or not (kind == "classification" or kind == "multi-label" and separator)
+        self.labels, self.lists, self.first = 0, 0, None  # first: the first list's (reason, where, value)
+
+    def count(self, value, where: str) -> None:
+        """A label read (missing_label is none), at `where`; the LIST_HEAD-th decides."""
+        if self.decided:
+            return
+        self.labels += 1
+        if reason := list_reason(value, self.kind, self.separator):
+            self.lists += 1
+            self.first = self.first or (reason, where, value)
+        if self.labels >= LIST_HEAD:
+            self.decide()
+
+    def decide(self) -> None:
+        """Refuses the file where half its labels counted, two or more, are lists (at LIST_HEAD or its end)."""
+        if not self.decided:
+            self.decided = True
+            if self.lists >= 2 and 2 * self.lists >= self.labels:
+                reason, where, value = self.first
+                raise list_refusal(reason, f"{self.path}, {where}", value, self.separator,
+                                   f"{self.lists} of its first {self.labels} labels are lists")
+
+
+def list_reason(value, kind: str, separator: str) -> str | None:
+    """CLASS_LIST / LIST_CELL where `value` is a list `kind` cannot read (read with `separator`), else None."""
+    if kind == "classification" and (isinstance(value, list) or isinstance(value, str) and _listed(value)):
+        return CLASS_LIST
+    return LIST_CELL if kind == "multi-label" and separator and isinstance(value, str) and _listed(value) else None
+
+
+def list_refusal(reason: str, where: str, value, separator: str, many: str) -> TaskDataError:
+    """The refusal of a file whose labels are lists list_reason names (`reason`): the first at `where`, `many` said."""
     if reason == CLASS_LIST:
-        return class_lists(where, f"the label {_shown(value)} is a list of classes")
-    return TaskDataError(f"{where}: the label {_shown(value)} is a list of classes (JSON's, or pandas' list cell), not "
-                         f"classes joined by task.columns.label_separator={separator!r}, which would name one class by "
-                         "its brackets: leave it unset (a cell holding a list is read as its classes)")
+        return class_lists(where, f"the label {_shown(value)} is a list of classes ({many})")
+    return TaskDataError(f"{where}: the label {_shown(value)} is a list of classes (JSON's, or pandas' list cell; "
+                         f"{many}), not classes joined by task.columns.label_separator={separator!r}, which would name "
+                         "one class by its brackets: leave it unset (a cell holding a list is read as its classes)")
 
 
 def class_lists(where: str, what: str) -> TaskDataError:

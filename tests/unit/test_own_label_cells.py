@@ -56,14 +56,44 @@ def test_a_list_of_classes_under_classification_is_refused_naming_multi_label(tm
             read()
 
 
-def test_a_stray_list_after_the_files_first_class_is_a_counted_reject(tmp_path):
-    """One list among a file's classes is a bad row, not a file of lists: counted, as a label of another type is."""
+def test_a_stray_list_among_a_files_classes_is_read_as_before(tmp_path):
+    """One list among a file's classes is a bad row, not a file of lists: a JSON list is counted, as a label of another
+    type is; a cell's text is its class as written; a list cell beside joined classes is counted."""
     path = _write(tmp_path / "t.jsonl", "jsonl", [None, "pos", ["pos"], "neg"])
     assert _read(path, "jsonl", "classification") == (["pos", "neg"], {"missing_label": 1, "unparseable_label": 1})
     path = _write(tmp_path / "t.csv", "csv", ["pos", '"[""pos""]"', "neg"])
-    assert _read(path, "csv", "classification") == (["pos", "neg"], {"unparseable_label": 1})
-    path = _write(tmp_path / "m.csv", "csv", ["a|b", "[]"])
-    assert _read(path, "csv", "multi-label", Columns(label_separator="|")) == ([["a", "b"]], {"unparseable_label": 1})
+    assert _read(path, "csv", "classification") == (["pos", '["pos"]', "neg"], {})
+    path = _write(tmp_path / "m.csv", "csv", ["a|b", "[]", "c"])
+    assert _read(path, "csv", "multi-label", Columns(label_separator="|")) == ([["a", "b"], ["c"]],
+                                                                             {"unparseable_label": 1})
+
+
+def test_a_stray_list_on_the_files_first_row_is_a_counted_reject(tmp_path):
+    """A file that trained before, one list on its row 1 and classes after it, was refused advising multi-label: one
+    row decided the file. It trains, the list an unparseable_label reject (check_columns lets it through too)."""
+    path = _write(tmp_path / "stray.jsonl", "jsonl", [["sports"], "a", "b", "a", "b", "a"])
+    check_columns([(str(path), "jsonl")], "classification")
+    assert _read(path, "jsonl", "classification") == (["a", "b", "a", "b", "a"], {"unparseable_label": 1})
+
+
+@pytest.mark.parametrize("labels", [['"[1, 5]"', "low", "high"], ["low", '"[1, 5]"', "high"]])
+def test_a_class_written_as_a_range_is_a_class(tmp_path, labels):
+    """A bucket `[1, 5]` among plain classes was rejected (row 2) or refused the file advising multi-label (row 1),
+    which would read it as the classes 1 and 5. It is the class as written, as before."""
+    path = _write(tmp_path / "t.csv", "csv", labels)
+    check_columns([(str(path), "csv")], "classification")
+    assert _read(path, "csv", "classification") == ([x.strip('"') for x in labels], {})
+
+
+def test_a_file_mostly_of_lists_is_refused_whatever_its_first_label(tmp_path):
+    """Lists are the file's labels where half its first labels, two or more, are: refused at the first, even after a
+    class (Doccano's export of a project whose first rows were labeled by hand)."""
+    path = _write(tmp_path / "doccano.jsonl", "jsonl", [None, "sports", ["politics"], ["sports"]])
+    for read in (lambda: _read(path, "jsonl", "classification"),
+                 lambda: check_columns([(str(path), "jsonl")], "classification")):
+        with pytest.raises(TaskDataError, match=r'doccano\.jsonl, line 3: the label \["politics"\] is a list of '
+                                                r"classes.*task\.kind=multi-label"):
+            read()
 
 
 def test_a_class_that_only_looks_like_a_list_stays_a_class(tmp_path):
@@ -100,7 +130,7 @@ def test_an_empty_label_set_and_a_missing_label_read_alike_in_every_format(tmp_p
 def test_a_json_list_cell_read_with_a_label_separator_is_refused(tmp_path, fmt, cell):
     """With task.columns.label_separator set, a cell `["x", "y"]` was the one class '["x", "y"]' and `[]` the class
     "[]": a file whose cells are JSON lists is refused, naming the setting to unset."""
-    path = _write(tmp_path / f"m.{fmt}", fmt, ["", cell, "a|b"])  # the empty set fixes no label type
+    path = _write(tmp_path / f"m.{fmt}", fmt, ["", cell, cell, "a|b"])  # half its labels are lists
     with pytest.raises(TaskDataError, match=r"m\.\w+, (line|row) 3: the label .* is a list of classes.*"
                                             r"task\.columns\.label_separator='\|'.*leave it unset"):
         _read(path, fmt, "multi-label", Columns(label_separator="|"))
