@@ -116,7 +116,7 @@ def test_a_training_files_rejects_say_where_the_first_of_each_reason_is(tmp_path
     loaded(task(f"task.train_file={train}"))
     assert f"[data] {train}: rejected (unparseable_label) line 31: " in capsys.readouterr().out
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"text": "a bad one", "label": {"a": 1}}\n')  # a list first: refused, naming multi-label
+    bad.write_text('{"text": "a bad one", "label": {"a": 1}}\n')  # no class a row can have
     with pytest.raises(ValueError, match=r"no usable rows \(\{'unparseable_label': 1\}\); e.g. unparseable_label at "
                                          rf"{bad} line 1: "):
         loaded(task(f"task.train_file={bad}"))
