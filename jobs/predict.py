@@ -351,12 +351,8 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
           f"{len(files)} input files ({inputs.formats(files)}), ~{expected:,} rows, {actors} model replicas "
           f"({'GPU' if gpus else f'{cfg.cpus_per_actor:g} CPU'} each)", flush=True)
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-        if said := stages.refusal(batch):  # a file refused past the rows _plan read: one line, as _plan's
-            raise inputs.refused(said)
-        rows += int(batch["rows"].sum())
-        touched = {str(s) for s in batch["shard"]}
-        named |= touched
-        shards.record_complete(output, manifest, touched)
+        n, touched = _take(batch, output, manifest)
+        rows, named = rows + n, named | touched
         if time.time() - last >= PROGRESS_EVERY_S:
             last = time.time()
             rate = rows / max(last - start, 1e-9)
@@ -367,6 +363,17 @@ def _predict(cfg: PredictConfig, model: ModelRef, files, output: Path, done: set
     # the shards the model replicas wrote, as they said, not only those this machine sees: an output folder on the
     # driver's disk alone (a worker node's replicas wrote theirs on its own disk) is an error, not 0 rows predicted
     shards.record_complete(output, manifest, set(shards.scan(output)) | named, final=True)
+
+
+def _take(summary, output: Path, manifest: dict) -> tuple[int, set]:
+    """A model replica's summary of a batch (stages.Predict's return): its rows and the shards it wrote to, the
+    complete ones recorded. A file refused past the rows _plan read ends the job here, one line as _plan's: its
+    record names shard "", which the final check would take for a shard written where this machine does not see."""
+    if said := stages.refusal(summary):
+        raise inputs.refused(said)
+    touched = {str(s) for s in summary["shard"]}
+    shards.record_complete(output, manifest, touched)
+    return int(summary["rows"].sum()), touched
 
 
 # -- 4. the record -----------------------------------------------------------------------------------------------

@@ -74,9 +74,13 @@ def check_columns(files, kind: str, columns) -> None:
 
 def refused(message: str) -> ConfigError:
     """A reader's refusal of an input file (pipelines.tasks' TaskDataError), as prediction says it: `input: ...`, the
-    readers' fine-tuning setting names (task.columns.*) as prediction's (columns.*). One line, where it was found:
-    _plan's check before Ray, or a read task's record past the rows that check read (stages.read_rows)."""
-    return ConfigError(f"input: {message}".replace("task.columns.", "columns."))
+    readers' fine-tuning setting names (task.columns.*) as prediction's (columns.*), a URL without its credentials
+    (the readers name the path as given; a local path is said whole, as `recorded` keeps it). One line, where it was
+    found: _plan's check before Ray, or a read task's record past the rows that check read (stages.read_rows)."""
+    from jobs.registry.redaction import redact
+
+    said = f"input: {message}".replace("task.columns.", "columns.")
+    return ConfigError(redact(said) if "://" in said else said)
 
 
 _STAMPS = ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated", "created")

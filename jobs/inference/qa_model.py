@@ -4,7 +4,8 @@ jobs/predict.py runs.
 
     input   a table with `question` and `context` columns (one question per row); a row whose question or context is
             null answers no answer (its text is not the word "None")
-    output  answer ("" for no answer), answer_start (-1 for none), score (start + end logit), null_score
+    output  answer ("" for no answer), answer_start (-1 for none), score (start + end logit), null_score, truncated
+            (the question cut to max_query_length)
 """
 
 from __future__ import annotations

@@ -48,13 +48,14 @@ def read_rows(item: dict, kind: str, columns, shard_rows: int, skip: set, output
             for i in sorted(range(len(rows)), key=lambda i: -len(rows[i])):  # stable: ties in the file's order
                 yield {"row": rows[i], "shard": shard, "position": first + i, "file": name, "refused": ""}
     except TaskDataError as e:
-        yield {**REFUSAL, "file": name, "refused": redact(str(e)) if "://" in path else str(e)}
+        yield {**REFUSAL, "file": name, "refused": str(e)}  # the driver's inputs.refused removes a URL's credentials
 
 
 # A read task's refusal of its file, carried as a record through the tokenizing tasks and a model replica to the
 # driver, which raises it as one line (inputs.refused). Raised in the task, it reached the driver as Ray Data's two
 # tracebacks (~120 lines) with Ray's retry advice appended to the message; fine-tuning's reader does the same
-# (pipelines/tasks/stream.py's _read). No shard: nothing is written for it; the rows before it are predicted.
+# (pipelines/tasks/stream.py's _read). No shard: nothing is written for it. The driver stops at the first
+# it meets: rows still in other tasks or files, the rest of its own file's, are not predicted.
 REFUSAL = {"row": "", "shard": "", "position": -1}
 
 

@@ -133,15 +133,16 @@ def texts_signature(kind: str):
     """The signature of a served model of single texts: its outputs, and no input schema. The one MLflow infers
     from a list of texts is one unnamed column, and the scoring server then keeps a table's first column, whatever
     its name: {"id": "r1", "text": ...} was answered from the id, and a text_pair column (which such a model refuses)
-    was dropped unseen. Without it, PredictorModel.rows reads a table by its column names, and a list as before."""
+    was dropped unseen. Without it, PredictorModel.rows reads a table by its column names, and a list as before. The
+    outputs: every column the model answers, `truncated` too (kinds.SERVED_COLUMNS)."""
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, Schema
 
-    from jobs.inference.kinds import OUTPUT_COLUMNS, OUTPUT_TYPES
+    from jobs.inference.kinds import OUTPUT_TYPES, SERVED_COLUMNS
 
-    types = {"string": "string", "double": "double", "int64": "long"}
+    types = {"string": "string", "double": "double", "int64": "long", "bool": "boolean"}  # Arrow's -> MLflow's
     return ModelSignature(inputs=None, outputs=Schema([ColSpec(types[OUTPUT_TYPES[c]], c)
-                                                       for c in OUTPUT_COLUMNS[kind]]))
+                                                       for c in SERVED_COLUMNS[kind]]))
 
 
 def log_release_model(release_dir: str, registered_model: str | None, task: str,

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from test_predictor import LABELS, tiny
 
+from bert_core.config import ConfigError
+from jobs import predict
 from jobs.config.io import cli
-from jobs.inference import inputs, stages
+from jobs.inference import inputs, shards, stages
 from jobs.inference.predictor import Predictor
 from pipelines.tasks.files import Columns
 
@@ -25,7 +27,7 @@ def test_a_file_refused_mid_read_reaches_the_driver_as_one_line(tmp_path, monkey
     path.write_text("id,text\n" + "".join(f"{i},text number {i}\n" for i in range(50)) + "text,id\nmore,1\n")
     records = list(stages.read_rows({"index": 0, "path": str(path), "fmt": "csv"}, "classification",
                                     Columns(id="id", tokens=""), 20, set(), tmp_path / "out"))
-    # the shards read before it (rows 0-39): predicted; the rows of the shard it ends are not read
+    # the shards read before it (rows 0-39) go on to the model; the rows of the shard it ends are not read
     assert len(records) == 41 and [r["refused"] for r in records[:40]] == [""] * 40
     refusal = records[-1]
     assert (refusal["shard"], refusal["row"]) == ("", "") and "line 52: the header again" in refusal["refused"]
@@ -44,7 +46,7 @@ def test_a_file_refused_mid_read_reaches_the_driver_as_one_line(tmp_path, monkey
         stages.tokenize(batch_of(records[:2]), {"digest": "d"}, None))) == ""
 
     def main():  # jobs/predict.py's driver, given that summary
-        raise inputs.refused(stages.refusal(said))
+        predict._take(said, tmp_path / "out", {"shards": {}})
 
     capsys.readouterr()  # the tiny model's progress bars
     with pytest.raises(SystemExit) as ended:
@@ -66,5 +68,44 @@ def test_a_refused_url_input_is_said_without_its_credentials(tmp_path, monkeypat
     monkeypatch.setattr("pipelines.tasks.files.read_file", refusing)
     (record,) = stages.read_rows({"index": 0, "path": "https://me:secret@example.com/in.csv", "fmt": "csv"},
                                  "classification", Columns(tokens=""), 20, set(), tmp_path / "out")
-    assert "secret" not in record["refused"] and "example.com/in.csv" in record["refused"]
     assert json.dumps(record)  # a plain record Ray Data stores as any row
+    said = str(inputs.refused(record["refused"]))
+    assert "secret" not in said and said.startswith("input: https://***@example.com/in.csv: the header again")
+
+
+def test_a_url_input_refused_before_ray_is_said_without_its_credentials(tmp_path, monkeypatch):
+    """_plan's refusal (the readers name the path as given) and a read task's say a URL alike: without its user and
+    password; a local path is said whole (`token=1/` is a partition's folder, no secret)."""
+    from pipelines.tasks.common import TaskDataError
+
+    url = "https://me:secret@example.com/in.csv"
+
+    def refusing(given, *args, **kwargs):
+        raise TaskDataError(f"{given}, line 52: the header again in another column order")
+
+    monkeypatch.setattr("pipelines.tasks.file_finder.resolve_files", refusing)
+    _, cfg = predict.parse(["models:/m@champion", "--input", url, "--output", str(tmp_path / "out")])
+    with pytest.raises(ConfigError) as refused:
+        predict._plan(cfg, None, tmp_path / "out")
+    assert str(refused.value) == ("input: https://***@example.com/in.csv, line 52: the header again in another "
+                                  "column order")
+    local = "/data/token=1/in;key=2.csv, line 3: the header again"
+    assert str(inputs.refused(local)) == f"input: {local}"
+
+
+def summary(shard: str, rows: int, refused: str = "") -> dict:
+    """A model replica's summary of one batch, as Ray Data hands it to the driver (stages.Predict's return)."""
+    return {"shard": np.asarray([shard], dtype=object), "rows": np.asarray([rows], dtype=np.int64),
+            "truncated": np.asarray([0], dtype=np.int64), "refused": np.asarray([refused], dtype=object)}
+
+
+def test_the_driver_counts_a_summarys_rows_and_records_the_shards_it_completed(tmp_path):
+    import pyarrow as pa
+
+    out, manifest = tmp_path / "out", {"shards": {}}
+    shards.write_rows(out, "00000-000000", {"file": "in.csv", "first": 0, "rows": 2})
+    shards.write_part(out, "00000-000000", pa.table({"id": ["a", "b"], "position": [0, 1]}))
+    assert predict._take(summary("00000-000000", 2), out, manifest) == (2, {"00000-000000"})
+    assert list(manifest["shards"]) == ["00000-000000"]
+    with pytest.raises(ConfigError, match=r"^input: in\.csv, line 9: the header again$"):
+        predict._take(summary("", 0, "in.csv, line 9: the header again"), out, manifest)

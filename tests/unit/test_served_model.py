@@ -360,6 +360,7 @@ def test_a_single_text_classifier_or_regressor_is_served_as_batch_prediction_ans
     ours = [{**{k: p[k] for k in OUTPUT_COLUMNS[kind]}, "truncated": e["truncated"]}
             for p, e in zip(predictor.predict(rows), predictor.encode(rows))]
     assert [sorted(p) for p in ours] == [sorted(SERVED_COLUMNS[kind])] * len(texts)
+    assert info.signature.outputs.input_names() == list(SERVED_COLUMNS[kind])  # what the version says it answers
     for body in ({"inputs": texts}, {"dataframe_records": [{"id": f"r{i}", "text": t} for i, t in enumerate(texts)]}):
         answer = client.post("/invocations", json=body)
         assert answer.status_code == 200, answer.text
