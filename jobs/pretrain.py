@@ -129,7 +129,8 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
         metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
 
         release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
-        fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir, trained_positions(cfg), run_id)
+        fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir, trained_positions(cfg), run_id,
+                      t.tracking_uri)
         info = tracking.finish_run(t.tracking_uri, run_id, metrics, str(release_dir), t.registered_model, t.alias,
                                    task=tracking.PRETRAINING)
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)

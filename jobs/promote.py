@@ -133,7 +133,7 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         from jobs.runtime.cluster import init_ray
 
         init_ray()
-    loaded = _rows(task, ours)
+    loaded = _rows(task, ours, cfg.task)
     rows = loaded.evaluation[split]  # the evaluation split: no choice of either model saw it
     refuse_seen_rows(cfg, task, split, loaded, (candidate, champion))  # named rows: each one's training rows
     same_data(cfg, candidate, champion, task, split, rows, loaded.labels)
@@ -194,10 +194,11 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
     return result
 
 
-def _rows(task, ours: str):
+def _rows(task, ours: str, given: dict):
     """The judged task's rows; data that is not where the candidate's registration says (moved since, or registered on
     another machine) refused in one line naming the override that says where it is now (evidence.py checks the rows
-    found there against the digests the versions recorded)."""
+    found there against the digests the versions recorded). Where the overrides `given` (cfg.task) named it, the line
+    names that path: the registration is not what failed."""
     from jobs.loops import ft_tasks
 
     try:
@@ -206,15 +207,22 @@ def _rows(task, ours: str):
         from jobs.registry.redaction import redact
 
         if task.name in GLUE_TASKS:
-            where = "task.data_dir=FOLDER"
+            fields, what = ["data_dir"], "FOLDER"
         elif task.name == "pkgdocs":
-            where = "task.corpus_dir=FOLDER"
+            fields, what = ["corpus_dir"], "FOLDER"
         else:  # your own files, SQuAD, CoNLL: each file it named
-            named = [f for f in ("train_file", "dev_file", "select_file") if getattr(task, f)] or ["train_file"]
-            where = " ".join(f"task.{f}=FILE" for f in named)
-        raise ValueError(f"the data v{ours} was registered with cannot be read here ({type(exc).__name__}: "
-                         f"{redact(str(exc))[:300]}): moved, or on another machine? name where it is now: "
-                         f"{where}") from None
+            fields = [f for f in ("train_file", "dev_file", "select_file") if getattr(task, f)] or ["train_file"]
+            what = "FILE"
+        where = " ".join(f"task.{f}={what}" for f in fields)
+        error = f"({type(exc).__name__}: {redact(str(exc))[:300]})"
+        named = [f for f in fields if given.get(f)]
+        if not named:
+            raise ValueError(f"the data v{ours} was registered with cannot be read here {error}: moved, or on another "
+                             f"machine? name where it is now: {where}") from None
+        said = " ".join(f"task.{f}={redact(str(given[f]))}" for f in named)
+        rest = f", the rest as v{ours} was registered with," if len(named) < len(fields) else ""
+        raise ValueError(f"the data named by {said}{rest} cannot be read {error}"
+                         + (f": name where each is: {where}" if rest else "")) from None
 
 
 def _refuse_withdrawn(cfg: PromoteConfig, client, version) -> None:

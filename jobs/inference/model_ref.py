@@ -124,7 +124,7 @@ def model_files(folder: Path) -> list[Path]:
     """What of `folder` the model loads from, sorted: config.json, the weights from_pretrained picks (WEIGHTS), the
     tokenizer's files. A Trainer checkpoint's optimizer and RNG state, or a Hub snapshot's TF, Flax and ONNX
     weights, are neither shipped to every replica nor part of the digest (an edit of one would refuse a rerun); a
-    folder of these files alone (a release export, an MLflow model's download) hashes as all its files."""
+    folder of these files alone (a release export, an MLflow model's download) hashes as all of them."""
     weights = next((name for name in WEIGHTS if (folder / name).is_file()), None)
     if weights is None:
         raise ValueError(f"no weights transformers loads in {folder} (one of {', '.join(WEIGHTS)})")

@@ -21,6 +21,9 @@ RESOURCES = ("max_concurrent", "cpus_per_trial", "gpus_per_trial", "max_trial_fa
 # finetune.scaling is a Ray Train fine-tune's: a trial trains in one process on cpus_per_trial (num_workers is no
 # trial's, SweepConfig.check_environment) and capacity_timeout_s only bounds the wait for nodes; use_gpu stays in
 UNREAD_SCALING = ("num_workers", "cpus_per_worker", "placement_strategy", "capacity_timeout_s")
+# a folder init's run ids, from its release record (tracking._source_run_tags), are no part of the basis: a sweep
+# begun before releases carried the record resumes as itself, its parent given them then (_reopen)
+FOLDER_RUN_IDS = ("lineage.init_run_id", "lineage.pretrain_run_id")
 
 
 def basis(params: dict, tags: dict) -> str:
@@ -41,10 +44,9 @@ def _digest(params: dict, tags: dict) -> str:
     begun then holds in its parent's tag and its BASIS_FILE."""
     from jobs.registry.tracking import redact
 
-    # a folder init's run ids come from its release record (tracking._source_run_tags), which releases gained later
     folder = not str(tags.get("lineage.init", "")).startswith(("models:/", "runs:/"))
     kept = {k: v for k, v in tags.items() if not k.startswith("code.") and k != "lineage.tokenizer_sha256"
-            and not (folder and k in ("lineage.init_run_id", "lineage.pretrain_run_id"))}
+            and not (folder and k in FOLDER_RUN_IDS)}
     params = {k: v for k, v in params.items() if k not in RESOURCES}
     text = json.dumps({"params": redact(params), "tags": redact(kept)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -132,9 +134,13 @@ def _parent(name: str, client, tracking_uri: str, t, params: dict, tags: dict, d
 
 def _reopen(client, run, tags: dict) -> str:
     """An earlier attempt's parent, RUNNING again and tagged with the code running now (`tags`' code.*): the version
-    the sweep registers takes its code.* tags from the parent (its trials carry none), and this attempt's code
-    trains the seed runs. The first attempt's commit, where another, stays as code.first_git_commit."""
+    the sweep registers takes its code.* and lineage tags from the parent (its trials carry none), and this attempt's
+    code trains the seed runs. The first attempt's commit, where another, stays as code.first_git_commit. A folder
+    init's run ids it lacks are added from `tags`."""
     run_id, before = run.info.run_id, run.data.tags
+    for key in FOLDER_RUN_IDS:
+        if key in tags and key not in before:
+            client.set_tag(run_id, key, tags[key])
     now = {k: v for k, v in tags.items() if k.startswith("code.")}
     first = before.get("code.first_git_commit", before.get("code.git_commit"))
     for key in before.keys() - now.keys() - {"code.first_git_commit"}:

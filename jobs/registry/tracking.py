@@ -17,7 +17,7 @@ from pathlib import Path
 from jobs.runtime import console
 from jobs.config.io import flatten
 from jobs.config.sections import BARE_STORES, refuse_deleted_experiment
-from jobs.config.stores import keeps_artifacts, local_path
+from jobs.config.stores import default_tracking_uri, keeps_artifacts, local_path
 from jobs.inference.serving import PRETRAINING
 from jobs.registry.metric_logger import metric_key
 from jobs.registry.curves import CURVES, curve, curve_keys, log_curves  # noqa: F401 - tracking.* for callers
@@ -99,7 +99,7 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
                                    its version first: finetune.pin_alias)
     lineage.init_run_id            for an MLflow model (models:/NAME@alias, models:/NAME/version, runs:/ID/...):
                                    the run that logged it; for a pretraining release folder, the run its record
-                                   names (jobs/runtime/release.py)
+                                   names (jobs/runtime/release.py) where it names this store (same_store)
     lineage.pretrain_run_id        the pretraining run behind it: that run, or the one its own tags name
     lineage.task_source, lineage.task_data_sha256
                                    a fine-tune's `task_data` (source, digest): where its rows come from and the
@@ -134,14 +134,16 @@ def lineage_tags(job: str, *, prepared=None, tokenizer_dir: str | None = None, i
 
 def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     """lineage.init_run_id and lineage.pretrain_run_id for an MLflow model URI, or for a pretraining release folder
-    whose record names the run that wrote it (jobs/runtime/release.py); {} for any other folder."""
+    whose record names the run that wrote it in this store (jobs/runtime/release.py); {} for any other folder."""
     from mlflow.tracking import MlflowClient
 
     if not init.startswith(("runs:/", "models:/")):
-        from jobs.runtime.release import written_by
+        from jobs.runtime.release import record
 
-        pretrain = written_by(init)
-        return {"lineage.init_run_id": pretrain, "lineage.pretrain_run_id": pretrain} if pretrain else {}
+        written = record(init)
+        if not written or not same_store(str(written.get("tracking_uri") or ""), tracking_uri):  # a run not here
+            return {}
+        return {"lineage.init_run_id": str(written["run_id"]), "lineage.pretrain_run_id": str(written["run_id"])}
     client = MlflowClient(tracking_uri)
     version_tags: dict = {}
     from jobs.registry.versions import logged_model_id, logged_model_run
@@ -177,6 +179,26 @@ def _source_run_tags(init: str, tracking_uri: str | None) -> dict:
     job = source.get("lineage.job", "finetune" if untagged else "pretrain")
     pretrain = run_id if job == "pretrain" else source.get("lineage.pretrain_run_id")
     return {"lineage.init_run_id": run_id, **({"lineage.pretrain_run_id": pretrain} if pretrain else {})}
+
+
+def same_store(recorded: str | None, tracking_uri: str | None) -> bool:
+    """Whether a store recorded redacted beside a model (a release's record) is `tracking_uri`'s (None: the default):
+    equal once both are resolved and redacted, as jobs/predict.py matches its manifest's, whoever the user (its
+    credentials are no part of the store), or the same local file however its path is spelled. A record that names
+    none (written before records did) is taken as this store's, as it was."""
+    import os
+
+    if not recorded:
+        return True
+
+    def bare(uri: str) -> str:
+        return redact(uri).replace(f"://{REDACTED}@", "://")
+
+    ours = resolve_tracking_uri(tracking_uri or default_tracking_uri())
+    if bare(recorded) == bare(ours):
+        return True
+    theirs, here = local_path(recorded), local_path(ours)
+    return theirs is not None and here is not None and os.path.realpath(theirs) == os.path.realpath(here)
 
 
 def init_checkpoint_tags(init_checkpoint: str) -> dict:

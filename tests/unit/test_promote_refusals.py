@@ -112,3 +112,28 @@ def test_registered_data_that_is_gone_names_the_override(tmp_path, empty_store, 
                                          r"another machine\? name where it is now: task.train_file=FILE "
                                          r"task.dev_file=FILE$"):
         judge(files, tmp_path / "art", version=2)
+
+
+def test_data_the_user_named_that_cannot_be_read_is_named_not_the_registration(tmp_path, empty_store, monkeypatch):
+    """With task.data_dir (or task.train_file) given and wrong too, the line blamed the data the version was
+    registered with and asked for the very override just given. It names the path given; a file still the
+    registration's is said to be so."""
+    uri, _ = toy_registry(tmp_path, empty_store, 1)
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    with pytest.raises(ValueError) as refused:
+        judge(uri, tmp_path / "art", version=1, task={"data_dir": str(tmp_path / "nowhere")})
+    said = str(refused.value)
+    assert said.startswith(f"the data named by task.data_dir={tmp_path / 'nowhere'} cannot be read (FileNotFoundError: "
+                           "GLUE sst2 ") and "registered" not in said and said.endswith(")")
+
+    def gone(task, tokenizer_dir=None):
+        raise FileNotFoundError(f"no such file: {task.train_file}")
+
+    (tmp_path / "files").mkdir()
+    files = files_registry(tmp_path / "files", empty_store, monkeypatch, {}, {"dev_file": "/data/dev.csv"})
+    monkeypatch.setattr(ft_tasks, "load_rows", gone)
+    with pytest.raises(ValueError, match=r"^the data named by task.train_file=/new/train.csv, the rest as v2 was "
+                                         r"registered with, cannot be read \(FileNotFoundError: no such file: "
+                                         r"/new/train.csv\): name where each is: task.train_file=FILE "
+                                         r"task.dev_file=FILE$"):
+        judge(files, tmp_path / "art", version=2, task={"train_file": "/new/train.csv"})

@@ -79,3 +79,33 @@ def test_the_record_changes_no_digest_and_the_release_loads_in_transformers(tmp_
     assert basis({"name": "s"}, with_record) == basis({"name": "s"}, tags)
     by_uri = {"lineage.job": "sweep", "lineage.init": "models:/pre/1"}  # an MLflow init's runs stay in its basis
     assert basis({"name": "s"}, {**by_uri, "lineage.init_run_id": "pre"}) != basis({"name": "s"}, by_uri)
+
+
+def test_the_record_names_its_store_and_a_fine_tune_on_another_store_names_no_run(tmp_path, monkeypatch):
+    """The record travels with the folder (copied to another machine, logged into the registered model and
+    downloaded): a fine-tune on another MLflow store was tagged with a run that store never held, and lineage, which
+    called such a chain complete at the folder, reported a missing link. The record names its store (redacted); the
+    run ids are tagged on that store alone (the same file however the URI spells it; the same server whatever its
+    user), and as before for a record that names none."""
+    fetch_release(checkpoint(tmp_path, "pre"), tmp_path / "release", tokenizer(tmp_path), 128, "pre",
+                  "https://user:s3cret@mlflow.example.com")
+    assert json.loads((tmp_path / "release" / RECORD).read_text()) == {
+        "job": "pretrain", "run_id": "pre", "step": 9, "tracking_uri": "https://***@mlflow.example.com"}
+    ids = {"lineage.init_run_id": "pre", "lineage.pretrain_run_id": "pre"}
+
+    def run_ids(store: str) -> dict:
+        tags = tracking.lineage_tags("finetune", init=str(tmp_path / "release"), tracking_uri=store)
+        return {k: v for k, v in tags.items() if k in ids}
+
+    assert run_ids("https://other:password@mlflow.example.com") == ids == run_ids("https://mlflow.example.com")
+    assert run_ids("https://mlflow.other.example.com") == {} and run_ids(f"sqlite:///{tmp_path}/a.db") == {}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    fetch_release(checkpoint(tmp_path / "one", "pre"), tmp_path / "release", tokenizer(tmp_path), 128, "pre",
+                  f"sqlite:///{tmp_path}/sub/../a.db")
+    assert run_ids("sqlite:///a.db") == ids and run_ids(f"sqlite:///{tmp_path}/b.db") == {}
+    record = json.loads((tmp_path / "release" / RECORD).read_text())
+    del record["tracking_uri"]  # written before records named their store
+    (tmp_path / "release" / RECORD).write_text(json.dumps(record))
+    assert run_ids(f"sqlite:///{tmp_path}/b.db") == ids
+    assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()  # no store opened

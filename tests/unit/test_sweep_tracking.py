@@ -284,3 +284,29 @@ def test_a_sweep_begun_before_its_basis_left_out_the_unread_scaling_fields_resum
     base.scaling.capacity_timeout_s = 3600.0
     assert parent_run(cfg, base, base.tracking.tracking_uri, task_data=(str(tmp_path / "rows"), "d1"),
                       data_tags=ROWS, restoring=True)[0] == first
+
+
+def test_a_sweep_from_a_release_begun_before_its_record_resumed_after_names_the_pretraining_run(tmp_path, store):
+    """A quickstart's sweep starts from the release its pretraining just wrote. One begun before releases named their
+    run (the quickstart tagged the parent after the sweep ended) and resumed after it reopens its parent, which
+    took only the code.* tags of now: neither it nor the version it registers named the pretraining run, and lineage
+    called the chain complete at a plain model folder. The reopened parent takes the run ids its release names."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry import tracking
+    from jobs.runtime.release import RECORD
+
+    release = tmp_path / "pre" / "release"
+    release.mkdir(parents=True)
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    first = start(tmp_path, init=str(release))
+    assert "lineage.pretrain_run_id" not in client.get_run(first).data.tags  # no record yet
+    client.set_terminated(first, "KILLED")
+    (release / RECORD).write_text(json.dumps({"job": "pretrain", "run_id": "pre-run", "step": 9}))
+    assert start(tmp_path, init=str(release), restoring=True) == first
+    ids = {"lineage.init_run_id": "pre-run", "lineage.pretrain_run_id": "pre-run"}
+    assert ids.items() <= client.get_run(first).data.tags.items()
+    trial = client.create_run(client.get_run(first).info.experiment_id, tags={"mlflow.parentRunId": first})
+    assert ids.items() <= tracking._lineage_of(client, trial.info.run_id).items()  # what the version is tagged with
