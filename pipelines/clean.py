@@ -80,12 +80,12 @@ BEFORE_NUMBERS = frozenset("""
 
 # A boundary candidate: terminal punctuation (Latin, the Devanagari danda, the Arabic question mark and full stop,
 # Ethiopic, Burmese, Armenian and Tibetan stops), optional closing quotes/brackets (German's \u201c closes, French's
-# spaced \u00bb; BookCorpus's tokenized '' always closes, a spaced " where its line ends), whitespace; or CJK's
-# ideographic full stop and full-width ! ?, no space after.
+# spaced \u00bb; BookCorpus's tokenized '' always closes, but a spaced " opens: wrapping parts an opening " from its
+# word, a closing one never), whitespace; or CJK's ideographic full stop and full-width ! ?, no space after.
 _CLOSERS = "\"'\u201d\u2019\u201c\u00bb\u203a)\\]\u300d\u300f\uff09\u3011"
 _TERMINALS = ".!?\u2026\u0964\u0965\u061f\u06d4\u1362\u104b\u0589\u0f0d"
-_BOUNDARY = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]*(?: ''(?:\s+|\Z)| \"(?:[ \t]*\n\s*|\Z)"
-                       rf"|(?:[ \u00a0][\u00bb\u203a][{_CLOSERS}]*)?\s+)|[\u3002\uff01\uff1f]+[{_CLOSERS}]*\s*")
+_BOUNDARY = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]*(?: ''(?:\s+|\Z)|(?:[ \u00a0][\u00bb\u203a][{_CLOSERS}]*)?\s+)"
+                       rf"|[\u3002\uff01\uff1f]+[{_CLOSERS}]*\s*")
 # a script's own terminator (scripts without capitals; Armenian's \u0589 is a stop alone): always an end
 _UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4\u1362\u104b\u0589\u0f0d")
 _OPENERS = "\"'\u201c\u201e\u2018\u00ab\u2039([\u00bf\u00a1"

@@ -53,9 +53,9 @@ HEARTBEAT_EVERY_S = 60.0
 STALE_BUILD_S = 30 * 60
 # build_dir's names: .<name>.tmp-<host>-<pid>-<uuid>, and .<name>.tmp-<uuid> from before the host tag
 _BUILD_NAME = re.compile(r"\..+\.tmp-(?:([0-9a-f]{16})-([0-9]+)-)?[0-9a-f]{8}")
-# clean._BOUNDARY's closers since 2026-12-02: a spaced '' after a terminal (BookCorpus's tokenized quote), a spaced "
-# where its line ends. Before, the quote opened the next sentence, or the sentence ran on past its line.
-_SPACED_CLOSE = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]* (?:''(?:\s|\Z)|\"[ \t\r]*(?:\n|\Z))")
+# clean._BOUNDARY's closer since 2026-12-02: a spaced '' after a terminal (BookCorpus's tokenized quote). Before, the
+# quote opened the next sentence. (A spaced " is read as it always was: text holding only those keeps its name.)
+_SPACED_CLOSE = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]* ''(?:\s|\Z)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
         # into other ~1 MiB documents now (text_source's docstring); a pure-LF file without a header where it was
         spec["text_cuts"] = "~1 MiB cuts at text offsets: less each \\r of a \\r\\n, from a Gutenberg header's end"
     if spaced_quotes:  # its sentences end elsewhere now (clean._BOUNDARY)
-        spec["spaced_quotes"] = "a spaced '' after a terminal, and a spaced \" ending its line, close the sentence"
+        spec["spaced_quotes"] = "a spaced '' after a terminal closes the sentence"
     if cfg.dupe_factor > 1:  # shards sized from the corpus alone (ShardLayout.plan), and their passes written one
         # after another (prepare._pass_tables): only sets of several passes have other examples, only they are renamed
         spec["dupe_passes"] = "shards sized without dupe_factor, a pass after another"

@@ -7,9 +7,9 @@ travels further) and carry the first SAMPLE_CHARS of the bad input in `sample`.
 doc_id is "<name>#<n>": <name> is the file path relative to the common directory of all
 resolved files (stable across runs, machines and worker counts for the same sources; it changes
 if sources are added above that directory), <n> the 0-based line (JSONL), element (a .json file
-holding one JSON array), row (parquet) or page id (wiki XML). A text file is cut into
-documents at the first blank line at or after every TEXT_DOCUMENT_BYTES, and a stretch without
-one at the first line past every MAX_TEXT_DOCUMENT_BYTES (pipelines/text_source.py); a document's
+holding one JSON array), row (parquet) or page id (wiki XML). A text file is cut into documents by offsets of its
+text (bytes less each \\r of a \\r\\n, from a Gutenberg header's end): at the first blank line at or after every
+TEXT_DOCUMENT_BYTES, a stretch with none at the first line past each MAX_TEXT_DOCUMENT_BYTES (text_source); a document's
 <n> is the line it starts on (a book under 1 MiB is one document, "<name>#0"). A reject that concerns a whole file
 (binary_file, empty_file, truncated_*, corrupt_*, malformed_xml, not_a_wiki_dump, no_wiki_pages,
 multistream_index, malformed_parquet, and missing_text_column for parquet) has doc_id "<name>"; a parquet row group

@@ -159,7 +159,8 @@ def line_counts(stream: BinaryIO, start: int, end: int, chunk: int = 4 << 20) ->
     left = end - start
     while left > 0 and (data := stream.read(min(chunk, left))):
         newlines += data.count(b"\n")
-        pairs += data.count(b"\r\n") + (before == b"\r" and data.startswith(b"\n"))
+        # a second full scan only where a \r is (a pure-LF file has none); a pair across chunks is counted either way
+        pairs += (data.count(b"\r\n") if b"\r" in data else 0) + (before == b"\r" and data.startswith(b"\n"))
         before, left = data[-1:], left - len(data)
     return newlines, pairs
 

@@ -4,12 +4,12 @@ A unit is a list of parts; a part is one input file or a range of it:
     {"path", "name", "rank", "start", "end", "first", "text_start"}
   * text / JSONL: start, end are byte offsets (end -1 = to the end of the file). A part owns
     the records that START in [start, end): a JSONL line, or a text document (text_source.py cuts
-    text into documents where the bytes alone say, at or after multiples of TEXT_DOCUMENT_BYTES,
-    so every text range starts at a multiple of it). The reader finishes its last record past `end`
+    text into documents where its text alone says, at or after multiples of TEXT_DOCUMENT_BYTES of
+    its text, and every text range starts at a byte multiple of it). The reader finishes its last record past `end`
     and skips a partial one at `start`, so no record is split or read twice, wherever the
     cuts fall. `first` is the number of newlines before `start`, which keeps doc_ids the
     0-based line a record starts on, and `text_start` the text offset of `start` that text
-    documents are cut by (text_source.text_offset: bytes less the \r of each \r\n and a
+    documents are cut by (text_source.text_offset: bytes less the \\r of each \\r\\n and a
     Gutenberg header); `number_lines` counts both, in parallel.
   * parquet: start, end are row-group indices; `first` is the number of rows before `start`.
   * multistream bz2 XML dumps (`*.xml.bz2` with more than one stream): start, end are compressed

@@ -25,7 +25,9 @@ def read_wikiextractor(stream: BinaryIO, name: str, path: str, cfg: DataConfig, 
     are text of no article (WikiExtractor writes none): each stretch of them up to the next <doc> is one
     "outside_doc_block" row, "<name>#<its first line>", so what is not read is counted. A range (a .txt of them is
     planned in byte ranges) owns the blocks whose <doc> line starts in it, read past its end, and a stretch after one
-    of its blocks; the lines before its first <doc> are the range before's (its last block's, or a stretch after it)."""
+    of its blocks; the lines before its first <doc> are the range before's (its last block's, or a stretch after it).
+    A block whose escapes do not unescape (a decimal one past int()'s 4,300 digits, as --no-html-safe can leave) is one
+    "malformed_wikitext" row, as a wiki page that cannot be stripped is."""
     doc, title, lines, too_long = None, b"", [], None
     outside, stray = span.start == 0, None  # whether a line out of a block is this range's; its stretch's first
     for offset, number, line, head in span_lines(stream, cfg.max_line_bytes, span):
@@ -62,6 +64,10 @@ def _wikiextractor_document(doc_id: str, path: str, lines: list[bytes], title: b
     def plain(text: bytes) -> str:  # a later WikiExtractor escapes '"' in the attribute, not in the title line
         return html.unescape(text.strip().decode("utf-8", "replace"))
 
-    if lines and plain(lines[0]) == plain(title):
-        lines = lines[1:]
-    return text_document(doc_id, path, lines, too_long, cfg, html.unescape, utf8=True)
+    try:
+        if lines and plain(lines[0]) == plain(title):
+            lines = lines[1:]
+        return text_document(doc_id, path, lines, too_long, cfg, html.unescape, utf8=True)
+    except ValueError as e:  # html.unescape's int() of a decimal escape past 4,300 digits: escaping, it ended the file
+        name = title[:200].decode("utf-8", "replace")
+        return reject_row(doc_id, path, "malformed_wikitext", f"{path}: the <doc> {name!r}: {e}")

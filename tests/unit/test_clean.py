@@ -265,11 +265,18 @@ def test_a_list_item_is_decided_from_the_characters_around_it_not_the_text_befor
 def test_bookcorpus_closing_quote_ends_its_line_sentence():
     """BookCorpus is tokenized: quotes are `` and '' with spaces around. A line ending "? ''" was cut before the
     spaced '' (no terminal right before the line end), so the quote opened the next line's sentence; a spaced '' is
-    always a closer there, and a spaced " closes where the line ends. A " that opens the next sentence still does."""
+    always a closer. A " that opens the next sentence still does."""
     assert split_sentences("`` where are you going ? ''\ni looked around .") == [
         "`` where are you going ? ''", "i looked around ."]
     assert split_sentences("`` nowhere . ''") == ["`` nowhere . ''"]  # at the paragraph's end
     assert split_sentences("`` stop . '' he said .") == ["`` stop . ''", "he said ."]  # '' closes mid-line too
-    assert split_sentences('he said . "\nthen he left .') == ['he said . "', "then he left ."]
     assert split_sentences('He said "Stop." Then he left.') == ['He said "Stop."', "Then he left."]
     assert split_sentences('He left. "Where?" she asked.') == ["He left.", '"Where?" she asked.']
+
+
+def test_a_spaced_quote_that_ends_a_line_opens_the_next_sentence_in_hard_wrapped_prose():
+    """Wrapping parts an opening " from its word, never a closing one (it attaches to the word before): read as a
+    closer, the quote went to the sentence before. The boundary before it is still missed, as it always was (no
+    capital right after the quote), and a set of such text keeps its sentences, hence its name."""
+    assert split_sentences('He turned around. "\nWhere are you going?" she asked.\nShe shrugged.') == [
+        'He turned around. " Where are you going?" she asked.', "She shrugged."]

@@ -12,7 +12,7 @@ from pipelines import text_source
 from pipelines.config import DataConfig
 from pipelines.dedup import content_hashes, find_duplicates
 from pipelines.sources import Span, iter_documents
-from pipelines.units import count_newlines
+from pipelines.units import count_lines, count_newlines, numbered_parts
 
 WORDS = "river stone light garden winter market letter window mountain story paper engine".split()
 START = "*** START OF THE PROJECT GUTENBERG EBOOK PRIDE AND PREJUDICE ***\n"
@@ -113,3 +113,26 @@ def test_two_gutenberg_copies_with_headers_of_other_lengths_are_one_document_set
     assert duplicates(short_rows, long_rows).tolist() == [False] * len(short_rows) + [True] * len(long_rows)
     for path in (short, long):  # (the licence's row comes from the range that holds it: last)
         assert sorted(read_ranged(path, 4096), key=str) == sorted(read_whole(path), key=str)
+
+
+@pytest.mark.parametrize("documents", ["books", "blank_lines"])
+def test_ranges_of_a_crlf_file_at_every_256_bytes_read_what_the_whole_file_does(tmp_path, monkeypatch, documents):
+    """With \\r\\n the text reaches a split's multiple mid-line, so a range can start between that byte and the next
+    line (ranges at the split's multiples, as above, never do), or inside a \\r\\n. Ranges every 256 bytes, numbered
+    as units.py numbers them, find each document once."""
+    monkeypatch.setattr(text_source, "TEXT_DOCUMENT_BYTES", 256)
+    monkeypatch.setattr(text_source, "MAX_TEXT_DOCUMENT_BYTES", 1024)
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12))) + ".\r\n" for _ in range(4000)]
+    path = tmp_path / "book.txt"  # 150 lines with a blank line every 7th, then 150 without (splits), and so on
+    path.write_bytes("".join(line if i // 150 % 2 or i % 7 else "\r\n" for i, line in enumerate(lines)).encode())
+    size, name = path.stat().st_size, str(path)
+    parts = [{"path": name, "kind": "bytes", "start": s, "end": s + 256 if s + 256 < size else -1}
+             for s in range(0, size, 256)]
+    parts = numbered_parts(parts, {(name, p["start"]): count_lines(name, p["start"], p["end"])
+                                   for p in parts if p["end"] >= 0})
+    whole = read_whole(path, text_documents=documents)
+    ranged = [row for p in parts for row in iter_documents(name, path.name, cfg(path, text_documents=documents),
+                                                             Span(p["start"], p["end"], p["first"], p["text_start"]))]
+    assert len(whole) > 20
+    assert ranged == whole

@@ -245,3 +245,31 @@ def test_ranges_carry_the_text_offset_their_cuts_count_from(tmp_path, monkeypatc
     ranged = [r for p in parts for r in iter_documents(str(path), path.name, config, Span(
         p["start"], p["end"], p["first"], p["text_start"]))]
     assert len(whole) > 30 and sorted(ranged, key=str) == sorted(whole, key=str)
+
+
+def test_line_counts_looks_for_crlf_pairs_only_in_chunks_that_hold_a_cr():
+    """Planning counts every byte of a split text file: a second scan per chunk for \\r\\n cost ~2.7x the CPU on a
+    pure-LF file, which has none. The pair whose \\r ends the chunk before is still counted."""
+    import io
+
+    from pipelines.text_source import line_counts
+
+    scanned = []
+
+    class Chunk(bytes):
+        def count(self, sub, *args):
+            if sub == b"\r\n":
+                scanned.append(bytes(self))
+            return super().count(sub, *args)
+
+    class Stream(io.BytesIO):
+        def read(self, size=-1):
+            return Chunk(super().read(size))
+
+    data = b"one\ntwo\r\nthree\r\nfour\n\r\n\nfive\rsix\n" + b"seven\n" * 4
+    for chunk in (1, 2, 3, 5, 64):
+        for start in range(len(data)):
+            for end in range(start, len(data) + 1):
+                pairs = sum(data[i - 1:i + 1] == b"\r\n" for i in range(max(1, start), end))
+                assert line_counts(Stream(data), start, end, chunk) == (data[start:end].count(b"\n"), pairs)
+    assert scanned and all(b"\r" in chunk for chunk in scanned)

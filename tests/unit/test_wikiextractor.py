@@ -70,6 +70,20 @@ def test_a_txt_of_concatenated_doc_files_is_read_as_wikiextractor_whole_and_in_r
     assert [(r["doc_id"], r["text"]) for r in ranged] == expected
 
 
+def test_a_doc_block_whose_escape_does_not_unescape_is_rejected_alone(tmp_path):
+    """html.unescape raises ValueError on a decimal escape past int()'s 4,300 digits (WikiExtractor's --no-html-safe
+    leaves one as written): it ended the read of the whole file, which ended prepare, as it did a wiki page's."""
+    body = "The river runs past the old stone market, and the garden lies beyond the winter road. "
+    huge = "&#" + "1" * 5000 + ";"
+    blocks = [("Alpha", "Alpha", body), ("Beta", "Beta", body + huge), (huge, huge, body), ("Gamma", "Gamma", body)]
+    (tmp_path / "wiki_00").write_text("".join(f'<doc id="{i}" url="u" title="{title}">\n{line}\n\n{text}\n</doc>\n'
+                                              for i, (title, line, text) in enumerate(blocks)))
+    rows = read(tmp_path / "wiki_00", "w")
+    assert [(r["doc_id"], r["reject_reason"]) for r in rows] == [
+        ("w#0", ""), ("w#5", "malformed_wikitext"), ("w#10", "malformed_wikitext"), ("w#15", "")]
+    assert "4300" in rows[1]["sample"] and rows[3]["text"] == body.strip()
+
+
 class Planned(Exception):
     """Raised where prepare plans its shard layout: the books it counted are all this test needs."""
 
