@@ -55,7 +55,7 @@ STALE_BUILD_S = 30 * 60
 _BUILD_NAME = re.compile(r"\..+\.tmp-(?:([0-9a-f]{16})-([0-9]+)-)?[0-9a-f]{8}")
 # clean._BOUNDARY's closer since 2026-12-02: a spaced '' after a terminal (BookCorpus's tokenized quote). Before, the
 # quote opened the next sentence. (A spaced " is read as it always was: text holding only those keeps its name.)
-_SPACED_CLOSE = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]* ''(?:\s|\Z)")
+_SPACED_CLOSE = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]*[^\S\n]+''(?:\s|\Z)")  # a tab or two spaces: cleaned to one
 
 
 # ---------------------------------------------------------------------------------------------

@@ -187,12 +187,24 @@ def same_store(recorded: str | None, tracking_uri: str | None) -> bool:
     credentials are no part of the store), or the same local file however its path is spelled. A record that names
     none (written before records did) is taken as this store's, as it was."""
     import os
+    from urllib.parse import urlsplit
 
     if not recorded:
         return True
 
-    def bare(uri: str) -> str:
-        return redact(uri).replace(f"://{REDACTED}@", "://")
+    def bare(uri: str) -> str:  # a server however written: its scheme and host in any case, its scheme's own port
+        # (:443) or none, a trailing slash or none (a cluster's MLFLOW_TRACKING_URI beside a config's)
+        uri = redact(uri).replace(f"://{REDACTED}@", "://")
+        u = urlsplit(uri)
+        if u.scheme.lower() not in ("http", "https"):
+            return uri
+        try:
+            port = u.port
+        except ValueError:  # not a port: compared as written
+            return uri
+        host = (u.hostname or "") + (f":{port}" if port not in (None, {"http": 80, "https": 443}[u.scheme.lower()])
+                                     else "")
+        return f"{u.scheme.lower()}://{host}{u.path.rstrip('/')}"
 
     ours = resolve_tracking_uri(tracking_uri or default_tracking_uri())
     if bare(recorded) == bare(ours):

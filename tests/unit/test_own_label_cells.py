@@ -134,3 +134,18 @@ def test_a_json_list_cell_read_with_a_label_separator_is_refused(tmp_path, fmt, 
     with pytest.raises(TaskDataError, match=r"m\.\w+, (line|row) 3: the label .* is a list of classes.*"
                                             r"task\.columns\.label_separator='\|'.*leave it unset"):
         _read(path, fmt, "multi-label", Columns(label_separator="|"))
+
+
+def test_the_lists_are_counted_over_the_first_100_labels_only(tmp_path):
+    """The decision is taken at the 100th label, not at the end of the file: 100 classes and then 200 lists train
+    (the lists rejected), where a rule read to the end would refuse the file (and hold it whole in a Ray task)."""
+    path = _write(tmp_path / "late.jsonl", "jsonl", ["a", "b"] * 50 + [["sports"]] * 200)
+    check_columns([(str(path), "jsonl")], "classification")
+    assert _read(path, "jsonl", "classification") == (["a", "b"] * 50, {"unparseable_label": 200})
+
+
+def test_one_list_in_two_labels_is_a_stray_row_not_the_files_way(tmp_path):
+    """Half of the labels are lists, but one list is no way of writing them: it takes two or more."""
+    path = _write(tmp_path / "two.jsonl", "jsonl", [["sports"], "a"])
+    check_columns([(str(path), "jsonl")], "classification")
+    assert _read(path, "jsonl", "classification") == (["a"], {"unparseable_label": 1})

@@ -83,9 +83,10 @@ BOOKCORPUS = "`` where are you going ? ''\ni looked around .\n`` nowhere . ''\ns
     # renamed: a spaced closing quote after a terminal ends its sentence now
     ({"books_large_p1.txt": BOOKCORPUS.encode()}, {}, True),
     ({"books_large_p1.txt": BOOKCORPUS.encode()}, {"text_documents": "blank_lines"}, True),
+    ({"books_large_p1.txt": BOOKCORPUS.replace(" ''", "\t''").encode()}, {}, True),  # cleaning makes it one space
 ], ids=["lf-book", "lf-book-blank-lines", "jsonl-and-lf", "crlf-small", "crlf-blank-lines", "gutenberg-small",
         "quoted-prose", "spaced-quote-at-line-end", "crlf-big", "gutenberg-big", "crlf-gz", "bookcorpus",
-        "bookcorpus-blank-lines"])
+        "bookcorpus-blank-lines", "bookcorpus-tab"])
 def test_a_plain_text_set_is_renamed_where_the_reader_changed_its_documents_or_sentences(
         tmp_path, monkeypatch, files, config, renamed):
     name, earlier = names(tmp_path, monkeypatch, files, **config)

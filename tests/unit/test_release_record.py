@@ -109,3 +109,16 @@ def test_the_record_names_its_store_and_a_fine_tune_on_another_store_names_no_ru
     (tmp_path / "release" / RECORD).write_text(json.dumps(record))
     assert run_ids(f"sqlite:///{tmp_path}/b.db") == ids
     assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()  # no store opened
+
+
+def test_one_server_written_two_ways_is_one_store():
+    """The cluster's MLFLOW_TRACKING_URI and a config name one server with a trailing slash, another case or the
+    scheme's own port: one store, so a fine-tune from the release keeps its pretraining run; another host or port
+    is another store."""
+    for recorded, ours in [("http://mlflow:5000", "http://mlflow:5000/"), ("http://MLflow:5000/", "http://mlflow:5000"),
+                           ("https://m.example.com:443", "https://m.example.com/"),
+                           ("http://user:***@mlflow:5000", "http://mlflow:5000")]:
+        assert tracking.same_store(recorded, ours), (recorded, ours)
+    for recorded, ours in [("http://mlflow:5000", "http://mlflow:5001"), ("http://mlflow:5000", "http://other:5000"),
+                           ("http://mlflow:5000/a", "http://mlflow:5000/b")]:
+        assert not tracking.same_store(recorded, ours), (recorded, ours)
