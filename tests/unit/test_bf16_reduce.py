@@ -7,19 +7,11 @@ import torch
 from bert_core.config import tiny
 from jobs.config.pretrain import PretrainConfig
 from jobs.config.sections import DeepSpeedConfig, OptimConfig
+from tests.unit.test_loss_guard import VOCAB, _batch
 
 # real bf16 engines built and stepped on the CPU (~15 s here): `make test`, not `make test-fast`
 pytestmark = pytest.mark.slow
-B, T, VOCAB = 4, 16, 64
-
-
-def _batch(seed: int) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(5, VOCAB, (B, T), generator=g)
-    labels = torch.full((B, T), -100)
-    labels[:, 2:5] = ids[:, 2:5]
-    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
-            "mlm_labels": labels, "next_sentence_label": torch.randint(0, 2, (B,), generator=g)}
+B = 4  # test_loss_guard's _batch: 4 rows of 16 tokens over its VOCAB
 
 
 @pytest.mark.parametrize("zero_stage", [0, 1, 2, 3])
