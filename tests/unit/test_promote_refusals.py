@@ -46,6 +46,10 @@ def files_registry(tmp_path, empty_store, monkeypatch, *tasks: dict):
     return uri
 
 
+def _gone(task, tokenizer_dir=None):
+    """ft_tasks.load_rows where the files the task names are gone."""
+    raise FileNotFoundError(f"no such file: {task.train_file}")
+
 def test_a_champion_chosen_on_another_metric_is_not_judged_on_the_candidates(tmp_path, empty_store, monkeypatch):
     """v1 was fine-tuned (its checkpoint, trial and seed chosen) on macro F1, v2 on accuracy: judged on v2's metric,
     v2 was crowned while worse on the one v1 was chosen for. Refused naming both and the override; with task.metric
@@ -102,12 +106,9 @@ def test_registered_data_that_is_gone_names_the_override(tmp_path, empty_store, 
         client.set_model_version_tag(NAME, "1", f"data.{split}.sha256", summary["sha256"])
     assert judge(uri, tmp_path / "art", version=1, task={"data_dir": str(tmp_path / "moved")}).decision == "promoted"
 
-    def gone(task, tokenizer_dir=None):
-        raise FileNotFoundError(f"no such file: {task.train_file}")
-
     (tmp_path / "files").mkdir()
     files = files_registry(tmp_path / "files", empty_store, monkeypatch, {}, {"dev_file": "/data/dev.csv"})
-    monkeypatch.setattr(ft_tasks, "load_rows", gone)
+    monkeypatch.setattr(ft_tasks, "load_rows", _gone)
     with pytest.raises(ValueError, match=r"\(FileNotFoundError: no such file: .*/files/train.csv\): moved, or on "
                                          r"another machine\? name where it is now: task.train_file=FILE "
                                          r"task.dev_file=FILE$"):
@@ -126,12 +127,9 @@ def test_data_the_user_named_that_cannot_be_read_is_named_not_the_registration(t
     assert said.startswith(f"the data named by task.data_dir={tmp_path / 'nowhere'} cannot be read (FileNotFoundError: "
                            "GLUE sst2 ") and "registered" not in said and said.endswith(")")
 
-    def gone(task, tokenizer_dir=None):
-        raise FileNotFoundError(f"no such file: {task.train_file}")
-
     (tmp_path / "files").mkdir()
     files = files_registry(tmp_path / "files", empty_store, monkeypatch, {}, {"dev_file": "/data/dev.csv"})
-    monkeypatch.setattr(ft_tasks, "load_rows", gone)
+    monkeypatch.setattr(ft_tasks, "load_rows", _gone)
     with pytest.raises(ValueError, match=r"^the data named by task.train_file=/new/train.csv, the rest as v2 was "
                                          r"registered with, cannot be read \(FileNotFoundError: no such file: "
                                          r"/new/train.csv\): name where each is: task.train_file=FILE "
