@@ -201,12 +201,6 @@ def text_heads(text_files: list[str], inputs: list[dict], cfg: DataConfig) -> Te
     return TextHeads(gutenberg, moved_cuts, spaced_quotes)
 
 
-def holds_gutenberg_book(text_files: list[str]) -> bool:
-    """Whether one of these plain-text files is a Project Gutenberg book, whose header and licence the reader cuts
-    (text_source.gutenberg_book): a START line in its head. Stops at the first book."""
-    return any(gutenberg_header(head) is not None for _, head in _heads(text_files))
-
-
 def _heads(text_files: list[str]) -> Iterator[tuple[str, bytes]]:
     """(path, its first GUTENBERG_HEAD bytes, decompressed) of each file. A file the reader rejects whole for its
     bytes (a truncated or corrupt .gz/.bz2/.xz) has none; an I/O error is raised, as it is there."""

@@ -13,7 +13,7 @@ import pytest
 from pipelines import prepare
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding
-from pipelines.layout import PIPELINE_VERSION, dataset_name, hashed_config, holds_gutenberg_book
+from pipelines.layout import PIPELINE_VERSION, dataset_name, hashed_config, text_heads
 from pipelines.shards import FORMAT_VERSION
 
 INPUTS = [{"path": "/corpus/book.txt", "bytes": 1000, "sha256": "0" * 64}]
@@ -62,10 +62,15 @@ def test_a_gutenberg_book_is_told_from_its_head_compressed_or_not(tmp_path):
     empty.write_bytes(b"")
     truncated = tmp_path / "cut.txt.gz"
     truncated.write_bytes(gzip.compress((HEADER + START + "\n" + BOOK * 40).encode())[:300])
-    assert holds_gutenberg_book([str(essay), str(late), str(empty), str(truncated), str(book)])
-    assert holds_gutenberg_book([str(packed)])
-    assert not holds_gutenberg_book([str(essay), str(late), str(empty), str(truncated)])
-    assert not holds_gutenberg_book([])
+
+    def gutenberg(*files):  # what prepare's text_heads tells of these files
+        inputs = [{"path": str(f), "bytes": f.stat().st_size} for f in files]
+        return text_heads([str(f) for f in files], inputs, DataConfig(sources=["/corpus"])).gutenberg
+
+    assert gutenberg(essay, late, empty, truncated, book)
+    assert gutenberg(packed)
+    assert not gutenberg(essay, late, empty, truncated)
+    assert not gutenberg()
 
 
 class Named(Exception):
