@@ -310,8 +310,12 @@ class TrialRun:
         # best/<metric>: the trial's best evaluation so far, which ranks it (at_best); MLflow's compare view shows a
         # metric's last value, and select/<metric>'s last is not the trial's score where it peaked earlier. Its own
         # reports' best, not the loop's (after a PBT exploit, the donor's)
+        # best_hp/<field>: the searched values of the evaluation that made best/<metric> (its first, as at_best),
+        # which Compare shows beside it; hp/<field>'s last is a later exploit's where PBT perturbed the trial since
+        improved = float(record[self.loop.metric]) > self.own_best
         self.own_best = max(self.own_best, float(record[self.loop.metric]))
-        self.logger.log({**{k: float(v) for k, v in hp.items()}, f"best/{self.loop.metric}": self.own_best}, step=step)
+        self.logger.log({**{k: float(v) for k, v in hp.items()}, f"best/{self.loop.metric}": self.own_best,
+                         **({f"best_hp/{k}": float(v) for k, v in self.params.items()} if improved else {})}, step=step)
         groups = self.engine.optimizer.param_groups
         report = {**record, **hp, "score": record[self.loop.metric], "best_score": self.own_best,
                   "total_steps": self.total,
