@@ -273,7 +273,9 @@ def _end_dead_run(output: Path, old: dict, cfg: PredictConfig) -> None:
 
     earlier, ours = old.get("mlflow", {}), tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
     uri, run_id = earlier.get("tracking_uri", ""), earlier.get("run_id", "")
-    uri = ours if uri == tracking.redact(ours) else uri  # the manifest's is redacted: this job's has the credentials
+    # the manifest's is redacted: where it names this job's store (as a release's record is matched), ours has the
+    # credentials; another store's run is sought where it was recorded
+    uri = ours if tracking.same_store(uri, ours) else uri
     failed = old.get("error", "input: failed") if old.get("status") == "failed" else ""  # its run FAILED, the error
     if old.get("status") in ("running", "failed") and run_id and tracking.may_still_run(uri, run_id) \
             and tracking.end_dead_run(uri, run_id, failed):

@@ -1,10 +1,11 @@
 """A fine-tuned model folder -> a prediction for each input row: what its transformers pipeline answers
 (jobs/inference/serving.pipeline_config: truncation, windows for token classification), computed in batches of
-inputs sorted by length; the served model of every kind answers with this class (jobs/inference/served_model.py). No Ray here: jobs/predict.py runs `encode` in Ray Data tasks and
-`Predictor.forward` + `Predictor.decode` in an actor pool; tests call them on plain lists.
+inputs sorted by length; the served model of every kind answers with this class (jobs/inference/served_model.py).
+No Ray here: jobs/predict.py runs `encode` in Ray Data tasks and `Predictor.forward` + `Predictor.decode` in an
+actor pool; tests call them on plain lists.
 
     predictor = Predictor(model_dir)
-    predictions = predictor.predict([{"id": "a", "text_a": "a fine day"}])  # encode, forward, decode
+    predictions = predictor.predict([{"id": "a", "text_a": "a fine day"}])  # encode, forward, decode; truncated
 
 Each kind's prediction (the output columns, besides `id` and `file`):
   classification        label, score (its probability), scores (JSON: label -> probability)
@@ -209,8 +210,11 @@ class Predictor(Encoder):
         self._tagger = None
 
     def predict(self, rows: list[dict]) -> list[dict]:
+        """Each row's prediction (`decode`) and whether its input was cut to fit (`truncated`, the encoding's: what
+        the served model answers beside it; jobs/predict.py's stages read it from the encoding they keep)."""
         encoded = self.encode(rows)
-        return self.decode(rows, encoded, self.forward(encoded))
+        return [{**p, "truncated": bool(e["truncated"])}
+                for p, e in zip(self.decode(rows, encoded, self.forward(encoded)), encoded)]
 
     def batches(self, lengths: list[int]) -> list[list[int]]:
         """Indices into `lengths`, shortest first, cut into batches of at most `batch_size` and, with

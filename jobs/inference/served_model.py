@@ -112,9 +112,7 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         # then not, to count the cut; QA windows: padded, then not): overlapping requests tokenized with each other's
         # settings (a long text not truncated, a QA span from misaligned windows)
         with self._lock:
-            encoded = self.predictor.encode(asked)  # Predictor.predict's steps: the encoding says what was cut
-            answers = self.predictor.decode(asked, encoded, self.predictor.forward(encoded))
-        answered = iter({**a, "truncated": bool(e["truncated"])} for a, e in zip(answers, encoded))
+            answered = iter(self.predictor.predict(asked))
         out = [{**empty, "truncated": False} if r is None else next(answered) for r in rows]
         # object columns: pandas would turn a None (a QA row without an answer, beside answered ones) into NaN, which
         # MLflow's scoring server writes as a bare NaN, no JSON a client parses; None is written as null

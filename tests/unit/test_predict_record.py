@@ -176,3 +176,23 @@ def test_a_job_whose_records_are_all_rejected_names_a_rejected_one_not_a_blank_l
     with pytest.raises(ConfigError, match=r"^input: no row could be predicted, every record was rejected "
                                           r"\(invalid_utf8 2; first: invalid_utf8 at line 2: 'caf\ufffd'\)$"):
         fill()
+
+
+@pytest.mark.parametrize("recorded, ended_with", [
+    ("HTTP://Host:80/", "http://user:pw@host"),  # this job's server however written: ended with its credentials
+    ("http://other:5000", "http://other:5000"),  # another server: ended there as recorded, never with ours
+])
+def test_a_dead_runs_store_is_this_jobs_by_the_rule_a_release_record_is(tmp_path, monkeypatch, recorded, ended_with):
+    """The manifest's store is this job's where tracking.same_store says so (scheme and host in any case, the
+    scheme's own port, a trailing slash, whoever the user): it was compared as written, and the dead run on this very
+    server was sought without credentials, which the server refuses (the run left RUNNING)."""
+    from jobs.registry import tracking
+
+    ended = []
+    monkeypatch.setattr(tracking, "may_still_run", lambda uri, run_id: True)
+    monkeypatch.setattr(tracking, "end_dead_run", lambda uri, run_id, error="": ended.append(uri) or True)
+    cfg = PredictConfig(model="m", input="in.txt", output=str(tmp_path / "out"))
+    cfg.tracking.tracking_uri = "http://user:pw@host"
+    predict._end_dead_run(tmp_path / "out", {"status": "running",
+                                             "mlflow": {"tracking_uri": recorded, "run_id": "run1"}}, cfg)
+    assert ended == [ended_with]
