@@ -219,8 +219,9 @@ def misplaced(demand: Demand, nodes: list[dict]) -> str | None:
         return None
     loose = unplaced(demand.bundles, nodes)  # what no node holds, whatever the strategy
     if loose is None and demand.distinct:
+        homes = sum(holds(n, demand.bundles[0]) for n in nodes)  # as awaited counts them: not a 0-CPU head
         return (f"scaling.placement_strategy=STRICT_SPREAD puts each of the {demand.distinct} workers on a node of "
-                f"its own, and the Ray cluster has {len(nodes)} node(s) for them: use PACK or SPREAD, fewer "
+                f"its own, and the Ray cluster has {homes} node(s) that hold one: use PACK or SPREAD, fewer "
                 f"scaling.num_workers, or add nodes")
     if loose is None and demand.packed:
         pack = demand.placed()[0]

@@ -194,6 +194,12 @@ def test_a_fixed_cluster_refuses_strict_pack_no_node_holds(cluster):
     scaling.placement_strategy = "STRICT_SPREAD"  # the refusals it had, unchanged
     with pytest.raises(RuntimeError, match="STRICT_SPREAD puts each of the 16 workers on a node of its own"):
         ensure_capacity(Demand.of_scaling(scaling))
+    head = {"memory": 2e10, "node:__internal_head__": 1.0}  # the templates' head: no CPU, no worker there
+    cluster.nodes = [head, {"CPU": 88.0, "GPU": 8.0}, {"CPU": 88.0, "GPU": 8.0}]
+    scaling.num_workers = 3
+    with pytest.raises(RuntimeError, match=r"each of the 3 workers on a node of its own, and the Ray cluster has 2 "):
+        ensure_capacity(Demand.of_scaling(scaling))
+    cluster.nodes = [{"CPU": 64.0, "GPU": 8.0}] * 2
     scaling.placement_strategy, scaling.num_workers, scaling.cpus_per_worker = "PACK", 1, 65
     with pytest.raises(RuntimeError, match=r"no node of the Ray cluster holds a bundle of CPU 65, GPU 1 needed by"):
         ensure_capacity(Demand.of_scaling(scaling))
