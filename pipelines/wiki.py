@@ -337,7 +337,8 @@ _BR = re.compile(r"<br\s*/?>", re.I)
 _TRAILING_SECTIONS = re.compile(  # English, and the largest Wikipedias' (de, fr, es, it, pt, nl)
     r"^==\s*(?:see also|references|notes|footnotes|notes and references|references and notes|citations|sources"
     r"|works cited|cited works|sources cited|general references|bibliography|further reading|external links"
-    r"|siehe auch|einzelnachweise|weblinks|anmerkungen|voir aussi|notes et références|références|liens externes"
+    r"|siehe auch|einzelnachweise|weblinks|anmerkungen|literatur|voir aussi|notes et références|références"
+    r"|liens externes|annexes|articles connexes|bibliographie|bibliografía|bibliografia|literatuur"
     r"|véase también|referencias|enlaces externos|voci correlate|note|collegamenti esterni|ver também"
     r"|referências|ligações externas|zie ook|externe links|bronnen)\s*==\s*$", re.I | re.M)
 _HEADING = re.compile(r"^(={1,6})\s*(.+?)\s*\1\s*$", re.M)
@@ -346,8 +347,15 @@ _LIST_MARKER = re.compile(r"^[*#:;]+\s*", re.M)
 # ("! Year", "!Team !! Wins", "!scope=col|Rank"), not as the click letter of "!Kung people ...". Its leading space
 # stays on its line: "^\s*" ran on over blank lines, each trying every line after it (40k newlines: 23 s a page)
 _TABLE_DEBRIS = re.compile(r"^[^\S\n]*+(?:\{?\||!(?=\s|$|[^\n]*?(?:!!|\|))).*$", re.M)
-_EMPHASIS = re.compile(r"'{2,5}")
-_MAGIC_WORD = re.compile(r"__[A-Z]+__")
+_APOSTROPHES = re.compile(r"('{2,})")
+# __NOTOC__ and its kind. MediaWiki reads them in any case, and each wiki has its own names: any name without a
+# lower-case letter goes (__KEIN_INHALTSVERZEICHNIS__, __目次非表示__), and the English ones in any case; another
+# lower-case name stays, as MediaWiki shows it: Python's __init__ and __name__ in a programming article
+_MAGIC_WORD = re.compile(r"__([^\W\d_]++(?:_[^\W\d_]++)*+)__")
+_ENGLISH_MAGIC_WORDS = frozenset(
+    "notoc nogallery forcetoc toc noeditsection newsectionlink nonewsectionlink hiddencat expectunusedcategory"
+    " expectunusedtemplate index noindex staticredirect notitleconvert notc nocontentconvert nocc disambig"
+    " expected_unconnected_page archivedtalk notalk".split())
 # a removed template's "( )" ("Einstein({{IPA-de|x}})") or "( – )" between two, with the space before it (not "main()",
 # "(–)"); a leading "( ;" and trailing ", )" ("(; born 1954, )", not ";)"). Linear in a run of spaces: "(?:\s|[,;:])*"
 # tried every split of one after a "(" (20k removed templates: seconds a page), " +" started at each of its spaces
@@ -355,9 +363,9 @@ _PUNCT_PARENS = re.compile(r"( ?)(\w?)\(([\s,;:\u2013\u2014-]*+)\)")
 _PARENS_EDGE = re.compile(r"(\()[ \t,;]++|(?<![ \t,;])[ \t,;]++(?<=[ \t])(\))")
 _SPACE_BEFORE_PUNCT = re.compile(r"(?<! ) ++([,.;:])(?=\s|$)")
 
-# Link prefixes whose links are not prose: media, categories, interlanguage ("de:", "zh-yue:").
-# Language codes are matched lower-case only, as they are written, so "[[Ali: Fear Eats the Soul]]" stays.
-_DROPPED_LINK_PREFIX = re.compile(r"\s*(?:(?i:file|image|media|category)|[a-z]{2,3}(?:-[a-z]+)?)\s*:")
+# Link prefixes whose links are not prose: media, categories, interlanguage ("de:", "zh-yue:", "zh-min-nan:",
+# "simple:"). Language codes are matched lower-case only, as they are written, so "[[Ali: Fear Eats the Soul]]" stays.
+_DROPPED_LINK_PREFIX = re.compile(r"\s*(?:(?i:file|image|media|category)|[a-z]{2,3}(?:-[a-z]+)*|simple)\s*:")
 
 # A prefixed target naming a media file: [[Bild:X.jpg|mini|...]] in a German dump, Imagen: (es), Изображение: (ru),
 # Grafika: (pl) are aliases of the File namespace, which <siteinfo> does not list (it gives a namespace one name).
@@ -395,7 +403,8 @@ def _trailing_start(text: str) -> int:
 
 
 # also a section's name: a history's account of its sources, an author's list of works
-_AMID_ARTICLE = re.compile(r"^==\s*(?:sources|notes|note|bibliography|anmerkungen|bronnen)\s*==", re.I)
+_AMID_ARTICLE = re.compile(r"^==\s*(?:sources|notes|note|bibliography|anmerkungen|bronnen|literatur|literatuur"
+                           r"|bibliographie|bibliografía|bibliografia)\s*==", re.I)
 _LEVEL_2 = re.compile(r"^==(?!=).*?[^=]==\s*$", re.M)
 
 
@@ -408,12 +417,14 @@ def strip_wikitext(text: str, site: Site = Site()) -> str:
     text = PARAMETER.sub("", text)
     text = _sub_nested(_TEMPLATE, template_text, text)
     text = _sub_nested(_TABLE, "", text)
-    text = _sub_nested(_LINK, lambda m: _link_text(m, site), text)
+    # external links first: a file link's caption may hold one ("Photo: [https://nasa.gov NASA]"), and a link
+    # holding a "[" is no _LINK (the [[File:...]] stayed in the text, markup and all)
     text = _EXTERNAL_LINK.sub(lambda m: m.group(1) or "", text)
+    text = _sub_nested(_LINK, lambda m: _link_text(m, site), text)
     text = _BR.sub(" ", text)
     text = _TAG.sub("", text)
-    text = _MAGIC_WORD.sub("", text)
-    text = _EMPHASIS.sub("", text)
+    text = _MAGIC_WORD.sub(_magic_word, text)
+    text = "\n".join(_without_emphasis(line) if "''" in line else line for line in text.split("\n"))
     text = _HEADING.sub(lambda m: f"\n\n{m.group(2)}\n\n", text)
     text = _TABLE_DEBRIS.sub("", text)
     text = _LIST_MARKER.sub("", text)
@@ -428,3 +439,30 @@ def _punct_parens(m: re.Match) -> str:
     if (word and not inner) or (not any(c.isspace() for c in inner) and any(c in "\u2013\u2014-" for c in inner)):
         return m.group()  # a call's "main()", a dash's "(–)"
     return space + word if word else ""
+
+
+def _magic_word(m: re.Match) -> str:
+    name = m.group(1)
+    return "" if name == name.upper() or name.lower() in _ENGLISH_MAGIC_WORDS else m.group()
+
+
+def _without_emphasis(line: str) -> str:
+    """A line without its bold and italic markup, its apostrophes read as MediaWiki's Parser::doQuotes reads them (a
+    line at a time): some are text. Dropping every run lost the possessive of "''Titanic'''s" and the elision of
+    "l'''Odyssée''"."""
+    parts = _APOSTROPHES.split(line)  # text, run, text, ..., run, text
+    markup = [0] * len(parts)  # of each run: 2 italic, 3 bold, 5 both
+    for i in range(1, len(parts), 2):
+        n = len(parts[i])
+        markup[i] = 3 if n == 4 else min(n, 5)  # '''' is "'" and bold; past five, the extra ones are text
+        parts[i - 1] += "'" * (n - markup[i])
+    if sum(n in (2, 5) for n in markup) % 2 and sum(n in (3, 5) for n in markup) % 2:
+        # an odd italic and an odd bold: one ''' is "'" and italics, the first after a one-letter word ("l'''"),
+        # else the first after a longer word ("Titanic'''s"), else the first after a space
+        def rank(i: int) -> int:
+            before = parts[i - 1]
+            return 2 if before[-1:] == " " else 0 if before[-2:-1] == " " else 1
+        bolds = [i for i in range(1, len(parts), 2) if markup[i] == 3]
+        if bolds:
+            parts[min(bolds, key=lambda i: (rank(i), i)) - 1] += "'"
+    return "".join(parts[::2])

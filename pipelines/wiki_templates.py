@@ -18,6 +18,9 @@ def template_text(m: re.Match) -> str:
     if name.lstrip().lower().startswith("formatnum:"):  # a parser function: its argument follows the colon
         return name.partition(":")[2].strip()
     name = " ".join(name.replace("_", " ").split()).lower()
+    if name == "langx":  # {{langx|ja|東京}}: enwiki's merge of {{lang-ja|東京}}, the language code its first argument
+        code, _, args = args.partition("|")
+        name = "lang-" + code.strip().lower()
     if name in _SYMBOL_TEMPLATES:
         return _SYMBOL_TEMPLATES[name]
     if name not in _INLINE_TEMPLATES and not name.startswith("lang-"):
@@ -36,11 +39,15 @@ def template_text(m: re.Match) -> str:
         return "" if name == "flagicon" else named.get("name") or (args[0] if args else "")
     if name == "lang":
         return named.get("text", "").strip() or (args[1] if len(args) > 1 else "")
-    if name in ("convert", "cvt"):  # the value (-40, 1/2, or a range: 5|-|10) and its unit
+    if name in ("convert", "cvt"):  # the value (-40, 1/2, or a range: 5|-|10) and its unit, or units: 6|ft|1|in
         end = 1
         while end + 1 < len(args) and args[end] in _RANGE_WORDS:
             end += 2
+        while end + 2 < len(args) and _NUMBER.fullmatch(args[end + 1]):  # not 5|km|mi|1: the "1" is a precision
+            end += 2
         return " ".join(args[:end + 1])
+    if name == "frac":  # 1|2 -> "1/2", 3|1|2 -> "3 1/2", 4 -> "1/4"
+        return " ".join(args[:-2] + ["/".join((["1"] + args)[-2:])]) if args else ""
     if name in ("circa", "c."):
         return " ".join(["c.", *args[:1]])
     if name == "as of":
@@ -61,11 +68,14 @@ _DATE_TEMPLATES = frozenset([*(f"{e}{s}" for e in ("birth", "death", "start", "e
 _INLINE_TEMPLATES = frozenset(["lang", "convert", "cvt", "nowrap", "nobr", "small", "big", "transl", "sic", "circa",
                                "c.", "as of", "us$", "ill", "interlanguage link", "nihongo", *_QUOTE_TEMPLATES,
                                *_DATE_TEMPLATES, "val", "nee", "née", "sortname", "flag", "flagcountry", "flagu",
-                               "flagicon", "abbr"])
+                               "flagicon", "abbr", "sub", "sup", "chem2", "frac"])
 _MONTHS = ",January,February,March,April,May,June,July,August,September,October,November,December".split(",")
 _SYMBOL_TEMPLATES = {"nbsp": " ", "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spnd": " \u2013 ",
                      "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ", "dash": " \u2014 ", "-": "\u2013",
-                     "middot": "\u00b7", "\\": " / ", "'": "'"}  # not {{!}}, {{=}}: a "|" would split its template
+                     "middot": "\u00b7", "\\": " / ", "'": "&#39;", "'s": "&#39;s"}
+# not {{!}}, {{=}}: a "|" would split its template. An apostrophe is an entity, as MediaWiki's {{'s}} writes it: the
+# italics' "''" before it ("''Titanic''{{'s}}") would make it markup (strip_wikitext unescapes after emphasis)
+_NUMBER = re.compile(r"[-+\u2212]?[0-9][0-9.,/]*")
 _RANGE_WORDS = frozenset(["-", "\u2013", "to", "and", "or", "x", "by", "+", "+/-", "&"])
 PARAMETER = re.compile(r"\{\{\{[^{}]*\}\}\}")  # {{{1}}}: a template's own parameter, left in pages by copying
 

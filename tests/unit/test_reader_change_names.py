@@ -20,6 +20,8 @@ from pipelines.shards import FORMAT_VERSION
 GUTENBERG = "header and licence cut; small print after the END line is licence"
 WIKITEXT = ("! lines only as table syntax; date, val, nee, flag, abbr, sortname and formatnum templates rendered, "
             "punctuation-only parentheses dropped")
+# the marker of the first 2026-12-02 change, before apostrophes and langx & co (a set prepared with it is renamed)
+QUOTES_EARLIER = "; a page that cannot be stripped one malformed_wikitext reject"
 START = "*** START OF THE PROJECT GUTENBERG EBOOK PRIDE AND PREJUDICE ***\n"
 HEADER = "The Project Gutenberg eBook of Pride and Prejudice\n\nTitle: Pride and Prejudice\n\n" + START
 SMALL, BIG = 200_000, 1_500_000  # a book under TEXT_DOCUMENT_BYTES is one document, cut nowhere; one over it is cut
@@ -98,8 +100,8 @@ def test_a_wiki_xml_set_prepared_before_a_bad_page_was_one_reject_is_renamed():
     lost from the set. Every set of MediaWiki XML is renamed (the reader cannot tell such a page without reading);
     other readers' keep their names."""
     cfg, inputs = DataConfig(sources=["/c"]), [{"path": "/c/enwiki.xml.bz2", "bytes": 1, "sha256": "0" * 64}]
-    assert dataset_name(cfg, inputs, None, formats={"/c/enwiki.xml.bz2": "wiki_xml"}) != earlier_name(
-        cfg, inputs, wikitext=WIKITEXT)
+    assert dataset_name(cfg, inputs, None, formats={"/c/enwiki.xml.bz2": "wiki_xml"}) not in {earlier_name(
+        cfg, inputs, wikitext=WIKITEXT), earlier_name(cfg, inputs, wikitext=WIKITEXT + QUOTES_EARLIER)}
     assert dataset_name(cfg, inputs, None, formats={"/c/a.jsonl": "jsonl"}) == earlier_name(cfg, inputs)
 
 

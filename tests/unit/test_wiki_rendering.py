@@ -1,0 +1,111 @@
+"""strip_wikitext keeps what MediaWiki renders as text: apostrophes next to bold/italic markup, the words of inline
+templates, and drops what it does not: file links whose captions hold an external link, the end sections of the
+largest non-English Wikipedias, interlanguage links of every code shape, and magic words in any case or language."""
+
+import time
+
+import pytest
+
+from pipelines.clean import normalize_text
+from pipelines.wiki import strip_wikitext
+
+
+def strip(text: str) -> str:
+    return normalize_text(strip_wikitext(text))
+
+
+@pytest.mark.parametrize("wikitext, plain", [
+    # MediaWiki's Parser::doQuotes: an odd ''' beside odd '' is an apostrophe and italics; '''' is ' and bold
+    ("The film ''Titanic'''s success.", "The film Titanic's success."),
+    ("It was in ''[[Nature (journal)|Nature]]'''s pages.", "It was in Nature's pages."),
+    ("'''Smith''''s house.", "Smith's house."),
+    ("Il est l'auteur de l'''Odyssée''.", "Il est l'auteur de l'Odyssée."),
+    ("La trama dell'''Inferno'' è famosa.", "La trama dell'Inferno è famosa."),
+    ("''''''Six'''''' here.", "'Six' here."),  # past five, the extra apostrophes are text
+    # balanced markup, and lines read one by one (an odd run on one line does not pair with the next line's)
+    ("'''Paris''' is ''big'' and '''''very''''' old.", "Paris is big and very old."),
+    ("A ''b'''\nthe l'''X'' line.", "A b'\nthe l'X line."),
+])
+def test_apostrophes_that_mediawiki_shows_stay(wikitext, plain):
+    """Every run of 2-5 apostrophes was dropped: "Titanics success", "lOdyssée"."""
+    assert strip(wikitext) == plain
+
+
+@pytest.mark.parametrize("wikitext", [
+    "[[File:A.jpg|thumb|Photo: [https://nasa.gov NASA]]]Body.",
+    "[[Datei:Berlin.jpg|mini|Blick vom [[Fernsehturm]], Foto: [http://example.org J. Doe]]]\nBody.",
+    "[[File:Map.png|thumb|Map, after [https://example.org/map.pdf]]]\nBody.",
+])
+def test_a_file_link_whose_caption_holds_an_external_link_is_dropped(wikitext):
+    """The [[File:..]] stayed as prose, markup and all: internal links were resolved before the caption's external
+    link was, and an internal link cannot hold a "[" of its own."""
+    assert strip(wikitext) == "Body."
+
+
+@pytest.mark.parametrize("wikitext, plain", [
+    ("'''Tokyo''' ({{langx|ja|東京}}) is a city.", "Tokyo (東京) is a city."),
+    ("'''Munich''' ({{langx|de|München|lit=by the monks}}) is.", "Munich (München) is."),
+    ("He is {{convert|6|ft|1|in|m}} tall.", "He is 6 ft 1 in tall."),
+    ("It weighed {{convert|5|st|7|lb|kg}}, ran {{cvt|1|mi|200|yd}}.", "It weighed 5 st 7 lb, ran 1 mi 200 yd."),
+    ("It is {{convert|5|km|mi|1}} or {{convert|5|-|10|km|mi}}.", "It is 5 km or 5 - 10 km."),
+    ("The ''Titanic''{{'s}} success.", "The Titanic's success."),
+    ("The ''Titanic''{{'s}} and ''Olympic''{{'s}} fates, ''Rock''{{'}}n''Roll''.",
+     "The Titanic's and Olympic's fates, Rock'nRoll."),
+    ("Water is H{{sub|2}}O; E = mc{{sup|2}}.", "Water is H2O; E = mc2."),
+    ("Carbon dioxide ({{chem2|CO2}}) is a gas.", "Carbon dioxide (CO2) is a gas."),
+    ("About {{frac|1|2}} of them, {{frac|3|1|2}} days, {{frac|4}} each.", "About 1/2 of them, 3 1/2 days, 1/4 each."),
+])
+def test_templates_that_render_the_sentences_words_keep_them(wikitext, plain):
+    """{{langx}} (enwiki's merge of the {{lang-xx}} templates) went, a multi-unit {{convert}} kept its first unit
+    (a 6 ft 1 in athlete was 6 ft), {{sub}}, {{sup}}, {{chem2}}, {{frac}} and {{'s}} went: "H O", "About of them"."""
+    assert strip(wikitext) == plain
+
+
+LIFE = "'''X''' war ein Schriftsteller.\n\n== Leben ==\nX wurde in [[Y]] geboren.\n\n"
+
+
+@pytest.mark.parametrize("ending", [
+    "== Literatur ==\n* H. Nürnberger: ''X.'' Rowohlt 1968, ISBN 3-499-50145-X.\n\n== Weblinks ==\n* [http://x.de A]\n"
+    "\n== Einzelnachweise ==\n<references />\n",
+    "== Literatur ==\n* H. Nürnberger: ''X.'' Rowohlt 1968, ISBN 3-499-50145-X.\n",
+    "== Weblinks ==\n* [http://x.de Archiv ISBN]\n",
+    "== Einzelnachweise ==\n<references />ISBN\n",
+    "== Annexes ==\n=== Bibliographie ===\n* J.-M. Hovasse, ''X'', ISBN 2.\n=== Articles connexes ===\n* [[ISBN]]\n",
+    "== Bibliographie ==\n* J.-M. Hovasse, ''X'', ISBN 2.\n\n== Articles connexes ==\n* [[ISBN]]\n",
+    "== Notes et références ==\n{{Références}}ISBN\n== Liens externes ==\n* [http://x.fr ISBN]\n",
+    "== Liens externes ==\n* [http://x.fr ISBN]\n",
+])
+def test_german_and_french_end_sections_are_cut_as_the_english_ones(ending):
+    """dewiki's "Literatur" (its Further reading) and frwiki's "Annexes", "Bibliographie", "Articles connexes"
+    stayed as article text where "Further reading" and "See also" are cut."""
+    assert strip(LIFE + ending) == "X war ein Schriftsteller.\n\nLeben\n\nX wurde in Y geboren."
+
+
+def test_a_literature_or_bibliography_section_amid_the_article_is_prose():
+    """As "Bibliography" is: an article about a literature, or an author's works, goes on after it."""
+    wikitext = "Intro.\n== Literatur ==\nDie Literatur blühte.\n== Musik ==\nAuch die Musik.\n== Weblinks ==\n* A"
+    assert strip(wikitext).split("\n\n") == ["Intro.", "Literatur", "Die Literatur blühte.", "Musik",
+                                             "Auch die Musik."]
+
+
+@pytest.mark.parametrize("wikitext, plain", [
+    ("Paris is a city.\n[[de:Paris]]\n[[simple:Paris]]\n[[zh-min-nan:Pa-lê]]\n[[be-x-old:Парыж]]", "Paris is a city."),
+    ("__KEIN_INHALTSVERZEICHNIS__\nBerlin ist eine Stadt.", "Berlin ist eine Stadt."),
+    ("__notoc__\n__NoEditSection__Paris is a city.", "Paris is a city."),
+    ("__SANSLIENDEMODIF__\n__AUCUNSOMMAIRE__ Paris est une ville.", "Paris est une ville."),
+    ("__目次非表示__東京は都市である。", "東京は都市である。"),
+    # a Python or C name in prose is no magic word
+    ("Python calls <code>__init__</code> when <code>__name__</code> is set.",
+     "Python calls __init__ when __name__ is set."),
+])
+def test_interlanguage_links_and_magic_words_of_every_shape_are_dropped(wikitext, plain):
+    """Codes with two hyphens and "simple" stayed ("simple:Paris"), as did dewiki's __KEIN_INHALTSVERZEICHNIS__ (an
+    inner "_") and a lower-case __notoc__ (MediaWiki reads its magic words in any case)."""
+    assert strip(wikitext) == plain
+
+
+def test_long_runs_of_apostrophes_and_underscores_strip_fast():
+    for page in ["''a'''" * 20000, "x'" * 40000, "__a" * 30000, "__" + "a_" * 30000, "'" * 50000]:
+        started = time.perf_counter()
+        strip(page)
+        assert time.perf_counter() - started < 2, page[:20]
