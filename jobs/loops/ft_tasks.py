@@ -300,7 +300,7 @@ def rows_line(task: TaskConfig, rows: TaskRows) -> str:
            else f"cut to {task.max_seq_len}")
     return (f"[data] {task.name}: {len(rows.train):,} train, {len(rows.select):,} {SELECT} (chooses), "
             + ", ".join(f"{len(r):,} {s}" for s, r in rows.evaluation.items()) + " (evaluates)"
-            + (f"; {len(rows.labels)} labels {list(rows.labels)}" if rows.labels and task.kind != "regression" else "")
+            + (f"; {len(rows.labels)} labels {list(rows.labels)}" if rows.labels and not is_regression(task) else "")
             + (f"; removed as leaks: {dropped}" if dropped else "")
             + (f"; rejected: {rows.rejected}" if rows.rejected else "")
             + (f"; answers noted (questions kept): {rows.noted}" if rows.noted else "")

@@ -211,3 +211,16 @@ def test_metrics_against_hand_computed_values():
     assert glue_metrics("mnli", [0, 1, 2, 2], [0, 1, 2, 0]) == {"accuracy": 0.75, "score": 0.75}
     with pytest.raises(ValueError, match="unlabeled"):
         glue_metrics("rte", [0, 1], [-1, -1])
+
+
+def test_stsb_as_glue_names_it_is_announced_without_labels():
+    """GLUE's STS-B is regression by its spec whatever task.kind says: its console line names no "1 labels
+    ['score']" (its one output is a score)."""
+    from jobs.config.finetune import TaskConfig
+    from jobs.loops import ft_tasks
+    from pipelines.tasks.roles import TaskRows
+
+    rows = TaskRows([{"label": 1.0}], [{"label": 2.0}], {"dev": [{"label": 3.0}]}, labels=("score",))
+    line = ft_tasks.rows_line(TaskConfig(name="stsb"), rows)
+    assert "labels" not in line and line.startswith("[data] stsb: 1 train, 1 select")
+    assert "2 labels ['a', 'b']" in ft_tasks.rows_line(TaskConfig(name="sst2"), TaskRows([], [], {}, labels=("a", "b")))
