@@ -223,18 +223,27 @@ class _Feed:
         """After csv gave up on a field past csv.field_size_limit(): read on to its record's end as csv would (a quoted
         field ends at a quote before a delimiter or the line's end; "" is a quote inside it), holding no line, and
         return the record's reject reason: field_too_long, the reading going on after it; ambiguous_quote where
-        `columns` (TSV, see tsv_records) and a line inside it is a whole row of that many tab-separated fields. ""
-        where it never ends so (text after a quote, or the file's end: a quote that never closed): give_back then
+        `columns` (TSV, see tsv_records) and a line inside it is a whole row of that many tab-separated fields, or
+        _AS_TEXT where every line of it is one (GLUE's quotes as text: give_back has them read again, line by line).
+        "" where it never ends so (text after a quote, or the file's end: a quote that never closed): give_back then
         has its lines read again, as they were before csv's limit was hit."""
         first = last = self.taken[0]
-        lines, inside, row, self.skipped = iter(self.taken), False, False, True
+        lines, inside, row, whole, self.skipped = iter(self.taken), False, False, columns > 1, True
         while (line := next(lines, None) or (self.back.popleft() if self.back else next(self.lines, None))) is not None:
-            row = row or columns > 1 and last is not first and len(last[1].rstrip("\r\n").split("\t")) == columns
+            row = row or columns > 1 and last is not first and _tab_fields(last[1]) == columns
+            whole = whole and _tab_fields(line[1]) == columns
             inside, last = _quote_state(line[1], inside, delimiter), line
             if inside is not True:
                 break
         self.taken = [first, last] if last is not first else [first]  # where(): its lines, first to last
-        return "" if inside is not False else "ambiguous_quote" if row else "field_too_long"
+        return "" if inside is not False else (_AS_TEXT if whole else "ambiguous_quote") if row else "field_too_long"
+
+
+_AS_TEXT = "as_text"  # skip_long: a TSV run-on quote whose every line is a whole row: no reject, its quotes are text
+
+
+def _tab_fields(line: str) -> int:
+    return line.rstrip("\r\n").count("\t") + 1
 
 
 _IN_QUOTES = re.compile(r'[^"]*(?:""[^"]*)*')  # a quoted field's text up to the quote that closes it ("": a quote)
@@ -325,15 +334,19 @@ def tsv_records(f):
     (pandas' to_csv(sep="\\t"), csv.writer(delimiter="\\t")) is read as CSV: every line of a file whose header is
     quoted, a line whose quoted fields hold a doubled quote or a tab, and a quoted field that runs on over the next
     lines (an embedded newline) where its line has fewer fields than the header, or where a field opens the quote
-    and the record it runs on to has the header's number of fields. A run-on quote that never closes
-    is unclosed_quote on its own line, and the lines after it are read again. A run-on that would swallow a line
-    holding a whole row of its own (the header's number of tab-separated fields), in a file that has shown no CSV
-    writer's quoting before it, is ambiguous_quote, all of its lines: read as one record, a GLUE-style line that opens
-    a quotation (`1<TAB>"Loved it`) would merge the rows after it up to a line ending in a quote into its text, under
-    its label; read line by line, a writer's cell holding a newline and a tab would become rows of its pieces."""
+    and the record it runs on to has the header's number of fields. A line whose CSV reading breaks an unquoted
+    header's number of fields where its tab split keeps it is GLUE style (`"We will fight<TAB>he said ."`: a writer
+    would have doubled a quote inside a cell). A run-on quote that never closes is unclosed_quote on its own line,
+    and the lines after it are read again. A run-on that would swallow a line holding a whole row of its own (the
+    header's number of tab-separated fields), in a file that has shown no CSV writer's quoting before it, is read
+    line by line, GLUE style, where every line of it is such a row; else it is ambiguous_quote, one count per line:
+    read as one record, a GLUE-style line that opens a quotation (`1<TAB>"Loved it`) would merge the rows after it up
+    to a line ending in a quote into its text, under its label; read line by line, a writer's cell holding a newline
+    and a tab would become rows of its pieces."""
     _allow_long_fields()
     feed, columns, quoted, writer = _Feed(f, newline=_line_end(f)), 0, False, False
-    for n in itertools.count():  # records, as csv_records numbers them (the ids' n); where() names the lines
+    records = itertools.count()  # records, as csv_records numbers them (the ids' n); where() names the lines
+    while True:
         feed.start()
         try:
             line = next(feed)
@@ -344,14 +357,24 @@ def tsv_records(f):
         if '"' in text:
             parsed = _tsv_quoted(feed, line, fields, columns, quoted or not columns, writer)
             if isinstance(parsed, Reject):
-                yield n, feed.where(), parsed, text
+                yield from ((next(records), where, parsed, excerpt) for where, excerpt in _lost(feed, parsed, text))
                 continue
             writer = writer or (parsed != fields and len(feed.taken) == 1)  # a writer's quoting on one line
-        record = _fields(n, feed, parsed, "\t")
+        record = _fields(next(records), feed, parsed, "\t")
         if not columns and isinstance(record[2], list):  # the header; quoted, it was a CSV writer's (QUOTE_ALL)
             columns, quoted = len(parsed), parsed != fields
             writer = quoted
         yield record
+
+
+def _lost(feed: _Feed, reason: Reject, text: str):
+    """(where, excerpt) of each record a TSV reject costs: its own, and for ambiguous_quote one more per line after
+    its first, each a row of its own most likely (one count for a run-on of thousands of rows would hide them)."""
+    yield feed.where(), text
+    if reason == "ambiguous_quote":
+        held = dict(feed.taken)  # after skip_long, its first and last line only
+        for n in range(feed.taken[0][0] + 1, feed.taken[-1][0] + 1):
+            yield f"line {n}", held.get(n, "").rstrip("\r\n")
 
 
 def _line_end(f, quoted: bool = False) -> str:
@@ -381,17 +404,21 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
         try:  # the quoted field runs on: the record is the lines up to its closing quote
             record = next(csv.reader(itertools.chain([line], feed), delimiter="\t", strict=True))
             if short or len(record) == columns:
-                if not writer and _swallows_a_row(feed, columns, len(fields)):
+                if writer or not _swallows_a_row(feed, columns, len(fields)):
+                    return record
+                if any(_tab_fields(text) != columns for _, text in feed.taken):
                     return Reject("ambiguous_quote")
-                return record
+                # every line a whole row, no writer seen (so an unquoted header): GLUE's quotes as text, as below
         except csv.Error as e:  # a field past csv's limit: a writer's long cell, or a quote that never closes
-            if _too_long(e) and (reason := feed.skip_long("\t", 0 if writer else columns)):
+            if _too_long(e) and (reason := feed.skip_long("\t", 0 if writer else columns)) and reason != _AS_TEXT:
                 return Reject(reason)
         feed.give_back()
         if short:
             return Reject("unclosed_quote")
         feed.open_to = 0  # a whole line with a field that opens a quotation (GLUE's quotes are text): as it is
         return fields
+    if not quoted and len(parsed) != columns == len(fields):
+        return fields  # a quote opening one field and closing a later one: GLUE's text, no writer's (see tsv_records)
     return parsed if quoted or any(c in p for p in parsed for c in '"\t\n\r') else fields  # a CSV writer's quoting
 
 
@@ -399,8 +426,8 @@ def _swallows_a_row(feed: _Feed, columns: int, first_fields: int) -> bool:
     """Whether a run-on record's later lines hold one that is a whole row by itself: `columns` tab-separated fields
     (its last line too, unless the quote opened in the record's first field: then its last line is the rest of the
     row and has that many fields anyway)."""
-    later = [text.rstrip("\r\n").split("\t") for _, text in feed.taken[1:]]
-    return columns > 1 and any(len(f) == columns for f in (later if first_fields > 1 else later[:-1]))
+    later = [_tab_fields(text) for _, text in feed.taken[1:]]
+    return columns > 1 and any(count == columns for count in (later if first_fields > 1 else later[:-1]))
 
 
 def json_array(path, f):

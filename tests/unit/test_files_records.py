@@ -6,18 +6,19 @@ from pipelines.tasks import Columns
 from tests.unit.test_files_task import jsonl, read, write
 
 
-def test_a_tsv_quote_that_would_swallow_whole_rows_is_ambiguous_not_merged(tmp_path):
+def test_a_tsv_quote_that_would_swallow_whole_rows_is_never_merged(tmp_path):
     """A GLUE-style line whose last field opens a quotation that its line never closes, and a later line that ends in
     a quote (an inch mark): read as one CSV record, the rows between would become its text, under its label, and
-    vanish uncounted. Every line of it is ambiguous_quote, counted and shown; the rows after it are read."""
+    vanish uncounted. Each of its lines a whole row by itself, the quotes are text (GLUE style), no row lost; where
+    one is not (a short line), every line of it is ambiguous_quote, each one counted, and the rows after it are read."""
     data = 'label\ttext\n1\t"Loved it, bought two.\n0\tThe box says 12"\n1\tgreat\n'
     rows, rejects, samples, _ = read(write(tmp_path, "inch.tsv", data), "tsv")
-    assert [(r["text_a"], r["label"]) for r in rows] == [("great", "1")]
-    assert rejects == {"ambiguous_quote": 1} and samples[0][:2] == ("ambiguous_quote", "lines 2-3")
+    assert [(r["text_a"], r["label"]) for r in rows] == \
+        [('"Loved it, bought two.', "1"), ('The box says 12"', "0"), ("great", "1")] and not rejects
     data = 'text\tlabel\tid\n"opens here\tpos\nthen a row\tneg\tq2\nends here"\tq3\nlast\tpos\tq4\n'  # a short line
     rows, rejects, samples, _ = read(write(tmp_path, "mid.tsv", data), "tsv", columns=Columns(id="id"))
     assert [r["id"] for r in rows] == ["q4"]
-    assert rejects == {"ambiguous_quote": 1} and samples[0][:2] == ("ambiguous_quote", "lines 2-4")
+    assert rejects == {"ambiguous_quote": 3} and samples[0][:2] == ("ambiguous_quote", "lines 2-4")
 
 
 def test_conll_documents_are_named_by_their_content_not_their_place(tmp_path):
@@ -179,7 +180,7 @@ def test_a_tsv_cell_with_a_tab_before_its_newline_is_one_row_not_pieces(tmp_path
     """pandas' to_csv(sep="\\t") quotes a cell holding a tab and a newline: its first line then has the header's
     number of fields, and was read GLUE-style, the cell's pieces becoming rows and a word of it their label, silently.
     Read as the CSV record it is; with the text last, a later line of the cell is a whole row by itself, and the
-    record is ambiguous_quote, counted, not pieces."""
+    record is ambiguous_quote, not pieces: counted once per line it loses (2), as the file's lines add up."""
     import pandas as pd
 
     cell = "Name:\tAlice\nAge:\t30"
@@ -188,7 +189,7 @@ def test_a_tsv_cell_with_a_tab_before_its_newline_is_one_row_not_pieces(tmp_path
     assert [(r["text_a"], r["label"]) for r in rows] == [(cell, "pos"), ("fine", "neg")] and not rejects
     pd.DataFrame({"label": ["pos", "neg"], "text": [cell, "fine"]}).to_csv(tmp_path / "b.tsv", sep="\t", index=False)
     rows, rejects, _, _ = read(str(tmp_path / "b.tsv"), "tsv")
-    assert [(r["text_a"], r["label"]) for r in rows] == [("fine", "neg")] and rejects == {"ambiguous_quote": 1}
+    assert [(r["text_a"], r["label"]) for r in rows] == [("fine", "neg")] and rejects == {"ambiguous_quote": 2}
 
 
 def test_a_conll_file_with_lone_cr_line_ends_is_read_as_its_sentences(tmp_path, monkeypatch):
@@ -303,7 +304,8 @@ def test_a_cell_past_the_field_limit_is_one_record_and_the_rows_after_it_are_rea
     closes: each of its lines was read again as a row, labelled by the text after its last comma (107,386 made-up
     rows for a 17 Mi-character cell), and the real row after it was lost. It is one field_too_long record, its lines
     not held, and reading goes on after its closing quote; in a TSV of GLUE-style quotes, a quote running on over
-    whole rows is ambiguous_quote, as a short one is. A quote that never closes still costs its line alone (the lines
+    whole rows is text, as a short one is: its 102 lines are 102 rows (counted as one ambiguous_quote, they hid 101
+    rows lost). A quote that never closes still costs its line alone (the lines
     after it, read past, are read again from the file's start: plain, gzip and transcoded alike)."""
     import csv
     import gzip
@@ -324,7 +326,8 @@ def test_a_cell_past_the_field_limit_is_one_record_and_the_rows_after_it_are_rea
             assert [(r["text_a"], r["label"]) for r in rows] == [("first", "a"), ("after", "c")]
             assert rejects == {"field_too_long": 1} and samples[0][:2] == ("field_too_long", "lines 3-102")
         rows, rejects, samples, _ = read(write(tmp_path, "glue.tsv", glue), "tsv")
-        assert [r["text_a"] for r in rows] == ["great"] and rejects == {"ambiguous_quote": 1}
+        assert [r["text_a"] for r in rows] == ['"Loved it', *(f"row {i}" for i in range(100)), 'says 12"', "great"]
+        assert not rejects
         write(tmp_path, "stray.csv.gz", gzip.compress(stray.encode()))
         for name, columns in (("stray.csv", Columns()), ("stray.csv.gz", Columns()),
                               ("stray.csv", Columns(encoding="cp1252"))):
@@ -414,7 +417,8 @@ def test_a_glob_that_matches_another_splits_files_is_refused_as_a_folder_holding
         resolve_files(str(data / "*.csv"), split="dev")
     with pytest.raises(TaskDataError, match=r"holds dev\.csv.* or a glob that matches them only, as \S*data/train\*\)"):
         resolve_files(str(data), split="train")  # the folder's remedy: a glob that a glob's check lets through
-    with pytest.raises(TaskDataError, match=r"holds train-0001\.csv.* as \S*data/dev\*\)"):  # the files' word, not valid*
+    # the files' word, not valid*
+    with pytest.raises(TaskDataError, match=r"holds train-0001\.csv.* as \S*data/dev\*\)"):
         resolve_files(str(data), split="select")
     assert len(resolve_files(str(data / "dev*"), split="select")) == 1  # the remedy, taken, reads
     assert [p.rsplit("/", 1)[1] for p, _ in resolve_files(str(data / "train*.csv"), split="train")] == \
