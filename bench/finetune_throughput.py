@@ -4,7 +4,8 @@ pkgdocs from all-MiniLM-L6-v2, same rows, features, hyperparameters, seed, fp32 
 (bench/hf_finetune_reference.py). Three comparisons, each like for like:
 
   step loop      forward + backward + clip + AdamW + schedule per optimizer step, summed over the run:
-                 our Engine.step (in this process) vs Trainer between on_step_begin and on_step_end
+                 our Engine.step (in this process) vs Trainer between on_step_begin and on_step_end; each side's
+                 AdamW its own default (DeepSpeed's fused Adam; the Trainer's optim, torch's fused AdamW)
   train loop     the whole loop with the per-epoch select evaluations: our engine's loop vs
                  Trainer.train()'s train_runtime (its data loading included)
   job            jobs.finetune.run(cfg) wall time (Ray Data featurizing, the Ray Train worker's start, MLflow,

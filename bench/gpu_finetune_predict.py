@@ -7,9 +7,10 @@ as bench/hf_finetune_reference.features), --rows paragraphs of the same harvest 
 tool carries (64 MiB). The GPU side upcasts them, so every side starts from the same bf16-rounded MiniLM.
 
   fine-tuning  our engine (jobs/workers/finetune_model.py: DeepSpeed, deepspeed.precision=bf16, the job's ZeRO stage,
-               one NCCL rank, as a Ray Train GPU worker runs it, and its per-epoch select evaluation) against
-               transformers.Trainer (bf16=True: autocast over fp32 weights) on the same features, batch size,
-               epochs and hyperparameters (bench/hf_finetune_reference.py says what is the same and what differs).
+               one NCCL rank, as a Ray Train GPU worker runs it, DeepSpeed's fused Adam, and its per-epoch select
+               evaluation) against transformers.Trainer (bf16=True: autocast over fp32 weights; its default optim,
+               torch's fused AdamW) on the same features, batch size, epochs and hyperparameters
+               (bench/hf_finetune_reference.py says what is the same and what differs).
                "train loop": examples / the whole loop's seconds, evaluations included; "step loop": the optimizer
                steps alone, each ended by a device sync on both sides.
   prediction   jobs/inference/predictor.Predictor, what each GPU replica of jobs/predict.py runs on its windows of
@@ -157,8 +158,9 @@ def profiled(name: str, run, sync, repeats: int, unit: str, rows: int = 15) -> N
 
 
 def profile_steps(args, inputs: Path, tmp: Path) -> None:
-    """Where a fine-tuning step's time goes, ours against the Trainer's arithmetic without the Trainer (the model
-    under bf16 autocast, fused AdamW, gradient clipping, the schedule): per step the wall, the GPU's kernel time,
+    """Where a fine-tuning step's time goes, ours (the engine's step: DeepSpeed's fused Adam) against the Trainer's
+    arithmetic without the Trainer (the model under bf16 autocast, torch's fused AdamW as the Trainer's default optim,
+    gradient clipping, the schedule): per step the wall, the GPU's kernel time,
     the host syncs, and the ops that cost the host most. A step whose kernels take far less than its wall is
     launch- or sync-bound: the host is the bottleneck."""
     import transformers
@@ -180,7 +182,8 @@ def profile_steps(args, inputs: Path, tmp: Path) -> None:
 
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(init), num_labels=len(meta["labels"]))
     hf = hf.to(device).train()
-    opt = torch.optim.AdamW(hf.parameters(), lr=cfg.optim.lr, foreach=True)  # the Trainer's adamw_torch: not fused
+    # the Trainer's default optim, "adamw_torch_fused" for torch >= 2.8: fused on CUDA, and on the CPU (the check) too
+    opt = torch.optim.AdamW(hf.parameters(), lr=cfg.optim.lr, fused=True)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
 
     def plain(batch):

@@ -7,7 +7,9 @@ What is the same on both sides: the starting checkpoint, the rows, the features 
 same tokenizer and max_seq_len, batches cut to their longest row as jobs.loops.finetune.collate does), the
 hyperparameters (AdamW lr / betas / eps, weight decay off for biases and LayerNorm weights, warmup of
 ceil(warmup_ratio * total) steps then linear decay to 0, grad clipping, batch size, epochs), the seed,
-fp32, and the model's dropout (both read hidden_dropout_prob from the same config.json). What differs,
+fp32, and the model's dropout (both read hidden_dropout_prob from the same config.json). The AdamW kernel is each
+side's own default: the Trainer's `TrainingArguments.optim` (torch's fused AdamW for torch >= 2.8), our engine's
+DeepSpeed AdamW (its fused Adam; jobs/engine/optim.deepspeed_optimizer_config). What differs,
 and is seed noise: the fresh classifier head's draw (same N(0, 0.02) init, different RNG stream),
 the shuffling (Trainer: a fresh full random permutation every epoch from its own RNG; our job: a full permutation
 every epoch seeded by (train.seed, epoch), jobs/loops/train_order.py; the in-process engine loop here: a full
@@ -61,6 +63,24 @@ def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float((np.asarray(logits).argmax(-1) == np.asarray(labels)).mean())
 
 
+def training_arguments(cfg: FinetuneConfig, n_train: int, out_dir: Path, gpu: bool):
+    """The Trainer's arguments: our job's hyperparameters, and everything else as a user's Trainer has it. `optim` is
+    left to the Trainer (torch's fused AdamW for torch >= 2.8): forcing "adamw_torch" ran torch's per-tensor loop on
+    the CPU, ~100 ms of a ~1 s step slower than the Trainer's default (BENCHMARKS.md, fine-tuning, 2026-12-02)."""
+    from transformers import TrainingArguments
+
+    t, o = cfg.train, cfg.optim
+    return TrainingArguments(
+        output_dir=str(out_dir), seed=t.seed, data_seed=t.seed, use_cpu=not gpu,
+        per_device_train_batch_size=t.batch_size, per_device_eval_batch_size=t.eval_batch_size,
+        num_train_epochs=t.epochs, max_steps=t.max_steps or -1,
+        learning_rate=o.lr, weight_decay=o.weight_decay, adam_beta1=o.beta1, adam_beta2=o.beta2,
+        adam_epsilon=o.eps, max_grad_norm=o.grad_clip, lr_scheduler_type="linear",
+        warmup_steps=o.warmup_steps(total_steps(cfg, n_train)),
+        eval_strategy="epoch", save_strategy="no", logging_strategy="no", report_to="none",
+        disable_tqdm=True, dataloader_num_workers=0, bf16=gpu, fp16=False)
+
+
 def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num_labels: int, out_dir: Path,
                 test: dict | None = None, gpu: bool = False) -> dict:
     """transformers.Trainer on the same features and hyperparameters, evaluated after every epoch (and, given
@@ -71,7 +91,7 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
     on_step_begin to on_step_end: forward, backward, clip, AdamW, schedule], "train_s": Trainer's
     train_runtime (its whole loop, data loading and the per-epoch evaluations included), "samples"}.
     """
-    from transformers import AutoModelForSequenceClassification, Trainer, TrainerCallback, TrainingArguments
+    from transformers import AutoModelForSequenceClassification, Trainer, TrainerCallback
 
     class Clock(TrainerCallback):
         def __init__(self):
@@ -98,25 +118,16 @@ def trainer_run(cfg: FinetuneConfig, init_dir: Path, train: dict, dev: dict, num
         def __getitem__(self, i):
             return {k: self.f[k][i] for k in (*MODEL_INPUTS, "labels")}
 
-    t, o = cfg.train, cfg.optim
-    torch.manual_seed(t.seed)
+    torch.manual_seed(cfg.train.seed)
     model = AutoModelForSequenceClassification.from_pretrained(str(init_dir), num_labels=num_labels)
-    args = TrainingArguments(
-        output_dir=str(out_dir), seed=t.seed, data_seed=t.seed, use_cpu=not gpu,
-        per_device_train_batch_size=t.batch_size, per_device_eval_batch_size=t.eval_batch_size,
-        num_train_epochs=t.epochs, max_steps=t.max_steps or -1,
-        learning_rate=o.lr, weight_decay=o.weight_decay, adam_beta1=o.beta1, adam_beta2=o.beta2,
-        adam_epsilon=o.eps, max_grad_norm=o.grad_clip, optim="adamw_torch", lr_scheduler_type="linear",
-        warmup_steps=o.warmup_steps(total_steps(cfg, len(train["labels"]))),
-        eval_strategy="epoch", save_strategy="no", logging_strategy="no", report_to="none",
-        disable_tqdm=True, dataloader_num_workers=0, bf16=gpu, fp16=False)
+    args = training_arguments(cfg, len(train["labels"]), out_dir, gpu)
     clock = Clock()
     trainer = Trainer(model=model, args=args, train_dataset=Rows(train), eval_dataset=Rows(dev),
                       data_collator=collate, callbacks=[clock],
                       compute_metrics=lambda p: {"accuracy": accuracy(p.predictions, p.label_ids)})
     out = trainer.train()
     result = {"dev": clock.dev, "best": max(clock.dev), "step_s": clock.step_s,
-              "train_s": out.metrics["train_runtime"], "samples": len(train["labels"]) * t.epochs}
+              "train_s": out.metrics["train_runtime"], "samples": len(train["labels"]) * cfg.train.epochs}
     if test is not None:
         result["test"] = accuracy(trainer.predict(Rows(test)).predictions, test["labels"])
     return result

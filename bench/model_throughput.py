@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -182,9 +183,11 @@ def initial_weights(cfg: BertConfig, folder: str) -> str:
 
 
 def check_losses(losses: dict[str, float], rtol: float) -> None:
-    """Stop, before any rate is printed, when a runner's loss on the shared batch differs from the first's."""
+    """Stop, before any rate is printed, when a runner's loss on the shared batch differs from the first's, or any
+    loss is not finite (every comparison with NaN is False, and an inf reference would make the tolerance inf)."""
     first, ref = next(iter(losses.items()))
-    bad = {name: loss for name, loss in losses.items() if abs(loss - ref) > rtol * abs(ref)}
+    bad = {name: loss for name, loss in losses.items()
+           if not (math.isfinite(loss) and math.isfinite(ref)) or abs(loss - ref) > rtol * abs(ref)}
     if bad:
         sys.exit(f"loss mismatch on the same batch and weights: {first} {ref:.6f}, "
                  + ", ".join(f"{name} {loss:.6f}" for name, loss in bad.items())

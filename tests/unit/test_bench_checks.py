@@ -22,6 +22,27 @@ def test_model_bench_stops_when_a_runner_computes_another_loss():
         model_throughput.check_losses({"ours": 11.0, "hf": 11.01}, rtol=1e-4)
 
 
+def test_model_bench_stops_when_a_loss_is_not_finite():
+    """Every comparison with NaN is False and an inf reference makes the tolerance inf: neither may pass."""
+    nan, inf = float("nan"), float("inf")
+    for losses in ({"ours": 11.0, "hf": nan}, {"ours": nan, "hf": 11.0}, {"ours": inf, "hf": 11.0},
+                   {"ours": 11.0, "hf": -inf}):
+        with pytest.raises(SystemExit, match="loss mismatch"):
+            model_throughput.check_losses(losses, rtol=1e-4)
+
+
+def test_trainer_baseline_runs_the_trainers_default_optimizer(tmp_path):
+    """The baseline is the Trainer as a user runs it: its own default AdamW kernel (fused for torch >= 2.8), not one
+    the bench picked."""
+    from transformers import TrainingArguments
+
+    from bench import hf_finetune_reference as ref
+    from jobs.config.finetune import FinetuneConfig
+
+    args = ref.training_arguments(FinetuneConfig(), 64, tmp_path, gpu=False)
+    assert args.optim == TrainingArguments(output_dir=str(tmp_path)).optim
+
+
 def test_model_bench_mfu_is_the_jobs_formula():
     from bert_core.config import preset
     from jobs.loops.metrics import flops_per_token
