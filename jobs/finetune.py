@@ -422,17 +422,15 @@ def _fit(cfg: FinetuneConfig, train_blocks: list, datasets: dict, init_dir: Path
 
 
 def _fetch_best(checkpoint, export_dir: Path) -> list:
-    """Copy the best model out of Ray storage (atomic replace); returns the evaluation history up to it."""
+    """Copy the best model out of Ray storage (atomic replace: a stop at any point leaves the earlier model or this
+    one, never neither); returns the evaluation history up to it."""
     import json
 
-    tmp = export_dir.with_name(export_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    with checkpoint.as_directory() as d:
-        shutil.copytree(Path(d) / "model", tmp)
+    from bert_core.checkpoint import atomic_dir
+
+    with checkpoint.as_directory() as d, atomic_dir(export_dir) as tmp:
+        shutil.copytree(Path(d) / "model", tmp, dirs_exist_ok=True)
         history = json.loads((Path(d) / "history.json").read_text())
-    if export_dir.exists():
-        shutil.rmtree(export_dir)
-    tmp.rename(export_dir)
     return history
 
 

@@ -347,6 +347,7 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
     jobs/finetune.py with that train.seed and one worker does (jobs/loops/train_order.py)."""
     from ray import tune
 
+    from bert_core.checkpoint import atomic_dir
     from jobs.loops import ft_tasks
 
     s = cfg.seeds
@@ -396,9 +397,8 @@ def seed_runs(cfg: SweepConfig, data, best_config: dict, majority: float, result
               + (f" ({len(degenerate)} more left out as degenerate: collapsed or failed)" if degenerate else ""))
     client.set_tag(parent_id, "seed_spread", spread)
     export_dir = out_dir / "best"
-    shutil.rmtree(export_dir, ignore_errors=True)
-    with median_run.checkpoint.as_directory() as d:
-        shutil.copytree(Path(d) / "best", export_dir)
+    with median_run.checkpoint.as_directory() as d, atomic_dir(export_dir) as tmp:  # a stop keeps the earlier one
+        shutil.copytree(Path(d) / "best", tmp, dirs_exist_ok=True)
     median_run_id = _run_of(client, parent_id, median_run)
     from jobs.finetune import judge_chosen
 
