@@ -387,18 +387,21 @@ def checked(job: str, source: str | None, overrides: list[str]) -> None:
 
 
 def cli(main: Callable[[], object]) -> None:
-    """A job's entry point: a config mistake, or your own data refused (pipelines.tasks' TaskDataError: a file unusable
-    as a whole, task.labels naming none of its labels, no usable rows), ends the process with one line on stderr
-    (`error: ...`) and exit status 2, as argparse does for a bad flag, instead of a traceback around that line; one
-    raised in a Ray task comes as a RayTaskError holding it (`cause`), whose text is that task's traceback: the
-    cause's message is the line. Other errors keep their traceback."""
+    """A job's entry point: a config mistake, your own data refused (pipelines.tasks' TaskDataError: a file unusable
+    as a whole, task.labels naming none of its labels, no usable rows), or a corpus refused (SourceError: a source
+    that matches no files or cannot be read, a .zst file, prepared data given as a corpus, no document kept) ends the
+    process with one line on stderr (`error: ...`) and exit status 2, as argparse does for a bad flag, instead of a
+    traceback around that line; one raised in a Ray task comes as a RayTaskError holding it (`cause`), whose text is
+    that task's traceback: the cause's message is the line. Other errors keep their traceback."""
     try:
         main()
     except Exception as exc:
-        from pipelines.tasks.common import TaskDataError  # deferred: the data readers, imported on this path only
+        # deferred: the data readers, imported on this path only
+        from pipelines.source_files import SourceError
+        from pipelines.tasks.common import TaskDataError
 
         cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else exc
-        if not isinstance(cause, (ConfigError, TaskDataError)):
+        if not isinstance(cause, (ConfigError, TaskDataError, SourceError)):
             raise
         print(f"error: {cause}", file=sys.stderr, flush=True)
         sys.exit(2)
