@@ -38,7 +38,43 @@ def test_a_held_out_head_of_one_document_is_named(tmp_path, capsys):
 
 
 def test_the_held_out_share_is_judged_as_prepare_judges_the_split():
+    """Under 0.8 x data.nsp_random_prob, and further under it than chance goes (nsp_warning's held-out line)."""
     assert held_out_nsp_warning([0, 1] * 10, 0.5) is None
     assert held_out_nsp_warning([0] * 6 + [1] * 4, 0.5) is None  # 40%: 0.8 x 50%, not under
-    assert "35.0% random-next" in held_out_nsp_warning([0] * 13 + [1] * 7, 0.5)
+    assert held_out_nsp_warning([0] * 13 + [1] * 7, 0.5) is None  # 35% of 20: 13% of fair coins do as badly
+    assert "29.7% random-next" in held_out_nsp_warning([0] * 90 + [1] * 38, 0.5)  # of 128: 1 in 300,000
+    assert "0.0% random-next" in held_out_nsp_warning([0] * 12, 0.5)  # 1 in 4,096
     assert held_out_nsp_warning([0] * 10, 0.0) is None and held_out_nsp_warning([], 0.5) is None
+
+
+def test_a_small_held_out_split_short_by_chance_is_not_warned():
+    """Six documents, every pair free to draw its B from another one: 2 random-next pairs of 9 is a fair coin's
+    luck (9% of splits do as badly), not "few others to draw a random B from". It was said for 108 of 400 seeds of
+    such a split; a split whose pairs are short because its shards hold one document each is still said."""
+    import random
+
+    import numpy as np
+
+    from pipelines.config import DataConfig
+    from pipelines.examples import Document, create_examples, nsp_warning
+
+    rng = np.random.default_rng(0)
+    docs = []
+    for d in range(6):
+        offsets = np.concatenate([[0], np.cumsum(rng.integers(8, 30, size=rng.integers(4, 9)))])
+        docs.append(Document(f"d{d}", rng.integers(5, 1000, size=offsets[-1]).astype(np.uint16), offsets))
+    cfg = DataConfig(sources=["x"])
+    examples = list(create_examples(docs, cfg, 2, 3, random.Random(1)))
+    random_next = sum(e.is_random_next for e in examples)
+    assert (random_next, len(examples)) == (2, 9)  # 22%: under 0.8 x 50%
+    train = [{"documents": 5000, "rows": 100000, "random_next": 50000}]
+    counts = {"examples": 100000 + len(examples), "random_next": 50000 + random_next, "documents_kept": 5006}
+    held_out = {"documents": 6, "rows": len(examples), "random_next": random_next}
+    assert nsp_warning(cfg, counts, {"train": train, "eval": [held_out]}) is None
+    assert nsp_warning(cfg, counts, {"train": train, "eval": [{"documents": 6, "rows": 10, "random_next": 3}]}) is None
+    one_each = [{"documents": 1, "rows": 20, "random_next": 0}] * 2 + [held_out]
+    line = nsp_warning(cfg, counts, {"train": train, "eval": one_each})
+    assert line.startswith("the held-out split's random-next pairs are 4.1% (2 of 49), not the 50% of "
+                           "data.nsp_random_prob: its 3 shard(s) hold 8 document(s), 2 of them alone in a shard "
+                           "(40 rows, all 'next': no other document to draw a random B from)"), line
+    assert "data.eval_fraction" in line
