@@ -111,6 +111,9 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
                 tracking.log_curves(t.tracking_uri, phase_id)  # its workers logged its steps: the parent has none
             phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
             prepared = prepare(phase2.data)
+            # the same corpus read, but phase 2's examples: what the registered model was last trained on
+            phase1_examples = {f"phase1/{k}": v for k, v in corpus_metrics.items() if k == "data/examples_train"}
+            corpus_metrics = {**data_metrics(prepared.manifest), **phase1_examples}
             phase2 = resolve_config(phase2, prepared.tokenizer_dir)
             lineage = _lineage(prepared)  # the tokenizer and manifest hashed once, for the parent and the phase
             _tag_phase2_lineage(t.tracking_uri, run_id, lineage)
@@ -126,7 +129,7 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
         else:
             result = _fit(resolved, prepared, run_id)
             metrics = {**result.metrics, "checkpoints_ignored": _report_ignored(resolved)}
-        metrics.update(corpus_metrics)  # the corpus read (phase 2 re-reads the same one)
+        metrics.update(corpus_metrics)
 
         release_dir = Path(cfg.output_dir).resolve() / cfg.run_name / "release"
         fetch_release(result.checkpoint, release_dir, prepared.tokenizer_dir, trained_positions(cfg), run_id,
