@@ -13,10 +13,12 @@ export TRANSFORMERS_OFFLINE := 1
 .PHONY: setup quickstart pretrain finetune sweep test test-fast bench mutants clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# pyproject's requires-python: a .venv of another Python (python3 is 3.12 on Ubuntu 24.04) is refused in one line
+	# made again where it has no pip: Debian's venv without python3.11-venv fails in ensurepip yet leaves bin/python
+	$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
+	# pyproject's requires-python: a .venv of another Python (python3 is 3.12 on Ubuntu 24.04) is refused in one line,
+	# whose advice removes only .venv (`make clean` would delete runs/ and the MLflow store too)
 	$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { echo "$(VENV) is $$($(PY) -V), the \
-	project needs Python 3.11: make clean, then pass PYTHON=python3.11" >&2; exit 1; }
+	project needs Python 3.11: rm -rf $(VENV), then pass PYTHON=python3.11" >&2; exit 1; }
 	# pip pinned, not upgraded: its README is installed METADATA, which the pkgdocs harvest reads (pipelines/harvest.py),
 	# so a new pip would change the quickstart's corpus and every result measured on it
 	$(PY) -m pip install -q pip==26.3

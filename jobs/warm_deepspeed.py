@@ -8,21 +8,48 @@ jobs/runtime/op_locks.py), which every later process of this environment reuses 
 """
 
 import os
+import shutil
 import sys
+import sysconfig
 import time
+from pathlib import Path
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 from deepspeed.ops.op_builder.cpu import CPUAdamBuilder, FusedAdamBuilder, ShareMemCommBuilder  # noqa: E402
+from torch.utils.cpp_extension import get_cxx_compiler  # noqa: E402
 
 from jobs.runtime.op_locks import before_op_loads  # noqa: E402
 
-if __name__ == "__main__":
+
+def missing_build_tools() -> str:
+    """What the op build lacks on this machine, as one `error:` line ("" when nothing). torch.utils.cpp_extension
+    compiles with its compiler ($CXX, else `c++`) against Python's headers; without either the build ends in a
+    40-line traceback whose one useful line sits inside ninja's log."""
+    cxx = get_cxx_compiler()
+    if not shutil.which(cxx):
+        return (f"error: set-up compiles DeepSpeed's CPU ops and needs a C++ compiler, but {cxx!r} (CXX, else c++) "
+                "is not found: install one (Debian/Ubuntu: apt install g++) or set CXX to it")
+    headers = Path(sysconfig.get_paths()["include"], "Python.h")
+    if not headers.is_file():
+        python = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        return (f"error: set-up compiles DeepSpeed's CPU ops and needs Python's headers, but {str(headers)!r} is not "
+                f"there: install them (Debian/Ubuntu: apt install {python}-dev)")
+    return ""
+
+
+def main(argv: list[str]) -> None:
+    if missing := missing_build_tools():
+        sys.exit(missing)
     before_op_loads()  # a build killed earlier (a cancelled set-up) does not block this one
     builders = [ShareMemCommBuilder(), FusedAdamBuilder()]
-    if "--offload" in sys.argv[1:]:
+    if "--offload" in argv:
         builders.append(CPUAdamBuilder())
     for builder in builders:
         start = time.perf_counter()
         builder.load(verbose=False)
         print(f"deepspeed op {builder.NAME}: ready in {time.perf_counter() - start:.1f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -373,6 +373,8 @@ class FinetuneConfig:
             written["task.corpus_dir"] = self.task.corpus_dir
         refuse_relative_when_submitted(written)
         check_output_dir("output_dir", self.output_dir)
+        if self.task.name == "pkgdocs":
+            check_output_dir("task.corpus_dir", self.task.corpus_dir)
         self.tracking.check_reachable()
         self.tracking.check_experiment()
         self.scaling.check_environment()

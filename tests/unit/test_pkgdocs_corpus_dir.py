@@ -1,0 +1,38 @@
+"""pkgdocs' `task.corpus_dir` is where fine-tuning harvests its corpus first: a folder this machine cannot write is
+refused in one line before any work, as pretraining's `corpus.harvest_dir` is, not as a traceback from the harvest
+(in the quickstart, after the whole pretraining)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bert_core.config import ConfigError
+from jobs import quickstart
+from jobs.config.finetune import FinetuneConfig
+from jobs.config.io import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_ONE_WRITES = "/proc/bert-foundry-test/docs"  # Linux's /proc takes no new folder from anyone, root included
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+
+
+def test_an_unwritable_corpus_dir_is_refused_by_finetune(tmp_path):
+    init = tmp_path / "init"
+    init.mkdir()
+    (init / "config.json").write_text("{}")
+    cfg = load_config(FinetuneConfig, str(ROOT / "configs/finetune/pkgdocs.yaml"),
+                      [f"init={init}", f"output_dir={tmp_path}/runs", f"task.corpus_dir={NO_ONE_WRITES}"])
+    with pytest.raises(ConfigError, match=rf"^task\.corpus_dir must be a writable folder, got '{NO_ONE_WRITES}'") as e:
+        cfg.check_environment()
+    assert "\n" not in str(e.value)
+
+
+def test_an_unwritable_corpus_dir_is_refused_by_the_quickstart_check(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the configs' relative folders (runs, mlflow.db)
+    with pytest.raises(ConfigError, match=r"^sweep\.finetune\.task\.corpus_dir must be a writable folder"):
+        quickstart.main(["--check", f"sweep.finetune.task.corpus_dir={NO_ONE_WRITES}"])
+    assert "valid; nothing was run" not in capsys.readouterr().out
+    # a writable folder of its own still passes
+    quickstart.main(["--check", f"sweep.finetune.task.corpus_dir={tmp_path}/docs"])
+    assert "valid; nothing was run" in capsys.readouterr().out

@@ -1,0 +1,52 @@
+"""Set-up's DeepSpeed op build (jobs/warm_deepspeed.py, `make setup`) on a machine without the C++ compiler or the
+Python headers it compiles with: one `error:` line naming what to install, not a 40-line traceback whose one
+useful line sat inside ninja's log."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow  # a process that imports DeepSpeed (~5 s)
+def test_a_missing_compiler_is_one_line(tmp_path):
+    """CXX names a compiler that is not there; the extension cache is empty, so nothing built earlier is reused."""
+    missing = tmp_path / "no-c++"
+    env = {**os.environ, "CXX": str(missing), "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "DS_ACCELERATOR": "cpu"}
+    done = subprocess.run([sys.executable, "-m", "jobs.warm_deepspeed"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    assert str(missing) in lines[0] and "g++" in lines[0], lines[0]
+    assert not (tmp_path / "ext").exists()  # refused before any build started
+
+
+def test_missing_python_headers_are_one_line(tmp_path, monkeypatch):
+    from jobs import warm_deepspeed
+
+    monkeypatch.setattr(warm_deepspeed.sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    line = warm_deepspeed.missing_build_tools()
+    assert line.startswith("error: ") and "\n" not in line, line
+    assert str(tmp_path / "Python.h") in line
+    assert f"python{sys.version_info.major}.{sys.version_info.minor}-dev" in line
+
+
+def test_a_machine_with_both_passes(tmp_path, monkeypatch):
+    from jobs import warm_deepspeed
+
+    (tmp_path / "Python.h").write_text("")
+    compiler = tmp_path / "g++"
+    compiler.write_text("#!/bin/sh\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    monkeypatch.setattr(warm_deepspeed.sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    assert warm_deepspeed.missing_build_tools() == ""
+    monkeypatch.delenv("CXX")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no CXX: torch's default, `c++`, looked up on PATH
+    assert "'c++'" in warm_deepspeed.missing_build_tools()
