@@ -25,6 +25,7 @@ if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make
 from jobs.runtime import console, lease  # noqa: E402
 from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
+from jobs.runtime.pretrain_summary import data_metrics, rejects_line, summary  # noqa: E402,F401 (rejects_line: tests)
 from jobs.runtime.release import fetch_release  # noqa: E402
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.pretrain import PretrainConfig, eval_set_size  # noqa: E402
@@ -41,7 +42,9 @@ STATIC_COLUMNS = ["masked_positions", "masked_ids"]
 @dataclass
 class PretrainResult:
     run_name: str
-    metrics: dict  # last reported metrics, including eval_before/* and eval_after/*
+    # the last report's metrics, eval_before/* and eval_after/* included; a two-phase job's are phase 2's, and
+    # phase 1's under phase1/ (phase 2's eval_before/* score phase 1's trained weights, not the job's start)
+    metrics: dict
     checkpoint_path: str  # the final resume checkpoint (sharded engine state + release/)
     release_dir: str  # HF-format checkpoint with tokenizer, loads in transformers
     data_dir: str
@@ -49,7 +52,8 @@ class PretrainResult:
 
     @property
     def mlm_acc_before(self) -> float:
-        return self.metrics["eval_before/mlm_acc"]
+        """At the job's start: phase 1's for a two-phase job, scored on phase 1's held-out examples at its length."""
+        return self.metrics.get("phase1/eval_before/mlm_acc", self.metrics["eval_before/mlm_acc"])
 
     @property
     def mlm_acc_after(self) -> float:
@@ -139,26 +143,6 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
     print(summary(out, cfg, dashboard), flush=True)
     return out
-
-
-def data_metrics(manifest: dict) -> dict:
-    """What the corpus gave: documents read and kept, every rejected one under its reason (`data/rejected/<reason>`:
-    a run never drops bad input silently), and text cut out of documents as `data/cut/<reason>` (NOT_DOCUMENTS)."""
-    from pipelines.rejects import NOT_DOCUMENTS, rejected_documents
-
-    counts, rejects = manifest["counts"], manifest["rejects"]
-    return {"data/documents_read": counts["documents_read"], "data/documents_kept": counts["documents_kept"],
-            "data/documents_rejected": rejected_documents(rejects),
-            **{f"data/{'cut' if r in NOT_DOCUMENTS else 'rejected'}/{r}": n for r, n in sorted(rejects.items())},
-            "data/examples_train": counts["examples_train"]}
-
-
-def rejects_line(metrics: dict, data_dir: str) -> str:
-    """The summary's line for the corpus: how many documents were rejected, by reason, what was cut, and where."""
-    from pipelines.rejects import rejects_said
-
-    counts = {k.rsplit("/", 1)[1]: int(v) for k, v in metrics.items() if k.startswith(("data/rejected/", "data/cut/"))}
-    return rejects_said(int(metrics.get("data/documents_read", 0)), counts, f"{data_dir}/rejects.jsonl")
 
 
 def _lineage(prepared) -> dict:
@@ -417,42 +401,6 @@ def trained_positions(cfg: PretrainConfig) -> int:
     """The longest sequence a run trained (phase 2's when it has one): the position rows past it never learned."""
     return min(cfg.phase2.max_seq_len if cfg.phase2.max_steps else cfg.data.max_seq_len,
                cfg.model.max_position_embeddings)
-
-
-def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
-    from jobs.registry.metric_logger import outage_line
-
-    m = r.metrics
-    from jobs.registry.tracking import redact
-
-    store = redact(cfg.tracking.tracking_uri)  # a summary is printed and kept in logs: no credentials
-    ui = (f"mlflow ui --backend-store-uri {store} --host 127.0.0.1 --port 5000"
-          if store.startswith("sqlite") else store)
-    lines = [
-        "",
-        "=" * 72,
-        f"run              {r.run_name}",
-        f"MLM accuracy     {m['eval_before/mlm_acc']:.4f} before -> {m['eval_after/mlm_acc']:.4f} after "
-        f"(held-out, {m['eval_after/mlm_tokens']:,} masked tokens)",
-        *([f"NSP accuracy     {m['eval_before/nsp_acc']:.4f} before -> {m['eval_after/nsp_acc']:.4f} after"]
-          if "eval_after/nsp_acc" in m else []),
-        f"prepared data    {r.data_dir}",
-        f"corpus           {rejects_line(m, r.data_dir)}",
-        f"checkpoint       {r.checkpoint_path}" + (f" ({int(m['checkpoints_ignored'])} partial or unregistered "
-                                                   "checkpoint folders ignored, listed above)"
-                                                   if m.get("checkpoints_ignored") else ""),
-        f"release (HF)     {r.release_dir}",
-        f"MLflow run       {r.mlflow.get('run_id')} in {store}",
-        f"tracking         {outage_line(m)}",
-    ]
-    if r.mlflow.get("version"):
-        lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "
-                     f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")
-    lines += [f"MLflow UI        {ui}",
-              f"Ray dashboard    {dashboard or 'not running'} (while Ray runs; `ray start --head` keeps one up)",
-              console.logs_line(),
-              "=" * 72]
-    return "\n".join(lines)
 
 
 def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, PretrainConfig]:

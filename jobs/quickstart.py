@@ -209,10 +209,10 @@ def predict_champion(sweep_cfg: SweepConfig, swept) -> dict | None:
 def summary(pretrained, swept, promoted=None, predicted: dict | None = None) -> str:
     from jobs.search.outcome import std_text
 
-    m = pretrained.metrics
+    # the job's start and end (a two-phase job's start is phase 1's: PretrainResult.mlm_acc_before)
     lines = ["", "=" * 72, "quickstart: corpus -> pretraining -> fine-tuning sweep -> registry -> promotion",
-             f"pretrained       {pretrained.run_name}: MLM accuracy {m['eval_before/mlm_acc']:.4f} -> "
-             f"{m['eval_after/mlm_acc']:.4f}; release {pretrained.release_dir}",
+             f"pretrained       {pretrained.run_name}: MLM accuracy {pretrained.mlm_acc_before:.4f} -> "
+             f"{pretrained.mlm_acc_after:.4f}; release {pretrained.release_dir}",
              f"fine-tuned       {swept.name}: best {'config' if swept.best_seeds else 'trial'} {swept.metric} "
              f"{swept.best_score:.4f}{f' (the mean over {swept.best_seeds} seeds)' if swept.best_seeds else ''}"]
     if swept.seeds.get("scores"):

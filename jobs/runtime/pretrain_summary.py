@@ -1,0 +1,83 @@
+"""What a pretraining job says when it ends: the corpus's accounting (logged as data/* metrics and printed) and
+the summary jobs/pretrain.run prints, read from the metrics it hands PretrainResult."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.runtime import console
+
+if TYPE_CHECKING:
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.pretrain import PretrainResult
+
+
+def data_metrics(manifest: dict) -> dict:
+    """What the corpus gave: documents read and kept, every rejected one under its reason (`data/rejected/<reason>`:
+    a run never drops bad input silently), and text cut out of documents as `data/cut/<reason>` (NOT_DOCUMENTS)."""
+    from pipelines.rejects import NOT_DOCUMENTS, rejected_documents
+
+    counts, rejects = manifest["counts"], manifest["rejects"]
+    return {"data/documents_read": counts["documents_read"], "data/documents_kept": counts["documents_kept"],
+            "data/documents_rejected": rejected_documents(rejects),
+            **{f"data/{'cut' if r in NOT_DOCUMENTS else 'rejected'}/{r}": n for r, n in sorted(rejects.items())},
+            "data/examples_train": counts["examples_train"]}
+
+
+def rejects_line(metrics: dict, data_dir: str) -> str:
+    """The summary's line for the corpus: how many documents were rejected, by reason, what was cut, and where."""
+    from pipelines.rejects import rejects_said
+
+    counts = {k.rsplit("/", 1)[1]: int(v) for k, v in metrics.items() if k.startswith(("data/rejected/", "data/cut/"))}
+    return rejects_said(int(metrics.get("data/documents_read", 0)), counts, f"{data_dir}/rejects.jsonl")
+
+
+def summary(r: PretrainResult, cfg: PretrainConfig, dashboard: str) -> str:
+    """The lines a finished job prints: its held-out accuracies, corpus, checkpoints, MLflow run and where to look."""
+    from jobs.registry.metric_logger import outage_line
+    from jobs.registry.tracking import redact
+
+    m = r.metrics
+    store = redact(cfg.tracking.tracking_uri)  # a summary is printed and kept in logs: no credentials
+    ui = (f"mlflow ui --backend-store-uri {store} --host 127.0.0.1 --port 5000"
+          if store.startswith("sqlite") else store)
+    lines = [
+        "",
+        "=" * 72,
+        f"run              {r.run_name}",
+        *eval_lines(m, cfg),
+        f"prepared data    {r.data_dir}",
+        f"corpus           {rejects_line(m, r.data_dir)}",
+        f"checkpoint       {r.checkpoint_path}" + (f" ({int(m['checkpoints_ignored'])} partial or unregistered "
+                                                   "checkpoint folders ignored, listed above)"
+                                                   if m.get("checkpoints_ignored") else ""),
+        f"release (HF)     {r.release_dir}",
+        f"MLflow run       {r.mlflow.get('run_id')} in {store}",
+        f"tracking         {outage_line(m)}",
+    ]
+    if r.mlflow.get("version"):
+        lines.append(f"registered model {r.mlflow['registered_model']} v{r.mlflow['version']} "
+                     f"(alias @{r.mlflow['alias']}): models:/{r.mlflow['registered_model']}@{r.mlflow['alias']}")
+    lines += [f"MLflow UI        {ui}",
+              f"Ray dashboard    {dashboard or 'not running'} (while Ray runs; `ray start --head` keeps one up)",
+              console.logs_line(),
+              "=" * 72]
+    return "\n".join(lines)
+
+
+def eval_lines(m: dict, cfg: PretrainConfig) -> list[str]:
+    """The summary's held-out accuracies. A two-phase job gets one range per phase: its unprefixed eval_before/* are
+    phase 2's step 0, phase 1's trained weights, and each phase scores its own examples at its own length."""
+    if "phase1/eval_before/mlm_acc" not in m:
+        return [f"MLM accuracy     {m['eval_before/mlm_acc']:.4f} before -> {m['eval_after/mlm_acc']:.4f} after "
+                f"(held-out, {m['eval_after/mlm_tokens']:,} masked tokens)",
+                *([f"NSP accuracy     {m['eval_before/nsp_acc']:.4f} before -> {m['eval_after/nsp_acc']:.4f} after"]
+                  if "eval_after/nsp_acc" in m else [])]
+    phases = (("phase 1", "phase1/", cfg.data.max_seq_len), ("phase 2", "", cfg.phase2.max_seq_len))
+
+    def ranges(metric: str, sizes: bool) -> str:
+        return ", ".join(f"{name} {m[f'{p}eval_before/{metric}']:.4f} -> {m[f'{p}eval_after/{metric}']:.4f}"
+                         + (f" ({n} tokens, {m[f'{p}eval_after/mlm_tokens']:,} masked)" if sizes else "")
+                         for name, p, n in phases)
+    return [f"MLM accuracy     held-out, {ranges('mlm_acc', True)}",
+            *([f"NSP accuracy     {ranges('nsp_acc', False)}"] if "eval_after/nsp_acc" in m else [])]
