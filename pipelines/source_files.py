@@ -20,6 +20,19 @@ class SourceError(RuntimeError):
     """A configured source matches no files or cannot be read at all; the message names it."""
 
 
+# Codecs with no decoder installed here. Every file of such a corpus would be one reject, so it is a configuration
+# error: refused before any file is read (pipelines/sources.py) and by `--check` (PretrainConfig.check_environment).
+UNREAD_CODECS = {".zst": "zstd", ".zstd": "zstd"}
+
+
+def refuse_unread_codec(path: str) -> None:
+    """Raise SourceError naming `path` if its extension is a codec nothing here decodes."""
+    ext = posixpath.splitext(path)[1].lower()
+    if codec := UNREAD_CODECS.get(ext):
+        raise SourceError(f"{path}: {codec}-compressed ({ext}) files cannot be read here (no {codec} decoder is "
+                          f"installed); decompress them first or leave them out of data.sources")
+
+
 def resolve_sources(cfg: DataConfig) -> list[str]:
     """Expand paths, globs ("**" recurses), directories (recursively; a local one's folder symlinks followed) and
     fsspec URIs into a sorted, de-duplicated file list. Hidden files and folders inside a directory are skipped.

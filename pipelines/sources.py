@@ -97,7 +97,7 @@ from pipelines import json_array, multistream, wiki
 from pipelines.config import DataConfig
 from pipelines.parquet_source import bad_compressed_data, read_parquet
 from pipelines.paths import open_binary
-from pipelines.source_files import SourceError, relative_names, resolve_sources
+from pipelines.source_files import SourceError, refuse_unread_codec, relative_names, resolve_sources
 from pipelines.source_rows import (SAMPLE_CHARS, decode_sample, document_row,  # noqa: F401 (SAMPLE_CHARS: theirs)
                                   reject_row)
 from pipelines.text_source import (MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES, WHOLE, Span,  # noqa: F401 (theirs)
@@ -120,7 +120,6 @@ _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl"
                ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
 _WIDE_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)  # UTF-32LE's FF FE 00 00: UTF-16LE's too
 _CODECS = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
-_UNREAD_CODECS = {".zst": "zstd", ".zstd": "zstd"}  # no decoder in this environment: a configuration error
 _SPLIT_DUMP = re.compile(r"\.xml-p\d+p\d+$", re.IGNORECASE)  # a Wikipedia dump part: ...-multistream1.xml-p1p41242
 # A multistream dump's index (...-multistream-index.txt.bz2, or a part's ...-multistream-index1.txt-p1p41242.bz2)
 _DUMP_INDEX = re.compile(r"multistream-index\d*\.txt(?:-p\d+p\d+)?$", re.IGNORECASE)
@@ -272,12 +271,9 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
 
 
 def _split_codec(path: str) -> tuple[str, str | None]:
+    refuse_unread_codec(path)  # every file of such a corpus would be one reject: stop before any is read
     stem, ext = posixpath.splitext(path)
     ext = ext.lower()
-    if ext in _UNREAD_CODECS:  # every file of such a corpus would be one reject: stop before any is read
-        codec = _UNREAD_CODECS[ext]
-        raise SourceError(f"{path}: {codec}-compressed ({ext}) files cannot be read here (no {codec} decoder is "
-                          f"installed); decompress them first or leave them out of data.sources")
     return (stem, _CODECS[ext]) if ext in _CODECS else (path, None)
 
 

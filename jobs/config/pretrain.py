@@ -10,7 +10,7 @@ import copy
 
 import glob
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bert_core.config import BertConfig, ConfigError, MaskingConfig, tiny
@@ -351,6 +351,7 @@ class PretrainConfig:
             if not found:
                 raise ConfigError(f"data.sources[{i}] must be an existing file or folder, a glob that matches, "
                                   f"or a URI, got {source!r} (nothing there)")
+            self._refuse_unread_files(i, source)
         init = self.train.init_checkpoint
         if init and "://" not in init and not Path(init).is_dir():
             raise ConfigError(f"train.init_checkpoint must be an existing checkpoint folder or a URI, got {init!r} "
@@ -361,6 +362,18 @@ class PretrainConfig:
                               f"one, got {tokenizer!r} (nothing there)")
         self.scaling.check_environment()
         return self
+
+    def _refuse_unread_files(self, i: int, source: str) -> None:
+        """The files prepare() would read from local source `i`, refused as its reader refuses them (a .zst file, one
+        that cannot be read, a folder of hidden files only): here, not after Ray started and the GPU nodes came up.
+        pipelines.source_files, not pipelines.sources: that one imports Ray, which a check must not."""
+        from pipelines.source_files import SourceError, refuse_unread_codec, resolve_sources
+
+        try:
+            for path in resolve_sources(replace(self.data, sources=[source])):
+                refuse_unread_codec(path)
+        except SourceError as e:
+            raise ConfigError(f"data.sources[{i}]: {str(e).removeprefix('data.sources: ')}") from None
 
     def to_dict(self) -> dict:
         return to_dict(self)
