@@ -11,6 +11,7 @@ from pipelines.encodings import check_encoding
 FORMATS = ("auto", "text", "jsonl", "wiki_xml", "parquet", "wikiextractor")
 TEXT_DOCUMENTS = ("books", "blank_lines")
 MASKING = ("dynamic", "static")
+MAX_VOCAB = 2**31 - 1  # the largest id pipelines/shards.py's int32 holds (uint16 up to 2**16)
 
 
 @dataclass
@@ -48,6 +49,12 @@ class TokenizerConfig:
             return self
         if self.vocab_size < 128:
             raise ConfigError(f"data.tokenizer.vocab_size must be >= 128, got {self.vocab_size}")
+        if self.vocab_size > MAX_VOCAB:
+            raise ConfigError(f"data.tokenizer.vocab_size must be <= {MAX_VOCAB} (token ids are int32 in the prepared "
+                              f"shards), got {self.vocab_size}")
+        if not 0 <= self.min_frequency < 2**64:  # the WordPiece trainer's u64: else its OverflowError, after the sample
+            raise ConfigError(f"data.tokenizer.min_frequency must be >= 0 and < 2**64 (0 and 1 both keep every merge), "
+                              f"got {self.min_frequency}")
         if not (self.sample_documents >= 1 and self.sample_million_chars > 0):
             raise ConfigError(f"data.tokenizer.sample_documents must be >= 1 and sample_million_chars > 0, got "
                               f"{self.sample_documents} and {self.sample_million_chars}")

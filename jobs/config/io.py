@@ -100,8 +100,10 @@ def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
         tp = _field_type(cls, key.split("."))
-        as_typed = tp in (str, str | None) and raw.strip()[:1] not in ("'", '"') and not (
-            tp != str and raw.strip() in YAML_NULLS)
+        if tp is str and raw.strip() in YAML_NULLS:  # as YAML's null there is refused, not taken as the word "null"
+            raise ConfigError(f"{key} is text, not null: `{key}=` for none (''), or quote the word "
+                              f"({key}=\"'{raw.strip()}'\" in a shell)")
+        as_typed = tp in (str, str | None) and raw.strip()[:1] not in ("'", '"') and raw.strip() not in YAML_NULLS
         value = raw if as_typed else _text_list(raw) if tp == list[ClassName] else _override_value(raw)
         if (isinstance(node.get(leaf), dict) or (leaf in node and isinstance(value, dict))) and key not in whole:
             # `train.max_steps=5 train={log_every: 1}`: the mapping merged over the keys given dotted before it
@@ -349,7 +351,12 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be a list, got {value!r}")
         (inner,) = typing.get_args(tp) or (Any,)
         return [_coerce(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict or tp is dict or tp is Any:
+    if origin is dict or tp is dict:  # else a word's characters were taken as keys (task=x.csv: "task..")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping ({where}.<key>=... overrides, or a YAML mapping; {{}} for "
+                              f"none), got {value!r}")
+        return value
+    if tp is Any:
         return value
     if tp is bool:
         if not isinstance(value, bool):

@@ -5,14 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from bert_core.config import ConfigError
-from jobs.config.finetune import TaskConfig
+from jobs.config.finetune import FinetuneConfig, TaskConfig
 from jobs.config.io import from_dict
-from jobs.config.sections import TrackingConfig, check_alias, check_model_name
+from jobs.config.sections import TrackingConfig, check_alias, check_model_name, check_seed
 
 CANDIDATE = "candidate"  # the alias a fine-tuning job sets on the version it registers: what is judged by default
 # what judging reads, which a rollback (it judges nothing) must not be given on its command line: there, a mistake
 JUDGING = ("version", "candidate_alias", "min_delta", "min_score", "confidence", "bootstrap_samples", "seed",
            "batch_size", "task")
+# task.* overrides that name the candidate's data, or a kind only its task may have: fine-tuning's checks of these
+# read that task's files, and promotion reads them once the candidate's task is (jobs/promote.py judged_task)
+TASK_DATA = ("kind", "data_dir", "train_file", "dev_file", "select_file", "format", "columns", "metric", "corpus_dir")
 
 
 @dataclass
@@ -50,13 +53,18 @@ class PromoteConfig:
             raise ConfigError(f"bootstrap_samples must be >= 100, got {self.bootstrap_samples}")
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
+        check_seed("seed", self.seed)  # else NumPy refused it in the bootstrap, after both versions were scored
         allowed = {f.name for f in fields(TaskConfig)} - {"name", "labels"}
         unknown = sorted(set(self.task) - allowed)
         if unknown:
             raise ConfigError(f"task.{unknown[0]}: not a task setting that may change for evaluation; "
                               f"allowed: {', '.join(sorted(allowed))}")
-        from_dict(TaskConfig, self.task, "task")  # each override of the type its field takes (task.max_seq_len=abc,
-        # a nested task.columns.txt), refused here, not after the registry was read and the rows loaded
+        # each override of the type its field takes (task.max_seq_len=abc, a nested task.columns.txt), then in the range
+        # fine-tuning allows (its own checks, on its default task with these numbers: task.max_seq_len=0 was a
+        # traceback in the scoring), refused here, not after the registry was read and the rows loaded
+        given = from_dict(TaskConfig, self.task, "task")
+        numbers = {name: getattr(given, name) for name in self.task if name not in TASK_DATA}
+        FinetuneConfig(task=TaskConfig(**numbers))._validate_task()
         self.tracking.validate()
         return self
 

@@ -330,7 +330,8 @@ def load_sweep_config(path: str | Path | None, overrides: list[str] | None = Non
              for field in _specs(item.partition("=")[0].removeprefix("search_space."), item.partition("=")[2])}
     # `search_space={...}` given whole is the space: the YAML's fields are not searched beside it
     given = any(item.partition("=")[0].strip() == "search_space" for item in overrides or [])
-    space = _merge_space({} if given else _nest(data.get("search_space") or {}), updates.pop("search_space", {}), whole)
+    update = updates.pop("search_space", None) or {}  # null: no space, refused by validate as a file's null is
+    space = _merge_space({} if given else _nest(data.get("search_space") or {}), update, whole)
     data = deep_merge(data, updates)
     # a field set to null is not searched (one its base file searches, say); a null that names no field is left to
     # validate, which refuses it as an unknown field

@@ -1,0 +1,76 @@
+"""Bad configs that used to pass validation and fail later (after the registry read, Ray, or the tokenizer sample),
+or end in a traceback: each is one ConfigError naming the field, as in test_bad_configs.py."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bert_core.config import ConfigError
+from jobs.config.io import load_config
+from jobs.config.pretrain import PretrainConfig
+from jobs.config.promote import PromoteConfig
+from jobs.config.sweep import load_sweep_config
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = str(ROOT / "configs/pretrain/quickstart.yaml")
+SWEEP = str(ROOT / "configs/sweep/pkgdocs.yaml")
+
+
+@pytest.mark.parametrize("override, message", [
+    ("seed=-1", r"^seed must be >= 0, got -1"),  # the bootstrap's NumPy generator refused it after the scoring
+    ("task.max_seq_len=0", r"^task\.max_seq_len must be in \[16, 8192\]"),
+    ("task.max_seq_len=-5", r"^task\.max_seq_len must be in \[16, 8192\]"),  # an OverflowError's traceback
+    ("task.max_seq_len=100000", r"^task\.max_seq_len must be in \[16, 8192\]"),
+    ("task.max_eval_examples=-1", r"^task\.max_eval_examples must be >= 0"),
+    ("task.selection_fraction=1.5", r"^task\.selection_fraction must be in \(0, 1\)"),
+    ("task.num_classes=1", r"^task\.num_classes must be >= 2"),
+])
+def test_promote_refuses_a_bad_seed_or_task_override_before_the_registry_is_read(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(PromoteConfig, None, ["model=m", override]).validate()
+
+
+@pytest.mark.parametrize("overrides", [
+    ["task.dev_file=/data/heldout.csv"],  # the override promotion is for: the candidate's task is not pkgdocs's
+    ["task.data_dir=/data/glue/SST-2", "task.max_seq_len=256"],
+    ["task.kind=multi-label", "task.metric=macro_f1", "task.columns.text=body"],
+    ["task.doc_stride=64", "task.max_query_length=32", "task.n_best=5", "task.iob_scheme=IOB1"],
+])
+def test_promote_task_overrides_in_range_are_taken_whatever_the_candidates_task(overrides):
+    cfg = load_config(PromoteConfig, None, ["model=m", *overrides]).validate()
+    assert set(cfg.task) == {o.partition("=")[0].split(".")[1] for o in overrides}
+
+
+def test_promote_check_refuses_a_bad_task_override_in_one_line():
+    """`--check` says so before any registry read: one `error:` line naming the field, exit status 2."""
+    out = subprocess.run([sys.executable, "jobs/promote.py", "any-model", "task.max_seq_len=0", "--check"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().startswith("error: task.max_seq_len must be in [16, 8192]"), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_sweep_search_space_null_on_the_command_line_is_the_files_clear_error():
+    """As `search_space: null` in a sweep file: an empty space, refused by name (was an AttributeError)."""
+    with pytest.raises(ConfigError, match="search_space must name at least one"):
+        load_sweep_config(SWEEP, ["finetune.init=models:/m@a", "search_space=null"])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("data.tokenizer.min_frequency=-1", r"^data\.tokenizer\.min_frequency must be >= 0"),
+    ("data.tokenizer.min_frequency=18446744073709551616", r"^data\.tokenizer\.min_frequency must be >= 0 and <"),
+    ("data.tokenizer.vocab_size=18446744073709551616", r"^data\.tokenizer\.vocab_size must be <= 2147483647"),
+])
+def test_tokenizer_settings_the_trainer_would_refuse_are_refused_by_name(override, message):
+    """The WordPiece trainer refused these with an OverflowError's traceback, after Ray and the sample read."""
+    with pytest.raises(ConfigError, match=message):
+        load_config(PretrainConfig, QUICKSTART, [override])
+
+
+def test_tokenizer_min_frequency_zero_and_a_given_tokenizers_unused_settings_are_taken():
+    assert load_config(PretrainConfig, QUICKSTART, ["data.tokenizer.min_frequency=0"]).data.tokenizer.min_frequency == 0
+    # with a tokenizer given, the training settings are not read (and not checked), as before
+    cfg = PretrainConfig.from_dict({"data": {"sources": ["x"], "tokenizer": {"path": "tok", "min_frequency": -1}}})
+    cfg.data.validate()
