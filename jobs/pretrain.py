@@ -16,7 +16,6 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make the repo importable
@@ -25,7 +24,8 @@ if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make
 from jobs.runtime import console, lease  # noqa: E402
 from jobs.runtime.capacity import Demand, ensure_capacity  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
-from jobs.runtime.pretrain_summary import data_metrics, rejects_line, summary  # noqa: E402,F401 (rejects_line: tests)
+from jobs.runtime.pretrain_summary import (PretrainResult, data_metrics, rejects_line,  # noqa: E402,F401
+                                           summary)  # rejects_line: tests
 from jobs.runtime.release import fetch_release  # noqa: E402
 from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.pretrain import PretrainConfig, eval_set_size  # noqa: E402
@@ -37,27 +37,6 @@ FOOTER_READERS = "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"  # V2's parquet listing: s
 # Columns the trainer reads; debug columns stay on disk.
 TRAIN_COLUMNS = ["example_id", "input_ids", "num_a_tokens", "next_sentence_label"]
 STATIC_COLUMNS = ["masked_positions", "masked_ids"]
-
-
-@dataclass
-class PretrainResult:
-    run_name: str
-    # the last report's metrics, eval_before/* and eval_after/* included; a two-phase job's are phase 2's, and
-    # phase 1's under phase1/ (phase 2's eval_before/* score phase 1's trained weights, not the job's start)
-    metrics: dict
-    checkpoint_path: str  # the final resume checkpoint (sharded engine state + release/)
-    release_dir: str  # HF-format checkpoint with tokenizer, loads in transformers
-    data_dir: str
-    mlflow: dict = field(default_factory=dict)  # run_id, model_uri, registered_model, version, alias
-
-    @property
-    def mlm_acc_before(self) -> float:
-        """At the job's start: phase 1's for a two-phase job, scored on phase 1's held-out examples at its length."""
-        return self.metrics.get("phase1/eval_before/mlm_acc", self.metrics["eval_before/mlm_acc"])
-
-    @property
-    def mlm_acc_after(self) -> float:
-        return self.metrics["eval_after/mlm_acc"]
 
 
 def run(cfg: PretrainConfig, finished_ok: bool = False) -> PretrainResult:

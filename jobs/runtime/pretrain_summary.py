@@ -1,15 +1,36 @@
-"""What a pretraining job says when it ends: the corpus's accounting (logged as data/* metrics and printed) and
-the summary jobs/pretrain.run prints, read from the metrics it hands PretrainResult."""
+"""What a pretraining job says when it ends: its result (PretrainResult, what jobs/pretrain.run returns), the corpus's
+accounting (logged as data/* metrics and printed) and the summary it prints, read from the result's metrics."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from jobs.runtime import console
 
 if TYPE_CHECKING:
     from jobs.config.pretrain import PretrainConfig
-    from jobs.pretrain import PretrainResult
+
+
+@dataclass
+class PretrainResult:
+    run_name: str
+    # the last report's metrics, eval_before/* and eval_after/* included; a two-phase job's are phase 2's, and
+    # phase 1's under phase1/ (phase 2's eval_before/* score phase 1's trained weights, not the job's start)
+    metrics: dict
+    checkpoint_path: str  # the final resume checkpoint (sharded engine state + release/)
+    release_dir: str  # HF-format checkpoint with tokenizer, loads in transformers
+    data_dir: str
+    mlflow: dict = field(default_factory=dict)  # run_id, model_uri, registered_model, version, alias
+
+    @property
+    def mlm_acc_before(self) -> float:
+        """At the job's start: phase 1's for a two-phase job, scored on phase 1's held-out examples at its length."""
+        return self.metrics.get("phase1/eval_before/mlm_acc", self.metrics["eval_before/mlm_acc"])
+
+    @property
+    def mlm_acc_after(self) -> float:
+        return self.metrics["eval_after/mlm_acc"]
 
 
 def data_metrics(manifest: dict) -> dict:
