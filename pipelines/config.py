@@ -11,7 +11,7 @@ from pipelines.encodings import check_encoding
 FORMATS = ("auto", "text", "jsonl", "wiki_xml", "parquet", "wikiextractor")
 TEXT_DOCUMENTS = ("books", "blank_lines")
 MASKING = ("dynamic", "static")
-MAX_VOCAB = 2**31 - 1  # the largest id pipelines/shards.py's int32 holds (uint16 up to 2**16)
+MAX_VOCAB = 2**31  # ids 0 .. MAX_VOCAB - 1: the largest pipelines/shards.py's int32 holds (uint16 up to 2**16)
 
 
 @dataclass

@@ -101,8 +101,9 @@ def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
                 raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
         tp = _field_type(cls, key.split("."))
         if tp is str and raw.strip() in YAML_NULLS:  # as YAML's null there is refused, not taken as the word "null"
-            raise ConfigError(f"{key} is text, not null: `{key}=` for none (''), or quote the word "
-                              f"({key}=\"'{raw.strip()}'\" in a shell)")
+            # the field's own name in the advice, not the key: the quickstart prefixes the key with its job's section
+            raise ConfigError(f"{key} is text, not null: an empty value (`{leaf}=`) is none; quote the word for the "
+                              f"text (`{leaf}=\"'{raw.strip()}'\"` in a shell)")
         as_typed = tp in (str, str | None) and raw.strip()[:1] not in ("'", '"') and raw.strip() not in YAML_NULLS
         value = raw if as_typed else _text_list(raw) if tp == list[ClassName] else _override_value(raw)
         if (isinstance(node.get(leaf), dict) or (leaf in node and isinstance(value, dict))) and key not in whole:
@@ -399,16 +400,18 @@ def cli(main: Callable[[], object]) -> None:
     that matches no files or cannot be read, a .zst file, prepared data given as a corpus, no document kept) ends the
     process with one line on stderr (`error: ...`) and exit status 2, as argparse does for a bad flag, instead of a
     traceback around that line; one raised in a Ray task comes as a RayTaskError holding it (`cause`), whose text is
-    that task's traceback: the cause's message is the line. Other errors keep their traceback."""
+    that task's traceback: the cause's message is the line. Other errors keep their traceback, and so does an I/O
+    error reading a corpus file (SourceReadError: a disk error, a network reset), which is no config mistake."""
     try:
         main()
     except Exception as exc:
         # deferred: the data readers, imported on this path only
-        from pipelines.source_files import SourceError
+        from pipelines.source_files import SourceError, SourceReadError
         from pipelines.tasks.common import TaskDataError
 
+        # the class, not `cause.__cause__`: an exception's __cause__ does not survive Ray pickling it out of a task
         cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else exc
-        if not isinstance(cause, (ConfigError, TaskDataError, SourceError)):
+        if isinstance(cause, SourceReadError) or not isinstance(cause, (ConfigError, TaskDataError, SourceError)):
             raise
         print(f"error: {cause}", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -34,6 +34,7 @@ def test_promote_refuses_a_bad_seed_or_task_override_before_the_registry_is_read
 
 @pytest.mark.parametrize("overrides", [
     ["task.dev_file=/data/heldout.csv"],  # the override promotion is for: the candidate's task is not pkgdocs's
+    ["task.select_file=/data/select.csv"],
     ["task.data_dir=/data/glue/SST-2", "task.max_seq_len=256"],
     ["task.kind=multi-label", "task.metric=macro_f1", "task.columns.text=body"],
     ["task.doc_stride=64", "task.max_query_length=32", "task.n_best=5", "task.iob_scheme=IOB1"],
@@ -61,7 +62,8 @@ def test_sweep_search_space_null_on_the_command_line_is_the_files_clear_error():
 @pytest.mark.parametrize("override, message", [
     ("data.tokenizer.min_frequency=-1", r"^data\.tokenizer\.min_frequency must be >= 0"),
     ("data.tokenizer.min_frequency=18446744073709551616", r"^data\.tokenizer\.min_frequency must be >= 0 and <"),
-    ("data.tokenizer.vocab_size=18446744073709551616", r"^data\.tokenizer\.vocab_size must be <= 2147483647"),
+    ("data.tokenizer.vocab_size=18446744073709551616", r"^data\.tokenizer\.vocab_size must be <= 2147483648"),
+    ("data.tokenizer.vocab_size=2147483649", r"^data\.tokenizer\.vocab_size must be <= 2147483648"),  # id 2**31
 ])
 def test_tokenizer_settings_the_trainer_would_refuse_are_refused_by_name(override, message):
     """The WordPiece trainer refused these with an OverflowError's traceback, after Ray and the sample read."""
@@ -70,6 +72,8 @@ def test_tokenizer_settings_the_trainer_would_refuse_are_refused_by_name(overrid
 
 
 def test_tokenizer_min_frequency_zero_and_a_given_tokenizers_unused_settings_are_taken():
+    largest = load_config(PretrainConfig, QUICKSTART, ["data.tokenizer.vocab_size=2147483648"])  # its ids fit int32
+    assert largest.data.tokenizer.vocab_size == 2**31
     assert load_config(PretrainConfig, QUICKSTART, ["data.tokenizer.min_frequency=0"]).data.tokenizer.min_frequency == 0
     # with a tokenizer given, the training settings are not read (and not checked), as before
     cfg = PretrainConfig.from_dict({"data": {"sources": ["x"], "tokenizer": {"path": "tok", "min_frequency": -1}}})

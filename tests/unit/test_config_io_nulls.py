@@ -31,7 +31,8 @@ def test_null_for_a_text_field_on_the_command_line_is_refused_as_in_yaml(overrid
     """YAML's null for a text field is refused; the command line's was the text "null" (a model registered as
     "null", artifacts in ./null)."""
     key = override.partition("=")[0]
-    with pytest.raises(ConfigError, match=rf"^{key} is text, not null: `{key}=` for none"):
+    leaf = key.rpartition(".")[2]
+    with pytest.raises(ConfigError, match=rf"^{key} is text, not null: an empty value \(`{leaf}=`\) is none"):
         parse_overrides([override], FinetuneConfig)
 
 
