@@ -355,20 +355,22 @@ def nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:
     random_next = sum(s["random_next"] for s in shards["eval"])
     if held_out and short_beyond_chance(random_next, held_out, cfg.nsp_random_prob):
         alone = [s["rows"] for s in shards["eval"] if s["documents"] == 1]
+        few = (f"{len(alone)} of them alone in a shard ({sum(alone)} rows, all 'next': no other document to draw a "
+               f"random B from)") if alone else "with few others to draw a random B from"
         lines.append(f"the held-out split's random-next pairs are {random_next / held_out:.1%} ({random_next} of "
                      f"{held_out}), not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: its "
                      f"{len(shards['eval'])} shard(s) hold {sum(s['documents'] for s in shards['eval'])} document(s), "
-                     f"{len(alone)} of them alone in a shard ({sum(alone)} rows, all 'next': no other document to "
-                     f"draw a random B from), so its NSP accuracy scores mostly the 'follows' class; set "
-                     f"data.eval_fraction higher, or give the corpus smaller documents (blank lines)")
+                     f"{few}, so its NSP accuracy scores mostly the 'follows' class; set data.eval_fraction higher, or "
+                     f"give the corpus smaller documents (blank lines)")
     return "; and ".join(lines) or None
 
 
 def short_beyond_chance(random_next: int, n: int, p: float) -> bool:
     """Whether `random_next` of `n` pairs is under NSP_LOW_SHARE x p, and further under it than a fair draw at p
     comes but NSP_CHANCE of the time. The share alone said it of small sets by chance: a split of 6 documents, free
-    to draw every B, gives ~15 pairs, under 0.8 x 50% random in 27% of seeds. Only shards of one document (every
-    pair "next") fall short past chance, which is what the lines say.
+    to draw every B, gives ~15 pairs, under 0.8 x 50% random in 27% of seeds. Shards of one document (every pair
+    "next") are the usual cause, but the bound judges counts, not shards: a split can fall short with none, so the
+    lines name lone documents only where there are some.
 
     P(X <= k), X ~ Binomial(n, p), is at most its k-th term over (1 - r): going down from k, each term is at most
     r = k (1 - p) / ((n - k + 1) p) times the one above (r < 1 under 0.8 n p). An upper bound, in O(1) for any n:

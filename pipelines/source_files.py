@@ -20,6 +20,12 @@ class SourceError(RuntimeError):
     """A configured source matches no files or cannot be read at all; the message names it."""
 
 
+class SourceReadError(SourceError):
+    """Reading a corpus file failed (a disk error, a network reset, a timeout): no config mistake, so jobs keep its
+    traceback (jobs.config.io.cli); the message names the file. It takes the message alone, so it pickles out of a
+    Ray task whole."""
+
+
 # Codecs with no decoder installed here. Every file of such a corpus would be one reject, so it is a configuration
 # error: refused before any file is read (pipelines/sources.py) and by `--check` (PretrainConfig.check_environment).
 UNREAD_CODECS = {".zst": "zstd", ".zstd": "zstd"}

@@ -17,9 +17,10 @@ that cannot be decoded past some row is one "malformed_parquet" row at the first
 to name it, "<name>@<byte offset of its <page> tag>". Files and their names: pipelines/source_files.py.
 
 Semantics of bad input -- the record is rejected and counted, the read goes on:
-  * A source that matches nothing, or a file that cannot be opened (missing, permission
-    denied), raises SourceError naming the path: that is a configuration error, not bad data. So does a
-    zstd file (.zst, The Pile's): no zstd decoder is installed, and each file would be one reject.
+  * A source that matches nothing, or a local file that cannot be read (missing, permission denied: found as
+    sources are resolved), raises SourceError naming the path: that is a configuration error, not bad data. So does
+    a zstd file (.zst, The Pile's): no zstd decoder is installed, and each file would be one reject. An open that
+    fails later (a file gone since, an object store's error) raises SourceReadError, an I/O error as below.
   * Files are sniffed first: zero bytes -> "empty_file"; a text or JSONL file opening with a UTF-16 or UTF-32
     byte-order mark -> "utf16_file" (its sample says: convert it to UTF-8); an image/archive magic number, or NUL
     bytes among control bytes that make over 1% of the first 8 KiB of a text or JSONL file -> "binary_file" (one row
@@ -37,8 +38,9 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     rejects its record ("line_too_long"); the next JSONL line is read normally.
   * A compressed stream that ends early yields every complete record before the cut, then one
     "truncated_bz2" / "truncated_gzip" / "truncated_xz" row; undecodable compressed data -> "corrupt_<codec>".
-    An I/O error partway through (a disk error, a network reset, a timeout) is not bad data: it raises SourceError
-    naming the file, as in an uncompressed one, so the job fails rather than keep part of the file as if whole.
+    An I/O error partway through (a disk error, a network reset, a timeout) is not bad data: it raises
+    SourceReadError naming the file, as in an uncompressed one, so the job fails (with its traceback, exit status 1)
+    rather than keep part of the file as if whole.
   * Wiki XML is parsed a <page> at a time (wiki.iter_dump): a page whose XML does not parse (a byte that is not
     UTF-8, a broken tag) is one "malformed_xml" row, "<name>#<page id>" (or "<name>@<byte offset of its <page>
     tag>" if no id can be read) and the next page is read; XML broken before the first page is one "malformed_xml"
@@ -97,7 +99,7 @@ from pipelines import json_array, multistream, wiki
 from pipelines.config import DataConfig
 from pipelines.parquet_source import bad_compressed_data, read_parquet
 from pipelines.paths import open_binary
-from pipelines.source_files import SourceError, refuse_unread_codec, relative_names, resolve_sources
+from pipelines.source_files import SourceReadError, refuse_unread_codec, relative_names, resolve_sources
 from pipelines.source_rows import (SAMPLE_CHARS, decode_sample, document_row,  # noqa: F401 (SAMPLE_CHARS: theirs)
                                   reject_row)
 from pipelines.text_source import (MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES, WHOLE, Span,  # noqa: F401 (theirs)
@@ -220,7 +222,7 @@ def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) ->
     try:
         raw = open_binary(path)
     except OSError as e:
-        raise SourceError(f"cannot read {path}: {e}") from e
+        raise SourceReadError(f"cannot read {path}: {e}") from e
     if span != WHOLE and wiki_streams:
         with raw:
             yield from _read_wiki_streams(raw, name, path, cfg, span)
@@ -266,7 +268,7 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
             yield reject_row(name, path, f"truncated_{codec}", f"{path} ended before its end-of-stream marker")
         except (OSError, zlib.error, lzma.LZMAError) as e:  # zlib.error: a gzip member with a bad deflate block
             if codec is None or not bad_compressed_data(e):
-                raise SourceError(f"error reading {path}: {e}") from e
+                raise SourceReadError(f"error reading {path}: {e}") from e
             yield reject_row(name, path, f"corrupt_{codec}", f"{path}: {e}"[:SAMPLE_CHARS])
 
 
@@ -461,7 +463,7 @@ def _read_wiki_streams(raw: BinaryIO, name: str, path: str, cfg: DataConfig, spa
         except OSError as e:
             # reading the file failed (a disk error, a network reset, a timeout): bad data in it is a DamagedStream,
             # so this is no corrupt_bz2, which would drop every page after it from a run that succeeds
-            raise SourceError(f"error reading {path}: {e}") from e
+            raise SourceReadError(f"error reading {path}: {e}") from e
         except ValueError as e:  # no <mediawiki> root in the first stream
             yield reject_row(where, path, "malformed_xml", f"{path}: {e}")
             return

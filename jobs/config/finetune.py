@@ -37,6 +37,9 @@ FILE_METRICS = {"classification": ("accuracy", "macro_f1"), "multi-label": ("mic
 IOB_SCHEMES = ("IOB1", "IOB2")  # CoNLL-2003's Reuters release is IOB1; the HF hub's copy is IOB2
 MLFLOW_SCHEMES = ("models:/", "runs:/")
 MAX_POSITIONS = ModernConfig.max_position_embeddings  # the longest any model this project builds holds
+# pipelines.harvest.SUMMARY, which only a finished harvest holds (a test holds the two equal): that module
+# imports Ray through pipelines.layout, which --check must not
+HARVEST_SUMMARY = ".harvest.json"
 
 
 def unread_file(k: "TaskConfig") -> str:
@@ -373,7 +376,9 @@ class FinetuneConfig:
             written["task.corpus_dir"] = self.task.corpus_dir
         refuse_relative_when_submitted(written)
         check_output_dir("output_dir", self.output_dir)
-        if self.task.name == "pkgdocs":
+        # a finished harvest is reused without writing (a shared corpus, a read-only mount): only a folder that
+        # would be harvested into must take writes
+        if self.task.name == "pkgdocs" and not (Path(self.task.corpus_dir) / HARVEST_SUMMARY).is_file():
             check_output_dir("task.corpus_dir", self.task.corpus_dir)
         self.tracking.check_reachable()
         self.tracking.check_experiment()

@@ -78,3 +78,20 @@ def test_a_small_held_out_split_short_by_chance_is_not_warned():
                            "data.nsp_random_prob: its 3 shard(s) hold 8 document(s), 2 of them alone in a shard "
                            "(40 rows, all 'next': no other document to draw a random B from)"), line
     assert "data.eval_fraction" in line
+
+
+def test_a_short_held_out_split_with_no_lone_document_says_no_shard_of_one():
+    """A short split need not hold a shard of one document: 20 random-next pairs of 200 from 2 documents is past
+    chance too. The line said "0 of them alone in a shard (0 rows, all 'next' ...)"; it names lone documents only
+    where there are some."""
+    from pipelines.config import DataConfig
+    from pipelines.examples import nsp_warning
+
+    train = [{"documents": 5000, "rows": 100000, "random_next": 50000}]
+    counts = {"examples": 100200, "random_next": 50020, "documents_kept": 5002}
+    line = nsp_warning(DataConfig(sources=["x"]), counts,
+                       {"train": train, "eval": [{"documents": 2, "rows": 200, "random_next": 20}]})
+    assert line.startswith("the held-out split's random-next pairs are 10.0% (20 of 200), not the 50% of "
+                           "data.nsp_random_prob: its 1 shard(s) hold 2 document(s), with few others to draw a random "
+                           "B from, so its NSP accuracy scores mostly the 'follows' class"), line
+    assert "alone in a shard" not in line

@@ -36,3 +36,31 @@ def test_an_unwritable_corpus_dir_is_refused_by_the_quickstart_check(tmp_path, m
     # a writable folder of its own still passes
     quickstart.main(["--check", f"sweep.finetune.task.corpus_dir={tmp_path}/docs"])
     assert "valid; nothing was run" in capsys.readouterr().out
+
+
+def _read_only_for_this_user(monkeypatch, folder):
+    """The suite runs as root, whom every permission check passes: report `folder` as read-only instead."""
+    real = os.access
+    monkeypatch.setattr("jobs.config.sections.os.access",
+                        lambda p, mode, **kw: False if Path(p) == folder else real(p, mode, **kw))
+
+
+def test_a_read_only_corpus_dir_holding_a_finished_harvest_is_reused(tmp_path, monkeypatch):
+    # harvest_installed_docs reuses a finished harvest (one holding SUMMARY) without writing, and load_pkgdocs
+    # only reads: a shared corpus someone else harvested, or a read-only mount, needs no write access
+    from jobs.config.finetune import HARVEST_SUMMARY
+    from pipelines.harvest import SUMMARY
+
+    assert HARVEST_SUMMARY == SUMMARY  # finetune's copy of the marker, kept there to import no Ray
+    init, docs = tmp_path / "init", tmp_path / "docs"
+    init.mkdir()
+    (init / "config.json").write_text("{}")
+    docs.mkdir()
+    (docs / SUMMARY).write_text("{}")
+    _read_only_for_this_user(monkeypatch, docs)
+    cfg = load_config(FinetuneConfig, str(ROOT / "configs/finetune/pkgdocs.yaml"),
+                      [f"init={init}", f"output_dir={tmp_path}/runs", f"task.corpus_dir={docs}"])
+    cfg.check_environment()
+    (docs / SUMMARY).unlink()  # no finished harvest: one would be written there, so it is refused
+    with pytest.raises(ConfigError, match=rf"^task\.corpus_dir must be a writable folder, got '{docs}' .*read-only"):
+        cfg.check_environment()
