@@ -234,7 +234,7 @@ def _refuse_other(output: Path, old: dict, basis: dict, partial: bool = False) -
     keys = set(basis) if partial else {*basis, *before}
     changed = ", ".join(sorted(k for k in keys if (k in before, before.get(k)) != (k in basis, basis.get(k)))).replace(
         "positions", "positions (an earlier version of jobs/predict.py wrote it)").replace(
-        "ids", "ids (an earlier version of jobs/predict.py numbered a TSV's lines)").replace(
+        "ids", "ids (an earlier version of jobs/predict.py read a TSV's rows otherwise)").replace(
         "settings", "settings (the QA windows or tagging in effect)")
     if changed == "file_versions" and "file_versions" in before:  # the same files, edited since: name them
         was = dict(zip(before["files"], before["file_versions"]))
@@ -285,6 +285,12 @@ def _end_dead_run(output: Path, old: dict, cfg: PredictConfig) -> None:
               flush=True)
 
 
+# which rows a TSV gives and how they are numbered; changed whenever the TSV reader gives other rows (earlier values:
+# none, its lines numbered; "records", the reader before 2026-12-02's), so a folder begun under an earlier reader is
+# refused, or started over where no shard completed, never finished with rows read another way
+_TSV_IDS = "records, as the TSV reader of 2026-12-02 reads them"
+
+
 def _basis(cfg: PredictConfig, model: ModelRef | None, files, kind: str = "") -> dict:
     """What an output folder's predictions depend on: a rerun keeps its complete shards only where all is equal;
     `settings`, the ones the kind predicts with (the threshold and QA windows in effect, however given; how a
@@ -293,7 +299,7 @@ def _basis(cfg: PredictConfig, model: ModelRef | None, files, kind: str = "") ->
     basis = {"input": inputs.unsigned(cfg.input), "files": [inputs.unsigned(p) for p in inputs.basis_paths(files)],
              "file_versions": inputs.file_versions(files), "format": cfg.format, "columns": vars(cfg.columns),
              "shard_rows": cfg.shard_rows, "precision": cfg.precision, "positions": "file",
-             **({"ids": "records"} if any(fmt == "tsv" for _, fmt in files) else {})}
+             **({"ids": _TSV_IDS} if any(fmt == "tsv" for _, fmt in files) else {})}
     if model is None:
         return {**basis, **({"threshold": cfg.threshold} if cfg.threshold and kind == "multi-label" else {})}
     settings = {"question-answering": lambda: asdict(QASettings.from_task(model.task)),

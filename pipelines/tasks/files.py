@@ -30,8 +30,9 @@ named encoding does not define), blank_line, bad_json (a line or array element t
 (a line past 64 MiB, an array element past 16 Mi characters), field_too_long (a CSV / TSV field past 16 Mi characters:
 its record), bad_csv (text after a closing quote), unclosed_quote (a CSV / TSV quote that never closes: its line, the
 lines after it are read again), ambiguous_quote (a TSV quote that would run on over a line that is a whole row by
-itself, where not every line of it is one, which are read GLUE style: one count per line, text_records.tsv_records),
-wrong_column_count, repeated_header (a CSV / TSV / sheet row of two
+itself while another of its lines is not: one count per line; where every line is a whole row, they are read GLUE
+style, its quotes as text: text_records.tsv_records), wrong_column_count,
+repeated_header (a CSV / TSV / sheet row of two
 columns or more that is the header again: `cat a.csv b.csv`), missing_text and missing_label (absent, empty, JSON null,
 NaN, or text that says so: "nan", "<NA>", Excel's #N/A and other error cells, cells.no_value; QA: answers absent or
 null, where [] is a question without an answer), unparseable_label (a stray JSON list as a class: label_cells.py; a

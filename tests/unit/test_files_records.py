@@ -305,8 +305,9 @@ def test_a_cell_past_the_field_limit_is_one_record_and_the_rows_after_it_are_rea
     rows for a 17 Mi-character cell), and the real row after it was lost. It is one field_too_long record, its lines
     not held, and reading goes on after its closing quote; in a TSV of GLUE-style quotes, a quote running on over
     whole rows is text, as a short one is: its 102 lines are 102 rows (counted as one ambiguous_quote, they hid 101
-    rows lost). A quote that never closes still costs its line alone (the lines
-    after it, read past, are read again from the file's start: plain, gzip and transcoded alike)."""
+    rows lost); with one line in it not a whole row, each of its lines is one ambiguous_quote, as in a short one. A
+    quote that never closes still costs its line alone (the lines after it, read past, are read again from the file's
+    start: plain, gzip and transcoded alike)."""
     import csv
     import gzip
 
@@ -315,7 +316,9 @@ def test_a_cell_past_the_field_limit_is_one_record_and_the_rows_after_it_are_rea
     cell = "\n".join(f"paragraph {i}, with a comma" for i in range(100))  # 2,690 characters
     data = {"long.csv": f'text,label\nfirst,a\n"{cell}",b\nafter,c\n',
             "long.tsv": f'"text"\t"label"\n"first"\t"a"\n"{cell}"\t"b"\n"after"\t"c"\n'}  # a CSV writer's TSV
-    glue = "label\ttext\n1\t\"Loved it\n" + "".join(f"0\trow {i}\n" for i in range(100)) + '0\tsays 12"\n1\tgreat\n'
+    # 2,200 characters inside the quote: past the limit (at 900, csv read it whole, and skip_long went untested)
+    glue = ("label\ttext\n1\t\"Loved it\n" + "".join(f"0\trow {i}, a whole row\n" for i in range(100))
+            + '0\tsays 12"\n1\tgreat\n')
     stray = 'text,label\n"opens,a\n' + "".join(f"row {i},b\n" for i in range(300))  # 2,700 characters after it
     limit = csv.field_size_limit()
     monkeypatch.setattr(text_records, "_FIELD_LIMIT", 1000)  # _allow_long_fields raises csv's limit no higher
@@ -326,8 +329,14 @@ def test_a_cell_past_the_field_limit_is_one_record_and_the_rows_after_it_are_rea
             assert [(r["text_a"], r["label"]) for r in rows] == [("first", "a"), ("after", "c")]
             assert rejects == {"field_too_long": 1} and samples[0][:2] == ("field_too_long", "lines 3-102")
         rows, rejects, samples, _ = read(write(tmp_path, "glue.tsv", glue), "tsv")
-        assert [r["text_a"] for r in rows] == ['"Loved it', *(f"row {i}" for i in range(100)), 'says 12"', "great"]
+        assert [r["text_a"] for r in rows] == ['"Loved it', *(f"row {i}, a whole row" for i in range(100)), 'says 12"',
+                                               "great"]
         assert not rejects
+        # one line inside it not a whole row: ambiguous, as a short run-on is, each of its 102 lines counted
+        mixed = glue.replace("0\trow 50, a whole row\n", "row 50, a short line\n")
+        rows, rejects, samples, _ = read(write(tmp_path, "mixed.tsv", mixed), "tsv")
+        assert [r["text_a"] for r in rows] == ["great"]
+        assert rejects == {"ambiguous_quote": 102} and samples[0][:2] == ("ambiguous_quote", "lines 2-103")
         write(tmp_path, "stray.csv.gz", gzip.compress(stray.encode()))
         for name, columns in (("stray.csv", Columns()), ("stray.csv.gz", Columns()),
                               ("stray.csv", Columns(encoding="cp1252"))):

@@ -110,11 +110,33 @@ def test_a_tsv_folder_whose_ids_numbered_lines_is_refused_another_resumes(tmp_pa
     if fmt == "csv":
         assert predict._open_manifest(out, cfg, model, files, basis)["status"] == "running"
         return
-    with pytest.raises(ConfigError, match=r"differs in ids \(an earlier version of jobs/predict.py numbered a TSV's"):
+    with pytest.raises(ConfigError, match=r"differs in ids \(an earlier version of jobs/predict.py read a TSV's rows"):
         predict._open_manifest(out, cfg, model, files, basis)
     shutil.rmtree(out)
     _complete(out, cfg, model, files, basis)  # a folder begun after: resumed
     assert predict._open_manifest(out, cfg, model, files, basis)["status"] == "running"
+
+
+def test_a_tsv_folder_begun_under_the_earlier_tsv_reader_is_refused_or_started_over(tmp_path, capsys):
+    """The TSV reader of 2026-12-02 reads a quote that runs on over whole rows line by line: the rows after it have
+    other ids and positions. A folder begun under the reader before (ids "records") kept its complete shards of the
+    old rows beside new shards of the new ones, rows predicted twice or never: refused, naming the reading; where no
+    shard completed, started over."""
+    from bert_core.config import ConfigError
+
+    data, out = tmp_path / "in.tsv", tmp_path / "out"
+    data.write_text("label\ttext\n1\t\"Loved it\n0\tThe box says 12\"\n1\tgreat\n")
+    files, model = [(str(data), "tsv")], ModelRef("m", tmp_path, "classification", digest="d")
+    cfg = PredictConfig(model="m", input=str(data), output=str(out))
+    basis = predict._basis(cfg, model, files)
+    earlier = {**basis, "ids": "records"}  # what the earlier version's basis holds
+    _complete(out, cfg, model, files, earlier)
+    with pytest.raises(ConfigError, match=r"differs in ids \(an earlier version of jobs/predict.py read a TSV's rows "
+                                          r"otherwise\)"):
+        predict._open_manifest(out, cfg, model, files, basis)
+    shutil.rmtree(out / shards.SHARDS)  # the earlier run completed no shard: nothing to keep
+    assert predict._open_manifest(out, cfg, model, files, basis)["basis"] == basis
+    assert "with another ids (an earlier version" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("given", [0.0, 0.7])

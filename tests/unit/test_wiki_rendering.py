@@ -22,6 +22,8 @@ def strip(text: str) -> str:
     ("Il est l'auteur de l'''Odyssée''.", "Il est l'auteur de l'Odyssée."),
     ("La trama dell'''Inferno'' è famosa.", "La trama dell'Inferno è famosa."),
     ("''''''Six'''''' here.", "'Six' here."),  # past five, the extra apostrophes are text
+    # of two odd ''' the one after a one-letter word is the apostrophe, not the first on the line
+    ("'''Paris''' is where l'''Odyssée'' was sold.", "Paris is where l'Odyssée was sold."),
     # balanced markup, and lines read one by one (an odd run on one line does not pair with the next line's)
     ("'''Paris''' is ''big'' and '''''very''''' old.", "Paris is big and very old."),
     ("A ''b'''\nthe l'''X'' line.", "A b'\nthe l'X line."),
@@ -40,6 +42,17 @@ def test_a_file_link_whose_caption_holds_an_external_link_is_dropped(wikitext):
     """The [[File:..]] stayed as prose, markup and all: internal links were resolved before the caption's external
     link was, and an internal link cannot hold a "[" of its own."""
     assert strip(wikitext) == "Body."
+
+
+@pytest.mark.parametrize("wikitext, plain", [
+    ("A link [https://x.org [[Foo|Bar]] baz] here.", "A link Bar baz here."),
+    ("A link [https://x.org Bar [[Baz]]] here.", "A link Bar Baz here."),
+    ("[[File:A.jpg|thumb|By [https://x.org [[Ann]]]]]Body [http://y.org ''[[Foo|Bar]]'' baz].", "Body Bar baz."),
+])
+def test_an_external_links_label_holding_an_internal_link_is_its_text(wikitext, plain):
+    """With external links resolved before internal ones (above), a label holding a [[link|text]] ended at the link's
+    first "]": "[[Foo|Bar] baz]" stayed, markup and all."""
+    assert strip(wikitext) == plain
 
 
 @pytest.mark.parametrize("wikitext, plain", [
@@ -94,13 +107,20 @@ def test_a_literature_or_bibliography_section_amid_the_article_is_prose():
     ("__notoc__\n__NoEditSection__Paris is a city.", "Paris is a city."),
     ("__SANSLIENDEMODIF__\n__AUCUNSOMMAIRE__ Paris est une ville.", "Paris est une ville."),
     ("__目次非表示__東京は都市である。", "東京は都市である。"),
-    # a Python or C name in prose is no magic word
+    ("__HIDDENCAT__ __INDEX__\n__ArchivedTalk__ Talk.", "Talk."),
+    # a Python or C name in prose is no magic word; nor is a lower-case name MediaWiki matches in upper case only
     ("Python calls <code>__init__</code> when <code>__name__</code> is set.",
      "Python calls __init__ when __name__ is set."),
+    ("Python's <code>__index__</code> method, <code>__hiddencat__</code>.",
+     "Python's __index__ method, __hiddencat__."),
+    ("Use <code>__VA_ARGS__</code> in a variadic macro.", "Use __VA_ARGS__ in a variadic macro."),
+    ("C99 sets __STDC_VERSION__; GCC has __PRETTY_FUNCTION__, __FILE__ and __LINE__.",
+     "C99 sets __STDC_VERSION__; GCC has __PRETTY_FUNCTION__, __FILE__ and __LINE__."),
 ])
 def test_interlanguage_links_and_magic_words_of_every_shape_are_dropped(wikitext, plain):
     """Codes with two hyphens and "simple" stayed ("simple:Paris"), as did dewiki's __KEIN_INHALTSVERZEICHNIS__ (an
-    inner "_") and a lower-case __notoc__ (MediaWiki reads its magic words in any case)."""
+    inner "_") and a lower-case __notoc__ (MediaWiki reads some of its magic words in any case); then C's __VA_ARGS__
+    and Python's __index__ went with them."""
     assert strip(wikitext) == plain
 
 
