@@ -123,7 +123,8 @@ def scoped(section: str, cls: type, error: ConfigError, overrides: list[str]) ->
     """`error` of the `section` config (pretrain, sweep) with its fields named as the quickstart's overrides name them:
     `unknown key 'train.max_step'; ... did you mean 'train.max_steps'?` suggested a key the quickstart refused
     without its prefix. Named: the field an error starts with; a dotted name whose section has that field, or that an
-    override gave (a dotted value, got 'train.txt', is left as it is); an unknown top-level key's quoted names."""
+    override gave (a dotted value, got 'train.txt', is left as it is); an unknown top-level key's quoted names; a
+    top-level field in backticks before its "=" (`run_name=`: an override the error advises)."""
     import typing
 
     text, sections = str(error), typing.get_type_hints(cls)
@@ -134,11 +135,13 @@ def scoped(section: str, cls: type, error: ConfigError, overrides: list[str]) ->
         head, _, rest = name.partition(".")
         kind = sections.get(head)
         fields = {f.name for f in dataclasses.fields(kind)} if dataclasses.is_dataclass(kind) else None
+        if m.lastgroup == "ticked":
+            return f"{section}.{name}" if name in sections else name
         field = top if m.lastgroup == "quoted" else kind is not None and (
             m.lastgroup == "start" or fields is None or name in typed or rest.split(".")[0] in fields)
         return f"{section}.{name}" if field else name
 
-    return ConfigError(re.sub(r"(?P<start>^\w+(?:\.\w+)*)|(?<=')(?P<quoted>\w+)(?=')|"
+    return ConfigError(re.sub(r"(?P<start>^\w+(?:\.\w+)*)|(?<=')(?P<quoted>\w+)(?=')|(?<=`)(?P<ticked>\w+)(?==)|"
                               r"(?<![\w./:-])(?P<dotted>\w+(?:\.\w+)+)", named, text))
 
 

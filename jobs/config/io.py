@@ -101,9 +101,8 @@ def parse_overrides(overrides: list[str], cls: type | None = None) -> dict:
                 raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
         tp = _field_type(cls, key.split("."))
         if tp is str and raw.strip() in YAML_NULLS:  # as YAML's null there is refused, not taken as the word "null"
-            # the field's own name in the advice, not the key: the quickstart prefixes the key with its job's section
-            raise ConfigError(f"{key} is text, not null: an empty value (`{leaf}=`) is none; quote the word for the "
-                              f"text (`{leaf}=\"'{raw.strip()}'\"` in a shell)")
+            raise ConfigError(f"{key} is text, not null: an empty value (`{key}=`) is none; quote the word for the "
+                              f"text (`{key}=\"'{raw.strip()}'\"` in a shell)")
         as_typed = tp in (str, str | None) and raw.strip()[:1] not in ("'", '"') and raw.strip() not in YAML_NULLS
         value = raw if as_typed else _text_list(raw) if tp == list[ClassName] else _override_value(raw)
         if (isinstance(node.get(leaf), dict) or (leaf in node and isinstance(value, dict))) and key not in whole:

@@ -31,8 +31,7 @@ def test_null_for_a_text_field_on_the_command_line_is_refused_as_in_yaml(overrid
     """YAML's null for a text field is refused; the command line's was the text "null" (a model registered as
     "null", artifacts in ./null)."""
     key = override.partition("=")[0]
-    leaf = key.rpartition(".")[2]
-    with pytest.raises(ConfigError, match=rf"^{key} is text, not null: an empty value \(`{leaf}=`\) is none"):
+    with pytest.raises(ConfigError, match=rf"^{key} is text, not null: an empty value \(`{key}=`\) is none"):
         parse_overrides([override], FinetuneConfig)
 
 
@@ -42,3 +41,20 @@ def test_a_text_fields_quoted_null_and_an_optional_ones_null_are_kept():
     assert parse_overrides(["data.tokenizer.path=null"], PretrainConfig)["data"]["tokenizer"]["path"] is None
     assert parse_overrides(["tracking.registered_model="], FinetuneConfig)["tracking"]["registered_model"] == ""
     assert load_config(PromoteConfig, None, ["model=m", "task={}"]).validate().task == {}
+
+
+@pytest.mark.parametrize("section, override", [("pretrain", "run_name=null"), ("sweep", "name=null"),
+                                                ("pretrain", "tracking.registered_model=null")])
+def test_the_quickstarts_null_advice_names_its_own_overrides(section, override):
+    """The quickstart prefixes the fields an error names with its section: the advice's `run_name=` too, else it
+    advised an override the quickstart refuses."""
+    from jobs.config.sweep import SweepConfig
+    from jobs.quickstart import scoped
+
+    cls = {"pretrain": PretrainConfig, "sweep": SweepConfig}[section]
+    with pytest.raises(ConfigError) as e:
+        parse_overrides([override], cls)
+    key = override.partition("=")[0]
+    said = str(scoped(section, cls, e.value, [override]))
+    assert said.startswith(f"{section}.{key} is text") and f"(`{section}.{key}=`) is none" in said, said
+    assert f"(`{section}.{key}=\"'null'\"` in a shell)" in said, said
