@@ -355,13 +355,15 @@ def nsp_warning(cfg: DataConfig, counts: dict, shards: dict) -> str | None:
     random_next = sum(s["random_next"] for s in shards["eval"])
     if held_out and short_beyond_chance(random_next, held_out, cfg.nsp_random_prob):
         alone = [s["rows"] for s in shards["eval"] if s["documents"] == 1]
+        # lone documents are the cause to name where there are some; without, a shard of several documents draws
+        # its random Bs at the configured rate, and no cause is claimed
         few = (f"{len(alone)} of them alone in a shard ({sum(alone)} rows, all 'next': no other document to draw a "
-               f"random B from)") if alone else "with few others to draw a random B from"
+               f"random B from)") if alone else "none of them alone in a shard"
         lines.append(f"the held-out split's random-next pairs are {random_next / held_out:.1%} ({random_next} of "
                      f"{held_out}), not the {cfg.nsp_random_prob:.0%} of data.nsp_random_prob: its "
                      f"{len(shards['eval'])} shard(s) hold {sum(s['documents'] for s in shards['eval'])} document(s), "
-                     f"{few}, so its NSP accuracy scores mostly the 'follows' class; set data.eval_fraction higher, or "
-                     f"give the corpus smaller documents (blank lines)")
+                     f"{few}, so its NSP accuracy scores mostly the 'follows' class; set data.eval_fraction higher"
+                     + (", or give the corpus smaller documents (blank lines)" if alone else ""))
     return "; and ".join(lines) or None
 
 
