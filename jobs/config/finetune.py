@@ -16,7 +16,7 @@ from pathlib import Path
 from bert_core.config import ConfigError
 from bert_core.modern_config import ModernConfig
 from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_adam,
-                                  check_output_dir, check_run_name, check_seed, check_uri_backend,
+                                  check_harvest_dir, check_output_dir, check_run_name, check_seed, check_uri_backend,
                                   refuse_relative_when_submitted)
 from jobs.config.io import ClassName, from_dict, to_dict
 from jobs.runtime.faults import FaultsConfig
@@ -37,9 +37,6 @@ FILE_METRICS = {"classification": ("accuracy", "macro_f1"), "multi-label": ("mic
 IOB_SCHEMES = ("IOB1", "IOB2")  # CoNLL-2003's Reuters release is IOB1; the HF hub's copy is IOB2
 MLFLOW_SCHEMES = ("models:/", "runs:/")
 MAX_POSITIONS = ModernConfig.max_position_embeddings  # the longest any model this project builds holds
-# pipelines.harvest.SUMMARY, which only a finished harvest holds (a test holds the two equal): that module
-# imports Ray through pipelines.layout, which --check must not
-HARVEST_SUMMARY = ".harvest.json"
 
 
 def unread_file(k: "TaskConfig") -> str:
@@ -376,10 +373,8 @@ class FinetuneConfig:
             written["task.corpus_dir"] = self.task.corpus_dir
         refuse_relative_when_submitted(written)
         check_output_dir("output_dir", self.output_dir)
-        # a finished harvest is reused without writing (a shared corpus, a read-only mount): only a folder that
-        # would be harvested into must take writes
-        if self.task.name == "pkgdocs" and not (Path(self.task.corpus_dir) / HARVEST_SUMMARY).is_file():
-            check_output_dir("task.corpus_dir", self.task.corpus_dir)
+        if self.task.name == "pkgdocs":
+            check_harvest_dir("task.corpus_dir", self.task.corpus_dir)
         self.tracking.check_reachable()
         self.tracking.check_experiment()
         self.scaling.check_environment()

@@ -17,7 +17,8 @@ from bert_core.config import BertConfig, ConfigError, MaskingConfig, tiny
 from bert_core.modern_config import SWITCHES, ModernConfig
 from jobs.config.io import from_dict, recipe_of, to_dict
 from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
-                                  ScalingConfig, TrackingConfig, check_adam, check_output_dir, check_run_name,
+                                  ScalingConfig, TrackingConfig, check_adam, check_harvest_dir, check_output_dir,
+                                  check_run_name,
                                   check_seed, check_uri_backend, refuse_relative_when_submitted)
 from jobs.runtime.faults import FaultsConfig
 from pipelines.config import DataConfig, check_max_predictions
@@ -338,7 +339,7 @@ class PretrainConfig:
         self.tracking.check_reachable()
         self.tracking.check_experiment()
         if self.corpus.harvest_installed_docs:
-            check_output_dir("corpus.harvest_dir", self.corpus.harvest_dir)
+            check_harvest_dir("corpus.harvest_dir", self.corpus.harvest_dir)
         harvested = Path(self.corpus.harvest_dir).resolve() if self.corpus.harvest_installed_docs else None
         for i, source in enumerate(self.data.sources):
             if "://" in source and not source.startswith("file://"):

@@ -429,6 +429,18 @@ def check_run_name(run_name: str) -> None:
         raise ConfigError(f"run_name must be a plain name without '/', not '.' or '..', got {run_name!r}")
 
 
+# pipelines.harvest.SUMMARY, which only a finished harvest holds (a test holds the two equal): that module imports Ray
+# through pipelines.layout, which --check must not
+HARVEST_SUMMARY = ".harvest.json"
+
+
+def check_harvest_dir(name: str, path: str) -> None:
+    """A folder the installed docs are harvested into: writable (check_output_dir), unless it holds a finished
+    harvest, which is reused without writing (a shared corpus someone else harvested, a read-only mount)."""
+    if not (Path(path) / HARVEST_SUMMARY).is_file():
+        check_output_dir(name, path)
+
+
 def check_output_dir(name: str, path: str) -> None:
     """A job writes checkpoints under `path` on this machine: it, or the nearest folder above it that
     exists, must be a folder this user can write to. Permissions (and read-only mounts) are asked first; a

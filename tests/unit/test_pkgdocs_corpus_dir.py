@@ -48,10 +48,10 @@ def _read_only_for_this_user(monkeypatch, folder):
 def test_a_read_only_corpus_dir_holding_a_finished_harvest_is_reused(tmp_path, monkeypatch):
     # harvest_installed_docs reuses a finished harvest (one holding SUMMARY) without writing, and load_pkgdocs
     # only reads: a shared corpus someone else harvested, or a read-only mount, needs no write access
-    from jobs.config.finetune import HARVEST_SUMMARY
+    from jobs.config.sections import HARVEST_SUMMARY
     from pipelines.harvest import SUMMARY
 
-    assert HARVEST_SUMMARY == SUMMARY  # finetune's copy of the marker, kept there to import no Ray
+    assert HARVEST_SUMMARY == SUMMARY  # the config's copy of the marker, kept there to import no Ray
     init, docs = tmp_path / "init", tmp_path / "docs"
     init.mkdir()
     (init / "config.json").write_text("{}")
@@ -63,4 +63,22 @@ def test_a_read_only_corpus_dir_holding_a_finished_harvest_is_reused(tmp_path, m
     cfg.check_environment()
     (docs / SUMMARY).unlink()  # no finished harvest: one would be written there, so it is refused
     with pytest.raises(ConfigError, match=rf"^task\.corpus_dir must be a writable folder, got '{docs}' .*read-only"):
+        cfg.check_environment()
+
+
+def test_a_read_only_harvest_dir_holding_a_finished_harvest_is_reused_by_pretraining(tmp_path, monkeypatch):
+    """Pretraining's corpus.harvest_dir by the same rule: the quickstart over a shared, harvested corpus."""
+    from jobs.config.pretrain import PretrainConfig
+    from pipelines.harvest import SUMMARY
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / SUMMARY).write_text("{}")
+    _read_only_for_this_user(monkeypatch, docs)
+    cfg = load_config(PretrainConfig, str(ROOT / "configs/pretrain/quickstart.yaml"),
+                      [f"output_dir={tmp_path}/runs", f"data.output_root={tmp_path}/data", f"corpus.harvest_dir={docs}",
+                       f"tracking.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
+    cfg.check_environment()
+    (docs / SUMMARY).unlink()
+    with pytest.raises(ConfigError, match=rf"^corpus\.harvest_dir must be a writable folder, got '{docs}' .*read-only"):
         cfg.check_environment()
