@@ -56,9 +56,10 @@ def main(argv: list[str]) -> None:
             start = time.perf_counter()
             try:
                 builder.load(verbose=False)
-            except Exception:
-                if missing:
-                    sys.exit(missing)
+            except Exception as e:
+                if missing:  # most likely the cause; the build's own last line, in case it is not
+                    last = (str(e).strip().splitlines() or [type(e).__name__])[-1][:200]
+                    sys.exit(f"{missing} (building {builder.NAME} failed: {last})")
                 raise
             print(f"deepspeed op {builder.NAME}: ready in {time.perf_counter() - start:.1f}s", flush=True)
     finally:

@@ -86,6 +86,8 @@ def test_a_failed_build_without_compiler_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as e:
         warm_deepspeed.main([])
     assert str(e.value).startswith("error: ") and str(tmp_path / "no-c++") in str(e.value)
+    assert str(e.value).endswith("failed: Error building extension)")  # the build's own line, if another cause
+    assert "\n" not in str(e.value)
 
 
 def test_a_failed_build_with_the_tools_keeps_its_traceback(tmp_path, monkeypatch):
