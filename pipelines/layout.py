@@ -146,8 +146,9 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
         spec["wikitext"] = ("! lines only as table syntax; date, val, nee, flag, abbr, sortname and formatnum templates"
                             " rendered, punctuation-only parentheses dropped; a page that cannot be stripped one"
                             " malformed_wikitext reject; apostrophes as MediaWiki's doQuotes; langx, multi-unit"
-                            " convert, sub, sup, frac, chem2 and 's rendered; external links before internal ones;"
-                            " de/fr end sections cut; every interlanguage code shape and magic word dropped")
+                            " convert, sub, sup, frac, chem2 and 's rendered; external links of bracket-free labels"
+                            " before internal ones; de/fr end sections cut; every interlanguage code shape and"
+                            " MediaWiki's magic words dropped, C names kept")
     if moved_cuts:  # a plain-text file was cut at byte offsets: a \r\n copy (or one behind a Gutenberg header) is cut
         # into other ~1 MiB documents now (text_source's docstring); a pure-LF file without a header where it was
         spec["text_cuts"] = "~1 MiB cuts at text offsets: less each \\r of a \\r\\n, from a Gutenberg header's end"
