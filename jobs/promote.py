@@ -291,11 +291,12 @@ def judged_task(registered: dict, overrides: dict):
     """The task a model is judged with: its registered task config with promote's `task.*` overrides, a nested one
     (task.columns.text=...) changing that key alone: merged one level deep, it replaced the whole columns mapping
     with defaults (the label column, separator and encoding the model was trained with gone)."""
-    from jobs.config.finetune import unread_file
+    from jobs.config.finetune import check_kind_settings, unread_file
     from jobs.loops import ft_tasks
     from jobs.registry.redaction import REDACTED
 
     task = ft_tasks.task_config(deep_merge(registered, overrides))
+    check_kind_settings(task, task.kind)  # the overrides against the settings they meet (n_best, a window's length)
     hidden = [f for f in ("train_file", "dev_file", "select_file", "data_dir", "corpus_dir")
               if REDACTED in str(getattr(task, f)) and f not in overrides]
     if hidden:  # what looked like a URL's credentials never reaches the registry: the data is named again

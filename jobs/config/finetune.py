@@ -190,6 +190,27 @@ class FeaturesConfig:
     batch_size: int = 256  # rows per featurizing task (Ray Data map_batches, in Ray's pooled worker processes)
 
 
+
+def check_kind_settings(k: "TaskConfig", kind: str) -> None:
+    """The settings one kind of task reads, in their range: fine-tuning checks its task's kind; promotion checks the
+    kind of every such override given (task.n_best=0 was a traceback in the scoring) and the candidate's merged task."""
+    if kind == "question-answering":  # SQuAD and your own QA files
+        if k.doc_stride < 0:
+            raise ConfigError(f"task.doc_stride must be >= 0, got {k.doc_stride}")
+        for name in ("max_query_length", "n_best", "max_answer_length"):
+            if getattr(k, name) < 1:
+                raise ConfigError(f"task.{name} must be >= 1, got {getattr(k, name)}")
+        if k.max_query_length + k.doc_stride + 3 >= k.max_seq_len:
+            # [CLS] question [SEP] context [SEP]: a window must have room for more context than the stride
+            raise ConfigError(f"task.max_query_length ({k.max_query_length}) + task.doc_stride ({k.doc_stride}) "
+                              f"+ 3 must be < task.max_seq_len ({k.max_seq_len}); allowed: task.max_seq_len >= "
+                              f"{k.max_query_length + k.doc_stride + 4} or a smaller task.doc_stride")
+    if kind == "token-classification" and k.iob_scheme not in IOB_SCHEMES:  # conll, and files of that kind
+        raise ConfigError(f"task.iob_scheme must be one of {IOB_SCHEMES}, got {k.iob_scheme!r}")
+    if kind == "multi-label" and not 0 < k.multi_label_threshold < 1:
+        raise ConfigError(f"task.multi_label_threshold must be in (0, 1), got {k.multi_label_threshold}")
+
+
 @dataclass
 class FinetuneConfig:
     run_name: str = ""  # Ray Train + MLflow run name; "" = finetune-<task>-<timestamp>
@@ -274,19 +295,7 @@ class FinetuneConfig:
         if k.metric and k.name != "files":
             raise ConfigError(f"task.metric must be '' for task {k.name!r} (its official metric chooses), got "
                               f"{k.metric!r}; only task.name=files reads task.metric")
-        if k.kind == "question-answering":  # SQuAD and your own QA files
-            if k.doc_stride < 0:
-                raise ConfigError(f"task.doc_stride must be >= 0, got {k.doc_stride}")
-            for name in ("max_query_length", "n_best", "max_answer_length"):
-                if getattr(k, name) < 1:
-                    raise ConfigError(f"task.{name} must be >= 1, got {getattr(k, name)}")
-            if k.max_query_length + k.doc_stride + 3 >= k.max_seq_len:
-                # [CLS] question [SEP] context [SEP]: a window must have room for more context than the stride
-                raise ConfigError(f"task.max_query_length ({k.max_query_length}) + task.doc_stride ({k.doc_stride}) "
-                                  f"+ 3 must be < task.max_seq_len ({k.max_seq_len}); allowed: task.max_seq_len >= "
-                                  f"{k.max_query_length + k.doc_stride + 4} or a smaller task.doc_stride")
-        if k.kind == "token-classification" and k.iob_scheme not in IOB_SCHEMES:  # conll, and files of that kind
-            raise ConfigError(f"task.iob_scheme must be one of {IOB_SCHEMES}, got {k.iob_scheme!r}")
+        check_kind_settings(k, k.kind)
         if k.name == "conll":
             bad = [tag for tag in (k.labels or CONLL_LABELS) if tag != "O" and tag[:2] not in ("B-", "I-")]
             if bad:
@@ -333,9 +342,6 @@ class FinetuneConfig:
             raise ConfigError(f"task.metric must be one of {allowed} for task.kind={k.kind}, got {k.metric!r}")
         if not 0 < k.multi_label_threshold < 1:
             raise ConfigError(f"task.multi_label_threshold must be in (0, 1), got {k.multi_label_threshold}")
-        if k.kind == "question-answering" and k.max_query_length + k.doc_stride + 3 >= k.max_seq_len:
-            raise ConfigError(f"task.max_query_length ({k.max_query_length}) + task.doc_stride ({k.doc_stride}) + 3 "
-                              f"must be < task.max_seq_len ({k.max_seq_len})")
 
     def _validate_deepspeed(self) -> None:
         d = self.deepspeed.validate(self.scaling, "adamw")

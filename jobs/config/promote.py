@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from bert_core.config import ConfigError
-from jobs.config.finetune import FinetuneConfig, TaskConfig
+from jobs.config.finetune import MAX_POSITIONS, FinetuneConfig, TaskConfig, check_kind_settings
 from jobs.config.io import from_dict
 from jobs.config.sections import TrackingConfig, check_alias, check_model_name, check_seed
 
@@ -15,6 +15,8 @@ JUDGING = ("version", "candidate_alias", "min_delta", "min_score", "confidence",
            "batch_size", "task")
 # task.* overrides that name the candidate's data, or a kind only its task may have: fine-tuning's checks of these
 # read that task's files, and promotion reads them once the candidate's task is (jobs/promote.py judged_task)
+KIND_SETTINGS = {"question-answering": ("doc_stride", "max_query_length", "n_best", "max_answer_length"),
+                 "token-classification": ("iob_scheme",), "multi-label": ("multi_label_threshold",)}
 TASK_DATA = ("kind", "data_dir", "train_file", "dev_file", "select_file", "format", "columns", "metric", "corpus_dir")
 
 
@@ -65,6 +67,9 @@ class PromoteConfig:
         given = from_dict(TaskConfig, self.task, "task")
         numbers = {name: getattr(given, name) for name in self.task if name not in TASK_DATA}
         FinetuneConfig(task=TaskConfig(**numbers))._validate_task()
+        for kind, names in KIND_SETTINGS.items():  # whatever the candidate's kind: a window's fit to its length is
+            if set(names) & set(self.task):  # judged once its task is read (jobs/promote.py's judged_task)
+                check_kind_settings(TaskConfig(**{"max_seq_len": MAX_POSITIONS, **numbers}), kind)
         self.tracking.validate()
         return self
 

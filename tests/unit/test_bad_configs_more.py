@@ -26,6 +26,13 @@ SWEEP = str(ROOT / "configs/sweep/pkgdocs.yaml")
     ("task.max_eval_examples=-1", r"^task\.max_eval_examples must be >= 0"),
     ("task.selection_fraction=1.5", r"^task\.selection_fraction must be in \(0, 1\)"),
     ("task.num_classes=1", r"^task\.num_classes must be >= 2"),
+    # a question-answering, tagging or multi-label setting, whatever kind the candidate turns out to be (they were
+    # taken and failed in the scoring: n_best=0 found no answer, doc_stride=-1 a traceback)
+    ("task.n_best=0", r"^task\.n_best must be >= 1"),
+    ("task.doc_stride=-1", r"^task\.doc_stride must be >= 0"),
+    ("task.max_answer_length=0", r"^task\.max_answer_length must be >= 1"),
+    ("task.iob_scheme=BIO", r"^task\.iob_scheme must be one of"),
+    ("task.multi_label_threshold=1.5", r"^task\.multi_label_threshold must be in \(0, 1\)"),
 ])
 def test_promote_refuses_a_bad_seed_or_task_override_before_the_registry_is_read(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -42,6 +49,17 @@ def test_promote_refuses_a_bad_seed_or_task_override_before_the_registry_is_read
 def test_promote_task_overrides_in_range_are_taken_whatever_the_candidates_task(overrides):
     cfg = load_config(PromoteConfig, None, ["model=m", *overrides]).validate()
     assert set(cfg.task) == {o.partition("=")[0].split(".")[1] for o in overrides}
+
+
+def test_promote_judges_a_window_override_against_the_candidates_own_length():
+    """A doc_stride in range alone, too long for the registered QA model's max_seq_len once merged with it: refused,
+    naming both, before any row is read."""
+    from jobs.promote import judged_task
+
+    registered = {"name": "files", "kind": "question-answering", "train_file": __file__, "max_seq_len": 128}
+    with pytest.raises(ConfigError, match=r"task\.doc_stride \(100\) \+ 3 must be < task\.max_seq_len \(128\)"):
+        judged_task(registered, {"doc_stride": 100})
+    assert judged_task(registered, {"doc_stride": 32}).doc_stride == 32
 
 
 def test_promote_check_refuses_a_bad_task_override_in_one_line():
