@@ -7,22 +7,41 @@ without that row, read because no sheet was named, is refused naming the sheet t
 Cells are read as Excel's own CSV export writes them: a number as its digits (a class 1 or 1.0 is the class 1, a
 score parses, a column mixing numbers and numbers stored as text is one type), TRUE / FALSE, a date as ISO text (a
 date alone as 2023-01-05), a float to Excel's 15 significant digits. A header cell left empty names no column; cells
-right of the header's last name (notes beside a table) are not read.
+right of the header's last name (notes beside a table) are not read. Text is unescaped as OOXML escapes it (Excel
+writes a CR in a cell as `_x000D_`), and an Excel Table's Total Row under the columns read is no row (`totals_row`).
 """
 
 from __future__ import annotations
 
 import datetime
 import math
+import re
 import zipfile
 
 from pipelines.tasks.common import TaskDataError
 from pipelines.tasks.text_records import Reject
 
 
+# OOXML's escape of a character XML cannot carry (ST_Xstring, ECMA-376): Excel and xlsxwriter write a cell's CR as
+# _x000D_ (an XML reader turns a raw CR LF into LF) and a typed "_x" as _x005F_x; openpyxl undoes neither in cell text
+# (its shared strings drop "x005F_" first, so a typed "_x000D_" there reads as a CR: rare, and accepted).
+_ESCAPED = re.compile(r"_x([0-9A-Fa-f]{4})_")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _unescaped(text: str) -> str:
+    if "_x" not in text:
+        return text
+    text = _ESCAPED.sub(lambda m: chr(int(m[1], 16)), text)
+    # a character past U+FFFF escaped as its two UTF-16 halves is the one character; a lone half, no character
+    # (U+FFFD): text with a lone surrogate cannot be encoded as UTF-8 when the rows are written
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") if _SURROGATE.search(text) \
+        else text
+
+
 def _value(cell) -> str | None:
     if cell is None or isinstance(cell, str):
-        return cell.strip() if cell else None
+        return _unescaped(cell).strip() if cell else None
     if isinstance(cell, bool):
         return "TRUE" if cell else "FALSE"
     if isinstance(cell, datetime.datetime) and cell.time() == datetime.time():
@@ -40,14 +59,65 @@ def _open(path: str, f, sheet: str):
     try:
         book = openpyxl.load_workbook(f, read_only=True, data_only=True)
     except (zipfile.BadZipFile, KeyError, OSError, ValueError) as e:  # a .xls renamed, a copy cut short
-        raise TaskDataError(f"{path}: not an Excel workbook that openpyxl can read ({e}); save a .xls (Excel 97-2003) "
-                            "file as .xlsx or CSV") from None
+        raise TaskDataError(f"{path}: " + (_unreadable(f) or f"not an Excel workbook that openpyxl can read ({e}); "
+                                           "save a .xls (Excel 97-2003) file as .xlsx or CSV")) from None
     sheets = {ws.title: ws for ws in book.worksheets}  # chart sheets hold no cells
     if not sheets or (sheet and sheet not in sheets):
         book.close()
         raise TaskDataError(f"{path}: " + (f"no sheet {sheet!r} of cells; its sheets: {list(sheets)} "
-                                           "(task.columns.sheet)" if sheets else "no sheet of cells (only charts)"))
+                                           "(task.columns.sheet)" if sheets else
+                                           _unreadable(f) or "no sheet of cells (only charts)"))
     return book, sheets[sheet] if sheet else book.worksheets[0]
+
+
+_OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file's first bytes: a .xls, or an encrypted .xlsx's wrapper
+_STRICT = b"http://purl.oclc.org/ooxml/"  # the ISO namespaces of Excel's "Strict Open XML Spreadsheet" save option
+
+
+def _unreadable(f) -> str:
+    """What a workbook openpyxl cannot read is, where its bytes tell, and what to save instead ("" where they do
+    not): an encrypted workbook (a password, or a sensitivity label that encrypts: Office wraps every such .xlsx in
+    an OLE2 compound file, as a .xls is), or a Strict Open XML one (openpyxl finds no sheet in it)."""
+    try:
+        f.seek(0)
+        if f.read(len(_OLE2)) == _OLE2:
+            return ("an encrypted workbook (a password or a sensitivity label protects it) or a .xls (Excel 97-2003) "
+                    "file renamed, which openpyxl cannot read: open it in Excel and save a copy without the "
+                    "protection as Excel Workbook (.xlsx) or CSV")
+        f.seek(0)
+        with zipfile.ZipFile(f) as z:
+            strict = any(_STRICT in z.read(part) for part in ("_rels/.rels", "xl/workbook.xml") if part in z.NameToInfo)
+    except (OSError, zipfile.BadZipFile):  # not seekable, or no zip: the bytes tell nothing more
+        return ""
+    return ("a Strict Open XML workbook (Excel's \"Strict Open XML Spreadsheet\" format), which openpyxl cannot "
+            "read: save it as Excel Workbook (.xlsx) or CSV") if strict else ""
+
+
+def _totals_rows(book, ws, header: int, columns: set[int]) -> set[int]:
+    """The 0-based rows of the Total Row of each Excel Table on `ws` that holds a task column of the header (0-based
+    row `header`; 1-based `columns`) from its header row (or the row under it: a table without one) down: a row of
+    sums and counts that Table Design > Total Row writes and marks (totalsRowCount), not data. A read-only
+    worksheet has no `.tables`: its table parts are read from the workbook's zip, as openpyxl's full reader does."""
+    from openpyxl.packaging.relationship import get_dependents, get_rels_path
+    from openpyxl.utils.cell import range_boundaries
+    from openpyxl.xml.constants import REL_NS
+    from openpyxl.xml.functions import fromstring
+
+    archive, rels = book._archive, get_rels_path(ws._worksheet_path)
+    if rels not in archive.NameToInfo:
+        return set()
+    totals = set()
+    for part in get_dependents(archive, rels).find(f"{REL_NS}/table"):
+        if part.target not in archive.NameToInfo:  # a part its writer left out: no table to read, as Excel repairs it
+            continue
+        table = fromstring(archive.read(part.target))
+        count = int(table.get("totalsRowCount") or 0)
+        if not count or not table.get("ref"):
+            continue
+        left, top, right, bottom = range_boundaries(table.get("ref"))
+        if top - 1 in (header, header + 1) and any(left <= c <= right for c in columns):
+            totals.update(range(bottom - count, bottom))
+    return totals
 
 
 def excel_records(path: str, f, sheet: str = "", names: dict[str, str] | None = None):
@@ -65,15 +135,21 @@ def excel_records(path: str, f, sheet: str = "", names: dict[str, str] | None = 
         if start is None and names and not sheet and len(book.worksheets) > 1:
             _refuse_first_sheet(path, book, ws, first, names)
         start = first if start is None else start
-        width, blank = None, []  # the header's width: up to its last name; blank rows not yet known to be inside
+        width, blank, totals = None, [], set()  # the header's width: up to its last name; blank rows not yet known
         for n, row in enumerate(ws.iter_rows(min_row=start + 1, values_only=True), start):
             values = [_value(c) for c in row]
+            if n == start:
+                totals = _totals_rows(book, ws, start, {i + 1 for i, v in enumerate(values)
+                                                        if v and (v in names.values() or not names)})
             values = values if width is None else values[:width]  # notes right of the table are no row's
             if not any(values):
                 blank.append(n)  # counted once a row with values follows: not the formatted empty rows at the end
                 continue
             yield from ((b, f"row {b + 1}", Reject("blank_line"), "") for b in blank)
             blank = []
+            if n in totals:
+                yield n, f"row {n + 1}", Reject("totals_row"), "\t".join(v or "" for v in values).rstrip("\t")
+                continue
             width = width or max(i for i, v in enumerate(values) if v) + 1
             # an empty cell is "", as Excel's CSV export writes it: one reading of the sheet and its CSV (a
             # multi-label cell of joined classes that is empty names no class: label_cells.py)

@@ -263,22 +263,25 @@ def test_excel_workbooks_as_people_keep_them(tmp_path):
         book.active.append(["read me"])
         book.save(tmp_path / "other.xlsx")
         read(str(tmp_path / "other.xlsx"), "xlsx")
-    old = write(tmp_path, "old.xlsx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 512)  # a .xls renamed
-    with pytest.raises(TaskDataError, match="not an Excel workbook .*save a .xls"):
+    # an OLE2 compound file: a .xls renamed, or an .xlsx encrypted (a password, a sensitivity label)
+    old = write(tmp_path, "old.xlsx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 512)
+    with pytest.raises(TaskDataError, match="an encrypted workbook .* or a .xls .*renamed"):
         read(old, "xlsx")
 
 
 def test_excel_cells_read_as_excels_csv_export_writes_them(tmp_path):
-    """TRUE / FALSE labels are the classes "TRUE" and "FALSE" (as from Excel's CSV), a score column mixing numbers
-    and numbers stored as text is one type, every row is read where the writer recorded a smaller table than it wrote
-    (openpyxl's read-only mode stops at that dimension), and a chart sheet is passed over, or refused by name."""
+    """TRUE / FALSE labels are the classes "true" and "false" (as from Excel's CSV, and JSON's true and pandas' True),
+    a score column mixing numbers and numbers stored as text is one type, every row is read where the writer recorded
+    a smaller table than it wrote (openpyxl's read-only mode stops at that dimension), and a chart sheet is passed
+    over, or refused by name."""
     import re
     import zipfile
 
     import openpyxl
 
     book = openpyxl.Workbook()
-    for row in (["text", "label", "score"], ["a", True, "3"], ["b", False, 4], ["c", True, 2.5], *[["d", False, 1]] * 7):
+    for row in (["text", "label", "score"], ["a", True, "3"], ["b", False, 4], ["c", True, 2.5],
+                *[["d", False, 1]] * 7):
         book.active.append(row)
     book.save(tmp_path / "full.xlsx")
     with zipfile.ZipFile(tmp_path / "full.xlsx") as src, zipfile.ZipFile(tmp_path / "cut.xlsx", "w") as dst:
