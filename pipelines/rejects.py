@@ -41,6 +41,13 @@ def rejects_said(read: int, counts: Mapping[str, int], where: str) -> str:
     return f"{total:,} of {read:,} documents rejected ({reasons}){cuts_said(counts)}: {where}"
 
 
+def reject_line(path: str, reason: str, where: str, excerpt: str, why: str = "") -> str:
+    """The console line of a split's first reject of `reason` in a user's fine-tuning files (README "Bad input": the
+    first of each reason with its file and where in it): `why` adds what is known past the excerpt (a label train
+    lacks: train's labels)."""
+    return f"[data] {path}: rejected ({reason}) {where}: {excerpt[:120]!r}" + (f" ({why})" if why else "")
+
+
 # What to change where a reason rejected a corpus's every document: a setting, or the files given
 REJECT_FIXES = {
     "missing_text_column": "set data.text_column to the field or column that holds the text",

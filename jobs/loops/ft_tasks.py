@@ -22,7 +22,7 @@ from bert_core.config import ConfigError
 from jobs.config.finetune import TaskConfig
 from pipelines.tasks.common import (UNKNOWN_SHARE, TaskDataError, batch_rows, count_too_long, load_tokenizer,
                                     require_wordpiece, unknown_share)
-from pipelines.tasks.labels import require_varied_scores
+from pipelines.tasks.labels import require_varied_scores, unknown_label_said
 from pipelines.tasks.roles import TaskRows, assign_roles, numbered
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -179,6 +179,7 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     the label set from them in a stable order (or task.labels); select and dev from their files where given (on the
     driver: they judge and choose, and are capped), else carved from train by the stable hash, dev first. A row whose
     label train lacks is rejected and counted; leaks leave train and select as for the benchmarks."""
+    from pipelines.rejects import reject_line
     from pipelines.tasks.labels import encode_labels
     from pipelines.tasks.roles import keys_of, without
     from pipelines.tasks.stream import stream_rows
@@ -196,17 +197,19 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     for name, counts in streamed.rejected.items():
         rejected.setdefault(name, collections.Counter()).update(counts)
     noted["train"].update(streamed.notes)
-    for reason, (path, where, excerpt) in streamed.samples.items():  # as _read_files says it for dev and select
-        print(f"[data] {path}: rejected ({reason}) {where}: {excerpt[:120]!r}", flush=True)
+    firsts = [(path, reason, where, text) for reason, (path, where, text) in streamed.samples.items()]
 
     def encoded(name: str, rows: list[dict]) -> list[dict]:  # a carved split was encoded in the cluster
         if name not in given or not streamed.labels:
             return rows
-        rows, counts = encode_labels(rows, kind, streamed.labels)
+        rows, counts = encode_labels(rows, kind, streamed.labels, found := [])
         rejected[name].update(counts)
+        firsts.extend((getattr(task, f"{name}_file"), *first) for first in found)  # a label train lacks
         return rows
 
     dev, select = encoded("dev", streamed.dev), encoded(SELECT, streamed.select)
+    for path, reason, where, text in firsts:  # the training files' first rejects, as _read_files says dev's
+        print(reject_line(path, reason, where, text, unknown_label_said(reason, text, streamed.labels)), flush=True)
     if kind == "question-answering":  # evaluation pools a question's windows by id: refused now, not mid-training
         from pipelines.tasks.squad import require_unique_ids
 
@@ -240,6 +243,7 @@ def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.C
     """Every row of the files `spec` names (a dev or select file: scored only, no training target), in file order;
     rejects counted by reason into `rejected`, QA answer notes into `noted`; how each file writes its classes into
     `classes` (stream.add_classes)."""
+    from pipelines.rejects import reject_line
     from pipelines.tasks.file_finder import resolve_files
     from pipelines.tasks.files import read_file
     from pipelines.tasks.stream import add_classes
@@ -254,7 +258,7 @@ def _read_files(task: TaskConfig, spec: str, split: str, rejected: collections.C
             for reason, where, excerpt in batch.samples:
                 if reason not in said and rejected[reason] == batch.rejects[reason]:  # its first in this split
                     said.add(reason)
-                    print(f"[data] {path}: rejected ({reason}) {where}: {excerpt[:120]!r}", flush=True)
+                    print(reject_line(path, reason, where, excerpt), flush=True)
     return rows
 
 
@@ -409,7 +413,7 @@ def count_truncated(task: TaskConfig, rows: list[dict], tokenizer) -> int:
                for i in range(0, len(rows), 2048))
 
 
-# -- metrics (select: rank 0; evaluation: jobs/registry/scorer.py) ------------------------------------------------------------------------
+# -- metrics (select: rank 0; evaluation: jobs/registry/scorer.py) -----------------------------------------------------
 
 def dev_metrics(task: TaskConfig, split: str, rows: list[dict], arrays: dict[str, np.ndarray],
                 tokenizer=None) -> dict[str, float]:

@@ -12,6 +12,9 @@ from pipelines.tasks.text_records import Reject
 
 _INTEGRAL = re.compile(r"-?\d+\.0+")  # "101.0", "-3.00"
 _SIGNED = re.compile(r"([+-]?)(\d+)(\.0+)?")  # "+1" (+1 / -1 classes), "+1.0", "-3.00"
+# a decimal as a number's writer writes it, no leading zero ("4.50", Excel's CSV export of a cell formatted 0.00);
+# "01.10" is a code (a chapter and a section), as "007" is a name
+_DECIMAL = re.compile(r"([+-]?)(0|[1-9]\d*)\.(\d*[1-9])0*")
 # a cell that says "no value" as text: pandas' astype(str) of NaN / NA, JSON's null as text, Excel's error cells
 # (openpyxl reads an error cell as its code: a formula whose lookup failed is #N/A, in a label or a text column);
 # not "null" / "None" (a class of its own in some data, a no-relation or no-intent label) nor "NA" (a word, a code)
@@ -27,9 +30,14 @@ def integral(text: str) -> str:
 
 def class_name(text: str) -> str:
     """A class written as an integer or an integral float, named as a JSON 1 or a CSV's 1 names it ("+1", "+1.0",
-    "1.0" -> "1"); leading zeros kept ("007" is a name); any other text as it is."""
-    found = _SIGNED.fullmatch(text)
-    return ("-" if found[1] == "-" else "") + found[2] if found else text
+    "1.0" -> "1"); leading zeros kept ("007" is a name); a decimal by its shortest text, as number_class names the
+    float and a `;` CSV's "4,50" ("4.50", "+4.5" -> "4.5"; exactly, past float's 17 digits too); any other text as it
+    is."""
+    if found := _SIGNED.fullmatch(text):
+        return ("-" if found[1] == "-" else "") + found[2]
+    if found := _DECIMAL.fullmatch(text):
+        return f"{'-' if found[1] == '-' else ''}{found[2]}.{found[3]}"
+    return text
 
 
 def bool_class(value) -> str | None:

@@ -54,9 +54,15 @@ def require_held_labels(labels: tuple, held: Iterable[str], kind: str, spec: str
                             "hold (a subset is a choice: the other labels' rows are rejected and counted)")
 
 
-def encode_labels(rows, kind: str, labels: tuple[str, ...]) -> tuple[list[dict], collections.Counter]:
+LABEL_REJECTS = ("label_not_in_train", "tag_not_in_train")  # encode_labels' reasons
+
+
+def encode_labels(rows, kind: str, labels: tuple[str, ...], samples: list | None = None
+                  ) -> tuple[list[dict], collections.Counter]:
     """Rows with label as its index into `labels` (multi-label: a list of indices); a row whose label
-    (token classification: any tag) is not in `labels` is rejected, never mapped to another class."""
+    (token classification: any tag) is not in `labels` is rejected, never mapped to another class. `samples`: the
+    first rejected row of each reason is appended to it as (reason, "id <row id>", the label train lacks), as
+    files.FileBatch.samples holds a file's first rejects, to be said the same way."""
     index = {name: i for i, name in enumerate(labels)}
     out, rejects = [], collections.Counter()
     for row in rows:
@@ -68,8 +74,25 @@ def encode_labels(rows, kind: str, labels: tuple[str, ...]) -> tuple[list[dict],
                 kind == "token-classification" and all(str(t) in index for t in row["ner_tags"])):
             out.append(row)
         else:
-            rejects["tag_not_in_train" if kind == "token-classification" else "label_not_in_train"] += 1
+            reason = LABEL_REJECTS[kind == "token-classification"]
+            rejects[reason] += 1
+            if samples is not None and all(r != reason for r, _, _ in samples):
+                names = row["ner_tags"] if reason == "tag_not_in_train" else \
+                    row["label"] if kind == "multi-label" else [row["label"]]
+                samples.append((reason, f"id {row.get('id')}", next(str(x) for x in names if str(x) not in index)))
     return out, rejects
+
+
+def unknown_label_said(reason: str, label: str, labels: tuple[str, ...]) -> str:
+    """What a reject line of a label train lacks (LABEL_REJECTS; "" for other reasons) adds: train's labels, and the
+    one `label` differs from only in case or blanks, where one does: another tool's export of the dev file writes
+    "Neutral" for train's "neutral", and a whole class is gone from the split that judges the model."""
+    if reason not in LABEL_REJECTS:
+        return ""
+    folded = "".join(label.split()).casefold()
+    twin = next((x for x in labels if "".join(x.split()).casefold() == folded), None)
+    return f"train's labels: {list(labels[:10])}{f' ... ({len(labels)})' if len(labels) > 10 else ''}" + (
+        f"; {label!r} differs from train's {twin!r} only in case or blanks: write it as train does" if twin else "")
 
 
 def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],

@@ -280,7 +280,7 @@ def _roles(batch, kind: str, mode: str, dev_groups: set, select_groups: set, lab
     """`want` = "train": the training rows (labels encoded, leaks out) as JSON, or (`counts_only`) what was left
     out of them; else the carved rows of `want` and the counts, for the driver. `keep_below` < 1: train keeps the rows
     whose id hashes below it (a stable sample spread over every file, for task.max_train_examples)."""
-    out, rejects, leaks = [], collections.Counter(), 0
+    out, rejects, leaks, firsts = [], collections.Counter(), 0, []  # firsts: encode_labels' first rejects
     for row in _rows(batch):
         if keep_below < 1 and _cap_hash(row) >= keep_below:
             continue
@@ -292,7 +292,7 @@ def _roles(batch, kind: str, mode: str, dev_groups: set, select_groups: set, lab
             leaks += 1
             continue
         if labels:
-            kept, counts = encode_labels([row], kind, labels)
+            kept, counts = encode_labels([row], kind, labels, firsts)
             rejects.update(counts)
             if not kept:
                 continue
@@ -301,7 +301,7 @@ def _roles(batch, kind: str, mode: str, dev_groups: set, select_groups: set, lab
     if want == "train" and not counts_only:
         return {"row": np.asarray(out, dtype=object)}
     return {"rows": [json.dumps([] if counts_only else out, ensure_ascii=False)], "rejects": [json.dumps(rejects)],
-            "leaks": [leaks]}
+            "leaks": [leaks], "samples": [json.dumps(firsts, ensure_ascii=False)]}
 
 
 def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: int, max_query_length: int) -> dict:
@@ -384,6 +384,8 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
             rows.extend(json.loads(rec["rows"]))
             counts.update(json.loads(rec["rejects"]))
             leaks += int(rec["leaks"])
+            for reason, where, label in json.loads(rec["samples"]):  # a label task.labels lacks: said with the
+                samples.setdefault(reason, [spec, where, label])  # training files' other first rejects
         return rows, counts, leaks
 
     if dev is None:

@@ -149,3 +149,36 @@ def test_one_list_in_two_labels_is_a_stray_row_not_the_files_way(tmp_path):
     path = _write(tmp_path / "two.jsonl", "jsonl", [["sports"], "a"])
     check_columns([(str(path), "jsonl")], "classification")
     assert _read(path, "jsonl", "classification") == (["a"], {"unparseable_label": 1})
+
+
+def test_a_decimal_class_is_one_name_in_csv_excel_and_json(tmp_path):
+    """Half-star classes as each writer holds them: Excel's numbers formatted `0.00`, its CSV export's text "4.50"
+    (and a TSV's, or an Excel text cell's), JSON's 4.5, a `;` CSV's "4,50". The comma CSV's classes were "4.50" and
+    "2.50" while every other format named them "4.5" and "2.5" ("3.00" was "3" already): a train workbook beside
+    its dev CSV rejected every half-star dev row as label_not_in_train. A code with a leading zero ("01.10") is not
+    a number as a writer writes one, and stays as written, as "007" does."""
+    import openpyxl
+
+    want = ["4.5", "3", "2.5", "-0.25", "4.5"]
+    book = openpyxl.Workbook()
+    book.active.append(["text", "label"])
+    for i, value in enumerate([4.5, 3.0, 2.5, -0.25, 4.5]):
+        book.active.append([f"row {i}", value])
+        book.active.cell(i + 2, 2).number_format = "0.00"
+    book.save(tmp_path / "stars.xlsx")
+    (tmp_path / "stars.tsv").write_text("text\tlabel\n" + "".join(
+        f"row {i}\t{x}\n" for i, x in enumerate(["4.50", "3.00", "2.50", "-0.250", "+4.5"])))
+    (tmp_path / "semi.csv").write_text("text;label\n" + "".join(
+        f"row {i};{x}\n" for i, x in enumerate(["4,50", "3,00", "2,50", "-0,250", "4,5"])))
+    files = {"stars.xlsx": "xlsx", "stars.tsv": "tsv", "semi.csv": "csv",
+             "stars.csv": _write(tmp_path / "stars.csv", "csv", ["4.50", "3.00", "2.50", "-0.250", "+4.5"]),
+             "text.xlsx": _write(tmp_path / "text.xlsx", "xlsx", ["4.50", "3.00", "2.50", "-0.250", "+4.5"]),
+             "stars.jsonl": _write(tmp_path / "stars.jsonl", "jsonl", [4.5, 3.0, 2.5, -0.25, 4.5])}
+    for name in files:
+        fmt = name.rsplit(".", 1)[1]
+        assert _read(tmp_path / name, fmt, "classification") == (want, {}), name
+    codes = ["007", "01.10", "007.0", "1.0", "1.10", "A.50", "4.50.1"]
+    assert _read(_write(tmp_path / "codes.csv", "csv", codes), "csv", "classification")[0] == [
+        "007", "01.10", "007", "1", "1.1", "A.50", "4.50.1"]
+    joined = _write(tmp_path / "m.csv", "csv", ["4.50|1.0", "2.50"])
+    assert _read(joined, "csv", "multi-label", Columns(label_separator="|"))[0] == [["4.5", "1"], ["2.5"]]
