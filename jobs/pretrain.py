@@ -348,12 +348,19 @@ def _eval_rows(cfg: PretrainConfig, prepared, columns: list[str]) -> dict:
     examples (fewer when the split is smaller), `eval_set_size` of them, so that a run resubmitted on another worker
     count, and runs of different sizes, score the same examples (masked alike: pretrain_worker.evaluate). Read here
     once, shipped through the object store (a Ray Data stream costs more than an evaluation). A resubmitted run reads
-    as many as its checkpoint's did (_held_out_read); a set of few random-next pairs is said."""
+    as many as its checkpoint's did (_held_out_read), said where this run's settings ask another number (its logged
+    train.eval_batches would say otherwise); a set of few random-next pairs is said."""
     from pipelines.examples import held_out_nsp_warning
     from pipelines.shards import read_head
 
     replicas = cfg.scaling.num_workers // cfg.deepspeed.pipeline_stages
-    table = read_head(prepared.eval_files, _held_out_read(cfg), columns)
+    read, asked = _held_out_read(cfg), cfg.train.eval_batches * cfg.train.micro_batch_size
+    if read != asked:
+        print(f"[eval] {cfg.run_name}: the held-out set stays the eval split's first {read} examples, as its "
+              f"checkpoint's (this run's train.eval_batches x train.micro_batch_size asks {asked}), so that "
+              f"evaluations before and after the resubmission score the same examples; a new run_name scores {asked}",
+              flush=True)
+    table = read_head(prepared.eval_files, read, columns)
     keep = eval_set_size(table.num_rows, replicas)
     if not keep:  # scored, no row would give 0 loss and 0 accuracy, logged as a measurement
         raise ConfigError(f"the held-out split of {prepared.path} has {table.num_rows} examples, too few for "

@@ -106,12 +106,16 @@ def refuse_unloadable(run_dir: Path, cfg) -> None:
 def refuse_unloadable_init(cfg) -> None:
     """As refuse_unloadable, for the checkpoint train.init_checkpoint hands over: its weights need the model that saved
     them (refuse_other_model) and, alone, its pipeline layout; with its optimizer (train.reset_optimizer=false), its
-    ZeRO stage, world size and PRETRAINING_OPTIMIZER as a resume does. A checkpoint at a URI (cloud storage) is not
-    read here: the workers check it as they load it."""
+    ZeRO stage, world size and PRETRAINING_OPTIMIZER as a resume does; and first, a folder that is no whole resume
+    checkpoint (refuse_no_checkpoint). A checkpoint at a URI (cloud storage) is not read here: the workers check it as
+    they load it."""
     from jobs.engine.checkpoint_parts import read_topology
     from jobs.workers.reshard import hand_off_layout, needs_universal
 
+    if "://" in cfg.train.init_checkpoint:
+        return
     init = Path(cfg.train.init_checkpoint)
+    refuse_no_checkpoint(init)
     refuse_other_model(init, cfg)  # first: with another model, no optimizer setting set back would load it
     if cfg.train.reset_optimizer:
         hand_off_layout(read_topology(init), cfg)
@@ -120,6 +124,50 @@ def refuse_unloadable_init(cfg) -> None:
                                "train.reset_optimizer=false) carries over the optimizer of", "Set them back, or set "
                                "train.reset_optimizer=true to train its weights on with a fresh optimizer")
         needs_universal(read_topology(init), cfg.scaling.num_workers, cfg)
+
+
+def refuse_no_checkpoint(folder: Path) -> None:
+    """Refuse a train.init_checkpoint folder that is no whole resume checkpoint, naming what it is and what to give
+    instead: a release (an HF model folder), a run folder, or a checkpoint whose parts its rank listings say are
+    missing (one the job reports as ignored). Taken, each failed in every worker, restart after restart, on
+    DeepSpeed's bare AssertionError (no model states to load) or on a rank's missing file. A checkpoint is told by
+    what its ranks wrote: the part listings (checkpoint_parts), or, from before those, topology.json, or, from before
+    that, DeepSpeed's model states."""
+    from jobs.engine.checkpoint_parts import RANK_FILES, RAY_SNAPSHOT, TOPOLOGY, missing_parts
+    from jobs.engine.seam import TAG
+
+    def latest_of(run_dir: Path) -> str:
+        """What to give instead: `run_dir`'s latest registered checkpoint where its snapshot names one but `folder`."""
+        try:
+            checkpoint = latest(run_dir)
+        except ConfigError:  # a snapshot cut short: refused as such when the run is resubmitted, not here
+            checkpoint = None
+        return (f"its run's latest registered checkpoint, train.init_checkpoint={checkpoint}"
+                if checkpoint and checkpoint != folder else "a run's checkpoint_* folder Ray Train registered "
+                f"(<output_dir>/<run>/checkpoint_*, the one its {RAY_SNAPSHOT} names last)")
+
+    what = f"train.init_checkpoint={folder}"
+    if any(folder.glob(RANK_FILES.format("*"))):
+        if missing := missing_parts(folder):
+            raise ConfigError(f"{what} is an incomplete checkpoint (missing {', '.join(missing[:3])}"
+                              + (f" and {len(missing) - 3} more" if len(missing) > 3 else "") + "): a rank's part "
+                              "was not (wholly) written, so Ray Train never resumes from it and the workers could not "
+                              f"load it. Give {latest_of(folder.parent)}")
+        return
+    if (folder / TOPOLOGY).is_file() or any((folder / "engine" / TAG).glob("*model_states.pt")):
+        return
+    if (folder / "config.json").is_file():
+        raise ConfigError(f"{what} is a release (an HF model folder), not a resume checkpoint: train.init_checkpoint "
+                          "loads DeepSpeed's engine files, which a release does not hold. Fine-tuning starts from it "
+                          f"(jobs/finetune.py init={folder}); to pretrain on, give {latest_of(folder.parent)}")
+    if (folder / RAY_SNAPSHOT).is_file():
+        checkpoint = latest(folder)
+        raise ConfigError(f"{what} is a run folder, " + (
+            f"not one of its checkpoints: give its latest registered checkpoint, train.init_checkpoint={checkpoint}"
+            if checkpoint else "and Ray Train registered no checkpoint in it: give a run's checkpoint_* folder"))
+    raise ConfigError(f"{what} is no resume checkpoint: it holds neither {TOPOLOGY} nor DeepSpeed's model states "
+                      f"(engine/{TAG}/*model_states.pt). Give a run's checkpoint_* folder Ray Train registered "
+                      f"(<output_dir>/<run>/checkpoint_*, the one its {RAY_SNAPSHOT} names last)")
 
 
 def refuse_other_model(folder: Path, cfg) -> None:
