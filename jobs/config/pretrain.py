@@ -10,6 +10,7 @@ import copy
 
 import glob
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -230,6 +231,15 @@ class PretrainConfig:
             raise ConfigError(f"deepspeed.pipeline_stages ({d.pipeline_stages}) must divide scaling.num_workers "
                               f"({s.num_workers}); allowed: deepspeed.pipeline_stages in {divisors}")
         self.validate_pipeline()
+        if d.pipeline_stages > 1 and t.grad_accum_steps < 2 * d.pipeline_stages:
+            # Said, not refused: the run is right, only slow. DeepSpeed's schedule fills the stages with one optimizer
+            # step's micro-batches alone, so a stage idles (S-1)/(m+S-1) of the step (GPipe's "bubble").
+            idle = (d.pipeline_stages - 1) / (t.grad_accum_steps + d.pipeline_stages - 1)
+            warnings.warn(f"[train] deepspeed.pipeline_stages={d.pipeline_stages} with train.grad_accum_steps="
+                          f"{t.grad_accum_steps}: a step's micro-batches are all that fills the pipeline, so each "
+                          f"stage idles (stages - 1) / (grad_accum_steps + stages - 1) = {idle:.0%} of the time; set "
+                          f"train.grad_accum_steps to several times the stages (>= {2 * d.pipeline_stages}), and "
+                          f"train.micro_batch_size lower to keep the batch")
         replicas, held_out = s.num_workers // d.pipeline_stages, t.eval_batches * t.micro_batch_size
         if not eval_set_size(held_out, replicas):  # refused here, not after the corpus is prepared
             raise ConfigError(f"train.eval_batches x train.micro_batch_size = {held_out} held-out examples leave "
@@ -305,8 +315,12 @@ class PretrainConfig:
                               f"{self.model.num_hidden_layers + 4} layers; allowed: 1 to "
                               f"{self.model.num_hidden_layers + 4} (model.num_hidden_layers + 4)")
         if d.zero_stage > 1 or d.offload_optimizer or d.offload_params:
-            raise ConfigError("deepspeed.pipeline_stages > 1 needs deepspeed.zero_stage 0 or 1 and no offload: "
-                              "ZeRO-2/3 shard gradients and parameters that the pipeline keeps per stage")
+            # What this precision allows: ZeRO-0 is refused in fp32 (below) and bf16 (validate), and offering it there
+            # sent the user from this refusal to the next.
+            stages = ("deepspeed.zero_stage 0 or 1" if d.precision == "fp16" else
+                      f"deepspeed.zero_stage=1 at deepspeed.precision={d.precision} (fp16 allows zero_stage 0 or 1)")
+            raise ConfigError(f"deepspeed.pipeline_stages > 1 needs {stages} and no offload: ZeRO-2/3 shard gradients "
+                              f"and parameters that the pipeline keeps per stage")
         if d.zero_stage == 0 and d.precision == "fp32":
             # DeepSpeed 0.19's plain fp32 optimizer has no overflow check: a NaN step's gradients were applied (the
             # weights poisoned while the loop said "skipped"). And its clipping (runtime.utils.clip_grad_norm_)

@@ -37,8 +37,10 @@ class Lamb(torch.optim.Optimizer):
                   is max_trust=1.0, DeepSpeed's FusedLamb clamps to [0.01, 10]
     partitioned: each tensor this rank holds is one rank's slice of a larger tensor (ZeRO with more
       than one rank and one tensor per group); squared norms are summed over the default process
-      group, so every rank uses the whole tensor's ratio. All ranks must then call `step` together
-      (ZeRO-3 calls it once per sub-group, so there it is one small all-reduce per tensor).
+      group, so every rank uses the whole tensor's ratio. All ranks must then call `step` together.
+      DeepSpeed's ZeRO optimizers call it once per param group (stage_1_and_2.py's `_optimizer_step(i)` at
+      ZeRO-1 and 2, once per sub-group at ZeRO-3): one small all-reduce per tensor. Only ZeRO-1 in bf16 without
+      offload, which DeepSpeed runs with its BF16_Optimizer, steps every group in one call.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
@@ -66,8 +68,9 @@ class Lamb(torch.optim.Optimizer):
             # decay that update is p itself, trust ||p|| / ||wd p|| = 1 / wd, and it scaled every decayed matrix by
             # (1 - lr) and counted a step before training began. No gradient, no step.
             return loss
-        # Pass 1 builds every update and its norms; the norms of all groups then cross ranks in one
-        # all-reduce (not one per tensor); pass 2 applies. Costs one transient copy of the params.
+        # Pass 1 builds every update and its norms; the norms of all the groups this call holds then cross ranks in
+        # one all-reduce (per tensor where DeepSpeed steps one group per call: see `partitioned`); pass 2 applies.
+        # Costs one transient copy of the params.
         pending = [work for group in self.param_groups if (work := self._updates(group)) is not None]
         adapted = [w for w in pending if w[0]["adapt"]]
         if adapted:

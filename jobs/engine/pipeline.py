@@ -182,7 +182,9 @@ class BertPipe(PipelineModule):
 
     Needs torch.distributed and deepspeed.comm initialised (`deepspeed.init_distributed`), and LOCAL_RANK
     set (Ray Train sets it). Layer l is initialised from seed `seed + l` whatever the partition, so every
-    data-parallel replica of a stage starts identical; load real weights with `load_pretraining_state`.
+    data-parallel replica of a stage starts identical. Real weights go in through
+    `build_pipeline_engine(state_dict=...)`, before deepspeed.initialize: after it, the optimizer's fp32 copy
+    (ZeRO-1's, or fp16's masters, taken at initialize) overwrites the module at the first optimizer step.
     """
 
     def __init__(self, config: BertConfig, num_stages: int, partition_method: str = "parameters", seed: int = 0):
@@ -263,7 +265,13 @@ def from_layer_states(layers: dict[int, dict[str, torch.Tensor]], config: BertCo
 
 
 def load_pretraining_state(pipe: BertPipe, state_dict: dict[str, torch.Tensor]) -> None:
-    """Load a BertForPreTraining state_dict into this stage's layers (every rank calls it for its own)."""
+    """Load a BertForPreTraining state_dict into this stage's layers (every rank calls it for its own), before
+    deepspeed.initialize: a pipe it wraps is refused, since its optimizer's fp32 copy would undo the load."""
+    if "checkpoint_parallel_write_pipeline" in vars(pipe):  # set on the module by DeepSpeed's PipelineEngine only
+        raise ValueError("load_pretraining_state: this BertPipe is already wrapped by deepspeed.initialize, whose "
+                         "optimizer holds its own fp32 copy of the weights and writes it back at the first step; "
+                         "pass the weights as build_pipeline_engine(..., state_dict=...), or restore a checkpoint "
+                         "with engine.load_checkpoint")
     layers = to_layer_states(state_dict, pipe.config)
     with torch.no_grad():
         for idx, module in pipe.local_layers():
