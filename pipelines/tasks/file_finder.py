@@ -189,12 +189,53 @@ def _refuse_unread(spec: str, root: str, paths: list[str]) -> None:
                             f"would leave out ({named}), or move them out of the folder")
 
 
+DELTA_LOG = "_delta_log"  # a Delta Lake table's transaction log, which names the table's live part files
+_DELTA_EXPORT = ("export its current version as Parquet and name that (Spark: spark.read.format('delta').load(path)"
+                 ".write.parquet(out); the deltalake package: pyarrow.parquet.write_table(DeltaTable(path)"
+                 ".to_pyarrow_table(), out))")
+
+
+def _refuse_delta(spec: str, root: str, tables: list[str]) -> None:
+    """Raise TaskDataError naming the first of `tables` (Delta table folders at or below the folder `root`). A Delta
+    table's rows are those of the part files its _delta_log/ names: the files a later version replaced or deleted
+    (an overwrite, update, merge) stay beside them until VACUUM, 7 days by default. Read as a folder of Parquet files
+    it would give the stale rows with the live ones, unsaid; reading the log is a Delta reader's work, not done here."""
+    if tables:
+        rel = posixpath.relpath(sorted(tables)[0], root)
+        where = spec if rel == "." else posixpath.join(spec.rstrip("/"), rel)
+        raise TaskDataError(f"{where} is a Delta table (it holds {DELTA_LOG}/), which is not read here: its rows are "
+                            f"the files its log names, not every file in the folder; {_DELTA_EXPORT}")
+
+
+def _delta_tables(root: str, paths: list[str]) -> list[str]:
+    """The Delta table folders at or below the folder `root` that `paths` (every file below it, hidden ones too) show:
+    those holding a _delta_log/, where no folder from `root` to it is hidden (a hidden one is passed over whole)."""
+    tables = set()
+    for path in paths:
+        parts = posixpath.relpath(path, root).split("/")[:-1]
+        if DELTA_LOG in parts and not any(p.startswith((".", "_", "~$")) for p in parts[:parts.index(DELTA_LOG)]):
+            tables.add(posixpath.join(root, *parts[:parts.index(DELTA_LOG)]))
+    return sorted(tables)
+
+
+def _delta_folders(fs, static: str, paths: list[str]) -> list[str]:
+    """The folders from `static` (a glob's fixed part) to each of `paths` (what it matched) that hold a _delta_log/: a
+    Delta table's part files are Parquet, so a glob matching none is not looked at (one lookup per folder)."""
+    parquet = [p for p in paths if extension(p) in (".parquet", ".pq")]
+    folders = {static} if parquet else set()
+    for path in parquet:
+        parts = posixpath.relpath(posixpath.dirname(path), static).split("/")
+        folders |= {posixpath.normpath(posixpath.join(static, *parts[:i + 1])) for i in range(len(parts))}
+    return sorted(d for d in folders if fs.isdir(posixpath.join(d, DELTA_LOG)))
+
+
 def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "") -> list[tuple[str, str]]:
     """(path, format) pairs for a file, a folder (its data files and its subfolders', sorted; hidden ones passed
     over), a glob, or a datasets save_to_disk folder (`folder:split` for a DatasetDict), at a local path or any
     fsspec URL. `labeled=False`: inputs to predict, where a .txt file is plain text. `split` ("train", "dev",
     "select"): the split a folder is read as, which refuses a folder holding files named as another split's
-    (`data/` with train.csv and test.csv, read whole as training: the test rows trained on)."""
+    (`data/` with train.csv and test.csv, read whole as training: the test rows trained on). A Delta table's folder
+    (holding _delta_log/), named or below the folder or the glob's fixed part, is refused (_refuse_delta)."""
     extensions = EXTENSIONS if labeled else INPUT_EXTENSIONS
     if fmt and fmt not in FORMATS:
         raise ValueError(f"unknown task.format {fmt!r}; expected one of {list(FORMATS)}")
@@ -213,7 +254,9 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         if fs.isfile(posixpath.join(root, "state.json")):
             return [(root if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(root), "hf")]
         root = root.rstrip("/") or root
-        found = [p for p in _files_below(fs, root) if not _hidden(root, p)]
+        below = _files_below(fs, root)
+        _refuse_delta(spec, root, _delta_tables(root, below))  # before any file is read
+        found = [p for p in below if not _hidden(root, p)]
         inner = sorted(posixpath.dirname(p) for p in found if posixpath.basename(p) == "dataset_dict.json")
         if inner:
             rel = posixpath.relpath(inner[0], root)
@@ -239,6 +282,9 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         fixed = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
         static = "/".join(parts[:fixed]) or ("/" if root.startswith("/") else ".")
         written = frozenset(re.match(r"[a-z]*", part.lower())[0] for part in parts[fixed:])
+        said = spec.split("/")  # the glob's fixed part as the user wrote it, naming a table found there
+        said = "/".join(said[:next(i for i, part in enumerate(said) if any(c in part for c in "*?["))]) or "."
+        _refuse_delta(said, static, _delta_folders(fs, static, paths))  # `table/*.parquet`: every version's files
         stray = _other_split(static, paths, split, written) if split else None
         if stray:
             raise TaskDataError(f"{spec} is read as the {split} split, and matches {stray}, named as another "

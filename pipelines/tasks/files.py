@@ -33,7 +33,8 @@ lines after it are read again), ambiguous_quote (a TSV quote that would run on o
 itself while another of its lines is not: one count per line; where every line is a whole row, they are read GLUE
 style, its quotes as text: text_records.tsv_records), wrong_column_count,
 repeated_header (a CSV / TSV / sheet row of two
-columns or more that is the header again: `cat a.csv b.csv`), missing_text and missing_label (absent, empty, JSON null,
+columns or more that is the header again: `cat a.csv b.csv`), totals_row (an Excel Table's Total Row: excel.py),
+missing_text and missing_label (absent, empty, JSON null,
 NaN, or text that says so: "nan", "<NA>", Excel's #N/A and other error cells, cells.no_value; QA: answers absent or
 null, where [] is a question without an answer), unparseable_label (a stray JSON list as a class: label_cells.py; a
 bool as a score or in a list, a non-finite score or class, QA answers of no shape squad.answer_list reads),
@@ -45,8 +46,9 @@ unanswerable_needs_version_2 (QA, as load_squad; a question without an answer, r
 task.version_2=true to train on them), empty_file (0 bytes or a header only; counted once), truncated_<codec> /
 corrupt_<codec> (a compressed file cut short or not of its codec: the records before it are kept; corrupt_parquet, a
 Parquet page that does not decode, likewise; an I/O error is raised, naming the file). TaskDataError is raised only for
-a file unusable as a whole: a required column absent (the message names expected, found and the task.columns.* to set)
-or named twice in the header, or the header again in another column order (joined files), a byte-order mark that
+a file unusable as a whole: a required column absent (the message names expected, found and the task.columns.*
+to set, or the `name=value` folder a Hive partition holds it in) or named twice in the header, or the header
+again in another column order (joined files), a byte-order mark that
 contradicts the encoding named (UTF-16 / UTF-32 where none is), a CSV / TSV in a one-byte encoding where none is named
 (file_head.py: Excel's cp1252, each accented row would be invalid_utf8), a JSON array whose JSON breaks between its
 elements, a Parquet file's datasets metadata that is no JSON, labels that are lists of classes where
@@ -154,8 +156,15 @@ def _require_columns(path: str, found, kind: str, columns: Columns) -> list[str]
     if missing := [f for f, name in need.items() if name not in found]:
         headless = "; the file seems to have no header row (its first row reads as data): add one naming its " \
             "columns" if header_is_data(found) else ""
-        raise TaskDataError(f"{path}: expected columns {list(need.values())}, found {list(found)}; set "
-                            + " / ".join(f"task.columns.{f}" for f in missing) + headless)
+        # Spark's partitionBy("label") writes the column as folder names (label=ham/part-0.parquet), not in the files
+        folders = path.split("?", 1)[0].split("/")[:-1]
+        hive = {f: part for f in missing for part in folders if part.startswith(f"{need[f]}=")}
+        settings = [f"task.columns.{f}" for f in missing if f not in hive]
+        raise TaskDataError(f"{path}: expected columns {list(need.values())}, found {list(found)}"
+                            + ("; set " + " / ".join(settings) if settings else "")
+                            + "".join(f"; {need[f]!r} is in the folder names ({part}/, a Hive partition as Spark's "
+                                      "partitionBy writes), not in the files: write it into the files (e.g. Spark's "
+                                      "write without partitionBy)" for f, part in hive.items()) + headless)
     return [c for c in found if c in {*need.values(), "title"}]
 
 
@@ -193,7 +202,12 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
         return parquet_records(path, f, batch_rows, (columns.label, columns.tags), require)
     if fmt == "hf":
         return hf_records(path, batch_rows, (columns.label, columns.tags), require)
-    if fmt == "text":  # one input per line
+    if fmt == "text":  # one input per line: its one column, whatever columns.text names it; another named is refused
+        try:
+            require([columns.text])
+        except TaskDataError as e:
+            raise TaskDataError(f"{e} (a plain-text file is one text a line and holds no other column: write it as "
+                                "CSV or JSON Lines with them, or move it out of the input)") from None
         return ((n, where, text if isinstance(text, Reject) else {columns.text: text}, excerpt)
                 for n, where, text, excerpt in text_lines(f, lone_cr=True))
     tagged = bool(columns.tags)  # "": words alone, to tag (predict), where a file may have one column
