@@ -268,12 +268,15 @@ def _judge(cfg: PromoteConfig, uri: str, tasks, split: str, rows: list[dict], ou
     task, their_task = tasks
     with tempfile.TemporaryDirectory(prefix="promote-") as tmp:  # both models, downloaded from the registry
         mine = scorer.score(_download(uri, cfg.model, ours, Path(tmp)), task, split, rows, cfg.batch_size)
+        scorer.refuse_nonfinite(mine, f"v{ours} (candidate)", "it is not promoted")
         evidence = {"candidate": mine.value, "groups": mine.n_groups}  # what the bootstrap resamples (scorer)
         if not has_champion:  # nothing to compare with: the bound says what the first champion scores at least
             evidence["lower_bound"] = scorer.lower_bound(mine, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
             decision, reason = decide_first(cfg, evidence, mine.metric, ours, mine.n)
         else:
             best = scorer.score(_download(uri, cfg.model, theirs, Path(tmp)), their_task, split, rows, cfg.batch_size)
+            scorer.refuse_nonfinite(best, f"v{theirs} (champion)", "no candidate can be judged against it: roll it "
+                                    f"back (jobs/promote.py {cfg.model} --rollback) or register it again")
             evidence.update(champion=best.value, **scorer.paired_bootstrap(
                 mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
             decision, reason = decide(cfg, evidence, mine.metric, ours, theirs, mine.n)
@@ -296,7 +299,8 @@ def judged_task(registered: dict, overrides: dict):
     from jobs.registry.redaction import REDACTED
 
     task = ft_tasks.task_config(deep_merge(registered, overrides))
-    check_kind_settings(task, task.kind)  # the overrides against the settings they meet (n_best, a window's length)
+    if {"max_seq_len", *MODEL_SETTINGS, "iob_scheme"} & set(overrides):  # against the registered settings they meet
+        check_kind_settings(task, task.kind)  # (a window's length); a registration as fine-tuning checked it, left be
     hidden = [f for f in ("train_file", "dev_file", "select_file", "data_dir", "corpus_dir")
               if REDACTED in str(getattr(task, f)) and f not in overrides]
     if hidden:  # what looked like a URL's credentials never reaches the registry: the data is named again

@@ -41,6 +41,7 @@ class Scores:
     on: Callable[[np.ndarray], float]  # the metric on a resample: row indices, repeats allowed
     metrics: dict = field(default_factory=dict)  # every official metric on every row, "<split>/<name>"
     groups: np.ndarray | None = None  # per row, its group (any labels): resampled whole; None: each row its own
+    nonfinite: int = 0  # rows with a NaN or inf among the model's outputs: no evidence (refuse_nonfinite)
 
     def __post_init__(self):
         labels = np.arange(self.n) if self.groups is None else np.asarray(self.groups)
@@ -89,14 +90,17 @@ def score(model_dir: Path, task: TaskConfig, split: str, rows: list[dict], batch
     outputs = [_forward(model, {k: v[i:i + batch_size] for k, v in feats.items()})
                for i in range(0, len(rows), batch_size)]
     if task.kind == "token-classification":
-        return _ner(task, split, outputs, feats["labels"], batch_size, groups, rows, tokenizer)
+        s = _ner(task, split, outputs, feats["labels"], batch_size, groups, rows, tokenizer)
+        s.nonfinite = int(sum(o["nonfinite"].sum() for o in outputs))  # one feature per sentence
+        return s
     logits, labels = np.concatenate([o["logits"] for o in outputs]), feats["labels"]
 
     def on(idx: np.ndarray) -> float:
         return ft_tasks.dev_metrics(task, split, [], {"logits": logits[idx], "labels": labels[idx]})[metric]
 
     every = ft_tasks.dev_metrics(task, split, [], {"logits": logits, "labels": labels})
-    return Scores(metric, every[metric], len(rows), on, every, groups)
+    bad = int(sum(o["nonfinite"].sum() for o in outputs))  # one feature per row
+    return Scores(metric, every[metric], len(rows), on, every, groups, bad)
 
 
 def row_groups(rows: list[dict], kind: str) -> np.ndarray:
@@ -122,8 +126,21 @@ def _forward(model, batch: dict) -> dict[str, np.ndarray]:
 
     inputs = {k: v.to(model.device) for k, v in collate({k: batch[k] for k in ft_tasks.MODEL_INPUTS}).items()}
     out = model(**inputs)
-    return {k: getattr(out, k).float().cpu().numpy() for k in ("logits", "start_logits", "end_logits")
-            if getattr(out, k, None) is not None}
+    arrays = {k: getattr(out, k).float().cpu().numpy() for k in ("logits", "start_logits", "end_logits")
+              if getattr(out, k, None) is not None}
+    return {**arrays, "nonfinite": _nonfinite(arrays, inputs["attention_mask"].cpu().numpy().astype(bool))}
+
+
+def _nonfinite(outputs: dict[str, np.ndarray], mask: np.ndarray) -> np.ndarray:
+    """Per feature of a batch, whether an output the metrics read is NaN or inf: any of a row's logits (B, C), or
+    at a token of its window (B, T) / (B, T, C), not at its padding."""
+    bad = np.zeros(len(mask), dtype=bool)
+    for k, v in outputs.items():
+        v = ~np.isfinite(v)
+        if k != "logits" or v.ndim == 3:  # per token: QA's start/end logits, a tagger's logits
+            v = v.reshape(*v.shape[:2], -1).any(-1) & mask[:, :v.shape[1]]
+        bad |= v.reshape(len(v), -1).any(1)
+    return bad
 
 
 def _ner(task: TaskConfig, split: str, outputs: list[dict], labels: np.ndarray, batch_size: int,
@@ -191,9 +208,10 @@ def _squad(model, tokenizer, task: TaskConfig, split: str, rows: list[dict], bat
 
     feats = squad_eval_features(rows, tokenizer, task.max_seq_len, task.doc_stride, task.max_query_length)
     n, width = len(feats["input_ids"]), feats["input_ids"].shape[1]
-    starts, ends = [], []
+    starts, ends, bad = [], [], set()
     for i in range(0, n, batch_size):
         out = _forward(model, {k: feats[k][i:i + batch_size] for k in ft_tasks.MODEL_INPUTS})
+        bad.update(feats["example_id"][i + j] for j in np.flatnonzero(out["nonfinite"]))  # a question, once
         pad = [(0, 0), (0, width - out["start_logits"].shape[1])]
         starts.append(np.pad(out["start_logits"], pad, constant_values=-1e4))
         ends.append(np.pad(out["end_logits"], pad, constant_values=-1e4))
@@ -212,7 +230,7 @@ def _squad(model, tokenizer, task: TaskConfig, split: str, rows: list[dict], bat
     every = {f"{split}/{k}": float(v) for k, v in squad_metrics(predictions, rows, task.version_2).items()}
     if task.version_2:
         every[f"{split}/null_threshold"] = threshold
-    return Scores(metric, on(np.arange(len(rows))), len(rows), on, every, groups)
+    return Scores(metric, on(np.arange(len(rows))), len(rows), on, every, groups, len(bad))
 
 
 def resamples(scores: Scores, samples: int, seed: int) -> Iterator[np.ndarray]:
@@ -240,6 +258,18 @@ def lower_bound(scores: Scores, samples: int, confidence: float, seed: int) -> f
     least)."""
     values = _finite(scores, [scores.on(idx) for idx in resamples(scores, samples, seed)])
     return float(np.quantile(values, 1 - confidence))
+
+
+def refuse_nonfinite(scores: Scores, model: str, then: str) -> None:
+    """Refuse a `model` ("v3 (champion)") with a NaN or inf among its outputs on the evaluation rows (diverged, or
+    overflowed in half precision), saying what happens `then`: argmax reads such a row as class 0 (a model with no
+    finite output was promoted on the class-0 share of the gold labels) and a correlation over it is NaN (the
+    bootstrap would blame the data). Called by the gate, not by `score`: the fine-tuning job's metrics stay as
+    computed."""
+    if scores.nonfinite:
+        raise ValueError(f"{model}: its outputs are not finite (NaN or inf) on {scores.nonfinite} of the {scores.n} "
+                         f"evaluation rows, so its {scores.metric} is no evidence (a diverged or overflowed model): "
+                         f"{then}")
 
 
 def _finite(scores: Scores, values: list[float]) -> np.ndarray:
