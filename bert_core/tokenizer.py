@@ -32,10 +32,10 @@ CONTINUATION_PREFIX = "##"
 MAX_INPUT_CHARS_PER_WORD = 100  # longer "words" become a single [UNK], as in original BERT
 # The alphabet a trained vocabulary keeps (every other character becomes [UNK]): by default the most frequent
 # characters that cover CHARACTER_COVERAGE of the sample's (SentencePiece's default rule), at least MIN_ALPHABET
-# (HF BertWordPieceTokenizer's limit_alphabet; Google's English vocab holds 997) and at most half of what the special
-# tokens leave (alphabet_budget): the trainer adds every kept character, and its "##" form where it occurs inside a
-# word, before any merge, so a bigger alphabet alone can outgrow vocab_size.
-# An English corpus's stray symbols stay out; a CJK corpus keeps its thousands (Chinese BERT: ~21k of 21128 tokens).
+# (HF BertWordPieceTokenizer's limit_alphabet; Google's English vocab holds 997) and at most what vocab_size holds
+# beside the special tokens: the trainer adds every kept character, and its "##" form where it can continue a word,
+# before any merge, so a bigger alphabet alone can outgrow vocab_size. An English corpus's stray symbols stay out; a
+# CJK corpus keeps its thousands (Chinese BERT: ~21k of 21128 tokens), one token each, since ideographs take no "##".
 MIN_ALPHABET = 1000
 CHARACTER_COVERAGE = 0.9995
 
@@ -64,18 +64,34 @@ def character_counts(texts: Iterable[str], normalizer=None) -> collections.Count
     return counts
 
 
+def continues_words(char: str, normalizer=None, pre_tokenizer=None) -> bool:
+    """Whether `char` can follow another character inside a word, so the vocabulary holds its "##" form too: not one
+    BertPreTokenizer always splits off (punctuation, and a CJK ideograph, which BertNormalizer isolates)."""
+    text = normalizer.normalize_str("a" + char) if normalizer else "a" + char
+    return len((pre_tokenizer or pre_tokenizers.BertPreTokenizer()).pre_tokenize_str(text)) == 1
+
+
 def covering_alphabet(texts: list[str], vocab_size: int, normalizer=None,
                       counts: collections.Counter | None = None) -> int:
     """How many of the most frequent characters of `texts` (as `normalizer` leaves them; whitespace aside; the
     first COUNTED_CHARACTERS of them; or `counts`, character_counts of them) cover CHARACTER_COVERAGE of their
-    occurrences: at least MIN_ALPHABET, at most alphabet_budget(vocab_size), which wins below ~2000 tokens."""
+    occurrences: at least MIN_ALPHABET, at most as many as fill vocab_size beside the special tokens, two tokens for
+    a character that continues words (itself and its "##" form) and one for one that does not (continues_words; with
+    no normalizer, nothing isolates ideographs). That cap wins below ~2,000 tokens for a Latin-script corpus (half of
+    vocab_size - 5); a Chinese corpus keeps up to vocab_size - 5."""
     counts = character_counts(texts, normalizer) if counts is None else counts
+    ranked = sorted(counts, key=lambda c: (-counts[c], c))  # train_wordpiece's order: the cap counts what it keeps
     need, covered, k = CHARACTER_COVERAGE * sum(counts.values()), 0, 0
-    for k, (_, n) in enumerate(counts.most_common(), start=1):
-        covered += n
+    for k, c in enumerate(ranked, start=1):
+        covered += counts[c]
         if covered >= need:
             break
-    return min(max(MIN_ALPHABET, k), alphabet_budget(vocab_size))
+    k, room, pre_tokenizer = max(MIN_ALPHABET, k), vocab_size - len(SPECIAL_TOKENS), pre_tokenizers.BertPreTokenizer()
+    for kept, c in enumerate(ranked[:k]):
+        room -= 1 + continues_words(c, normalizer, pre_tokenizer)
+        if room < 0:
+            return kept
+    return k
 
 
 def _normalizer(lowercase: bool, strip_accents: bool | None = None,
@@ -89,7 +105,8 @@ def _finish_pipeline(tok: Tokenizer) -> Tokenizer:
     """Post-processor and decoder; needs the vocab, since [CLS]/[SEP] ids come from it."""
     cls_id, sep_id = tok.token_to_id(CLS), tok.token_to_id(SEP)
     if cls_id is None or sep_id is None:
-        raise ValueError(f"vocabulary lacks {CLS} or {SEP}")
+        raise ValueError(f"tokenizer vocabulary lacks special tokens "
+                         f"{[t for t in SPECIAL_TOKENS if tok.token_to_id(t) is None]}")
     tok.post_processor = processors.TemplateProcessing(
         single=f"{CLS}:0 $A:0 {SEP}:0",
         pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
@@ -126,10 +143,9 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
     texts = texts if isinstance(texts, list) else list(texts)
     counts = character_counts(texts, normalizer)
     if limit_alphabet is None:
-        limit_alphabet = covering_alphabet(texts, vocab_size, counts=counts)
+        limit_alphabet = covering_alphabet(texts, vocab_size, normalizer, counts)
     alphabet = sorted(sorted(counts, key=lambda c: (-counts[c], c))[:limit_alphabet])
-    continued = [CONTINUATION_PREFIX + c for c in alphabet
-                 if len(pre_tokenizer.pre_tokenize_str(normalizer.normalize_str("a" + c))) == 1]
+    continued = [CONTINUATION_PREFIX + c for c in alphabet if continues_words(c, normalizer, pre_tokenizer)]
     # The "##" forms enter as the trainer's special tokens (the only way to give it whole tokens before training);
     # the tokenizer is rebuilt below from the trained vocabulary, so they are ordinary vocabulary entries there.
     trainer = WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
@@ -402,6 +418,44 @@ class SpecialIds:
     def never_targets(self) -> tuple[int, ...]:
         """The ids never made MLM targets, wherever they stand (a "[MASK]" the text holds too): structure, not text."""
         return (self.pad, self.cls, self.sep, self.mask)
+
+
+def given_tokenizer(path: str | os.PathLike, lowercase: bool | None = None,
+                    strip_accents: bool | None = None) -> Tokenizer:
+    """data.tokenizer.path loaded as transformers will read the copy prepare saves (save_tokenizer), or a ConfigError
+    naming the folder and what it lacks; no Ray, so a job refuses it before any cluster work. A bare vocab.txt states
+    no case, so `lowercase` / `strip_accents` (data.tokenizer's) decide (unset: uncased BERT, as transformers reads
+    one, unless its tokens are cased: refused, check_tokenizer_folder); a tokenizer that states its own keeps them,
+    and a setting that contradicts them is refused. So is a vocab.txt that differs from the tokenizer.json beside it,
+    a folder that is no BERT WordPiece tokenizer (none of its files, a SentencePiece or BPE one, a special token
+    missing: pretraining needs all five), and a tokenizer transformers would rebuild differently: pretraining would
+    see other ids than fine-tuning."""
+    check_tokenizer_folder(path, lowercase, "data.tokenizer.lowercase")
+    try:
+        tok = load_tokenizer(path, lowercase, strip_accents)
+        SpecialIds.from_tokenizer(tok)
+        vocab_in_id_order(tok)
+    except Exception as e:  # tokenizers raises a bare Exception for a tokenizer.json it cannot read
+        raise ConfigError(f"data.tokenizer.path={path}: {e}; give a BERT WordPiece tokenizer (a folder with vocab.txt "
+                          f"or tokenizer.json, holding {' '.join(SPECIAL_TOKENS)}), or null to train one") from None
+    stated = stated_settings(path)
+    if stated:
+        strips = stated["lowercase"] if stated["strip_accents"] is None else stated["strip_accents"]
+        for name, setting, theirs in (("lowercase", lowercase, stated["lowercase"]),
+                                      ("strip_accents", strip_accents, strips)):
+            if setting not in (None, theirs):
+                raise ConfigError(
+                    f"data.tokenizer.{name}={setting} contradicts the tokenizer at data.tokenizer.path={path}, which "
+                    f"states lowercase={stated['lowercase']}, strip_accents={stated['strip_accents']} (None: as "
+                    f"lowercase); leave data.tokenizer.{name} unset to use it as it is, or give another")
+    differences = transformers_differences(tok)
+    if differences:
+        raise ConfigError(
+            f"data.tokenizer.path={path}: transformers rebuilds a BERT tokenizer from vocab.txt and "
+            f"tokenizer_config.json, so fine-tuning and serving would tokenize differently from pretraining: "
+            f"{'; '.join(differences)}; give one with a BertNormalizer(clean_text=True), BertPreTokenizer and "
+            f"WordPiece model ([UNK], '##'), or train one (data.tokenizer.path: null)")
+    return tok
 
 
 def tokenizer_hash(path: str | os.PathLike | Tokenizer) -> str:

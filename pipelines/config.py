@@ -27,8 +27,8 @@ class TokenizerConfig:
     # letters outside Latin script (Japanese voicing marks, Devanagari virama, Thai and Vietnamese tone marks)
     strip_accents: bool | None = None
     # characters the vocabulary keeps, the most frequent (others are [UNK]); None = those covering 99.95% of the
-    # sample's, 1000 to (vocab_size - 5) / 2 (bert_core.tokenizer.covering_alphabet): room for a CJK corpus's
-    # thousands, never more than the vocabulary holds with each character's "##" form (a set limit that is: refused)
+    # sample's, at least 1000, at most what vocab_size - 5 holds with the "##" form of each that continues words
+    # (bert_core.tokenizer.covering_alphabet: a CJK ideograph takes one token); a set limit that cannot fit: refused
     limit_alphabet: int | None = None
     min_frequency: int = 2  # a merge must be seen this often to enter the vocabulary
     sample_documents: int = 20000  # documents the tokenizer is trained on (a uniform sample) ...

@@ -50,10 +50,8 @@ from ray.data._internal.execution.backpressure_policy import (
     ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY, ConcurrencyCapBackpressurePolicy)
 from tokenizers import Tokenizer
 
-from bert_core.config import ConfigError
-from bert_core.tokenizer import (SpecialIds, check_tokenizer_folder, continuation_mask, load_tokenizer, save_tokenizer,
-                                 stated_settings, tokenizer_hash, train_wordpiece, transformers_differences,
-                                 vocab_in_id_order)
+from bert_core.tokenizer import (SpecialIds, continuation_mask, given_tokenizer, save_tokenizer, tokenizer_hash,
+                                 train_wordpiece)
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import dropped_rows
 from pipelines.examples import (PAIR_RULES, Document, bucket_seed, create_examples, cut_long_sentences,
@@ -124,34 +122,8 @@ class ReadProgress:
 
 
 def _given_tokenizer(t: TokenizerConfig) -> Tokenizer:
-    """data.tokenizer.path loaded as transformers will read the prepared copy (save_tokenizer). A bare vocab.txt
-    states no case, so data.tokenizer.lowercase / strip_accents decide (unset: uncased BERT, as transformers reads
-    one, unless its tokens are cased: refused, check_tokenizer_folder); a tokenizer that states its own keeps them,
-    and a setting that contradicts them is refused. So is a vocab.txt that differs from the tokenizer.json beside it,
-    and a tokenizer transformers would rebuild differently: pretraining would see other ids than fine-tuning."""
-    check_tokenizer_folder(t.path, t.lowercase, "data.tokenizer.lowercase")
-    stated = stated_settings(t.path)
-    if stated:
-        strips = stated["lowercase"] if stated["strip_accents"] is None else stated["strip_accents"]
-        for name, theirs in (("lowercase", stated["lowercase"]), ("strip_accents", strips)):
-            if getattr(t, name) not in (None, theirs):
-                raise ConfigError(
-                    f"data.tokenizer.{name}={getattr(t, name)} contradicts the tokenizer at data.tokenizer.path="
-                    f"{t.path}, which states lowercase={stated['lowercase']}, strip_accents={stated['strip_accents']} "
-                    f"(None: as lowercase); leave data.tokenizer.{name} unset to use it as it is, or give another")
-    tok = load_tokenizer(t.path, t.lowercase, t.strip_accents)
-    try:  # here, not once the corpus is read and the prepared copy is written
-        vocab_in_id_order(tok)
-    except ValueError as e:
-        raise ConfigError(f"data.tokenizer.path={t.path}: {e}") from None
-    differences = transformers_differences(tok)
-    if differences:
-        raise ConfigError(
-            f"data.tokenizer.path={t.path}: transformers rebuilds a BERT tokenizer from vocab.txt and "
-            f"tokenizer_config.json, so fine-tuning and serving would tokenize differently from pretraining: "
-            f"{'; '.join(differences)}; give one with a BertNormalizer(clean_text=True), BertPreTokenizer and "
-            f"WordPiece model ([UNK], '##'), or train one (data.tokenizer.path: null)")
-    return tok
+    """data.tokenizer.path as pretraining uses it, refused as a setting where it cannot be (given_tokenizer)."""
+    return given_tokenizer(t.path, t.lowercase, t.strip_accents)
 
 
 def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, out_dir: Path,

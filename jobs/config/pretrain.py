@@ -375,6 +375,10 @@ class PretrainConfig:
         if tokenizer and not Path(tokenizer).exists():
             raise ConfigError(f"data.tokenizer.path must be an existing tokenizer folder or file, or null to train "
                               f"one, got {tokenizer!r} (nothing there)")
+        if tokenizer:  # a folder that is no BERT WordPiece tokenizer, or one its settings contradict: here, before Ray
+            from bert_core.tokenizer import given_tokenizer
+
+            given_tokenizer(tokenizer, self.data.tokenizer.lowercase, self.data.tokenizer.strip_accents)
         self.scaling.check_environment()
         return self
 
