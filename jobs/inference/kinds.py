@@ -25,10 +25,10 @@ OUTPUT_TYPES = {"label": "string", "labels": "string", "score": "double", "score
                 "truncated": "bool"}
 
 
-def model_kind(config) -> str:
-    """The task kind of an HF BERT config: its architecture's head, and for sequence heads the problem type
-    (what the fine-tuning job exports: multi_label_classification, regression). As the pipeline reads it: one logit
-    without a problem type is a label with its sigmoid, not a regression value."""
+def model_kind(config, folder: str | Path = "") -> str:
+    """The task kind of an HF BERT config: its architecture's head, and for sequence heads the problem type (what
+    the fine-tuning job exports: multi_label_classification, regression). As the pipeline reads it: one logit without
+    a problem type is a label with its sigmoid, not a regression value. `folder`, if given, is named in a refusal."""
     arch = (config.architectures or [""])[0]
     if arch.endswith("ForTokenClassification"):
         return "token-classification"
@@ -40,12 +40,20 @@ def model_kind(config) -> str:
     if config.problem_type == "multi_label_classification":
         return "multi-label"
     if config.problem_type == "regression":  # one logit without it (another tool's model): the pipeline's sigmoid
+        if (config.num_labels or 1) > 1:  # bert_core loads and re-exports these; `value` would be the first output's
+            names = ", ".join(str(name) for name in list(config.id2label.values())[:5])
+            raise ValueError(
+                f"{f'{folder}: ' if folder else ''}a regression of {config.num_labels} outputs (problem_type "
+                f"regression, num_labels {config.num_labels}: {names}{', ...' if config.num_labels > 5 else ''}); "
+                "predict and the served model write one value per row, so they take a regression of one output "
+                "(num_labels 1) only; a transformers text-classification pipeline (function_to_apply='none', "
+                "top_k=None) answers every output")
         return "regression"
     return "classification"
 
 
 def folder_kind(folder: str | Path) -> str:
-    """model_kind of a model folder's config.json, read as JSON (what AutoConfig would read for these two fields)."""
+    """model_kind of a model folder's config.json, read as JSON (what AutoConfig would read for these fields)."""
     path = Path(folder) / "config.json"
     if not path.is_file():
         raise ValueError(f"no config.json in {folder}: not a transformers model folder")
@@ -55,8 +63,21 @@ def folder_kind(folder: str | Path) -> str:
         raise ValueError(f"{path} is not a JSON config ({exc})") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not a JSON config (a {type(config).__name__}, not an object)")
+    outputs = regression_outputs(config) if config.get("problem_type") == "regression" else []
     return model_kind(SimpleNamespace(architectures=config.get("architectures"),
-                                      problem_type=config.get("problem_type")))
+                                      problem_type=config.get("problem_type"),
+                                      num_labels=len(outputs), id2label=dict(enumerate(outputs))))
+
+
+def regression_outputs(config: dict) -> list[str]:
+    """A regression head's output names as transformers 5 counts them from config.json: num_labels (over id2label,
+    whose names it then drops), else id2label's, else 2 (AutoConfig's default)."""
+    labels = config.get("id2label")
+    names = [str(name) for name in labels.values()] if isinstance(labels, dict) else None
+    outputs = config.get("num_labels")
+    if not isinstance(outputs, int) or isinstance(outputs, bool):
+        outputs = len(names) if names is not None else 2
+    return names if names is not None and len(names) == outputs else [f"LABEL_{i}" for i in range(outputs)]
 
 
 @dataclass

@@ -11,7 +11,7 @@ Each kind's prediction (the output columns, besides `id` and `file`):
   classification        label, score (its probability), scores (JSON: label -> probability)
   multi-label           labels (JSON list: every label whose sigmoid is over the threshold), score (the
                         best label's), scores
-  regression            value
+  regression            value (one output: a regression of several is refused, kinds.model_kind)
   token-classification  entities (JSON list of {entity_group, score, word, start, end}, offsets into the
                         text), as the pipeline with aggregation "first" and windows overlapping by a quarter
                         (but for the tail of a word a window opens inside: not tagged alone)
@@ -49,7 +49,7 @@ class Encoder:
         from pipelines.tasks.common import load_tokenizer
 
         self.config = AutoConfig.from_pretrained(model_dir)
-        self.kind = model_kind(self.config)
+        self.kind = model_kind(self.config, model_dir)
         self.tokenizer = load_tokenizer(model_dir)  # WordPiece only: another kind would be read as [UNK]s
         self.limit = min(int(self.tokenizer.model_max_length), int(self.config.max_position_embeddings))
         self.tokenizer.model_max_length = self.limit  # as a pipeline with serving.pipeline_config

@@ -94,6 +94,25 @@ def test_a_checkpoint_or_hub_snapshot_ships_and_hashes_only_what_transformers_lo
 
 
 
+def test_a_registered_regression_of_several_outputs_is_refused_once_resolved(tmp_path, empty_store):
+    """models:/ resolves, downloads, then reads the folder's kind: a regression of three outputs is refused there,
+    named by the URI asked (not the download's temporary folder), before any Ray work; it would have been written as
+    its first output alone (batch prediction and the served model write one value per row)."""
+    folder = model_folder(tmp_path / "model")
+    (folder / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"],
+                                                    "problem_type": "regression",
+                                                    "id2label": {"0": "fluency", "1": "adequacy", "2": "style"}}))
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    client.create_registered_model("quality")
+    client.create_model_version("quality", str(folder), tags={"task_config": "{}"})
+    with pytest.raises(ConfigError, match=r"^model 'models:/quality/1': a regression of 3 outputs \(problem_type "
+                                          r"regression, num_labels 3: fluency, adequacy, style\); "
+                                          r".*num_labels 1\) only"):
+        resolve_model("models:/quality/latest", uri, tmp_path / "download")
+
+
 def test_sharded_weights_travel_with_their_index_and_a_folder_without_weights_is_named(tmp_path):
     """transformers' order: safetensors (whole, or an index and the shards it names) before pytorch_model.bin (whole
     or sharded); a shard the index names and the folder lacks, or no weights at all, is an error naming them."""
