@@ -15,9 +15,10 @@ model.layers.N.attn.Wqkv, head.dense, decoder, ...), as bert_core/model.py does 
 between the two unchanged, and conversion is a translation of the config only. The exported release
 folder (`save_pretrained`) loads with `transformers.AutoModelForMaskedLM` and no code of ours.
 
-Three of those choices are switches (ModernConfig.pre_norm, .glu, .rotary; with the bias flags and one global
-block in every 1, the model is BERT's masked LM exactly), for bench/recipe_ladder.py's rungs. A model with a switch
-off is ours only: transformers has no class for it, and its config.json says so (modern_config.VARIANT_MODEL_TYPE).
+Three of those choices are switches (ModernConfig.pre_norm, .glu, .rotary; with every bias flag, classifier_bias
+too, one global block in every 1 and norm_eps 1e-12, the model is BERT's masked LM exactly), for
+bench/recipe_ladder.py's rungs. A model with a switch off is ours only: transformers has no class for it, and its
+config.json says so (modern_config.VARIANT_MODEL_TYPE).
 
 Attention runs padded, through torch's scaled_dot_product_attention with an explicit boolean mask; the
 unpadded FlashAttention path that bert_core/model.py has is left for later. Packed rows (several sequences per
