@@ -18,6 +18,9 @@ pipeline MLflow would serve otherwise answers otherwise:
             every row); or one unnamed column of texts (what a JSON list of strings becomes). A null or blank text or
             pair, or one that says it holds no value ("nan", "#N/A": pipelines/tasks/cells.no_value), is refused,
             naming its row: batch prediction rejects it as missing_text
+    params  a multi-label model's `threshold` (its trained one by default: jobs/registry/model_logging.texts_signature)
+    time    a request runs no longer than the scoring server's timeout (`mlflow models serve -t`), which answers its
+            client 504 but leaves it running: past it, it stops between batches and lets go of the model
 
 The model folder travels as the pyfunc's artifact `model` (jobs/finetune.find_hf_folder finds it in a download, so
 `init=models:/NAME@alias` and jobs/predict.py read it as they read any registered model), the task's settings as its
@@ -29,7 +32,9 @@ re-import the package from the copy).
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 
 import mlflow.exceptions
 import mlflow.pyfunc
@@ -43,6 +48,26 @@ class BadRequest(mlflow.exceptions.MlflowException, ValueError):
         from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
         super().__init__(message, error_code=INVALID_PARAMETER_VALUE)
+
+
+class OutOfTime(mlflow.exceptions.MlflowException, TimeoutError):
+    """A request the scoring server's timeout ran out on: 503 when another request held the model all that time, 504
+    when its own rows took it (the server has answered its client 504 by then: the message is for its log)."""
+
+    def __init__(self, message: str, busy: bool):
+        from mlflow.protos.databricks_pb2 import DEADLINE_EXCEEDED, TEMPORARILY_UNAVAILABLE
+
+        super().__init__(message, error_code=TEMPORARILY_UNAVAILABLE if busy else DEADLINE_EXCEEDED)
+
+
+def request_timeout() -> int | None:
+    """The seconds MLflow's scoring server gives a request (`mlflow models serve -t`, 60 by default), or None outside
+    one: `mlflow models serve` (and build-docker's image) always sets MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT for its
+    uvicorn, where the app reads it once to answer 504 past it. A pyfunc loaded in a notebook, or `mlflow models
+    predict`, has no one waiting on a timeout: its large inputs run to the end."""
+    from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
+
+    return MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.get() if MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.defined else None
 
 
 def missing(value) -> bool:
@@ -75,6 +100,9 @@ def refuse_non_text(kind: str, column: str, values) -> None:
                              f"tool cut in two), which no UTF-8 text can hold; send it whole or without it")
 
 
+STEP = 512  # rows tokenized or decoded between two looks at the clock (40,000 rows took 10 s to tokenize on 2 CPUs)
+
+
 class PredictorModel(mlflow.pyfunc.PythonModel):
     def __init__(self):
         self._lock = threading.Lock()
@@ -100,23 +128,79 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         self._lock = threading.Lock()
 
     def predict(self, context, model_input, params=None):
+        import copy
+
         import pandas as pd
 
         from jobs.inference.kinds import SERVED_COLUMNS
 
-        columns = list(SERVED_COLUMNS[self.predictor.kind])
+        # the server's clock started when the request arrived, before MLflow parsed it: this one starts later, so a
+        # request stops its parsing time and one step (a batch, or STEP rows) after its client got the 504
+        timeout = request_timeout()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        predictor = self.predictor
+        threshold = (params or {}).get("threshold")  # logged as a param of multi-label models alone (model_logging)
+        if threshold is not None and threshold != predictor.threshold:
+            if not 0 < threshold < 1:
+                raise BadRequest(f"{predictor.kind}: params.threshold must be in (0, 1) (leave it out for the "
+                                 f"model's own, {predictor.threshold:g}), got {threshold}")
+            predictor = copy.copy(predictor)  # this request's: the next one answers at the model's own again
+            predictor.threshold = threshold
+        columns = list(SERVED_COLUMNS[predictor.kind])
         rows, empty = self.rows(model_input)
         asked = [r for r in rows if r is not None]
         # one request at a time: MLflow's scoring server runs each in a thread of its own (asyncio.to_thread), and the
         # fast tokenizer's truncation and padding are state of the tokenizer, which each call sets (encode: truncated,
         # then not, to count the cut; QA windows: padded, then not): overlapping requests tokenized with each other's
-        # settings (a long text not truncated, a QA span from misaligned windows)
-        with self._lock:
-            answered = iter(self.predictor.predict(asked))
+        # settings (a long text not truncated, a QA span from misaligned windows). The server answers 504 at its
+        # timeout but leaves the thread running: a request waits for the model and runs no longer than its time, or
+        # every request behind a large one would wait on it, time out too, and still run after
+        if not self._lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+            raise self.late(f"the model was busy with another request for all of this one's time: its {len(asked)} "
+                            f"rows did not start", timeout, busy=True)
+        try:
+            answered = iter(self.predict_by_batch(predictor, asked, deadline, timeout))
+        finally:
+            self._lock.release()
         out = [{**empty, "truncated": False} if r is None else next(answered) for r in rows]
         # object columns: pandas would turn a None (a QA row without an answer, beside answered ones) into NaN, which
         # MLflow's scoring server writes as a bare NaN, no JSON a client parses; None is written as null
         return pd.DataFrame([{k: a[k] for k in columns} for a in out], columns=columns, dtype=object)
+
+    def predict_by_batch(self, predictor, rows: list[dict], deadline: float | None, timeout: int | None) -> list[dict]:
+        """`predictor.predict(rows)`, to the bit, stopping at `deadline` between steps: rows tokenized and decoded
+        STEP at a time (each row's own: the same with any others), the model run one batch at a time. Each batch goes
+        to `forward` as rows of one window each, in the order `forward` sorts the request's windows: it batches and
+        pads them as it would have among all of them."""
+
+        def on_time(where: str) -> None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise self.late(f"a request of {len(rows)} rows was stopped {where}", timeout, busy=False)
+
+        encoded = []
+        for a in range(0, len(rows), STEP):
+            on_time(f"while tokenizing ({a} rows done)")
+            encoded += predictor.encode(rows[a:a + STEP])
+        windows = [(i, k, w) for i, e in enumerate(encoded) for k, w in enumerate(e["windows"])]
+        logits: list[list] = [[None] * len(e["windows"]) for e in encoded]
+        done = 0
+        for batch in predictor.batches([len(w["input_ids"]) for _, _, w in windows]):
+            on_time(f"while running the model ({done} of {len(windows)} windows done)")
+            for j, (lg,) in zip(batch, predictor.forward([{"windows": [windows[j][2]]} for j in batch])):
+                i, k, _ = windows[j]
+                logits[i][k] = lg
+            done += len(batch)
+        out = []
+        for a in range(0, len(rows), STEP):
+            on_time(f"while decoding ({a} rows done)")
+            out += predictor.decode(rows[a:a + STEP], encoded[a:a + STEP], logits[a:a + STEP])
+        return [{**p, "truncated": bool(e["truncated"])} for p, e in zip(out, encoded)]
+
+    def late(self, what: str, timeout: int | None, busy: bool) -> OutOfTime:
+        message = (f"{self.predictor.kind}: {what}, at the scoring server's request timeout of {timeout} s "
+                   f"(`mlflow models serve -t`): send fewer rows per request (a large input: jobs/predict.py)")
+        logging.getLogger(__name__).warning(message)  # its client was answered 504 by the server: said here alone
+        return OutOfTime(message, busy)
 
     def rows(self, table) -> tuple[list[dict | None], dict]:
         """The predictor's rows of `table` (None for a question-answering row without a question or a context: it
@@ -130,6 +214,11 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             table = table.item()
         if isinstance(table, str):  # one text, not its characters
             table = [table]
+        if table is None or np.isscalar(table):  # {"inputs": null}, 5, true: a client's unset list, say
+            import json
+
+            shown = json.dumps(table.item() if isinstance(table, np.generic) else table, default=str)
+            raise BadRequest(f"{kind}: the request's inputs are {shown}, not a list of texts or a table")
         if isinstance(table, dict):  # {"inputs": {"text": [...]}}, {"instances": [{"text": ...}]}: columns, without
             # an input schema (a list of them would be their names: one answer, for the word "text")
             columns = {k: list(np.atleast_1d(np.asarray(v, dtype=object))) for k, v in table.items()}
@@ -142,18 +231,27 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             if kind != "question-answering":  # which needs a table of columns: said below
                 refuse_non_text(kind, "text", table)
             table = pd.DataFrame({"text": table})
+        twice = sorted(set(map(str, table.columns[table.columns.duplicated()])))
+        if twice:  # dataframe_split of a pd.concat(axis=1): table["text"] would be a table, read as its column names
+            raise BadRequest(f"{kind}: the request names the column{'s' * (len(twice) > 1)} {', '.join(twice)} twice; "
+                             f"send each once")
         if not len(table.index):  # {"dataframe_records": []} is a table of no columns: no row to refuse, as [] has
             return [], {}
         if kind == "question-answering":
-            absent = {"question", "context"} - set(table.columns)
+            # no input schema (model_logging.texts_signature) refuses a missing column before this: said in the
+            # words the schema used
+            absent = [c for c in ("question", "context") if c not in table.columns]
             if absent:
-                raise BadRequest(f"question answering needs the columns question and context; missing: "
-                                 f"{', '.join(sorted(absent))}")
+                raise BadRequest(f"question answering needs the columns question and context: the request is missing "
+                                 f"inputs {absent}")
             refuse_non_text(kind, "question", table["question"])
             refuse_non_text(kind, "context", table["context"])
             empty = {"answer": "", "answer_start": -1, "score": None, "null_score": None}
             return [None if blank(q) or blank(c) else {"id": str(i), "question": str(q), "context": str(c)}
                     for i, (q, c) in enumerate(zip(table["question"], table["context"]))], empty
+        if "text_pair" in table.columns and "text" not in table.columns:  # not a single column of texts
+            raise BadRequest(f"{kind}: a text_pair column needs its text column; got "
+                             f"{', '.join(map(str, table.columns))}")
         if "text" not in table.columns and len(table.columns) != 1:
             raise BadRequest(f"{kind} needs a column text (or a single column of texts); got "
                              f"{', '.join(map(str, table.columns))}")

@@ -107,7 +107,7 @@ def served_config(kind: str, task: dict) -> dict:
 
 def log_qa_model(release_dir: str, registered_model: str | None, input_example: list[dict] | None, task: dict):
     """A question-answering model folder as an MLflow pyfunc (jobs/inference/qa_model.py), with the fine-tuning
-    task's windows and spans (`task`: its TaskConfig as a dict) and `input_example`'s signature."""
+    task's windows and spans (`task`: its TaskConfig as a dict), `input_example` and texts_signature."""
     import pandas as pd
     import transformers
 
@@ -116,7 +116,8 @@ def log_qa_model(release_dir: str, registered_model: str | None, input_example: 
     transformers.AutoModelForQuestionAnswering.from_pretrained(release_dir)  # the load check log_model does
     return _log_pyfunc(QuestionAnswering(), release_dir, registered_model, "question-answering",
                        served_config("question-answering", task),
-                       pd.DataFrame(input_example) if input_example else None)
+                       pd.DataFrame(input_example) if input_example else None,
+                       signature=texts_signature("question-answering"))
 
 
 def _log_pyfunc(python_model, release_dir: str, registered_model: str | None, task: str, config: dict, example,
@@ -129,20 +130,26 @@ def _log_pyfunc(python_model, release_dir: str, registered_model: str | None, ta
         signature=signature)
 
 
-def texts_signature(kind: str):
-    """The signature of a served model of single texts: its outputs, and no input schema. The one MLflow infers
-    from a list of texts is one unnamed column, and the scoring server then keeps a table's first column, whatever
-    its name: {"id": "r1", "text": ...} was answered from the id, and a text_pair column (which such a model refuses)
-    was dropped unseen. Without it, PredictorModel.rows reads a table by its column names, and a list as before. The
-    outputs: every column the model answers, `truncated` too (kinds.SERVED_COLUMNS)."""
+def texts_signature(kind: str, threshold: float | None = None):
+    """The signature of a served model (of texts, pairs or questions): its outputs, its params, and no input schema:
+    PredictorModel.rows reads a request by its column names and refuses what it cannot answer, naming it. Inferred
+    from a list of texts, the schema was one unnamed column, and the scoring server kept a table's first column
+    whatever its name ({"id": "r1", "text": ...} was answered from the id, a text_pair column dropped unseen);
+    inferred from a table of pairs or questions, its columns were required, and an empty request ({"inputs": []})
+    was refused for them; made optional, a list of texts became a table of neither and was answered with no row.
+    The outputs: every column the model answers, `truncated` too (kinds.SERVED_COLUMNS). The params: a multi-label
+    model's `threshold`, its trained one by default, as batch prediction's `threshold=` overrides it; MLflow drops a
+    param the signature does not name before the model sees it (a warning in the server's log, none to the client)."""
     from mlflow.models import ModelSignature
-    from mlflow.types import ColSpec, Schema
+    from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
     from jobs.inference.kinds import OUTPUT_TYPES, SERVED_COLUMNS
 
     types = {"string": "string", "double": "double", "int64": "long", "bool": "boolean"}  # Arrow's -> MLflow's
+    params = ParamSchema([ParamSpec("threshold", "double", threshold)]) \
+        if kind == "multi-label" and threshold is not None else None
     return ModelSignature(inputs=None, outputs=Schema([ColSpec(types[OUTPUT_TYPES[c]], c)
-                                                       for c in SERVED_COLUMNS[kind]]))
+                                                       for c in SERVED_COLUMNS[kind]]), params=params)
 
 
 def log_release_model(release_dir: str, registered_model: str | None, task: str,
@@ -150,8 +157,8 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str,
     """A fine-tuned model folder as our pyfunc (jobs/inference/served_model.PredictorModel; loads in transformers: a
     check too), with the fine-tuning task's `settings` (its TaskConfig as a dict: the threshold) and `input_example`:
     a list of texts, so requests keep the form a list takes ({"inputs": [...]}), with texts_signature; a model of
-    sentence pairs (an example of {text, text_pair} records) as that table, whose inferred signature names both
-    columns. A pyfunc keeps no model card: the version's description is the card (finish_run sets it)."""
+    sentence pairs (an example of {text, text_pair} records) as that table. A pyfunc keeps no model card: the
+    version's description is the card (finish_run sets it)."""
     import pandas as pd
 
     from jobs.inference.kinds import folder_kind
@@ -160,7 +167,7 @@ def log_release_model(release_dir: str, registered_model: str | None, task: str,
     model_class(task, release_dir).from_pretrained(release_dir)  # the load check log_model does
     kind = folder_kind(release_dir)
     pairs = bool(input_example) and isinstance(input_example[0], dict) and "text_pair" in input_example[0]
-    return _log_pyfunc(PredictorModel(), release_dir, registered_model, task,
-                       {**served_config(kind, settings or {}), "text_pair": pairs},
+    config = served_config(kind, settings or {})
+    return _log_pyfunc(PredictorModel(), release_dir, registered_model, task, {**config, "text_pair": pairs},
                        pd.DataFrame(input_example) if pairs else input_example,
-                       signature=None if pairs else texts_signature(kind))
+                       signature=texts_signature(kind, config.get("multi_label_threshold")))

@@ -353,7 +353,7 @@ def finish_run(tracking_uri: str, run_id: str, metrics: dict, release_dir: str |
     """Log final metrics and the model folder for `task` (PRETRAINING: the release checkpoint as is; a fine-tuned
     model: our pyfunc over batch prediction's code, jobs/registry/model_logging.py); register it under an alias, with
     `version_tags` and `description` (the version's model card) on the new version. `input_example`: a few inputs
-    of the task, saved with the model (a pair model's as a table, whose signature MLflow infers from it)."""
+    of the task, saved with the model (a pair model's as a table; model_logging.texts_signature for every kind)."""
     import mlflow
     from mlflow.tracking import MlflowClient
     from transformers.pipelines import SUPPORTED_TASKS
@@ -469,8 +469,8 @@ def end_dead_run(tracking_uri: str, run_id: str, error: str = "") -> bool:
 
 def input_example(rows: list[dict], n: int = 2) -> list | None:
     """The first `n` rows as the served model's input: a sentence (classification with one text, or NER's tokens
-    joined), a {question, context} record (QA), a {text, text_pair} record (sentence pairs: the signature MLflow
-    infers from it then has both columns)."""
+    joined), a {question, context} record (QA), a {text, text_pair} record (sentence pairs; the signature names no
+    input: the served model reads a request's columns by name, model_logging.texts_signature)."""
     if not rows:
         return None
     if "question" in rows[0] and "context" in rows[0]:

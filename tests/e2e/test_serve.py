@@ -229,5 +229,5 @@ def test_served_reader_answers_as_batch_prediction_long_contexts_windowed(reader
         assert [p["score"] for p in served] == pytest.approx([p["score"] for p in ours], abs=1e-4)
         assert all(p["answer"] == c[p["answer_start"]:p["answer_start"] + len(p["answer"])]
                    for p, c in zip(served, contexts) if p["answer_start"] >= 0)  # spans of the context
-    status, body = server.invoke({"dataframe_records": [{"question": "Where?"}]})  # the signature refuses it
+    status, body = server.invoke({"dataframe_records": [{"question": "Where?"}]})  # the model refuses it
     assert status == 400 and "missing inputs ['context']" in server.error(body)

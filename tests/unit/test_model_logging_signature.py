@@ -1,6 +1,7 @@
 """The signature a served model of single texts is logged with (model_logging.texts_signature): its outputs were
-batch prediction's columns alone, while the model answers `truncated` beside them (kinds.SERVED_COLUMNS); a pair or
-question-answering model's signature, inferred by running it on its example, named it."""
+batch prediction's columns alone, while the model answers `truncated` beside them (kinds.SERVED_COLUMNS); pair and
+question-answering models are logged with the same kind of signature (no input schema: the model reads columns by
+name)."""
 
 import pytest
 

@@ -3,6 +3,7 @@
 
 import pickle
 import threading
+import time
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ from test_predictor import tiny
 from jobs.inference.kinds import QASettings
 from jobs.inference.predictor import Predictor
 from jobs.inference.qa_model import QuestionAnswering
+from jobs.inference import served_model
 from jobs.inference.served_model import PredictorModel
 
 CONTEXT = "the river flows past Paris and London. " * 30  # ~240 pieces: cut or windowed by a 64-position model
@@ -80,3 +82,83 @@ def test_requests_at_once_are_answered_one_at_a_time_as_each_alone(tmp_path, mon
 
     clone = pickle.loads(pickle.dumps(model))  # as MLflow stores and loads it: no weights, a lock of its own
     assert "predictor" not in vars(clone) and clone._lock is not model._lock
+
+
+def slow_batches(monkeypatch, model, seconds: float) -> list[int]:
+    """The model's network takes `seconds` per batch (a large request on CPU); returns the sizes of the batches run."""
+    net, run = model.predictor.model, []
+
+    def forward(*args, **kwargs):
+        run.append(len(kwargs["input_ids"]))
+        time.sleep(seconds)
+        return type(net).forward(net, *args, **kwargs)
+
+    monkeypatch.setattr(net, "forward", forward)
+    return run
+
+
+def test_a_request_past_the_servers_timeout_lets_go_of_the_model(tmp_path, monkeypatch):
+    """MLflow's scoring server answers 504 at its timeout (`mlflow models serve -t`, MLFLOW_SCORING_SERVER_REQUEST_
+    TIMEOUT) but its thread ran on, holding the model's lock: every request behind it waited, got 504 too, and still
+    ran after. A request stops between batches at the timeout, naming its rows, and lets go of the model; one that
+    waits for the model all its time is answered busy instead of queueing on."""
+    from jobs.inference.served_model import OutOfTime
+
+    monkeypatch.setenv("MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT", "2")
+    model, _ = model_of(tmp_path, "classification")
+    run = slow_batches(monkeypatch, model, 0.1)
+    big = [f"text number {i}" for i in range(2000)]  # 63 batches of 32: 6 s
+    outcome = {}
+
+    def request(name, texts):
+        start = time.monotonic()
+        try:
+            outcome[name] = (len(model.predict(None, texts)), time.monotonic() - start)
+        except OutOfTime as e:
+            outcome[name] = (str(e), time.monotonic() - start)
+
+    first = threading.Thread(target=request, args=("big", big))
+    first.start()
+    time.sleep(1.5)  # its own 2 s end after the big one's
+    request("small", ["a fine day"])
+    first.join()
+    message, took = outcome["big"]
+    assert took < 3.5 and "2000 rows" in message and "timeout of 2 s" in message, outcome
+    assert outcome["small"][0] == 1, outcome  # answered once the big one let go, not after all its rows
+    assert len(run) < 30
+
+    monkeypatch.setenv("MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT", "1")
+    with model._lock:  # another request holds the model past this one's time
+        start = time.monotonic()
+        with pytest.raises(OutOfTime, match=r"busy .* timeout of 1 s") as refused:
+            model.predict(None, ["a fine day"])
+    assert 0.9 < time.monotonic() - start < 1.5 and refused.value.get_http_status_code() == 503
+    monkeypatch.delenv("MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT")  # no server (a notebook's pyfunc): no time limit
+    assert len(model.predict(None, big[:100])) == 100
+
+
+@pytest.mark.parametrize("kind", ["classification", "question-answering", "token-classification"])
+def test_a_request_run_batch_by_batch_answers_byte_for_byte_what_the_predictor_does(tmp_path, monkeypatch, kind):
+    """A request is run a step at a time, to stop at the timeout: rows tokenized and decoded a few at a time, the model
+    run on the batches the predictor runs (its windows sorted by length, the same padding), so each answer is the same
+    to the last bit, rows of many windows included (rows cut in chunks, each predicted alone, differ in the last
+    digits: other batches, other padding)."""
+    monkeypatch.setenv("MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT", "600")
+    if kind == "token-classification":
+        from test_predictor import TAGS
+
+        model = PredictorModel()
+        model.predictor = Predictor(tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS),
+                                         initializer_range=1.0), cpu_kernels="torch")
+        model.pairs = None
+        table = pd.DataFrame({"text": [CONTEXT, "Marie Curie worked in Paris", CONTEXT[:150], "hello"] * 3})
+    else:
+        model, table = model_of(tmp_path, kind)
+        table = pd.concat([table] * 4, ignore_index=True)
+    model.predictor.batch_size, model.predictor.max_batch_tokens = 3, 120  # many batches, cut by both limits
+    monkeypatch.setattr(served_model, "STEP", 5)  # rows tokenized and decoded 5 at a time
+    run = slow_batches(monkeypatch, model, 0.0)
+    served = model.predict(None, table)
+    rows, _ = model.rows(table)
+    alone = [{k: p[k] for k in served.columns} for p in model.predictor.predict(rows)]
+    assert len(run) > 8 and served.to_dict("records") == alone  # floats compared exactly
