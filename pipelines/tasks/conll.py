@@ -1,4 +1,4 @@
-"""CoNLL-2003 NER: column files -> sentences -> word-piece features -> entity-level F1.
+"""CoNLL-2003 NER: column files -> sentences -> word-piece features; entity-level F1 in ner_scoring.
 
 File format: one token per line, columns "word POS chunk NER" separated by spaces (or by tabs: a file
 whose every token line holds one is split at tabs only, so that a word holding a space stays one), sentences
@@ -29,6 +29,8 @@ import numpy as np
 
 from pipelines.tasks.common import TaskDataError, TaskSplit, load_tokenizer, require_file
 from pipelines.tasks.file_head import one_byte_text  # one rule for what a one-byte encoding's text is
+# scoring lives in ner_scoring; callers import it from here too
+from pipelines.tasks.ner_scoring import as_iobes, iob1_openings, ner_metrics, scheme_checked, strict_scheme  # noqa: F401
 from pipelines.tasks.text_records import TooLong, raw_lines
 
 # a file's first lines (some 20 sentences), read before its sentences: its layout (_layout) and its encoding
@@ -89,10 +91,12 @@ def _conllu_word(fields: list[str]) -> str | None:
     return f"{fields[1].replace(' ', chr(0xA0))} {fields[3] if len(fields) == CONLLU_COLUMNS else fields[-1]}"
 
 
-def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True, source: str = ""):
-    """(document, lines, reject reason or None, where) per sentence of a CoNLL column file's raw lines. `source`, the
-    file's name, where given (the file is read as UTF-8, no encoding named): a file whose head is in a one-byte
-    encoding is refused, naming it (_refuse_one_byte_head).
+def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tagged: bool = True, source: str = "",
+                    utf8_only: bool = False):
+    """(document, lines, reject reason or None, where) per sentence of a CoNLL column file's raw lines. `source`: the
+    file's name, in a refusal. `utf8_only` (the file is read as UTF-8, no encoding named): a file whose head is in a
+    one-byte encoding is refused, naming it (_refuse_one_byte_head). A file whose first column numbers each sentence's
+    tokens is refused (_refuse_token_numbers).
 
     The word is the first column and the NER tag the last; a CoNLL-U file (Universal Dependencies: recognised by its
     first token line's ten tab-separated columns under a word number) gives FORM and UPOS (CoNLL-U Plus, more
@@ -105,16 +109,19 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
     "unknown_tag" (NER tag not in `labels`; None accepts any tag), "invalid_utf8", "line_too_long" (a TooLong of
     text_records.raw_lines, whose lines end at \n, \r\n or a lone \r). document counts
     -DOCSTART- lines from 0. A '#' line before a sentence's first token is a comment, skipped, when it
-    is CoNLL-U's ("# sent_id = 1"), of another column count than the file's tokens, or -- before the file's
-    first token line fixes that count -- ends in no tag it could carry (one of `labels`; without labels 'O' or
-    an IOB/IOBES/BILOU tag) and is no lone word of an untagged file, as "# exported from tool v2"; otherwise,
-    and inside a sentence, it is a token (a hashtag, the '#' sign: "# O", "#Bonn B-LOC").
+    is CoNLL-U's ("# sent_id = 1"), of another column count than the file's tokens, or ends in no tag it could
+    carry (one of `labels`; without labels 'O' or an IOB/IOBES/BILOU tag) and is no lone word of an untagged file --
+    before the file's first token line fixes the count ("# exported from tool v2"), or, of that count, where the
+    file's tags are entity tags (`labels`, or its head's: MultiCoNER's "# id <uuid>\tdomain=en"); otherwise, and
+    inside a sentence, it is a token (a hashtag, the '#' sign: "# O", "#Bonn B-LOC").
     """
     raw_lines = iter(raw_lines)
     head = _head(raw_lines)
-    if source:
+    if utf8_only:
         _refuse_one_byte_head(source, head)
-    count, tabs = _layout(head)
+    count, tabs, entity_tags = _layout(head)
+    _refuse_token_numbers(source, head, count, tabs)
+    entity_tags = entity_tags or labels is not None
     lines, bad, start, document, n_columns, n, conllu = [], None, 0, -1, None, -1, None
     for n, raw in enumerate(itertools.chain(head, raw_lines)):
         if isinstance(raw, TooLong):  # past 64 MiB (text_records.raw_lines: its head only); the sentence is lost
@@ -124,7 +131,7 @@ def conll_sentences(raw_lines: Iterable[bytes], labels: tuple | None = None, tag
         line, broken = _decoded(raw)
         # a '#' opening a sentence: a comment (in CoNLL-U always: a token line starts with its number)
         if (not lines and not bad and line.startswith("#")
-                and (conllu or _comment(line, n_columns, labels, tagged, tabs))):
+                and (conllu or _comment(line, n_columns, labels, tagged, tabs, entity_tags))):
             start = n + 1
             continue
         bad = bad or ("invalid_utf8" if broken else None)
@@ -188,17 +195,21 @@ def _named(held: list, name: str | None):
         yield name, lines, bad, where
 
 
-def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: bool, tabs: bool) -> bool:
+def _comment(line: str, n_columns: int | None, labels: tuple | None, tagged: bool, tabs: bool,
+             entity_tags: bool) -> bool:
     """Whether a '#' line before a sentence's first token is a comment (conll_sentences' rule): a free-text comment
-    taken for the first token line would fix the column count and reject every sentence of the file."""
+    taken for the first token line would fix the column count and reject every sentence of the file; one of the
+    file's count taken for a token (MultiCoNER's per sentence) rejected the sentence, or, with any tag accepted,
+    made its last field a class and the task no longer one of entities."""
     fields = _tab_columns(line) if tabs else columns_of(line)
     if _COMMENT.match(line):
         return True
-    if n_columns:
-        return len(fields) != n_columns
+    tag = fields[-1] in labels if labels is not None else _TAG.fullmatch(fields[-1])
+    if n_columns:  # where the tags are word tags, any last field may be one (Twitter part of speech: "#blessed #")
+        return len(fields) != n_columns or (entity_tags and not tag)
     if len(fields) == 1 and not tagged:  # a words-only file's first word
         return False
-    return not (fields[-1] in labels if labels is not None else _TAG.fullmatch(fields[-1]))
+    return not tag
 
 
 def _decoded(raw: bytes) -> tuple[str, bool]:
@@ -223,21 +234,47 @@ def _head(raw_lines) -> list:
     return head
 
 
-def _layout(head: list) -> tuple[int | None, bool]:
-    """(column count, tab-separated) of a column file, from the token lines of its head ('#' lines, which may be
-    comments, left out). Tab-separated where every one holds a tab (WNUT's files, most tools' exports; a
+def _layout(head: list) -> tuple[int | None, bool, bool]:
+    """(column count, tab-separated, entity tags) of a column file, from the token lines of its head ('#' lines, which
+    may be comments, left out). Tab-separated where every one holds a tab (WNUT's files, most tools' exports; a
     space-separated CoNLL-2003 file holds none, and is split on blanks as before): its columns are then split at tabs
     only, so "New York\\tB-LOC" is one word and its tag, not three columns. The count is the most common one (the
     first line's where counts tie): taken from the first line alone, an odd first line rejected every other sentence
     of the file as wrong_column_count and kept its own. None for CoNLL-U, whose lines are read as "FORM TAG", and
-    for a head without a token line (the first token line's count then)."""
+    for a head without a token line (the first token line's count then). Entity tags where every one ends in one
+    after its word ('O', an IOB/IOBES/BILOU tag)."""
     lines = [line for line, _ in map(_decoded, (raw for raw in head if not isinstance(raw, TooLong)))
              if line and not line.startswith((DOCSTART, "#"))]
     if not lines or _conllu(lines[0]) is not None:
-        return None, False
+        return None, False, False
     tabs = all("\t" in line for line in lines)
-    counts = collections.Counter(len(_tab_columns(line) if tabs else columns_of(line)) for line in lines)
-    return counts.most_common(1)[0][0], tabs
+    fields = [_tab_columns(line) if tabs else columns_of(line) for line in lines]
+    counts = collections.Counter(map(len, fields))
+    return counts.most_common(1)[0][0], tabs, all(len(f) > 1 and _TAG.fullmatch(f[-1]) for f in fields)
+
+
+def _refuse_token_numbers(source: str, head: list, count: int | None, tabs: bool) -> None:
+    """TaskDataError where the first column of the head's token lines numbers each sentence's tokens 1..n (three
+    lines or more, a sentence of two or more): GermEval 2014's "index word tag nested-tag". Read as the word
+    first and the tag last, the numbers were the words and the nested entities, nearly all O, the tags. Refused,
+    not read from the second column: which column is the tag is the user's choice (GermEval's is its third)."""
+    if not count or count < 2:  # CoNLL-U (None) numbers its words, and is read by its own layout
+        return
+    i = longest = numbered = 0
+    for line, _ in map(_decoded, (raw for raw in head if not isinstance(raw, TooLong))):
+        if not line or line.startswith(DOCSTART):
+            i = 0
+        elif not line.startswith("#"):  # a comment (GermEval's source line), or a '#' token: no numbering then
+            i += 1
+            if (_tab_columns(line) if tabs else columns_of(line))[0] != str(i):
+                return
+            longest, numbered = max(longest, i), numbered + 1
+    if numbered > 2 and longest > 1:
+        raise TaskDataError(f"{source or 'a CoNLL file'}: its first column numbers each sentence's tokens 1, 2, 3... "
+                            f"(all of its first {numbered} token lines), as GermEval 2014's layout (index, word, "
+                            "tag, nested tag) does; read as CoNLL columns those token numbers would be the words and "
+                            "the last column the tags. Write each token line with its word as the first column and "
+                            "its tag as the last (GermEval's outer entities: cut -f2,3 FILE)")
 
 
 def _refuse_one_byte_head(source: str, head: list) -> None:
@@ -274,7 +311,7 @@ def load_conll(path: str | os.PathLike, labels: tuple = CONLL_LABELS) -> TaskSpl
     path = require_file(path, "CoNLL file")
     out = TaskSplit([], path)
     with open(path, "rb") as f:
-        for document, lines, bad, where in conll_sentences(raw_lines(f), labels, source=str(path)):
+        for document, lines, bad, where in conll_sentences(raw_lines(f), labels, source=str(path), utf8_only=True):
             if bad:
                 out.reject(bad, where, " | ".join(lines[:5]))
                 continue
@@ -371,87 +408,3 @@ def word_tags(sentences, tokenizer, max_seq_len: int, predictions, labels, label
         gold.append(list(sentence["ner_tags"]))
         pred.append(tags)
     return gold, pred
-
-
-def iob1_openings(tag_rows: Iterable[list[str]]) -> tuple[int, int]:
-    """(entities, those an I- tag opens) in sequences of tags: an entity opens at a B- tag, or at an I-X that follows
-    neither B-X nor I-X. IOB2 opens every entity with B-; IOB1 (the Reuters CoNLL-2003 release) nearly every one
-    with I- (B- only between two adjacent entities of one type)."""
-    entities = by_i = 0
-    for tags in tag_rows:
-        previous = "O"
-        for tag in tags:
-            if tag[:2] == "B-" or (tag[:2] == "I-" and (previous[:2] not in ("B-", "I-") or previous[2:] != tag[2:])):
-                entities += 1
-                by_i += tag[:2] == "I-"
-            previous = tag
-    return entities, by_i
-
-
-def scheme_checked(rows, kind: str, scheme: str):
-    """`rows` (pipelines.tasks.roles.TaskRows), unless their entity tags are IOB1 where `scheme` is IOB2: strict IOB2
-    reads no entity from an I- after O, so every such entity would be missing from both gold and predictions, and
-    the F1 that chooses the checkpoint and judges the model would be that of the few B- entities. Refused then,
-    naming the setting; a few I- openings (annotation slips in IOB2 data) are counted in one warning line. The rows
-    read are the ones scored: select and evaluation (and train where it is on the driver)."""
-    if kind != "token-classification" or scheme != "IOB2":
-        return rows
-    splits = [rows.select, *rows.evaluation.values()] + ([rows.train] if isinstance(rows.train, list) else [])
-    entities, by_i = iob1_openings(r["ner_tags"] for split in splits for r in split if r.get("ner_tags"))
-    if by_i * 2 > entities:
-        from bert_core.config import ConfigError
-
-        raise ConfigError(f"task.iob_scheme=IOB2, but {by_i} of the {entities} entities in the task's rows open with "
-                          f"I- (an I-X tag after neither B-X nor I-X): these are IOB1 tags, as the original Reuters "
-                          f"CoNLL-2003 files have them, and strict IOB2 scoring would read none of those entities; "
-                          f"set task.iob_scheme=IOB1")
-    if by_i:
-        print(f"[data] warning: {by_i} of the {entities} entities in the task's rows open with I- (an I-X tag after "
-              f"neither B-X nor I-X); strict IOB2 scoring (task.iob_scheme) reads no entity there", flush=True)
-    return rows
-
-
-def as_iobes(tags: list[list[str]]) -> list[list[str]]:
-    """BMES tags (B-, M-, E-, S-: the usual scheme of Chinese NER data) read as the IOBES they are, M- for I-: seqeval
-    knows no M-, and an unknown prefix would read no entity."""
-    return [[f"I-{t[2:]}" if t.startswith("M-") else t for t in sentence] for sentence in tags]
-
-
-def strict_scheme(scheme: str | None, *tags: list[list[str]]) -> str | None:
-    """The scheme seqeval reads entities strictly by, or None for conlleval's reading (IOB1, none given). Tags with
-    E-/S- (IOBES) or L-/U- (BILOU) prefixes in `tags` are read by their own scheme, whatever `scheme` says: IOB's
-    readings took an S-X for no entity and an E-X for none either."""
-    prefixes = {t[:2] for sentences in tags for sentence in sentences for t in sentence}
-    if prefixes & {"E-", "S-"}:
-        return "IOBES"
-    if prefixes & {"L-", "U-"}:
-        return "BILOU"
-    return scheme if scheme == "IOB2" else None
-
-
-def ner_metrics(gold_tags: list[list[str]], pred_tags: list[list[str]], scheme: str | None = None) -> dict[str, float]:
-    """Entity-level micro precision / recall / F1 (an entity counts only if its type and exact span
-    match, as conlleval), token accuracy, and f1_<TYPE> per entity type; computed by seqeval.
-
-    scheme "IOB2" switches seqeval to strict mode: entities are read by IOB2's rules only (an I- after O opens no
-    entity); "IOB1" and None are conlleval's reading, the official CoNLL-2003 scorer (seqeval's strict IOB1 reads no
-    entity from a B-X after O or after another type, which conlleval and the Reuters files' own scoring do). IOBES
-    and BILOU tags are read strictly by their own scheme (strict_scheme).
-    """
-    from seqeval.metrics import accuracy_score, classification_report  # deferred: it imports scikit-learn and scipy
-
-    kwargs = {}
-    gold_tags, pred_tags = as_iobes(gold_tags), as_iobes(pred_tags)
-    scheme = strict_scheme(scheme, gold_tags, pred_tags)
-    if scheme is not None:
-        from seqeval import scheme as schemes
-
-        kwargs = {"mode": "strict", "scheme": getattr(schemes, scheme)}
-    report = classification_report(gold_tags, pred_tags, output_dict=True, zero_division=0, **kwargs)
-    micro = report["micro avg"]
-    out = {"precision": float(micro["precision"]), "recall": float(micro["recall"]),
-           "f1": float(micro["f1-score"]), "accuracy": float(accuracy_score(gold_tags, pred_tags))}
-    for name, row in report.items():
-        if not name.endswith(" avg"):
-            out[f"f1_{name}"] = float(row["f1-score"])
-    return out

@@ -215,7 +215,7 @@ def _records(path, f, fmt, kind, columns, batch_rows, delimiter=","):
              {"id": f"{_name(path)}:{n}", "document": document, "tokens": [columns_of(x)[0] for x in lines],
               "ner_tags": [columns_of(x)[-1] for x in lines] if tagged else None}, " | ".join(lines[:5]))
             for n, (document, lines, bad, where)
-            in enumerate(named_documents(conll_sentences(raw_lines(f), tagged=tagged))))
+            in enumerate(named_documents(conll_sentences(raw_lines(f), tagged=tagged, source=path))))
 
 
 # --- Rows ---
