@@ -84,7 +84,11 @@ BEFORE_NUMBERS = frozenset("""
 # word, a closing one never), whitespace; or CJK's ideographic full stop and full-width ! ?, no space after.
 _CLOSERS = "\"'\u201d\u2019\u201c\u00bb\u203a)\\]\u300d\u300f\uff09\u3011"
 _TERMINALS = ".!?\u2026\u0964\u0965\u061f\u06d4\u1362\u104b\u0589\u0f0d"
-_BOUNDARY = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]*(?: ''(?:\s+|\Z)|(?:[ \u00a0][\u00bb\u203a][{_CLOSERS}]*)?\s+)"
+# A run of terminals is matched from its start only, and possessively: tried at each of its characters, each try
+# consumed the rest of the run and backtracked over it where no whitespace followed ("Loading......" filler, "!!!!!!"
+# spam), quadratic (20,000 dots: 13 s). No match needs to give back a terminal or closer: neither is whitespace.
+_BOUNDARY = re.compile(rf"(?<![{_TERMINALS}])[{_TERMINALS}]++[{_CLOSERS}]*+"
+                       rf"(?: ''(?:\s+|\Z)|(?:[ \u00a0][\u00bb\u203a][{_CLOSERS}]*)?\s+)"
                        rf"|[\u3002\uff01\uff1f]+[{_CLOSERS}]*\s*")
 # a script's own terminator (scripts without capitals; Armenian's \u0589 is a stop alone): always an end
 _UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4\u1362\u104b\u0589\u0f0d")

@@ -73,7 +73,8 @@ class DataConfig:
     format: str = "auto"  # how to read sources; "auto" decides per file by extension
     text_column: str = "text"  # column holding document text in parquet / JSONL sources
     # plain-text sources' encoding: "" = UTF-8; latin-1, cp1252, mac_roman, shift_jis, ...: a Python codec that
-    # writes ASCII as ASCII (files are cut at \n bytes). JSON Lines, XML and parquet text are read as UTF-8
+    # writes ASCII as ASCII (files are cut at \n bytes); latin-1 is read as windows-1252, as browsers read it (its
+    # 0x80-0x9F quotes and dashes). JSON Lines, XML and parquet text are read as UTF-8
     text_encoding: str = ""
     # where a plain-text file's documents end: "books" = a file is a book, cut at the first blank line past every MiB
     # (BookCorpus, Gutenberg); "blank_lines" = at every blank line (Google's create_pretraining_data input: one
@@ -123,6 +124,13 @@ class DataConfig:
             raise ConfigError(f"data.num_workers must be >= 0 (0 = the Ray cluster's CPUs), got {self.num_workers}")
         if self.work_unit_bytes < 0:
             raise ConfigError(f"data.work_unit_bytes must be >= 0 (0 = auto), got {self.work_unit_bytes}")
+        if self.max_line_bytes < 1:  # -1 read every file as no line (readline(0)): zero rows and zero rejects
+            raise ConfigError(f"data.max_line_bytes must be >= 1 (bytes; none means unlimited: a longer line rejects "
+                              f"its record as line_too_long, so raise the default {4 << 20:,}, 4 MiB, to keep longer "
+                              f"records), got {self.max_line_bytes}")
+        if self.min_document_chars < 0:
+            raise ConfigError(f"data.min_document_chars must be >= 0 (0 keeps every non-empty document), "
+                              f"got {self.min_document_chars}")
         if self.masking == "static":
             if self.mask_rate == 0:  # refused by every shard task, after the whole read and tokenization pass
                 raise ConfigError("data.mask_rate must be in (0, 1) with data.masking=static: 0 masks nothing, and "

@@ -57,6 +57,7 @@ REJECT_FIXES = {
     "too_short": "lower data.min_document_chars",
     "line_too_long": "raise data.max_line_bytes",
     "malformed_json": "set data.format if these files are not JSON lines",
+    "unknown_file_type": "set data.format=text to read these files as plain text, or leave them out of data.sources",
 }
 
 

@@ -31,7 +31,8 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     another encoding produces mojibake BERT would learn from. Plain text in another encoding is read
     in the one cfg.text_encoding names (latin-1, cp1252, ...: an older Project Gutenberg book), a
     byte it does not define rejecting the document ("invalid_cp1252"); a document of it that is valid UTF-8 with
-    bytes past ASCII is a UTF-8 book among them, read as UTF-8 (text_source.declared_or_utf8).
+    bytes past ASCII is a UTF-8 book among them, read as UTF-8 (text_source.declared_or_utf8). Latin-1 is read as
+    windows-1252, as browsers read the label: its 0x80-0x9F were controls, dropped with the punctuation they stand for.
   * A Project Gutenberg book's header (to its "*** START OF ..." line) and licence (from its "*** END OF ..."
     line) are no document's text: one "gutenberg_boilerplate" row each (text_source.gutenberg_book).
   * A line longer than cfg.max_line_bytes is skipped in bounded chunks, never held whole, and
@@ -58,19 +59,22 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
 
 Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz/.xz): .txt/.text/.md -> text;
 .jsonl/.json/.ndjson -> jsonl (WikiExtractor --json output and any JSON-lines file with
-cfg.text_column); .xml and a split dump's .xml-p<first>p<last> -> wiki_xml; .parquet -> parquet; anything
-else is sniffed: JSON lines if it starts with "{" (WikiExtractor's extensionless wiki_00 files with --json),
-WikiExtractor's default <doc ...> blocks if with "<doc " (wikiextractor: one document an article; so is a .txt
-that starts so, its files concatenated: `cat text/*/wiki_* > wikicorpus_en.txt`, NVIDIA's recipe), wiki XML
-if with "<mediawiki" (or an XML declaration before one), else text. WikiExtractor's --json records (keys id, url,
-title, text and maybe revid, nothing else) have &amp; &lt; &gt; unescaped, as its <doc> files (its --html-safe
-default escapes the text in both). A .json file that starts with "[" is
-one JSON array whose elements are the records (same field rules; broken JSON between elements ends the
-file with one "malformed_json" row), read whole by the range at byte 0. A UTF-8 byte order mark opening a
-JSONL or <doc> file's line is not part of its record (files saved with one, then joined with `cat`). Lines outside
-WikiExtractor's <doc> blocks are one "outside_doc_block" row a stretch (pipelines/wikiextractor_source.py). A parquet
-text column may be string or binary (decoded as UTF-8 row by row, "invalid_utf8" if it is not: a string column's
-invalid bytes too); a column of another type (list, struct, ...) is one "missing_text_column" row naming the type.
+cfg.text_column); .xml and a split dump's .xml-p<first>p<last> -> wiki_xml; .parquet -> parquet; a file of another
+extension or none (wiki_00, WikiText's .raw, a Gutenberg download's 1342.txt.utf-8) is sniffed: JSON lines if it
+starts with "{" (WikiExtractor's extensionless wiki_00 files with --json), WikiExtractor's default <doc ...> blocks
+if with "<doc " (wikiextractor: one document an article; so is a .txt that starts so, its files concatenated:
+`cat text/*/wiki_* > wikicorpus_en.txt`, NVIDIA's recipe), wiki XML if with "<mediawiki" (or an XML declaration
+before one), else text. A table, markup or settings file (_NOT_A_CORPUS: a metadata.csv beside the books, .html,
+.tsv) is one "unknown_file_type" row (a "binary_file" one if it looks binary: a cover .png), whose sample names
+data.format: sniffed, it was read as a plain-text book, silently; data.format=text reads it so. WikiExtractor's --json records (keys id, url, title, text and maybe revid, nothing
+else) have &amp; &lt; &gt; unescaped, as its <doc> files (its --html-safe default escapes the text in both). A .json
+file that starts with "[" is one JSON array whose elements are the records (same field rules; broken JSON between
+elements ends the file with one "malformed_json" row), read whole by the range at byte 0. A UTF-8 byte order mark
+opening a JSONL or <doc> file's line is not part of its record (files saved with one, then joined with `cat`).
+Lines outside WikiExtractor's <doc> blocks are one "outside_doc_block" row a stretch
+(pipelines/wikiextractor_source.py). A parquet text column may be string or binary (decoded as UTF-8 row by row,
+"invalid_utf8" if it is not: a string column's invalid bytes too); a column of another type (list, struct, ...) is
+one "missing_text_column" row naming the type.
 
 Row order is not guaranteed (Ray Data streams blocks as tasks finish): doc_id is the key.
 Reading is streaming. `iter_documents` reads a whole file or a Span of one (units.py plans
@@ -112,7 +116,7 @@ REJECT_REASONS = (  # and invalid_<encoding> (invalid_cp1252) for plain text in 
     "truncated_bz2", "truncated_gzip", "truncated_xz", "corrupt_bz2", "corrupt_gzip", "corrupt_xz", "malformed_json",
     "malformed_xml", "malformed_parquet", "missing_text_column", "redirect", "disambiguation",
     "non_article_namespace", "duplicate", "not_a_wiki_dump", "no_wiki_pages", "missing_page_id", "multistream_index",
-    "gutenberg_boilerplate", "utf16_file", "outside_doc_block", "malformed_wikitext",
+    "gutenberg_boilerplate", "utf16_file", "outside_doc_block", "malformed_wikitext", "unknown_file_type",
 )
 SNIFF_BYTES = 8192
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"BZh")
@@ -120,6 +124,9 @@ _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b
 _CONTROL_BYTES = bytes([*range(0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _EXTENSIONS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "jsonl", ".json": "jsonl",
                ".ndjson": "jsonl", ".xml": "wiki_xml", ".parquet": "parquet"}
+# tables, markup and settings beside a corpus (a metadata.csv, an index.html): no corpus format, never sniffed as a
+# book; any other extension is (wiki_00, WikiText's .raw, a Gutenberg download's 1342.txt.utf-8, WMT's .shuffled)
+_NOT_A_CORPUS = {".csv", ".tsv", ".tab", ".html", ".htm", ".xhtml", ".yaml", ".yml", ".toml", ".ini", ".cfg"}
 _WIDE_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)  # UTF-32LE's FF FE 00 00: UTF-16LE's too
 _CODECS = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
 _SPLIT_DUMP = re.compile(r"\.xml-p\d+p\d+$", re.IGNORECASE)  # a Wikipedia dump part: ...-multistream1.xml-p1p41242
@@ -163,7 +170,8 @@ def named_plain_text(path: str, cfg: DataConfig) -> bool:
 
 
 def read_format(path: str, cfg: DataConfig) -> str | None:
-    """The reader `iter_documents` gives `path` ("text", "wikiextractor", "jsonl", "wiki_xml", "parquet"): cfg.format,
+    """The reader `iter_documents` gives `path` ("text", "wikiextractor", "jsonl", "wiki_xml", "parquet"; "unknown": an
+    extension no format names, one unknown_file_type reject): cfg.format,
     else its name's, else its first bytes' (_sniffed_format); a file named text under format=auto is sniffed too, and
     one that opens with WikiExtractor's "<doc " is its (_read_stream). None: a dump's index, or a file its name does
     not place that cannot be opened or sniffed (no document to ask about); a named text file that cannot be sniffed
@@ -198,12 +206,14 @@ def read_as_book(path: str, cfg: DataConfig) -> bool:
 
 
 def _named_format(stem: str, cfg: DataConfig) -> str | None:
-    """cfg.format, else the format an uncompressed file's name gives; None = sniff it."""
+    """cfg.format, else the format an uncompressed file's name gives; None = sniff it; "unknown": a table, markup or
+    settings file's extension (_NOT_A_CORPUS; module docstring)."""
     if cfg.format != "auto":
         return cfg.format
     if _SPLIT_DUMP.search(stem):
         return "wiki_xml"
-    return _EXTENSIONS.get(posixpath.splitext(stem)[1].lower())
+    ext = posixpath.splitext(stem)[1].lower()
+    return _EXTENSIONS.get(ext) or ("unknown" if ext in _NOT_A_CORPUS else None)
 
 
 def iter_documents(path: str, name: str, cfg: DataConfig, span: Span = WHOLE) -> Iterator[dict]:
@@ -256,8 +266,14 @@ def _read_stream(raw: BinaryIO, path: str, name: str, fmt: str | None, codec: st
             if fmt in ("text", "jsonl") and head.startswith(_WIDE_BOMS):
                 yield reject_row(name, path, "utf16_file", _utf16_said(head))
                 return
-            if fmt in ("text", "jsonl") and _looks_binary(head):
+            if fmt in ("text", "jsonl", "unknown") and _looks_binary(head):
                 yield reject_row(name, path, "binary_file", decode_sample(head))
+                return
+            if fmt == "unknown":
+                ext = posixpath.splitext(_split_codec(path)[0])[1]
+                yield reject_row(name, path, "unknown_file_type", f"{ext} names no corpus format: set data.format=text "
+                                 f"to read such files as plain text, or leave them out of data.sources. It opens: "
+                                 f"{decode_sample(head)}")
                 return
             if fmt == "jsonl" and is_json_array(path, head):
                 if span.start == 0:  # the array is read whole by the part at 0: it has no line to start at

@@ -280,3 +280,40 @@ def test_a_spaced_quote_that_ends_a_line_opens_the_next_sentence_in_hard_wrapped
     capital right after the quote), and a set of such text keeps its sentences, hence its name."""
     assert split_sentences('He turned around. "\nWhere are you going?" she asked.\nShe shrugged.') == [
         'He turned around. " Where are you going?" she asked.', "She shrugged."]
+
+
+# clean._BOUNDARY before 2026-12-02: a match was tried at every character of a run of terminals, each consuming the
+# rest of the run and backtracking over it where no whitespace followed (quadratic in the run's length)
+_OLD_BOUNDARY = (r"[{t}]+[{c}]*(?: ''(?:\s+|\Z)|(?:[ \u00a0][\u00bb\u203a][{c}]*)?\s+)"
+                 r"|[\u3002\uff01\uff1f]+[{c}]*\s*")
+
+
+def test_the_boundary_pattern_finds_the_matches_it_found_before_on_random_text():
+    """The run of terminals is matched from its start only, possessively: on random strings dense in terminals,
+    closers, the spaced quote and guillemets, whitespace and CJK stops, every match is where it was."""
+    import random
+    import re
+
+    from pipelines import clean
+
+    old = re.compile(_OLD_BOUNDARY.format(t=clean._TERMINALS, c=clean._CLOSERS))
+    alphabet = ["a", "B", "7", " ", "\n", "\u00a0", "\t", "''", " ''", "\u00bb", "\u203a", "\u3002", "\uff01",
+                *clean._TERMINALS, *clean._CLOSERS]
+    rng = random.Random(0)
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        assert [m.span() for m in clean._BOUNDARY.finditer(text)] == [m.span() for m in old.finditer(text)], text
+
+
+@pytest.mark.parametrize("run", [".", "!", "?", "\u2026", ".\u201d!"])
+def test_a_long_run_of_terminal_punctuation_splits_in_linear_time(run):
+    """A web record's "Loading......" filler or "!!!!!!" spam: 20,000 dots took 13 s (1 MB of them, ~17 hours),
+    one document stalling its tokenizing task. Now as fast as any text: the run ends one sentence, as a short one."""
+    n = 20_000 // len(run)
+    for text, short in ((f"Loading{run * n}x", f"Loading{run * 3}x"), (f"Wait{run * n}", f"Wait{run * 3}"),
+                        (f"Wait{run * n} Then", f"Wait{run * 3} Then")):
+        start = time.perf_counter()
+        got = split_sentences(text)
+        elapsed = time.perf_counter() - start
+        assert elapsed < 1.0, (run, elapsed)  # ~1 ms now; a loaded machine's noise is far below the old seconds
+        assert [s.replace(run * n, run * 3) for s in got] == split_sentences(short)

@@ -63,3 +63,31 @@ def test_the_choice_is_the_same_for_a_file_read_whole_and_in_ranges(tmp_path, mo
         ranged += iter_documents(str(path), path.name, config, Span(start, end, count_newlines(str(path), 0, start)))
     assert len(whole) > 10 and ranged == whole
     assert all(r["reject_reason"] == "" and "Ã" not in r["text"] and "café — “fermé”" in r["text"] for r in whole)
+
+
+def test_a_latin1_declared_book_keeps_its_windows_1252_punctuation(tmp_path):
+    """Gutenberg's "ISO-8859-1" books hold Windows-1252's 0x80-0x9F punctuation: decoded as latin-1 they were C1
+    controls, which normalize_text drops ("timesit", "didnt", no quotes), uncounted. Read as browsers read the label
+    (WHATWG: windows-1252); a byte windows-1252 leaves undefined (0x81) is latin-1's control still, dropped alone."""
+    path = tmp_path / "book.txt"
+    path.write_bytes(b"It was the best of times\x97it was the worst of times. She said, \x93Come here.\x94 "
+                     b"He didn\x92t answer\x85 The caf\xe9 was closed \x81here.\n")
+    for encoding in ("latin-1", "iso-8859-1", "latin1", "l1"):
+        [row] = read(path, text_encoding=encoding)
+        assert row["reject_reason"] == "" and "timesit" not in row["text"]
+        assert row["text"] == ("It was the best of times\u2014it was the worst of times. She said, \u201cCome here."
+                               "\u201d He didn\u2019t answer\u2026 The caf\u00e9 was closed here.")
+
+
+def test_only_a_latin1_declared_set_is_renamed_for_its_windows_1252_bytes():
+    """A set prepared when latin-1's 0x80-0x9F were dropped is not reused; every other set keeps its name (pinned:
+    the names before 2026-12-02)."""
+    from pipelines.layout import dataset_name
+
+    inputs = [{"path": "/corpus/book.txt", "bytes": 1000, "sha256": "0" * 64}]
+    names = {e: dataset_name(DataConfig(sources=["/corpus"], text_encoding=e), inputs, None)
+             for e in ("", "utf-8", "cp1252", "mac_roman", "iso8859-15", "latin-1", "iso-8859-1")}
+    assert names["latin-1"] == names["iso-8859-1"] != "e268780742002ce7"
+    assert {e: names[e] for e in ("", "utf-8", "cp1252", "mac_roman", "iso8859-15")} == {
+        "": "71f2bf01a16291b2", "utf-8": "71f2bf01a16291b2", "cp1252": "974b9307d3305cc3",
+        "mac_roman": "e4d2b3f08866b260", "iso8859-15": "ad1ea419d28c50b3"}
