@@ -434,10 +434,13 @@ def given_tokenizer(path: str | os.PathLike, lowercase: bool | None = None,
     try:
         tok = load_tokenizer(path, lowercase, strip_accents)
         SpecialIds.from_tokenizer(tok)
-        vocab_in_id_order(tok)
     except Exception as e:  # tokenizers raises a bare Exception for a tokenizer.json it cannot read
         raise ConfigError(f"data.tokenizer.path={path}: {e}; give a BERT WordPiece tokenizer (a folder with vocab.txt "
                           f"or tokenizer.json, holding {' '.join(SPECIAL_TOKENS)}), or null to train one") from None
+    try:  # a BERT WordPiece tokenizer still: its vocab.txt repeats a line
+        vocab_in_id_order(tok)
+    except ValueError as e:
+        raise ConfigError(f"data.tokenizer.path={path}: {e}; remove the repeated line (each token once)") from None
     stated = stated_settings(path)
     if stated:
         strips = stated["lowercase"] if stated["strip_accents"] is None else stated["strip_accents"]

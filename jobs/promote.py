@@ -39,11 +39,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python jobs/promote.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bert_core.config import ConfigError  # noqa: E402
 from jobs.config.io import deep_merge  # noqa: E402
 from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import PROMOTION_ALIASES, TrackingConfig, refuse_relative_when_submitted  # noqa: E402,F401
 from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
 from jobs.config.promote import CANDIDATE, JUDGING, PromoteConfig, refuse_with_rollback  # noqa: E402,F401
+from jobs.registry.gate import decide, decide_first  # noqa: E402
 from jobs.config.stores import refuse_absent_store  # noqa: E402
 from jobs.registry.versions import (REGISTRATION, alias_history, move_alias, registered_version,  # noqa: E402
                                     version_by_alias, version_exists)
@@ -121,13 +123,13 @@ def judge(cfg: PromoteConfig, client, uri: str) -> PromoteResult:
         return PromoteResult(cfg.model, "kept", f"v{ours} is already the champion", ours, theirs)
     if not cfg.version and "promotion.rolled_back" in candidate.tags:
         _refuse_withdrawn(cfg, client, candidate)
-    task = their_task = judged_task(_task_of(candidate), cfg.task)
+    task = their_task = _judged_as(f"v{ours} (candidate)", _task_of(candidate), cfg.task)
     if champion is not None:
         other = _task_of(champion)  # without it, nothing says the two are models of one task
         refuse_incomparable(task, other, ours, theirs, cfg.task)
         # the data is the candidate's task's; how each model reads and decides is its own, as it serves
         own = {k: other[k] for k in MODEL_SETTINGS if k in other and k not in cfg.task}
-        their_task = judged_task({**_task_of(candidate), **own}, cfg.task)
+        their_task = _judged_as(f"v{theirs} (champion)", {**_task_of(candidate), **own}, cfg.task)
     split = ft_tasks.eval_splits(task)[0]
     if task.name == "files":  # your files are read by Ray Data tasks
         from jobs.runtime.cluster import init_ray
@@ -275,8 +277,7 @@ def _judge(cfg: PromoteConfig, uri: str, tasks, split: str, rows: list[dict], ou
             decision, reason = decide_first(cfg, evidence, mine.metric, ours, mine.n)
         else:
             best = scorer.score(_download(uri, cfg.model, theirs, Path(tmp)), their_task, split, rows, cfg.batch_size)
-            scorer.refuse_nonfinite(best, f"v{theirs} (champion)", "no candidate can be judged against it: roll it "
-                                    f"back (jobs/promote.py {cfg.model} --rollback) or register it again")
+            scorer.refuse_nonfinite(best, f"v{theirs} (champion)", _past_a_broken_champion(cfg.model, uri, theirs))
             evidence.update(champion=best.value, **scorer.paired_bootstrap(
                 mine, best, cfg.bootstrap_samples, cfg.confidence, cfg.seed))
             decision, reason = decide(cfg, evidence, mine.metric, ours, theirs, mine.n)
@@ -312,31 +313,30 @@ def judged_task(registered: dict, overrides: dict):
     return task
 
 
+def _judged_as(role: str, registered: dict, overrides: dict):
+    """judged_task for the model `role` names: a window that does not fit may be either model's own max_seq_len."""
+    try:
+        return judged_task(registered, overrides)
+    except ConfigError as exc:
+        raise ConfigError(f"{role}: {exc}") from None
+
+
 MODEL_SETTINGS = ("max_seq_len", "multi_label_threshold", "doc_stride", "max_query_length", "n_best",
                   "max_answer_length")
 
 
-def decide_first(cfg: PromoteConfig, e: dict, metric: str, ours: str, rows: int) -> tuple[str, str]:
-    """("promoted" or "kept", the sentence) for a candidate with no champion to beat: its bound against min_score."""
-    line = (f"no champion yet; v{ours} {metric} {e['candidate']:.4f} on {rows} rows, one-sided "
-            f"{cfg.confidence * 100:g}% lower bound {e['lower_bound']:.4f} ({cfg.bootstrap_samples} resamples)")
-    if cfg.min_score is None:
-        return "promoted", line
-    if e["lower_bound"] >= cfg.min_score:
-        return "promoted", f"{line} >= min_score {cfg.min_score:g}"
-    return "kept", f"{line} < min_score {cfg.min_score:g}"
+def _past_a_broken_champion(name: str, uri: str, theirs: str) -> str:
+    """The way on from a champion that cannot be scored: the rollback, or, for a first champion (--rollback refuses
+    it, and @champion removed by hand is refused as withdrawn), deleting its version, which leaves no champion."""
+    from mlflow.tracking import MlflowClient
 
-
-def decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str, rows: int) -> tuple[str, str]:
-    """("promoted" or "kept", the decision in one sentence) from the paired bootstrap's evidence `e`."""
-    line = (f"v{ours} {metric} {e['candidate']:.4f} vs champion v{theirs} {e['champion']:.4f} on {rows} rows"
-            + (f" in {e['groups']:.0f} groups" if e.get("groups", rows) != rows else "") + ": "
-            f"delta {e['delta']:+.4f}, one-sided {cfg.confidence * 100:g}% lower bound {e['lower_bound']:+.4f} "
-            f"({cfg.bootstrap_samples} paired resamples)")
-    if e["lower_bound"] > cfg.min_delta:
-        return "promoted", f"{line} > min_delta {cfg.min_delta:g}"
-    why = "below min_delta" if e["delta"] <= cfg.min_delta else "within the noise"
-    return "kept", f"{line} <= min_delta {cfg.min_delta:g} ({why})"
+    stack = champions(MlflowClient(uri), name)
+    if not stack or stack[-1] != theirs:  # moved there by hand: rollback() reads it as a reign of its own
+        _reign(stack, theirs)
+    return "no candidate can be judged against it" + (
+        f": roll it back (jobs/promote.py {name} --rollback restores v{stack[-2]})" if stack[1:] else
+        f", and no champion came before it to roll back to: delete v{theirs} from the registry (MlflowClient()."
+        f"delete_model_version({name!r}, {theirs})), then judge again: the candidate is judged as the first champion")
 
 
 def _task_of(version, required: bool = True) -> dict:
@@ -489,6 +489,8 @@ def main(argv: list[str] | None = None) -> PromoteResult:
         return checked("promote", args.config, args.overrides)
     try:
         return run(cfg)
+    except ConfigError:  # a setting refused once the registry was read (a QA window): exit 2 in cli, as every job's
+        raise
     except ValueError as exc:  # no candidate, models not comparable, no champion to roll back to: one line
         sys.exit(f"error: {exc}")  # exit status 1, the line on stderr, as argparse's exit(1, ...) wrote it
 

@@ -25,6 +25,16 @@ from jobs.runtime.faults import FaultsConfig
 from pipelines.config import DataConfig, check_max_predictions
 
 
+# What this process has warned of: a job validates its config 2-3 times (parse, resolve, phase 2), and the filter
+# changes between (console, Ray's and MLflow's imports) reset Python's once-per-location registry, so each printed again
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, stacklevel=2)  # validate's line, as before
+
 
 @dataclass
 class CorpusConfig:
@@ -235,11 +245,11 @@ class PretrainConfig:
             # Said, not refused: the run is right, only slow. DeepSpeed's schedule fills the stages with one optimizer
             # step's micro-batches alone, so a stage idles (S-1)/(m+S-1) of the step (GPipe's "bubble").
             idle = (d.pipeline_stages - 1) / (t.grad_accum_steps + d.pipeline_stages - 1)
-            warnings.warn(f"[train] deepspeed.pipeline_stages={d.pipeline_stages} with train.grad_accum_steps="
-                          f"{t.grad_accum_steps}: a step's micro-batches are all that fills the pipeline, so each "
-                          f"stage idles (stages - 1) / (grad_accum_steps + stages - 1) = {idle:.0%} of the time; set "
-                          f"train.grad_accum_steps to several times the stages (>= {2 * d.pipeline_stages}), and "
-                          f"train.micro_batch_size lower to keep the batch")
+            _warn_once(f"[train] deepspeed.pipeline_stages={d.pipeline_stages} with train.grad_accum_steps="
+                       f"{t.grad_accum_steps}: a step's micro-batches are all that fills the pipeline, so each "
+                       f"stage idles (stages - 1) / (grad_accum_steps + stages - 1) = {idle:.0%} of the time; set "
+                       f"train.grad_accum_steps to several times the stages (>= {2 * d.pipeline_stages}), and "
+                       f"train.micro_batch_size lower to keep the batch")
         replicas, held_out = s.num_workers // d.pipeline_stages, t.eval_batches * t.micro_batch_size
         if not eval_set_size(held_out, replicas):  # refused here, not after the corpus is prepared
             raise ConfigError(f"train.eval_batches x train.micro_batch_size = {held_out} held-out examples leave "

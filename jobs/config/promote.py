@@ -67,9 +67,13 @@ class PromoteConfig:
         given = from_dict(TaskConfig, self.task, "task")
         numbers = {name: getattr(given, name) for name in self.task if name not in TASK_DATA}
         FinetuneConfig(task=TaskConfig(**numbers))._validate_task()
-        for kind, names in KIND_SETTINGS.items():  # whatever the candidate's kind: a window's fit to its length is
-            if set(names) & set(self.task):  # judged once its task is read (jobs/promote.py's judged_task)
-                check_kind_settings(TaskConfig(**{"max_seq_len": MAX_POSITIONS, **numbers}), kind)
+        # whatever the candidate's kind: only the ranges here. A window's fit to its length is judged once its task is
+        # read (jobs/promote.py's judged_task): the length and window fields not given are the registered ones, not
+        # TaskConfig's defaults, so the window checked here is one that always fits
+        fits = {"max_query_length": 1, "doc_stride": 0, **numbers, "max_seq_len": MAX_POSITIONS}
+        for kind, names in KIND_SETTINGS.items():
+            if set(names) & set(self.task):
+                check_kind_settings(TaskConfig(**fits), kind)
         self.tracking.validate()
         return self
 

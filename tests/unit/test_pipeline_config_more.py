@@ -17,6 +17,9 @@ FOUR_STAGES = ["deepspeed.pipeline_stages=4", "deepspeed.zero_stage=1", "scaling
 
 
 def _warnings(overrides: list[str]) -> list[str]:
+    from jobs.config import pretrain
+
+    pretrain._WARNED.clear()  # warned once a process: another test's config may have said it already
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         load_config(PretrainConfig, QUICKSTART, overrides)

@@ -142,7 +142,8 @@ def test_a_first_candidate_whose_outputs_are_nan_is_refused_not_promoted(tmp_pat
 
 def test_a_regression_champion_with_one_nan_prediction_is_named_with_the_way_out(tmp_path, store):
     """STS-B, the champion NaN on one row of 40 whose gold scores vary: the refusal said the gold scores were all
-    equal and asked for more rows (more rows only resample the NaN row more often)."""
+    equal and asked for more rows (more rows only resample the NaN row more often). A first champion has none to roll
+    back to (--rollback refused it, and removing its alias by hand too): deleting its version is the way on."""
     from mlflow.tracking import MlflowClient
 
     task = glue_folder(tmp_path, "stsb", texts(40, [17]), score=True)
@@ -157,8 +158,30 @@ def test_a_regression_champion_with_one_nan_prediction_is_named_with_the_way_out
     line = str(ended.value.code)
     assert line == (f"error: v{v1} (champion): its outputs are not finite (NaN or inf) on 1 of the 40 evaluation "
                     "rows, so its dev/score is no evidence (a diverged or overflowed model): no candidate can be "
-                    f"judged against it: roll it back (jobs/promote.py {NAME} --rollback) or register it again"), line
+                    f"judged against it, and no champion came before it to roll back to: delete v{v1} from the "
+                    f"registry (MlflowClient().delete_model_version('{NAME}', {v1})), then judge again: the "
+                    "candidate is judged as the first champion"), line
     assert "gold scores" not in line and "\n" not in line
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == v1  # nothing moved
     assert str(client.get_model_version_by_alias(NAME, "challenger").version) == v2
     assert failed_run(client) == ("FAILED", f"ValueError: {line.removeprefix('error: ')}")
+    client.delete_model_version(NAME, v1)  # as the line says
+    assert promote.main(argv).decision == "promoted"
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == v2
+
+
+def test_a_nan_champion_with_one_before_it_is_named_with_the_rollback_that_restores_it(tmp_path, store):
+    from mlflow.tracking import MlflowClient
+
+    task = glue_folder(tmp_path, "sst2", texts(40, [3]), score=False)
+    client = MlflowClient(store)
+    versions = []
+    for i, model in enumerate([tiny("BertForSequenceClassification", num_labels=2),
+                               nan_on(tiny("BertForSequenceClassification", num_labels=2))]):
+        versions.append(register(store, task, Path(save(model, tmp_path / f"m{i}"))))
+        move_alias(client, NAME, "champion", versions[-1], "promoted: by hand")
+    register(store, task, Path(save(tiny("BertForSequenceClassification", num_labels=2), tmp_path / "new")))
+    with pytest.raises(ValueError, match=rf"^v{versions[1]} \(champion\): its outputs are not finite .* on 1 of the 40 "
+                                         rf".*: roll it back \(jobs/promote.py {NAME} --rollback restores "
+                                         rf"v{versions[0]}\)$"):
+        judge(store, tmp_path / "art")
