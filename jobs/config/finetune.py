@@ -320,7 +320,15 @@ class FinetuneConfig:
         if k.kind in ("classification", "multi-label"):  # named as the files' reader names a class cell (true and
             # false, cells.bool_class; "+1" and "1.0" are "1", cells.class_name): else the rows of such a label match
             # none of these and are rejected, and its head output is never trained
+            written = list(k.labels)
             k.labels = [(k.kind == "classification" and bool_class(x)) or class_name(x.strip()) for x in k.labels]
+            first = {}  # a class -> its first writing
+            if twins := next(((first[n], x) for x, n in zip(written, k.labels)
+                              if first.setdefault(n, x) != x and x.strip() != first[n].strip()), None):
+                raise ConfigError(f"task.labels must be distinct, got {k.labels} from {written} as written: "
+                                  f"{twins[0]!r} and {twins[1]!r} are one class, as the files' reader names a class "
+                                  "cell (a decimal's trailing zeros and a sign + dropped, 1.0 is 1, TRUE is true); "
+                                  "name each class once")
         if k.format and k.format not in FORMATS:
             raise ConfigError(f"task.format must be one of {FORMATS} or '' (from the extension), got {k.format!r}")
         try:

@@ -40,6 +40,14 @@ def class_name(text: str) -> str:
     return text
 
 
+def folded_decimal(text: str) -> tuple[str, str] | None:
+    """A decimal's text as class_name names it and as written, its sign + aside ("3.10" -> ("3.1", "3.10")); None for
+    any other text. Two texts of one file with one name and two writings are two classes the fold would merge
+    (label_cells.ListHead refuses them): a version or a code, 3.10 beside 3.1, is not a number written twice."""
+    found = _DECIMAL.fullmatch(text)
+    return (class_name(text), text.removeprefix("+")) if found else None
+
+
 def bool_class(value) -> str | None:
     """A class that says true or false, one name in every format: a bool (JSON, Parquet) or its text in any case
     (Excel's TRUE, pandas' True) -> "true" / "false"; None for anything else."""

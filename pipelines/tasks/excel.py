@@ -58,7 +58,8 @@ def _open(path: str, f, sheet: str):
 
     try:
         book = openpyxl.load_workbook(f, read_only=True, data_only=True)
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError) as e:  # a .xls renamed, a copy cut short
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, SyntaxError) as e:  # a .xls renamed, a copy cut
+        # short, a part that is no XML (ElementTree's ParseError is a SyntaxError)
         raise TaskDataError(f"{path}: " + (_unreadable(f) or f"not an Excel workbook that openpyxl can read ({e}); "
                                            "save a .xls (Excel 97-2003) file as .xlsx or CSV")) from None
     sheets = {ws.title: ws for ws in book.worksheets}  # chart sheets hold no cells
@@ -95,9 +96,11 @@ def _unreadable(f) -> str:
 
 def _totals_rows(book, ws, header: int, columns: set[int]) -> set[int]:
     """The 0-based rows of the Total Row of each Excel Table on `ws` that holds a task column of the header (0-based
-    row `header`; 1-based `columns`) from its header row (or the row under it: a table without one) down: a row of
-    sums and counts that Table Design > Total Row writes and marks (totalsRowCount), not data. A read-only
-    worksheet has no `.tables`: its table parts are read from the workbook's zip, as openpyxl's full reader does."""
+    row `header`; 1-based `columns`) from its header row down (a table without a header row under it, a second
+    table stacked under the first): a row of sums and counts that Table Design > Total Row writes and marks
+    (totalsRowCount), not data. A read-only worksheet has no `.tables`: its table parts are read from the workbook's
+    zip, as openpyxl's full reader does. A malformed part (which Excel repairs on opening) gives no totals: the
+    sheet's rows are read as they were before Total Rows were looked for, not the file refused."""
     from openpyxl.packaging.relationship import get_dependents, get_rels_path
     from openpyxl.utils.cell import range_boundaries
     from openpyxl.xml.constants import REL_NS
@@ -107,16 +110,19 @@ def _totals_rows(book, ws, header: int, columns: set[int]) -> set[int]:
     if rels not in archive.NameToInfo:
         return set()
     totals = set()
-    for part in get_dependents(archive, rels).find(f"{REL_NS}/table"):
-        if part.target not in archive.NameToInfo:  # a part its writer left out: no table to read, as Excel repairs it
-            continue
-        table = fromstring(archive.read(part.target))
-        count = int(table.get("totalsRowCount") or 0)
-        if not count or not table.get("ref"):
-            continue
-        left, top, right, bottom = range_boundaries(table.get("ref"))
-        if top - 1 in (header, header + 1) and any(left <= c <= right for c in columns):
-            totals.update(range(bottom - count, bottom))
+    try:
+        for part in get_dependents(archive, rels).find(f"{REL_NS}/table"):
+            if part.target not in archive.NameToInfo:  # a part its writer left out: no table, as Excel repairs it
+                continue
+            table = fromstring(archive.read(part.target))
+            count = int(table.get("totalsRowCount") or 0)
+            if not count or not table.get("ref"):
+                continue
+            left, top, right, bottom = range_boundaries(table.get("ref"))
+            if top - 1 >= header and any(left <= c <= right for c in columns):
+                totals.update(range(bottom - count, bottom))
+    except (ValueError, SyntaxError, KeyError, TypeError, zipfile.BadZipFile):  # XML's ParseError is a SyntaxError
+        return set()
     return totals
 
 

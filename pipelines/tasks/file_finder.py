@@ -195,16 +195,33 @@ _DELTA_EXPORT = ("export its current version as Parquet and name that (Spark: sp
                  ".to_pyarrow_table(), out))")
 
 
-def _refuse_delta(spec: str, root: str, tables: list[str]) -> None:
-    """Raise TaskDataError naming the first of `tables` (Delta table folders at or below the folder `root`). A Delta
-    table's rows are those of the part files its _delta_log/ names: the files a later version replaced or deleted
-    (an overwrite, update, merge) stay beside them until VACUUM, 7 days by default. Read as a folder of Parquet files
-    it would give the stale rows with the live ones, unsaid; reading the log is a Delta reader's work, not done here."""
+def _refuse_delta(spec: str, root: str, tables: list[str], fs=None) -> None:
+    """Raise TaskDataError naming the first of `tables` (Delta table folders at or below the folder `root`, or one
+    above it, on the filesystem `fs`). A Delta table's rows are those of the part files its _delta_log/ names: the
+    files a later version replaced or deleted (an overwrite, update, merge) stay beside them until VACUUM, 7 days by
+    default. Read as a folder of Parquet files it would give the stale rows with the live ones, unsaid; reading the
+    log is a Delta reader's work, not done here."""
     if tables:
-        rel = posixpath.relpath(sorted(tables)[0], root)
-        where = spec if rel == "." else posixpath.join(spec.rstrip("/"), rel)
-        raise TaskDataError(f"{where} is a Delta table (it holds {DELTA_LOG}/), which is not read here: its rows are "
-                            f"the files its log names, not every file in the folder; {_DELTA_EXPORT}")
+        table = sorted(tables)[0]
+        rel = posixpath.relpath(table, root)
+        if rel.split("/")[0] == "..":  # a partition folder, a part file, a glob inside the table
+            shown = table if fs is None or isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(table)
+            what = f"{spec} is inside a Delta table, {shown}"
+        else:
+            what = f"{spec if rel == '.' else posixpath.join(spec.rstrip('/'), rel)} is a Delta table"
+        raise TaskDataError(f"{what} (it holds {DELTA_LOG}/), which is not read here: its rows are the files its log "
+                            f"names, not every file in the folder; {_DELTA_EXPORT}")
+
+
+def _delta_above(fs, path: str) -> list[str]:
+    """The nearest folder above `path` that holds a _delta_log/ (in a list; none: []): a named partition folder or
+    part file, or a glob's fixed part, inside a table. One lookup a level of the path."""
+    folder = path.rstrip("/") or path
+    while (parent := posixpath.dirname(folder)) and parent != folder:
+        folder = parent
+        if fs.isdir(posixpath.join(folder, DELTA_LOG)):
+            return [folder]
+    return []
 
 
 def _delta_tables(root: str, paths: list[str]) -> list[str]:
@@ -220,13 +237,17 @@ def _delta_tables(root: str, paths: list[str]) -> list[str]:
 
 def _delta_folders(fs, static: str, paths: list[str]) -> list[str]:
     """The folders from `static` (a glob's fixed part) to each of `paths` (what it matched) that hold a _delta_log/: a
-    Delta table's part files are Parquet, so a glob matching none is not looked at (one lookup per folder)."""
+    Delta table's part files are Parquet, so a glob matching none is not looked at. Locally a stat a folder; on an
+    object store, where each lookup is a request (400 partitions, 400 of them), one listing of `static`."""
     parquet = [p for p in paths if extension(p) in (".parquet", ".pq")]
-    folders = {static} if parquet else set()
+    folders = {posixpath.normpath(static)} if parquet else set()
     for path in parquet:
         parts = posixpath.relpath(posixpath.dirname(path), static).split("/")
         folders |= {posixpath.normpath(posixpath.join(static, *parts[:i + 1])) for i in range(len(parts))}
-    return sorted(d for d in folders if fs.isdir(posixpath.join(d, DELTA_LOG)))
+    if not folders or isinstance(fs, LocalFileSystem):
+        return sorted(d for d in folders if fs.isdir(posixpath.join(d, DELTA_LOG)))
+    log = f"/{DELTA_LOG}/"
+    return sorted(folders & {posixpath.normpath(p.split(log)[0]) for p in fs.find(static) if log in p})
 
 
 def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "") -> list[tuple[str, str]]:
@@ -235,7 +256,8 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
     fsspec URL. `labeled=False`: inputs to predict, where a .txt file is plain text. `split` ("train", "dev",
     "select"): the split a folder is read as, which refuses a folder holding files named as another split's
     (`data/` with train.csv and test.csv, read whole as training: the test rows trained on). A Delta table's folder
-    (holding _delta_log/), named or below the folder or the glob's fixed part, is refused (_refuse_delta)."""
+    (holding _delta_log/), named, below the folder or the glob's fixed part, or above the Parquet files named (a
+    partition folder, a part file), is refused (_refuse_delta)."""
     extensions = EXTENSIONS if labeled else INPUT_EXTENSIONS
     if fmt and fmt not in FORMATS:
         raise ValueError(f"unknown task.format {fmt!r}; expected one of {list(FORMATS)}")
@@ -245,7 +267,7 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         root = posixpath.join(named[1], named[2])
         if not fs.isdir(root):
             raise FileNotFoundError(f"no split {named[2]!r} in {named[1]} ({spec})")
-    datasets = []
+    datasets, start = [], root  # start: where the folders above, looked at for a Delta table, begin
     if fs.isdir(root):
         if fs.isfile(posixpath.join(root, "dataset_dict.json")):
             with fs.open(posixpath.join(root, "dataset_dict.json")) as f:
@@ -285,6 +307,7 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
         said = spec.split("/")  # the glob's fixed part as the user wrote it, naming a table found there
         said = "/".join(said[:next(i for i, part in enumerate(said) if any(c in part for c in "*?["))]) or "."
         _refuse_delta(said, static, _delta_folders(fs, static, paths))  # `table/*.parquet`: every version's files
+        start = static
         stray = _other_split(static, paths, split, written) if split else None
         if stray:
             raise TaskDataError(f"{spec} is read as the {split} split, and matches {stray}, named as another "
@@ -292,6 +315,8 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
                                 "has `*`), or name them alone (a file or a subfolder)")
     else:
         paths = [root] if fs.isfile(root) else []
+    if any(extension(p) in (".parquet", ".pq") for p in paths):  # a Delta table's part files are Parquet
+        _refuse_delta(spec, start, _delta_above(fs, start), fs)
     twice = _copies(paths)
     if twice:
         raise TaskDataError(f"{spec} holds {twice[0]} and a compressed copy of it ({twice[1]}): keep one")

@@ -28,7 +28,8 @@ import json
 import math
 import re
 
-from pipelines.tasks.cells import bool_class, cell_text, class_name, decimal_comma, no_value, number_class
+from pipelines.tasks.cells import bool_class, cell_text, class_name, decimal_comma, folded_decimal, no_value, \
+    number_class
 from pipelines.tasks.common import TaskDataError
 from pipelines.tasks.text_records import Reject
 
@@ -92,15 +93,23 @@ class ListHead:
     """Whether a file writes its labels as lists its kind cannot read (list_reason), told from its first LIST_HEAD
     labels, not its first one: a stray list on row 1 of a file of classes does not refuse a file that trains, nor
     does a class on row 1 of a Doccano export (rows labeled by hand before it) let a file of lists through. Read
-    by the reader and the driver's check_columns alike: a count of labels, not of a batch's rows."""
+    by the reader and the driver's check_columns alike: a count of labels, not of a batch's rows.
+
+    Every label of the file is also checked for two texts that class_name folds into one class (3.10 and 3.1): a
+    decimal's trailing zeros are dropped so that a CSV's 4.50 and another file's number 4.5 are one class, but one
+    file that writes both has two classes (versions, codes), which the fold would merge unsaid."""
 
     def __init__(self, path: str, kind: str, separator: str, labeled: bool = True):
         self.path, self.kind, self.separator = path, kind, separator
         self.decided = not labeled or not (kind == "classification" or kind == "multi-label" and separator)
         self.labels, self.lists, self.first = 0, 0, None  # first: the first list's (reason, where, value)
+        # a decimal class -> its first writing and where: only labels that are decimals, so a few per file
+        self.decimals = {} if labeled and kind in ("classification", "multi-label") else None
 
     def count(self, value, where: str) -> None:
         """A label read (missing_label is none), at `where`; the LIST_HEAD-th decides."""
+        if self.decimals is not None:
+            self._fold_twins(value, where)
         if self.decided:
             return
         self.labels += 1
@@ -118,6 +127,32 @@ class ListHead:
                 reason, where, value = self.first
                 raise list_refusal(reason, f"{self.path}, {where}", value, self.separator,
                                    f"{self.lists} of its first {self.labels} labels are lists")
+
+
+    def _fold_twins(self, value, where: str) -> None:
+        """Refuse a class text that folds into the class of another written otherwise, earlier in the file."""
+        value = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        if isinstance(value, str) and self.kind == "multi-label" and self.separator and not _listed(value):
+            texts = value.split(self.separator)
+        elif isinstance(value, str) and self.kind == "classification":
+            texts = [value]
+        else:  # a list, or a cell holding one (numbers in it name their class one way: number_class)
+            try:
+                texts = json.loads(value) if isinstance(value, str) and _listed(value) else value
+            except ValueError:
+                texts = ast.literal_eval(value.strip())  # _listed parsed it one of the two ways
+            texts = texts if isinstance(texts, list) else []
+        for text in texts:
+            if not isinstance(text, str) or not (found := folded_decimal(text.strip())):
+                continue
+            name, written = found
+            first, at = self.decimals.setdefault(name, (written, where))
+            if written != first:
+                raise TaskDataError(
+                    f"{self.path}: the labels {first!r} ({at}) and {written!r} ({where}) are one class, {name!r}, "
+                    "once a decimal's trailing zeros are dropped (as a CSV's 4.50 is the 4.5 of a number cell, "
+                    "in every file): if they are one class, write it one way; if two (versions, codes such as "
+                    "ICD-9's 250.10 and 250.1), write them as text that is no decimal number (v3.10) or as ids")
 
 
 def list_reason(value, kind: str, separator: str) -> str | None:

@@ -84,15 +84,16 @@ def encode_labels(rows, kind: str, labels: tuple[str, ...], samples: list | None
 
 
 def unknown_label_said(reason: str, label: str, labels: tuple[str, ...]) -> str:
-    """What a reject line of a label train lacks (LABEL_REJECTS; "" for other reasons) adds: train's labels, and the
-    one `label` differs from only in case or blanks, where one does: another tool's export of the dev file writes
-    "Neutral" for train's "neutral", and a whole class is gone from the split that judges the model."""
+    """What a reject line of a label the task's labels lack (LABEL_REJECTS; "" for other reasons) adds: those labels
+    (`labels`: task.labels where set, else train's), and the one `label` differs from only in case or blanks, where
+    one does: another tool's export of the dev file writes "Neutral" for train's "neutral", and a whole class is gone
+    from the split that judges the model. Not "train's": a training row is rejected only where task.labels is set."""
     if reason not in LABEL_REJECTS:
         return ""
     folded = "".join(label.split()).casefold()
     twin = next((x for x in labels if "".join(x.split()).casefold() == folded), None)
-    return f"train's labels: {list(labels[:10])}{f' ... ({len(labels)})' if len(labels) > 10 else ''}" + (
-        f"; {label!r} differs from train's {twin!r} only in case or blanks: write it as train does" if twin else "")
+    return f"the task's labels: {list(labels[:10])}{f' ... ({len(labels)})' if len(labels) > 10 else ''}" + (
+        f"; {label!r} differs from {twin!r} only in case or blanks: write it as {twin!r}" if twin else "")
 
 
 def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],

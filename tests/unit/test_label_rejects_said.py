@@ -39,8 +39,8 @@ def test_a_label_that_differs_from_trains_only_in_case_or_blanks_is_pointed_at()
     from pipelines.tasks.labels import unknown_label_said
 
     said = unknown_label_said("label_not_in_train", "Neutral", LABELS)
-    assert "train's labels: ['negative', 'neutral', 'positive']" in said
-    assert "'Neutral' differs from train's 'neutral' only in case or blanks" in said
+    assert "the task's labels: ['negative', 'neutral', 'positive']" in said
+    assert "'Neutral' differs from 'neutral' only in case or blanks: write it as 'neutral'" in said
     assert "only in case" in unknown_label_said("label_not_in_train", "very  Positive", ("very positive", "bad"))
     assert "only in case" not in unknown_label_said("label_not_in_train", "meh", LABELS)
     assert unknown_label_said("missing_text", "Neutral", LABELS) == ""  # other reasons' lines are as they were
@@ -67,10 +67,10 @@ def test_a_dev_files_label_train_lacks_gets_its_data_line(tmp_path, monkeypatch,
     assert rows.rejected["dev"] == {"label_not_in_train": 3, "missing_label": 1}
     printed = capsys.readouterr().out
     assert f"[data] {dev}: rejected (missing_label) line 11: 'bad,'" in printed  # the reader's line, as before
-    assert (f"[data] {dev}: rejected (label_not_in_train) id dev.csv:1: 'Neutral' (train's labels: ['negative', "
-            "'neutral', 'positive']; 'Neutral' differs from train's 'neutral' only in case or blanks") in printed
+    assert (f"[data] {dev}: rejected (label_not_in_train) id dev.csv:1: 'Neutral' (the task's labels: ['negative', "
+            "'neutral', 'positive']; 'Neutral' differs from 'neutral' only in case or blanks") in printed
     assert printed.count("rejected (label_not_in_train)") == 2, printed  # one a split: dev's, train's
-    assert f"[data] {train}: rejected (label_not_in_train) id train.csv:7: 'NEUTRAL' (train's labels" in printed
+    assert f"[data] {train}: rejected (label_not_in_train) id train.csv:7: 'NEUTRAL' (the task's labels" in printed
 
 
 def test_a_training_row_outside_task_labels_is_named_by_the_stream(tmp_path, monkeypatch):

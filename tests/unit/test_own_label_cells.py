@@ -167,12 +167,12 @@ def test_a_decimal_class_is_one_name_in_csv_excel_and_json(tmp_path):
         book.active.cell(i + 2, 2).number_format = "0.00"
     book.save(tmp_path / "stars.xlsx")
     (tmp_path / "stars.tsv").write_text("text\tlabel\n" + "".join(
-        f"row {i}\t{x}\n" for i, x in enumerate(["4.50", "3.00", "2.50", "-0.250", "+4.5"])))
+        f"row {i}\t{x}\n" for i, x in enumerate(["4.50", "3.00", "2.50", "-0.250", "+4.50"])))
     (tmp_path / "semi.csv").write_text("text;label\n" + "".join(
         f"row {i};{x}\n" for i, x in enumerate(["4,50", "3,00", "2,50", "-0,250", "4,5"])))
     files = {"stars.xlsx": "xlsx", "stars.tsv": "tsv", "semi.csv": "csv",
-             "stars.csv": _write(tmp_path / "stars.csv", "csv", ["4.50", "3.00", "2.50", "-0.250", "+4.5"]),
-             "text.xlsx": _write(tmp_path / "text.xlsx", "xlsx", ["4.50", "3.00", "2.50", "-0.250", "+4.5"]),
+             "stars.csv": _write(tmp_path / "stars.csv", "csv", ["4.50", "3.00", "2.50", "-0.250", "+4.50"]),
+             "text.xlsx": _write(tmp_path / "text.xlsx", "xlsx", ["4.50", "3.00", "2.50", "-0.250", "+4.50"]),
              "stars.jsonl": _write(tmp_path / "stars.jsonl", "jsonl", [4.5, 3.0, 2.5, -0.25, 4.5])}
     for name in files:
         fmt = name.rsplit(".", 1)[1]
