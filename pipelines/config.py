@@ -124,10 +124,12 @@ class DataConfig:
             raise ConfigError(f"data.num_workers must be >= 0 (0 = the Ray cluster's CPUs), got {self.num_workers}")
         if self.work_unit_bytes < 0:
             raise ConfigError(f"data.work_unit_bytes must be >= 0 (0 = auto), got {self.work_unit_bytes}")
-        if self.max_line_bytes < 1:  # -1 read every file as no line (readline(0)): zero rows and zero rejects
-            raise ConfigError(f"data.max_line_bytes must be >= 1 (bytes; none means unlimited: a longer line rejects "
-                              f"its record as line_too_long, so raise the default {4 << 20:,}, 4 MiB, to keep longer "
-                              f"records), got {self.max_line_bytes}")
+        line = self.max_line_bytes
+        # -1 read every file as no line (readline(0)): zero rows and zero rejects; null failed comparing with 1
+        if isinstance(line, bool) or not isinstance(line, int) or line < 1:
+            raise ConfigError(f"data.max_line_bytes must be >= 1 (an integer of bytes; there is no unlimited setting: "
+                              f"a longer line rejects its record as line_too_long, so raise the default {4 << 20:,}, "
+                              f"4 MiB, to keep longer records), got {line!r}")
         if self.min_document_chars < 0:
             raise ConfigError(f"data.min_document_chars must be >= 0 (0 keeps every non-empty document), "
                               f"got {self.min_document_chars}")

@@ -471,8 +471,14 @@ def declared_or_utf8(data: bytes, encoding: str) -> str:
         except UnicodeDecodeError:
             pass  # not UTF-8: the declared encoding's text, or its reject (invalid_cp1252) at the byte it lacks
     if encoding == "iso8859-1":
-        return codecs.charmap_decode(data, "strict", _WINDOWS_1252)[0]
+        return latin1_as_windows_1252(data)
     return data.decode(encoding)
+
+
+def latin1_as_windows_1252(data: bytes) -> str:
+    """`data`, declared latin-1, read as windows-1252 (_WINDOWS_1252): one character a byte, none refused, no state
+    between calls, so a file decodes alike whole or in pieces (task files: tasks/text_encoding.as_utf8)."""
+    return codecs.charmap_decode(data, "strict", _WINDOWS_1252)[0]
 
 
 # A declared latin-1 (iso8859-1, under any of its names) is read as windows-1252, as the WHATWG Encoding Standard and

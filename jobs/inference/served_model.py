@@ -15,9 +15,9 @@ pipeline MLflow would serve otherwise answers otherwise:
     question-answering    transformers 5 has no pipeline for it (jobs/inference/qa_model.py)
 
     input   a table: `question` and `context` (QA); `text` and, for a classifier, an optional `text_pair` (then in
-            every row); or one unnamed column of texts (what a JSON list of strings becomes). A null or blank text or
-            pair, or one that says it holds no value ("nan", "#N/A": pipelines/tasks/cells.no_value), is refused,
-            naming its row: batch prediction rejects it as missing_text
+            every row); a list of records, read as that table; or one unnamed column of texts (what a JSON list of
+            strings becomes). A null or blank text or pair, or one that says it holds no value ("nan", "#N/A":
+            pipelines/tasks/cells.no_value), is refused, naming its row: batch prediction rejects it as missing_text
     params  a multi-label model's `threshold` (its trained one by default: jobs/registry/model_logging.texts_signature)
     time    a request runs no longer than the scoring server's timeout (`mlflow models serve -t`), which answers its
             client 504 but leaves it running: past it, it stops between batches and lets go of the model
@@ -92,8 +92,6 @@ def refuse_non_text(kind: str, column: str, values) -> None:
             raise BadRequest(f"{kind}: row {i}'s {column} is {str(v).lower()}, a boolean, not text")
         if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0):
             raise BadRequest(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
-                " (records, {\"inputs\": [{...}]}, are read as one column: send them as dataframe_records or "
-                "instances)" if isinstance(v, dict) else
                 " (send a sentence's words joined by spaces)" if kind == "token-classification" else ""))
         if isinstance(v, str) and has_lone_surrogate(v):
             raise BadRequest(f"{kind}: row {i}'s {column} holds a lone surrogate (half of a character: an emoji a "
@@ -226,8 +224,18 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
                 raise BadRequest(f"{kind}: the request's columns differ in length: "
                                  + ", ".join(f"{k} {len(v)}" for k, v in columns.items()))
             table = pd.DataFrame(columns)
+        if not isinstance(table, pd.DataFrame) and len(table) and all(isinstance(r, dict) for r in table):
+            # {"inputs": [{"text": ..., "text_pair": ...}]}, pyfunc.predict([{...}]): records, read as dataframe_records
+            # are. The input schema a pair or QA model was once logged with made them a table; without one, MLflow
+            # hands them over as they came (each value a 0-d array from the scoring server's JSON)
+            table = pd.DataFrame([{k: v.item() if getattr(v, "ndim", None) == 0 else v for k, v in r.items()}
+                                  for r in table])
         if not isinstance(table, pd.DataFrame):  # {"inputs": [...]}: checked before pandas' Arrow strings refuse it
             table = list(table)
+            record = next((i for i, r in enumerate(table) if isinstance(r, dict)), None)
+            if record is not None:  # read as one column, its records would be refused as texts, or answer nothing
+                raise BadRequest(f"{kind}: the request's inputs mix records and texts (row {record} is a record): "
+                                 f"send records alone, read as a table, or texts alone")
             if kind != "question-answering":  # which needs a table of columns: said below
                 refuse_non_text(kind, "text", table)
             table = pd.DataFrame({"text": table})

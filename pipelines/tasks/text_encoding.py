@@ -7,6 +7,7 @@ import codecs
 import io
 
 from pipelines.tasks.common import TaskDataError
+from pipelines.text_source import latin1_as_windows_1252
 
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32LE's first: FF FE 00 00
          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),  # starts as UTF-16LE's FF FE
@@ -39,6 +40,15 @@ def _invalid_bytes(error: UnicodeDecodeError):
 codecs.register_error("bert_foundry.invalid_bytes", _invalid_bytes)
 
 
+class _Latin1(codecs.IncrementalDecoder):
+    """A declared latin-1 read as windows-1252, as a corpus declared so is (text_source.latin1_as_windows_1252): an
+    Excel or CSV export "in latin-1" holds windows-1252's quotes and dashes at 0x80-0x9F, which read as latin-1's C1
+    controls the tokenizer drops, joining words ("don\\x92t" became "dont")."""
+
+    def decode(self, data, final: bool = False) -> str:
+        return latin1_as_windows_1252(bytes(data))
+
+
 class _Utf8(io.RawIOBase):
     """A binary file in `encoding`, read as UTF-8 bytes (see as_utf8). Seeks to its start only (what refuse_utf16 and
     json_array do)."""
@@ -63,7 +73,8 @@ class _Utf8(io.RawIOBase):
         if whence == io.SEEK_CUR:
             return self.pos
         self.f.seek(0)
-        self.decoder = codecs.getincrementaldecoder(self.encoding)(errors="bert_foundry.invalid_bytes")
+        self.decode = _Latin1().decode if self.encoding == "iso8859-1" else \
+            codecs.getincrementaldecoder(self.encoding)(errors="bert_foundry.invalid_bytes").decode
         self.pending, self.pos, self.started, self.ended = b"", 0, False, False
         return 0
 
@@ -71,7 +82,7 @@ class _Utf8(io.RawIOBase):
         while not self.pending and not self.ended:
             raw = self.read_raw(1 << 16)
             self.ended = not raw
-            text = self.decoder.decode(raw, final=self.ended)
+            text = self.decode(raw, final=self.ended)
             if not self.started and text:  # a byte-order mark is never data (utf-16-le named, the file has one)
                 text, self.started = text.removeprefix("\ufeff"), True
             self.pending = text.encode("utf-8", "surrogateescape")
@@ -81,6 +92,7 @@ class _Utf8(io.RawIOBase):
 
 
 def as_utf8(f, encoding: str):
-    """The binary file `f`, in `encoding` (a check_encoding name; "": UTF-8, `f` itself), as UTF-8 bytes: lines, reads
-    and a seek to the start, as text_records' readers use a file. Memory: one 64 KiB read at a time."""
+    """The binary file `f`, in `encoding` (a check_encoding name; "": UTF-8, `f` itself; iso8859-1 is read as
+    windows-1252: _Latin1), as UTF-8 bytes: lines, reads and a seek to the start, as text_records' readers use a file.
+    Memory: one 64 KiB read at a time."""
     return io.BufferedReader(_Utf8(f, encoding), 1 << 16) if encoding else f

@@ -147,8 +147,8 @@ def test_a_null_question_or_context_is_answered_as_no_answer_not_from_the_word_n
     # server error
     with pytest.raises(ValueError, match="row 1's text holds a lone surrogate"):
         served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(None, ["fine", "ok \ud83d cut"])
-    with pytest.raises(ValueError, match="question answering needs the columns question and context"):
-        model.predict(None, [{"question": "where", "context": context}])  # a list, not a table
+    records = [{"question": "where", "context": context}]  # a list of records (pyfunc.predict): read as a table
+    assert model.predict(None, records).equals(model.predict(None, pd.DataFrame(records)))
 
 
 def test_a_served_pair_request_refuses_a_row_without_its_pair_naming_it(tmp_path):
@@ -360,7 +360,8 @@ def test_a_single_text_classifier_or_regressor_is_served_as_batch_prediction_ans
             for p, e in zip(predictor.predict(rows), predictor.encode(rows))]
     assert [sorted(p) for p in ours] == [sorted(SERVED_COLUMNS[kind])] * len(texts)
     assert info.signature.outputs.input_names() == list(SERVED_COLUMNS[kind])  # what the version says it answers
-    for body in ({"inputs": texts}, {"dataframe_records": [{"id": f"r{i}", "text": t} for i, t in enumerate(texts)]}):
+    records = [{"id": f"r{i}", "text": t} for i, t in enumerate(texts)]
+    for body in ({"inputs": texts}, {"dataframe_records": records}, {"inputs": records}):
         answer = client.post("/invocations", json=body)
         assert answer.status_code == 200, answer.text
         agree(answer.json()["predictions"], ours)
@@ -368,7 +369,7 @@ def test_a_single_text_classifier_or_regressor_is_served_as_batch_prediction_ans
                           ({"dataframe_records": [{"text": "a fine day"}, {"text": None}]}, "row 1 has no text"),
                           ({"dataframe_records": [{"text": "a fine day", "text_pair": "never"}]},
                            "fine-tuned on single sentences: send no text_pair column"),
-                          ({"inputs": [{"text": "a fine day"}]}, "send them as dataframe_records or instances")):
+                          ({"inputs": ["a fine day", {"text": "ok"}]}, "inputs mix records and texts (row 1 is a")):
         answer = client.post("/invocations", json=body)
         assert answer.status_code == 400 and f"{kind}: " in answer.json()["message"], answer.text
         assert refused in answer.json()["message"] and "Traceback" not in answer.text, answer.text
@@ -408,8 +409,9 @@ def test_a_served_answer_beside_a_row_without_one_is_json_with_nulls(tmp_path, e
 def test_a_served_tagger_refuses_no_value_texts_a_text_pair_and_records_in_inputs(tmp_path):
     """Batch prediction rejects a text that says it holds no value ("nan", "#N/A": pipelines/tasks/cells.no_value) as
     missing_text; a served tagger tagged it. A text_pair column, which a tagger does not read, was dropped unseen; a
-    record in {"inputs": [...]} was refused with a hint about words. Each is refused naming the row and what to send;
-    a classifier refuses a no-value text alike, and a question answering row holding one answers no answer."""
+    record among texts in {"inputs": [...]} was refused with a hint about words. Each is refused naming the row and
+    what to send (records alone are a table); a classifier refuses a no-value text alike, and a question answering row
+    holding one answers no answer."""
     from jobs.inference.kinds import QASettings
     from jobs.inference.qa_model import QuestionAnswering
 
@@ -421,9 +423,10 @@ def test_a_served_tagger_refuses_no_value_texts_a_text_pair_and_records_in_input
             tagger.predict(None, texts)
     with pytest.raises(ValueError, match="token-classification: a tagger reads one text per row: send no text_pair"):
         tagger.predict(None, pd.DataFrame({"text": ["Marie Curie"], "text_pair": ["in Paris"]}))
-    with pytest.raises(ValueError, match=r"row 0's text is a dict, not text \(records, .*, are read as one column: "
-                                         r"send them as dataframe_records or instances\)"):
-        tagger.predict(None, [{"text": "Marie Curie"}])
+    with pytest.raises(ValueError, match=r"token-classification: the request's inputs mix records and texts \(row 1 "
+                                         r"is a record\): send records alone, read as a table, or texts alone"):
+        tagger.predict(None, ["Paris", {"text": "Marie Curie"}])
+    assert tagger.predict(None, [{"text": "Marie Curie"}]).equals(tagger.predict(None, ["Marie Curie"]))
     assert list(tagger.predict(None, ["Marie Curie", "none"]).columns) == ["entities"]  # "none": a word
     with pytest.raises(ValueError, match="multi-label: row 0 has no text"):
         served(Predictor(multi_label(tmp_path / "m"), cpu_kernels="torch")).predict(None, ["#DIV/0!"])

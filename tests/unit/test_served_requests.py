@@ -1,6 +1,7 @@
 """jobs/inference/served_model.py: requests beyond a list of rows to predict, through MLflow's scoring app (its
 FastAPI routes, no port bound) where MLflow's parsing and signature take part: an empty request of every kind, a
-table that names a column twice, inputs that are no list, and a multi-label threshold sent as a param."""
+table that names a column twice, inputs that are no list, records in inputs, and a multi-label threshold sent as a
+param."""
 
 import json
 
@@ -124,3 +125,34 @@ def test_a_served_multi_label_model_takes_a_threshold_param(tmp_path, empty_stor
         status, refused = posted(client, {"inputs": ["a fine day"], "params": {"threshold": bad}})
         assert status == 400 and f"multi-label: params.threshold must be in (0, 1) (leave it out for the model's " \
                                  f"own, 0.1), got {bad}" in refused["message"], refused
+
+
+def test_records_in_inputs_are_read_as_a_table_by_pair_and_qa_models(tmp_path, empty_store):
+    """{"inputs": [{"text": ..., "text_pair": ...}]} and {"inputs": [{"question": ..., "context": ...}]}: a pair or
+    QA model logged before it had no input schema (model_logging.texts_signature) got an inferred one, whose
+    enforcement made such records a table; without it they reached rows() as one column of dicts and were refused
+    (a pair model: "row 0's text is a dict"; a QA model: "missing inputs ['question', 'context']", though it held
+    both). Records in `inputs`, or a list of dicts given to pyfunc.predict, answer what dataframe_records answers."""
+    import mlflow
+
+    from jobs.registry.model_logging import log_qa_model, log_release_model
+
+    pair_records = [{"text": "a fine day", "text_pair": "never again"}, {"text": "b", "text_pair": "c"}]
+    qa_records = [{"question": "where?", "context": "in Paris"}, {"question": "who?", "context": None},
+                  {"question": "who?", "context": "Marie in Paris"}]
+    logs = {"pairs": lambda: log_release_model(
+        tiny(tmp_path / "p", "BertForSequenceClassification", num_labels=2), None, "text-classification",
+        pair_records[:1]), "qa": lambda: log_qa_model(tiny(tmp_path / "q", "BertForQuestionAnswering"), None,
+                                                      qa_records[:1], WINDOWS)}
+    for name, records in (("qa", qa_records), ("pairs", pair_records)):
+        (tmp_path / name).mkdir()
+        client, info = scoring_app(tmp_path / name, empty_store, logs[name])
+        status, expected = posted(client, {"dataframe_records": records})
+        assert status == 200 and len(expected["predictions"]) == len(records), expected
+        assert posted(client, {"inputs": records}) == (200, expected)
+        answered = mlflow.pyfunc.load_model(info.model_uri).predict(records)
+        assert answered.to_dict(orient="records") == expected["predictions"]
+    status, refused = posted(client, {"inputs": [{"text": "a fine day"}, {"text": "b", "text_pair": "c"}]})
+    assert status == 400 and "classification: row 0 has no text_pair" in refused["message"], refused
+    status, refused = posted(client, {"inputs": ["a fine day", {"text": "b", "text_pair": "c"}]})  # not all records
+    assert status == 400 and "inputs mix records and texts (row 1 is a record)" in refused["message"], refused
