@@ -111,8 +111,8 @@ def test_a_models_uri_read_from_a_store_that_does_not_exist_refuses_and_makes_no
     from jobs.inference.model_ref import resolve_model
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit, match=r"^error: registered model 'nosuch' is read from the tracking store "
-                                         rf"sqlite:///{tmp_path}/mlflow.db, which does not exist"):
+    with pytest.raises(ConfigError, match=r"^registered model 'nosuch' is read from the tracking store "  # cli: exit 2
+                                          rf"sqlite:///{tmp_path}/mlflow.db, which does not exist"):
         promote.main(["nosuch"])
     gone = f"sqlite:///{tmp_path}/gone/m.db"
     with pytest.raises(ConfigError, match=r"^init 'models:/m@champion' is read from the tracking store"):
