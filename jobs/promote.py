@@ -300,8 +300,8 @@ def judged_task(registered: dict, overrides: dict):
     from jobs.registry.redaction import REDACTED
 
     task = ft_tasks.task_config(deep_merge(registered, overrides))
-    if {"max_seq_len", *MODEL_SETTINGS, "iob_scheme"} & set(overrides):  # against the registered settings they meet
-        check_kind_settings(task, task.kind)  # (a window's length); a registration as fine-tuning checked it, left be
+    if {*MODEL_SETTINGS, "iob_scheme"} & set(overrides):  # an override meets the registered settings here (a stride
+        check_kind_settings(task, task.kind)  # against the model's own max_seq_len); the rest fine-tuning checked
     hidden = [f for f in ("train_file", "dev_file", "select_file", "data_dir", "corpus_dir")
               if REDACTED in str(getattr(task, f)) and f not in overrides]
     if hidden:  # what looked like a URL's credentials never reaches the registry: the data is named again

@@ -97,9 +97,9 @@ def hashed_config(cfg: DataConfig, plain_text_only: bool = True, ignored_as_conf
     else:  # a document that is valid UTF-8 past ASCII is read so (text_source.declared_or_utf8): a set prepared when
         # the declared encoding read every document (mojibake) is not reused
         d["text_encoding"] += ", a UTF-8 document as UTF-8"
-        if d["text_encoding"].startswith("iso8859-1,"):  # read as windows-1252 since 2026-12-02 (text_source.
-            # declared_or_utf8): a set whose 0x80-0x9F punctuation was dropped is not reused; other encodings keep
-            # their names
+        # read as windows-1252 since 2026-12-02 (text_source.declared_or_utf8): a set whose 0x80-0x9F punctuation
+        # was dropped is not reused; other encodings keep their names
+        if d["text_encoding"].startswith("iso8859-1,"):
             d["text_encoding"] += ", 0x80-0x9F as windows-1252"
     if d["text_documents"] == "books":  # as before the setting
         d.pop("text_documents")

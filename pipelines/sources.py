@@ -57,24 +57,23 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     survivor does not depend on scheduling: `find_duplicates` on (content hash, order) pairs,
     which `pipelines.dedup.drop_duplicates` applies to a Dataset and prepare() to its tokenizing pass's stats.
 
-Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz/.xz): .txt/.text/.md -> text;
-.jsonl/.json/.ndjson -> jsonl (WikiExtractor --json output and any JSON-lines file with
-cfg.text_column); .xml and a split dump's .xml-p<first>p<last> -> wiki_xml; .parquet -> parquet; a file of another
-extension or none (wiki_00, WikiText's .raw, a Gutenberg download's 1342.txt.utf-8) is sniffed: JSON lines if it
-starts with "{" (WikiExtractor's extensionless wiki_00 files with --json), WikiExtractor's default <doc ...> blocks
-if with "<doc " (wikiextractor: one document an article; so is a .txt that starts so, its files concatenated:
-`cat text/*/wiki_* > wikicorpus_en.txt`, NVIDIA's recipe), wiki XML if with "<mediawiki" (or an XML declaration
-before one), else text. A table, markup or settings file (_NOT_A_CORPUS: a metadata.csv beside the books, .html,
-.tsv) is one "unknown_file_type" row (a "binary_file" one if it looks binary: a cover .png), whose sample names
-data.format: sniffed, it was read as a plain-text book, silently; data.format=text reads it so. WikiExtractor's --json records (keys id, url, title, text and maybe revid, nothing
-else) have &amp; &lt; &gt; unescaped, as its <doc> files (its --html-safe default escapes the text in both). A .json
-file that starts with "[" is one JSON array whose elements are the records (same field rules; broken JSON between
-elements ends the file with one "malformed_json" row), read whole by the range at byte 0. A UTF-8 byte order mark
-opening a JSONL or <doc> file's line is not part of its record (files saved with one, then joined with `cat`).
-Lines outside WikiExtractor's <doc> blocks are one "outside_doc_block" row a stretch
-(pipelines/wikiextractor_source.py). A parquet text column may be string or binary (decoded as UTF-8 row by row,
-"invalid_utf8" if it is not: a string column's invalid bytes too); a column of another type (list, struct, ...) is
-one "missing_text_column" row naming the type.
+Formats (cfg.format, "auto" = by extension after stripping .bz2/.gz/.xz): .txt/.text/.md -> text; .jsonl/.json/.ndjson
+-> jsonl (WikiExtractor --json output and any JSON-lines file with cfg.text_column); .xml and a split dump's
+.xml-p<first>p<last> -> wiki_xml; .parquet -> parquet; a file of another extension or none (wiki_00, WikiText's .raw, a
+Gutenberg download's 1342.txt.utf-8) is sniffed: JSON lines if it starts with "{" (WikiExtractor's extensionless wiki_00
+files with --json), WikiExtractor's default <doc ...> blocks if with "<doc " (wikiextractor: one document an article; so
+is a .txt that starts so, its files concatenated: `cat text/*/wiki_* > wikicorpus_en.txt`, NVIDIA's recipe), wiki XML if
+with "<mediawiki" (or an XML declaration before one), else text. A table, markup or settings file (_NOT_A_CORPUS: a
+metadata.csv beside the books, .html, .tsv) is one "unknown_file_type" row (a "binary_file" one if it looks binary: a
+cover .png), whose sample names data.format=text, which reads it as text (and every other source too). WikiExtractor's
+--json records (keys id, url, title, text and maybe revid, nothing else) have &amp; &lt; &gt; unescaped, as its <doc>
+files (its --html-safe default escapes the text in both). A .json file that starts with "[" is one JSON array whose
+elements are the records (same field rules; broken JSON between elements ends the file with one "malformed_json" row),
+read whole by the range at byte 0. A UTF-8 byte order mark opening a JSONL or <doc> file's line is not part of its
+record (files saved with one, then joined with `cat`). Lines outside WikiExtractor's <doc> blocks are one
+"outside_doc_block" row a stretch (pipelines/wikiextractor_source.py). A parquet text column may be string or binary
+(decoded as UTF-8 row by row, "invalid_utf8" if it is not: a string column's invalid bytes too); a column of another
+type (list, struct, ...) is one "missing_text_column" row naming the type.
 
 Row order is not guaranteed (Ray Data streams blocks as tasks finish): doc_id is the key.
 Reading is streaming. `iter_documents` reads a whole file or a Span of one (units.py plans
@@ -170,12 +169,12 @@ def named_plain_text(path: str, cfg: DataConfig) -> bool:
 
 
 def read_format(path: str, cfg: DataConfig) -> str | None:
-    """The reader `iter_documents` gives `path` ("text", "wikiextractor", "jsonl", "wiki_xml", "parquet"; "unknown": an
-    extension no format names, one unknown_file_type reject): cfg.format,
-    else its name's, else its first bytes' (_sniffed_format); a file named text under format=auto is sniffed too, and
-    one that opens with WikiExtractor's "<doc " is its (_read_stream). None: a dump's index, or a file its name does
-    not place that cannot be opened or sniffed (no document to ask about); a named text file that cannot be sniffed
-    stays text (its reader meets what stopped the sniff, and reports it)."""
+    """The reader `iter_documents` gives `path` ("text", "wikiextractor", "jsonl", "wiki_xml", "parquet"; "unknown": a
+    table, markup or settings file, _NOT_A_CORPUS, one unknown_file_type reject): cfg.format, else its name's, else its
+    first bytes' (_sniffed_format); a file named text under format=auto is sniffed too, and one that opens with
+    WikiExtractor's "<doc " is its (_read_stream). None: a dump's index, or a file its name does not place that cannot
+    be opened or sniffed (no document to ask about); a named text file that cannot be sniffed stays text (its reader
+    meets what stopped the sniff, and reports it)."""
     stem, codec = _split_codec(path)
     if _DUMP_INDEX.search(stem):
         return None

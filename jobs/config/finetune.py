@@ -324,7 +324,7 @@ class FinetuneConfig:
             k.labels = [(k.kind == "classification" and bool_class(x)) or class_name(x.strip()) for x in k.labels]
             first = {}  # a class -> its first writing
             if twins := next(((first[n], x) for x, n in zip(written, k.labels)
-                              if first.setdefault(n, x) != x and x.strip() != first[n].strip()), None):
+                              if first.setdefault(n, x) != x), None):
                 raise ConfigError(f"task.labels must be distinct, got {k.labels} from {written} as written: "
                                   f"{twins[0]!r} and {twins[1]!r} are one class, as the files' reader names a class "
                                   "cell (a decimal's trailing zeros and a sign + dropped, 1.0 is 1, TRUE is true); "

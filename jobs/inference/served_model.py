@@ -51,8 +51,8 @@ class BadRequest(mlflow.exceptions.MlflowException, ValueError):
 
 
 class OutOfTime(mlflow.exceptions.MlflowException, TimeoutError):
-    """A request the scoring server's timeout ran out on: 503 when another request held the model all that time, 504
-    when its own rows took it (the server has answered its client 504 by then: the message is for its log)."""
+    """A request the scoring server's timeout ran out on, waiting for the model (busy: 503) or running its own rows
+    (504). Either way the server has answered its client 504 by then: the code and message are for its log."""
 
     def __init__(self, message: str, busy: bool):
         from mlflow.protos.databricks_pb2 import DEADLINE_EXCEEDED, TEMPORARILY_UNAVAILABLE
@@ -246,8 +246,8 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         if not len(table.index):  # {"dataframe_records": []} is a table of no columns: no row to refuse, as [] has
             return [], {}
         if kind == "question-answering":
-            # no input schema (model_logging.texts_signature) refuses a missing column before this: said in the
-            # words the schema used
+            # the signature has no input schema (model_logging.texts_signature), so nothing refused a missing column
+            # before this: said here in the words MLflow's schema check used
             absent = [c for c in ("question", "context") if c not in table.columns]
             if absent:
                 raise BadRequest(f"question answering needs the columns question and context: the request is missing "

@@ -141,7 +141,8 @@ def excel_records(path: str, f, sheet: str = "", names: dict[str, str] | None = 
         if start is None and names and not sheet and len(book.worksheets) > 1:
             _refuse_first_sheet(path, book, ws, first, names)
         start = first if start is None else start
-        width, blank, totals = None, [], set()  # the header's width: up to its last name; blank rows not yet known
+        # the header's width (to its last name); blank rows not yet known to be inside; the Total Rows (_totals_rows)
+        width, blank, totals = None, [], set()
         for n, row in enumerate(ws.iter_rows(min_row=start + 1, values_only=True), start):
             values = [_value(c) for c in row]
             if n == start:

@@ -61,7 +61,7 @@ def encode_labels(rows, kind: str, labels: tuple[str, ...], samples: list | None
                   ) -> tuple[list[dict], collections.Counter]:
     """Rows with label as its index into `labels` (multi-label: a list of indices); a row whose label
     (token classification: any tag) is not in `labels` is rejected, never mapped to another class. `samples`: the
-    first rejected row of each reason is appended to it as (reason, "id <row id>", the label train lacks), as
+    first rejected row of each reason is appended to it as (reason, "id <row id>", the first label `labels` lacks), as
     files.FileBatch.samples holds a file's first rejects, to be said the same way."""
     index = {name: i for i, name in enumerate(labels)}
     out, rejects = [], collections.Counter()

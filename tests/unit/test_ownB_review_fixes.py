@@ -1,6 +1,6 @@
-"""Review B's findings on this session's own commits: decimal class folding that merged a file's distinct classes
-(3.10 beside 3.1), the Delta check's parents and its cost on object stores, the Total Row of a stacked Excel Table and
-of malformed table parts, and the wording of a training row's label line."""
+"""Decimal classes that fold into one (a file's 3.10 beside its 3.1; task.labels' "a" beside "a "), the Delta
+check's parents and its cost on object stores, the Total Row of a stacked Excel Table and of malformed table parts,
+and the wording of a training row's label line."""
 
 import io
 import zipfile
@@ -53,6 +53,8 @@ def test_task_labels_that_fold_into_one_class_are_refused_as_written(tmp_path):
     init = [f"init={MINILM}", f"task.train_file={tmp_path / 't.csv'}"]
     with pytest.raises(ConfigError, match=r"task.labels must be distinct.*\['3.10', '3.1', '3.9'\].*'3.10' and '3.1'"):
         load_config(FinetuneConfig, FILES, [*init, "task.labels=['3.10', '3.1', '3.9']"])
+    with pytest.raises(ConfigError, match=r"task.labels must be distinct.*'3.1' and '3.1 ' are one class"):
+        load_config(FinetuneConfig, FILES, [*init, "task.labels=['3.1', '3.1 ', '3.9']"])  # ended as ['3.1', '3.1']
 
 
 # -- 2, 3, 5. Delta: a table's parents, one listing on an object store, the hidden-parent rule --------------------
