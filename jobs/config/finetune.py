@@ -190,7 +190,6 @@ class FeaturesConfig:
     batch_size: int = 256  # rows per featurizing task (Ray Data map_batches, in Ray's pooled worker processes)
 
 
-
 def check_kind_settings(k: "TaskConfig", kind: str) -> None:
     """The settings one kind of task reads, in their range: fine-tuning checks its task's kind; promotion checks the
     kind of every such override given (task.n_best=0 was a traceback in the scoring) and the candidate's merged task."""
@@ -348,8 +347,6 @@ class FinetuneConfig:
         allowed = FILE_METRICS[k.kind]
         if k.metric and k.metric not in allowed:
             raise ConfigError(f"task.metric must be one of {allowed} for task.kind={k.kind}, got {k.metric!r}")
-        if not 0 < k.multi_label_threshold < 1:
-            raise ConfigError(f"task.multi_label_threshold must be in (0, 1), got {k.multi_label_threshold}")
 
     def _validate_deepspeed(self) -> None:
         d = self.deepspeed.validate(self.scaling, "adamw")

@@ -264,8 +264,8 @@ def refuse_nonfinite(scores: Scores, model: str, then: str) -> None:
     """Refuse a `model` ("v3 (champion)") with a NaN or inf among its outputs on the evaluation rows (diverged, or
     overflowed in half precision), saying what happens `then`: argmax reads such a row as class 0 (a model with no
     finite output was promoted on the class-0 share of the gold labels) and a correlation over it is NaN (the
-    bootstrap would blame the data). Called by the gate, not by `score`: the fine-tuning job's metrics stay as
-    computed."""
+    bootstrap would blame the data). Called by promotion's judging (jobs/promote.py), not by `score`: the
+    fine-tuning job's metrics stay as computed."""
     if scores.nonfinite:
         raise ValueError(f"{model}: its outputs are not finite (NaN or inf) on {scores.nonfinite} of the {scores.n} "
                          f"evaluation rows, so its {scores.metric} is no evidence (a diverged or overflowed model): "

@@ -132,7 +132,7 @@ def excel_records(path: str, f, sheet: str = "", names: dict[str, str] | None = 
     Columns field -> name): a title or notes above the table are passed over; without such a row in the
     _HEADER_ROWS rows from the first that is not empty, that first one (whose columns files.py then refuses, naming
     the missing), unless no sheet is named and the workbook has others (_refuse_first_sheet). Its fields are text,
-    an empty cell ""."""
+    an empty cell ""; a row of an Excel Table's Total Row is Reject("totals_row") (_totals_rows)."""
     names = dict(names or {})
     book, ws = _open(path, f, sheet)
     try:

@@ -128,7 +128,6 @@ class ListHead:
                 raise list_refusal(reason, f"{self.path}, {where}", value, self.separator,
                                    f"{self.lists} of its first {self.labels} labels are lists")
 
-
     def _fold_twins(self, value, where: str) -> None:
         """Refuse a class text that folds into the class of another written otherwise, earlier in the file."""
         value = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
