@@ -4,9 +4,10 @@ A cloud cluster starts with a head of 0 CPUs and worker types of `min_workers: 0
 `ensure_capacity` asks the autoscaler for the job's `Demand` (one bundle per Ray Train worker or GPU prediction
 replica, plus a CPU for Ray Data) with `ray.autoscaler.sdk.request_resources`, prints where the wait stands, and
 fails with one line naming what never arrived once the job's timeout (`scaling.capacity_timeout_s`, prediction's
-`capacity_timeout_s`) has passed. A cluster without an autoscaler (a local Ray, `ray start` nodes) cannot grow: a
-shortfall is refused at once, naming the fields that asked for it. The request is withdrawn once the nodes are there
-(the workers' placement group holds them from then on; a standing request would keep them up after the job).
+`capacity_timeout_s`) has passed. A cluster without an autoscaler (a local Ray, `ray start` nodes, with or without
+RAY_enable_autoscaler_v2=1) cannot grow: a shortfall is refused at once, naming the fields that asked for it. The
+request is withdrawn once the nodes are there (the workers' placement group holds them from then on; a standing
+request would keep them up after the job).
 The workers are checked as placed, not only summed: each bundle whole on one node (a node type at its cap can bring
 the sum and not the bundles), and a strict `scaling.placement_strategy` (STRICT_PACK: all workers on one node;
 STRICT_SPREAD: a node each) as it places them. The autoscaler's request knows no strategy, so a strict one's workers
@@ -126,15 +127,37 @@ def refusal(demand: Demand, short: dict[str, tuple[float, float]]) -> str:
 
 
 def has_autoscaler() -> bool:
-    """Whether the connected cluster runs Ray's autoscaler v2 (it flags itself in the GCS). Every head runs a v1
-    monitor, a local one too, so v1's published status says nothing about whether nodes can be added: on a v1
-    cluster (`RAY_enable_autoscaler_v2` unset) a shortfall is refused as on a fixed cluster."""
+    """Whether the connected cluster runs Ray's autoscaler v2 (it flags itself in the GCS) with a node provider. Every
+    head runs a v1 monitor, a local one too, so v1's published status says nothing about whether nodes can be added:
+    on a v1 cluster (`RAY_enable_autoscaler_v2` unset) a shortfall is refused as on a fixed cluster. So it is on a
+    head that no provider launched: v2 there runs over a read-only provider that adds no node, and the job waited its
+    whole timeout "for the autoscaler"."""
     try:
         from ray.autoscaler.v2.utils import is_autoscaler_v2
 
-        return bool(is_autoscaler_v2(fetch_from_server=True))
+        if not is_autoscaler_v2(fetch_from_server=True):
+            return False
     except Exception:  # noqa: BLE001 - a Ray without v2's flag: no autoscaler we can ask
         return False
+    return head_instance_id() != ""
+
+
+def head_instance_id() -> str | None:
+    """The cloud instance id the head node registered with ("" for none; None where it cannot be read). Each node
+    provider starts the head with RAY_CLOUD_INSTANCE_ID, which v2 requires to manage it (`ray up`, KubeRay, Ray's fake
+    multi-node provider); a plain `ray start --head` or `ray.init()` sets none, and v2 then runs without an autoscaling
+    config, over its read-only provider (ray/autoscaler/v2/monitor.py)."""
+    import ray
+
+    try:
+        from ray._raylet import GcsClient
+        from ray.autoscaler.v2.sdk import get_cluster_resource_state
+        from ray.autoscaler.v2.utils import is_head_node
+
+        state = get_cluster_resource_state(GcsClient(address=ray.get_runtime_context().gcs_address))
+    except Exception:  # noqa: BLE001 - unknown: the autoscaler is asked, as before
+        return None
+    return next((n.instance_id for n in state.node_states if is_head_node(n)), None)
 
 
 def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: float,
@@ -147,8 +170,10 @@ def wait_for(need: dict[str, float], resources: Callable[[], dict], timeout_s: f
     while what := ", ".join(w for w in (describe(shortfall(need, resources())), pending()) if w):
         waited = clock() - start
         if waited >= timeout_s:
-            raise RuntimeError(f"the autoscaler did not bring {what} within {field}="
-                               f"{timeout_s:g} s: check the cluster's node types, quotas and `ray status`")
+            raise RuntimeError(f"the autoscaler did not bring {what} within {field}={timeout_s:g} s: check the "
+                               "cluster's node types, quotas and `ray status`; a cluster with no node provider (a "
+                               "`ray start` head, RAY_enable_autoscaler_v2=1 or not) adds none: ask for what its "
+                               "nodes hold")
         if clock() >= next_line:
             say(f"[cluster] waiting for the autoscaler: {what}, {int(waited) // 60}m{int(waited) % 60:02d}s")
             next_line = clock() + 10

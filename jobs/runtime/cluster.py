@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
+
+from bert_core.config import ConfigError
+
+ANSWER_S = 5.0  # a live GCS accepts a connection at once; Ray's own join of a dead one waited 10 minutes and more
+
 
 def _local_cluster_file() -> Path:
     """Where `ray start` records the cluster it started and `ray.init()` looks for one: Ray's default temp dir
@@ -48,6 +54,22 @@ def _joins_local_cluster() -> str:
     return _local_cluster_file().read_text().strip() or "address unknown"
 
 
+def _require_answer(address: str) -> None:
+    """Refuse the `ray start` cluster recorded in the local cluster file when nothing listens at its GCS address, the
+    one `ray.init()` joins: a head killed without `ray stop` (OOM, kill -9, a reboot) leaves the file, and Ray then
+    retries the address for many minutes, saying so only in C++ warnings. An address we cannot parse is left to Ray."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=ANSWER_S).close()
+    except OSError as e:
+        raise ConfigError(f"the Ray cluster recorded in {_local_cluster_file()} ({address}) does not answer "
+                          f"({e.strerror or e}): a `ray start` that ended without `ray stop` left it there; run "
+                          "`ray stop` (which removes the file) or delete it, or set RAY_ADDRESS=local to start a "
+                          "Ray for this job alone") from None
+
+
 def init_ray() -> str:
     """Inside `ray job submit` (RAY_ADDRESS set) or beside `ray start`, connect; else start locally.
 
@@ -64,6 +86,8 @@ def init_ray() -> str:
             # about to reclaim) has nothing to watch on a Ray this job starts on one machine; a user's setting wins
             os.environ.setdefault(PREEMPTION_WATCHER, "0")
         joins = _joins_local_cluster()
+        if joins:
+            _require_answer(joins)
         ray.init(log_to_driver=True, logging_level=console.ray_logging_level())
         console.install_worker_filter()
         if joins:
@@ -88,10 +112,11 @@ def on_driver_node() -> dict:
 def refuse_sqlite_across_machines(tracking_uri: str, addresses: set[str] | None = None, grows: bool = False) -> None:
     """Refuse a SQLite tracking store when the cluster's nodes are on more than one machine (`addresses`: the
     alive nodes' host names, read from Ray when None: nodes of one machine may listen on several loopback addresses,
-    as the e2e tests' two-node clusters do, 127.0.0.1 and 127.0.0.3), or when it `grows` (an autoscaler will add machines a job that did
-    not wait for them cannot see yet: a sweep). Rank 0 and sweep trials log from whichever node they land on: to a
-    file of that machine (the run's metrics scattered over copies nobody reads) or one file over shared storage,
-    whose locks SQLite cannot rely on ("database is locked" hours into a run). Nodes on one machine share it."""
+    as the e2e tests' two-node clusters do, 127.0.0.1 and 127.0.0.3), or when it `grows` (an autoscaler will add
+    machines a job that did not wait for them cannot see yet: a sweep). Rank 0 and sweep trials log from whichever
+    node they land on: to a file of that machine (the run's metrics scattered over copies nobody reads) or one file
+    over shared storage, whose locks SQLite cannot rely on ("database is locked" hours into a run). Nodes on one
+    machine share it."""
     if not tracking_uri.startswith("sqlite:"):
         return
     if grows:

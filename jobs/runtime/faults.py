@@ -46,6 +46,10 @@ class FaultsConfig:
                                   f"{', '.join(f'faults.{n}' for n in self.USED[job])}")
             if isinstance(value, int) and value < 0:
                 raise ConfigError(f"faults.{f.name} must be >= 0, got {value}")
+        if bool(self.nan_at_step) != bool(self.nan_micro_batches):  # either alone injects nothing
+            raise ConfigError(f"faults.nan_at_step and faults.nan_micro_batches go together (NaN on rank 0 from that "
+                              f"step, for that many micro-batches), got nan_at_step={self.nan_at_step} and "
+                              f"nan_micro_batches={self.nan_micro_batches}: set both, or neither")
         if self.fail_in_checkpoint not in FAULT_POINTS:
             raise ConfigError(f"faults.fail_in_checkpoint must be 'write', 'upload' or '' (after the step), "
                               f"got {self.fail_in_checkpoint!r}")
@@ -59,11 +63,12 @@ class FaultsConfig:
 class Faults:
     def __init__(self, faults: FaultsConfig, rank: int, world: int, run_name: str, marker_dir: Path | None = None,
                  registered_in: Path | None = None):
-        """`faults`: the job's faults section. The marker that makes a kill happen once goes to `marker_dir`,
-        else faults.record_ids_dir, else the temp folder. With `registered_in` (a Ray Train run folder) a kill
-        first waits until Ray Train has registered every checkpoint reported there, so the restart resumes from
-        the last one (fine-tuning's test asks exactly that). Without it the kill can beat the controller's poll
-        of the last report (pretraining's test)."""
+        """`faults`: the job's faults section. The marker that makes a kill happen once goes to `marker_dir` (the
+        jobs pass their run or output folder, on storage every node sees: a restarted rank on another node finds it,
+        and a new run of the name starts without it), else faults.record_ids_dir, else the temp folder. With
+        `registered_in` (a Ray Train run folder) a kill first waits until Ray Train has registered every checkpoint
+        reported there, so the restart resumes from the last one (fine-tuning's test asks exactly that). Without it
+        the kill can beat the controller's poll of the last report (pretraining's test)."""
         self.t, self.rank, self.world, self.run_name = faults, rank, world, run_name
         self.registered_in = registered_in
         self.point = faults.fail_in_checkpoint

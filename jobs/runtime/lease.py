@@ -46,10 +46,13 @@ def lease(folder: Path, job: str):
     try:  # 0o666, the umask decides: in a team's output root (umask 002) the group's next job may write it too
         fd, writable = os.open(path, os.O_RDWR | os.O_CREAT, 0o666), True
     except PermissionError:  # another user's .lease, not writable by this one: flock needs no write access
-        if not path.is_file() or not os.access(folder, os.W_OK | os.X_OK):  # a folder this user may not write in:
-            raise ConfigError(f"{folder}: this user may not write in it (another user's run folder): the job could "
-                              "write no checkpoint there; give another run_name or output_dir") from None
-        fd, writable = os.open(path, os.O_RDONLY), False
+        # the folder first: in one this user may not search (mode 0700), is_file() raises EACCES itself
+        if not os.access(folder, os.W_OK | os.X_OK) or not path.is_file():
+            raise _unusable(folder) from None
+        try:
+            fd, writable = os.open(path, os.O_RDONLY), False
+        except PermissionError:
+            raise _unreadable(path) from None
     named = False
     try:
         try:
@@ -73,6 +76,18 @@ def lease(folder: Path, job: str):
         os.close(fd)  # releases the lock
 
 
+def _unusable(folder: Path) -> ConfigError:
+    return ConfigError(f"{folder}: this user may not write in it (another user's run folder): the job could write no "
+                       "checkpoint there; give another run_name or output_dir")
+
+
+def _unreadable(path: Path) -> ConfigError:
+    """No lock can be taken on a .lease this user may neither write nor read (another user's, mode 0600): whether
+    that user's job still runs there cannot be known."""
+    return ConfigError(f"{path} is another user's and this user may not read it: whether a job of theirs still runs "
+                       "there cannot be known; give another run_name or output_dir, or ask them to make it readable")
+
+
 def _lock_exclusive(fd: int, tries: int = 5, wait_s: float = 0.02) -> None:
     """flock(LOCK_EX | LOCK_NB), tried again for ~0.1 s: a --check's probe holds a shared lock for microseconds, a
     running job for its whole run; BlockingIOError where it is still held."""
@@ -87,13 +102,18 @@ def _lock_exclusive(fd: int, tries: int = 5, wait_s: float = 0.02) -> None:
 
 
 def probe(folder: Path) -> None:
-    """LeaseHeld while a job holds `folder`'s lease, as lease() would be refused; nothing written, no folder made (no
-    .lease: no job has held it). A shared lock taken and dropped at once: it needs only a read-only open, on NFS too.
-    Storage whose flock fails passes: the run says so."""
+    """LeaseHeld while a job holds `folder`'s lease, and a ConfigError for a folder or .lease this user may not use, as
+    lease() would be refused; nothing written, no folder made (no .lease: no job has held it). A shared lock taken
+    and dropped at once: it needs only a read-only open, on NFS too. Storage whose flock fails passes: the run says
+    so."""
+    if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+        raise _unusable(folder)
     try:
         fd = os.open(folder / LEASE, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return
+    except PermissionError:
+        raise _unreadable(folder / LEASE) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -92,7 +92,8 @@ class Worker:
         self.ledger = config["rollback_ledger"]
         self.guard = LossGuard(self.t.rollback_after)
         self.rollbacks, self.rollback_log, self.saved_rollbacks = 0, [], []  # saved: the checkpoint's (earlier jobs')
-        self.faults = Faults(cfg.faults, self.rank, self.world, cfg.run_name)  # tests only (jobs/runtime/faults.py)
+        self.faults = Faults(cfg.faults, self.rank, self.world, cfg.run_name,  # tests only (jobs/runtime/faults.py)
+                             marker_dir=Path(cfg.output_dir).resolve() / cfg.run_name)  # seen by every node
         self.special = SpecialIds(**config["special_ids"])
         self.continuation = (np.asarray(config["continuation"], dtype=bool) if self.t.masking.whole_word
                              else None)

@@ -59,7 +59,7 @@ def test_worker_killed_uploading_a_checkpoint_in_epoch_2_resumes_exactly(ray_tmp
     steps, kill = 2 * per_epoch, (per_epoch // 5 + 2) * 5  # a checkpoint step (every 5) inside epoch 2
     resumed = job(ray_tmp, shared_data, "killed", f"train.max_steps={steps}", f"faults.fail_at_step={kill}",
                   "faults.fail_in_checkpoint=upload")
-    assert (ray_tmp / "killed" / "failed-killed").is_file()  # the worker really died
+    assert (ray_tmp / "runs" / "killed" / "failed-killed").is_file()  # the worker really died (its run's marker)
     first, restart = first_steps(ray_tmp / "killed")
     # Resumed after a complete checkpoint before the half-written one: step kill - 5, or an earlier one when the
     # controller had not yet collected that report (Ray Train gathers reports by polling the workers).

@@ -62,7 +62,7 @@ def test_backend_trains_with_falling_loss(ray_tmp, shared_data, request, name, c
     assert m["eval_after/mlm_loss"] < m["eval_before/mlm_loss"] - 0.5
     assert (Path(result.release_dir) / "model.safetensors").is_file()  # ZeRO-3 weights consolidated on export
     if name.startswith("pipeline"):
-        assert (ray_tmp / name / f"failed-{name}").is_file()  # the worker really died, and the run resumed
+        assert (ray_tmp / "runs" / name / f"failed-{name}").is_file()  # the worker really died, and the run resumed
         assert_replicas_read_disjoint_shares(ray_tmp / name)
 
 

