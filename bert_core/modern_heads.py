@@ -21,10 +21,9 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from bert_core.model import IGNORE_INDEX, HeadOutput, problem_type, sequence_loss, span_loss
+from bert_core.model import HeadOutput, labelled_mean_ce, problem_type, sequence_loss, span_loss
 from bert_core.modern import ModernBertModel, ModernBertPredictionHead, ModernConfig, init_weights
 
 
@@ -90,7 +89,7 @@ class ModernBertForTokenClassification(_ModernBertClassifierHead):
         logits = self.classify(self.model(input_ids, attention_mask))  # (B, T, C)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+            loss = labelled_mean_ce(logits.flatten(0, 1), labels.flatten())
         return HeadOutput(loss, logits)
 
 
@@ -104,4 +103,4 @@ class ModernBertForQuestionAnswering(_ModernBertClassifierHead):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, start_positions=None,
                 end_positions=None, unpad_indices=None, cu_seqlens=None) -> HeadOutput:
         logits = self.classify(self.model(input_ids, attention_mask))  # (B, T, 2)
-        return HeadOutput(span_loss(logits, start_positions, end_positions), logits)
+        return HeadOutput(span_loss(logits, start_positions, end_positions, attention_mask), logits)

@@ -155,7 +155,7 @@ class TokenClassificationObjective:
         labels = batch["labels"]
         labelled = labels != IGNORE_INDEX
         count = labelled.sum()
-        # The model's loss is the mean over labelled tokens: NaN when a batch has none, then sum zero.
+        # The mean over labelled tokens: ours is 0 when a batch has none, F.cross_entropy's NaN; the sum is zero.
         loss_sum = torch.where(count > 0, out.loss.detach().double() * count, 0.0)
         correct = ((out.logits.detach().argmax(-1) == labels) & labelled).sum()
         return out.loss, _sums(loss_sum=loss_sum, correct=correct, count=count)

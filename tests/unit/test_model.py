@@ -272,14 +272,16 @@ def test_question_answering_loss_and_out_of_window_answers():
     start, end = torch.tensor([1, 2, 3, 0]), torch.tensor([4, 5, 3, 0])
     out = model(ids, types, mask, start_positions=start, end_positions=end)
     assert out.logits.shape == (B, T, 2) and out.start_logits.shape == out.end_logits.shape == (B, T)
-    expected = (F.cross_entropy(out.start_logits, start) + F.cross_entropy(out.end_logits, end)) / 2
+    pads = ~mask.bool()  # the softmax runs over each window's real tokens (span_loss)
+    start_logits, end_logits = out.start_logits.masked_fill(pads, -1e9), out.end_logits.masked_fill(pads, -1e9)
+    expected = (F.cross_entropy(start_logits, start) + F.cross_entropy(end_logits, end)) / 2
     torch.testing.assert_close(out.loss, expected)
     # An answer outside the window (position >= T) is clamped to T and ignored, as HF does.
     far = model(ids, types, mask, start_positions=torch.tensor([1, 2, 3, 99]),
                 end_positions=torch.tensor([4, 5, 3, 99])).loss
     keep = slice(0, 3)
-    expected = (F.cross_entropy(out.start_logits[keep], start[keep])
-                + F.cross_entropy(out.end_logits[keep], end[keep])) / 2
+    expected = (F.cross_entropy(start_logits[keep], start[keep])
+                + F.cross_entropy(end_logits[keep], end[keep])) / 2
     torch.testing.assert_close(far, expected)
     assert model(ids, types, mask).loss is None
     column = model(ids, types, mask, start_positions=start[:, None], end_positions=end[:, None]).loss  # (B, 1)
