@@ -73,7 +73,7 @@ def training_arguments(cfg: FinetuneConfig, n_train: int, out_dir: Path, gpu: bo
     return TrainingArguments(
         output_dir=str(out_dir), seed=t.seed, data_seed=t.seed, use_cpu=not gpu,
         per_device_train_batch_size=t.batch_size, per_device_eval_batch_size=t.eval_batch_size,
-        num_train_epochs=t.epochs, max_steps=t.max_steps or -1,
+        num_train_epochs=t.epochs, max_steps=total_steps(cfg, n_train),  # the job's: its max_steps is only a cap
         learning_rate=o.lr, weight_decay=o.weight_decay, adam_beta1=o.beta1, adam_beta2=o.beta2,
         adam_epsilon=o.eps, max_grad_norm=o.grad_clip, lr_scheduler_type="linear",
         warmup_steps=o.warmup_steps(total_steps(cfg, n_train)),

@@ -130,6 +130,8 @@ def _run(cfg: FinetuneConfig, run_name: str) -> FinetuneResult:
     print(f"[train] {run_name}: {workers} worker{'s' if workers > 1 else ''}, {n_train:,} train features"
           + (f" ({left} left out each epoch, others each time, to give every worker as many)" if left else "")
           + f", {total} steps ({steps_per_epoch}/epoch), main metric {ft_tasks.main_metric(resolved.task)}", flush=True)
+    if unreached := resolved.train.unreached_cap(total):
+        print(unreached, flush=True)
     if earlier:
         print(resubmit.line(run_name, earlier, total), flush=True)
     with tracking.ending(tracking_uri, run_id):  # a job that raises leaves its run FAILED, not FINISHED

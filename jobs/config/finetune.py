@@ -142,7 +142,9 @@ class FinetuneTrainConfig:
     batch_size: int = 32  # examples per worker per step
     eval_batch_size: int = 64
     epochs: int = 3
-    max_steps: int = 0  # stop after this many optimizer steps; 0 = epochs decide
+    # a cap on the optimizer steps the epochs give, not transformers' max_steps (which overrides them): set epochs
+    # high enough to reach it; 0 = no cap
+    max_steps: int = 0
     eval_every_steps: int = 0  # evaluate every N steps; 0 = at the end of every epoch
     patience: int = 2  # stop after this many evaluations without improving the main metric; 0 = never
     log_every: int = 10  # steps per progress line and MLflow train metrics
@@ -158,6 +160,14 @@ class FinetuneTrainConfig:
         per_epoch = max(1, math.ceil(rows / self.batch_size))
         total = per_epoch * self.epochs
         return per_epoch, min(total, self.max_steps) if self.max_steps else total
+
+    def unreached_cap(self, total: int) -> str:
+        """The job's line when max_steps is past the `total` steps the epochs give: transformers' max_steps overrides
+        the epochs, and a user who set only max_steps=1000 trained 120 steps, warmup and decay planned over 120."""
+        if self.max_steps <= total:
+            return ""
+        return (f"[train] train.max_steps={self.max_steps} is a cap, not a length: train.epochs={self.epochs} give "
+                f"{total} steps, and the run and its schedule end there; raise train.epochs to train longer")
 
 
 @dataclass
