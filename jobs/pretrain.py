@@ -102,7 +102,7 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
             _tag_phase2_lineage(t.tracking_uri, run_id, lineage)
             continued = resubmit.tags(_continues(phase2, prepared))
             phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name,
-                                          phase2.to_dict(), tags={**lineage, "mlflow.parentRunId": run_id,
+                                          phase2_params(phase2), tags={**lineage, "mlflow.parentRunId": run_id,
                                                                   "phase": "2", **continued})
             with tracking.ending(t.tracking_uri, phase_id, finished=True):
                 result = _fit(phase2, prepared, phase_id)
@@ -215,6 +215,16 @@ def model_vocab_size(cfg: PretrainConfig, tokenizer_size: int) -> int:
     from bert_core.modern_config import pad_vocab_size
 
     return pad_vocab_size(tokenizer_size) if cfg.recipe == "modern" else tokenizer_size
+
+
+def phase2_params(phase2: PretrainConfig) -> dict:
+    """Phase 2's run parameters: its config without the phase2 section, which phase2_run leaves at its defaults (so
+    that it runs no phase of its own): logged, they said reset_optimizer=True, lr=0 and max_steps=0 beside a phase
+    that ran 45,000 steps at 8.8e-4 on phase 1's moments. What phase 2 ran is in its train, optim and data sections;
+    the parent run holds the job's phase2 section as given."""
+    params = phase2.to_dict()
+    del params["phase2"]
+    return params
 
 
 def phase2_config(cfg: PretrainConfig, phase1_checkpoint: str, tokenizer_dir: str) -> PretrainConfig:

@@ -473,3 +473,17 @@ def test_one_token_type_is_refused_for_bert_pretraining(nsp):
         PretrainConfig.from_dict(data).validate()
     data["model"]["type_vocab_size"] = 2
     assert PretrainConfig.from_dict(data).validate().model.type_vocab_size == 2
+
+
+def test_phase_2s_run_logs_what_it_ran_not_the_phase2_sections_defaults():
+    """phase2_run leaves the phase-2 config's phase2 section at its defaults (it runs no phase of its own), and the
+    phase-2 MLflow run logged them: reset_optimizer=True, lr=0, max_steps=0 beside a phase of 45,000 steps at its
+    own rate on phase 1's moments. The section is left out; train, optim and data say what ran."""
+    from jobs.pretrain import phase2_config, phase2_params
+
+    cfg = load_config(PretrainConfig, QUICKSTART, ["phase2.max_steps=300", "phase2.lr=5e-4",
+                                                   "phase2.reset_optimizer=false", "phase2.micro_batch_size=4"])
+    params = phase2_params(phase2_config(cfg, "/ckpt", "/tokenizer"))
+    assert "phase2" not in params
+    assert (params["train"]["max_steps"], params["optim"]["lr"], params["train"]["reset_optimizer"],
+            params["train"]["micro_batch_size"], params["data"]["max_seq_len"]) == (300, 5e-4, False, 4, 512)
