@@ -14,6 +14,7 @@ pytorch_model.bin with `torch.load(weights_only=True)` (no pickled code runs).
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -177,6 +178,7 @@ def atomic_dir(out_dir: Path):
     the modes a plain mkdir and open would (the umask's): mkdtemp makes 0700 and safetensors writes 0600, so a
     release on shared storage was unreadable to a serving process or a colleague running as another user."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _restore_moved_aside(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     old = None  # where the checkpoint it replaces waits while the new one is renamed in
     try:
@@ -207,6 +209,19 @@ def atomic_dir(out_dir: Path):
         raise
     if old is not None:  # the write is done: a copy that will not go away is no error of the write's
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _restore_moved_aside(out_dir: Path) -> None:
+    """Put back the folder a write killed between its two renames left under `.NAME.old-*/` (SIGKILL, the OOM killer,
+    a lost node): `out_dir` was then missing, and no later write or read looked there. The old copy is the one known
+    whole; the killed write's own folder stays under `.NAME.tmp-*` (it may be partial) for whoever looks."""
+    if out_dir.exists():
+        return
+    aside = sorted(out_dir.parent.glob(f".{glob.escape(out_dir.name)}.old-*/{glob.escape(out_dir.name)}"),
+                   key=lambda p: p.stat().st_mtime)
+    if aside:
+        os.replace(aside[-1], out_dir)
+        shutil.rmtree(aside[-1].parent, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- load
