@@ -58,6 +58,7 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
     from pipelines.harvest import harvest_installed_docs
     from pipelines.prepare import prepare
 
+    refuse_other_layout(cfg)
     if not finished_ok:
         refuse_finished_before_ray(cfg)
     dashboard = init_ray()
@@ -161,6 +162,29 @@ def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
               and k != "classifier_pooling"}
     return {"prepared set": Path(prepared.path).name, "model.recipe": cfg.recipe, **optimizer,
             **{f"model.{k}": v for k, v in fields.items()}}
+
+
+def refuse_other_layout(cfg: PretrainConfig) -> None:
+    """A run_name switched between one phase and two, refused before any Ray work: a single-phase run keeps its
+    checkpoints in <run_name>, a two-phase one in <run_name>-phase1 and -phase2, so the switched job found none and
+    trained phase 1 again from step 0 (and wrote over the earlier release)."""
+    from jobs.runtime import resubmit
+
+    if not cfg.run_name:
+        return
+    out = Path(cfg.output_dir).resolve()
+    ours = [f"{cfg.run_name}-phase1", f"{cfg.run_name}-phase2"] if cfg.phase2.max_steps else [cfg.run_name]
+    other = [cfg.run_name] if cfg.phase2.max_steps else [f"{cfg.run_name}-phase1", f"{cfg.run_name}-phase2"]
+    if any(resubmit.latest(out / name) for name in ours):
+        return
+    found = next((out / name for name in other if resubmit.latest(out / name)), None)
+    if found:
+        kind, this = (("a single-phase", "two-phase") if cfg.phase2.max_steps else ("a two-phase", "single-phase"))
+        raise ConfigError(f"run_name={cfg.run_name}: {found} holds {kind} run's checkpoints (latest "
+                          f"{resubmit.latest(found)}), which this {this} job (phase2.max_steps="
+                          f"{cfg.phase2.max_steps}) would not continue: it would train from step 0. Choose a new "
+                          f"run_name, with train.init_checkpoint=<that checkpoint> to start from its weights (and "
+                          f"train.reset_optimizer=true for a fresh optimizer), or remove {found} to start over")
 
 
 def refuse_finished_before_ray(cfg: PretrainConfig) -> None:
@@ -415,6 +439,7 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     console.configure(args.verbose)
     if args.check:
         cfg.check_environment()
+        refuse_other_layout(cfg)
         lease.probe_run_lease(cfg.output_dir, cfg.run_name)  # a job running on this run_name: refused as run() is
         return checked("pretrain", args.config, args.overrides)
     return run(cfg)

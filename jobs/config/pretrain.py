@@ -102,6 +102,7 @@ class PretrainConfig:
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     phase2: Phase2Config = field(default_factory=Phase2Config)
+    phase = 1  # no field (not logged, not in the continuation basis): 2 in the config phase2_run derives
     optim: OptimConfig = field(default_factory=OptimConfig)
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
@@ -189,6 +190,17 @@ class PretrainConfig:
                 raise ConfigError(f"data.mask_rate={self.data.mask_rate:g} applies to masks drawn when examples are "
                                   f"prepared (data.masking=static); dynamic masking (the default) masks "
                                   f"train.masking.rate={self.train.masking.rate:g}: set that instead")
+            if self.train.masking.max_predictions is None:  # no dynamic cap: the static caps cap nothing
+                caps = {"data.max_predictions": (self.data.max_predictions, DataConfig.max_predictions),
+                        "phase2.max_predictions": (self.phase2.max_predictions, Phase2Config.max_predictions)}
+                if self.phase == 2 or not self.phase2.max_steps:  # phase 2's data cap is phase2_run's, not set
+                    del caps["data.max_predictions" if self.phase == 2 else "phase2.max_predictions"]
+                for name, (value, default) in caps.items():
+                    if value != default:
+                        raise ConfigError(f"{name}={value} caps masks drawn when examples are prepared "
+                                          f"(data.masking=static); dynamic masking (the default) is capped by "
+                                          f"train.masking.max_predictions (null: no cap), which phase 2 replaces "
+                                          f"with phase2.max_predictions: set that instead")
         else:  # static: the examples hold their masks, and train.masking masks nothing (the mirror case of above)
             recipe = MaskingConfig(rate=0.3 if self.recipe == "modern" else MaskingConfig.rate)
             moved = {"rate": "data.mask_rate", "whole_word": "data.whole_word_masking",
@@ -306,7 +318,7 @@ class PretrainConfig:
         if out.train.masking.max_predictions is not None:
             out.train.masking.max_predictions = p.max_predictions
         out.optim.lr, out.optim.warmup_steps = p.lr or self.optim.lr, p.warmup()
-        out.phase2 = type(p)()
+        out.phase2, out.phase = type(p)(), 2
         return out.validate()
 
     def validate_pipeline(self) -> None:
