@@ -182,7 +182,7 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     from pipelines.rejects import reject_line
     from pipelines.tasks.labels import encode_labels
     from pipelines.tasks.roles import keys_of, without
-    from pipelines.tasks.stream import stream_rows
+    from pipelines.tasks.stream import evaluation_groups, in_groups, stream_rows
 
     kind, classes = task.kind, collections.defaultdict(dict)
     rejected, noted = collections.defaultdict(collections.Counter), collections.defaultdict(collections.Counter)
@@ -235,6 +235,10 @@ def _load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
     rows.rejected = {split: dict(counts) for split, counts in rejected.items() if counts}
     rows.noted = {split: dict(counts) for split, counts in noted.items() if counts}
     rows.truncated = {"train": streamed.truncated} if streamed.truncated else {}
+    if task.dev_file or task.select_file:  # carved, a group never straddles two splits; given files are not regrouped
+        groups = evaluation_groups(streamed.dev, kind, streamed.mode)  # the dev rows as read, as stream_rows counts
+        shared = {"train": streamed.shared_group, SELECT: in_groups(capped[SELECT], groups, kind, streamed.mode)}
+        rows.shared_group = {split: n for split, n in shared.items() if n}
     return rows
 
 
@@ -294,6 +298,7 @@ def split_tags(rows: TaskRows) -> dict[str, str]:
     tags.update({f"data.truncated.{split}": str(n) for split, n in rows.truncated.items()})
     tags.update({f"data.noted.{split}.{reason}": str(n) for split, counts in rows.noted.items()
                  for reason, n in counts.items()})  # QA answers off their start, in questions kept
+    tags.update({f"data.shared_group.{split}": str(n) for split, n in rows.shared_group.items()})  # none: no tag
     return tags
 
 
@@ -308,7 +313,25 @@ def rows_line(task: TaskConfig, rows: TaskRows) -> str:
             + (f"; removed as leaks: {dropped}" if dropped else "")
             + (f"; rejected: {rows.rejected}" if rows.rejected else "")
             + (f"; answers noted (questions kept): {rows.noted}" if rows.noted else "")
-            + (f"; {cut} word pieces: {rows.truncated}" if rows.truncated else ""))
+            + (f"; {cut} word pieces: {rows.truncated}" if rows.truncated else "")
+            + shared_line(task, rows))
+
+
+def shared_line(task: TaskConfig, rows: TaskRows) -> str:
+    """The [data] line's warning for rows of given files that share a group with an evaluation row (a QA context's
+    other questions, a premise's other hypotheses, a document's other sentences): trained or chosen on, they inflate
+    the evaluation score, and only a carve keeps a group whole."""
+    if not rows.shared_group:
+        return ""
+    what = ("context" if task.kind == "question-answering" else "document" if task.kind == "token-classification"
+            else "first sentence (text_a)")
+    counts = ", ".join(f"{n:,} {split}" for split, n in rows.shared_group.items())
+    evaluation = "/".join(rows.evaluation)
+    given = [split for split in ("dev", SELECT) if getattr(task, f"{split}_file")]
+    return (f"; warning: sharing a {what} with {evaluation}: {counts} (given files are not regrouped: a model "
+            f"trained or chosen on the rest of a {what} scores higher on its {evaluation} rows than on new text); "
+            f"carve {' and '.join(given)} from train (no {', '.join(f'task.{s}_file' for s in given)}) or split "
+            f"the files by {what}")
 
 
 # -- features (Ray Data tasks) -------------------------------------------------------------------

@@ -203,8 +203,51 @@ def same_data(cfg, candidate, champion, task, split: str, rows: list[dict], labe
                   f"data.{split}.sha256): nothing checks that the {len(rows)} rows carved now are not rows it trained "
                   f"on; task.dev_file=... names rows neither model trained on", flush=True)
         elif registered != digest:
+            if carved := _carved_apart(candidate, champion):  # no override gives both their rows: not the files
+                raise ValueError(f"the {len(rows)} {split} rows are not those v{version.version}{role} was evaluated "
+                                 f"on when it was registered (sha256 {digest[:12]} now, {registered[:12]} then): "
+                                 f"{carved}, which carve the {split} split: the two were evaluated on other rows, and "
+                                 f"either's may be rows the other trained on; no task.* override gives both theirs: "
+                                 f"name evaluation rows neither trained on with task.dev_file=...")
             raise ValueError(f"the {len(rows)} {split} rows are not those v{version.version}{role} was evaluated on "
                              f"when it was registered (sha256 {digest[:12]} now, {registered[:12]} then): the task's "
                              f"files or a task.* override changed them, and rows carved otherwise may be rows the "
                              f"models trained on; judge on the registered rows, or name new evaluation rows with "
                              f"task.dev_file=...")
+
+
+# what decides which rows a task's evaluation split holds: its files, its caps, and for your own files' dev carved
+# from train (no task.dev_file) the carve's share and size, which the select carve uses too (DEV_CARVE)
+CARVED_BY = ("train_file", "dev_file", "select_file", "data_dir", "corpus_dir", "format", "columns",
+             "selection_fraction", "selection_max_rows", "max_eval_examples", "max_dev_per_label", "num_classes")
+DEV_CARVE = ("selection_fraction", "selection_max_rows")  # a benchmark's dev, or a given dev file: not carved
+
+
+def _carved_apart(candidate, champion) -> str:
+    """The CARVED_BY settings in which the candidate's and the champion's registered task configs (their task_config
+    tags) differ, said as "vN was registered with task.X=a, vM (champion) with task.X=b"; "" when they agree, or
+    either recorded none (a setting it did not record: TaskConfig's default)."""
+    import dataclasses
+    import json
+
+    from jobs.config.finetune import TaskConfig
+    from jobs.registry.redaction import redact
+
+    if champion is None or not candidate.tags.get("task_config") or not champion.tags.get("task_config"):
+        return ""
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(TaskConfig) if f.name in CARVED_BY}
+
+    def said(value) -> str:
+        value = value if isinstance(value, str) else json.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(
+            value) else value, sort_keys=True, default=str)
+        return redact(value)[:120]
+
+    raw = [json.loads(v.tags["task_config"]) for v in (candidate, champion)]
+    carved = all(r.get("name") == "files" for r in raw) and not all(r.get("dev_file") for r in raw)
+    ours, theirs = ({f: said(r.get(f, defaults[f])) for f in CARVED_BY} for r in raw)
+    apart = [f for f in CARVED_BY if ours[f] != theirs[f] and (carved or f not in DEV_CARVE)]
+    if not apart:
+        return ""
+    return (f"v{candidate.version} was registered with " + ", ".join(f"task.{f}={ours[f]}" for f in apart)
+            + f", v{champion.version} (champion) with " + ", ".join(f"task.{f}={theirs[f]}" for f in apart))

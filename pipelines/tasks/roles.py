@@ -204,6 +204,9 @@ class TaskRows:
     truncated: dict[str, int] = field(default_factory=dict)  # split -> rows longer than the sequence length (cut)
     # split -> reason -> QA answers converted, dropped or kept without a training target, in questions kept (no reject)
     noted: dict[str, dict[str, int]] = field(default_factory=dict)
+    # split -> its rows whose group (a SQuAD context, a first sentence, a document) is an evaluation row's: given dev
+    # or select files are not regrouped, so a group may straddle them; counted and said, never dropped (none: empty)
+    shared_group: dict[str, int] = field(default_factory=dict)
 
     def splits(self) -> dict[str, list[dict]]:
         return {"train": self.train, "select": self.select, **self.evaluation}

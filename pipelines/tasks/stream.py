@@ -63,6 +63,8 @@ class StreamedRows:
     dropped: dict[str, int] = field(default_factory=dict)  # leak -> rows
     truncated: int = 0  # training rows longer than max_seq_len word pieces
     notes: collections.Counter = field(default_factory=collections.Counter)  # the training files' QA answer notes
+    mode: str = "content"  # what a group is here (_group): "document", "pair" or "content" (QA: its context)
+    shared_group: int = 0  # training rows whose group is a given dev file row's (given files are not regrouped)
 
 
 # -- pass 1: read ---------------------------------------------------------------------------------------------
@@ -171,6 +173,17 @@ def _group(row: dict, kind: str, mode: str) -> str:
     if mode == "pair":
         return "text_a:" + json.dumps(canonical(row.get("text_a")), ensure_ascii=False)
     return content_key(row, kind)
+
+
+def evaluation_groups(rows: list[dict], kind: str, mode: str) -> set[str]:
+    """The groups of `rows` named as the carve names train's (`mode`: StreamedRows.mode): rows of train or select in
+    one of them share a SQuAD context, a first sentence or a document with those rows."""
+    return {_group(row, kind, mode) for row in rows}
+
+
+def in_groups(rows: list[dict], groups: set[str], kind: str, mode: str) -> int:
+    """How many of `rows` belong to one of `groups` (evaluation_groups')."""
+    return sum(_group(row, kind, mode) in groups for row in rows) if groups else 0
 
 
 def _survey(batch, kind: str) -> dict:
@@ -304,14 +317,18 @@ def _roles(batch, kind: str, mode: str, dev_groups: set, select_groups: set, lab
             "leaks": [leaks], "samples": [json.dumps(firsts, ensure_ascii=False)]}
 
 
-def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: int, max_query_length: int) -> dict:
-    """Pass 5: rows, the digest's sum of row hashes, rejects and leaks, select keys found here, rows too long."""
+def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: int, max_query_length: int,
+                  mode: str = "content", dev_groups: set = frozenset()) -> dict:
+    """Pass 5: rows, the digest's sum of row hashes, rejects and leaks, select keys found here, rows too long, rows
+    in one of `dev_groups` (a given dev file's)."""
     rows = [json.loads(r) for r in batch["row"]]
+    shared = in_groups(rows, dev_groups, kind, mode)
     total = sum(int.from_bytes(hashlib.sha256(json.dumps(r, sort_keys=True, ensure_ascii=False).encode()).digest(),
                                "big") for r in rows)
     in_select = sorted(set().union(*(leak_keys(r, kind) for r in rows)) & select_keys) if select_keys else []
     return {"n": [len(rows)], "hash_sum": [str(total)], "in_select": [json.dumps(in_select)],
-            "truncated": [count_too_long(rows, kind, tokenizer, max_seq_len, max_query_length) if tokenizer else 0]}
+            "truncated": [count_too_long(rows, kind, tokenizer, max_seq_len, max_query_length) if tokenizer else 0],
+            "shared_group": [shared]}
 
 
 # -- the whole -----------------------------------------------------------------------------------------------
@@ -373,6 +390,10 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
             max_rows)
 
     dev_groups = chosen("dev", set()) if dev is None else set()
+    # a given dev file is not regrouped: its groups may hold training rows too, counted (not dropped) in pass 5; a
+    # row's own input as its group is a leak key's, and those rows leave train (no hash per training row for them)
+    regrouped = dev is not None and (mode != "content" or kind == "question-answering")
+    given_groups = evaluation_groups(dev, kind, mode) if regrouped else set()
     select_groups = chosen("select", dev_groups) if select is None else set()
 
     def carved(want: str, forbidden: set = frozenset(), counts_only: bool = False):
@@ -412,7 +433,7 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     select_keys = set().union(*(leak_keys(r, kind) for r in select)) if select else set()
     stats = train.map_batches(_train_survey, batch_size=None, batch_format="numpy", fn_kwargs=dict(
         kind=kind, select_keys=select_keys, tokenizer=tokenizer, max_seq_len=max_seq_len,
-        max_query_length=max_query_length)).take_all()
+        max_query_length=max_query_length, mode=mode, dev_groups=given_groups)).take_all()
     n_train = sum(rec["n"] for rec in stats)
     if not n_train:
         left_out = dict(rejected["train"]) or "none rejected"
@@ -424,6 +445,6 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     kept_select = [r for r in select if not (leak_keys(r, kind) & in_select)]
     out = StreamedRows(StreamedSplit(train, n_train, digest.hexdigest()), kept_select, dev, tuple(labels),
                        rejected=rejected, samples=samples, truncated=sum(rec["truncated"] for rec in stats),
-                       notes=notes)
+                       notes=notes, mode=mode, shared_group=sum(int(rec["shared_group"]) for rec in stats))
     out.dropped = {"train_in_evaluation": train_leaks, "select_in_train": len(select) - len(kept_select)}
     return out
