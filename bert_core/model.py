@@ -35,13 +35,14 @@ def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over the masked tokens (M, V) / (M,); 0, not NaN, for a micro-batch with none (whole-word
     masking can leave a short row no target: a batch of such rows made a NaN loss, skipped and counted as a
     divergence, and a NaN in the evaluation's sums)."""
-    return F.cross_entropy(logits.float(), targets, reduction="sum") / max(targets.numel(), 1)
+    return labelled_mean_ce(logits, targets)
 
 
 def labelled_mean_ce(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
-    """F.cross_entropy's mean over the targets not `ignore_index`, but 0 (a zero gradient) where every one is: a
-    tagging micro-batch of words that tokenize to nothing (a zero-width space, U+FFFD), or of QA windows whose answers
-    all lie outside, made 0/0 = NaN, skipped as a divergence (a sweep trial with max_nonfinite_steps=1 failed)."""
+    """F.cross_entropy's mean over the targets not `ignore_index`, but 0 (a zero gradient) where every one is: as the
+    masked LM's, a tagging micro-batch of words that tokenize to nothing (a zero-width space, U+FFFD), or of QA windows
+    whose answers all lie outside, made 0/0 = NaN, skipped as a divergence (a sweep trial with max_nonfinite_steps=1
+    failed)."""
     count = (targets != ignore_index).sum().clamp(min=1)
     return F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, reduction="sum") / count
 
