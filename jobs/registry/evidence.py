@@ -238,10 +238,9 @@ def _carved_apart(candidate, champion) -> str:
     defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
                 for f in dataclasses.fields(TaskConfig) if f.name in CARVED_BY}
 
-    def said(value) -> str:
-        value = value if isinstance(value, str) else json.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(
-            value) else value, sort_keys=True, default=str)
-        return redact(value)[:120]
+    def said(value) -> str:  # a tag's JSON value, or a default (a Columns dataclass)
+        value = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+        return redact(value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str))[:120]
 
     raw = [json.loads(v.tags["task_config"]) for v in (candidate, champion)]
     carved = all(r.get("name") == "files" for r in raw) and not all(r.get("dev_file") for r in raw)
