@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,6 +63,59 @@ def _folded(value):
     return value
 
 
+def _cjk(cp: int) -> bool:
+    """The CJK ideograph blocks BERT splits into one word each (BasicTokenizer._is_chinese_char)."""
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
+            or 0x2B740 <= cp <= 0x2B81F or 0x2B920 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF
+            or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def _punctuation(c: str) -> bool:
+    """BERT's punctuation: ASCII's symbols ($, +, ^, ...) and every Unicode P* character."""
+    return (c.isascii() and c.isprintable() and not c.isalnum() and c != " ") or unicodedata.category(c)[0] == "P"
+
+
+class _BertChars(dict):
+    """What BERT's uncased normalizer (tokenizers' BertNormalizer) makes of each character, filled as characters
+    are met: control, format, private-use and replacement characters dropped, whitespace one space, accents stripped
+    (NFD less its Mn marks), lowercased; a punctuation or CJK character spaced apart, so it splits off as a word
+    (BertPreTokenizer). A str.translate table: a row's text maps at C speed."""
+
+    def __missing__(self, cp: int) -> str:
+        c = chr(cp)
+        if cp in (0, 0xFFFD) or (unicodedata.category(c) in ("Cc", "Cf", "Co", "Cs") and c not in "\t\n\r"):
+            out = ""
+        elif c.isspace():
+            out = " "
+        else:
+            bare = "".join(x.lower() for x in unicodedata.normalize("NFD", c) if unicodedata.category(x) != "Mn")
+            out = "".join(f" {x} " if _punctuation(x) else x for x in bare)
+            out = f" {out} " if _cjk(cp) else out
+        self[cp] = out
+        return out
+
+
+_BERT_CHARS = _BertChars()
+_ASCII_CONTROL = dict.fromkeys([*range(9), 11, 12, *range(14, 32), 127])
+_ASCII_WORDS = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")  # after lower(): a word, or one punctuation character
+
+
+def _basic(value):
+    """A field as the words BERT's basic tokenizer (uncased, the default) makes of it, before WordPiece: inputs that
+    differ only in where punctuation is spaced ("great movie!" == "great movie !"), in control or zero-width
+    characters, or in the spaces around CJK characters give the same ids, so the same model input. A token list
+    (CoNLL) is one run of words. Agrees with tokenizers' BertNormalizer + BertPreTokenizer (tests/unit/
+    test_leak_keys.py) at a fifth of their time, up to characters whose Unicode class changed between the two's
+    Unicode versions."""
+    if isinstance(value, str):
+        if value.isascii():
+            return _ASCII_WORDS.findall(value.lower().translate(_ASCII_CONTROL))
+        return value.translate(_BERT_CHARS).split()
+    if isinstance(value, (list, tuple)):
+        return [w for v in value for w in (_basic(v) if isinstance(v, str) else [v])]
+    return value
+
+
 def _sha(payload) -> str:
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False, default=str).encode()).hexdigest()
 
@@ -75,16 +129,18 @@ def content_key(row: dict, kind: str) -> str:
 
 def leak_keys(row: dict, kind: str, global_ids: bool = False) -> set[str]:
     """What identifies a row across splits: its input's content key; its input as an uncased model sees it
-    (_folded); for a sentence pair, that of the pair reversed too (QQP, MRPC and STS-B are symmetric: (b, a) in dev
-    is (a, b) in train); and, where ids are global (`global_ids`: the SQuAD benchmark's), a question's id with its
-    context (the same question reworded). A user's ids name nothing across files: ids that restart in each file, and
-    the position "<file name>:<n>" of rows without one, repeat in other questions of another split, on the same
-    paragraph too (questions split at random, numbered from 0). The content key stays among the keys, and the carve's
-    groups use it alone: rows without such variants split as they did, into splits of the digests stored before."""
+    (_folded) and as BERT's basic tokenizer splits it into words (_basic); for a sentence pair, those of the pair
+    reversed too (QQP, MRPC and STS-B are symmetric: (b, a) in dev is (a, b) in train); and, where ids are global
+    (`global_ids`: the SQuAD benchmark's), a question's id with its context (the same question reworded). A user's ids
+    name nothing across files: ids that restart in each file, and the position "<file name>:<n>" of rows without one,
+    repeat in other questions of another split, on the same paragraph too (questions split at random, numbered from
+    0). The content key stays among the keys, and the carve's groups use it alone: rows without such variants split as
+    they did, into splits of the digests stored before."""
     folded = [_folded(row.get(f)) for f in INPUT_FIELDS[kind]]
-    keys = {content_key(row, kind), "folded:" + _sha(folded)}
+    words = [_basic(row.get(f)) for f in INPUT_FIELDS[kind]]
+    keys = {content_key(row, kind), "folded:" + _sha(folded), "basic:" + _sha(words)}
     if INPUT_FIELDS[kind][0] == "text_a" and isinstance(row.get("text_b"), str):
-        keys.add("folded:" + _sha(folded[::-1]))  # the reversed pair's forward key
+        keys |= {"folded:" + _sha(folded[::-1]), "basic:" + _sha(words[::-1])}  # the reversed pair's forward keys
     if global_ids and kind == "question-answering" and row.get("id") not in (None, ""):
         payload = json.dumps([row["id"], _normalized(row.get("context"))], ensure_ascii=False, default=str)
         keys.add("id:" + hashlib.sha256(payload.encode()).hexdigest())
