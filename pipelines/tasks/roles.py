@@ -292,10 +292,11 @@ def assign_roles(train: list[dict], evaluation: dict[str, list[dict]], kind: str
     Select is carved from train when not given. `global_ids`: a question id names one question in every split
     (leak_keys)."""
     forbidden = keys_of((r for rows in evaluation.values() for r in rows), kind, global_ids)
+    group = group_key(train, kind)  # named before leaks leave: a CoNLL document less a leaked sentence keeps its name
     train, in_eval = without(train, forbidden, kind, global_ids)
     dropped = {"train_in_evaluation": in_eval}
     if select is None:
-        train, select = carve(train, group_key(train, kind), fraction, max_rows)
+        train, select = carve(train, group, fraction, max_rows)
     select, dropped["select_in_evaluation"] = without(select, forbidden, kind, global_ids)
     select, dropped["select_in_train"] = without(select, keys_of(train, kind, global_ids), kind, global_ids)
     return TaskRows(train, select, evaluation, dropped=dropped)

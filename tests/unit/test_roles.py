@@ -143,6 +143,25 @@ def test_changing_an_evaluation_row_changes_no_train_or_select_row(tasks, name):
     assert split_digest(after.select) == split_digest(before.select)
 
 
+def test_a_leak_removed_from_a_document_moves_none_of_its_other_sentences():
+    """A CoNLL document is a group named by its sentences. A dev file that now holds one sentence of each of ten
+    training documents takes those sentences out of train; the documents keep the names they had, so every other
+    sentence stays in the role it had (renamed after the removal, a document would move with its new hash)."""
+    from pipelines.tasks.roles import assign_roles
+
+    train = [{"tokens": [f"Person{d}x{i}", "visited", f"Town{i}", "."], "ner_tags": ["B-PER", "O", "B-LOC", "O"],
+              "document": d} for d in range(60) for i in range(4)]
+    dev = [{"tokens": ["Dev", "left", "."], "ner_tags": ["B-PER", "O", "O"], "document": 0}]
+    leaked = [{**train[4 * d + 1], "document": 1} for d in range(0, 60, 6)]
+    before = assign_roles(train, {"dev": dev}, "token-classification", 0.3, 100)
+    after = assign_roles(train, {"dev": dev + leaked}, "token-classification", 0.3, 100)
+    assert after.dropped["train_in_evaluation"] == len(leaked) == 10
+    role = {json.dumps(r["tokens"]): "select" for r in before.select}
+    moved = [r["tokens"] for r in after.train if role.get(json.dumps(r["tokens"])) == "select"] + [
+        r["tokens"] for r in after.select if json.dumps(r["tokens"]) not in role]
+    assert 20 <= len(before.select) and not moved
+
+
 @pytest.mark.parametrize("id_column", ["", "qid"])
 def test_question_ids_that_repeat_across_files_are_no_leak(tmp_path, id_column):
     """Rows without an id column are "<file name>:<n>": train tr/data.jsonl and dev dv/data.jsonl share those ids, as
