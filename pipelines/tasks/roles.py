@@ -193,11 +193,26 @@ def unit_hash(key: str) -> float:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
 
 
+def _cap_hashes(rows: list[dict]) -> list[float]:
+    """Each row's rank in a capped sample: the hash of the row as read (its id, input and label; not its place in
+    the split) and of how many equal rows came before it. A row is in or out whatever rows are removed before it (a
+    leak, a carved group): by position, one row less would redraw the whole sample."""
+    seen: collections.Counter = collections.Counter()
+    hashes = []
+    for row in rows:
+        payload = json.dumps({k: v for k, v in row.items() if k != "row_index"}, sort_keys=True, default=str,
+                             ensure_ascii=False)
+        seen[payload] += 1
+        hashes.append(unit_hash(f"cap:{seen[payload]}:{payload}"))
+    return hashes
+
+
 def numbered(rows: list[dict], limit: int = 0) -> list[dict]:
     """The rows with their row_index; `limit`: a stable sample of that many, in their order (task.max_*_examples;
     not the first N: benchmark readers and users' files grouped by label would give one class)."""
     if limit and len(rows) > limit:
-        keep = sorted(sorted(range(len(rows)), key=lambda i: unit_hash(f"cap:{i}"))[:limit])
+        hashes = _cap_hashes(rows)
+        keep = sorted(sorted(range(len(rows)), key=lambda i: (hashes[i], i))[:limit])
         rows = [rows[i] for i in keep]
     return [{**row, "row_index": i} for i, row in enumerate(rows)]
 

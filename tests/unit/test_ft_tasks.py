@@ -352,10 +352,14 @@ def test_own_scores_capped_to_one_value_are_refused_naming_the_cap_not_read_as_d
     """Own regression files: the check of varied scores ran on the carved select and dev rows before
     task.max_eval_examples sampled them; a skewed split (most scores 1.0) capped to a few rows of one score made
     Pearson NaN, taken for diverged weights. The sample is checked too, and the remedy names the cap."""
-    from pipelines.tasks.roles import unit_hash
+    from pipelines.tasks.roles import _cap_hashes
 
-    kept = set(sorted(range(40), key=lambda i: unit_hash(f"cap:{i}"))[:5])  # numbered's sample of 5
-    select = [{"text_a": f"review {i}", "text_b": None, "label": 1.0 if i in kept or i % 2 else 5.0} for i in range(40)]
+    def rank(row):  # numbered's sample of N: the N rows of lowest rank
+        return _cap_hashes([row])[0]
+
+    ones = sorted(({"text_a": f"review {i}", "text_b": None, "label": 1.0} for i in range(40)), key=rank)
+    fives = [{"text_a": f"other review {i}", "text_b": None, "label": 5.0} for i in range(40)]
+    select = ones[:5] + [r for r in fives if rank(r) > rank(ones[4])]  # the 5 lowest score 1, the 6th 5
     dev = [{"text_a": f"other {i}", "text_b": None, "label": float(i)} for i in range(40)]
     monkeypatch.setattr(stream, "stream_rows", lambda *a, **k: stream.StreamedRows(
         stream.StreamedSplit(None, 100, "0" * 64), [dict(r) for r in select], [dict(r) for r in dev], ()))

@@ -162,6 +162,24 @@ def test_a_leak_removed_from_a_document_moves_none_of_its_other_sentences():
     assert 20 <= len(before.select) and not moved
 
 
+def test_the_capped_sample_keeps_its_rows_when_others_leave():
+    """task.max_*_examples keeps a stable sample of N rows. A row leaving the split (a leak now in dev, a group carved
+    to select) takes only itself out: the other N-1 stay and the next is drawn in; the same rows in another order are
+    the same sample. Chosen by position, one row less before them redrew every row after it."""
+    from pipelines.tasks.roles import numbered
+
+    rows = [{"idx": i, "text_a": f"review {i}", "text_b": None, "label": i % 2} for i in range(400)]
+    rows += [dict(rows[0]), dict(rows[0])]  # exact duplicates are rows of their own
+    sample = [r["idx"] for r in numbered(rows, 50)]
+    assert len(sample) == 50 and len(set(sample)) in (48, 49, 50)
+    for gone in (0, 7, 199, 399):
+        kept = [r["idx"] for r in numbered(rows[:gone] + rows[gone + 1:], 50)]
+        assert len(kept) == 50 and len(set(sample) - set(kept)) <= 1, gone
+        assert gone in sample or kept == sample
+    assert sorted(r["idx"] for r in numbered(rows[::-1], 50)) == sorted(sample)
+    assert [r["row_index"] for r in numbered(rows, 50)] == list(range(50))
+
+
 @pytest.mark.parametrize("id_column", ["", "qid"])
 def test_question_ids_that_repeat_across_files_are_no_leak(tmp_path, id_column):
     """Rows without an id column are "<file name>:<n>": train tr/data.jsonl and dev dv/data.jsonl share those ids, as
