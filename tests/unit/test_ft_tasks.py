@@ -12,7 +12,7 @@ import torch
 
 from bert_core.config import tiny
 from bert_core.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from jobs.loops import ft_tasks
+from jobs.loops import ft_files, ft_tasks
 from jobs.config.finetune import TaskConfig
 from jobs.engine.objectives import objective_for
 from jobs.loops.finetune import collate
@@ -223,7 +223,7 @@ def test_a_dev_files_rejects_each_say_where_their_first_is(tmp_path, capsys):
     dev.write_text('{"text": "fine", "label": "a"}\n{"text": "", "label": "a"}\n{"text": "x"}\n'
                    '{"text": "", "label": "b"}\n')
     counts = collections.Counter()
-    ft_tasks._read_files(TaskConfig(name="files", kind="classification", train_file=str(dev)), str(dev), "dev", counts,
+    ft_files._read_files(TaskConfig(name="files", kind="classification", train_file=str(dev)), str(dev), "dev", counts,
                          collections.Counter())
     printed = capsys.readouterr().out
     assert counts == {"missing_text": 2, "missing_label": 1}
@@ -247,7 +247,7 @@ def test_squad_dev_keeps_every_question_and_answer_text_the_official_script_scor
     assert ft_tasks.split_tags(rows)["data.noted.dev.answer_offset_mismatch"] == "2"  # tagged apart from rejects
     # your own dev file, as the squad task's (read on the driver, scored only), and its notes counted alike
     rejected, noted = collections.Counter(), collections.Counter()
-    own = ft_tasks._read_files(TaskConfig(name="files", kind="question-answering", train_file=train, format="squad"),
+    own = ft_files._read_files(TaskConfig(name="files", kind="question-answering", train_file=train, format="squad"),
                                dev, "dev", rejected, noted)
     assert [r["id"] for r in own] == ["r", "o"] and not rejected and noted == {"answer_offset_mismatch": 2}
 
@@ -267,7 +267,7 @@ def test_version_2_reaches_every_qa_reader(tmp_path, monkeypatch):
         assert any(r["is_impossible"] for r in rows.evaluation["dev"]) == version_2
     files = TaskConfig(name="files", kind="question-answering", version_2=False, train_file=train, dev_file=dev)
     counts = collections.Counter()
-    assert [r["id"] for r in ft_tasks._read_files(files, dev, "dev", counts, collections.Counter())] == ["r"]
+    assert [r["id"] for r in ft_files._read_files(files, dev, "dev", counts, collections.Counter())] == ["r"]
     assert counts == {"unanswerable_needs_version_2": 1}
     read = list(stream._read({"path": np.asarray([dev]), "fmt": np.asarray(["squad"])}, files.kind, files.columns,
                              version_2=False))

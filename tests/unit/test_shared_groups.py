@@ -10,7 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from jobs.loops import ft_tasks
+from jobs.loops import ft_files, ft_tasks
 from tests.unit.test_data_refusals import LocalDataset
 
 
@@ -47,7 +47,7 @@ def test_questions_split_at_random_share_their_contexts_with_dev_counted_said_an
     """Question 0 of each paragraph in train, question 1 in dev: every train and select row's context is a dev
     row's. All rows stay where they were; the counts reach the tags and the [data] line, with what to do."""
     task = qa_task(tmp_path, dev=True)
-    rows = ft_tasks._load_files(task)
+    rows = ft_files.load_files(task)
     assert len(rows.train) + len(rows.select) == 60 and len(rows.evaluation["dev"]) == 60  # nothing dropped
     assert not any(rows.dropped.values())
     tags = ft_tasks.split_tags(rows)
@@ -60,7 +60,7 @@ def test_questions_split_at_random_share_their_contexts_with_dev_counted_said_an
 
 
 def test_a_carved_dev_shares_no_group_and_adds_no_tag_or_warning(tmp_path, local_ray):
-    rows = ft_tasks._load_files(task := qa_task(tmp_path, dev=False))
+    rows = ft_files.load_files(task := qa_task(tmp_path, dev=False))
     assert rows.shared_group == {}
     assert not [k for k in ft_tasks.split_tags(rows) if k.startswith("data.shared_group")]
     assert "warning" not in ft_tasks.rows_line(task, rows)
@@ -77,7 +77,7 @@ def test_pairs_whose_premise_is_a_dev_premise_are_counted_by_first_sentence(tmp_
     select = write_jsonl(tmp_path / "select.jsonl", [pair(100 + i, k) for i in range(10) for k in (0, 1)])
     task = ft_tasks.task_config({"name": "files", "kind": "classification", "train_file": train, "dev_file": dev,
                                  "select_file": select, "columns": {"text": "text", "text_pair": "pair"}})
-    rows = ft_tasks._load_files(task)
+    rows = ft_files.load_files(task)
     assert len(rows.train) == 80 and rows.shared_group == {"train": 20}
     tags = ft_tasks.split_tags(rows)
     assert tags["data.shared_group.train"] == "20" and "data.shared_group.select" not in tags
