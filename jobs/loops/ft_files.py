@@ -7,10 +7,9 @@ from __future__ import annotations
 import collections
 
 from jobs.config.finetune import TaskConfig
-from jobs.loops.ft_tasks import SELECT
 from pipelines.tasks.common import TaskDataError, load_tokenizer
 from pipelines.tasks.labels import require_varied_scores, unknown_label_said
-from pipelines.tasks.roles import TaskRows, numbered
+from pipelines.tasks.roles import SELECT, TaskRows, numbered
 
 
 def load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:

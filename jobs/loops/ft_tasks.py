@@ -23,7 +23,7 @@ from jobs.config.finetune import TaskConfig
 from pipelines.tasks.common import (UNKNOWN_SHARE, batch_rows, count_too_long, load_tokenizer, require_wordpiece,
                                     unknown_share)
 from pipelines.tasks.labels import require_varied_scores
-from pipelines.tasks.roles import TaskRows, assign_roles, numbered
+from pipelines.tasks.roles import SELECT, TaskRows, assign_roles, numbered
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 TARGETS = {"classification": ("labels",), "multi-label": ("labels",), "regression": ("labels",),
@@ -82,9 +82,6 @@ def num_labels(task: TaskConfig) -> int:
     if is_regression(task):
         return 1
     return len(task.labels) if task.kind != "question-answering" else 2
-
-
-SELECT = "select"  # the split that makes the run's choices
 
 
 def eval_splits(task: TaskConfig) -> tuple[str, ...]:

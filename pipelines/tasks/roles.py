@@ -262,6 +262,9 @@ def split_digest(rows: list[dict]) -> str:
     return h.hexdigest()
 
 
+SELECT = "select"  # the split that makes the run's choices (its dev and test only evaluate)
+
+
 @dataclass
 class TaskRows:
     """A task's rows in their three roles, `row_index` set within each split."""
