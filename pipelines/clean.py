@@ -75,7 +75,7 @@ ABBREVIATIONS = frozenset("""
 """.split())
 # ... and before a number only: "No. 1 on the chart", "Jan. 5, 1990", "p. 12" (they end sentences before words).
 BEFORE_NUMBERS = frozenset("""
-    no jan feb mar apr jun jul aug sep sept oct nov dec p art
+    no jan feb mar apr jun jul aug sep sept oct nov dec p art nr bd abs
 """.split())
 
 # A boundary candidate: terminal punctuation (Latin, the Devanagari danda, the Arabic question mark and full stop,
@@ -104,11 +104,16 @@ _LAST_WORD = re.compile(r"\S*\Z")  # the text after the last whitespace (of any 
 _WORD_BEFORE = re.compile(r"(\w+)[ \t]+\Z")  # the word before a number, on its line
 _GERMAN_BEFORE_ORDINAL = frozenset("im am vom zum zur bis seit ab beim der die das des dem den ein eine einem einen "
                                    "einer eines zweiten ihr ihre ihrem ihren seinem seinen seiner seine".split())
+_MONTHS = r"(?:Januar|Jänner|Februar|März|April|Mai|Juni|Juli|August|September|Oktober|November|Dezember)\b"
 _ORDINAL_NOUN = re.compile(
-    r"(?:Januar|Jänner|Februar|März|April|Mai|Juni|Juli|August|September|Oktober|November|Dezember|Jahrhunderts?"
+    _MONTHS + r"|(?:Jahrhunderts?|FC"
     r"|Jahrtausends?|Weltkrieg(?:e?s)?|Mal|Platz|Platzes|Klasse|Liga|Bundesliga|Auflage|Armee|Division|Staffel"
     r"|Spieltag|Runde|Etappe|Regiment|Bataillon|Korps|Dynastie|Sinfonie|Symphonie|Geburtstag|Todestag|Jahrestag"
     r"|Legislaturperiode|Wahlperiode|Bundestag|Parteitag|Bezirk|Stock|Grades?)\b")
+# ... and a German date needs no such word where a bracket, a life's mark (* born, † died) or a range's dash opens it:
+# "(* 14. März 1879 in Ulm; † 18. April 1955)", "(26. Juli – 11. August 2024)"
+_MONTH = re.compile(_MONTHS)
+_DATE_OPENS = re.compile(r"(?:[(\[*†–—,;]|\s-)[ \t\u00a0]*\Z")
 
 
 def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
@@ -137,6 +142,11 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
         before = _WORD_BEFORE.search(text, max(0, found.start() - 24), found.start())
         if before and before[1].lower() in _GERMAN_BEFORE_ORDINAL:
             return False  # a German ordinal: "Im 19. Jahrhundert", "am 3. Oktober 1990" (see _ORDINAL_NOUN)
+        at = start - len(word)
+        if _MONTH.match(text, end) and _DATE_OPENS.search(text, max(0, at - 8), at):
+            return False  # a German date after a bracket, a mark or a dash (see _DATE_OPENS)
+    if text.startswith("J.-C.", end):
+        return False  # French years: "44 av. J.-C.", "apr. J.-C." (before Christ, after)
     if word != "I" and _INITIALS.fullmatch(word):
         return False  # "J. Smith", "the U.S. Army" (costs a miss on "...in the U.S. The next"); "I. Then" ends
     word = word.replace(".", "").lower()

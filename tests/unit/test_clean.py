@@ -92,6 +92,19 @@ def test_normalize_is_idempotent_and_empty_stays_empty():
     # ... after a German article or preposition only: English months and nouns after a number still start one
     ("He finished 3. August was hot. In Division 2. Division 1 is next.",
      ["He finished 3.", "August was hot.", "In Division 2.", "Division 1 is next."]),
+    # German Wikipedia's life dates and ranges (a bracket, * born, † died, a dash before the day), a club's ordinal,
+    # "Nr. 5"; French years before and after Christ
+    ("Albert Einstein (* 14. März 1879 in Ulm; † 18. April 1955 in Princeton) war Physiker. Er erhielt 1921 den Preis.",
+     ["Albert Einstein (* 14. März 1879 in Ulm; † 18. April 1955 in Princeton) war Physiker.",
+      "Er erhielt 1921 den Preis."]),
+    ("Die Spiele (26. Juli – 11. August 2024) fanden statt. Der 1. FC Köln spielt. Sinfonie Nr. 5 ist berühmt.",
+     ["Die Spiele (26. Juli – 11. August 2024) fanden statt.", "Der 1. FC Köln spielt.",
+      "Sinfonie Nr. 5 ist berühmt."]),
+    ("César meurt en 44 av. J.-C. au Sénat. Auguste règne jusqu'en 14 apr. J.-C. Tibère suit.",
+     ["César meurt en 44 av. J.-C. au Sénat.", "Auguste règne jusqu'en 14 apr. J.-C.", "Tibère suit."]),
+    # ... a month after a bracket's number only, not after any word's (nor "Nr." before a word)
+    ("Er wurde 3. August war heiß. Er war die Nr. Dann ging er.",
+     ["Er wurde 3.", "August war heiß.", "Er war die Nr.", "Dann ging er."]),
 ])
 def test_sentence_boundaries(text, expected):
     assert split_sentences(text) == expected
