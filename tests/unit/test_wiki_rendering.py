@@ -74,6 +74,38 @@ def test_templates_that_render_the_sentences_words_keep_them(wikitext, plain):
     assert strip(wikitext) == plain
 
 
+@pytest.mark.parametrize("wikitext, plain", [
+    # frwiki: dates (the first of a month "1er", a month by its number), links to untranslated pages, units, centuries
+    ("'''Marie Curie''', née le {{date de naissance|7|novembre|1867}} et morte le "
+     "{{date de décès|4|juillet|1934|7|novembre|1867}}, est une physicienne.",
+     "Marie Curie, née le 7 novembre 1867 et morte le 4 juillet 1934, est une physicienne."),
+    ("Elle épouse {{Lien|fr=Pierre Curie|lang=en|trad=Pierre Curie (physicist)}} le {{date|1|7|1895}} à "
+     "{{unité|5|km}} d'ici.",
+     "Elle épouse Pierre Curie le 1er juillet 1895 à 5 km d'ici."),
+    ("Au {{s-|XIX}}, au {{XVIe siècle}} et aux {{s2|I|II}}, {{nombre|20|habitants}} vivaient là.",
+     "Au XIXe siècle, au XVIe siècle et aux Ier et IIe siècles, 20 habitants vivaient là."),
+    # eswiki, jawiki (a link to another wiki's page, a word's reading, a birth date), ruwiki (the same link)
+    ("Vivió allí desde el {{fecha|8|4|1961}} durante {{cifra|20}} años.",
+     "Vivió allí desde el 8 de abril de 1961 durante 20 años."),
+    ("{{仮リンク|ジョン・スミス|en|John Smith}}と共に活動した{{読み仮名|俳優|はいゆう}}、"
+     "{{生年月日と年齢|1990|5|1}}生まれ。",
+     "ジョン・スミスと共に活動した俳優（はいゆう）、1990年5月1日生まれ。"),
+    ("Он работал с {{нп5|Джон Смит|Смитом|en|John Smith}} и {{нп3|Анна Ли||en|Anna Lee}}.",
+     "Он работал с Смитом и Анна Ли."),
+    # enwiki: a height, an age between two dates (of one date, today's: not known), a visible anchor, a formatted date
+    ("She was {{height|m=1.80}} ({{height|ft=5|in=11}}), {{age|1990|5|1|2020|4|30}} at the {{visible anchor|Games}} "
+     "on {{date|2020-08-01|dmy}}.", "She was 1.80 m (5 ft 11 in), 29 at the Games on 2020-08-01."),
+    # language conversion (zhwiki): a variant's text, a hidden rule's none, a plain -{text}- as written
+    ("简称-{zh-hans:计算机; zh-hant:電腦;}-。-{A|zh-cn:软件; zh-tw:軟體;}-和-{H|zh-cn:硬件; zh-tw:硬體;}--{程序}-。",
+     "简称计算机。软件和程序。"),
+])
+def test_the_largest_wikis_inline_templates_keep_their_words(wikitext, plain):
+    """Every non-English inline template went (a corpus review, session 49): "née le à Varsovie", "desde el
+    durante años", "と共に活動した である"; zhwiki's -{...}- conversion markup stayed in the text,
+    "简称-{zh-hans:...}-"."""
+    assert strip(wikitext) == plain
+
+
 LIFE = "'''X''' war ein Schriftsteller.\n\n== Leben ==\nX wurde in [[Y]] geboren.\n\n"
 
 
