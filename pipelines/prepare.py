@@ -67,7 +67,7 @@ from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayo
                               heartbeat, prepared_name, text_heads)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.text_source import blank_line_documents, check_line_ends, file_head
-from pipelines.tokenizer_sample import dedup_mask, flat, tokenizer_sample
+from pipelines.tokenizer_sample import dedup_mask, flat, stripped_marks, tokenizer_sample
 from pipelines.units import check_file_count, plan_units
 
 
@@ -138,12 +138,31 @@ def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, 
     else:
         t0 = time.perf_counter()
         texts = tokenizer_sample(units, cfg, layout)
+        warn_stripped_marks(texts, t)
         tok = train_wordpiece(texts, t.vocab_size, t.lowercase is not False, t.min_frequency, t.strip_accents,
                               t.limit_alphabet)
         _log("tokenizer", f"trained {tok.get_vocab_size()} tokens on {len(texts)} documents "
                           f"in {time.perf_counter() - t0:.1f}s")
     save_tokenizer(tok, out_dir, model_max_length=max(512, cfg.max_seq_len))
     return tok
+
+
+def warn_stripped_marks(texts: list[str], t: TokenizerConfig) -> bool:
+    """Say so (and True) where the tokenizer to train strips accents (strip_accents true, or unset and lowercase:
+    uncased BERT) and the sample's letters hold marks that this deletes as if accents (stripped_marks): a Hindi,
+    Thai or Japanese corpus under the defaults trains on mangled words ("नमसत")."""
+    if not ((t.lowercase is not False) if t.strip_accents is None else t.strip_accents):
+        return False
+    marks, letters = stripped_marks(texts)
+    if sum(marks.values()) < max(100, letters // 1000):
+        return False
+    setting = "strip_accents: true" if t.strip_accents else "lowercase with strip_accents unset (uncased BERT)"
+    scripts = ", ".join(f"{script.title()} {n:,}" for script, n in marks.most_common(4))
+    _log("tokenizer", f"warning: data.tokenizer strips accents ({setting}), which deletes {sum(marks.values()):,} "
+                      f"combining marks that are letters of their script in the sample's first {letters:,} letters "
+                      f"({scripts}): 'नमस्ते' becomes 'नमसत', 'ガス' 'カス'; set data.tokenizer.strip_accents: false "
+                      f"to keep them")
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

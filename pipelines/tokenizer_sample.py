@@ -9,7 +9,9 @@ returned each unit's k texts brought the whole corpus to the driver.
 
 from __future__ import annotations
 
+import collections
 import heapq
+import unicodedata
 
 import numpy as np
 import pyarrow as pa
@@ -126,3 +128,33 @@ def tokenizer_sample(units: list[dict], cfg: DataConfig, layout: ShardLayout) ->
         raise RuntimeError(f"{len(sample_uids) - len(texts)} of the {len(sample_uids)} documents sampled to train "
                            f"the tokenizer were not found when read again: did an input file change during prepare?")
     return [texts[uid] for uid in sample_uids.tolist()]
+
+
+def stripped_marks(texts: list[str], max_chars: int = 4_000_000) -> tuple[collections.Counter, int]:
+    """(script -> combining marks, letters) in the first `max_chars` of `texts`: the marks (Unicode Mn, after NFD)
+    that follow a letter of a script beyond Latin, Greek and Cyrillic, which an accent-stripping tokenizer (uncased
+    BERT's default) deletes though they are letters there: Devanagari's virama ("नमस्ते" -> "नमसत"), Thai's vowels,
+    Japanese voicing marks ("ガス" -> "カス"). Latin, Greek and Cyrillic accents are what uncased BERT means to
+    strip."""
+    marks, letters, seen = collections.Counter(), 0, 0
+    for text in texts:
+        if seen >= max_chars:
+            break
+        text = text[:max_chars - seen]
+        seen += len(text)
+        if text.isascii():
+            letters += sum(c.isalpha() for c in text)
+            continue
+        script = ""
+        for c in unicodedata.normalize("NFD", text):
+            if unicodedata.category(c) == "Mn":
+                if script:
+                    marks[script] += 1
+            elif c.isalpha():
+                letters += 1
+                script = "" if c.isascii() else unicodedata.name(c, "").partition(" ")[0]
+                script = "" if script in _ACCENTED_SCRIPTS else script
+    return marks, letters
+
+
+_ACCENTED_SCRIPTS = frozenset(["LATIN", "GREEK", "CYRILLIC", ""])

@@ -198,3 +198,32 @@ def test_a_folder_this_project_writes_from_a_given_tokenizer_is_read_as_it_was_t
     (bare / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
     with pytest.raises(ConfigError, match=r"its vocab\.txt states no case"):  # as fine-tuning's init: refused
         check_init(128, str(bare), bare)
+
+
+# Hindi, Thai and Japanese whose marks are letters; Vietnamese, French, Greek and Russian whose accents uncased BERT
+# strips (their letters decompose to an ASCII letter and a mark, but Greek's and Cyrillic's: "ά", "й")
+MARKED = ["नमस्ते दुनिया, हिन्दी भाषा बोली जाती है।", "ประเทศไทยมีชื่ออย่างเป็นทางการ", "ガスとカス、バスとハス、パンとハン"]
+ACCENTED = ["Tiếng Việt có dấu rất nhiều.", "Élève, café, façade et naïveté à côté.", "Ελληνικά: άέήίόύώ.",
+            "Йошкар-Ола, йогурт, май.", "Ǿresund, Ǿre."]  # the last a letter beyond ASCII: Ø with a mark
+
+
+def test_marks_that_stripping_accents_deletes_are_counted_by_script_not_latin_accents():
+    from pipelines.tokenizer_sample import stripped_marks
+    marks, letters = stripped_marks(MARKED + ACCENTED)
+    assert set(marks) == {"DEVANAGARI", "THAI", "KATAKANA"} and marks["KATAKANA"] == 3  # ガ, バ, パ
+    assert stripped_marks(ACCENTED * 100)[0] == {}
+    assert stripped_marks(MARKED, max_chars=len(MARKED[0]))[0].keys() == {"DEVANAGARI"}  # the first chars only
+    assert stripped_marks(["नमस्ते" * 9], max_chars=3) == ({}, 3)  # "नमस", before the virama
+
+
+@pytest.mark.parametrize("settings, warned", [
+    ({}, True), ({"strip_accents": True, "lowercase": False}, True),  # uncased BERT's default; stripping as set
+    ({"strip_accents": False}, False), ({"lowercase": False}, False),  # marks kept: nothing to say
+])
+def test_a_tokenizer_to_train_that_would_delete_a_scripts_marks_is_warned_of(settings, warned, capsys):
+    """An uncased tokenizer trained on Hindi learned "नमसत" for "नमस्ते" and said nothing (a corpus review)."""
+    from pipelines.prepare import warn_stripped_marks
+    assert warn_stripped_marks(MARKED * 20, TokenizerConfig(**settings)) is warned
+    out = capsys.readouterr().out
+    assert ("strip_accents: false" in out and "Devanagari" in out) is warned
+    assert not warn_stripped_marks(ACCENTED * 500 + MARKED, TokenizerConfig())  # a few marks in much Latin text
