@@ -14,7 +14,6 @@ pytorch_model.bin with `torch.load(weights_only=True)` (no pickled code runs).
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import logging
 import os
@@ -29,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bert_core.config import BertConfig
-from bert_core.files import umask
+from bert_core.files import moved_aside, umask
 from bert_core.model import BertForPreTraining, BertModel
 
 log = logging.getLogger(__name__)
@@ -215,13 +214,11 @@ def _restore_moved_aside(out_dir: Path) -> None:
     """Put back the folder a write killed between its two renames left under `.NAME.old-*/` (SIGKILL, the OOM killer,
     a lost node): `out_dir` was then missing, and no later write or read looked there. The old copy is the one known
     whole; the killed write's own folder stays under `.NAME.tmp-*` (it may be partial) for whoever looks."""
-    if out_dir.exists():
-        return
-    aside = sorted(out_dir.parent.glob(f".{glob.escape(out_dir.name)}.old-*/{glob.escape(out_dir.name)}"),
-                   key=lambda p: p.stat().st_mtime)
-    if aside:
-        os.replace(aside[-1], out_dir)
-        shutil.rmtree(aside[-1].parent, ignore_errors=True)
+    aside = moved_aside(out_dir)
+    if aside is not None:
+        os.replace(aside, out_dir)
+        shutil.rmtree(aside.parent, ignore_errors=True)
+
 
 
 # ----------------------------------------------------------------------------- load

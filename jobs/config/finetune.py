@@ -381,7 +381,9 @@ class FinetuneConfig:
         if "://" in self.init:
             raise ConfigError(f"init must be a local folder or start with one of {MLFLOW_SCHEMES}, got {self.init!r}")
         if not (Path(self.init) / "config.json").is_file():
-            found = "" if Path(self.init).is_dir() else " (no such folder)"
+            from bert_core.files import moved_aside_said
+
+            found = "" if Path(self.init).is_dir() else f" (no such folder{moved_aside_said(self.init)})"
             raise ConfigError(f"init folder {self.init!r} has no config.json{found}; allowed: an HF BERT or "
                               f"release folder with config.json, models:/NAME@alias or runs:/RUN_ID/path")
 

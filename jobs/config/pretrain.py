@@ -391,8 +391,10 @@ class PretrainConfig:
             self._refuse_unread_files(i, source)
         init = self.train.init_checkpoint
         if init and "://" not in init and not Path(init).is_dir():
+            from bert_core.files import moved_aside_said
+
             raise ConfigError(f"train.init_checkpoint must be an existing checkpoint folder or a URI, got {init!r} "
-                              f"(nothing there)")
+                              f"(nothing there{moved_aside_said(init)})")
         tokenizer = self.data.tokenizer.path
         if tokenizer and not Path(tokenizer).exists():
             raise ConfigError(f"data.tokenizer.path must be an existing tokenizer folder or file, or null to train "

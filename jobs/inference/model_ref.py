@@ -63,7 +63,9 @@ def resolve_model(uri: str, tracking_uri: str, download_dir: Path) -> ModelRef:
             task = task_settings(MlflowClient(tracking_uri), run_id)
             inputs = run_inputs(MlflowClient(tracking_uri), run_id)
         elif not Path(uri).is_dir():
-            raise FileNotFoundError(f"no such folder {uri}")
+            from bert_core.files import moved_aside_said
+
+            raise FileNotFoundError(f"no such folder {uri}{moved_aside_said(uri)}")
         folder = resolve_init(uri, tracking_uri, download_dir)
     except (MlflowException, FileNotFoundError, OSError) as exc:
         message = getattr(exc, "message", None) or str(exc)
@@ -153,7 +155,9 @@ def model_folder_kind(model: str) -> str:
     if model.startswith(MODEL_URIS):
         return ""
     if not Path(model).is_dir():
-        raise ConfigError(f"model {model!r} does not resolve: no such folder {model}")
+        from bert_core.files import moved_aside_said
+
+        raise ConfigError(f"model {model!r} does not resolve: no such folder {model}{moved_aside_said(model)}")
     try:  # in the run's order: its tokenizer (jobs/finetune.resolve_init), its config, then its weights
         require_wordpiece(Path(model).resolve())  # ConfigError for another kind, as the run raises it
     except FileNotFoundError as exc:
