@@ -17,7 +17,7 @@ from pathlib import Path
 from bert_core.config import BertConfig, ConfigError, MaskingConfig, tiny
 from bert_core.modern_config import SWITCHES, ModernConfig
 from jobs.config.io import from_dict, recipe_of, to_dict
-from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, DeepSpeedConfig, OptimConfig,
+from jobs.config.sections import (OPTIMIZERS, PARTITION_METHODS, SCHEDULES, SETTING_NAMES, DeepSpeedConfig, OptimConfig,
                                   ScalingConfig, TrackingConfig, check_adam, check_harvest_dir, check_output_dir,
                                   check_run_name,
                                   check_seed, check_uri_backend, refuse_relative_when_submitted)
@@ -302,6 +302,14 @@ class PretrainConfig:
             except ConfigError as e:
                 raise ConfigError(f"phase 2 (phase2.max_steps={p2.max_steps}): {e}") from None
         return self
+
+    def setting_names(self) -> dict[str, str]:
+        """What the user sets this run's step total, warmup and peak lr with, for the lines that name a change of
+        them: phase 2's are phase2.* (its optim.lr is phase2.lr, or phase 1's optim.lr where that is 0)."""
+        if self.phase == 2:
+            return {"total": "phase2.max_steps", "warmup": "phase2.warmup_steps",
+                    "lr": "phase 2's lr (phase2.lr, or optim.lr where that is 0)"}
+        return dict(SETTING_NAMES)
 
     def phase2_run(self, phase1_checkpoint: str, tokenizer_dir: str) -> "PretrainConfig":
         """Phase 2 = this config at phase2.max_seq_len, same tokenizer, starting from phase 1's weights (validated).

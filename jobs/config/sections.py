@@ -73,6 +73,10 @@ def check_seed(name: str, seed: int) -> None:
     if seed < 0:
         raise ConfigError(f"{name} must be >= 0, got {seed}")
 
+# what a run's step total, warmup and peak lr are set with, named in the lines that say a resume changed them
+# (PretrainConfig.setting_names: a phase 2's are phase2.*)
+SETTING_NAMES = {"total": "train.max_steps", "warmup": "optim.warmup_steps", "lr": "optim.lr"}
+
 
 @dataclass
 class OptimConfig:

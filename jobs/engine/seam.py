@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from jobs.config.sections import OptimConfig
+from jobs.config.sections import SETTING_NAMES, OptimConfig
 from jobs.engine.ds_config import lr_lambda
 
 TAG = "engine"  # the one tag of a resume checkpoint: `<dir>/engine` holds DeepSpeed's files
@@ -151,6 +151,7 @@ class EngineBase:
         self.optim, self.max_steps, self.zero_stage, self.load_universal = optim, max_steps, zero_stage, load_universal
         self.device = engine.device
         self.loaded_lr: float | None = None  # the peak lr (optim.lr) of the run whose optimizer state `load` took
+        self.names = dict(SETTING_NAMES)  # what set the total, warmup and lr (a pretraining's: its setting_names)
 
     @property
     def data_parallel(self) -> tuple[int, int]:
@@ -175,12 +176,13 @@ class EngineBase:
         as a step of its run, whose schedule must then still end at 0 on its last step."""
         self.scheduler.step()
 
-    def replanned(self, planned: int, planned_optim: OptimConfig | None = None, total: str = "train.max_steps",
-                  warmup: str | None = "optim.warmup_steps", saved_scale: float = 1.0) -> str:
+    def replanned(self, planned: int, planned_optim: OptimConfig | None = None, total: str = "",
+                  warmup: str | None = "", saved_scale: float = 1.0) -> str:
         """The line for a resume whose learning-rate schedule is not the one its checkpoint's run planned: another
-        total (`planned`, the checkpoint's; `total`: what the user set it with), another warmup or another decay
-        (`planned_optim`: the checkpoint's schedule settings, None for this run's; `warmup`: what set its warmup steps,
-        or None where the checkpoint did not record them and `planned_optim`'s are a guess, not named as a change).
+        total (`planned`, the checkpoint's; `total`: what the user set it with, "": self.names'), another warmup or
+        another decay (`planned_optim`: the checkpoint's schedule settings, None for this run's; `warmup`: what set its
+        warmup steps, "": self.names', or None where the checkpoint did not record them and `planned_optim`'s are a
+        guess, not named as a change).
         The schedule is this run's, so the next step takes its rate at this position, which can jump (a run given more
         steps: from near 0 at its old end back to a share of the peak; a longer warmup: down into it again; a constant
         decay: back to the peak). The checkpoint's rate is its own plan's: its total, warmup and decay and its peak lr
@@ -189,6 +191,7 @@ class EngineBase:
         before them). Call after this run's own rollbacks are applied (`scale_lr`): the next step's rate is the scaled
         one."""
         old = planned_optim or self.optim
+        total, warmup = total or self.names["total"], self.names["warmup"] if warmup == "" else warmup
         changes = []
         if planned != self.max_steps:
             changes.append((f"{total} {planned:,} -> {self.max_steps:,}", "total"))
@@ -348,7 +351,7 @@ class EngineBase:
         saved_lr = groups[0].get("initial_lr", sched.base_lrs[0])  # the saving run's optim.lr (before any rollback)
         self.loaded_lr = saved_lr  # the peak of the checkpoint's own plan, whose rate `replanned` gives
         if saved_lr != self.optim.lr:
-            changed["optim.lr"] = (saved_lr, self.optim.lr)
+            changed[self.names["lr"]] = (saved_lr, self.optim.lr)
             sched.base_lrs = [self.optim.lr] * len(sched.base_lrs)
         # Named from the first group (the decayed one): ZeRO-3's universal loader (DeepSpeed 0.19.8) copies its options
         # onto every group, which the update undoes.

@@ -29,9 +29,12 @@ def build_engine(cfg: PretrainConfig, load_universal: bool = False) -> EngineBas
         before_op_loads()  # before DeepSpeed loads (and perhaps builds) its ops
         from jobs.engine.pipeline import PipelineEngine  # imports deepspeed: only once DS_ACCELERATOR is set
 
-        return PipelineEngine(cfg)
-    model, objective = pretraining_model(cfg)
-    return Engine(model, objective, load_universal=load_universal, **pretrain_engine_options(cfg))
+        engine = PipelineEngine(cfg)
+    else:
+        model, objective = pretraining_model(cfg)
+        engine = Engine(model, objective, load_universal=load_universal, **pretrain_engine_options(cfg))
+    engine.names = cfg.setting_names()  # a phase 2's resume names phase2.* where it changed
+    return engine
 
 
 def pretraining_model(cfg: PretrainConfig):

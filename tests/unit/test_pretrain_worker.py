@@ -498,3 +498,39 @@ def test_a_checkpoint_marks_every_ranks_ids_and_gives_each_rank_its_own_mask_cou
         w.restore()
         assert (w.collate.batches_produced, w.mask_next) == (count, count), rank
         assert np.flatnonzero(w.position.consumed).tolist() == [1, 2, 4, 7, 9]
+
+
+def test_a_phase_2_resume_names_the_phase2_settings_it_was_changed_with(caplog):
+    """A two-phase job resubmitted with more phase 2 steps, another phase 2 warmup or lr said "train.max_steps 20 ->
+    40", "optim.warmup_steps", "optim.lr": settings the user had not touched (phase 2's are phase2.*)."""
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.config.sections import OptimConfig
+    from jobs.engine.ds_config import lr_lambda
+    from jobs.engine.seam import EngineBase
+
+    class PlanEngine(EngineBase):  # the seam's schedule over a plain torch optimizer: no DeepSpeed
+        data_parallel = (0, 1)
+
+    def engine(max_steps, optim):
+        opt = torch.optim.SGD([{"params": [torch.nn.Parameter(torch.zeros(2))], "weight_decay": 0.01}], lr=optim.lr)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(optim, max_steps))
+        ds = SimpleNamespace(device="cpu", gradient_clipping=lambda: 1.0)
+        return PlanEngine(ds, opt, sched, None, optim=optim, max_steps=max_steps, zero_stage=0)
+
+    cfg = PretrainConfig()
+    cfg.phase2.max_steps, cfg.data.sources = 40, ["/corpus"]
+    assert cfg.setting_names() == {"total": "train.max_steps", "warmup": "optim.warmup_steps", "lr": "optim.lr"}
+    saved = engine(20, OptimConfig(lr=1e-3, warmup_steps=1))
+    for _ in range(5):
+        saved.optimizer.step()
+        saved.scheduler.step()
+    resumed = engine(40, OptimConfig(lr=2e-3, warmup_steps=2))
+    resumed.names = cfg.phase2_run("/runs/pretrain-phase1", "/runs/tokenizer").setting_names()
+    resumed.optimizer.load_state_dict(saved.optimizer.state_dict())
+    resumed.scheduler.load_state_dict(saved.scheduler.state_dict())
+    with caplog.at_level("WARNING"):
+        resumed._keep_config([{"weight_decay": 0.01}])
+    assert "this run's: phase 2's lr (phase2.lr, or optim.lr where that is 0) 0.001 -> 0.002" in caplog.text
+    assert resumed.replanned(20, OptimConfig(lr=1e-3, warmup_steps=1)).startswith(
+        "[resume] phase2.max_steps 20 -> 40, phase2.warmup_steps 1 -> 2: the learning-rate schedule is planned over")
+    assert engine(40, OptimConfig()).replanned(20).startswith("[resume] train.max_steps 20 -> 40: ")  # phase 1's

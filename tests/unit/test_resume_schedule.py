@@ -215,3 +215,15 @@ def test_a_pretraining_checkpoint_keeps_its_decay_and_a_resume_under_another_nam
     assert [r.getMessage() for r in caplog.records if r.name == "bert_foundry.train"] == [
         f"[resume] optim.schedule linear -> constant: the learning-rate schedule is planned with the new decay, so the "
         f"next step trains at lr {1e-2:.3g}, where the checkpoint's plan was at {5e-3:.3g}"]
+
+
+def test_a_phase_2_engine_is_built_naming_phase_2s_settings(deepspeed_world_of_one):
+    """The names PretrainConfig.setting_names gives reach the engine a pretraining builds, which its resume lines
+    read (test_pretrain_worker's phase 2 test)."""
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.workers.pretrain_engine import build_engine
+
+    cfg = PretrainConfig()
+    cfg.phase2.max_steps, cfg.data.sources = 4, ["/corpus"]
+    assert build_engine(cfg).names["total"] == "train.max_steps"
+    assert build_engine(cfg.phase2_run("/runs/pretrain-phase1", "/tok")).names["total"] == "phase2.max_steps"
