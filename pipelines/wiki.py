@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from pipelines.multistream import PAGE, SITEINFO_END, ChunkStream
-from pipelines.wiki_templates import PARAMETER, template_text
+from pipelines.wiki_templates import CONVERSION, PARAMETER, converted, template_text
 
 ARTICLE_NAMESPACE = 0
 _LINKED_NAMESPACES = {-2: "media", 6: "file", 14: "category"}  # keys of namespaces whose links are not prose
@@ -321,9 +321,6 @@ _LINK = re.compile(r"\[\[([^\[\]]*+)\]\]")
 _EXTERNAL_LINK = re.compile(r"\[(?:https?:|ftp:)?//[^\s\]]*+(?:\s++([^\]]*+))?\]")
 _BARE_EXTERNAL_LINK = re.compile(r"\[(?:https?:|ftp:)?//[^\s\[\]]*+(?:\s++([^\[\]]*+))?\]")  # its label holds no "["
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
-# language conversion markup (zh, sr, kk, ... wikis): -{text}-, -{zh-hans:计算机; zh-hant:電腦;}-, -{A|zh-cn:软件}-
-_CONVERSION = re.compile(r"-\{(?:([A-Za-z;\- ]{1,40})\|)?([^{}]*+)\}-")
-_VARIANT = re.compile(r"\s*[a-z]{2,3}(?:-[a-z0-9]+)*\s*:")
 _NON_PROSE_ELEMENTS = re.compile(  # content dropped with the tags
     r"<(ref|references|math|chem|ce|gallery|timeline|score|syntaxhighlight|source|imagemap|graph"
     r"|mapframe|templatedata|hiero)\b[^>]*?(?:/>|>.*?</\1\s*>)", re.S | re.I)
@@ -426,7 +423,7 @@ def strip_wikitext(text: str, site: Site = Site()) -> str:
     text = _NON_PROSE_ELEMENTS.sub("", text)
     text = PARAMETER.sub("", text)
     if "-{" in text:
-        text = _CONVERSION.sub(_converted, text)
+        text = CONVERSION.sub(converted, text)
     text = _sub_nested(_TEMPLATE, template_text, text)
     text = _sub_nested(_TABLE, "", text)
     # links from the inside out, as far as a file link's caption holding an external link ("Photo:
@@ -448,21 +445,6 @@ def strip_wikitext(text: str, site: Site = Site()) -> str:
     text = _PUNCT_PARENS.sub(_punct_parens, text)
     text = _PARENS_EDGE.sub(r"\1\2", text)
     return _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-
-
-def _converted(m: re.Match) -> str:
-    """The text a language conversion shows: of variants, the first written ("计算机" of "zh-hans:计算机;
-    zh-hant:電腦;"; of a one-way rule "x=>zh-cn:y", its source x), else the text as written; a hidden rule (H), the
-    title's (T) or a removal (-) shows nothing. Readers of another variant see another script: one is the page's."""
-    flags = {f.strip() for f in (m.group(1) or "").split(";")}
-    body = m.group(2)
-    if flags & {"H", "T", "-"}:
-        return ""
-    rule = next((v for v in body.split(";") if v.strip()), "")
-    source, arrow, target = rule.partition("=>")
-    if "R" in flags or not _VARIANT.match(target if arrow else source):
-        return body
-    return source.strip() if arrow else source.partition(":")[2].strip()
 
 
 def _punct_parens(m: re.Match) -> str:

@@ -1,6 +1,7 @@
 """The templates of wikitext that render words of the sentence, rendered as MediaWiki shows them (pipelines/wiki.py
 strips the rest): dates, units and numbers, names, quotations, language tags and the symbol templates, English
-Wikipedia's and the commonest of the French, Spanish, Japanese and Russian ones (_LOCAL)."""
+Wikipedia's and the commonest of the French, Spanish, Japanese and Russian ones (_LOCAL); and language conversion
+markup (converted)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,9 @@ _SYMBOL_TEMPLATES = {"nbsp": " ", "ndash": "\u2013", "mdash": "\u2014", "snd": "
 _NUMBER = re.compile(r"[-+\u2212]?[0-9][0-9.,/]*")
 _RANGE_WORDS = frozenset(["-", "\u2013", "to", "and", "or", "x", "by", "+", "+/-", "&"])
 PARAMETER = re.compile(r"\{\{\{[^{}]*\}\}\}")  # {{{1}}}: a template's own parameter, left in pages by copying
+# language conversion markup (zh, sr, kk, ... wikis): -{text}-, -{zh-hans:计算机; zh-hant:電腦;}-, -{A|zh-cn:软件}-
+CONVERSION = re.compile(r"-\{(?:([A-Za-z;\- ]{1,40})\|)?([^{}]*+)\}-")
+_VARIANT = re.compile(r"\s*[a-z]{2,3}(?:-[a-z0-9]+)*\s*:")
 
 
 def _date(args: list[str]) -> str:
@@ -182,3 +186,18 @@ _LOCAL = {
     "仮リンク": _first, "読み仮名": _yomigana, "読み仮名 ruby不使用": _yomigana, "生年月日と年齢": _birth_ja,
     **dict.fromkeys(["нп1", "нп2", "нп3", "нп4", "нп5"], _shown_or_title),
 }
+
+
+def converted(m: re.Match) -> str:
+    """The text a language conversion shows: of variants, the first written ("计算机" of "zh-hans:计算机;
+    zh-hant:電腦;"; of a one-way rule "x=>zh-cn:y", its source x), else the text as written; a hidden rule (H), the
+    title's (T) or a removal (-) shows nothing. Readers of another variant see another script: one is the page's."""
+    flags = {f.strip() for f in (m.group(1) or "").split(";")}
+    body = m.group(2)
+    if flags & {"H", "T", "-"}:
+        return ""
+    rule = next((v for v in body.split(";") if v.strip()), "")
+    source, arrow, target = rule.partition("=>")
+    if "R" in flags or not _VARIANT.match(target if arrow else source):
+        return body
+    return source.strip() if arrow else source.partition(":")[2].strip()
