@@ -359,7 +359,7 @@ def tsv_records(f):
             if isinstance(parsed, Reject):
                 yield from ((next(records), where, parsed, excerpt) for where, excerpt in _lost(feed, parsed, text))
                 continue
-            writer = writer or (parsed != fields and len(feed.taken) == 1)  # a writer's quoting on one line
+            writer = writer or parsed != fields  # a writer's quoting, on one line or a cell's several
         record = _fields(next(records), feed, parsed, "\t")
         if not columns and isinstance(record[2], list):  # the header; quoted, it was a CSV writer's (QUOTE_ALL)
             columns, quoted = len(parsed), parsed != fields

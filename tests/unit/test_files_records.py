@@ -192,6 +192,18 @@ def test_a_tsv_cell_with_a_tab_before_its_newline_is_one_row_not_pieces(tmp_path
     assert [(r["text_a"], r["label"]) for r in rows] == [("fine", "neg")] and rejects == {"ambiguous_quote": 2}
 
 
+def test_a_tsv_cell_with_a_tab_after_a_writers_multi_line_cell_is_one_row_not_pieces(tmp_path):
+    """A writer's cell over several lines read as CSV did not count as the file showing a writer's quoting (only a
+    one-line quoted cell did): a later cell holding a tab before its newline, its last line a whole row by itself,
+    was read GLUE-style: rows of its pieces, a word of it ("size M") a new class, nothing counted."""
+    import pandas as pd
+
+    texts = ["Great product.\nWould buy again.", "Specs:\tsize M\nFits well.", "Arrived late."]
+    pd.DataFrame({"text": texts, "label": ["pos", "pos", "neg"]}).to_csv(tmp_path / "a.tsv", sep="\t", index=False)
+    rows, rejects, _, _ = read(str(tmp_path / "a.tsv"), "tsv")
+    assert [(r["text_a"], r["label"]) for r in rows] == list(zip(texts, ["pos", "pos", "neg"])) and not rejects
+
+
 def test_a_conll_file_with_lone_cr_line_ends_is_read_as_its_sentences(tmp_path, monkeypatch):
     """Old Mac tools end lines with a lone \\r: read at \\n, the file was one line, one row of its first word tagged
     with its last, nothing counted. Lines end at \\n, \\r\\n or a lone \\r; a line past the limit costs its
