@@ -90,15 +90,20 @@ class Encoder:
 
     def _tag_windows(self, rows: list[dict]) -> list[dict]:
         """The pipeline's windows (TokenClassificationPipeline.preprocess with `stride`): overlapping by
-        `stride` pieces, with offsets and the special-token mask its postprocess reads."""
+        `stride` pieces, with offsets and the special-token mask its postprocess reads. A word's end is past the
+        combining marks an uncased tokenizer leaves out of every piece (squad.with_final_marks): "José" in decomposed
+        text, "गुरु", were entities "Jose", "गुर" by their offsets."""
+        from pipelines.tasks.squad import with_final_marks
+
         texts = [text_of(r) for r in rows]
         enc = self.tokenizer(texts, truncation=True, stride=self.stride, return_overflowing_tokens=True,
                              return_special_tokens_mask=True, return_offsets_mapping=True,
                              return_token_type_ids=True)
+        offsets = with_final_marks(enc, texts, sequence=0)
         out = [{"windows": [], "truncated": False} for _ in rows]
         for i, j in enumerate(enc["overflow_to_sample_mapping"]):
             out[j]["windows"].append({"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
-                                      "offsets": [list(o) for o in enc["offset_mapping"][i]],
+                                      "offsets": [list(o) for o in offsets[i]],
                                       "special": enc["special_tokens_mask"][i]})
         return out
 
@@ -141,13 +146,15 @@ def grouping_tags(labels: list[str]) -> list[str]:
     return list(labels)
 
 
-def _wordpiece_tagger(pipeline_class):
+def _wordpiece_tagger(pipeline_class, by_word: bool = False):
     """transformers' TokenClassificationPipeline, with a piece read as the continuation of the word before it as
     training labels pieces (pipelines.tasks.conll.conll_features): where it starts with the WordPiece prefix "##"
     (an [UNK] starts a word). The pipeline compared the piece's length with the text it spans, and the normalizer
     shortens some words (a soft hyphen or a zero-width space dropped, a decomposed accent stripped): "Mül\u00adler"
     is the piece "muller" over 7 characters, read as part of the word before it, so its entity was dropped or
-    swallowed into a neighbour's."""
+    swallowed into a neighbour's. `by_word`: word tags that are not entities (ft_tasks.is_iob false: parts of speech,
+    chunks), one item a word, as training scores them: grouped, "stock market news" was one NOUN, its words' own
+    tags and scores lost."""
 
     class WordPieceTagger(pipeline_class):
         def gather_pre_entities(self, sentence, input_ids, *args, **kwargs):
@@ -162,6 +169,12 @@ def _wordpiece_tagger(pipeline_class):
             while pre and pre[0]["is_subword"]:
                 pre.pop(0)
             return pre
+
+        def aggregate(self, pre_entities, aggregation_strategy):
+            if not by_word:
+                return super().aggregate(pre_entities, aggregation_strategy)
+            return [{"entity_group": w.pop("entity"), **w} for w in self.aggregate_words(pre_entities,
+                                                                                          aggregation_strategy)]
 
     return WordPieceTagger
 
@@ -287,21 +300,50 @@ class Predictor(Encoder):
         from transformers.pipelines import AggregationStrategy, TokenClassificationPipeline
 
         if self._tagger is None:
+            from jobs.loops.ft_tasks import is_iob
+
             # the pipeline names and groups entities by the model's id2label: an IOBES/BILOU set's, as B-/I- tags
             self.model.config.id2label = dict(enumerate(grouping_tags(self.labels)))
-            self._tagger = _wordpiece_tagger(TokenClassificationPipeline)(model=self.model, tokenizer=self.tokenizer,
-                                                                          device=self.device)
-        text = text_of(row)
+            self._tagger = _wordpiece_tagger(TokenClassificationPipeline, by_word=not is_iob(self.labels))(
+                model=self.model, tokenizer=self.tokenizer, device=self.device)
+        text, windows = text_of(row), encoded["windows"]
+        special = [self._without_cut_word(w, windows[k + 1]) if k + 1 < len(windows) else w["special"]
+                   for k, w in enumerate(windows)]
         outputs = [{"logits": torch.from_numpy(lg[None]), "sentence": text if k == 0 else None,
                     "input_ids": torch.tensor([w["input_ids"]]), "offset_mapping": torch.tensor([w["offsets"]]),
-                    "special_tokens_mask": torch.tensor([w["special"]]), "is_last": k == len(logits) - 1}
-                   for k, (w, lg) in enumerate(zip(encoded["windows"], logits))]
+                    "special_tokens_mask": torch.tensor([special[k]]), "is_last": k == len(logits) - 1}
+                   for k, (w, lg) in enumerate(zip(windows, logits))]
         # the "O" groups left out of each window before the windows' merge (the pipeline's default ignore_labels):
         # there the longest of overlapping groups wins, and an "O" stretch would drop an entity another window found
         entities = self._tagger.postprocess(outputs, aggregation_strategy=AggregationStrategy.FIRST)
         return {"entities": json.dumps([{"entity_group": e["entity_group"], "score": round(float(e["score"]), 6),
                                          "word": e["word"], "start": int(e["start"]), "end": int(e["end"])}
                                         for e in entities], ensure_ascii=False)}
+
+    def _without_cut_word(self, window: dict, following: dict) -> list[int]:
+        """`window`'s special-token mask with the pieces of its last word marked, where the word runs on past the
+        window (the next window's piece after it is a "##" one) and the next window holds it whole (its first piece
+        in the overlap): read alone, "ko ##wal ##cz" of "Kowalczyk" was tagged as a word, and an entity "Kowalcz"
+        outlived the next window's in the merge. A word longer than the overlap stays: no window holds it whole."""
+        special, ids, offsets = list(window["special"]), window["input_ids"], window["offsets"]
+        text = [i for i, s in enumerate(special) if not s]
+        if not text:
+            return special
+        last = first = text[-1]
+        after = next((i for i, (o, s) in enumerate(zip(following["offsets"], following["special"]))
+                      if not s and o[0] >= offsets[last][1]), None)
+        if after is None or not self._continues(following["input_ids"][after]):
+            return special
+        while first > text[0] and self._continues(ids[first]):
+            first -= 1
+        if any(not s and o[0] == offsets[first][0] for o, s in zip(following["offsets"], following["special"])):
+            special[first:last + 1] = [1] * (last + 1 - first)
+        return special
+
+    def _continues(self, piece: int) -> bool:
+        """A piece that goes on the word before it (WordPieceTagger's reading)."""
+        prefix = self.tokenizer.backend_tokenizer.model.continuing_subword_prefix
+        return piece != self.tokenizer.unk_token_id and self.tokenizer.convert_ids_to_tokens(piece).startswith(prefix)
 
     def _answer(self, row: dict, encoded: dict, logits: list[np.ndarray]) -> dict:
         from pipelines.tasks.squad import best_spans

@@ -237,12 +237,13 @@ def _encode(examples, tok, max_seq_len: int, doc_stride: int, max_query_length: 
     enc = tok(questions, [ex["context"] for ex in examples], truncation="only_second", max_length=max_seq_len,
               stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
               padding="max_length", return_token_type_ids=True, return_attention_mask=True)
-    enc["offset_mapping"] = _with_final_marks(enc, [ex["context"] for ex in examples])
+    enc["offset_mapping"] = with_final_marks(enc, [ex["context"] for ex in examples])
     return enc
 
 
-def _with_final_marks(enc, contexts: list[str]) -> list[list[tuple[int, int]]]:
-    """Each window's offsets, a context piece's end moved past the marks (_is_mark) that follow it and start no piece.
+def with_final_marks(enc, contexts: list[str], sequence: int = 1) -> list[list[tuple[int, int]]]:
+    """Each window's offsets, a context piece's end moved past the marks (_is_mark) that follow it and start no piece
+    (`sequence`: the context's sequence id in the windows, 1 after a question; 0 for a text alone, as tagging's).
     An accent-stripping (uncased) tokenizer leaves a word-final mark out of every piece: a combining accent of
     decomposed (NFD) text ("cafe\\u0301": `cafe` is (0, 4)), and a vowel sign of Indic or Thai script even in NFC text
     ("\\u0917\\u0941\\u0930\\u0941", guru: its last piece ends before the final \\u0941). The target of an answer
@@ -256,12 +257,12 @@ def _with_final_marks(enc, contexts: list[str]) -> list[list[tuple[int, int]]]:
     sequences = {i: enc.sequence_ids(i) for i in windows}
     starts = collections.defaultdict(set)  # every context piece's start, over all windows of an example
     for i in windows:
-        starts[sample[i]].update(o[0] for o, s in zip(enc["offset_mapping"][i], sequences[i]) if s == 1)
+        starts[sample[i]].update(o[0] for o, s in zip(enc["offset_mapping"][i], sequences[i]) if s == sequence)
     out = list(enc["offset_mapping"])
     for i in windows:
         context, taken, row = contexts[sample[i]], starts[sample[i]], []
         for (a, b), s in zip(out[i], sequences[i]):
-            while s == 1 and b < len(context) and b not in taken and _is_mark(context[b]):
+            while s == sequence and b < len(context) and b not in taken and _is_mark(context[b]):
                 b += 1
             row.append((a, b))
         out[i] = row

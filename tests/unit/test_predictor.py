@@ -344,3 +344,70 @@ def test_a_folder_whose_head_weights_are_missing_is_refused_not_predicted_at_ran
               os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(ValueError, match=r"2 of its tensors .*classifier\.bias, classifier\.weight.*random"):
         Predictor(folder)
+
+
+def _tagged(predictor, row, tags, chosen_of) -> list[tuple[str, str]]:
+    """(tag, the text at the entity's offsets) of each entity, each window's logits made by hand: chosen_of(k,
+    pieces) gives the tag index of every piece of window k (the decoding is what is tested)."""
+    encoded = predictor.encode([row])[0]
+    logits = []
+    for k, w in enumerate(encoded["windows"]):
+        chosen = chosen_of(k, predictor.tokenizer.convert_ids_to_tokens(w["input_ids"]))
+        lg = np.full((len(chosen), len(tags)), -5.0, dtype=np.float32)
+        lg[np.arange(len(chosen)), chosen] = 5.0
+        logits.append(lg)
+    return [(e["entity_group"], row["text"][e["start"]:e["end"]])
+            for e in json.loads(predictor._entities(row, encoded, logits)["entities"])]
+
+
+def test_an_entity_ending_in_a_combining_mark_ends_after_it(tmp_path):
+    """An uncased tokenizer leaves a word-final combining mark out of every piece (a decomposed accent, an Indic
+    vowel sign): "José" in NFD text and "गुरु" were entities "Jose" and "गुर" by their offsets."""
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                  label2id={v: i for i, v in enumerate(TAGS)})
+    predictor = Predictor(folder)
+    for text, names in [("Jose\u0301 met Zoe\u0308 there", ["Jose\u0301", "Zoe\u0308"]),
+                        ("\u0917\u0941\u0930\u0941 and Ana", ["\u0917\u0941\u0930\u0941", "Ana"])]:
+        def per(k, pieces):  # B-PER on each name's pieces (the first piece of a word starting it), O elsewhere
+            words = iter(text.split())
+            return [0 if p in ("[CLS]", "[SEP]") or p.startswith("##") or next(words) not in names else 3
+                    for p in pieces]
+        assert _tagged(predictor, {"id": "0", "text": text}, TAGS, per) == [("PER", n) for n in names], text
+
+
+def test_a_window_that_ends_inside_a_word_tags_no_fragment_of_it(tmp_path):
+    """Windows overlap by pieces: one ends after "ko ##wal ##cz" of "Kowalczyk", and those pieces read alone were
+    a word, its PER an entity "Kowalcz" that outlived the next window's reading (which holds the word whole)."""
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                  label2id={v: i for i, v in enumerate(TAGS)})
+    predictor = Predictor(folder)
+    for pad in range(12):  # the first text whose first window ends inside a word
+        text = "a " * pad + " ".join(["the meeting with Kowalczyk went well"] * 12)
+        windows = predictor.encode([{"id": "a", "text": text}])[0]["windows"]
+        if text[windows[0]["offsets"][-2][1]].isalnum():
+            break
+    else:
+        raise AssertionError("no window ends inside a word")
+
+    def cut_word_per(k, pieces):  # window 0 tags its last, cut word B-PER; every other piece O
+        chosen = [0] * len(pieces)
+        if k == 0:
+            t = len(pieces) - 2
+            while pieces[t].startswith("##"):
+                t -= 1
+            chosen[t] = 3
+        return chosen
+
+    assert _tagged(predictor, {"id": "a", "text": text}, TAGS, cut_word_per) == []
+
+
+def test_word_tags_that_are_not_entities_are_served_a_word_each(tmp_path):
+    """Parts of speech (a tag set without B-/I-: ft_tasks.is_iob false, scored a word at a time in training) were
+    grouped as entities: "stock market news" one NOUN at an averaged score, its words' own tags lost."""
+    tags = ["DET", "ADJ", "NOUN", "VERB"]
+    folder = tiny(tmp_path, "BertForTokenClassification", num_labels=len(tags), id2label=dict(enumerate(tags)),
+                  label2id={v: i for i, v in enumerate(tags)})
+    row = {"id": "0", "text": "the big red dog chased the stock market news"}
+    of = {"the": 0, "big": 1, "red": 1, "dog": 2, "chased": 3, "stock": 2, "market": 2, "news": 2}
+    assert _tagged(Predictor(folder), row, tags, lambda k, pieces: [of.get(p, 0) for p in pieces]) == [
+        (tags[of[w]], w) for w in row["text"].split()]
