@@ -432,3 +432,37 @@ def test_two_promotions_of_one_version_at_once_leave_its_evidence_alone(tmp_path
     assert client.get_model_version(NAME, "2").tags["promotion.decision"] == "promoted"
     assert client.get_run(result.run_id).data.tags["reason"] == result.reason
     assert version_by_alias(client, NAME, "challenger") is None
+
+
+def test_evidence_whose_record_fails_leaves_the_version_saying_failed_not_promoted(tmp_path, empty_store,
+                                                                                    monkeypatch):
+    """The version's promotion.* tags were written one by one, the decision first: a registry write failing between
+    left v2 "promoted" (@champion never moved) over the numbers of the judgement before, which had kept it."""
+    from types import SimpleNamespace
+
+    from mlflow.tracking import MlflowClient
+
+    from jobs.registry.versions import move_alias
+
+    uri, client = toy_registry(tmp_path, empty_store, 2)
+    move_alias(client, NAME, "champion", "1", "promoted: the first")
+    monkeypatch.setattr(promote, "_judge", lambda *a: ("kept", "worse", SimpleNamespace(metric="dev/score", n=20),
+                                                        {"candidate": 0.4, "champion": 0.5, "delta": -0.1}))
+    assert judge(uri, tmp_path / "art", version=2).decision == "kept"
+    monkeypatch.setattr(promote, "_judge", promoting(lambda: None))
+    tag = MlflowClient.set_model_version_tag
+
+    def flaky(self, name, version, key, value):  # the store drops one request of the evidence
+        if key == "promotion.candidate":
+            raise ConnectionError("tracking server unreachable")
+        return tag(self, name, version, key, value)
+
+    monkeypatch.setattr(MlflowClient, "set_model_version_tag", flaky)
+    with pytest.raises(ConnectionError):
+        judge(uri, tmp_path / "art", version=2)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
+    tags = client.get_model_version(NAME, "2").tags
+    run = client.get_run(tags["promotion.run_id"])
+    assert tags["promotion.decision"] == run.data.tags["decision"] == "failed"
+    assert "evidence could not be recorded" in tags["promotion.reason"] == run.data.tags["reason"]
+    assert "promotion.champion" not in tags and "promotion.delta" not in tags  # the kept judgement's numbers gone
