@@ -295,13 +295,15 @@ def judged_task(registered: dict, overrides: dict):
     """The task a model is judged with: its registered task config with promote's `task.*` overrides, a nested one
     (task.columns.text=...) changing that key alone: merged one level deep, it replaced the whole columns mapping
     with defaults (the label column, separator and encoding the model was trained with gone)."""
-    from jobs.config.finetune import check_kind_settings, unread_file
+    from jobs.config.finetune import check_kind_settings, check_metric, unread_file
     from jobs.loops import ft_tasks
     from jobs.registry.redaction import REDACTED
 
     task = ft_tasks.task_config(deep_merge(registered, overrides))
     if {*MODEL_SETTINGS, "iob_scheme"} & set(overrides):  # an override meets the registered settings here (a stride
         check_kind_settings(task, task.kind)  # against the model's own max_seq_len); the rest fine-tuning checked
+    if "metric" in overrides:  # one the kind lacks was a KeyError when the candidate's scores came back
+        check_metric(task)
     hidden = [f for f in ("train_file", "dev_file", "select_file", "data_dir", "corpus_dir")
               if REDACTED in str(getattr(task, f)) and f not in overrides]
     if hidden:  # what looked like a URL's credentials never reaches the registry: the data is named again

@@ -200,6 +200,17 @@ class FeaturesConfig:
     batch_size: int = 256  # rows per featurizing task (Ray Data map_batches, in Ray's pooled worker processes)
 
 
+def check_metric(k: "TaskConfig") -> None:
+    """task.metric: '' for a benchmark (its official metric chooses), one of FILE_METRICS for your own files' kind
+    (fine-tuning's config, and promotion's task.metric override)."""
+    if k.metric and k.name != "files":
+        raise ConfigError(f"task.metric must be '' for task {k.name!r} (its official metric chooses), got "
+                          f"{k.metric!r}; only task.name=files reads task.metric")
+    allowed = FILE_METRICS.get(k.kind, ())
+    if k.metric and k.metric not in allowed:
+        raise ConfigError(f"task.metric must be one of {allowed} for task.kind={k.kind}, got {k.metric!r}")
+
+
 def check_kind_settings(k: "TaskConfig", kind: str) -> None:
     """The settings one kind of task reads, in their range: fine-tuning checks its task's kind; promotion checks the
     kind of every such override given (task.n_best=0 was a traceback in the scoring) and the candidate's merged task."""
@@ -301,9 +312,8 @@ class FinetuneConfig:
                 if not Path(getattr(k, name)).is_file():
                     raise ConfigError(f"task.{name} must be an existing file for task {k.name!r}, "
                                       f"got {getattr(k, name)!r}")
-        if k.metric and k.name != "files":
-            raise ConfigError(f"task.metric must be '' for task {k.name!r} (its official metric chooses), got "
-                              f"{k.metric!r}; only task.name=files reads task.metric")
+        if k.name != "files":  # your own files' metric after their kind (_validate_files)
+            check_metric(k)
         check_kind_settings(k, k.kind)
         if k.name == "conll":
             bad = [tag for tag in (k.labels or CONLL_LABELS) if tag != "O" and tag[:2] not in ("B-", "I-")]
@@ -354,9 +364,7 @@ class FinetuneConfig:
                     resolve_files(getattr(k, name), k.format, split=name.removesuffix("_file"))
                 except (FileNotFoundError, ValueError) as e:
                     raise ConfigError(f"task.{name}: {e}") from None
-        allowed = FILE_METRICS[k.kind]
-        if k.metric and k.metric not in allowed:
-            raise ConfigError(f"task.metric must be one of {allowed} for task.kind={k.kind}, got {k.metric!r}")
+        check_metric(k)
 
     def _validate_deepspeed(self) -> None:
         d = self.deepspeed.validate(self.scaling, "adamw")

@@ -62,6 +62,20 @@ def test_promote_judges_a_window_override_against_the_candidates_own_length():
     assert judged_task(registered, {"doc_stride": 32}).doc_stride == 32
 
 
+def test_promote_judges_a_metric_override_against_the_candidates_own_kind():
+    """task.metric=f1 for a classification model of your own files passed every check, moved @challenger and
+    scored the candidate, then ended in a KeyError traceback ('dev/f1'): refused, naming the kind's metrics."""
+    from jobs.promote import judged_task
+
+    registered = {"name": "files", "kind": "classification", "train_file": __file__}
+    with pytest.raises(ConfigError, match=r"task\.metric must be one of \('accuracy', 'macro_f1'\) for "
+                                          r"task\.kind=classification, got 'f1'"):
+        judged_task(registered, {"metric": "f1"})
+    assert judged_task(registered, {"metric": "macro_f1"}).metric == "macro_f1"
+    with pytest.raises(ConfigError, match="only task.name=files reads task.metric"):  # a benchmark's is official
+        judged_task({"name": "sst2", "data_dir": str(ROOT)}, {"metric": "accuracy"})
+
+
 def test_promote_check_refuses_a_bad_task_override_in_one_line():
     """`--check` says so before any registry read: one `error:` line naming the field, exit status 2."""
     out = subprocess.run([sys.executable, "jobs/promote.py", "any-model", "task.max_seq_len=0", "--check"], cwd=ROOT,
