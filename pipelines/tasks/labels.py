@@ -100,9 +100,12 @@ def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
                  threshold: float = 0.5) -> dict[str, float]:
     """classification: accuracy, macro_f1 of class ids (N,) or logits (N, C); multi-label: micro_f1,
     macro_f1 and exact_match (all C right) of sigmoid(logits) > threshold against (N, C) 0/1 labels; regression:
-    pearson, spearman, mse. Computed by scikit-learn / scipy. macro_f1 averages over the labels the gold holds:
-    a label the split lacks adds no term however it is predicted (a wrong prediction of it still costs its row),
-    so two models on the same rows (or the same resample) are averaged over the same labels."""
+    pearson, spearman, mse. Computed by scikit-learn / scipy. Single-label macro_f1 averages over the labels the
+    gold holds: a class the split lacks adds no term however it is predicted (a wrong prediction of it still costs
+    its row, the true class's recall), so two models on the same rows are averaged over the same labels.
+    Multi-label macro_f1 averages over the labels the gold holds or the model predicts: each label is scored alone,
+    and a label the split lacks put on every row cost nothing (its false positives touch no gold label's term),
+    while a label neither holds adds no term (its 0/0 is no miss)."""
     from scipy.special import expit  # deferred, as seqeval in conll.py: a job's config checks need neither
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import accuracy_score, f1_score
@@ -117,8 +120,9 @@ def file_metrics(kind: str, predictions, labels, label_names: tuple[str, ...],
             raise ValueError(f"logits {preds.shape} and labels {gold.shape} must both be (N, {len(label_names)})")
         hits, gold = (expit(preds.astype(np.float64)) > threshold).astype(int), gold.astype(int)
         return {"micro_f1": float(f1_score(gold, hits, average="micro", zero_division=0)),
-                "macro_f1": float(f1_score(gold, hits, labels=np.flatnonzero(gold.any(0)) if gold.any() else None,
-                                           average="macro", zero_division=0)),
+                "macro_f1": float(f1_score(gold, hits, labels=np.flatnonzero(gold.any(0) | hits.any(0))
+                                           if (gold.any() or hits.any()) else None, average="macro",
+                                           zero_division=0)),
                 "exact_match": float(accuracy_score(gold, hits))}
     if kind == "regression":
         preds, gold = preds.reshape(-1).astype(np.float64), gold.reshape(-1).astype(np.float64)

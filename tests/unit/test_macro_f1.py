@@ -1,5 +1,6 @@
-"""Macro F1 averages over the labels the gold holds, the same for every model and resample: a label absent from a
-split added a 0 term for one model (multi-label, or a single-label model that predicted it) and none for another."""
+"""Macro F1 averages over the labels the gold holds (single-label: the same for every model and resample; a class
+absent from a split added a 0 term for a model that predicted it and none for another), and, multi-label, the labels
+a model predicts: there a label the split lacks put on every row cost nothing."""
 
 import numpy as np
 import pytest
@@ -13,6 +14,10 @@ def test_a_label_the_split_lacks_adds_no_term():
     gold = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0]])  # no row has c
     perfect = np.where(gold == 1, 5.0, -5.0)  # logits: every label right
     assert file_metrics("multi-label", perfect, gold, names)["macro_f1"] == 1.0  # was 2/3: c's 0/0 counted as 0
+    spammy = perfect.copy()
+    spammy[:, 2] = 5.0  # c, which no row holds, on every row: its F1 is 0, a term of its own
+    assert file_metrics("multi-label", spammy, gold, names)["macro_f1"] == pytest.approx(2 / 3)  # was 1.0
+    assert file_metrics("multi-label", np.full((3, 3), -5.0), np.zeros((3, 3)), names)["macro_f1"] == 0.0
     classes = np.array([0, 0, 1, 1])
     errs_to_a, errs_to_c = np.array([0, 0, 1, 0]), np.array([0, 0, 1, 2])  # one mistake each, on the same row
     # both averaged over a and b (the gold's): the mistake costs b's recall in both, and a's precision in the first
