@@ -45,7 +45,7 @@ from jobs.runtime import console  # noqa: E402
 from jobs.config.sections import PROMOTION_ALIASES, TrackingConfig, refuse_relative_when_submitted  # noqa: E402,F401
 from jobs.config.io import add_check_argument, checked, cli, load_config, yaml_quoted  # noqa: E402
 from jobs.config.promote import CANDIDATE, JUDGING, PromoteConfig, refuse_with_rollback  # noqa: E402,F401
-from jobs.registry.gate import decide, decide_first  # noqa: E402
+from jobs.registry.gate import EVIDENCE, decide, decide_first, tag_version  # noqa: E402,F401
 from jobs.config.stores import refuse_absent_store  # noqa: E402
 from jobs.registry.versions import (REGISTRATION, alias_history, move_alias, registered_version,  # noqa: E402
                                     version_by_alias, version_exists)
@@ -57,9 +57,6 @@ from jobs.runtime.cluster import prefer_loopback  # noqa: E402
 prefer_loopback()  # before anything imports ray: a Ray this job starts (your files' rows) binds 127.0.0.1
 
 CHALLENGER, CHAMPION = PROMOTION_ALIASES
-# a judgement's evidence: the candidate's score and its bootstrap's groups; its lower bound alone, or, against a
-# champion, the champion's score and the paired bootstrap's delta, lower bound and P(better) (scorer)
-EVIDENCE = ("candidate", "groups", "lower_bound", "champion", "delta", "p_better")
 
 
 @dataclass
@@ -376,8 +373,6 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult, version_tags: bool = T
     """The evidence and decision on the promotion run, and (`version_tags`) the candidate version's promotion.* tags."""
     from mlflow.entities import Metric, RunTag
 
-    from jobs.registry import tracking
-
     run_id = r.run_id
     tags = {"decision": r.decision, "reason": r.reason[:5000], "metric": r.metric, "eval_sha256": r.eval_sha256,
             "eval_rows": str(r.eval_rows)}
@@ -393,26 +388,7 @@ def _record(cfg: PromoteConfig, client, r: PromoteResult, version_tags: bool = T
                     "promotion.level": str(cfg.confidence), "promotion.bootstrap_samples": str(cfg.bootstrap_samples),
                     "promotion.min_delta": str(cfg.min_delta), "promotion.min_score": str(cfg.min_score).lower(),
                     "promotion.run_id": run_id, **{f"promotion.{k}": f"{v:.6f}" for k, v in r.evidence.items()}}
-    # the decision first as "recording" and last as this one: a write that fails between leaves no version saying
-    # "promoted" (or "kept") over another judgement's numbers, and the version and the run say why
-    client.set_model_version_tag(cfg.model, r.candidate, "promotion.decision", "recording")
-    try:
-        before = client.get_model_version(cfg.model, r.candidate).tags  # a judgement of it before: its evidence is
-        for k in EVIDENCE:  # not this one's (judged against a champion then, none now)
-            if k not in r.evidence and f"promotion.{k}" in before:
-                client.delete_model_version_tag(cfg.model, r.candidate, f"promotion.{k}")
-        for k, v in {**version_tags, "promotion.decision": r.decision}.items():  # the decision moved last
-            client.set_model_version_tag(cfg.model, r.candidate, k, v)
-    except Exception as exc:
-        try:
-            why = tracking.redact(f"{r.decision}, but its evidence could not be recorded on the version: "
-                                  f"{type(exc).__name__}: {exc}")[:5000]
-            for k, v in {"decision": "failed", "reason": why}.items():
-                client.set_model_version_tag(cfg.model, r.candidate, f"promotion.{k}", v)
-                client.set_tag(run_id, k, v)
-        except Exception:  # noqa: BLE001 - the registry down for these too: the write's error is the one
-            pass
-        raise
+    tag_version(client, cfg.model, r.candidate, version_tags, run_id)
 
 
 history = alias_history  # every recorded alias move of a model, oldest first (versions.move_alias writes them)

@@ -1,9 +1,13 @@
 """Promotion's gate: the decision, and its one sentence, from the evidence the scorer's bootstrap gave
-(jobs/promote.py judges; jobs/registry/scorer.py scores and resamples)."""
+(jobs/promote.py judges; jobs/registry/scorer.py scores and resamples), and its record on the candidate version."""
 
 from __future__ import annotations
 
 from jobs.config.promote import PromoteConfig
+
+# a judgement's evidence: the candidate's score and its bootstrap's groups; its lower bound alone, or, against a
+# champion, the champion's score and the paired bootstrap's delta, lower bound and P(better) (scorer)
+EVIDENCE = ("candidate", "groups", "lower_bound", "champion", "delta", "p_better")
 
 
 def decide_first(cfg: PromoteConfig, e: dict, metric: str, ours: str, rows: int) -> tuple[str, str]:
@@ -27,3 +31,31 @@ def decide(cfg: PromoteConfig, e: dict, metric: str, ours: str, theirs: str, row
         return "promoted", f"{line} > min_delta {cfg.min_delta:g}"
     why = "below min_delta" if e["delta"] <= cfg.min_delta else "within the noise"
     return "kept", f"{line} <= min_delta {cfg.min_delta:g} ({why})"
+
+
+def tag_version(client, model: str, version: str, tags: dict[str, str], run_id: str) -> None:
+    """The candidate version's promotion.* `tags`, its evidence of an earlier judgement (an EVIDENCE key this one
+    lacks: judged against a champion then, none now) deleted first. The decision reads "recording" until the last
+    write, which sets it: a write that fails between leaves no version saying "promoted" (or "kept") over another
+    judgement's numbers; the version and the promotion run (`run_id`) then say "failed", with the error."""
+    from jobs.registry import tracking
+
+    client.set_model_version_tag(model, version, "promotion.decision", "recording")
+    try:
+        before = client.get_model_version(model, version).tags
+        for k in EVIDENCE:
+            if f"promotion.{k}" not in tags and f"promotion.{k}" in before:
+                client.delete_model_version_tag(model, version, f"promotion.{k}")
+        last = {"promotion.decision": tags["promotion.decision"]}
+        for k, v in [*((k, v) for k, v in tags.items() if k not in last), *last.items()]:
+            client.set_model_version_tag(model, version, k, v)
+    except Exception as exc:
+        try:
+            why = tracking.redact(f"{tags['promotion.decision']}, but its evidence could not be recorded on the "
+                                  f"version: {type(exc).__name__}: {exc}")[:5000]
+            for k, v in {"decision": "failed", "reason": why}.items():
+                client.set_model_version_tag(model, version, f"promotion.{k}", v)
+                client.set_tag(run_id, k, v)
+        except Exception:  # noqa: BLE001 - the registry down for these too: the write's error is the one
+            pass
+        raise
