@@ -159,11 +159,8 @@ def _wordpiece_tagger(pipeline_class, by_word: bool = False):
     class WordPieceTagger(pipeline_class):
         def gather_pre_entities(self, sentence, input_ids, *args, **kwargs):
             pre = super().gather_pre_entities(sentence, input_ids, *args, **kwargs)
-            prefix = self.tokenizer.backend_tokenizer.model.continuing_subword_prefix
             for e in pre:
-                piece = int(input_ids[e["index"]])
-                e["is_subword"] = piece != self.tokenizer.unk_token_id and \
-                    self.tokenizer.convert_ids_to_tokens(piece).startswith(prefix)
+                e["is_subword"] = continues_word(self.tokenizer, int(input_ids[e["index"]]))
             # a window that starts inside a word (windows overlap by pieces, not words): its first pieces are the
             # tail of a word the window before holds whole, and read alone they became an entity "##rie"
             while pre and pre[0]["is_subword"]:
@@ -177,6 +174,13 @@ def _wordpiece_tagger(pipeline_class, by_word: bool = False):
                                                                                           aggregation_strategy)]
 
     return WordPieceTagger
+
+
+def continues_word(tokenizer, piece: int) -> bool:
+    """A piece that goes on the word before it, as training labels pieces: one starting with the WordPiece prefix
+    "##" (an [UNK] starts a word)."""
+    prefix = tokenizer.backend_tokenizer.model.continuing_subword_prefix
+    return piece != tokenizer.unk_token_id and tokenizer.convert_ids_to_tokens(piece).startswith(prefix)
 
 
 def text_of(row: dict) -> str:
@@ -332,18 +336,13 @@ class Predictor(Encoder):
         last = first = text[-1]
         after = next((i for i, (o, s) in enumerate(zip(following["offsets"], following["special"]))
                       if not s and o[0] >= offsets[last][1]), None)
-        if after is None or not self._continues(following["input_ids"][after]):
+        if after is None or not continues_word(self.tokenizer, following["input_ids"][after]):
             return special
-        while first > text[0] and self._continues(ids[first]):
+        while first > text[0] and continues_word(self.tokenizer, ids[first]):
             first -= 1
         if any(not s and o[0] == offsets[first][0] for o, s in zip(following["offsets"], following["special"])):
             special[first:last + 1] = [1] * (last + 1 - first)
         return special
-
-    def _continues(self, piece: int) -> bool:
-        """A piece that goes on the word before it (WordPieceTagger's reading)."""
-        prefix = self.tokenizer.backend_tokenizer.model.continuing_subword_prefix
-        return piece != self.tokenizer.unk_token_id and self.tokenizer.convert_ids_to_tokens(piece).startswith(prefix)
 
     def _answer(self, row: dict, encoded: dict, logits: list[np.ndarray]) -> dict:
         from pipelines.tasks.squad import best_spans
