@@ -1,7 +1,7 @@
 """jobs/workers/pretrain_worker.py's state across a checkpoint, an epoch end and a log: the RNG a resume puts back, the
 data position's bitmap, each epoch's shuffle, the per-step id ledger the resume tests read (tests/e2e/records.py), the
 rates a log window reports, and the rank listing each checkpoint part ends with. The stub workers are
-tests/unit/test_pretrain_worker.py's."""
+tests/unit/test_pretrain_worker.py's and test_pretrain_worker_windows.py's."""
 
 import json
 import math
@@ -17,7 +17,8 @@ from jobs.engine.checkpoint_parts import RANK_FILES, missing_parts
 from jobs.engine.seam import StepStats
 from jobs.loops.data_position import DataPosition, ExampleIndex
 from jobs.workers.pretrain_worker import Prepared, Worker
-from tests.unit.test_pretrain_worker import SavingEngine, ShuffledShard, _checkpointing_worker
+from tests.unit.test_pretrain_worker import ShuffledShard
+from tests.unit.test_pretrain_worker_windows import SavingEngine, _checkpointing_worker
 
 
 def _saved_position(folder: Path) -> DataPosition:

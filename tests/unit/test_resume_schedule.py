@@ -177,7 +177,7 @@ def test_a_pretraining_checkpoint_keeps_its_decay_and_a_resume_under_another_nam
     from jobs.engine.ds_config import lr_lambda
     from jobs.engine.seam import EngineBase
     from jobs.workers import pretrain_worker
-    from tests.unit.test_pretrain_worker import _checkpointing_worker
+    from tests.unit.test_pretrain_worker_windows import _checkpointing_worker
 
     class PlanEngine(EngineBase):
         data_parallel = (0, 1)
@@ -219,7 +219,7 @@ def test_a_pretraining_checkpoint_keeps_its_decay_and_a_resume_under_another_nam
 
 def test_a_phase_2_engine_is_built_naming_phase_2s_settings(deepspeed_world_of_one):
     """The names PretrainConfig.setting_names gives reach the engine a pretraining builds, which its resume lines
-    read (test_pretrain_worker's phase 2 test)."""
+    read (test_pretrain_worker_windows's phase 2 test)."""
     from jobs.config.pretrain import PretrainConfig
     from jobs.workers.pretrain_engine import build_engine
 
