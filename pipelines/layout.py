@@ -148,14 +148,16 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
         # XML is told by its name, or the head prepare sniffs; the page that raised, only by reading it). Since
         # 2026-12-02's second change it keeps "Titanic's" and "l'Odyssée" and the words of langx and the like; since
         # 2026-12-03 the words of fr/es/ja/ru inline templates and zh's -{...}- conversions (and German life dates end
-        # no sentence: clean.split_sentences, which renames no set of other readers)
+        # no sentence: clean.split_sentences, which renames no set of other readers); since 2026-12-04 an {{age}}
+        # whose year is blank (today's) renders no number, not "-1989"
         spec["wikitext"] = ("! lines only as table syntax; date, val, nee, flag, abbr, sortname and formatnum templates"
                             " rendered, punctuation-only parentheses dropped; a page that cannot be stripped one"
                             " malformed_wikitext reject; apostrophes as MediaWiki's doQuotes; langx, multi-unit"
                             " convert, sub, sup, frac, chem2 and 's rendered; external links of bracket-free labels"
                             " before internal ones; de/fr end sections cut; every interlanguage code shape and"
                             " MediaWiki's magic words dropped, C names kept; fr/es/ja/ru inline templates and"
-                            " -{...}- language conversion rendered, de life dates one sentence")
+                            " -{...}- language conversion rendered, de life dates one sentence; an age of a blank"
+                            " year blank")
     if moved_cuts:  # a plain-text file was cut at byte offsets: a \r\n copy (or one behind a Gutenberg header) is cut
         # into other ~1 MiB documents now (text_source's docstring); a pure-LF file without a header where it was
         spec["text_cuts"] = "~1 MiB cuts at text offsets: less each \\r of a \\r\\n, from a Gutenberg header's end"

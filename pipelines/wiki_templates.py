@@ -106,7 +106,10 @@ def _date(args: list[str]) -> str:
 
 
 def _years_between(born: list[str], then: list[str]) -> str:
-    """{{age|1990|5|1|2020|4|30}} -> "29": whole years from the first date to the second (year|month|day each)."""
+    """{{age|1990|5|1|2020|4|30}} -> "29": whole years from the first date to the second (year|month|day each); a
+    blank year (the template's today, {{age|1990|5|1|||}}) is not known here: "" (not year 1, "-1989")."""
+    if not (born[:1] and then[:1] and born[0].strip() and then[0].strip()):
+        return ""
     try:
         (y0, m0, d0), (y1, m1, d1) = ([int(x or 1) for x in (d + ["1", "1"])[:3]] for d in (born, then))
     except ValueError:

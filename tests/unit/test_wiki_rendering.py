@@ -95,6 +95,7 @@ def test_templates_that_render_the_sentences_words_keep_them(wikitext, plain):
     # enwiki: a height, an age between two dates (of one date, today's: not known), a visible anchor, a formatted date
     ("She was {{height|m=1.80}} ({{height|ft=5|in=11}}), {{age|1990|5|1|2020|4|30}} at the {{visible anchor|Games}} "
      "on {{date|2020-08-01|dmy}}.", "She was 1.80 m (5 ft 11 in), 29 at the Games on 2020-08-01."),
+    ("Now {{age|1990|5|1|||}} years old, {{age|||1|2020|4|30}} then.", "Now years old, then."),  # a blank year
     # language conversion (zhwiki): a variant's text, a hidden rule's none, a plain -{text}- as written
     ("简称-{zh-hans:计算机; zh-hant:電腦;}-。-{A|zh-cn:软件; zh-tw:軟體;}-和-{H|zh-cn:硬件; zh-tw:硬體;}--{程序}-。",
      "简称计算机。软件和程序。"),
