@@ -28,8 +28,12 @@ import unicodedata
 # the zero-width/BOM/bidi/soft-hyphen format characters pasted web text is full of: invisible,
 # meaningless to BERT, and they split words for the tokenizer. All are dropped, never made spaces, as
 # BertNormalizer's clean_text drops them (\v and \f too: a space here would split a word it joins).
+# The bidi embeddings and isolates (U+202A-202E, U+2066-2069, the Arabic letter mark U+061C) wrap each
+# sentence of much right-to-left web text: kept, "<RLE>first.<PDF> <RLE>second" was one sentence (no
+# space after its stop) and no exact duplicate of the text without them. (ZWJ/ZWNJ stay: they join.)
 # (A regex beats str.translate 5x.)
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u2060\ufeff]")
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e"
+                        "\u2060\u2066-\u2069\ufeff]")
 _LINE_SEPARATORS = re.compile("\r\n?|[\u2028\u2029]")
 _SPACES = re.compile(r"[^\S\n]+")  # any whitespace run inside a line (incl. NBSP, em space)
 _ODD_SPACE = re.compile(r"[^\S\n ]")  # whitespace a single " " does not already stand for

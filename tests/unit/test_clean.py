@@ -28,6 +28,18 @@ def test_control_characters_removed_tab_becomes_space():
     assert normalize_text("zero\u200bwidth\ufeff soft\u00adhyphen") == "zerowidth softhyphen"
 
 
+def test_bidi_embeddings_and_isolates_go_so_right_to_left_sentences_split_and_copies_match():
+    """Right-to-left web text wraps each sentence in U+202B..U+202C or U+2067..U+2069: kept, a paragraph of them was
+    one sentence ("." then the invisible mark, no space) and no duplicate of the same text without them."""
+    from pipelines.clean import dedup_form, split_sentences
+
+    arabic = "\u202bمرحبا بك في البيت.\u202c \u202bكيف حالك اليوم؟\u202c \u202bأنا بخير.\u202c"
+    hebrew = "\u2067שלום לכולם.\u2069 \u2068מה שלומכם היום?\u2069\u061c"
+    assert split_sentences(normalize_text(arabic)) == ["مرحبا بك في البيت.", "كيف حالك اليوم؟", "أنا بخير."]
+    assert split_sentences(normalize_text(hebrew)) == ["שלום לכולם.", "מה שלומכם היום?"]
+    assert dedup_form(normalize_text("\u202aabc\u202e def\u2066")) == dedup_form(normalize_text("abc def"))
+
+
 def test_normalize_changes_no_token_bert_normalizer_would_not():
     """The prepared text is what pretraining tokenizes; transformers tokenizes the raw text. For every BertNormalizer
     setting, the words BERT's pre-tokenizer makes of both are the same, on random strings dense in what
@@ -36,7 +48,8 @@ def test_normalize_changes_no_token_bert_normalizer_would_not():
 
     from tokenizers import normalizers, pre_tokenizers
 
-    alphabet = list("ab cD.é\n\t\r\x0b\x0c\x00\x07\x1f\x85\u00a0\u2028\u2029\u200b\u00ad\ufeff\u0301\u3099か北\u3000")
+    alphabet = list("ab cD.é\n\t\r\x0b\x0c\x00\x07\x1f\x85\u00a0\u2028\u2029\u200b\u00ad\ufeff\u0301\u3099か北"
+                    "\u3000\u202b\u2069\u061c")
     rng = random.Random(0)
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(3000)]
     split = pre_tokenizers.BertPreTokenizer()
@@ -218,7 +231,8 @@ def test_guarded_substitutions_match_the_plain_chain():
         text = re.sub(r" ?\n ?", "\n", text)
         return re.sub(r"\n{2,}", "\n\n", text).strip("\n ")
 
-    alphabet = list("ab cD.\n\t\r\x0b\x0c\x00\x1f\u00a0\u2028\u2029\u200b\u0301\u00e9\u3000\x85") + ["  ", "\n\n"]
+    alphabet = list("ab cD.\n\t\r\x0b\x0c\x00\x1f\u00a0\u2028\u2029\u200b\u0301\u00e9\u3000\x85\u202b\u2069"
+                    "\u061c") + ["  ", "\n\n"]
     rng = random.Random(0)
     for _ in range(20000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
