@@ -32,6 +32,7 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, NamedTuple
 
+from pipelines.clean import normalize_text
 from pipelines.config import DataConfig
 from pipelines.encodings import check_encoding, invalid_reason
 from pipelines.parquet_source import bad_compressed_data
@@ -182,7 +183,18 @@ def text_offset(stream: BinaryIO, offset: int) -> int:
 
 
 def blank(line: bytes | None) -> bool:
-    return line is not None and not line.strip()
+    """A line of no text: ASCII whitespace, or (a short non-ASCII line) what normalize_text makes nothing of: a
+    no-break space (web text's &nbsp;), an ideographic space, a zero-width one. Google's create_pretraining_data
+    strips decoded lines, and under blank_lines such a line between two articles had merged them into one document
+    (NSP's IsNext pairs across them)."""
+    if line is None:
+        return False
+    text = line.strip()
+    return not text or (len(text) <= _BLANK_BYTES and not text.isascii()
+                        and not normalize_text(text.decode("utf-8", "replace")).strip())
+
+
+_BLANK_BYTES = 64  # the longest non-ASCII line decoded to be tested: whitespace runs of a few characters
 
 
 def _text_lines(stream: BinaryIO, limit: int, span: Span, text_start: int) -> Iterator[tuple]:

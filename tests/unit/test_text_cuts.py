@@ -136,3 +136,17 @@ def test_ranges_of_a_crlf_file_at_every_256_bytes_read_what_the_whole_file_does(
                                                              Span(p["start"], p["end"], p["first"], p["text_start"]))]
     assert len(whole) > 20
     assert ranged == whole
+
+
+@pytest.mark.parametrize("step", [0, 7, 64])
+def test_a_line_of_unicode_spaces_ends_a_document_under_blank_lines(tmp_path, step):
+    """Web text's &nbsp; line, CJK's ideographic space, a zero-width space between two articles: blank lines, as
+    Google's reader (which strips decoded lines) has them; read whole or in ranges alike. A short line of one
+    non-ASCII letter is text."""
+    docs = ["Alpha one.\nAlpha two.", "Beta one.\nBeta two.", "Gamma one.\nGamma two.", "Delta one.\nÉ\nEpsilon."]
+    path = tmp_path / "google.txt"
+    path.write_text(docs[0] + "\n\u00a0\n" + docs[1] + "\n\u3000 \u3000\n" + docs[2] + "\n\u200b\n" + docs[3] + "\n",
+                    encoding="utf-8")
+    rows = read_ranged(path, step, text_documents="blank_lines") if step else read_whole(
+        path, text_documents="blank_lines")
+    assert [r["text"] for r in rows] == docs
