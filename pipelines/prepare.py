@@ -50,8 +50,8 @@ from ray.data._internal.execution.backpressure_policy import (
     ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY, ConcurrencyCapBackpressurePolicy)
 from tokenizers import Tokenizer
 
-from bert_core.tokenizer import (SpecialIds, continuation_mask, given_tokenizer, save_tokenizer, tokenizer_hash,
-                                 train_wordpiece)
+from bert_core.tokenizer import (MAX_INPUT_CHARS_PER_WORD, SpecialIds, continuation_mask, given_tokenizer,
+                                 save_tokenizer, tokenizer_hash, train_wordpiece)
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import dropped_rows
 from pipelines.examples import (PAIR_RULES, Document, bucket_seed, create_examples, cut_long_sentences,
@@ -67,7 +67,7 @@ from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayo
                               heartbeat, prepared_name, text_heads)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.text_source import blank_line_documents, check_line_ends, file_head
-from pipelines.tokenizer_sample import dedup_mask, flat, stripped_marks, tokenizer_sample
+from pipelines.tokenizer_sample import dedup_mask, flat, stripped_marks, tokenizer_sample, unknown_pieces
 from pipelines.units import check_file_count, plan_units
 
 
@@ -143,6 +143,7 @@ def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, 
                               t.limit_alphabet)
         _log("tokenizer", f"trained {tok.get_vocab_size()} tokens on {len(texts)} documents "
                           f"in {time.perf_counter() - t0:.1f}s")
+        warn_unknown_pieces(tok, texts)
     save_tokenizer(tok, out_dir, model_max_length=max(512, cfg.max_seq_len))
     return tok
 
@@ -162,6 +163,22 @@ def warn_stripped_marks(texts: list[str], t: TokenizerConfig) -> bool:
                       f"combining marks that are letters of their script in the sample's first {letters:,} letters "
                       f"({scripts}): 'नमस्ते' becomes 'नमसत', 'ガス' 'カス'; set data.tokenizer.strip_accents: false "
                       f"to keep them")
+    return True
+
+
+def warn_unknown_pieces(tok: Tokenizer, texts: list[str], share: float = 0.01) -> bool:
+    """Say so (and True) where more than `share` of the trained tokenizer's pieces of the sample are [UNK]
+    (unknown_pieces): a Thai corpus trained on "[UNK]" for most of its text, and prepare said nothing."""
+    pieces, unknown, long, chars = unknown_pieces(tok, texts)
+    if unknown <= share * pieces:
+        return False
+    why = (f"{long:,} of them words longer than {MAX_INPUT_CHARS_PER_WORD} characters, which WordPiece never splits: "
+           f"a script written without spaces between words (Thai, Lao, Khmer, Burmese) needs a word segmenter "
+           f"before prepare (PyThaiNLP's word_tokenize for Thai)" if long * 2 > unknown else
+           f"most of them words holding a character the vocabulary lacks: raise data.tokenizer.limit_alphabet")
+    _log("tokenizer", f"warning: {unknown / pieces:.1%} of the pieces the trained tokenizer makes of the sample's "
+                      f"first {chars:,} characters are [UNK] ({unknown:,} of {pieces:,}), text the model never sees; "
+                      f"{why}")
     return True
 
 

@@ -158,3 +158,25 @@ def stripped_marks(texts: list[str], max_chars: int = 4_000_000) -> tuple[collec
 
 
 _ACCENTED_SCRIPTS = frozenset(["LATIN", "GREEK", "CYRILLIC", ""])
+
+
+def unknown_pieces(tokenizer, texts: list[str], max_chars: int = 2_000_000) -> tuple[int, int, int, int]:
+    """(pieces, [UNK] pieces, those of words longer than MAX_INPUT_CHARS_PER_WORD, characters read) of the first
+    `max_chars` of `texts` as `tokenizer` reads them. WordPiece makes one [UNK] of a word (a run without spaces or
+    punctuation) past that length, and of a word holding a character its vocabulary lacks: Thai, Lao, Khmer and
+    Burmese write no space between words, and most of their text is such runs."""
+    from bert_core.tokenizer import MAX_INPUT_CHARS_PER_WORD, UNK
+
+    unk, taken, seen = tokenizer.token_to_id(UNK), [], 0
+    for text in texts:
+        if seen >= max_chars:
+            break
+        taken.append(text[:max_chars - seen])
+        seen += len(taken[-1])
+    pieces = unknown = long = 0
+    for enc in tokenizer.encode_batch(taken, add_special_tokens=False):
+        pieces += len(enc.ids)
+        spans = [end - start for piece, (start, end) in zip(enc.ids, enc.offsets) if piece == unk]
+        unknown += len(spans)
+        long += sum(n > MAX_INPUT_CHARS_PER_WORD for n in spans)
+    return pieces, unknown, long, seen

@@ -227,3 +227,28 @@ def test_a_tokenizer_to_train_that_would_delete_a_scripts_marks_is_warned_of(set
     out = capsys.readouterr().out
     assert ("strip_accents: false" in out and "Devanagari" in out) is warned
     assert not warn_stripped_marks(ACCENTED * 500 + MARKED, TokenizerConfig())  # a few marks in much Latin text
+
+
+# Thai writes a space between clauses, none between words: runs past WordPiece's 100 characters
+THAI = ["กรุงเทพมหานครเป็นเมืองหลวงและนครที่มีประชากรมากที่สุดของประเทศไทยเป็นศูนย์กลางการปกครองการศึกษาการคมนาคม"
+        "ขนส่งการเงินการธนาคาร", "ตั้งอยู่บนสามเหลี่ยมปากแม่น้ำเจ้าพระยา", "อาหารไทยมีชื่อเสียงไปทั่วโลก"]
+
+
+def test_a_sample_whose_pieces_are_mostly_unknown_is_warned_of_naming_the_long_words(capsys):
+    """A Thai corpus trained a tokenizer that made one [UNK] of every clause past 100 characters, 42% of its pieces,
+    and prepare said nothing (a corpus review); English text under the same check is not warned of."""
+    import random
+
+    from bert_core.tokenizer import train_wordpiece
+    from pipelines.prepare import warn_unknown_pieces
+    from pipelines.tokenizer_sample import unknown_pieces
+
+    rng = random.Random(0)
+    thai = [" ".join(rng.choice(THAI) for _ in range(30)) for _ in range(100)]
+    tok = train_wordpiece(thai, 1000, lowercase=False, strip_accents=False)
+    pieces, unknown, long, chars = unknown_pieces(tok, thai)
+    assert unknown == long > 0.2 * pieces and chars == sum(map(len, thai))
+    assert unknown_pieces(tok, thai, max_chars=len(THAI[1]))[1:3] == (0, 0)  # the first characters only
+    assert warn_unknown_pieces(tok, thai) and "word segmenter" in capsys.readouterr().out
+    english = [" ".join(rng.choice(ACCENTED[1:2] + ["A plain sentence of words."]) for _ in range(30))] * 50
+    assert not warn_unknown_pieces(train_wordpiece(english, 500), english)
