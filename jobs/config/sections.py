@@ -68,10 +68,10 @@ def check_adam(section: str, beta1: float, beta2: float, eps: float) -> None:
 
 
 def check_seed(name: str, seed: int) -> None:
-    """A seed NumPy, PyTorch and the search algorithms all take: a non-negative integer (NumPy refuses -1 in the
-    workers, after the cluster started)."""
-    if seed < 0:
-        raise ConfigError(f"{name} must be >= 0, got {seed}")
+    """A seed NumPy, PyTorch and the search algorithms all take: an integer in [0, 2**32) (NumPy refuses -1 in the
+    workers, after the cluster started, and Optuna's TPESampler 2**32 inside the sweep, its parent run failed)."""
+    if not 0 <= seed < 2**32:
+        raise ConfigError(f"{name} must be >= 0 and < 2**32 (NumPy's seeds), got {seed}")
 
 # what a run's step total, warmup and peak lr are set with, named in the lines that say a resume changed them
 # (PretrainConfig.setting_names: a phase 2's are phase2.*)

@@ -22,7 +22,7 @@ import yaml
 
 from bert_core.config import ConfigError
 from jobs.config.io import as_number, deep_merge, from_dict, parse_overrides, read_yaml, to_dict, yaml_load
-from jobs.config.finetune import FinetuneConfig
+from jobs.config.finetune import FinetuneConfig, FinetuneTrainConfig
 from jobs.config.sections import check_seed
 from jobs.runtime.faults import FaultsConfig
 
@@ -156,11 +156,18 @@ class SweepConfig:
         if self.finetune.faults != FaultsConfig():
             raise ConfigError("finetune.faults must be left off in a sweep: a trial is not a Ray Train worker; "
                               "the sweep's own faults section (faults.kill_trial_at_step) injects its faults")
+        if self.finetune.train.max_failures != FinetuneTrainConfig.max_failures:
+            import warnings
+
+            warnings.warn(f"finetune.train.max_failures={self.finetune.train.max_failures} is a Ray Train "
+                          f"fine-tune's and no trial reads it: a trial is retried max_trial_failures="
+                          f"{self.max_trial_failures} times", stacklevel=2)
         if self.finetune.deepspeed.zero_stage != 0:
             raise ConfigError(f"finetune.deepspeed.zero_stage must be 0 in a sweep, got "
                               f"{self.finetune.deepspeed.zero_stage}: each trial trains in one process, so ZeRO has "
                               f"no ranks to shard over")
         self._validate_space()
+        self._validate_seed_runs()
         if self.scheduler == "pbt":
             if p.perturbation_interval % self.checkpoint_every:
                 raise ConfigError(f"pbt.perturbation_interval ({p.perturbation_interval}) must be a multiple of "
@@ -225,6 +232,18 @@ class SweepConfig:
         except ConfigError as exc:
             raise ConfigError(f"finetune.{exc}") from None
         return self
+
+    def _validate_seed_runs(self) -> None:
+        """The champion's seed runs are new seeds: one the search trained with (finetune.train.seed, or a train.seed
+        grid's) replays the chosen trial (the same config, head init and data order), whose score the search picked
+        as the best of its trials, into the seeds' median and spread."""
+        s = self.seeds
+        searched = self.search_space.get("train.seed", {}).get("values") or [self.finetune.train.seed]
+        reruns = range(s.first_seed, s.first_seed + s.count + s.max_reseeds)
+        if s.count and (both := sorted({int(v) for v in searched} & set(reruns))):
+            raise ConfigError(f"seeds.first_seed={s.first_seed}: the seed runs (seeds {reruns.start}..{reruns.stop - 1}"
+                              f", seeds.count and max_reseeds) would repeat the search's train.seed {both}, replaying "
+                              f"the chosen trial as an independent seed; set seeds.first_seed past them")
 
     def _validate_space(self) -> None:
         if not self.search_space:

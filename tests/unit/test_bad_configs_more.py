@@ -19,7 +19,8 @@ SWEEP = str(ROOT / "configs/sweep/pkgdocs.yaml")
 
 
 @pytest.mark.parametrize("override, message", [
-    ("seed=-1", r"^seed must be >= 0, got -1"),  # the bootstrap's NumPy generator refused it after the scoring
+    # the bootstrap's NumPy generator refused it after the scoring
+    ("seed=-1", r"^seed must be >= 0 and < 2\*\*32 \(NumPy's seeds\), got -1"),
     ("task.max_seq_len=0", r"^task\.max_seq_len must be in \[16, 8192\]"),
     ("task.max_seq_len=-5", r"^task\.max_seq_len must be in \[16, 8192\]"),  # an OverflowError's traceback
     ("task.max_seq_len=100000", r"^task\.max_seq_len must be in \[16, 8192\]"),

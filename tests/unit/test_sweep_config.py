@@ -109,6 +109,11 @@ def test_overrides_reach_dotted_search_space_fields():
     ("max_trial_failures=-1", "max_trial_failures must be >= 0"),
     ("search_seed=-1", "search_seed must be >= 0"),  # Optuna's and the random search's seeds are non-negative
     ("pbt.seed=-1", "pbt.seed must be >= 0"),
+    # TPESampler's NumPy seed: accepted, it raised inside the sweep (Ray up, the parent run FAILED), unnamed
+    (("search=optuna", "search_seed=4294967296"), "search_seed must be >= 0 and < 2**32"),
+    # a seed run on a seed the search trained with replays the chosen trial as an "independent" seed
+    (("finetune.train.seed=42", "seeds.first_seed=40"), "would repeat the search's train.seed [42]"),
+    (("search_space.train.seed={type: grid, values: [1, 1003]}",), "would repeat the search's train.seed [1003]"),
     ("faults.fail_at_step=3", "faults.fail_at_step does not apply to sweep (set 3); allowed in sweep: "
                               "faults.kill_trial_at_step"),
     ("finetune.faults.fail_at_step=3", "finetune.faults must be left off in a sweep"),
@@ -388,3 +393,15 @@ def test_readme_sweeps_section_names_every_sweep_field():
     missing = [f.name for f in dataclasses.fields(SweepConfig)
                if not re.search(rf"`{f.name}(?:[.:= ][^`]*)?`", section)]
     assert not missing, f"README.md's Sweeps section names no {missing}: say what each does there"
+
+
+def test_a_fine_tunes_worker_failures_setting_in_a_sweep_is_said_to_be_unread():
+    """finetune.train.max_failures=5 (to ride out flaky nodes) was taken, and each trial retried once: Tune's
+    max_trial_failures is what a trial reads."""
+    import warnings
+
+    with pytest.warns(UserWarning, match=r"finetune.train.max_failures=5 .* retried max_trial_failures=1 times"):
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}", "finetune.train.max_failures=5"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_sweep_config(PKGDOCS, [f"finetune.init={MINILM}"])
