@@ -93,9 +93,20 @@ def refuse_non_text(kind: str, column: str, values) -> None:
         if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0):
             raise BadRequest(f"{kind}: row {i}'s {column} is a {type(v).__name__}, not text" + (
                 " (send a sentence's words joined by spaces)" if kind == "token-classification" else ""))
+        if isinstance(v, bytes) and _not_utf8(v):
+            raise BadRequest(f"{kind}: row {i}'s {column} is bytes that are no UTF-8 text (batch prediction rejects "
+                             f"them as invalid_utf8); decode them before sending")
         if isinstance(v, str) and has_lone_surrogate(v):
             raise BadRequest(f"{kind}: row {i}'s {column} holds a lone surrogate (half of a character: an emoji a "
                              f"tool cut in two), which no UTF-8 text can hold; send it whole or without it")
+
+
+def _not_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 STEP = 512  # rows tokenized or decoded between two looks at the clock (40,000 rows took 10 s to tokenize on 2 CPUs)
@@ -255,7 +266,7 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
             refuse_non_text(kind, "question", table["question"])
             refuse_non_text(kind, "context", table["context"])
             empty = {"answer": "", "answer_start": -1, "score": None, "null_score": None}
-            return [None if blank(q) or blank(c) else {"id": str(i), "question": str(q), "context": str(c)}
+            return [None if blank(q) or blank(c) else {"id": str(i), "question": as_text(q), "context": as_text(c)}
                     for i, (q, c) in enumerate(zip(table["question"], table["context"]))], empty
         if "text_pair" in table.columns and "text" not in table.columns:  # not a single column of texts
             raise BadRequest(f"{kind}: a text_pair column needs its text column; got "
@@ -268,19 +279,19 @@ class PredictorModel(mlflow.pyfunc.PythonModel):
         if kind == "token-classification":
             if "text_pair" in table.columns:  # read as single texts, its second text would be dropped unseen
                 raise BadRequest(f"{kind}: a tagger reads one text per row: send no text_pair column")
-            return [{"id": str(i), "text": str(t)} for i, t in enumerate(texts)], {}
+            return [{"id": str(i), "text": as_text(t)} for i, t in enumerate(texts)], {}
         if self.pairs is not None and self.pairs != ("text_pair" in table.columns):
             raise BadRequest(f"{kind}: this model was fine-tuned on " + (
                 "sentence pairs: send a table of text and text_pair" if self.pairs else
                 "single sentences: send no text_pair column"))
         if "text_pair" not in table.columns:
-            return [{"id": str(i), "text_a": str(t), "text_b": None} for i, t in enumerate(texts)], {}
+            return [{"id": str(i), "text_a": as_text(t), "text_b": None} for i, t in enumerate(texts)], {}
         # a request of pairs: every row has its pair, as batch prediction with columns.text_pair rejects a row without
         # one (missing_text); a row read as a single sentence among pairs would be answered from half its input
         refuse_blank(kind, "text_pair", table["text_pair"], ": this model was fine-tuned on sentence pairs, every row "
                      "needs its pair" if self.pairs else " (a request with a text_pair column is one of pairs: send "
                      "rows without a pair in a request without the column)")  # None: logged before it said which
-        return [{"id": str(i), "text_a": str(t), "text_b": str(p)}
+        return [{"id": str(i), "text_a": as_text(t), "text_b": as_text(p)}
                 for i, (t, p) in enumerate(zip(texts, table["text_pair"]))], {}
 
 
@@ -289,7 +300,15 @@ def blank(value) -> bool:
     pandas writes for an empty cell): what batch prediction's reader takes for a missing field."""
     from pipelines.tasks.cells import no_value
 
+    value = as_text(value) if isinstance(value, bytes) else value
     return missing(value) or no_value(value) or not str(value).strip()
+
+
+def as_text(value) -> str:
+    """A cell as the text the model reads: bytes (a Parquet binary column of older Hive / Impala writers, read with
+    pandas) decoded as batch prediction's reader decodes them (cells.cell_text; refuse_non_text refused any that are
+    not UTF-8), not answered from their repr "b'a fine day'"."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def refuse_blank(kind: str, column: str, values, hint: str = "") -> None:

@@ -101,6 +101,31 @@ def test_inputs_that_are_no_list_are_refused_naming_them(tmp_path):
     assert len(model.predict(None, np.array("a fine day"))) == 1  # one text: as before
 
 
+def test_bytes_cells_are_read_as_their_utf8_text_as_batch_prediction_reads_them(tmp_path):
+    """pyfunc.predict(pd.read_parquet(f)) of a binary text column (older Hive / Impala writers): each text was
+    answered from its repr "b'a fine day'", batch prediction from the decoded text; bytes that are no UTF-8 are
+    refused, naming the row, as batch prediction rejects them (invalid_utf8)."""
+    from jobs.inference.qa_model import QuestionAnswering
+
+    predictor = Predictor(tiny(tmp_path, "BertForSequenceClassification", num_labels=2), cpu_kernels="torch")
+    model = served(predictor)
+    texts = ["a fine day", "terrible, never again"]
+    as_bytes = model.predict(None, pd.DataFrame({"text": [t.encode() for t in texts]}))
+    assert as_bytes.to_dict("records") == model.predict(None, pd.DataFrame({"text": texts})).to_dict("records")
+    pairs = pd.DataFrame({"text": [b"a fine day"], "text_pair": [b"never again"]})
+    assert model.predict(None, pairs).to_dict("records") == model.predict(
+        None, pd.DataFrame({"text": ["a fine day"], "text_pair": ["never again"]})).to_dict("records")
+    with pytest.raises(BadRequest, match=r"classification: row 1's text is bytes that are no UTF-8 text"):
+        model.predict(None, pd.DataFrame({"text": [b"fine", b"caf\xe9"]}))
+    with pytest.raises(BadRequest, match=r"row 0 has no text"):
+        model.predict(None, pd.DataFrame({"text": [b"  "]}))
+    qa = QuestionAnswering()
+    qa.predictor, qa.pairs = Predictor(tiny(tmp_path / "qa", "BertForQuestionAnswering"), cpu_kernels="torch"), None
+    row = {"question": "where is it?", "context": "it is in paris"}
+    assert qa.predict(None, pd.DataFrame([{k: v.encode() for k, v in row.items()}])).to_dict("records") == qa.predict(
+        None, pd.DataFrame([row])).to_dict("records")
+
+
 def test_a_served_multi_label_model_takes_a_threshold_param(tmp_path, empty_store):
     """{"params": {"threshold": 0.99}} was dropped by MLflow before the model (a warning in the server's log alone),
     and the answer kept the trained threshold while the client took it for its own. A multi-label model is logged
