@@ -115,6 +115,10 @@ def test_normalize_is_idempotent_and_empty_stays_empty():
       "Sinfonie Nr. 5 ist berühmt."]),
     ("César meurt en 44 av. J.-C. au Sénat. Auguste règne jusqu'en 14 apr. J.-C. Tibère suit.",
      ["César meurt en 44 av. J.-C. au Sénat.", "Auguste règne jusqu'en 14 apr. J.-C.", "Tibère suit."]),
+    # dialogue opening with a dash (Russian, Spanish), spaced or not; a dash after a lower-case word goes on
+    ("Он сказал. — Пойдём. —Да. Она кивнула. — и ушла.", ["Он сказал.", "— Пойдём.", "—Да.", "Она кивнула. — и ушла."]),
+    ("—¿Vienes? —preguntó. Dijo que sí. —¿Ahora? —Vamos.",
+     ["—¿Vienes? —preguntó.", "Dijo que sí.", "—¿Ahora?", "—Vamos."]),
     # ... a month after a bracket's number only, not after any word's (nor "Nr." before a word)
     ("Er wurde 3. August war heiß. Er war die Nr. Dann ging er.",
      ["Er wurde 3.", "August war heiß.", "Er war die Nr.", "Dann ging er."]),
