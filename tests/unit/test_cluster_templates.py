@@ -220,13 +220,16 @@ def test_kuberay_token_auth_on_head_every_worker_group_and_submitter(name):
 
 def test_the_mlflow_servers_are_one_sqlite_writer_and_idle_gpus_wait_for_a_preparing_job():
     """The templates' MLflow servers keep their SQLite store on shared (NFS) storage: one process writes it (mlflow
-    server starts 4 by default). KubeRay's autoscaler keeps idle GPU pods as long as the launcher does (10 min), so a
-    job's corpus preparation, between the nodes' arrival and its workers' start, does not lose them."""
+    server starts 4 by default), and no job runner (MLflow 3 with huey starts one and seven huey consumers on a
+    database store, its periodic tasks on the same file). KubeRay's autoscaler keeps idle GPU pods as long as the
+    launcher does (10 min), so a job's corpus preparation, between the nodes' arrival and its workers' start, does
+    not lose them."""
     launcher = "\n".join(load(LAUNCHER)["head_start_ray_commands"])
     (command,) = [c for c in launcher.split("\n") if "mlflow server" in c]
-    assert "--workers 1" in command
+    assert "--workers 1" in command and "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false nohup mlflow server" in command
     container = load_all(KUBERAY / "mlflow.yaml")[0]["spec"]["template"]["spec"]["containers"][0]
     assert container["command"][container["command"].index("--workers") + 1] == "1"
+    assert {"name": "MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "value": "false"} in container["env"]
     assert load(LAUNCHER)["idle_timeout_minutes"] >= 10
     for name, spec in cluster_specs().items():
         assert spec["autoscalerOptions"]["idleTimeoutSeconds"] >= 600, name
@@ -247,7 +250,8 @@ def test_the_launchers_mlflow_line_starts_the_server_from_the_shell_ray_runs_it_
     (command,) = [c for c in load(LAUNCHER)["head_start_ray_commands"] if "mlflow server" in c]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "mlflow").write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/started\n")
+    stub = f"#!/bin/sh\necho \"$MLFLOW_SERVER_ENABLE_JOB_EXECUTION $@\" > {tmp_path}/started\n"  # its env too
+    (bin_dir / "mlflow").write_text(stub)
     (bin_dir / "mlflow").chmod(0o755)
     (bin_dir / "python").symlink_to(sys.executable)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
@@ -257,7 +261,7 @@ def test_the_launchers_mlflow_line_starts_the_server_from_the_shell_ray_runs_it_
         if (tmp_path / "started").exists():
             break
         time.sleep(0.1)
-    assert (tmp_path / "started").read_text().startswith("server --host 0.0.0.0 --port 5000 --workers 1")
+    assert (tmp_path / "started").read_text().startswith("false server --host 0.0.0.0 --port 5000 --workers 1")
 
 
 def test_kuberay_manifests_commit_no_secret():
