@@ -62,25 +62,33 @@ _SPACED_CLOSE = re.compile(rf"[{_TERMINALS}]+[{_CLOSERS}]*[^\S\n]+''(?:\s|\Z)") 
 # Naming: the output folder is a function of inputs and config alone
 
 
-def fingerprint_inputs(files: list[str]) -> list[dict]:
+def fingerprint_inputs(files: list[str], threads: int = 16) -> list[dict]:
     """sha256 of each input up to FULL_HASH_MAX_BYTES; size + mtime above it (a 100 GB corpus
-    is not re-read just to be named)."""
-    out = []
-    for path in files:
-        fs, fpath = filesystem(path)
-        info = fs.info(fpath)
-        entry = {"path": path, "bytes": int(info["size"])}
-        if info["size"] <= FULL_HASH_MAX_BYTES:
-            h = hashlib.sha256()
-            with fs.open(fpath, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    h.update(chunk)
-            entry["sha256"] = h.hexdigest()
-        else:
-            mtime = info.get("mtime") or info.get("LastModified") or info.get("updated")
-            entry["mtime"] = str(mtime)
-        out.append(entry)
-    return out
+    is not re-read just to be named). In file order, `threads` files at a time: a WikiExtractor corpus is ~20,000
+    files of 1 MB on shared storage or S3, read one after the other on the driver at every prepare (and phase 2's)
+    while the GPU nodes waited (hashlib and the reads release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(files) < 2:
+        return [_fingerprint(path) for path in files]
+    with ThreadPoolExecutor(max_workers=min(threads, len(files))) as pool:
+        return list(pool.map(_fingerprint, files))
+
+
+def _fingerprint(path: str) -> dict:
+    fs, fpath = filesystem(path)
+    info = fs.info(fpath)
+    entry = {"path": path, "bytes": int(info["size"])}
+    if info["size"] <= FULL_HASH_MAX_BYTES:
+        h = hashlib.sha256()
+        with fs.open(fpath, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        entry["sha256"] = h.hexdigest()
+    else:
+        mtime = info.get("mtime") or info.get("LastModified") or info.get("updated")
+        entry["mtime"] = str(mtime)
+    return entry
 
 
 def hashed_config(cfg: DataConfig, plain_text_only: bool = True, ignored_as_configured: bool = False) -> dict:

@@ -470,6 +470,28 @@ def test_local_paths_with_any_characters_read_as_those_files(tmp_path):
     assert [i["bytes"] for i in fingerprint_inputs(files)] == [os.path.getsize(f) for f in files]
 
 
+def test_inputs_are_fingerprinted_in_file_order_by_several_threads_as_one_would(tmp_path, monkeypatch):
+    """A WikiExtractor corpus's ~20,000 small files were hashed one after the other on the driver: now by threads,
+    each file's entry in its place, as the sequential reading gave it (and a file over FULL_HASH_MAX_BYTES by size
+    and mtime)."""
+    import hashlib
+
+    from pipelines import layout
+
+    files = []
+    for i in range(40):
+        (tmp_path / f"wiki_{i:02d}").write_bytes(os.urandom(1000 + 97 * i))
+        files.append(str(tmp_path / f"wiki_{i:02d}"))
+    monkeypatch.setattr(layout, "FULL_HASH_MAX_BYTES", 3000)
+    entries = layout.fingerprint_inputs(files, threads=8)
+    assert [e["path"] for e in entries] == files
+    for entry, path in zip(entries, files):
+        data = open(path, "rb").read()
+        assert entry == ({"path": path, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                         if len(data) <= 3000 else {"path": path, "bytes": len(data), "mtime": entry["mtime"]})
+    assert sum("mtime" in e for e in entries) == sum(1000 + 97 * i > 3000 for i in range(40))
+
+
 # ---------------------------------------------------------------------------- review fixes
 
 def test_a_json_array_keeps_the_elements_read_before_an_xz_error(monkeypatch):
