@@ -296,7 +296,7 @@ def _fit(cfg: PretrainConfig, prepared, run_id: str):
     train = read_shards(prepared.train_files).select_columns(columns)
     datasets = {"train": skip_consumed(train, tracker, shard_rows)}
     loop_config = {
-        "cfg": cfg.to_dict(),
+        "cfg": cfg.to_worker(),
         "train_shard_rows": shard_rows,
         "data_tracker": tracker,
         "rollback_ledger": RollbackLedger.options(**on_driver_node()).remote(),  # outlives worker restarts

@@ -429,6 +429,21 @@ class PretrainConfig:
     def to_dict(self) -> dict:
         return to_dict(self)
 
+    def to_worker(self) -> dict:
+        """The config as the driver hands it to its Ray Train workers: to_dict, and the phase (no field: a worker's
+        from_dict made every config phase 1's, and a resubmitted phase 2's resume lines named train.max_steps and
+        optim.lr, phase 1's settings, for the phase2.* the user changed)."""
+        return {**self.to_dict(), "phase": self.phase}
+
+    @classmethod
+    def from_worker(cls, d: dict) -> "PretrainConfig":
+        """The config to_worker handed over."""
+        d = dict(d)
+        phase = d.pop("phase", 1)
+        cfg = cls.from_dict(d)
+        cfg.phase = phase
+        return cfg
+
     @classmethod
     def from_dict(cls, d: dict) -> "PretrainConfig":
         model = d.get("model", {})

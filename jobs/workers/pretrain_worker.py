@@ -73,7 +73,7 @@ class Worker:
 
     def __init__(self, config: dict):
         self.config = config
-        self.cfg = cfg = PretrainConfig.from_dict(config["cfg"])
+        self.cfg = cfg = PretrainConfig.from_worker(config["cfg"])
         if not cfg.scaling.use_gpu:
             os.environ["DS_ACCELERATOR"] = "cpu"  # before deepspeed is imported by the engine
         from jobs.registry.metric_logger import RankZeroLogger

@@ -227,3 +227,7 @@ def test_a_phase_2_engine_is_built_naming_phase_2s_settings(deepspeed_world_of_o
     cfg.phase2.max_steps, cfg.data.sources = 4, ["/corpus"]
     assert build_engine(cfg).names["total"] == "train.max_steps"
     assert build_engine(cfg.phase2_run("/runs/pretrain-phase1", "/tok")).names["total"] == "phase2.max_steps"
+    # ... as the workers rebuild it from what the driver hands them (from_dict alone made it phase 1's)
+    handed = PretrainConfig.from_worker(cfg.phase2_run("/runs/pretrain-phase1", "/tok").to_worker())
+    assert handed.phase == 2 and build_engine(handed).names["total"] == "phase2.max_steps"
+    assert PretrainConfig.from_worker(cfg.to_worker()).phase == 1
