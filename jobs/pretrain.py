@@ -148,10 +148,10 @@ def _tag_phase2_lineage(tracking_uri: str, run_id: str, lineage: dict) -> None:
 def continuation_basis(cfg: PretrainConfig, prepared) -> dict:
     """What a pretraining checkpoint means only together with (jobs/runtime/resubmit.py): the prepared set its data
     position counts examples of (named by a hash of its inputs and config), the model's shape, and the settings its
-    optimizer state loads under only (resubmit.PRETRAINING_OPTIMIZER)."""
+    optimizer state loads under only (resubmit.PRETRAINING_OPTIMIZER), and where a run started (resubmit.started)."""
     from jobs.runtime import resubmit
 
-    optimizer = resubmit.settings(cfg, resubmit.PRETRAINING_OPTIMIZER)
+    optimizer = {**resubmit.settings(cfg, resubmit.PRETRAINING_OPTIMIZER), **resubmit.started(cfg)}
     if cfg.recipe == "bert":  # its shape, and what the same shapes could compute otherwise (BERT_FUNCTION)
         return {"prepared set": Path(prepared.path).name, **optimizer,
                 **{f"model.{k}": getattr(cfg.model, k) for k in (*resubmit.MODEL_SHAPE, *resubmit.BERT_FUNCTION)}}
@@ -212,7 +212,8 @@ def _continues(cfg: PretrainConfig, prepared) -> dict | None:
     run_dir = Path(cfg.output_dir).resolve() / cfg.run_name
     resubmit.refuse_unloadable(run_dir, cfg)  # before the basis check: it says what loads instead
     earlier = resubmit.check(run_dir, continuation_basis(cfg, prepared),  # (older records lack these)
-                             added=(*(f"model.{k}" for k in resubmit.BERT_FUNCTION), *resubmit.PRETRAINING_OPTIMIZER))
+                             added=(*(f"model.{k}" for k in resubmit.BERT_FUNCTION), *resubmit.PRETRAINING_OPTIMIZER,
+                                    *resubmit.STARTED))
     if earlier:
         print(resubmit.line(cfg.run_name, earlier, cfg.train.max_steps), flush=True)
     elif cfg.train.init_checkpoint:

@@ -81,6 +81,23 @@ def check(run_dir: Path, basis: dict, added: tuple[str, ...] = ()) -> dict | Non
 PRETRAINING_OPTIMIZER = ("optim.name", "train.nsp", "deepspeed.precision", "deepspeed.offload_optimizer")
 
 
+# Where a pretraining run started: a run_name that holds a checkpoint continues it, and a resubmission naming another
+# train.init_checkpoint (or one where the run had none) was taken and its start ignored, the run's lineage tagged with
+# a checkpoint its weights never came from. Phase 2 starts from phase 1's last checkpoint, a folder phase 1 names anew
+# when it is run again: not in its basis.
+STARTED = ("train.init_checkpoint", "train.reset_optimizer")
+
+
+def started(cfg) -> dict:
+    """The STARTED settings of `cfg` (a PretrainConfig) as its basis holds them: none for phase 2; reset_optimizer only
+    with an init_checkpoint (alone it does nothing); a local checkpoint as an absolute path."""
+    init = cfg.train.init_checkpoint
+    if cfg.phase == 2:
+        return {}
+    init = init if not init or "://" in init else str(Path(init).resolve())
+    return {"train.init_checkpoint": init, **({"train.reset_optimizer": cfg.train.reset_optimizer} if init else {})}
+
+
 def settings(cfg, keys: tuple[str, ...]) -> dict:
     """`cfg`'s value of each dotted key of `keys` ("optim.name": cfg.optim.name)."""
     return {k: getattr(getattr(cfg, section), name) for k in keys for section, name in [k.split(".")]}

@@ -199,6 +199,46 @@ def test_a_pretraining_run_resubmitted_with_another_optimizer_state_layout_is_re
     assert _continues(cfg(*hand_off, "train.reset_optimizer=true", "optim.name=lamb"), prepared) is None
 
 
+def test_a_run_resubmitted_from_another_start_is_refused_naming_it(tmp_path, monkeypatch):
+    """run_name holding a checkpoint, resubmitted with train.init_checkpoint=<another run's> (and a fresh
+    optimizer): the job went on from its own checkpoint, said nothing of the start it dropped, and tagged the run's
+    lineage with a checkpoint its weights never came from. Refused now, naming the setting; the same start (however
+    its path is written) goes on, and so do a record from before the basis held it and a phase 2 (whose start,
+    phase 1's last checkpoint, phase 1 names anew when it runs again)."""
+    from types import SimpleNamespace
+
+    from jobs.config.io import load_config
+    from jobs.config.pretrain import PretrainConfig
+    from jobs.pretrain import _continues, continuation_basis
+
+    def cfg(*overrides):
+        return load_config(PretrainConfig, None, ["data.sources=[x]", "run_name=pretrain-x",
+                                                  f"output_dir={tmp_path / 'runs'}", *overrides])
+
+    other = tmp_path / "runs" / "exp0" / "checkpoint_3"
+    other.mkdir(parents=True)
+    prepared = SimpleNamespace(path="/data/prepared-1a2b")
+    d = run_dir(tmp_path, basis=continuation_basis(cfg(), prepared), step=100)
+    monkeypatch.setattr(resubmit, "refuse_unloadable", lambda *a: None)  # no engine topology in these folders
+    assert _continues(cfg(), prepared)["step"] == 100
+    with pytest.raises(ConfigError, match=rf"train.init_checkpoint '' -> '{other}'.*choose a new run_name"):
+        _continues(cfg(f"train.init_checkpoint={other}", "train.reset_optimizer=true"), prepared)
+    started = continuation_basis(cfg(f"train.init_checkpoint={other}", "train.reset_optimizer=true"), prepared)
+    for name in ("checkpoint_1", "checkpoint_2"):
+        resubmit.record(d / name, "run-a", 100, started)
+    monkeypatch.chdir(other.parent)
+    assert _continues(cfg("train.init_checkpoint=checkpoint_3/", "train.reset_optimizer=true"), prepared)
+    with pytest.raises(ConfigError, match=r"train.reset_optimizer True -> False"):
+        _continues(cfg(f"train.init_checkpoint={other}", "train.reset_optimizer=false"), prepared)
+    with pytest.raises(ConfigError, match=rf"train.init_checkpoint '{other}' -> ''"):
+        _continues(cfg(), prepared)
+    older = {k: v for k, v in started.items() if k not in resubmit.STARTED}
+    resubmit.record(d / "checkpoint_2", "run-a", 100, older)  # written before the basis held them: unchecked
+    assert _continues(cfg(), prepared)["step"] == 100
+    phase2 = cfg("phase2.max_steps=10").phase2_run(str(other), "/tok")
+    assert not set(resubmit.STARTED) & set(continuation_basis(phase2, prepared))
+
+
 def test_a_finished_run_resubmitted_with_other_settings_is_told_it_has_finished_first(tmp_path):
     """The optimizer-layout refusal ran before the finished check: a FINISHED run resubmitted with optim.name=lamb
     was told to set it back, and then, set back, that it had finished: nothing was left to go on with either way.
