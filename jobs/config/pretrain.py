@@ -398,7 +398,7 @@ class PretrainConfig:
                                   f"or a URI, got {source!r} (nothing there)")
             self._refuse_unread_files(i, source)
         init = self.train.init_checkpoint
-        if init and "://" not in init and not Path(init).is_dir():
+        if init and "://" not in init and not Path(init).is_dir() and not self._started():
             from bert_core.files import moved_aside_said
 
             raise ConfigError(f"train.init_checkpoint must be an existing checkpoint folder or a URI, got {init!r} "
@@ -425,6 +425,13 @@ class PretrainConfig:
                 refuse_unread_codec(path)
         except SourceError as e:
             raise ConfigError(f"data.sources[{i}]: {str(e).removeprefix('data.sources: ')}") from None
+
+    def _started(self) -> bool:
+        """The run's folder holds a checkpoint already: it took its start, whose folder may be gone since (rotated
+        away by the run it came from), and it goes on from its own (resubmit.started keeps the start in its basis).
+        Ray Train's checkpoint_* folders, looked for here: jobs.runtime.resubmit imports the workers' modules."""
+        name = f"{self.run_name}-phase1" if self.phase2.max_steps and self.phase == 1 else self.run_name
+        return any(p.is_dir() for p in (Path(self.output_dir).resolve() / name).glob("checkpoint_*"))
 
     def to_dict(self) -> dict:
         return to_dict(self)

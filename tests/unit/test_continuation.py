@@ -237,6 +237,16 @@ def test_a_run_resubmitted_from_another_start_is_refused_naming_it(tmp_path, mon
     assert _continues(cfg(), prepared)["step"] == 100
     phase2 = cfg("phase2.max_steps=10").phase2_run(str(other), "/tok")
     assert not set(resubmit.STARTED) & set(continuation_basis(phase2, prepared))
+    # the start's folder rotated away since: the same command validates (its run took it) and goes on
+    for name in ("checkpoint_1", "checkpoint_2"):
+        resubmit.record(d / name, "run-a", 100, started)
+    other.rmdir()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("A sentence.\n")
+    same = cfg(f"train.init_checkpoint={other}", "train.reset_optimizer=true", f"data.sources=[{corpus}]")
+    assert same.check_environment() is same and _continues(same, prepared)["step"] == 100
+    with pytest.raises(ConfigError, match=r"train.init_checkpoint must be an existing checkpoint folder"):
+        cfg(f"train.init_checkpoint={other}", "run_name=new-run", f"data.sources=[{corpus}]").check_environment()
 
 
 def test_a_finished_run_resubmitted_with_other_settings_is_told_it_has_finished_first(tmp_path):
