@@ -97,7 +97,8 @@ _BOUNDARY = re.compile(rf"(?<![{_TERMINALS}])[{_TERMINALS}]++[{_CLOSERS}]*+"
 # a script's own terminator (scripts without capitals; Armenian's \u0589 is a stop alone): always an end
 _UNCASED_ENDS = frozenset("\u3002\uff01\uff1f\u0964\u0965\u061f\u06d4\u1362\u104b\u0589\u0f0d")
 _OPENERS = "\"'\u201c\u201e\u2018\u00ab\u2039([\u00bf\u00a1"
-_DIALOGUE_DASHES = "\u2014\u2013\u2015"  # Russian, Spanish, French dialogue opens with a dash (em, en, a bar)
+# Russian, Spanish, French dialogue opens with an em dash or a bar (a spaced en dash is mostly a range: "3. – 5. Mai")
+_DIALOGUE_DASHES = "\u2014\u2015"
 # what goes on after a Japanese quote's stop (「...。」と彼は言った, って, a comma), but for the words that open one
 _QUOTATIVE, _OPENS_JA = ("\u3068", "\u3063\u3066", "\u3001", "\uff0c"), ("\u3068\u3053\u308d", "\u3068\u3066\u3082",
                                                                 "\u3068\u306b\u304b\u304f", "\u3068\u3082\u304b\u304f")
@@ -134,9 +135,10 @@ def _ends_sentence(text: str, start: int, end: int, cased: bool = True) -> bool:
     nxt = text[end]
     if nxt in _OPENERS and end + 1 < len(text):
         nxt = text[end + 1]
-    elif nxt in _DIALOGUE_DASHES:  # a line of dialogue: "сказал он. — Пойдём.", "dijo. —¿Vamos?"
+    elif nxt in _DIALOGUE_DASHES:  # a line of dialogue: "сказал он. — Пойдём.", "dijo. —¿Vamos?" (a capital only)
         after = text[end + 1:end + 4].lstrip(" \u00a0")
-        nxt = (after[1:] if after[:1] in _OPENERS else after)[:1] or nxt
+        after = (after[1:] if after[:1] in _OPENERS else after)[:1]
+        nxt = after if after.isalpha() else nxt
     if not (nxt.isupper() or nxt.isdigit() or not cased or "\n" in text[start:end]
             or (nxt.isalpha() and not nxt.islower())):
         return False  # '"Stop." he said', 'e.g. a latte', 'Wait... what?'

@@ -117,6 +117,9 @@ def test_normalize_is_idempotent_and_empty_stays_empty():
      ["César meurt en 44 av. J.-C. au Sénat.", "Auguste règne jusqu'en 14 apr. J.-C.", "Tibère suit."]),
     # dialogue opening with a dash (Russian, Spanish), spaced or not; a dash after a lower-case word goes on
     ("Он сказал. — Пойдём. —Да. Она кивнула. — и ушла.", ["Он сказал.", "— Пойдём.", "—Да.", "Она кивнула. — и ушла."]),
+    # ... but a range's dash is none: an en dash, a number after the dash
+    ("Die Tagung findet vom 3. – 5. Mai statt. Sales rose from Jan. – Mar. 2020 and from 1. — 3. place.",
+     ["Die Tagung findet vom 3. – 5. Mai statt.", "Sales rose from Jan. – Mar. 2020 and from 1. — 3. place."]),
     ("—¿Vienes? —preguntó. Dijo que sí. —¿Ahora? —Vamos.",
      ["—¿Vienes? —preguntó.", "Dijo que sí.", "—¿Ahora?", "—Vamos."]),
     # ... a month after a bracket's number only, not after any word's (nor "Nr." before a word)
