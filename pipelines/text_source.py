@@ -190,11 +190,14 @@ def blank(line: bytes | None) -> bool:
     if line is None:
         return False
     text = line.strip()
-    return not text or (len(text) <= _BLANK_BYTES and not text.isascii()
+    return not text or (len(text) <= _BLANK_BYTES and text[0] in _BLANK_LEADS
                         and not normalize_text(text.decode("utf-8", "replace")).strip())
 
 
 _BLANK_BYTES = 64  # the longest non-ASCII line decoded to be tested: whitespace runs of a few characters
+# the UTF-8 lead bytes of every non-ASCII space and every character normalize_text drops (U+0080-00AD, U+061C,
+# U+1680, U+2000-206F, U+3000, U+FEFF) and of the C0 controls it drops: a CJK line (lead bytes E4-E9) is not decoded
+_BLANK_LEADS = frozenset(b"\xc2\xd8\xe1\xe2\xe3\xef" + bytes(range(0x20)) + b"\x7f")
 
 
 def _text_lines(stream: BinaryIO, limit: int, span: Span, text_start: int) -> Iterator[tuple]:
@@ -393,7 +396,7 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
     chunks, first, too_long = [], None, None
 
     def document() -> Iterator[dict]:
-        if first is not None and not (too_long is None and not any(c.strip() for c in chunks) and skip_blank_only()):
+        if first is not None and not (too_long is None and all(map(blank, chunks)) and skip_blank_only()):
             yield text_document(f"{name}#{first}", path, chunks, too_long, cfg)
 
     for offset, number, line, head, cut in itertools.chain(first_split, lines):

@@ -150,3 +150,8 @@ def test_a_line_of_unicode_spaces_ends_a_document_under_blank_lines(tmp_path, st
     rows = read_ranged(path, step, text_documents="blank_lines") if step else read_whole(
         path, text_documents="blank_lines")
     assert [r["text"] for r in rows] == docs
+    # a separator of blank lines around the &nbsp; one is one separator: no empty document rejected at each
+    path.write_text("\n\n\u00a0\n\n".join(docs) + "\n", encoding="utf-8")
+    rows = read_ranged(path, step, text_documents="blank_lines") if step else read_whole(
+        path, text_documents="blank_lines")
+    assert [r["text"] for r in rows] == docs, rows
