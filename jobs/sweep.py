@@ -33,8 +33,7 @@ if __package__ in (None, ""):  # `python jobs/sweep.py` from a checkout: make th
 from jobs.runtime import console, lease  # noqa: E402
 from jobs.runtime.cluster import init_ray, prefer_loopback, refuse_sqlite_across_machines  # noqa: E402
 from jobs.config.io import add_check_argument, checked, cli  # noqa: E402
-from jobs.config.sweep import (SweepConfig, kept_checkpoints, load_sweep_config, max_evaluations,  # noqa: E402
-                               tune_space)
+from jobs.config.sweep import SweepConfig, kept_checkpoints, load_sweep_config, max_evaluations  # noqa: E402
 from jobs.search.outcome import champion, scored, settle_runs, std_text, summary, unregistered  # noqa: E402
 
 
@@ -193,6 +192,7 @@ def search_and_seeds(cfg: SweepConfig, base, data, rows, tracking_uri: str, pare
                      out_dir: Path) -> SweepResult:
     """The search (table, plot, best configuration on the parent run), then the seed re-run of the best."""
     from jobs.loops import collapse, ft_tasks
+    from jobs.search.schedulers import tune_space
 
     metric = ft_tasks.main_metric(base.task)
     grids = math.prod(len(s["values"]) for s in cfg.search_space.values() if s["type"] == "grid")

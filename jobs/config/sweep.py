@@ -7,7 +7,7 @@
       train.batch_size: {type: choice, values: [8, 16]}
 
 The whole tree (the fine-tuning config included) is validated before any Ray work, with errors naming
-the field and the allowed values. `tune_space` turns the validated space into Ray Tune domains.
+the field and the allowed values. jobs/search/schedulers.py turns the validated space into Ray Tune domains.
 """
 
 from __future__ import annotations
@@ -486,21 +486,3 @@ def kept_checkpoints(cfg: SweepConfig, train_features: int) -> int:
     grid = {k: spec["values"] for k, spec in cfg.search_space.items() if spec["type"] == "grid"}
     points = (dict(zip(grid, values)) for values in itertools.product(*grid.values()))
     return cfg.num_samples * sum(-(-_evaluations(cfg, train_features, p) // cfg.checkpoint_every) for p in points)
-
-
-def tune_space(cfg: SweepConfig) -> dict:
-    """search_space -> Ray Tune domains, keyed by the dotted field names."""
-    from ray import tune
-
-    out = {}
-    for key, spec in cfg.search_space.items():
-        kind = spec["type"]
-        if kind == "loguniform":
-            out[key] = tune.loguniform(float(spec["low"]), float(spec["high"]))
-        elif kind == "uniform":
-            out[key] = tune.uniform(float(spec["low"]), float(spec["high"]))
-        elif kind == "choice":
-            out[key] = tune.choice(spec["values"])
-        else:
-            out[key] = tune.grid_search(spec["values"])
-    return out

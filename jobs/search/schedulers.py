@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from ray import tune
 from ray.air.constants import EXPR_RESULT_FILE
 from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 from ray.tune.search.optuna import OptunaSearch
@@ -74,6 +75,22 @@ def unequal_training(cfg: SweepConfig) -> str:
 def optuna_storage(path: Path) -> str:
     """Where a sweep's Optuna study lives: SQLite beside Tune's results (optuna-dashboard opens it)."""
     return f"sqlite:///{path / 'optuna.db'}"
+
+
+def tune_space(cfg: SweepConfig) -> dict:
+    """search_space -> Ray Tune domains, keyed by the dotted field names."""
+    out = {}
+    for key, spec in cfg.search_space.items():
+        kind = spec["type"]
+        if kind == "loguniform":
+            out[key] = tune.loguniform(float(spec["low"]), float(spec["high"]))
+        elif kind == "uniform":
+            out[key] = tune.uniform(float(spec["low"]), float(spec["high"]))
+        elif kind == "choice":
+            out[key] = tune.choice(spec["values"])
+        else:
+            out[key] = tune.grid_search(spec["values"])
+    return out
 
 
 def search_algorithm(cfg: SweepConfig, path: Path):

@@ -170,8 +170,7 @@ def test_a_random_search_repeats_each_sample_over_a_seed_grid(tmp_path):
     seeds, and the champion's "mean over seeds" was one trial's score, the luckiest seed's."""
     from ray.tune.experiment import Experiment
 
-    from jobs.config.sweep import tune_space
-    from jobs.search.schedulers import search_algorithm
+    from jobs.search.schedulers import search_algorithm, tune_space
 
     cfg = config("num_samples=3", "max_concurrent=6", "search_space.train.seed={type: grid, values: [1, 2]}")
     search = search_algorithm(cfg, tmp_path)
