@@ -33,8 +33,8 @@ from pipelines.parquet_source import bad_compressed_data
 from pipelines.paths import filesystem
 from pipelines.shards import FORMAT_VERSION, MANIFEST
 from pipelines.sources import file_format, named_plain_text
-from pipelines.text_source import (GUTENBERG_HEAD, MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES, file_head,
-                                   gutenberg_header)
+from pipelines.gutenberg import GUTENBERG_HEAD, gutenberg_header
+from pipelines.text_source import MAX_TEXT_DOCUMENT_BYTES, TEXT_DOCUMENT_BYTES, file_head
 
 FULL_HASH_MAX_BYTES = 64 << 20  # inputs up to this size are named by sha256, larger ones by size + mtime
 SHARD_TOKEN_BYTES = 8 << 20  # num_shards=0 aims at this many bytes of its documents' token ids per shard (~4M tokens:

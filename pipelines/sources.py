@@ -34,7 +34,7 @@ Semantics of bad input -- the record is rejected and counted, the read goes on:
     bytes past ASCII is a UTF-8 book among them, read as UTF-8 (text_source.declared_or_utf8). Latin-1 is read as
     windows-1252, as browsers read the label: its 0x80-0x9F were controls, dropped with the punctuation they stand for.
   * A Project Gutenberg book's header (to its "*** START OF ..." line) and licence (from its "*** END OF ..."
-    line) are no document's text: one "gutenberg_boilerplate" row each (text_source.gutenberg_book).
+    line) are no document's text: one "gutenberg_boilerplate" row each (gutenberg.gutenberg_book).
   * A line longer than cfg.max_line_bytes is skipped in bounded chunks, never held whole, and
     rejects its record ("line_too_long"); the next JSONL line is read normally.
   * A compressed stream that ends early yields every complete record before the cut, then one

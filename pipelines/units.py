@@ -41,7 +41,8 @@ from pipelines.paths import open_binary
 from pipelines.source_files import SourceError, relative_names
 from pipelines.sources import SNIFF_BYTES, TEXT_DOCUMENT_BYTES, file_format, is_json_array
 from pipelines.spill import MAX_INPUT_FILES, RECORD_BITS
-from pipelines.text_source import GUTENBERG_HEAD, header_text_bytes, line_counts
+from pipelines.gutenberg import GUTENBERG_HEAD, header_text_bytes
+from pipelines.text_source import line_counts
 
 MIN_UNIT_BYTES = TEXT_DOCUMENT_BYTES  # text ranges are multiples of this
 MAX_AUTO_UNIT_BYTES = 64 << 20  # work_unit_bytes=0: at most this much a call ...
