@@ -191,6 +191,24 @@ def test_a_boolean_text_is_refused_naming_its_row_not_read_as_the_word_true(tmp_
         model.predict(None, pd.DataFrame({"text": ["fine"], "text_pair": [True]}))
 
 
+def test_a_served_cell_is_the_text_batch_prediction_reads():
+    """A served request's cell (a pandas column's value) is the text batch prediction's reader makes of the same value
+    in a file (cells.cell_text of what Arrow reads): bytes decoded, an integer's digits, a float32 widened as Arrow
+    widens it. The served model's own rule read a float32 0.1 as "0.1", which batch prediction reads as
+    0.10000000149011612: one input, two answers."""
+    import pyarrow as pa
+
+    from jobs.inference.served_model import as_text
+    from pipelines.tasks.cells import cell_text
+
+    frame = pd.DataFrame({"bytes": [b"caf\xc3\xa9 au lait"], "f32": np.array([0.1], np.float32), "f64": [101.0],
+                          "int": [7], "text": ["a fine day"]})
+    for column, values in frame.items():
+        (read,) = pa.Table.from_pandas(frame[[column]]).column(0).to_pylist()
+        assert as_text(values[0]) == cell_text(read), column
+    assert as_text(frame["f32"][0]) == "0.10000000149011612" and as_text(frame["int"][0]) == "7"
+
+
 def test_a_pair_trained_classifier_is_served_and_predicted_on_its_pairs(tmp_path):
     """A classifier fine-tuned on sentence pairs (MRPC, NLI, a user's text/text_pair columns): the transformers
     pipeline MLflow would serve it with has a signature of one text column, which drops text_pair from every request,
