@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 if __package__ in (None, ""):  # `python jobs/pretrain.py` from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -82,17 +83,15 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
     phase1.run_name = f"{cfg.run_name}-phase1" if cfg.phase2.max_steps else cfg.run_name
     resubmit.refuse_phase1_past_hand_off(cfg)  # and no phase-1 step past the weights phase 2 took
     continued = resubmit.tags(_continues(phase1, prepared))  # refused here, before MLflow
+    done = _phase1_done(phase1) if cfg.phase2.max_steps else None  # finished by an earlier submission: not rerun
+    # the job's run continues the earlier one where it trains on from it itself, or phase 1 is not run again
     run_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name,
                                 resolved.to_dict(), tags={**_lineage(prepared),
-                                                          **({} if cfg.phase2.max_steps else continued)})
+                                                          **(continued if done or not cfg.phase2.max_steps else {})})
     with tracking.ending(t.tracking_uri, run_id):  # a job that raises leaves its runs FAILED, not FINISHED
         if cfg.phase2.max_steps:
-            phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, phase1.run_name,
-                                          phase1.to_dict(), tags={**_lineage(prepared), "mlflow.parentRunId": run_id,
-                                                                  "phase": "1", **continued})
-            with tracking.ending(t.tracking_uri, phase_id, finished=True):
-                first = _fit(phase1, prepared, phase_id)
-                tracking.log_curves(t.tracking_uri, phase_id)  # its workers logged its steps: the parent has none
+            first = done or _fit_phase(phase1, prepared, run_id, phase1.to_dict(),
+                                       {**_lineage(prepared), "phase": "1", **continued})
             phase2 = phase2_config(resolved, first.checkpoint.path, prepared.tokenizer_dir)
             prepared = prepare(phase2.data)
             # the same corpus read, but phase 2's examples: what the registered model was last trained on
@@ -102,12 +101,7 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
             lineage = _lineage(prepared)  # the tokenizer and manifest hashed once, for the parent and the phase
             _tag_phase2_lineage(t.tracking_uri, run_id, lineage)
             continued = resubmit.tags(_continues(phase2, prepared))
-            phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, phase2.run_name,
-                                          phase2_params(phase2), tags={**lineage, "mlflow.parentRunId": run_id,
-                                                                  "phase": "2", **continued})
-            with tracking.ending(t.tracking_uri, phase_id, finished=True):
-                result = _fit(phase2, prepared, phase_id)
-                tracking.log_curves(t.tracking_uri, phase_id)
+            result = _fit_phase(phase2, prepared, run_id, phase2_params(phase2), {**lineage, "phase": "2", **continued})
             metrics = {**{f"phase1/{k}": v for k, v in first.metrics.items()}, **result.metrics}
             metrics["checkpoints_ignored"] = _report_ignored(phase1) + _report_ignored(phase2)
         else:
@@ -123,6 +117,44 @@ def _run(cfg: PretrainConfig, finished_ok: bool) -> PretrainResult:
     out = PretrainResult(cfg.run_name, metrics, result.checkpoint.path, str(release_dir), prepared.path, info)
     print(summary(out, cfg, dashboard), flush=True)
     return out
+
+
+class _Phase1(NamedTuple):
+    """Phase 1 as an earlier submission left it (_phase1_done): what _run reads of a Ray Result."""
+    metrics: dict
+    checkpoint: object  # a ray.train.Checkpoint
+
+
+def _fit_phase(cfg: PretrainConfig, prepared, parent_id: str, params: dict, tags: dict):
+    """One phase of a two-phase job, fitted (_fit) under a child run of the job's run, which holds its curves."""
+    from jobs.registry import tracking
+
+    t = cfg.tracking
+    phase_id = tracking.start_run(t.tracking_uri, t.experiment, t.artifact_location, cfg.run_name, params,
+                                  tags={**tags, "mlflow.parentRunId": parent_id})
+    with tracking.ending(t.tracking_uri, phase_id, finished=True):
+        result = _fit(cfg, prepared, phase_id)
+        tracking.log_curves(t.tracking_uri, phase_id)  # its workers logged its steps: the parent has none
+    return result
+
+
+def _phase1_done(phase1: PretrainConfig) -> _Phase1 | None:
+    """Phase 1 as an earlier submission of the job finished it (resubmit.finished: its last checkpoint, and the
+    metrics Ray Train recorded with it), in place of the Ray Result of fitting it again; None where it has steps left.
+    Fitted again, it trained no step but started its workers, evaluated and wrote its last checkpoint (optimizer
+    state and release) anew on every resubmission of phase 2, under a new phase-1 run. The job's run is tagged as
+    continuing the phase-1 run that trained it instead (resubmit.tags)."""
+    from ray.train import Checkpoint
+
+    from jobs.runtime import resubmit
+
+    done = resubmit.finished(Path(phase1.output_dir).resolve() / phase1.run_name, phase1.train.max_steps)
+    if done is None:
+        return None
+    checkpoint, metrics, earlier = done
+    print(f"[train] {phase1.run_name} finished in an earlier submission (step {earlier['step']}, MLflow run "
+          f"{earlier['run_id'] or 'unrecorded'}): not run again; phase 2 starts from {checkpoint}", flush=True)
+    return _Phase1(metrics, Checkpoint(str(checkpoint)))
 
 
 def _lineage(prepared) -> dict:

@@ -423,19 +423,19 @@ def _lineage_of(client, run_id: str) -> dict:
     """A run's lineage_tags, for the model version it registers: its own, over its parent run's when it is
     nested (a sweep's trial run; the sweep's parent holds the lineage). A resubmitted run's `continued_from` and
     `continued_at_step` (jobs/runtime/resubmit.tags) as lineage.*: its code.* tags name only the code of the steps
-    since then; the earlier run, which trained the first ones, has its own. A two-phase pretraining's parent holds
-    none: its phase runs resume, and the last of them that did names the earlier attempt (a resubmission in phase 2
-    tags phase 1 too, continued at its end, with nothing left to train)."""
+    since then; the earlier run, which trained the first ones, has its own. A two-phase pretraining's parent: the last
+    of its phase runs that resumed names the earlier attempt, else its own tags do (a phase 1 that an earlier
+    submission finished is not run again: jobs/pretrain._phase1_done)."""
     run = client.get_run(run_id)
     tags = run.data.tags
     parent = client.get_run(tags["mlflow.parentRunId"]).data.tags if "mlflow.parentRunId" in tags else {}
     resumed = {f"lineage.{k}": tags[k] for k in ("continued_from", "continued_at_step") if k in tags}
-    if not resumed and tags.get("lineage.job") == "pretrain" and not parent:
+    if tags.get("lineage.job") == "pretrain" and not parent:
         for phase in client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'",
                                         order_by=["attributes.start_time DESC"]):
-            resumed = {f"lineage.{k}": phase.data.tags[k] for k in ("continued_from", "continued_at_step")
-                       if k in phase.data.tags}
-            if resumed:
+            if found := {f"lineage.{k}": phase.data.tags[k] for k in ("continued_from", "continued_at_step")
+                         if k in phase.data.tags}:
+                resumed = found
                 break
     return {**{k: v for k, v in {**parent, **tags}.items() if k.startswith(("lineage.", "code."))}, **resumed}
 

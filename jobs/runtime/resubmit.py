@@ -234,6 +234,18 @@ def at_end(run_dir: Path, total_steps: int) -> bool:
     return bool(earlier) and earlier["step"] >= total_steps
 
 
+def finished(run_dir: Path, total_steps: int) -> tuple[Path, dict, dict] | None:
+    """(the checkpoint, the metrics Ray Train recorded with it, its record) where the checkpoint a submission to
+    `run_dir` would continue from is the run's last: at `total_steps`, holding the release its final evaluation is
+    written with; None otherwise. A run resumed from it trains no step and writes it again (pretrain_worker)."""
+    checkpoint = latest(run_dir)
+    earlier = read(checkpoint) if checkpoint else None
+    if not earlier or earlier["step"] < total_steps or not (checkpoint / "release").is_dir():
+        return None
+    snapshot = json.loads((run_dir / "checkpoint_manager_snapshot.json").read_text())  # latest() read it whole
+    return checkpoint, snapshot["latest_checkpoint_result"].get("metrics") or {}, earlier
+
+
 def refuse_phase1_past_hand_off(cfg) -> None:
     """Refuse a two-phase submission (a PretrainConfig) whose phase 1 has steps left (train.max_steps raised) while
     phase 2 holds a checkpoint already: phase 2 goes on from its own checkpoint, which started from phase 1's earlier

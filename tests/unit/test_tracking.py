@@ -492,3 +492,16 @@ def test_a_continued_pretraining_and_a_resubmission_are_in_the_versions_lineage(
         time.sleep(0.01)  # started in order
     resumed = tracking._lineage_of(client, two)
     assert (resumed["lineage.continued_from"], resumed["lineage.continued_at_step"]) == ("4567cdef", "300")
+    # phase 1 finished by an earlier submission is not run again (jobs/pretrain._phase1_done): the parent holds its
+    # continuation, which a phase-2 run that resumed too overrides
+    again = tracking.start_run(uri, "pre", art, "again", {"train": {}}, tags={
+        "lineage.job": "pretrain", **resubmit.tags({"run_id": "1111aaaa", "step": 1000})})
+    tracking.start_run(uri, "pre", art, "phase2", {"train": {}}, tags={"lineage.job": "pretrain",
+                                                                      "mlflow.parentRunId": again})
+    resumed = tracking._lineage_of(client, again)
+    assert (resumed["lineage.continued_from"], resumed["lineage.continued_at_step"]) == ("1111aaaa", "1000")
+    time.sleep(0.01)
+    tracking.start_run(uri, "pre", art, "phase2", {"train": {}}, tags={
+        "lineage.job": "pretrain", "mlflow.parentRunId": again, **resubmit.tags({"run_id": "89abef01", "step": 40})})
+    resumed = tracking._lineage_of(client, again)
+    assert (resumed["lineage.continued_from"], resumed["lineage.continued_at_step"]) == ("89abef01", "40")
