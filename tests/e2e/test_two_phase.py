@@ -11,7 +11,7 @@ from tests.e2e.quick import quick_config
 pytestmark = pytest.mark.slow
 
 
-def test_two_phase_job(ray_up, tmp_path, shared_data):
+def test_two_phase_job(ray_up, tmp_path, shared_data, capsys):
     cfg = quick_config(
         tmp_path, "two-phase", "train.max_steps=40", "train.log_every=5", "train.eval_batches=4",
         "optim.warmup_steps=5", "phase2.max_steps=10", "phase2.max_seq_len=256", "phase2.micro_batch_size=8",
@@ -49,3 +49,25 @@ def test_two_phase_job(ray_up, tmp_path, shared_data):
     named = client.get_run(parent).data.tags["lineage.phase2.data_dir"]
     assert Path(named) == Path(phase2.data.tags["lineage.data_dir"]) == Path(result.data_dir)
     assert lineage.run("models:/two-phase-bert@candidate", cfg.tracking.tracking_uri).missing == []
+
+    # resubmitted with more phase-2 steps: phase 1, finished, is not fit again (a Train run that trained no step but
+    # evaluated and wrote its last checkpoint anew); phase 2 goes on from its checkpoint, phase 1's metrics are those
+    # Ray recorded with its last checkpoint, and the job's run says which run trained phase 1
+    phase1_dir = Path(cfg.output_dir) / "two-phase-phase1"
+    written = sorted(p.stat().st_mtime_ns for p in phase1_dir.rglob("*") if p.is_file())
+    capsys.readouterr()
+    again = run(quick_config(
+        tmp_path, "two-phase", "train.max_steps=40", "train.log_every=5", "train.eval_batches=4",
+        "optim.warmup_steps=5", "phase2.max_steps=12", "phase2.max_seq_len=256", "phase2.micro_batch_size=8",
+        "phase2.warmup_steps=3", "tracking.registered_model=two-phase-bert", data_dir=shared_data))
+    assert "two-phase-phase1 finished in an earlier submission (step 40" in capsys.readouterr().out
+    assert sorted(p.stat().st_mtime_ns for p in phase1_dir.rglob("*") if p.is_file()) == written
+    assert again.metrics["step"] == 12 and again.metrics["phase1/step"] == 40
+    assert again.metrics["phase1/eval_before/mlm_loss"] == m["phase1/eval_before/mlm_loss"]
+    children = client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment).experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{again.mlflow['run_id']}'")
+    assert [r.data.tags["phase"] for r in children] == ["2"]
+    phase1_run = next(r for r in client.search_runs(
+        [client.get_experiment_by_name(cfg.tracking.experiment).experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent}'") if r.data.tags["phase"] == "1")
+    assert client.get_run(again.mlflow["run_id"]).data.tags["continued_from"] == phase1_run.info.run_id
