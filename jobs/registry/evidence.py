@@ -216,10 +216,13 @@ def same_data(cfg, candidate, champion, task, split: str, rows: list[dict], labe
                              f"task.dev_file=...")
 
 
-# what decides which rows a task's evaluation split holds: its files, its caps, and for your own files' dev carved
-# from train (no task.dev_file) the carve's share and size, which the select carve uses too (DEV_CARVE)
+# what decides which rows a task's evaluation split holds: its files, its caps, the classes a row may hold (task.labels
+# rejects others; a set, in any order), SQuAD 2.0's unanswerable questions, the pkgdocs harvest's size, and for your
+# own files' dev carved from train (no task.dev_file) the carve's share and size, which the select carve uses too
+# (DEV_CARVE); every other TaskConfig field is named in tests/unit/test_evidence_carve_names.py as shaping no row
 CARVED_BY = ("train_file", "dev_file", "select_file", "data_dir", "corpus_dir", "format", "columns",
-             "selection_fraction", "selection_max_rows", "max_eval_examples", "max_dev_per_label", "num_classes")
+             "selection_fraction", "selection_max_rows", "max_eval_examples", "max_dev_per_label", "num_classes",
+             "labels", "version_2", "harvest_max_mb")
 DEV_CARVE = ("selection_fraction", "selection_max_rows")  # a benchmark's dev, or a given dev file: not carved
 
 
@@ -244,7 +247,8 @@ def _carved_apart(candidate, champion) -> str:
 
     raw = [json.loads(v.tags["task_config"]) for v in (candidate, champion)]
     carved = all(r.get("name") == "files" for r in raw) and not all(r.get("dev_file") for r in raw)
-    ours, theirs = ({f: said(r.get(f, defaults[f])) for f in CARVED_BY} for r in raw)
+    ours, theirs = ({f: said(sorted(map(str, v)) if f == "labels" else v) for f in CARVED_BY
+                     for v in [r.get(f, defaults[f])]} for r in raw)
     apart = [f for f in CARVED_BY if ours[f] != theirs[f] and (carved or f not in DEV_CARVE)]
     if not apart:
         return ""
