@@ -173,16 +173,25 @@ def text_offset(stream: BinaryIO, offset: int) -> int:
     return offset - line_counts(stream, 0, offset)[1] - header_text_bytes(head)
 
 
-def blank(line: bytes | None) -> bool:
+def blank(line: bytes | None, encoding: str = "") -> bool:
     """A line of no text: ASCII whitespace, or (a short non-ASCII line) what normalize_text makes nothing of: a
     no-break space (web text's &nbsp;), an ideographic space, a zero-width one. Google's create_pretraining_data
     strips decoded lines, and under blank_lines such a line between two articles had merged them into one document
-    (NSP's IsNext pairs across them)."""
+    (NSP's IsNext pairs across them). In a file of another declared encoding (`encoding`: check_encoding's name of
+    data.text_encoding) the line is decoded as its document is (declared_or_utf8): cp1252's no-break space is the
+    byte 0xA0 alone, which read as UTF-8 was text. A line starting with a printable ASCII byte is text in any encoding
+    a text file may be read in (each keeps ASCII's bytes), and is not decoded."""
     if line is None:
         return False
     text = line.strip()
-    return not text or (len(text) <= _BLANK_BYTES and text[0] in _BLANK_LEADS
-                        and not normalize_text(text.decode("utf-8", "replace")).strip())
+    if not text or len(text) > _BLANK_BYTES or 0x21 <= text[0] <= 0x7E:
+        return not text
+    if not encoding:
+        return text[0] in _BLANK_LEADS and not normalize_text(text.decode("utf-8", "replace")).strip()
+    try:
+        return not normalize_text(declared_or_utf8(text, encoding)).strip()
+    except UnicodeDecodeError:  # a byte the encoding lacks: text its document is rejected for
+        return False
 
 
 _BLANK_BYTES = 64  # the longest non-ASCII line decoded to be tested: whitespace runs of a few characters
@@ -215,12 +224,12 @@ def _last_blank_before(stream: BinaryIO, cfg: DataConfig, start: int, text_start
         stream.seek(max(0, earlier - 1))  # from the byte before: a pair whose \n is at `earlier`
         pairs += stream.read(window - max(0, earlier - 1)).count(b"\r\n")
         window = earlier
-    last = -_NO_END
+    last, encoding = -_NO_END, check_encoding(cfg.text_encoding)
     for offset, _, line, _, text in _text_lines(stream, cfg.max_line_bytes, Span(window),
                                                  text_start - (start - window - pairs)):
         if offset >= start:
             break
-        if blank(line) and text >= low:
+        if blank(line, encoding) and text >= low:
             last = text
     return last
 
@@ -239,10 +248,11 @@ def _cut_lines(stream: BinaryIO, cfg: DataConfig, span: Span, text_start: int) -
     # text reaches it is the line's own or one after `anchor`, the line before (span.start for the first line): every
     # byte between is a byte of text but the \n of a \r\n that ends the line before, which no multiple falls on
     anchor, anchor_text, low = span.start, text_start, text_start
+    encoding = check_encoding(cfg.text_encoding)
     for offset, number, line, head, text in _text_lines(stream, cfg.max_line_bytes, span, text_start):
         multiple = text // split * split
         cut = None
-        if blank(line):
+        if blank(line, encoding):
             if text >= boundary:
                 cut = ("blank", offset)
                 boundary = (text // step + 1) * step if books else boundary
@@ -290,10 +300,11 @@ def read_text(stream: BinaryIO, name: str, path: str, cfg: DataConfig, span: Spa
     # just before a multiple and one at it, after ~1 MiB without one): a range that did not look asks the head then
     skip_blank_only = functools.cache(lambda: cfg.text_documents == "blank_lines" or book is not None or (
         not probed and is_book(stream)))
-    chunks, first, too_long = [], None, None
+    chunks, first, too_long, encoding = [], None, None, check_encoding(cfg.text_encoding)
 
     def document() -> Iterator[dict]:
-        if first is not None and not (too_long is None and all(map(blank, chunks)) and skip_blank_only()):
+        if first is not None and not (too_long is None and all(blank(c, encoding) for c in chunks)
+                                      and skip_blank_only()):
             yield text_document(f"{name}#{first}", path, chunks, too_long, cfg)
 
     for offset, number, line, head, cut in itertools.chain(first_split, lines):

@@ -155,3 +155,18 @@ def test_a_line_of_unicode_spaces_ends_a_document_under_blank_lines(tmp_path, st
     rows = read_ranged(path, step, text_documents="blank_lines") if step else read_whole(
         path, text_documents="blank_lines")
     assert [r["text"] for r in rows] == docs, rows
+
+
+@pytest.mark.parametrize("step", [0, 7, 64])
+@pytest.mark.parametrize("encoding", ["cp1252", "latin-1"])
+def test_a_line_of_no_break_spaces_is_blank_in_a_one_byte_encoding(tmp_path, step, encoding):
+    """cp1252's (and latin-1's) no-break space is the byte 0xA0 alone: read as UTF-8 it was text, and a separator of
+    them merged two articles into one document; read whole or in ranges alike. A line of one accented letter is
+    text."""
+    docs = ["Café one.\nCafé two.", "Beta one.\nBeta two.", "Gamma one.\nGamma two.", "Delta one.\nÉ\nEpsilon."]
+    path = tmp_path / "google.txt"
+    path.write_bytes(("\n\u00a0\n".join(docs[:2]) + "\n \u00a0 \u00a0\n" + "\n\n\u00a0\n\n".join(docs[2:]) + "\n"
+                      ).encode("cp1252"))
+    rows = read_ranged(path, step, text_documents="blank_lines", text_encoding=encoding) if step else read_whole(
+        path, text_documents="blank_lines", text_encoding=encoding)
+    assert [r["text"] for r in rows] == docs, rows
