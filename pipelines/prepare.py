@@ -50,8 +50,8 @@ from ray.data._internal.execution.backpressure_policy import (
     ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY, ConcurrencyCapBackpressurePolicy)
 from tokenizers import Tokenizer
 
-from bert_core.tokenizer import (MAX_INPUT_CHARS_PER_WORD, SpecialIds, continuation_mask, given_tokenizer,
-                                 save_tokenizer, tokenizer_hash, train_wordpiece)
+from bert_core.tokenizer import (SpecialIds, continuation_mask, given_tokenizer, save_tokenizer, tokenizer_hash,
+                                 train_wordpiece)
 from pipelines.config import DataConfig, TokenizerConfig
 from pipelines.dedup import dropped_rows
 from pipelines.examples import (PAIR_RULES, Document, bucket_seed, create_examples, cut_long_sentences,
@@ -61,13 +61,14 @@ from pipelines.shards import (FORMAT_VERSION, MANIFEST, check_shards, example_sc
                               write_manifest, write_shard)
 from pipelines.rejects import RejectLog, cuts_said, rejected_documents
 from pipelines.prepared_sets import corpus_files
-from pipelines.set_counts import set_counts
+from pipelines.set_counts import set_counts, unknown_tokens_warning
 from pipelines.sources import TEXT_DOCUMENT_BYTES, named_plain_text, read_as_book, read_format
 from pipelines.layout import (FULL_HASH_MAX_BYTES, MIN_HELD_OUT_BOOKS, ShardLayout, build_dir, fingerprint_inputs,
                               heartbeat, prepared_name, text_heads)
 from pipelines.spill import RECORD_BITS, read_spill, tokenize_unit
 from pipelines.text_source import blank_line_documents, check_line_ends, file_head
-from pipelines.tokenizer_sample import dedup_mask, flat, stripped_marks, tokenizer_sample, unknown_pieces
+from pipelines.tokenizer_sample import (dedup_mask, flat, stripped_marks_warning, tokenizer_sample,
+                                       unknown_pieces_warning)
 from pipelines.units import check_file_count, plan_units
 
 
@@ -138,48 +139,16 @@ def _prepare_tokenizer(units: list[dict], cfg: DataConfig, layout: ShardLayout, 
     else:
         t0 = time.perf_counter()
         texts = tokenizer_sample(units, cfg, layout)
-        warn_stripped_marks(texts, t)
+        if said := stripped_marks_warning(texts, t):
+            _log("tokenizer", said)
         tok = train_wordpiece(texts, t.vocab_size, t.lowercase is not False, t.min_frequency, t.strip_accents,
                               t.limit_alphabet)
         _log("tokenizer", f"trained {tok.get_vocab_size()} tokens on {len(texts)} documents "
                           f"in {time.perf_counter() - t0:.1f}s")
-        warn_unknown_pieces(tok, texts)
+        if said := unknown_pieces_warning(tok, texts):
+            _log("tokenizer", said)
     save_tokenizer(tok, out_dir, model_max_length=max(512, cfg.max_seq_len))
     return tok
-
-
-def warn_stripped_marks(texts: list[str], t: TokenizerConfig) -> bool:
-    """Say so (and True) where the tokenizer to train strips accents (strip_accents true, or unset and lowercase:
-    uncased BERT) and the sample's letters hold marks that this deletes as if accents (stripped_marks): a Hindi,
-    Thai or Japanese corpus under the defaults trains on mangled words ("नमसत")."""
-    if not ((t.lowercase is not False) if t.strip_accents is None else t.strip_accents):
-        return False
-    marks, letters = stripped_marks(texts)
-    if sum(marks.values()) < max(100, letters // 1000):
-        return False
-    setting = "strip_accents: true" if t.strip_accents else "lowercase with strip_accents unset (uncased BERT)"
-    scripts = ", ".join(f"{script.title()} {n:,}" for script, n in marks.most_common(4))
-    _log("tokenizer", f"warning: data.tokenizer strips accents ({setting}), which deletes {sum(marks.values()):,} "
-                      f"combining marks that are letters of their script in the sample's first {letters:,} letters "
-                      f"({scripts}): 'नमस्ते' becomes 'नमसत', 'ガス' 'カス'; set data.tokenizer.strip_accents: false "
-                      f"to keep them")
-    return True
-
-
-def warn_unknown_pieces(tok: Tokenizer, texts: list[str], share: float = 0.01) -> bool:
-    """Say so (and True) where more than `share` of the trained tokenizer's pieces of the sample are [UNK]
-    (unknown_pieces): a Thai corpus trained on "[UNK]" for most of its text, and prepare said nothing."""
-    pieces, unknown, long, chars = unknown_pieces(tok, texts)
-    if unknown <= share * pieces:
-        return False
-    why = (f"{long:,} of them words longer than {MAX_INPUT_CHARS_PER_WORD} characters, which WordPiece never splits: "
-           f"a script written without spaces between words (Thai, Lao, Khmer, Burmese) needs a word segmenter "
-           f"before prepare (PyThaiNLP's word_tokenize for Thai)" if long * 2 > unknown else
-           f"most of them words holding a character the vocabulary lacks: raise data.tokenizer.limit_alphabet")
-    _log("tokenizer", f"warning: {unknown / pieces:.1%} of the pieces the trained tokenizer makes of the sample's "
-                      f"first {chars:,} characters are [UNK] ({unknown:,} of {pieces:,}), text the model never sees; "
-                      f"{why}")
-    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,7 +186,7 @@ def _pass_tables(docs: list[Document], cfg: DataConfig, layout: ShardLayout, sha
                  vocab_size: int, continuation: np.ndarray | None, skipped: Counter, seen: list):
     """The shard's examples as tables, one dupe pass after another, for write_shard to write as they come: a task
     holds one pass's examples, however many passes (a shard's documents do not shrink with them, ShardLayout.plan).
-    Appends each pass's (num_tokens, random-next pairs) to `seen`; example ids run on across passes."""
+    Appends each pass's (num_tokens, random-next pairs, [UNK] tokens) to `seen`; example ids run on across passes."""
     split, index = layout.split_of(shard)
     first = np.int64(shard) << 32
     for dupe_pass in range(cfg.dupe_factor):
@@ -230,13 +199,14 @@ def _pass_tables(docs: list[Document], cfg: DataConfig, layout: ShardLayout, sha
                                   example_schema(vocab_size, False, cfg.debug_doc_ids), [d.doc_id for d in docs])
         first += len(examples)
         del examples
+        unknown = pc.sum(pc.equal(pc.list_flatten(table.column("input_ids")), special.unk)).as_py() or 0
         if cfg.masking == "static" and table.num_rows:
             table = _with_static_masking(table, cfg, special, vocab_size,
                                          bucket_seed(cfg.seed, split, index, -2 - 2 * dupe_pass), continuation)
         elif cfg.masking == "static":
             table = example_schema(vocab_size, True, cfg.debug_doc_ids).empty_table()
         labels = table.column("next_sentence_label")
-        seen.append((table.column("num_tokens").to_numpy(), int(pc.sum(labels).as_py() or 0)))
+        seen.append((table.column("num_tokens").to_numpy(), int(pc.sum(labels).as_py() or 0), unknown))
         yield table
 
 
@@ -263,12 +233,13 @@ def _build_shard(batch: pa.Table, cfg: DataConfig, layout: ShardLayout, special:
     skipped, seen = Counter(), []
     entry = write_shard(_pass_tables(docs, cfg, layout, shard, special, vocab_size, continuation, skipped, seen),
                         Path(out_dir) / shard_name(split, index))
-    num_tokens = np.concatenate([lengths for lengths, _ in seen])
+    num_tokens = np.concatenate([lengths for lengths, _, _ in seen])
     return pa.Table.from_pylist([{
         "split": split, "index": index, "file": entry["file"], "rows": entry["rows"],
         "bytes": entry["bytes"], "documents": len(docs), "documents_empty": num_empty,
         "sentences": num_sentences, "sentences_cut": sentences_cut, "tokens": int(num_tokens.sum()),
-        "random_next": sum(random_next for _, random_next in seen),
+        "random_next": sum(random_next for _, random_next, _ in seen),
+        "unknown_tokens": sum(unknown for _, _, unknown in seen),
         "sentences_dropped": sum(skipped.values()),
         "histogram": length_histogram(num_tokens, cfg.max_seq_len),
         "duplicate_samples": json.dumps(duplicate_samples), "seconds": time.perf_counter() - t0,
@@ -442,7 +413,7 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
             "continuation": continuation_mask(tok) if cfg.whole_word_masking else None, "out_dir": str(out)})
     shards = {"train": [], "eval": []}
     totals = {"documents": 0, "documents_empty": 0, "sentences": 0, "tokens": 0, "random_next": 0,
-              "sentences_dropped": 0, "sentences_cut": 0}
+              "sentences_dropped": 0, "sentences_cut": 0, "unknown_tokens": 0}
     histogram = None
     for row in stats_ds.iter_rows():
         shards[row["split"]].append(row)
@@ -463,10 +434,10 @@ def _prepare_into(out: Path, cfg: DataConfig, layout: ShardLayout, files: list[s
     timings["examples"] = time.perf_counter() - t0
 
     counts = set_counts(totals, shards, rejects)  # refuses a set of no document: not cached
-    nsp = nsp_warning(cfg, counts, shards)
-    if nsp:
-        _log("warning", nsp)
-        warned.append(nsp)
+    for said in (nsp_warning(cfg, counts, shards), unknown_tokens_warning(counts, cfg.tokenizer.path)):
+        if said:
+            _log("warning", said)
+            warned.append(said)
     return {
         "format_version": FORMAT_VERSION,
         "counts": counts,

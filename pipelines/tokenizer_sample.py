@@ -180,3 +180,35 @@ def unknown_pieces(tokenizer, texts: list[str], max_chars: int = 2_000_000) -> t
         unknown += len(spans)
         long += sum(n > MAX_INPUT_CHARS_PER_WORD for n in spans)
     return pieces, unknown, long, seen
+
+
+def stripped_marks_warning(texts: list[str], t) -> str | None:
+    """A line where the tokenizer to train (`t`, data.tokenizer) strips accents (strip_accents true, or unset and
+    lowercase: uncased BERT) and the sample's letters hold marks that this deletes as if accents (stripped_marks): a
+    Hindi, Thai or Japanese corpus under the defaults trains on mangled words ("नमसत")."""
+    if not ((t.lowercase is not False) if t.strip_accents is None else t.strip_accents):
+        return None
+    marks, letters = stripped_marks(texts)
+    if sum(marks.values()) < max(100, letters // 1000):
+        return None
+    setting = "strip_accents: true" if t.strip_accents else "lowercase with strip_accents unset (uncased BERT)"
+    scripts = ", ".join(f"{script.title()} {n:,}" for script, n in marks.most_common(4))
+    return (f"warning: data.tokenizer strips accents ({setting}), which deletes {sum(marks.values()):,} combining "
+            f"marks that are letters of their script in the sample's first {letters:,} letters ({scripts}): 'नमस्ते' "
+            f"becomes 'नमसत', 'ガス' 'カス'; set data.tokenizer.strip_accents: false to keep them")
+
+
+def unknown_pieces_warning(tokenizer, texts: list[str], share: float = 0.01) -> str | None:
+    """A line where more than `share` of the trained tokenizer's pieces of the sample are [UNK] (unknown_pieces),
+    saying why: a Thai corpus trained on "[UNK]" for most of its text, and prepare said nothing."""
+    from bert_core.tokenizer import MAX_INPUT_CHARS_PER_WORD
+
+    pieces, unknown, long, chars = unknown_pieces(tokenizer, texts)
+    if unknown <= share * pieces:
+        return None
+    why = (f"{long:,} of them words longer than {MAX_INPUT_CHARS_PER_WORD} characters, which WordPiece never splits: "
+           f"a script written without spaces between words (Thai, Lao, Khmer, Burmese) needs a word segmenter "
+           f"before prepare (PyThaiNLP's word_tokenize for Thai)" if long * 2 > unknown else
+           f"most of them words holding a character the vocabulary lacks: raise data.tokenizer.limit_alphabet")
+    return (f"warning: {unknown / pieces:.1%} of the pieces the trained tokenizer makes of the sample's first "
+            f"{chars:,} characters are [UNK] ({unknown:,} of {pieces:,}), text the model never sees; {why}")

@@ -35,14 +35,16 @@ class PretrainResult:
 
 def data_metrics(manifest: dict) -> dict:
     """What the corpus gave: documents read and kept, every rejected one under its reason (`data/rejected/<reason>`:
-    a run never drops bad input silently), and text cut out of documents as `data/cut/<reason>` (NOT_DOCUMENTS)."""
+    a run never drops bad input silently), text cut out of documents as `data/cut/<reason>` (NOT_DOCUMENTS), and the
+    examples' [UNK] tokens (`data/unknown_tokens`, of `data/tokens`; sets prepared before it was counted lack it)."""
     from pipelines.rejects import NOT_DOCUMENTS, rejected_documents
 
     counts, rejects = manifest["counts"], manifest["rejects"]
     return {"data/documents_read": counts["documents_read"], "data/documents_kept": counts["documents_kept"],
             "data/documents_rejected": rejected_documents(rejects),
             **{f"data/{'cut' if r in NOT_DOCUMENTS else 'rejected'}/{r}": n for r, n in sorted(rejects.items())},
-            "data/examples_train": counts["examples_train"]}
+            "data/examples_train": counts["examples_train"],
+            **{f"data/{k}": counts[k] for k in ("tokens", "unknown_tokens") if "unknown_tokens" in counts}}
 
 
 def rejects_line(metrics: dict, data_dir: str) -> str:

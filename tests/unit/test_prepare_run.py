@@ -8,6 +8,7 @@ import os
 import random
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import ray
@@ -132,7 +133,7 @@ def test_documents_read_counts_those_without_a_sentence_and_a_set_of_none_is_ref
     """documents_read is every document a reader gave: kept, rejected, and those that tokenized to no sentence (text
     the tokenizer drops whole), which counts alone as documents_without_sentences."""
     totals = {"documents": 5, "documents_empty": 2, "sentences": 40, "tokens": 900, "random_next": 3,
-              "sentences_dropped": 0, "sentences_cut": 1}
+              "sentences_dropped": 0, "sentences_cut": 1, "unknown_tokens": 0}
     shards = {"train": [{"rows": 8}, {"rows": 4}], "eval": [{"rows": 2}]}
     rejects = RejectLog()
     rejects.add("too_short", "a.txt#0", "a.txt", "Hi.", count=3)
@@ -187,3 +188,29 @@ def test_a_corpus_inside_the_output_root_is_read_and_only_its_sets_skipped(tmp_p
                                       f"{os.path.realpath(root / 'abc123')}")
     with pytest.raises(SourceError, match=r"'.*abc123/train' is prepared data, in the prepared set .*abc123: give"):
         corpus_files(DataConfig(sources=[str(root / "abc123" / "train")], output_root=str(root)))
+
+
+def test_a_given_vocabulary_that_lacks_the_corpus_words_is_warned_of_with_the_unknown_share(local, capsys):
+    """A given tokenizer is not checked on a sample as a trained one is: an English vocabulary on a Greek corpus made
+    [UNK] of most words and prepare said nothing. The examples' [UNK] tokens are counted (before masking: static
+    masking's counts are dynamic masking's, whose shards hold the tokens unmasked) and warned of past 1%; a corpus of
+    the vocabulary's words is not."""
+    (local / "en.txt").write_text(paragraphs(0, 40))
+    english = prepare.prepare(config("en.txt", masking="static"))
+    assert english.manifest["counts"]["unknown_tokens"] == 0 and english.manifest["warnings"] == []
+    (local / "el.txt").write_text(paragraphs(1, 40).replace("river", "ποτάμι").replace("stone", "πέτρα"))
+    capsys.readouterr()
+    mixed = prepare.prepare(config("el.txt", masking="static"))
+    counts, out = mixed.manifest["counts"], capsys.readouterr().out
+    unmasked = prepare.prepare(config("el.txt"))
+    ids = pa.concat_tables(pq.read_table(f) for f in unmasked.train_files + unmasked.eval_files).column("input_ids")
+    unknown = pc.sum(pc.equal(pc.list_flatten(ids), VOCAB.index("[UNK]"))).as_py()
+    assert counts["unknown_tokens"] == unmasked.manifest["counts"]["unknown_tokens"] == unknown
+    assert counts["tokens"] * 0.01 < unknown < counts["tokens"] * 0.2
+    (said,) = [w for w in mixed.manifest["warnings"] if "[UNK]" in w]
+    assert f"[UNK] ({unknown:,} of {counts['tokens']:,})" in said and "the vocabulary of vocab lacks" in said
+    assert said in out
+    from jobs.runtime.pretrain_summary import data_metrics  # a pretraining on the set logs both to MLflow
+
+    assert (data_metrics(mixed.manifest)["data/unknown_tokens"], data_metrics(mixed.manifest)["data/tokens"]) == (
+        unknown, counts["tokens"])
