@@ -222,17 +222,24 @@ def refuse_other_layout(cfg: PretrainConfig) -> None:
 def refuse_finished_before_ray(cfg: PretrainConfig) -> None:
     """A job that finished, submitted again with no step left, refused before any Ray work, whatever else changed:
     on an autoscaling cluster (a RayJob retried, a CI step re-run) it came after the wait for the GPU nodes and
-    prepare. A two-phase job is judged by phase 1's run (its record and its parent job run), and has nothing left
-    only where phase 2's checkpoint is at its end too."""
+    prepare. A two-phase job is judged by phase 2's run (its record and its parent job run, the last that trained
+    phase 2), and has nothing left only where phase 1's checkpoint is at its end too. (Phase 1's record names the job
+    that trained phase 1, which a later submission does not fit again (_phase1_done): judged by it, a job that
+    failed in phase 2 and was then finished by a resubmission let a third, identical submission register the same
+    weights again, and one whose registration failed after a resubmission trained phase 2 on was refused.)"""
     from jobs.registry import tracking
     from jobs.runtime import resubmit
 
-    out = Path(cfg.output_dir).resolve()
-    name = f"{cfg.run_name}-phase1" if cfg.phase2.max_steps else cfg.run_name
-    if record := resubmit.latest_record(out / name):
-        ended = not cfg.phase2.max_steps or resubmit.at_end(out / f"{cfg.run_name}-phase2", cfg.phase2.max_steps)
-        resubmit.refuse_finished(name, out / name, record, ended and record["step"] >= cfg.train.max_steps,
-                                 tracking.resolve_tracking_uri(cfg.tracking.tracking_uri))
+    out, uri = Path(cfg.output_dir).resolve(), tracking.resolve_tracking_uri(cfg.tracking.tracking_uri)
+    if not cfg.phase2.max_steps:
+        if record := resubmit.latest_record(out / cfg.run_name):
+            resubmit.refuse_finished(cfg.run_name, out / cfg.run_name, record, record["step"] >= cfg.train.max_steps,
+                                     uri)
+        return
+    name = f"{cfg.run_name}-phase2"
+    if second := resubmit.latest_record(out / name):
+        ended = resubmit.at_end(out / f"{cfg.run_name}-phase1", cfg.train.max_steps)
+        resubmit.refuse_finished(name, out / name, second, ended and second["step"] >= cfg.phase2.max_steps, uri)
 
 
 def _continues(cfg: PretrainConfig, prepared) -> dict | None:

@@ -282,9 +282,9 @@ def refuse_finished(run_name: str, run_dir: Path, earlier: dict | None, nothing_
     except MlflowException:  # a run deleted since, or another store: nothing says it registered
         return
     if done:
-        second = run_dir.with_name(run_name.removesuffix("-phase1") + "-phase2")
-        ways = (f"Give phase 2 more steps (phase2.max_steps), a new run_name, or remove {run_dir} and {second} to "
-                "start over" if run_name.endswith("-phase1") and second.is_dir() else  # a two-phase job's phase 1
+        first = run_dir.with_name(run_name.removesuffix("-phase2") + "-phase1")
+        ways = (f"Give phase 2 more steps (phase2.max_steps), a new run_name, or remove {first} and {run_dir} to "
+                "start over" if run_name.endswith("-phase2") else  # a two-phase job's phase 2
                 f"Give more steps to train on, a new run_name, or remove {run_dir} to start over")
         raise ConfigError(f"run_name={run_name!r} has finished: its checkpoint (step {earlier['step']}) has nothing "
                           f"left to train and its MLflow run {earlier['run_id']} ended FINISHED; run again, it would "

@@ -109,12 +109,11 @@ def test_a_finished_run_submitted_again_with_nothing_left_is_refused_not_registe
     resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": run("FINISHED", job_failed)}, True, uri)
     with pytest.raises(ConfigError, match="has finished"):
         resubmit.refuse_finished("pretrain-x", d, {**earlier, "run_id": run("FINISHED", job_done)}, True, uri)
-    # a two-phase job's phase 1: more phase-1 steps, or its folder alone removed, would be refused next (phase 2
-    # started from its weights): the ways out are phase 2's steps, or both folders
-    (d.parent / "two-phase2").mkdir()
+    # a two-phase job, judged by phase 2: more phase-1 steps, or phase 1's folder alone removed, would be refused next
+    # (phase 2 started from its weights): the ways out are phase 2's steps, or both folders
     with pytest.raises(ConfigError, match=r"Give phase 2 more steps \(phase2.max_steps\), a new run_name, or remove "
                                           rf"{d.parent / 'two-phase1'} and {d.parent / 'two-phase2'} to start over"):
-        resubmit.refuse_finished("two-phase1", d.parent / "two-phase1", earlier, True, uri)
+        resubmit.refuse_finished("two-phase2", d.parent / "two-phase2", {**earlier, "run_id": finished}, True, uri)
     # a two-phase job has nothing left only where phase 2's checkpoint is at its end (phase2.max_steps raised: on)
     assert resubmit.at_end(d, 20) and not resubmit.at_end(d, 25) and not resubmit.at_end(tmp_path / "none", 1)
     _refuse_finished("pretrain-x", d, earlier, 40, uri)  # a fine-tune at step 20 of 40: goes on ...
@@ -283,7 +282,7 @@ def test_a_finished_run_resubmitted_with_other_settings_is_told_it_has_finished_
 def test_a_finished_run_is_refused_before_any_ray_work(tmp_path, monkeypatch):
     """The finished refusal came after ensure_capacity and prepare: a finished RayJob re-run waited for its GPU nodes
     (scaling.capacity_timeout_s) before it was told; now before Ray starts. More steps still go on to Ray. A
-    two-phase job is judged by phase 1's run and has nothing left only when phase 2's checkpoint is at its end."""
+    two-phase job is judged by phase 2's run and has nothing left only when phase 2's checkpoint is at its end."""
     from mlflow.tracking import MlflowClient
 
     from jobs import pretrain
@@ -308,7 +307,7 @@ def test_a_finished_run_is_refused_before_any_ray_work(tmp_path, monkeypatch):
             pretrain.run(cfg)
     (tmp_path / "runs" / "pretrain-x").rename(tmp_path / "runs" / "two-phase1")
     run_dir(tmp_path, step=20, run_id=r.info.run_id).rename(tmp_path / "runs" / "two-phase2")
-    for phase2, raised in ((20, "run_name='two-phase1' has finished"), (30, "Ray work")):
+    for phase2, raised in ((20, "run_name='two-phase2' has finished"), (30, "Ray work")):
         cfg = load_config(PretrainConfig, None, ["data.sources=[x]", "run_name=two", "train.max_steps=100",
                                                  f"phase2.max_steps={phase2}", f"tracking.tracking_uri={uri}",
                                                  f"output_dir={tmp_path / 'runs'}"])

@@ -65,3 +65,48 @@ def test_the_caps_that_apply_still_validate_and_phase_2_derives_its_own():
     for path in sorted(Path("configs/pretrain").glob("*.yaml")):
         load_config(PretrainConfig, str(path), ["data.sources=[x]"])
 
+
+
+@pytest.mark.parametrize("story, refused", [
+    ("A finished phase 1 and failed in phase 2; B finished phase 2 and registered", True),
+    ("A finished and registered; B trained phase 2 on and failed to register", False),
+    ("A finished phase 1 and failed in phase 2", False),
+])
+def test_a_finished_two_phase_job_is_judged_by_the_run_that_last_trained_phase_2(tmp_path, story, refused):
+    """A resubmission does not fit a finished phase 1 again, so phase 1's record names the first job's phase-1 run:
+    judged by it, C (the same job submitted again) registered B's weights a second time in the first story, and was
+    refused in the second, though B registered nothing. Phase 2's record names the job that last trained it."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs.pretrain import refuse_finished_before_ray
+    from jobs.runtime import resubmit
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("pre", artifact_location=str(tmp_path / "art"))
+
+    def run(status: str, parent: str | None = None) -> str:
+        r = client.create_run(experiment, tags={"mlflow.parentRunId": parent} if parent else {}).info.run_id
+        client.set_terminated(r, status)
+        return r
+
+    def checkpoint(phase: int, step: int, run_id: str) -> None:
+        folder = tmp_path / "runs" / f"two-phase{phase}" / f"checkpoint_{step:06d}"
+        (folder / "release").mkdir(parents=True)
+        resubmit.record(folder, run_id, step, {"prepared set": "x"})
+        (folder.parent / "checkpoint_manager_snapshot.json").write_text(json.dumps(
+            {"latest_checkpoint_result": {"checkpoint_dir_name": folder.name, "metrics": {}}}))
+
+    a = run("FINISHED" if story.startswith("A finished and") else "FAILED")
+    checkpoint(1, 200, run("FINISHED", a))  # phase 1, trained by A alone
+    if "B" in story:
+        b = run("FINISHED" if story.endswith("registered") else "FAILED")
+        checkpoint(2, 100, run("FINISHED", b))
+    else:
+        checkpoint(2, 40, run("FAILED", a))  # A's phase 2, cut short
+    cfg = _cfg(tmp_path, "run_name=two", "train.max_steps=200", "phase2.max_steps=100", f"tracking.tracking_uri={uri}")
+    if refused:
+        with pytest.raises(ConfigError, match=r"run_name='two-phase2' has finished: .*Give phase 2 more steps"):
+            refuse_finished_before_ray(cfg)
+    else:
+        refuse_finished_before_ray(cfg)
