@@ -71,15 +71,20 @@ def dedup_form(text: str) -> str:
 
 
 # Words that end in "." without ending the sentence when a capitalised word follows ("Mr. Smith",
-# "Dr. Who", "cf. Table"). Compared lower-cased with inner dots removed ("e.g" -> "eg").
-# Deliberately absent: "etc", "inc", "no", month names: they end sentences too often (BEFORE_NUMBERS has the last two).
+# "Dr. Who", "cf. Table"). Compared lower-cased with inner dots removed ("e.g" -> "eg"). English, and the commonest
+# of German ("geb. Müller", "bzw. Gemeinde", "vgl. Abschnitt"), Spanish ("EE. UU.", "Sra. García") and Russian
+# ("ул. Ленина", "св. Петра", "проф. Иванов") that a capital follows.
+# Deliberately absent: "etc", "inc", "no", month names: they end sentences too often (BEFORE_NUMBERS has the last two);
+# so do "usw" (German's etc.), "др" and "пр" (Russian's), and "им" (a pronoun that ends sentences, as "имени").
 ABBREVIATIONS = frozenset("""
     mr mrs ms messrs dr prof rev hon sr jr st mt ft gen col lt sgt capt cmdr adm gov pres sen rep
     vs eg ie cf al approx ca fig figs eq eqs vol vols pp ch sec op nos
+    bzw geb gest vgl ehem sog hl ee uu sra ул пос св акад проф
 """.split())
-# ... and before a number only: "No. 1 on the chart", "Jan. 5, 1990", "p. 12" (they end sentences before words).
+# ... and before a number only: "No. 1 on the chart", "Jan. 5, 1990", "p. 12", "ок. 500" (they end sentences before
+# words).
 BEFORE_NUMBERS = frozenset("""
-    no jan feb mar apr jun jul aug sep sept oct nov dec p art nr bd abs
+    no jan feb mar apr jun jul aug sep sept oct nov dec p art nr bd abs ок
 """.split())
 
 # A boundary candidate: terminal punctuation (Latin, the Devanagari danda, the Arabic question mark and full stop,

@@ -157,7 +157,9 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
         # 2026-12-02's second change it keeps "Titanic's" and "l'Odyssée" and the words of langx and the like; since
         # 2026-12-03 the words of fr/es/ja/ru inline templates and zh's -{...}- conversions (and German life dates end
         # no sentence: clean.split_sentences, which renames no set of other readers); since 2026-12-04 an {{age}}
-        # whose year is blank (today's) renders no number, not "-1989"
+        # whose year is blank (today's) renders no number, not "-1989"; and ru/ja/zh/pl/sv end sections are cut,
+        # jawiki's and zhwiki's disambiguation pages (and enwiki's by kind) skipped, {{math}} and {{mvar}} rendered,
+        # and German, Spanish and Russian abbreviations end no sentence (clean.ABBREVIATIONS)
         spec["wikitext"] = ("! lines only as table syntax; date, val, nee, flag, abbr, sortname and formatnum templates"
                             " rendered, punctuation-only parentheses dropped; a page that cannot be stripped one"
                             " malformed_wikitext reject; apostrophes as MediaWiki's doQuotes; langx, multi-unit"
@@ -165,7 +167,8 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
                             " before internal ones; de/fr end sections cut; every interlanguage code shape and"
                             " MediaWiki's magic words dropped, C names kept; fr/es/ja/ru inline templates and"
                             " -{...}- language conversion rendered, de life dates one sentence; an age of a blank"
-                            " year blank")
+                            " year blank; ru/ja/zh/pl/sv end sections cut, ja/zh and enwiki-kind disambiguation"
+                            " skipped, math and mvar rendered, de/es/ru abbreviations")
     if moved_cuts:  # a plain-text file was cut at byte offsets: a \r\n copy (or one behind a Gutenberg header) is cut
         # into other ~1 MiB documents now (text_source's docstring); a pure-LF file without a header where it was
         spec["text_cuts"] = "~1 MiB cuts at text offsets: less each \\r of a \\r\\n, from a Gutenberg header's end"

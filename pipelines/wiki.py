@@ -290,12 +290,14 @@ class _PageCuts:
 
 # Disambiguation templates are named "... disambiguation" or by an alias; an inline
 # "{{disambiguation needed}}" cleanup tag in an article must not match. The other names are those of the
-# largest Wikipedias (de, fr, es, it, pt, nl, pl, ru, sv, ja); a hatnote such as de's {{Begriffsklärungshinweis}}
-# does not match (the name must end at "|" or "}}").
+# largest Wikipedias (de, fr, es, it, pt, nl, pl, ru, sv, ja, zh), enwiki's by kind (a name's, a school's, a road's,
+# a letter-number combination's, a maths term's) and jawiki's (人名の曖昧さ回避: a person's name); a hatnote such as
+# de's {{Begriffsklärungshinweis}} does not match (the name must end at "|" or "}}").
 _DISAMBIGUATION = re.compile(
     r"\{\{\s*(?:(?:[\w -]*\s)?disambiguation(?: cleanup)?|disambig|dab|disamb|hndis|geodis|numberdis"
-    r"|begriffsklärung|homonymie|desambiguación|desambiguacion|disambigua|desambiguação|dp|dpintro"
-    r"|ujednoznacznienie|неоднозначность|многозначность|förgrening|aimai|曖昧さ回避)"
+    r"|(?:hndis|geodis|disambig)-cleanup|letter[-\u2013]numbercombdisambig|mathdab|schooldis|roaddis|callsigndis"
+    r"|hospitaldis|begriffsklärung|homonymie|desambiguación|desambiguacion|disambigua|desambiguação|dp|dpintro"
+    r"|ujednoznacznienie|неоднозначность|многозначность|förgrening|aimai|[^{}|]*曖昧さ回避|消歧[义義])"
     r"\s*(?:\||\}\})", re.I)
 
 
@@ -335,13 +337,16 @@ _TAG = re.compile(
     r"|pages|pagelist|pagequality|quiz|phonos|dynamicpagelist|chart|rss)"
     r"\b[^<>]*>", re.I)
 _BR = re.compile(r"<br\s*/?>", re.I)
-_TRAILING_SECTIONS = re.compile(  # English, and the largest Wikipedias' (de, fr, es, it, pt, nl)
+_TRAILING_SECTIONS = re.compile(  # English, and the largest Wikipedias' (de, fr, es, it, pt, nl, ru, ja, zh, pl, sv)
     r"^==\s*(?:see also|references|notes|footnotes|notes and references|references and notes|citations|sources"
     r"|works cited|cited works|sources cited|general references|bibliography|further reading|external links"
     r"|siehe auch|einzelnachweise|weblinks|anmerkungen|literatur|voir aussi|notes et références|références"
     r"|liens externes|annexes|articles connexes|bibliographie|bibliografía|bibliografia|literatuur"
     r"|véase también|referencias|enlaces externos|voci correlate|note|collegamenti esterni|ver também"
-    r"|referências|ligações externas|zie ook|externe links|bronnen)\s*==\s*$", re.I | re.M)
+    r"|referências|ligações externas|zie ook|externe links|bronnen|см\. также|примечания|литература|источники"
+    r"|ссылки|сноски|脚注|出典|注釈|参考文献|関連項目|外部リンク|参见|參見|参考资料|參考資料|參考文獻|外部链接|外部連結|注释"
+    r"|註釋|przypisy|zobacz też|linki zewnętrzne|se även|referenser|källor|noter|externa länkar)\s*==\s*$",
+    re.I | re.M)
 _HEADING = re.compile(r"^(={1,6})\s*(.+?)\s*\1\s*$", re.M)
 _LIST_MARKER = re.compile(r"^[*#:;]+\s*", re.M)
 # what is left of a table (a row outside a closed {| |}): a line starting "|" or "{|", or "!" as a header cell does
@@ -411,7 +416,8 @@ def _trailing_start(text: str) -> int:
 
 # also a section's name: a history's account of its sources, an author's list of works
 _AMID_ARTICLE = re.compile(r"^==\s*(?:sources|notes|note|bibliography|anmerkungen|bronnen|literatur|literatuur"
-                           r"|bibliographie|bibliografía|bibliografia)\s*==", re.I)
+                           r"|bibliographie|bibliografía|bibliografia|примечания|литература|источники|出典|注釈"
+                           r"|参考文献|參考文獻|注释|註釋|källor|noter)\s*==", re.I)
 _LEVEL_2 = re.compile(r"^==(?!=).*?[^=]==\s*$", re.M)
 
 

@@ -25,6 +25,10 @@ def template_text(m: re.Match) -> str:
         name = "lang-" + code.strip().lower()
     if name in _SYMBOL_TEMPLATES:
         return _SYMBOL_TEMPLATES[name]
+    if name in ("math", "mvar"):  # a formula or a variable, as written: words of its sentence ("where c is the
+        # hypotenuse"), where <math> markup is not; "1=" names the argument of a formula that holds an "=" ({{=}})
+        text = args.strip()
+        return text[2:].strip() if text.startswith("1=") else text
     if _CENTURY_NAME.fullmatch(name):  # frwiki's {{XIXe siècle}}, {{IIIe millénaire}}
         roman, _, unit = name.partition("e ")
         return f"{roman.upper()}e {unit}"
@@ -85,9 +89,10 @@ _HEIGHT_UNITS = ("m", "cm", "ft", "in")
 _MONTHS = ",January,February,March,April,May,June,July,August,September,October,November,December".split(",")
 _SYMBOL_TEMPLATES = {"nbsp": " ", "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spnd": " \u2013 ",
                      "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ", "dash": " \u2014 ", "-": "\u2013",
-                     "middot": "\u00b7", "\\": " / ", "'": "&#39;", "'s": "&#39;s"}
-# not {{!}}, {{=}}: a "|" would split its template. An apostrophe is an entity, as MediaWiki's {{'s}} writes it: the
-# italics' "''" before it ("''Titanic''{{'s}}") would make it markup (strip_wikitext unescapes after emphasis)
+                     "middot": "\u00b7", "\\": " / ", "'": "&#39;", "'s": "&#39;s", "=": "="}
+# not {{!}}: a "|" would split its template ({{=}} is an "=" in a formula's {{math}}, read whole). An apostrophe is
+# an entity, as MediaWiki's {{'s}} writes it: the italics' "''" before it ("''Titanic''{{'s}}") would make it markup
+# (strip_wikitext unescapes after emphasis)
 _NUMBER = re.compile(r"[-+\u2212]?[0-9][0-9.,/]*")
 _RANGE_WORDS = frozenset(["-", "\u2013", "to", "and", "or", "x", "by", "+", "+/-", "&"])
 PARAMETER = re.compile(r"\{\{\{[^{}]*\}\}\}")  # {{{1}}}: a template's own parameter, left in pages by copying
