@@ -135,7 +135,8 @@ def stripped_marks(texts: list[str], max_chars: int = 4_000_000) -> tuple[collec
     that follow a letter of a script beyond Latin, Greek and Cyrillic, which an accent-stripping tokenizer (uncased
     BERT's default) deletes though they are letters there: Devanagari's virama ("नमस्ते" -> "नमसत"), Thai's vowels,
     Japanese voicing marks ("ガス" -> "カス"). Latin, Greek and Cyrillic accents are what uncased BERT means to
-    strip."""
+    strip, but for the marks of Vietnamese alone (its hook above and horn: "mả" -> "ma", "ư" -> "u"), counted as
+    "VIETNAMESE": its six tones of one syllable became one token."""
     marks, letters, seen = collections.Counter(), 0, 0
     for text in texts:
         if seen >= max_chars:
@@ -145,19 +146,23 @@ def stripped_marks(texts: list[str], max_chars: int = 4_000_000) -> tuple[collec
         if text.isascii():
             letters += sum(c.isalpha() for c in text)
             continue
-        script = ""
+        script = latin = ""
         for c in unicodedata.normalize("NFD", text):
             if unicodedata.category(c) == "Mn":
                 if script:
                     marks[script] += 1
+                elif latin and c in _VIETNAMESE_MARKS:
+                    marks["VIETNAMESE"] += 1
             elif c.isalpha():
                 letters += 1
                 script = "" if c.isascii() else unicodedata.name(c, "").partition(" ")[0]
+                latin = c.isascii() or script == "LATIN"
                 script = "" if script in _ACCENTED_SCRIPTS else script
     return marks, letters
 
 
 _ACCENTED_SCRIPTS = frozenset(["LATIN", "GREEK", "CYRILLIC", ""])
+_VIETNAMESE_MARKS = frozenset("\u0309\u031b")  # hook above (ả), horn (ư, ơ): no other language's Latin letters
 
 
 def unknown_pieces(tokenizer, texts: list[str], max_chars: int = 2_000_000) -> tuple[int, int, int, int]:
@@ -195,7 +200,7 @@ def stripped_marks_warning(texts: list[str], t) -> str | None:
     scripts = ", ".join(f"{script.title()} {n:,}" for script, n in marks.most_common(4))
     return (f"warning: data.tokenizer strips accents ({setting}), which deletes {sum(marks.values()):,} combining "
             f"marks that are letters of their script in the sample's first {letters:,} letters ({scripts}): 'नमस्ते' "
-            f"becomes 'नमसत', 'ガス' 'カス'; set data.tokenizer.strip_accents: false to keep them")
+            f"becomes 'नमसत', 'ガス' 'カス', 'mả' 'ma'; set data.tokenizer.strip_accents: false to keep them")
 
 
 def unknown_pieces_warning(tokenizer, texts: list[str], share: float = 0.01) -> str | None:

@@ -216,6 +216,20 @@ def test_marks_that_stripping_accents_deletes_are_counted_by_script_not_latin_ac
     assert stripped_marks(["नमस्ते" * 9], max_chars=3) == ({}, 3)  # "नमस", before the virama
 
 
+VIETNAMESE = ["Hà Nội là thủ đô của nước Cộng hòa Xã hội chủ nghĩa Việt Nam.", "Người ta nói: ma, má, mà, mả, mã, mạ."]
+
+
+def test_vietnamese_tone_marks_are_counted_though_its_letters_are_latin():
+    """Uncased BERT's stripping made one token of ma, má, mà, mả, mã, mạ (six words) and said nothing: Latin letters'
+    accents are what it means to strip. Vietnamese alone writes a hook above (ả) or a horn (ư, ơ) on them."""
+    from pipelines.tokenizer_sample import stripped_marks, stripped_marks_warning
+
+    marks, _ = stripped_marks(VIETNAMESE)
+    assert set(marks) == {"VIETNAMESE"} and marks["VIETNAMESE"] == 8  # thủ, của, chủ, nước (2), Người (2), mả
+    assert "Vietnamese" in stripped_marks_warning(VIETNAMESE * 50, TokenizerConfig())
+    assert stripped_marks_warning(VIETNAMESE * 50, TokenizerConfig(strip_accents=False)) is None
+
+
 @pytest.mark.parametrize("settings, warned", [
     ({}, True), ({"strip_accents": True, "lowercase": False}, True),  # uncased BERT's default; stripping as set
     ({"strip_accents": False}, False), ({"lowercase": False}, False),  # marks kept: nothing to say
