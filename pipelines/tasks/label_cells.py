@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import ast
 import decimal
+import io
 import json
 import math
 import re
+import tokenize
 
 from pipelines.tasks.cells import bool_class, cell_text, class_name, decimal_comma, folded_decimal, no_value, \
     number_class
@@ -139,7 +141,7 @@ class ListHead:
             try:
                 texts = json.loads(value) if isinstance(value, str) and _listed(value) else value
             except ValueError:
-                texts = ast.literal_eval(value.strip())  # _listed parsed it one of the two ways
+                texts = python_list(value)  # _listed parsed it one of the two ways
             texts = texts if isinstance(texts, list) else []
         for text in texts:
             if not isinstance(text, str) or not (found := folded_decimal(text.strip())):
@@ -184,7 +186,7 @@ def _class_list(value, path: str) -> tuple | str:
         value = json.loads(value) if isinstance(value, str) else value
     except ValueError:
         try:  # a Python list's repr, as pandas' to_csv writes a list cell: "['sports', 'politics']"
-            value = ast.literal_eval(value) if value.lstrip().startswith("[") else None
+            value = python_list(value) if value.lstrip().startswith("[") else None
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return "unparseable_label"
     # a 0/1 list that repeats a value ([1, 1], [0, 0, 0]) or holds a float is read as multi-hot: [1, 1] may be the
@@ -205,12 +207,41 @@ def _class_list(value, path: str) -> tuple | str:
     return [x for x in dict.fromkeys(names) if x], (types.pop() if types else None)
 
 
+def python_list(text: str):
+    """A list cell in Python's notation, as pandas' to_csv writes one: a list's repr, ['a', 'b'], or a numpy array's
+    str, ['a' 'b'] or [1 2] (a Parquet / Arrow list column read with pandas holds arrays), whose items no comma
+    parts: ast.literal_eval read "['toxic' 'insult']" as Python's adjacent strings, the one class "toxicinsult". Raises
+    ValueError or SyntaxError where the text is neither."""
+    text = text.strip()
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type in _LIST_TOKENS]
+    except (tokenize.TokenError, SyntaxError) as exc:  # an unclosed bracket or quote
+        raise SyntaxError(str(exc)) from None
+    inner = tokens[1:-1]
+    if len(inner) >= 2 and tokens[0].string == "[" and tokens[-1].string == "]" and all(
+            t.string != "," for t in inner):  # a numpy array's items: signs, numbers and strings, no comma
+        items, sign = [], ""
+        for t in inner:
+            if t.type == tokenize.OP and t.string in "+-" and not sign:
+                sign = t.string
+            elif t.type in (tokenize.STRING, tokenize.NUMBER):
+                items.append(sign + t.string)
+                sign = ""
+            else:
+                raise SyntaxError(f"not a list: {text[:40]!r}")
+        text = f"[{', '.join(items)}]"
+    return ast.literal_eval(text)
+
+
+_LIST_TOKENS = frozenset([tokenize.OP, tokenize.STRING, tokenize.NUMBER, tokenize.NAME])
+
+
 def _listed(text: str) -> bool:
     """Whether a cell's text is a list: JSON's ["a"] or [], or pandas' repr of one, ['a'] (not "[MASK]", "[1, 5)")."""
     text = text.strip()
     if not (text.startswith("[") and text.endswith("]")):
         return False
-    for parse in (json.loads, ast.literal_eval):
+    for parse in (json.loads, python_list):
         try:
             return isinstance(parse(text), list)
         except (ValueError, SyntaxError, MemoryError, RecursionError):

@@ -182,3 +182,21 @@ def test_a_decimal_class_is_one_name_in_csv_excel_and_json(tmp_path):
         "007", "01.10", "007", "1", "1.1", "A.50", "4.50.1"]
     joined = _write(tmp_path / "m.csv", "csv", ["4.50|1.0", "2.50"])
     assert _read(joined, "csv", "multi-label", Columns(label_separator="|"))[0] == [["4.5", "1"], ["2.5"]]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_list_column_pandas_read_from_parquet_and_saved_as_text_keeps_its_classes(tmp_path, fmt):
+    """pd.read_parquet (or Dataset.to_pandas) holds a list column as numpy arrays, and to_csv writes an array's str():
+    "['toxic' 'insult']", no comma. Python reads adjacent strings as one: the class "toxicinsult", no reject. Each
+    string is its class now, as in the Parquet file; an array of ids ("[0 2]") reads as the list of ids."""
+    labels = [["toxic", "insult"], [], ["toxic", "insult", "obscene"], ["toxic"]]
+    pq.write_table(pa.table({"text": [f"row {i}" for i in range(4)], "label": labels}), tmp_path / "ml.parquet")
+    frame = pd.read_parquet(tmp_path / "ml.parquet")
+    assert type(frame.label[0]).__name__ == "ndarray"
+    frame.to_csv(tmp_path / f"ml.{fmt}", index=False, sep="," if fmt == "csv" else "\t")
+    assert "['toxic' 'insult']" in (tmp_path / f"ml.{fmt}").read_text()
+    assert _read(tmp_path / f"ml.{fmt}", fmt, "multi-label") == _read(tmp_path / "ml.parquet", "parquet",
+                                                                        "multi-label") == (labels, {})
+    ids = pd.DataFrame({"text": ["a", "b"], "label": [pd.array([0, 2]).to_numpy(), pd.array([1]).to_numpy()]})
+    ids.to_csv(tmp_path / "ids.csv", index=False)
+    assert _read(tmp_path / "ids.csv", "csv", "multi-label") == ([["0", "2"], ["1"]], {})
