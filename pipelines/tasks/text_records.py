@@ -419,7 +419,16 @@ def _tsv_quoted(feed: _Feed, line: str, fields: list, columns: int, quoted: bool
         return fields
     if not quoted and len(parsed) != columns == len(fields):
         return fields  # a quote opening one field and closing a later one: GLUE's text, no writer's (see tsv_records)
+    if not _WRITER_LINE.fullmatch(line.rstrip("\r\n")):
+        # a quote inside a field no quote opens: no CSV writer leaves one so, it quotes the field and doubles it.
+        # GLUE's text ('"Hello"' beside 'What does "hi" mean?'), read as a writer's, set the file's writer flag, and
+        # a later question opening a quote ran on over the rows to the next quote before a tab
+        return fields
     return parsed if quoted or any(c in p for p in parsed for c in '"\t\n\r') else fields  # a CSV writer's quoting
+
+
+# a TSV line as a CSV writer writes it: each field quoted whole (its quotes doubled) or holding no quote
+_WRITER_LINE = re.compile(r'(?:"(?:[^"]|"")*"|[^\t"]*)(?:\t(?:"(?:[^"]|"")*"|[^\t"]*))*')
 
 
 def _swallows_a_row(feed: _Feed, columns: int, first_fields: int) -> bool:
