@@ -100,19 +100,6 @@ def test_tsv_written_by_a_csv_writer(tmp_path):
     assert [(r["text_a"], r["label"]) for r in rows] == [("plain", "1"), ("x", "0")] and not rejects
 
 
-def test_a_glue_line_with_a_quote_inside_a_field_is_no_writers_and_later_rows_stay_rows(tmp_path):
-    """'"Hello"' beside 'What does "hi" mean?' parsed as a CSV writer's line (its quotes stripped) and set the file's
-    writer flag: a later question that opens a quote then ran on as a quoted cell to the next quote before a tab (a
-    12" inches mark), three rows one, no reject. No writer leaves a quote in a field it does not quote."""
-    data = ('id\tquestion1\tquestion2\tis_duplicate\n1\t"Hello"\tWhat does "hi" mean?\t0\n'
-            '2\t"Quotes are hard. Why?\tWhy are quotes hard?\t1\n3\tWhy is Inception so popular?\tIs it?\t0\n'
-            '4\tWhat is love?\tWhat is the meaning of love?\t1\n5\tIs a footlong 12"\tHow long is it?\t1\n')
-    columns = Columns(text="question1", text_pair="question2", label="is_duplicate", id="id")
-    rows, rejects, _, _ = read(write(tmp_path, "qqp.tsv", data), "tsv", columns=columns)
-    assert [r["text_a"] for r in rows] == ['"Hello"', '"Quotes are hard. Why?', "Why is Inception so popular?",
-                                           "What is love?", 'Is a footlong 12"'] and not rejects
-
-
 def test_a_run_on_tsv_quote_never_makes_a_half_row(tmp_path):
     """A quoted field that never closes is rejected on its own line; the lines after it are read as they are (a
     GLUE TSV whose sentence opens a quotation), never as the second half of a record."""

@@ -50,3 +50,16 @@ def test_an_ambiguous_quote_counts_every_line_it_loses(tmp_path):
     rows, rejects, samples, _ = read(_tsv(tmp_path, "broken.tsv", lines), "tsv", columns=MRPC)
     assert [r["text_a"] for r in rows] == ["Last row ."] and rejects == {"ambiguous_quote": 23}
     assert samples[0][:2] == ("ambiguous_quote", "lines 2-24") and samples[1][:2] == ("ambiguous_quote", "line 3")
+
+
+def test_a_glue_line_with_a_quote_inside_a_field_is_no_writers_and_later_rows_stay_rows(tmp_path):
+    """'"Hello"' beside 'What does "hi" mean?' parsed as a CSV writer's line (its quotes stripped) and set the file's
+    writer flag: a later question that opens a quote then ran on as a quoted cell to the next quote before a tab (a
+    12" inches mark), three rows one, no reject. No writer leaves a quote in a field it does not quote."""
+    data = ('id\tquestion1\tquestion2\tis_duplicate\n1\t"Hello"\tWhat does "hi" mean?\t0\n'
+            '2\t"Quotes are hard. Why?\tWhy are quotes hard?\t1\n3\tWhy is Inception so popular?\tIs it?\t0\n'
+            '4\tWhat is love?\tWhat is the meaning of love?\t1\n5\tIs a footlong 12"\tHow long is it?\t1\n')
+    columns = Columns(text="question1", text_pair="question2", label="is_duplicate", id="id")
+    rows, rejects, _, _ = read(write(tmp_path, "qqp.tsv", data), "tsv", columns=columns)
+    assert [r["text_a"] for r in rows] == ['"Hello"', '"Quotes are hard. Why?', "Why is Inception so popular?",
+                                           "What is love?", 'Is a footlong 12"'] and not rejects
