@@ -174,6 +174,10 @@ def dataset_name(cfg: DataConfig, inputs: list[dict], given_tokenizer_hash: str 
         spec["text_cuts"] = "~1 MiB cuts at text offsets: less each \\r of a \\r\\n, from a Gutenberg header's end"
     if spaced_quotes:  # its sentences end elsewhere now (clean._BOUNDARY)
         spec["spaced_quotes"] = "a spaced '' after a terminal closes the sentence"
+    if cfg.text_documents == "books" and any(f == "text" and not named_plain_text(path, cfg)
+                                             for path, f in formats.items()):
+        # a file sniffed as plain text (1342.txt.utf-8) is a book since 2026-12-04, held out whole with the others
+        spec["sniffed_books"] = "a file sniffed as plain text is a book, held out whole"
     if cfg.dupe_factor > 1:  # shards sized from the corpus alone (ShardLayout.plan), and their passes written one
         # after another (prepare._pass_tables): only sets of several passes have other examples, only they are renamed
         spec["dupe_passes"] = "shards sized without dupe_factor, a pass after another"

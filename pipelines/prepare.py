@@ -284,7 +284,7 @@ def prepare(cfg: DataConfig) -> PreparedData:
 
     cfg = _with_tokenizing_tasks(cfg)
     books = [i for f, i in zip(files, inputs)  # read_as_book, from the heads read above
-             if cfg.text_documents == "books" and formats[f] == "text" and named_plain_text(f, cfg)]
+             if cfg.text_documents == "books" and formats[f] == "text"]
     layout = ShardLayout.plan(cfg, sum(i["bytes"] for i in inputs), books=len(books))
     _log("plan", f"{len(files)} input files, {layout.num_train} train + {layout.num_eval} eval shards, "
                  f"{cfg.num_workers} tokenizing tasks at once -> {final}")

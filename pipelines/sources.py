@@ -197,11 +197,13 @@ def reads_plain_text(path: str, cfg: DataConfig) -> bool:
 
 
 def read_as_book(path: str, cfg: DataConfig) -> bool:
-    """Whether `path` is a plain-text file by its name that is read as plain text: under data.text_documents=books
-    cut into ~1 MiB documents, pieces of one book (spill.book_names holds them out whole, ShardLayout.plan counts
-    them). A .txt of WikiExtractor's <doc> blocks (NVIDIA's wikicorpus_en.txt) is an article a document, no book:
-    held out under its file's name, all of Wikipedia went to train or to eval as one unit."""
-    return named_plain_text(path, cfg) and reads_plain_text(path, cfg)
+    """Whether `path` is read as plain text (reads_plain_text), named so or sniffed (a Gutenberg download's
+    1342.txt.utf-8, an extensionless file): under data.text_documents=books cut into ~1 MiB documents, pieces of one
+    book (spill.book_names holds them out whole, ShardLayout.plan counts them). A sniffed book was no book: its
+    pieces were held out one by one, the eval split holding pieces of books train read, with no warning. A .txt of
+    WikiExtractor's <doc> blocks (NVIDIA's wikicorpus_en.txt) is an article a document, no book: held out under its
+    file's name, all of Wikipedia went to train or to eval as one unit."""
+    return reads_plain_text(path, cfg)
 
 
 def _named_format(stem: str, cfg: DataConfig) -> str | None:

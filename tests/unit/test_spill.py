@@ -267,6 +267,11 @@ def test_a_book_is_held_out_whole_or_not_at_all(tmp_path, tok, monkeypatch):
     pieces = sum(uid >> RECORD_BITS == rank["book.txt"] for uid in row["uid"])
     assert pieces > 10 and len(held["book.txt"]) == 1  # all its pieces in one split
     assert held["records.jsonl"] == {True, False}  # records: each its own
+    # a Gutenberg download's name (1342.txt.utf-8) places no format: sniffed as text, it is a book all the same
+    download = tmp_path / "1342.txt.utf-8"
+    download.write_bytes(book.read_bytes())
+    [unit] = group_units(file_parts([str(download)], [{"bytes": os.path.getsize(download)}], cfg, 1 << 20), 1 << 30)
+    assert book_names(unit, cfg, layout) == {"1342.txt.utf-8"}
 
 
 def test_a_spill_folder_missing_on_this_node_names_the_shared_storage_it_needs(tmp_path, tok):
