@@ -145,3 +145,20 @@ def test_the_bounds_level_is_said_exactly(level, shown):
     assert f", one-sided {shown} lower bound +0.0100 " in decide(c, evidence(0.01, 0.03), "m", "2", "1", 10)[1]
     first = decide_first(c, {"candidate": 0.8, "lower_bound": 0.7}, "m", "1", 10)[1]
     assert f"on 10 rows, one-sided {shown} lower bound 0.7000 (" in first
+
+
+def test_a_bound_on_too_few_groups_promotes_nothing_and_says_so():
+    """Two equal models: on 2 groups one was promoted in 20% of trials at 95% (3: 18%, 6: 10%); a user's QA file of a
+    few long contexts is such an evaluation. Below MIN_GROUPS the candidate is kept, the sentence saying why; a first
+    champion with no min_score is promoted as before (no bound is read)."""
+    from jobs.registry.gate import MIN_GROUPS
+
+    cfg = PromoteConfig(model="m", min_delta=0.0, min_score=0.5)
+    clear = {"candidate": 0.9, "champion": 0.5, "delta": 0.4, "lower_bound": 0.3, "p_better": 1.0}
+    for groups, decision in ((MIN_GROUPS - 1, "kept"), (MIN_GROUPS, "promoted")):
+        said = decide(cfg, {**clear, "groups": groups}, "dev/f1", "2", "1", 120)
+        assert said[0] == decision and (f"only {groups} groups" in said[1]) is (decision == "kept"), said
+        first = decide_first(cfg, {"candidate": 0.9, "lower_bound": 0.8, "groups": groups}, "dev/f1", "2", 120)
+        assert first[0] == decision, first
+    assert decide_first(PromoteConfig(model="m"), {"candidate": 0.9, "lower_bound": 0.8, "groups": 3}, "dev/f1", "2",
+                        120)[0] == "promoted"
