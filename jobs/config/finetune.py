@@ -18,7 +18,7 @@ from bert_core.modern_config import ModernConfig
 from jobs.config.sections import (DeepSpeedConfig, OptimConfig, ScalingConfig, TrackingConfig, check_adam,
                                   check_harvest_dir, check_output_dir, check_run_name, check_seed, check_uri_backend,
                                   refuse_relative_when_submitted)
-from jobs.config.io import ClassName, from_dict, to_dict
+from jobs.config.io import ClassName, from_dict, refuse_stage, to_dict
 from jobs.runtime.faults import FaultsConfig
 from pipelines.tasks.cells import bool_class, class_name
 from pipelines.tasks.conll import CONLL_LABELS
@@ -385,6 +385,7 @@ class FinetuneConfig:
             if not rest.split("/", 1)[0].split("@", 1)[0].strip():
                 raise ConfigError(f"init={self.init!r} names no {'model' if scheme == 'models' else 'run'}; allowed: "
                                   "models:/NAME@alias, models:/NAME/VERSION or runs:/RUN_ID/path")
+            refuse_stage("init", self.init)
             return
         if "://" in self.init:
             raise ConfigError(f"init must be a local folder or start with one of {MLFLOW_SCHEMES}, got {self.init!r}")

@@ -414,3 +414,17 @@ def cli(main: Callable[[], object]) -> None:
             raise
         print(f"error: {cause}", file=sys.stderr, flush=True)
         sys.exit(2)
+
+
+def refuse_stage(key: str, uri: str) -> None:
+    """Refuse models:/NAME/<not a version> naming `key`: a stage (Production, Staging), which MLflow 3 replaced with
+    aliases, passed validation, the model even downloaded, and the job failed after its cluster work on MLflow's
+    "Parameter 'version' must be an integer" (registry.versions.pin reads VERSION, "latest" or an alias)."""
+    if not uri.startswith("models:/"):
+        return
+    name, _, version = uri[len("models:/"):].partition("/")
+    version = version.strip("/")
+    if "@" not in name and version and not version.isdigit() and version != "latest":
+        raise ConfigError(f"{key}={uri!r}: {version!r} is no version number; MLflow names versions by number or by "
+                          f"alias (stages are deprecated): use models:/{name}@ALIAS (@champion), "
+                          f"models:/{name}/VERSION or models:/{name}/latest")

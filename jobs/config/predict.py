@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from bert_core.config import ConfigError
+from jobs.config.io import refuse_stage
 from jobs.config.sections import TrackingConfig, check_output_dir, refuse_relative_when_submitted
 from pipelines.tasks.files import FORMATS, Columns
 from pipelines.encodings import check_encoding
@@ -52,6 +53,7 @@ class PredictConfig:
         if not self.model:
             raise ConfigError("model must name a model: models:/NAME@champion, models:/NAME/3, runs:/ID/model or a "
                               "folder (python jobs/predict.py MODEL --input FILES --output DIR)")
+        refuse_stage("model", self.model)
         if not self.input:
             raise ConfigError("input must name the files to predict (--input: a file, folder, glob or URL)")
         if not self.output:

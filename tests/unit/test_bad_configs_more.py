@@ -111,3 +111,19 @@ def test_tokenizer_min_frequency_zero_and_a_given_tokenizers_unused_settings_are
     # with a tokenizer given, the training settings are not read (and not checked), as before
     cfg = PretrainConfig.from_dict({"data": {"sources": ["x"], "tokenizer": {"path": "tok", "min_frequency": -1}}})
     cfg.data.validate()
+
+
+@pytest.mark.parametrize("uri", ["models:/clf/Production", "models:/clf/Staging/", "models:/clf/champion"])
+def test_a_registry_stage_is_refused_before_any_cluster_work_naming_the_alias_form(uri):
+    """models:/NAME/Production passed validation, the model even downloaded, and the fine-tune failed after its
+    cluster work on MLflow's "Parameter 'version' must be an integer"; a prediction job alike. Versions, latest and
+    aliases pass."""
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.config.predict import PredictConfig
+
+    with pytest.raises(ConfigError, match=r"init='models:/clf/.*is no version number.*use models:/clf@ALIAS"):
+        load_config(FinetuneConfig, None, [f"init={uri}"])
+    with pytest.raises(ConfigError, match=r"model='models:/clf/.*is no version number"):
+        PredictConfig(model=uri, input="in.csv", output="out").validate()
+    for fine in ("models:/clf/3", "models:/clf/latest", "models:/clf@champion", "models:/clf"):
+        load_config(FinetuneConfig, None, [f"init={fine}"])
