@@ -265,10 +265,18 @@ def _walk_start(client, tags: dict, run_id: str, links: list[Link], seen: set) -
     if tags.get("lineage.pretrain_run_id"):
         pretrain_id, init_run = tags["lineage.pretrain_run_id"], tags.get("lineage.init_run_id")
         links.append(Link("init", init or "(not tagged)", details=[f"lineage.pretrain_run_id = {pretrain_id}"]))
-        if init_run and init_run != pretrain_id:  # a fine-tune from a fine-tune: the run in between is a link too
-            between = _get_run(client, init_run, "init run", f"lineage.init_run_id of run {run_id}", links)
-            if between is not None:
-                links.append(Link("init run", init_run, details=_describe(between)))
+        if init_run and init_run != pretrain_id:  # a fine-tune from a fine-tune: walked whole (its data, its code, its
+            # own start), down to the pretraining; described alone, the generations before it were never named, and
+            # one deleted left the chain "complete"
+            before = len(links)
+            _walk_run(client, init_run, f"lineage.init_run_id of run {run_id}", {}, links, seen)
+            if pretrain_id in seen:
+                return
+            if all(link.found for link in links[before:]):  # reached another start: the chain contradicts the tag
+                links.append(Link("pretraining run", pretrain_id, False, why=f"run {run_id}'s lineage.pretrain_run_id "
+                                  f"names it, but the chain through its init run {init_run} does not reach it"))
+                return
+            # the init run's chain is broken (said): the pretraining run the tag names, walked from here
         r = _get_run(client, pretrain_id, "pretraining run", f"lineage.pretrain_run_id of run {run_id}", links)
         if r is not None:
             _walk_pretraining(client, r, links, seen)

@@ -157,18 +157,25 @@ def test_a_sweep_trial_takes_its_lineage_from_the_sweep(chain):
 
 def test_a_fine_tune_of_a_deleted_fine_tune_is_a_missing_link(chain):
     """A model fine-tuned from the fine-tune `ft` (lineage.init_run_id ft, lineage.pretrain_run_id pre): the run in
-    between is a link of its own, so its deletion is named, not a chain reported complete around it."""
+    between is walked whole (its data and code, its own start), so its deletion is named, not a chain reported
+    complete around it. Described alone, a third generation's chain named the second and skipped the first."""
     client, uri, pre, ft, _ = chain
     exp = client.get_experiment_by_name("lineage").experiment_id
     second = client.create_run(exp, tags={"lineage.job": "finetune", "lineage.init": "models:/ft-model/1",
                                           "lineage.init_run_id": ft, "lineage.pretrain_run_id": pre}).info.run_id
     _register(client, "ft-of-ft", second)
     result = lineage.run("models:/ft-of-ft/latest", uri)  # latest, as every job reads a registered model
-    assert result.missing == [] and "init run" in [link.kind for link in result.links]
+    kinds = [(link.kind, link.name) for link in result.links]
+    assert result.missing == [] and kinds.index(("fine-tune run", ft)) < kinds.index(("pretraining run", pre))
     assert lineage.run("models:/ft-of-ft", uri).missing == []
+    third = client.create_run(exp, tags={"lineage.job": "finetune", "lineage.init": "models:/ft-of-ft/1",
+                                         "lineage.init_run_id": second, "lineage.pretrain_run_id": pre}).info.run_id
+    _register(client, "third", third)
+    walked = [link.name for link in lineage.run("models:/third/1", uri).links if link.kind == "fine-tune run"]
+    assert walked == [third, second, ft]  # every generation, the first too
     client.delete_run(ft)
     (missing,) = lineage.run("models:/ft-of-ft/1", uri).missing
-    assert missing.startswith(f"init run {ft} (lineage.init_run_id of run {second}") and "was deleted" in missing
+    assert missing.startswith(f"run {ft} (lineage.init_run_id of run {second}") and "was deleted" in missing
 
 
 def test_a_two_phase_pretrainings_phase_2_set_is_checked_too(chain):
