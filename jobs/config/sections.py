@@ -452,9 +452,10 @@ def check_output_dir(name: str, path: str) -> None:
     every folder, yet /proc and /sys take no new folder from anyone, nor does an NFS export that squashes
     root. Such a job would otherwise fail only after Ray's work began. A URI (s3://, gs://) is refused: checkpoints,
     releases and prepared sets are written with file I/O, and Path() would make `s3:/bucket` a local folder."""
-    if path.startswith("~"):
-        raise ConfigError(f"{name}={path!r} starts with '~', which only a shell expands (a YAML value or a quoted "
-                          f"override keeps it, and the job would write a folder named '~' here): give the full path")
+    if path.startswith("~") or re.search(r"\$\{?\w", path):  # ~, $SCRATCH, ${SCRATCH}: what only a shell expands
+        what = "starts with '~'" if path.startswith("~") else "holds an environment variable"
+        raise ConfigError(f"{name}={path!r} {what}, which only a shell expands (a YAML value or a quoted override "
+                          f"keeps it, and the job would write a folder named so here): give the full path")
     if "://" in path:
         raise ConfigError(f"{name} must be a folder path (on a cluster, storage every node mounts: EFS, NFS, a "
                           f"ReadWriteMany volume), got the URI {path!r}: this job writes it with file I/O")

@@ -221,6 +221,10 @@ CASES = [
     case("finetune", ["train.seed=-1"], "train.seed", ">= 0", "ft-negative-seed"),
     case("pretrain", ["run_name=.."], "run_name", "not '.' or '..'", "run-name-parent"),  # output_dir's parent
     case("finetune", ["output_dir=~/runs"], "output_dir='~/runs'", "only a shell expands", "ft-output-dir-tilde"),
+    case("finetune", ["output_dir=$SCRATCH/runs"], "output_dir='$SCRATCH/runs' holds an environment variable",
+         "only a shell expands", "ft-output-dir-env-var"),  # written to ./$SCRATCH/runs, a node-local folder
+    case("pretrain", ["data.output_root=${{SCRATCH}}/prepared"], "data.output_root", "holds an environment variable",
+         "output-root-env-var"),
     # refused after the corpus was prepared: two replicas cannot share one held-out example; a phase's checkpoint
     case("pretrain", ["train.eval_batches=1", "train.micro_batch_size=1", "scaling.num_workers=2"],
          "train.eval_batches x train.micro_batch_size = 1", "raise train.eval_batches", "eval-set-too-small"),
