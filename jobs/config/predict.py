@@ -122,7 +122,7 @@ def refuse_output_in_input(input_: str, output: str, fmt: str = "") -> None:
     given, out = input_.removeprefix("file://"), os.path.realpath(output)
     written = [os.path.join(out, "manifest.json"),  # and a shard's part, as jobs/inference/shards.py names them
                os.path.join(out, "shards", "00000-000000", "part-0000000-1-0123abcd.parquet")]
-    if any(c in given for c in "*?["):
+    if any(c in given for c in "*?[") and not os.path.exists(given):  # a file named with brackets is that file
         static = os.path.dirname(re.split(r"[*?\[]", given)[0])  # the folder before the first wildcard
         pattern = _glob_regex(os.path.join(os.path.realpath(static or "."), given[len(static):].lstrip("/")))
         read = [w for w in written if pattern.fullmatch(w)]
@@ -148,7 +148,12 @@ def _glob_regex(pattern: str) -> re.Pattern:
             out, i = out + ("[^/]*" if pattern[i] == "*" else "[^/]"), i + 1
         elif pattern[i] == "[" and "]" in pattern[i + 1:]:
             end = pattern.index("]", i + 1)
-            out, i = out + "[" + pattern[i + 1:end].replace("!", "^", 1) + "]", end + 1
+            group = "[" + pattern[i + 1:end].replace("!", "^", 1) + "]"
+            try:
+                re.compile(group)
+            except re.error:  # "[2024-01]", "[!]": no class (a range backwards, nothing in it), its characters
+                group = re.escape(pattern[i:end + 1])
+            out, i = out + group, end + 1
         else:
             out, i = out + re.escape(pattern[i]), i + 1
     return re.compile(out)

@@ -296,7 +296,8 @@ def resolve_files(spec: str, fmt: str = "", labeled: bool = True, split: str = "
             raise TaskDataError(f"{spec} is read as the {split} split, and holds {stray}, named as another split's: "
                                 f"name the {split} files alone (a file, a subfolder or a glob that matches them only, "
                                 f"as {posixpath.join(spec.rstrip('/'), _narrowed(paths, split))})")
-    elif any(c in root for c in "*?["):
+    elif any(c in root for c in "*?[") and not fs.isfile(root):  # a file named with brackets is that file
+        # (train[1].csv read train1.csv as a glob's class, and sales[2024-01].csv matched nothing), as the corpus reader
         paths = [p for p in fs.glob(root) if _data_file(p, None) and fs.isfile(p)]
         # what the glob's wildcards matched is checked as a folder's files are (`data/*.csv`: train.csv, dev.csv);
         # a split's word the pattern itself writes is the user's choice (`data/test*.csv`, `data/train-*.csv`)

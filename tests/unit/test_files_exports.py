@@ -434,3 +434,14 @@ def test_tables_joined_or_annotated_by_hand_lose_no_row_and_read_no_column_twice
     joined = jsonl({"text": "a", "label": 1}).encode() + b"\xef\xbb\xbf" + jsonl({"text": "b", "label": 0}).encode()
     rows, rejects, _, _ = read(write(tmp_path, "joined.jsonl", joined), "jsonl")
     assert [r["text_a"] for r in rows] == ["a", "b"] and not rejects
+
+
+def test_a_file_named_with_brackets_is_that_file_not_a_glob(tmp_path):
+    """train[1].csv was read as the glob train[1].csv, the class [1]: train1.csv beside it was trained on, with no
+    word; sales[2024-01].csv matched nothing ("no data files match"), though it exists. A glob is one where no such
+    file is (data/*[12].csv)."""
+    for name in ("train[1].csv", "train1.csv", "sales[2024-01].csv"):
+        write(tmp_path, name, f"text,label\n{name} row,1\n")
+    assert resolve_files(str(tmp_path / "train[1].csv")) == [(str(tmp_path / "train[1].csv"), "csv")]
+    assert resolve_files(str(tmp_path / "sales[2024-01].csv")) == [(str(tmp_path / "sales[2024-01].csv"), "csv")]
+    assert resolve_files(str(tmp_path / "train[12].csv")) == [(str(tmp_path / "train1.csv"), "csv")]  # a glob

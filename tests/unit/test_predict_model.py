@@ -239,6 +239,13 @@ def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path, monkeypat
                             (f"{exports}/**/*.csv", exports / "preds", ""), (exports, exports / "preds", "csv")):
         PredictConfig(model="m", input=str(given), output=str(out), format=fmt).validate()
     # a glob relative to the working folder: `**/*.parquet` reads no sibling folder, `*/*` reads preds/ below it
+    # a file named with brackets is that file, and a class no regex reads is its characters: --check crashed on
+    # re.error ("bad character range 4-0") for sales[2024-01].csv
+    for name in ("sales[2024-01].csv", "reviews[!].csv"):
+        (exports / name).write_text("text\nfine\n")
+        PredictConfig(model="m", input=str(exports / name), output=str(exports / "preds")).validate()
+    with pytest.raises(ConfigError, match=r"a rerun would read its manifest.json as input"):
+        PredictConfig(model="m", input=f"{exports}/*[2024-01]*/*", output=str(exports / "p[2024-01]x")).validate()
     monkeypatch.chdir(exports)
     PredictConfig(model="m", input="**/*.parquet", output=str(tmp_path / "exports-preds")).validate()
     with pytest.raises(ConfigError, match=r"a rerun would read its manifest.json as input"):
