@@ -94,7 +94,7 @@ def _run(cfg: FinetuneConfig, run_name: str) -> FinetuneResult:
     init_id = init_name(init, init_dir)
     # a checkpoint means something together with the rows that trained and chose it; the evaluation split may change
     # (where it takes in rows of train, they leave train as leaks, and the basis changes with them)
-    basis = continuation_basis(resolved, ft_tasks.rows_digest(rows, ("train", ft_tasks.SELECT)), init_id)
+    basis = continuation_basis(resolved, ft_tasks.rows_digest(rows, ("train", ft_tasks.SELECT)), init_id, init_dir)
     earlier = resubmit.check(Path(cfg.output_dir).resolve() / run_name, basis,  # refused if the basis changed
                              added=ADDED_TO_BASIS)
 
@@ -333,24 +333,34 @@ def _refuse_finished(run_name: str, run_dir: Path, earlier: dict | None, total: 
                              tracking_uri)
 
 
-def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str) -> dict:
+def continuation_basis(cfg: FinetuneConfig, rows_sha256: str, init: str, init_dir: Path | None = None) -> dict:
     """What a fine-tune's checkpoint means only together with (jobs/runtime/resubmit.py): the task (its settings, not
     its paths), the rows it trains and chooses on (train and select: a new evaluation split leaves a checkpoint
     valid, unless it holds rows of train, which then leave train as leaks), where it started (`init`: a model URI or
     the resolved folder), the batch size, the worker count and the seed (a resumed epoch skips the batches it took
     in the seed's order, and its step counts the batches of that many workers: on another count the epochs and the
     schedule would not add up), and the engine's checkpoint layout (the ZeRO stage, precision and optimizer offload:
-    a checkpoint of another one failed to load in every worker, retried until train.max_failures ran out)."""
+    a checkpoint of another one failed to load in every worker, retried until train.max_failures ran out). A folder
+    `init` (`init_dir`) by what it holds too: the pretraining run its release record names and its tokenizer's hash
+    (a registered version's files never change). A release folder written again by a pretraining started over on
+    another corpus passed by its path: the resubmission went on from weights of the first, read through the second's
+    vocabulary, and its lineage named the second."""
+    from bert_core.tokenizer import tokenizer_hash
+    from jobs.runtime.release import written_by
+
     task = {f"task.{k}": v for k, v in asdict(cfg.task).items() if k not in PATH_FIELDS}
     d = cfg.deepspeed
-    return {**task, "task rows sha256": rows_sha256, "init": init, "train.batch_size": cfg.train.batch_size,
+    folder = {} if init_dir is None or init.startswith(MLFLOW_SCHEMES) else {
+        "init written by": written_by(init_dir) or "no release record", "init tokenizer": tokenizer_hash(init_dir)}
+    return {**task, "task rows sha256": rows_sha256, "init": init, **folder, "train.batch_size": cfg.train.batch_size,
             "scaling.num_workers": cfg.scaling.num_workers, "train.seed": cfg.train.seed,
             "deepspeed.zero_stage": d.zero_stage, "deepspeed.precision": d.precision,
             "deepspeed.offload_optimizer": d.offload_optimizer}
 
 
 # the keys the basis gained after runs had checkpoints: a checkpoint whose record lacks them continues unchecked on them
-ADDED_TO_BASIS = ("deepspeed.zero_stage", "deepspeed.precision", "deepspeed.offload_optimizer")
+ADDED_TO_BASIS = ("deepspeed.zero_stage", "deepspeed.precision", "deepspeed.offload_optimizer", "init written by",
+                  "init tokenizer")
 
 
 def _features(cfg: FinetuneConfig, rows: list[dict], init_dir: Path, evaluation: bool = False):

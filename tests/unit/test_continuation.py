@@ -79,6 +79,29 @@ def test_a_fine_tunes_basis_holds_its_seed():
     assert continuation_basis(other, "rows-sha", "/init") != basis
 
 
+def test_a_fine_tune_from_a_release_folder_written_again_is_another_basis(tmp_path):
+    """A fine-tune from <out>/pre/release, killed; the pretraining started over on another corpus wrote the folder
+    again; the resubmission passed by the folder's path and went on from the first weights, read through the second
+    vocabulary. The basis holds the run its record names and its tokenizer's hash; a model URI is pinned already."""
+    import json
+    import shutil
+
+    from jobs.config.finetune import FinetuneConfig
+    from jobs.finetune import continuation_basis
+    from jobs.runtime.release import RECORD
+    from tests.unit.scorer_kit import MINILM
+
+    release = tmp_path / "release"
+    shutil.copytree(MINILM, release)
+    (release / RECORD).write_text(json.dumps({"job": "pretrain", "run_id": "first"}))
+    basis = continuation_basis(FinetuneConfig(), "rows-sha", str(release), release)
+    assert basis["init written by"] == "first" and len(basis["init tokenizer"]) == 64
+    assert continuation_basis(FinetuneConfig(), "rows-sha", str(release), release) == basis
+    (release / RECORD).write_text(json.dumps({"job": "pretrain", "run_id": "second"}))
+    assert continuation_basis(FinetuneConfig(), "rows-sha", str(release), release)["init written by"] == "second"
+    assert "init tokenizer" not in continuation_basis(FinetuneConfig(), "rows-sha", "models:/m/3", release)
+
+
 def test_a_finished_run_submitted_again_with_nothing_left_is_refused_not_registered_twice(tmp_path):
     """The same command again after the job finished (a retried CI step, a RayJob re-run) restored its last
     checkpoint, trained nothing, and registered the same weights as a new version, moving the alias over any model
