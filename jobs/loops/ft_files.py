@@ -45,9 +45,26 @@ def load_files(task: TaskConfig, tokenizer_dir=None) -> TaskRows:
         firsts.extend((getattr(task, f"{name}_file"), *first) for first in found)  # a label train lacks
         return rows
 
-    dev, select = encoded("dev", streamed.dev), encoded(SELECT, streamed.select)
+    def trained(name: str, rows: list[dict]) -> list[dict]:  # a class no training row holds judges nothing
+        if streamed.trained is None:
+            return rows
+        held = [set(r["label"] if kind == "multi-label" else [r["label"]]) <= streamed.trained for r in rows]
+        if not all(held):
+            rejected[name]["label_not_in_train"] += held.count(False)
+            bad = rows[held.index(False)]
+            names = bad["label"] if kind == "multi-label" else [bad["label"]]
+            firsts.append((getattr(task, f"{name}_file") or task.train_file, "label_not_in_train",
+                           f"id {bad.get('id')}", next(streamed.labels[c] for c in names if c not in streamed.trained)))
+        return [r for r, ok in zip(rows, held) if ok]
+
+    # the label set is the training files' (carved rows too): a class whose every row was carved to dev or select
+    # has none in train, and its rows there were a term of macro_f1 no model could score (a given dev file's rows of a
+    # class train lacks are rejected alike)
+    dev, select = (trained(n, encoded(n, rows)) for n, rows in (("dev", streamed.dev), (SELECT, streamed.select)))
+    held = streamed.labels if streamed.trained is None else tuple(  # the classes train holds, said with a reject
+        name for i, name in enumerate(streamed.labels) if i in streamed.trained)
     for path, reason, where, text in firsts:  # the training files' first rejects, as _read_files says dev's
-        print(reject_line(path, reason, where, text, unknown_label_said(reason, text, streamed.labels)), flush=True)
+        print(reject_line(path, reason, where, text, unknown_label_said(reason, text, held)), flush=True)
     if kind == "question-answering":  # evaluation pools a question's windows by id: refused now, not mid-training
         from pipelines.tasks.squad import require_unique_ids
 

@@ -65,6 +65,7 @@ class StreamedRows:
     notes: collections.Counter = field(default_factory=collections.Counter)  # the training files' QA answer notes
     mode: str = "content"  # what a group is here (_group): "document", "pair" or "content" (QA: its context)
     shared_group: int = 0  # training rows whose group is a given dev file row's (given files are not regrouped)
+    trained: frozenset | None = None  # the classes (indices) the training rows hold: classification, multi-label
 
 
 # -- pass 1: read ---------------------------------------------------------------------------------------------
@@ -320,15 +321,17 @@ def _roles(batch, kind: str, mode: str, dev_groups: set, select_groups: set, lab
 def _train_survey(batch, kind: str, select_keys: set, tokenizer, max_seq_len: int, max_query_length: int,
                   mode: str = "content", dev_groups: set = frozenset()) -> dict:
     """Pass 5: rows, the digest's sum of row hashes, rejects and leaks, select keys found here, rows too long, rows
-    in one of `dev_groups` (a given dev file's)."""
+    in one of `dev_groups` (a given dev file's), and the classes (their indices) the rows hold."""
     rows = [json.loads(r) for r in batch["row"]]
+    classes = sorted({c for r in rows for c in (r["label"] if kind == "multi-label" else [r["label"]])}
+                     if kind in ("classification", "multi-label") else ())
     shared = in_groups(rows, dev_groups, kind, mode)
     total = sum(int.from_bytes(hashlib.sha256(json.dumps(r, sort_keys=True, ensure_ascii=False).encode()).digest(),
                                "big") for r in rows)
     in_select = sorted(set().union(*(leak_keys(r, kind) for r in rows)) & select_keys) if select_keys else []
     return {"n": [len(rows)], "hash_sum": [str(total)], "in_select": [json.dumps(in_select)],
             "truncated": [count_too_long(rows, kind, tokenizer, max_seq_len, max_query_length) if tokenizer else 0],
-            "shared_group": [shared]}
+            "shared_group": [shared], "classes": [json.dumps(classes)]}
 
 
 # -- the whole -----------------------------------------------------------------------------------------------
@@ -445,6 +448,8 @@ def stream_rows(spec: str, fmt: str, kind: str, columns: Columns, *, fraction: f
     kept_select = [r for r in select if not (leak_keys(r, kind) & in_select)]
     out = StreamedRows(StreamedSplit(train, n_train, digest.hexdigest()), kept_select, dev, tuple(labels),
                        rejected=rejected, samples=samples, truncated=sum(rec["truncated"] for rec in stats),
-                       notes=notes, mode=mode, shared_group=sum(int(rec["shared_group"]) for rec in stats))
+                       notes=notes, mode=mode, shared_group=sum(int(rec["shared_group"]) for rec in stats),
+                       trained=frozenset().union(*(json.loads(rec["classes"]) for rec in stats))
+                       if kind in ("classification", "multi-label") else None)
     out.dropped = {"train_in_evaluation": train_leaks, "select_in_train": len(select) - len(kept_select)}
     return out
