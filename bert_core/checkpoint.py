@@ -268,6 +268,25 @@ def _normalise_keys(raw: dict[str, torch.Tensor], bare_backbone: bool) -> dict[s
     return out
 
 
+def check_bert_config(path: Path, hf_config: dict) -> BertConfig:
+    """A BERT checkpoint's config.json as bert_core runs it, refused (ValueError naming `path`) where it would compute
+    otherwise than transformers: another model_type, a causal BERT, relative or ALiBi positions, a setting BertConfig
+    refuses. load_pretrained's checks, and the fine-tune driver's before any Ray work (jobs/finetune.check_init): met
+    in the workers, they came after the cluster started, the rows were featurized and the MLflow run opened."""
+    if (hf_config.get("model_type") or "bert") != "bert":  # a RoBERTa backbone's weights have BERT's names
+        raise ValueError(f"{path} holds a {hf_config['model_type']!r} model (config.json's model_type), not BERT: "
+                         f"its weights would load into BERT's layout without an error and compute something else")
+    config = BertConfig.from_dict(hf_config).validate()
+    if hf_config.get("is_decoder") or hf_config.get("add_cross_attention"):
+        raise ValueError(f"{path} is a causal BERT (config.json's is_decoder / add_cross_attention): transformers runs "
+                         "it with causal attention, bert_core's encoder attends both ways, and would compute something "
+                         "else")
+    if (hf_config.get("position_embedding_type") or "absolute") != "absolute":
+        raise ValueError(f"{path}: position_embedding_type={hf_config['position_embedding_type']!r}; bert_core has "
+                         "BERT's absolute position embeddings only, and would drop the checkpoint's relative ones")
+    return config
+
+
 def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTraining,
                     output_loading_info: bool = False, **head_kwargs):
     """Build `cls` from an HF BERT checkpoint dir; returns the model in eval mode (as HF does).
@@ -280,17 +299,7 @@ def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTr
     """
     path = Path(path)
     hf_config = json.loads((path / CONFIG_NAME).read_text())
-    if (hf_config.get("model_type") or "bert") != "bert":  # a RoBERTa backbone's weights have BERT's names
-        raise ValueError(f"{path} holds a {hf_config['model_type']!r} model (config.json's model_type), not BERT: "
-                         f"its weights would load into BERT's layout without an error and compute something else")
-    config = BertConfig.from_dict(hf_config).validate()
-    if hf_config.get("is_decoder") or hf_config.get("add_cross_attention"):
-        raise ValueError(f"{path} is a causal BERT (config.json's is_decoder / add_cross_attention): transformers runs "
-                         "it with causal attention, bert_core's encoder attends both ways, and would compute something "
-                         "else")
-    if (hf_config.get("position_embedding_type") or "absolute") != "absolute":
-        raise ValueError(f"{path}: position_embedding_type={hf_config['position_embedding_type']!r}; bert_core has "
-                         "BERT's absolute position embeddings only, and would drop the checkpoint's relative ones")
+    config = check_bert_config(path, hf_config)
     if hf_config.get("tie_word_embeddings") is False and getattr(cls, "tied_weights", None):
         raise ValueError(f"{path}: its MLM decoder is its own matrix (config.json's tie_word_embeddings is false), "
                          f"and {cls.__name__} ties the decoder to the word embeddings: it would predict with those, "

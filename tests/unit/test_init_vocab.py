@@ -26,3 +26,26 @@ def test_a_tokenizer_with_more_ids_than_the_models_embedding_rows_is_refused(tmp
     save_pretrained(BertForPreTraining(tiny(vocab_size=30522).validate()), tmp_path / "fits", tokenizer_dir=MINILM)
     check_init(128, "fits", tmp_path / "fits")
     check_init(128, "minilm", Path(MINILM))
+
+
+@pytest.mark.parametrize("setting, said", [
+    ({"position_embedding_type": "alibi"}, "position_embedding_type='alibi'"),  # Jina-embeddings-v2's, BERT's vocab
+    ({"position_embedding_type": "relative_key_query"}, "position_embedding_type='relative_key_query'"),
+    ({"is_decoder": True}, "is a causal BERT"),
+    ({"hidden_act": "silu"}, "model.hidden_act must be one of"),
+    ({"model_type": "roberta"}, "holds a 'roberta' model"),
+])
+def test_an_init_the_workers_could_not_build_is_refused_before_any_ray_work(tmp_path, setting, said):
+    """Such a config.json passed the driver's checks; every worker then refused it in build_model, after Ray started,
+    the rows were featurized and the MLflow run opened (a sweep: every trial failed)."""
+    import json
+    import shutil
+
+    from jobs.finetune import check_init
+
+    folder = tmp_path / "init"
+    shutil.copytree(MINILM, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **setting}))
+    with pytest.raises(ConfigError, match=rf"init 'x': .*{said}"):
+        check_init(128, "x", folder)
