@@ -287,6 +287,17 @@ def check_bert_config(path: Path, hf_config: dict) -> BertConfig:
     return config
 
 
+def check_model_config(path: Path, hf_config: dict) -> None:
+    """A checkpoint's config.json as bert_core builds its model, of either family: ModernConfig's validate for a
+    ModernBERT one, check_bert_config for any other (the fine-tune driver's check, before any Ray work)."""
+    from bert_core.modern_config import MODEL_TYPE, VARIANT_MODEL_TYPE, ModernConfig
+
+    if hf_config.get("model_type") in (MODEL_TYPE, VARIANT_MODEL_TYPE):
+        ModernConfig.from_dict(hf_config).validate()
+    else:
+        check_bert_config(path, hf_config)
+
+
 def load_pretrained(path: str | os.PathLike, cls: type[nn.Module] = BertForPreTraining,
                     output_loading_info: bool = False, **head_kwargs):
     """Build `cls` from an HF BERT checkpoint dir; returns the model in eval mode (as HF does).

@@ -240,9 +240,14 @@ def check_init(max_seq_len: int, init: str, folder: Path) -> None:
     from bert_core.modern_config import MODEL_TYPE, VARIANT_MODEL_TYPE
     from bert_core.tokenizer import check_tokenizer_folder
 
+    from bert_core.checkpoint import check_model_config
+
     check_tokenizer_folder(folder)
     config = json.loads((folder / "config.json").read_text())
-    _check_model_config(init, folder, config)
+    try:  # the model as the workers build it: an ALiBi, relative-position or causal BERT failed in every one
+        check_model_config(folder, config)
+    except ValueError as exc:  # ConfigError too: one line naming the init
+        raise ConfigError(f"init {init!r}: {str(exc).removeprefix(f'{folder}: ')}") from None
     rows = config.get("vocab_size")
     if isinstance(rows, int) and (ids := _token_ids(folder)) > rows:
         # tokens added to a tokenizer without resizing the model's embeddings, or another model's tokenizer: the
@@ -274,22 +279,6 @@ def check_init(max_seq_len: int, init: str, folder: Path) -> None:
                           f"releases write it): {unlearned}; allowed: task.max_seq_len <= "
                           f"{int(trained)}, or an init pretrained that long (a longer phase, e.g. "
                           f"phase2.max_seq_len=512 with phase2.max_steps > 0)")
-
-
-def _check_model_config(init: str, folder: Path, config: dict) -> None:
-    """The init's config.json as the workers build the model from it (bert_core.checkpoint.check_bert_config, or
-    ModernConfig's validate), refused here: an ALiBi or relative-position BERT, a causal one, a hidden_act bert_core
-    lacks failed in every worker, after Ray started, the rows were featurized and the MLflow run opened."""
-    from bert_core.checkpoint import check_bert_config
-    from bert_core.modern_config import MODEL_TYPE, VARIANT_MODEL_TYPE, ModernConfig
-
-    try:
-        if config.get("model_type") in (MODEL_TYPE, VARIANT_MODEL_TYPE):
-            ModernConfig.from_dict(config).validate()
-        else:
-            check_bert_config(folder, config)
-    except ValueError as exc:  # ConfigError too: one line naming the init
-        raise ConfigError(f"init {init!r}: {str(exc).removeprefix(f'{folder}: ')}") from None
 
 
 def _token_ids(folder: Path) -> int:
